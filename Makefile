@@ -1,0 +1,56 @@
+# Thin wrapper over meson + ninja. `make` builds build/src/cli/capsule
+# (linked as build/capsule too); `make run` shows what capsule does with the
+# bundled examples; `make check` installs test dependencies and runs every
+# test: unit, check cases, external suites, ajv, an ASan+UBSan build, fuzzers.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 20
+
+.PHONY: all deps build run check test test-asan fuzz clean format
+
+all: build
+
+deps:
+	@scripts/deps.sh build
+
+$(BUILD)/build.ninja:
+	@scripts/deps.sh build
+	meson setup $(BUILD)
+
+build: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+	@ln -sf src/cli/capsule $(BUILD)/capsule
+
+run: build
+	scripts/demo.sh $(BUILD)/capsule
+
+test: build
+	meson test -C $(BUILD) --print-errorlogs
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+
+test-asan: $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  meson test -C $(ASAN_BUILD) --print-errorlogs --no-suite slow
+
+$(FUZZ_BUILD)/build.ninja:
+	CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+
+fuzz: $(FUZZ_BUILD)/build.ninja
+	ninja -C $(FUZZ_BUILD)
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+check:
+	@scripts/deps.sh test
+	$(MAKE) test
+	$(MAKE) test-asan
+	$(MAKE) fuzz
+
+format:
+	clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Install what capsule needs to build and test on Debian 12. Idempotent: it
+# installs only the packages that are missing, and npm modules only when
+# tests/node_modules lacks them. Usage: scripts/deps.sh [build|test]
+set -euo pipefail
+what=${1:-build}
+cd "$(dirname "$0")/.."
+
+build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev)
+test_pkgs=(clang libclang-rt-14-dev nodejs npm)
+
+pkgs=("${build_pkgs[@]}")
+[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "deps: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$what" = test ] && [ ! -d tests/node_modules/ajv ]; then
+  echo "deps: installing test modules from tests/package.json" >&2
+  (cd tests && npm ci --no-audit --no-fund --silent)
+fi

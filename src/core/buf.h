@@ -1,0 +1,34 @@
+/* A growable byte buffer, always NUL-terminated. Allocation failure aborts:
+ * capsule treats out-of-memory as fatal rather than threading it through
+ * every string operation (as systemd and git do for small allocations). */
+#ifndef CAPSULE_CORE_BUF_H
+#define CAPSULE_CORE_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+struct cap_buf {
+  char *data; /* owned; NULL until the first append */
+  size_t len;
+  size_t cap;
+};
+
+void cap_buf_append(struct cap_buf *b, const char *s, size_t n);
+void cap_buf_puts(struct cap_buf *b, const char *s);
+void cap_buf_putc(struct cap_buf *b, char c);
+void cap_buf_printf(struct cap_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void cap_buf_vprintf(struct cap_buf *b, const char *fmt, va_list ap);
+/* Returns the contents (never NULL) and leaves the buffer empty; caller frees. */
+char *cap_buf_steal(struct cap_buf *b);
+void cap_buf_free(struct cap_buf *b);
+
+/* Allocation helpers that abort on out-of-memory. */
+void *cap_xmalloc(size_t n);
+void *cap_xcalloc(size_t n, size_t size);
+void *cap_xrealloc(void *p, size_t n);
+char *cap_xstrdup(const char *s);
+char *cap_xstrndup(const char *s, size_t n);
+char *cap_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,54 @@
+/* JSON (RFC 8259) into the positioned document tree, and JSON out.
+ *
+ * The parser is strict: UTF-8 only (a leading BOM is skipped), no trailing
+ * commas or comments, duplicate object keys rejected, nesting capped, and
+ * every problem reported at file:line:col. Numbers keep their source text
+ * (u.num.raw) so exact arithmetic stays possible. */
+#ifndef CAPSULE_CORE_JSON_H
+#define CAPSULE_CORE_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "diag.h"
+#include "node.h"
+
+#define CAP_JSON_DEFAULT_DEPTH 256
+#define CAP_JSON_MAX_DEPTH 512 /* hard cap for parser and writer */
+
+/* Parses data into doc->root. On a syntax error adds one diagnostic (the
+ * first; JSON cannot resynchronise meaningfully) and returns -EINVAL.
+ * max_depth 0 means CAP_JSON_DEFAULT_DEPTH. */
+int cap_json_parse(struct cap_doc *doc, const char *data, size_t len, const char *file,
+                   unsigned max_depth, struct cap_diags *diags);
+
+/* A streaming writer that places commas and indentation itself. */
+struct cap_jw {
+  struct cap_buf *out;
+  bool pretty;
+  int depth;
+  bool first[CAP_JSON_MAX_DEPTH + 2]; /* per depth: nothing written yet */
+  bool after_key;
+};
+void cap_jw_init(struct cap_jw *w, struct cap_buf *out, bool pretty);
+void cap_jw_begin_object(struct cap_jw *w);
+void cap_jw_end_object(struct cap_jw *w);
+void cap_jw_begin_array(struct cap_jw *w);
+void cap_jw_end_array(struct cap_jw *w);
+void cap_jw_key(struct cap_jw *w, const char *key);
+void cap_jw_string(struct cap_jw *w, const char *s);
+void cap_jw_string_n(struct cap_jw *w, const char *s, size_t n);
+void cap_jw_string_or_null(struct cap_jw *w, const char *s);
+void cap_jw_int(struct cap_jw *w, int64_t v);
+void cap_jw_double(struct cap_jw *w, double v);
+void cap_jw_bool(struct cap_jw *w, bool v);
+void cap_jw_null(struct cap_jw *w);
+/* Writes a whole document tree (datetimes as strings). */
+void cap_jw_node(struct cap_jw *w, const struct cap_node *n);
+
+/* Appends s as a quoted, escaped JSON string. */
+void cap_json_quote(struct cap_buf *out, const char *s, size_t n);
+
+#endif

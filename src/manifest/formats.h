@@ -1,0 +1,29 @@
+/* The four format front ends. Each checks a parsed document against its
+ * seed (../shared/seeds/) and lowers it into the canonical spec, reporting
+ * every problem through the context. The caller (load.c) has already set
+ * spec->source_path and spec->package_dir and added the system and package
+ * grants; a lowering adds what its format declares and fills every default. */
+#ifndef CAPSULE_MANIFEST_FORMATS_H
+#define CAPSULE_MANIFEST_FORMATS_H
+
+#include "core/node.h"
+#include "manifest/fields.h"
+#include "manifest/model.h"
+
+void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
+void cap_covenant_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
+void cap_talos_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
+void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
+
+/* The optional `x-capsule` object (TOML: [x-capsule] table) every format may
+ * carry; call with the member's value (NULL-safe). Known keys: command
+ * (array of strings), workspace (string path), notes (string). */
+void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_spec *spec);
+
+/* A tool's parameter schema: must be a JSON object (or boolean schema `true`
+ * is refused: tools take objects). Adopts it into the spec. Reports at
+ * `key` under the current path. Returns NULL when unusable. */
+const struct cap_node *cap_tool_schema(struct mf_ctx *c, const struct cap_node *tool,
+                                       const char *key, struct cap_spec *spec);
+
+#endif

@@ -1,0 +1,373 @@
+#include "load.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "core/yaml.h"
+#include "manifest/fields.h"
+#include "manifest/formats.h"
+#include "toml/toml.h"
+
+/* Manifest file names a capability directory may hold, in the order tried. */
+static const char *const manifest_names[] = {
+    "manifest.yaml", "manifest.yml", "agent.toml", "manifest.json", "capability.json",
+    "nono.json", NULL,
+};
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+  size_t ls = strlen(s), lx = strlen(suffix);
+  return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
+}
+
+static const char *base_name(const char *path)
+{
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+  if (strcmp(dir, ".") == 0)
+    return cap_xstrdup(name);
+  size_t n = strlen(dir);
+  return cap_xasprintf("%.*s/%s", (int)(n && dir[n - 1] == '/' ? n - 1 : n), dir, name);
+}
+
+static bool is_dir(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_file(const char *path)
+{
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* agents/<id>/agent.toml for every subdirectory that has one; flat *.toml
+ * files and subdirectories without agent.toml are skipped, as Covenant's
+ * daemon does. */
+static size_t discover_agents(const char *agents_dir, struct cap_strv *files)
+{
+  DIR *d = opendir(agents_dir);
+  if (!d)
+    return 0;
+  struct cap_strv found = {0};
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.')
+      continue;
+    _cleanup_free_ char *sub = path_join(agents_dir, e->d_name);
+    if (!is_dir(sub))
+      continue;
+    _cleanup_free_ char *manifest = path_join(sub, "agent.toml");
+    if (is_file(manifest))
+      cap_strv_push(&found, manifest);
+  }
+  closedir(d);
+  qsort(found.v, found.len, sizeof(char *), compare_strings);
+  for (size_t i = 0; i < found.len; i++)
+    cap_strv_push(files, found.v[i]);
+  size_t n = found.len;
+  cap_strv_free(&found);
+  return n;
+}
+
+int cap_manifest_discover(const char *path, struct cap_strv *files, struct cap_diags *diags)
+{
+  struct stat st;
+  if (stat(path, &st) < 0) {
+    int e = errno;
+    cap_diags_add(diags, CAP_SEV_ERROR, path, 0, 0, "", "%s; check the path", strerror(e));
+    return -e;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    cap_strv_push(files, path);
+    return 0;
+  }
+  _cleanup_free_ char *agents = path_join(path, "agents");
+  if (is_dir(agents)) {
+    if (discover_agents(agents, files) == 0) {
+      cap_diags_add(diags, CAP_SEV_ERROR, agents, 0, 0, "",
+                    "no agent found; each agent lives in agents/<id>/agent.toml");
+      return -ENOENT;
+    }
+    return 0;
+  }
+  const char *found = NULL;
+  for (size_t i = 0; manifest_names[i]; i++) {
+    _cleanup_free_ char *candidate = path_join(path, manifest_names[i]);
+    if (!is_file(candidate))
+      continue;
+    if (found) {
+      cap_diags_add(diags, CAP_SEV_ERROR, path, 0, 0, "",
+                    "holds both %s and %s; a capability directory has one manifest", found,
+                    manifest_names[i]);
+      return -EINVAL;
+    }
+    found = manifest_names[i];
+  }
+  if (found) {
+    _cleanup_free_ char *file = path_join(path, found);
+    cap_strv_push(files, file);
+    return 0;
+  }
+  if (discover_agents(path, files) > 0)
+    return 0;
+  cap_diags_add(diags, CAP_SEV_ERROR, path, 0, 0, "",
+                "no manifest found; expected manifest.yaml (Selu), agent.toml or "
+                "agents/<id>/agent.toml (Covenant), manifest.json (Talos) or a nono "
+                "capability manifest (capability.json, nono.json)");
+  return -ENOENT;
+}
+
+/* JSON holds Talos or nono manifests; tell them apart by their keys. */
+static int detect_json(const struct cap_node *root, const char *name)
+{
+  if (root && root->kind == CAP_NODE_OBJECT) {
+    if (cap_node_get(root, "functions"))
+      return CAP_FORMAT_TALOS;
+    static const char *const nono_keys[] = {"filesystem", "network", "process",
+                                            "rollback",   "resources", NULL};
+    for (size_t i = 0; nono_keys[i]; i++)
+      if (cap_node_get(root, nono_keys[i]))
+        return CAP_FORMAT_NONO;
+    const struct cap_node *v = cap_node_get(root, "version");
+    if (v && !cap_node_get(root, "id"))
+      return CAP_FORMAT_NONO;
+  }
+  return strcmp(base_name(name), "manifest.json") == 0 ? CAP_FORMAT_TALOS : CAP_FORMAT_NONO;
+}
+
+static int detect_by_name(const char *name)
+{
+  const char *base = base_name(name);
+  if (has_suffix(base, ".yaml") || has_suffix(base, ".yml"))
+    return CAP_FORMAT_SELU;
+  if (has_suffix(base, ".toml"))
+    return CAP_FORMAT_COVENANT;
+  if (has_suffix(base, ".json"))
+    return CAP_FORMAT_TALOS; /* refined by content */
+  return CAP_HINT_AUTO;
+}
+
+/* Without a telling name, look at the first significant character. */
+static int detect_by_content(const char *data, size_t len)
+{
+  size_t i = 0;
+  if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0)
+    i = 3;
+  while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r'))
+    i++;
+  if (i < len && data[i] == '{')
+    return CAP_FORMAT_TALOS;
+  if (i < len && data[i] == '[')
+    return CAP_FORMAT_COVENANT;
+  return CAP_FORMAT_SELU;
+}
+
+static char *absolute_dir_of(const char *name)
+{
+  _cleanup_free_ char *dir = NULL;
+  const char *slash = strrchr(name, '/');
+  if (!slash)
+    dir = cap_xstrdup(".");
+  else if (slash == name)
+    dir = cap_xstrdup("/");
+  else
+    dir = cap_xstrndup(name, (size_t)(slash - name));
+  char resolved[PATH_MAX];
+  if (realpath(dir, resolved))
+    return cap_xstrdup(resolved);
+  return steal_pointer(&dir);
+}
+
+static const char *top_level_noun(int format)
+{
+  switch (format) {
+  case CAP_FORMAT_SELU: return "a YAML mapping";
+  case CAP_FORMAT_COVENANT: return "a TOML table";
+  default: return "a JSON object";
+  }
+}
+
+void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_spec *spec)
+{
+  if (!x)
+    return;
+  size_t mark = mf_push_key(c, "x-capsule");
+  if (x->kind != CAP_NODE_OBJECT) {
+    mf_error(c, x, NULL, "must be %s of capsule settings, not %s",
+             spec->format == CAP_FORMAT_COVENANT ? "a table" : "an object",
+             mf_kind_article(x->kind));
+    mf_pop(c, mark);
+    return;
+  }
+  static const char *const known[] = {"command", "workspace", "notes", NULL};
+  mf_unknown_keys(c, x, known, CAP_SEV_ERROR);
+  const struct cap_node *cmd = mf_string_array(c, x, "command", MF_NONEMPTY);
+  if (cmd) {
+    bool ok = true;
+    for (size_t i = 0; i < cmd->u.arr.len; i++) {
+      if (cmd->u.arr.items[i]->u.str.len == 0) {
+        size_t m2 = mf_push_key(c, "command");
+        mf_push_index(c, i);
+        mf_error(c, cmd->u.arr.items[i], NULL, "must not be empty");
+        mf_pop(c, m2);
+        ok = false;
+      }
+    }
+    if (ok) {
+      cap_strv_free(&spec->runtime.command);
+      for (size_t i = 0; i < cmd->u.arr.len; i++)
+        cap_strv_push(&spec->runtime.command, cmd->u.arr.items[i]->u.str.ptr);
+    }
+  }
+  const struct cap_node *ws = mf_field(c, x, "workspace", CAP_NODE_STRING, MF_NONEMPTY);
+  if (ws) {
+    if (ws->u.str.ptr[0] != '/' && ws->u.str.ptr[0] != '~')
+      mf_error(c, ws, "workspace", "\"%s\" is not an absolute path; write it as /path or ~/path",
+               ws->u.str.ptr);
+    else {
+      free(spec->sandbox.workspace);
+      spec->sandbox.workspace = cap_xstrdup(ws->u.str.ptr);
+    }
+  }
+  const char *notes = mf_string(c, x, "notes", 0, NULL);
+  if (notes) {
+    free(spec->notes);
+    spec->notes = cap_xstrdup(notes);
+  }
+  mf_pop(c, mark);
+}
+
+const struct cap_node *cap_tool_schema(struct mf_ctx *c, const struct cap_node *tool,
+                                       const char *key, struct cap_spec *spec)
+{
+  const struct cap_node *schema = cap_node_get(tool, key);
+  if (!schema) {
+    mf_error(c, tool, key,
+             "required field is missing; add a JSON Schema object such as "
+             "{\"type\": \"object\", \"properties\": {}}");
+    return NULL;
+  }
+  if (schema->kind != CAP_NODE_OBJECT) {
+    mf_error(c, schema, key,
+             "must be a JSON Schema object, not %s; describe the parameters as "
+             "{\"type\": \"object\", \"properties\": {...}}",
+             mf_kind_article(schema->kind));
+    return NULL;
+  }
+  return cap_spec_adopt_node(spec, schema);
+}
+
+static bool has_workspace_grant(const struct cap_spec *spec)
+{
+  for (size_t i = 0; i < spec->n_grants; i++)
+    if (spec->grants[i].origin == CAP_ORIGIN_WORKSPACE)
+      return true;
+  return false;
+}
+
+int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int format,
+                             const char *package_dir, struct cap_spec **ret,
+                             struct cap_diags *diags)
+{
+  size_t errors_before = diags->errors;
+  if (format == CAP_HINT_AUTO)
+    format = detect_by_name(name);
+  if (format == CAP_HINT_AUTO)
+    format = detect_by_content(data, len);
+
+  struct cap_doc *doc = cap_doc_new();
+  int r;
+  switch (format) {
+  case CAP_FORMAT_SELU: r = cap_yaml_parse(doc, data, len, name, diags); break;
+  case CAP_FORMAT_COVENANT: r = cap_toml_parse(doc, data, len, name, diags); break;
+  default: r = cap_json_parse(doc, data, len, name, 0, diags); break;
+  }
+  if (r < 0 || !doc->root) {
+    if (r >= 0)
+      cap_diags_add(diags, CAP_SEV_ERROR, name, 1, 1, "", "the file is empty; write %s",
+                    top_level_noun(format));
+    cap_doc_free(doc);
+    return -EINVAL;
+  }
+  if (format == CAP_FORMAT_TALOS || format == CAP_FORMAT_NONO)
+    format = detect_json(doc->root, name);
+  if (doc->root->kind != CAP_NODE_OBJECT) {
+    cap_diags_add(diags, CAP_SEV_ERROR, name, doc->root->line, doc->root->col, "",
+                  "the manifest must be %s at the top level, not %s", top_level_noun(format),
+                  mf_kind_article(doc->root->kind));
+    cap_doc_free(doc);
+    return -EINVAL;
+  }
+
+  struct cap_spec *spec = cap_spec_new((enum cap_format)format);
+  spec->source_path = cap_xstrdup(name);
+  spec->package_dir = package_dir ? cap_xstrdup(package_dir) : absolute_dir_of(name);
+  cap_spec_add_system_grants(spec);
+  if (format != CAP_FORMAT_NONO)
+    cap_spec_add_grant(spec, spec->package_dir, CAP_ACCESS_READ, CAP_FS_DIRECTORY,
+                       CAP_ORIGIN_PACKAGE);
+
+  struct mf_ctx c;
+  mf_init(&c, name, diags);
+  switch (format) {
+  case CAP_FORMAT_SELU: cap_selu_lower(&c, doc->root, spec); break;
+  case CAP_FORMAT_COVENANT: cap_covenant_lower(&c, doc->root, spec); break;
+  case CAP_FORMAT_TALOS: cap_talos_lower(&c, doc->root, spec); break;
+  default: cap_nono_lower(&c, doc->root, spec); break;
+  }
+  mf_free(&c);
+  cap_doc_free(doc);
+
+  if (spec->sandbox.workspace && !has_workspace_grant(spec))
+    cap_spec_add_grant(spec, spec->sandbox.workspace, CAP_ACCESS_READWRITE, CAP_FS_DIRECTORY,
+                       CAP_ORIGIN_WORKSPACE);
+  if (!spec->sandbox.backend)
+    spec->sandbox.backend = cap_xstrdup("capsule");
+  if (!spec->tool_source)
+    spec->tool_source = cap_xstrdup("manifest");
+
+  if (diags->errors > errors_before) {
+    cap_spec_free(spec);
+    return -EINVAL;
+  }
+  *ret = spec;
+  return 0;
+}
+
+int cap_manifest_load(const char *path, struct cap_spec **ret, struct cap_diags *diags)
+{
+  _cleanup_free_ char *data = NULL;
+  size_t len = 0;
+  struct cap_error err = {0};
+  int r = cap_read_file(path, CAP_MANIFEST_MAX_BYTES, &data, &len, &err);
+  if (r < 0) {
+    /* cap_read_file's message already starts with the path */
+    const char *msg = err.message;
+    size_t plen = strlen(path);
+    if (strncmp(msg, path, plen) == 0 && msg[plen] == ':')
+      msg += plen + 2;
+    cap_diags_add(diags, CAP_SEV_ERROR, path, 0, 0, "", "%s", msg);
+    cap_error_clear(&err);
+    return r;
+  }
+  return cap_manifest_load_buffer(data, len, path, CAP_HINT_AUTO, NULL, ret, diags);
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs every fuzz target briefly over a seed corpus taken from the check
+# cases and suites. Any crash, leak or timeout fails the run.
+# Usage: run.sh FUZZ_BUILD_DIR SECONDS_PER_TARGET
+set -euo pipefail
+build=$1
+seconds=${2:-20}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+seed() { # seed NAME FILES...
+  local dir="$work/$1"; shift
+  mkdir -p "$dir"
+  local i=0
+  for f in "$@"; do [ -f "$f" ] && cp "$f" "$dir/seed$((i++))"; done
+}
+seed selu $(find "$root/tests/check/selu" "$root/examples" -name '*.yaml' 2>/dev/null)
+toml_files=$(find "$root/tests/check/covenant" "$root/examples" -name '*.toml' 2>/dev/null)
+if [ -d "$root/../shared/testsuites/toml-test/tests/valid" ]; then
+  toml_files="$toml_files $(find "$root/../shared/testsuites/toml-test/tests/valid" -name '*.toml' | head -200)"
+fi
+seed toml $toml_files
+seed talos $(find "$root/tests/check/talos" "$root/examples" -name 'manifest.json' 2>/dev/null)
+seed nono $(find "$root/tests/check/nono" "$root/examples" -name '*.json' ! -name 'manifest.json' 2>/dev/null)
+seed jsonschema $(find "$root/tests/suites/jsonschema" -name '*.seed' 2>/dev/null)
+
+status=0
+for target in selu toml talos nono jsonschema; do
+  bin="$build/tests/fuzz/fuzz_$target"
+  [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
+  mkdir -p "$work/$target"
+  echo "fuzz: $target for ${seconds}s"
+  if ! (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "$bin" -max_total_time="$seconds" \
+        -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$work/$target" \
+        >"$work/$target.log" 2>&1); then
+    echo "fuzz: $target FAILED"; tail -40 "$work/$target.log"; status=1
+  else
+    grep -E 'stat::number_of_executed_units|stat::peak_rss' "$work/$target.log" | sed 's/^/  /'
+  fi
+done
+exit $status

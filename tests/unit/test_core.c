@@ -1,0 +1,208 @@
+/* Unit tests for src/core: the JSON parser's positions and errors, the
+ * writer, UTF-8 and position helpers, diagnostics. */
+#include <stdlib.h>
+
+#include "core/buf.h"
+#include "core/diag.h"
+#include "core/json.h"
+#include "core/node.h"
+#include "core/text.h"
+#include "unit.h"
+
+/* Parses text; returns the first diagnostic formatted, or NULL when valid. */
+static char *json_first_error(const char *text, size_t len, unsigned depth)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  int r = cap_json_parse(doc, text, len, "t.json", depth, &d);
+  char *out = NULL;
+  if (r < 0 && d.len) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    cap_diag_format(&d.items[0], f);
+    fclose(f);
+    out = buf;
+    out[strcspn(out, "\n")] = '\0';
+  }
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+  return out;
+}
+
+static void check_json_error(const char *text, const char *want)
+{
+  char *got = json_first_error(text, strlen(text), 0);
+  CHECK_STR(got, want);
+  free(got);
+}
+
+static void test_json_positions(void)
+{
+  const char *text = "{\n  \"a\": [1, 2.5, \"x\"],\n  \"b\": {\"c\": null}\n}";
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  CHECK(cap_json_parse(doc, text, strlen(text), "t.json", 0, &d) == 0);
+  CHECK(d.len == 0);
+  struct cap_node *a = cap_node_get(doc->root, "a");
+  CHECK(a && a->kind == CAP_NODE_ARRAY && a->u.arr.len == 3);
+  CHECK(a && a->line == 2 && a->col == 8);
+  CHECK(a && a->u.arr.items[1]->kind == CAP_NODE_FLOAT && a->u.arr.items[1]->u.num.f == 2.5);
+  CHECK(a && a->u.arr.items[0]->kind == CAP_NODE_INT && a->u.arr.items[0]->u.num.i == 1);
+  struct cap_member *m = cap_node_get_member(doc->root, "b", 1);
+  CHECK(m && m->line == 3 && m->col == 3);
+  CHECK(m && m->value->line == 3 && m->value->col == 8);
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
+static void test_json_columns_count_characters(void)
+{
+  /* "é" is two bytes but one column */
+  check_json_error("{\"é\": x}", "t.json:1:7: error: expected a JSON value, found 'x'");
+}
+
+static void test_json_errors(void)
+{
+  check_json_error("", "t.json:1:1: error: the file is empty; a JSON document was expected");
+  check_json_error("{\"a\": 1, \"a\": 2}",
+                   "t.json:1:10: error: duplicate key \"a\"; each key may appear once");
+  check_json_error("[1, 2,]", "t.json:1:7: error: trailing comma before ']'; remove it");
+  check_json_error("{\"a\" 1}", "t.json:1:6: error: expected ':' after the member name, found '1'");
+  check_json_error("[01]", "t.json:1:2: error: invalid number: leading zeros are not allowed in JSON");
+  check_json_error("\"\\ud800\"",
+                   "t.json:1:2: error: lone UTF-16 surrogate \\uD800; pair it with a low surrogate");
+  check_json_error("\"a\nb\"",
+                   "t.json:1:3: error: control character 0x0a in a string; escape it (\\n, \\t, \\u00XX)");
+  check_json_error("{} x", "t.json:1:4: error: unexpected data after the JSON document; remove it");
+  check_json_error("\"abc", "t.json:1:1: error: unterminated string; add the closing '\"'");
+  check_json_error("[\"\xff\"]", "t.json:1:3: error: invalid UTF-8 (byte 0xff); save the file as UTF-8");
+  check_json_error("tru", "t.json:1:1: error: expected a JSON value, found 't'");
+}
+
+static void test_json_depth_limit(void)
+{
+  size_t n = 10000;
+  char *deep = malloc(2 * n + 1);
+  memset(deep, '[', n);
+  memset(deep + n, ']', n);
+  deep[2 * n] = '\0';
+  char *got = json_first_error(deep, 2 * n, 0);
+  CHECK_STR(got, "t.json:1:257: error: nesting deeper than 256 levels; flatten the document");
+  free(got);
+  got = json_first_error(deep + n - 100, 200, 0);
+  CHECK(got == NULL);
+  free(got);
+  free(deep);
+}
+
+static void test_json_nul_and_escapes(void)
+{
+  const char *text = "[\"a\\u0000b\", \"\\ud83d\\ude00\", \"\\/\\t\"]";
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  CHECK(cap_json_parse(doc, text, strlen(text), "t.json", 0, &d) == 0);
+  struct cap_node *s0 = doc->root->u.arr.items[0];
+  CHECK(s0->u.str.len == 3 && memcmp(s0->u.str.ptr, "a\0b", 3) == 0);
+  CHECK_STR(doc->root->u.arr.items[1]->u.str.ptr, "\xF0\x9F\x98\x80");
+  /* round trip through the writer */
+  struct cap_buf out = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &out, false);
+  cap_jw_node(&w, doc->root);
+  CHECK_STR(out.data, "[\"a\\u0000b\",\"\xF0\x9F\x98\x80\",\"/\\t\"]");
+  cap_buf_free(&out);
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
+static void test_json_big_numbers_keep_text(void)
+{
+  const char *text = "[12345678901234567890123, -0, 1e400, 9223372036854775807]";
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  CHECK(cap_json_parse(doc, text, strlen(text), "t.json", 0, &d) == 0);
+  struct cap_node **it = doc->root->u.arr.items;
+  CHECK(it[0]->kind == CAP_NODE_FLOAT);
+  CHECK_STR(it[0]->u.num.raw, "12345678901234567890123");
+  CHECK(it[1]->kind == CAP_NODE_INT && it[1]->u.num.i == 0);
+  CHECK(it[3]->kind == CAP_NODE_INT && it[3]->u.num.i == INT64_MAX);
+  struct cap_buf out = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &out, false);
+  cap_jw_node(&w, doc->root);
+  CHECK_STR(out.data, "[12345678901234567890123,0,1e400,9223372036854775807]");
+  cap_buf_free(&out);
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
+static void test_pretty_writer(void)
+{
+  struct cap_buf out = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &out, true);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "a");
+  cap_jw_begin_array(&w);
+  cap_jw_end_array(&w);
+  cap_jw_key(&w, "b");
+  cap_jw_begin_array(&w);
+  cap_jw_int(&w, 1);
+  cap_jw_string(&w, "x\"y");
+  cap_jw_end_array(&w);
+  cap_jw_key(&w, "c");
+  cap_jw_double(&w, 0.5);
+  cap_jw_end_object(&w);
+  CHECK_STR(out.data, "{\n  \"a\": [],\n  \"b\": [\n    1,\n    \"x\\\"y\"\n  ],\n  \"c\": 0.5\n}");
+  cap_buf_free(&out);
+}
+
+static void test_utf8(void)
+{
+  size_t bad = 0;
+  CHECK(cap_utf8_valid("h\xC3\xA9llo", 6, &bad));
+  CHECK(!cap_utf8_valid("\xC0\x80", 2, &bad) && bad == 0);             /* overlong */
+  CHECK(!cap_utf8_valid("ab\xED\xA0\x80", 5, &bad) && bad == 2);       /* surrogate */
+  CHECK(!cap_utf8_valid("\xF4\x90\x80\x80", 4, &bad));                  /* > U+10FFFF */
+  CHECK(!cap_utf8_valid("\xE2\x82", 2, &bad) && bad == 0);             /* truncated */
+  CHECK(cap_utf8_length("h\xC3\xA9\xF0\x9F\x98\x80", 7) == 3);
+  char enc[4];
+  CHECK(cap_utf8_encode(0x1F600, enc) == 4 && memcmp(enc, "\xF0\x9F\x98\x80", 4) == 0);
+}
+
+static void test_textpos(void)
+{
+  const char *t = "ab\ncd\xC3\xA9x\n";
+  struct cap_textpos tp;
+  cap_textpos_init(&tp, t, strlen(t));
+  uint32_t line, col;
+  cap_textpos_at(&tp, 1, &line, &col);
+  CHECK(line == 1 && col == 2);
+  cap_textpos_at(&tp, 7, &line, &col); /* the x after é */
+  CHECK(line == 2 && col == 4);
+  cap_textpos_at(&tp, 0, &line, &col); /* going back rescans */
+  CHECK(line == 1 && col == 1);
+}
+
+static void test_diags_sorted_and_capped(void)
+{
+  struct cap_diags d = {.limit = 2};
+  cap_diags_add(&d, CAP_SEV_ERROR, "f", 3, 1, "b", "second");
+  cap_diags_add(&d, CAP_SEV_WARNING, "f", 1, 5, "", "first");
+  cap_diags_add(&d, CAP_SEV_ERROR, "f", 9, 9, "c", "dropped");
+  cap_diags_sort(&d);
+  CHECK(d.len == 2 && d.errors == 2 && d.warnings == 1);
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *f = open_memstream(&buf, &n);
+  cap_diags_print(&d, f);
+  fclose(f);
+  CHECK_STR(buf, "f:1:5: warning: first\nf:3:1: error: b: second\ncapsule: 1 more problems not shown\n");
+  free(buf);
+  cap_diags_free(&d);
+}
+
+UNIT_MAIN(test_json_positions, test_json_columns_count_characters, test_json_errors,
+          test_json_depth_limit, test_json_nul_and_escapes, test_json_big_numbers_keep_text,
+          test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped)
