@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# `make run`: capsule's main job on the bundled examples: check each
+# capability (all four formats) and print the resolved manifest of each.
+set -euo pipefail
+capsule=${1:-build/capsule}
+cd "$(dirname "$0")/.."
+examples=(examples/web-search examples/covenant examples/weather examples/repo-build)
+echo "== capsule check ${examples[*]}"
+"$capsule" check "${examples[@]}"
+for e in examples/web-search examples/covenant/agents/summarize examples/weather examples/repo-build; do
+  echo
+  echo "== capsule show $e"
+  "$capsule" show "$e"
+done
