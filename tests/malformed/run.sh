@@ -46,7 +46,7 @@ declare -A dup=(
   [talos]='{"id": "a", "id": "b"}'
   [nono]='{"version": "0.1.0", "version": "0.1.0"}')
 declare -A badutf=(
-  [selu]='id: "\xff\xfe"\n'
+  [selu]='id: \x27\xff\xfe\x27\n'
   [covenant]='[agent]\nid = "\xff"\n'
   [talos]='{"id": "\xc3\x28"}'
   [nono]='{"version": "\xed\xa0\x80"}')
