@@ -1,0 +1,231 @@
+/* Private to src/jsonschema: the compiled form of a schema and the helpers
+ * the compiler and the validator share. */
+#ifndef CAPSULE_JSONSCHEMA_INTERNAL_H
+#define CAPSULE_JSONSCHEMA_INTERNAL_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "core/node.h"
+#include "jsonschema/jsonschema.h"
+
+/* type bits */
+enum {
+  JS_T_NULL = 1,
+  JS_T_BOOL = 2,
+  JS_T_INT = 4, /* "integer": any number with an integral value */
+  JS_T_NUM = 8, /* "number": every number */
+  JS_T_STR = 16,
+  JS_T_ARR = 32,
+  JS_T_OBJ = 64,
+};
+
+/* keyword groups, so validation skips what cannot apply */
+enum {
+  JS_G_NUM = 1,
+  JS_G_STR = 2,
+  JS_G_ARR = 4,
+  JS_G_OBJ = 8,
+  JS_G_INPLACE = 16, /* allOf, anyOf, oneOf, not, if, $ref, $dynamicRef */
+  JS_G_VALUE = 32,   /* enum, const */
+};
+
+/* vocabularies a resource's meta-schema enables */
+enum {
+  JS_VOC_APPLICATOR = 1,
+  JS_VOC_UNEVALUATED = 2,
+  JS_VOC_VALIDATION = 4,
+  JS_VOC_FORMAT_ASSERT = 8,
+  JS_VOC_ALL = JS_VOC_APPLICATOR | JS_VOC_UNEVALUATED | JS_VOC_VALIDATION,
+};
+
+/* An exact decimal: value = sign * digits * 10^exp; digits has no leading
+ * or trailing zeros ("" for zero, sign 0). */
+struct js_dec {
+  int sign;
+  const char *digits;
+  size_t ndigits;
+  int64_t exp;
+};
+
+/* A number keyword's operand, with a fast path for integers. */
+struct js_num {
+  bool is_int; /* fits int64 */
+  int64_t i;
+  double f;
+  struct js_dec dec;
+};
+
+enum js_format {
+  JS_FMT_NONE = 0,
+  JS_FMT_DATE_TIME,
+  JS_FMT_DATE,
+  JS_FMT_TIME,
+  JS_FMT_DURATION,
+  JS_FMT_EMAIL,
+  JS_FMT_IDN_EMAIL,
+  JS_FMT_HOSTNAME,
+  JS_FMT_IDN_HOSTNAME,
+  JS_FMT_IPV4,
+  JS_FMT_IPV6,
+  JS_FMT_URI,
+  JS_FMT_URI_REFERENCE,
+  JS_FMT_IRI,
+  JS_FMT_IRI_REFERENCE,
+  JS_FMT_URI_TEMPLATE,
+  JS_FMT_UUID,
+  JS_FMT_REGEX,
+  JS_FMT_JSON_POINTER,
+  JS_FMT_RELATIVE_JSON_POINTER,
+  JS_FMT_UNKNOWN,
+};
+
+struct js_schema;
+struct js_resource;
+
+struct js_prop {
+  const char *key;
+  size_t keylen;
+  uint32_t hash;
+  struct js_schema *schema;
+};
+
+struct js_pattern_prop {
+  pcre2_code *re;
+  const char *source;
+  struct js_schema *schema;
+};
+
+struct js_dep_required {
+  const char *key;
+  size_t keylen;
+  const struct cap_node *names; /* array of strings */
+};
+
+struct js_schema {
+  const struct cap_node *node;
+  struct js_resource *resource;
+  const char *loc; /* keyword location prefix: "" or "/properties/a" or "URI#/..." */
+  bool is_bool, bool_value;
+  bool has_unevaluated; /* unevaluatedProperties or unevaluatedItems present */
+  uint8_t types;        /* 0: no "type" */
+  uint8_t groups;       /* JS_G_*: which kinds of keywords are present */
+
+  struct js_schema *ref;
+  const char *ref_uri;
+  struct js_schema *dynref; /* static target of $dynamicRef */
+  const char *dynref_uri;
+  int dynref_anchor; /* anchor id searched in the dynamic scope, -1: plain ref */
+
+  struct js_schema **all_of, **any_of, **one_of;
+  size_t n_all_of, n_any_of, n_one_of;
+  struct js_schema *not_, *if_, *then_, *else_;
+
+  struct js_prop *props;
+  size_t n_props;
+  int32_t *prop_table; /* open addressing over props, size prop_mask+1 */
+  uint32_t prop_mask;
+  struct js_pattern_prop *pattern_props;
+  size_t n_pattern_props;
+  struct js_schema *additional_props, *property_names, *unevaluated_props;
+  struct js_prop *dep_schemas;
+  size_t n_dep_schemas;
+  struct js_dep_required *dep_required;
+  size_t n_dep_required;
+
+  struct js_schema **prefix_items;
+  size_t n_prefix_items;
+  struct js_schema *items, *contains, *unevaluated_items;
+  int64_t min_contains, max_contains; /* -1: absent */
+
+  const struct cap_node **enum_values;
+  size_t n_enum;
+  bool has_enum;
+  const struct cap_node *const_value;
+
+  struct js_num *multiple_of, *minimum, *maximum, *exclusive_minimum, *exclusive_maximum;
+  int64_t max_length, min_length, max_items, min_items, max_props, min_props; /* -1 absent */
+  bool unique_items;
+  pcre2_code *pattern;
+  const char *pattern_source;
+  struct js_prop *required; /* schema unused */
+  size_t n_required;
+  bool required_in_props; /* every required name is also in "properties" */
+  uint8_t *prop_required;  /* per property: 1 when required */
+  enum js_format format;
+  bool format_assert;
+  const char *format_name;
+};
+
+struct js_dyn_anchor {
+  int id;
+  const struct cap_node *node;
+  struct js_schema *schema;
+};
+
+struct js_resource {
+  char *uri;
+  struct js_dyn_anchor *dyn;
+  size_t n_dyn, cap_dyn;
+  unsigned vocab;
+  bool used; /* some schema of it was compiled */
+  struct js_resource *next; /* all resources, for freeing */
+};
+
+struct cap_js_validator {
+  struct js_schema *root;
+  struct cap_js_options opts;
+  pcre2_match_context *mctx;
+  struct cap_doc *arena; /* every compiled schema and string */
+  struct js_resource *resources;
+  struct cap_doc **docs; /* owned documents (meta-schemas, loaded files) */
+  size_t n_docs, cap_docs;
+  pcre2_code **regexes; /* every compiled regex, for freeing */
+  size_t n_regexes, cap_regexes;
+  char **anchor_names; /* dynamic anchor names by id */
+  size_t n_anchor_names, cap_anchor_names;
+};
+
+/* compile.c: zeroed allocation and strings in the validator's arena */
+void *js_alloc(struct cap_js_validator *v, size_t n);
+char *js_strdup(struct cap_js_validator *v, const char *s, size_t n);
+
+/* uri.c */
+/* Resolves ref against base (RFC 3986 section 5.2); caller frees. */
+char *js_uri_resolve(const char *base, const char *ref);
+/* Splits off the fragment: returns the URI without '#...' (caller frees)
+ * and points *frag into uri after '#', or at "" when there is none. */
+char *js_uri_split(const char *uri, const char **frag);
+/* Value of a hex digit, or -1. */
+int js_hexval(char c);
+/* Percent-decodes s into a new string; NULL when malformed. */
+char *js_percent_decode(const char *s, size_t *out_len);
+
+/* number.c */
+/* Parses JSON number text into an exact decimal; digits are written into
+ * buf (room for at least len bytes). Returns false when text is not a
+ * number. */
+bool js_dec_parse(const char *text, size_t len, char *buf, struct js_dec *out);
+int js_dec_cmp(const struct js_dec *a, const struct js_dec *b);
+/* True when a is an integer multiple of b (b > 0). */
+bool js_dec_is_multiple(const struct js_dec *a, const struct js_dec *b);
+bool js_dec_is_integer(const struct js_dec *a);
+
+/* regex.c */
+/* Translates an ECMA-262 pattern to PCRE2 syntax and compiles it; on
+ * failure returns NULL and writes a message into err. */
+pcre2_code *js_regex_compile(const char *src, size_t len, char *err, size_t errlen);
+
+/* format.c */
+enum js_format js_format_lookup(const char *name);
+/* True when s conforms to format f (unknown formats always conform). */
+bool js_format_check(enum js_format f, const char *s, size_t len);
+
+/* metaschema.c */
+const char *js_metaschema_lookup(const char *uri, size_t *len);
+
+#endif

@@ -1,0 +1,1095 @@
+/* Validating an instance against a compiled schema. The validator is only
+ * read: per-call state (dynamic scope, instance path, annotation bitmaps)
+ * lives on the C stack, so any number of threads may validate at once and
+ * nothing is allocated unless an error is reported (or an instance is huge;
+ * see jsonschema.h). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cleanup.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "jsonschema/internal.h"
+
+/* instance location, one segment per level, on the stack */
+struct path {
+  const struct path *up;
+  const char *key; /* NULL: index */
+  size_t keylen;
+  size_t index;
+};
+
+/* dynamic scope: the schema resources entered so far */
+struct scope {
+  const struct js_resource *res;
+  const struct scope *up;
+};
+
+/* evaluated members/items of the current instance, for unevaluated* */
+struct ev {
+  uint64_t *bits;
+  size_t n;
+};
+
+struct vctx {
+  const struct cap_js_validator *v;
+  struct cap_js_errors *errs; /* NULL: verdict only */
+  bool first_only;
+  int quiet; /* > 0 inside anyOf/oneOf/not/if/contains branches */
+  bool aborted;
+  uint64_t steps;
+  unsigned depth;
+  pcre2_match_data *md;
+};
+
+#define EV_STACK_WORDS 8 /* 512 members/items tracked without allocating */
+
+static _Thread_local pcre2_match_data *tl_match_data;
+
+static bool stop(const struct vctx *c)
+{
+  return c->quiet || !c->errs || c->first_only || c->aborted;
+}
+
+static bool recording(const struct vctx *c)
+{
+  return !c->quiet && c->errs && !c->aborted;
+}
+
+/* The error's three strings share one allocation, owned through
+ * instance_location (cap_js_errors_free knows). */
+static void push_error(struct vctx *c, const struct js_schema *s, const char *kw,
+                       const struct path *p, const char *message, size_t mlen)
+{
+  size_t plen = 0;
+  for (const struct path *q = p; q; q = q->up) {
+    plen++;
+    if (q->key) {
+      for (size_t k = 0; k < q->keylen; k++)
+        plen += (q->key[k] == '~' || q->key[k] == '/') ? 2 : 1;
+    } else {
+      char tmp[24];
+      plen += (size_t)snprintf(tmp, sizeof(tmp), "%zu", q->index);
+    }
+  }
+  size_t slen = strlen(s->loc), klen = kw && *kw ? strlen(kw) + 1 : 0;
+  char *block = cap_xmalloc(plen + 1 + slen + klen + 1 + mlen + 1);
+  /* the pointer is written back to front, walking up the path */
+  char *end = block + plen;
+  *end = '\0';
+  for (const struct path *q = p; q; q = q->up) {
+    if (q->key) {
+      for (size_t k = q->keylen; k-- > 0;) {
+        char ch = q->key[k];
+        if (ch == '~' || ch == '/') {
+          *--end = ch == '~' ? '0' : '1';
+          *--end = '~';
+        } else {
+          *--end = ch;
+        }
+      }
+    } else {
+      char tmp[24];
+      int n = snprintf(tmp, sizeof(tmp), "%zu", q->index);
+      end -= n;
+      memcpy(end, tmp, (size_t)n);
+    }
+    *--end = '/';
+  }
+  char *kwloc = block + plen + 1;
+  memcpy(kwloc, s->loc, slen);
+  if (klen) {
+    kwloc[slen] = '/';
+    memcpy(kwloc + slen + 1, kw, klen - 1);
+  }
+  kwloc[slen + klen] = '\0';
+  char *msg = kwloc + slen + klen + 1;
+  memcpy(msg, message, mlen);
+  msg[mlen] = '\0';
+
+  struct cap_js_errors *e = c->errs;
+  if (e->len == e->cap) {
+    e->cap = e->cap ? e->cap * 2 : 4;
+    e->items = cap_xrealloc(e->items, e->cap * sizeof(*e->items));
+  }
+  struct cap_js_error *err = &e->items[e->len++];
+  err->instance_location = block;
+  err->keyword_location = kwloc;
+  err->message = msg;
+}
+
+static void report(struct vctx *c, const struct js_schema *s, const char *kw,
+                   const struct path *p, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void report(struct vctx *c, const struct js_schema *s, const char *kw,
+                   const struct path *p, const char *fmt, ...)
+{
+  if (!recording(c))
+    return;
+  char small[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    n = 0;
+  if ((size_t)n < sizeof(small)) {
+    push_error(c, s, kw, p, small, (size_t)n);
+    return;
+  }
+  char *big = cap_xmalloc((size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  push_error(c, s, kw, p, big, (size_t)n);
+  free(big);
+}
+
+/* Stops everything: an evaluation budget ran out. Recorded even in quiet
+ * branches, since the verdict is no longer trustworthy. */
+static void abort_validation(struct vctx *c, const struct js_schema *s, const struct path *p,
+                             const char *why)
+{
+  if (c->aborted)
+    return;
+  c->aborted = true;
+  if (c->errs)
+    push_error(c, s, "", p, why, strlen(why));
+}
+
+#define FAIL(kw, ...)                                                                      \
+  do {                                                                                     \
+    report(c, s, kw, p, __VA_ARGS__);                                                      \
+    valid = false;                                                                         \
+    if (stop(c))                                                                           \
+      goto out;                                                                            \
+  } while (0)
+
+/* JSON text of a small value, for messages */
+static char *value_text(const struct cap_node *n, size_t max)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_node(&w, n);
+  if (b.len > max) {
+    b.len = max;
+    b.data[max] = '\0';
+    cap_buf_puts(&b, "...");
+  }
+  return cap_buf_steal(&b);
+}
+
+static const char *kind_name(const struct cap_node *x)
+{
+  return cap_node_kind_name(x->kind);
+}
+
+static void types_text(uint8_t types, struct cap_buf *b)
+{
+  static const char *const names[] = {"null", "boolean", "integer", "number",
+                                      "string", "array", "object"};
+  bool first = true;
+  for (int i = 0; i < 7; i++) {
+    if (!(types & (1u << i)))
+      continue;
+    if (!first)
+      cap_buf_puts(b, " or ");
+    cap_buf_puts(b, names[i]);
+    first = false;
+  }
+}
+
+/* ---- numbers ---- */
+
+struct decbuf {
+  char small[64];
+  char *heap;
+};
+
+static bool instance_dec(const struct cap_node *x, struct decbuf *db, struct js_dec *d)
+{
+  char tmp[64];
+  const char *text = x->u.num.raw;
+  if (!text) {
+    if (x->kind == CAP_NODE_INT)
+      snprintf(tmp, sizeof(tmp), "%lld", (long long)x->u.num.i);
+    else
+      snprintf(tmp, sizeof(tmp), "%.17g", x->u.num.f);
+    text = tmp;
+  }
+  size_t len = strlen(text);
+  char *buf = db->small;
+  db->heap = NULL;
+  if (len >= sizeof(db->small))
+    buf = db->heap = cap_xmalloc(len + 1);
+  return js_dec_parse(text, len, buf, d);
+}
+
+/* exact comparison of x with a keyword operand */
+static int num_cmp(const struct cap_node *x, const struct js_num *n)
+{
+  if (x->kind == CAP_NODE_INT && n->is_int)
+    return x->u.num.i < n->i ? -1 : x->u.num.i > n->i;
+  /* rounding to double is monotonic, so different doubles order exactly */
+  if (x->u.num.f != n->f && !isnan(x->u.num.f))
+    return x->u.num.f < n->f ? -1 : 1;
+  struct decbuf db;
+  struct js_dec d;
+  int r = 0;
+  if (instance_dec(x, &db, &d))
+    r = js_dec_cmp(&d, &n->dec);
+  free(db.heap);
+  return r;
+}
+
+static bool is_integer(const struct cap_node *x)
+{
+  if (x->kind == CAP_NODE_INT)
+    return true;
+  if (x->kind != CAP_NODE_FLOAT)
+    return false;
+  double f = x->u.num.f;
+  if (isfinite(f) && fabs(f) < 9007199254740992.0 && f != floor(f))
+    return false; /* a fraction survives rounding */
+  struct decbuf db;
+  struct js_dec d;
+  bool r = instance_dec(x, &db, &d) && js_dec_is_integer(&d);
+  free(db.heap);
+  return r;
+}
+
+static bool is_multiple(const struct cap_node *x, const struct js_num *n)
+{
+  if (x->kind == CAP_NODE_INT && n->is_int && n->i > 0)
+    return x->u.num.i % n->i == 0;
+  struct decbuf db;
+  struct js_dec d;
+  bool r = instance_dec(x, &db, &d) && js_dec_is_multiple(&d, &n->dec);
+  free(db.heap);
+  return r;
+}
+
+static const char *num_text(const struct js_num *n, char *buf, size_t len)
+{
+  if (n->is_int)
+    snprintf(buf, len, "%lld", (long long)n->i);
+  else
+    snprintf(buf, len, "%.17g", n->f);
+  return buf;
+}
+
+/* ---- helpers ---- */
+
+static size_t utf8_length(const char *s, size_t n)
+{
+  size_t count = 0;
+  for (size_t i = 0; i < n; i++)
+    count += ((unsigned char)s[i] & 0xC0) != 0x80;
+  return count;
+}
+
+/* 1 match, 0 no match, -1 limit hit */
+static int regex_match(struct vctx *c, pcre2_code *re, const char *s, size_t n)
+{
+  if (!c->md) {
+    if (!tl_match_data)
+      tl_match_data = pcre2_match_data_create(1, NULL);
+    c->md = tl_match_data;
+  }
+  /* pcre2_jit_match skips pcre2_match's per-call checks; it needs valid
+   * UTF-8, which every capsule parser guarantees and an ASCII scan or
+   * cap_utf8_valid confirms here */
+  bool ascii = true;
+  for (size_t i = 0; i < n && ascii; i++)
+    ascii = (unsigned char)s[i] < 0x80;
+  size_t bad;
+  int rc;
+  if (ascii || cap_utf8_valid(s, n, &bad))
+    rc = pcre2_jit_match(re, (PCRE2_SPTR)s, n, 0, 0, c->md, c->v->mctx);
+  else
+    rc = PCRE2_ERROR_UTF8_ERR1;
+  if (rc == PCRE2_ERROR_JIT_BADOPTION) /* not JIT-compiled */
+    rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, c->md, c->v->mctx);
+  if (rc >= 0)
+    return 1;
+  if (rc == PCRE2_ERROR_NOMATCH)
+    return 0;
+  return -1;
+}
+
+static inline bool key_eq(const char *a, const char *b, size_t n)
+{
+  if (n <= 16) {
+    for (size_t i = 0; i < n; i++)
+      if (a[i] != b[i])
+        return false;
+    return true;
+  }
+  return memcmp(a, b, n) == 0;
+}
+
+/* index into s->props, or -1 */
+static long find_prop(const struct js_schema *s, const char *key, size_t len)
+{
+  if (s->n_props <= 6) {
+    for (size_t i = 0; i < s->n_props; i++)
+      if (s->props[i].keylen == len && key_eq(s->props[i].key, key, len))
+        return (long)i;
+    return -1;
+  }
+  uint64_t x = 1469598103934665603ULL;
+  for (size_t i = 0; i < len; i++)
+    x = (x ^ (unsigned char)key[i]) * 1099511628211ULL;
+  uint32_t hash = (uint32_t)x;
+  for (uint32_t i = hash & s->prop_mask;; i = (i + 1) & s->prop_mask) {
+    int32_t idx = s->prop_table[i];
+    if (idx < 0)
+      return -1;
+    const struct js_prop *pr = &s->props[idx];
+    if (pr->hash == hash && pr->keylen == len && key_eq(pr->key, key, len))
+      return idx;
+  }
+}
+
+static const struct cap_node *find_member(const struct cap_node *x, const char *key, size_t len)
+{
+  for (size_t i = 0; i < x->u.obj.len; i++) {
+    const struct cap_member *m = &x->u.obj.items[i];
+    if (m->keylen == len && key_eq(m->key, key, len))
+      return m->value;
+  }
+  return NULL;
+}
+
+static inline void ev_mark(struct ev *ev, size_t i)
+{
+  if (ev)
+    ev->bits[i >> 6] |= 1ULL << (i & 63);
+}
+
+static inline bool ev_has(const struct ev *ev, size_t i)
+{
+  return ev->bits[i >> 6] & (1ULL << (i & 63));
+}
+
+static void ev_merge(struct ev *into, const struct ev *from)
+{
+  if (!into)
+    return;
+  for (size_t w = 0; w < (from->n + 63) / 64; w++)
+    into->bits[w] |= from->bits[w];
+}
+
+/* A zeroed bitmap for n entries: on the stack when small. */
+static void ev_init(struct ev *ev, uint64_t *stack_words, size_t n)
+{
+  size_t words = (n + 63) / 64;
+  ev->n = n;
+  ev->bits = words <= EV_STACK_WORDS ? stack_words : cap_xcalloc(words, sizeof(uint64_t));
+  if (words <= EV_STACK_WORDS)
+    memset(stack_words, 0, EV_STACK_WORDS * sizeof(uint64_t));
+}
+
+static void ev_release(struct ev *ev, uint64_t *stack_words)
+{
+  if (ev->bits != stack_words)
+    free(ev->bits);
+}
+
+static size_t instance_size(const struct cap_node *x)
+{
+  if (x->kind == CAP_NODE_OBJECT)
+    return x->u.obj.len;
+  if (x->kind == CAP_NODE_ARRAY)
+    return x->u.arr.len;
+  return 0;
+}
+
+/* structural hash consistent with cap_node_equal */
+static uint64_t node_hash(const struct cap_node *n)
+{
+  switch (n->kind) {
+  case CAP_NODE_NULL: return 1;
+  case CAP_NODE_BOOL: return n->u.boolean ? 3 : 2;
+  case CAP_NODE_INT:
+  case CAP_NODE_FLOAT: {
+    double f = n->u.num.f == 0 ? 0 : n->u.num.f;
+    uint64_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u * 0x9E3779B97F4A7C15ULL + 5;
+  }
+  case CAP_NODE_STRING:
+  case CAP_NODE_DATETIME: {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n->u.str.len; i++)
+      h = (h ^ (unsigned char)n->u.str.ptr[i]) * 1099511628211ULL;
+    return h;
+  }
+  case CAP_NODE_ARRAY: {
+    uint64_t h = 7;
+    for (size_t i = 0; i < n->u.arr.len; i++)
+      h = h * 31 + node_hash(n->u.arr.items[i]);
+    return h;
+  }
+  case CAP_NODE_OBJECT: {
+    uint64_t h = 11;
+    for (size_t i = 0; i < n->u.obj.len; i++) {
+      const struct cap_member *m = &n->u.obj.items[i];
+      uint64_t k = 1469598103934665603ULL;
+      for (size_t j = 0; j < m->keylen; j++)
+        k = (k ^ (unsigned char)m->key[j]) * 1099511628211ULL;
+      h += k ^ (node_hash(m->value) * 0xff51afd7ed558ccdULL); /* order-independent */
+    }
+    return h;
+  }
+  }
+  return 0;
+}
+
+struct hashed {
+  uint64_t h;
+  size_t i;
+};
+
+static int cmp_hashed(const void *a, const void *b)
+{
+  const struct hashed *x = a, *y = b;
+  if (x->h != y->h)
+    return x->h < y->h ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* false and the first duplicate pair when items repeat */
+static bool unique_items(const struct cap_node *x, size_t *di, size_t *dj)
+{
+  size_t n = x->u.arr.len;
+  struct cap_node **it = x->u.arr.items;
+  if (n <= 32) {
+    for (size_t i = 1; i < n; i++)
+      for (size_t j = 0; j < i; j++)
+        if (cap_node_equal(it[i], it[j])) {
+          *di = j;
+          *dj = i;
+          return false;
+        }
+    return true;
+  }
+  struct hashed *hs = cap_xmalloc(n * sizeof(*hs));
+  for (size_t i = 0; i < n; i++) {
+    hs[i].h = node_hash(it[i]);
+    hs[i].i = i;
+  }
+  qsort(hs, n, sizeof(*hs), cmp_hashed);
+  bool ok = true;
+  for (size_t a = 0; a < n && ok; a++)
+    for (size_t b = a + 1; b < n && hs[b].h == hs[a].h; b++)
+      if (cap_node_equal(it[hs[a].i], it[hs[b].i])) {
+        *di = hs[a].i < hs[b].i ? hs[a].i : hs[b].i;
+        *dj = hs[a].i < hs[b].i ? hs[b].i : hs[a].i;
+        ok = false;
+        break;
+      }
+  free(hs);
+  return ok;
+}
+
+static void allowed_props_text(const struct js_schema *s, struct cap_buf *b)
+{
+  if (!s->n_props || s->n_props > 20) {
+    cap_buf_puts(b, "");
+    return;
+  }
+  cap_buf_puts(b, "; allowed: ");
+  for (size_t i = 0; i < s->n_props; i++) {
+    if (i)
+      cap_buf_puts(b, ", ");
+    cap_buf_append(b, s->props[i].key, s->props[i].keylen);
+  }
+}
+
+/* ---- the evaluator ---- */
+
+static bool validate(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                     const struct path *p, const struct scope *sc, struct ev *ev);
+
+/* Evaluates a branch whose failure is not itself an error (anyOf, oneOf,
+ * not, if, contains): quiet, annotations into `into` only on success. */
+static bool branch(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                   const struct path *p, const struct scope *sc, struct ev *into)
+{
+  c->quiet++;
+  bool ok;
+  if (into) {
+    uint64_t words[EV_STACK_WORDS];
+    struct ev local;
+    ev_init(&local, words, into->n);
+    ok = validate(c, s, x, p, sc, &local);
+    if (ok)
+      ev_merge(into, &local);
+    ev_release(&local, words);
+  } else {
+    ok = validate(c, s, x, p, sc, NULL);
+  }
+  c->quiet--;
+  return ok && !c->aborted;
+}
+
+static const struct js_schema *dynamic_target(const struct js_schema *s, const struct scope *sc)
+{
+  const struct js_schema *found = NULL;
+  for (const struct scope *q = sc; q; q = q->up)
+    for (size_t i = 0; i < q->res->n_dyn; i++)
+      if (q->res->dyn[i].id == s->dynref_anchor)
+        found = q->res->dyn[i].schema; /* keep going: the outermost wins */
+  return found ? found : s->dynref;
+}
+
+static bool validate_object(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                            const struct path *p, const struct scope *sc, struct ev *ev)
+{
+  bool valid = true;
+  size_t n = x->u.obj.len;
+  size_t required_seen = 0;
+  if (s->props || s->pattern_props || s->additional_props || s->property_names) {
+    for (size_t i = 0; i < n; i++) {
+      const struct cap_member *m = &x->u.obj.items[i];
+      struct path cp = {p, m->key, m->keylen, 0};
+      bool matched = false;
+      if (s->props) {
+        long pi = find_prop(s, m->key, m->keylen);
+        if (pi >= 0) {
+          const struct js_schema *ps = s->props[pi].schema;
+          if (s->prop_required)
+            required_seen += s->prop_required[pi];
+          matched = true;
+          ev_mark(ev, i);
+          if (!validate(c, ps, m->value, &cp, sc, NULL)) {
+            valid = false;
+            if (stop(c))
+              goto out;
+          }
+        }
+      }
+      for (size_t j = 0; j < s->n_pattern_props; j++) {
+        const struct js_pattern_prop *pp = &s->pattern_props[j];
+        int r = regex_match(c, pp->re, m->key, m->keylen);
+        if (r < 0)
+          FAIL("patternProperties", "property name is too costly to match against \"%s\"",
+               pp->source);
+        if (!r)
+          continue;
+        matched = true;
+        ev_mark(ev, i);
+        if (!validate(c, pp->schema, m->value, &cp, sc, NULL)) {
+          valid = false;
+          if (stop(c))
+            goto out;
+        }
+      }
+      if (!matched && s->additional_props) {
+        ev_mark(ev, i);
+        if (s->additional_props->is_bool && !s->additional_props->bool_value) {
+          if (recording(c)) {
+            struct cap_buf b = {0};
+            allowed_props_text(s, &b);
+            report(c, s, "additionalProperties", &cp, "property \"%s\" is not allowed%s",
+                   m->key, b.data ? b.data : "");
+            cap_buf_free(&b);
+          }
+          valid = false;
+          if (stop(c))
+            goto out;
+        } else if (!validate(c, s->additional_props, m->value, &cp, sc, NULL)) {
+          valid = false;
+          if (stop(c))
+            goto out;
+        }
+      }
+      if (s->property_names) {
+        struct cap_node key = {.kind = CAP_NODE_STRING, .line = m->line, .col = m->col};
+        key.u.str.ptr = m->key;
+        key.u.str.len = m->keylen;
+        if (!validate(c, s->property_names, &key, &cp, sc, NULL)) {
+          valid = false;
+          if (stop(c))
+            goto out;
+        }
+      }
+    }
+  }
+  /* member names are unique, so seeing every required one is enough */
+  for (size_t i = 0; !(s->required_in_props && required_seen == s->n_required) &&
+                     i < s->n_required;
+       i++)
+    if (!find_member(x, s->required[i].key, s->required[i].keylen))
+      FAIL("required", "missing required property \"%s\"", s->required[i].key);
+  for (size_t i = 0; i < s->n_dep_required; i++) {
+    const struct js_dep_required *d = &s->dep_required[i];
+    if (!find_member(x, d->key, d->keylen))
+      continue;
+    for (size_t j = 0; j < d->names->u.arr.len; j++) {
+      const struct cap_node *name = d->names->u.arr.items[j];
+      if (!find_member(x, name->u.str.ptr, name->u.str.len))
+        FAIL("dependentRequired", "property \"%s\" is required when \"%s\" is present",
+             name->u.str.ptr, d->key);
+    }
+  }
+  for (size_t i = 0; i < s->n_dep_schemas; i++) {
+    const struct js_prop *d = &s->dep_schemas[i];
+    if (find_member(x, d->key, d->keylen) && !validate(c, d->schema, x, p, sc, ev)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+  }
+  if (s->max_props >= 0 && (int64_t)n > s->max_props)
+    FAIL("maxProperties", "has %zu properties; at most %lld are allowed", n,
+         (long long)s->max_props);
+  if (s->min_props >= 0 && (int64_t)n < s->min_props)
+    FAIL("minProperties", "has %zu properties; at least %lld are required", n,
+         (long long)s->min_props);
+out:
+  return valid;
+}
+
+static bool validate_array(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                           const struct path *p, const struct scope *sc, struct ev *ev)
+{
+  bool valid = true;
+  size_t n = x->u.arr.len;
+  size_t np = s->n_prefix_items < n ? s->n_prefix_items : n;
+  for (size_t i = 0; i < np; i++) {
+    struct path cp = {p, NULL, 0, i};
+    ev_mark(ev, i);
+    if (!validate(c, s->prefix_items[i], x->u.arr.items[i], &cp, sc, NULL)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+  }
+  if (s->items) {
+    for (size_t i = np; i < n && s->items->is_bool; i++)
+      ev_mark(ev, i);
+    if (s->items->is_bool && !s->items->bool_value && n > np) {
+      struct path cp = {p, NULL, 0, np};
+      report(c, s, "items", &cp, "array has %zu items; at most %zu are allowed", n, np);
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+    for (size_t i = np; i < n && !s->items->is_bool; i++) {
+      struct path cp = {p, NULL, 0, i};
+      ev_mark(ev, i);
+      if (!validate(c, s->items, x->u.arr.items[i], &cp, sc, NULL)) {
+        valid = false;
+        if (stop(c))
+          goto out;
+      }
+    }
+  }
+  if (s->contains) {
+    size_t matches = 0;
+    bool need_all = ev || s->max_contains >= 0;
+    for (size_t i = 0; i < n; i++) {
+      struct path cp = {p, NULL, 0, i};
+      if (branch(c, s->contains, x->u.arr.items[i], &cp, sc, NULL)) {
+        matches++;
+        ev_mark(ev, i);
+        if (!need_all && (int64_t)matches >= s->min_contains)
+          break;
+      }
+      if (c->aborted)
+        return false;
+    }
+    if ((int64_t)matches < s->min_contains) {
+      if (s->min_contains == 1)
+        FAIL("contains", "no item matches the \"contains\" schema; at least one must");
+      else
+        FAIL("minContains", "%zu items match the \"contains\" schema; at least %lld must",
+             matches, (long long)s->min_contains);
+    }
+    if (s->max_contains >= 0 && (int64_t)matches > s->max_contains)
+      FAIL("maxContains", "%zu items match the \"contains\" schema; at most %lld may", matches,
+           (long long)s->max_contains);
+  }
+  if (s->max_items >= 0 && (int64_t)n > s->max_items)
+    FAIL("maxItems", "has %zu items; at most %lld are allowed", n, (long long)s->max_items);
+  if (s->min_items >= 0 && (int64_t)n < s->min_items)
+    FAIL("minItems", "has %zu items; at least %lld are required", n, (long long)s->min_items);
+  if (s->unique_items && n > 1) {
+    size_t i = 0, j = 0;
+    if (!unique_items(x, &i, &j))
+      FAIL("uniqueItems", "items %zu and %zu are equal; items must be unique", i, j);
+  }
+out:
+  return valid;
+}
+
+static bool validate_string(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                            const struct path *p)
+{
+  bool valid = true;
+  if (s->max_length >= 0 || s->min_length >= 0) {
+    size_t len = x->u.str.len;
+    /* bytes bound code points from above, and from below by a quarter */
+    if (s->max_length >= 0 && len > (size_t)s->max_length)
+      len = utf8_length(x->u.str.ptr, x->u.str.len);
+    else if (s->min_length >= 0 && len < (size_t)s->min_length * 4)
+      len = utf8_length(x->u.str.ptr, x->u.str.len);
+    if (s->max_length >= 0 && len > (size_t)s->max_length)
+      FAIL("maxLength", "is %zu characters long; at most %lld are allowed", len,
+           (long long)s->max_length);
+    if (s->min_length >= 0 && len < (size_t)s->min_length)
+      FAIL("minLength", "is %zu characters long; at least %lld are required", len,
+           (long long)s->min_length);
+  }
+  if (s->pattern) {
+    int r = regex_match(c, s->pattern, x->u.str.ptr, x->u.str.len);
+    if (r < 0)
+      FAIL("pattern", "string is too costly to match against the pattern \"%s\"",
+           s->pattern_source);
+    if (r == 0)
+      FAIL("pattern", "does not match the pattern \"%s\"", s->pattern_source);
+  }
+  if (s->format_assert && !js_format_check(s->format, x->u.str.ptr, x->u.str.len))
+    FAIL("format", "is not a valid %s", s->format_name);
+out:
+  return valid;
+}
+
+static bool validate_number(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                            const struct path *p)
+{
+  bool valid = true;
+  char buf[64];
+  if (s->minimum && num_cmp(x, s->minimum) < 0)
+    FAIL("minimum", "must be >= %s", num_text(s->minimum, buf, sizeof(buf)));
+  if (s->maximum && num_cmp(x, s->maximum) > 0)
+    FAIL("maximum", "must be <= %s", num_text(s->maximum, buf, sizeof(buf)));
+  if (s->exclusive_minimum && num_cmp(x, s->exclusive_minimum) <= 0)
+    FAIL("exclusiveMinimum", "must be > %s", num_text(s->exclusive_minimum, buf, sizeof(buf)));
+  if (s->exclusive_maximum && num_cmp(x, s->exclusive_maximum) >= 0)
+    FAIL("exclusiveMaximum", "must be < %s", num_text(s->exclusive_maximum, buf, sizeof(buf)));
+  if (s->multiple_of && !is_multiple(x, s->multiple_of))
+    FAIL("multipleOf", "must be a multiple of %s", num_text(s->multiple_of, buf, sizeof(buf)));
+out:
+  return valid;
+}
+
+static bool type_matches(uint8_t types, const struct cap_node *x)
+{
+  switch (x->kind) {
+  case CAP_NODE_NULL: return types & JS_T_NULL;
+  case CAP_NODE_BOOL: return types & JS_T_BOOL;
+  case CAP_NODE_INT: return types & (JS_T_INT | JS_T_NUM);
+  case CAP_NODE_FLOAT:
+    return (types & JS_T_NUM) || ((types & JS_T_INT) && is_integer(x));
+  case CAP_NODE_STRING:
+  case CAP_NODE_DATETIME: return types & JS_T_STR;
+  case CAP_NODE_ARRAY: return types & JS_T_ARR;
+  case CAP_NODE_OBJECT: return types & JS_T_OBJ;
+  }
+  return false;
+}
+
+static bool validate_inplace(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                             const struct path *p, const struct scope *sc, struct ev *ev)
+{
+  bool valid = true;
+  if (s->ref && !validate(c, s->ref, x, p, sc, ev)) {
+    valid = false;
+    if (stop(c))
+      goto out;
+  }
+  if (s->dynref) {
+    const struct js_schema *t = s->dynref_anchor >= 0 ? dynamic_target(s, sc) : s->dynref;
+    if (!validate(c, t, x, p, sc, ev)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+  }
+  for (size_t i = 0; i < s->n_all_of; i++)
+    if (!validate(c, s->all_of[i], x, p, sc, ev)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+  if (s->n_any_of) {
+    bool any = false;
+    for (size_t i = 0; i < s->n_any_of; i++) {
+      if (branch(c, s->any_of[i], x, p, sc, ev)) {
+        any = true;
+        if (!ev)
+          break; /* annotations need every passing branch; the verdict does not */
+      }
+      if (c->aborted)
+        return false;
+    }
+    if (!any)
+      FAIL("anyOf", "does not match any of the %zu alternatives in anyOf", s->n_any_of);
+  }
+  if (s->n_one_of) {
+    size_t matched = 0, first = 0, second = 0;
+    for (size_t i = 0; i < s->n_one_of; i++) {
+      if (branch(c, s->one_of[i], x, p, sc, matched ? NULL : ev)) {
+        if (matched == 0)
+          first = i;
+        else if (matched == 1)
+          second = i;
+        matched++;
+      }
+      if (c->aborted)
+        return false;
+      if (matched > 1)
+        break;
+    }
+    if (matched == 0)
+      FAIL("oneOf", "does not match any of the %zu alternatives in oneOf; it must match one",
+           s->n_one_of);
+    if (matched > 1)
+      FAIL("oneOf", "matches alternatives %zu and %zu of oneOf; it must match exactly one",
+           first, second);
+  }
+  if (s->not_) {
+    bool ok = branch(c, s->not_, x, p, sc, NULL);
+    if (c->aborted)
+      return false;
+    if (ok)
+      FAIL("not", "must not match the schema in \"not\"");
+  }
+  if (s->if_) {
+    bool ok = branch(c, s->if_, x, p, sc, ev);
+    if (c->aborted)
+      return false;
+    const struct js_schema *next = ok ? s->then_ : s->else_;
+    if (next && !validate(c, next, x, p, sc, ev)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+  }
+out:
+  return valid;
+}
+
+/* The keywords of one schema object; kev collects evaluated members/items
+ * (NULL when nobody needs them). Kept apart from validate() so the common
+ * path carries no annotation bitmap on its stack frame. */
+static bool validate_keywords(struct vctx *c, const struct js_schema *s,
+                              const struct cap_node *x, const struct path *p,
+                              const struct scope *sc, struct ev *kev)
+{
+  bool valid = true;
+  if (s->types && !type_matches(s->types, x)) {
+    if (recording(c)) {
+      struct cap_buf b = {0};
+      types_text(s->types, &b);
+      report(c, s, "type", p, "expected %s, got %s", b.data,
+             x->kind == CAP_NODE_FLOAT && is_integer(x) ? "integer" : kind_name(x));
+      cap_buf_free(&b);
+    }
+    valid = false;
+    if (stop(c))
+      goto out;
+  }
+  if (s->groups & JS_G_VALUE) {
+    if (s->const_value && !cap_node_equal(s->const_value, x)) {
+      if (recording(c)) {
+        char *t = value_text(s->const_value, 200);
+        report(c, s, "const", p, "must be exactly %s", t);
+        free(t);
+      }
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+    if (s->has_enum) {
+      bool found = false;
+      for (size_t i = 0; i < s->n_enum && !found; i++)
+        found = cap_node_equal(s->enum_values[i], x);
+      if (!found) {
+        if (recording(c)) {
+          struct cap_buf b = {0};
+          for (size_t i = 0; i < s->n_enum && i < 20; i++) {
+            char *t = value_text(s->enum_values[i], 80);
+            cap_buf_printf(&b, "%s%s", i ? ", " : "", t);
+            free(t);
+          }
+          if (s->n_enum > 20)
+            cap_buf_puts(&b, ", ...");
+          report(c, s, "enum", p, "must be one of: %s", b.data ? b.data : "");
+          cap_buf_free(&b);
+        }
+        valid = false;
+        if (stop(c))
+          goto out;
+      }
+    }
+  }
+  switch (x->kind) {
+  case CAP_NODE_OBJECT:
+    if ((s->groups & JS_G_OBJ) && !validate_object(c, s, x, p, sc, kev)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+    break;
+  case CAP_NODE_ARRAY:
+    if ((s->groups & JS_G_ARR) && !validate_array(c, s, x, p, sc, kev)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+    break;
+  case CAP_NODE_STRING:
+    if ((s->groups & JS_G_STR) && !validate_string(c, s, x, p)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+    break;
+  case CAP_NODE_INT:
+  case CAP_NODE_FLOAT:
+    if ((s->groups & JS_G_NUM) && !validate_number(c, s, x, p)) {
+      valid = false;
+      if (stop(c))
+        goto out;
+    }
+    break;
+  default: break;
+  }
+  if ((s->groups & JS_G_INPLACE) && !validate_inplace(c, s, x, p, sc, kev)) {
+    valid = false;
+    if (stop(c))
+      goto out;
+  }
+  if (c->aborted) {
+    valid = false;
+    goto out;
+  }
+  /* unevaluated* last: they see what every other keyword evaluated */
+  if (s->unevaluated_props && x->kind == CAP_NODE_OBJECT) {
+    for (size_t i = 0; i < x->u.obj.len; i++) {
+      if (ev_has(kev, i))
+        continue;
+      const struct cap_member *m = &x->u.obj.items[i];
+      struct path cp = {p, m->key, m->keylen, 0};
+      ev_mark(kev, i);
+      if (s->unevaluated_props->is_bool && !s->unevaluated_props->bool_value) {
+        if (recording(c)) {
+          struct cap_buf b = {0};
+          allowed_props_text(s, &b);
+          report(c, s, "unevaluatedProperties", &cp, "property \"%s\" is not allowed%s",
+                 m->key, b.data ? b.data : "");
+          cap_buf_free(&b);
+        }
+        valid = false;
+        if (stop(c))
+          goto out;
+      } else if (!validate(c, s->unevaluated_props, m->value, &cp, sc, NULL)) {
+        valid = false;
+        if (stop(c))
+          goto out;
+      }
+    }
+  }
+  if (s->unevaluated_items && x->kind == CAP_NODE_ARRAY) {
+    for (size_t i = 0; i < x->u.arr.len; i++) {
+      if (ev_has(kev, i))
+        continue;
+      struct path cp = {p, NULL, 0, i};
+      ev_mark(kev, i);
+      if (s->unevaluated_items->is_bool && !s->unevaluated_items->bool_value) {
+        report(c, s, "unevaluatedItems", &cp, "item %zu is not allowed here", i);
+        valid = false;
+        if (stop(c))
+          goto out;
+      } else if (!validate(c, s->unevaluated_items, x->u.arr.items[i], &cp, sc, NULL)) {
+        valid = false;
+        if (stop(c))
+          goto out;
+      }
+    }
+  }
+out:
+  return valid;
+}
+
+/* a schema with unevaluated* gathers its own annotations, then reports
+ * everything as evaluated to its parent */
+static __attribute__((noinline)) bool validate_tracked(struct vctx *c,
+                                                       const struct js_schema *s,
+                                                       const struct cap_node *x,
+                                                       const struct path *p,
+                                                       const struct scope *sc, struct ev *ev)
+{
+  uint64_t words[EV_STACK_WORDS];
+  struct ev local;
+  ev_init(&local, words, instance_size(x));
+  bool valid = validate_keywords(c, s, x, p, sc, &local);
+  if (ev && valid)
+    ev_merge(ev, &local);
+  ev_release(&local, words);
+  return valid;
+}
+
+static bool validate(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                     const struct path *p, const struct scope *sc, struct ev *ev)
+{
+  if (s->is_bool) {
+    if (s->bool_value)
+      return true;
+    report(c, s, "", p, "no value is allowed here (the schema is false)");
+    return false;
+  }
+  if (UNLIKELY(++c->steps > c->v->opts.max_steps)) {
+    abort_validation(c, s, p,
+                     "validation stopped: the evaluation budget ran out (an exponential "
+                     "schema or a huge instance); simplify the schema or the instance");
+    return false;
+  }
+  if (UNLIKELY(c->depth >= c->v->opts.max_depth)) {
+    abort_validation(c, s, p,
+                     "validation stopped: schema recursion is too deep (a $ref cycle that "
+                     "never consumes the instance?)");
+    return false;
+  }
+  c->depth++;
+  struct scope here;
+  if (!sc || sc->res != s->resource) {
+    here.res = s->resource;
+    here.up = sc;
+    sc = &here;
+  }
+  bool container = x->kind == CAP_NODE_OBJECT || x->kind == CAP_NODE_ARRAY;
+  bool valid;
+  if (container && s->has_unevaluated)
+    valid = validate_tracked(c, s, x, p, sc, ev);
+  else
+    valid = validate_keywords(c, s, x, p, sc, container ? ev : NULL);
+  c->depth--;
+  return valid && !c->aborted;
+}
+
+bool cap_js_validate(const struct cap_js_validator *v, const struct cap_node *instance,
+                     unsigned flags, struct cap_js_errors *errs)
+{
+  struct vctx c = {.v = v, .errs = errs, .first_only = flags & CAP_JS_FIRST_ONLY};
+  bool ok = validate(&c, v->root, instance, NULL, NULL, NULL);
+  return ok && !c.aborted;
+}
+
+void cap_js_errors_free(struct cap_js_errors *errs)
+{
+  if (!errs)
+    return;
+  for (size_t i = 0; i < errs->len; i++)
+    free(errs->items[i].instance_location); /* one block holds all three */
+  free(errs->items);
+  memset(errs, 0, sizeof(*errs));
+}
