@@ -1,5 +1,7 @@
 #include "fields.h"
 
+#include <stdlib.h>
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -285,3 +287,47 @@ void mf_unknown_keys(struct mf_ctx *c, const struct cap_node *obj, const char *c
     mf_pop(c, mark);
   }
 }
+
+/* The string `key` of each object in arr, for finding duplicates. */
+struct named {
+  const struct cap_node *name;
+  size_t index;
+};
+
+static int compare_named(const void *pa, const void *pb)
+{
+  const struct named *a = pa, *b = pb;
+  size_t n = a->name->u.str.len < b->name->u.str.len ? a->name->u.str.len : b->name->u.str.len;
+  int r = memcmp(a->name->u.str.ptr, b->name->u.str.ptr, n);
+  if (r == 0 && a->name->u.str.len != b->name->u.str.len)
+    r = a->name->u.str.len < b->name->u.str.len ? -1 : 1;
+  if (r == 0)
+    r = a->index < b->index ? -1 : a->index > b->index;
+  return r;
+}
+
+/* Sorted rather than compared pairwise so a huge list stays cheap. */
+void mf_report_duplicates(struct mf_ctx *c, const struct cap_node *arr, const char *key,
+                          const char *what, const char *fix)
+{
+  struct named *v = cap_xcalloc(arr->u.arr.len + 1, sizeof(*v));
+  size_t n = 0;
+  for (size_t i = 0; i < arr->u.arr.len; i++) {
+    const struct cap_node *name = cap_node_get(arr->u.arr.items[i], key);
+    if (name && name->kind == CAP_NODE_STRING && name->u.str.len > 0)
+      v[n++] = (struct named){.name = name, .index = i};
+  }
+  qsort(v, n, sizeof(*v), compare_named);
+  for (size_t i = 1, first = 0; i < n; i++) {
+    if (!cap_node_equal(v[i].name, v[first].name)) {
+      first = i;
+      continue;
+    }
+    size_t mark = mf_push_index(c, v[i].index);
+    mf_error(c, v[i].name, key, "duplicate %s \"%s\"; the first is at line %u: %s", what,
+             v[i].name->u.str.ptr, v[first].name->line, fix);
+    mf_pop(c, mark);
+  }
+  free(v);
+}
+

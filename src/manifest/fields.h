@@ -76,6 +76,12 @@ const struct cap_node *mf_string_array(struct mf_ctx *c, const struct cap_node *
 void mf_unknown_keys(struct mf_ctx *c, const struct cap_node *obj, const char *const *known,
                      enum cap_severity sev);
 
+/* Reports every object in arr whose string member `key` repeats an earlier
+ * one's: "duplicate WHAT "x"; the first is at line N: FIX". The caller has
+ * pushed the array's own key. */
+void mf_report_duplicates(struct mf_ctx *c, const struct cap_node *arr, const char *key,
+                          const char *what, const char *fix);
+
 /* The known name closest to key (edit distance <= 2), or NULL. */
 const char *mf_suggest(const char *key, const char *const *known);
 

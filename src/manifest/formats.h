@@ -20,10 +20,12 @@ void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
  * (array of strings), workspace (string path), notes (string). */
 void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_spec *spec);
 
-/* A tool's parameter schema: must be a JSON object (or boolean schema `true`
- * is refused: tools take objects). Adopts it into the spec. Reports at
- * `key` under the current path. Returns NULL when unusable. */
-const struct cap_node *cap_tool_schema(struct mf_ctx *c, const struct cap_node *tool,
-                                       const char *key, struct cap_spec *spec);
+/* A tool's parameter schema, the member `key` of the tool object: must be a
+ * JSON Schema object (tools take objects), compiled with the draft 2020-12
+ * validator (an invalid schema is reported at its own file:line:col).
+ * Adopts it into the spec and sets tool->input_schema and tool->validator;
+ * returns false when unusable. */
+bool cap_tool_schema(struct mf_ctx *c, const struct cap_node *tool_node, const char *key,
+                     struct cap_spec *spec, struct cap_tool *tool);
 
 #endif

@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/text.h"
 #include "core/yaml.h"
+#include "jsonschema/jsonschema.h"
 #include "manifest/fields.h"
 #include "manifest/formats.h"
 #include "toml/toml.h"
@@ -256,24 +257,40 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
   mf_pop(c, mark);
 }
 
-const struct cap_node *cap_tool_schema(struct mf_ctx *c, const struct cap_node *tool,
-                                       const char *key, struct cap_spec *spec)
+bool cap_tool_schema(struct mf_ctx *c, const struct cap_node *tool_node, const char *key,
+                     struct cap_spec *spec, struct cap_tool *tool)
 {
-  const struct cap_node *schema = cap_node_get(tool, key);
+  const struct cap_node *schema = cap_node_get(tool_node, key);
   if (!schema) {
-    mf_error(c, tool, key,
+    mf_error(c, tool_node, key,
              "required field is missing; add a JSON Schema object such as "
              "{\"type\": \"object\", \"properties\": {}}");
-    return NULL;
+    return false;
   }
   if (schema->kind != CAP_NODE_OBJECT) {
     mf_error(c, schema, key,
              "must be a JSON Schema object, not %s; describe the parameters as "
              "{\"type\": \"object\", \"properties\": {...}}",
              mf_kind_article(schema->kind));
-    return NULL;
+    return false;
   }
-  return cap_spec_adopt_node(spec, schema);
+  tool->input_schema = cap_spec_adopt_node(spec, schema);
+  size_t mark = mf_push_key(c, key);
+  tool->validator = cap_js_compile(tool->input_schema, NULL, NULL, c->file, c->path.data,
+                                   c->diags);
+  mf_pop(c, mark);
+  return tool->validator != NULL;
+}
+
+/* Schemas a format supplies itself (Covenant's dispatch) are compiled here. */
+static void compile_builtin_schemas(struct cap_spec *spec, struct cap_diags *diags)
+{
+  for (size_t i = 0; i < spec->n_tools; i++) {
+    struct cap_tool *t = &spec->tools[i];
+    if (t->input_schema && !t->validator)
+      t->validator = cap_js_compile(t->input_schema, NULL, NULL, spec->source_path, "",
+                                    diags);
+  }
 }
 
 static bool has_workspace_grant(const struct cap_spec *spec)
@@ -301,10 +318,15 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
   case CAP_FORMAT_COVENANT: r = cap_toml_parse(doc, data, len, name, diags); break;
   default: r = cap_json_parse(doc, data, len, name, 0, diags); break;
   }
-  if (r < 0 || !doc->root) {
+  /* TOML always yields a table; a file with nothing in it is still empty */
+  bool empty = r >= 0 && (!doc->root || (format == CAP_FORMAT_COVENANT &&
+                                         doc->root->u.obj.len == 0));
+  if (r < 0 || empty) {
     if (r >= 0)
       cap_diags_add(diags, CAP_SEV_ERROR, name, 1, 1, "", "the file is empty; write %s",
-                    top_level_noun(format));
+                    format == CAP_FORMAT_COVENANT
+                        ? "an [agent] table with id, name, version, runtime and entry"
+                        : "a YAML mapping with at least id and image");
     cap_doc_free(doc);
     return -EINVAL;
   }
@@ -337,6 +359,7 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
   mf_free(&c);
   cap_doc_free(doc);
 
+  compile_builtin_schemas(spec, diags);
   if (spec->sandbox.workspace && !has_workspace_grant(spec))
     cap_spec_add_grant(spec, spec->sandbox.workspace, CAP_ACCESS_READWRITE, CAP_FS_DIRECTORY,
                        CAP_ORIGIN_WORKSPACE);

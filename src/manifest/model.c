@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "jsonschema/jsonschema.h"
 
 struct cap_spec *cap_spec_new(enum cap_format format)
 {
@@ -166,7 +167,7 @@ void cap_spec_add_system_grants(struct cap_spec *spec)
                        CAP_ORIGIN_SYSTEM);
 }
 
-static void rules_free(struct cap_http_rule *rules, size_t n)
+void cap_rules_free(struct cap_http_rule *rules, size_t n)
 {
   for (size_t i = 0; i < n; i++) {
     free(rules[i].method);
@@ -197,6 +198,7 @@ void cap_spec_free(struct cap_spec *spec)
     free(spec->tools[i].name);
     free(spec->tools[i].description);
     free(spec->tools[i].policy_source);
+    cap_js_validator_free(spec->tools[i].validator);
   }
   free(spec->tools);
   for (size_t i = 0; i < spec->n_grants; i++)
@@ -206,7 +208,7 @@ void cap_spec_free(struct cap_spec *spec)
   cap_strv_free(&spec->network.allow_domains);
   for (size_t i = 0; i < spec->network.n_endpoints; i++) {
     free(spec->network.endpoints[i].host);
-    rules_free(spec->network.endpoints[i].rules, spec->network.endpoints[i].n_rules);
+    cap_rules_free(spec->network.endpoints[i].rules, spec->network.endpoints[i].n_rules);
   }
   free(spec->network.endpoints);
   free(spec->network.connect.v);
@@ -223,7 +225,7 @@ void cap_spec_free(struct cap_spec *spec)
     free(r->path_replacement);
     free(r->query_param_name);
     free(r->env_var);
-    rules_free(r->rules, r->n_rules);
+    cap_rules_free(r->rules, r->n_rules);
   }
   free(spec->routes);
   for (size_t i = 0; i < spec->n_secrets; i++) {

@@ -14,6 +14,8 @@
 
 #include "core/node.h"
 
+struct cap_js_validator;
+
 enum cap_format {
   CAP_FORMAT_SELU,     /* manifest.yaml */
   CAP_FORMAT_COVENANT, /* agent.toml */
@@ -165,6 +167,7 @@ struct cap_tool {
   char *name;
   char *description;
   const struct cap_node *input_schema; /* in spec->doc */
+  struct cap_js_validator *validator;  /* compiled input_schema, owned */
   enum cap_policy policy;              /* recommended policy */
   char *policy_source; /* "recommended_policy", "requires_confirmation", "default" */
   bool terminal_on_success;
@@ -268,6 +271,7 @@ struct cap_setting *cap_spec_add_setting(struct cap_spec *spec);
 struct cap_trigger *cap_spec_add_trigger(struct cap_spec *spec);
 void cap_rules_push(struct cap_http_rule **rules, size_t *n, const char *method,
                     const char *path);
+void cap_rules_free(struct cap_http_rule *rules, size_t n);
 /* Deep-copies a subtree into spec->doc (schemas outlive the parse tree). */
 const struct cap_node *cap_spec_adopt_node(struct cap_spec *spec, const struct cap_node *n);
 

@@ -277,50 +277,6 @@ static void selu_network(struct mf_ctx *c, const struct cap_node *root, struct c
   }
 }
 
-/* The string `name` of each object in arr, for finding duplicates. */
-struct named {
-  const struct cap_node *name;
-  size_t index;
-};
-
-static int compare_named(const void *pa, const void *pb)
-{
-  const struct named *a = pa, *b = pb;
-  size_t n = a->name->u.str.len < b->name->u.str.len ? a->name->u.str.len : b->name->u.str.len;
-  int r = memcmp(a->name->u.str.ptr, b->name->u.str.ptr, n);
-  if (r == 0 && a->name->u.str.len != b->name->u.str.len)
-    r = a->name->u.str.len < b->name->u.str.len ? -1 : 1;
-  if (r == 0)
-    r = a->index < b->index ? -1 : a->index > b->index;
-  return r;
-}
-
-/* Reports every element of arr whose "name" repeats an earlier one's; sorted
- * rather than compared pairwise so a huge list stays cheap. */
-static void report_duplicate_names(struct mf_ctx *c, const struct cap_node *arr, const char *what,
-                                   const char *fix)
-{
-  struct named *v = cap_xcalloc(arr->u.arr.len + 1, sizeof(*v));
-  size_t n = 0;
-  for (size_t i = 0; i < arr->u.arr.len; i++) {
-    const struct cap_node *name = cap_node_get(arr->u.arr.items[i], "name");
-    if (name && name->kind == CAP_NODE_STRING && name->u.str.len > 0)
-      v[n++] = (struct named){.name = name, .index = i};
-  }
-  qsort(v, n, sizeof(*v), compare_named);
-  for (size_t i = 1, first = 0; i < n; i++) {
-    if (!cap_node_equal(v[i].name, v[first].name)) {
-      first = i;
-      continue;
-    }
-    size_t mark = mf_push_index(c, v[i].index);
-    mf_error(c, v[i].name, "name", "duplicate %s \"%s\"; the first is at line %u: %s", what,
-             v[i].name->u.str.ptr, v[first].name->line, fix);
-    mf_pop(c, mark);
-  }
-  free(v);
-}
-
 static void selu_tool(struct mf_ctx *c, const struct cap_node *tool, struct cap_spec *spec)
 {
   if (tool->kind != CAP_NODE_OBJECT) {
@@ -343,7 +299,7 @@ static void selu_tool(struct mf_ctx *c, const struct cap_node *tool, struct cap_
     mf_warning(c, desc, "description",
                "is empty; agents choose tools by their description: "
                "say what the tool does");
-  t->input_schema = cap_tool_schema(c, tool, "input_schema", spec);
+  cap_tool_schema(c, tool, "input_schema", spec, t);
 
   const struct cap_node *confirm = mf_field(c, tool, "requires_confirmation", CAP_NODE_BOOL, 0);
   int policy = mf_enum(c, tool, "recommended_policy", 0, policy_names, -1);
@@ -396,7 +352,7 @@ static void selu_tools(struct mf_ctx *c, const struct cap_node *root, int source
     selu_tool(c, tools->u.arr.items[i], spec);
     mf_pop(c, m2);
   }
-  report_duplicate_names(c, tools, "tool name", "give each tool its own name");
+  mf_report_duplicates(c, tools, "name", "tool name", "give each tool its own name");
   mf_pop(c, mark);
 }
 
@@ -439,7 +395,7 @@ static void selu_credentials(struct mf_ctx *c, const struct cap_node *root, stru
     selu_credential(c, creds->u.arr.items[i], spec);
     mf_pop(c, m2);
   }
-  report_duplicate_names(c, creds, "credential", "declare each credential once");
+  mf_report_duplicates(c, creds, "name", "credential", "declare each credential once");
   mf_pop(c, mark);
 }
 

@@ -38,6 +38,11 @@ gen() { # gen NAME FILE PERL-PROGRAM
   perl -e "$3" >"$work/$1/$2"
 }
 
+gen_escaped() { # gen_escaped NAME FILE TEXT-WITH-\xHH-AND-\n-ESCAPES
+  mkdir -p "$work/$1"
+  V=$3 perl -e '$_ = $ENV{V}; s/\\x([0-9a-f]{2})/chr(hex($1))/ge; s/\\n/\n/g; print' >"$work/$1/$2"
+}
+
 declare -A files=([selu]=manifest.yaml [covenant]=agent.toml [talos]=manifest.json [nono]=capability.json)
 declare -A open_nest=([selu]='a: ' [covenant]='a = ' [talos]='{"a": ' [nono]='{"a": ')
 declare -A dup=(
@@ -46,7 +51,7 @@ declare -A dup=(
   [talos]='{"id": "a", "id": "b"}'
   [nono]='{"version": "0.1.0", "version": "0.1.0"}')
 declare -A badutf=(
-  [selu]='id: \x27\xff\xfe\x27\n'
+  [selu]='id: "\xff\xfe"\n'
   [covenant]='[agent]\nid = "\xff"\n'
   [talos]='{"id": "\xc3\x28"}'
   [nono]='{"version": "\xed\xa0\x80"}')
@@ -61,9 +66,9 @@ for fmt in selu covenant talos nono; do
   run_case "$fmt-10mb" "$f" 'bytes'
   gen "$fmt-deep" "$f" "print '${open_nest[$fmt]}' . ('[' x 100000)"
   run_case "$fmt-deep" "$f" 'nest|deep|depth'
-  gen "$fmt-utf8" "$f" "print \"${badutf[$fmt]}\""
+  gen_escaped "$fmt-utf8" "$f" "${badutf[$fmt]}"
   run_case "$fmt-utf8" "$f" 'UTF-8'
-  gen "$fmt-duplicate" "$f" "print '${dup[$fmt]}' =~ s/\\\\n/\\n/gr"
+  gen_escaped "$fmt-duplicate" "$f" "${dup[$fmt]}"
   run_case "$fmt-duplicate" "$f" 'duplicate|already'
 done
 echo "malformed input: $pass passed, $fail failed"

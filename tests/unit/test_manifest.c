@@ -57,10 +57,10 @@ static void test_field_helpers(void)
             "m.json:1:7: error: s: must be a string, not an integer\n"
             "m.json:1:15: error: e: \"blok\" is not one of \"allow\", \"ask\", \"block\" (did you mean \"block\"?)\n"
             "m.json:1:28: error: n: 70000 is out of range; it must be 1..65535\n"
-            "m.json:1:47: error: a[1]: must be a string, not an integer\n"
-            "m.json:2:10: warning: o.netwrok: unknown field; capsule ignores it (did you mean \"network\"?)\n"
-            "m.json:2:34: error: empty: must not be empty\n"
-            "m.json:2:43: error: f: must be an integer, not a number\n");
+            "m.json:1:46: error: a[1]: must be a string, not an integer\n"
+            "m.json:2:8: warning: o.netwrok: unknown field; capsule ignores it (did you mean \"network\"?)\n"
+            "m.json:2:32: error: empty: must not be empty\n"
+            "m.json:2:41: error: f: must be an integer, not a number\n");
   free(out);
   mf_free(&c);
   cap_diags_free(&d);
