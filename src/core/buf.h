@@ -18,7 +18,8 @@ void cap_buf_puts(struct cap_buf *b, const char *s);
 void cap_buf_putc(struct cap_buf *b, char c);
 void cap_buf_printf(struct cap_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void cap_buf_vprintf(struct cap_buf *b, const char *fmt, va_list ap);
+void cap_buf_vprintf(struct cap_buf *b, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 /* Returns the contents (never NULL) and leaves the buffer empty; caller frees. */
 char *cap_buf_steal(struct cap_buf *b);
 void cap_buf_free(struct cap_buf *b);

@@ -33,7 +33,7 @@ void cap_diags_add(struct cap_diags *d, enum cap_severity sev, const char *file,
                    const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 void cap_diags_vadd(struct cap_diags *d, enum cap_severity sev, const char *file,
                     uint32_t line, uint32_t col, const char *path,
-                    const char *fmt, va_list ap);
+                    const char *fmt, va_list ap) __attribute__((format(printf, 7, 0)));
 /* Orders by file, line, column (stable), so output follows the input. */
 void cap_diags_sort(struct cap_diags *d);
 /* One line per diagnostic: FILE:LINE:COL: error: PATH: MESSAGE */

@@ -42,6 +42,10 @@ void mf_pop(struct mf_ctx *c, size_t mark)
 
 static void mf_vreport(struct mf_ctx *c, enum cap_severity sev, uint32_t line, uint32_t col,
                        const char *key, const char *fmt, va_list ap)
+    __attribute__((format(printf, 6, 0)));
+
+static void mf_vreport(struct mf_ctx *c, enum cap_severity sev, uint32_t line, uint32_t col,
+                       const char *key, const char *fmt, va_list ap)
 {
   size_t mark = c->path.len;
   if (key)
