@@ -81,7 +81,8 @@ static size_t discover_agents(const char *agents_dir, struct cap_strv *files)
       cap_strv_push(&found, manifest);
   }
   closedir(d);
-  qsort(found.v, found.len, sizeof(char *), compare_strings);
+  if (found.len)
+    qsort(found.v, found.len, sizeof(char *), compare_strings);
   for (size_t i = 0; i < found.len; i++)
     cap_strv_push(files, found.v[i]);
   size_t n = found.len;
