@@ -433,7 +433,10 @@ static void selu_resources(struct mf_ctx *c, const struct cap_node *root, struct
   spec->limits.cpu_fraction = cpu;
   spec->limits.cpu_ms_per_task = scaled_int(c, res, "max_cpu_seconds", 30, 1000, "seconds");
   spec->limits.pids = (uint64_t)mf_int(c, res, "pids_limit", 0, 1, INT64_MAX, 64);
-  spec->limits.wall_ms = SELU_WALL_MS;
+  /* the wall clock must leave room for the whole CPU budget at the granted
+   * CPU fraction, or the backstop would fire before the budget */
+  double needed_ms = (double)spec->limits.cpu_ms_per_task / cpu;
+  spec->limits.wall_ms = needed_ms > SELU_WALL_MS ? (uint64_t)needed_ms : SELU_WALL_MS;
   spec->limits.nofile = SELU_NOFILE;
   spec->limits.disk_bytes = SELU_DISK_BYTES;
   mf_pop(c, mark);
