@@ -7,7 +7,11 @@ what=${1:-build}
 cd "$(dirname "$0")/.."
 
 build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev)
-test_pkgs=(clang libclang-rt-14-dev nodejs npm)
+test_pkgs=(clang libclang-rt-14-dev)
+# Node.js and npm for the test peers (ajv): Debian's packages, unless the
+# host already has node and npm from elsewhere (they would conflict)
+command -v node >/dev/null || test_pkgs+=(nodejs)
+command -v npm >/dev/null || test_pkgs+=(npm)
 
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
