@@ -66,16 +66,10 @@ static int hex4(const char *s, uint32_t *out)
 {
   uint32_t v = 0;
   for (int i = 0; i < 4; i++) {
-    char c = s[i];
-    v <<= 4;
-    if (c >= '0' && c <= '9')
-      v |= (uint32_t)(c - '0');
-    else if (c >= 'a' && c <= 'f')
-      v |= (uint32_t)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F')
-      v |= (uint32_t)(c - 'A' + 10);
-    else
+    int d = cap_hex_digit((unsigned char)s[i]);
+    if (d < 0)
       return -1;
+    v = (v << 4) | (uint32_t)d;
   }
   *out = v;
   return 0;

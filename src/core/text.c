@@ -96,6 +96,17 @@ size_t cap_utf8_encode(uint32_t cp, char *out)
   return 4;
 }
 
+int cap_hex_digit(int c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
 size_t cap_utf8_length(const char *s, size_t len)
 {
   size_t n = 0;

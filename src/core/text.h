@@ -16,6 +16,9 @@ bool cap_utf8_valid(const char *s, size_t len, size_t *bad_offset);
 size_t cap_utf8_decode(const char *s, size_t len, uint32_t *cp);
 /* Encodes cp into out (4 bytes room); returns bytes written. */
 size_t cap_utf8_encode(uint32_t cp, char *out);
+/* Value of a hexadecimal digit (also serves decimal and octal), or -1. */
+int cap_hex_digit(int c);
+
 /* Number of code points in valid UTF-8. */
 size_t cap_utf8_length(const char *s, size_t len);
 

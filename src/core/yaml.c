@@ -261,17 +261,6 @@ static int bool_text(const char *s, size_t n)
   return -1;
 }
 
-static int digit_value(char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return 99;
-}
-
 /* Integers: [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+. Values beyond int64 are
  * kept as floats, as the JSON parser does. */
 static bool parse_int_text(struct yaml_builder *b, const char *s, size_t n, uint32_t line,
@@ -293,8 +282,8 @@ static bool parse_int_text(struct yaml_builder *b, const char *s, size_t n, uint
   double f = 0;
   bool overflow = false;
   for (size_t k = i; k < n; k++) {
-    int d = digit_value(s[k]);
-    if (d >= (int)base)
+    int d = cap_hex_digit((unsigned char)s[k]);
+    if (d < 0 || d >= (int)base)
       return false;
     f = f * base + d;
     if (v > (UINT64_MAX - (uint64_t)d) / base)

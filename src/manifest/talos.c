@@ -2,11 +2,11 @@
  * lowered. Talos declares no sandbox needs, so a Talos tool gets capsule's
  * secure default: no network, its package read-only, a private /tmp, and
  * every function blocked until an operator allows it. */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/json.h"
 #include "jsonschema/jsonschema.h"
 #include "manifest/formats.h"
 
@@ -95,50 +95,22 @@ static void talos_credential(struct mf_ctx *c, const struct cap_node *o, struct 
   s->delivery = cap_xstrdup("handler");
 }
 
-/* A strict decimal number: what a settings UI number field would accept. */
-static bool parse_number_text(const char *s, struct cap_node *out)
+/* A setting's default written as a number: JSON's number grammar (no
+ * leading '+', no bare '.5'), typed as an integer when it is one. */
+static struct cap_node *number_from_text(struct cap_spec *spec, const struct cap_node *text)
 {
-  const char *p = s;
-  if (*p == '-')
-    p++;
-  if (!(*p >= '0' && *p <= '9'))
-    return false;
-  bool integral = true;
-  while (*p >= '0' && *p <= '9')
-    p++;
-  if (*p == '.') {
-    integral = false;
-    p++;
-    if (!(*p >= '0' && *p <= '9'))
-      return false;
-    while (*p >= '0' && *p <= '9')
-      p++;
+  struct cap_doc *tmp = cap_doc_new();
+  struct cap_diags ignored = {0};
+  struct cap_node *out = NULL;
+  if (cap_json_parse(tmp, text->u.str.ptr, text->u.str.len, "", 1, &ignored) == 0 &&
+      cap_node_is_number(tmp->root)) {
+    out = (struct cap_node *)cap_spec_adopt_node(spec, tmp->root);
+    out->line = text->line;
+    out->col = text->col;
   }
-  if (*p == 'e' || *p == 'E') {
-    integral = false;
-    p++;
-    if (*p == '+' || *p == '-')
-      p++;
-    if (!(*p >= '0' && *p <= '9'))
-      return false;
-    while (*p >= '0' && *p <= '9')
-      p++;
-  }
-  if (*p)
-    return false;
-  errno = 0;
-  if (integral) {
-    long long v = strtoll(s, NULL, 10);
-    if (errno == 0) {
-      out->kind = CAP_NODE_INT;
-      out->u.num.i = v;
-      out->u.num.f = (double)v;
-      return true;
-    }
-  }
-  out->kind = CAP_NODE_FLOAT;
-  out->u.num.f = strtod(s, NULL);
-  return errno == 0;
+  cap_diags_free(&ignored);
+  cap_doc_free(tmp);
+  return out;
 }
 
 static void talos_setting(struct mf_ctx *c, const struct cap_node *o, struct cap_spec *spec)
@@ -155,13 +127,12 @@ static void talos_setting(struct mf_ctx *c, const struct cap_node *o, struct cap
     const char *text = def->u.str.ptr;
     switch (type) {
     case SETTING_NUMBER:
-      value = cap_node_new(spec->doc, CAP_NODE_INT, def->line, def->col);
-      if (!parse_number_text(text, value)) {
+      value = number_from_text(spec, def);
+      if (!value) {
         mf_error(c, def, "default",
                  "\"%s\" is not a number (type is \"number\"); write a number as a string "
                  "such as \"5\"",
                  text);
-        value = NULL;
       }
       break;
     case SETTING_BOOLEAN:

@@ -329,17 +329,6 @@ static int end_of_line(struct parser *p, const char *after)
 
 /* ---- strings ---- */
 
-static int hex_value(int c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 static int parse_escape(struct parser *p, struct cap_buf *b, bool multi)
 {
   uint32_t line = p->line, col = p->col;
@@ -366,7 +355,7 @@ static int parse_escape(struct parser *p, struct cap_buf *b, bool multi)
     adv(p);
     uint32_t cp = 0;
     for (int i = 0; i < digits; i++) {
-      int h = hex_value(peek(p));
+      int h = cap_hex_digit(peek(p));
       if (h < 0)
         return fail_at(p, line, col, "\\%c needs exactly %d hexadecimal digits (e.g. \\%c%s)", c,
                        digits, c, digits == 4 ? "00E9" : "0001F600");
@@ -579,10 +568,10 @@ static long scan_digits(const char *s, size_t n, size_t i, int base, size_t *ndi
   *ndigits = 0;
   for (; i < n; i++) {
     int c = (unsigned char)s[i];
-    int v = hex_value(c);
+    int v = cap_hex_digit(c);
     if (c == '_') {
-      if (i == start || i + 1 >= n || s[i - 1] == '_' || hex_value((unsigned char)s[i + 1]) < 0 ||
-          hex_value((unsigned char)s[i + 1]) >= base)
+      if (i == start || i + 1 >= n || s[i - 1] == '_' || cap_hex_digit((unsigned char)s[i + 1]) < 0 ||
+          cap_hex_digit((unsigned char)s[i + 1]) >= base)
         return -1;
       continue;
     }
@@ -638,7 +627,7 @@ static int parse_number(struct parser *p, struct cap_node **out)
     for (size_t j = i + 2; j < n; j++) {
       if (t[j] == '_')
         continue;
-      uint64_t d = (uint64_t)hex_value((unsigned char)t[j]);
+      uint64_t d = (uint64_t)cap_hex_digit((unsigned char)t[j]);
       if (v > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / (uint64_t)base)
         return fail_at(p, line, col,
                        "integer %.*s does not fit in a signed 64-bit integer (largest is "
