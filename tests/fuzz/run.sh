@@ -3,7 +3,7 @@
 # cases and suites. Any crash, leak or timeout fails the run.
 # Usage: run.sh FUZZ_BUILD_DIR SECONDS_PER_TARGET
 set -euo pipefail
-build=$1
+build=$(realpath "$1")
 seconds=${2:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
