@@ -65,7 +65,7 @@ static const struct cap_node *table(struct mf_ctx *c, const struct cap_node *roo
   }
   if (t->kind != CAP_NODE_OBJECT) {
     mf_error(c, t, key, "must be a table ([%s] or %s = { ... }), not %s", key, key,
-             mf_kind_article(t->kind));
+             mf_kind_article(c, t->kind));
     return NULL;
   }
   return t;

@@ -90,8 +90,12 @@ void mf_warning_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *ke
   va_end(ap);
 }
 
-const char *mf_kind_article(unsigned kind)
+const char *mf_kind_article(const struct mf_ctx *c, unsigned kind)
 {
+  if (c && c->toml && kind == CAP_NODE_OBJECT)
+    return "a table";
+  if (c && c->toml && kind == CAP_NODE_FLOAT)
+    return "a float";
   switch (kind) {
   case CAP_NODE_NULL: return "null";
   case CAP_NODE_BOOL: return "a boolean";
@@ -120,11 +124,11 @@ const struct cap_node *mf_field(struct mf_ctx *c, const struct cap_node *obj,
     n = NULL;
   if (!n) {
     if ((flags & MF_REQUIRED) && obj)
-      mf_error(c, obj, key, "required field is missing; add %s", kind == MF_ANY ? "it" : mf_kind_article(kind));
+      mf_error(c, obj, key, "required field is missing; add %s", kind == MF_ANY ? "it" : mf_kind_article(c, kind));
     return NULL;
   }
   if (!kind_matches(kind, n)) {
-    mf_error(c, n, key, "must be %s, not %s", mf_kind_article(kind), mf_kind_article(n->kind));
+    mf_error(c, n, key, "must be %s, not %s", mf_kind_article(c, kind), mf_kind_article(c, n->kind));
     return NULL;
   }
   if (flags & MF_NONEMPTY) {
@@ -220,7 +224,7 @@ const struct cap_node *mf_string_array(struct mf_ctx *c, const struct cap_node *
     const struct cap_node *item = arr->u.arr.items[i];
     if (item->kind != CAP_NODE_STRING) {
       size_t m2 = mf_push_index(c, i);
-      mf_error(c, item, NULL, "must be a string, not %s", mf_kind_article(item->kind));
+      mf_error(c, item, NULL, "must be a string, not %s", mf_kind_article(c, item->kind));
       mf_pop(c, m2);
       ok = false;
     }

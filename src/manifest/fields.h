@@ -18,6 +18,7 @@ struct mf_ctx {
   const char *file;
   struct cap_diags *diags;
   struct cap_buf path; /* current field path */
+  bool toml;           /* name kinds as TOML does: "a table", "a float" */
 };
 
 /* flags */
@@ -85,7 +86,7 @@ void mf_report_duplicates(struct mf_ctx *c, const struct cap_node *arr, const ch
 /* The known name closest to key (edit distance <= 2), or NULL. */
 const char *mf_suggest(const char *key, const char *const *known);
 
-/* "an integer", "a string", ... */
-const char *mf_kind_article(unsigned kind);
+/* "an integer", "a string", ... in the words of the format (c may be NULL) */
+const char *mf_kind_article(const struct mf_ctx *c, unsigned kind);
 
 #endif

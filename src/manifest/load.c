@@ -216,7 +216,7 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
   if (x->kind != CAP_NODE_OBJECT) {
     mf_error(c, x, NULL, "must be %s of capsule settings, not %s",
              spec->format == CAP_FORMAT_COVENANT ? "a table" : "an object",
-             mf_kind_article(x->kind));
+             mf_kind_article(c, x->kind));
     mf_pop(c, mark);
     return;
   }
@@ -272,7 +272,7 @@ bool cap_tool_schema(struct mf_ctx *c, const struct cap_node *tool_node, const c
     mf_error(c, schema, key,
              "must be a JSON Schema object, not %s; describe the parameters as "
              "{\"type\": \"object\", \"properties\": {...}}",
-             mf_kind_article(schema->kind));
+             mf_kind_article(c, schema->kind));
     return false;
   }
   tool->input_schema = cap_spec_adopt_node(spec, schema);
@@ -336,7 +336,7 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
   if (doc->root->kind != CAP_NODE_OBJECT) {
     cap_diags_add(diags, CAP_SEV_ERROR, name, doc->root->line, doc->root->col, "",
                   "the manifest must be %s at the top level, not %s", top_level_noun(format),
-                  mf_kind_article(doc->root->kind));
+                  mf_kind_article(NULL, doc->root->kind));
     cap_doc_free(doc);
     return -EINVAL;
   }
@@ -351,6 +351,7 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
 
   struct mf_ctx c;
   mf_init(&c, name, diags);
+  c.toml = format == CAP_FORMAT_COVENANT;
   switch (format) {
   case CAP_FORMAT_SELU: cap_selu_lower(&c, doc->root, spec); break;
   case CAP_FORMAT_COVENANT: cap_covenant_lower(&c, doc->root, spec); break;

@@ -61,7 +61,7 @@ static void each_object(struct mf_ctx *c, const struct cap_node *obj, const char
     size_t m2 = mf_push_index(c, i);
     const struct cap_node *item = arr->u.arr.items[i];
     if (item->kind != CAP_NODE_OBJECT)
-      mf_error(c, item, NULL, "must be an object, not %s", mf_kind_article(item->kind));
+      mf_error(c, item, NULL, "must be an object, not %s", mf_kind_article(c, item->kind));
     else
       fn(c, item, arg);
     mf_pop(c, m2);
@@ -262,7 +262,7 @@ static void port_list(struct mf_ctx *c, const struct cap_node *ports, const char
     const struct cap_node *p = arr->u.arr.items[i];
     size_t m2 = mf_push_index(c, i);
     if (p->kind != CAP_NODE_INT)
-      mf_error(c, p, NULL, "must be an integer port, not %s", mf_kind_article(p->kind));
+      mf_error(c, p, NULL, "must be an integer port, not %s", mf_kind_article(c, p->kind));
     else if (p->u.num.i < 1 || p->u.num.i > 65535)
       mf_error(c, p, NULL, "%lld is not a TCP port; it must be 1..65535", (long long)p->u.num.i);
     else

@@ -220,7 +220,7 @@ static void selu_network(struct mf_ctx *c, const struct cap_node *root, struct c
     mf_error(c, net, "network",
              "must be an object such as {mode: allowlist, hosts: "
              "[\"api.example.com:443\"]}, not %s",
-             mf_kind_article(net->kind));
+             mf_kind_article(c, net->kind));
     net = NULL;
   }
   int mode = NET_NONE;
@@ -239,7 +239,7 @@ static void selu_network(struct mf_ctx *c, const struct cap_node *root, struct c
         size_t m3 = mf_push_index(c, i);
         if (item->kind != CAP_NODE_STRING)
           mf_error(c, item, NULL, "must be a string such as \"api.example.com:443\", not %s",
-                   mf_kind_article(item->kind));
+                   mf_kind_article(c, item->kind));
         else
           selu_host(c, item, spec, mode == NET_ALLOWLIST);
         mf_pop(c, m3);
@@ -281,7 +281,7 @@ static void selu_tool(struct mf_ctx *c, const struct cap_node *tool, struct cap_
 {
   if (tool->kind != CAP_NODE_OBJECT) {
     mf_error(c, tool, NULL, "must be an object with name, description and input_schema, not %s",
-             mf_kind_article(tool->kind));
+             mf_kind_article(c, tool->kind));
     return;
   }
   mf_unknown_keys(c, tool, tool_keys, CAP_SEV_WARNING);
@@ -322,7 +322,7 @@ static void selu_tools(struct mf_ctx *c, const struct cap_node *root, int source
 {
   const struct cap_node *tools = cap_node_get(root, "tools");
   if (tools && tools->kind != CAP_NODE_ARRAY) {
-    mf_error(c, tools, "tools", "must be an array of tools, not %s", mf_kind_article(tools->kind));
+    mf_error(c, tools, "tools", "must be an array of tools, not %s", mf_kind_article(c, tools->kind));
     return;
   }
   if (source == SOURCE_INVALID && (!tools || tools->u.arr.len == 0))
@@ -360,7 +360,7 @@ static void selu_credential(struct mf_ctx *c, const struct cap_node *cred, struc
 {
   if (cred->kind != CAP_NODE_OBJECT) {
     mf_error(c, cred, NULL, "must be an object with name and scope, not %s",
-             mf_kind_article(cred->kind));
+             mf_kind_article(c, cred->kind));
     return;
   }
   mf_unknown_keys(c, cred, credential_keys, CAP_SEV_WARNING);

@@ -68,7 +68,7 @@ static const struct cap_node *object_array(struct mf_ctx *c, const struct cap_no
     const struct cap_node *item = arr->u.arr.items[i];
     if (item->kind != CAP_NODE_OBJECT) {
       size_t m2 = mf_push_index(c, i);
-      mf_error(c, item, NULL, "must be an object, not %s", mf_kind_article(item->kind));
+      mf_error(c, item, NULL, "must be an object, not %s", mf_kind_article(c, item->kind));
       mf_pop(c, m2);
     }
   }
