@@ -284,11 +284,19 @@ static void nono_network(struct mf_ctx *c, const struct cap_node *root, struct c
   spec->network.mode = (enum cap_net_mode)mode;
   spec->network.dns = mf_bool(c, net, "dns", 0, true);
 
-  const struct cap_node *domains = mf_string_array(c, net, "allow_domains", 0);
+  const struct cap_node *domains = mf_field(c, net, "allow_domains", CAP_NODE_ARRAY, 0);
   if (domains) {
     size_t m2 = mf_push_key(c, "allow_domains");
-    for (size_t i = 0; i < domains->u.arr.len; i++)
-      nono_domain(c, domains->u.arr.items[i], i, spec);
+    for (size_t i = 0; i < domains->u.arr.len; i++) {
+      const struct cap_node *d = domains->u.arr.items[i];
+      if (d->kind == CAP_NODE_STRING) {
+        nono_domain(c, d, i, spec);
+      } else {
+        size_t m3 = mf_push_index(c, i);
+        mf_error(c, d, NULL, "must be a string, not %s", mf_kind_article(c, d->kind));
+        mf_pop(c, m3);
+      }
+    }
     mf_pop(c, m2);
   }
   each_object(c, net, "endpoints", 0, endpoint_fn, spec);
@@ -390,14 +398,15 @@ static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
              upstream->u.str.ptr);
     ok = false;
   }
-  if (source && check_source(c, source) && !env_var) {
-    mf_error(c, o, "env_var",
-             "required field is missing: a %.*s source cannot name the variable the tool "
-             "uses; add env_var such as \"OPENAI_API_KEY\"",
-             (int)(strstr(source->u.str.ptr, "://") - source->u.str.ptr + 3),
-             source->u.str.ptr);
-    ok = false;
-  }
+  /* nono's schema text asks for env_var with these sources, but its own
+   * documented example omits it, and header injection works without it: a
+   * warning, so nono's example loads */
+  if (source && check_source(c, source) && !env_var)
+    mf_warning(c, o, "env_var",
+               "is not set, so the tool's SDK gets no phantom token for this %.*s source; add "
+               "env_var such as \"GITHUB_TOKEN\"",
+               (int)(strstr(source->u.str.ptr, "://") - source->u.str.ptr + 3),
+               source->u.str.ptr);
   if (env_var && !valid_env_name(env_var->u.str.ptr))
     mf_error(c, env_var, "env_var", "\"%s\" is not an environment variable name", env_var->u.str.ptr);
 
@@ -531,6 +540,9 @@ void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
     mf_pop(c, mark);
   }
 
+  /* nono manifests carry no identity; a capability is named by its folder */
+  const char *folder = strrchr(spec->package_dir, '/');
+  spec->id = cap_xstrdup(folder && folder[1] ? folder + 1 : spec->package_dir);
   spec->tool_source = cap_xstrdup("manifest");
   spec->runtime.kind = CAP_RUNTIME_EXEC;
   spec->sandbox.private_tmp = true;
