@@ -27,7 +27,7 @@ seed nono $(find "$root/tests/check/nono" "$root/examples" -name '*.json' ! -nam
 seed jsonschema $(find "$root/tests/suites/jsonschema" -name '*.seed' 2>/dev/null)
 
 status=0
-for target in selu toml talos nono jsonschema; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
