@@ -17,6 +17,7 @@ static const char usage_text[] =
     "  check PATH...                 validate manifests or capability directories\n"
     "  show PATH                     print the resolved capability manifest (JSON)\n"
     "  validate --schema S INST...   validate JSON instances (JSON Schema 2020-12)\n"
+    "  run [--config M] -- CMD...    run a command in the sandbox M grants\n"
     "\n"
     "exit status: 0 ok, 1 invalid input, 2 usage, 3 host cannot enforce,\n"
     "4 denied by policy. `capsule VERB --help` describes a verb.\n";
@@ -39,6 +40,7 @@ static const struct {
     {"check", cmd_check},
     {"show", cmd_show},
     {"validate", cmd_validate},
+    {"run", cmd_run},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,174 @@
+/* Landlock: the second, independent layer over the same grants the mount
+ * tree expresses. Debian 12's headers predate most of Landlock, so the ABI
+ * is defined here. Rights by ABI: 1 fs, 2 REFER, 3 TRUNCATE, 4 TCP
+ * bind/connect, 5 IOCTL_DEV, 6 signal and abstract-unix-socket scoping. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "sandbox/sandbox.h"
+
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#define __NR_landlock_add_rule 445
+#define __NR_landlock_restrict_self 446
+#endif
+
+struct ll_ruleset_attr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net;
+  uint64_t scoped;
+};
+
+struct ll_path_beneath_attr {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+} __attribute__((packed));
+
+struct ll_net_port_attr {
+  uint64_t allowed_access;
+  uint64_t port;
+};
+
+#define LL_CREATE_RULESET_VERSION (1U << 0)
+#define LL_RULE_PATH_BENEATH 1
+#define LL_RULE_NET_PORT 2
+
+#define LL_FS_EXECUTE (1ULL << 0)
+#define LL_FS_WRITE_FILE (1ULL << 1)
+#define LL_FS_READ_FILE (1ULL << 2)
+#define LL_FS_READ_DIR (1ULL << 3)
+#define LL_FS_REMOVE_DIR (1ULL << 4)
+#define LL_FS_REMOVE_FILE (1ULL << 5)
+#define LL_FS_MAKE_CHAR (1ULL << 6)
+#define LL_FS_MAKE_DIR (1ULL << 7)
+#define LL_FS_MAKE_REG (1ULL << 8)
+#define LL_FS_MAKE_SOCK (1ULL << 9)
+#define LL_FS_MAKE_FIFO (1ULL << 10)
+#define LL_FS_MAKE_BLOCK (1ULL << 11)
+#define LL_FS_MAKE_SYM (1ULL << 12)
+#define LL_FS_REFER (1ULL << 13)
+#define LL_FS_TRUNCATE (1ULL << 14)
+#define LL_FS_IOCTL_DEV (1ULL << 15)
+
+#define LL_NET_BIND_TCP (1ULL << 0)
+#define LL_NET_CONNECT_TCP (1ULL << 1)
+
+#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#define LL_SCOPE_SIGNAL (1ULL << 1)
+
+#define LL_FS_READ (LL_FS_READ_FILE | LL_FS_READ_DIR | LL_FS_EXECUTE)
+#define LL_FS_WRITE                                                                        \
+  (LL_FS_WRITE_FILE | LL_FS_REMOVE_DIR | LL_FS_REMOVE_FILE | LL_FS_MAKE_DIR |              \
+   LL_FS_MAKE_REG | LL_FS_MAKE_SOCK | LL_FS_MAKE_FIFO | LL_FS_MAKE_SYM | LL_FS_REFER |     \
+   LL_FS_TRUNCATE)
+/* rights that make sense on a file, not a directory */
+#define LL_FS_FILE_RIGHTS                                                                  \
+  (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+
+int landlock_abi(void)
+{
+  long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+  return abi < 0 ? 0 : (int)abi;
+}
+
+static uint64_t fs_rights_for_abi(int abi)
+{
+  uint64_t all = (LL_FS_MAKE_SYM << 1) - 1; /* ABI 1: bits 0..12 */
+  if (abi >= 2)
+    all |= LL_FS_REFER;
+  if (abi >= 3)
+    all |= LL_FS_TRUNCATE;
+  if (abi >= 5)
+    all |= LL_FS_IOCTL_DEV;
+  return all;
+}
+
+static int add_path(int ruleset, const char *path, uint64_t access, uint64_t handled,
+                    struct cap_error *err)
+{
+  _cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : cap_error_errno(err, errno, "landlock: cannot open %s", path);
+  struct stat st;
+  if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+    access &= LL_FS_FILE_RIGHTS;
+  struct ll_path_beneath_attr attr = {.allowed_access = access & handled, .parent_fd = fd};
+  if (!attr.allowed_access)
+    return 0;
+  if (syscall(__NR_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &attr, 0) < 0)
+    return cap_error_errno(err, errno, "landlock: cannot add a rule for %s", path);
+  return 0;
+}
+
+static int add_port(int ruleset, uint16_t port, uint64_t access, struct cap_error *err)
+{
+  struct ll_net_port_attr attr = {.allowed_access = access, .port = port};
+  if (syscall(__NR_landlock_add_rule, ruleset, LL_RULE_NET_PORT, &attr, 0) < 0)
+    return cap_error_errno(err, errno, "landlock: cannot add a rule for port %u", port);
+  return 0;
+}
+
+/* Runs inside the sandbox after pivot_root: paths are the sandbox's own, the
+ * same strings as the host paths they were bound from. */
+int landlock_apply(const struct cap_spec *spec, struct cap_error *err)
+{
+  int abi = landlock_abi();
+  if (abi <= 0)
+    return cap_error_set(err, ENOTSUP, "Landlock is not available (kernel without it, or "
+                                       "disabled: add lsm=landlock to the kernel command line)");
+  uint64_t handled = fs_rights_for_abi(abi);
+  struct ll_ruleset_attr attr = {.handled_access_fs = handled};
+  size_t attr_size = sizeof(uint64_t);
+  if (abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED) {
+    attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+    attr_size = 2 * sizeof(uint64_t);
+  }
+  if (abi >= 6) {
+    attr.scoped = LL_SCOPE_ABSTRACT_UNIX_SOCKET;
+    if (spec->process.signal_mode != CAP_MODE_ALL)
+      attr.scoped |= LL_SCOPE_SIGNAL;
+    attr_size = sizeof(attr);
+  }
+  _cleanup_close_ int ruleset =
+      (int)syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
+  if (ruleset < 0)
+    return cap_error_errno(err, errno, "landlock: cannot create a ruleset");
+
+  int r = 0;
+  for (size_t i = 0; i < spec->n_grants && r == 0; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    uint64_t access = 0;
+    if (g->access != CAP_ACCESS_WRITE)
+      access |= LL_FS_READ;
+    if (g->access != CAP_ACCESS_READ)
+      access |= LL_FS_WRITE;
+    r = add_path(ruleset, g->path, access, handled, err);
+  }
+  /* what the sandbox itself provides: its /proc, /dev and private /tmp */
+  if (r == 0)
+    r = add_path(ruleset, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
+  if (r == 0)
+    r = add_path(ruleset, "/dev", LL_FS_READ | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, handled, err);
+  if (r == 0 && spec->sandbox.private_tmp)
+    r = add_path(ruleset, "/tmp", LL_FS_READ | LL_FS_WRITE, handled, err);
+  if (r == 0 && attr.handled_access_net) {
+    for (size_t i = 0; i < spec->network.bind.len && r == 0; i++)
+      r = add_port(ruleset, spec->network.bind.v[i], LL_NET_BIND_TCP, err);
+    for (size_t i = 0; i < spec->network.localhost.len && r == 0; i++)
+      r = add_port(ruleset, spec->network.localhost.v[i], LL_NET_BIND_TCP | LL_NET_CONNECT_TCP,
+                   err);
+  }
+  if (r < 0)
+    return r;
+  if (syscall(__NR_landlock_restrict_self, ruleset, 0) < 0)
+    return cap_error_errno(err, errno, "landlock: cannot restrict the process");
+  return 0;
+}

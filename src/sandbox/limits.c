@@ -1,0 +1,295 @@
+#include "sandbox/limits.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+
+#define CGROOT "/sys/fs/cgroup"
+#define CPU_PERIOD_US 100000
+#define TICK_MS 200
+
+enum { V1_MEMORY, V1_PIDS, V1_CPU, V1_CPUACCT };
+static const char *const v1_controllers[] = {"memory", "pids", "cpu", "cpuacct"};
+
+static int write_text(const char *dir, const char *file, const char *text)
+{
+  char path[800];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t n = write(fd, text, strlen(text));
+  return n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
+}
+
+static int read_text(const char *dir, const char *file, char *buf, size_t size)
+{
+  char path[800];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t n = read(fd, buf, size - 1);
+  if (n < 0)
+    return -errno;
+  buf[n] = '\0';
+  return 0;
+}
+
+static void note_unenforced(struct sandbox_limits *lim, const char *what)
+{
+  size_t len = strlen(lim->unenforced);
+  snprintf(lim->unenforced + len, sizeof lim->unenforced - len, "%s%s", len ? ", " : "", what);
+}
+
+/* cgroup v2: a child of our own cgroup, if we may create one there and the
+ * memory and pids controllers reach it. */
+static bool try_cgroup2(struct sandbox_limits *lim, const struct cap_spec *spec)
+{
+  char buf[512];
+  if (read_text(CGROOT, "cgroup.controllers", buf, sizeof buf) < 0)
+    return false;
+  char self[600] = "";
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  if (!f)
+    return false;
+  char line[600];
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "0::", 3) == 0)
+      snprintf(self, sizeof self, "%s", line + 3);
+  fclose(f);
+  self[strcspn(self, "\n")] = '\0';
+  char parent[608];
+  snprintf(parent, sizeof parent, CGROOT "%s", strcmp(self, "/") == 0 ? "" : self);
+  if (read_text(parent, "cgroup.subtree_control", buf, sizeof buf) < 0 || !strstr(buf, "memory") ||
+      !strstr(buf, "pids"))
+    return false;
+  snprintf(lim->v2, sizeof lim->v2, "%s/capsule-%d", parent, (int)getpid());
+  if (mkdir(lim->v2, 0755) < 0) {
+    lim->v2[0] = '\0';
+    return false;
+  }
+  char num[64];
+  if (spec->limits.memory_bytes) {
+    snprintf(num, sizeof num, "%llu", (unsigned long long)spec->limits.memory_bytes);
+    lim->memory_enforced = write_text(lim->v2, "memory.max", num) == 0;
+    write_text(lim->v2, "memory.swap.max", "0");
+    write_text(lim->v2, "memory.oom.group", "1");
+  }
+  if (spec->limits.pids) {
+    snprintf(num, sizeof num, "%llu", (unsigned long long)spec->limits.pids);
+    lim->pids_enforced = write_text(lim->v2, "pids.max", num) == 0;
+  }
+  if (spec->limits.cpu_fraction > 0) {
+    snprintf(num, sizeof num, "%lld %d",
+             (long long)(spec->limits.cpu_fraction * CPU_PERIOD_US), CPU_PERIOD_US);
+    lim->cpu_enforced = write_text(lim->v2, "cpu.max", num) == 0;
+  }
+  lim->kind = LIMITS_CGROUP2;
+  return true;
+}
+
+/* Our own cgroup in a v1 hierarchy ("/" when none is listed), from
+ * /proc/self/cgroup lines "N:controller[,other]:/path". */
+static void own_v1_path(const char *controller, char *out, size_t size)
+{
+  snprintf(out, size, "/");
+  FILE *f = fopen("/proc/self/cgroup", "re");
+  if (!f)
+    return;
+  char line[700];
+  size_t n = strlen(controller);
+  while (fgets(line, sizeof line, f)) {
+    char *list = strchr(line, ':');
+    char *path = list ? strchr(list + 1, ':') : NULL;
+    if (!path)
+      continue;
+    *path++ = '\0';
+    for (char *c = list + 1; c && *c;) {
+      if (strncmp(c, controller, n) == 0 && (c[n] == ',' || c[n] == '\0')) {
+        path[strcspn(path, "\n")] = '\0';
+        snprintf(out, size, "%s", path);
+      }
+      c = strchr(c, ',');
+      if (c)
+        c++;
+    }
+  }
+  fclose(f);
+}
+
+/* cgroup v1: one directory per controller we can write, nested below the
+ * cgroup we run in (never escaping the limits the host put on us). */
+static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
+{
+  bool any = false;
+  for (int c = 0; c < 4; c++) {
+    char own[400], root[480];
+    own_v1_path(v1_controllers[c], own, sizeof own);
+    snprintf(root, sizeof root, CGROOT "/%s%s", v1_controllers[c], strcmp(own, "/") ? own : "");
+    struct stat st;
+    if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode))
+      continue;
+    snprintf(lim->v1[c], sizeof lim->v1[c], "%s/capsule-%d", root, (int)getpid());
+    if (mkdir(lim->v1[c], 0755) < 0 && errno != EEXIST) {
+      lim->v1[c][0] = '\0';
+      continue;
+    }
+    any = true;
+  }
+  if (!any)
+    return false;
+  char num[64];
+  if (spec->limits.memory_bytes && lim->v1[V1_MEMORY][0]) {
+    snprintf(num, sizeof num, "%llu", (unsigned long long)spec->limits.memory_bytes);
+    lim->memory_enforced = write_text(lim->v1[V1_MEMORY], "memory.limit_in_bytes", num) == 0;
+    /* no swap beyond the limit where the kernel accounts it */
+    write_text(lim->v1[V1_MEMORY], "memory.memsw.limit_in_bytes", num);
+  }
+  if (spec->limits.pids && lim->v1[V1_PIDS][0]) {
+    snprintf(num, sizeof num, "%llu", (unsigned long long)spec->limits.pids);
+    lim->pids_enforced = write_text(lim->v1[V1_PIDS], "pids.max", num) == 0;
+  }
+  if (spec->limits.cpu_fraction > 0 && lim->v1[V1_CPU][0]) {
+    snprintf(num, sizeof num, "%lld", (long long)(spec->limits.cpu_fraction * CPU_PERIOD_US));
+    lim->cpu_enforced = write_text(lim->v1[V1_CPU], "cpu.cfs_quota_us", num) == 0;
+  }
+  lim->kind = LIMITS_CGROUP1;
+  return true;
+}
+
+int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec,
+                   struct cap_error *err)
+{
+  memset(lim, 0, sizeof *lim);
+  if (!try_cgroup2(lim, spec))
+    try_cgroup1(lim, spec);
+  /* the fallbacks the command sets on itself (limits_apply_rlimits) */
+  if (spec->limits.memory_bytes && !lim->memory_enforced)
+    note_unenforced(lim, "memory (RLIMIT_DATA per process instead)");
+  if (spec->limits.pids && !lim->pids_enforced)
+    note_unenforced(lim, "pids (no writable cgroup)");
+  if (spec->limits.cpu_fraction > 0 && !lim->cpu_enforced)
+    note_unenforced(lim, "cpu fraction (no writable cgroup)");
+  if (lim->unenforced[0] && spec->sandbox.required) {
+    int r = cap_error_set(err, ENOTSUP,
+                          "the manifest requires a sandbox, and this host cannot enforce: %s; "
+                          "run as root or under a delegated cgroup v2 (systemd-run --user "
+                          "--scope -p Delegate=yes), or see `capsule doctor`",
+                          lim->unenforced);
+    limits_release(lim);
+    return r;
+  }
+  return 0;
+}
+
+int limits_attach(struct sandbox_limits *lim, pid_t pid, struct cap_error *err)
+{
+  char num[32];
+  snprintf(num, sizeof num, "%d", (int)pid);
+  if (lim->kind == LIMITS_CGROUP2) {
+    int r = write_text(lim->v2, "cgroup.procs", num);
+    if (r < 0)
+      return cap_error_errno(err, -r, "cannot move the sandbox into %s", lim->v2);
+  } else if (lim->kind == LIMITS_CGROUP1) {
+    for (int c = 0; c < 4; c++) {
+      if (!lim->v1[c][0])
+        continue;
+      int r = write_text(lim->v1[c], "cgroup.procs", num);
+      if (r < 0)
+        return cap_error_errno(err, -r, "cannot move the sandbox into %s", lim->v1[c]);
+    }
+  }
+  return 0;
+}
+
+void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spec *spec)
+{
+  /* per-process backstops; the cgroup, where there is one, is the real limit */
+  if (spec->limits.cpu_ms_per_task) {
+    rlim_t s = (rlim_t)((spec->limits.cpu_ms_per_task + 999) / 1000) + 1;
+    struct rlimit rl = {.rlim_cur = s, .rlim_max = s + 1};
+    setrlimit(RLIMIT_CPU, &rl);
+  }
+  if (spec->limits.memory_bytes && !lim->memory_enforced) {
+    struct rlimit rl = {.rlim_cur = spec->limits.memory_bytes,
+                        .rlim_max = spec->limits.memory_bytes};
+    setrlimit(RLIMIT_DATA, &rl);
+  }
+  if (spec->limits.disk_bytes) {
+    struct rlimit rl = {.rlim_cur = spec->limits.disk_bytes, .rlim_max = spec->limits.disk_bytes};
+    setrlimit(RLIMIT_FSIZE, &rl);
+  }
+}
+
+/* CPU time the sandbox has used, in ms, or -1 when no cgroup counts it. */
+static int64_t cpu_used_ms(struct sandbox_limits *lim)
+{
+  char buf[1024];
+  if (lim->kind == LIMITS_CGROUP2 && read_text(lim->v2, "cpu.stat", buf, sizeof buf) == 0) {
+    const char *u = strstr(buf, "usage_usec ");
+    return u ? (int64_t)(strtoull(u + 11, NULL, 10) / 1000) : -1;
+  }
+  if (lim->kind == LIMITS_CGROUP1 && lim->v1[V1_CPUACCT][0] &&
+      read_text(lim->v1[V1_CPUACCT], "cpuacct.usage", buf, sizeof buf) == 0)
+    return (int64_t)(strtoull(buf, NULL, 10) / 1000000);
+  return -1;
+}
+
+bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spec,
+                          uint64_t elapsed_ms)
+{
+  if (!spec->limits.cpu_ms_per_task || elapsed_ms == 0)
+    return false;
+  int64_t used = cpu_used_ms(lim);
+  if (used < 0)
+    return false;
+  /* the rate so far, carried one tick ahead */
+  double projected = (double)used + (double)used / (double)elapsed_ms * TICK_MS;
+  return projected > (double)spec->limits.cpu_ms_per_task;
+}
+
+const char *limits_verdict(struct sandbox_limits *lim, int term_signal)
+{
+  char buf[1024];
+  if (term_signal == SIGXCPU)
+    return "cpu budget";
+  if (term_signal != SIGKILL)
+    return NULL;
+  if (lim->kind == LIMITS_CGROUP2 && read_text(lim->v2, "memory.events", buf, sizeof buf) == 0) {
+    const char *k = strstr(buf, "oom_kill ");
+    if (k && strtoull(k + 9, NULL, 10) > 0)
+      return "memory limit";
+  }
+  if (lim->kind == LIMITS_CGROUP1 && lim->v1[V1_MEMORY][0] &&
+      read_text(lim->v1[V1_MEMORY], "memory.oom_control", buf, sizeof buf) == 0) {
+    const char *k = strstr(buf, "oom_kill ");
+    if (k && strtoull(k + 9, NULL, 10) > 0)
+      return "memory limit";
+  }
+  return NULL;
+}
+
+void limits_release(struct sandbox_limits *lim)
+{
+  if (lim->kind == LIMITS_CGROUP2 && lim->v2[0]) {
+    write_text(lim->v2, "cgroup.kill", "1");
+    for (int i = 0; i < 50 && rmdir(lim->v2) < 0 && errno == EBUSY; i++)
+      usleep(10000);
+  }
+  for (int c = 0; c < 4; c++) {
+    if (!lim->v1[c][0])
+      continue;
+    for (int i = 0; i < 50 && rmdir(lim->v1[c]) < 0 && errno == EBUSY; i++)
+      usleep(10000);
+  }
+  lim->kind = LIMITS_NONE;
+}

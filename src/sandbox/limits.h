@@ -1,0 +1,42 @@
+/* Resource limits for one sandbox: a cgroup (v2 where the host delegates
+ * one to us, else the v1 memory/pids/cpu/cpuacct controllers when we may
+ * write them, as root on hosts like this one), rlimits as the fallback.
+ * Used by spawn.c; the struct lives on the caller's stack. */
+#ifndef CAPSULE_SANDBOX_LIMITS_H
+#define CAPSULE_SANDBOX_LIMITS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/error.h"
+#include "manifest/model.h"
+
+enum limits_kind { LIMITS_NONE, LIMITS_CGROUP2, LIMITS_CGROUP1 };
+
+struct sandbox_limits {
+  enum limits_kind kind;
+  char v2[704];         /* the sandbox's cgroup directory (v2) */
+  char v1[4][512];      /* memory, pids, cpu, cpuacct directories (v1); "" when unused */
+  bool memory_enforced, pids_enforced, cpu_enforced;
+  char unenforced[256]; /* limits the host could not enforce, for a warning */
+};
+
+/* Creates the cgroup(s) and writes the limits. Fails (-ENOTSUP) only when
+ * spec->sandbox.required and a limit cannot be enforced. */
+int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec,
+                   struct cap_error *err);
+/* Moves pid (before it runs anything) into the cgroup(s). */
+int limits_attach(struct sandbox_limits *lim, pid_t pid, struct cap_error *err);
+/* In the command, before exec: the rlimit fallbacks for what no cgroup holds. */
+void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spec *spec);
+/* True when the CPU used so far, projected one tick ahead, exceeds the
+ * per-task CPU budget. */
+bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spec,
+                          uint64_t elapsed_ms);
+/* Which limit killed the command (from the cgroup's records), or NULL. */
+const char *limits_verdict(struct sandbox_limits *lim, int term_signal);
+/* Kills what is left in the cgroup and removes it. */
+void limits_release(struct sandbox_limits *lim);
+
+#endif

@@ -1,0 +1,50 @@
+/* The sandbox: runs a command with exactly the rights a resolved capability
+ * (struct cap_spec) grants. Setup runs top to bottom in the order the kernel
+ * sees it (spawn.c): namespaces, id maps, a private mount tree on a tmpfs
+ * root built from the grants, pivot_root, then inside the sandbox the
+ * second, independent layers: rlimits, no_new_privs, Landlock (landlock.c),
+ * seccomp (seccomp.c), and a small pid-1 init that reaps and forwards
+ * signals. The caller owns what it passes; nothing here prints. */
+#ifndef CAPSULE_SANDBOX_SANDBOX_H
+#define CAPSULE_SANDBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/error.h"
+#include "manifest/model.h"
+
+struct sandbox_options {
+  char *const *argv;       /* the command; argv[0] is looked up in PATH inside */
+  const char *workdir;     /* inside the sandbox; NULL: "/" or the first rw grant */
+  char *const *extra_env;  /* NAME=VALUE strings added to the safe set */
+  size_t n_extra_env;
+};
+
+/* How the command ended. */
+struct sandbox_result {
+  int exit_status;    /* the command's status when it exited */
+  int term_signal;    /* the signal that killed it, or 0 */
+  const char *killed_by; /* a limit that capsule enforced ("wall clock"), or NULL */
+  char unenforced[256];  /* limits this host could not enforce, "" when none */
+};
+
+/* Runs opt->argv in the sandbox spec describes and waits for it.
+ * Returns 0 and fills *res, or a negative errno with err set: -ENOTSUP
+ * when the host cannot enforce what spec requires (fail closed). */
+int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
+                struct sandbox_result *res, struct cap_error *err);
+
+/* --- layers, used by spawn.c inside the new namespaces --- */
+
+/* Landlock ABI version the kernel offers (0 when none). */
+int landlock_abi(void);
+/* Restricts this process (and its children) to the grants; needs
+ * no_new_privs. Returns 0, or -errno with err set. */
+int landlock_apply(const struct cap_spec *spec, struct cap_error *err);
+
+/* Loads the seccomp deny-list filter; needs no_new_privs. */
+int seccomp_apply(const struct cap_spec *spec, struct cap_error *err);
+
+#endif

@@ -1,0 +1,570 @@
+/* Spawning the sandbox, one straight sequence in the order the kernel sees
+ * it (bubblewrap's shape):
+ *   parent: a private base directory; clone into new user, mount, pid, ipc,
+ *           uts, cgroup (and, unless the network is unrestricted, net)
+ *           namespaces; write the id maps; put the child in its cgroup;
+ *           release it; supervise (wall clock, signals) and reap.
+ *   child (pid 1 of the new pid namespace): tmpfs root, grants bound as
+ *           declared (read-only, nosuid, nodev, recursively), deny entries
+ *           masked, /proc, a minimal /dev, private /tmp, pivot_root, root
+ *           read-only; then fork the command and stay as a reaping init.
+ *   command: drop to the sandbox uid, empty capability bounding set,
+ *           rlimits, no_new_privs, Landlock, seccomp, clean environment, exec.
+ * A setup failure in the child travels to the parent over a CLOEXEC pipe. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "sandbox/limits.h"
+#include "sandbox/sandbox.h"
+
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef __NR_pidfd_open
+#define __NR_pidfd_open 434
+#endif
+#ifndef __NR_close_range
+#define __NR_close_range 436
+#endif
+#ifndef __NR_mount_setattr
+#define __NR_mount_setattr 442
+#endif
+#ifndef __NR_open_tree
+#define __NR_open_tree 428
+#define __NR_move_mount 429
+#endif
+#define OPEN_TREE_CLONE_ 1
+#define AT_RECURSIVE_ 0x8000
+#define MOVE_MOUNT_F_EMPTY_PATH_ 0x00000004
+#define MOUNT_ATTR_RDONLY_ 0x00000001
+#define MOUNT_ATTR_NOSUID_ 0x00000002
+#define MOUNT_ATTR_NODEV_ 0x00000004
+
+struct mount_attr_ {
+  uint64_t attr_set;
+  uint64_t attr_clr;
+  uint64_t propagation;
+  uint64_t userns_fd;
+};
+
+#define SANDBOX_UID_AS_ROOT 65534 /* nobody: never the caller's uid */
+#define DEFAULT_TMP_BYTES (64ull << 20)
+
+/* ---- child side: report a failure to the parent and stop ---- */
+
+static int report_fd = -1;
+
+static void __attribute__((noreturn, format(printf, 1, 2))) child_fail(const char *fmt, ...)
+{
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n > 0 && report_fd >= 0 && write(report_fd, msg, strlen(msg)) < 0) {
+    /* nothing left to tell it with */
+  }
+  _exit(127);
+}
+
+#define CHILD_TRY(expr, ...)                                                   \
+  do {                                                                         \
+    if ((expr) < 0)                                                            \
+      child_fail(__VA_ARGS__);                                                 \
+  } while (0)
+
+/* "~/x" -> "$HOME/x"; other paths as they are. */
+static char *expand_path(const char *path)
+{
+  if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
+    const char *home = getenv("HOME");
+    return cap_xasprintf("%s%s", home ? home : "/", path + 1);
+  }
+  return cap_xstrdup(path);
+}
+
+static void mkdir_p(const char *path, mode_t mode)
+{
+  char buf[PATH_MAX];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    mkdir(buf, mode);
+    *p = '/';
+  }
+  mkdir(buf, mode);
+}
+
+static void touch(const char *path)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+  if (fd >= 0)
+    close(fd);
+}
+
+/* Binds src (a host path) at dest (inside the new root) with the attributes
+ * applied to every submount too (mount_setattr AT_RECURSIVE), so a read-only
+ * grant cannot be written through a mount nested below it. */
+static int bind_tree(const char *src, const char *dest, bool read_only, bool allow_dev)
+{
+  _cleanup_close_ int fd = (int)syscall(__NR_open_tree, AT_FDCWD, src,
+                                        OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  struct mount_attr_ attr = {.attr_set = MOUNT_ATTR_NOSUID_, .propagation = MS_PRIVATE};
+  if (!allow_dev)
+    attr.attr_set |= MOUNT_ATTR_NODEV_;
+  if (read_only)
+    attr.attr_set |= MOUNT_ATTR_RDONLY_;
+  if (syscall(__NR_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE_, &attr, sizeof attr) <
+      0)
+    return -1;
+  return (int)syscall(__NR_move_mount, fd, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH_);
+}
+
+/* Creates in root what the host path is (directory, file, or the same
+ * symlink) and binds it. Paths the host lacks grant nothing: skipped. */
+static void mount_grant(const char *root, const struct cap_fs_grant *g)
+{
+  _cleanup_free_ char *host = expand_path(g->path);
+  struct stat st;
+  if (lstat(host, &st) < 0)
+    return;
+  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, host);
+  _cleanup_free_ char *parent = cap_xstrdup(dest);
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent) {
+    *slash = '\0';
+    mkdir_p(parent, 0755);
+  }
+  if (S_ISLNK(st.st_mode)) {
+    /* merged-/usr links such as /bin -> usr/bin: the same link inside,
+     * resolved against the sandbox's own tree */
+    char target[PATH_MAX];
+    ssize_t n = readlink(host, target, sizeof target - 1);
+    if (n > 0) {
+      target[n] = '\0';
+      if (symlink(target, dest) < 0 && errno != EEXIST)
+        child_fail("cannot create the link %s in the sandbox: %s", g->path, strerror(errno));
+    }
+    return;
+  }
+  if (S_ISDIR(st.st_mode))
+    mkdir_p(dest, 0755);
+  else
+    touch(dest);
+  CHILD_TRY(bind_tree(host, dest, g->access == CAP_ACCESS_READ, false),
+            "cannot bind %s into the sandbox: %s", g->path, strerror(errno));
+}
+
+/* Deny wins: an empty read-only tmpfs over a denied directory, the empty
+ * /dev/null over a denied file. */
+static void mount_deny(const char *root, const char *path)
+{
+  _cleanup_free_ char *host = expand_path(path);
+  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, host);
+  struct stat st;
+  if (lstat(dest, &st) < 0)
+    return;
+  if (S_ISDIR(st.st_mode))
+    CHILD_TRY(mount("tmpfs", dest, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                    "mode=0000,size=4k"),
+              "cannot mask the denied %s: %s", path, strerror(errno));
+  else if (!S_ISLNK(st.st_mode))
+    CHILD_TRY(bind_tree("/dev/null", dest, true, false), "cannot mask the denied %s: %s", path,
+              strerror(errno));
+}
+
+static void mount_dev(const char *root)
+{
+  _cleanup_free_ char *dev = cap_xasprintf("%s/dev", root);
+  mkdir_p(dev, 0755);
+  CHILD_TRY(mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"),
+            "cannot mount /dev: %s", strerror(errno));
+  static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+  for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+    _cleanup_free_ char *src = cap_xasprintf("/dev/%s", nodes[i]);
+    _cleanup_free_ char *dest = cap_xasprintf("%s/%s", dev, nodes[i]);
+    if (access(src, F_OK) < 0)
+      continue;
+    touch(dest);
+    CHILD_TRY(bind_tree(src, dest, false, true), "cannot bind %s: %s", src, strerror(errno));
+  }
+  static const char *const links[][2] = {{"/proc/self/fd", "fd"},   {"/proc/self/fd/0", "stdin"},
+                                         {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
+  for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+    _cleanup_free_ char *dest = cap_xasprintf("%s/%s", dev, links[i][1]);
+    if (symlink(links[i][0], dest) < 0)
+      child_fail("cannot create /dev/%s: %s", links[i][1], strerror(errno));
+  }
+  _cleanup_free_ char *shm = cap_xasprintf("%s/shm", dev);
+  mkdir_p(shm, 01777);
+  CHILD_TRY(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=16m"),
+            "cannot mount /dev/shm: %s", strerror(errno));
+}
+
+/* Takes the sandbox's own ids right away, keeping the capabilities the new
+ * user namespace gave: files the setup creates then belong to a mapped id
+ * (as root, capsule's uid 0 is deliberately not mapped). */
+static void become_sandbox_ids(uid_t uid, gid_t gid)
+{
+  CHILD_TRY(prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keepcaps: %s", strerror(errno));
+  CHILD_TRY(setresgid(gid, gid, gid), "cannot switch to the sandbox gid: %s", strerror(errno));
+  CHILD_TRY(setresuid(uid, uid, uid), "cannot switch to the sandbox uid: %s", strerror(errno));
+  struct __user_cap_header_struct head = {.version = _LINUX_CAPABILITY_VERSION_3};
+  struct __user_cap_data_struct data[2];
+  CHILD_TRY(syscall(SYS_capget, &head, data), "capget: %s", strerror(errno));
+  data[0].effective = data[0].permitted;
+  data[1].effective = data[1].permitted;
+  CHILD_TRY(syscall(SYS_capset, &head, data), "capset: %s", strerror(errno));
+}
+
+/* Builds the new root at `root` (a tmpfs) and moves into it. */
+static void build_root(const struct cap_spec *spec, const char *root)
+{
+  CHILD_TRY(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL),
+            "cannot make the mount tree private: %s", strerror(errno));
+  CHILD_TRY(mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"),
+            "cannot mount the sandbox root: %s", strerror(errno));
+  for (size_t i = 0; i < spec->n_grants; i++)
+    mount_grant(root, &spec->grants[i]);
+  mount_dev(root);
+  for (size_t i = 0; i < spec->deny.len; i++)
+    mount_deny(root, spec->deny.v[i]);
+
+  _cleanup_free_ char *proc = cap_xasprintf("%s/proc", root);
+  mkdir_p(proc, 0555);
+  CHILD_TRY(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+            "cannot mount /proc: %s", strerror(errno));
+  _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", root);
+  mkdir_p(tmp, 01777);
+  if (spec->sandbox.private_tmp) {
+    char opts[64];
+    uint64_t size = spec->limits.disk_bytes ? spec->limits.disk_bytes : DEFAULT_TMP_BYTES;
+    snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)size);
+    CHILD_TRY(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, opts),
+              "cannot mount the private /tmp: %s", strerror(errno));
+  }
+
+  CHILD_TRY(chdir(root), "cannot enter the sandbox root: %s", strerror(errno));
+  CHILD_TRY(syscall(SYS_pivot_root, ".", "."), "pivot_root failed: %s", strerror(errno));
+  CHILD_TRY(umount2(".", MNT_DETACH), "cannot detach the host's root: %s", strerror(errno));
+  CHILD_TRY(chdir("/"), "chdir / failed: %s", strerror(errno));
+  CHILD_TRY(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+            "cannot make the sandbox root read-only: %s", strerror(errno));
+  sethostname("capsule", 7);
+}
+
+static void set_rlimit(int resource, uint64_t value)
+{
+  struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
+  setrlimit(resource, &rl);
+}
+
+/* The command: drop everything, then exec. Never returns. */
+static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
+                                                   const struct sandbox_options *opt,
+                                                   const struct sandbox_limits *lim,
+                                                   uid_t uid, gid_t gid)
+{
+  for (int cap = 0; cap <= 63; cap++)
+    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  CHILD_TRY(setgroups(0, NULL) < 0 && errno != EPERM ? -1 : 0, "setgroups: %s", strerror(errno));
+  CHILD_TRY(setresgid(gid, gid, gid), "cannot switch to the sandbox gid: %s", strerror(errno));
+  CHILD_TRY(setresuid(uid, uid, uid), "cannot switch to the sandbox uid: %s", strerror(errno));
+
+  if (spec->limits.nofile)
+    set_rlimit(RLIMIT_NOFILE, spec->limits.nofile);
+  set_rlimit(RLIMIT_CORE, 0);
+  limits_apply_rlimits(lim, spec);
+
+  CHILD_TRY(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs: %s", strerror(errno));
+  struct cap_error err = {0};
+  if (landlock_apply(spec, &err) < 0)
+    child_fail("%s", err.message);
+  if (seccomp_apply(spec, &err) < 0)
+    child_fail("%s", err.message);
+
+  const char *workdir = opt->workdir ? opt->workdir : "/tmp";
+  if (chdir(workdir) < 0)
+    child_fail("cannot enter the working directory %s: %s", workdir, strerror(errno));
+
+  /* a clean environment: a safe set plus what the caller passed */
+  clearenv();
+  setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+  setenv("HOME", spec->sandbox.private_tmp ? "/tmp" : "/", 1);
+  setenv("TMPDIR", "/tmp", 1);
+  setenv("LANG", "C.UTF-8", 1);
+  setenv("CAPSULE_SANDBOX", "1", 1);
+  for (size_t i = 0; i < opt->n_extra_env; i++)
+    putenv(opt->extra_env[i]);
+
+  /* nothing inherited beyond stdio crosses into the tool */
+  syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  execvp(opt->argv[0], opt->argv);
+  child_fail("cannot run %s: %s", opt->argv[0], strerror(errno));
+}
+
+/* pid 1: reap everything; leave with the command's status. */
+static void __attribute__((noreturn)) run_init(pid_t command)
+{
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, NULL);
+  for (;;) {
+    siginfo_t si;
+    int sig = sigwaitinfo(&all, &si);
+    if (sig == SIGCHLD) {
+      int status;
+      pid_t p;
+      while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (p != command)
+          continue;
+        if (WIFSIGNALED(status))
+          _exit(128 + WTERMSIG(status));
+        _exit(WEXITSTATUS(status));
+      }
+    } else if (sig > 0) {
+      kill(command, sig); /* forward what the supervisor sends */
+    }
+  }
+}
+
+/* ---- parent side ---- */
+
+static int write_file(const char *path, const char *text)
+{
+  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t n = write(fd, text, strlen(text));
+  return n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
+}
+
+static int write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid,
+                         gid_t outside_gid, struct cap_error *err)
+{
+  char path[64], map[64];
+  snprintf(path, sizeof path, "/proc/%d/setgroups", pid);
+  int r = write_file(path, "deny");
+  if (r < 0 && r != -ENOENT)
+    return cap_error_errno(err, -r, "cannot write %s", path);
+  snprintf(path, sizeof path, "/proc/%d/uid_map", pid);
+  snprintf(map, sizeof map, "%u %u 1\n", inside_uid, outside_uid);
+  if ((r = write_file(path, map)) < 0)
+    return cap_error_errno(err, -r, "cannot write the user namespace's uid map");
+  snprintf(path, sizeof path, "/proc/%d/gid_map", pid);
+  snprintf(map, sizeof map, "%u %u 1\n", inside_gid, outside_gid);
+  if ((r = write_file(path, map)) < 0)
+    return cap_error_errno(err, -r, "cannot write the user namespace's gid map");
+  return 0;
+}
+
+static uint64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Waits for pid, forwarding SIGINT/SIGTERM/SIGHUP and enforcing the wall
+ * clock (SIGTERM, a grace second, then SIGKILL to pid 1, which takes the
+ * whole pid namespace with it). */
+static int supervise(pid_t pid, const struct cap_spec *spec, struct sandbox_limits *lim,
+                     struct sandbox_result *res, struct cap_error *err)
+{
+  _cleanup_close_ int pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
+  sigset_t fwd;
+  sigemptyset(&fwd);
+  sigaddset(&fwd, SIGINT);
+  sigaddset(&fwd, SIGTERM);
+  sigaddset(&fwd, SIGHUP);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &fwd, &old);
+  _cleanup_close_ int sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+  uint64_t start = now_ms();
+  uint64_t deadline = spec->limits.wall_ms ? start + spec->limits.wall_ms : 0;
+  uint64_t kill_at = 0;
+  int status = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid)
+      break;
+    if (w < 0 && errno != EINTR) {
+      sigprocmask(SIG_SETMASK, &old, NULL);
+      return cap_error_errno(err, errno, "waitpid");
+    }
+    int timeout = 200; /* also the tick for the CPU projection */
+    uint64_t t = now_ms();
+    if (deadline && t >= deadline && !kill_at) {
+      res->killed_by = "wall clock";
+      kill(pid, SIGTERM);
+      kill_at = t + 1000;
+    }
+    if (!res->killed_by && limits_cpu_overshoot(lim, spec, t - start)) {
+      res->killed_by = "cpu budget";
+      kill(pid, SIGTERM);
+      kill_at = t + 1000;
+    }
+    if (kill_at && t >= kill_at)
+      kill(pid, SIGKILL);
+    struct pollfd fds[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    if (poll(fds, 2, timeout) > 0 && (fds[1].revents & POLLIN)) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) == sizeof si)
+        kill(pid, (int)si.ssi_signo);
+    }
+  }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (WIFSIGNALED(status)) {
+    res->term_signal = WTERMSIG(status);
+    res->exit_status = 128 + res->term_signal;
+  } else {
+    res->exit_status = WEXITSTATUS(status);
+    if (res->exit_status > 128 && res->exit_status < 128 + 65)
+      res->term_signal = res->exit_status - 128;
+  }
+  if (!res->killed_by)
+    res->killed_by = limits_verdict(lim, res->term_signal);
+  return 0;
+}
+
+int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
+                struct sandbox_result *res, struct cap_error *err)
+{
+  *res = (struct sandbox_result){0};
+  if (!opt->argv || !opt->argv[0])
+    return cap_error_set(err, EINVAL, "no command to run");
+  if (spec->sandbox.backend && strcmp(spec->sandbox.backend, "gvisor") == 0)
+    return cap_error_set(err, ENOTSUP,
+                         "the manifest asks for the linux-gvisor backend, which capsule does "
+                         "not run yet; refusing rather than running it with less isolation");
+
+  uid_t uid = getuid(), euid = geteuid();
+  gid_t gid = getgid();
+  uid_t inside_uid = uid ? uid : SANDBOX_UID_AS_ROOT;
+  gid_t inside_gid = uid ? gid : SANDBOX_UID_AS_ROOT;
+  uid_t outside_uid = euid ? euid : SANDBOX_UID_AS_ROOT;
+  gid_t outside_gid = euid ? getegid() : SANDBOX_UID_AS_ROOT;
+
+  struct sandbox_limits lim;
+  int r = limits_prepare(&lim, spec, err);
+  if (r < 0)
+    return r;
+  snprintf(res->unenforced, sizeof res->unenforced, "%s", lim.unenforced);
+
+  const char *tmpdir = getenv("TMPDIR");
+  _cleanup_free_ char *base = cap_xasprintf("%s/.capsule-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if (!mkdtemp(base)) {
+    limits_release(&lim);
+    return cap_error_errno(err, errno, "cannot create the sandbox's base directory %s", base);
+  }
+
+  int sync_pipe[2], report_pipe[2];
+  if (pipe2(sync_pipe, O_CLOEXEC) < 0 || pipe2(report_pipe, O_CLOEXEC) < 0) {
+    rmdir(base);
+    limits_release(&lim);
+    return cap_error_errno(err, errno, "pipe");
+  }
+  int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+              CLONE_NEWCGROUP;
+  if (spec->network.mode != CAP_NET_UNRESTRICTED)
+    flags |= CLONE_NEWNET;
+  fflush(NULL);
+  pid_t pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid < 0) {
+    int e = errno;
+    rmdir(base);
+    limits_release(&lim);
+    return cap_error_set(err, ENOTSUP,
+                         "cannot create the sandbox's namespaces (%s); this host does not "
+                         "allow %s user namespaces: see `capsule doctor`",
+                         strerror(e), uid ? "unprivileged" : "");
+  }
+  if (pid == 0) {
+    close(sync_pipe[1]);
+    close(report_pipe[0]);
+    report_fd = report_pipe[1];
+    char go;
+    if (read(sync_pipe[0], &go, 1) != 1)
+      _exit(127); /* the parent gave up */
+    close(sync_pipe[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    become_sandbox_ids(inside_uid, inside_gid);
+    build_root(spec, base);
+    pid_t command = fork();
+    if (command < 0)
+      child_fail("fork: %s", strerror(errno));
+    if (command == 0)
+      exec_command(spec, opt, &lim, inside_uid, inside_gid);
+    close(report_fd);
+    run_init(command);
+  }
+
+  close(sync_pipe[0]);
+  close(report_pipe[1]);
+  r = write_id_maps(pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
+  if (r == 0)
+    r = limits_attach(&lim, pid, err);
+  if (r == 0 && write(sync_pipe[1], "g", 1) != 1)
+    r = cap_error_errno(err, errno, "cannot start the sandbox");
+  close(sync_pipe[1]);
+  if (r < 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(report_pipe[0]);
+    rmdir(base);
+    limits_release(&lim);
+    return r;
+  }
+
+  /* the report pipe closes at exec (CLOEXEC) or carries why setup failed */
+  char msg[512];
+  ssize_t n, got = 0;
+  while (got < (ssize_t)sizeof msg - 1 &&
+         (n = read(report_pipe[0], msg + got, sizeof msg - 1 - (size_t)got)) != 0) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      break;
+    got += n;
+  }
+  close(report_pipe[0]);
+  if (got > 0) {
+    msg[got] = '\0';
+    waitpid(pid, NULL, 0);
+    rmdir(base);
+    limits_release(&lim);
+    return cap_error_set(err, EPERM, "sandbox setup failed: %s", msg);
+  }
+  r = supervise(pid, spec, &lim, res, err);
+  rmdir(base);
+  limits_release(&lim);
+  return r;
+}
