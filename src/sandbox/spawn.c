@@ -245,6 +245,57 @@ static void become_sandbox_ids(uid_t uid, gid_t gid)
   CHILD_TRY(syscall(SYS_capset, &head, data), "capset: %s", strerror(errno));
 }
 
+static void mount_private_tmp(const struct cap_spec *spec, const char *root)
+{
+  _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", root);
+  mkdir_p(tmp, 01777);
+  char opts[64];
+  uint64_t size = spec->limits.disk_bytes ? spec->limits.disk_bytes : DEFAULT_TMP_BYTES;
+  snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)size);
+  CHILD_TRY(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, opts),
+            "cannot mount the private /tmp: %s", strerror(errno));
+}
+
+static const char *grant_path(const struct cap_spec *spec, size_t i)
+{
+  return i < spec->n_grants ? spec->grants[i].path : "/tmp";
+}
+
+static size_t path_depth(const char *p)
+{
+  size_t d = 0;
+  for (; *p; p++)
+    d += *p == '/';
+  return d;
+}
+
+/* The grants and the private /tmp, parents before children, so a narrower
+ * grant is never hidden by a wider one mounted after it (a read-only
+ * /home/x stays read-only under a writable /home). */
+static void mount_tree(const struct cap_spec *spec, const char *root)
+{
+  size_t n = spec->n_grants + (spec->sandbox.private_tmp ? 1 : 0);
+  size_t *order = cap_xcalloc(n + 1, sizeof(size_t));
+  for (size_t i = 0; i < n; i++)
+    order[i] = i; /* index n_grants stands for the private /tmp */
+  for (size_t i = 1; i < n; i++) { /* stable insertion sort by depth */
+    size_t cur = order[i], j = i;
+    while (j > 0 && path_depth(grant_path(spec, order[j - 1])) >
+                        path_depth(grant_path(spec, cur))) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = cur;
+  }
+  for (size_t k = 0; k < n; k++) {
+    if (order[k] == spec->n_grants)
+      mount_private_tmp(spec, root);
+    else
+      mount_grant(root, &spec->grants[order[k]]);
+  }
+  free(order);
+}
+
 /* Builds the new root at `root` (a tmpfs) and moves into it. */
 static void build_root(const struct cap_spec *spec, const char *root)
 {
@@ -252,25 +303,15 @@ static void build_root(const struct cap_spec *spec, const char *root)
             "cannot make the mount tree private: %s", strerror(errno));
   CHILD_TRY(mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"),
             "cannot mount the sandbox root: %s", strerror(errno));
-  for (size_t i = 0; i < spec->n_grants; i++)
-    mount_grant(root, &spec->grants[i]);
+  mount_tree(spec, root);
+  /* the sandbox's own /dev and /proc go on top of everything */
   mount_dev(root);
-  for (size_t i = 0; i < spec->deny.len; i++)
-    mount_deny(root, spec->deny.v[i]);
-
   _cleanup_free_ char *proc = cap_xasprintf("%s/proc", root);
   mkdir_p(proc, 0555);
   CHILD_TRY(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
             "cannot mount /proc: %s", strerror(errno));
-  _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", root);
-  mkdir_p(tmp, 01777);
-  if (spec->sandbox.private_tmp) {
-    char opts[64];
-    uint64_t size = spec->limits.disk_bytes ? spec->limits.disk_bytes : DEFAULT_TMP_BYTES;
-    snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)size);
-    CHILD_TRY(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, opts),
-              "cannot mount the private /tmp: %s", strerror(errno));
-  }
+  for (size_t i = 0; i < spec->deny.len; i++)
+    mount_deny(root, spec->deny.v[i]);
 
   CHILD_TRY(chdir(root), "cannot enter the sandbox root: %s", strerror(errno));
   CHILD_TRY(syscall(SYS_pivot_root, ".", "."), "pivot_root failed: %s", strerror(errno));
@@ -311,7 +352,7 @@ static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
   if (seccomp_apply(spec, &err) < 0)
     child_fail("%s", err.message);
 
-  const char *workdir = opt->workdir ? opt->workdir : "/tmp";
+  const char *workdir = opt->workdir ? opt->workdir : spec->sandbox.private_tmp ? "/tmp" : "/";
   if (chdir(workdir) < 0)
     child_fail("cannot enter the working directory %s: %s", workdir, strerror(errno));
 

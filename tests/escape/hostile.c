@@ -1,0 +1,268 @@
+/* A hostile tool: each subcommand tries one way out of the sandbox.
+ * Exit 0 and "BLOCKED: ..." when the attempt fails as it must, exit 1 and
+ * "ESCAPED: ..." when it succeeds. tests/escape/run.sh drives it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if_ether.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <termios.h>
+#include <unistd.h>
+
+static int blocked(const char *what)
+{
+  printf("BLOCKED: %s (%s)\n", what, strerror(errno));
+  fflush(stdout);
+  return 0;
+}
+
+static int escaped(const char *what)
+{
+  printf("ESCAPED: %s\n", what);
+  return 1;
+}
+
+/* the attempt must fail with exactly this errno: the filter's answer, not
+ * a bad argument the kernel would have refused anyway */
+static int expect_errno(long rc, int want, const char *what)
+{
+  if (rc >= 0)
+    return escaped(what);
+  if (errno != want) {
+    printf("ESCAPED: %s failed with %s, not the filter's %s\n", what, strerror(errno),
+           strerror(want));
+    return 1;
+  }
+  return blocked(what);
+}
+
+/* the attempt "succeeded" when rc >= 0 */
+#define EXPECT_FAIL(call, what) ((call) >= 0 ? escaped(what) : blocked(what))
+
+static int try_read(const char *path)
+{
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return blocked(path);
+  char buf[64];
+  ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  return n > 0 ? escaped(path) : blocked(path);
+}
+
+static int tcp_connect(const char *port)
+{
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0)
+    return blocked("socket");
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  return EXPECT_FAIL(connect(s, (struct sockaddr *)&a, sizeof a), "connect to the host's port");
+}
+
+static int abstract_connect(const char *name)
+{
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  size_t n = strlen(name);
+  memcpy(a.sun_path + 1, name, n);
+  return EXPECT_FAIL(connect(s, (struct sockaddr *)&a, (socklen_t)(sizeof(sa_family_t) + 1 + n)),
+                     "connect to the host's abstract socket");
+}
+
+/* host side helpers: listen and wait to be killed */
+static int listen_tcp(const char *port)
+{
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 8) < 0)
+    return 2;
+  for (;;)
+    pause();
+}
+
+static int listen_abstract(const char *name)
+{
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  size_t n = strlen(name);
+  memcpy(a.sun_path + 1, name, n);
+  if (bind(s, (struct sockaddr *)&a, (socklen_t)(sizeof(sa_family_t) + 1 + n)) < 0 ||
+      listen(s, 8) < 0)
+    return 2;
+  for (;;)
+    pause();
+}
+
+static int see_host_process(const char *marker)
+{
+  DIR *d = opendir("/proc");
+  if (!d)
+    return blocked("no /proc");
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char path[300], buf[4096] = "";
+    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+      continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    for (ssize_t i = 0; i < n; i++)
+      if (!buf[i])
+        buf[i] = ' ';
+    if (n > 0 && strstr(buf, marker) && !strstr(buf, "see-process")) {
+      closedir(d);
+      return escaped("a host process is visible in /proc");
+    }
+  }
+  closedir(d);
+  errno = ESRCH;
+  return blocked("host processes are invisible");
+}
+
+static int fork_bomb(void)
+{
+  int n = 0;
+  for (; n < 100000; n++) {
+    pid_t p = fork();
+    if (p < 0)
+      break;
+    if (p == 0) {
+      pause();
+      _exit(0);
+    }
+  }
+  printf("forked %d before failing\n", n);
+  /* the children die with the sandbox's pid 1 when this process exits */
+  return n < 100000 ? blocked("fork bomb stopped") : escaped("fork bomb ran unchecked");
+}
+
+static int memory_bomb(void)
+{
+  size_t total = 0;
+  for (int i = 0; i < 64; i++) { /* up to 1 GiB, touched */
+    char *p = malloc(16u << 20);
+    if (!p)
+      return blocked("allocation refused");
+    memset(p, 1, 16u << 20);
+    total += 16u << 20;
+  }
+  printf("allocated %zu MiB\n", total >> 20);
+  return escaped("memory bomb ran unchecked");
+}
+
+static int nosuid_and_nnp(const char *path)
+{
+  struct statvfs sv;
+  if (statvfs(path, &sv) < 0)
+    return blocked("setuid binary absent");
+  if (!(sv.f_flag & ST_NOSUID))
+    return escaped("setuid bits are honoured on this mount");
+  if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+    return escaped("no_new_privs is not set");
+  errno = EPERM;
+  return blocked("nosuid mount and no_new_privs");
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 2)
+    return 2;
+  const char *cmd = argv[1], *arg = argc > 2 ? argv[2] : "";
+  if (!strcmp(cmd, "read"))
+    return try_read(arg);
+  if (!strcmp(cmd, "write")) {
+    int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    return fd >= 0 && write(fd, "pwned", 5) == 5 ? escaped(arg) : blocked(arg);
+  }
+  if (!strcmp(cmd, "symlink")) { /* symlink LINK TARGET, then read through it */
+    if (symlink(argv[3], arg) < 0)
+      return blocked("cannot create the link");
+    return try_read(arg);
+  }
+  if (!strcmp(cmd, "hardlink"))
+    return EXPECT_FAIL(link(argv[3], arg), "hard link to the canary");
+  if (!strcmp(cmd, "mount"))
+    return EXPECT_FAIL(mount("tmpfs", "/tmp", "tmpfs", 0, NULL), "mount");
+  if (!strcmp(cmd, "bind-mount"))
+    return EXPECT_FAIL(mount(arg, "/tmp", NULL, MS_BIND, NULL), "bind mount");
+  if (!strcmp(cmd, "unshare"))
+    return expect_errno(unshare(CLONE_NEWUSER | CLONE_NEWNS), EPERM, "unshare");
+  if (!strcmp(cmd, "setns")) {
+    int fd = open("/proc/1/ns/mnt", O_RDONLY);
+    return EXPECT_FAIL(fd < 0 ? -1 : setns(fd, 0), "setns");
+  }
+  if (!strcmp(cmd, "chroot"))
+    return EXPECT_FAIL(chroot("/tmp"), "chroot");
+  if (!strcmp(cmd, "ptrace"))
+    return EXPECT_FAIL(syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, atoi(arg), 0, 0), "ptrace");
+  if (!strcmp(cmd, "kill"))
+    return EXPECT_FAIL(kill(atoi(arg), SIGKILL), "kill a host process");
+  if (!strcmp(cmd, "see-process"))
+    return see_host_process(arg);
+  if (!strcmp(cmd, "tcp"))
+    return tcp_connect(arg);
+  if (!strcmp(cmd, "abstract"))
+    return abstract_connect(arg);
+  if (!strcmp(cmd, "netlink"))
+    return expect_errno(socket(AF_NETLINK, SOCK_RAW, 0), EPERM, "netlink socket");
+  if (!strcmp(cmd, "packet"))
+    return EXPECT_FAIL(socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL)), "packet socket");
+  if (!strcmp(cmd, "raw"))
+    return EXPECT_FAIL(socket(AF_INET, SOCK_RAW, IPPROTO_ICMP), "raw socket");
+  if (!strcmp(cmd, "tiocsti")) {
+    char c = 'x';
+    return expect_errno(ioctl(0, TIOCSTI, &c), EPERM, "TIOCSTI");
+  }
+  if (!strcmp(cmd, "keyctl"))
+    return expect_errno(syscall(SYS_keyctl, 0 /* GET_KEYRING_ID */, -3, 0), EPERM, "keyctl");
+  if (!strcmp(cmd, "bpf"))
+    return expect_errno(syscall(SYS_bpf, 0, NULL, 0), EPERM, "bpf");
+  if (!strcmp(cmd, "io_uring"))
+    return expect_errno(syscall(425 /* io_uring_setup */, 8, calloc(1, 120)), EPERM, "io_uring");
+  if (!strcmp(cmd, "perf"))
+    return expect_errno(syscall(SYS_perf_event_open, calloc(1, 128), 0, -1, -1, 0), EPERM,
+                        "perf_event_open");
+  if (!strcmp(cmd, "fork-bomb"))
+    return fork_bomb();
+  if (!strcmp(cmd, "memory-bomb"))
+    return memory_bomb();
+  if (!strcmp(cmd, "spin"))
+    for (;;)
+      ;
+  if (!strcmp(cmd, "sleep"))
+    return sleep(60) == 0 ? escaped("slept past the wall clock") : 0;
+  if (!strcmp(cmd, "setuid"))
+    return nosuid_and_nnp(arg);
+  if (!strcmp(cmd, "mknod"))
+    return EXPECT_FAIL(mknod("/tmp/sda", S_IFBLK | 0600, makedev(8, 0)), "mknod a block device");
+  if (!strcmp(cmd, "fd")) { /* an fd capsule's caller left open */
+    char buf[16];
+    return read(atoi(arg), buf, sizeof buf) > 0 ? escaped("read an inherited fd") : blocked("inherited fd");
+  }
+  if (!strcmp(cmd, "listen-tcp"))
+    return listen_tcp(arg);
+  if (!strcmp(cmd, "listen-abstract"))
+    return listen_abstract(arg);
+  return 2;
+}

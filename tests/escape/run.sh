@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The escape suite: hostile programs under restrictive sandboxes, as root
+# and as an unprivileged user. Every attempt must fail AND leave the host as
+# it was (canary intact, nothing created outside the grants, host processes
+# alive). Usage: run.sh CAPSULE HOSTILE
+set -u
+capsule=$(realpath "$1")
+hostile=$(realpath "$2")
+if ! "$capsule" run -- /bin/true 2>/dev/null; then
+  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
+fi
+work=$(mktemp -d /var/tmp/capsule-escape.XXXXXX)
+chmod 755 "$work"
+mkdir -p "$work/canary" "$work/rw"
+echo "host secret" >"$work/canary/secret"
+chmod 644 "$work/canary/secret"
+chmod 777 "$work/rw"
+bindir=$(dirname "$hostile")
+marker="capsule-escape-marker-$$"
+pass=0 fail=0
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+# a host process to attack, a host TCP listener, a host abstract socket
+bash -c "exec -a '$marker' sleep 600" & host_pid=$!; pids+=("$host_pid")
+port=$((20000 + $$ % 20000))
+"$hostile" listen-tcp "$port" & pids+=($!)
+"$hostile" listen-abstract "$marker" & pids+=($!)
+sleep 0.2
+
+# as_user USER CMD...: root, or an unprivileged uid via setpriv
+as_user() {
+  local who=$1; shift
+  if [ "$who" = root ]; then "$@"; else setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; fi
+}
+
+# expect WHO NAME DEFENDS-AGAINST WANT-STATUS CAPSULE-ARGS... -- CMD...
+# WANT-STATUS 0: the hostile program reports BLOCKED; 125: a limit killed it.
+expect() {
+  local who=$1 name=$2 why=$3 want=$4; shift 4
+  local out status
+  out=$(cd "$work" && as_user "$who" "$capsule" run --allow-read "$bindir" "$@" 2>&1 </dev/null)
+  status=$?
+  local ok=1
+  [ "$status" = "$want" ] || ok=0
+  [ "$want" != 0 ] || echo "$out" | grep -q '^BLOCKED' || ok=0
+  echo "$out" | grep -q '^ESCAPED' && ok=0
+  # no trace: the canary intact, nothing new beside it, the host process alive
+  [ "$(cat "$work/canary/secret")" = "host secret" ] || ok=0
+  [ "$(ls "$work/canary")" = "secret" ] || ok=0
+  [ -z "$(ls -A /usr/capsule-escape* 2>/dev/null)" ] || ok=0
+  kill -0 "$host_pid" 2>/dev/null || ok=0
+  if [ "$ok" = 1 ]; then
+    pass=$((pass + 1)); printf '  ok   %-6s %-26s %s\n' "$who" "$name" "$why"
+  else
+    fail=$((fail + 1)); printf '  FAIL %-6s %-26s %s (exit %s, want %s)\n' "$who" "$name" "$why" "$status" "$want"
+    echo "$out" | head -5 | sed 's/^/         /'
+  fi
+}
+
+run_suite() {
+  local u=$1 c="$work/canary/secret" h=$hostile
+  expect "$u" read-canary "reading a file outside the grants" 0 -- "$h" read "$c"
+  expect "$u" read-via-symlink "a symlink from a writable grant" 0 --allow-rw "$work/rw" -- "$h" symlink "$work/rw/link-$u" "$c"
+  expect "$u" hardlink "a hard link into a writable grant" 0 --allow-rw "$work/rw" -- "$h" hardlink "$work/rw/hl-$u" "$c"
+  expect "$u" dotdot "'..' out of a grant" 0 --allow-rw "$work/rw" -- "$h" read "$work/rw/../canary/secret"
+  expect "$u" proc-self-root "/proc/self/root" 0 -- "$h" read "/proc/self/root$c"
+  expect "$u" proc-1-root "/proc/1/root" 0 -- "$h" read "/proc/1/root$c"
+  expect "$u" write-outside "writing outside the grants" 0 -- "$h" write "$c"
+  expect "$u" write-system "writing a read-only system grant" 0 -- "$h" write /usr/capsule-escape
+  expect "$u" deny-wins "a denied path inside a grant" 0 --config "$work/deny.json" -- "$h" read "$c"
+  expect "$u" mount "mounting over the tree" 0 -- "$h" mount
+  expect "$u" bind-mount "bind-mounting a host path" 0 -- "$h" bind-mount "$work/canary"
+  expect "$u" unshare "new namespaces from inside" 0 -- "$h" unshare
+  expect "$u" setns "joining another namespace" 0 -- "$h" setns
+  expect "$u" chroot "chroot tricks" 0 -- "$h" chroot
+  expect "$u" ptrace "ptrace of a host process" 0 -- "$h" ptrace "$host_pid"
+  expect "$u" kill "signalling a host process" 0 -- "$h" kill "$host_pid"
+  expect "$u" see-process "seeing host processes" 0 -- "$h" see-process "$marker"
+  expect "$u" host-tcp "a host TCP service on loopback" 0 -- "$h" tcp "$port"
+  expect "$u" host-abstract "a host abstract unix socket" 0 -- "$h" abstract "$marker"
+  expect "$u" netlink "netlink sockets" 0 --net unrestricted -- "$h" netlink
+  expect "$u" packet "packet sockets" 0 --net unrestricted -- "$h" packet
+  expect "$u" raw "raw sockets" 0 --net unrestricted -- "$h" raw
+  expect "$u" tiocsti "typing into the caller's terminal" 0 -- "$h" tiocsti
+  expect "$u" keyctl "the kernel keyring" 0 -- "$h" keyctl
+  expect "$u" bpf "bpf" 0 -- "$h" bpf
+  expect "$u" io_uring "io_uring" 0 -- "$h" io_uring
+  expect "$u" perf "perf_event_open" 0 -- "$h" perf
+  expect "$u" mknod "creating device nodes" 0 -- "$h" mknod
+  expect "$u" setuid "setuid binaries" 0 -- "$h" setuid /usr/bin/su
+  expect "$u" inherited-fd "an fd the caller left open" 0 -- "$h" fd 7
+  expect "$u" sys-write "writing /sys" 0 -- "$h" write /sys/kernel/uevent_helper
+  expect "$u" dev-write "writing a disk through /dev" 0 -- "$h" write /dev/sda
+  expect "$u" cpu-spin "CPU past its budget" 125 --cpu-ms 300 -- "$h" spin
+  expect "$u" wall-clock "sleeping past the wall clock" 125 --timeout 1 -- "$h" sleep
+  if [ "$u" = root ]; then
+    # cgroups are writable as root on this kind of host
+    expect "$u" fork-bomb "a fork bomb" 0 --pids 32 -- "$h" fork-bomb
+    expect "$u" memory-bomb "a memory bomb" 125 --memory 64M -- "$h" memory-bomb
+  fi
+}
+
+cat >"$work/deny.json" <<JSON
+{"version": "0.1.0",
+ "filesystem": {"grants": [{"path": "$work", "access": "read"}],
+                "deny": [{"path": "$work/canary"}]}}
+JSON
+exec 7<"$work/canary/secret"
+for who in root nobody; do
+  echo "as $who:"
+  run_suite "$who"
+done
+echo "escape suite: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
