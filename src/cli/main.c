@@ -18,6 +18,7 @@ static const char usage_text[] =
     "  show PATH                     print the resolved capability manifest (JSON)\n"
     "  validate --schema S INST...   validate JSON instances (JSON Schema 2020-12)\n"
     "  run [--config M] -- CMD...    run a command in the sandbox M grants\n"
+    "  doctor                        what this host can enforce\n"
     "\n"
     "exit status: 0 ok, 1 invalid input, 2 usage, 3 host cannot enforce,\n"
     "4 denied by policy. `capsule VERB --help` describes a verb.\n";
@@ -41,6 +42,7 @@ static const struct {
     {"show", cmd_show},
     {"validate", cmd_validate},
     {"run", cmd_run},
+    {"doctor", cmd_doctor},
 };
 
 int main(int argc, char **argv)

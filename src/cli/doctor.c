@@ -1,0 +1,90 @@
+/* capsule doctor: what this host can enforce, and how. Each line names the
+ * mechanism and whether it works here, probed live (a real namespace, a
+ * real cgroup directory), not guessed from versions. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/cleanup.h"
+#include "sandbox/limits.h"
+#include "sandbox/sandbox.h"
+
+static const char doctor_help[] =
+    "usage: capsule doctor\n"
+    "\n"
+    "Prints what this host can enforce: namespaces, Landlock, seccomp, cgroups,\n"
+    "and which fallback capsule uses where a mechanism is missing.\n"
+    "exit status: 0 the sandbox works here, 3 it cannot be created\n";
+
+/* Can we create the namespaces the sandbox needs? Tried in a child. */
+static bool probe_namespaces(int flags)
+{
+  pid_t pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid < 0)
+    return false;
+  if (pid == 0)
+    _exit(0);
+  int status;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void row(const char *what, bool ok, const char *detail)
+{
+  printf("  %-28s %-4s %s\n", what, ok ? "yes" : "NO", detail);
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    fputs(doctor_help, stdout);
+    return CLI_EXIT_OK;
+  }
+  if (argc > 1)
+    return cli_usage_error("doctor", "takes no arguments");
+  printf("capsule %s on this host (%s):\n", CAPSULE_VERSION, geteuid() ? "unprivileged" : "root");
+  bool userns = probe_namespaces(CLONE_NEWUSER);
+  row("user namespace", userns, userns ? "sandbox runs without privileges"
+                                       : "needed: enable unprivileged user namespaces "
+                                         "(sysctl kernel.unprivileged_userns_clone=1)");
+  bool all = userns && probe_namespaces(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                                        CLONE_NEWUTS | CLONE_NEWNET | 0x02000000);
+  row("mount/pid/ipc/uts/net/cgroup", all, all ? "private mounts, processes, network" : "needed");
+  int abi = landlock_abi();
+  char detail[160];
+  snprintf(detail, sizeof detail, "ABI %d: fs rights%s%s%s", abi, abi >= 3 ? ", truncate" : "",
+           abi >= 4 ? ", TCP bind/connect" : "", abi >= 6 ? ", signal and abstract-socket scoping" : "");
+  row("Landlock", abi > 0, abi > 0 ? detail : "missing: second filesystem layer off; "
+                                              "boot with lsm=landlock");
+  struct cap_error err = {0};
+  row("seccomp", true, "deny-list of escape syscalls (libseccomp)");
+  (void)err;
+
+  struct cap_spec probe_spec = {0};
+  probe_spec.limits.memory_bytes = 1 << 30;
+  probe_spec.limits.pids = 1024;
+  probe_spec.limits.cpu_fraction = 1.0;
+  struct sandbox_limits lim;
+  limits_prepare(&lim, &probe_spec, &err);
+  const char *kind = lim.kind == LIMITS_CGROUP2   ? "cgroup v2 (delegated)"
+                     : lim.kind == LIMITS_CGROUP1 ? "cgroup v1 controllers"
+                                                  : "rlimits only";
+  row("memory limit", lim.memory_enforced, lim.memory_enforced ? kind : "RLIMIT_DATA per process");
+  row("pids limit", lim.pids_enforced, lim.pids_enforced ? kind : "not enforced: no writable cgroup");
+  row("cpu fraction", lim.cpu_enforced, lim.cpu_enforced ? kind : "not enforced: no writable cgroup");
+  row("cpu budget per task", true, lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick"
+                                                           : "RLIMIT_CPU per process");
+  row("wall clock", true, "supervisor: SIGTERM, 1 s grace, SIGKILL to the pid namespace");
+  limits_release(&lim);
+  cap_error_clear(&err);
+  row("gvisor backend", false, "not implemented: manifests requiring linux-gvisor are refused");
+  return all ? CLI_EXIT_OK : CLI_EXIT_HOST;
+}
