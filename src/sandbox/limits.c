@@ -67,7 +67,7 @@ static bool try_cgroup2(struct sandbox_limits *lim, const struct cap_spec *spec)
       snprintf(self, sizeof self, "%s", line + 3);
   fclose(f);
   self[strcspn(self, "\n")] = '\0';
-  char parent[608];
+  char parent[640];
   snprintf(parent, sizeof parent, CGROOT "%s", strcmp(self, "/") == 0 ? "" : self);
   if (read_text(parent, "cgroup.subtree_control", buf, sizeof buf) < 0 || !strstr(buf, "memory") ||
       !strstr(buf, "pids"))
