@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -118,7 +119,48 @@ static int add_port(int ruleset, uint16_t port, uint64_t access, struct cap_erro
 
 /* Runs inside the sandbox after pivot_root: paths are the sandbox's own, the
  * same strings as the host paths they were bound from. */
-int landlock_apply(const struct cap_spec *spec, struct cap_error *err)
+size_t sandbox_command_paths(const char *name, char (*out)[4096], size_t max)
+{
+  static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"};
+  size_t n = 0;
+  if (strchr(name, '/')) {
+    if (max && realpath(name, out[0]))
+      n = 1;
+    return n;
+  }
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && n < max; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dirs[i], name);
+    if (access(path, F_OK) == 0 && realpath(path, out[n]))
+      n++;
+  }
+  return n;
+}
+
+/* With an allowlist, EXECUTE is granted on those programs alone (plus the
+ * command capsule starts and the dynamic loader, which the kernel opens
+ * for every ELF program). */
+static int add_allowed_commands(int ruleset, const struct cap_spec *spec, const char *command,
+                                uint64_t handled, struct cap_error *err)
+{
+  char paths[8][4096];
+  int r = 0;
+  for (size_t i = 0; i <= spec->process.allowed_commands.len && r == 0; i++) {
+    const char *name = i < spec->process.allowed_commands.len ? spec->process.allowed_commands.v[i]
+                                                               : command;
+    size_t n = sandbox_command_paths(name, paths, 8);
+    for (size_t k = 0; k < n && r == 0; k++)
+      r = add_path(ruleset, paths[k], LL_FS_EXECUTE | LL_FS_READ_FILE, handled, err);
+  }
+  static const char *const loaders[] = {"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1",
+                                        "/lib/ld-linux.so.2"};
+  for (size_t i = 0; i < sizeof loaders / sizeof loaders[0] && r == 0; i++)
+    if (realpath(loaders[i], paths[0]))
+      r = add_path(ruleset, paths[0], LL_FS_EXECUTE | LL_FS_READ_FILE, handled, err);
+  return r;
+}
+
+int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err)
 {
   int abi = landlock_abi();
   if (abi <= 0)
@@ -142,6 +184,10 @@ int landlock_apply(const struct cap_spec *spec, struct cap_error *err)
   if (ruleset < 0)
     return cap_error_errno(err, errno, "landlock: cannot create a ruleset");
 
+  /* command lists: programs run only from where they were installed, so a
+   * tool cannot write a copy of a blocked program and run that */
+  bool allowlist = spec->process.allowed_commands.len > 0;
+  bool restrict_exec = allowlist || spec->process.blocked_commands.len > 0;
   int r = 0;
   for (size_t i = 0; i < spec->n_grants && r == 0; i++) {
     const struct cap_fs_grant *g = &spec->grants[i];
@@ -150,15 +196,20 @@ int landlock_apply(const struct cap_spec *spec, struct cap_error *err)
       access |= LL_FS_READ;
     if (g->access != CAP_ACCESS_READ)
       access |= LL_FS_WRITE;
+    if (allowlist || (restrict_exec && g->access != CAP_ACCESS_READ))
+      access &= ~LL_FS_EXECUTE;
     r = add_path(ruleset, g->path, access, handled, err);
   }
+  if (r == 0 && allowlist)
+    r = add_allowed_commands(ruleset, spec, command, handled, err);
   /* what the sandbox itself provides: its /proc, /dev and private /tmp */
   if (r == 0)
     r = add_path(ruleset, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
   if (r == 0)
     r = add_path(ruleset, "/dev", LL_FS_READ | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, handled, err);
   if (r == 0 && spec->sandbox.private_tmp)
-    r = add_path(ruleset, "/tmp", LL_FS_READ | LL_FS_WRITE, handled, err);
+    r = add_path(ruleset, "/tmp", (LL_FS_READ | LL_FS_WRITE) & ~(restrict_exec ? LL_FS_EXECUTE : 0),
+                 handled, err);
   if (r == 0 && attr.handled_access_net) {
     for (size_t i = 0; i < spec->network.bind.len && r == 0; i++)
       r = add_port(ruleset, spec->network.bind.v[i], LL_NET_BIND_TCP, err);

@@ -201,6 +201,18 @@ static void mount_deny(const char *root, const char *path)
               strerror(errno));
 }
 
+/* A blocked command is masked where it is installed (/dev/null, which
+ * cannot be executed); Landlock keeps the tool from running a copy. */
+static void mask_blocked_commands(const struct cap_spec *spec, const char *root)
+{
+  char paths[8][4096];
+  for (size_t i = 0; i < spec->process.blocked_commands.len; i++) {
+    size_t n = sandbox_command_paths(spec->process.blocked_commands.v[i], paths, 8);
+    for (size_t k = 0; k < n; k++)
+      mount_deny(root, paths[k]);
+  }
+}
+
 static void mount_dev(const char *root)
 {
   _cleanup_free_ char *dev = cap_xasprintf("%s/dev", root);
@@ -312,6 +324,7 @@ static void build_root(const struct cap_spec *spec, const char *root)
             "cannot mount /proc: %s", strerror(errno));
   for (size_t i = 0; i < spec->deny.len; i++)
     mount_deny(root, spec->deny.v[i]);
+  mask_blocked_commands(spec, root);
 
   CHILD_TRY(chdir(root), "cannot enter the sandbox root: %s", strerror(errno));
   CHILD_TRY(syscall(SYS_pivot_root, ".", "."), "pivot_root failed: %s", strerror(errno));
@@ -347,7 +360,7 @@ static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
 
   CHILD_TRY(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs: %s", strerror(errno));
   struct cap_error err = {0};
-  if (landlock_apply(spec, &err) < 0)
+  if (landlock_apply(spec, opt->argv[0], &err) < 0)
     child_fail("%s", err.message);
   if (seccomp_apply(spec, &err) < 0)
     child_fail("%s", err.message);

@@ -260,6 +260,26 @@ int main(int argc, char **argv)
     char buf[16];
     return read(atoi(arg), buf, sizeof buf) > 0 ? escaped("read an inherited fd") : blocked("inherited fd");
   }
+  if (!strcmp(cmd, "exec")) { /* exec PROGRAM: does it run? */
+    pid_t p = fork();
+    if (p == 0) {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      execl(arg, arg, "--version", (char *)NULL);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(p, &status, 0);
+    errno = EACCES;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? escaped(arg) : blocked(arg);
+  }
+  if (!strcmp(cmd, "copy-exec")) { /* copy PROGRAM into /tmp and run the copy */
+    char cmdline[300];
+    snprintf(cmdline, sizeof cmdline, "cp %s /tmp/copy && /tmp/copy --version >/dev/null 2>&1", arg);
+    errno = EACCES;
+    return system(cmdline) == 0 ? escaped("a copy of a blocked command ran") : blocked("copy of a blocked command");
+  }
   if (!strcmp(cmd, "listen-tcp"))
     return listen_tcp(arg);
   if (!strcmp(cmd, "listen-abstract"))

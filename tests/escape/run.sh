@@ -93,6 +93,9 @@ run_suite() {
   expect "$u" inherited-fd "an fd the caller left open" 0 -- "$h" fd 7
   expect "$u" sys-write "writing /sys" 0 -- "$h" write /sys/kernel/uevent_helper
   expect "$u" dev-write "writing a disk through /dev" 0 -- "$h" write /dev/sda
+  expect "$u" blocked-command "running a blocked command" 0 --config "$work/blocked.json" -- "$h" exec /usr/bin/rm
+  expect "$u" blocked-copy "running a copy of a blocked command" 0 --config "$work/blocked.json" -- "$h" copy-exec /usr/bin/rm
+  expect "$u" not-allowed "a command outside allowed_commands" 0 --config "$work/allowed.json" -- "$h" exec /usr/bin/ls
   expect "$u" cpu-spin "CPU past its budget" 125 --cpu-ms 300 -- "$h" spin
   expect "$u" wall-clock "sleeping past the wall clock" 125 --timeout 1 -- "$h" sleep
   if [ "$u" = root ]; then
@@ -106,6 +109,14 @@ cat >"$work/deny.json" <<JSON
 {"version": "0.1.0",
  "filesystem": {"grants": [{"path": "$work", "access": "read"}],
                 "deny": [{"path": "$work/canary"}]}}
+JSON
+cat >"$work/blocked.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},
+ "process": {"blocked_commands": ["rm"]}}
+JSON
+cat >"$work/allowed.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},
+ "process": {"allowed_commands": ["cat"]}}
 JSON
 exec 7<"$work/canary/secret"
 users=(root)
