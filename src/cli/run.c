@@ -235,6 +235,9 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
 
+  if (spec->network.mode == CAP_NET_PROXY)
+    fprintf(stderr, "capsule: warning: network mode \"proxy\" needs the egress proxy, which this "
+                    "version does not have yet: the command runs with no network\n");
   struct sandbox_options opt = {
       .argv = argv + optind,
       .workdir = workdir,
