@@ -78,7 +78,8 @@ int cmd_doctor(int argc, char **argv)
                      : lim.kind == LIMITS_CGROUP1 ? "cgroup v1 controllers"
                                                   : "rlimits only";
   row("memory limit", lim.memory_enforced, lim.memory_enforced ? kind : "RLIMIT_DATA per process");
-  row("pids limit", lim.pids_enforced, lim.pids_enforced ? kind : "not enforced: no writable cgroup");
+  row("pids limit", lim.pids_enforced,
+      lim.pids_by_rlimit ? "RLIMIT_NPROC in the sandbox's user namespace" : kind);
   row("cpu fraction", lim.cpu_enforced, lim.cpu_enforced ? kind : "not enforced: no writable cgroup");
   row("cpu budget per task", true, lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick"
                                                            : "RLIMIT_CPU per process");

@@ -175,8 +175,12 @@ int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec,
   /* the fallbacks the command sets on itself (limits_apply_rlimits) */
   if (spec->limits.memory_bytes && !lim->memory_enforced)
     note_unenforced(lim, "memory (RLIMIT_DATA per process instead)");
-  if (spec->limits.pids && !lim->pids_enforced)
-    note_unenforced(lim, "pids (no writable cgroup)");
+  /* RLIMIT_NPROC counts per user per user namespace (Linux 5.14+): inside
+   * the sandbox's own namespace it bounds the sandbox alone */
+  if (spec->limits.pids && !lim->pids_enforced) {
+    lim->pids_by_rlimit = true;
+    lim->pids_enforced = true;
+  }
   if (spec->limits.cpu_fraction > 0 && !lim->cpu_enforced)
     note_unenforced(lim, "cpu fraction (no writable cgroup)");
   if (lim->unenforced[0] && spec->sandbox.required) {
@@ -218,6 +222,10 @@ void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spe
     rlim_t s = (rlim_t)((spec->limits.cpu_ms_per_task + 999) / 1000) + 1;
     struct rlimit rl = {.rlim_cur = s, .rlim_max = s + 1};
     setrlimit(RLIMIT_CPU, &rl);
+  }
+  if (lim->pids_by_rlimit) {
+    struct rlimit rl = {.rlim_cur = spec->limits.pids, .rlim_max = spec->limits.pids};
+    setrlimit(RLIMIT_NPROC, &rl);
   }
   if (spec->limits.memory_bytes && !lim->memory_enforced) {
     struct rlimit rl = {.rlim_cur = spec->limits.memory_bytes,

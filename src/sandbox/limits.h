@@ -19,6 +19,7 @@ struct sandbox_limits {
   char v2[704];         /* the sandbox's cgroup directory (v2) */
   char v1[4][512];      /* memory, pids, cpu, cpuacct directories (v1); "" when unused */
   bool memory_enforced, pids_enforced, cpu_enforced;
+  bool pids_by_rlimit; /* RLIMIT_NPROC in the sandbox's user namespace */
   char unenforced[256]; /* limits the host could not enforce, for a warning */
 };
 
