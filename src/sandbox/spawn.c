@@ -71,6 +71,36 @@ struct mount_attr_ {
   uint64_t userns_fd;
 };
 
+#ifndef __NR_clone3
+#define __NR_clone3 435
+#endif
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+
+struct clone_args_ {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+};
+
+/* clone3 with a pidfd for the supervisor (no pid-reuse race); plain clone
+ * on kernels before 5.3, with the pidfd opened after the fact. */
+static pid_t clone_sandbox(int flags, int *ret_pidfd)
+{
+  int pidfd = -1;
+  struct clone_args_ args = {.flags = (uint64_t)flags | CLONE_PIDFD,
+                             .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                             .exit_signal = SIGCHLD};
+  pid_t pid = (pid_t)syscall(__NR_clone3, &args, sizeof args);
+  if (pid < 0 && errno == ENOSYS) {
+    pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+    if (pid > 0)
+      pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
+  }
+  if (pid > 0)
+    *ret_pidfd = pidfd;
+  return pid;
+}
+
 #define SANDBOX_UID_AS_ROOT 65534 /* nobody: never the caller's uid */
 #define DEFAULT_TMP_BYTES (64ull << 20)
 
@@ -450,10 +480,9 @@ static uint64_t now_ms(void)
 /* Waits for pid, forwarding SIGINT/SIGTERM/SIGHUP and enforcing the wall
  * clock (SIGTERM, a grace second, then SIGKILL to pid 1, which takes the
  * whole pid namespace with it). */
-static int supervise(pid_t pid, const struct cap_spec *spec, struct sandbox_limits *lim,
-                     struct sandbox_result *res, struct cap_error *err)
+static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec,
+                     struct sandbox_limits *lim, struct sandbox_result *res, struct cap_error *err)
 {
-  _cleanup_close_ int pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
   sigset_t fwd;
   sigemptyset(&fwd);
   sigaddset(&fwd, SIGINT);
@@ -551,7 +580,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   if (spec->network.mode != CAP_NET_UNRESTRICTED)
     flags |= CLONE_NEWNET;
   fflush(NULL);
-  pid_t pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+  _cleanup_close_ int pidfd = -1;
+  pid_t pid = clone_sandbox(flags, &pidfd);
   if (pid < 0) {
     int e = errno;
     rmdir(base);
@@ -617,7 +647,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     limits_release(&lim);
     return cap_error_set(err, EPERM, "sandbox setup failed: %s", msg);
   }
-  r = supervise(pid, spec, &lim, res, err);
+  r = supervise(pid, pidfd, spec, &lim, res, err);
   rmdir(base);
   limits_release(&lim);
   return r;
