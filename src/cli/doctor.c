@@ -65,7 +65,7 @@ int cmd_doctor(int argc, char **argv)
   row("Landlock", abi > 0, abi > 0 ? detail : "missing: second filesystem layer off; "
                                               "boot with lsm=landlock");
   struct cap_error err = {0};
-  row("seccomp", true, "deny-list of escape syscalls (libseccomp)");
+  row("seccomp", true, "deny-list of escape syscalls, BPF compiled at build time");
   (void)err;
 
   struct cap_spec probe_spec = {0};
