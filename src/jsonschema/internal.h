@@ -201,7 +201,6 @@ char *js_uri_resolve(const char *base, const char *ref);
  * and points *frag into uri after '#', or at "" when there is none. */
 char *js_uri_split(const char *uri, const char **frag);
 /* Value of a hex digit, or -1. */
-int js_hexval(char c);
 /* Percent-decodes s into a new string; NULL when malformed. */
 char *js_percent_decode(const char *s, size_t *out_len);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "jsonschema/internal.h"
 
 #define ECMA_SPACES                                                                        \
@@ -19,7 +20,7 @@ static bool hexn(const char *s, size_t avail, size_t n, uint32_t *out)
     return false;
   uint32_t v = 0;
   for (size_t i = 0; i < n; i++) {
-    int h = js_hexval(s[i]);
+    int h = cap_hex_digit((unsigned char)s[i]);
     if (h < 0)
       return false;
     v = v * 16 + (uint32_t)h;
@@ -145,8 +146,8 @@ static size_t translate_escape(const char *src, size_t len, size_t i, bool in_cl
     if (i + 2 < len && src[i + 2] == '{') {
       size_t j = i + 3;
       cp = 0;
-      while (j < len && js_hexval(src[j]) >= 0 && cp <= 0x10FFFF)
-        cp = cp * 16 + (uint32_t)js_hexval(src[j++]);
+      while (j < len && cap_hex_digit((unsigned char)src[j]) >= 0 && cp <= 0x10FFFF)
+        cp = cp * 16 + (uint32_t)cap_hex_digit((unsigned char)src[j++]);
       if (j == i + 3 || j >= len || src[j] != '}' || cp > 0x10FFFF)
         goto bad;
       cap_buf_printf(out, "\\x{%x}", cp);

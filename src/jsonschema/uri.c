@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "jsonschema/internal.h"
 
 struct uri_parts {
@@ -178,17 +179,6 @@ char *js_uri_split(const char *uri, const char **frag)
   return cap_xstrndup(uri, (size_t)(h - uri));
 }
 
-int js_hexval(char c)
-{
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 char *js_percent_decode(const char *s, size_t *out_len)
 {
   size_t n = strlen(s);
@@ -200,7 +190,7 @@ char *js_percent_decode(const char *s, size_t *out_len)
         free(out);
         return NULL;
       }
-      int h = js_hexval(s[i + 1]), l = h < 0 ? -1 : js_hexval(s[i + 2]);
+      int h = cap_hex_digit((unsigned char)s[i + 1]), l = h < 0 ? -1 : cap_hex_digit((unsigned char)s[i + 2]);
       if (h < 0 || l < 0) {
         free(out);
         return NULL;

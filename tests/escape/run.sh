@@ -4,11 +4,8 @@
 # it was (canary intact, nothing created outside the grants, host processes
 # alive). Usage: run.sh CAPSULE HOSTILE
 set -u
-capsule=$(realpath "$1")
-hostile=$(realpath "$2")
-if ! "$capsule" run -- /bin/true 2>/dev/null; then
-  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
-fi
+# shellcheck source=../lib/sandbox.sh
+. "$(dirname "$0")/../lib/sandbox.sh"
 work=$(mktemp -d /var/tmp/capsule-escape.XXXXXX)
 chmod 755 "$work"
 mkdir -p "$work/canary" "$work/rw"
@@ -30,10 +27,6 @@ port=$((20000 + $$ % 20000))
 sleep 0.2
 
 # as_user USER CMD...: root, or an unprivileged uid via setpriv
-as_user() {
-  local who=$1; shift
-  if [ "$who" = root ]; then "$@"; else setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; fi
-}
 
 # expect WHO NAME DEFENDS-AGAINST WANT-STATUS CAPSULE-ARGS... -- CMD...
 # WANT-STATUS 0: the hostile program reports BLOCKED; 125: a limit killed it.
@@ -122,15 +115,6 @@ cat >"$work/allowed.json" <<JSON
  "process": {"allowed_commands": ["cat"]}}
 JSON
 exec 7<"$work/canary/secret"
-users=(root)
-# the unprivileged run needs to reach both binaries (a clone under a 0700
-# home directory cannot be run by uid 65534)
-if [ "$(id -u)" = 0 ] && setpriv --reuid=65534 --regid=65534 --clear-groups -- \
-     test -x "$capsule" -a -x "$hostile" 2>/dev/null; then
-  users+=(nobody)
-elif [ "$(id -u)" = 0 ]; then
-  echo "note: uid 65534 cannot reach $capsule; the unprivileged half is skipped"
-fi
 for who in "${users[@]}"; do
   echo "as $who:"
   run_suite "$who"

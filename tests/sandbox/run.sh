@@ -4,11 +4,8 @@
 # directory, environment, stdin and exit status pass-through, and fail-closed
 # refusals (exit 3). As root and unprivileged. Usage: run.sh CAPSULE HOSTILE
 set -u
-capsule=$(realpath "$1")
-hostile=$(realpath "$2")
-if ! "$capsule" run -- /bin/true 2>/dev/null; then
-  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
-fi
+# shellcheck source=../lib/sandbox.sh
+. "$(dirname "$0")/../lib/sandbox.sh"
 work=$(mktemp -d /var/tmp/capsule-positive.XXXXXX)
 chmod 755 "$work"
 mkdir -p "$work/ro" "$work/rw" "$work/bin"
@@ -25,10 +22,6 @@ port=$((20000 + ($$ + 7) % 20000))
 sleep 0.2
 pass=0 fail=0
 
-as_user() {
-  local who=$1; shift
-  if [ "$who" = root ]; then "$@"; else setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; fi
-}
 
 # check WHO NAME WANT-STATUS WANT-OUTPUT-REGEX CAPSULE-ARGS...
 check() {
@@ -59,15 +52,6 @@ required = true
 backend = "linux-gvisor"
 TOML
 
-users=(root)
-# the unprivileged run needs to reach both binaries (a clone under a 0700
-# home directory cannot be run by uid 65534)
-if [ "$(id -u)" = 0 ] && setpriv --reuid=65534 --regid=65534 --clear-groups -- \
-     test -x "$capsule" -a -x "$hostile" 2>/dev/null; then
-  users+=(nobody)
-elif [ "$(id -u)" = 0 ]; then
-  echo "note: uid 65534 cannot reach $capsule; the unprivileged half is skipped"
-fi
 for who in "${users[@]}"; do
   echo "as $who:"
   check "$who" read-grant 0 '^readable$' run --allow-read "$work/ro" -- /bin/cat "$work/ro/data"

@@ -1,0 +1,23 @@
+# Shared by the sandbox suites (tests/escape, tests/sandbox); sourced with
+# $1 = capsule, $2 = the hostile tool. Sets capsule, hostile, users (root,
+# plus the unprivileged uid 65534 when it can reach both binaries), and
+# as_user WHO CMD... Skips (exit 77) where namespaces cannot be created.
+capsule=$(realpath "$1")
+hostile=$(realpath "$2")
+if ! "$capsule" run -- /bin/true 2>/dev/null; then
+  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
+fi
+
+as_user() {
+  local who=$1; shift
+  if [ "$who" = root ]; then "$@"; else setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; fi
+}
+
+users=(root)
+# a clone under a 0700 home directory cannot be run by uid 65534
+if [ "$(id -u)" = 0 ] && setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+     test -x "$capsule" -a -x "$hostile" 2>/dev/null; then
+  users+=(nobody)
+elif [ "$(id -u)" = 0 ]; then
+  echo "note: uid 65534 cannot reach $capsule; the unprivileged half is skipped"
+fi
