@@ -207,8 +207,13 @@ int cmd_run(int argc, char **argv)
   for (int k = 0; k < 3; k++)
     for (size_t i = 0; i < grants[k].len; i++) {
       char resolved[4096];
-      const char *p = realpath(grants[k].v[i], resolved) ? resolved : grants[k].v[i];
-      cap_spec_add_grant(spec, p, access[k], CAP_FS_DIRECTORY, CAP_ORIGIN_MANIFEST);
+      if (!realpath(grants[k].v[i], resolved)) {
+        fprintf(stderr, "capsule run: cannot grant %s: %s\n", grants[k].v[i], strerror(errno));
+        cap_spec_free(spec);
+        status = CLI_EXIT_INVALID;
+        goto out;
+      }
+      cap_spec_add_grant(spec, resolved, access[k], CAP_FS_DIRECTORY, CAP_ORIGIN_MANIFEST);
     }
   if (net)
     spec->network.mode = strcmp(net, "blocked") == 0 ? CAP_NET_BLOCKED : CAP_NET_UNRESTRICTED;

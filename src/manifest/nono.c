@@ -87,7 +87,12 @@ static void grant_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
   struct cap_spec *spec = arg;
   mf_unknown_keys(c, o, grant_keys, CAP_SEV_WARNING);
-  const char *path = mf_string(c, o, "path", MF_REQUIRED | MF_NONEMPTY, NULL);
+  const struct cap_node *pathn = mf_field(c, o, "path", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
+  const char *path = pathn ? pathn->u.str.ptr : NULL;
+  if (path && path[0] != '/' && path[0] != '~') {
+    mf_error(c, pathn, "path", "\"%s\" is not an absolute path; write /path or ~/path", path);
+    path = NULL;
+  }
   int access = mf_enum(c, o, "access", MF_REQUIRED, access_names, -1);
   int type = mf_enum(c, o, "type", 0, type_names, 0);
   /* a resolved manifest lists the system and package grants capsule adds by

@@ -183,6 +183,8 @@ static int bind_tree(const char *src, const char *dest, bool read_only, bool all
 static void mount_grant(const char *root, const struct cap_fs_grant *g)
 {
   _cleanup_free_ char *host = expand_path(g->path);
+  if (host[0] != '/')
+    child_fail("grant \"%s\" is not an absolute path", g->path);
   struct stat st;
   if (lstat(host, &st) < 0)
     return;
@@ -418,6 +420,10 @@ static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
 /* pid 1: reap everything; leave with the command's status. */
 static void __attribute__((noreturn)) run_init(pid_t command)
 {
+  /* this process is a copy of capsule, with the caller's environment and
+   * arguments in its memory: not dumpable, so the tool cannot read
+   * /proc/1/environ or /proc/1/mem */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, NULL);

@@ -260,6 +260,26 @@ int main(int argc, char **argv)
     char buf[16];
     return read(atoi(arg), buf, sizeof buf) > 0 ? escaped("read an inherited fd") : blocked("inherited fd");
   }
+  if (!strcmp(cmd, "environ")) { /* environ MARKER: the caller's environment */
+    static const char *const files[] = {"/proc/1/environ", "/proc/self/environ"};
+    for (int i = 0; i < 2; i++) {
+      char buf[65536];
+      int fd = open(files[i], O_RDONLY);
+      ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+      for (ssize_t k = 0; k < n; k++)
+        if (!buf[k])
+          buf[k] = ' ';
+      if (n > 0) {
+        buf[n] = '\0';
+        if (strstr(buf, arg))
+          return escaped(files[i]);
+      }
+      if (fd >= 0)
+        close(fd);
+    }
+    errno = EACCES;
+    return blocked("the caller's environment");
+  }
   if (!strcmp(cmd, "exec")) { /* exec PROGRAM: does it run? */
     pid_t p = fork();
     if (p == 0) {

@@ -83,6 +83,7 @@ run_suite() {
   expect "$u" perf "perf_event_open" 0 -- "$h" perf
   expect "$u" mknod "creating device nodes" 0 -- "$h" mknod
   expect "$u" setuid "setuid binaries" 0 -- "$h" setuid /usr/bin/su
+  CAPSULE_ESCAPE_SECRET="$marker-env" expect "$u" caller-environment "the caller's environment via /proc" 0 -- "$h" environ "$marker-env"
   expect "$u" inherited-fd "an fd the caller left open" 0 -- "$h" fd 7
   expect "$u" sys-write "writing /sys" 0 -- "$h" write /sys/kernel/uevent_helper
   expect "$u" dev-write "writing a disk through /dev" 0 -- "$h" write /dev/sda
