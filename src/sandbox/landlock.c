@@ -207,6 +207,8 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
     r = add_path(ruleset, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
   if (r == 0)
     r = add_path(ruleset, "/dev", LL_FS_READ | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, handled, err);
+  if (r == 0) /* POSIX shared memory lives here (private to the sandbox) */
+    r = add_path(ruleset, "/dev/shm", (LL_FS_READ | LL_FS_WRITE) & ~LL_FS_EXECUTE, handled, err);
   if (r == 0 && spec->sandbox.private_tmp)
     r = add_path(ruleset, "/tmp", (LL_FS_READ | LL_FS_WRITE) & ~(restrict_exec ? LL_FS_EXECUTE : 0),
                  handled, err);

@@ -65,6 +65,7 @@ for who in "${users[@]}"; do
   check "$who" workdir 0 "^$work/ro\$" run --allow-read "$work/ro" --workdir "$work/ro" -- /bin/pwd
   check "$who" env 0 '^FOO=bar$' run --env FOO=bar -- /bin/sh -c 'env | grep ^FOO='
   check "$who" env-cleared 0 '^clean$' run -- /bin/sh -c '[ -z "${SSH_AUTH_SOCK:-}${AWS_SECRET_ACCESS_KEY:-}" ] && echo clean'
+  check "$who" shared-memory 0 '^shm$' run -- /bin/sh -c 'echo shm > /dev/shm/x && cat /dev/shm/x'
   check "$who" stdin 0 '^from stdin$' run -- /bin/cat
   check "$who" exit-status 42 '.*' run -- /bin/sh -c 'exit 42'
   check "$who" not-found 127 'cannot run' run -- /no/such/command
