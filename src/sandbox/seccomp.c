@@ -12,13 +12,14 @@
 #include "sandbox/sandbox.h"
 #include "seccomp_filter.h"
 
+#define FILTER(f) {.len = (unsigned short)(sizeof f / sizeof f[0]), .filter = (struct sock_filter *)f}
+
 int seccomp_apply(const struct cap_spec *spec, struct cap_error *err)
 {
-  (void)spec;
-  struct sock_fprog prog = {
-      .len = (unsigned short)(sizeof capsule_seccomp_filter / sizeof capsule_seccomp_filter[0]),
-      .filter = (struct sock_filter *)capsule_seccomp_filter,
-  };
+  /* ipc_mode "full" (Python multiprocessing and the like) keeps System V
+   * semaphores; the default, "shared_memory_only", refuses them */
+  struct sock_fprog prog = spec->process.ipc_full ? (struct sock_fprog)FILTER(capsule_seccomp_filter)
+                                                  : (struct sock_fprog)FILTER(capsule_seccomp_filter_no_semaphores);
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
     return cap_error_errno(err, errno, "seccomp: cannot load the filter");
   return 0;

@@ -243,6 +243,8 @@ int main(int argc, char **argv)
   if (!strcmp(cmd, "perf"))
     return expect_errno(syscall(SYS_perf_event_open, calloc(1, 128), 0, -1, -1, 0), EPERM,
                         "perf_event_open");
+  if (!strcmp(cmd, "semget")) /* System V semaphores (ipc_mode shared_memory_only) */
+    return expect_errno(syscall(SYS_semget, 0 /* IPC_PRIVATE */, 1, 0600), EPERM, "semget");
   if (!strcmp(cmd, "fork-bomb"))
     return fork_bomb();
   if (!strcmp(cmd, "memory-bomb"))

@@ -92,6 +92,7 @@ run_suite() {
   expect "$u" not-allowed "a command outside allowed_commands" 0 --config "$work/allowed.json" -- "$h" exec /usr/bin/ls
   expect "$u" cpu-spin "CPU past its budget" 125 --cpu-ms 300 -- "$h" spin
   expect "$u" wall-clock "sleeping past the wall clock" 125 --timeout 1 -- "$h" sleep
+  expect "$u" semaphores "semaphores under ipc_mode shared_memory_only" 0 -- "$h" semget
   expect "$u" fork-bomb "a fork bomb" 0 --pids 32 -- "$h" fork-bomb
   if [ "$u" = root ]; then
     # a memory cgroup is writable as root on this kind of host; unprivileged

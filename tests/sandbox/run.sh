@@ -40,6 +40,10 @@ check() {
 cat >"$work/file-grant.json" <<JSON
 {"version": "0.1.0", "filesystem": {"grants": [{"path": "$work/single", "access": "read", "type": "file"}]}}
 JSON
+cat >"$work/ipc-full.json" <<JSON
+{"version": "0.1.0", "process": {"ipc_mode": "full"},
+ "filesystem": {"grants": [{"path": "$(dirname "$hostile")", "access": "read"}]}}
+JSON
 cat >"$work/required.toml" <<'TOML'
 [agent]
 id = "needs-gvisor"
@@ -66,6 +70,7 @@ for who in "${users[@]}"; do
   check "$who" env 0 '^FOO=bar$' run --env FOO=bar -- /bin/sh -c 'env | grep ^FOO='
   check "$who" env-cleared 0 '^clean$' run -- /bin/sh -c '[ -z "${SSH_AUTH_SOCK:-}${AWS_SECRET_ACCESS_KEY:-}" ] && echo clean'
   check "$who" shared-memory 0 '^shm$' run -- /bin/sh -c 'echo shm > /dev/shm/x && cat /dev/shm/x'
+  check "$who" ipc-full-semaphores 1 'ESCAPED: semget' run --config "$work/ipc-full.json" -- "$hostile" semget
   check "$who" stdin 0 '^from stdin$' run -- /bin/cat
   check "$who" exit-status 42 '.*' run -- /bin/sh -c 'exit 42'
   check "$who" not-found 127 'cannot run' run -- /no/such/command
