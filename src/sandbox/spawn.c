@@ -163,8 +163,11 @@ static void touch(const char *path)
  * grant cannot be written through a mount nested below it. */
 static int bind_tree(const char *src, const char *dest, bool read_only, bool allow_dev)
 {
+  /* AT_SYMLINK_NOFOLLOW: a grant checked as a directory cannot have been
+   * swapped for a symlink to somewhere else since */
   _cleanup_close_ int fd = (int)syscall(__NR_open_tree, AT_FDCWD, src,
-                                        OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC);
+                                        OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC |
+                                            AT_SYMLINK_NOFOLLOW);
   if (fd < 0)
     return -1;
   struct mount_attr_ attr = {.attr_set = MOUNT_ATTR_NOSUID_, .propagation = MS_PRIVATE};
