@@ -12,3 +12,12 @@ for e in examples/web-search examples/covenant/agents/summarize examples/weather
   echo "== capsule show $e"
   "$capsule" show "$e"
 done
+
+echo
+echo "== capsule doctor"
+if "$capsule" doctor; then
+  echo
+  echo "== capsule run --config examples/repo-build -- /bin/sh -c '...'"
+  "$capsule" run --config examples/repo-build -- /bin/sh -c \
+    'echo "inside: uid $(id -u), hostname $(hostname)"; ls /; cat /etc/hostname 2>&1 | head -1'
+fi

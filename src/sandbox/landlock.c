@@ -207,6 +207,14 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
     r = add_path(ruleset, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
   if (r == 0)
     r = add_path(ruleset, "/dev", LL_FS_READ | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, handled, err);
+  /* listing / (it holds only the sandbox's own mount points) helps tools find
+   * their way; Landlock rights are inherited downwards, so not when some
+   * grant is write-only and must stay unlistable */
+  bool write_only = false;
+  for (size_t i = 0; i < spec->n_grants; i++)
+    write_only |= spec->grants[i].access == CAP_ACCESS_WRITE;
+  if (r == 0 && !write_only)
+    r = add_path(ruleset, "/", LL_FS_READ_DIR, handled, err);
   if (r == 0) /* POSIX shared memory lives here (private to the sandbox) */
     r = add_path(ruleset, "/dev/shm", (LL_FS_READ | LL_FS_WRITE) & ~LL_FS_EXECUTE, handled, err);
   if (r == 0 && spec->sandbox.private_tmp)
