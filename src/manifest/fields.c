@@ -233,6 +233,28 @@ const struct cap_node *mf_string_array(struct mf_ctx *c, const struct cap_node *
   return ok ? arr : NULL;
 }
 
+const struct cap_node *mf_each_object(struct mf_ctx *c, const struct cap_node *obj,
+                                      const char *key, unsigned flags,
+                                      void (*fn)(struct mf_ctx *, const struct cap_node *, void *),
+                                      void *arg)
+{
+  const struct cap_node *arr = mf_field(c, obj, key, CAP_NODE_ARRAY, flags);
+  if (!arr)
+    return NULL;
+  size_t mark = mf_push_key(c, key);
+  for (size_t i = 0; i < arr->u.arr.len; i++) {
+    size_t m2 = mf_push_index(c, i);
+    const struct cap_node *item = arr->u.arr.items[i];
+    if (item->kind != CAP_NODE_OBJECT)
+      mf_error(c, item, NULL, "must be an object, not %s", mf_kind_article(c, item->kind));
+    else
+      fn(c, item, arg);
+    mf_pop(c, m2);
+  }
+  mf_pop(c, mark);
+  return arr;
+}
+
 static size_t edit_distance(const char *a, const char *b)
 {
   size_t la = strlen(a), lb = strlen(b);

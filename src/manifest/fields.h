@@ -77,6 +77,14 @@ const struct cap_node *mf_string_array(struct mf_ctx *c, const struct cap_node *
 void mf_unknown_keys(struct mf_ctx *c, const struct cap_node *obj, const char *const *known,
                      enum cap_severity sev);
 
+/* Calls fn(c, item, arg) for each element of the array obj[key] that is an
+ * object, with the path at key[i]; elements that are not objects are
+ * reported. Returns the array, or NULL when absent or not an array. */
+const struct cap_node *mf_each_object(struct mf_ctx *c, const struct cap_node *obj,
+                                      const char *key, unsigned flags,
+                                      void (*fn)(struct mf_ctx *, const struct cap_node *, void *),
+                                      void *arg);
+
 /* Reports every object in arr whose string member `key` repeats an earlier
  * one's: "duplicate WHAT "x"; the first is at line N: FIX". The caller has
  * pushed the array's own key. */

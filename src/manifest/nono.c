@@ -48,27 +48,6 @@ static const char *const mode3_names[] = {"isolated", "allow_same_sandbox", "all
 static const char *const ipc_names[] = {"shared_memory_only", "full", NULL};
 static const char *const strategy_names[] = {"direct", "monitor", "supervised", NULL};
 
-/* Calls fn for each element of obj[key] (an array), path set, objects only. */
-static void each_object(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-                        unsigned flags,
-                        void (*fn)(struct mf_ctx *, const struct cap_node *, void *), void *arg)
-{
-  const struct cap_node *arr = mf_field(c, obj, key, CAP_NODE_ARRAY, flags);
-  if (!arr)
-    return;
-  size_t mark = mf_push_key(c, key);
-  for (size_t i = 0; i < arr->u.arr.len; i++) {
-    size_t m2 = mf_push_index(c, i);
-    const struct cap_node *item = arr->u.arr.items[i];
-    if (item->kind != CAP_NODE_OBJECT)
-      mf_error(c, item, NULL, "must be an object, not %s", mf_kind_article(c, item->kind));
-    else
-      fn(c, item, arg);
-    mf_pop(c, m2);
-  }
-  mf_pop(c, mark);
-}
-
 /* An object member `key` (absent: NULL); reports a wrong kind. */
 static const struct cap_node *section(struct mf_ctx *c, const struct cap_node *obj,
                                       const char *key, const char *const *known,
@@ -121,8 +100,8 @@ static void nono_filesystem(struct mf_ctx *c, const struct cap_node *root, struc
   if (!fs)
     return;
   size_t mark = mf_push_key(c, "filesystem");
-  each_object(c, fs, "grants", 0, grant_fn, spec);
-  each_object(c, fs, "deny", 0, deny_fn, spec);
+  mf_each_object(c, fs, "grants", 0, grant_fn, spec);
+  mf_each_object(c, fs, "deny", 0, deny_fn, spec);
   mf_pop(c, mark);
 }
 
@@ -208,7 +187,7 @@ static void collect_rules(struct mf_ctx *c, const struct cap_node *o, const char
                           struct cap_http_rule **rules, size_t *n)
 {
   void *args[2] = {rules, n};
-  each_object(c, o, key, 0, rule_fn, args);
+  mf_each_object(c, o, key, 0, rule_fn, args);
 }
 
 /* "host" or "host:port" with port 1..65535; *.suffix allowed */
@@ -304,7 +283,7 @@ static void nono_network(struct mf_ctx *c, const struct cap_node *root, struct c
     }
     mf_pop(c, m2);
   }
-  each_object(c, net, "endpoints", 0, endpoint_fn, spec);
+  mf_each_object(c, net, "endpoints", 0, endpoint_fn, spec);
   const struct cap_node *ports = section(c, net, "ports", port_keys, CAP_SEV_WARNING);
   if (ports) {
     size_t m2 = mf_push_key(c, "ports");
@@ -527,7 +506,7 @@ void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
 
   nono_filesystem(c, root, spec);
   nono_network(c, root, spec);
-  each_object(c, root, "credentials", 0, credential_fn, spec);
+  mf_each_object(c, root, "credentials", 0, credential_fn, spec);
   const struct cap_node *creds = cap_node_get(root, "credentials");
   if (creds && creds->kind == CAP_NODE_ARRAY) {
     size_t mark = mf_push_key(c, "credentials");

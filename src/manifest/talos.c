@@ -56,28 +56,15 @@ static bool is_semver(const char *s)
   return *s == '\0';
 }
 
-/* The elements of array `key` that are objects; reports the others. */
-static const struct cap_node *object_array(struct mf_ctx *c, const struct cap_node *root,
-                                           const char *key, unsigned flags)
-{
-  const struct cap_node *arr = mf_field(c, root, key, CAP_NODE_ARRAY, flags);
-  if (!arr)
-    return NULL;
-  size_t mark = mf_push_key(c, key);
-  for (size_t i = 0; i < arr->u.arr.len; i++) {
-    const struct cap_node *item = arr->u.arr.items[i];
-    if (item->kind != CAP_NODE_OBJECT) {
-      size_t m2 = mf_push_index(c, i);
-      mf_error(c, item, NULL, "must be an object, not %s", mf_kind_article(c, item->kind));
-      mf_pop(c, m2);
-    }
-  }
-  mf_pop(c, mark);
-  return arr;
-}
+/* What the per-item checks need besides the item. */
+struct talos_ctx {
+  struct cap_spec *spec;
+  const char *tool_id; /* NULL while the id is invalid */
+};
 
-static void talos_credential(struct mf_ctx *c, const struct cap_node *o, struct cap_spec *spec)
+static void talos_credential(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
+  struct cap_spec *spec = ((struct talos_ctx *)arg)->spec;
   mf_unknown_keys(c, o, credential_keys, CAP_SEV_WARNING);
   const char *name = mf_string(c, o, "name", MF_REQUIRED | MF_NONEMPTY, NULL);
   const char *label = mf_string(c, o, "label", MF_REQUIRED, NULL);
@@ -113,8 +100,9 @@ static struct cap_node *number_from_text(struct cap_spec *spec, const struct cap
   return out;
 }
 
-static void talos_setting(struct mf_ctx *c, const struct cap_node *o, struct cap_spec *spec)
+static void talos_setting(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
+  struct cap_spec *spec = ((struct talos_ctx *)arg)->spec;
   mf_unknown_keys(c, o, setting_keys, CAP_SEV_WARNING);
   const char *name = mf_string(c, o, "name", MF_REQUIRED | MF_NONEMPTY, NULL);
   const char *label = mf_string(c, o, "label", MF_REQUIRED, NULL);
@@ -160,9 +148,10 @@ static void talos_setting(struct mf_ctx *c, const struct cap_node *o, struct cap
   s->description = dup_or_null(description);
 }
 
-static void talos_trigger(struct mf_ctx *c, const struct cap_node *o, const char *tool_id,
-                          struct cap_spec *spec)
+static void talos_trigger(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
+  struct cap_spec *spec = ((struct talos_ctx *)arg)->spec;
+  const char *tool_id = ((struct talos_ctx *)arg)->tool_id;
   mf_unknown_keys(c, o, trigger_keys, CAP_SEV_WARNING);
   const struct cap_node *id = mf_field(c, o, "id", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
   const char *label = mf_string(c, o, "label", MF_REQUIRED, NULL);
@@ -183,8 +172,9 @@ static void talos_trigger(struct mf_ctx *c, const struct cap_node *o, const char
   t->description = dup_or_null(description);
 }
 
-static void talos_function(struct mf_ctx *c, const struct cap_node *o, struct cap_spec *spec)
+static void talos_function(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
+  struct cap_spec *spec = ((struct talos_ctx *)arg)->spec;
   mf_unknown_keys(c, o, function_keys, CAP_SEV_WARNING);
   const char *name = mf_string(c, o, "name", MF_REQUIRED | MF_NONEMPTY, NULL);
   const char *description = mf_string(c, o, "description", MF_REQUIRED, NULL);
@@ -204,43 +194,20 @@ static void talos_function(struct mf_ctx *c, const struct cap_node *o, struct ca
   t->col = o->col;
 }
 
-/* Runs fn over every object element of root[key] with the path set, then
- * reports duplicates of unique_key. */
-static void each_object(struct mf_ctx *c, const struct cap_node *arr, const char *key,
-                        const char *unique_key, const char *what, const char *fix,
-                        void (*fn)(struct mf_ctx *, const struct cap_node *, const char *,
-                                   struct cap_spec *),
-                        const char *tool_id, struct cap_spec *spec)
+/* Checks every item of root[key], then that unique_key is unique among them. */
+static const struct cap_node *each_unique(struct mf_ctx *c, const struct cap_node *root,
+                                          const char *key, unsigned flags,
+                                          void (*fn)(struct mf_ctx *, const struct cap_node *, void *),
+                                          struct talos_ctx *t, const char *unique_key,
+                                          const char *what, const char *fix)
 {
-  if (!arr)
-    return;
-  size_t mark = mf_push_key(c, key);
-  for (size_t i = 0; i < arr->u.arr.len; i++) {
-    const struct cap_node *item = arr->u.arr.items[i];
-    if (item->kind != CAP_NODE_OBJECT)
-      continue;
-    size_t m2 = mf_push_index(c, i);
-    fn(c, item, tool_id, spec);
-    mf_pop(c, m2);
+  const struct cap_node *arr = mf_each_object(c, root, key, flags, fn, t);
+  if (arr) {
+    size_t mark = mf_push_key(c, key);
+    mf_report_duplicates(c, arr, unique_key, what, fix);
+    mf_pop(c, mark);
   }
-  mf_report_duplicates(c, arr, unique_key, what, fix);
-  mf_pop(c, mark);
-}
-
-static void credential_fn(struct mf_ctx *c, const struct cap_node *o, const char *tool_id,
-                          struct cap_spec *spec)
-{
-  talos_credential(c, o, spec);
-}
-static void setting_fn(struct mf_ctx *c, const struct cap_node *o, const char *tool_id,
-                       struct cap_spec *spec)
-{
-  talos_setting(c, o, spec);
-}
-static void function_fn(struct mf_ctx *c, const struct cap_node *o, const char *tool_id,
-                        struct cap_spec *spec)
-{
-  talos_function(c, o, spec);
+  return arr;
 }
 
 void cap_talos_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec)
@@ -280,18 +247,16 @@ void cap_talos_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_s
   spec->version = dup_or_null(version ? version->u.str.ptr : NULL);
   spec->log_name = dup_or_null(log_name);
 
-  const struct cap_node *creds = object_array(c, root, "credentials", 0);
-  each_object(c, creds, "credentials", "name", "credential", "declare each credential once",
-              credential_fn, tool_id, spec);
-  const struct cap_node *settings = object_array(c, root, "settings", 0);
-  each_object(c, settings, "settings", "name", "setting", "declare each setting once",
-              setting_fn, tool_id, spec);
-  const struct cap_node *triggers = object_array(c, root, "triggers", 0);
-  each_object(c, triggers, "triggers", "id", "trigger", "give each trigger its own id",
-              talos_trigger, tool_id, spec);
-  const struct cap_node *functions = object_array(c, root, "functions", MF_REQUIRED);
-  each_object(c, functions, "functions", "name", "function", "give each function its own name",
-              function_fn, tool_id, spec);
+  struct talos_ctx t = {.spec = spec, .tool_id = tool_id};
+  each_unique(c, root, "credentials", 0, talos_credential, &t, "name", "credential",
+              "declare each credential once");
+  each_unique(c, root, "settings", 0, talos_setting, &t, "name", "setting",
+              "declare each setting once");
+  each_unique(c, root, "triggers", 0, talos_trigger, &t, "id", "trigger",
+              "give each trigger its own id");
+  const struct cap_node *functions = each_unique(c, root, "functions", MF_REQUIRED, talos_function,
+                                                 &t, "name", "function",
+                                                 "give each function its own name");
   if (functions && functions->u.arr.len == 0)
     mf_warning(c, functions, "functions",
                "is empty; the tool offers the agent nothing: declare at least one function");
