@@ -579,7 +579,14 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   }
 
   int sync_pipe[2], report_pipe[2];
-  if (pipe2(sync_pipe, O_CLOEXEC) < 0 || pipe2(report_pipe, O_CLOEXEC) < 0) {
+  if (pipe2(sync_pipe, O_CLOEXEC) < 0) {
+    rmdir(base);
+    limits_release(&lim);
+    return cap_error_errno(err, errno, "pipe");
+  }
+  if (pipe2(report_pipe, O_CLOEXEC) < 0) {
+    close(sync_pipe[0]);
+    close(sync_pipe[1]);
     rmdir(base);
     limits_release(&lim);
     return cap_error_errno(err, errno, "pipe");
@@ -593,6 +600,10 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   pid_t pid = clone_sandbox(flags, &pidfd);
   if (pid < 0) {
     int e = errno;
+    close(sync_pipe[0]);
+    close(sync_pipe[1]);
+    close(report_pipe[0]);
+    close(report_pipe[1]);
     rmdir(base);
     limits_release(&lim);
     return cap_error_set(err, ENOTSUP,
