@@ -1,0 +1,196 @@
+#include "net/rules.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/text.h"
+
+/* host without one trailing dot, as a length */
+static size_t host_len(const char *host)
+{
+  size_t n = strlen(host);
+  return n && host[n - 1] == '.' ? n - 1 : n;
+}
+
+/* case-insensitive: host (length n) equals name, or is a subdomain of it
+ * when subdomains_only */
+static bool name_matches(const char *host, size_t n, const char *name, size_t m,
+                         bool subdomains_only)
+{
+  if (!subdomains_only)
+    return n == m && strncasecmp(host, name, n) == 0;
+  return n > m + 1 && host[n - m - 1] == '.' && strncasecmp(host + n - m, name, m) == 0;
+}
+
+/* One allowlist pattern: "name", ".suffix", "*.suffix", or "*" */
+static bool pattern_matches(const char *pattern, size_t plen, const char *host, size_t n)
+{
+  if (plen == 1 && pattern[0] == '*')
+    return true;
+  if (plen > 2 && pattern[0] == '*' && pattern[1] == '.')
+    return name_matches(host, n, pattern + 2, plen - 2, true);
+  if (plen > 1 && pattern[0] == '.')
+    return name_matches(host, n, pattern + 1, plen - 1, true);
+  return name_matches(host, n, pattern, plen, false);
+}
+
+static bool port_listed(const struct cap_ports *ports, uint16_t port)
+{
+  for (size_t i = 0; i < ports->len; i++)
+    if (ports->v[i] == port)
+      return true;
+  return false;
+}
+
+bool net_host_allowed(const struct cap_network *net, const char *host, uint16_t port,
+                      const struct cap_endpoint **ret_endpoint)
+{
+  if (ret_endpoint)
+    *ret_endpoint = NULL;
+  if (net->mode == CAP_NET_UNRESTRICTED)
+    return true;
+  if (net->mode == CAP_NET_BLOCKED || !host || !*host || port == 0)
+    return false;
+  size_t n = host_len(host);
+  /* endpoints first: they may carry L7 rules that must then apply */
+  for (size_t i = 0; i < net->n_endpoints; i++) {
+    const struct cap_endpoint *e = &net->endpoints[i];
+    const char *colon = strrchr(e->host, ':');
+    size_t plen = colon ? (size_t)(colon - e->host) : strlen(e->host);
+    if (colon && (uint16_t)atoi(colon + 1) != port)
+      continue;
+    if (!colon && net->connect.len && !port_listed(&net->connect, port))
+      continue;
+    if (pattern_matches(e->host, plen, host, n)) {
+      if (ret_endpoint)
+        *ret_endpoint = e;
+      return true;
+    }
+  }
+  if (net->connect.len && !port_listed(&net->connect, port))
+    return false;
+  for (size_t i = 0; i < net->allow_domains.len; i++) {
+    const char *d = net->allow_domains.v[i];
+    if (pattern_matches(d, strlen(d), host, n))
+      return true;
+  }
+  return false;
+}
+
+static bool ipv4_forbidden(uint32_t a, bool allow_private)
+{
+  uint8_t b0 = (uint8_t)(a >> 24), b1 = (uint8_t)(a >> 16);
+  if (b0 == 0 || (b0 == 169 && b1 == 254) || b0 >= 224) /* this net, link-local, mcast, 240/4 */
+    return true;
+  if (allow_private)
+    return false;
+  return b0 == 127 || b0 == 10 || (b0 == 172 && (b1 & 0xf0) == 16) || (b0 == 192 && b1 == 168) ||
+         (b0 == 100 && (b1 & 0xc0) == 64) /* carrier-grade NAT */;
+}
+
+bool net_address_forbidden(const struct sockaddr *sa, bool allow_private)
+{
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+    return ipv4_forbidden(ntohl(in->sin_addr.s_addr), allow_private);
+  }
+  if (sa->sa_family != AF_INET6)
+    return true;
+  const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+  const uint8_t *b = a->s6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a)) {
+    uint32_t v4 = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
+    return ipv4_forbidden(v4, allow_private);
+  }
+  if (IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_MULTICAST(a))
+    return true;
+  /* fd00:ec2::254, the EC2 metadata service over IPv6, is refused even
+   * where private addresses are allowed */
+  if (b[0] == 0xfd && b[1] == 0x00 && b[2] == 0x0e && b[3] == 0xc2 &&
+      memcmp(b + 4, "\0\0\0\0\0\0\0\0\0\0", 10) == 0 && b[14] == 0x02 && b[15] == 0x54)
+    return true;
+  if (allow_private)
+    return false;
+  return IN6_IS_ADDR_LOOPBACK(a) || (b[0] & 0xfe) == 0xfc /* unique local fc00::/7 */ ||
+         IN6_IS_ADDR_SITELOCAL(a);
+}
+
+/* A path segment a proxy and an upstream might read differently. */
+static bool ambiguous(const char *path)
+{
+  for (const char *p = path; *p; p++) {
+    if (*p == '\\' || (*p == '/' && p[1] == '/'))
+      return true;
+    if (*p == '%') {
+      int hi = cap_hex_digit((unsigned char)p[1]);
+      int lo = hi < 0 ? -1 : cap_hex_digit((unsigned char)p[2]);
+      if (lo < 0)
+        return true;
+      int c = hi * 16 + lo;
+      if (c == '/' || c == '.' || c == '\\' || c == '%')
+        return true;
+    }
+    if (*p == '/' && p[1] == '.' && (p[2] == '/' || p[2] == '\0' ||
+                                     (p[2] == '.' && (p[3] == '/' || p[3] == '\0'))))
+      return true;
+  }
+  return false;
+}
+
+/* glob and path from a segment start; both segment lists '/'-separated */
+static bool match_segments(const char *g, const char *p)
+{
+  for (;;) {
+    while (*g == '/')
+      g++;
+    while (*p == '/')
+      p++;
+    if (!*g)
+      return !*p;
+    const char *gend = strchr(g, '/');
+    size_t glen = gend ? (size_t)(gend - g) : strlen(g);
+    if (glen == 2 && g[0] == '*' && g[1] == '*') {
+      const char *rest = g + 2;
+      /* ** takes zero or more segments: try every split */
+      for (const char *q = p;; ) {
+        if (match_segments(rest, q))
+          return true;
+        if (!*q)
+          return false;
+        const char *next = strchr(q, '/');
+        q = next ? next + 1 : q + strlen(q);
+      }
+    }
+    if (!*p)
+      return false;
+    const char *pend = strchr(p, '/');
+    size_t plen = pend ? (size_t)(pend - p) : strlen(p);
+    if (!(glen == 1 && g[0] == '*') && (glen != plen || memcmp(g, p, plen) != 0))
+      return false;
+    g += glen;
+    p += plen;
+  }
+}
+
+bool net_path_matches(const char *glob, const char *path)
+{
+  if (!path || path[0] != '/' || ambiguous(path))
+    return false;
+  return match_segments(glob, path);
+}
+
+bool net_rules_allow(const struct cap_http_rule *rules, size_t n, const char *method,
+                     const char *path)
+{
+  if (n == 0)
+    return true;
+  for (size_t i = 0; i < n; i++)
+    if ((strcmp(rules[i].method, "*") == 0 || strcmp(rules[i].method, method) == 0) &&
+        net_path_matches(rules[i].path, path))
+      return true;
+  return false;
+}
