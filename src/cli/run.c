@@ -35,6 +35,8 @@ static const char run_help[] =
     "      --workdir P        working directory inside the sandbox (default /tmp)\n"
     "      --env NAME[=VAL]   pass a variable (the environment is cleared otherwise)\n"
     "      --dry-run          print the resolved manifest and what enforces each right\n"
+    "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
+    "                         addresses (local development; metadata stays refused)\n"
     "  -h, --help             this text\n"
     "\n"
     "exit status: the command's; 125 killed by a limit; 127 command not found;\n"
@@ -42,7 +44,7 @@ static const char run_help[] =
 
 enum {
   OPT_CONFIG = 256, OPT_READ, OPT_WRITE, OPT_RW, OPT_NET, OPT_MEMORY, OPT_PIDS, OPT_CPU,
-  OPT_TIMEOUT, OPT_WORKDIR, OPT_ENV, OPT_DRY_RUN,
+  OPT_TIMEOUT, OPT_WORKDIR, OPT_ENV, OPT_DRY_RUN, OPT_PROXY_PRIVATE,
 };
 
 /* "256M" -> bytes; 0 on a bad size */
@@ -110,7 +112,11 @@ static void print_enforcement(const struct cap_spec *spec)
   fprintf(stderr, "network %s: %s\n", cap_net_mode_name(spec->network.mode),
           spec->network.mode == CAP_NET_UNRESTRICTED
               ? "the host's network"
-              : "a network namespace with only loopback + Landlock TCP rules");
+              : spec->network.mode == CAP_NET_PROXY
+                  ? "a network namespace with only loopback; the only way out is capsule's "
+                    "proxy at 127.0.0.1:3128 (CONNECT, allowlist checked, names resolved by "
+                    "capsule); Landlock allows TCP connect to that port alone"
+                  : "a network namespace with only loopback + Landlock TCP rules");
   fprintf(stderr, "processes: pid namespace, reaping init, seccomp filter, no_new_privs, no "
                   "capabilities%s\n",
           spec->process.blocked_commands.len || spec->process.allowed_commands.len
@@ -158,6 +164,7 @@ int cmd_run(int argc, char **argv)
       {"workdir", required_argument, NULL, OPT_WORKDIR},
       {"env", required_argument, NULL, OPT_ENV},
       {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+      {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -165,7 +172,7 @@ int cmd_run(int argc, char **argv)
   struct cap_strv grants[3] = {{0}}; /* read, write, rw */
   struct cap_strv env = {0};
   uint64_t memory = 0, pids = 0, cpu_ms = 0, timeout_s = 0;
-  bool dry_run = false;
+  bool dry_run = false, proxy_private = false;
   int status = CLI_EXIT_USAGE;
   int c;
   while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
@@ -209,6 +216,7 @@ int cmd_run(int argc, char **argv)
       }
       break;
     case OPT_DRY_RUN: dry_run = true; break;
+    case OPT_PROXY_PRIVATE: proxy_private = true; break;
     case 'h': fputs(run_help, stdout); status = CLI_EXIT_OK; goto out;
     default: cli_usage_error("run", "unknown option"); goto out;
     }
@@ -276,14 +284,12 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
 
-  if (spec->network.mode == CAP_NET_PROXY)
-    fprintf(stderr, "capsule: warning: network mode \"proxy\" needs the egress proxy, which this "
-                    "version does not have yet: the command runs with no network\n");
   struct sandbox_options opt = {
       .argv = argv + optind,
       .workdir = workdir,
       .extra_env = env.v,
       .n_extra_env = env.len,
+      .proxy_allow_private = proxy_private,
   };
   struct sandbox_result res;
   struct cap_error err = {0};

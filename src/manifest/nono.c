@@ -137,9 +137,12 @@ static void nono_domain(struct mf_ctx *c, const struct cap_node *item, size_t in
   else if (n >= 1 && d[0] == '.')
     host = d + 1;
   size_t m = mf_push_index(c, index);
-  if (!valid_hostname(host, n - (size_t)(host - d)))
+  if (n == 1 && d[0] == '*') /* any host: what capsule's own output writes for Covenant */
+    cap_strv_push(&spec->network.allow_domains, d);
+  else if (!valid_hostname(host, n - (size_t)(host - d)))
     mf_error(c, item, NULL,
-             "\"%s\" is not a hostname; write example.com, or .example.com for its subdomains",
+             "\"%s\" is not a hostname; write example.com, .example.com for its subdomains, or * "
+             "for any host",
              d);
   else if (host != d)
     cap_strv_push(&spec->network.allow_domains, host - 1); /* ".suffix" */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/cleanup.h"
+#include "net/proxy.h"
 #include "sandbox/sandbox.h"
 
 #ifndef __NR_landlock_create_ruleset
@@ -220,6 +221,8 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
   if (r == 0 && spec->sandbox.private_tmp)
     r = add_path(ruleset, "/tmp", (LL_FS_READ | LL_FS_WRITE) & ~(restrict_exec ? LL_FS_EXECUTE : 0),
                  handled, err);
+  if (r == 0 && attr.handled_access_net && spec->network.mode == CAP_NET_PROXY)
+    r = add_port(ruleset, PROXY_PORT, LL_NET_CONNECT_TCP, err); /* the way out */
   if (r == 0 && attr.handled_access_net) {
     for (size_t i = 0; i < spec->network.bind.len && r == 0; i++)
       r = add_port(ruleset, spec->network.bind.v[i], LL_NET_BIND_TCP, err);

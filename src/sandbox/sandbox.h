@@ -20,6 +20,7 @@ struct sandbox_options {
   const char *workdir;     /* inside the sandbox; NULL: "/" or the first rw grant */
   char *const *extra_env;  /* NAME=VALUE strings added to the safe set */
   size_t n_extra_env;
+  bool proxy_allow_private; /* proxy mode: let the proxy reach loopback/private ranges */
 };
 
 /* How the command ended. */

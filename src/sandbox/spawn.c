@@ -14,6 +14,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <linux/capability.h>
 #include <limits.h>
 #include <poll.h>
@@ -35,6 +40,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "net/proxy.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
@@ -370,6 +376,56 @@ static void build_root(const struct cap_spec *spec, const char *root)
   sethostname("capsule", 7);
 }
 
+/* Inside the sandbox's network namespace: loopback up, and the proxy's
+ * listening socket made here, so it exists only in this namespace; the fd
+ * goes to the supervisor, which serves it from the host's namespace. */
+static void make_proxy_listener(int pass_fd)
+{
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq ifr = {0};
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+    child_fail("cannot read the loopback interface: %s", strerror(errno));
+  ifr.ifr_flags |= IFF_UP;
+  CHILD_TRY(ioctl(s, SIOCSIFFLAGS, &ifr), "cannot bring up loopback: %s", strerror(errno));
+  close(s);
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PROXY_PORT)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 64) < 0)
+    child_fail("cannot listen on 127.0.0.1:%d: %s", PROXY_PORT, strerror(errno));
+  char dummy = 'p';
+  struct iovec iov = {.iov_base = &dummy, .iov_len = 1};
+  char control[CMSG_SPACE(sizeof(int))] = {0};
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                       .msg_controllen = sizeof control};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &l, sizeof(int));
+  CHILD_TRY(sendmsg(pass_fd, &msg, 0), "cannot hand the proxy socket over: %s", strerror(errno));
+  close(l);
+  close(pass_fd);
+}
+
+static int receive_fd(int sock)
+{
+  char dummy;
+  struct iovec iov = {.iov_base = &dummy, .iov_len = 1};
+  char control[CMSG_SPACE(sizeof(int))];
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                       .msg_controllen = sizeof control};
+  if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
+    return -1;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  if (!cm || cm->cmsg_type != SCM_RIGHTS)
+    return -1;
+  int fd;
+  memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  return fd;
+}
+
 static void set_rlimit(int resource, uint64_t value)
 {
   struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
@@ -411,6 +467,16 @@ static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
   setenv("TMPDIR", "/tmp", 1);
   setenv("LANG", "C.UTF-8", 1);
   setenv("CAPSULE_SANDBOX", "1", 1);
+  if (spec->network.mode == CAP_NET_PROXY) {
+    static const char *const vars[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                                       "https_proxy", "all_proxy"};
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", PROXY_PORT);
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+      setenv(vars[i], url, 1);
+    setenv("NO_PROXY", "localhost,127.0.0.1", 1);
+    setenv("no_proxy", "localhost,127.0.0.1", 1);
+  }
   for (size_t i = 0; i < opt->n_extra_env; i++)
     putenv(opt->extra_env[i]);
 
@@ -591,6 +657,17 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     limits_release(&lim);
     return cap_error_errno(err, errno, "pipe");
   }
+  int pass[2] = {-1, -1}; /* the proxy's listening socket travels here */
+  bool proxied = spec->network.mode == CAP_NET_PROXY;
+  if (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pass) < 0) {
+    close(sync_pipe[0]);
+    close(sync_pipe[1]);
+    close(report_pipe[0]);
+    close(report_pipe[1]);
+    rmdir(base);
+    limits_release(&lim);
+    return cap_error_errno(err, errno, "socketpair");
+  }
   int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
               CLONE_NEWCGROUP;
   if (spec->network.mode != CAP_NET_UNRESTRICTED)
@@ -622,6 +699,10 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     become_sandbox_ids(inside_uid, inside_gid);
     build_root(spec, base);
+    if (proxied) {
+      close(pass[0]);
+      make_proxy_listener(pass[1]);
+    }
     pid_t command = fork();
     if (command < 0)
       child_fail("fork: %s", strerror(errno));
@@ -633,6 +714,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
 
   close(sync_pipe[0]);
   close(report_pipe[1]);
+  if (proxied)
+    close(pass[1]);
   r = write_id_maps(pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
   if (r == 0)
     r = limits_attach(&lim, pid, err);
@@ -643,6 +726,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     close(report_pipe[0]);
+    if (proxied)
+      close(pass[0]);
     rmdir(base);
     limits_release(&lim);
     return r;
@@ -660,14 +745,32 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     got += n;
   }
   close(report_pipe[0]);
+  int listen_fd = proxied ? receive_fd(pass[0]) : -1;
+  if (proxied)
+    close(pass[0]);
   if (got > 0) {
     msg[got] = '\0';
+    if (listen_fd >= 0)
+      close(listen_fd);
     waitpid(pid, NULL, 0);
     rmdir(base);
     limits_release(&lim);
     return cap_error_set(err, EPERM, "sandbox setup failed: %s", msg);
   }
+  struct proxy *px = NULL;
+  if (proxied) {
+    r = listen_fd < 0 ? cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy socket")
+                      : proxy_start(spec, listen_fd, opt->proxy_allow_private, &px, err);
+    if (r < 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      rmdir(base);
+      limits_release(&lim);
+      return r;
+    }
+  }
   r = supervise(pid, pidfd, spec, &lim, res, err);
+  proxy_stop(px);
   rmdir(base);
   limits_release(&lim);
   return r;

@@ -302,6 +302,48 @@ int main(int argc, char **argv)
     errno = EACCES;
     return system(cmdline) == 0 ? escaped("a copy of a blocked command ran") : blocked("copy of a blocked command");
   }
+  if (!strcmp(cmd, "echo-tcp")) { /* a host upstream: echo one line per connection */
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(arg))};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 8) < 0)
+      return 2;
+    for (;;) {
+      int c = accept(l, NULL, NULL);
+      char buf[256];
+      ssize_t n = read(c, buf, sizeof buf);
+      if (n > 0 && write(c, buf, (size_t)n) < 0) {
+      }
+      close(c);
+    }
+  }
+  if (!strcmp(cmd, "via-proxy")) { /* via-proxy HOST:PORT: CONNECT, then echo */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(3128)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0)
+      return blocked("no proxy");
+    char req[300], buf[512];
+    int n = snprintf(req, sizeof req, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", arg, arg);
+    if (write(s, req, (size_t)n) < 0)
+      return 2;
+    ssize_t got = read(s, buf, sizeof buf - 1);
+    buf[got > 0 ? got : 0] = '\0';
+    printf("proxy said: %.*s\n", (int)strcspn(buf, "\r"), buf);
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0) {
+      char *body = strstr(buf, "\r\n\r\n");
+      printf("%s", body ? body + 4 : "");
+      errno = EACCES;
+      return blocked("the proxy refused");
+    }
+    if (write(s, "ping\n", 5) < 0)
+      return 2;
+    got = read(s, buf, sizeof buf - 1);
+    buf[got > 0 ? got : 0] = '\0';
+    printf("TUNNEL: %s", buf);
+    return 1; /* reached the host through the proxy */
+  }
   if (!strcmp(cmd, "listen-tcp"))
     return listen_tcp(arg);
   if (!strcmp(cmd, "listen-abstract"))

@@ -24,6 +24,8 @@ bash -c "exec -a '$marker' sleep 600" & host_pid=$!; pids+=("$host_pid")
 port=$((20000 + $$ % 20000))
 "$hostile" listen-tcp "$port" & pids+=($!)
 "$hostile" listen-abstract "$marker" & pids+=($!)
+echo_port=$((port + 1))
+"$hostile" echo-tcp "$echo_port" & pids+=($!)
 sleep 0.2
 
 # as_user USER CMD...: root, or an unprivileged uid via setpriv
@@ -90,6 +92,10 @@ run_suite() {
   expect "$u" blocked-command "running a blocked command" 0 --config "$work/blocked.json" -- "$h" exec /usr/bin/rm
   expect "$u" blocked-copy "running a copy of a blocked command" 0 --config "$work/blocked.json" -- "$h" copy-exec /usr/bin/rm
   expect "$u" not-allowed "a command outside allowed_commands" 0 --config "$work/allowed.json" -- "$h" exec /usr/bin/ls
+  expect "$u" proxy-off-list "a host:port outside the allowlist, via the proxy" 0 --config "$work/proxy.json" --proxy-allow-private -- "$h" via-proxy "127.0.0.1:$port"
+  expect "$u" proxy-loopback "the host's loopback via the proxy" 0 --config "$work/proxy.json" -- "$h" via-proxy "127.0.0.1:$echo_port"
+  expect "$u" proxy-metadata "the cloud metadata address via the proxy" 0 --config "$work/proxy-any.json" --proxy-allow-private -- "$h" via-proxy "169.254.169.254:80"
+  expect "$u" proxy-bypass "a direct connection past the proxy" 0 --config "$work/proxy.json" --proxy-allow-private -- "$h" tcp "$echo_port"
   expect "$u" cpu-spin "CPU past its budget" 125 --cpu-ms 300 -- "$h" spin
   expect "$u" wall-clock "sleeping past the wall clock" 125 --timeout 1 -- "$h" sleep
   expect "$u" semaphores "semaphores under ipc_mode shared_memory_only" 0 -- "$h" semget
@@ -115,6 +121,14 @@ JSON
 cat >"$work/allowed.json" <<JSON
 {"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},
  "process": {"allowed_commands": ["cat"]}}
+JSON
+cat >"$work/proxy.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},
+ "network": {"mode": "proxy", "allow_domains": ["127.0.0.1"], "ports": {"connect": [$echo_port]}}}
+JSON
+cat >"$work/proxy-any.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},
+ "network": {"mode": "proxy", "allow_domains": ["*"]}}
 JSON
 exec 7<"$work/canary/secret"
 for who in "${users[@]}"; do

@@ -19,6 +19,8 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 port=$((20000 + ($$ + 7) % 20000))
 "$hostile" listen-tcp "$port" & pids+=($!)
+echo_port=$((port + 1))
+"$hostile" echo-tcp "$echo_port" & pids+=($!)
 sleep 0.2
 pass=0 fail=0
 
@@ -39,6 +41,10 @@ check() {
 
 cat >"$work/file-grant.json" <<JSON
 {"version": "0.1.0", "filesystem": {"grants": [{"path": "$work/single", "access": "read", "type": "file"}]}}
+JSON
+cat >"$work/proxy.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$(dirname "$hostile")", "access": "read"}]},
+ "network": {"mode": "proxy", "allow_domains": ["127.0.0.1"], "ports": {"connect": [$echo_port]}}}
 JSON
 cat >"$work/ipc-full.json" <<JSON
 {"version": "0.1.0", "process": {"ipc_mode": "full"},
@@ -71,6 +77,8 @@ for who in "${users[@]}"; do
   check "$who" env-cleared 0 '^clean$' run -- /bin/sh -c '[ -z "${SSH_AUTH_SOCK:-}${AWS_SECRET_ACCESS_KEY:-}" ] && echo clean'
   check "$who" shared-memory 0 '^shm$' run -- /bin/sh -c 'echo shm > /dev/shm/x && cat /dev/shm/x'
   check "$who" ipc-full-semaphores 1 'ESCAPED: semget' run --config "$work/ipc-full.json" -- "$hostile" semget
+  check "$who" proxy-tunnel 1 '^TUNNEL: ping' run --config "$work/proxy.json" --proxy-allow-private -- "$hostile" via-proxy "127.0.0.1:$echo_port"
+  check "$who" proxy-env 0 '^http://127.0.0.1:3128$' run --config "$work/proxy.json" -- /bin/sh -c 'echo $HTTPS_PROXY'
   check "$who" stdin 0 '^from stdin$' run -- /bin/cat
   check "$who" exit-status 42 '.*' run -- /bin/sh -c 'exit 42'
   check "$who" not-found 127 'cannot run' run -- /no/such/command

@@ -1,0 +1,323 @@
+#include "net/proxy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "net/rules.h"
+
+#define HEAD_MAX 16384
+#define IO_TIMEOUT_MS 30000
+#define MAX_CONNS 256
+
+/* A connection's two sockets, so proxy_stop can shut them down. */
+struct slot {
+  bool used;
+  int client, upstream;
+};
+
+struct proxy {
+  const struct cap_spec *spec;
+  int listen_fd;
+  int stop_pipe[2];
+  bool allow_private;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t idle;
+  size_t active;
+  struct slot slots[MAX_CONNS];
+};
+
+struct conn {
+  struct proxy *proxy;
+  size_t slot;
+};
+
+static void send_all(int fd, const char *s, size_t n)
+{
+  while (n) {
+    ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+    if (w <= 0)
+      return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+static void respond(int fd, const char *status, const char *why)
+{
+  char buf[512];
+  int n = snprintf(buf, sizeof buf,
+                   "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+                   "capsule: %s\n",
+                   status, why);
+  send_all(fd, buf, n > 0 ? (size_t)n : 0);
+}
+
+/* Reads the request head (through the blank line) into buf. */
+static ssize_t read_head(int fd, char *buf, size_t size)
+{
+  size_t got = 0;
+  while (got < size - 1) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, IO_TIMEOUT_MS) <= 0)
+      return -1;
+    ssize_t n = recv(fd, buf + got, size - 1 - got, 0);
+    if (n <= 0)
+      return -1;
+    got += (size_t)n;
+    buf[got] = '\0';
+    if (strstr(buf, "\r\n\r\n"))
+      return (ssize_t)got;
+  }
+  return -1;
+}
+
+/* "host:port" or "[v6]:port" -> host, port */
+static bool split_authority(char *target, char **host, uint16_t *port)
+{
+  char *colon = strrchr(target, ':');
+  if (!colon || colon == target)
+    return false;
+  *colon = '\0';
+  char *end;
+  long p = strtol(colon + 1, &end, 10);
+  if (*end || p < 1 || p > 65535)
+    return false;
+  *port = (uint16_t)p;
+  if (target[0] == '[') {
+    size_t n = strlen(target);
+    if (n < 3 || target[n - 1] != ']')
+      return false;
+    target[n - 1] = '\0';
+    target++;
+  }
+  *host = target;
+  return true;
+}
+
+/* Resolves host and connects; refuses when ANY address it resolves to is
+ * forbidden (a name that also points at the metadata service is not used). */
+static int dial(struct proxy *px, const char *host, uint16_t port, const char **why)
+{
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  char service[8];
+  snprintf(service, sizeof service, "%u", port);
+  if (getaddrinfo(host, service, &hints, &res) != 0) {
+    *why = "the host name does not resolve";
+    return -1;
+  }
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+    if (net_address_forbidden(ai->ai_addr, px->allow_private)) {
+      freeaddrinfo(res);
+      *why = "the host resolves to an address capsule never connects to "
+             "(link-local, metadata, private or loopback)";
+      return -1;
+    }
+  int fd = -1;
+  for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(res);
+  if (fd < 0)
+    *why = "the upstream refused the connection";
+  return fd;
+}
+
+/* Copies bytes both ways until either side closes or stays idle too long. */
+static void relay(int a, int b)
+{
+  char buf[16384];
+  struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+  for (;;) {
+    int r = poll(p, 2, IO_TIMEOUT_MS * 4);
+    if (r <= 0)
+      return;
+    for (int i = 0; i < 2; i++) {
+      if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      ssize_t n = recv(p[i].fd, buf, sizeof buf, 0);
+      if (n <= 0)
+        return;
+      send_all(p[1 - i].fd, buf, (size_t)n);
+    }
+  }
+}
+
+static void serve_one(struct proxy *px, size_t slot, int fd);
+
+static void *serve(void *arg)
+{
+  struct conn *c = arg;
+  struct proxy *px = c->proxy;
+  size_t slot = c->slot;
+  free(c);
+  serve_one(px, slot, px->slots[slot].client);
+  pthread_mutex_lock(&px->lock);
+  close(px->slots[slot].client);
+  if (px->slots[slot].upstream >= 0)
+    close(px->slots[slot].upstream);
+  px->slots[slot].used = false;
+  if (--px->active == 0)
+    pthread_cond_broadcast(&px->idle);
+  pthread_mutex_unlock(&px->lock);
+  return NULL;
+}
+
+static void serve_one(struct proxy *px, size_t slot, int fd)
+{
+  char head[HEAD_MAX];
+  if (read_head(fd, head, sizeof head) < 0) {
+    respond(fd, "400 Bad Request", "could not read a request head");
+    return;
+  }
+  char method[16], target[1024];
+  if (sscanf(head, "%15s %1023s HTTP/1.", method, target) != 2) {
+    respond(fd, "400 Bad Request", "malformed request line");
+    return;
+  }
+  if (strcmp(method, "CONNECT") != 0) {
+    respond(fd, "501 Not Implemented",
+            "only CONNECT (HTTPS) goes through this proxy for now; use https://");
+    return;
+  }
+  char *host;
+  uint16_t port;
+  const struct cap_endpoint *endpoint = NULL;
+  if (!split_authority(target, &host, &port)) {
+    respond(fd, "400 Bad Request", "CONNECT needs host:port");
+  } else if (!net_host_allowed(&px->spec->network, host, port, &endpoint)) {
+    respond(fd, "403 Forbidden", "this host:port is not in the capability's network allowlist");
+  } else if (endpoint && endpoint->n_rules) {
+    respond(fd, "403 Forbidden",
+            "this host has method/path rules, which need TLS interception (not yet available)");
+  } else {
+    const char *why = NULL;
+    int up = dial(px, host, port, &why);
+    if (up < 0) {
+      respond(fd, "403 Forbidden", why);
+    } else {
+      static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+      send_all(fd, ok, sizeof ok - 1);
+      /* bytes the client sent after the head belong to the tunnel */
+      char *rest = strstr(head, "\r\n\r\n") + 4;
+      size_t extra = strlen(rest);
+      if (extra)
+        send_all(up, rest, extra);
+      pthread_mutex_lock(&px->lock);
+      px->slots[slot].upstream = up;
+      pthread_mutex_unlock(&px->lock);
+      relay(fd, up);
+    }
+  }
+}
+
+static void *accept_loop(void *arg)
+{
+  struct proxy *px = arg;
+  struct pollfd p[2] = {{.fd = px->listen_fd, .events = POLLIN},
+                        {.fd = px->stop_pipe[0], .events = POLLIN}};
+  for (;;) {
+    if (poll(p, 2, -1) < 0 && errno != EINTR)
+      return NULL;
+    if (p[1].revents)
+      return NULL;
+    if (!(p[0].revents & POLLIN))
+      continue;
+    int fd = accept4(px->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+      continue;
+    pthread_mutex_lock(&px->lock);
+    size_t slot = 0;
+    while (slot < MAX_CONNS && px->slots[slot].used)
+      slot++;
+    if (slot == MAX_CONNS) {
+      pthread_mutex_unlock(&px->lock);
+      respond(fd, "503 Service Unavailable", "too many connections through the proxy");
+      close(fd);
+      continue;
+    }
+    px->slots[slot] = (struct slot){.used = true, .client = fd, .upstream = -1};
+    px->active++;
+    pthread_mutex_unlock(&px->lock);
+    struct conn *c = cap_xmalloc(sizeof *c);
+    c->proxy = px;
+    c->slot = slot;
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, serve, c) != 0) {
+      pthread_mutex_lock(&px->lock);
+      px->slots[slot].used = false;
+      px->active--;
+      pthread_mutex_unlock(&px->lock);
+      close(fd);
+      free(c);
+    }
+    pthread_attr_destroy(&attr);
+  }
+}
+
+int proxy_start(const struct cap_spec *spec, int listen_fd, bool allow_private,
+                struct proxy **ret, struct cap_error *err)
+{
+  struct proxy *px = cap_xcalloc(1, sizeof *px);
+  px->spec = spec;
+  px->listen_fd = listen_fd;
+  px->allow_private = allow_private;
+  pthread_mutex_init(&px->lock, NULL);
+  pthread_cond_init(&px->idle, NULL);
+  if (pipe2(px->stop_pipe, O_CLOEXEC) < 0) {
+    free(px);
+    return cap_error_errno(err, errno, "proxy: pipe");
+  }
+  if (pthread_create(&px->thread, NULL, accept_loop, px) != 0) {
+    close(px->stop_pipe[0]);
+    close(px->stop_pipe[1]);
+    free(px);
+    return cap_error_set(err, EAGAIN, "proxy: cannot start its thread");
+  }
+  *ret = px;
+  return 0;
+}
+
+void proxy_stop(struct proxy *px)
+{
+  if (!px)
+    return;
+  if (write(px->stop_pipe[1], "x", 1) < 0) {
+    /* the thread also ends when the process does */
+  }
+  pthread_join(px->thread, NULL);
+  /* end every relay and wait for its thread: nothing may outlive the spec */
+  pthread_mutex_lock(&px->lock);
+  for (size_t i = 0; i < MAX_CONNS; i++) {
+    if (!px->slots[i].used)
+      continue;
+    shutdown(px->slots[i].client, SHUT_RDWR);
+    if (px->slots[i].upstream >= 0)
+      shutdown(px->slots[i].upstream, SHUT_RDWR);
+  }
+  while (px->active)
+    pthread_cond_wait(&px->idle, &px->lock);
+  pthread_mutex_unlock(&px->lock);
+  pthread_mutex_destroy(&px->lock);
+  pthread_cond_destroy(&px->idle);
+  close(px->stop_pipe[0]);
+  close(px->stop_pipe[1]);
+  close(px->listen_fd);
+  free(px);
+}
