@@ -164,9 +164,15 @@ static int add_allowed_commands(int ruleset, const struct cap_spec *spec, const 
 int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err)
 {
   int abi = landlock_abi();
-  if (abi <= 0)
-    return cap_error_set(err, ENOTSUP, "Landlock is not available (kernel without it, or "
-                                       "disabled: add lsm=landlock to the kernel command line)");
+  if (abi <= 0) {
+    /* the mount tree and namespaces still enforce the grants; only the
+     * command lists depend on Landlock alone, so only they fail closed */
+    if (spec->process.allowed_commands.len || spec->process.blocked_commands.len)
+      return cap_error_set(err, ENOTSUP,
+                           "allowed_commands/blocked_commands need Landlock, which this kernel "
+                           "does not offer (enable it with lsm=landlock)");
+    return 0;
+  }
   uint64_t handled = fs_rights_for_abi(abi);
   struct ll_ruleset_attr attr = {.handled_access_fs = handled};
   size_t attr_size = sizeof(uint64_t);
