@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -176,6 +177,127 @@ static void *serve(void *arg)
   return NULL;
 }
 
+static bool header_is(const char *line, size_t len, const char *name)
+{
+  size_t n = strlen(name);
+  return len > n && line[n] == ':' && strncasecmp(line, name, n) == 0;
+}
+
+/* A plain-HTTP request in absolute form ("GET http://host/path HTTP/1.1"):
+ * one request per connection, its body framed by Content-Length only, sent
+ * upstream in origin form with "Connection: close"; nothing more the client
+ * sends is forwarded, so no second request can ride along unchecked. */
+static void forward_http(struct proxy *px, size_t slot, int fd, char *head, const char *method,
+                         char *target)
+{
+  if (strncasecmp(target, "http://", 7) != 0) {
+    respond(fd, "400 Bad Request", "a proxy request needs an absolute http:// URL");
+    return;
+  }
+  char *authority = target + 7;
+  char *path = strchr(authority, '/');
+  char origin[1100];
+  snprintf(origin, sizeof origin, "%s", path ? path : "/");
+  if (path)
+    *path = '\0';
+  char *host = authority;
+  uint16_t port = 80;
+  if (strchr(authority, ':') && !split_authority(authority, &host, &port)) {
+    respond(fd, "400 Bad Request", "bad host:port in the URL");
+    return;
+  }
+  char path_only[1100];
+  snprintf(path_only, sizeof path_only, "%.*s", (int)strcspn(origin, "?#"), origin);
+
+  /* headers: no folding, no Transfer-Encoding, a plain Content-Length */
+  char *line = strstr(head, "\r\n") + 2;
+  char *end = strstr(head, "\r\n\r\n");
+  struct cap_buf out = {0};
+  /* Host comes from the checked URL, never from the client's header: a
+   * shared server (a CDN) would otherwise route to an unchecked name */
+  if (port == 80)
+    cap_buf_printf(&out, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, origin, host);
+  else
+    cap_buf_printf(&out, "%s %s HTTP/1.1\r\nHost: %s:%u\r\n", method, origin, host, port);
+  long long content_length = 0;
+  const char *bad = NULL;
+  while (line < end + 2 && !bad) {
+    char *eol = strstr(line, "\r\n");
+    size_t len = (size_t)(eol - line);
+    if (len == 0)
+      break;
+    if (line[0] == ' ' || line[0] == '\t' || !memchr(line, ':', len))
+      bad = "malformed header line";
+    else if (header_is(line, len, "Transfer-Encoding"))
+      bad = "Transfer-Encoding request bodies are not supported; send Content-Length";
+    else if (header_is(line, len, "Content-Length")) {
+      char *v = line + 15;
+      while (*v == ' ' || *v == '\t')
+        v++;
+      char *stop;
+      content_length = strtoll(v, &stop, 10);
+      while (*stop == ' ' || *stop == '\t')
+        stop++;
+      if (stop != eol || content_length < 0 || v == stop)
+        bad = "bad Content-Length";
+      else {
+        cap_buf_append(&out, line, len);
+        cap_buf_puts(&out, "\r\n");
+      }
+    } else if (!header_is(line, len, "Host") && !header_is(line, len, "Connection") &&
+               !header_is(line, len, "Proxy-Connection") &&
+               !header_is(line, len, "Keep-Alive") && !header_is(line, len, "Proxy-Authorization")) {
+      cap_buf_append(&out, line, len);
+      cap_buf_puts(&out, "\r\n");
+    }
+    line = eol + 2;
+  }
+  cap_buf_puts(&out, "Connection: close\r\n\r\n");
+
+  const struct cap_endpoint *endpoint = NULL;
+  const char *why = NULL;
+  if (bad)
+    respond(fd, "400 Bad Request", bad);
+  else if (!net_host_allowed(&px->spec->network, host, port, &endpoint))
+    respond(fd, "403 Forbidden", "this host:port is not in the capability's network allowlist");
+  else if (endpoint && !net_rules_allow(endpoint->rules, endpoint->n_rules, method, path_only))
+    respond(fd, "403 Forbidden", "the capability's rules for this host do not allow this method and path");
+  else {
+    int up = dial(px, host, port, &why);
+    if (up < 0) {
+      respond(fd, "403 Forbidden", why);
+    } else {
+      pthread_mutex_lock(&px->lock);
+      px->slots[slot].upstream = up;
+      pthread_mutex_unlock(&px->lock);
+      send_all(up, out.data, out.len);
+      /* the body: exactly Content-Length bytes, part of it maybe read already */
+      const char *body = end + 4;
+      size_t have = strlen(body);
+      if ((long long)have > content_length)
+        have = (size_t)content_length;
+      send_all(up, body, have);
+      long long left = content_length - (long long)have;
+      char buf[16384];
+      while (left > 0) {
+        ssize_t n = recv(fd, buf, left < (long long)sizeof buf ? (size_t)left : sizeof buf, 0);
+        if (n <= 0)
+          break;
+        send_all(up, buf, (size_t)n);
+        left -= n;
+      }
+      shutdown(up, SHUT_WR);
+      for (;;) { /* the response, to the end */
+        ssize_t n = recv(up, buf, sizeof buf, 0);
+        if (n <= 0)
+          break;
+        send_all(fd, buf, (size_t)n);
+      }
+    }
+  }
+  cap_buf_free(&out);
+}
+
 static void serve_one(struct proxy *px, size_t slot, int fd)
 {
   char head[HEAD_MAX];
@@ -189,8 +311,7 @@ static void serve_one(struct proxy *px, size_t slot, int fd)
     return;
   }
   if (strcmp(method, "CONNECT") != 0) {
-    respond(fd, "501 Not Implemented",
-            "only CONNECT (HTTPS) goes through this proxy for now; use https://");
+    forward_http(px, slot, fd, head, method, target);
     return;
   }
   char *host;

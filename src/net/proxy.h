@@ -4,9 +4,10 @@
  * capsule's supervisor in the host namespace, and serves HTTP CONNECT:
  * host and port checked against the capability's allowlist, names
  * resolved by the proxy itself, forbidden addresses refused whatever they
- * resolve from (rules.h), then bytes relayed end to end.
- * Not yet: absolute-form plain-HTTP requests (501), TLS interception for L7
- * rules and credential injection (hosts with L7 rules are refused). */
+ * resolve from (rules.h), then bytes relayed end to end; and plain-HTTP
+ * absolute-form requests, one per connection, with the endpoint's method +
+ * path rules applied. Not yet: TLS interception for L7 rules on HTTPS and
+ * credential injection (CONNECT to a host with rules is refused). */
 #ifndef CAPSULE_NET_PROXY_H
 #define CAPSULE_NET_PROXY_H
 

@@ -96,6 +96,9 @@ run_suite() {
   expect "$u" proxy-off-list "a host:port outside the allowlist, via the proxy" 0 --config "$work/proxy.json" --proxy-allow-private -- "$h" via-proxy "127.0.0.1:$port"
   expect "$u" proxy-loopback "the host's loopback via the proxy" 0 --config "$work/proxy.json" -- "$h" via-proxy "127.0.0.1:$echo_port"
   expect "$u" proxy-metadata "the cloud metadata address via the proxy" 0 --config "$work/proxy-any.json" --proxy-allow-private -- "$h" via-proxy "169.254.169.254:80"
+  expect "$u" proxy-l7-method "a method the host's rules do not allow (plain HTTP)" 0 --config "$work/proxy-l7.json" --proxy-allow-private -- "$h" http-via-proxy GET "http://127.0.0.1:$echo_port/api/x"
+  expect "$u" proxy-l7-traversal "'..' past the host's path rules" 0 --config "$work/proxy-l7.json" --proxy-allow-private -- "$h" http-via-proxy POST "http://127.0.0.1:$echo_port/api/../admin"
+  expect "$u" proxy-l7-tunnel "a CONNECT tunnel around the host's path rules" 0 --config "$work/proxy-l7.json" --proxy-allow-private -- "$h" via-proxy "127.0.0.1:$echo_port"
   expect "$u" proxy-bypass "a direct connection past the proxy" 0 --config "$work/proxy.json" --proxy-allow-private -- "$h" tcp "$echo_port"
   expect "$u" cpu-spin "CPU past its budget" 125 --cpu-ms 300 -- "$h" spin
   expect "$u" wall-clock "sleeping past the wall clock" 125 --timeout 1 -- "$h" sleep
@@ -122,6 +125,11 @@ JSON
 cat >"$work/proxy.json" <<JSON
 {"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},
  "network": {"mode": "proxy", "allow_domains": ["127.0.0.1"], "ports": {"connect": [$echo_port]}}}
+JSON
+cat >"$work/proxy-l7.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},
+ "network": {"mode": "proxy", "endpoints": [{"host": "127.0.0.1:$echo_port",
+   "rules": [{"method": "POST", "path": "/api/**"}]}]}}
 JSON
 cat >"$work/proxy-any.json" <<JSON
 {"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},

@@ -46,6 +46,11 @@ cat >"$work/proxy.json" <<JSON
 {"version": "0.1.0", "filesystem": {"grants": [{"path": "$(dirname "$hostile")", "access": "read"}]},
  "network": {"mode": "proxy", "allow_domains": ["127.0.0.1"], "ports": {"connect": [$echo_port]}}}
 JSON
+cat >"$work/proxy-l7.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$(dirname "$hostile")", "access": "read"}]},
+ "network": {"mode": "proxy", "endpoints": [{"host": "127.0.0.1:$echo_port",
+   "rules": [{"method": "POST", "path": "/api/**"}]}]}}
+JSON
 cat >"$work/ipc-full.json" <<JSON
 {"version": "0.1.0", "process": {"ipc_mode": "full"},
  "filesystem": {"grants": [{"path": "$(dirname "$hostile")", "access": "read"}]}}
@@ -78,6 +83,7 @@ for who in "${users[@]}"; do
   check "$who" shared-memory 0 '^shm$' run -- /bin/sh -c 'echo shm > /dev/shm/x && cat /dev/shm/x'
   check "$who" ipc-full-semaphores 1 'ESCAPED: semget' run --config "$work/ipc-full.json" -- "$hostile" semget
   check "$who" proxy-tunnel 1 '^TUNNEL: ping' run --config "$work/proxy.json" --proxy-allow-private -- "$hostile" via-proxy "127.0.0.1:$echo_port"
+  check "$who" proxy-http-l7 1 "^Host: 127.0.0.1:$echo_port" run --config "$work/proxy-l7.json" --proxy-allow-private -- "$hostile" http-via-proxy POST "http://127.0.0.1:$echo_port/api/x?q=1" other.example
   check "$who" proxy-env 0 '^http://127.0.0.1:3128$' run --config "$work/proxy.json" -- /bin/sh -c 'echo $HTTPS_PROXY'
   check "$who" stdin 0 '^from stdin$' run -- /bin/cat
   check "$who" exit-status 42 '.*' run -- /bin/sh -c 'exit 42'
