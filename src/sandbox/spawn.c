@@ -613,6 +613,64 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec,
   return 0;
 }
 
+/* What one launch holds on the host side, released in one place. */
+struct launch {
+  struct sandbox_limits lim;
+  char *base;              /* the tmpfs root's mount point, removed at the end */
+  int sync[2], report[2];  /* parent -> child "go"; child -> parent setup failure */
+  int pass[2];             /* the proxy's listening socket travels here */
+  int listen_fd;
+  pid_t pid;
+};
+
+static void fd_close(int *fd)
+{
+  if (*fd >= 0)
+    close(*fd);
+  *fd = -1;
+}
+
+/* Kills the child if it is still there, closes what is open, removes the
+ * base directory and the cgroups. Returns r for tail calls. */
+static int launch_release(struct launch *l, int r)
+{
+  if (l->pid > 0 && r < 0) {
+    kill(l->pid, SIGKILL);
+    waitpid(l->pid, NULL, 0);
+  }
+  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1],
+                &l->pass[0], &l->pass[1], &l->listen_fd};
+  for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+    fd_close(fds[i]);
+  if (l->base) {
+    rmdir(l->base);
+    free(l->base);
+    l->base = NULL;
+  }
+  limits_release(&l->lim);
+  return r;
+}
+
+/* Waits for the child's verdict on its setup: EOF at exec (the pipe is
+ * CLOEXEC), or the message child_fail wrote. */
+static int await_setup(struct launch *l, struct cap_error *err)
+{
+  char msg[512];
+  ssize_t n, got = 0;
+  while (got < (ssize_t)sizeof msg - 1 &&
+         (n = read(l->report[0], msg + got, sizeof msg - 1 - (size_t)got)) != 0) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      break;
+    got += n;
+  }
+  if (got == 0)
+    return 0;
+  msg[got] = '\0';
+  return cap_error_set(err, EPERM, "sandbox setup failed: %s", msg);
+}
+
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                 struct sandbox_result *res, struct cap_error *err)
 {
@@ -630,148 +688,90 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   gid_t inside_gid = uid ? gid : SANDBOX_UID_AS_ROOT;
   uid_t outside_uid = euid ? euid : SANDBOX_UID_AS_ROOT;
   gid_t outside_gid = euid ? getegid() : SANDBOX_UID_AS_ROOT;
+  bool proxied = spec->network.mode == CAP_NET_PROXY;
 
-  struct sandbox_limits lim;
-  int r = limits_prepare(&lim, spec, err);
+  struct launch l = {.sync = {-1, -1}, .report = {-1, -1}, .pass = {-1, -1}, .listen_fd = -1};
+  int r = limits_prepare(&l.lim, spec, err);
   if (r < 0)
     return r;
-  snprintf(res->unenforced, sizeof res->unenforced, "%s", lim.unenforced);
+  snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
 
   const char *tmpdir = getenv("TMPDIR");
-  _cleanup_free_ char *base = cap_xasprintf("%s/.capsule-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-  if (!mkdtemp(base)) {
-    limits_release(&lim);
-    return cap_error_errno(err, errno, "cannot create the sandbox's base directory %s", base);
+  l.base = cap_xasprintf("%s/.capsule-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  if (!mkdtemp(l.base)) {
+    r = cap_error_errno(err, errno, "cannot create the sandbox's base directory %s", l.base);
+    free(l.base);
+    l.base = NULL;
+    return launch_release(&l, r);
   }
+  if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
+      (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
+    return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
 
-  int sync_pipe[2], report_pipe[2];
-  if (pipe2(sync_pipe, O_CLOEXEC) < 0) {
-    rmdir(base);
-    limits_release(&lim);
-    return cap_error_errno(err, errno, "pipe");
-  }
-  if (pipe2(report_pipe, O_CLOEXEC) < 0) {
-    close(sync_pipe[0]);
-    close(sync_pipe[1]);
-    rmdir(base);
-    limits_release(&lim);
-    return cap_error_errno(err, errno, "pipe");
-  }
-  int pass[2] = {-1, -1}; /* the proxy's listening socket travels here */
-  bool proxied = spec->network.mode == CAP_NET_PROXY;
-  if (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pass) < 0) {
-    close(sync_pipe[0]);
-    close(sync_pipe[1]);
-    close(report_pipe[0]);
-    close(report_pipe[1]);
-    rmdir(base);
-    limits_release(&lim);
-    return cap_error_errno(err, errno, "socketpair");
-  }
   int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
               CLONE_NEWCGROUP;
   if (spec->network.mode != CAP_NET_UNRESTRICTED)
     flags |= CLONE_NEWNET;
   fflush(NULL);
   _cleanup_close_ int pidfd = -1;
-  pid_t pid = clone_sandbox(flags, &pidfd);
-  if (pid < 0) {
+  l.pid = clone_sandbox(flags, &pidfd);
+  if (l.pid < 0) {
     int e = errno;
-    close(sync_pipe[0]);
-    close(sync_pipe[1]);
-    close(report_pipe[0]);
-    close(report_pipe[1]);
-    rmdir(base);
-    limits_release(&lim);
-    return cap_error_set(err, ENOTSUP,
-                         "cannot create the sandbox's namespaces (%s); this host does not "
-                         "allow %s user namespaces: see `capsule doctor`",
-                         strerror(e), uid ? "unprivileged" : "");
+    l.pid = 0;
+    return launch_release(&l, cap_error_set(err, ENOTSUP,
+                                            "cannot create the sandbox's namespaces (%s); this "
+                                            "host does not allow %s user namespaces: see "
+                                            "`capsule doctor`",
+                                            strerror(e), uid ? "unprivileged" : ""));
   }
-  if (pid == 0) {
-    close(sync_pipe[1]);
-    close(report_pipe[0]);
-    report_fd = report_pipe[1];
+  if (l.pid == 0) {
+    close(l.sync[1]);
+    close(l.report[0]);
+    report_fd = l.report[1];
     char go;
-    if (read(sync_pipe[0], &go, 1) != 1)
+    if (read(l.sync[0], &go, 1) != 1)
       _exit(127); /* the parent gave up */
-    close(sync_pipe[0]);
+    close(l.sync[0]);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     become_sandbox_ids(inside_uid, inside_gid);
-    build_root(spec, base);
+    build_root(spec, l.base);
     if (proxied) {
-      close(pass[0]);
-      make_proxy_listener(pass[1]);
+      close(l.pass[0]);
+      make_proxy_listener(l.pass[1]);
     }
     pid_t command = fork();
     if (command < 0)
       child_fail("fork: %s", strerror(errno));
     if (command == 0)
-      exec_command(spec, opt, &lim, inside_uid, inside_gid);
+      exec_command(spec, opt, &l.lim, inside_uid, inside_gid);
     close(report_fd);
     run_init(command);
   }
 
-  close(sync_pipe[0]);
-  close(report_pipe[1]);
-  if (proxied)
-    close(pass[1]);
-  r = write_id_maps(pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
+  fd_close(&l.sync[0]);
+  fd_close(&l.report[1]);
+  fd_close(&l.pass[1]);
+  r = write_id_maps(l.pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
   if (r == 0)
-    r = limits_attach(&lim, pid, err);
-  if (r == 0 && write(sync_pipe[1], "g", 1) != 1)
+    r = limits_attach(&l.lim, l.pid, err);
+  if (r == 0 && write(l.sync[1], "g", 1) != 1)
     r = cap_error_errno(err, errno, "cannot start the sandbox");
-  close(sync_pipe[1]);
-  if (r < 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    close(report_pipe[0]);
-    if (proxied)
-      close(pass[0]);
-    rmdir(base);
-    limits_release(&lim);
-    return r;
-  }
-
-  /* the report pipe closes at exec (CLOEXEC) or carries why setup failed */
-  char msg[512];
-  ssize_t n, got = 0;
-  while (got < (ssize_t)sizeof msg - 1 &&
-         (n = read(report_pipe[0], msg + got, sizeof msg - 1 - (size_t)got)) != 0) {
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      break;
-    got += n;
-  }
-  close(report_pipe[0]);
-  int listen_fd = proxied ? receive_fd(pass[0]) : -1;
-  if (proxied)
-    close(pass[0]);
-  if (got > 0) {
-    msg[got] = '\0';
-    if (listen_fd >= 0)
-      close(listen_fd);
-    waitpid(pid, NULL, 0);
-    rmdir(base);
-    limits_release(&lim);
-    return cap_error_set(err, EPERM, "sandbox setup failed: %s", msg);
+  if (r == 0)
+    r = await_setup(&l, err);
+  if (r == 0 && proxied) {
+    l.listen_fd = receive_fd(l.pass[0]);
+    if (l.listen_fd < 0)
+      r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy socket");
   }
   struct proxy *px = NULL;
-  if (proxied) {
-    r = listen_fd < 0 ? cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy socket")
-                      : proxy_start(spec, listen_fd, opt->proxy_allow_private, &px, err);
-    if (r < 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, NULL, 0);
-      rmdir(base);
-      limits_release(&lim);
-      return r;
-    }
+  if (r == 0 && proxied) {
+    r = proxy_start(spec, l.listen_fd, opt->proxy_allow_private, &px, err);
+    if (r == 0)
+      l.listen_fd = -1; /* the proxy owns it now */
   }
-  r = supervise(pid, pidfd, spec, &lim, res, err);
+  if (r < 0)
+    return launch_release(&l, r);
+  r = supervise(l.pid, pidfd, spec, &l.lim, res, err);
   proxy_stop(px);
-  rmdir(base);
-  limits_release(&lim);
-  return r;
+  return launch_release(&l, r);
 }

@@ -18,6 +18,7 @@
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -324,6 +325,8 @@ int main(int argc, char **argv)
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     if (connect(s, (struct sockaddr *)&a, sizeof a) < 0)
       return blocked("no proxy");
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char req[300], buf[512];
     int n = snprintf(req, sizeof req, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", arg, arg);
     if (write(s, req, (size_t)n) < 0)
@@ -350,6 +353,8 @@ int main(int argc, char **argv)
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     if (connect(s, (struct sockaddr *)&a, sizeof a) < 0)
       return blocked("no proxy");
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char req[600], buf[2048];
     int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 4\r\n\r\nbody",
                      arg, argv[3], argc > 4 ? argv[4] : "ignored.example");

@@ -36,7 +36,7 @@ sleep 0.2
 expect() {
   local who=$1 name=$2 why=$3 want=$4; shift 4
   local out status
-  out=$(cd "$work" && as_user "$who" "$capsule" run --allow-read "$bindir" "$@" 2>&1 </dev/null)
+  out=$(cd "$work" && as_user "$who" "$capsule" run --timeout 30 --allow-read "$bindir" "$@" 2>&1 </dev/null)
   status=$?
   local ok=1
   [[ "|$want|" == *"|$status|"* ]] || ok=0

@@ -29,7 +29,7 @@ pass=0 fail=0
 check() {
   local who=$1 name=$2 want=$3 regex=$4; shift 4
   local out status
-  out=$(cd "$work" && as_user "$who" "$capsule" "$@" 2>&1 <<<"from stdin")
+  out=$(cd "$work" && as_user "$who" timeout 60 "$capsule" "$@" 2>&1 <<<"from stdin")
   status=$?
   if [ "$status" = "$want" ] && echo "$out" | grep -qE "$regex"; then
     pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$who" "$name"
