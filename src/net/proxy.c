@@ -17,6 +17,7 @@
 
 #define HEAD_MAX 16384
 #define IO_TIMEOUT_MS 30000
+#define CONNECT_TIMEOUT_MS 10000
 #define MAX_CONNS 256
 
 /* A connection's two sockets, so proxy_stop can shut them down. */
@@ -105,6 +106,28 @@ static bool split_authority(char *target, char **host, uint16_t *port)
   return true;
 }
 
+/* connect() with a deadline, so an upstream that never answers cannot hold
+ * a proxy thread (and capsule's exit) for the kernel's two-minute SYN retry. */
+static int connect_bounded(const struct addrinfo *ai)
+{
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+  if (fd < 0)
+    return -1;
+  if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (errno != EINPROGRESS || poll(&p, 1, CONNECT_TIMEOUT_MS) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
+      close(fd);
+      return -1;
+    }
+  }
+  int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
 /* Resolves host and connects; refuses when ANY address it resolves to is
  * forbidden (a name that also points at the metadata service is not used). */
 static int dial(struct proxy *px, const char *host, uint16_t port, const char **why)
@@ -124,35 +147,39 @@ static int dial(struct proxy *px, const char *host, uint16_t port, const char **
       return -1;
     }
   int fd = -1;
-  for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-      close(fd);
-      fd = -1;
-    }
-  }
+  for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+    fd = connect_bounded(ai);
   freeaddrinfo(res);
   if (fd < 0)
     *why = "the upstream refused the connection";
   return fd;
 }
 
-/* Copies bytes both ways until either side closes or stays idle too long. */
+/* Copies bytes both ways until both directions have ended (a half-close
+ * is passed on) or the tunnel stays idle too long. */
 static void relay(int a, int b)
 {
   char buf[16384];
+  const int fds[2] = {a, b};
   struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
-  for (;;) {
+  int open_directions = 2;
+  while (open_directions > 0) {
     int r = poll(p, 2, IO_TIMEOUT_MS * 4);
     if (r <= 0)
       return;
     for (int i = 0; i < 2; i++) {
-      if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
         continue;
       ssize_t n = recv(p[i].fd, buf, sizeof buf, 0);
-      if (n <= 0)
+      if (n < 0)
         return;
-      send_all(p[1 - i].fd, buf, (size_t)n);
+      if (n == 0) { /* this side is done sending: tell the other, keep reading it */
+        shutdown(fds[1 - i], SHUT_WR);
+        p[i].fd = -1; /* poll ignores negative fds */
+        open_directions--;
+        continue;
+      }
+      send_all(fds[1 - i], buf, (size_t)n);
     }
   }
 }
