@@ -67,14 +67,39 @@ static int try_read(const char *path)
   return n > 0 ? escaped(path) : blocked(path);
 }
 
-static int tcp_connect(const char *port)
+static struct sockaddr_in loopback(uint16_t port)
+{
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  return a;
+}
+
+/* A connected socket to 127.0.0.1:port with a 10 s read timeout, or -1. */
+static int loopback_connect(uint16_t port)
 {
   int s = socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0)
-    return blocked("socket");
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  return EXPECT_FAIL(connect(s, (struct sockaddr *)&a, sizeof a), "connect to the host's port");
+  struct sockaddr_in a = loopback(port);
+  if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) < 0)
+    return -1;
+  struct timeval tv = {.tv_sec = 10};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return s;
+}
+
+/* A listening socket on 127.0.0.1:port, or -1. */
+static int loopback_listen(uint16_t port)
+{
+  int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = loopback(port);
+  if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 8) < 0)
+    return -1;
+  return s;
+}
+
+static int tcp_connect(const char *port)
+{
+  return EXPECT_FAIL(loopback_connect((uint16_t)atoi(port)), "connect to the host's port");
 }
 
 static int abstract_connect(const char *name)
@@ -90,12 +115,7 @@ static int abstract_connect(const char *name)
 /* host side helpers: listen and wait to be killed */
 static int listen_tcp(const char *port)
 {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || listen(s, 8) < 0)
+  if (loopback_listen((uint16_t)atoi(port)) < 0)
     return 2;
   for (;;)
     pause();
@@ -304,11 +324,8 @@ int main(int argc, char **argv)
     return system(cmdline) == 0 ? escaped("a copy of a blocked command ran") : blocked("copy of a blocked command");
   }
   if (!strcmp(cmd, "echo-tcp")) { /* a host upstream: echo one line per connection */
-    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(arg))};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 8) < 0)
+    int l = loopback_listen((uint16_t)atoi(arg));
+    if (l < 0)
       return 2;
     for (;;) {
       int c = accept(l, NULL, NULL);
@@ -320,13 +337,9 @@ int main(int argc, char **argv)
     }
   }
   if (!strcmp(cmd, "via-proxy")) { /* via-proxy HOST:PORT: CONNECT, then echo */
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(3128)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0)
+    int s = loopback_connect(3128);
+    if (s < 0)
       return blocked("no proxy");
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char req[300], buf[512];
     int n = snprintf(req, sizeof req, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", arg, arg);
     if (write(s, req, (size_t)n) < 0)
@@ -348,13 +361,9 @@ int main(int argc, char **argv)
     return 1; /* reached the host through the proxy */
   }
   if (!strcmp(cmd, "http-via-proxy")) { /* http-via-proxy METHOD URL [HOST-HEADER] */
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(3128)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0)
+    int s = loopback_connect(3128);
+    if (s < 0)
       return blocked("no proxy");
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     char req[600], buf[2048];
     int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 4\r\n\r\nbody",
                      arg, argv[3], argc > 4 ? argv[4] : "ignored.example");
