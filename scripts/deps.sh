@@ -6,7 +6,8 @@ set -euo pipefail
 what=${1:-build}
 cd "$(dirname "$0")/.."
 
-build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev libseccomp-dev)
+build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev libseccomp-dev libssl-dev
+            libhttp-parser-dev)
 test_pkgs=(clang libclang-rt-14-dev)
 # Node.js and npm for the test peers (ajv): Debian's packages, unless the
 # host already has node and npm from elsewhere (they would conflict)

@@ -37,6 +37,8 @@ static const char run_help[] =
     "      --dry-run          print the resolved manifest and what enforces each right\n"
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
     "                         addresses (local development; metadata stays refused)\n"
+    "      --egress-log FILE  append every egress decision to FILE as JSON lines\n"
+    "  -v, --verbose          print egress denials as they happen\n"
     "  -h, --help             this text\n"
     "\n"
     "exit status: the command's; 125 killed by a limit; 127 command not found;\n"
@@ -44,7 +46,7 @@ static const char run_help[] =
 
 enum {
   OPT_CONFIG = 256, OPT_READ, OPT_WRITE, OPT_RW, OPT_NET, OPT_MEMORY, OPT_PIDS, OPT_CPU,
-  OPT_TIMEOUT, OPT_WORKDIR, OPT_ENV, OPT_DRY_RUN, OPT_PROXY_PRIVATE,
+  OPT_TIMEOUT, OPT_WORKDIR, OPT_ENV, OPT_DRY_RUN, OPT_PROXY_PRIVATE, OPT_EGRESS_LOG,
 };
 
 /* "256M" -> bytes; 0 on a bad size */
@@ -165,17 +167,21 @@ int cmd_run(int argc, char **argv)
       {"env", required_argument, NULL, OPT_ENV},
       {"dry-run", no_argument, NULL, OPT_DRY_RUN},
       {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
+      {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
+      {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  const char *config = NULL, *workdir = NULL, *net = NULL;
+  const char *config = NULL, *workdir = NULL, *net = NULL, *egress_log = NULL;
+  bool verbose = false;
+  FILE *log = NULL;
   struct cap_strv grants[3] = {{0}}; /* read, write, rw */
   struct cap_strv env = {0};
   uint64_t memory = 0, pids = 0, cpu_ms = 0, timeout_s = 0;
   bool dry_run = false, proxy_private = false;
   int status = CLI_EXIT_USAGE;
   int c;
-  while ((c = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "+hv", options, NULL)) != -1) {
     switch (c) {
     case OPT_CONFIG: config = optarg; break;
     case OPT_READ: cap_strv_push(&grants[0], optarg); break;
@@ -217,6 +223,8 @@ int cmd_run(int argc, char **argv)
       break;
     case OPT_DRY_RUN: dry_run = true; break;
     case OPT_PROXY_PRIVATE: proxy_private = true; break;
+    case OPT_EGRESS_LOG: egress_log = optarg; break;
+    case 'v': verbose = true; break;
     case 'h': fputs(run_help, stdout); status = CLI_EXIT_OK; goto out;
     default: cli_usage_error("run", "unknown option"); goto out;
     }
@@ -284,12 +292,18 @@ int cmd_run(int argc, char **argv)
     goto out;
   }
 
+  if (egress_log && !(log = fopen(egress_log, "ae"))) {
+    fprintf(stderr, "capsule run: cannot open the egress log %s: %s\n", egress_log, strerror(errno));
+    cap_spec_free(spec);
+    status = CLI_EXIT_INVALID;
+    goto out;
+  }
   struct sandbox_options opt = {
       .argv = argv + optind,
       .workdir = workdir,
       .extra_env = env.v,
       .n_extra_env = env.len,
-      .proxy_allow_private = proxy_private,
+      .proxy = {.allow_private = proxy_private, .log = log, .verbose = verbose},
   };
   struct sandbox_result res;
   struct cap_error err = {0};
@@ -316,6 +330,8 @@ int cmd_run(int argc, char **argv)
     status = res.exit_status;
   }
   cap_spec_free(spec);
+  if (log)
+    fclose(log);
 out:
   for (int k = 0; k < 3; k++)
     cap_strv_free(&grants[k]);

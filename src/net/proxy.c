@@ -3,22 +3,31 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "net/http.h"
 #include "net/rules.h"
+#include "net/tls.h"
 
-#define HEAD_MAX 16384
-#define IO_TIMEOUT_MS 30000
-#define CONNECT_TIMEOUT_MS 10000
+#define IO_TIMEOUT_MS 30000      /* a request head must arrive within this */
+#define STREAM_TIMEOUT_S 300     /* a response or tunnel may idle this long */
+#define CONNECT_TIMEOUT_MS 10000 /* upstream connect deadline */
 #define MAX_CONNS 256
+#define SECRET_MAX 8192
 
 /* A connection's two sockets, so proxy_stop can shut them down. */
 struct slot {
@@ -26,11 +35,25 @@ struct slot {
   int client, upstream;
 };
 
+struct route_secret {
+  char *secret;       /* the real value; wiped when freed */
+  char phantom[65];   /* what the tool holds instead, "" without env_var */
+};
+
 struct proxy {
   const struct cap_spec *spec;
+  struct proxy_options opt;
+  struct tls_ca *ca; /* NULL when nothing is intercepted */
+  char *bundle;
+  size_t bundle_len;
+  struct route_secret *secrets; /* one per spec->routes[] */
+  char **tool_env;
+  size_t n_tool_env;
+  pthread_mutex_t log_lock;
+
   int listen_fd;
   int stop_pipe[2];
-  bool allow_private;
+  bool started;
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t idle;
@@ -38,52 +61,241 @@ struct proxy {
   struct slot slots[MAX_CONNS];
 };
 
-struct conn {
-  struct proxy *proxy;
-  size_t slot;
+/* ---- byte streams: a plain socket or TLS over one ---- */
+
+struct stream {
+  int fd;
+  SSL *ssl;
 };
 
-static void send_all(int fd, const char *s, size_t n)
+static ssize_t stream_read(struct stream *s, char *buf, size_t n)
+{
+  if (!s->ssl) {
+    ssize_t r;
+    do
+      r = recv(s->fd, buf, n, 0);
+    while (r < 0 && errno == EINTR);
+    return r;
+  }
+  size_t got = 0;
+  int r = SSL_read_ex(s->ssl, buf, n, &got);
+  if (r == 1)
+    return (ssize_t)got;
+  return SSL_get_error(s->ssl, r) == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+}
+
+static bool stream_write(struct stream *s, const char *buf, size_t n)
 {
   while (n) {
-    ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-    if (w <= 0)
-      return;
-    s += w;
-    n -= (size_t)w;
+    if (s->ssl) {
+      size_t w = 0;
+      if (SSL_write_ex(s->ssl, buf, n, &w) != 1)
+        return false;
+      buf += w;
+      n -= w;
+    } else {
+      ssize_t w = send(s->fd, buf, n, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        return false;
+      buf += w;
+      n -= (size_t)w;
+    }
   }
+  return true;
 }
 
-static void respond(int fd, const char *status, const char *why)
+static void set_timeouts(int fd, int seconds)
 {
-  char buf[512];
+  struct timeval tv = {.tv_sec = seconds};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* ---- the egress log ---- */
+
+/* What one decision is about. */
+struct event {
+  const char *kind;   /* "connect", "tunnel", "http", "intercept", "reverse" */
+  const char *host;
+  unsigned port;
+  const char *method; /* NULL for tunnels */
+  const char *path;   /* as the tool sent it (no secret), NULL for tunnels */
+  const char *route;  /* credential route used, or NULL */
+  long long bytes_up, bytes_down;
+};
+
+static void log_event(struct proxy *px, const struct event *ev, bool allowed, const char *why)
+{
+  if (px->opt.verbose && !allowed)
+    fprintf(stderr, "capsule: egress denied: %s %s:%u%s%s: %s\n",
+            ev->method ? ev->method : "CONNECT", ev->host ? ev->host : "?", ev->port,
+            ev->path ? " " : "", ev->path ? ev->path : "", why);
+  if (!px->opt.log)
+    return;
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  char when[40];
+  struct tm tm;
+  gmtime_r(&ts.tv_sec, &tm);
+  size_t n = strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(when + n, sizeof when - n, ".%03ldZ", ts.tv_nsec / 1000000);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "time");
+  cap_jw_string(&w, when);
+  cap_jw_key(&w, "decision");
+  cap_jw_string(&w, allowed ? "allow" : "deny");
+  cap_jw_key(&w, "kind");
+  cap_jw_string(&w, ev->kind);
+  cap_jw_key(&w, "host");
+  cap_jw_string_or_null(&w, ev->host);
+  cap_jw_key(&w, "port");
+  cap_jw_int(&w, ev->port);
+  cap_jw_key(&w, "method");
+  cap_jw_string_or_null(&w, ev->method);
+  cap_jw_key(&w, "path");
+  cap_jw_string_or_null(&w, ev->path);
+  cap_jw_key(&w, "credential");
+  cap_jw_string_or_null(&w, ev->route);
+  cap_jw_key(&w, "reason");
+  cap_jw_string(&w, why);
+  cap_jw_key(&w, "bytes_up");
+  cap_jw_int(&w, ev->bytes_up);
+  cap_jw_key(&w, "bytes_down");
+  cap_jw_int(&w, ev->bytes_down);
+  cap_jw_end_object(&w);
+  cap_buf_putc(&b, '\n');
+  pthread_mutex_lock(&px->log_lock);
+  fwrite(b.data, 1, b.len, px->opt.log);
+  fflush(px->opt.log);
+  pthread_mutex_unlock(&px->log_lock);
+  cap_buf_free(&b);
+}
+
+static void respond(struct stream *s, const char *status, const char *why)
+{
+  char buf[768];
   int n = snprintf(buf, sizeof buf,
-                   "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
-                   "capsule: %s\n",
-                   status, why);
-  send_all(fd, buf, n > 0 ? (size_t)n : 0);
+                   "HTTP/1.1 %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+                   "Connection: close\r\n\r\ncapsule: %s\n",
+                   status, strlen(why) + 10, why);
+  if (n > 0)
+    stream_write(s, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-/* Reads the request head (through the blank line) into buf. */
-static ssize_t read_head(int fd, char *buf, size_t size)
+/* Denies: the answer to the tool, the log line. */
+static void deny(struct proxy *px, struct stream *s, struct event *ev, const char *status,
+                 const char *why)
 {
-  size_t got = 0;
-  while (got < size - 1) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, IO_TIMEOUT_MS) <= 0)
-      return -1;
-    ssize_t n = recv(fd, buf + got, size - 1 - got, 0);
-    if (n <= 0)
-      return -1;
-    got += (size_t)n;
-    buf[got] = '\0';
-    if (strstr(buf, "\r\n\r\n"))
-      return (ssize_t)got;
-  }
-  return -1;
+  log_event(px, ev, false, why);
+  respond(s, status, why);
 }
 
-/* "host:port" or "[v6]:port" -> host, port */
+/* ---- upstream connections ---- */
+
+/* connect() with a deadline, so an upstream that never answers cannot hold
+ * a proxy thread (and capsule's exit) for the kernel's two-minute SYN retry. */
+static int connect_bounded(const struct addrinfo *ai)
+{
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+  if (fd < 0)
+    return -1;
+  if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (errno != EINPROGRESS || poll(&p, 1, CONNECT_TIMEOUT_MS) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
+      close(fd);
+      return -1;
+    }
+  }
+  int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  set_timeouts(fd, STREAM_TIMEOUT_S);
+  return fd;
+}
+
+/* Resolves host and connects; refuses when ANY address it resolves to is
+ * forbidden (a name that also points at the metadata service is not used). */
+static int dial(struct proxy *px, const char *host, uint16_t port, const char **why)
+{
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  char service[8];
+  snprintf(service, sizeof service, "%u", port);
+  if (getaddrinfo(host, service, &hints, &res) != 0) {
+    *why = "the host name does not resolve";
+    return -1;
+  }
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+    if (net_address_forbidden(ai->ai_addr, px->opt.allow_private)) {
+      freeaddrinfo(res);
+      *why = "the host resolves to an address capsule never connects to "
+             "(link-local, metadata, private or loopback)";
+      return -1;
+    }
+  int fd = -1;
+  for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+    fd = connect_bounded(ai);
+  freeaddrinfo(res);
+  if (fd < 0)
+    *why = "the upstream did not accept the connection";
+  return fd;
+}
+
+static void slot_set_upstream(struct proxy *px, size_t slot, int fd)
+{
+  pthread_mutex_lock(&px->lock);
+  px->slots[slot].upstream = fd;
+  pthread_mutex_unlock(&px->lock);
+}
+
+/* Copies bytes both ways until both directions have ended (a half-close
+ * is passed on) or the tunnel stays idle too long. */
+static void relay(int a, int b, struct event *ev)
+{
+  char buf[65536];
+  const int fds[2] = {a, b};
+  struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+  int open_directions = 2;
+  while (open_directions > 0) {
+    int r = poll(p, 2, STREAM_TIMEOUT_S * 1000);
+    if (r <= 0)
+      return;
+    for (int i = 0; i < 2; i++) {
+      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      ssize_t n = recv(p[i].fd, buf, sizeof buf, 0);
+      if (n < 0)
+        return;
+      if (n == 0) { /* this side is done sending: tell the other, keep reading it */
+        shutdown(fds[1 - i], SHUT_WR);
+        p[i].fd = -1; /* poll ignores negative fds */
+        open_directions--;
+        continue;
+      }
+      struct stream out = {.fd = fds[1 - i]};
+      if (!stream_write(&out, buf, (size_t)n))
+        return;
+      *(i == 0 ? &ev->bytes_up : &ev->bytes_down) += n;
+    }
+  }
+}
+
+/* ---- URLs and credential routes ---- */
+
+struct target {
+  bool tls;
+  char host[256];
+  uint16_t port;
+  char path[4096]; /* origin form, query included */
+};
+
+/* "host:port" or "[v6]:port" -> host, port (target is modified) */
 static bool split_authority(char *target, char **host, uint16_t *port)
 {
   char *colon = strrchr(target, ':');
@@ -106,85 +318,626 @@ static bool split_authority(char *target, char **host, uint16_t *port)
   return true;
 }
 
-/* connect() with a deadline, so an upstream that never answers cannot hold
- * a proxy thread (and capsule's exit) for the kernel's two-minute SYN retry. */
-static int connect_bounded(const struct addrinfo *ai)
+/* "http[s]://authority[/path]" -> t (path "/" when none) */
+static bool parse_url(const char *url, struct target *t)
 {
-  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-  if (fd < 0)
-    return -1;
-  if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int soerr = 0;
-    socklen_t len = sizeof soerr;
-    if (errno != EINPROGRESS || poll(&p, 1, CONNECT_TIMEOUT_MS) != 1 ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
-      close(fd);
-      return -1;
-    }
+  size_t skip;
+  if (strncasecmp(url, "https://", 8) == 0) {
+    t->tls = true;
+    skip = 8;
+  } else if (strncasecmp(url, "http://", 7) == 0) {
+    t->tls = false;
+    skip = 7;
+  } else {
+    return false;
   }
-  int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  return fd;
+  const char *auth = url + skip;
+  size_t alen = strcspn(auth, "/?#");
+  char authority[300];
+  if (alen == 0 || alen >= sizeof authority || memchr(auth, '@', alen))
+    return false;
+  memcpy(authority, auth, alen);
+  authority[alen] = '\0';
+  char *host = authority;
+  t->port = t->tls ? 443 : 80;
+  bool has_port = authority[0] == '[' ? strstr(authority, "]:") != NULL : strchr(authority, ':') != NULL;
+  if (has_port && !split_authority(authority, &host, &t->port))
+    return false;
+  if (!has_port && authority[0] == '[') {
+    size_t n = strlen(authority);
+    if (authority[n - 1] != ']')
+      return false;
+    authority[n - 1] = '\0';
+    host++;
+  }
+  if (!*host || strlen(host) >= sizeof t->host)
+    return false;
+  snprintf(t->host, sizeof t->host, "%s", host);
+  const char *path = auth + alen;
+  if (*path == '#')
+    path = "";
+  size_t plen = strcspn(path, "#");
+  if (plen >= sizeof t->path - 1)
+    return false;
+  if (plen == 0 || path[0] != '/') { /* "?q" or nothing: the root */
+    t->path[0] = '/';
+    memcpy(t->path + 1, path, plen);
+    t->path[plen + 1] = '\0';
+  } else {
+    memcpy(t->path, path, plen);
+    t->path[plen] = '\0';
+  }
+  return true;
 }
 
-/* Resolves host and connects; refuses when ANY address it resolves to is
- * forbidden (a name that also points at the metadata service is not used). */
-static int dial(struct proxy *px, const char *host, uint16_t port, const char **why)
+static bool host_equal(const char *a, const char *b)
 {
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-  char service[8];
-  snprintf(service, sizeof service, "%u", port);
-  if (getaddrinfo(host, service, &hints, &res) != 0) {
-    *why = "the host name does not resolve";
-    return -1;
-  }
-  for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
-    if (net_address_forbidden(ai->ai_addr, px->allow_private)) {
-      freeaddrinfo(res);
-      *why = "the host resolves to an address capsule never connects to "
-             "(link-local, metadata, private or loopback)";
-      return -1;
-    }
-  int fd = -1;
-  for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
-    fd = connect_bounded(ai);
-  freeaddrinfo(res);
-  if (fd < 0)
-    *why = "the upstream refused the connection";
-  return fd;
+  size_t na = strlen(a), nb = strlen(b);
+  if (na && a[na - 1] == '.')
+    na--;
+  if (nb && b[nb - 1] == '.')
+    nb--;
+  return na == nb && strncasecmp(a, b, na) == 0;
 }
 
-/* Copies bytes both ways until both directions have ended (a half-close
- * is passed on) or the tunnel stays idle too long. */
-static void relay(int a, int b)
+/* The route whose upstream is t's scheme, host and port, and whose base
+ * path is a prefix of t's path (at a segment boundary). */
+static const struct cap_credential_route *route_for(const struct proxy *px, const struct target *t,
+                                                   size_t *base_len)
 {
-  char buf[16384];
-  const int fds[2] = {a, b};
-  struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
-  int open_directions = 2;
-  while (open_directions > 0) {
-    int r = poll(p, 2, IO_TIMEOUT_MS * 4);
-    if (r <= 0)
-      return;
-    for (int i = 0; i < 2; i++) {
-      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-        continue;
-      ssize_t n = recv(p[i].fd, buf, sizeof buf, 0);
-      if (n < 0)
-        return;
-      if (n == 0) { /* this side is done sending: tell the other, keep reading it */
-        shutdown(fds[1 - i], SHUT_WR);
-        p[i].fd = -1; /* poll ignores negative fds */
-        open_directions--;
-        continue;
+  for (size_t i = 0; i < px->spec->n_routes; i++) {
+    struct target up;
+    if (!parse_url(px->spec->routes[i].upstream, &up) || up.tls != t->tls || up.port != t->port ||
+        !host_equal(up.host, t->host))
+      continue;
+    size_t n = strlen(up.path);
+    while (n && up.path[n - 1] == '/')
+      n--;
+    if (strncmp(t->path, up.path, n) == 0 && (t->path[n] == '/' || t->path[n] == '?' || !t->path[n])) {
+      *base_len = n;
+      return &px->spec->routes[i];
+    }
+  }
+  return NULL;
+}
+
+static bool has_route_host(const struct proxy *px, const char *host, uint16_t port)
+{
+  for (size_t i = 0; i < px->spec->n_routes; i++) {
+    struct target up;
+    if (parse_url(px->spec->routes[i].upstream, &up) && up.port == port && host_equal(up.host, host))
+      return true;
+  }
+  return false;
+}
+
+static const struct route_secret *secret_of(const struct proxy *px,
+                                            const struct cap_credential_route *r)
+{
+  return &px->secrets[r - px->spec->routes];
+}
+
+static bool phantom_equal(const struct route_secret *s, const char *v, size_t n)
+{
+  size_t len = strlen(s->phantom);
+  return n == len && CRYPTO_memcmp(v, s->phantom, len) == 0;
+}
+
+/* ---- credential injection ---- */
+
+/* s with "{}" replaced by value */
+static void put_format(struct cap_buf *out, const char *fmt, const char *value)
+{
+  const char *hole = strstr(fmt, "{}");
+  if (!hole) {
+    cap_buf_puts(out, fmt);
+    return;
+  }
+  cap_buf_append(out, fmt, (size_t)(hole - fmt));
+  cap_buf_puts(out, value);
+  cap_buf_puts(out, hole + 2);
+}
+
+static void put_urlencoded(struct cap_buf *out, const char *s)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+        strchr("-._~", c))
+      cap_buf_putc(out, (char)c);
+    else {
+      cap_buf_putc(out, '%');
+      cap_buf_putc(out, hex[c >> 4]);
+      cap_buf_putc(out, hex[c & 15]);
+    }
+  }
+}
+
+static void put_base64(struct cap_buf *out, const char *s)
+{
+  size_t n = strlen(s);
+  unsigned char *enc = cap_xmalloc(4 * ((n + 2) / 3) + 1);
+  int len = EVP_EncodeBlock(enc, (const unsigned char *)s, (int)n);
+  cap_buf_append(out, (const char *)enc, (size_t)len);
+  OPENSSL_cleanse(enc, (size_t)len);
+  free(enc);
+}
+
+/* Whether the tool's value for the injected header carries the phantom:
+ * "Bearer <phantom>", or the phantom itself, or for basic_auth
+ * "Basic base64(user:<phantom>)". */
+static bool header_has_phantom(const struct route_secret *s, enum cap_inject_mode mode, const char *v)
+{
+  while (*v == ' ')
+    v++;
+  if (mode == CAP_INJECT_BASIC_AUTH) {
+    if (strncasecmp(v, "Basic ", 6) != 0)
+      return false;
+    v += 6;
+    unsigned char dec[512];
+    size_t n = strlen(v);
+    if (n == 0 || n > 4 * (sizeof dec / 3) - 4)
+      return false;
+    int len = EVP_DecodeBlock(dec, (const unsigned char *)v, (int)n);
+    if (len < 0)
+      return false;
+    while (len > 0 && n && v[n - 1] == '=') { /* DecodeBlock counts padding as zeros */
+      len--;
+      n--;
+    }
+    dec[len] = '\0';
+    const char *colon = memchr(dec, ':', (size_t)len);
+    const char *pw = colon ? colon + 1 : (const char *)dec;
+    return phantom_equal(s, pw, strlen(pw));
+  }
+  const char *sp = strrchr(v, ' ');
+  const char *token = sp ? sp + 1 : v;
+  return phantom_equal(s, token, strlen(token));
+}
+
+/* Rewrites t->path for url_path and query_param routes (into out, the
+ * upstream's origin form). Returns NULL, or why the request is refused. */
+static const char *rewrite_path(const struct cap_credential_route *r, const struct route_secret *s,
+                                const char *path, struct cap_buf *out)
+{
+  size_t plen = strcspn(path, "?");
+  if (r->mode == CAP_INJECT_URL_PATH) {
+    const char *hole = strstr(r->path_pattern, "{}");
+    size_t pre = (size_t)(hole - r->path_pattern);
+    const char *suffix = hole + 2;
+    const char *at = NULL;
+    for (const char *p = path; p + pre <= path + plen; p++)
+      if (strncmp(p, r->path_pattern, pre) == 0) {
+        at = p;
+        break;
       }
-      send_all(fds[1 - i], buf, (size_t)n);
+    if (!at)
+      return "the path does not contain the credential's path_pattern";
+    const char *tok = at + pre;
+    size_t tlen = *suffix ? 0 : strcspn(tok, "/?");
+    if (*suffix) {
+      const char *end = strstr(tok, suffix);
+      if (!end || end > path + plen)
+        return "the path does not contain the credential's path_pattern";
+      tlen = (size_t)(end - tok);
+    }
+    if (s->phantom[0] && !phantom_equal(s, tok, tlen))
+      return "the path does not carry this session's token for the credential";
+    cap_buf_append(out, path, (size_t)(at - path));
+    put_format(out, r->path_replacement ? r->path_replacement : r->path_pattern, s->secret);
+    cap_buf_puts(out, tok + tlen + strlen(suffix));
+    return NULL;
+  }
+  if (r->mode == CAP_INJECT_QUERY_PARAM) {
+    cap_buf_append(out, path, plen);
+    const char *q = path[plen] == '?' ? path + plen + 1 : "";
+    size_t name_len = strlen(r->query_param_name);
+    bool first = true, saw_phantom = false;
+    while (*q) {
+      size_t n = strcspn(q, "&");
+      bool ours = n >= name_len && strncmp(q, r->query_param_name, name_len) == 0 &&
+                  (n == name_len || q[name_len] == '=');
+      if (ours) {
+        const char *v = n > name_len ? q + name_len + 1 : "";
+        saw_phantom |= phantom_equal(s, v, n > name_len ? n - name_len - 1 : 0);
+      } else if (n) {
+        cap_buf_putc(out, first ? '?' : '&');
+        cap_buf_append(out, q, n);
+        first = false;
+      }
+      q += n + (q[n] == '&');
+    }
+    if (s->phantom[0] && !saw_phantom)
+      return "the query does not carry this session's token for the credential";
+    cap_buf_putc(out, first ? '?' : '&');
+    cap_buf_puts(out, r->query_param_name);
+    cap_buf_putc(out, '=');
+    put_urlencoded(out, s->secret);
+    return NULL;
+  }
+  cap_buf_puts(out, path);
+  return NULL;
+}
+
+/* ---- one HTTP request, forwarded ---- */
+
+static bool hop_header(const char *name)
+{
+  static const char *const hop[] = {"Host", "Connection", "Proxy-Connection", "Keep-Alive",
+                                    "Proxy-Authorization", "Upgrade", "TE", "Trailer",
+                                    "Transfer-Encoding", NULL};
+  for (size_t i = 0; hop[i]; i++)
+    if (strcasecmp(name, hop[i]) == 0)
+      return true;
+  return false;
+}
+
+/* Streams the request body (exactly the bytes the parser says are this
+ * request's) from the client to the upstream. */
+static bool forward_body(struct http_request *req, struct stream *client, struct stream *up,
+                         const char *have, size_t have_len, struct event *ev)
+{
+  char buf[65536];
+  while (!req->body_done) {
+    if (!have_len) {
+      ssize_t n = stream_read(client, buf, sizeof buf);
+      if (n <= 0)
+        return false;
+      have = buf;
+      have_len = (size_t)n;
+    }
+    long used = http_body_feed(req, have, have_len);
+    if (used < 0 || (used == 0 && !req->body_done))
+      return false;
+    if (!stream_write(up, have, (size_t)used))
+      return false;
+    ev->bytes_up += used;
+    have += used;
+    have_len -= (size_t)used;
+  }
+  return true;
+}
+
+/* Checks one request against the allowlist, the host's L7 rules and the
+ * route's rules, injects the route's credential, forwards it, and streams
+ * the response back. route may be NULL; base_len is the route's base path
+ * length inside t->path. via_route: the host is reachable because of the
+ * route alone (reverse-proxy form). */
+static void forward_request(struct proxy *px, size_t slot, struct stream *client,
+                            struct http_request *req, struct target *t,
+                            const struct cap_credential_route *route, size_t base_len,
+                            bool via_route, const char *rest, size_t rest_len, struct event *ev)
+{
+  ev->method = req->method;
+  ev->host = t->host;
+  ev->port = t->port;
+  ev->route = route ? route->name : NULL;
+  char path_only[4096];
+  snprintf(path_only, sizeof path_only, "%.*s", (int)strcspn(t->path, "?"), t->path);
+
+  const struct cap_endpoint *endpoint = NULL;
+  bool host_ok = net_host_allowed(&px->spec->network, t->host, t->port, &endpoint);
+  if (!host_ok && !via_route && !route) {
+    deny(px, client, ev, "403 Forbidden", "this host:port is not in the capability's network allowlist");
+    return;
+  }
+  if (endpoint && !net_rules_allow(endpoint->rules, endpoint->n_rules, req->method, path_only)) {
+    deny(px, client, ev, "403 Forbidden",
+         "the capability's rules for this host do not allow this method and path");
+    return;
+  }
+  const struct route_secret *sec = route ? secret_of(px, route) : NULL;
+  if (route && !net_rules_allow(route->rules, route->n_rules, req->method,
+                                path_only[base_len] ? path_only + base_len : "/")) {
+    deny(px, client, ev, "403 Forbidden",
+         "the credential's endpoint_rules do not allow this method and path");
+    return;
+  }
+
+  /* the upstream head: origin form, Host from the checked target, the
+   * client's end-to-end headers, the credential, Connection: close */
+  struct cap_buf head = {0};
+  const char *refused = NULL;
+  cap_buf_printf(&head, "%s ", req->method);
+  if (route)
+    refused = rewrite_path(route, sec, t->path, &head);
+  else
+    cap_buf_puts(&head, t->path);
+  bool v6 = strchr(t->host, ':') != NULL;
+  bool default_port = t->port == (t->tls ? 443 : 80);
+  cap_buf_printf(&head, " HTTP/1.1\r\nHost: %s%s%s", v6 ? "[" : "", t->host, v6 ? "]" : "");
+  if (!default_port)
+    cap_buf_printf(&head, ":%u", t->port);
+  cap_buf_puts(&head, "\r\n");
+  const char *inject_header = NULL;
+  if (route && route->mode == CAP_INJECT_HEADER)
+    inject_header = route->header ? route->header : "Authorization";
+  else if (route && route->mode == CAP_INJECT_BASIC_AUTH)
+    inject_header = "Authorization";
+  bool phantom_seen = false;
+  for (size_t i = 0; i < req->n_headers && !refused; i++) {
+    const struct http_header *h = &req->headers[i];
+    if (hop_header(h->name))
+      continue;
+    if (inject_header && strcasecmp(h->name, inject_header) == 0) {
+      phantom_seen |= sec->phantom[0] && header_has_phantom(sec, route->mode, h->value);
+      continue; /* the tool's value never reaches the upstream */
+    }
+    cap_buf_printf(&head, "%s: %s\r\n", h->name, h->value);
+  }
+  if (inject_header && sec->phantom[0] && !phantom_seen && !refused)
+    refused = "the request does not carry this session's token for the credential "
+              "(send the value of its env_var)";
+  if (inject_header) {
+    cap_buf_printf(&head, "%s: ", inject_header);
+    if (route->mode == CAP_INJECT_BASIC_AUTH) {
+      cap_buf_puts(&head, "Basic ");
+      put_base64(&head, sec->secret);
+    } else {
+      put_format(&head, route->format ? route->format : "Bearer {}", sec->secret);
+    }
+    cap_buf_puts(&head, "\r\n");
+  }
+  if (req->chunked)
+    cap_buf_puts(&head, "Transfer-Encoding: chunked\r\n");
+  cap_buf_puts(&head, "Connection: close\r\n\r\n");
+  if (refused) {
+    OPENSSL_cleanse(head.data, head.len);
+    cap_buf_free(&head);
+    deny(px, client, ev, "403 Forbidden", refused);
+    return;
+  }
+
+  const char *why = NULL;
+  int fd = dial(px, t->host, t->port, &why);
+  if (fd < 0) {
+    OPENSSL_cleanse(head.data, head.len);
+    cap_buf_free(&head);
+    deny(px, client, ev, fd == -1 && strstr(why, "never connects") ? "403 Forbidden" : "502 Bad Gateway",
+         why);
+    return;
+  }
+  slot_set_upstream(px, slot, fd);
+  struct stream up = {.fd = fd};
+  char errbuf[256];
+  if (t->tls) {
+    up.ssl = SSL_new(tls_client_ctx(px->ca));
+    if (!up.ssl || tls_client_expect_host(up.ssl, t->host) < 0 || SSL_set_fd(up.ssl, fd) != 1 ||
+        SSL_connect(up.ssl) != 1) {
+      const char *e = tls_last_error(errbuf, sizeof errbuf);
+      char msg[400];
+      snprintf(msg, sizeof msg, "TLS to the upstream failed verification or handshake: %s", e);
+      SSL_free(up.ssl);
+      OPENSSL_cleanse(head.data, head.len);
+      cap_buf_free(&head);
+      deny(px, client, ev, "502 Bad Gateway", msg);
+      return;
+    }
+  }
+  bool ok = stream_write(&up, head.data, head.len);
+  OPENSSL_cleanse(head.data, head.len);
+  cap_buf_free(&head);
+  ok = ok && forward_body(req, client, &up, rest, rest_len, ev);
+  if (ok) {
+    if (!up.ssl)
+      shutdown(fd, SHUT_WR);
+    char buf[65536];
+    for (;;) { /* the response, to the end (the upstream closes: Connection: close) */
+      ssize_t n = stream_read(&up, buf, sizeof buf);
+      if (n <= 0 || !stream_write(client, buf, (size_t)n))
+        break;
+      ev->bytes_down += n;
+    }
+  }
+  log_event(px, ev, true, ok ? "allowed" : "allowed; the request body broke off");
+  if (up.ssl) {
+    SSL_shutdown(up.ssl);
+    SSL_free(up.ssl);
+  }
+}
+
+/* ---- a connection ---- */
+
+/* Reads a request head from s into buf (which keeps what follows it).
+ * Returns the head length, or -1 (*why set when it is the client's fault). */
+static long read_request(struct stream *s, struct http_request *req, char *buf, size_t size,
+                         size_t *got, const char **why)
+{
+  *got = 0;
+  for (;;) {
+    if (!s->ssl || SSL_pending(s->ssl) == 0) {
+      struct pollfd p = {.fd = s->fd, .events = POLLIN};
+      if (poll(&p, 1, IO_TIMEOUT_MS) <= 0) {
+        *why = NULL;
+        return -1;
+      }
+    }
+    ssize_t n = stream_read(s, buf + *got, size - *got);
+    if (n <= 0) {
+      *why = NULL;
+      return -1;
+    }
+    *got += (size_t)n;
+    long r = http_request_parse(req, buf, *got, why);
+    if (r != 0)
+      return r;
+    if (*got == size) {
+      *why = "the request head is larger than 16 KiB";
+      return -1;
     }
   }
 }
 
-static void serve_one(struct proxy *px, size_t slot, int fd);
+/* After CONNECT to a host with rules or a credential route: TLS with a
+ * minted leaf, then one request read, checked and forwarded. */
+static void intercept(struct proxy *px, size_t slot, struct stream *client, const char *host,
+                      uint16_t port, struct event *ev)
+{
+  SSL_CTX *ctx = tls_ca_server_ctx(px->ca, host);
+  SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+  SSL_CTX_free(ctx);
+  static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+  if (!ssl || !stream_write(client, ok, sizeof ok - 1) || SSL_set_fd(ssl, client->fd) != 1 ||
+      SSL_accept(ssl) != 1) {
+    char errbuf[256];
+    ev->kind = "intercept";
+    log_event(px, ev, false, tls_last_error(errbuf, sizeof errbuf));
+    SSL_free(ssl);
+    return;
+  }
+  struct stream tls = {.fd = client->fd, .ssl = ssl};
+  struct http_request *req = cap_xmalloc(sizeof *req);
+  char *buf = cap_xmalloc(HTTP_HEAD_MAX + 65536);
+  size_t got;
+  const char *why = NULL;
+  long head = read_request(&tls, req, buf, HTTP_HEAD_MAX + 65536, &got, &why);
+  ev->kind = "intercept";
+  if (head < 0) {
+    if (why)
+      deny(px, &tls, ev, "400 Bad Request", why);
+  } else {
+    struct target t = {.tls = true, .port = port};
+    snprintf(t.host, sizeof t.host, "%s", host);
+    ev->path = req->target;
+    if (req->target[0] != '/' || strlen(req->target) >= sizeof t.path) {
+      deny(px, &tls, ev, "400 Bad Request", "inside the tunnel a request needs an origin-form /path");
+    } else {
+      snprintf(t.path, sizeof t.path, "%s", req->target);
+      size_t base = 0;
+      const struct cap_credential_route *route = route_for(px, &t, &base);
+      forward_request(px, slot, &tls, req, &t, route, base, false, buf + head,
+                      got - (size_t)head, ev);
+    }
+  }
+  SSL_shutdown(ssl);
+  SSL_free(ssl);
+  free(buf);
+  free(req);
+}
+
+static void handle_connect(struct proxy *px, size_t slot, struct stream *client,
+                           struct http_request *req, const char *rest, size_t rest_len,
+                           struct event *ev)
+{
+  char authority[300];
+  char *host;
+  uint16_t port;
+  ev->kind = "tunnel";
+  snprintf(authority, sizeof authority, "%s", req->target);
+  if (!split_authority(authority, &host, &port)) {
+    deny(px, client, ev, "400 Bad Request", "CONNECT needs host:port");
+    return;
+  }
+  ev->host = host;
+  ev->port = port;
+  const struct cap_endpoint *endpoint = NULL;
+  bool allowed = net_host_allowed(&px->spec->network, host, port, &endpoint);
+  bool routed = has_route_host(px, host, port);
+  if (!allowed && !routed) {
+    deny(px, client, ev, "403 Forbidden", "this host:port is not in the capability's network allowlist");
+    return;
+  }
+  if ((endpoint && endpoint->n_rules) || routed) {
+    if (rest_len) {
+      deny(px, client, ev, "400 Bad Request", "data sent before the tunnel was established");
+      return;
+    }
+    intercept(px, slot, client, host, port, ev);
+    return;
+  }
+  const char *why = NULL;
+  int up = dial(px, host, port, &why);
+  if (up < 0) {
+    deny(px, client, ev, strstr(why, "never connects") ? "403 Forbidden" : "502 Bad Gateway", why);
+    return;
+  }
+  slot_set_upstream(px, slot, up);
+  static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+  struct stream upstream = {.fd = up};
+  if (stream_write(client, ok, sizeof ok - 1) && (!rest_len || stream_write(&upstream, rest, rest_len))) {
+    ev->bytes_up += (long long)rest_len;
+    relay(client->fd, up, ev);
+  }
+  log_event(px, ev, true, "tunnel closed");
+}
+
+/* GET /<credential-name>/rest: the reverse-proxy form */
+static void handle_reverse(struct proxy *px, size_t slot, struct stream *client,
+                           struct http_request *req, const char *rest, size_t rest_len,
+                           struct event *ev)
+{
+  ev->kind = "reverse";
+  ev->path = req->target;
+  const char *name = req->target + 1;
+  size_t nlen = strcspn(name, "/?");
+  const struct cap_credential_route *route = NULL;
+  for (size_t i = 0; i < px->spec->n_routes && !route; i++)
+    if (strlen(px->spec->routes[i].name) == nlen && strncmp(px->spec->routes[i].name, name, nlen) == 0)
+      route = &px->spec->routes[i];
+  if (!route) {
+    deny(px, client, ev, "404 Not Found",
+         "no credential route of this name: send proxy requests (absolute URLs or CONNECT), or "
+         "/<credential-name>/path for a route the capability declares");
+    return;
+  }
+  struct target t;
+  if (!parse_url(route->upstream, &t)) {
+    deny(px, client, ev, "502 Bad Gateway", "the credential's upstream URL cannot be parsed");
+    return;
+  }
+  size_t base = strlen(t.path);
+  while (base && t.path[base - 1] == '/')
+    base--;
+  const char *tail = name + nlen; /* "/rest?q", "?q" or "" */
+  if (base + strlen(tail) + 2 >= sizeof t.path) {
+    deny(px, client, ev, "414 URI Too Long", "the path is too long");
+    return;
+  }
+  snprintf(t.path + base, sizeof t.path - base, "%s%s", *tail == '/' ? "" : "/", tail);
+  forward_request(px, slot, client, req, &t, route, base, true, rest, rest_len, ev);
+}
+
+static void serve_one(struct proxy *px, size_t slot, int fd)
+{
+  struct stream client = {.fd = fd};
+  set_timeouts(fd, STREAM_TIMEOUT_S);
+  struct http_request *req = cap_xmalloc(sizeof *req);
+  char *buf = cap_xmalloc(HTTP_HEAD_MAX + 65536);
+  size_t got;
+  const char *why = NULL;
+  struct event ev = {.kind = "http"};
+  long head = read_request(&client, req, buf, HTTP_HEAD_MAX + 65536, &got, &why);
+  if (head < 0) {
+    if (why)
+      deny(px, &client, &ev, "400 Bad Request", why);
+  } else if (strcmp(req->method, "CONNECT") == 0) {
+    handle_connect(px, slot, &client, req, buf + head, got - (size_t)head, &ev);
+  } else if (req->target[0] == '/') {
+    handle_reverse(px, slot, &client, req, buf + head, got - (size_t)head, &ev);
+  } else {
+    struct target t;
+    ev.path = req->target;
+    if (!parse_url(req->target, &t) || t.tls) {
+      deny(px, &client, &ev, "400 Bad Request",
+           "a proxy request needs an absolute http:// URL (use CONNECT for https)");
+    } else {
+      size_t base = 0;
+      const struct cap_credential_route *route = route_for(px, &t, &base);
+      forward_request(px, slot, &client, req, &t, route, base, false, buf + head,
+                      got - (size_t)head, &ev);
+    }
+  }
+  free(buf);
+  free(req);
+}
+
+/* ---- threads ---- */
+
+struct conn {
+  struct proxy *proxy;
+  size_t slot;
+};
 
 static void *serve(void *arg)
 {
@@ -202,174 +955,6 @@ static void *serve(void *arg)
     pthread_cond_broadcast(&px->idle);
   pthread_mutex_unlock(&px->lock);
   return NULL;
-}
-
-static bool header_is(const char *line, size_t len, const char *name)
-{
-  size_t n = strlen(name);
-  return len > n && line[n] == ':' && strncasecmp(line, name, n) == 0;
-}
-
-/* A plain-HTTP request in absolute form ("GET http://host/path HTTP/1.1"):
- * one request per connection, its body framed by Content-Length only, sent
- * upstream in origin form with "Connection: close"; nothing more the client
- * sends is forwarded, so no second request can ride along unchecked. */
-static void forward_http(struct proxy *px, size_t slot, int fd, char *head, const char *method,
-                         char *target)
-{
-  if (strncasecmp(target, "http://", 7) != 0) {
-    respond(fd, "400 Bad Request", "a proxy request needs an absolute http:// URL");
-    return;
-  }
-  char *authority = target + 7;
-  char *path = strchr(authority, '/');
-  char origin[1100];
-  snprintf(origin, sizeof origin, "%s", path ? path : "/");
-  if (path)
-    *path = '\0';
-  char *host = authority;
-  uint16_t port = 80;
-  if (strchr(authority, ':') && !split_authority(authority, &host, &port)) {
-    respond(fd, "400 Bad Request", "bad host:port in the URL");
-    return;
-  }
-  char path_only[1100];
-  snprintf(path_only, sizeof path_only, "%.*s", (int)strcspn(origin, "?#"), origin);
-
-  /* headers: no folding, no Transfer-Encoding, a plain Content-Length */
-  char *line = strstr(head, "\r\n") + 2;
-  char *end = strstr(head, "\r\n\r\n");
-  struct cap_buf out = {0};
-  /* Host comes from the checked URL, never from the client's header: a
-   * shared server (a CDN) would otherwise route to an unchecked name */
-  if (port == 80)
-    cap_buf_printf(&out, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, origin, host);
-  else
-    cap_buf_printf(&out, "%s %s HTTP/1.1\r\nHost: %s:%u\r\n", method, origin, host, port);
-  long long content_length = 0;
-  const char *bad = NULL;
-  while (line < end + 2 && !bad) {
-    char *eol = strstr(line, "\r\n");
-    size_t len = (size_t)(eol - line);
-    if (len == 0)
-      break;
-    if (line[0] == ' ' || line[0] == '\t' || !memchr(line, ':', len))
-      bad = "malformed header line";
-    else if (header_is(line, len, "Transfer-Encoding"))
-      bad = "Transfer-Encoding request bodies are not supported; send Content-Length";
-    else if (header_is(line, len, "Content-Length")) {
-      char *v = line + 15;
-      while (*v == ' ' || *v == '\t')
-        v++;
-      char *stop;
-      content_length = strtoll(v, &stop, 10);
-      while (*stop == ' ' || *stop == '\t')
-        stop++;
-      if (stop != eol || content_length < 0 || v == stop)
-        bad = "bad Content-Length";
-      else {
-        cap_buf_append(&out, line, len);
-        cap_buf_puts(&out, "\r\n");
-      }
-    } else if (!header_is(line, len, "Host") && !header_is(line, len, "Connection") &&
-               !header_is(line, len, "Proxy-Connection") &&
-               !header_is(line, len, "Keep-Alive") && !header_is(line, len, "Proxy-Authorization")) {
-      cap_buf_append(&out, line, len);
-      cap_buf_puts(&out, "\r\n");
-    }
-    line = eol + 2;
-  }
-  cap_buf_puts(&out, "Connection: close\r\n\r\n");
-
-  const struct cap_endpoint *endpoint = NULL;
-  const char *why = NULL;
-  if (bad)
-    respond(fd, "400 Bad Request", bad);
-  else if (!net_host_allowed(&px->spec->network, host, port, &endpoint))
-    respond(fd, "403 Forbidden", "this host:port is not in the capability's network allowlist");
-  else if (endpoint && !net_rules_allow(endpoint->rules, endpoint->n_rules, method, path_only))
-    respond(fd, "403 Forbidden", "the capability's rules for this host do not allow this method and path");
-  else {
-    int up = dial(px, host, port, &why);
-    if (up < 0) {
-      respond(fd, "403 Forbidden", why);
-    } else {
-      pthread_mutex_lock(&px->lock);
-      px->slots[slot].upstream = up;
-      pthread_mutex_unlock(&px->lock);
-      send_all(up, out.data, out.len);
-      /* the body: exactly Content-Length bytes, part of it maybe read already */
-      const char *body = end + 4;
-      size_t have = strlen(body);
-      if ((long long)have > content_length)
-        have = (size_t)content_length;
-      send_all(up, body, have);
-      long long left = content_length - (long long)have;
-      char buf[16384];
-      while (left > 0) {
-        ssize_t n = recv(fd, buf, left < (long long)sizeof buf ? (size_t)left : sizeof buf, 0);
-        if (n <= 0)
-          break;
-        send_all(up, buf, (size_t)n);
-        left -= n;
-      }
-      shutdown(up, SHUT_WR);
-      for (;;) { /* the response, to the end */
-        ssize_t n = recv(up, buf, sizeof buf, 0);
-        if (n <= 0)
-          break;
-        send_all(fd, buf, (size_t)n);
-      }
-    }
-  }
-  cap_buf_free(&out);
-}
-
-static void serve_one(struct proxy *px, size_t slot, int fd)
-{
-  char head[HEAD_MAX];
-  if (read_head(fd, head, sizeof head) < 0) {
-    respond(fd, "400 Bad Request", "could not read a request head");
-    return;
-  }
-  char method[16], target[1024];
-  if (sscanf(head, "%15s %1023s HTTP/1.", method, target) != 2) {
-    respond(fd, "400 Bad Request", "malformed request line");
-    return;
-  }
-  if (strcmp(method, "CONNECT") != 0) {
-    forward_http(px, slot, fd, head, method, target);
-    return;
-  }
-  char *host;
-  uint16_t port;
-  const struct cap_endpoint *endpoint = NULL;
-  if (!split_authority(target, &host, &port)) {
-    respond(fd, "400 Bad Request", "CONNECT needs host:port");
-  } else if (!net_host_allowed(&px->spec->network, host, port, &endpoint)) {
-    respond(fd, "403 Forbidden", "this host:port is not in the capability's network allowlist");
-  } else if (endpoint && endpoint->n_rules) {
-    respond(fd, "403 Forbidden",
-            "this host has method/path rules, which need TLS interception (not yet available)");
-  } else {
-    const char *why = NULL;
-    int up = dial(px, host, port, &why);
-    if (up < 0) {
-      respond(fd, "403 Forbidden", why);
-    } else {
-      static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-      send_all(fd, ok, sizeof ok - 1);
-      /* bytes the client sent after the head belong to the tunnel */
-      char *rest = strstr(head, "\r\n\r\n") + 4;
-      size_t extra = strlen(rest);
-      if (extra)
-        send_all(up, rest, extra);
-      pthread_mutex_lock(&px->lock);
-      px->slots[slot].upstream = up;
-      pthread_mutex_unlock(&px->lock);
-      relay(fd, up);
-    }
-  }
 }
 
 static void *accept_loop(void *arg)
@@ -393,7 +978,8 @@ static void *accept_loop(void *arg)
       slot++;
     if (slot == MAX_CONNS) {
       pthread_mutex_unlock(&px->lock);
-      respond(fd, "503 Service Unavailable", "too many connections through the proxy");
+      struct stream s = {.fd = fd};
+      respond(&s, "503 Service Unavailable", "too many connections through the proxy");
       close(fd);
       continue;
     }
@@ -407,6 +993,7 @@ static void *accept_loop(void *arg)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
     if (pthread_create(&t, &attr, serve, c) != 0) {
       pthread_mutex_lock(&px->lock);
       px->slots[slot].used = false;
@@ -419,26 +1006,146 @@ static void *accept_loop(void *arg)
   }
 }
 
-int proxy_start(const struct cap_spec *spec, int listen_fd, bool allow_private,
-                struct proxy **ret, struct cap_error *err)
+/* ---- life cycle ---- */
+
+/* env://NAME or file:///path; the value without a trailing newline. */
+static int read_secret(const struct cap_credential_route *r, char **ret, struct cap_error *err)
+{
+  const char *src = r->source;
+  if (strncmp(src, "env://", 6) == 0) {
+    const char *v = getenv(src + 6);
+    if (!v || !*v)
+      return cap_error_set(err, ENOENT,
+                           "credential \"%s\": the environment variable %s is not set; export it "
+                           "before running capsule",
+                           r->name, src + 6);
+    *ret = cap_xstrdup(v);
+    return 0;
+  }
+  if (strncmp(src, "file://", 7) == 0) {
+    char *text = NULL;
+    size_t len = 0;
+    int e = cap_read_file(src + 7, SECRET_MAX, &text, &len, err);
+    if (e < 0)
+      return cap_error_set(err, -e, "credential \"%s\": %s", r->name, err->message);
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+      text[--len] = '\0';
+    if (!len || memchr(text, '\n', len) || memchr(text, '\0', len)) {
+      OPENSSL_cleanse(text, len);
+      free(text);
+      return cap_error_set(err, EINVAL,
+                           "credential \"%s\": %s must hold one non-empty line (the secret)",
+                           r->name, src + 7);
+    }
+    *ret = text;
+    return 0;
+  }
+  return cap_error_set(err, ENOTSUP,
+                       "credential \"%s\": capsule cannot read %s sources yet; use env:// or file://",
+                       r->name, src);
+}
+
+static void wipe_secrets(struct proxy *px)
+{
+  for (size_t i = 0; px->secrets && i < px->spec->n_routes; i++)
+    if (px->secrets[i].secret) {
+      OPENSSL_cleanse(px->secrets[i].secret, strlen(px->secrets[i].secret));
+      free(px->secrets[i].secret);
+      px->secrets[i].secret = NULL;
+    }
+}
+
+static void proxy_free(struct proxy *px)
+{
+  wipe_secrets(px);
+  free(px->secrets);
+  for (size_t i = 0; i < px->n_tool_env; i++)
+    free(px->tool_env[i]);
+  free(px->tool_env);
+  free(px->bundle);
+  tls_ca_free(px->ca);
+  pthread_mutex_destroy(&px->log_lock);
+  pthread_mutex_destroy(&px->lock);
+  pthread_cond_destroy(&px->idle);
+  free(px);
+}
+
+int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, struct proxy **ret,
+              struct cap_error *err)
 {
   struct proxy *px = cap_xcalloc(1, sizeof *px);
   px->spec = spec;
-  px->listen_fd = listen_fd;
-  px->allow_private = allow_private;
+  px->opt = *opt;
+  px->listen_fd = -1;
+  px->stop_pipe[0] = px->stop_pipe[1] = -1;
+  pthread_mutex_init(&px->log_lock, NULL);
   pthread_mutex_init(&px->lock, NULL);
   pthread_cond_init(&px->idle, NULL);
-  if (pipe2(px->stop_pipe, O_CLOEXEC) < 0) {
-    free(px);
-    return cap_error_errno(err, errno, "proxy: pipe");
+  px->secrets = cap_xcalloc(spec->n_routes + 1, sizeof *px->secrets);
+  px->tool_env = cap_xcalloc(spec->n_routes + 1, sizeof *px->tool_env);
+  for (size_t i = 0; i < spec->n_routes; i++) {
+    const struct cap_credential_route *r = &spec->routes[i];
+    int e = read_secret(r, &px->secrets[i].secret, err);
+    if (e < 0) {
+      proxy_free(px);
+      return e;
+    }
+    if (r->env_var) {
+      unsigned char raw[32];
+      RAND_bytes(raw, sizeof raw);
+      for (size_t k = 0; k < sizeof raw; k++)
+        snprintf(px->secrets[i].phantom + 2 * k, 3, "%02x", raw[k]);
+      px->tool_env[px->n_tool_env++] = cap_xasprintf("%s=%s", r->env_var, px->secrets[i].phantom);
+    }
   }
-  if (pthread_create(&px->thread, NULL, accept_loop, px) != 0) {
-    close(px->stop_pipe[0]);
-    close(px->stop_pipe[1]);
-    free(px);
-    return cap_error_set(err, EAGAIN, "proxy: cannot start its thread");
+  bool intercept = spec->n_routes > 0;
+  for (size_t i = 0; i < spec->network.n_endpoints; i++)
+    intercept |= spec->network.endpoints[i].n_rules > 0;
+  /* the client side verifies upstreams for routes too, so the CA object
+   * (which holds the client context) exists whenever there is TLS to do */
+  if (intercept) {
+    int e = tls_ca_create(&px->ca, err);
+    if (e < 0) {
+      proxy_free(px);
+      return e;
+    }
+    struct cap_buf b = {0};
+    tls_ca_bundle(px->ca, &b);
+    px->bundle_len = b.len;
+    px->bundle = cap_buf_steal(&b);
   }
   *ret = px;
+  return 0;
+}
+
+const char *proxy_ca_bundle(const struct proxy *p, size_t *len)
+{
+  *len = p->bundle_len;
+  return p->bundle;
+}
+
+char *const *proxy_tool_env(const struct proxy *p, size_t *n)
+{
+  *n = p->n_tool_env;
+  return p->tool_env;
+}
+
+void proxy_scrub(struct proxy *p)
+{
+  if (p)
+    wipe_secrets(p);
+}
+
+int proxy_start(struct proxy *px, int listen_fd, struct cap_error *err)
+{
+  if (pipe2(px->stop_pipe, O_CLOEXEC) < 0)
+    return cap_error_errno(err, errno, "proxy: pipe");
+  px->listen_fd = listen_fd;
+  if (pthread_create(&px->thread, NULL, accept_loop, px) != 0) {
+    px->listen_fd = -1;
+    return cap_error_set(err, EAGAIN, "proxy: cannot start its thread");
+  }
+  px->started = true;
   return 0;
 }
 
@@ -446,26 +1153,28 @@ void proxy_stop(struct proxy *px)
 {
   if (!px)
     return;
-  if (write(px->stop_pipe[1], "x", 1) < 0) {
-    /* the thread also ends when the process does */
+  if (px->started) {
+    if (write(px->stop_pipe[1], "x", 1) < 0) {
+      /* the thread also ends when the process does */
+    }
+    pthread_join(px->thread, NULL);
+    /* end every connection and wait for its thread: nothing may outlive the spec */
+    pthread_mutex_lock(&px->lock);
+    for (size_t i = 0; i < MAX_CONNS; i++) {
+      if (!px->slots[i].used)
+        continue;
+      shutdown(px->slots[i].client, SHUT_RDWR);
+      if (px->slots[i].upstream >= 0)
+        shutdown(px->slots[i].upstream, SHUT_RDWR);
+    }
+    while (px->active)
+      pthread_cond_wait(&px->idle, &px->lock);
+    pthread_mutex_unlock(&px->lock);
+    close(px->listen_fd);
   }
-  pthread_join(px->thread, NULL);
-  /* end every relay and wait for its thread: nothing may outlive the spec */
-  pthread_mutex_lock(&px->lock);
-  for (size_t i = 0; i < MAX_CONNS; i++) {
-    if (!px->slots[i].used)
-      continue;
-    shutdown(px->slots[i].client, SHUT_RDWR);
-    if (px->slots[i].upstream >= 0)
-      shutdown(px->slots[i].upstream, SHUT_RDWR);
+  if (px->stop_pipe[0] >= 0) {
+    close(px->stop_pipe[0]);
+    close(px->stop_pipe[1]);
   }
-  while (px->active)
-    pthread_cond_wait(&px->idle, &px->lock);
-  pthread_mutex_unlock(&px->lock);
-  pthread_mutex_destroy(&px->lock);
-  pthread_cond_destroy(&px->idle);
-  close(px->stop_pipe[0]);
-  close(px->stop_pipe[1]);
-  close(px->listen_fd);
-  free(px);
+  proxy_free(px);
 }

@@ -1,30 +1,60 @@
 /* The egress proxy: the only way out of a sandbox in `proxy` network mode.
  * It listens on a socket made inside the sandbox's network namespace (the
- * sandbox's pid 1 creates it and hands the fd over), runs in threads of
- * capsule's supervisor in the host namespace, and serves HTTP CONNECT:
- * host and port checked against the capability's allowlist, names
- * resolved by the proxy itself, forbidden addresses refused whatever they
- * resolve from (rules.h), then bytes relayed end to end; and plain-HTTP
- * absolute-form requests, one per connection, with the endpoint's method +
- * path rules applied. Not yet: TLS interception for L7 rules on HTTPS and
- * credential injection (CONNECT to a host with rules is refused). */
+ * sandbox's pid 1 creates it and hands the fd over) and runs in threads of
+ * capsule's supervisor in the host namespace. It serves
+ *  - CONNECT host:port: the allowlist checked, the name resolved by the
+ *    proxy itself, forbidden addresses refused whatever they resolve from
+ *    (rules.h), then an end-to-end tunnel; for hosts with L7 rules or a
+ *    credential route, TLS is terminated with a per-session CA (tls.h), each
+ *    request checked and credentials injected, and re-encrypted upstream;
+ *  - absolute-form plain-HTTP requests (GET http://host/path), checked the
+ *    same way;
+ *  - the reverse-proxy form /<credential-name>/path, forwarded to that
+ *    route's upstream with the secret injected.
+ * Secrets are read on the host side and never enter the sandbox; a route
+ * with env_var gives the tool a random phantom token in that variable,
+ * which the proxy requires in the request and swaps for the secret. Every
+ * decision goes to the egress log. */
 #ifndef CAPSULE_NET_PROXY_H
 #define CAPSULE_NET_PROXY_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "core/error.h"
 #include "manifest/model.h"
 
 #define PROXY_PORT 3128 /* inside the sandbox: 127.0.0.1:3128 */
+#define PROXY_CA_DIR "/.capsule" /* inside the sandbox: the trust bundle's folder */
+#define PROXY_CA_FILE PROXY_CA_DIR "/ca-bundle.pem"
 
 struct proxy;
 
-/* Serves listen_fd (taken over) until proxy_stop. allow_private lets the
- * proxy reach loopback and private ranges (local development and tests);
- * link-local and metadata addresses stay refused. spec must outlive it. */
-int proxy_start(const struct cap_spec *spec, int listen_fd, bool allow_private,
-                struct proxy **ret, struct cap_error *err);
+struct proxy_options {
+  bool allow_private; /* reach loopback and private ranges (development, tests) */
+  FILE *log;          /* egress decisions as JSON lines, or NULL */
+  bool verbose;       /* denials on stderr as they happen */
+};
+
+/* Reads the credential routes' secrets and, when any host needs TLS
+ * interception, creates the session CA. spec and opt->log must outlive it. */
+int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, struct proxy **ret,
+              struct cap_error *err);
+
+/* The PEM bundle the sandbox must trust (system CAs + the session CA), or
+ * NULL when nothing is intercepted. */
+const char *proxy_ca_bundle(const struct proxy *p, size_t *len);
+
+/* "VAR=phantom" strings for routes with env_var; *n set. */
+char *const *proxy_tool_env(const struct proxy *p, size_t *n);
+
+/* Wipes the secrets from this copy of the proxy (a forked child's). */
+void proxy_scrub(struct proxy *p);
+
+/* Serves listen_fd (taken over) until proxy_stop. */
+int proxy_start(struct proxy *p, int listen_fd, struct cap_error *err);
+
+/* Stops serving (when started), ends every connection, frees p. */
 void proxy_stop(struct proxy *p);
 
 #endif

@@ -227,6 +227,8 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
   if (r == 0 && spec->sandbox.private_tmp)
     r = add_path(ruleset, "/tmp", (LL_FS_READ | LL_FS_WRITE) & ~(restrict_exec ? LL_FS_EXECUTE : 0),
                  handled, err);
+  if (r == 0 && spec->network.mode == CAP_NET_PROXY) /* the session CA bundle, when there is one */
+    r = add_path(ruleset, PROXY_CA_DIR, LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
   if (r == 0 && attr.handled_access_net && spec->network.mode == CAP_NET_PROXY)
     r = add_port(ruleset, PROXY_PORT, LL_NET_CONNECT_TCP, err); /* the way out */
   if (r == 0 && attr.handled_access_net) {

@@ -14,13 +14,14 @@
 
 #include "core/error.h"
 #include "manifest/model.h"
+#include "net/proxy.h"
 
 struct sandbox_options {
   char *const *argv;       /* the command; argv[0] is looked up in PATH inside */
   const char *workdir;     /* inside the sandbox; NULL: "/" or the first rw grant */
   char *const *extra_env;  /* NAME=VALUE strings added to the safe set */
   size_t n_extra_env;
-  bool proxy_allow_private; /* proxy mode: let the proxy reach loopback/private ranges */
+  struct proxy_options proxy; /* proxy mode: how the egress proxy behaves */
 };
 
 /* How the command ended. */

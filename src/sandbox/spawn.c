@@ -349,8 +349,29 @@ static void mount_tree(const struct cap_spec *spec, const char *root)
   free(order);
 }
 
+/* The trust bundle for intercepted TLS, on the sandbox's own root (made
+ * read-only with it): the tool can read it, not change it. */
+static void write_ca_bundle(const struct proxy *px, const char *root)
+{
+  size_t len;
+  const char *pem = proxy_ca_bundle(px, &len);
+  if (!pem)
+    return;
+  _cleanup_free_ char *dir = cap_xasprintf("%s%s", root, PROXY_CA_DIR);
+  _cleanup_free_ char *file = cap_xasprintf("%s%s", root, PROXY_CA_FILE);
+  CHILD_TRY(mkdir(dir, 0755), "cannot create %s for the session CA: %s", PROXY_CA_DIR, strerror(errno));
+  _cleanup_close_ int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+  CHILD_TRY(fd, "cannot write %s: %s", PROXY_CA_FILE, strerror(errno));
+  while (len) {
+    ssize_t w = write(fd, pem, len);
+    CHILD_TRY(w <= 0 ? -1 : 0, "cannot write %s: %s", PROXY_CA_FILE, strerror(errno));
+    pem += w;
+    len -= (size_t)w;
+  }
+}
+
 /* Builds the new root at `root` (a tmpfs) and moves into it. */
-static void build_root(const struct cap_spec *spec, const char *root)
+static void build_root(const struct cap_spec *spec, const char *root, const struct proxy *px)
 {
   CHILD_TRY(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL),
             "cannot make the mount tree private: %s", strerror(errno));
@@ -366,6 +387,8 @@ static void build_root(const struct cap_spec *spec, const char *root)
   for (size_t i = 0; i < spec->deny.len; i++)
     mount_deny(root, spec->deny.v[i]);
   mask_blocked_commands(spec, root);
+  if (px)
+    write_ca_bundle(px, root);
 
   CHILD_TRY(chdir(root), "cannot enter the sandbox root: %s", strerror(errno));
   CHILD_TRY(syscall(SYS_pivot_root, ".", "."), "pivot_root failed: %s", strerror(errno));
@@ -436,7 +459,7 @@ static void set_rlimit(int resource, uint64_t value)
 static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
                                                    const struct sandbox_options *opt,
                                                    const struct sandbox_limits *lim,
-                                                   uid_t uid, gid_t gid)
+                                                   const struct proxy *px, uid_t uid, gid_t gid)
 {
   for (int cap = 0; cap <= 63; cap++)
     prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
@@ -476,6 +499,17 @@ static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
       setenv(vars[i], url, 1);
     setenv("NO_PROXY", "localhost,127.0.0.1", 1);
     setenv("no_proxy", "localhost,127.0.0.1", 1);
+    size_t n = 0;
+    if (px && proxy_ca_bundle(px, &n)) { /* what common TLS stacks read for their trust */
+      static const char *const ca_vars[] = {"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS",
+                                            "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                                            "GIT_SSL_CAINFO"};
+      for (size_t i = 0; i < sizeof ca_vars / sizeof ca_vars[0]; i++)
+        setenv(ca_vars[i], PROXY_CA_FILE, 1);
+    }
+    char *const *phantoms = px ? proxy_tool_env(px, &n) : NULL;
+    for (size_t i = 0; i < n; i++)
+      putenv(phantoms[i]);
   }
   for (size_t i = 0; i < opt->n_extra_env; i++)
     putenv(opt->extra_env[i]);
@@ -620,6 +654,7 @@ struct launch {
   int sync[2], report[2];  /* parent -> child "go"; child -> parent setup failure */
   int pass[2];             /* the proxy's listening socket travels here */
   int listen_fd;
+  struct proxy *proxy;     /* proxy mode: stopped and freed at the end */
   pid_t pid;
 };
 
@@ -642,6 +677,8 @@ static int launch_release(struct launch *l, int r)
                 &l->pass[0], &l->pass[1], &l->listen_fd};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     fd_close(fds[i]);
+  proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
+  l->proxy = NULL;
   if (l->base) {
     rmdir(l->base);
     free(l->base);
@@ -691,9 +728,16 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   bool proxied = spec->network.mode == CAP_NET_PROXY;
 
   struct launch l = {.sync = {-1, -1}, .report = {-1, -1}, .pass = {-1, -1}, .listen_fd = -1};
-  int r = limits_prepare(&l.lim, spec, err);
+  /* the proxy first: its secrets are read (and a missing one reported)
+   * before anything runs, and its CA bundle goes into the sandbox */
+  struct proxy *px = NULL;
+  int r = proxied ? proxy_new(spec, &opt->proxy, &px, err) : 0;
   if (r < 0)
     return r;
+  l.proxy = px;
+  r = limits_prepare(&l.lim, spec, err);
+  if (r < 0)
+    return launch_release(&l, r);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
 
   const char *tmpdir = getenv("TMPDIR");
@@ -734,7 +778,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     close(l.sync[0]);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     become_sandbox_ids(inside_uid, inside_gid);
-    build_root(spec, l.base);
+    proxy_scrub(px); /* this copy of capsule's memory keeps no secret */
+    build_root(spec, l.base, px);
     if (proxied) {
       close(l.pass[0]);
       make_proxy_listener(l.pass[1]);
@@ -743,7 +788,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     if (command < 0)
       child_fail("fork: %s", strerror(errno));
     if (command == 0)
-      exec_command(spec, opt, &l.lim, inside_uid, inside_gid);
+      exec_command(spec, opt, &l.lim, px, inside_uid, inside_gid);
     close(report_fd);
     run_init(command);
   }
@@ -763,15 +808,13 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     if (l.listen_fd < 0)
       r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy socket");
   }
-  struct proxy *px = NULL;
   if (r == 0 && proxied) {
-    r = proxy_start(spec, l.listen_fd, opt->proxy_allow_private, &px, err);
+    r = proxy_start(px, l.listen_fd, err);
     if (r == 0)
       l.listen_fd = -1; /* the proxy owns it now */
   }
   if (r < 0)
     return launch_release(&l, r);
   r = supervise(l.pid, pidfd, spec, &l.lim, res, err);
-  proxy_stop(px);
   return launch_release(&l, r);
 }

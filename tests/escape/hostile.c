@@ -357,6 +357,10 @@ int main(int argc, char **argv)
       return 2;
     got = read(s, buf, sizeof buf - 1);
     buf[got > 0 ? got : 0] = '\0';
+    if (strncmp(buf, "ping", 4) != 0) { /* a TLS-intercepting proxy answers with TLS */
+      errno = EACCES;
+      return blocked("the tunnel did not carry plain bytes to the host");
+    }
     printf("TUNNEL: %s", buf);
     return 1; /* reached the host through the proxy */
   }

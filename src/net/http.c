@@ -1,0 +1,169 @@
+#include "net/http.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* Which string the callbacks are building, so a value split over two
+ * callbacks is appended rather than started anew. */
+enum piece { PIECE_NONE, PIECE_URL, PIECE_FIELD, PIECE_VALUE };
+
+struct parse_state {
+  struct http_request *req;
+  enum piece last;
+  char *cur; /* the string being built, inside req->head */
+};
+
+static int store(http_parser *p, enum piece kind, const char *at, size_t len)
+{
+  struct parse_state *st = p->data;
+  struct http_request *req = st->req;
+  if (req->head_used + len + 1 > sizeof req->head) {
+    req->why = "the request head is too large";
+    return 1;
+  }
+  if (st->last == kind) { /* continuation: overwrite the terminator */
+    req->head_used--;
+  } else {
+    st->cur = req->head + req->head_used;
+    if (kind == PIECE_FIELD) {
+      if (req->n_headers == HTTP_MAX_HEADERS) {
+        req->why = "too many header lines";
+        return 1;
+      }
+      req->headers[req->n_headers++] = (struct http_header){.name = st->cur, .value = ""};
+    } else if (kind == PIECE_VALUE) {
+      req->headers[req->n_headers - 1].value = st->cur;
+    } else {
+      req->target = st->cur;
+    }
+  }
+  memcpy(req->head + req->head_used, at, len);
+  req->head_used += len;
+  req->head[req->head_used++] = '\0';
+  st->last = kind;
+  return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len) { return store(p, PIECE_URL, at, len); }
+static int on_field(http_parser *p, const char *at, size_t len) { return store(p, PIECE_FIELD, at, len); }
+static int on_value(http_parser *p, const char *at, size_t len) { return store(p, PIECE_VALUE, at, len); }
+
+static int on_headers_complete(http_parser *p)
+{
+  struct parse_state *st = p->data;
+  struct http_request *req = st->req;
+  req->complete = true;
+  req->chunked = (p->flags & F_CHUNKED) != 0;
+  req->content_length = (p->flags & F_CONTENTLENGTH) ? (long long)p->content_length : -1;
+  return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+  struct http_request *req = p->data;
+  if (!req)
+    return 0;
+  req->body_done = true;
+  http_parser_pause(p, 1); /* what follows is another request's */
+  return 0;
+}
+
+/* Only the first request on a connection: the head callbacks write through
+ * parse_state while parsing the head; body callbacks see the request. */
+static const http_parser_settings head_settings = {
+  .on_url = on_url,
+  .on_header_field = on_field,
+  .on_header_value = on_value,
+  .on_headers_complete = on_headers_complete,
+};
+static const http_parser_settings body_settings = {
+  .on_message_complete = on_message_complete,
+};
+
+const char *http_header(const struct http_request *req, const char *name)
+{
+  for (size_t i = 0; i < req->n_headers; i++)
+    if (strcasecmp(req->headers[i].name, name) == 0)
+      return req->headers[i].value;
+  return NULL;
+}
+
+static bool te_is_plain_chunked(const char *v)
+{
+  while (*v == ' ' || *v == '\t')
+    v++;
+  size_t n = strlen(v);
+  while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+    n--;
+  return n == 7 && strncasecmp(v, "chunked", 7) == 0;
+}
+
+long http_request_parse(struct http_request *req, const char *data, size_t len, const char **why)
+{
+  const char *end = NULL;
+  for (size_t i = 0; i + 3 < len; i++)
+    if (data[i] == '\r' && memcmp(data + i, "\r\n\r\n", 4) == 0) {
+      end = data + i + 4;
+      break;
+    }
+  if (!end) {
+    if (len >= HTTP_HEAD_MAX) {
+      *why = "the request head is larger than 16 KiB";
+      return -1;
+    }
+    return 0;
+  }
+  size_t head_len = (size_t)(end - data);
+  if (head_len > HTTP_HEAD_MAX) {
+    *why = "the request head is larger than 16 KiB";
+    return -1;
+  }
+  req->head_used = 0;
+  req->n_headers = 0;
+  req->method = req->target = NULL;
+  req->complete = req->body_done = false;
+  req->why = NULL;
+  struct parse_state st = {.req = req};
+  http_parser_init(&req->parser, HTTP_REQUEST);
+  req->parser.data = &st;
+  size_t n = http_parser_execute(&req->parser, &head_settings, data, head_len);
+  enum http_errno e = HTTP_PARSER_ERRNO(&req->parser);
+  if (req->why || (e != HPE_OK && e != HPE_PAUSED) || !req->complete || !req->target) {
+    *why = req->why ? req->why : e != HPE_OK ? http_errno_description(e)
+                                            : "the request head is incomplete";
+    return -1;
+  }
+  (void)n;
+  req->method = http_method_str((enum http_method)req->parser.method);
+  const char *te = http_header(req, "Transfer-Encoding");
+  if (te && !te_is_plain_chunked(te)) {
+    *why = "only \"Transfer-Encoding: chunked\" request bodies are supported";
+    return -1;
+  }
+  size_t lengths = 0;
+  for (size_t i = 0; i < req->n_headers; i++)
+    lengths += strcasecmp(req->headers[i].name, "Content-Length") == 0;
+  if (lengths > 1 || (lengths && te)) {
+    *why = "the request frames its body twice (Content-Length with Transfer-Encoding, or two "
+           "Content-Length headers)";
+    return -1;
+  }
+  /* a request whose head ends its message (no body) is done now; the
+   * parser has not seen it finish because the head callbacks ignore it */
+  req->body_done = !req->chunked && req->content_length <= 0;
+  req->parser.data = req;
+  return (long)head_len;
+}
+
+long http_body_feed(struct http_request *req, const char *data, size_t len)
+{
+  if (req->body_done)
+    return 0;
+  if (!len)
+    return 0;
+  size_t n = http_parser_execute(&req->parser, &body_settings, data, len);
+  enum http_errno e = HTTP_PARSER_ERRNO(&req->parser);
+  if (e != HPE_OK && e != HPE_PAUSED)
+    return -1;
+  return (long)n;
+}

@@ -1,0 +1,50 @@
+/* HTTP/1.1 request heads for the egress proxy, parsed by Debian's
+ * libhttp-parser (strict mode): the request line, the headers, and the body
+ * framing. The body itself is not buffered: http_body_feed walks it through
+ * the same parser as it streams past, so chunked framing is checked too and
+ * the proxy forwards exactly the bytes that belong to this one request. */
+#ifndef CAPSULE_NET_HTTP_H
+#define CAPSULE_NET_HTTP_H
+
+#include <http_parser.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define HTTP_HEAD_MAX 16384 /* request line and headers together */
+#define HTTP_MAX_HEADERS 100
+
+struct http_header {
+  const char *name, *value; /* NUL-terminated, inside http_request.head */
+};
+
+struct http_request {
+  char head[HTTP_HEAD_MAX + 1]; /* NUL-separated copies of the strings */
+  size_t head_used;
+  const char *method; /* "GET", "CONNECT", ... */
+  const char *target; /* the request target as sent */
+  struct http_header headers[HTTP_MAX_HEADERS];
+  size_t n_headers;
+  bool chunked;             /* Transfer-Encoding: chunked */
+  long long content_length; /* -1 when absent */
+  bool body_done;           /* http_body_feed reached the end of the body */
+  http_parser parser;
+  /* parse state */
+  bool complete;
+  const char *why;
+};
+
+/* Parses the head at data[0..len) (through its blank line, CRLF CRLF).
+ * Returns the head's length in bytes, 0 when more bytes are needed, -1 when
+ * it is malformed (*why says how). Bytes after the head are the body's. */
+long http_request_parse(struct http_request *req, const char *data, size_t len, const char **why);
+
+/* The first header named name (any case), or NULL. */
+const char *http_header(const struct http_request *req, const char *name);
+
+/* Body bytes as they arrive: returns how many of data[0..len) belong to
+ * this request's body (the rest would be a pipelined next request), or -1
+ * when the framing is broken. Sets req->body_done at the body's end. A
+ * request with no body is done at once. */
+long http_body_feed(struct http_request *req, const char *data, size_t len);
+
+#endif
