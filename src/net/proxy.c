@@ -862,14 +862,21 @@ static void handle_connect(struct proxy *px, size_t slot, struct stream *client,
   log_event(px, ev, true, "tunnel closed");
 }
 
-/* GET /<credential-name>/rest: the reverse-proxy form */
+static bool is_loopback_name(const char *host)
+{
+  return strcmp(host, "127.0.0.1") == 0 || strcasecmp(host, "localhost") == 0 ||
+         strcmp(host, "::1") == 0;
+}
+
+/* GET /<credential-name>/rest: the reverse-proxy form (path is the origin
+ * form the tool sent) */
 static void handle_reverse(struct proxy *px, size_t slot, struct stream *client,
-                           struct http_request *req, const char *rest, size_t rest_len,
-                           struct event *ev)
+                           struct http_request *req, const char *path, const char *rest,
+                           size_t rest_len, struct event *ev)
 {
   ev->kind = "reverse";
-  ev->path = req->target;
-  const char *name = req->target + 1;
+  ev->path = path;
+  const char *name = path + 1;
   size_t nlen = strcspn(name, "/?");
   const struct cap_credential_route *route = NULL;
   for (size_t i = 0; i < px->spec->n_routes && !route; i++)
@@ -914,14 +921,19 @@ static void serve_one(struct proxy *px, size_t slot, int fd)
   } else if (strcmp(req->method, "CONNECT") == 0) {
     handle_connect(px, slot, &client, req, buf + head, got - (size_t)head, &ev);
   } else if (req->target[0] == '/') {
-    handle_reverse(px, slot, &client, req, buf + head, got - (size_t)head, &ev);
+    handle_reverse(px, slot, &client, req, req->target, buf + head, got - (size_t)head, &ev);
   } else {
     struct target t;
     ev.path = req->target;
     if (!parse_url(req->target, &t) || t.tls) {
       deny(px, &client, &ev, "400 Bad Request",
            "a proxy request needs an absolute http:// URL (use CONNECT for https)");
+    } else if (t.port == PROXY_PORT && is_loopback_name(t.host)) {
+      /* addressed to the proxy itself (a client that ignores NO_PROXY):
+       * the reverse-proxy form, never the host's own port 3128 */
+      handle_reverse(px, slot, &client, req, t.path, buf + head, got - (size_t)head, &ev);
     } else {
+      ev.path = t.path;
       size_t base = 0;
       const struct cap_credential_route *route = route_for(px, &t, &base);
       forward_request(px, slot, &client, req, &t, route, base, false, buf + head,

@@ -245,6 +245,17 @@ int main(int argc, char **argv)
     return tcp_connect(arg);
   if (!strcmp(cmd, "abstract"))
     return abstract_connect(arg);
+  if (!strcmp(cmd, "udp")) { /* udp IPV4 PORT: a datagram out (a DNS query would be one) */
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
+    if (s < 0)
+      return blocked("udp socket");
+    if (inet_pton(AF_INET, arg, &a.sin_addr) != 1)
+      return 2;
+    if (sendto(s, "dns?", 4, 0, (struct sockaddr *)&a, sizeof a) < 0)
+      return blocked("udp datagram out of the sandbox");
+    return escaped("a udp datagram left the sandbox");
+  }
   if (!strcmp(cmd, "netlink"))
     return expect_errno(socket(AF_NETLINK, SOCK_RAW, 0), EPERM, "netlink socket");
   if (!strcmp(cmd, "packet"))

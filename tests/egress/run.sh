@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The egress proxy end to end, against local upstreams only (server.mjs on
+# host loopback: plain HTTP and HTTPS from a test CA): allowlist by host and
+# port, L7 rules over intercepted HTTPS, every credential inject mode with a
+# canary search for the secret inside the sandbox, metadata and private
+# address refusals, a tool that ignores the proxy, UDP out, malformed and
+# oversized requests, the egress log and -v. As root and unprivileged.
+# Usage: run.sh CAPSULE HOSTILE
+set -u
+# shellcheck source=../lib/sandbox.sh
+. "$(dirname "$0")/../lib/sandbox.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+for tool in node openssl curl; do
+  command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (scripts/deps.sh test installs it)"; exit 77; }
+done
+work=$(mktemp -d /var/tmp/capsule-egress.XXXXXX)
+chmod 755 "$work"
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+
+# a test CA and a certificate for 127.0.0.1; capsule (outside) trusts the CA
+(cd "$work" &&
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem \
+    -days 2 -subj /CN=capsule-test-ca 2>/dev/null &&
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout srv.key -out srv.csr \
+    -subj /CN=127.0.0.1 2>/dev/null &&
+  printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >ext &&
+  openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 \
+    -extfile ext 2>/dev/null) || { echo "FAIL: cannot make the test certificates"; exit 1; }
+chmod 644 "$work"/*.pem
+export SSL_CERT_FILE=$work/ca.pem
+
+node "$here/server.mjs" "$work/srv.key" "$work/srv.pem" >"$work/ports" & pids+=($!)
+for _ in $(seq 50); do [ -s "$work/ports" ] && break; sleep 0.1; done
+read -r http https https2 < <(node -e 'const p=JSON.parse(require("fs").readFileSync(process.argv[1]));console.log(p.http,p.https,p.https2)' "$work/ports")
+[ -n "${https2:-}" ] || { echo "FAIL: the test upstreams did not start"; exit 1; }
+
+secret=canary-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+export CAPSULE_TEST_SECRET=$secret
+printf 'elastic:%s\n' "$secret" >"$work/es-secret"
+chmod 644 "$work/es-secret" # readable by capsule as nobody; never granted to the tool
+basic_b64=$(printf 'elastic:%s' "$secret" | base64 -w0)
+
+m() { # m NAME JSON: a nono manifest in $work/NAME.json
+  printf '{"version": "0.1.0", %s}\n' "$2" >"$work/$1.json"
+}
+m tunnel '"filesystem": {"grants": [{"path": "'"$work"'/ca.pem", "access": "read", "type": "file"}]},
+ "network": {"mode": "proxy", "allow_domains": ["127.0.0.1", "localhost"], "ports": {"connect": ['"$https,$http"']}}'
+m l7 '"network": {"mode": "proxy", "endpoints": [{"host": "127.0.0.1:'"$https"'",
+ "rules": [{"method": "GET", "path": "/allowed/**"}]}]}'
+m any '"filesystem": {"grants": [{"path": "'"$hostile"'", "access": "read", "type": "file"}]},
+ "network": {"mode": "proxy", "allow_domains": ["*"]}'
+m creds '"network": {"mode": "proxy"}, "credentials": [
+ {"name": "hdr", "upstream": "https://127.0.0.1:'"$https2"'", "source": "env://CAPSULE_TEST_SECRET"},
+ {"name": "key", "upstream": "https://127.0.0.1:'"$https"'/v1", "source": "env://CAPSULE_TEST_SECRET",
+  "env_var": "API_KEY", "inject": {"mode": "header", "header": "X-Api-Key", "format": "{}"}},
+ {"name": "tg", "upstream": "https://127.0.0.1:'"$https"'", "source": "env://CAPSULE_TEST_SECRET",
+  "env_var": "TG_TOKEN", "inject": {"mode": "url_path", "path_pattern": "/bot{}/"}},
+ {"name": "q", "upstream": "http://127.0.0.1:'"$http"'", "source": "env://CAPSULE_TEST_SECRET",
+  "inject": {"mode": "query_param", "query_param_name": "key"}},
+ {"name": "basic", "upstream": "http://127.0.0.1:'"$http"'", "source": "file://'"$work"'/es-secret",
+  "env_var": "ES_PASSWORD", "inject": {"mode": "basic_auth"},
+  "endpoint_rules": [{"method": "GET", "path": "/_search"}]}]'
+m missing '"network": {"mode": "proxy"}, "credentials": [
+ {"name": "gone", "upstream": "https://127.0.0.1:1", "source": "env://CAPSULE_NO_SUCH_VARIABLE"}]'
+
+# a UDP datagram to this machine's own address (delivered locally if it got out)
+hostip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -m1 -E '^[0-9]+(\.[0-9]+){3}$' || true)
+[ -n "$hostip" ] || echo "note: no IPv4 address on this host; the UDP test is skipped"
+mkdir -m 777 "$work/logs"
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$1" "$2"; }
+bad() { fail=$((fail + 1)); printf '  FAIL %-6s %s\n' "$1" "$2"; }
+
+# check WHO NAME WANT-STATUS WANT-OUTPUT-REGEX CAPSULE-ARGS...
+check() {
+  local who=$1 name=$2 want=$3 regex=$4; shift 4
+  local out status
+  out=$(cd "$work" && as_user "$who" timeout 60 "$capsule" "$@" 2>&1 </dev/null)
+  status=$?
+  if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$who" "$name"
+  else bad "$who" "$name (exit $status, want $want)"; echo "$out" | head -6 | sed 's/^/         /'; fi
+}
+C="curl -sS --max-time 20 --noproxy ''" # the proxy from the environment, even for 127.0.0.1
+P="--proxy-allow-private"
+
+for who in "${users[@]}"; do
+  # allowlist: hosts, ports, tunnels stay end to end
+  check "$who" https-tunnel 0 "^GET /t HTTP|^GET /t$" run --config "$work/tunnel.json" $P -- sh -c "$C --cacert $work/ca.pem https://127.0.0.1:$https/t"
+  check "$who" http-by-name 0 "^GET /n$" run --config "$work/tunnel.json" $P -- sh -c "$C http://localhost:$http/n"
+  check "$who" port-not-allowed 0 "403|CONNECT tunnel failed" run --config "$work/tunnel.json" $P -- sh -c "$C --cacert $work/ca.pem https://127.0.0.1:$https2/t; true"
+  check "$who" host-not-allowed 0 "not in the capability's network allowlist" run --config "$work/l7.json" $P -- sh -c "$C http://localhost:$http/x"
+  check "$who" private-refused 0 "never connects to" run --config "$work/tunnel.json" -- sh -c "$C http://127.0.0.1:$http/x"
+  check "$who" metadata-refused 0 "never connects to" run --config "$work/any.json" $P -- sh -c "$C http://169.254.169.254/latest/meta-data/"
+  check "$who" metadata-v6-refused 0 "never connects to" run --config "$work/any.json" $P -- sh -c "$C 'http://[fd00:ec2::254]/'"
+  # L7 rules on HTTPS: TLS terminated with the session CA the sandbox trusts
+  check "$who" l7-https-allowed 0 "^GET /allowed/a/b$" run --config "$work/l7.json" $P -- sh -c "$C https://127.0.0.1:$https/allowed/a/b"
+  check "$who" l7-https-path-denied 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C https://127.0.0.1:$https/admin"
+  check "$who" l7-https-method-denied 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C -X POST https://127.0.0.1:$https/allowed/a"
+  check "$who" l7-https-traversal 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C --path-as-is https://127.0.0.1:$https/allowed/../admin"
+  check "$who" l7-ca-env 0 "^/.capsule/ca-bundle.pem /.capsule/ca-bundle.pem /.capsule/ca-bundle.pem$" run --config "$work/l7.json" -- sh -c 'echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE'
+  # credentials: every inject mode reaches the upstream with the secret
+  check "$who" inject-header-reverse 0 "^Authorization: Bearer $secret$" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/hdr/echo"
+  check "$who" inject-no-proxy-path 0 "^Authorization: Bearer $secret$" run --config "$work/creds.json" $P -- sh -c "curl -sS --max-time 20 http://127.0.0.1:3128/hdr/echo"
+  check "$who" inject-header-intercepted 0 "^Authorization: Bearer $secret$" run --config "$work/creds.json" $P -- sh -c "$C -H 'Authorization: Bearer guess' https://127.0.0.1:$https2/echo"
+  check "$who" inject-header-phantom 0 "^X-Api-Key: $secret\$" run --config "$work/creds.json" $P -- sh -c "$C -H \"X-Api-Key: \$API_KEY\" http://127.0.0.1:3128/key/models"
+  check "$who" reverse-base-path 0 "^GET /v1/models\$" run --config "$work/creds.json" $P -- sh -c "$C -H \"X-Api-Key: \$API_KEY\" http://127.0.0.1:3128/key/models"
+  check "$who" inject-header-no-phantom 0 "does not carry this session's token" run --config "$work/creds.json" $P -- sh -c "$C -H 'X-Api-Key: guess' http://127.0.0.1:3128/key/models"
+  check "$who" inject-url-path 0 "^GET /bot$secret/getMe\$" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/tg/bot\$TG_TOKEN/getMe"
+  check "$who" inject-url-path-wrong-token 0 "does not carry this session's token" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/tg/botguess/getMe"
+  check "$who" inject-query 0 "^GET /search\\?x=1&key=$secret\$" run --config "$work/creds.json" $P -- sh -c "$C 'http://127.0.0.1:3128/q/search?key=guess&x=1'"
+  check "$who" inject-basic 0 "^Authorization: Basic $basic_b64\$" run --config "$work/creds.json" $P -- sh -c "$C -u \"elastic:\$ES_PASSWORD\" http://127.0.0.1:3128/basic/_search"
+  check "$who" inject-basic-rules 0 "endpoint_rules do not allow" run --config "$work/creds.json" $P -- sh -c "$C -u \"elastic:\$ES_PASSWORD\" -d x http://127.0.0.1:3128/basic/_search"
+  check "$who" unknown-route 0 "no credential route of this name" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/nope/x"
+  check "$who" missing-secret 1 "CAPSULE_NO_SUCH_VARIABLE is not set" run --config "$work/missing.json" -- /bin/true
+
+  # canary: nothing the tool can read holds the secret
+  out=$(cd "$work" && as_user "$who" timeout 60 "$capsule" run --config "$work/creds.json" $P -- sh -c \
+    "env; cat /proc/*/environ /proc/*/cmdline /.capsule/* $work/es-secret | tr '\\0' '\\n'; ls -la / /tmp; cat /tmp/* 2>&1; \
+     $C http://127.0.0.1:3128/hdr/echo >/dev/null; cat /proc/*/environ | tr '\\0' '\\n'" 2>&1 </dev/null)
+  if ! echo "$out" | grep -qF "$secret" && echo "$out" | grep -qE '^TG_TOKEN=[0-9a-f]{64}$' &&
+     echo "$out" | grep -q "es-secret: No such file"; then ok "$who" canary-no-secret-inside
+  else bad "$who" canary-no-secret-inside; echo "$out" | grep -F "$secret" | head -3 | sed 's/^/         /'; fi
+
+  # ways around the proxy
+  check "$who" direct-bypass 0 "BLOCKED" run --config "$work/any.json" $P -- "$hostile" tcp "$http"
+  if [ -n "$hostip" ]; then
+    check "$who" udp-out 0 "BLOCKED" run --config "$work/any.json" $P -- "$hostile" udp "$hostip" 53
+  fi
+  # bad input: the proxy answers and stays up
+  check "$who" malformed 0 "^HTTP/1.1 400" run --config "$work/any.json" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf "GARBAGE\r\n\r\n" >&3; head -1 <&3; exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://x/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n" >&3; head -1 <&3'
+  check "$who" oversized-head 0 "larger than 16 KiB" run --config "$work/tunnel.json" $P -- sh -c "$C -H \"X-Big: \$(printf '%020000d' 0)\" http://localhost:$http/big-head"
+  check "$who" chunked-body 0 "^hello chunked$" run --config "$work/tunnel.json" $P -- sh -c "echo 'hello chunked' | $C -H 'Transfer-Encoding: chunked' --data-binary @- http://localhost:$http/up"
+  # the egress log and -v
+  rm -f "$work/logs/egress.log"
+  check "$who" verbose-denial 0 "capsule: egress denied: GET localhost:$http /x" run -v --egress-log "$work/logs/egress.log" --config "$work/l7.json" $P -- sh -c "$C http://localhost:$http/x >/dev/null"
+  if grep -q '"decision":"deny","kind":"http","host":"localhost"' "$work/logs/egress.log" 2>/dev/null; then ok "$who" egress-log
+  else bad "$who" egress-log; head -3 "$work/logs/egress.log" 2>&1 | sed 's/^/         /'; fi
+done
+echo "egress tests: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
