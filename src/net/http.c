@@ -1,5 +1,7 @@
 #include "net/http.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -166,4 +168,79 @@ long http_body_feed(struct http_request *req, const char *data, size_t len)
   if (e != HPE_OK && e != HPE_PAUSED)
     return -1;
   return (long)n;
+}
+
+/* "host:port" or "[v6]:port" -> host, port (target is modified) */
+bool http_split_authority(char *target, char **host, uint16_t *port)
+{
+  char *colon = strrchr(target, ':');
+  if (!colon || colon == target)
+    return false;
+  *colon = '\0';
+  char *end;
+  long p = strtol(colon + 1, &end, 10);
+  if (*end || p < 1 || p > 65535)
+    return false;
+  *port = (uint16_t)p;
+  if (target[0] == '[') {
+    size_t n = strlen(target);
+    if (n < 3 || target[n - 1] != ']')
+      return false;
+    target[n - 1] = '\0';
+    target++;
+  }
+  *host = target;
+  return true;
+}
+
+/* "http[s]://authority[/path]" -> t (path "/" when none) */
+bool http_parse_url(const char *url, struct http_url *t)
+{
+  size_t skip;
+  if (strncasecmp(url, "https://", 8) == 0) {
+    t->tls = true;
+    skip = 8;
+  } else if (strncasecmp(url, "http://", 7) == 0) {
+    t->tls = false;
+    skip = 7;
+  } else {
+    return false;
+  }
+  const char *auth = url + skip;
+  size_t alen = strcspn(auth, "/?#");
+  char authority[300];
+  if (alen == 0 || alen >= sizeof authority || memchr(auth, '@', alen))
+    return false;
+  memcpy(authority, auth, alen);
+  authority[alen] = '\0';
+  char *host = authority;
+  t->port = t->tls ? 443 : 80;
+  bool has_port = authority[0] == '[' ? strstr(authority, "]:") != NULL : strchr(authority, ':') != NULL;
+  if (has_port && !http_split_authority(authority, &host, &t->port))
+    return false;
+  if (!has_port && authority[0] == '[') {
+    size_t n = strlen(authority);
+    if (authority[n - 1] != ']')
+      return false;
+    authority[n - 1] = '\0';
+    host++;
+  }
+  if (!*host || strlen(host) >= sizeof t->host)
+    return false;
+  snprintf(t->host, sizeof t->host, "%s", host);
+  const char *path = auth + alen;
+  if (*path == '#')
+    path = "";
+  size_t plen = strcspn(path, "#");
+  if (plen >= sizeof t->path - 1)
+    return false;
+  if (plen == 0 || path[0] != '/') { /* "?q" or nothing: the root */
+    t->path[0] = '/';
+    memcpy(t->path + 1, path, plen);
+    t->path[plen + 1] = '\0';
+  } else {
+    memcpy(t->path, path, plen);
+    t->path[plen] = '\0';
+  }
+  return true;
 }

@@ -9,6 +9,7 @@
 #include <http_parser.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define HTTP_HEAD_MAX 16384 /* request line and headers together */
 #define HTTP_MAX_HEADERS 100
@@ -46,5 +47,20 @@ const char *http_header(const struct http_request *req, const char *name);
  * when the framing is broken. Sets req->body_done at the body's end. A
  * request with no body is done at once. */
 long http_body_feed(struct http_request *req, const char *data, size_t len);
+
+/* A URL the proxy acts on. */
+struct http_url {
+  bool tls;
+  char host[256];
+  uint16_t port;
+  char path[4096]; /* origin form, query included */
+};
+
+/* "http[s]://authority[/path]" -> url (path "/" when none; the fragment
+ * dropped; userinfo refused). Returns false when it is not such a URL. */
+bool http_parse_url(const char *text, struct http_url *url);
+
+/* "host:port" or "[v6]:port" -> host, port; authority is modified. */
+bool http_split_authority(char *authority, char **host, uint16_t *port);
 
 #endif

@@ -288,88 +288,6 @@ static void relay(int a, int b, struct event *ev)
 
 /* ---- URLs and credential routes ---- */
 
-struct target {
-  bool tls;
-  char host[256];
-  uint16_t port;
-  char path[4096]; /* origin form, query included */
-};
-
-/* "host:port" or "[v6]:port" -> host, port (target is modified) */
-static bool split_authority(char *target, char **host, uint16_t *port)
-{
-  char *colon = strrchr(target, ':');
-  if (!colon || colon == target)
-    return false;
-  *colon = '\0';
-  char *end;
-  long p = strtol(colon + 1, &end, 10);
-  if (*end || p < 1 || p > 65535)
-    return false;
-  *port = (uint16_t)p;
-  if (target[0] == '[') {
-    size_t n = strlen(target);
-    if (n < 3 || target[n - 1] != ']')
-      return false;
-    target[n - 1] = '\0';
-    target++;
-  }
-  *host = target;
-  return true;
-}
-
-/* "http[s]://authority[/path]" -> t (path "/" when none) */
-static bool parse_url(const char *url, struct target *t)
-{
-  size_t skip;
-  if (strncasecmp(url, "https://", 8) == 0) {
-    t->tls = true;
-    skip = 8;
-  } else if (strncasecmp(url, "http://", 7) == 0) {
-    t->tls = false;
-    skip = 7;
-  } else {
-    return false;
-  }
-  const char *auth = url + skip;
-  size_t alen = strcspn(auth, "/?#");
-  char authority[300];
-  if (alen == 0 || alen >= sizeof authority || memchr(auth, '@', alen))
-    return false;
-  memcpy(authority, auth, alen);
-  authority[alen] = '\0';
-  char *host = authority;
-  t->port = t->tls ? 443 : 80;
-  bool has_port = authority[0] == '[' ? strstr(authority, "]:") != NULL : strchr(authority, ':') != NULL;
-  if (has_port && !split_authority(authority, &host, &t->port))
-    return false;
-  if (!has_port && authority[0] == '[') {
-    size_t n = strlen(authority);
-    if (authority[n - 1] != ']')
-      return false;
-    authority[n - 1] = '\0';
-    host++;
-  }
-  if (!*host || strlen(host) >= sizeof t->host)
-    return false;
-  snprintf(t->host, sizeof t->host, "%s", host);
-  const char *path = auth + alen;
-  if (*path == '#')
-    path = "";
-  size_t plen = strcspn(path, "#");
-  if (plen >= sizeof t->path - 1)
-    return false;
-  if (plen == 0 || path[0] != '/') { /* "?q" or nothing: the root */
-    t->path[0] = '/';
-    memcpy(t->path + 1, path, plen);
-    t->path[plen + 1] = '\0';
-  } else {
-    memcpy(t->path, path, plen);
-    t->path[plen] = '\0';
-  }
-  return true;
-}
-
 static bool host_equal(const char *a, const char *b)
 {
   size_t na = strlen(a), nb = strlen(b);
@@ -382,12 +300,12 @@ static bool host_equal(const char *a, const char *b)
 
 /* The route whose upstream is t's scheme, host and port, and whose base
  * path is a prefix of t's path (at a segment boundary). */
-static const struct cap_credential_route *route_for(const struct proxy *px, const struct target *t,
+static const struct cap_credential_route *route_for(const struct proxy *px, const struct http_url *t,
                                                    size_t *base_len)
 {
   for (size_t i = 0; i < px->spec->n_routes; i++) {
-    struct target up;
-    if (!parse_url(px->spec->routes[i].upstream, &up) || up.tls != t->tls || up.port != t->port ||
+    struct http_url up;
+    if (!http_parse_url(px->spec->routes[i].upstream, &up) || up.tls != t->tls || up.port != t->port ||
         !host_equal(up.host, t->host))
       continue;
     size_t n = strlen(up.path);
@@ -404,8 +322,8 @@ static const struct cap_credential_route *route_for(const struct proxy *px, cons
 static bool has_route_host(const struct proxy *px, const char *host, uint16_t port)
 {
   for (size_t i = 0; i < px->spec->n_routes; i++) {
-    struct target up;
-    if (parse_url(px->spec->routes[i].upstream, &up) && up.port == port && host_equal(up.host, host))
+    struct http_url up;
+    if (http_parse_url(px->spec->routes[i].upstream, &up) && up.port == port && host_equal(up.host, host))
       return true;
   }
   return false;
@@ -605,7 +523,7 @@ static bool forward_body(struct http_request *req, struct stream *client, struct
  * length inside t->path. via_route: the host is reachable because of the
  * route alone (reverse-proxy form). */
 static void forward_request(struct proxy *px, size_t slot, struct stream *client,
-                            struct http_request *req, struct target *t,
+                            struct http_request *req, struct http_url *t,
                             const struct cap_credential_route *route, size_t base_len,
                             bool via_route, const char *rest, size_t rest_len, struct event *ev)
 {
@@ -797,7 +715,7 @@ static void intercept(struct proxy *px, size_t slot, struct stream *client, cons
     if (why)
       deny(px, &tls, ev, "400 Bad Request", why);
   } else {
-    struct target t = {.tls = true, .port = port};
+    struct http_url t = {.tls = true, .port = port};
     snprintf(t.host, sizeof t.host, "%s", host);
     ev->path = req->target;
     if (req->target[0] != '/' || strlen(req->target) >= sizeof t.path) {
@@ -825,7 +743,7 @@ static void handle_connect(struct proxy *px, size_t slot, struct stream *client,
   uint16_t port;
   ev->kind = "tunnel";
   snprintf(authority, sizeof authority, "%s", req->target);
-  if (!split_authority(authority, &host, &port)) {
+  if (!http_split_authority(authority, &host, &port)) {
     deny(px, client, ev, "400 Bad Request", "CONNECT needs host:port");
     return;
   }
@@ -888,8 +806,8 @@ static void handle_reverse(struct proxy *px, size_t slot, struct stream *client,
          "/<credential-name>/path for a route the capability declares");
     return;
   }
-  struct target t;
-  if (!parse_url(route->upstream, &t)) {
+  struct http_url t;
+  if (!http_parse_url(route->upstream, &t)) {
     deny(px, client, ev, "502 Bad Gateway", "the credential's upstream URL cannot be parsed");
     return;
   }
@@ -923,9 +841,9 @@ static void serve_one(struct proxy *px, size_t slot, int fd)
   } else if (req->target[0] == '/') {
     handle_reverse(px, slot, &client, req, req->target, buf + head, got - (size_t)head, &ev);
   } else {
-    struct target t;
+    struct http_url t;
     ev.path = req->target;
-    if (!parse_url(req->target, &t) || t.tls) {
+    if (!http_parse_url(req->target, &t) || t.tls) {
       deny(px, &client, &ev, "400 Bad Request",
            "a proxy request needs an absolute http:// URL (use CONNECT for https)");
     } else if (t.port == PROXY_PORT && is_loopback_name(t.host)) {

@@ -24,10 +24,15 @@ fi
 seed toml $toml_files
 seed talos $(find "$root/tests/check/talos" "$root/examples" -name 'manifest.json' 2>/dev/null)
 seed nono $(find "$root/tests/check/nono" "$root/examples" -name '*.json' ! -name 'manifest.json' 2>/dev/null)
+mkdir -p "$work/http"
+printf 'GET http://example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\n\r\n' >"$work/http/get"
+printf 'CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n' >"$work/http/connect"
+printf 'POST /route/v1/x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n' >"$work/http/post"
+printf 'PUT http://[::1]:8080/up HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n' >"$work/http/chunked"
 seed jsonschema $(find "$root/tests/suites/jsonschema" -name '*.seed' 2>/dev/null)
 
 status=0
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
