@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -51,7 +52,8 @@ struct proxy {
   size_t n_tool_env;
   pthread_mutex_t log_lock;
 
-  int listen_fd;
+  int listen_fds[1 + PROXY_MAX_FORWARDS];
+  size_t n_listen;
   int stop_pipe[2];
   bool started;
   pthread_t thread;
@@ -867,15 +869,79 @@ static void serve_one(struct proxy *px, size_t slot, int fd)
 struct conn {
   struct proxy *proxy;
   size_t slot;
+  uint16_t forward_port; /* ports.localhost: relay to the host's 127.0.0.1:port; 0: proxy */
 };
+
+/* A ports.localhost connection: relayed to the same port on the host's
+ * loopback, which the manifest named explicitly. */
+static void serve_forward(struct proxy *px, size_t slot, int fd, uint16_t port)
+{
+  struct event ev = {.kind = "localhost", .host = "127.0.0.1", .port = port};
+  struct addrinfo ai = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ai.ai_addr = (struct sockaddr *)&a;
+  ai.ai_addrlen = sizeof a;
+  int up = connect_bounded(&ai);
+  if (up < 0) {
+    log_event(px, &ev, false, "nothing accepts on this port of the host's loopback");
+    return;
+  }
+  slot_set_upstream(px, slot, up);
+  relay(fd, up, &ev);
+  log_event(px, &ev, true, "forward closed");
+}
+
+static void *serve(void *arg);
+
+/* A thread for a new connection, in a free slot (or a 503 when none). */
+static void start_connection(struct proxy *px, int fd, uint16_t forward_port)
+{
+  pthread_mutex_lock(&px->lock);
+  size_t slot = 0;
+  while (slot < MAX_CONNS && px->slots[slot].used)
+    slot++;
+  if (slot == MAX_CONNS) {
+    pthread_mutex_unlock(&px->lock);
+    struct stream s = {.fd = fd};
+    if (!forward_port)
+      respond(&s, "503 Service Unavailable", "too many connections through the proxy");
+    close(fd);
+    return;
+  }
+  px->slots[slot] = (struct slot){.used = true, .client = fd, .upstream = -1};
+  px->active++;
+  pthread_mutex_unlock(&px->lock);
+  struct conn *c = cap_xmalloc(sizeof *c);
+  *c = (struct conn){.proxy = px, .slot = slot, .forward_port = forward_port};
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  if (pthread_create(&t, &attr, serve, c) != 0) {
+    pthread_mutex_lock(&px->lock);
+    px->slots[slot].used = false;
+    if (--px->active == 0)
+      pthread_cond_broadcast(&px->idle);
+    pthread_mutex_unlock(&px->lock);
+    close(fd);
+    free(c);
+  }
+  pthread_attr_destroy(&attr);
+}
 
 static void *serve(void *arg)
 {
   struct conn *c = arg;
   struct proxy *px = c->proxy;
   size_t slot = c->slot;
+  uint16_t forward_port = c->forward_port;
   free(c);
-  serve_one(px, slot, px->slots[slot].client);
+  if (forward_port)
+    serve_forward(px, slot, px->slots[slot].client, forward_port);
+  else
+    serve_one(px, slot, px->slots[slot].client);
   pthread_mutex_lock(&px->lock);
   close(px->slots[slot].client);
   if (px->slots[slot].upstream >= 0)
@@ -890,49 +956,23 @@ static void *serve(void *arg)
 static void *accept_loop(void *arg)
 {
   struct proxy *px = arg;
-  struct pollfd p[2] = {{.fd = px->listen_fd, .events = POLLIN},
-                        {.fd = px->stop_pipe[0], .events = POLLIN}};
+  struct pollfd p[1 + PROXY_MAX_FORWARDS + 1];
+  size_t n = px->n_listen;
+  for (size_t i = 0; i < n; i++)
+    p[i] = (struct pollfd){.fd = px->listen_fds[i], .events = POLLIN};
+  p[n] = (struct pollfd){.fd = px->stop_pipe[0], .events = POLLIN};
   for (;;) {
-    if (poll(p, 2, -1) < 0 && errno != EINTR)
+    if (poll(p, n + 1, -1) < 0 && errno != EINTR)
       return NULL;
-    if (p[1].revents)
+    if (p[n].revents)
       return NULL;
-    if (!(p[0].revents & POLLIN))
-      continue;
-    int fd = accept4(px->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0)
-      continue;
-    pthread_mutex_lock(&px->lock);
-    size_t slot = 0;
-    while (slot < MAX_CONNS && px->slots[slot].used)
-      slot++;
-    if (slot == MAX_CONNS) {
-      pthread_mutex_unlock(&px->lock);
-      struct stream s = {.fd = fd};
-      respond(&s, "503 Service Unavailable", "too many connections through the proxy");
-      close(fd);
-      continue;
+    for (size_t i = 0; i < n; i++) {
+      if (!(p[i].revents & POLLIN))
+        continue;
+      int fd = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
+      if (fd >= 0)
+        start_connection(px, fd, i ? px->spec->network.localhost.v[i - 1] : 0);
     }
-    px->slots[slot] = (struct slot){.used = true, .client = fd, .upstream = -1};
-    px->active++;
-    pthread_mutex_unlock(&px->lock);
-    struct conn *c = cap_xmalloc(sizeof *c);
-    c->proxy = px;
-    c->slot = slot;
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    if (pthread_create(&t, &attr, serve, c) != 0) {
-      pthread_mutex_lock(&px->lock);
-      px->slots[slot].used = false;
-      px->active--;
-      pthread_mutex_unlock(&px->lock);
-      close(fd);
-      free(c);
-    }
-    pthread_attr_destroy(&attr);
   }
 }
 
@@ -1006,7 +1046,6 @@ int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, stru
   struct proxy *px = cap_xcalloc(1, sizeof *px);
   px->spec = spec;
   px->opt = *opt;
-  px->listen_fd = -1;
   px->stop_pipe[0] = px->stop_pipe[1] = -1;
   pthread_mutex_init(&px->log_lock, NULL);
   pthread_mutex_init(&px->lock, NULL);
@@ -1066,15 +1105,19 @@ void proxy_scrub(struct proxy *p)
     wipe_secrets(p);
 }
 
-int proxy_start(struct proxy *px, int listen_fd, struct cap_error *err)
+int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *err)
 {
+  if (n > sizeof px->listen_fds / sizeof px->listen_fds[0]) {
+    for (size_t i = 0; i < n; i++)
+      close(fds[i]);
+    return cap_error_set(err, EINVAL, "proxy: too many listeners");
+  }
+  memcpy(px->listen_fds, fds, n * sizeof *fds);
+  px->n_listen = n;
   if (pipe2(px->stop_pipe, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "proxy: pipe");
-  px->listen_fd = listen_fd;
-  if (pthread_create(&px->thread, NULL, accept_loop, px) != 0) {
-    px->listen_fd = -1;
+  if (pthread_create(&px->thread, NULL, accept_loop, px) != 0)
     return cap_error_set(err, EAGAIN, "proxy: cannot start its thread");
-  }
   px->started = true;
   return 0;
 }
@@ -1100,8 +1143,9 @@ void proxy_stop(struct proxy *px)
     while (px->active)
       pthread_cond_wait(&px->idle, &px->lock);
     pthread_mutex_unlock(&px->lock);
-    close(px->listen_fd);
   }
+  for (size_t i = 0; i < px->n_listen; i++)
+    close(px->listen_fds[i]);
   if (px->stop_pipe[0] >= 0) {
     close(px->stop_pipe[0]);
     close(px->stop_pipe[1]);

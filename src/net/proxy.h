@@ -10,7 +10,9 @@
  *  - absolute-form plain-HTTP requests (GET http://host/path), checked the
  *    same way;
  *  - the reverse-proxy form /<credential-name>/path, forwarded to that
- *    route's upstream with the secret injected.
+ *    route's upstream with the secret injected;
+ *  - ports.localhost: a listener per port inside the sandbox, each
+ *    connection relayed to the same port on the host's loopback.
  * Secrets are read on the host side and never enter the sandbox; a route
  * with env_var gives the tool a random phantom token in that variable,
  * which the proxy requires in the request and swaps for the secret. Every
@@ -25,6 +27,7 @@
 #include "manifest/model.h"
 
 #define PROXY_PORT 3128 /* inside the sandbox: 127.0.0.1:3128 */
+#define PROXY_MAX_FORWARDS 32 /* ports.localhost entries forwarded into a sandbox */
 #define PROXY_CA_DIR "/.capsule" /* inside the sandbox: the trust bundle's folder */
 #define PROXY_CA_FILE PROXY_CA_DIR "/ca-bundle.pem"
 
@@ -51,8 +54,10 @@ char *const *proxy_tool_env(const struct proxy *p, size_t *n);
 /* Wipes the secrets from this copy of the proxy (a forked child's). */
 void proxy_scrub(struct proxy *p);
 
-/* Serves listen_fd (taken over) until proxy_stop. */
-int proxy_start(struct proxy *p, int listen_fd, struct cap_error *err);
+/* Serves the listeners (taken over, closed even on failure) until
+ * proxy_stop: fds[0] is the proxy's; fds[1 + i] forwards to the host's
+ * 127.0.0.1:spec->network.localhost.v[i] (ports.localhost). */
+int proxy_start(struct proxy *p, const int *fds, size_t n, struct cap_error *err);
 
 /* Stops serving (when started), ends every connection, frees p. */
 void proxy_stop(struct proxy *p);

@@ -16,6 +16,8 @@
 #include "manifest/model.h"
 #include "net/proxy.h"
 
+#define SANDBOX_MAX_FORWARDS PROXY_MAX_FORWARDS
+
 struct sandbox_options {
   char *const *argv;       /* the command; argv[0] is looked up in PATH inside */
   const char *workdir;     /* inside the sandbox; NULL: "/" or the first rw grant */

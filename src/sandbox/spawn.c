@@ -399,10 +399,22 @@ static void build_root(const struct cap_spec *spec, const char *root, const stru
   sethostname("capsule", 7);
 }
 
-/* Inside the sandbox's network namespace: loopback up, and the proxy's
- * listening socket made here, so it exists only in this namespace; the fd
- * goes to the supervisor, which serves it from the host's namespace. */
-static void make_proxy_listener(int pass_fd)
+/* A listening TCP socket on 127.0.0.1:port in this namespace. */
+static int loopback_listener(uint16_t port)
+{
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
+    child_fail("cannot listen on 127.0.0.1:%u: %s", port, strerror(errno));
+  return l;
+}
+
+/* Inside the sandbox's network namespace: loopback up, and the listening
+ * sockets made here, so they exist only in this namespace: the proxy's,
+ * then one per ports.localhost entry. The fds go to the supervisor, which
+ * serves them from the host's namespace. */
+static void make_proxy_listeners(const struct cap_spec *spec, int pass_fd)
 {
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   struct ifreq ifr = {0};
@@ -412,41 +424,49 @@ static void make_proxy_listener(int pass_fd)
   ifr.ifr_flags |= IFF_UP;
   CHILD_TRY(ioctl(s, SIOCSIFFLAGS, &ifr), "cannot bring up loopback: %s", strerror(errno));
   close(s);
-  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(PROXY_PORT)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 64) < 0)
-    child_fail("cannot listen on 127.0.0.1:%d: %s", PROXY_PORT, strerror(errno));
+  int fds[1 + SANDBOX_MAX_FORWARDS];
+  size_t n = 0;
+  fds[n++] = loopback_listener(PROXY_PORT);
+  for (size_t i = 0; i < spec->network.localhost.len && i < SANDBOX_MAX_FORWARDS; i++)
+    fds[n++] = loopback_listener(spec->network.localhost.v[i]);
   char dummy = 'p';
   struct iovec iov = {.iov_base = &dummy, .iov_len = 1};
-  char control[CMSG_SPACE(sizeof(int))] = {0};
+  char control[CMSG_SPACE(sizeof fds)];
+  memset(control, 0, sizeof control);
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-                       .msg_controllen = sizeof control};
+                       .msg_controllen = CMSG_SPACE(n * sizeof(int))};
   struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &l, sizeof(int));
-  CHILD_TRY(sendmsg(pass_fd, &msg, 0), "cannot hand the proxy socket over: %s", strerror(errno));
-  close(l);
+  cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+  memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+  CHILD_TRY(sendmsg(pass_fd, &msg, 0), "cannot hand the proxy sockets over: %s", strerror(errno));
+  for (size_t i = 0; i < n; i++)
+    close(fds[i]);
   close(pass_fd);
 }
 
-static int receive_fd(int sock)
+/* The listeners make_proxy_listeners sent: returns how many (<= max), or -1. */
+static int receive_fds(int sock, int *fds, size_t max)
 {
   char dummy;
   struct iovec iov = {.iov_base = &dummy, .iov_len = 1};
-  char control[CMSG_SPACE(sizeof(int))];
+  char control[CMSG_SPACE(sizeof(int) * (1 + SANDBOX_MAX_FORWARDS))];
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
                        .msg_controllen = sizeof control};
   if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
     return -1;
   struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-  if (!cm || cm->cmsg_type != SCM_RIGHTS)
+  if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(sizeof(int)))
     return -1;
-  int fd;
-  memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-  return fd;
+  size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+  int got[1 + SANDBOX_MAX_FORWARDS];
+  memcpy(got, CMSG_DATA(cm), n * sizeof(int));
+  for (size_t i = max; i < n; i++)
+    close(got[i]);
+  n = n < max ? n : max;
+  memcpy(fds, got, n * sizeof(int));
+  return (int)n;
 }
 
 static void set_rlimit(int resource, uint64_t value)
@@ -653,7 +673,8 @@ struct launch {
   char *base;              /* the tmpfs root's mount point, removed at the end */
   int sync[2], report[2];  /* parent -> child "go"; child -> parent setup failure */
   int pass[2];             /* the proxy's listening socket travels here */
-  int listen_fd;
+  int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
+  size_t n_listen;
   struct proxy *proxy;     /* proxy mode: stopped and freed at the end */
   pid_t pid;
 };
@@ -674,9 +695,12 @@ static int launch_release(struct launch *l, int r)
     waitpid(l->pid, NULL, 0);
   }
   int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1],
-                &l->pass[0], &l->pass[1], &l->listen_fd};
+                &l->pass[0], &l->pass[1]};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     fd_close(fds[i]);
+  for (size_t i = 0; i < l->n_listen; i++)
+    close(l->listen_fds[i]);
+  l->n_listen = 0;
   proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
   l->proxy = NULL;
   if (l->base) {
@@ -719,6 +743,9 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                          "the manifest asks for the linux-gvisor backend, which capsule does "
                          "not run yet; refusing rather than running it with less isolation");
 
+  if (spec->network.localhost.len > SANDBOX_MAX_FORWARDS)
+    return cap_error_set(err, EINVAL, "network.ports.localhost lists %zu ports; capsule forwards at most %d",
+                         spec->network.localhost.len, SANDBOX_MAX_FORWARDS);
   uid_t uid = getuid(), euid = geteuid();
   gid_t gid = getgid();
   uid_t inside_uid = uid ? uid : SANDBOX_UID_AS_ROOT;
@@ -727,7 +754,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   gid_t outside_gid = euid ? getegid() : SANDBOX_UID_AS_ROOT;
   bool proxied = spec->network.mode == CAP_NET_PROXY;
 
-  struct launch l = {.sync = {-1, -1}, .report = {-1, -1}, .pass = {-1, -1}, .listen_fd = -1};
+  struct launch l = {.sync = {-1, -1}, .report = {-1, -1}, .pass = {-1, -1}};
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
   struct proxy *px = NULL;
@@ -782,7 +809,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     build_root(spec, l.base, px);
     if (proxied) {
       close(l.pass[0]);
-      make_proxy_listener(l.pass[1]);
+      make_proxy_listeners(spec, l.pass[1]);
     }
     pid_t command = fork();
     if (command < 0)
@@ -804,14 +831,15 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   if (r == 0)
     r = await_setup(&l, err);
   if (r == 0 && proxied) {
-    l.listen_fd = receive_fd(l.pass[0]);
-    if (l.listen_fd < 0)
-      r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy socket");
+    size_t want = 1 + spec->network.localhost.len;
+    int got = receive_fds(l.pass[0], l.listen_fds, want);
+    l.n_listen = got > 0 ? (size_t)got : 0;
+    if (l.n_listen != want)
+      r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy sockets");
   }
   if (r == 0 && proxied) {
-    r = proxy_start(px, l.listen_fd, err);
-    if (r == 0)
-      l.listen_fd = -1; /* the proxy owns it now */
+    r = proxy_start(px, l.listen_fds, l.n_listen, err);
+    l.n_listen = 0; /* the proxy owns them now, even when it failed */
   }
   if (r < 0)
     return launch_release(&l, r);

@@ -61,6 +61,7 @@ m creds '"network": {"mode": "proxy"}, "credentials": [
  {"name": "basic", "upstream": "http://127.0.0.1:'"$http"'", "source": "file://'"$work"'/es-secret",
   "env_var": "ES_PASSWORD", "inject": {"mode": "basic_auth"},
   "endpoint_rules": [{"method": "GET", "path": "/_search"}]}]'
+m forward '"network": {"mode": "proxy", "ports": {"localhost": ['"$http"']}}'
 m missing '"network": {"mode": "proxy"}, "credentials": [
  {"name": "gone", "upstream": "https://127.0.0.1:1", "source": "env://CAPSULE_NO_SUCH_VARIABLE"}]'
 
@@ -122,6 +123,10 @@ for who in "${users[@]}"; do
   if ! echo "$out" | grep -qF "$secret" && echo "$out" | grep -qE '^TG_TOKEN=[0-9a-f]{64}$' &&
      echo "$out" | grep -q "es-secret: No such file"; then ok "$who" canary-no-secret-inside
   else bad "$who" canary-no-secret-inside; echo "$out" | grep -F "$secret" | head -3 | sed 's/^/         /'; fi
+
+  # ports.localhost: that port of the host's loopback, and no other
+  check "$who" localhost-forward 0 "^GET /fwd$" run --config "$work/forward.json" -- sh -c "curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:$http/fwd"
+  check "$who" localhost-other-port 0 "^refused$" run --config "$work/forward.json" -- sh -c "curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:$https/ 2>/dev/null || echo refused"
 
   # ways around the proxy
   check "$who" direct-bypass 0 "BLOCKED" run --config "$work/any.json" $P -- "$hostile" tcp "$http"
