@@ -405,7 +405,7 @@ static int loopback_listener(uint16_t port)
   int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 128) < 0)
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4096) < 0)
     child_fail("cannot listen on 127.0.0.1:%u: %s", port, strerror(errno));
   return l;
 }

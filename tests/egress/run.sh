@@ -137,6 +137,29 @@ for who in "${users[@]}"; do
   check "$who" malformed 0 "^HTTP/1.1 400" run --config "$work/any.json" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf "GARBAGE\r\n\r\n" >&3; head -1 <&3; exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://x/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n" >&3; head -1 <&3'
   check "$who" oversized-head 0 "larger than 16 KiB" run --config "$work/tunnel.json" $P -- sh -c "$C -H \"X-Big: \$(printf '%020000d' 0)\" http://localhost:$http/big-head"
   check "$who" chunked-body 0 "^hello chunked$" run --config "$work/tunnel.json" $P -- sh -c "echo 'hello chunked' | $C -H 'Transfer-Encoding: chunked' --data-binary @- http://localhost:$http/up"
+  # faults: a dead upstream, a silent one, 10,000 connections opened and
+  # dropped, 200 held open at once: the proxy answers, stays up and bounded
+  check "$who" dead-upstream 0 "^HTTP/1.1 502" run --config "$work/any.json" $P -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://127.0.0.1:1/ HTTP/1.1\r\n\r\n" >&3; head -1 <&3'
+  rm -f "$work/logs/faults.out"
+  as_user "$who" "$capsule" run --config "$work/tunnel.json" $P -- bash -c "
+    for i in \$(seq 10000); do exec 3<>/dev/tcp/127.0.0.1/3128 && exec 3>&-; done
+    for i in \$(seq 200); do $C http://localhost:$http/hang >/dev/null 2>&1 & done
+    sleep 1; $C http://localhost:$http/alive | head -1; sleep 3; kill \$(jobs -p) 2>/dev/null" \
+    >"$work/logs/faults.out" 2>&1 </dev/null &
+  cap_pid=$!
+  hwm=""
+  for _ in $(seq 600); do
+    if grep -q '^GET /alive' "$work/logs/faults.out" 2>/dev/null; then
+      sup=$cap_pid # the supervisor: this job itself, or (root) its child
+      [ "$(cat /proc/$sup/comm 2>/dev/null)" = capsule ] || sup=$(pgrep -P "$cap_pid" -x capsule | head -1)
+      hwm=$(awk '/VmHWM/ {print $2}' "/proc/$sup/status" 2>/dev/null); break
+    fi
+    sleep 0.1
+  done
+  wait $cap_pid
+  if [ -n "$hwm" ] && [ "$hwm" -lt 262144 ]; then ok "$who" "10k-connections-then-200-held (capsule peak RSS ${hwm} kB)"
+  else bad "$who" "10k-connections-then-200-held (peak RSS '${hwm}' kB)"; head -5 "$work/logs/faults.out" | sed 's/^/         /'; fi
+
   # the egress log and -v
   rm -f "$work/logs/egress.log"
   check "$who" verbose-denial 0 "capsule: egress denied: GET localhost:$http /x" run -v --egress-log "$work/logs/egress.log" --config "$work/l7.json" $P -- sh -c "$C http://localhost:$http/x >/dev/null"
