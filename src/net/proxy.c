@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -29,11 +31,13 @@
 #define CONNECT_TIMEOUT_MS 10000 /* upstream connect deadline */
 #define MAX_CONNS 256
 #define SECRET_MAX 8192
+#define PIPE_BYTES (1 << 20)
 
 /* A connection's two sockets, so proxy_stop can shut them down. */
 struct slot {
   bool used;
   int client, upstream;
+  uint16_t forward_port; /* ports.localhost: relay to the host's 127.0.0.1:port; 0: proxy */
 };
 
 struct route_secret {
@@ -58,8 +62,14 @@ struct proxy {
   bool started;
   pthread_t thread;
   pthread_mutex_t lock;
-  pthread_cond_t idle;
-  size_t active;
+  pthread_cond_t idle;  /* a worker ended */
+  pthread_cond_t work;  /* a connection was queued, or stopping */
+  size_t active;        /* slots in use */
+  size_t n_workers, idle_workers;
+  bool has_leader; /* a worker is blocked in accept() on the proxy's listener */
+  bool stopping;
+  size_t queue[MAX_CONNS]; /* slots waiting for a worker */
+  size_t q_head, q_len;
   struct slot slots[MAX_CONNS];
 };
 
@@ -226,6 +236,29 @@ static int connect_bounded(const struct addrinfo *ai)
  * forbidden (a name that also points at the metadata service is not used). */
 static int dial(struct proxy *px, const char *host, uint16_t port, const char **why)
 {
+  struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+  struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+  struct addrinfo lit = {.ai_socktype = SOCK_STREAM};
+  if (inet_pton(AF_INET, host, &v4.sin_addr) == 1) { /* a literal: no resolver round */
+    lit.ai_family = AF_INET;
+    lit.ai_addr = (struct sockaddr *)&v4;
+    lit.ai_addrlen = sizeof v4;
+  } else if (inet_pton(AF_INET6, host, &v6.sin6_addr) == 1) {
+    lit.ai_family = AF_INET6;
+    lit.ai_addr = (struct sockaddr *)&v6;
+    lit.ai_addrlen = sizeof v6;
+  }
+  if (lit.ai_addr) {
+    if (net_address_forbidden(lit.ai_addr, px->opt.allow_private)) {
+      *why = "the host resolves to an address capsule never connects to "
+             "(link-local, metadata, private or loopback)";
+      return -1;
+    }
+    int fd = connect_bounded(&lit);
+    if (fd < 0)
+      *why = "the upstream did not accept the connection";
+    return fd;
+  }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
   char service[8];
   snprintf(service, sizeof service, "%u", port);
@@ -249,18 +282,55 @@ static int dial(struct proxy *px, const char *host, uint16_t port, const char **
   return fd;
 }
 
-static void slot_set_upstream(struct proxy *px, size_t slot, int fd)
+/* A thread that serves one connection at a time, with what it reuses. */
+struct worker {
+  struct proxy *px;
+  size_t slot;              /* the connection being served */
+  int pipes[2][2];          /* splice pipes, one per direction; -1 until used */
+  struct http_request req;  /* the request being parsed */
+  char buf[HTTP_HEAD_MAX + 65536];
+};
+
+static void slot_set_upstream(struct worker *w, int fd)
 {
-  pthread_mutex_lock(&px->lock);
-  px->slots[slot].upstream = fd;
-  pthread_mutex_unlock(&px->lock);
+  pthread_mutex_lock(&w->px->lock);
+  w->px->slots[w->slot].upstream = fd;
+  pthread_mutex_unlock(&w->px->lock);
+}
+
+/* Moves what one readable socket has (up to a pipe's worth) to the other
+ * without copying through user space: socket -> pipe -> socket. Returns
+ * the bytes moved, 0 at end of stream, -1 on error. */
+static ssize_t pump(struct worker *w, int dir, int from, int to)
+{
+  int *pp = w->pipes[dir];
+  if (pp[0] < 0) {
+    if (pipe2(pp, O_CLOEXEC) < 0)
+      return -1;
+    fcntl(pp[1], F_SETPIPE_SZ, PIPE_BYTES);
+  }
+  ssize_t n = splice(from, NULL, pp[1], NULL, PIPE_BYTES, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+  if (n < 0 && errno == EAGAIN)
+    return -2; /* nothing after all: not an end */
+  if (n <= 0)
+    return n;
+  for (ssize_t left = n; left > 0;) {
+    ssize_t m = splice(pp[0], NULL, to, NULL, (size_t)left, SPLICE_F_MOVE);
+    if (m <= 0) { /* bytes stranded in the pipe: it cannot be reused */
+      close(pp[0]);
+      close(pp[1]);
+      pp[0] = pp[1] = -1;
+      return -1;
+    }
+    left -= m;
+  }
+  return n;
 }
 
 /* Copies bytes both ways until both directions have ended (a half-close
  * is passed on) or the tunnel stays idle too long. */
-static void relay(int a, int b, struct event *ev)
+static void relay(struct worker *w, int a, int b, struct event *ev)
 {
-  char buf[65536];
   const int fds[2] = {a, b};
   struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
   int open_directions = 2;
@@ -271,7 +341,9 @@ static void relay(int a, int b, struct event *ev)
     for (int i = 0; i < 2; i++) {
       if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
         continue;
-      ssize_t n = recv(p[i].fd, buf, sizeof buf, 0);
+      ssize_t n = pump(w, i, p[i].fd, fds[1 - i]);
+      if (n == -2)
+        continue;
       if (n < 0)
         return;
       if (n == 0) { /* this side is done sending: tell the other, keep reading it */
@@ -280,9 +352,6 @@ static void relay(int a, int b, struct event *ev)
         open_directions--;
         continue;
       }
-      struct stream out = {.fd = fds[1 - i]};
-      if (!stream_write(&out, buf, (size_t)n))
-        return;
       *(i == 0 ? &ev->bytes_up : &ev->bytes_down) += n;
     }
   }
@@ -524,11 +593,12 @@ static bool forward_body(struct http_request *req, struct stream *client, struct
  * the response back. route may be NULL; base_len is the route's base path
  * length inside t->path. via_route: the host is reachable because of the
  * route alone (reverse-proxy form). */
-static void forward_request(struct proxy *px, size_t slot, struct stream *client,
+static void forward_request(struct worker *w, struct stream *client,
                             struct http_request *req, struct http_url *t,
                             const struct cap_credential_route *route, size_t base_len,
                             bool via_route, const char *rest, size_t rest_len, struct event *ev)
 {
+  struct proxy *px = w->px;
   ev->method = req->method;
   ev->host = t->host;
   ev->port = t->port;
@@ -618,7 +688,7 @@ static void forward_request(struct proxy *px, size_t slot, struct stream *client
          why);
     return;
   }
-  slot_set_upstream(px, slot, fd);
+  slot_set_upstream(w, fd);
   struct stream up = {.fd = fd};
   char errbuf[256];
   if (t->tls) {
@@ -642,10 +712,24 @@ static void forward_request(struct proxy *px, size_t slot, struct stream *client
   if (ok) {
     if (!up.ssl)
       shutdown(fd, SHUT_WR);
-    char buf[65536];
-    for (;;) { /* the response, to the end (the upstream closes: Connection: close) */
-      ssize_t n = stream_read(&up, buf, sizeof buf);
-      if (n <= 0 || !stream_write(client, buf, (size_t)n))
+    /* the response, to the end (the upstream closes: Connection: close);
+     * spliced when neither side is TLS */
+    for (;;) {
+      ssize_t n;
+      if (!up.ssl && !client->ssl) {
+        n = pump(w, 1, fd, client->fd);
+        if (n == -2) { /* nothing yet: wait for it */
+          struct pollfd pf = {.fd = fd, .events = POLLIN};
+          if (poll(&pf, 1, STREAM_TIMEOUT_S * 1000) <= 0)
+            break;
+          continue;
+        }
+      } else {
+        n = stream_read(&up, w->buf, sizeof w->buf);
+        if (n > 0 && !stream_write(client, w->buf, (size_t)n))
+          n = -1;
+      }
+      if (n <= 0)
         break;
       ev->bytes_down += n;
     }
@@ -666,14 +750,21 @@ static long read_request(struct stream *s, struct http_request *req, char *buf, 
 {
   *got = 0;
   for (;;) {
-    if (!s->ssl || SSL_pending(s->ssl) == 0) {
-      struct pollfd p = {.fd = s->fd, .events = POLLIN};
-      if (poll(&p, 1, IO_TIMEOUT_MS) <= 0) {
-        *why = NULL;
-        return -1;
+    /* a client usually sends its request with the connection: try first,
+     * wait only when nothing is there yet */
+    ssize_t n = -1;
+    if (!s->ssl)
+      n = recv(s->fd, buf + *got, size - *got, MSG_DONTWAIT);
+    if (n < 0 && (s->ssl || errno == EAGAIN)) {
+      if (!s->ssl || SSL_pending(s->ssl) == 0) {
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+        if (poll(&p, 1, IO_TIMEOUT_MS) <= 0) {
+          *why = NULL;
+          return -1;
+        }
       }
+      n = stream_read(s, buf + *got, size - *got);
     }
-    ssize_t n = stream_read(s, buf + *got, size - *got);
     if (n <= 0) {
       *why = NULL;
       return -1;
@@ -691,9 +782,10 @@ static long read_request(struct stream *s, struct http_request *req, char *buf, 
 
 /* After CONNECT to a host with rules or a credential route: TLS with a
  * minted leaf, then one request read, checked and forwarded. */
-static void intercept(struct proxy *px, size_t slot, struct stream *client, const char *host,
+static void intercept(struct worker *w, struct stream *client, const char *host,
                       uint16_t port, struct event *ev)
 {
+  struct proxy *px = w->px;
   SSL_CTX *ctx = tls_ca_server_ctx(px->ca, host);
   SSL *ssl = ctx ? SSL_new(ctx) : NULL;
   SSL_CTX_free(ctx);
@@ -707,11 +799,12 @@ static void intercept(struct proxy *px, size_t slot, struct stream *client, cons
     return;
   }
   struct stream tls = {.fd = client->fd, .ssl = ssl};
-  struct http_request *req = cap_xmalloc(sizeof *req);
-  char *buf = cap_xmalloc(HTTP_HEAD_MAX + 65536);
+  /* the CONNECT request is done with: its buffers are reused */
+  struct http_request *req = &w->req;
+  char *buf = w->buf;
   size_t got;
   const char *why = NULL;
-  long head = read_request(&tls, req, buf, HTTP_HEAD_MAX + 65536, &got, &why);
+  long head = read_request(&tls, req, buf, sizeof w->buf, &got, &why);
   ev->kind = "intercept";
   if (head < 0) {
     if (why)
@@ -726,20 +819,19 @@ static void intercept(struct proxy *px, size_t slot, struct stream *client, cons
       snprintf(t.path, sizeof t.path, "%s", req->target);
       size_t base = 0;
       const struct cap_credential_route *route = route_for(px, &t, &base);
-      forward_request(px, slot, &tls, req, &t, route, base, false, buf + head,
+      forward_request(w, &tls, req, &t, route, base, false, buf + head,
                       got - (size_t)head, ev);
     }
   }
   SSL_shutdown(ssl);
   SSL_free(ssl);
-  free(buf);
-  free(req);
 }
 
-static void handle_connect(struct proxy *px, size_t slot, struct stream *client,
+static void handle_connect(struct worker *w, struct stream *client,
                            struct http_request *req, const char *rest, size_t rest_len,
                            struct event *ev)
 {
+  struct proxy *px = w->px;
   char authority[300];
   char *host;
   uint16_t port;
@@ -763,7 +855,7 @@ static void handle_connect(struct proxy *px, size_t slot, struct stream *client,
       deny(px, client, ev, "400 Bad Request", "data sent before the tunnel was established");
       return;
     }
-    intercept(px, slot, client, host, port, ev);
+    intercept(w, client, host, port, ev);
     return;
   }
   const char *why = NULL;
@@ -772,12 +864,12 @@ static void handle_connect(struct proxy *px, size_t slot, struct stream *client,
     deny(px, client, ev, strstr(why, "never connects") ? "403 Forbidden" : "502 Bad Gateway", why);
     return;
   }
-  slot_set_upstream(px, slot, up);
+  slot_set_upstream(w, up);
   static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
   struct stream upstream = {.fd = up};
   if (stream_write(client, ok, sizeof ok - 1) && (!rest_len || stream_write(&upstream, rest, rest_len))) {
     ev->bytes_up += (long long)rest_len;
-    relay(client->fd, up, ev);
+    relay(w, client->fd, up, ev);
   }
   log_event(px, ev, true, "tunnel closed");
 }
@@ -790,10 +882,11 @@ static bool is_loopback_name(const char *host)
 
 /* GET /<credential-name>/rest: the reverse-proxy form (path is the origin
  * form the tool sent) */
-static void handle_reverse(struct proxy *px, size_t slot, struct stream *client,
+static void handle_reverse(struct worker *w, struct stream *client,
                            struct http_request *req, const char *path, const char *rest,
                            size_t rest_len, struct event *ev)
 {
+  struct proxy *px = w->px;
   ev->kind = "reverse";
   ev->path = path;
   const char *name = path + 1;
@@ -822,26 +915,27 @@ static void handle_reverse(struct proxy *px, size_t slot, struct stream *client,
     return;
   }
   snprintf(t.path + base, sizeof t.path - base, "%s%s", *tail == '/' ? "" : "/", tail);
-  forward_request(px, slot, client, req, &t, route, base, true, rest, rest_len, ev);
+  forward_request(w, client, req, &t, route, base, true, rest, rest_len, ev);
 }
 
-static void serve_one(struct proxy *px, size_t slot, int fd)
+static void serve_one(struct worker *w, int fd)
 {
+  struct proxy *px = w->px;
   struct stream client = {.fd = fd};
   set_timeouts(fd, STREAM_TIMEOUT_S);
-  struct http_request *req = cap_xmalloc(sizeof *req);
-  char *buf = cap_xmalloc(HTTP_HEAD_MAX + 65536);
+  struct http_request *req = &w->req;
+  char *buf = w->buf;
   size_t got;
   const char *why = NULL;
   struct event ev = {.kind = "http"};
-  long head = read_request(&client, req, buf, HTTP_HEAD_MAX + 65536, &got, &why);
+  long head = read_request(&client, req, buf, sizeof w->buf, &got, &why);
   if (head < 0) {
     if (why)
       deny(px, &client, &ev, "400 Bad Request", why);
   } else if (strcmp(req->method, "CONNECT") == 0) {
-    handle_connect(px, slot, &client, req, buf + head, got - (size_t)head, &ev);
+    handle_connect(w, &client, req, buf + head, got - (size_t)head, &ev);
   } else if (req->target[0] == '/') {
-    handle_reverse(px, slot, &client, req, req->target, buf + head, got - (size_t)head, &ev);
+    handle_reverse(w, &client, req, req->target, buf + head, got - (size_t)head, &ev);
   } else {
     struct http_url t;
     ev.path = req->target;
@@ -851,30 +945,22 @@ static void serve_one(struct proxy *px, size_t slot, int fd)
     } else if (t.port == PROXY_PORT && is_loopback_name(t.host)) {
       /* addressed to the proxy itself (a client that ignores NO_PROXY):
        * the reverse-proxy form, never the host's own port 3128 */
-      handle_reverse(px, slot, &client, req, t.path, buf + head, got - (size_t)head, &ev);
+      handle_reverse(w, &client, req, t.path, buf + head, got - (size_t)head, &ev);
     } else {
       ev.path = t.path;
       size_t base = 0;
       const struct cap_credential_route *route = route_for(px, &t, &base);
-      forward_request(px, slot, &client, req, &t, route, base, false, buf + head,
+      forward_request(w, &client, req, &t, route, base, false, buf + head,
                       got - (size_t)head, &ev);
     }
   }
-  free(buf);
-  free(req);
 }
 
 /* ---- threads ---- */
 
-struct conn {
-  struct proxy *proxy;
-  size_t slot;
-  uint16_t forward_port; /* ports.localhost: relay to the host's 127.0.0.1:port; 0: proxy */
-};
-
 /* A ports.localhost connection: relayed to the same port on the host's
  * loopback, which the manifest named explicitly. */
-static void serve_forward(struct proxy *px, size_t slot, int fd, uint16_t port)
+static void serve_forward(struct worker *w, int fd, uint16_t port)
 {
   struct event ev = {.kind = "localhost", .host = "127.0.0.1", .port = port};
   struct addrinfo ai = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
@@ -884,82 +970,141 @@ static void serve_forward(struct proxy *px, size_t slot, int fd, uint16_t port)
   ai.ai_addrlen = sizeof a;
   int up = connect_bounded(&ai);
   if (up < 0) {
-    log_event(px, &ev, false, "nothing accepts on this port of the host's loopback");
+    log_event(w->px, &ev, false, "nothing accepts on this port of the host's loopback");
     return;
   }
-  slot_set_upstream(px, slot, up);
-  relay(fd, up, &ev);
-  log_event(px, &ev, true, "forward closed");
+  slot_set_upstream(w, up);
+  relay(w, fd, up, &ev);
+  log_event(w->px, &ev, true, "forward closed");
 }
 
-static void *serve(void *arg);
+/* Workers live until proxy_stop (a thread per connection would pay for
+ * creating and unmapping a stack, with TLB shootdowns, on every one).
+ * Leader and followers: one worker at a time blocks in accept() on the
+ * proxy's listener; when a connection arrives it hands leadership on (to
+ * an idle worker, or a new one) and serves that connection itself, so the
+ * kernel wakes the thread that serves it, with no hand-off. ports.localhost
+ * listeners are accepted by the poll thread and queued. */
 
-/* A thread for a new connection, in a free slot (or a 503 when none). */
-static void start_connection(struct proxy *px, int fd, uint16_t forward_port)
+static bool spawn_worker(struct proxy *px);
+
+/* A free slot for fd (locked), or SIZE_MAX after answering 503. */
+static size_t claim_slot(struct proxy *px, int fd, uint16_t forward_port)
 {
-  pthread_mutex_lock(&px->lock);
   size_t slot = 0;
   while (slot < MAX_CONNS && px->slots[slot].used)
     slot++;
   if (slot == MAX_CONNS) {
-    pthread_mutex_unlock(&px->lock);
     struct stream s = {.fd = fd};
     if (!forward_port)
       respond(&s, "503 Service Unavailable", "too many connections through the proxy");
     close(fd);
-    return;
+    return SIZE_MAX;
   }
-  px->slots[slot] = (struct slot){.used = true, .client = fd, .upstream = -1};
+  px->slots[slot] = (struct slot){.used = true, .client = fd, .upstream = -1, .forward_port = forward_port};
   px->active++;
-  pthread_mutex_unlock(&px->lock);
-  struct conn *c = cap_xmalloc(sizeof *c);
-  *c = (struct conn){.proxy = px, .slot = slot, .forward_port = forward_port};
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 * 1024);
-  if (pthread_create(&t, &attr, serve, c) != 0) {
-    pthread_mutex_lock(&px->lock);
-    px->slots[slot].used = false;
-    if (--px->active == 0)
-      pthread_cond_broadcast(&px->idle);
-    pthread_mutex_unlock(&px->lock);
-    close(fd);
-    free(c);
-  }
-  pthread_attr_destroy(&attr);
+  return slot;
 }
 
-static void *serve(void *arg)
+/* Serves slot with the lock dropped, then frees it (locked again). */
+static void serve_slot(struct worker *w, size_t slot)
 {
-  struct conn *c = arg;
-  struct proxy *px = c->proxy;
-  size_t slot = c->slot;
-  uint16_t forward_port = c->forward_port;
-  free(c);
+  struct proxy *px = w->px;
+  w->slot = slot;
+  int fd = px->slots[slot].client;
+  uint16_t forward_port = px->slots[slot].forward_port;
+  pthread_mutex_unlock(&px->lock);
   if (forward_port)
-    serve_forward(px, slot, px->slots[slot].client, forward_port);
+    serve_forward(w, fd, forward_port);
   else
-    serve_one(px, slot, px->slots[slot].client);
+    serve_one(w, fd);
   pthread_mutex_lock(&px->lock);
   close(px->slots[slot].client);
   if (px->slots[slot].upstream >= 0)
     close(px->slots[slot].upstream);
   px->slots[slot].used = false;
-  if (--px->active == 0)
-    pthread_cond_broadcast(&px->idle);
+  px->active--;
+}
+
+static void *worker_main(void *arg)
+{
+  struct worker *w = arg;
+  struct proxy *px = w->px;
+  pthread_mutex_lock(&px->lock);
+  for (;;) {
+    if (px->q_len) {
+      size_t slot = px->queue[px->q_head];
+      px->q_head = (px->q_head + 1) % MAX_CONNS;
+      px->q_len--;
+      serve_slot(w, slot);
+      continue;
+    }
+    if (px->stopping)
+      break;
+    if (!px->has_leader) {
+      px->has_leader = true;
+      pthread_mutex_unlock(&px->lock);
+      int fd = accept4(px->listen_fds[0], NULL, NULL, SOCK_CLOEXEC);
+      pthread_mutex_lock(&px->lock);
+      px->has_leader = false;
+      /* the next leader: an idle follower, or a new worker */
+      if (!px->stopping && (px->idle_workers == 0 ? !spawn_worker(px) : true))
+        pthread_cond_signal(&px->work);
+      if (fd < 0)
+        continue; /* stopping (the listener was shut down), or a failed accept */
+      size_t slot = claim_slot(px, fd, 0);
+      if (slot != SIZE_MAX)
+        serve_slot(w, slot);
+      continue;
+    }
+    px->idle_workers++;
+    pthread_cond_wait(&px->work, &px->lock);
+    px->idle_workers--;
+  }
+  px->n_workers--;
+  pthread_cond_broadcast(&px->idle);
   pthread_mutex_unlock(&px->lock);
+  for (int i = 0; i < 2; i++)
+    if (w->pipes[i][0] >= 0) {
+      close(w->pipes[i][0]);
+      close(w->pipes[i][1]);
+    }
+  free(w);
   return NULL;
 }
 
+/* A new worker (locked). False when none can be made (the limit, or no
+ * thread): the queue then waits for a busy one. */
+static bool spawn_worker(struct proxy *px)
+{
+  if (px->n_workers >= MAX_CONNS)
+    return false;
+  struct worker *w = cap_xcalloc(1, sizeof *w);
+  w->px = px;
+  w->pipes[0][0] = w->pipes[0][1] = w->pipes[1][0] = w->pipes[1][1] = -1;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  bool ok = pthread_create(&t, &attr, worker_main, w) == 0;
+  pthread_attr_destroy(&attr);
+  if (!ok) {
+    free(w);
+    return false;
+  }
+  px->n_workers++;
+  return true;
+}
+
+/* The poll thread: ports.localhost connections, queued for a worker. */
 static void *accept_loop(void *arg)
 {
   struct proxy *px = arg;
-  struct pollfd p[1 + PROXY_MAX_FORWARDS + 1];
-  size_t n = px->n_listen;
+  struct pollfd p[PROXY_MAX_FORWARDS + 1];
+  size_t n = px->n_listen - 1;
   for (size_t i = 0; i < n; i++)
-    p[i] = (struct pollfd){.fd = px->listen_fds[i], .events = POLLIN};
+    p[i] = (struct pollfd){.fd = px->listen_fds[1 + i], .events = POLLIN};
   p[n] = (struct pollfd){.fd = px->stop_pipe[0], .events = POLLIN};
   for (;;) {
     if (poll(p, n + 1, -1) < 0 && errno != EINTR)
@@ -970,8 +1115,18 @@ static void *accept_loop(void *arg)
       if (!(p[i].revents & POLLIN))
         continue;
       int fd = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
-      if (fd >= 0)
-        start_connection(px, fd, i ? px->spec->network.localhost.v[i - 1] : 0);
+      if (fd < 0)
+        continue;
+      pthread_mutex_lock(&px->lock);
+      size_t slot = claim_slot(px, fd, px->spec->network.localhost.v[i]);
+      if (slot != SIZE_MAX) {
+        px->queue[(px->q_head + px->q_len) % MAX_CONNS] = slot;
+        px->q_len++;
+        if (px->idle_workers < px->q_len)
+          spawn_worker(px);
+        pthread_cond_signal(&px->work);
+      }
+      pthread_mutex_unlock(&px->lock);
     }
   }
 }
@@ -1037,6 +1192,7 @@ static void proxy_free(struct proxy *px)
   pthread_mutex_destroy(&px->log_lock);
   pthread_mutex_destroy(&px->lock);
   pthread_cond_destroy(&px->idle);
+  pthread_cond_destroy(&px->work);
   free(px);
 }
 
@@ -1050,6 +1206,7 @@ int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, stru
   pthread_mutex_init(&px->log_lock, NULL);
   pthread_mutex_init(&px->lock, NULL);
   pthread_cond_init(&px->idle, NULL);
+  pthread_cond_init(&px->work, NULL);
   px->secrets = cap_xcalloc(spec->n_routes + 1, sizeof *px->secrets);
   px->tool_env = cap_xcalloc(spec->n_routes + 1, sizeof *px->tool_env);
   for (size_t i = 0; i < spec->n_routes; i++) {
@@ -1119,6 +1276,11 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
   if (pthread_create(&px->thread, NULL, accept_loop, px) != 0)
     return cap_error_set(err, EAGAIN, "proxy: cannot start its thread");
   px->started = true;
+  pthread_mutex_lock(&px->lock);
+  bool ok = spawn_worker(px); /* the first leader */
+  pthread_mutex_unlock(&px->lock);
+  if (!ok)
+    return cap_error_set(err, EAGAIN, "proxy: cannot start a worker thread");
   return 0;
 }
 
@@ -1140,7 +1302,12 @@ void proxy_stop(struct proxy *px)
       if (px->slots[i].upstream >= 0)
         shutdown(px->slots[i].upstream, SHUT_RDWR);
     }
-    while (px->active)
+    /* queued connections not yet served are served at once: their
+     * sockets are shut down, so each ends immediately */
+    px->stopping = true;
+    shutdown(px->listen_fds[0], SHUT_RDWR); /* wakes the leader's accept() */
+    pthread_cond_broadcast(&px->work);
+    while (px->n_workers)
       pthread_cond_wait(&px->idle, &px->lock);
     pthread_mutex_unlock(&px->lock);
   }

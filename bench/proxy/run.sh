@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The egress proxy against going direct, in one run: throughput of one large
+# transfer (default 1 GiB) and the latency of many small requests, each on a
+# new connection, from host loopback (direct) and from inside a capsule
+# sandbox through its proxy (plain-HTTP absolute form, and a CONNECT
+# tunnel). Both ends are bench/proxy/blast.c, so neither is the bottleneck.
+# Rounds interleave the setups; medians and ratios to direct are printed.
+# When @anthropic-ai/sandbox-runtime installs from npm, its proxy (a Node
+# HTTP proxy on the host, bridged into bwrap with socat) is measured too.
+# Usage: bench/proxy/run.sh [CAPSULE]   env: BYTES, COUNT, ROUNDS
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+capsule=$(realpath "${1:-$root/build/capsule}")
+bytes=${BYTES:-1073741824}
+count=${COUNT:-2000}
+rounds=${ROUNDS:-3}
+out=$(mktemp -d /var/tmp/capsule-bench-proxy.XXXXXX)
+chmod 755 "$out"
+pids=()
+ns=capsule-bench-$$
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; ip netns del "$ns" 2>/dev/null; rm -rf "$out"' EXIT
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap) # sandbox-runtime needs bwrap, socat, ripgrep
+command -v socat >/dev/null || need+=(socat)
+command -v rg >/dev/null || need+=(ripgrep)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null || true
+fi
+cc -O2 -pthread -o "$out/blast" "$root/bench/proxy/blast.c"
+port=$((30000 + $$ % 20000))
+"$out/blast" serve "$port" & pids+=($!)
+sleep 0.2
+# a second upstream behind a 1 Gbit/s link: a network namespace of this
+# run's own, a veth pair, a token bucket on the upstream's side (root only)
+link=""
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null &&
+   ip netns add "$ns" 2>/dev/null &&
+   ip link add "cb$$a" type veth peer name "cb$$b" &&
+   ip link set "cb$$b" netns "$ns" &&
+   ip addr add 10.211.0.1/30 dev "cb$$a" && ip link set "cb$$a" up &&
+   ip -n "$ns" addr add 10.211.0.2/30 dev "cb$$b" && ip -n "$ns" link set "cb$$b" up &&
+   ip -n "$ns" link set lo up &&
+   ip netns exec "$ns" tc qdisc add dev "cb$$b" root tbf rate 1gbit burst 512kb latency 50ms; then
+  ip netns exec "$ns" "$out/blast" serve 10.211.0.2 "$port" & pids+=($!)
+  link=10.211.0.2
+else
+  echo "the 1 Gbit/s link case is left out: it needs root, iproute2 and tc"
+fi
+cat >"$out/cap.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$out/blast", "access": "read", "type": "file"}]},
+ "network": {"mode": "proxy", "allow_domains": ["127.0.0.1", "10.211.0.2"]}}
+JSON
+in_capsule() { "$capsule" run --config "$out/cap.json" --proxy-allow-private -- "$out/blast" "$@"; }
+
+# inside srt's sandbox HTTP_PROXY is http://USER:PASS@localhost:PORT (a socat bridge)
+in_srt() {
+  "$srt" --settings "$out/srt.json" -c \
+    "u=\${HTTP_PROXY#http://}; PROXY_AUTH=\$(printf %s \"\${u%@*}\" | base64 -w0) $out/blast $* \${HTTP_PROXY##*:}"
+}
+srt=""
+if command -v bwrap >/dev/null && command -v socat >/dev/null && command -v rg >/dev/null &&
+   (cd "$out" && npm install --silent --no-audit --no-fund @anthropic-ai/sandbox-runtime >/dev/null 2>&1); then
+  echo '{"network": {"allowedDomains": ["127.0.0.1", "localhost"], "deniedDomains": []},
+         "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}}' >"$out/srt.json"
+  srt_probe=$("$out/node_modules/.bin/srt" --settings "$out/srt.json" -c 'echo "$HTTP_PROXY"' 2>/dev/null || true)
+  srt_port=${srt_probe##*:}
+  srt="$out/node_modules/.bin/srt"
+  if [ -n "$srt_port" ] && in_srt fetch 127.0.0.1 "$port" 1000 >"$out/srt.probe" 2>&1; then
+    :
+  else
+    srt=""
+    echo "srt left out: its proxy did not carry a request to 127.0.0.1 here: $(head -c 300 "$out/srt.probe")"
+  fi
+else
+  echo "srt left out: @anthropic-ai/sandbox-runtime, bwrap, socat or ripgrep did not install"
+fi
+
+declare -A res
+add() { res[$1]="${res[$1]:-} $2"; }
+# measure LABEL HOST BYTES: every setup once against HOST
+measure() {
+  local l=$1 h=$2 b=$3
+  add "$l-fetch-direct" "$("$out/blast" fetch "$h" "$port" "$b" | cut -d' ' -f1)"
+  add "$l-fetch-http" "$(in_capsule fetch "$h" "$port" "$b" 3128 | cut -d' ' -f1)"
+  add "$l-fetch-connect" "$(in_capsule fetch "$h" "$port" "$b" 3128 connect | cut -d' ' -f1)"
+  [ -n "$srt" ] && [ "$l" = loopback ] && add "$l-fetch-srt" "$(in_srt fetch "$h" "$port" "$b" | cut -d' ' -f1)"
+  add "$l-rate-direct" "$("$out/blast" rate "$h" "$port" "$count" | cut -d' ' -f2)"
+  add "$l-rate-http" "$(in_capsule rate "$h" "$port" "$count" 3128 | cut -d' ' -f2)"
+  add "$l-rate-connect" "$(in_capsule rate "$h" "$port" "$count" 3128 connect | cut -d' ' -f2)"
+  [ -n "$srt" ] && [ "$l" = loopback ] && add "$l-rate-srt" "$(in_srt rate "$h" "$port" "$count" | cut -d' ' -f2)"
+  return 0
+}
+for r in $(seq "$rounds"); do
+  echo "round $r/$rounds"
+  measure loopback 127.0.0.1 "$bytes"
+  [ -n "$link" ] && measure link "$link" "$((bytes / 8))"
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+table() {
+  local l=$1 fd rd
+  fd=$(echo "${res[$l-fetch-direct]}" | median)
+  rd=$(echo "${res[$l-rate-direct]}" | median)
+  echo
+  echo "| $2 | throughput MB/s | of direct | request on a new connection, median µs | added µs |"
+  echo "|---|---|---|---|---|"
+  for k in direct http connect srt; do
+    [ -n "${res[$l-fetch-$k]:-}" ] || continue
+    local f lat
+    f=$(echo "${res[$l-fetch-$k]}" | median)
+    lat=$(echo "${res[$l-rate-$k]}" | median)
+    awk -v k="$k" -v f="$f" -v fd="$fd" -v l="$lat" -v rd="$rd" 'BEGIN {
+      name = "sandbox-runtime proxy (socat bridge)"
+      if (k == "direct") name = "direct"
+      if (k == "http") name = "capsule proxy, absolute-form HTTP"
+      if (k == "connect") name = "capsule proxy, CONNECT tunnel"
+      printf "| %s | %.0f | %.0f%% | %.1f | %+.1f |\n", name, f, 100 * f / fd, l, l - rd }'
+  done
+}
+table loopback "upstream on host loopback ($((bytes / 1048576)) MiB)"
+[ -n "$link" ] && table link "upstream behind a 1 Gbit/s veth link ($((bytes / 8388608)) MiB)"
+echo "($rounds rounds; $count requests per latency run)"
