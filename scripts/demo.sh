@@ -17,7 +17,11 @@ echo
 echo "== capsule doctor"
 if "$capsule" doctor; then
   echo
+  # the manifest's credential route reads GITHUB_TOKEN on the host side; the
+  # tool gets the proxy and the session CA, never the token
+  export GITHUB_TOKEN=${GITHUB_TOKEN:-demo-not-a-real-token}
   echo "== capsule run --config examples/repo-build -- /bin/sh -c '...'"
   "$capsule" run --config examples/repo-build -- /bin/sh -c \
-    'echo "inside: uid $(id -u), hostname $(hostname)"; ls /; cat /etc/hostname 2>&1 | head -1'
+    'echo "inside: uid $(id -u), hostname $(hostname)"; ls /; env | grep -E "^(HTTPS_PROXY|SSL_CERT_FILE)="
+     echo "variables mentioning a token inside: $(env | grep -ci token)"'
 fi
