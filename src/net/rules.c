@@ -46,6 +46,24 @@ static bool port_listed(const struct cap_ports *ports, uint16_t port)
   return false;
 }
 
+bool net_host_valid(const char *host)
+{
+  unsigned char addr[16];
+  if (inet_pton(AF_INET6, host, addr) == 1)
+    return true;
+  size_t n = strlen(host);
+  if (n == 0 || n > 254 || host[0] == '.' || host[0] == '-')
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)host[i];
+    if (!isalnum(c) && c != '.' && c != '-' && c != '_')
+      return false;
+    if (c == '.' && i + 1 < n && host[i + 1] == '.')
+      return false;
+  }
+  return true;
+}
+
 bool net_host_allowed(const struct cap_network *net, const char *host, uint16_t port,
                       const struct cap_endpoint **ret_endpoint)
 {
@@ -53,7 +71,7 @@ bool net_host_allowed(const struct cap_network *net, const char *host, uint16_t 
     *ret_endpoint = NULL;
   if (net->mode == CAP_NET_UNRESTRICTED)
     return true;
-  if (net->mode == CAP_NET_BLOCKED || !host || !*host || port == 0)
+  if (net->mode == CAP_NET_BLOCKED || !host || !net_host_valid(host) || port == 0)
     return false;
   size_t n = host_len(host);
   /* endpoints first: they may carry L7 rules that must then apply */

@@ -13,6 +13,11 @@
 
 #include "manifest/model.h"
 
+/* Whether host is a DNS name (letters, digits, '-', '_', single dots, one
+ * trailing dot allowed) or an IP literal: what the proxy will look up,
+ * connect to, log and mint a certificate for. */
+bool net_host_valid(const char *host);
+
 /* Whether net's policy lets the tool reach host:port (host: a DNS name or an
  * IP literal, any case, one trailing dot allowed). Only proxy mode filters;
  * blocked allows nothing, unrestricted everything. When an endpoints[]

@@ -38,6 +38,15 @@ static void test_hosts(void)
   CHECK(!net_host_allowed(net, "api.github.com", 80, NULL)); /* port pinned */
   CHECK(net_host_allowed(net, "html.duckduckgo.com", 443, NULL));
   CHECK(!net_host_allowed(net, "duckduckgo.com", 443, NULL));
+  /* host strings that are no DNS name never match, even a wildcard: they
+   * would reach the resolver, the log and a minted certificate's SAN */
+  CHECK(!net_host_allowed(net, "x,DNS:a.duckduckgo.com", 443, NULL));
+  CHECK(!net_host_allowed(net, "a b.duckduckgo.com", 443, NULL));
+  CHECK(!net_host_allowed(net, "a..duckduckgo.com", 443, NULL));
+  CHECK(!net_host_allowed(net, "", 443, NULL));
+  CHECK(net_host_valid("::1") && net_host_valid("127.0.0.1") && net_host_valid("a_b.example."));
+  CHECK(!net_host_valid("a/b") && !net_host_valid("a@b") && !net_host_valid(".a") && !net_host_valid("a\n"));
+  net->mode = CAP_NET_PROXY;
   CHECK(!net_host_allowed(net, "", 443, NULL));
   CHECK(!net_host_allowed(net, "example.com", 0, NULL));
 
