@@ -71,6 +71,10 @@ struct cap_js_error {
 struct cap_js_errors {
   struct cap_js_error *items;
   size_t len, cap;
+  /* the first error, when it fits, lives here without an allocation (the
+   * usual case with CAP_JS_FIRST_ONLY): a filled struct must not be copied */
+  struct cap_js_error first;
+  char first_text[320];
 };
 
 #define CAP_JS_FIRST_ONLY 1u /* stop at the first error */
@@ -80,6 +84,7 @@ struct cap_js_errors {
  * the verdict is computed (fastest). */
 bool cap_js_validate(const struct cap_js_validator *v, const struct cap_node *instance,
                      unsigned flags, struct cap_js_errors *errs);
+/* Frees what errs holds and leaves it empty, ready for the next call. */
 void cap_js_errors_free(struct cap_js_errors *errs);
 
 #endif

@@ -76,7 +76,10 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
     }
   }
   size_t slen = strlen(s->loc), klen = kw && *kw ? strlen(kw) + 1 : 0;
-  char *block = cap_xmalloc(plen + 1 + slen + klen + 1 + mlen + 1);
+  size_t need = plen + 1 + slen + klen + 1 + mlen + 1;
+  struct cap_js_errors *e = c->errs;
+  bool inline_first = e->len == 0 && !e->items && need <= sizeof e->first_text;
+  char *block = inline_first ? e->first_text : cap_xmalloc(need);
   /* the pointer is written back to front, walking up the path */
   char *end = block + plen;
   *end = '\0';
@@ -110,15 +113,77 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
   memcpy(msg, message, mlen);
   msg[mlen] = '\0';
 
-  struct cap_js_errors *e = c->errs;
-  if (e->len == e->cap) {
-    e->cap = e->cap ? e->cap * 2 : 4;
-    e->items = cap_xrealloc(e->items, e->cap * sizeof(*e->items));
+  if (inline_first) {
+    e->items = &e->first;
+    e->cap = 1;
+  } else if (e->len == e->cap) {
+    size_t cap = e->cap ? e->cap * 2 : 4;
+    if (e->items == &e->first) { /* leave the inline slot: copy it out */
+      e->items = cap_xmalloc(cap * sizeof(*e->items));
+      e->items[0] = e->first;
+    } else {
+      e->items = cap_xrealloc(e->items, cap * sizeof(*e->items));
+    }
+    e->cap = cap;
   }
   struct cap_js_error *err = &e->items[e->len++];
   err->instance_location = block;
   err->keyword_location = kwloc;
   err->message = msg;
+}
+
+/* The messages' own printf subset (%s, %zu, %lld, %%), without stdio's
+ * machinery: an error is built on every invalid call. Returns the length
+ * the text needs (like vsnprintf), or -1 for a conversion it does not know. */
+static long format_message(char *out, size_t size, const char *fmt, va_list ap)
+{
+  size_t n = 0;
+#define PUT(ch)                                                                            \
+  do {                                                                                     \
+    if (n + 1 < size)                                                                      \
+      out[n] = (ch);                                                                       \
+    n++;                                                                                   \
+  } while (0)
+  for (const char *f = fmt; *f; f++) {
+    if (*f != '%') {
+      PUT(*f);
+      continue;
+    }
+    f++;
+    if (*f == '%') {
+      PUT('%');
+    } else if (*f == 's') {
+      for (const char *a = va_arg(ap, const char *); *a; a++)
+        PUT(*a);
+    } else if ((f[0] == 'z' && f[1] == 'u') || (f[0] == 'l' && f[1] == 'l' && f[2] == 'd')) {
+      unsigned long long v;
+      bool neg = false;
+      if (*f == 'z') {
+        v = va_arg(ap, size_t);
+        f += 1;
+      } else {
+        long long sv = va_arg(ap, long long);
+        neg = sv < 0;
+        v = neg ? 0ULL - (unsigned long long)sv : (unsigned long long)sv;
+        f += 2;
+      }
+      char digits[24];
+      int k = 0;
+      do
+        digits[k++] = (char)('0' + v % 10);
+      while ((v /= 10) != 0);
+      if (neg)
+        PUT('-');
+      while (k)
+        PUT(digits[--k]);
+    } else {
+      return -1;
+    }
+  }
+#undef PUT
+  if (size)
+    out[n < size ? n : size - 1] = '\0';
+  return (long)n;
 }
 
 static void report(struct vctx *c, const struct js_schema *s, const char *kw,
@@ -132,8 +197,13 @@ static void report(struct vctx *c, const struct js_schema *s, const char *kw,
   char small[256];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  long n = format_message(small, sizeof(small), fmt, ap);
   va_end(ap);
+  if (n < 0) { /* a conversion of its own: stdio */
+    va_start(ap, fmt);
+    n = vsnprintf(small, sizeof(small), fmt, ap);
+    va_end(ap);
+  }
   if (n < 0)
     n = 0;
   if ((size_t)n < sizeof(small)) {
@@ -1089,7 +1159,10 @@ void cap_js_errors_free(struct cap_js_errors *errs)
   if (!errs)
     return;
   for (size_t i = 0; i < errs->len; i++)
-    free(errs->items[i].instance_location); /* one block holds all three */
-  free(errs->items);
-  memset(errs, 0, sizeof(*errs));
+    if (errs->items[i].instance_location != errs->first_text)
+      free(errs->items[i].instance_location); /* one block holds all three */
+  if (errs->items != &errs->first)
+    free(errs->items);
+  errs->items = NULL;
+  errs->len = errs->cap = 0;
 }
