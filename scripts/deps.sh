@@ -7,7 +7,7 @@ what=${1:-build}
 cd "$(dirname "$0")/.."
 
 build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev libseccomp-dev libssl-dev
-            libhttp-parser-dev)
+            libhttp-parser-dev libsqlite3-dev libsodium-dev)
 test_pkgs=(clang libclang-rt-14-dev curl openssl)
 # Node.js and npm for the test peers (ajv): Debian's packages, unless the
 # host already has node and npm from elsewhere (they would conflict)

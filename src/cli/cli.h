@@ -17,6 +17,8 @@ int cmd_show(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+/* list, call, policy, cred, approve, deny, audit (argv[0] names which) */
+int cmd_gateway(int argc, char **argv);
 
 /* Prints "capsule VERB: MESSAGE" and a pointer to --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -19,6 +19,9 @@ static const char usage_text[] =
     "  validate --schema S INST...   validate JSON instances (JSON Schema 2020-12)\n"
     "  run [--config M] -- CMD...    run a command in the sandbox M grants\n"
     "  doctor                        what this host can enforce\n"
+    "  list [--caps DIR]             capabilities, tools, effective policies, readiness\n"
+    "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
+    "  policy set|list, cred set|list|rm, approve ID, deny ID, audit [verify]\n"
     "\n"
     "exit status: 0 ok, 1 invalid input, 2 usage, 3 host cannot enforce,\n"
     "4 denied by policy. `capsule VERB --help` describes a verb.\n";
@@ -43,6 +46,13 @@ static const struct {
     {"validate", cmd_validate},
     {"run", cmd_run},
     {"doctor", cmd_doctor},
+    {"list", cmd_gateway},
+    {"call", cmd_gateway},
+    {"policy", cmd_gateway},
+    {"cred", cmd_gateway},
+    {"approve", cmd_gateway},
+    {"deny", cmd_gateway},
+    {"audit", cmd_gateway},
 };
 
 int main(int argc, char **argv)

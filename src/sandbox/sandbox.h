@@ -24,6 +24,8 @@ struct sandbox_options {
   char *const *extra_env;  /* NAME=VALUE strings added to the safe set */
   size_t n_extra_env;
   struct proxy_options proxy; /* proxy mode: how the egress proxy behaves */
+  bool redirect_stdio;        /* give the command stdio[0..2] instead of capsule's */
+  int stdio[3];
 };
 
 /* How the command ended. */

@@ -534,6 +534,9 @@ static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
   for (size_t i = 0; i < opt->n_extra_env; i++)
     putenv(opt->extra_env[i]);
 
+  if (opt->redirect_stdio)
+    for (int i = 0; i < 3; i++)
+      CHILD_TRY(dup2(opt->stdio[i], i), "cannot set up the command's stdio: %s", strerror(errno));
   /* nothing inherited beyond stdio crosses into the tool */
   syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   execvp(opt->argv[0], opt->argv);
@@ -817,6 +820,9 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     if (command == 0)
       exec_command(spec, opt, &l.lim, px, inside_uid, inside_gid);
     close(report_fd);
+    /* pid 1 keeps nothing of capsule's open: a pipe end it held would keep
+     * the command's stdin from ever reaching its end */
+    syscall(__NR_close_range, 3, ~0U, 0);
     run_init(command);
   }
 

@@ -1,0 +1,45 @@
+/* One tool call through the whole pipeline: resolve the capability and
+ * tool, decide by policy (per-user override > operator default > the
+ * manifest's recommendation > block; `ask` prompts on the terminal or
+ * leaves a pending approval), validate the arguments against the compiled
+ * schema, resolve credentials (user scope over system), run the tool in its
+ * sandbox with a deadline and an output cap, and audit exactly one record.
+ * Runtimes: Covenant agents (one JSON line in, one out) today; Selu gRPC
+ * and Talos functions are refused as not yet available. */
+#ifndef CAPSULE_GATEWAY_CALL_H
+#define CAPSULE_GATEWAY_CALL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/registry.h"
+#include "gateway/state.h"
+
+#define GW_DEFAULT_DEADLINE_MS 120000
+#define GW_DEFAULT_OUTPUT_CAP (16u << 20)
+
+struct gw_call {
+  const char *capability, *tool;
+  const char *args; /* the arguments as JSON text */
+  size_t args_len;
+  const char *user; /* who calls */
+  uint64_t deadline_ms;
+  size_t output_cap;
+  bool may_prompt;  /* ask on the controlling terminal when policy says ask */
+  const char *log_dir; /* the tools' stderr goes to LOG_DIR/<capability>.log */
+};
+
+/* The outcome, in the CLI's exit codes: 0 ok (*result set: the tool's JSON
+ * result), 1 invalid input or the call failed, 3 the host cannot run it,
+ * 4 denied by policy or awaiting approval. err says why when not 0. */
+int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw_state *st,
+            char **result, struct cap_error *err);
+
+/* The effective policy and where it came from ("user", "operator", or the
+ * tool's policy_source). */
+int gw_effective_policy(struct gw_state *st, const char *cap, const struct cap_tool *tool,
+                        const char *user, enum cap_policy *policy, const char **source,
+                        struct cap_error *err);
+
+#endif

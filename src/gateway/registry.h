@@ -1,0 +1,28 @@
+/* The registry: every capability under a --caps directory, in any of the
+ * four formats (each subdirectory one capability; a Covenant home's
+ * agents/<id>/agent.toml layout too), loaded in a deterministic order
+ * (sorted by id). A manifest that does not load is reported and left out;
+ * an id found in two places is an error naming both, and neither is used. */
+#ifndef CAPSULE_GATEWAY_REGISTRY_H
+#define CAPSULE_GATEWAY_REGISTRY_H
+
+#include <stddef.h>
+
+#include "core/diag.h"
+#include "manifest/model.h"
+
+struct gw_registry {
+  struct cap_spec **caps; /* sorted by id */
+  size_t n;
+  char *dir;
+};
+
+/* Returns 0 (problems, if any, in diags: the capabilities that loaded are
+ * usable), or -errno when dir cannot be read at all. */
+int gw_registry_load(const char *dir, struct gw_registry *reg, struct cap_diags *diags);
+void gw_registry_free(struct gw_registry *reg);
+
+const struct cap_spec *gw_registry_find(const struct gw_registry *reg, const char *id);
+const struct cap_tool *gw_spec_tool(const struct cap_spec *spec, const char *name);
+
+#endif
