@@ -25,3 +25,23 @@ if "$capsule" doctor; then
     'echo "inside: uid $(id -u), hostname $(hostname)"; ls /; env | grep -E "^(HTTPS_PROXY|SSL_CERT_FILE)="
      echo "variables mentioning a token inside: $(env | grep -ci token)"'
 fi
+
+# the gateway: one call through policy, validation, the sandbox and the audit
+# log, with a state directory of this demo's own
+if "$capsule" doctor >/dev/null 2>&1; then
+  state=$(mktemp -d)
+  trap 'rm -rf "$state"' EXIT
+  echo
+  echo "== capsule list --caps examples/covenant"
+  "$capsule" list --caps examples/covenant --state "$state"
+  echo
+  echo "== capsule call --caps examples/covenant wordcount dispatch '{\"text\": \"one two three\"}'"
+  "$capsule" call --caps examples/covenant --state "$state" wordcount dispatch '{"text": "one two three"}' || true
+  "$capsule" policy set wordcount dispatch allow --state "$state"
+  echo "== (after capsule policy set wordcount dispatch allow)"
+  "$capsule" call --caps examples/covenant --state "$state" wordcount dispatch '{"text": "one two three"}'
+  echo
+  echo "== capsule audit; capsule audit verify"
+  "$capsule" audit --state "$state"
+  "$capsule" audit verify --state "$state"
+fi
