@@ -124,7 +124,7 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
 {
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_GRPC: return "not ready: capsule's Selu gRPC runtime is not built yet";
-  case CAP_RUNTIME_TALOS_NODE: return "not ready: capsule's Talos runtime is not built yet";
+  case CAP_RUNTIME_TALOS_NODE: break; /* the Node shim */
   case CAP_RUNTIME_HERMES: return "not ready: the hermes runtime is not supported";
   case CAP_RUNTIME_EXEC: return "no tools: a command sandbox for `capsule run`";
   case CAP_RUNTIME_JSONL: break;

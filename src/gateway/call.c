@@ -134,7 +134,11 @@ static void request_line(const struct gw_call *call, const struct cap_node *args
   cap_buf_putc(out, '\n');
 }
 
-/* Runs the agent once; *result is its JSON line. Returns an exit code. */
+static int run_once(const struct gw_call *call, const struct cap_spec *spec, char **cmd,
+                    const struct cap_buf *line, char *const *env, size_t n_env, char **result,
+                    struct cap_error *err);
+
+/* A Covenant agent, once; *result is its JSON line. Returns an exit code. */
 static int run_jsonl(const struct gw_call *call, const struct cap_spec *spec,
                      const struct cap_node *args, char *const *env, size_t n_env, char **result,
                      struct cap_error *err)
@@ -158,13 +162,27 @@ static int run_jsonl(const struct gw_call *call, const struct cap_spec *spec,
   }
   char **cmd = cap_xcalloc(argv.len + 1, sizeof *cmd); /* NULL-terminated for exec */
   memcpy(cmd, argv.v, argv.len * sizeof *cmd);
-
   struct cap_buf line = {0};
   request_line(call, args, &line);
+  int code = run_once(call, spec, cmd, &line, env, n_env, result, err);
+  cap_buf_free(&line);
+  free(cmd);
+  cap_strv_free(&argv);
+  return code;
+}
+
+/* Runs cmd in spec's sandbox with line on stdin; *result is the one JSON
+ * object it wrote on one line of stdout. Returns an exit code. */
+static int run_once(const struct gw_call *call, const struct cap_spec *spec, char **cmd,
+                    const struct cap_buf *line_in, char *const *env, size_t n_env, char **result,
+                    struct cap_error *err)
+{
+  const struct cap_buf *line = line_in;
   /* stdout goes to a memory file, read when the agent is done: no thread
    * (the sandbox is cloned from this process, which must then be
    * single-threaded), and the agent's own memory limit pays for it */
-  int in[2] = {-1, -1}, out = memfd_create("capsule-agent-stdout", MFD_CLOEXEC);
+  int in = memfd_create("capsule-agent-stdin", MFD_CLOEXEC),
+      out = memfd_create("capsule-agent-stdout", MFD_CLOEXEC);
   _cleanup_free_ char *log_path = NULL;
   int log_fd = -1;
   if (call->log_dir) {
@@ -175,17 +193,16 @@ static int run_jsonl(const struct gw_call *call, const struct cap_spec *spec,
   if (log_fd < 0)
     log_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
   int code = EXIT_FAILED;
-  if (pipe2(in, O_CLOEXEC) < 0 || out < 0 || log_fd < 0) {
+  if (in < 0 || out < 0 || log_fd < 0) {
     cap_error_errno(err, errno, "cannot set up the agent's stdio");
     goto done;
   }
   /* the request fits the pipe: written before the agent starts */
-  if (line.len > 65536 || write(in[1], line.data, line.len) != (ssize_t)line.len) {
-    cap_error_set(err, E2BIG, "the request line is too long for the agent's stdin (%zu bytes)", line.len);
+  /* the request, in a memory file the agent reads from the start */
+  if (write(in, line->data, line->len) != (ssize_t)line->len || lseek(in, 0, SEEK_SET) != 0) {
+    cap_error_errno(err, errno, "cannot prepare the agent's stdin");
     goto done;
   }
-  close(in[1]);
-  in[1] = -1;
 
   struct cap_spec run_spec = *spec; /* shallow: only the wall clock changes */
   uint64_t deadline = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
@@ -197,7 +214,7 @@ static int run_jsonl(const struct gw_call *call, const struct cap_spec *spec,
       .extra_env = env,
       .n_extra_env = n_env,
       .redirect_stdio = true,
-      .stdio = {in[0], out, log_fd},
+      .stdio = {in, out, log_fd},
   };
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   struct sandbox_result res;
@@ -244,16 +261,114 @@ static int run_jsonl(const struct gw_call *call, const struct cap_spec *spec,
   }
   cap_buf_free(&got);
 done:
-  for (int i = 0; i < 2; i++)
-    if (in[i] >= 0)
-      close(in[i]);
+  if (in >= 0)
+    close(in);
   if (out >= 0)
     close(out);
   if (log_fd >= 0)
     close(log_fd);
+  return code;
+}
+
+/* ---- Talos: the tool's JS module, through a Node shim ---- */
+
+/* Imports the module, calls the export named by the function with (args,
+ * context) and writes one line: {"ok": true, "result": ...} or {"ok":
+ * false, "error": "..."} for a thrown Error. The context carries config
+ * (settings and credentials merged), dataDir, settings and credentials. */
+static const char talos_shim[] =
+    "import { pathToFileURL } from 'node:url';\n"
+    "import { mkdirSync } from 'node:fs';\n"
+    "let input = '';\n"
+    "for await (const chunk of process.stdin) input += chunk;\n"
+    "const req = JSON.parse(input);\n"
+    "const done = (o) => process.stdout.write(JSON.stringify(o) + '\\n', () => process.exit(0));\n"
+    "try {\n"
+    "  mkdirSync(req.dataDir, { recursive: true });\n"
+    "  const mod = await import(pathToFileURL(req.module).href);\n"
+    "  const fn = typeof mod[req.function] === 'function' ? mod[req.function]\n"
+    "    : mod.default && typeof mod.default[req.function] === 'function' ? mod.default[req.function] : null;\n"
+    "  if (!fn) throw new Error(`the module exports no function named ${req.function}`);\n"
+    "  const config = { ...req.settings, ...req.credentials };\n"
+    "  const result = await fn(req.args, { config, dataDir: req.dataDir, settings: req.settings,\n"
+    "                                       credentials: req.credentials });\n"
+    "  done({ ok: true, result: result === undefined ? null : result });\n"
+    "} catch (e) {\n"
+    "  done({ ok: false, error: e instanceof Error ? e.message : String(e) });\n"
+    "}\n";
+
+static int run_talos(const struct gw_call *call, const struct cap_spec *spec,
+                     const struct cap_tool *tool, const struct cap_node *args, char *const *handler,
+                     char **result, struct cap_error *err)
+{
+  _cleanup_free_ char *module = cap_xasprintf("%s/%s", spec->package_dir,
+                                               spec->runtime.entry ? spec->runtime.entry : "index.js");
+  struct cap_buf line = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &line, false);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "module");
+  cap_jw_string(&w, module);
+  cap_jw_key(&w, "function");
+  cap_jw_string(&w, tool->name);
+  cap_jw_key(&w, "args");
+  cap_jw_node(&w, args);
+  cap_jw_key(&w, "settings");
+  cap_jw_begin_object(&w);
+  for (size_t i = 0; i < spec->n_settings; i++) {
+    cap_jw_key(&w, spec->settings[i].name);
+    if (spec->settings[i].default_value)
+      cap_jw_node(&w, spec->settings[i].default_value);
+    else
+      cap_jw_null(&w);
+  }
+  cap_jw_end_object(&w);
+  cap_jw_key(&w, "credentials");
+  cap_jw_begin_object(&w);
+  for (size_t i = 0; i < spec->n_secrets; i++)
+    if (handler[i]) {
+      cap_jw_key(&w, spec->secrets[i].name);
+      cap_jw_string(&w, handler[i]);
+    }
+  cap_jw_end_object(&w);
+  cap_jw_key(&w, "dataDir");
+  cap_jw_string(&w, "/tmp/capsule-data");
+  cap_jw_end_object(&w);
+  cap_buf_putc(&line, '\n');
+  char *cmd[] = {"node", "--input-type=module", "-e", (char *)talos_shim, NULL};
+  char *raw = NULL;
+  int code = run_once(call, spec, cmd, &line, NULL, 0, &raw, err);
+  sodium_memzero(line.data, line.len); /* it held the credentials */
   cap_buf_free(&line);
-  free(cmd);
-  cap_strv_free(&argv);
+  if (code != EXIT_OK)
+    return code;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  cap_json_parse(doc, raw, strlen(raw), "shim", 0, &diags);
+  const struct cap_node *ok = NULL, *value = NULL, *error = NULL;
+  for (size_t i = 0; doc->root && doc->root->kind == CAP_NODE_OBJECT && i < doc->root->u.obj.len; i++) {
+    const struct cap_member *m = &doc->root->u.obj.items[i];
+    if (strcmp(m->key, "ok") == 0)
+      ok = m->value;
+    else if (strcmp(m->key, "result") == 0)
+      value = m->value;
+    else if (strcmp(m->key, "error") == 0)
+      error = m->value;
+  }
+  if (ok && ok->kind == CAP_NODE_BOOL && ok->u.boolean && value) {
+    struct cap_buf b = {0};
+    struct cap_jw rw;
+    cap_jw_init(&rw, &b, false);
+    cap_jw_node(&rw, value);
+    *result = cap_buf_steal(&b);
+  } else {
+    cap_error_set(err, EIO, "the tool failed: %s",
+                  error && error->kind == CAP_NODE_STRING ? error->u.str.ptr : "no result");
+    code = EXIT_FAILED;
+  }
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+  free(raw);
   return code;
 }
 
@@ -270,7 +385,7 @@ static void free_env(char **env, size_t n)
  * variables NAME=value. Returns an exit code. */
 static int resolve_credentials(const struct gw_call *call, const struct cap_spec *spec,
                                struct gw_state *st, char ***env, size_t *n_env,
-                               struct cap_error *err)
+                               char **handler, struct cap_error *err)
 {
   *env = cap_xcalloc(spec->n_secrets + 1, sizeof **env);
   *n_env = 0;
@@ -300,8 +415,12 @@ static int resolve_credentials(const struct gw_call *call, const struct cap_spec
                       sec->name, sec->name);
       return EXIT_FAILED;
     }
-    (*env)[(*n_env)++] = cap_xasprintf("%s=%s", sec->name, value);
-    gw_secret_free(value);
+    if (sec->delivery && strcmp(sec->delivery, "handler") == 0)
+      handler[i] = value; /* Talos: in the handler's context, not the environment */
+    else {
+      (*env)[(*n_env)++] = cap_xasprintf("%s=%s", sec->name, value);
+      gw_secret_free(value);
+    }
   }
   return EXIT_OK;
 }
@@ -327,7 +446,7 @@ int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw
   int code = EXIT_OK;
   char *out = NULL;
   struct cap_doc *doc = NULL;
-  char **env = NULL;
+  char **env = NULL, **handler = NULL;
   size_t n_env = 0;
 
   /* resolve */
@@ -438,7 +557,8 @@ int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw
   }
 
   /* credentials */
-  code = resolve_credentials(call, spec, st, &env, &n_env, err);
+  handler = cap_xcalloc(spec->n_secrets + 1, sizeof *handler);
+  code = resolve_credentials(call, spec, st, &env, &n_env, handler, err);
   if (code != EXIT_OK) {
     rec.outcome = "missing credential";
     goto audit;
@@ -461,9 +581,7 @@ int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw
     code = EXIT_HOST;
     break;
   case CAP_RUNTIME_TALOS_NODE:
-    cap_error_set(err, ENOTSUP, "capability %s is a Talos tool; capsule's Talos runtime is not built yet",
-                  spec->id);
-    code = EXIT_HOST;
+    code = run_talos(call, spec, tool, doc->root, handler, &out, err);
     break;
   case CAP_RUNTIME_EXEC:
     cap_error_set(err, ENOTSUP, "capability %s is a nono command sandbox without tools; run it with "
@@ -493,6 +611,9 @@ audit:
   *result = out;
   if (env)
     free_env(env, n_env);
+  for (size_t i = 0; handler && spec && i < spec->n_secrets; i++)
+    gw_secret_free(handler[i]);
+  free(handler);
   cap_doc_free(doc);
   return code;
 }

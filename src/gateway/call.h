@@ -4,8 +4,9 @@
  * leaves a pending approval), validate the arguments against the compiled
  * schema, resolve credentials (user scope over system), run the tool in its
  * sandbox with a deadline and an output cap, and audit exactly one record.
- * Runtimes: Covenant agents (one JSON line in, one out) today; Selu gRPC
- * and Talos functions are refused as not yet available. */
+ * Runtimes: Covenant agents (one JSON line in, one out) and Talos
+ * functions (the module's export called through a Node shim); Selu gRPC
+ * is refused as not yet available. */
 #ifndef CAPSULE_GATEWAY_CALL_H
 #define CAPSULE_GATEWAY_CALL_H
 

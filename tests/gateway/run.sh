@@ -56,6 +56,23 @@ credentials:
     scope: system
     description: The service's token.
 YAML
+mkdir -p "$caps/talk"
+cat >"$caps/talk/manifest.json" <<'JSON'
+{"id": "talk", "name": "Talk", "description": "Talos test tool.", "version": "1.0.0", "logName": "talk",
+ "credentials": [{"name": "token", "label": "Token", "description": "a test token", "required": true}],
+ "settings": [{"name": "greeting", "label": "Greeting", "type": "string", "default": "hello", "description": "d"}],
+ "functions": [
+  {"name": "hello", "description": "Greets.", "parameters": {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}},
+  {"name": "boom", "description": "Throws.", "parameters": {"type": "object"}},
+  {"name": "env", "description": "Shows its environment.", "parameters": {"type": "object"}}]}
+JSON
+cat >"$caps/talk/index.js" <<'JS'
+export async function hello({ who }, { config, dataDir }) {
+  return { text: `${config.greeting}, ${who}`, token_length: config.token.length, dataDir };
+}
+export async function boom() { throw new Error('kaput'); }
+export async function env() { return { env: Object.keys(process.env).sort() }; }
+JS
 cat >"$caps/needs-key/capability.proto" <<'PROTO'
 syntax = "proto3";
 PROTO
@@ -80,6 +97,7 @@ echo "registry and list"
 t list-ready 0 "^wordcount  \(covenant, stdio-jsonl\)  ready" list "${G[@]}"
 t list-policy-default 0 "dispatch +block \(default\)" list "${G[@]}"
 t list-needs-credential 0 "needs-key .*not ready: capsule's Selu gRPC runtime" list "${G[@]}"
+t list-talos-credential 0 "talk  \(talos, talos-node\)  not ready: credential token is not set" list "${G[@]}"
 t list-json 0 '"readiness": "ready"' list "${G[@]}" --json
 mkdir -p "$work/dup/a" "$work/dup/b"
 cp "$caps/agents/echo/agent.toml" "$work/dup/a/" && cp "$caps/agents/echo/agent.toml" "$work/dup/b/"
@@ -127,6 +145,20 @@ c credential-found-runtime-missing 3 "Selu gRPC capability; capsule's Selu runti
 t cred-argv-refused 2 "" cred set API_TOKEN secret-on-argv --scope system --state "$state"
 t cred-rm 0 "" cred rm API_TOKEN --scope system --state "$state"
 t cred-rm-again 1 "no system credential API_TOKEN" cred rm API_TOKEN --scope system --state "$state"
+
+echo "Talos functions (a Node shim)"
+if command -v node >/dev/null; then
+  for f in hello boom env; do "$capsule" policy set talk "$f" allow --state "$state"; done
+  c talos-missing-credential 1 "credential token is not set for user u1; set it with .capsule cred set token --scope user --user u1." call "${G[@]}" --user u1 talk hello '{"who": "Ada"}'
+  printf 's3cret\n' | "$capsule" cred set token --scope user --user u1 --state "$state"
+  c talos-call 0 '^\{"text":"hello, Ada","token_length":6,"dataDir":"/tmp/capsule-data"\}$' call "${G[@]}" --user u1 talk hello '{"who": "Ada"}'
+  c talos-throws 1 "the tool failed: kaput" call "${G[@]}" --user u1 talk boom '{}'
+  out=$("$capsule" call "${G[@]}" --user u1 talk env '{}' 2>&1); calls=$((calls + 1))
+  if echo "$out" | grep -q '"env":\[' && ! echo "$out" | grep -qi 'token'; then ok talos-credential-not-in-env
+  else bad talos-credential-not-in-env; echo "$out" | head -3; fi
+else
+  echo "  note: node is not installed; the Talos cases are skipped"
+fi
 
 echo "faults"
 c tool-crashes 1 "the agent failed with exit status 3; its stderr is in .*/logs/crash.log" call "${G[@]}" crash dispatch '{"text": "x"}'
