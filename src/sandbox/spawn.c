@@ -282,14 +282,22 @@ static void mount_dev(const char *root)
             "cannot mount /dev/shm: %s", strerror(errno));
 }
 
+/* The id changes in the child are raw system calls: glibc's wrappers would
+ * signal every thread of the process to change ids with it (POSIX
+ * semantics), and a child cloned from a multi-threaded caller has the
+ * other threads' bookkeeping but not the threads, so it would wait for
+ * them forever. */
+static long raw_setresgid(gid_t gid) { return syscall(SYS_setresgid, gid, gid, gid); }
+static long raw_setresuid(uid_t uid) { return syscall(SYS_setresuid, uid, uid, uid); }
+
 /* Takes the sandbox's own ids right away, keeping the capabilities the new
  * user namespace gave: files the setup creates then belong to a mapped id
  * (as root, capsule's uid 0 is deliberately not mapped). */
 static void become_sandbox_ids(uid_t uid, gid_t gid)
 {
   CHILD_TRY(prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "keepcaps: %s", strerror(errno));
-  CHILD_TRY(setresgid(gid, gid, gid), "cannot switch to the sandbox gid: %s", strerror(errno));
-  CHILD_TRY(setresuid(uid, uid, uid), "cannot switch to the sandbox uid: %s", strerror(errno));
+  CHILD_TRY(raw_setresgid(gid), "cannot switch to the sandbox gid: %s", strerror(errno));
+  CHILD_TRY(raw_setresuid(uid), "cannot switch to the sandbox uid: %s", strerror(errno));
   struct __user_cap_header_struct head = {.version = _LINUX_CAPABILITY_VERSION_3};
   struct __user_cap_data_struct data[2];
   CHILD_TRY(syscall(SYS_capget, &head, data), "capget: %s", strerror(errno));
@@ -483,9 +491,9 @@ static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
 {
   for (int cap = 0; cap <= 63; cap++)
     prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-  CHILD_TRY(setgroups(0, NULL) < 0 && errno != EPERM ? -1 : 0, "setgroups: %s", strerror(errno));
-  CHILD_TRY(setresgid(gid, gid, gid), "cannot switch to the sandbox gid: %s", strerror(errno));
-  CHILD_TRY(setresuid(uid, uid, uid), "cannot switch to the sandbox uid: %s", strerror(errno));
+  CHILD_TRY(syscall(SYS_setgroups, 0, NULL) < 0 && errno != EPERM ? -1 : 0, "setgroups: %s", strerror(errno));
+  CHILD_TRY(raw_setresgid(gid), "cannot switch to the sandbox gid: %s", strerror(errno));
+  CHILD_TRY(raw_setresuid(uid), "cannot switch to the sandbox uid: %s", strerror(errno));
 
   if (spec->limits.nofile)
     set_rlimit(RLIMIT_NOFILE, spec->limits.nofile);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# End-to-end calls through capsule's gateway beside the same tool run
+# directly, in one hyperfine run: (b) a per-call Covenant agent (the sh
+# wordcount example) and a Talos function (the weather example, through
+# its Node shim). Each capsule call is the whole pipeline: registry load,
+# policy, argument validation, credentials, the sandbox, the audit append.
+# (a) a warm Selu gRPC capability waits for the Selu runtime.
+# Usage: bench/call/run.sh [CAPSULE]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+capsule=$(realpath "${1:-$root/build/capsule}")
+command -v hyperfine >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hyperfine >/dev/null; }
+work=$(mktemp -d /var/tmp/capsule-bench-call.XXXXXX)
+chmod 755 "$work"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/caps"
+cp -r "$root/examples/covenant/agents/wordcount" "$root/examples/weather" "$work/caps/"
+state=$work/state
+"$capsule" policy set wordcount dispatch allow --state "$state"
+"$capsule" policy set weather current allow --state "$state"
+echo "bench-key" | "$capsule" cred set api_key --scope system --state "$state"
+args='{"text": "one two three four five"}'
+line='{"id":"x","text":"one two three four five","issuer":{"display":"u@local","pubkey":""},"issued_at":0,"priority":"normal","parent":null}'
+echo "$line" >"$work/line"
+cat >"$work/direct.mjs" <<JS
+const m = await import('$work/caps/weather/index.js');
+console.log(JSON.stringify(await m.current({ city: 'Oslo' }, { settings: { units: 'metric' }, credentials: { api_key: 'k' }, config: {} })));
+JS
+cmds=(-n "covenant direct" "sh -c '$work/caps/wordcount/wordcount.sh < $work/line'"
+      -n "covenant via capsule call" "$capsule call --caps $work/caps --state $state wordcount dispatch '$args'")
+if command -v node >/dev/null; then
+  cmds+=(-n "talos direct (node)" "node $work/direct.mjs"
+         -n "talos via capsule call" "$capsule call --caps $work/caps --state $state weather current '{\"city\": \"Oslo\"}'")
+fi
+hyperfine -N --warmup 3 --runs 40 --export-json "$work/call.json" "${cmds[@]}"
+node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1])).results;
+const by = Object.fromEntries(r.map(x => [x.command, x]));
+console.log("\n| tool | direct ms | via capsule call ms | calls/s via capsule | ratio |\n|---|---|---|---|---|");
+for (const [k, d, c] of [["Covenant agent (sh)", "covenant direct", "covenant via capsule call"], ["Talos function (node)", "talos direct (node)", "talos via capsule call"]]) {
+  if (!by[d] || !by[c]) continue;
+  console.log(`| ${k} | ${(by[d].median*1000).toFixed(2)} | ${(by[c].median*1000).toFixed(2)} | ${(1/by[c].median).toFixed(1)} | ${(by[c].median/by[d].median).toFixed(2)}x |`);
+}' "$work/call.json"
+"$capsule" audit verify --state "$state"
