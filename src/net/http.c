@@ -13,7 +13,20 @@ struct parse_state {
   struct http_request *req;
   enum piece last;
   char *cur; /* the string being built, inside req->head */
+  int messages;
 };
+
+/* A head that holds a second request (a first one ended by bare LFs before
+ * the CRLF CRLF capsule looks for) is refused, not half-read. */
+static int on_message_begin(http_parser *p)
+{
+  struct parse_state *st = p->data;
+  if (++st->messages > 1) {
+    st->req->why = "a second request inside the first one's head; send one request at a time";
+    return 1;
+  }
+  return 0;
+}
 
 static int store(http_parser *p, enum piece kind, const char *at, size_t len)
 {
@@ -73,6 +86,7 @@ static int on_message_complete(http_parser *p)
 /* Only the first request on a connection: the head callbacks write through
  * parse_state while parsing the head; body callbacks see the request. */
 static const http_parser_settings head_settings = {
+  .on_message_begin = on_message_begin,
   .on_url = on_url,
   .on_header_field = on_field,
   .on_header_value = on_value,
