@@ -73,6 +73,14 @@ static int on_headers_complete(http_parser *p)
   return 0;
 }
 
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+  struct http_request *req = p->data;
+  if (req && req->sink)
+    cap_buf_append(req->sink, at, len);
+  return 0;
+}
+
 static int on_message_complete(http_parser *p)
 {
   struct http_request *req = p->data;
@@ -93,6 +101,7 @@ static const http_parser_settings head_settings = {
   .on_headers_complete = on_headers_complete,
 };
 static const http_parser_settings body_settings = {
+  .on_body = on_body,
   .on_message_complete = on_message_complete,
 };
 
@@ -134,6 +143,13 @@ long http_request_parse(struct http_request *req, const char *data, size_t len, 
     *why = "the request head is larger than 16 KiB";
     return -1;
   }
+  /* every line ends in CRLF: a bare LF would let the parser end the head
+   * before the CRLF CRLF found above, and read body bytes as head */
+  for (size_t i = 0; i < head_len; i++)
+    if (data[i] == '\n' && (i == 0 || data[i - 1] != '\r')) {
+      *why = "a line of the request head ends in a bare LF; HTTP lines end in CRLF";
+      return -1;
+    }
   req->head_used = 0;
   req->n_headers = 0;
   req->method = req->target = NULL;
@@ -171,13 +187,15 @@ long http_request_parse(struct http_request *req, const char *data, size_t len, 
   return (long)head_len;
 }
 
-long http_body_feed(struct http_request *req, const char *data, size_t len)
+long http_body_feed(struct http_request *req, const char *data, size_t len, struct cap_buf *out)
 {
   if (req->body_done)
     return 0;
   if (!len)
     return 0;
+  req->sink = out;
   size_t n = http_parser_execute(&req->parser, &body_settings, data, len);
+  req->sink = NULL;
   enum http_errno e = HTTP_PARSER_ERRNO(&req->parser);
   if (e != HPE_OK && e != HPE_PAUSED)
     return -1;

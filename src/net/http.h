@@ -1,8 +1,9 @@
 /* HTTP/1.1 request heads for the egress proxy, parsed by Debian's
  * libhttp-parser (strict mode): the request line, the headers, and the body
  * framing. The body itself is not buffered: http_body_feed walks it through
- * the same parser as it streams past, so chunked framing is checked too and
- * the proxy forwards exactly the bytes that belong to this one request. */
+ * the same parser as it streams past, so chunked framing is checked too, the
+ * proxy takes exactly the bytes that belong to this one request, and it
+ * forwards the decoded body in framing of its own. Heads must use CRLF. */
 #ifndef CAPSULE_NET_HTTP_H
 #define CAPSULE_NET_HTTP_H
 
@@ -10,6 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/buf.h"
 
 #define HTTP_HEAD_MAX 16384 /* request line and headers together */
 #define HTTP_MAX_HEADERS 100
@@ -29,6 +32,7 @@ struct http_request {
   long long content_length; /* -1 when absent */
   bool body_done;           /* http_body_feed reached the end of the body */
   http_parser parser;
+  struct cap_buf *sink;     /* during http_body_feed: where the body goes */
   /* parse state */
   bool complete;
   const char *why;
@@ -44,9 +48,11 @@ const char *http_header(const struct http_request *req, const char *name);
 
 /* Body bytes as they arrive: returns how many of data[0..len) belong to
  * this request's body (the rest would be a pipelined next request), or -1
- * when the framing is broken. Sets req->body_done at the body's end. A
- * request with no body is done at once. */
-long http_body_feed(struct http_request *req, const char *data, size_t len);
+ * when the framing is broken, and appends the body itself to out (chunk
+ * framing removed: the proxy frames it anew, so an upstream never sees the
+ * client's framing). Sets req->body_done at the body's end. A request with
+ * no body is done at once. */
+long http_body_feed(struct http_request *req, const char *data, size_t len, struct cap_buf *out);
 
 /* A URL the proxy acts on. */
 struct http_url {

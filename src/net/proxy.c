@@ -10,6 +10,7 @@
 #include <openssl/rand.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -562,30 +563,121 @@ static bool hop_header(const char *name)
   return false;
 }
 
+/* A secret an upstream sends back (an echo, a redirect or an error page
+ * that quotes the URL) never reaches the tool: in a routed response the
+ * secret, its percent-encoded and its base64 forms are overwritten with
+ * '*' of the same length (lengths and framing stay valid). Streaming: the
+ * last (longest form - 1) bytes wait for the next piece. */
+struct scrub {
+  char *forms[3];
+  size_t lens[3], n, keep;
+  struct cap_buf carry;
+};
+
+static void scrub_init(struct scrub *sc, const char *secret)
+{
+  *sc = (struct scrub){0};
+  if (!secret || strlen(secret) < 4)
+    return;
+  struct cap_buf enc = {0}, b64 = {0};
+  put_urlencoded(&enc, secret);
+  put_base64(&b64, secret);
+  const char *forms[3] = {secret, enc.data, b64.data};
+  for (size_t i = 0; i < 3; i++) {
+    bool dup = false;
+    for (size_t k = 0; k < sc->n; k++)
+      dup |= strcmp(sc->forms[k], forms[i]) == 0;
+    if (dup || !forms[i])
+      continue;
+    sc->forms[sc->n] = cap_xstrdup(forms[i]);
+    sc->lens[sc->n] = strlen(forms[i]);
+    if (sc->lens[sc->n] > sc->keep)
+      sc->keep = sc->lens[sc->n];
+    sc->n++;
+  }
+  sc->keep--; /* a form split across pieces is at most this long in the first */
+  OPENSSL_cleanse(enc.data, enc.len);
+  OPENSSL_cleanse(b64.data, b64.len);
+  cap_buf_free(&enc);
+  cap_buf_free(&b64);
+}
+
+static void scrub_mask(struct scrub *sc)
+{
+  for (size_t k = 0; k < sc->n; k++)
+    for (char *p = sc->carry.data; p && (p = memmem(p, sc->carry.len - (size_t)(p - sc->carry.data),
+                                                     sc->forms[k], sc->lens[k]));)
+      memset(p, '*', sc->lens[k]);
+}
+
+static void scrub_feed(struct scrub *sc, const char *data, size_t n, struct cap_buf *out)
+{
+  if (!sc->n) {
+    cap_buf_append(out, data, n);
+    return;
+  }
+  cap_buf_append(&sc->carry, data, n);
+  scrub_mask(sc);
+  if (sc->carry.len > sc->keep) {
+    size_t emit = sc->carry.len - sc->keep;
+    cap_buf_append(out, sc->carry.data, emit);
+    memmove(sc->carry.data, sc->carry.data + emit, sc->keep);
+    sc->carry.len = sc->keep;
+  }
+}
+
+static void scrub_finish(struct scrub *sc, struct cap_buf *out)
+{
+  if (sc->carry.len)
+    cap_buf_append(out, sc->carry.data, sc->carry.len);
+  for (size_t k = 0; k < sc->n; k++) {
+    OPENSSL_cleanse(sc->forms[k], sc->lens[k]);
+    free(sc->forms[k]);
+  }
+  cap_buf_free(&sc->carry);
+}
+
 /* Streams the request body (exactly the bytes the parser says are this
  * request's) from the client to the upstream. */
 static bool forward_body(struct http_request *req, struct stream *client, struct stream *up,
                          const char *have, size_t have_len, struct event *ev)
 {
   char buf[65536];
-  while (!req->body_done) {
+  struct cap_buf body = {0};
+  bool ok = true;
+  while (ok && !req->body_done) {
     if (!have_len) {
       ssize_t n = stream_read(client, buf, sizeof buf);
-      if (n <= 0)
-        return false;
+      if (n <= 0) {
+        ok = false;
+        break;
+      }
       have = buf;
       have_len = (size_t)n;
     }
-    long used = http_body_feed(req, have, have_len);
-    if (used < 0 || (used == 0 && !req->body_done))
-      return false;
-    if (!stream_write(up, have, (size_t)used))
-      return false;
-    ev->bytes_up += used;
+    body.len = 0;
+    long used = http_body_feed(req, have, have_len, &body);
+    if (used < 0 || (used == 0 && !req->body_done)) {
+      ok = false;
+      break;
+    }
+    /* the decoded body, in framing of capsule's own making */
+    if (body.len && req->chunked) {
+      char size[24];
+      int n = snprintf(size, sizeof size, "%zx\r\n", body.len);
+      ok = stream_write(up, size, (size_t)n) && stream_write(up, body.data, body.len) &&
+           stream_write(up, "\r\n", 2);
+    } else if (body.len) {
+      ok = stream_write(up, body.data, body.len);
+    }
+    ev->bytes_up += (long long)body.len;
     have += used;
     have_len -= (size_t)used;
   }
-  return true;
+  if (ok && req->chunked)
+    ok = stream_write(up, "0\r\n\r\n", 5);
+  cap_buf_free(&body);
+  return ok;
 }
 
 /* Checks one request against the allowlist, the host's L7 rules and the
@@ -617,7 +709,19 @@ static void forward_request(struct worker *w, struct stream *client,
          "the capability's rules for this host do not allow this method and path");
     return;
   }
+  if (strcasecmp(req->method, "TRACE") == 0 || strcasecmp(req->method, "TRACK") == 0) {
+    /* a server that echoes the request would hand back what capsule added */
+    deny(px, client, ev, "405 Method Not Allowed", "TRACE and TRACK are not forwarded");
+    return;
+  }
   const struct route_secret *sec = route ? secret_of(px, route) : NULL;
+  if (route && !net_path_matches("/**", path_only)) {
+    /* with or without endpoint_rules: a secret never goes to a path an
+     * upstream could read as outside the route (.., encoded slashes) */
+    deny(px, client, ev, "403 Forbidden",
+         "the path is ambiguous (\".\" or \"..\" segments, encoded separators); send it normalised");
+    return;
+  }
   if (route && !net_rules_allow(route->rules, route->n_rules, req->method,
                                 path_only[base_len] ? path_only + base_len : "/")) {
     deny(px, client, ev, "403 Forbidden",
@@ -648,8 +752,8 @@ static void forward_request(struct worker *w, struct stream *client,
   bool phantom_seen = false;
   for (size_t i = 0; i < req->n_headers && !refused; i++) {
     const struct http_header *h = &req->headers[i];
-    if (hop_header(h->name))
-      continue;
+    if (hop_header(h->name) || (route && strcasecmp(h->name, "Accept-Encoding") == 0))
+      continue; /* routed: uncompressed, so the response can be scrubbed */
     if (inject_header && strcasecmp(h->name, inject_header) == 0) {
       phantom_seen |= sec->phantom[0] && header_has_phantom(sec, route->mode, h->value);
       continue; /* the tool's value never reaches the upstream */
@@ -669,6 +773,8 @@ static void forward_request(struct worker *w, struct stream *client,
     }
     cap_buf_puts(&head, "\r\n");
   }
+  if (route)
+    cap_buf_puts(&head, "Accept-Encoding: identity\r\n");
   if (req->chunked)
     cap_buf_puts(&head, "Transfer-Encoding: chunked\r\n");
   cap_buf_puts(&head, "Connection: close\r\n\r\n");
@@ -713,10 +819,22 @@ static void forward_request(struct worker *w, struct stream *client,
     if (!up.ssl)
       shutdown(fd, SHUT_WR);
     /* the response, to the end (the upstream closes: Connection: close);
-     * spliced when neither side is TLS */
+     * spliced when neither side is TLS and no secret was added; with a
+     * secret, copied and scrubbed of it */
+    struct scrub sc;
+    scrub_init(&sc, route ? sec->secret : NULL);
     for (;;) {
       ssize_t n;
-      if (!up.ssl && !client->ssl) {
+      if (route) {
+        n = stream_read(&up, w->buf, sizeof w->buf);
+        if (n > 0) {
+          struct cap_buf clean = {0};
+          scrub_feed(&sc, w->buf, (size_t)n, &clean);
+          if (clean.len && !stream_write(client, clean.data, clean.len))
+            n = -1;
+          cap_buf_free(&clean);
+        }
+      } else if (!up.ssl && !client->ssl) {
         n = pump(w, 1, fd, client->fd);
         if (n == -2) { /* nothing yet: wait for it */
           struct pollfd pf = {.fd = fd, .events = POLLIN};
@@ -733,6 +851,11 @@ static void forward_request(struct worker *w, struct stream *client,
         break;
       ev->bytes_down += n;
     }
+    struct cap_buf tail = {0};
+    scrub_finish(&sc, &tail);
+    if (tail.len)
+      stream_write(client, tail.data, tail.len);
+    cap_buf_free(&tail);
   }
   log_event(px, ev, true, ok ? "allowed" : "allowed; the request body broke off");
   if (up.ssl) {
@@ -813,8 +936,9 @@ static void intercept(struct worker *w, struct stream *client, const char *host,
     struct http_url t = {.tls = true, .port = port};
     snprintf(t.host, sizeof t.host, "%s", host);
     ev->path = req->target;
-    if (req->target[0] != '/' || strlen(req->target) >= sizeof t.path) {
-      deny(px, &tls, ev, "400 Bad Request", "inside the tunnel a request needs an origin-form /path");
+    if (req->target[0] != '/' || strlen(req->target) >= sizeof t.path || strchr(req->target, '#')) {
+      deny(px, &tls, ev, "400 Bad Request",
+           "inside the tunnel a request needs an origin-form /path (no #fragment)");
     } else {
       snprintf(t.path, sizeof t.path, "%s", req->target);
       size_t base = 0;
@@ -889,6 +1013,10 @@ static void handle_reverse(struct worker *w, struct stream *client,
   struct proxy *px = w->px;
   ev->kind = "reverse";
   ev->path = path;
+  if (strchr(path, '#')) {
+    deny(px, client, ev, "400 Bad Request", "a request target carries no #fragment");
+    return;
+  }
   const char *name = path + 1;
   size_t nlen = strcspn(name, "/?");
   const struct cap_credential_route *route = NULL;
@@ -1264,6 +1392,9 @@ void proxy_scrub(struct proxy *p)
 
 int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *err)
 {
+  /* a peer that resets its socket must cost an EPIPE, not capsule's life
+   * (splice and TLS writes raise SIGPIPE; the sandbox's child restores it) */
+  signal(SIGPIPE, SIG_IGN);
   if (n > sizeof px->listen_fds / sizeof px->listen_fds[0]) {
     for (size_t i = 0; i < n; i++)
       close(fds[i]);

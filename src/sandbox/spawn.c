@@ -545,6 +545,7 @@ static void __attribute__((noreturn)) exec_command(const struct cap_spec *spec,
   if (opt->redirect_stdio)
     for (int i = 0; i < 3; i++)
       CHILD_TRY(dup2(opt->stdio[i], i), "cannot set up the command's stdio: %s", strerror(errno));
+  signal(SIGPIPE, SIG_DFL); /* capsule may ignore it; the tool gets the default */
   /* nothing inherited beyond stdio crosses into the tool */
   syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   execvp(opt->argv[0], opt->argv);

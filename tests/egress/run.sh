@@ -40,6 +40,7 @@ export CAPSULE_TEST_SECRET=$secret
 printf 'elastic:%s\n' "$secret" >"$work/es-secret"
 chmod 644 "$work/es-secret" # readable by capsule as nobody; never granted to the tool
 basic_b64=$(printf 'elastic:%s' "$secret" | base64 -w0)
+h() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; } # the server echoes these hashes
 
 m() { # m NAME JSON: a nono manifest in $work/NAME.json
   printf '{"version": "0.1.0", %s}\n' "$2" >"$work/$1.json"
@@ -102,16 +103,20 @@ for who in "${users[@]}"; do
   check "$who" l7-https-traversal 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C --path-as-is https://127.0.0.1:$https/allowed/../admin"
   check "$who" l7-ca-env 0 "^/.capsule/ca-bundle.pem /.capsule/ca-bundle.pem /.capsule/ca-bundle.pem$" run --config "$work/l7.json" -- sh -c 'echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE'
   # credentials: every inject mode reaches the upstream with the secret
-  check "$who" inject-header-reverse 0 "^Authorization: Bearer $secret$" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/hdr/echo"
-  check "$who" inject-no-proxy-path 0 "^Authorization: Bearer $secret$" run --config "$work/creds.json" $P -- sh -c "curl -sS --max-time 20 http://127.0.0.1:3128/hdr/echo"
-  check "$who" inject-header-intercepted 0 "^Authorization: Bearer $secret$" run --config "$work/creds.json" $P -- sh -c "$C -H 'Authorization: Bearer guess' https://127.0.0.1:$https2/echo"
-  check "$who" inject-header-phantom 0 "^X-Api-Key: $secret\$" run --config "$work/creds.json" $P -- sh -c "$C -H \"X-Api-Key: \$API_KEY\" http://127.0.0.1:3128/key/models"
+  check "$who" inject-header-reverse 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/hdr/echo"
+  check "$who" inject-no-proxy-path 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --config "$work/creds.json" $P -- sh -c "curl -sS --max-time 20 http://127.0.0.1:3128/hdr/echo"
+  check "$who" inject-header-intercepted 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --config "$work/creds.json" $P -- sh -c "$C -H 'Authorization: Bearer guess' https://127.0.0.1:$https2/echo"
+  check "$who" echoed-secret-scrubbed 0 "^Authorization: Bearer \*{${#secret}}$" run --config "$work/creds.json" $P -- sh -c "$C -H 'Authorization: Bearer guess' https://127.0.0.1:$https2/echo"
+  check "$who" trace-refused 0 "TRACE and TRACK are not forwarded" run --config "$work/creds.json" $P -- sh -c "$C -X TRACE http://127.0.0.1:3128/hdr/echo"
+  check "$who" route-dotdot-refused 0 "the path is ambiguous" run --config "$work/creds.json" $P -- sh -c "$C --path-as-is http://127.0.0.1:3128/key/../../admin"
+  check "$who" fragment-refused 0 "no #fragment|carries no #fragment" run --config "$work/l7.json" $P -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET /hdr/x#/y HTTP/1.1\r\nHost: a\r\n\r\n" >&3; cat <&3'
+  check "$who" inject-header-phantom 0 "^X-Api-Key#sha256: $(h "$secret")\$" run --config "$work/creds.json" $P -- sh -c "$C -H \"X-Api-Key: \$API_KEY\" http://127.0.0.1:3128/key/models"
   check "$who" reverse-base-path 0 "^GET /v1/models\$" run --config "$work/creds.json" $P -- sh -c "$C -H \"X-Api-Key: \$API_KEY\" http://127.0.0.1:3128/key/models"
   check "$who" inject-header-no-phantom 0 "does not carry this session's token" run --config "$work/creds.json" $P -- sh -c "$C -H 'X-Api-Key: guess' http://127.0.0.1:3128/key/models"
-  check "$who" inject-url-path 0 "^GET /bot$secret/getMe\$" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/tg/bot\$TG_TOKEN/getMe"
+  check "$who" inject-url-path 0 "^url#sha256: $(h "/bot$secret/getMe")\$" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/tg/bot\$TG_TOKEN/getMe"
   check "$who" inject-url-path-wrong-token 0 "does not carry this session's token" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/tg/botguess/getMe"
-  check "$who" inject-query 0 "^GET /search\\?x=1&key=$secret\$" run --config "$work/creds.json" $P -- sh -c "$C 'http://127.0.0.1:3128/q/search?key=guess&x=1'"
-  check "$who" inject-basic 0 "^Authorization: Basic $basic_b64\$" run --config "$work/creds.json" $P -- sh -c "$C -u \"elastic:\$ES_PASSWORD\" http://127.0.0.1:3128/basic/_search"
+  check "$who" inject-query 0 "^url#sha256: $(h "/search?x=1&key=$secret")\$" run --config "$work/creds.json" $P -- sh -c "$C 'http://127.0.0.1:3128/q/search?key=guess&x=1'"
+  check "$who" inject-basic 0 "^Authorization#sha256: $(h "Basic $basic_b64")\$" run --config "$work/creds.json" $P -- sh -c "$C -u \"elastic:\$ES_PASSWORD\" http://127.0.0.1:3128/basic/_search"
   check "$who" inject-basic-rules 0 "endpoint_rules do not allow" run --config "$work/creds.json" $P -- sh -c "$C -u \"elastic:\$ES_PASSWORD\" -d x http://127.0.0.1:3128/basic/_search"
   check "$who" unknown-route 0 "no credential route of this name" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/nope/x"
   check "$who" missing-secret 1 "CAPSULE_NO_SUCH_VARIABLE is not set" run --config "$work/missing.json" -- /bin/true

@@ -2,11 +2,15 @@
 // certificate for 127.0.0.1 from the test CA) on loopback ports the kernel
 // picks, printed as JSON on the first line of stdout. Every response echoes
 // what arrived: the request line, then the headers, then the body, so a test
-// can see what the proxy forwarded (and whether a credential reached it).
+// can see what the proxy forwarded (and, by hash, whether a credential
+// reached it).
 // GET /big?bytes=N streams N bytes (benchmarks); /hang never answers.
 import http from 'node:http';
 import https from 'node:https';
 import fs from 'node:fs';
+import crypto from 'node:crypto';
+
+const sha = (s) => crypto.createHash('sha256').update(s).digest('hex');
 
 const [keyFile, certFile] = process.argv.slice(2);
 const chunk = Buffer.alloc(1 << 16, 0x61);
@@ -30,8 +34,13 @@ function handle(req, res) {
   const parts = [];
   req.on('data', (d) => parts.push(d));
   req.on('end', () => {
-    let text = `${req.method} ${req.url}\n`;
-    for (let i = 0; i < req.rawHeaders.length; i += 2) text += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\n`;
+    // what arrived, and its SHA-256: capsule scrubs an injected secret from
+    // the response the tool sees, so tests compare hashes
+    let text = `${req.method} ${req.url}\nurl#sha256: ${sha(req.url)}\n`;
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      text += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\n`;
+      text += `${req.rawHeaders[i]}#sha256: ${sha(req.rawHeaders[i + 1])}\n`;
+    }
     text += `\n${Buffer.concat(parts).toString()}\n`;
     res.writeHead(200, {'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(text)});
     res.end(text);

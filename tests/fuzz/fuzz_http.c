@@ -48,9 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   /* the body in pieces: each piece's length is the next input byte */
   size_t at = (size_t)head;
   unsigned step = size > 0 ? data[size - 1] % 17 + 1 : 1;
+  struct cap_buf body = {0};
   while (at < size && !req.body_done) {
     size_t n = size - at < step ? size - at : step;
-    long used = http_body_feed(&req, text + at, n);
+    size_t before = body.len;
+    long used = http_body_feed(&req, text + at, n, &body);
+    if (used >= 0 && body.len - before > (size_t)used)
+      abort(); /* a decoded body is never longer than its encoding */
     if (used < 0)
       break;
     if ((size_t)used > n)
@@ -59,5 +63,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       break;
     at += (size_t)used;
   }
+  cap_buf_free(&body);
   return 0;
 }

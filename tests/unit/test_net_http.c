@@ -35,12 +35,12 @@ static void test_heads(void)
   CHECK(parse("POST /x HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", &why) < 0);
   /* no CR or LF ever reaches a header value we forward */
   CHECK(parse("GET / HTTP/1.1\r\nX-A: a\rInjected: 1\r\n\r\n", &why) < 0);
-  CHECK(parse("GET / HTTP/1.1\r\nX-A: a\nB: 1\r\n\r\n", &why) > 0);
+  CHECK(parse("GET / HTTP/1.1\r\nX-A: a\nB: 1\r\n\r\n", &why) < 0); /* bare LF */
+  CHECK(parse("GET / HTTP/1.1\r\nX-A: a\r\nB: 1\r\n\r\n", &why) > 0);
   for (size_t i = 0; i < req.n_headers; i++)
     CHECK(!strpbrk(req.headers[i].value, "\r\n") && !strpbrk(req.headers[i].name, "\r\n"));
   /* a second request hidden in the first one's head (bare LFs) */
   CHECK(parse("GET http://a/ HTTP/1.1\nHost: a\n\nGET http://evil/ HTTP/1.1\r\nX: y\r\n\r\n", &why) < 0);
-  CHECK(why && strstr(why, "second request"));
   /* too many headers */
   char big[HTTP_HEAD_MAX];
   size_t n = (size_t)snprintf(big, sizeof big, "GET / HTTP/1.1\r\n");
@@ -55,22 +55,29 @@ static void test_bodies(void)
   const char *why;
   const char *post = "POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\n";
   CHECK(parse(post, &why) > 0 && !req.body_done && req.content_length == 5);
-  CHECK(http_body_feed(&req, "hel", 3) == 3 && !req.body_done);
-  CHECK(http_body_feed(&req, "loGET / HTTP/1.1\r\n\r\n", 20) == 2 && req.body_done);
+  struct cap_buf out = {0};
+  CHECK(http_body_feed(&req, "hel", 3, &out) == 3 && !req.body_done);
+  CHECK(http_body_feed(&req, "loGET / HTTP/1.1\r\n\r\n", 20, &out) == 2 && req.body_done);
+  CHECK(out.len == 5 && memcmp(out.data, "hello", 5) == 0);
+  out.len = 0;
 
   const char *chunked = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
   CHECK(parse(chunked, &why) > 0 && req.chunked && !req.body_done);
   const char *body = "5\r\nhello\r\n0\r\n\r\nNEXT";
   size_t used = 0;
   for (size_t i = 0; i < strlen(body) && !req.body_done; i++) { /* one byte at a time */
-    long r = http_body_feed(&req, body + i, 1);
+    long r = http_body_feed(&req, body + i, 1, &out);
     CHECK(r == 1);
     used += (size_t)r;
   }
   CHECK(req.body_done && used == strlen(body) - 4);
+  CHECK(out.len == 5 && memcmp(out.data, "hello", 5) == 0); /* framing removed */
+  cap_buf_free(&out);
 
   CHECK(parse(chunked, &why) > 0);
-  CHECK(http_body_feed(&req, "zz\r\n", 4) < 0); /* not a chunk size */
+  CHECK(http_body_feed(&req, "zz\r\n", 4, NULL) < 0); /* not a chunk size */
+  /* a bare LF anywhere in the head, even where the parser would accept it */
+  CHECK(parse("POST http://a/ok HTTP/1.1\nContent-Length: 19\n\nAAAAAAAAAAAAAAA\r\n\r\nGET /admin HTTP/1.1\r\n\r\n", &why) < 0);
 }
 
 static void test_urls(void)
