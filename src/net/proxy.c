@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -32,7 +33,7 @@
 #define CONNECT_TIMEOUT_MS 10000 /* upstream connect deadline */
 #define MAX_CONNS 256
 #define SECRET_MAX 8192
-#define PIPE_BYTES (1 << 20)
+#define PIPE_BYTES (256 << 10)
 
 /* A connection's two sockets, so proxy_stop can shut them down. */
 struct slot {
@@ -998,10 +999,19 @@ static void handle_connect(struct worker *w, struct stream *client,
   log_event(px, ev, true, "tunnel closed");
 }
 
+/* Every spelling of this machine's loopback: localhost (a trailing dot
+ * too), 127/8 in any inet_aton form (127.1), ::1, ::ffff:127.x.y.z. */
 static bool is_loopback_name(const char *host)
 {
-  return strcmp(host, "127.0.0.1") == 0 || strcasecmp(host, "localhost") == 0 ||
-         strcmp(host, "::1") == 0;
+  if (strcasecmp(host, "localhost") == 0 || strcasecmp(host, "localhost.") == 0)
+    return true;
+  struct in_addr v4;
+  if (inet_aton(host, &v4))
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  struct in6_addr v6;
+  if (inet_pton(AF_INET6, host, &v6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+  return false;
 }
 
 /* GET /<credential-name>/rest: the reverse-proxy form (path is the origin
@@ -1146,6 +1156,12 @@ static void serve_slot(struct worker *w, size_t slot)
     serve_forward(w, fd, forward_port);
   else
     serve_one(w, fd);
+  for (int i = 0; i < 2; i++) /* descriptors are the scarce thing: not kept idle */
+    if (w->pipes[i][0] >= 0) {
+      close(w->pipes[i][0]);
+      close(w->pipes[i][1]);
+      w->pipes[i][0] = w->pipes[i][1] = -1;
+    }
   pthread_mutex_lock(&px->lock);
   close(px->slots[slot].client);
   if (px->slots[slot].upstream >= 0)
@@ -1172,14 +1188,21 @@ static void *worker_main(void *arg)
     if (!px->has_leader) {
       px->has_leader = true;
       pthread_mutex_unlock(&px->lock);
-      int fd = accept4(px->listen_fds[0], NULL, NULL, SOCK_CLOEXEC);
+      int fd;
+      for (;;) {
+        fd = accept4(px->listen_fds[0], NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0 || __atomic_load_n(&px->stopping, __ATOMIC_ACQUIRE) || errno == EINVAL)
+          break; /* EINVAL: the listener was shut down */
+        if (errno != EINTR && errno != ECONNABORTED)
+          usleep(50000); /* out of descriptors or memory: back off, do not spin */
+      }
       pthread_mutex_lock(&px->lock);
       px->has_leader = false;
+      if (fd < 0)
+        continue; /* stopping */
       /* the next leader: an idle follower, or a new worker */
       if (!px->stopping && (px->idle_workers == 0 ? !spawn_worker(px) : true))
         pthread_cond_signal(&px->work);
-      if (fd < 0)
-        continue; /* stopping (the listener was shut down), or a failed accept */
       size_t slot = claim_slot(px, fd, 0);
       if (slot != SIZE_MAX)
         serve_slot(w, slot);
@@ -1243,8 +1266,11 @@ static void *accept_loop(void *arg)
       if (!(p[i].revents & POLLIN))
         continue;
       int fd = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
-      if (fd < 0)
+      if (fd < 0) {
+        if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
+          usleep(50000); /* out of descriptors: back off, do not spin */
         continue;
+      }
       pthread_mutex_lock(&px->lock);
       size_t slot = claim_slot(px, fd, px->spec->network.localhost.v[i]);
       if (slot != SIZE_MAX) {
@@ -1386,8 +1412,19 @@ char *const *proxy_tool_env(const struct proxy *p, size_t *n)
 
 void proxy_scrub(struct proxy *p)
 {
-  if (p)
-    wipe_secrets(p);
+  if (!p)
+    return;
+  wipe_secrets(p);
+  /* this copy's environment still holds env:// sources, and the CA's keys
+   * are of no use here */
+  for (size_t i = 0; i < p->spec->n_routes; i++) {
+    const char *src = p->spec->routes[i].source;
+    char *v = strncmp(src, "env://", 6) == 0 ? getenv(src + 6) : NULL;
+    if (v)
+      OPENSSL_cleanse(v, strlen(v));
+  }
+  tls_ca_free(p->ca);
+  p->ca = NULL;
 }
 
 int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *err)
@@ -1395,6 +1432,13 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
   /* a peer that resets its socket must cost an EPIPE, not capsule's life
    * (splice and TLS writes raise SIGPIPE; the sandbox's child restores it) */
   signal(SIGPIPE, SIG_IGN);
+  /* 256 connections hold up to 6 descriptors each: more than the usual
+   * soft limit of 1024 */
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < 4096) {
+    nofile.rlim_cur = nofile.rlim_max < 4096 ? nofile.rlim_max : 4096;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   if (n > sizeof px->listen_fds / sizeof px->listen_fds[0]) {
     for (size_t i = 0; i < n; i++)
       close(fds[i]);
@@ -1435,7 +1479,7 @@ void proxy_stop(struct proxy *px)
     }
     /* queued connections not yet served are served at once: their
      * sockets are shut down, so each ends immediately */
-    px->stopping = true;
+    __atomic_store_n(&px->stopping, true, __ATOMIC_RELEASE);
     shutdown(px->listen_fds[0], SHUT_RDWR); /* wakes the leader's accept() */
     pthread_cond_broadcast(&px->work);
     while (px->n_workers)

@@ -120,7 +120,12 @@ bool net_address_forbidden(const struct sockaddr *sa, bool allow_private)
     return true;
   const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
   const uint8_t *b = a->s6_addr;
-  if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a)) {
+  /* IPv4 carried in IPv6: mapped, compatible, and NAT64 (64:ff9b::/96 and
+   * the local-use 64:ff9b:1::/48), which a NAT64 gateway turns back into
+   * that IPv4 address: judged as the IPv4 address */
+  static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+  bool nat64_local = b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1;
+  if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a) || memcmp(b, nat64, 12) == 0 || nat64_local) {
     uint32_t v4 = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
     return ipv4_forbidden(v4, allow_private);
   }

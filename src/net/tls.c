@@ -175,7 +175,9 @@ static SSL_CTX *mint(struct tls_ca *ca, const char *host)
   bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
   char san[300];
   snprintf(san, sizeof san, "%s:%s", is_ip ? "IP" : "DNS", host);
-  X509 *leaf = new_cert(host, ca->leaf_key);
+  char cn[65]; /* a CN holds at most 64 characters; the SAN carries the full name */
+  snprintf(cn, sizeof cn, "%s", host);
+  X509 *leaf = new_cert(cn, ca->leaf_key);
   bool ok = leaf && X509_set_issuer_name(leaf, X509_get_subject_name(ca->cert)) == 1 &&
             add_ext(leaf, ca->cert, NID_basic_constraints, "critical,CA:FALSE") &&
             add_ext(leaf, ca->cert, NID_key_usage, "critical,digitalSignature") &&

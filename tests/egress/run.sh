@@ -104,6 +104,7 @@ for who in "${users[@]}"; do
   check "$who" l7-ca-env 0 "^/.capsule/ca-bundle.pem /.capsule/ca-bundle.pem /.capsule/ca-bundle.pem$" run --config "$work/l7.json" -- sh -c 'echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE'
   # credentials: every inject mode reaches the upstream with the secret
   check "$who" inject-header-reverse 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/hdr/echo"
+  check "$who" proxy-itself-127.1 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --config "$work/creds.json" $P -- sh -c "$C http://127.1:3128/hdr/echo"
   check "$who" inject-no-proxy-path 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --config "$work/creds.json" $P -- sh -c "curl -sS --max-time 20 http://127.0.0.1:3128/hdr/echo"
   check "$who" inject-header-intercepted 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --config "$work/creds.json" $P -- sh -c "$C -H 'Authorization: Bearer guess' https://127.0.0.1:$https2/echo"
   check "$who" echoed-secret-scrubbed 0 "^Authorization: Bearer \*{${#secret}}$" run --config "$work/creds.json" $P -- sh -c "$C -H 'Authorization: Bearer guess' https://127.0.0.1:$https2/echo"

@@ -88,6 +88,17 @@ static bool forbidden(const char *ip, bool allow_private)
 
 static void test_addresses(void)
 {
+  {
+    struct sockaddr_in6 n64 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "64:ff9b::a0a:a05", &n64.sin6_addr); /* 10.10.10.5 via NAT64 */
+    CHECK(net_address_forbidden((struct sockaddr *)&n64, false));
+    inet_pton(AF_INET6, "64:ff9b::a9fe:a9fe", &n64.sin6_addr); /* 169.254.169.254 */
+    CHECK(net_address_forbidden((struct sockaddr *)&n64, true));
+    inet_pton(AF_INET6, "64:ff9b:1::808:808", &n64.sin6_addr); /* 8.8.8.8, local-use prefix */
+    CHECK(!net_address_forbidden((struct sockaddr *)&n64, false));
+    inet_pton(AF_INET6, "64:ff9b::808:808", &n64.sin6_addr);
+    CHECK(!net_address_forbidden((struct sockaddr *)&n64, false));
+  }
   static const char *const always[] = {"169.254.169.254", "0.0.0.0", "224.0.0.1",
                                        "255.255.255.255", "fe80::1", "fd00:ec2::254", "::",
                                        "ff02::1", "::ffff:169.254.169.254"};
