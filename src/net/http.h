@@ -1,5 +1,6 @@
 /* HTTP/1.1 request heads for the egress proxy, parsed by Debian's
- * libhttp-parser (strict mode): the request line, the headers, and the body
+ * libhttp-parser (with capsule's own stricter checks on top: CRLF only, one
+ * request per head, one framing): the request line, the headers, and the body
  * framing. The body itself is not buffered: http_body_feed walks it through
  * the same parser as it streams past, so chunked framing is checked too, the
  * proxy takes exactly the bytes that belong to this one request, and it
