@@ -10,11 +10,32 @@
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/state.h"
 #include "manifest/load.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
 #define RUN_EXIT_LIMIT 125 /* killed by a limit capsule enforces */
+
+/* Bare-name credential sources come from capsule's credential store
+ * (system scope), opened only when a route asks. */
+struct store_ctx {
+  const char *dir; /* NULL: the default state directory */
+  struct gw_state *st;
+};
+
+static int store_lookup(void *arg, const char *name, char **value, bool *found,
+                        struct cap_error *err)
+{
+  struct store_ctx *ctx = arg;
+  if (!ctx->st) {
+    _cleanup_free_ char *dflt = ctx->dir ? NULL : gw_state_default_dir();
+    int r = gw_state_open(ctx->dir ? ctx->dir : dflt, &ctx->st, err);
+    if (r < 0)
+      return r;
+  }
+  return gw_cred_get(ctx->st, name, CAP_SCOPE_SYSTEM, NULL, value, found, err);
+}
 
 static const char run_help[] =
     "usage: capsule run [--config MANIFEST] [OPTIONS] -- COMMAND [ARGS...]\n"
@@ -38,6 +59,7 @@ static const char run_help[] =
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
     "                         addresses (local development; metadata stays refused)\n"
     "      --egress-log FILE  append every egress decision to FILE as JSON lines\n"
+    "      --state DIR        capsule's state, for credentials named without a scheme\n"
     "  -v, --verbose          print egress denials as they happen\n"
     "  -h, --help             this text\n"
     "\n"
@@ -46,7 +68,7 @@ static const char run_help[] =
 
 enum {
   OPT_CONFIG = 256, OPT_READ, OPT_WRITE, OPT_RW, OPT_NET, OPT_MEMORY, OPT_PIDS, OPT_CPU,
-  OPT_TIMEOUT, OPT_WORKDIR, OPT_ENV, OPT_DRY_RUN, OPT_PROXY_PRIVATE, OPT_EGRESS_LOG,
+  OPT_TIMEOUT, OPT_WORKDIR, OPT_ENV, OPT_DRY_RUN, OPT_PROXY_PRIVATE, OPT_EGRESS_LOG, OPT_STATE,
 };
 
 /* "256M" -> bytes; 0 on a bad size */
@@ -168,6 +190,7 @@ int cmd_run(int argc, char **argv)
       {"dry-run", no_argument, NULL, OPT_DRY_RUN},
       {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
       {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
+      {"state", required_argument, NULL, OPT_STATE},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
@@ -175,6 +198,8 @@ int cmd_run(int argc, char **argv)
   const char *config = NULL, *workdir = NULL, *net = NULL, *egress_log = NULL;
   bool verbose = false;
   FILE *log = NULL;
+  struct store_ctx store_ctx = {0};
+  struct proxy_store store = {.lookup = store_lookup, .arg = &store_ctx};
   struct cap_strv grants[3] = {{0}}; /* read, write, rw */
   struct cap_strv env = {0};
   uint64_t memory = 0, pids = 0, cpu_ms = 0, timeout_s = 0;
@@ -224,6 +249,7 @@ int cmd_run(int argc, char **argv)
     case OPT_DRY_RUN: dry_run = true; break;
     case OPT_PROXY_PRIVATE: proxy_private = true; break;
     case OPT_EGRESS_LOG: egress_log = optarg; break;
+    case OPT_STATE: store_ctx.dir = optarg; break;
     case 'v': verbose = true; break;
     case 'h': fputs(run_help, stdout); status = CLI_EXIT_OK; goto out;
     default: cli_usage_error("run", "unknown option"); goto out;
@@ -303,7 +329,7 @@ int cmd_run(int argc, char **argv)
       .workdir = workdir,
       .extra_env = env.v,
       .n_extra_env = env.len,
-      .proxy = {.allow_private = proxy_private, .log = log, .verbose = verbose},
+      .proxy = {.allow_private = proxy_private, .log = log, .verbose = verbose, .store = &store},
   };
   struct sandbox_result res;
   struct cap_error err = {0};
@@ -332,6 +358,7 @@ int cmd_run(int argc, char **argv)
   cap_spec_free(spec);
   if (log)
     fclose(log);
+  gw_state_close(store_ctx.st);
 out:
   for (int k = 0; k < 3; k++)
     cap_strv_free(&grants[k]);

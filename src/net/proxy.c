@@ -1288,7 +1288,8 @@ static void *accept_loop(void *arg)
 /* ---- life cycle ---- */
 
 /* env://NAME or file:///path; the value without a trailing newline. */
-static int read_secret(const struct cap_credential_route *r, char **ret, struct cap_error *err)
+static int read_secret(const struct cap_credential_route *r, const struct proxy_store *store,
+                       char **ret, struct cap_error *err)
 {
   const char *src = r->source;
   if (strncmp(src, "env://", 6) == 0) {
@@ -1319,8 +1320,21 @@ static int read_secret(const struct cap_credential_route *r, char **ret, struct 
     *ret = text;
     return 0;
   }
+  if (!strstr(src, "://") && store) { /* a bare name: capsule's credential store */
+    bool found = false;
+    int e = store->lookup(store->arg, src, ret, &found, err);
+    if (e < 0)
+      return e;
+    if (!found)
+      return cap_error_set(err, ENOENT,
+                           "credential \"%s\": %s is not in capsule's credential store; set it "
+                           "with `capsule cred set %s --scope system` (the value on stdin)",
+                           r->name, src, src);
+    return 0;
+  }
   return cap_error_set(err, ENOTSUP,
-                       "credential \"%s\": capsule cannot read %s sources yet; use env:// or file://",
+                       "credential \"%s\": capsule cannot read %s sources; use env://, file:// or "
+                       "a name in capsule's credential store",
                        r->name, src);
 }
 
@@ -1365,7 +1379,7 @@ int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, stru
   px->tool_env = cap_xcalloc(spec->n_routes + 1, sizeof *px->tool_env);
   for (size_t i = 0; i < spec->n_routes; i++) {
     const struct cap_credential_route *r = &spec->routes[i];
-    int e = read_secret(r, &px->secrets[i].secret, err);
+    int e = read_secret(r, opt->store, &px->secrets[i].secret, err);
     if (e < 0) {
       proxy_free(px);
       return e;

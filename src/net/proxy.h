@@ -33,7 +33,16 @@
 
 struct proxy;
 
+/* Where bare-name credential sources (nono's "system keystore") are read:
+ * capsule's credential store, system scope. lookup sets *value (malloc'd,
+ * the caller wipes it) and *found. */
+struct proxy_store {
+  int (*lookup)(void *arg, const char *name, char **value, bool *found, struct cap_error *err);
+  void *arg;
+};
+
 struct proxy_options {
+  const struct proxy_store *store; /* NULL: bare-name sources are refused */
   bool allow_private; /* reach loopback and private ranges (development, tests) */
   FILE *log;          /* egress decisions as JSON lines, or NULL */
   bool verbose;       /* denials on stderr as they happen */
