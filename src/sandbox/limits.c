@@ -170,6 +170,7 @@ int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec,
                    struct cap_error *err)
 {
   memset(lim, 0, sizeof *lim);
+  lim->cpu_base_ms = -1;
   if (!try_cgroup2(lim, spec))
     try_cgroup1(lim, spec);
   /* the fallbacks the command sets on itself (limits_apply_rlimits) */
@@ -260,8 +261,15 @@ bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spe
   int64_t used = cpu_used_ms(lim);
   if (used < 0)
     return false;
-  /* the rate so far, carried one tick ahead */
-  double projected = (double)used + (double)used / (double)elapsed_ms * TICK_MS;
+  if (lim->cpu_base_ms < 0 || lim->cpu_base_ms > used)
+    lim->cpu_base_ms = used; /* the setup before the first look is not a rate */
+  if ((double)used > (double)spec->limits.cpu_ms_per_task)
+    return true;
+  if (elapsed_ms < TICK_MS) /* too early for a rate worth projecting */
+    return false;
+  /* the rate since supervision began, carried one tick ahead */
+  double rate = (double)(used - lim->cpu_base_ms) / (double)elapsed_ms;
+  double projected = (double)used + rate * TICK_MS;
   return projected > (double)spec->limits.cpu_ms_per_task;
 }
 

@@ -21,6 +21,7 @@ struct sandbox_limits {
   bool memory_enforced, pids_enforced, cpu_enforced;
   bool pids_by_rlimit; /* RLIMIT_NPROC in the sandbox's user namespace */
   char unenforced[256]; /* limits the host could not enforce, for a warning */
+  int64_t cpu_base_ms;  /* CPU used when supervision began (the sandbox's setup); -1: unread */
 };
 
 /* Creates the cgroup(s) and writes the limits. Fails (-ENOTSUP) only when
