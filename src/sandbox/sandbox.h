@@ -26,6 +26,18 @@ struct sandbox_options {
   struct proxy_options proxy; /* proxy mode: how the egress proxy behaves */
   bool redirect_stdio;        /* give the command stdio[0..2] instead of capsule's */
   int stdio[3];
+  /* A long-running service (the Selu runtime): the sandbox's end of a
+   * SOCK_SEQPACKET socketpair. The sandbox's pid 1 answers
+   * sandbox_connect() on the other end with connections made inside the
+   * sandbox's network namespace; closing the other end stops the command
+   * (SIGTERM, SIGKILL 2 s later). The caller closes its copy of this end
+   * once sandbox_run has started the sandbox (on_started). */
+  bool has_connector;
+  int connector_fd;
+  /* Called in the caller's process once the sandbox runs, before
+   * sandbox_run waits for it: where a caller may start threads. */
+  void (*on_started)(void *ctx);
+  void *on_started_ctx;
 };
 
 /* How the command ended. */
@@ -41,6 +53,14 @@ struct sandbox_result {
  * when the host cannot enforce what spec requires (fail closed). */
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                 struct sandbox_result *res, struct cap_error *err);
+
+/* Over a connector (see sandbox_options): a TCP connection to
+ * 127.0.0.1:port inside the sandbox's network namespace, made by its pid 1
+ * and handed over; waits up to timeout_ms for the answer. Returns the
+ * connected fd (the caller owns it), or -errno with err set
+ * (-ECONNREFUSED: nothing listens there yet). Not thread-safe per
+ * connector: one request at a time. */
+int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_error *err);
 
 /* --- layers, used by spawn.c inside the new namespaces --- */
 
