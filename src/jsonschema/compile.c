@@ -371,11 +371,18 @@ static unsigned vocab_of(struct compiler *c, const struct cap_node *schema_kw,
   return v;
 }
 
-static const char *const schema_keywords[] = {
-    "additionalProperties", "propertyNames", "unevaluatedProperties", "items", "contains",
-    "unevaluatedItems", "not", "if", "then", "else", NULL};
-static const char *const schema_array_keywords[] = {"allOf", "anyOf", "oneOf", "prefixItems",
-                                                    NULL};
+static const char *const schema_keywords[] = {"additionalProperties",
+                                              "propertyNames",
+                                              "unevaluatedProperties",
+                                              "items",
+                                              "contains",
+                                              "unevaluatedItems",
+                                              "not",
+                                              "if",
+                                              "then",
+                                              "else",
+                                              NULL};
+static const char *const schema_array_keywords[] = {"allOf", "anyOf", "oneOf", "prefixItems", NULL};
 static const char *const schema_map_keywords[] = {"properties", "patternProperties", "$defs",
                                                   "dependentSchemas", NULL};
 
@@ -542,8 +549,8 @@ static const struct cap_node *load_document(struct compiler *c, const char *uri)
   if (r < 0) {
     if (c->diags)
       for (size_t i = 0; i < pd.len; i++)
-        cap_diags_add(c->diags, CAP_SEV_ERROR, pd.items[i].file, pd.items[i].line,
-                      pd.items[i].col, pd.items[i].path, "%s", pd.items[i].message);
+        cap_diags_add(c->diags, CAP_SEV_ERROR, pd.items[i].file, pd.items[i].line, pd.items[i].col,
+                      pd.items[i].path, "%s", pd.items[i].message);
     c->failed = true;
     cap_diags_free(&pd);
     cap_doc_free(doc);
@@ -699,6 +706,10 @@ static struct js_num *number_operand(struct compiler *c, const struct node_info 
     text = tmp;
   }
   size_t len = strlen(text);
+  if (num->is_int)
+    snprintf(num->text, sizeof(num->text), "%lld", (long long)num->i);
+  else
+    snprintf(num->text, sizeof(num->text), "%.17g", num->f);
   char *buf = js_alloc(c->v, len + 1);
   if (!js_dec_parse(text, len, buf, &num->dec)) {
     diag(c, info, n, m->key, "\"%s\" must be a finite number", m->key);
@@ -728,10 +739,7 @@ static struct js_schema **schema_array(struct compiler *c, const struct node_inf
   return arr;
 }
 
-static uint32_t prop_hash(const char *s, size_t n)
-{
-  return (uint32_t)hash_bytes(s, n);
-}
+static uint32_t prop_hash(const char *s, size_t n) { return (uint32_t)hash_bytes(s, n); }
 
 static struct js_prop *schema_map(struct compiler *c, const struct node_info *info,
                                   const struct cap_member *m, size_t *count)
@@ -771,8 +779,8 @@ static void build_prop_table(struct compiler *c, struct js_schema *s)
   }
 }
 
-static bool string_array(struct compiler *c, const struct node_info *info,
-                         const struct cap_node *n, const char *key, bool unique)
+static bool string_array(struct compiler *c, const struct node_info *info, const struct cap_node *n,
+                         const char *key, bool unique)
 {
   if (n->kind != CAP_NODE_ARRAY) {
     diag(c, info, n, key, "\"%s\" must be an array of strings", key);
@@ -789,8 +797,7 @@ static bool string_array(struct compiler *c, const struct node_info *info,
     }
     for (size_t j = 0; unique && j < i; j++)
       if (cap_node_equal(e, n->u.arr.items[j])) {
-        diag(c, info, e, key, "\"%s\" lists \"%s\" twice; remove the duplicate", key,
-             e->u.str.ptr);
+        diag(c, info, e, key, "\"%s\" lists \"%s\" twice; remove the duplicate", key, e->u.str.ptr);
         ok = false;
       }
   }
@@ -802,8 +809,8 @@ static uint8_t type_bit(const char *name)
   static const struct {
     const char *name;
     uint8_t bit;
-  } types[] = {{"null", JS_T_NULL},     {"boolean", JS_T_BOOL}, {"integer", JS_T_INT},
-               {"number", JS_T_NUM},    {"string", JS_T_STR},   {"array", JS_T_ARR},
+  } types[] = {{"null", JS_T_NULL},  {"boolean", JS_T_BOOL}, {"integer", JS_T_INT},
+               {"number", JS_T_NUM}, {"string", JS_T_STR},   {"array", JS_T_ARR},
                {"object", JS_T_OBJ}};
   for (size_t i = 0; i < ARRAY_SIZE(types); i++)
     if (strcmp(types[i].name, name) == 0)
@@ -893,8 +900,8 @@ static void compile_keyword(struct compiler *c, struct js_schema *s, const struc
       pcre2_code *re = js_regex_compile(pm->key, pm->keylen, err, sizeof(err));
       if (!re) {
         struct node_info *ci = child_info(c, info, k, strlen(k), -1);
-        diag(c, ci, pm->value, pm->key, "%s (in pattern \"%s\"); write an ECMA-262 regex",
-             err, pm->key);
+        diag(c, ci, pm->value, pm->key, "%s (in pattern \"%s\"); write an ECMA-262 regex", err,
+             pm->key);
         continue;
       }
       if (c->v->n_regexes == c->v->cap_regexes) {
@@ -1082,6 +1089,89 @@ static void compile_keyword(struct compiler *c, struct js_schema *s, const struc
   }
 }
 
+/* JSON text of a small value, for messages */
+static void value_text(const struct cap_node *n, size_t max, struct cap_buf *out)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_node(&w, n);
+  if (b.len > max) {
+    b.len = max;
+    b.data[max] = '\0';
+    cap_buf_puts(&b, "...");
+  }
+  cap_buf_append(out, b.data ? b.data : "", b.len);
+  cap_buf_free(&b);
+}
+
+static const char *buf_to_arena(struct cap_js_validator *v, struct cap_buf *b)
+{
+  const char *r = js_strdup(v, b->data ? b->data : "", b->len);
+  cap_buf_free(b);
+  return r;
+}
+
+/* What validation needs to report errors without building text itself. */
+static void message_parts(struct compiler *c, struct js_schema *s)
+{
+  struct cap_buf b = {0};
+  static const char *const names[] = {"null",   "boolean", "integer", "number",
+                                      "string", "array",   "object"};
+  bool first = true;
+  for (int i = 0; i < 7; i++) {
+    if (!(s->types & (1u << i)))
+      continue;
+    if (!first)
+      cap_buf_puts(&b, " or ");
+    cap_buf_puts(&b, names[i]);
+    first = false;
+  }
+  s->types_text = buf_to_arena(c->v, &b);
+  if (s->n_props && s->n_props <= 20) {
+    cap_buf_puts(&b, "; allowed: ");
+    for (size_t i = 0; i < s->n_props; i++) {
+      if (i)
+        cap_buf_puts(&b, ", ");
+      cap_buf_append(&b, s->props[i].key, s->props[i].keylen);
+    }
+  }
+  s->allowed_text = buf_to_arena(c->v, &b);
+  if (s->has_enum) {
+    cap_buf_puts(&b, "must be one of: ");
+    for (size_t i = 0; i < s->n_enum && i < 20; i++) {
+      if (i)
+        cap_buf_puts(&b, ", ");
+      value_text(s->enum_values[i], 80, &b);
+    }
+    if (s->n_enum > 20)
+      cap_buf_puts(&b, ", ...");
+    s->enum_text = buf_to_arena(c->v, &b);
+  }
+  if (s->const_value) {
+    cap_buf_puts(&b, "must be exactly ");
+    value_text(s->const_value, 200, &b);
+    s->const_text = buf_to_arena(c->v, &b);
+  }
+}
+
+/* Which instance kinds need more than the type check. */
+static uint8_t work_of(const struct js_schema *s)
+{
+  uint8_t w = 0;
+  if (s->groups & (JS_G_VALUE | JS_G_INPLACE))
+    w = 0xff;
+  if ((s->groups & JS_G_OBJ) || s->unevaluated_props)
+    w |= 1u << CAP_NODE_OBJECT;
+  if ((s->groups & JS_G_ARR) || s->unevaluated_items)
+    w |= 1u << CAP_NODE_ARRAY;
+  if (s->groups & JS_G_STR)
+    w |= 1u << CAP_NODE_STRING;
+  if (s->groups & JS_G_NUM)
+    w |= (1u << CAP_NODE_INT) | (1u << CAP_NODE_FLOAT);
+  return w;
+}
+
 static struct js_schema *compile_schema(struct compiler *c, const struct cap_node *n)
 {
   struct js_schema *s = map_get(&c->compiled, n);
@@ -1097,6 +1187,8 @@ static struct js_schema *compile_schema(struct compiler *c, const struct cap_nod
   s->node = n;
   s->resource = info->res;
   s->loc = info->loc;
+  s->loc_len = strlen(info->loc);
+  s->types_text = s->allowed_text = "";
   s->dynref_anchor = -1;
   s->min_contains = s->max_contains = -1;
   s->max_length = s->min_length = s->max_items = s->min_items = -1;
@@ -1148,6 +1240,8 @@ static struct js_schema *compile_schema(struct compiler *c, const struct cap_nod
                      (c->v->opts.format_assert || (info->res->vocab & JS_VOC_FORMAT_ASSERT));
   if (s->format_assert)
     s->groups |= JS_G_STR;
+  message_parts(c, s);
+  s->work = work_of(s);
   return s;
 }
 
@@ -1184,6 +1278,8 @@ static void resolve_pending(struct compiler *c)
       if (frag && frag[1] && frag[1] != '/' && da && da->kind == CAP_NODE_STRING &&
           strcmp(da->u.str.ptr, frag + 1) == 0)
         p.schema->dynref_anchor = intern_anchor(c->v, frag + 1);
+      if (p.schema->dynref_anchor >= 0)
+        c->v->dynamic_scope = true;
     }
     /* every dynamic anchor can become a target at run time */
     for (struct js_resource *r = c->v->resources; r; r = r->next)
@@ -1192,6 +1288,71 @@ static void resolve_pending(struct compiler *c)
           r->dyn[i].schema = compile_schema(c, r->dyn[i].node);
           again = true;
         }
+  }
+}
+
+/* A schema that is nothing but "$ref" adds no keyword of its own: errors
+ * come from the target with the target's location either way. */
+static bool pure_ref(const struct js_schema *s)
+{
+  return !s->is_bool && s->ref && s->groups == JS_G_INPLACE && !s->types && !s->dynref &&
+         !s->n_all_of && !s->n_any_of && !s->n_one_of && !s->not_ && !s->if_ &&
+         !s->has_unevaluated && !s->format_assert;
+}
+
+static struct js_schema *through_refs(struct js_schema *s)
+{
+  struct js_schema *t = s;
+  for (int hops = 0; t && pure_ref(t); hops++) {
+    if (hops == 16)
+      return s; /* a long chain or a cycle: left as it is (the depth limit sees it) */
+    t = t->ref;
+  }
+  return t ? t : s;
+}
+
+#define THROUGH(field)                                                                             \
+  do {                                                                                             \
+    if (field)                                                                                     \
+      field = through_refs(field);                                                                 \
+  } while (0)
+
+/* Points every subschema reference past pure "$ref" schemas, saving a
+ * validation step each. Not done when $dynamicRef needs the dynamic scope,
+ * which a skipped schema's resource could change. */
+static void collapse_refs(struct compiler *c)
+{
+  if (c->v->dynamic_scope)
+    return;
+  for (size_t i = 0; i < c->compiled.cap; i++) {
+    struct js_schema *s = c->compiled.slots[i].value;
+    if (!c->compiled.slots[i].key || !s || s->is_bool)
+      continue;
+    THROUGH(s->ref);
+    for (size_t k = 0; k < s->n_all_of; k++)
+      THROUGH(s->all_of[k]);
+    for (size_t k = 0; k < s->n_any_of; k++)
+      THROUGH(s->any_of[k]);
+    for (size_t k = 0; k < s->n_one_of; k++)
+      THROUGH(s->one_of[k]);
+    THROUGH(s->not_);
+    THROUGH(s->if_);
+    THROUGH(s->then_);
+    THROUGH(s->else_);
+    for (size_t k = 0; k < s->n_props; k++)
+      THROUGH(s->props[k].schema);
+    for (size_t k = 0; k < s->n_pattern_props; k++)
+      THROUGH(s->pattern_props[k].schema);
+    THROUGH(s->additional_props);
+    THROUGH(s->property_names);
+    THROUGH(s->unevaluated_props);
+    for (size_t k = 0; k < s->n_dep_schemas; k++)
+      THROUGH(s->dep_schemas[k].schema);
+    for (size_t k = 0; k < s->n_prefix_items; k++)
+      THROUGH(s->prefix_items[k]);
+    THROUGH(s->items);
+    THROUGH(s->contains);
+    THROUGH(s->unevaluated_items);
   }
 }
 
@@ -1221,6 +1382,10 @@ struct cap_js_validator *cap_js_compile(const struct cap_node *schema,
   index_document(&c, schema, base, "", js_strdup(v, prefix, strlen(prefix)), c.file);
   v->root = compile_schema(&c, schema);
   resolve_pending(&c);
+  if (!c.failed && !v->dynamic_scope) {
+    collapse_refs(&c);
+    v->root = through_refs(v->root);
+  }
 
   map_free(&c.uris);
   map_free(&c.infos);
@@ -1258,7 +1423,4 @@ void cap_js_validator_free(struct cap_js_validator *v)
   free(v);
 }
 
-void cap_js_validator_freep(struct cap_js_validator **v)
-{
-  cap_js_validator_free(*v);
-}
+void cap_js_validator_freep(struct cap_js_validator **v) { cap_js_validator_free(*v); }

@@ -58,6 +58,7 @@ struct js_num {
   int64_t i;
   double f;
   struct js_dec dec;
+  char text[32]; /* as messages print it */
 };
 
 enum js_format {
@@ -110,7 +111,11 @@ struct js_schema {
   const struct cap_node *node;
   struct js_resource *resource;
   const char *loc; /* keyword location prefix: "" or "/properties/a" or "URI#/..." */
+  size_t loc_len;
   bool is_bool, bool_value;
+  /* bit (1 << instance kind) set when some keyword besides "type" applies to
+   * instances of that kind: validation stops after the type check otherwise */
+  uint8_t work;
   bool has_unevaluated; /* unevaluatedProperties or unevaluatedItems present */
   uint8_t types;        /* 0: no "type" */
   uint8_t groups;       /* JS_G_*: which kinds of keywords are present */
@@ -155,10 +160,15 @@ struct js_schema {
   struct js_prop *required; /* schema unused */
   size_t n_required;
   bool required_in_props; /* every required name is also in "properties" */
-  uint8_t *prop_required;  /* per property: 1 when required */
+  uint8_t *prop_required; /* per property: 1 when required */
   enum js_format format;
   bool format_assert;
   const char *format_name;
+  /* message parts made at compile time, so reporting an error is cheap */
+  const char *types_text;   /* "string or null" */
+  const char *allowed_text; /* "; allowed: a, b" or "" */
+  const char *enum_text;    /* "must be one of: ..." */
+  const char *const_text;   /* "must be exactly ..." */
 };
 
 struct js_dyn_anchor {
@@ -172,7 +182,7 @@ struct js_resource {
   struct js_dyn_anchor *dyn;
   size_t n_dyn, cap_dyn;
   unsigned vocab;
-  bool used; /* some schema of it was compiled */
+  bool used;                /* some schema of it was compiled */
   struct js_resource *next; /* all resources, for freeing */
 };
 
@@ -186,6 +196,7 @@ struct cap_js_validator {
   size_t n_docs, cap_docs;
   pcre2_code **regexes; /* every compiled regex, for freeing */
   size_t n_regexes, cap_regexes;
+  bool dynamic_scope;  /* some $dynamicRef searches the dynamic scope */
   char **anchor_names; /* dynamic anchor names by id */
   size_t n_anchor_names, cap_anchor_names;
 };

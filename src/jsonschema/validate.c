@@ -54,9 +54,25 @@ static bool stop(const struct vctx *c)
   return c->quiet || !c->errs || c->first_only || c->aborted;
 }
 
-static bool recording(const struct vctx *c)
+static bool recording(const struct vctx *c) { return !c->quiet && c->errs && !c->aborted; }
+
+/* decimal digits of v, written backwards ending at end; returns the start */
+static char *utoa_back(char *end, size_t v)
 {
-  return !c->quiet && c->errs && !c->aborted;
+  do
+    *--end = (char)('0' + v % 10);
+  while ((v /= 10) != 0);
+  return end;
+}
+
+static size_t udigits(size_t v)
+{
+  size_t n = 1;
+  while (v >= 10) {
+    v /= 10;
+    n++;
+  }
+  return n;
 }
 
 /* The error's three strings share one allocation, owned through
@@ -68,14 +84,14 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
   for (const struct path *q = p; q; q = q->up) {
     plen++;
     if (q->key) {
+      plen += q->keylen;
       for (size_t k = 0; k < q->keylen; k++)
-        plen += (q->key[k] == '~' || q->key[k] == '/') ? 2 : 1;
+        plen += q->key[k] == '~' || q->key[k] == '/';
     } else {
-      char tmp[24];
-      plen += (size_t)snprintf(tmp, sizeof(tmp), "%zu", q->index);
+      plen += udigits(q->index);
     }
   }
-  size_t slen = strlen(s->loc), klen = kw && *kw ? strlen(kw) + 1 : 0;
+  size_t slen = s->loc_len, klen = kw && *kw ? strlen(kw) + 1 : 0;
   size_t need = plen + 1 + slen + klen + 1 + mlen + 1;
   struct cap_js_errors *e = c->errs;
   bool inline_first = e->len == 0 && !e->items && need <= sizeof e->first_text;
@@ -95,10 +111,7 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
         }
       }
     } else {
-      char tmp[24];
-      int n = snprintf(tmp, sizeof(tmp), "%zu", q->index);
-      end -= n;
-      memcpy(end, tmp, (size_t)n);
+      end = utoa_back(end, q->index);
     }
     *--end = '/';
   }
@@ -138,23 +151,35 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
 static long format_message(char *out, size_t size, const char *fmt, va_list ap)
 {
   size_t n = 0;
-#define PUT(ch)                                                                            \
-  do {                                                                                     \
-    if (n + 1 < size)                                                                      \
-      out[n] = (ch);                                                                       \
-    n++;                                                                                   \
+#define PUT(ch)                                                                                    \
+  do {                                                                                             \
+    if (n + 1 < size)                                                                              \
+      out[n] = (ch);                                                                               \
+    n++;                                                                                           \
+  } while (0)
+#define PUTS(str, len)                                                                             \
+  do {                                                                                             \
+    size_t l_ = (len);                                                                             \
+    if (n + l_ < size)                                                                             \
+      memcpy(out + n, (str), l_);                                                                  \
+    else if (n + 1 < size)                                                                         \
+      memcpy(out + n, (str), size - 1 - n);                                                        \
+    n += l_;                                                                                       \
   } while (0)
   for (const char *f = fmt; *f; f++) {
     if (*f != '%') {
-      PUT(*f);
-      continue;
+      const char *lit = f;
+      f = strchrnul(f, '%');
+      PUTS(lit, (size_t)(f - lit));
+      if (!*f)
+        break;
     }
     f++;
     if (*f == '%') {
       PUT('%');
     } else if (*f == 's') {
-      for (const char *a = va_arg(ap, const char *); *a; a++)
-        PUT(*a);
+      const char *a = va_arg(ap, const char *);
+      PUTS(a, strlen(a));
     } else if ((f[0] == 'z' && f[1] == 'u') || (f[0] == 'l' && f[1] == 'l' && f[2] == 'd')) {
       unsigned long long v;
       bool neg = false;
@@ -181,16 +206,16 @@ static long format_message(char *out, size_t size, const char *fmt, va_list ap)
     }
   }
 #undef PUT
+#undef PUTS
   if (size)
     out[n < size ? n : size - 1] = '\0';
   return (long)n;
 }
 
-static void report(struct vctx *c, const struct js_schema *s, const char *kw,
-                   const struct path *p, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void report(struct vctx *c, const struct js_schema *s, const char *kw,
-                   const struct path *p, const char *fmt, ...)
+static void report(struct vctx *c, const struct js_schema *s, const char *kw, const struct path *p,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void report(struct vctx *c, const struct js_schema *s, const char *kw, const struct path *p,
+                   const char *fmt, ...)
 {
   if (!recording(c))
     return;
@@ -230,48 +255,15 @@ static void abort_validation(struct vctx *c, const struct js_schema *s, const st
     push_error(c, s, "", p, why, strlen(why));
 }
 
-#define FAIL(kw, ...)                                                                      \
-  do {                                                                                     \
-    report(c, s, kw, p, __VA_ARGS__);                                                      \
-    valid = false;                                                                         \
-    if (stop(c))                                                                           \
-      goto out;                                                                            \
+#define FAIL(kw, ...)                                                                              \
+  do {                                                                                             \
+    report(c, s, kw, p, __VA_ARGS__);                                                              \
+    valid = false;                                                                                 \
+    if (stop(c))                                                                                   \
+      goto out;                                                                                    \
   } while (0)
 
-/* JSON text of a small value, for messages */
-static char *value_text(const struct cap_node *n, size_t max)
-{
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_node(&w, n);
-  if (b.len > max) {
-    b.len = max;
-    b.data[max] = '\0';
-    cap_buf_puts(&b, "...");
-  }
-  return cap_buf_steal(&b);
-}
-
-static const char *kind_name(const struct cap_node *x)
-{
-  return cap_node_kind_name(x->kind);
-}
-
-static void types_text(uint8_t types, struct cap_buf *b)
-{
-  static const char *const names[] = {"null", "boolean", "integer", "number",
-                                      "string", "array", "object"};
-  bool first = true;
-  for (int i = 0; i < 7; i++) {
-    if (!(types & (1u << i)))
-      continue;
-    if (!first)
-      cap_buf_puts(b, " or ");
-    cap_buf_puts(b, names[i]);
-    first = false;
-  }
-}
+static const char *kind_name(const struct cap_node *x) { return cap_node_kind_name(x->kind); }
 
 /* ---- numbers ---- */
 
@@ -343,15 +335,6 @@ static bool is_multiple(const struct cap_node *x, const struct js_num *n)
   return r;
 }
 
-static const char *num_text(const struct js_num *n, char *buf, size_t len)
-{
-  if (n->is_int)
-    snprintf(buf, len, "%lld", (long long)n->i);
-  else
-    snprintf(buf, len, "%.17g", n->f);
-  return buf;
-}
-
 /* ---- helpers ---- */
 
 static size_t utf8_length(const char *s, size_t n)
@@ -407,7 +390,8 @@ static long find_prop(const struct js_schema *s, const char *key, size_t len)
 {
   if (s->n_props <= 6) {
     for (size_t i = 0; i < s->n_props; i++)
-      if (s->props[i].keylen == len && key_eq(s->props[i].key, key, len))
+      if (s->props[i].keylen == len && (len == 0 || s->props[i].key[0] == key[0]) &&
+          key_eq(s->props[i].key, key, len))
         return (long)i;
     return -1;
   }
@@ -567,20 +551,6 @@ static bool unique_items(const struct cap_node *x, size_t *di, size_t *dj)
   return ok;
 }
 
-static void allowed_props_text(const struct js_schema *s, struct cap_buf *b)
-{
-  if (!s->n_props || s->n_props > 20) {
-    cap_buf_puts(b, "");
-    return;
-  }
-  cap_buf_puts(b, "; allowed: ");
-  for (size_t i = 0; i < s->n_props; i++) {
-    if (i)
-      cap_buf_puts(b, ", ");
-    cap_buf_append(b, s->props[i].key, s->props[i].keylen);
-  }
-}
-
 /* ---- the evaluator ---- */
 
 static bool validate(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
@@ -663,13 +633,8 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
       if (!matched && s->additional_props) {
         ev_mark(ev, i);
         if (s->additional_props->is_bool && !s->additional_props->bool_value) {
-          if (recording(c)) {
-            struct cap_buf b = {0};
-            allowed_props_text(s, &b);
-            report(c, s, "additionalProperties", &cp, "property \"%s\" is not allowed%s",
-                   m->key, b.data ? b.data : "");
-            cap_buf_free(&b);
-          }
+          report(c, s, "additionalProperties", &cp, "property \"%s\" is not allowed%s", m->key,
+                 s->allowed_text);
           valid = false;
           if (stop(c))
             goto out;
@@ -692,8 +657,7 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
     }
   }
   /* member names are unique, so seeing every required one is enough */
-  for (size_t i = 0; !(s->required_in_props && required_seen == s->n_required) &&
-                     i < s->n_required;
+  for (size_t i = 0; !(s->required_in_props && required_seen == s->n_required) && i < s->n_required;
        i++)
     if (!find_member(x, s->required[i].key, s->required[i].keylen))
       FAIL("required", "missing required property \"%s\"", s->required[i].key);
@@ -779,8 +743,8 @@ static bool validate_array(struct vctx *c, const struct js_schema *s, const stru
       if (s->min_contains == 1)
         FAIL("contains", "no item matches the \"contains\" schema; at least one must");
       else
-        FAIL("minContains", "%zu items match the \"contains\" schema; at least %lld must",
-             matches, (long long)s->min_contains);
+        FAIL("minContains", "%zu items match the \"contains\" schema; at least %lld must", matches,
+             (long long)s->min_contains);
     }
     if (s->max_contains >= 0 && (int64_t)matches > s->max_contains)
       FAIL("maxContains", "%zu items match the \"contains\" schema; at most %lld may", matches,
@@ -835,17 +799,16 @@ static bool validate_number(struct vctx *c, const struct js_schema *s, const str
                             const struct path *p)
 {
   bool valid = true;
-  char buf[64];
   if (s->minimum && num_cmp(x, s->minimum) < 0)
-    FAIL("minimum", "must be >= %s", num_text(s->minimum, buf, sizeof(buf)));
+    FAIL("minimum", "must be >= %s", s->minimum->text);
   if (s->maximum && num_cmp(x, s->maximum) > 0)
-    FAIL("maximum", "must be <= %s", num_text(s->maximum, buf, sizeof(buf)));
+    FAIL("maximum", "must be <= %s", s->maximum->text);
   if (s->exclusive_minimum && num_cmp(x, s->exclusive_minimum) <= 0)
-    FAIL("exclusiveMinimum", "must be > %s", num_text(s->exclusive_minimum, buf, sizeof(buf)));
+    FAIL("exclusiveMinimum", "must be > %s", s->exclusive_minimum->text);
   if (s->exclusive_maximum && num_cmp(x, s->exclusive_maximum) >= 0)
-    FAIL("exclusiveMaximum", "must be < %s", num_text(s->exclusive_maximum, buf, sizeof(buf)));
+    FAIL("exclusiveMaximum", "must be < %s", s->exclusive_maximum->text);
   if (s->multiple_of && !is_multiple(x, s->multiple_of))
-    FAIL("multipleOf", "must be a multiple of %s", num_text(s->multiple_of, buf, sizeof(buf)));
+    FAIL("multipleOf", "must be a multiple of %s", s->multiple_of->text);
 out:
   return valid;
 }
@@ -856,8 +819,7 @@ static bool type_matches(uint8_t types, const struct cap_node *x)
   case CAP_NODE_NULL: return types & JS_T_NULL;
   case CAP_NODE_BOOL: return types & JS_T_BOOL;
   case CAP_NODE_INT: return types & (JS_T_INT | JS_T_NUM);
-  case CAP_NODE_FLOAT:
-    return (types & JS_T_NUM) || ((types & JS_T_INT) && is_integer(x));
+  case CAP_NODE_FLOAT: return (types & JS_T_NUM) || ((types & JS_T_INT) && is_integer(x));
   case CAP_NODE_STRING:
   case CAP_NODE_DATETIME: return types & JS_T_STR;
   case CAP_NODE_ARRAY: return types & JS_T_ARR;
@@ -922,8 +884,8 @@ static bool validate_inplace(struct vctx *c, const struct js_schema *s, const st
       FAIL("oneOf", "does not match any of the %zu alternatives in oneOf; it must match one",
            s->n_one_of);
     if (matched > 1)
-      FAIL("oneOf", "matches alternatives %zu and %zu of oneOf; it must match exactly one",
-           first, second);
+      FAIL("oneOf", "matches alternatives %zu and %zu of oneOf; it must match exactly one", first,
+           second);
   }
   if (s->not_) {
     bool ok = branch(c, s->not_, x, p, sc, NULL);
@@ -950,30 +912,31 @@ out:
 /* The keywords of one schema object; kev collects evaluated members/items
  * (NULL when nobody needs them). Kept apart from validate() so the common
  * path carries no annotation bitmap on its stack frame. */
-static bool validate_keywords(struct vctx *c, const struct js_schema *s,
-                              const struct cap_node *x, const struct path *p,
-                              const struct scope *sc, struct ev *kev)
+/* cap_node_equal, with strings (the usual enum/const) compared inline */
+static inline bool value_eq(const struct cap_node *a, const struct cap_node *x)
+{
+  if (a->kind == CAP_NODE_STRING && x->kind == CAP_NODE_STRING)
+    return a->u.str.len == x->u.str.len && memcmp(a->u.str.ptr, x->u.str.ptr, a->u.str.len) == 0;
+  if (a->kind == CAP_NODE_STRING || x->kind == CAP_NODE_STRING)
+    return false;
+  return cap_node_equal(a, x);
+}
+
+static bool validate_keywords(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                              const struct path *p, const struct scope *sc, struct ev *kev)
 {
   bool valid = true;
   if (s->types && !type_matches(s->types, x)) {
-    if (recording(c)) {
-      struct cap_buf b = {0};
-      types_text(s->types, &b);
-      report(c, s, "type", p, "expected %s, got %s", b.data,
+    if (recording(c))
+      report(c, s, "type", p, "expected %s, got %s", s->types_text,
              x->kind == CAP_NODE_FLOAT && is_integer(x) ? "integer" : kind_name(x));
-      cap_buf_free(&b);
-    }
     valid = false;
     if (stop(c))
       goto out;
   }
   if (s->groups & JS_G_VALUE) {
-    if (s->const_value && !cap_node_equal(s->const_value, x)) {
-      if (recording(c)) {
-        char *t = value_text(s->const_value, 200);
-        report(c, s, "const", p, "must be exactly %s", t);
-        free(t);
-      }
+    if (s->const_value && !value_eq(s->const_value, x)) {
+      report(c, s, "const", p, "%s", s->const_text);
       valid = false;
       if (stop(c))
         goto out;
@@ -981,20 +944,9 @@ static bool validate_keywords(struct vctx *c, const struct js_schema *s,
     if (s->has_enum) {
       bool found = false;
       for (size_t i = 0; i < s->n_enum && !found; i++)
-        found = cap_node_equal(s->enum_values[i], x);
+        found = value_eq(s->enum_values[i], x);
       if (!found) {
-        if (recording(c)) {
-          struct cap_buf b = {0};
-          for (size_t i = 0; i < s->n_enum && i < 20; i++) {
-            char *t = value_text(s->enum_values[i], 80);
-            cap_buf_printf(&b, "%s%s", i ? ", " : "", t);
-            free(t);
-          }
-          if (s->n_enum > 20)
-            cap_buf_puts(&b, ", ...");
-          report(c, s, "enum", p, "must be one of: %s", b.data ? b.data : "");
-          cap_buf_free(&b);
-        }
+        report(c, s, "enum", p, "%s", s->enum_text);
         valid = false;
         if (stop(c))
           goto out;
@@ -1038,6 +990,8 @@ static bool validate_keywords(struct vctx *c, const struct js_schema *s,
     if (stop(c))
       goto out;
   }
+  if (!s->has_unevaluated)
+    goto out;
   if (c->aborted) {
     valid = false;
     goto out;
@@ -1051,13 +1005,8 @@ static bool validate_keywords(struct vctx *c, const struct js_schema *s,
       struct path cp = {p, m->key, m->keylen, 0};
       ev_mark(kev, i);
       if (s->unevaluated_props->is_bool && !s->unevaluated_props->bool_value) {
-        if (recording(c)) {
-          struct cap_buf b = {0};
-          allowed_props_text(s, &b);
-          report(c, s, "unevaluatedProperties", &cp, "property \"%s\" is not allowed%s",
-                 m->key, b.data ? b.data : "");
-          cap_buf_free(&b);
-        }
+        report(c, s, "unevaluatedProperties", &cp, "property \"%s\" is not allowed%s", m->key,
+               s->allowed_text);
         valid = false;
         if (stop(c))
           goto out;
@@ -1092,11 +1041,10 @@ out:
 
 /* a schema with unevaluated* gathers its own annotations, then reports
  * everything as evaluated to its parent */
-static __attribute__((noinline)) bool validate_tracked(struct vctx *c,
-                                                       const struct js_schema *s,
+static __attribute__((noinline)) bool validate_tracked(struct vctx *c, const struct js_schema *s,
                                                        const struct cap_node *x,
-                                                       const struct path *p,
-                                                       const struct scope *sc, struct ev *ev)
+                                                       const struct path *p, const struct scope *sc,
+                                                       struct ev *ev)
 {
   uint64_t words[EV_STACK_WORDS];
   struct ev local;
@@ -1129,9 +1077,18 @@ static bool validate(struct vctx *c, const struct js_schema *s, const struct cap
                      "never consumes the instance?)");
     return false;
   }
+  if (!(s->work & (1u << x->kind))) {
+    /* nothing but "type" applies to this kind of instance */
+    if (LIKELY(!s->types || type_matches(s->types, x)))
+      return true;
+    if (recording(c))
+      report(c, s, "type", p, "expected %s, got %s", s->types_text,
+             x->kind == CAP_NODE_FLOAT && is_integer(x) ? "integer" : kind_name(x));
+    return false;
+  }
   c->depth++;
   struct scope here;
-  if (!sc || sc->res != s->resource) {
+  if (c->v->dynamic_scope && (!sc || sc->res != s->resource)) {
     here.res = s->resource;
     here.up = sc;
     sc = &here;
