@@ -40,8 +40,8 @@ struct vctx {
   bool first_only;
   int quiet; /* > 0 inside anyOf/oneOf/not/if/contains branches */
   bool aborted;
-  uint64_t steps;
-  unsigned depth;
+  uint64_t steps, max_steps;
+  unsigned depth, max_depth;
   pcre2_match_data *md;
 };
 
@@ -292,10 +292,8 @@ static bool instance_dec(const struct cap_node *x, struct decbuf *db, struct js_
 }
 
 /* exact comparison of x with a keyword operand */
-static int num_cmp(const struct cap_node *x, const struct js_num *n)
+static int num_cmp_slow(const struct cap_node *x, const struct js_num *n)
 {
-  if (x->kind == CAP_NODE_INT && n->is_int)
-    return x->u.num.i < n->i ? -1 : x->u.num.i > n->i;
   /* rounding to double is monotonic, so different doubles order exactly */
   if (x->u.num.f != n->f && !isnan(x->u.num.f))
     return x->u.num.f < n->f ? -1 : 1;
@@ -306,6 +304,13 @@ static int num_cmp(const struct cap_node *x, const struct js_num *n)
     r = js_dec_cmp(&d, &n->dec);
   free(db.heap);
   return r;
+}
+
+static inline int num_cmp(const struct cap_node *x, const struct js_num *n)
+{
+  if (LIKELY(x->kind == CAP_NODE_INT && n->is_int))
+    return x->u.num.i < n->i ? -1 : x->u.num.i > n->i;
+  return num_cmp_slow(x, n);
 }
 
 static bool is_integer(const struct cap_node *x)
@@ -385,9 +390,15 @@ static inline bool key_eq(const char *a, const char *b, size_t n)
   return memcmp(a, b, n) == 0;
 }
 
-/* index into s->props, or -1 */
-static long find_prop(const struct js_schema *s, const char *key, size_t len)
+/* index into s->props, or -1; hint: where to look first (members usually
+ * come in the order the schema lists its properties) */
+static inline long find_prop(const struct js_schema *s, const char *key, size_t len, size_t hint)
 {
+  if (hint < s->n_props) {
+    const struct js_prop *pr = &s->props[hint];
+    if (pr->keylen == len && key_eq(pr->key, key, len))
+      return (long)hint;
+  }
   if (s->n_props <= 6) {
     for (size_t i = 0; i < s->n_props; i++)
       if (s->props[i].keylen == len && (len == 0 || s->props[i].key[0] == key[0]) &&
@@ -593,15 +604,16 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
 {
   bool valid = true;
   size_t n = x->u.obj.len;
-  size_t required_seen = 0;
+  size_t required_seen = 0, hint = 0;
   if (s->props || s->pattern_props || s->additional_props || s->property_names) {
     for (size_t i = 0; i < n; i++) {
       const struct cap_member *m = &x->u.obj.items[i];
       struct path cp = {p, m->key, m->keylen, 0};
       bool matched = false;
       if (s->props) {
-        long pi = find_prop(s, m->key, m->keylen);
+        long pi = find_prop(s, m->key, m->keylen, hint);
         if (pi >= 0) {
+          hint = (size_t)pi + 1;
           const struct js_schema *ps = s->props[pi].schema;
           if (s->prop_required)
             required_seen += s->prop_required[pi];
@@ -813,7 +825,7 @@ out:
   return valid;
 }
 
-static bool type_matches(uint8_t types, const struct cap_node *x)
+static inline bool type_matches(uint8_t types, const struct cap_node *x)
 {
   switch (x->kind) {
   case CAP_NODE_NULL: return types & JS_T_NULL;
@@ -1065,13 +1077,13 @@ static bool validate(struct vctx *c, const struct js_schema *s, const struct cap
     report(c, s, "", p, "no value is allowed here (the schema is false)");
     return false;
   }
-  if (UNLIKELY(++c->steps > c->v->opts.max_steps)) {
+  if (UNLIKELY(++c->steps > c->max_steps)) {
     abort_validation(c, s, p,
                      "validation stopped: the evaluation budget ran out (an exponential "
                      "schema or a huge instance); simplify the schema or the instance");
     return false;
   }
-  if (UNLIKELY(c->depth >= c->v->opts.max_depth)) {
+  if (UNLIKELY(c->depth >= c->max_depth)) {
     abort_validation(c, s, p,
                      "validation stopped: schema recursion is too deep (a $ref cycle that "
                      "never consumes the instance?)");
@@ -1085,6 +1097,26 @@ static bool validate(struct vctx *c, const struct js_schema *s, const struct cap
       report(c, s, "type", p, "expected %s, got %s", s->types_text,
              x->kind == CAP_NODE_FLOAT && is_integer(x) ? "integer" : kind_name(x));
     return false;
+  }
+  if (!(s->groups & (JS_G_VALUE | JS_G_INPLACE)) && !s->has_unevaluated &&
+      (!s->types || type_matches(s->types, x))) {
+    /* only the keywords of this kind of instance: straight to them */
+    switch (x->kind) {
+    case CAP_NODE_STRING: return validate_string(c, s, x, p);
+    case CAP_NODE_INT:
+    case CAP_NODE_FLOAT: return validate_number(c, s, x, p);
+    case CAP_NODE_OBJECT:
+    case CAP_NODE_ARRAY:
+      if (!c->v->dynamic_scope) {
+        c->depth++;
+        bool valid = x->kind == CAP_NODE_OBJECT ? validate_object(c, s, x, p, NULL, ev)
+                                                : validate_array(c, s, x, p, NULL, ev);
+        c->depth--;
+        return valid && !c->aborted;
+      }
+      break;
+    default: break;
+    }
   }
   c->depth++;
   struct scope here;
@@ -1106,7 +1138,11 @@ static bool validate(struct vctx *c, const struct js_schema *s, const struct cap
 bool cap_js_validate(const struct cap_js_validator *v, const struct cap_node *instance,
                      unsigned flags, struct cap_js_errors *errs)
 {
-  struct vctx c = {.v = v, .errs = errs, .first_only = flags & CAP_JS_FIRST_ONLY};
+  struct vctx c = {.v = v,
+                   .errs = errs,
+                   .first_only = flags & CAP_JS_FIRST_ONLY,
+                   .max_steps = v->opts.max_steps,
+                   .max_depth = v->opts.max_depth};
   bool ok = validate(&c, v->root, instance, NULL, NULL, NULL);
   return ok && !c.aborted;
 }
