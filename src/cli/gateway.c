@@ -28,22 +28,25 @@ struct common {
   bool json, follow;
   const char *scope;
   uint64_t timeout_s;
+  const char *session;
 };
 
-enum { OPT_CAPS = 256, OPT_STATE, OPT_USER, OPT_JSON, OPT_FOLLOW, OPT_SCOPE, OPT_TIMEOUT };
+enum { OPT_CAPS = 256, OPT_STATE, OPT_USER, OPT_JSON, OPT_FOLLOW, OPT_SCOPE, OPT_TIMEOUT, OPT_SESSION };
 
 static const struct option common_options[] = {
     {"caps", required_argument, NULL, OPT_CAPS},   {"state", required_argument, NULL, OPT_STATE},
     {"user", required_argument, NULL, OPT_USER},   {"json", no_argument, NULL, OPT_JSON},
     {"follow", no_argument, NULL, OPT_FOLLOW},     {"scope", required_argument, NULL, OPT_SCOPE},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"help", no_argument, NULL, 'h'},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"session", required_argument, NULL, OPT_SESSION},
+    {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 static const char gateway_help[] =
     "usage:\n"
     "  capsule list   [--caps DIR] [--state DIR] [--user U] [--json]\n"
-    "  capsule call   [--caps DIR] [--state DIR] [--user U] [--timeout S] CAPABILITY TOOL [JSON|-]\n"
+    "  capsule call   [--caps DIR] [--state DIR] [--user U] [--timeout S] [--session ID] [--json]\n"
+    "                 CAPABILITY TOOL [JSON|-]\n"
     "  capsule policy set CAPABILITY TOOL allow|ask|block [--user U]; capsule policy list\n"
     "  capsule cred   set NAME --scope system|user [--user U]   (the value on stdin or the terminal)\n"
     "  capsule cred   list; capsule cred rm NAME --scope system|user [--user U]\n"
@@ -66,6 +69,7 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
     case OPT_STATE: o->state = optarg; break;
     case OPT_USER: o->user = optarg; break;
     case OPT_JSON: o->json = true; break;
+    case OPT_SESSION: o->session = optarg; break;
     case OPT_FOLLOW: o->follow = true; break;
     case OPT_SCOPE:
       if (strcmp(optarg, "system") && strcmp(optarg, "user"))
@@ -267,7 +271,10 @@ static int cmd_call(int argc, char **argv)
     return r;
   }
   _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
-  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", o.state ? o.state : dflt);
+  const char *state_dir = o.state ? o.state : dflt;
+  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", state_dir);
+  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
+  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
   struct gw_call call = {
       .capability = cap,
       .tool = tool,
@@ -277,16 +284,22 @@ static int cmd_call(int argc, char **argv)
       .deadline_ms = o.timeout_s * 1000,
       .may_prompt = true,
       .log_dir = logs,
+      .run_dir = run,
+      .cache_dir = cache,
+      .session_id = o.session,
   };
-  char *result = NULL;
+  struct gw_result result = {0};
   struct cap_error err = {0};
   int code = gw_call(&call, &reg, st, &result, &err);
-  if (code == 0)
-    printf("%s\n", result);
+  if (code == 0 && o.json)
+    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", result.json,
+           result.terminal_on_success ? "true" : "false");
+  else if (code == 0)
+    printf("%s\n", result.json);
   else
     fprintf(stderr, "capsule call: %s\n", err.message ? err.message : "failed");
   cap_error_clear(&err);
-  free(result);
+  free(result.json);
   free(args);
   gw_state_close(st);
   gw_registry_free(&reg);

@@ -15,6 +15,7 @@
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/json.h"
+#include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
 #include "sandbox/sandbox.h"
 
@@ -435,10 +436,16 @@ static void validation_message(const struct cap_js_errors *errs, struct cap_buf 
   }
 }
 
-int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw_state *st,
-            char **result, struct cap_error *err)
+static bool is_dynamic(const struct cap_spec *spec)
 {
-  *result = NULL;
+  return spec->runtime.kind == CAP_RUNTIME_GRPC && spec->tool_source &&
+         strcmp(spec->tool_source, "dynamic") == 0;
+}
+
+int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw_state *st,
+            struct gw_result *res, struct cap_error *err)
+{
+  *res = (struct gw_result){0};
   uint64_t start = now_ms(CLOCK_MONOTONIC);
   struct gw_audit_record rec = {.user = call->user, .capability = call->capability,
                                 .tool = call->tool, .decision = "error", .outcome = "ok"};
@@ -448,10 +455,31 @@ int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw
   struct cap_doc *doc = NULL;
   char **env = NULL, **handler = NULL;
   size_t n_env = 0;
+  struct gw_tools dynamic = {0};
 
   /* resolve */
   const struct cap_spec *spec = gw_registry_find(reg, call->capability);
   const struct cap_tool *tool = spec ? gw_spec_tool(spec, call->tool) : NULL;
+  if (spec && !tool && is_dynamic(spec)) {
+    /* the cached discovery, else ask the capability (it needs its credentials to start) */
+    struct cap_error ignored = {0};
+    gw_selu_cached_tools(call, spec, &dynamic, &ignored);
+    cap_error_clear(&ignored);
+    tool = gw_tools_find(&dynamic, call->tool);
+    if (!tool) {
+      gw_tools_free(&dynamic);
+      handler = cap_xcalloc(spec->n_secrets + 1, sizeof *handler);
+      code = resolve_credentials(call, spec, st, &env, &n_env, handler, err);
+      if (code == EXIT_OK)
+        code = gw_selu_discover(call, spec, env, n_env, &dynamic, err);
+      free_env(env, n_env);
+      env = NULL;
+      n_env = 0;
+      if (code != EXIT_OK)
+        goto audit;
+      tool = gw_tools_find(&dynamic, call->tool);
+    }
+  }
   if (!spec) {
     struct cap_buf have = {0};
     for (size_t i = 0; i < reg->n && i < 20; i++)
@@ -464,8 +492,10 @@ int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw
   }
   if (!tool) {
     struct cap_buf have = {0};
-    for (size_t i = 0; i < spec->n_tools && i < 20; i++)
-      cap_buf_printf(&have, "%s%s", i ? ", " : "", spec->tools[i].name);
+    const struct cap_tool *tools = dynamic.n ? dynamic.tools : spec->tools;
+    size_t n_tools = dynamic.n ? dynamic.n : spec->n_tools;
+    for (size_t i = 0; i < n_tools && i < 20; i++)
+      cap_buf_printf(&have, "%s%s", i ? ", " : "", tools[i].name);
     cap_error_set(err, ENOENT, "capability %s has no tool \"%s\" (it has: %s)", spec->id, call->tool,
                   have.data ? have.data : "none");
     cap_buf_free(&have);
@@ -557,7 +587,8 @@ int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw
   }
 
   /* credentials */
-  handler = cap_xcalloc(spec->n_secrets + 1, sizeof *handler);
+  if (!handler)
+    handler = cap_xcalloc(spec->n_secrets + 1, sizeof *handler);
   code = resolve_credentials(call, spec, st, &env, &n_env, handler, err);
   if (code != EXIT_OK) {
     rec.outcome = "missing credential";
@@ -575,11 +606,11 @@ int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw
     }
     code = run_jsonl(call, spec, doc->root, env, n_env, &out, err);
     break;
-  case CAP_RUNTIME_GRPC:
-    cap_error_set(err, ENOTSUP, "capability %s is a Selu gRPC capability; capsule's Selu runtime is not "
-                  "built yet", spec->id);
-    code = EXIT_HOST;
+  case CAP_RUNTIME_GRPC: {
+    _cleanup_free_ char *args = cap_xstrndup(call->args, call->args_len);
+    code = gw_selu_invoke(call, spec, tool->name, args, env, n_env, &out, err);
     break;
+  }
   case CAP_RUNTIME_TALOS_NODE:
     code = run_talos(call, spec, tool, doc->root, handler, &out, err);
     break;
@@ -608,12 +639,14 @@ audit:
     out = NULL;
     code = EXIT_FAILED;
   }
-  *result = out;
+  res->json = out;
+  res->terminal_on_success = out && tool && tool->terminal_on_success;
   if (env)
     free_env(env, n_env);
   for (size_t i = 0; handler && spec && i < spec->n_secrets; i++)
     gw_secret_free(handler[i]);
   free(handler);
   cap_doc_free(doc);
+  gw_tools_free(&dynamic);
   return code;
 }

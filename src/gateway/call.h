@@ -4,9 +4,9 @@
  * leaves a pending approval), validate the arguments against the compiled
  * schema, resolve credentials (user scope over system), run the tool in its
  * sandbox with a deadline and an output cap, and audit exactly one record.
- * Runtimes: Covenant agents (one JSON line in, one out) and Talos
- * functions (the module's export called through a Node shim); Selu gRPC
- * is refused as not yet available. */
+ * Runtimes: Covenant agents (one JSON line in, one out), Talos functions
+ * (the module's export called through a Node shim) and Selu gRPC servers
+ * (warm instances, gateway/selu.h). */
 #ifndef CAPSULE_GATEWAY_CALL_H
 #define CAPSULE_GATEWAY_CALL_H
 
@@ -29,13 +29,21 @@ struct gw_call {
   size_t output_cap;
   bool may_prompt;  /* ask on the controlling terminal when policy says ask */
   const char *log_dir; /* the tools' stderr goes to LOG_DIR/<capability>.log */
+  const char *run_dir;   /* warm instances' sockets (Selu) */
+  const char *cache_dir; /* discovered tools (Selu tool_source: dynamic) */
+  const char *session_id; /* the agent's session, passed to Selu; NULL: one per call */
 };
 
-/* The outcome, in the CLI's exit codes: 0 ok (*result set: the tool's JSON
- * result), 1 invalid input or the call failed, 3 the host cannot run it,
- * 4 denied by policy or awaiting approval. err says why when not 0. */
+struct gw_result {
+  char *json;               /* the tool's JSON result; owned */
+  bool terminal_on_success; /* the tool says: end the agent's tool loop here */
+};
+
+/* The outcome, in the CLI's exit codes: 0 ok (*res set), 1 invalid input
+ * or the call failed, 3 the host cannot run it, 4 denied by policy or
+ * awaiting approval. err says why when not 0. */
 int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw_state *st,
-            char **result, struct cap_error *err);
+            struct gw_result *res, struct cap_error *err);
 
 /* The effective policy and where it came from ("user", "operator", or the
  * tool's policy_source). */

@@ -204,6 +204,19 @@ static void emit_runtime(struct cap_jw *w, const struct cap_runtime *rt)
     cap_jw_int(w, rt->port);
   else
     cap_jw_null(w);
+  cap_jw_key(w, "instances");
+  if (rt->kind == CAP_RUNTIME_GRPC) {
+    cap_jw_begin_object(w);
+    cap_jw_key(w, "max_concurrency");
+    cap_jw_int(w, rt->max_concurrency);
+    cap_jw_key(w, "idle_timeout_ms");
+    cap_jw_int(w, (int64_t)rt->idle_timeout_ms);
+    cap_jw_key(w, "startup_timeout_ms");
+    cap_jw_int(w, (int64_t)rt->startup_timeout_ms);
+    cap_jw_end_object(w);
+  } else {
+    cap_jw_null(w);
+  }
   cap_jw_end_object(w);
 }
 

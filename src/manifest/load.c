@@ -220,7 +220,9 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
     mf_pop(c, mark);
     return;
   }
-  static const char *const known[] = {"command", "workspace", "notes", NULL};
+  static const char *const known[] = {"command",         "workspace",          "notes",
+                                      "max_concurrency", "idle_timeout_ms",    "startup_timeout_ms",
+                                      NULL};
   mf_unknown_keys(c, x, known, CAP_SEV_ERROR);
   const struct cap_node *cmd = mf_string_array(c, x, "command", MF_NONEMPTY);
   if (cmd) {
@@ -249,6 +251,23 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
       free(spec->sandbox.workspace);
       spec->sandbox.workspace = cap_xstrdup(ws->u.str.ptr);
     }
+  }
+  /* warm-instance settings mean something only for a server */
+  static const char *const instance_keys[] = {"max_concurrency", "idle_timeout_ms",
+                                              "startup_timeout_ms"};
+  for (size_t i = 0; i < 3; i++) {
+    const struct cap_node *n = cap_node_get(x, instance_keys[i]);
+    if (n && spec->runtime.kind != CAP_RUNTIME_GRPC)
+      mf_error(c, n, instance_keys[i],
+               "applies only to a Selu capability (a gRPC server kept warm); remove it");
+  }
+  if (spec->runtime.kind == CAP_RUNTIME_GRPC) {
+    spec->runtime.max_concurrency = (uint32_t)mf_int(c, x, "max_concurrency", 0, 1, 256,
+                                                     spec->runtime.max_concurrency);
+    spec->runtime.idle_timeout_ms = (uint64_t)mf_int(c, x, "idle_timeout_ms", 0, 100, 86400000,
+                                                     (int64_t)spec->runtime.idle_timeout_ms);
+    spec->runtime.startup_timeout_ms = (uint64_t)mf_int(
+        c, x, "startup_timeout_ms", 0, 100, 600000, (int64_t)spec->runtime.startup_timeout_ms);
   }
   const char *notes = mf_string(c, x, "notes", 0, NULL);
   if (notes) {

@@ -159,6 +159,10 @@ struct cap_runtime {
   char *interpreter;   /* "python3", "node", or NULL */
   struct cap_strv command; /* argv run from the package directory; may be empty */
   uint16_t port;       /* gRPC port, 0 otherwise */
+  /* warm instances of a gRPC server (0 for other runtimes) */
+  uint32_t max_concurrency;    /* calls served at once by one instance */
+  uint64_t idle_timeout_ms;    /* stopped after this long without a call */
+  uint64_t startup_timeout_ms; /* to become healthy, else the call fails */
 };
 
 enum cap_policy { CAP_POLICY_ALLOW, CAP_POLICY_ASK, CAP_POLICY_BLOCK };

@@ -12,6 +12,10 @@
 #include "manifest/formats.h"
 
 #define SELU_GRPC_PORT 50051
+/* warm instances, where the seed is silent (x-capsule may change them) */
+#define SELU_MAX_CONCURRENCY 4
+#define SELU_IDLE_TIMEOUT_MS 300000
+#define SELU_STARTUP_TIMEOUT_MS 30000
 #define SELU_WALL_MS 120000u
 #define SELU_NOFILE 1024u
 #define SELU_DISK_BYTES (100u * 1024u * 1024u)
@@ -462,6 +466,10 @@ void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
   spec->runtime.kind = CAP_RUNTIME_GRPC;
   spec->runtime.image = image ? cap_xstrdup(image) : NULL;
   spec->runtime.port = SELU_GRPC_PORT;
+  cap_ports_push(&spec->network.bind, SELU_GRPC_PORT); /* the server listens there (Landlock) */
+  spec->runtime.max_concurrency = SELU_MAX_CONCURRENCY;
+  spec->runtime.idle_timeout_ms = SELU_IDLE_TIMEOUT_MS;
+  spec->runtime.startup_timeout_ms = SELU_STARTUP_TIMEOUT_MS;
 
   /* an invalid tool_source says nothing about tools: check them as neither mode */
   int source = mf_enum(c, root, "tool_source", 0, tool_source_names, -1);

@@ -1,0 +1,586 @@
+#include "gateway/instance.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "runtime/selu_rpc.h"
+#include "sandbox/sandbox.h"
+
+#ifndef __NR_close_range
+#define __NR_close_range 436
+#endif
+
+#define KEEPER_MAX_CLIENTS 256
+#define KEEPER_READY "ready\n"
+
+/* What a keeper tells a client asking for a lease; an fd travels with 0. */
+struct lease_reply {
+  int32_t code; /* 0, or a positive errno */
+  char message[480];
+};
+
+static uint64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(unsigned ms)
+{
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+static int socket_path(const struct gw_instance_request *req, struct sockaddr_un *sa,
+                       struct cap_error *err)
+{
+  *sa = (struct sockaddr_un){.sun_family = AF_UNIX};
+  int n = snprintf(sa->sun_path, sizeof sa->sun_path, "%s/%s.sock", req->run_dir, req->key);
+  if (n < 0 || (size_t)n >= sizeof sa->sun_path)
+    return cap_error_set(err, ENAMETOOLONG,
+                         "the state directory's path is too long for a unix socket (%s/%s.sock); "
+                         "use a shorter --state",
+                         req->run_dir, req->key);
+  return 0;
+}
+
+static int connect_keeper(const struct sockaddr_un *sa)
+{
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
+/* ---- the keeper ---- */
+
+struct keeper {
+  const struct gw_instance_request *req;
+  int listener, connector, status_fd;
+  ino_t sock_ino;
+  char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+  uint16_t port;
+  uint32_t max_active;
+  uint64_t idle_ms, startup_ms;
+  pthread_mutex_t report_lock;
+  bool reported; /* the starter has its verdict */
+};
+
+/* The starter's verdict, once: KEEPER_READY or why not. */
+static void keeper_report(struct keeper *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void keeper_report(struct keeper *k, const char *fmt, ...)
+{
+  pthread_mutex_lock(&k->report_lock);
+  if (!k->reported) {
+    char msg[480];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (write(k->status_fd, msg, strlen(msg)) < 0) {
+      /* the starter gave up waiting */
+    }
+    close(k->status_fd);
+    k->reported = true;
+  }
+  pthread_mutex_unlock(&k->report_lock);
+}
+
+static void keeper_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void keeper_note(const char *fmt, ...)
+{
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  dprintf(STDERR_FILENO, "capsule keeper[%d]: %s\n", (int)getpid(), msg);
+}
+
+/* Waits until the server answers HealthCheck with healthy (or does not
+ * implement it), up to startup_ms. On failure, why says what was seen. */
+static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
+{
+  uint64_t deadline = now_ms() + k->startup_ms;
+  snprintf(why, why_len, "nothing listened on port %u", k->port);
+  while (now_ms() < deadline) {
+    struct cap_error err = {0};
+    int fd = sandbox_connect(k->connector, k->port, 1000, &err);
+    if (fd == -EPIPE || fd == -ETIMEDOUT) {
+      snprintf(why, why_len, "the server exited before it became healthy");
+      cap_error_clear(&err);
+      return false;
+    }
+    cap_error_clear(&err);
+    if (fd >= 0) {
+      struct selu_channel *ch = NULL;
+      bool healthy = false;
+      uint64_t left = deadline > now_ms() ? deadline - now_ms() : 1;
+      int r = selu_channel_open(fd, 1 << 20, &ch, &err);
+      if (r == 0)
+        r = selu_health(ch, (int)(left < 1000 ? left : 1000), &healthy, &err);
+      selu_channel_close(ch);
+      if (r == -ENOSYS || (r == 0 && healthy)) {
+        cap_error_clear(&err);
+        return true;
+      }
+      if (r == 0)
+        snprintf(why, why_len, "its HealthCheck answered healthy: false");
+      else
+        snprintf(why, why_len, "HealthCheck failed: %s", err.message ? err.message : "?");
+      cap_error_clear(&err);
+    }
+    sleep_ms(50);
+  }
+  return false;
+}
+
+struct client {
+  int fd;
+  bool waiting, leased;
+};
+
+static void reply(int fd, int code, const char *message, int pass_fd)
+{
+  struct lease_reply rep = {.code = code};
+  snprintf(rep.message, sizeof rep.message, "%s", message ? message : "");
+  struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
+  char control[CMSG_SPACE(sizeof(int))];
+  memset(control, 0, sizeof control);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (pass_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+  }
+  if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    /* the client is gone: its slot is freed when its hang-up is seen */
+  }
+}
+
+/* No new client can reach this keeper once its socket is gone. */
+static void keeper_unpublish(struct keeper *k)
+{
+  struct stat sb;
+  if (k->listener >= 0) {
+    if (stat(k->sock_path, &sb) == 0 && sb.st_ino == k->sock_ino)
+      unlink(k->sock_path);
+    close(k->listener);
+    k->listener = -1;
+  }
+}
+
+/* Stops the server: pid 1 sees the connector close and ends the command. */
+static void keeper_stop(struct keeper *k)
+{
+  keeper_unpublish(k);
+  if (k->connector >= 0) {
+    close(k->connector);
+    k->connector = -1;
+  }
+}
+
+static void *keeper_serve(void *arg)
+{
+  struct keeper *k = arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  char why[400];
+  if (!keeper_wait_healthy(k, why, sizeof why)) {
+    keeper_note("the server did not become healthy within %llu ms: %s",
+                (unsigned long long)k->startup_ms, why);
+    keeper_report(k, "the capability's server did not become healthy within %llu ms (%s)",
+                  (unsigned long long)k->startup_ms, why);
+    keeper_stop(k);
+    return NULL;
+  }
+  keeper_note("server healthy; serving leases (at most %u at once, idle timeout %llu ms)",
+              k->max_active, (unsigned long long)k->idle_ms);
+  keeper_report(k, "%s", KEEPER_READY);
+
+  struct client clients[KEEPER_MAX_CLIENTS];
+  size_t n = 0;
+  uint32_t active = 0;
+  uint64_t last = now_ms();
+  bool dying = false;
+  for (;;) {
+    struct pollfd p[1 + KEEPER_MAX_CLIENTS];
+    size_t np = 0;
+    if (k->listener >= 0)
+      p[np++] = (struct pollfd){.fd = k->listener, .events = POLLIN};
+    size_t first_client = np;
+    for (size_t i = 0; i < n; i++)
+      p[np++] = (struct pollfd){.fd = clients[i].fd, .events = POLLIN};
+    int timeout = -1;
+    if (n == 0) {
+      uint64_t t = now_ms();
+      if (dying || t >= last + k->idle_ms) {
+        if (!dying)
+          keeper_note("idle for %llu ms: stopping the server", (unsigned long long)k->idle_ms);
+        keeper_stop(k);
+        return NULL;
+      }
+      timeout = (int)(last + k->idle_ms - t);
+    }
+    if (poll(p, np, timeout) < 0 && errno != EINTR)
+      continue;
+    size_t polled = n; /* clients accepted below have no poll entry yet */
+    if (k->listener >= 0 && (p[0].revents & POLLIN)) {
+      int c = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
+      if (c >= 0 && n < KEEPER_MAX_CLIENTS)
+        clients[n++] = (struct client){.fd = c};
+      else if (c >= 0)
+        close(c);
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+      struct client *cl = &clients[i];
+      bool gone = false;
+      short ev = i < polled ? p[first_client + i].revents : 0;
+      if (ev & POLLIN) {
+        char c;
+        ssize_t got = recv(cl->fd, &c, 1, MSG_DONTWAIT);
+        if (got == 1 && c == 'L' && !cl->leased)
+          cl->waiting = true;
+        else if (got == 0 || (got < 0 && errno != EAGAIN))
+          gone = true;
+      } else if (ev & (POLLHUP | POLLERR)) {
+        gone = true;
+      }
+      if (gone) {
+        if (cl->leased)
+          active--;
+        close(cl->fd);
+        last = now_ms();
+      } else {
+        clients[kept++] = *cl; /* in arrival order: leases are granted fairly */
+      }
+    }
+    n = kept;
+    /* grant in arrival order while there is room */
+    for (size_t i = 0; i < n && (active < k->max_active || dying); i++) {
+      struct client *cl = &clients[i];
+      if (!cl->waiting)
+        continue;
+      cl->waiting = false;
+      if (dying) {
+        reply(cl->fd, ECONNREFUSED, "the capability's server stopped listening", -1);
+        continue;
+      }
+      struct cap_error err = {0};
+      int fd = sandbox_connect(k->connector, k->port, 2000, &err);
+      if (fd < 0) {
+        keeper_note("cannot reach the server: %s; stopping this instance", err.message);
+        reply(cl->fd, ECONNREFUSED, "the capability's server stopped listening", -1);
+        cap_error_clear(&err);
+        dying = true;
+        keeper_unpublish(k); /* new calls start a new instance */
+        continue;
+      }
+      reply(cl->fd, 0, NULL, fd);
+      close(fd);
+      cl->leased = true;
+      active++;
+    }
+  }
+}
+
+struct keeper_start {
+  struct keeper *k;
+  pthread_t thread;
+  bool started;
+};
+
+static void keeper_started(void *ctx)
+{
+  struct keeper_start *s = ctx;
+  s->started = pthread_create(&s->thread, NULL, keeper_serve, s->k) == 0;
+  if (!s->started)
+    keeper_stop(s->k);
+}
+
+/* Closes every descriptor from 3 up except those in keep (ascending). */
+static void close_all_but(const int *keep, size_t n)
+{
+  unsigned from = 3;
+  for (size_t i = 0; i < n; i++) {
+    if ((unsigned)keep[i] > from)
+      syscall(__NR_close_range, from, (unsigned)keep[i] - 1, 0);
+    if ((unsigned)keep[i] + 1 > from)
+      from = (unsigned)keep[i] + 1;
+  }
+  syscall(__NR_close_range, from, ~0U, 0);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+  return *(const int *)a - *(const int *)b;
+}
+
+/* The keeper process: never returns. */
+static void __attribute__((noreturn))
+keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa, int status_fd,
+            int lock_fd)
+{
+  int keep[] = {status_fd, lock_fd};
+  qsort(keep, 2, sizeof keep[0], cmp_int);
+  close_all_but(keep, 2);
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* it holds the credentials */
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  int log = open(req->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (devnull < 0)
+    _exit(1);
+  if (log < 0)
+    log = devnull;
+  dup2(devnull, 0);
+  dup2(devnull, 1);
+  dup2(log, 2);
+
+  const struct cap_spec *spec = req->spec;
+  struct keeper k = {.req = req, .listener = -1, .connector = -1, .status_fd = status_fd,
+                     .port = spec->runtime.port,
+                     .max_active = spec->runtime.max_concurrency ? spec->runtime.max_concurrency : 1,
+                     .idle_ms = spec->runtime.idle_timeout_ms,
+                     .startup_ms = spec->runtime.startup_timeout_ms,
+                     .report_lock = PTHREAD_MUTEX_INITIALIZER};
+  if (req->wait_ms && req->wait_ms < k.startup_ms)
+    k.startup_ms = req->wait_ms; /* nobody waits longer for it */
+  snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
+  int pair[2] = {-1, -1};
+  k.listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  mode_t old = umask(0077);
+  unlink(sa->sun_path); /* a dead keeper's; the lock makes this keeper the only starter */
+  int r = k.listener < 0 ? -1 : bind(k.listener, (const struct sockaddr *)sa, sizeof *sa);
+  umask(old);
+  struct stat sb;
+  if (r < 0 || listen(k.listener, 128) < 0 || stat(sa->sun_path, &sb) < 0 ||
+      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+    dprintf(status_fd, "cannot set up the instance's socket %s: %s", sa->sun_path, strerror(errno));
+    _exit(1);
+  }
+  k.sock_ino = sb.st_ino;
+  close(lock_fd); /* published: later calls find this keeper */
+  k.connector = pair[0];
+
+  /* the server: no wall clock and no CPU budget of its own (it lives across
+   * calls; each call has its deadline) */
+  struct cap_spec run_spec = *spec;
+  run_spec.limits.wall_ms = 0;
+  run_spec.limits.cpu_ms_per_task = 0;
+  struct cap_strv argv = {0};
+  for (size_t i = 0; i < spec->runtime.command.len; i++) {
+    const char *a = spec->runtime.command.v[i];
+    if (i == 0 && strncmp(a, "./", 2) == 0) {
+      _cleanup_free_ char *abs = cap_xasprintf("%s/%s", spec->package_dir, a + 2);
+      cap_strv_push(&argv, abs);
+    } else {
+      cap_strv_push(&argv, a);
+    }
+  }
+  char **cmd = cap_xcalloc(argv.len + 1, sizeof *cmd);
+  memcpy(cmd, argv.v, argv.len * sizeof *cmd);
+  struct keeper_start start = {.k = &k};
+  struct sandbox_options opt = {
+      .argv = cmd,
+      .workdir = spec->package_dir,
+      .extra_env = req->env,
+      .n_extra_env = req->n_env,
+      .redirect_stdio = true,
+      .stdio = {devnull, log, log},
+      .has_connector = true,
+      .connector_fd = pair[1],
+      .on_started = keeper_started,
+      .on_started_ctx = &start,
+  };
+  keeper_note("starting %s (%s)", spec->id, cmd[0]);
+  struct sandbox_result res;
+  struct cap_error err = {0};
+  r = sandbox_run(&run_spec, &opt, &res, &err);
+  if (r < 0) {
+    keeper_note("cannot start the server: %s", err.message);
+    keeper_report(&k, "cannot start the capability's server: %s", err.message);
+  } else if (res.killed_by) {
+    keeper_note("the server was stopped: %s exceeded", res.killed_by);
+    keeper_report(&k, "the capability's server was stopped before it became healthy: %s exceeded",
+                  res.killed_by);
+  } else {
+    keeper_note("the server exited with status %d", res.exit_status);
+    keeper_report(&k, "the capability's server exited with status %d before it became healthy",
+                  res.exit_status);
+  }
+  keeper_unpublish(&k);
+  _exit(0);
+}
+
+/* Starts a keeper unless one is already there (under the lock). Returns a
+ * connection to it, or -errno with err set. */
+static int start_keeper(const struct gw_instance_request *req, const struct sockaddr_un *sa,
+                        uint64_t deadline, struct cap_error *err)
+{
+  _cleanup_free_ char *lock_path = cap_xasprintf("%s/%s.lock", req->run_dir, req->key);
+  _cleanup_close_ int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0)
+    return cap_error_errno(err, errno, "cannot open %s", lock_path);
+  while (flock(lock, LOCK_EX | LOCK_NB) < 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR)
+      return cap_error_errno(err, errno, "cannot lock %s", lock_path);
+    if (now_ms() >= deadline)
+      return cap_error_set(err, ETIMEDOUT, "another call is still starting %s", req->spec->id);
+    sleep_ms(10);
+  }
+  int fd = connect_keeper(sa);
+  if (fd >= 0)
+    return fd; /* started while this call waited for the lock */
+  int status[2];
+  if (pipe2(status, O_CLOEXEC) < 0)
+    return cap_error_errno(err, errno, "cannot create a pipe");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(status[0]);
+    close(status[1]);
+    return cap_error_errno(err, errno, "cannot fork the instance's keeper");
+  }
+  if (pid == 0) {
+    close(status[0]);
+    setsid();
+    pid_t keeper = fork(); /* not this command's child: it outlives it */
+    if (keeper != 0)
+      _exit(keeper < 0);
+    keeper_main(req, sa, status[1], lock);
+  }
+  close(status[1]);
+  waitpid(pid, NULL, 0);
+  /* the keeper's verdict: KEEPER_READY, or why it failed */
+  char msg[512];
+  size_t got = 0;
+  for (;;) {
+    uint64_t t = now_ms();
+    struct pollfd p = {.fd = status[0], .events = POLLIN};
+    if (t >= deadline || poll(&p, 1, (int)(deadline - t)) <= 0) {
+      close(status[0]);
+      return cap_error_set(err, ETIMEDOUT, "%s's server did not become ready in time", req->spec->id);
+    }
+    ssize_t n = read(status[0], msg + got, sizeof msg - 1 - got);
+    if (n <= 0 || got + (size_t)n >= sizeof msg - 1) {
+      if (n > 0)
+        got += (size_t)n;
+      break;
+    }
+    got += (size_t)n;
+    if (got >= strlen(KEEPER_READY) && memcmp(msg, KEEPER_READY, strlen(KEEPER_READY)) == 0)
+      break;
+  }
+  close(status[0]);
+  msg[got] = '\0';
+  if (strcmp(msg, KEEPER_READY) != 0)
+    return cap_error_set(err, ECONNREFUSED, "%s%s (its log: %s)",
+                         got ? msg : "the instance's keeper exited before its server was ready",
+                         "", req->log_path);
+  fd = connect_keeper(sa);
+  if (fd < 0)
+    return cap_error_errno(err, -fd, "cannot reach the new instance of %s", req->spec->id);
+  return fd;
+}
+
+int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *lease,
+                      struct cap_error *err)
+{
+  *lease = (struct gw_lease){.control = -1, .fd = -1};
+  struct sockaddr_un sa;
+  int r = socket_path(req, &sa, err);
+  if (r < 0)
+    return r;
+  if (mkdir(req->run_dir, 0700) < 0 && errno != EEXIST)
+    return cap_error_errno(err, errno, "cannot create %s", req->run_dir);
+  uint64_t deadline = now_ms() + (req->wait_ms ? req->wait_ms : 30000);
+  /* an instance that went away between connect and lease is started anew,
+   * once: nothing was sent to it yet, so retrying is safe */
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int fd = connect_keeper(&sa);
+    if (fd == -ENOENT || fd == -ECONNREFUSED)
+      fd = start_keeper(req, &sa, deadline, err);
+    else if (fd < 0)
+      return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id, sa.sun_path);
+    if (fd < 0)
+      return fd;
+    struct lease_reply rep = {0};
+    int got_fd = -1;
+    ssize_t n = -1;
+    if (send(fd, "L", 1, MSG_NOSIGNAL) == 1) {
+      uint64_t t = now_ms();
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      if (t < deadline && poll(&p, 1, (int)(deadline - t)) > 0) {
+        struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
+        char control[CMSG_SPACE(sizeof(int))];
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                             .msg_controllen = sizeof control};
+        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+        struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+        if (cm && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
+          memcpy(&got_fd, CMSG_DATA(cm), sizeof(int));
+      } else {
+        close(fd);
+        return cap_error_set(err, ETIMEDOUT,
+                             "no free slot on %s's server in time (at most %u calls at once)",
+                             req->spec->id, req->spec->runtime.max_concurrency);
+      }
+    }
+    if (n == (ssize_t)sizeof rep && rep.code == 0 && got_fd >= 0) {
+      *lease = (struct gw_lease){.control = fd, .fd = got_fd};
+      return 0;
+    }
+    if (got_fd >= 0)
+      close(got_fd);
+    close(fd);
+    bool gone = n <= 0 || rep.code == ECONNREFUSED;
+    if (!gone || attempt == 1) {
+      rep.message[sizeof rep.message - 1] = '\0';
+      return cap_error_set(err, rep.code ? rep.code : ECONNRESET, "%s (its log: %s)",
+                           n > 0 ? rep.message : "the capability's instance went away",
+                           req->log_path);
+    }
+  }
+  return cap_error_set(err, ECONNRESET, "unreachable");
+}
+
+void gw_lease_release(struct gw_lease *lease)
+{
+  if (lease->control >= 0)
+    close(lease->control);
+  if (lease->fd >= 0)
+    close(lease->fd);
+  *lease = (struct gw_lease){.control = -1, .fd = -1};
+}

@@ -1,0 +1,49 @@
+/* Warm instances of long-running capability servers (the Selu runtime).
+ *
+ * An instance is one sandboxed server kept by a small keeper process that
+ * outlives the `capsule` command which started it. The keeper listens on a
+ * unix socket in the state directory (RUN_DIR/KEY.sock, 0600); a call
+ * connects, asks for a lease, and gets back a TCP connection to the
+ * server's port made inside the sandbox's network namespace (by the
+ * sandbox's pid 1: see sandbox_connect), which it hands to gRPC. The keeper
+ * starts the server, waits until it is healthy (bounded), grants at most
+ * max_concurrency leases at once (the rest wait in order), stops the server
+ * after idle_timeout_ms without a lease, and exits when the server dies: the
+ * next call starts a new one. Starting is serialized by a lock file, so two
+ * calls never start two instances of one key. */
+#ifndef CAPSULE_GATEWAY_INSTANCE_H
+#define CAPSULE_GATEWAY_INSTANCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "manifest/model.h"
+
+struct gw_instance_request {
+  const struct cap_spec *spec;
+  const char *run_dir;   /* where keepers' sockets and locks live (created 0700) */
+  const char *key;       /* names this instance: the spec, its manifest and credentials */
+  char *const *env;      /* NAME=value for the server's environment (credentials) */
+  size_t n_env;
+  const char *log_path;  /* the server's stdout and stderr, and the keeper's notes */
+  uint64_t wait_ms;      /* how long the caller waits for a start and a lease */
+};
+
+/* A granted lease: fd is connected to the server (the caller owns it and
+ * hands it to gRPC); control is held until the call is over. */
+struct gw_lease {
+  int control;
+  int fd;
+};
+
+/* Returns 0 with *lease filled, or -errno with err set (-ETIMEDOUT when
+ * no lease came in time, -ECONNREFUSED when the server never became
+ * healthy or stopped listening). */
+int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *lease,
+                      struct cap_error *err);
+/* Ends the lease (closes control; fd is the caller's, already given away
+ * or closed). */
+void gw_lease_release(struct gw_lease *lease);
+
+#endif

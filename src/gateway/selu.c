@@ -1,0 +1,355 @@
+#include "gateway/selu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "core/diag.h"
+#include "core/json.h"
+#include "gateway/instance.h"
+#include "jsonschema/jsonschema.h"
+#include "runtime/selu_rpc.h"
+
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_HOST = 3 };
+
+static uint64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static char *read_small_file(const char *path, size_t *len)
+{
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) < 0 || sb.st_size > (64 << 20))
+    return NULL;
+  char *data = cap_xmalloc((size_t)sb.st_size + 1);
+  ssize_t n = read(fd, data, (size_t)sb.st_size);
+  if (n < 0) {
+    free(data);
+    return NULL;
+  }
+  data[n] = '\0';
+  *len = (size_t)n;
+  return data;
+}
+
+/* A random salt of the state directory's, so the instance names built from
+ * credentials reveal nothing about them. */
+static void run_salt(const char *run_dir, unsigned char salt[32])
+{
+  _cleanup_free_ char *path = cap_xasprintf("%s/salt", run_dir);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0 && read(fd, salt, 32) == 32) {
+    close(fd);
+    return;
+  }
+  if (fd >= 0)
+    close(fd);
+  randombytes_buf(salt, 32);
+  _cleanup_free_ char *tmp = cap_xasprintf("%s/salt.%d", run_dir, (int)getpid());
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0 && write(fd, salt, 32) == 32 && close(fd) == 0) {
+    if (link(tmp, path) < 0) { /* another process won: use its salt */
+      int rfd = open(path, O_RDONLY | O_CLOEXEC);
+      if (rfd >= 0 && read(rfd, salt, 32) != 32)
+        randombytes_buf(salt, 32);
+      if (rfd >= 0)
+        close(rfd);
+    }
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  unlink(tmp);
+}
+
+/* The instance's name: the capability, its manifest as it is now and the
+ * credentials it starts with; a change to any of them starts a new one. */
+static void instance_key(const struct gw_call *call, const struct cap_spec *spec,
+                         char *const *env, size_t n_env, char out[33])
+{
+  unsigned char salt[32];
+  mkdir(call->run_dir, 0700);
+  run_salt(call->run_dir, salt);
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, salt, sizeof salt, 16);
+  crypto_generichash_update(&st, (const unsigned char *)spec->id, strlen(spec->id) + 1);
+  crypto_generichash_update(&st, (const unsigned char *)spec->source_path,
+                            strlen(spec->source_path) + 1);
+  size_t len = 0;
+  _cleanup_free_ char *manifest = read_small_file(spec->source_path, &len);
+  if (manifest)
+    crypto_generichash_update(&st, (const unsigned char *)manifest, len);
+  for (size_t i = 0; i < n_env; i++)
+    crypto_generichash_update(&st, (const unsigned char *)env[i], strlen(env[i]) + 1);
+  unsigned char h[16];
+  crypto_generichash_final(&st, h, sizeof h);
+  sodium_memzero(salt, sizeof salt);
+  sodium_bin2hex(out, 33, h, sizeof h);
+}
+
+static void uuid4(char out[37])
+{
+  unsigned char b[16];
+  randombytes_buf(b, sizeof b);
+  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+  char hex[33];
+  sodium_bin2hex(hex, sizeof hex, b, sizeof b);
+  snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
+}
+
+/* Invoke with the raw answer; the caller judges it. Returns an exit code. */
+static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, const char *tool,
+                      const char *args, char *const *env, size_t n_env,
+                      struct selu_response *resp, struct cap_error *err)
+{
+  if (!spec->runtime.command.len)
+    return cap_error_set(err, ENOTSUP,
+                         "capability %s names an image (%s) and capsule does not run images yet; "
+                         "give the server's command as x-capsule.command in its manifest",
+                         spec->id, spec->runtime.image ? spec->runtime.image : "none"),
+           EXIT_HOST;
+  uint64_t deadline_ms = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
+  uint64_t start = now_ms();
+  char key[33];
+  instance_key(call, spec, env, n_env, key);
+  _cleanup_free_ char *log_path = NULL;
+  if (call->log_dir) {
+    mkdir(call->log_dir, 0700);
+    log_path = cap_xasprintf("%s/%s.log", call->log_dir, spec->id);
+  }
+  struct gw_instance_request req = {.spec = spec, .run_dir = call->run_dir, .key = key,
+                                    .env = env, .n_env = n_env,
+                                    .log_path = log_path ? log_path : "/dev/null",
+                                    .wait_ms = deadline_ms};
+  struct gw_lease lease;
+  int r = gw_instance_lease(&req, &lease, err);
+  if (r < 0)
+    return r == -ENOTSUP ? EXIT_HOST : EXIT_FAILED;
+  struct selu_channel *ch = NULL;
+  size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
+  r = selu_channel_open(lease.fd, cap + 1024, &ch, err);
+  lease.fd = -1; /* the channel's now */
+  if (r == 0) {
+    char session[37];
+    if (!call->session_id)
+      uuid4(session);
+    const char *keys[] = {"session_id", "user_id"};
+    const char *values[] = {call->session_id ? call->session_id : session,
+                            call->user ? call->user : ""};
+    uint64_t spent = now_ms() - start;
+    int left = spent >= deadline_ms ? 1 : (int)(deadline_ms - spent);
+    r = selu_invoke(ch, tool, args, keys, values, 2, left, resp, err);
+  }
+  selu_channel_close(ch);
+  gw_lease_release(&lease);
+  if (r < 0) {
+    if (log_path)
+      cap_error_prefix(err, "%s.%s (its server's log: %s)", spec->id, tool, log_path);
+    return EXIT_FAILED;
+  }
+  return EXIT_OK;
+}
+
+/* The result must be JSON: it goes into the agent's conversation as is. */
+static int judge(const struct cap_spec *spec, const char *tool, const struct selu_response *resp,
+                 size_t output_cap, char **result, struct cap_error *err)
+{
+  if (!resp->success)
+    return cap_error_set(err, EIO, "the tool failed: %s",
+                         resp->error && *resp->error ? resp->error : "(no message)"),
+           EXIT_FAILED;
+  size_t len = strlen(resp->result);
+  if (len > output_cap)
+    return cap_error_set(err, EFBIG, "%s.%s returned %zu bytes, more than the output cap (%zu)",
+                         spec->id, tool, len, output_cap),
+           EXIT_FAILED;
+  if (len == 0) {
+    *result = cap_xstrdup("null");
+    return EXIT_OK;
+  }
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(doc, resp->result, len, "result", 0, &diags);
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+  if (r < 0)
+    return cap_error_set(err, EPROTO,
+                         "%s.%s answered success with a result that is not JSON (%zu bytes): a "
+                         "runtime failure",
+                         spec->id, tool, len),
+           EXIT_FAILED;
+  *result = cap_xstrdup(resp->result);
+  return EXIT_OK;
+}
+
+int gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec, const char *tool,
+                   const char *args, char *const *env, size_t n_env, char **result,
+                   struct cap_error *err)
+{
+  struct selu_response resp = {0};
+  int code = invoke_raw(call, spec, tool, args, env, n_env, &resp, err);
+  if (code == EXIT_OK)
+    code = judge(spec, tool, &resp, call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP,
+                 result, err);
+  selu_response_free(&resp);
+  return code;
+}
+
+/* ---- dynamic tools ---- */
+
+void gw_tools_free(struct gw_tools *t)
+{
+  for (size_t i = 0; i < t->n; i++) {
+    free(t->tools[i].name);
+    free(t->tools[i].description);
+    free(t->tools[i].policy_source);
+    cap_js_validator_free(t->tools[i].validator);
+  }
+  free(t->tools);
+  cap_doc_free(t->doc);
+  *t = (struct gw_tools){0};
+}
+
+const struct cap_tool *gw_tools_find(const struct gw_tools *t, const char *name)
+{
+  for (size_t i = 0; i < t->n; i++)
+    if (strcmp(t->tools[i].name, name) == 0)
+      return &t->tools[i];
+  return NULL;
+}
+
+static char *cache_path(const struct gw_call *call, const struct cap_spec *spec)
+{
+  return cap_xasprintf("%s/%s.tools.json", call->cache_dir, spec->id);
+}
+
+/* Reads a discovery answer: a JSON array of tools, or {"tools": [...]};
+ * each {name, description?, input_schema (or inputSchema), recommended_policy?,
+ * terminal_on_success?}. */
+static int parse_tools(const char *text, size_t len, const char *what, struct gw_tools *out,
+                       struct cap_error *err)
+{
+  *out = (struct gw_tools){.doc = cap_doc_new()};
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(out->doc, text, len, what, 0, &diags);
+  cap_diags_free(&diags);
+  const struct cap_node *list = r == 0 ? out->doc->root : NULL;
+  if (list && list->kind == CAP_NODE_OBJECT)
+    list = cap_node_get(list, "tools");
+  if (!list || list->kind != CAP_NODE_ARRAY) {
+    gw_tools_free(out);
+    return cap_error_set(err, EPROTO,
+                         "%s is not a JSON array of tools nor an object with \"tools\"", what);
+  }
+  out->tools = cap_xcalloc(list->u.arr.len + 1, sizeof *out->tools);
+  for (size_t i = 0; i < list->u.arr.len; i++) {
+    const struct cap_node *t = list->u.arr.items[i];
+    const struct cap_node *name = cap_node_get(t, "name");
+    const struct cap_node *desc = cap_node_get(t, "description");
+    const struct cap_node *schema = cap_node_get(t, "input_schema");
+    if (!schema)
+      schema = cap_node_get(t, "inputSchema");
+    const struct cap_node *policy = cap_node_get(t, "recommended_policy");
+    const struct cap_node *terminal = cap_node_get(t, "terminal_on_success");
+    if (!name || name->kind != CAP_NODE_STRING || !name->u.str.len || gw_tools_find(out, name->u.str.ptr)) {
+      gw_tools_free(out);
+      return cap_error_set(err, EPROTO, "%s: tools[%zu] has no name of its own", what, i);
+    }
+    struct cap_tool *tool = &out->tools[out->n];
+    tool->name = cap_xstrdup(name->u.str.ptr);
+    out->n++;
+    tool->description = cap_xstrdup(desc && desc->kind == CAP_NODE_STRING ? desc->u.str.ptr : "");
+    tool->policy = CAP_POLICY_BLOCK;
+    tool->policy_source = cap_xstrdup("default");
+    if (policy && policy->kind == CAP_NODE_STRING) {
+      static const char *const names[] = {"allow", "ask", "block"};
+      for (int p = 0; p < 3; p++)
+        if (strcmp(policy->u.str.ptr, names[p]) == 0) {
+          tool->policy = (enum cap_policy)p;
+          free(tool->policy_source);
+          tool->policy_source = cap_xstrdup("recommended_policy");
+        }
+    }
+    tool->terminal_on_success = terminal && terminal->kind == CAP_NODE_BOOL && terminal->u.boolean;
+    if (!schema || (schema->kind != CAP_NODE_OBJECT && schema->kind != CAP_NODE_BOOL)) {
+      gw_tools_free(out);
+      return cap_error_set(err, EPROTO, "%s: tool %s has no input_schema object", what,
+                           name->u.str.ptr);
+    }
+    tool->input_schema = schema;
+    struct cap_diags sd = {0};
+    _cleanup_free_ char *path = cap_xasprintf("tools[%zu].input_schema", i);
+    tool->validator = cap_js_compile(schema, NULL, NULL, what, path, &sd);
+    if (!tool->validator) {
+      const struct cap_diag *d = sd.len ? &sd.items[0] : NULL;
+      r = cap_error_set(err, EPROTO, "%s: %s: %s", what, d && d->path ? d->path : path,
+                        d ? d->message : "not a valid JSON Schema");
+      cap_diags_free(&sd);
+      gw_tools_free(out);
+      return r;
+    }
+    cap_diags_free(&sd);
+  }
+  return 0;
+}
+
+int gw_selu_cached_tools(const struct gw_call *call, const struct cap_spec *spec,
+                         struct gw_tools *out, struct cap_error *err)
+{
+  *out = (struct gw_tools){0};
+  if (!call->cache_dir)
+    return 0;
+  _cleanup_free_ char *path = cache_path(call, spec);
+  size_t len = 0;
+  _cleanup_free_ char *text = read_small_file(path, &len);
+  if (!text)
+    return 0;
+  return parse_tools(text, len, path, out, err);
+}
+
+int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
+                     size_t n_env, struct gw_tools *out, struct cap_error *err)
+{
+  *out = (struct gw_tools){0};
+  struct selu_response resp = {0};
+  const char *tool = spec->discovery_tool_name ? spec->discovery_tool_name : "list_tools";
+  int code = invoke_raw(call, spec, tool, "{}", env, n_env, &resp, err);
+  if (code != EXIT_OK)
+    return cap_error_prefix(err, "discovering %s's tools", spec->id), code;
+  if (!resp.success) {
+    cap_error_set(err, EIO, "discovering %s's tools: %s failed: %s", spec->id, tool,
+                  resp.error && *resp.error ? resp.error : "(no message)");
+    selu_response_free(&resp);
+    return EXIT_FAILED;
+  }
+  _cleanup_free_ char *what = cap_xasprintf("%s's %s answer", spec->id, tool);
+  if (parse_tools(resp.result, strlen(resp.result), what, out, err) < 0) {
+    selu_response_free(&resp);
+    return EXIT_FAILED;
+  }
+  if (call->cache_dir && (mkdir(call->cache_dir, 0700) == 0 || errno == EEXIST)) {
+    _cleanup_free_ char *path = cache_path(call, spec);
+    _cleanup_free_ char *tmp = cap_xasprintf("%s.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    size_t len = strlen(resp.result);
+    if (fd >= 0 && write(fd, resp.result, len) == (ssize_t)len && close(fd) == 0)
+      rename(tmp, path); /* a cache: a failure only costs a later discovery */
+    else if (fd >= 0)
+      close(fd);
+    unlink(tmp);
+  }
+  selu_response_free(&resp);
+  return EXIT_OK;
+}

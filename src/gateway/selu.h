@@ -1,0 +1,38 @@
+/* The Selu runtime of the gateway: a call becomes an Invoke on the
+ * capability's warm instance (gateway/instance.h), over a connection made
+ * inside its network namespace; `tool_source: dynamic` capabilities have
+ * their tools discovered through the discovery tool and cached in the
+ * state directory. */
+#ifndef CAPSULE_GATEWAY_SELU_H
+#define CAPSULE_GATEWAY_SELU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+#include "gateway/call.h"
+#include "manifest/model.h"
+
+/* Tools a dynamic capability reported; they own their schemas (doc). */
+struct gw_tools {
+  struct cap_doc *doc;
+  struct cap_tool *tools;
+  size_t n;
+};
+void gw_tools_free(struct gw_tools *t);
+const struct cap_tool *gw_tools_find(const struct gw_tools *t, const char *name);
+
+/* The cached tools of a dynamic capability (none when never discovered). */
+int gw_selu_cached_tools(const struct gw_call *call, const struct cap_spec *spec,
+                         struct gw_tools *out, struct cap_error *err);
+/* Asks the capability's discovery tool (starting an instance with env) and
+ * caches the answer. */
+int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
+                     size_t n_env, struct gw_tools *out, struct cap_error *err);
+
+/* One Invoke; *result is the tool's JSON result. Returns an exit code. */
+int gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec, const char *tool,
+                   const char *args, char *const *env, size_t n_env, char **result,
+                   struct cap_error *err);
+
+#endif
