@@ -18,6 +18,7 @@
 #include "core/text.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
+#include "gateway/selu.h"
 #include "gateway/state.h"
 
 /* Options every gateway verb takes. */
@@ -135,6 +136,8 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
   }
   if (spec->sandbox.backend && strcmp(spec->sandbox.backend, "gvisor") == 0)
     return "not ready: it asks for linux-gvisor, which capsule does not run";
+  if (spec->runtime.kind == CAP_RUNTIME_GRPC && !spec->runtime.command.len)
+    return "not ready: it names an image, which capsule does not run yet (give x-capsule.command)";
   for (size_t i = 0; st && i < spec->n_secrets; i++) {
     const struct cap_secret *s = &spec->secrets[i];
     char *v = NULL;
@@ -194,8 +197,25 @@ static int cmd_list(int argc, char **argv)
       printf("%s  (%s, %s)  %s\n", spec->id, cap_format_name(spec->format),
              cap_runtime_kind_name(spec->runtime.kind), ready);
     }
-    for (size_t t = 0; t < spec->n_tools; t++) {
-      const struct cap_tool *tool = &spec->tools[t];
+    /* a dynamic capability's tools: as last discovered */
+    struct gw_tools discovered = {0};
+    const struct cap_tool *tools = spec->tools;
+    size_t n_tools = spec->n_tools;
+    if (spec->tool_source && strcmp(spec->tool_source, "dynamic") == 0) {
+      _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
+      _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
+      struct gw_call where = {.cache_dir = cache};
+      struct cap_error err = {0};
+      gw_selu_cached_tools(&where, spec, &discovered, &err);
+      cap_error_clear(&err);
+      tools = discovered.tools;
+      n_tools = discovered.n;
+      if (!n_tools && !o.json)
+        printf("  (tool_source dynamic: tools are discovered through %s on the first call)\n",
+               spec->discovery_tool_name);
+    }
+    for (size_t t = 0; t < n_tools; t++) {
+      const struct cap_tool *tool = &tools[t];
       enum cap_policy policy = tool->policy;
       const char *source = tool->policy_source ? tool->policy_source : "default";
       struct cap_error err = {0};
@@ -215,6 +235,7 @@ static int cmd_list(int argc, char **argv)
         printf("  %-28s %-5s (%s)\n", tool->name, names[policy], source);
       }
     }
+    gw_tools_free(&discovered);
     if (o.json) {
       cap_jw_end_array(&w);
       cap_jw_end_object(&w);
