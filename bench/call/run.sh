@@ -2,22 +2,35 @@
 # End-to-end calls through capsule's gateway beside the same tool run
 # directly, in one hyperfine run: (b) a per-call Covenant agent (the sh
 # wordcount example) and a Talos function (the weather example, through
-# its Node shim). Each capsule call is the whole pipeline: registry load,
-# policy, argument validation, credentials, the sandbox, the audit append.
-# (a) a warm Selu gRPC capability waits for the Selu runtime.
-# Usage: bench/call/run.sh [CAPSULE]
+# its Node shim), and (a) a warm Selu gRPC capability (the C example,
+# examples/selu-text) against the same server called directly by a gRPC
+# client (bench/call/selu_call.c, one process and connection per call, like
+# `capsule call`). Each capsule call is the whole pipeline: registry load,
+# policy, argument validation, credentials, the sandbox (or the warm
+# instance's lease), the audit append.
+# Usage: bench/call/run.sh [CAPSULE]   (needs `make build`: build/bench/selu_call)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 capsule=$(realpath "${1:-$root/build/capsule}")
 command -v hyperfine >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hyperfine >/dev/null; }
 work=$(mktemp -d /var/tmp/capsule-bench-call.XXXXXX)
 chmod 755 "$work"
-trap 'rm -rf "$work"' EXIT
+server_pid=
+trap 'kill $server_pid 2>/dev/null; pkill -f "$work/caps/" 2>/dev/null; rm -rf "$work"' EXIT
 mkdir -p "$work/caps"
 cp -r "$root/examples/covenant/agents/wordcount" "$root/examples/weather" "$work/caps/"
+selu_call=$(dirname "$capsule")/bench/selu_call
+make -s -C "$root/examples/selu-text" >/dev/null
+cp -r "$root/examples/selu-text" "$work/caps/"
 state=$work/state
 "$capsule" policy set wordcount dispatch allow --state "$state"
 "$capsule" policy set weather current allow --state "$state"
+"$capsule" policy set text-tools word_count allow --state "$state"
+# the direct server: the same binary on a host loopback port
+port=50551
+"$work/caps/selu-text/capability" "127.0.0.1:$port" >/dev/null 2>&1 &
+server_pid=$!
+sleep 0.5
 echo "bench-key" | "$capsule" cred set api_key --scope system --state "$state"
 args='{"text": "one two three four five"}'
 line='{"id":"x","text":"one two three four five","issuer":{"display":"u@local","pubkey":""},"issued_at":0,"priority":"normal","parent":null}'
@@ -28,6 +41,8 @@ console.log(JSON.stringify(await m.current({ city: 'Oslo' }, { settings: { units
 JS
 cmds=(-n "covenant direct" "sh -c '$work/caps/wordcount/wordcount.sh < $work/line'"
       -n "covenant via capsule call" "$capsule call --caps $work/caps --state $state wordcount dispatch '$args'")
+cmds+=(-n "selu direct (grpc client)" "$selu_call $port word_count '$args'"
+       -n "selu via capsule call (warm)" "$capsule call --caps $work/caps --state $state text-tools word_count '$args'")
 if command -v node >/dev/null; then
   cmds+=(-n "talos direct (node)" "node $work/direct.mjs"
          -n "talos via capsule call" "$capsule call --caps $work/caps --state $state weather current '{\"city\": \"Oslo\"}'")
@@ -37,7 +52,7 @@ node -e '
 const r = JSON.parse(require("fs").readFileSync(process.argv[1])).results;
 const by = Object.fromEntries(r.map(x => [x.command, x]));
 console.log("\n| tool | direct ms | via capsule call ms | calls/s via capsule | ratio |\n|---|---|---|---|---|");
-for (const [k, d, c] of [["Covenant agent (sh)", "covenant direct", "covenant via capsule call"], ["Talos function (node)", "talos direct (node)", "talos via capsule call"]]) {
+for (const [k, d, c] of [["Selu gRPC capability (C), warm", "selu direct (grpc client)", "selu via capsule call (warm)"], ["Covenant agent (sh), per call", "covenant direct", "covenant via capsule call"], ["Talos function (node)", "talos direct (node)", "talos via capsule call"]]) {
   if (!by[d] || !by[c]) continue;
   console.log(`| ${k} | ${(by[d].median*1000).toFixed(2)} | ${(by[c].median*1000).toFixed(2)} | ${(1/by[c].median).toFixed(1)} | ${(by[c].median/by[d].median).toFixed(2)}x |`);
 }' "$work/call.json"

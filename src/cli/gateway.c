@@ -128,7 +128,7 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
                              char *buf, size_t size)
 {
   switch (spec->runtime.kind) {
-  case CAP_RUNTIME_GRPC: return "not ready: capsule's Selu gRPC runtime is not built yet";
+  case CAP_RUNTIME_GRPC: break; /* warm instances */
   case CAP_RUNTIME_TALOS_NODE: break; /* the Node shim */
   case CAP_RUNTIME_HERMES: return "not ready: the hermes runtime is not supported";
   case CAP_RUNTIME_EXEC: return "no tools: a command sandbox for `capsule run`";

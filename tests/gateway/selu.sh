@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The Selu runtime end to end: `capsule call` on gRPC capabilities kept warm
+# (tests/gateway/selu_fault.c, a server whose tools and start-up misbehave
+# on request, and the examples), through policy, validation and
+# credentials; reuse, idle stop, restart after death, the concurrency
+# limit, dynamic tool discovery, terminal_on_success, and the faults: a
+# server that crashes, hangs, answers garbage or 100 MB, never becomes
+# healthy or dies between calls. Every call leaves one audit record and the
+# chain verifies. Usage: selu.sh CAPSULE SELU_FAULT_SERVER
+set -u
+capsule=$(realpath "$1")
+fault=$(realpath "$2")
+if ! "$capsule" run -- /bin/true 2>/dev/null; then
+  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d /var/tmp/capsule-selu.XXXXXX)
+chmod 755 "$work"
+caps=$work/caps
+state=$work/s # short: keepers' unix sockets live under it
+export CAPSULE_STATE_KEY=
+stop_instances() { pkill -f "$work/caps/" 2>/dev/null; pkill -f "$root/examples/selu-" 2>/dev/null; true; }
+trap 'stop_instances; rm -rf "$work"' EXIT
+[ -n "${KEEP:-}" ] && trap - EXIT
+
+# cap ID MODE [EXTRA-YAML]: a Selu capability served by the fault server
+cap() {
+  mkdir -p "$caps/$1"
+  cp "$fault" "$caps/$1/server"
+  cat >"$caps/$1/manifest.yaml" <<YAML
+id: $1
+image: example/$1:1.0
+tools:
+  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
+  - {name: echo, description: Echoes., recommended_policy: allow, input_schema: {type: object}}
+  - {name: env, description: Reads an environment variable., recommended_policy: allow,
+     input_schema: {type: object, properties: {name: {type: string}}, required: [name]}}
+  - {name: pid, description: Its process id., recommended_policy: allow, input_schema: {type: object}}
+  - {name: crash, description: Exits mid-call., recommended_policy: allow, input_schema: {type: object}}
+  - {name: hang, description: Never answers., recommended_policy: allow, input_schema: {type: object}}
+  - {name: garbage, description: Answers not JSON., recommended_policy: allow, input_schema: {type: object}}
+  - {name: big, description: Answers n bytes., recommended_policy: allow,
+     input_schema: {type: object, properties: {bytes: {type: integer}}}}
+  - {name: fail, description: Fails., recommended_policy: allow, input_schema: {type: object}}
+  - {name: sleep, description: Sleeps., recommended_policy: allow,
+     input_schema: {type: object, properties: {ms: {type: integer, maximum: 10000}}, required: [ms]}}
+  - {name: done, description: Produces and ends the loop., recommended_policy: allow,
+     terminal_on_success: true, input_schema: {type: object}}
+  - {name: guarded, description: Not allowed by default., input_schema: {type: object}}
+x-capsule:
+  command: ["./server", "--mode", "$2"]
+  idle_timeout_ms: 3000
+  startup_timeout_ms: 2000
+$3
+YAML
+}
+cap selu-ok normal
+cap selu-cred normal 'credentials:
+  - {name: SELU_TOKEN, scope: user, description: a per-user token}'
+cap selu-unhealthy unhealthy
+cap selu-nolisten nolisten
+cap selu-dies exit-after-call
+cap selu-slow slow-start
+cap selu-one normal '  max_concurrency: 1'
+sed -i 's/idle_timeout_ms: 3000/idle_timeout_ms: 600/' "$caps/selu-one/manifest.yaml"
+mkdir -p "$caps/selu-dyn" && cp "$fault" "$caps/selu-dyn/server"
+cat >"$caps/selu-dyn/manifest.yaml" <<'YAML'
+id: selu-dyn
+image: example/selu-dyn:1.0
+tool_source: dynamic
+tools: []
+x-capsule: {command: ["./server", "--mode", "normal"], idle_timeout_ms: 3000}
+YAML
+cp -r "$root/examples/selu-text" "$caps/text" 2>/dev/null
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
+bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
+calls=0
+# c NAME WANT-STATUS REGEX ARGS...: one `capsule call` (one audit record)
+c() {
+  local name=$1 want=$2 regex=$3; shift 3
+  local out status
+  calls=$((calls + 1))
+  out=$(timeout 60 "$capsule" call --caps "$caps" --state "$state" "$@" 2>&1 </dev/null)
+  status=$?
+  if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$name"
+  else bad "$name (exit $status, want $want)"; echo "$out" | head -5 | sed 's/^/         /'; fi
+}
+
+echo "calls"
+c ok 0 '^\{"ok":true\}$' selu-ok ok '{}'
+c echo-context 0 '"tool":"echo".*"session_id":"s-42".*"user_id":"alice"' --user alice --session s-42 selu-ok echo '{"a": 1}'
+c session-generated 0 '"session_id":"[0-9a-f]{8}-[0-9a-f]{4}-4' selu-ok echo '{}'
+c args-invalid 1 'args: /: missing required property "name"' selu-ok env '{}'
+c blocked-by-default 4 'blocked by policy \(default\)' selu-ok guarded '{}'
+c unknown-tool 1 'has no tool "nope" \(it has: ok, echo' selu-ok nope '{}'
+c tool-fails 1 'the tool failed: the tool failed on purpose' selu-ok fail '{}'
+c terminal 0 '^\{"result":.*,"terminal_on_success":true\}$' --json selu-ok done '{}'
+c not-terminal 0 '"terminal_on_success":false\}$' --json selu-ok ok '{}'
+
+echo "warm instances"
+p1=$("$capsule" call --caps "$caps" --state "$state" selu-ok pid '{}' 2>&1); calls=$((calls + 1))
+p2=$("$capsule" call --caps "$caps" --state "$state" selu-ok pid '{}' 2>&1); calls=$((calls + 1))
+if [ -n "$p1" ] && [ "$p1" = "$p2" ] && echo "$p1" | grep -q '"pid"'; then ok reused; else bad "reused ($p1 / $p2)"; fi
+n=$(ls "$state/run"/*.sock 2>/dev/null | wc -l)
+if [ "$n" = 1 ]; then ok one-instance-socket; else bad "one-instance-socket ($n)"; fi
+if [ "$(stat -c %a "$state/run")" = 700 ] && [ "$(stat -c %a "$state/run"/*.sock)" = 700 ] ||
+   [ "$(stat -c %a "$state/run"/*.sock)" = 600 ]; then ok sockets-private; else bad sockets-private; fi
+sleep 3.6
+n=$(ls "$state/run"/*.sock 2>/dev/null | wc -l)
+if [ "$n" = 0 ] && grep -q "idle for 3000 ms: stopping the server" "$state/logs/selu-ok.log"; then ok idle-stop
+else bad "idle-stop ($n sockets left)"; fi
+p3=$("$capsule" call --caps "$caps" --state "$state" selu-ok pid '{}' 2>&1); calls=$((calls + 1))
+if echo "$p3" | grep -q '"pid"'; then ok restarts-after-idle; else bad "restarts-after-idle ($p3)"; fi
+
+echo "credentials (environment variables, per the seed; instances per credential set)"
+c cred-missing 1 'credential SELU_TOKEN is not set for user alice; set it with .capsule cred set SELU_TOKEN --scope user --user alice.' --user alice selu-cred env '{"name": "SELU_TOKEN"}'
+printf 'alice-secret' | "$capsule" cred set SELU_TOKEN --scope user --user alice --state "$state"
+printf 'bob-secret' | "$capsule" cred set SELU_TOKEN --scope user --user bob --state "$state"
+c cred-alice 0 '"value":"alice-secret"' --user alice selu-cred env '{"name": "SELU_TOKEN"}'
+c cred-bob 0 '"value":"bob-secret"' --user bob selu-cred env '{"name": "SELU_TOKEN"}'
+if grep -rqa 'alice-secret' "$state/run" "$state/logs"; then bad cred-not-in-files; else ok cred-not-in-files; fi
+printf 'alice-new' | "$capsule" cred set SELU_TOKEN --scope user --user alice --state "$state"
+c cred-change-restarts 0 '"value":"alice-new"' --user alice selu-cred env '{"name": "SELU_TOKEN"}'
+
+echo "concurrency (max_concurrency 1: calls wait their turn)"
+start=$(date +%s%N)
+for i in 1 2 3; do
+  "$capsule" call --caps "$caps" --state "$state" selu-one sleep '{"ms": 400}' >"$work/par.$i" 2>&1 &
+done
+wait; calls=$((calls + 3))
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+if grep -q '"slept"\|ms' "$work/par.1" && ! grep -q capsule "$work/par.1" "$work/par.2" "$work/par.3" && [ "$ms" -ge 1150 ]; then
+  ok "serialized (3 x 400 ms took $ms ms)"; else bad "serialized ($ms ms)"; cat "$work"/par.* | head -5; fi
+for i in $(seq 1 6); do
+  "$capsule" call --caps "$caps" --state "$state" selu-ok sleep '{"ms": 300}' >"$work/par4.$i" 2>&1 &
+done
+wait; calls=$((calls + 6))
+if ! grep -l "capsule call" "$work"/par4.* >/dev/null 2>&1; then ok "six-at-once"; else bad six-at-once; cat "$work"/par4.* | head; fi
+
+echo "dynamic tools"
+t_list=$("$capsule" list --caps "$caps" --state "$state" 2>&1)
+if echo "$t_list" | grep -q "tools are discovered through list_tools on the first call"; then ok list-before-discovery; else bad list-before-discovery; fi
+c dynamic-call 0 '^\{"text":"HELLO"\}$' selu-dyn dyn_upper '{"text": "hello"}'
+c dynamic-validated 1 'missing required property "text"' selu-dyn dyn_upper '{}'
+c dynamic-unknown 1 'has no tool "nope" \(it has: dyn_upper\)' selu-dyn nope '{}'
+t_list=$("$capsule" list --caps "$caps" --state "$state" 2>&1)
+if echo "$t_list" | grep -qE "dyn_upper +allow \(recommended_policy\)"; then ok list-after-discovery; else bad list-after-discovery; echo "$t_list" | grep -A2 selu-dyn; fi
+
+echo "faults"
+c crash 1 'went away during the call' selu-ok crash '{}'
+c after-crash-restarts 0 '^\{"ok":true\}$' selu-ok ok '{}'
+c hang 1 'no answer within 2000 ms' --timeout 2 selu-ok hang '{}'
+c after-hang-serves 0 '^\{"ok":true\}$' selu-ok ok '{}'
+c garbage 1 'answered success with a result that is not JSON' selu-ok garbage '{}'
+c big-100mb 1 'larger than the output cap|more than the output cap' selu-ok big '{"bytes": 104857600}'
+c after-big-serves 0 '^\{"ok":true\}$' selu-ok ok '{}'
+c never-healthy 1 'did not become healthy within 2000 ms \(its HealthCheck answered healthy: false\)' selu-unhealthy ok '{}'
+c never-listens 1 'did not become healthy within 2000 ms \(nothing listened on port 50051\)' selu-nolisten ok '{}'
+c slow-start-waits 0 '^\{"ok":true\}$' selu-slow ok '{}'
+c dies-between-calls-1 0 '^\{"ok":true\}$' selu-dies ok '{}'
+sleep 0.3
+c dies-between-calls-2 0 '^\{"ok":true\}$' selu-dies ok '{}'
+c dies-between-calls-3 0 '^\{"ok":true\}$' selu-dies ok '{}'
+
+if [ -x "$caps/text/capability" ]; then
+  echo "examples"
+  "$capsule" policy set text-tools word_count allow --state "$state" >/dev/null
+  c example-c 0 '^\{"words":3,"lines":1,"chars":11\}$' text-tools word_count '{"text": "one two tre"}'
+fi
+
+echo "audit"
+n=$("$capsule" audit --json --state "$state" | grep -c '"seq"')
+if [ "$n" = "$calls" ]; then ok "one-record-per-call ($n)"; else bad "one-record-per-call ($n records, $calls calls)"; fi
+if "$capsule" audit verify --state "$state" >/dev/null 2>&1; then ok audit-verify; else bad audit-verify; fi
+echo "selu tests: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
