@@ -362,7 +362,13 @@ static int regex_match(struct vctx *c, pcre2_code *re, const char *s, size_t n)
    * UTF-8, which every capsule parser guarantees and an ASCII scan or
    * cap_utf8_valid confirms here */
   bool ascii = true;
-  for (size_t i = 0; i < n && ascii; i++)
+  size_t i = 0;
+  for (; i + 8 <= n && ascii; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    ascii = !(w & 0x8080808080808080ULL);
+  }
+  for (; i < n && ascii; i++)
     ascii = (unsigned char)s[i] < 0x80;
   size_t bad;
   int rc;
@@ -430,6 +436,17 @@ static const struct cap_node *find_member(const struct cap_node *x, const char *
   return NULL;
 }
 
+/* index of the member named key, or -1 */
+static long member_index(const struct cap_node *x, const char *key, size_t len)
+{
+  for (size_t i = 0; i < x->u.obj.len; i++) {
+    const struct cap_member *m = &x->u.obj.items[i];
+    if (m->keylen == len && key_eq(m->key, key, len))
+      return (long)i;
+  }
+  return -1;
+}
+
 static inline void ev_mark(struct ev *ev, size_t i)
 {
   if (ev)
@@ -456,7 +473,7 @@ static void ev_init(struct ev *ev, uint64_t *stack_words, size_t n)
   ev->n = n;
   ev->bits = words <= EV_STACK_WORDS ? stack_words : cap_xcalloc(words, sizeof(uint64_t));
   if (words <= EV_STACK_WORDS)
-    memset(stack_words, 0, EV_STACK_WORDS * sizeof(uint64_t));
+    memset(stack_words, 0, words * sizeof(uint64_t));
 }
 
 static void ev_release(struct ev *ev, uint64_t *stack_words)
@@ -605,7 +622,27 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
   bool valid = true;
   size_t n = x->u.obj.len;
   size_t required_seen = 0, hint = 0;
-  if (s->props || s->pattern_props || s->additional_props || s->property_names) {
+  if (s->props && !s->pattern_props && !s->additional_props && !s->property_names &&
+      s->n_props < n && (c->quiet || !c->errs)) {
+    /* only "properties", more members than properties, and no error
+     * recorded (so their order does not matter): look the properties up */
+    for (size_t k = 0; k < s->n_props; k++) {
+      const struct js_prop *pr = &s->props[k];
+      long i = member_index(x, pr->key, pr->keylen);
+      if (i < 0)
+        continue;
+      const struct cap_member *m = &x->u.obj.items[i];
+      struct path cp = {p, m->key, m->keylen, 0};
+      if (s->prop_required)
+        required_seen += s->prop_required[k];
+      ev_mark(ev, (size_t)i);
+      if (!validate(c, pr->schema, m->value, &cp, sc, NULL)) {
+        valid = false;
+        if (stop(c))
+          goto out;
+      }
+    }
+  } else if (s->props || s->pattern_props || s->additional_props || s->property_names) {
     for (size_t i = 0; i < n; i++) {
       const struct cap_member *m = &x->u.obj.items[i];
       struct path cp = {p, m->key, m->keylen, 0};
