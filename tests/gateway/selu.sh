@@ -52,10 +52,10 @@ x-capsule:
   command: ["./server", "--mode", "$2"]
   idle_timeout_ms: 3000
   startup_timeout_ms: 2000
-$3
+${3:-}
 YAML
 }
-cap selu-ok normal
+cap selu-ok normal 'resources: {max_memory_mb: 512}'
 cap selu-cred normal 'credentials:
   - {name: SELU_TOKEN, scope: user, description: a per-user token}'
 cap selu-unhealthy unhealthy
@@ -64,6 +64,7 @@ cap selu-dies exit-after-call
 cap selu-slow slow-start
 cap selu-one normal '  max_concurrency: 1'
 sed -i 's/idle_timeout_ms: 3000/idle_timeout_ms: 600/' "$caps/selu-one/manifest.yaml"
+sed -i 's/startup_timeout_ms: 2000/startup_timeout_ms: 8000/' "$caps/selu-slow/manifest.yaml"
 mkdir -p "$caps/selu-dyn" && cp "$fault" "$caps/selu-dyn/server"
 cat >"$caps/selu-dyn/manifest.yaml" <<'YAML'
 id: selu-dyn
@@ -152,7 +153,7 @@ if echo "$t_list" | grep -qE "dyn_upper +allow \(recommended_policy\)"; then ok 
 echo "faults"
 c crash 1 'went away during the call' selu-ok crash '{}'
 c after-crash-restarts 0 '^\{"ok":true\}$' selu-ok ok '{}'
-c hang 1 'no answer within 2000 ms' --timeout 2 selu-ok hang '{}'
+c hang 1 'hang .*no answer within [0-9]+ ms \(the deadline\)' --timeout 2 selu-ok hang '{}'
 c after-hang-serves 0 '^\{"ok":true\}$' selu-ok ok '{}'
 c garbage 1 'answered success with a result that is not JSON' selu-ok garbage '{}'
 c big-100mb 1 'larger than the output cap|more than the output cap' selu-ok big '{"bytes": 104857600}'

@@ -1,0 +1,120 @@
+/* A Selu capability that misbehaves on request, for tests/gateway/selu.sh.
+ * Start-up by --mode: normal, unhealthy (HealthCheck answers false),
+ * nolisten (never listens), exit-after-call (exits after each answer: dead
+ * between calls), slow-start (listens after 2 s). Tools: ok, echo (tool,
+ * parameters, context), env {name}, pid, crash (exits mid-call), hang,
+ * garbage (not JSON), big {bytes}, fail, sleep {ms}, done, guarded,
+ * list_tools (for tool_source: dynamic) and dyn_upper {text}.
+ * Usage: selu_fault [--mode MODE] [ADDRESS] */
+#include <ctype.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "selu_server.h"
+
+static bool exit_after_call;
+
+static long param_int(json_t *params, const char *key, long def)
+{
+  json_t *v = json_object_get(params, key);
+  return json_is_integer(v) ? (long)json_integer_value(v) : def;
+}
+
+static void handle(void *ctx, const struct selu_call *call, struct selu_reply *reply)
+{
+  (void)ctx;
+  reply->exit_after = exit_after_call;
+  json_t *params = json_loads(call->parameters[0] ? call->parameters : "{}", 0, NULL);
+  const char *tool = call->tool_name;
+  if (strcmp(tool, "ok") == 0 || strcmp(tool, "done") == 0 || strcmp(tool, "guarded") == 0) {
+    selu_reply_ok(reply, "{\"ok\":true}");
+  } else if (strcmp(tool, "echo") == 0) {
+    json_t *context = json_object();
+    for (size_t i = 0; i < call->n_context; i++)
+      json_object_set_new(context, call->context[i].key, json_string(call->context[i].value));
+    json_t *out = json_pack("{s:s, s:O?, s:o}", "tool", tool, "parameters", params, "context", context);
+    selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
+    json_decref(out);
+  } else if (strcmp(tool, "env") == 0) {
+    json_t *name = json_object_get(params, "name");
+    const char *v = json_is_string(name) ? getenv(json_string_value(name)) : NULL;
+    json_t *out = json_pack("{s:s?}", "value", v);
+    selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
+    json_decref(out);
+  } else if (strcmp(tool, "pid") == 0) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "{\"pid\":%d}", (int)getpid());
+    selu_reply_ok(reply, buf);
+  } else if (strcmp(tool, "crash") == 0) {
+    fprintf(stderr, "selu_fault: crashing on purpose\n");
+    _exit(3);
+  } else if (strcmp(tool, "hang") == 0) {
+    for (;;)
+      pause();
+  } else if (strcmp(tool, "garbage") == 0) {
+    selu_reply_ok(reply, "not json{");
+  } else if (strcmp(tool, "big") == 0) {
+    long n = param_int(params, "bytes", 1024);
+    char *s = malloc((size_t)n + 3);
+    if (!s) {
+      selu_reply_error(reply, "cannot allocate %ld bytes", n);
+    } else {
+      s[0] = '"';
+      memset(s + 1, 'a', (size_t)n);
+      s[n + 1] = '"';
+      s[n + 2] = '\0';
+      selu_reply_ok_owned(reply, s);
+    }
+  } else if (strcmp(tool, "fail") == 0) {
+    selu_reply_error(reply, "the tool failed on purpose");
+  } else if (strcmp(tool, "sleep") == 0) {
+    long ms = param_int(params, "ms", 100);
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    char buf[64];
+    snprintf(buf, sizeof buf, "{\"slept_ms\":%ld}", ms);
+    selu_reply_ok(reply, buf);
+  } else if (strcmp(tool, "list_tools") == 0) {
+    selu_reply_ok(reply, "{\"tools\":[{\"name\":\"dyn_upper\",\"description\":\"Upper-cases text.\","
+                         "\"input_schema\":{\"type\":\"object\",\"properties\":{\"text\":{\"type\":"
+                         "\"string\"}},\"required\":[\"text\"],\"additionalProperties\":false},"
+                         "\"recommended_policy\":\"allow\"}]}");
+  } else if (strcmp(tool, "dyn_upper") == 0) {
+    json_t *text = json_object_get(params, "text");
+    char *up = strdup(json_is_string(text) ? json_string_value(text) : "");
+    for (char *p = up; *p; p++)
+      *p = (char)toupper((unsigned char)*p);
+    json_t *out = json_pack("{s:s}", "text", up);
+    selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
+    json_decref(out);
+    free(up);
+  } else {
+    selu_reply_error(reply, "unknown tool: %s", tool);
+  }
+  json_decref(params);
+}
+
+int main(int argc, char **argv)
+{
+  const char *mode = "normal", *addr = SELU_DEFAULT_ADDR;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc)
+      mode = argv[++i];
+    else
+      addr = argv[i];
+  }
+  if (strcmp(mode, "nolisten") == 0) {
+    for (;;)
+      pause();
+  }
+  if (strcmp(mode, "slow-start") == 0)
+    sleep(2);
+  if (strcmp(mode, "unhealthy") == 0)
+    selu_set_healthy(false);
+  exit_after_call = strcmp(mode, "exit-after-call") == 0;
+  return selu_serve(addr, handle, NULL) == 0 ? 0 : 1;
+}
