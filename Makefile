@@ -21,6 +21,7 @@ $(BUILD)/build.ninja:
 build: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 	@ln -sf src/cli/capsule $(BUILD)/capsule
+	$(MAKE) -s -C examples/selu-text
 
 run: build
 	scripts/demo.sh $(BUILD)/capsule

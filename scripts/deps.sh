@@ -34,3 +34,7 @@ if [ "$what" = test ] && [ ! -d tests/node_modules/ajv ]; then
   echo "deps: installing test modules from tests/package.json" >&2
   (cd tests && npm ci --no-audit --no-fund --silent)
 fi
+if [ "$what" = test ] && [ ! -d examples/selu-node/node_modules/@grpc/grpc-js ]; then
+  echo "deps: installing the Node Selu example's modules (@grpc/grpc-js)" >&2
+  (cd examples/selu-node && npm ci --no-audit --no-fund --silent)
+fi

@@ -74,6 +74,7 @@ tools: []
 x-capsule: {command: ["./server", "--mode", "normal"], idle_timeout_ms: 3000}
 YAML
 cp -r "$root/examples/selu-text" "$caps/text" 2>/dev/null
+[ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] && cp -r "$root/examples/selu-node" "$caps/node"
 
 pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
@@ -166,10 +167,18 @@ sleep 0.3
 c dies-between-calls-2 0 '^\{"ok":true\}$' selu-dies ok '{}'
 c dies-between-calls-3 0 '^\{"ok":true\}$' selu-dies ok '{}'
 
+echo "examples"
 if [ -x "$caps/text/capability" ]; then
-  echo "examples"
-  "$capsule" policy set text-tools word_count allow --state "$state" >/dev/null
   c example-c 0 '^\{"words":3,"lines":1,"chars":11\}$' text-tools word_count '{"text": "one two tre"}'
+  c example-c-reverse 0 '^\{"text":"cba"\}$' text-tools reverse '{"text": "abc"}'
+else
+  echo "  skip example-c: build it with make -C examples/selu-text (make build does)"
+fi
+if [ -d "$caps/node" ]; then
+  c example-node-dynamic 0 '^\{"greeting":"Hello, Ada"\}$' node-tools greet '{"name": "Ada"}'
+  c example-node-sum 0 '^\{"sum":6.5\}$' node-tools sum '{"numbers": [1, 2, 3.5]}'
+else
+  echo "  skip example-node: npm ci in examples/selu-node (scripts/deps.sh test does)"
 fi
 
 echo "audit"
