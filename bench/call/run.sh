@@ -19,7 +19,7 @@ server_pid=
 trap 'kill $server_pid 2>/dev/null; pkill -f "$work/caps/" 2>/dev/null; rm -rf "$work"' EXIT
 mkdir -p "$work/caps"
 cp -r "$root/examples/covenant/agents/wordcount" "$root/examples/weather" "$work/caps/"
-selu_call=$(dirname "$capsule")/bench/selu_call
+selu_call=${SELU_CALL:-$(realpath "$(dirname "$capsule")/../../bench/selu_call")}
 make -s -C "$root/examples/selu-text" >/dev/null
 cp -r "$root/examples/selu-text" "$work/caps/"
 state=$work/state
