@@ -271,8 +271,14 @@ static void selu_network(struct mf_ctx *c, const struct cap_node *root, struct c
     spec->network.dns = false;
     break;
   case NET_ANY:
-    spec->network.mode = CAP_NET_UNRESTRICTED;
-    spec->network.dns = true;
+    /* every host, through the proxy: the server keeps its own network
+     * namespace, so its port 50051 is reachable only through capsule (on
+     * the host's network any local process could call its tools, and two
+     * instances would collide); the proxy still refuses cloud metadata and
+     * private addresses */
+    spec->network.mode = CAP_NET_PROXY;
+    cap_strv_push(&spec->network.allow_domains, "*");
+    spec->network.dns = false;
     break;
   default:
     spec->network.mode = CAP_NET_BLOCKED;

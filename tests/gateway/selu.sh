@@ -20,7 +20,7 @@ chmod 755 "$work"
 caps=$work/caps
 state=$work/s # short: keepers' unix sockets live under it
 export CAPSULE_STATE_KEY=
-stop_instances() { pkill -f "$work/caps/" 2>/dev/null; pkill -f "$root/examples/selu-" 2>/dev/null; true; }
+stop_instances() { pkill -f -- "--state $state" 2>/dev/null; true; } # the keepers; their sandboxes die with them
 trap 'stop_instances; rm -rf "$work"' EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
 
