@@ -36,7 +36,7 @@ int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret,
   grpc_channel *channel = grpc_channel_create_from_fd("capsule-selu", fd, creds, &cargs);
   grpc_channel_credentials_release(creds);
   if (!channel) {
-    grpc_shutdown();
+    grpc_shutdown_blocking();
     return cap_error_set(err, EIO, "cannot open a gRPC channel on the capability's socket");
   }
   struct selu_channel *ch = cap_xcalloc(1, sizeof *ch);
@@ -57,7 +57,7 @@ void selu_channel_close(struct selu_channel *ch)
     ;
   grpc_completion_queue_destroy(ch->cq);
   free(ch);
-  grpc_shutdown();
+  grpc_shutdown_blocking(); /* no gRPC thread left: this process may fork a keeper next */
 }
 
 /* One unary call: request bytes in, response bytes out (*out owned). */
