@@ -153,11 +153,25 @@ bool cap_node_is_number(const struct cap_node *n)
   return n && (n->kind == CAP_NODE_INT || n->kind == CAP_NODE_FLOAT);
 }
 
+/* i == f exactly: f integral and in int64's range, not rounded through a
+ * double (2^53 + 1 is not 2^53). */
+static bool int_equals_double(int64_t i, double f)
+{
+  if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0))
+    return false; /* out of range, or NaN */
+  int64_t fi = (int64_t)f;
+  return (double)fi == f && fi == i;
+}
+
 bool cap_node_equal(const struct cap_node *a, const struct cap_node *b)
 {
   if (cap_node_is_number(a) && cap_node_is_number(b)) {
     if (a->kind == CAP_NODE_INT && b->kind == CAP_NODE_INT)
       return a->u.num.i == b->u.num.i;
+    if (a->kind == CAP_NODE_INT)
+      return int_equals_double(a->u.num.i, b->u.num.f);
+    if (b->kind == CAP_NODE_INT)
+      return int_equals_double(b->u.num.i, a->u.num.f);
     return a->u.num.f == b->u.num.f;
   }
   if (a->kind != b->kind)

@@ -116,6 +116,24 @@ static void test_json_nul_and_escapes(void)
   cap_doc_free(doc);
 }
 
+/* enum/const equality is exact across integer and float spellings */
+static void test_node_equal_numbers(void)
+{
+  const char *text = "[9007199254740993, 9007199254740992.0, 1, 1.0, 1.5, 9223372036854775807, "
+                     "9223372036854775808.0, -0.0, 0]";
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  CHECK(cap_json_parse(doc, text, strlen(text), "t.json", 0, &d) == 0);
+  struct cap_node **n = doc->root->u.arr.items;
+  CHECK(!cap_node_equal(n[0], n[1])); /* 2^53 + 1 is not 2^53 */
+  CHECK(cap_node_equal(n[2], n[3]));
+  CHECK(!cap_node_equal(n[2], n[4]));
+  CHECK(!cap_node_equal(n[5], n[6])); /* INT64_MAX is not 2^63 */
+  CHECK(cap_node_equal(n[7], n[8]));
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
 static void test_json_big_numbers_keep_text(void)
 {
   const char *text = "[12345678901234567890123, -0, 1e400, 9223372036854775807]";
@@ -204,5 +222,6 @@ static void test_diags_sorted_and_capped(void)
 }
 
 UNIT_MAIN(test_json_positions, test_json_columns_count_characters, test_json_errors,
-          test_json_depth_limit, test_json_nul_and_escapes, test_json_big_numbers_keep_text,
+          test_json_depth_limit, test_json_nul_and_escapes, test_node_equal_numbers,
+          test_json_big_numbers_keep_text,
           test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped)
