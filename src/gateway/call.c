@@ -77,7 +77,7 @@ static bool prompt_tty(const struct gw_call *call, bool *asked)
 
 /* ---- the Covenant runtime: one JSON line in, one JSON line out ---- */
 
-static void uuid4(char out[37])
+void gw_uuid4(char out[37])
 {
   unsigned char b[16];
   randombytes_buf(b, sizeof b);
@@ -95,7 +95,7 @@ static void request_line(const struct gw_call *call, const struct cap_node *args
   struct cap_jw w;
   cap_jw_init(&w, out, false);
   char id[37];
-  uuid4(id);
+  gw_uuid4(id);
   const struct cap_node *text = NULL, *priority = NULL, *parent = NULL;
   for (size_t i = 0; i < args->u.obj.len; i++) {
     const struct cap_member *m = &args->u.obj.items[i];

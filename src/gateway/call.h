@@ -45,6 +45,9 @@ struct gw_result {
 int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw_state *st,
             struct gw_result *res, struct cap_error *err);
 
+/* A random (version 4) UUID, as text. */
+void gw_uuid4(char out[37]);
+
 /* The effective policy and where it came from ("user", "operator", or the
  * tool's policy_source). */
 int gw_effective_policy(struct gw_state *st, const char *cap, const struct cap_tool *tool,

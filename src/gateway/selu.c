@@ -98,17 +98,6 @@ static void instance_key(const struct gw_call *call, const struct cap_spec *spec
   sodium_bin2hex(out, 33, h, sizeof h);
 }
 
-static void uuid4(char out[37])
-{
-  unsigned char b[16];
-  randombytes_buf(b, sizeof b);
-  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-  char hex[33];
-  sodium_bin2hex(hex, sizeof hex, b, sizeof b);
-  snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
-}
-
 /* Invoke with the raw answer; the caller judges it. Returns an exit code. */
 static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, const char *tool,
                       const char *args, char *const *env, size_t n_env,
@@ -144,7 +133,7 @@ static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, c
   if (r == 0) {
     char session[37];
     if (!call->session_id)
-      uuid4(session);
+      gw_uuid4(session);
     const char *keys[] = {"session_id", "user_id"};
     const char *values[] = {call->session_id ? call->session_id : session,
                             call->user ? call->user : ""};
@@ -211,13 +200,7 @@ int gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec, cons
 
 void gw_tools_free(struct gw_tools *t)
 {
-  for (size_t i = 0; i < t->n; i++) {
-    free(t->tools[i].name);
-    free(t->tools[i].description);
-    free(t->tools[i].policy_source);
-    cap_js_validator_free(t->tools[i].validator);
-  }
-  free(t->tools);
+  cap_tools_free(t->tools, t->n);
   cap_doc_free(t->doc);
   *t = (struct gw_tools){0};
 }

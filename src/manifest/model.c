@@ -176,6 +176,17 @@ void cap_rules_free(struct cap_http_rule *rules, size_t n)
   free(rules);
 }
 
+void cap_tools_free(struct cap_tool *tools, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    free(tools[i].name);
+    free(tools[i].description);
+    free(tools[i].policy_source);
+    cap_js_validator_free(tools[i].validator);
+  }
+  free(tools);
+}
+
 void cap_spec_free(struct cap_spec *spec)
 {
   if (!spec)
@@ -194,13 +205,7 @@ void cap_spec_free(struct cap_spec *spec)
   cap_strv_free(&spec->runtime.command);
   free(spec->tool_source);
   free(spec->discovery_tool_name);
-  for (size_t i = 0; i < spec->n_tools; i++) {
-    free(spec->tools[i].name);
-    free(spec->tools[i].description);
-    free(spec->tools[i].policy_source);
-    cap_js_validator_free(spec->tools[i].validator);
-  }
-  free(spec->tools);
+  cap_tools_free(spec->tools, spec->n_tools);
   for (size_t i = 0; i < spec->n_grants; i++)
     free(spec->grants[i].path);
   free(spec->grants);

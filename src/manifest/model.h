@@ -256,6 +256,8 @@ struct cap_spec {
 };
 
 struct cap_spec *cap_spec_new(enum cap_format format);
+/* Frees n tools (their strings and validators) and the array. */
+void cap_tools_free(struct cap_tool *tools, size_t n);
 void cap_spec_free(struct cap_spec *spec);
 void cap_spec_freep(struct cap_spec **spec);
 
