@@ -215,22 +215,28 @@ static void deny(struct proxy *px, struct stream *s, struct event *ev, const cha
  * a proxy thread (and capsule's exit) for the kernel's two-minute SYN retry. */
 static int connect_bounded(const struct addrinfo *ai)
 {
-  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
   if (fd < 0)
     return -1;
+  /* a blocking connect bounded by SO_SNDTIMEO: no poll round and no flag
+   * changes when the upstream answers at once (the common case) */
+  struct timeval bound = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
+                          .tv_usec = (CONNECT_TIMEOUT_MS % 1000) * 1000};
+  struct timeval stream = {.tv_sec = STREAM_TIMEOUT_S};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &stream, sizeof stream);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
   if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
     struct pollfd p = {.fd = fd, .events = POLLOUT};
     int soerr = 0;
     socklen_t len = sizeof soerr;
-    if (errno != EINPROGRESS || poll(&p, 1, CONNECT_TIMEOUT_MS) != 1 ||
+    /* a signal cut the wait short: the handshake goes on, wait for it */
+    if (errno != EINTR || poll(&p, 1, CONNECT_TIMEOUT_MS) != 1 ||
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
       close(fd);
       return -1;
     }
   }
-  int flags = fcntl(fd, F_GETFL);
-  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  set_timeouts(fd, STREAM_TIMEOUT_S);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stream, sizeof stream);
   return fd;
 }
 
@@ -289,6 +295,8 @@ struct worker {
   struct proxy *px;
   size_t slot;              /* the connection being served */
   int pipes[2][2];          /* splice pipes, one per direction; -1 until used */
+  bool bulk[2];             /* this direction moved a full small buffer: splice it */
+  char small[16384];        /* the first bytes of each direction, copied */
   struct http_request req;  /* the request being parsed */
   char buf[HTTP_HEAD_MAX + 65536];
 };
@@ -306,6 +314,23 @@ static void slot_set_upstream(struct worker *w, int fd)
 static ssize_t pump(struct worker *w, int dir, int from, int to)
 {
   int *pp = w->pipes[dir];
+  if (!w->bulk[dir]) {
+    /* most answers are small: one copy costs less than making, sizing
+     * and closing a pipe; a full buffer means bulk, spliced from then on */
+    ssize_t n = recv(from, w->small, sizeof w->small, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return -2;
+    if (n <= 0)
+      return n;
+    for (ssize_t off = 0; off < n;) {
+      ssize_t m = send(to, w->small + off, (size_t)(n - off), MSG_NOSIGNAL);
+      if (m <= 0)
+        return -1;
+      off += m;
+    }
+    w->bulk[dir] = n == (ssize_t)sizeof w->small;
+    return n;
+  }
   if (pp[0] < 0) {
     if (pipe2(pp, O_CLOEXEC) < 0)
       return -1;
@@ -857,6 +882,8 @@ static void forward_request(struct worker *w, struct stream *client,
     if (tail.len)
       stream_write(client, tail.data, tail.len);
     cap_buf_free(&tail);
+    if (!client->ssl) /* the client sees the end now, not after the log line */
+      shutdown(client->fd, SHUT_WR);
   }
   log_event(px, ev, true, ok ? "allowed" : "allowed; the request body broke off");
   if (up.ssl) {
@@ -1149,6 +1176,7 @@ static void serve_slot(struct worker *w, size_t slot)
 {
   struct proxy *px = w->px;
   w->slot = slot;
+  w->bulk[0] = w->bulk[1] = false;
   int fd = px->slots[slot].client;
   uint16_t forward_port = px->slots[slot].forward_port;
   pthread_mutex_unlock(&px->lock);
