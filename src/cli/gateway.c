@@ -309,6 +309,9 @@ static int cmd_call(int argc, char **argv)
       .cache_dir = cache,
       .session_id = o.session,
   };
+  char *hidden[2];
+  call.n_hidden = gw_state_private_paths(state_dir, hidden);
+  call.hidden = (const char *const *)hidden;
   struct gw_result result = {0};
   struct cap_error err = {0};
   int code = gw_call(&call, &reg, st, &result, &err);
@@ -321,6 +324,8 @@ static int cmd_call(int argc, char **argv)
     fprintf(stderr, "capsule call: %s\n", err.message ? err.message : "failed");
   cap_error_clear(&err);
   free(result.json);
+  for (size_t i = 0; i < call.n_hidden; i++)
+    free(hidden[i]);
   free(args);
   gw_state_close(st);
   gw_registry_free(&reg);

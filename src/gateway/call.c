@@ -216,6 +216,8 @@ static int run_once(const struct gw_call *call, const struct cap_spec *spec, cha
       .n_extra_env = n_env,
       .redirect_stdio = true,
       .stdio = {in, out, log_fd},
+      .hidden = call->hidden,
+      .n_hidden = call->n_hidden,
   };
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   struct sandbox_result res;

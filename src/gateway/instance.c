@@ -31,6 +31,7 @@
 
 #define KEEPER_MAX_CLIENTS 256
 #define KEEPER_READY "ready\n"
+#define KEEPER_ASK_MS 5000 /* a client that neither asks nor holds a lease is dropped */
 
 /* What a keeper tells a client asking for a lease; an fd travels with 0. */
 struct lease_reply {
@@ -43,6 +44,15 @@ static uint64_t now_ms(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds until deadline, as poll wants them (0 when past). */
+static int ms_until(uint64_t deadline)
+{
+  uint64_t t = now_ms();
+  if (t >= deadline)
+    return 0;
+  return deadline - t > INT32_MAX ? INT32_MAX : (int)(deadline - t);
 }
 
 static void sleep_ms(unsigned ms)
@@ -64,17 +74,46 @@ static int socket_path(const struct gw_instance_request *req, struct sockaddr_un
   return 0;
 }
 
-static int connect_keeper(const struct sockaddr_un *sa)
+/* Connects to a keeper by deadline (a full backlog is waited out, not
+ * blocked on), and only to one run by this user: a socket planted by
+ * someone else is refused. */
+static int connect_keeper(const struct sockaddr_un *sa, uint64_t deadline)
 {
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
     return -errno;
-  if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) < 0) {
+  while (connect(fd, (const struct sockaddr *)sa, sizeof *sa) < 0) {
     int e = errno;
-    close(fd);
-    return -e;
+    if (e != EAGAIN || now_ms() >= deadline) {
+      close(fd);
+      return -e;
+    }
+    sleep_ms(5);
   }
+  struct ucred peer;
+  socklen_t len = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) < 0 || peer.uid != geteuid()) {
+    close(fd);
+    return -EPERM;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   return fd;
+}
+
+/* The run directory: this user's own, not a link, and private. */
+static int check_run_dir(const char *dir, struct cap_error *err)
+{
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    return cap_error_errno(err, errno, "cannot create %s", dir);
+  struct stat sb;
+  if (lstat(dir, &sb) < 0)
+    return cap_error_errno(err, errno, "cannot read %s", dir);
+  if (!S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077))
+    return cap_error_set(err, EPERM,
+                         "%s is not a private directory of this user's (mode 0700, owned by uid "
+                         "%u): capsule keeps instances' sockets there; fix or remove it",
+                         dir, (unsigned)geteuid());
+  return 0;
 }
 
 /* ---- the keeper ---- */
@@ -89,6 +128,8 @@ struct keeper {
   uint64_t idle_ms, startup_ms;
   pthread_mutex_t report_lock;
   bool reported; /* the starter has its verdict */
+  pthread_mutex_t publish_lock; /* the listener: closed once, from either thread */
+  int sandbox_end;              /* the connector's other end: closed once the sandbox has it */
 };
 
 /* The starter's verdict, once: KEEPER_READY or why not. */
@@ -163,6 +204,7 @@ static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
 struct client {
   int fd;
   bool waiting, leased;
+  uint64_t since; /* accepted at */
 };
 
 static void reply(int fd, int code, const char *message, int pass_fd)
@@ -191,12 +233,14 @@ static void reply(int fd, int code, const char *message, int pass_fd)
 static void keeper_unpublish(struct keeper *k)
 {
   struct stat sb;
+  pthread_mutex_lock(&k->publish_lock);
   if (k->listener >= 0) {
     if (stat(k->sock_path, &sb) == 0 && sb.st_ino == k->sock_ino)
       unlink(k->sock_path);
     close(k->listener);
     k->listener = -1;
   }
+  pthread_mutex_unlock(&k->publish_lock);
 }
 
 /* Stops the server: pid 1 sees the connector close and ends the command. */
@@ -250,15 +294,21 @@ static void *keeper_serve(void *arg)
         keeper_stop(k);
         return NULL;
       }
-      timeout = (int)(last + k->idle_ms - t);
+      timeout = ms_until(last + k->idle_ms);
     }
+    for (size_t i = 0; i < n; i++) /* the next silent client to drop */
+      if (!clients[i].waiting && !clients[i].leased) {
+        int t = ms_until(clients[i].since + KEEPER_ASK_MS);
+        if (timeout < 0 || t < timeout)
+          timeout = t;
+      }
     if (poll(p, np, timeout) < 0 && errno != EINTR)
       continue;
     size_t polled = n; /* clients accepted below have no poll entry yet */
     if (k->listener >= 0 && (p[0].revents & POLLIN)) {
       int c = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
       if (c >= 0 && n < KEEPER_MAX_CLIENTS)
-        clients[n++] = (struct client){.fd = c};
+        clients[n++] = (struct client){.fd = c, .since = now_ms()};
       else if (c >= 0)
         close(c);
     }
@@ -276,6 +326,8 @@ static void *keeper_serve(void *arg)
           gone = true;
       } else if (ev & (POLLHUP | POLLERR)) {
         gone = true;
+      } else if (!cl->waiting && !cl->leased && now_ms() >= cl->since + KEEPER_ASK_MS) {
+        gone = true; /* silent: its slot is for callers */
       }
       if (gone) {
         if (cl->leased)
@@ -324,6 +376,12 @@ struct keeper_start {
 static void keeper_started(void *ctx)
 {
   struct keeper_start *s = ctx;
+  close(s->k->sandbox_end); /* pid 1 has its copy */
+  s->k->sandbox_end = -1;
+  /* it holds the credentials: not dumpable from now on (not before: an
+   * unprivileged keeper writes the sandbox's id maps in /proc, which a
+   * non-dumpable parent's child would not let it) */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   s->started = pthread_create(&s->thread, NULL, keeper_serve, s->k) == 0;
   if (!s->started)
     keeper_stop(s->k);
@@ -355,7 +413,6 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   int keep[] = {status_fd, lock_fd};
   qsort(keep, 2, sizeof keep[0], cmp_int);
   close_all_but(keep, 2);
-  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* it holds the credentials */
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -374,7 +431,9 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
                      .max_active = spec->runtime.max_concurrency ? spec->runtime.max_concurrency : 1,
                      .idle_ms = spec->runtime.idle_timeout_ms,
                      .startup_ms = spec->runtime.startup_timeout_ms,
-                     .report_lock = PTHREAD_MUTEX_INITIALIZER};
+                     .report_lock = PTHREAD_MUTEX_INITIALIZER,
+                     .publish_lock = PTHREAD_MUTEX_INITIALIZER,
+                     .sandbox_end = -1};
   if (req->wait_ms && req->wait_ms < k.startup_ms)
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
@@ -393,6 +452,7 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   k.sock_ino = sb.st_ino;
   close(lock_fd); /* published: later calls find this keeper */
   k.connector = pair[0];
+  k.sandbox_end = pair[1];
 
   /* the server: no wall clock and no CPU budget of its own (it lives across
    * calls; each call has its deadline) */
@@ -421,6 +481,8 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
       .stdio = {devnull, log, log},
       .has_connector = true,
       .connector_fd = pair[1],
+      .hidden = req->hidden,
+      .n_hidden = req->n_hidden,
       .on_started = keeper_started,
       .on_started_ctx = &start,
   };
@@ -460,9 +522,11 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
       return cap_error_set(err, ETIMEDOUT, "another call is still starting %s", req->spec->id);
     sleep_ms(10);
   }
-  int fd = connect_keeper(sa);
+  int fd = connect_keeper(sa, deadline);
   if (fd >= 0)
     return fd; /* started while this call waited for the lock */
+  if (fd != -ENOENT && fd != -ECONNREFUSED) /* alive but busy, or not ours: never replaced */
+    return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id, sa->sun_path);
   int status[2];
   if (pipe2(status, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "cannot create a pipe");
@@ -489,7 +553,7 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   for (;;) {
     uint64_t t = now_ms();
     struct pollfd p = {.fd = status[0], .events = POLLIN};
-    if (t >= deadline || poll(&p, 1, (int)(deadline - t)) <= 0) {
+    if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0) {
       close(status[0]);
       return cap_error_set(err, ETIMEDOUT, "%s's server did not become ready in time", req->spec->id);
     }
@@ -509,7 +573,7 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
     return cap_error_set(err, ECONNREFUSED, "%s%s (its log: %s)",
                          got ? msg : "the instance's keeper exited before its server was ready",
                          "", req->log_path);
-  fd = connect_keeper(sa);
+  fd = connect_keeper(sa, deadline);
   if (fd < 0)
     return cap_error_errno(err, -fd, "cannot reach the new instance of %s", req->spec->id);
   return fd;
@@ -523,13 +587,16 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
   int r = socket_path(req, &sa, err);
   if (r < 0)
     return r;
-  if (mkdir(req->run_dir, 0700) < 0 && errno != EEXIST)
-    return cap_error_errno(err, errno, "cannot create %s", req->run_dir);
+  r = check_run_dir(req->run_dir, err);
+  if (r < 0)
+    return r;
   uint64_t deadline = now_ms() + (req->wait_ms ? req->wait_ms : 30000);
   /* an instance that went away between connect and lease is started anew,
    * once: nothing was sent to it yet, so retrying is safe */
   for (int attempt = 0; attempt < 2; attempt++) {
-    int fd = connect_keeper(&sa);
+    int fd = connect_keeper(&sa, deadline);
+    if (fd == -EPERM)
+      return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it", sa.sun_path);
     if (fd == -ENOENT || fd == -ECONNREFUSED)
       fd = start_keeper(req, &sa, deadline, err);
     else if (fd < 0)
@@ -542,7 +609,7 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
     if (send(fd, "L", 1, MSG_NOSIGNAL) == 1) {
       uint64_t t = now_ms();
       struct pollfd p = {.fd = fd, .events = POLLIN};
-      if (t < deadline && poll(&p, 1, (int)(deadline - t)) > 0) {
+      if (t < deadline && poll(&p, 1, ms_until(deadline)) > 0) {
         struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
         char control[CMSG_SPACE(sizeof(int))];
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,

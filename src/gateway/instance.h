@@ -28,6 +28,8 @@ struct gw_instance_request {
   size_t n_env;
   const char *log_path;  /* the server's stdout and stderr, and the keeper's notes */
   uint64_t wait_ms;      /* how long the caller waits for a start and a lease */
+  const char *const *hidden; /* masked in the sandbox (sandbox_options.hidden) */
+  size_t n_hidden;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,23 +46,23 @@ static char *read_small_file(const char *path, size_t *len)
 }
 
 /* A random salt of the state directory's, so the instance names built from
- * credentials reveal nothing about them. */
+ * credentials reveal nothing about them; a missing or damaged one is
+ * replaced. */
 static void run_salt(const char *run_dir, unsigned char salt[32])
 {
   _cleanup_free_ char *path = cap_xasprintf("%s/salt", run_dir);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd >= 0 && read(fd, salt, 32) == 32) {
-    close(fd);
-    return;
-  }
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  ssize_t got = fd >= 0 ? read(fd, salt, 32) : -1;
   if (fd >= 0)
     close(fd);
+  if (got == 32)
+    return;
   randombytes_buf(salt, 32);
   _cleanup_free_ char *tmp = cap_xasprintf("%s/salt.%d", run_dir, (int)getpid());
   fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd >= 0 && write(fd, salt, 32) == 32 && close(fd) == 0) {
-    if (link(tmp, path) < 0) { /* another process won: use its salt */
-      int rfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (got < 0 ? link(tmp, path) < 0 : rename(tmp, path) < 0) { /* another process won: its salt */
+      int rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
       if (rfd >= 0 && read(rfd, salt, 32) != 32)
         randombytes_buf(salt, 32);
       if (rfd >= 0)
@@ -73,29 +74,43 @@ static void run_salt(const char *run_dir, unsigned char salt[32])
   unlink(tmp);
 }
 
-/* The instance's name: the capability, its manifest as it is now and the
- * credentials it starts with; a change to any of them starts a new one. */
-static void instance_key(const struct gw_call *call, const struct cap_spec *spec,
-                         char *const *env, size_t n_env, char out[33])
+/* The instance's name: the capability, its manifest and server program as
+ * they are now, and the credentials it starts with; a change to any of
+ * them starts a new one. */
+static int instance_key(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
+                        size_t n_env, char out[33], struct cap_error *err)
 {
+  size_t len = 0;
+  _cleanup_free_ char *manifest = read_small_file(spec->source_path, &len);
+  if (!manifest)
+    return cap_error_errno(err, errno ? errno : EIO, "cannot read %s", spec->source_path);
   unsigned char salt[32];
   mkdir(call->run_dir, 0700);
   run_salt(call->run_dir, salt);
   crypto_generichash_state st;
   crypto_generichash_init(&st, salt, sizeof salt, 16);
+  sodium_memzero(salt, sizeof salt);
   crypto_generichash_update(&st, (const unsigned char *)spec->id, strlen(spec->id) + 1);
   crypto_generichash_update(&st, (const unsigned char *)spec->source_path,
                             strlen(spec->source_path) + 1);
-  size_t len = 0;
-  _cleanup_free_ char *manifest = read_small_file(spec->source_path, &len);
-  if (manifest)
-    crypto_generichash_update(&st, (const unsigned char *)manifest, len);
+  crypto_generichash_update(&st, (const unsigned char *)manifest, len);
+  /* the program: a rebuilt server is a new instance */
+  const char *prog = spec->runtime.command.len ? spec->runtime.command.v[0] : "";
+  _cleanup_free_ char *path = strncmp(prog, "./", 2) == 0
+                                  ? cap_xasprintf("%s/%s", spec->package_dir, prog + 2)
+                                  : cap_xstrdup(prog);
+  struct stat sb;
+  if (stat(path, &sb) == 0) {
+    int64_t id[4] = {(int64_t)sb.st_ino, (int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec,
+                     (int64_t)sb.st_mtim.tv_nsec};
+    crypto_generichash_update(&st, (const unsigned char *)id, sizeof id);
+  }
   for (size_t i = 0; i < n_env; i++)
     crypto_generichash_update(&st, (const unsigned char *)env[i], strlen(env[i]) + 1);
   unsigned char h[16];
   crypto_generichash_final(&st, h, sizeof h);
-  sodium_memzero(salt, sizeof salt);
   sodium_bin2hex(out, 33, h, sizeof h);
+  return 0;
 }
 
 /* Invoke with the raw answer; the caller judges it. Returns an exit code. */
@@ -112,7 +127,8 @@ static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, c
   uint64_t deadline_ms = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
   uint64_t start = now_ms();
   char key[33];
-  instance_key(call, spec, env, n_env, key);
+  if (instance_key(call, spec, env, n_env, key, err) < 0)
+    return EXIT_FAILED;
   _cleanup_free_ char *log_path = NULL;
   if (call->log_dir) {
     mkdir(call->log_dir, 0700);
@@ -121,7 +137,8 @@ static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, c
   struct gw_instance_request req = {.spec = spec, .run_dir = call->run_dir, .key = key,
                                     .env = env, .n_env = n_env,
                                     .log_path = log_path ? log_path : "/dev/null",
-                                    .wait_ms = deadline_ms};
+                                    .wait_ms = deadline_ms, .hidden = call->hidden,
+                                    .n_hidden = call->n_hidden};
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0)
@@ -138,7 +155,8 @@ static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, c
     const char *values[] = {call->session_id ? call->session_id : session,
                             call->user ? call->user : ""};
     uint64_t spent = now_ms() - start;
-    int left = spent >= deadline_ms ? 1 : (int)(deadline_ms - spent);
+    uint64_t rest = spent >= deadline_ms ? 1 : deadline_ms - spent;
+    int left = rest > INT32_MAX ? INT32_MAX : (int)rest;
     r = selu_invoke(ch, tool, args, keys, values, 2, left, resp, err);
   }
   selu_channel_close(ch);

@@ -22,6 +22,9 @@ struct gw_state;
 
 /* $XDG_STATE_HOME/capsule, else ~/.local/state/capsule (allocated). */
 char *gw_state_default_dir(void);
+/* The state directories no sandbox may see (the one in use, resolved, and
+ * the default one), those that exist: up to 2 in out, each to be freed. */
+size_t gw_state_private_paths(const char *state_dir, char *out[2]);
 
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err);
 void gw_state_close(struct gw_state *st);

@@ -34,6 +34,10 @@ struct sandbox_options {
    * once sandbox_run has started the sandbox (on_started). */
   bool has_connector;
   int connector_fd;
+  /* Host paths masked inside the sandbox whatever the grants say:
+   * capsule's own state (its key, sealed credentials, instance sockets). */
+  const char *const *hidden;
+  size_t n_hidden;
   /* Called in the caller's process once the sandbox runs, before
    * sandbox_run waits for it: where a caller may start threads. */
   void (*on_started)(void *ctx);

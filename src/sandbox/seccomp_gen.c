@@ -23,7 +23,8 @@ static const char *const denied_syscalls[] = {
     "mount", "umount", "umount2", "pivot_root", "chroot", "unshare", "setns", "open_tree",
     "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
     /* other processes and the kernel */
-    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "bpf", "perf_event_open",
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "bpf",
+    "perf_event_open",
     "keyctl", "add_key", "request_key", "userfaultfd", "io_uring_setup", "io_uring_enter",
     "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
     "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd",

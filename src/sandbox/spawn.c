@@ -379,7 +379,8 @@ static void write_ca_bundle(const struct proxy *px, const char *root)
 }
 
 /* Builds the new root at `root` (a tmpfs) and moves into it. */
-static void build_root(const struct cap_spec *spec, const char *root, const struct proxy *px)
+static void build_root(const struct cap_spec *spec, const struct sandbox_options *opt,
+                       const char *root, const struct proxy *px)
 {
   CHILD_TRY(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL),
             "cannot make the mount tree private: %s", strerror(errno));
@@ -394,6 +395,8 @@ static void build_root(const struct cap_spec *spec, const char *root, const stru
             "cannot mount /proc: %s", strerror(errno));
   for (size_t i = 0; i < spec->deny.len; i++)
     mount_deny(root, spec->deny.v[i]);
+  for (size_t i = 0; i < opt->n_hidden; i++) /* capsule's own state, whatever was granted */
+    mount_deny(root, opt->hidden[i]);
   mask_blocked_commands(spec, root);
   if (px)
     write_ca_bundle(px, root);
@@ -468,7 +471,9 @@ static ssize_t receive_with_fds(int sock, void *buf, size_t len, int *fds, size_
   struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
   if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
     size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    int all[1 + SANDBOX_MAX_FORWARDS];
+    int all[1 + SANDBOX_MAX_FORWARDS + 2]; /* CMSG_SPACE's padding fits one more */
+    if (n > sizeof all / sizeof all[0])
+      n = sizeof all / sizeof all[0];
     memcpy(all, CMSG_DATA(cm), n * sizeof(int));
     for (size_t i = max; i < n; i++)
       close(all[i]);
@@ -914,9 +919,12 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
       _exit(127); /* the parent gave up */
     close(l.sync[0]);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* a copy of capsule's memory: not dumpable from the start (the command
+     * regains it at exec), so no window before pid 1's own prctl */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     become_sandbox_ids(inside_uid, inside_gid);
     proxy_scrub(px); /* this copy of capsule's memory keeps no secret */
-    build_root(spec, l.base, px);
+    build_root(spec, opt, l.base, px);
     if (flags & CLONE_NEWNET)
       loopback_up();
     if (proxied) {

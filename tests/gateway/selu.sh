@@ -117,6 +117,30 @@ else bad "idle-stop ($n sockets left)"; fi
 p3=$("$capsule" call --caps "$caps" --state "$state" selu-ok pid '{}' 2>&1); calls=$((calls + 1))
 if echo "$p3" | grep -q '"pid"'; then ok restarts-after-idle; else bad "restarts-after-idle ($p3)"; fi
 
+echo "capsule's state is out of every sandbox's sight"
+"$capsule" call --caps "$caps" --state "$state" selu-ok ok '{}' >/dev/null 2>&1; calls=$((calls + 1))
+out=$("$capsule" run --state "$state" --allow-read "$work" -- /bin/sh -c "ls -a $state/run; cat $state/key | wc -c" 2>&1)
+if ls "$state/run"/*.sock >/dev/null 2>&1 && ! echo "$out" | grep -qE '\.sock|salt|^32$'; then ok state-masked-in-run
+else bad state-masked-in-run; echo "$out" | head -5 | sed 's/^/         /'; fi
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  # unprivileged: the sandbox's uid is the caller's, so only the mask keeps
+  # a sandbox granted the state's parent from the key and the sockets
+  nb=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$work/nb")
+  mkdir -p "$work/nb" && chown 65534:65534 "$work/nb"
+  "${nb[@]}" "$capsule" policy set selu-ok pid allow --state "$work/nb/s" >/dev/null
+  out=$("${nb[@]}" "$capsule" call --caps "$caps" --state "$work/nb/s" selu-ok pid '{}' 2>&1)
+  if echo "$out" | grep -q '"pid"'; then ok unprivileged-instance; else bad unprivileged-instance; echo "$out" | head -3 | sed 's/^/         /'; fi
+  out=$("${nb[@]}" "$capsule" run --state "$work/nb/s" --allow-read "$work/nb" -- /bin/sh -c "ls -a $work/nb/s/run; cat $work/nb/s/key | wc -c" 2>&1)
+  if ls "$work/nb/s/run"/*.sock >/dev/null 2>&1 && ! echo "$out" | grep -qE '\.sock|salt|^32$'; then ok unprivileged-state-masked
+  else bad unprivileged-state-masked; echo "$out" | head -5 | sed 's/^/         /'; fi
+  pkill -f -- "--state $work/nb/s"
+fi
+mkdir -p "$work/shared/run" && chmod 777 "$work/shared/run"
+"$capsule" policy set selu-ok ok allow --state "$work/shared" >/dev/null 2>&1
+out=$("$capsule" call --caps "$caps" --state "$work/shared" selu-ok ok '{}' 2>&1)
+if echo "$out" | grep -q "is not a private directory of this user's"; then ok run-dir-not-private-refused
+else bad run-dir-not-private-refused; echo "$out" | head -3 | sed 's/^/         /'; fi
+
 echo "credentials (environment variables, per the seed; instances per credential set)"
 c cred-missing 1 'credential SELU_TOKEN is not set for user alice; set it with .capsule cred set SELU_TOKEN --scope user --user alice.' --user alice selu-cred env '{"name": "SELU_TOKEN"}'
 printf 'alice-secret' | "$capsule" cred set SELU_TOKEN --scope user --user alice --state "$state"
