@@ -68,7 +68,7 @@ struct proxy {
   pthread_cond_t work;  /* a connection was queued, or stopping */
   size_t active;        /* slots in use */
   size_t n_workers, idle_workers;
-  bool has_leader; /* a worker is blocked in accept() on the proxy's listener */
+  size_t acceptors; /* workers blocked in accept() on the proxy's listener */
   bool stopping;
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */
   size_t q_head, q_len;
@@ -311,15 +311,17 @@ static void slot_set_upstream(struct worker *w, int fd)
 /* Moves what one readable socket has (up to a pipe's worth) to the other
  * without copying through user space: socket -> pipe -> socket. Returns
  * the bytes moved, 0 at end of stream, -1 on error. */
-static ssize_t pump(struct worker *w, int dir, int from, int to)
+static ssize_t pump(struct worker *w, int dir, int from, int to, bool wait)
 {
   int *pp = w->pipes[dir];
   if (!w->bulk[dir]) {
     /* most answers are small: one copy costs less than making, sizing
-     * and closing a pipe; a full buffer means bulk, spliced from then on */
-    ssize_t n = recv(from, w->small, sizeof w->small, MSG_DONTWAIT);
+     * and closing a pipe; a full buffer means bulk, spliced from then on.
+     * With wait, the first read blocks (SO_RCVTIMEO bounds it) rather than
+     * failing and polling. */
+    ssize_t n = recv(from, w->small, sizeof w->small, wait ? 0 : MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return -2;
+      return wait ? -1 : -2; /* waited the stream timeout out: over */
     if (n <= 0)
       return n;
     for (ssize_t off = 0; off < n;) {
@@ -368,7 +370,7 @@ static void relay(struct worker *w, int a, int b, struct event *ev)
     for (int i = 0; i < 2; i++) {
       if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
         continue;
-      ssize_t n = pump(w, i, p[i].fd, fds[1 - i]);
+      ssize_t n = pump(w, i, p[i].fd, fds[1 - i], false);
       if (n == -2)
         continue;
       if (n < 0)
@@ -861,7 +863,7 @@ static void forward_request(struct worker *w, struct stream *client,
           cap_buf_free(&clean);
         }
       } else if (!up.ssl && !client->ssl) {
-        n = pump(w, 1, fd, client->fd);
+        n = pump(w, 1, fd, client->fd, true);
         if (n == -2) { /* nothing yet: wait for it */
           struct pollfd pf = {.fd = fd, .events = POLLIN};
           if (poll(&pf, 1, STREAM_TIMEOUT_S * 1000) <= 0)
@@ -1086,8 +1088,7 @@ static void handle_reverse(struct worker *w, struct stream *client,
 static void serve_one(struct worker *w, int fd)
 {
   struct proxy *px = w->px;
-  struct stream client = {.fd = fd};
-  set_timeouts(fd, STREAM_TIMEOUT_S);
+  struct stream client = {.fd = fd}; /* timeouts inherited from the listener */
   struct http_request *req = &w->req;
   char *buf = w->buf;
   size_t got;
@@ -1145,11 +1146,14 @@ static void serve_forward(struct worker *w, int fd, uint16_t port)
 
 /* Workers live until proxy_stop (a thread per connection would pay for
  * creating and unmapping a stack, with TLB shootdowns, on every one).
- * Leader and followers: one worker at a time blocks in accept() on the
- * proxy's listener; when a connection arrives it hands leadership on (to
- * an idle worker, or a new one) and serves that connection itself, so the
- * kernel wakes the thread that serves it, with no hand-off. ports.localhost
- * listeners are accepted by the poll thread and queued. */
+ * A few workers (up to MAX_ACCEPTORS) block in accept() on the proxy's
+ * listener at once; the kernel wakes exactly one per connection, which
+ * serves it itself: no hand-off, and while another acceptor is still
+ * waiting, no wake-up of anyone else either. The last acceptor to leave
+ * calls on an idle worker (or makes one). Other idle workers wait for
+ * queued work: ports.localhost connections, accepted by the poll thread. */
+
+#define MAX_ACCEPTORS 4
 
 static bool spawn_worker(struct proxy *px);
 
@@ -1213,8 +1217,8 @@ static void *worker_main(void *arg)
     }
     if (px->stopping)
       break;
-    if (!px->has_leader) {
-      px->has_leader = true;
+    if (px->acceptors < MAX_ACCEPTORS) {
+      px->acceptors++;
       pthread_mutex_unlock(&px->lock);
       int fd;
       for (;;) {
@@ -1225,11 +1229,12 @@ static void *worker_main(void *arg)
           usleep(50000); /* out of descriptors or memory: back off, do not spin */
       }
       pthread_mutex_lock(&px->lock);
-      px->has_leader = false;
+      px->acceptors--;
       if (fd < 0)
         continue; /* stopping */
-      /* the next leader: an idle follower, or a new worker */
-      if (!px->stopping && (px->idle_workers == 0 ? !spawn_worker(px) : true))
+      /* the listener must not go unwatched: an idle worker, or a new one */
+      if (!px->stopping && px->acceptors == 0 &&
+          (px->idle_workers == 0 ? !spawn_worker(px) : true))
         pthread_cond_signal(&px->work);
       size_t slot = claim_slot(px, fd, 0);
       if (slot != SIZE_MAX)
@@ -1488,6 +1493,8 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
   }
   memcpy(px->listen_fds, fds, n * sizeof *fds);
   px->n_listen = n;
+  for (size_t i = 0; i < n; i++) /* accepted connections inherit them: no calls per connection */
+    set_timeouts(fds[i], STREAM_TIMEOUT_S);
   if (pipe2(px->stop_pipe, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "proxy: pipe");
   if (pthread_create(&px->thread, NULL, accept_loop, px) != 0)
