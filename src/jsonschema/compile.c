@@ -911,6 +911,7 @@ static void compile_keyword(struct compiler *c, struct js_schema *s, const struc
       c->v->regexes[c->v->n_regexes++] = re;
       struct js_pattern_prop *pp = &s->pattern_props[s->n_pattern_props++];
       pp->re = re;
+      pp->fast = js_fastre_compile(c->v, pm->key, pm->keylen);
       pp->source = pm->key;
       pp->schema = sub(c, pm->value);
     }
@@ -1029,6 +1030,7 @@ static void compile_keyword(struct compiler *c, struct js_schema *s, const struc
     }
     c->v->regexes[c->v->n_regexes++] = re;
     s->pattern = re;
+    s->pattern_fast = js_fastre_compile(c->v, n->u.str.ptr, n->u.str.len);
     s->pattern_source = n->u.str.ptr;
     s->groups |= JS_G_STR;
   } else if (strcmp(k, "maxItems") == 0) {

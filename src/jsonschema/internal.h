@@ -95,8 +95,36 @@ struct js_prop {
   struct js_schema *schema;
 };
 
+/* regex.c's small matcher (see js_fastre_compile) */
+#define FRE_MAX_ATOMS 32
+#define FRE_INF UINT32_MAX
+
+struct fre_set {
+  uint64_t bits[2]; /* ASCII members */
+  uint8_t na;       /* non-ASCII code points: none, all, ECMA spaces, all but them */
+};
+
+struct fre_atom {
+  struct fre_set set;
+  uint32_t min, max;
+  uint8_t table[256]; /* by byte: 1 ASCII member, 2 non-ASCII lead byte to decode, 0 no */
+};
+
+struct js_fastre {
+  bool ascii_only; /* no set takes non-ASCII code points */
+  bool greedy;     /* else the bit-parallel automaton */
+  size_t n_atoms;
+  /* automaton: bit 0 is the start, bit k the k-th state (one code point) */
+  unsigned n_states;
+  uint64_t ascii[128];              /* states each ASCII character may enter */
+  uint64_t na_space, na_other;      /* same for non-ASCII code points */
+  uint64_t loop, opt, opt_masks[6]; /* self-loops; optional states (skip closure) */
+  struct fre_atom atoms[];          /* greedy: n_atoms of them */
+};
+
 struct js_pattern_prop {
   pcre2_code *re;
+  const struct js_fastre *fast; /* NULL: PCRE2 only */
   const char *source;
   struct js_schema *schema;
 };
@@ -156,6 +184,7 @@ struct js_schema {
   int64_t max_length, min_length, max_items, min_items, max_props, min_props; /* -1 absent */
   bool unique_items;
   pcre2_code *pattern;
+  const struct js_fastre *pattern_fast; /* NULL: PCRE2 only */
   const char *pattern_source;
   struct js_prop *required; /* schema unused */
   size_t n_required;
@@ -229,6 +258,13 @@ bool js_dec_is_integer(const struct js_dec *a);
 /* Translates an ECMA-262 pattern to PCRE2 syntax and compiles it; on
  * failure returns NULL and writes a message into err. */
 pcre2_code *js_regex_compile(const char *src, size_t len, char *err, size_t errlen);
+/* A matcher without PCRE2 for "^" + character sets with quantifiers + "$"
+ * (same language as the PCRE2 translation); NULL for other patterns. Only
+ * for sources js_regex_compile accepted. */
+struct js_fastre *js_fastre_compile(struct cap_js_validator *v, const char *src, size_t len);
+/* Whole-string match; s must be valid UTF-8 unless f->ascii_only (then a
+ * non-ASCII byte simply does not match). */
+bool js_fastre_match(const struct js_fastre *f, const char *s, size_t n);
 
 /* format.c */
 enum js_format js_format_lookup(const char *name);

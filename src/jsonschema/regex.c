@@ -5,6 +5,7 @@
  * and \u{...} become \x{...}, \cX and \v are control characters, "$" only
  * matches at the very end, and escapes ECMA does not define are errors. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/text.h"
@@ -282,4 +283,456 @@ pcre2_code *js_regex_compile(const char *src, size_t len, char *err, size_t errl
   }
   pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
   return re;
+}
+
+/* ---- a small exact matcher for simple anchored patterns ----
+ *
+ * "^" atom* "$", where an atom is a character set (a literal, a class, or
+ * \d \D \w \W \s \S) with an optional greedy quantifier, is matched here
+ * without PCRE2; everything else (groups, alternatives, ".", lookarounds,
+ * backreferences, \u escapes, non-ASCII literals...) keeps PCRE2. A set is
+ * 128 ASCII bits plus what it does with non-ASCII code points: none, all,
+ * ECMA's white space only (\s) or everything but it (\S, [^\s]). That is
+ * exactly what the translation above hands PCRE2 (UTF mode, no UCP: \d and
+ * \w are ASCII; \s is ECMA's list), except "\S" inside a class, which the
+ * translation leaves to PCRE2's own ASCII reading: such classes stay with
+ * PCRE2. Quantifiers count code points, as PCRE2 in UTF mode does. */
+
+enum { NA_NONE, NA_ALL, NA_SPACE, NA_NOTSPACE };
+
+static void set_add(struct fre_set *s, unsigned ch) { s->bits[ch >> 6] |= 1ULL << (ch & 63); }
+
+static void set_range(struct fre_set *s, unsigned lo, unsigned hi)
+{
+  for (unsigned ch = lo; ch <= hi; ch++)
+    set_add(s, ch);
+}
+
+static uint8_t na_union(uint8_t a, uint8_t b)
+{
+  if (a == NA_NONE)
+    return b;
+  if (b == NA_NONE || a == b)
+    return a;
+  return NA_ALL; /* ALL with anything, SPACE with NOTSPACE */
+}
+
+static uint8_t na_negate(uint8_t a)
+{
+  static const uint8_t neg[] = {NA_ALL, NA_NONE, NA_NOTSPACE, NA_SPACE};
+  return neg[a];
+}
+
+static void set_union(struct fre_set *s, const struct fre_set *t)
+{
+  s->bits[0] |= t->bits[0];
+  s->bits[1] |= t->bits[1];
+  s->na = na_union(s->na, t->na);
+}
+
+static void set_negate(struct fre_set *s)
+{
+  s->bits[0] = ~s->bits[0];
+  s->bits[1] = ~s->bits[1];
+  s->na = na_negate(s->na);
+}
+
+static bool set_disjoint(const struct fre_set *a, const struct fre_set *b)
+{
+  if ((a->bits[0] & b->bits[0]) || (a->bits[1] & b->bits[1]))
+    return false;
+  if (a->na == NA_NONE || b->na == NA_NONE)
+    return true;
+  return (a->na == NA_SPACE && b->na == NA_NOTSPACE) || (a->na == NA_NOTSPACE && b->na == NA_SPACE);
+}
+
+/* ECMA-262 WhiteSpace and LineTerminator above ASCII */
+static bool ecma_space_cp(uint32_t cp)
+{
+  return cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+         cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF;
+}
+
+static void set_ascii_space(struct fre_set *s)
+{
+  set_range(s, '\t', '\r'); /* \t \n \v \f \r */
+  set_add(s, ' ');
+}
+
+/* \d \D \w \W \s \S as a set; false for other letters */
+static bool class_escape(char c, bool in_class, struct fre_set *s)
+{
+  memset(s, 0, sizeof(*s));
+  switch (c) {
+  case 'd':
+  case 'D': set_range(s, '0', '9'); break;
+  case 'w':
+  case 'W':
+    set_range(s, '0', '9');
+    set_range(s, 'a', 'z');
+    set_range(s, 'A', 'Z');
+    set_add(s, '_');
+    break;
+  case 's':
+    set_ascii_space(s);
+    s->na = NA_SPACE;
+    break;
+  case 'S':
+    if (in_class)
+      return false; /* translated to PCRE2's ASCII \S: left to PCRE2 */
+    set_ascii_space(s);
+    s->na = NA_SPACE;
+    break;
+  default: return false;
+  }
+  if (c == 'D' || c == 'W' || c == 'S')
+    set_negate(s);
+  return true;
+}
+
+/* One character of an escape that stands for itself (or a control
+ * character); -1 when this matcher does not take it. */
+static int char_escape(const char *src, size_t len, size_t i, bool in_class, size_t *used)
+{
+  char c = src[i + 1];
+  *used = 2;
+  switch (c) {
+  case 't': return '\t';
+  case 'n': return '\n';
+  case 'r': return '\r';
+  case 'f': return '\f';
+  case 'v': return '\v';
+  case '0':
+    if (i + 2 < len && src[i + 2] >= '0' && src[i + 2] <= '9')
+      return -1;
+    return 0;
+  case 'x': {
+    uint32_t cp;
+    if (!hexn(src + i + 2, len - i - 2, 2, &cp) || cp >= 0x80)
+      return -1;
+    *used = 4;
+    return (int)cp;
+  }
+  case '-': return in_class ? '-' : -1;
+  default:
+    if (strchr("^$\\.*+?()[]{}|/", c) && c != '\0')
+      return (unsigned char)c;
+    return -1;
+  }
+}
+
+/* a bracketed class at src[i] == '['; bytes consumed, 0 when not taken */
+static size_t parse_class(const char *src, size_t len, size_t i, struct fre_set *out)
+{
+  size_t j = i + 1;
+  bool negate = false;
+  memset(out, 0, sizeof(*out));
+  if (j < len && src[j] == '^') {
+    negate = true;
+    j++;
+  }
+  if (j < len && src[j] == ']')
+    return 0; /* "[]" / "[^]": rare, left to PCRE2 */
+  for (;;) {
+    if (j >= len)
+      return 0;
+    char c = src[j];
+    if (c == ']')
+      break;
+    if (c == '[' || (unsigned char)c >= 0x80)
+      return 0;
+    int lo;
+    if (c == '\\') {
+      if (j + 1 >= len)
+        return 0;
+      struct fre_set cls;
+      if (class_escape(src[j + 1], true, &cls)) {
+        if (j + 2 < len && src[j + 2] == '-' && j + 3 < len && src[j + 3] != ']')
+          return 0; /* a class escape as a range end */
+        set_union(out, &cls);
+        j += 2;
+        continue;
+      }
+      size_t used;
+      lo = char_escape(src, len, j, true, &used);
+      if (lo < 0)
+        return 0;
+      j += used;
+    } else {
+      lo = (unsigned char)c;
+      j++;
+    }
+    if (j + 1 < len && src[j] == '-' && src[j + 1] != ']') {
+      int hi;
+      char d = src[j + 1];
+      if (d == '\\') {
+        size_t used;
+        if (j + 2 >= len)
+          return 0;
+        hi = char_escape(src, len, j + 1, true, &used);
+        if (hi < 0)
+          return 0;
+        j += 1 + used;
+      } else {
+        if (d == '[' || (unsigned char)d >= 0x80)
+          return 0;
+        hi = (unsigned char)d;
+        j += 2;
+      }
+      if (hi < lo)
+        return 0;
+      set_range(out, (unsigned)lo, (unsigned)hi);
+    } else {
+      set_add(out, (unsigned)lo);
+    }
+  }
+  if (negate)
+    set_negate(out);
+  return j + 1 - i;
+}
+
+static size_t parse_quantifier(const char *src, size_t len, size_t i, uint32_t *min, uint32_t *max)
+{
+  *min = *max = 1;
+  if (i >= len)
+    return 0;
+  size_t j = i;
+  switch (src[i]) {
+  case '*': *min = 0, *max = FRE_INF, j++; break;
+  case '+': *min = 1, *max = FRE_INF, j++; break;
+  case '?': *min = 0, *max = 1, j++; break;
+  case '{': {
+    uint64_t a = 0, b;
+    size_t k = i + 1;
+    if (k >= len || src[k] < '0' || src[k] > '9')
+      return SIZE_MAX;
+    while (k < len && src[k] >= '0' && src[k] <= '9' && a <= 100000)
+      a = a * 10 + (uint64_t)(src[k++] - '0');
+    b = a;
+    if (k < len && src[k] == ',') {
+      k++;
+      if (k < len && src[k] == '}') {
+        b = FRE_INF;
+      } else {
+        if (k >= len || src[k] < '0' || src[k] > '9')
+          return SIZE_MAX;
+        b = 0;
+        while (k < len && src[k] >= '0' && src[k] <= '9' && b <= 100000)
+          b = b * 10 + (uint64_t)(src[k++] - '0');
+      }
+    }
+    if (k >= len || src[k] != '}' || a > 65535 || (b != FRE_INF && (b > 65535 || b < a)))
+      return SIZE_MAX;
+    *min = (uint32_t)a;
+    *max = (uint32_t)b;
+    j = k + 1;
+    break;
+  }
+  default: return 0;
+  }
+  if (j < len && (src[j] == '?' || src[j] == '*' || src[j] == '+' || src[j] == '{'))
+    return SIZE_MAX; /* lazy or doubled quantifiers: PCRE2 */
+  return j - i;
+}
+
+static void nfa_state(struct js_fastre *f, const struct fre_set *s, bool loop, bool opt)
+{
+  uint64_t bit = 1ULL << ++f->n_states;
+  for (unsigned ch = 0; ch < 128; ch++)
+    if (s->bits[ch >> 6] & (1ULL << (ch & 63)))
+      f->ascii[ch] |= bit;
+  if (s->na == NA_ALL || s->na == NA_SPACE)
+    f->na_space |= bit;
+  if (s->na == NA_ALL || s->na == NA_NOTSPACE)
+    f->na_other |= bit;
+  if (loop)
+    f->loop |= bit;
+  if (opt)
+    f->opt |= bit;
+}
+
+struct js_fastre *js_fastre_compile(struct cap_js_validator *v, const char *src, size_t len)
+{
+  if (len < 2 || src[0] != '^' || src[len - 1] != '$')
+    return NULL;
+  /* built at full size, then copied into the arena at its own */
+  struct js_fastre *f = cap_xcalloc(1, sizeof(*f) + FRE_MAX_ATOMS * sizeof(f->atoms[0]));
+  struct js_fastre *out = NULL;
+  size_t i = 1, end = len - 1;
+  while (i < end) {
+    if (f->n_atoms == FRE_MAX_ATOMS)
+      goto done;
+    struct fre_atom *a = &f->atoms[f->n_atoms];
+    char c = src[i];
+    if (c == '[') {
+      size_t n = parse_class(src, end, i, &a->set);
+      if (!n)
+        goto done;
+      i += n;
+    } else if (c == '\\') {
+      if (i + 1 >= end)
+        goto done;
+      if (class_escape(src[i + 1], false, &a->set)) {
+        i += 2;
+      } else {
+        size_t used;
+        int ch = char_escape(src, end, i, false, &used);
+        if (ch < 0)
+          goto done;
+        memset(&a->set, 0, sizeof(a->set));
+        set_add(&a->set, (unsigned)ch);
+        i += used;
+      }
+    } else {
+      if ((unsigned char)c >= 0x80 || strchr("^$.*+?()[]{}|", c))
+        goto done;
+      memset(&a->set, 0, sizeof(a->set));
+      set_add(&a->set, (unsigned char)c);
+      i++;
+    }
+    size_t q = parse_quantifier(src, end, i, &a->min, &a->max);
+    if (q == SIZE_MAX)
+      goto done;
+    i += q;
+    f->n_atoms++;
+  }
+  if (i != end)
+    goto done;
+  /* greedy is exact when no variable atom can give a character to the next */
+  f->greedy = true;
+  for (size_t k = 0; k < f->n_atoms && f->greedy; k++) {
+    const struct fre_atom *a = &f->atoms[k];
+    if (a->min == a->max || k + 1 == f->n_atoms)
+      continue;
+    f->greedy = f->atoms[k + 1].min >= 1 && set_disjoint(&a->set, &f->atoms[k + 1].set);
+  }
+  if (!f->greedy) {
+    for (size_t k = 0; k < f->n_atoms; k++) {
+      const struct fre_atom *a = &f->atoms[k];
+      size_t need = a->max == FRE_INF ? (a->min ? a->min : 1) : a->max;
+      if (f->n_states + need > 63)
+        goto done;
+      if (a->max == FRE_INF) {
+        for (uint32_t r = 1; r < a->min; r++)
+          nfa_state(f, &a->set, false, false);
+        nfa_state(f, &a->set, true, a->min == 0);
+      } else {
+        for (uint32_t r = 0; r < a->max; r++)
+          nfa_state(f, &a->set, false, r >= a->min);
+      }
+    }
+    /* skipping optional states: bit j reaches j+2^k when the 2^k states
+     * j+1..j+2^k are all optional */
+    uint64_t m = f->opt;
+    for (int k = 0; k < 6; k++) {
+      f->opt_masks[k] = m;
+      m &= m << (1u << k);
+    }
+  }
+  f->ascii_only = true;
+  for (size_t k = 0; k < f->n_atoms; k++) {
+    struct fre_atom *a = &f->atoms[k];
+    f->ascii_only &= a->set.na == NA_NONE;
+    for (unsigned ch = 0; ch < 128; ch++)
+      a->table[ch] = (a->set.bits[ch >> 6] >> (ch & 63)) & 1;
+    for (unsigned ch = 0xC0; ch < 256 && a->set.na != NA_NONE; ch++)
+      a->table[ch] = 2;
+  }
+  size_t n_atoms = f->greedy ? f->n_atoms : 0;
+  out = js_alloc(v, sizeof(*out) + n_atoms * sizeof(out->atoms[0]));
+  memcpy(out, f, sizeof(*out) + n_atoms * sizeof(out->atoms[0]));
+done:
+  free(f);
+  return out;
+}
+
+static inline uint64_t nfa_close(const struct js_fastre *f, uint64_t d)
+{
+  if (f->opt)
+    for (int k = 0; k < 6; k++)
+      d |= (d << (1u << k)) & f->opt_masks[k];
+  return d;
+}
+
+/* the code point at s[*i] (valid UTF-8, non-ASCII lead byte); advances *i */
+static inline uint32_t decode_cp(const unsigned char *s, size_t *i)
+{
+  unsigned char b = s[*i];
+  uint32_t cp;
+  if (b < 0xE0) {
+    cp = ((uint32_t)(b & 0x1F) << 6) | (s[*i + 1] & 0x3F);
+    *i += 2;
+  } else if (b < 0xF0) {
+    cp = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[*i + 1] & 0x3F) << 6) | (s[*i + 2] & 0x3F);
+    *i += 3;
+  } else {
+    cp = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[*i + 1] & 0x3F) << 12) |
+         ((uint32_t)(s[*i + 2] & 0x3F) << 6) | (s[*i + 3] & 0x3F);
+    *i += 4;
+  }
+  return cp;
+}
+
+static inline bool na_has(uint8_t na, uint32_t cp)
+{
+  switch (na) {
+  case NA_ALL: return true;
+  case NA_SPACE: return ecma_space_cp(cp);
+  case NA_NOTSPACE: return !ecma_space_cp(cp);
+  default: return false;
+  }
+}
+
+bool js_fastre_match(const struct js_fastre *f, const char *str, size_t n)
+{
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  if (f->greedy) {
+    for (size_t k = 0; k < f->n_atoms; k++) {
+      const struct fre_atom *a = &f->atoms[k];
+      const uint8_t *tbl = a->table;
+      size_t start = i;
+      if (a->set.na == NA_NONE) { /* one byte per code point */
+        size_t lim = n - i > a->max ? i + a->max : n;
+        while (i < lim && tbl[s[i]])
+          i++;
+        if (i - start < a->min)
+          return false;
+        continue;
+      }
+      uint32_t count = 0;
+      while (count < a->max && i < n && tbl[s[i]]) {
+        if (tbl[s[i]] == 2) {
+          size_t j = i;
+          if (!na_has(a->set.na, decode_cp(s, &j)))
+            break;
+          i = j;
+        } else {
+          i++;
+        }
+        count++;
+      }
+      if (count < a->min)
+        return false;
+    }
+    return i == n;
+  }
+  uint64_t d = 1; /* before the first state */
+  while (i < n) {
+    unsigned char b = s[i];
+    uint64_t in;
+    if (b < 0x80) {
+      in = f->ascii[b];
+      i++;
+    } else {
+      if (f->ascii_only)
+        return false;
+      in = ecma_space_cp(decode_cp(s, &i)) ? f->na_space : f->na_other;
+    }
+    uint64_t e = nfa_close(f, d);
+    d = ((e << 1) | (e & f->loop)) & in;
+    if (!d)
+      return false;
+  }
+  return (nfa_close(f, d) >> f->n_states) & 1;
 }

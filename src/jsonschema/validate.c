@@ -351,16 +351,16 @@ static size_t utf8_length(const char *s, size_t n)
 }
 
 /* 1 match, 0 no match, -1 limit hit */
-static int regex_match(struct vctx *c, pcre2_code *re, const char *s, size_t n)
+static int regex_match(struct vctx *c, pcre2_code *re, const struct js_fastre *fast, const char *s,
+                       size_t n)
 {
-  if (!c->md) {
-    if (!tl_match_data)
-      tl_match_data = pcre2_match_data_create(1, NULL);
-    c->md = tl_match_data;
-  }
+  /* an ASCII-only small matcher stops at the first non-ASCII byte, so
+   * only a failed match needs the UTF-8 check below (invalid: -1) */
+  if (fast && fast->ascii_only && js_fastre_match(fast, s, n))
+    return 1;
   /* pcre2_jit_match skips pcre2_match's per-call checks; it needs valid
    * UTF-8, which every capsule parser guarantees and an ASCII scan or
-   * cap_utf8_valid confirms here */
+   * cap_utf8_valid confirms here (so does the small matcher) */
   bool ascii = true;
   size_t i = 0;
   for (; i + 8 <= n && ascii; i += 8) {
@@ -371,11 +371,16 @@ static int regex_match(struct vctx *c, pcre2_code *re, const char *s, size_t n)
   for (; i < n && ascii; i++)
     ascii = (unsigned char)s[i] < 0x80;
   size_t bad;
-  int rc;
-  if (ascii || cap_utf8_valid(s, n, &bad))
-    rc = pcre2_jit_match(re, (PCRE2_SPTR)s, n, 0, 0, c->md, c->v->mctx);
-  else
-    rc = PCRE2_ERROR_UTF8_ERR1;
+  if (!ascii && !cap_utf8_valid(s, n, &bad))
+    return -1;
+  if (fast)
+    return fast->ascii_only ? 0 : js_fastre_match(fast, s, n);
+  if (!c->md) {
+    if (!tl_match_data)
+      tl_match_data = pcre2_match_data_create(1, NULL);
+    c->md = tl_match_data;
+  }
+  int rc = pcre2_jit_match(re, (PCRE2_SPTR)s, n, 0, 0, c->md, c->v->mctx);
   if (rc == PCRE2_ERROR_JIT_BADOPTION) /* not JIT-compiled */
     rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, c->md, c->v->mctx);
   if (rc >= 0)
@@ -665,7 +670,7 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
       }
       for (size_t j = 0; j < s->n_pattern_props; j++) {
         const struct js_pattern_prop *pp = &s->pattern_props[j];
-        int r = regex_match(c, pp->re, m->key, m->keylen);
+        int r = regex_match(c, pp->re, pp->fast, m->key, m->keylen);
         if (r < 0)
           FAIL("patternProperties", "property name is too costly to match against \"%s\"",
                pp->source);
@@ -831,7 +836,7 @@ static bool validate_string(struct vctx *c, const struct js_schema *s, const str
            (long long)s->min_length);
   }
   if (s->pattern) {
-    int r = regex_match(c, s->pattern, x->u.str.ptr, x->u.str.len);
+    int r = regex_match(c, s->pattern, s->pattern_fast, x->u.str.ptr, x->u.str.len);
     if (r < 0)
       FAIL("pattern", "string is too costly to match against the pattern \"%s\"",
            s->pattern_source);
