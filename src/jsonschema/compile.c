@@ -710,6 +710,7 @@ static struct js_num *number_operand(struct compiler *c, const struct node_info 
     snprintf(num->text, sizeof(num->text), "%lld", (long long)num->i);
   else
     snprintf(num->text, sizeof(num->text), "%.17g", num->f);
+  num->text_len = (uint8_t)strlen(num->text);
   char *buf = js_alloc(c->v, len + 1);
   if (!js_dec_parse(text, len, buf, &num->dec)) {
     diag(c, info, n, m->key, "\"%s\" must be a finite number", m->key);
@@ -1032,6 +1033,7 @@ static void compile_keyword(struct compiler *c, struct js_schema *s, const struc
     s->pattern = re;
     s->pattern_fast = js_fastre_compile(c->v, n->u.str.ptr, n->u.str.len);
     s->pattern_source = n->u.str.ptr;
+    s->pattern_source_len = (uint32_t)strlen(n->u.str.ptr);
     s->groups |= JS_G_STR;
   } else if (strcmp(k, "maxItems") == 0) {
     s->max_items = nonneg_int(c, info, m);
@@ -1155,6 +1157,10 @@ static void message_parts(struct compiler *c, struct js_schema *s)
     value_text(s->const_value, 200, &b);
     s->const_text = buf_to_arena(c->v, &b);
   }
+  s->types_text_len = (uint32_t)strlen(s->types_text);
+  s->allowed_text_len = (uint32_t)strlen(s->allowed_text);
+  s->enum_text_len = s->enum_text ? (uint32_t)strlen(s->enum_text) : 0;
+  s->const_text_len = s->const_text ? (uint32_t)strlen(s->const_text) : 0;
 }
 
 /* Which instance kinds need more than the type check. */
@@ -1172,6 +1178,29 @@ static uint8_t work_of(const struct js_schema *s)
   if (s->groups & JS_G_NUM)
     w |= (1u << CAP_NODE_INT) | (1u << CAP_NODE_FLOAT);
   return w;
+}
+
+/* The instance kinds "type" accepts without looking at the value. */
+static uint8_t type_ok_of(uint8_t types)
+{
+  if (!types)
+    return 0xff;
+  uint8_t ok = 0;
+  if (types & JS_T_NULL)
+    ok |= 1u << CAP_NODE_NULL;
+  if (types & JS_T_BOOL)
+    ok |= 1u << CAP_NODE_BOOL;
+  if (types & (JS_T_INT | JS_T_NUM))
+    ok |= 1u << CAP_NODE_INT;
+  if (types & JS_T_NUM)
+    ok |= 1u << CAP_NODE_FLOAT;
+  if (types & JS_T_STR)
+    ok |= (1u << CAP_NODE_STRING) | (1u << CAP_NODE_DATETIME);
+  if (types & JS_T_ARR)
+    ok |= 1u << CAP_NODE_ARRAY;
+  if (types & JS_T_OBJ)
+    ok |= 1u << CAP_NODE_OBJECT;
+  return ok;
 }
 
 static struct js_schema *compile_schema(struct compiler *c, const struct cap_node *n)
@@ -1244,6 +1273,8 @@ static struct js_schema *compile_schema(struct compiler *c, const struct cap_nod
     s->groups |= JS_G_STR;
   message_parts(c, s);
   s->work = work_of(s);
+  s->type_ok = type_ok_of(s->types);
+  s->direct = !(s->groups & (JS_G_VALUE | JS_G_INPLACE)) && !s->has_unevaluated;
   return s;
 }
 

@@ -59,6 +59,7 @@ struct js_num {
   double f;
   struct js_dec dec;
   char text[32]; /* as messages print it */
+  uint8_t text_len;
 };
 
 enum js_format {
@@ -146,6 +147,10 @@ struct js_schema {
   uint8_t work;
   bool has_unevaluated; /* unevaluatedProperties or unevaluatedItems present */
   uint8_t types;        /* 0: no "type" */
+  /* bit (1 << instance kind) set when "type" passes for every instance of
+   * that kind (all kinds without "type"; floats need a look under "integer") */
+  uint8_t type_ok;
+  bool direct; /* no enum/const, in-place applicators or unevaluated*: per-kind keywords only */
   uint8_t groups;       /* JS_G_*: which kinds of keywords are present */
 
   struct js_schema *ref;
@@ -198,6 +203,8 @@ struct js_schema {
   const char *allowed_text; /* "; allowed: a, b" or "" */
   const char *enum_text;    /* "must be one of: ..." */
   const char *const_text;   /* "must be exactly ..." */
+  /* their lengths as messages print them (up to a NUL) */
+  uint32_t types_text_len, allowed_text_len, enum_text_len, const_text_len, pattern_source_len;
 };
 
 struct js_dyn_anchor {

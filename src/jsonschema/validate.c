@@ -4,7 +4,6 @@
  * nothing is allocated unless an error is reported (or an instance is huge;
  * see jsonschema.h). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,23 +74,75 @@ static size_t udigits(size_t v)
   return n;
 }
 
-/* The error's three strings share one allocation, owned through
- * instance_location (cap_js_errors_free knows). */
-static void push_error(struct vctx *c, const struct js_schema *s, const char *kw,
-                       const struct path *p, const char *message, size_t mlen)
+/* An error message as pieces of known length, so reporting formats
+ * nothing: literals, texts made at compile time, numbers written on the
+ * stack. A text printed with "%s" before stops at its first NUL; so do
+ * these pieces. */
+struct piece {
+  const char *s;
+  size_t n;
+};
+
+#define LIT(x) ((struct piece){(x), sizeof(x) - 1})
+#define TXT(x, len) ((struct piece){(x), (len)})
+
+static inline struct piece zpiece(const char *z) { return (struct piece){z, strlen(z)}; }
+
+/* a NUL-terminated name of length n, up to its first NUL */
+static inline struct piece keypiece(const char *k, size_t n)
 {
+  size_t i = 0;
+  while (i < n && k[i])
+    i++;
+  return (struct piece){k, i};
+}
+
+/* v in decimal, written at the end of buf (24 bytes) */
+static inline struct piece upiece(char *buf, unsigned long long v)
+{
+  char *end = buf + 24, *q = end;
+  do
+    *--q = (char)('0' + v % 10);
+  while ((v /= 10) != 0);
+  return (struct piece){q, (size_t)(end - q)};
+}
+
+/* v in decimal, written at the end of buf (25 bytes) */
+static inline struct piece ipiece(char *buf, long long v)
+{
+  if (v >= 0)
+    return upiece(buf + 1, (unsigned long long)v);
+  struct piece pc = upiece(buf + 1, 0ULL - (unsigned long long)v);
+  pc.s--;
+  buf[pc.s - buf] = '-';
+  pc.n++;
+  return pc;
+}
+
+#define U(v) upiece((char[24]){0}, (v))
+#define I(v) ipiece((char[25]){0}, (v))
+
+static inline size_t key_escapes(const char *k, size_t n)
+{
+  size_t e = 0;
+  for (size_t i = 0; i < n; i++)
+    e += (k[i] == '~') + (k[i] == '/');
+  return e;
+}
+
+/* The error's three strings share one allocation, owned through
+ * instance_location (cap_js_errors_free knows). kw is the keyword (kwlen
+ * 0: none); the message is the concatenation of parts. */
+static void push_error(struct vctx *c, const struct js_schema *s, const char *kw, size_t kwlen,
+                       const struct path *p, const struct piece *parts, size_t nparts)
+{
+  size_t mlen = 0;
+  for (size_t i = 0; i < nparts; i++)
+    mlen += parts[i].n;
   size_t plen = 0;
-  for (const struct path *q = p; q; q = q->up) {
-    plen++;
-    if (q->key) {
-      plen += q->keylen;
-      for (size_t k = 0; k < q->keylen; k++)
-        plen += q->key[k] == '~' || q->key[k] == '/';
-    } else {
-      plen += udigits(q->index);
-    }
-  }
-  size_t slen = s->loc_len, klen = kw && *kw ? strlen(kw) + 1 : 0;
+  for (const struct path *q = p; q; q = q->up)
+    plen += 1 + (q->key ? q->keylen + key_escapes(q->key, q->keylen) : udigits(q->index));
+  size_t slen = s->loc_len, klen = kwlen ? kwlen + 1 : 0;
   size_t need = plen + 1 + slen + klen + 1 + mlen + 1;
   struct cap_js_errors *e = c->errs;
   bool inline_first = e->len == 0 && !e->items && need <= sizeof e->first_text;
@@ -100,7 +151,12 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
   char *end = block + plen;
   *end = '\0';
   for (const struct path *q = p; q; q = q->up) {
-    if (q->key) {
+    if (!q->key) {
+      end = utoa_back(end, q->index);
+    } else if (!key_escapes(q->key, q->keylen)) {
+      end -= q->keylen;
+      memcpy(end, q->key, q->keylen);
+    } else {
       for (size_t k = q->keylen; k-- > 0;) {
         char ch = q->key[k];
         if (ch == '~' || ch == '/') {
@@ -110,8 +166,6 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
           *--end = ch;
         }
       }
-    } else {
-      end = utoa_back(end, q->index);
     }
     *--end = '/';
   }
@@ -119,12 +173,15 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
   memcpy(kwloc, s->loc, slen);
   if (klen) {
     kwloc[slen] = '/';
-    memcpy(kwloc + slen + 1, kw, klen - 1);
+    memcpy(kwloc + slen + 1, kw, kwlen);
   }
   kwloc[slen + klen] = '\0';
-  char *msg = kwloc + slen + klen + 1;
-  memcpy(msg, message, mlen);
-  msg[mlen] = '\0';
+  char *msg = kwloc + slen + klen + 1, *w = msg;
+  for (size_t i = 0; i < nparts; i++) {
+    memcpy(w, parts[i].s, parts[i].n);
+    w += parts[i].n;
+  }
+  *w = '\0';
 
   if (inline_first) {
     e->items = &e->first;
@@ -145,103 +202,15 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
   err->message = msg;
 }
 
-/* The messages' own printf subset (%s, %zu, %lld, %%), without stdio's
- * machinery: an error is built on every invalid call. Returns the length
- * the text needs (like vsnprintf), or -1 for a conversion it does not know. */
-static long format_message(char *out, size_t size, const char *fmt, va_list ap)
-{
-  size_t n = 0;
-#define PUT(ch)                                                                                    \
+/* Records an error at instance path `at` for keyword kw (a literal, ""
+ * for none) of schema s, unless in a quiet branch or verdict-only. */
+#define REPORT_AT(at, kw, ...)                                                                     \
   do {                                                                                             \
-    if (n + 1 < size)                                                                              \
-      out[n] = (ch);                                                                               \
-    n++;                                                                                           \
+    if (recording(c)) {                                                                            \
+      const struct piece parts_[] = {__VA_ARGS__};                                                 \
+      push_error(c, s, kw, sizeof(kw) - 1, at, parts_, sizeof(parts_) / sizeof(parts_[0]));        \
+    }                                                                                              \
   } while (0)
-#define PUTS(str, len)                                                                             \
-  do {                                                                                             \
-    size_t l_ = (len);                                                                             \
-    if (n + l_ < size)                                                                             \
-      memcpy(out + n, (str), l_);                                                                  \
-    else if (n + 1 < size)                                                                         \
-      memcpy(out + n, (str), size - 1 - n);                                                        \
-    n += l_;                                                                                       \
-  } while (0)
-  for (const char *f = fmt; *f; f++) {
-    if (*f != '%') {
-      const char *lit = f;
-      f = strchrnul(f, '%');
-      PUTS(lit, (size_t)(f - lit));
-      if (!*f)
-        break;
-    }
-    f++;
-    if (*f == '%') {
-      PUT('%');
-    } else if (*f == 's') {
-      const char *a = va_arg(ap, const char *);
-      PUTS(a, strlen(a));
-    } else if ((f[0] == 'z' && f[1] == 'u') || (f[0] == 'l' && f[1] == 'l' && f[2] == 'd')) {
-      unsigned long long v;
-      bool neg = false;
-      if (*f == 'z') {
-        v = va_arg(ap, size_t);
-        f += 1;
-      } else {
-        long long sv = va_arg(ap, long long);
-        neg = sv < 0;
-        v = neg ? 0ULL - (unsigned long long)sv : (unsigned long long)sv;
-        f += 2;
-      }
-      char digits[24];
-      int k = 0;
-      do
-        digits[k++] = (char)('0' + v % 10);
-      while ((v /= 10) != 0);
-      if (neg)
-        PUT('-');
-      while (k)
-        PUT(digits[--k]);
-    } else {
-      return -1;
-    }
-  }
-#undef PUT
-#undef PUTS
-  if (size)
-    out[n < size ? n : size - 1] = '\0';
-  return (long)n;
-}
-
-static void report(struct vctx *c, const struct js_schema *s, const char *kw, const struct path *p,
-                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void report(struct vctx *c, const struct js_schema *s, const char *kw, const struct path *p,
-                   const char *fmt, ...)
-{
-  if (!recording(c))
-    return;
-  char small[256];
-  va_list ap;
-  va_start(ap, fmt);
-  long n = format_message(small, sizeof(small), fmt, ap);
-  va_end(ap);
-  if (n < 0) { /* a conversion of its own: stdio */
-    va_start(ap, fmt);
-    n = vsnprintf(small, sizeof(small), fmt, ap);
-    va_end(ap);
-  }
-  if (n < 0)
-    n = 0;
-  if ((size_t)n < sizeof(small)) {
-    push_error(c, s, kw, p, small, (size_t)n);
-    return;
-  }
-  char *big = cap_xmalloc((size_t)n + 1);
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  push_error(c, s, kw, p, big, (size_t)n);
-  free(big);
-}
 
 /* Stops everything: an evaluation budget ran out. Recorded even in quiet
  * branches, since the verdict is no longer trustworthy. */
@@ -251,13 +220,15 @@ static void abort_validation(struct vctx *c, const struct js_schema *s, const st
   if (c->aborted)
     return;
   c->aborted = true;
-  if (c->errs)
-    push_error(c, s, "", p, why, strlen(why));
+  if (c->errs) {
+    struct piece pc = zpiece(why);
+    push_error(c, s, "", 0, p, &pc, 1);
+  }
 }
 
 #define FAIL(kw, ...)                                                                              \
   do {                                                                                             \
-    report(c, s, kw, p, __VA_ARGS__);                                                              \
+    REPORT_AT(p, kw, __VA_ARGS__);                                                                 \
     valid = false;                                                                                 \
     if (stop(c))                                                                                   \
       goto out;                                                                                    \
@@ -392,11 +363,32 @@ static int regex_match(struct vctx *c, pcre2_code *re, const struct js_fastre *f
 
 static inline bool key_eq(const char *a, const char *b, size_t n)
 {
-  if (n <= 16) {
-    for (size_t i = 0; i < n; i++)
-      if (a[i] != b[i])
-        return false;
-    return true;
+  /* two overlapping loads cover every length from 2 to 16 */
+  if (n >= 4 && n <= 8) {
+    uint32_t a1, b1, a2, b2;
+    memcpy(&a1, a, 4);
+    memcpy(&b1, b, 4);
+    memcpy(&a2, a + n - 4, 4);
+    memcpy(&b2, b + n - 4, 4);
+    return ((a1 ^ b1) | (a2 ^ b2)) == 0;
+  }
+  if (n > 8 && n <= 16) {
+    uint64_t a1, b1, a2, b2;
+    memcpy(&a1, a, 8);
+    memcpy(&b1, b, 8);
+    memcpy(&a2, a + n - 8, 8);
+    memcpy(&b2, b + n - 8, 8);
+    return ((a1 ^ b1) | (a2 ^ b2)) == 0;
+  }
+  if (n < 4) {
+    if (n < 2)
+      return n == 0 || a[0] == b[0];
+    uint16_t a1, b1, a2, b2;
+    memcpy(&a1, a, 2);
+    memcpy(&b1, b, 2);
+    memcpy(&a2, a + n - 2, 2);
+    memcpy(&b2, b + n - 2, 2);
+    return ((a1 ^ b1) | (a2 ^ b2)) == 0;
   }
   return memcmp(a, b, n) == 0;
 }
@@ -672,8 +664,8 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
         const struct js_pattern_prop *pp = &s->pattern_props[j];
         int r = regex_match(c, pp->re, pp->fast, m->key, m->keylen);
         if (r < 0)
-          FAIL("patternProperties", "property name is too costly to match against \"%s\"",
-               pp->source);
+          FAIL("patternProperties", LIT("property name is too costly to match against \""),
+               zpiece(pp->source), LIT("\""));
         if (!r)
           continue;
         matched = true;
@@ -687,8 +679,8 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
       if (!matched && s->additional_props) {
         ev_mark(ev, i);
         if (s->additional_props->is_bool && !s->additional_props->bool_value) {
-          report(c, s, "additionalProperties", &cp, "property \"%s\" is not allowed%s", m->key,
-                 s->allowed_text);
+          REPORT_AT(&cp, "additionalProperties", LIT("property \""), keypiece(m->key, m->keylen),
+                    LIT("\" is not allowed"), TXT(s->allowed_text, s->allowed_text_len));
           valid = false;
           if (stop(c))
             goto out;
@@ -714,7 +706,8 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
   for (size_t i = 0; !(s->required_in_props && required_seen == s->n_required) && i < s->n_required;
        i++)
     if (!find_member(x, s->required[i].key, s->required[i].keylen))
-      FAIL("required", "missing required property \"%s\"", s->required[i].key);
+      FAIL("required", LIT("missing required property \""),
+           keypiece(s->required[i].key, s->required[i].keylen), LIT("\""));
   for (size_t i = 0; i < s->n_dep_required; i++) {
     const struct js_dep_required *d = &s->dep_required[i];
     if (!find_member(x, d->key, d->keylen))
@@ -722,8 +715,8 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
     for (size_t j = 0; j < d->names->u.arr.len; j++) {
       const struct cap_node *name = d->names->u.arr.items[j];
       if (!find_member(x, name->u.str.ptr, name->u.str.len))
-        FAIL("dependentRequired", "property \"%s\" is required when \"%s\" is present",
-             name->u.str.ptr, d->key);
+        FAIL("dependentRequired", LIT("property \""), zpiece(name->u.str.ptr),
+             LIT("\" is required when \""), zpiece(d->key), LIT("\" is present"));
     }
   }
   for (size_t i = 0; i < s->n_dep_schemas; i++) {
@@ -735,11 +728,11 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
     }
   }
   if (s->max_props >= 0 && (int64_t)n > s->max_props)
-    FAIL("maxProperties", "has %zu properties; at most %lld are allowed", n,
-         (long long)s->max_props);
+    FAIL("maxProperties", LIT("has "), U(n), LIT(" properties; at most "), I(s->max_props),
+         LIT(" are allowed"));
   if (s->min_props >= 0 && (int64_t)n < s->min_props)
-    FAIL("minProperties", "has %zu properties; at least %lld are required", n,
-         (long long)s->min_props);
+    FAIL("minProperties", LIT("has "), U(n), LIT(" properties; at least "), I(s->min_props),
+         LIT(" are required"));
 out:
   return valid;
 }
@@ -764,7 +757,8 @@ static bool validate_array(struct vctx *c, const struct js_schema *s, const stru
       ev_mark(ev, i);
     if (s->items->is_bool && !s->items->bool_value && n > np) {
       struct path cp = {p, NULL, 0, np};
-      report(c, s, "items", &cp, "array has %zu items; at most %zu are allowed", n, np);
+      REPORT_AT(&cp, "items", LIT("array has "), U(n), LIT(" items; at most "), U(np),
+                LIT(" are allowed"));
       valid = false;
       if (stop(c))
         goto out;
@@ -795,23 +789,26 @@ static bool validate_array(struct vctx *c, const struct js_schema *s, const stru
     }
     if ((int64_t)matches < s->min_contains) {
       if (s->min_contains == 1)
-        FAIL("contains", "no item matches the \"contains\" schema; at least one must");
+        FAIL("contains", LIT("no item matches the \"contains\" schema; at least one must"));
       else
-        FAIL("minContains", "%zu items match the \"contains\" schema; at least %lld must", matches,
-             (long long)s->min_contains);
+        FAIL("minContains", U(matches), LIT(" items match the \"contains\" schema; at least "),
+             I(s->min_contains), LIT(" must"));
     }
     if (s->max_contains >= 0 && (int64_t)matches > s->max_contains)
-      FAIL("maxContains", "%zu items match the \"contains\" schema; at most %lld may", matches,
-           (long long)s->max_contains);
+      FAIL("maxContains", U(matches), LIT(" items match the \"contains\" schema; at most "),
+           I(s->max_contains), LIT(" may"));
   }
   if (s->max_items >= 0 && (int64_t)n > s->max_items)
-    FAIL("maxItems", "has %zu items; at most %lld are allowed", n, (long long)s->max_items);
+    FAIL("maxItems", LIT("has "), U(n), LIT(" items; at most "), I(s->max_items),
+         LIT(" are allowed"));
   if (s->min_items >= 0 && (int64_t)n < s->min_items)
-    FAIL("minItems", "has %zu items; at least %lld are required", n, (long long)s->min_items);
+    FAIL("minItems", LIT("has "), U(n), LIT(" items; at least "), I(s->min_items),
+         LIT(" are required"));
   if (s->unique_items && n > 1) {
     size_t i = 0, j = 0;
     if (!unique_items(x, &i, &j))
-      FAIL("uniqueItems", "items %zu and %zu are equal; items must be unique", i, j);
+      FAIL("uniqueItems", LIT("items "), U(i), LIT(" and "), U(j),
+           LIT(" are equal; items must be unique"));
   }
 out:
   return valid;
@@ -829,22 +826,23 @@ static bool validate_string(struct vctx *c, const struct js_schema *s, const str
     else if (s->min_length >= 0 && len < (size_t)s->min_length * 4)
       len = utf8_length(x->u.str.ptr, x->u.str.len);
     if (s->max_length >= 0 && len > (size_t)s->max_length)
-      FAIL("maxLength", "is %zu characters long; at most %lld are allowed", len,
-           (long long)s->max_length);
+      FAIL("maxLength", LIT("is "), U(len), LIT(" characters long; at most "), I(s->max_length),
+           LIT(" are allowed"));
     if (s->min_length >= 0 && len < (size_t)s->min_length)
-      FAIL("minLength", "is %zu characters long; at least %lld are required", len,
-           (long long)s->min_length);
+      FAIL("minLength", LIT("is "), U(len), LIT(" characters long; at least "), I(s->min_length),
+           LIT(" are required"));
   }
   if (s->pattern) {
     int r = regex_match(c, s->pattern, s->pattern_fast, x->u.str.ptr, x->u.str.len);
     if (r < 0)
-      FAIL("pattern", "string is too costly to match against the pattern \"%s\"",
-           s->pattern_source);
+      FAIL("pattern", LIT("string is too costly to match against the pattern \""),
+           TXT(s->pattern_source, s->pattern_source_len), LIT("\""));
     if (r == 0)
-      FAIL("pattern", "does not match the pattern \"%s\"", s->pattern_source);
+      FAIL("pattern", LIT("does not match the pattern \""),
+           TXT(s->pattern_source, s->pattern_source_len), LIT("\""));
   }
   if (s->format_assert && !js_format_check(s->format, x->u.str.ptr, x->u.str.len))
-    FAIL("format", "is not a valid %s", s->format_name);
+    FAIL("format", LIT("is not a valid "), zpiece(s->format_name));
 out:
   return valid;
 }
@@ -854,32 +852,35 @@ static bool validate_number(struct vctx *c, const struct js_schema *s, const str
 {
   bool valid = true;
   if (s->minimum && num_cmp(x, s->minimum) < 0)
-    FAIL("minimum", "must be >= %s", s->minimum->text);
+    FAIL("minimum", LIT("must be >= "), TXT(s->minimum->text, s->minimum->text_len));
   if (s->maximum && num_cmp(x, s->maximum) > 0)
-    FAIL("maximum", "must be <= %s", s->maximum->text);
+    FAIL("maximum", LIT("must be <= "), TXT(s->maximum->text, s->maximum->text_len));
   if (s->exclusive_minimum && num_cmp(x, s->exclusive_minimum) <= 0)
-    FAIL("exclusiveMinimum", "must be > %s", s->exclusive_minimum->text);
+    FAIL("exclusiveMinimum", LIT("must be > "),
+         TXT(s->exclusive_minimum->text, s->exclusive_minimum->text_len));
   if (s->exclusive_maximum && num_cmp(x, s->exclusive_maximum) >= 0)
-    FAIL("exclusiveMaximum", "must be < %s", s->exclusive_maximum->text);
+    FAIL("exclusiveMaximum", LIT("must be < "),
+         TXT(s->exclusive_maximum->text, s->exclusive_maximum->text_len));
   if (s->multiple_of && !is_multiple(x, s->multiple_of))
-    FAIL("multipleOf", "must be a multiple of %s", s->multiple_of->text);
+    FAIL("multipleOf", LIT("must be a multiple of "),
+         TXT(s->multiple_of->text, s->multiple_of->text_len));
 out:
   return valid;
 }
 
-static inline bool type_matches(uint8_t types, const struct cap_node *x)
+/* "type" of s accepts x */
+static inline bool type_ok(const struct js_schema *s, const struct cap_node *x)
 {
-  switch (x->kind) {
-  case CAP_NODE_NULL: return types & JS_T_NULL;
-  case CAP_NODE_BOOL: return types & JS_T_BOOL;
-  case CAP_NODE_INT: return types & (JS_T_INT | JS_T_NUM);
-  case CAP_NODE_FLOAT: return (types & JS_T_NUM) || ((types & JS_T_INT) && is_integer(x));
-  case CAP_NODE_STRING:
-  case CAP_NODE_DATETIME: return types & JS_T_STR;
-  case CAP_NODE_ARRAY: return types & JS_T_ARR;
-  case CAP_NODE_OBJECT: return types & JS_T_OBJ;
-  }
-  return false;
+  if (LIKELY(s->type_ok & (1u << x->kind)))
+    return true;
+  return x->kind == CAP_NODE_FLOAT && (s->types & JS_T_INT) && is_integer(x);
+}
+
+static __attribute__((noinline)) void report_type(struct vctx *c, const struct js_schema *s,
+                                                  const struct cap_node *x, const struct path *p)
+{
+  REPORT_AT(p, "type", LIT("expected "), TXT(s->types_text, s->types_text_len), LIT(", got "),
+            zpiece(x->kind == CAP_NODE_FLOAT && is_integer(x) ? "integer" : kind_name(x)));
 }
 
 static bool validate_inplace(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
@@ -917,7 +918,8 @@ static bool validate_inplace(struct vctx *c, const struct js_schema *s, const st
         return false;
     }
     if (!any)
-      FAIL("anyOf", "does not match any of the %zu alternatives in anyOf", s->n_any_of);
+      FAIL("anyOf", LIT("does not match any of the "), U(s->n_any_of),
+           LIT(" alternatives in anyOf"));
   }
   if (s->n_one_of) {
     size_t matched = 0, first = 0, second = 0;
@@ -935,18 +937,18 @@ static bool validate_inplace(struct vctx *c, const struct js_schema *s, const st
         break;
     }
     if (matched == 0)
-      FAIL("oneOf", "does not match any of the %zu alternatives in oneOf; it must match one",
-           s->n_one_of);
+      FAIL("oneOf", LIT("does not match any of the "), U(s->n_one_of),
+           LIT(" alternatives in oneOf; it must match one"));
     if (matched > 1)
-      FAIL("oneOf", "matches alternatives %zu and %zu of oneOf; it must match exactly one", first,
-           second);
+      FAIL("oneOf", LIT("matches alternatives "), U(first), LIT(" and "), U(second),
+           LIT(" of oneOf; it must match exactly one"));
   }
   if (s->not_) {
     bool ok = branch(c, s->not_, x, p, sc, NULL);
     if (c->aborted)
       return false;
     if (ok)
-      FAIL("not", "must not match the schema in \"not\"");
+      FAIL("not", LIT("must not match the schema in \"not\""));
   }
   if (s->if_) {
     bool ok = branch(c, s->if_, x, p, sc, ev);
@@ -980,17 +982,16 @@ static bool validate_keywords(struct vctx *c, const struct js_schema *s, const s
                               const struct path *p, const struct scope *sc, struct ev *kev)
 {
   bool valid = true;
-  if (s->types && !type_matches(s->types, x)) {
+  if (!type_ok(s, x)) {
     if (recording(c))
-      report(c, s, "type", p, "expected %s, got %s", s->types_text,
-             x->kind == CAP_NODE_FLOAT && is_integer(x) ? "integer" : kind_name(x));
+      report_type(c, s, x, p);
     valid = false;
     if (stop(c))
       goto out;
   }
   if (s->groups & JS_G_VALUE) {
     if (s->const_value && !value_eq(s->const_value, x)) {
-      report(c, s, "const", p, "%s", s->const_text);
+      REPORT_AT(p, "const", TXT(s->const_text, s->const_text_len));
       valid = false;
       if (stop(c))
         goto out;
@@ -1000,7 +1001,7 @@ static bool validate_keywords(struct vctx *c, const struct js_schema *s, const s
       for (size_t i = 0; i < s->n_enum && !found; i++)
         found = value_eq(s->enum_values[i], x);
       if (!found) {
-        report(c, s, "enum", p, "%s", s->enum_text);
+        REPORT_AT(p, "enum", TXT(s->enum_text, s->enum_text_len));
         valid = false;
         if (stop(c))
           goto out;
@@ -1059,8 +1060,8 @@ static bool validate_keywords(struct vctx *c, const struct js_schema *s, const s
       struct path cp = {p, m->key, m->keylen, 0};
       ev_mark(kev, i);
       if (s->unevaluated_props->is_bool && !s->unevaluated_props->bool_value) {
-        report(c, s, "unevaluatedProperties", &cp, "property \"%s\" is not allowed%s", m->key,
-               s->allowed_text);
+        REPORT_AT(&cp, "unevaluatedProperties", LIT("property \""), keypiece(m->key, m->keylen),
+                  LIT("\" is not allowed"), TXT(s->allowed_text, s->allowed_text_len));
         valid = false;
         if (stop(c))
           goto out;
@@ -1078,7 +1079,7 @@ static bool validate_keywords(struct vctx *c, const struct js_schema *s, const s
       struct path cp = {p, NULL, 0, i};
       ev_mark(kev, i);
       if (s->unevaluated_items->is_bool && !s->unevaluated_items->bool_value) {
-        report(c, s, "unevaluatedItems", &cp, "item %zu is not allowed here", i);
+        REPORT_AT(&cp, "unevaluatedItems", LIT("item "), U(i), LIT(" is not allowed here"));
         valid = false;
         if (stop(c))
           goto out;
@@ -1116,7 +1117,7 @@ static bool validate(struct vctx *c, const struct js_schema *s, const struct cap
   if (s->is_bool) {
     if (s->bool_value)
       return true;
-    report(c, s, "", p, "no value is allowed here (the schema is false)");
+    REPORT_AT(p, "", LIT("no value is allowed here (the schema is false)"));
     return false;
   }
   if (UNLIKELY(++c->steps > c->max_steps)) {
@@ -1133,15 +1134,13 @@ static bool validate(struct vctx *c, const struct js_schema *s, const struct cap
   }
   if (!(s->work & (1u << x->kind))) {
     /* nothing but "type" applies to this kind of instance */
-    if (LIKELY(!s->types || type_matches(s->types, x)))
+    if (LIKELY(type_ok(s, x)))
       return true;
     if (recording(c))
-      report(c, s, "type", p, "expected %s, got %s", s->types_text,
-             x->kind == CAP_NODE_FLOAT && is_integer(x) ? "integer" : kind_name(x));
+      report_type(c, s, x, p);
     return false;
   }
-  if (!(s->groups & (JS_G_VALUE | JS_G_INPLACE)) && !s->has_unevaluated &&
-      (!s->types || type_matches(s->types, x))) {
+  if (s->direct && type_ok(s, x)) {
     /* only the keywords of this kind of instance: straight to them */
     switch (x->kind) {
     case CAP_NODE_STRING: return validate_string(c, s, x, p);
