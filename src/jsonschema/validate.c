@@ -139,9 +139,14 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
   size_t mlen = 0;
   for (size_t i = 0; i < nparts; i++)
     mlen += parts[i].n;
-  size_t plen = 0;
-  for (const struct path *q = p; q; q = q->up)
-    plen += 1 + (q->key ? q->keylen + key_escapes(q->key, q->keylen) : udigits(q->index));
+  /* escapes of the innermost segments, counted once */
+  size_t plen = 0, esc[8], depth = 0;
+  for (const struct path *q = p; q; q = q->up, depth++) {
+    size_t ne = q->key ? key_escapes(q->key, q->keylen) : 0;
+    if (depth < 8)
+      esc[depth] = ne;
+    plen += 1 + (q->key ? q->keylen + ne : udigits(q->index));
+  }
   size_t slen = s->loc_len, klen = kwlen ? kwlen + 1 : 0;
   size_t need = plen + 1 + slen + klen + 1 + mlen + 1;
   struct cap_js_errors *e = c->errs;
@@ -150,10 +155,11 @@ static void push_error(struct vctx *c, const struct js_schema *s, const char *kw
   /* the pointer is written back to front, walking up the path */
   char *end = block + plen;
   *end = '\0';
-  for (const struct path *q = p; q; q = q->up) {
+  depth = 0;
+  for (const struct path *q = p; q; q = q->up, depth++) {
     if (!q->key) {
       end = utoa_back(end, q->index);
-    } else if (!key_escapes(q->key, q->keylen)) {
+    } else if (!(depth < 8 ? esc[depth] : key_escapes(q->key, q->keylen))) {
       end -= q->keylen;
       memcpy(end, q->key, q->keylen);
     } else {
