@@ -1501,7 +1501,7 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
     return cap_error_set(err, EAGAIN, "proxy: cannot start its thread");
   px->started = true;
   pthread_mutex_lock(&px->lock);
-  bool ok = spawn_worker(px); /* the first leader */
+  bool ok = spawn_worker(px); /* the first acceptor */
   pthread_mutex_unlock(&px->lock);
   if (!ok)
     return cap_error_set(err, EAGAIN, "proxy: cannot start a worker thread");
@@ -1529,7 +1529,7 @@ void proxy_stop(struct proxy *px)
     /* queued connections not yet served are served at once: their
      * sockets are shut down, so each ends immediately */
     __atomic_store_n(&px->stopping, true, __ATOMIC_RELEASE);
-    shutdown(px->listen_fds[0], SHUT_RDWR); /* wakes the leader's accept() */
+    shutdown(px->listen_fds[0], SHUT_RDWR); /* wakes every accept() */
     pthread_cond_broadcast(&px->work);
     while (px->n_workers)
       pthread_cond_wait(&px->idle, &px->lock);
