@@ -99,6 +99,11 @@ struct js_prop {
 /* regex.c's small matcher (see js_fastre_compile) */
 #define FRE_MAX_ATOMS 32
 #define FRE_INF UINT32_MAX
+#define FRE_MAX_POS 63    /* positions (one code point each) of a DFA's pattern */
+#define FRE_MAX_DFA 64    /* DFA states */
+#define FRE_SYM_SPACE 128 /* a non-ASCII ECMA white space code point */
+#define FRE_SYM_OTHER 129 /* any other non-ASCII code point */
+#define FRE_SYMS 130
 
 struct fre_set {
   uint64_t bits[2]; /* ASCII members */
@@ -120,7 +125,13 @@ struct js_fastre {
   uint64_t ascii[128];              /* states each ASCII character may enter */
   uint64_t na_space, na_other;      /* same for non-ASCII code points */
   uint64_t loop, opt, opt_masks[6]; /* self-loops; optional states (skip closure) */
-  struct fre_atom atoms[];          /* greedy: n_atoms of them */
+  /* or a DFA (patterns with groups, and sets the greedy scan cannot take):
+   * state 0 rejects, 1 starts; next state at dfa[state * FRE_SYMS + symbol],
+   * the symbol being the ASCII character or FRE_SYM_SPACE/FRE_SYM_OTHER for
+   * a non-ASCII code point; bit k of dfa_accept: state k accepts */
+  const uint8_t *dfa;
+  uint64_t dfa_accept;
+  struct fre_atom atoms[]; /* greedy: n_atoms of them */
 };
 
 struct js_pattern_prop {
@@ -269,6 +280,9 @@ pcre2_code *js_regex_compile(const char *src, size_t len, char *err, size_t errl
  * (same language as the PCRE2 translation); NULL for other patterns. Only
  * for sources js_regex_compile accepted. */
 struct js_fastre *js_fastre_compile(struct cap_js_validator *v, const char *src, size_t len);
+/* the same; use_dfa false leaves out the DFA (for tests of the automaton) */
+struct js_fastre *js_fastre_compile_with(struct cap_js_validator *v, const char *src, size_t len,
+                                         bool use_dfa);
 /* Whole-string match; s must be valid UTF-8 unless f->ascii_only (then a
  * non-ASCII byte simply does not match). */
 bool js_fastre_match(const struct js_fastre *f, const char *s, size_t n);

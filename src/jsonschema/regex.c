@@ -289,8 +289,9 @@ pcre2_code *js_regex_compile(const char *src, size_t len, char *err, size_t errl
  *
  * "^" atom* "$", where an atom is a character set (a literal, a class, or
  * \d \D \w \W \s \S) with an optional greedy quantifier, is matched here
- * without PCRE2; everything else (groups, alternatives, ".", lookarounds,
- * backreferences, \u escapes, non-ASCII literals...) keeps PCRE2. A set is
+ * without PCRE2, and so are such sets in groups with alternatives (a DFA,
+ * below); everything else (".", lookarounds, backreferences, \u escapes,
+ * non-ASCII literals, lazy quantifiers...) keeps PCRE2. A set is
  * 128 ASCII bits plus what it does with non-ASCII code points: none, all,
  * ECMA's white space only (\s) or everything but it (\S, [^\s]). That is
  * exactly what the translation above hands PCRE2 (UTF mode, no UCP: \d and
@@ -551,61 +552,285 @@ static void nfa_state(struct js_fastre *f, const struct fre_set *s, bool loop, b
     f->opt |= bit;
 }
 
-struct js_fastre *js_fastre_compile(struct cap_js_validator *v, const char *src, size_t len)
+/* ---- patterns with groups: a Glushkov automaton made deterministic ----
+ *
+ * "^" body "$" where the body is made of the same character sets, groups
+ * "(...)" and "(?:...)" with alternatives "|" inside, and greedy
+ * quantifiers on either. With no backreference or lookaround, whether the
+ * whole string matches depends only on the language of the body, which is
+ * what a backtracking engine (PCRE2, ECMA) explores too; each position of
+ * the automaton takes one code point. Counted quantifiers are written out
+ * as copies (at most FRE_MAX_POS positions in all), and the subset
+ * construction gives up beyond FRE_MAX_DFA states: PCRE2 then. */
+
+struct glushkov {
+  const char *src;
+  size_t end;
+  unsigned npos, depth, work;
+  struct fre_set sets[FRE_MAX_POS + 1]; /* by position, from 1 */
+  uint64_t follow[FRE_MAX_POS + 1];     /* positions that may come next; [0]: the start */
+};
+
+/* a sub-expression: its first and last positions, and whether it may match "" */
+struct frag {
+  uint64_t first, last;
+  bool nullable;
+};
+
+static void frag_loop(struct glushkov *g, const struct frag *a)
 {
-  if (len < 2 || src[0] != '^' || src[len - 1] != '$')
-    return NULL;
-  /* built at full size, then copied into the arena at its own */
-  struct js_fastre *f = cap_xcalloc(1, sizeof(*f) + FRE_MAX_ATOMS * sizeof(f->atoms[0]));
-  struct js_fastre *out = NULL;
+  for (uint64_t l = a->last; l; l &= l - 1)
+    g->follow[__builtin_ctzll(l)] |= a->first;
+}
+
+static void frag_concat(struct glushkov *g, struct frag *a, const struct frag *b)
+{
+  for (uint64_t l = a->last; l; l &= l - 1)
+    g->follow[__builtin_ctzll(l)] |= b->first;
+  a->first |= a->nullable ? b->first : 0;
+  a->last = b->last | (b->nullable ? a->last : 0);
+  a->nullable = a->nullable && b->nullable;
+}
+
+static size_t gl_seq(struct glushkov *g, size_t i, struct frag *out);
+
+/* one set or group at src[i], without its quantifier: where it ends, or 0 */
+static size_t gl_atom(struct glushkov *g, size_t i, struct frag *out)
+{
+  const char *src = g->src;
+  size_t end = g->end;
+  if (++g->work > 4096) /* copies of copies of empty groups */
+    return 0;
+  char c = src[i];
+  if (c == '(') {
+    size_t j = i + 1;
+    if (j < end && src[j] == '?') {
+      if (j + 1 >= end || src[j + 1] != ':')
+        return 0; /* lookarounds and named groups: PCRE2 */
+      j += 2;
+    }
+    if (++g->depth > 32)
+      return 0;
+    size_t k = gl_seq(g, j, out);
+    while (k && k < end && src[k] == '|') {
+      struct frag b;
+      k = gl_seq(g, k + 1, &b);
+      out->first |= b.first;
+      out->last |= b.last;
+      out->nullable |= b.nullable;
+    }
+    g->depth--;
+    if (!k || k >= end || src[k] != ')')
+      return 0;
+    return k + 1;
+  }
+  struct fre_set set;
+  size_t n;
+  if (c == '[') {
+    n = parse_class(src, end, i, &set);
+    if (!n)
+      return 0;
+  } else if (c == '\\') {
+    if (i + 1 >= end)
+      return 0;
+    if (class_escape(src[i + 1], false, &set)) {
+      n = 2;
+    } else {
+      int ch = char_escape(src, end, i, false, &n);
+      if (ch < 0)
+        return 0;
+      memset(&set, 0, sizeof(set));
+      set_add(&set, (unsigned)ch);
+    }
+  } else {
+    if ((unsigned char)c >= 0x80 || strchr("^$.*+?()[]{}|", c))
+      return 0;
+    memset(&set, 0, sizeof(set));
+    set_add(&set, (unsigned char)c);
+    n = 1;
+  }
+  if (g->npos == FRE_MAX_POS)
+    return 0;
+  unsigned pos = ++g->npos;
+  g->sets[pos] = set;
+  g->follow[pos] = 0;
+  out->first = out->last = 1ULL << pos;
+  out->nullable = false;
+  return i + n;
+}
+
+/* a sequence of quantified atoms up to "|", ")" or the end: where it stops, or 0 */
+static size_t gl_seq(struct glushkov *g, size_t i, struct frag *out)
+{
+  *out = (struct frag){0, 0, true};
+  while (i < g->end && g->src[i] != '|' && g->src[i] != ')') {
+    unsigned save = g->npos;
+    struct frag a;
+    size_t j = gl_atom(g, i, &a);
+    if (!j)
+      return 0;
+    uint32_t min, max;
+    size_t q = parse_quantifier(g->src, g->end, j, &min, &max);
+    if (q == SIZE_MAX)
+      return 0;
+    if (min == 1 && max == 1) {
+      frag_concat(g, out, &a);
+      i = j + q;
+      continue;
+    }
+    /* min copies, then max - min optional ones, or one more repeated */
+    uint32_t copies = max == FRE_INF ? (min ? min : 1) : max;
+    if (copies > FRE_MAX_POS)
+      return 0;
+    g->npos = save; /* each copy parsed again, with positions of its own */
+    for (uint32_t r = 0; r < copies; r++) {
+      struct frag b;
+      if (!gl_atom(g, i, &b))
+        return 0;
+      if (max == FRE_INF && r + 1 == copies)
+        frag_loop(g, &b);
+      if (r >= min)
+        b.nullable = true;
+      frag_concat(g, out, &b);
+    }
+    i = j + q;
+  }
+  return i;
+}
+
+/* f->dfa for the whole pattern, or false */
+static bool build_dfa(struct cap_js_validator *v, struct js_fastre *f, const char *src, size_t len)
+{
+  struct glushkov *g = cap_xcalloc(1, sizeof(*g));
+  uint8_t *tbl = NULL;
+  bool ok = false;
+  g->src = src;
+  g->end = len - 1;
+  struct frag body;
+  if (gl_seq(g, 1, &body) != g->end)
+    goto done; /* "|" at the top ("^a|b$" is not anchored twice) or a stray ")" */
+  g->follow[0] = body.first;
+  uint64_t accept = body.last | (body.nullable ? 1 : 0);
+  uint64_t sym[FRE_SYMS] = {0};
+  for (unsigned pos = 1; pos <= g->npos; pos++) {
+    const struct fre_set *st = &g->sets[pos];
+    for (unsigned ch = 0; ch < 128; ch++)
+      if (st->bits[ch >> 6] & (1ULL << (ch & 63)))
+        sym[ch] |= 1ULL << pos;
+    if (st->na == NA_ALL || st->na == NA_SPACE)
+      sym[FRE_SYM_SPACE] |= 1ULL << pos;
+    if (st->na == NA_ALL || st->na == NA_NOTSPACE)
+      sym[FRE_SYM_OTHER] |= 1ULL << pos;
+  }
+  /* subset construction; state 0 is the empty set (dead), 1 the start */
+  uint64_t states[FRE_MAX_DFA] = {0, 1};
+  unsigned n = 2;
+  tbl = cap_xcalloc(FRE_MAX_DFA, FRE_SYMS);
+  f->dfa_accept = 0;
+  for (unsigned k = 1; k < n; k++) {
+    uint64_t next = 0;
+    for (uint64_t d = states[k]; d; d &= d - 1)
+      next |= g->follow[__builtin_ctzll(d)];
+    for (unsigned y = 0; y < FRE_SYMS; y++) {
+      uint64_t d = next & sym[y];
+      unsigned t = 0;
+      while (t < n && states[t] != d)
+        t++;
+      if (t == n) {
+        if (n == FRE_MAX_DFA)
+          goto done;
+        states[n++] = d;
+      }
+      tbl[k * FRE_SYMS + y] = (uint8_t)t;
+    }
+    if (states[k] & accept)
+      f->dfa_accept |= 1ULL << k;
+  }
+  uint8_t *dfa = js_alloc(v, (size_t)n * FRE_SYMS);
+  memcpy(dfa, tbl, (size_t)n * FRE_SYMS);
+  f->dfa = dfa;
+  f->ascii_only = !(sym[FRE_SYM_SPACE] | sym[FRE_SYM_OTHER]);
+  ok = true;
+done:
+  free(tbl);
+  free(g);
+  return ok;
+}
+
+/* the set-and-quantifier atoms of "^...$" into f->atoms; false when the
+ * pattern has anything else */
+static bool parse_atoms(struct js_fastre *f, const char *src, size_t len)
+{
   size_t i = 1, end = len - 1;
   while (i < end) {
     if (f->n_atoms == FRE_MAX_ATOMS)
-      goto done;
+      return false;
     struct fre_atom *a = &f->atoms[f->n_atoms];
     char c = src[i];
     if (c == '[') {
       size_t n = parse_class(src, end, i, &a->set);
       if (!n)
-        goto done;
+        return false;
       i += n;
     } else if (c == '\\') {
       if (i + 1 >= end)
-        goto done;
+        return false;
       if (class_escape(src[i + 1], false, &a->set)) {
         i += 2;
       } else {
         size_t used;
         int ch = char_escape(src, end, i, false, &used);
         if (ch < 0)
-          goto done;
+          return false;
         memset(&a->set, 0, sizeof(a->set));
         set_add(&a->set, (unsigned)ch);
         i += used;
       }
     } else {
       if ((unsigned char)c >= 0x80 || strchr("^$.*+?()[]{}|", c))
-        goto done;
+        return false;
       memset(&a->set, 0, sizeof(a->set));
       set_add(&a->set, (unsigned char)c);
       i++;
     }
     size_t q = parse_quantifier(src, end, i, &a->min, &a->max);
     if (q == SIZE_MAX)
-      goto done;
+      return false;
     i += q;
     f->n_atoms++;
   }
-  if (i != end)
-    goto done;
+  return i == end;
+}
+
+struct js_fastre *js_fastre_compile(struct cap_js_validator *v, const char *src, size_t len)
+{
+  return js_fastre_compile_with(v, src, len, true);
+}
+
+struct js_fastre *js_fastre_compile_with(struct cap_js_validator *v, const char *src, size_t len,
+                                         bool use_dfa)
+{
+  if (len < 2 || src[0] != '^' || src[len - 1] != '$')
+    return NULL;
+  /* built at full size, then copied into the arena at its own */
+  struct js_fastre *f = cap_xcalloc(1, sizeof(*f) + FRE_MAX_ATOMS * sizeof(f->atoms[0]));
+  struct js_fastre *out = NULL;
+  bool atoms = parse_atoms(f, src, len);
   /* greedy is exact when no variable atom can give a character to the next */
-  f->greedy = true;
+  f->greedy = atoms;
   for (size_t k = 0; k < f->n_atoms && f->greedy; k++) {
     const struct fre_atom *a = &f->atoms[k];
     if (a->min == a->max || k + 1 == f->n_atoms)
       continue;
     f->greedy = f->atoms[k + 1].min >= 1 && set_disjoint(&a->set, &f->atoms[k + 1].set);
   }
+  if (!f->greedy && use_dfa && build_dfa(v, f, src, len)) {
+    out = js_alloc(v, sizeof(*out));
+    memcpy(out, f, sizeof(*out));
+    goto done;
+  }
+  if (!atoms)
+    goto done;
   if (!f->greedy) {
     for (size_t k = 0; k < f->n_atoms; k++) {
       const struct fre_atom *a = &f->atoms[k];
@@ -683,6 +908,28 @@ static inline bool na_has(uint8_t na, uint32_t cp)
   }
 }
 
+static __attribute__((noinline)) bool dfa_match(const struct js_fastre *f, const unsigned char *s,
+                                                size_t n)
+{
+  const uint8_t *t = f->dfa;
+  unsigned st = 1;
+  size_t i = 0;
+  while (i < n) {
+    unsigned char b = s[i];
+    if (b < 0x80) {
+      st = t[st * FRE_SYMS + b];
+      i++;
+    } else {
+      if (f->ascii_only)
+        return false;
+      st = t[st * FRE_SYMS + (ecma_space_cp(decode_cp(s, &i)) ? FRE_SYM_SPACE : FRE_SYM_OTHER)];
+    }
+    if (!st)
+      return false;
+  }
+  return (f->dfa_accept >> st) & 1;
+}
+
 bool js_fastre_match(const struct js_fastre *f, const char *str, size_t n)
 {
   const unsigned char *s = (const unsigned char *)str;
@@ -717,6 +964,8 @@ bool js_fastre_match(const struct js_fastre *f, const char *str, size_t n)
     }
     return i == n;
   }
+  if (f->dfa)
+    return dfa_match(f, s, n);
   uint64_t d = 1; /* before the first state */
   while (i < n) {
     unsigned char b = s[i];

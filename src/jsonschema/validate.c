@@ -130,12 +130,150 @@ static inline size_t key_escapes(const char *k, size_t n)
   return e;
 }
 
+/* n bytes from src to dst without a library call for short runs (the
+ * pieces of an error are mostly a few to a few dozen bytes) */
+static inline void put_bytes(char *dst, const char *src, size_t n)
+{
+  if (n >= 8 && n <= 16) {
+    uint64_t a, b;
+    memcpy(&a, src, 8);
+    memcpy(&b, src + n - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + n - 8, &b, 8);
+  } else if (n > 16 && n <= 32) {
+    uint64_t a, b, x, y;
+    memcpy(&a, src, 8);
+    memcpy(&b, src + 8, 8);
+    memcpy(&x, src + n - 16, 8);
+    memcpy(&y, src + n - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + 8, &b, 8);
+    memcpy(dst + n - 16, &x, 8);
+    memcpy(dst + n - 8, &y, 8);
+  } else if (n >= 4 && n < 8) {
+    uint32_t a, b;
+    memcpy(&a, src, 4);
+    memcpy(&b, src + n - 4, 4);
+    memcpy(dst, &a, 4);
+    memcpy(dst + n - 4, &b, 4);
+  } else if (n > 0 && n < 4) {
+    dst[0] = src[0];
+    dst[n / 2] = src[n / 2];
+    dst[n - 1] = src[n - 1];
+  } else if (n > 32) {
+    memcpy(dst, src, n);
+  }
+}
+
+/* true when k has no '~' or '/' (a pointer segment written as it is) */
+static inline bool key_plain(const char *k, size_t n)
+{
+  if (n < 8) {
+    bool plain = true;
+    for (size_t i = 0; i < n; i++)
+      plain &= k[i] != '~' && k[i] != '/';
+    return plain;
+  }
+  const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+  uint64_t hit = 0;
+  for (size_t i = 0;; i += 8) {
+    if (i + 8 > n)
+      i = n - 8; /* the last word overlaps the one before */
+    uint64_t w, t, l;
+    memcpy(&w, k + i, 8);
+    t = w ^ (ones * '~');
+    l = w ^ (ones * '/');
+    hit |= ((t - ones) & ~t & highs) | ((l - ones) & ~l & highs);
+    if (i + 8 == n)
+      break;
+  }
+  return hit == 0;
+}
+
+#define FIRST_MAX_DEPTH 32
+
+/* The first error of a call, written front to back into errs->first_text
+ * with no allocation; false (nothing recorded) when it may not fit, and
+ * push_error's general path takes it: the text is the same either way. */
+static bool push_first(struct cap_js_errors *e, const struct js_schema *s, const char *kw,
+                       size_t kwlen, const struct path *p, const struct piece *parts, size_t nparts)
+{
+  const struct path *segs[FIRST_MAX_DEPTH];
+  size_t depth = 0;
+  for (const struct path *q = p; q; q = q->up) {
+    if (depth == FIRST_MAX_DEPTH)
+      return false;
+    segs[depth++] = q;
+  }
+  char *w = e->first_text, *lim = e->first_text + sizeof e->first_text;
+  while (depth-- > 0) {
+    const struct path *q = segs[depth];
+    if (!q->key) {
+      char buf[24], *end = buf + sizeof buf, *d = utoa_back(end, q->index);
+      if ((size_t)(lim - w) < 1 + sizeof buf)
+        return false;
+      *w++ = '/';
+      put_bytes(w, d, (size_t)(end - d));
+      w += end - d;
+      continue;
+    }
+    if ((size_t)(lim - w) <= 1 + 2 * q->keylen)
+      return false;
+    *w++ = '/';
+    if (key_plain(q->key, q->keylen)) {
+      put_bytes(w, q->key, q->keylen);
+      w += q->keylen;
+    } else {
+      for (size_t k = 0; k < q->keylen; k++) {
+        char ch = q->key[k];
+        if (ch == '~' || ch == '/') {
+          *w++ = '~';
+          *w++ = ch == '~' ? '0' : '1';
+        } else {
+          *w++ = ch;
+        }
+      }
+    }
+  }
+  size_t mlen = 0;
+  for (size_t i = 0; i < nparts; i++)
+    mlen += parts[i].n;
+  size_t slen = s->loc_len;
+  if ((size_t)(lim - w) < 1 + slen + 1 + kwlen + 1 + mlen + 1)
+    return false;
+  *w++ = '\0';
+  char *kwloc = w;
+  put_bytes(w, s->loc, slen);
+  w += slen;
+  if (kwlen) {
+    *w++ = '/';
+    put_bytes(w, kw, kwlen);
+    w += kwlen;
+  }
+  *w++ = '\0';
+  char *msg = w;
+  for (size_t i = 0; i < nparts; i++) {
+    put_bytes(w, parts[i].s, parts[i].n);
+    w += parts[i].n;
+  }
+  *w = '\0';
+  e->items = &e->first;
+  e->cap = 1;
+  e->len = 1;
+  e->first.instance_location = e->first_text;
+  e->first.keyword_location = kwloc;
+  e->first.message = msg;
+  return true;
+}
+
 /* The error's three strings share one allocation, owned through
  * instance_location (cap_js_errors_free knows). kw is the keyword (kwlen
  * 0: none); the message is the concatenation of parts. */
 static void push_error(struct vctx *c, const struct js_schema *s, const char *kw, size_t kwlen,
                        const struct path *p, const struct piece *parts, size_t nparts)
 {
+  if (c->errs->len == 0 && !c->errs->items && push_first(c->errs, s, kw, kwlen, p, parts, nparts))
+    return;
   size_t mlen = 0;
   for (size_t i = 0; i < nparts; i++)
     mlen += parts[i].n;
