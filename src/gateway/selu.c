@@ -239,8 +239,8 @@ static char *cache_path(const struct gw_call *call, const struct cap_spec *spec)
 /* Reads a discovery answer: a JSON array of tools, or {"tools": [...]};
  * each {name, description?, input_schema (or inputSchema), recommended_policy?,
  * terminal_on_success?}. */
-static int parse_tools(const char *text, size_t len, const char *what, struct gw_tools *out,
-                       struct cap_error *err)
+int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_tools *out,
+                   struct cap_error *err)
 {
   *out = (struct gw_tools){.doc = cap_doc_new()};
   struct cap_diags diags = {0};
@@ -285,9 +285,10 @@ static int parse_tools(const char *text, size_t len, const char *what, struct gw
     }
     tool->terminal_on_success = terminal && terminal->kind == CAP_NODE_BOOL && terminal->u.boolean;
     if (!schema || (schema->kind != CAP_NODE_OBJECT && schema->kind != CAP_NODE_BOOL)) {
+      /* the message first: name lives in the document freed next */
+      r = cap_error_set(err, EPROTO, "%s: tool %s has no input_schema object", what, tool->name);
       gw_tools_free(out);
-      return cap_error_set(err, EPROTO, "%s: tool %s has no input_schema object", what,
-                           name->u.str.ptr);
+      return r;
     }
     tool->input_schema = schema;
     struct cap_diags sd = {0};
@@ -317,7 +318,7 @@ int gw_selu_cached_tools(const struct gw_call *call, const struct cap_spec *spec
   _cleanup_free_ char *text = read_small_file(path, &len);
   if (!text)
     return 0;
-  return parse_tools(text, len, path, out, err);
+  return gw_tools_parse(text, len, path, out, err);
 }
 
 int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
@@ -336,7 +337,7 @@ int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, ch
     return EXIT_FAILED;
   }
   _cleanup_free_ char *what = cap_xasprintf("%s's %s answer", spec->id, tool);
-  if (parse_tools(resp.result, strlen(resp.result), what, out, err) < 0) {
+  if (gw_tools_parse(resp.result, strlen(resp.result), what, out, err) < 0) {
     selu_response_free(&resp);
     return EXIT_FAILED;
   }

@@ -22,6 +22,13 @@ struct gw_tools {
 void gw_tools_free(struct gw_tools *t);
 const struct cap_tool *gw_tools_find(const struct gw_tools *t, const char *name);
 
+/* Reads a discovery answer (untrusted: the capability's own): a JSON array
+ * of tools or {"tools": [...]}, each {name, description?, input_schema
+ * (or inputSchema), recommended_policy?, terminal_on_success?}; every schema
+ * compiled. what names it in errors. */
+int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_tools *out,
+                   struct cap_error *err);
+
 /* The cached tools of a dynamic capability (none when never discovered). */
 int gw_selu_cached_tools(const struct gw_call *call, const struct cap_spec *spec,
                          struct gw_tools *out, struct cap_error *err);

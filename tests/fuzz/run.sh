@@ -30,9 +30,12 @@ printf 'CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\
 printf 'POST /route/v1/x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n' >"$work/http/post"
 printf 'PUT http://[::1]:8080/up HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n' >"$work/http/chunked"
 seed jsonschema $(find "$root/tests/suites/jsonschema" -name '*.seed' 2>/dev/null)
+mkdir -p "$work/discovery"
+printf '{"tools":[{"name":"greet","description":"d","input_schema":{"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z]+$"}},"required":["name"]},"recommended_policy":"allow","terminal_on_success":true}]}' >"$work/discovery/tools"
+printf '[{"name":"a","inputSchema":{"$defs":{"x":{"$ref":"#/$defs/x"}},"$ref":"#/$defs/x"}},{"name":"b","input_schema":true}]' >"$work/discovery/array"
 
 status=0
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

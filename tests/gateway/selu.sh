@@ -73,6 +73,8 @@ tool_source: dynamic
 tools: []
 x-capsule: {command: ["./server", "--mode", "normal"], idle_timeout_ms: 3000}
 YAML
+mkdir -p "$caps/selu-baddyn" && cp "$fault" "$caps/selu-baddyn/server"
+sed -e 's/selu-dyn/selu-baddyn/' -e 's/"normal"/"bad-discovery"/' "$caps/selu-dyn/manifest.yaml" >"$caps/selu-baddyn/manifest.yaml"
 cp -r "$root/examples/selu-text" "$caps/text" 2>/dev/null
 [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] && cp -r "$root/examples/selu-node" "$caps/node"
 
@@ -172,6 +174,7 @@ if echo "$t_list" | grep -q "tools are discovered through list_tools on the firs
 c dynamic-call 0 '^\{"text":"HELLO"\}$' selu-dyn dyn_upper '{"text": "hello"}'
 c dynamic-validated 1 'missing required property "text"' selu-dyn dyn_upper '{}'
 c dynamic-unknown 1 'has no tool "nope" \(it has: dyn_upper\)' selu-dyn nope '{}'
+c dynamic-bad-answer 1 "selu-baddyn's list_tools answer: tool no_schema has no input_schema object" selu-baddyn no_schema '{}'
 t_list=$("$capsule" list --caps "$caps" --state "$state" 2>&1)
 if echo "$t_list" | grep -qE "dyn_upper +allow \(recommended_policy\)"; then ok list-after-discovery; else bad list-after-discovery; echo "$t_list" | grep -A2 selu-dyn; fi
 

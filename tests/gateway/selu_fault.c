@@ -1,7 +1,8 @@
 /* A Selu capability that misbehaves on request, for tests/gateway/selu.sh.
  * Start-up by --mode: normal, unhealthy (HealthCheck answers false),
  * nolisten (never listens), exit-after-call (exits after each answer: dead
- * between calls), slow-start (listens after 2 s). Tools: ok, echo (tool,
+ * between calls), slow-start (listens after 2 s), bad-discovery (list_tools
+ * answers a tool without a schema). Tools: ok, echo (tool,
  * parameters, context), env {name}, pid, crash (exits mid-call), hang,
  * garbage (not JSON), big {bytes}, fail, sleep {ms}, done, guarded,
  * list_tools (for tool_source: dynamic) and dyn_upper {text}.
@@ -16,7 +17,7 @@
 
 #include "selu_server.h"
 
-static bool exit_after_call;
+static bool exit_after_call, bad_discovery;
 
 static long param_int(json_t *params, const char *key, long def)
 {
@@ -78,6 +79,8 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
     char buf[64];
     snprintf(buf, sizeof buf, "{\"slept_ms\":%ld}", ms);
     selu_reply_ok(reply, buf);
+  } else if (strcmp(tool, "list_tools") == 0 && bad_discovery) {
+    selu_reply_ok(reply, "{\"tools\":[{\"name\":\"no_schema\"}]}");
   } else if (strcmp(tool, "list_tools") == 0) {
     selu_reply_ok(reply, "{\"tools\":[{\"name\":\"dyn_upper\",\"description\":\"Upper-cases text.\","
                          "\"input_schema\":{\"type\":\"object\",\"properties\":{\"text\":{\"type\":"
@@ -116,5 +119,6 @@ int main(int argc, char **argv)
   if (strcmp(mode, "unhealthy") == 0)
     selu_set_healthy(false);
   exit_after_call = strcmp(mode, "exit-after-call") == 0;
+  bad_discovery = strcmp(mode, "bad-discovery") == 0;
   return selu_serve(addr, handle, NULL) == 0 ? 0 : 1;
 }
