@@ -31,6 +31,7 @@
 
 #define KEEPER_MAX_CLIENTS 256
 #define KEEPER_READY "ready\n"
+#define KEEPER_HOST "host: " /* the verdict's prefix when the host cannot enforce the sandbox */
 #define KEEPER_ASK_MS 5000 /* a client that neither asks nor holds a lease is dropped */
 
 /* What a keeper tells a client asking for a lease; an fd travels with 0. */
@@ -492,7 +493,8 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   r = sandbox_run(&run_spec, &opt, &res, &err);
   if (r < 0) {
     keeper_note("cannot start the server: %s", err.message);
-    keeper_report(&k, "cannot start the capability's server: %s", err.message);
+    keeper_report(&k, "%scannot start the capability's server: %s", r == -ENOTSUP ? KEEPER_HOST : "",
+                  err.message);
   } else if (res.killed_by) {
     keeper_note("the server was stopped: %s exceeded", res.killed_by);
     keeper_report(&k, "the capability's server was stopped before it became healthy: %s exceeded",
@@ -569,10 +571,13 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   }
   close(status[0]);
   msg[got] = '\0';
+  size_t host = strlen(KEEPER_HOST);
+  if (strncmp(msg, KEEPER_HOST, host) == 0) /* exit 3, as for any sandbox the host cannot make */
+    return cap_error_set(err, ENOTSUP, "%s", msg + host);
   if (strcmp(msg, KEEPER_READY) != 0)
-    return cap_error_set(err, ECONNREFUSED, "%s%s (its log: %s)",
+    return cap_error_set(err, ECONNREFUSED, "%s (its log: %s)",
                          got ? msg : "the instance's keeper exited before its server was ready",
-                         "", req->log_path);
+                         req->log_path);
   fd = connect_keeper(sa, deadline);
   if (fd < 0)
     return cap_error_errno(err, -fd, "cannot reach the new instance of %s", req->spec->id);
