@@ -130,6 +130,8 @@ struct keeper {
   pthread_mutex_t report_lock;
   bool reported; /* the starter has its verdict */
   pthread_mutex_t publish_lock; /* the listener: closed once, from either thread */
+  struct sandbox_running *running; /* for the sandbox's CPU count */
+  uint64_t cpu_budget_ms;          /* per call (Selu max_cpu_seconds); 0: none */
   int sandbox_end;              /* the connector's other end: closed once the sandbox has it */
 };
 
@@ -278,6 +280,17 @@ static void *keeper_serve(void *arg)
   uint32_t active = 0;
   uint64_t last = now_ms();
   bool dying = false;
+  /* The per-call CPU budget, on a server shared by calls: over a busy
+   * period (from the first lease to the moment none is held) the server
+   * may use the budget times the most calls it held at once. Exact when
+   * calls come one at a time; never less than each call's own share. */
+  int64_t busy_base = -1;
+  uint32_t busy_peak = 0;
+  bool cpu_counted = k->cpu_budget_ms && sandbox_cpu_ms(k->running) >= 0;
+  if (k->cpu_budget_ms && !cpu_counted)
+    keeper_note("this host gives capsule no cgroup to count CPU in: the per-call CPU budget "
+                "(%llu ms) is not enforced; each call is bounded by its deadline",
+                (unsigned long long)k->cpu_budget_ms);
   for (;;) {
     struct pollfd p[1 + KEEPER_MAX_CLIENTS];
     size_t np = 0;
@@ -297,6 +310,8 @@ static void *keeper_serve(void *arg)
       }
       timeout = ms_until(last + k->idle_ms);
     }
+    if (active && cpu_counted && (timeout < 0 || timeout > 100))
+      timeout = 100; /* the CPU budget's tick */
     for (size_t i = 0; i < n; i++) /* the next silent client to drop */
       if (!clients[i].waiting && !clients[i].leased) {
         int t = ms_until(clients[i].since + KEEPER_ASK_MS);
@@ -363,7 +378,29 @@ static void *keeper_serve(void *arg)
       reply(cl->fd, 0, NULL, fd);
       close(fd);
       cl->leased = true;
-      active++;
+      if (active++ == 0 && cpu_counted)
+        busy_base = sandbox_cpu_ms(k->running);
+      if (active > busy_peak)
+        busy_peak = active;
+    }
+    if (active == 0) {
+      busy_base = -1;
+      busy_peak = 0;
+    } else if (cpu_counted && busy_base >= 0 && !dying) {
+      int64_t used = sandbox_cpu_ms(k->running) - busy_base;
+      if (used > (int64_t)(k->cpu_budget_ms * busy_peak)) {
+        keeper_note("%u call(s) used %lld ms of CPU, over the budget of %llu ms per call: "
+                    "stopping the server", busy_peak, (long long)used,
+                    (unsigned long long)k->cpu_budget_ms);
+        char reason[200];
+        snprintf(reason, sizeof reason, "cpu budget exceeded: %lld ms used, %llu ms per call",
+                 (long long)used, (unsigned long long)k->cpu_budget_ms);
+        for (size_t i = 0; i < n; i++) /* the calls learn why their server went away */
+          if (clients[i].leased)
+            reply(clients[i].fd, ETIMEDOUT, reason, -1);
+        dying = true;
+        keeper_stop(k);
+      }
     }
   }
 }
@@ -374,9 +411,10 @@ struct keeper_start {
   bool started;
 };
 
-static void keeper_started(void *ctx)
+static void keeper_started(void *ctx, struct sandbox_running *running)
 {
   struct keeper_start *s = ctx;
+  s->k->running = running;
   close(s->k->sandbox_end); /* pid 1 has its copy */
   s->k->sandbox_end = -1;
   /* it holds the credentials: not dumpable from now on (not before: an
@@ -434,7 +472,8 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
                      .startup_ms = spec->runtime.startup_timeout_ms,
                      .report_lock = PTHREAD_MUTEX_INITIALIZER,
                      .publish_lock = PTHREAD_MUTEX_INITIALIZER,
-                     .sandbox_end = -1};
+                     .sandbox_end = -1,
+                     .cpu_budget_ms = spec->limits.cpu_ms_per_task};
   if (req->wait_ms && req->wait_ms < k.startup_ms)
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
@@ -646,6 +685,19 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
     }
   }
   return cap_error_set(err, ECONNRESET, "unreachable");
+}
+
+bool gw_lease_reason(struct gw_lease *lease, char *buf, size_t size)
+{
+  struct lease_reply rep = {0};
+  struct pollfd p = {.fd = lease->control, .events = POLLIN};
+  /* the keeper sends its reason before it stops the server: a moment's wait */
+  if (lease->control < 0 || poll(&p, 1, 200) <= 0 ||
+      recv(lease->control, &rep, sizeof rep, MSG_DONTWAIT) != (ssize_t)sizeof rep || !rep.code)
+    return false;
+  rep.message[sizeof rep.message - 1] = '\0';
+  snprintf(buf, size, "%s", rep.message);
+  return true;
 }
 
 void gw_lease_release(struct gw_lease *lease)

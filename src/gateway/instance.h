@@ -14,6 +14,7 @@
 #ifndef CAPSULE_GATEWAY_INSTANCE_H
 #define CAPSULE_GATEWAY_INSTANCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,6 +45,9 @@ struct gw_lease {
  * healthy or stopped listening). */
 int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *lease,
                       struct cap_error *err);
+/* Why the keeper ended this lease's server, when it did (the CPU budget):
+ * true with the reason in buf. */
+bool gw_lease_reason(struct gw_lease *lease, char *buf, size_t size);
 /* Ends the lease (closes control; fd is the caller's, already given away
  * or closed). */
 void gw_lease_release(struct gw_lease *lease);

@@ -158,6 +158,11 @@ static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, c
     uint64_t rest = spent >= deadline_ms ? 1 : deadline_ms - spent;
     int left = rest > INT32_MAX ? INT32_MAX : (int)rest;
     r = selu_invoke(ch, tool, args, keys, values, 2, left, resp, err);
+    char reason[480];
+    if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {
+      cap_error_clear(err); /* the keeper stopped the server, and says why */
+      r = cap_error_set(err, ETIMEDOUT, "the server was stopped: %s", reason);
+    }
   }
   selu_channel_close(ch);
   gw_lease_release(&lease);

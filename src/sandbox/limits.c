@@ -240,7 +240,7 @@ void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spe
 }
 
 /* CPU time the sandbox has used, in ms, or -1 when no cgroup counts it. */
-static int64_t cpu_used_ms(struct sandbox_limits *lim)
+int64_t limits_cpu_ms(struct sandbox_limits *lim)
 {
   char buf[1024];
   if (lim->kind == LIMITS_CGROUP2 && read_text(lim->v2, "cpu.stat", buf, sizeof buf) == 0) {
@@ -258,7 +258,7 @@ bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spe
 {
   if (!spec->limits.cpu_ms_per_task || elapsed_ms == 0)
     return false;
-  int64_t used = cpu_used_ms(lim);
+  int64_t used = limits_cpu_ms(lim);
   if (used < 0)
     return false;
   if (lim->cpu_base_ms < 0 || lim->cpu_base_ms > used)

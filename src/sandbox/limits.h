@@ -36,6 +36,8 @@ void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spe
  * per-task CPU budget. */
 bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spec,
                           uint64_t elapsed_ms);
+/* CPU used by the sandbox so far (ms), -1 without a cgroup to read. */
+int64_t limits_cpu_ms(struct sandbox_limits *lim);
 /* Which limit killed the command (from the cgroup's records), or NULL. */
 const char *limits_verdict(struct sandbox_limits *lim, int term_signal);
 /* Kills what is left in the cgroup and removes it. */

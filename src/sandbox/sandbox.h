@@ -18,6 +18,8 @@
 
 #define SANDBOX_MAX_FORWARDS PROXY_MAX_FORWARDS
 
+struct sandbox_running; /* a sandbox while it runs (see on_started) */
+
 struct sandbox_options {
   char *const *argv;       /* the command; argv[0] is looked up in PATH inside */
   const char *workdir;     /* inside the sandbox; NULL: "/" or the first rw grant */
@@ -39,8 +41,9 @@ struct sandbox_options {
   const char *const *hidden;
   size_t n_hidden;
   /* Called in the caller's process once the sandbox runs, before
-   * sandbox_run waits for it: where a caller may start threads. */
-  void (*on_started)(void *ctx);
+   * sandbox_run waits for it: where a caller may start threads. The
+   * handle stays valid until sandbox_run returns. */
+  void (*on_started)(void *ctx, struct sandbox_running *running);
   void *on_started_ctx;
 };
 
@@ -57,6 +60,11 @@ struct sandbox_result {
  * when the host cannot enforce what spec requires (fail closed). */
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                 struct sandbox_result *res, struct cap_error *err);
+
+/* The CPU time the whole sandbox has used so far, in ms (its cgroup's
+ * count), or -1 when this host gives capsule no cgroup to read it from.
+ * Safe from any thread while the sandbox runs. */
+int64_t sandbox_cpu_ms(struct sandbox_running *running);
 
 /* Over a connector (see sandbox_options): a TCP connection to
  * 127.0.0.1:port inside the sandbox's network namespace, made by its pid 1

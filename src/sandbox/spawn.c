@@ -528,6 +528,11 @@ static void serve_connect(int connector, uint16_t port)
     close(s);
 }
 
+int64_t sandbox_cpu_ms(struct sandbox_running *running)
+{
+  return limits_cpu_ms((struct sandbox_limits *)running);
+}
+
 int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_error *err)
 {
   if (send(connector, &port, sizeof port, MSG_NOSIGNAL) != (ssize_t)sizeof port)
@@ -971,7 +976,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   if (r < 0)
     return launch_release(&l, r);
   if (opt->on_started)
-    opt->on_started(opt->on_started_ctx);
+    opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
   r = supervise(l.pid, pidfd, spec, &l.lim, res, err);
   return launch_release(&l, r);
 }

@@ -45,6 +45,8 @@ tools:
   - {name: fail, description: Fails., recommended_policy: allow, input_schema: {type: object}}
   - {name: sleep, description: Sleeps., recommended_policy: allow,
      input_schema: {type: object, properties: {ms: {type: integer, maximum: 10000}}, required: [ms]}}
+  - {name: spin, description: Burns CPU., recommended_policy: allow,
+     input_schema: {type: object, properties: {ms: {type: integer}}, required: [ms]}}
   - {name: done, description: Produces and ends the loop., recommended_policy: allow,
      terminal_on_success: true, input_schema: {type: object}}
   - {name: guarded, description: Not allowed by default., input_schema: {type: object}}
@@ -63,6 +65,7 @@ cap selu-nolisten nolisten
 cap selu-dies exit-after-call
 cap selu-slow slow-start
 cap selu-one normal '  max_concurrency: 1'
+cap selu-cpu normal 'resources: {max_cpu_seconds: 1, max_cpu_fraction: 1.0}'
 sed -i 's/idle_timeout_ms: 3000/idle_timeout_ms: 600/' "$caps/selu-one/manifest.yaml"
 sed -i 's/startup_timeout_ms: 2000/startup_timeout_ms: 8000/' "$caps/selu-slow/manifest.yaml"
 mkdir -p "$caps/selu-dyn" && cp "$fault" "$caps/selu-dyn/server"
@@ -189,6 +192,11 @@ c after-big-serves 0 '^\{"ok":true\}$' selu-ok ok '{}'
 c never-healthy 1 'did not become healthy within 2000 ms \(its HealthCheck answered healthy: false\)' selu-unhealthy ok '{}'
 c never-listens 1 'did not become healthy within 2000 ms \(nothing listened on port 50051\)' selu-nolisten ok '{}'
 c slow-start-waits 0 '^\{"ok":true\}$' selu-slow ok '{}'
+if [ "$(id -u)" = 0 ]; then # a cgroup counts the server's CPU (v1 or v2)
+  c cpu-within-budget 0 '^\{"spun_ms":200\}$' selu-cpu spin '{"ms": 200}'
+  c cpu-over-budget 1 'the server was stopped: cpu budget exceeded: [0-9]+ ms used, 1000 ms per call' selu-cpu spin '{"ms": 5000}'
+  c cpu-after-restarts 0 '^\{"spun_ms":100\}$' selu-cpu spin '{"ms": 100}'
+fi
 c dies-between-calls-1 0 '^\{"ok":true\}$' selu-dies ok '{}'
 sleep 0.3
 c dies-between-calls-2 0 '^\{"ok":true\}$' selu-dies ok '{}'

@@ -4,7 +4,8 @@
  * between calls), slow-start (listens after 2 s), bad-discovery (list_tools
  * answers a tool without a schema). Tools: ok, echo (tool,
  * parameters, context), env {name}, pid, crash (exits mid-call), hang,
- * garbage (not JSON), big {bytes}, fail, sleep {ms}, done, guarded,
+ * garbage (not JSON), big {bytes}, fail, sleep {ms}, spin {ms} (burns CPU),
+ * done, guarded,
  * list_tools (for tool_source: dynamic) and dyn_upper {text}.
  * Usage: selu_fault [--mode MODE] [ADDRESS] */
 #include <ctype.h>
@@ -78,6 +79,19 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
     nanosleep(&ts, NULL);
     char buf[64];
     snprintf(buf, sizeof buf, "{\"slept_ms\":%ld}", ms);
+    selu_reply_ok(reply, buf);
+  } else if (strcmp(tool, "spin") == 0) {
+    long ms = param_int(params, "ms", 100);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    volatile unsigned long x = 0;
+    do {
+      for (int i = 0; i < 100000; i++)
+        x += (unsigned long)i;
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+    char buf[64];
+    snprintf(buf, sizeof buf, "{\"spun_ms\":%ld}", ms);
     selu_reply_ok(reply, buf);
   } else if (strcmp(tool, "list_tools") == 0 && bad_discovery) {
     selu_reply_ok(reply, "{\"tools\":[{\"name\":\"no_schema\"}]}");
