@@ -1275,6 +1275,13 @@ static struct js_schema *compile_schema(struct compiler *c, const struct cap_nod
   s->work = work_of(s);
   s->type_ok = type_ok_of(s->types);
   s->direct = !(s->groups & (JS_G_VALUE | JS_G_INPLACE)) && !s->has_unevaluated;
+  if (s->groups == JS_G_VALUE && !s->has_unevaluated) {
+    s->direct = 2;
+    s->work = 0; /* validate() checks the value with the type */
+  }
+  s->members = (s->props || s->pattern_props || s->additional_props || s->property_names);
+  if (s->props && !s->pattern_props && !s->additional_props && !s->property_names)
+    s->members = 2;
   return s;
 }
 

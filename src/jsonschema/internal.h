@@ -161,8 +161,14 @@ struct js_schema {
   /* bit (1 << instance kind) set when "type" passes for every instance of
    * that kind (all kinds without "type"; floats need a look under "integer") */
   uint8_t type_ok;
-  bool direct; /* no enum/const, in-place applicators or unevaluated*: per-kind keywords only */
-  uint8_t groups;       /* JS_G_*: which kinds of keywords are present */
+  /* 1: no enum/const, in-place applicators or unevaluated*: per-kind
+   * keywords only; 2: enum/const and at most "type", nothing else (work
+   * is then 0: validate() checks the value where it checks the type) */
+  uint8_t direct;
+  /* members: 1 some of properties, patternProperties, additionalProperties,
+   * propertyNames; 2 "properties" alone (members may be looked up) */
+  uint8_t members;
+  uint8_t groups; /* JS_G_*: which kinds of keywords are present */
 
   struct js_schema *ref;
   const char *ref_uri;

@@ -732,7 +732,13 @@ static bool branch(struct vctx *c, const struct js_schema *s, const struct cap_n
 {
   c->quiet++;
   bool ok;
-  if (into) {
+  if (into && into->n <= 64) {
+    /* one word: mark it directly and put it back on failure */
+    uint64_t saved = into->n ? into->bits[0] : 0;
+    ok = validate(c, s, x, p, sc, into);
+    if (!ok && into->n)
+      into->bits[0] = saved;
+  } else if (into) {
     uint64_t words[EV_STACK_WORDS];
     struct ev local;
     ev_init(&local, words, into->n);
@@ -757,33 +763,57 @@ static const struct js_schema *dynamic_target(const struct js_schema *s, const s
   return found ? found : s->dynref;
 }
 
+/* "properties" by looking each one up; stops at the first failure */
+static inline __attribute__((always_inline)) bool
+lookup_props(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+             const struct path *p, const struct scope *sc, struct ev *ev, size_t *required_seen)
+{
+  for (size_t k = 0; k < s->n_props; k++) {
+    const struct js_prop *pr = &s->props[k];
+    long i = member_index(x, pr->key, pr->keylen);
+    if (i < 0)
+      continue;
+    const struct cap_member *m = &x->u.obj.items[i];
+    struct path cp = {p, m->key, m->keylen, 0};
+    if (s->prop_required)
+      *required_seen += s->prop_required[k];
+    ev_mark(ev, (size_t)i);
+    if (!validate(c, pr->schema, m->value, &cp, sc, NULL))
+      return false;
+  }
+  return true;
+}
+
 static bool validate_object(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
                             const struct path *p, const struct scope *sc, struct ev *ev)
 {
   bool valid = true;
   size_t n = x->u.obj.len;
   size_t required_seen = 0, hint = 0;
-  if (s->props && !s->pattern_props && !s->additional_props && !s->property_names &&
-      s->n_props < n && (c->quiet || !c->errs)) {
-    /* only "properties", more members than properties, and no error
-     * recorded (so their order does not matter): look the properties up */
-    for (size_t k = 0; k < s->n_props; k++) {
-      const struct js_prop *pr = &s->props[k];
-      long i = member_index(x, pr->key, pr->keylen);
-      if (i < 0)
-        continue;
-      const struct cap_member *m = &x->u.obj.items[i];
-      struct path cp = {p, m->key, m->keylen, 0};
-      if (s->prop_required)
-        required_seen += s->prop_required[k];
-      ev_mark(ev, (size_t)i);
-      if (!validate(c, pr->schema, m->value, &cp, sc, NULL)) {
+  bool walk = s->members;
+  if (s->members == 2 && s->n_props < n) {
+    /* only "properties" and more members than properties: look the
+     * properties up when no error is recorded (their order does not
+     * matter); when the first error is, look them up quietly and walk the
+     * members in order only after a failure, for the same first error */
+    if (c->quiet || !c->errs) {
+      if (!lookup_props(c, s, x, p, sc, ev, &required_seen)) {
         valid = false;
-        if (stop(c))
-          goto out;
+        goto out; /* stop(c) holds */
       }
+      walk = false;
+    } else if (c->first_only && !c->aborted) {
+      c->quiet++;
+      bool ok = lookup_props(c, s, x, p, sc, ev, &required_seen);
+      c->quiet--;
+      if (c->aborted)
+        return false;
+      walk = !ok;
+      if (!ok)
+        required_seen = 0;
     }
-  } else if (s->props || s->pattern_props || s->additional_props || s->property_names) {
+  }
+  if (walk) {
     for (size_t i = 0; i < n; i++) {
       const struct cap_member *m = &x->u.obj.items[i];
       struct path cp = {p, m->key, m->keylen, 0};
@@ -1116,7 +1146,7 @@ out:
 static inline bool value_eq(const struct cap_node *a, const struct cap_node *x)
 {
   if (a->kind == CAP_NODE_STRING && x->kind == CAP_NODE_STRING)
-    return a->u.str.len == x->u.str.len && memcmp(a->u.str.ptr, x->u.str.ptr, a->u.str.len) == 0;
+    return a->u.str.len == x->u.str.len && key_eq(a->u.str.ptr, x->u.str.ptr, a->u.str.len);
   if (a->kind == CAP_NODE_STRING || x->kind == CAP_NODE_STRING)
     return false;
   return cap_node_equal(a, x);
@@ -1255,6 +1285,19 @@ static __attribute__((noinline)) bool validate_tracked(struct vctx *c, const str
   return valid;
 }
 
+static __attribute__((noinline)) bool value_match(const struct js_schema *s,
+                                                  const struct cap_node *x)
+{
+  if (s->const_value && !value_eq(s->const_value, x))
+    return false;
+  if (!s->has_enum)
+    return true;
+  for (size_t i = 0; i < s->n_enum; i++)
+    if (value_eq(s->enum_values[i], x))
+      return true;
+  return false;
+}
+
 static bool validate(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
                      const struct path *p, const struct scope *sc, struct ev *ev)
 {
@@ -1277,14 +1320,19 @@ static bool validate(struct vctx *c, const struct js_schema *s, const struct cap
     return false;
   }
   if (!(s->work & (1u << x->kind))) {
-    /* nothing but "type" applies to this kind of instance */
-    if (LIKELY(type_ok(s, x)))
-      return true;
-    if (recording(c))
-      report_type(c, s, x, p);
-    return false;
+    /* nothing but "type" applies to this kind of instance (or "type" and
+     * enum/const to any: a failed value check takes the full path, which
+     * reports it) */
+    if (LIKELY(type_ok(s, x))) {
+      if (LIKELY(s->direct != 2) || value_match(s, x))
+        return true;
+    } else if (s->direct != 2) {
+      if (recording(c))
+        report_type(c, s, x, p);
+      return false;
+    }
   }
-  if (s->direct && type_ok(s, x)) {
+  if (s->direct == 1 && type_ok(s, x)) {
     /* only the keywords of this kind of instance: straight to them */
     switch (x->kind) {
     case CAP_NODE_STRING: return validate_string(c, s, x, p);
