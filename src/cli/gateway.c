@@ -80,8 +80,9 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
     case OPT_TIMEOUT: {
       char *end;
       unsigned long long v = strtoull(optarg, &end, 10);
-      if (*end || !v)
-        return cli_usage_error(verb, "--timeout takes a positive number of seconds, not '%s'", optarg);
+      if (*end || !v || v > 31536000)
+        return cli_usage_error(verb, "--timeout takes a number of seconds from 1 to 31536000, not '%s'",
+                               optarg);
       o->timeout_s = v;
       break;
     }
