@@ -168,13 +168,21 @@ static inline void put_bytes(char *dst, const char *src, size_t n)
 /* true when k has no '~' or '/' (a pointer segment written as it is) */
 static inline bool key_plain(const char *k, size_t n)
 {
-  if (n < 8) {
-    bool plain = true;
-    for (size_t i = 0; i < n; i++)
-      plain &= k[i] != '~' && k[i] != '/';
-    return plain;
-  }
   const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+  if (n < 8) {
+    if (n < 4) {
+      bool plain = true;
+      for (size_t i = 0; i < n; i++)
+        plain &= k[i] != '~' && k[i] != '/';
+      return plain;
+    }
+    /* two overlapping 4-byte loads */
+    uint32_t a, b;
+    memcpy(&a, k, 4);
+    memcpy(&b, k + n - 4, 4);
+    uint64_t w = (uint64_t)a << 32 | b, t = w ^ (ones * '~'), l = w ^ (ones * '/');
+    return (((t - ones) & ~t & highs) | ((l - ones) & ~l & highs)) == 0;
+  }
   uint64_t hit = 0;
   for (size_t i = 0;; i += 8) {
     if (i + 8 > n)
@@ -235,11 +243,8 @@ static bool push_first(struct cap_js_errors *e, const struct js_schema *s, const
       }
     }
   }
-  size_t mlen = 0;
-  for (size_t i = 0; i < nparts; i++)
-    mlen += parts[i].n;
   size_t slen = s->loc_len;
-  if ((size_t)(lim - w) < 1 + slen + 1 + kwlen + 1 + mlen + 1)
+  if ((size_t)(lim - w) < 1 + slen + 1 + kwlen + 1)
     return false;
   *w++ = '\0';
   char *kwloc = w;
@@ -252,7 +257,10 @@ static bool push_first(struct cap_js_errors *e, const struct js_schema *s, const
   }
   *w++ = '\0';
   char *msg = w;
+  /* room for each piece and the final NUL checked as it comes */
   for (size_t i = 0; i < nparts; i++) {
+    if ((size_t)(lim - w) <= parts[i].n)
+      return false;
     put_bytes(w, parts[i].s, parts[i].n);
     w += parts[i].n;
   }
@@ -763,6 +771,46 @@ static const struct js_schema *dynamic_target(const struct js_schema *s, const s
   return found ? found : s->dynref;
 }
 
+static bool validate_string(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                            const struct path *p);
+static bool validate_number(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                            const struct path *p);
+static bool value_match(const struct js_schema *s, const struct cap_node *x);
+
+/* validate() of a member's or item's schema, with the cases that need no
+ * more than the type check, an enum/const or a string's or number's own
+ * keywords answered here without the call (same steps, same errors:
+ * everything else, and every budget or depth problem, takes validate()) */
+static inline __attribute__((always_inline)) bool
+validate_child(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+               const struct path *p, const struct scope *sc)
+{
+  unsigned bit = 1u << x->kind;
+  /* type_ok is 0 for boolean schemas: they take validate() */
+  if ((s->type_ok & bit) && LIKELY(c->steps < c->max_steps && c->depth < c->max_depth)) {
+    if (!(s->work & bit)) {
+      if (LIKELY(s->direct != 2) || value_match(s, x)) {
+        c->steps++;
+        return true;
+      }
+      if (!recording(c)) { /* validate() would only find the same */
+        c->steps++;
+        return false;
+      }
+    } else if (s->direct == 1) {
+      if (x->kind == CAP_NODE_STRING) {
+        c->steps++;
+        return validate_string(c, s, x, p);
+      }
+      if (x->kind == CAP_NODE_INT || x->kind == CAP_NODE_FLOAT) {
+        c->steps++;
+        return validate_number(c, s, x, p);
+      }
+    }
+  }
+  return validate(c, s, x, p, sc, NULL);
+}
+
 /* "properties" by looking each one up; stops at the first failure */
 static inline __attribute__((always_inline)) bool
 lookup_props(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
@@ -778,7 +826,7 @@ lookup_props(struct vctx *c, const struct js_schema *s, const struct cap_node *x
     if (s->prop_required)
       *required_seen += s->prop_required[k];
     ev_mark(ev, (size_t)i);
-    if (!validate(c, pr->schema, m->value, &cp, sc, NULL))
+    if (!validate_child(c, pr->schema, m->value, &cp, sc))
       return false;
   }
   return true;
@@ -827,7 +875,7 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
             required_seen += s->prop_required[pi];
           matched = true;
           ev_mark(ev, i);
-          if (!validate(c, ps, m->value, &cp, sc, NULL)) {
+          if (!validate_child(c, ps, m->value, &cp, sc)) {
             valid = false;
             if (stop(c))
               goto out;
@@ -858,7 +906,7 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
           valid = false;
           if (stop(c))
             goto out;
-        } else if (!validate(c, s->additional_props, m->value, &cp, sc, NULL)) {
+        } else if (!validate_child(c, s->additional_props, m->value, &cp, sc)) {
           valid = false;
           if (stop(c))
             goto out;
@@ -920,7 +968,7 @@ static bool validate_array(struct vctx *c, const struct js_schema *s, const stru
   for (size_t i = 0; i < np; i++) {
     struct path cp = {p, NULL, 0, i};
     ev_mark(ev, i);
-    if (!validate(c, s->prefix_items[i], x->u.arr.items[i], &cp, sc, NULL)) {
+    if (!validate_child(c, s->prefix_items[i], x->u.arr.items[i], &cp, sc)) {
       valid = false;
       if (stop(c))
         goto out;
@@ -940,7 +988,7 @@ static bool validate_array(struct vctx *c, const struct js_schema *s, const stru
     for (size_t i = np; i < n && !s->items->is_bool; i++) {
       struct path cp = {p, NULL, 0, i};
       ev_mark(ev, i);
-      if (!validate(c, s->items, x->u.arr.items[i], &cp, sc, NULL)) {
+      if (!validate_child(c, s->items, x->u.arr.items[i], &cp, sc)) {
         valid = false;
         if (stop(c))
           goto out;
@@ -1384,6 +1432,11 @@ void cap_js_errors_free(struct cap_js_errors *errs)
 {
   if (!errs)
     return;
+  if (errs->items == &errs->first && errs->first.instance_location == errs->first_text) {
+    errs->items = NULL; /* the usual first error: nothing allocated */
+    errs->len = errs->cap = 0;
+    return;
+  }
   for (size_t i = 0; i < errs->len; i++)
     if (errs->items[i].instance_location != errs->first_text)
       free(errs->items[i].instance_location); /* one block holds all three */
