@@ -292,6 +292,10 @@ struct js_fastre *js_fastre_compile_with(struct cap_js_validator *v, const char 
 /* Whole-string match; s must be valid UTF-8 unless f->ascii_only (then a
  * non-ASCII byte simply does not match). */
 bool js_fastre_match(const struct js_fastre *f, const char *s, size_t n);
+/* For a DFA (f->dfa non-NULL) and any bytes: 1 match, 0 no match when s
+ * is all ASCII (the answer js_fastre_match gives), -1 when s has a
+ * non-ASCII byte (then check its UTF-8 and call js_fastre_match). */
+int js_fastre_match_ascii(const struct js_fastre *f, const char *s, size_t n);
 
 /* format.c */
 enum js_format js_format_lookup(const char *name);

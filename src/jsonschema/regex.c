@@ -930,6 +930,26 @@ static __attribute__((noinline)) bool dfa_match(const struct js_fastre *f, const
   return (f->dfa_accept >> st) & 1;
 }
 
+int js_fastre_match_ascii(const struct js_fastre *f, const char *str, size_t n)
+{
+  const unsigned char *s = (const unsigned char *)str;
+  const uint8_t *t = f->dfa;
+  unsigned st = 1;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char b = s[i];
+    if (b >= 0x80)
+      return -1;
+    st = t[st * FRE_SYMS + b];
+    if (!st) { /* rejected: the answer stands if the rest is ASCII too */
+      for (i++; i < n; i++)
+        if (s[i] >= 0x80)
+          return -1;
+      return 0;
+    }
+  }
+  return (f->dfa_accept >> st) & 1;
+}
+
 bool js_fastre_match(const struct js_fastre *f, const char *str, size_t n)
 {
   const unsigned char *s = (const unsigned char *)str;

@@ -481,6 +481,12 @@ static int regex_match(struct vctx *c, pcre2_code *re, const struct js_fastre *f
    * only a failed match needs the UTF-8 check below (invalid: -1) */
   if (fast && fast->ascii_only && js_fastre_match(fast, s, n))
     return 1;
+  /* a DFA answers an ASCII subject by itself (no UTF-8 check needed) */
+  if (fast && fast->dfa && !fast->ascii_only) {
+    int r = js_fastre_match_ascii(fast, s, n);
+    if (r >= 0)
+      return r;
+  }
   /* pcre2_jit_match skips pcre2_match's per-call checks; it needs valid
    * UTF-8, which every capsule parser guarantees and an ASCII scan or
    * cap_utf8_valid confirms here (so does the small matcher) */
