@@ -89,6 +89,12 @@ enum js_format {
 struct js_schema;
 struct js_resource;
 
+/* a text made at compile time, with its length */
+struct js_text {
+  const char *s;
+  size_t n;
+};
+
 struct js_prop {
   const char *key;
   size_t keylen;
@@ -222,6 +228,14 @@ struct js_schema {
   const char *const_text;   /* "must be exactly ..." */
   /* their lengths as messages print them (up to a NUL) */
   uint32_t types_text_len, allowed_text_len, enum_text_len, const_text_len, pattern_source_len;
+  /* whole messages and message tails, as the pieces above would make them */
+  struct js_text not_allowed;     /* "\" is not allowed" + allowed_text */
+  struct js_text pattern_msg;     /* "does not match the pattern \"...\"" */
+  struct js_text min_length_tail; /* " characters long; at least N are required" */
+  struct js_text max_length_tail; /* " characters long; at most N are allowed" */
+  struct js_text min_items_tail;  /* " items; at least N are required" */
+  struct js_text max_items_tail;  /* " items; at most N are allowed" */
+  struct js_text *required_msg;   /* per required name: "missing required property \"a\"" */
 };
 
 struct js_dyn_anchor {

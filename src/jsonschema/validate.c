@@ -85,12 +85,21 @@ struct piece {
 
 #define LIT(x) ((struct piece){(x), sizeof(x) - 1})
 #define TXT(x, len) ((struct piece){(x), (len)})
+#define T(text) ((struct piece){(text).s, (text).n}) /* a struct js_text */
 
 static inline struct piece zpiece(const char *z) { return (struct piece){z, strlen(z)}; }
 
 /* a NUL-terminated name of length n, up to its first NUL */
 static inline struct piece keypiece(const char *k, size_t n)
 {
+  if (n >= 4 && n <= 8) { /* no NUL in two overlapping loads: all of it */
+    const uint32_t ones = 0x01010101u, highs = 0x80808080u;
+    uint32_t a, b;
+    memcpy(&a, k, 4);
+    memcpy(&b, k + n - 4, 4);
+    if (!(((a - ones) & ~a & highs) | ((b - ones) & ~b & highs)))
+      return (struct piece){k, n};
+  }
   size_t i = 0;
   while (i < n && k[i])
     i++;
@@ -908,7 +917,7 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
         ev_mark(ev, i);
         if (s->additional_props->is_bool && !s->additional_props->bool_value) {
           REPORT_AT(&cp, "additionalProperties", LIT("property \""), keypiece(m->key, m->keylen),
-                    LIT("\" is not allowed"), TXT(s->allowed_text, s->allowed_text_len));
+                    T(s->not_allowed));
           valid = false;
           if (stop(c))
             goto out;
@@ -934,8 +943,7 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
   for (size_t i = 0; !(s->required_in_props && required_seen == s->n_required) && i < s->n_required;
        i++)
     if (!find_member(x, s->required[i].key, s->required[i].keylen))
-      FAIL("required", LIT("missing required property \""),
-           keypiece(s->required[i].key, s->required[i].keylen), LIT("\""));
+      FAIL("required", T(s->required_msg[i]));
   for (size_t i = 0; i < s->n_dep_required; i++) {
     const struct js_dep_required *d = &s->dep_required[i];
     if (!find_member(x, d->key, d->keylen))
@@ -1027,11 +1035,9 @@ static bool validate_array(struct vctx *c, const struct js_schema *s, const stru
            I(s->max_contains), LIT(" may"));
   }
   if (s->max_items >= 0 && (int64_t)n > s->max_items)
-    FAIL("maxItems", LIT("has "), U(n), LIT(" items; at most "), I(s->max_items),
-         LIT(" are allowed"));
+    FAIL("maxItems", LIT("has "), U(n), T(s->max_items_tail));
   if (s->min_items >= 0 && (int64_t)n < s->min_items)
-    FAIL("minItems", LIT("has "), U(n), LIT(" items; at least "), I(s->min_items),
-         LIT(" are required"));
+    FAIL("minItems", LIT("has "), U(n), T(s->min_items_tail));
   if (s->unique_items && n > 1) {
     size_t i = 0, j = 0;
     if (!unique_items(x, &i, &j))
@@ -1054,11 +1060,9 @@ static bool validate_string(struct vctx *c, const struct js_schema *s, const str
     else if (s->min_length >= 0 && len < (size_t)s->min_length * 4)
       len = utf8_length(x->u.str.ptr, x->u.str.len);
     if (s->max_length >= 0 && len > (size_t)s->max_length)
-      FAIL("maxLength", LIT("is "), U(len), LIT(" characters long; at most "), I(s->max_length),
-           LIT(" are allowed"));
+      FAIL("maxLength", LIT("is "), U(len), T(s->max_length_tail));
     if (s->min_length >= 0 && len < (size_t)s->min_length)
-      FAIL("minLength", LIT("is "), U(len), LIT(" characters long; at least "), I(s->min_length),
-           LIT(" are required"));
+      FAIL("minLength", LIT("is "), U(len), T(s->min_length_tail));
   }
   if (s->pattern) {
     int r = regex_match(c, s->pattern, s->pattern_fast, x->u.str.ptr, x->u.str.len);
@@ -1066,8 +1070,7 @@ static bool validate_string(struct vctx *c, const struct js_schema *s, const str
       FAIL("pattern", LIT("string is too costly to match against the pattern \""),
            TXT(s->pattern_source, s->pattern_source_len), LIT("\""));
     if (r == 0)
-      FAIL("pattern", LIT("does not match the pattern \""),
-           TXT(s->pattern_source, s->pattern_source_len), LIT("\""));
+      FAIL("pattern", T(s->pattern_msg));
   }
   if (s->format_assert && !js_format_check(s->format, x->u.str.ptr, x->u.str.len))
     FAIL("format", LIT("is not a valid "), zpiece(s->format_name));
@@ -1289,7 +1292,7 @@ static bool validate_keywords(struct vctx *c, const struct js_schema *s, const s
       ev_mark(kev, i);
       if (s->unevaluated_props->is_bool && !s->unevaluated_props->bool_value) {
         REPORT_AT(&cp, "unevaluatedProperties", LIT("property \""), keypiece(m->key, m->keylen),
-                  LIT("\" is not allowed"), TXT(s->allowed_text, s->allowed_text_len));
+                  T(s->not_allowed));
         valid = false;
         if (stop(c))
           goto out;
