@@ -824,7 +824,13 @@ struct js_fastre *js_fastre_compile_with(struct cap_js_validator *v, const char 
       continue;
     f->greedy = f->atoms[k + 1].min >= 1 && set_disjoint(&a->set, &f->atoms[k + 1].set);
   }
-  if (!f->greedy && use_dfa && build_dfa(v, f, src, len)) {
+  /* an ASCII pattern of three or more atoms the greedy scan could take is
+   * faster on a DFA (one table lookup per character, no per-atom loop) */
+  bool ascii = atoms && f->n_atoms >= 3;
+  for (size_t k = 0; k < f->n_atoms && ascii; k++)
+    ascii = f->atoms[k].set.na == NA_NONE;
+  if ((!f->greedy || ascii) && use_dfa && build_dfa(v, f, src, len)) {
+    f->greedy = false;
     out = js_alloc(v, sizeof(*out));
     memcpy(out, f, sizeof(*out));
     goto done;
