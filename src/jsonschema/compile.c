@@ -1326,6 +1326,9 @@ static struct js_schema *compile_schema(struct compiler *c, const struct cap_nod
   s->members = (s->props || s->pattern_props || s->additional_props || s->property_names);
   if (s->props && !s->pattern_props && !s->additional_props && !s->property_names)
     s->members = 2;
+  s->obj_tail = s->n_dep_required || s->n_dep_schemas || s->max_props >= 0 || s->min_props >= 0;
+  s->disc = s->groups == JS_G_OBJ && s->members == 2 && s->n_props == 1 && !s->n_required &&
+            !s->obj_tail && !s->types && !s->has_unevaluated;
   return s;
 }
 

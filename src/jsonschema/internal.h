@@ -174,6 +174,12 @@ struct js_schema {
   /* members: 1 some of properties, patternProperties, additionalProperties,
    * propertyNames; 2 "properties" alone (members may be looked up) */
   uint8_t members;
+  /* some of dependentRequired, dependentSchemas, maxProperties, minProperties */
+  bool obj_tail;
+  /* "properties" with one property and nothing else ({"properties": {"kind":
+   * {"const": "click"}}}, the usual "if"): an "if" looks the member up itself
+   * when that property's schema is an enum/const alone */
+  bool disc;
   uint8_t groups; /* JS_G_*: which kinds of keywords are present */
 
   struct js_schema *ref;

@@ -944,6 +944,8 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
        i++)
     if (!find_member(x, s->required[i].key, s->required[i].keylen))
       FAIL("required", T(s->required_msg[i]));
+  if (!s->obj_tail)
+    goto out; /* none of the keywords below */
   for (size_t i = 0; i < s->n_dep_required; i++) {
     const struct js_dep_required *d = &s->dep_required[i];
     if (!find_member(x, d->key, d->keylen))
@@ -1182,7 +1184,27 @@ static bool validate_inplace(struct vctx *c, const struct js_schema *s, const st
       FAIL("not", LIT("must not match the schema in \"not\""));
   }
   if (s->if_) {
-    bool ok = branch(c, s->if_, x, p, sc, ev);
+    const struct js_schema *is = s->if_, *ps = is->disc ? is->props[0].schema : NULL;
+    bool ok;
+    if (ps && !ps->is_bool && ps->direct == 2 && !ps->types && !c->aborted &&
+        c->steps + 2 <= c->max_steps && c->depth + 1 < c->max_depth) {
+      /* what branch() would find, with the same steps: a non-object or an
+       * object without the member passes; else the member's value decides
+       * and is marked evaluated when it passes */
+      c->steps++;
+      ok = true;
+      if (x->kind == CAP_NODE_OBJECT) {
+        long i = member_index(x, is->props[0].key, is->props[0].keylen);
+        if (i >= 0) {
+          c->steps++;
+          ok = value_match(ps, x->u.obj.items[i].value);
+          if (ok)
+            ev_mark(ev, (size_t)i);
+        }
+      }
+    } else {
+      ok = branch(c, is, x, p, sc, ev);
+    }
     if (c->aborted)
       return false;
     const struct js_schema *next = ok ? s->then_ : s->else_;
