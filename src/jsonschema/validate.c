@@ -791,6 +791,10 @@ static bool validate_string(struct vctx *c, const struct js_schema *s, const str
 static bool validate_number(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
                             const struct path *p);
 static bool value_match(const struct js_schema *s, const struct cap_node *x);
+static bool validate_object(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                            const struct path *p, const struct scope *sc, struct ev *ev);
+static bool validate_array(struct vctx *c, const struct js_schema *s, const struct cap_node *x,
+                           const struct path *p, const struct scope *sc, struct ev *ev);
 
 /* validate() of a member's or item's schema, with the cases that need no
  * more than the type check, an enum/const or a string's or number's own
@@ -820,6 +824,14 @@ validate_child(struct vctx *c, const struct js_schema *s, const struct cap_node 
       if (x->kind == CAP_NODE_INT || x->kind == CAP_NODE_FLOAT) {
         c->steps++;
         return validate_number(c, s, x, p);
+      }
+      if ((x->kind == CAP_NODE_OBJECT || x->kind == CAP_NODE_ARRAY) && !c->v->dynamic_scope) {
+        c->steps++;
+        c->depth++;
+        bool valid = x->kind == CAP_NODE_OBJECT ? validate_object(c, s, x, p, NULL, NULL)
+                                                : validate_array(c, s, x, p, NULL, NULL);
+        c->depth--;
+        return valid && !c->aborted;
       }
     }
   }
