@@ -1467,7 +1467,9 @@ bool cap_js_validate(const struct cap_js_validator *v, const struct cap_node *in
                    .first_only = flags & CAP_JS_FIRST_ONLY,
                    .max_steps = v->opts.max_steps,
                    .max_depth = v->opts.max_depth};
-  bool ok = validate(&c, v->root, instance, NULL, NULL, NULL);
+  /* a root of per-kind keywords alone may skip validate() as a member's does */
+  bool ok = v->root->direct == 1 ? validate_child(&c, v->root, instance, NULL, NULL)
+                                 : validate(&c, v->root, instance, NULL, NULL, NULL);
   return ok && !c.aborted;
 }
 
