@@ -171,6 +171,8 @@ static int cmd_list(int argc, char **argv)
   struct gw_state *st = NULL;
   if (open_state(&o, &st))
     fprintf(stderr, "capsule list: without the state, policies are the manifests' own\n");
+  _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
+  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
   struct cap_buf out = {0};
   struct cap_jw w;
   cap_jw_init(&w, &out, true);
@@ -203,11 +205,8 @@ static int cmd_list(int argc, char **argv)
     const struct cap_tool *tools = spec->tools;
     size_t n_tools = spec->n_tools;
     if (spec->tool_source && strcmp(spec->tool_source, "dynamic") == 0) {
-      _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
-      _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
-      struct gw_call where = {.cache_dir = cache};
       struct cap_error err = {0};
-      gw_selu_cached_tools(&where, spec, &discovered, &err);
+      gw_selu_cached_tools(cache, spec, &discovered, &err);
       cap_error_clear(&err);
       tools = discovered.tools;
       n_tools = discovered.n;

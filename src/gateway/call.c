@@ -465,7 +465,7 @@ int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw
   if (spec && !tool && is_dynamic(spec)) {
     /* the cached discovery, else ask the capability (it needs its credentials to start) */
     struct cap_error ignored = {0};
-    gw_selu_cached_tools(call, spec, &dynamic, &ignored);
+    gw_selu_cached_tools(call->cache_dir, spec, &dynamic, &ignored);
     cap_error_clear(&ignored);
     tool = gw_tools_find(&dynamic, call->tool);
     if (!tool) {

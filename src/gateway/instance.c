@@ -101,8 +101,7 @@ static int connect_keeper(const struct sockaddr_un *sa, uint64_t deadline)
   return fd;
 }
 
-/* The run directory: this user's own, not a link, and private. */
-static int check_run_dir(const char *dir, struct cap_error *err)
+int gw_instance_check_run_dir(const char *dir, struct cap_error *err)
 {
   if (mkdir(dir, 0700) < 0 && errno != EEXIST)
     return cap_error_errno(err, errno, "cannot create %s", dir);
@@ -631,7 +630,7 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
   int r = socket_path(req, &sa, err);
   if (r < 0)
     return r;
-  r = check_run_dir(req->run_dir, err);
+  r = gw_instance_check_run_dir(req->run_dir, err);
   if (r < 0)
     return r;
   uint64_t deadline = now_ms() + (req->wait_ms ? req->wait_ms : 30000);

@@ -45,6 +45,9 @@ struct gw_lease {
  * healthy or stopped listening). */
 int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *lease,
                       struct cap_error *err);
+/* The run directory (created 0700 when missing): this user's own, not a
+ * link, and private; anything else is refused with the fix named. */
+int gw_instance_check_run_dir(const char *dir, struct cap_error *err);
 /* Why the keeper ended this lease's server, when it did (the CPU budget):
  * true with the reason in buf. */
 bool gw_lease_reason(struct gw_lease *lease, char *buf, size_t size);

@@ -84,8 +84,10 @@ static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
   _cleanup_free_ char *manifest = read_small_file(spec->source_path, &len);
   if (!manifest)
     return cap_error_errno(err, errno ? errno : EIO, "cannot read %s", spec->source_path);
+  int r = gw_instance_check_run_dir(call->run_dir, err); /* before its salt is trusted */
+  if (r < 0)
+    return r;
   unsigned char salt[32];
-  mkdir(call->run_dir, 0700);
   run_salt(call->run_dir, salt);
   crypto_generichash_state st;
   crypto_generichash_init(&st, salt, sizeof salt, 16);
@@ -236,9 +238,9 @@ const struct cap_tool *gw_tools_find(const struct gw_tools *t, const char *name)
   return NULL;
 }
 
-static char *cache_path(const struct gw_call *call, const struct cap_spec *spec)
+static char *cache_path(const char *cache_dir, const struct cap_spec *spec)
 {
-  return cap_xasprintf("%s/%s.tools.json", call->cache_dir, spec->id);
+  return cap_xasprintf("%s/%s.tools.json", cache_dir, spec->id);
 }
 
 /* Reads a discovery answer: a JSON array of tools, or {"tools": [...]};
@@ -312,13 +314,13 @@ int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_too
   return 0;
 }
 
-int gw_selu_cached_tools(const struct gw_call *call, const struct cap_spec *spec,
-                         struct gw_tools *out, struct cap_error *err)
+int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, struct gw_tools *out,
+                         struct cap_error *err)
 {
   *out = (struct gw_tools){0};
-  if (!call->cache_dir)
+  if (!cache_dir)
     return 0;
-  _cleanup_free_ char *path = cache_path(call, spec);
+  _cleanup_free_ char *path = cache_path(cache_dir, spec);
   size_t len = 0;
   _cleanup_free_ char *text = read_small_file(path, &len);
   if (!text)
@@ -347,7 +349,7 @@ int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, ch
     return EXIT_FAILED;
   }
   if (call->cache_dir && (mkdir(call->cache_dir, 0700) == 0 || errno == EEXIST)) {
-    _cleanup_free_ char *path = cache_path(call, spec);
+    _cleanup_free_ char *path = cache_path(call->cache_dir, spec);
     _cleanup_free_ char *tmp = cap_xasprintf("%s.%d", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     size_t len = strlen(resp.result);

@@ -30,8 +30,8 @@ int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_too
                    struct cap_error *err);
 
 /* The cached tools of a dynamic capability (none when never discovered). */
-int gw_selu_cached_tools(const struct gw_call *call, const struct cap_spec *spec,
-                         struct gw_tools *out, struct cap_error *err);
+int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, struct gw_tools *out,
+                         struct cap_error *err);
 /* Asks the capability's discovery tool (starting an instance with env) and
  * caches the answer. */
 int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, char *const *env,

@@ -471,9 +471,7 @@ static ssize_t receive_with_fds(int sock, void *buf, size_t len, int *fds, size_
   struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
   if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
     size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    int all[1 + SANDBOX_MAX_FORWARDS + 2]; /* CMSG_SPACE's padding fits one more */
-    if (n > sizeof all / sizeof all[0])
-      n = sizeof all / sizeof all[0];
+    int all[(sizeof control - CMSG_LEN(0)) / sizeof(int)]; /* as many as control can hold */
     memcpy(all, CMSG_DATA(cm), n * sizeof(int));
     for (size_t i = max; i < n; i++)
       close(all[i]);
@@ -684,9 +682,10 @@ static void __attribute__((noreturn)) run_init(pid_t command, int connector)
     }
     if (connector >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       uint16_t port;
-      if (recv(connector, &port, sizeof port, MSG_DONTWAIT) == (ssize_t)sizeof port) {
+      ssize_t got = recv(connector, &port, sizeof port, MSG_DONTWAIT);
+      if (got == (ssize_t)sizeof port) {
         serve_connect(connector, port);
-      } else {
+      } else if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
         close(connector);
         connector = -1;
         kill(command, SIGTERM);
