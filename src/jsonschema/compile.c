@@ -1379,7 +1379,9 @@ static void resolve_pending(struct compiler *c)
 }
 
 /* A schema that is nothing but "$ref" adds no keyword of its own: errors
- * come from the target with the target's location either way. */
+ * come from the target with the target's location either way, except the
+ * limits: a skipped hop adds no recursion depth (instance depth still
+ * bounds the recursion), and a budget error is reported where it ran out. */
 static bool pure_ref(const struct js_schema *s)
 {
   return !s->is_bool && s->ref && s->groups == JS_G_INPLACE && !s->types && !s->dynref &&

@@ -81,7 +81,9 @@ struct cap_js_errors {
 
 /* True when instance is valid. With errs non-NULL, fills it with the errors
  * (all of them, or the first with CAP_JS_FIRST_ONLY); with errs NULL only
- * the verdict is computed (fastest). */
+ * the verdict is computed (fastest). Object member names must be unique in
+ * the instance (capsule's parsers refuse duplicates); a tree built by hand
+ * with a name twice may be judged by its first member only. */
 bool cap_js_validate(const struct cap_js_validator *v, const struct cap_node *instance,
                      unsigned flags, struct cap_js_errors *errs);
 /* Frees what errs holds and leaves it empty, ready for the next call. */

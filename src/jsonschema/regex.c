@@ -802,6 +802,8 @@ static bool parse_atoms(struct js_fastre *f, const char *src, size_t len)
   return i == end;
 }
 
+#define FRE_MAX_PATTERN 4096 /* bytes of pattern the small matcher takes at most */
+
 struct js_fastre *js_fastre_compile(struct cap_js_validator *v, const char *src, size_t len)
 {
   return js_fastre_compile_with(v, src, len, true);
@@ -810,7 +812,9 @@ struct js_fastre *js_fastre_compile(struct cap_js_validator *v, const char *src,
 struct js_fastre *js_fastre_compile_with(struct cap_js_validator *v, const char *src, size_t len,
                                          bool use_dfa)
 {
-  if (len < 2 || src[0] != '^' || src[len - 1] != '$')
+  /* long patterns go to PCRE2: building the small matcher re-reads the
+   * classes of quantified groups, which a huge pattern would make costly */
+  if (len < 2 || len > FRE_MAX_PATTERN || src[0] != '^' || src[len - 1] != '$')
     return NULL;
   /* built at full size, then copied into the arena at its own */
   struct js_fastre *f = cap_xcalloc(1, sizeof(*f) + FRE_MAX_ATOMS * sizeof(f->atoms[0]));

@@ -37,14 +37,16 @@ struct vctx {
   const struct cap_js_validator *v;
   struct cap_js_errors *errs; /* NULL: verdict only */
   bool first_only;
-  int quiet; /* > 0 inside anyOf/oneOf/not/if/contains branches */
+  int quiet;  /* > 0 inside anyOf/oneOf/not/if/contains branches */
+  int rewalk; /* > 0 while members are walked in order after a failed quiet lookup */
   bool aborted;
   uint64_t steps, max_steps;
   unsigned depth, max_depth;
   pcre2_match_data *md;
 };
 
-#define EV_STACK_WORDS 8 /* 512 members/items tracked without allocating */
+#define EV_STACK_WORDS 8   /* 512 members/items tracked without allocating */
+#define LOOKUP_PROPS_MAX 8 /* "properties" looked up one by one, not walked */
 
 static _Thread_local pcre2_match_data *tl_match_data;
 
@@ -56,7 +58,7 @@ static bool stop(const struct vctx *c)
 static bool recording(const struct vctx *c) { return !c->quiet && c->errs && !c->aborted; }
 
 /* decimal digits of v, written backwards ending at end; returns the start */
-static char *utoa_back(char *end, size_t v)
+static char *utoa_back(char *end, unsigned long long v)
 {
   do
     *--end = (char)('0' + v % 10);
@@ -109,11 +111,8 @@ static inline struct piece keypiece(const char *k, size_t n)
 /* v in decimal, written at the end of buf (24 bytes) */
 static inline struct piece upiece(char *buf, unsigned long long v)
 {
-  char *end = buf + 24, *q = end;
-  do
-    *--q = (char)('0' + v % 10);
-  while ((v /= 10) != 0);
-  return (struct piece){q, (size_t)(end - q)};
+  char *q = utoa_back(buf + 24, v);
+  return (struct piece){q, (size_t)(buf + 24 - q)};
 }
 
 /* v in decimal, written at the end of buf (25 bytes) */
@@ -865,27 +864,35 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
   bool valid = true;
   size_t n = x->u.obj.len;
   size_t required_seen = 0, hint = 0;
-  bool walk = s->members;
-  if (s->members == 2 && s->n_props < n) {
-    /* only "properties" and more members than properties: look the
-     * properties up when no error is recorded (their order does not
-     * matter); when the first error is, look them up quietly and walk the
-     * members in order only after a failure, for the same first error */
+  bool walk = s->members, rewalking = false;
+  /* only "properties" and more members than properties: look the few
+   * properties up when no error is recorded (their order does not matter);
+   * when the first error is, look them up quietly and walk the members in
+   * order only after a failure, for the same first error. Few: each lookup
+   * scans the members, and the step budget does not count the scan. */
+  if (s->members == 2 && s->n_props < n && s->n_props <= LOOKUP_PROPS_MAX) {
     if (c->quiet || !c->errs) {
       if (!lookup_props(c, s, x, p, sc, ev, &required_seen)) {
         valid = false;
         goto out; /* stop(c) holds */
       }
       walk = false;
-    } else if (c->first_only && !c->aborted) {
+    } else if (c->first_only && !c->aborted && !c->rewalk) {
+      /* not inside a re-walk: the failure is known to lie below, and a
+       * quiet pass at every level on the way down would cost quadratically */
+      uint64_t steps = c->steps;
       c->quiet++;
       bool ok = lookup_props(c, s, x, p, sc, ev, &required_seen);
       c->quiet--;
       if (c->aborted)
         return false;
       walk = !ok;
-      if (!ok)
+      if (!ok) {
         required_seen = 0;
+        c->steps = steps; /* the walk counts them again: the budget means what it did */
+        rewalking = true;
+        c->rewalk++;
+      }
     }
   }
   if (walk) {
@@ -984,6 +991,8 @@ static bool validate_object(struct vctx *c, const struct js_schema *s, const str
     FAIL("minProperties", LIT("has "), U(n), LIT(" properties; at least "), I(s->min_props),
          LIT(" are required"));
 out:
+  if (rewalking)
+    c->rewalk--;
   return valid;
 }
 
