@@ -45,6 +45,7 @@ fuzz: $(FUZZ_BUILD)/build.ninja
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 check:
+	scripts/check-tracked.sh
 	@scripts/deps.sh test
 	$(MAKE) test
 	$(MAKE) test-asan
