@@ -15,7 +15,7 @@
 
 #include "core/cleanup.h"
 #include "net/proxy.h"
-#include "sandbox/sandbox.h"
+#include "sandbox/spawn_internal.h"
 
 #ifndef __NR_landlock_create_ruleset
 #define __NR_landlock_create_ruleset 444

@@ -74,21 +74,7 @@ int64_t sandbox_cpu_ms(struct sandbox_running *running);
  * connector: one request at a time. */
 int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_error *err);
 
-/* --- layers, used by spawn.c inside the new namespaces --- */
-
 /* Landlock ABI version the kernel offers (0 when none). */
 int landlock_abi(void);
-/* Restricts this process (and its children) to the grants; needs
- * no_new_privs. `command` is the program about to be exec'd: with an
- * allowed_commands list, only those programs (and this one) may be
- * executed. Returns 0, or -errno with err set. */
-int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err);
-
-/* Where `name` lives on the sandbox's PATH (a name with a '/' is itself);
- * writes up to max paths that exist, returns how many. */
-size_t sandbox_command_paths(const char *name, char (*out)[4096], size_t max);
-
-/* Loads the seccomp deny-list filter; needs no_new_privs. */
-int seccomp_apply(const struct cap_spec *spec, struct cap_error *err);
 
 #endif

@@ -9,7 +9,7 @@
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 
-#include "sandbox/sandbox.h"
+#include "sandbox/spawn_internal.h"
 #include "seccomp_filter.h"
 
 #define FILTER(f) {.len = (unsigned short)(sizeof f / sizeof f[0]), .filter = (struct sock_filter *)f}

@@ -1,0 +1,223 @@
+/* The sandbox's pid 1 and its network side: loopback up in the new network
+ * namespace, the proxy's listening sockets made there and handed to the
+ * supervisor, and the init that reaps everything, forwards the supervisor's
+ * signals, and makes TCP connections inside the namespace on request (the
+ * connector of a long-running service). Like nspawn's stub pid 1, it keeps
+ * nothing of capsule open but the connector. */
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "net/proxy.h"
+#include "sandbox/spawn_internal.h"
+
+/* A listening TCP socket on 127.0.0.1:port in this namespace. */
+static int loopback_listener(uint16_t port)
+{
+  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4096) < 0)
+    sandbox_child_fail("cannot listen on 127.0.0.1:%u: %s", port, strerror(errno));
+  return l;
+}
+
+/* Loopback up in the sandbox's own network namespace: the only interface
+ * it has, for the proxy's listeners, a Selu server's port, and tools that
+ * talk to themselves. */
+void sandbox_loopback_up(void)
+{
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq ifr = {0};
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+    sandbox_child_fail("cannot read the loopback interface: %s", strerror(errno));
+  ifr.ifr_flags |= IFF_UP;
+  CHILD_TRY(ioctl(s, SIOCSIFFLAGS, &ifr), "cannot bring up loopback: %s", strerror(errno));
+  close(s);
+}
+
+/* One message on a SOCK_SEQPACKET socket: `data` and up to max fds. */
+static ssize_t send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n)
+{
+  struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+  char control[CMSG_SPACE(sizeof(int) * (1 + SANDBOX_MAX_FORWARDS))];
+  memset(control, 0, sizeof control);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (n) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+  }
+  return sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+/* The message send_with_fds sent: its data in buf (returns its length, or
+ * -1), up to max fds in fds (*n_fds of them; any beyond max are closed). */
+static ssize_t receive_with_fds(int sock, void *buf, size_t len, int *fds, size_t max,
+                                size_t *n_fds, int flags)
+{
+  struct iovec iov = {.iov_base = buf, .iov_len = len};
+  char control[CMSG_SPACE(sizeof(int) * (1 + SANDBOX_MAX_FORWARDS))];
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                       .msg_controllen = sizeof control};
+  *n_fds = 0;
+  ssize_t got = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+  if (got < 0)
+    return -1;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+    size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    int all[(sizeof control - CMSG_LEN(0)) / sizeof(int)]; /* as many as control can hold */
+    memcpy(all, CMSG_DATA(cm), n * sizeof(int));
+    for (size_t i = max; i < n; i++)
+      close(all[i]);
+    *n_fds = n < max ? n : max;
+    memcpy(fds, all, *n_fds * sizeof(int));
+  }
+  return got;
+}
+
+/* Inside the sandbox's network namespace: the listening sockets made here,
+ * so they exist only in this namespace: the proxy's, then one per
+ * ports.localhost entry. The fds go to the supervisor, which serves them
+ * from the host's namespace. */
+void sandbox_make_proxy_listeners(const struct cap_spec *spec, int pass_fd)
+{
+  int fds[1 + SANDBOX_MAX_FORWARDS];
+  size_t n = 0;
+  fds[n++] = loopback_listener(PROXY_PORT);
+  for (size_t i = 0; i < spec->network.localhost.len && i < SANDBOX_MAX_FORWARDS; i++)
+    fds[n++] = loopback_listener(spec->network.localhost.v[i]);
+  CHILD_TRY(send_with_fds(pass_fd, "p", 1, fds, n), "cannot hand the proxy sockets over: %s",
+            strerror(errno));
+  for (size_t i = 0; i < n; i++)
+    close(fds[i]);
+  close(pass_fd);
+}
+
+/* The listeners make_proxy_listeners sent: returns how many (<= max), or -1. */
+int sandbox_receive_fds(int sock, int *fds, size_t max)
+{
+  char dummy;
+  size_t n = 0;
+  if (receive_with_fds(sock, &dummy, 1, fds, max, &n, MSG_DONTWAIT) <= 0 || n == 0)
+    return -1;
+  return (int)n;
+}
+
+/* pid 1's side of the connector: a TCP connection to 127.0.0.1:port made in
+ * this namespace, handed back (or the errno of the attempt). */
+static void serve_connect(int connector, uint16_t port)
+{
+  int32_t e = 0;
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct timeval bound = {.tv_sec = 1}; /* a full backlog must not stall pid 1 */
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (s < 0 || setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound) < 0 ||
+      connect(s, (struct sockaddr *)&a, sizeof a) < 0)
+    e = errno ? errno : EIO;
+  send_with_fds(connector, &e, sizeof e, &s, e ? 0 : 1);
+  if (s >= 0)
+    close(s);
+}
+
+int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_error *err)
+{
+  if (send(connector, &port, sizeof port, MSG_NOSIGNAL) != (ssize_t)sizeof port)
+    return cap_error_errno(err, errno ? errno : EPIPE, "the sandbox is gone (its connector is closed)");
+  struct pollfd p = {.fd = connector, .events = POLLIN};
+  int r = poll(&p, 1, timeout_ms);
+  if (r <= 0)
+    return cap_error_set(err, ETIMEDOUT, "the sandbox did not answer a connection request in %d ms",
+                         timeout_ms);
+  int32_t e = 0;
+  int fd = -1;
+  size_t n = 0;
+  ssize_t got = receive_with_fds(connector, &e, sizeof e, &fd, 1, &n, 0);
+  if (got != (ssize_t)sizeof e)
+    return cap_error_set(err, EPIPE, "the sandbox is gone (its connector closed)");
+  if (e || n != 1) {
+    if (n)
+      close(fd);
+    return cap_error_errno(err, e ? e : EPROTO, "cannot connect to 127.0.0.1:%u inside the sandbox",
+                           port);
+  }
+  return fd;
+}
+
+/* pid 1: reap everything; leave with the command's status. With a
+ * connector (fd >= 0), also make connections in this namespace on request;
+ * the connector's end means stop: SIGTERM to the command, SIGKILL two
+ * seconds later. */
+void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector)
+{
+  /* this process is a copy of capsule, with the caller's environment and
+   * arguments in its memory: not dumpable, so the tool cannot read
+   * /proc/1/environ or /proc/1/mem */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, NULL);
+  int sfd = signalfd(-1, &all, SFD_CLOEXEC);
+  uint64_t kill_at = 0;
+  for (;;) {
+    struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = connector, .events = POLLIN}};
+    int timeout = -1;
+    if (kill_at) {
+      uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
+      if (t >= kill_at) {
+        kill(command, SIGKILL);
+        kill_at = 0;
+      } else {
+        timeout = (int)(kill_at - t);
+      }
+    }
+    if (poll(p, connector >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
+      _exit(127);
+    if (p[0].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      if (read(sfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
+        kill(command, (int)si.ssi_signo); /* forward what the supervisor sends */
+      int status;
+      pid_t w;
+      while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (w != command)
+          continue;
+        if (WIFSIGNALED(status))
+          _exit(128 + WTERMSIG(status));
+        _exit(WEXITSTATUS(status));
+      }
+    }
+    if (connector >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+      uint16_t port;
+      ssize_t got = recv(connector, &port, sizeof port, MSG_DONTWAIT);
+      if (got == (ssize_t)sizeof port) {
+        serve_connect(connector, port);
+      } else if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+        close(connector);
+        connector = -1;
+        kill(command, SIGTERM);
+        kill_at = cap_now_ms(CLOCK_MONOTONIC) + 2000;
+      }
+    }
+  }
+}

@@ -1,0 +1,92 @@
+/* What the sandbox's files share and nobody outside src/sandbox uses: the
+ * child's way to report a setup failure, raw system calls Debian's headers
+ * lack, and the steps spawn.c runs in the child (mount.c builds the root,
+ * pid1.c is the init and the connector, exec.c drops to the command). */
+#ifndef CAPSULE_SANDBOX_SPAWN_INTERNAL_H
+#define CAPSULE_SANDBOX_SPAWN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/limits.h"
+#include "sandbox/sandbox.h"
+
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef __NR_pidfd_open
+#define __NR_pidfd_open 434
+#endif
+#ifndef __NR_close_range
+#define __NR_close_range 436
+#endif
+
+#define SANDBOX_UID_AS_ROOT 65534 /* nobody: never the caller's uid */
+
+/* ---- the child's side: report a failure to the parent and stop ---- */
+
+/* The CLOEXEC pipe end a setup failure travels on (-1: none). */
+extern int sandbox_report_fd;
+
+void __attribute__((noreturn, format(printf, 1, 2))) sandbox_child_fail(const char *fmt, ...);
+
+#define CHILD_TRY(expr, ...)                                                                       \
+  do {                                                                                             \
+    if ((expr) < 0)                                                                                \
+      sandbox_child_fail(__VA_ARGS__);                                                             \
+  } while (0)
+
+/* The id changes in the child are raw system calls: glibc's wrappers would
+ * signal every thread of the process to change ids with it (POSIX
+ * semantics), and a child cloned from a multi-threaded caller has the
+ * other threads' bookkeeping but not the threads, so it would wait for
+ * them forever. */
+long sandbox_raw_setresgid(gid_t gid);
+long sandbox_raw_setresuid(uid_t uid);
+
+/* mount.c: builds the new root at `root` (a tmpfs) from the grants and
+ * moves into it (pivot_root; the root read-only). */
+void sandbox_build_root(const struct cap_spec *spec, const struct sandbox_options *opt,
+                        const char *root, const struct proxy *px);
+
+/* pid1.c: loopback up in the sandbox's network namespace. */
+void sandbox_loopback_up(void);
+/* pid1.c: the proxy's listening sockets (and one per ports.localhost),
+ * made in this namespace and sent over pass_fd (closed after). */
+void sandbox_make_proxy_listeners(const struct cap_spec *spec, int pass_fd);
+/* pid1.c: the listeners sent by sandbox_make_proxy_listeners: how many
+ * (<= max), or -1. */
+int sandbox_receive_fds(int sock, int *fds, size_t max);
+/* pid1.c: reap everything; leave with the command's status; serve the
+ * connector (fd >= 0) until its end, which stops the command. */
+void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector);
+
+/* exec.c: take the sandbox's ids right away, keeping the capabilities the
+ * new user namespace gave. */
+void sandbox_become_ids(uid_t uid, gid_t gid);
+/* exec.c: the command: drop everything, then exec. */
+void __attribute__((noreturn)) sandbox_exec_command(const struct cap_spec *spec,
+                                                    const struct sandbox_options *opt,
+                                                    const struct sandbox_limits *lim,
+                                                    const struct proxy *px, uid_t uid, gid_t gid);
+
+/* --- layers, used inside the new namespaces --- */
+
+/* Restricts this process (and its children) to the grants; needs
+ * no_new_privs. `command` is the program about to be exec'd: with an
+ * allowed_commands list, only those programs (and this one) may be
+ * executed. Returns 0, or -errno with err set. */
+int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err);
+
+/* Where `name` lives on the sandbox's PATH (a name with a '/' is itself);
+ * writes up to max paths that exist, returns how many. */
+size_t sandbox_command_paths(const char *name, char (*out)[4096], size_t max);
+
+/* Loads the seccomp deny-list filter; needs no_new_privs. */
+int seccomp_apply(const struct cap_spec *spec, struct cap_error *err);
+
+#endif
