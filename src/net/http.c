@@ -59,9 +59,18 @@ static int store(http_parser *p, enum piece kind, const char *at, size_t len)
   return 0;
 }
 
-static int on_url(http_parser *p, const char *at, size_t len) { return store(p, PIECE_URL, at, len); }
-static int on_field(http_parser *p, const char *at, size_t len) { return store(p, PIECE_FIELD, at, len); }
-static int on_value(http_parser *p, const char *at, size_t len) { return store(p, PIECE_VALUE, at, len); }
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+  return store(p, PIECE_URL, at, len);
+}
+static int on_field(http_parser *p, const char *at, size_t len)
+{
+  return store(p, PIECE_FIELD, at, len);
+}
+static int on_value(http_parser *p, const char *at, size_t len)
+{
+  return store(p, PIECE_VALUE, at, len);
+}
 
 static int on_headers_complete(http_parser *p)
 {
@@ -94,15 +103,15 @@ static int on_message_complete(http_parser *p)
 /* Only the first request on a connection: the head callbacks write through
  * parse_state while parsing the head; body callbacks see the request. */
 static const http_parser_settings head_settings = {
-  .on_message_begin = on_message_begin,
-  .on_url = on_url,
-  .on_header_field = on_field,
-  .on_header_value = on_value,
-  .on_headers_complete = on_headers_complete,
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_field,
+    .on_header_value = on_value,
+    .on_headers_complete = on_headers_complete,
 };
 static const http_parser_settings body_settings = {
-  .on_body = on_body,
-  .on_message_complete = on_message_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
 };
 
 const char *http_header(const struct http_request *req, const char *name)
@@ -161,8 +170,9 @@ long http_request_parse(struct http_request *req, const char *data, size_t len, 
   size_t n = http_parser_execute(&req->parser, &head_settings, data, head_len);
   enum http_errno e = HTTP_PARSER_ERRNO(&req->parser);
   if (req->why || (e != HPE_OK && e != HPE_PAUSED) || !req->complete || !req->target) {
-    *why = req->why ? req->why : e != HPE_OK ? http_errno_description(e)
-                                            : "the request head is incomplete";
+    *why = req->why      ? req->why
+           : e != HPE_OK ? http_errno_description(e)
+                         : "the request head is incomplete";
     return -1;
   }
   (void)n;
@@ -247,7 +257,8 @@ bool http_parse_url(const char *url, struct http_url *t)
   authority[alen] = '\0';
   char *host = authority;
   t->port = t->tls ? 443 : 80;
-  bool has_port = authority[0] == '[' ? strstr(authority, "]:") != NULL : strchr(authority, ':') != NULL;
+  bool has_port =
+      authority[0] == '[' ? strstr(authority, "]:") != NULL : strchr(authority, ':') != NULL;
   if (has_port && !http_split_authority(authority, &host, &t->port))
     return false;
   if (!has_port && authority[0] == '[') {

@@ -124,8 +124,10 @@ bool net_address_forbidden(const struct sockaddr *sa, bool allow_private)
    * the local-use 64:ff9b:1::/48), which a NAT64 gateway turns back into
    * that IPv4 address: judged as the IPv4 address */
   static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
-  bool nat64_local = b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1;
-  if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a) || memcmp(b, nat64, 12) == 0 || nat64_local) {
+  bool nat64_local =
+      b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1;
+  if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a) || memcmp(b, nat64, 12) == 0 ||
+      nat64_local) {
     uint32_t v4 = (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
     return ipv4_forbidden(v4, allow_private);
   }
@@ -157,8 +159,8 @@ static bool ambiguous(const char *path)
       if (c == '/' || c == '.' || c == '\\' || c == '%')
         return true;
     }
-    if (*p == '/' && p[1] == '.' && (p[2] == '/' || p[2] == '\0' ||
-                                     (p[2] == '.' && (p[3] == '/' || p[3] == '\0'))))
+    if (*p == '/' && p[1] == '.' &&
+        (p[2] == '/' || p[2] == '\0' || (p[2] == '.' && (p[3] == '/' || p[3] == '\0'))))
       return true;
   }
   return false;
@@ -179,7 +181,7 @@ static bool match_segments(const char *g, const char *p)
     if (glen == 2 && g[0] == '*' && g[1] == '*') {
       const char *rest = g + 2;
       /* ** takes zero or more segments: try every split */
-      for (const char *q = p;; ) {
+      for (const char *q = p;;) {
         if (match_segments(rest, q))
           return true;
         if (!*q)

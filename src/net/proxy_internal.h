@@ -1,0 +1,182 @@
+/* What the proxy's files share, and no one else: src/net/proxy.c (listeners,
+ * workers, life cycle), upstream.c (streams, dialling, relaying),
+ * forward.c (a request forwarded, CONNECT, interception, the reverse form),
+ * inject.c (credential routes, injection, secrets, response masking) and
+ * egress_log.c (the decision log). The public contract is proxy.h. */
+#ifndef CAPSULE_NET_PROXY_INTERNAL_H
+#define CAPSULE_NET_PROXY_INTERNAL_H
+
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "core/buf.h"
+#include "net/http.h"
+#include "net/proxy.h"
+
+struct addrinfo;
+
+#define IO_TIMEOUT_MS 30000      /* a request head must arrive within this */
+#define STREAM_TIMEOUT_S 300     /* a response or tunnel may idle this long */
+#define CONNECT_TIMEOUT_MS 10000 /* upstream connect deadline */
+#define MAX_CONNS 256
+#define SECRET_MAX 8192
+#define PIPE_BYTES (256 << 10)
+
+/* A connection's two sockets, so proxy_stop can shut them down. */
+struct slot {
+  bool used;
+  int client, upstream;
+  uint16_t forward_port; /* ports.localhost: relay to the host's 127.0.0.1:port; 0: proxy */
+};
+
+struct route_secret {
+  char *secret;     /* the real value; wiped when freed */
+  char phantom[65]; /* what the tool holds instead, "" without env_var */
+};
+
+struct proxy {
+  const struct cap_spec *spec;
+  struct proxy_options opt;
+  struct tls_ca *ca; /* NULL when nothing is intercepted */
+  char *bundle;
+  size_t bundle_len;
+  struct route_secret *secrets; /* one per spec->routes[] */
+  char **tool_env;
+  size_t n_tool_env;
+  pthread_mutex_t log_lock;
+
+  int listen_fds[1 + PROXY_MAX_FORWARDS];
+  size_t n_listen;
+  int stop_pipe[2];
+  bool started;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t idle; /* a worker ended */
+  pthread_cond_t work; /* a connection was queued, or stopping */
+  size_t active;       /* slots in use */
+  size_t n_workers, idle_workers;
+  size_t acceptors; /* workers blocked in accept() on the proxy's listener */
+  bool stopping;
+  size_t queue[MAX_CONNS]; /* slots waiting for a worker */
+  size_t q_head, q_len;
+  struct slot slots[MAX_CONNS];
+};
+
+/* A byte stream: a plain socket, or TLS over one. */
+struct stream {
+  int fd;
+  SSL *ssl;
+};
+
+/* What one decision is about. */
+struct event {
+  const char *kind; /* "connect", "tunnel", "http", "intercept", "reverse" */
+  const char *host;
+  unsigned port;
+  const char *method; /* NULL for tunnels */
+  const char *path;   /* as the tool sent it (no secret), NULL for tunnels */
+  const char *route;  /* credential route used, or NULL */
+  long long bytes_up, bytes_down;
+};
+
+/* A thread that serves one connection at a time, with what it reuses. */
+struct worker {
+  struct proxy *px;
+  size_t slot;             /* the connection being served */
+  int pipes[2][2];         /* splice pipes, one per direction; -1 until used */
+  bool bulk[2];            /* this direction moved a full small buffer: splice it */
+  char small[16384];       /* the first bytes of each direction, copied */
+  struct http_request req; /* the request being parsed */
+  char buf[HTTP_HEAD_MAX + 65536];
+};
+
+/* ---- upstream.c: streams and upstream connections ---- */
+
+/* recv or SSL_read: bytes read, 0 at the end, -1 on error */
+ssize_t proxy_stream_read(struct stream *s, char *buf, size_t n);
+/* Writes all of buf[0..n); false on error. */
+bool proxy_stream_write(struct stream *s, const char *buf, size_t n);
+void proxy_set_timeouts(int fd, int seconds);
+/* connect() with a deadline; a connected fd, or -1 */
+int proxy_connect_bounded(const struct addrinfo *ai);
+/* Where a host name led: the addresses checked, then connected to. */
+#define DEST_MAX_ADDRS 16
+struct dest {
+  struct sockaddr_storage addrs[DEST_MAX_ADDRS];
+  size_t n;
+};
+/* Resolves host:port into d. 0, or a negative errno with *why set: -EACCES
+ * when an address is one capsule never connects to (the tool gets 403),
+ * -ENOENT when the name does not resolve (502). */
+int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest *d,
+                  const char **why);
+/* Connects to the first of d's addresses that accepts: the fd, or
+ * -ECONNREFUSED with *why set. */
+int proxy_connect_dest(const struct dest *d, const char **why);
+/* proxy_resolve, then proxy_connect_dest. */
+int proxy_dial(struct proxy *px, const char *host, uint16_t port, const char **why);
+/* One read's worth from one socket to the other (splice for bulk): bytes
+ * moved, 0 at the end, -1 on error, -2 when nothing was there after all. */
+ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait);
+/* Both ways until both ends are done (half-closes passed on) or idle. */
+void proxy_relay(struct worker *w, int a, int b, struct event *ev);
+
+/* ---- proxy.c ---- */
+
+/* Records the upstream fd of w's connection, so proxy_stop can shut it. */
+void proxy_slot_set_upstream(struct worker *w, int fd);
+
+/* ---- egress_log.c ---- */
+
+void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, const char *why);
+/* A short text/plain answer with Connection: close. */
+void proxy_respond(struct stream *s, const char *status, const char *why);
+/* Logs the denial and answers the tool. */
+void proxy_deny(struct proxy *px, struct stream *s, struct event *ev, const char *status,
+                const char *why);
+
+/* ---- forward.c ---- */
+
+/* Serves one proxy connection (the listener's) to its end. */
+void proxy_serve_one(struct worker *w, int fd);
+
+/* ---- inject.c: credential routes ---- */
+
+/* The route whose upstream is t's scheme, host and port and whose base path
+ * prefixes t's path (at a segment boundary); *base_len its length. */
+const struct cap_credential_route *proxy_route_for(const struct proxy *px, const struct http_url *t,
+                                                   size_t *base_len);
+bool proxy_has_route_host(const struct proxy *px, const char *host, uint16_t port);
+const struct route_secret *proxy_secret_of(const struct proxy *px,
+                                           const struct cap_credential_route *r);
+/* fmt with its "{}" replaced by value */
+void proxy_put_format(struct cap_buf *out, const char *fmt, const char *value);
+void proxy_put_base64(struct cap_buf *out, const char *s);
+/* Whether the tool's value of the injected header carries the phantom. */
+bool proxy_header_has_phantom(const struct route_secret *s, enum cap_inject_mode mode,
+                              const char *v);
+/* The upstream's origin form for url_path and query_param routes, into out.
+ * Returns NULL, or why the request is refused. */
+const char *proxy_rewrite_path(const struct cap_credential_route *r, const struct route_secret *s,
+                               const char *path, struct cap_buf *out);
+/* Reads a route's secret (env://, file://, or capsule's store). */
+int proxy_read_secret(const struct cap_credential_route *r, const struct proxy_store *store,
+                      char **ret, struct cap_error *err);
+void proxy_wipe_secrets(struct proxy *px);
+
+/* The response scrubber: see inject.c. */
+struct scrub {
+  char *forms[3];
+  size_t lens[3], n, keep;
+  struct cap_buf carry;
+};
+void proxy_scrub_init(struct scrub *sc, const char *secret);
+void proxy_scrub_feed(struct scrub *sc, const char *data, size_t n, struct cap_buf *out);
+void proxy_scrub_finish(struct scrub *sc, struct cap_buf *out);
+
+#endif

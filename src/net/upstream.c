@@ -1,0 +1,234 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "net/proxy_internal.h"
+#include "net/rules.h"
+
+/* ---- byte streams: a plain socket or TLS over one ---- */
+
+ssize_t proxy_stream_read(struct stream *s, char *buf, size_t n)
+{
+  if (!s->ssl) {
+    ssize_t r;
+    do
+      r = recv(s->fd, buf, n, 0);
+    while (r < 0 && errno == EINTR);
+    return r;
+  }
+  size_t got = 0;
+  int r = SSL_read_ex(s->ssl, buf, n, &got);
+  if (r == 1)
+    return (ssize_t)got;
+  return SSL_get_error(s->ssl, r) == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+}
+
+bool proxy_stream_write(struct stream *s, const char *buf, size_t n)
+{
+  while (n) {
+    if (s->ssl) {
+      size_t w = 0;
+      if (SSL_write_ex(s->ssl, buf, n, &w) != 1)
+        return false;
+      buf += w;
+      n -= w;
+    } else {
+      ssize_t w = send(s->fd, buf, n, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w <= 0)
+        return false;
+      buf += w;
+      n -= (size_t)w;
+    }
+  }
+  return true;
+}
+
+void proxy_set_timeouts(int fd, int seconds)
+{
+  struct timeval tv = {.tv_sec = seconds};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* ---- upstream connections ---- */
+
+/* connect() with a deadline, so an upstream that never answers cannot hold
+ * a proxy thread (and capsule's exit) for the kernel's two-minute SYN retry. */
+int proxy_connect_bounded(const struct addrinfo *ai)
+{
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+  if (fd < 0)
+    return -1;
+  /* a blocking connect bounded by SO_SNDTIMEO: no poll round and no flag
+   * changes when the upstream answers at once (the common case) */
+  struct timeval bound = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
+                          .tv_usec = (CONNECT_TIMEOUT_MS % 1000) * 1000};
+  struct timeval stream = {.tv_sec = STREAM_TIMEOUT_S};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &stream, sizeof stream);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
+  if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    /* a signal cut the wait short: the handshake goes on, wait for it */
+    if (errno != EINTR || poll(&p, 1, CONNECT_TIMEOUT_MS) != 1 ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
+      close(fd);
+      return -1;
+    }
+  }
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stream, sizeof stream);
+  return fd;
+}
+
+/* Resolves host (a literal skips the resolver) into d, and refuses when ANY
+ * address it resolves to is forbidden: a name that also points at the
+ * metadata service is not used at all (DNS-rebinding defence: the
+ * addresses checked are the ones connected to). */
+int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest *d,
+                  const char **why)
+{
+  *d = (struct dest){0};
+  struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+  struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+  if (inet_pton(AF_INET, host, &v4.sin_addr) == 1) {
+    memcpy(&d->addrs[0], &v4, sizeof v4);
+    d->n = 1;
+  } else if (inet_pton(AF_INET6, host, &v6.sin6_addr) == 1) {
+    memcpy(&d->addrs[0], &v6, sizeof v6);
+    d->n = 1;
+  } else {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    char service[8];
+    snprintf(service, sizeof service, "%u", port);
+    if (getaddrinfo(host, service, &hints, &res) != 0) {
+      *why = "the host name does not resolve";
+      return -ENOENT;
+    }
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+      if (d->n == DEST_MAX_ADDRS || ai->ai_addrlen > sizeof d->addrs[0])
+        break;
+      memcpy(&d->addrs[d->n++], ai->ai_addr, ai->ai_addrlen);
+    }
+    freeaddrinfo(res);
+  }
+  for (size_t i = 0; i < d->n; i++)
+    if (net_address_forbidden((const struct sockaddr *)&d->addrs[i], px->opt.allow_private)) {
+      *why = "the host resolves to an address capsule never connects to "
+             "(link-local, metadata, private or loopback)";
+      return -EACCES;
+    }
+  return 0;
+}
+
+int proxy_connect_dest(const struct dest *d, const char **why)
+{
+  for (size_t i = 0; i < d->n; i++) {
+    const struct sockaddr *sa = (const struct sockaddr *)&d->addrs[i];
+    struct addrinfo ai = {.ai_family = sa->sa_family,
+                          .ai_socktype = SOCK_STREAM,
+                          .ai_addr = (struct sockaddr *)sa,
+                          .ai_addrlen = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                                 : sizeof(struct sockaddr_in6)};
+    int fd = proxy_connect_bounded(&ai);
+    if (fd >= 0)
+      return fd;
+  }
+  *why = "the upstream did not accept the connection";
+  return -ECONNREFUSED;
+}
+
+int proxy_dial(struct proxy *px, const char *host, uint16_t port, const char **why)
+{
+  struct dest d;
+  int e = proxy_resolve(px, host, port, &d, why);
+  return e < 0 ? e : proxy_connect_dest(&d, why);
+}
+
+/* Moves what one readable socket has (up to a pipe's worth) to the other
+ * without copying through user space: socket -> pipe -> socket. Returns
+ * the bytes moved, 0 at end of stream, -1 on error. */
+ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait)
+{
+  int *pp = w->pipes[dir];
+  if (!w->bulk[dir]) {
+    /* most answers are small: one copy costs less than making, sizing
+     * and closing a pipe; a full buffer means bulk, spliced from then on.
+     * With wait, the first read blocks (SO_RCVTIMEO bounds it) rather than
+     * failing and polling. */
+    ssize_t n = recv(from, w->small, sizeof w->small, wait ? 0 : MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return wait ? -1 : -2; /* waited the stream timeout out: over */
+    if (n <= 0)
+      return n;
+    for (ssize_t off = 0; off < n;) {
+      ssize_t m = send(to, w->small + off, (size_t)(n - off), MSG_NOSIGNAL);
+      if (m <= 0)
+        return -1;
+      off += m;
+    }
+    w->bulk[dir] = n == (ssize_t)sizeof w->small;
+    return n;
+  }
+  if (pp[0] < 0) {
+    if (pipe2(pp, O_CLOEXEC) < 0)
+      return -1;
+    fcntl(pp[1], F_SETPIPE_SZ, PIPE_BYTES);
+  }
+  ssize_t n = splice(from, NULL, pp[1], NULL, PIPE_BYTES, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+  if (n < 0 && errno == EAGAIN)
+    return -2; /* nothing after all: not an end */
+  if (n <= 0)
+    return n;
+  for (ssize_t left = n; left > 0;) {
+    ssize_t m = splice(pp[0], NULL, to, NULL, (size_t)left, SPLICE_F_MOVE);
+    if (m <= 0) { /* bytes stranded in the pipe: it cannot be reused */
+      close(pp[0]);
+      close(pp[1]);
+      pp[0] = pp[1] = -1;
+      return -1;
+    }
+    left -= m;
+  }
+  return n;
+}
+
+/* Copies bytes both ways until both directions have ended (a half-close
+ * is passed on) or the tunnel stays idle too long. */
+void proxy_relay(struct worker *w, int a, int b, struct event *ev)
+{
+  const int fds[2] = {a, b};
+  struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+  int open_directions = 2;
+  while (open_directions > 0) {
+    int r = poll(p, 2, STREAM_TIMEOUT_S * 1000);
+    if (r <= 0)
+      return;
+    for (int i = 0; i < 2; i++) {
+      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+        continue;
+      ssize_t n = proxy_pump(w, i, p[i].fd, fds[1 - i], false);
+      if (n == -2)
+        continue;
+      if (n < 0)
+        return;
+      if (n == 0) { /* this side is done sending: tell the other, keep reading it */
+        shutdown(fds[1 - i], SHUT_WR);
+        p[i].fd = -1; /* poll ignores negative fds */
+        open_directions--;
+        continue;
+      }
+      *(i == 0 ? &ev->bytes_up : &ev->bytes_down) += n;
+    }
+  }
+}
