@@ -255,6 +255,20 @@ static int cmd_list(int argc, char **argv)
 
 /* ---- call ---- */
 
+/* The one place a call's outcome becomes an exit code (docs/cli.md). */
+static int exit_code(enum gw_outcome o)
+{
+  switch (o) {
+  case GW_OUTCOME_OK: return CLI_EXIT_OK;
+  case GW_OUTCOME_FAILED:
+  case GW_OUTCOME_KILLED_BY_LIMIT: return CLI_EXIT_INVALID;
+  case GW_OUTCOME_HOST_CANNOT_ENFORCE: return CLI_EXIT_HOST;
+  case GW_OUTCOME_DENIED:
+  case GW_OUTCOME_AWAITING_APPROVAL: return CLI_EXIT_DENIED;
+  }
+  return CLI_EXIT_INVALID;
+}
+
 static int cmd_call(int argc, char **argv)
 {
   struct common o = {0};
@@ -314,11 +328,11 @@ static int cmd_call(int argc, char **argv)
   call.hidden = (const char *const *)hidden;
   struct gw_result result = {0};
   struct cap_error err = {0};
-  int code = gw_call(&call, &reg, st, &result, &err);
-  if (code == 0 && o.json)
+  enum gw_outcome outcome = gw_call(&call, &reg, st, &result, &err);
+  if (outcome == GW_OUTCOME_OK && o.json)
     printf("{\"result\":%s,\"terminal_on_success\":%s}\n", result.json,
            result.terminal_on_success ? "true" : "false");
-  else if (code == 0)
+  else if (outcome == GW_OUTCOME_OK)
     printf("%s\n", result.json);
   else
     fprintf(stderr, "capsule call: %s\n", err.message ? err.message : "failed");
@@ -329,7 +343,7 @@ static int cmd_call(int argc, char **argv)
   free(args);
   gw_state_close(st);
   gw_registry_free(&reg);
-  return code;
+  return exit_code(outcome);
 }
 
 /* ---- policy ---- */

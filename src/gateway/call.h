@@ -27,11 +27,11 @@ struct gw_call {
   const char *user; /* who calls */
   uint64_t deadline_ms;
   size_t output_cap;
-  bool may_prompt;  /* ask on the controlling terminal when policy says ask */
-  const char *log_dir; /* the tools' stderr goes to LOG_DIR/<capability>.log */
-  const char *run_dir;   /* warm instances' sockets (Selu) */
-  const char *cache_dir; /* discovered tools (Selu tool_source: dynamic) */
-  const char *session_id; /* the agent's session, passed to Selu; NULL: one per call */
+  bool may_prompt;           /* ask on the controlling terminal when policy says ask */
+  const char *log_dir;       /* the tools' stderr goes to LOG_DIR/<capability>.log */
+  const char *run_dir;       /* warm instances' sockets (Selu) */
+  const char *cache_dir;     /* discovered tools (Selu tool_source: dynamic) */
+  const char *session_id;    /* the agent's session, passed to Selu; NULL: one per call */
   const char *const *hidden; /* masked in every sandbox: capsule's state (gw_state_private_paths) */
   size_t n_hidden;
 };
@@ -41,11 +41,20 @@ struct gw_result {
   bool terminal_on_success; /* the tool says: end the agent's tool loop here */
 };
 
-/* The outcome, in the CLI's exit codes: 0 ok (*res set), 1 invalid input
- * or the call failed, 3 the host cannot run it, 4 denied by policy or
- * awaiting approval. err says why when not 0. */
-int gw_call(const struct gw_call *call, const struct gw_registry *reg, struct gw_state *st,
-            struct gw_result *res, struct cap_error *err);
+/* What became of a call (or of one of its steps). Only src/cli turns
+ * outcomes into exit codes; err says why when not GW_OUTCOME_OK. */
+enum gw_outcome {
+  GW_OUTCOME_OK = 0,
+  GW_OUTCOME_FAILED,              /* invalid input, or the tool failed */
+  GW_OUTCOME_HOST_CANNOT_ENFORCE, /* this host cannot run it as the manifest requires */
+  GW_OUTCOME_DENIED,              /* blocked by policy, or its approval was denied */
+  GW_OUTCOME_AWAITING_APPROVAL,   /* policy asks first, and an approval is pending */
+  GW_OUTCOME_KILLED_BY_LIMIT,     /* the tool was stopped by a limit (wall clock, ...) */
+};
+
+/* One call: *res is set on GW_OUTCOME_OK. */
+enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
+                        struct gw_state *st, struct gw_result *res, struct cap_error *err);
 
 /* A random (version 4) UUID, as text. */
 void gw_uuid4(char out[37]);

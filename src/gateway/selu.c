@@ -19,8 +19,6 @@
 #include "jsonschema/jsonschema.h"
 #include "runtime/selu_rpc.h"
 
-enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_HOST = 3 };
-
 static uint64_t now_ms(void)
 {
   struct timespec ts;
@@ -115,36 +113,40 @@ static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
   return 0;
 }
 
-/* Invoke with the raw answer; the caller judges it. Returns an exit code. */
-static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, const char *tool,
-                      const char *args, char *const *env, size_t n_env,
-                      struct selu_response *resp, struct cap_error *err)
+/* Invoke with the raw answer; the caller judges it. */
+static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_spec *spec,
+                                  const char *tool, const char *args, char *const *env,
+                                  size_t n_env, struct selu_response *resp, struct cap_error *err)
 {
   if (!spec->runtime.command.len)
     return cap_error_set(err, ENOTSUP,
                          "capability %s names an image (%s) and capsule does not run images yet; "
                          "give the server's command as x-capsule.command in its manifest",
                          spec->id, spec->runtime.image ? spec->runtime.image : "none"),
-           EXIT_HOST;
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
   uint64_t deadline_ms = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
   uint64_t start = now_ms();
   char key[33];
   if (instance_key(call, spec, env, n_env, key, err) < 0)
-    return EXIT_FAILED;
+    return GW_OUTCOME_FAILED;
   _cleanup_free_ char *log_path = NULL;
   if (call->log_dir) {
     mkdir(call->log_dir, 0700);
     log_path = cap_xasprintf("%s/%s.log", call->log_dir, spec->id);
   }
-  struct gw_instance_request req = {.spec = spec, .run_dir = call->run_dir, .key = key,
-                                    .env = env, .n_env = n_env,
+  struct gw_instance_request req = {.spec = spec,
+                                    .run_dir = call->run_dir,
+                                    .key = key,
+                                    .env = env,
+                                    .n_env = n_env,
                                     .log_path = log_path ? log_path : "/dev/null",
-                                    .wait_ms = deadline_ms, .hidden = call->hidden,
+                                    .wait_ms = deadline_ms,
+                                    .hidden = call->hidden,
                                     .n_hidden = call->n_hidden};
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0)
-    return r == -ENOTSUP ? EXIT_HOST : EXIT_FAILED;
+    return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
   struct selu_channel *ch = NULL;
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   r = selu_channel_open(lease.fd, cap + 1024, &ch, err);
@@ -171,27 +173,28 @@ static int invoke_raw(const struct gw_call *call, const struct cap_spec *spec, c
   if (r < 0) {
     if (log_path)
       cap_error_prefix(err, "%s.%s (its server's log: %s)", spec->id, tool, log_path);
-    return EXIT_FAILED;
+    return r == -ETIMEDOUT ? GW_OUTCOME_KILLED_BY_LIMIT : GW_OUTCOME_FAILED;
   }
-  return EXIT_OK;
+  return GW_OUTCOME_OK;
 }
 
 /* The result must be JSON: it goes into the agent's conversation as is. */
-static int judge(const struct cap_spec *spec, const char *tool, const struct selu_response *resp,
-                 size_t output_cap, char **result, struct cap_error *err)
+static enum gw_outcome judge(const struct cap_spec *spec, const char *tool,
+                             const struct selu_response *resp, size_t output_cap, char **result,
+                             struct cap_error *err)
 {
   if (!resp->success)
     return cap_error_set(err, EIO, "the tool failed: %s",
                          resp->error && *resp->error ? resp->error : "(no message)"),
-           EXIT_FAILED;
+           GW_OUTCOME_FAILED;
   size_t len = strlen(resp->result);
   if (len > output_cap)
     return cap_error_set(err, EFBIG, "%s.%s returned %zu bytes, more than the output cap (%zu)",
                          spec->id, tool, len, output_cap),
-           EXIT_FAILED;
+           GW_OUTCOME_FAILED;
   if (len == 0) {
     *result = cap_xstrdup("null");
-    return EXIT_OK;
+    return GW_OUTCOME_OK;
   }
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags diags = {0};
@@ -203,18 +206,18 @@ static int judge(const struct cap_spec *spec, const char *tool, const struct sel
                          "%s.%s answered success with a result that is not JSON (%zu bytes): a "
                          "runtime failure",
                          spec->id, tool, len),
-           EXIT_FAILED;
+           GW_OUTCOME_FAILED;
   *result = cap_xstrdup(resp->result);
-  return EXIT_OK;
+  return GW_OUTCOME_OK;
 }
 
-int gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec, const char *tool,
-                   const char *args, char *const *env, size_t n_env, char **result,
-                   struct cap_error *err)
+enum gw_outcome gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec,
+                               const char *tool, const char *args, char *const *env, size_t n_env,
+                               char **result, struct cap_error *err)
 {
   struct selu_response resp = {0};
-  int code = invoke_raw(call, spec, tool, args, env, n_env, &resp, err);
-  if (code == EXIT_OK)
+  enum gw_outcome code = invoke_raw(call, spec, tool, args, env, n_env, &resp, err);
+  if (code == GW_OUTCOME_OK)
     code = judge(spec, tool, &resp, call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP,
                  result, err);
   selu_response_free(&resp);
@@ -271,7 +274,8 @@ int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_too
       schema = cap_node_get(t, "inputSchema");
     const struct cap_node *policy = cap_node_get(t, "recommended_policy");
     const struct cap_node *terminal = cap_node_get(t, "terminal_on_success");
-    if (!name || name->kind != CAP_NODE_STRING || !name->u.str.len || gw_tools_find(out, name->u.str.ptr)) {
+    if (!name || name->kind != CAP_NODE_STRING || !name->u.str.len ||
+        gw_tools_find(out, name->u.str.ptr)) {
       gw_tools_free(out);
       return cap_error_set(err, EPROTO, "%s: tools[%zu] has no name of its own", what, i);
     }
@@ -328,25 +332,26 @@ int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, str
   return gw_tools_parse(text, len, path, out, err);
 }
 
-int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
-                     size_t n_env, struct gw_tools *out, struct cap_error *err)
+enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec,
+                                 char *const *env, size_t n_env, struct gw_tools *out,
+                                 struct cap_error *err)
 {
   *out = (struct gw_tools){0};
   struct selu_response resp = {0};
   const char *tool = spec->discovery_tool_name ? spec->discovery_tool_name : "list_tools";
-  int code = invoke_raw(call, spec, tool, "{}", env, n_env, &resp, err);
-  if (code != EXIT_OK)
+  enum gw_outcome code = invoke_raw(call, spec, tool, "{}", env, n_env, &resp, err);
+  if (code != GW_OUTCOME_OK)
     return cap_error_prefix(err, "discovering %s's tools", spec->id), code;
   if (!resp.success) {
     cap_error_set(err, EIO, "discovering %s's tools: %s failed: %s", spec->id, tool,
                   resp.error && *resp.error ? resp.error : "(no message)");
     selu_response_free(&resp);
-    return EXIT_FAILED;
+    return GW_OUTCOME_FAILED;
   }
   _cleanup_free_ char *what = cap_xasprintf("%s's %s answer", spec->id, tool);
   if (gw_tools_parse(resp.result, strlen(resp.result), what, out, err) < 0) {
     selu_response_free(&resp);
-    return EXIT_FAILED;
+    return GW_OUTCOME_FAILED;
   }
   if (call->cache_dir && (mkdir(call->cache_dir, 0700) == 0 || errno == EEXIST)) {
     _cleanup_free_ char *path = cache_path(call->cache_dir, spec);
@@ -360,5 +365,5 @@ int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, ch
     unlink(tmp);
   }
   selu_response_free(&resp);
-  return EXIT_OK;
+  return GW_OUTCOME_OK;
 }

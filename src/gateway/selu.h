@@ -34,12 +34,13 @@ int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, str
                          struct cap_error *err);
 /* Asks the capability's discovery tool (starting an instance with env) and
  * caches the answer. */
-int gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
-                     size_t n_env, struct gw_tools *out, struct cap_error *err);
+enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec,
+                                 char *const *env, size_t n_env, struct gw_tools *out,
+                                 struct cap_error *err);
 
-/* One Invoke; *result is the tool's JSON result. Returns an exit code. */
-int gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec, const char *tool,
-                   const char *args, char *const *env, size_t n_env, char **result,
-                   struct cap_error *err);
+/* One Invoke; *result is the tool's JSON result. */
+enum gw_outcome gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec,
+                               const char *tool, const char *args, char *const *env, size_t n_env,
+                               char **result, struct cap_error *err);
 
 #endif
