@@ -61,7 +61,7 @@ int cmd_check(int argc, char **argv)
     case 'q': quiet = true; break;
     case 's': strict = true; break;
     case 'h': fputs(check_help, stdout); return CLI_EXIT_OK;
-    default: return cli_usage_error("check", "unknown option");
+    default: return cli_option_error("check", argv, "qh");
     }
   }
   if (optind >= argc)

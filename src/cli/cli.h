@@ -1,15 +1,22 @@
 /* The command line: one function per verb; each takes the verb's argv
  * (argv[0] is the verb) and returns the process exit status. Only the CLI
- * prints. The exit codes are a contract (docs/cli.md). */
+ * prints, and only the CLI turns outcomes into exit codes: this enum is
+ * the one list of them (a contract, docs/cli.md). */
 #ifndef CAPSULE_CLI_CLI_H
 #define CAPSULE_CLI_CLI_H
 
-enum {
+#include <stdbool.h>
+
+#include "core/error.h"
+
+enum cli_exit {
   CLI_EXIT_OK = 0,
-  CLI_EXIT_INVALID = 1,  /* invalid input, or the call failed */
-  CLI_EXIT_USAGE = 2,    /* bad command line */
-  CLI_EXIT_HOST = 3,     /* the host cannot enforce what is required */
-  CLI_EXIT_DENIED = 4,   /* denied by policy or awaiting approval */
+  CLI_EXIT_INVALID = 1,    /* invalid input, or the call failed */
+  CLI_EXIT_USAGE = 2,      /* bad command line */
+  CLI_EXIT_HOST = 3,       /* the host cannot enforce what is required */
+  CLI_EXIT_DENIED = 4,     /* denied by policy or awaiting approval */
+  CLI_EXIT_LIMIT = 125,    /* run: killed by a limit capsule enforces */
+  CLI_EXIT_NOT_FOUND = 127 /* run: the command cannot be found or run in the sandbox */
 };
 
 int cmd_check(int argc, char **argv);
@@ -20,7 +27,20 @@ int cmd_doctor(int argc, char **argv);
 /* list, call, policy, cred, approve, deny, audit (argv[0] names which) */
 int cmd_gateway(int argc, char **argv);
 
-/* Prints "capsule VERB: MESSAGE" and a pointer to --help; returns CLI_EXIT_USAGE. */
+/* Prints "capsule VERB: MESSAGE (see 'capsule VERB --help')" as one line on
+ * stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* After getopt_long returned '?' or ':' (opterr is 0 for every verb): one
+ * line naming the unknown option, or the option that lacks its value.
+ * optstring is the one given to getopt_long. Returns CLI_EXIT_USAGE. */
+int cli_option_error(const char *verb, char **argv, const char *optstring);
+
+/* value when given, else the environment variable env when set and not
+ * empty, else NULL: CAPSULE_CAPS and CAPSULE_STATE as defaults. */
+const char *cli_default(const char *value, const char *env);
+
+/* A verb's own help text (the gateway verbs': help.c), or NULL. */
+const char *cli_gateway_help(const char *verb);
 
 #endif

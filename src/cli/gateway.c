@@ -87,9 +87,11 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
       break;
     }
     case 'h': fputs(gateway_help, stdout); return -1;
-    default: return cli_usage_error(verb, "unknown option");
+    default: return cli_option_error(verb, argv, "h");
     }
   }
+  o->caps = cli_default(o->caps, "CAPSULE_CAPS");
+  o->state = cli_default(o->state, "CAPSULE_STATE");
   if (!o->user || !*o->user) {
     const char *u = getenv("USER");
     struct passwd *pw = (!u || !*u) ? getpwuid(getuid()) : NULL;
@@ -358,15 +360,14 @@ static void print_policy(void *arg, const char *cap, const char *tool, const cha
 
 static int cmd_policy(int argc, char **argv)
 {
-  if (argc < 2)
-    return cli_usage_error("policy", "policy set CAPABILITY TOOL allow|ask|block [--user U], or policy list");
   struct common o = {0};
-  const char *sub = argc > 1 ? argv[1] : "";
-  int r = parse_common("policy", argc - 1, argv + 1, &o);
+  int r = parse_common("policy", argc, argv, &o);
   if (r)
     return r < 0 ? CLI_EXIT_OK : r;
-  int rest = argc - 1 - optind;
-  char **pos = argv + 1 + optind;
+  /* the sub-verb is the first argument that is not an option */
+  const char *sub = optind < argc ? argv[optind] : "";
+  int rest = argc - optind - 1;
+  char **pos = argv + optind + 1;
   bool user_given = false;
   for (int i = 1; i < argc; i++)
     user_given |= strcmp(argv[i], "--user") == 0 || strncmp(argv[i], "--user=", 7) == 0;
@@ -450,15 +451,13 @@ static void print_cred(void *arg, const char *name, enum cap_secret_scope scope,
 
 static int cmd_cred(int argc, char **argv)
 {
-  if (argc < 2)
-    return cli_usage_error("cred", "cred set|list|rm");
   struct common o = {0};
-  const char *sub = argc > 1 ? argv[1] : "";
-  int r = parse_common("cred", argc - 1, argv + 1, &o);
+  int r = parse_common("cred", argc, argv, &o);
   if (r)
     return r < 0 ? CLI_EXIT_OK : r;
-  int rest = argc - 1 - optind;
-  char **pos = argv + 1 + optind;
+  const char *sub = optind < argc ? argv[optind] : "";
+  int rest = argc - optind - 1;
+  char **pos = argv + optind + 1;
   enum cap_secret_scope scope = o.scope && strcmp(o.scope, "user") == 0 ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM;
   if ((strcmp(sub, "set") == 0 || strcmp(sub, "rm") == 0) && (rest != 1 || !o.scope))
     return cli_usage_error("cred", "cred %s NAME --scope system|user [--user U]%s", sub,
@@ -581,11 +580,11 @@ static void print_record(void *arg, const struct gw_audit_record *r)
 static int cmd_audit(int argc, char **argv)
 {
   struct common o = {0};
-  bool verify = argc > 1 && strcmp(argv[1], "verify") == 0;
-  int r = parse_common("audit", argc - verify, argv + verify, &o);
+  int r = parse_common("audit", argc, argv, &o);
   if (r)
     return r < 0 ? CLI_EXIT_OK : r;
-  if (optind != argc - verify)
+  bool verify = optind < argc && strcmp(argv[optind], "verify") == 0;
+  if (optind + verify != argc)
     return cli_usage_error("audit", "audit [--json] [--follow], or audit verify");
   struct gw_state *st = NULL;
   if ((r = open_state(&o, &st)))

@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -23,8 +24,10 @@ static const char usage_text[] =
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
     "  policy set|list, cred set|list|rm, approve ID, deny ID, audit [verify]\n"
     "\n"
+    "Options may come anywhere before `--`; --caps and --state default to\n"
+    "$CAPSULE_CAPS and $CAPSULE_STATE.\n"
     "exit status: 0 ok, 1 invalid input, 2 usage, 3 host cannot enforce,\n"
-    "4 denied by policy. `capsule VERB --help` describes a verb.\n";
+    "4 denied by policy. `capsule VERB --help` or `capsule help VERB` describes a verb.\n";
 
 int cli_usage_error(const char *verb, const char *fmt, ...)
 {
@@ -33,59 +36,135 @@ int cli_usage_error(const char *verb, const char *fmt, ...)
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "\nTry 'capsule %s%s--help'.\n", verb ? verb : "", verb ? " " : "");
+  fprintf(stderr, " (see 'capsule %s%s--help')\n", verb ? verb : "", verb ? " " : "");
   return CLI_EXIT_USAGE;
+}
+
+int cli_option_error(const char *verb, char **argv, const char *optstring)
+{
+  const char *given = optind > 0 ? argv[optind - 1] : "";
+  if (optopt > 0 && optopt < 256 && !strchr(optstring, optopt))
+    return cli_usage_error(verb, "unknown option '-%c'", optopt);
+  if (optopt > 0) /* a known option, but its value is missing */
+    return cli_usage_error(verb, "%s needs a value", given);
+  return cli_usage_error(verb, "unknown option '%s'", given);
+}
+
+const char *cli_default(const char *value, const char *env)
+{
+  if (value)
+    return value;
+  const char *v = getenv(env);
+  return v && *v ? v : NULL;
 }
 
 static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
 } verbs[] = {
-    {"check", cmd_check},
-    {"show", cmd_show},
-    {"validate", cmd_validate},
-    {"run", cmd_run},
-    {"doctor", cmd_doctor},
-    {"list", cmd_gateway},
-    {"call", cmd_gateway},
-    {"policy", cmd_gateway},
-    {"cred", cmd_gateway},
-    {"approve", cmd_gateway},
-    {"deny", cmd_gateway},
-    {"audit", cmd_gateway},
+    {"check", cmd_check},     {"show", cmd_show},      {"validate", cmd_validate},
+    {"run", cmd_run},         {"doctor", cmd_doctor},  {"list", cmd_gateway},
+    {"call", cmd_gateway},    {"policy", cmd_gateway}, {"cred", cmd_gateway},
+    {"approve", cmd_gateway}, {"deny", cmd_gateway},   {"audit", cmd_gateway},
 };
+
+static int (*find_verb(const char *name))(int, char **)
+{
+  for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+    if (strcmp(verbs[i].name, name) == 0)
+      return verbs[i].run;
+  return NULL;
+}
+
+/* The options every verb that has them shares. Given before the verb
+ * (`capsule --state D audit`), they move behind it, where the verb's own
+ * parser reads them: how people type them either way. Returns how many
+ * argv entries option i spans (0: not one of them). */
+static int common_option_span(char **argv, int i, int argc)
+{
+  static const char *const with_value[] = {"--caps", "--state"};
+  static const char *const flags[] = {"--json", "-v", "--verbose"};
+  for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
+    size_t n = strlen(with_value[k]);
+    if (strncmp(argv[i], with_value[k], n) == 0 && argv[i][n] == '=')
+      return 1;
+    if (strcmp(argv[i], with_value[k]) == 0)
+      return i + 1 < argc ? 2 : 1; /* the verb's parser reports the missing value */
+  }
+  for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+    if (strcmp(argv[i], flags[k]) == 0)
+      return 1;
+  return 0;
+}
+
+static void print_version(void) { printf("capsule %s\n", CAPSULE_VERSION); }
+
+/* Runs the verb with its argv: the verb, the common options given before
+ * it (moved[0..n_moved)), then the rest. */
+static int run_verb(int (*run)(int, char **), int argc, char **argv, int verb_at, char **moved,
+                    int n_moved)
+{
+  char **verb_argv = calloc((size_t)argc + 1, sizeof *verb_argv);
+  if (!verb_argv)
+    return CLI_EXIT_INVALID;
+  int n = 0;
+  verb_argv[n++] = argv[verb_at];
+  for (int k = 0; k < n_moved; k++)
+    verb_argv[n++] = moved[k];
+  for (int k = verb_at + 1; k < argc; k++)
+    verb_argv[n++] = argv[k];
+  optind = 0; /* reset getopt for the verb (0 also reinitialises glibc) */
+  int status = run(n, verb_argv);
+  free(verb_argv);
+  return status;
+}
+
+/* `capsule help VERB`: exactly what `capsule VERB --help` prints. */
+static int help_verb(const char *name)
+{
+  int (*run)(int, char **) = find_verb(name);
+  if (!run)
+    return cli_usage_error(NULL, "no help for '%s': it is not a verb", name);
+  char *help_argv[] = {(char *)name, "--help", NULL};
+  optind = 0;
+  return run(2, help_argv);
+}
 
 int main(int argc, char **argv)
 {
-  static const struct option options[] = {
-      {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},
-      {NULL, 0, NULL, 0},
-  };
-  /* stop at the verb: its options are its own */
-  int c;
-  while ((c = getopt_long(argc, argv, "+hV", options, NULL)) != -1) {
-    switch (c) {
-    case 'h': fputs(usage_text, stdout); return CLI_EXIT_OK;
-    case 'V': printf("capsule %s\n", CAPSULE_VERSION); return CLI_EXIT_OK;
-    default: return cli_usage_error(NULL, "unknown option");
+  opterr = 0; /* every verb reports a bad option itself, on one line */
+  char *moved[64];
+  int n_moved = 0, i = 1;
+  for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage_text, stdout);
+      return CLI_EXIT_OK;
     }
+    if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-V") == 0) {
+      print_version();
+      return CLI_EXIT_OK;
+    }
+    int span = common_option_span(argv, i, argc);
+    if (!span)
+      return cli_usage_error(NULL, "unknown option '%s'", argv[i]);
+    if (n_moved + span > (int)(sizeof moved / sizeof moved[0]))
+      return cli_usage_error(NULL, "too many options before the verb");
+    for (int k = 0; k < span; k++)
+      moved[n_moved++] = argv[i + k];
+    i += span - 1;
   }
-  if (optind >= argc) {
+  if (i >= argc || strcmp(argv[i], "--") == 0) {
     fputs(usage_text, stderr);
     return CLI_EXIT_USAGE;
   }
-  const char *verb = argv[optind];
-  if (strcmp(verb, "help") == 0) {
+  if (strcmp(argv[i], "help") == 0) {
+    if (i + 1 < argc)
+      return help_verb(argv[i + 1]);
     fputs(usage_text, stdout);
     return CLI_EXIT_OK;
   }
-  for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-    if (strcmp(verbs[i].name, verb) == 0) {
-      int first = optind;
-      optind = 0; /* reset getopt for the verb (0 also reinitialises glibc) */
-      return verbs[i].run(argc - first, argv + first);
-    }
-  }
-  return cli_usage_error(NULL, "unknown verb '%s'", verb);
+  int (*run)(int, char **) = find_verb(argv[i]);
+  if (!run)
+    return cli_usage_error(NULL, "unknown verb '%s'", argv[i]);
+  return run_verb(run, argc, argv, i, moved, n_moved);
 }

@@ -252,9 +252,10 @@ int cmd_run(int argc, char **argv)
     case OPT_STATE: store_ctx.dir = optarg; break;
     case 'v': verbose = true; break;
     case 'h': fputs(run_help, stdout); status = CLI_EXIT_OK; goto out;
-    default: cli_usage_error("run", "unknown option"); goto out;
+    default: cli_option_error("run", argv, "+hv"); goto out;
     }
   }
+  store_ctx.dir = cli_default(store_ctx.dir, "CAPSULE_STATE");
   if (optind >= argc && !dry_run) {
     cli_usage_error("run", "name the command to run after --");
     goto out;

@@ -54,7 +54,7 @@ int cmd_show(int argc, char **argv)
     switch (c) {
     case 'c': pretty = false; break;
     case 'h': fputs(show_help, stdout); return CLI_EXIT_OK;
-    default: return cli_usage_error("show", "unknown option");
+    default: return cli_option_error("show", argv, "ch");
     }
   }
   if (argc - optind != 1)

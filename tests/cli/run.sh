@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The command line as a new user types it (docs/cli.md): options anywhere
+# before `--` and CAPSULE_CAPS/CAPSULE_STATE as defaults; run's
+# --allow-host/--allow-port/--net proxy against a loopback HTTP server; the
+# caller's directory as the working directory; help and messages; --dry-run;
+# missing grants; --deny; make install. As root and unprivileged where the
+# sandbox is involved. Usage: run.sh CAPSULE HOSTILE
+set -u
+# shellcheck source=../lib/sandbox.sh
+. "$(dirname "$0")/../lib/sandbox.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d /var/tmp/capsule-cli.XXXXXX)
+chmod 755 "$work"
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+unset CAPSULE_CAPS CAPSULE_STATE
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$1" "$2"; }
+bad() { fail=$((fail + 1)); printf '  FAIL %-6s %s\n' "$1" "$2"; }
+
+# check WHO NAME WANT-STATUS WANT-OUTPUT-REGEX CAPSULE-ARGS... (stdout and
+# stderr together, from $dir, default $work)
+check() {
+  local who=$1 name=$2 want=$3 regex=$4; shift 4
+  local out status
+  out=$(cd "${dir:-$work}" && as_user "$who" timeout 60 "$capsule" "$@" 2>&1 </dev/null)
+  status=$?
+  if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$who" "$name"
+  else bad "$who" "$name (exit $status, want $want)"; echo "$out" | head -8 | sed 's/^/         /'; fi
+}
+# lines WHO NAME WANT-LINES CAPSULE-ARGS...: stderr has exactly that many lines
+lines() {
+  local who=$1 name=$2 want=$3; shift 3
+  local n
+  n=$(cd "$work" && as_user "$who" "$capsule" "$@" 2>&1 >/dev/null </dev/null | wc -l)
+  if [ "$n" = "$want" ]; then ok "$who" "$name"; else bad "$who" "$name ($n lines, want $want)"; fi
+}
+
+# ---- 1. options anywhere before --, environment defaults ----
+state=$work/state
+mkdir -m 777 "$state"
+caps=$work/caps
+mkdir -p "$caps" && cp -r "$root/examples/weather" "$caps/weather" && chmod -R a+rX "$caps"
+check root policy-state-after-sub 0 '^$' policy set --state "$state" weather get_weather allow
+check root policy-state-before-sub 0 'weather +get_weather +allow' policy --state "$state" list
+check root state-before-verb 0 'weather +get_weather +allow' --state "$state" policy list
+check root audit-state-before-verify 0 'audit log verified' audit --state "$state" verify
+check root audit-state-before-verb 0 'audit log verified' --state="$state" audit verify
+CAPSULE_STATE=$state check root env-state 0 'weather +get_weather +allow' policy list
+CAPSULE_STATE=$work/nowhere check root flag-beats-env 0 'weather +get_weather +allow' policy list --state "$state"
+CAPSULE_CAPS=$caps check root env-caps 0 '^weather ' list --state "$state"
+check root caps-before-verb 0 "^weather " --caps "$caps" list --state "$state"
+check root json-before-verb 0 '"id": "weather"' --json --caps "$caps" list --state "$state"
+check root unknown-before-verb 2 "unknown option '--bogus'" --bogus list
+lines root unknown-option-one-line 1 run --bogus -- true
+check root unknown-option-named 2 "^capsule run: unknown option '--bogus'" run --bogus -- true
+check root missing-value-named 2 "^capsule run: --memory needs a value" run --memory
+
+echo "cli tests: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
