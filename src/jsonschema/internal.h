@@ -298,6 +298,9 @@ int js_dec_cmp(const struct js_dec *a, const struct js_dec *b);
 bool js_dec_is_multiple(const struct js_dec *a, const struct js_dec *b);
 bool js_dec_is_integer(const struct js_dec *a);
 
+/* n hex digits at s (avail bytes there) into *out; false if not. */
+bool js_hexn(const char *s, size_t avail, size_t n, uint32_t *out);
+
 /* regex.c */
 /* Translates an ECMA-262 pattern to PCRE2 syntax and compiles it; on
  * failure returns NULL and writes a message into err. */
