@@ -16,8 +16,7 @@ struct cap_buf {
 void cap_buf_append(struct cap_buf *b, const char *s, size_t n);
 void cap_buf_puts(struct cap_buf *b, const char *s);
 void cap_buf_putc(struct cap_buf *b, char c);
-void cap_buf_printf(struct cap_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void cap_buf_printf(struct cap_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cap_buf_vprintf(struct cap_buf *b, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 /* Returns the contents (never NULL) and leaves the buffer empty; caller frees. */

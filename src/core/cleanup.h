@@ -30,11 +30,11 @@ static inline void cap_fclosep(FILE **f)
 #define _cleanup_fclose_ _cleanup_(cap_fclosep)
 
 /* Take ownership out of a cleanup-managed variable. */
-#define steal_pointer(pp)                                                      \
-  ({                                                                           \
-    __typeof__(*(pp)) _stolen = *(pp);                                         \
-    *(pp) = NULL;                                                              \
-    _stolen;                                                                   \
+#define steal_pointer(pp)                                                                          \
+  ({                                                                                               \
+    __typeof__(*(pp)) _stolen = *(pp);                                                             \
+    *(pp) = NULL;                                                                                  \
+    _stolen;                                                                                       \
   })
 
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -8,9 +8,8 @@
 
 #define DIAG_DEFAULT_LIMIT 200
 
-void cap_diags_vadd(struct cap_diags *d, enum cap_severity sev, const char *file,
-                    uint32_t line, uint32_t col, const char *path,
-                    const char *fmt, va_list ap)
+void cap_diags_vadd(struct cap_diags *d, enum cap_severity sev, const char *file, uint32_t line,
+                    uint32_t col, const char *path, const char *fmt, va_list ap)
 {
   if (sev == CAP_SEV_ERROR)
     d->errors++;
@@ -35,9 +34,8 @@ void cap_diags_vadd(struct cap_diags *d, enum cap_severity sev, const char *file
   };
 }
 
-void cap_diags_add(struct cap_diags *d, enum cap_severity sev, const char *file,
-                   uint32_t line, uint32_t col, const char *path,
-                   const char *fmt, ...)
+void cap_diags_add(struct cap_diags *d, enum cap_severity sev, const char *file, uint32_t line,
+                   uint32_t col, const char *path, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);

@@ -103,8 +103,8 @@ static int parse_string_raw(struct json_parser *p)
       return 0;
     }
     if (c < 0x20) {
-      json_fail_at(p, p->pos,
-                   "control character 0x%02x in a string; escape it (\\n, \\t, \\u00XX)", c);
+      json_fail_at(p, p->pos, "control character 0x%02x in a string; escape it (\\n, \\t, \\u00XX)",
+                   c);
       return -1;
     }
     /* backslash */
@@ -125,7 +125,8 @@ static int parse_string_raw(struct json_parser *p)
     case 't': simple = "\t"; break;
     case 'u': break;
     default:
-      json_fail_at(p, p->pos, "invalid escape '\\%c'; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
+      json_fail_at(p, p->pos,
+                   "invalid escape '\\%c'; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
                    (e >= 0x20 && e < 0x7f) ? e : '?');
       return -1;
     }
@@ -246,8 +247,7 @@ static struct cap_node *parse_value(struct json_parser *p, unsigned depth)
   case '{':
   case '[': {
     if (depth >= p->max_depth) {
-      json_fail_at(p, p->pos, "nesting deeper than %u levels; flatten the document",
-                   p->max_depth);
+      json_fail_at(p, p->pos, "nesting deeper than %u levels; flatten the document", p->max_depth);
       return NULL;
     }
     bool is_obj = c == '{';
@@ -273,12 +273,11 @@ static struct cap_node *parse_value(struct json_parser *p, unsigned depth)
         if (parse_string_raw(p) < 0)
           return NULL;
         if (cap_node_get_member(n, p->scratch.data ? p->scratch.data : "", p->scratch.len)) {
-          json_fail_at(p, kpos, "duplicate key \"%s\"; each key may appear once",
-                       p->scratch.data);
+          json_fail_at(p, kpos, "duplicate key \"%s\"; each key may appear once", p->scratch.data);
           return NULL;
         }
-        struct cap_member *m = cap_node_object_add(p->doc, n, p->scratch.data ? p->scratch.data : "",
-                                                   p->scratch.len, kline, kcol, NULL);
+        struct cap_member *m = cap_node_object_add(
+            p->doc, n, p->scratch.data ? p->scratch.data : "", p->scratch.len, kline, kcol, NULL);
         skip_ws(p);
         if (p->pos >= p->len || p->s[p->pos] != ':') {
           json_fail_at(p, p->pos, "expected ':' after the member name, found %s",
@@ -317,8 +316,8 @@ static struct cap_node *parse_value(struct json_parser *p, unsigned depth)
   case '"': {
     if (parse_string_raw(p) < 0)
       return NULL;
-    return cap_node_new_string(p->doc, p->scratch.data ? p->scratch.data : "", p->scratch.len,
-                               line, col);
+    return cap_node_new_string(p->doc, p->scratch.data ? p->scratch.data : "", p->scratch.len, line,
+                               col);
   }
   case 't':
   case 'f':
@@ -348,8 +347,9 @@ int cap_json_parse(struct cap_doc *doc, const char *data, size_t len, const char
       .s = data,
       .len = len,
       .file = file,
-      .max_depth = !max_depth ? CAP_JSON_DEFAULT_DEPTH
-                   : max_depth > CAP_JSON_MAX_DEPTH ? CAP_JSON_MAX_DEPTH : max_depth,
+      .max_depth = !max_depth                       ? CAP_JSON_DEFAULT_DEPTH
+                   : max_depth > CAP_JSON_MAX_DEPTH ? CAP_JSON_MAX_DEPTH
+                                                    : max_depth,
       .diags = diags,
   };
   cap_textpos_init(&p.tp, data, len);

@@ -56,8 +56,8 @@ char *cap_doc_strndup(struct cap_doc *doc, const char *s, size_t n)
   return p;
 }
 
-struct cap_node *cap_node_new(struct cap_doc *doc, enum cap_node_kind kind,
-                              uint32_t line, uint32_t col)
+struct cap_node *cap_node_new(struct cap_doc *doc, enum cap_node_kind kind, uint32_t line,
+                              uint32_t col)
 {
   struct cap_node *n = cap_doc_alloc(doc, sizeof(*n));
   memset(n, 0, sizeof(*n));
@@ -67,8 +67,8 @@ struct cap_node *cap_node_new(struct cap_doc *doc, enum cap_node_kind kind,
   return n;
 }
 
-struct cap_node *cap_node_new_string(struct cap_doc *doc, const char *s, size_t n,
-                                     uint32_t line, uint32_t col)
+struct cap_node *cap_node_new_string(struct cap_doc *doc, const char *s, size_t n, uint32_t line,
+                                     uint32_t col)
 {
   struct cap_node *node = cap_node_new(doc, CAP_NODE_STRING, line, col);
   node->u.str.ptr = cap_doc_strndup(doc, s, n);
@@ -78,8 +78,7 @@ struct cap_node *cap_node_new_string(struct cap_doc *doc, const char *s, size_t 
 
 /* Grows an arena-held vector; the old storage stays in the arena (at most
  * doubling the memory a vector ever used). */
-static void *grow(struct cap_doc *doc, void *items, size_t len, size_t *cap,
-                  size_t elem)
+static void *grow(struct cap_doc *doc, void *items, size_t len, size_t *cap, size_t elem)
 {
   size_t ncap = *cap ? *cap * 2 : 4;
   void *n = cap_doc_alloc(doc, ncap * elem);
@@ -89,22 +88,21 @@ static void *grow(struct cap_doc *doc, void *items, size_t len, size_t *cap,
   return n;
 }
 
-void cap_node_array_push(struct cap_doc *doc, struct cap_node *array,
-                         struct cap_node *item)
+void cap_node_array_push(struct cap_doc *doc, struct cap_node *array, struct cap_node *item)
 {
   if (array->u.arr.len == array->u.arr.cap)
-    array->u.arr.items = grow(doc, array->u.arr.items, array->u.arr.len,
-                              &array->u.arr.cap, sizeof(struct cap_node *));
+    array->u.arr.items = grow(doc, array->u.arr.items, array->u.arr.len, &array->u.arr.cap,
+                              sizeof(struct cap_node *));
   array->u.arr.items[array->u.arr.len++] = item;
 }
 
 struct cap_member *cap_node_object_add(struct cap_doc *doc, struct cap_node *object,
-                                       const char *key, size_t keylen, uint32_t line,
-                                       uint32_t col, struct cap_node *value)
+                                       const char *key, size_t keylen, uint32_t line, uint32_t col,
+                                       struct cap_node *value)
 {
   if (object->u.obj.len == object->u.obj.cap)
-    object->u.obj.items = grow(doc, object->u.obj.items, object->u.obj.len,
-                               &object->u.obj.cap, sizeof(struct cap_member));
+    object->u.obj.items = grow(doc, object->u.obj.items, object->u.obj.len, &object->u.obj.cap,
+                               sizeof(struct cap_member));
   struct cap_member *m = &object->u.obj.items[object->u.obj.len++];
   m->key = cap_doc_strndup(doc, key, keylen);
   m->keylen = keylen;
@@ -114,8 +112,7 @@ struct cap_member *cap_node_object_add(struct cap_doc *doc, struct cap_node *obj
   return m;
 }
 
-struct cap_member *cap_node_get_member(const struct cap_node *obj, const char *key,
-                                       size_t keylen)
+struct cap_member *cap_node_get_member(const struct cap_node *obj, const char *key, size_t keylen)
 {
   if (!obj || obj->kind != CAP_NODE_OBJECT)
     return NULL;
@@ -181,8 +178,7 @@ bool cap_node_equal(const struct cap_node *a, const struct cap_node *b)
   case CAP_NODE_BOOL: return a->u.boolean == b->u.boolean;
   case CAP_NODE_STRING:
   case CAP_NODE_DATETIME:
-    return a->u.str.len == b->u.str.len &&
-           memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0;
+    return a->u.str.len == b->u.str.len && memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0;
   case CAP_NODE_ARRAY:
     if (a->u.arr.len != b->u.arr.len)
       return false;

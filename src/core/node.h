@@ -15,8 +15,8 @@
 enum cap_node_kind {
   CAP_NODE_NULL,
   CAP_NODE_BOOL,
-  CAP_NODE_INT,      /* fits int64; u.num.f holds the same value as a double */
-  CAP_NODE_FLOAT,    /* u.num.f; JSON numbers too large for int64 land here */
+  CAP_NODE_INT,   /* fits int64; u.num.f holds the same value as a double */
+  CAP_NODE_FLOAT, /* u.num.f; JSON numbers too large for int64 land here */
   CAP_NODE_STRING,
   CAP_NODE_ARRAY,
   CAP_NODE_OBJECT,
@@ -41,9 +41,9 @@ struct cap_member {
 };
 
 struct cap_node {
-  uint8_t kind;    /* enum cap_node_kind */
-  uint8_t subkind; /* enum cap_datetime_kind for datetimes */
-  uint8_t flags;   /* free for the parser that built the tree */
+  uint8_t kind;       /* enum cap_node_kind */
+  uint8_t subkind;    /* enum cap_datetime_kind for datetimes */
+  uint8_t flags;      /* free for the parser that built the tree */
   uint32_t line, col; /* 1-based position of the value's first character */
   union {
     bool boolean;
@@ -82,21 +82,19 @@ void cap_doc_freep(struct cap_doc **doc);
 void *cap_doc_alloc(struct cap_doc *doc, size_t size);
 char *cap_doc_strndup(struct cap_doc *doc, const char *s, size_t n);
 
-struct cap_node *cap_node_new(struct cap_doc *doc, enum cap_node_kind kind,
-                              uint32_t line, uint32_t col);
-struct cap_node *cap_node_new_string(struct cap_doc *doc, const char *s, size_t n,
-                                     uint32_t line, uint32_t col);
-void cap_node_array_push(struct cap_doc *doc, struct cap_node *array,
-                         struct cap_node *item);
+struct cap_node *cap_node_new(struct cap_doc *doc, enum cap_node_kind kind, uint32_t line,
+                              uint32_t col);
+struct cap_node *cap_node_new_string(struct cap_doc *doc, const char *s, size_t n, uint32_t line,
+                                     uint32_t col);
+void cap_node_array_push(struct cap_doc *doc, struct cap_node *array, struct cap_node *item);
 /* Appends without checking for duplicates; the key is copied. */
 struct cap_member *cap_node_object_add(struct cap_doc *doc, struct cap_node *object,
-                                       const char *key, size_t keylen, uint32_t line,
-                                       uint32_t col, struct cap_node *value);
+                                       const char *key, size_t keylen, uint32_t line, uint32_t col,
+                                       struct cap_node *value);
 
 /* Lookup by key (first match); NULL when absent or obj is not an object. */
 struct cap_node *cap_node_get(const struct cap_node *obj, const char *key);
-struct cap_member *cap_node_get_member(const struct cap_node *obj, const char *key,
-                                       size_t keylen);
+struct cap_member *cap_node_get_member(const struct cap_node *obj, const char *key, size_t keylen);
 
 /* "string", "integer", "object", ... for messages. */
 const char *cap_node_kind_name(enum cap_node_kind kind);

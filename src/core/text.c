@@ -158,8 +158,7 @@ int cap_read_file(const char *path, size_t max_bytes, char **ret_data, size_t *r
   if (S_ISDIR(st.st_mode))
     return cap_error_set(err, EISDIR, "%s: is a directory, not a file", path);
   if (S_ISREG(st.st_mode) && (size_t)st.st_size > max_bytes)
-    return cap_error_set(err, EFBIG,
-                         "%s: file is %lld bytes; capsule reads at most %zu bytes here",
+    return cap_error_set(err, EFBIG, "%s: file is %lld bytes; capsule reads at most %zu bytes here",
                          path, (long long)st.st_size, max_bytes);
   struct cap_buf b = {0};
   char chunk[65536];

@@ -375,8 +375,8 @@ static bool check_uri(const char *s, size_t len, bool absolute, bool iri)
   size_t scheme_end = 0;
   if (len && is_alpha(s[0])) {
     size_t j = 1;
-    while (j < len && (is_alpha(s[j]) || is_digit(s[j]) || s[j] == '+' || s[j] == '-' ||
-                       s[j] == '.'))
+    while (j < len &&
+           (is_alpha(s[j]) || is_digit(s[j]) || s[j] == '+' || s[j] == '-' || s[j] == '.'))
       j++;
     if (j < len && s[j] == ':')
       scheme_end = j + 1;

@@ -30,10 +30,10 @@ struct cap_js_registry;
 struct cap_js_validator;
 
 struct cap_js_options {
-  bool format_assert;    /* "format" asserts (default: annotation only) */
-  const char *base_uri;  /* base URI of a root without $id (default "urn:capsule:schema") */
-  uint64_t max_steps;    /* evaluation budget per instance (0: 20,000,000) */
-  unsigned max_depth;    /* schema nesting while evaluating (0: 512) */
+  bool format_assert;   /* "format" asserts (default: annotation only) */
+  const char *base_uri; /* base URI of a root without $id (default "urn:capsule:schema") */
+  uint64_t max_steps;   /* evaluation budget per instance (0: 20,000,000) */
+  unsigned max_depth;   /* schema nesting while evaluating (0: 512) */
 };
 
 /* Extra schemas by URI, for "$ref" to documents outside the root. */
@@ -44,8 +44,7 @@ void cap_js_registry_add(struct cap_js_registry *reg, const char *uri,
                          const struct cap_node *schema);
 /* URIs starting with `prefix` are read from `dir` + the rest of the URI
  * (JSON files, loaded at compile time only when referenced). */
-void cap_js_registry_add_dir(struct cap_js_registry *reg, const char *prefix,
-                             const char *dir);
+void cap_js_registry_add_dir(struct cap_js_registry *reg, const char *prefix, const char *dir);
 
 /* Compiles `schema`. Problems are added to diags at the schema node's
  * line:col in `file`, with the field path `path_prefix` (may be NULL or "")

@@ -31,8 +31,7 @@ static const char meta_0[] =
     "or\\\" has been replaced by \\\"$dynamicAnchor\\\".\",\"$ref\":\"meta/core#/$defs/"
     "anchorString\",\"deprecated\":true},\"$recursiveRef\":{\"$comment\":\"\\\"$recursi"
     "veRef\\\" has been replaced by \\\"$dynamicRef\\\".\",\"$ref\":\"meta/core#/$defs/"
-    "uriReferenceString\",\"deprecated\":true}}}"
-;
+    "uriReferenceString\",\"deprecated\":true}}}";
 
 static const char meta_1[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"https:/"
@@ -51,8 +50,7 @@ static const char meta_1[] =
     "#/$defs/schemaArray\"},\"anyOf\":{\"$ref\":\"#/$defs/schemaArray\"},\"oneOf\":{\"$"
     "ref\":\"#/$defs/schemaArray\"},\"not\":{\"$dynamicRef\":\"#meta\"}},\"$defs\":{\"sch"
     "emaArray\":{\"type\":\"array\",\"minItems\":1,\"items\":{\"$dynamicRef\":\"#meta\"}}}"
-    "}"
-;
+    "}";
 
 static const char meta_2[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"https:/"
@@ -60,8 +58,7 @@ static const char meta_2[] =
     "n-schema.org/draft/2020-12/vocab/content\":true},\"$dynamicAnchor\":\"meta\","
     "\"title\":\"Content vocabulary meta-schema\",\"type\":[\"object\",\"boolean\"],\"pr"
     "operties\":{\"contentEncoding\":{\"type\":\"string\"},\"contentMediaType\":{\"type"
-    "\":\"string\"},\"contentSchema\":{\"$dynamicRef\":\"#meta\"}}}"
-;
+    "\":\"string\"},\"contentSchema\":{\"$dynamicRef\":\"#meta\"}}}";
 
 static const char meta_3[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"https:/"
@@ -78,8 +75,7 @@ static const char meta_3[] =
     ":\"object\",\"additionalProperties\":{\"$dynamicRef\":\"#meta\"}}},\"$defs\":{\"anc"
     "horString\":{\"type\":\"string\",\"pattern\":\"^[A-Za-z_][-A-Za-z0-9._]*$\"},\"uri"
     "String\":{\"type\":\"string\",\"format\":\"uri\"},\"uriReferenceString\":{\"type\":\"s"
-    "tring\",\"format\":\"uri-reference\"}}}"
-;
+    "tring\",\"format\":\"uri-reference\"}}}";
 
 static const char meta_4[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"https:/"
@@ -87,8 +83,7 @@ static const char meta_4[] =
     "ttps://json-schema.org/draft/2020-12/vocab/format-annotation\":true},\"$dy"
     "namicAnchor\":\"meta\",\"title\":\"Format vocabulary meta-schema for annotatio"
     "n results\",\"type\":[\"object\",\"boolean\"],\"properties\":{\"format\":{\"type\":\"s"
-    "tring\"}}}"
-;
+    "tring\"}}}";
 
 static const char meta_5[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"https:/"
@@ -98,8 +93,7 @@ static const char meta_5[] =
     "\"],\"properties\":{\"title\":{\"type\":\"string\"},\"description\":{\"type\":\"string"
     "\"},\"default\":true,\"deprecated\":{\"type\":\"boolean\",\"default\":false},\"readO"
     "nly\":{\"type\":\"boolean\",\"default\":false},\"writeOnly\":{\"type\":\"boolean\",\"d"
-    "efault\":false},\"examples\":{\"type\":\"array\",\"items\":true}}}"
-;
+    "efault\":false},\"examples\":{\"type\":\"array\",\"items\":true}}}";
 
 static const char meta_6[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"https:/"
@@ -107,8 +101,7 @@ static const char meta_6[] =
     "/json-schema.org/draft/2020-12/vocab/unevaluated\":true},\"$dynamicAnchor\""
     ":\"meta\",\"title\":\"Unevaluated applicator vocabulary meta-schema\",\"type\":["
     "\"object\",\"boolean\"],\"properties\":{\"unevaluatedItems\":{\"$dynamicRef\":\"#me"
-    "ta\"},\"unevaluatedProperties\":{\"$dynamicRef\":\"#meta\"}}}"
-;
+    "ta\"},\"unevaluatedProperties\":{\"$dynamicRef\":\"#meta\"}}}";
 
 static const char meta_7[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"https:/"
@@ -134,8 +127,7 @@ static const char meta_7[] =
     "0\":{\"$ref\":\"#/$defs/nonNegativeInteger\",\"default\":0},\"simpleTypes\":{\"enu"
     "m\":[\"array\",\"boolean\",\"integer\",\"null\",\"number\",\"object\",\"string\"]},\"str"
     "ingArray\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true,\""
-    "default\":[]}}}"
-;
+    "default\":[]}}}";
 
 static const char meta_fa[] =
     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"$id\":\"https:/"
@@ -143,8 +135,7 @@ static const char meta_fa[] =
     "tps://json-schema.org/draft/2020-12/vocab/format-assertion\":true},\"$dyna"
     "micAnchor\":\"meta\",\"title\":\"Format vocabulary meta-schema for assertion r"
     "esults\",\"type\":[\"object\",\"boolean\"],\"properties\":{\"format\":{\"type\":\"stri"
-    "ng\"}}}"
-;
+    "ng\"}}}";
 
 static const struct {
   const char *uri;

@@ -69,10 +69,7 @@ bool js_dec_parse(const char *text, size_t len, char *buf, struct js_dec *out)
   return true;
 }
 
-bool js_dec_is_integer(const struct js_dec *a)
-{
-  return a->sign == 0 || a->exp >= 0;
-}
+bool js_dec_is_integer(const struct js_dec *a) { return a->sign == 0 || a->exp >= 0; }
 
 static int cmp_magnitude(const struct js_dec *a, const struct js_dec *b)
 {

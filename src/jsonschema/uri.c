@@ -90,10 +90,7 @@ static void remove_dot_segments(char *path)
   *out = '\0';
 }
 
-static void put(struct cap_buf *b, const char *s, size_t n)
-{
-  cap_buf_append(b, s, n);
-}
+static void put(struct cap_buf *b, const char *s, size_t n) { cap_buf_append(b, s, n); }
 
 char *js_uri_resolve(const char *base, const char *ref)
 {
@@ -190,7 +187,8 @@ char *js_percent_decode(const char *s, size_t *out_len)
         free(out);
         return NULL;
       }
-      int h = cap_hex_digit((unsigned char)s[i + 1]), l = h < 0 ? -1 : cap_hex_digit((unsigned char)s[i + 2]);
+      int h = cap_hex_digit((unsigned char)s[i + 1]),
+          l = h < 0 ? -1 : cap_hex_digit((unsigned char)s[i + 2]);
       if (h < 0 || l < 0) {
         free(out);
         return NULL;

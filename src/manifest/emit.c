@@ -132,8 +132,7 @@ static void emit_credentials(struct cap_jw *w, const struct cap_spec *spec)
       break;
     case CAP_INJECT_URL_PATH:
       kv_string(w, "path_pattern", r->path_pattern);
-      kv_string(w, "path_replacement",
-                r->path_replacement ? r->path_replacement : r->path_pattern);
+      kv_string(w, "path_replacement", r->path_replacement ? r->path_replacement : r->path_pattern);
       break;
     case CAP_INJECT_QUERY_PARAM: kv_string(w, "query_param_name", r->query_param_name); break;
     case CAP_INJECT_BASIC_AUTH: break;

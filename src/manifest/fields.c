@@ -54,8 +54,7 @@ static void mf_vreport(struct mf_ctx *c, enum cap_severity sev, uint32_t line, u
   mf_pop(c, mark);
 }
 
-void mf_error(struct mf_ctx *c, const struct cap_node *at, const char *key, const char *fmt,
-              ...)
+void mf_error(struct mf_ctx *c, const struct cap_node *at, const char *key, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -63,8 +62,7 @@ void mf_error(struct mf_ctx *c, const struct cap_node *at, const char *key, cons
   va_end(ap);
 }
 
-void mf_warning(struct mf_ctx *c, const struct cap_node *at, const char *key,
-                const char *fmt, ...)
+void mf_warning(struct mf_ctx *c, const struct cap_node *at, const char *key, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -72,8 +70,8 @@ void mf_warning(struct mf_ctx *c, const struct cap_node *at, const char *key,
   va_end(ap);
 }
 
-void mf_error_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key,
-                 const char *fmt, ...)
+void mf_error_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key, const char *fmt,
+                 ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -81,8 +79,8 @@ void mf_error_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key,
   va_end(ap);
 }
 
-void mf_warning_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key,
-                   const char *fmt, ...)
+void mf_warning_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key, const char *fmt,
+                   ...)
 {
   va_list ap;
   va_start(ap, fmt);
@@ -116,19 +114,21 @@ static bool kind_matches(unsigned want, const struct cap_node *n)
   return want == CAP_NODE_FLOAT && n->kind == CAP_NODE_INT;
 }
 
-const struct cap_node *mf_field(struct mf_ctx *c, const struct cap_node *obj,
-                                const char *key, unsigned kind, unsigned flags)
+const struct cap_node *mf_field(struct mf_ctx *c, const struct cap_node *obj, const char *key,
+                                unsigned kind, unsigned flags)
 {
   struct cap_node *n = cap_node_get(obj, key);
   if (n && n->kind == CAP_NODE_NULL && (flags & MF_NULL_OK))
     n = NULL;
   if (!n) {
     if ((flags & MF_REQUIRED) && obj)
-      mf_error(c, obj, key, "required field is missing; add %s", kind == MF_ANY ? "it" : mf_kind_article(c, kind));
+      mf_error(c, obj, key, "required field is missing; add %s",
+               kind == MF_ANY ? "it" : mf_kind_article(c, kind));
     return NULL;
   }
   if (!kind_matches(kind, n)) {
-    mf_error(c, n, key, "must be %s, not %s", mf_kind_article(c, kind), mf_kind_article(c, n->kind));
+    mf_error(c, n, key, "must be %s, not %s", mf_kind_article(c, kind),
+             mf_kind_article(c, n->kind));
     return NULL;
   }
   if (flags & MF_NONEMPTY) {
@@ -144,8 +144,8 @@ const struct cap_node *mf_field(struct mf_ctx *c, const struct cap_node *obj,
   return n;
 }
 
-const char *mf_string(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-                      unsigned flags, const char *def)
+const char *mf_string(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsigned flags,
+                      const char *def)
 {
   const struct cap_node *n = mf_field(c, obj, key, CAP_NODE_STRING, flags);
   return n ? n->u.str.ptr : def;
@@ -158,16 +158,15 @@ bool mf_bool(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsi
   return n ? n->u.boolean : def;
 }
 
-int64_t mf_int(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-               unsigned flags, int64_t min, int64_t max, int64_t def)
+int64_t mf_int(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsigned flags,
+               int64_t min, int64_t max, int64_t def)
 {
   const struct cap_node *n = mf_field(c, obj, key, CAP_NODE_INT, flags);
   if (!n)
     return def;
   if (n->u.num.i < min || n->u.num.i > max) {
     if (max == INT64_MAX)
-      mf_error(c, n, key, "%" PRId64 " is out of range; it must be >= %" PRId64, n->u.num.i,
-               min);
+      mf_error(c, n, key, "%" PRId64 " is out of range; it must be >= %" PRId64, n->u.num.i, min);
     else
       mf_error(c, n, key, "%" PRId64 " is out of range; it must be %" PRId64 "..%" PRId64,
                n->u.num.i, min, max);
@@ -176,8 +175,8 @@ int64_t mf_int(struct mf_ctx *c, const struct cap_node *obj, const char *key,
   return n->u.num.i;
 }
 
-double mf_number(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-                 unsigned flags, double min, double max, double def)
+double mf_number(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsigned flags,
+                 double min, double max, double def)
 {
   const struct cap_node *n = mf_field(c, obj, key, CAP_NODE_FLOAT, flags);
   if (!n)
@@ -204,8 +203,8 @@ int mf_enum(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsig
     cap_buf_printf(&list, "%s\"%s\"", i ? ", " : "", names[i]);
   const char *hint = mf_suggest(n->u.str.ptr, names);
   if (hint)
-    mf_error(c, n, key, "\"%s\" is not one of %s (did you mean \"%s\"?)", n->u.str.ptr,
-             list.data, hint);
+    mf_error(c, n, key, "\"%s\" is not one of %s (did you mean \"%s\"?)", n->u.str.ptr, list.data,
+             hint);
   else
     mf_error(c, n, key, "\"%s\" is not one of %s", n->u.str.ptr, list.data);
   cap_buf_free(&list);
@@ -233,8 +232,8 @@ const struct cap_node *mf_string_array(struct mf_ctx *c, const struct cap_node *
   return ok ? arr : NULL;
 }
 
-const struct cap_node *mf_each_object(struct mf_ctx *c, const struct cap_node *obj,
-                                      const char *key, unsigned flags,
+const struct cap_node *mf_each_object(struct mf_ctx *c, const struct cap_node *obj, const char *key,
+                                      unsigned flags,
                                       void (*fn)(struct mf_ctx *, const struct cap_node *, void *),
                                       void *arg)
 {
@@ -306,8 +305,8 @@ void mf_unknown_keys(struct mf_ctx *c, const struct cap_node *obj, const char *c
     if (found)
       continue;
     const char *hint = mf_suggest(m->key, known);
-    const char *what = sev == CAP_SEV_ERROR ? "unknown field; remove it"
-                                            : "unknown field; capsule ignores it";
+    const char *what =
+        sev == CAP_SEV_ERROR ? "unknown field; remove it" : "unknown field; capsule ignores it";
     size_t mark = mf_push_key(c, m->key);
     if (hint)
       cap_diags_add(c->diags, sev, c->file, m->line, m->col, c->path.data,
@@ -360,4 +359,3 @@ void mf_report_duplicates(struct mf_ctx *c, const struct cap_node *arr, const ch
   }
   free(v);
 }
-

@@ -38,32 +38,32 @@ void mf_pop(struct mf_ctx *c, size_t mark);
 
 /* Diagnostics at a node (or line:col) for the current path plus `key`
  * (NULL: the current path itself). */
-void mf_error(struct mf_ctx *c, const struct cap_node *at, const char *key, const char *fmt,
-              ...) __attribute__((format(printf, 4, 5)));
-void mf_warning(struct mf_ctx *c, const struct cap_node *at, const char *key,
-                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-void mf_error_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key,
-                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-void mf_warning_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key,
-                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void mf_error(struct mf_ctx *c, const struct cap_node *at, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void mf_warning(struct mf_ctx *c, const struct cap_node *at, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void mf_error_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
+void mf_warning_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
 
 /* The member `key` of obj if present and of `kind` (MF_ANY: any kind).
  * Reports missing (MF_REQUIRED), wrong kind, and with MF_NONEMPTY an empty
  * string or array. Returns NULL when absent or unusable. For CAP_NODE_FLOAT
  * integers are accepted too (a number). */
-const struct cap_node *mf_field(struct mf_ctx *c, const struct cap_node *obj,
-                                const char *key, unsigned kind, unsigned flags);
+const struct cap_node *mf_field(struct mf_ctx *c, const struct cap_node *obj, const char *key,
+                                unsigned kind, unsigned flags);
 
-const char *mf_string(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-                      unsigned flags, const char *def);
+const char *mf_string(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsigned flags,
+                      const char *def);
 bool mf_bool(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsigned flags,
              bool def);
 /* Integers in [min, max]; a float with an integral value is refused. */
-int64_t mf_int(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-               unsigned flags, int64_t min, int64_t max, int64_t def);
+int64_t mf_int(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsigned flags,
+               int64_t min, int64_t max, int64_t def);
 /* Any number in [min, max]. */
-double mf_number(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-                 unsigned flags, double min, double max, double def);
+double mf_number(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsigned flags,
+                 double min, double max, double def);
 /* Index into names (NULL-terminated) of the string value; def when absent
  * or invalid. */
 int mf_enum(struct mf_ctx *c, const struct cap_node *obj, const char *key, unsigned flags,
@@ -80,8 +80,8 @@ void mf_unknown_keys(struct mf_ctx *c, const struct cap_node *obj, const char *c
 /* Calls fn(c, item, arg) for each element of the array obj[key] that is an
  * object, with the path at key[i]; elements that are not objects are
  * reported. Returns the array, or NULL when absent or not an array. */
-const struct cap_node *mf_each_object(struct mf_ctx *c, const struct cap_node *obj,
-                                      const char *key, unsigned flags,
+const struct cap_node *mf_each_object(struct mf_ctx *c, const struct cap_node *obj, const char *key,
+                                      unsigned flags,
                                       void (*fn)(struct mf_ctx *, const struct cap_node *, void *),
                                       void *arg);
 

@@ -19,8 +19,8 @@
 
 /* Manifest file names a capability directory may hold, in the order tried. */
 static const char *const manifest_names[] = {
-    "manifest.yaml", "manifest.yml", "agent.toml", "manifest.json", "capability.json",
-    "nono.json", NULL,
+    "manifest.yaml",   "manifest.yml", "agent.toml", "manifest.json",
+    "capability.json", "nono.json",    NULL,
 };
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -144,7 +144,7 @@ static int detect_json(const struct cap_node *root, const char *name)
   if (root && root->kind == CAP_NODE_OBJECT) {
     if (cap_node_get(root, "functions"))
       return CAP_FORMAT_TALOS;
-    static const char *const nono_keys[] = {"filesystem", "network", "process",
+    static const char *const nono_keys[] = {"filesystem", "network",   "process",
                                             "rollback",   "resources", NULL};
     for (size_t i = 0; nono_keys[i]; i++)
       if (cap_node_get(root, nono_keys[i]))
@@ -220,9 +220,9 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
     mf_pop(c, mark);
     return;
   }
-  static const char *const known[] = {"command",         "workspace",          "notes",
-                                      "max_concurrency", "idle_timeout_ms",    "startup_timeout_ms",
-                                      NULL};
+  static const char *const known[] = {
+      "command",         "workspace",          "notes", "max_concurrency",
+      "idle_timeout_ms", "startup_timeout_ms", NULL};
   mf_unknown_keys(c, x, known, CAP_SEV_ERROR);
   const struct cap_node *cmd = mf_string_array(c, x, "command", MF_NONEMPTY);
   if (cmd) {
@@ -262,12 +262,12 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
                "applies only to a Selu capability (a gRPC server kept warm); remove it");
   }
   if (spec->runtime.kind == CAP_RUNTIME_GRPC) {
-    spec->runtime.max_concurrency = (uint32_t)mf_int(c, x, "max_concurrency", 0, 1, 256,
-                                                     spec->runtime.max_concurrency);
+    spec->runtime.max_concurrency =
+        (uint32_t)mf_int(c, x, "max_concurrency", 0, 1, 256, spec->runtime.max_concurrency);
     spec->runtime.idle_timeout_ms = (uint64_t)mf_int(c, x, "idle_timeout_ms", 0, 100, 86400000,
                                                      (int64_t)spec->runtime.idle_timeout_ms);
-    spec->runtime.startup_timeout_ms = (uint64_t)mf_int(
-        c, x, "startup_timeout_ms", 0, 100, 600000, (int64_t)spec->runtime.startup_timeout_ms);
+    spec->runtime.startup_timeout_ms = (uint64_t)mf_int(c, x, "startup_timeout_ms", 0, 100, 600000,
+                                                        (int64_t)spec->runtime.startup_timeout_ms);
   }
   const char *notes = mf_string(c, x, "notes", 0, NULL);
   if (notes) {
@@ -296,8 +296,7 @@ bool cap_tool_schema(struct mf_ctx *c, const struct cap_node *tool_node, const c
   }
   tool->input_schema = cap_spec_adopt_node(spec, schema);
   size_t mark = mf_push_key(c, key);
-  tool->validator = cap_js_compile(tool->input_schema, NULL, NULL, c->file, c->path.data,
-                                   c->diags);
+  tool->validator = cap_js_compile(tool->input_schema, NULL, NULL, c->file, c->path.data, c->diags);
   mf_pop(c, mark);
   return tool->validator != NULL;
 }
@@ -308,8 +307,7 @@ static void compile_builtin_schemas(struct cap_spec *spec, struct cap_diags *dia
   for (size_t i = 0; i < spec->n_tools; i++) {
     struct cap_tool *t = &spec->tools[i];
     if (t->input_schema && !t->validator)
-      t->validator = cap_js_compile(t->input_schema, NULL, NULL, spec->source_path, "",
-                                    diags);
+      t->validator = cap_js_compile(t->input_schema, NULL, NULL, spec->source_path, "", diags);
   }
 }
 
@@ -339,8 +337,8 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
   default: r = cap_json_parse(doc, data, len, name, 0, diags); break;
   }
   /* TOML always yields a table; a file with nothing in it is still empty */
-  bool empty = r >= 0 && (!doc->root || (format == CAP_FORMAT_COVENANT &&
-                                         doc->root->u.obj.len == 0));
+  bool empty =
+      r >= 0 && (!doc->root || (format == CAP_FORMAT_COVENANT && doc->root->u.obj.len == 0));
   if (r < 0 || empty) {
     if (r >= 0)
       cap_diags_add(diags, CAP_SEV_ERROR, name, 1, 1, "", "the file is empty; write %s",

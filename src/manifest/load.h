@@ -32,9 +32,9 @@ int cap_manifest_load(const char *path, struct cap_spec **ret, struct cap_diags 
 /* The same from memory. `name` is the file name shown in diagnostics and
  * used for detection; format is a enum cap_format or CAP_HINT_AUTO;
  * package_dir is where the capability lives (NULL: the name's directory). */
-int cap_manifest_load_buffer(const char *data, size_t len, const char *name,
-                             int format, const char *package_dir,
-                             struct cap_spec **ret, struct cap_diags *diags);
+int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int format,
+                             const char *package_dir, struct cap_spec **ret,
+                             struct cap_diags *diags);
 
 /* Writes the resolved capability manifest as JSON (pretty when asked). */
 char *cap_spec_to_json(const struct cap_spec *spec, bool pretty);

@@ -44,11 +44,11 @@ void cap_ports_push(struct cap_ports *p, uint16_t port)
 }
 
 /* Appends one zeroed element to a spec array. */
-#define SPEC_APPEND(arr, n)                                                    \
-  ({                                                                           \
-    (arr) = cap_xrealloc((arr), ((n) + 1) * sizeof(*(arr)));                   \
-    memset(&(arr)[(n)], 0, sizeof(*(arr)));                                    \
-    &(arr)[(n)++];                                                             \
+#define SPEC_APPEND(arr, n)                                                                        \
+  ({                                                                                               \
+    (arr) = cap_xrealloc((arr), ((n) + 1) * sizeof(*(arr)));                                       \
+    memset(&(arr)[(n)], 0, sizeof(*(arr)));                                                        \
+    &(arr)[(n)++];                                                                                 \
   })
 
 struct cap_fs_grant *cap_spec_add_grant(struct cap_spec *spec, const char *path,
@@ -95,8 +95,7 @@ struct cap_trigger *cap_spec_add_trigger(struct cap_spec *spec)
   return SPEC_APPEND(spec->triggers, spec->n_triggers);
 }
 
-void cap_rules_push(struct cap_http_rule **rules, size_t *n, const char *method,
-                    const char *path)
+void cap_rules_push(struct cap_http_rule **rules, size_t *n, const char *method, const char *path)
 {
   struct cap_http_rule *r = SPEC_APPEND(*rules, *n);
   r->method = cap_xstrdup(method);
@@ -109,9 +108,7 @@ static struct cap_node *adopt(struct cap_doc *doc, const struct cap_node *n)
   copy->subkind = n->subkind;
   switch ((enum cap_node_kind)n->kind) {
   case CAP_NODE_NULL:
-  case CAP_NODE_BOOL:
-    copy->u = n->u;
-    break;
+  case CAP_NODE_BOOL: copy->u = n->u; break;
   case CAP_NODE_INT:
   case CAP_NODE_FLOAT:
     copy->u.num = n->u.num;
@@ -150,21 +147,15 @@ void cap_spec_add_system_grants(struct cap_spec *spec)
     const char *path;
     enum cap_fs_type type;
   } system[] = {
-      {"/usr", CAP_FS_DIRECTORY},
-      {"/bin", CAP_FS_DIRECTORY},
-      {"/sbin", CAP_FS_DIRECTORY},
-      {"/lib", CAP_FS_DIRECTORY},
-      {"/lib64", CAP_FS_DIRECTORY},
-      {"/etc/alternatives", CAP_FS_DIRECTORY},
-      {"/etc/ssl", CAP_FS_DIRECTORY},
-      {"/etc/ca-certificates", CAP_FS_DIRECTORY},
-      {"/etc/ld.so.cache", CAP_FS_FILE},
-      {"/etc/localtime", CAP_FS_FILE},
+      {"/usr", CAP_FS_DIRECTORY},          {"/bin", CAP_FS_DIRECTORY},
+      {"/sbin", CAP_FS_DIRECTORY},         {"/lib", CAP_FS_DIRECTORY},
+      {"/lib64", CAP_FS_DIRECTORY},        {"/etc/alternatives", CAP_FS_DIRECTORY},
+      {"/etc/ssl", CAP_FS_DIRECTORY},      {"/etc/ca-certificates", CAP_FS_DIRECTORY},
+      {"/etc/ld.so.cache", CAP_FS_FILE},   {"/etc/localtime", CAP_FS_FILE},
       {"/etc/nsswitch.conf", CAP_FS_FILE},
   };
   for (size_t i = 0; i < sizeof(system) / sizeof(system[0]); i++)
-    cap_spec_add_grant(spec, system[i].path, CAP_ACCESS_READ, system[i].type,
-                       CAP_ORIGIN_SYSTEM);
+    cap_spec_add_grant(spec, system[i].path, CAP_ACCESS_READ, system[i].type, CAP_ORIGIN_SYSTEM);
 }
 
 void cap_rules_free(struct cap_http_rule *rules, size_t n)
@@ -314,8 +305,7 @@ const char *cap_mode3_name(enum cap_mode3 m)
 
 const char *cap_runtime_kind_name(enum cap_runtime_kind k)
 {
-  static const char *const names[] = {"grpc", "stdio-jsonl", "hermes-http", "talos-node",
-                                      "exec"};
+  static const char *const names[] = {"grpc", "stdio-jsonl", "hermes-http", "talos-node", "exec"};
   return k <= CAP_RUNTIME_EXEC ? names[k] : "exec";
 }
 

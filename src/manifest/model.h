@@ -72,7 +72,7 @@ struct cap_network {
   struct cap_strv allow_domains;
   struct cap_endpoint *endpoints; /* host[:port] entries, optional L7 rules */
   size_t n_endpoints;
-  struct cap_ports connect;   /* empty: any port the host rules allow */
+  struct cap_ports connect; /* empty: any port the host rules allow */
   struct cap_ports bind;
   struct cap_ports localhost; /* host loopback ports forwarded in */
   bool dns;
@@ -136,12 +136,12 @@ struct cap_rollback {
 /* 0 means "no limit" for every field. */
 struct cap_limits {
   uint64_t memory_bytes;
-  double cpu_fraction;     /* cores; 0 = unlimited */
+  double cpu_fraction; /* cores; 0 = unlimited */
   uint64_t cpu_ms_per_task;
   uint64_t wall_ms;
   uint64_t pids;
   uint64_t nofile;
-  uint64_t disk_bytes;     /* size of the private tmp and workspace quota */
+  uint64_t disk_bytes; /* size of the private tmp and workspace quota */
 };
 
 enum cap_runtime_kind {
@@ -154,11 +154,11 @@ enum cap_runtime_kind {
 
 struct cap_runtime {
   enum cap_runtime_kind kind;
-  char *image;         /* Selu image reference, else NULL */
-  char *entry;         /* package-relative entry, else NULL */
-  char *interpreter;   /* "python3", "node", or NULL */
+  char *image;             /* Selu image reference, else NULL */
+  char *entry;             /* package-relative entry, else NULL */
+  char *interpreter;       /* "python3", "node", or NULL */
   struct cap_strv command; /* argv run from the package directory; may be empty */
-  uint16_t port;       /* gRPC port, 0 otherwise */
+  uint16_t port;           /* gRPC port, 0 otherwise */
   /* warm instances of a gRPC server (0 for other runtimes) */
   uint32_t max_concurrency;    /* calls served at once by one instance */
   uint64_t idle_timeout_ms;    /* stopped after this long without a call */
@@ -181,13 +181,13 @@ struct cap_tool {
 struct cap_setting {
   char *name;
   char *label;
-  char *type; /* "number", "string", "boolean" */
+  char *type;                           /* "number", "string", "boolean" */
   const struct cap_node *default_value; /* typed, in spec->doc; NULL when none */
   char *description;
 };
 
 struct cap_trigger {
-  char *id;       /* scoped "toolId:triggerId" */
+  char *id; /* scoped "toolId:triggerId" */
   char *local_id;
   char *label;
   char *description;
@@ -275,8 +275,7 @@ struct cap_endpoint *cap_spec_add_endpoint(struct cap_spec *spec, const char *ho
 struct cap_credential_route *cap_spec_add_route(struct cap_spec *spec);
 struct cap_setting *cap_spec_add_setting(struct cap_spec *spec);
 struct cap_trigger *cap_spec_add_trigger(struct cap_spec *spec);
-void cap_rules_push(struct cap_http_rule **rules, size_t *n, const char *method,
-                    const char *path);
+void cap_rules_push(struct cap_http_rule **rules, size_t *n, const char *method, const char *path);
 void cap_rules_free(struct cap_http_rule *rules, size_t n);
 /* Deep-copies a subtree into spec->doc (schemas outlive the parse tree). */
 const struct cap_node *cap_spec_adopt_node(struct cap_spec *spec, const struct cap_node *n);

@@ -14,44 +14,59 @@
 #define NONO_NOFILE 1024u
 
 static const char *const top_keys[] = {
-    "$schema", "version", "filesystem", "network", "credentials", "process", "rollback",
-    "resources", "x-capsule",
+    "$schema",
+    "version",
+    "filesystem",
+    "network",
+    "credentials",
+    "process",
+    "rollback",
+    "resources",
+    "x-capsule",
     /* the keys capsule's own resolved output adds: re-derived, not read */
-    "capability", "runtime", "tools", "tool_source", "secrets", "limits", "sandbox",
-    "settings", "triggers", "actions", "budget", "hermes", NULL,
+    "capability",
+    "runtime",
+    "tools",
+    "tool_source",
+    "secrets",
+    "limits",
+    "sandbox",
+    "settings",
+    "triggers",
+    "actions",
+    "budget",
+    "hermes",
+    NULL,
 };
 static const char *const filesystem_keys[] = {"grants", "deny", NULL};
 static const char *const grant_keys[] = {"path", "access", "type", "origin", NULL};
 static const char *const deny_keys[] = {"path", NULL};
-static const char *const network_keys[] = {"mode", "allow_domains", "endpoints", "ports", "dns",
-                                           NULL};
+static const char *const network_keys[] = {"mode",  "allow_domains", "endpoints",
+                                           "ports", "dns",           NULL};
 static const char *const endpoint_keys[] = {"host", "rules", NULL};
 static const char *const rule_keys[] = {"method", "path", NULL};
 static const char *const port_keys[] = {"connect", "bind", "localhost", NULL};
-static const char *const credential_keys[] = {"name",    "upstream", "source", "inject",
+static const char *const credential_keys[] = {"name",    "upstream",       "source", "inject",
                                               "env_var", "endpoint_rules", NULL};
-static const char *const inject_keys[] = {"mode",          "header",           "format",
-                                          "path_pattern",  "path_replacement", "query_param_name",
-                                          NULL};
-static const char *const process_keys[] = {"allowed_commands", "blocked_commands", "signal_mode",
-                                           "process_info_mode", "ipc_mode", "exec_strategy",
-                                           "declared_exec_strategy", NULL};
+static const char *const inject_keys[] = {
+    "mode", "header", "format", "path_pattern", "path_replacement", "query_param_name", NULL};
+static const char *const process_keys[] = {
+    "allowed_commands", "blocked_commands",       "signal_mode", "process_info_mode", "ipc_mode",
+    "exec_strategy",    "declared_exec_strategy", NULL};
 static const char *const rollback_keys[] = {"enabled", "exclude_patterns", "exclude_globs", NULL};
 static const char *const resource_keys[] = {"memory_bytes", NULL};
 
 static const char *const access_names[] = {"read", "write", "readwrite", NULL};
 static const char *const type_names[] = {"directory", "file", NULL};
 static const char *const net_mode_names[] = {"blocked", "proxy", "unrestricted", NULL};
-static const char *const inject_names[] = {"header", "url_path", "query_param", "basic_auth",
-                                           NULL};
+static const char *const inject_names[] = {"header", "url_path", "query_param", "basic_auth", NULL};
 static const char *const mode3_names[] = {"isolated", "allow_same_sandbox", "allow_all", NULL};
 static const char *const ipc_names[] = {"shared_memory_only", "full", NULL};
 static const char *const strategy_names[] = {"direct", "monitor", "supervised", NULL};
 
 /* An object member `key` (absent: NULL); reports a wrong kind. */
-static const struct cap_node *section(struct mf_ctx *c, const struct cap_node *obj,
-                                      const char *key, const char *const *known,
-                                      enum cap_severity unknown_sev)
+static const struct cap_node *section(struct mf_ctx *c, const struct cap_node *obj, const char *key,
+                                      const char *const *known, enum cap_severity unknown_sev)
 {
   const struct cap_node *s = mf_field(c, obj, key, CAP_NODE_OBJECT, 0);
   if (s) {
@@ -158,7 +173,8 @@ static void rule_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
   struct cap_http_rule **rules = args[0];
   size_t *n = args[1];
   mf_unknown_keys(c, o, rule_keys, CAP_SEV_WARNING);
-  const struct cap_node *method = mf_field(c, o, "method", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
+  const struct cap_node *method =
+      mf_field(c, o, "method", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
   const struct cap_node *path = mf_field(c, o, "path", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
   bool ok = method && path;
   char upper[64] = "";
@@ -178,7 +194,8 @@ static void rule_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
     }
   }
   if (path && path->u.str.ptr[0] != '/') {
-    mf_error(c, path, "path", "\"%s\" must start with '/'; write a URL path glob such as /repos/*/issues/**",
+    mf_error(c, path, "path",
+             "\"%s\" must start with '/'; write a URL path glob such as /repos/*/issues/**",
              path->u.str.ptr);
     ok = false;
   }
@@ -225,8 +242,7 @@ static void endpoint_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
   size_t n = 0;
   collect_rules(c, o, "rules", &rules, &n);
   if (host && !valid_host_port(host->u.str.ptr)) {
-    mf_error(c, host, "host", "\"%s\" is not host or host:port (port 1..65535)",
-             host->u.str.ptr);
+    mf_error(c, host, "host", "\"%s\" is not host or host:port (port 1..65535)", host->u.str.ptr);
     host = NULL;
   }
   if (!host) {
@@ -300,8 +316,7 @@ static void nono_network(struct mf_ctx *c, const struct cap_node *root, struct c
     for (size_t i = 0; proxy_only[i]; i++) {
       const struct cap_node *n = cap_node_get(net, proxy_only[i]);
       if (n && n->kind == CAP_NODE_ARRAY && n->u.arr.len)
-        mf_warning(c, n, proxy_only[i],
-                   "has no effect unless mode is \"proxy\" (mode is \"%s\")",
+        mf_warning(c, n, proxy_only[i], "has no effect unless mode is \"proxy\" (mode is \"%s\")",
                    net_mode_names[mode]);
     }
   }
@@ -312,8 +327,7 @@ static void nono_network(struct mf_ctx *c, const struct cap_node *root, struct c
 
 static bool is_loopback_http(const char *url)
 {
-  static const char *const hosts[] = {"http://127.0.0.1", "http://localhost", "http://[::1]",
-                                      NULL};
+  static const char *const hosts[] = {"http://127.0.0.1", "http://localhost", "http://[::1]", NULL};
   for (size_t i = 0; hosts[i]; i++) {
     size_t n = strlen(hosts[i]);
     if (strncmp(url, hosts[i], n) == 0 && (url[n] == '\0' || url[n] == ':' || url[n] == '/'))
@@ -347,7 +361,8 @@ static bool check_source(struct mf_ctx *c, const struct cap_node *src)
   }
   if (strncmp(s, "file://", 7) == 0) {
     if (s[7] != '/')
-      mf_error(c, src, "source", "\"%s\": file:// needs an absolute path, as in file:///run/secrets/token", s);
+      mf_error(c, src, "source",
+               "\"%s\": file:// needs an absolute path, as in file:///run/secrets/token", s);
     return true;
   }
   static const char *const schemes[] = {"op://", "bw://", "apple-password://", NULL};
@@ -373,8 +388,10 @@ static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
   struct cap_spec *spec = arg;
   mf_unknown_keys(c, o, credential_keys, CAP_SEV_WARNING);
   const char *name = mf_string(c, o, "name", MF_REQUIRED | MF_NONEMPTY, NULL);
-  const struct cap_node *upstream = mf_field(c, o, "upstream", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
-  const struct cap_node *source = mf_field(c, o, "source", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
+  const struct cap_node *upstream =
+      mf_field(c, o, "upstream", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
+  const struct cap_node *source =
+      mf_field(c, o, "source", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
   const struct cap_node *env_var = mf_field(c, o, "env_var", CAP_NODE_STRING, MF_NONEMPTY);
   bool ok = name && upstream && source;
   if (upstream && strncmp(upstream->u.str.ptr, "https://", 8) != 0 &&
@@ -392,10 +409,10 @@ static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
     mf_warning(c, o, "env_var",
                "is not set, so the tool's SDK gets no phantom token for this %.*s source; add "
                "env_var such as \"GITHUB_TOKEN\"",
-               (int)(strstr(source->u.str.ptr, "://") - source->u.str.ptr + 3),
-               source->u.str.ptr);
+               (int)(strstr(source->u.str.ptr, "://") - source->u.str.ptr + 3), source->u.str.ptr);
   if (env_var && !valid_env_name(env_var->u.str.ptr))
-    mf_error(c, env_var, "env_var", "\"%s\" is not an environment variable name", env_var->u.str.ptr);
+    mf_error(c, env_var, "env_var", "\"%s\" is not an environment variable name",
+             env_var->u.str.ptr);
 
   enum cap_inject_mode mode = CAP_INJECT_HEADER;
   const char *header = NULL, *format = NULL, *path_pattern = NULL, *path_replacement = NULL,
@@ -407,7 +424,8 @@ static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
     header = mf_string(c, inject, "header", MF_NONEMPTY, NULL);
     const struct cap_node *fmt = mf_field(c, inject, "format", CAP_NODE_STRING, 0);
     if (fmt && !strstr(fmt->u.str.ptr, "{}")) {
-      mf_error(c, fmt, "format", "\"%s\" has no {} placeholder for the secret; write e.g. \"Bearer {}\"",
+      mf_error(c, fmt, "format",
+               "\"%s\" has no {} placeholder for the secret; write e.g. \"Bearer {}\"",
                fmt->u.str.ptr);
       ok = false;
     }

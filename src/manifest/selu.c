@@ -332,7 +332,8 @@ static void selu_tools(struct mf_ctx *c, const struct cap_node *root, int source
 {
   const struct cap_node *tools = cap_node_get(root, "tools");
   if (tools && tools->kind != CAP_NODE_ARRAY) {
-    mf_error(c, tools, "tools", "must be an array of tools, not %s", mf_kind_article(c, tools->kind));
+    mf_error(c, tools, "tools", "must be an array of tools, not %s",
+             mf_kind_article(c, tools->kind));
     return;
   }
   if (source == SOURCE_INVALID && (!tools || tools->u.arr.len == 0))

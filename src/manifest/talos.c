@@ -22,8 +22,7 @@ static const char *const top_keys[] = {
     "settings", "triggers", "functions",   "x-capsule", "$schema", NULL,
 };
 static const char *const credential_keys[] = {"name", "label", "description", "required", NULL};
-static const char *const setting_keys[] = {"name", "label", "type", "default", "description",
-                                           NULL};
+static const char *const setting_keys[] = {"name", "label", "type", "default", "description", NULL};
 static const char *const trigger_keys[] = {"id", "label", "description", NULL};
 static const char *const function_keys[] = {"name", "description", "parameters", NULL};
 static const char *const setting_types[] = {"number", "string", "boolean", NULL};
@@ -195,11 +194,10 @@ static void talos_function(struct mf_ctx *c, const struct cap_node *o, void *arg
 }
 
 /* Checks every item of root[key], then that unique_key is unique among them. */
-static const struct cap_node *each_unique(struct mf_ctx *c, const struct cap_node *root,
-                                          const char *key, unsigned flags,
-                                          void (*fn)(struct mf_ctx *, const struct cap_node *, void *),
-                                          struct talos_ctx *t, const char *unique_key,
-                                          const char *what, const char *fix)
+static const struct cap_node *
+each_unique(struct mf_ctx *c, const struct cap_node *root, const char *key, unsigned flags,
+            void (*fn)(struct mf_ctx *, const struct cap_node *, void *), struct talos_ctx *t,
+            const char *unique_key, const char *what, const char *fix)
 {
   const struct cap_node *arr = mf_each_object(c, root, key, flags, fn, t);
   if (arr) {
@@ -225,8 +223,7 @@ void cap_talos_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_s
     const char *folder = strrchr(spec->package_dir, '/');
     folder = folder ? folder + 1 : spec->package_dir;
     if (memchr(id->u.str.ptr, ':', id->u.str.len))
-      mf_error(c, id, "id",
-               "\"%s\" contains ':', which separates tool and trigger ids; remove it",
+      mf_error(c, id, "id", "\"%s\" contains ':', which separates tool and trigger ids; remove it",
                id->u.str.ptr);
     else if (strcmp(folder, id->u.str.ptr) != 0)
       mf_error(c, id, "id",
@@ -254,9 +251,9 @@ void cap_talos_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_s
               "declare each setting once");
   each_unique(c, root, "triggers", 0, talos_trigger, &t, "id", "trigger",
               "give each trigger its own id");
-  const struct cap_node *functions = each_unique(c, root, "functions", MF_REQUIRED, talos_function,
-                                                 &t, "name", "function",
-                                                 "give each function its own name");
+  const struct cap_node *functions =
+      each_unique(c, root, "functions", MF_REQUIRED, talos_function, &t, "name", "function",
+                  "give each function its own name");
   if (functions && functions->u.arr.len == 0)
     mf_warning(c, functions, "functions",
                "is empty; the tool offers the agent nothing: declare at least one function");
