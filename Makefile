@@ -7,7 +7,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps build run check test test-asan fuzz clean format
+.PHONY: all deps build run check test test-asan fuzz clean format format-check
 
 all: build
 
@@ -53,6 +53,13 @@ check:
 
 format:
 	clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c')
+
+# Fails (and names the files) when a C file differs from .clang-format's layout.
+format-check:
+	@bad=$$(for f in $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c'); do \
+	  clang-format --dry-run -Werror "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "not formatted (run make format):"; echo "$$bad"; exit 1; fi; \
+	echo "format: every C file matches .clang-format"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
