@@ -1,4 +1,4 @@
-/* Covenant agents/<id>/agent.toml (../shared/seeds/covenant-agent-manifest.md)
+/* Covenant agents/<id>/agent.toml (the published format; docs/manifests.md maps every field)
  * checked and lowered into the canonical spec. An agent is one tool,
  * `dispatch`: capsule writes one JSON line to its stdin and reads one back.
  *

@@ -1,5 +1,5 @@
 /* The four format front ends. Each checks a parsed document against its
- * seed (../shared/seeds/) and lowers it into the canonical spec, reporting
+ * published specification (docs/manifests.md) and lowers it into the canonical spec, reporting
  * every problem through the context. The caller (load.c) has already set
  * spec->source_path and spec->package_dir and added the system and package
  * grants; a lowering adds what its format declares and fills every default. */

@@ -1,4 +1,4 @@
-/* nono capability manifest (../shared/seeds/nono-capability-manifest.md and
+/* nono capability manifest (the published format, docs/manifests.md, and
  * nono's JSON Schema, which is the source of truth) checked and lowered. The
  * format is already close to the canonical model: a nono manifest sandboxes
  * an arbitrary command, so it has no tools and no package directory. */

@@ -1,4 +1,4 @@
-/* Selu manifest.yaml (../shared/seeds/selu-capability-manifest.md) checked
+/* Selu manifest.yaml (the published format; docs/manifests.md maps every field) checked
  * and lowered into the canonical spec. The capability is a gRPC server in
  * an image, listening on port 50051 inside the sandbox. Where the seed is
  * silent (host syntax, limits it does not name) capsule takes the strict,

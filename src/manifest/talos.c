@@ -1,4 +1,4 @@
-/* Talos manifest.json (../shared/seeds/talos-tool-manifest.md) checked and
+/* Talos manifest.json (the published format; docs/manifests.md maps every field) checked and
  * lowered. Talos declares no sandbox needs, so a Talos tool gets capsule's
  * secure default: no network, its package read-only, a private /tmp, and
  * every function blocked until an operator allows it. */
