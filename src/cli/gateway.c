@@ -137,7 +137,7 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
   case CAP_RUNTIME_EXEC: return "no tools: a command sandbox for `capsule run`";
   case CAP_RUNTIME_JSONL: break;
   }
-  if (spec->sandbox.backend && strcmp(spec->sandbox.backend, "gvisor") == 0)
+  if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
     return "not ready: it asks for linux-gvisor, which capsule does not run";
   if (spec->runtime.kind == CAP_RUNTIME_GRPC && !spec->runtime.command.len)
     return "not ready: it names an image, which capsule does not run yet (give x-capsule.command)";
@@ -206,7 +206,7 @@ static int cmd_list(int argc, char **argv)
     struct gw_tools discovered = {0};
     const struct cap_tool *tools = spec->tools;
     size_t n_tools = spec->n_tools;
-    if (spec->tool_source && strcmp(spec->tool_source, "dynamic") == 0) {
+    if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) {
       struct cap_error err = {0};
       gw_selu_cached_tools(cache, spec, &discovered, &err);
       cap_error_clear(&err);
@@ -219,7 +219,7 @@ static int cmd_list(int argc, char **argv)
     for (size_t t = 0; t < n_tools; t++) {
       const struct cap_tool *tool = &tools[t];
       enum cap_policy policy = tool->policy;
-      const char *source = tool->policy_source ? tool->policy_source : "default";
+      const char *source = cap_policy_source_name(tool->policy_source);
       struct cap_error err = {0};
       if (st && gw_effective_policy(st, spec->id, tool, o.user, &policy, &source, &err) < 0)
         cap_error_clear(&err);

@@ -106,8 +106,8 @@ static struct cap_spec *default_spec(void)
   spec->id = cap_xstrdup("run");
   spec->source_path = cap_xstrdup("(command line)");
   spec->package_dir = cap_xstrdup("/");
-  spec->tool_source = cap_xstrdup("manifest");
-  spec->sandbox.backend = cap_xstrdup("capsule");
+  spec->tool_source = CAP_TOOL_SOURCE_MANIFEST;
+  spec->sandbox.backend = CAP_BACKEND_CAPSULE;
   spec->sandbox.private_tmp = true;
   spec->runtime.kind = CAP_RUNTIME_EXEC;
   spec->network.mode = CAP_NET_BLOCKED;

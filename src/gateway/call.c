@@ -57,7 +57,7 @@ int gw_effective_policy(struct gw_state *st, const char *cap, const struct cap_t
     return r;
   }
   *policy = tool->policy; /* the manifest's recommendation, or block */
-  *source = tool->policy_source ? tool->policy_source : "default";
+  *source = cap_policy_source_name(tool->policy_source);
   return 0;
 }
 
@@ -126,7 +126,7 @@ static enum gw_outcome resolve_credentials(struct call_ctx *c, struct cap_error 
                       sec->name, sec->name);
       return GW_OUTCOME_FAILED;
     }
-    if (sec->delivery && strcmp(sec->delivery, "handler") == 0)
+    if (sec->delivery == CAP_DELIVERY_HANDLER)
       c->handler[i] = value; /* Talos: in the handler's context, not the environment */
     else {
       c->env[c->n_env++] = cap_xasprintf("%s=%s", sec->name, value);
@@ -148,8 +148,7 @@ static enum gw_outcome step_credentials(struct call_ctx *c, struct cap_error *er
 
 static bool is_dynamic(const struct cap_spec *spec)
 {
-  return spec->runtime.kind == CAP_RUNTIME_GRPC && spec->tool_source &&
-         strcmp(spec->tool_source, "dynamic") == 0;
+  return spec->runtime.kind == CAP_RUNTIME_GRPC && spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC;
 }
 
 /* A dynamic capability's tool: as cached, else ask the capability (which

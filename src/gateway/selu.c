@@ -284,14 +284,13 @@ int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_too
     out->n++;
     tool->description = cap_xstrdup(desc && desc->kind == CAP_NODE_STRING ? desc->u.str.ptr : "");
     tool->policy = CAP_POLICY_BLOCK;
-    tool->policy_source = cap_xstrdup("default");
+    tool->policy_source = CAP_POLICY_SOURCE_DEFAULT;
     if (policy && policy->kind == CAP_NODE_STRING) {
       static const char *const names[] = {"allow", "ask", "block"};
       for (int p = 0; p < 3; p++)
         if (strcmp(policy->u.str.ptr, names[p]) == 0) {
           tool->policy = (enum cap_policy)p;
-          free(tool->policy_source);
-          tool->policy_source = cap_xstrdup("recommended_policy");
+          tool->policy_source = CAP_POLICY_SOURCE_RECOMMENDED_POLICY;
         }
     }
     tool->terminal_on_success = terminal && terminal->kind == CAP_NODE_BOOL && terminal->u.boolean;

@@ -186,7 +186,7 @@ static void lower_agent(struct mf_ctx *c, const struct cap_node *root, struct ca
                                                                            : id ? id
                                                                                 : "");
   tool->policy = CAP_POLICY_BLOCK;
-  tool->policy_source = cap_xstrdup("default");
+  tool->policy_source = CAP_POLICY_SOURCE_DEFAULT;
   tool->line = agent->line;
   tool->col = agent->col;
   struct cap_doc *doc = cap_doc_new();
@@ -326,8 +326,7 @@ static void lower_sandbox(struct mf_ctx *c, const struct cap_node *root, struct 
     filesystem = FS_READ_ONLY_PACKAGE;
   spec->sandbox.required = required;
   spec->sandbox.declared_backend = cap_xstrdup(backend_names[backend]);
-  free(spec->sandbox.backend);
-  spec->sandbox.backend = cap_xstrdup(backend == BACKEND_GVISOR ? "gvisor" : "capsule");
+  spec->sandbox.backend = backend == BACKEND_GVISOR ? CAP_BACKEND_GVISOR : CAP_BACKEND_CAPSULE;
   spec->sandbox.filesystem = cap_xstrdup(filesystem_names[filesystem]);
   if (filesystem == FS_EPHEMERAL)
     spec->sandbox.private_tmp = true;
@@ -343,7 +342,7 @@ static void lower_settlement(struct mf_ctx *c, const struct cap_node *root, stru
   spec->budget_credits_per_hour =
       (uint64_t)mf_int(c, st, "budget_credits_per_hour", 0, 0, INT64_MAX, 0);
   int priority = mf_enum(c, st, "priority", 0, priority_names, 1);
-  spec->priority = cap_xstrdup(priority_names[priority]);
+  spec->priority = (enum cap_priority)(CAP_PRIORITY_LOW + priority); /* priority_names' order */
   mf_pop(c, mark);
 }
 
@@ -371,6 +370,5 @@ void cap_covenant_lower(struct mf_ctx *c, const struct cap_node *root, struct ca
   lower_settlement(c, root, spec);
   lower_hermes(c, root, spec);
   cap_xcapsule_lower(c, cap_node_get(root, "x-capsule"), spec);
-  free(spec->tool_source);
-  spec->tool_source = cap_xstrdup("manifest");
+  spec->tool_source = CAP_TOOL_SOURCE_MANIFEST;
 }

@@ -223,7 +223,7 @@ static void emit_tools(struct cap_jw *w, const struct cap_spec *spec)
 {
   cap_jw_key(w, "tool_source");
   cap_jw_begin_object(w);
-  kv_string(w, "mode", spec->tool_source);
+  kv_string(w, "mode", cap_tool_source_name(spec->tool_source));
   kv_string(w, "discovery_tool_name", spec->discovery_tool_name);
   cap_jw_end_object(w);
   cap_jw_key(w, "tools");
@@ -239,7 +239,7 @@ static void emit_tools(struct cap_jw *w, const struct cap_spec *spec)
     else
       cap_jw_null(w);
     kv_string(w, "policy", cap_policy_name(t->policy));
-    kv_string(w, "policy_source", t->policy_source ? t->policy_source : "default");
+    kv_string(w, "policy_source", cap_policy_source_name(t->policy_source));
     cap_jw_key(w, "terminal_on_success");
     cap_jw_bool(w, t->terminal_on_success);
     cap_jw_end_object(w);
@@ -261,7 +261,7 @@ static void emit_secrets(struct cap_jw *w, const struct cap_spec *spec)
     cap_jw_bool(w, s->required);
     kv_string(w, "label", s->label);
     kv_string(w, "description", s->description ? s->description : "");
-    kv_string(w, "delivery", s->delivery ? s->delivery : "env");
+    kv_string(w, "delivery", cap_delivery_name(s->delivery));
     cap_jw_end_object(w);
   }
   cap_jw_end_array(w);
@@ -324,7 +324,7 @@ static void emit_sandbox(struct cap_jw *w, const struct cap_sandbox *s)
   cap_jw_begin_object(w);
   cap_jw_key(w, "required");
   cap_jw_bool(w, s->required);
-  kv_string(w, "backend", s->backend ? s->backend : "capsule");
+  kv_string(w, "backend", cap_backend_name(s->backend));
   kv_string(w, "declared_backend", s->declared_backend);
   kv_string(w, "filesystem", s->filesystem);
   cap_jw_key(w, "private_tmp");
@@ -344,7 +344,7 @@ static void emit_covenant(struct cap_jw *w, const struct cap_spec *spec)
   cap_jw_begin_object(w);
   cap_jw_key(w, "credits_per_hour");
   cap_jw_int(w, (int64_t)spec->budget_credits_per_hour);
-  kv_string(w, "priority", spec->priority);
+  kv_string(w, "priority", cap_priority_name(spec->priority));
   cap_jw_end_object(w);
   cap_jw_key(w, "hermes");
   if (spec->format == CAP_FORMAT_COVENANT) {

@@ -382,10 +382,6 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
   if (spec->sandbox.workspace && !has_workspace_grant(spec))
     cap_spec_add_grant(spec, spec->sandbox.workspace, CAP_ACCESS_READWRITE, CAP_FS_DIRECTORY,
                        CAP_ORIGIN_WORKSPACE);
-  if (!spec->sandbox.backend)
-    spec->sandbox.backend = cap_xstrdup("capsule");
-  if (!spec->tool_source)
-    spec->tool_source = cap_xstrdup("manifest");
 
   if (diags->errors > errors_before) {
     cap_spec_free(spec);

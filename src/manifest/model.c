@@ -172,7 +172,6 @@ void cap_tools_free(struct cap_tool *tools, size_t n)
   for (size_t i = 0; i < n; i++) {
     free(tools[i].name);
     free(tools[i].description);
-    free(tools[i].policy_source);
     cap_js_validator_free(tools[i].validator);
   }
   free(tools);
@@ -194,7 +193,6 @@ void cap_spec_free(struct cap_spec *spec)
   free(spec->runtime.entry);
   free(spec->runtime.interpreter);
   cap_strv_free(&spec->runtime.command);
-  free(spec->tool_source);
   free(spec->discovery_tool_name);
   cap_tools_free(spec->tools, spec->n_tools);
   for (size_t i = 0; i < spec->n_grants; i++)
@@ -229,7 +227,6 @@ void cap_spec_free(struct cap_spec *spec)
     free(spec->secrets[i].type);
     free(spec->secrets[i].label);
     free(spec->secrets[i].description);
-    free(spec->secrets[i].delivery);
   }
   free(spec->secrets);
   cap_strv_free(&spec->process.allowed_commands);
@@ -238,7 +235,6 @@ void cap_spec_free(struct cap_spec *spec)
   cap_strv_free(&spec->rollback.exclude_patterns);
   cap_strv_free(&spec->rollback.exclude_globs);
   free(spec->sandbox.declared_backend);
-  free(spec->sandbox.backend);
   free(spec->sandbox.filesystem);
   free(spec->sandbox.workspace);
   for (size_t i = 0; i < spec->n_settings; i++) {
@@ -257,7 +253,6 @@ void cap_spec_free(struct cap_spec *spec)
   free(spec->triggers);
   cap_strv_free(&spec->actions_required);
   cap_strv_free(&spec->actions_optional);
-  free(spec->priority);
   cap_strv_free(&spec->hermes_tools_allowed);
   free(spec->hermes_approval_policy);
   free(spec->notes);
@@ -313,4 +308,31 @@ const char *cap_origin_name(enum cap_grant_origin o)
 {
   static const char *const names[] = {"manifest", "system", "package", "workspace"};
   return o <= CAP_ORIGIN_WORKSPACE ? names[o] : "manifest";
+}
+
+const char *cap_delivery_name(enum cap_delivery d)
+{
+  return d == CAP_DELIVERY_HANDLER ? "handler" : "env";
+}
+
+const char *cap_policy_source_name(enum cap_policy_source s)
+{
+  static const char *const names[] = {"default", "recommended_policy", "requires_confirmation"};
+  return s <= CAP_POLICY_SOURCE_REQUIRES_CONFIRMATION ? names[s] : "default";
+}
+
+const char *cap_backend_name(enum cap_backend b)
+{
+  return b == CAP_BACKEND_GVISOR ? "gvisor" : "capsule";
+}
+
+const char *cap_tool_source_name(enum cap_tool_source s)
+{
+  return s == CAP_TOOL_SOURCE_DYNAMIC ? "dynamic" : "manifest";
+}
+
+const char *cap_priority_name(enum cap_priority p)
+{
+  static const char *const names[] = {NULL, "low", "normal", "high"};
+  return p <= CAP_PRIORITY_HIGH ? names[p] : NULL;
 }

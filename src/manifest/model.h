@@ -103,6 +103,9 @@ struct cap_credential_route {
 
 enum cap_secret_scope { CAP_SCOPE_SYSTEM, CAP_SCOPE_USER };
 
+/* How a secret reaches the tool. */
+enum cap_delivery { CAP_DELIVERY_ENV, CAP_DELIVERY_HANDLER /* Talos: the handler's context */ };
+
 /* A secret the tool needs by name (Selu env credentials, Talos credentials),
  * resolved from capsule's store at call time. */
 struct cap_secret {
@@ -112,7 +115,7 @@ struct cap_secret {
   bool required;
   char *label;       /* may be NULL */
   char *description; /* "" when none */
-  char *delivery;    /* "env" (environment variable) or "handler" (Talos context) */
+  enum cap_delivery delivery;
 };
 
 enum cap_mode3 { CAP_MODE_ISOLATED, CAP_MODE_SAME_SANDBOX, CAP_MODE_ALL };
@@ -167,13 +170,20 @@ struct cap_runtime {
 
 enum cap_policy { CAP_POLICY_ALLOW, CAP_POLICY_ASK, CAP_POLICY_BLOCK };
 
+/* Where a tool's recommended policy came from (closed set). */
+enum cap_policy_source {
+  CAP_POLICY_SOURCE_DEFAULT, /* nothing said: block */
+  CAP_POLICY_SOURCE_RECOMMENDED_POLICY,
+  CAP_POLICY_SOURCE_REQUIRES_CONFIRMATION,
+};
+
 struct cap_tool {
   char *name;
   char *description;
   const struct cap_node *input_schema; /* in spec->doc */
   struct cap_js_validator *validator;  /* compiled input_schema, owned */
   enum cap_policy policy;              /* recommended policy */
-  char *policy_source; /* "recommended_policy", "requires_confirmation", "default" */
+  enum cap_policy_source policy_source; /* where policy came from */
   bool terminal_on_success;
   uint32_t line, col; /* where the tool is declared */
 };
@@ -193,14 +203,23 @@ struct cap_trigger {
   char *description;
 };
 
+enum cap_backend { CAP_BACKEND_CAPSULE, CAP_BACKEND_GVISOR };
+
 struct cap_sandbox {
   bool required;
   char *declared_backend; /* as written (Covenant), or NULL */
-  char *backend;          /* "capsule" or "gvisor" */
+  enum cap_backend backend;
   char *filesystem;       /* the format's own filesystem mode, or NULL */
   bool private_tmp;       /* a private tmpfs at /tmp */
   char *workspace;        /* host path, "$CAPSULE_SESSION_WORKSPACE", or NULL */
 };
+
+enum cap_tool_source {
+  CAP_TOOL_SOURCE_MANIFEST, /* the manifest lists the tools */
+  CAP_TOOL_SOURCE_DYNAMIC,  /* the capability lists them at runtime (Selu) */
+};
+/* A Covenant agent's settlement priority. */
+enum cap_priority { CAP_PRIORITY_NONE, CAP_PRIORITY_LOW, CAP_PRIORITY_NORMAL, CAP_PRIORITY_HIGH };
 
 struct cap_spec {
   struct cap_doc *doc; /* owns tool schemas and setting defaults */
@@ -219,7 +238,7 @@ struct cap_spec {
   struct cap_runtime runtime;
 
   /* tools */
-  char *tool_source;         /* "manifest" or "dynamic" */
+  enum cap_tool_source tool_source;
   char *discovery_tool_name; /* dynamic only, else NULL */
   struct cap_tool *tools;
   size_t n_tools;
@@ -247,7 +266,7 @@ struct cap_spec {
   struct cap_strv actions_required;
   struct cap_strv actions_optional;
   uint64_t budget_credits_per_hour;
-  char *priority; /* "low", "normal", "high", or NULL */
+  enum cap_priority priority;
   struct cap_strv hermes_tools_allowed;
   char *hermes_approval_policy;
 
@@ -291,5 +310,11 @@ const char *cap_inject_mode_name(enum cap_inject_mode m);
 const char *cap_mode3_name(enum cap_mode3 m);
 const char *cap_runtime_kind_name(enum cap_runtime_kind k);
 const char *cap_origin_name(enum cap_grant_origin o);
+const char *cap_delivery_name(enum cap_delivery d);
+const char *cap_policy_source_name(enum cap_policy_source s);
+const char *cap_backend_name(enum cap_backend b);
+const char *cap_tool_source_name(enum cap_tool_source s);
+/* NULL for CAP_PRIORITY_NONE */
+const char *cap_priority_name(enum cap_priority p);
 
 #endif

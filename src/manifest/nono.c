@@ -548,7 +548,7 @@ void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
   /* nono manifests carry no identity; a capability is named by its folder */
   const char *folder = strrchr(spec->package_dir, '/');
   spec->id = cap_xstrdup(folder && folder[1] ? folder + 1 : spec->package_dir);
-  spec->tool_source = cap_xstrdup("manifest");
+  spec->tool_source = CAP_TOOL_SOURCE_MANIFEST;
   spec->runtime.kind = CAP_RUNTIME_EXEC;
   spec->sandbox.private_tmp = true;
   cap_xcapsule_lower(c, cap_node_get(root, "x-capsule"), spec);

@@ -315,14 +315,14 @@ static void selu_tool(struct mf_ctx *c, const struct cap_node *tool, struct cap_
   int policy = mf_enum(c, tool, "recommended_policy", 0, policy_names, -1);
   if (policy >= 0) {
     t->policy = (enum cap_policy)policy;
-    t->policy_source = cap_xstrdup("recommended_policy");
+    t->policy_source = CAP_POLICY_SOURCE_RECOMMENDED_POLICY;
   } else if (confirm) {
     /* the seed's legacy field: confirmation means ask, none means allow */
     t->policy = confirm->u.boolean ? CAP_POLICY_ASK : CAP_POLICY_ALLOW;
-    t->policy_source = cap_xstrdup("requires_confirmation");
+    t->policy_source = CAP_POLICY_SOURCE_REQUIRES_CONFIRMATION;
   } else {
     t->policy = CAP_POLICY_BLOCK;
-    t->policy_source = cap_xstrdup("default");
+    t->policy_source = CAP_POLICY_SOURCE_DEFAULT;
   }
   t->terminal_on_success = mf_bool(c, tool, "terminal_on_success", 0, false);
 }
@@ -392,7 +392,7 @@ static void selu_credential(struct mf_ctx *c, const struct cap_node *cred, struc
   s->type = cap_xstrdup(credential_type_names[type]);
   s->required = mf_bool(c, cred, "required", 0, true);
   s->description = cap_xstrdup(mf_string(c, cred, "description", 0, ""));
-  s->delivery = cap_xstrdup("env");
+  s->delivery = CAP_DELIVERY_ENV;
 }
 
 static void selu_credentials(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec)
@@ -484,7 +484,7 @@ void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
     source = SOURCE_INVALID;
   else if (source < 0)
     source = SOURCE_MANIFEST;
-  spec->tool_source = cap_xstrdup(tool_source_names[source == SOURCE_DYNAMIC]);
+  spec->tool_source = source == SOURCE_DYNAMIC ? CAP_TOOL_SOURCE_DYNAMIC : CAP_TOOL_SOURCE_MANIFEST;
   const struct cap_node *discovery =
       mf_field(c, root, "discovery_tool_name", CAP_NODE_STRING, MF_NONEMPTY);
   if (source == SOURCE_DYNAMIC)
@@ -511,8 +511,7 @@ void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
   selu_resources(c, root, spec);
 
   spec->sandbox.required = false;
-  free(spec->sandbox.backend);
-  spec->sandbox.backend = cap_xstrdup("capsule");
+  spec->sandbox.backend = CAP_BACKEND_CAPSULE;
 
   cap_xcapsule_lower(c, cap_node_get(root, "x-capsule"), spec);
 

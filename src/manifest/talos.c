@@ -78,7 +78,7 @@ static void talos_credential(struct mf_ctx *c, const struct cap_node *o, void *a
   s->required = required ? required->u.boolean : true;
   s->label = dup_or_null(label);
   s->description = cap_xstrdup(description);
-  s->delivery = cap_xstrdup("handler");
+  s->delivery = CAP_DELIVERY_HANDLER;
 }
 
 /* A setting's default written as a number: JSON's number grammar (no
@@ -188,7 +188,7 @@ static void talos_function(struct mf_ctx *c, const struct cap_node *o, void *arg
   t->name = cap_xstrdup(name);
   t->description = cap_xstrdup(description);
   t->policy = CAP_POLICY_BLOCK;
-  t->policy_source = cap_xstrdup("default");
+  t->policy_source = CAP_POLICY_SOURCE_DEFAULT;
   t->line = o->line;
   t->col = o->col;
 }
@@ -258,7 +258,7 @@ void cap_talos_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_s
     mf_warning(c, functions, "functions",
                "is empty; the tool offers the agent nothing: declare at least one function");
 
-  spec->tool_source = cap_xstrdup("manifest");
+  spec->tool_source = CAP_TOOL_SOURCE_MANIFEST;
   spec->runtime.kind = CAP_RUNTIME_TALOS_NODE;
   spec->runtime.interpreter = cap_xstrdup("node");
   spec->runtime.entry = cap_xstrdup("index.js");

@@ -246,7 +246,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   *res = (struct sandbox_result){0};
   if (!opt->argv || !opt->argv[0])
     return cap_error_set(err, EINVAL, "no command to run");
-  if (spec->sandbox.backend && strcmp(spec->sandbox.backend, "gvisor") == 0)
+  if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
     return cap_error_set(err, ENOTSUP,
                          "the manifest asks for the linux-gvisor backend, which capsule does "
                          "not run yet; refusing rather than running it with less isolation");
