@@ -43,14 +43,14 @@ static void set_rlimit(int resource, uint64_t value)
 }
 
 /* The command: drop everything, then exec. Never returns. */
-void __attribute__((noreturn)) sandbox_exec_command(const struct cap_spec *spec,
-                                                   const struct sandbox_options *opt,
-                                                   const struct sandbox_limits *lim,
-                                                   const struct proxy *px, uid_t uid, gid_t gid)
+void __attribute__((noreturn))
+sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *opt,
+                     const struct sandbox_limits *lim, const struct proxy *px, uid_t uid, gid_t gid)
 {
   for (int cap = 0; cap <= 63; cap++)
     prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
-  CHILD_TRY(syscall(SYS_setgroups, 0, NULL) < 0 && errno != EPERM ? -1 : 0, "setgroups: %s", strerror(errno));
+  CHILD_TRY(syscall(SYS_setgroups, 0, NULL) < 0 && errno != EPERM ? -1 : 0, "setgroups: %s",
+            strerror(errno));
   CHILD_TRY(sandbox_raw_setresgid(gid), "cannot switch to the sandbox gid: %s", strerror(errno));
   CHILD_TRY(sandbox_raw_setresuid(uid), "cannot switch to the sandbox uid: %s", strerror(errno));
 
@@ -78,8 +78,8 @@ void __attribute__((noreturn)) sandbox_exec_command(const struct cap_spec *spec,
   setenv("LANG", "C.UTF-8", 1);
   setenv("CAPSULE_SANDBOX", "1", 1);
   if (spec->network.mode == CAP_NET_PROXY) {
-    static const char *const vars[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
-                                       "https_proxy", "all_proxy"};
+    static const char *const vars[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                       "http_proxy", "https_proxy", "all_proxy"};
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", PROXY_PORT);
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
@@ -105,6 +105,9 @@ void __attribute__((noreturn)) sandbox_exec_command(const struct cap_spec *spec,
     for (int i = 0; i < 3; i++)
       CHILD_TRY(dup2(opt->stdio[i], i), "cannot set up the command's stdio: %s", strerror(errno));
   signal(SIGPIPE, SIG_DFL); /* capsule may ignore it; the tool gets the default */
+  sigset_t none;            /* pid 1 forked this with every signal blocked */
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
   /* nothing inherited beyond stdio crosses into the tool */
   syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   execvp(opt->argv[0], opt->argv);

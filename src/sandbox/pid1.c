@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -76,8 +77,8 @@ static ssize_t receive_with_fds(int sock, void *buf, size_t len, int *fds, size_
 {
   struct iovec iov = {.iov_base = buf, .iov_len = len};
   char control[CMSG_SPACE(sizeof(int) * (1 + SANDBOX_MAX_FORWARDS))];
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-                       .msg_controllen = sizeof control};
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
   *n_fds = 0;
   ssize_t got = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
   if (got < 0)
@@ -143,7 +144,8 @@ static void serve_connect(int connector, uint16_t port)
 int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_error *err)
 {
   if (send(connector, &port, sizeof port, MSG_NOSIGNAL) != (ssize_t)sizeof port)
-    return cap_error_errno(err, errno ? errno : EPIPE, "the sandbox is gone (its connector is closed)");
+    return cap_error_errno(err, errno ? errno : EPIPE,
+                           "the sandbox is gone (its connector is closed)");
   struct pollfd p = {.fd = connector, .events = POLLIN};
   int r = poll(&p, 1, timeout_ms);
   if (r <= 0)
@@ -164,20 +166,52 @@ int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_err
   return fd;
 }
 
+/* Reaps what has exited; leaves with the command's status when it is
+ * among them. */
+static void reap_children(pid_t command)
+{
+  int status;
+  pid_t w;
+  while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (w != command)
+      continue;
+    if (WIFSIGNALED(status))
+      _exit(128 + WTERMSIG(status));
+    _exit(WEXITSTATUS(status));
+  }
+}
+
+/* A test build's way to hold pid 1 between the fork and its first look at
+ * its children, where a SIGCHLD used to be lost (tests/sandbox). */
+static void test_delay_init(void)
+{
+#ifdef CAPSULE_TEST_HOOKS
+  const char *ms = getenv("CAPSULE_TEST_DELAY_INIT_MS");
+  if (ms && *ms) {
+    struct timespec t = {.tv_sec = atoi(ms) / 1000, .tv_nsec = (atoi(ms) % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+  }
+#endif
+}
+
 /* pid 1: reap everything; leave with the command's status. With a
  * connector (fd >= 0), also make connections in this namespace on request;
  * the connector's end means stop: SIGTERM to the command, SIGKILL two
- * seconds later. */
+ * seconds later. Every signal is already blocked (since before the fork:
+ * a SIGCHLD the command sends before the signalfd exists stays pending). */
 void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector)
 {
   /* this process is a copy of capsule, with the caller's environment and
    * arguments in its memory: not dumpable, so the tool cannot read
    * /proc/1/environ or /proc/1/mem */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  test_delay_init();
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, NULL);
   int sfd = signalfd(-1, &all, SFD_CLOEXEC);
+  /* a command that already ended has no SIGCHLD left to wake the poll */
+  reap_children(command);
   uint64_t kill_at = 0;
   for (;;) {
     struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = connector, .events = POLLIN}};
@@ -197,15 +231,7 @@ void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector)
       struct signalfd_siginfo si;
       if (read(sfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
         kill(command, (int)si.ssi_signo); /* forward what the supervisor sends */
-      int status;
-      pid_t w;
-      while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
-        if (w != command)
-          continue;
-        if (WIFSIGNALED(status))
-          _exit(128 + WTERMSIG(status));
-        _exit(WEXITSTATUS(status));
-      }
+      reap_children(command);
     }
     if (connector >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       uint16_t port;

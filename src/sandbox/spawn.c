@@ -117,8 +117,8 @@ static int write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t i
 /* Waits for pid, forwarding SIGINT/SIGTERM/SIGHUP and enforcing the wall
  * clock (SIGTERM, a grace second, then SIGKILL to pid 1, which takes the
  * whole pid namespace with it). */
-static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec,
-                     struct sandbox_limits *lim, struct sandbox_result *res, struct cap_error *err)
+static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct sandbox_limits *lim,
+                     struct sandbox_result *res, struct cap_error *err)
 {
   sigset_t fwd;
   sigemptyset(&fwd);
@@ -178,12 +178,12 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec,
 /* What one launch holds on the host side, released in one place. */
 struct launch {
   struct sandbox_limits lim;
-  char *base;              /* the tmpfs root's mount point, removed at the end */
-  int sync[2], report[2];  /* parent -> child "go"; child -> parent setup failure */
-  int pass[2];             /* the proxy's listening socket travels here */
+  char *base;             /* the tmpfs root's mount point, removed at the end */
+  int sync[2], report[2]; /* parent -> child "go"; child -> parent setup failure */
+  int pass[2];            /* the proxy's listening socket travels here */
   int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
   size_t n_listen;
-  struct proxy *proxy;     /* proxy mode: stopped and freed at the end */
+  struct proxy *proxy; /* proxy mode: stopped and freed at the end */
   pid_t pid;
 };
 
@@ -202,8 +202,7 @@ static int launch_release(struct launch *l, int r)
     kill(l->pid, SIGKILL);
     waitpid(l->pid, NULL, 0);
   }
-  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1],
-                &l->pass[0], &l->pass[1]};
+  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1], &l->pass[0], &l->pass[1]};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     fd_close(fds[i]);
   for (size_t i = 0; i < l->n_listen; i++)
@@ -252,7 +251,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                          "not run yet; refusing rather than running it with less isolation");
 
   if (spec->network.localhost.len > SANDBOX_MAX_FORWARDS)
-    return cap_error_set(err, EINVAL, "network.ports.localhost lists %zu ports; capsule forwards at most %d",
+    return cap_error_set(err, EINVAL,
+                         "network.ports.localhost lists %zu ports; capsule forwards at most %d",
                          spec->network.localhost.len, SANDBOX_MAX_FORWARDS);
   uid_t uid = getuid(), euid = geteuid();
   gid_t gid = getgid();
@@ -287,8 +287,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
     return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
 
-  int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-              CLONE_NEWCGROUP;
+  int flags =
+      CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
   if (spec->network.mode != CAP_NET_UNRESTRICTED)
     flags |= CLONE_NEWNET;
   fflush(NULL);
@@ -324,6 +324,12 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
       close(l.pass[0]);
       sandbox_make_proxy_listeners(spec, l.pass[1]);
     }
+    /* every signal blocked before the fork, so a SIGCHLD from a command
+     * that ends at once waits for pid 1's signalfd (the command unblocks
+     * them before its exec) */
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, NULL);
     pid_t command = fork();
     if (command < 0)
       sandbox_child_fail("fork: %s", strerror(errno));
