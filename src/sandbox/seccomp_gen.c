@@ -5,8 +5,10 @@
  * Usage: seccomp_gen OUTPUT.h */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <linux/sched.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,50 @@ static const char *const denied_syscalls[] = {
 /* ipc_mode "shared_memory_only": System V semaphores refused too. */
 static const char *const semaphore_syscalls[] = {"semget", "semop", "semtimedop", "semctl", NULL};
 
+/* Address families: an allow-list. AF_UNIX; AF_INET/AF_INET6 in every
+ * network mode (in `blocked` the namespace holds only loopback, which tools
+ * use to talk to themselves; Landlock bounds its TCP ports); AF_NETLINK
+ * with NETLINK_ROUTE alone (getifaddrs), read-only for a tool without
+ * capabilities. Everything else (vsock, packet, bluetooth, alg, xdp, can,
+ * tipc, the other netlink protocols, ...) answers EAFNOSUPPORT, as on a
+ * kernel built without it. The kernel reads these arguments as 32-bit ints
+ * while seccomp sees the whole register, so every comparison must hold
+ * whatever the upper half holds: exact matches for the values below
+ * FAMILY_LIMIT (the kernel's AF_MAX is 46 in 6.x; the slack covers families
+ * added later), and anything at or above it, which includes every value
+ * with a bit set in the upper half, refused. The protocol test is "not 0"
+ * over 64 bits: a non-zero upper half is refused too. */
+#define FAMILY_LIMIT 64
+
+static bool family_allowed(unsigned family)
+{
+  return family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK;
+}
+
+static int add_socket_rules(scmp_filter_ctx ctx)
+{
+  static const int calls[] = {SCMP_SYS(socket), SCMP_SYS(socketpair)};
+  const uint32_t refuse = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+  int r = 0;
+  for (size_t c = 0; c < 2 && r == 0; c++) {
+    for (unsigned f = 0; f < FAMILY_LIMIT && r == 0; f++)
+      if (!family_allowed(f))
+        r = seccomp_rule_add(ctx, refuse, calls[c], 1, SCMP_A0(SCMP_CMP_EQ, f));
+    if (r == 0)
+      r = seccomp_rule_add(ctx, refuse, calls[c], 1, SCMP_A0(SCMP_CMP_GE, FAMILY_LIMIT));
+    if (r == 0)
+      r = seccomp_rule_add(ctx, refuse, calls[c], 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
+                           SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE));
+  }
+  /* raw IP sockets: crafted packets, with no use to a tool */
+  static const uint64_t inet[] = {AF_INET, AF_INET6};
+  for (size_t i = 0; i < 2 && r == 0; i++)
+    r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
+                         SCMP_A0(SCMP_CMP_EQ, inet[i]),
+                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
+  return r;
+}
+
 static int build(scmp_filter_ctx ctx, bool deny_semaphores)
 {
   int r = 0;
@@ -62,14 +108,8 @@ static int build(scmp_filter_ctx ctx, bool deny_semaphores)
   for (size_t i = 0; i < 2 && r == 0; i++)
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                          SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, ioctls[i]));
-  /* kernel attack surface with no use to a tool: netlink, packet, raw */
-  static const uint64_t families[] = {AF_NETLINK, AF_PACKET};
-  for (size_t i = 0; i < 2 && r == 0; i++)
-    r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-                         SCMP_A0(SCMP_CMP_EQ, families[i]));
   if (r == 0)
-    r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
+    r = add_socket_rules(ctx);
   for (size_t i = 0; deny_semaphores && semaphore_syscalls[i] && r == 0; i++) {
     int nr = seccomp_syscall_resolve_name(semaphore_syscalls[i]);
     if (nr != __NR_SCMP_ERROR)

@@ -205,6 +205,8 @@ static int nosuid_and_nnp(const char *path)
   return blocked("nosuid mount and no_new_privs");
 }
 
+static int socket_probe(int argc, char **argv); /* at the end of the file */
+
 int main(int argc, char **argv)
 {
   if (argc < 2)
@@ -257,7 +259,8 @@ int main(int argc, char **argv)
     return escaped("a udp datagram left the sandbox");
   }
   if (!strcmp(cmd, "netlink"))
-    return expect_errno(socket(AF_NETLINK, SOCK_RAW, 0), EPERM, "netlink socket");
+    return expect_errno(socket(AF_NETLINK, SOCK_RAW, 4 /* NETLINK_SOCK_DIAG */), EAFNOSUPPORT,
+                        "netlink socket"); /* NETLINK_ROUTE alone is offered (getifaddrs) */
   if (!strcmp(cmd, "packet"))
     return EXPECT_FAIL(socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL)), "packet socket");
   if (!strcmp(cmd, "raw"))
@@ -400,5 +403,90 @@ int main(int argc, char **argv)
     return listen_tcp(arg);
   if (!strcmp(cmd, "listen-abstract"))
     return listen_abstract(arg);
+  /* socket families and unix sockets (seccomp.c, supervise.c) */
+  if (!strncmp(cmd, "family", 6) || !strncmp(cmd, "unix-", 5) || !strcmp(cmd, "getifaddrs"))
+    return socket_probe(argc, argv);
+  return 2;
+}
+
+/* ---- socket families and unix sockets ---- */
+
+#include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <stdbool.h>
+
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+
+/* family NAME: a socket of a family the sandbox must not offer; the
+ * filter's EAFNOSUPPORT, not the kernel's own refusal of a bad argument */
+static int family_probe(const char *name)
+{
+  static const struct {
+    const char *name;
+    long family;
+    int type;
+    long protocol;
+    bool pair;
+  } probes[] = {
+      {"vsock", AF_VSOCK, SOCK_STREAM, 0, false},
+      {"vsock-dgram", AF_VSOCK, SOCK_DGRAM, 0, false},
+      /* the kernel reads the family as an int: the upper half of the
+       * register must not slip a refused family past the filter */
+      {"vsock-high-bits", (long)(0x100000000ull | AF_VSOCK), SOCK_STREAM, 0, false},
+      {"packet", AF_PACKET, SOCK_DGRAM, 0, false},
+      {"netlink-audit", AF_NETLINK, SOCK_RAW, NETLINK_AUDIT, false},
+      {"netlink-uevent", AF_NETLINK, SOCK_DGRAM, NETLINK_KOBJECT_UEVENT, false},
+      {"netlink-diag", AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG, false},
+      {"netlink-high-bits", AF_NETLINK, SOCK_RAW, (long)(0x100000000ull | NETLINK_AUDIT), false},
+      {"bluetooth", AF_BLUETOOTH, SOCK_STREAM, 0, false},
+      {"alg", AF_ALG, SOCK_SEQPACKET, 0, false},
+      {"xdp", AF_XDP, SOCK_RAW, 0, false},
+      {"tipc", AF_TIPC, SOCK_RDM, 0, false},
+      {"can", AF_CAN, SOCK_RAW, 1, false},
+      {"rds", AF_RDS, SOCK_SEQPACKET, 0, false},
+      {"key", AF_KEY, SOCK_RAW, 2, false},
+      {"unspec", AF_UNSPEC, SOCK_STREAM, 0, false},
+      {"socketpair-vsock", AF_VSOCK, SOCK_STREAM, 0, true},
+      {"socketpair-tipc", AF_TIPC, SOCK_SEQPACKET, 0, true},
+  };
+  for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+    if (strcmp(probes[i].name, name))
+      continue;
+    long rc;
+    int sv[2];
+    if (probes[i].pair)
+      rc = syscall(SYS_socketpair, probes[i].family, probes[i].type, probes[i].protocol, sv);
+    else
+      rc = syscall(SYS_socket, probes[i].family, probes[i].type, probes[i].protocol);
+    return expect_errno(rc, EAFNOSUPPORT, name);
+  }
+  return 2;
+}
+
+/* getifaddrs (NETLINK_ROUTE) keeps working: the one netlink protocol left */
+static int getifaddrs_probe(void)
+{
+  struct ifaddrs *ifa = NULL;
+  if (getifaddrs(&ifa) < 0) {
+    printf("BROKEN: getifaddrs: %s\n", strerror(errno));
+    return 1;
+  }
+  int n = 0;
+  for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+    n++;
+  freeifaddrs(ifa);
+  printf("WORKS: getifaddrs (%d entries)\n", n);
+  return 0;
+}
+
+static int socket_probe(int argc, char **argv)
+{
+  const char *cmd = argv[1], *arg = argc > 2 ? argv[2] : "";
+  if (!strcmp(cmd, "family"))
+    return family_probe(arg);
+  if (!strcmp(cmd, "getifaddrs"))
+    return getifaddrs_probe();
   return 2;
 }

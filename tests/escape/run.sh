@@ -140,5 +140,40 @@ for who in "${users[@]}"; do
   echo "as $who:"
   run_suite "$who"
 done
+
+# expect_works WHO NAME WHAT CAPSULE-ARGS... -- CMD...: what the sandbox
+# must keep offering (the program prints WORKS and exits 0)
+expect_works() {
+  local who=$1 name=$2 why=$3; shift 3
+  local out status
+  out=$(cd "$work" && as_user "$who" "$capsule" run --timeout 30 --allow-read "$bindir" "$@" 2>&1 </dev/null)
+  status=$?
+  if [ "$status" = 0 ] && echo "$out" | grep -q '^WORKS'; then
+    pass=$((pass + 1)); printf '  ok   %-6s %-26s %s\n' "$who" "$name" "$why"
+  else
+    fail=$((fail + 1)); printf '  FAIL %-6s %-26s %s (exit %s)\n' "$who" "$name" "$why" "$status"
+    echo "$out" | head -5 | sed 's/^/         /'
+  fi
+}
+
+# socket families beyond unix, inet and netlink-route, in every network mode
+run_family_suite() {
+  local u=$1 h=$hostile f
+  for f in vsock vsock-dgram vsock-high-bits packet netlink-audit netlink-uevent netlink-diag \
+           netlink-high-bits bluetooth alg xdp tipc can rds key unspec socketpair-vsock socketpair-tipc; do
+    expect "$u" "family-$f" "a $f socket (blocked network)" 0 -- "$h" family "$f"
+  done
+  for f in vsock vsock-high-bits packet netlink-uevent alg; do
+    expect "$u" "family-$f-proxy" "a $f socket (proxy network)" 0 --config "$work/proxy.json" -- "$h" family "$f"
+    expect "$u" "family-$f-open" "a $f socket (unrestricted network)" 0 --net unrestricted -- "$h" family "$f"
+  done
+  expect_works "$u" getifaddrs "getifaddrs still works (NETLINK_ROUTE)" -- "$h" getifaddrs
+  expect_works "$u" getifaddrs-open "getifaddrs still works (unrestricted)" --net unrestricted -- "$h" getifaddrs
+}
+for who in "${users[@]}"; do
+  echo "socket families as $who:"
+  run_family_suite "$who"
+done
+
 echo "escape suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
