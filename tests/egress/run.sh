@@ -198,6 +198,13 @@ for who in "${users[@]}"; do
   # bad input: the proxy answers and stays up
   check "$who" malformed 0 "^HTTP/1.1 400" run --config "$work/any.json" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf "GARBAGE\r\n\r\n" >&3; head -1 <&3; exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://x/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n" >&3; head -1 <&3'
   check "$who" oversized-head 0 "larger than 16 KiB" run --config "$work/tunnel.json" $P -- sh -c "$C -H \"X-Big: \$(printf '%020000d' 0)\" http://localhost:$http/big-head"
+  # header names outside the token set are refused; hop-by-hop headers
+  # (Connection and what it names, Keep-Alive, Proxy-*, TE, Upgrade) dropped
+  check "$who" header-name-space 0 "capsule: a header name holds a space" run --config "$work/tunnel.json" $P -- bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://localhost:$http/s HTTP/1.1\r\nHost: a\r\nX Y: z\r\n\r\n' >&3; cat <&3"
+  check "$who" header-name-te-space 0 "capsule: a header name holds a space" run --config "$work/tunnel.json" $P -- bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'POST http://localhost:$http/s HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n' >&3; cat <&3"
+  out=$(cd "$work" && as_user "$who" timeout 60 "$capsule" run --config "$work/tunnel.json" $P -- sh -c "$C -H 'Connection: keep-alive, X-Hop-Named' -H 'X-Hop-Named: 1' -H 'Proxy-Foo: 2' -H 'Keep-Alive: 3' -H 'TE: trailers' -H 'X-End-To-End: 4' http://localhost:$http/hop" 2>&1 </dev/null)
+  if echo "$out" | grep -q '^X-End-To-End: 4$' && ! echo "$out" | grep -qiE '^(X-Hop-Named|Proxy-Foo|Keep-Alive|TE):'; then ok "$who" hop-by-hop-stripped
+  else bad "$who" hop-by-hop-stripped; echo "$out" | grep -iE '^(X-|Proxy|Keep|TE)' | head -6 | sed 's/^/         /'; fi
   check "$who" chunked-body 0 "^hello chunked$" run --config "$work/tunnel.json" $P -- sh -c "echo 'hello chunked' | $C -H 'Transfer-Encoding: chunked' --data-binary @- http://localhost:$http/up"
   # faults: a dead upstream, a silent one, 10,000 connections opened and
   # dropped, 200 held open at once: the proxy answers, stays up and bounded
