@@ -17,15 +17,42 @@
 
 /* ---- one HTTP request, forwarded ---- */
 
-static bool hop_header(const char *name)
+/* Whether a Connection header of req lists name (comma-separated tokens,
+ * any case, optional white space). */
+static bool connection_names(const struct http_request *req, const char *name)
 {
-  static const char *const hop[] = {
-      "Host",    "Connection", "Proxy-Connection", "Keep-Alive",        "Proxy-Authorization",
-      "Upgrade", "TE",         "Trailer",          "Transfer-Encoding", NULL};
+  size_t len = strlen(name);
+  for (size_t i = 0; i < req->n_headers; i++) {
+    if (strcasecmp(req->headers[i].name, "Connection") != 0)
+      continue;
+    for (const char *v = req->headers[i].value; *v;) {
+      v += strspn(v, " \t,");
+      size_t n = strcspn(v, ",");
+      size_t m = n;
+      while (m && (v[m - 1] == ' ' || v[m - 1] == '\t'))
+        m--;
+      if (m == len && strncasecmp(v, name, len) == 0)
+        return true;
+      v += n;
+    }
+  }
+  return false;
+}
+
+/* Hop-by-hop headers, never forwarded: capsule's own Host and framing
+ * replace the client's, Proxy-* are for capsule, and the headers the
+ * client's Connection names are for this hop only. Content-Length stays
+ * whatever Connection says: it frames the body capsule forwards. */
+static bool hop_header(const struct http_request *req, const char *name)
+{
+  static const char *const hop[] = {"Host", "Connection", "Keep-Alive",        "Upgrade",
+                                    "TE",   "Trailer",    "Transfer-Encoding", NULL};
   for (size_t i = 0; hop[i]; i++)
     if (strcasecmp(name, hop[i]) == 0)
       return true;
-  return false;
+  if (strncasecmp(name, "Proxy-", 6) == 0)
+    return true;
+  return strcasecmp(name, "Content-Length") != 0 && connection_names(req, name);
 }
 
 /* The answer to a failed proxy_dial: a refusal is the policy's (403),
@@ -140,7 +167,7 @@ static const char *put_client_headers(struct forwarding *f, const char *inject_h
   bool phantom_seen = false;
   for (size_t i = 0; i < f->req->n_headers; i++) {
     const struct http_header *h = &f->req->headers[i];
-    if (hop_header(h->name) || (f->route && strcasecmp(h->name, "Accept-Encoding") == 0))
+    if (hop_header(f->req, h->name) || (f->route && strcasecmp(h->name, "Accept-Encoding") == 0))
       continue; /* routed: uncompressed, so the response can be scrubbed */
     if (inject_header && strcasecmp(h->name, inject_header) == 0) {
       phantom_seen |= sec->phantom[0] && proxy_header_has_phantom(sec, f->route->mode, h->value);

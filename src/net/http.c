@@ -122,6 +122,23 @@ const char *http_header(const struct http_request *req, const char *name)
   return NULL;
 }
 
+/* RFC 9110 token: what a field name is made of. A name with a space or a
+ * separator ("Transfer-Encoding : chunked", "X Y: z") is one the parser
+ * would let through and an upstream could read as another header. */
+static bool is_token(const char *s)
+{
+  static const char extra[] = "!#$%&'*+-.^_`|~";
+  if (!*s)
+    return false;
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          (c && strchr(extra, c))))
+      return false;
+  }
+  return true;
+}
+
 static bool te_is_plain_chunked(const char *v)
 {
   while (*v == ' ' || *v == '\t')
@@ -177,6 +194,11 @@ long http_request_parse(struct http_request *req, const char *data, size_t len, 
   }
   (void)n;
   req->method = http_method_str((enum http_method)req->parser.method);
+  for (size_t i = 0; i < req->n_headers; i++)
+    if (!is_token(req->headers[i].name)) {
+      *why = "a header name holds a space or a character outside RFC 9110's token set";
+      return -1;
+    }
   const char *te = http_header(req, "Transfer-Encoding");
   if (te && !te_is_plain_chunked(te)) {
     *why = "only \"Transfer-Encoding: chunked\" request bodies are supported";

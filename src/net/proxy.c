@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "net/hostaddr.h"
 #include "net/proxy_internal.h"
 #include "net/tls.h"
 
@@ -231,6 +232,7 @@ static void proxy_free(struct proxy *px)
   free(px->tool_env);
   free(px->bundle);
   tls_ca_free(px->ca);
+  host_addrs_free(px->host_addrs);
   pthread_mutex_destroy(&px->log_lock);
   pthread_mutex_destroy(&px->lock);
   pthread_cond_destroy(&px->idle);
@@ -336,6 +338,10 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
   px->n_listen = n;
   for (size_t i = 0; i < n; i++) /* accepted connections inherit them: no calls per connection */
     proxy_set_timeouts(fds[i], STREAM_TIMEOUT_S);
+  /* made here, after the sandbox was forked: its event socket never
+   * exists in the sandbox's pid 1 */
+  if (!px->opt.allow_private)
+    host_addrs_new(&px->host_addrs);
   if (pipe2(px->stop_pipe, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "proxy: pipe");
   if (pthread_create(&px->thread, NULL, accept_loop, px) != 0)

@@ -43,6 +43,7 @@ struct proxy {
   const struct cap_spec *spec;
   struct proxy_options opt;
   struct tls_ca *ca; /* NULL when nothing is intercepted */
+  struct host_addrs *host_addrs; /* refused like loopback */
   char *bundle;
   size_t bundle_len;
   struct route_secret *secrets; /* one per spec->routes[] */

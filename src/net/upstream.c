@@ -10,6 +10,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "net/hostaddr.h"
 #include "net/proxy_internal.h"
 #include "net/rules.h"
 
@@ -126,6 +127,13 @@ int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest
     if (net_address_forbidden((const struct sockaddr *)&d->addrs[i], px->opt.allow_private)) {
       *why = "the host resolves to an address capsule never connects to "
              "(link-local, metadata, private or loopback)";
+      return -EACCES;
+    }
+  /* the host's own interface addresses are its loopback by another name */
+  for (size_t i = 0; i < d->n && !px->opt.allow_private; i++)
+    if (host_addrs_contains(px->host_addrs, (const struct sockaddr *)&d->addrs[i])) {
+      *why = "the host resolves to an address capsule never connects to "
+             "(one of this machine's own interface addresses)";
       return -EACCES;
     }
   return 0;

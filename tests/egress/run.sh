@@ -69,20 +69,49 @@ mkdir -m 777 "$work/state"
 m missing '"network": {"mode": "proxy"}, "credentials": [
  {"name": "gone", "upstream": "https://127.0.0.1:1", "source": "env://CAPSULE_NO_SUCH_VARIABLE"}]'
 
-# a UDP datagram to this machine's own address (delivered locally if it got out)
-hostip=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -m1 -E '^[0-9]+(\.[0-9]+){3}$' || true)
-[ -n "$hostip" ] || echo "note: no IPv4 address on this host; the UDP test is skipped"
+# A network namespace of the test's own, where a veth address
+# (198.51.100.7, TEST-NET-2) stands in for this machine's interface address:
+# capsule and an upstream both run inside it, so no packet ever goes to a
+# real non-loopback address.
+ns=capsule-egress-$$ nsip=198.51.100.7 nsip2=198.51.100.8
+if ip netns add "$ns" 2>/dev/null; then
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; ip netns del "$ns" 2>/dev/null; rm -rf "$work"' EXIT
+  ip -n "$ns" link set lo up &&
+    ip -n "$ns" link add cveth0 type veth peer name cveth1 &&
+    ip -n "$ns" addr add "$nsip/24" dev cveth0 && ip -n "$ns" link set cveth0 up &&
+    ip -n "$ns" link set cveth1 up &&
+    ip -n "$ns" route add unreachable "$nsip2" || { echo "FAIL: cannot set up the test namespace"; exit 1; }
+  ip netns exec "$ns" env CAPSULE_TEST_LISTEN=0.0.0.0 node "$here/server.mjs" "$work/srv.key" "$work/srv.pem" >"$work/nsports" & pids+=($!)
+  for _ in $(seq 50); do [ -s "$work/nsports" ] && break; sleep 0.1; done
+  nshttp=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).http)' "$work/nsports")
+else
+  ns="" nshttp=""
+  echo "note: cannot create a network namespace; the host-interface tests are skipped"
+fi
+mkdir -m 755 "$work/sync"
+m nsany '"filesystem": {"grants": [{"path": "'"$hostile"'", "access": "read", "type": "file"},
+ {"path": "'"$work"'/sync", "access": "read", "type": "directory"}]},
+ "network": {"mode": "proxy", "allow_domains": ["*"]}'
 mkdir -m 777 "$work/logs"
 
 pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$1" "$2"; }
 bad() { fail=$((fail + 1)); printf '  FAIL %-6s %s\n' "$1" "$2"; }
 
+# runs CMD as WHO, inside the test's namespace when in_ns is set
+as_user_ns() {
+  local who=$1; shift
+  local pre=()
+  [ -n "${in_ns:-}" ] && pre=(ip netns exec "$in_ns")
+  if [ "$who" = root ]; then "${pre[@]}" "$@"
+  else "${pre[@]}" setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; fi
+}
+
 # check WHO NAME WANT-STATUS WANT-OUTPUT-REGEX CAPSULE-ARGS...
 check() {
   local who=$1 name=$2 want=$3 regex=$4; shift 4
   local out status
-  out=$(cd "$work" && as_user "$who" timeout 60 "$capsule" "$@" 2>&1 </dev/null)
+  out=$(cd "$work" && as_user_ns "$who" timeout 60 "$capsule" "$@" 2>&1 </dev/null)
   status=$?
   if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$who" "$name"
   else bad "$who" "$name (exit $status, want $want)"; echo "$out" | head -6 | sed 's/^/         /'; fi
@@ -144,12 +173,38 @@ for who in "${users[@]}"; do
 
   # ways around the proxy
   check "$who" direct-bypass 0 "BLOCKED" run --config "$work/any.json" $P -- "$hostile" tcp "$http"
-  if [ -n "$hostip" ]; then
-    check "$who" udp-out 0 "BLOCKED" run --config "$work/any.json" $P -- "$hostile" udp "$hostip" 53
+  if [ -n "$ns" ]; then
+    # a UDP datagram to the stand-in host address (delivered if it got out)
+    in_ns=$ns check "$who" udp-out 0 "BLOCKED" run --config "$work/any.json" $P -- "$hostile" udp "$nsip" 53
+    # the host's own interface addresses are refused as loopback is
+    in_ns=$ns check "$who" host-interface-refused 0 "never connects to .*own interface" run --config "$work/nsany.json" -- sh -c "$C http://$nsip:$nshttp/x"
+    in_ns=$ns check "$who" host-interface-allowed-private 0 "^GET /x$" run --config "$work/nsany.json" $P -- sh -c "$C http://$nsip:$nshttp/x"
+    # an address added while capsule runs is refused too (re-read on
+    # change): unassigned it is unreachable (502), assigned it is the host's
+    rm -f "$work/sync/go" "$work/logs/ns.out"
+    (in_ns=$ns as_user_ns "$who" timeout 60 "$capsule" run --config "$work/nsany.json" -- sh -c \
+      "$C http://$nsip2:$nshttp/before; echo ready; for i in \$(seq 300); do [ -e $work/sync/go ] && break; sleep 0.1; done; $C http://$nsip2:$nshttp/after" \
+      >"$work/logs/ns.out" 2>&1 </dev/null) &
+    nsjob=$!
+    for _ in $(seq 300); do grep -q '^ready' "$work/logs/ns.out" 2>/dev/null && break; sleep 0.1; done
+    ip -n "$ns" addr add "$nsip2/24" dev cveth0
+    touch "$work/sync/go"
+    wait $nsjob
+    ip -n "$ns" addr del "$nsip2/24" dev cveth0
+    if grep -q 'did not accept' "$work/logs/ns.out" && ! grep -q '^GET /after$' "$work/logs/ns.out" &&
+       grep -q 'never connects to .*own interface' "$work/logs/ns.out"; then ok "$who" host-interface-added-later
+    else bad "$who" host-interface-added-later; head -6 "$work/logs/ns.out" | sed 's/^/         /'; fi
   fi
   # bad input: the proxy answers and stays up
   check "$who" malformed 0 "^HTTP/1.1 400" run --config "$work/any.json" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128; printf "GARBAGE\r\n\r\n" >&3; head -1 <&3; exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://x/ HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n" >&3; head -1 <&3'
   check "$who" oversized-head 0 "larger than 16 KiB" run --config "$work/tunnel.json" $P -- sh -c "$C -H \"X-Big: \$(printf '%020000d' 0)\" http://localhost:$http/big-head"
+  # header names outside the token set are refused; hop-by-hop headers
+  # (Connection and what it names, Keep-Alive, Proxy-*, TE, Upgrade) dropped
+  check "$who" header-name-space 0 "capsule: a header name holds a space" run --config "$work/tunnel.json" $P -- bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://localhost:$http/s HTTP/1.1\r\nHost: a\r\nX Y: z\r\n\r\n' >&3; cat <&3"
+  check "$who" header-name-te-space 0 "capsule: a header name holds a space" run --config "$work/tunnel.json" $P -- bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'POST http://localhost:$http/s HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n' >&3; cat <&3"
+  out=$(cd "$work" && as_user "$who" timeout 60 "$capsule" run --config "$work/tunnel.json" $P -- sh -c "$C -H 'Connection: keep-alive, X-Hop-Named' -H 'X-Hop-Named: 1' -H 'Proxy-Foo: 2' -H 'Keep-Alive: 3' -H 'TE: trailers' -H 'X-End-To-End: 4' http://localhost:$http/hop" 2>&1 </dev/null)
+  if echo "$out" | grep -q '^X-End-To-End: 4$' && ! echo "$out" | grep -qiE '^(X-Hop-Named|Proxy-Foo|Keep-Alive|TE):'; then ok "$who" hop-by-hop-stripped
+  else bad "$who" hop-by-hop-stripped; echo "$out" | grep -iE '^(X-|Proxy|Keep|TE)' | head -6 | sed 's/^/         /'; fi
   check "$who" chunked-body 0 "^hello chunked$" run --config "$work/tunnel.json" $P -- sh -c "echo 'hello chunked' | $C -H 'Transfer-Encoding: chunked' --data-binary @- http://localhost:$http/up"
   # faults: a dead upstream, a silent one, 10,000 connections opened and
   # dropped, 200 held open at once: the proxy answers, stays up and bounded

@@ -49,6 +49,8 @@ function handle(req, res) {
 
 const tls = {key: fs.readFileSync(keyFile), cert: fs.readFileSync(certFile)};
 const servers = [http.createServer(handle), https.createServer(tls, handle), https.createServer(tls, handle)];
-await Promise.all(servers.map((s) => new Promise((ok) => s.listen(0, '127.0.0.1', ok))));
+// CAPSULE_TEST_LISTEN: another address (a veth's, inside a test's own netns)
+const listenOn = process.env.CAPSULE_TEST_LISTEN || '127.0.0.1';
+await Promise.all(servers.map((s) => new Promise((ok) => s.listen(0, listenOn, ok))));
 const [h, s1, s2] = servers.map((s) => s.address().port);
 process.stdout.write(JSON.stringify({http: h, https: s1, https2: s2}) + '\n');

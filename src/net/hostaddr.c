@@ -1,0 +1,130 @@
+#include "net/hostaddr.h"
+
+#include <errno.h>
+#include <ifaddrs.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+
+struct host_addrs {
+  pthread_mutex_t lock;
+  int netlink;        /* address change events, or -1: then re-read on every check */
+  bool stale;         /* an event arrived (or was lost): re-read before the next answer */
+  struct in6_addr *v; /* every address, IPv4 ones as IPv4-mapped IPv6 */
+  size_t n, cap;
+};
+
+/* a = the address sa holds, IPv4 in mapped form; false for other families */
+static bool as_v6(const struct sockaddr *sa, struct in6_addr *a)
+{
+  if (sa->sa_family == AF_INET6) {
+    *a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+    /* IPv4-compatible and NAT64 (64:ff9b::/96) forms reach the IPv4
+     * address: judged as it (in mapped form) */
+    static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+    if (IN6_IS_ADDR_V4COMPAT(a) || memcmp(a->s6_addr, nat64, 12) == 0) {
+      memset(a->s6_addr, 0, 10);
+      a->s6_addr[10] = a->s6_addr[11] = 0xff;
+    }
+    return true;
+  }
+  if (sa->sa_family != AF_INET)
+    return false;
+  memset(a, 0, sizeof *a);
+  a->s6_addr[10] = a->s6_addr[11] = 0xff;
+  memcpy(a->s6_addr + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+  return true;
+}
+
+/* Re-reads the interfaces' addresses (locked). On failure the old list
+ * stays and the next check tries again. */
+static void reload(struct host_addrs *h)
+{
+  struct ifaddrs *list = NULL;
+  if (getifaddrs(&list) < 0)
+    return;
+  h->n = 0;
+  for (struct ifaddrs *i = list; i; i = i->ifa_next) {
+    struct in6_addr a;
+    if (!i->ifa_addr || !as_v6(i->ifa_addr, &a))
+      continue;
+    if (h->n == h->cap) {
+      h->cap = h->cap ? 2 * h->cap : 16;
+      h->v = cap_xrealloc(h->v, h->cap * sizeof *h->v);
+    }
+    h->v[h->n++] = a;
+  }
+  freeifaddrs(list);
+  h->stale = false;
+}
+
+/* Empties the event socket (locked): any message, or a lost one
+ * (ENOBUFS), means the list may be out of date. The kernel queues the
+ * event before the change's own system call returns, so a check that
+ * starts after an address was added always sees it here. */
+static void drain_events(struct host_addrs *h)
+{
+  char buf[8192];
+  for (;;) {
+    ssize_t n = recv(h->netlink, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && errno == ENOBUFS)) {
+      h->stale = true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    return;
+  }
+}
+
+int host_addrs_new(struct host_addrs **ret)
+{
+  struct host_addrs *h = cap_xcalloc(1, sizeof *h);
+  pthread_mutex_init(&h->lock, NULL);
+  h->netlink = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+  struct sockaddr_nl nl = {.nl_family = AF_NETLINK,
+                           .nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR};
+  if (h->netlink >= 0 && bind(h->netlink, (struct sockaddr *)&nl, sizeof nl) < 0) {
+    close(h->netlink);
+    h->netlink = -1;
+  }
+  reload(h); /* subscribed first: a change after this read is an event */
+  *ret = h;
+  return 0;
+}
+
+bool host_addrs_contains(struct host_addrs *h, const struct sockaddr *sa)
+{
+  struct in6_addr a;
+  if (!h || !as_v6(sa, &a))
+    return false;
+  pthread_mutex_lock(&h->lock);
+  if (h->netlink >= 0)
+    drain_events(h);
+  if (h->netlink < 0 || h->stale)
+    reload(h);
+  bool found = false;
+  for (size_t i = 0; i < h->n && !found; i++)
+    found = memcmp(&h->v[i], &a, sizeof a) == 0;
+  pthread_mutex_unlock(&h->lock);
+  return found;
+}
+
+void host_addrs_free(struct host_addrs *h)
+{
+  if (!h)
+    return;
+  if (h->netlink >= 0)
+    close(h->netlink);
+  pthread_mutex_destroy(&h->lock);
+  free(h->v);
+  free(h);
+}

@@ -1,0 +1,25 @@
+/* The addresses assigned to this machine's own interfaces (in the
+ * network namespace capsule's supervisor runs in), so the egress proxy can
+ * refuse them as it refuses loopback: a service bound to the host's eth0
+ * address is no more the tool's to reach than one on 127.0.0.1. Read at
+ * start and again after every address change the kernel announces on a
+ * NETLINK_ROUTE socket (RTMGRP_IPV4_IFADDR, RTMGRP_IPV6_IFADDR); without
+ * that socket, re-read on every check. Thread-safe. */
+#ifndef CAPSULE_NET_HOSTADDR_H
+#define CAPSULE_NET_HOSTADDR_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+struct host_addrs;
+
+/* Always succeeds (returns 0); the caller frees with host_addrs_free. */
+int host_addrs_new(struct host_addrs **ret);
+
+/* Whether sa's address (IPv4, IPv6, or IPv4 in IPv6 forms: mapped,
+ * compatible, NAT64) is assigned to an interface now. */
+bool host_addrs_contains(struct host_addrs *h, const struct sockaddr *sa);
+
+void host_addrs_free(struct host_addrs *h);
+
+#endif
