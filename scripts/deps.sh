@@ -19,7 +19,7 @@ command -v npm >/dev/null || test_pkgs+=(npm)
 
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
-[ "$what" = bench ] && pkgs+=(hyperfine bubblewrap strace ltrace util-linux)
+[ "$what" = bench ] && pkgs+=(hyperfine bubblewrap strace ltrace util-linux python3)
 
 missing=()
 for p in "${pkgs[@]}"; do
