@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install what capsule needs to build and test on Debian 12. Idempotent: it
 # installs only the packages that are missing, and npm modules only when
-# tests/node_modules lacks them. Usage: scripts/deps.sh [build|test]
+# tests/node_modules lacks them. Usage: scripts/deps.sh [build|test|bench]
+# (bench: the build set plus hyperfine, bubblewrap, strace and ltrace for
+# bench/spawn)
 set -euo pipefail
 what=${1:-build}
 cd "$(dirname "$0")/.."
@@ -17,6 +19,7 @@ command -v npm >/dev/null || test_pkgs+=(npm)
 
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+[ "$what" = bench ] && pkgs+=(hyperfine bubblewrap strace ltrace util-linux python3)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,60 +1,118 @@
 #!/usr/bin/env bash
-# Time to run /bin/true under full isolation, side by side in one hyperfine
-# run: bare fork+exec, the namespace floor (unshare with the same
-# namespaces, nothing else), capsule run (namespaces, mount tree, Landlock,
-# seccomp, cgroup limits, supervisor), bwrap --unshare-all with a comparable
-# bind set, firejail, crun (a read-only host root as its rootfs) and
-# sandbox-runtime (srt, from npm) where each works on this host. Prints
-# ratios to capsule.
-# Usage: bench/spawn/run.sh [CAPSULE]
+# Start-up and spawn time of capsule beside bubblewrap, measured in one
+# run with the setups interleaved: ROUNDS rounds, each one hyperfine run of
+# every command (RUNS runs each, after WARMUP), so a burst of load on this
+# shared machine hits every setup alike. Reports each command's median over
+# all rounds, its spread (10th-90th percentile, and the range of the
+# per-round medians) and the ratios the targets are stated in.
+#
+#   floor   unshare with capsule's namespaces (user, mount, pid, ipc, uts,
+#           net, cgroup) and nothing else: the kernel's part
+#   bwrap   bwrap --unshare-all --new-session --die-with-parent with the
+#           mount set capsule builds: the same grants (taken from
+#           `capsule run --dry-run` of the same command, so the two cannot
+#           drift apart; host symlinks such as /bin -> usr/bin recreated as
+#           links, as capsule does), /dev with /dev/shm, /proc, a private
+#           /tmp, the hostname, a read-only root
+#   capsule capsule run --memory 256M --pids 64 -- /bin/true: the above
+#           plus Landlock, the seccomp filter, cgroup limits, rlimits and
+#           the supervisor
+# each as root and as uid 65534 (setpriv; both sides pay its exec), and the
+# start-up of the binaries: `capsule --version`, `bwrap --version`,
+# `capsule check` of one manifest.
+#
+# Usage: bench/spawn/run.sh [CAPSULE]   (root; env ROUNDS, RUNS, WARMUP,
+# JSON=FILE to keep every sample). Installs hyperfine and bubblewrap
+# through scripts/deps.sh when missing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-capsule=$(realpath "${1:-$root/build/capsule}")
-need=()
-command -v hyperfine >/dev/null || need+=(hyperfine)
-command -v bwrap >/dev/null || need+=(bubblewrap)
-command -v firejail >/dev/null || need+=(firejail)
-command -v crun >/dev/null || need+=(crun)
-command -v rg >/dev/null || need+=(ripgrep)   # srt needs ripgrep, socat and bwrap
-command -v socat >/dev/null || need+=(socat)
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null || true
-fi
-out=$(mktemp -d)
+capsule_built=$(realpath "${1:-$root/build/capsule}")
+rounds=${ROUNDS:-10} runs=${RUNS:-10} warmup=${WARMUP:-2}
+[ "$(id -u)" = 0 ] || { echo "bench/spawn: run as root (it measures root and uid 65534)" >&2; exit 2; }
+"$root/scripts/deps.sh" bench
+out=$(mktemp -d /var/tmp/capsule-bench.XXXXXX)
 trap 'rm -rf "$out"' EXIT
+chmod 755 "$out"
+# uid 65534 must reach the binary (a worktree may sit under a 0700 home)
+capsule=$out/capsule
+cp "$capsule_built" "$capsule"
+manifest=$root/examples/web-search/manifest.yaml
+cp "$manifest" "$out/manifest.yaml" && chmod 644 "$out/manifest.yaml"
 
-cmds=(-n bare "/bin/true"
-      -n floor "unshare --user --map-root-user --mount --pid --fork --ipc --uts --net --cgroup /bin/true"
-      -n capsule "$capsule run --memory 256M --pids 64 -- /bin/true")
-binds="--ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 \
- --symlink usr/sbin /sbin --ro-bind /etc/ssl /etc/ssl --ro-bind /etc/ld.so.cache /etc/ld.so.cache \
- --proc /proc --dev /dev --tmpfs /tmp"
-command -v bwrap >/dev/null && cmds+=(-n bwrap "bwrap --unshare-all --die-with-parent --new-session $binds /bin/true")
-command -v firejail >/dev/null && cmds+=(-n firejail "firejail --quiet --noprofile --net=none --private /bin/true")
-# crun: an OCI bundle whose rootfs is the host root, read-only
-if command -v crun >/dev/null; then
-  mkdir -p "$out/bundle" && (cd "$out/bundle" && crun spec --rootless)
-  node -e '
-    const f = process.argv[1], c = JSON.parse(require("fs").readFileSync(f));
-    c.root = {path: "/", readonly: true}; c.process.args = ["/bin/true"]; c.process.terminal = false;
-    require("fs").writeFileSync(f, JSON.stringify(c));' "$out/bundle/config.json"
-  if why=$(crun run --bundle "$out/bundle" capsule-bench 2>&1); then
-    cmds+=(-n crun "crun run --bundle $out/bundle capsule-bench")
-  else
-    echo "crun left out: it does not run on this host: $why"
-  fi
+run_args=(run --memory 256M --pids 64 -- /bin/true)
+# bwrap's arguments for the mount tree capsule's dry run describes
+binds=$("$capsule" "${run_args[@]:0:5}" --dry-run -- /bin/true 2>/dev/null | python3 -c '
+import json, os, sys
+spec = json.load(sys.stdin)
+args = []
+for g in sorted(spec["filesystem"]["grants"], key=lambda g: g["path"].count("/")):
+    p = g["path"]
+    if os.path.islink(p):
+        args += ["--symlink", os.readlink(p), p]
+    elif os.path.exists(p):
+        args += ["--ro-bind" if g["access"] == "read" else "--bind", p, p]
+args += ["--dev", "/dev", "--tmpfs", "/dev/shm", "--proc", "/proc"]
+if spec["sandbox"]["private_tmp"]:
+    args += ["--tmpfs", "/tmp"]
+args += ["--hostname", "capsule", "--remount-ro", "/"]
+print(" ".join(args))')
+bwrap_cmd="bwrap --unshare-all --new-session --die-with-parent $binds /bin/true"
+floor_cmd="unshare --user --map-root-user --mount --pid --fork --ipc --uts --net --cgroup /bin/true"
+capsule_cmd="$capsule ${run_args[*]}"
+nobody="setpriv --reuid=65534 --regid=65534 --clear-groups --"
+echo "bwrap's mount set (from capsule's dry run): $binds"
+
+cmds=(-n "floor root" "$floor_cmd"
+      -n "bwrap root" "$bwrap_cmd"
+      -n "capsule root" "$capsule_cmd"
+      -n "floor 65534" "$nobody $floor_cmd"
+      -n "bwrap 65534" "$nobody $bwrap_cmd"
+      -n "capsule 65534" "$nobody $capsule_cmd"
+      -n "bwrap --version" "bwrap --version"
+      -n "capsule --version" "$capsule --version"
+      -n "capsule check (1 manifest)" "$capsule check -q $out/manifest.yaml")
+for ((r = 1; r <= rounds; r++)); do
+  printf 'round %d/%d\r' "$r" "$rounds" >&2
+  hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
+    --export-json "$out/round-$r.json" "${cmds[@]}" >/dev/null 2>"$out/hyperfine.log" ||
+    { cat "$out/hyperfine.log" >&2; exit 1; }
+done
+echo >&2
+python3 - "$out" "$rounds" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+samples, medians, order = {}, {}, []
+for r in range(1, rounds + 1):
+    for res in json.load(open(f"{out}/round-{r}.json"))["results"]:
+        name = res["command"]
+        if name not in samples:
+            order.append(name)
+        samples.setdefault(name, []).extend(t * 1000 for t in res["times"])
+        medians.setdefault(name, []).append(statistics.median(res["times"]) * 1000)
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+med = {n: statistics.median(samples[n]) for n in order}
+print(f"\n{rounds} interleaved rounds; medians in ms over all samples\n")
+print("| command | samples | median | p10-p90 | per-round medians |")
+print("|---|---|---|---|---|")
+for n in order:
+    s = samples[n]
+    print(f"| {n} | {len(s)} | {med[n]:.2f} | {pct(s, .1):.2f}-{pct(s, .9):.2f} "
+          f"| {min(medians[n]):.2f}-{max(medians[n]):.2f} |")
+def ratio(a, b, target):
+    per_round = [x / y for x, y in zip(medians[a], medians[b])]
+    print(f"| {a} / {b} | {med[a] / med[b]:.2f}x | {min(per_round):.2f}x-{max(per_round):.2f}x "
+          f"| {target} |")
+print("\n| ratio | of medians | per round | target |\n|---|---|---|---|")
+ratio("capsule root", "bwrap root", "<= 1.0x")
+ratio("capsule 65534", "bwrap 65534", "<= 1.0x")
+ratio("capsule root", "floor root", "")
+ratio("capsule 65534", "floor 65534", "")
+ratio("capsule --version", "bwrap --version", "<= 2x")
+ratio("capsule check (1 manifest)", "capsule --version", "<= 2x")
+PY
+if [ -n "${JSON:-}" ]; then
+  python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' \
+    "$out"/round-*.json >"$JSON"
 fi
-# sandbox-runtime from npm, installed for this run only
-if (cd "$out" && npm install --silent --no-audit --no-fund @anthropic-ai/sandbox-runtime >/dev/null 2>&1) &&
-   "$out/node_modules/.bin/srt" /bin/true >/dev/null 2>&1; then
-  cmds+=(-n srt "$out/node_modules/.bin/srt /bin/true")
-else
-  echo "srt left out: @anthropic-ai/sandbox-runtime did not install or run here"
-fi
-hyperfine -N --warmup 5 --runs 60 --export-json "$out/spawn.json" "${cmds[@]}"
-node -e '
-const r = JSON.parse(require("fs").readFileSync(process.argv[1])).results;
-const cap = r.find(x => x.command === "capsule").mean;
-console.log("\n| runner | mean ms | ratio to capsule |\n|---|---|---|");
-for (const x of r) console.log(`| ${x.command} | ${(x.mean*1000).toFixed(2)} | ${(x.mean/cap).toFixed(2)}x |`);
-' "$out/spawn.json"

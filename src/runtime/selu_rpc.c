@@ -1,4 +1,7 @@
-#include "runtime/selu_rpc.h"
+/* The Selu gRPC client, built as the shared module capsule-selu-rpc.so
+ * (see selu_rpc_module.h): the only code that links libgrpc. Its
+ * functions are reached through the table at the bottom. */
+#include "runtime/selu_rpc_module.h"
 
 #include <errno.h>
 #include <grpc/byte_buffer_reader.h>
@@ -23,8 +26,8 @@ struct selu_channel {
   grpc_completion_queue *cq;
 };
 
-int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret,
-                      struct cap_error *err)
+static int rpc_channel_open(int fd, size_t max_response, struct selu_channel **ret,
+                            struct cap_error *err)
 {
   *ret = NULL;
   grpc_init();
@@ -46,7 +49,7 @@ int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret,
   return 0;
 }
 
-void selu_channel_close(struct selu_channel *ch)
+static void rpc_channel_close(struct selu_channel *ch)
 {
   if (!ch)
     return;
@@ -64,8 +67,8 @@ void selu_channel_close(struct selu_channel *ch)
 static int unary(struct selu_channel *ch, const char *method, const uint8_t *req, size_t req_len,
                  int timeout_ms, struct cap_buf *out, struct cap_error *err)
 {
-  gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                       gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+  gpr_timespec deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
   grpc_slice method_slice = grpc_slice_from_static_string(method);
   grpc_call *call = grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, ch->cq,
                                              method_slice, NULL, deadline, NULL);
@@ -150,7 +153,7 @@ static int unary(struct selu_channel *ch, const char *method, const uint8_t *req
   return r;
 }
 
-int selu_health(struct selu_channel *ch, int timeout_ms, bool *healthy, struct cap_error *err)
+static int rpc_health(struct selu_channel *ch, int timeout_ms, bool *healthy, struct cap_error *err)
 {
   *healthy = false;
   Selu__Capability__V1__HealthCheckRequest req = SELU__CAPABILITY__V1__HEALTH_CHECK_REQUEST__INIT;
@@ -160,7 +163,8 @@ int selu_health(struct selu_channel *ch, int timeout_ms, bool *healthy, struct c
   int r = unary(ch, METHOD_HEALTH, buf, n, timeout_ms, &out, err);
   if (r == 0) {
     Selu__Capability__V1__HealthCheckResponse *resp =
-        selu__capability__v1__health_check_response__unpack(NULL, out.len, (const uint8_t *)out.data);
+        selu__capability__v1__health_check_response__unpack(NULL, out.len,
+                                                            (const uint8_t *)out.data);
     if (!resp) {
       r = cap_error_set(err, EPROTO, "the HealthCheck answer is not a HealthCheckResponse");
     } else {
@@ -172,9 +176,9 @@ int selu_health(struct selu_channel *ch, int timeout_ms, bool *healthy, struct c
   return r;
 }
 
-int selu_invoke(struct selu_channel *ch, const char *tool, const char *parameters,
-                const char *const *keys, const char *const *values, size_t n_context,
-                int timeout_ms, struct selu_response *resp, struct cap_error *err)
+static int rpc_invoke(struct selu_channel *ch, const char *tool, const char *parameters,
+                      const char *const *keys, const char *const *values, size_t n_context,
+                      int timeout_ms, struct selu_response *resp, struct cap_error *err)
 {
   *resp = (struct selu_response){0};
   Selu__Capability__V1__InvokeRequest req = SELU__CAPABILITY__V1__INVOKE_REQUEST__INIT;
@@ -182,7 +186,8 @@ int selu_invoke(struct selu_channel *ch, const char *tool, const char *parameter
   req.parameters = (char *)parameters;
   Selu__Capability__V1__InvokeRequest__ContextEntry *entries =
       cap_xcalloc(n_context + 1, sizeof *entries);
-  Selu__Capability__V1__InvokeRequest__ContextEntry **ptrs = cap_xcalloc(n_context + 1, sizeof *ptrs);
+  Selu__Capability__V1__InvokeRequest__ContextEntry **ptrs =
+      cap_xcalloc(n_context + 1, sizeof *ptrs);
   for (size_t i = 0; i < n_context; i++) {
     selu__capability__v1__invoke_request__context_entry__init(&entries[i]);
     entries[i].key = (char *)keys[i];
@@ -215,9 +220,10 @@ int selu_invoke(struct selu_channel *ch, const char *tool, const char *parameter
   return r;
 }
 
-void selu_response_free(struct selu_response *resp)
-{
-  free(resp->result);
-  free(resp->error);
-  *resp = (struct selu_response){0};
-}
+__attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_module_v1 = {
+    .size = sizeof(struct selu_rpc_module),
+    .channel_open = rpc_channel_open,
+    .channel_close = rpc_channel_close,
+    .health = rpc_health,
+    .invoke = rpc_invoke,
+};
