@@ -58,5 +58,15 @@ lines root unknown-option-one-line 1 run --bogus -- true
 check root unknown-option-named 2 "^capsule run: unknown option '--bogus'" run --bogus -- true
 check root missing-value-named 2 "^capsule run: --memory needs a value" run --memory
 
+# ---- 3. run's outcomes: typed, one exit-code list ----
+for who in "${users[@]}"; do
+  check "$who" exit-status-passed 7 '^$' run -- sh -c 'exit 7'
+  check "$who" not-found-bare 127 '^capsule: cannot run no-such-command-here: no such command' run -- no-such-command-here
+  check "$who" not-found-path 127 '^capsule: cannot run /no/such/tool' run -- /no/such/tool
+  check "$who" killed-names-limit 125 '^capsule: killed: wall clock exceeded \(limits: wall clock 1000 ms\)' run --timeout 1 -- sleep 30
+done
+check root timeout-zero-named 2 "^capsule run: --timeout takes a positive integer, not '0'" run --timeout 0 -- true
+check root pids-zero-named 2 "^capsule run: --pids takes a positive integer, not '0'" run --pids=0 -- true
+
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
