@@ -16,6 +16,7 @@
 #include "core/cleanup.h"
 #include "gateway/state.h"
 #include "manifest/load.h"
+#include "net/rules.h"
 #include "sandbox/sandbox.h"
 
 /* Bare-name credential sources come from capsule's credential store
@@ -49,7 +50,12 @@ static const char run_help[] =
     "      --allow-read P     grant P read-only (repeatable)\n"
     "      --allow-write P    grant P write-only\n"
     "      --allow-rw P       grant P read-write\n"
-    "      --net MODE         blocked or unrestricted\n"
+    "      --net MODE         blocked, proxy or unrestricted\n"
+    "      --allow-host H[:P] let the tool reach host H (on port P, else any port)\n"
+    "                         through capsule's egress proxy; repeatable; implies\n"
+    "                         --net proxy. H may be .suffix or *.suffix (subdomains)\n"
+    "      --allow-port P     forward the host's loopback port P into the sandbox's\n"
+    "                         127.0.0.1:P; repeatable; implies --net proxy\n"
     "      --memory SIZE      memory limit, e.g. 256M, 2G\n"
     "      --pids N           process/thread limit\n"
     "      --cpu-ms N         CPU budget in milliseconds\n"
@@ -84,6 +90,8 @@ enum {
   OPT_PROXY_PRIVATE,
   OPT_EGRESS_LOG,
   OPT_STATE,
+  OPT_ALLOW_HOST,
+  OPT_ALLOW_PORT,
 };
 
 static const struct option run_options[] = {
@@ -92,6 +100,8 @@ static const struct option run_options[] = {
     {"allow-write", required_argument, NULL, OPT_WRITE},
     {"allow-rw", required_argument, NULL, OPT_RW},
     {"net", required_argument, NULL, OPT_NET},
+    {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
+    {"allow-port", required_argument, NULL, OPT_ALLOW_PORT},
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"pids", required_argument, NULL, OPT_PIDS},
     {"cpu-ms", required_argument, NULL, OPT_CPU},
@@ -171,6 +181,41 @@ static void push_env(struct cap_strv *env, const char *arg)
   }
 }
 
+/* "1".."65535" -> the port; 0 otherwise */
+static uint16_t parse_port(const char *s)
+{
+  uint64_t v = parse_count(s);
+  return v <= 65535 ? (uint16_t)v : 0;
+}
+
+/* --allow-host HOST[:PORT]: a name (or ".suffix", "*.suffix", "*", an IP
+ * literal), as nono's allow_domains and endpoints spell them. A bare IPv6
+ * literal has more than one ':' and takes no port. */
+static int parse_allow_host(const char *arg, struct cap_strv *hosts)
+{
+  const char *colon = strchr(arg, ':');
+  bool has_port = colon && !strchr(colon + 1, ':');
+  _cleanup_free_ char *host = has_port ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
+  if (!host)
+    return CLI_EXIT_INVALID;
+  const char *name = host;
+  if (strncmp(name, "*.", 2) == 0)
+    name += 2;
+  else if (name[0] == '.')
+    name += 1;
+  if (!(strcmp(host, "*") == 0 || (*name && net_host_valid(name))))
+    return cli_usage_error("run",
+                           "--allow-host '%s' is not HOST[:PORT] (a name such as example.com, "
+                           ".example.com or *.example.com for its subdomains, an IP address, or *)",
+                           arg);
+  if (has_port && !parse_port(colon + 1))
+    return cli_usage_error("run", "--allow-host '%s': the port must be 1..65535", arg);
+  /* "*.suffix" is stored as ".suffix", as the nono lowering does */
+  _cleanup_free_ char *entry = strncmp(arg, "*.", 2) == 0 ? cap_xstrdup(arg + 1) : cap_xstrdup(arg);
+  cap_strv_push(hosts, entry);
+  return 0;
+}
+
 /* One option into a; 0, or the exit status of a usage error. */
 static int parse_option(int c, const char *arg, struct run_args *a)
 {
@@ -183,11 +228,21 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   case OPT_NET:
     if (strcmp(arg, "blocked") == 0)
       a->net = CAP_NET_BLOCKED;
+    else if (strcmp(arg, "proxy") == 0)
+      a->net = CAP_NET_PROXY;
     else if (strcmp(arg, "unrestricted") == 0)
       a->net = CAP_NET_UNRESTRICTED;
     else
-      return cli_usage_error("run", "--net takes blocked or unrestricted, not '%s'", arg);
+      return cli_usage_error("run", "--net takes blocked, proxy or unrestricted, not '%s'", arg);
     return 0;
+  case OPT_ALLOW_HOST: return parse_allow_host(arg, &a->hosts);
+  case OPT_ALLOW_PORT: {
+    uint16_t port = parse_port(arg);
+    if (!port)
+      return cli_usage_error("run", "--allow-port takes a TCP port 1..65535, not '%s'", arg);
+    cap_ports_push(&a->ports, port);
+    return 0;
+  }
   case OPT_MEMORY:
     if (!(a->memory = parse_size(arg)))
       return cli_usage_error("run", "--memory '%s' is not a size such as 256M or 2G", arg);
@@ -227,6 +282,11 @@ static int run_parse(int argc, char **argv, struct run_args *a)
       return r;
   }
   a->state = cli_default(a->state, "CAPSULE_STATE");
+  if ((a->hosts.len || a->ports.len) && a->net >= 0 && a->net != CAP_NET_PROXY)
+    return cli_usage_error("run",
+                           "--allow-host and --allow-port go through the egress proxy: "
+                           "drop --net %s (they imply --net proxy)",
+                           cap_net_mode_name((enum cap_net_mode)a->net));
   a->command = argv + optind;
   if (!a->command[0] && !a->dry_run)
     return cli_usage_error("run", "name the command to run after --");
@@ -238,6 +298,8 @@ static void run_args_free(struct run_args *a)
   for (int k = 0; k < 3; k++)
     cap_strv_free(&a->grants[k]);
   cap_strv_free(&a->env);
+  cap_strv_free(&a->hosts);
+  free(a->ports.v);
 }
 
 /* ---- step 2: the spec and the sandbox's options ---- */
@@ -291,6 +353,31 @@ static int add_flag_grants(const struct run_args *a, struct cap_spec *spec)
   return 0;
 }
 
+/* --net, --allow-host, --allow-port onto the spec's network: a host
+ * without a port joins allow_domains, host:port is an endpoint, a port is
+ * a ports.localhost forward, just as a nono manifest's network section is
+ * lowered; any of them puts the sandbox in proxy mode. */
+static void apply_network(const struct run_args *a, struct cap_spec *spec)
+{
+  struct cap_network *net = &spec->network;
+  if (a->net >= 0) {
+    net->mode = (enum cap_net_mode)a->net;
+    net->dns = net->mode == CAP_NET_UNRESTRICTED; /* in proxy mode capsule resolves names */
+  }
+  if (a->hosts.len || a->ports.len)
+    net->mode = CAP_NET_PROXY;
+  for (size_t i = 0; i < a->hosts.len; i++) {
+    const char *h = a->hosts.v[i];
+    const char *colon = strchr(h, ':');
+    if (colon && !strchr(colon + 1, ':'))
+      cap_spec_add_endpoint(spec, h);
+    else if (!cap_strv_contains(&net->allow_domains, h))
+      cap_strv_push(&net->allow_domains, h);
+  }
+  for (size_t i = 0; i < a->ports.len; i++)
+    cap_ports_push(&net->localhost, a->ports.v[i]);
+}
+
 /* Returns 0 with *ret the spec to run, or an exit status (printed). */
 static int run_build_spec(const struct run_args *a, struct cap_spec **ret)
 {
@@ -305,8 +392,7 @@ static int run_build_spec(const struct run_args *a, struct cap_spec **ret)
   int r = add_flag_grants(a, spec);
   if (r)
     return r;
-  if (a->net >= 0)
-    spec->network.mode = (enum cap_net_mode)a->net;
+  apply_network(a, spec);
   if (a->memory)
     spec->limits.memory_bytes = a->memory;
   if (a->pids)

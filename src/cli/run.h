@@ -13,6 +13,8 @@ struct run_args {
   const char *config;        /* --config, or NULL: the secure default */
   struct cap_strv grants[3]; /* --allow-read, --allow-write, --allow-rw (by cap_access) */
   int net;                   /* --net as an enum cap_net_mode, -1 when not given */
+  struct cap_strv hosts;     /* --allow-host: "name", ".suffix", "*", or "host:port" */
+  struct cap_ports ports;    /* --allow-port: host loopback ports forwarded in */
   uint64_t memory, pids, cpu_ms, timeout_s; /* 0: not given */
   const char *workdir;                      /* --workdir as given, or NULL */
   struct cap_strv env;                      /* NAME=VALUE */

@@ -68,5 +68,34 @@ done
 check root timeout-zero-named 2 "^capsule run: --timeout takes a positive integer, not '0'" run --timeout 0 -- true
 check root pids-zero-named 2 "^capsule run: --pids takes a positive integer, not '0'" run --pids=0 -- true
 
+# ---- 2. --allow-host, --allow-port, --net proxy: a loopback HTTP server ----
+node -e 'require("http").createServer((q, r) => r.end("served " + q.url + "\n"))
+  .listen(0, "127.0.0.1", function () { console.log(this.address().port) })' >"$work/port1" & pids+=($!)
+node -e 'require("http").createServer((q, r) => r.end("other " + q.url + "\n"))
+  .listen(0, "127.0.0.1", function () { console.log(this.address().port) })' >"$work/port2" & pids+=($!)
+for _ in $(seq 50); do [ -s "$work/port1" ] && [ -s "$work/port2" ] && break; sleep 0.1; done
+http=$(cat "$work/port1") other=$(cat "$work/port2")
+C="curl -sS --max-time 20 --noproxy ''" # through the proxy from the environment
+P=--proxy-allow-private                 # the upstreams are on loopback
+H=(--allow-read "$(dirname "$hostile")")
+for who in "${users[@]}"; do
+  check "$who" allow-host-any-port 0 "^served /a$" run --allow-host 127.0.0.1 $P -- sh -c "$C http://127.0.0.1:$http/a"
+  check "$who" allow-host-any-port-2 0 "^other /b$" run --allow-host 127.0.0.1 $P -- sh -c "$C http://127.0.0.1:$other/b"
+  check "$who" allow-host-port 0 "^served /c$" run --allow-host "127.0.0.1:$http" $P -- sh -c "$C http://127.0.0.1:$http/c"
+  check "$who" allow-host-other-port-denied 0 "^403$" run --allow-host "127.0.0.1:$http" $P -- sh -c "$C -o /dev/null -w '%{http_code}\n' http://127.0.0.1:$other/d"
+  check "$who" allow-host-other-host-denied 0 "not in the capability's network allowlist" run --allow-host localhost $P -- sh -c "$C http://127.0.0.1:$http/e"
+  check "$who" net-proxy-alone-denied 0 "not in the capability's network allowlist" run --net proxy $P -- sh -c "$C http://127.0.0.1:$http/f"
+  check "$who" allow-host-no-bypass 0 "BLOCKED" run --allow-host 127.0.0.1 $P "${H[@]}" -- "$hostile" tcp "$http"
+  check "$who" allow-port-forwarded 0 "^served /g$" run --allow-port "$http" -- sh -c "curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:$http/g"
+  check "$who" allow-port-other-refused 0 "^refused$" run --allow-port "$http" -- sh -c "curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:$other/ 2>/dev/null || echo refused"
+  check "$who" blocked-by-default 0 "^refused$" run -- sh -c "curl -sS --max-time 20 http://127.0.0.1:$http/ 2>/dev/null || echo refused"
+done
+check root allow-host-vs-net-blocked 2 "drop --net blocked" run --net blocked --allow-host example.com -- true
+check root allow-host-bad-name 2 "'a b' is not HOST\[:PORT\]" run --allow-host 'a b' -- true
+check root allow-host-bad-port 2 "the port must be 1..65535" run --allow-host example.com:99999 -- true
+check root allow-port-bad 2 "--allow-port takes a TCP port 1..65535, not '0'" run --allow-port 0 -- true
+check root net-bad 2 "--net takes blocked, proxy or unrestricted" run --net open -- true
+check root allow-host-dry-run 0 '"\.example\.org"' run --allow-host '*.example.org' --allow-host api.example.com:443 --dry-run
+
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
