@@ -60,7 +60,9 @@ static const char run_help[] =
     "      --pids N           process/thread limit\n"
     "      --cpu-ms N         CPU budget in milliseconds\n"
     "      --timeout S        wall-clock limit in seconds\n"
-    "      --workdir P        working directory inside the sandbox (default /tmp)\n"
+    "      --workdir P        working directory inside the sandbox; a relative P is\n"
+    "                         the caller's (default: the caller's directory when a\n"
+    "                         grant covers it, else /tmp)\n"
     "      --env NAME[=VAL]   pass a variable (the environment is cleared otherwise)\n"
     "      --dry-run          print the resolved manifest and what enforces each right\n"
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
@@ -300,6 +302,7 @@ static void run_args_free(struct run_args *a)
   cap_strv_free(&a->env);
   cap_strv_free(&a->hosts);
   free(a->ports.v);
+  free(a->workdir_inside);
 }
 
 /* ---- step 2: the spec and the sandbox's options ---- */
@@ -378,8 +381,69 @@ static void apply_network(const struct run_args *a, struct cap_spec *spec)
     cap_ports_push(&net->localhost, a->ports.v[i]);
 }
 
+/* "~/x" -> "$HOME/x"; other paths as they are (as the sandbox expands) */
+static char *expand_home(const char *path)
+{
+  if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
+    const char *home = getenv("HOME");
+    return cap_xasprintf("%s%s", home ? home : "/", path + 1);
+  }
+  return cap_xstrdup(path);
+}
+
+/* Whether dir is path or below it (both absolute, canonical). */
+static bool path_under(const char *dir, const char *path)
+{
+  size_t n = strlen(path);
+  if (n == 1 && path[0] == '/')
+    return true;
+  return strncmp(dir, path, n) == 0 && (dir[n] == '\0' || dir[n] == '/');
+}
+
+/* Whether the sandbox shows the host's directory dir at the same path: a
+ * directory grant covers it and no deny entry does. A grant through a
+ * symlink is left out: the sandbox recreates the link, not its target. */
+static bool dir_visible(const struct cap_spec *spec, const char *dir)
+{
+  for (size_t i = 0; i < spec->deny.len; i++) {
+    _cleanup_free_ char *d = expand_home(spec->deny.v[i]);
+    if (path_under(dir, d))
+      return false;
+  }
+  for (size_t i = 0; i < spec->n_grants; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    if (g->type != CAP_FS_DIRECTORY)
+      continue;
+    _cleanup_free_ char *p = expand_home(g->path);
+    char real[4096];
+    if (p[0] == '/' && realpath(p, real) && strcmp(real, p) == 0 && path_under(dir, real))
+      return true;
+  }
+  return false;
+}
+
+/* Where the command starts: --workdir (a relative one is the caller's
+ * path, as in every other flag), else the caller's directory when the
+ * sandbox shows it, else NULL (the sandbox's default). */
+static char *resolve_workdir(const struct run_args *a, const struct cap_spec *spec)
+{
+  char cwd[4096];
+  bool have_cwd = getcwd(cwd, sizeof cwd) != NULL;
+  if (a->workdir) {
+    char real[4096];
+    if (a->workdir[0] == '/' || !have_cwd)
+      return cap_xstrdup(a->workdir);
+    if (realpath(a->workdir, real))
+      return cap_xstrdup(real);
+    return cap_xasprintf("%s/%s", strcmp(cwd, "/") ? cwd : "", a->workdir);
+  }
+  if (have_cwd && dir_visible(spec, cwd))
+    return cap_xstrdup(cwd);
+  return NULL;
+}
+
 /* Returns 0 with *ret the spec to run, or an exit status (printed). */
-static int run_build_spec(const struct run_args *a, struct cap_spec **ret)
+static int run_build_spec(struct run_args *a, struct cap_spec **ret)
 {
   _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
   if (a->config) {
@@ -401,6 +465,7 @@ static int run_build_spec(const struct run_args *a, struct cap_spec **ret)
     spec->limits.cpu_ms_per_task = a->cpu_ms;
   if (a->timeout_s)
     spec->limits.wall_ms = a->timeout_s * 1000;
+  a->workdir_inside = resolve_workdir(a, spec);
   *ret = steal_pointer(&spec);
   return 0;
 }
@@ -472,7 +537,7 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   struct proxy_store store = {.lookup = store_lookup, .arg = &store_ctx};
   struct sandbox_options opt = {
       .argv = a->command,
-      .workdir = a->workdir,
+      .workdir = a->workdir_inside,
       .extra_env = a->env.v,
       .n_extra_env = a->env.len,
       .proxy = {.allow_private = a->proxy_private,

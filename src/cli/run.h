@@ -20,8 +20,10 @@ struct run_args {
   struct cap_strv env;                      /* NAME=VALUE */
   bool dry_run, proxy_private, verbose;
   const char *egress_log;
-  const char *state; /* --state, else $CAPSULE_STATE, else NULL */
-  char **command;    /* the command and its arguments (argv's tail) */
+  const char *state;    /* --state, else $CAPSULE_STATE, else NULL */
+  char *workdir_inside; /* built: where the command starts (owned), or NULL:
+                           the sandbox's default (/tmp, else /) */
+  char **command;       /* the command and its arguments (argv's tail) */
 };
 
 /* --dry-run: prints what would run and how each right is enforced. */

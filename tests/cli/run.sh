@@ -97,5 +97,20 @@ check root allow-port-bad 2 "--allow-port takes a TCP port 1..65535, not '0'" ru
 check root net-bad 2 "--net takes blocked, proxy or unrestricted" run --net open -- true
 check root allow-host-dry-run 0 '"\.example\.org"' run --allow-host '*.example.org' --allow-host api.example.com:443 --dry-run
 
+# ---- 4. the caller's directory: README's own example, relative --workdir ----
+proj=$work/proj
+mkdir -p "$proj/sub/deeper" "$work/elsewhere"
+printf 'all:\n\tpwd >built\n' >"$proj/Makefile"
+chmod -R a+rwX "$proj"
+for who in "${users[@]}"; do
+  rm -f "$proj/built"
+  dir=$proj check "$who" readme-make-in-callers-dir 0 "" run --allow-rw . --memory 256M --timeout 30 -- make
+  if [ "$(cat "$proj/built" 2>/dev/null)" = "$proj" ]; then ok "$who" readme-make-built-there
+  else bad "$who" "readme-make-built-there ($(cat "$proj/built" 2>&1))"; fi
+  dir=$proj check "$who" workdir-relative-is-callers 0 "^$proj/sub\$" run --allow-read . --workdir sub -- pwd
+  dir=$proj/sub/deeper check "$who" cwd-below-grant 0 "^$proj/sub/deeper\$" run --allow-read "$proj" -- pwd
+  dir=$proj check "$who" cwd-not-granted-tmp 0 "^/tmp\$" run --allow-read "$work/elsewhere" -- pwd
+done
+
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
