@@ -112,5 +112,17 @@ for who in "${users[@]}"; do
   dir=$proj check "$who" cwd-not-granted-tmp 0 "^/tmp\$" run --allow-read "$work/elsewhere" -- pwd
 done
 
+# ---- 5. help: each verb its own text, exit 0, the same both ways ----
+for v in check show validate run doctor list call policy cred approve deny audit; do
+  a=$("$capsule" "$v" --help 2>&1); sa=$?
+  b=$("$capsule" help "$v" 2>&1); sb=$?
+  if [ "$sa" = 0 ] && [ "$sb" = 0 ] && [ "$a" = "$b" ] && echo "$a" | head -1 | grep -q "^usage: capsule $v"; then
+    ok root "help-$v"
+  else bad root "help-$v (exits $sa/$sb, first line: $(echo "$a" | head -1))"; fi
+done
+check root help-after-sub-verb 0 "^usage: capsule policy set" policy set --help
+check root help-unknown-verb 2 "no help for 'nope'" help nope
+check root help-global 0 "^usage: capsule \[--help\]" help
+
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
