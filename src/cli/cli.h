@@ -27,6 +27,11 @@ int cmd_doctor(int argc, char **argv);
 /* list, call, policy, cred, approve, deny, audit (argv[0] names which) */
 int cmd_gateway(int argc, char **argv);
 
+/* The exit status for a library failure r (a negative errno) with err:
+ * its typed outcome (err->outcome), else -ENOTSUP (the host cannot enforce
+ * it) or CLI_EXIT_INVALID. Never decided from the message's text. */
+int cli_exit_for(int r, const struct cap_error *err);
+
 /* Prints "capsule VERB: MESSAGE (see 'capsule VERB --help')" as one line on
  * stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

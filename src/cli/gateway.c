@@ -43,22 +43,6 @@ static const struct option common_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-static const char gateway_help[] =
-    "usage:\n"
-    "  capsule list   [--caps DIR] [--state DIR] [--user U] [--json]\n"
-    "  capsule call   [--caps DIR] [--state DIR] [--user U] [--timeout S] [--session ID] [--json]\n"
-    "                 CAPABILITY TOOL [JSON|-]\n"
-    "  capsule policy set CAPABILITY TOOL allow|ask|block [--user U]; capsule policy list\n"
-    "  capsule cred   set NAME --scope system|user [--user U]   (the value on stdin or the terminal)\n"
-    "  capsule cred   list; capsule cred rm NAME --scope system|user [--user U]\n"
-    "  capsule approve ID; capsule deny ID\n"
-    "  capsule audit  [--json] [--follow]; capsule audit verify\n"
-    "\n"
-    "--caps: the capabilities directory (default ./capabilities); --state: the state\n"
-    "directory (default $XDG_STATE_HOME/capsule or ~/.local/state/capsule); --user:\n"
-    "who calls (default the login name). Exit: 0 ok, 1 invalid or failed, 2 usage,\n"
-    "3 the host cannot run it, 4 denied by policy or awaiting approval.\n";
-
 /* Parses the common options; positional arguments stay in argv[optind..]. */
 static int parse_common(const char *verb, int argc, char **argv, struct common *o)
 {
@@ -86,7 +70,7 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
       o->timeout_s = v;
       break;
     }
-    case 'h': fputs(gateway_help, stdout); return -1;
+    case 'h': fputs(cli_gateway_help(verb), stdout); return -1;
     default: return cli_option_error(verb, argv, "h");
     }
   }

@@ -1,4 +1,5 @@
 /* capsule: the command-line front door. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -167,4 +168,16 @@ int main(int argc, char **argv)
   if (!run)
     return cli_usage_error(NULL, "unknown verb '%s'", argv[i]);
   return run_verb(run, argc, argv, i, moved, n_moved);
+}
+
+int cli_exit_for(int r, const struct cap_error *err)
+{
+  switch (err ? err->outcome : CAP_OUTCOME_FAILED) {
+  case CAP_OUTCOME_HOST: return CLI_EXIT_HOST;
+  case CAP_OUTCOME_DENIED: return CLI_EXIT_DENIED;
+  case CAP_OUTCOME_LIMIT: return CLI_EXIT_LIMIT;
+  case CAP_OUTCOME_NOT_FOUND: return CLI_EXIT_NOT_FOUND;
+  case CAP_OUTCOME_FAILED: break;
+  }
+  return r == -ENOTSUP ? CLI_EXIT_HOST : CLI_EXIT_INVALID;
 }

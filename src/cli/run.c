@@ -1,6 +1,9 @@
 /* capsule run [--config M] [flags] -- CMD: a command in the sandbox M
  * grants. Without --config, the secure default: the system set read-only,
- * a private /tmp, no network. Flags widen or narrow it, nono style. */
+ * a private /tmp, no network. Flags widen or narrow it, nono style.
+ * Three steps: parse the command line (struct run_args), build the
+ * cap_spec and sandbox options from it, run and report (only here is an
+ * outcome turned into an exit status). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -8,14 +11,13 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/run.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "gateway/state.h"
 #include "manifest/load.h"
-#include "sandbox/limits.h"
+#include "net/rules.h"
 #include "sandbox/sandbox.h"
-
-#define RUN_EXIT_LIMIT 125 /* killed by a limit capsule enforces */
 
 /* Bare-name credential sources come from capsule's credential store
  * (system scope), opened only when a route asks. */
@@ -48,18 +50,26 @@ static const char run_help[] =
     "      --allow-read P     grant P read-only (repeatable)\n"
     "      --allow-write P    grant P write-only\n"
     "      --allow-rw P       grant P read-write\n"
-    "      --net MODE         blocked or unrestricted\n"
+    "      --net MODE         blocked, proxy or unrestricted\n"
+    "      --allow-host H[:P] let the tool reach host H (on port P, else any port)\n"
+    "                         through capsule's egress proxy; repeatable; implies\n"
+    "                         --net proxy. H may be .suffix or *.suffix (subdomains)\n"
+    "      --allow-port P     forward the host's loopback port P into the sandbox's\n"
+    "                         127.0.0.1:P; repeatable; implies --net proxy\n"
     "      --memory SIZE      memory limit, e.g. 256M, 2G\n"
     "      --pids N           process/thread limit\n"
     "      --cpu-ms N         CPU budget in milliseconds\n"
     "      --timeout S        wall-clock limit in seconds\n"
-    "      --workdir P        working directory inside the sandbox (default /tmp)\n"
+    "      --workdir P        working directory inside the sandbox; a relative P is\n"
+    "                         the caller's (default: the caller's directory when a\n"
+    "                         grant covers it, else /tmp)\n"
     "      --env NAME[=VAL]   pass a variable (the environment is cleared otherwise)\n"
     "      --dry-run          print the resolved manifest and what enforces each right\n"
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
     "                         addresses (local development; metadata stays refused)\n"
     "      --egress-log FILE  append every egress decision to FILE as JSON lines\n"
     "      --state DIR        capsule's state, for credentials named without a scheme\n"
+    "                         (default $CAPSULE_STATE)\n"
     "  -v, --verbose          print egress denials as they happen\n"
     "  -h, --help             this text\n"
     "\n"
@@ -67,9 +77,51 @@ static const char run_help[] =
     "1 setup failed; 2 usage; 3 the host cannot enforce what is required\n";
 
 enum {
-  OPT_CONFIG = 256, OPT_READ, OPT_WRITE, OPT_RW, OPT_NET, OPT_MEMORY, OPT_PIDS, OPT_CPU,
-  OPT_TIMEOUT, OPT_WORKDIR, OPT_ENV, OPT_DRY_RUN, OPT_PROXY_PRIVATE, OPT_EGRESS_LOG, OPT_STATE,
+  OPT_CONFIG = 256,
+  OPT_READ,
+  OPT_WRITE,
+  OPT_RW,
+  OPT_NET,
+  OPT_MEMORY,
+  OPT_PIDS,
+  OPT_CPU,
+  OPT_TIMEOUT,
+  OPT_WORKDIR,
+  OPT_ENV,
+  OPT_DRY_RUN,
+  OPT_PROXY_PRIVATE,
+  OPT_EGRESS_LOG,
+  OPT_STATE,
+  OPT_ALLOW_HOST,
+  OPT_ALLOW_PORT,
 };
+
+static const struct option run_options[] = {
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"allow-read", required_argument, NULL, OPT_READ},
+    {"allow-write", required_argument, NULL, OPT_WRITE},
+    {"allow-rw", required_argument, NULL, OPT_RW},
+    {"net", required_argument, NULL, OPT_NET},
+    {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
+    {"allow-port", required_argument, NULL, OPT_ALLOW_PORT},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"pids", required_argument, NULL, OPT_PIDS},
+    {"cpu-ms", required_argument, NULL, OPT_CPU},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"workdir", required_argument, NULL, OPT_WORKDIR},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
+    {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
+    {"state", required_argument, NULL, OPT_STATE},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+/* "+": the command's own options are not capsule's */
+#define RUN_OPTSTRING "+hv"
+
+/* ---- step 1: the command line ---- */
 
 /* "256M" -> bytes; 0 on a bad size */
 static uint64_t parse_size(const char *s)
@@ -77,13 +129,25 @@ static uint64_t parse_size(const char *s)
   char *end;
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s)
+  if (errno || end == s || s[0] == '-')
     return 0;
   uint64_t mult = 1;
   switch (*end) {
-  case 'K': case 'k': mult = 1ull << 10; end++; break;
-  case 'M': case 'm': mult = 1ull << 20; end++; break;
-  case 'G': case 'g': mult = 1ull << 30; end++; break;
+  case 'K':
+  case 'k':
+    mult = 1ull << 10;
+    end++;
+    break;
+  case 'M':
+  case 'm':
+    mult = 1ull << 20;
+    end++;
+    break;
+  case 'G':
+  case 'g':
+    mult = 1ull << 30;
+    end++;
+    break;
   case '\0': break;
   default: return 0;
   }
@@ -99,6 +163,149 @@ static uint64_t parse_count(const char *s)
   unsigned long long v = strtoull(s, &end, 10);
   return errno || end == s || *end || s[0] == '-' ? 0 : v;
 }
+
+/* The long name of option c, for messages ("--timeout"). */
+static const char *option_name(int c)
+{
+  for (const struct option *o = run_options; o->name; o++)
+    if (o->val == c)
+      return o->name;
+  return "?";
+}
+
+static void push_env(struct cap_strv *env, const char *arg)
+{
+  if (strchr(arg, '=')) {
+    cap_strv_push(env, arg);
+  } else if (getenv(arg)) {
+    _cleanup_free_ char *kv = cap_xasprintf("%s=%s", arg, getenv(arg));
+    cap_strv_push(env, kv);
+  }
+}
+
+/* "1".."65535" -> the port; 0 otherwise */
+static uint16_t parse_port(const char *s)
+{
+  uint64_t v = parse_count(s);
+  return v <= 65535 ? (uint16_t)v : 0;
+}
+
+/* --allow-host HOST[:PORT]: a name (or ".suffix", "*.suffix", "*", an IP
+ * literal), as nono's allow_domains and endpoints spell them. A bare IPv6
+ * literal has more than one ':' and takes no port. */
+static int parse_allow_host(const char *arg, struct cap_strv *hosts)
+{
+  const char *colon = strchr(arg, ':');
+  bool has_port = colon && !strchr(colon + 1, ':');
+  _cleanup_free_ char *host = has_port ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
+  if (!host)
+    return CLI_EXIT_INVALID;
+  const char *name = host;
+  if (strncmp(name, "*.", 2) == 0)
+    name += 2;
+  else if (name[0] == '.')
+    name += 1;
+  if (!(strcmp(host, "*") == 0 || (*name && net_host_valid(name))))
+    return cli_usage_error("run",
+                           "--allow-host '%s' is not HOST[:PORT] (a name such as example.com, "
+                           ".example.com or *.example.com for its subdomains, an IP address, or *)",
+                           arg);
+  if (has_port && !parse_port(colon + 1))
+    return cli_usage_error("run", "--allow-host '%s': the port must be 1..65535", arg);
+  /* "*.suffix" is stored as ".suffix", as the nono lowering does */
+  _cleanup_free_ char *entry = strncmp(arg, "*.", 2) == 0 ? cap_xstrdup(arg + 1) : cap_xstrdup(arg);
+  cap_strv_push(hosts, entry);
+  return 0;
+}
+
+/* One option into a; 0, or the exit status of a usage error. */
+static int parse_option(int c, const char *arg, struct run_args *a)
+{
+  uint64_t v;
+  switch (c) {
+  case OPT_CONFIG: a->config = arg; return 0;
+  case OPT_READ: cap_strv_push(&a->grants[CAP_ACCESS_READ], arg); return 0;
+  case OPT_WRITE: cap_strv_push(&a->grants[CAP_ACCESS_WRITE], arg); return 0;
+  case OPT_RW: cap_strv_push(&a->grants[CAP_ACCESS_READWRITE], arg); return 0;
+  case OPT_NET:
+    if (strcmp(arg, "blocked") == 0)
+      a->net = CAP_NET_BLOCKED;
+    else if (strcmp(arg, "proxy") == 0)
+      a->net = CAP_NET_PROXY;
+    else if (strcmp(arg, "unrestricted") == 0)
+      a->net = CAP_NET_UNRESTRICTED;
+    else
+      return cli_usage_error("run", "--net takes blocked, proxy or unrestricted, not '%s'", arg);
+    return 0;
+  case OPT_ALLOW_HOST: return parse_allow_host(arg, &a->hosts);
+  case OPT_ALLOW_PORT: {
+    uint16_t port = parse_port(arg);
+    if (!port)
+      return cli_usage_error("run", "--allow-port takes a TCP port 1..65535, not '%s'", arg);
+    cap_ports_push(&a->ports, port);
+    return 0;
+  }
+  case OPT_MEMORY:
+    if (!(a->memory = parse_size(arg)))
+      return cli_usage_error("run", "--memory '%s' is not a size such as 256M or 2G", arg);
+    return 0;
+  case OPT_PIDS:
+  case OPT_CPU:
+  case OPT_TIMEOUT:
+    if (!(v = parse_count(arg)))
+      return cli_usage_error("run", "--%s takes a positive integer, not '%s'", option_name(c), arg);
+    *(c == OPT_PIDS ? &a->pids : c == OPT_CPU ? &a->cpu_ms : &a->timeout_s) = v;
+    return 0;
+  case OPT_WORKDIR: a->workdir = arg; return 0;
+  case OPT_ENV: push_env(&a->env, arg); return 0;
+  case OPT_DRY_RUN: a->dry_run = true; return 0;
+  case OPT_PROXY_PRIVATE: a->proxy_private = true; return 0;
+  case OPT_EGRESS_LOG: a->egress_log = arg; return 0;
+  case OPT_STATE: a->state = arg; return 0;
+  case 'v': a->verbose = true; return 0;
+  default: return CLI_EXIT_USAGE;
+  }
+}
+
+/* Returns 0 with *a filled, -1 when --help was printed, or a usage status. */
+static int run_parse(int argc, char **argv, struct run_args *a)
+{
+  *a = (struct run_args){.net = -1};
+  int c;
+  while ((c = getopt_long(argc, argv, RUN_OPTSTRING, run_options, NULL)) != -1) {
+    if (c == 'h') {
+      fputs(run_help, stdout);
+      return -1;
+    }
+    if (c == '?' || c == ':')
+      return cli_option_error("run", argv, RUN_OPTSTRING);
+    int r = parse_option(c, optarg, a);
+    if (r)
+      return r;
+  }
+  a->state = cli_default(a->state, "CAPSULE_STATE");
+  if ((a->hosts.len || a->ports.len) && a->net >= 0 && a->net != CAP_NET_PROXY)
+    return cli_usage_error("run",
+                           "--allow-host and --allow-port go through the egress proxy: "
+                           "drop --net %s (they imply --net proxy)",
+                           cap_net_mode_name((enum cap_net_mode)a->net));
+  a->command = argv + optind;
+  if (!a->command[0] && !a->dry_run)
+    return cli_usage_error("run", "name the command to run after --");
+  return 0;
+}
+
+static void run_args_free(struct run_args *a)
+{
+  for (int k = 0; k < 3; k++)
+    cap_strv_free(&a->grants[k]);
+  cap_strv_free(&a->env);
+  cap_strv_free(&a->hosts);
+  free(a->ports.v);
+  free(a->workdir_inside);
+}
+
+/* ---- step 2: the spec and the sandbox's options ---- */
 
 static struct cap_spec *default_spec(void)
 {
@@ -117,257 +324,253 @@ static struct cap_spec *default_spec(void)
   return spec;
 }
 
-/* --dry-run: which mechanism enforces each right on this host. */
-static void print_enforcement(const struct cap_spec *spec)
+/* The capability --config names (exactly one), diagnostics printed. */
+static int load_config(const char *config, struct cap_spec **ret)
 {
-  int abi = landlock_abi();
-  char landlock[32] = "no Landlock on this host";
-  if (abi > 0)
-    snprintf(landlock, sizeof landlock, "Landlock ABI %d", abi);
-  fprintf(stderr, "# how each right is enforced on this host\n");
-  for (size_t i = 0; i < spec->n_grants; i++) {
-    const struct cap_fs_grant *g = &spec->grants[i];
-    fprintf(stderr, "grant %-10s %s %s: bind mount %s, nosuid, nodev + %s\n",
-            cap_access_name(g->access), g->type == CAP_FS_FILE ? "file" : "dir ", g->path,
-            g->access == CAP_ACCESS_READ ? "read-only (recursive)" : "read-write", landlock);
-  }
-  for (size_t i = 0; i < spec->deny.len; i++)
-    fprintf(stderr, "deny %s: masked by an empty mount over it\n", spec->deny.v[i]);
-  fprintf(stderr, "network %s: %s\n", cap_net_mode_name(spec->network.mode),
-          spec->network.mode == CAP_NET_UNRESTRICTED
-              ? "the host's network"
-              : spec->network.mode == CAP_NET_PROXY
-                  ? "a network namespace with only loopback; the only way out is capsule's "
-                    "proxy at 127.0.0.1:3128 (CONNECT, allowlist checked, names resolved by "
-                    "capsule); Landlock allows TCP connect to that port alone"
-                  : "a network namespace with only loopback + Landlock TCP rules");
-  fprintf(stderr, "processes: pid namespace, reaping init, seccomp filter, no_new_privs, no "
-                  "capabilities%s\n",
-          spec->process.blocked_commands.len || spec->process.allowed_commands.len
-              ? ", command lists by masking + Landlock EXECUTE"
-              : "");
-  struct sandbox_limits lim;
-  struct cap_error err = {0};
-  if (limits_prepare(&lim, spec, &err) == 0) {
-    const char *kind = lim.kind == LIMITS_CGROUP2   ? "cgroup v2"
-                       : lim.kind == LIMITS_CGROUP1 ? "cgroup v1"
-                                                    : "rlimit";
-    if (spec->limits.memory_bytes)
-      fprintf(stderr, "memory %llu bytes: %s\n", (unsigned long long)spec->limits.memory_bytes,
-              lim.memory_enforced ? kind : "RLIMIT_DATA per process");
-    if (spec->limits.pids)
-      fprintf(stderr, "pids %llu: %s\n", (unsigned long long)spec->limits.pids,
-              lim.pids_by_rlimit ? "RLIMIT_NPROC in the user namespace" : kind);
-    if (spec->limits.cpu_fraction > 0)
-      fprintf(stderr, "cpu %.2f cores: %s\n", spec->limits.cpu_fraction,
-              lim.cpu_enforced ? kind : "NOT ENFORCED (no writable cgroup)");
-    if (spec->limits.cpu_ms_per_task)
-      fprintf(stderr, "cpu budget %llu ms: supervisor projection tick + RLIMIT_CPU\n",
-              (unsigned long long)spec->limits.cpu_ms_per_task);
-    if (spec->limits.wall_ms)
-      fprintf(stderr, "wall clock %llu ms: supervisor\n", (unsigned long long)spec->limits.wall_ms);
-    limits_release(&lim);
-  } else {
-    fprintf(stderr, "limits: %s\n", err.message);
-    cap_error_clear(&err);
-  }
+  struct cap_diags diags = {0};
+  struct cap_strv files = {0};
+  if (cap_manifest_discover(config, &files, &diags) == 0 && files.len == 1)
+    cap_manifest_load(files.v[0], ret, &diags);
+  else if (files.len > 1)
+    cap_diags_add(&diags, CAP_SEV_ERROR, config, 0, 0, "",
+                  "holds %zu capabilities; name one directory or file", files.len);
+  cap_diags_sort(&diags);
+  cap_diags_print(&diags, stderr);
+  cap_diags_free(&diags);
+  cap_strv_free(&files);
+  return *ret ? 0 : CLI_EXIT_INVALID;
 }
 
-int cmd_run(int argc, char **argv)
+/* The command line's grants, as the caller's absolute paths. */
+static int add_flag_grants(const struct run_args *a, struct cap_spec *spec)
 {
-  static const struct option options[] = {
-      {"config", required_argument, NULL, OPT_CONFIG},
-      {"allow-read", required_argument, NULL, OPT_READ},
-      {"allow-write", required_argument, NULL, OPT_WRITE},
-      {"allow-rw", required_argument, NULL, OPT_RW},
-      {"net", required_argument, NULL, OPT_NET},
-      {"memory", required_argument, NULL, OPT_MEMORY},
-      {"pids", required_argument, NULL, OPT_PIDS},
-      {"cpu-ms", required_argument, NULL, OPT_CPU},
-      {"timeout", required_argument, NULL, OPT_TIMEOUT},
-      {"workdir", required_argument, NULL, OPT_WORKDIR},
-      {"env", required_argument, NULL, OPT_ENV},
-      {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-      {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
-      {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
-      {"state", required_argument, NULL, OPT_STATE},
-      {"verbose", no_argument, NULL, 'v'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  const char *config = NULL, *workdir = NULL, *net = NULL, *egress_log = NULL;
-  bool verbose = false;
-  FILE *log = NULL;
-  struct store_ctx store_ctx = {0};
-  struct proxy_store store = {.lookup = store_lookup, .arg = &store_ctx};
-  struct cap_strv grants[3] = {{0}}; /* read, write, rw */
-  struct cap_strv env = {0};
-  uint64_t memory = 0, pids = 0, cpu_ms = 0, timeout_s = 0;
-  bool dry_run = false, proxy_private = false;
-  int status = CLI_EXIT_USAGE;
-  int c;
-  while ((c = getopt_long(argc, argv, "+hv", options, NULL)) != -1) {
-    switch (c) {
-    case OPT_CONFIG: config = optarg; break;
-    case OPT_READ: cap_strv_push(&grants[0], optarg); break;
-    case OPT_WRITE: cap_strv_push(&grants[1], optarg); break;
-    case OPT_RW: cap_strv_push(&grants[2], optarg); break;
-    case OPT_NET:
-      if (strcmp(optarg, "blocked") && strcmp(optarg, "unrestricted")) {
-        cli_usage_error("run", "--net takes blocked or unrestricted, not '%s'", optarg);
-        goto out;
+  for (int k = 0; k < 3; k++)
+    for (size_t i = 0; i < a->grants[k].len; i++) {
+      char resolved[4096];
+      if (!realpath(a->grants[k].v[i], resolved)) {
+        fprintf(stderr, "capsule run: cannot grant %s: %s\n", a->grants[k].v[i], strerror(errno));
+        return CLI_EXIT_INVALID;
       }
-      net = optarg;
-      break;
-    case OPT_MEMORY:
-      if (!(memory = parse_size(optarg))) {
-        cli_usage_error("run", "--memory '%s' is not a size such as 256M or 2G", optarg);
-        goto out;
-      }
-      break;
-    case OPT_PIDS:
-    case OPT_CPU:
-    case OPT_TIMEOUT: {
-      uint64_t v = parse_count(optarg);
-      if (!v) {
-        cli_usage_error("run", "%s takes a positive integer, not '%s'", argv[optind - 1], optarg);
-        goto out;
-      }
-      *(c == OPT_PIDS ? &pids : c == OPT_CPU ? &cpu_ms : &timeout_s) = v;
-      break;
+      cap_spec_add_grant(spec, resolved, (enum cap_access)k, CAP_FS_DIRECTORY, CAP_ORIGIN_MANIFEST);
     }
-    case OPT_WORKDIR: workdir = optarg; break;
-    case OPT_ENV:
-      if (strchr(optarg, '=')) {
-        cap_strv_push(&env, optarg);
-      } else if (getenv(optarg)) {
-        char *kv = cap_xasprintf("%s=%s", optarg, getenv(optarg));
-        cap_strv_push(&env, kv);
-        free(kv);
-      }
-      break;
-    case OPT_DRY_RUN: dry_run = true; break;
-    case OPT_PROXY_PRIVATE: proxy_private = true; break;
-    case OPT_EGRESS_LOG: egress_log = optarg; break;
-    case OPT_STATE: store_ctx.dir = optarg; break;
-    case 'v': verbose = true; break;
-    case 'h': fputs(run_help, stdout); status = CLI_EXIT_OK; goto out;
-    default: cli_option_error("run", argv, "+hv"); goto out;
-    }
-  }
-  store_ctx.dir = cli_default(store_ctx.dir, "CAPSULE_STATE");
-  if (optind >= argc && !dry_run) {
-    cli_usage_error("run", "name the command to run after --");
-    goto out;
-  }
+  return 0;
+}
 
-  struct cap_spec *spec = NULL;
-  if (config) {
-    struct cap_diags diags = {0};
-    struct cap_strv files = {0};
-    if (cap_manifest_discover(config, &files, &diags) == 0 && files.len == 1)
-      cap_manifest_load(files.v[0], &spec, &diags);
-    else if (files.len > 1)
-      cap_diags_add(&diags, CAP_SEV_ERROR, config, 0, 0, "",
-                    "holds %zu capabilities; name one directory or file", files.len);
-    cap_diags_sort(&diags);
-    cap_diags_print(&diags, stderr);
-    cap_diags_free(&diags);
-    cap_strv_free(&files);
-    if (!spec) {
-      status = CLI_EXIT_INVALID;
-      goto out;
-    }
+/* --net, --allow-host, --allow-port onto the spec's network: a host
+ * without a port joins allow_domains, host:port is an endpoint, a port is
+ * a ports.localhost forward, just as a nono manifest's network section is
+ * lowered; any of them puts the sandbox in proxy mode. */
+static void apply_network(const struct run_args *a, struct cap_spec *spec)
+{
+  struct cap_network *net = &spec->network;
+  if (a->net >= 0) {
+    net->mode = (enum cap_net_mode)a->net;
+    net->dns = net->mode == CAP_NET_UNRESTRICTED; /* in proxy mode capsule resolves names */
+  }
+  if (a->hosts.len || a->ports.len)
+    net->mode = CAP_NET_PROXY;
+  for (size_t i = 0; i < a->hosts.len; i++) {
+    const char *h = a->hosts.v[i];
+    const char *colon = strchr(h, ':');
+    if (colon && !strchr(colon + 1, ':'))
+      cap_spec_add_endpoint(spec, h);
+    else if (!cap_strv_contains(&net->allow_domains, h))
+      cap_strv_push(&net->allow_domains, h);
+  }
+  for (size_t i = 0; i < a->ports.len; i++)
+    cap_ports_push(&net->localhost, a->ports.v[i]);
+}
+
+/* "~/x" -> "$HOME/x"; other paths as they are (as the sandbox expands) */
+static char *expand_home(const char *path)
+{
+  if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
+    const char *home = getenv("HOME");
+    return cap_xasprintf("%s%s", home ? home : "/", path + 1);
+  }
+  return cap_xstrdup(path);
+}
+
+/* Whether dir is path or below it (both absolute, canonical). */
+static bool path_under(const char *dir, const char *path)
+{
+  size_t n = strlen(path);
+  if (n == 1 && path[0] == '/')
+    return true;
+  return strncmp(dir, path, n) == 0 && (dir[n] == '\0' || dir[n] == '/');
+}
+
+/* Whether the sandbox shows the host's directory dir at the same path: a
+ * directory grant covers it and no deny entry does. A grant through a
+ * symlink is left out: the sandbox recreates the link, not its target. */
+static bool dir_visible(const struct cap_spec *spec, const char *dir)
+{
+  for (size_t i = 0; i < spec->deny.len; i++) {
+    _cleanup_free_ char *d = expand_home(spec->deny.v[i]);
+    if (path_under(dir, d))
+      return false;
+  }
+  for (size_t i = 0; i < spec->n_grants; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    if (g->type != CAP_FS_DIRECTORY)
+      continue;
+    _cleanup_free_ char *p = expand_home(g->path);
+    char real[4096];
+    if (p[0] == '/' && realpath(p, real) && strcmp(real, p) == 0 && path_under(dir, real))
+      return true;
+  }
+  return false;
+}
+
+/* Where the command starts: --workdir (a relative one is the caller's
+ * path, as in every other flag), else the caller's directory when the
+ * sandbox shows it, else NULL (the sandbox's default). */
+static char *resolve_workdir(const struct run_args *a, const struct cap_spec *spec)
+{
+  char cwd[4096];
+  bool have_cwd = getcwd(cwd, sizeof cwd) != NULL;
+  if (a->workdir) {
+    char real[4096];
+    if (a->workdir[0] == '/' || !have_cwd)
+      return cap_xstrdup(a->workdir);
+    if (realpath(a->workdir, real))
+      return cap_xstrdup(real);
+    return cap_xasprintf("%s/%s", strcmp(cwd, "/") ? cwd : "", a->workdir);
+  }
+  if (have_cwd && dir_visible(spec, cwd))
+    return cap_xstrdup(cwd);
+  return NULL;
+}
+
+/* Returns 0 with *ret the spec to run, or an exit status (printed). */
+static int run_build_spec(struct run_args *a, struct cap_spec **ret)
+{
+  _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
+  if (a->config) {
+    int r = load_config(a->config, &spec);
+    if (r)
+      return r;
   } else {
     spec = default_spec();
   }
-  static const enum cap_access access[] = {CAP_ACCESS_READ, CAP_ACCESS_WRITE,
-                                           CAP_ACCESS_READWRITE};
-  for (int k = 0; k < 3; k++)
-    for (size_t i = 0; i < grants[k].len; i++) {
-      char resolved[4096];
-      if (!realpath(grants[k].v[i], resolved)) {
-        fprintf(stderr, "capsule run: cannot grant %s: %s\n", grants[k].v[i], strerror(errno));
-        cap_spec_free(spec);
-        status = CLI_EXIT_INVALID;
-        goto out;
-      }
-      cap_spec_add_grant(spec, resolved, access[k], CAP_FS_DIRECTORY, CAP_ORIGIN_MANIFEST);
-    }
-  if (net)
-    spec->network.mode = strcmp(net, "blocked") == 0 ? CAP_NET_BLOCKED : CAP_NET_UNRESTRICTED;
-  if (memory)
-    spec->limits.memory_bytes = memory;
-  if (pids)
-    spec->limits.pids = pids;
-  if (cpu_ms)
-    spec->limits.cpu_ms_per_task = cpu_ms;
-  if (timeout_s)
-    spec->limits.wall_ms = timeout_s * 1000;
-  if (spec->runtime.command.len && optind >= argc && !dry_run) {
-    cli_usage_error("run", "name the command to run after --");
-    cap_spec_free(spec);
-    goto out;
-  }
+  int r = add_flag_grants(a, spec);
+  if (r)
+    return r;
+  apply_network(a, spec);
+  if (a->memory)
+    spec->limits.memory_bytes = a->memory;
+  if (a->pids)
+    spec->limits.pids = a->pids;
+  if (a->cpu_ms)
+    spec->limits.cpu_ms_per_task = a->cpu_ms;
+  if (a->timeout_s)
+    spec->limits.wall_ms = a->timeout_s * 1000;
+  a->workdir_inside = resolve_workdir(a, spec);
+  *ret = steal_pointer(&spec);
+  return 0;
+}
 
-  if (dry_run) {
-    _cleanup_free_ char *json = cap_spec_to_json(spec, true);
-    fputs(json, stdout);
-    print_enforcement(spec);
-    cap_spec_free(spec);
-    status = CLI_EXIT_OK;
-    goto out;
-  }
+/* ---- step 3: run and report ---- */
 
-  if (egress_log && !(log = fopen(egress_log, "ae"))) {
-    fprintf(stderr, "capsule run: cannot open the egress log %s: %s\n", egress_log, strerror(errno));
-    cap_spec_free(spec);
-    status = CLI_EXIT_INVALID;
-    goto out;
+/* A command that the host does not have cannot be in the sandbox either,
+ * which is built from host paths (its own /tmp, /dev, /proc and /.capsule
+ * aside): found out before any namespace is made. Names resolved against
+ * a working directory are left to the sandbox. */
+static bool command_surely_missing(const char *name)
+{
+  static const char *const synthetic[] = {"/tmp/", "/dev/", "/proc/", "/.capsule/"};
+  char found[1][4096];
+  if (!strchr(name, '/'))
+    return sandbox_command_paths(name, found, 1) == 0;
+  if (name[0] != '/')
+    return false;
+  for (size_t i = 0; i < sizeof synthetic / sizeof synthetic[0]; i++)
+    if (strncmp(name, synthetic[i], strlen(synthetic[i])) == 0)
+      return false;
+  return sandbox_command_paths(name, found, 1) == 0;
+}
+
+/* How the command ended, as capsule's exit status. */
+static int run_report(const struct cap_spec *spec, int r, const struct sandbox_result *res,
+                      struct cap_error *err)
+{
+  if (res->unenforced[0])
+    fprintf(stderr, "capsule: warning: this host cannot enforce: %s\n", res->unenforced);
+  if (r < 0) {
+    fprintf(stderr, "capsule: %s\n", err->message);
+    return cli_exit_for(r, err);
   }
+  if (res->killed_by) {
+    /* the limits in force, so the message names the number that was hit */
+    const struct cap_limits *l = &spec->limits;
+    struct cap_buf set = {0};
+    if (l->memory_bytes)
+      cap_buf_printf(&set, ", memory %llu bytes", (unsigned long long)l->memory_bytes);
+    if (l->cpu_ms_per_task)
+      cap_buf_printf(&set, ", cpu budget %llu ms", (unsigned long long)l->cpu_ms_per_task);
+    if (l->wall_ms)
+      cap_buf_printf(&set, ", wall clock %llu ms", (unsigned long long)l->wall_ms);
+    fprintf(stderr, "capsule: killed: %s exceeded (limits: %s)\n", res->killed_by,
+            set.len ? set.data + 2 : "the host's");
+    cap_buf_free(&set);
+    return CLI_EXIT_LIMIT;
+  }
+  return res->exit_status;
+}
+
+static int run_execute(const struct cap_spec *spec, const struct run_args *a)
+{
+  if (command_surely_missing(a->command[0])) {
+    fprintf(stderr,
+            "capsule: cannot run %s: no such command on the sandbox's PATH "
+            "(/usr/local/bin:/usr/bin:/bin) or file\n",
+            a->command[0]);
+    return CLI_EXIT_NOT_FOUND;
+  }
+  FILE *log = NULL;
+  if (a->egress_log && !(log = fopen(a->egress_log, "ae"))) {
+    fprintf(stderr, "capsule run: cannot open the egress log %s: %s\n", a->egress_log,
+            strerror(errno));
+    return CLI_EXIT_INVALID;
+  }
+  struct store_ctx store_ctx = {.dir = a->state};
+  struct proxy_store store = {.lookup = store_lookup, .arg = &store_ctx};
   struct sandbox_options opt = {
-      .argv = argv + optind,
-      .workdir = workdir,
-      .extra_env = env.v,
-      .n_extra_env = env.len,
-      .proxy = {.allow_private = proxy_private, .log = log, .verbose = verbose, .store = &store},
+      .argv = a->command,
+      .workdir = a->workdir_inside,
+      .extra_env = a->env.v,
+      .n_extra_env = a->env.len,
+      .proxy = {.allow_private = a->proxy_private,
+                .log = log,
+                .verbose = a->verbose,
+                .store = &store},
   };
   char *hidden[2]; /* capsule's state stays out of sight even under a granted $HOME */
-  opt.n_hidden = gw_state_private_paths(store_ctx.dir, hidden);
+  opt.n_hidden = gw_state_private_paths(a->state, hidden);
   opt.hidden = (const char *const *)hidden;
   struct sandbox_result res;
   struct cap_error err = {0};
   int r = sandbox_run(spec, &opt, &res, &err);
   for (size_t i = 0; i < opt.n_hidden; i++)
     free(hidden[i]);
-  if (res.unenforced[0])
-    fprintf(stderr, "capsule: warning: this host cannot enforce: %s\n", res.unenforced);
-  if (r < 0) {
-    fprintf(stderr, "capsule: %s\n", err.message);
-    status = r == -ENOTSUP ? CLI_EXIT_HOST
-             : strstr(err.message, "cannot run ") ? 127
-                                                  : CLI_EXIT_INVALID;
-    cap_error_clear(&err);
-  } else if (res.killed_by) {
-    if (strcmp(res.killed_by, "cpu budget") == 0)
-      fprintf(stderr, "capsule: killed: cpu budget %llu ms exceeded\n",
-              (unsigned long long)spec->limits.cpu_ms_per_task);
-    else if (strcmp(res.killed_by, "wall clock") == 0)
-      fprintf(stderr, "capsule: killed: wall clock %llu ms exceeded\n",
-              (unsigned long long)spec->limits.wall_ms);
-    else
-      fprintf(stderr, "capsule: killed: %s exceeded\n", res.killed_by);
-    status = RUN_EXIT_LIMIT;
-  } else {
-    status = res.exit_status;
-  }
-  cap_spec_free(spec);
+  int status = run_report(spec, r, &res, &err);
+  cap_error_clear(&err);
   if (log)
     fclose(log);
   gw_state_close(store_ctx.st);
-out:
-  for (int k = 0; k < 3; k++)
-    cap_strv_free(&grants[k]);
-  cap_strv_free(&env);
   return status;
+}
+
+int cmd_run(int argc, char **argv)
+{
+  struct run_args a;
+  int status = run_parse(argc, argv, &a);
+  if (status == 0) {
+    _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
+    status = run_build_spec(&a, &spec);
+    if (status == 0)
+      status = a.dry_run ? run_dry(spec, &a) : run_execute(spec, &a);
+  }
+  run_args_free(&a);
+  return status < 0 ? CLI_EXIT_OK : status;
 }

@@ -75,4 +75,13 @@ void cap_error_clear(struct cap_error *err)
   free(err->message);
   err->message = NULL;
   err->code = 0;
+  err->outcome = CAP_OUTCOME_FAILED;
+}
+
+int cap_error_outcome(struct cap_error *err, enum cap_outcome outcome)
+{
+  if (!err)
+    return -EINVAL;
+  err->outcome = outcome;
+  return err->code > 0 ? -err->code : -EINVAL;
 }

@@ -58,5 +58,71 @@ lines root unknown-option-one-line 1 run --bogus -- true
 check root unknown-option-named 2 "^capsule run: unknown option '--bogus'" run --bogus -- true
 check root missing-value-named 2 "^capsule run: --memory needs a value" run --memory
 
+# ---- 3. run's outcomes: typed, one exit-code list ----
+for who in "${users[@]}"; do
+  check "$who" exit-status-passed 7 '^$' run -- sh -c 'exit 7'
+  check "$who" not-found-bare 127 '^capsule: cannot run no-such-command-here: no such command' run -- no-such-command-here
+  check "$who" not-found-path 127 '^capsule: cannot run /no/such/tool' run -- /no/such/tool
+  check "$who" killed-names-limit 125 '^capsule: killed: wall clock exceeded \(limits: wall clock 1000 ms\)' run --timeout 1 -- sleep 30
+done
+check root timeout-zero-named 2 "^capsule run: --timeout takes a positive integer, not '0'" run --timeout 0 -- true
+check root pids-zero-named 2 "^capsule run: --pids takes a positive integer, not '0'" run --pids=0 -- true
+
+# ---- 2. --allow-host, --allow-port, --net proxy: a loopback HTTP server ----
+node -e 'require("http").createServer((q, r) => r.end("served " + q.url + "\n"))
+  .listen(0, "127.0.0.1", function () { console.log(this.address().port) })' >"$work/port1" & pids+=($!)
+node -e 'require("http").createServer((q, r) => r.end("other " + q.url + "\n"))
+  .listen(0, "127.0.0.1", function () { console.log(this.address().port) })' >"$work/port2" & pids+=($!)
+for _ in $(seq 50); do [ -s "$work/port1" ] && [ -s "$work/port2" ] && break; sleep 0.1; done
+http=$(cat "$work/port1") other=$(cat "$work/port2")
+C="curl -sS --max-time 20 --noproxy ''" # through the proxy from the environment
+P=--proxy-allow-private                 # the upstreams are on loopback
+H=(--allow-read "$(dirname "$hostile")")
+for who in "${users[@]}"; do
+  check "$who" allow-host-any-port 0 "^served /a$" run --allow-host 127.0.0.1 $P -- sh -c "$C http://127.0.0.1:$http/a"
+  check "$who" allow-host-any-port-2 0 "^other /b$" run --allow-host 127.0.0.1 $P -- sh -c "$C http://127.0.0.1:$other/b"
+  check "$who" allow-host-port 0 "^served /c$" run --allow-host "127.0.0.1:$http" $P -- sh -c "$C http://127.0.0.1:$http/c"
+  check "$who" allow-host-other-port-denied 0 "^403$" run --allow-host "127.0.0.1:$http" $P -- sh -c "$C -o /dev/null -w '%{http_code}\n' http://127.0.0.1:$other/d"
+  check "$who" allow-host-other-host-denied 0 "not in the capability's network allowlist" run --allow-host localhost $P -- sh -c "$C http://127.0.0.1:$http/e"
+  check "$who" net-proxy-alone-denied 0 "not in the capability's network allowlist" run --net proxy $P -- sh -c "$C http://127.0.0.1:$http/f"
+  check "$who" allow-host-no-bypass 0 "BLOCKED" run --allow-host 127.0.0.1 $P "${H[@]}" -- "$hostile" tcp "$http"
+  check "$who" allow-port-forwarded 0 "^served /g$" run --allow-port "$http" -- sh -c "curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:$http/g"
+  check "$who" allow-port-other-refused 0 "^refused$" run --allow-port "$http" -- sh -c "curl -sS --max-time 20 --noproxy '*' http://127.0.0.1:$other/ 2>/dev/null || echo refused"
+  check "$who" blocked-by-default 0 "^refused$" run -- sh -c "curl -sS --max-time 20 http://127.0.0.1:$http/ 2>/dev/null || echo refused"
+done
+check root allow-host-vs-net-blocked 2 "drop --net blocked" run --net blocked --allow-host example.com -- true
+check root allow-host-bad-name 2 "'a b' is not HOST\[:PORT\]" run --allow-host 'a b' -- true
+check root allow-host-bad-port 2 "the port must be 1..65535" run --allow-host example.com:99999 -- true
+check root allow-port-bad 2 "--allow-port takes a TCP port 1..65535, not '0'" run --allow-port 0 -- true
+check root net-bad 2 "--net takes blocked, proxy or unrestricted" run --net open -- true
+check root allow-host-dry-run 0 '"\.example\.org"' run --allow-host '*.example.org' --allow-host api.example.com:443 --dry-run
+
+# ---- 4. the caller's directory: README's own example, relative --workdir ----
+proj=$work/proj
+mkdir -p "$proj/sub/deeper" "$work/elsewhere"
+printf 'all:\n\tpwd >built\n' >"$proj/Makefile"
+chmod -R a+rwX "$proj"
+for who in "${users[@]}"; do
+  rm -f "$proj/built"
+  dir=$proj check "$who" readme-make-in-callers-dir 0 "" run --allow-rw . --memory 256M --timeout 30 -- make
+  if [ "$(cat "$proj/built" 2>/dev/null)" = "$proj" ]; then ok "$who" readme-make-built-there
+  else bad "$who" "readme-make-built-there ($(cat "$proj/built" 2>&1))"; fi
+  dir=$proj check "$who" workdir-relative-is-callers 0 "^$proj/sub\$" run --allow-read . --workdir sub -- pwd
+  dir=$proj/sub/deeper check "$who" cwd-below-grant 0 "^$proj/sub/deeper\$" run --allow-read "$proj" -- pwd
+  dir=$proj check "$who" cwd-not-granted-tmp 0 "^/tmp\$" run --allow-read "$work/elsewhere" -- pwd
+done
+
+# ---- 5. help: each verb its own text, exit 0, the same both ways ----
+for v in check show validate run doctor list call policy cred approve deny audit; do
+  a=$("$capsule" "$v" --help 2>&1); sa=$?
+  b=$("$capsule" help "$v" 2>&1); sb=$?
+  if [ "$sa" = 0 ] && [ "$sb" = 0 ] && [ "$a" = "$b" ] && echo "$a" | head -1 | grep -q "^usage: capsule $v"; then
+    ok root "help-$v"
+  else bad root "help-$v (exits $sa/$sb, first line: $(echo "$a" | head -1))"; fi
+done
+check root help-after-sub-verb 0 "^usage: capsule policy set" policy set --help
+check root help-unknown-verb 2 "no help for 'nope'" help nope
+check root help-global 0 "^usage: capsule \[--help\]" help
+
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

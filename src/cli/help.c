@@ -1,0 +1,95 @@
+/* The gateway verbs' own help texts (list, call, policy, cred, approve,
+ * deny, audit): `capsule VERB --help` and `capsule help VERB` print one. A
+ * verb that gains an option documents it here and in docs/cli.md. */
+#include <stddef.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+#define GATEWAY_COMMON                                                                             \
+  "      --state DIR   capsule's state (default $CAPSULE_STATE, else\n"                            \
+  "                    $XDG_STATE_HOME/capsule or ~/.local/state/capsule)\n"                       \
+  "  -h, --help        this text\n"                                                                \
+  "Options may come before or after the arguments.\n"
+
+static const struct {
+  const char *verb;
+  const char *text;
+} gateway_help[] = {
+    {"list", "usage: capsule list [--caps DIR] [--state DIR] [--user U] [--json]\n"
+             "\n"
+             "The capabilities under DIR, their tools, each tool's effective policy and\n"
+             "where it comes from, and whether the capability is ready to call.\n"
+             "\n"
+             "      --caps DIR    the capabilities directory (default $CAPSULE_CAPS, else\n"
+             "                    ./capabilities)\n"
+             "      --user U      whose overrides apply (default the login name)\n"
+             "      --json        an array of objects instead of text\n" GATEWAY_COMMON "\n"
+             "exit status: 0 ok, 1 a capability did not load\n"},
+    {"call",
+     "usage: capsule call [--caps DIR] [--state DIR] [--user U] [--timeout S]\n"
+     "                    [--session ID] [--json] CAPABILITY TOOL [JSON|-]\n"
+     "\n"
+     "One tool call through policy, approval, argument validation, credentials,\n"
+     "the sandboxed run and the audit log; prints the tool's JSON result.\n"
+     "The arguments default to {}; - reads them from stdin.\n"
+     "\n"
+     "      --caps DIR    the capabilities directory (default $CAPSULE_CAPS, else\n"
+     "                    ./capabilities)\n"
+     "      --user U      who calls (default the login name)\n"
+     "      --timeout S   wall-clock limit in seconds (1..31536000)\n"
+     "      --session ID  the session id a Selu tool sees in its context\n"
+     "      --json        print {\"result\": ..., \"terminal_on_success\": bool}\n" GATEWAY_COMMON
+     "\n"
+     "exit status: 0 ok, 1 the call failed, 2 usage, 3 the host cannot run it,\n"
+     "4 denied by policy or awaiting approval (`capsule approve ID`)\n"},
+    {"policy",
+     "usage: capsule policy set CAPABILITY TOOL allow|ask|block [--user U] [--state DIR]\n"
+     "       capsule policy list [--state DIR]\n"
+     "\n"
+     "Operator defaults (without --user) or one user's overrides of a tool's\n"
+     "policy: allow runs it, ask waits for `capsule approve`, block refuses it.\n"
+     "\n"
+     "      --user U      set U's override instead of the operator default\n" GATEWAY_COMMON "\n"
+     "exit status: 0 ok, 1 failed, 2 usage\n"},
+    {"cred", "usage: capsule cred set NAME --scope system|user [--user U] [--state DIR]\n"
+             "       capsule cred list [--state DIR]\n"
+             "       capsule cred rm NAME --scope system|user [--user U] [--state DIR]\n"
+             "\n"
+             "Credentials, sealed in the state database. `set` reads the value from\n"
+             "stdin, or from the terminal with echo off; never from the command line.\n"
+             "\n"
+             "      --scope S     system (every user) or user (one user's)\n"
+             "      --user U      the user of a user-scope credential (default the login "
+             "name)\n" GATEWAY_COMMON "\n"
+             "exit status: 0 ok, 1 failed or not found, 2 usage\n"},
+    {"approve", "usage: capsule approve ID [--state DIR]\n"
+                "\n"
+                "Approves the pending call ID that `capsule call` reported; repeating the\n"
+                "call then runs it, once.\n"
+                "\n" GATEWAY_COMMON "\n"
+                "exit status: 0 approved, 1 no such pending approval, 2 usage\n"},
+    {"deny", "usage: capsule deny ID [--state DIR]\n"
+             "\n"
+             "Denies the pending call ID that `capsule call` reported; repeating the call\n"
+             "then sees it refused.\n"
+             "\n" GATEWAY_COMMON "\n"
+             "exit status: 0 denied, 1 no such pending approval, 2 usage\n"},
+    {"audit", "usage: capsule audit [--json] [--follow] [--state DIR]\n"
+              "       capsule audit verify [--state DIR]\n"
+              "\n"
+              "The audit log, one record per call; `verify` checks the hash chain and its\n"
+              "head and names the first bad record.\n"
+              "\n"
+              "      --json        one JSON object per record\n"
+              "      --follow      keep printing records as they are added\n" GATEWAY_COMMON "\n"
+              "exit status: 0 ok (verified), 1 failed or the chain is broken, 2 usage\n"},
+};
+
+const char *cli_gateway_help(const char *verb)
+{
+  for (size_t i = 0; i < sizeof gateway_help / sizeof gateway_help[0]; i++)
+    if (strcmp(gateway_help[i].verb, verb) == 0)
+      return gateway_help[i].text;
+  return NULL;
+}

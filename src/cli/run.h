@@ -1,0 +1,32 @@
+/* `capsule run`'s parsed command line, shared by its steps: run.c (parse,
+ * build the spec, run and report) and run_dry.c (--dry-run's summary).
+ * Strings point into argv; the lists are owned (run_args_free). */
+#ifndef CAPSULE_CLI_RUN_H
+#define CAPSULE_CLI_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "manifest/model.h"
+
+struct run_args {
+  const char *config;        /* --config, or NULL: the secure default */
+  struct cap_strv grants[3]; /* --allow-read, --allow-write, --allow-rw (by cap_access) */
+  int net;                   /* --net as an enum cap_net_mode, -1 when not given */
+  struct cap_strv hosts;     /* --allow-host: "name", ".suffix", "*", or "host:port" */
+  struct cap_ports ports;    /* --allow-port: host loopback ports forwarded in */
+  uint64_t memory, pids, cpu_ms, timeout_s; /* 0: not given */
+  const char *workdir;                      /* --workdir as given, or NULL */
+  struct cap_strv env;                      /* NAME=VALUE */
+  bool dry_run, proxy_private, verbose;
+  const char *egress_log;
+  const char *state;    /* --state, else $CAPSULE_STATE, else NULL */
+  char *workdir_inside; /* built: where the command starts (owned), or NULL:
+                           the sandbox's default (/tmp, else /) */
+  char **command;       /* the command and its arguments (argv's tail) */
+};
+
+/* --dry-run: prints what would run and how each right is enforced. */
+int run_dry(const struct cap_spec *spec, const struct run_args *a);
+
+#endif
