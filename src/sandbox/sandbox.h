@@ -74,6 +74,10 @@ int64_t sandbox_cpu_ms(struct sandbox_running *running);
  * connector: one request at a time. */
 int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_error *err);
 
+/* Where `name` lives on the sandbox's PATH (a name with a '/' is itself);
+ * writes up to max paths that exist, returns how many. */
+size_t sandbox_command_paths(const char *name, char (*out)[4096], size_t max);
+
 /* Landlock ABI version the kernel offers (0 when none). */
 int landlock_abi(void);
 

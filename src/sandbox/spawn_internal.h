@@ -82,10 +82,6 @@ void __attribute__((noreturn)) sandbox_exec_command(const struct cap_spec *spec,
  * executed. Returns 0, or -errno with err set. */
 int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err);
 
-/* Where `name` lives on the sandbox's PATH (a name with a '/' is itself);
- * writes up to max paths that exist, returns how many. */
-size_t sandbox_command_paths(const char *name, char (*out)[4096], size_t max);
-
 /* Loads the seccomp deny-list filter; needs no_new_privs. */
 int seccomp_apply(const struct cap_spec *spec, struct cap_error *err);
 
