@@ -218,6 +218,116 @@ static long scan_digits(const char *s, size_t n, size_t i, int base, size_t *ndi
   return (long)(i - start);
 }
 
+/* 0x, 0o, 0b integers (t[i] is the '0'): no sign, digits of the base with
+ * single underscores between them, within int64. */
+static int parse_prefixed_int(struct parser *p, const char *t, size_t n, size_t i, bool sign,
+                              uint32_t line, uint32_t col, struct cap_node **out)
+{
+  int base = t[i + 1] == 'x' ? 16 : t[i + 1] == 'o' ? 8 : 2;
+  const char *name = base == 16 ? "hexadecimal" : base == 8 ? "octal" : "binary";
+  if (sign)
+    return toml_fail_at(p, line, col, "a %s integer cannot have a sign; write %.*s", name,
+                        (int)(n - 1), t + 1);
+  size_t nd;
+  long used = scan_digits(t, n, i + 2, base, &nd);
+  if (used < 0 || nd == 0 || i + 2 + (size_t)used != n)
+    return toml_fail_at(p, line, col,
+                        "invalid %s integer \"%.*s\"; use digits %s, with single underscores "
+                        "only between digits",
+                        name, (int)n, t,
+                        base == 16  ? "0-9 a-f"
+                        : base == 8 ? "0-7"
+                                    : "0-1");
+  uint64_t v = 0;
+  for (size_t j = i + 2; j < n; j++) {
+    if (t[j] == '_')
+      continue;
+    uint64_t d = (uint64_t)cap_hex_digit((unsigned char)t[j]);
+    if (v > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / (uint64_t)base)
+      return toml_fail_at(p, line, col,
+                          "integer %.*s does not fit in a signed 64-bit integer (largest is "
+                          "9223372036854775807)",
+                          (int)n, t);
+    v = v * (uint64_t)base + d;
+  }
+  struct cap_node *iv = cap_node_new(p->doc, CAP_NODE_INT, line, col);
+  iv->u.num.i = (int64_t)v;
+  iv->u.num.f = (double)v;
+  *out = iv;
+  return 0;
+}
+
+/* The shape of a decimal integer or float from t[i] (after any sign):
+ * 1 for a float, 0 for an integer, -1 when malformed, -2 for leading
+ * zeros. */
+static int decimal_shape(const char *t, size_t n, size_t i)
+{
+  size_t nd;
+  long used = scan_digits(t, n, i, 10, &nd);
+  if (used < 0 || nd == 0)
+    return -1;
+  size_t int_start = i;
+  i += (size_t)used;
+  if (t[int_start] == '0' && i - int_start > 1)
+    return -2;
+  int is_float = 0;
+  if (i < n && t[i] == '.') {
+    is_float = 1;
+    used = scan_digits(t, n, i + 1, 10, &nd);
+    if (used < 0 || nd == 0)
+      return -1;
+    i += 1 + (size_t)used;
+  }
+  if (i < n && (t[i] == 'e' || t[i] == 'E')) {
+    is_float = 1;
+    i++;
+    if (i < n && (t[i] == '+' || t[i] == '-'))
+      i++;
+    used = scan_digits(t, n, i, 10, &nd);
+    if (used < 0 || nd == 0)
+      return -1;
+    i += (size_t)used;
+  }
+  return i == n ? is_float : -1;
+}
+
+/* The value of a well-formed decimal (`clean`: t without underscores). */
+static int decimal_value(struct parser *p, const char *t, size_t n, const char *clean, bool neg,
+                         bool is_float, uint32_t line, uint32_t col, struct cap_node **out)
+{
+  struct cap_node *v;
+  if (is_float) {
+    v = cap_node_new(p->doc, CAP_NODE_FLOAT, line, col);
+    errno = 0;
+    v->u.num.f = strtod(clean, NULL);
+    if (errno == ERANGE && isinf(v->u.num.f))
+      return toml_fail_at(
+          p, line, col, "float %.*s is out of range for a 64-bit float (largest is about 1.8e308)",
+          (int)n, t);
+    *out = v;
+    return 0;
+  }
+  uint64_t mag = 0;
+  for (size_t j = (clean[0] == '+' || clean[0] == '-'); clean[j]; j++) {
+    uint64_t d = (uint64_t)(clean[j] - '0');
+    if (mag > (UINT64_MAX - d) / 10) {
+      mag = UINT64_MAX;
+      break;
+    }
+    mag = mag * 10 + d;
+  }
+  if (mag > (neg ? UINT64_C(0x8000000000000000) : UINT64_C(0x7FFFFFFFFFFFFFFF)))
+    return toml_fail_at(p, line, col,
+                        "integer %.*s does not fit in a signed 64-bit integer (range "
+                        "-9223372036854775808..9223372036854775807)",
+                        (int)n, t);
+  v = cap_node_new(p->doc, CAP_NODE_INT, line, col);
+  v->u.num.i = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+  v->u.num.f = (double)v->u.num.i;
+  *out = v;
+  return 0;
+}
+
 int toml_parse_number(struct parser *p, struct cap_node **out)
 {
   uint32_t line = p->line, col = p->col;
@@ -243,74 +353,19 @@ int toml_parse_number(struct parser *p, struct cap_node **out)
     *out = f;
     return 0;
   }
-  if (n - i >= 2 && t[i] == '0' && (t[i + 1] == 'x' || t[i + 1] == 'o' || t[i + 1] == 'b')) {
-    int base = t[i + 1] == 'x' ? 16 : t[i + 1] == 'o' ? 8 : 2;
-    const char *name = base == 16 ? "hexadecimal" : base == 8 ? "octal" : "binary";
-    if (sign)
-      return toml_fail_at(p, line, col, "a %s integer cannot have a sign; write %.*s", name,
-                          (int)(n - 1), t + 1);
-    size_t nd;
-    long used = scan_digits(t, n, i + 2, base, &nd);
-    if (used < 0 || nd == 0 || i + 2 + (size_t)used != n)
-      return toml_fail_at(
-          p, line, col,
-          "invalid %s integer \"%.*s\"; use digits %s, with single underscores only "
-          "between digits",
-          name, (int)n, t,
-          base == 16  ? "0-9 a-f"
-          : base == 8 ? "0-7"
-                      : "0-1");
-    uint64_t v = 0;
-    for (size_t j = i + 2; j < n; j++) {
-      if (t[j] == '_')
-        continue;
-      uint64_t d = (uint64_t)cap_hex_digit((unsigned char)t[j]);
-      if (v > (UINT64_C(0x7FFFFFFFFFFFFFFF) - d) / (uint64_t)base)
-        return toml_fail_at(p, line, col,
-                            "integer %.*s does not fit in a signed 64-bit integer (largest is "
-                            "9223372036854775807)",
-                            (int)n, t);
-      v = v * (uint64_t)base + d;
-    }
-    struct cap_node *iv = cap_node_new(p->doc, CAP_NODE_INT, line, col);
-    iv->u.num.i = (int64_t)v;
-    iv->u.num.f = (double)v;
-    *out = iv;
-    return 0;
-  }
-  /* decimal integer or float */
-  size_t nd;
-  long used = scan_digits(t, n, i, 10, &nd);
-  if (used < 0 || nd == 0)
-    goto bad;
-  size_t int_start = i;
-  size_t int_end = i + (size_t)used;
-  i = int_end;
-  if (t[int_start] == '0' && int_end - int_start > 1)
+  if (n - i >= 2 && t[i] == '0' && (t[i + 1] == 'x' || t[i + 1] == 'o' || t[i + 1] == 'b'))
+    return parse_prefixed_int(p, t, n, i, sign, line, col, out);
+  int shape = decimal_shape(t, n, i);
+  if (shape == -2)
     return toml_fail_at(p, line, col,
                         "leading zeros are not allowed in \"%.*s\"; write it without "
                         "them (octal needs the 0o prefix)",
                         (int)n, t);
-  bool is_float = false;
-  if (i < n && t[i] == '.') {
-    is_float = true;
-    used = scan_digits(t, n, i + 1, 10, &nd);
-    if (used < 0 || nd == 0)
-      goto bad;
-    i += 1 + (size_t)used;
-  }
-  if (i < n && (t[i] == 'e' || t[i] == 'E')) {
-    is_float = true;
-    i++;
-    if (i < n && (t[i] == '+' || t[i] == '-'))
-      i++;
-    used = scan_digits(t, n, i, 10, &nd);
-    if (used < 0 || nd == 0)
-      goto bad;
-    i += (size_t)used;
-  }
-  if (i != n)
-    goto bad;
+  if (shape < 0)
+    return toml_fail_at(p, line, col,
+                        "invalid number \"%.*s\"; integers look like 42, -17, 1_000, 0xff, "
+                        "0o755, 0b1010, floats like 3.14, -0.5, 5e+22, 1_000.5, inf, nan",
+                        (int)n, t);
   char stack[128];
   char *clean = n < sizeof(stack) ? stack : cap_xmalloc(n + 1);
   size_t cn = 0;
@@ -318,47 +373,10 @@ int toml_parse_number(struct parser *p, struct cap_node **out)
     if (t[j] != '_')
       clean[cn++] = t[j];
   clean[cn] = '\0';
-  struct cap_node *v;
-  if (is_float) {
-    v = cap_node_new(p->doc, CAP_NODE_FLOAT, line, col);
-    errno = 0;
-    v->u.num.f = strtod(clean, NULL);
-    bool overflow = errno == ERANGE && isinf(v->u.num.f);
-    if (clean != stack)
-      free(clean);
-    if (overflow)
-      return toml_fail_at(
-          p, line, col, "float %.*s is out of range for a 64-bit float (largest is about 1.8e308)",
-          (int)n, t);
-  } else {
-    uint64_t mag = 0;
-    bool overflow = false;
-    for (size_t j = (clean[0] == '+' || clean[0] == '-'); clean[j]; j++) {
-      uint64_t d = (uint64_t)(clean[j] - '0');
-      if (mag > (UINT64_MAX - d) / 10) {
-        overflow = true;
-        break;
-      }
-      mag = mag * 10 + d;
-    }
-    if (clean != stack)
-      free(clean);
-    if (overflow || mag > (neg ? UINT64_C(0x8000000000000000) : UINT64_C(0x7FFFFFFFFFFFFFFF)))
-      return toml_fail_at(p, line, col,
-                          "integer %.*s does not fit in a signed 64-bit integer (range "
-                          "-9223372036854775808..9223372036854775807)",
-                          (int)n, t);
-    v = cap_node_new(p->doc, CAP_NODE_INT, line, col);
-    v->u.num.i = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-    v->u.num.f = (double)v->u.num.i;
-  }
-  *out = v;
-  return 0;
-bad:
-  return toml_fail_at(p, line, col,
-                      "invalid number \"%.*s\"; integers look like 42, -17, 1_000, 0xff, 0o755, "
-                      "0b1010, floats like 3.14, -0.5, 5e+22, 1_000.5, inf, nan",
-                      (int)n, t);
+  int r = decimal_value(p, t, n, clean, neg, shape == 1, line, col, out);
+  if (clean != stack)
+    free(clean);
+  return r;
 }
 
 /* n fixed digits at the current position, or -1. */
