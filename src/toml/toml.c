@@ -534,6 +534,125 @@ static int parse_keyval(struct parser *p, struct cap_node *table, unsigned depth
   return 0;
 }
 
+/* The parent table a header's key path leads to (all parts but the last),
+ * creating implicit tables and entering the last element of arrays of
+ * tables; *out is NULL after a reported error. */
+static int header_parent(struct parser *p, const struct key *k, struct cap_node **out)
+{
+  struct cap_node *t = p->root;
+  for (size_t i = 0; i + 1 < k->n; i++) {
+    const struct key_part *part = &k->parts[i];
+    struct cap_member *m = find(p, t, part->s, part->len);
+    if (!m) {
+      t = add_table(p, t, part, F_IMPLICIT);
+      continue;
+    }
+    struct cap_node *v = m->value;
+    if (v->kind == CAP_NODE_ARRAY && (v->flags & F_AOT)) {
+      t = v->u.arr.items[v->u.arr.len - 1];
+      continue;
+    }
+    _cleanup_free_ char *name = key_name(k, i + 1);
+    if (v->kind == CAP_NODE_OBJECT && (v->flags & F_FROZEN))
+      return toml_fail_at(p, part->line, part->col,
+                          "cannot add to inline table %s (line %" PRIu32 "): an inline table is "
+                          "complete as written; write it as a [table] instead",
+                          name, m->line);
+    if (v->kind != CAP_NODE_OBJECT)
+      return toml_fail_at(p, part->line, part->col,
+                          "key %s is already %s (line %" PRIu32 "), so it cannot also be a table",
+                          name, v->kind == CAP_NODE_ARRAY ? "an array" : "a value", m->line);
+    t = v;
+  }
+  *out = t;
+  return 0;
+}
+
+/* [[a.b]]: a new table appended to the array of tables a.b (made on first
+ * use) in parent t. */
+static int header_array_element(struct parser *p, const struct key *k, struct cap_node *t,
+                                uint32_t hl, uint32_t hc, struct cap_node **out)
+{
+  const struct key_part *last = &k->parts[k->n - 1];
+  struct cap_member *m = find(p, t, last->s, last->len);
+  struct cap_node *arr;
+  if (!m) {
+    arr = cap_node_new(p->doc, CAP_NODE_ARRAY, last->line, last->col);
+    arr->flags = F_AOT;
+    add_member(p, t, last, arr);
+  } else if (m->value->kind == CAP_NODE_ARRAY && (m->value->flags & F_AOT)) {
+    arr = m->value;
+  } else {
+    _cleanup_free_ char *name = key_toml(k, k->n);
+    _cleanup_free_ char *quoted = key_name(k, k->n);
+    if (m->value->kind == CAP_NODE_ARRAY)
+      return toml_fail_at(p, last->line, last->col,
+                          "[[%s]] cannot extend the static array %s defined at line %" PRIu32
+                          "; use either key = [...] or [[%s]] headers",
+                          name, quoted, m->line, name);
+    return toml_fail_at(p, last->line, last->col,
+                        "[[%s]] conflicts with %s already defined as %s at line %" PRIu32
+                        "; rename one of them",
+                        name, quoted, m->value->kind == CAP_NODE_OBJECT ? "a table" : "a value",
+                        m->value->kind == CAP_NODE_OBJECT ? m->value->line : m->line);
+  }
+  struct cap_node *nt = cap_node_new(p->doc, CAP_NODE_OBJECT, hl, hc);
+  nt->flags = F_HEADER;
+  cap_node_array_push(p->doc, arr, nt);
+  *out = nt;
+  return 0;
+}
+
+/* [a.b]: the table a.b in parent t, new or defined implicitly before (a
+ * table may be defined only once). */
+static int header_table(struct parser *p, const struct key *k, struct cap_node *t, uint32_t hl,
+                        uint32_t hc, struct cap_node **out)
+{
+  const struct key_part *last = &k->parts[k->n - 1];
+  struct cap_member *m = find(p, t, last->s, last->len);
+  if (!m) {
+    struct cap_node *nt = cap_node_new(p->doc, CAP_NODE_OBJECT, hl, hc);
+    nt->flags = F_HEADER;
+    add_member(p, t, last, nt);
+    *out = nt;
+    return 0;
+  }
+  struct cap_node *v = m->value;
+  if (v->kind == CAP_NODE_OBJECT && v->flags == F_IMPLICIT) {
+    v->flags = F_HEADER;
+    v->line = hl;
+    v->col = hc;
+    *out = v;
+    return 0;
+  }
+  _cleanup_free_ char *name = key_toml(k, k->n);
+  _cleanup_free_ char *quoted = key_name(k, k->n);
+  if (v->kind == CAP_NODE_OBJECT && (v->flags & F_HEADER))
+    return toml_fail_at(p, hl, hc,
+                        "table [%s] is already defined at line %" PRIu32
+                        "; a table can be defined only once, merge the two",
+                        name, v->line);
+  if (v->kind == CAP_NODE_OBJECT && (v->flags & F_FROZEN))
+    return toml_fail_at(p, hl, hc,
+                        "table [%s] is already defined as an inline table at line %" PRIu32
+                        "; an inline table is complete as written",
+                        name, m->line);
+  if (v->kind == CAP_NODE_OBJECT)
+    return toml_fail_at(p, hl, hc,
+                        "table [%s] is already defined by dotted keys at line %" PRIu32
+                        "; a table can be defined only once, move those keys under [%s]",
+                        name, m->line, name);
+  if (v->kind == CAP_NODE_ARRAY && (v->flags & F_AOT))
+    return toml_fail_at(p, hl, hc,
+                        "[%s] is an array of tables (line %" PRIu32 "); write [[%s]] to add an "
+                        "element",
+                        name, m->line, name);
+  return toml_fail_at(p, hl, hc,
+                      "table [%s] conflicts with key %s already defined at line %" PRIu32
+                      "; rename one of them",
+                      name, quoted, m->line);
+}
+
 static int parse_header(struct parser *p)
 {
   uint32_t hl = p->line, hc = p->col;
@@ -550,100 +669,14 @@ static int parse_header(struct parser *p)
     return toml_unexpected(p, aot ? "']]' to close the array-of-tables header"
                                   : "']' to close the table header");
   adv_n(p, aot ? 2 : 1);
-
-  struct cap_node *t = p->root;
-  for (size_t i = 0; i + 1 < k.n; i++) {
-    const struct key_part *part = &k.parts[i];
-    struct cap_member *m = find(p, t, part->s, part->len);
-    if (!m) {
-      t = add_table(p, t, part, F_IMPLICIT);
-      continue;
-    }
-    struct cap_node *v = m->value;
-    if (v->kind == CAP_NODE_ARRAY && (v->flags & F_AOT)) {
-      t = v->u.arr.items[v->u.arr.len - 1];
-      continue;
-    }
-    _cleanup_free_ char *name = key_name(&k, i + 1);
-    if (v->kind == CAP_NODE_OBJECT && (v->flags & F_FROZEN))
-      return toml_fail_at(p, part->line, part->col,
-                          "cannot add to inline table %s (line %" PRIu32 "): an inline table is "
-                          "complete as written; write it as a [table] instead",
-                          name, m->line);
-    if (v->kind != CAP_NODE_OBJECT)
-      return toml_fail_at(p, part->line, part->col,
-                          "key %s is already %s (line %" PRIu32 "), so it cannot also be a table",
-                          name, v->kind == CAP_NODE_ARRAY ? "an array" : "a value", m->line);
-    t = v;
-  }
-
-  const struct key_part *last = &k.parts[k.n - 1];
-  struct cap_member *m = find(p, t, last->s, last->len);
-  _cleanup_free_ char *name = key_toml(&k, k.n);
-  _cleanup_free_ char *quoted = key_name(&k, k.n);
-  if (aot) {
-    struct cap_node *arr;
-    if (!m) {
-      arr = cap_node_new(p->doc, CAP_NODE_ARRAY, last->line, last->col);
-      arr->flags = F_AOT;
-      add_member(p, t, last, arr);
-    } else if (m->value->kind == CAP_NODE_ARRAY && (m->value->flags & F_AOT)) {
-      arr = m->value;
-    } else if (m->value->kind == CAP_NODE_ARRAY) {
-      return toml_fail_at(p, last->line, last->col,
-                          "[[%s]] cannot extend the static array %s defined at line %" PRIu32
-                          "; use either key = [...] or [[%s]] headers",
-                          name, quoted, m->line, name);
-    } else {
-      return toml_fail_at(p, last->line, last->col,
-                          "[[%s]] conflicts with %s already defined as %s at line %" PRIu32
-                          "; rename one of them",
-                          name, quoted, m->value->kind == CAP_NODE_OBJECT ? "a table" : "a value",
-                          m->value->kind == CAP_NODE_OBJECT ? m->value->line : m->line);
-    }
-    struct cap_node *nt = cap_node_new(p->doc, CAP_NODE_OBJECT, hl, hc);
-    nt->flags = F_HEADER;
-    cap_node_array_push(p->doc, arr, nt);
-    t = nt;
-  } else if (!m) {
-    struct cap_node *nt = cap_node_new(p->doc, CAP_NODE_OBJECT, hl, hc);
-    nt->flags = F_HEADER;
-    add_member(p, t, last, nt);
-    t = nt;
-  } else {
-    struct cap_node *v = m->value;
-    if (v->kind == CAP_NODE_OBJECT && v->flags == F_IMPLICIT) {
-      v->flags = F_HEADER;
-      v->line = hl;
-      v->col = hc;
-      t = v;
-    } else if (v->kind == CAP_NODE_OBJECT && (v->flags & F_HEADER)) {
-      return toml_fail_at(p, hl, hc,
-                          "table [%s] is already defined at line %" PRIu32
-                          "; a table can be defined only once, merge the two",
-                          name, v->line);
-    } else if (v->kind == CAP_NODE_OBJECT && (v->flags & F_FROZEN)) {
-      return toml_fail_at(p, hl, hc,
-                          "table [%s] is already defined as an inline table at line %" PRIu32
-                          "; an inline table is complete as written",
-                          name, m->line);
-    } else if (v->kind == CAP_NODE_OBJECT) {
-      return toml_fail_at(p, hl, hc,
-                          "table [%s] is already defined by dotted keys at line %" PRIu32
-                          "; a table can be defined only once, move those keys under [%s]",
-                          name, m->line, name);
-    } else if (v->kind == CAP_NODE_ARRAY && (v->flags & F_AOT)) {
-      return toml_fail_at(p, hl, hc,
-                          "[%s] is an array of tables (line %" PRIu32 "); write [[%s]] to add an "
-                          "element",
-                          name, m->line, name);
-    } else {
-      return toml_fail_at(p, hl, hc,
-                          "table [%s] conflicts with key %s already defined at line %" PRIu32
-                          "; rename one of them",
-                          name, quoted, m->line);
-    }
-  }
+  struct cap_node *parent = NULL, *t = NULL;
+  r = header_parent(p, &k, &parent);
+  if (r < 0)
+    return r;
+  r = aot ? header_array_element(p, &k, parent, hl, hc, &t)
+          : header_table(p, &k, parent, hl, hc, &t);
+  if (r < 0)
+    return r;
   p->cur = t;
   p->cur_depth = (unsigned)k.n;
   return 0;
