@@ -232,6 +232,88 @@ static bool match_word(struct json_parser *p, const char *w)
   return true;
 }
 
+static struct cap_node *parse_value(struct json_parser *p, unsigned depth);
+
+/* One member of an object: "name": value, added to n; false after an error. */
+static bool parse_member(struct json_parser *p, struct cap_node *n, unsigned depth)
+{
+  char buf[32];
+  if (p->pos >= p->len || p->s[p->pos] != '"') {
+    json_fail_at(p, p->pos, "expected a quoted member name, found %s",
+                 describe_char(p, buf, sizeof buf));
+    return false;
+  }
+  uint32_t kline, kcol;
+  size_t kpos = p->pos;
+  cap_textpos_at(&p->tp, kpos, &kline, &kcol);
+  if (parse_string_raw(p) < 0)
+    return false;
+  const char *key = p->scratch.data ? p->scratch.data : "";
+  if (cap_node_get_member(n, key, p->scratch.len)) {
+    json_fail_at(p, kpos, "duplicate key \"%s\"; each key may appear once", key);
+    return false;
+  }
+  struct cap_member *m = cap_node_object_add(p->doc, n, key, p->scratch.len, kline, kcol, NULL);
+  skip_ws(p);
+  if (p->pos >= p->len || p->s[p->pos] != ':') {
+    json_fail_at(p, p->pos, "expected ':' after the member name, found %s",
+                 describe_char(p, buf, sizeof buf));
+    return false;
+  }
+  p->pos++;
+  m->value = parse_value(p, depth + 1);
+  return m->value != NULL;
+}
+
+/* An object or array (p at its '{' or '['). */
+static struct cap_node *parse_container(struct json_parser *p, unsigned depth, uint32_t line,
+                                        uint32_t col)
+{
+  char buf[32];
+  if (depth >= p->max_depth) {
+    json_fail_at(p, p->pos, "nesting deeper than %u levels; flatten the document", p->max_depth);
+    return NULL;
+  }
+  bool is_obj = p->s[p->pos] == '{';
+  char close = is_obj ? '}' : ']';
+  struct cap_node *n = cap_node_new(p->doc, is_obj ? CAP_NODE_OBJECT : CAP_NODE_ARRAY, line, col);
+  p->pos++;
+  skip_ws(p);
+  if (p->pos < p->len && p->s[p->pos] == close) {
+    p->pos++;
+    return n;
+  }
+  for (;;) {
+    skip_ws(p);
+    if (is_obj) {
+      if (!parse_member(p, n, depth))
+        return NULL;
+    } else {
+      struct cap_node *item = parse_value(p, depth + 1);
+      if (!item)
+        return NULL;
+      cap_node_array_push(p->doc, n, item);
+    }
+    skip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == ',') {
+      p->pos++;
+      skip_ws(p);
+      if (p->pos < p->len && p->s[p->pos] == close) {
+        json_fail_at(p, p->pos, "trailing comma before '%c'; remove it", close);
+        return NULL;
+      }
+      continue;
+    }
+    if (p->pos < p->len && p->s[p->pos] == close) {
+      p->pos++;
+      return n;
+    }
+    json_fail_at(p, p->pos, "expected ',' or '%c', found %s", close,
+                 describe_char(p, buf, sizeof buf));
+    return NULL;
+  }
+}
+
 static struct cap_node *parse_value(struct json_parser *p, unsigned depth)
 {
   skip_ws(p);
@@ -245,74 +327,7 @@ static struct cap_node *parse_value(struct json_parser *p, unsigned depth)
   char c = p->s[p->pos];
   switch (c) {
   case '{':
-  case '[': {
-    if (depth >= p->max_depth) {
-      json_fail_at(p, p->pos, "nesting deeper than %u levels; flatten the document", p->max_depth);
-      return NULL;
-    }
-    bool is_obj = c == '{';
-    char close = is_obj ? '}' : ']';
-    struct cap_node *n = cap_node_new(p->doc, is_obj ? CAP_NODE_OBJECT : CAP_NODE_ARRAY, line, col);
-    p->pos++;
-    skip_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == close) {
-      p->pos++;
-      return n;
-    }
-    for (;;) {
-      skip_ws(p);
-      if (is_obj) {
-        if (p->pos >= p->len || p->s[p->pos] != '"') {
-          json_fail_at(p, p->pos, "expected a quoted member name, found %s",
-                       describe_char(p, buf, sizeof buf));
-          return NULL;
-        }
-        uint32_t kline, kcol;
-        size_t kpos = p->pos;
-        cap_textpos_at(&p->tp, kpos, &kline, &kcol);
-        if (parse_string_raw(p) < 0)
-          return NULL;
-        if (cap_node_get_member(n, p->scratch.data ? p->scratch.data : "", p->scratch.len)) {
-          json_fail_at(p, kpos, "duplicate key \"%s\"; each key may appear once", p->scratch.data);
-          return NULL;
-        }
-        struct cap_member *m = cap_node_object_add(
-            p->doc, n, p->scratch.data ? p->scratch.data : "", p->scratch.len, kline, kcol, NULL);
-        skip_ws(p);
-        if (p->pos >= p->len || p->s[p->pos] != ':') {
-          json_fail_at(p, p->pos, "expected ':' after the member name, found %s",
-                       describe_char(p, buf, sizeof buf));
-          return NULL;
-        }
-        p->pos++;
-        m->value = parse_value(p, depth + 1);
-        if (!m->value)
-          return NULL;
-      } else {
-        struct cap_node *item = parse_value(p, depth + 1);
-        if (!item)
-          return NULL;
-        cap_node_array_push(p->doc, n, item);
-      }
-      skip_ws(p);
-      if (p->pos < p->len && p->s[p->pos] == ',') {
-        p->pos++;
-        skip_ws(p);
-        if (p->pos < p->len && p->s[p->pos] == close) {
-          json_fail_at(p, p->pos, "trailing comma before '%c'; remove it", close);
-          return NULL;
-        }
-        continue;
-      }
-      if (p->pos < p->len && p->s[p->pos] == close) {
-        p->pos++;
-        return n;
-      }
-      json_fail_at(p, p->pos, "expected ',' or '%c', found %s", close,
-                   describe_char(p, buf, sizeof buf));
-      return NULL;
-    }
-  }
+  case '[': return parse_container(p, depth, line, col);
   case '"': {
     if (parse_string_raw(p) < 0)
       return NULL;
