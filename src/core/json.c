@@ -75,6 +75,67 @@ static int hex4(const char *s, uint32_t *out)
   return 0;
 }
 
+/* A \u escape at p->pos (with its low surrogate when it is a high one),
+ * appended to p->scratch as UTF-8. */
+static int parse_unicode_escape(struct json_parser *p)
+{
+  uint32_t cp;
+  if (p->pos + 6 > p->len || hex4(p->s + p->pos + 2, &cp) < 0) {
+    json_fail_at(p, p->pos, "invalid \\u escape; write exactly four hex digits");
+    return -1;
+  }
+  size_t esc = p->pos;
+  p->pos += 6;
+  if (cp >= 0xD800 && cp <= 0xDBFF) {
+    uint32_t lo;
+    if (p->pos + 6 <= p->len && p->s[p->pos] == '\\' && p->s[p->pos + 1] == 'u' &&
+        hex4(p->s + p->pos + 2, &lo) == 0 && lo >= 0xDC00 && lo <= 0xDFFF) {
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      p->pos += 6;
+    } else {
+      json_fail_at(p, esc, "lone UTF-16 surrogate \\u%04X; pair it with a low surrogate", cp);
+      return -1;
+    }
+  } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+    json_fail_at(p, esc, "lone UTF-16 surrogate \\u%04X; pair it with a high surrogate", cp);
+    return -1;
+  }
+  char enc[4];
+  cap_buf_append(&p->scratch, enc, cap_utf8_encode(cp, enc));
+  return 0;
+}
+
+/* The escape at p->pos (a backslash) inside the string that began at
+ * start, appended to p->scratch. */
+static int parse_escape(struct json_parser *p, size_t start)
+{
+  if (p->pos + 1 >= p->len) {
+    json_fail_at(p, start, "unterminated string; add the closing '\"'");
+    return -1;
+  }
+  char e = p->s[p->pos + 1];
+  const char *simple = NULL;
+  switch (e) {
+  case '"': simple = "\""; break;
+  case '\\': simple = "\\"; break;
+  case '/': simple = "/"; break;
+  case 'b': simple = "\b"; break;
+  case 'f': simple = "\f"; break;
+  case 'n': simple = "\n"; break;
+  case 'r': simple = "\r"; break;
+  case 't': simple = "\t"; break;
+  case 'u': return parse_unicode_escape(p);
+  default:
+    json_fail_at(p, p->pos,
+                 "invalid escape '\\%c'; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
+                 (e >= 0x20 && e < 0x7f) ? e : '?');
+    return -1;
+  }
+  cap_buf_putc(&p->scratch, simple[0]);
+  p->pos += 2;
+  return 0;
+}
+
 /* Parses a string at p->pos (on the opening quote) into p->scratch. */
 static int parse_string_raw(struct json_parser *p)
 {
@@ -107,57 +168,8 @@ static int parse_string_raw(struct json_parser *p)
                    c);
       return -1;
     }
-    /* backslash */
-    if (p->pos + 1 >= p->len) {
-      json_fail_at(p, start, "unterminated string; add the closing '\"'");
+    if (parse_escape(p, start) < 0)
       return -1;
-    }
-    char e = p->s[p->pos + 1];
-    const char *simple = NULL;
-    switch (e) {
-    case '"': simple = "\""; break;
-    case '\\': simple = "\\"; break;
-    case '/': simple = "/"; break;
-    case 'b': simple = "\b"; break;
-    case 'f': simple = "\f"; break;
-    case 'n': simple = "\n"; break;
-    case 'r': simple = "\r"; break;
-    case 't': simple = "\t"; break;
-    case 'u': break;
-    default:
-      json_fail_at(p, p->pos,
-                   "invalid escape '\\%c'; JSON allows \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
-                   (e >= 0x20 && e < 0x7f) ? e : '?');
-      return -1;
-    }
-    if (simple) {
-      cap_buf_putc(&p->scratch, simple[0]);
-      p->pos += 2;
-      continue;
-    }
-    uint32_t cp;
-    if (p->pos + 6 > p->len || hex4(p->s + p->pos + 2, &cp) < 0) {
-      json_fail_at(p, p->pos, "invalid \\u escape; write exactly four hex digits");
-      return -1;
-    }
-    size_t esc = p->pos;
-    p->pos += 6;
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-      uint32_t lo;
-      if (p->pos + 6 <= p->len && p->s[p->pos] == '\\' && p->s[p->pos + 1] == 'u' &&
-          hex4(p->s + p->pos + 2, &lo) == 0 && lo >= 0xDC00 && lo <= 0xDFFF) {
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        p->pos += 6;
-      } else {
-        json_fail_at(p, esc, "lone UTF-16 surrogate \\u%04X; pair it with a low surrogate", cp);
-        return -1;
-      }
-    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-      json_fail_at(p, esc, "lone UTF-16 surrogate \\u%04X; pair it with a high surrogate", cp);
-      return -1;
-    }
-    char enc[4];
-    cap_buf_append(&p->scratch, enc, cap_utf8_encode(cp, enc));
   }
 }
 
