@@ -118,6 +118,42 @@ static size_t translate_property(const char *src, size_t len, size_t i, struct c
   return (size_t)(close + 1 - (src + i));
 }
 
+/* \uXXXX (with a following low surrogate), \u{X...}: as \x{...}; returns
+ * bytes consumed, or 0 with err set. */
+static size_t translate_unicode_escape(const char *src, size_t len, size_t i, struct cap_buf *out,
+                                       char *err, size_t errlen)
+{
+  uint32_t cp = 0;
+  size_t used = 6;
+  if (i + 2 < len && src[i + 2] == '{') {
+    size_t j = i + 3;
+    while (j < len && cap_hex_digit((unsigned char)src[j]) >= 0 && cp <= 0x10FFFF)
+      cp = cp * 16 + (uint32_t)cap_hex_digit((unsigned char)src[j++]);
+    if (j == i + 3 || j >= len || src[j] != '}' || cp > 0x10FFFF)
+      goto bad;
+    cap_buf_printf(out, "\\x{%x}", cp);
+    return j + 1 - i;
+  }
+  if (!js_hexn(src + i + 2, len - i - 2, 4, &cp))
+    goto bad;
+  if (cp >= 0xD800 && cp <= 0xDBFF && i + 12 <= len && src[i + 6] == '\\' && src[i + 7] == 'u') {
+    uint32_t lo;
+    if (js_hexn(src + i + 8, len - i - 8, 4, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+      used = 12;
+    }
+  }
+  if (cp >= 0xD800 && cp <= 0xDFFF) {
+    snprintf(err, errlen, "lone surrogate \\u%04X cannot match UTF-8 text", cp);
+    return 0;
+  }
+  cap_buf_printf(out, "\\x{%x}", cp);
+  return used;
+bad:
+  snprintf(err, errlen, "\\u is not a valid escape in an ECMA-262 regular expression");
+  return 0;
+}
+
 /* Translates the escape at src[i] == '\\'; returns bytes consumed or 0 on
  * error. */
 static size_t translate_escape(const char *src, size_t len, size_t i, bool in_class,
@@ -172,34 +208,7 @@ static size_t translate_escape(const char *src, size_t len, size_t i, bool in_cl
       goto bad;
     cap_buf_printf(out, "\\x{%x}", cp);
     return 4;
-  case 'u': {
-    if (i + 2 < len && src[i + 2] == '{') {
-      size_t j = i + 3;
-      cp = 0;
-      while (j < len && cap_hex_digit((unsigned char)src[j]) >= 0 && cp <= 0x10FFFF)
-        cp = cp * 16 + (uint32_t)cap_hex_digit((unsigned char)src[j++]);
-      if (j == i + 3 || j >= len || src[j] != '}' || cp > 0x10FFFF)
-        goto bad;
-      cap_buf_printf(out, "\\x{%x}", cp);
-      return j + 1 - i;
-    }
-    if (!js_hexn(src + i + 2, len - i - 2, 4, &cp))
-      goto bad;
-    size_t used = 6;
-    if (cp >= 0xD800 && cp <= 0xDBFF && i + 12 <= len && src[i + 6] == '\\' && src[i + 7] == 'u') {
-      uint32_t lo;
-      if (js_hexn(src + i + 8, len - i - 8, 4, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        used = 12;
-      }
-    }
-    if (cp >= 0xD800 && cp <= 0xDFFF) {
-      snprintf(err, errlen, "lone surrogate \\u%04X cannot match UTF-8 text", cp);
-      return 0;
-    }
-    cap_buf_printf(out, "\\x{%x}", cp);
-    return used;
-  }
+  case 'u': return translate_unicode_escape(src, len, i, out, err, errlen);
   case 'p':
   case 'P': return translate_property(src, len, i, out, err, errlen);
   case 'k':
@@ -226,6 +235,23 @@ bad:
   snprintf(err, errlen, "\\%c is not a valid escape in an ECMA-262 regular expression",
            (c >= 0x20 && c < 0x7f) ? c : '?');
   return 0;
+}
+
+/* At src[i] == '(': "(?" must open one of ECMA's groups: (?: (?= (?! (?<=
+ * (?<! (?<name> -- not PCRE's others. */
+static bool ecma_group_ok(const char *src, size_t len, size_t i, char *err, size_t errlen)
+{
+  if (i + 1 >= len || src[i + 1] != '?')
+    return true;
+  const char *g = src + i + 2;
+  size_t rest = len - i - 2;
+  bool ok = rest >= 1 && (g[0] == ':' || g[0] == '=' || g[0] == '!');
+  if (!ok && rest >= 2 && g[0] == '<')
+    ok = g[1] == '=' || g[1] == '!' || (g[1] >= 'a' && g[1] <= 'z') ||
+         (g[1] >= 'A' && g[1] <= 'Z') || g[1] == '_' || g[1] == '$';
+  if (!ok)
+    snprintf(err, errlen, "\"(?%c\" is not an ECMA-262 group", rest ? g[0] : ' ');
+  return ok;
 }
 
 pcre2_code *js_regex_compile(const char *src, size_t len, char *err, size_t errlen)
@@ -274,19 +300,9 @@ pcre2_code *js_regex_compile(const char *src, size_t len, char *err, size_t errl
       }
       continue;
     }
-    if (c == '(' && i + 1 < len && src[i + 1] == '?') {
-      /* ECMA groups: (?: (?= (?! (?<= (?<! (?<name> -- not PCRE's others */
-      const char *g = src + i + 2;
-      size_t rest = len - i - 2;
-      bool ok = rest >= 1 && (g[0] == ':' || g[0] == '=' || g[0] == '!');
-      if (!ok && rest >= 2 && g[0] == '<')
-        ok = g[1] == '=' || g[1] == '!' || (g[1] >= 'a' && g[1] <= 'z') ||
-             (g[1] >= 'A' && g[1] <= 'Z') || g[1] == '_' || g[1] == '$';
-      if (!ok) {
-        snprintf(err, errlen, "\"(?%c\" is not an ECMA-262 group", rest ? g[0] : ' ');
-        cap_buf_free(&out);
-        return NULL;
-      }
+    if (c == '(' && !ecma_group_ok(src, len, i, err, errlen)) {
+      cap_buf_free(&out);
+      return NULL;
     }
     if (c == '.') {
       cap_buf_puts(&out, "[^\\n\\r\\x{2028}\\x{2029}]");
