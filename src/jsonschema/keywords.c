@@ -604,6 +604,56 @@ static const char *buf_to_arena(struct cap_js_validator *v, struct cap_buf *b)
   return r;
 }
 
+/* The texts validate.c would otherwise put together from pieces at each
+ * error, made once here. */
+static void whole_messages(struct compiler *c, struct js_schema *s)
+{
+  struct cap_buf b = {0};
+  /* each piece as printed: up to its first NUL */
+  cap_buf_puts(&b, "\" is not allowed");
+  cap_buf_append(&b, s->allowed_text, s->allowed_text_len);
+  s->not_allowed.n = b.len;
+  s->not_allowed.s = buf_to_arena(c->v, &b);
+  if (s->pattern_source) {
+    cap_buf_puts(&b, "does not match the pattern \"");
+    cap_buf_append(&b, s->pattern_source, s->pattern_source_len);
+    cap_buf_puts(&b, "\"");
+    s->pattern_msg.n = b.len;
+    s->pattern_msg.s = buf_to_arena(c->v, &b);
+  }
+  struct {
+    int64_t limit;
+    const char *head, *tail;
+    struct js_text *out;
+  } tails[] = {
+      {s->min_length, " characters long; at least ", " are required", &s->min_length_tail},
+      {s->max_length, " characters long; at most ", " are allowed", &s->max_length_tail},
+      {s->min_items, " items; at least ", " are required", &s->min_items_tail},
+      {s->max_items, " items; at most ", " are allowed", &s->max_items_tail},
+  };
+  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+    if (tails[i].limit < 0)
+      continue;
+    cap_buf_printf(&b, "%s%lld%s", tails[i].head, (long long)tails[i].limit, tails[i].tail);
+    tails[i].out->n = b.len;
+    tails[i].out->s = buf_to_arena(c->v, &b);
+  }
+  if (s->n_required) {
+    s->required_msg = js_alloc(c->v, s->n_required * sizeof(*s->required_msg));
+    for (size_t i = 0; i < s->n_required; i++) {
+      const char *k = s->required[i].key;
+      size_t kn = 0;
+      while (kn < s->required[i].keylen && k[kn])
+        kn++;
+      cap_buf_puts(&b, "missing required property \"");
+      cap_buf_append(&b, k, kn);
+      cap_buf_puts(&b, "\"");
+      s->required_msg[i].n = b.len;
+      s->required_msg[i].s = buf_to_arena(c->v, &b);
+    }
+  }
+}
+
 /* What validation needs to report errors without building text itself. */
 static void message_parts(struct compiler *c, struct js_schema *s)
 {
@@ -649,50 +699,8 @@ static void message_parts(struct compiler *c, struct js_schema *s)
   s->allowed_text_len = (uint32_t)strlen(s->allowed_text);
   s->enum_text_len = s->enum_text ? (uint32_t)strlen(s->enum_text) : 0;
   s->const_text_len = s->const_text ? (uint32_t)strlen(s->const_text) : 0;
-  /* the texts validate.c would put together from pieces (each piece as
-   * printed: up to its first NUL) */
-  cap_buf_puts(&b, "\" is not allowed");
-  cap_buf_append(&b, s->allowed_text, s->allowed_text_len);
-  s->not_allowed.n = b.len;
-  s->not_allowed.s = buf_to_arena(c->v, &b);
-  if (s->pattern_source) {
-    cap_buf_puts(&b, "does not match the pattern \"");
-    cap_buf_append(&b, s->pattern_source, s->pattern_source_len);
-    cap_buf_puts(&b, "\"");
-    s->pattern_msg.n = b.len;
-    s->pattern_msg.s = buf_to_arena(c->v, &b);
-  }
-  struct {
-    int64_t limit;
-    const char *head, *tail;
-    struct js_text *out;
-  } tails[] = {
-      {s->min_length, " characters long; at least ", " are required", &s->min_length_tail},
-      {s->max_length, " characters long; at most ", " are allowed", &s->max_length_tail},
-      {s->min_items, " items; at least ", " are required", &s->min_items_tail},
-      {s->max_items, " items; at most ", " are allowed", &s->max_items_tail},
-  };
-  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
-    if (tails[i].limit < 0)
-      continue;
-    cap_buf_printf(&b, "%s%lld%s", tails[i].head, (long long)tails[i].limit, tails[i].tail);
-    tails[i].out->n = b.len;
-    tails[i].out->s = buf_to_arena(c->v, &b);
-  }
-  if (s->n_required) {
-    s->required_msg = js_alloc(c->v, s->n_required * sizeof(*s->required_msg));
-    for (size_t i = 0; i < s->n_required; i++) {
-      const char *k = s->required[i].key;
-      size_t kn = 0;
-      while (kn < s->required[i].keylen && k[kn])
-        kn++;
-      cap_buf_puts(&b, "missing required property \"");
-      cap_buf_append(&b, k, kn);
-      cap_buf_puts(&b, "\"");
-      s->required_msg[i].n = b.len;
-      s->required_msg[i].s = buf_to_arena(c->v, &b);
-    }
-  }
+  cap_buf_free(&b);
+  whole_messages(c, s);
 }
 
 /* Which instance kinds need more than the type check. */
