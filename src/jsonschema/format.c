@@ -369,6 +369,40 @@ static bool uri_char(unsigned char c, bool iri)
 }
 
 /* RFC 3986 URI-reference (absolute when `absolute`). */
+/* An authority's host (a name, an IPv4 address, or [IPv6]/[vFuture]) and
+ * optional :port, without its userinfo. */
+static bool check_host_port(const char *auth, size_t alen, bool iri)
+{
+  if (alen && auth[0] == '[') {
+    const char *close = memchr(auth, ']', alen);
+    if (!close)
+      return false;
+    if (!check_ipv6(auth + 1, (size_t)(close - auth - 1)) &&
+        !(close - auth > 1 && (auth[1] == 'v' || auth[1] == 'V')))
+      return false;
+    size_t rest = alen - (size_t)(close + 1 - auth);
+    if (rest) {
+      if (close[1] != ':')
+        return false;
+      for (size_t k = 2; k <= rest; k++)
+        if (!is_digit(close[k]))
+          return false;
+    }
+  } else {
+    const char *colon = memchr(auth, ':', alen);
+    size_t hlen = colon ? (size_t)(colon - auth) : alen;
+    for (size_t k = 0; k < hlen; k++)
+      if (!(uri_char((unsigned char)auth[k], iri) || auth[k] == '%') || auth[k] == ':' ||
+          auth[k] == '/' || auth[k] == '?' || auth[k] == '@')
+        return false;
+    if (colon)
+      for (const char *p = colon + 1; p < auth + alen; p++)
+        if (!is_digit(*p))
+          return false;
+  }
+  return true;
+}
+
 static bool check_uri(const char *s, size_t len, bool absolute, bool iri)
 {
   size_t i = 0;
@@ -402,33 +436,8 @@ static bool check_uri(const char *s, size_t len, bool absolute, bool iri)
       alen -= (size_t)(at + 1 - auth);
       auth = at + 1;
     }
-    if (alen && auth[0] == '[') {
-      const char *close = memchr(auth, ']', alen);
-      if (!close)
-        return false;
-      if (!check_ipv6(auth + 1, (size_t)(close - auth - 1)) &&
-          !(close - auth > 1 && (auth[1] == 'v' || auth[1] == 'V')))
-        return false;
-      size_t rest = alen - (size_t)(close + 1 - auth);
-      if (rest) {
-        if (close[1] != ':')
-          return false;
-        for (size_t k = 2; k <= rest; k++)
-          if (!is_digit(close[k]))
-            return false;
-      }
-    } else {
-      const char *colon = memchr(auth, ':', alen);
-      size_t hlen = colon ? (size_t)(colon - auth) : alen;
-      for (size_t k = 0; k < hlen; k++)
-        if (!(uri_char((unsigned char)auth[k], iri) || auth[k] == '%') || auth[k] == ':' ||
-            auth[k] == '/' || auth[k] == '?' || auth[k] == '@')
-          return false;
-      if (colon)
-        for (const char *p = colon + 1; p < auth + alen; p++)
-          if (!is_digit(*p))
-            return false;
-    }
+    if (!check_host_port(auth, alen, iri))
+      return false;
     for (size_t k = start; k < (size_t)(auth - s); k++)
       if (s[k] != '@' && s[k] != '%' && !uri_char((unsigned char)s[k], iri))
         return false;
