@@ -383,6 +383,49 @@ static bool check_source(struct mf_ctx *c, const struct cap_node *src)
 
 static char *dup_or_null(const char *s) { return s ? cap_xstrdup(s) : NULL; }
 
+/* A credential's "inject" object (how the proxy adds the secret). */
+struct inject_fields {
+  enum cap_inject_mode mode;
+  const char *header, *format, *path_pattern, *path_replacement, *query;
+};
+
+/* Reads o's "inject" (absent: header mode, the defaults); false when a
+ * mode's required field is missing or a placeholder is absent. */
+static bool read_inject(struct mf_ctx *c, const struct cap_node *o, struct inject_fields *f)
+{
+  const struct cap_node *inject = section(c, o, "inject", inject_keys, CAP_SEV_WARNING);
+  if (!inject)
+    return true;
+  bool ok = true;
+  size_t mark = mf_push_key(c, "inject");
+  f->mode = (enum cap_inject_mode)mf_enum(c, inject, "mode", 0, inject_names, CAP_INJECT_HEADER);
+  f->header = mf_string(c, inject, "header", MF_NONEMPTY, NULL);
+  const struct cap_node *fmt = mf_field(c, inject, "format", CAP_NODE_STRING, 0);
+  if (fmt && !strstr(fmt->u.str.ptr, "{}")) {
+    mf_error(c, fmt, "format",
+             "\"%s\" has no {} placeholder for the secret; write e.g. \"Bearer {}\"",
+             fmt->u.str.ptr);
+    ok = false;
+  }
+  f->format = fmt ? fmt->u.str.ptr : NULL;
+  const struct cap_node *pp = mf_field(c, inject, "path_pattern", CAP_NODE_STRING,
+                                       f->mode == CAP_INJECT_URL_PATH ? MF_REQUIRED : 0);
+  if (pp && !strstr(pp->u.str.ptr, "{}")) {
+    mf_error(c, pp, "path_pattern", "\"%s\" has no {} placeholder; write e.g. \"/bot{}/\"",
+             pp->u.str.ptr);
+    ok = false;
+  }
+  f->path_pattern = pp ? pp->u.str.ptr : NULL;
+  f->path_replacement = mf_string(c, inject, "path_replacement", 0, NULL);
+  f->query = mf_string(c, inject, "query_param_name",
+                       (f->mode == CAP_INJECT_QUERY_PARAM ? MF_REQUIRED : 0) | MF_NONEMPTY, NULL);
+  if ((f->mode == CAP_INJECT_URL_PATH && !f->path_pattern) ||
+      (f->mode == CAP_INJECT_QUERY_PARAM && !f->query))
+    ok = false;
+  mf_pop(c, mark);
+  return ok;
+}
+
 static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
   struct cap_spec *spec = arg;
@@ -414,38 +457,8 @@ static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
     mf_error(c, env_var, "env_var", "\"%s\" is not an environment variable name",
              env_var->u.str.ptr);
 
-  enum cap_inject_mode mode = CAP_INJECT_HEADER;
-  const char *header = NULL, *format = NULL, *path_pattern = NULL, *path_replacement = NULL,
-             *query = NULL;
-  const struct cap_node *inject = section(c, o, "inject", inject_keys, CAP_SEV_WARNING);
-  if (inject) {
-    size_t mark = mf_push_key(c, "inject");
-    mode = (enum cap_inject_mode)mf_enum(c, inject, "mode", 0, inject_names, CAP_INJECT_HEADER);
-    header = mf_string(c, inject, "header", MF_NONEMPTY, NULL);
-    const struct cap_node *fmt = mf_field(c, inject, "format", CAP_NODE_STRING, 0);
-    if (fmt && !strstr(fmt->u.str.ptr, "{}")) {
-      mf_error(c, fmt, "format",
-               "\"%s\" has no {} placeholder for the secret; write e.g. \"Bearer {}\"",
-               fmt->u.str.ptr);
-      ok = false;
-    }
-    format = fmt ? fmt->u.str.ptr : NULL;
-    const struct cap_node *pp = mf_field(c, inject, "path_pattern", CAP_NODE_STRING,
-                                         mode == CAP_INJECT_URL_PATH ? MF_REQUIRED : 0);
-    if (pp && !strstr(pp->u.str.ptr, "{}")) {
-      mf_error(c, pp, "path_pattern", "\"%s\" has no {} placeholder; write e.g. \"/bot{}/\"",
-               pp->u.str.ptr);
-      ok = false;
-    }
-    path_pattern = pp ? pp->u.str.ptr : NULL;
-    path_replacement = mf_string(c, inject, "path_replacement", 0, NULL);
-    query = mf_string(c, inject, "query_param_name",
-                      (mode == CAP_INJECT_QUERY_PARAM ? MF_REQUIRED : 0) | MF_NONEMPTY, NULL);
-    if ((mode == CAP_INJECT_URL_PATH && !path_pattern) ||
-        (mode == CAP_INJECT_QUERY_PARAM && !query))
-      ok = false;
-    mf_pop(c, mark);
-  }
+  struct inject_fields in = {.mode = CAP_INJECT_HEADER};
+  ok = read_inject(c, o, &in) && ok;
   struct cap_http_rule *rules = NULL;
   size_t n_rules = 0;
   collect_rules(c, o, "endpoint_rules", &rules, &n_rules);
@@ -457,12 +470,12 @@ static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
   r->name = cap_xstrdup(name);
   r->upstream = cap_xstrdup(upstream->u.str.ptr);
   r->source = cap_xstrdup(source->u.str.ptr);
-  r->mode = mode;
-  r->header = dup_or_null(header);
-  r->format = dup_or_null(format);
-  r->path_pattern = dup_or_null(path_pattern);
-  r->path_replacement = dup_or_null(path_replacement);
-  r->query_param_name = dup_or_null(query);
+  r->mode = in.mode;
+  r->header = dup_or_null(in.header);
+  r->format = dup_or_null(in.format);
+  r->path_pattern = dup_or_null(in.path_pattern);
+  r->path_replacement = dup_or_null(in.path_replacement);
+  r->query_param_name = dup_or_null(in.query);
   r->env_var = dup_or_null(env_var ? env_var->u.str.ptr : NULL);
   r->rules = rules;
   r->n_rules = n_rules;
