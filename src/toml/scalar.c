@@ -430,6 +430,33 @@ static int parse_time(struct parser *p, struct cap_buf *b, uint32_t line, uint32
   return 0;
 }
 
+/* After a date-time's time: Z or +HH:MM / -HH:MM (an offset date-time), or
+ * nothing (a local one). */
+static int parse_offset(struct parser *p, struct cap_buf *b, uint32_t line, uint32_t col,
+                        enum cap_datetime_kind *kind)
+{
+  int c = peek(p);
+  if (c == 'Z' || c == 'z') {
+    adv(p);
+    cap_buf_putc(b, 'Z');
+    *kind = CAP_DT_OFFSET;
+  } else if (c == '+' || c == '-') {
+    adv(p);
+    int oh = fixed_digits(p, 2), om = -1;
+    if (oh >= 0 && peek(p) == ':') {
+      adv(p);
+      om = fixed_digits(p, 2);
+    }
+    if (om < 0 || oh > 23 || om > 59)
+      return toml_fail_at(p, line, col,
+                          "invalid time offset; write Z or +HH:MM / -HH:MM with "
+                          "hours 00-23 and minutes 00-59");
+    cap_buf_printf(b, "%c%02d:%02d", c, oh, om);
+    *kind = CAP_DT_OFFSET;
+  }
+  return 0;
+}
+
 int toml_parse_datetime(struct parser *p, bool has_date, struct cap_node **out)
 {
   uint32_t line = p->line, col = p->col;
@@ -473,27 +500,9 @@ int toml_parse_datetime(struct parser *p, bool has_date, struct cap_node **out)
       if (r < 0)
         goto out;
       kind = CAP_DT_LOCAL_DATETIME;
-      c = peek(p);
-      if (c == 'Z' || c == 'z') {
-        adv(p);
-        cap_buf_putc(&b, 'Z');
-        kind = CAP_DT_OFFSET;
-      } else if (c == '+' || c == '-') {
-        adv(p);
-        int oh = fixed_digits(p, 2), om = -1;
-        if (oh >= 0 && peek(p) == ':') {
-          adv(p);
-          om = fixed_digits(p, 2);
-        }
-        if (om < 0 || oh > 23 || om > 59) {
-          r = toml_fail_at(p, line, col,
-                           "invalid time offset; write Z or +HH:MM / -HH:MM with "
-                           "hours 00-23 and minutes 00-59");
-          goto out;
-        }
-        cap_buf_printf(&b, "%c%02d:%02d", c, oh, om);
-        kind = CAP_DT_OFFSET;
-      }
+      r = parse_offset(p, &b, line, col, &kind);
+      if (r < 0)
+        goto out;
     }
   } else {
     r = parse_time(p, &b, line, col);
