@@ -258,7 +258,7 @@ static void lower_resources(struct mf_ctx *c, const struct cap_node *root, struc
 {
   const struct cap_node *res = table(c, root, "resources", false);
   size_t mark = mf_push_key(c, "resources");
-  mf_unknown_keys(c, res, resources_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, res, resources_keys, CAP_SEV_ERROR);
   int64_t cpu_ms = mf_int(c, res, "cpu_ms_per_task", 0, 1, INT64_MAX, 30000);
   int64_t memory_mb = mebibytes(c, res, "memory_mb", 1, 512);
   int64_t disk_mb = mebibytes(c, res, "disk_mb", 0, 100);
@@ -297,7 +297,7 @@ static void lower_sandbox(struct mf_ctx *c, const struct cap_node *root, struct 
 {
   const struct cap_node *sb = table(c, root, "sandbox", false);
   size_t mark = mf_push_key(c, "sandbox");
-  mf_unknown_keys(c, sb, sandbox_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, sb, sandbox_keys, CAP_SEV_ERROR);
   bool required = mf_bool(c, sb, "required", 0, false);
   int backend = mf_enum(c, sb, "backend", 0, backend_names, -1);
   int filesystem = mf_enum(c, sb, "filesystem", 0, filesystem_names, -1);

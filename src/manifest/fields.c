@@ -306,7 +306,9 @@ void mf_unknown_keys(struct mf_ctx *c, const struct cap_node *obj, const char *c
       continue;
     const char *hint = mf_suggest(m->key, known);
     const char *what =
-        sev == CAP_SEV_ERROR ? "unknown field; remove it" : "unknown field; capsule ignores it";
+        sev == CAP_SEV_ERROR
+            ? "unknown field in a section capsule enforces; remove it or fix its name"
+            : "unknown field; capsule ignores it";
     size_t mark = mf_push_key(c, m->key);
     if (hint)
       cap_diags_add(c->diags, sev, c->file, m->line, m->col, c->path.data,

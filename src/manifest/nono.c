@@ -80,7 +80,7 @@ static const struct cap_node *section(struct mf_ctx *c, const struct cap_node *o
 static void grant_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
   struct cap_spec *spec = arg;
-  mf_unknown_keys(c, o, grant_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, o, grant_keys, CAP_SEV_ERROR);
   const struct cap_node *pathn = mf_field(c, o, "path", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
   const char *path = pathn ? pathn->u.str.ptr : NULL;
   if (path && path[0] != '/' && path[0] != '~') {
@@ -103,7 +103,7 @@ static void grant_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
 static void deny_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
   struct cap_spec *spec = arg;
-  mf_unknown_keys(c, o, deny_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, o, deny_keys, CAP_SEV_ERROR);
   const char *path = mf_string(c, o, "path", MF_REQUIRED | MF_NONEMPTY, NULL);
   if (path)
     cap_strv_push(&spec->deny, path);
@@ -111,7 +111,7 @@ static void deny_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
 
 static void nono_filesystem(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec)
 {
-  const struct cap_node *fs = section(c, root, "filesystem", filesystem_keys, CAP_SEV_WARNING);
+  const struct cap_node *fs = section(c, root, "filesystem", filesystem_keys, CAP_SEV_ERROR);
   if (!fs)
     return;
   size_t mark = mf_push_key(c, "filesystem");
@@ -172,7 +172,7 @@ static void rule_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
   void **args = arg;
   struct cap_http_rule **rules = args[0];
   size_t *n = args[1];
-  mf_unknown_keys(c, o, rule_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, o, rule_keys, CAP_SEV_ERROR);
   const struct cap_node *method =
       mf_field(c, o, "method", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
   const struct cap_node *path = mf_field(c, o, "path", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
@@ -236,7 +236,7 @@ static bool valid_host_port(const char *s)
 static void endpoint_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
   struct cap_spec *spec = arg;
-  mf_unknown_keys(c, o, endpoint_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, o, endpoint_keys, CAP_SEV_ERROR);
   const struct cap_node *host = mf_field(c, o, "host", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
   struct cap_http_rule *rules = NULL;
   size_t n = 0;
@@ -279,7 +279,7 @@ static void nono_network(struct mf_ctx *c, const struct cap_node *root, struct c
 {
   spec->network.mode = CAP_NET_UNRESTRICTED;
   spec->network.dns = true;
-  const struct cap_node *net = section(c, root, "network", network_keys, CAP_SEV_WARNING);
+  const struct cap_node *net = section(c, root, "network", network_keys, CAP_SEV_ERROR);
   if (!net)
     return;
   size_t mark = mf_push_key(c, "network");
@@ -303,7 +303,7 @@ static void nono_network(struct mf_ctx *c, const struct cap_node *root, struct c
     mf_pop(c, m2);
   }
   mf_each_object(c, net, "endpoints", 0, endpoint_fn, spec);
-  const struct cap_node *ports = section(c, net, "ports", port_keys, CAP_SEV_WARNING);
+  const struct cap_node *ports = section(c, net, "ports", port_keys, CAP_SEV_ERROR);
   if (ports) {
     size_t m2 = mf_push_key(c, "ports");
     port_list(c, ports, "connect", &spec->network.connect);
@@ -393,7 +393,7 @@ struct inject_fields {
  * mode's required field is missing or a placeholder is absent. */
 static bool read_inject(struct mf_ctx *c, const struct cap_node *o, struct inject_fields *f)
 {
-  const struct cap_node *inject = section(c, o, "inject", inject_keys, CAP_SEV_WARNING);
+  const struct cap_node *inject = section(c, o, "inject", inject_keys, CAP_SEV_ERROR);
   if (!inject)
     return true;
   bool ok = true;
@@ -429,7 +429,7 @@ static bool read_inject(struct mf_ctx *c, const struct cap_node *o, struct injec
 static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
   struct cap_spec *spec = arg;
-  mf_unknown_keys(c, o, credential_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, o, credential_keys, CAP_SEV_ERROR);
   const char *name = mf_string(c, o, "name", MF_REQUIRED | MF_NONEMPTY, NULL);
   const struct cap_node *upstream =
       mf_field(c, o, "upstream", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
@@ -491,7 +491,7 @@ static void string_list(struct mf_ctx *c, const struct cap_node *obj, const char
 
 static void nono_process(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec)
 {
-  const struct cap_node *p = section(c, root, "process", process_keys, CAP_SEV_WARNING);
+  const struct cap_node *p = section(c, root, "process", process_keys, CAP_SEV_ERROR);
   if (!p)
     return;
   size_t mark = mf_push_key(c, "process");
@@ -517,7 +517,7 @@ static void nono_process(struct mf_ctx *c, const struct cap_node *root, struct c
 
 static void nono_rollback(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec)
 {
-  const struct cap_node *r = section(c, root, "rollback", rollback_keys, CAP_SEV_WARNING);
+  const struct cap_node *r = section(c, root, "rollback", rollback_keys, CAP_SEV_ERROR);
   if (!r)
     return;
   size_t mark = mf_push_key(c, "rollback");

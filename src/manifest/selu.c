@@ -230,7 +230,7 @@ static void selu_network(struct mf_ctx *c, const struct cap_node *root, struct c
   int mode = NET_NONE;
   if (net) {
     size_t mark = mf_push_key(c, "network");
-    mf_unknown_keys(c, net, network_keys, CAP_SEV_WARNING);
+    mf_unknown_keys(c, net, network_keys, CAP_SEV_ERROR);
     mode = mf_enum(c, net, "mode", 0, net_mode_names, -1);
     bool mode_bad = mode < 0 && cap_node_get(net, "mode");
     if (mode < 0)
@@ -374,7 +374,7 @@ static void selu_credential(struct mf_ctx *c, const struct cap_node *cred, struc
              mf_kind_article(c, cred->kind));
     return;
   }
-  mf_unknown_keys(c, cred, credential_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, cred, credential_keys, CAP_SEV_ERROR);
   struct cap_secret *s = cap_spec_add_secret(spec);
   const struct cap_node *name =
       mf_field(c, cred, "name", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
@@ -428,7 +428,7 @@ static void selu_resources(struct mf_ctx *c, const struct cap_node *root, struct
   const struct cap_node *res = mf_field(c, root, "resources", CAP_NODE_OBJECT, 0);
   size_t mark = mf_push_key(c, "resources");
   if (res)
-    mf_unknown_keys(c, res, resource_keys, CAP_SEV_WARNING);
+    mf_unknown_keys(c, res, resource_keys, CAP_SEV_ERROR);
   spec->limits.memory_bytes = scaled_int(c, res, "max_memory_mb", 128, 1048576, "MiB");
   double cpu = 0.5;
   const struct cap_node *cpun = mf_field(c, res, "max_cpu_fraction", CAP_NODE_FLOAT, 0);

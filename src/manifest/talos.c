@@ -64,7 +64,7 @@ struct talos_ctx {
 static void talos_credential(struct mf_ctx *c, const struct cap_node *o, void *arg)
 {
   struct cap_spec *spec = ((struct talos_ctx *)arg)->spec;
-  mf_unknown_keys(c, o, credential_keys, CAP_SEV_WARNING);
+  mf_unknown_keys(c, o, credential_keys, CAP_SEV_ERROR);
   const char *name = mf_string(c, o, "name", MF_REQUIRED | MF_NONEMPTY, NULL);
   const char *label = mf_string(c, o, "label", MF_REQUIRED, NULL);
   const char *description = mf_string(c, o, "description", 0, "");
