@@ -177,6 +177,46 @@ void cap_tools_free(struct cap_tool *tools, size_t n)
   free(tools);
 }
 
+static void routes_free(struct cap_credential_route *routes, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    struct cap_credential_route *r = &routes[i];
+    free(r->name);
+    free(r->upstream);
+    free(r->source);
+    free(r->header);
+    free(r->format);
+    free(r->path_pattern);
+    free(r->path_replacement);
+    free(r->query_param_name);
+    free(r->env_var);
+    cap_rules_free(r->rules, r->n_rules);
+  }
+  free(routes);
+}
+
+static void settings_free(struct cap_setting *settings, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    free(settings[i].name);
+    free(settings[i].label);
+    free(settings[i].type);
+    free(settings[i].description);
+  }
+  free(settings);
+}
+
+static void triggers_free(struct cap_trigger *triggers, size_t n)
+{
+  for (size_t i = 0; i < n; i++) {
+    free(triggers[i].id);
+    free(triggers[i].local_id);
+    free(triggers[i].label);
+    free(triggers[i].description);
+  }
+  free(triggers);
+}
+
 void cap_spec_free(struct cap_spec *spec)
 {
   if (!spec)
@@ -208,20 +248,7 @@ void cap_spec_free(struct cap_spec *spec)
   free(spec->network.connect.v);
   free(spec->network.bind.v);
   free(spec->network.localhost.v);
-  for (size_t i = 0; i < spec->n_routes; i++) {
-    struct cap_credential_route *r = &spec->routes[i];
-    free(r->name);
-    free(r->upstream);
-    free(r->source);
-    free(r->header);
-    free(r->format);
-    free(r->path_pattern);
-    free(r->path_replacement);
-    free(r->query_param_name);
-    free(r->env_var);
-    cap_rules_free(r->rules, r->n_rules);
-  }
-  free(spec->routes);
+  routes_free(spec->routes, spec->n_routes);
   for (size_t i = 0; i < spec->n_secrets; i++) {
     free(spec->secrets[i].name);
     free(spec->secrets[i].type);
@@ -237,20 +264,8 @@ void cap_spec_free(struct cap_spec *spec)
   free(spec->sandbox.declared_backend);
   free(spec->sandbox.filesystem);
   free(spec->sandbox.workspace);
-  for (size_t i = 0; i < spec->n_settings; i++) {
-    free(spec->settings[i].name);
-    free(spec->settings[i].label);
-    free(spec->settings[i].type);
-    free(spec->settings[i].description);
-  }
-  free(spec->settings);
-  for (size_t i = 0; i < spec->n_triggers; i++) {
-    free(spec->triggers[i].id);
-    free(spec->triggers[i].local_id);
-    free(spec->triggers[i].label);
-    free(spec->triggers[i].description);
-  }
-  free(spec->triggers);
+  settings_free(spec->settings, spec->n_settings);
+  triggers_free(spec->triggers, spec->n_triggers);
   cap_strv_free(&spec->actions_required);
   cap_strv_free(&spec->actions_optional);
   cap_strv_free(&spec->hermes_tools_allowed);
