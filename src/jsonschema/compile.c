@@ -79,7 +79,7 @@ void *js_map_put(struct map *m, const void *key, void *value)
   return value;
 }
 
-void js_map_free(struct map *m)
+static void js_map_free(struct map *m)
 {
   free(m->slots);
   memset(m, 0, sizeof(*m));

@@ -38,7 +38,6 @@ void *js_map_get(const struct map *m, const void *key);
 /* Sets key (not copied: it must outlive the map) unless present; returns
  * the value now stored. */
 void *js_map_put(struct map *m, const void *key, void *value);
-void js_map_free(struct map *m);
 
 /* ---- compiler state ---- */
 

@@ -70,24 +70,6 @@ void mf_warning(struct mf_ctx *c, const struct cap_node *at, const char *key, co
   va_end(ap);
 }
 
-void mf_error_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key, const char *fmt,
-                 ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  mf_vreport(c, CAP_SEV_ERROR, line, col, key, fmt, ap);
-  va_end(ap);
-}
-
-void mf_warning_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key, const char *fmt,
-                   ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  mf_vreport(c, CAP_SEV_WARNING, line, col, key, fmt, ap);
-  va_end(ap);
-}
-
 const char *mf_kind_article(const struct mf_ctx *c, unsigned kind)
 {
   if (c && c->toml && kind == CAP_NODE_OBJECT)

@@ -42,10 +42,6 @@ void mf_error(struct mf_ctx *c, const struct cap_node *at, const char *key, cons
     __attribute__((format(printf, 4, 5)));
 void mf_warning(struct mf_ctx *c, const struct cap_node *at, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void mf_error_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key, const char *fmt,
-                 ...) __attribute__((format(printf, 5, 6)));
-void mf_warning_at(struct mf_ctx *c, uint32_t line, uint32_t col, const char *key, const char *fmt,
-                   ...) __attribute__((format(printf, 5, 6)));
 
 /* The member `key` of obj if present and of `kind` (MF_ANY: any kind).
  * Reports missing (MF_REQUIRED), wrong kind, and with MF_NONEMPTY an empty

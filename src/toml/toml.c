@@ -59,7 +59,7 @@ __attribute__((format(printf, 4, 5))) int toml_fail_at(struct parser *p, uint32_
   return -EINVAL;
 }
 
-int toml_unexpected(struct parser *p, const char *expected)
+static int toml_unexpected(struct parser *p, const char *expected)
 {
   char buf[48];
   return fail(p, "expected %s, found %s", expected, toml_describe(p, buf, sizeof(buf)));

@@ -97,7 +97,6 @@ const char *toml_describe(const struct parser *p, char *buf, size_t size);
 __attribute__((format(printf, 4, 5))) int toml_fail_at(struct parser *p, uint32_t line,
                                                        uint32_t col, const char *fmt, ...);
 #define fail(p, ...) toml_fail_at((p), (p)->line, (p)->col, __VA_ARGS__)
-int toml_unexpected(struct parser *p, const char *expected);
 
 void toml_skip_ws(struct parser *p);
 int toml_eat_newline(struct parser *p);
