@@ -1,8 +1,10 @@
 /* capsule check PATH...: every problem in every manifest, at once. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "core/buf.h"
@@ -13,8 +15,10 @@ static const char check_help[] =
     "usage: capsule check [--quiet] [--strict] PATH...\n"
     "\n"
     "Validates manifests: files (manifest.yaml, agent.toml, manifest.json, a nono\n"
-    "capability manifest) or capability directories (including Covenant's\n"
-    "agents/<id>/agent.toml layout). Every problem is reported at once as\n"
+    "capability manifest), a capability directory (one manifest), or a directory\n"
+    "of capabilities, checked exactly as `list --caps DIR` and `call` load it\n"
+    "(Covenant's agents/<id>/agent.toml and every subdirectory; an id used twice\n"
+    "is an error). Every problem is reported at once as\n"
     "  FILE:LINE:COL: error: FIELD.PATH: what is wrong and how to fix it\n"
     "\n"
     "  -q, --quiet    print problems only, not the ok lines\n"
@@ -27,6 +31,7 @@ struct check_result {
   char *file;
   struct cap_spec *spec; /* NULL when invalid */
   struct cap_diags diags;
+  bool duplicate; /* its id is used by another capability too */
 };
 
 /* Covenant's loader orders agents by id so that ties resolve the same on every
@@ -44,6 +49,41 @@ static void print_ok(const struct cap_spec *spec)
   printf("%s: ok: %s capability \"%s\" (%zu tool%s)\n", spec->source_path,
          cap_format_name(spec->format), spec->id ? spec->id : "", spec->n_tools,
          spec->n_tools == 1 ? "" : "s");
+}
+
+/* A file is itself, a directory holding a manifest one capability, any
+ * other directory a directory of capabilities (as --caps reads it). */
+static int discover(const char *path, struct cap_strv *files, struct cap_diags *diags)
+{
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !cap_is_capability_dir(path)) {
+    size_t before = files->len;
+    int r = cap_caps_discover(path, files, diags);
+    if (r == 0 && files->len == before) {
+      cap_diags_add(diags, CAP_SEV_ERROR, path, 0, 0, "",
+                    "no manifest found, in it or in its subdirectories; expected "
+                    "manifest.yaml (Selu), agent.toml or agents/<id>/agent.toml (Covenant), "
+                    "manifest.json (Talos) or a nono capability manifest");
+      return -ENOENT;
+    }
+    return r;
+  }
+  return cap_manifest_discover(path, files, diags);
+}
+
+/* An id loaded twice: the registry uses neither, so check fails both
+ * (results are sorted by id). */
+static void mark_duplicate_ids(struct check_result *results, size_t n)
+{
+  for (size_t i = 0; i + 1 < n; i++) {
+    struct check_result *a = &results[i], *b = &results[i + 1];
+    if (!a->spec || !b->spec || !a->spec->id || !b->spec->id || strcmp(a->spec->id, b->spec->id))
+      continue;
+    cap_diags_add(&b->diags, CAP_SEV_ERROR, b->file, 0, 0, "",
+                  "capability id \"%s\" is also used by %s; ids must be unique (rename one)",
+                  b->spec->id, a->file);
+    b->duplicate = a->duplicate = true;
+  }
 }
 
 int cmd_check(int argc, char **argv)
@@ -71,7 +111,7 @@ int cmd_check(int argc, char **argv)
   for (int i = optind; i < argc; i++) {
     struct cap_diags found_diags = {0};
     struct cap_strv files = {0};
-    if (cap_manifest_discover(argv[i], &files, &found_diags) < 0) {
+    if (discover(argv[i], &files, &found_diags) < 0) {
       cap_diags_print(&found_diags, stderr);
       failed = true;
     }
@@ -83,11 +123,12 @@ int cmd_check(int argc, char **argv)
       cap_manifest_load(files.v[k], &results[k].spec, &results[k].diags);
     }
     qsort(results, files.len, sizeof(*results), compare_results);
+    mark_duplicate_ids(results, files.len);
     for (size_t k = 0; k < files.len; k++) {
       struct check_result *r = &results[k];
       cap_diags_sort(&r->diags);
       cap_diags_print(&r->diags, stderr);
-      if (!r->spec || (strict && r->diags.warnings))
+      if (!r->spec || r->duplicate || (strict && r->diags.warnings))
         failed = true;
       else if (!quiet)
         print_ok(r->spec);

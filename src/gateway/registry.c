@@ -12,44 +12,18 @@
 
 static int by_id(const void *a, const void *b)
 {
-  const struct cap_spec *x = *(const struct cap_spec *const *)a, *y = *(const struct cap_spec *const *)b;
+  const struct cap_spec *x = *(const struct cap_spec *const *)a,
+                        *y = *(const struct cap_spec *const *)b;
   return strcmp(x->id, y->id);
-}
-
-static int by_name(const struct dirent **a, const struct dirent **b)
-{
-  return strcmp((*a)->d_name, (*b)->d_name);
-}
-
-static bool is_dir(const char *path)
-{
-  struct stat sb;
-  return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 int gw_registry_load(const char *dir, struct gw_registry *reg, struct cap_diags *diags)
 {
   *reg = (struct gw_registry){.dir = cap_xstrdup(dir)};
-  struct dirent **names = NULL;
-  int n = scandir(dir, &names, NULL, by_name);
-  if (n < 0) {
-    int e = errno;
-    cap_diags_add(diags, CAP_SEV_ERROR, dir, 0, 0, "",
-                  "cannot read the capabilities directory: %s; name one with --caps DIR", strerror(e));
-    return -e;
-  }
   struct cap_strv files = {0};
-  _cleanup_free_ char *agents = cap_xasprintf("%s/agents", dir);
-  if (is_dir(agents)) /* a Covenant home */
-    cap_manifest_discover(dir, &files, diags);
-  for (int i = 0; i < n; i++) {
-    const char *name = names[i]->d_name;
-    _cleanup_free_ char *sub = cap_xasprintf("%s/%s", dir, name);
-    if (name[0] != '.' && strcmp(name, "agents") != 0 && is_dir(sub))
-      cap_manifest_discover(sub, &files, diags);
-    free(names[i]);
-  }
-  free(names);
+  int r = cap_caps_discover(dir, &files, diags);
+  if (r < 0)
+    return r;
 
   for (size_t i = 0; i < files.len; i++) {
     struct cap_spec *spec = NULL;

@@ -138,6 +138,46 @@ int cap_manifest_discover(const char *path, struct cap_strv *files, struct cap_d
   return -ENOENT;
 }
 
+static int by_dirent_name(const struct dirent **a, const struct dirent **b)
+{
+  return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+int cap_caps_discover(const char *dir, struct cap_strv *files, struct cap_diags *diags)
+{
+  struct dirent **names = NULL;
+  int n = scandir(dir, &names, NULL, by_dirent_name);
+  if (n < 0) {
+    int e = errno;
+    cap_diags_add(diags, CAP_SEV_ERROR, dir, 0, 0, "",
+                  "cannot read the capabilities directory: %s; name one with --caps DIR",
+                  strerror(e));
+    return -e;
+  }
+  _cleanup_free_ char *agents = path_join(dir, "agents");
+  if (is_dir(agents)) /* a Covenant home */
+    cap_manifest_discover(dir, files, diags);
+  for (int i = 0; i < n; i++) {
+    const char *name = names[i]->d_name;
+    _cleanup_free_ char *sub = path_join(dir, name);
+    if (name[0] != '.' && strcmp(name, "agents") != 0 && is_dir(sub))
+      cap_manifest_discover(sub, files, diags);
+    free(names[i]);
+  }
+  free(names);
+  return 0;
+}
+
+bool cap_is_capability_dir(const char *path)
+{
+  for (size_t i = 0; manifest_names[i]; i++) {
+    _cleanup_free_ char *candidate = path_join(path, manifest_names[i]);
+    if (is_file(candidate))
+      return true;
+  }
+  return false;
+}
+
 /* JSON holds Talos or nono manifests; tell them apart by their keys. */
 static int detect_json(const struct cap_node *root, const char *name)
 {

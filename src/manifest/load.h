@@ -24,6 +24,17 @@ enum cap_format_hint { CAP_HINT_AUTO = -1 };
  * Problems (nothing found, unreadable) go to diags. Returns 0 or -errno. */
 int cap_manifest_discover(const char *path, struct cap_strv *files, struct cap_diags *diags);
 
+/* Expands a capabilities directory (what --caps names) into manifest files
+ * exactly as the gateway's registry loads it: a Covenant home's
+ * agents/<id>/agent.toml, then each subdirectory's capability in name order
+ * (hidden entries skipped). Problems go to diags; returns 0, or -errno when
+ * dir cannot be read. */
+int cap_caps_discover(const char *dir, struct cap_strv *files, struct cap_diags *diags);
+
+/* Whether path is a directory holding a manifest file itself (one
+ * capability, not a directory of them). */
+bool cap_is_capability_dir(const char *path);
+
 /* Reads, parses, checks and lowers one manifest file. Returns 0 with *ret set
  * when the manifest is valid (warnings may be in diags); -EINVAL when it is
  * not (errors in diags); another -errno for I/O failures (also in diags). */
