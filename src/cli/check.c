@@ -57,9 +57,11 @@ static int discover(const char *path, struct cap_strv *files, struct cap_diags *
 {
   struct stat st;
   if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !cap_is_capability_dir(path)) {
-    size_t before = files->len;
+    size_t before = files->len, errors = diags->errors;
     int r = cap_caps_discover(path, files, diags);
     if (r == 0 && files->len == before) {
+      if (diags->errors > errors)
+        return -ENOENT; /* discovery said why */
       cap_diags_add(diags, CAP_SEV_ERROR, path, 0, 0, "",
                     "no manifest found, in it or in its subdirectories; expected "
                     "manifest.yaml (Selu), agent.toml or agents/<id>/agent.toml (Covenant), "
