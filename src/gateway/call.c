@@ -384,7 +384,7 @@ static void free_env(char **env, size_t n)
   free(env);
 }
 
-/* Required secrets, user scope over system; delivered as environment
+/* Required secrets, found in gw_cred_lookup's order; delivered as environment
  * variables NAME=value. Returns an exit code. */
 static int resolve_credentials(const struct gw_call *call, const struct cap_spec *spec,
                                struct gw_state *st, char ***env, size_t *n_env,
@@ -396,11 +396,7 @@ static int resolve_credentials(const struct gw_call *call, const struct cap_spec
     const struct cap_secret *sec = &spec->secrets[i];
     char *value = NULL;
     bool found = false;
-    int r = 0;
-    if (call->user && *call->user)
-      r = gw_cred_get(st, sec->name, CAP_SCOPE_USER, call->user, &value, &found, err);
-    if (r == 0 && !found)
-      r = gw_cred_get(st, sec->name, CAP_SCOPE_SYSTEM, NULL, &value, &found, err);
+    int r = gw_cred_lookup(st, spec->id, sec->name, call->user, &value, &found, err);
     if (r < 0)
       return EXIT_FAILED;
     if (!found) {
@@ -408,14 +404,14 @@ static int resolve_credentials(const struct gw_call *call, const struct cap_spec
         continue;
       if (sec->scope == CAP_SCOPE_USER)
         cap_error_set(err, ENOENT,
-                      "credential %s is not set for user %s; set it with `capsule cred set %s "
+                      "credential %s is not set for user %s; set it with `capsule cred set %s %s "
                       "--scope user --user %s` (the value on stdin)",
-                      sec->name, call->user, sec->name, call->user);
+                      sec->name, call->user, spec->id, sec->name, call->user);
       else
         cap_error_set(err, ENOENT,
-                      "credential %s is not set; set it with `capsule cred set %s --scope system` "
-                      "(the value on stdin)",
-                      sec->name, sec->name);
+                      "credential %s is not set; set it with `capsule cred set %s %s --scope "
+                      "system` (the value on stdin)",
+                      sec->name, spec->id, sec->name);
       return EXIT_FAILED;
     }
     if (sec->delivery && strcmp(sec->delivery, "handler") == 0)

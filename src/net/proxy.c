@@ -1361,7 +1361,7 @@ static int read_secret(const struct cap_credential_route *r, const struct proxy_
     if (!found)
       return cap_error_set(err, ENOENT,
                            "credential \"%s\": %s is not in capsule's credential store; set it "
-                           "with `capsule cred set %s --scope system` (the value on stdin)",
+                           "with `capsule cred set --shared %s --scope system` (the value on stdin)",
                            r->name, src, src);
     return 0;
   }
