@@ -245,10 +245,10 @@ int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err)
     return gw_state_db_error(st, err, "cannot read the audit log");
   char last[65];
   r = walk_chain(st, n, last, err);
+  if (r == 0) /* the mark first: it names a gap by its size */
+    r = check_mark(st, &mark, status, *n, err);
   if (r == 0)
     r = check_head(st, *n, last, err);
-  if (r == 0)
-    r = check_mark(st, &mark, status, *n, err);
   sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
   return r;
 }

@@ -114,5 +114,41 @@ sqlite3 "$newer/state.db" "PRAGMA user_version = 99"
 t newer-schema-refused 1 "schema version 99, newer than this capsule knows" cred list --state "$newer"
 if [ "$(sqlite3 "$newer/state.db" "PRAGMA user_version")" = 99 ]; then ok newer-schema-untouched; else bad newer-schema-untouched; fi
 
+echo "the audit high-water mark: deletion, truncation and rollback are a gap"
+mkdir -p "$caps/agents/noop"
+printf '[agent]\nid = "noop"\nname = "noop"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' >"$caps/agents/noop/agent.toml"
+printf '#!/bin/sh\necho "{}"\n' >"$caps/agents/noop/run.sh" && chmod 755 "$caps/agents/noop/run.sh"
+A=$work/audit
+blocked() { # blocked N DIR: N calls refused by policy, one audit record each
+  for _ in $(seq "$1"); do "$capsule" call --caps "$caps" --state "$2" noop dispatch '{"text": "x"}' >/dev/null 2>&1; done
+}
+blocked 3 "$A"
+t hwm-intact 0 "audit log verified: 3 records" audit verify --state "$A"
+if [ -f "$A/audit-hwm" ] && [ "$(stat -c %a "$A/audit-hwm")" = 600 ]; then ok hwm-file-0600; else bad hwm-file-0600; fi
+cp -a "$A" "$work/a1"; sqlite3 "$work/a1/state.db" "DELETE FROM audit; DELETE FROM meta"
+t hwm-deleted-all 1 "gap: the audit log holds 0 records but capsule wrote 3" audit verify --state "$work/a1"
+cp -a "$A" "$work/a2"; sqlite3 "$work/a2/state.db" "DELETE FROM audit WHERE seq = 3; DELETE FROM meta"
+t hwm-truncated 1 "gap: the audit log holds 2 records but capsule wrote 3" audit verify --state "$work/a2"
+cp -a "$A" "$work/a3"; rm "$work/a3/state.db" "$work/a3/state.db-wal" "$work/a3/state.db-shm" 2>/dev/null
+t hwm-database-removed 1 "gap: the audit log holds 0 records but capsule wrote 3" audit verify --state "$work/a3"
+# rollback: a copy of the database taken at 3 records, restored after 2 more
+sqlite3 "$A/state.db" ".backup $work/old.db"
+blocked 2 "$A"
+t hwm-advances 0 "audit log verified: 5 records" audit verify --state "$A"
+cp -a "$A" "$work/a4"; cp "$work/old.db" "$work/a4/state.db"; rm -f "$work/a4/state.db-wal" "$work/a4/state.db-shm"
+t hwm-rollback 1 "gap: the audit log holds 3 records but capsule wrote 5" audit verify --state "$work/a4"
+blocked 3 "$work/a4" # written to after the restore, past the mark's count
+t hwm-rollback-then-written 1 "gap: audit record 5 is not the one capsule wrote" audit verify --state "$work/a4"
+cp -a "$A" "$work/a5"; rm "$work/a5/audit-hwm"
+t hwm-file-deleted 1 "gap: the audit high-water mark .* is missing" audit verify --state "$work/a5"
+blocked 1 "$work/a5"
+t hwm-not-recreated-by-append 1 "is missing" audit verify --state "$work/a5"
+cp -a "$A" "$work/a6"; sed -i 's/ 5 / 9 /' "$work/a6/audit-hwm"
+t hwm-forged 1 "gap: the audit high-water mark .* does not verify" audit verify --state "$work/a6"
+# eight appenders at once: the mark ends at the last record, never behind a gap
+pids=(); for i in $(seq 8); do blocked 2 "$A" & pids+=($!); done; wait "${pids[@]}"
+t hwm-concurrent 0 "audit log verified: 21 records" audit verify --state "$A"
+if grep -q "^capsule-audit-hwm-v1 21 " "$A/audit-hwm"; then ok hwm-at-head; else bad "hwm-at-head ($(cut -c1-30 "$A/audit-hwm"))"; fi
+
 echo "state tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
