@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
+#include "core/escape.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "gateway/call.h"
@@ -496,8 +497,11 @@ static void print_cred(void *arg, const char *cap, const char *name, enum cap_se
       (!sel->any_scope && scope != sel->scope) ||
       (sel->user && scope == CAP_SCOPE_USER && strcmp(user, sel->user)))
     return;
-  printf("%-20s %-28s %-6s %-16s %s\n", cap ? cap : "(shared)", name,
-         scope == CAP_SCOPE_USER ? "user" : "system", *user ? user : "-", updated);
+  _cleanup_free_ char *c = cap_escape_str(cap ? cap : "(shared)");
+  _cleanup_free_ char *n = cap_escape_str(name);
+  _cleanup_free_ char *u = cap_escape_str(*user ? user : "-");
+  printf("%-20s %-28s %-6s %-16s %s\n", c, n, scope == CAP_SCOPE_USER ? "user" : "system", u,
+         updated);
 }
 
 static const char cred_forms[] =
@@ -629,9 +633,16 @@ static void print_record(void *arg, const struct gw_audit_record *r)
 {
   struct audit_print *ap = arg;
   ap->last = r->seq;
-  if (!ap->json) {
-    printf("%lld %s %s %s.%s %s %lldms %s\n", (long long)r->seq, r->time, r->user, r->capability,
-           r->tool, r->decision, (long long)r->duration_ms, r->outcome);
+  if (!ap->json) { /* a tool's name or error text must not move the terminal or forge lines */
+    struct cap_buf b = {0};
+    const char *parts[] = {r->time, " ", r->user, " ", r->capability, ".", r->tool, " ", r->decision};
+    cap_buf_printf(&b, "%lld ", (long long)r->seq);
+    for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+      cap_escape_text(&b, parts[i], strlen(parts[i]));
+    cap_buf_printf(&b, " %lldms ", (long long)r->duration_ms);
+    cap_escape_text(&b, r->outcome, strlen(r->outcome));
+    printf("%s\n", b.data);
+    cap_buf_free(&b);
     return;
   }
   struct cap_buf b = {0};
