@@ -23,6 +23,7 @@
 
 #include "core/buf.h"
 #include "core/json.h"
+#include "core/secret.h"
 #include "core/text.h"
 #include "net/http.h"
 #include "net/rules.h"
@@ -1324,6 +1325,7 @@ static void *accept_loop(void *arg)
 static int read_secret(const struct cap_credential_route *r, const struct proxy_store *store,
                        char **ret, struct cap_error *err)
 {
+  cap_secret_hold(); /* this process holds a credential from here on */
   const char *src = r->source;
   if (strncmp(src, "env://", 6) == 0) {
     const char *v = getenv(src + 6);
