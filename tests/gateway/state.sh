@@ -150,5 +150,96 @@ pids=(); for i in $(seq 8); do blocked 2 "$A" & pids+=($!); done; wait "${pids[@
 t hwm-concurrent 0 "audit log verified: 21 records" audit verify --state "$A"
 if grep -q "^capsule-audit-hwm-v1 21 " "$A/audit-hwm"; then ok hwm-at-head; else bad "hwm-at-head ($(cut -c1-30 "$A/audit-hwm"))"; fi
 
+echo "audit text output escapes control characters; --json stays exact"
+E=$work/esc
+forged=$'t\n99 2026-01-01T00:00:00.000Z root noop.dispatch allow 1ms ok\e[2J\xff\xe2\x80\xae'
+"$capsule" call --caps "$caps" --state "$E" noop "$forged" '{}' >/dev/null 2>&1
+"$capsule" call --caps "$caps" --state "$E" noop dispatch '{}' >/dev/null 2>&1
+out=$("$capsule" audit --state "$E" 2>&1)
+if [ "$(printf '%s\n' "$out" | wc -l)" = 2 ] && ! printf '%s' "$out" | grep -q $'\e' &&
+   printf '%s' "$out" | grep -qF 'noop.t\n99 2026' && printf '%s' "$out" | grep -qF '\x1b[2J\xff\u{202e}'; then
+  ok audit-text-escaped
+else bad audit-text-escaped; printf '%s\n' "$out" | head -4 | cat -A | sed 's/^/         /'; fi
+"$capsule" audit --json --state "$E" >"$work/esc.json" 2>&1
+if python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1], encoding="utf-8", errors="surrogateescape")]; sys.exit(0 if r[0]["tool"].startswith("t\n99 2026") and "\x1b[2J" in r[0]["tool"] and len(r) == 2 else 1)' "$work/esc.json"
+then ok audit-json-exact; else bad audit-json-exact; head -c 300 "$work/esc.json"; fi
+
+echo "state directory permissions and ownership"
+P=$work/perm
+mkdir -m 755 "$P"
+"$capsule" policy list --state "$P" >/dev/null 2>&1
+sqlite3 "$P/state.db" "CREATE TABLE IF NOT EXISTS x (a)"; chmod 644 "$P/state.db"; chmod 755 "$P"
+t perm-0755-repaired-run 0 "" policy list --state "$P"
+modes=$(stat -c '%n %a' "$P" "$P"/state.db* "$P/key" "$P/audit-hwm" | sed "s|$P|S|")
+if ! echo "$modes" | grep -vqE '^S 700$|^S/[^ ]+ 600$'; then ok perm-0755-repaired
+else bad perm-0755-repaired; echo "$modes" | sed 's/^/         /'; fi
+N=$work/fresh
+(umask 022 && "$capsule" policy list --state "$N" >/dev/null 2>&1)
+modes=$(stat -c '%n %a' "$N" "$N"/state.db* "$N/key" | sed "s|$N|S|")
+if ! echo "$modes" | grep -vqE '^S 700$|^S/[^ ]+ 600$'; then ok perm-new-0600
+else bad perm-new-0600; echo "$modes" | sed 's/^/         /'; fi
+K=$work/keyopen; "$capsule" policy list --state "$K" >/dev/null 2>&1; chmod 644 "$K/key"
+t perm-key-readable-refused 1 "key is readable by others" policy list --state "$K"
+if [ "$(id -u)" = 0 ]; then
+  # uid 65534 plants a state directory (0777) with a key it knows
+  pl=$work/planted
+  mkdir -m 777 "$pl" && head -c 32 /dev/urandom >"$pl/key" && chmod 600 "$pl/key" && chown -R 65534:65534 "$pl"
+  out=$(printf 'root-secret\n' | "$capsule" cred set --shared token --scope system --state "$pl" 2>&1); st=$?
+  if [ $st = 1 ] && echo "$out" | grep -q "owned by uid 65534, not by you" && [ ! -e "$pl/state.db" ]; then ok planted-dir-refused
+  else bad "planted-dir-refused (exit $st)"; echo "$out" | head -3 | sed 's/^/         /'; fi
+  chmod 700 "$pl"
+  t planted-0700-dir-refused 1 "owned by uid 65534, not by you" cred list --state "$pl"
+  own=$work/own; mkdir -m 700 "$own" && cp "$pl/key" "$own/key" && chown 65534 "$own/key"
+  t planted-key-refused 1 "key is owned by uid 65534, not by you .* refusing a key" cred list --state "$own"
+  gw=$work/groupw; mkdir -m 770 "$gw"
+  t group-writable-refused 1 "writable by group or others \(mode 0770\)" cred list --state "$gw"
+  rw=$work/rootw; mkdir -m 1777 "$rw"
+  t nobody-in-root-0777-refused 1 "writable by group or others" policy list --state "$rw"
+  out=$(as_nobody "$capsule" policy list --state "$rw" 2>&1); st=$?
+  if [ $st = 1 ] && echo "$out" | grep -q "writable by group or others"; then ok nobody-other-writable-refused
+  else bad "nobody-other-writable-refused (exit $st)"; echo "$out" | head -3 | sed 's/^/         /'; fi
+  nb=$work/nb; mkdir -m 755 "$nb" && chown 65534:65534 "$nb"
+  out=$(as_nobody "$capsule" policy list --state "$nb" 2>&1); st=$?
+  if [ $st = 0 ] && [ "$(stat -c %a "$nb")" = 700 ] && [ "$(stat -c %a "$nb/state.db")" = 600 ]; then ok nobody-own-0755-repaired
+  else bad "nobody-own-0755-repaired (exit $st)"; echo "$out" | head -3 | sed 's/^/         /'; fi
+
+  echo "--user other than the caller's login needs the operator"
+  ro=$work/rootstate; "$capsule" policy set noop dispatch allow --state "$ro" >/dev/null
+  out=$(as_nobody "$capsule" call --caps "$caps" --state "$ro" --user alice noop dispatch '{}' 2>&1); st=$?
+  if [ $st = 4 ] && echo "$out" | grep -q -- "--user alice needs the operator's rights"; then ok user-non-owner-refused
+  else bad "user-non-owner-refused (exit $st)"; echo "$out" | head -3 | sed 's/^/         /'; fi
+  out=$(as_nobody "$capsule" cred set noop token --scope user --user alice --state "$nb" 2>&1 <<<"v"); st=$?
+  if [ $st = 0 ]; then ok user-owner-may; else bad "user-owner-may (exit $st)"; echo "$out" | head -3; fi
+  if printf 'v\n' | "$capsule" cred set noop token --scope user --user alice --state "$ro" >/dev/null 2>&1; then ok user-root-may; else bad user-root-may; fi
+  # $USER is the caller's to set: it does not name who calls
+  as_nobody env USER=alice "$capsule" call --caps "$caps" --state "$nb" noop dispatch '{}' >/dev/null 2>&1
+  if as_nobody "$capsule" audit --state "$nb" 2>&1 | grep -q " nobody noop.dispatch"; then ok user-env-not-trusted
+  else bad user-env-not-trusted; as_nobody "$capsule" audit --state "$nb" 2>&1 | head -3; fi
+
+  echo "a capsule holding the state key is not dumpable"
+  ff=$nb/fifo; as_nobody mkfifo "$ff"
+  res=$(as_nobody bash -c '
+    "$1" audit --follow --state "$2" >"$3" 2>/dev/null & pid=$!
+    exec 4<"$3"; read -r _ <&4
+    if (exec 3</proc/$pid/mem) 2>/dev/null; then echo mem-readable; else echo mem-refused; fi
+    echo "owner $(stat -c %u /proc/$pid/mem)"
+    kill $pid' _ "$capsule" "$nb" "$ff")
+  if echo "$res" | grep -q mem-refused && echo "$res" | grep -q "owner 0"; then ok not-dumpable-mem-refused
+  else bad "not-dumpable-mem-refused ($(echo $res))"; fi
+  # the egress proxy's process holds a credential and its CA key
+  printf '{"version": "0.1.0", "network": {"mode": "proxy"}, "credentials": [{"name": "key", "upstream": "https://127.0.0.1:9/v1", "source": "env://CAPSULE_TEST_SECRET", "env_var": "API_KEY", "inject": {"mode": "header", "header": "X-Api-Key", "format": "{}"}}]}\n' >"$nb/proxy.json"
+  chown 65534 "$nb/proxy.json"
+  res=$(as_nobody env CAPSULE_TEST_SECRET=s3cret-proxy bash -c '
+    "$1" run --config "$2/proxy.json" -- sh -c "echo ready; exec sleep 600" >"$3" 2>/dev/null & pid=$!
+    exec 4<"$3"; read -r _ <&4
+    if (exec 3</proc/$pid/mem) 2>/dev/null; then echo mem-readable; else echo mem-refused; fi
+    echo "owner $(stat -c %u /proc/$pid/mem)"
+    kill $pid' _ "$capsule" "$nb" "$ff")
+  if echo "$res" | grep -q mem-refused && echo "$res" | grep -q "owner 0"; then ok proxy-not-dumpable
+  else bad "proxy-not-dumpable ($(echo $res))"; fi
+else
+  echo "  note: the ownership, --user and dumpability cases need root (uid 65534 via setpriv)"
+fi
+
 echo "state tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
