@@ -72,8 +72,9 @@ static const char gateway_help[] =
     "\n"
     "--caps: the capabilities directory (default ./capabilities); --state: the state\n"
     "directory (default $XDG_STATE_HOME/capsule or ~/.local/state/capsule); --user:\n"
-    "who calls (default the login name). Exit: 0 ok, 1 invalid or failed, 2 usage,\n"
-    "3 the host cannot run it, 4 denied by policy or awaiting approval.\n";
+    "who calls (default the login name; another name needs root or the state\n"
+    "directory's owner). Exit: 0 ok, 1 invalid or failed, 2 usage, 3 the host cannot\n"
+    "run it, 4 denied by policy or awaiting approval.\n";
 
 /* The caller's login: its passwd entry, not $USER, which the caller sets
  * as it likes ($USER only when the uid has no entry). */
