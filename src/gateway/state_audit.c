@@ -49,20 +49,32 @@ static void head_text(const struct gw_state *st, int64_t seq, const char *hash, 
 static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
                         struct cap_error *err);
 
+/* The last record (seq 0 and a zero hash when the log is empty). */
+static int last_record(struct gw_state *st, struct gw_hwm *out, struct cap_error *err)
+{
+  sqlite3_stmt *s =
+      gw_state_prep(st, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  out->seq = 0;
+  snprintf(out->hash, sizeof out->hash, "%064d", 0);
+  if (rc == SQLITE_ROW) {
+    out->seq = sqlite3_column_int64(s, 0);
+    snprintf(out->hash, sizeof out->hash, "%s", (const char *)sqlite3_column_text(s, 1));
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE
+             ? 0
+             : gw_state_db_error(st, err, "cannot read the audit log");
+}
+
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
 {
   if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
     return gw_state_db_error(st, err, "cannot append to the audit log");
-  sqlite3_stmt *s =
-      gw_state_prep(st, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  r->seq = 1;
-  snprintf(r->prev, sizeof r->prev, "%064d", 0);
-  if (rc == SQLITE_ROW) {
-    r->seq = sqlite3_column_int64(s, 0) + 1;
-    snprintf(r->prev, sizeof r->prev, "%s", (const char *)sqlite3_column_text(s, 1));
-  }
-  sqlite3_finalize(s);
+  struct gw_hwm last;
+  int rc = last_record(st, &last, err) == 0 ? SQLITE_DONE : SQLITE_ERROR;
+  r->seq = last.seq + 1;
+  snprintf(r->prev, sizeof r->prev, "%s", last.hash);
   gw_state_now(r->time);
   audit_mac(st, r, r->hash);
   char seq[24], dur[24], head[256];
@@ -70,7 +82,7 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
   snprintf(dur, sizeof dur, "%lld", (long long)r->duration_ms);
   head_text(st, r->seq, r->hash, head, sizeof head);
   sqlite3_stmt *ins = NULL, *h = NULL;
-  if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+  if (rc == SQLITE_DONE) {
     ins = gw_state_prep(st, "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", seq,
                         r->time, r->user, r->capability, r->tool, r->args_hash, r->decision, dur,
                         r->outcome, r->result_hash, r->prev, r->hash, NULL);
@@ -82,6 +94,7 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
   sqlite3_finalize(ins);
   sqlite3_finalize(h);
   if (rc != SQLITE_DONE || sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    cap_error_clear(err);
     int e = gw_state_db_error(st, err, "cannot append to the audit log");
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     return e;
@@ -251,24 +264,6 @@ int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err)
     r = check_head(st, *n, last, err);
   sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
   return r;
-}
-
-/* The last record (seq 0 and a zero hash when the log is empty). */
-static int last_record(struct gw_state *st, struct gw_hwm *out, struct cap_error *err)
-{
-  sqlite3_stmt *s =
-      gw_state_prep(st, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  out->seq = 0;
-  snprintf(out->hash, sizeof out->hash, "%064d", 0);
-  if (rc == SQLITE_ROW) {
-    out->seq = sqlite3_column_int64(s, 0);
-    snprintf(out->hash, sizeof out->hash, "%s", (const char *)sqlite3_column_text(s, 1));
-  }
-  sqlite3_finalize(s);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
-             ? 0
-             : gw_state_db_error(st, err, "cannot read the audit log");
 }
 
 int gw_audit_init_mark(struct gw_state *st, struct cap_error *err)
