@@ -154,7 +154,9 @@ static int open_state(const struct common *o, struct gw_state **st)
     cap_error_clear(&err);
     return CLI_EXIT_INVALID;
   }
-  size_t shared = gw_state_migrated_shared(*st);
+  size_t shared = 0;
+  if (gw_state_take_migrated_shared(*st, &shared, &err) < 0)
+    cap_error_clear(&err); /* a warning that cannot be read is not a reason to stop */
   if (shared)
     fprintf(
         stderr,

@@ -51,14 +51,18 @@ static const char schema_v2[] =
     "DROP TABLE credentials;"
     "ALTER TABLE credentials_v2 RENAME TO credentials;";
 
+/* How many credentials become shared, kept in meta until a command line
+ * has warned about them (the first process to migrate may be one that
+ * cannot, e.g. `capsule run` reading a stored credential). */
 static int count_legacy_credentials(struct gw_state *st, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT count(*) FROM credentials", NULL);
+  sqlite3_stmt *s = gw_state_prep(st,
+                                  "INSERT INTO meta SELECT 'migrated_shared', count(*) FROM"
+                                  " credentials WHERE (SELECT count(*) FROM credentials) > 0",
+                                  NULL);
   int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW)
-    st->migrated_shared = (size_t)sqlite3_column_int64(s, 0);
   sqlite3_finalize(s);
-  return rc == SQLITE_ROW ? 0 : gw_state_db_error(st, err, "cannot count the credentials");
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot count the credentials");
 }
 
 static const struct migration {
@@ -113,10 +117,8 @@ static int migrate_step(struct gw_state *st, const struct migration *m, struct c
   }
   if (r == 0 && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
     r = gw_state_db_error(st, err, "cannot commit a schema migration");
-  if (r < 0) {
+  if (r < 0)
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-    st->migrated_shared = 0;
-  }
   return r;
 }
 
@@ -211,7 +213,19 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
   return 0;
 }
 
-size_t gw_state_migrated_shared(const struct gw_state *st) { return st->migrated_shared; }
+int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err)
+{
+  *n = 0;
+  sqlite3_stmt *s =
+      gw_state_prep(st, "DELETE FROM meta WHERE key = 'migrated_shared' RETURNING value", NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  if (rc == SQLITE_ROW) {
+    *n = (size_t)sqlite3_column_int64(s, 0);
+    rc = sqlite3_step(s);
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the state's notices");
+}
 
 void gw_state_close(struct gw_state *st)
 {

@@ -34,9 +34,10 @@ size_t gw_state_private_paths(const char *state_dir, char *out[2]);
 
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err);
 void gw_state_close(struct gw_state *st);
-/* How many stored credentials this open migrated to shared (they were
- * global by name before capabilities): the caller warns about them. */
-size_t gw_state_migrated_shared(const struct gw_state *st);
+/* How many stored credentials a migration made shared (they were global
+ * by name before capabilities) and no one has warned about yet; taking
+ * the count clears it. The command line warns about them. */
+int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err);
 
 /* ---- policies: user "" is the operator default ---- */
 int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const char *user,

@@ -25,7 +25,6 @@ struct gw_state {
   char *dir;
   int dirfd; /* the state directory, as checked */
   struct gw_state_keys *keys;
-  size_t migrated_shared; /* credentials the v2 migration made shared */
 };
 
 int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *what);

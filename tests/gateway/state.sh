@@ -91,15 +91,16 @@ t form-shared-takes-one-name 2 "cred set\|rm CAPABILITY NAME" cred set --shared 
 t form-system-has-no-user 2 "belongs to no user" cred set talk-a token --scope system --user u1 --state "$state"
 
 echo "schema versions and the migration of global credentials"
+legacy() { # legacy DIR: a state as capsule wrote it before versions (credentials global by name)
+  printf 'legacy\n' | "$capsule" cred set --shared token --scope system --state "$1" >/dev/null
+  sqlite3 "$1/state.db" "CREATE TABLE c0 (name TEXT NOT NULL, scope TEXT NOT NULL, user TEXT NOT NULL,
+    nonce BLOB NOT NULL, sealed BLOB NOT NULL, updated TEXT NOT NULL, PRIMARY KEY (name, scope, user));
+    INSERT INTO c0 SELECT name, scope, user, nonce, sealed, updated FROM credentials;
+    DROP TABLE credentials; ALTER TABLE c0 RENAME TO credentials; PRAGMA user_version = 0;"
+  rm -f "$1/audit-hwm"
+}
 old=$work/old
-mkdir -p "$old" && chmod 700 "$old"
-printf 'legacy\n' | "$capsule" cred set --shared token --scope system --state "$old" >/dev/null
-# the database as capsule wrote it before versions: credentials global by name
-sqlite3 "$old/state.db" "CREATE TABLE c0 (name TEXT NOT NULL, scope TEXT NOT NULL, user TEXT NOT NULL,
-  nonce BLOB NOT NULL, sealed BLOB NOT NULL, updated TEXT NOT NULL, PRIMARY KEY (name, scope, user));
-  INSERT INTO c0 SELECT name, scope, user, nonce, sealed, updated FROM credentials;
-  DROP TABLE credentials; ALTER TABLE c0 RENAME TO credentials; PRAGMA user_version = 0;"
-rm -f "$old/audit-hwm"
+legacy "$old"
 t migrate-warns 0 "warning: 1 stored credential became shared" cred list --state "$old"
 t migrated-is-shared 0 "^\(shared\) +token +system" cred list --state "$old"
 tn migrate-warns-once "warning" cred list --state "$old"
@@ -108,6 +109,13 @@ if command -v node >/dev/null; then
   "$capsule" policy set talk-b show allow --state "$old"
   t migrated-still-unseals 0 '"token":"legacy"' call --caps "$caps" --state "$old" talk-b show '{}'
 fi
+# migrated first by `capsule run` reading the credential: the next verb warns
+viarun=$work/viarun
+legacy "$viarun"
+printf '{"version": "0.1.0", "network": {"mode": "proxy"}, "credentials": [{"name": "key", "upstream": "https://127.0.0.1:9/v1", "source": "token", "env_var": "API_KEY", "inject": {"mode": "header", "header": "X-Api-Key", "format": "{}"}}]}\n' >"$work/store.json"
+"$capsule" run --state "$viarun" --config "$work/store.json" -- /bin/true >/dev/null 2>&1 || bad "run with a stored credential failed"
+[ "$(sqlite3 "$viarun/state.db" "PRAGMA user_version")" = 3 ] || bad "capsule run did not migrate the state"
+t migrate-warns-after-run 0 "warning: 1 stored credential became shared" cred list --state "$viarun"
 newer=$work/newer
 cp -r "$old" "$newer"
 sqlite3 "$newer/state.db" "PRAGMA user_version = 99"
