@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
+#include "core/escape.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "gateway/call.h"
@@ -26,22 +27,42 @@ struct common {
   const char *caps;
   const char *state;
   const char *user;
-  bool json, follow;
+  bool json, follow, shared, user_given;
   const char *scope;
   uint64_t timeout_s;
   const char *session;
 };
 
-enum { OPT_CAPS = 256, OPT_STATE, OPT_USER, OPT_JSON, OPT_FOLLOW, OPT_SCOPE, OPT_TIMEOUT, OPT_SESSION };
+enum {
+  OPT_CAPS = 256,
+  OPT_STATE,
+  OPT_USER,
+  OPT_JSON,
+  OPT_FOLLOW,
+  OPT_SCOPE,
+  OPT_TIMEOUT,
+  OPT_SESSION,
+  OPT_SHARED
+};
 
 static const struct option common_options[] = {
     {"caps", required_argument, NULL, OPT_CAPS},   {"state", required_argument, NULL, OPT_STATE},
     {"user", required_argument, NULL, OPT_USER},   {"json", no_argument, NULL, OPT_JSON},
     {"follow", no_argument, NULL, OPT_FOLLOW},     {"scope", required_argument, NULL, OPT_SCOPE},
     {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"session", required_argument, NULL, OPT_SESSION},
+    {"shared", no_argument, NULL, OPT_SHARED},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* The caller's login: its passwd entry, not $USER, which the caller sets
+ * as it likes ($USER only when the uid has no entry). */
+static const char *login_name(void)
+{
+  struct passwd *pw = getpwuid(geteuid());
+  const char *u = getenv("USER");
+  return pw ? pw->pw_name : u && *u ? u : "local";
+}
 
 /* Parses the common options; positional arguments stay in argv[optind..]. */
 static int parse_common(const char *verb, int argc, char **argv, struct common *o)
@@ -52,7 +73,11 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
     switch (c) {
     case OPT_CAPS: o->caps = optarg; break;
     case OPT_STATE: o->state = optarg; break;
-    case OPT_USER: o->user = optarg; break;
+    case OPT_USER:
+      o->user = optarg;
+      o->user_given = true;
+      break;
+    case OPT_SHARED: o->shared = true; break;
     case OPT_JSON: o->json = true; break;
     case OPT_SESSION: o->session = optarg; break;
     case OPT_FOLLOW: o->follow = true; break;
@@ -65,8 +90,8 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
       char *end;
       unsigned long long v = strtoull(optarg, &end, 10);
       if (*end || !v || v > 31536000)
-        return cli_usage_error(verb, "--timeout takes a number of seconds from 1 to 31536000, not '%s'",
-                               optarg);
+        return cli_usage_error(
+            verb, "--timeout takes a number of seconds from 1 to 31536000, not '%s'", optarg);
       o->timeout_s = v;
       break;
     }
@@ -76,23 +101,50 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
   }
   o->caps = cli_default(o->caps, "CAPSULE_CAPS");
   o->state = cli_default(o->state, "CAPSULE_STATE");
-  if (!o->user || !*o->user) {
-    const char *u = getenv("USER");
-    struct passwd *pw = (!u || !*u) ? getpwuid(getuid()) : NULL;
-    o->user = u && *u ? u : pw ? pw->pw_name : "local";
-  }
+  if (!o->user || !*o->user)
+    o->user = login_name();
   return 0;
+}
+
+/* Acting as another user is the operator's: root's or the state
+ * directory's owner's (a tool's shell that reaches capsule is neither). */
+static int check_user_rights(const struct common *o, const char *dir)
+{
+  struct stat sb;
+  uid_t me = geteuid();
+  bool mine = stat(dir, &sb) < 0 ? errno == ENOENT : sb.st_uid == me; /* else it becomes mine */
+  if (strcmp(o->user, login_name()) == 0 || me == 0 || mine)
+    return 0;
+  fprintf(stderr,
+          "capsule: --user %s needs the operator's rights (root, or the owner of the state "
+          "directory %s); you are %s\n",
+          o->user, dir, login_name());
+  return CLI_EXIT_DENIED;
 }
 
 static int open_state(const struct common *o, struct gw_state **st)
 {
   _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  const char *dir = o->state ? o->state : dflt;
+  int r = check_user_rights(o, dir);
+  if (r)
+    return r;
   struct cap_error err = {0};
-  if (gw_state_open(o->state ? o->state : dflt, st, &err) < 0) {
+  if (gw_state_open(dir, st, &err) < 0) {
     fprintf(stderr, "capsule: %s\n", err.message);
     cap_error_clear(&err);
     return CLI_EXIT_INVALID;
   }
+  size_t shared = 0;
+  if (gw_state_take_migrated_shared(*st, &shared, &err) < 0)
+    cap_error_clear(&err); /* a warning that cannot be read is not a reason to stop */
+  if (shared)
+    fprintf(
+        stderr,
+        "capsule: warning: %zu stored credential%s became shared (every capability that "
+        "declares the name may use %s); move each to its capability with `capsule cred set "
+        "CAPABILITY NAME ...` and `capsule cred rm --shared NAME ...` (see `capsule cred list`)\n",
+        shared, shared == 1 ? "" : "s", shared == 1 ? "it" : "them");
   return 0;
 }
 
@@ -115,7 +167,7 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
                              char *buf, size_t size)
 {
   switch (spec->runtime.kind) {
-  case CAP_RUNTIME_GRPC: break; /* warm instances */
+  case CAP_RUNTIME_GRPC: break;       /* warm instances */
   case CAP_RUNTIME_TALOS_NODE: break; /* the Node shim */
   case CAP_RUNTIME_HERMES: return "not ready: the hermes runtime is not supported";
   case CAP_RUNTIME_EXEC: return "no tools: a command sandbox for `capsule run`";
@@ -130,10 +182,7 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
     char *v = NULL;
     bool found = false;
     struct cap_error err = {0};
-    if (user)
-      gw_cred_get(st, s->name, CAP_SCOPE_USER, user, &v, &found, &err);
-    if (!found)
-      gw_cred_get(st, s->name, CAP_SCOPE_SYSTEM, NULL, &v, &found, &err);
+    gw_cred_lookup(st, spec->id, s->name, user, &v, &found, &err);
     cap_error_clear(&err);
     gw_secret_free(v);
     if (!found && s->required) {
@@ -425,12 +474,85 @@ static char *read_secret(size_t *len)
   return b.data;
 }
 
-static void print_cred(void *arg, const char *name, enum cap_secret_scope scope, const char *user,
-                       const char *updated)
+/* Which credentials a cred command names: a capability's or the shared
+ * ones, a scope, a user (user scope only). For list, each part may be
+ * left open. */
+struct cred_sel {
+  const char *cap; /* NULL: shared (or, for list without --shared, any) */
+  const char *name;
+  bool any_cap;
+  enum cap_secret_scope scope;
+  bool any_scope;
+  const char *user; /* NULL: any (list) */
+};
+
+static void print_cred(void *arg, const char *cap, const char *name, enum cap_secret_scope scope,
+                       const char *user, const char *updated)
 {
-  (void)arg;
-  printf("%-28s %-6s %-16s %s\n", name, scope == CAP_SCOPE_USER ? "user" : "system",
-         *user ? user : "-", updated);
+  const struct cred_sel *sel = arg;
+  if ((!sel->any_cap && (cap ? !sel->cap || strcmp(cap, sel->cap) : sel->cap != NULL)) ||
+      (!sel->any_scope && scope != sel->scope) ||
+      (sel->user && scope == CAP_SCOPE_USER && strcmp(user, sel->user)))
+    return;
+  _cleanup_free_ char *c = cap_escape_str(cap ? cap : "(shared)");
+  _cleanup_free_ char *n = cap_escape_str(name);
+  _cleanup_free_ char *u = cap_escape_str(*user ? user : "-");
+  printf("%-20s %-28s %-6s %-16s %s\n", c, n, scope == CAP_SCOPE_USER ? "user" : "system", u,
+         updated);
+}
+
+static const char cred_forms[] =
+    "cred set|rm CAPABILITY NAME --scope system|user [--user U], cred set|rm --shared NAME "
+    "--scope system|user [--user U], or cred list [CAPABILITY | --shared] [--scope S] [--user U]";
+
+/* The positional arguments and options into sel; a usage exit or 0. */
+static int cred_select(const char *sub, int rest, char **pos, const struct common *o,
+                       struct cred_sel *sel)
+{
+  bool list = strcmp(sub, "list") == 0;
+  int want = (o->shared ? 0 : 1) + (list ? 0 : 1);
+  if ((list && rest > want) || (!list && rest != want) || (o->shared && rest > want))
+    return cli_usage_error("cred", "%s", cred_forms);
+  if (!list && !o->scope)
+    return cli_usage_error("cred", "cred %s needs --scope system or --scope user", sub);
+  sel->cap = !o->shared && rest > 0 ? pos[0] : NULL;
+  sel->any_cap = list && !o->shared && rest == 0;
+  sel->name = list ? NULL : pos[rest - 1];
+  sel->any_scope = !o->scope;
+  sel->scope = o->scope && strcmp(o->scope, "user") == 0 ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM;
+  if (o->user_given && !sel->any_scope && sel->scope == CAP_SCOPE_SYSTEM)
+    return cli_usage_error("cred", "a system credential belongs to no user: drop --user, or "
+                                   "give --scope user");
+  sel->user = !list || o->user_given ? o->user : NULL;
+  return 0;
+}
+
+static int cred_set(struct gw_state *st, const struct cred_sel *sel, struct cap_error *err)
+{
+  size_t len = 0;
+  char *value = read_secret(&len);
+  int r;
+  if (!value || !len) {
+    fprintf(stderr, "capsule cred: no value given on stdin\n");
+    r = -EINVAL;
+  } else {
+    r = gw_cred_set(st, sel->cap, sel->name, sel->scope, sel->user, value, len, err);
+  }
+  gw_secret_free(value);
+  return r;
+}
+
+static int cred_rm(struct gw_state *st, const struct cred_sel *sel, struct cap_error *err)
+{
+  bool found = false;
+  int r = gw_cred_rm(st, sel->cap, sel->name, sel->scope, sel->user, &found, err);
+  if (r == 0 && !found) {
+    fprintf(stderr, "capsule cred: no %s credential %s %s%s\n",
+            sel->scope == CAP_SCOPE_USER ? "user" : "system", sel->name,
+            sel->cap ? "for capability " : "shared", sel->cap ? sel->cap : "");
+    r = -ENOENT;
+  }
+  return r;
 }
 
 static int cmd_cred(int argc, char **argv)
@@ -440,38 +562,21 @@ static int cmd_cred(int argc, char **argv)
   if (r)
     return r < 0 ? CLI_EXIT_OK : r;
   const char *sub = optind < argc ? argv[optind] : "";
-  int rest = argc - optind - 1;
-  char **pos = argv + optind + 1;
-  enum cap_secret_scope scope = o.scope && strcmp(o.scope, "user") == 0 ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM;
-  if ((strcmp(sub, "set") == 0 || strcmp(sub, "rm") == 0) && (rest != 1 || !o.scope))
-    return cli_usage_error("cred", "cred %s NAME --scope system|user [--user U]%s", sub,
-                           strcmp(sub, "set") == 0 ? " (the value on stdin, never as an argument)" : "");
   if (strcmp(sub, "set") && strcmp(sub, "rm") && strcmp(sub, "list"))
-    return cli_usage_error("cred", "cred set|list|rm");
+    return cli_usage_error("cred", "%s", cred_forms);
+  struct cred_sel sel = {0};
+  if ((r = cred_select(sub, argc - optind - 1, argv + optind + 1, &o, &sel)))
+    return r;
   struct gw_state *st = NULL;
   if ((r = open_state(&o, &st)))
     return r;
   struct cap_error err = {0};
-  if (strcmp(sub, "set") == 0) {
-    size_t len = 0;
-    char *value = read_secret(&len);
-    if (!value || !len) {
-      fprintf(stderr, "capsule cred: no value given on stdin\n");
-      r = -EINVAL;
-    } else {
-      r = gw_cred_set(st, pos[0], scope, o.user, value, len, &err);
-    }
-    gw_secret_free(value);
-  } else if (strcmp(sub, "rm") == 0) {
-    bool found = false;
-    r = gw_cred_rm(st, pos[0], scope, o.user, &found, &err);
-    if (r == 0 && !found) {
-      fprintf(stderr, "capsule cred: no %s credential %s\n", o.scope, pos[0]);
-      r = -ENOENT;
-    }
-  } else {
-    r = gw_cred_list(st, print_cred, NULL, &err);
-  }
+  if (strcmp(sub, "set") == 0)
+    r = cred_set(st, &sel, &err);
+  else if (strcmp(sub, "rm") == 0)
+    r = cred_rm(st, &sel, &err);
+  else
+    r = gw_cred_list(st, print_cred, &sel, &err);
   if (err.message)
     fprintf(stderr, "capsule cred: %s\n", err.message);
   cap_error_clear(&err);
@@ -523,9 +628,16 @@ static void print_record(void *arg, const struct gw_audit_record *r)
 {
   struct audit_print *ap = arg;
   ap->last = r->seq;
-  if (!ap->json) {
-    printf("%lld %s %s %s.%s %s %lldms %s\n", (long long)r->seq, r->time, r->user, r->capability,
-           r->tool, r->decision, (long long)r->duration_ms, r->outcome);
+  if (!ap->json) { /* a tool's name or error text must not move the terminal or forge lines */
+    struct cap_buf b = {0};
+    const char *parts[] = {r->time, " ", r->user, " ", r->capability, ".", r->tool, " ", r->decision};
+    cap_buf_printf(&b, "%lld ", (long long)r->seq);
+    for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+      cap_escape_text(&b, parts[i], strlen(parts[i]));
+    cap_buf_printf(&b, " %lldms ", (long long)r->duration_ms);
+    cap_escape_text(&b, r->outcome, strlen(r->outcome));
+    printf("%s\n", b.data);
+    cap_buf_free(&b);
     return;
   }
   struct cap_buf b = {0};

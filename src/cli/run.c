@@ -20,7 +20,7 @@
 #include "sandbox/sandbox.h"
 
 /* Bare-name credential sources come from capsule's credential store
- * (system scope), opened only when a route asks. */
+ * (shared, system scope), opened only when a route asks. */
 struct store_ctx {
   const char *dir; /* NULL: the default state directory */
   struct gw_state *st;
@@ -36,7 +36,7 @@ static int store_lookup(void *arg, const char *name, char **value, bool *found,
     if (r < 0)
       return r;
   }
-  return gw_cred_get(ctx->st, name, CAP_SCOPE_SYSTEM, NULL, value, found, err);
+  return gw_cred_get(ctx->st, NULL, name, CAP_SCOPE_SYSTEM, NULL, value, found, err);
 }
 
 static const char run_help[] =

@@ -91,7 +91,7 @@ static void free_secrets(struct call_ctx *c)
 
 /* ---- credentials ---- */
 
-/* Required secrets, user scope over system: environment variables
+/* Required secrets, found in gw_cred_lookup's order: environment variables
  * NAME=value, or (Talos) the handler's context. The one place that looks
  * credentials up for a call. */
 static enum gw_outcome resolve_credentials(struct call_ctx *c, struct cap_error *err)
@@ -104,11 +104,7 @@ static enum gw_outcome resolve_credentials(struct call_ctx *c, struct cap_error 
     const struct cap_secret *sec = &spec->secrets[i];
     char *value = NULL;
     bool found = false;
-    int r = 0;
-    if (call->user && *call->user)
-      r = gw_cred_get(c->st, sec->name, CAP_SCOPE_USER, call->user, &value, &found, err);
-    if (r == 0 && !found)
-      r = gw_cred_get(c->st, sec->name, CAP_SCOPE_SYSTEM, NULL, &value, &found, err);
+    int r = gw_cred_lookup(c->st, spec->id, sec->name, call->user, &value, &found, err);
     if (r < 0)
       return GW_OUTCOME_FAILED;
     if (!found) {
@@ -116,14 +112,14 @@ static enum gw_outcome resolve_credentials(struct call_ctx *c, struct cap_error 
         continue;
       if (sec->scope == CAP_SCOPE_USER)
         cap_error_set(err, ENOENT,
-                      "credential %s is not set for user %s; set it with `capsule cred set %s "
+                      "credential %s is not set for user %s; set it with `capsule cred set %s %s "
                       "--scope user --user %s` (the value on stdin)",
-                      sec->name, call->user, sec->name, call->user);
+                      sec->name, call->user, spec->id, sec->name, call->user);
       else
         cap_error_set(err, ENOENT,
-                      "credential %s is not set; set it with `capsule cred set %s --scope system` "
-                      "(the value on stdin)",
-                      sec->name, sec->name);
+                      "credential %s is not set; set it with `capsule cred set %s %s --scope "
+                      "system` (the value on stdin)",
+                      sec->name, spec->id, sec->name);
       return GW_OUTCOME_FAILED;
     }
     if (sec->delivery == CAP_DELIVERY_HANDLER)

@@ -1,3 +1,6 @@
+/* The state database: its schema and migrations, policies, sealed
+ * credentials and approvals (the audit log is in state_audit.c, the
+ * directory and key in state_dir.c). */
 #include "gateway/state.h"
 
 #include <errno.h>
@@ -8,21 +11,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/secret.h"
+#include "gateway/state_int.h"
 
-struct gw_state {
-  sqlite3 *db;
-  char *dir;
-  unsigned char cred_key[crypto_aead_xchacha20poly1305_ietf_KEYBYTES];
-  unsigned char audit_key[crypto_auth_hmacsha256_KEYBYTES];
-};
+/* ---- schema versions (PRAGMA user_version) ----
+ * Each step moves the database from the version before it to its own, in
+ * a transaction of its own; a database newer than the last step is
+ * refused, never written. Version 0 is a new database or one from before
+ * versions (its tables are version 1's, so step 1 is idempotent). */
 
-static const char schema_sql[] =
+static const char schema_v1[] =
     "CREATE TABLE IF NOT EXISTS policies (capability TEXT NOT NULL, tool TEXT NOT NULL,"
     " user TEXT NOT NULL, decision TEXT NOT NULL, PRIMARY KEY (capability, tool, user));"
     "CREATE TABLE IF NOT EXISTS credentials (name TEXT NOT NULL, scope TEXT NOT NULL,"
@@ -37,7 +40,101 @@ static const char schema_sql[] =
     " result_hash TEXT NOT NULL, prev TEXT NOT NULL, hash TEXT NOT NULL);"
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);";
 
-static int db_error(struct gw_state *st, struct cap_error *err, const char *what)
+/* Credentials belong to a capability; '' is shared. Rows from before stay
+ * sealed as they were: a shared row's associated data is the old one. */
+static const char schema_v2[] =
+    "CREATE TABLE credentials_v2 (capability TEXT NOT NULL, name TEXT NOT NULL,"
+    " scope TEXT NOT NULL, user TEXT NOT NULL, nonce BLOB NOT NULL, sealed BLOB NOT NULL,"
+    " updated TEXT NOT NULL, PRIMARY KEY (capability, name, scope, user));"
+    "INSERT INTO credentials_v2 SELECT '', name, scope, user, nonce, sealed, updated"
+    " FROM credentials;"
+    "DROP TABLE credentials;"
+    "ALTER TABLE credentials_v2 RENAME TO credentials;";
+
+/* How many credentials become shared, kept in meta until a command line
+ * has warned about them (the first process to migrate may be one that
+ * cannot, e.g. `capsule run` reading a stored credential). */
+static int count_legacy_credentials(struct gw_state *st, struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(st,
+                                  "INSERT INTO meta SELECT 'migrated_shared', count(*) FROM"
+                                  " credentials WHERE (SELECT count(*) FROM credentials) > 0",
+                                  NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot count the credentials");
+}
+
+static const struct migration {
+  int version;
+  const char *what;
+  int (*before)(struct gw_state *st, struct cap_error *err);
+  const char *sql;
+  int (*after)(struct gw_state *st, struct cap_error *err);
+} migrations[] = {
+    {1, "the first tables", NULL, schema_v1, NULL},
+    {2, "credentials scoped to a capability", count_legacy_credentials, schema_v2, NULL},
+    /* the audit log's high-water mark file, made once for an existing log */
+    {3, "the audit high-water mark", NULL, NULL, gw_audit_init_mark},
+};
+#define SCHEMA_VERSION 3
+
+static int user_version(struct gw_state *st, int *v, struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(st, "PRAGMA user_version", NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  if (rc == SQLITE_ROW)
+    *v = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW)
+    return gw_state_db_error(st, err, "cannot read the schema version");
+  if (*v > SCHEMA_VERSION)
+    return cap_error_set(err, EPROTO,
+                         "state %s/state.db has schema version %d, newer than this capsule knows "
+                         "(%d): it was written by a newer capsule; use that one (nothing was "
+                         "changed)",
+                         st->dir, *v, SCHEMA_VERSION);
+  return 0;
+}
+
+static int migrate_step(struct gw_state *st, const struct migration *m, struct cap_error *err)
+{
+  int v = 0, r;
+  if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    return gw_state_db_error(st, err, "cannot start a schema migration");
+  /* read again under the lock: another capsule may have migrated first */
+  if ((r = user_version(st, &v, err)) == 0 && v < m->version) {
+    if (m->before)
+      r = m->before(st, err);
+    if (r == 0 && m->sql && sqlite3_exec(st->db, m->sql, NULL, NULL, NULL) != SQLITE_OK)
+      r = gw_state_db_error(st, err, m->what);
+    if (r == 0 && m->after)
+      r = m->after(st, err);
+    char pragma[40];
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", m->version);
+    if (r == 0 && sqlite3_exec(st->db, pragma, NULL, NULL, NULL) != SQLITE_OK)
+      r = gw_state_db_error(st, err, "cannot record the schema version");
+  }
+  if (r == 0 && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    r = gw_state_db_error(st, err, "cannot commit a schema migration");
+  if (r < 0)
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+  return r;
+}
+
+static int migrate(struct gw_state *st, struct cap_error *err)
+{
+  int v = 0;
+  int r = user_version(st, &v, err);
+  for (size_t i = 0; r == 0 && i < ARRAY_SIZE(migrations); i++)
+    if (migrations[i].version > v)
+      r = migrate_step(st, &migrations[i], err);
+  return r;
+}
+
+/* ---- the handle ---- */
+
+int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *what)
 {
   int code = sqlite3_errcode(st->db);
   const char *hint = "";
@@ -51,7 +148,7 @@ static int db_error(struct gw_state *st, struct cap_error *err, const char *what
                        sqlite3_errmsg(st->db), hint);
 }
 
-static void now_rfc3339(char out[32])
+void gw_state_now(char out[32])
 {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -68,122 +165,47 @@ void gw_sha256_hex(const void *data, size_t len, char out[65])
   sodium_bin2hex(out, 65, h, sizeof h);
 }
 
-char *gw_state_default_dir(void)
+/* The state key, checked and loaded; the derived keys on pages of their
+ * own; from here on this process is not dumpable. */
+static int state_keys(struct gw_state *st, struct cap_error *err)
 {
-  const char *x = getenv("XDG_STATE_HOME");
-  if (x && *x == '/')
-    return cap_xasprintf("%s/capsule", x);
-  const char *home = getenv("HOME");
-  return cap_xasprintf("%s/.local/state/capsule", home && *home ? home : "/");
-}
-
-size_t gw_state_private_paths(const char *state_dir, char *out[2])
-{
-  size_t n = 0;
-  _cleanup_free_ char *dflt = gw_state_default_dir();
-  const char *dirs[2] = {state_dir, dflt};
-  for (size_t i = 0; i < 2; i++) {
-    char *real = dirs[i] ? realpath(dirs[i], NULL) : NULL;
-    if (real && n == 1 && strcmp(real, out[0]) == 0) {
-      free(real);
-      real = NULL;
-    }
-    if (real)
-      out[n++] = real;
-  }
-  return n;
-}
-
-static int mkdir_parents(const char *dir, struct cap_error *err)
-{
-  _cleanup_free_ char *p = cap_xstrdup(dir);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/')
-      continue;
-    *s = '\0';
-    if (mkdir(p, 0700) < 0 && errno != EEXIST)
-      return cap_error_errno(err, errno, "cannot create the state directory %s", p);
-    *s = '/';
-  }
-  if (mkdir(p, 0700) < 0 && errno != EEXIST)
-    return cap_error_errno(err, errno, "cannot create the state directory %s", p);
+  unsigned char key[GW_KEY_BYTES];
+  int r = gw_statedir_load_key(st->dirfd, st->dir, key, err);
+  if (r < 0)
+    return r;
+  cap_secret_hold();
+  st->keys = cap_secret_alloc(sizeof *st->keys);
+  crypto_kdf_derive_from_key(st->keys->cred, sizeof st->keys->cred, 1, "capsule_", key);
+  crypto_kdf_derive_from_key(st->keys->audit, sizeof st->keys->audit, 2, "capsule_", key);
+  sodium_memzero(key, sizeof key);
   return 0;
 }
 
-/* The state key: CAPSULE_STATE_KEY (64 hex digits), else STATE/key, made
- * with 0600 on first use. */
-static int load_key(const char *dir, unsigned char key[32], struct cap_error *err)
+static int state_db(struct gw_state *st, struct cap_error *err)
 {
-  const char *env = getenv("CAPSULE_STATE_KEY");
-  if (env && *env) {
-    size_t n = 0;
-    if (sodium_hex2bin(key, 32, env, strlen(env), NULL, &n, NULL) != 0 || n != 32)
-      return cap_error_set(err, EINVAL, "CAPSULE_STATE_KEY must be 64 hex digits (32 bytes)");
-    return 0;
-  }
-  _cleanup_free_ char *path = cap_xasprintf("%s/key", dir);
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd >= 0) {
-    struct stat sb;
-    ssize_t got = read(fd, key, 32);
-    int ok = fstat(fd, &sb) == 0;
-    close(fd);
-    if (got != 32)
-      return cap_error_set(err, EINVAL, "%s does not hold a 32-byte key", path);
-    if (ok && (sb.st_mode & 077))
-      return cap_error_set(err, EPERM, "%s is readable by others (mode %o); chmod 600 it", path,
-                           (unsigned)(sb.st_mode & 0777));
-    return 0;
-  }
-  if (errno != ENOENT)
-    return cap_error_errno(err, errno, "cannot read %s", path);
-  randombytes_buf(key, 32);
-  _cleanup_free_ char *tmp = cap_xasprintf("%s/key.%d", dir, (int)getpid());
-  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return cap_error_errno(err, errno, "cannot create %s", path);
-  bool ok = write(fd, key, 32) == 32 && fsync(fd) == 0;
-  close(fd);
-  /* link, not rename: when two processes race, the first key wins */
-  if (!ok || (link(tmp, path) < 0 && errno != EEXIST)) {
-    int e = errno;
-    unlink(tmp);
-    return cap_error_errno(err, e ? e : EIO, "cannot write %s", path);
-  }
-  unlink(tmp);
-  return load_key(dir, key, err);
+  _cleanup_free_ char *path = cap_xasprintf("%s/state.db", st->dir);
+  if (sqlite3_open_v2(path, &st->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                      NULL) != SQLITE_OK)
+    return gw_state_db_error(st, err, "cannot open");
+  sqlite3_busy_timeout(st->db, 15000);
+  if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL,
+                   NULL) != SQLITE_OK)
+    return gw_state_db_error(st, err, "cannot prepare its tables");
+  return migrate(st, err);
 }
 
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
 {
   if (sodium_init() < 0)
     return cap_error_set(err, EIO, "libsodium cannot initialise");
-  int r = mkdir_parents(dir, err);
-  if (r < 0)
-    return r;
-  unsigned char key[32];
-  r = load_key(dir, key, err);
-  if (r < 0)
-    return r;
   struct gw_state *st = cap_xcalloc(1, sizeof *st);
   st->dir = cap_xstrdup(dir);
-  crypto_kdf_derive_from_key(st->cred_key, sizeof st->cred_key, 1, "capsule_", key);
-  crypto_kdf_derive_from_key(st->audit_key, sizeof st->audit_key, 2, "capsule_", key);
-  sodium_memzero(key, sizeof key);
-  _cleanup_free_ char *path = cap_xasprintf("%s/state.db", dir);
-  if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      NULL) != SQLITE_OK) {
-    r = db_error(st, err, "cannot open");
-    gw_state_close(st);
-    return r;
-  }
-  sqlite3_busy_timeout(st->db, 15000);
-  char *msg = NULL;
-  if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL,
-                   &msg) != SQLITE_OK ||
-      sqlite3_exec(st->db, schema_sql, NULL, NULL, &msg) != SQLITE_OK) {
-    sqlite3_free(msg);
-    r = db_error(st, err, "cannot prepare its tables");
+  st->dirfd = gw_statedir_open(dir, err);
+  int r = st->dirfd < 0 ? st->dirfd : state_keys(st, err);
+  if (r == 0)
+    r = state_db(st, err);
+  if (r < 0) {
     gw_state_close(st);
     return r;
   }
@@ -191,19 +213,34 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
   return 0;
 }
 
+int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err)
+{
+  *n = 0;
+  sqlite3_stmt *s =
+      gw_state_prep(st, "DELETE FROM meta WHERE key = 'migrated_shared' RETURNING value", NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  if (rc == SQLITE_ROW) {
+    *n = (size_t)sqlite3_column_int64(s, 0);
+    rc = sqlite3_step(s);
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the state's notices");
+}
+
 void gw_state_close(struct gw_state *st)
 {
   if (!st)
     return;
   sqlite3_close(st->db);
-  sodium_memzero(st->cred_key, sizeof st->cred_key);
-  sodium_memzero(st->audit_key, sizeof st->audit_key);
+  cap_secret_free(st->keys, sizeof *st->keys);
+  if (st->dirfd >= 0)
+    close(st->dirfd);
   free(st->dir);
   free(st);
 }
 
 /* Prepares sql and binds the text arguments (NULL ends them). */
-static sqlite3_stmt *prep(struct gw_state *st, const char *sql, ...)
+sqlite3_stmt *gw_state_prep(struct gw_state *st, const char *sql, ...)
 {
   sqlite3_stmt *s = NULL;
   if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
@@ -216,6 +253,8 @@ static sqlite3_stmt *prep(struct gw_state *st, const char *sql, ...)
   va_end(ap);
   return s;
 }
+
+/* ---- policies ---- */
 
 static const char *const policy_names[] = {"allow", "ask", "block"};
 
@@ -230,36 +269,40 @@ static int policy_from(const char *s)
 int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy policy, struct cap_error *err)
 {
-  sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO policies VALUES (?, ?, ?, ?)", cap, tool,
-                         user ? user : "", policy_names[policy], NULL);
+  sqlite3_stmt *s = gw_state_prep(st, "INSERT OR REPLACE INTO policies VALUES (?, ?, ?, ?)", cap,
+                                  tool, user ? user : "", policy_names[policy], NULL);
   int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
   sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot store the policy");
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot store the policy");
 }
 
 int gw_policy_get(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy *policy, bool *found, struct cap_error *err)
 {
-  sqlite3_stmt *s = prep(st, "SELECT decision FROM policies WHERE capability = ? AND tool = ? AND user = ?",
-                         cap, tool, user ? user : "", NULL);
+  sqlite3_stmt *s = gw_state_prep(
+      st, "SELECT decision FROM policies WHERE capability = ? AND tool = ? AND user = ?", cap, tool,
+      user ? user : "", NULL);
   int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
   *found = rc == SQLITE_ROW;
   if (*found)
     *policy = (enum cap_policy)policy_from((const char *)sqlite3_column_text(s, 0));
   sqlite3_finalize(s);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot read the policies");
+  return rc == SQLITE_ROW || rc == SQLITE_DONE
+             ? 0
+             : gw_state_db_error(st, err, "cannot read the policies");
 }
 
 int gw_policy_list(struct gw_state *st, gw_policy_fn fn, void *arg, struct cap_error *err)
 {
-  sqlite3_stmt *s = prep(st, "SELECT capability, tool, user, decision FROM policies ORDER BY 1, 2, 3", NULL);
+  sqlite3_stmt *s = gw_state_prep(
+      st, "SELECT capability, tool, user, decision FROM policies ORDER BY 1, 2, 3", NULL);
   int rc = SQLITE_ERROR;
   while (s && (rc = sqlite3_step(s)) == SQLITE_ROW)
     fn(arg, (const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
        (const char *)sqlite3_column_text(s, 2),
        (enum cap_policy)policy_from((const char *)sqlite3_column_text(s, 3)));
   sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot read the policies");
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the policies");
 }
 
 /* ---- credentials ---- */
@@ -269,22 +312,37 @@ static const char *scope_name(enum cap_secret_scope scope)
   return scope == CAP_SCOPE_USER ? "user" : "system";
 }
 
-/* name \0 scope \0 user: what a sealed value belongs to */
-static size_t cred_ad(char *out, size_t size, const char *name, enum cap_secret_scope scope,
-                      const char *user)
+/* The row's key: the capability ('' shared), name, scope and user. */
+struct cred_row {
+  const char *cap, *name, *scope, *user;
+};
+
+static struct cred_row cred_row(const char *cap, const char *name, enum cap_secret_scope scope,
+                                const char *user)
 {
-  int n = snprintf(out, size, "%s%c%s%c%s", name, 0, scope_name(scope), 0, user);
+  return (struct cred_row){cap ? cap : "", name, scope_name(scope),
+                           scope == CAP_SCOPE_USER && user ? user : ""};
+}
+
+/* What a sealed value belongs to: name \0 scope \0 user for a shared row
+ * (as before capabilities), capability \0 name \0 scope \0 user otherwise
+ * (one field more, so the two never coincide). */
+static size_t cred_ad(char *out, size_t size, const struct cred_row *k)
+{
+  int n = *k->cap
+              ? snprintf(out, size, "%s%c%s%c%s%c%s", k->cap, 0, k->name, 0, k->scope, 0, k->user)
+              : snprintf(out, size, "%s%c%s%c%s", k->name, 0, k->scope, 0, k->user);
   return n > 0 && (size_t)n < size ? (size_t)n : 0;
 }
 
-int gw_cred_set(struct gw_state *st, const char *name, enum cap_secret_scope scope,
+int gw_cred_set(struct gw_state *st, const char *cap, const char *name, enum cap_secret_scope scope,
                 const char *user, const char *value, size_t len, struct cap_error *err)
 {
-  const char *u = scope == CAP_SCOPE_USER && user ? user : "";
-  char ad[768];
-  size_t adlen = cred_ad(ad, sizeof ad, name, scope, u);
+  struct cred_row k = cred_row(cap, name, scope, user);
+  char ad[1024];
+  size_t adlen = cred_ad(ad, sizeof ad, &k);
   if (!adlen)
-    return cap_error_set(err, EINVAL, "credential name or user is too long");
+    return cap_error_set(err, EINVAL, "capability, credential name or user is too long");
   unsigned char nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
   randombytes_buf(nonce, sizeof nonce);
   size_t clen = len + crypto_aead_xchacha20poly1305_ietf_ABYTES;
@@ -292,63 +350,92 @@ int gw_cred_set(struct gw_state *st, const char *name, enum cap_secret_scope sco
   unsigned long long out_len = 0;
   crypto_aead_xchacha20poly1305_ietf_encrypt(sealed, &out_len, (const unsigned char *)value, len,
                                              (const unsigned char *)ad, adlen, NULL, nonce,
-                                             st->cred_key);
+                                             st->keys->cred);
   char when[32];
-  now_rfc3339(when);
-  sqlite3_stmt *s = prep(st, "INSERT OR REPLACE INTO credentials VALUES (?, ?, ?, ?, ?, ?)", name,
-                         scope_name(scope), u, NULL);
+  gw_state_now(when);
+  sqlite3_stmt *s =
+      gw_state_prep(st, "INSERT OR REPLACE INTO credentials VALUES (?, ?, ?, ?, ?, ?, ?)", k.cap,
+                    k.name, k.scope, k.user, NULL);
   int rc = SQLITE_ERROR;
   if (s) {
-    sqlite3_bind_blob(s, 4, nonce, sizeof nonce, SQLITE_TRANSIENT);
-    sqlite3_bind_blob(s, 5, sealed, (int)out_len, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s, 6, when, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(s, 5, nonce, sizeof nonce, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(s, 6, sealed, (int)out_len, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 7, when, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(s);
   }
   sqlite3_finalize(s);
   free(sealed);
-  return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot store the credential");
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot store the credential");
 }
 
-int gw_cred_get(struct gw_state *st, const char *name, enum cap_secret_scope scope,
+static int cred_unseal(struct gw_state *st, sqlite3_stmt *s, const struct cred_row *k, char **value,
+                       struct cap_error *err)
+{
+  const unsigned char *nonce = sqlite3_column_blob(s, 0);
+  int nlen = sqlite3_column_bytes(s, 0);
+  const unsigned char *sealed = sqlite3_column_blob(s, 1);
+  int slen = sqlite3_column_bytes(s, 1);
+  char ad[1024];
+  size_t adlen = cred_ad(ad, sizeof ad, k);
+  char *plain = cap_xmalloc((size_t)slen + 1);
+  unsigned long long plen = 0;
+  if (nlen != crypto_aead_xchacha20poly1305_ietf_NPUBBYTES ||
+      slen < (int)crypto_aead_xchacha20poly1305_ietf_ABYTES ||
+      crypto_aead_xchacha20poly1305_ietf_decrypt(
+          (unsigned char *)plain, &plen, NULL, sealed, (unsigned long long)slen,
+          (const unsigned char *)ad, adlen, nonce, st->keys->cred) != 0) {
+    free(plain);
+    return cap_error_set(err, EBADMSG,
+                         "credential \"%s\" (%s%s, %s) cannot be unsealed: the state key is not "
+                         "the one it was stored with, or the row was tampered with",
+                         k->name, *k->cap ? "of " : "shared", k->cap, k->scope);
+  }
+  plain[plen] = '\0';
+  *value = plain;
+  return 0;
+}
+
+int gw_cred_get(struct gw_state *st, const char *cap, const char *name, enum cap_secret_scope scope,
                 const char *user, char **value, bool *found, struct cap_error *err)
 {
-  const char *u = scope == CAP_SCOPE_USER && user ? user : "";
+  struct cred_row k = cred_row(cap, name, scope, user);
   *found = false;
   *value = NULL;
-  sqlite3_stmt *s = prep(st, "SELECT nonce, sealed FROM credentials WHERE name = ? AND scope = ? AND user = ?",
-                         name, scope_name(scope), u, NULL);
+  sqlite3_stmt *s = gw_state_prep(st,
+                                  "SELECT nonce, sealed FROM credentials WHERE capability = ?"
+                                  " AND name = ? AND scope = ? AND user = ?",
+                                  k.cap, k.name, k.scope, k.user, NULL);
   int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
   int r = 0;
-  if (rc == SQLITE_ROW) {
-    const unsigned char *nonce = sqlite3_column_blob(s, 0);
-    int nlen = sqlite3_column_bytes(s, 0);
-    const unsigned char *sealed = sqlite3_column_blob(s, 1);
-    int slen = sqlite3_column_bytes(s, 1);
-    char ad[768];
-    size_t adlen = cred_ad(ad, sizeof ad, name, scope, u);
-    char *plain = cap_xmalloc((size_t)slen + 1);
-    unsigned long long plen = 0;
-    if (nlen != crypto_aead_xchacha20poly1305_ietf_NPUBBYTES ||
-        slen < (int)crypto_aead_xchacha20poly1305_ietf_ABYTES ||
-        crypto_aead_xchacha20poly1305_ietf_decrypt((unsigned char *)plain, &plen, NULL, sealed,
-                                                   (unsigned long long)slen,
-                                                   (const unsigned char *)ad, adlen, nonce,
-                                                   st->cred_key) != 0) {
-      free(plain);
-      r = cap_error_set(err, EBADMSG,
-                        "credential \"%s\" (%s) cannot be unsealed: the state key is not the one "
-                        "it was stored with, or the row was tampered with",
-                        name, scope_name(scope));
-    } else {
-      plain[plen] = '\0';
-      *value = plain;
-      *found = true;
-    }
-  } else if (rc != SQLITE_DONE) {
-    r = db_error(st, err, "cannot read the credentials");
-  }
+  if (rc == SQLITE_ROW)
+    *found = (r = cred_unseal(st, s, &k, value, err)) == 0;
+  else if (rc != SQLITE_DONE)
+    r = gw_state_db_error(st, err, "cannot read the credentials");
   sqlite3_finalize(s);
   return r;
+}
+
+int gw_cred_lookup(struct gw_state *st, const char *cap, const char *name, const char *user,
+                   char **value, bool *found, struct cap_error *err)
+{
+  const struct {
+    bool shared;
+    enum cap_secret_scope scope;
+  } order[] = {{false, CAP_SCOPE_USER},
+               {false, CAP_SCOPE_SYSTEM},
+               {true, CAP_SCOPE_USER},
+               {true, CAP_SCOPE_SYSTEM}};
+  *found = false;
+  *value = NULL;
+  for (size_t i = 0; i < ARRAY_SIZE(order) && !*found; i++) {
+    if (order[i].scope == CAP_SCOPE_USER && (!user || !*user))
+      continue;
+    int r = gw_cred_get(st, order[i].shared ? NULL : cap, name, order[i].scope, user, value, found,
+                        err);
+    if (r < 0)
+      return r;
+  }
+  return 0;
 }
 
 void gw_secret_free(char *value)
@@ -359,27 +446,35 @@ void gw_secret_free(char *value)
   free(value);
 }
 
-int gw_cred_rm(struct gw_state *st, const char *name, enum cap_secret_scope scope,
+int gw_cred_rm(struct gw_state *st, const char *cap, const char *name, enum cap_secret_scope scope,
                const char *user, bool *found, struct cap_error *err)
 {
-  sqlite3_stmt *s = prep(st, "DELETE FROM credentials WHERE name = ? AND scope = ? AND user = ?", name,
-                         scope_name(scope), scope == CAP_SCOPE_USER && user ? user : "", NULL);
+  struct cred_row k = cred_row(cap, name, scope, user);
+  sqlite3_stmt *s = gw_state_prep(st,
+                                  "DELETE FROM credentials WHERE capability = ? AND name = ?"
+                                  " AND scope = ? AND user = ?",
+                                  k.cap, k.name, k.scope, k.user, NULL);
   int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
   *found = rc == SQLITE_DONE && sqlite3_changes(st->db) > 0;
   sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot remove the credential");
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the credential");
 }
 
 int gw_cred_list(struct gw_state *st, gw_cred_fn fn, void *arg, struct cap_error *err)
 {
-  sqlite3_stmt *s = prep(st, "SELECT name, scope, user, updated FROM credentials ORDER BY 1, 2, 3", NULL);
+  sqlite3_stmt *s = gw_state_prep(
+      st, "SELECT capability, name, scope, user, updated FROM credentials ORDER BY 1, 2, 3, 4",
+      NULL);
   int rc = SQLITE_ERROR;
-  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW)
-    fn(arg, (const char *)sqlite3_column_text(s, 0),
-       strcmp((const char *)sqlite3_column_text(s, 1), "user") == 0 ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM,
-       (const char *)sqlite3_column_text(s, 2), (const char *)sqlite3_column_text(s, 3));
+  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *cap = (const char *)sqlite3_column_text(s, 0);
+    fn(arg, *cap ? cap : NULL, (const char *)sqlite3_column_text(s, 1),
+       strcmp((const char *)sqlite3_column_text(s, 2), "user") == 0 ? CAP_SCOPE_USER
+                                                                    : CAP_SCOPE_SYSTEM,
+       (const char *)sqlite3_column_text(s, 3), (const char *)sqlite3_column_text(s, 4));
+  }
   sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot read the credentials");
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the credentials");
 }
 
 /* ---- approvals ---- */
@@ -391,22 +486,23 @@ int gw_approval_take(struct gw_state *st, const char *cap, const char *tool, con
   *status = GW_APPROVAL_NONE;
   *id = 0;
   if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-    return db_error(st, err, "cannot read the approvals");
-  sqlite3_stmt *s = prep(st,
-                         "SELECT id, status FROM approvals WHERE capability = ? AND tool = ? AND user = ?"
-                         " AND args_hash = ? AND status != 'used' ORDER BY id DESC LIMIT 1",
-                         cap, tool, user, args_hash, NULL);
+    return gw_state_db_error(st, err, "cannot read the approvals");
+  sqlite3_stmt *s = gw_state_prep(
+      st,
+      "SELECT id, status FROM approvals WHERE capability = ? AND tool = ? AND user = ?"
+      " AND args_hash = ? AND status != 'used' ORDER BY id DESC LIMIT 1",
+      cap, tool, user, args_hash, NULL);
   int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
   if (rc == SQLITE_ROW) {
     *id = sqlite3_column_int64(s, 0);
     const char *v = (const char *)sqlite3_column_text(s, 1);
-    *status = strcmp(v, "approved") == 0  ? GW_APPROVAL_APPROVED
+    *status = strcmp(v, "approved") == 0 ? GW_APPROVAL_APPROVED
               : strcmp(v, "denied") == 0 ? GW_APPROVAL_DENIED
-                                          : GW_APPROVAL_PENDING;
+                                         : GW_APPROVAL_PENDING;
   }
   sqlite3_finalize(s);
   if (rc == SQLITE_ROW && *status != GW_APPROVAL_PENDING) { /* one call each */
-    sqlite3_stmt *u = prep(st, "UPDATE approvals SET status = 'used' WHERE id = ?", NULL);
+    sqlite3_stmt *u = gw_state_prep(st, "UPDATE approvals SET status = 'used' WHERE id = ?", NULL);
     if (u) {
       sqlite3_bind_int64(u, 1, *id);
       rc = sqlite3_step(u) == SQLITE_DONE ? SQLITE_ROW : SQLITE_ERROR;
@@ -417,7 +513,7 @@ int gw_approval_take(struct gw_state *st, const char *cap, const char *tool, con
   }
   if ((rc != SQLITE_ROW && rc != SQLITE_DONE) ||
       sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-    int r = db_error(st, err, "cannot update the approvals");
+    int r = gw_state_db_error(st, err, "cannot update the approvals");
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     return r;
   }
@@ -425,19 +521,19 @@ int gw_approval_take(struct gw_state *st, const char *cap, const char *tool, con
 }
 
 int gw_approval_create(struct gw_state *st, const char *cap, const char *tool, const char *user,
-                       const char *args_hash, const char *args, int64_t *id,
-                       struct cap_error *err)
+                       const char *args_hash, const char *args, int64_t *id, struct cap_error *err)
 {
   char when[32];
-  now_rfc3339(when);
-  sqlite3_stmt *s = prep(st,
-                         "INSERT INTO approvals (capability, tool, user, args_hash, args, created, status)"
-                         " VALUES (?, ?, ?, ?, ?, ?, 'pending')",
-                         cap, tool, user, args_hash, args, when, NULL);
+  gw_state_now(when);
+  sqlite3_stmt *s = gw_state_prep(
+      st,
+      "INSERT INTO approvals (capability, tool, user, args_hash, args, created, status)"
+      " VALUES (?, ?, ?, ?, ?, ?, 'pending')",
+      cap, tool, user, args_hash, args, when, NULL);
   int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE)
-    return db_error(st, err, "cannot record the approval request");
+    return gw_state_db_error(st, err, "cannot record the approval request");
   *id = sqlite3_last_insert_rowid(st->db);
   return 0;
 }
@@ -445,8 +541,9 @@ int gw_approval_create(struct gw_state *st, const char *cap, const char *tool, c
 int gw_approval_resolve(struct gw_state *st, int64_t id, bool approve, bool *found,
                         struct cap_error *err)
 {
-  sqlite3_stmt *s = prep(st, "UPDATE approvals SET status = ? WHERE id = ? AND status = 'pending'",
-                         approve ? "approved" : "denied", NULL);
+  sqlite3_stmt *s =
+      gw_state_prep(st, "UPDATE approvals SET status = ? WHERE id = ? AND status = 'pending'",
+                    approve ? "approved" : "denied", NULL);
   int rc = SQLITE_ERROR;
   if (s) {
     sqlite3_bind_int64(s, 2, id);
@@ -454,164 +551,5 @@ int gw_approval_resolve(struct gw_state *st, int64_t id, bool approve, bool *fou
   }
   *found = rc == SQLITE_DONE && sqlite3_changes(st->db) > 0;
   sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot update the approval");
-}
-
-/* ---- audit ---- */
-
-/* HMAC-SHA-256 over prev and every field, each length-prefixed. */
-static void audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65])
-{
-  struct cap_buf b = {0};
-  const char *fields[] = {r->time, r->user, r->capability, r->tool, r->args_hash, r->decision,
-                          r->outcome, r->result_hash, r->prev};
-  cap_buf_printf(&b, "capsule-audit-v1 %lld %lld", (long long)r->seq, (long long)r->duration_ms);
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-    cap_buf_printf(&b, " %zu:%s", strlen(fields[i]), fields[i]);
-  unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(mac, (const unsigned char *)b.data, b.len, st->audit_key);
-  sodium_bin2hex(out, 65, mac, sizeof mac);
-  cap_buf_free(&b);
-}
-
-/* "seq hash mac": the chain's head, MACed so it cannot be rolled back to an
- * earlier record without the key */
-static void head_text(const struct gw_state *st, int64_t seq, const char *hash, char *out, size_t size)
-{
-  char body[128];
-  snprintf(body, sizeof body, "capsule-audit-head-v1 %lld %s", (long long)seq, hash);
-  unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(mac, (const unsigned char *)body, strlen(body), st->audit_key);
-  char hex[65];
-  sodium_bin2hex(hex, sizeof hex, mac, sizeof mac);
-  snprintf(out, size, "%lld %s %s", (long long)seq, hash, hex);
-}
-
-int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
-{
-  if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-    return db_error(st, err, "cannot append to the audit log");
-  sqlite3_stmt *s = prep(st, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  r->seq = 1;
-  snprintf(r->prev, sizeof r->prev, "%064d", 0);
-  if (rc == SQLITE_ROW) {
-    r->seq = sqlite3_column_int64(s, 0) + 1;
-    snprintf(r->prev, sizeof r->prev, "%s", (const char *)sqlite3_column_text(s, 1));
-  }
-  sqlite3_finalize(s);
-  now_rfc3339(r->time);
-  audit_mac(st, r, r->hash);
-  char seq[24], dur[24], head[256];
-  snprintf(seq, sizeof seq, "%lld", (long long)r->seq);
-  snprintf(dur, sizeof dur, "%lld", (long long)r->duration_ms);
-  head_text(st, r->seq, r->hash, head, sizeof head);
-  sqlite3_stmt *ins = NULL, *h = NULL;
-  if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
-    ins = prep(st, "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", seq, r->time,
-               r->user, r->capability, r->tool, r->args_hash, r->decision, dur, r->outcome,
-               r->result_hash, r->prev, r->hash, NULL);
-    h = prep(st, "INSERT OR REPLACE INTO meta VALUES ('audit_head', ?)", head, NULL);
-    rc = ins && h && sqlite3_step(ins) == SQLITE_DONE && sqlite3_step(h) == SQLITE_DONE
-             ? SQLITE_DONE
-             : SQLITE_ERROR;
-  }
-  sqlite3_finalize(ins);
-  sqlite3_finalize(h);
-  if (rc != SQLITE_DONE || sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-    int e = db_error(st, err, "cannot append to the audit log");
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-    return e;
-  }
-  return 0;
-}
-
-static void row_record(sqlite3_stmt *s, struct gw_audit_record *r)
-{
-  r->seq = sqlite3_column_int64(s, 0);
-  snprintf(r->time, sizeof r->time, "%s", (const char *)sqlite3_column_text(s, 1));
-  r->user = (const char *)sqlite3_column_text(s, 2);
-  r->capability = (const char *)sqlite3_column_text(s, 3);
-  r->tool = (const char *)sqlite3_column_text(s, 4);
-  snprintf(r->args_hash, sizeof r->args_hash, "%s", (const char *)sqlite3_column_text(s, 5));
-  r->decision = (const char *)sqlite3_column_text(s, 6);
-  r->duration_ms = sqlite3_column_int64(s, 7);
-  r->outcome = (const char *)sqlite3_column_text(s, 8);
-  snprintf(r->result_hash, sizeof r->result_hash, "%s", (const char *)sqlite3_column_text(s, 9));
-  snprintf(r->prev, sizeof r->prev, "%s", (const char *)sqlite3_column_text(s, 10));
-  snprintf(r->hash, sizeof r->hash, "%s", (const char *)sqlite3_column_text(s, 11));
-}
-
-int gw_audit_each(struct gw_state *st, int64_t after, gw_audit_fn fn, void *arg,
-                  struct cap_error *err)
-{
-  sqlite3_stmt *s = prep(st, "SELECT * FROM audit WHERE seq > ? ORDER BY seq", NULL);
-  int rc = SQLITE_ERROR;
-  if (s) {
-    sqlite3_bind_int64(s, 1, after);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      struct gw_audit_record r;
-      row_record(s, &r);
-      fn(arg, &r);
-    }
-  }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot read the audit log");
-}
-
-int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err)
-{
-  *n = 0;
-  /* one snapshot: appends by other processes do not tear the walk */
-  if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-    return db_error(st, err, "cannot read the audit log");
-  sqlite3_stmt *s = prep(st, "SELECT * FROM audit ORDER BY seq", NULL);
-  int rc = SQLITE_ERROR, r = 0;
-  char prev[65];
-  snprintf(prev, sizeof prev, "%064d", 0);
-  int64_t expect = 1;
-  while (s && r == 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    struct gw_audit_record rec;
-    row_record(s, &rec);
-    char mac[65];
-    audit_mac(st, &rec, mac);
-    if (rec.seq != expect)
-      r = cap_error_set(err, EBADMSG, "audit record %lld follows %lld: records were dropped or reordered",
-                        (long long)rec.seq, (long long)(expect - 1));
-    else if (strcmp(rec.prev, prev) != 0)
-      r = cap_error_set(err, EBADMSG,
-                        "audit record %lld does not follow the record before it: the chain was "
-                        "reordered or a record was replaced",
-                        (long long)rec.seq);
-    else if (sodium_memcmp(mac, rec.hash, 64) != 0)
-      r = cap_error_set(err, EBADMSG, "audit record %lld was edited: its hash does not match its contents",
-                        (long long)rec.seq);
-    snprintf(prev, sizeof prev, "%s", rec.hash);
-    expect++;
-    (*n)++;
-  }
-  sqlite3_finalize(s);
-  if (r == 0 && rc != SQLITE_DONE)
-    r = db_error(st, err, "cannot read the audit log");
-  if (r == 0) {
-    sqlite3_stmt *h = prep(st, "SELECT value FROM meta WHERE key = 'audit_head'", NULL);
-    int hr = h ? sqlite3_step(h) : SQLITE_ERROR;
-    char want[256];
-    head_text(st, expect - 1, prev, want, sizeof want);
-    if (hr == SQLITE_ROW) {
-      const char *have = (const char *)sqlite3_column_text(h, 0);
-      if (strcmp(have, want) != 0)
-        r = cap_error_set(err, EBADMSG,
-                          "the audit log ends at record %lld but its recorded head says otherwise: "
-                          "records were dropped from the end, or the head was forged",
-                          (long long)(expect - 1));
-    } else if (hr == SQLITE_DONE && expect > 1) {
-      r = cap_error_set(err, EBADMSG, "the audit log's head record is missing");
-    } else if (hr != SQLITE_DONE) {
-      r = db_error(st, err, "cannot read the audit log's head");
-    }
-    sqlite3_finalize(h);
-  }
-  sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
-  return r;
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot update the approval");
 }

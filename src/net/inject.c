@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "core/buf.h"
+#include "core/secret.h"
 #include "core/text.h"
 #include "net/proxy_internal.h"
 
@@ -278,6 +279,7 @@ void proxy_scrub_finish(struct scrub *sc, struct cap_buf *out)
 int proxy_read_secret(const struct cap_credential_route *r, const struct proxy_store *store,
                       char **ret, struct cap_error *err)
 {
+  cap_secret_hold(); /* this process holds a credential from here on */
   const char *src = r->source;
   if (strncmp(src, "env://", 6) == 0) {
     const char *v = getenv(src + 6);
@@ -315,7 +317,7 @@ int proxy_read_secret(const struct cap_credential_route *r, const struct proxy_s
     if (!found)
       return cap_error_set(err, ENOENT,
                            "credential \"%s\": %s is not in capsule's credential store; set it "
-                           "with `capsule cred set %s --scope system` (the value on stdin)",
+                           "with `capsule cred set --shared %s --scope system` (the value on stdin)",
                            r->name, src, src);
     return 0;
   }

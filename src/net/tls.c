@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/secret.h"
 #include "core/text.h"
 
 #define LEAF_CACHE 64
@@ -85,6 +86,7 @@ static X509 *new_cert(const char *cn, EVP_PKEY *pub)
 
 int tls_ca_create(struct tls_ca **ret, struct cap_error *err)
 {
+  cap_secret_hold(); /* the process holding the CA key is not dumpable, from before it exists */
   struct tls_ca *ca = cap_xcalloc(1, sizeof *ca);
   pthread_mutex_init(&ca->lock, NULL);
   unsigned char id[6];

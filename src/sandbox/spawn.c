@@ -293,7 +293,16 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     flags |= CLONE_NEWNET;
   fflush(NULL);
   _cleanup_close_ int pidfd = -1;
+  /* an unprivileged parent can write the child's id maps only while the
+   * child is dumpable (else its /proc files are root's), and a child
+   * inherits it: a capsule holding keys (cap_secret_hold) is dumpable
+   * again across the clone alone; the keys are on wipe-on-fork pages */
+  bool held = euid && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0;
+  if (held)
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   l.pid = clone_sandbox(flags, &pidfd);
+  if (held && l.pid != 0)
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (l.pid < 0) {
     int e = errno;
     l.pid = 0;

@@ -65,7 +65,6 @@ m creds '"network": {"mode": "proxy"}, "credentials": [
 m forward '"network": {"mode": "proxy", "ports": {"localhost": ['"$http"']}}'
 m store '"network": {"mode": "proxy"}, "credentials": [
  {"name": "st", "upstream": "https://127.0.0.1:'"$https2"'", "source": "capsule_test_token"}]'
-mkdir -m 777 "$work/state"
 m missing '"network": {"mode": "proxy"}, "credentials": [
  {"name": "gone", "upstream": "https://127.0.0.1:1", "source": "env://CAPSULE_NO_SUCH_VARIABLE"}]'
 
@@ -152,11 +151,13 @@ for who in "${users[@]}"; do
   check "$who" inject-basic 0 "^Authorization#sha256: $(h "Basic $basic_b64")\$" run --config "$work/creds.json" $P -- sh -c "$C -u \"elastic:\$ES_PASSWORD\" http://127.0.0.1:3128/basic/_search"
   check "$who" inject-basic-rules 0 "endpoint_rules do not allow" run --config "$work/creds.json" $P -- sh -c "$C -u \"elastic:\$ES_PASSWORD\" -d x http://127.0.0.1:3128/basic/_search"
   check "$who" unknown-route 0 "no credential route of this name" run --config "$work/creds.json" $P -- sh -c "$C http://127.0.0.1:3128/nope/x"
-  rm -rf "$work/state"/*
-  printf '%s\n' "$secret" | as_user "$who" "$capsule" cred set capsule_test_token --scope system --state "$work/state"
-  check "$who" inject-from-store 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --state "$work/state" --config "$work/store.json" $P -- sh -c "$C http://127.0.0.1:3128/st/echo"
-  rm -rf "$work/state"/*
-  check "$who" store-missing 1 "capsule_test_token is not in capsule's credential store; set it with .capsule cred set capsule_test_token --scope system." run --state "$work/state" --config "$work/store.json" -- /bin/true
+  # a state directory of the user's own: capsule refuses one others own or may write
+  st="$work/state-$who"
+  rm -rf "$st" && mkdir -m 700 "$st" && { [ "$who" = root ] || chown 65534:65534 "$st"; }
+  printf '%s\n' "$secret" | as_user "$who" "$capsule" cred set --shared capsule_test_token --scope system --state "$st"
+  check "$who" inject-from-store 0 "^Authorization#sha256: $(h "Bearer $secret")$" run --state "$st" --config "$work/store.json" $P -- sh -c "$C http://127.0.0.1:3128/st/echo"
+  rm -rf "$st" && mkdir -m 700 "$st" && { [ "$who" = root ] || chown 65534:65534 "$st"; }
+  check "$who" store-missing 1 "capsule_test_token is not in capsule's credential store; set it with .capsule cred set --shared capsule_test_token --scope system." run --state "$st" --config "$work/store.json" -- /bin/true
   check "$who" missing-secret 1 "CAPSULE_NO_SUCH_VARIABLE is not set" run --config "$work/missing.json" -- /bin/true
 
   # canary: nothing the tool can read holds the secret

@@ -135,22 +135,22 @@ c unknown-capability 1 'no capability "nope" in .* \(it has: .*wordcount\)' call
 c unknown-tool 1 'capability echo has no tool "nope" \(it has: dispatch\)' call "${G[@]}" echo nope '{}'
 
 echo "credentials"
-c credential-missing 1 "credential API_TOKEN is not set; set it with .capsule cred set API_TOKEN --scope system." call "${G[@]}" needs-key lookup '{"q": "x"}'
-out=$(printf 'tok-%s\n' "$$" | "$capsule" cred set API_TOKEN --scope system --state "$state" 2>&1); st=$?
+c credential-missing 1 "credential API_TOKEN is not set; set it with .capsule cred set needs-key API_TOKEN --scope system." call "${G[@]}" needs-key lookup '{"q": "x"}'
+out=$(printf 'tok-%s\n' "$$" | "$capsule" cred set needs-key API_TOKEN --scope system --state "$state" 2>&1); st=$?
 if [ $st = 0 ]; then ok cred-set-from-stdin; else bad "cred-set-from-stdin ($out)"; fi
-t cred-list 0 "^API_TOKEN +system" cred list --state "$state"
+t cred-list 0 "^needs-key +API_TOKEN +system" cred list --state "$state"
 if ! sqlite3 "$state/state.db" "SELECT hex(sealed) FROM credentials" | grep -qi "$(printf 'tok-%s' "$$" | od -An -tx1 | tr -d ' \n')" &&
    ! grep -qa "tok-$$" "$state/state.db"; then ok cred-sealed-at-rest; else bad cred-sealed-at-rest; fi
 c credential-found-image-not-run 3 "names an image \\(example/needs-key:1.0\\) and capsule does not run images yet" call "${G[@]}" needs-key lookup '{"q": "x"}'
-t cred-argv-refused 2 "" cred set API_TOKEN secret-on-argv --scope system --state "$state"
-t cred-rm 0 "" cred rm API_TOKEN --scope system --state "$state"
-t cred-rm-again 1 "no system credential API_TOKEN" cred rm API_TOKEN --scope system --state "$state"
+t cred-argv-refused 2 "" cred set needs-key API_TOKEN secret-on-argv --scope system --state "$state"
+t cred-rm 0 "" cred rm needs-key API_TOKEN --scope system --state "$state"
+t cred-rm-again 1 "no system credential API_TOKEN for capability needs-key" cred rm needs-key API_TOKEN --scope system --state "$state"
 
 echo "Talos functions (a Node shim)"
 if command -v node >/dev/null; then
   for f in hello boom env; do "$capsule" policy set talk "$f" allow --state "$state"; done
-  c talos-missing-credential 1 "credential token is not set for user u1; set it with .capsule cred set token --scope user --user u1." call "${G[@]}" --user u1 talk hello '{"who": "Ada"}'
-  printf 's3cret\n' | "$capsule" cred set token --scope user --user u1 --state "$state"
+  c talos-missing-credential 1 "credential token is not set for user u1; set it with .capsule cred set talk token --scope user --user u1." call "${G[@]}" --user u1 talk hello '{"who": "Ada"}'
+  printf 's3cret\n' | "$capsule" cred set talk token --scope user --user u1 --state "$state"
   c talos-call 0 '^\{"text":"hello, Ada","token_length":6,"dataDir":"/tmp/capsule-data"\}$' call "${G[@]}" --user u1 talk hello '{"who": "Ada"}'
   c talos-throws 1 "the tool failed: kaput" call "${G[@]}" --user u1 talk boom '{}'
   out=$("$capsule" call "${G[@]}" --user u1 talk env '{}' 2>&1); calls=$((calls + 1))
@@ -191,7 +191,7 @@ t audit-dropped 1 "audit record 5 follows 3" audit verify --state "$work/s2"
 cp -r "$state" "$work/s3"; sqlite3 "$work/s3/state.db" "UPDATE audit SET seq = -seq WHERE seq IN (5, 6); UPDATE audit SET seq = 6 WHERE seq = -5; UPDATE audit SET seq = 5 WHERE seq = -6"
 t audit-reordered 1 "audit record 5 does not follow" audit verify --state "$work/s3"
 cp -r "$state" "$work/s4"; sqlite3 "$work/s4/state.db" "DELETE FROM audit WHERE seq = (SELECT max(seq) FROM audit)"
-t audit-truncated 1 "records were dropped from the end" audit verify --state "$work/s4"
+t audit-truncated 1 "gap: the audit log holds $((calls - 1)) records but capsule wrote $calls" audit verify --state "$work/s4"
 cp -r "$state" "$work/s5"; rm "$work/s5/key"; head -c 32 /dev/urandom >"$work/s5/key"; chmod 600 "$work/s5/key"
 t audit-other-key 1 "audit record 1 was edited" audit verify --state "$work/s5"
 

@@ -147,13 +147,13 @@ if echo "$out" | grep -q "is not a private directory of this user's"; then ok ru
 else bad run-dir-not-private-refused; echo "$out" | head -3 | sed 's/^/         /'; fi
 
 echo "credentials (environment variables, per the seed; instances per credential set)"
-c cred-missing 1 'credential SELU_TOKEN is not set for user alice; set it with .capsule cred set SELU_TOKEN --scope user --user alice.' --user alice selu-cred env '{"name": "SELU_TOKEN"}'
-printf 'alice-secret' | "$capsule" cred set SELU_TOKEN --scope user --user alice --state "$state"
-printf 'bob-secret' | "$capsule" cred set SELU_TOKEN --scope user --user bob --state "$state"
+c cred-missing 1 'credential SELU_TOKEN is not set for user alice; set it with .capsule cred set selu-cred SELU_TOKEN --scope user --user alice.' --user alice selu-cred env '{"name": "SELU_TOKEN"}'
+printf 'alice-secret' | "$capsule" cred set selu-cred SELU_TOKEN --scope user --user alice --state "$state"
+printf 'bob-secret' | "$capsule" cred set selu-cred SELU_TOKEN --scope user --user bob --state "$state"
 c cred-alice 0 '"value":"alice-secret"' --user alice selu-cred env '{"name": "SELU_TOKEN"}'
 c cred-bob 0 '"value":"bob-secret"' --user bob selu-cred env '{"name": "SELU_TOKEN"}'
 if grep -rqa 'alice-secret' "$state/run" "$state/logs"; then bad cred-not-in-files; else ok cred-not-in-files; fi
-printf 'alice-new' | "$capsule" cred set SELU_TOKEN --scope user --user alice --state "$state"
+printf 'alice-new' | "$capsule" cred set selu-cred SELU_TOKEN --scope user --user alice --state "$state"
 c cred-change-restarts 0 '"value":"alice-new"' --user alice selu-cred env '{"name": "SELU_TOKEN"}'
 
 echo "concurrency (max_concurrency 1: calls wait their turn)"

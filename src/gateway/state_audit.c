@@ -1,0 +1,296 @@
+/* The audit log: a chain of records, each HMAC-SHA-256 (under a key
+ * derived from the state key) over the previous hash and the record; the
+ * chain's head MACed in meta; and a high-water mark outside the database
+ * (DIR/audit-hwm: record count and head hash, MACed) so that deleting,
+ * truncating or rolling back the database shows as a gap. */
+#include <errno.h>
+#include <sodium.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "gateway/state.h"
+#include "gateway/state_int.h"
+
+/* ---- audit ---- */
+
+/* HMAC-SHA-256 over prev and every field, each length-prefixed. */
+static void audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65])
+{
+  struct cap_buf b = {0};
+  const char *fields[] = {r->time,     r->user,    r->capability,  r->tool, r->args_hash,
+                          r->decision, r->outcome, r->result_hash, r->prev};
+  cap_buf_printf(&b, "capsule-audit-v1 %lld %lld", (long long)r->seq, (long long)r->duration_ms);
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    cap_buf_printf(&b, " %zu:%s", strlen(fields[i]), fields[i]);
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(mac, (const unsigned char *)b.data, b.len, st->keys->audit);
+  sodium_bin2hex(out, 65, mac, sizeof mac);
+  cap_buf_free(&b);
+}
+
+/* "seq hash mac": the chain's head, MACed so it cannot be rolled back to an
+ * earlier record without the key */
+static void head_text(const struct gw_state *st, int64_t seq, const char *hash, char *out,
+                      size_t size)
+{
+  char body[128];
+  snprintf(body, sizeof body, "capsule-audit-head-v1 %lld %s", (long long)seq, hash);
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(mac, (const unsigned char *)body, strlen(body), st->keys->audit);
+  char hex[65];
+  sodium_bin2hex(hex, sizeof hex, mac, sizeof mac);
+  snprintf(out, size, "%lld %s %s", (long long)seq, hash, hex);
+}
+
+static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
+                        struct cap_error *err);
+
+/* The last record (seq 0 and a zero hash when the log is empty). */
+static int last_record(struct gw_state *st, struct gw_hwm *out, struct cap_error *err)
+{
+  sqlite3_stmt *s =
+      gw_state_prep(st, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  out->seq = 0;
+  snprintf(out->hash, sizeof out->hash, "%064d", 0);
+  if (rc == SQLITE_ROW) {
+    out->seq = sqlite3_column_int64(s, 0);
+    snprintf(out->hash, sizeof out->hash, "%s", (const char *)sqlite3_column_text(s, 1));
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE
+             ? 0
+             : gw_state_db_error(st, err, "cannot read the audit log");
+}
+
+int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
+{
+  if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    return gw_state_db_error(st, err, "cannot append to the audit log");
+  struct gw_hwm last;
+  int rc = last_record(st, &last, err) == 0 ? SQLITE_DONE : SQLITE_ERROR;
+  r->seq = last.seq + 1;
+  snprintf(r->prev, sizeof r->prev, "%s", last.hash);
+  gw_state_now(r->time);
+  audit_mac(st, r, r->hash);
+  char seq[24], dur[24], head[256];
+  snprintf(seq, sizeof seq, "%lld", (long long)r->seq);
+  snprintf(dur, sizeof dur, "%lld", (long long)r->duration_ms);
+  head_text(st, r->seq, r->hash, head, sizeof head);
+  sqlite3_stmt *ins = NULL, *h = NULL;
+  if (rc == SQLITE_DONE) {
+    ins = gw_state_prep(st, "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", seq,
+                        r->time, r->user, r->capability, r->tool, r->args_hash, r->decision, dur,
+                        r->outcome, r->result_hash, r->prev, r->hash, NULL);
+    h = gw_state_prep(st, "INSERT OR REPLACE INTO meta VALUES ('audit_head', ?)", head, NULL);
+    rc = ins && h && sqlite3_step(ins) == SQLITE_DONE && sqlite3_step(h) == SQLITE_DONE
+             ? SQLITE_DONE
+             : SQLITE_ERROR;
+  }
+  sqlite3_finalize(ins);
+  sqlite3_finalize(h);
+  if (rc != SQLITE_DONE || sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+    cap_error_clear(err);
+    int e = gw_state_db_error(st, err, "cannot append to the audit log");
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    return e;
+  }
+  return advance_mark(st, r, err);
+}
+
+static void row_record(sqlite3_stmt *s, struct gw_audit_record *r)
+{
+  r->seq = sqlite3_column_int64(s, 0);
+  snprintf(r->time, sizeof r->time, "%s", (const char *)sqlite3_column_text(s, 1));
+  r->user = (const char *)sqlite3_column_text(s, 2);
+  r->capability = (const char *)sqlite3_column_text(s, 3);
+  r->tool = (const char *)sqlite3_column_text(s, 4);
+  snprintf(r->args_hash, sizeof r->args_hash, "%s", (const char *)sqlite3_column_text(s, 5));
+  r->decision = (const char *)sqlite3_column_text(s, 6);
+  r->duration_ms = sqlite3_column_int64(s, 7);
+  r->outcome = (const char *)sqlite3_column_text(s, 8);
+  snprintf(r->result_hash, sizeof r->result_hash, "%s", (const char *)sqlite3_column_text(s, 9));
+  snprintf(r->prev, sizeof r->prev, "%s", (const char *)sqlite3_column_text(s, 10));
+  snprintf(r->hash, sizeof r->hash, "%s", (const char *)sqlite3_column_text(s, 11));
+}
+
+int gw_audit_each(struct gw_state *st, int64_t after, gw_audit_fn fn, void *arg,
+                  struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(st, "SELECT * FROM audit WHERE seq > ? ORDER BY seq", NULL);
+  int rc = SQLITE_ERROR;
+  if (s) {
+    sqlite3_bind_int64(s, 1, after);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      struct gw_audit_record r;
+      row_record(s, &r);
+      fn(arg, &r);
+    }
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the audit log");
+}
+
+/* The chain in order: *n records, prev the last one's hash. */
+static int walk_chain(struct gw_state *st, size_t *n, char prev[65], struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(st, "SELECT * FROM audit ORDER BY seq", NULL);
+  int rc = SQLITE_ERROR, r = 0;
+  snprintf(prev, 65, "%064d", 0);
+  int64_t expect = 1;
+  while (s && r == 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    struct gw_audit_record rec;
+    row_record(s, &rec);
+    char mac[65];
+    audit_mac(st, &rec, mac);
+    if (rec.seq != expect)
+      r = cap_error_set(err, EBADMSG,
+                        "audit record %lld follows %lld: records were dropped or reordered",
+                        (long long)rec.seq, (long long)(expect - 1));
+    else if (strcmp(rec.prev, prev) != 0)
+      r = cap_error_set(err, EBADMSG,
+                        "audit record %lld does not follow the record before it: the chain was "
+                        "reordered or a record was replaced",
+                        (long long)rec.seq);
+    else if (sodium_memcmp(mac, rec.hash, 64) != 0)
+      r = cap_error_set(err, EBADMSG,
+                        "audit record %lld was edited: its hash does not match its contents",
+                        (long long)rec.seq);
+    snprintf(prev, 65, "%s", rec.hash);
+    expect++;
+    (*n)++;
+  }
+  sqlite3_finalize(s);
+  if (r == 0 && rc != SQLITE_DONE)
+    r = gw_state_db_error(st, err, "cannot read the audit log");
+  return r;
+}
+
+/* The head kept in meta, inside the database. */
+static int check_head(struct gw_state *st, size_t n, const char *last, struct cap_error *err)
+{
+  sqlite3_stmt *h = gw_state_prep(st, "SELECT value FROM meta WHERE key = 'audit_head'", NULL);
+  int hr = h ? sqlite3_step(h) : SQLITE_ERROR, r = 0;
+  char want[256];
+  head_text(st, (int64_t)n, last, want, sizeof want);
+  if (hr == SQLITE_ROW) {
+    const char *have = (const char *)sqlite3_column_text(h, 0);
+    if (strcmp(have, want) != 0)
+      r = cap_error_set(err, EBADMSG,
+                        "the audit log ends at record %zu but its recorded head says otherwise: "
+                        "records were dropped from the end, or the head was forged",
+                        n);
+  } else if (hr == SQLITE_DONE && n > 0) {
+    r = cap_error_set(err, EBADMSG, "the audit log's head record is missing");
+  } else if (hr != SQLITE_DONE) {
+    r = gw_state_db_error(st, err, "cannot read the audit log's head");
+  }
+  sqlite3_finalize(h);
+  return r;
+}
+
+/* The hash of record seq into out ("" when there is none). */
+static int record_hash(struct gw_state *st, int64_t seq, char out[65], struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(st, "SELECT hash FROM audit WHERE seq = ?", NULL);
+  int rc = SQLITE_ERROR;
+  out[0] = '\0';
+  if (s) {
+    sqlite3_bind_int64(s, 1, seq);
+    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
+      snprintf(out, 65, "%s", (const char *)sqlite3_column_text(s, 0));
+  }
+  sqlite3_finalize(s);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE
+             ? 0
+             : gw_state_db_error(st, err, "cannot read the audit log");
+}
+
+/* The mark outside the database against the log inside it: fewer records
+ * than capsule wrote, or a different record where the mark's head was,
+ * is a gap (deletion, truncation, or an older state.db restored). */
+static int check_mark(struct gw_state *st, const struct gw_hwm *mark, enum gw_hwm_status status,
+                      size_t n, struct cap_error *err)
+{
+  if (status == GW_HWM_MISSING)
+    return cap_error_set(err, EBADMSG,
+                         "gap: the audit high-water mark %s/audit-hwm is missing (capsule keeps "
+                         "it with every record): it was deleted, so truncation or a restored "
+                         "state.db cannot be ruled out",
+                         st->dir);
+  if (status == GW_HWM_FORGED)
+    return cap_error_set(err, EBADMSG,
+                         "gap: the audit high-water mark %s/audit-hwm does not verify under the "
+                         "state key: it was edited or replaced",
+                         st->dir);
+  if (mark->seq > (int64_t)n)
+    return cap_error_set(err, EBADMSG,
+                         "gap: the audit log holds %zu records but capsule wrote %lld (records "
+                         "%zu to %lld are gone): records were deleted or truncated, or an older "
+                         "state.db was restored",
+                         n, (long long)mark->seq, n + 1, (long long)mark->seq);
+  char have[65];
+  int r = mark->seq > 0 ? record_hash(st, mark->seq, have, err) : 0;
+  if (r == 0 && mark->seq > 0 && strcmp(have, mark->hash) != 0)
+    r = cap_error_set(err, EBADMSG,
+                      "gap: audit record %lld is not the one capsule wrote: an older state.db "
+                      "was restored and written to since (the records after its copy are gone)",
+                      (long long)mark->seq);
+  return r;
+}
+
+int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err)
+{
+  *n = 0;
+  /* the mark first: it is written after its record commits, so the
+   * snapshot read next holds at least what it names */
+  struct gw_hwm mark;
+  enum gw_hwm_status status;
+  int r = gw_hwm_read(st, &mark, &status, err);
+  if (r < 0)
+    return r;
+  /* one snapshot: appends by other processes do not tear the walk */
+  if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+    return gw_state_db_error(st, err, "cannot read the audit log");
+  char last[65];
+  r = walk_chain(st, n, last, err);
+  if (r == 0) /* the mark first: it names a gap by its size */
+    r = check_mark(st, &mark, status, *n, err);
+  if (r == 0)
+    r = check_head(st, *n, last, err);
+  sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+  return r;
+}
+
+int gw_audit_init_mark(struct gw_state *st, struct cap_error *err)
+{
+  struct gw_hwm mark;
+  int r = last_record(st, &mark, err);
+  return r < 0 ? r : gw_hwm_write(st, &mark, true, err);
+}
+
+/* Moves the mark to a newly committed record. A mark that is missing,
+ * does not verify, is ahead, or names a record the log no longer holds is
+ * left as it is: it is the evidence verify reports. */
+static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
+                        struct cap_error *err)
+{
+  _cleanup_close_ int lock = gw_hwm_lock(st, err);
+  if (lock < 0)
+    return lock;
+  struct gw_hwm mark;
+  enum gw_hwm_status status;
+  int r = gw_hwm_read(st, &mark, &status, err);
+  if (r < 0 || status != GW_HWM_OK || mark.seq >= rec->seq)
+    return r;
+  char have[65] = "";
+  if (mark.seq > 0 && ((r = record_hash(st, mark.seq, have, err)) < 0 || strcmp(have, mark.hash)))
+    return r;
+  struct gw_hwm next = {.seq = rec->seq};
+  snprintf(next.hash, sizeof next.hash, "%s", rec->hash);
+  return gw_hwm_write(st, &next, false, err);
+}

@@ -1,0 +1,270 @@
+/* The state directory on disk: where it is, who may use it, the state key
+ * in it, and the audit high-water mark beside the key. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "gateway/state.h"
+#include "gateway/state_int.h"
+
+char *gw_state_default_dir(void)
+{
+  const char *x = getenv("XDG_STATE_HOME");
+  if (x && *x == '/')
+    return cap_xasprintf("%s/capsule", x);
+  const char *home = getenv("HOME");
+  return cap_xasprintf("%s/.local/state/capsule", home && *home ? home : "/");
+}
+
+size_t gw_state_private_paths(const char *state_dir, char *out[2])
+{
+  size_t n = 0;
+  _cleanup_free_ char *dflt = gw_state_default_dir();
+  const char *dirs[2] = {state_dir, dflt};
+  for (size_t i = 0; i < 2; i++) {
+    char *real = dirs[i] ? realpath(dirs[i], NULL) : NULL;
+    if (real && n == 1 && strcmp(real, out[0]) == 0) {
+      free(real);
+      real = NULL;
+    }
+    if (real)
+      out[n++] = real;
+  }
+  return n;
+}
+
+static int mkdir_parents(const char *dir, struct cap_error *err)
+{
+  _cleanup_free_ char *p = cap_xstrdup(dir);
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    if (mkdir(p, 0700) < 0 && errno != EEXIST)
+      return cap_error_errno(err, errno, "cannot create the state directory %s", p);
+    *s = '/';
+  }
+  if (mkdir(p, 0700) < 0 && errno != EEXIST)
+    return cap_error_errno(err, errno, "cannot create the state directory %s", p);
+  return 0;
+}
+
+static bool trusted_owner(uid_t owner) { return owner == geteuid() || owner == 0; }
+
+/* Someone else's directory, or one others can write, may hold a key they
+ * planted (and would then read every credential sealed under it). */
+static int check_owner_and_mode(const char *what, const struct stat *sb, struct cap_error *err)
+{
+  if (!trusted_owner(sb->st_uid))
+    return cap_error_set(err, EPERM,
+                         "%s is owned by uid %u, not by you (uid %u) or root: refusing it (its "
+                         "owner could have planted the state key); use a state directory of "
+                         "your own (--state DIR)",
+                         what, (unsigned)sb->st_uid, (unsigned)geteuid());
+  if (sb->st_mode & 022)
+    return cap_error_set(err, EPERM,
+                         "%s is writable by group or others (mode %04o): refusing it (a key "
+                         "could have been planted); check what it holds, then chmod go-w it",
+                         what, (unsigned)(sb->st_mode & 07777));
+  return 0;
+}
+
+/* The directory's own files: the caller's are made 0600, root's that
+ * others can read are refused. Missing files are fine. */
+static int repair_files(int dirfd, const char *dir, struct cap_error *err)
+{
+  static const char *const files[] = {"state.db", "state.db-wal", "state.db-shm", "audit-hwm",
+                                      "audit-hwm.lock"};
+  for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+    struct stat sb;
+    if (fstatat(dirfd, files[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
+      continue;
+    _cleanup_free_ char *what = cap_xasprintf("%s/%s", dir, files[i]);
+    if (!S_ISREG(sb.st_mode))
+      return cap_error_set(err, EPERM, "%s is not a regular file: refusing the state directory",
+                           what);
+    int r = check_owner_and_mode(what, &sb, err);
+    if (r < 0)
+      return r;
+    if (!(sb.st_mode & 077))
+      continue;
+    if (sb.st_uid != geteuid() || fchmodat(dirfd, files[i], 0600, 0) < 0)
+      return cap_error_set(err, EPERM, "%s is readable by others (mode %04o); chmod 600 it", what,
+                           (unsigned)(sb.st_mode & 07777));
+  }
+  return 0;
+}
+
+int gw_statedir_open(const char *dir, struct cap_error *err)
+{
+  int r = mkdir_parents(dir, err);
+  if (r < 0)
+    return r;
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return cap_error_errno(err, errno, "cannot open the state directory %s", dir);
+  struct stat sb;
+  if (fstat(fd, &sb) < 0)
+    return cap_error_errno(err, errno, "cannot stat the state directory %s", dir);
+  _cleanup_free_ char *what = cap_xasprintf("the state directory %s", dir);
+  if ((r = check_owner_and_mode(what, &sb, err)) < 0)
+    return r;
+  if (sb.st_mode & 077) { /* readable by others: the caller's own is repaired */
+    if (sb.st_uid != geteuid() || fchmod(fd, 0700) < 0)
+      return cap_error_set(err, EPERM, "%s is readable by others (mode %04o); chmod 700 it", what,
+                           (unsigned)(sb.st_mode & 07777));
+  }
+  if ((r = repair_files(fd, dir, err)) < 0)
+    return r;
+  /* made here 0600: SQLite gives its -wal and -shm files the database's mode */
+  int db = openat(fd, "state.db", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (db >= 0)
+    close(db);
+  else if (errno != EEXIST)
+    return cap_error_errno(err, errno, "cannot create %s/state.db", dir);
+  int ret = fd;
+  fd = -1;
+  return ret;
+}
+
+static int key_from_env(const char *env, unsigned char key[GW_KEY_BYTES], struct cap_error *err)
+{
+  size_t n = 0;
+  if (sodium_hex2bin(key, GW_KEY_BYTES, env, strlen(env), NULL, &n, NULL) != 0 || n != GW_KEY_BYTES)
+    return cap_error_set(err, EINVAL, "CAPSULE_STATE_KEY must be 64 hex digits (32 bytes)");
+  return 0;
+}
+
+static int read_key(int fd, const char *path, unsigned char key[GW_KEY_BYTES],
+                    struct cap_error *err)
+{
+  struct stat sb;
+  if (fstat(fd, &sb) < 0)
+    return cap_error_errno(err, errno, "cannot stat %s", path);
+  if (!trusted_owner(sb.st_uid))
+    return cap_error_set(err, EPERM,
+                         "%s is owned by uid %u, not by you (uid %u) or root: refusing a key "
+                         "someone else could know",
+                         path, (unsigned)sb.st_uid, (unsigned)geteuid());
+  if (!S_ISREG(sb.st_mode) || (sb.st_mode & 077))
+    return cap_error_set(err, EPERM, "%s is readable by others (mode %o); chmod 600 it", path,
+                         (unsigned)(sb.st_mode & 0777));
+  if (read(fd, key, GW_KEY_BYTES) != GW_KEY_BYTES)
+    return cap_error_set(err, EINVAL, "%s does not hold a 32-byte key", path);
+  return 0;
+}
+
+int gw_statedir_load_key(int dirfd, const char *dir, unsigned char key[GW_KEY_BYTES],
+                         struct cap_error *err)
+{
+  const char *env = getenv("CAPSULE_STATE_KEY");
+  if (env && *env)
+    return key_from_env(env, key, err);
+  _cleanup_free_ char *path = cap_xasprintf("%s/key", dir);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    _cleanup_close_ int fd = openat(dirfd, "key", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0)
+      return read_key(fd, path, key, err);
+    if (errno != ENOENT)
+      return cap_error_errno(err, errno, "cannot read %s", path);
+    randombytes_buf(key, GW_KEY_BYTES);
+    char tmp[32];
+    snprintf(tmp, sizeof tmp, "key.%d", (int)getpid());
+    _cleanup_close_ int out = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0)
+      return cap_error_errno(err, errno, "cannot create %s", path);
+    bool ok = write(out, key, GW_KEY_BYTES) == GW_KEY_BYTES && fsync(out) == 0;
+    /* link, not rename: when two processes race, the first key wins */
+    if (!ok || (linkat(dirfd, tmp, dirfd, "key", 0) < 0 && errno != EEXIST)) {
+      int e = errno;
+      unlinkat(dirfd, tmp, 0);
+      return cap_error_errno(err, e ? e : EIO, "cannot write %s", path);
+    }
+    unlinkat(dirfd, tmp, 0);
+  }
+  return cap_error_set(err, EIO, "cannot read %s", path);
+}
+
+/* ---- the audit high-water mark ---- */
+
+static void hwm_mac(const struct gw_state *st, const struct gw_hwm *m, char out[65])
+{
+  char body[160];
+  snprintf(body, sizeof body, "capsule-audit-hwm-v1 %lld %s", (long long)m->seq, m->hash);
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(mac, (const unsigned char *)body, strlen(body), st->keys->audit);
+  sodium_bin2hex(out, 65, mac, sizeof mac);
+}
+
+int gw_hwm_read(const struct gw_state *st, struct gw_hwm *out, enum gw_hwm_status *status,
+                struct cap_error *err)
+{
+  memset(out, 0, sizeof *out);
+  _cleanup_close_ int fd = openat(st->dirfd, "audit-hwm", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) {
+    *status = GW_HWM_MISSING;
+    return 0;
+  }
+  if (fd < 0)
+    return cap_error_errno(err, errno, "cannot read %s/audit-hwm", st->dir);
+  char buf[256];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  long long seq = -1;
+  char hash[65] = "", mac[65] = "", want[65];
+  *status = GW_HWM_FORGED;
+  if (sscanf(buf, "capsule-audit-hwm-v1 %lld %64[0-9a-f] %64[0-9a-f]", &seq, hash, mac) != 3 ||
+      seq < 0)
+    return 0;
+  out->seq = seq;
+  memcpy(out->hash, hash, sizeof hash);
+  hwm_mac(st, out, want);
+  if (sodium_memcmp(want, mac, 64) == 0)
+    *status = GW_HWM_OK;
+  return 0;
+}
+
+int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool create_only,
+                 struct cap_error *err)
+{
+  char mac[65], text[256], tmp[48];
+  hwm_mac(st, mark, mac);
+  int len = snprintf(text, sizeof text, "capsule-audit-hwm-v1 %lld %s %s\n", (long long)mark->seq,
+                     mark->hash, mac);
+  snprintf(tmp, sizeof tmp, "audit-hwm.%d", (int)getpid());
+  _cleanup_close_ int fd =
+      openat(st->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return cap_error_errno(err, errno, "cannot write %s/audit-hwm", st->dir);
+  bool ok = write(fd, text, (size_t)len) == len && fsync(fd) == 0;
+  int r = !ok           ? -1
+          : create_only ? linkat(st->dirfd, tmp, st->dirfd, "audit-hwm", 0)
+                        : renameat(st->dirfd, tmp, st->dirfd, "audit-hwm");
+  int e = errno;
+  unlinkat(st->dirfd, tmp, 0);
+  if (r < 0 && !(create_only && e == EEXIST))
+    return cap_error_errno(err, e ? e : EIO, "cannot write %s/audit-hwm", st->dir);
+  fsync(st->dirfd);
+  return 0;
+}
+
+int gw_hwm_lock(const struct gw_state *st, struct cap_error *err)
+{
+  int fd = openat(st->dirfd, "audit-hwm.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return cap_error_errno(err, errno, "cannot open %s/audit-hwm.lock", st->dir);
+  if (flock(fd, LOCK_EX) < 0) {
+    int e = errno;
+    close(fd);
+    return cap_error_errno(err, e, "cannot lock %s/audit-hwm.lock", st->dir);
+  }
+  return fd;
+}

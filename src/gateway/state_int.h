@@ -1,0 +1,64 @@
+/* Inside the gateway's state module: the handle's layout and the pieces
+ * split across state.c (database, schema, policies, credentials,
+ * approvals), state_audit.c (the audit chain and its high-water mark) and
+ * state_dir.c (the directory, its permissions, the key and the mark's
+ * file). Not for other modules. */
+#ifndef CAPSULE_GATEWAY_STATE_INT_H
+#define CAPSULE_GATEWAY_STATE_INT_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+#define GW_KEY_BYTES 32
+
+/* The keys derived from the state key, on pages a fork does not copy. */
+struct gw_state_keys {
+  unsigned char cred[GW_KEY_BYTES];
+  unsigned char audit[GW_KEY_BYTES];
+};
+
+struct gw_state {
+  sqlite3 *db;
+  char *dir;
+  int dirfd; /* the state directory, as checked */
+  struct gw_state_keys *keys;
+};
+
+int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *what);
+sqlite3_stmt *gw_state_prep(struct gw_state *st, const char *sql, ...);
+void gw_state_now(char out[32]);
+
+/* Creates dir (and parents, 0700) when missing; refuses one not owned by
+ * the caller or root, or writable by group or others; repairs one only the
+ * caller owns that others can read (0700, its files 0600). Returns an
+ * O_PATH-free directory fd (O_CLOEXEC) or a negative errno. */
+int gw_statedir_open(const char *dir, struct cap_error *err);
+/* CAPSULE_STATE_KEY, else DIR/key (made 0600 on first use; refused when
+ * not the caller's or root's, or open to others). */
+int gw_statedir_load_key(int dirfd, const char *dir, unsigned char key[GW_KEY_BYTES],
+                         struct cap_error *err);
+
+/* The audit high-water mark: the record count and head hash capsule last
+ * wrote, MACed with the audit key, in DIR/audit-hwm. */
+struct gw_hwm {
+  int64_t seq;
+  char hash[65];
+};
+enum gw_hwm_status { GW_HWM_OK, GW_HWM_MISSING, GW_HWM_FORGED };
+int gw_hwm_read(const struct gw_state *st, struct gw_hwm *out, enum gw_hwm_status *status,
+                struct cap_error *err);
+/* Atomically replaces the mark (write, fsync, rename). create_only: only
+ * when there is none yet. */
+int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool create_only,
+                 struct cap_error *err);
+/* Exclusive lock serialising mark updates; returns an fd to close. */
+int gw_hwm_lock(const struct gw_state *st, struct cap_error *err);
+
+/* After the schema's migrations: a mark for a log that has none yet (a new
+ * or pre-mark state), never replacing one. */
+int gw_audit_init_mark(struct gw_state *st, struct cap_error *err);
+
+#endif
