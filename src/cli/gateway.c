@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -16,6 +17,7 @@
 #include "core/diag.h"
 #include "core/json.h"
 #include "core/text.h"
+#include "gateway/approval.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
 #include "gateway/selu.h"
@@ -29,16 +31,28 @@ struct common {
   bool json, follow;
   const char *scope;
   uint64_t timeout_s;
+  uint64_t approval_ttl_s;
   const char *session;
 };
 
-enum { OPT_CAPS = 256, OPT_STATE, OPT_USER, OPT_JSON, OPT_FOLLOW, OPT_SCOPE, OPT_TIMEOUT, OPT_SESSION };
+enum {
+  OPT_CAPS = 256,
+  OPT_STATE,
+  OPT_USER,
+  OPT_JSON,
+  OPT_FOLLOW,
+  OPT_SCOPE,
+  OPT_TIMEOUT,
+  OPT_SESSION,
+  OPT_APPROVAL_TTL
+};
 
 static const struct option common_options[] = {
     {"caps", required_argument, NULL, OPT_CAPS},   {"state", required_argument, NULL, OPT_STATE},
     {"user", required_argument, NULL, OPT_USER},   {"json", no_argument, NULL, OPT_JSON},
     {"follow", no_argument, NULL, OPT_FOLLOW},     {"scope", required_argument, NULL, OPT_SCOPE},
     {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"session", required_argument, NULL, OPT_SESSION},
+    {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -47,17 +61,19 @@ static const char gateway_help[] =
     "usage:\n"
     "  capsule list   [--caps DIR] [--state DIR] [--user U] [--json]\n"
     "  capsule call   [--caps DIR] [--state DIR] [--user U] [--timeout S] [--session ID] [--json]\n"
-    "                 CAPABILITY TOOL [JSON|-]\n"
+    "                 [--approval-ttl S] CAPABILITY TOOL [JSON|-]\n"
     "  capsule policy set CAPABILITY TOOL allow|ask|block [--user U]; capsule policy list\n"
     "  capsule cred   set NAME --scope system|user [--user U]   (the value on stdin or the terminal)\n"
     "  capsule cred   list; capsule cred rm NAME --scope system|user [--user U]\n"
-    "  capsule approve ID; capsule deny ID\n"
+    "  capsule approvals [--json]; capsule approve ID; capsule deny ID\n"
     "  capsule audit  [--json] [--follow]; capsule audit verify\n"
     "\n"
     "--caps: the capabilities directory (default ./capabilities); --state: the state\n"
     "directory (default $XDG_STATE_HOME/capsule or ~/.local/state/capsule); --user:\n"
-    "who calls (default the login name). Exit: 0 ok, 1 invalid or failed, 2 usage,\n"
-    "3 the host cannot run it, 4 denied by policy or awaiting approval.\n";
+    "who calls (default the login name); --approval-ttl: how long a pending approval,\n"
+    "and then the approved call, stays valid (default 600 s). Exit: 0 ok, 1 invalid\n"
+    "or failed, 2 usage, 3 the host cannot run it, 4 denied by policy or awaiting\n"
+    "approval.\n";
 
 /* Parses the common options; positional arguments stay in argv[optind..]. */
 static int parse_common(const char *verb, int argc, char **argv, struct common *o)
@@ -77,13 +93,15 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
         return cli_usage_error(verb, "--scope takes system or user, not '%s'", optarg);
       o->scope = optarg;
       break;
-    case OPT_TIMEOUT: {
+    case OPT_TIMEOUT:
+    case OPT_APPROVAL_TTL: {
+      const char *name = c == OPT_TIMEOUT ? "--timeout" : "--approval-ttl";
       char *end;
       unsigned long long v = strtoull(optarg, &end, 10);
       if (*end || !v || v > 31536000)
-        return cli_usage_error(verb, "--timeout takes a number of seconds from 1 to 31536000, not '%s'",
-                               optarg);
-      o->timeout_s = v;
+        return cli_usage_error(verb, "%s takes a number of seconds from 1 to 31536000, not '%s'",
+                               name, optarg);
+      *(c == OPT_TIMEOUT ? &o->timeout_s : &o->approval_ttl_s) = v;
       break;
     }
     case 'h': fputs(gateway_help, stdout); return -1;
@@ -318,6 +336,7 @@ static int cmd_call(int argc, char **argv)
       .user = o.user,
       .deadline_ms = o.timeout_s * 1000,
       .may_prompt = true,
+      .approval_ttl_ms = (int64_t)o.approval_ttl_s * 1000,
       .log_dir = logs,
       .run_dir = run,
       .cache_dir = cache,
@@ -384,6 +403,8 @@ static int cmd_policy(int argc, char **argv)
       return r;
     struct cap_error err = {0};
     r = gw_policy_set(st, pos[0], pos[1], user_given ? o.user : "", (enum cap_policy)p, &err);
+    if (r == 0) /* what was approved under the old policy is not approved under the new one */
+      r = gw_approval_void_for(st, pos[0], pos[1], &err);
     if (r < 0)
       fprintf(stderr, "capsule policy: %s\n", err.message);
     cap_error_clear(&err);
@@ -496,7 +517,135 @@ static int cmd_cred(int argc, char **argv)
   return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
 }
 
-/* ---- approve / deny ---- */
+/* ---- approvals, approve, deny ---- */
+
+/* Text for a terminal: control characters (C0, DEL, C1), bidi controls and
+ * bytes that are not UTF-8 escaped, so what a tool or caller wrote cannot
+ * move the cursor, recolour or reorder what the operator reads. */
+static void put_escaped(FILE *f, const char *s, size_t max)
+{
+  size_t len = strlen(s), n = len > max ? max : len;
+  for (size_t i = 0; i < n;) {
+    unsigned char ch = (unsigned char)s[i];
+    size_t bad = 0;
+    if (ch >= 0x80 && !cap_utf8_valid(s + i, n - i > 4 ? 4 : n - i, &bad) && bad == 0) {
+      fprintf(f, "\\x%02x", ch);
+      i++;
+      continue;
+    }
+    uint32_t cp = ch;
+    size_t used = ch < 0x80 ? 1 : cap_utf8_decode(s + i, n - i, &cp);
+    if (ch == '\\')
+      fputs("\\\\", f);
+    else if (ch == '\n')
+      fputs("\\n", f);
+    else if (ch == '\t')
+      fputs("\\t", f);
+    else if (cp < 0x20 || cp == 0x7f)
+      fprintf(f, "\\x%02x", (unsigned)cp);
+    else if ((cp >= 0x80 && cp < 0xa0) || (cp >= 0x202a && cp <= 0x202e) ||
+             (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200e || cp == 0x200f || cp == 0x061c)
+      fprintf(f, "\\u{%x}", (unsigned)cp);
+    else
+      fwrite(s + i, 1, used, f);
+    i += used ? used : 1;
+  }
+  if (len > max)
+    fputs("...", f);
+}
+
+static void utc_time(int64_t ms, char out[32])
+{
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* One approval, for people: what would run, for whom, who asked, until when. */
+static void describe_approval(FILE *f, const struct gw_approval *a)
+{
+  char expires[32];
+  utc_time(a->expires_ms, expires);
+  put_escaped(f, a->capability, 200);
+  fputc('.', f);
+  put_escaped(f, a->tool, 200);
+  fputs(" for user ", f);
+  put_escaped(f, a->user, 200);
+  fputs(", asked by ", f);
+  put_escaped(f, a->asked_by, 200);
+  fprintf(f, ", valid until %s\n  arguments: ", expires);
+  put_escaped(f, a->args, 4000);
+  fputc('\n', f);
+}
+
+static void approval_json(struct cap_jw *w, const struct gw_approval *a)
+{
+  char created[32], expires[32];
+  utc_time(a->created_ms, created);
+  utc_time(a->expires_ms, expires);
+  cap_jw_begin_object(w);
+  const char *keys[] = {"id", "capability", "tool", "user", "asked_by", "created", "expires",
+                        "arguments"};
+  const char *values[] = {a->id, a->capability, a->tool, a->user, a->asked_by, created, expires,
+                          a->args};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    cap_jw_key(w, keys[i]);
+    cap_jw_string(w, values[i]);
+  }
+  cap_jw_end_object(w);
+}
+
+struct approvals_print {
+  bool json;
+  struct cap_jw w;
+  size_t n;
+};
+
+static void print_approval(void *arg, const struct gw_approval *a)
+{
+  struct approvals_print *ap = arg;
+  ap->n++;
+  if (ap->json) {
+    approval_json(&ap->w, a);
+    return;
+  }
+  printf("%s  ", a->id);
+  describe_approval(stdout, a);
+}
+
+static int cmd_approvals(int argc, char **argv)
+{
+  struct common o = {0};
+  int r = parse_common("approvals", argc, argv, &o);
+  if (r)
+    return r < 0 ? CLI_EXIT_OK : r;
+  if (optind != argc)
+    return cli_usage_error("approvals", "approvals takes no arguments, only [--json] [--state DIR]");
+  struct gw_state *st = NULL;
+  if ((r = open_state(&o, &st)))
+    return r;
+  struct cap_buf out = {0};
+  struct approvals_print ap = {.json = o.json};
+  cap_jw_init(&ap.w, &out, true);
+  if (o.json)
+    cap_jw_begin_array(&ap.w);
+  struct cap_error err = {0};
+  r = gw_approval_list_pending(st, print_approval, &ap, &err);
+  if (o.json) {
+    cap_jw_end_array(&ap.w);
+    if (r == 0)
+      printf("%s\n", out.data);
+  } else if (r == 0 && ap.n == 0) {
+    printf("no pending approvals\n");
+  }
+  if (r < 0)
+    fprintf(stderr, "capsule approvals: %s\n", err.message);
+  cap_buf_free(&out);
+  cap_error_clear(&err);
+  gw_state_close(st);
+  return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
+}
 
 static int resolve_approval(const char *verb, int argc, char **argv, bool approve)
 {
@@ -504,26 +653,35 @@ static int resolve_approval(const char *verb, int argc, char **argv, bool approv
   int r = parse_common(verb, argc, argv, &o);
   if (r)
     return r < 0 ? CLI_EXIT_OK : r;
-  char *end = NULL;
-  long long id = optind < argc ? strtoll(argv[optind], &end, 10) : 0;
-  if (optind + 1 != argc || !end || *end || id <= 0)
-    return cli_usage_error(verb, "give the approval's number, as `capsule call` printed it");
+  const char *id = optind < argc ? argv[optind] : "";
+  if (optind + 1 != argc || !gw_approval_id_valid(id))
+    return cli_usage_error(verb, "give the approval's id (8 hex digits), as `capsule call` and "
+                                 "`capsule approvals` print it");
   struct gw_state *st = NULL;
   if ((r = open_state(&o, &st)))
     return r;
   struct cap_error err = {0};
-  bool found = false;
-  r = gw_approval_resolve(st, id, approve, &found, &err);
+  enum gw_approval_status was = GW_APPROVAL_NONE;
+  struct gw_approval a = {0};
+  r = gw_approval_resolve(st, id, approve, &was, &a, &err);
+  bool done = r == 0 && was == GW_APPROVAL_PENDING;
   if (r < 0)
     fprintf(stderr, "capsule %s: %s\n", verb, err.message);
-  else if (!found)
-    fprintf(stderr, "capsule %s: no pending approval #%lld\n", verb, id);
-  else
-    printf("approval #%lld %s; repeat the call to %s\n", id, approve ? "approved" : "denied",
-           approve ? "run it (once)" : "see it refused");
+  else if (was == GW_APPROVAL_NONE)
+    fprintf(stderr, "capsule %s: no approval %s; `capsule approvals` lists the pending ones\n",
+            verb, id);
+  else if (!done)
+    fprintf(stderr, "capsule %s: approval %s is %s, not pending; nothing changed\n", verb, id,
+            gw_approval_status_name(was));
+  else {
+    printf("%s %s: ", approve ? "approved" : "denied", id);
+    describe_approval(stdout, &a);
+    printf("repeat the call to %s\n", approve ? "run it (once)" : "see it refused");
+  }
+  gw_approval_clear(&a);
   cap_error_clear(&err);
   gw_state_close(st);
-  return r < 0 || !found ? CLI_EXIT_INVALID : CLI_EXIT_OK;
+  return done ? CLI_EXIT_OK : CLI_EXIT_INVALID;
 }
 
 static int cmd_approve(int argc, char **argv) { return resolve_approval("approve", argc, argv, true); }
@@ -621,7 +779,8 @@ int cmd_gateway(int argc, char **argv)
     const char *name;
     int (*run)(int, char **);
   } verbs[] = {{"list", cmd_list},       {"call", cmd_call},   {"policy", cmd_policy},
-               {"cred", cmd_cred},       {"approve", cmd_approve}, {"deny", cmd_deny},
+               {"cred", cmd_cred},       {"approvals", cmd_approvals},
+               {"approve", cmd_approve}, {"deny", cmd_deny},
                {"audit", cmd_audit}};
   for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
     if (strcmp(argv[0], verbs[i].name) == 0)

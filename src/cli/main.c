@@ -21,7 +21,7 @@ static const char usage_text[] =
     "  doctor                        what this host can enforce\n"
     "  list [--caps DIR]             capabilities, tools, effective policies, readiness\n"
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
-    "  policy set|list, cred set|list|rm, approve ID, deny ID, audit [verify]\n"
+    "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
     "\n"
     "exit status: 0 ok, 1 invalid input, 2 usage, 3 host cannot enforce,\n"
     "4 denied by policy. `capsule VERB --help` describes a verb.\n";
@@ -50,6 +50,7 @@ static const struct {
     {"call", cmd_gateway},
     {"policy", cmd_gateway},
     {"cred", cmd_gateway},
+    {"approvals", cmd_gateway},
     {"approve", cmd_gateway},
     {"deny", cmd_gateway},
     {"audit", cmd_gateway},

@@ -382,80 +382,9 @@ int gw_cred_list(struct gw_state *st, gw_cred_fn fn, void *arg, struct cap_error
   return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot read the credentials");
 }
 
-/* ---- approvals ---- */
+/* ---- for the modules that keep their own tables here ---- */
 
-int gw_approval_take(struct gw_state *st, const char *cap, const char *tool, const char *user,
-                     const char *args_hash, enum gw_approval *status, int64_t *id,
-                     struct cap_error *err)
-{
-  *status = GW_APPROVAL_NONE;
-  *id = 0;
-  if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-    return db_error(st, err, "cannot read the approvals");
-  sqlite3_stmt *s = prep(st,
-                         "SELECT id, status FROM approvals WHERE capability = ? AND tool = ? AND user = ?"
-                         " AND args_hash = ? AND status != 'used' ORDER BY id DESC LIMIT 1",
-                         cap, tool, user, args_hash, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW) {
-    *id = sqlite3_column_int64(s, 0);
-    const char *v = (const char *)sqlite3_column_text(s, 1);
-    *status = strcmp(v, "approved") == 0  ? GW_APPROVAL_APPROVED
-              : strcmp(v, "denied") == 0 ? GW_APPROVAL_DENIED
-                                          : GW_APPROVAL_PENDING;
-  }
-  sqlite3_finalize(s);
-  if (rc == SQLITE_ROW && *status != GW_APPROVAL_PENDING) { /* one call each */
-    sqlite3_stmt *u = prep(st, "UPDATE approvals SET status = 'used' WHERE id = ?", NULL);
-    if (u) {
-      sqlite3_bind_int64(u, 1, *id);
-      rc = sqlite3_step(u) == SQLITE_DONE ? SQLITE_ROW : SQLITE_ERROR;
-    } else {
-      rc = SQLITE_ERROR;
-    }
-    sqlite3_finalize(u);
-  }
-  if ((rc != SQLITE_ROW && rc != SQLITE_DONE) ||
-      sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-    int r = db_error(st, err, "cannot update the approvals");
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-    return r;
-  }
-  return 0;
-}
-
-int gw_approval_create(struct gw_state *st, const char *cap, const char *tool, const char *user,
-                       const char *args_hash, const char *args, int64_t *id,
-                       struct cap_error *err)
-{
-  char when[32];
-  now_rfc3339(when);
-  sqlite3_stmt *s = prep(st,
-                         "INSERT INTO approvals (capability, tool, user, args_hash, args, created, status)"
-                         " VALUES (?, ?, ?, ?, ?, ?, 'pending')",
-                         cap, tool, user, args_hash, args, when, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  sqlite3_finalize(s);
-  if (rc != SQLITE_DONE)
-    return db_error(st, err, "cannot record the approval request");
-  *id = sqlite3_last_insert_rowid(st->db);
-  return 0;
-}
-
-int gw_approval_resolve(struct gw_state *st, int64_t id, bool approve, bool *found,
-                        struct cap_error *err)
-{
-  sqlite3_stmt *s = prep(st, "UPDATE approvals SET status = ? WHERE id = ? AND status = 'pending'",
-                         approve ? "approved" : "denied", NULL);
-  int rc = SQLITE_ERROR;
-  if (s) {
-    sqlite3_bind_int64(s, 2, id);
-    rc = sqlite3_step(s);
-  }
-  *found = rc == SQLITE_DONE && sqlite3_changes(st->db) > 0;
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : db_error(st, err, "cannot update the approval");
-}
+struct sqlite3 *gw_state_db(struct gw_state *st) { return st->db; }
 
 /* ---- audit ---- */
 
