@@ -19,6 +19,7 @@
 #include "core/text.h"
 #include "gateway/approval.h"
 #include "gateway/call.h"
+#include "gateway/ready.h"
 #include "gateway/registry.h"
 #include "gateway/selu.h"
 #include "gateway/state.h"
@@ -143,20 +144,19 @@ static int load_registry(const struct common *o, struct gw_registry *reg, bool *
 
 /* ---- list ---- */
 
+/* "ready", or why not: what gw_ready checks (up to exec, in a dry run of
+ * the sandbox), then the required credentials. */
 static const char *readiness(const struct cap_spec *spec, struct gw_state *st, const char *user,
-                             char *buf, size_t size)
+                             const char *const *hidden, size_t n_hidden, char *buf, size_t size)
 {
-  switch (spec->runtime.kind) {
-  case CAP_RUNTIME_GRPC: break; /* warm instances */
-  case CAP_RUNTIME_TALOS_NODE: break; /* the Node shim */
-  case CAP_RUNTIME_HERMES: return "not ready: the hermes runtime is not supported";
-  case CAP_RUNTIME_EXEC: return "no tools: a command sandbox for `capsule run`";
-  case CAP_RUNTIME_JSONL: break;
+  if (spec->runtime.kind == CAP_RUNTIME_EXEC)
+    return "no tools: a command sandbox for `capsule run`";
+  struct cap_error why = {0};
+  if (gw_ready(spec, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
+    snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
+    cap_error_clear(&why);
+    return buf;
   }
-  if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
-    return "not ready: it asks for linux-gvisor, which capsule does not run";
-  if (spec->runtime.kind == CAP_RUNTIME_GRPC && !spec->runtime.command.len)
-    return "not ready: it names an image, which capsule does not run yet (give x-capsule.command)";
   for (size_t i = 0; st && i < spec->n_secrets; i++) {
     const struct cap_secret *s = &spec->secrets[i];
     char *v = NULL;
@@ -191,6 +191,8 @@ static int cmd_list(int argc, char **argv)
     fprintf(stderr, "capsule list: without the state, policies are the manifests' own\n");
   _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
+  char *hidden[2];
+  size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, hidden);
   struct cap_buf out = {0};
   struct cap_jw w;
   cap_jw_init(&w, &out, true);
@@ -198,8 +200,9 @@ static int cmd_list(int argc, char **argv)
     cap_jw_begin_array(&w);
   for (size_t i = 0; i < reg.n; i++) {
     const struct cap_spec *spec = reg.caps[i];
-    char buf[256];
-    const char *ready = readiness(spec, st, o.user, buf, sizeof buf);
+    char buf[1024];
+    const char *ready =
+        readiness(spec, st, o.user, (const char *const *)hidden, n_hidden, buf, sizeof buf);
     if (o.json) {
       cap_jw_begin_object(&w);
       cap_jw_key(&w, "id");
@@ -266,6 +269,8 @@ static int cmd_list(int argc, char **argv)
     printf("no capabilities in %s\n", reg.dir);
   }
   cap_buf_free(&out);
+  for (size_t i = 0; i < n_hidden; i++)
+    free(hidden[i]);
   gw_state_close(st);
   gw_registry_free(&reg);
   return bad ? CLI_EXIT_INVALID : CLI_EXIT_OK;
