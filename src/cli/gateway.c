@@ -129,6 +129,18 @@ static int open_state(const struct common *o, struct gw_state **st)
   return 0;
 }
 
+/* Approvals and policy changes only from the operator: refused inside a
+ * capsule sandbox (gw_require_operator). */
+static int require_operator(const char *verb, const char *what)
+{
+  struct cap_error err = {0};
+  if (gw_require_operator(what, &err) == 0)
+    return 0;
+  fprintf(stderr, "capsule %s: %s\n", verb, err.message);
+  cap_error_clear(&err);
+  return CLI_EXIT_DENIED;
+}
+
 /* Loads --caps (default ./capabilities); prints what did not load. */
 static int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors)
 {
@@ -403,6 +415,8 @@ static int cmd_policy(int argc, char **argv)
                                            : -1;
     if (p < 0)
       return cli_usage_error("policy", "the decision is allow, ask or block, not '%s'", pos[2]);
+    if ((r = require_operator("policy", "policy set")))
+      return r;
     struct gw_state *st = NULL;
     if ((r = open_state(&o, &st)))
       return r;
@@ -662,6 +676,8 @@ static int resolve_approval(const char *verb, int argc, char **argv, bool approv
   if (optind + 1 != argc || !gw_approval_id_valid(id))
     return cli_usage_error(verb, "give the approval's id (8 hex digits), as `capsule call` and "
                                  "`capsule approvals` print it");
+  if ((r = require_operator(verb, verb)))
+    return r;
   struct gw_state *st = NULL;
   if ((r = open_state(&o, &st)))
     return r;

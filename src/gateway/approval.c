@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -333,5 +336,43 @@ int gw_approval_void_for(struct gw_state *st, const char *cap, const char *tool,
            2, texts);
   if (!s || sqlite3_step(s) != SQLITE_DONE)
     return db_fail(db, err, "cannot update the approvals");
+  return 0;
+}
+
+/* ---- who may decide ---- */
+
+/* The initial namespaces' inode numbers (PROC_USER_INIT_INO,
+ * PROC_UTS_INIT_INO in the kernel's proc_ns.h). */
+#define INIT_USER_NS_INO 0xEFFFFFFDu
+#define INIT_UTS_NS_INO 0xEFFFFFFEu
+
+/* True when /proc/self/ns/NAME is not the initial namespace (or cannot be
+ * read, which a sandbox can arrange and a host's shell does not). */
+static bool namespace_is_not_initial(const char *name, unsigned long initial)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/ns/%s", name);
+  struct stat sb;
+  return stat(path, &sb) != 0 || sb.st_ino != initial;
+}
+
+int gw_require_operator(const char *what, struct cap_error *err)
+{
+  const char *marker = getenv("CAPSULE_SANDBOX");
+  if (marker && *marker)
+    return cap_error_set(err, EPERM,
+                         "%s refused: this process runs inside a capsule sandbox "
+                         "(CAPSULE_SANDBOX is set); approvals and policy come from the operator",
+                         what);
+  struct utsname u;
+  bool capsule_host = uname(&u) == 0 && strcmp(u.nodename, "capsule") == 0;
+  if (capsule_host && namespace_is_not_initial("uts", INIT_UTS_NS_INO) &&
+      namespace_is_not_initial("user", INIT_USER_NS_INO) &&
+      prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2)
+    return cap_error_set(err, EPERM,
+                         "%s refused: this process runs inside a capsule sandbox (its own user "
+                         "and UTS namespaces, hostname \"capsule\", no_new_privs and a seccomp "
+                         "filter); approvals and policy come from the operator",
+                         what);
   return 0;
 }

@@ -81,6 +81,17 @@ int gw_approval_list_pending(struct gw_state *st, gw_approval_fn fn, void *arg,
 int gw_approval_void_for(struct gw_state *st, const char *cap, const char *tool,
                          struct cap_error *err);
 
+/* Approvals and policy changes come from the operator, never from inside
+ * a sandbox: -EPERM (err says how it was told) when this process runs in
+ * a capsule sandbox. The sign is kernel state a sandboxed process cannot
+ * undo, all of it at once: a user and a UTS namespace other than the
+ * host's, the hostname "capsule" (sethostname is refused inside),
+ * no_new_privs and a seccomp filter (both irrevocable); or the
+ * CAPSULE_SANDBOX variable the sandbox sets (a tool may unset it; the
+ * kernel signs remain). The state directory being invisible in every
+ * sandbox is the main defence; this is the second. */
+int gw_require_operator(const char *what, struct cap_error *err);
+
 /* True when id is 8 lower-case hex digits. */
 bool gw_approval_id_valid(const char *id);
 

@@ -109,5 +109,36 @@ if [ "$(pending_id)" != "$idv" ]; then ok policy-change-new-request; else bad po
 ask_approve unchanged '{"text": "same"}'
 t unchanged-runs 0 '"text":"same"' call "${G[@]}" echo dispatch '{"text": "same"}'
 
+echo "approvals and policy come from the operator, never from inside a sandbox"
+bindir=$(dirname "$capsule")
+# inside: capsule itself, and a scratch directory the tool may write
+# (not a state directory: the sandbox hides those whatever it grants)
+inside() { # inside WHO SCRATCH VERB ARGS...: capsule VERB in a sandbox, CAPSULE_SANDBOX unset
+  local who=$1 scratch=$2; shift 2
+  local unset=(-u CAPSULE_SANDBOX)
+  [ -n "${keep_marker:-}" ] && unset=()
+  local run=("$capsule" run --allow-read "$bindir" --allow-rw "$scratch" -- env "${unset[@]}" "$capsule" "$@")
+  if [ "$who" = root ]; then "${run[@]}"; else setpriv --reuid=65534 --regid=65534 --clear-groups -- "${run[@]}"; fi
+}
+whos=(root)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+   setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then whos+=(nobody); fi
+t self-ask 4 "is pending" call "${G[@]}" echo dispatch '{"text": "self"}'
+ids=$(pending_id)
+for who in "${whos[@]}"; do
+  scratch=$work/scratch-$who && mkdir -p "$scratch" && chmod 777 "$scratch"
+  for verb in "approve $ids" "deny $ids" "policy set echo dispatch allow"; do
+    out=$(inside "$who" "$scratch" $verb --state "$scratch/s" 2>&1 </dev/null); st=$?
+    if [ $st = 4 ] && grep -q "refused: this process runs inside a capsule sandbox" <<<"$out" && [ ! -e "$scratch/s" ]; then
+      ok "$who: inside-refused-${verb%% *}"
+    else bad "$who: inside-refused-${verb%% *} (exit $st)"; echo "$out" | head -3 | sed 's/^/         /'; fi
+  done
+  # with the marker left as the sandbox sets it
+  out=$(keep_marker=1 inside "$who" "$scratch" approve "$ids" --state "$scratch/s" 2>&1 </dev/null); st=$?
+  if [ $st = 4 ] && grep -q "CAPSULE_SANDBOX is set" <<<"$out"; then ok "$who: inside-refused-marker"; else bad "$who: inside-refused-marker (exit $st)"; fi
+done
+t self-still-pending 0 "^$ids " approvals --state "$state"
+t operator-approves 0 "approved $ids" approve "$ids" --state "$state"
+
 echo "approvals tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
