@@ -4,6 +4,9 @@
 #ifndef CAPSULE_CLI_CLI_H
 #define CAPSULE_CLI_CLI_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 enum {
   CLI_EXIT_OK = 0,
   CLI_EXIT_INVALID = 1,  /* invalid input, or the call failed */
@@ -19,6 +22,12 @@ int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 /* list, call, policy, cred, approve, deny, audit (argv[0] names which) */
 int cmd_gateway(int argc, char **argv);
+
+/* Writes s (at most max bytes of it, then "...") to f for a person to read:
+ * control characters (C0, DEL, C1), bidi controls and bytes that are not
+ * UTF-8 escaped (\n, \x1b, \u{202e}), backslashes doubled. Text from a
+ * tool or a caller cannot move the cursor, recolour or reorder a line. */
+void cli_put_escaped(FILE *f, const char *s, size_t max);
 
 /* Prints "capsule VERB: MESSAGE" and a pointer to --help; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

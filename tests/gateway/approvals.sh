@@ -66,6 +66,10 @@ assert len(a) == 3 and all(set(x) == want for x in a), a
 assert a[0]["arguments"] == "{\"text\": \"red\x1b[31m bell\x07 end\"}", a[0]["arguments"]
 assert a[1]["user"] == "bob" and a[1]["capability"] == "echo" and a[1]["tool"] == "dispatch"
 ' <<<"$out"; then ok approvals-json-columns; else bad approvals-json-columns; fi
+t ask-bidi 4 "is pending" call "${G[@]}" --user carol echo dispatch "{\"text\": \"$(printf '\342\200\256')evil $(printf '\377')\"}"
+t approvals-bidi 0 "for user carol" approvals --state "$state"
+if grep -qF 'arguments: {"text": "\u{202e}evil \xff"}' <<<"$out"; then ok approvals-escape-bidi-and-bad-utf8
+else bad approvals-escape-bidi-and-bad-utf8; grep carol -A1 <<<"$out" | cat -v | sed 's/^/         /'; fi
 
 echo "approve and deny say what they decide"
 t approve-shows-what 0 "^approved $id2: echo.dispatch for user bob, asked by $me, valid until .*
