@@ -188,6 +188,85 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
   return "ready";
 }
 
+/* What `list` shows of one capability, in text or into w. */
+struct list_ctx {
+  const struct common *o;
+  struct gw_state *st;
+  const char *cache;
+  const char *const *hidden;
+  size_t n_hidden;
+  struct cap_jw w;
+};
+
+static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const struct cap_tool *tool)
+{
+  enum cap_policy policy = tool->policy;
+  const char *source = cap_policy_source_name(tool->policy_source);
+  struct cap_error err = {0};
+  if (l->st && gw_effective_policy(l->st, spec->id, tool, l->o->user, &policy, &source, &err) < 0)
+    cap_error_clear(&err);
+  if (l->o->json) {
+    cap_jw_begin_object(&l->w);
+    cap_jw_key(&l->w, "name");
+    cap_jw_string(&l->w, tool->name);
+    cap_jw_key(&l->w, "policy");
+    cap_jw_string(&l->w, cap_policy_name(policy));
+    cap_jw_key(&l->w, "policy_source");
+    cap_jw_string(&l->w, source);
+    cap_jw_end_object(&l->w);
+    return;
+  }
+  fputs("  ", stdout);
+  cli_put_escaped(stdout, tool->name, 200);
+  printf("%*s %-5s (%s)\n", (int)(strlen(tool->name) < 28 ? 28 - strlen(tool->name) : 0), "",
+         cap_policy_name(policy), source);
+}
+
+static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
+{
+  char buf[1024];
+  const char *ready = readiness(spec, l->st, l->o->user, l->hidden, l->n_hidden, buf, sizeof buf);
+  const char *format = cap_format_name(spec->format);
+  const char *runtime = cap_runtime_kind_name(spec->runtime.kind);
+  if (l->o->json) {
+    const char *keys[] = {"id", "format", "runtime", "source", "readiness"};
+    const char *values[] = {spec->id, format, runtime, spec->source_path, ready};
+    cap_jw_begin_object(&l->w);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+      cap_jw_key(&l->w, keys[i]);
+      cap_jw_string(&l->w, values[i]);
+    }
+    cap_jw_key(&l->w, "tools");
+    cap_jw_begin_array(&l->w);
+  } else {
+    cli_put_escaped(stdout, spec->id, 200);
+    printf("  (%s, %s)  ", format, runtime);
+    cli_put_escaped(stdout, ready, sizeof buf);
+    putchar('\n');
+  }
+  /* a dynamic capability's tools: as last discovered */
+  struct gw_tools discovered = {0};
+  const struct cap_tool *tools = spec->tools;
+  size_t n_tools = spec->n_tools;
+  if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) {
+    struct cap_error err = {0};
+    gw_selu_cached_tools(l->cache, spec, &discovered, &err);
+    cap_error_clear(&err);
+    tools = discovered.tools;
+    n_tools = discovered.n;
+    if (!n_tools && !l->o->json)
+      printf("  (tool_source dynamic: tools are discovered through %s on the first call)\n",
+             spec->discovery_tool_name);
+  }
+  for (size_t t = 0; t < n_tools; t++)
+    list_tool(l, spec, &tools[t]);
+  gw_tools_free(&discovered);
+  if (l->o->json) {
+    cap_jw_end_array(&l->w);
+    cap_jw_end_object(&l->w);
+  }
+}
+
 static int cmd_list(int argc, char **argv)
 {
   struct common o = {0};
@@ -206,76 +285,15 @@ static int cmd_list(int argc, char **argv)
   char *hidden[2];
   size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, hidden);
   struct cap_buf out = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &out, true);
+  struct list_ctx l = {.o = &o, .st = st, .cache = cache,
+                       .hidden = (const char *const *)hidden, .n_hidden = n_hidden};
+  cap_jw_init(&l.w, &out, true);
   if (o.json)
-    cap_jw_begin_array(&w);
-  for (size_t i = 0; i < reg.n; i++) {
-    const struct cap_spec *spec = reg.caps[i];
-    char buf[1024];
-    const char *ready =
-        readiness(spec, st, o.user, (const char *const *)hidden, n_hidden, buf, sizeof buf);
-    if (o.json) {
-      cap_jw_begin_object(&w);
-      cap_jw_key(&w, "id");
-      cap_jw_string(&w, spec->id);
-      cap_jw_key(&w, "format");
-      cap_jw_string(&w, cap_format_name(spec->format));
-      cap_jw_key(&w, "runtime");
-      cap_jw_string(&w, cap_runtime_kind_name(spec->runtime.kind));
-      cap_jw_key(&w, "source");
-      cap_jw_string(&w, spec->source_path);
-      cap_jw_key(&w, "readiness");
-      cap_jw_string(&w, ready);
-      cap_jw_key(&w, "tools");
-      cap_jw_begin_array(&w);
-    } else {
-      printf("%s  (%s, %s)  %s\n", spec->id, cap_format_name(spec->format),
-             cap_runtime_kind_name(spec->runtime.kind), ready);
-    }
-    /* a dynamic capability's tools: as last discovered */
-    struct gw_tools discovered = {0};
-    const struct cap_tool *tools = spec->tools;
-    size_t n_tools = spec->n_tools;
-    if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) {
-      struct cap_error err = {0};
-      gw_selu_cached_tools(cache, spec, &discovered, &err);
-      cap_error_clear(&err);
-      tools = discovered.tools;
-      n_tools = discovered.n;
-      if (!n_tools && !o.json)
-        printf("  (tool_source dynamic: tools are discovered through %s on the first call)\n",
-               spec->discovery_tool_name);
-    }
-    for (size_t t = 0; t < n_tools; t++) {
-      const struct cap_tool *tool = &tools[t];
-      enum cap_policy policy = tool->policy;
-      const char *source = cap_policy_source_name(tool->policy_source);
-      struct cap_error err = {0};
-      if (st && gw_effective_policy(st, spec->id, tool, o.user, &policy, &source, &err) < 0)
-        cap_error_clear(&err);
-      static const char *const names[] = {"allow", "ask", "block"};
-      if (o.json) {
-        cap_jw_begin_object(&w);
-        cap_jw_key(&w, "name");
-        cap_jw_string(&w, tool->name);
-        cap_jw_key(&w, "policy");
-        cap_jw_string(&w, names[policy]);
-        cap_jw_key(&w, "policy_source");
-        cap_jw_string(&w, source);
-        cap_jw_end_object(&w);
-      } else {
-        printf("  %-28s %-5s (%s)\n", tool->name, names[policy], source);
-      }
-    }
-    gw_tools_free(&discovered);
-    if (o.json) {
-      cap_jw_end_array(&w);
-      cap_jw_end_object(&w);
-    }
-  }
+    cap_jw_begin_array(&l.w);
+  for (size_t i = 0; i < reg.n; i++)
+    list_capability(&l, reg.caps[i]);
   if (o.json) {
-    cap_jw_end_array(&w);
+    cap_jw_end_array(&l.w);
     printf("%s\n", out.data);
   } else if (reg.n == 0) {
     printf("no capabilities in %s\n", reg.dir);
