@@ -6,34 +6,18 @@
 # manifest (grants) or its policy changes before the call runs.
 # Usage: approvals.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
-if ! "$capsule" run -- /bin/true 2>/dev/null; then
-  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
-fi
+source "$(dirname "$0")/../lib/gateway.sh"
 work=$(mktemp -d /var/tmp/capsule-approvals.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
 caps=$work/caps
 state=$work/state
-export CAPSULE_STATE_KEY=
 mkdir -p "$caps/agents/echo"
 printf '[agent]\nid = "echo"\nname = "echo"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' >"$caps/agents/echo/agent.toml"
 printf '#!/bin/sh\nIFS= read -r line; printf "{\\"got\\":%%s}\\n" "$line"\n' >"$caps/agents/echo/run.sh"
 chmod 755 "$caps/agents/echo/run.sh"
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
-bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
-# t NAME WANT-STATUS REGEX ARGS...: capsule ARGS; the output stays in $out
-t() {
-  local name=$1 want=$2 regex=$3; shift 3
-  local status
-  out=$("$capsule" "$@" 2>&1 </dev/null)
-  status=$?
-  if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$name"
-  else bad "$name (exit $status, want $want)"; echo "$out" | head -5 | sed 's/^/         /'; fi
-}
 G=(--caps "$caps" --state "$state")
 pending_id() { grep -oE 'approval [0-9a-f]{8} is pending' <<<"$out" | head -1 | cut -d' ' -f2; }
 me="uid $(id -u) \\($(id -un)\\)"
@@ -144,5 +128,4 @@ done
 t self-still-pending 0 "^$ids " approvals --state "$state"
 t operator-approves 0 "approved $ids" approve "$ids" --state "$state"
 
-echo "approvals tests: $pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+finish approvals

@@ -5,19 +5,11 @@
 # what list says agrees with what `capsule call` does. As root and as uid
 # 65534. Usage: ready.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
-if ! "$capsule" run -- /bin/true 2>/dev/null; then
-  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
-fi
+source "$(dirname "$0")/../lib/gateway.sh"
 work=$(mktemp -d /var/tmp/capsule-ready.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
-export CAPSULE_STATE_KEY=
-
-pass=0 fail=0
-ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
-bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
 
 # make_caps DIR: the capabilities under test
 make_caps() {
@@ -106,5 +98,4 @@ if [ "$(id -u)" = 0 ]; then
     echo "  note: uid 65534 cannot reach $capsule; the unprivileged half is skipped"
   fi
 fi
-echo "ready tests: $pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+finish ready
