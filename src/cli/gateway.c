@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -17,7 +18,9 @@
 #include "core/escape.h"
 #include "core/json.h"
 #include "core/text.h"
+#include "gateway/approval.h"
 #include "gateway/call.h"
+#include "gateway/ready.h"
 #include "gateway/registry.h"
 #include "gateway/selu.h"
 #include "gateway/state.h"
@@ -30,6 +33,7 @@ struct common {
   bool json, follow, shared, user_given;
   const char *scope;
   uint64_t timeout_s;
+  uint64_t approval_ttl_s;
   const char *session;
 };
 
@@ -42,7 +46,8 @@ enum {
   OPT_SCOPE,
   OPT_TIMEOUT,
   OPT_SESSION,
-  OPT_SHARED
+  OPT_SHARED,
+  OPT_APPROVAL_TTL
 };
 
 static const struct option common_options[] = {
@@ -51,6 +56,7 @@ static const struct option common_options[] = {
     {"follow", no_argument, NULL, OPT_FOLLOW},     {"scope", required_argument, NULL, OPT_SCOPE},
     {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"session", required_argument, NULL, OPT_SESSION},
     {"shared", no_argument, NULL, OPT_SHARED},
+    {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -86,13 +92,15 @@ static int parse_common(const char *verb, int argc, char **argv, struct common *
         return cli_usage_error(verb, "--scope takes system or user, not '%s'", optarg);
       o->scope = optarg;
       break;
-    case OPT_TIMEOUT: {
+    case OPT_TIMEOUT:
+    case OPT_APPROVAL_TTL: {
+      const char *name = c == OPT_TIMEOUT ? "--timeout" : "--approval-ttl";
       char *end;
       unsigned long long v = strtoull(optarg, &end, 10);
       if (*end || !v || v > 31536000)
-        return cli_usage_error(
-            verb, "--timeout takes a number of seconds from 1 to 31536000, not '%s'", optarg);
-      o->timeout_s = v;
+        return cli_usage_error(verb, "%s takes a number of seconds from 1 to 31536000, not '%s'",
+                               name, optarg);
+      *(c == OPT_TIMEOUT ? &o->timeout_s : &o->approval_ttl_s) = v;
       break;
     }
     case 'h': fputs(cli_gateway_help(verb), stdout); return -1;
@@ -148,6 +156,18 @@ static int open_state(const struct common *o, struct gw_state **st)
   return 0;
 }
 
+/* Approvals and policy changes only from the operator: refused inside a
+ * capsule sandbox (gw_require_operator). */
+static int require_operator(const char *verb, const char *what)
+{
+  struct cap_error err = {0};
+  if (gw_require_operator(what, &err) == 0)
+    return 0;
+  fprintf(stderr, "capsule %s: %s\n", verb, err.message);
+  cap_error_clear(&err);
+  return CLI_EXIT_DENIED;
+}
+
 /* Loads --caps (default ./capabilities); prints what did not load. */
 static int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors)
 {
@@ -163,20 +183,19 @@ static int load_registry(const struct common *o, struct gw_registry *reg, bool *
 
 /* ---- list ---- */
 
+/* "ready", or why not: what gw_ready checks (up to exec, in a dry run of
+ * the sandbox), then the required credentials. */
 static const char *readiness(const struct cap_spec *spec, struct gw_state *st, const char *user,
-                             char *buf, size_t size)
+                             const char *const *hidden, size_t n_hidden, char *buf, size_t size)
 {
-  switch (spec->runtime.kind) {
-  case CAP_RUNTIME_GRPC: break;       /* warm instances */
-  case CAP_RUNTIME_TALOS_NODE: break; /* the Node shim */
-  case CAP_RUNTIME_HERMES: return "not ready: the hermes runtime is not supported";
-  case CAP_RUNTIME_EXEC: return "no tools: a command sandbox for `capsule run`";
-  case CAP_RUNTIME_JSONL: break;
+  if (spec->runtime.kind == CAP_RUNTIME_EXEC)
+    return "no tools: a command sandbox for `capsule run`";
+  struct cap_error why = {0};
+  if (gw_ready(spec, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
+    snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
+    cap_error_clear(&why);
+    return buf;
   }
-  if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
-    return "not ready: it asks for linux-gvisor, which capsule does not run";
-  if (spec->runtime.kind == CAP_RUNTIME_GRPC && !spec->runtime.command.len)
-    return "not ready: it names an image, which capsule does not run yet (give x-capsule.command)";
   for (size_t i = 0; st && i < spec->n_secrets; i++) {
     const struct cap_secret *s = &spec->secrets[i];
     char *v = NULL;
@@ -191,6 +210,85 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
     }
   }
   return "ready";
+}
+
+/* What `list` shows of one capability, in text or into w. */
+struct list_ctx {
+  const struct common *o;
+  struct gw_state *st;
+  const char *cache;
+  const char *const *hidden;
+  size_t n_hidden;
+  struct cap_jw w;
+};
+
+static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const struct cap_tool *tool)
+{
+  enum cap_policy policy = tool->policy;
+  const char *source = cap_policy_source_name(tool->policy_source);
+  struct cap_error err = {0};
+  if (l->st && gw_effective_policy(l->st, spec->id, tool, l->o->user, &policy, &source, &err) < 0)
+    cap_error_clear(&err);
+  if (l->o->json) {
+    cap_jw_begin_object(&l->w);
+    cap_jw_key(&l->w, "name");
+    cap_jw_string(&l->w, tool->name);
+    cap_jw_key(&l->w, "policy");
+    cap_jw_string(&l->w, cap_policy_name(policy));
+    cap_jw_key(&l->w, "policy_source");
+    cap_jw_string(&l->w, source);
+    cap_jw_end_object(&l->w);
+    return;
+  }
+  fputs("  ", stdout);
+  cli_put_escaped(stdout, tool->name, 200);
+  printf("%*s %-5s (%s)\n", (int)(strlen(tool->name) < 28 ? 28 - strlen(tool->name) : 0), "",
+         cap_policy_name(policy), source);
+}
+
+static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
+{
+  char buf[1024];
+  const char *ready = readiness(spec, l->st, l->o->user, l->hidden, l->n_hidden, buf, sizeof buf);
+  const char *format = cap_format_name(spec->format);
+  const char *runtime = cap_runtime_kind_name(spec->runtime.kind);
+  if (l->o->json) {
+    const char *keys[] = {"id", "format", "runtime", "source", "readiness"};
+    const char *values[] = {spec->id, format, runtime, spec->source_path, ready};
+    cap_jw_begin_object(&l->w);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+      cap_jw_key(&l->w, keys[i]);
+      cap_jw_string(&l->w, values[i]);
+    }
+    cap_jw_key(&l->w, "tools");
+    cap_jw_begin_array(&l->w);
+  } else {
+    cli_put_escaped(stdout, spec->id, 200);
+    printf("  (%s, %s)  ", format, runtime);
+    cli_put_escaped(stdout, ready, sizeof buf);
+    putchar('\n');
+  }
+  /* a dynamic capability's tools: as last discovered */
+  struct gw_tools discovered = {0};
+  const struct cap_tool *tools = spec->tools;
+  size_t n_tools = spec->n_tools;
+  if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) {
+    struct cap_error err = {0};
+    gw_selu_cached_tools(l->cache, spec, &discovered, &err);
+    cap_error_clear(&err);
+    tools = discovered.tools;
+    n_tools = discovered.n;
+    if (!n_tools && !l->o->json)
+      printf("  (tool_source dynamic: tools are discovered through %s on the first call)\n",
+             spec->discovery_tool_name);
+  }
+  for (size_t t = 0; t < n_tools; t++)
+    list_tool(l, spec, &tools[t]);
+  gw_tools_free(&discovered);
+  if (l->o->json) {
+    cap_jw_end_array(&l->w);
+    cap_jw_end_object(&l->w);
+  }
 }
 
 static int cmd_list(int argc, char **argv)
@@ -208,81 +306,25 @@ static int cmd_list(int argc, char **argv)
     fprintf(stderr, "capsule list: without the state, policies are the manifests' own\n");
   _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
+  char *hidden[2];
+  size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, hidden);
   struct cap_buf out = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &out, true);
+  struct list_ctx l = {.o = &o, .st = st, .cache = cache,
+                       .hidden = (const char *const *)hidden, .n_hidden = n_hidden};
+  cap_jw_init(&l.w, &out, true);
   if (o.json)
-    cap_jw_begin_array(&w);
-  for (size_t i = 0; i < reg.n; i++) {
-    const struct cap_spec *spec = reg.caps[i];
-    char buf[256];
-    const char *ready = readiness(spec, st, o.user, buf, sizeof buf);
-    if (o.json) {
-      cap_jw_begin_object(&w);
-      cap_jw_key(&w, "id");
-      cap_jw_string(&w, spec->id);
-      cap_jw_key(&w, "format");
-      cap_jw_string(&w, cap_format_name(spec->format));
-      cap_jw_key(&w, "runtime");
-      cap_jw_string(&w, cap_runtime_kind_name(spec->runtime.kind));
-      cap_jw_key(&w, "source");
-      cap_jw_string(&w, spec->source_path);
-      cap_jw_key(&w, "readiness");
-      cap_jw_string(&w, ready);
-      cap_jw_key(&w, "tools");
-      cap_jw_begin_array(&w);
-    } else {
-      printf("%s  (%s, %s)  %s\n", spec->id, cap_format_name(spec->format),
-             cap_runtime_kind_name(spec->runtime.kind), ready);
-    }
-    /* a dynamic capability's tools: as last discovered */
-    struct gw_tools discovered = {0};
-    const struct cap_tool *tools = spec->tools;
-    size_t n_tools = spec->n_tools;
-    if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) {
-      struct cap_error err = {0};
-      gw_selu_cached_tools(cache, spec, &discovered, &err);
-      cap_error_clear(&err);
-      tools = discovered.tools;
-      n_tools = discovered.n;
-      if (!n_tools && !o.json)
-        printf("  (tool_source dynamic: tools are discovered through %s on the first call)\n",
-               spec->discovery_tool_name);
-    }
-    for (size_t t = 0; t < n_tools; t++) {
-      const struct cap_tool *tool = &tools[t];
-      enum cap_policy policy = tool->policy;
-      const char *source = cap_policy_source_name(tool->policy_source);
-      struct cap_error err = {0};
-      if (st && gw_effective_policy(st, spec->id, tool, o.user, &policy, &source, &err) < 0)
-        cap_error_clear(&err);
-      static const char *const names[] = {"allow", "ask", "block"};
-      if (o.json) {
-        cap_jw_begin_object(&w);
-        cap_jw_key(&w, "name");
-        cap_jw_string(&w, tool->name);
-        cap_jw_key(&w, "policy");
-        cap_jw_string(&w, names[policy]);
-        cap_jw_key(&w, "policy_source");
-        cap_jw_string(&w, source);
-        cap_jw_end_object(&w);
-      } else {
-        printf("  %-28s %-5s (%s)\n", tool->name, names[policy], source);
-      }
-    }
-    gw_tools_free(&discovered);
-    if (o.json) {
-      cap_jw_end_array(&w);
-      cap_jw_end_object(&w);
-    }
-  }
+    cap_jw_begin_array(&l.w);
+  for (size_t i = 0; i < reg.n; i++)
+    list_capability(&l, reg.caps[i]);
   if (o.json) {
-    cap_jw_end_array(&w);
+    cap_jw_end_array(&l.w);
     printf("%s\n", out.data);
   } else if (reg.n == 0) {
     printf("no capabilities in %s\n", reg.dir);
   }
   cap_buf_free(&out);
+  for (size_t i = 0; i < n_hidden; i++)
+    free(hidden[i]);
   gw_state_close(st);
   gw_registry_free(&reg);
   return bad ? CLI_EXIT_INVALID : CLI_EXIT_OK;
@@ -353,6 +395,7 @@ static int cmd_call(int argc, char **argv)
       .user = o.user,
       .deadline_ms = o.timeout_s * 1000,
       .may_prompt = true,
+      .approval_ttl_ms = (int64_t)o.approval_ttl_s * 1000,
       .log_dir = logs,
       .run_dir = run,
       .cache_dir = cache,
@@ -413,11 +456,15 @@ static int cmd_policy(int argc, char **argv)
                                            : -1;
     if (p < 0)
       return cli_usage_error("policy", "the decision is allow, ask or block, not '%s'", pos[2]);
+    if ((r = require_operator("policy", "policy set")))
+      return r;
     struct gw_state *st = NULL;
     if ((r = open_state(&o, &st)))
       return r;
     struct cap_error err = {0};
     r = gw_policy_set(st, pos[0], pos[1], user_given ? o.user : "", (enum cap_policy)p, &err);
+    if (r == 0) /* what was approved under the old policy is not approved under the new one */
+      r = gw_approval_void_for(st, pos[0], pos[1], &err);
     if (r < 0)
       fprintf(stderr, "capsule policy: %s\n", err.message);
     cap_error_clear(&err);
@@ -584,7 +631,100 @@ static int cmd_cred(int argc, char **argv)
   return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
 }
 
-/* ---- approve / deny ---- */
+/* ---- approvals, approve, deny ---- */
+
+static void utc_time(int64_t ms, char out[32])
+{
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* One approval, for people: what would run, for whom, who asked, until when. */
+static void describe_approval(FILE *f, const struct gw_approval *a)
+{
+  char expires[32];
+  utc_time(a->expires_ms, expires);
+  cli_put_escaped(f, a->capability, 200);
+  fputc('.', f);
+  cli_put_escaped(f, a->tool, 200);
+  fputs(" for user ", f);
+  cli_put_escaped(f, a->user, 200);
+  fputs(", asked by ", f);
+  cli_put_escaped(f, a->asked_by, 200);
+  fprintf(f, ", valid until %s\n  arguments: ", expires);
+  cli_put_escaped(f, a->args, 4000);
+  fputc('\n', f);
+}
+
+static void approval_json(struct cap_jw *w, const struct gw_approval *a)
+{
+  char created[32], expires[32];
+  utc_time(a->created_ms, created);
+  utc_time(a->expires_ms, expires);
+  cap_jw_begin_object(w);
+  const char *keys[] = {"id", "capability", "tool", "user", "asked_by", "created", "expires",
+                        "arguments"};
+  const char *values[] = {a->id, a->capability, a->tool, a->user, a->asked_by, created, expires,
+                          a->args};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    cap_jw_key(w, keys[i]);
+    cap_jw_string(w, values[i]);
+  }
+  cap_jw_end_object(w);
+}
+
+struct approvals_print {
+  bool json;
+  struct cap_jw w;
+  size_t n;
+};
+
+static void print_approval(void *arg, const struct gw_approval *a)
+{
+  struct approvals_print *ap = arg;
+  ap->n++;
+  if (ap->json) {
+    approval_json(&ap->w, a);
+    return;
+  }
+  printf("%s  ", a->id);
+  describe_approval(stdout, a);
+}
+
+static int cmd_approvals(int argc, char **argv)
+{
+  struct common o = {0};
+  int r = parse_common("approvals", argc, argv, &o);
+  if (r)
+    return r < 0 ? CLI_EXIT_OK : r;
+  if (optind != argc)
+    return cli_usage_error("approvals", "approvals takes no arguments, only [--json] [--state DIR]");
+  struct gw_state *st = NULL;
+  if ((r = open_state(&o, &st)))
+    return r;
+  struct cap_buf out = {0};
+  struct approvals_print ap = {.json = o.json};
+  cap_jw_init(&ap.w, &out, true);
+  if (o.json)
+    cap_jw_begin_array(&ap.w);
+  struct cap_error err = {0};
+  r = gw_approval_list_pending(st, print_approval, &ap, &err);
+  if (o.json) {
+    cap_jw_end_array(&ap.w);
+    if (r == 0)
+      printf("%s\n", out.data);
+  } else if (r == 0 && ap.n == 0) {
+    printf("no pending approvals\n");
+  }
+  if (r < 0)
+    fprintf(stderr, "capsule approvals: %s\n", err.message);
+  cap_buf_free(&out);
+  cap_error_clear(&err);
+  gw_state_close(st);
+  return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
+}
 
 static int resolve_approval(const char *verb, int argc, char **argv, bool approve)
 {
@@ -592,26 +732,37 @@ static int resolve_approval(const char *verb, int argc, char **argv, bool approv
   int r = parse_common(verb, argc, argv, &o);
   if (r)
     return r < 0 ? CLI_EXIT_OK : r;
-  char *end = NULL;
-  long long id = optind < argc ? strtoll(argv[optind], &end, 10) : 0;
-  if (optind + 1 != argc || !end || *end || id <= 0)
-    return cli_usage_error(verb, "give the approval's number, as `capsule call` printed it");
+  const char *id = optind < argc ? argv[optind] : "";
+  if (optind + 1 != argc || !gw_approval_id_valid(id))
+    return cli_usage_error(verb, "give the approval's id (8 hex digits), as `capsule call` and "
+                                 "`capsule approvals` print it");
+  if ((r = require_operator(verb, verb)))
+    return r;
   struct gw_state *st = NULL;
   if ((r = open_state(&o, &st)))
     return r;
   struct cap_error err = {0};
-  bool found = false;
-  r = gw_approval_resolve(st, id, approve, &found, &err);
+  enum gw_approval_status was = GW_APPROVAL_NONE;
+  struct gw_approval a = {0};
+  r = gw_approval_resolve(st, id, approve, &was, &a, &err);
+  bool done = r == 0 && was == GW_APPROVAL_PENDING;
   if (r < 0)
     fprintf(stderr, "capsule %s: %s\n", verb, err.message);
-  else if (!found)
-    fprintf(stderr, "capsule %s: no pending approval #%lld\n", verb, id);
-  else
-    printf("approval #%lld %s; repeat the call to %s\n", id, approve ? "approved" : "denied",
-           approve ? "run it (once)" : "see it refused");
+  else if (was == GW_APPROVAL_NONE)
+    fprintf(stderr, "capsule %s: no approval %s; `capsule approvals` lists the pending ones\n",
+            verb, id);
+  else if (!done)
+    fprintf(stderr, "capsule %s: approval %s is %s, not pending; nothing changed\n", verb, id,
+            gw_approval_status_name(was));
+  else {
+    printf("%s %s: ", approve ? "approved" : "denied", id);
+    describe_approval(stdout, &a);
+    printf("repeat the call to %s\n", approve ? "run it (once)" : "see it refused");
+  }
+  gw_approval_clear(&a);
   cap_error_clear(&err);
   gw_state_close(st);
-  return r < 0 || !found ? CLI_EXIT_INVALID : CLI_EXIT_OK;
+  return done ? CLI_EXIT_OK : CLI_EXIT_INVALID;
 }
 
 static int cmd_approve(int argc, char **argv) { return resolve_approval("approve", argc, argv, true); }
@@ -716,7 +867,8 @@ int cmd_gateway(int argc, char **argv)
     const char *name;
     int (*run)(int, char **);
   } verbs[] = {{"list", cmd_list},       {"call", cmd_call},   {"policy", cmd_policy},
-               {"cred", cmd_cred},       {"approve", cmd_approve}, {"deny", cmd_deny},
+               {"cred", cmd_cred},       {"approvals", cmd_approvals},
+               {"approve", cmd_approve}, {"deny", cmd_deny},
                {"audit", cmd_audit}};
   for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
     if (strcmp(argv[0], verbs[i].name) == 0)

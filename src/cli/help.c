@@ -1,4 +1,4 @@
-/* The gateway verbs' own help texts (list, call, policy, cred, approve,
+/* The gateway verbs' own help texts (list, call, policy, cred, approvals, approve,
  * deny, audit): `capsule VERB --help` and `capsule help VERB` print one. A
  * verb that gains an option documents it here and in docs/cli.md. */
 #include <stddef.h>
@@ -28,7 +28,7 @@ static const struct {
              "exit status: 0 ok, 1 a capability did not load\n"},
     {"call",
      "usage: capsule call [--caps DIR] [--state DIR] [--user U] [--timeout S]\n"
-     "                    [--session ID] [--json] CAPABILITY TOOL [JSON|-]\n"
+     "                    [--session ID] [--approval-ttl S] [--json] CAPABILITY TOOL [JSON|-]\n"
      "\n"
      "One tool call through policy, approval, argument validation, credentials,\n"
      "the sandboxed run and the audit log; prints the tool's JSON result.\n"
@@ -39,6 +39,8 @@ static const struct {
      "      --user U      who calls (default the login name)\n"
      "      --timeout S   wall-clock limit in seconds (1..31536000)\n"
      "      --session ID  the session id a Selu tool sees in its context\n"
+     "      --approval-ttl S  how long an approval this call leaves stays valid\n"
+     "                    (seconds, default 600)\n"
      "      --json        print {\"result\": ..., \"terminal_on_success\": bool}\n" GATEWAY_COMMON
      "\n"
      "exit status: 0 ok, 1 the call failed, 2 usage, 3 the host cannot run it,\n"
@@ -69,16 +71,27 @@ static const struct {
              "                    name; another user's needs root or the state's owner)\n"
              "      --shared      one value for every capability declaring NAME\n" GATEWAY_COMMON "\n"
              "exit status: 0 ok, 1 failed or not found, 2 usage, 4 --user not permitted\n"},
+    {"approvals", "usage: capsule approvals [--json] [--state DIR]\n"
+                  "\n"
+                  "The pending approvals: id, capability, tool, user, who asked, until when,\n"
+                  "and the arguments (control characters escaped). An approval lapses after\n"
+                  "its time (call --approval-ttl, default 10 minutes) and is void when the\n"
+                  "tool's code, grants or policy change.\n"
+                  "\n"
+                  "      --json        an array of objects (id, capability, tool, user,\n"
+                  "                    asked_by, created, expires, arguments)\n" GATEWAY_COMMON "\n"
+                  "exit status: 0 ok, 1 failed\n"},
     {"approve", "usage: capsule approve ID [--state DIR]\n"
                 "\n"
-                "Approves the pending call ID that `capsule call` reported; repeating the\n"
-                "call then runs it, once.\n"
+                "Approves the pending call ID (8 hex digits) that `capsule call` reported,\n"
+                "printing what it approves; repeating the call then runs it, once. Refused\n"
+                "inside a capsule sandbox.\n"
                 "\n" GATEWAY_COMMON "\n"
                 "exit status: 0 approved, 1 no such pending approval, 2 usage\n"},
     {"deny", "usage: capsule deny ID [--state DIR]\n"
              "\n"
-             "Denies the pending call ID that `capsule call` reported; repeating the call\n"
-             "then sees it refused.\n"
+             "Denies the pending call ID that `capsule call` reported, printing what it\n"
+             "denies; repeating the call then sees it refused. Refused inside a sandbox.\n"
              "\n" GATEWAY_COMMON "\n"
              "exit status: 0 denied, 1 no such pending approval, 2 usage\n"},
     {"audit", "usage: capsule audit [--json] [--follow] [--state DIR]\n"

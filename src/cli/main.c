@@ -23,7 +23,7 @@ static const char usage_text[] =
     "  doctor                        what this host can enforce\n"
     "  list [--caps DIR]             capabilities, tools, effective policies, readiness\n"
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
-    "  policy set|list, cred set|list|rm, approve ID, deny ID, audit [verify]\n"
+    "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE.\n"
@@ -65,7 +65,7 @@ static const struct {
 } verbs[] = {
     {"check", cmd_check},     {"show", cmd_show},      {"validate", cmd_validate},
     {"run", cmd_run},         {"doctor", cmd_doctor},  {"list", cmd_gateway},
-    {"call", cmd_gateway},    {"policy", cmd_gateway}, {"cred", cmd_gateway},
+    {"call", cmd_gateway},    {"policy", cmd_gateway}, {"cred", cmd_gateway},    {"approvals", cmd_gateway},
     {"approve", cmd_gateway}, {"deny", cmd_gateway},   {"audit", cmd_gateway},
 };
 

@@ -13,6 +13,7 @@
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/json.h"
+#include "gateway/approval.h"
 #include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/covenant.h"
@@ -237,45 +238,77 @@ static bool prompt_tty(const struct gw_call *call, bool *asked)
   return n > 0 && (answer[0] == 'y' || answer[0] == 'Y');
 }
 
+/* What an approval is bound to: the tool's package (code, manifest,
+ * grants), the tool and the policy that asked; when any of them changes
+ * before the call runs, the approval is void. */
+static int approval_binding(const struct call_ctx *c, const char *policy_source, char out[65],
+                            struct cap_error *err)
+{
+  unsigned char digest[32];
+  int r = gw_spec_digest(c->spec, digest, err);
+  if (r < 0)
+    return r;
+  char hex[65];
+  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+  _cleanup_free_ char *text = cap_xasprintf("%s\n%s\n%s\n%s", hex, c->tool->name,
+                                            policy_names[CAP_POLICY_ASK], policy_source);
+  gw_sha256_hex(text, strlen(text), out);
+  return 0;
+}
+
+/* A denied approval or a denial at the prompt. */
+static enum gw_outcome ask_denied(struct call_ctx *c, const char *id, struct cap_error *err)
+{
+  c->rec.decision = "ask-denied";
+  if (id)
+    cap_error_set(err, EPERM, "approval %s for this call was denied", id);
+  else
+    cap_error_set(err, EPERM, "the call was not approved at the prompt");
+  return GW_OUTCOME_DENIED;
+}
+
 /* Policy says ask: an approval decided for exactly this call, the
  * terminal, or a pending approval the operator resolves. */
-static enum gw_outcome ask(struct call_ctx *c, struct cap_error *err)
+static enum gw_outcome ask(struct call_ctx *c, const char *source, struct cap_error *err)
 {
-  const struct cap_spec *spec = c->spec;
-  const char *tool = c->tool->name, *user = c->call->user;
-  enum gw_approval status;
-  int64_t id;
-  if (gw_approval_take(c->st, spec->id, tool, user, c->rec.args_hash, &status, &id, err) < 0)
+  const struct gw_call *call = c->call;
+  char binding[65];
+  if (approval_binding(c, source, binding, err) < 0)
+    return GW_OUTCOME_FAILED;
+  struct gw_approval_call req = {.capability = c->spec->id,
+                                 .tool = c->tool->name,
+                                 .user = call->user,
+                                 .args = call->args,
+                                 .args_hash = c->rec.args_hash,
+                                 .binding = binding,
+                                 .ttl_ms = call->approval_ttl_ms};
+  enum gw_approval_status status, lapsed;
+  char id[9], lapsed_id[9];
+  if (gw_approval_take(c->st, &req, &status, id, &lapsed, lapsed_id, err) < 0)
     return GW_OUTCOME_FAILED;
   bool asked = false;
-  if (status == GW_APPROVAL_APPROVED) {
+  if (status == GW_APPROVAL_DENIED)
+    return ask_denied(c, id, err);
+  if (status == GW_APPROVAL_APPROVED || (call->may_prompt && prompt_tty(call, &asked))) {
     c->rec.decision = "ask-approved";
     return GW_OUTCOME_OK;
   }
-  if (status == GW_APPROVAL_DENIED) {
-    c->rec.decision = "ask-denied";
-    cap_error_set(err, EPERM, "approval #%lld for this call was denied", (long long)id);
-    return GW_OUTCOME_DENIED;
-  }
-  if (c->call->may_prompt && prompt_tty(c->call, &asked)) {
-    c->rec.decision = "ask-approved";
-    return GW_OUTCOME_OK;
-  }
-  if (asked) {
-    c->rec.decision = "ask-denied";
-    cap_error_set(err, EPERM, "the call was not approved at the prompt");
-    return GW_OUTCOME_DENIED;
-  }
-  if (status != GW_APPROVAL_PENDING &&
-      gw_approval_create(c->st, spec->id, tool, user, c->rec.args_hash, c->call->args, &id, err) <
-          0)
+  if (asked)
+    return ask_denied(c, NULL, err);
+  if (status != GW_APPROVAL_PENDING && gw_approval_create(c->st, &req, id, err) < 0)
     return GW_OUTCOME_FAILED;
   c->rec.decision = "approval-pending";
+  _cleanup_free_ char *was =
+      lapsed == GW_APPROVAL_EXPIRED ? cap_xasprintf(" (approval %s expired)", lapsed_id)
+      : lapsed == GW_APPROVAL_VOID
+          ? cap_xasprintf(" (approval %s is void: the tool's code, grants or policy changed)",
+                          lapsed_id)
+          : cap_xstrdup("");
   cap_error_set(err, EAGAIN,
                 "approval required: %s.%s asks before running and there is no terminal to "
-                "ask on; approval #%lld is pending: `capsule approve %lld` (or `capsule deny "
-                "%lld`), then repeat the call",
-                spec->id, tool, (long long)id, (long long)id, (long long)id);
+                "ask on; approval %s is pending%s: `capsule approvals` shows it, `capsule "
+                "approve %s` (or `capsule deny %s`) decides it, then repeat the call",
+                c->spec->id, c->tool->name, id, was, id, id);
   return GW_OUTCOME_AWAITING_APPROVAL;
 }
 
@@ -292,7 +325,7 @@ static enum gw_outcome step_policy(struct call_ctx *c, struct cap_error *err)
                          "%s allow`",
                          c->spec->id, c->tool->name, source, c->spec->id, c->tool->name),
            GW_OUTCOME_DENIED;
-  return policy == CAP_POLICY_ASK ? ask(c, err) : GW_OUTCOME_OK;
+  return policy == CAP_POLICY_ASK ? ask(c, source, err) : GW_OUTCOME_OK;
 }
 
 /* ---- validate ---- */

@@ -28,6 +28,7 @@ struct gw_call {
   uint64_t deadline_ms;
   size_t output_cap;
   bool may_prompt;           /* ask on the controlling terminal when policy says ask */
+  int64_t approval_ttl_ms;   /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
   const char *log_dir;       /* the tools' stderr goes to LOG_DIR/<capability>.log */
   const char *run_dir;       /* warm instances' sockets (Selu) */
   const char *cache_dir;     /* discovered tools (Selu tool_source: dynamic) */

@@ -2,12 +2,17 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/text.h"
 #include "manifest/load.h"
 
 static int by_id(const void *a, const void *b)
@@ -87,4 +92,112 @@ const struct cap_tool *gw_spec_tool(const struct cap_spec *spec, const char *nam
     if (strcmp(spec->tools[i].name, name) == 0)
       return &spec->tools[i];
   return NULL;
+}
+
+/* ---- the digest of what a capability runs ---- */
+
+struct digest_walk {
+  crypto_hash_sha256_state h;
+  size_t entries;
+};
+
+static void digest_field(struct digest_walk *d, const void *data, size_t len)
+{
+  uint64_t n = len; /* length-prefixed: no two field lists hash alike */
+  crypto_hash_sha256_update(&d->h, (const unsigned char *)&n, sizeof n);
+  crypto_hash_sha256_update(&d->h, data, len);
+}
+
+static void digest_str(struct digest_walk *d, const char *s)
+{
+  digest_field(d, s ? s : "", s ? strlen(s) : 0);
+}
+
+static void digest_stat(struct digest_walk *d, const struct stat *sb)
+{
+  int64_t v[9] = {
+      (int64_t)sb->st_mode,         (int64_t)sb->st_uid,         (int64_t)sb->st_gid,
+      (int64_t)sb->st_size,         (int64_t)sb->st_ino,         (int64_t)sb->st_mtim.tv_sec,
+      (int64_t)sb->st_mtim.tv_nsec, (int64_t)sb->st_ctim.tv_sec, (int64_t)sb->st_ctim.tv_nsec};
+  digest_field(d, v, sizeof v);
+}
+
+static int by_entry_name(const struct dirent **a, const struct dirent **b)
+{
+  return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int not_dots(const struct dirent *e)
+{
+  return strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+}
+
+/* Walks dirfd's entries in name order, depth first; never follows a
+ * symlink (its target is hashed as text). */
+static int digest_dir(struct digest_walk *d, int dirfd, const char *rel, int depth,
+                      struct cap_error *err)
+{
+  struct dirent **names = NULL;
+  int n = scandirat(dirfd, ".", &names, not_dots, by_entry_name);
+  if (n < 0)
+    return cap_error_errno(err, errno, "cannot read the package directory %s", *rel ? rel : ".");
+  int r = 0;
+  for (int i = 0; i < n; i++) {
+    const char *name = names[i]->d_name;
+    struct stat sb;
+    if (r == 0 && d->entries < GW_DIGEST_MAX_ENTRIES &&
+        fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+      d->entries++;
+      _cleanup_free_ char *path = *rel ? cap_xasprintf("%s/%s", rel, name) : cap_xstrdup(name);
+      digest_str(d, path);
+      digest_stat(d, &sb);
+      if (S_ISLNK(sb.st_mode)) {
+        char target[4096];
+        ssize_t len = readlinkat(dirfd, name, target, sizeof target);
+        digest_field(d, target, len > 0 ? (size_t)len : 0);
+      } else if (S_ISDIR(sb.st_mode) && depth < 64) {
+        int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) {
+          r = digest_dir(d, sub, path, depth + 1, err);
+          close(sub);
+        }
+      }
+    }
+    free(names[i]);
+  }
+  free(names);
+  return r;
+}
+
+int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct cap_error *err)
+{
+  struct digest_walk d = {0};
+  crypto_hash_sha256_init(&d.h);
+  digest_str(&d, "capsule-spec-digest-v1");
+  digest_str(&d, spec->id);
+  char *manifest = NULL;
+  size_t len = 0;
+  int r = cap_read_file(spec->source_path, 16u << 20, &manifest, &len, err);
+  if (r < 0)
+    return r;
+  digest_field(&d, manifest, len);
+  free(manifest);
+  for (size_t i = 0; i < spec->n_grants; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    int v[3] = {(int)g->access, (int)g->type, (int)g->origin};
+    digest_str(&d, g->path);
+    digest_field(&d, v, sizeof v);
+  }
+  for (size_t i = 0; i < spec->deny.len; i++)
+    digest_str(&d, spec->deny.v[i]);
+  _cleanup_close_ int dirfd = open(spec->package_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0)
+    return cap_error_errno(err, errno, "cannot open the package directory %s", spec->package_dir);
+  r = digest_dir(&d, dirfd, "", 0, err);
+  if (r < 0)
+    return r;
+  uint64_t entries = d.entries;
+  digest_field(&d, &entries, sizeof entries);
+  crypto_hash_sha256_final(&d.h, out);
+  return 0;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "core/diag.h"
+#include "core/error.h"
 #include "manifest/model.h"
 
 struct gw_registry {
@@ -24,5 +25,15 @@ void gw_registry_free(struct gw_registry *reg);
 
 const struct cap_spec *gw_registry_find(const struct gw_registry *reg, const char *id);
 const struct cap_tool *gw_spec_tool(const struct cap_spec *spec, const char *name);
+
+/* A digest of what a capability runs: its manifest file, its package tree
+ * (each entry's relative path, type, mode, owner, size, inode, mtime and
+ * ctime, and symlink targets; not the contents, so a tree costs one stat
+ * per entry) and its resolved grants. Editing, adding, removing or
+ * touching any file under the package directory, or changing the
+ * manifest, changes it. At most GW_DIGEST_MAX_ENTRIES entries (in name
+ * order, depth first) are walked: changes past them are not seen. */
+#define GW_DIGEST_MAX_ENTRIES 100000
+int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct cap_error *err);
 
 #endif

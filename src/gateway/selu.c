@@ -16,6 +16,7 @@
 #include "core/diag.h"
 #include "core/json.h"
 #include "gateway/instance.h"
+#include "gateway/registry.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/selu_rpc.h"
 
@@ -72,17 +73,19 @@ static void run_salt(const char *run_dir, unsigned char salt[32])
   unlink(tmp);
 }
 
-/* The instance's name: the capability, its manifest and server program as
- * they are now, and the credentials it starts with; a change to any of
- * them starts a new one. */
+/* The instance's name: the capability, what it runs as it is now (its
+ * manifest, its package tree and grants: gw_spec_digest; and the server
+ * program when it lies outside the package) and the credentials it starts
+ * with; a change to any of them starts a new instance (the old one idles
+ * out). */
 static int instance_key(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                         size_t n_env, char out[33], struct cap_error *err)
 {
-  size_t len = 0;
-  _cleanup_free_ char *manifest = read_small_file(spec->source_path, &len);
-  if (!manifest)
-    return cap_error_errno(err, errno ? errno : EIO, "cannot read %s", spec->source_path);
-  int r = gw_instance_check_run_dir(call->run_dir, err); /* before its salt is trusted */
+  unsigned char digest[32];
+  int r = gw_spec_digest(spec, digest, err);
+  if (r < 0)
+    return r;
+  r = gw_instance_check_run_dir(call->run_dir, err); /* before its salt is trusted */
   if (r < 0)
     return r;
   unsigned char salt[32];
@@ -93,14 +96,12 @@ static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
   crypto_generichash_update(&st, (const unsigned char *)spec->id, strlen(spec->id) + 1);
   crypto_generichash_update(&st, (const unsigned char *)spec->source_path,
                             strlen(spec->source_path) + 1);
-  crypto_generichash_update(&st, (const unsigned char *)manifest, len);
-  /* the program: a rebuilt server is a new instance */
+  crypto_generichash_update(&st, digest, sizeof digest);
+  /* a program outside the package (an interpreter, say): an upgraded one
+   * is a new instance too */
   const char *prog = spec->runtime.command.len ? spec->runtime.command.v[0] : "";
-  _cleanup_free_ char *path = strncmp(prog, "./", 2) == 0
-                                  ? cap_xasprintf("%s/%s", spec->package_dir, prog + 2)
-                                  : cap_xstrdup(prog);
   struct stat sb;
-  if (stat(path, &sb) == 0) {
+  if (prog[0] == '/' && stat(prog, &sb) == 0) {
     int64_t id[4] = {(int64_t)sb.st_ino, (int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec,
                      (int64_t)sb.st_mtim.tv_nsec};
     crypto_generichash_update(&st, (const unsigned char *)id, sizeof id);

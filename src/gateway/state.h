@@ -72,23 +72,10 @@ typedef void (*gw_cred_fn)(void *arg, const char *cap, const char *name,
 int gw_cred_list(struct gw_state *st, gw_cred_fn fn, void *arg, struct cap_error *err);
 void gw_secret_free(char *value);
 
-/* ---- approvals ---- */
-enum gw_approval {
-  GW_APPROVAL_NONE,
-  GW_APPROVAL_PENDING,
-  GW_APPROVAL_APPROVED,
-  GW_APPROVAL_DENIED
-};
-/* The newest approval for exactly this call (capability, tool, user, args
- * hash). An approved one is consumed (it allows one call). */
-int gw_approval_take(struct gw_state *st, const char *cap, const char *tool, const char *user,
-                     const char *args_hash, enum gw_approval *status, int64_t *id,
-                     struct cap_error *err);
-int gw_approval_create(struct gw_state *st, const char *cap, const char *tool, const char *user,
-                       const char *args_hash, const char *args, int64_t *id, struct cap_error *err);
-/* pending -> approved or denied; *found false when no pending approval has id. */
-int gw_approval_resolve(struct gw_state *st, int64_t id, bool approve, bool *found,
-                        struct cap_error *err);
+/* The database, for the gateway modules that keep their own tables in it
+ * (gateway/approval.h); owned by st, valid until gw_state_close. */
+struct sqlite3;
+struct sqlite3 *gw_state_db(struct gw_state *st);
 
 /* ---- audit ---- */
 struct gw_audit_record {

@@ -83,8 +83,8 @@ bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
 # t NAME WANT-STATUS REGEX ARGS...: capsule ARGS (stdin from /dev/null)
 t() {
   local name=$1 want=$2 regex=$3; shift 3
-  local out status
-  out=$("$capsule" "$@" 2>&1 </dev/null)
+  local status
+  out=$("$capsule" "$@" 2>&1 </dev/null) # left in $out for the caller
   status=$?
   if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$name"
   else bad "$name (exit $status, want $want)"; echo "$out" | head -5 | sed 's/^/         /'; fi
@@ -115,15 +115,19 @@ t policy-bad 2 "allow, ask or block" policy set wordcount dispatch maybe --state
 
 echo "ask and approvals (no terminal here)"
 t set-ask 0 "" policy set echo dispatch ask --state "$state"
-c ask-pending 4 "approval required: .*approval #1 is pending: .capsule approve 1." call "${G[@]}" echo dispatch '{"text": "hi"}'
-c ask-still-pending 4 "approval #1 is pending" call "${G[@]}" echo dispatch '{"text": "hi"}'
-t approve 0 "approval #1 approved" approve 1 --state "$state"
+c ask-pending 4 "approval required: .*approval [0-9a-f]{8} is pending: .capsule approvals. shows it, .capsule approve [0-9a-f]{8}." call "${G[@]}" echo dispatch '{"text": "hi"}'
+a1=$(grep -oE 'approval [0-9a-f]{8} is pending' <<<"$out" | cut -d' ' -f2)
+c ask-still-pending 4 "approval $a1 is pending" call "${G[@]}" echo dispatch '{"text": "hi"}'
+t approve 0 "approved $a1: echo.dispatch for user" approve "$a1" --state "$state"
 c ask-approved-runs 0 '^\{"got":\{"id":"[0-9a-f-]{36}","text":"hi","issuer":\{"display":"root@local|[a-z]+@local' call "${G[@]}" echo dispatch '{"text": "hi"}'
-c ask-approval-used-once 4 "approval #2 is pending" call "${G[@]}" echo dispatch '{"text": "hi"}'
-t deny 0 "approval #2 denied" deny 2 --state "$state"
-c ask-denied 4 "approval #2 for this call was denied" call "${G[@]}" echo dispatch '{"text": "hi"}'
-c ask-other-args 4 "approval #3 is pending" call "${G[@]}" echo dispatch '{"text": "other"}'
-t approve-unknown 1 "no pending approval #99" approve 99 --state "$state"
+c ask-approval-used-once 4 "approval [0-9a-f]{8} is pending" call "${G[@]}" echo dispatch '{"text": "hi"}'
+a2=$(grep -oE 'approval [0-9a-f]{8} is pending' <<<"$out" | cut -d' ' -f2)
+if [ -n "$a2" ] && [ "$a2" != "$a1" ]; then ok approval-new-id; else bad "approval-new-id ($a1 $a2)"; fi
+t deny 0 "denied $a2: echo.dispatch" deny "$a2" --state "$state"
+c ask-denied 4 "approval $a2 for this call was denied" call "${G[@]}" echo dispatch '{"text": "hi"}'
+c ask-other-args 4 "approval [0-9a-f]{8} is pending" call "${G[@]}" echo dispatch '{"text": "other"}'
+t approve-unknown 1 "no approval 0badc0de" approve 0badc0de --state "$state"
+t approve-not-an-id 2 "8 hex digits" approve 1 --state "$state"
 
 echo "arguments"
 for id in echo crash hang garbage twolines big; do "$capsule" policy set "$id" dispatch allow --state "$state"; done

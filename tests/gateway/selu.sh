@@ -78,6 +78,11 @@ x-capsule: {command: ["./server", "--mode", "normal"], idle_timeout_ms: 3000}
 YAML
 mkdir -p "$caps/selu-baddyn" && cp "$fault" "$caps/selu-baddyn/server"
 sed -e 's/selu-dyn/selu-baddyn/' -e 's/"normal"/"bad-discovery"/' "$caps/selu-dyn/manifest.yaml" >"$caps/selu-baddyn/manifest.yaml"
+# an interpreted server: the command names an interpreter and a script
+cap selu-interp normal
+sed -i 's|command: \["./server", "--mode", "normal"\]|command: ["sh", "start.sh"]|' "$caps/selu-interp/manifest.yaml"
+printf 'export VERSION="$(cat version.txt)"; exec ./server --mode normal\n' >"$caps/selu-interp/start.sh"
+echo 1 >"$caps/selu-interp/version.txt"
 cp -r "$root/examples/selu-text" "$caps/text" 2>/dev/null
 [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] && cp -r "$root/examples/selu-node" "$caps/node"
 
@@ -215,6 +220,22 @@ if [ -d "$caps/node" ]; then
 else
   echo "  skip example-node: npm ci in examples/selu-node (scripts/deps.sh test does)"
 fi
+
+echo "instance key: the package's contents and grants, not only ./ programs"
+# the instance says which version it started with (VERSION, from version.txt)
+version() { "$capsule" call --caps "$caps" --state "$state" selu-interp env '{"name": "VERSION"}' 2>&1; }
+v1=$(version); v2=$(version)
+if [ "$v1" = '{"value":"1"}' ] && [ "$v2" = "$v1" ]; then ok interp-started; else bad "interp-started ($v1 / $v2)"; fi
+p1=$("$capsule" call --caps "$caps" --state "$state" selu-interp pid '{}' 2>&1)
+p2=$("$capsule" call --caps "$caps" --state "$state" selu-interp pid '{}' 2>&1)
+if echo "$p1" | grep -q '"pid"' && [ "$p1" = "$p2" ]; then ok interp-reused; else bad "interp-reused ($p1 / $p2)"; fi
+echo 2 >"$caps/selu-interp/version.txt" # a file the server reads, not the command
+v3=$(version)
+if [ "$v3" = '{"value":"2"}' ]; then ok interp-data-edit-restarts; else bad "interp-data-edit-restarts ($v3)"; fi
+printf 'export VERSION="edited-$(cat version.txt)"; exec ./server --mode normal\n' >"$caps/selu-interp/start.sh"
+v4=$(version)
+if [ "$v4" = '{"value":"edited-2"}' ]; then ok interp-script-edit-restarts; else bad "interp-script-edit-restarts ($v4)"; fi
+calls=$((calls + 6))
 
 echo "audit"
 n=$("$capsule" audit --json --state "$state" | grep -c '"seq"')

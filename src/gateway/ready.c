@@ -1,0 +1,179 @@
+#include "gateway/ready.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "runtime/talos.h"
+#include "sandbox/sandbox.h"
+
+/* What must hold inside the sandbox, as pairs: "exec" PROGRAM (a name is
+ * looked up in PATH) or "read" FILE. The first failure is printed. */
+static const char probe_script[] =
+    "while [ $# -ge 2 ]; do\n"
+    "  k=$1 p=$2; shift 2\n"
+    "  if [ \"$k\" = exec ] && [ \"${p#*/}\" = \"$p\" ]; then\n"
+    "    command -v \"$p\" >/dev/null 2>&1 && continue\n"
+    "    echo \"$p is not on the sandbox's PATH\"; exit 1\n"
+    "  fi\n"
+    "  [ -e \"$p\" ] || { echo \"$p does not exist in the sandbox, or its user cannot reach it\"; "
+    "exit 1; }\n"
+    "  [ -f \"$p\" ] || { echo \"$p is not a regular file\"; exit 1; }\n"
+    "  if [ \"$k\" = exec ]; then [ -x \"$p\" ] || { echo \"$p is not executable by the sandbox's "
+    "user\"; exit 1; }\n"
+    "  else [ -r \"$p\" ] || { echo \"$p is not readable by the sandbox's user\"; exit 1; }; fi\n"
+    "done\n";
+
+static const char *const interpreters[] = {"node", "python3", "python", "deno", "bun",
+                                           "ruby", "perl",    "sh",     "bash", NULL};
+
+static bool is_interpreter(const char *prog)
+{
+  const char *base = strrchr(prog, '/');
+  base = base ? base + 1 : prog;
+  for (size_t i = 0; interpreters[i]; i++)
+    if (strcmp(base, interpreters[i]) == 0)
+      return true;
+  return false;
+}
+
+static void probe(struct cap_strv *checks, const char *kind, const char *path)
+{
+  cap_strv_push(checks, kind);
+  cap_strv_push(checks, path);
+}
+
+/* A Selu server: its program ("./x" is the package's) and, for an
+ * interpreter, the script it is given (relative to the package, where the
+ * server starts). */
+static void selu_probes(const struct cap_spec *spec, struct cap_strv *checks)
+{
+  const struct cap_strv *cmd = &spec->runtime.command;
+  const char *prog = cmd->v[0];
+  _cleanup_free_ char *abs = strncmp(prog, "./", 2) == 0
+                                 ? cap_xasprintf("%s/%s", spec->package_dir, prog + 2)
+                                 : cap_xstrdup(prog);
+  probe(checks, "exec", abs);
+  if (!is_interpreter(prog) || cmd->len < 2 || cmd->v[1][0] == '-')
+    return;
+  const char *script = cmd->v[1];
+  _cleanup_free_ char *path =
+      script[0] == '/' ? cap_xstrdup(script) : cap_xasprintf("%s/%s", spec->package_dir, script);
+  probe(checks, "read", path);
+}
+
+/* The entry points to check, or an outcome (with why) when there is
+ * nothing the sandbox could check. */
+static enum gw_outcome entry_probes(const struct cap_spec *spec, struct cap_strv *checks,
+                                    struct cap_error *why)
+{
+  const struct cap_runtime *rt = &spec->runtime;
+  switch (rt->kind) {
+  case CAP_RUNTIME_HERMES:
+    return cap_error_set(why, ENOTSUP, "the hermes runtime is not supported"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  case CAP_RUNTIME_EXEC:
+    return cap_error_set(why, ENOTSUP, "no tools: a command sandbox for `capsule run`"),
+           GW_OUTCOME_FAILED;
+  case CAP_RUNTIME_GRPC:
+    if (!rt->command.len)
+      return cap_error_set(why, ENOTSUP,
+                           "it names an image, which capsule does not run yet (give "
+                           "x-capsule.command)"),
+             GW_OUTCOME_HOST_CANNOT_ENFORCE;
+    selu_probes(spec, checks);
+    return GW_OUTCOME_OK;
+  case CAP_RUNTIME_TALOS_NODE: {
+    _cleanup_free_ char *module = talos_module_path(spec);
+    probe(checks, "exec", "node");
+    probe(checks, "read", module);
+    return GW_OUTCOME_OK;
+  }
+  case CAP_RUNTIME_JSONL: break;
+  }
+  if (rt->command.len) {
+    probe(checks, "exec", rt->command.v[0]);
+    return GW_OUTCOME_OK;
+  }
+  if (!rt->entry)
+    return cap_error_set(why, EINVAL, "the manifest names no program to run"), GW_OUTCOME_FAILED;
+  _cleanup_free_ char *entry = rt->entry[0] == '/'
+                                   ? cap_xstrdup(rt->entry)
+                                   : cap_xasprintf("%s/%s", spec->package_dir, rt->entry);
+  if (rt->interpreter)
+    probe(checks, "exec", rt->interpreter);
+  probe(checks, rt->interpreter ? "read" : "exec", entry);
+  return GW_OUTCOME_OK;
+}
+
+/* Runs the probe in the capability's sandbox: its grants, masks and
+ * limits, the network blocked (nothing is fetched), a short wall clock. */
+static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_strv *checks,
+                               const char *const *hidden, size_t n_hidden, struct cap_error *why)
+{
+  struct cap_strv argv = {0};
+  cap_strv_push(&argv, "/bin/sh");
+  cap_strv_push(&argv, "-c");
+  cap_strv_push(&argv, probe_script);
+  cap_strv_push(&argv, "capsule-ready");
+  for (size_t i = 0; i < checks->len; i++)
+    cap_strv_push(&argv, checks->v[i]);
+  char **cmd = cap_xcalloc(argv.len + 1, sizeof *cmd);
+  memcpy(cmd, argv.v, argv.len * sizeof *cmd);
+  _cleanup_close_ int out = memfd_create("capsule-ready", MFD_CLOEXEC);
+  _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  struct cap_spec run_spec = *spec; /* shallow: the network and wall clock change */
+  run_spec.network.mode = CAP_NET_BLOCKED;
+  run_spec.limits.wall_ms = 10000;
+  struct sandbox_options opt = {
+      .argv = cmd,
+      .workdir = spec->runtime.kind == CAP_RUNTIME_GRPC ? spec->package_dir : NULL,
+      .redirect_stdio = true,
+      .stdio = {null, out, null},
+      .hidden = hidden,
+      .n_hidden = n_hidden,
+  };
+  struct sandbox_result res;
+  enum gw_outcome o = GW_OUTCOME_OK;
+  int r = out < 0 || null < 0 ? cap_error_errno(why, errno, "cannot set up the dry run")
+                              : sandbox_run(&run_spec, &opt, &res, why);
+  if (r < 0) {
+    cap_error_prefix(why, "its sandbox cannot be set up");
+    o = r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+  } else if (res.killed_by || res.exit_status != 0 || res.term_signal) {
+    char line[512] = "";
+    ssize_t n = pread(out, line, sizeof line - 1, 0);
+    line[n > 0 ? n : 0] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    if (line[0])
+      cap_error_set(why, ENOENT, "%s", line);
+    else
+      cap_error_set(why, EIO, "the dry run in its sandbox failed (%s)",
+                    res.killed_by ? res.killed_by : "no reason given");
+    o = GW_OUTCOME_FAILED;
+  }
+  free(cmd);
+  cap_strv_free(&argv);
+  return o;
+}
+
+enum gw_outcome gw_ready(const struct cap_spec *spec, const char *const *hidden, size_t n_hidden,
+                         struct cap_error *why)
+{
+  if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
+    return cap_error_set(why, ENOTSUP, "it asks for linux-gvisor, which capsule does not run"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  struct cap_strv checks = {0};
+  enum gw_outcome o = entry_probes(spec, &checks, why);
+  if (o == GW_OUTCOME_OK)
+    o = dry_run(spec, &checks, hidden, n_hidden, why);
+  cap_strv_free(&checks);
+  return o;
+}

@@ -1,0 +1,27 @@
+# Shared by the gateway suites written as scripts (tests/gateway): sourced
+# with $1 = capsule. Sets capsule, skips (exit 77) where the sandbox's
+# namespaces cannot be created, and gives ok/bad (counting pass/fail), t
+# (one capsule command checked for its exit status and output; the output
+# stays in $out) and finish (the summary line and the exit status).
+capsule=$(realpath "$1")
+if ! "$capsule" run -- /bin/true 2>/dev/null; then
+  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
+fi
+export CAPSULE_STATE_KEY= # the key file in the state directory
+pass=0 fail=0
+ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
+bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
+# t NAME WANT-STATUS REGEX ARGS...: capsule ARGS (stdin from /dev/null)
+t() {
+  local name=$1 want=$2 regex=$3; shift 3
+  local status
+  out=$("$capsule" "$@" 2>&1 </dev/null)
+  status=$?
+  if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$name"
+  else bad "$name (exit $status, want $want)"; echo "$out" | head -5 | sed 's/^/         /'; fi
+}
+# finish SUITE: the counts; fails unless something passed and nothing failed
+finish() {
+  echo "$1 tests: $pass passed, $fail failed"
+  [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
+}
