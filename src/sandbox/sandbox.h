@@ -57,7 +57,11 @@ struct sandbox_result {
 
 /* Runs opt->argv in the sandbox spec describes and waits for it.
  * Returns 0 and fills *res, or a negative errno with err set: -ENOTSUP
- * when the host cannot enforce what spec requires (fail closed). */
+ * when the host cannot enforce what spec requires (fail closed).
+ * The sandbox dies with the THREAD that called this (PR_SET_PDEATHSIG
+ * follows the creating thread): call it from a thread that lives as long
+ * as the sandbox (sandbox_run itself waits, so any thread that does not
+ * exit in on_started qualifies). */
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                 struct sandbox_result *res, struct cap_error *err);
 

@@ -35,6 +35,7 @@
 #include "core/clock.h"
 #include "net/proxy.h"
 #include "sandbox/limits.h"
+#include "sandbox/rundir.h"
 #include "sandbox/spawn_internal.h"
 
 #ifndef __NR_clone3
@@ -177,10 +178,11 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct s
 
 /* What one launch holds on the host side, released in one place. */
 struct launch {
-  struct sandbox_limits lim;
-  char *base;             /* the tmpfs root's mount point, removed at the end */
-  int sync[2], report[2]; /* parent -> child "go"; child -> parent setup failure */
-  int pass[2];            /* the proxy's listening socket travels here */
+  struct sandbox_limits lim; /* first: sandbox_running points at it */
+  struct rundir run;         /* the tmpfs root's mount point and its lock */
+  int sync[2], report[2];    /* parent -> child "go"; child -> parent setup failure */
+  int pass[2];               /* the proxy's listening socket travels here */
+  int life[2];               /* only the supervisor holds [1]: its end is capsule's */
   int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
   size_t n_listen;
   struct proxy *proxy; /* proxy mode: stopped and freed at the end */
@@ -195,14 +197,15 @@ static void fd_close(int *fd)
 }
 
 /* Kills the child if it is still there, closes what is open, removes the
- * base directory and the cgroups. Returns r for tail calls. */
+ * cgroups and the run directory. Returns r for tail calls. */
 static int launch_release(struct launch *l, int r)
 {
   if (l->pid > 0 && r < 0) {
     kill(l->pid, SIGKILL);
     waitpid(l->pid, NULL, 0);
   }
-  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1], &l->pass[0], &l->pass[1]};
+  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1],
+                &l->pass[0], &l->pass[1], &l->life[0],   &l->life[1]};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     fd_close(fds[i]);
   for (size_t i = 0; i < l->n_listen; i++)
@@ -210,12 +213,8 @@ static int launch_release(struct launch *l, int r)
   l->n_listen = 0;
   proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
   l->proxy = NULL;
-  if (l->base) {
-    rmdir(l->base);
-    free(l->base);
-    l->base = NULL;
-  }
   limits_release(&l->lim);
+  rundir_remove(&l->run); /* last: its lock is what keeps a later start off the cgroups */
   return r;
 }
 
@@ -237,6 +236,125 @@ static int await_setup(struct launch *l, struct cap_error *err)
     return 0;
   msg[got] = '\0';
   return cap_error_set(err, EPERM, "sandbox setup failed: %s", msg);
+}
+
+/* The kernel clears PR_SET_PDEATHSIG when the effective ids change, so it
+ * is armed after the last change (sandbox_become_ids). Then, in case
+ * capsule died before that: getppid() says nothing across a pid namespace
+ * (it is 0 for any parent outside), so the supervisor's pipe end decides:
+ * a hang-up means capsule is already gone. */
+static void arm_parent_death(int life_fd)
+{
+  CHILD_TRY(prctl(PR_SET_PDEATHSIG, SIGKILL), "PR_SET_PDEATHSIG: %s", strerror(errno));
+  struct pollfd p = {.fd = life_fd, .events = POLLIN};
+  if (poll(&p, 1, 0) != 0)
+    _exit(127); /* the supervisor's end is closed (or unreadable): capsule is gone */
+}
+
+/* pid 1 keeps nothing of capsule's open but the supervisor's pipe (fd 3)
+ * and the connector (fd 4): a pipe end it held would keep the command's
+ * stdin from ever reaching its end. */
+static int keep_init_fds(int life_fd, const struct sandbox_options *opt)
+{
+  int life = fcntl(life_fd, F_DUPFD_CLOEXEC, 10);
+  int conn = opt->has_connector ? fcntl(opt->connector_fd, F_DUPFD_CLOEXEC, 10) : -1;
+  if (life < 0 || dup3(life, 3, O_CLOEXEC) != 3 || (conn >= 0 && dup3(conn, 4, O_CLOEXEC) != 4))
+    _exit(127);
+  syscall(__NR_close_range, conn >= 0 ? 5 : 4, ~0U, 0);
+  return conn >= 0 ? 4 : -1;
+}
+
+/* The clone's side: wait for the parent's go, take the sandbox's ids, arm
+ * the parent-death signal, build the root, fork the command and become its
+ * init. */
+static void __attribute__((noreturn))
+child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_options *opt,
+           int flags, uid_t uid, gid_t gid)
+{
+  close(l->sync[1]);
+  close(l->report[0]);
+  close(l->life[1]);
+  sandbox_report_fd = l->report[1];
+  char go;
+  if (read(l->sync[0], &go, 1) != 1)
+    _exit(127); /* the parent gave up */
+  close(l->sync[0]);
+  /* a copy of capsule's memory: not dumpable from the start (the command
+   * regains it at exec), so no window before pid 1's own prctl */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  sandbox_become_ids(uid, gid);
+  arm_parent_death(l->life[0]);
+  proxy_scrub(l->proxy); /* this copy of capsule's memory keeps no secret */
+  sandbox_build_root(spec, opt, l->run.path, l->proxy);
+  if (flags & CLONE_NEWNET)
+    sandbox_loopback_up();
+  if (l->proxy) {
+    close(l->pass[0]);
+    sandbox_make_proxy_listeners(spec, l->pass[1]);
+  }
+  /* every signal blocked before the fork, so a SIGCHLD from a command
+   * that ends at once waits for pid 1's signalfd (the command unblocks
+   * them before its exec) */
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, NULL);
+  pid_t command = fork();
+  if (command < 0)
+    sandbox_child_fail("fork: %s", strerror(errno));
+  if (command == 0)
+    sandbox_exec_command(spec, opt, &l->lim, l->proxy, uid, gid);
+  close(sandbox_report_fd);
+  int connector = keep_init_fds(l->life[0], opt);
+  sandbox_run_init(command, connector, 3);
+}
+
+/* The parent's side of the start: id maps, cgroups, the go, the child's
+ * verdict on its setup, the proxy's sockets. */
+static int start_child(struct launch *l, const struct cap_spec *spec, uid_t inside_uid,
+                       gid_t inside_gid, uid_t outside_uid, gid_t outside_gid,
+                       struct cap_error *err)
+{
+  fd_close(&l->sync[0]);
+  fd_close(&l->report[1]);
+  fd_close(&l->pass[1]);
+  fd_close(&l->life[0]);
+  int r = write_id_maps(l->pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
+  if (r == 0)
+    r = limits_attach(&l->lim, l->pid, err);
+  if (r == 0 && write(l->sync[1], "g", 1) != 1)
+    r = cap_error_errno(err, errno, "cannot start the sandbox");
+  if (r == 0)
+    r = await_setup(l, err);
+  if (r == 0 && l->proxy) {
+    size_t want = 1 + spec->network.localhost.len;
+    int got = sandbox_receive_fds(l->pass[0], l->listen_fds, want);
+    l->n_listen = got > 0 ? (size_t)got : 0;
+    if (l->n_listen != want)
+      r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy sockets");
+  }
+  if (r == 0 && l->proxy) {
+    r = proxy_start(l->proxy, l->listen_fds, l->n_listen, err);
+    l->n_listen = 0; /* the proxy owns them now, even when it failed */
+  }
+  return r;
+}
+
+/* The run directory (after removing dead capsules' leftovers) and the
+ * cgroups, recorded in its lock file. */
+static int prepare_host_side(struct launch *l, const struct cap_spec *spec, struct cap_error *err)
+{
+  const char *tmpdir = getenv("TMPDIR");
+  if (!tmpdir || !*tmpdir)
+    tmpdir = "/tmp";
+  rundir_clean_leftovers(tmpdir);
+  int r = rundir_create(&l->run, tmpdir, err);
+  if (r < 0)
+    return r;
+  r = limits_prepare(&l->lim, spec, err);
+  if (r < 0)
+    return r;
+  rundir_record_cgroups(&l->run, &l->lim);
+  return 0;
 }
 
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
@@ -262,28 +380,22 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   gid_t outside_gid = euid ? getegid() : SANDBOX_UID_AS_ROOT;
   bool proxied = spec->network.mode == CAP_NET_PROXY;
 
-  struct launch l = {.sync = {-1, -1}, .report = {-1, -1}, .pass = {-1, -1}};
+  struct launch l = {.run = {.lock_fd = -1},
+                     .sync = {-1, -1},
+                     .report = {-1, -1},
+                     .pass = {-1, -1},
+                     .life = {-1, -1}};
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
-  struct proxy *px = NULL;
-  int r = proxied ? proxy_new(spec, &opt->proxy, &px, err) : 0;
+  int r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
   if (r < 0)
     return r;
-  l.proxy = px;
-  r = limits_prepare(&l.lim, spec, err);
+  r = prepare_host_side(&l, spec, err);
   if (r < 0)
     return launch_release(&l, r);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
-
-  const char *tmpdir = getenv("TMPDIR");
-  l.base = cap_xasprintf("%s/.capsule-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-  if (!mkdtemp(l.base)) {
-    r = cap_error_errno(err, errno, "cannot create the sandbox's base directory %s", l.base);
-    free(l.base);
-    l.base = NULL;
-    return launch_release(&l, r);
-  }
   if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
+      pipe2(l.life, O_CLOEXEC) < 0 ||
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
     return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
 
@@ -303,70 +415,9 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                                             "`capsule doctor`",
                                             strerror(e), uid ? "unprivileged" : ""));
   }
-  if (l.pid == 0) {
-    close(l.sync[1]);
-    close(l.report[0]);
-    sandbox_report_fd = l.report[1];
-    char go;
-    if (read(l.sync[0], &go, 1) != 1)
-      _exit(127); /* the parent gave up */
-    close(l.sync[0]);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* a copy of capsule's memory: not dumpable from the start (the command
-     * regains it at exec), so no window before pid 1's own prctl */
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    sandbox_become_ids(inside_uid, inside_gid);
-    proxy_scrub(px); /* this copy of capsule's memory keeps no secret */
-    sandbox_build_root(spec, opt, l.base, px);
-    if (flags & CLONE_NEWNET)
-      sandbox_loopback_up();
-    if (proxied) {
-      close(l.pass[0]);
-      sandbox_make_proxy_listeners(spec, l.pass[1]);
-    }
-    /* every signal blocked before the fork, so a SIGCHLD from a command
-     * that ends at once waits for pid 1's signalfd (the command unblocks
-     * them before its exec) */
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_BLOCK, &all, NULL);
-    pid_t command = fork();
-    if (command < 0)
-      sandbox_child_fail("fork: %s", strerror(errno));
-    if (command == 0)
-      sandbox_exec_command(spec, opt, &l.lim, px, inside_uid, inside_gid);
-    close(sandbox_report_fd);
-    /* pid 1 keeps nothing of capsule's open but the connector (as fd 3): a
-     * pipe end it held would keep the command's stdin from ever reaching
-     * its end */
-    int connector = -1;
-    if (opt->has_connector && dup2(opt->connector_fd, 3) == 3)
-      connector = 3;
-    syscall(__NR_close_range, connector < 0 ? 3 : 4, ~0U, 0);
-    sandbox_run_init(command, connector);
-  }
-
-  fd_close(&l.sync[0]);
-  fd_close(&l.report[1]);
-  fd_close(&l.pass[1]);
-  r = write_id_maps(l.pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
-  if (r == 0)
-    r = limits_attach(&l.lim, l.pid, err);
-  if (r == 0 && write(l.sync[1], "g", 1) != 1)
-    r = cap_error_errno(err, errno, "cannot start the sandbox");
-  if (r == 0)
-    r = await_setup(&l, err);
-  if (r == 0 && proxied) {
-    size_t want = 1 + spec->network.localhost.len;
-    int got = sandbox_receive_fds(l.pass[0], l.listen_fds, want);
-    l.n_listen = got > 0 ? (size_t)got : 0;
-    if (l.n_listen != want)
-      r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy sockets");
-  }
-  if (r == 0 && proxied) {
-    r = proxy_start(px, l.listen_fds, l.n_listen, err);
-    l.n_listen = 0; /* the proxy owns them now, even when it failed */
-  }
+  if (l.pid == 0)
+    child_main(&l, spec, opt, flags, inside_uid, inside_gid);
+  r = start_child(&l, spec, inside_uid, inside_gid, outside_uid, outside_gid, err);
   if (r < 0)
     return launch_release(&l, r);
   if (opt->on_started)
