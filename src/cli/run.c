@@ -56,6 +56,9 @@ static const char run_help[] =
     "      --workdir P        working directory inside the sandbox (default /tmp)\n"
     "      --env NAME[=VAL]   pass a variable (the environment is cleared otherwise)\n"
     "      --dry-run          print the resolved manifest and what enforces each right\n"
+    "      --tty              give COMMAND the caller's terminal (interactive use);\n"
+    "                         otherwise it has no controlling terminal, stdin from a\n"
+    "                         terminal is /dev/null and terminal output is escaped\n"
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
     "                         addresses (local development; metadata stays refused)\n"
     "      --egress-log FILE  append every egress decision to FILE as JSON lines\n"
@@ -69,6 +72,7 @@ static const char run_help[] =
 enum {
   OPT_CONFIG = 256, OPT_READ, OPT_WRITE, OPT_RW, OPT_NET, OPT_MEMORY, OPT_PIDS, OPT_CPU,
   OPT_TIMEOUT, OPT_WORKDIR, OPT_ENV, OPT_DRY_RUN, OPT_PROXY_PRIVATE, OPT_EGRESS_LOG, OPT_STATE,
+  OPT_TTY,
 };
 
 /* "256M" -> bytes; 0 on a bad size */
@@ -188,6 +192,7 @@ int cmd_run(int argc, char **argv)
       {"workdir", required_argument, NULL, OPT_WORKDIR},
       {"env", required_argument, NULL, OPT_ENV},
       {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+      {"tty", no_argument, NULL, OPT_TTY},
       {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
       {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
       {"state", required_argument, NULL, OPT_STATE},
@@ -203,7 +208,7 @@ int cmd_run(int argc, char **argv)
   struct cap_strv grants[3] = {{0}}; /* read, write, rw */
   struct cap_strv env = {0};
   uint64_t memory = 0, pids = 0, cpu_ms = 0, timeout_s = 0;
-  bool dry_run = false, proxy_private = false;
+  bool dry_run = false, proxy_private = false, tty = false;
   int status = CLI_EXIT_USAGE;
   int c;
   while ((c = getopt_long(argc, argv, "+hv", options, NULL)) != -1) {
@@ -247,6 +252,7 @@ int cmd_run(int argc, char **argv)
       }
       break;
     case OPT_DRY_RUN: dry_run = true; break;
+    case OPT_TTY: tty = true; break;
     case OPT_PROXY_PRIVATE: proxy_private = true; break;
     case OPT_EGRESS_LOG: egress_log = optarg; break;
     case OPT_STATE: store_ctx.dir = optarg; break;
@@ -329,6 +335,7 @@ int cmd_run(int argc, char **argv)
       .workdir = workdir,
       .extra_env = env.v,
       .n_extra_env = env.len,
+      .tty = tty,
       .proxy = {.allow_private = proxy_private, .log = log, .verbose = verbose, .store = &store},
   };
   char *hidden[2]; /* capsule's state stays out of sight even under a granted $HOME */
