@@ -57,7 +57,8 @@ static void remove_cgroup(const char *path)
 }
 
 /* One run directory: removed with the cgroups its lock file names when the
- * lock is free (or, without a lock file, when it is old and empty). */
+ * lock is free (or, without a lock file, when it is old and empty: a
+ * directory being created has no lock file for an instant). */
 static void clean_one(int dfd, const char *name)
 {
   struct stat st;
@@ -69,8 +70,10 @@ static void clean_one(int dfd, const char *name)
     return;
   _cleanup_close_ int lfd = openat(rfd, RUNDIR_LOCK, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (lfd < 0) {
-    if (errno == ENOENT && time(NULL) - st.st_mtime > LOCKLESS_GRACE_S)
+    if (errno == ENOENT && time(NULL) - st.st_mtime > LOCKLESS_GRACE_S) {
+      unlinkat(rfd, RUNDIR_LOCK ".new", 0); /* its owner died before the rename */
       unlinkat(dfd, name, AT_REMOVEDIR);
+    }
     return;
   }
   struct stat ls;
@@ -116,9 +119,14 @@ int rundir_create(struct rundir *rd, const char *tmpdir, struct cap_error *err)
     rd->path = NULL;
     return r;
   }
+  /* locked under another name, then renamed: a lock file another start can
+   * see is always held already (it would take an unheld one for a dead
+   * capsule's) */
   _cleanup_free_ char *lock = cap_xasprintf("%s/" RUNDIR_LOCK, rd->path);
-  rd->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (rd->lock_fd < 0 || flock(rd->lock_fd, LOCK_EX) < 0) {
+  _cleanup_free_ char *fresh = cap_xasprintf("%s/" RUNDIR_LOCK ".new", rd->path);
+  rd->lock_fd = open(fresh, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (rd->lock_fd < 0 || flock(rd->lock_fd, LOCK_EX) < 0 || rename(fresh, lock) < 0) {
+    unlink(fresh);
     int r = cap_error_errno(err, errno, "cannot lock the sandbox's run directory %s", rd->path);
     rundir_remove(rd);
     return r;
