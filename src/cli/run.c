@@ -65,6 +65,9 @@ static const char run_help[] =
     "                         grant covers it, else /tmp)\n"
     "      --env NAME[=VAL]   pass a variable (the environment is cleared otherwise)\n"
     "      --dry-run          print the resolved manifest and what enforces each right\n"
+    "      --tty              give COMMAND the caller's terminal (interactive use);\n"
+    "                         otherwise it has no controlling terminal, stdin from a\n"
+    "                         terminal is /dev/null and terminal output is escaped\n"
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
     "                         addresses (local development; metadata stays refused)\n"
     "      --egress-log FILE  append every egress decision to FILE as JSON lines\n"
@@ -94,6 +97,7 @@ enum {
   OPT_STATE,
   OPT_ALLOW_HOST,
   OPT_ALLOW_PORT,
+  OPT_TTY,
 };
 
 static const struct option run_options[] = {
@@ -111,6 +115,7 @@ static const struct option run_options[] = {
     {"workdir", required_argument, NULL, OPT_WORKDIR},
     {"env", required_argument, NULL, OPT_ENV},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"tty", no_argument, NULL, OPT_TTY},
     {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
     {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
     {"state", required_argument, NULL, OPT_STATE},
@@ -259,6 +264,7 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   case OPT_WORKDIR: a->workdir = arg; return 0;
   case OPT_ENV: push_env(&a->env, arg); return 0;
   case OPT_DRY_RUN: a->dry_run = true; return 0;
+  case OPT_TTY: a->tty = true; return 0;
   case OPT_PROXY_PRIVATE: a->proxy_private = true; return 0;
   case OPT_EGRESS_LOG: a->egress_log = arg; return 0;
   case OPT_STATE: a->state = arg; return 0;
@@ -540,6 +546,7 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
       .workdir = a->workdir_inside,
       .extra_env = a->env.v,
       .n_extra_env = a->env.len,
+      .tty = a->tty,
       .proxy = {.allow_private = a->proxy_private,
                 .log = log,
                 .verbose = a->verbose,

@@ -19,6 +19,7 @@ struct run_args {
   const char *workdir;                      /* --workdir as given, or NULL */
   struct cap_strv env;                      /* NAME=VALUE */
   bool dry_run, proxy_private, verbose;
+  bool tty; /* --tty: the caller's terminal for the command */
   const char *egress_log;
   const char *state;    /* --state, else $CAPSULE_STATE, else NULL */
   char *workdir_inside; /* built: where the command starts (owned), or NULL:

@@ -105,7 +105,9 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
     for (int i = 0; i < 3; i++)
       CHILD_TRY(dup2(opt->stdio[i], i), "cannot set up the command's stdio: %s", strerror(errno));
   signal(SIGPIPE, SIG_DFL); /* capsule may ignore it; the tool gets the default */
-  sigset_t none;            /* pid 1 forked this with every signal blocked */
+  /* no controlling terminal unless the caller asked for one */
+  CHILD_TRY(opt->tty ? 0 : setsid(), "setsid: %s", strerror(errno));
+  sigset_t none; /* pid 1 forked this with every signal blocked */
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   /* nothing inherited beyond stdio crosses into the tool */

@@ -1,5 +1,6 @@
 #include "sandbox/limits.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/cleanup.h"
 
 #define CGROOT "/sys/fs/cgroup"
@@ -193,11 +195,17 @@ int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec,
     limits_release(lim);
     return r;
   }
+  /* enforced, but not as a cgroup would: said, not refused */
+  if (spec->limits.cpu_ms_per_task && !lim->v2[0] && !lim->v1[V1_CPUACCT][0])
+    note_unenforced(lim, "cpu budget only as summed from /proc every 200 ms (a process "
+                         "reaped by no one between two looks is missed) and RLIMIT_CPU "
+                         "per process");
   return 0;
 }
 
 int limits_attach(struct sandbox_limits *lim, pid_t pid, struct cap_error *err)
 {
+  lim->pid = pid; /* where the CPU count starts without a cgroup */
   char num[32];
   snprintf(num, sizeof num, "%d", (int)pid);
   if (lim->kind == LIMITS_CGROUP2) {
@@ -239,7 +247,108 @@ void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spe
   }
 }
 
-/* CPU time the sandbox has used, in ms, or -1 when no cgroup counts it. */
+/* One process as /proc/PID/stat tells it: its parent and its CPU ticks
+ * with those of the children it has reaped (cutime/cstime). */
+struct proc_cpu {
+  pid_t pid, ppid;
+  uint64_t ticks;
+};
+
+static bool read_proc_cpu(int proc_fd, const char *name, struct proc_cpu *out)
+{
+  char path[300], buf[1024];
+  snprintf(path, sizeof path, "%s/stat", name);
+  _cleanup_close_ int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (n <= 0)
+    return false;
+  buf[n] = '\0';
+  const char *after = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+  unsigned long long ut, st, cut, cst;
+  int ppid;
+  if (!after || sscanf(after + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                       &ppid, &ut, &st, &cut, &cst) != 5)
+    return false;
+  *out = (struct proc_cpu){.pid = atoi(name), .ppid = ppid, .ticks = ut + st + cut + cst};
+  return true;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+  pid_t x = ((const struct proc_cpu *)a)->pid, y = ((const struct proc_cpu *)b)->pid;
+  return (x > y) - (x < y);
+}
+
+/* The ticks of root and its descendants among all[0..n) (sorted here):
+ * each process's parent chain is walked once, its answer (below root or
+ * not) kept for every process on the way, so a deep tree costs n log n. */
+static uint64_t sum_tree(struct proc_cpu *all, size_t n, pid_t root)
+{
+  qsort(all, n, sizeof *all, by_pid);
+  _cleanup_free_ unsigned char *state = cap_xcalloc(n + 1, 1); /* 0 unknown, 1 below root, 2 not */
+  _cleanup_free_ size_t *path = cap_xcalloc(n + 1, sizeof *path);
+  uint64_t ticks = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t depth = 0, j = i;
+    unsigned char answer = 2;
+    while (depth <= n) { /* a chain longer than n is a loop (pids reused mid-scan) */
+      if (state[j]) {
+        answer = state[j];
+        break;
+      }
+      path[depth++] = j;
+      if (all[j].pid == root) {
+        answer = 1;
+        break;
+      }
+      struct proc_cpu key = {.pid = all[j].ppid};
+      struct proc_cpu *parent = all[j].ppid > 0 ? bsearch(&key, all, n, sizeof *all, by_pid) : NULL;
+      if (!parent)
+        break;
+      j = (size_t)(parent - all);
+    }
+    for (size_t k = 0; k < depth; k++)
+      state[path[k]] = answer;
+    if (answer == 1)
+      ticks += all[i].ticks;
+  }
+  return ticks;
+}
+
+/* Without a cgroup: the CPU of pid 1 of the sandbox (host pid `root`) and
+ * of every process below it, found by parent links in /proc (every
+ * process of the sandbox's pid namespace descends from its pid 1, which
+ * adopts orphans). A process that ended counts in its reaper's cutime, so
+ * the sum only grows, except for processes reaped by nobody (a parent that
+ * ignores SIGCHLD) that ran and ended between two looks. */
+static int64_t tree_cpu_ms(pid_t root)
+{
+  _cleanup_close_ int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = proc_fd >= 0 ? opendir("/proc") : NULL;
+  if (!d)
+    return -1;
+  struct proc_cpu *all = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9')
+      continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 256;
+      all = cap_xrealloc(all, cap * sizeof *all);
+    }
+    if (read_proc_cpu(proc_fd, e->d_name, &all[n]))
+      n++;
+  }
+  closedir(d);
+  uint64_t ticks = sum_tree(all, n, root);
+  free(all);
+  long hz = sysconf(_SC_CLK_TCK);
+  return (int64_t)(ticks * 1000 / (uint64_t)(hz > 0 ? hz : 100));
+}
+
+/* CPU time the sandbox has used, in ms: its cgroup's count, else the sum
+ * over its processes (tree_cpu_ms); -1 before it runs. */
 int64_t limits_cpu_ms(struct sandbox_limits *lim)
 {
   char buf[1024];
@@ -250,7 +359,7 @@ int64_t limits_cpu_ms(struct sandbox_limits *lim)
   if (lim->kind == LIMITS_CGROUP1 && lim->v1[V1_CPUACCT][0] &&
       read_text(lim->v1[V1_CPUACCT], "cpuacct.usage", buf, sizeof buf) == 0)
     return (int64_t)(strtoull(buf, NULL, 10) / 1000000);
-  return -1;
+  return lim->pid > 0 ? tree_cpu_ms(lim->pid) : -1;
 }
 
 bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spec,

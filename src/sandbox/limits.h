@@ -22,6 +22,7 @@ struct sandbox_limits {
   bool pids_by_rlimit; /* RLIMIT_NPROC in the sandbox's user namespace */
   char unenforced[256]; /* limits the host could not enforce, for a warning */
   int64_t cpu_base_ms;  /* CPU used when supervision began (the sandbox's setup); -1: unread */
+  pid_t pid;            /* pid 1 of the sandbox (limits_attach): its CPU without a cgroup */
 };
 
 /* Creates the cgroup(s) and writes the limits. Fails (-ENOTSUP) only when
@@ -36,7 +37,8 @@ void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spe
  * per-task CPU budget. */
 bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spec,
                           uint64_t elapsed_ms);
-/* CPU used by the sandbox so far (ms), -1 without a cgroup to read. */
+/* CPU used by the sandbox so far (ms): the cgroup's count, else the sum
+ * over its processes from /proc; -1 before limits_attach. */
 int64_t limits_cpu_ms(struct sandbox_limits *lim);
 /* Which limit killed the command (from the cgroup's records), or NULL. */
 const char *limits_verdict(struct sandbox_limits *lim, int term_signal);

@@ -198,8 +198,10 @@ static void test_delay_init(void)
  * connector (fd >= 0), also make connections in this namespace on request;
  * the connector's end means stop: SIGTERM to the command, SIGKILL two
  * seconds later. Every signal is already blocked (since before the fork:
- * a SIGCHLD the command sends before the signalfd exists stays pending). */
-void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector)
+ * a SIGCHLD the command sends before the signalfd exists stays pending).
+ * The supervisor's pipe is the backstop for PR_SET_PDEATHSIG: when it
+ * hangs up capsule is gone, and so is everything here. */
+void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector, int life_fd)
 {
   /* this process is a copy of capsule, with the caller's environment and
    * arguments in its memory: not dumpable, so the tool cannot read
@@ -214,7 +216,9 @@ void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector)
   reap_children(command);
   uint64_t kill_at = 0;
   for (;;) {
-    struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = connector, .events = POLLIN}};
+    struct pollfd p[3] = {{.fd = sfd, .events = POLLIN},
+                          {.fd = life_fd, .events = POLLIN},
+                          {.fd = connector, .events = POLLIN}};
     int timeout = -1;
     if (kill_at) {
       uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
@@ -225,15 +229,19 @@ void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector)
         timeout = (int)(kill_at - t);
       }
     }
-    if (poll(p, connector >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
+    if (poll(p, connector >= 0 ? 3 : 2, timeout) < 0 && errno != EINTR)
       _exit(127);
+    if (p[1].revents) {  /* only the supervisor writes it, and never does */
+      kill(-1, SIGKILL); /* every other process of this pid namespace */
+      _exit(128 + SIGKILL);
+    }
     if (p[0].revents & POLLIN) {
       struct signalfd_siginfo si;
       if (read(sfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
         kill(command, (int)si.ssi_signo); /* forward what the supervisor sends */
       reap_children(command);
     }
-    if (connector >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+    if (connector >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
       uint16_t port;
       ssize_t got = recv(connector, &port, sizeof port, MSG_DONTWAIT);
       if (got == (ssize_t)sizeof port) {

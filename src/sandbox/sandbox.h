@@ -28,6 +28,15 @@ struct sandbox_options {
   struct proxy_options proxy; /* proxy mode: how the egress proxy behaves */
   bool redirect_stdio;        /* give the command stdio[0..2] instead of capsule's */
   int stdio[3];
+  /* The caller's terminal for an interactive tool (`capsule run --tty`):
+   * the command keeps capsule's session, so the terminal is its
+   * controlling one, and terminal stdio reaches it as is. Otherwise the
+   * command runs in a session of its own (setsid: no controlling
+   * terminal, /dev/tty cannot be opened), a terminal on stdin is replaced
+   * by /dev/null, and a terminal on stdout/stderr by a pipe whose bytes
+   * capsule escapes (relay.h). Whatever tty says, stderr on a regular file
+   * (a log) reaches the tool as a pipe capsule copies to the file. */
+  bool tty;
   /* A long-running service (the Selu runtime): the sandbox's end of a
    * SOCK_SEQPACKET socketpair. The sandbox's pid 1 answers
    * sandbox_connect() on the other end with connections made inside the
@@ -57,7 +66,11 @@ struct sandbox_result {
 
 /* Runs opt->argv in the sandbox spec describes and waits for it.
  * Returns 0 and fills *res, or a negative errno with err set: -ENOTSUP
- * when the host cannot enforce what spec requires (fail closed). */
+ * when the host cannot enforce what spec requires (fail closed).
+ * The sandbox dies with the THREAD that called this (PR_SET_PDEATHSIG
+ * follows the creating thread): call it from a thread that lives as long
+ * as the sandbox (sandbox_run itself waits, so any thread that does not
+ * exit in on_started qualifies). */
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                 struct sandbox_result *res, struct cap_error *err);
 

@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <poll.h>
@@ -35,6 +36,8 @@
 #include "core/clock.h"
 #include "net/proxy.h"
 #include "sandbox/limits.h"
+#include "sandbox/relay.h"
+#include "sandbox/rundir.h"
 #include "sandbox/spawn_internal.h"
 
 #ifndef __NR_clone3
@@ -43,6 +46,9 @@
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
+
+#define SUPERVISE_TICK_MS 200 /* also the tick for the CPU projection */
+#define SANDBOX_MAX_RELAYS 2  /* stdout and stderr */
 
 struct clone_args_ {
   uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
@@ -114,54 +120,38 @@ static int write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t i
   return 0;
 }
 
-/* Waits for pid, forwarding SIGINT/SIGTERM/SIGHUP and enforcing the wall
- * clock (SIGTERM, a grace second, then SIGKILL to pid 1, which takes the
- * whole pid namespace with it). */
-static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct sandbox_limits *lim,
-                     struct sandbox_result *res, struct cap_error *err)
+/* What the supervisor tracks while it waits. */
+struct watch {
+  uint64_t start, deadline, kill_at, next_tick;
+};
+
+/* The limits, looked at once per tick: the wall clock (SIGTERM, a grace
+ * second, then SIGKILL to pid 1, which takes the whole pid namespace with
+ * it) and the CPU budget (SIGKILL at once: the grace would be CPU the
+ * sandbox does not have). */
+static void check_limits(pid_t pid, const struct cap_spec *spec, struct sandbox_limits *lim,
+                         struct watch *w, struct sandbox_result *res)
 {
-  sigset_t fwd;
-  sigemptyset(&fwd);
-  sigaddset(&fwd, SIGINT);
-  sigaddset(&fwd, SIGTERM);
-  sigaddset(&fwd, SIGHUP);
-  sigset_t old;
-  sigprocmask(SIG_BLOCK, &fwd, &old);
-  _cleanup_close_ int sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
-  uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
-  uint64_t deadline = spec->limits.wall_ms ? start + spec->limits.wall_ms : 0;
-  uint64_t kill_at = 0;
-  int status = 0;
-  for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid)
-      break;
-    if (w < 0 && errno != EINTR) {
-      sigprocmask(SIG_SETMASK, &old, NULL);
-      return cap_error_errno(err, errno, "waitpid");
-    }
-    int timeout = 200; /* also the tick for the CPU projection */
-    uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
-    if (deadline && t >= deadline && !kill_at) {
-      res->killed_by = "wall clock";
-      kill(pid, SIGTERM);
-      kill_at = t + 1000;
-    }
-    if (!res->killed_by && limits_cpu_overshoot(lim, spec, t - start)) {
-      res->killed_by = "cpu budget";
-      kill(pid, SIGTERM);
-      kill_at = t + 1000;
-    }
-    if (kill_at && t >= kill_at)
-      kill(pid, SIGKILL);
-    struct pollfd fds[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-    if (poll(fds, 2, timeout) > 0 && (fds[1].revents & POLLIN)) {
-      struct signalfd_siginfo si;
-      while (read(sfd, &si, sizeof si) == sizeof si)
-        kill(pid, (int)si.ssi_signo);
-    }
+  uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
+  if (t < w->next_tick)
+    return;
+  w->next_tick = t + SUPERVISE_TICK_MS;
+  if (w->deadline && t >= w->deadline && !w->kill_at) {
+    res->killed_by = "wall clock";
+    kill(pid, SIGTERM);
+    w->kill_at = t + 1000;
   }
-  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (!res->killed_by && limits_cpu_overshoot(lim, spec, t - w->start)) {
+    res->killed_by = "cpu budget";
+    kill(pid, SIGKILL);
+  }
+  if (w->kill_at && t >= w->kill_at)
+    kill(pid, SIGKILL);
+}
+
+/* The command's status as sandbox_result tells it. */
+static void settle_status(int status, struct sandbox_limits *lim, struct sandbox_result *res)
+{
   if (WIFSIGNALED(status)) {
     res->term_signal = WTERMSIG(status);
     res->exit_status = 128 + res->term_signal;
@@ -172,18 +162,72 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct s
   }
   if (!res->killed_by)
     res->killed_by = limits_verdict(lim, res->term_signal);
-  return 0;
+}
+
+/* Waits for pid, forwarding SIGINT/SIGTERM/SIGHUP, enforcing the limits
+ * and copying the tool's relayed output; then copies what is left. */
+static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct sandbox_limits *lim,
+                     struct relay *relays, size_t n_relays, struct sandbox_result *res,
+                     struct cap_error *err)
+{
+  sigset_t fwd;
+  sigemptyset(&fwd);
+  sigaddset(&fwd, SIGINT);
+  sigaddset(&fwd, SIGTERM);
+  sigaddset(&fwd, SIGHUP);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &fwd, &old);
+  _cleanup_close_ int sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+  struct watch w = {.start = cap_now_ms(CLOCK_MONOTONIC)};
+  w.deadline = spec->limits.wall_ms ? w.start + spec->limits.wall_ms : 0;
+  int status = 0, r = 0;
+  for (;;) {
+    pid_t got = waitpid(pid, &status, WNOHANG);
+    if (got == pid)
+      break;
+    if (got < 0 && errno != EINTR) {
+      r = cap_error_errno(err, errno, "waitpid");
+      break;
+    }
+    check_limits(pid, spec, lim, &w, res);
+    struct pollfd fds[2 + SANDBOX_MAX_RELAYS] = {{.fd = pidfd, .events = POLLIN},
+                                                 {.fd = sfd, .events = POLLIN}};
+    for (size_t i = 0; i < n_relays; i++)
+      fds[2 + i] = (struct pollfd){.fd = relays[i].from, .events = POLLIN};
+    uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
+    int timeout = w.next_tick > t ? (int)(w.next_tick - t) : 0;
+    if (poll(fds, 2 + n_relays, timeout) <= 0)
+      continue;
+    struct signalfd_siginfo si;
+    while ((fds[1].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si)
+      kill(pid, (int)si.ssi_signo);
+    for (size_t i = 0; i < n_relays; i++)
+      if (fds[2 + i].revents)
+        relay_pump(&relays[i]);
+  }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  /* pid 1 is gone, and with it every writer in its namespace */
+  for (size_t i = 0; i < n_relays; i++)
+    relay_finish(&relays[i], 1000);
+  if (r == 0)
+    settle_status(status, lim, res);
+  return r;
 }
 
 /* What one launch holds on the host side, released in one place. */
 struct launch {
-  struct sandbox_limits lim;
-  char *base;             /* the tmpfs root's mount point, removed at the end */
-  int sync[2], report[2]; /* parent -> child "go"; child -> parent setup failure */
-  int pass[2];            /* the proxy's listening socket travels here */
+  struct sandbox_limits lim; /* first: sandbox_running points at it */
+  struct rundir run;         /* the tmpfs root's mount point and its lock */
+  int sync[2], report[2];    /* parent -> child "go"; child -> parent setup failure */
+  int pass[2];               /* the proxy's listening socket travels here */
+  int life[2];               /* only the supervisor holds [1]: its end is capsule's */
   int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
   size_t n_listen;
   struct proxy *proxy; /* proxy mode: stopped and freed at the end */
+  int stdio[3];        /* the command's stdio (prepare_stdio) */
+  int own_stdio[3];    /* those of them the launch opened: closed once the child has them */
+  struct relay relays[SANDBOX_MAX_RELAYS];
+  size_t n_relays;
   pid_t pid;
 };
 
@@ -195,27 +239,28 @@ static void fd_close(int *fd)
 }
 
 /* Kills the child if it is still there, closes what is open, removes the
- * base directory and the cgroups. Returns r for tail calls. */
+ * cgroups and the run directory. Returns r for tail calls. */
 static int launch_release(struct launch *l, int r)
 {
   if (l->pid > 0 && r < 0) {
     kill(l->pid, SIGKILL);
     waitpid(l->pid, NULL, 0);
   }
-  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1], &l->pass[0], &l->pass[1]};
+  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1],
+                &l->pass[0], &l->pass[1], &l->life[0],   &l->life[1]};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     fd_close(fds[i]);
   for (size_t i = 0; i < l->n_listen; i++)
     close(l->listen_fds[i]);
   l->n_listen = 0;
+  for (size_t i = 0; i < 3; i++)
+    fd_close(&l->own_stdio[i]);
+  for (size_t i = 0; i < l->n_relays; i++)
+    fd_close(&l->relays[i].from);
   proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
   l->proxy = NULL;
-  if (l->base) {
-    rmdir(l->base);
-    free(l->base);
-    l->base = NULL;
-  }
   limits_release(&l->lim);
+  rundir_remove(&l->run); /* last: its lock is what keeps a later start off the cgroups */
   return r;
 }
 
@@ -237,6 +282,191 @@ static int await_setup(struct launch *l, struct cap_error *err)
     return 0;
   msg[got] = '\0';
   return cap_error_set(err, EPERM, "sandbox setup failed: %s", msg);
+}
+
+/* The kernel clears PR_SET_PDEATHSIG when the effective ids change, so it
+ * is armed after the last change (sandbox_become_ids). Then, in case
+ * capsule died before that: getppid() says nothing across a pid namespace
+ * (it is 0 for any parent outside), so the supervisor's pipe end decides:
+ * a hang-up means capsule is already gone. */
+static void arm_parent_death(int life_fd)
+{
+  bool arm = true;
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/orphan.sh: the backstop alone */
+  arm = !getenv("CAPSULE_TEST_NO_PDEATHSIG");
+#endif
+  if (arm)
+    CHILD_TRY(prctl(PR_SET_PDEATHSIG, SIGKILL), "PR_SET_PDEATHSIG: %s", strerror(errno));
+  struct pollfd p = {.fd = life_fd, .events = POLLIN};
+  if (poll(&p, 1, 0) != 0)
+    _exit(127); /* the supervisor's end is closed (or unreadable): capsule is gone */
+}
+
+/* pid 1 keeps nothing of capsule's open but the supervisor's pipe (fd 3)
+ * and the connector (fd 4): a pipe end it held would keep the command's
+ * stdin from ever reaching its end. */
+static int keep_init_fds(int life_fd, const struct sandbox_options *opt)
+{
+  int life = fcntl(life_fd, F_DUPFD_CLOEXEC, 10);
+  int conn = opt->has_connector ? fcntl(opt->connector_fd, F_DUPFD_CLOEXEC, 10) : -1;
+  if (life < 0 || dup3(life, 3, O_CLOEXEC) != 3 || (conn >= 0 && dup3(conn, 4, O_CLOEXEC) != 4))
+    _exit(127);
+  syscall(__NR_close_range, conn >= 0 ? 5 : 4, ~0U, 0);
+  return conn >= 0 ? 4 : -1;
+}
+
+/* The clone's side: wait for the parent's go, take the sandbox's ids, arm
+ * the parent-death signal, build the root, fork the command and become its
+ * init. */
+static void __attribute__((noreturn))
+child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_options *opt,
+           int flags, uid_t uid, gid_t gid)
+{
+  close(l->sync[1]);
+  close(l->report[0]);
+  close(l->life[1]);
+  sandbox_report_fd = l->report[1];
+  char go;
+  if (read(l->sync[0], &go, 1) != 1)
+    _exit(127); /* the parent gave up */
+  close(l->sync[0]);
+  /* a copy of capsule's memory: not dumpable from the start (the command
+   * regains it at exec), so no window before pid 1's own prctl */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  sandbox_become_ids(uid, gid);
+  arm_parent_death(l->life[0]);
+  proxy_scrub(l->proxy); /* this copy of capsule's memory keeps no secret */
+  sandbox_build_root(spec, opt, l->run.path, l->proxy);
+  if (flags & CLONE_NEWNET)
+    sandbox_loopback_up();
+  if (l->proxy) {
+    close(l->pass[0]);
+    sandbox_make_proxy_listeners(spec, l->pass[1]);
+  }
+  /* every signal blocked before the fork, so a SIGCHLD from a command
+   * that ends at once waits for pid 1's signalfd (the command unblocks
+   * them before its exec) */
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, NULL);
+  pid_t command = fork();
+  if (command < 0)
+    sandbox_child_fail("fork: %s", strerror(errno));
+  if (command == 0)
+    sandbox_exec_command(spec, opt, &l->lim, l->proxy, uid, gid);
+  close(sandbox_report_fd);
+  int connector = keep_init_fds(l->life[0], opt);
+  sandbox_run_init(command, connector, 3);
+}
+
+/* The parent's side of the start: id maps, cgroups, the go, the child's
+ * verdict on its setup, the proxy's sockets. */
+static int start_child(struct launch *l, const struct cap_spec *spec, uid_t inside_uid,
+                       gid_t inside_gid, uid_t outside_uid, gid_t outside_gid,
+                       struct cap_error *err)
+{
+  fd_close(&l->sync[0]);
+  fd_close(&l->report[1]);
+  fd_close(&l->pass[1]);
+  fd_close(&l->life[0]);
+  for (size_t i = 0; i < 3; i++) /* the child has them: a pipe ends when the tool's copies do */
+    fd_close(&l->own_stdio[i]);
+  int r = write_id_maps(l->pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
+  if (r == 0)
+    r = limits_attach(&l->lim, l->pid, err);
+  if (r == 0 && write(l->sync[1], "g", 1) != 1)
+    r = cap_error_errno(err, errno, "cannot start the sandbox");
+  if (r == 0)
+    r = await_setup(l, err);
+  if (r == 0 && l->proxy) {
+    size_t want = 1 + spec->network.localhost.len;
+    int got = sandbox_receive_fds(l->pass[0], l->listen_fds, want);
+    l->n_listen = got > 0 ? (size_t)got : 0;
+    if (l->n_listen != want)
+      r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy sockets");
+  }
+  if (r == 0 && l->proxy) {
+    r = proxy_start(l->proxy, l->listen_fds, l->n_listen, err);
+    l->n_listen = 0; /* the proxy owns them now, even when it failed */
+  }
+  return r;
+}
+
+/* Gives the command's stdout or stderr (fd `to`) a pipe the supervisor
+ * copies to `to`; returns the pipe's write end (the launch's), or -errno. */
+static int add_relay(struct launch *l, int to, bool terminal, uint64_t cap)
+{
+  int p[2];
+  if (l->n_relays == SANDBOX_MAX_RELAYS || pipe2(p, O_CLOEXEC) < 0)
+    return -(errno ? errno : EMFILE);
+  fcntl(p[0], F_SETFL, O_NONBLOCK);
+  l->relays[l->n_relays++] =
+      (struct relay){.from = p[0], .to = to, .terminal = terminal, .cap = cap};
+  return p[1];
+}
+
+static bool same_file(int a, int b)
+{
+  struct stat sa, sb;
+  return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+/* The command's stdio: the caller's (or capsule's own 0-2), except that a
+ * terminal reaches the tool only when the caller asks (opt->tty), and a log
+ * file never does. stdin from a terminal becomes /dev/null; a terminal on
+ * stdout/stderr, and stderr on a regular file, become pipes the supervisor
+ * copies (escaped for the terminal; up to the disk limit for the file), so
+ * the tool can neither type into the terminal nor truncate the log. stdout
+ * shares stderr's pipe when both are the same file (their order kept). */
+static int prepare_stdio(struct launch *l, const struct cap_spec *spec,
+                         const struct sandbox_options *opt, struct cap_error *err)
+{
+  for (int i = 0; i < 3; i++)
+    l->stdio[i] = opt->redirect_stdio ? opt->stdio[i] : i;
+  if (!opt->tty && isatty(l->stdio[0])) {
+    if ((l->own_stdio[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+      return cap_error_errno(err, errno, "cannot open /dev/null for the command's stdin");
+    l->stdio[0] = l->own_stdio[0];
+  }
+  int caller_stderr = l->stdio[2];
+  for (int i = 2; i >= 1; i--) {
+    int fd = l->stdio[i];
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+      continue; /* closed: the command's dup2 says so */
+    if (i == 1 && l->own_stdio[2] >= 0 && same_file(fd, caller_stderr)) {
+      l->stdio[1] = l->own_stdio[2];
+      continue;
+    }
+    bool terminal = !opt->tty && isatty(fd);
+    if (!terminal && !(i == 2 && S_ISREG(st.st_mode)))
+      continue;
+    int w = add_relay(l, fd, terminal, terminal ? 0 : spec->limits.disk_bytes);
+    if (w < 0)
+      return cap_error_errno(err, -w, "cannot make the pipe for the command's %s",
+                             i == 1 ? "stdout" : "stderr");
+    l->stdio[i] = l->own_stdio[i] = w;
+  }
+  return 0;
+}
+
+/* The run directory (after removing dead capsules' leftovers) and the
+ * cgroups, recorded in its lock file. */
+static int prepare_host_side(struct launch *l, const struct cap_spec *spec, struct cap_error *err)
+{
+  const char *tmpdir = getenv("TMPDIR");
+  if (!tmpdir || !*tmpdir)
+    tmpdir = "/tmp";
+  rundir_clean_leftovers(tmpdir);
+  int r = rundir_create(&l->run, tmpdir, err);
+  if (r < 0)
+    return r;
+  r = limits_prepare(&l->lim, spec, err);
+  if (r < 0)
+    return r;
+  rundir_record_cgroups(&l->run, &l->lim);
+  return 0;
 }
 
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
@@ -262,28 +492,28 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   gid_t outside_gid = euid ? getegid() : SANDBOX_UID_AS_ROOT;
   bool proxied = spec->network.mode == CAP_NET_PROXY;
 
-  struct launch l = {.sync = {-1, -1}, .report = {-1, -1}, .pass = {-1, -1}};
+  struct launch l = {.run = {.lock_fd = -1},
+                     .sync = {-1, -1},
+                     .report = {-1, -1},
+                     .pass = {-1, -1},
+                     .life = {-1, -1},
+                     .own_stdio = {-1, -1, -1}};
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
-  struct proxy *px = NULL;
-  int r = proxied ? proxy_new(spec, &opt->proxy, &px, err) : 0;
+  int r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
   if (r < 0)
     return r;
-  l.proxy = px;
-  r = limits_prepare(&l.lim, spec, err);
+  r = prepare_host_side(&l, spec, err);
+  if (r == 0)
+    r = prepare_stdio(&l, spec, opt, err);
   if (r < 0)
     return launch_release(&l, r);
+  struct sandbox_options child_opt = *opt; /* the command's stdio as prepare_stdio made it */
+  child_opt.redirect_stdio = true;
+  memcpy(child_opt.stdio, l.stdio, sizeof l.stdio);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
-
-  const char *tmpdir = getenv("TMPDIR");
-  l.base = cap_xasprintf("%s/.capsule-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-  if (!mkdtemp(l.base)) {
-    r = cap_error_errno(err, errno, "cannot create the sandbox's base directory %s", l.base);
-    free(l.base);
-    l.base = NULL;
-    return launch_release(&l, r);
-  }
   if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
+      pipe2(l.life, O_CLOEXEC) < 0 ||
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
     return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
 
@@ -312,75 +542,14 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                                             "`capsule doctor`",
                                             strerror(e), uid ? "unprivileged" : ""));
   }
-  if (l.pid == 0) {
-    close(l.sync[1]);
-    close(l.report[0]);
-    sandbox_report_fd = l.report[1];
-    char go;
-    if (read(l.sync[0], &go, 1) != 1)
-      _exit(127); /* the parent gave up */
-    close(l.sync[0]);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* a copy of capsule's memory: not dumpable from the start (the command
-     * regains it at exec), so no window before pid 1's own prctl */
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    sandbox_become_ids(inside_uid, inside_gid);
-    proxy_scrub(px); /* this copy of capsule's memory keeps no secret */
-    sandbox_build_root(spec, opt, l.base, px);
-    if (flags & CLONE_NEWNET)
-      sandbox_loopback_up();
-    if (proxied) {
-      close(l.pass[0]);
-      sandbox_make_proxy_listeners(spec, l.pass[1]);
-    }
-    /* every signal blocked before the fork, so a SIGCHLD from a command
-     * that ends at once waits for pid 1's signalfd (the command unblocks
-     * them before its exec) */
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_BLOCK, &all, NULL);
-    pid_t command = fork();
-    if (command < 0)
-      sandbox_child_fail("fork: %s", strerror(errno));
-    if (command == 0)
-      sandbox_exec_command(spec, opt, &l.lim, px, inside_uid, inside_gid);
-    close(sandbox_report_fd);
-    /* pid 1 keeps nothing of capsule's open but the connector (as fd 3): a
-     * pipe end it held would keep the command's stdin from ever reaching
-     * its end */
-    int connector = -1;
-    if (opt->has_connector && dup2(opt->connector_fd, 3) == 3)
-      connector = 3;
-    syscall(__NR_close_range, connector < 0 ? 3 : 4, ~0U, 0);
-    sandbox_run_init(command, connector);
-  }
-
-  fd_close(&l.sync[0]);
-  fd_close(&l.report[1]);
-  fd_close(&l.pass[1]);
-  r = write_id_maps(l.pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
-  if (r == 0)
-    r = limits_attach(&l.lim, l.pid, err);
-  if (r == 0 && write(l.sync[1], "g", 1) != 1)
-    r = cap_error_errno(err, errno, "cannot start the sandbox");
-  if (r == 0)
-    r = await_setup(&l, err);
-  if (r == 0 && proxied) {
-    size_t want = 1 + spec->network.localhost.len;
-    int got = sandbox_receive_fds(l.pass[0], l.listen_fds, want);
-    l.n_listen = got > 0 ? (size_t)got : 0;
-    if (l.n_listen != want)
-      r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy sockets");
-  }
-  if (r == 0 && proxied) {
-    r = proxy_start(px, l.listen_fds, l.n_listen, err);
-    l.n_listen = 0; /* the proxy owns them now, even when it failed */
-  }
+  if (l.pid == 0)
+    child_main(&l, spec, &child_opt, flags, inside_uid, inside_gid);
+  r = start_child(&l, spec, inside_uid, inside_gid, outside_uid, outside_gid, err);
   if (r < 0)
     return launch_release(&l, r);
   if (opt->on_started)
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
-  r = supervise(l.pid, pidfd, spec, &l.lim, res, err);
+  r = supervise(l.pid, pidfd, spec, &l.lim, l.relays, l.n_relays, res, err);
   return launch_release(&l, r);
 }
 

@@ -62,8 +62,10 @@ void sandbox_make_proxy_listeners(const struct cap_spec *spec, int pass_fd);
  * (<= max), or -1. */
 int sandbox_receive_fds(int sock, int *fds, size_t max);
 /* pid1.c: reap everything; leave with the command's status; serve the
- * connector (fd >= 0) until its end, which stops the command. */
-void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector);
+ * connector (fd >= 0) until its end, which stops the command; when
+ * life_fd (the read end of a pipe only the supervisor writes) hangs up,
+ * capsule is gone: kill everything and leave. */
+void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector, int life_fd);
 
 /* exec.c: take the sandbox's ids right away, keeping the capabilities the
  * new user namespace gave. */

@@ -89,8 +89,8 @@ for who in "${users[@]}"; do
   check "$who" exit-status 42 '.*' run -- /bin/sh -c 'exit 42'
   check "$who" not-found 127 'cannot run' run -- /no/such/command
   check "$who" fail-closed-gvisor 3 'linux-gvisor' run --config "$work/required.toml" -- /bin/true
-  if command -v script >/dev/null; then # a pseudo-terminal, as an interactive user has
-    out=$(as_user "$who" script -qec "$capsule run -- /bin/sh -c 'test -t 0 && test -t 1 && stty size >/dev/null && echo on-a-tty'" /dev/null </dev/null 2>&1)
+  if command -v script >/dev/null; then # a pseudo-terminal, as an interactive user has (--tty: it is the tool's)
+    out=$(as_user "$who" script -qec "$capsule run --tty -- /bin/sh -c 'test -t 0 && test -t 1 && stty size >/dev/null && echo on-a-tty'" /dev/null </dev/null 2>&1)
     if echo "$out" | grep -q on-a-tty; then pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$who" "tty pass-through"
     else fail=$((fail + 1)); printf '  FAIL %-6s %s\n' "$who" "tty pass-through"; echo "$out" | head -3; fi
   fi
