@@ -309,7 +309,7 @@ static int cmd_call(int argc, char **argv)
       .cache_dir = cache,
       .session_id = o.session,
   };
-  char *hidden[2];
+  char *hidden[GW_STATE_MAX_PRIVATE];
   call.n_hidden = gw_state_private_paths(state_dir, hidden);
   call.hidden = (const char *const *)hidden;
   struct gw_result result = {0};

@@ -331,7 +331,7 @@ int cmd_run(int argc, char **argv)
       .n_extra_env = env.len,
       .proxy = {.allow_private = proxy_private, .log = log, .verbose = verbose, .store = &store},
   };
-  char *hidden[2]; /* capsule's state stays out of sight even under a granted $HOME */
+  char *hidden[GW_STATE_MAX_PRIVATE]; /* capsule's state stays out of sight even under a granted $HOME */
   opt.n_hidden = gw_state_private_paths(store_ctx.dir, hidden);
   opt.hidden = (const char *const *)hidden;
   struct sandbox_result res;

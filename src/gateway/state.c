@@ -77,23 +77,6 @@ char *gw_state_default_dir(void)
   return cap_xasprintf("%s/.local/state/capsule", home && *home ? home : "/");
 }
 
-size_t gw_state_private_paths(const char *state_dir, char *out[2])
-{
-  size_t n = 0;
-  _cleanup_free_ char *dflt = gw_state_default_dir();
-  const char *dirs[2] = {state_dir, dflt};
-  for (size_t i = 0; i < 2; i++) {
-    char *real = dirs[i] ? realpath(dirs[i], NULL) : NULL;
-    if (real && n == 1 && strcmp(real, out[0]) == 0) {
-      free(real);
-      real = NULL;
-    }
-    if (real)
-      out[n++] = real;
-  }
-  return n;
-}
-
 static int mkdir_parents(const char *dir, struct cap_error *err)
 {
   _cleanup_free_ char *p = cap_xstrdup(dir);
@@ -165,6 +148,7 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
   r = load_key(dir, key, err);
   if (r < 0)
     return r;
+  gw_state_remember_dir(dir); /* masked in every later sandbox, whichever state it uses */
   struct gw_state *st = cap_xcalloc(1, sizeof *st);
   st->dir = cap_xstrdup(dir);
   crypto_kdf_derive_from_key(st->cred_key, sizeof st->cred_key, 1, "capsule_", key);

@@ -35,6 +35,7 @@
 #include "core/clock.h"
 #include "net/proxy.h"
 #include "sandbox/limits.h"
+#include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
 
 #ifndef __NR_clone3
@@ -184,6 +185,7 @@ struct launch {
   int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
   size_t n_listen;
   struct proxy *proxy;     /* proxy mode: stopped and freed at the end */
+  struct sandbox_mount_plan *plan; /* the grants and masks, resolved with the caller's rights */
   pid_t pid;
 };
 
@@ -216,6 +218,8 @@ static int launch_release(struct launch *l, int r)
     free(l->base);
     l->base = NULL;
   }
+  sandbox_mount_plan_free(l->plan);
+  l->plan = NULL;
   limits_release(&l->lim);
   return r;
 }
@@ -283,6 +287,9 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     l.base = NULL;
     return launch_release(&l, r);
   }
+  r = sandbox_mount_plan_new(spec, opt, &l.plan, err);
+  if (r < 0)
+    return launch_release(&l, r);
   if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
     return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
@@ -317,7 +324,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     sandbox_become_ids(inside_uid, inside_gid);
     proxy_scrub(px); /* this copy of capsule's memory keeps no secret */
-    sandbox_build_root(spec, opt, l.base, px);
+    sandbox_build_root(spec, l.plan, l.base, px);
     if (flags & CLONE_NEWNET)
       sandbox_loopback_up();
     if (proxied) {
@@ -340,6 +347,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     sandbox_run_init(command, connector);
   }
 
+  sandbox_mount_plan_close_trees(l.plan); /* the child has its copies */
   fd_close(&l.sync[0]);
   fd_close(&l.report[1]);
   fd_close(&l.pass[1]);
