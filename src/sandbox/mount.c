@@ -315,6 +315,14 @@ static void write_ca_bundle(const struct proxy *px, const char *root)
   }
 }
 
+static bool grants_root(const struct sandbox_mount_plan *plan)
+{
+  for (size_t i = 0; i < plan->n_grants; i++)
+    if (plan->grants[i].kind == PLAN_DIR && strcmp(plan->grants[i].host, "/") == 0)
+      return true;
+  return false;
+}
+
 /* Builds the new root at `root` (a tmpfs) and moves into it. */
 void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *plan,
                         const char *root, const struct proxy *px)
@@ -341,7 +349,11 @@ void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *
   CHILD_TRY(syscall(SYS_pivot_root, ".", "."), "pivot_root failed: %s", strerror(errno));
   CHILD_TRY(umount2(".", MNT_DETACH), "cannot detach the host's root: %s", strerror(errno));
   CHILD_TRY(chdir("/"), "chdir / failed: %s", strerror(errno));
-  CHILD_TRY(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
-            "cannot make the sandbox root read-only: %s", strerror(errno));
+  /* a grant of `/` itself lies on top of the tmpfs root and is the root
+   * now, with the grant's own attributes (Covenant's filesystem = "host"
+   * is `/` read-write); otherwise the tmpfs root is made read-only */
+  if (!grants_root(plan))
+    CHILD_TRY(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+              "cannot make the sandbox root read-only: %s", strerror(errno));
   sethostname("capsule", 7);
 }

@@ -51,6 +51,25 @@ setup_user() {
                 "deny": [{"path": "$d/ro/link"}, {"path": "$d/ro/dirlink"},
                          {"path": "$d/alias/sub"}]}}
 JSON
+  mkdir -p "$d/host-agent" "$work/shared"
+  chmod 777 "$work/shared"
+  printf '#!/bin/sh\nexit 0\n' >"$d/host-agent/run.sh"
+  cat >"$d/host-agent/agent.toml" <<'TOML'
+[agent]
+id = "hostagent"
+name = "hostagent"
+version = "0.1.0"
+runtime = "rust-bin"
+entry = "run.sh"
+
+[capabilities]
+required = ["tool.hostagent"]
+
+[sandbox]
+required = false
+filesystem = "host"
+TOML
+  chmod -R a+rX "$d/host-agent"
   # a manifest's grant is taken as written: through the symlinked parent
   cat >"$d/via-link.json" <<JSON
 {"version": "0.1.0",
@@ -92,6 +111,11 @@ suite() {
   check "$u" state-root-grant-usable 0 '^visible$' --allow-read / --state "$d/data/proj/.capsule" \
     -- /bin/cat "$d/data/proj/readme"
   hidden "$u" state-root-grant-masked --allow-read / --state "$d/data/proj/.capsule" -- "$d/older/state/key"
+  # item 19: Covenant's filesystem = "host" is the host read-write
+  check "$u" covenant-host-writes 0 '^wrote$' --config "$d/host-agent" -- /bin/sh -c \
+    "echo host-mode >'$work/shared/from-$u' && echo wrote"
+  if [ "$(cat "$work/shared/from-$u" 2>/dev/null)" = host-mode ]; then ok "$u" covenant-host-reached-host
+  else bad "$u" covenant-host-reached-host "no $work/shared/from-$u on the host"; fi
   # item 17: the host's /sys under --allow-read /, unless granted itself
   check "$u" sys-masked-under-root 0 '^sys-entries=0$' --allow-read / -- /bin/sh -c 'echo "sys-entries=$(ls -A /sys | wc -l)"'
   check "$u" sys-granted-explicitly 0 '^sys-entries=[1-9]' --allow-read / --allow-read /sys -- /bin/sh -c 'echo "sys-entries=$(ls -A /sys | wc -l)"'
