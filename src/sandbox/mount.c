@@ -88,16 +88,12 @@ static void touch(const char *path)
     close(fd);
 }
 
-/* Gives a detached tree its attributes on every submount too
- * (mount_setattr AT_RECURSIVE), so a read-only grant cannot be written
+/* Gives a detached tree its attributes (MOUNT_ATTR_*) on every submount
+ * too (mount_setattr AT_RECURSIVE), so a read-only grant cannot be written
  * through a mount nested below it, and attaches it at dest. */
-static int attach_tree(int tree, const char *dest, bool read_only, bool allow_dev)
+static int attach_tree(int tree, const char *dest, uint64_t attr_set)
 {
-  struct mount_attr_ attr = {.attr_set = MOUNT_ATTR_NOSUID_, .propagation = MS_PRIVATE};
-  if (!allow_dev)
-    attr.attr_set |= MOUNT_ATTR_NODEV_;
-  if (read_only)
-    attr.attr_set |= MOUNT_ATTR_RDONLY_;
+  struct mount_attr_ attr = {.attr_set = attr_set, .propagation = MS_PRIVATE};
   if (syscall(__NR_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE_, &attr, sizeof attr) < 0)
     return -1;
   return (int)syscall(__NR_move_mount, tree, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH_);
@@ -112,18 +108,27 @@ static int open_tree_at(const char *src)
 }
 
 /* Binds src (a host path) at dest (inside the new root). */
-static int bind_tree(const char *src, const char *dest, bool read_only, bool allow_dev)
+static int bind_tree(const char *src, const char *dest, uint64_t attr_set)
 {
   _cleanup_close_ int fd = open_tree_at(src);
   if (fd < 0)
     return -1;
-  return attach_tree(fd, dest, read_only, allow_dev);
+  return attach_tree(fd, dest, attr_set);
+}
+
+/* With a command list in force, nothing the tool can write may be
+ * executed or mapped executable (noexec): the dynamic loader, which must
+ * stay executable, maps its target with mmap, which Landlock does not
+ * check, so only the mount flag keeps `ld.so /tmp/copy` from running. */
+static bool command_list(const struct cap_spec *spec)
+{
+  return spec->process.allowed_commands.len || spec->process.blocked_commands.len;
 }
 
 /* Creates in root what the host path is (directory, file, or the same
  * symlink) and binds it: by the tree the parent opened (as root), else by
  * its path. */
-static void mount_grant(const char *root, const struct plan_grant *g)
+static void mount_grant(const char *root, const struct plan_grant *g, bool noexec_writable)
 {
   if (g->kind == PLAN_MISSING)
     return;
@@ -147,8 +152,13 @@ static void mount_grant(const char *root, const struct plan_grant *g)
     touch(dest);
   _cleanup_close_ int tree = g->tree >= 0 ? dup(g->tree) : open_tree_at(g->host);
   CHILD_TRY(tree, "cannot open %s for the sandbox: %s", g->host, strerror(errno));
-  CHILD_TRY(attach_tree(tree, dest, g->read_only, false), "cannot bind %s into the sandbox: %s",
-            g->host, strerror(errno));
+  uint64_t attr = MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_;
+  if (g->read_only)
+    attr |= MOUNT_ATTR_RDONLY_;
+  else if (noexec_writable)
+    attr |= MOUNT_ATTR_NOEXEC_;
+  CHILD_TRY(attach_tree(tree, dest, attr), "cannot bind %s into the sandbox: %s", g->host,
+            strerror(errno));
 }
 
 /* An empty, read-only mount for a masked directory. */
@@ -224,7 +234,7 @@ static void mount_dev(const char *root)
     if (access(src, F_OK) < 0)
       continue;
     touch(dest);
-    CHILD_TRY(bind_tree(src, dest, false, true), "cannot bind %s: %s", src, strerror(errno));
+    CHILD_TRY(bind_tree(src, dest, MOUNT_ATTR_NOSUID_), "cannot bind %s: %s", src, strerror(errno));
   }
   static const char *const links[][2] = {{"/proc/self/fd", "fd"},
                                          {"/proc/self/fd/0", "stdin"},
@@ -248,8 +258,9 @@ static void mount_private_tmp(const struct cap_spec *spec, const char *root)
   char opts[64];
   uint64_t size = spec->limits.disk_bytes ? spec->limits.disk_bytes : DEFAULT_TMP_BYTES;
   snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)size);
-  CHILD_TRY(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, opts),
-            "cannot mount the private /tmp: %s", strerror(errno));
+  unsigned long flags = MS_NOSUID | MS_NODEV | (command_list(spec) ? MS_NOEXEC : 0);
+  CHILD_TRY(mount("tmpfs", tmp, "tmpfs", flags, opts), "cannot mount the private /tmp: %s",
+            strerror(errno));
 }
 
 static const char *grant_path(const struct cap_spec *spec, size_t i)
@@ -288,7 +299,7 @@ static void mount_tree(const struct cap_spec *spec, const struct sandbox_mount_p
     if (order[k] == spec->n_grants)
       mount_private_tmp(spec, root);
     else
-      mount_grant(root, &plan->grants[order[k]]);
+      mount_grant(root, &plan->grants[order[k]], command_list(spec));
   }
   free(order);
 }
