@@ -66,6 +66,7 @@ struct mount_attr_ {
 };
 
 #define DEFAULT_TMP_BYTES (64ull << 20)
+#define DEFAULT_SHM_BYTES (16ull << 20)
 
 static void mkdir_p(const char *path, mode_t mode)
 {
@@ -221,7 +222,7 @@ static void apply_masks(const struct sandbox_mount_plan *plan, const char *root)
     apply_mask(root_fd, &plan->masks[i]);
 }
 
-static void mount_dev(const char *root)
+static void mount_dev(const char *root, uint64_t shm_bytes)
 {
   _cleanup_free_ char *dev = cap_xasprintf("%s/dev", root);
   mkdir_p(dev, 0755);
@@ -247,8 +248,33 @@ static void mount_dev(const char *root)
   }
   _cleanup_free_ char *shm = cap_xasprintf("%s/shm", dev);
   mkdir_p(shm, 01777);
-  CHILD_TRY(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=16m"),
+  char opts[64];
+  snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)shm_bytes);
+  CHILD_TRY(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
             "cannot mount /dev/shm: %s", strerror(errno));
+}
+
+/* The sandbox's temporary space is tmpfs, which lives in memory: /tmp
+ * sized by the disk limit (64 MiB by default), /dev/shm by the same limit
+ * (16 MiB at most), and with a memory limit both together within it
+ * (/dev/shm a quarter at most), since without a memory cgroup nothing
+ * else would count a tmpfs page against the tool. */
+static void temp_space(const struct cap_spec *spec, uint64_t *tmp, uint64_t *shm)
+{
+  uint64_t disk = spec->limits.disk_bytes, mem = spec->limits.memory_bytes;
+  *tmp = disk ? disk : DEFAULT_TMP_BYTES;
+  *shm = disk && disk < DEFAULT_SHM_BYTES ? disk : DEFAULT_SHM_BYTES;
+  if (mem) {
+    if (*shm > mem / 4)
+      *shm = mem / 4;
+    if (*tmp > mem - *shm)
+      *tmp = mem - *shm;
+  }
+  /* tmpfs rounds up to pages; a size of 0 would mean "unlimited" */
+  if (*tmp < 4096)
+    *tmp = 4096;
+  if (*shm < 4096)
+    *shm = 4096;
 }
 
 static void mount_private_tmp(const struct cap_spec *spec, const char *root)
@@ -256,7 +282,8 @@ static void mount_private_tmp(const struct cap_spec *spec, const char *root)
   _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", root);
   mkdir_p(tmp, 01777);
   char opts[64];
-  uint64_t size = spec->limits.disk_bytes ? spec->limits.disk_bytes : DEFAULT_TMP_BYTES;
+  uint64_t size, shm_size;
+  temp_space(spec, &size, &shm_size);
   snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)size);
   unsigned long flags = MS_NOSUID | MS_NODEV | (command_list(spec) ? MS_NOEXEC : 0);
   CHILD_TRY(mount("tmpfs", tmp, "tmpfs", flags, opts), "cannot mount the private /tmp: %s",
@@ -345,7 +372,9 @@ void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *
   mount_tree(spec, plan, root);
   sandbox_mount_plan_close_trees(plan); /* attached now; the command inherits none */
   /* the sandbox's own /dev and /proc go on top of everything */
-  mount_dev(root);
+  uint64_t tmp_bytes, shm_bytes;
+  temp_space(spec, &tmp_bytes, &shm_bytes);
+  mount_dev(root, shm_bytes);
   _cleanup_free_ char *proc = cap_xasprintf("%s/proc", root);
   mkdir_p(proc, 0555);
   CHILD_TRY(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),

@@ -228,3 +228,21 @@ void sandbox_mount_plan_free(struct sandbox_mount_plan *plan)
   free(plan->masks);
   free(plan);
 }
+
+void sandbox_mount_note_unenforced(const struct cap_spec *spec,
+                                   const struct sandbox_mount_plan *plan, char *buf, size_t size)
+{
+  if (!spec->limits.disk_bytes)
+    return;
+  for (size_t i = 0; i < plan->n_grants; i++) {
+    const struct plan_grant *g = &plan->grants[i];
+    if (g->read_only || (g->kind != PLAN_DIR && g->kind != PLAN_FILE))
+      continue;
+    size_t len = strlen(buf);
+    snprintf(buf + len, size - len,
+             "%sdisk limit on writable grants and workspaces (each file "
+             "bounded by RLIMIT_FSIZE, not their total; /tmp and /dev/shm are sized)",
+             len ? ", " : "");
+    return;
+  }
+}

@@ -49,5 +49,9 @@ int sandbox_mount_plan_new(const struct cap_spec *spec, const struct sandbox_opt
 /* Closes the opened trees (the parent, once the child has its copies). */
 void sandbox_mount_plan_close_trees(struct sandbox_mount_plan *plan);
 void sandbox_mount_plan_free(struct sandbox_mount_plan *plan);
+/* Appends to buf (a sandbox_result.unenforced) what the plan cannot bound:
+ * a disk limit over writable grants, which no quota backs here. */
+void sandbox_mount_note_unenforced(const struct cap_spec *spec,
+                                   const struct sandbox_mount_plan *plan, char *buf, size_t size);
 
 #endif

@@ -290,6 +290,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   r = sandbox_mount_plan_new(spec, opt, &l.plan, err);
   if (r < 0)
     return launch_release(&l, r);
+  sandbox_mount_note_unenforced(spec, l.plan, res->unenforced, sizeof res->unenforced);
   if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
     return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
