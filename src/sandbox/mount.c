@@ -151,8 +151,16 @@ static void mount_grant(const char *root, const struct plan_grant *g, bool noexe
     mkdir_p(dest, 0755);
   else
     touch(dest);
-  _cleanup_close_ int tree = g->tree >= 0 ? dup(g->tree) : open_tree_at(g->host);
-  CHILD_TRY(tree, "cannot open %s for the sandbox: %s", g->host, strerror(errno));
+  /* as root the parent opened the tree; otherwise it is opened here, by a
+   * handle whose real path must still be the one the masks were mapped to */
+  int opened = g->tree >= 0 ? dup(g->tree) : sandbox_open_grant_tree(g->host, g->real, NULL, true);
+  if (opened < 0 && g->tree >= 0)
+    opened = -errno;
+  _cleanup_close_ int tree = opened;
+  if (tree < 0)
+    sandbox_child_fail("cannot open %s for the sandbox: %s", g->host,
+                       tree == -ESTALE ? "it moved while the sandbox was being set up"
+                                       : strerror(-tree));
   uint64_t attr = MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_;
   if (g->read_only)
     attr |= MOUNT_ATTR_RDONLY_;

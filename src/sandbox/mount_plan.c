@@ -89,18 +89,49 @@ static int resolve_grant(struct plan_grant *g, const struct cap_fs_grant *spec_g
     return 0;
   }
   g->kind = S_ISDIR(st.st_mode) ? PLAN_DIR : PLAN_FILE;
-  g->real = realpath(g->host, NULL);
-  if (!g->real)
-    return cap_error_errno(err, errno, "cannot resolve the grant %s", g->host);
-  if (open_trees) {
-    /* AT_SYMLINK_NOFOLLOW: the path checked above cannot have become a
-     * symlink to somewhere else since */
-    g->tree = (int)syscall(__NR_open_tree, AT_FDCWD, g->host,
-                           OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC | AT_SYMLINK_NOFOLLOW);
-    if (g->tree < 0)
-      return cap_error_errno(err, errno, "cannot open the grant %s", g->host);
-  }
+  int tree = sandbox_open_grant_tree(g->host, NULL, &g->real, open_trees);
+  if (tree < 0 && tree != -ENOTSUP)
+    return cap_error_errno(err, -tree, "cannot open the grant %s", g->host);
+  g->tree = tree >= 0 ? tree : -1;
   return 0;
+}
+
+/* The real path of what fd refers to, from /proc (the object itself, not
+ * a path looked up again). */
+static char *fd_real_path(int fd)
+{
+  char link[64], target[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0 || target[0] != '/')
+    return NULL;
+  target[n] = '\0';
+  return cap_xstrdup(target);
+}
+
+int sandbox_open_grant_tree(const char *host, const char *expect_real, char **ret_real,
+                            bool want_tree)
+{
+  /* O_NOFOLLOW: a grant checked as a directory or file cannot
+   * have been swapped for a symlink to somewhere else since */
+  _cleanup_close_ int fd = open(host, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  _cleanup_free_ char *real = fd_real_path(fd);
+  if (!real)
+    return -ENOENT;
+  if (expect_real && strcmp(real, expect_real) != 0)
+    return -ESTALE; /* moved since the masks were mapped to it */
+  int tree = -ENOTSUP;
+  if (want_tree) {
+    tree = (int)syscall(__NR_open_tree, fd, "",
+                        AT_EMPTY_PATH | OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC);
+    if (tree < 0)
+      return -errno;
+  }
+  if (ret_real)
+    *ret_real = steal_pointer(&real);
+  return tree;
 }
 
 /* Maps one host path to be hidden (already real) to every grant that shows

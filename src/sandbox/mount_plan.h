@@ -41,6 +41,15 @@ struct sandbox_mount_plan {
 /* "~/x" -> "$HOME/x"; other paths as they are (allocated). */
 char *sandbox_expand_path(const char *path);
 
+/* Opens `host` (not following a final symlink) and, when want_tree, a
+ * detached copy of its tree (open_tree, recursive): returns the tree fd,
+ * -ENOTSUP when !want_tree, or -errno. The real path is read from the
+ * opened handle: -ESTALE when it is not expect_real (the grant moved since
+ * the plan mapped masks to it); stored in *ret_real (allocated) when
+ * asked. */
+int sandbox_open_grant_tree(const char *host, const char *expect_real, char **ret_real,
+                            bool want_tree);
+
 /* Resolves the grants and the masks. Returns 0, or -errno with err set: a
  * grant at or below a state directory (-EPERM), a grant or deny entry that
  * cannot be resolved. */
