@@ -309,8 +309,8 @@ static int cmd_call(int argc, char **argv)
       .cache_dir = cache,
       .session_id = o.session,
   };
-  char *hidden[GW_STATE_MAX_PRIVATE];
-  call.n_hidden = gw_state_private_paths(state_dir, hidden);
+  char **hidden = NULL;
+  call.n_hidden = gw_state_private_paths(state_dir, &hidden);
   call.hidden = (const char *const *)hidden;
   struct gw_result result = {0};
   struct cap_error err = {0};
@@ -324,8 +324,7 @@ static int cmd_call(int argc, char **argv)
     fprintf(stderr, "capsule call: %s\n", err.message ? err.message : "failed");
   cap_error_clear(&err);
   free(result.json);
-  for (size_t i = 0; i < call.n_hidden; i++)
-    free(hidden[i]);
+  gw_state_private_paths_free(hidden, call.n_hidden);
   free(args);
   gw_state_close(st);
   gw_registry_free(&reg);

@@ -331,14 +331,13 @@ int cmd_run(int argc, char **argv)
       .n_extra_env = env.len,
       .proxy = {.allow_private = proxy_private, .log = log, .verbose = verbose, .store = &store},
   };
-  char *hidden[GW_STATE_MAX_PRIVATE]; /* capsule's state stays out of sight even under a granted $HOME */
-  opt.n_hidden = gw_state_private_paths(store_ctx.dir, hidden);
+  char **hidden = NULL; /* capsule's state stays out of sight even under a granted $HOME */
+  opt.n_hidden = gw_state_private_paths(store_ctx.dir, &hidden);
   opt.hidden = (const char *const *)hidden;
   struct sandbox_result res;
   struct cap_error err = {0};
   int r = sandbox_run(spec, &opt, &res, &err);
-  for (size_t i = 0; i < opt.n_hidden; i++)
-    free(hidden[i]);
+  gw_state_private_paths_free(hidden, opt.n_hidden);
   if (res.unenforced[0])
     fprintf(stderr, "capsule: warning: this host cannot enforce: %s\n", res.unenforced);
   if (r < 0) {

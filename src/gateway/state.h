@@ -24,10 +24,10 @@ struct gw_state;
 char *gw_state_default_dir(void);
 /* The state directories no sandbox may see, those that exist, resolved:
  * the one in use, the default one, $CAPSULE_STATE, and every one this
- * user's capsule has opened (state_dirs.c); up to GW_STATE_MAX_PRIVATE in
- * out, each to be freed. */
-#define GW_STATE_MAX_PRIVATE 32
-size_t gw_state_private_paths(const char *state_dir, char *out[GW_STATE_MAX_PRIVATE]);
+ * user's capsule has opened (state_dirs.c): how many, in *ret (allocated;
+ * free with gw_state_private_paths_free). */
+size_t gw_state_private_paths(const char *state_dir, char ***ret);
+void gw_state_private_paths_free(char **paths, size_t n);
 /* Records dir in the default state directory's list (best effort). */
 void gw_state_remember_dir(const char *dir);
 

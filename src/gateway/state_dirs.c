@@ -23,6 +23,11 @@ static char *list_path(void)
   return cap_xasprintf("%s/state-dirs", dflt);
 }
 
+struct dir_list {
+  char **v;
+  size_t n;
+};
+
 static bool listed(char *const *out, size_t n, const char *real)
 {
   for (size_t i = 0; i < n; i++)
@@ -31,15 +36,17 @@ static bool listed(char *const *out, size_t n, const char *real)
   return false;
 }
 
-static void add_dir(char **out, size_t *n, const char *dir)
+static void add_dir(struct dir_list *l, const char *dir)
 {
-  if (!dir || !*dir || *n >= GW_STATE_MAX_PRIVATE)
+  if (!dir || !*dir)
     return;
   char *real = realpath(dir, NULL);
-  if (real && !listed(out, *n, real))
-    out[(*n)++] = real;
-  else
+  if (!real || listed(l->v, l->n, real)) {
     free(real);
+    return;
+  }
+  l->v = cap_xrealloc(l->v, (l->n + 1) * sizeof *l->v);
+  l->v[l->n++] = real;
 }
 
 void gw_state_remember_dir(const char *dir)
@@ -56,11 +63,10 @@ void gw_state_remember_dir(const char *dir)
   _cleanup_free_ char *dflt = realpath(dflt_raw, NULL);
   if (!real || (dflt && strcmp(real, dflt) == 0) || strchr(real, '\n'))
     return;
-  char *known[GW_STATE_MAX_PRIVATE];
-  size_t n = gw_state_private_paths(NULL, known);
+  char **known = NULL;
+  size_t n = gw_state_private_paths(NULL, &known);
   bool found = listed(known, n, real);
-  for (size_t i = 0; i < n; i++)
-    free(known[i]);
+  gw_state_private_paths_free(known, n);
   if (found || !dflt)
     return;
   _cleanup_free_ char *path = list_path();
@@ -73,20 +79,28 @@ void gw_state_remember_dir(const char *dir)
   }
 }
 
-size_t gw_state_private_paths(const char *state_dir, char *out[GW_STATE_MAX_PRIVATE])
+size_t gw_state_private_paths(const char *state_dir, char ***ret)
 {
-  size_t n = 0;
+  struct dir_list l = {0};
   _cleanup_free_ char *dflt = gw_state_default_dir();
-  add_dir(out, &n, state_dir);
-  add_dir(out, &n, dflt);
-  add_dir(out, &n, getenv("CAPSULE_STATE"));
+  add_dir(&l, state_dir);
+  add_dir(&l, dflt);
+  add_dir(&l, getenv("CAPSULE_STATE"));
   _cleanup_free_ char *path = list_path();
   _cleanup_fclose_ FILE *f = fopen(path, "re");
   char line[PATH_MAX + 2];
   while (f && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
     if (line[0] == '/')
-      add_dir(out, &n, line);
+      add_dir(&l, line);
   }
-  return n;
+  *ret = l.v;
+  return l.n;
+}
+
+void gw_state_private_paths_free(char **paths, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    free(paths[i]);
+  free(paths);
 }
