@@ -162,14 +162,18 @@ static int plan_mask_real(struct sandbox_mount_plan *plan, const char *real, con
 
 /* A host path to hide: resolved first (a symlink, or a symlinked parent,
  * hides what it points to). A path that does not exist hides nothing;
- * one that cannot be resolved fails closed. */
+ * one that cannot be resolved otherwise (a symlink loop, an I/O error)
+ * fails closed. */
 static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const char *why,
                      bool is_state, struct cap_error *err)
 {
   _cleanup_free_ char *host = sandbox_expand_path(path);
   _cleanup_free_ char *real = realpath(host, NULL);
   if (!real) {
-    if (errno == ENOENT)
+    /* nothing there to show: absent, or behind a directory the caller
+     * cannot search, which the sandbox (the caller's uid, or as root uid
+     * 65534 with fewer rights than root) cannot search either */
+    if (errno == ENOENT || errno == ENOTDIR || errno == EACCES)
       return 0;
     return cap_error_errno(err, errno,
                            "cannot resolve %s (%s) to mask it; refusing to run with "

@@ -70,6 +70,11 @@ required = false
 filesystem = "host"
 TOML
   chmod -R a+rX "$d/host-agent"
+  ln -s loop "$d/ro/loop"
+  cat >"$d/deny-loop.json" <<JSON
+{"version": "0.1.0",
+ "filesystem": {"grants": [{"path": "$d", "access": "read"}], "deny": [{"path": "$d/ro/loop/x"}]}}
+JSON
   # a manifest's grant is taken as written: through the symlinked parent
   cat >"$d/via-link.json" <<JSON
 {"version": "0.1.0",
@@ -101,6 +106,7 @@ suite() {
   hidden "$u" deny-symlink-target --config "$d/deny.json" -- "$d/ro/secret"
   hidden "$u" deny-symlink-dir --config "$d/deny.json" -- "$d/ro/dir/file"
   hidden "$u" deny-abs-link-parent --config "$d/deny.json" -- "$d/real/sub/file"
+  check "$u" deny-unresolvable-fails-closed 1 'cannot resolve .*loop/x' --config "$d/deny-loop.json" -- /bin/true
   check "$u" deny-leaves-the-rest 0 '^visible$' --config "$d/deny.json" -- /bin/cat "$d/data/proj/readme"
   # item 3: capsule's state, whatever path the grant takes to it
   check "$u" state-via-link-grant-usable 0 '^visible$' --config "$d/via-link.json" --state \
