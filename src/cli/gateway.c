@@ -306,8 +306,8 @@ static int cmd_list(int argc, char **argv)
     fprintf(stderr, "capsule list: without the state, policies are the manifests' own\n");
   _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
-  char *hidden[2];
-  size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, hidden);
+  char **hidden = NULL;
+  size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, &hidden);
   struct cap_buf out = {0};
   struct list_ctx l = {.o = &o, .st = st, .cache = cache,
                        .hidden = (const char *const *)hidden, .n_hidden = n_hidden};
@@ -323,8 +323,7 @@ static int cmd_list(int argc, char **argv)
     printf("no capabilities in %s\n", reg.dir);
   }
   cap_buf_free(&out);
-  for (size_t i = 0; i < n_hidden; i++)
-    free(hidden[i]);
+  gw_state_private_paths_free(hidden, n_hidden);
   gw_state_close(st);
   gw_registry_free(&reg);
   return bad ? CLI_EXIT_INVALID : CLI_EXIT_OK;
@@ -401,8 +400,8 @@ static int cmd_call(int argc, char **argv)
       .cache_dir = cache,
       .session_id = o.session,
   };
-  char *hidden[2];
-  call.n_hidden = gw_state_private_paths(state_dir, hidden);
+  char **hidden = NULL;
+  call.n_hidden = gw_state_private_paths(state_dir, &hidden);
   call.hidden = (const char *const *)hidden;
   struct gw_result result = {0};
   struct cap_error err = {0};
@@ -416,8 +415,7 @@ static int cmd_call(int argc, char **argv)
     fprintf(stderr, "capsule call: %s\n", err.message ? err.message : "failed");
   cap_error_clear(&err);
   free(result.json);
-  for (size_t i = 0; i < call.n_hidden; i++)
-    free(hidden[i]);
+  gw_state_private_paths_free(hidden, call.n_hidden);
   free(args);
   gw_state_close(st);
   gw_registry_free(&reg);

@@ -552,14 +552,13 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
                 .verbose = a->verbose,
                 .store = &store},
   };
-  char *hidden[2]; /* capsule's state stays out of sight even under a granted $HOME */
-  opt.n_hidden = gw_state_private_paths(a->state, hidden);
+  char **hidden = NULL; /* capsule's state stays out of sight even under a granted $HOME */
+  opt.n_hidden = gw_state_private_paths(a->state, &hidden);
   opt.hidden = (const char *const *)hidden;
   struct sandbox_result res;
   struct cap_error err = {0};
   int r = sandbox_run(spec, &opt, &res, &err);
-  for (size_t i = 0; i < opt.n_hidden; i++)
-    free(hidden[i]);
+  gw_state_private_paths_free(hidden, opt.n_hidden);
   int status = run_report(spec, r, &res, &err);
   cap_error_clear(&err);
   if (log)

@@ -24,7 +24,10 @@ static void print_enforcement(const struct cap_spec *spec)
             g->access == CAP_ACCESS_READ ? "read-only (recursive)" : "read-write", landlock);
   }
   for (size_t i = 0; i < spec->deny.len; i++)
-    fprintf(stderr, "deny %s: masked by an empty mount over it\n", spec->deny.v[i]);
+    fprintf(stderr,
+            "deny %s: resolved on the host (symlinks followed) and masked by an empty "
+            "mount in every grant that shows it; the run fails if it cannot be\n",
+            spec->deny.v[i]);
   fprintf(stderr, "network %s: %s\n", cap_net_mode_name(spec->network.mode),
           spec->network.mode == CAP_NET_UNRESTRICTED ? "the host's network"
           : spec->network.mode == CAP_NET_PROXY

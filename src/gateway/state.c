@@ -209,6 +209,7 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
     gw_state_close(st);
     return r;
   }
+  gw_state_remember_dir(dir); /* masked in every later sandbox, whichever state it uses */
   *ret = st;
   return 0;
 }

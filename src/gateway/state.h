@@ -28,9 +28,14 @@ struct gw_state;
 
 /* $XDG_STATE_HOME/capsule, else ~/.local/state/capsule (allocated). */
 char *gw_state_default_dir(void);
-/* The state directories no sandbox may see (the one in use, resolved, and
- * the default one), those that exist: up to 2 in out, each to be freed. */
-size_t gw_state_private_paths(const char *state_dir, char *out[2]);
+/* The state directories no sandbox may see, those that exist, resolved:
+ * the one in use, the default one, $CAPSULE_STATE, and every one this
+ * user's capsule has opened (state_dirs.c): how many, in *ret (allocated;
+ * free with gw_state_private_paths_free). */
+size_t gw_state_private_paths(const char *state_dir, char ***ret);
+void gw_state_private_paths_free(char **paths, size_t n);
+/* Records dir in the default state directory's list (best effort). */
+void gw_state_remember_dir(const char *dir);
 
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err);
 void gw_state_close(struct gw_state *st);

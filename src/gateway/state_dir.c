@@ -24,23 +24,6 @@ char *gw_state_default_dir(void)
   return cap_xasprintf("%s/.local/state/capsule", home && *home ? home : "/");
 }
 
-size_t gw_state_private_paths(const char *state_dir, char *out[2])
-{
-  size_t n = 0;
-  _cleanup_free_ char *dflt = gw_state_default_dir();
-  const char *dirs[2] = {state_dir, dflt};
-  for (size_t i = 0; i < 2; i++) {
-    char *real = dirs[i] ? realpath(dirs[i], NULL) : NULL;
-    if (real && n == 1 && strcmp(real, out[0]) == 0) {
-      free(real);
-      real = NULL;
-    }
-    if (real)
-      out[n++] = real;
-  }
-  return n;
-}
-
 static int mkdir_parents(const char *dir, struct cap_error *err)
 {
   _cleanup_free_ char *p = cap_xstrdup(dir);

@@ -19,6 +19,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "net/proxy.h"
+#include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
 
 #ifndef __NR_mount_setattr
@@ -34,6 +35,28 @@
 #define MOUNT_ATTR_RDONLY_ 0x00000001
 #define MOUNT_ATTR_NOSUID_ 0x00000002
 #define MOUNT_ATTR_NODEV_ 0x00000004
+#define MOUNT_ATTR_NOEXEC_ 0x00000008
+#define MOVE_MOUNT_T_EMPTY_PATH_ 0x00000040
+#ifndef __NR_fsopen
+#define __NR_fsopen 430
+#define __NR_fsconfig 431
+#define __NR_fsmount 432
+#endif
+#ifndef __NR_openat2
+#define __NR_openat2 437
+#endif
+#define FSOPEN_CLOEXEC_ 0x00000001
+#define FSMOUNT_CLOEXEC_ 0x00000001
+#define FSCONFIG_SET_STRING_ 1
+#define FSCONFIG_CMD_CREATE_ 6
+#define RESOLVE_NO_MAGICLINKS_ 0x02
+#define RESOLVE_IN_ROOT_ 0x10
+
+struct open_how_ {
+  uint64_t flags;
+  uint64_t mode;
+  uint64_t resolve;
+};
 
 struct mount_attr_ {
   uint64_t attr_set;
@@ -42,18 +65,8 @@ struct mount_attr_ {
   uint64_t userns_fd;
 };
 
-
 #define DEFAULT_TMP_BYTES (64ull << 20)
-
-/* "~/x" -> "$HOME/x"; other paths as they are. */
-static char *expand_path(const char *path)
-{
-  if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
-    const char *home = getenv("HOME");
-    return cap_xasprintf("%s%s", home ? home : "/", path + 1);
-  }
-  return cap_xstrdup(path);
-}
+#define DEFAULT_SHM_BYTES (16ull << 20)
 
 static void mkdir_p(const char *path, mode_t mode)
 {
@@ -76,97 +89,148 @@ static void touch(const char *path)
     close(fd);
 }
 
-/* Binds src (a host path) at dest (inside the new root) with the attributes
- * applied to every submount too (mount_setattr AT_RECURSIVE), so a read-only
- * grant cannot be written through a mount nested below it. */
-static int bind_tree(const char *src, const char *dest, bool read_only, bool allow_dev)
+/* Gives a detached tree its attributes (MOUNT_ATTR_*) on every submount
+ * too (mount_setattr AT_RECURSIVE), so a read-only grant cannot be written
+ * through a mount nested below it, and attaches it at dest. */
+static int attach_tree(int tree, const char *dest, uint64_t attr_set)
+{
+  struct mount_attr_ attr = {.attr_set = attr_set, .propagation = MS_PRIVATE};
+  if (syscall(__NR_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE_, &attr, sizeof attr) < 0)
+    return -1;
+  return (int)syscall(__NR_move_mount, tree, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH_);
+}
+
+static int open_tree_at(const char *src)
 {
   /* AT_SYMLINK_NOFOLLOW: a grant checked as a directory cannot have been
    * swapped for a symlink to somewhere else since */
-  _cleanup_close_ int fd = (int)syscall(__NR_open_tree, AT_FDCWD, src,
-                                        OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC |
-                                            AT_SYMLINK_NOFOLLOW);
+  return (int)syscall(__NR_open_tree, AT_FDCWD, src,
+                      OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+}
+
+/* Binds src (a host path) at dest (inside the new root). */
+static int bind_tree(const char *src, const char *dest, uint64_t attr_set)
+{
+  _cleanup_close_ int fd = open_tree_at(src);
   if (fd < 0)
     return -1;
-  struct mount_attr_ attr = {.attr_set = MOUNT_ATTR_NOSUID_, .propagation = MS_PRIVATE};
-  if (!allow_dev)
-    attr.attr_set |= MOUNT_ATTR_NODEV_;
-  if (read_only)
-    attr.attr_set |= MOUNT_ATTR_RDONLY_;
-  if (syscall(__NR_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE_, &attr, sizeof attr) <
-      0)
-    return -1;
-  return (int)syscall(__NR_move_mount, fd, "", AT_FDCWD, dest, MOVE_MOUNT_F_EMPTY_PATH_);
+  return attach_tree(fd, dest, attr_set);
+}
+
+/* With a command list in force, nothing the tool can write may be
+ * executed or mapped executable (noexec): the dynamic loader, which must
+ * stay executable, maps its target with mmap, which Landlock does not
+ * check, so only the mount flag keeps `ld.so /tmp/copy` from running. */
+static bool command_list(const struct cap_spec *spec)
+{
+  return spec->process.allowed_commands.len || spec->process.blocked_commands.len;
 }
 
 /* Creates in root what the host path is (directory, file, or the same
- * symlink) and binds it. Paths the host lacks grant nothing: skipped. */
-static void mount_grant(const char *root, const struct cap_fs_grant *g)
+ * symlink) and binds it: by the tree the parent opened (as root), else by
+ * its path. */
+static void mount_grant(const char *root, const struct plan_grant *g, bool noexec_writable)
 {
-  _cleanup_free_ char *host = expand_path(g->path);
-  if (host[0] != '/')
-    sandbox_child_fail("grant \"%s\" is not an absolute path", g->path);
-  struct stat st;
-  if (lstat(host, &st) < 0)
+  if (g->kind == PLAN_MISSING)
     return;
-  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, host);
+  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, g->host);
   _cleanup_free_ char *parent = cap_xstrdup(dest);
   char *slash = strrchr(parent, '/');
   if (slash && slash != parent) {
     *slash = '\0';
     mkdir_p(parent, 0755);
   }
-  if (S_ISLNK(st.st_mode)) {
+  if (g->kind == PLAN_LINK) {
     /* merged-/usr links such as /bin -> usr/bin: the same link inside,
      * resolved against the sandbox's own tree */
-    char target[PATH_MAX];
-    ssize_t n = readlink(host, target, sizeof target - 1);
-    if (n > 0) {
-      target[n] = '\0';
-      if (symlink(target, dest) < 0 && errno != EEXIST)
-        sandbox_child_fail("cannot create the link %s in the sandbox: %s", g->path, strerror(errno));
-    }
+    if (symlink(g->link, dest) < 0 && errno != EEXIST)
+      sandbox_child_fail("cannot create the link %s in the sandbox: %s", g->host, strerror(errno));
     return;
   }
-  if (S_ISDIR(st.st_mode))
+  if (g->kind == PLAN_DIR)
     mkdir_p(dest, 0755);
   else
     touch(dest);
-  CHILD_TRY(bind_tree(host, dest, g->access == CAP_ACCESS_READ, false),
-            "cannot bind %s into the sandbox: %s", g->path, strerror(errno));
+  /* as root the parent opened the tree; otherwise it is opened here, by a
+   * handle whose real path must still be the one the masks were mapped to */
+  int opened = g->tree >= 0 ? dup(g->tree) : sandbox_open_grant_tree(g->host, g->real, NULL, true);
+  if (opened < 0 && g->tree >= 0)
+    opened = -errno;
+  _cleanup_close_ int tree = opened;
+  if (tree < 0)
+    sandbox_child_fail("cannot open %s for the sandbox: %s", g->host,
+                       tree == -ESTALE ? "it moved while the sandbox was being set up"
+                                       : strerror(-tree));
+  uint64_t attr = MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_;
+  if (g->read_only)
+    attr |= MOUNT_ATTR_RDONLY_;
+  else if (noexec_writable)
+    attr |= MOUNT_ATTR_NOEXEC_;
+  CHILD_TRY(attach_tree(tree, dest, attr), "cannot bind %s into the sandbox: %s", g->host,
+            strerror(errno));
 }
 
-/* Deny wins: an empty read-only tmpfs over a denied directory, the empty
- * /dev/null over a denied file. */
-static void mount_deny(const char *root, const char *path)
+/* An empty, read-only mount for a masked directory. */
+static int empty_dir_mount(void)
 {
-  _cleanup_free_ char *host = expand_path(path);
-  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, host);
-  struct stat st;
-  if (lstat(dest, &st) < 0)
-    return;
-  if (S_ISDIR(st.st_mode))
-    CHILD_TRY(mount("tmpfs", dest, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                    "mode=0000,size=4k"),
-              "cannot mask the denied %s: %s", path, strerror(errno));
-  else if (!S_ISLNK(st.st_mode))
-    CHILD_TRY(bind_tree("/dev/null", dest, true, false), "cannot mask the denied %s: %s", path,
-              strerror(errno));
+  _cleanup_close_ int fs = (int)syscall(__NR_fsopen, "tmpfs", FSOPEN_CLOEXEC_);
+  if (fs < 0 || syscall(__NR_fsconfig, fs, FSCONFIG_SET_STRING_, "mode", "0000", 0) < 0 ||
+      syscall(__NR_fsconfig, fs, FSCONFIG_SET_STRING_, "size", "4k", 0) < 0 ||
+      syscall(__NR_fsconfig, fs, FSCONFIG_CMD_CREATE_, NULL, NULL, 0) < 0)
+    return -1;
+  return (int)syscall(__NR_fsmount, fs, FSMOUNT_CLOEXEC_,
+                      MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_ |
+                          MOUNT_ATTR_NOEXEC_);
 }
 
-/* A blocked command is masked where it is installed (/dev/null, which
- * cannot be executed); Landlock keeps the tool from running a copy. */
-static void mask_blocked_commands(const struct cap_spec *spec, const char *root)
+/* An empty, read-only file for a masked file: /dev/null, which cannot be
+ * executed (nodev, noexec). */
+static int empty_file_mount(void)
 {
-  char paths[8][4096];
-  for (size_t i = 0; i < spec->process.blocked_commands.len; i++) {
-    size_t n = sandbox_command_paths(spec->process.blocked_commands.v[i], paths, 8);
-    for (size_t k = 0; k < n; k++)
-      mount_deny(root, paths[k]);
+  int fd = open_tree_at("/dev/null");
+  struct mount_attr_ attr = {.attr_set =
+                                 MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NOEXEC_};
+  if (fd >= 0 && syscall(__NR_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0) {
+    close(fd);
+    return -1;
   }
+  return fd;
 }
 
-static void mount_dev(const char *root)
+/* Deny wins: an empty mount over the path, found inside the sandbox's own
+ * root (symlinks resolved there, as the tool would resolve them). A path
+ * the sandbox's uid cannot reach needs no mask (the tool has that uid and
+ * fewer rights); any other failure stops the run: a mask that cannot be
+ * applied is never reported as applied. */
+static void apply_mask(int root_fd, const struct sandbox_mask *m)
+{
+  struct open_how_ how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                          .resolve = RESOLVE_IN_ROOT_ | RESOLVE_NO_MAGICLINKS_};
+  _cleanup_close_ int at = (int)syscall(__NR_openat2, root_fd, m->at, &how, sizeof how);
+  if (at < 0 && errno == EACCES)
+    return;
+  CHILD_TRY(at, "cannot mask %s (%s) at %s: %s", m->source, m->why, m->at, strerror(errno));
+  struct stat st;
+  CHILD_TRY(fstat(at, &st), "cannot mask %s: %s", m->source, strerror(errno));
+  if (S_ISLNK(st.st_mode))
+    sandbox_child_fail("cannot mask %s (%s): %s is a symlink inside the sandbox", m->source, m->why,
+                       m->at);
+  _cleanup_close_ int mnt = S_ISDIR(st.st_mode) ? empty_dir_mount() : empty_file_mount();
+  CHILD_TRY(mnt, "cannot mask %s (%s): %s", m->source, m->why, strerror(errno));
+  CHILD_TRY(syscall(__NR_move_mount, mnt, "", at, "",
+                    MOVE_MOUNT_F_EMPTY_PATH_ | MOVE_MOUNT_T_EMPTY_PATH_),
+            "cannot mask %s (%s): %s", m->source, m->why, strerror(errno));
+}
+
+static void apply_masks(const struct sandbox_mount_plan *plan, const char *root)
+{
+  _cleanup_close_ int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  CHILD_TRY(root_fd, "cannot open the sandbox root: %s", strerror(errno));
+  for (size_t i = 0; i < plan->n_masks; i++)
+    apply_mask(root_fd, &plan->masks[i]);
+}
+
+static void mount_dev(const char *root, uint64_t shm_bytes)
 {
   _cleanup_free_ char *dev = cap_xasprintf("%s/dev", root);
   mkdir_p(dev, 0755);
@@ -179,10 +243,12 @@ static void mount_dev(const char *root)
     if (access(src, F_OK) < 0)
       continue;
     touch(dest);
-    CHILD_TRY(bind_tree(src, dest, false, true), "cannot bind %s: %s", src, strerror(errno));
+    CHILD_TRY(bind_tree(src, dest, MOUNT_ATTR_NOSUID_), "cannot bind %s: %s", src, strerror(errno));
   }
-  static const char *const links[][2] = {{"/proc/self/fd", "fd"},   {"/proc/self/fd/0", "stdin"},
-                                         {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
+  static const char *const links[][2] = {{"/proc/self/fd", "fd"},
+                                         {"/proc/self/fd/0", "stdin"},
+                                         {"/proc/self/fd/1", "stdout"},
+                                         {"/proc/self/fd/2", "stderr"}};
   for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
     _cleanup_free_ char *dest = cap_xasprintf("%s/%s", dev, links[i][1]);
     if (symlink(links[i][0], dest) < 0)
@@ -190,8 +256,33 @@ static void mount_dev(const char *root)
   }
   _cleanup_free_ char *shm = cap_xasprintf("%s/shm", dev);
   mkdir_p(shm, 01777);
-  CHILD_TRY(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=16m"),
+  char opts[64];
+  snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)shm_bytes);
+  CHILD_TRY(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
             "cannot mount /dev/shm: %s", strerror(errno));
+}
+
+/* The sandbox's temporary space is tmpfs, which lives in memory: /tmp
+ * sized by the disk limit (64 MiB by default), /dev/shm by the same limit
+ * (16 MiB at most), and with a memory limit both together within it
+ * (/dev/shm a quarter at most), since without a memory cgroup nothing
+ * else would count a tmpfs page against the tool. */
+static void temp_space(const struct cap_spec *spec, uint64_t *tmp, uint64_t *shm)
+{
+  uint64_t disk = spec->limits.disk_bytes, mem = spec->limits.memory_bytes;
+  *tmp = disk ? disk : DEFAULT_TMP_BYTES;
+  *shm = disk && disk < DEFAULT_SHM_BYTES ? disk : DEFAULT_SHM_BYTES;
+  if (mem) {
+    if (*shm > mem / 4)
+      *shm = mem / 4;
+    if (*tmp > mem - *shm)
+      *tmp = mem - *shm;
+  }
+  /* tmpfs rounds up to pages; a size of 0 would mean "unlimited" */
+  if (*tmp < 4096)
+    *tmp = 4096;
+  if (*shm < 4096)
+    *shm = 4096;
 }
 
 static void mount_private_tmp(const struct cap_spec *spec, const char *root)
@@ -199,10 +290,12 @@ static void mount_private_tmp(const struct cap_spec *spec, const char *root)
   _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", root);
   mkdir_p(tmp, 01777);
   char opts[64];
-  uint64_t size = spec->limits.disk_bytes ? spec->limits.disk_bytes : DEFAULT_TMP_BYTES;
+  uint64_t size, shm_size;
+  temp_space(spec, &size, &shm_size);
   snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)size);
-  CHILD_TRY(mount("tmpfs", tmp, "tmpfs", MS_NOSUID | MS_NODEV, opts),
-            "cannot mount the private /tmp: %s", strerror(errno));
+  unsigned long flags = MS_NOSUID | MS_NODEV | (command_list(spec) ? MS_NOEXEC : 0);
+  CHILD_TRY(mount("tmpfs", tmp, "tmpfs", flags, opts), "cannot mount the private /tmp: %s",
+            strerror(errno));
 }
 
 static const char *grant_path(const struct cap_spec *spec, size_t i)
@@ -221,16 +314,17 @@ static size_t path_depth(const char *p)
 /* The grants and the private /tmp, parents before children, so a narrower
  * grant is never hidden by a wider one mounted after it (a read-only
  * /home/x stays read-only under a writable /home). */
-static void mount_tree(const struct cap_spec *spec, const char *root)
+static void mount_tree(const struct cap_spec *spec, const struct sandbox_mount_plan *plan,
+                       const char *root)
 {
   size_t n = spec->n_grants + (spec->sandbox.private_tmp ? 1 : 0);
   size_t *order = cap_xcalloc(n + 1, sizeof(size_t));
   for (size_t i = 0; i < n; i++)
-    order[i] = i; /* index n_grants stands for the private /tmp */
+    order[i] = i;                  /* index n_grants stands for the private /tmp */
   for (size_t i = 1; i < n; i++) { /* stable insertion sort by depth */
     size_t cur = order[i], j = i;
-    while (j > 0 && path_depth(grant_path(spec, order[j - 1])) >
-                        path_depth(grant_path(spec, cur))) {
+    while (j > 0 &&
+           path_depth(grant_path(spec, order[j - 1])) > path_depth(grant_path(spec, cur))) {
       order[j] = order[j - 1];
       j--;
     }
@@ -240,7 +334,7 @@ static void mount_tree(const struct cap_spec *spec, const char *root)
     if (order[k] == spec->n_grants)
       mount_private_tmp(spec, root);
     else
-      mount_grant(root, &spec->grants[order[k]]);
+      mount_grant(root, &plan->grants[order[k]], command_list(spec));
   }
   free(order);
 }
@@ -255,7 +349,8 @@ static void write_ca_bundle(const struct proxy *px, const char *root)
     return;
   _cleanup_free_ char *dir = cap_xasprintf("%s%s", root, PROXY_CA_DIR);
   _cleanup_free_ char *file = cap_xasprintf("%s%s", root, PROXY_CA_FILE);
-  CHILD_TRY(mkdir(dir, 0755), "cannot create %s for the session CA: %s", PROXY_CA_DIR, strerror(errno));
+  CHILD_TRY(mkdir(dir, 0755), "cannot create %s for the session CA: %s", PROXY_CA_DIR,
+            strerror(errno));
   _cleanup_close_ int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
   CHILD_TRY(fd, "cannot write %s: %s", PROXY_CA_FILE, strerror(errno));
   while (len) {
@@ -266,26 +361,35 @@ static void write_ca_bundle(const struct proxy *px, const char *root)
   }
 }
 
+static bool grants_root(const struct sandbox_mount_plan *plan)
+{
+  for (size_t i = 0; i < plan->n_grants; i++)
+    if (plan->grants[i].kind == PLAN_DIR && strcmp(plan->grants[i].host, "/") == 0)
+      return true;
+  return false;
+}
+
 /* Builds the new root at `root` (a tmpfs) and moves into it. */
-void sandbox_build_root(const struct cap_spec *spec, const struct sandbox_options *opt,
+void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *plan,
                         const char *root, const struct proxy *px)
 {
   CHILD_TRY(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL),
             "cannot make the mount tree private: %s", strerror(errno));
   CHILD_TRY(mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"),
             "cannot mount the sandbox root: %s", strerror(errno));
-  mount_tree(spec, root);
+  mount_tree(spec, plan, root);
+  sandbox_mount_plan_close_trees(plan); /* attached now; the command inherits none */
   /* the sandbox's own /dev and /proc go on top of everything */
-  mount_dev(root);
+  uint64_t tmp_bytes, shm_bytes;
+  temp_space(spec, &tmp_bytes, &shm_bytes);
+  mount_dev(root, shm_bytes);
   _cleanup_free_ char *proc = cap_xasprintf("%s/proc", root);
   mkdir_p(proc, 0555);
   CHILD_TRY(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
             "cannot mount /proc: %s", strerror(errno));
-  for (size_t i = 0; i < spec->deny.len; i++)
-    mount_deny(root, spec->deny.v[i]);
-  for (size_t i = 0; i < opt->n_hidden; i++) /* capsule's own state, whatever was granted */
-    mount_deny(root, opt->hidden[i]);
-  mask_blocked_commands(spec, root);
+  /* deny entries, capsule's own state (whatever was granted), blocked
+   * commands, /sys: mapped into the grants by the parent (mount_plan.c) */
+  apply_masks(plan, root);
   if (px)
     write_ca_bundle(px, root);
 
@@ -293,7 +397,11 @@ void sandbox_build_root(const struct cap_spec *spec, const struct sandbox_option
   CHILD_TRY(syscall(SYS_pivot_root, ".", "."), "pivot_root failed: %s", strerror(errno));
   CHILD_TRY(umount2(".", MNT_DETACH), "cannot detach the host's root: %s", strerror(errno));
   CHILD_TRY(chdir("/"), "chdir / failed: %s", strerror(errno));
-  CHILD_TRY(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
-            "cannot make the sandbox root read-only: %s", strerror(errno));
+  /* a grant of `/` itself lies on top of the tmpfs root and is the root
+   * now, with the grant's own attributes (Covenant's filesystem = "host"
+   * is `/` read-write); otherwise the tmpfs root is made read-only */
+  if (!grants_root(plan))
+    CHILD_TRY(mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL),
+              "cannot make the sandbox root read-only: %s", strerror(errno));
   sethostname("capsule", 7);
 }

@@ -22,5 +22,12 @@ int seccomp_apply(const struct cap_spec *spec, struct cap_error *err)
                                                   : (struct sock_fprog)FILTER(capsule_seccomp_filter_no_semaphores);
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
     return cap_error_errno(err, errno, "seccomp: cannot load the filter");
+  /* a command list in force: no executable memfd, no execveat of an fd
+   * (seccomp_gen.c); stacked as a second filter */
+  if (spec->process.allowed_commands.len || spec->process.blocked_commands.len) {
+    struct sock_fprog cmds = FILTER(capsule_seccomp_filter_command_list);
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &cmds, 0, 0) < 0)
+      return cap_error_errno(err, errno, "seccomp: cannot load the command-list filter");
+  }
   return 0;
 }

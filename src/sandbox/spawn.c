@@ -38,6 +38,7 @@
 #include "sandbox/limits.h"
 #include "sandbox/relay.h"
 #include "sandbox/rundir.h"
+#include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
 
 #ifndef __NR_clone3
@@ -228,6 +229,7 @@ struct launch {
   int own_stdio[3];    /* those of them the launch opened: closed once the child has them */
   struct relay relays[SANDBOX_MAX_RELAYS];
   size_t n_relays;
+  struct sandbox_mount_plan *plan; /* the grants and masks, resolved with the caller's rights */
   pid_t pid;
 };
 
@@ -259,6 +261,8 @@ static int launch_release(struct launch *l, int r)
     fd_close(&l->relays[i].from);
   proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
   l->proxy = NULL;
+  sandbox_mount_plan_free(l->plan);
+  l->plan = NULL;
   limits_release(&l->lim);
   rundir_remove(&l->run); /* last: its lock is what keeps a later start off the cgroups */
   return r;
@@ -336,7 +340,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   sandbox_become_ids(uid, gid);
   arm_parent_death(l->life[0]);
   proxy_scrub(l->proxy); /* this copy of capsule's memory keeps no secret */
-  sandbox_build_root(spec, opt, l->run.path, l->proxy);
+  sandbox_build_root(spec, l->plan, l->run.path, l->proxy);
   if (flags & CLONE_NEWNET)
     sandbox_loopback_up();
   if (l->proxy) {
@@ -365,6 +369,7 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
                        gid_t inside_gid, uid_t outside_uid, gid_t outside_gid,
                        struct cap_error *err)
 {
+  sandbox_mount_plan_close_trees(l->plan); /* the child has its copies */
   fd_close(&l->sync[0]);
   fd_close(&l->report[1]);
   fd_close(&l->pass[1]);
@@ -512,6 +517,10 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   child_opt.redirect_stdio = true;
   memcpy(child_opt.stdio, l.stdio, sizeof l.stdio);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
+  r = sandbox_mount_plan_new(spec, opt, &l.plan, err);
+  if (r < 0)
+    return launch_release(&l, r);
+  sandbox_mount_note_unenforced(spec, l.plan, res->unenforced, sizeof res->unenforced);
   if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
       pipe2(l.life, O_CLOEXEC) < 0 ||
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))

@@ -48,9 +48,12 @@ void __attribute__((noreturn, format(printf, 1, 2))) sandbox_child_fail(const ch
 long sandbox_raw_setresgid(gid_t gid);
 long sandbox_raw_setresuid(uid_t uid);
 
-/* mount.c: builds the new root at `root` (a tmpfs) from the grants and
- * moves into it (pivot_root; the root read-only). */
-void sandbox_build_root(const struct cap_spec *spec, const struct sandbox_options *opt,
+struct sandbox_mount_plan; /* mount_plan.h: made by the parent before the clone */
+
+/* mount.c: builds the new root at `root` (a tmpfs) from the plan and
+ * moves into it (pivot_root; the root read-only); closes the plan's
+ * trees. */
+void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *plan,
                         const char *root, const struct proxy *px);
 
 /* pid1.c: loopback up in the sandbox's network namespace. */

@@ -1,0 +1,283 @@
+/* The host's side of the sandbox's mount tree, made in the parent with the
+ * caller's rights before the clone (the child builds the tree from it in
+ * mount.c, after it has taken the sandbox's ids):
+ *   - each grant resolved once: what it is (directory, file, symlink), its
+ *     real path, and, as root, the tree itself opened (open_tree), so the
+ *     package is bound by that handle and the sandbox uid never has to
+ *     traverse the grant's parents (a capability under /root or a 0700
+ *     mktemp directory);
+ *   - each mask (deny entries, capsule's state directories, blocked
+ *     commands, /sys) resolved on the host (realpath, symlinks included)
+ *     and mapped to every grant that contains it, at the path it has there
+ *     inside the sandbox. A grant at or below a state directory is refused;
+ *     a deny entry that cannot be resolved fails the run. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "sandbox/mount_plan.h"
+#include "sandbox/spawn_internal.h"
+
+#ifndef __NR_open_tree
+#define __NR_open_tree 428
+#endif
+#define OPEN_TREE_CLONE_ 1
+#define AT_RECURSIVE_ 0x8000
+
+char *sandbox_expand_path(const char *path)
+{
+  if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
+    const char *home = getenv("HOME");
+    return cap_xasprintf("%s%s", home ? home : "/", path + 1);
+  }
+  return cap_xstrdup(path);
+}
+
+/* Is `path` `dir` or below it (both real, absolute paths)? */
+static bool path_within(const char *path, const char *dir)
+{
+  size_t n = strlen(dir);
+  if (n == 1) /* "/" */
+    return true;
+  return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static void plan_add_mask(struct sandbox_mount_plan *plan, char *at, const char *why,
+                          const char *source)
+{
+  for (size_t i = 0; i < plan->n_masks; i++)
+    if (strcmp(plan->masks[i].at, at) == 0) {
+      free(at);
+      return;
+    }
+  plan->masks = cap_xrealloc(plan->masks, (plan->n_masks + 1) * sizeof *plan->masks);
+  plan->masks[plan->n_masks++] =
+      (struct sandbox_mask){.at = at, .why = why, .source = cap_xstrdup(source)};
+}
+
+static int resolve_grant(struct plan_grant *g, const struct cap_fs_grant *spec_grant,
+                         bool open_trees, struct cap_error *err)
+{
+  g->tree = -1;
+  g->host = sandbox_expand_path(spec_grant->path);
+  g->read_only = spec_grant->access == CAP_ACCESS_READ;
+  if (g->host[0] != '/')
+    return cap_error_set(err, EINVAL, "grant \"%s\" is not an absolute path", spec_grant->path);
+  struct stat st;
+  if (lstat(g->host, &st) < 0) {
+    g->kind = PLAN_MISSING; /* a path the host lacks grants nothing */
+    return 0;
+  }
+  if (S_ISLNK(st.st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = readlink(g->host, target, sizeof target - 1);
+    if (n <= 0) {
+      g->kind = PLAN_MISSING;
+      return 0;
+    }
+    target[n] = '\0';
+    g->kind = PLAN_LINK;
+    g->link = cap_xstrdup(target);
+    return 0;
+  }
+  g->kind = S_ISDIR(st.st_mode) ? PLAN_DIR : PLAN_FILE;
+  int tree = sandbox_open_grant_tree(g->host, NULL, &g->real, open_trees);
+  if (tree < 0 && tree != -ENOTSUP)
+    return cap_error_errno(err, -tree, "cannot open the grant %s", g->host);
+  g->tree = tree >= 0 ? tree : -1;
+  return 0;
+}
+
+/* The real path of what fd refers to, from /proc (the object itself, not
+ * a path looked up again). */
+static char *fd_real_path(int fd)
+{
+  char link[64], target[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0 || target[0] != '/')
+    return NULL;
+  target[n] = '\0';
+  return cap_xstrdup(target);
+}
+
+int sandbox_open_grant_tree(const char *host, const char *expect_real, char **ret_real,
+                            bool want_tree)
+{
+  /* O_NOFOLLOW: a grant checked as a directory or file cannot
+   * have been swapped for a symlink to somewhere else since */
+  _cleanup_close_ int fd = open(host, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  _cleanup_free_ char *real = fd_real_path(fd);
+  if (!real)
+    return -ENOENT;
+  if (expect_real && strcmp(real, expect_real) != 0)
+    return -ESTALE; /* moved since the masks were mapped to it */
+  int tree = -ENOTSUP;
+  if (want_tree) {
+    tree = (int)syscall(__NR_open_tree, fd, "",
+                        AT_EMPTY_PATH | OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC);
+    if (tree < 0)
+      return -errno;
+  }
+  if (ret_real)
+    *ret_real = steal_pointer(&real);
+  return tree;
+}
+
+/* Maps one host path to be hidden (already real) to every grant that shows
+ * it. A state directory at or above a grant refuses the grant; a deny
+ * entry there masks the whole grant. */
+static int plan_mask_real(struct sandbox_mount_plan *plan, const char *real, const char *why,
+                          const char *source, bool is_state, struct cap_error *err)
+{
+  for (size_t i = 0; i < plan->n_grants; i++) {
+    const struct plan_grant *g = &plan->grants[i];
+    if (!g->real)
+      continue;
+    if (path_within(g->real, real)) {
+      if (is_state)
+        return cap_error_set(err, EPERM,
+                             "the grant %s is at or below capsule's state directory %s, which no "
+                             "sandbox may see; grant a directory beside it",
+                             g->host, real);
+      plan_add_mask(plan, cap_xstrdup(g->host), why, source);
+    } else if (path_within(real, g->real)) {
+      const char *rel = real + (strcmp(g->real, "/") == 0 ? 0 : strlen(g->real));
+      plan_add_mask(plan, cap_xasprintf("%s%s", strcmp(g->host, "/") == 0 ? "" : g->host, rel), why,
+                    source);
+    }
+  }
+  return 0;
+}
+
+/* A host path to hide: resolved first (a symlink, or a symlinked parent,
+ * hides what it points to). A path that does not exist hides nothing;
+ * one that cannot be resolved otherwise (a symlink loop, an I/O error)
+ * fails closed. */
+static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const char *why,
+                     bool is_state, struct cap_error *err)
+{
+  _cleanup_free_ char *host = sandbox_expand_path(path);
+  _cleanup_free_ char *real = realpath(host, NULL);
+  if (!real) {
+    /* nothing there to show: absent, or behind a directory the caller
+     * cannot search, which the sandbox (the caller's uid, or as root uid
+     * 65534 with fewer rights than root) cannot search either */
+    if (errno == ENOENT || errno == ENOTDIR || errno == EACCES)
+      return 0;
+    return cap_error_errno(err, errno,
+                           "cannot resolve %s (%s) to mask it; refusing to run with "
+                           "it visible",
+                           host, why);
+  }
+  return plan_mask_real(plan, real, why, path, is_state, err);
+}
+
+/* /sys shows the host (cgroup trees, host pids, devices) to a tool granted
+ * `/`: masked unless /sys or a path below it is granted explicitly. */
+static bool sys_granted(const struct sandbox_mount_plan *plan)
+{
+  for (size_t i = 0; i < plan->n_grants; i++)
+    if (plan->grants[i].real && path_within(plan->grants[i].real, "/sys"))
+      return true;
+  return false;
+}
+
+static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *spec,
+                      const struct sandbox_options *opt, struct cap_error *err)
+{
+  int r = 0;
+  for (size_t i = 0; i < spec->deny.len && r == 0; i++)
+    r = plan_mask(plan, spec->deny.v[i], "deny entry", false, err);
+  for (size_t i = 0; i < opt->n_hidden && r == 0; i++)
+    r = plan_mask(plan, opt->hidden[i], "capsule's state", true, err);
+  char paths[8][4096];
+  for (size_t i = 0; i < spec->process.blocked_commands.len && r == 0; i++) {
+    size_t n = sandbox_command_paths(spec->process.blocked_commands.v[i], paths, 8);
+    for (size_t k = 0; k < n && r == 0; k++)
+      r = plan_mask(plan, paths[k], "blocked command", false, err);
+  }
+  if (r == 0 && !sys_granted(plan))
+    r = plan_mask_real(plan, "/sys", "the host's /sys", "/sys", false, err);
+  return r;
+}
+
+int sandbox_mount_plan_new(const struct cap_spec *spec, const struct sandbox_options *opt,
+                           struct sandbox_mount_plan **ret, struct cap_error *err)
+{
+  struct sandbox_mount_plan *plan = cap_xcalloc(1, sizeof *plan);
+  plan->grants = cap_xcalloc(spec->n_grants + 1, sizeof *plan->grants);
+  /* as root the sandbox's uid is not the caller's: the trees are opened
+   * here, with the caller's rights; an unprivileged caller cannot open
+   * them outside its own namespace, and the sandbox keeps its uid anyway */
+  bool open_trees = geteuid() == 0;
+  int r = 0;
+  for (size_t i = 0; i < spec->n_grants && r == 0; i++) {
+    r = resolve_grant(&plan->grants[i], &spec->grants[i], open_trees, err);
+    plan->n_grants = i + 1;
+  }
+  if (r == 0)
+    r = plan_masks(plan, spec, opt, err);
+  if (r < 0) {
+    sandbox_mount_plan_free(plan);
+    return r;
+  }
+  *ret = plan;
+  return 0;
+}
+
+void sandbox_mount_plan_close_trees(struct sandbox_mount_plan *plan)
+{
+  for (size_t i = 0; plan && i < plan->n_grants; i++)
+    if (plan->grants[i].tree >= 0) {
+      close(plan->grants[i].tree);
+      plan->grants[i].tree = -1;
+    }
+}
+
+void sandbox_mount_plan_free(struct sandbox_mount_plan *plan)
+{
+  if (!plan)
+    return;
+  sandbox_mount_plan_close_trees(plan);
+  for (size_t i = 0; i < plan->n_grants; i++) {
+    free(plan->grants[i].host);
+    free(plan->grants[i].real);
+    free(plan->grants[i].link);
+  }
+  for (size_t i = 0; i < plan->n_masks; i++) {
+    free(plan->masks[i].at);
+    free(plan->masks[i].source);
+  }
+  free(plan->grants);
+  free(plan->masks);
+  free(plan);
+}
+
+void sandbox_mount_note_unenforced(const struct cap_spec *spec,
+                                   const struct sandbox_mount_plan *plan, char *buf, size_t size)
+{
+  if (!spec->limits.disk_bytes)
+    return;
+  for (size_t i = 0; i < plan->n_grants; i++) {
+    const struct plan_grant *g = &plan->grants[i];
+    if (g->read_only || (g->kind != PLAN_DIR && g->kind != PLAN_FILE))
+      continue;
+    size_t len = strlen(buf);
+    snprintf(buf + len, size - len,
+             "%sdisk limit on writable grants and workspaces (each file "
+             "bounded by RLIMIT_FSIZE, not their total; /tmp and /dev/shm are sized)",
+             len ? ", " : "");
+    return;
+  }
+}
