@@ -40,7 +40,7 @@ lines() {
 
 # ---- 1. options anywhere before --, environment defaults ----
 state=$work/state
-mkdir -m 777 "$state"
+mkdir -m 700 "$state"
 caps=$work/caps
 mkdir -p "$caps" && cp -r "$root/examples/weather" "$caps/weather" && chmod -R a+rX "$caps"
 check root policy-state-after-sub 0 '^$' policy set --state "$state" weather get_weather allow

@@ -21,6 +21,7 @@ for who in "${users[@]}"; do
   out=$(as_user "$who" timeout 60 "$capsule" run --cpu-ms 500 --allow-rw "$work" --allow-read "$bindir" -- "$probe" spin-children 4 "$work/cpu" 2>&1 </dev/null)
   status=$?
   used=$(cat "$work/cpu" 2>/dev/null || echo none)
+  [ -n "$used" ] || used=0 # killed before the first report: under one report interval
   if [ "$status" = 125 ] && echo "$out" | grep -q 'killed: cpu budget' && [ "$used" != none ] &&
      [ "$used" -lt 4000 ] && ! echo "$out" | grep -q ESCAPED; then
     pass=$((pass + 1)); printf '  ok   %-6s 4 spinning children stopped by --cpu-ms 500 (%s ms used)\n' "$who" "$used"
