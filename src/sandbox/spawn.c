@@ -36,6 +36,7 @@
 #include "net/proxy.h"
 #include "sandbox/limits.h"
 #include "sandbox/spawn_internal.h"
+#include "sandbox/supervise.h"
 
 #ifndef __NR_clone3
 #define __NR_clone3 435
@@ -117,8 +118,8 @@ static int write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t i
 /* Waits for pid, forwarding SIGINT/SIGTERM/SIGHUP and enforcing the wall
  * clock (SIGTERM, a grace second, then SIGKILL to pid 1, which takes the
  * whole pid namespace with it). */
-static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec,
-                     struct sandbox_limits *lim, struct sandbox_result *res, struct cap_error *err)
+static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct sandbox_limits *lim,
+                     struct supervise *sup, struct sandbox_result *res, struct cap_error *err)
 {
   sigset_t fwd;
   sigemptyset(&fwd);
@@ -154,12 +155,16 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec,
     }
     if (kill_at && t >= kill_at)
       kill(pid, SIGKILL);
-    struct pollfd fds[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
-    if (poll(fds, 2, timeout) > 0 && (fds[1].revents & POLLIN)) {
+    struct pollfd fds[3] = {{.fd = pidfd, .events = POLLIN},
+                            {.fd = sfd, .events = POLLIN},
+                            {.fd = supervise_fd(sup), .events = POLLIN}};
+    if (poll(fds, 3, timeout) > 0 && (fds[1].revents & POLLIN)) {
       struct signalfd_siginfo si;
       while (read(sfd, &si, sizeof si) == sizeof si)
         kill(pid, (int)si.ssi_signo);
     }
+    if (fds[2].revents) /* the command's connect(): supervise.c */
+      supervise_serve(sup, fds[2].revents);
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
   if (WIFSIGNALED(status)) {
@@ -184,6 +189,7 @@ struct launch {
   int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
   size_t n_listen;
   struct proxy *proxy;     /* proxy mode: stopped and freed at the end */
+  struct supervise *sup;   /* below Landlock ABI 9: the connect() supervisor */
   pid_t pid;
 };
 
@@ -211,6 +217,8 @@ static int launch_release(struct launch *l, int r)
   l->n_listen = 0;
   proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
   l->proxy = NULL;
+  supervise_free(l->sup);
+  l->sup = NULL;
   if (l->base) {
     rmdir(l->base);
     free(l->base);
@@ -274,6 +282,9 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   if (r < 0)
     return launch_release(&l, r);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
+  r = supervise_prepare(&l.sup, spec, outside_uid, outside_gid, err);
+  if (r < 0)
+    return launch_release(&l, r);
 
   const char *tmpdir = getenv("TMPDIR");
   l.base = cap_xasprintf("%s/.capsule-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
@@ -307,6 +318,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     close(l.sync[1]);
     close(l.report[0]);
     sandbox_report_fd = l.report[1];
+    supervise_in_child(l.sup);
     char go;
     if (read(l.sync[0], &go, 1) != 1)
       _exit(127); /* the parent gave up */
@@ -350,6 +362,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     r = cap_error_errno(err, errno, "cannot start the sandbox");
   if (r == 0)
     r = await_setup(&l, err);
+  if (r == 0)
+    r = supervise_start(l.sup, err);
   if (r == 0 && proxied) {
     size_t want = 1 + spec->network.localhost.len;
     int got = sandbox_receive_fds(l.pass[0], l.listen_fds, want);
@@ -365,7 +379,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return launch_release(&l, r);
   if (opt->on_started)
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
-  r = supervise(l.pid, pidfd, spec, &l.lim, res, err);
+  r = supervise(l.pid, pidfd, spec, &l.lim, l.sup, res, err);
   return launch_release(&l, r);
 }
 
