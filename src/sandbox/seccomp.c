@@ -42,9 +42,11 @@
 #define ARG_LOW(i) (offsetof(struct seccomp_data, args) + 8 * (i) + 4)
 #endif
 
-/* connect -> the supervisor; socket/socketpair(AF_UNIX, SOCK_DGRAM) ->
- * ESOCKTNOSUPPORT; everything else as the deny-list decided. Another
- * architecture falls through to ALLOW here: the deny-list kills it. */
+/* connect -> the supervisor; socket/socketpair(AF_UNIX, anything but
+ * SOCK_STREAM or SOCK_SEQPACKET) -> ESOCKTNOSUPPORT (the kernel turns an
+ * AF_UNIX SOCK_RAW into a datagram socket); everything else as the
+ * deny-list decided. Another architecture falls through to ALLOW here: the
+ * deny-list kills it. */
 static const struct sock_filter notify_filter[] = {
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
@@ -53,12 +55,13 @@ static const struct sock_filter notify_filter[] = {
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 0, 1),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 1, 0),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 0, 5),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 0, 6),
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(0)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 3),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 4),
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(1)),
     BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, 1, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 1, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 0, 1),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ESOCKTNOSUPPORT),
 };

@@ -23,6 +23,7 @@
  * a thread of its own and the supervise loop never waits on the tool. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
@@ -220,76 +221,88 @@ static int take_socket(const struct job *j, int fd)
   return sock < 0 ? -EBADF : sock;
 }
 
-/* The thread takes the tool's file identity: the supervisor reaches no
- * file the tool could not (as root capsule would pass every permission). */
+/* What the decision needs from the sandbox, taken with capsule's rights
+ * before the thread gives them up: the tool's root and working directory,
+ * and the devices of the filesystems the sandbox mounted for itself (its
+ * private /tmp, /dev/shm), where every socket was bound by the tool. */
+struct view {
+  int root, cwd;
+  dev_t devs[2];
+  size_t n_devs;
+};
+
+static void view_close(struct view *v)
+{
+  if (v->root >= 0)
+    close(v->root);
+  if (v->cwd >= 0)
+    close(v->cwd);
+}
+
+static int view_open(const struct job *j, struct view *v)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/root", (int)j->req.pid);
+  v->root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  snprintf(path, sizeof path, "/proc/%d/cwd", (int)j->req.pid);
+  v->cwd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (v->root < 0 || v->cwd < 0 || !still_waiting(j)) /* the pid named the task that asked */
+    return -ESRCH;
+  static const char *const dirs[] = {"tmp", "dev/shm"};
+  v->n_devs = 0;
+  for (size_t i = j->sup->private_tmp ? 0 : 1; i < 2; i++) {
+    struct stat st;
+    if (fstatat(v->root, dirs[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
+      v->devs[v->n_devs++] = st.st_dev;
+  }
+  return 0;
+}
+
+/* The thread becomes the tool's host uid and gid with no groups and no
+ * capabilities, for good (raw calls change this thread alone; it ends after
+ * the connect): paths resolve with the tool's permissions, and the peer of
+ * a connection sees the tool's uid in SO_PEERCRED, not capsule's root. */
 static int become_tool(const struct supervise *sup)
 {
   if (!sup->drop_creds)
-    return 0;
-  if (syscall(SYS_setgroups, 0, NULL) < 0)
-    return -errno;
-  syscall(SYS_setfsgid, sup->tool_gid);
-  syscall(SYS_setfsuid, sup->tool_uid);
-  return (uid_t)syscall(SYS_setfsuid, -1) == sup->tool_uid ? 0 : -EPERM;
+    return 0; /* unprivileged: capsule already is the tool's uid */
+  if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+      syscall(SYS_setresgid, sup->tool_gid, sup->tool_gid, sup->tool_gid) < 0 ||
+      syscall(SYS_setresuid, sup->tool_uid, sup->tool_uid, sup->tool_uid) < 0)
+    return -EPERM;
+  return 0;
 }
 
 /* The pathname socket as the sandbox sees it: an O_PATH fd, or -errno. */
-static int resolve_in_sandbox(const struct job *j, const char *path)
+static int resolve_in_sandbox(const struct view *v, const char *path)
 {
-  char where[64];
-  snprintf(where, sizeof where, "/proc/%d/%s", (int)j->req.pid, path[0] == '/' ? "root" : "cwd");
-  _cleanup_close_ int dir = open(where, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0 || !still_waiting(j))
-    return -ESRCH;
-  int r = become_tool(j->sup);
-  if (r < 0)
-    return r;
   /* absolute: inside the sandbox's root, as the tool would; relative: below
    * its working directory (the sandbox's root is not reachable from there) */
   struct open_how how = {.flags = O_PATH | O_CLOEXEC,
                          .resolve = RESOLVE_NO_MAGICLINKS |
                                     (path[0] == '/' ? RESOLVE_IN_ROOT : RESOLVE_BENEATH)};
-  int fd = (int)syscall(__NR_openat2, dir, path, &how, sizeof how);
+  int fd = (int)syscall(__NR_openat2, path[0] == '/' ? v->root : v->cwd, path, &how, sizeof how);
   if (fd < 0)
     return errno == EXDEV ? -EACCES : -errno;
   return fd;
 }
 
-/* The devices of the filesystems the sandbox mounted for itself (its
- * private /tmp, /dev/shm): sockets there were bound by the tool. Writes up
- * to 2 into devs, returns how many. */
-static size_t private_devices(const struct job *j, dev_t *devs)
-{
-  static const char *const dirs[] = {"tmp", "dev/shm"};
-  size_t n = 0;
-  for (size_t i = j->sup->private_tmp ? 0 : 1; i < 2; i++) {
-    char path[64];
-    struct stat st;
-    snprintf(path, sizeof path, "/proc/%d/root/%s", (int)j->req.pid, dirs[i]);
-    if (stat(path, &st) == 0)
-      devs[n++] = st.st_dev;
-  }
-  return n;
-}
-
-static int connect_unix_path(const struct job *j, int sock, const struct sockaddr_un *addr,
-                             socklen_t len)
+static int connect_unix_path(const struct job *j, const struct view *v, int sock,
+                             const struct sockaddr_un *addr, socklen_t len)
 {
   char path[sizeof addr->sun_path + 1];
   size_t n = len - offsetof(struct sockaddr_un, sun_path);
   memcpy(path, addr->sun_path, n);
   path[n] = '\0'; /* the kernel's reading: up to the first NUL or the length */
-  dev_t devs[2];
-  size_t n_devs = private_devices(j, devs); /* before the thread drops its rights */
-  _cleanup_close_ int target = resolve_in_sandbox(j, path);
+  _cleanup_close_ int target = resolve_in_sandbox(v, path);
   if (target < 0)
     return target;
   struct stat st;
   if (fstat(target, &st) < 0 || !S_ISSOCK(st.st_mode))
     return -ECONNREFUSED; /* what connect says of a path that is no socket */
   bool allowed = false;
-  for (size_t i = 0; i < n_devs; i++)
-    allowed |= devs[i] == st.st_dev;
+  for (size_t i = 0; i < v->n_devs; i++)
+    allowed |= v->devs[i] == st.st_dev;
   for (size_t i = 0; i < j->sup->n_granted && !allowed; i++)
     allowed = j->sup->granted[i].dev == st.st_dev && j->sup->granted[i].ino == st.st_ino;
   if (!allowed)
@@ -299,34 +312,45 @@ static int connect_unix_path(const struct job *j, int sock, const struct sockadd
   return connect(sock, (struct sockaddr *)&via, sizeof via) < 0 ? -errno : 0;
 }
 
-static int decide_and_connect(const struct job *j, int sock, const struct sockaddr_storage *addr,
-                              socklen_t len)
+/* Where Landlock handles TCP, the ports it allows (this connect is not the
+ * tool's own, so Landlock does not see it). */
+static bool tcp_port_allowed(const struct supervise *sup, const struct sockaddr_storage *addr)
 {
-  int domain = 0, type = 0;
-  socklen_t ol = sizeof domain;
-  if (getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &ol) < 0)
-    return -errno; /* ENOTSOCK, as the tool's connect would say */
-  ol = sizeof type;
+  uint16_t port = ntohs(((const struct sockaddr_in *)addr)->sin_port); /* same offset in v6 */
+  for (size_t i = 0; i < sup->n_ports; i++)
+    if (sup->ports[i] == port)
+      return true;
+  return false;
+}
+
+static int decide_and_connect(const struct job *j, const struct view *v, int sock, int domain,
+                              const struct sockaddr_storage *addr, socklen_t len)
+{
+  int type = 0;
+  socklen_t ol = sizeof type;
   getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &ol);
-  bool named = len > offsetof(struct sockaddr_un, sun_path) && addr->ss_family == AF_UNIX;
-  if (domain == AF_UNIX && named && ((const struct sockaddr_un *)addr)->sun_path[0] != '\0')
-    return connect_unix_path(j, sock, (const struct sockaddr_un *)addr, len);
-  if (domain == AF_UNIX && named && !j->sup->own_netns)
+  bool unix_named = domain == AF_UNIX && len > offsetof(struct sockaddr_un, sun_path) &&
+                    addr->ss_family == AF_UNIX;
+  if (unix_named && ((const struct sockaddr_un *)addr)->sun_path[0] != '\0')
+    return connect_unix_path(j, v, sock, (const struct sockaddr_un *)addr, len);
+  if (unix_named && !j->sup->own_netns)
     return -EPERM; /* the host's abstract names: Landlock's scoping answer */
   if (j->sup->check_tcp && (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM &&
-      len >= sizeof(struct sockaddr_in) && addr->ss_family == domain) {
-    uint16_t port = ntohs(((const struct sockaddr_in *)addr)->sin_port); /* same offset in v6 */
-    bool ok = false;
-    for (size_t i = 0; i < j->sup->n_ports && !ok; i++)
-      ok = j->sup->ports[i] == port;
-    if (!ok)
-      return -EACCES;
-  }
+      len >= sizeof(struct sockaddr_in) && addr->ss_family == domain &&
+      !tcp_port_allowed(j->sup, addr))
+    return -EACCES;
+  /* netlink: a peer or groups need CAP_NET_ADMIN, which capsule may hold
+   * over the sandbox's namespace (it owns its user namespace) */
+  const struct sockaddr_nl *nl = (const struct sockaddr_nl *)addr;
+  if (domain == AF_NETLINK && len >= sizeof *nl && addr->ss_family == AF_NETLINK &&
+      (nl->nl_pid || nl->nl_groups))
+    return -EPERM;
   return connect(sock, (const struct sockaddr *)addr, len) < 0 ? -errno : 0;
 }
 
 /* The connect the tool asked for: its socket and address taken once, the
- * decision and the connect made on those. Returns 0 or -errno. */
+ * decision and the connect made on those, as the tool's uid. Returns 0 or
+ * -errno. */
 static int perform_connect(const struct job *j)
 {
   int fd = (int)(uint32_t)j->req.data.args[0]; /* the kernel reads ints */
@@ -337,14 +361,25 @@ static int perform_connect(const struct job *j)
   _cleanup_close_ int sock = take_socket(j, fd);
   if (sock < 0)
     return sock;
+  int domain = 0;
+  socklen_t ol = sizeof domain;
+  if (getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &ol) < 0)
+    return -errno; /* ENOTSOCK, as the tool's connect would say */
   struct iovec local = {.iov_base = &addr, .iov_len = (size_t)len};
   struct iovec remote = {.iov_base = (void *)(uintptr_t)j->req.data.args[1],
                          .iov_len = (size_t)len};
   if (len && process_vm_readv((pid_t)j->req.pid, &local, 1, &remote, 1, 0) != len)
     return -EFAULT;
-  if (!still_waiting(j)) /* the memory read was the asking task's */
-    return -ESRCH;
-  return decide_and_connect(j, sock, &addr, (socklen_t)len);
+  struct view v = {.root = -1, .cwd = -1};
+  int r = domain == AF_UNIX ? view_open(j, &v) : 0;
+  if (r == 0 && !still_waiting(j)) /* the memory read was the asking task's */
+    r = -ESRCH;
+  if (r == 0)
+    r = become_tool(j->sup);
+  if (r == 0)
+    r = decide_and_connect(j, &v, sock, domain, &addr, (socklen_t)len);
+  view_close(&v);
+  return r;
 }
 
 static void answer(const struct supervise *sup, uint64_t id, int result)

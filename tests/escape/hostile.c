@@ -507,9 +507,14 @@ static int unix_listen(const char *path, int type)
       pause();
   if (listen(s, 64) < 0)
     return 2;
-  for (;;) {
+  for (;;) { /* the greeting names the peer's uid, as SO_PEERCRED gives it */
     int c = accept(s, NULL, NULL);
-    if (c >= 0 && write(c, "hello\n", 6) < 0) {
+    struct ucred cred = {.uid = (uid_t)-1};
+    socklen_t cl = sizeof cred;
+    getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl);
+    char hello[64];
+    int n = snprintf(hello, sizeof hello, "hello uid=%d\n", (int)cred.uid);
+    if (c >= 0 && write(c, hello, (size_t)n) < 0) {
     }
     close(c);
   }
@@ -545,25 +550,32 @@ static int unix_connect_probe(const char *path)
   return escaped("connected to the host's unix socket");
 }
 
-/* unix-connect-ok PATH: a granted socket, reached */
-static int unix_connect_ok(const char *path)
+/* unix-connect-ok PATH UID: a granted socket, reached; the service sees
+ * the tool's uid as its peer (UID), never capsule's */
+static int unix_connect_ok(const char *path, const char *uid)
 {
   int s = unix_reach(path, SOCK_STREAM);
-  char buf[16] = "";
+  char buf[64] = "", want[64];
   if (s < 0 || read(s, buf, sizeof buf - 1) <= 0) {
     printf("BROKEN: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  snprintf(want, sizeof want, "hello uid=%s\n", uid);
+  if (strcmp(buf, want)) {
+    printf("BROKEN: the service saw another peer: %s", buf);
     return 1;
   }
   printf("WORKS: the granted socket said %s", buf);
   return 0;
 }
 
-/* unix-dgram PATH: a datagram to the host's socket, with sendto's address */
-static int unix_dgram_probe(const char *path)
+/* unix-dgram PATH [raw]: a datagram to the host's socket, with sendto's
+ * address (AF_UNIX SOCK_RAW is a datagram socket too) */
+static int unix_dgram_probe(const char *path, const char *how)
 {
   struct sockaddr_un a;
   socklen_t len = unix_address(&a, path);
-  int s = socket(AF_UNIX, SOCK_DGRAM, 0);
+  int s = socket(AF_UNIX, strcmp(how, "raw") ? SOCK_DGRAM : SOCK_RAW, 0);
   int sv[2];
   if (s < 0 && socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0)
     s = sv[0]; /* a socketpair's end can name another destination too */
@@ -671,9 +683,9 @@ static int socket_probe(int argc, char **argv)
   if (!strcmp(cmd, "unix-connect"))
     return unix_connect_probe(arg);
   if (!strcmp(cmd, "unix-connect-ok"))
-    return unix_connect_ok(arg);
+    return unix_connect_ok(arg, arg2);
   if (!strcmp(cmd, "unix-dgram"))
-    return unix_dgram_probe(arg);
+    return unix_dgram_probe(arg, arg2);
   if (!strcmp(cmd, "unix-relative"))
     return unix_relative_probe(arg, arg2);
   if (!strcmp(cmd, "unix-symlink"))

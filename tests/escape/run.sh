@@ -197,10 +197,11 @@ run_unix_suite() {
   expect "$u" unix-relative "the same by a relative path" 0 --allow-read "$sockdir" -- "$h" unix-relative "$sockdir" bus
   expect "$u" unix-symlink "the same through a symlink in /tmp" 0 --allow-read "$sockdir" -- "$h" unix-symlink /tmp/link "$s"
   expect "$u" unix-dgram "a datagram to a host unix socket" 0 --allow-read "$sockdir" -- "$h" unix-dgram "$sockdir/log"
+  expect "$u" unix-raw "the same from an AF_UNIX SOCK_RAW socket" 0 --allow-read "$sockdir" -- "$h" unix-dgram "$sockdir/log" raw
   expect "$u" unix-race "the address rewritten while it is checked" 0 --allow-read "$sockdir" -- "$h" unix-race /tmp/none "$s"
   expect "$u" abstract-open "a host abstract socket, unrestricted network" 0 --net unrestricted -- "$h" abstract "$marker"
   expect "$u" tcp-self "a TCP port bound but not granted for connect" 0 --config "$work/bind.json" -- "$h" tcp-self "$tcp_self"
-  expect_works "$u" unix-granted "the socket granted itself is reached" --allow-rw "$s" -- "$h" unix-connect-ok "$s"
+  expect_works "$u" unix-granted "the socket granted itself is reached" --allow-rw "$s" -- "$h" unix-connect-ok "$s" 65534
   expect_works "$u" unix-self "the tool's own socket in /tmp, a socketpair" --allow-read "$sockdir" -- "$h" unix-self
 }
 for who in "${users[@]}"; do
