@@ -106,6 +106,15 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
   int abi = landlock_abi();
   if (abi >= SUPERVISE_LANDLOCK_UNIX_ABI)
     return 0;
+  /* ENOSYS before 5.6: without them no connect could be performed, and
+   * none may be let through unchecked */
+  if ((syscall(__NR_pidfd_getfd, -1, 0, 0) < 0 && errno == ENOSYS) ||
+      (syscall(__NR_openat2, -1, "", NULL, 0) < 0 && errno == ENOSYS))
+    return cap_error_set(err, ENOTSUP,
+                         "this kernel can neither control unix-socket connects with Landlock "
+                         "(ABI %d, needs %d) nor supervise them (needs pidfd_getfd and openat2, "
+                         "Linux 5.6); refusing to run without that boundary",
+                         abi, SUPERVISE_LANDLOCK_UNIX_ABI);
   struct supervise *sup = cap_xcalloc(1, sizeof *sup);
   atomic_init(&sup->refs, 1);
   atomic_init(&sup->in_flight, 0);
