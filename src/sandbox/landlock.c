@@ -1,7 +1,9 @@
 /* Landlock: the second, independent layer over the same grants the mount
  * tree expresses. Debian 12's headers predate most of Landlock, so the ABI
  * is defined here. Rights by ABI: 1 fs, 2 REFER, 3 TRUNCATE, 4 TCP
- * bind/connect, 5 IOCTL_DEV, 6 signal and abstract-unix-socket scoping. */
+ * bind/connect, 5 IOCTL_DEV, 6 signal and abstract-unix-socket scoping,
+ * 9 RESOLVE_UNIX (connecting to pathname unix sockets; below 9 the
+ * supervisor in supervise.c holds that line). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 #include "core/cleanup.h"
 #include "net/proxy.h"
 #include "sandbox/spawn_internal.h"
+#include "sandbox/supervise.h"
 
 #ifndef __NR_landlock_create_ruleset
 #define __NR_landlock_create_ruleset 444
@@ -59,6 +62,7 @@ struct ll_net_port_attr {
 #define LL_FS_REFER (1ULL << 13)
 #define LL_FS_TRUNCATE (1ULL << 14)
 #define LL_FS_IOCTL_DEV (1ULL << 15)
+#define LL_FS_RESOLVE_UNIX (1ULL << 16) /* ABI 9 */
 
 #define LL_NET_BIND_TCP (1ULL << 0)
 #define LL_NET_CONNECT_TCP (1ULL << 1)
@@ -67,13 +71,13 @@ struct ll_net_port_attr {
 #define LL_SCOPE_SIGNAL (1ULL << 1)
 
 #define LL_FS_READ (LL_FS_READ_FILE | LL_FS_READ_DIR | LL_FS_EXECUTE)
-#define LL_FS_WRITE                                                                        \
-  (LL_FS_WRITE_FILE | LL_FS_REMOVE_DIR | LL_FS_REMOVE_FILE | LL_FS_MAKE_DIR |              \
-   LL_FS_MAKE_REG | LL_FS_MAKE_SOCK | LL_FS_MAKE_FIFO | LL_FS_MAKE_SYM | LL_FS_REFER |     \
-   LL_FS_TRUNCATE)
+#define LL_FS_WRITE                                                                                \
+  (LL_FS_WRITE_FILE | LL_FS_REMOVE_DIR | LL_FS_REMOVE_FILE | LL_FS_MAKE_DIR | LL_FS_MAKE_REG |     \
+   LL_FS_MAKE_SOCK | LL_FS_MAKE_FIFO | LL_FS_MAKE_SYM | LL_FS_REFER | LL_FS_TRUNCATE)
 /* rights that make sense on a file, not a directory */
-#define LL_FS_FILE_RIGHTS                                                                  \
-  (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+#define LL_FS_FILE_RIGHTS                                                                          \
+  (LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV |         \
+   LL_FS_RESOLVE_UNIX)
 
 int landlock_abi(void)
 {
@@ -90,7 +94,26 @@ static uint64_t fs_rights_for_abi(int abi)
     all |= LL_FS_TRUNCATE;
   if (abi >= 5)
     all |= LL_FS_IOCTL_DEV;
+  if (abi >= 9)
+    all |= LL_FS_RESOLVE_UNIX;
   return all;
+}
+
+bool sandbox_grant_is_unix_socket(const struct cap_fs_grant *g)
+{
+  struct stat st;
+  return g->access != CAP_ACCESS_READ && g->path[0] == '/' && stat(g->path, &st) == 0 &&
+         S_ISSOCK(st.st_mode);
+}
+
+size_t landlock_connect_ports(const struct cap_spec *spec, uint16_t *out, size_t max)
+{
+  size_t n = 0;
+  if (spec->network.mode == CAP_NET_PROXY && n < max)
+    out[n++] = PROXY_PORT; /* the way out */
+  for (size_t i = 0; i < spec->network.localhost.len && n < max; i++)
+    out[n++] = spec->network.localhost.v[i];
+  return n;
 }
 
 static int add_path(int ruleset, const char *path, uint64_t access, uint64_t handled,
@@ -147,8 +170,8 @@ static int add_allowed_commands(int ruleset, const struct cap_spec *spec, const 
   char paths[8][4096];
   int r = 0;
   for (size_t i = 0; i <= spec->process.allowed_commands.len && r == 0; i++) {
-    const char *name = i < spec->process.allowed_commands.len ? spec->process.allowed_commands.v[i]
-                                                               : command;
+    const char *name =
+        i < spec->process.allowed_commands.len ? spec->process.allowed_commands.v[i] : command;
     size_t n = sandbox_command_paths(name, paths, 8);
     for (size_t k = 0; k < n && r == 0; k++)
       r = add_path(ruleset, paths[k], LL_FS_EXECUTE | LL_FS_READ_FILE, handled, err);
@@ -186,8 +209,7 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
       attr.scoped |= LL_SCOPE_SIGNAL;
     attr_size = sizeof(attr);
   }
-  _cleanup_close_ int ruleset =
-      (int)syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
+  _cleanup_close_ int ruleset = (int)syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
   if (ruleset < 0)
     return cap_error_errno(err, errno, "landlock: cannot create a ruleset");
 
@@ -205,6 +227,9 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
       access |= LL_FS_WRITE;
     if (allowlist || (restrict_exec && g->access != CAP_ACCESS_READ))
       access &= ~LL_FS_EXECUTE;
+    /* a pathname unix socket is reached only where it is granted itself */
+    if (sandbox_grant_is_unix_socket(g))
+      access |= LL_FS_RESOLVE_UNIX;
     r = add_path(ruleset, g->path, access, handled, err);
   }
   if (r == 0 && allowlist)
@@ -229,14 +254,15 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
                  handled, err);
   if (r == 0 && spec->network.mode == CAP_NET_PROXY) /* the session CA bundle, when there is one */
     r = add_path(ruleset, PROXY_CA_DIR, LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
-  if (r == 0 && attr.handled_access_net && spec->network.mode == CAP_NET_PROXY)
-    r = add_port(ruleset, PROXY_PORT, LL_NET_CONNECT_TCP, err); /* the way out */
   if (r == 0 && attr.handled_access_net) {
+    uint16_t ports[1 + SANDBOX_MAX_FORWARDS];
+    size_t n = landlock_connect_ports(spec, ports, sizeof ports / sizeof ports[0]);
+    for (size_t i = 0; i < n && r == 0; i++)
+      r = add_port(ruleset, ports[i], LL_NET_CONNECT_TCP, err);
     for (size_t i = 0; i < spec->network.bind.len && r == 0; i++)
       r = add_port(ruleset, spec->network.bind.v[i], LL_NET_BIND_TCP, err);
     for (size_t i = 0; i < spec->network.localhost.len && r == 0; i++)
-      r = add_port(ruleset, spec->network.localhost.v[i], LL_NET_BIND_TCP | LL_NET_CONNECT_TCP,
-                   err);
+      r = add_port(ruleset, spec->network.localhost.v[i], LL_NET_BIND_TCP, err);
   }
   if (r < 0)
     return r;

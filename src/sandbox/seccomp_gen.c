@@ -22,17 +22,63 @@
 
 static const char *const denied_syscalls[] = {
     /* mount table and namespaces: the tree built for the tool is final */
-    "mount", "umount", "umount2", "pivot_root", "chroot", "unshare", "setns", "open_tree",
-    "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "unshare",
+    "setns",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
     /* other processes and the kernel */
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "bpf",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    "kcmp",
+    "bpf",
     "perf_event_open",
-    "keyctl", "add_key", "request_key", "userfaultfd", "io_uring_setup", "io_uring_enter",
-    "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-    "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd",
-    "syslog", "lookup_dcookie", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm",
-    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
-    "setdomainname", "vhangup", "nfsservctl", "uselib", "personality", "fanotify_init",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "lookup_dcookie",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "iopl",
+    "ioperm",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "sethostname",
+    "setdomainname",
+    "vhangup",
+    "nfsservctl",
+    "uselib",
+    "personality",
+    "fanotify_init",
     NULL,
 };
 
@@ -78,8 +124,7 @@ static int add_socket_rules(scmp_filter_ctx ctx)
   static const uint64_t inet[] = {AF_INET, AF_INET6};
   for (size_t i = 0; i < 2 && r == 0; i++)
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-                         SCMP_A0(SCMP_CMP_EQ, inet[i]),
-                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
+                         SCMP_A0(SCMP_CMP_EQ, inet[i]), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
   return r;
 }
 
@@ -93,9 +138,8 @@ static int build(scmp_filter_ctx ctx, bool deny_semaphores)
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
   }
   /* clone with any namespace flag: one rule per flag, the rules OR together */
-  static const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,
-                                      CLONE_NEWNET,  CLONE_NEWIPC, CLONE_NEWUTS,
-                                      CLONE_NEWCGROUP, CLONE_NEWTIME};
+  static const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,    CLONE_NEWNET,
+                                      CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME};
   for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]) && r == 0; i++)
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                          SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));

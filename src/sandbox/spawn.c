@@ -40,6 +40,7 @@
 #include "sandbox/rundir.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
+#include "sandbox/supervise.h"
 
 #ifndef __NR_clone3
 #define __NR_clone3 435
@@ -168,8 +169,8 @@ static void settle_status(int status, struct sandbox_limits *lim, struct sandbox
 /* Waits for pid, forwarding SIGINT/SIGTERM/SIGHUP, enforcing the limits
  * and copying the tool's relayed output; then copies what is left. */
 static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct sandbox_limits *lim,
-                     struct relay *relays, size_t n_relays, struct sandbox_result *res,
-                     struct cap_error *err)
+                     struct relay *relays, size_t n_relays, struct supervise *sup,
+                     struct sandbox_result *res, struct cap_error *err)
 {
   sigset_t fwd;
   sigemptyset(&fwd);
@@ -191,19 +192,23 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct s
       break;
     }
     check_limits(pid, spec, lim, &w, res);
-    struct pollfd fds[2 + SANDBOX_MAX_RELAYS] = {{.fd = pidfd, .events = POLLIN},
-                                                 {.fd = sfd, .events = POLLIN}};
+    struct pollfd fds[3 + SANDBOX_MAX_RELAYS] = {
+        {.fd = pidfd, .events = POLLIN},
+        {.fd = sfd, .events = POLLIN},
+        {.fd = supervise_fd(sup), .events = POLLIN}}; /* -1 (ignored) without a supervisor */
     for (size_t i = 0; i < n_relays; i++)
-      fds[2 + i] = (struct pollfd){.fd = relays[i].from, .events = POLLIN};
+      fds[3 + i] = (struct pollfd){.fd = relays[i].from, .events = POLLIN};
     uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
     int timeout = w.next_tick > t ? (int)(w.next_tick - t) : 0;
-    if (poll(fds, 2 + n_relays, timeout) <= 0)
+    if (poll(fds, 3 + n_relays, timeout) <= 0)
       continue;
+    if (fds[2].revents) /* the command's connect(): supervise.c */
+      supervise_serve(sup, fds[2].revents);
     struct signalfd_siginfo si;
     while ((fds[1].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si)
       kill(pid, (int)si.ssi_signo);
     for (size_t i = 0; i < n_relays; i++)
-      if (fds[2 + i].revents)
+      if (fds[3 + i].revents)
         relay_pump(&relays[i]);
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
@@ -230,6 +235,7 @@ struct launch {
   struct relay relays[SANDBOX_MAX_RELAYS];
   size_t n_relays;
   struct sandbox_mount_plan *plan; /* the grants and masks, resolved with the caller's rights */
+  struct supervise *sup;           /* below Landlock ABI 9: the connect() supervisor */
   pid_t pid;
 };
 
@@ -263,6 +269,8 @@ static int launch_release(struct launch *l, int r)
   l->proxy = NULL;
   sandbox_mount_plan_free(l->plan);
   l->plan = NULL;
+  supervise_free(l->sup);
+  l->sup = NULL;
   limits_release(&l->lim);
   rundir_remove(&l->run); /* last: its lock is what keeps a later start off the cgroups */
   return r;
@@ -330,6 +338,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   close(l->report[0]);
   close(l->life[1]);
   sandbox_report_fd = l->report[1];
+  supervise_in_child(l->sup);
   char go;
   if (read(l->sync[0], &go, 1) != 1)
     _exit(127); /* the parent gave up */
@@ -383,6 +392,8 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
     r = cap_error_errno(err, errno, "cannot start the sandbox");
   if (r == 0)
     r = await_setup(l, err);
+  if (r == 0)
+    r = supervise_start(l->sup, err);
   if (r == 0 && l->proxy) {
     size_t want = 1 + spec->network.localhost.len;
     int got = sandbox_receive_fds(l->pass[0], l->listen_fds, want);
@@ -518,6 +529,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   memcpy(child_opt.stdio, l.stdio, sizeof l.stdio);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
   r = sandbox_mount_plan_new(spec, opt, &l.plan, err);
+  if (r == 0)
+    r = supervise_prepare(&l.sup, spec, outside_uid, outside_gid, err);
   if (r < 0)
     return launch_release(&l, r);
   sandbox_mount_note_unenforced(spec, l.plan, res->unenforced, sizeof res->unenforced);
@@ -558,7 +571,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return launch_release(&l, r);
   if (opt->on_started)
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
-  r = supervise(l.pid, pidfd, spec, &l.lim, l.relays, l.n_relays, res, err);
+  r = supervise(l.pid, pidfd, spec, &l.lim, l.relays, l.n_relays, l.sup, res, err);
   return launch_release(&l, r);
 }
 

@@ -404,7 +404,8 @@ int main(int argc, char **argv)
   if (!strcmp(cmd, "listen-abstract"))
     return listen_abstract(arg);
   /* socket families and unix sockets (seccomp.c, supervise.c) */
-  if (!strncmp(cmd, "family", 6) || !strncmp(cmd, "unix-", 5) || !strcmp(cmd, "getifaddrs"))
+  if (!strncmp(cmd, "family", 6) || !strncmp(cmd, "unix-", 5) || !strcmp(cmd, "getifaddrs") ||
+      !strcmp(cmd, "tcp-self"))
     return socket_probe(argc, argv);
   return 2;
 }
@@ -413,7 +414,9 @@ int main(int argc, char **argv)
 
 #include <ifaddrs.h>
 #include <linux/netlink.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #ifndef AF_VSOCK
 #define AF_VSOCK 40
@@ -481,12 +484,221 @@ static int getifaddrs_probe(void)
   return 0;
 }
 
+static socklen_t unix_address(struct sockaddr_un *a, const char *path)
+{
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  snprintf(a->sun_path, sizeof a->sun_path, "%s", path);
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(a->sun_path) + 1);
+}
+
+/* unix-listen PATH: a host service on a pathname socket anyone may connect
+ * to (0777); greets each connection, answers each datagram */
+static int unix_listen(const char *path, int type)
+{
+  struct sockaddr_un a;
+  socklen_t len = unix_address(&a, path);
+  unlink(path);
+  int s = socket(AF_UNIX, type, 0);
+  if (s < 0 || bind(s, (struct sockaddr *)&a, len) < 0 || chmod(path, 0777) < 0)
+    return 2;
+  if (type == SOCK_DGRAM)
+    for (;;)
+      pause();
+  if (listen(s, 64) < 0)
+    return 2;
+  for (;;) { /* the greeting names the peer's uid, as SO_PEERCRED gives it */
+    int c = accept(s, NULL, NULL);
+    struct ucred cred = {.uid = (uid_t)-1};
+    socklen_t cl = sizeof cred;
+    getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl);
+    char hello[64];
+    int n = snprintf(hello, sizeof hello, "hello uid=%d\n", (int)cred.uid);
+    if (c >= 0 && write(c, hello, (size_t)n) < 0) {
+    }
+    close(c);
+  }
+}
+
+/* A connection to the pathname socket at path, greeted: >= 0 when the
+ * service was reached. */
+static int unix_reach(const char *path, int type)
+{
+  struct sockaddr_un a;
+  socklen_t len = unix_address(&a, path);
+  int s = socket(AF_UNIX, type, 0);
+  if (s < 0)
+    return -1;
+  if (connect(s, (struct sockaddr *)&a, len) < 0) {
+    int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+  }
+  return s;
+}
+
+/* unix-connect PATH: the host's service behind a pathname socket */
+static int unix_connect_probe(const char *path)
+{
+  int s = unix_reach(path, SOCK_STREAM);
+  if (s < 0)
+    return blocked("connect to the host's unix socket");
+  char buf[16] = "";
+  if (read(s, buf, sizeof buf - 1) > 0)
+    printf("the service said: %s", buf);
+  return escaped("connected to the host's unix socket");
+}
+
+/* unix-connect-ok PATH UID: a granted socket, reached; the service sees
+ * the tool's uid as its peer (UID), never capsule's */
+static int unix_connect_ok(const char *path, const char *uid)
+{
+  int s = unix_reach(path, SOCK_STREAM);
+  char buf[64] = "", want[64];
+  if (s < 0 || read(s, buf, sizeof buf - 1) <= 0) {
+    printf("BROKEN: %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  snprintf(want, sizeof want, "hello uid=%s\n", uid);
+  if (strcmp(buf, want)) {
+    printf("BROKEN: the service saw another peer: %s", buf);
+    return 1;
+  }
+  printf("WORKS: the granted socket said %s", buf);
+  return 0;
+}
+
+/* unix-dgram PATH [raw]: a datagram to the host's socket, with sendto's
+ * address (AF_UNIX SOCK_RAW is a datagram socket too) */
+static int unix_dgram_probe(const char *path, const char *how)
+{
+  struct sockaddr_un a;
+  socklen_t len = unix_address(&a, path);
+  int s = socket(AF_UNIX, strcmp(how, "raw") ? SOCK_DGRAM : SOCK_RAW, 0);
+  int sv[2];
+  if (s < 0 && socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) == 0)
+    s = sv[0]; /* a socketpair's end can name another destination too */
+  if (s < 0)
+    return blocked("no unix datagram socket");
+  return EXPECT_FAIL(sendto(s, "x", 1, 0, (struct sockaddr *)&a, len),
+                     "a datagram to the host's unix socket");
+}
+
+/* unix-relative DIR NAME: the same socket by a path relative to the
+ * working directory */
+static int unix_relative_probe(const char *dir, const char *name)
+{
+  if (chdir(dir) < 0)
+    return blocked("cannot enter the directory");
+  int s = unix_reach(name, SOCK_STREAM);
+  return s < 0 ? blocked("relative connect") : escaped("connected by a relative path");
+}
+
+/* unix-symlink LINK PATH: a link in a writable place to the host's socket */
+static int unix_symlink_probe(const char *link, const char *path)
+{
+  unlink(link);
+  if (symlink(path, link) < 0)
+    return blocked("cannot create the link");
+  int s = unix_reach(link, SOCK_STREAM);
+  return s < 0 ? blocked("connect through a symlink") : escaped("connected through a symlink");
+}
+
+/* unix-self: a socket the tool makes in its /tmp works */
+static int unix_self_probe(void)
+{
+  struct sockaddr_un a;
+  socklen_t len = unix_address(&a, "/tmp/self.sock");
+  unlink(a.sun_path);
+  int l = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, len) < 0 || listen(l, 4) < 0) {
+    printf("BROKEN: cannot listen in /tmp: %s\n", strerror(errno));
+    return 1;
+  }
+  int s = unix_reach("/tmp/self.sock", SOCK_STREAM);
+  int c = s < 0 ? -1 : accept(l, NULL, NULL);
+  int sv[2];
+  bool pair = socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0;
+  if (c < 0 || !pair) {
+    printf("BROKEN: the tool's own unix socket: %s\n", strerror(errno));
+    return 1;
+  }
+  printf("WORKS: the tool's own unix socket and a socketpair\n");
+  return 0;
+}
+
+struct race {
+  struct sockaddr_un *addr;
+  const char *decoy, *target;
+  volatile int stop;
+};
+
+static void *flip_address(void *p)
+{
+  struct race *r = p;
+  while (!r->stop) {
+    snprintf(r->addr->sun_path, sizeof r->addr->sun_path, "%s", r->target);
+    snprintf(r->addr->sun_path, sizeof r->addr->sun_path, "%s", r->decoy);
+  }
+  return NULL;
+}
+
+/* unix-race DECOY PATH: another thread rewrites the address between the
+ * check and the use, while this one connects again and again */
+static int unix_race_probe(const char *decoy, const char *path)
+{
+  static struct sockaddr_un a;
+  unix_address(&a, decoy);
+  struct race r = {.addr = &a, .decoy = decoy, .target = path};
+  pthread_t t;
+  if (pthread_create(&t, NULL, flip_address, &r) != 0)
+    return 2;
+  int escapes = 0;
+  for (int i = 0; i < 2000 && !escapes; i++) {
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) == 0) {
+      char buf[8] = "";
+      escapes += read(s, buf, sizeof buf) > 0; /* only the host's service greets */
+    }
+    close(s);
+  }
+  r.stop = 1;
+  pthread_join(t, NULL);
+  errno = EACCES;
+  return escapes ? escaped("won the race to the host's socket") : blocked("raced connects");
+}
+
 static int socket_probe(int argc, char **argv)
 {
-  const char *cmd = argv[1], *arg = argc > 2 ? argv[2] : "";
+  const char *cmd = argv[1], *arg = argc > 2 ? argv[2] : "", *arg2 = argc > 3 ? argv[3] : "";
   if (!strcmp(cmd, "family"))
     return family_probe(arg);
   if (!strcmp(cmd, "getifaddrs"))
     return getifaddrs_probe();
+  if (!strcmp(cmd, "unix-listen"))
+    return unix_listen(arg, SOCK_STREAM);
+  if (!strcmp(cmd, "unix-listen-dgram"))
+    return unix_listen(arg, SOCK_DGRAM);
+  if (!strcmp(cmd, "unix-connect"))
+    return unix_connect_probe(arg);
+  if (!strcmp(cmd, "unix-connect-ok"))
+    return unix_connect_ok(arg, arg2);
+  if (!strcmp(cmd, "unix-dgram"))
+    return unix_dgram_probe(arg, arg2);
+  if (!strcmp(cmd, "unix-relative"))
+    return unix_relative_probe(arg, arg2);
+  if (!strcmp(cmd, "unix-symlink"))
+    return unix_symlink_probe(arg, arg2);
+  if (!strcmp(cmd, "unix-self"))
+    return unix_self_probe();
+  if (!strcmp(cmd, "unix-race"))
+    return unix_race_probe(arg, arg2);
+  if (!strcmp(cmd, "tcp-self")) { /* tcp-self PORT: bind may be granted, connect is not */
+    int l = loopback_listen((uint16_t)atoi(arg));
+    if (l < 0)
+      return blocked("cannot listen (not granted)");
+    return EXPECT_FAIL(loopback_connect((uint16_t)atoi(arg)), "connect to a port not granted");
+  }
   return 2;
 }

@@ -175,5 +175,39 @@ for who in "${users[@]}"; do
   run_family_suite "$who"
 done
 
+# pathname unix sockets: a host service in a read-only granted directory
+# (think /run/user/UID/bus, docker.sock) is out of reach unless the socket
+# itself is granted; the tool's own sockets keep working
+sockdir="$work/sockets"
+mkdir -p "$sockdir" && chmod 755 "$sockdir"
+"$hostile" unix-listen "$sockdir/bus" & pids+=($!)
+"$hostile" unix-listen-dgram "$sockdir/log" & pids+=($!)
+tcp_self=$((port + 2))
+cat >"$work/bind.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$bindir", "access": "read"}]},
+ "network": {"mode": "blocked", "ports": {"bind": [$tcp_self]}}}
+JSON
+sleep 0.2
+run_unix_suite() {
+  local u=$1 h=$hostile s="$sockdir/bus"
+  expect "$u" unix-host "a host unix socket in a read-only grant" 0 --allow-read "$sockdir" -- "$h" unix-connect "$s"
+  expect "$u" unix-host-proxy "the same, proxy network" 0 --config "$work/proxy.json" --allow-read "$sockdir" -- "$h" unix-connect "$s"
+  expect "$u" unix-host-open "the same, unrestricted network" 0 --net unrestricted --allow-read "$sockdir" -- "$h" unix-connect "$s"
+  expect "$u" unix-host-rw "the same, read-write grant" 0 --allow-rw "$sockdir" -- "$h" unix-connect "$s"
+  expect "$u" unix-relative "the same by a relative path" 0 --allow-read "$sockdir" -- "$h" unix-relative "$sockdir" bus
+  expect "$u" unix-symlink "the same through a symlink in /tmp" 0 --allow-read "$sockdir" -- "$h" unix-symlink /tmp/link "$s"
+  expect "$u" unix-dgram "a datagram to a host unix socket" 0 --allow-read "$sockdir" -- "$h" unix-dgram "$sockdir/log"
+  expect "$u" unix-raw "the same from an AF_UNIX SOCK_RAW socket" 0 --allow-read "$sockdir" -- "$h" unix-dgram "$sockdir/log" raw
+  expect "$u" unix-race "the address rewritten while it is checked" 0 --allow-read "$sockdir" -- "$h" unix-race /tmp/none "$s"
+  expect "$u" abstract-open "a host abstract socket, unrestricted network" 0 --net unrestricted -- "$h" abstract "$marker"
+  expect "$u" tcp-self "a TCP port bound but not granted for connect" 0 --config "$work/bind.json" -- "$h" tcp-self "$tcp_self"
+  expect_works "$u" unix-granted "the socket granted itself is reached" --allow-rw "$s" -- "$h" unix-connect-ok "$s" 65534
+  expect_works "$u" unix-self "the tool's own socket in /tmp, a socketpair" --allow-read "$sockdir" -- "$h" unix-self
+}
+for who in "${users[@]}"; do
+  echo "unix sockets as $who:"
+  run_unix_suite "$who"
+done
+
 echo "escape suite: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -1,0 +1,73 @@
+/* The unix-socket supervisor: below Landlock ABI 9, which cannot tell a
+ * host's pathname unix socket inside a grant from the sandbox's own, the
+ * command's connect() calls are trapped by a seccomp user-notification
+ * filter and performed here, in capsule's process, on the tool's socket
+ * (pidfd_getfd), after resolving the address inside the sandbox's root.
+ * Only sockets the manifest grants explicitly (a grant whose path is the
+ * socket itself, with write access) and sockets on the sandbox's private
+ * tmpfs are reached. Lifecycle, all in spawn.c's sandbox_run:
+ *   supervise_prepare (before clone) -> supervise_in_child (child) ->
+ *   supervise_start (parent, once setup succeeded) -> supervise_fd /
+ *   supervise_serve (the supervise loop) -> supervise_free.
+ * A NULL supervisor (ABI 9 and later: Landlock holds it) makes every call
+ * a no-op. Not thread-safe: one thread drives it; the connects it performs
+ * run in short-lived threads of their own. */
+#ifndef CAPSULE_SANDBOX_SUPERVISE_H
+#define CAPSULE_SANDBOX_SUPERVISE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/error.h"
+#include "manifest/model.h"
+
+struct supervise;
+
+/* The Landlock ABI that controls pathname unix sockets itself. */
+#define SUPERVISE_LANDLOCK_UNIX_ABI 9
+
+/* In the command, after seccomp_apply's deny-list: the notification filter
+ * and the fd its listener travels on (-1: not supervised). */
+extern int supervise_pass_fd;
+
+/* Before the clone: *ret is NULL when this kernel's Landlock holds pathname
+ * unix sockets itself; else the supervisor with its hand-over channel.
+ * tool_uid/tool_gid: the host ids the command runs as, whose file
+ * permissions the supervisor's connects obey. Returns 0 or -errno. */
+int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t tool_uid,
+                      gid_t tool_gid, struct cap_error *err);
+
+/* In the child, before pid 1 forks the command. */
+void supervise_in_child(struct supervise *sup);
+
+/* In the parent once the command has exec'd: takes the listener it sent. */
+int supervise_start(struct supervise *sup, struct cap_error *err);
+
+/* The listener to poll for POLLIN (-1: none). */
+int supervise_fd(const struct supervise *sup);
+
+/* With what poll said of supervise_fd: takes one notification and answers
+ * it (from a thread of its own). */
+void supervise_serve(struct supervise *sup, short revents);
+
+/* Releases the supervisor; connects still in flight finish on their own. */
+void supervise_free(struct supervise *sup);
+
+/* landlock.c: whether a grant is a pathname unix socket granted itself
+ * (write or read-write access): the manifest's way to let a tool connect. */
+bool sandbox_grant_is_unix_socket(const struct cap_fs_grant *g);
+
+/* landlock.c: the TCP ports the tool may connect to where Landlock handles
+ * TCP (every mode but unrestricted, ABI 4 on); writes up to max, returns
+ * how many. */
+size_t landlock_connect_ports(const struct cap_spec *spec, uint16_t *out, size_t max);
+
+/* The command's side, called by seccomp_apply (seccomp.c): loads the
+ * notification filter, whose listener supervise_send_listener sends over
+ * supervise_pass_fd (and closes that). Return 0 or -errno. */
+int supervise_load_filter(struct cap_error *err);
+int supervise_send_listener(int listener, struct cap_error *err);
+
+#endif
