@@ -62,6 +62,9 @@ m creds '"network": {"mode": "proxy"}, "credentials": [
  {"name": "basic", "upstream": "http://127.0.0.1:'"$http"'", "source": "file://'"$work"'/es-secret",
   "env_var": "ES_PASSWORD", "inject": {"mode": "basic_auth"},
   "endpoint_rules": [{"method": "GET", "path": "/_search"}]}]'
+m alias '"network": {"mode": "proxy", "allow_domains": ["*"], "endpoints": [
+ {"host": "127.0.0.1:'"$https"'", "rules": [{"method": "GET", "path": "/allowed/**"}]},
+ {"host": "localhost:'"$http"'", "rules": [{"method": "GET", "path": "/allowed/**"}]}]}'
 m glob '"network": {"mode": "proxy", "endpoints": [{"host": "localhost:'"$http"'",
  "rules": [{"method": "GET", "path": "/**/a/**/b/**/a/**/b/**/c"}, {"method": "GET", "path": "/ok/**"}]}]}'
 deep=$(for _ in $(seq 1000); do printf /a/b; done)
@@ -137,6 +140,12 @@ for who in "${users[@]}"; do
   check "$who" l7-https-method-denied 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C -X POST https://127.0.0.1:$https/allowed/a"
   check "$who" l7-https-traversal 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C --path-as-is https://127.0.0.1:$https/allowed/../admin"
   check "$who" l7-ca-env 0 "^/.capsule/ca-bundle.pem /.capsule/ca-bundle.pem /.capsule/ca-bundle.pem$" run --config "$work/l7.json" -- sh -c 'echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE'
+  # L7 rules follow the server, not its name: the same address by another
+  # name (or by IP) gets the same rules, over HTTPS (intercepted) and HTTP
+  check "$who" l7-alias-https-denied 0 "do not allow this method and path" run --config "$work/alias.json" $P -- sh -c "$C https://localhost:$https/admin"
+  check "$who" l7-by-ip-allowed 0 "^GET /allowed/x$" run --config "$work/alias.json" $P -- sh -c "$C http://127.0.0.1:$http/allowed/x"
+  check "$who" l7-by-ip-denied 0 "do not allow this method and path" run --config "$work/alias.json" $P -- sh -c "$C http://127.0.0.1:$http/admin"
+  check "$who" l7-path-param-dotdot 0 "do not allow this method and path" run --config "$work/alias.json" $P -- sh -c "$C --path-as-is 'http://127.0.0.1:$http/allowed/..;/admin'"
   # path globs cost linear work: five '**' against 1,000 a/b pairs (the old
   # backtracking matcher ran for minutes), then the proxy still answers
   check "$who" l7-glob-bounded 0 "do not allow this method and path" run --config "$work/glob.json" $P -- sh -c "$C http://localhost:$http$deep/x; $C http://localhost:$http/ok/y"
