@@ -285,25 +285,19 @@ static bool open_upstream(struct forwarding *f, struct stream *up)
 
 /* The response, to the end (the upstream closes: Connection: close):
  * spliced when neither side is TLS and no secret was added; with a secret,
- * copied and scrubbed of it. */
+ * parsed and masked (response.c). */
 static void stream_response(struct forwarding *f, struct stream *up)
 {
   struct worker *w = f->w;
   struct stream *client = f->client;
-  struct scrub sc;
-  proxy_scrub_init(&sc, f->route ? f->sec->secret : NULL);
+  if (f->route) {
+    proxy_relay_masked(w, up, client, f->sec->secret, strcasecmp(f->req->method, "HEAD") == 0,
+                       f->ev);
+    return;
+  }
   for (;;) {
     ssize_t n;
-    if (f->route) {
-      n = proxy_stream_read(up, w->buf, sizeof w->buf);
-      if (n > 0) {
-        struct cap_buf clean = {0};
-        proxy_scrub_feed(&sc, w->buf, (size_t)n, &clean);
-        if (clean.len && !proxy_stream_write(client, clean.data, clean.len))
-          n = -1;
-        cap_buf_free(&clean);
-      }
-    } else if (!up->ssl && !client->ssl) {
+    if (!up->ssl && !client->ssl) {
       n = proxy_pump(w, 1, up->fd, client->fd, true);
       if (n == -2) { /* nothing yet: wait for it */
         struct pollfd pf = {.fd = up->fd, .events = POLLIN};
@@ -320,11 +314,6 @@ static void stream_response(struct forwarding *f, struct stream *up)
       break;
     f->ev->bytes_down += n;
   }
-  struct cap_buf tail = {0};
-  proxy_scrub_finish(&sc, &tail);
-  if (tail.len)
-    proxy_stream_write(client, tail.data, tail.len);
-  cap_buf_free(&tail);
 }
 
 /* Checks one request against the allowlist, the host's L7 rules and the

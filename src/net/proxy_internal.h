@@ -173,14 +173,14 @@ int proxy_read_secret(const struct cap_credential_route *r, const struct proxy_s
                       char **ret, struct cap_error *err);
 void proxy_wipe_secrets(struct proxy *px);
 
-/* The response scrubber: see inject.c. */
-struct scrub {
-  char *forms[3];
-  size_t lens[3], n, keep;
-  struct cap_buf carry;
-};
-void proxy_scrub_init(struct scrub *sc, const char *secret);
-void proxy_scrub_feed(struct scrub *sc, const char *data, size_t n, struct cap_buf *out);
-void proxy_scrub_finish(struct scrub *sc, struct cap_buf *out);
+/* ---- response.c ---- */
+
+/* Relays a routed response from up to client with the secret masked in
+ * its head and in its de-chunked body (re-chunked by capsule), refusing
+ * (502) a body in a content coding capsule cannot inspect. head_request:
+ * the response has no body whatever its head says. False when the
+ * exchange broke off. */
+bool proxy_relay_masked(struct worker *w, struct stream *up, struct stream *client,
+                        const char *secret, bool head_request, struct event *ev);
 
 #endif
