@@ -113,8 +113,28 @@ struct forwarding {
   size_t base_len;                          /* the route's base path inside t->path */
   bool via_route;                           /* reachable through the route alone */
   char path_only[4096];                     /* t->path without its query */
+  const struct dest *dest;                  /* where t->host led (resolved once) */
+  struct dest own;                          /* dest, when this request resolved it */
   struct event *ev;
 };
+
+/* The L7 rules for this request's destination: those of the endpoint its
+ * name matched, when that one has rules; otherwise those of every endpoint
+ * with rules whose name resolves to an address this one resolved to (the
+ * same server reached by its IP or another name), all of which must allow
+ * it. */
+static bool endpoint_rules_allow(struct forwarding *f, const struct cap_endpoint *by_name)
+{
+  const char *method = f->req->method;
+  if (by_name && by_name->n_rules)
+    return net_rules_allow(by_name->rules, by_name->n_rules, method, f->path_only);
+  const struct cap_endpoint *at[16];
+  size_t n = proxy_endpoints_at(f->w->px, f->dest, f->t->port, at, 16);
+  for (size_t i = 0; i < n; i++)
+    if (!net_rules_allow(at[i]->rules, at[i]->n_rules, method, f->path_only))
+      return false;
+  return true;
+}
 
 /* The allowlist, the host's L7 rules, the route's rules: NULL when the
  * request may go, else why not (*status set). */
@@ -127,7 +147,16 @@ static const char *check_request(struct forwarding *f, const char **status)
   bool host_ok = net_host_allowed(&px->spec->network, f->t->host, f->t->port, &endpoint);
   if (!host_ok && !f->via_route && !f->route)
     return "this host:port is not in the capability's network allowlist";
-  if (endpoint && !net_rules_allow(endpoint->rules, endpoint->n_rules, method, f->path_only))
+  if (!f->dest) {
+    const char *why = NULL;
+    int e = proxy_resolve(px, f->t->host, f->t->port, &f->own, &why);
+    if (e < 0) {
+      *status = dial_status(e);
+      return why;
+    }
+    f->dest = &f->own;
+  }
+  if (!endpoint_rules_allow(f, endpoint))
     return "the capability's rules for this host do not allow this method and path";
   if (strcasecmp(method, "TRACE") == 0 || strcasecmp(method, "TRACK") == 0) {
     /* a server that echoes the request would hand back what capsule added */
@@ -231,7 +260,7 @@ static bool open_upstream(struct forwarding *f, struct stream *up)
 {
   struct proxy *px = f->w->px;
   const char *why = NULL;
-  int fd = proxy_dial(px, f->t->host, f->t->port, &why);
+  int fd = proxy_connect_dest(f->dest, &why);
   if (fd < 0) {
     proxy_deny(px, f->client, f->ev, dial_status(fd), why);
     return false;
@@ -256,25 +285,19 @@ static bool open_upstream(struct forwarding *f, struct stream *up)
 
 /* The response, to the end (the upstream closes: Connection: close):
  * spliced when neither side is TLS and no secret was added; with a secret,
- * copied and scrubbed of it. */
+ * parsed and masked (response.c). */
 static void stream_response(struct forwarding *f, struct stream *up)
 {
   struct worker *w = f->w;
   struct stream *client = f->client;
-  struct scrub sc;
-  proxy_scrub_init(&sc, f->route ? f->sec->secret : NULL);
+  if (f->route) {
+    proxy_relay_masked(w, up, client, f->sec->secret, strcasecmp(f->req->method, "HEAD") == 0,
+                       f->ev);
+    return;
+  }
   for (;;) {
     ssize_t n;
-    if (f->route) {
-      n = proxy_stream_read(up, w->buf, sizeof w->buf);
-      if (n > 0) {
-        struct cap_buf clean = {0};
-        proxy_scrub_feed(&sc, w->buf, (size_t)n, &clean);
-        if (clean.len && !proxy_stream_write(client, clean.data, clean.len))
-          n = -1;
-        cap_buf_free(&clean);
-      }
-    } else if (!up->ssl && !client->ssl) {
+    if (!up->ssl && !client->ssl) {
       n = proxy_pump(w, 1, up->fd, client->fd, true);
       if (n == -2) { /* nothing yet: wait for it */
         struct pollfd pf = {.fd = up->fd, .events = POLLIN};
@@ -291,11 +314,6 @@ static void stream_response(struct forwarding *f, struct stream *up)
       break;
     f->ev->bytes_down += n;
   }
-  struct cap_buf tail = {0};
-  proxy_scrub_finish(&sc, &tail);
-  if (tail.len)
-    proxy_stream_write(client, tail.data, tail.len);
-  cap_buf_free(&tail);
 }
 
 /* Checks one request against the allowlist, the host's L7 rules and the
@@ -305,8 +323,8 @@ static void stream_response(struct forwarding *f, struct stream *up)
  * route alone (reverse-proxy form). rest: body bytes already read. */
 static void forward_request(struct worker *w, struct stream *client, struct http_request *req,
                             struct http_url *t, const struct cap_credential_route *route,
-                            size_t base_len, bool via_route, const char *rest, size_t rest_len,
-                            struct event *ev)
+                            size_t base_len, bool via_route, const struct dest *d, const char *rest,
+                            size_t rest_len, struct event *ev)
 {
   struct proxy *px = w->px;
   struct forwarding f = {.w = w,
@@ -317,6 +335,7 @@ static void forward_request(struct worker *w, struct stream *client, struct http
                          .sec = route ? proxy_secret_of(px, route) : NULL,
                          .base_len = base_len,
                          .via_route = via_route,
+                         .dest = d,
                          .ev = ev};
   ev->method = req->method;
   ev->host = t->host;
@@ -398,7 +417,7 @@ static long read_request(struct stream *s, struct http_request *req, char *buf, 
 /* After CONNECT to a host with rules or a credential route: TLS with a
  * minted leaf, then one request read, checked and forwarded. */
 static void intercept(struct worker *w, struct stream *client, const char *host, uint16_t port,
-                      struct event *ev)
+                      const struct dest *d, struct event *ev)
 {
   struct proxy *px = w->px;
   SSL_CTX *ctx = tls_ca_server_ctx(px->ca, host);
@@ -435,7 +454,7 @@ static void intercept(struct worker *w, struct stream *client, const char *host,
       snprintf(t.path, sizeof t.path, "%s", req->target);
       size_t base = 0;
       const struct cap_credential_route *route = proxy_route_for(px, &t, &base);
-      forward_request(w, &tls, req, &t, route, base, false, buf + head, got - (size_t)head, ev);
+      forward_request(w, &tls, req, &t, route, base, false, d, buf + head, got - (size_t)head, ev);
     }
   }
   SSL_shutdown(ssl);
@@ -465,16 +484,25 @@ static void handle_connect(struct worker *w, struct stream *client, struct http_
                "this host:port is not in the capability's network allowlist");
     return;
   }
-  if ((endpoint && endpoint->n_rules) || routed) {
+  /* resolved once: the addresses whose rules apply are the ones used */
+  struct dest d;
+  const char *why = NULL;
+  int e = proxy_resolve(px, host, port, &d, &why);
+  if (e < 0) {
+    proxy_deny(px, client, ev, dial_status(e), why);
+    return;
+  }
+  const struct cap_endpoint *at[1];
+  bool ruled = endpoint && endpoint->n_rules;
+  if (ruled || routed || proxy_endpoints_at(px, &d, port, at, 1) > 0) {
     if (rest_len) {
       proxy_deny(px, client, ev, "400 Bad Request", "data sent before the tunnel was established");
       return;
     }
-    intercept(w, client, host, port, ev);
+    intercept(w, client, host, port, &d, ev);
     return;
   }
-  const char *why = NULL;
-  int up = proxy_dial(px, host, port, &why);
+  int up = proxy_connect_dest(&d, &why);
   if (up < 0) {
     proxy_deny(px, client, ev, dial_status(up), why);
     return;
@@ -545,7 +573,7 @@ static void handle_reverse(struct worker *w, struct stream *client, struct http_
     return;
   }
   snprintf(t.path + base, sizeof t.path - base, "%s%s", *tail == '/' ? "" : "/", tail);
-  forward_request(w, client, req, &t, route, base, true, rest, rest_len, ev);
+  forward_request(w, client, req, &t, route, base, true, NULL, rest, rest_len, ev);
 }
 
 void proxy_serve_one(struct worker *w, int fd)
@@ -579,7 +607,8 @@ void proxy_serve_one(struct worker *w, int fd)
       ev.path = t.path;
       size_t base = 0;
       const struct cap_credential_route *route = proxy_route_for(px, &t, &base);
-      forward_request(w, &client, req, &t, route, base, false, buf + head, got - (size_t)head, &ev);
+      forward_request(w, &client, req, &t, route, base, false, NULL, buf + head, got - (size_t)head,
+                      &ev);
     }
   }
 }

@@ -118,6 +118,12 @@ bool host_addrs_contains(struct host_addrs *h, const struct sockaddr *sa)
   return found;
 }
 
+bool host_addrs_same(const struct sockaddr *a, const struct sockaddr *b)
+{
+  struct in6_addr x, y;
+  return as_v6(a, &x) && as_v6(b, &y) && memcmp(&x, &y, sizeof x) == 0;
+}
+
 void host_addrs_free(struct host_addrs *h)
 {
   if (!h)

@@ -22,4 +22,8 @@ bool host_addrs_contains(struct host_addrs *h, const struct sockaddr *sa);
 
 void host_addrs_free(struct host_addrs *h);
 
+/* Whether a and b hold the same address, IPv4 and its IPv6 forms alike
+ * (ports ignored). */
+bool host_addrs_same(const struct sockaddr *a, const struct sockaddr *b);
+
 #endif

@@ -33,7 +33,7 @@ struct http_request {
   long long content_length; /* -1 when absent */
   bool body_done;           /* http_body_feed reached the end of the body */
   http_parser parser;
-  struct cap_buf *sink;     /* during http_body_feed: where the body goes */
+  struct cap_buf *sink; /* during http_body_feed: where the body goes */
   /* parse state */
   bool complete;
   const char *why;

@@ -26,8 +26,8 @@
 #include "core/error.h"
 #include "manifest/model.h"
 
-#define PROXY_PORT 3128 /* inside the sandbox: 127.0.0.1:3128 */
-#define PROXY_MAX_FORWARDS 32 /* ports.localhost entries forwarded into a sandbox */
+#define PROXY_PORT 3128          /* inside the sandbox: 127.0.0.1:3128 */
+#define PROXY_MAX_FORWARDS 32    /* ports.localhost entries forwarded into a sandbox */
 #define PROXY_CA_DIR "/.capsule" /* inside the sandbox: the trust bundle's folder */
 #define PROXY_CA_FILE PROXY_CA_DIR "/ca-bundle.pem"
 
@@ -43,9 +43,9 @@ struct proxy_store {
 
 struct proxy_options {
   const struct proxy_store *store; /* NULL: bare-name sources are refused */
-  bool allow_private; /* reach loopback and private ranges (development, tests) */
-  FILE *log;          /* egress decisions as JSON lines, or NULL */
-  bool verbose;       /* denials on stderr as they happen */
+  bool allow_private;              /* reach loopback and private ranges (development, tests) */
+  FILE *log;                       /* egress decisions as JSON lines, or NULL */
+  bool verbose;                    /* denials on stderr as they happen */
 };
 
 /* Reads the credential routes' secrets and, when any host needs TLS

@@ -42,7 +42,7 @@ struct route_secret {
 struct proxy {
   const struct cap_spec *spec;
   struct proxy_options opt;
-  struct tls_ca *ca; /* NULL when nothing is intercepted */
+  struct tls_ca *ca;             /* NULL when nothing is intercepted */
   struct host_addrs *host_addrs; /* refused like loopback */
   char *bundle;
   size_t bundle_len;
@@ -119,8 +119,11 @@ int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest
 /* Connects to the first of d's addresses that accepts: the fd, or
  * -ECONNREFUSED with *why set. */
 int proxy_connect_dest(const struct dest *d, const char **why);
-/* proxy_resolve, then proxy_connect_dest. */
-int proxy_dial(struct proxy *px, const char *host, uint16_t port, const char **why);
+/* The endpoints with L7 rules (at most max, into out) whose host, for
+ * port, resolves to any of d's addresses: the same server by another
+ * name. Patterns (*.x) name no address and are skipped. */
+size_t proxy_endpoints_at(struct proxy *px, const struct dest *d, uint16_t port,
+                          const struct cap_endpoint **out, size_t max);
 /* One read's worth from one socket to the other (splice for bulk): bytes
  * moved, 0 at the end, -1 on error, -2 when nothing was there after all. */
 ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait);
@@ -170,14 +173,14 @@ int proxy_read_secret(const struct cap_credential_route *r, const struct proxy_s
                       char **ret, struct cap_error *err);
 void proxy_wipe_secrets(struct proxy *px);
 
-/* The response scrubber: see inject.c. */
-struct scrub {
-  char *forms[3];
-  size_t lens[3], n, keep;
-  struct cap_buf carry;
-};
-void proxy_scrub_init(struct scrub *sc, const char *secret);
-void proxy_scrub_feed(struct scrub *sc, const char *data, size_t n, struct cap_buf *out);
-void proxy_scrub_finish(struct scrub *sc, struct cap_buf *out);
+/* ---- response.c ---- */
+
+/* Relays a routed response from up to client with the secret masked in
+ * its head and in its de-chunked body (re-chunked by capsule), refusing
+ * (502) a body in a content coding capsule cannot inspect. head_request:
+ * the response has no body whatever its head says. False when the
+ * exchange broke off. */
+bool proxy_relay_masked(struct worker *w, struct stream *up, struct stream *client,
+                        const char *secret, bool head_request, struct event *ev);
 
 #endif

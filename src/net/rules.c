@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/buf.h"
 #include "core/text.h"
 
 /* host without one trailing dot, as a length */
@@ -144,7 +145,9 @@ bool net_address_forbidden(const struct sockaddr *sa, bool allow_private)
          IN6_IS_ADDR_SITELOCAL(a);
 }
 
-/* A path segment a proxy and an upstream might read differently. */
+/* A path a proxy and an upstream might read differently, before segments
+ * are looked at: backslashes, "//", broken escapes and encoded '/', '.',
+ * '\' or '%'. */
 static bool ambiguous(const char *path)
 {
   for (const char *p = path; *p; p++) {
@@ -159,53 +162,100 @@ static bool ambiguous(const char *path)
       if (c == '/' || c == '.' || c == '\\' || c == '%')
         return true;
     }
-    if (*p == '/' && p[1] == '.' &&
-        (p[2] == '/' || p[2] == '\0' || (p[2] == '.' && (p[3] == '/' || p[3] == '\0'))))
-      return true;
   }
   return false;
 }
 
-/* glob and path from a segment start; both segment lists '/'-separated */
-static bool match_segments(const char *g, const char *p)
+struct segment {
+  const char *s;
+  size_t len;
+};
+
+/* Splits s at '/' into at most max non-empty segments; returns the count,
+ * or SIZE_MAX when there are more. For a path (params), each segment ends
+ * at its first ';': "/api/..;/admin" is read as "/api/../admin", as servlet
+ * containers read it, so the rules see what such an upstream serves. */
+static size_t split(const char *s, struct segment *v, size_t max, bool params)
 {
-  for (;;) {
-    while (*g == '/')
-      g++;
-    while (*p == '/')
-      p++;
-    if (!*g)
-      return !*p;
-    const char *gend = strchr(g, '/');
-    size_t glen = gend ? (size_t)(gend - g) : strlen(g);
-    if (glen == 2 && g[0] == '*' && g[1] == '*') {
-      const char *rest = g + 2;
-      /* ** takes zero or more segments: try every split */
-      for (const char *q = p;;) {
-        if (match_segments(rest, q))
-          return true;
-        if (!*q)
-          return false;
-        const char *next = strchr(q, '/');
-        q = next ? next + 1 : q + strlen(q);
-      }
-    }
-    if (!*p)
-      return false;
-    const char *pend = strchr(p, '/');
-    size_t plen = pend ? (size_t)(pend - p) : strlen(p);
-    if (!(glen == 1 && g[0] == '*') && (glen != plen || memcmp(g, p, plen) != 0))
-      return false;
-    g += glen;
-    p += plen;
+  size_t n = 0;
+  while (*s) {
+    while (*s == '/')
+      s++;
+    if (!*s)
+      break;
+    size_t len = strcspn(s, "/");
+    if (n == max)
+      return SIZE_MAX;
+    size_t keep = params ? strcspn(s, ";/") : len;
+    v[n++] = (struct segment){s, keep};
+    s += len;
   }
+  return n;
 }
+
+/* A dot segment, or one that is empty once its ';' parameters are cut
+ * ("/;x/admin"): an upstream may resolve it away. */
+static bool dot_or_empty(const struct segment *p)
+{
+  return p->len == 0 || (p->len == 1 && p->s[0] == '.') ||
+         (p->len == 2 && p->s[0] == '.' && p->s[1] == '.');
+}
+
+static bool is_globstar(const struct segment *g)
+{
+  return g->len == 2 && memcmp(g->s, "**", 2) == 0;
+}
+
+static bool segment_matches(const struct segment *g, const struct segment *p)
+{
+  return (g->len == 1 && g->s[0] == '*') || (g->len == p->len && memcmp(g->s, p->s, p->len) == 0);
+}
+
+/* The two-pointer wildcard match over segments ('**' as the star, '*' as
+ * any one segment): on a mismatch only the latest '**' takes one more
+ * segment, so the work is at most (glob segments x path segments)
+ * comparisons, never the exponential backtracking of trying every split
+ * for every '**'. A later '**' subsumes what an earlier one could still
+ * take, which is why the latest alone needs retrying. */
+static bool match_segments(const struct segment *g, size_t ng, const struct segment *p, size_t np)
+{
+  size_t gi = 0, pi = 0, star = SIZE_MAX, star_p = 0;
+  while (pi < np) {
+    if (gi < ng && is_globstar(&g[gi])) {
+      star = gi++;
+      star_p = pi;
+    } else if (gi < ng && segment_matches(&g[gi], &p[pi])) {
+      gi++;
+      pi++;
+    } else if (star != SIZE_MAX) {
+      gi = star + 1;
+      pi = ++star_p;
+    } else {
+      return false;
+    }
+  }
+  while (gi < ng && is_globstar(&g[gi]))
+    gi++;
+  return gi == ng;
+}
+
+#define PATH_MAX_SEGMENTS 4096
 
 bool net_path_matches(const char *glob, const char *path)
 {
   if (!path || path[0] != '/' || ambiguous(path))
     return false;
-  return match_segments(glob, path);
+  size_t nmax = strlen(path) / 2 + 1, gmax = strlen(glob) / 2 + 1;
+  if (nmax > PATH_MAX_SEGMENTS || gmax > PATH_MAX_SEGMENTS)
+    return false; /* bounded work: longer paths than the proxy takes never match */
+  struct segment *p = cap_xcalloc(nmax + gmax, sizeof *p), *g = p + nmax;
+  size_t np = split(path, p, nmax, true), ng = split(glob, g, gmax, false);
+  bool ok = np != SIZE_MAX && ng != SIZE_MAX;
+  for (size_t i = 0; ok && i < np; i++)
+    ok = !dot_or_empty(&p[i]);
+  ok = ok && match_segments(g, ng, p, np);
+  free(p);
+  return ok;
 }
 
 bool net_rules_allow(const struct cap_http_rule *rules, size_t n, const char *method,

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -156,11 +157,62 @@ int proxy_connect_dest(const struct dest *d, const char **why)
   return -ECONNREFUSED;
 }
 
-int proxy_dial(struct proxy *px, const char *host, uint16_t port, const char **why)
+/* e's host and port ("host", "host:port", "[v6]:port") into host; *port 0
+ * when e names none. False for patterns ("*.x", ".x", "*"): they name no
+ * address. */
+static bool endpoint_host(const struct cap_endpoint *e, char *host, size_t size, uint16_t *port)
 {
-  struct dest d;
-  int e = proxy_resolve(px, host, port, &d, why);
-  return e < 0 ? e : proxy_connect_dest(&d, why);
+  const char *h = e->host, *colon = strrchr(h, ':');
+  size_t len = strlen(h);
+  *port = 0;
+  if (h[0] == '[') { /* [v6] or [v6]:port */
+    const char *close = strchr(h, ']');
+    if (!close)
+      return false;
+    if (close[1] == ':')
+      *port = (uint16_t)atoi(close + 2);
+    h++;
+    len = (size_t)(close - h);
+  } else if (colon && strchr(h, ':') == colon) { /* one colon: host:port */
+    *port = (uint16_t)atoi(colon + 1);
+    len = (size_t)(colon - h);
+  } /* more colons: a bare IPv6 literal */
+  if (len == 0 || len >= size)
+    return false;
+  memcpy(host, h, len);
+  host[len] = '\0';
+  return host[0] != '.' && !strchr(host, '*');
+}
+
+/* Whether any address name resolves to is one of d's. */
+static bool resolves_into(const char *name, const struct dest *d)
+{
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  if (getaddrinfo(name, NULL, &hints, &res) != 0)
+    return false;
+  bool found = false;
+  for (struct addrinfo *ai = res; ai && !found; ai = ai->ai_next)
+    for (size_t i = 0; i < d->n && !found; i++)
+      found = host_addrs_same(ai->ai_addr, (const struct sockaddr *)&d->addrs[i]);
+  freeaddrinfo(res);
+  return found;
+}
+
+size_t proxy_endpoints_at(struct proxy *px, const struct dest *d, uint16_t port,
+                          const struct cap_endpoint **out, size_t max)
+{
+  const struct cap_network *net = &px->spec->network;
+  size_t n = 0;
+  for (size_t i = 0; i < net->n_endpoints && n < max; i++) {
+    const struct cap_endpoint *e = &net->endpoints[i];
+    char host[300];
+    uint16_t eport;
+    if (!e->n_rules || !endpoint_host(e, host, sizeof host, &eport) || (eport && eport != port))
+      continue;
+    if (resolves_into(host, d))
+      out[n++] = e;
+  }
+  return n;
 }
 
 /* Moves what one readable socket has (up to a pipe's worth) to the other

@@ -140,6 +140,23 @@ static void test_paths(void)
   CHECK(!net_path_matches("/repos/**", "//repos/x"));
   CHECK(!net_path_matches("/repos/**", "repos/x"));
   CHECK(net_path_matches("/repos/**", "/repos/a%20b"));
+  /* ';' path parameters are cut before matching (servlet containers read
+   * "..;" as ".."), so they hide no dot segment and no other name */
+  CHECK(!net_path_matches("/api/**", "/api/..;/admin"));
+  CHECK(!net_path_matches("/api/**", "/api/.;x=1/admin"));
+  CHECK(!net_path_matches("/api/**", "/api/;x/admin"));
+  CHECK(net_path_matches("/api/*/x", "/api/a;v=1/x"));
+  CHECK(net_path_matches("/admin", "/admin;jsessionid=1"));
+  CHECK(!net_path_matches("/public/**", "/admin;/public/x"));
+  /* bounded work: 1,000 "a/b" pairs against five '**' would take the old
+   * backtracking matcher far longer than the test's timeout */
+  char deep[4096 + 8] = "";
+  for (int i = 0; i < 1000; i++)
+    strcat(deep, "/a/b");
+  CHECK(!net_path_matches("/**/a/**/b/**/a/**/b/**/c", deep));
+  CHECK(net_path_matches("/**/a/**/b/**/a/**/b/**", deep));
+  CHECK(net_path_matches("/a/**/b/*/b", deep));
+  CHECK(!net_path_matches("/a/**/b/*/a", deep));
 
   struct cap_http_rule *rules = NULL;
   size_t n = 0;
