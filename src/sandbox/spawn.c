@@ -922,6 +922,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     if (read(l.sync[0], &go, 1) != 1)
       _exit(127); /* the parent gave up */
     close(l.sync[0]);
+    int joined = limits_join(&l.lim); /* before anything runs: see limits.c */
+    CHILD_TRY(joined, "cannot move into the sandbox's cgroup: %s", strerror(-joined));
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     /* a copy of capsule's memory: not dumpable from the start (the command
      * regains it at exec), so no window before pid 1's own prctl */
