@@ -23,6 +23,13 @@ libs=$(LD_TRACE_LOADED_OBJECTS=1 "$capsule" 2>&1)
 if echo "$libs" | grep -qE "$heavy"; then
   bad "capsule loads gRPC's or OpenSSL's libraries at start-up: $(echo "$libs" | grep -E "$heavy" | awk '{print $1}' | tr '\n' ' ')"
 else ok "no gRPC or OpenSSL libraries at start-up ($(echo "$libs" | wc -l) objects)"; fi
+# the libraries every verb needs are linked in where their archives exist
+for lib in libsqlite3 libsodium libyaml libpcre2-8; do
+  archive=$(cc -print-file-name="$lib.a" 2>/dev/null)
+  [ -f "$archive" ] || continue
+  if echo "$libs" | grep -q "$lib[.-]"; then bad "$lib is loaded at start-up though $archive exists"
+  else ok "$lib linked in"; fi
+done
 if ldd "$module" 2>/dev/null | grep -q libgrpc; then ok "the Selu module links libgrpc"
 else bad "the Selu module does not link libgrpc"; fi
 if ldd "$proxy_module" 2>/dev/null | grep -q libssl; then ok "the proxy module links libssl"
