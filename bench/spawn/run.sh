@@ -3,8 +3,10 @@
 # run with the setups interleaved: ROUNDS rounds, each one hyperfine run of
 # every command (RUNS runs each, after WARMUP), so a burst of load on this
 # shared machine hits every setup alike. Reports each command's median over
-# all rounds, its spread (10th-90th percentile, and the range of the
-# per-round medians) and the ratios the targets are stated in.
+# all rounds and its spread (10th-90th percentile of the samples, the
+# 25th-75th percentile of the per-round medians), and the ratios the
+# targets are stated in: of the overall medians, and the 25th-75th
+# percentile of the per-round ratios.
 #
 #   floor   unshare with capsule's namespaces (user, mount, pid, ipc, uts,
 #           net, cgroup) and nothing else: the kernel's part
@@ -17,9 +19,11 @@
 #   capsule capsule run --memory 256M --pids 64 -- /bin/true: the above
 #           plus Landlock, the seccomp filter, cgroup limits, rlimits and
 #           the supervisor
-# each as root and as uid 65534 (setpriv; both sides pay its exec), and the
-# start-up of the binaries: `capsule --version`, `bwrap --version`,
-# `capsule check` of one manifest.
+# each as root and as uid 65534 (setpriv; both sides pay its exec); capsule
+# and bwrap as root again with 50 ms between runs ("spaced": a tool call now
+# and then, not back to back, which kernel caches such as RCU-sync state
+# favour); and the start-up of the binaries: `capsule --version`,
+# `bwrap --version`, `capsule check` of one manifest.
 #
 # Usage: bench/spawn/run.sh [CAPSULE]   (root; env ROUNDS, RUNS, WARMUP,
 # JSON=FILE to keep every sample). Installs hyperfine and bubblewrap
@@ -27,7 +31,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 capsule_built=$(realpath "${1:-$root/build/capsule}")
-rounds=${ROUNDS:-10} runs=${RUNS:-10} warmup=${WARMUP:-2}
+rounds=${ROUNDS:-20} runs=${RUNS:-5} warmup=${WARMUP:-1}
 [ "$(id -u)" = 0 ] || { echo "bench/spawn: run as root (it measures root and uid 65534)" >&2; exit 2; }
 "$root/scripts/deps.sh" bench
 out=$(mktemp -d /var/tmp/capsule-bench.XXXXXX)
@@ -71,10 +75,14 @@ cmds=(-n "floor root" "$floor_cmd"
       -n "bwrap --version" "bwrap --version"
       -n "capsule --version" "$capsule --version"
       -n "capsule check (1 manifest)" "$capsule check -q $out/manifest.yaml")
+spaced=(-n "bwrap root, spaced" "$bwrap_cmd" -n "capsule root, spaced" "$capsule_cmd")
 for ((r = 1; r <= rounds; r++)); do
   printf 'round %d/%d\r' "$r" "$rounds" >&2
   hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
     --export-json "$out/round-$r.json" "${cmds[@]}" >/dev/null 2>"$out/hyperfine.log" ||
+    { cat "$out/hyperfine.log" >&2; exit 1; }
+  hyperfine -N --style none --warmup 1 --runs "$runs" --prepare "sleep 0.05" \
+    --export-json "$out/spaced-$r.json" "${spaced[@]}" >/dev/null 2>"$out/hyperfine.log" ||
     { cat "$out/hyperfine.log" >&2; exit 1; }
 done
 echo >&2
@@ -82,8 +90,8 @@ python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 samples, medians, order = {}, {}, []
-for r in range(1, rounds + 1):
-    for res in json.load(open(f"{out}/round-{r}.json"))["results"]:
+for r, kind in ((r, k) for r in range(1, rounds + 1) for k in ("round", "spaced")):
+    for res in json.load(open(f"{out}/{kind}-{r}.json"))["results"]:
         name = res["command"]
         if name not in samples:
             order.append(name)
@@ -94,19 +102,20 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(p * len(xs)))]
 med = {n: statistics.median(samples[n]) for n in order}
 print(f"\n{rounds} interleaved rounds; medians in ms over all samples\n")
-print("| command | samples | median | p10-p90 | per-round medians |")
+print("| command | samples | median | p10-p90 | per-round medians p25-p75 |")
 print("|---|---|---|---|---|")
 for n in order:
     s = samples[n]
     print(f"| {n} | {len(s)} | {med[n]:.2f} | {pct(s, .1):.2f}-{pct(s, .9):.2f} "
-          f"| {min(medians[n]):.2f}-{max(medians[n]):.2f} |")
+          f"| {pct(medians[n], .25):.2f}-{pct(medians[n], .75):.2f} |")
 def ratio(a, b, target):
     per_round = [x / y for x, y in zip(medians[a], medians[b])]
-    print(f"| {a} / {b} | {med[a] / med[b]:.2f}x | {min(per_round):.2f}x-{max(per_round):.2f}x "
+    print(f"| {a} / {b} | {med[a] / med[b]:.2f}x | {pct(per_round, .25):.2f}x-{pct(per_round, .75):.2f}x "
           f"| {target} |")
-print("\n| ratio | of medians | per round | target |\n|---|---|---|---|")
+print("\n| ratio | of medians | per round p25-p75 | target |\n|---|---|---|---|")
 ratio("capsule root", "bwrap root", "<= 1.0x")
 ratio("capsule 65534", "bwrap 65534", "<= 1.0x")
+ratio("capsule root, spaced", "bwrap root, spaced", "")
 ratio("capsule root", "floor root", "")
 ratio("capsule 65534", "floor 65534", "")
 ratio("capsule --version", "bwrap --version", "<= 2x")
@@ -114,5 +123,5 @@ ratio("capsule check (1 manifest)", "capsule --version", "<= 2x")
 PY
 if [ -n "${JSON:-}" ]; then
   python3 -c 'import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]]))' \
-    "$out"/round-*.json >"$JSON"
+    "$out"/round-*.json "$out"/spaced-*.json >"$JSON"
 fi

@@ -1,91 +1,25 @@
 /* selu_rpc.h's functions for libcapsule: each opens the Selu gRPC module
- * (selu_rpc_module.h) on first use and calls through its table, so only a
- * process that talks to a Selu server maps libgrpc and its ~50 libraries
- * (they cost every other verb ~10 ms of start-up).
- *
- * Where the module is looked for, in order (never in the environment: a
- * module is code run with the caller's privileges):
- * - in the build tree, when the running executable is in it (tests and
- *   benches run uninstalled): CAPSULE_MODULE_BUILDDIR;
- * - installed: CAPSULE_MODULE_RELDIR from the executable's directory
- *   (bindir to libdir/capsule, as meson installs it);
- * - beside the executable (a relocated binary with its module). */
-#include <dlfcn.h>
+ * (selu_rpc_module.h, found as core/module.h says) on first use and calls
+ * through its table, so only a process that talks to a Selu server maps
+ * libgrpc and its ~50 libraries (they cost every other verb ~10 ms of
+ * start-up). */
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/module.h"
 #include "runtime/selu_rpc_module.h"
 
 static pthread_once_t module_once = PTHREAD_ONCE_INIT;
 static const struct selu_rpc_module *module;
-static char module_why[PATH_MAX + 256]; /* why it could not be loaded */
-
-/* The directory of the running executable, into dir[PATH_MAX]. */
-static bool exe_dir(char *dir)
-{
-  ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
-  if (n <= 0)
-    return false;
-  dir[n] = '\0';
-  char *slash = strrchr(dir, '/');
-  if (!slash)
-    return false;
-  *slash = '\0';
-  return true;
-}
-
-static bool under(const char *path, const char *root)
-{
-  size_t n = strlen(root);
-  return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
-}
-
-static const struct selu_rpc_module *try_open(const char *path)
-{
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    snprintf(module_why, sizeof module_why, "%s", dlerror());
-    return NULL;
-  }
-  const struct selu_rpc_module *m = dlsym(h, SELU_RPC_MODULE_SYMBOL);
-  if (!m || m->size != sizeof *m) {
-    snprintf(module_why, sizeof module_why, "%s: no %s table of this capsule's version", path,
-             SELU_RPC_MODULE_SYMBOL);
-    dlclose(h);
-    return NULL;
-  }
-  return m; /* never closed: libgrpc does not unload cleanly */
-}
+static struct cap_error module_err;
 
 static void module_load(void)
 {
-  char dir[PATH_MAX], path[PATH_MAX + 64];
-  if (!exe_dir(dir)) {
-    snprintf(module_why, sizeof module_why, "cannot read /proc/self/exe");
-    return;
-  }
-  snprintf(module_why, sizeof module_why, "%s: not found", SELU_RPC_MODULE_NAME);
-  const char *const candidates[] = {
-      under(dir, CAPSULE_BUILD_ROOT) ? CAPSULE_MODULE_BUILDDIR : NULL,
-      CAPSULE_MODULE_RELDIR,
-      ".",
-  };
-  for (size_t i = 0; i < sizeof candidates / sizeof *candidates && !module; i++) {
-    if (!candidates[i])
-      continue;
-    if (candidates[i][0] == '/')
-      snprintf(path, sizeof path, "%s/%s", candidates[i], SELU_RPC_MODULE_NAME);
-    else
-      snprintf(path, sizeof path, "%s/%s/%s", dir, candidates[i], SELU_RPC_MODULE_NAME);
-    if (access(path, F_OK) == 0)
-      module = try_open(path);
-  }
+  module = cap_module_open(SELU_RPC_MODULE_NAME, SELU_RPC_MODULE_SYMBOL, sizeof *module,
+                           "Selu gRPC", &module_err);
 }
 
 static int module_get(struct cap_error *err)
@@ -93,10 +27,7 @@ static int module_get(struct cap_error *err)
   pthread_once(&module_once, module_load);
   if (module)
     return 0;
-  return cap_error_set(err, ELIBACC,
-                       "cannot load capsule's Selu gRPC module (%s); it belongs in %s "
-                       "relative to the capsule executable's directory",
-                       module_why, CAPSULE_MODULE_RELDIR);
+  return cap_error_set(err, module_err.code, "%s", module_err.message);
 }
 
 int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret, struct cap_error *err)

@@ -91,8 +91,8 @@ static bool try_cgroup2(struct sandbox_limits *lim, const struct cap_spec *spec)
     lim->pids_enforced = write_text(lim->v2, "pids.max", num) == 0;
   }
   if (spec->limits.cpu_fraction > 0) {
-    snprintf(num, sizeof num, "%lld %d",
-             (long long)(spec->limits.cpu_fraction * CPU_PERIOD_US), CPU_PERIOD_US);
+    snprintf(num, sizeof num, "%lld %d", (long long)(spec->limits.cpu_fraction * CPU_PERIOD_US),
+             CPU_PERIOD_US);
     lim->cpu_enforced = write_text(lim->v2, "cpu.max", num) == 0;
   }
   lim->kind = LIMITS_CGROUP2;
@@ -129,7 +129,17 @@ static void own_v1_path(const char *controller, char *out, size_t size)
 }
 
 /* cgroup v1: one directory per controller we can write, nested below the
- * cgroup we run in (never escaping the limits the host put on us). */
+ * cgroup we run in (never escaping the limits the host put on us).
+ *
+ * How the sandbox gets in: moving a process (a pid written to
+ * cgroup.procs or tasks) takes the kernel's global cgroup_threadgroup_rwsem
+ * for writing, and the first writer after a quiet spell waits for an RCU
+ * grace period (rcu_sync_enter): 5-15 ms on a loaded 2-vCPU VM, more than
+ * all the rest of a spawn. A thread moving itself ("0" written to tasks)
+ * skips that lock. So the `tasks` files are opened here, by us, with our
+ * rights (the kernel checks them at open, and the opener's or writer's
+ * root uid at write), and the sandbox's first process, single-threaded
+ * and not yet running anything, writes "0" to each (limits_join). */
 static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
 {
   bool any = false;
@@ -145,6 +155,9 @@ static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
       lim->v1[c][0] = '\0';
       continue;
     }
+    char tasks[600];
+    snprintf(tasks, sizeof tasks, "%s/tasks", lim->v1[c]);
+    lim->v1_tasks[c] = open(tasks, O_WRONLY | O_CLOEXEC);
     any = true;
   }
   if (!any)
@@ -168,11 +181,12 @@ static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
   return true;
 }
 
-int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec,
-                   struct cap_error *err)
+int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec, struct cap_error *err)
 {
   memset(lim, 0, sizeof *lim);
   lim->cpu_base_ms = -1;
+  for (int c = 0; c < 4; c++)
+    lim->v1_tasks[c] = -1;
   if (!try_cgroup2(lim, spec))
     try_cgroup1(lim, spec);
   /* the fallbacks the command sets on itself (limits_apply_rlimits) */
@@ -214,12 +228,31 @@ int limits_attach(struct sandbox_limits *lim, pid_t pid, struct cap_error *err)
       return cap_error_errno(err, -r, "cannot move the sandbox into %s", lim->v2);
   } else if (lim->kind == LIMITS_CGROUP1) {
     for (int c = 0; c < 4; c++) {
+      if (lim->v1_tasks[c] >= 0) { /* the sandbox joins this one itself */
+        close(lim->v1_tasks[c]);
+        lim->v1_tasks[c] = -1;
+        continue;
+      }
       if (!lim->v1[c][0])
         continue;
       int r = write_text(lim->v1[c], "cgroup.procs", num);
       if (r < 0)
         return cap_error_errno(err, -r, "cannot move the sandbox into %s", lim->v1[c]);
     }
+  }
+  return 0;
+}
+
+int limits_join(struct sandbox_limits *lim)
+{
+  for (int c = 0; c < 4; c++) {
+    if (lim->v1_tasks[c] < 0)
+      continue;
+    ssize_t n = write(lim->v1_tasks[c], "0", 1);
+    close(lim->v1_tasks[c]);
+    lim->v1_tasks[c] = -1;
+    if (n != 1)
+      return n < 0 ? -errno : -EIO;
   }
   return 0;
 }
@@ -405,6 +438,11 @@ const char *limits_verdict(struct sandbox_limits *lim, int term_signal)
 
 void limits_release(struct sandbox_limits *lim)
 {
+  for (int c = 0; c < 4; c++) {
+    if (lim->v1_tasks[c] >= 0)
+      close(lim->v1_tasks[c]);
+    lim->v1_tasks[c] = -1;
+  }
   if (lim->kind == LIMITS_CGROUP2 && lim->v2[0]) {
     write_text(lim->v2, "cgroup.kill", "1");
     for (int i = 0; i < 50 && rmdir(lim->v2) < 0 && errno == EBUSY; i++)

@@ -16,21 +16,27 @@ enum limits_kind { LIMITS_NONE, LIMITS_CGROUP2, LIMITS_CGROUP1 };
 
 struct sandbox_limits {
   enum limits_kind kind;
-  char v2[704];         /* the sandbox's cgroup directory (v2) */
-  char v1[4][512];      /* memory, pids, cpu, cpuacct directories (v1); "" when unused */
+  char v2[704];    /* the sandbox's cgroup directory (v2) */
+  char v1[4][512]; /* memory, pids, cpu, cpuacct directories (v1); "" when unused */
   bool memory_enforced, pids_enforced, cpu_enforced;
-  bool pids_by_rlimit; /* RLIMIT_NPROC in the sandbox's user namespace */
+  bool pids_by_rlimit;  /* RLIMIT_NPROC in the sandbox's user namespace */
   char unenforced[256]; /* limits the host could not enforce, for a warning */
   int64_t cpu_base_ms;  /* CPU used when supervision began (the sandbox's setup); -1: unread */
   pid_t pid;            /* pid 1 of the sandbox (limits_attach): its CPU without a cgroup */
+  int v1_tasks[4];      /* v1: the groups' `tasks` files, open for limits_join; -1 when not */
 };
 
 /* Creates the cgroup(s) and writes the limits. Fails (-ENOTSUP) only when
  * spec->sandbox.required and a limit cannot be enforced. */
-int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec,
-                   struct cap_error *err);
-/* Moves pid (before it runs anything) into the cgroup(s). */
+int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec, struct cap_error *err);
+/* Moves pid (before it runs anything) into the cgroup(s) that it does not
+ * join itself (limits_join). Closes the caller's copies of what
+ * limits_join uses: call it after the sandbox is cloned. */
 int limits_attach(struct sandbox_limits *lim, pid_t pid, struct cap_error *err);
+/* In the sandbox's first process, before it runs anything, while it is the
+ * only thread of its process: moves itself into the v1 groups through the
+ * `tasks` files limits_prepare opened. -errno on failure. */
+int limits_join(struct sandbox_limits *lim);
 /* In the command, before exec: the rlimit fallbacks for what no cgroup holds. */
 void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spec *spec);
 /* True when the CPU used so far, projected one tick ahead, exceeds the

@@ -343,6 +343,8 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   if (read(l->sync[0], &go, 1) != 1)
     _exit(127); /* the parent gave up */
   close(l->sync[0]);
+  int joined = limits_join(&l->lim); /* before anything runs: see limits.c */
+  CHILD_TRY(joined, "cannot move into the sandbox's cgroup: %s", strerror(-joined));
   /* a copy of capsule's memory: not dumpable from the start (the command
    * regains it at exec), so no window before pid 1's own prctl */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -471,9 +473,11 @@ static int prepare_stdio(struct launch *l, const struct cap_spec *spec,
  * cgroups, recorded in its lock file. */
 static int prepare_host_side(struct launch *l, const struct cap_spec *spec, struct cap_error *err)
 {
+  /* the root's mount point: on tmpfs (/dev/shm) unless TMPDIR says
+   * otherwise; creating and removing it on a disk's /tmp cost ~2 ms */
   const char *tmpdir = getenv("TMPDIR");
   if (!tmpdir || !*tmpdir)
-    tmpdir = "/tmp";
+    tmpdir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
   rundir_clean_leftovers(tmpdir);
   int r = rundir_create(&l->run, tmpdir, err);
   if (r < 0)

@@ -1,27 +1,42 @@
 #!/usr/bin/env bash
-# What start-up loads: the capsule executable does not link libgrpc and its
-# dependencies (absl, protobuf-c, libstdc++); the Selu gRPC client is a
-# module opened on the first Selu call. A copy of capsule outside the build
-# tree without the module fails a Selu call with a message naming the
-# module (no crash), and works once the module is installed where capsule
-# looks: the libdir/capsule directory relative to the executable, or beside
-# it. Usage: run.sh CAPSULE SELU_FAULT_SERVER MODULE RELDIR
+# What start-up loads: the capsule executable links neither libgrpc and its
+# dependencies (absl, protobuf-c, libstdc++) nor OpenSSL; the Selu gRPC
+# client and the egress proxy are modules opened on first use (the first
+# Selu call, the first sandbox in proxy mode). A copy of capsule outside
+# the build tree without a module fails what needs it with a message naming
+# the module (no crash), and works once the module is installed where
+# capsule looks: the libdir/capsule directory relative to the executable,
+# or beside it.
+# Usage: run.sh CAPSULE SELU_FAULT_SERVER SELU_MODULE PROXY_MODULE RELDIR
 set -u
 capsule=$(realpath "$1")
 fault=$(realpath "$2")
 module=$(realpath "$3")
-reldir=$4
+proxy_module=$(realpath "$4")
+reldir=$5
 pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
 bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
 
-heavy='libgrpc|libgpr|libprotobuf-c|libabsl|libstdc\+\+|libupb|libre2|libcares'
+heavy='libgrpc|libgpr|libprotobuf-c|libabsl|libstdc\+\+|libupb|libre2|libcares|libssl|libcrypto'
 libs=$(LD_TRACE_LOADED_OBJECTS=1 "$capsule" 2>&1)
 if echo "$libs" | grep -qE "$heavy"; then
-  bad "capsule loads gRPC's libraries at start-up: $(echo "$libs" | grep -cE "$heavy") of them"
-else ok "no gRPC libraries at start-up ($(echo "$libs" | wc -l) objects)"; fi
-if ldd "$module" 2>/dev/null | grep -q libgrpc; then ok "the module links libgrpc"
-else bad "the module does not link libgrpc"; fi
+  bad "capsule loads gRPC's or OpenSSL's libraries at start-up: $(echo "$libs" | grep -E "$heavy" | awk '{print $1}' | tr '\n' ' ')"
+else ok "no gRPC or OpenSSL libraries at start-up ($(echo "$libs" | wc -l) objects)"; fi
+# the libraries every verb needs are linked in where their archives exist
+for lib in libsqlite3 libsodium libyaml libpcre2-8; do
+  archive=$(cc -print-file-name="$lib.a" 2>/dev/null)
+  [ -f "$archive" ] || continue
+  if echo "$libs" | grep -q "$lib[.-]"; then bad "$lib is loaded at start-up though $archive exists"
+  else ok "$lib linked in"; fi
+done
+if ldd "$module" 2>/dev/null | grep -q libgrpc; then ok "the Selu module links libgrpc"
+else bad "the Selu module does not link libgrpc"; fi
+if ldd "$proxy_module" 2>/dev/null | grep -q libssl; then ok "the proxy module links libssl"
+else bad "the proxy module does not link libssl"; fi
+exports=$(nm -D --defined-only "$proxy_module" "$module" | awk 'NF == 3 {print $3}' | sort | tr '\n' ' ')
+if [ "$exports" = "proxy_module_v1 selu_rpc_module_v1 " ]; then ok "each module exports its table alone"
+else bad "the modules export: $exports"; fi
 
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
   echo "SKIP: this host cannot create the sandbox's namespaces (the Selu calls)"
@@ -46,6 +61,21 @@ YAML
 copy=$work/prefix/bin/capsule
 cp "$capsule" "$copy"
 call() { timeout 60 "$copy" call --caps "$work/caps" --state "$state" selu-ok ok '{}' 2>&1 </dev/null; }
+printf '{"version": "0.1.0", "network": {"mode": "proxy", "allow_domains": ["example.com"]}}\n' \
+  >"$work/proxy.json"
+proxied() { timeout 60 "$copy" run --config "$work/proxy.json" -- /bin/sh -c 'echo $HTTP_PROXY' 2>&1 </dev/null; }
+
+out=$(proxied); status=$?
+if [ "$status" != 0 ] && echo "$out" | grep -q "capsule-proxy.so"; then ok "no proxy module: proxy mode fails and names it"
+else bad "no proxy module (exit $status): $(echo "$out" | head -3)"; fi
+if out=$(timeout 60 "$copy" run -- /bin/echo plain 2>&1) && [ "$out" = plain ]; then
+  ok "no proxy module: a sandbox without the proxy runs"
+else bad "no proxy module, no proxy: $out"; fi
+mkdir -p "$work/prefix/bin/$reldir"
+cp "$proxy_module" "$work/prefix/bin/$reldir/"
+out=$(proxied); status=$?
+if [ "$status" = 0 ] && [ "$out" = "http://127.0.0.1:3128" ]; then ok "proxy module installed: proxy mode works"
+else bad "proxy module installed (exit $status): $(echo "$out" | head -3)"; fi
 
 out=$(call); status=$?
 if [ "$status" = 1 ] && echo "$out" | grep -q "capsule-selu-rpc.so"; then ok "no module: the call fails and names it"; echo "$out" | sed "s/^/         /"

@@ -1,0 +1,57 @@
+/* proxy.h's functions for libcapsule, through the egress proxy module
+ * (proxy_module.h), opened by the first proxy_new. A struct proxy exists
+ * only once the module is loaded, so the others need no check of their
+ * own beyond NULL, which they take without loading anything. */
+#include <pthread.h>
+
+#include "core/module.h"
+#include "net/proxy_module.h"
+
+static pthread_once_t module_once = PTHREAD_ONCE_INIT;
+static const struct proxy_module *module;
+static struct cap_error module_err;
+
+static void module_load(void)
+{
+  module = cap_module_open(PROXY_MODULE_NAME, PROXY_MODULE_SYMBOL, sizeof *module, "egress proxy",
+                           &module_err);
+}
+
+int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, struct proxy **ret,
+              struct cap_error *err)
+{
+  *ret = NULL;
+  pthread_once(&module_once, module_load);
+  if (!module)
+    return cap_error_set(err, module_err.code, "%s", module_err.message);
+  return module->create(spec, opt, ret, err);
+}
+
+const char *proxy_ca_bundle(const struct proxy *p, size_t *len)
+{
+  *len = 0;
+  return p ? module->ca_bundle(p, len) : NULL;
+}
+
+char *const *proxy_tool_env(const struct proxy *p, size_t *n)
+{
+  *n = 0;
+  return p ? module->tool_env(p, n) : NULL;
+}
+
+void proxy_scrub(struct proxy *p)
+{
+  if (p)
+    module->scrub(p);
+}
+
+int proxy_start(struct proxy *p, const int *fds, size_t n, struct cap_error *err)
+{
+  return module->start(p, fds, n, err);
+}
+
+void proxy_stop(struct proxy *p)
+{
+  if (p)
+    module->stop(p);
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On a cgroup v1 host, as root: the sandbox's first process moves itself
+# into its memory, pids, cpu and cpuacct groups by writing "0" to their
+# `tasks` files (opened by capsule before the clone), and capsule never
+# writes a pid to cgroup.procs (the move that waits for an RCU grace period,
+# 5-15 ms, see src/sandbox/limits.c). The command runs in every group.
+# Usage: cgroup_join.sh CAPSULE
+set -u
+capsule=$(realpath "$1")
+[ "$(id -u)" = 0 ] || { echo "SKIP: v1 cgroups are written as root"; exit 77; }
+[ -f /sys/fs/cgroup/pids/cgroup.procs ] || { echo "SKIP: no cgroup v1 pids hierarchy"; exit 77; }
+command -v strace >/dev/null || { echo "SKIP: strace is not installed"; exit 77; }
+"$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: no sandbox on this host"; exit 77; }
+pass=0 fail=0
+ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
+bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+out=$(strace -f -qq -e trace=openat,write -o "$log" \
+  "$capsule" run --memory 256M --pids 64 -- /bin/cat /proc/self/cgroup 2>&1)
+for c in memory pids cpu cpuacct; do
+  if echo "$out" | grep -qE "^[0-9]+:([a-z_,]*,)?$c(,[a-z_,]*)?:/capsule-[0-9]+\$"; then ok "the command is in its $c group"
+  else bad "the command is not in a capsule $c group: $(echo "$out" | tr '\n' ' ')"; fi
+done
+if grep -E 'capsule-[0-9]+/cgroup.procs", O_WRONLY' "$log" >/dev/null; then
+  bad "capsule moved the sandbox by pid: $(grep -c 'cgroup.procs", O_WRONLY' "$log") cgroup.procs writes"
+else ok "no pid written to cgroup.procs"; fi
+joins=$(grep -cE 'write\([0-9]+, "0", 1\) += 1' "$log")
+opened=$(grep -cE 'capsule-[0-9]+/tasks", O_WRONLY\|O_CLOEXEC\) = [0-9]+' "$log")
+if [ "$opened" -ge 2 ] && [ "$joins" = "$opened" ]; then ok "the sandbox joined its $joins groups itself"
+else bad "tasks files opened: $opened, joins written: $joins"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
