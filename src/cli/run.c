@@ -64,7 +64,10 @@ static const char run_help[] =
     "                         the caller's (default: the caller's directory when a\n"
     "                         grant covers it, else /tmp)\n"
     "      --env NAME[=VAL]   pass a variable (the environment is cleared otherwise)\n"
-    "      --dry-run          print the resolved manifest and what enforces each right\n"
+    "      --dry-run          print what would run (who as, where, grants, hosts,\n"
+    "                         credentials, limits) and what enforces each right\n"
+    "      --json             with --dry-run: the resolved manifest as JSON on stdout\n"
+    "                         (the summary then goes to stderr)\n"
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
     "                         addresses (local development; metadata stays refused)\n"
     "      --egress-log FILE  append every egress decision to FILE as JSON lines\n"
@@ -94,6 +97,7 @@ enum {
   OPT_STATE,
   OPT_ALLOW_HOST,
   OPT_ALLOW_PORT,
+  OPT_JSON,
 };
 
 static const struct option run_options[] = {
@@ -111,6 +115,7 @@ static const struct option run_options[] = {
     {"workdir", required_argument, NULL, OPT_WORKDIR},
     {"env", required_argument, NULL, OPT_ENV},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"json", no_argument, NULL, OPT_JSON},
     {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
     {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
     {"state", required_argument, NULL, OPT_STATE},
@@ -259,6 +264,7 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   case OPT_WORKDIR: a->workdir = arg; return 0;
   case OPT_ENV: push_env(&a->env, arg); return 0;
   case OPT_DRY_RUN: a->dry_run = true; return 0;
+  case OPT_JSON: a->json = true; return 0;
   case OPT_PROXY_PRIVATE: a->proxy_private = true; return 0;
   case OPT_EGRESS_LOG: a->egress_log = arg; return 0;
   case OPT_STATE: a->state = arg; return 0;
@@ -381,8 +387,7 @@ static void apply_network(const struct run_args *a, struct cap_spec *spec)
     cap_ports_push(&net->localhost, a->ports.v[i]);
 }
 
-/* "~/x" -> "$HOME/x"; other paths as they are (as the sandbox expands) */
-static char *expand_home(const char *path)
+char *run_expand_home(const char *path)
 {
   if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
     const char *home = getenv("HOME");
@@ -406,7 +411,7 @@ static bool path_under(const char *dir, const char *path)
 static bool dir_visible(const struct cap_spec *spec, const char *dir)
 {
   for (size_t i = 0; i < spec->deny.len; i++) {
-    _cleanup_free_ char *d = expand_home(spec->deny.v[i]);
+    _cleanup_free_ char *d = run_expand_home(spec->deny.v[i]);
     if (path_under(dir, d))
       return false;
   }
@@ -414,7 +419,7 @@ static bool dir_visible(const struct cap_spec *spec, const char *dir)
     const struct cap_fs_grant *g = &spec->grants[i];
     if (g->type != CAP_FS_DIRECTORY)
       continue;
-    _cleanup_free_ char *p = expand_home(g->path);
+    _cleanup_free_ char *p = run_expand_home(g->path);
     char real[4096];
     if (p[0] == '/' && realpath(p, real) && strcmp(real, p) == 0 && path_under(dir, real))
       return true;

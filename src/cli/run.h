@@ -18,13 +18,17 @@ struct run_args {
   uint64_t memory, pids, cpu_ms, timeout_s; /* 0: not given */
   const char *workdir;                      /* --workdir as given, or NULL */
   struct cap_strv env;                      /* NAME=VALUE */
-  bool dry_run, proxy_private, verbose;
+  bool dry_run, json, proxy_private, verbose;
   const char *egress_log;
   const char *state;    /* --state, else $CAPSULE_STATE, else NULL */
   char *workdir_inside; /* built: where the command starts (owned), or NULL:
                            the sandbox's default (/tmp, else /) */
   char **command;       /* the command and its arguments (argv's tail) */
 };
+
+/* "~/x" -> "$HOME/x"; other paths as they are, as the sandbox expands
+ * them (allocated). */
+char *run_expand_home(const char *path);
 
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);

@@ -95,7 +95,7 @@ check root allow-host-bad-name 2 "'a b' is not HOST\[:PORT\]" run --allow-host '
 check root allow-host-bad-port 2 "the port must be 1..65535" run --allow-host example.com:99999 -- true
 check root allow-port-bad 2 "--allow-port takes a TCP port 1..65535, not '0'" run --allow-port 0 -- true
 check root net-bad 2 "--net takes blocked, proxy or unrestricted" run --net open -- true
-check root allow-host-dry-run 0 '"\.example\.org"' run --allow-host '*.example.org' --allow-host api.example.com:443 --dry-run
+check root allow-host-dry-run 0 '"\.example\.org"' run --allow-host '*.example.org' --allow-host api.example.com:443 --dry-run --json
 
 # ---- 4. the caller's directory: README's own example, relative --workdir ----
 proj=$work/proj
@@ -123,6 +123,40 @@ done
 check root help-after-sub-verb 0 "^usage: capsule policy set" policy set --help
 check root help-unknown-verb 2 "no help for 'nope'" help nope
 check root help-global 0 "^usage: capsule \[--help\]" help
+
+# ---- 6. --dry-run: the summary first, the manifest only with --json ----
+cat >"$work/routes.json" <<JSON
+{"version": "0.1.0", "network": {"mode": "proxy", "allow_domains": ["api.example.com"]},
+ "credentials": [{"name": "gh", "upstream": "https://api.github.com", "source": "env://GH_TOKEN"}]}
+JSON
+dry() { # dry NAME REGEX ARGS...: --dry-run's stdout (text) matches REGEX, multi-line
+  local name=$1 regex=$2; shift 2
+  local out
+  out=$(cd "$proj" && "$capsule" run --dry-run "$@" 2>/dev/null)
+  if printf '%s\n' "$out" | grep -qE -- "$regex"; then ok root "$name"
+  else bad root "$name"; printf '%s\n' "$out" | head -12 | sed 's/^/         /'; fi
+}
+dry dry-first-line '^# capsule run --dry-run' --allow-rw . -- make
+if [ "$(cd "$proj" && "$capsule" run --dry-run --allow-rw . -- make 2>/dev/null | head -1)" = "# capsule run --dry-run: (command line)" ]; then
+  ok root dry-summary-first; else bad root dry-summary-first; fi
+dry dry-runs-as-root "^runs as: +uid 65534 \(nobody\)" -- true
+dry dry-workdir "^working dir: +$proj\$" --allow-rw . -- make
+dry dry-private-tmp "^private /tmp: +yes" -- true
+dry dry-grant "^grant: +readwrite +$proj" --allow-rw . -- make
+dry dry-grant-not-writable "^grant: +readwrite +$work/elsewhere +NOT WRITABLE by uid 65534 \(owner uid 0, mode 755\)" --allow-rw "$work/elsewhere" -- true
+dry dry-allowed-domain "^allow host: +api.example.com \(any port\)" --config "$work/routes.json" -- true
+dry dry-credential-route "^credential: +gh -> https://api.github.com" --config "$work/routes.json" -- true
+dry dry-limits "^limits: +memory 256 MiB, pids 4096, wall clock 30 s" --memory 256M --timeout 30 -- true
+dry dry-enforcement "^# how each right is enforced on this host" -- true
+if ! (cd "$proj" && "$capsule" run --dry-run -- true 2>/dev/null | grep -q '"\$schema"'); then ok root dry-no-json-by-default
+else bad root dry-no-json-by-default; fi
+if (cd "$proj" && "$capsule" run --dry-run --json -- true 2>/dev/null | node -e 'JSON.parse(require("fs").readFileSync(0))') &&
+   (cd "$proj" && "$capsule" run --dry-run --json -- true 2>&1 >/dev/null | grep -q '^runs as:'); then
+  ok root dry-json-manifest-on-stdout
+else bad root dry-json-manifest-on-stdout; fi
+if [ -n "${users[1]:-}" ]; then
+  check nobody dry-runs-as-caller 0 "^runs as: +uid 65534 \(nobody\), gid 65534, no capabilities\$" run --dry-run -- true
+fi
 
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
