@@ -12,6 +12,7 @@
 struct run_args {
   const char *config;        /* --config, or NULL: the secure default */
   struct cap_strv grants[3]; /* --allow-read, --allow-write, --allow-rw (by cap_access) */
+  struct cap_strv deny;      /* --deny: paths masked whatever the grants say */
   int net;                   /* --net as an enum cap_net_mode, -1 when not given */
   struct cap_strv hosts;     /* --allow-host: "name", ".suffix", "*", or "host:port" */
   struct cap_ports ports;    /* --allow-port: host loopback ports forwarded in */

@@ -158,5 +158,24 @@ if [ -n "${users[1]:-}" ]; then
   check nobody dry-runs-as-caller 0 "^runs as: +uid 65534 \(nobody\), gid 65534, no capabilities\$" run --dry-run -- true
 fi
 
+# ---- 7. one rule for grants of missing paths; --deny ----
+cat >"$work/missing-grant.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$work/no-such-dir", "access": "read"}]}}
+JSON
+check root missing-flag-grant 1 "^capsule run: --allow-read $work/no-such-dir: No such file or directory on this host; create it first, or drop the grant\$" run --allow-read "$work/no-such-dir" -- true
+check root missing-manifest-grant 1 "^capsule run: $work/missing-grant.json: grant $work/no-such-dir: No such file or directory on this host; create it first, or remove it from the manifest's grants\$" run --config "$work/missing-grant.json" -- true
+check root missing-manifest-grant-dry-run 1 "grant $work/no-such-dir: No such file" run --config "$work/missing-grant.json" --dry-run
+mkdir -p "$proj/private"
+echo "top secret" >"$proj/private/key" && echo "also secret" >"$proj/token" && echo "public" >"$proj/readme"
+chmod -R a+rX "$proj"
+for who in "${users[@]}"; do
+  check "$who" deny-dir-hidden 0 "^hidden\$" run --allow-read "$proj" --deny "$proj/private" -- sh -c "cat $proj/private/key 2>/dev/null || echo hidden"
+  check "$who" deny-file-hidden 0 "^empty\$" run --allow-read "$proj" --deny "$proj/token" -- sh -c "[ -s $proj/token ] && cat $proj/token || echo empty"
+  dir=$proj check "$who" deny-relative-is-callers 0 "^hidden\$" run --allow-read . --deny private -- sh -c "cat $proj/private/key 2>/dev/null || echo hidden"
+  check "$who" deny-leaves-the-rest 0 "^public\$" run --allow-read "$proj" --deny "$proj/private" -- cat "$proj/readme"
+  dir=$proj check "$who" cwd-denied-not-used 0 "^/tmp\$" run --allow-read "$proj" --deny "$proj" -- pwd
+done
+check root deny-in-dry-run 0 "^deny: +$proj/private\$" run --dry-run --allow-read "$proj" --deny "$proj/private"
+
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
