@@ -117,7 +117,10 @@ int cmd_validate(int argc, char **argv)
     case 'j': json = true; break;
     case 'f': first = true; break;
     case 'F': opts.format_assert = true; break;
-    case 'h': fputs(help_text, stdout); free(refs); return CLI_EXIT_OK;
+    case 'h':
+      fputs(help_text, stdout);
+      free(refs);
+      return CLI_EXIT_OK;
     default: free(refs); return cli_option_error("validate", argv, "s:r:jfFh");
     }
   }

@@ -555,7 +555,9 @@ static int run_report(const struct cap_spec *spec, int r, const struct sandbox_r
                       struct cap_error *err)
 {
   if (res->unenforced[0])
-    fprintf(stderr, "capsule: warning: this host cannot enforce: %s\n", res->unenforced);
+    fprintf(stderr, "capsule: %swarning:%s this host cannot enforce: %s\n",
+            cli_colour(stderr, CLI_COLOUR_WARN), cli_colour(stderr, CLI_COLOUR_RESET),
+            res->unenforced);
   if (r < 0) {
     fprintf(stderr, "capsule: %s\n", err->message);
     return cli_exit_for(r, err);
@@ -570,8 +572,9 @@ static int run_report(const struct cap_spec *spec, int r, const struct sandbox_r
       cap_buf_printf(&set, ", cpu budget %llu ms", (unsigned long long)l->cpu_ms_per_task);
     if (l->wall_ms)
       cap_buf_printf(&set, ", wall clock %llu ms", (unsigned long long)l->wall_ms);
-    fprintf(stderr, "capsule: killed: %s exceeded (limits: %s)\n", res->killed_by,
-            set.len ? set.data + 2 : "the host's");
+    fprintf(stderr, "capsule: %skilled:%s %s exceeded (limits: %s)\n",
+            cli_colour(stderr, CLI_COLOUR_ERROR), cli_colour(stderr, CLI_COLOUR_RESET),
+            res->killed_by, set.len ? set.data + 2 : "the host's");
     cap_buf_free(&set);
     return CLI_EXIT_LIMIT;
   }

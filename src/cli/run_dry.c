@@ -76,8 +76,10 @@ static void print_grants(FILE *out, const struct cap_spec *spec)
       continue;
     }
     char buf[128];
-    fprintf(out, "grant:        %-10s %s%s\n", cap_access_name(g->access), g->path,
-            grant_note(g, buf, sizeof buf));
+    const char *note = grant_note(g, buf, sizeof buf);
+    fprintf(out, "grant:        %-10s %s%s%s%s\n", cap_access_name(g->access), g->path,
+            *note ? cli_colour(out, CLI_COLOUR_WARN) : "", note,
+            *note ? cli_colour(out, CLI_COLOUR_RESET) : "");
   }
   if (system.len)
     fprintf(out, "system:       read%s\n", system.data);

@@ -177,5 +177,50 @@ for who in "${users[@]}"; do
 done
 check root deny-in-dry-run 0 "^deny: +$proj/private\$" run --dry-run --allow-read "$proj" --deny "$proj/private"
 
+# ---- 8. bash completion, make install, colour on a terminal only ----
+# shellcheck source=../../completions/capsule.bash
+. "$root/completions/capsule.bash"
+complete_words() { # complete_words WORDS...: what _capsule offers for the last word
+  COMP_WORDS=("$@") COMP_CWORD=$(($# - 1)) COMPREPLY=()
+  _capsule
+  echo "${COMPREPLY[*]}"
+}
+comp() { # comp NAME WANT WORDS...
+  local name=$1 want=$2; shift 2
+  local got
+  got=$(complete_words "$@")
+  if [ "$got" = "$want" ]; then ok root "$name"; else bad root "$name (got '$got', want '$want')"; fi
+}
+comp complete-verb "policy" capsule po
+comp complete-sub-verb-after-options "set" capsule policy --state /tmp s
+comp complete-net-value "proxy" capsule run --net p
+comp complete-run-option "--allow-host" capsule run --allow-h
+comp complete-help-verb "run" capsule help ru
+comp complete-audit-sub "verify" capsule audit --json v
+# every option a verb's help names, completion offers
+for v in check show validate run list call policy cred audit; do
+  missing=""
+  for o in $("$capsule" "$v" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
+    case " $(complete_words capsule "$v" --) " in *" $o "*) ;; *) missing+=" $o" ;; esac
+  done
+  if [ -z "$missing" ]; then ok root "complete-covers-$v-help"; else bad root "complete-covers-$v-help (missing:$missing)"; fi
+done
+
+builddir=$(cd "$(dirname "$capsule")/../.." && pwd)
+if make -s -C "$root" install BUILD="$builddir" PREFIX=/opt/capsule DESTDIR="$work/pkg" >"$work/install.log" 2>&1 &&
+   [ "$("$work/pkg/opt/capsule/bin/capsule" --version)" = "$("$capsule" --version)" ] &&
+   [ -f "$work/pkg/opt/capsule/share/bash-completion/completions/capsule" ] &&
+   [ -f "$work/pkg/opt/capsule/share/doc/capsule/cli.md" ]; then ok root make-install-prefix-destdir
+else bad root make-install-prefix-destdir; tail -5 "$work/install.log" | sed 's/^/         /'; fi
+
+esc=$(printf '\033')
+if "$capsule" doctor 2>&1 | grep -q "$esc"; then bad root colour-not-in-pipe; else ok root colour-not-in-pipe; fi
+if command -v script >/dev/null; then
+  if TERM=xterm script -qec "$capsule doctor" /dev/null 2>&1 | grep -q "$esc\[32myes"; then ok root colour-on-terminal
+  else bad root colour-on-terminal; fi
+  if NO_COLOR=1 TERM=xterm script -qec "$capsule doctor" /dev/null 2>&1 | grep -q "$esc"; then bad root colour-no-color
+  else ok root colour-no-color; fi
+fi
+
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
