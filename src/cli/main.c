@@ -47,6 +47,8 @@ int cli_option_error(const char *verb, char **argv, const char *optstring)
   const char *given = optind > 0 ? argv[optind - 1] : "";
   if (optopt > 0 && optopt < 256 && !strchr(optstring, optopt))
     return cli_usage_error(verb, "unknown option '-%c'", optopt);
+  if (optopt > 0 && strncmp(given, "--", 2) == 0 && strchr(given, '='))
+    return cli_usage_error(verb, "%.*s takes no value", (int)(strchr(given, '=') - given), given);
   if (optopt > 0) /* a known option, but its value is missing */
     return cli_usage_error(verb, "%s needs a value", given);
   return cli_usage_error(verb, "unknown option '%s'", given);

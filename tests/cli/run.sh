@@ -57,6 +57,8 @@ check root unknown-before-verb 2 "unknown option '--bogus'" --bogus list
 lines root unknown-option-one-line 1 run --bogus -- true
 check root unknown-option-named 2 "^capsule run: unknown option '--bogus'" run --bogus -- true
 check root missing-value-named 2 "^capsule run: --memory needs a value" run --memory
+check root flag-value-refused 2 "^capsule check: --quiet takes no value" check --quiet=yes x
+check root unknown-short-named 2 "^capsule run: unknown option '-x'" run -x -- true
 
 # ---- 3. run's outcomes: typed, one exit-code list ----
 for who in "${users[@]}"; do
