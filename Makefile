@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 20
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all deps build run check test test-asan fuzz clean format install uninstall
+.PHONY: all deps build run check test test-asan fuzz clean format
 
 all: build
 
@@ -27,6 +27,19 @@ build: $(BUILD)/build.ninja
 
 run: build
 	scripts/demo.sh $(BUILD)/capsule
+
+# `make install PREFIX=/usr DESTDIR=/tmp/pkg`: the binary, the bash
+# completion and the docs (what a package holds)
+.PHONY: install uninstall
+install: build
+	install -Dm755 $(BUILD)/src/cli/capsule $(DESTDIR)$(PREFIX)/bin/capsule
+	install -Dm644 completions/capsule.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
+	install -d $(DESTDIR)$(PREFIX)/share/doc/capsule
+	install -m644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/capsule/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/capsule $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/capsule
 
 test: build
 	meson test -C $(BUILD) --print-errorlogs
@@ -55,18 +68,6 @@ check:
 
 format:
 	clang-format -i $$(git ls-files 'src/*.c' 'src/*.h' 'tests/*.c')
-
-# `make install PREFIX=/usr DESTDIR=/tmp/pkg`: the binary, the bash
-# completion and the docs (what a package holds)
-install: build
-	install -Dm755 $(BUILD)/src/cli/capsule $(DESTDIR)$(PREFIX)/bin/capsule
-	install -Dm644 completions/capsule.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
-	install -d $(DESTDIR)$(PREFIX)/share/doc/capsule
-	install -m644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/capsule/
-
-uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/capsule $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
-	rm -rf $(DESTDIR)$(PREFIX)/share/doc/capsule
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
