@@ -301,6 +301,9 @@ static int run_parse(int argc, char **argv, struct run_args *a)
                            "--allow-host and --allow-port go through the egress proxy: "
                            "drop --net %s (they imply --net proxy)",
                            cap_net_mode_name((enum cap_net_mode)a->net));
+  if (a->json && !a->dry_run)
+    return cli_usage_error("run",
+                           "--json goes with --dry-run (the command's own output is its own)");
   a->command = argv + optind;
   if (!a->command[0] && !a->dry_run)
     return cli_usage_error("run", "name the command to run after --");

@@ -156,6 +156,7 @@ if (cd "$proj" && "$capsule" run --dry-run --json -- true 2>/dev/null | node -e 
    (cd "$proj" && "$capsule" run --dry-run --json -- true 2>&1 >/dev/null | grep -q '^runs as:'); then
   ok root dry-json-manifest-on-stdout
 else bad root dry-json-manifest-on-stdout; fi
+check root json-needs-dry-run 2 "^capsule run: --json goes with --dry-run" run --json -- true
 if [ -n "${users[1]:-}" ]; then
   check nobody dry-runs-as-caller 0 "^runs as: +uid 65534 \(nobody\), gid 65534, no capabilities\$" run --dry-run -- true
 fi
