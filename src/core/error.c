@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int error_setv(struct cap_error *err, int code, const char *suffix,
-                      const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+static int error_setv(struct cap_error *err, int code, const char *suffix, const char *fmt,
+                      va_list ap) __attribute__((format(printf, 4, 0)));
 
-static int error_setv(struct cap_error *err, int code, const char *suffix,
-                      const char *fmt, va_list ap)
+static int error_setv(struct cap_error *err, int code, const char *suffix, const char *fmt,
+                      va_list ap)
 {
   if (code <= 0)
     code = EINVAL;
