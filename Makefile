@@ -6,6 +6,8 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
+PREFIX ?= /usr/local
+DESTDIR ?=
 
 .PHONY: all deps build run check test test-asan fuzz clean format format-check
 
@@ -25,6 +27,19 @@ build: $(BUILD)/build.ninja
 
 run: build
 	scripts/demo.sh $(BUILD)/capsule
+
+# `make install PREFIX=/usr DESTDIR=/tmp/pkg`: the binary, the bash
+# completion and the docs (what a package holds)
+.PHONY: install uninstall
+install: build
+	install -Dm755 $(BUILD)/src/cli/capsule $(DESTDIR)$(PREFIX)/bin/capsule
+	install -Dm644 completions/capsule.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
+	install -d $(DESTDIR)$(PREFIX)/share/doc/capsule
+	install -m644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/capsule/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/capsule $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/capsule
 
 test: build
 	meson test -C $(BUILD) --print-errorlogs

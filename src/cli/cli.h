@@ -56,4 +56,9 @@ const char *cli_default(const char *value, const char *env);
 /* A verb's own help text (the gateway verbs': help.c), or NULL. */
 const char *cli_gateway_help(const char *verb);
 
+enum cli_colour { CLI_COLOUR_OK, CLI_COLOUR_WARN, CLI_COLOUR_ERROR, CLI_COLOUR_RESET };
+/* The escape sequence for colour c when f is a terminal (and NO_COLOR is
+ * unset, TERM is not dumb), else "": colour on a terminal only. */
+const char *cli_colour(FILE *f, enum cli_colour c);
+
 #endif

@@ -6,9 +6,11 @@
 
 #include "cli/cli.h"
 #include "core/buf.h"
+#include "core/cleanup.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "jsonschema/jsonschema.h"
+#include "manifest/model.h"
 
 #define MAX_INPUT_BYTES (64u << 20)
 
@@ -90,7 +92,17 @@ static void print_json_result(const char *instance, bool valid, const struct cap
   cap_buf_free(&out);
 }
 
-int cmd_validate(int argc, char **argv)
+#define VALIDATE_OPTSTRING "s:r:jfFh"
+
+struct validate_args {
+  const char *schema_path;
+  bool json, first;
+  struct cap_js_options opts;
+  struct cap_strv refs; /* URI=FILE */
+};
+
+/* Returns 0 with *a filled, -1 when --help was printed, or a usage status. */
+static int validate_parse(int argc, char **argv, struct validate_args *a)
 {
   static const struct option options[] = {
       {"schema", required_argument, NULL, 's'},
@@ -101,107 +113,117 @@ int cmd_validate(int argc, char **argv)
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  const char *schema_path = NULL;
-  bool json = false, first = false;
-  struct cap_js_options opts = {0};
-  char **refs = NULL;
-  size_t n_refs = 0;
-  int c, status = CLI_EXIT_OK;
-  while ((c = getopt_long(argc, argv, "s:r:jfFh", options, NULL)) != -1) {
+  int c;
+  while ((c = getopt_long(argc, argv, VALIDATE_OPTSTRING, options, NULL)) != -1) {
     switch (c) {
-    case 's': schema_path = optarg; break;
+    case 's': a->schema_path = optarg; break;
     case 'r':
-      refs = realloc(refs, (n_refs + 1) * sizeof(*refs));
-      refs[n_refs++] = optarg;
+      if (!strchr(optarg, '='))
+        return cli_usage_error("validate", "--ref wants URI=FILE, got \"%s\"", optarg);
+      cap_strv_push(&a->refs, optarg);
       break;
-    case 'j': json = true; break;
-    case 'f': first = true; break;
-    case 'F': opts.format_assert = true; break;
-    case 'h': fputs(help_text, stdout); free(refs); return CLI_EXIT_OK;
-    default: free(refs); return cli_option_error("validate", argv, "s:r:jfFh");
+    case 'j': a->json = true; break;
+    case 'f': a->first = true; break;
+    case 'F': a->opts.format_assert = true; break;
+    case 'h': fputs(help_text, stdout); return -1;
+    default: return cli_option_error("validate", argv, VALIDATE_OPTSTRING);
     }
   }
-  if (!schema_path) {
-    free(refs);
+  if (!a->schema_path)
     return cli_usage_error("validate", "--schema SCHEMA.json is required");
-  }
-  if (optind >= argc) {
-    free(refs);
+  if (optind >= argc)
     return cli_usage_error("validate", "name at least one INSTANCE.json to validate");
-  }
-  for (size_t i = 0; i < n_refs; i++) {
-    if (!strchr(refs[i], '=')) {
-      int r = cli_usage_error("validate", "--ref wants URI=FILE, got \"%s\"", refs[i]);
-      free(refs);
-      return r;
-    }
-  }
+  return 0;
+}
 
-  struct cap_js_registry *reg = cap_js_registry_new();
-  struct cap_doc **ref_docs = calloc(n_refs + 1, sizeof(*ref_docs));
-  struct cap_doc *schema_doc = NULL;
-  struct cap_js_validator *v = NULL;
-  for (size_t i = 0; i < n_refs; i++) {
-    char *eq = strchr(refs[i], '=');
-    char *uri = cap_xstrndup(refs[i], (size_t)(eq - refs[i]));
-    ref_docs[i] = load_json(eq + 1);
-    if (ref_docs[i])
-      cap_js_registry_add(reg, uri, ref_docs[i]->root);
+/* The schema and the --ref documents it may point at. */
+struct validate_schema {
+  struct cap_js_registry *reg;
+  struct cap_doc **ref_docs; /* one per --ref */
+  size_t n_refs;
+  struct cap_doc *schema_doc;
+  struct cap_js_validator *v;
+};
+
+/* Loads and compiles; problems printed. Returns 0 or CLI_EXIT_INVALID. */
+static int validate_compile(const struct validate_args *a, struct validate_schema *s)
+{
+  s->reg = cap_js_registry_new();
+  s->n_refs = a->refs.len;
+  s->ref_docs = cap_xcalloc(s->n_refs + 1, sizeof(*s->ref_docs));
+  int status = CLI_EXIT_OK;
+  for (size_t i = 0; i < s->n_refs; i++) {
+    const char *ref = a->refs.v[i], *eq = strchr(ref, '=');
+    _cleanup_free_ char *uri = cap_xstrndup(ref, (size_t)(eq - ref));
+    s->ref_docs[i] = load_json(eq + 1);
+    if (s->ref_docs[i])
+      cap_js_registry_add(s->reg, uri, s->ref_docs[i]->root);
     else
       status = CLI_EXIT_INVALID;
-    free(uri);
   }
-  schema_doc = load_json(schema_path);
-  if (!schema_doc || status != CLI_EXIT_OK) {
-    status = CLI_EXIT_INVALID;
-    goto out;
-  }
+  s->schema_doc = load_json(a->schema_path);
+  if (!s->schema_doc || status != CLI_EXIT_OK)
+    return CLI_EXIT_INVALID;
   struct cap_diags diags = {0};
-  v = cap_js_compile(schema_doc->root, reg, &opts, schema_path, "", &diags);
-  if (!v) {
-    cap_diags_sort(&diags);
+  s->v = cap_js_compile(s->schema_doc->root, s->reg, &a->opts, a->schema_path, "", &diags);
+  cap_diags_sort(&diags);
+  if (!s->v)
     cap_diags_print(&diags, stderr);
-    cap_diags_free(&diags);
-    status = CLI_EXIT_INVALID;
-    goto out;
-  }
   cap_diags_free(&diags);
+  return s->v ? CLI_EXIT_OK : CLI_EXIT_INVALID;
+}
 
-  for (int i = optind; i < argc; i++) {
-    const char *path = argv[i];
-    struct cap_doc *doc = load_json(path);
-    if (!doc) {
-      if (json)
-        print_json_result(path, false, NULL, "cannot read or parse the instance");
-      status = CLI_EXIT_INVALID;
-      continue;
-    }
-    struct cap_js_errors errs = {0};
-    bool ok = cap_js_validate(v, doc->root, first ? CAP_JS_FIRST_ONLY : 0, &errs);
-    if (json) {
-      print_json_result(path, ok, &errs, NULL);
-    } else if (ok) {
-      printf("%s: valid\n", path);
-    } else {
-      for (size_t e = 0; e < errs.len; e++) {
-        const struct cap_js_error *er = &errs.items[e];
-        printf("%s: %s: %s (keyword %s)\n", path,
-               er->instance_location[0] ? er->instance_location : "/", er->message,
-               er->keyword_location[0] ? er->keyword_location : "/");
-      }
-    }
-    if (!ok)
-      status = CLI_EXIT_INVALID;
-    cap_js_errors_free(&errs);
-    cap_doc_free(doc);
+static void validate_schema_free(struct validate_schema *s)
+{
+  cap_js_validator_free(s->v);
+  cap_doc_free(s->schema_doc);
+  for (size_t i = 0; i < s->n_refs; i++)
+    cap_doc_free(s->ref_docs[i]);
+  free(s->ref_docs);
+  cap_js_registry_free(s->reg);
+}
+
+/* One instance: its result printed; true when valid. */
+static bool validate_instance(const struct validate_args *a, const struct cap_js_validator *v,
+                              const char *path)
+{
+  struct cap_doc *doc = load_json(path);
+  if (!doc) {
+    if (a->json)
+      print_json_result(path, false, NULL, "cannot read or parse the instance");
+    return false;
   }
-out:
-  cap_js_validator_free(v);
-  cap_doc_free(schema_doc);
-  for (size_t i = 0; i < n_refs; i++)
-    cap_doc_free(ref_docs[i]);
-  free(ref_docs);
-  cap_js_registry_free(reg);
-  free(refs);
-  return status;
+  struct cap_js_errors errs = {0};
+  bool ok = cap_js_validate(v, doc->root, a->first ? CAP_JS_FIRST_ONLY : 0, &errs);
+  if (a->json) {
+    print_json_result(path, ok, &errs, NULL);
+  } else if (ok) {
+    printf("%s: valid\n", path);
+  } else {
+    for (size_t e = 0; e < errs.len; e++) {
+      const struct cap_js_error *er = &errs.items[e];
+      printf("%s: %s: %s (keyword %s)\n", path,
+             er->instance_location[0] ? er->instance_location : "/", er->message,
+             er->keyword_location[0] ? er->keyword_location : "/");
+    }
+  }
+  cap_js_errors_free(&errs);
+  cap_doc_free(doc);
+  return ok;
+}
+
+int cmd_validate(int argc, char **argv)
+{
+  struct validate_args a = {0};
+  int status = validate_parse(argc, argv, &a);
+  if (status == 0) {
+    struct validate_schema s = {0};
+    status = validate_compile(&a, &s);
+    for (int i = optind; s.v && i < argc; i++)
+      if (!validate_instance(&a, s.v, argv[i]))
+        status = CLI_EXIT_INVALID;
+    validate_schema_free(&s);
+  }
+  cap_strv_free(&a.refs);
+  return status < 0 ? CLI_EXIT_OK : status;
 }

@@ -39,7 +39,8 @@ static bool probe_namespaces(int flags)
 
 static void row(const char *what, bool ok, const char *detail)
 {
-  printf("  %-28s %-4s %s\n", what, ok ? "yes" : "NO", detail);
+  printf("  %-28s %s%-4s%s %s\n", what, cli_colour(stdout, ok ? CLI_COLOUR_OK : CLI_COLOUR_ERROR),
+         ok ? "yes" : "NO", cli_colour(stdout, CLI_COLOUR_RESET), detail);
 }
 
 int cmd_doctor(int argc, char **argv)
@@ -52,18 +53,22 @@ int cmd_doctor(int argc, char **argv)
     return cli_usage_error("doctor", "takes no arguments");
   printf("capsule %s on this host (%s):\n", CAPSULE_VERSION, geteuid() ? "unprivileged" : "root");
   bool userns = probe_namespaces(CLONE_NEWUSER);
-  row("user namespace", userns, userns ? "sandbox runs without privileges"
-                                       : "needed: enable unprivileged user namespaces "
-                                         "(sysctl kernel.unprivileged_userns_clone=1)");
+  row("user namespace", userns,
+      userns ? "sandbox runs without privileges"
+             : "needed: enable unprivileged user namespaces "
+               "(sysctl kernel.unprivileged_userns_clone=1)");
   bool all = userns && probe_namespaces(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
                                         CLONE_NEWUTS | CLONE_NEWNET | 0x02000000);
   row("mount/pid/ipc/uts/net/cgroup", all, all ? "private mounts, processes, network" : "needed");
   int abi = landlock_abi();
   char detail[160];
   snprintf(detail, sizeof detail, "ABI %d: fs rights%s%s%s", abi, abi >= 3 ? ", truncate" : "",
-           abi >= 4 ? ", TCP bind/connect" : "", abi >= 6 ? ", signal and abstract-socket scoping" : "");
-  row("Landlock", abi > 0, abi > 0 ? detail : "missing: second filesystem layer off; "
-                                              "boot with lsm=landlock");
+           abi >= 4 ? ", TCP bind/connect" : "",
+           abi >= 6 ? ", signal and abstract-socket scoping" : "");
+  row("Landlock", abi > 0,
+      abi > 0 ? detail
+              : "missing: second filesystem layer off; "
+                "boot with lsm=landlock");
   struct cap_error err = {0};
   row("seccomp", true, "deny-list of escape syscalls, BPF compiled at build time");
   (void)err;
@@ -80,9 +85,10 @@ int cmd_doctor(int argc, char **argv)
   row("memory limit", lim.memory_enforced, lim.memory_enforced ? kind : "RLIMIT_DATA per process");
   row("pids limit", lim.pids_enforced,
       lim.pids_by_rlimit ? "RLIMIT_NPROC in the sandbox's user namespace" : kind);
-  row("cpu fraction", lim.cpu_enforced, lim.cpu_enforced ? kind : "not enforced: no writable cgroup");
-  row("cpu budget per task", true, lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick"
-                                                           : "RLIMIT_CPU per process");
+  row("cpu fraction", lim.cpu_enforced,
+      lim.cpu_enforced ? kind : "not enforced: no writable cgroup");
+  row("cpu budget per task", true,
+      lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick" : "RLIMIT_CPU per process");
   row("wall clock", true, "supervisor: SIGTERM, 1 s grace, SIGKILL to the pid namespace");
   row("disk limit", false, "/tmp and /dev/shm: sized tmpfs; writable grants and workspaces: "
                            "RLIMIT_FSIZE per file only, their total is not bounded");

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -46,6 +47,8 @@ int cli_option_error(const char *verb, char **argv, const char *optstring)
   const char *given = optind > 0 ? argv[optind - 1] : "";
   if (optopt > 0 && optopt < 256 && !strchr(optstring, optopt))
     return cli_usage_error(verb, "unknown option '-%c'", optopt);
+  if (optopt > 0 && strncmp(given, "--", 2) == 0 && strchr(given, '='))
+    return cli_usage_error(verb, "%.*s takes no value", (int)(strchr(given, '=') - given), given);
   if (optopt > 0) /* a known option, but its value is missing */
     return cli_usage_error(verb, "%s needs a value", given);
   return cli_usage_error(verb, "unknown option '%s'", given);
@@ -180,4 +183,23 @@ int cli_exit_for(int r, const struct cap_error *err)
   case CAP_OUTCOME_FAILED: break;
   }
   return r == -ENOTSUP ? CLI_EXIT_HOST : CLI_EXIT_INVALID;
+}
+
+/* Colour only where a person reads it: a terminal, not dumb, and NO_COLOR
+ * (no-color.org) unset. Pipes and files get plain text. */
+static bool colour_on(FILE *f)
+{
+  const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+  return isatty(fileno(f)) && !(no && *no) && !(term && strcmp(term, "dumb") == 0);
+}
+
+const char *cli_colour(FILE *f, enum cli_colour c)
+{
+  static const char *const sgr[] = {
+      [CLI_COLOUR_OK] = "\033[32m",
+      [CLI_COLOUR_WARN] = "\033[33m",
+      [CLI_COLOUR_ERROR] = "\033[1;31m",
+      [CLI_COLOUR_RESET] = "\033[0m",
+  };
+  return colour_on(f) ? sgr[c] : "";
 }

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/run.h"
@@ -50,6 +52,7 @@ static const char run_help[] =
     "      --allow-read P     grant P read-only (repeatable)\n"
     "      --allow-write P    grant P write-only\n"
     "      --allow-rw P       grant P read-write\n"
+    "      --deny P           hide P (a file or directory) whatever the grants say\n"
     "      --net MODE         blocked, proxy or unrestricted\n"
     "      --allow-host H[:P] let the tool reach host H (on port P, else any port)\n"
     "                         through capsule's egress proxy; repeatable; implies\n"
@@ -64,7 +67,10 @@ static const char run_help[] =
     "                         the caller's (default: the caller's directory when a\n"
     "                         grant covers it, else /tmp)\n"
     "      --env NAME[=VAL]   pass a variable (the environment is cleared otherwise)\n"
-    "      --dry-run          print the resolved manifest and what enforces each right\n"
+    "      --dry-run          print what would run (who as, where, grants, hosts,\n"
+    "                         credentials, limits) and what enforces each right\n"
+    "      --json             with --dry-run: the resolved manifest as JSON on stdout\n"
+    "                         (the summary then goes to stderr)\n"
     "      --tty              give COMMAND the caller's terminal (interactive use);\n"
     "                         otherwise it has no controlling terminal, stdin from a\n"
     "                         terminal is /dev/null and terminal output is escaped\n"
@@ -98,6 +104,8 @@ enum {
   OPT_ALLOW_HOST,
   OPT_ALLOW_PORT,
   OPT_TTY,
+  OPT_JSON,
+  OPT_DENY,
 };
 
 static const struct option run_options[] = {
@@ -105,6 +113,7 @@ static const struct option run_options[] = {
     {"allow-read", required_argument, NULL, OPT_READ},
     {"allow-write", required_argument, NULL, OPT_WRITE},
     {"allow-rw", required_argument, NULL, OPT_RW},
+    {"deny", required_argument, NULL, OPT_DENY},
     {"net", required_argument, NULL, OPT_NET},
     {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
     {"allow-port", required_argument, NULL, OPT_ALLOW_PORT},
@@ -116,6 +125,7 @@ static const struct option run_options[] = {
     {"env", required_argument, NULL, OPT_ENV},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"tty", no_argument, NULL, OPT_TTY},
+    {"json", no_argument, NULL, OPT_JSON},
     {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
     {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
     {"state", required_argument, NULL, OPT_STATE},
@@ -232,6 +242,7 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   case OPT_READ: cap_strv_push(&a->grants[CAP_ACCESS_READ], arg); return 0;
   case OPT_WRITE: cap_strv_push(&a->grants[CAP_ACCESS_WRITE], arg); return 0;
   case OPT_RW: cap_strv_push(&a->grants[CAP_ACCESS_READWRITE], arg); return 0;
+  case OPT_DENY: cap_strv_push(&a->deny, arg); return 0;
   case OPT_NET:
     if (strcmp(arg, "blocked") == 0)
       a->net = CAP_NET_BLOCKED;
@@ -265,6 +276,7 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   case OPT_ENV: push_env(&a->env, arg); return 0;
   case OPT_DRY_RUN: a->dry_run = true; return 0;
   case OPT_TTY: a->tty = true; return 0;
+  case OPT_JSON: a->json = true; return 0;
   case OPT_PROXY_PRIVATE: a->proxy_private = true; return 0;
   case OPT_EGRESS_LOG: a->egress_log = arg; return 0;
   case OPT_STATE: a->state = arg; return 0;
@@ -295,6 +307,9 @@ static int run_parse(int argc, char **argv, struct run_args *a)
                            "--allow-host and --allow-port go through the egress proxy: "
                            "drop --net %s (they imply --net proxy)",
                            cap_net_mode_name((enum cap_net_mode)a->net));
+  if (a->json && !a->dry_run)
+    return cli_usage_error("run",
+                           "--json goes with --dry-run (the command's own output is its own)");
   a->command = argv + optind;
   if (!a->command[0] && !a->dry_run)
     return cli_usage_error("run", "name the command to run after --");
@@ -305,6 +320,7 @@ static void run_args_free(struct run_args *a)
 {
   for (int k = 0; k < 3; k++)
     cap_strv_free(&a->grants[k]);
+  cap_strv_free(&a->deny);
   cap_strv_free(&a->env);
   cap_strv_free(&a->hosts);
   free(a->ports.v);
@@ -347,19 +363,74 @@ static int load_config(const char *config, struct cap_spec **ret)
   return *ret ? 0 : CLI_EXIT_INVALID;
 }
 
-/* The command line's grants, as the caller's absolute paths. */
-static int add_flag_grants(const struct run_args *a, struct cap_spec *spec)
+char *run_expand_home(const char *path)
+{
+  if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
+    const char *home = getenv("HOME");
+    return cap_xasprintf("%s%s", home ? home : "/", path + 1);
+  }
+  return cap_xstrdup(path);
+}
+
+static const char *const grant_flags[] = {"--allow-read", "--allow-write", "--allow-rw"};
+
+/* The command line's grants and denials, as the caller's absolute paths.
+ * A grant of a path the host lacks is an error (as a manifest's is). */
+static int add_flag_paths(const struct run_args *a, struct cap_spec *spec)
 {
   for (int k = 0; k < 3; k++)
     for (size_t i = 0; i < a->grants[k].len; i++) {
+      const char *given = a->grants[k].v[i];
       char resolved[4096];
-      if (!realpath(a->grants[k].v[i], resolved)) {
-        fprintf(stderr, "capsule run: cannot grant %s: %s\n", a->grants[k].v[i], strerror(errno));
+      struct stat st;
+      if (!realpath(given, resolved) || stat(resolved, &st) < 0) {
+        fprintf(stderr, "capsule run: %s %s: %s on this host; create it first, or drop the grant\n",
+                grant_flags[k], given, strerror(errno));
         return CLI_EXIT_INVALID;
       }
-      cap_spec_add_grant(spec, resolved, (enum cap_access)k, CAP_FS_DIRECTORY, CAP_ORIGIN_MANIFEST);
+      cap_spec_add_grant(spec, resolved, (enum cap_access)k,
+                         S_ISDIR(st.st_mode) ? CAP_FS_DIRECTORY : CAP_FS_FILE, CAP_ORIGIN_MANIFEST);
     }
+  char cwd[4096];
+  for (size_t i = 0; i < a->deny.len; i++) {
+    const char *given = a->deny.v[i];
+    char resolved[4096];
+    /* a path that does not exist has nothing to hide, but is kept: it may
+     * be created before the sandbox starts */
+    if (realpath(given, resolved))
+      cap_strv_push(&spec->deny, resolved);
+    else if (given[0] == '/' || !getcwd(cwd, sizeof cwd))
+      cap_strv_push(&spec->deny, given);
+    else {
+      _cleanup_free_ char *abs = cap_xasprintf("%s/%s", cwd, given);
+      cap_strv_push(&spec->deny, abs);
+    }
+  }
   return 0;
+}
+
+/* The manifest's own grants follow the same rule as the flags': a path
+ * this host lacks is an error naming it, not a grant silently dropped.
+ * Paths the sandbox fills in ($CAPSULE_ variables) and the system set
+ * (which differs between distributions) are not the manifest's. */
+static int check_manifest_grants(const struct cap_spec *spec)
+{
+  int status = 0;
+  for (size_t i = 0; i < spec->n_grants; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    if (g->origin != CAP_ORIGIN_MANIFEST || g->path[0] == '$')
+      continue;
+    _cleanup_free_ char *path = run_expand_home(g->path);
+    struct stat st;
+    if (lstat(path, &st) == 0)
+      continue;
+    fprintf(stderr,
+            "capsule run: %s: grant %s: %s on this host; create it first, or remove it "
+            "from the manifest's grants\n",
+            spec->source_path, g->path, strerror(errno));
+    status = CLI_EXIT_INVALID;
+  }
+  return status;
 }
 
 /* --net, --allow-host, --allow-port onto the spec's network: a host
@@ -387,16 +458,6 @@ static void apply_network(const struct run_args *a, struct cap_spec *spec)
     cap_ports_push(&net->localhost, a->ports.v[i]);
 }
 
-/* "~/x" -> "$HOME/x"; other paths as they are (as the sandbox expands) */
-static char *expand_home(const char *path)
-{
-  if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
-    const char *home = getenv("HOME");
-    return cap_xasprintf("%s%s", home ? home : "/", path + 1);
-  }
-  return cap_xstrdup(path);
-}
-
 /* Whether dir is path or below it (both absolute, canonical). */
 static bool path_under(const char *dir, const char *path)
 {
@@ -412,7 +473,7 @@ static bool path_under(const char *dir, const char *path)
 static bool dir_visible(const struct cap_spec *spec, const char *dir)
 {
   for (size_t i = 0; i < spec->deny.len; i++) {
-    _cleanup_free_ char *d = expand_home(spec->deny.v[i]);
+    _cleanup_free_ char *d = run_expand_home(spec->deny.v[i]);
     if (path_under(dir, d))
       return false;
   }
@@ -420,7 +481,7 @@ static bool dir_visible(const struct cap_spec *spec, const char *dir)
     const struct cap_fs_grant *g = &spec->grants[i];
     if (g->type != CAP_FS_DIRECTORY)
       continue;
-    _cleanup_free_ char *p = expand_home(g->path);
+    _cleanup_free_ char *p = run_expand_home(g->path);
     char real[4096];
     if (p[0] == '/' && realpath(p, real) && strcmp(real, p) == 0 && path_under(dir, real))
       return true;
@@ -459,7 +520,9 @@ static int run_build_spec(struct run_args *a, struct cap_spec **ret)
   } else {
     spec = default_spec();
   }
-  int r = add_flag_grants(a, spec);
+  int r = check_manifest_grants(spec);
+  if (r == 0)
+    r = add_flag_paths(a, spec);
   if (r)
     return r;
   apply_network(a, spec);
@@ -501,7 +564,9 @@ static int run_report(const struct cap_spec *spec, int r, const struct sandbox_r
                       struct cap_error *err)
 {
   if (res->unenforced[0])
-    fprintf(stderr, "capsule: warning: this host cannot enforce: %s\n", res->unenforced);
+    fprintf(stderr, "capsule: %swarning:%s this host cannot enforce: %s\n",
+            cli_colour(stderr, CLI_COLOUR_WARN), cli_colour(stderr, CLI_COLOUR_RESET),
+            res->unenforced);
   if (r < 0) {
     fprintf(stderr, "capsule: %s\n", err->message);
     return cli_exit_for(r, err);
@@ -516,8 +581,9 @@ static int run_report(const struct cap_spec *spec, int r, const struct sandbox_r
       cap_buf_printf(&set, ", cpu budget %llu ms", (unsigned long long)l->cpu_ms_per_task);
     if (l->wall_ms)
       cap_buf_printf(&set, ", wall clock %llu ms", (unsigned long long)l->wall_ms);
-    fprintf(stderr, "capsule: killed: %s exceeded (limits: %s)\n", res->killed_by,
-            set.len ? set.data + 2 : "the host's");
+    fprintf(stderr, "capsule: %skilled:%s %s exceeded (limits: %s)\n",
+            cli_colour(stderr, CLI_COLOUR_ERROR), cli_colour(stderr, CLI_COLOUR_RESET),
+            res->killed_by, set.len ? set.data + 2 : "the host's");
     cap_buf_free(&set);
     return CLI_EXIT_LIMIT;
   }

@@ -12,13 +12,14 @@
 struct run_args {
   const char *config;        /* --config, or NULL: the secure default */
   struct cap_strv grants[3]; /* --allow-read, --allow-write, --allow-rw (by cap_access) */
+  struct cap_strv deny;      /* --deny: paths masked whatever the grants say */
   int net;                   /* --net as an enum cap_net_mode, -1 when not given */
   struct cap_strv hosts;     /* --allow-host: "name", ".suffix", "*", or "host:port" */
   struct cap_ports ports;    /* --allow-port: host loopback ports forwarded in */
   uint64_t memory, pids, cpu_ms, timeout_s; /* 0: not given */
   const char *workdir;                      /* --workdir as given, or NULL */
   struct cap_strv env;                      /* NAME=VALUE */
-  bool dry_run, proxy_private, verbose;
+  bool dry_run, json, proxy_private, verbose;
   bool tty; /* --tty: the caller's terminal for the command */
   const char *egress_log;
   const char *state;    /* --state, else $CAPSULE_STATE, else NULL */
@@ -26,6 +27,10 @@ struct run_args {
                            the sandbox's default (/tmp, else /) */
   char **command;       /* the command and its arguments (argv's tail) */
 };
+
+/* "~/x" -> "$HOME/x"; other paths as they are, as the sandbox expands
+ * them (allocated). */
+char *run_expand_home(const char *path);
 
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);

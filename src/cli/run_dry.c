@@ -1,41 +1,185 @@
-/* capsule run --dry-run: what would run, and which mechanism enforces
- * each right on this host. */
+/* capsule run --dry-run: what would run, as a summary a person reads first
+ * (who the tool runs as, where it starts, what it may touch and reach, its
+ * limits), then which mechanism enforces each right on this host; the
+ * resolved manifest as JSON only with --json. */
+#include <pwd.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/run.h"
+#include "core/buf.h"
 #include "core/cleanup.h"
 #include "manifest/load.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
+/* The ids the sandbox gives the tool (spawn.c's choice, kept in step with
+ * it): the caller's own when unprivileged; as root never root, but nobody
+ * (65534) inside and on the host, so what it writes belongs to 65534. */
+#define RUN_UID_AS_ROOT 65534
+
+static void tool_ids(uid_t *uid, gid_t *gid)
+{
+  *uid = geteuid() ? geteuid() : RUN_UID_AS_ROOT;
+  *gid = geteuid() ? getegid() : RUN_UID_AS_ROOT;
+}
+
+/* Whether uid:gid may write to st by its mode bits (no ACLs, no
+ * supplementary groups: the tool has none). */
+static bool mode_writable(const struct stat *st, uid_t uid, gid_t gid)
+{
+  if (st->st_uid == uid)
+    return st->st_mode & S_IWUSR;
+  if (st->st_gid == gid)
+    return st->st_mode & S_IWGRP;
+  return st->st_mode & S_IWOTH;
+}
+
+static void print_identity(FILE *out)
+{
+  uid_t uid;
+  gid_t gid;
+  tool_ids(&uid, &gid);
+  struct passwd *pw = getpwuid(uid);
+  fprintf(out, "runs as:      uid %u (%s), gid %u, no capabilities%s\n", (unsigned)uid,
+          pw ? pw->pw_name : "no name", (unsigned)gid,
+          geteuid() ? "" : "; capsule runs as root, the tool never does: it writes as uid 65534");
+}
+
+static const char *grant_note(const struct cap_fs_grant *g, char *buf, size_t size)
+{
+  _cleanup_free_ char *path = run_expand_home(g->path);
+  struct stat st;
+  if (lstat(path, &st) < 0)
+    return "  MISSING: not on this host";
+  uid_t uid;
+  gid_t gid;
+  tool_ids(&uid, &gid);
+  if (g->access != CAP_ACCESS_READ && !mode_writable(&st, uid, gid)) {
+    snprintf(buf, size, "  NOT WRITABLE by uid %u (owner uid %u, mode %03o)", (unsigned)uid,
+             (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+    return buf;
+  }
+  return "";
+}
+
+static void print_grants(FILE *out, const struct cap_spec *spec)
+{
+  struct cap_buf system = {0};
+  for (size_t i = 0; i < spec->n_grants; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    if (g->origin == CAP_ORIGIN_SYSTEM) {
+      cap_buf_printf(&system, " %s", g->path);
+      continue;
+    }
+    char buf[128];
+    const char *note = grant_note(g, buf, sizeof buf);
+    fprintf(out, "grant:        %-10s %s%s%s%s\n", cap_access_name(g->access), g->path,
+            *note ? cli_colour(out, CLI_COLOUR_WARN) : "", note,
+            *note ? cli_colour(out, CLI_COLOUR_RESET) : "");
+  }
+  if (system.len)
+    fprintf(out, "system:       read%s\n", system.data);
+  cap_buf_free(&system);
+  for (size_t i = 0; i < spec->deny.len; i++)
+    fprintf(out, "deny:         %s\n", spec->deny.v[i]);
+}
+
+static void print_network(FILE *out, const struct cap_spec *spec)
+{
+  const struct cap_network *net = &spec->network;
+  fprintf(out, "network:      %s\n", cap_net_mode_name(net->mode));
+  if (net->mode != CAP_NET_PROXY)
+    return;
+  for (size_t i = 0; i < net->allow_domains.len; i++)
+    fprintf(out, "allow host:   %s (any port%s)\n", net->allow_domains.v[i],
+            net->connect.len ? " in ports.connect" : "");
+  for (size_t i = 0; i < net->n_endpoints; i++)
+    fprintf(out, "allow host:   %s%s\n", net->endpoints[i].host,
+            net->endpoints[i].n_rules ? " (with HTTP rules)" : "");
+  if (!net->allow_domains.len && !net->n_endpoints)
+    fprintf(out, "allow host:   none\n");
+  for (size_t i = 0; i < net->localhost.len; i++)
+    fprintf(out, "forward:      127.0.0.1:%u inside -> the host's 127.0.0.1:%u\n",
+            net->localhost.v[i], net->localhost.v[i]);
+  for (size_t i = 0; i < spec->n_routes; i++)
+    fprintf(out, "credential:   %s -> %s (injected by the proxy; the tool never sees it)\n",
+            spec->routes[i].name, spec->routes[i].upstream);
+}
+
+static void print_limits(FILE *out, const struct cap_spec *spec)
+{
+  const struct cap_limits *l = &spec->limits;
+  struct cap_buf b = {0};
+  if (l->memory_bytes)
+    cap_buf_printf(&b, ", memory %llu MiB", (unsigned long long)(l->memory_bytes >> 20));
+  if (l->pids)
+    cap_buf_printf(&b, ", pids %llu", (unsigned long long)l->pids);
+  if (l->cpu_fraction > 0)
+    cap_buf_printf(&b, ", cpu %.2f cores", l->cpu_fraction);
+  if (l->cpu_ms_per_task)
+    cap_buf_printf(&b, ", cpu budget %llu ms", (unsigned long long)l->cpu_ms_per_task);
+  if (l->wall_ms)
+    cap_buf_printf(&b, ", wall clock %llu s", (unsigned long long)(l->wall_ms / 1000));
+  if (l->nofile)
+    cap_buf_printf(&b, ", open files %llu", (unsigned long long)l->nofile);
+  fprintf(out, "limits:       %s\n", b.len ? b.data + 2 : "none");
+  cap_buf_free(&b);
+}
+
+/* The summary a person reads first. */
+static void print_summary(FILE *out, const struct cap_spec *spec, const struct run_args *a)
+{
+  fprintf(out, "# capsule run --dry-run: %s\n", spec->source_path);
+  if (a->command && a->command[0]) {
+    fprintf(out, "command:     ");
+    for (char **c = a->command; *c; c++)
+      fprintf(out, " %s", *c);
+    fputc('\n', out);
+  }
+  print_identity(out);
+  fprintf(out, "working dir:  %s\n",
+          a->workdir_inside           ? a->workdir_inside
+          : spec->sandbox.private_tmp ? "/tmp"
+                                      : "/");
+  fprintf(out, "private /tmp: %s\n",
+          spec->sandbox.private_tmp ? "yes (an empty tmpfs, gone after the run)"
+                                    : "no (/tmp only as granted)");
+  print_grants(out, spec);
+  print_network(out, spec);
+  print_limits(out, spec);
+}
+
 /* --dry-run: which mechanism enforces each right on this host. */
-static void print_enforcement(const struct cap_spec *spec)
+static void print_enforcement(FILE *out, const struct cap_spec *spec)
 {
   int abi = landlock_abi();
   char landlock[32] = "no Landlock on this host";
   if (abi > 0)
     snprintf(landlock, sizeof landlock, "Landlock ABI %d", abi);
-  fprintf(stderr, "# how each right is enforced on this host\n");
+  fprintf(out, "# how each right is enforced on this host\n");
   for (size_t i = 0; i < spec->n_grants; i++) {
     const struct cap_fs_grant *g = &spec->grants[i];
-    fprintf(stderr, "grant %-10s %s %s: bind mount %s, nosuid, nodev + %s\n",
+    fprintf(out, "grant %-10s %s %s: bind mount %s, nosuid, nodev + %s\n",
             cap_access_name(g->access), g->type == CAP_FS_FILE ? "file" : "dir ", g->path,
             g->access == CAP_ACCESS_READ ? "read-only (recursive)" : "read-write", landlock);
   }
   for (size_t i = 0; i < spec->deny.len; i++)
-    fprintf(stderr,
+    fprintf(out,
             "deny %s: resolved on the host (symlinks followed) and masked by an empty "
             "mount in every grant that shows it; the run fails if it cannot be\n",
             spec->deny.v[i]);
-  fprintf(stderr, "network %s: %s\n", cap_net_mode_name(spec->network.mode),
+  fprintf(out, "network %s: %s\n", cap_net_mode_name(spec->network.mode),
           spec->network.mode == CAP_NET_UNRESTRICTED ? "the host's network"
           : spec->network.mode == CAP_NET_PROXY
               ? "a network namespace with only loopback; the only way out is capsule's "
                 "proxy at 127.0.0.1:3128 (CONNECT, allowlist checked, names resolved by "
                 "capsule); Landlock allows TCP connect to that port alone"
               : "a network namespace with only loopback + Landlock TCP rules");
-  fprintf(stderr,
+  fprintf(out,
           "processes: pid namespace, reaping init, seccomp filter, no_new_privs, no "
           "capabilities%s\n",
           spec->process.blocked_commands.len || spec->process.allowed_commands.len
@@ -48,31 +192,36 @@ static void print_enforcement(const struct cap_spec *spec)
                        : lim.kind == LIMITS_CGROUP1 ? "cgroup v1"
                                                     : "rlimit";
     if (spec->limits.memory_bytes)
-      fprintf(stderr, "memory %llu bytes: %s\n", (unsigned long long)spec->limits.memory_bytes,
+      fprintf(out, "memory %llu bytes: %s\n", (unsigned long long)spec->limits.memory_bytes,
               lim.memory_enforced ? kind : "RLIMIT_DATA per process");
     if (spec->limits.pids)
-      fprintf(stderr, "pids %llu: %s\n", (unsigned long long)spec->limits.pids,
+      fprintf(out, "pids %llu: %s\n", (unsigned long long)spec->limits.pids,
               lim.pids_by_rlimit ? "RLIMIT_NPROC in the user namespace" : kind);
     if (spec->limits.cpu_fraction > 0)
-      fprintf(stderr, "cpu %.2f cores: %s\n", spec->limits.cpu_fraction,
+      fprintf(out, "cpu %.2f cores: %s\n", spec->limits.cpu_fraction,
               lim.cpu_enforced ? kind : "NOT ENFORCED (no writable cgroup)");
     if (spec->limits.cpu_ms_per_task)
-      fprintf(stderr, "cpu budget %llu ms: supervisor projection tick + RLIMIT_CPU\n",
+      fprintf(out, "cpu budget %llu ms: supervisor projection tick + RLIMIT_CPU\n",
               (unsigned long long)spec->limits.cpu_ms_per_task);
     if (spec->limits.wall_ms)
-      fprintf(stderr, "wall clock %llu ms: supervisor\n", (unsigned long long)spec->limits.wall_ms);
+      fprintf(out, "wall clock %llu ms: supervisor\n", (unsigned long long)spec->limits.wall_ms);
     limits_release(&lim);
   } else {
-    fprintf(stderr, "limits: %s\n", err.message);
+    fprintf(out, "limits: %s\n", err.message);
     cap_error_clear(&err);
   }
 }
 
 int run_dry(const struct cap_spec *spec, const struct run_args *a)
 {
-  (void)a;
-  _cleanup_free_ char *json = cap_spec_to_json(spec, true);
-  fputs(json, stdout);
-  print_enforcement(spec);
+  /* with --json stdout holds the manifest alone; the text goes to stderr */
+  FILE *out = a->json ? stderr : stdout;
+  print_summary(out, spec, a);
+  fputc('\n', out);
+  print_enforcement(out, spec);
+  if (a->json) {
+    _cleanup_free_ char *json = cap_spec_to_json(spec, true);
+    fputs(json, stdout);
+  }
   return CLI_EXIT_OK;
 }

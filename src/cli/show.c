@@ -19,8 +19,7 @@ static const char show_help[] =
     "\n"
     "exit status: 0 ok, 1 invalid manifest, 2 usage\n";
 
-static int show_one(const char *path, struct cap_strv *files, struct cap_diags *diags,
-                    bool pretty)
+static int show_one(const char *path, struct cap_strv *files, struct cap_diags *diags, bool pretty)
 {
   if (cap_manifest_discover(path, files, diags) < 0)
     return CLI_EXIT_INVALID;

@@ -57,6 +57,8 @@ check root unknown-before-verb 2 "unknown option '--bogus'" --bogus list
 lines root unknown-option-one-line 1 run --bogus -- true
 check root unknown-option-named 2 "^capsule run: unknown option '--bogus'" run --bogus -- true
 check root missing-value-named 2 "^capsule run: --memory needs a value" run --memory
+check root flag-value-refused 2 "^capsule check: --quiet takes no value" check --quiet=yes x
+check root unknown-short-named 2 "^capsule run: unknown option '-x'" run -x -- true
 
 # ---- 3. run's outcomes: typed, one exit-code list ----
 for who in "${users[@]}"; do
@@ -95,7 +97,7 @@ check root allow-host-bad-name 2 "'a b' is not HOST\[:PORT\]" run --allow-host '
 check root allow-host-bad-port 2 "the port must be 1..65535" run --allow-host example.com:99999 -- true
 check root allow-port-bad 2 "--allow-port takes a TCP port 1..65535, not '0'" run --allow-port 0 -- true
 check root net-bad 2 "--net takes blocked, proxy or unrestricted" run --net open -- true
-check root allow-host-dry-run 0 '"\.example\.org"' run --allow-host '*.example.org' --allow-host api.example.com:443 --dry-run
+check root allow-host-dry-run 0 '"\.example\.org"' run --allow-host '*.example.org' --allow-host api.example.com:443 --dry-run --json
 
 # ---- 4. the caller's directory: README's own example, relative --workdir ----
 proj=$work/proj
@@ -123,6 +125,105 @@ done
 check root help-after-sub-verb 0 "^usage: capsule policy set" policy set --help
 check root help-unknown-verb 2 "no help for 'nope'" help nope
 check root help-global 0 "^usage: capsule \[--help\]" help
+
+# ---- 6. --dry-run: the summary first, the manifest only with --json ----
+cat >"$work/routes.json" <<JSON
+{"version": "0.1.0", "network": {"mode": "proxy", "allow_domains": ["api.example.com"]},
+ "credentials": [{"name": "gh", "upstream": "https://api.github.com", "source": "env://GH_TOKEN"}]}
+JSON
+dry() { # dry NAME REGEX ARGS...: --dry-run's stdout (text) matches REGEX, multi-line
+  local name=$1 regex=$2; shift 2
+  local out
+  out=$(cd "$proj" && "$capsule" run --dry-run "$@" 2>/dev/null)
+  if printf '%s\n' "$out" | grep -qE -- "$regex"; then ok root "$name"
+  else bad root "$name"; printf '%s\n' "$out" | head -12 | sed 's/^/         /'; fi
+}
+dry dry-first-line '^# capsule run --dry-run' --allow-rw . -- make
+if [ "$(cd "$proj" && "$capsule" run --dry-run --allow-rw . -- make 2>/dev/null | head -1)" = "# capsule run --dry-run: (command line)" ]; then
+  ok root dry-summary-first; else bad root dry-summary-first; fi
+dry dry-runs-as-root "^runs as: +uid 65534 \(nobody\)" -- true
+dry dry-workdir "^working dir: +$proj\$" --allow-rw . -- make
+dry dry-private-tmp "^private /tmp: +yes" -- true
+dry dry-grant "^grant: +readwrite +$proj" --allow-rw . -- make
+dry dry-grant-not-writable "^grant: +readwrite +$work/elsewhere +NOT WRITABLE by uid 65534 \(owner uid 0, mode 755\)" --allow-rw "$work/elsewhere" -- true
+dry dry-allowed-domain "^allow host: +api.example.com \(any port\)" --config "$work/routes.json" -- true
+dry dry-credential-route "^credential: +gh -> https://api.github.com" --config "$work/routes.json" -- true
+dry dry-limits "^limits: +memory 256 MiB, pids 4096, wall clock 30 s" --memory 256M --timeout 30 -- true
+dry dry-enforcement "^# how each right is enforced on this host" -- true
+if ! (cd "$proj" && "$capsule" run --dry-run -- true 2>/dev/null | grep -q '"\$schema"'); then ok root dry-no-json-by-default
+else bad root dry-no-json-by-default; fi
+if (cd "$proj" && "$capsule" run --dry-run --json -- true 2>/dev/null | node -e 'JSON.parse(require("fs").readFileSync(0))') &&
+   (cd "$proj" && "$capsule" run --dry-run --json -- true 2>&1 >/dev/null | grep -q '^runs as:'); then
+  ok root dry-json-manifest-on-stdout
+else bad root dry-json-manifest-on-stdout; fi
+check root json-needs-dry-run 2 "^capsule run: --json goes with --dry-run" run --json -- true
+if [ -n "${users[1]:-}" ]; then
+  check nobody dry-runs-as-caller 0 "^runs as: +uid 65534 \(nobody\), gid 65534, no capabilities\$" run --dry-run -- true
+fi
+
+# ---- 7. one rule for grants of missing paths; --deny ----
+cat >"$work/missing-grant.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$work/no-such-dir", "access": "read"}]}}
+JSON
+check root missing-flag-grant 1 "^capsule run: --allow-read $work/no-such-dir: No such file or directory on this host; create it first, or drop the grant\$" run --allow-read "$work/no-such-dir" -- true
+check root missing-manifest-grant 1 "^capsule run: $work/missing-grant.json: grant $work/no-such-dir: No such file or directory on this host; create it first, or remove it from the manifest's grants\$" run --config "$work/missing-grant.json" -- true
+check root missing-manifest-grant-dry-run 1 "grant $work/no-such-dir: No such file" run --config "$work/missing-grant.json" --dry-run
+mkdir -p "$proj/private"
+echo "top secret" >"$proj/private/key" && echo "also secret" >"$proj/token" && echo "public" >"$proj/readme"
+chmod -R a+rX "$proj"
+for who in "${users[@]}"; do
+  check "$who" deny-dir-hidden 0 "^hidden\$" run --allow-read "$proj" --deny "$proj/private" -- sh -c "cat $proj/private/key 2>/dev/null || echo hidden"
+  check "$who" deny-file-hidden 0 "^empty\$" run --allow-read "$proj" --deny "$proj/token" -- sh -c "[ -s $proj/token ] && cat $proj/token || echo empty"
+  dir=$proj check "$who" deny-relative-is-callers 0 "^hidden\$" run --allow-read . --deny private -- sh -c "cat $proj/private/key 2>/dev/null || echo hidden"
+  check "$who" deny-leaves-the-rest 0 "^public\$" run --allow-read "$proj" --deny "$proj/private" -- cat "$proj/readme"
+  dir=$proj check "$who" cwd-denied-not-used 0 "^/tmp\$" run --allow-read "$proj" --deny "$proj" -- pwd
+done
+check root deny-in-dry-run 0 "^deny: +$proj/private\$" run --dry-run --allow-read "$proj" --deny "$proj/private"
+
+# ---- 8. bash completion, make install, colour on a terminal only ----
+# shellcheck source=../../completions/capsule.bash
+. "$root/completions/capsule.bash"
+complete_words() { # complete_words WORDS...: what _capsule offers for the last word
+  COMP_WORDS=("$@") COMP_CWORD=$(($# - 1)) COMPREPLY=()
+  _capsule
+  echo "${COMPREPLY[*]}"
+}
+comp() { # comp NAME WANT WORDS...
+  local name=$1 want=$2; shift 2
+  local got
+  got=$(complete_words "$@")
+  if [ "$got" = "$want" ]; then ok root "$name"; else bad root "$name (got '$got', want '$want')"; fi
+}
+comp complete-verb "policy" capsule po
+comp complete-sub-verb-after-options "set" capsule policy --state /tmp s
+comp complete-net-value "proxy" capsule run --net p
+comp complete-run-option "--allow-host" capsule run --allow-h
+comp complete-help-verb "run" capsule help ru
+comp complete-audit-sub "verify" capsule audit --json v
+# every option a verb's help names, completion offers
+for v in check show validate run list call policy cred audit; do
+  missing=""
+  for o in $("$capsule" "$v" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
+    case " $(complete_words capsule "$v" --) " in *" $o "*) ;; *) missing+=" $o" ;; esac
+  done
+  if [ -z "$missing" ]; then ok root "complete-covers-$v-help"; else bad root "complete-covers-$v-help (missing:$missing)"; fi
+done
+
+builddir=$(cd "$(dirname "$capsule")/../.." && pwd)
+if make -s -C "$root" install BUILD="$builddir" PREFIX=/opt/capsule DESTDIR="$work/pkg" >"$work/install.log" 2>&1 &&
+   [ "$("$work/pkg/opt/capsule/bin/capsule" --version)" = "$("$capsule" --version)" ] &&
+   [ -f "$work/pkg/opt/capsule/share/bash-completion/completions/capsule" ] &&
+   [ -f "$work/pkg/opt/capsule/share/doc/capsule/cli.md" ]; then ok root make-install-prefix-destdir
+else bad root make-install-prefix-destdir; tail -5 "$work/install.log" | sed 's/^/         /'; fi
+
+esc=$(printf '\033')
+if "$capsule" doctor 2>&1 | grep -q "$esc"; then bad root colour-not-in-pipe; else ok root colour-not-in-pipe; fi
+if command -v script >/dev/null; then
+  if TERM=xterm script -qec "$capsule doctor" /dev/null 2>&1 | grep -q "$esc\[32myes"; then ok root colour-on-terminal
+  else bad root colour-on-terminal; fi
+  if NO_COLOR=1 TERM=xterm script -qec "$capsule doctor" /dev/null 2>&1 | grep -q "$esc"; then bad root colour-no-color
+  else ok root colour-no-color; fi
+fi
 
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

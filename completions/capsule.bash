@@ -1,0 +1,70 @@
+# bash completion for capsule (installed by `make install` into
+# $(PREFIX)/share/bash-completion/completions/capsule). Verbs, each verb's
+# options and sub-verbs, option values, and file names where a path goes.
+_capsule() {
+  local cur prev words cword
+  if declare -F _init_completion >/dev/null; then
+    _init_completion || return
+  else
+    cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
+    words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
+  fi
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit help"
+  local common="--caps --state --json --help"
+  local verb="" i
+  for ((i = 1; i < cword; i++)); do
+    case ${words[i]} in
+    --) [ "$verb" = run ] && { COMPREPLY=($(compgen -c -- "$cur")); return; } ;;
+    --caps | --state) ((i++)) ;;
+    -*) ;;
+    *) verb=${words[i]}; break ;;
+    esac
+  done
+  # an option's value
+  case $prev in
+  --caps | --state | --allow-read | --allow-write | --allow-rw | --deny | --workdir)
+    COMPREPLY=($(compgen -d -- "$cur")); [ "$prev" = --deny ] && COMPREPLY+=($(compgen -f -- "$cur")); return ;;
+  --config | --egress-log | --schema)
+    COMPREPLY=($(compgen -f -- "$cur")); return ;;
+  --net) COMPREPLY=($(compgen -W "blocked proxy unrestricted" -- "$cur")); return ;;
+  --scope) COMPREPLY=($(compgen -W "system user" -- "$cur")); return ;;
+  --memory) COMPREPLY=($(compgen -W "256M 512M 1G 2G" -- "$cur")); return ;;
+  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --ref | --approval-ttl) return ;;
+  esac
+  if [ -z "$verb" ]; then
+    COMPREPLY=($(compgen -W "$verbs --help --version $common" -- "$cur"))
+    return
+  fi
+  local opts="" subs="" files=""
+  case $verb in
+  check) opts="--quiet --strict --help" files=1 ;;
+  show) opts="--compact --help" files=1 ;;
+  validate) opts="--schema --ref --json --first --format-assert --help" files=1 ;;
+  run) opts="--config --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
+             --memory --pids --cpu-ms --timeout --workdir --env --dry-run --json --tty
+             --proxy-allow-private --egress-log --state --verbose --help" ;;
+  doctor) opts="--help" ;;
+  list) opts="--caps --state --user --json --help" ;;
+  call) opts="--caps --state --user --timeout --session --approval-ttl --json --help" ;;
+  policy) opts="--state --user --help" subs="set list" ;;
+  cred) opts="--state --user --scope --shared --help" subs="set list rm" ;;
+  approvals) opts="--state --json --help" ;;
+  approve | deny) opts="--state --help" ;;
+  audit) opts="--state --json --follow --help" subs="verify" ;;
+  help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
+  esac
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    return
+  fi
+  # the sub-verb, wherever the options put it
+  if [ -n "$subs" ]; then
+    local have=""
+    for ((i = i + 1; i < cword; i++)); do
+      case ${words[i]} in --state | --user | --scope) ((i++)) ;; -*) ;; *) have=1 ;; esac
+    done
+    [ -z "$have" ] && { COMPREPLY=($(compgen -W "$subs" -- "$cur")); return; }
+  fi
+  [ -n "$files" ] && COMPREPLY=($(compgen -f -- "$cur"))
+}
+complete -F _capsule capsule
