@@ -227,6 +227,7 @@ struct launch {
   int sync[2], report[2];    /* parent -> child "go"; child -> parent setup failure */
   int pass[2];               /* the proxy's listening socket travels here */
   int life[2];               /* only the supervisor holds [1]: its end is capsule's */
+  int ready[2]; /* unprivileged, not dumpable: the child says it is dumpable (and scrubbed) */
   int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
   size_t n_listen;
   struct proxy *proxy; /* proxy mode: stopped and freed at the end */
@@ -255,7 +256,8 @@ static int launch_release(struct launch *l, int r)
     waitpid(l->pid, NULL, 0);
   }
   int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1],
-                &l->pass[0], &l->pass[1], &l->life[0],   &l->life[1]};
+                &l->pass[0], &l->pass[1], &l->life[0],   &l->life[1],
+                &l->ready[0], &l->ready[1]};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     fd_close(fds[i]);
   for (size_t i = 0; i < l->n_listen; i++)
@@ -338,6 +340,14 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   close(l->report[0]);
   close(l->life[1]);
   sandbox_report_fd = l->report[1];
+  if (l->ready[1] >= 0) { /* see sandbox_run: scrubbed first, then dumpable for the maps */
+    close(l->ready[0]);
+    proxy_scrub(l->proxy);
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    if (write(l->ready[1], "r", 1) != 1)
+      _exit(127);
+    close(l->ready[1]);
+  }
   supervise_in_child(l->sup);
   char go;
   if (read(l->sync[0], &go, 1) != 1)
@@ -381,6 +391,10 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
                        struct cap_error *err)
 {
   sandbox_mount_plan_close_trees(l->plan); /* the child has its copies */
+  fd_close(&l->ready[1]);
+  char ready;
+  if (l->ready[0] >= 0 && read(l->ready[0], &ready, 1) != 1)
+    return cap_error_set(err, EPROTO, "the sandbox ended before its setup began");
   fd_close(&l->sync[0]);
   fd_close(&l->report[1]);
   fd_close(&l->pass[1]);
@@ -517,6 +531,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                      .report = {-1, -1},
                      .pass = {-1, -1},
                      .life = {-1, -1},
+                     .ready = {-1, -1},
                      .own_stdio = {-1, -1, -1}};
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
@@ -551,14 +566,13 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   _cleanup_close_ int pidfd = -1;
   /* an unprivileged parent can write the child's id maps only while the
    * child is dumpable (else its /proc files are root's), and a child
-   * inherits it: a capsule holding keys (cap_secret_hold) is dumpable
-   * again across the clone alone; the keys are on wipe-on-fork pages */
-  bool held = euid && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0;
-  if (held)
-    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+   * inherits the flag: a capsule holding keys (cap_secret_hold) stays not
+   * dumpable itself, and its child makes itself dumpable once it has
+   * scrubbed its copy of the secrets (the state keys are on wipe-on-fork
+   * pages), saying so on `ready` before the parent writes the maps */
+  if (euid && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 && pipe2(l.ready, O_CLOEXEC) < 0)
+    return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
   l.pid = clone_sandbox(flags, &pidfd);
-  if (held && l.pid != 0)
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (l.pid < 0) {
     int e = errno;
     l.pid = 0;
