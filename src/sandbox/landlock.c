@@ -17,6 +17,7 @@
 
 #include "core/cleanup.h"
 #include "net/proxy.h"
+#include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
 #include "sandbox/supervise.h"
 
@@ -102,7 +103,8 @@ static uint64_t fs_rights_for_abi(int abi)
 bool sandbox_grant_is_unix_socket(const struct cap_fs_grant *g)
 {
   struct stat st;
-  return g->access != CAP_ACCESS_READ && g->path[0] == '/' && stat(g->path, &st) == 0 &&
+  _cleanup_free_ char *path = sandbox_expand_path(g->path); /* "~/x" as the mount tree has it */
+  return g->access != CAP_ACCESS_READ && path[0] == '/' && stat(path, &st) == 0 &&
          S_ISSOCK(st.st_mode);
 }
 
@@ -230,7 +232,8 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
     /* a pathname unix socket is reached only where it is granted itself */
     if (sandbox_grant_is_unix_socket(g))
       access |= LL_FS_RESOLVE_UNIX;
-    r = add_path(ruleset, g->path, access, handled, err);
+    _cleanup_free_ char *path = sandbox_expand_path(g->path); /* as the mount tree has it */
+    r = add_path(ruleset, path, access, handled, err);
   }
   if (r == 0 && allowlist)
     r = add_allowed_commands(ruleset, spec, command, handled, err);
