@@ -113,5 +113,5 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
   /* nothing inherited beyond stdio crosses into the tool */
   syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   execvp(opt->argv[0], opt->argv);
-  sandbox_child_fail("cannot run %s: %s", opt->argv[0], strerror(errno));
+  sandbox_child_fail("%ccannot run %s: %s", SANDBOX_REPORT_EXEC, opt->argv[0], strerror(errno));
 }

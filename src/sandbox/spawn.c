@@ -295,6 +295,10 @@ static int await_setup(struct launch *l, struct cap_error *err)
   if (got == 0)
     return 0;
   msg[got] = '\0';
+  if (msg[0] == SANDBOX_REPORT_EXEC) { /* the setup held; the command is not there to run */
+    cap_error_set(err, ENOENT, "%s", msg + 1);
+    return cap_error_outcome(err, CAP_OUTCOME_NOT_FOUND);
+  }
   return cap_error_set(err, EPERM, "sandbox setup failed: %s", msg);
 }
 

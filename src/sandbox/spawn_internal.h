@@ -32,6 +32,10 @@
 /* The CLOEXEC pipe end a setup failure travels on (-1: none). */
 extern int sandbox_report_fd;
 
+/* The first byte of a report that the command itself could not be run
+ * (exec failed): the parent turns it into CAP_OUTCOME_NOT_FOUND. */
+#define SANDBOX_REPORT_EXEC '\x01'
+
 void __attribute__((noreturn, format(printf, 1, 2))) sandbox_child_fail(const char *fmt, ...);
 
 #define CHILD_TRY(expr, ...)                                                                       \

@@ -61,10 +61,14 @@ check root flag-value-refused 2 "^capsule check: --quiet takes no value" check -
 check root unknown-short-named 2 "^capsule run: unknown option '-x'" run -x -- true
 
 # ---- 3. run's outcomes: typed, one exit-code list ----
+mkdir -p "$work/noexec" && printf '#!/bin/sh\necho ran\n' >"$work/noexec/tool.sh"
+chmod 755 "$work/noexec" && chmod 644 "$work/noexec/tool.sh"
 for who in "${users[@]}"; do
   check "$who" exit-status-passed 7 '^$' run -- sh -c 'exit 7'
   check "$who" not-found-bare 127 '^capsule: cannot run no-such-command-here: no such command' run -- no-such-command-here
   check "$who" not-found-path 127 '^capsule: cannot run /no/such/tool' run -- /no/such/tool
+  # there on the host, but exec fails inside: the sandbox reports it typed
+  check "$who" not-executable-inside 127 "^capsule: cannot run $work/noexec/tool.sh: Permission denied" run --allow-read "$work/noexec" -- "$work/noexec/tool.sh"
   check "$who" killed-names-limit 125 '^capsule: killed: wall clock exceeded \(limits: wall clock 1000 ms\)' run --timeout 1 -- sleep 30
 done
 check root timeout-zero-named 2 "^capsule run: --timeout takes a positive integer, not '0'" run --timeout 0 -- true
