@@ -309,8 +309,11 @@ static int cmd_list(int argc, char **argv)
   char **hidden = NULL;
   size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, &hidden);
   struct cap_buf out = {0};
-  struct list_ctx l = {.o = &o, .st = st, .cache = cache,
-                       .hidden = (const char *const *)hidden, .n_hidden = n_hidden};
+  struct list_ctx l = {.o = &o,
+                       .st = st,
+                       .cache = cache,
+                       .hidden = (const char *const *)hidden,
+                       .n_hidden = n_hidden};
   cap_jw_init(&l.w, &out, true);
   if (o.json)
     cap_jw_begin_array(&l.w);
@@ -662,10 +665,10 @@ static void approval_json(struct cap_jw *w, const struct gw_approval *a)
   utc_time(a->created_ms, created);
   utc_time(a->expires_ms, expires);
   cap_jw_begin_object(w);
-  const char *keys[] = {"id", "capability", "tool", "user", "asked_by", "created", "expires",
-                        "arguments"};
-  const char *values[] = {a->id, a->capability, a->tool, a->user, a->asked_by, created, expires,
-                          a->args};
+  const char *keys[] = {"id",       "capability", "tool",    "user",
+                        "asked_by", "created",    "expires", "arguments"};
+  const char *values[] = {a->id,       a->capability, a->tool, a->user,
+                          a->asked_by, created,       expires, a->args};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     cap_jw_key(w, keys[i]);
     cap_jw_string(w, values[i]);
@@ -698,7 +701,8 @@ static int cmd_approvals(int argc, char **argv)
   if (r)
     return r < 0 ? CLI_EXIT_OK : r;
   if (optind != argc)
-    return cli_usage_error("approvals", "approvals takes no arguments, only [--json] [--state DIR]");
+    return cli_usage_error("approvals",
+                           "approvals takes no arguments, only [--json] [--state DIR]");
   struct gw_state *st = NULL;
   if ((r = open_state(&o, &st)))
     return r;
@@ -763,8 +767,15 @@ static int resolve_approval(const char *verb, int argc, char **argv, bool approv
   return done ? CLI_EXIT_OK : CLI_EXIT_INVALID;
 }
 
-static int cmd_approve(int argc, char **argv) { return resolve_approval("approve", argc, argv, true); }
-static int cmd_deny(int argc, char **argv) { return resolve_approval("deny", argc, argv, false); }
+static int cmd_approve(int argc, char **argv)
+{
+  return resolve_approval("approve", argc, argv, true);
+}
+
+static int cmd_deny(int argc, char **argv)
+{
+  return resolve_approval("deny", argc, argv, false);
+}
 
 /* ---- audit ---- */
 

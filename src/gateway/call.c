@@ -13,6 +13,7 @@
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "gateway/approval.h"
 #include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
@@ -230,9 +231,20 @@ static bool prompt_tty(const struct gw_call *call, bool *asked)
   if (fd < 0 || !isatty(fd))
     return false;
   *asked = true;
-  dprintf(fd, "capsule: %s wants to call %s.%s with %.*s%s\nAllow this call? [y/N] ", call->user,
-          call->capability, call->tool, (int)(call->args_len > 400 ? 400 : call->args_len),
-          call->args, call->args_len > 400 ? "..." : "");
+  struct cap_buf b = {0}; /* what a caller wrote must not drive the terminal */
+  cap_buf_printf(&b, "capsule: ");
+  cap_text_escape(&b, call->user, strlen(call->user), 200);
+  cap_buf_puts(&b, " wants to call ");
+  cap_text_escape(&b, call->capability, strlen(call->capability), 200);
+  cap_buf_putc(&b, '.');
+  cap_text_escape(&b, call->tool, strlen(call->tool), 200);
+  cap_buf_puts(&b, " with ");
+  cap_text_escape(&b, call->args, call->args_len, 400);
+  cap_buf_puts(&b, "\nAllow this call? [y/N] ");
+  ssize_t w = write(fd, b.data, b.len);
+  cap_buf_free(&b);
+  if (w < 0)
+    return false;
   char answer[16] = "";
   ssize_t n = read(fd, answer, sizeof answer - 1);
   return n > 0 && (answer[0] == 'y' || answer[0] == 'Y');

@@ -1,12 +1,15 @@
 /* One tool call through the whole pipeline: resolve the capability and
  * tool, decide by policy (per-user override > operator default > the
  * manifest's recommendation > block; `ask` prompts on the terminal or
- * leaves a pending approval), validate the arguments against the compiled
- * schema, resolve credentials (user scope over system), run the tool in its
- * sandbox with a deadline and an output cap, and audit exactly one record.
- * Runtimes: Covenant agents (one JSON line in, one out), Talos functions
- * (the module's export called through a Node shim) and Selu gRPC servers
- * (warm instances, gateway/selu.h). */
+ * leaves a pending approval, gateway/approval.h), validate the arguments
+ * against the compiled schema, resolve credentials (user scope over
+ * system), run the tool in its sandbox with a deadline and an output cap,
+ * and audit exactly one record.
+ * Each step is a named function in call.c (resolve, policy, validate,
+ * credentials, run, audit). Runtimes: Covenant agents (one JSON line in,
+ * one out, runtime/covenant.h), Talos functions (the module's export
+ * called through a Node shim, runtime/talos.h) and Selu gRPC servers (warm
+ * instances, gateway/selu.h). */
 #ifndef CAPSULE_GATEWAY_CALL_H
 #define CAPSULE_GATEWAY_CALL_H
 

@@ -3,9 +3,10 @@
 # (a dry run of the capability's sandbox finds its entry point reachable and
 # executable or readable by the sandbox's user), else "not ready: WHY"; and
 # what list says agrees with what `capsule call` does. As root and as uid
-# 65534. Usage: ready.sh CAPSULE
+# 65534. Usage: ready.sh CAPSULE SELU_SERVER
 set -u
 source "$(dirname "$0")/../lib/gateway.sh"
+selu_server=$(realpath "$2")
 work=$(mktemp -d /var/tmp/capsule-ready.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
@@ -39,6 +40,25 @@ x-capsule:
 YAML
   sed -e 's/selu-noserver/selu-noscript/' -e 's|\["./server"\]|["sh", "start.sh"]|' \
     "$caps/selu-noserver/manifest.yaml" >"$caps/selu-noscript/manifest.yaml"
+  # a Selu environment with a session workspace
+  mkdir -p "$caps/selu-workspace"
+  cp "$selu_server" "$caps/selu-workspace/server"
+  cat >"$caps/selu-workspace/manifest.yaml" <<'YAML'
+id: selu-workspace
+class: environment
+image: example/ws:1.0
+filesystem: workspace
+tools:
+  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
+x-capsule: {command: ["./server", "--mode", "normal"], idle_timeout_ms: 500}
+YAML
+}
+
+# agrees NAME LIST-LINE CALL-STATUS: "ready" exactly when the call ran
+agrees() {
+  if { [ "$3" = 0 ] && grep -q ' ready$' <<<"$2"; } || { [ "$3" != 0 ] && grep -q 'not ready' <<<"$2"; }; then
+    ok "$1"
+  else bad "$1 (call exit $3; list: $2)"; fi
 }
 
 # suite WHO RUN...: the cases, capsule run through RUN (as that user)
@@ -65,10 +85,11 @@ suite() {
     "$@" "$capsule" policy set "$id" dispatch allow --state "$state" >/dev/null
     said=$(grep -E "^$id " <<<"$out")
     "$@" "$capsule" call --caps "$caps" --state "$state" "$id" dispatch '{"text": "x"}' >/dev/null 2>&1; st=$?
-    if { [ $st = 0 ] && grep -q ' ready$' <<<"$said"; } || { [ $st != 0 ] && grep -q 'not ready' <<<"$said"; }; then
-      ok "$who: list-agrees-with-call-$id"
-    else bad "$who: list-agrees-with-call-$id (call exit $st; list: $said)"; fi
+    agrees "$who: list-agrees-with-call-$id" "$said" $st
   done
+  said=$(grep -E "^selu-workspace " <<<"$out")
+  "$@" "$capsule" call --caps "$caps" --state "$state" selu-workspace ok '{}' >/dev/null 2>&1; st=$?
+  agrees "$who: list-agrees-with-call-selu-workspace" "$said" $st
 }
 
 echo "as root"
@@ -87,9 +108,7 @@ if [ "$(id -u)" = 0 ]; then
     said=$("$capsule" list --caps "$caps" --state "$work/root/state" 2>&1 | grep -E "^$id ")
     "$capsule" policy set "$id" dispatch allow --state "$work/root/state" >/dev/null
     "$capsule" call --caps "$caps" --state "$work/root/state" "$id" dispatch '{"text": "x"}' >/dev/null 2>&1; st=$?
-    if { [ $st = 0 ] && grep -q ' ready$' <<<"$said"; } || { [ $st != 0 ] && grep -q 'not ready' <<<"$said"; }; then
-      ok "root: list-agrees-with-call-${pair%%:*}-$id"
-    else bad "root: list-agrees-with-call-${pair%%:*}-$id (call exit $st; list: $said)"; fi
+    agrees "root: list-agrees-with-call-${pair%%:*}-$id" "$said" $st
   done
   if command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then
     echo "as uid 65534"

@@ -229,12 +229,12 @@ if [ "$v1" = '{"value":"1"}' ] && [ "$v2" = "$v1" ]; then ok interp-started; els
 p1=$("$capsule" call --caps "$caps" --state "$state" selu-interp pid '{}' 2>&1)
 p2=$("$capsule" call --caps "$caps" --state "$state" selu-interp pid '{}' 2>&1)
 if echo "$p1" | grep -q '"pid"' && [ "$p1" = "$p2" ]; then ok interp-reused; else bad "interp-reused ($p1 / $p2)"; fi
-echo 2 >"$caps/selu-interp/version.txt" # a file the server reads, not the command
+echo 2-edited >"$caps/selu-interp/version.txt" # a file the server reads, not the command
 v3=$(version)
-if [ "$v3" = '{"value":"2"}' ]; then ok interp-data-edit-restarts; else bad "interp-data-edit-restarts ($v3)"; fi
+if [ "$v3" = '{"value":"2-edited"}' ]; then ok interp-data-edit-restarts; else bad "interp-data-edit-restarts ($v3)"; fi
 printf 'export VERSION="edited-$(cat version.txt)"; exec ./server --mode normal\n' >"$caps/selu-interp/start.sh"
 v4=$(version)
-if [ "$v4" = '{"value":"edited-2"}' ]; then ok interp-script-edit-restarts; else bad "interp-script-edit-restarts ($v4)"; fi
+if [ "$v4" = '{"value":"edited-2-edited"}' ]; then ok interp-script-edit-restarts; else bad "interp-script-edit-restarts ($v4)"; fi
 calls=$((calls + 6))
 
 echo "audit"

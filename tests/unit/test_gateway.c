@@ -1,0 +1,171 @@
+/* Unit tests for the gateway's pieces that need no sandbox: terminal
+ * escaping (core/text.h), the digest of what a capability runs
+ * (gw_spec_digest) and the approvals' life cycle (gateway/approval.h). */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/text.h"
+#include "gateway/approval.h"
+#include "gateway/registry.h"
+#include "gateway/state.h"
+#include "unit.h"
+
+static char *escaped(const char *s, size_t max)
+{
+  struct cap_buf b = {0};
+  cap_text_escape(&b, s, strlen(s), max);
+  return b.data ? b.data : calloc(1, 1);
+}
+
+static void test_text_escape(void)
+{
+  struct {
+    const char *in, *want;
+  } cases[] = {
+      {"plain text", "plain text"},
+      {"a\nb\tc\\d", "a\\nb\\tc\\\\d"},
+      {"\x1b[31mred\x07", "\\x1b[31mred\\x07"},
+      {"del\x7f", "del\\x7f"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"}, /* UTF-8 passes */
+      {"\xe2\x80\xae"
+       "evil",
+       "\\u{202e}evil"}, /* right-to-left override */
+      {"\xc2\x9b"
+       "2J",
+       "\\u{9b}2J"},                    /* C1 CSI */
+      {"bad\xff\xfe", "bad\\xff\\xfe"}, /* not UTF-8 */
+      {"\xe2\x82", "\\xe2\\x82"},       /* truncated */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *got = escaped(cases[i].in, 100);
+    CHECK_STR(got, cases[i].want);
+    free(got);
+  }
+  char *cut = escaped("abcdef", 3);
+  CHECK_STR(cut, "abc...");
+  free(cut);
+  char *split = escaped("x\xc3\xa9", 2); /* the cap cuts a character */
+  CHECK_STR(split, "x\\xc3...");
+  free(split);
+}
+
+static void write_file(const char *path, const char *text)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+  if (fd >= 0)
+    close(fd);
+}
+
+static void digest_of(const struct cap_spec *spec, unsigned char out[32])
+{
+  struct cap_error err = {0};
+  CHECK(gw_spec_digest(spec, out, &err) == 0);
+  cap_error_clear(&err);
+}
+
+static void test_spec_digest(void)
+{
+  char dir[] = "/tmp/capsule-unit-digest.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[512];
+  struct cap_spec *spec = cap_spec_new(CAP_FORMAT_SELU);
+  spec->id = strdup("t");
+  spec->package_dir = strdup(dir);
+  snprintf(path, sizeof path, "%s/manifest.yaml", dir);
+  spec->source_path = strdup(path);
+  write_file(path, "id: t\n");
+  snprintf(path, sizeof path, "%s/server.js", dir);
+  write_file(path, "one\n");
+  unsigned char a[32], b[32];
+  digest_of(spec, a);
+  digest_of(spec, b);
+  CHECK(memcmp(a, b, 32) == 0); /* nothing changed */
+  write_file(path, "two\n");    /* same size, and a time stamp of its own */
+  struct timespec when[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+  CHECK(utimensat(AT_FDCWD, path, when, 0) == 0);
+  digest_of(spec, b);
+  CHECK(memcmp(a, b, 32) != 0);
+  memcpy(a, b, 32);
+  snprintf(path, sizeof path, "%s/lib", dir);
+  CHECK(mkdir(path, 0755) == 0);
+  digest_of(spec, b);
+  CHECK(memcmp(a, b, 32) != 0); /* a new directory */
+  memcpy(a, b, 32);
+  snprintf(path, sizeof path, "%s/lib/link", dir);
+  CHECK(symlink("target-1", path) == 0);
+  digest_of(spec, b);
+  CHECK(memcmp(a, b, 32) != 0);
+  memcpy(a, b, 32);
+  cap_spec_add_grant(spec, "/srv/data", CAP_ACCESS_READ, CAP_FS_DIRECTORY, CAP_ORIGIN_MANIFEST);
+  digest_of(spec, b);
+  CHECK(memcmp(a, b, 32) != 0); /* a grant */
+  unlink(path);
+  snprintf(path, sizeof path, "%s/lib", dir);
+  rmdir(path);
+  snprintf(path, sizeof path, "%s/server.js", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/manifest.yaml", dir);
+  unlink(path);
+  struct cap_error err = {0};
+  CHECK(gw_spec_digest(spec, a, &err) < 0 && err.message); /* no manifest */
+  cap_error_clear(&err);
+  rmdir(dir);
+  cap_spec_free(spec);
+}
+
+static void test_approval_life(void)
+{
+  char dir[] = "/tmp/capsule-unit-state.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("CAPSULE_STATE_KEY", "", 1);
+  struct gw_state *st = NULL;
+  struct cap_error err = {0};
+  CHECK(gw_state_open(dir, &st, &err) == 0);
+  if (!st) {
+    cap_error_clear(&err);
+    return;
+  }
+  struct gw_approval_call call = {
+      .capability = "c", .tool = "t", .user = "u", .args = "{}", .args_hash = "h", .binding = "b1"};
+  char id[9], id2[9], lapsed_id[9];
+  enum gw_approval_status status, lapsed, was;
+  CHECK(gw_approval_create(st, &call, id, &err) == 0 && gw_approval_id_valid(id));
+  CHECK(gw_approval_create(st, &call, id2, &err) == 0 && strcmp(id, id2) != 0);
+  CHECK(gw_approval_take(st, &call, &status, id, &lapsed, lapsed_id, &err) == 0);
+  CHECK(status == GW_APPROVAL_PENDING && strcmp(id, id2) == 0); /* the newest */
+  struct gw_approval a = {0};
+  CHECK(gw_approval_resolve(st, id, true, &was, &a, &err) == 0 && was == GW_APPROVAL_PENDING);
+  CHECK(a.status == GW_APPROVAL_APPROVED && strcmp(a.capability, "c") == 0);
+  gw_approval_clear(&a);
+  CHECK(gw_approval_resolve(st, id, false, &was, &a, &err) == 0 && was == GW_APPROVAL_APPROVED);
+  gw_approval_clear(&a);
+  call.binding = "b2"; /* the tool changed */
+  CHECK(gw_approval_take(st, &call, &status, id, &lapsed, lapsed_id, &err) == 0);
+  CHECK(status == GW_APPROVAL_NONE && lapsed == GW_APPROVAL_VOID && strcmp(lapsed_id, id2) == 0);
+  CHECK(gw_approval_create(st, &call, id, &err) == 0);
+  CHECK(gw_approval_resolve(st, id, true, &was, &a, &err) == 0);
+  gw_approval_clear(&a);
+  CHECK(gw_approval_take(st, &call, &status, id2, &lapsed, lapsed_id, &err) == 0);
+  CHECK(status == GW_APPROVAL_APPROVED && strcmp(id, id2) == 0);
+  CHECK(gw_approval_take(st, &call, &status, id2, &lapsed, lapsed_id, &err) == 0);
+  CHECK(status == GW_APPROVAL_PENDING || status == GW_APPROVAL_NONE); /* spent: only older ones */
+  CHECK(gw_approval_create(st, &call, id, &err) == 0);
+  CHECK(gw_approval_void_for(st, "c", "t", &err) == 0);
+  CHECK(gw_approval_resolve(st, id, true, &was, &a, &err) == 0 && was == GW_APPROVAL_VOID);
+  gw_approval_clear(&a);
+  CHECK(gw_approval_resolve(st, "00000000", true, &was, &a, &err) == 0 && was == GW_APPROVAL_NONE);
+  CHECK(!gw_approval_id_valid("1") && !gw_approval_id_valid("0123456G") &&
+        !gw_approval_id_valid("012345678"));
+  cap_error_clear(&err);
+  gw_state_close(st);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+UNIT_MAIN(test_text_escape, test_spec_digest, test_approval_life)
