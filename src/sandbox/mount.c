@@ -198,16 +198,18 @@ static int empty_file_mount(void)
 }
 
 /* Deny wins: an empty mount over the path, found inside the sandbox's own
- * root (symlinks resolved there, as the tool would resolve them). A path
- * the sandbox's uid cannot reach needs no mask (the tool has that uid and
- * fewer rights); any other failure stops the run: a mask that cannot be
- * applied is never reported as applied. */
+ * root (symlinks resolved there, as the tool will resolve them). A path
+ * that does not resolve there shows nothing to hide (covered by the
+ * private /tmp, /dev or /proc, say), and one the sandbox's uid cannot
+ * reach needs no mask (the tool has that uid and fewer rights); any other
+ * failure stops the run: a mask that cannot be applied is never reported
+ * as applied. */
 static void apply_mask(int root_fd, const struct sandbox_mask *m)
 {
   struct open_how_ how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
                           .resolve = RESOLVE_IN_ROOT_ | RESOLVE_NO_MAGICLINKS_};
   _cleanup_close_ int at = (int)syscall(__NR_openat2, root_fd, m->at, &how, sizeof how);
-  if (at < 0 && errno == EACCES)
+  if (at < 0 && (errno == EACCES || errno == ENOENT || errno == ENOTDIR))
     return;
   CHILD_TRY(at, "cannot mask %s (%s) at %s: %s", m->source, m->why, m->at, strerror(errno));
   struct stat st;

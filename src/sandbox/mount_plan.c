@@ -11,6 +11,7 @@
  *     and mapped to every grant that contains it, at the path it has there
  *     inside the sandbox. A grant at or below a state directory is refused;
  *     a deny entry that cannot be resolved fails the run. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -193,6 +194,68 @@ static bool sys_granted(const struct sandbox_mount_plan *plan)
   return false;
 }
 
+/* A directory holding a state key and database is capsule state, whoever
+ * made it (a copy, another tool's --state): looked for in the first levels
+ * below each directory grant but the system ones, on the grant's own
+ * filesystem, within a budget of entries per run. */
+#define MARKER_SCAN_DEPTH 2
+#define MARKER_SCAN_BUDGET 4096
+
+static bool holds_state(int dirfd)
+{
+  struct stat key, db;
+  return fstatat(dirfd, "key", &key, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(key.st_mode) &&
+         fstatat(dirfd, "state.db", &db, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(db.st_mode);
+}
+
+static int scan_for_state(struct sandbox_mount_plan *plan, int dirfd, const char *real, dev_t dev,
+                          int depth, size_t *budget, struct cap_error *err)
+{
+  if (holds_state(dirfd))
+    return plan_mask_real(plan, real, "a capsule state directory", real, true, err);
+  int copy = depth > 0 ? dup(dirfd) : -1;
+  DIR *d = copy >= 0 ? fdopendir(copy) : NULL;
+  if (!d) {
+    if (copy >= 0)
+      close(copy);
+    return 0;
+  }
+  int r = 0;
+  struct dirent *e;
+  while (r == 0 && *budget > 0 && (e = readdir(d))) {
+    (*budget)--;
+    if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    _cleanup_close_ int sub =
+        openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (sub < 0 || fstat(sub, &st) < 0 || st.st_dev != dev)
+      continue; /* unreadable, or another filesystem (/proc, /sys under `/`) */
+    _cleanup_free_ char *path =
+        cap_xasprintf("%s/%s", strcmp(real, "/") == 0 ? "" : real, e->d_name);
+    r = scan_for_state(plan, sub, path, dev, depth - 1, budget, err);
+  }
+  closedir(d);
+  return r;
+}
+
+static int plan_scan_for_state(struct sandbox_mount_plan *plan, const struct cap_spec *spec,
+                               struct cap_error *err)
+{
+  size_t budget = MARKER_SCAN_BUDGET;
+  int r = 0;
+  for (size_t i = 0; i < plan->n_grants && r == 0; i++) {
+    const struct plan_grant *g = &plan->grants[i];
+    if (g->kind != PLAN_DIR || spec->grants[i].origin == CAP_ORIGIN_SYSTEM)
+      continue;
+    _cleanup_close_ int fd = open(g->real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0)
+      r = scan_for_state(plan, fd, g->real, st.st_dev, MARKER_SCAN_DEPTH, &budget, err);
+  }
+  return r;
+}
+
 static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *spec,
                       const struct sandbox_options *opt, struct cap_error *err)
 {
@@ -207,8 +270,10 @@ static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *sp
     for (size_t k = 0; k < n && r == 0; k++)
       r = plan_mask(plan, paths[k], "blocked command", false, err);
   }
+  if (r == 0)
+    r = plan_scan_for_state(plan, spec, err);
   if (r == 0 && !sys_granted(plan))
-    r = plan_mask_real(plan, "/sys", "the host's /sys", "/sys", false, err);
+    r = plan_mask(plan, "/sys", "the host's /sys", false, err); /* absent: nothing to hide */
   return r;
 }
 

@@ -86,6 +86,8 @@ JSON
     --state "$d/data/proj/.capsule" >/dev/null
   as_user "$who" env XDG_STATE_HOME="$work/xdg-$who" "$capsule" policy set x t allow \
     --state "$d/older/state" >/dev/null
+  # a copy capsule never opened: found by its key and state.db
+  as_user "$who" cp -a "$d/older/state" "$d/data/proj/copied"
 }
 
 
@@ -113,6 +115,7 @@ suite() {
     "$d/data/proj/.capsule" -- /bin/cat "$d/datalink/proj/readme"
   hidden "$u" state-via-symlinked-parent --config "$d/via-link.json" --state "$d/data/proj/.capsule" -- "$d/datalink/proj/.capsule/key"
   hidden "$u" state-older-under-grant --allow-read "$d/older" -- "$d/older/state/key"
+  hidden "$u" state-copy-under-grant --config "$d/via-link.json" -- "$d/datalink/proj/copied/key"
   check "$u" state-grant-below-refused 1 'state directory' --allow-read "$d/older/state" -- /bin/true
   check "$u" state-root-grant-usable 0 '^visible$' --allow-read / --state "$d/data/proj/.capsule" \
     -- /bin/cat "$d/data/proj/readme"
