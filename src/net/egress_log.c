@@ -1,22 +1,125 @@
+/* The egress log: one JSON line per decision, bounded whatever the tool
+ * does. A denial repeating the one before (same kind, host, port, method
+ * and reason; any path) within COALESCE_MS is counted, not written, and one
+ * "suppressed" line says how many followed; lines beyond a token bucket
+ * (LOG_RATE a second after a burst of LOG_BURST) are dropped and counted
+ * the same way; the file takes at most LOG_MAX_BYTES from one run, and a
+ * last line says so. Every string the tool chose is escaped to printable
+ * UTF-8 first (clean_text), so each line is valid JSON and nothing in it
+ * moves a terminal's cursor or reorders text (bidi overrides). */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/buf.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "net/proxy_internal.h"
 
-void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, const char *why)
+#define LOG_RATE 50                /* lines a second, sustained */
+#define LOG_BURST 500              /* lines at once */
+#define LOG_MAX_BYTES (64ll << 20) /* one run's share of the file */
+#define COALESCE_MS 10000          /* a repeat run is reported at least this often */
+#define FIELD_MAX 1024             /* bytes of one string kept (paths) */
+
+static int64_t now_ms(void)
 {
-  if (px->opt.verbose && !allowed)
-    fprintf(stderr, "capsule: egress denied: %s %s:%u%s%s: %s\n",
-            ev->method ? ev->method : "CONNECT", ev->host ? ev->host : "?", ev->port,
-            ev->path ? " " : "", ev->path ? ev->path : "", why);
-  if (!px->opt.log)
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Characters that reorder or hide text: bidi controls, zero-width and
+ * invisible formatting, line/paragraph separators, C1 controls. */
+static bool invisible(uint32_t cp)
+{
+  return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) ||
+         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
+}
+
+/* The length of the well-formed UTF-8 character at s[0..n), or 0. */
+static size_t utf8_char(const char *s, size_t n, uint32_t *cp)
+{
+  unsigned char c = (unsigned char)s[0];
+  size_t len = c < 0x80                 ? 1
+               : c >= 0xc2 && c <= 0xdf ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+  size_t bad;
+  if (!len || len > n || !cap_utf8_valid(s, len, &bad))
+    return 0;
+  cap_utf8_decode(s, len, cp);
+  return len;
+}
+
+/* s as printable text: a backslash doubled, control and invisible
+ * characters as the text \uXXXX, bytes that are not UTF-8 as \xNN; at most
+ * FIELD_MAX bytes of s, then how many more there were. */
+static void clean_text(const char *s, struct cap_buf *out)
+{
+  size_t n = strlen(s), keep = n > FIELD_MAX ? FIELD_MAX : n;
+  for (size_t i = 0; i < keep;) {
+    uint32_t cp;
+    size_t len = utf8_char(s + i, keep - i, &cp);
+    if (!len) {
+      cap_buf_printf(out, "\\x%02x", (unsigned char)s[i]);
+      i++;
+      continue;
+    }
+    if (cp == '\\')
+      cap_buf_puts(out, "\\\\");
+    else if (cp < 0x20 || cp == 0x7f || invisible(cp))
+      cap_buf_printf(out, "\\u%04x", cp);
+    else
+      cap_buf_append(out, s + i, len);
+    i += len;
+  }
+  if (n > keep)
+    cap_buf_printf(out, "...(%zu more bytes)", n - keep);
+}
+
+static void put_clean(struct cap_jw *w, const char *key, const char *s)
+{
+  cap_jw_key(w, key);
+  if (!s) {
+    cap_jw_null(w);
     return;
+  }
   struct cap_buf b = {0};
+  clean_text(s, &b);
+  cap_jw_string_n(w, b.data ? b.data : "", b.len);
+  cap_buf_free(&b);
+}
+
+/* One line into px's file (locked), unless the run's share is used up. */
+static void write_line(struct proxy *px, struct cap_buf *line)
+{
+  struct egress_log *lg = &px->log;
+  if (lg->capped || !px->opt.log)
+    return;
+  static const char capped[] =
+      "{\"decision\":\"capped\",\"reason\":\"the egress log reached this run's cap of 64 MiB; "
+      "later decisions are not logged\"}\n";
+  if (lg->bytes + (long long)line->len + (long long)sizeof capped > LOG_MAX_BYTES) {
+    lg->capped = true;
+    fputs(capped, px->opt.log);
+  } else {
+    fwrite(line->data, 1, line->len, px->opt.log);
+    lg->bytes += (long long)line->len;
+  }
+  fflush(px->opt.log);
+}
+
+/* The line for a decision: ev's fields (or nulls), a count when it sums
+ * up suppressed ones. */
+static void format_line(const struct event *ev, const char *decision, const char *why,
+                        long long count, struct cap_buf *b)
+{
   struct cap_jw w;
-  cap_jw_init(&w, &b, false);
+  cap_jw_init(&w, b, false);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   char when[40];
@@ -28,32 +131,162 @@ void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, con
   cap_jw_key(&w, "time");
   cap_jw_string(&w, when);
   cap_jw_key(&w, "decision");
-  cap_jw_string(&w, allowed ? "allow" : "deny");
+  cap_jw_string(&w, decision);
   cap_jw_key(&w, "kind");
-  cap_jw_string(&w, ev->kind);
-  cap_jw_key(&w, "host");
-  cap_jw_string_or_null(&w, ev->host);
+  cap_jw_string_or_null(&w, ev->kind);
+  put_clean(&w, "host", ev->host);
   cap_jw_key(&w, "port");
   cap_jw_int(&w, ev->port);
-  cap_jw_key(&w, "method");
-  cap_jw_string_or_null(&w, ev->method);
-  cap_jw_key(&w, "path");
-  cap_jw_string_or_null(&w, ev->path);
-  cap_jw_key(&w, "credential");
-  cap_jw_string_or_null(&w, ev->route);
-  cap_jw_key(&w, "reason");
-  cap_jw_string(&w, why);
+  put_clean(&w, "method", ev->method);
+  put_clean(&w, "path", ev->path);
+  put_clean(&w, "credential", ev->route);
+  put_clean(&w, "reason", why);
+  if (count) {
+    cap_jw_key(&w, "count");
+    cap_jw_int(&w, count);
+  }
   cap_jw_key(&w, "bytes_up");
   cap_jw_int(&w, ev->bytes_up);
   cap_jw_key(&w, "bytes_down");
   cap_jw_int(&w, ev->bytes_down);
   cap_jw_end_object(&w);
-  cap_buf_putc(&b, '\n');
-  pthread_mutex_lock(&px->log_lock);
-  fwrite(b.data, 1, b.len, px->opt.log);
-  fflush(px->opt.log);
-  pthread_mutex_unlock(&px->log_lock);
+  cap_buf_putc(b, '\n');
+}
+
+/* Whether the token bucket has a line to spend now (locked). */
+static bool take_token(struct egress_log *lg, int64_t now)
+{
+  if (!lg->refilled_ms) {
+    lg->tokens = LOG_BURST;
+    lg->refilled_ms = now;
+  }
+  lg->tokens += (double)(now - lg->refilled_ms) * LOG_RATE / 1000.0;
+  if (lg->tokens > LOG_BURST)
+    lg->tokens = LOG_BURST;
+  lg->refilled_ms = now;
+  if (lg->tokens < 1)
+    return false;
+  lg->tokens--;
+  return true;
+}
+
+/* The summaries owed (locked): repeats of the last denial, lines the rate
+ * limit dropped. force: at the end, whatever the bucket holds. */
+static void flush_counts(struct proxy *px, int64_t now, bool force)
+{
+  struct egress_log *lg = &px->log;
+  struct cap_buf b = {0};
+  if (lg->repeats && (force || take_token(lg, now))) {
+    struct event ev = {.kind = lg->last.kind,
+                       .host = lg->last_host,
+                       .port = lg->last.port,
+                       .method = lg->last_method};
+    char *why = cap_xasprintf("%lld more denials of %s %s:%u suppressed: %s", lg->repeats,
+                              ev.method ? ev.method : "CONNECT", ev.host ? ev.host : "?", ev.port,
+                              lg->last_reason);
+    format_line(&ev, "suppressed", why, lg->repeats, &b);
+    if (px->opt.verbose)
+      fprintf(stderr, "capsule: egress: %lld more denials of the one above suppressed\n",
+              lg->repeats);
+    free(why);
+  } else if (lg->repeats) {
+    lg->dropped += lg->repeats;
+  }
+  lg->repeats = 0;
+  lg->repeat_since_ms = now;
+  if (lg->dropped && (force || take_token(lg, now))) {
+    struct event ev = {0};
+    char *why = cap_xasprintf("%lld log lines dropped by the rate limit (%d a second after a "
+                              "burst of %d)",
+                              lg->dropped, LOG_RATE, LOG_BURST);
+    format_line(&ev, "suppressed", why, lg->dropped, &b);
+    free(why);
+    lg->dropped = 0;
+  }
+  if (b.len)
+    write_line(px, &b);
   cap_buf_free(&b);
+}
+
+/* Whether this denial repeats the last one written (locked). */
+static bool repeats_last(const struct egress_log *lg, const struct event *ev, const char *why)
+{
+  return lg->has_last && lg->last.kind == ev->kind && lg->last.port == ev->port &&
+         strcmp(lg->last_host, ev->host ? ev->host : "") == 0 &&
+         strcmp(lg->last_method, ev->method ? ev->method : "") == 0 &&
+         strcmp(lg->last_reason, why) == 0;
+}
+
+/* Makes ev the denial later ones are compared with (NULL: none). */
+static void set_last(struct egress_log *lg, const struct event *ev, const char *why)
+{
+  free(lg->last_host);
+  free(lg->last_method);
+  free(lg->last_reason);
+  lg->last_host = lg->last_method = lg->last_reason = NULL;
+  lg->has_last = ev != NULL;
+  if (!ev)
+    return;
+  lg->last = (struct event){.kind = ev->kind, .port = ev->port};
+  lg->last_host = cap_xstrdup(ev->host ? ev->host : "");
+  lg->last_method = cap_xstrdup(ev->method ? ev->method : "");
+  lg->last_reason = cap_xstrdup(why);
+}
+
+static void print_denial(const struct event *ev, const char *why)
+{
+  struct cap_buf b = {0};
+  clean_text(ev->method ? ev->method : "CONNECT", &b);
+  cap_buf_putc(&b, ' ');
+  clean_text(ev->host ? ev->host : "?", &b);
+  cap_buf_printf(&b, ":%u", ev->port);
+  if (ev->path) {
+    cap_buf_putc(&b, ' ');
+    clean_text(ev->path, &b);
+  }
+  cap_buf_puts(&b, ": ");
+  clean_text(why, &b);
+  fprintf(stderr, "capsule: egress denied: %.*s\n", (int)b.len, b.data);
+  cap_buf_free(&b);
+}
+
+void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, const char *why)
+{
+  if (!px->opt.log && !px->opt.verbose)
+    return;
+  pthread_mutex_lock(&px->log_lock);
+  struct egress_log *lg = &px->log;
+  int64_t now = now_ms();
+  if (!allowed && repeats_last(lg, ev, why)) {
+    lg->repeats++;
+    if (now - lg->repeat_since_ms >= COALESCE_MS)
+      flush_counts(px, now, false); /* a long run shows up as it goes */
+    pthread_mutex_unlock(&px->log_lock);
+    return;
+  }
+  flush_counts(px, now, false); /* the previous run of repeats ends here */
+  set_last(lg, allowed ? NULL : ev, why);
+  if (!take_token(lg, now)) {
+    lg->dropped++;
+  } else {
+    if (px->opt.verbose && !allowed)
+      print_denial(ev, why);
+    if (px->opt.log) {
+      struct cap_buf b = {0};
+      format_line(ev, allowed ? "allow" : "deny", why, 0, &b);
+      write_line(px, &b);
+      cap_buf_free(&b);
+    }
+  }
+  pthread_mutex_unlock(&px->log_lock);
+}
+
+void proxy_log_flush(struct proxy *px)
+{
+  pthread_mutex_lock(&px->log_lock);
+  flush_counts(px, now_ms(), true);
+  set_last(&px->log, NULL, NULL);
+  pthread_mutex_unlock(&px->log_lock);
 }
 
 void proxy_respond(struct stream *s, const char *status, const char *why)

@@ -233,6 +233,7 @@ static void proxy_free(struct proxy *px)
   free(px->bundle);
   tls_ca_free(px->ca);
   host_addrs_free(px->host_addrs);
+  proxy_log_flush(px);
   pthread_mutex_destroy(&px->log_lock);
   pthread_mutex_destroy(&px->lock);
   pthread_cond_destroy(&px->idle);

@@ -39,6 +39,28 @@ struct route_secret {
   char phantom[65]; /* what the tool holds instead, "" without env_var */
 };
 
+/* What one decision is about. */
+struct event {
+  const char *kind; /* "connect", "tunnel", "http", "intercept", "reverse" */
+  const char *host;
+  unsigned port;
+  const char *method; /* NULL for tunnels */
+  const char *path;   /* as the tool sent it (no secret), NULL for tunnels */
+  const char *route;  /* credential route used, or NULL */
+  long long bytes_up, bytes_down;
+};
+
+/* What bounds the egress log (egress_log.c): the last denial written, its
+ * repeats since, the token bucket, the bytes written. */
+struct egress_log {
+  bool has_last, capped;
+  struct event last; /* kind and port of the last denial */
+  char *last_host, *last_method, *last_reason;
+  long long repeats, dropped, bytes;
+  int64_t repeat_since_ms, refilled_ms;
+  double tokens;
+};
+
 struct proxy {
   const struct cap_spec *spec;
   struct proxy_options opt;
@@ -50,6 +72,7 @@ struct proxy {
   char **tool_env;
   size_t n_tool_env;
   pthread_mutex_t log_lock;
+  struct egress_log log; /* under log_lock */
 
   int listen_fds[1 + PROXY_MAX_FORWARDS];
   size_t n_listen;
@@ -72,17 +95,6 @@ struct proxy {
 struct stream {
   int fd;
   SSL *ssl;
-};
-
-/* What one decision is about. */
-struct event {
-  const char *kind; /* "connect", "tunnel", "http", "intercept", "reverse" */
-  const char *host;
-  unsigned port;
-  const char *method; /* NULL for tunnels */
-  const char *path;   /* as the tool sent it (no secret), NULL for tunnels */
-  const char *route;  /* credential route used, or NULL */
-  long long bytes_up, bytes_down;
 };
 
 /* A thread that serves one connection at a time, with what it reuses. */
@@ -138,6 +150,9 @@ void proxy_slot_set_upstream(struct worker *w, int fd);
 /* ---- egress_log.c ---- */
 
 void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, const char *why);
+/* Writes the summaries still owed (repeats, dropped lines) and frees the
+ * log's state: when the proxy stops. */
+void proxy_log_flush(struct proxy *px);
 /* A short text/plain answer with Connection: close. */
 void proxy_respond(struct stream *s, const char *status, const char *why);
 /* Logs the denial and answers the tool. */

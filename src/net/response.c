@@ -42,11 +42,18 @@ static int on_message_begin(http_parser *p)
   return 0;
 }
 
+/* The status line's start, once per message (a reason phrase may be
+ * empty: then on_status never runs). */
+static void start_head(http_parser *p, struct masked *m)
+{
+  if (!m->head.len)
+    cap_buf_printf(&m->head, "HTTP/%u.%u %u ", p->http_major, p->http_minor, p->status_code);
+}
+
 static int on_status(http_parser *p, const char *at, size_t len)
 {
   struct masked *m = p->data;
-  if (!m->head.len)
-    cap_buf_printf(&m->head, "HTTP/%u.%u %u ", p->http_major, p->http_minor, p->status_code);
+  start_head(p, m);
   cap_buf_append(&m->head, at, len);
   return 0;
 }
@@ -87,6 +94,7 @@ static int on_field(http_parser *p, const char *at, size_t len)
   struct masked *m = p->data;
   if (m->in_body) /* a trailer: dropped (capsule ends its chunks itself) */
     return 0;
+  start_head(p, m);
   if (m->last != PIECE_FIELD) {
     header_done(m);
     cap_buf_puts(&m->head, "\r\n");
@@ -117,9 +125,8 @@ static int on_headers_complete(http_parser *p)
   struct masked *m = p->data;
   header_done(m);
   if (m->refused)
-    return -1;      /* an error: nothing of this response reaches the tool */
-  if (!m->head.len) /* no reason phrase: on_status never ran */
-    cap_buf_printf(&m->head, "HTTP/%u.%u %u ", p->http_major, p->http_minor, p->status_code);
+    return -1; /* an error: nothing of this response reaches the tool */
+  start_head(p, m);
   cap_buf_puts(&m->head, "\r\n\r\n");
   secret_mask_buf(&m->mask, m->head.data, m->head.len);
   cap_buf_append(&m->out, m->head.data, m->head.len);

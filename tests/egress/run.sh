@@ -294,6 +294,37 @@ for who in "${users[@]}"; do
   check "$who" verbose-denial 0 "capsule: egress denied: GET localhost:$http /x" run -v --egress-log "$work/logs/egress.log" --config "$work/l7.json" $P -- sh -c "$C http://localhost:$http/x >/dev/null"
   if grep -q '"decision":"deny","kind":"http","host":"localhost"' "$work/logs/egress.log" 2>/dev/null; then ok "$who" egress-log
   else bad "$who" egress-log; head -3 "$work/logs/egress.log" 2>&1 | sed 's/^/         /'; fi
+
+  # the log is bounded: repeated denials coalesced, a rate limit, long
+  # fields cut; each line valid JSON with what the tool chose escaped
+  rm -f "$work/logs/flood.log"
+  as_user "$who" timeout 120 "$capsule" run --egress-log "$work/logs/flood.log" --config "$work/l7.json" $P -- bash -c "
+    exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://localhost:$http/long%08000d HTTP/1.1\r\n\r\n' 0 >&3; cat <&3 >/dev/null
+    exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://localhost:$http/a\342\200\256b\377c\302\233d HTTP/1.1\r\n\r\n' >&3; cat <&3 >/dev/null
+    for i in \$(seq 300); do exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://localhost:$http/p%d HTTP/1.1\r\n\r\n' \$i >&3; cat <&3 >/dev/null; done
+    for i in \$(seq 1500); do exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://h%d.example/ HTTP/1.1\r\n\r\n' \$i >&3; cat <&3 >/dev/null; done" \
+    >/dev/null 2>&1 </dev/null
+  verdict=$(node -e '
+    const lines = require("fs").readFileSync(process.argv[1], "latin1").split("\n").filter(Boolean);
+    const bad = [];
+    const js = [];
+    for (const l of lines) { try { js.push(JSON.parse(Buffer.from(l, "latin1").toString("utf8"))); } catch { bad.push("not JSON: " + l.slice(0, 80)); } }
+    if (lines.some((l) => /\u00e2\u0080\u00ae|\xff|\u00c2\u009b/.test(l))) bad.push("raw bytes in the log");
+    // the odd path is the first of this run of denials, /p1../p300 repeat it
+    const local = js.filter((j) => j.host === "localhost" && j.decision === "deny");
+    const sup = js.filter((j) => j.decision === "suppressed" && /more denials of GET localhost:/.test(j.reason));
+    const sum = sup.reduce((a, j) => a + j.count, 0);
+    if (local.length !== 1 || sum !== 300) bad.push(`coalesced: ${local.length} lines, ${sum} suppressed`);
+    const hosts = js.filter((j) => j.decision === "deny" && /^h\d+\.example$/.test(j.host || "")).length;
+    const dropped = js.filter((j) => j.decision === "suppressed" && /dropped by the rate limit/.test(j.reason)).reduce((a, j) => a + j.count, 0);
+    if (!dropped || hosts + dropped < 1500 || hosts >= 1500) bad.push(`rate limit: ${hosts} lines, ${dropped} dropped`);
+    const long = js.find((j) => /\/long0/.test(j.path || ""));
+    if (!long || long.path.length > 1100 || !/more bytes\)$/.test(long.path)) bad.push("long path not cut");
+    const odd = js.find((j) => /^\/a/.test(j.path || ""));
+    if (!odd || odd.path !== "/a\\u202eb\\xffc\\u009bd") bad.push("escaped path: " + JSON.stringify(odd && odd.path));
+    console.log(bad.join("; "));' "$work/logs/flood.log" 2>&1)
+  if [ -z "$verdict" ]; then ok "$who" egress-log-bounded-and-escaped
+  else bad "$who" "egress-log-bounded-and-escaped: $verdict"; fi
 done
 echo "egress tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
