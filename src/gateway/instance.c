@@ -32,7 +32,7 @@
 #define KEEPER_MAX_CLIENTS 256
 #define KEEPER_READY "ready\n"
 #define KEEPER_HOST "host: " /* the verdict's prefix when the host cannot enforce the sandbox */
-#define KEEPER_ASK_MS 5000 /* a client that neither asks nor holds a lease is dropped */
+#define KEEPER_ASK_MS 5000   /* a client that neither asks nor holds a lease is dropped */
 
 /* What a keeper tells a client asking for a lease; an fd travels with 0. */
 struct lease_reply {
@@ -127,15 +127,16 @@ struct keeper {
   uint32_t max_active;
   uint64_t idle_ms, startup_ms;
   pthread_mutex_t report_lock;
-  bool reported; /* the starter has its verdict */
-  pthread_mutex_t publish_lock; /* the listener: closed once, from either thread */
+  bool reported;                   /* the starter has its verdict */
+  pthread_mutex_t publish_lock;    /* the listener: closed once, from either thread */
   struct sandbox_running *running; /* for the sandbox's CPU count */
   uint64_t cpu_budget_ms;          /* per call (Selu max_cpu_seconds); 0: none */
-  int sandbox_end;              /* the connector's other end: closed once the sandbox has it */
+  int sandbox_end;                 /* the connector's other end: closed once the sandbox has it */
 };
 
 /* The starter's verdict, once: KEEPER_READY or why not. */
-static void keeper_report(struct keeper *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void keeper_report(struct keeper *k, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void keeper_report(struct keeper *k, const char *fmt, ...)
 {
   pthread_mutex_lock(&k->report_lock);
@@ -255,6 +256,140 @@ static void keeper_stop(struct keeper *k)
   }
 }
 
+/* The lease loop's state: the callers connected, the leases held. */
+struct lease_loop {
+  struct client clients[KEEPER_MAX_CLIENTS];
+  size_t n;
+  uint32_t active; /* leases held */
+  uint64_t last;   /* when the last lease ended (the idle clock) */
+  bool dying;      /* the server is gone or going: refuse what is asked */
+  /* The per-call CPU budget, on a server shared by calls: over a busy
+   * period (from the first lease to the moment none is held) the server
+   * may use the budget times the most calls it held at once. Exact when
+   * calls come one at a time; never less than each call's own share. */
+  bool cpu_counted;
+  int64_t busy_base;
+  uint32_t busy_peak;
+};
+
+/* How long poll may wait: the idle timeout, the CPU tick, the next silent
+ * client to drop; < -1 when the keeper should stop now (idle). */
+static int lease_timeout(struct keeper *k, struct lease_loop *L)
+{
+  int timeout = -1;
+  if (L->n == 0) {
+    uint64_t t = now_ms();
+    if (L->dying || t >= L->last + k->idle_ms) {
+      if (!L->dying)
+        keeper_note("idle for %llu ms: stopping the server", (unsigned long long)k->idle_ms);
+      return -2;
+    }
+    timeout = ms_until(L->last + k->idle_ms);
+  }
+  if (L->active && L->cpu_counted && (timeout < 0 || timeout > 100))
+    timeout = 100;                  /* the CPU budget's tick */
+  for (size_t i = 0; i < L->n; i++) /* the next silent client to drop */
+    if (!L->clients[i].waiting && !L->clients[i].leased) {
+      int t = ms_until(L->clients[i].since + KEEPER_ASK_MS);
+      if (timeout < 0 || t < timeout)
+        timeout = t;
+    }
+  return timeout;
+}
+
+/* Reads what each polled client said (a lease request, or its end) and
+ * drops the gone and the silent, keeping arrival order. */
+static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, size_t polled)
+{
+  size_t kept = 0;
+  for (size_t i = 0; i < L->n; i++) {
+    struct client *cl = &L->clients[i];
+    bool gone = false;
+    short ev = i < polled ? p[i].revents : 0;
+    if (ev & POLLIN) {
+      char c;
+      ssize_t got = recv(cl->fd, &c, 1, MSG_DONTWAIT);
+      if (got == 1 && c == 'L' && !cl->leased)
+        cl->waiting = true;
+      else if (got == 0 || (got < 0 && errno != EAGAIN))
+        gone = true;
+    } else if (ev & (POLLHUP | POLLERR)) {
+      gone = true;
+    } else if (!cl->waiting && !cl->leased && now_ms() >= cl->since + KEEPER_ASK_MS) {
+      gone = true; /* silent: its slot is for callers */
+    }
+    if (gone) {
+      if (cl->leased)
+        L->active--;
+      close(cl->fd);
+      L->last = now_ms();
+    } else {
+      L->clients[kept++] = *cl; /* in arrival order: leases are granted fairly */
+    }
+  }
+  L->n = kept;
+}
+
+/* Grants waiting clients a connection to the server, in arrival order,
+ * while there is room. */
+static void lease_grant(struct keeper *k, struct lease_loop *L)
+{
+  for (size_t i = 0; i < L->n && (L->active < k->max_active || L->dying); i++) {
+    struct client *cl = &L->clients[i];
+    if (!cl->waiting)
+      continue;
+    cl->waiting = false;
+    if (L->dying) {
+      reply(cl->fd, ECONNREFUSED, "the capability's server stopped listening", -1);
+      continue;
+    }
+    struct cap_error err = {0};
+    int fd = sandbox_connect(k->connector, k->port, 2000, &err);
+    if (fd < 0) {
+      keeper_note("cannot reach the server: %s; stopping this instance", err.message);
+      reply(cl->fd, ECONNREFUSED, "the capability's server stopped listening", -1);
+      cap_error_clear(&err);
+      L->dying = true;
+      keeper_unpublish(k); /* new calls start a new instance */
+      continue;
+    }
+    reply(cl->fd, 0, NULL, fd);
+    close(fd);
+    cl->leased = true;
+    if (L->active++ == 0 && L->cpu_counted)
+      L->busy_base = sandbox_cpu_ms(k->running);
+    if (L->active > L->busy_peak)
+      L->busy_peak = L->active;
+  }
+}
+
+/* The per-call CPU budget over the busy period: past it, the calls learn
+ * why and the server stops. */
+static void lease_check_cpu(struct keeper *k, struct lease_loop *L)
+{
+  if (L->active == 0) {
+    L->busy_base = -1;
+    L->busy_peak = 0;
+    return;
+  }
+  if (!L->cpu_counted || L->busy_base < 0 || L->dying)
+    return;
+  int64_t used = sandbox_cpu_ms(k->running) - L->busy_base;
+  if (used <= (int64_t)(k->cpu_budget_ms * L->busy_peak))
+    return;
+  keeper_note("%u call(s) used %lld ms of CPU, over the budget of %llu ms per call: "
+              "stopping the server",
+              L->busy_peak, (long long)used, (unsigned long long)k->cpu_budget_ms);
+  char reason[200];
+  snprintf(reason, sizeof reason, "cpu budget exceeded: %lld ms used, %llu ms per call",
+           (long long)used, (unsigned long long)k->cpu_budget_ms);
+  for (size_t i = 0; i < L->n; i++) /* the calls learn why their server went away */
+    if (L->clients[i].leased)
+      reply(L->clients[i].fd, ETIMEDOUT, reason, -1);
+  L->dying = true;
+  keeper_stop(k);
+}
+
 static void *keeper_serve(void *arg)
 {
   struct keeper *k = arg;
@@ -274,19 +409,9 @@ static void *keeper_serve(void *arg)
               k->max_active, (unsigned long long)k->idle_ms);
   keeper_report(k, "%s", KEEPER_READY);
 
-  struct client clients[KEEPER_MAX_CLIENTS];
-  size_t n = 0;
-  uint32_t active = 0;
-  uint64_t last = now_ms();
-  bool dying = false;
-  /* The per-call CPU budget, on a server shared by calls: over a busy
-   * period (from the first lease to the moment none is held) the server
-   * may use the budget times the most calls it held at once. Exact when
-   * calls come one at a time; never less than each call's own share. */
-  int64_t busy_base = -1;
-  uint32_t busy_peak = 0;
-  bool cpu_counted = k->cpu_budget_ms && sandbox_cpu_ms(k->running) >= 0;
-  if (k->cpu_budget_ms && !cpu_counted)
+  struct lease_loop L = {.last = now_ms(), .busy_base = -1};
+  L.cpu_counted = k->cpu_budget_ms && sandbox_cpu_ms(k->running) >= 0;
+  if (k->cpu_budget_ms && !L.cpu_counted)
     keeper_note("this host gives capsule no cgroup to count CPU in: the per-call CPU budget "
                 "(%llu ms) is not enforced; each call is bounded by its deadline",
                 (unsigned long long)k->cpu_budget_ms);
@@ -296,111 +421,26 @@ static void *keeper_serve(void *arg)
     if (k->listener >= 0)
       p[np++] = (struct pollfd){.fd = k->listener, .events = POLLIN};
     size_t first_client = np;
-    for (size_t i = 0; i < n; i++)
-      p[np++] = (struct pollfd){.fd = clients[i].fd, .events = POLLIN};
-    int timeout = -1;
-    if (n == 0) {
-      uint64_t t = now_ms();
-      if (dying || t >= last + k->idle_ms) {
-        if (!dying)
-          keeper_note("idle for %llu ms: stopping the server", (unsigned long long)k->idle_ms);
-        keeper_stop(k);
-        return NULL;
-      }
-      timeout = ms_until(last + k->idle_ms);
+    for (size_t i = 0; i < L.n; i++)
+      p[np++] = (struct pollfd){.fd = L.clients[i].fd, .events = POLLIN};
+    int timeout = lease_timeout(k, &L);
+    if (timeout < -1) {
+      keeper_stop(k);
+      return NULL;
     }
-    if (active && cpu_counted && (timeout < 0 || timeout > 100))
-      timeout = 100; /* the CPU budget's tick */
-    for (size_t i = 0; i < n; i++) /* the next silent client to drop */
-      if (!clients[i].waiting && !clients[i].leased) {
-        int t = ms_until(clients[i].since + KEEPER_ASK_MS);
-        if (timeout < 0 || t < timeout)
-          timeout = t;
-      }
     if (poll(p, np, timeout) < 0 && errno != EINTR)
       continue;
-    size_t polled = n; /* clients accepted below have no poll entry yet */
+    size_t polled = L.n; /* clients accepted below have no poll entry yet */
     if (k->listener >= 0 && (p[0].revents & POLLIN)) {
       int c = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
-      if (c >= 0 && n < KEEPER_MAX_CLIENTS)
-        clients[n++] = (struct client){.fd = c, .since = now_ms()};
+      if (c >= 0 && L.n < KEEPER_MAX_CLIENTS)
+        L.clients[L.n++] = (struct client){.fd = c, .since = now_ms()};
       else if (c >= 0)
         close(c);
     }
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++) {
-      struct client *cl = &clients[i];
-      bool gone = false;
-      short ev = i < polled ? p[first_client + i].revents : 0;
-      if (ev & POLLIN) {
-        char c;
-        ssize_t got = recv(cl->fd, &c, 1, MSG_DONTWAIT);
-        if (got == 1 && c == 'L' && !cl->leased)
-          cl->waiting = true;
-        else if (got == 0 || (got < 0 && errno != EAGAIN))
-          gone = true;
-      } else if (ev & (POLLHUP | POLLERR)) {
-        gone = true;
-      } else if (!cl->waiting && !cl->leased && now_ms() >= cl->since + KEEPER_ASK_MS) {
-        gone = true; /* silent: its slot is for callers */
-      }
-      if (gone) {
-        if (cl->leased)
-          active--;
-        close(cl->fd);
-        last = now_ms();
-      } else {
-        clients[kept++] = *cl; /* in arrival order: leases are granted fairly */
-      }
-    }
-    n = kept;
-    /* grant in arrival order while there is room */
-    for (size_t i = 0; i < n && (active < k->max_active || dying); i++) {
-      struct client *cl = &clients[i];
-      if (!cl->waiting)
-        continue;
-      cl->waiting = false;
-      if (dying) {
-        reply(cl->fd, ECONNREFUSED, "the capability's server stopped listening", -1);
-        continue;
-      }
-      struct cap_error err = {0};
-      int fd = sandbox_connect(k->connector, k->port, 2000, &err);
-      if (fd < 0) {
-        keeper_note("cannot reach the server: %s; stopping this instance", err.message);
-        reply(cl->fd, ECONNREFUSED, "the capability's server stopped listening", -1);
-        cap_error_clear(&err);
-        dying = true;
-        keeper_unpublish(k); /* new calls start a new instance */
-        continue;
-      }
-      reply(cl->fd, 0, NULL, fd);
-      close(fd);
-      cl->leased = true;
-      if (active++ == 0 && cpu_counted)
-        busy_base = sandbox_cpu_ms(k->running);
-      if (active > busy_peak)
-        busy_peak = active;
-    }
-    if (active == 0) {
-      busy_base = -1;
-      busy_peak = 0;
-    } else if (cpu_counted && busy_base >= 0 && !dying) {
-      int64_t used = sandbox_cpu_ms(k->running) - busy_base;
-      if (used > (int64_t)(k->cpu_budget_ms * busy_peak)) {
-        keeper_note("%u call(s) used %lld ms of CPU, over the budget of %llu ms per call: "
-                    "stopping the server", busy_peak, (long long)used,
-                    (unsigned long long)k->cpu_budget_ms);
-        char reason[200];
-        snprintf(reason, sizeof reason, "cpu budget exceeded: %lld ms used, %llu ms per call",
-                 (long long)used, (unsigned long long)k->cpu_budget_ms);
-        for (size_t i = 0; i < n; i++) /* the calls learn why their server went away */
-          if (clients[i].leased)
-            reply(clients[i].fd, ETIMEDOUT, reason, -1);
-        dying = true;
-        keeper_stop(k);
-      }
-    }
+    lease_read_clients(&L, p + first_client, polled);
+    lease_grant(k, &L);
+    lease_check_cpu(k, &L);
   }
 }
 
@@ -438,12 +478,66 @@ static void close_all_but(const int *keep, size_t n)
   syscall(__NR_close_range, from, ~0U, 0);
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-  return *(const int *)a - *(const int *)b;
-}
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 /* The keeper process: never returns. */
+/* The instance's listening socket at sa (0600, published once bound) and
+ * the connector pair; any failure ends the keeper with a status line. */
+static void keeper_listen(struct keeper *k, const struct sockaddr_un *sa, int pair[2])
+{
+  k->listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  mode_t old = umask(0077);
+  unlink(sa->sun_path); /* a dead keeper's; the lock makes this keeper the only starter */
+  int r = k->listener < 0 ? -1 : bind(k->listener, (const struct sockaddr *)sa, sizeof *sa);
+  umask(old);
+  struct stat sb;
+  if (r < 0 || listen(k->listener, 128) < 0 || stat(sa->sun_path, &sb) < 0 ||
+      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+    dprintf(k->status_fd, "cannot set up the instance's socket %s: %s", sa->sun_path,
+            strerror(errno));
+    _exit(1);
+  }
+  k->sock_ino = sb.st_ino;
+}
+
+/* The server's argv: a "./" command is the package's own program. */
+static char **server_argv(const struct cap_spec *spec)
+{
+  struct cap_strv argv = {0};
+  for (size_t i = 0; i < spec->runtime.command.len; i++) {
+    const char *a = spec->runtime.command.v[i];
+    if (i == 0 && strncmp(a, "./", 2) == 0) {
+      _cleanup_free_ char *abs = cap_xasprintf("%s/%s", spec->package_dir, a + 2);
+      cap_strv_push(&argv, abs);
+    } else {
+      cap_strv_push(&argv, a);
+    }
+  }
+  char **cmd = cap_xcalloc(argv.len + 1, sizeof *cmd);
+  memcpy(cmd, argv.v, argv.len * sizeof *cmd);
+  return cmd;
+}
+
+/* The server ended (or never started): the log and the waiting caller
+ * learn why. */
+static void keeper_ended(struct keeper *k, int r, const struct sandbox_result *res,
+                         const struct cap_error *err)
+{
+  if (r < 0) {
+    keeper_note("cannot start the server: %s", err->message);
+    keeper_report(k, "%scannot start the capability's server: %s", r == -ENOTSUP ? KEEPER_HOST : "",
+                  err->message);
+  } else if (res->killed_by) {
+    keeper_note("the server was stopped: %s exceeded", res->killed_by);
+    keeper_report(k, "the capability's server was stopped before it became healthy: %s exceeded",
+                  res->killed_by);
+  } else {
+    keeper_note("the server exited with status %d", res->exit_status);
+    keeper_report(k, "the capability's server exited with status %d before it became healthy",
+                  res->exit_status);
+  }
+}
+
 static void __attribute__((noreturn))
 keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa, int status_fd,
             int lock_fd)
@@ -464,9 +558,13 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   dup2(log, 2);
 
   const struct cap_spec *spec = req->spec;
-  struct keeper k = {.req = req, .listener = -1, .connector = -1, .status_fd = status_fd,
+  struct keeper k = {.req = req,
+                     .listener = -1,
+                     .connector = -1,
+                     .status_fd = status_fd,
                      .port = spec->runtime.port,
-                     .max_active = spec->runtime.max_concurrency ? spec->runtime.max_concurrency : 1,
+                     .max_active =
+                         spec->runtime.max_concurrency ? spec->runtime.max_concurrency : 1,
                      .idle_ms = spec->runtime.idle_timeout_ms,
                      .startup_ms = spec->runtime.startup_timeout_ms,
                      .report_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -477,18 +575,7 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
   int pair[2] = {-1, -1};
-  k.listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  mode_t old = umask(0077);
-  unlink(sa->sun_path); /* a dead keeper's; the lock makes this keeper the only starter */
-  int r = k.listener < 0 ? -1 : bind(k.listener, (const struct sockaddr *)sa, sizeof *sa);
-  umask(old);
-  struct stat sb;
-  if (r < 0 || listen(k.listener, 128) < 0 || stat(sa->sun_path, &sb) < 0 ||
-      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
-    dprintf(status_fd, "cannot set up the instance's socket %s: %s", sa->sun_path, strerror(errno));
-    _exit(1);
-  }
-  k.sock_ino = sb.st_ino;
+  keeper_listen(&k, sa, pair);
   close(lock_fd); /* published: later calls find this keeper */
   k.connector = pair[0];
   k.sandbox_end = pair[1];
@@ -498,18 +585,7 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   struct cap_spec run_spec = *spec;
   run_spec.limits.wall_ms = 0;
   run_spec.limits.cpu_ms_per_task = 0;
-  struct cap_strv argv = {0};
-  for (size_t i = 0; i < spec->runtime.command.len; i++) {
-    const char *a = spec->runtime.command.v[i];
-    if (i == 0 && strncmp(a, "./", 2) == 0) {
-      _cleanup_free_ char *abs = cap_xasprintf("%s/%s", spec->package_dir, a + 2);
-      cap_strv_push(&argv, abs);
-    } else {
-      cap_strv_push(&argv, a);
-    }
-  }
-  char **cmd = cap_xcalloc(argv.len + 1, sizeof *cmd);
-  memcpy(cmd, argv.v, argv.len * sizeof *cmd);
+  char **cmd = server_argv(spec);
   struct keeper_start start = {.k = &k};
   struct sandbox_options opt = {
       .argv = cmd,
@@ -528,20 +604,8 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   keeper_note("starting %s (%s)", spec->id, cmd[0]);
   struct sandbox_result res;
   struct cap_error err = {0};
-  r = sandbox_run(&run_spec, &opt, &res, &err);
-  if (r < 0) {
-    keeper_note("cannot start the server: %s", err.message);
-    keeper_report(&k, "%scannot start the capability's server: %s", r == -ENOTSUP ? KEEPER_HOST : "",
-                  err.message);
-  } else if (res.killed_by) {
-    keeper_note("the server was stopped: %s exceeded", res.killed_by);
-    keeper_report(&k, "the capability's server was stopped before it became healthy: %s exceeded",
-                  res.killed_by);
-  } else {
-    keeper_note("the server exited with status %d", res.exit_status);
-    keeper_report(&k, "the capability's server exited with status %d before it became healthy",
-                  res.exit_status);
-  }
+  int r = sandbox_run(&run_spec, &opt, &res, &err);
+  keeper_ended(&k, r, &res, &err);
   keeper_unpublish(&k);
   _exit(0);
 }
@@ -564,9 +628,10 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   }
   int fd = connect_keeper(sa, deadline);
   if (fd >= 0)
-    return fd; /* started while this call waited for the lock */
+    return fd;                              /* started while this call waited for the lock */
   if (fd != -ENOENT && fd != -ECONNREFUSED) /* alive but busy, or not ours: never replaced */
-    return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id, sa->sun_path);
+    return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id,
+                           sa->sun_path);
   int status[2];
   if (pipe2(status, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "cannot create a pipe");
@@ -595,7 +660,8 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
     struct pollfd p = {.fd = status[0], .events = POLLIN};
     if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0) {
       close(status[0]);
-      return cap_error_set(err, ETIMEDOUT, "%s's server did not become ready in time", req->spec->id);
+      return cap_error_set(err, ETIMEDOUT, "%s's server did not become ready in time",
+                           req->spec->id);
     }
     ssize_t n = read(status[0], msg + got, sizeof msg - 1 - got);
     if (n <= 0 || got + (size_t)n >= sizeof msg - 1) {
@@ -639,11 +705,13 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
   for (int attempt = 0; attempt < 2; attempt++) {
     int fd = connect_keeper(&sa, deadline);
     if (fd == -EPERM)
-      return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it", sa.sun_path);
+      return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
+                           sa.sun_path);
     if (fd == -ENOENT || fd == -ECONNREFUSED)
       fd = start_keeper(req, &sa, deadline, err);
     else if (fd < 0)
-      return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id, sa.sun_path);
+      return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id,
+                             sa.sun_path);
     if (fd < 0)
       return fd;
     struct lease_reply rep = {0};
@@ -655,7 +723,9 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
       if (t < deadline && poll(&p, 1, ms_until(deadline)) > 0) {
         struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
         char control[CMSG_SPACE(sizeof(int))];
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = control,
                              .msg_controllen = sizeof control};
         n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
         struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
