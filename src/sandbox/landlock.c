@@ -186,6 +186,77 @@ static int add_allowed_commands(int ruleset, const struct cap_spec *spec, const 
   return r;
 }
 
+/* The declared grants: read and write rights as granted; with a command
+ * list, programs run only from where they were installed, so a tool cannot
+ * write a copy of a blocked program and run that. */
+static int add_grants(int ruleset, const struct cap_spec *spec, uint64_t handled,
+                      struct cap_error *err)
+{
+  bool allowlist = spec->process.allowed_commands.len > 0;
+  bool restrict_exec = allowlist || spec->process.blocked_commands.len > 0;
+  int r = 0;
+  for (size_t i = 0; i < spec->n_grants && r == 0; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    uint64_t access = 0;
+    if (g->access != CAP_ACCESS_WRITE)
+      access |= LL_FS_READ;
+    if (g->access != CAP_ACCESS_READ)
+      access |= LL_FS_WRITE;
+    if (allowlist || (restrict_exec && g->access != CAP_ACCESS_READ))
+      access &= ~LL_FS_EXECUTE;
+    /* a pathname unix socket is reached only where it is granted itself */
+    if (sandbox_grant_is_unix_socket(g))
+      access |= LL_FS_RESOLVE_UNIX;
+    _cleanup_free_ char *path = sandbox_expand_path(g->path); /* as the mount tree has it */
+    r = add_path(ruleset, path, access, handled, err);
+  }
+  return r;
+}
+
+/* What the sandbox itself provides: its /proc, /dev, /dev/shm, private
+ * /tmp, the session CA, and / listable. */
+static int add_sandbox_paths(int ruleset, const struct cap_spec *spec, uint64_t handled,
+                             struct cap_error *err)
+{
+  bool restrict_exec =
+      spec->process.allowed_commands.len > 0 || spec->process.blocked_commands.len > 0;
+  int r = add_path(ruleset, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
+  if (r == 0)
+    r = add_path(ruleset, "/dev", LL_FS_READ | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, handled, err);
+  /* listing / (it holds only the sandbox's own mount points) helps tools find
+   * their way; Landlock rights are inherited downwards, so not when some
+   * grant is write-only and must stay unlistable */
+  bool write_only = false;
+  for (size_t i = 0; i < spec->n_grants; i++)
+    write_only |= spec->grants[i].access == CAP_ACCESS_WRITE;
+  if (r == 0 && !write_only)
+    r = add_path(ruleset, "/", LL_FS_READ_DIR, handled, err);
+  if (r == 0) /* POSIX shared memory lives here (private to the sandbox) */
+    r = add_path(ruleset, "/dev/shm", (LL_FS_READ | LL_FS_WRITE) & ~LL_FS_EXECUTE, handled, err);
+  if (r == 0 && spec->sandbox.private_tmp)
+    r = add_path(ruleset, "/tmp", (LL_FS_READ | LL_FS_WRITE) & ~(restrict_exec ? LL_FS_EXECUTE : 0),
+                 handled, err);
+  if (r == 0 && spec->network.mode == CAP_NET_PROXY) /* the session CA bundle, when there is one */
+    r = add_path(ruleset, PROXY_CA_DIR, LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
+  return r;
+}
+
+/* TCP: connect only to the ports the sandbox may reach, bind only those
+ * declared. */
+static int add_ports(int ruleset, const struct cap_spec *spec, struct cap_error *err)
+{
+  uint16_t ports[1 + SANDBOX_MAX_FORWARDS];
+  size_t n = landlock_connect_ports(spec, ports, sizeof ports / sizeof ports[0]);
+  int r = 0;
+  for (size_t i = 0; i < n && r == 0; i++)
+    r = add_port(ruleset, ports[i], LL_NET_CONNECT_TCP, err);
+  for (size_t i = 0; i < spec->network.bind.len && r == 0; i++)
+    r = add_port(ruleset, spec->network.bind.v[i], LL_NET_BIND_TCP, err);
+  for (size_t i = 0; i < spec->network.localhost.len && r == 0; i++)
+    r = add_port(ruleset, spec->network.localhost.v[i], LL_NET_BIND_TCP, err);
+  return r;
+}
+
 int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err)
 {
   int abi = landlock_abi();
@@ -214,59 +285,13 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
   _cleanup_close_ int ruleset = (int)syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
   if (ruleset < 0)
     return cap_error_errno(err, errno, "landlock: cannot create a ruleset");
-
-  /* command lists: programs run only from where they were installed, so a
-   * tool cannot write a copy of a blocked program and run that */
-  bool allowlist = spec->process.allowed_commands.len > 0;
-  bool restrict_exec = allowlist || spec->process.blocked_commands.len > 0;
-  int r = 0;
-  for (size_t i = 0; i < spec->n_grants && r == 0; i++) {
-    const struct cap_fs_grant *g = &spec->grants[i];
-    uint64_t access = 0;
-    if (g->access != CAP_ACCESS_WRITE)
-      access |= LL_FS_READ;
-    if (g->access != CAP_ACCESS_READ)
-      access |= LL_FS_WRITE;
-    if (allowlist || (restrict_exec && g->access != CAP_ACCESS_READ))
-      access &= ~LL_FS_EXECUTE;
-    /* a pathname unix socket is reached only where it is granted itself */
-    if (sandbox_grant_is_unix_socket(g))
-      access |= LL_FS_RESOLVE_UNIX;
-    _cleanup_free_ char *path = sandbox_expand_path(g->path); /* as the mount tree has it */
-    r = add_path(ruleset, path, access, handled, err);
-  }
-  if (r == 0 && allowlist)
+  int r = add_grants(ruleset, spec, handled, err);
+  if (r == 0 && spec->process.allowed_commands.len)
     r = add_allowed_commands(ruleset, spec, command, handled, err);
-  /* what the sandbox itself provides: its /proc, /dev and private /tmp */
   if (r == 0)
-    r = add_path(ruleset, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
-  if (r == 0)
-    r = add_path(ruleset, "/dev", LL_FS_READ | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, handled, err);
-  /* listing / (it holds only the sandbox's own mount points) helps tools find
-   * their way; Landlock rights are inherited downwards, so not when some
-   * grant is write-only and must stay unlistable */
-  bool write_only = false;
-  for (size_t i = 0; i < spec->n_grants; i++)
-    write_only |= spec->grants[i].access == CAP_ACCESS_WRITE;
-  if (r == 0 && !write_only)
-    r = add_path(ruleset, "/", LL_FS_READ_DIR, handled, err);
-  if (r == 0) /* POSIX shared memory lives here (private to the sandbox) */
-    r = add_path(ruleset, "/dev/shm", (LL_FS_READ | LL_FS_WRITE) & ~LL_FS_EXECUTE, handled, err);
-  if (r == 0 && spec->sandbox.private_tmp)
-    r = add_path(ruleset, "/tmp", (LL_FS_READ | LL_FS_WRITE) & ~(restrict_exec ? LL_FS_EXECUTE : 0),
-                 handled, err);
-  if (r == 0 && spec->network.mode == CAP_NET_PROXY) /* the session CA bundle, when there is one */
-    r = add_path(ruleset, PROXY_CA_DIR, LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
-  if (r == 0 && attr.handled_access_net) {
-    uint16_t ports[1 + SANDBOX_MAX_FORWARDS];
-    size_t n = landlock_connect_ports(spec, ports, sizeof ports / sizeof ports[0]);
-    for (size_t i = 0; i < n && r == 0; i++)
-      r = add_port(ruleset, ports[i], LL_NET_CONNECT_TCP, err);
-    for (size_t i = 0; i < spec->network.bind.len && r == 0; i++)
-      r = add_port(ruleset, spec->network.bind.v[i], LL_NET_BIND_TCP, err);
-    for (size_t i = 0; i < spec->network.localhost.len && r == 0; i++)
-      r = add_port(ruleset, spec->network.localhost.v[i], LL_NET_BIND_TCP, err);
-  }
+    r = add_sandbox_paths(ruleset, spec, handled, err);
+  if (r == 0 && attr.handled_access_net)
+    r = add_ports(ruleset, spec, err);
   if (r < 0)
     return r;
   if (syscall(__NR_landlock_restrict_self, ruleset, 0) < 0)
