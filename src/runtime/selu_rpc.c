@@ -63,6 +63,48 @@ static void rpc_channel_close(struct selu_channel *ch)
   grpc_shutdown_blocking(); /* no gRPC thread left: this process may fork a keeper next */
 }
 
+/* A call that ended with a gRPC status other than OK, as an errno and a
+ * message that says what it means for the call. */
+static int status_error(grpc_status_code status, grpc_slice details, const char *method,
+                        int timeout_ms, struct cap_error *err)
+{
+  char *msg = grpc_slice_to_c_string(details);
+  int r;
+  switch (status) {
+  case GRPC_STATUS_DEADLINE_EXCEEDED:
+    r = cap_error_set(err, ETIMEDOUT, "no answer within %d ms (the deadline)", timeout_ms);
+    break;
+  case GRPC_STATUS_UNAVAILABLE:
+    r = cap_error_set(err, ECONNRESET, "the capability's server went away during the call (%s)",
+                      msg);
+    break;
+  case GRPC_STATUS_RESOURCE_EXHAUSTED:
+    r = cap_error_set(err, EFBIG, "the answer is larger than the output cap (%s)", msg);
+    break;
+  case GRPC_STATUS_UNIMPLEMENTED:
+    r = cap_error_set(err, ENOSYS, "the server does not implement %s", method);
+    break;
+  default:
+    r = cap_error_set(err, EPROTO, "%s failed with gRPC status %d: %s", method, (int)status, msg);
+  }
+  gpr_free(msg);
+  return r;
+}
+
+/* The answer's bytes, appended to out. */
+static int read_answer(grpc_byte_buffer *recv, const char *method, struct cap_buf *out,
+                       struct cap_error *err)
+{
+  grpc_byte_buffer_reader reader;
+  if (!grpc_byte_buffer_reader_init(&reader, recv))
+    return cap_error_set(err, EPROTO, "cannot read the answer to %s", method);
+  grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
+  cap_buf_append(out, (const char *)GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+  grpc_slice_unref(all);
+  grpc_byte_buffer_reader_destroy(&reader);
+  return 0;
+}
+
 /* One unary call: request bytes in, response bytes out (*out owned). */
 static int unary(struct selu_channel *ch, const char *method, const uint8_t *req, size_t req_len,
                  int timeout_ms, struct cap_buf *out, struct cap_error *err)
@@ -109,40 +151,12 @@ static int unary(struct selu_channel *ch, const char *method, const uint8_t *req
       r = cap_error_set(err, ETIMEDOUT, "no answer to %s", method);
     }
   }
-  if (r == 0 && status != GRPC_STATUS_OK) {
-    char *msg = grpc_slice_to_c_string(details);
-    switch (status) {
-    case GRPC_STATUS_DEADLINE_EXCEEDED:
-      r = cap_error_set(err, ETIMEDOUT, "no answer within %d ms (the deadline)", timeout_ms);
-      break;
-    case GRPC_STATUS_UNAVAILABLE:
-      r = cap_error_set(err, ECONNRESET, "the capability's server went away during the call (%s)",
-                        msg);
-      break;
-    case GRPC_STATUS_RESOURCE_EXHAUSTED:
-      r = cap_error_set(err, EFBIG, "the answer is larger than the output cap (%s)", msg);
-      break;
-    case GRPC_STATUS_UNIMPLEMENTED:
-      r = cap_error_set(err, ENOSYS, "the server does not implement %s", method);
-      break;
-    default:
-      r = cap_error_set(err, EPROTO, "%s failed with gRPC status %d: %s", method, (int)status, msg);
-    }
-    gpr_free(msg);
-  }
+  if (r == 0 && status != GRPC_STATUS_OK)
+    r = status_error(status, details, method, timeout_ms, err);
   if (r == 0 && !recv)
     r = cap_error_set(err, EPROTO, "%s returned no message", method);
-  if (r == 0) {
-    grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, recv)) {
-      r = cap_error_set(err, EPROTO, "cannot read the answer to %s", method);
-    } else {
-      grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
-      cap_buf_append(out, (const char *)GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
-      grpc_slice_unref(all);
-      grpc_byte_buffer_reader_destroy(&reader);
-    }
-  }
+  if (r == 0)
+    r = read_answer(recv, method, out, err);
   grpc_slice_unref(details);
   grpc_metadata_array_destroy(&initial);
   grpc_metadata_array_destroy(&trailing);
