@@ -4,6 +4,9 @@
 # on a disk-backed /tmp creating and removing it cost ~2 ms a run.
 # Usage: base_dir.sh CAPSULE
 set -u
+# a sanitizer build links its runtime (libstdc++, exported __odr_asan symbols)
+# and LeakSanitizer cannot run under strace: these check the release build
+[ -z "${ASAN_OPTIONS:-}" ] || { echo "SKIP: not meaningful in a sanitizer build"; exit 77; }
 capsule=$(realpath "$1")
 command -v strace >/dev/null || { echo "SKIP: strace is not installed"; exit 77; }
 [ -w /dev/shm ] || { echo "SKIP: no writable /dev/shm"; exit 77; }
