@@ -542,12 +542,12 @@ static int run_build_spec(struct run_args *a, struct cap_spec **ret)
 /* ---- step 3: run and report ---- */
 
 /* A command that the host does not have cannot be in the sandbox either,
- * which is built from host paths (its own /tmp, /dev, /proc and /.capsule
+ * which is built from host paths (its own /tmp, /dev and /proc
  * aside): found out before any namespace is made. Names resolved against
  * a working directory are left to the sandbox. */
 static bool command_surely_missing(const char *name)
 {
-  static const char *const synthetic[] = {"/tmp/", "/dev/", "/proc/", "/.capsule/"};
+  static const char *const synthetic[] = {"/tmp/", "/dev/", "/proc/"};
   char found[1][4096];
   if (!strchr(name, '/'))
     return sandbox_command_paths(name, found, 1) == 0;

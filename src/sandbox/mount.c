@@ -353,6 +353,10 @@ static void write_ca_bundle(const struct proxy *px, const char *root)
   _cleanup_free_ char *file = cap_xasprintf("%s%s", root, PROXY_CA_FILE);
   CHILD_TRY(mkdir(dir, 0755), "cannot create %s for the session CA: %s", PROXY_CA_DIR,
             strerror(errno));
+  char opts[64];
+  snprintf(opts, sizeof opts, "mode=0755,size=%zu", len + 4096);
+  CHILD_TRY(mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
+            "cannot mount %s for the session CA: %s", PROXY_CA_DIR, strerror(errno));
   _cleanup_close_ int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
   CHILD_TRY(fd, "cannot write %s: %s", PROXY_CA_FILE, strerror(errno));
   while (len) {
@@ -361,6 +365,12 @@ static void write_ca_bundle(const struct proxy *px, const char *root)
     pem += w;
     len -= (size_t)w;
   }
+  close(fd); /* a file open for writing keeps the remount below busy */
+  fd = -1;
+  /* the tool reads its trust, it does not change it */
+  CHILD_TRY(mount(NULL, dir, NULL,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+            "cannot make %s read-only: %s", PROXY_CA_DIR, strerror(errno));
 }
 
 static bool grants_root(const struct sandbox_mount_plan *plan)

@@ -148,7 +148,10 @@ for who in "${users[@]}"; do
   check "$who" l7-https-path-denied 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C https://127.0.0.1:$https/admin"
   check "$who" l7-https-method-denied 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C -X POST https://127.0.0.1:$https/allowed/a"
   check "$who" l7-https-traversal 0 "do not allow this method and path" run --config "$work/l7.json" $P -- sh -c "$C --path-as-is https://127.0.0.1:$https/allowed/../admin"
-  check "$who" l7-ca-env 0 "^/.capsule/ca-bundle.pem /.capsule/ca-bundle.pem /.capsule/ca-bundle.pem$" run --config "$work/l7.json" -- sh -c 'echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE'
+  check "$who" l7-ca-env 0 "^/dev/.capsule/ca-bundle.pem /dev/.capsule/ca-bundle.pem /dev/.capsule/ca-bundle.pem$" run --config "$work/l7.json" -- sh -c 'echo $SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $REQUESTS_CA_BUNDLE'
+  # a grant of / (Covenant's filesystem = "host") with an intercepted host:
+  # the CA lives on the sandbox's own /dev, not in the host's root
+  check "$who" l7-root-grant-intercepted 0 "^GET /allowed/r$" run --config "$work/l7.json" --allow-read / $P -- sh -c "$C https://127.0.0.1:$https/allowed/r"
   # L7 rules follow the server, not its name: the same address by another
   # name (or by IP) gets the same rules, over HTTPS (intercepted) and HTTP
   check "$who" l7-alias-https-denied 0 "do not allow this method and path" run --config "$work/alias.json" $P -- sh -c "$C https://localhost:$https/admin"
@@ -221,7 +224,7 @@ for who in "${users[@]}"; do
 
   # canary: nothing the tool can read holds the secret
   out=$(cd "$work" && as_user "$who" timeout 60 "$capsule" run --config "$work/creds.json" $P -- sh -c \
-    "env; cat /proc/*/environ /proc/*/cmdline /.capsule/* $work/es-secret | tr '\\0' '\\n'; ls -la / /tmp; cat /tmp/* 2>&1; \
+    "env; cat /proc/*/environ /proc/*/cmdline /dev/.capsule/* $work/es-secret | tr '\\0' '\\n'; ls -la / /tmp; cat /tmp/* 2>&1; \
      $C http://127.0.0.1:3128/hdr/echo >/dev/null; cat /proc/*/environ | tr '\\0' '\\n'" 2>&1 </dev/null)
   if ! echo "$out" | grep -qF "$secret" && echo "$out" | grep -qE '^TG_TOKEN=[0-9a-f]{64}$' &&
      echo "$out" | grep -q "es-secret: No such file"; then ok "$who" canary-no-secret-inside
