@@ -256,6 +256,61 @@ static int plan_scan_for_state(struct sandbox_mount_plan *plan, const struct cap
   return r;
 }
 
+/* A blocked command is masked where it is installed on the sandbox's PATH
+ * and under every other name the same file has in those directories (a
+ * hard link such as perl5.36.0 for perl is the same program). */
+static int plan_mask_command(struct sandbox_mount_plan *plan, const char *name,
+                             struct cap_error *err)
+{
+  static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"};
+  char paths[8][4096];
+  size_t n = sandbox_command_paths(name, paths, 8);
+  int r = 0;
+  for (size_t k = 0; k < n && r == 0; k++) {
+    r = plan_mask(plan, paths[k], "blocked command", false, err);
+    struct stat target;
+    if (r < 0 || stat(paths[k], &target) < 0 || target.st_nlink < 2)
+      continue;
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0] && r == 0; d++) {
+      DIR *dir = opendir(dirs[d]);
+      struct dirent *e;
+      while (dir && r == 0 && (e = readdir(dir))) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            st.st_dev != target.st_dev || st.st_ino != target.st_ino)
+          continue;
+        _cleanup_free_ char *alias = cap_xasprintf("%s/%s", dirs[d], e->d_name);
+        char real[4096];
+        if (realpath(alias, real) && strcmp(real, paths[k]) != 0)
+          r = plan_mask(plan, real, "blocked command", false, err);
+      }
+      if (dir)
+        closedir(dir);
+    }
+  }
+  return r;
+}
+
+/* A write-only grant inside the private /tmp would be readable: Landlock's
+ * rights on /tmp are inherited by everything below it, and Landlock can
+ * only grant. Refused rather than left readable. */
+static int check_write_only_in_tmp(const struct cap_spec *spec, struct cap_error *err)
+{
+  if (!spec->sandbox.private_tmp)
+    return 0;
+  for (size_t i = 0; i < spec->n_grants; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    _cleanup_free_ char *host = sandbox_expand_path(g->path);
+    if (g->access == CAP_ACCESS_WRITE && (strcmp(host, "/tmp") == 0 || strncmp(host, "/tmp/", 5) == 0))
+      return cap_error_set(err, ENOTSUP,
+                           "the write-only grant %s lies in the sandbox's private /tmp, whose "
+                           "read rights it would inherit: grant it read-write, or move it "
+                           "outside /tmp",
+                           g->path);
+  }
+  return 0;
+}
+
 static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *spec,
                       const struct sandbox_options *opt, struct cap_error *err)
 {
@@ -264,12 +319,8 @@ static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *sp
     r = plan_mask(plan, spec->deny.v[i], "deny entry", false, err);
   for (size_t i = 0; i < opt->n_hidden && r == 0; i++)
     r = plan_mask(plan, opt->hidden[i], "capsule's state", true, err);
-  char paths[8][4096];
-  for (size_t i = 0; i < spec->process.blocked_commands.len && r == 0; i++) {
-    size_t n = sandbox_command_paths(spec->process.blocked_commands.v[i], paths, 8);
-    for (size_t k = 0; k < n && r == 0; k++)
-      r = plan_mask(plan, paths[k], "blocked command", false, err);
-  }
+  for (size_t i = 0; i < spec->process.blocked_commands.len && r == 0; i++)
+    r = plan_mask_command(plan, spec->process.blocked_commands.v[i], err);
   if (r == 0)
     r = plan_scan_for_state(plan, spec, err);
   if (r == 0 && !sys_granted(plan))
@@ -286,7 +337,7 @@ int sandbox_mount_plan_new(const struct cap_spec *spec, const struct sandbox_opt
    * here, with the caller's rights; an unprivileged caller cannot open
    * them outside its own namespace, and the sandbox keeps its uid anyway */
   bool open_trees = geteuid() == 0;
-  int r = 0;
+  int r = check_write_only_in_tmp(spec, err);
   for (size_t i = 0; i < spec->n_grants && r == 0; i++) {
     r = resolve_grant(&plan->grants[i], &spec->grants[i], open_trees, err);
     plan->n_grants = i + 1;
