@@ -60,6 +60,12 @@ enum gw_outcome {
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err);
 
+/* The path of the capability's stderr log in log_dir (made 0700 when
+ * missing), rotated first when it has grown past its bound (the smaller of
+ * 8 MiB and the capability's disk limit): <id>.log.1 keeps the one before.
+ * NULL without a log_dir. The caller frees it. */
+char *gw_tool_log_prepare(const char *log_dir, const struct cap_spec *spec);
+
 /* A random (version 4) UUID, as text. */
 void gw_uuid4(char out[37]);
 

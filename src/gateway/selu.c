@@ -130,11 +130,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   char key[33];
   if (instance_key(call, spec, env, n_env, key, err) < 0)
     return GW_OUTCOME_FAILED;
-  _cleanup_free_ char *log_path = NULL;
-  if (call->log_dir) {
-    mkdir(call->log_dir, 0700);
-    log_path = cap_xasprintf("%s/%s.log", call->log_dir, spec->id);
-  }
+  _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
   struct gw_instance_request req = {.spec = spec,
                                     .run_dir = call->run_dir,
                                     .key = key,

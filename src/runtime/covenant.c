@@ -109,11 +109,9 @@ static int open_log(const struct gw_call *call, const struct cap_spec *spec, cha
 {
   *path = NULL;
   int fd = -1;
-  if (call->log_dir) {
-    mkdir(call->log_dir, 0700);
-    *path = cap_xasprintf("%s/%s.log", call->log_dir, spec->id);
+  *path = gw_tool_log_prepare(call->log_dir, spec);
+  if (*path)
     fd = open(*path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  }
   return fd >= 0 ? fd : open("/dev/null", O_WRONLY | O_CLOEXEC);
 }
 
