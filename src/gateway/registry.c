@@ -99,6 +99,7 @@ const struct cap_tool *gw_spec_tool(const struct cap_spec *spec, const char *nam
 struct digest_walk {
   crypto_hash_sha256_state h;
   size_t entries;
+  bool incomplete; /* deeper than 64 levels or past the entry cap */
 };
 
 static void digest_field(struct digest_walk *d, const void *data, size_t len)
@@ -145,6 +146,8 @@ static int digest_dir(struct digest_walk *d, int dirfd, const char *rel, int dep
   for (int i = 0; i < n; i++) {
     const char *name = names[i]->d_name;
     struct stat sb;
+    if (r == 0 && d->entries >= GW_DIGEST_MAX_ENTRIES)
+      d->incomplete = true;
     if (r == 0 && d->entries < GW_DIGEST_MAX_ENTRIES &&
         fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
       d->entries++;
@@ -155,7 +158,9 @@ static int digest_dir(struct digest_walk *d, int dirfd, const char *rel, int dep
         char target[4096];
         ssize_t len = readlinkat(dirfd, name, target, sizeof target);
         digest_field(d, target, len > 0 ? (size_t)len : 0);
-      } else if (S_ISDIR(sb.st_mode) && depth < 64) {
+      } else if (S_ISDIR(sb.st_mode) && depth >= 64) {
+        d->incomplete = true;
+      } else if (S_ISDIR(sb.st_mode)) {
         int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sub >= 0) {
           r = digest_dir(d, sub, path, depth + 1, err);
@@ -198,6 +203,11 @@ int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct ca
     return r;
   uint64_t entries = d.entries;
   digest_field(&d, &entries, sizeof entries);
+  if (d.incomplete) { /* what was not walked could change unseen: bind nothing to it */
+    unsigned char nonce[32];
+    randombytes_buf(nonce, sizeof nonce);
+    digest_field(&d, nonce, sizeof nonce);
+  }
   crypto_hash_sha256_final(&d.h, out);
   return 0;
 }

@@ -31,8 +31,9 @@ const struct cap_tool *gw_spec_tool(const struct cap_spec *spec, const char *nam
  * ctime, and symlink targets; not the contents, so a tree costs one stat
  * per entry) and its resolved grants. Editing, adding, removing or
  * touching any file under the package directory, or changing the
- * manifest, changes it. At most GW_DIGEST_MAX_ENTRIES entries (in name
- * order, depth first) are walked: changes past them are not seen. */
+ * manifest, changes it. At most GW_DIGEST_MAX_ENTRIES entries and 64
+ * levels are walked; a tree past either gets a random digest each time
+ * (fail closed: nothing can be bound to what was not seen). */
 #define GW_DIGEST_MAX_ENTRIES 100000
 int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct cap_error *err);
 
