@@ -301,8 +301,16 @@ static int resolve_in_sandbox(const struct view *v, const char *path)
 static int connect_unix_path(const struct job *j, const struct view *v, int sock,
                              const struct sockaddr_un *addr, socklen_t len)
 {
+  if (len > sizeof *addr)
+    return -EINVAL; /* as the kernel answers an AF_UNIX address longer than this */
   char path[sizeof addr->sun_path + 1];
-  size_t n = len - offsetof(struct sockaddr_un, sun_path);
+  /* the address may be longer than a sockaddr_un (up to a sockaddr_storage):
+   * the kernel reads at most sun_path's size, and so does this copy */
+  size_t n = len > offsetof(struct sockaddr_un, sun_path)
+                 ? len - offsetof(struct sockaddr_un, sun_path)
+                 : 0;
+  if (n > sizeof addr->sun_path)
+    n = sizeof addr->sun_path;
   memcpy(path, addr->sun_path, n);
   path[n] = '\0'; /* the kernel's reading: up to the first NUL or the length */
   _cleanup_close_ int target = resolve_in_sandbox(v, path);
