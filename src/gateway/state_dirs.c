@@ -49,17 +49,26 @@ static void add_dir(struct dir_list *l, const char *dir)
   l->v[l->n++] = real;
 }
 
+/* Makes dir (and its missing parents) 0700 when it does not exist. */
+static void make_dir(const char *dir)
+{
+  if (!dir || dir[0] != '/')
+    return;
+  _cleanup_free_ char *p = cap_xstrdup(dir);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = '\0';
+      mkdir(p, 0700);
+      *s = '/';
+    }
+  mkdir(p, 0700);
+}
+
 void gw_state_remember_dir(const char *dir)
 {
   _cleanup_free_ char *real = realpath(dir, NULL);
   _cleanup_free_ char *dflt_raw = gw_state_default_dir();
-  for (char *s = dflt_raw + 1; *s; s++) /* the list lives there: make it, 0700 */
-    if (*s == '/') {
-      *s = '\0';
-      mkdir(dflt_raw, 0700);
-      *s = '/';
-    }
-  mkdir(dflt_raw, 0700);
+  make_dir(dflt_raw); /* the list lives there */
   _cleanup_free_ char *dflt = realpath(dflt_raw, NULL);
   if (!real || (dflt && strcmp(real, dflt) == 0) || strchr(real, '\n'))
     return;
@@ -83,6 +92,12 @@ size_t gw_state_private_paths(const char *state_dir, char ***ret)
 {
   struct dir_list l = {0};
   _cleanup_free_ char *dflt = gw_state_default_dir();
+  /* a state directory that does not exist yet is made now, 0700, so that
+   * it is masked: a tool must not be the one to create it (it would know
+   * the key of every credential stored there later) */
+  make_dir(state_dir);
+  make_dir(dflt);
+  make_dir(getenv("CAPSULE_STATE"));
   add_dir(&l, state_dir);
   add_dir(&l, dflt);
   add_dir(&l, getenv("CAPSULE_STATE"));

@@ -197,6 +197,35 @@ static int empty_file_mount(void)
   return fd;
 }
 
+/* Makes every directory above a masked path (inside the sandbox's root) a
+ * mount point of its own: a bind of itself, with its mount's attributes
+ * and everything mounted below it. A mount point cannot be renamed
+ * (EBUSY), so a tool with a writable grant above a mask cannot move the
+ * masked directory's parent away between runs and leave the real one
+ * unmasked under a name the next run does not know. */
+static void pin_ancestors(int root_fd, const char *at)
+{
+  _cleanup_free_ char *path = cap_xstrdup(at);
+  for (char *s = path + 1; *s; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    struct open_how_ how = {.flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                            .resolve = RESOLVE_IN_ROOT_ | RESOLVE_NO_MAGICLINKS_};
+    _cleanup_close_ int dir = (int)syscall(__NR_openat2, root_fd, path, &how, sizeof how);
+    *s = '/';
+    if (dir < 0)
+      return; /* nothing below it resolves either: the mask has nothing to hide */
+    _cleanup_close_ int tree = (int)syscall(__NR_open_tree, dir, "",
+                                            OPEN_TREE_CLONE_ | AT_RECURSIVE_ | AT_EMPTY_PATH |
+                                                O_CLOEXEC);
+    CHILD_TRY(tree, "cannot pin %s above a masked path: %s", path, strerror(errno));
+    CHILD_TRY(syscall(__NR_move_mount, tree, "", dir, "",
+                      MOVE_MOUNT_F_EMPTY_PATH_ | MOVE_MOUNT_T_EMPTY_PATH_),
+              "cannot pin %s above a masked path: %s", path, strerror(errno));
+  }
+}
+
 /* Deny wins: an empty mount over the path, found inside the sandbox's own
  * root (symlinks resolved there, as the tool will resolve them). A path
  * that does not resolve there shows nothing to hide (covered by the
@@ -206,6 +235,7 @@ static int empty_file_mount(void)
  * as applied. */
 static void apply_mask(int root_fd, const struct sandbox_mask *m)
 {
+  pin_ancestors(root_fd, m->at);
   struct open_how_ how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
                           .resolve = RESOLVE_IN_ROOT_ | RESOLVE_NO_MAGICLINKS_};
   _cleanup_close_ int at = (int)syscall(__NR_openat2, root_fd, m->at, &how, sizeof how);
