@@ -34,12 +34,6 @@ int cmd_gateway(int argc, char **argv);
  * it) or CLI_EXIT_INVALID. Never decided from the message's text. */
 int cli_exit_for(int r, const struct cap_error *err);
 
-/* Writes s (at most max bytes of it, then "...") to f for a person to read:
- * control characters (C0, DEL, C1), bidi controls and bytes that are not
- * UTF-8 escaped (\n, \x1b, \u{202e}), backslashes doubled. Text from a
- * tool or a caller cannot move the cursor, recolour or reorder a line. */
-void cli_put_escaped(FILE *f, const char *s, size_t max);
-
 /* Prints "capsule VERB: MESSAGE (see 'capsule VERB --help')" as one line on
  * stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

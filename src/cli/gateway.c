@@ -241,7 +241,7 @@ static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const str
     return;
   }
   fputs("  ", stdout);
-  cli_put_escaped(stdout, tool->name, 200);
+  cap_escape_fput(stdout, tool->name, 200);
   printf("%*s %-5s (%s)\n", (int)(strlen(tool->name) < 28 ? 28 - strlen(tool->name) : 0), "",
          cap_policy_name(policy), source);
 }
@@ -263,9 +263,9 @@ static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
     cap_jw_key(&l->w, "tools");
     cap_jw_begin_array(&l->w);
   } else {
-    cli_put_escaped(stdout, spec->id, 200);
+    cap_escape_fput(stdout, spec->id, 200);
     printf("  (%s, %s)  ", format, runtime);
-    cli_put_escaped(stdout, ready, sizeof buf);
+    cap_escape_fput(stdout, ready, sizeof buf);
     putchar('\n');
   }
   /* a dynamic capability's tools: as last discovered */
@@ -644,15 +644,15 @@ static void describe_approval(FILE *f, const struct gw_approval *a)
 {
   char expires[32];
   utc_time(a->expires_ms, expires);
-  cli_put_escaped(f, a->capability, 200);
+  cap_escape_fput(f, a->capability, 200);
   fputc('.', f);
-  cli_put_escaped(f, a->tool, 200);
+  cap_escape_fput(f, a->tool, 200);
   fputs(" for user ", f);
-  cli_put_escaped(f, a->user, 200);
+  cap_escape_fput(f, a->user, 200);
   fputs(", asked by ", f);
-  cli_put_escaped(f, a->asked_by, 200);
+  cap_escape_fput(f, a->asked_by, 200);
   fprintf(f, ", valid until %s\n  arguments: ", expires);
-  cli_put_escaped(f, a->args, 4000);
+  cap_escape_fput(f, a->args, 4000);
   fputc('\n', f);
 }
 

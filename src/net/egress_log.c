@@ -3,15 +3,35 @@
 #include <time.h>
 
 #include "core/buf.h"
+#include "core/escape.h"
 #include "core/json.h"
 #include "net/proxy_internal.h"
+
+/* -v: the denial on stderr, a terminal most often. The host, method and
+ * path are what the tool sent, escaped so they cannot forge a line. */
+static void log_denial(const struct event *ev, const char *why)
+{
+  struct cap_buf b = {0};
+  cap_buf_puts(&b, "capsule: egress denied: ");
+  const char *parts[] = {ev->method ? ev->method : "CONNECT", " ", ev->host ? ev->host : "?"};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    cap_escape_text(&b, parts[i], strlen(parts[i]));
+  cap_buf_printf(&b, ":%u", ev->port);
+  if (ev->path) {
+    cap_buf_putc(&b, ' ');
+    cap_escape_text(&b, ev->path, strlen(ev->path));
+  }
+  cap_buf_puts(&b, ": ");
+  cap_escape_text(&b, why, strlen(why));
+  cap_buf_putc(&b, '\n');
+  fwrite(b.data, 1, b.len, stderr);
+  cap_buf_free(&b);
+}
 
 void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, const char *why)
 {
   if (px->opt.verbose && !allowed)
-    fprintf(stderr, "capsule: egress denied: %s %s:%u%s%s: %s\n",
-            ev->method ? ev->method : "CONNECT", ev->host ? ev->host : "?", ev->port,
-            ev->path ? " " : "", ev->path ? ev->path : "", why);
+    log_denial(ev, why);
   if (!px->opt.log)
     return;
   struct cap_buf b = {0};

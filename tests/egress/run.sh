@@ -294,6 +294,15 @@ for who in "${users[@]}"; do
   check "$who" verbose-denial 0 "capsule: egress denied: GET localhost:$http /x" run -v --egress-log "$work/logs/egress.log" --config "$work/l7.json" $P -- sh -c "$C http://localhost:$http/x >/dev/null"
   if grep -q '"decision":"deny","kind":"http","host":"localhost"' "$work/logs/egress.log" 2>/dev/null; then ok "$who" egress-log
   else bad "$who" egress-log; head -3 "$work/logs/egress.log" 2>&1 | sed 's/^/         /'; fi
+  # a path with U+202E, a bad byte and C1 CSI: -v shows them escaped, the
+  # log stays valid JSON (\u202e, U+FFFD, \u009b)
+  rm -f "$work/logs/egress.log"
+  out=$(cd "$work" && as_user_ns "$who" timeout 60 "$capsule" run -v --egress-log "$work/logs/egress.log" --config "$work/l7.json" $P -- \
+    bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://localhost:$http/p\xe2\x80\xae\xff\xc2\x9b HTTP/1.1\r\nHost: localhost\r\n\r\n' >&3; head -1 <&3" 2>&1 </dev/null)
+  if grep -qF "egress denied: GET localhost:$http /p\u{202e}\xff\u{009b}: " <<<"$out" && ! grep -q $'\xe2\x80\xae\|\xc2\x9b' <<<"$out"; then ok "$who" verbose-denial-escaped
+  else bad "$who" verbose-denial-escaped; printf '%s\n' "$out" | head -3 | cat -A | sed 's/^/         /'; fi
+  if python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1], "rb")]; sys.exit(0 if r[-1]["path"] == "/p\u202e\ufffd\x9b" else 1)' "$work/logs/egress.log" 2>/dev/null; then ok "$who" egress-log-valid-json
+  else bad "$who" egress-log-valid-json; head -3 "$work/logs/egress.log" 2>&1 | cat -A | sed 's/^/         /'; fi
 done
 echo "egress tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
