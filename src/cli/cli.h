@@ -38,6 +38,11 @@ int cli_exit_for(int r, const struct cap_error *err);
  * stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Prints "capsule VERB: MESSAGE" as one line on stderr (VERB NULL: no
+ * verb), MESSAGE through the one terminal escaper: a library's message may
+ * quote a tool's name, output or error, or a caller's argument. */
+void cli_error(const char *verb, const char *message);
+
 /* After getopt_long returned '?' or ':' (opterr is 0 for every verb): one
  * line naming the unknown option, or the option that lacks its value.
  * optstring is the one given to getopt_long. Returns CLI_EXIT_USAGE. */

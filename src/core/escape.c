@@ -101,13 +101,6 @@ void cap_escape_text(struct cap_buf *out, const char *s, size_t len)
   escape_span(out, s, len, false, false);
 }
 
-char *cap_escape_str(const char *s)
-{
-  struct cap_buf b = {0};
-  cap_escape_text(&b, s, strlen(s));
-  return cap_buf_steal(&b);
-}
-
 void cap_escape_fput(FILE *f, const char *s, size_t max)
 {
   size_t len = strlen(s), n = len;

@@ -38,8 +38,6 @@ size_t cap_escape_scan(const char *s, size_t len, uint32_t *cp, enum cap_text_ki
  * doubled, what it prints tells each escape from text that looked like it.
  * Appends s[0..len) escaped to out. */
 void cap_escape_text(struct cap_buf *out, const char *s, size_t len);
-/* The same for a NUL-terminated string, into a new one (caller frees). */
-char *cap_escape_str(const char *s);
 /* The same written to f: at most max bytes of s (cut at a character
  * boundary), then "..." when s was longer. */
 void cap_escape_fput(FILE *f, const char *s, size_t max);
