@@ -46,8 +46,8 @@ _capsule() {
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
   call) opts="--caps --state --user --timeout --session --approval-ttl --json --help" ;;
-  policy) opts="--state --user --help" subs="set list" ;;
-  cred) opts="--state --user --scope --shared --help" subs="set list rm" ;;
+  policy) opts="--state --user --json --help" subs="set list" ;;
+  cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   approvals) opts="--state --json --help" ;;
   approve | deny) opts="--state --help" ;;
   audit) opts="--state --json --follow --help" subs="verify" ;;

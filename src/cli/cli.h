@@ -34,13 +34,14 @@ int cmd_gateway(int argc, char **argv);
  * it) or CLI_EXIT_INVALID. Never decided from the message's text. */
 int cli_exit_for(int r, const struct cap_error *err);
 
-/* Writes s to f for a person to read, escaped as cap_text_escape does
- * (core/text.h), at most max bytes of it. */
-void cli_put_escaped(FILE *f, const char *s, size_t max);
-
 /* Prints "capsule VERB: MESSAGE (see 'capsule VERB --help')" as one line on
  * stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints "capsule VERB: MESSAGE" as one line on stderr (VERB NULL: no
+ * verb), MESSAGE through the one terminal escaper: a library's message may
+ * quote a tool's name, output or error, or a caller's argument. */
+void cli_error(const char *verb, const char *message);
 
 /* After getopt_long returned '?' or ':' (opterr is 0 for every verb): one
  * line naming the unknown option, or the option that lacks its value.

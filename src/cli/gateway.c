@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/gateway.h"
+#include "cli/listing.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
@@ -24,18 +26,6 @@
 #include "gateway/registry.h"
 #include "gateway/selu.h"
 #include "gateway/state.h"
-
-/* Options every gateway verb takes. */
-struct common {
-  const char *caps;
-  const char *state;
-  const char *user;
-  bool json, follow, shared, user_given;
-  const char *scope;
-  uint64_t timeout_s;
-  uint64_t approval_ttl_s;
-  const char *session;
-};
 
 enum {
   OPT_CAPS = 256,
@@ -51,10 +41,14 @@ enum {
 };
 
 static const struct option common_options[] = {
-    {"caps", required_argument, NULL, OPT_CAPS},   {"state", required_argument, NULL, OPT_STATE},
-    {"user", required_argument, NULL, OPT_USER},   {"json", no_argument, NULL, OPT_JSON},
-    {"follow", no_argument, NULL, OPT_FOLLOW},     {"scope", required_argument, NULL, OPT_SCOPE},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT}, {"session", required_argument, NULL, OPT_SESSION},
+    {"caps", required_argument, NULL, OPT_CAPS},
+    {"state", required_argument, NULL, OPT_STATE},
+    {"user", required_argument, NULL, OPT_USER},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"follow", no_argument, NULL, OPT_FOLLOW},
+    {"scope", required_argument, NULL, OPT_SCOPE},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"session", required_argument, NULL, OPT_SESSION},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
     {"help", no_argument, NULL, 'h'},
@@ -71,7 +65,7 @@ static const char *login_name(void)
 }
 
 /* Parses the common options; positional arguments stay in argv[optind..]. */
-static int parse_common(const char *verb, int argc, char **argv, struct common *o)
+int parse_common(const char *verb, int argc, char **argv, struct common *o)
 {
   int c;
   /* options may follow the positional arguments (`policy set A T allow --user U`) */
@@ -130,7 +124,7 @@ static int check_user_rights(const struct common *o, const char *dir)
   return CLI_EXIT_DENIED;
 }
 
-static int open_state(const struct common *o, struct gw_state **st)
+int open_state(const struct common *o, struct gw_state **st)
 {
   _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
   const char *dir = o->state ? o->state : dflt;
@@ -139,7 +133,7 @@ static int open_state(const struct common *o, struct gw_state **st)
     return r;
   struct cap_error err = {0};
   if (gw_state_open(dir, st, &err) < 0) {
-    fprintf(stderr, "capsule: %s\n", err.message);
+    cli_error(NULL, err.message);
     cap_error_clear(&err);
     return CLI_EXIT_INVALID;
   }
@@ -158,12 +152,12 @@ static int open_state(const struct common *o, struct gw_state **st)
 
 /* Approvals and policy changes only from the operator: refused inside a
  * capsule sandbox (gw_require_operator). */
-static int require_operator(const char *verb, const char *what)
+int require_operator(const char *verb, const char *what)
 {
   struct cap_error err = {0};
   if (gw_require_operator(what, &err) == 0)
     return 0;
-  fprintf(stderr, "capsule %s: %s\n", verb, err.message);
+  cli_error(verb, err.message);
   cap_error_clear(&err);
   return CLI_EXIT_DENIED;
 }
@@ -241,7 +235,7 @@ static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const str
     return;
   }
   fputs("  ", stdout);
-  cli_put_escaped(stdout, tool->name, 200);
+  cap_escape_fput(stdout, tool->name, 200);
   printf("%*s %-5s (%s)\n", (int)(strlen(tool->name) < 28 ? 28 - strlen(tool->name) : 0), "",
          cap_policy_name(policy), source);
 }
@@ -263,9 +257,9 @@ static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
     cap_jw_key(&l->w, "tools");
     cap_jw_begin_array(&l->w);
   } else {
-    cli_put_escaped(stdout, spec->id, 200);
+    cap_escape_fput(stdout, spec->id, 200);
     printf("  (%s, %s)  ", format, runtime);
-    cli_put_escaped(stdout, ready, sizeof buf);
+    cap_escape_fput(stdout, ready, sizeof buf);
     putchar('\n');
   }
   /* a dynamic capability's tools: as last discovered */
@@ -415,7 +409,7 @@ static int cmd_call(int argc, char **argv)
   else if (outcome == GW_OUTCOME_OK)
     printf("%s\n", result.json);
   else
-    fprintf(stderr, "capsule call: %s\n", err.message ? err.message : "failed");
+    cli_error("call", err.message);
   cap_error_clear(&err);
   free(result.json);
   gw_state_private_paths_free(hidden, call.n_hidden);
@@ -430,9 +424,12 @@ static int cmd_call(int argc, char **argv)
 static void print_policy(void *arg, const char *cap, const char *tool, const char *user,
                          enum cap_policy policy)
 {
-  (void)arg;
-  static const char *const names[] = {"allow", "ask", "block"};
-  printf("%-20s %-24s %-6s %s\n", cap, tool, names[policy], *user ? user : "(operator default)");
+  static const struct cli_column cols[] = {{"capability", 20, NULL},
+                                           {"tool", 24, NULL},
+                                           {"policy", 6, NULL},
+                                           {"user", 0, "(operator default)"}};
+  const char *values[] = {cap, tool, cap_policy_name(policy), *user ? user : NULL};
+  cli_listing_row(arg, cols, values, ARRAY_SIZE(cols));
 }
 
 static int cmd_policy(int argc, char **argv)
@@ -451,8 +448,8 @@ static int cmd_policy(int argc, char **argv)
   if (strcmp(sub, "set") == 0) {
     if (rest != 3)
       return cli_usage_error("policy", "policy set CAPABILITY TOOL allow|ask|block [--user U]");
-    int p = strcmp(pos[2], "allow") == 0 ? CAP_POLICY_ALLOW
-            : strcmp(pos[2], "ask") == 0 ? CAP_POLICY_ASK
+    int p = strcmp(pos[2], "allow") == 0   ? CAP_POLICY_ALLOW
+            : strcmp(pos[2], "ask") == 0   ? CAP_POLICY_ASK
             : strcmp(pos[2], "block") == 0 ? CAP_POLICY_BLOCK
                                            : -1;
     if (p < 0)
@@ -467,7 +464,7 @@ static int cmd_policy(int argc, char **argv)
     if (r == 0) /* what was approved under the old policy is not approved under the new one */
       r = gw_approval_void_for(st, pos[0], pos[1], &err);
     if (r < 0)
-      fprintf(stderr, "capsule policy: %s\n", err.message);
+      cli_error("policy", err.message);
     cap_error_clear(&err);
     gw_state_close(st);
     return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
@@ -477,14 +474,18 @@ static int cmd_policy(int argc, char **argv)
     if ((r = open_state(&o, &st)))
       return r;
     struct cap_error err = {0};
-    r = gw_policy_list(st, print_policy, NULL, &err);
+    struct cli_listing l;
+    cli_listing_begin(&l, o.json);
+    r = gw_policy_list(st, print_policy, &l, &err);
+    cli_listing_end(&l, r == 0);
     if (r < 0)
-      fprintf(stderr, "capsule policy: %s\n", err.message);
+      cli_error("policy", err.message);
     cap_error_clear(&err);
     gw_state_close(st);
     return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
   }
-  return cli_usage_error("policy", "policy set CAPABILITY TOOL allow|ask|block [--user U], or policy list");
+  return cli_usage_error(
+      "policy", "policy set CAPABILITY TOOL allow|ask|block [--user U], or policy list [--json]");
 }
 
 /* ---- cred ---- */
@@ -534,24 +535,34 @@ struct cred_sel {
   const char *user; /* NULL: any (list) */
 };
 
+struct cred_print {
+  const struct cred_sel *sel;
+  struct cli_listing l;
+};
+
 static void print_cred(void *arg, const char *cap, const char *name, enum cap_secret_scope scope,
                        const char *user, const char *updated)
 {
-  const struct cred_sel *sel = arg;
+  struct cred_print *cp = arg;
+  const struct cred_sel *sel = cp->sel;
   if ((!sel->any_cap && (cap ? !sel->cap || strcmp(cap, sel->cap) : sel->cap != NULL)) ||
       (!sel->any_scope && scope != sel->scope) ||
       (sel->user && scope == CAP_SCOPE_USER && strcmp(user, sel->user)))
     return;
-  _cleanup_free_ char *c = cap_escape_str(cap ? cap : "(shared)");
-  _cleanup_free_ char *n = cap_escape_str(name);
-  _cleanup_free_ char *u = cap_escape_str(*user ? user : "-");
-  printf("%-20s %-28s %-6s %-16s %s\n", c, n, scope == CAP_SCOPE_USER ? "user" : "system", u,
-         updated);
+  static const struct cli_column cols[] = {{"capability", 20, "(shared)"},
+                                           {"name", 28, NULL},
+                                           {"scope", 6, NULL},
+                                           {"user", 16, "-"},
+                                           {"updated", 0, NULL}};
+  const char *values[] = {cap, name, scope == CAP_SCOPE_USER ? "user" : "system",
+                          *user ? user : NULL, updated};
+  cli_listing_row(&cp->l, cols, values, ARRAY_SIZE(cols));
 }
 
 static const char cred_forms[] =
     "cred set|rm CAPABILITY NAME --scope system|user [--user U], cred set|rm --shared NAME "
-    "--scope system|user [--user U], or cred list [CAPABILITY | --shared] [--scope S] [--user U]";
+    "--scope system|user [--user U], or cred list [CAPABILITY | --shared] [--scope S] [--user U] "
+    "[--json]";
 
 /* The positional arguments and options into sel; a usage exit or 0. */
 static int cred_select(const char *sub, int rest, char **pos, const struct common *o,
@@ -623,248 +634,14 @@ static int cmd_cred(int argc, char **argv)
     r = cred_set(st, &sel, &err);
   else if (strcmp(sub, "rm") == 0)
     r = cred_rm(st, &sel, &err);
-  else
-    r = gw_cred_list(st, print_cred, &sel, &err);
-  if (err.message)
-    fprintf(stderr, "capsule cred: %s\n", err.message);
-  cap_error_clear(&err);
-  gw_state_close(st);
-  return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
-}
-
-/* ---- approvals, approve, deny ---- */
-
-static void utc_time(int64_t ms, char out[32])
-{
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-/* One approval, for people: what would run, for whom, who asked, until when. */
-static void describe_approval(FILE *f, const struct gw_approval *a)
-{
-  char expires[32];
-  utc_time(a->expires_ms, expires);
-  cli_put_escaped(f, a->capability, 200);
-  fputc('.', f);
-  cli_put_escaped(f, a->tool, 200);
-  fputs(" for user ", f);
-  cli_put_escaped(f, a->user, 200);
-  fputs(", asked by ", f);
-  cli_put_escaped(f, a->asked_by, 200);
-  fprintf(f, ", valid until %s\n  arguments: ", expires);
-  cli_put_escaped(f, a->args, 4000);
-  fputc('\n', f);
-}
-
-static void approval_json(struct cap_jw *w, const struct gw_approval *a)
-{
-  char created[32], expires[32];
-  utc_time(a->created_ms, created);
-  utc_time(a->expires_ms, expires);
-  cap_jw_begin_object(w);
-  const char *keys[] = {"id",       "capability", "tool",    "user",
-                        "asked_by", "created",    "expires", "arguments"};
-  const char *values[] = {a->id,       a->capability, a->tool, a->user,
-                          a->asked_by, created,       expires, a->args};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    cap_jw_key(w, keys[i]);
-    cap_jw_string(w, values[i]);
-  }
-  cap_jw_end_object(w);
-}
-
-struct approvals_print {
-  bool json;
-  struct cap_jw w;
-  size_t n;
-};
-
-static void print_approval(void *arg, const struct gw_approval *a)
-{
-  struct approvals_print *ap = arg;
-  ap->n++;
-  if (ap->json) {
-    approval_json(&ap->w, a);
-    return;
-  }
-  printf("%s  ", a->id);
-  describe_approval(stdout, a);
-}
-
-static int cmd_approvals(int argc, char **argv)
-{
-  struct common o = {0};
-  int r = parse_common("approvals", argc, argv, &o);
-  if (r)
-    return r < 0 ? CLI_EXIT_OK : r;
-  if (optind != argc)
-    return cli_usage_error("approvals",
-                           "approvals takes no arguments, only [--json] [--state DIR]");
-  struct gw_state *st = NULL;
-  if ((r = open_state(&o, &st)))
-    return r;
-  struct cap_buf out = {0};
-  struct approvals_print ap = {.json = o.json};
-  cap_jw_init(&ap.w, &out, true);
-  if (o.json)
-    cap_jw_begin_array(&ap.w);
-  struct cap_error err = {0};
-  r = gw_approval_list_pending(st, print_approval, &ap, &err);
-  if (o.json) {
-    cap_jw_end_array(&ap.w);
-    if (r == 0)
-      printf("%s\n", out.data);
-  } else if (r == 0 && ap.n == 0) {
-    printf("no pending approvals\n");
-  }
-  if (r < 0)
-    fprintf(stderr, "capsule approvals: %s\n", err.message);
-  cap_buf_free(&out);
-  cap_error_clear(&err);
-  gw_state_close(st);
-  return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
-}
-
-static int resolve_approval(const char *verb, int argc, char **argv, bool approve)
-{
-  struct common o = {0};
-  int r = parse_common(verb, argc, argv, &o);
-  if (r)
-    return r < 0 ? CLI_EXIT_OK : r;
-  const char *id = optind < argc ? argv[optind] : "";
-  if (optind + 1 != argc || !gw_approval_id_valid(id))
-    return cli_usage_error(verb, "give the approval's id (8 hex digits), as `capsule call` and "
-                                 "`capsule approvals` print it");
-  if ((r = require_operator(verb, verb)))
-    return r;
-  struct gw_state *st = NULL;
-  if ((r = open_state(&o, &st)))
-    return r;
-  struct cap_error err = {0};
-  enum gw_approval_status was = GW_APPROVAL_NONE;
-  struct gw_approval a = {0};
-  r = gw_approval_resolve(st, id, approve, &was, &a, &err);
-  bool done = r == 0 && was == GW_APPROVAL_PENDING;
-  if (r < 0)
-    fprintf(stderr, "capsule %s: %s\n", verb, err.message);
-  else if (was == GW_APPROVAL_NONE)
-    fprintf(stderr, "capsule %s: no approval %s; `capsule approvals` lists the pending ones\n",
-            verb, id);
-  else if (!done)
-    fprintf(stderr, "capsule %s: approval %s is %s, not pending; nothing changed\n", verb, id,
-            gw_approval_status_name(was));
   else {
-    printf("%s %s: ", approve ? "approved" : "denied", id);
-    describe_approval(stdout, &a);
-    printf("repeat the call to %s\n", approve ? "run it (once)" : "see it refused");
+    struct cred_print cp = {.sel = &sel};
+    cli_listing_begin(&cp.l, o.json);
+    r = gw_cred_list(st, print_cred, &cp, &err);
+    cli_listing_end(&cp.l, r == 0);
   }
-  gw_approval_clear(&a);
-  cap_error_clear(&err);
-  gw_state_close(st);
-  return done ? CLI_EXIT_OK : CLI_EXIT_INVALID;
-}
-
-static int cmd_approve(int argc, char **argv)
-{
-  return resolve_approval("approve", argc, argv, true);
-}
-
-static int cmd_deny(int argc, char **argv)
-{
-  return resolve_approval("deny", argc, argv, false);
-}
-
-/* ---- audit ---- */
-
-struct audit_print {
-  bool json;
-  int64_t last;
-};
-
-static void print_record(void *arg, const struct gw_audit_record *r)
-{
-  struct audit_print *ap = arg;
-  ap->last = r->seq;
-  if (!ap->json) { /* a tool's name or error text must not move the terminal or forge lines */
-    struct cap_buf b = {0};
-    const char *parts[] = {r->time, " ", r->user, " ", r->capability, ".", r->tool, " ", r->decision};
-    cap_buf_printf(&b, "%lld ", (long long)r->seq);
-    for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
-      cap_escape_text(&b, parts[i], strlen(parts[i]));
-    cap_buf_printf(&b, " %lldms ", (long long)r->duration_ms);
-    cap_escape_text(&b, r->outcome, strlen(r->outcome));
-    printf("%s\n", b.data);
-    cap_buf_free(&b);
-    return;
-  }
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_begin_object(&w);
-  cap_jw_key(&w, "seq");
-  cap_jw_int(&w, r->seq);
-  cap_jw_key(&w, "time");
-  cap_jw_string(&w, r->time);
-  cap_jw_key(&w, "user");
-  cap_jw_string(&w, r->user);
-  cap_jw_key(&w, "capability");
-  cap_jw_string(&w, r->capability);
-  cap_jw_key(&w, "tool");
-  cap_jw_string(&w, r->tool);
-  cap_jw_key(&w, "args_sha256");
-  cap_jw_string(&w, r->args_hash);
-  cap_jw_key(&w, "decision");
-  cap_jw_string(&w, r->decision);
-  cap_jw_key(&w, "duration_ms");
-  cap_jw_int(&w, r->duration_ms);
-  cap_jw_key(&w, "outcome");
-  cap_jw_string(&w, r->outcome);
-  cap_jw_key(&w, "result_sha256");
-  cap_jw_string_or_null(&w, r->result_hash[0] ? r->result_hash : NULL);
-  cap_jw_key(&w, "prev");
-  cap_jw_string(&w, r->prev);
-  cap_jw_key(&w, "hash");
-  cap_jw_string(&w, r->hash);
-  cap_jw_end_object(&w);
-  printf("%s\n", b.data);
-  cap_buf_free(&b);
-}
-
-static int cmd_audit(int argc, char **argv)
-{
-  struct common o = {0};
-  int r = parse_common("audit", argc, argv, &o);
-  if (r)
-    return r < 0 ? CLI_EXIT_OK : r;
-  bool verify = optind < argc && strcmp(argv[optind], "verify") == 0;
-  if (optind + verify != argc)
-    return cli_usage_error("audit", "audit [--json] [--follow], or audit verify");
-  struct gw_state *st = NULL;
-  if ((r = open_state(&o, &st)))
-    return r;
-  struct cap_error err = {0};
-  if (verify) {
-    size_t n = 0;
-    r = gw_audit_verify(st, &n, &err);
-    if (r < 0)
-      fprintf(stderr, "capsule audit verify: %s\n", err.message);
-    else
-      printf("audit log verified: %zu records, chain and head intact\n", n);
-  } else {
-    struct audit_print ap = {.json = o.json};
-    r = gw_audit_each(st, 0, print_record, &ap, &err);
-    fflush(stdout);
-    while (r == 0 && o.follow) {
-      sleep(1);
-      r = gw_audit_each(st, ap.last, print_record, &ap, &err);
-      fflush(stdout);
-    }
-    if (r < 0)
-      fprintf(stderr, "capsule audit: %s\n", err.message);
-  }
+  if (err.message)
+    cli_error("cred", err.message);
   cap_error_clear(&err);
   gw_state_close(st);
   return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
@@ -875,10 +652,9 @@ int cmd_gateway(int argc, char **argv)
   static const struct {
     const char *name;
     int (*run)(int, char **);
-  } verbs[] = {{"list", cmd_list},       {"call", cmd_call},   {"policy", cmd_policy},
-               {"cred", cmd_cred},       {"approvals", cmd_approvals},
-               {"approve", cmd_approve}, {"deny", cmd_deny},
-               {"audit", cmd_audit}};
+  } verbs[] = {{"list", cmd_list}, {"call", cmd_call},           {"policy", cmd_policy},
+               {"cred", cmd_cred}, {"approvals", cmd_approvals}, {"approve", cmd_approve},
+               {"deny", cmd_deny}, {"audit", cmd_audit}};
   for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
     if (strcmp(argv[0], verbs[i].name) == 0)
       return verbs[i].run(argc, argv);

@@ -47,16 +47,17 @@ static const struct {
      "4 denied by policy or awaiting approval (`capsule approve ID`)\n"},
     {"policy",
      "usage: capsule policy set CAPABILITY TOOL allow|ask|block [--user U] [--state DIR]\n"
-     "       capsule policy list [--state DIR]\n"
+     "       capsule policy list [--json] [--state DIR]\n"
      "\n"
      "Operator defaults (without --user) or one user's overrides of a tool's\n"
      "policy: allow runs it, ask waits for `capsule approve`, block refuses it.\n"
      "\n"
-     "      --user U      set U's override instead of the operator default\n" GATEWAY_COMMON "\n"
+     "      --user U      set U's override instead of the operator default\n"
+     "      --json        list: an array of objects (capability, tool, policy, user)\n" GATEWAY_COMMON "\n"
      "exit status: 0 ok, 1 failed, 2 usage\n"},
     {"cred", "usage: capsule cred set CAPABILITY NAME --scope system|user [--user U]\n"
              "       capsule cred set --shared NAME --scope system|user [--user U]\n"
-             "       capsule cred list [CAPABILITY | --shared] [--scope S] [--user U]\n"
+             "       capsule cred list [CAPABILITY | --shared] [--scope S] [--user U] [--json]\n"
              "       capsule cred rm CAPABILITY NAME --scope system|user [--user U]\n"
              "       capsule cred rm --shared NAME --scope system|user [--user U]\n"
              "\n"
@@ -69,7 +70,9 @@ static const struct {
              "      --scope S     system (every user) or user (one user's)\n"
              "      --user U      the user of a user-scope credential (default the login\n"
              "                    name; another user's needs root or the state's owner)\n"
-             "      --shared      one value for every capability declaring NAME\n" GATEWAY_COMMON "\n"
+             "      --shared      one value for every capability declaring NAME\n"
+             "      --json        list: an array of objects (capability, name, scope,\n"
+             "                    user, updated)\n" GATEWAY_COMMON "\n"
              "exit status: 0 ok, 1 failed or not found, 2 usage, 4 --user not permitted\n"},
     {"approvals", "usage: capsule approvals [--json] [--state DIR]\n"
                   "\n"
@@ -100,7 +103,8 @@ static const struct {
               "The audit log, one record per call; `verify` checks the hash chain and its\n"
               "head and names the first bad record.\n"
               "\n"
-              "      --json        one JSON object per record\n"
+              "      --json        an array of objects, one per record (with --follow:\n"
+              "                    one object a line)\n"
               "      --follow      keep printing records as they are added\n" GATEWAY_COMMON "\n"
               "exit status: 0 ok (verified), 1 failed or the chain is broken, 2 usage\n"},
 };

@@ -2,12 +2,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/escape.h"
 
 static const char usage_text[] =
     "usage: capsule [--help] [--version] VERB [ARGS...]\n"
@@ -40,6 +42,13 @@ int cli_usage_error(const char *verb, const char *fmt, ...)
   va_end(ap);
   fprintf(stderr, " (see 'capsule %s%s--help')\n", verb ? verb : "", verb ? " " : "");
   return CLI_EXIT_USAGE;
+}
+
+void cli_error(const char *verb, const char *message)
+{
+  fprintf(stderr, "capsule%s%s: ", verb ? " " : "", verb ? verb : "");
+  cap_escape_fput(stderr, message ? message : "failed", SIZE_MAX);
+  fputc('\n', stderr);
 }
 
 int cli_option_error(const char *verb, char **argv, const char *optstring)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "text.h"
 
 struct json_parser {
@@ -408,35 +409,52 @@ int cap_json_parse(struct cap_doc *doc, const char *data, size_t len, const char
 
 /* ---- writer ---- */
 
+/* The escape JSON has for cp: a short one where there is one, else \uXXXX
+ * (C0, DEL, C1 and bidi controls: a log line or listing read on a terminal
+ * stays inert, and the document stays ASCII where the text was hostile). */
+static void json_escape_char(struct cap_buf *out, uint32_t cp)
+{
+  switch (cp) {
+  case '"': cap_buf_puts(out, "\\\""); break;
+  case '\\': cap_buf_puts(out, "\\\\"); break;
+  case '\n': cap_buf_puts(out, "\\n"); break;
+  case '\r': cap_buf_puts(out, "\\r"); break;
+  case '\t': cap_buf_puts(out, "\\t"); break;
+  case '\b': cap_buf_puts(out, "\\b"); break;
+  case '\f': cap_buf_puts(out, "\\f"); break;
+  default: cap_buf_printf(out, "\\u%04x", (unsigned)cp);
+  }
+}
+
 void cap_json_quote(struct cap_buf *out, const char *s, size_t n)
 {
-  static const char hex[] = "0123456789abcdef";
   cap_buf_putc(out, '"');
   size_t run = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n;) {
     unsigned char c = (unsigned char)s[i];
-    const char *esc = NULL;
-    char u[7];
-    switch (c) {
-    case '"': esc = "\\\""; break;
-    case '\\': esc = "\\\\"; break;
-    case '\n': esc = "\\n"; break;
-    case '\r': esc = "\\r"; break;
-    case '\t': esc = "\\t"; break;
-    case '\b': esc = "\\b"; break;
-    case '\f': esc = "\\f"; break;
-    default:
-      if (c < 0x20 || c == 0x7f) {
-        u[0] = '\\', u[1] = 'u', u[2] = '0', u[3] = '0';
-        u[4] = hex[c >> 4], u[5] = hex[c & 15], u[6] = 0;
-        esc = u;
-      }
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      i++;
+      continue;
     }
-    if (esc) {
-      cap_buf_append(out, s + run, i - run);
-      cap_buf_puts(out, esc);
-      run = i + 1;
+    uint32_t cp;
+    enum cap_text_kind kind;
+    size_t u = cap_escape_scan(s + i, n - i, &cp, &kind);
+    if (kind == CAP_TEXT_PLAIN && c >= 0x80) {
+      i += u;
+      continue;
     }
+    cap_buf_append(out, s + run, i - run);
+    if (kind == CAP_TEXT_INVALID || kind == CAP_TEXT_CUT) {
+      /* JSON is Unicode text: a byte that is not UTF-8 cannot be carried
+       * as itself, and \u00XX would name another character; each becomes
+       * U+FFFD, the replacement character */
+      cap_buf_puts(out, "\\ufffd");
+      u = 1;
+    } else {
+      json_escape_char(out, cp);
+    }
+    i += u;
+    run = i;
   }
   cap_buf_append(out, s + run, n - run);
   cap_buf_putc(out, '"');

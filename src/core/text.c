@@ -185,39 +185,3 @@ int cap_read_file(const char *path, size_t max_bytes, char **ret_data, size_t *r
   return 0;
 }
 
-static bool invisible_control(uint32_t cp)
-{
-  return (cp >= 0x80 && cp < 0xa0) || (cp >= 0x202a && cp <= 0x202e) ||
-         (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200e || cp == 0x200f || cp == 0x061c;
-}
-
-void cap_text_escape(struct cap_buf *out, const char *s, size_t len, size_t max)
-{
-  size_t n = len > max ? max : len;
-  for (size_t i = 0; i < n;) {
-    unsigned char ch = (unsigned char)s[i];
-    size_t bad = 0;
-    if (ch >= 0x80 && !cap_utf8_valid(s + i, n - i > 4 ? 4 : n - i, &bad) && bad == 0) {
-      cap_buf_printf(out, "\\x%02x", ch); /* not UTF-8 (or cut at max) */
-      i++;
-      continue;
-    }
-    uint32_t cp = ch;
-    size_t used = ch < 0x80 ? 1 : cap_utf8_decode(s + i, n - i, &cp);
-    if (ch == '\\')
-      cap_buf_puts(out, "\\\\");
-    else if (ch == '\n')
-      cap_buf_puts(out, "\\n");
-    else if (ch == '\t')
-      cap_buf_puts(out, "\\t");
-    else if (cp < 0x20 || cp == 0x7f)
-      cap_buf_printf(out, "\\x%02x", (unsigned)cp);
-    else if (invisible_control(cp))
-      cap_buf_printf(out, "\\u{%x}", (unsigned)cp);
-    else
-      cap_buf_append(out, s + i, used);
-    i += used ? used : 1;
-  }
-  if (len > max)
-    cap_buf_puts(out, "...");
-}

@@ -39,12 +39,5 @@ void cap_textpos_at(struct cap_textpos *tp, size_t off, uint32_t *line, uint32_t
 int cap_read_file(const char *path, size_t max_bytes, char **ret_data, size_t *ret_len,
                   struct cap_error *err);
 
-/* Appends s[0..len) to out for a person's terminal, at most max bytes of
- * it (then "..."): control characters (C0, DEL, C1), bidi controls and
- * bytes that are not UTF-8 escaped (\n, \x1b, \u{202e}), backslashes
- * doubled, so text from a tool or a caller cannot move the cursor,
- * recolour or reorder what the operator reads. */
-struct cap_buf;
-void cap_text_escape(struct cap_buf *out, const char *s, size_t len, size_t max);
 
 #endif

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/escape.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/json.h"
@@ -222,6 +223,15 @@ static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
 
 /* ---- policy ---- */
 
+/* s[0..len) escaped for a terminal (core/escape.h), at most max bytes of
+ * it, then "..." */
+static void escape_at_most(struct cap_buf *b, const char *s, size_t len, size_t max)
+{
+  cap_escape_text(b, s, len > max ? max : len);
+  if (len > max)
+    cap_buf_puts(b, "...");
+}
+
 /* Asks on the controlling terminal; false when there is none (*asked
  * false) or the answer is not yes. */
 static bool prompt_tty(const struct gw_call *call, bool *asked)
@@ -233,13 +243,13 @@ static bool prompt_tty(const struct gw_call *call, bool *asked)
   *asked = true;
   struct cap_buf b = {0}; /* what a caller wrote must not drive the terminal */
   cap_buf_printf(&b, "capsule: ");
-  cap_text_escape(&b, call->user, strlen(call->user), 200);
+  escape_at_most(&b, call->user, strlen(call->user), 200);
   cap_buf_puts(&b, " wants to call ");
-  cap_text_escape(&b, call->capability, strlen(call->capability), 200);
+  escape_at_most(&b, call->capability, strlen(call->capability), 200);
   cap_buf_putc(&b, '.');
-  cap_text_escape(&b, call->tool, strlen(call->tool), 200);
+  escape_at_most(&b, call->tool, strlen(call->tool), 200);
   cap_buf_puts(&b, " with ");
-  cap_text_escape(&b, call->args, call->args_len, 400);
+  escape_at_most(&b, call->args, call->args_len, 400);
   cap_buf_puts(&b, "\nAllow this call? [y/N] ");
   ssize_t w = write(fd, b.data, b.len);
   cap_buf_free(&b);

@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "core/buf.h"
+#include "core/escape.h"
 #include "core/json.h"
-#include "core/text.h"
 #include "net/proxy_internal.h"
 
 #define LOG_RATE 50                /* lines a second, sustained */
@@ -31,52 +31,13 @@ static int64_t now_ms(void)
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Characters that reorder or hide text: bidi controls, zero-width and
- * invisible formatting, line/paragraph separators, C1 controls. */
-static bool invisible(uint32_t cp)
-{
-  return (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) ||
-         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xfeff;
-}
-
-/* The length of the well-formed UTF-8 character at s[0..n), or 0. */
-static size_t utf8_char(const char *s, size_t n, uint32_t *cp)
-{
-  unsigned char c = (unsigned char)s[0];
-  size_t len = c < 0x80                 ? 1
-               : c >= 0xc2 && c <= 0xdf ? 2
-               : c >= 0xe0 && c <= 0xef ? 3
-               : c >= 0xf0 && c <= 0xf4 ? 4
-                                        : 0;
-  size_t bad;
-  if (!len || len > n || !cap_utf8_valid(s, len, &bad))
-    return 0;
-  cap_utf8_decode(s, len, cp);
-  return len;
-}
-
-/* s as printable text: a backslash doubled, control and invisible
- * characters as the text \uXXXX, bytes that are not UTF-8 as \xNN; at most
- * FIELD_MAX bytes of s, then how many more there were. */
+/* s as printable text (core/escape.h: a backslash doubled, controls,
+ * invisible and direction characters and bytes that are not UTF-8 as
+ * escapes); at most FIELD_MAX bytes of s, then how many more there were. */
 static void clean_text(const char *s, struct cap_buf *out)
 {
   size_t n = strlen(s), keep = n > FIELD_MAX ? FIELD_MAX : n;
-  for (size_t i = 0; i < keep;) {
-    uint32_t cp;
-    size_t len = utf8_char(s + i, keep - i, &cp);
-    if (!len) {
-      cap_buf_printf(out, "\\x%02x", (unsigned char)s[i]);
-      i++;
-      continue;
-    }
-    if (cp == '\\')
-      cap_buf_puts(out, "\\\\");
-    else if (cp < 0x20 || cp == 0x7f || invisible(cp))
-      cap_buf_printf(out, "\\u%04x", cp);
-    else
-      cap_buf_append(out, s + i, len);
-    i += len;
-  }
+  cap_escape_text(out, s, keep);
   if (n > keep)
     cap_buf_printf(out, "...(%zu more bytes)", n - keep);
 }

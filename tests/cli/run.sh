@@ -229,5 +229,52 @@ if command -v script >/dev/null; then
   else ok root colour-no-color; fi
 fi
 
+# ---- listings: --json on every listing verb, text escaped ----
+# A tool name, user, credential name and argument holding ESC, a newline
+# and U+202E: every text listing shows them escaped on one line, every
+# --json listing is one valid JSON array of objects with the documented keys.
+L=$work/listings
+mkdir -m 700 "$L"
+h="ev${esc}[31mil"$'\n'"x$(printf '\342\200\256')y"
+shown='ev\x1b[31mil\nx\u{202e}y'
+"$capsule" policy set --state "$L" weather "$h" block >/dev/null 2>&1
+"$capsule" policy set --state "$L" weather current ask --user "$h" >/dev/null 2>&1
+echo s1 | "$capsule" cred set --state "$L" weather "$h" --scope system >/dev/null 2>&1
+echo s2 | "$capsule" cred set --state "$L" weather api_key --scope user --user "$h" >/dev/null 2>&1
+"$capsule" call --caps "$caps" --state "$L" --user "$h" weather current "{\"city\": \"$h\"}" >/dev/null 2>&1
+"$capsule" call --caps "$caps" --state "$L" weather "$h" '{}' >/dev/null 2>&1
+# listing VERB... : the text form escaped (no raw ESC or U+202E, the
+# hostile text shown as $shown), and --json valid with exactly KEYS
+listing() {
+  local name=$1 keys=$2; shift 2
+  local text json
+  text=$("$capsule" "$@" --caps "$caps" --state "$L" 2>&1)
+  if grep -qF "$shown" <<<"$text" && ! grep -q "$esc\|$(printf '\342\200\256')" <<<"$text"; then ok root "$name-text-escaped"
+  else bad root "$name-text-escaped"; printf '%s\n' "$text" | head -4 | cat -A | sed 's/^/         /'; fi
+  json=$("$capsule" "$@" --json --caps "$caps" --state "$L" 2>&1)
+  if python3 -c '
+import json, sys
+rows = json.load(sys.stdin)
+want = set(sys.argv[1].split(","))
+assert isinstance(rows, list) and rows, "an array of objects"
+assert all(set(r) == want for r in rows), [sorted(r) for r in rows]
+assert any(sys.argv[2] in str(v) for r in rows for v in r.values()), "the hostile text, exact"
+' "$keys" "$h" <<<"$json"; then ok root "$name-json"
+  else bad root "$name-json"; printf '%s\n' "$json" | head -6 | sed 's/^/         /'; fi
+}
+listing policy-list capability,tool,policy,user policy list
+listing cred-list capability,name,scope,user,updated cred list
+listing approvals id,capability,tool,user,asked_by,created,expires,arguments approvals
+listing audit seq,time,user,capability,tool,args_sha256,decision,duration_ms,outcome,result_sha256,prev,hash audit
+if "$capsule" list --json --caps "$caps" --state "$L" | python3 -c '
+import json, sys
+rows = json.load(sys.stdin)
+assert {"id", "format", "runtime", "source", "readiness", "tools"} == set(rows[0])
+assert all(set(t) == {"name", "policy", "policy_source"} for t in rows[0]["tools"])'; then ok root list-json
+else bad root list-json; fi
+err=$("$capsule" call --caps "$caps" --state "$L" weather "$h" '{}' 2>&1 >/dev/null)
+if grep -qF "$shown" <<<"$err" && [ "$(printf '%s\n' "$err" | wc -l)" = 1 ]; then ok root call-error-escaped
+else bad root call-error-escaped; printf '%s\n' "$err" | cat -A | head -3 | sed 's/^/         /'; fi
+
 echo "cli tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

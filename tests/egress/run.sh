@@ -327,7 +327,7 @@ for who in "${users[@]}"; do
     const long = js.find((j) => /\/long0/.test(j.path || ""));
     if (!long || long.path.length > 1100 || !/more bytes\)$/.test(long.path)) bad.push("long path not cut");
     const odd = js.find((j) => /^\/a/.test(j.path || ""));
-    if (!odd || odd.path !== "/a\\u202eb\\xffc\\u009bd") bad.push("escaped path: " + JSON.stringify(odd && odd.path));
+    if (!odd || odd.path !== "/a\\u{202e}b\\xffc\\u{009b}d") bad.push("escaped path: " + JSON.stringify(odd && odd.path));
     console.log(bad.join("; "));' "$work/logs/flood.log" 2>&1)
   if [ -z "$verdict" ]; then ok "$who" egress-log-bounded-and-escaped
   else bad "$who" "egress-log-bounded-and-escaped: $verdict"; fi

@@ -187,7 +187,7 @@ records=$(sqlite3 "$state/state.db" "SELECT count(*) FROM audit")
 if [ "$records" = "$calls" ]; then ok "one-record-per-call ($records)"; else bad "one-record-per-call ($records records, $calls calls)"; fi
 t audit-verify 0 "audit log verified: $calls records" audit verify --state "$state"
 t audit-list 0 "wordcount.dispatch allow" audit --state "$state"
-t audit-json 0 '"decision":"approval-pending"' audit --json --state "$state"
+t audit-json 0 '"decision": "approval-pending"' audit --json --state "$state"
 cp -r "$state" "$work/s1"; sqlite3 "$work/s1/state.db" "UPDATE audit SET outcome = 'ok' WHERE seq = 3"
 t audit-edited 1 "audit record 3 was edited" audit verify --state "$work/s1"
 cp -r "$state" "$work/s2"; sqlite3 "$work/s2/state.db" "DELETE FROM audit WHERE seq = 4"

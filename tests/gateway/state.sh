@@ -169,7 +169,7 @@ if [ "$(printf '%s\n' "$out" | wc -l)" = 2 ] && ! printf '%s' "$out" | grep -q $
   ok audit-text-escaped
 else bad audit-text-escaped; printf '%s\n' "$out" | head -4 | cat -A | sed 's/^/         /'; fi
 "$capsule" audit --json --state "$E" >"$work/esc.json" 2>&1
-if python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1], encoding="utf-8", errors="surrogateescape")]; sys.exit(0 if r[0]["tool"].startswith("t\n99 2026") and "\x1b[2J" in r[0]["tool"] and len(r) == 2 else 1)' "$work/esc.json"
+if python3 -c 'import json,sys; r=json.load(open(sys.argv[1], "rb")); sys.exit(0 if r[0]["tool"].startswith("t\n99 2026") and "\x1b[2J" in r[0]["tool"] and len(r) == 2 else 1)' "$work/esc.json"
 then ok audit-json-exact; else bad audit-json-exact; head -c 300 "$work/esc.json"; fi
 
 echo "state directory permissions and ownership"

@@ -1,5 +1,4 @@
-/* Unit tests for the gateway's pieces that need no sandbox: terminal
- * escaping (core/text.h), the digest of what a capability runs
+/* Unit tests for the gateway's pieces that need no sandbox: the digest of what a capability runs
  * (gw_spec_digest) and the approvals' life cycle (gateway/approval.h). */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -8,50 +7,10 @@
 #include <unistd.h>
 
 #include "core/buf.h"
-#include "core/text.h"
 #include "gateway/approval.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
 #include "unit.h"
-
-static char *escaped(const char *s, size_t max)
-{
-  struct cap_buf b = {0};
-  cap_text_escape(&b, s, strlen(s), max);
-  return b.data ? b.data : calloc(1, 1);
-}
-
-static void test_text_escape(void)
-{
-  struct {
-    const char *in, *want;
-  } cases[] = {
-      {"plain text", "plain text"},
-      {"a\nb\tc\\d", "a\\nb\\tc\\\\d"},
-      {"\x1b[31mred\x07", "\\x1b[31mred\\x07"},
-      {"del\x7f", "del\\x7f"},
-      {"caf\xc3\xa9", "caf\xc3\xa9"}, /* UTF-8 passes */
-      {"\xe2\x80\xae"
-       "evil",
-       "\\u{202e}evil"}, /* right-to-left override */
-      {"\xc2\x9b"
-       "2J",
-       "\\u{9b}2J"},                    /* C1 CSI */
-      {"bad\xff\xfe", "bad\\xff\\xfe"}, /* not UTF-8 */
-      {"\xe2\x82", "\\xe2\\x82"},       /* truncated */
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char *got = escaped(cases[i].in, 100);
-    CHECK_STR(got, cases[i].want);
-    free(got);
-  }
-  char *cut = escaped("abcdef", 3);
-  CHECK_STR(cut, "abc...");
-  free(cut);
-  char *split = escaped("x\xc3\xa9", 2); /* the cap cuts a character */
-  CHECK_STR(split, "x\\xc3...");
-  free(split);
-}
 
 static void write_file(const char *path, const char *text)
 {
@@ -168,4 +127,4 @@ static void test_approval_life(void)
   CHECK(system(cmd) == 0);
 }
 
-UNIT_MAIN(test_text_escape, test_spec_digest, test_approval_life)
+UNIT_MAIN(test_spec_digest, test_approval_life)

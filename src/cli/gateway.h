@@ -1,0 +1,38 @@
+/* What the gateway verbs share (gateway.c): their common options, the
+ * state they open, the operator check. Internal to src/cli. */
+#ifndef CAPSULE_CLI_GATEWAY_H
+#define CAPSULE_CLI_GATEWAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gateway/state.h"
+
+/* Options every gateway verb takes. */
+struct common {
+  const char *caps;
+  const char *state;
+  const char *user;
+  bool json, follow, shared, user_given;
+  const char *scope;
+  uint64_t timeout_s;
+  uint64_t approval_ttl_s;
+  const char *session;
+};
+
+/* Parses the common options; positional arguments stay in argv[optind..].
+ * Returns 0, -1 after --help (exit 0), or an exit status. */
+int parse_common(const char *verb, int argc, char **argv, struct common *o);
+/* Opens --state (or the default); prints why not and returns an exit
+ * status, or 0. */
+int open_state(const struct common *o, struct gw_state **st);
+/* Approvals and policy changes only from the operator: an exit status
+ * when refused, else 0. */
+int require_operator(const char *verb, const char *what);
+
+int cmd_approvals(int argc, char **argv);
+int cmd_approve(int argc, char **argv);
+int cmd_deny(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
+
+#endif
