@@ -5,6 +5,7 @@
  * cap_spec and sandbox options from it, run and report (only here is an
  * outcome turned into an exit status). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -590,6 +591,56 @@ static int run_report(const struct cap_spec *spec, int r, const struct sandbox_r
   return res->exit_status;
 }
 
+/* Whether path lies at or below a grant the tool may write (real paths). */
+static bool under_writable_grant(const struct cap_spec *spec, const char *path)
+{
+  for (size_t i = 0; i < spec->n_grants; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    if (g->access == CAP_ACCESS_READ)
+      continue;
+    _cleanup_free_ char *p = run_expand_home(g->path);
+    char real[4096];
+    if (realpath(p, real) && path_under(path, real))
+      return true;
+  }
+  return false;
+}
+
+/* --egress-log FILE, appended to by capsule (as root, perhaps): never
+ * through a symlink, only a regular file of the caller's with one link,
+ * and never inside a place the tool can write, where it could have put a
+ * link to another file in an earlier run. */
+static FILE *open_egress_log(const char *path, const struct cap_spec *spec)
+{
+  _cleanup_free_ char *dir = cap_xstrdup(path);
+  char *slash = strrchr(dir, '/');
+  const char *d = slash == dir ? "/" : slash ? (*slash = '\0', dir) : ".";
+  char real[4096];
+  if (realpath(d, real) && under_writable_grant(spec, real)) {
+    fprintf(stderr,
+            "capsule run: the egress log %s is in a directory the tool may write; put it "
+            "outside the writable grants\n",
+            path);
+    return NULL;
+  }
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      st.st_nlink != 1) {
+    fprintf(stderr,
+            "capsule run: cannot use %s as the egress log: %s (it must be a regular file of "
+            "yours with one link, not a symlink)\n",
+            path, fd < 0 ? strerror(errno) : "refused");
+    if (fd >= 0)
+      close(fd);
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "a");
+  if (!f)
+    close(fd);
+  return f;
+}
+
 static int run_execute(const struct cap_spec *spec, const struct run_args *a)
 {
   if (command_surely_missing(a->command[0])) {
@@ -600,11 +651,8 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
     return CLI_EXIT_NOT_FOUND;
   }
   FILE *log = NULL;
-  if (a->egress_log && !(log = fopen(a->egress_log, "ae"))) {
-    fprintf(stderr, "capsule run: cannot open the egress log %s: %s\n", a->egress_log,
-            strerror(errno));
+  if (a->egress_log && !(log = open_egress_log(a->egress_log, spec)))
     return CLI_EXIT_INVALID;
-  }
   struct store_ctx store_ctx = {.dir = a->state};
   struct proxy_store store = {.lookup = store_lookup, .arg = &store_ctx};
   struct sandbox_options opt = {
