@@ -38,7 +38,7 @@ timeout 5 cat <&3 | tail -1
 SH
 chmod 755 "$tmp" "$tmp/req.sh"
 printf '{"version": "0.1.0", "network": {"mode": "proxy", "allow_domains": ["*"], "endpoints": [{"host": "127.0.0.1:%s", "rules": [{"method": "GET", "path": "/allowed/**"}]}]}}\n' "$port" >"$tmp/m.json"
-sleep 1
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 run() { timeout 20 "$capsule" run --proxy-allow-private --config "$tmp/m.json" --allow-read "$tmp/req.sh" -- "$tmp/req.sh" "$1" 2>/dev/null; }
 echo "control, by the endpoint's own address: $(run "http://127.0.0.1:$port/admin")"
 out=$(run "http://[::1]:$port/admin")
