@@ -26,7 +26,7 @@ python3 "$d/up.py" "$port" "$d/got" & srv=$!
 trap 'kill $srv 2>/dev/null; rm -rf "$d"' EXIT
 printf '{"version": "0.1.0", "network": {"mode": "proxy"}, "credentials": [{"name": "x", "upstream": "http://127.0.0.1:%s", "source": "file://%s/rootonly"}]}\n' "$port" "$d" >"$d/m.json"
 printf '#!/bin/bash\nexec 3<>/dev/tcp/127.0.0.1/3128\nprintf "GET /x/ HTTP/1.1\\r\\n\\r\\n" >&3\ncat <&3 >/dev/null\n' >"$d/req.sh"; chmod 755 "$d/req.sh"
-sleep 1
+for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 "$capsule" run --proxy-allow-private --config "$d/m.json" --allow-read "$d/req.sh" -- "$d/req.sh" 2>/dev/null
 echo "the manifest's upstream received: $(cat "$d/got" 2>/dev/null)"
 if grep -q "root-only-line-$$" "$d/got" 2>/dev/null; then
