@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/run.h"
 #include "core/buf.h"
+#include "core/escape.h"
 #include "core/cleanup.h"
 #include "manifest/load.h"
 #include "sandbox/limits.h"
@@ -216,9 +217,25 @@ int run_dry(const struct cap_spec *spec, const struct run_args *a)
 {
   /* with --json stdout holds the manifest alone; the text goes to stderr */
   FILE *out = a->json ? stderr : stdout;
-  print_summary(out, spec, a);
-  fputc('\n', out);
-  print_enforcement(out, spec);
+  /* paths, hosts and names come from the manifest and the host: the text
+   * is written in full, then escaped for the terminal as a whole (newlines
+   * and tabs pass, nothing else that moves the cursor or recolours) */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem)
+    return CLI_EXIT_INVALID;
+  print_summary(mem, spec, a);
+  fputc('\n', mem);
+  print_enforcement(mem, spec);
+  fclose(mem);
+  struct cap_escape_stream st = {0};
+  struct cap_buf b = {0};
+  cap_escape_output(&st, &b, text, len);
+  cap_escape_output_end(&st, &b);
+  fwrite(b.data ? b.data : "", 1, b.len, out);
+  cap_buf_free(&b);
+  free(text);
   if (a->json) {
     _cleanup_free_ char *json = cap_spec_to_json(spec, true);
     fputs(json, stdout);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "escape.h"
 
 #define DIAG_DEFAULT_LIMIT 200
 
@@ -71,14 +72,35 @@ void cap_diags_sort(struct cap_diags *d)
 
 void cap_diag_format(const struct cap_diag *diag, FILE *out)
 {
+  /* file names, field paths and messages quote what a manifest holds: one
+   * line each, escaped for the terminal (a manifest cannot forge lines or
+   * drive the cursor) */
   const char *sev = diag->severity == CAP_SEV_ERROR ? "error" : "warning";
+  struct cap_buf line = {0};
   if (diag->line)
-    fprintf(out, "%s:%u:%u: %s: ", diag->file, diag->line, diag->col, sev);
+    cap_buf_printf(&line, "%s:%u:%u: %s: ", diag->file, diag->line, diag->col, sev);
   else
-    fprintf(out, "%s: %s: ", diag->file, sev);
+    cap_buf_printf(&line, "%s: %s: ", diag->file, sev);
   if (diag->path[0])
-    fprintf(out, "%s: ", diag->path);
-  fprintf(out, "%s\n", diag->message);
+    cap_buf_printf(&line, "%s: ", diag->path);
+  cap_buf_puts(&line, diag->message);
+  struct cap_escape_stream st = {0};
+  struct cap_buf b = {0};
+  size_t from = 0;
+  for (size_t i = 0; i <= line.len; i++) { /* one line: newline and tab inside are escaped too */
+    char c = i < line.len ? line.data[i] : '\0';
+    if (i < line.len && c != '\n' && c != '\t')
+      continue;
+    cap_escape_output(&st, &b, line.data + from, i - from);
+    if (i < line.len)
+      cap_buf_puts(&b, c == '\n' ? "\\n" : "\\t");
+    from = i + 1;
+  }
+  cap_escape_output_end(&st, &b);
+  fwrite(b.data ? b.data : "", 1, b.len, out);
+  fputc('\n', out);
+  cap_buf_free(&b);
+  cap_buf_free(&line);
 }
 
 void cap_diags_print(const struct cap_diags *d, FILE *out)

@@ -49,7 +49,7 @@ as_op "$capsule" run --allow-rw "$H" --allow-read "$bin" -- /bin/sh -c "
   $bin/capsule cred list --state $S >/dev/null 2>&1
   ln $S/state.db $H/.cache-db && cp $S/key $H/.cache-k &&
   python3 -c \"import sqlite3; c=sqlite3.connect('$S/state.db'); c.execute(\\\"INSERT OR REPLACE INTO policies VALUES ('evil','dispatch','','allow')\\\"); c.commit()\"" ||
-  { echo "setup: the tool could not plant the state"; exit 2; }
+  { echo "blocked: the tool could not create or read the state (it exists and is masked before the sandbox starts)"; exit 0; }
 # 2. the operator uses the gateway with the default state
 printf 'ghp_OPERATOR_SECRET_%s' $$ | as_op "$capsule" cred set --shared GITHUB_TOKEN --scope system >/dev/null
 call=$(as_op "$capsule" call --caps "$H/caps" evil dispatch '{"text":"x"}' 2>&1 </dev/null)
