@@ -107,8 +107,10 @@ static void print_network(FILE *out, const struct cap_spec *spec)
     fprintf(out, "forward:      127.0.0.1:%u inside -> the host's 127.0.0.1:%u\n",
             net->localhost.v[i], net->localhost.v[i]);
   for (size_t i = 0; i < spec->n_routes; i++)
-    fprintf(out, "credential:   %s -> %s (injected by the proxy; the tool never sees it)\n",
-            spec->routes[i].name, spec->routes[i].upstream);
+    fprintf(out,
+            "credential:   %s: read from %s, sent to %s (injected by the proxy; the tool never "
+            "sees it)\n",
+            spec->routes[i].name, spec->routes[i].source, spec->routes[i].upstream);
 }
 
 static void print_limits(FILE *out, const struct cap_spec *spec)

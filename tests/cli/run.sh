@@ -151,7 +151,7 @@ dry dry-private-tmp "^private /tmp: +yes" -- true
 dry dry-grant "^grant: +readwrite +$proj" --allow-rw . -- make
 dry dry-grant-not-writable "^grant: +readwrite +$work/elsewhere +NOT WRITABLE by uid 65534 \(owner uid 0, mode 755\)" --allow-rw "$work/elsewhere" -- true
 dry dry-allowed-domain "^allow host: +api.example.com \(any port\)" --config "$work/routes.json" -- true
-dry dry-credential-route "^credential: +gh -> https://api.github.com" --config "$work/routes.json" -- true
+dry dry-credential-route "^credential: +gh: read from [^ ]+, sent to https://api.github.com" --config "$work/routes.json" -- true
 dry dry-limits "^limits: +memory 256 MiB, pids 4096, wall clock 30 s" --memory 256M --timeout 30 -- true
 dry dry-enforcement "^# how each right is enforced on this host" -- true
 if ! (cd "$proj" && "$capsule" run --dry-run -- true 2>/dev/null | grep -q '"\$schema"'); then ok root dry-no-json-by-default
