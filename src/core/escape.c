@@ -47,9 +47,9 @@ size_t cap_escape_scan(const char *str, size_t len, uint32_t *ret_cp, enum cap_t
   return need;
 }
 
-/* Appends the character at s (u bytes) escaped; output mode lets newline,
- * tab and backslash pass. Returns the bytes it used (a cut sequence here
- * is malformed: one byte). */
+/* Appends the character that starts s[0..len) escaped; output mode lets
+ * newline, tab and backslash pass. Returns the bytes it used (a sequence
+ * cut short here is malformed: one byte). */
 static size_t escape_one(struct cap_buf *out, const char *s, size_t len, bool output)
 {
   uint32_t cp;

@@ -35,7 +35,9 @@ printf '{"tools":[{"name":"greet","description":"d","input_schema":{"type":"obje
 printf '[{"name":"a","inputSchema":{"$defs":{"x":{"$ref":"#/$defs/x"}},"$ref":"#/$defs/x"}},{"name":"b","input_schema":true}]' >"$work/discovery/array"
 
 status=0
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery}; do
+mkdir -p "$work/escape"
+printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

@@ -35,10 +35,7 @@ static char *relay_pieces(bool terminal, uint64_t cap, const char *const *pieces
 static void test_terminal_escaped_across_reads(void)
 {
   /* U+202E cut after its first byte, then a malformed lead at the end */
-  const char *pieces[] = {"title:\033]0;x\007 \xe2",
-                          "\x80\xae"
-                          "x\\y\tz\n\xc2\x9b",
-                          "2J \xf0\x9f"};
+  const char *pieces[] = {"title:\033]0;x\007 \xe2", "\x80\xaex\\y\tz\n\xc2\x9b", "2J \xf0\x9f"};
   char *got = relay_pieces(true, 0, pieces, 3);
   CHECK_STR(got, "title:\\x1b]0;x\\x07 \\u{202e}x\\y\tz\n\\u{009b}2J \\xf0\\x9f");
   free(got);
