@@ -651,6 +651,9 @@ static void __attribute__((noreturn)) run_init(pid_t command, int connector)
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, NULL);
   int sfd = signalfd(-1, &all, SFD_CLOEXEC);
+  /* a command that ended before the mask above left no SIGCHLD to read:
+   * one queued now makes the first pass reap it (else: a hang) */
+  raise(SIGCHLD);
   uint64_t kill_at = 0;
   for (;;) {
     struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = connector, .events = POLLIN}};
