@@ -151,7 +151,11 @@ static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
     if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode))
       continue;
     snprintf(lim->v1[c], sizeof lim->v1[c], "%s/capsule-%d", root, (int)getpid());
-    if (mkdir(lim->v1[c], 0755) < 0 && errno != EEXIST) {
+    /* one of this name is a leftover of a capsule that had our pid and was
+     * killed before it cleaned up: removed when empty, else not ours (and
+     * never taken by an unprivileged run, whose mkdir sees EEXIST first) */
+    if (mkdir(lim->v1[c], 0755) < 0 &&
+        (errno != EEXIST || rmdir(lim->v1[c]) < 0 || mkdir(lim->v1[c], 0755) < 0)) {
       lim->v1[c][0] = '\0';
       continue;
     }

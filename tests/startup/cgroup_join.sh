@@ -4,6 +4,9 @@
 # `tasks` files (opened by capsule before the clone), and capsule never
 # writes a pid to cgroup.procs (the move that waits for an RCU grace period,
 # 5-15 ms, see src/sandbox/limits.c). The command runs in every group.
+# A group left behind by a killed capsule that had the same pid is removed
+# and made anew as root, and left alone (limits by rlimit) by uid 65534,
+# which used to fail ("cannot move the sandbox into ...").
 # Usage: cgroup_join.sh CAPSULE
 set -u
 # a sanitizer build links its runtime (libstdc++, exported __odr_asan symbols)
@@ -33,6 +36,25 @@ joins=$(grep -cE 'write\([0-9]+, "0", 1\) += 1' "$log")
 opened=$(grep -cE 'capsule-[0-9]+/tasks", O_WRONLY\|O_CLOEXEC\) = [0-9]+' "$log")
 if [ "$opened" -ge 2 ] && [ "$joins" = "$opened" ]; then ok "the sandbox joined its $joins groups itself"
 else bad "tasks files opened: $opened, joins written: $joins"; fi
+
+# a stale group named after the pid capsule will have: exec keeps the shell's
+stale() { # stale WHO: prints the run's status and the stale group's path
+  sh -c 'd=/sys/fs/cgroup/pids/capsule-$$; mkdir "$d" && echo "$d" >&2 &&
+    if [ "$1" = root ]; then exec "$2" run --pids 32 -- /bin/true
+    else exec setpriv --reuid=65534 --regid=65534 --clear-groups -- "$2" run --pids 32 -- /bin/true; fi' \
+    sh "$1" "$capsule" 2>"$log.dir" >/dev/null
+  echo "$? $(head -1 "$log.dir")"
+}
+read -r status dir < <(stale root)
+if [ "$status" = 0 ] && [ -n "$dir" ] && [ ! -e "$dir" ]; then ok "root: a stale group of its name taken over and removed"
+else bad "root with a stale group: exit $status, $dir $( [ -e "$dir" ] && echo is left)"; fi
+[ -n "$dir" ] && rmdir "$dir" 2>/dev/null
+if setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then
+  read -r status dir < <(stale nobody)
+  if [ "$status" = 0 ]; then ok "uid 65534: a stale root-owned group of its name is not used"
+  else bad "uid 65534 with a stale group: exit $status"; fi
+  [ -n "$dir" ] && rmdir "$dir" 2>/dev/null
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
