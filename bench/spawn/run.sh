@@ -45,7 +45,7 @@ cp "$manifest" "$out/manifest.yaml" && chmod 644 "$out/manifest.yaml"
 
 run_args=(run --memory 256M --pids 64 -- /bin/true)
 # bwrap's arguments for the mount tree capsule's dry run describes
-binds=$("$capsule" "${run_args[@]:0:5}" --dry-run -- /bin/true 2>/dev/null | python3 -c '
+binds=$("$capsule" "${run_args[@]:0:5}" --dry-run --json -- /bin/true 2>/dev/null | python3 -c '
 import json, os, sys
 spec = json.load(sys.stdin)
 args = []

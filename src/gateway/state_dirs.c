@@ -7,9 +7,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,6 +66,53 @@ static void make_dir(const char *dir)
   mkdir(p, 0700);
 }
 
+/* The list, opened and locked (flock) as the file now at its path: a
+ * compaction (prune_list) replaces the file, so a lock taken on the one it
+ * replaced is let go and taken again on the new one. -1 when it cannot. */
+static int open_list_locked(const char *path, int flags)
+{
+  for (int tries = 0; tries < 8; tries++) {
+    int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+      return -1;
+    struct stat a, b;
+    if (flock(fd, LOCK_EX) == 0 && fstat(fd, &a) == 0 && stat(path, &b) == 0 &&
+        a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+      return fd;
+    close(fd);
+  }
+  return -1;
+}
+
+/* Drops the lines naming directories that no longer exist (state
+ * directories of finished test runs, say), so the list read on every run
+ * stays short; under the list's lock, by write and rename. */
+static void prune_list(const char *path)
+{
+  _cleanup_close_ int fd = open_list_locked(path, O_RDONLY);
+  if (fd < 0)
+    return;
+  _cleanup_fclose_ FILE *in = fdopen(dup(fd), "re");
+  _cleanup_free_ char *tmp = cap_xasprintf("%s.new", path);
+  _cleanup_close_ int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (!in || out < 0)
+    return;
+  char line[PATH_MAX + 2];
+  struct cap_buf kept = {0};
+  while (fgets(line, sizeof line, in)) {
+    struct stat st;
+    line[strcspn(line, "\n")] = '\0';
+    if (line[0] == '/' && stat(line, &st) == 0 && S_ISDIR(st.st_mode))
+      cap_buf_printf(&kept, "%s\n", line);
+  }
+  bool written = write(out, kept.data ? kept.data : "", kept.len) == (ssize_t)kept.len;
+  cap_buf_free(&kept);
+  if (written && fsync(out) == 0)
+    rename(tmp, path); /* the lock holders of the old file retry on the new one */
+  else
+    unlink(tmp);
+}
+
 void gw_state_remember_dir(const char *dir)
 {
   _cleanup_free_ char *real = realpath(dir, NULL);
@@ -79,7 +128,7 @@ void gw_state_remember_dir(const char *dir)
   if (found || !dflt)
     return;
   _cleanup_free_ char *path = list_path();
-  _cleanup_close_ int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  _cleanup_close_ int fd = open_list_locked(path, O_WRONLY | O_APPEND | O_CREAT);
   if (fd < 0)
     return; /* best effort: the directory in use is masked anyway */
   _cleanup_free_ char *line = cap_xasprintf("%s\n", real);
@@ -104,11 +153,17 @@ size_t gw_state_private_paths(const char *state_dir, char ***ret)
   _cleanup_free_ char *path = list_path();
   _cleanup_fclose_ FILE *f = fopen(path, "re");
   char line[PATH_MAX + 2];
+  size_t gone = 0;
   while (f && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
-    if (line[0] == '/')
+    struct stat st;
+    if (line[0] == '/' && stat(line, &st) < 0 && errno == ENOENT)
+      gone++;
+    else if (line[0] == '/')
       add_dir(&l, line);
   }
+  if (gone)
+    prune_list(path);
   *ret = l.v;
   return l.n;
 }
