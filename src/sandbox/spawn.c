@@ -103,6 +103,9 @@ static int write_file(const char *path, const char *text)
   return n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
 }
 
+/* One id each way: the sandbox's uid and gid (inside) are the caller's
+ * own ids unprivileged; as root they are 65534 inside and outside
+ * id_base + 65534, the capability's own host ids (sandbox_host_ids). */
 static int write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid,
                          gid_t outside_gid, struct cap_error *err)
 {
@@ -236,6 +239,7 @@ struct launch {
   size_t n_relays;
   struct sandbox_mount_plan *plan; /* the grants and masks, resolved with the caller's rights */
   struct supervise *sup;           /* below Landlock ABI 9: the connect() supervisor */
+  bool as_root; /* the tool has host ids of its own; writable grants are idmapped */
   pid_t pid;
 };
 
@@ -368,7 +372,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   if (command < 0)
     sandbox_child_fail("fork: %s", strerror(errno));
   if (command == 0)
-    sandbox_exec_command(spec, opt, &l->lim, l->proxy, uid, gid);
+    sandbox_exec_command(spec, opt, &l->lim, l->proxy, uid, gid, l->as_root);
   close(sandbox_report_fd);
   int connector = keep_init_fds(l->life[0], opt);
   sandbox_run_init(command, connector, 3);
@@ -508,8 +512,10 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   gid_t gid = getgid();
   uid_t inside_uid = uid ? uid : SANDBOX_UID_AS_ROOT;
   gid_t inside_gid = uid ? gid : SANDBOX_UID_AS_ROOT;
-  uid_t outside_uid = euid ? euid : SANDBOX_UID_AS_ROOT;
-  gid_t outside_gid = euid ? getegid() : SANDBOX_UID_AS_ROOT;
+  uid_t outside_uid = euid;
+  gid_t outside_gid = getegid();
+  if (euid == 0)
+    sandbox_host_ids(opt->id_base, &outside_uid, &outside_gid);
   bool proxied = spec->network.mode == CAP_NET_PROXY;
 
   struct launch l = {.run = {.lock_fd = -1},
@@ -517,7 +523,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                      .report = {-1, -1},
                      .pass = {-1, -1},
                      .life = {-1, -1},
-                     .own_stdio = {-1, -1, -1}};
+                     .own_stdio = {-1, -1, -1},
+                     .as_root = euid == 0};
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
   int r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
@@ -538,6 +545,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   if (r < 0)
     return launch_release(&l, r);
   sandbox_mount_note_unenforced(spec, l.plan, res->unenforced, sizeof res->unenforced);
+  if (l.as_root) /* the caller's files in writable grants: the tool's (idmap.c) */
+    sandbox_idmap_plan(l.plan, outside_uid, outside_gid, res->unenforced, sizeof res->unenforced);
   if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
       pipe2(l.life, O_CLOEXEC) < 0 ||
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
@@ -577,6 +586,12 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
   r = supervise(l.pid, pidfd, spec, &l.lim, l.relays, l.n_relays, l.sup, res, err);
   return launch_release(&l, r);
+}
+
+void sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid)
+{
+  *uid = id_base ? id_base + SANDBOX_UID_AS_ROOT : SANDBOX_UID_AS_ROOT;
+  *gid = id_base ? id_base + SANDBOX_UID_AS_ROOT : SANDBOX_UID_AS_ROOT;
 }
 
 int64_t sandbox_cpu_ms(struct sandbox_running *running)
