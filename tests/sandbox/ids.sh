@@ -14,7 +14,7 @@ work=$(mktemp -d /var/tmp/capsule-ids.XXXXXX)
 chmod 755 "$work"
 pass=0 fail=0
 cpids=()
-trap 'for p in "${cpids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+trap 'for p in "${cpids[@]}"; do kill "$p" 2>/dev/null; done; umount "$work/mq" 2>/dev/null; rm -rf "$work"' EXIT
 export CAPSULE_STATE_KEY=
 
 ok() { pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$1" "$2"; }
@@ -158,9 +158,27 @@ refused" ] && [ ! -e "$d/c" ] && [ ! -e "$d/m" ]
     expect root "a file created with a setuid mode is refused (open, mknod)" $? "$out"
   fi
   out=$(cd "$work" && "$capsule" run --state "$work/state" --dry-run --allow-rw "$d" -- true 2>&1)
-  echo "$out" | grep -qE "runs as: host uid [0-9]+ and gid [0-9]+ \(ids [0-9]+-[0-9]+ of capability run" &&
+  echo "$out" | grep -qE "runs as: +host uid [0-9]+ and gid [0-9]+ \(ids [0-9]+-[0-9]+ of capability run" &&
     echo "$out" | grep -qF "$d: writable by the tool"
   expect root "--dry-run says who the tool runs as and that the grant is writable" $? "$out"
+}
+
+# a filesystem without idmapped mounts (mqueue): the grant stays as it
+# was, and both the run and --dry-run say it is not writable
+root_no_idmap() {
+  mkdir -p "$work/mq"
+  if ! mount -t mqueue none "$work/mq" 2>/dev/null; then
+    echo "note: cannot mount an mqueue filesystem; the no-idmap fallback is not tested"; return
+  fi
+  chmod 755 "$work/mq"
+  local out
+  out=$(cd "$work" && "$capsule" run --allow-rw "$work/mq" -- true 2>&1)
+  [ $? = 0 ] && echo "$out" | grep -qF "read-write grant $work/mq is NOT WRITABLE by the tool"
+  expect root "no idmapped mount: the run warns that the grant is not writable" $? "$out"
+  out=$(cd "$work" && "$capsule" run --dry-run --allow-rw "$work/mq" -- true 2>&1)
+  echo "$out" | grep -qE "$work/mq +NOT WRITABLE by the tool, uid [0-9]+ .*no idmapped mount here"
+  expect root "no idmapped mount: --dry-run says NOT WRITABLE" $? "$out"
+  umount "$work/mq"
 }
 
 nobody_ids() {
@@ -177,6 +195,7 @@ if [ "$(id -u)" = 0 ]; then
   root_ranges
   root_gateway
   root_grants
+  root_no_idmap
 fi
 [[ " ${users[*]} " == *" nobody "* ]] && nobody_ids
 echo "ids suite: $pass passed, $fail failed"
