@@ -51,8 +51,8 @@ static const char schema_v2[] =
     "DROP TABLE credentials;"
     "ALTER TABLE credentials_v2 RENAME TO credentials;";
 
-static const char schema_v4[] =
-    "CREATE TABLE id_ranges (capability TEXT PRIMARY KEY, base INTEGER UNIQUE NOT NULL);";
+static const char schema_v4[] = "CREATE TABLE IF NOT EXISTS id_ranges (capability TEXT PRIMARY KEY,"
+                                " base INTEGER UNIQUE NOT NULL);";
 
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
