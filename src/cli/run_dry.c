@@ -2,7 +2,10 @@
  * (who the tool runs as, where it starts, what it may touch and reach, its
  * limits), then which mechanism enforces each right on this host; the
  * resolved manifest as JSON only with --json. */
+#include <errno.h>
+#include <limits.h>
 #include <pwd.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -80,7 +83,8 @@ static const char *grant_note(const struct cap_fs_grant *g, uint32_t id_base, ch
     return "";
   /* as root a writable grant is an idmapped mount: the caller's files are
    * the tool's, what it creates is the caller's (src/sandbox/idmap.c) */
-  int idmap = geteuid() == 0 ? sandbox_idmap_probe(path) : -1;
+  _cleanup_free_ char *real = realpath(path, NULL);
+  int idmap = geteuid() == 0 ? sandbox_idmap_probe(real ? real : path) : -1;
   struct stat seen = st;
   if (idmap == 0 && st.st_uid == getuid())
     seen.st_uid = uid;
@@ -89,8 +93,10 @@ static const char *grant_note(const struct cap_fs_grant *g, uint32_t id_base, ch
   if (!mode_writable(&seen, uid, gid)) {
     snprintf(buf, size, "  NOT WRITABLE by the tool, uid %u (owner uid %u, mode %03o%s%s)",
              (unsigned)uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777),
-             geteuid() == 0 && idmap < 0 ? "; no idmapped mount here: " : "",
-             geteuid() == 0 && idmap < 0 ? strerror(-idmap) : "");
+             geteuid() != 0 || idmap == 0 ? ""
+             : idmap == -EPERM            ? "; a grant of / is never idmapped"
+                                          : "; no idmapped mount here: ",
+             geteuid() == 0 && idmap < 0 && idmap != -EPERM ? strerror(-idmap) : "");
     return buf;
   }
   if (idmap == 0)

@@ -10,6 +10,9 @@
  * into a new user namespace, given the maps "CALLER TOOL 1" (the mount's
  * inside ids are the ids on disk; the outside ids are the ones processes
  * see), its namespace opened, the helper killed.
+ * A grant of `/` itself (Covenant's filesystem = "host") is never
+ * idmapped: that would make the tool root on the whole host's files; there
+ * the tool writes only what its own host ids may.
  * Filesystems without idmapped mounts (tmpfs before 6.3, most FUSE, NFS)
  * keep the grant as it was: the caller's files are then not writable by
  * the tool, and the run says so. */
@@ -19,6 +22,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -64,6 +68,8 @@ int sandbox_idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t tool_uid, gid
   if (pid < 0)
     return -errno;
   if (pid == 0) {
+    /* it dies with its creator, should capsule be killed before it is */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     for (;;)
       pause();
   }
@@ -115,7 +121,7 @@ int sandbox_idmap_plan(struct sandbox_mount_plan *plan, uid_t tool_uid, gid_t to
   int failed = 0;
   for (size_t i = 0; i < plan->n_grants; i++) {
     struct plan_grant *g = &plan->grants[i];
-    if (g->read_only || g->tree < 0)
+    if (g->read_only || g->tree < 0 || sandbox_idmap_excluded(g->real))
       continue;
     if (userns < 0) {
       userns = sandbox_idmap_userns(getuid(), getgid(), tool_uid, tool_gid);
@@ -133,8 +139,12 @@ int sandbox_idmap_plan(struct sandbox_mount_plan *plan, uid_t tool_uid, gid_t to
   return failed ? -1 : 0;
 }
 
+bool sandbox_idmap_excluded(const char *real) { return real && strcmp(real, "/") == 0; }
+
 int sandbox_idmap_probe(const char *path)
 {
+  if (sandbox_idmap_excluded(path))
+    return -EPERM;
   _cleanup_close_ int tree =
       (int)syscall(__NR_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE_ | AT_RECURSIVE_ | O_CLOEXEC);
   if (tree < 0)

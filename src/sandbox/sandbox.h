@@ -103,8 +103,12 @@ void sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid);
 
 /* As root: 0 when a read-write grant of path can be an idmapped mount
  * (the tool writes the caller's files, and what it creates is the
- * caller's), else -errno (-EINVAL: the filesystem cannot). */
+ * caller's), else -errno (-EINVAL: the filesystem cannot; -EPERM: `/`,
+ * which is never idmapped, sandbox_idmap_excluded). */
 int sandbox_idmap_probe(const char *path);
+/* A grant never idmapped (its real path): `/` itself, whose files would
+ * all be the tool's as root's. */
+bool sandbox_idmap_excluded(const char *real);
 
 /* Landlock ABI version the kernel offers (0 when none). */
 int landlock_abi(void);

@@ -157,6 +157,11 @@ for call in (lambda: os.open('$d/c', os.O_CREAT | os.O_WRONLY, 0o4755), lambda: 
 refused" ] && [ ! -e "$d/c" ] && [ ! -e "$d/m" ]
     expect root "a file created with a setuid mode is refused (open, mknod)" $? "$out"
   fi
+  # `/` itself is never idmapped: the tool would be root on every host file
+  mkdir -p "$work/xdg-root"
+  out=$(cd "$work" && XDG_STATE_HOME=$work/xdg-root "$capsule" run --state "$work/state" --allow-rw / -- touch "$d/by-root-grant" 2>&1)
+  [ $? != 0 ] && [ ! -e "$d/by-root-grant" ]
+  expect root "a read-write grant of / is not idmapped" $? "$out"
   out=$(cd "$work" && "$capsule" run --state "$work/state" --dry-run --allow-rw "$d" -- true 2>&1)
   echo "$out" | grep -qE "runs as: +host uid [0-9]+ and gid [0-9]+ \(ids [0-9]+-[0-9]+ of capability run" &&
     echo "$out" | grep -qF "$d: writable by the tool"
