@@ -1,8 +1,10 @@
 /* Spawning the sandbox, one straight sequence in the order the kernel sees
  * it (bubblewrap's shape):
- *   parent: a private base directory; clone into new user, mount, pid, ipc,
- *           uts, cgroup (and, unless the network is unrestricted, net)
- *           namespaces; write the id maps; put the child in its cgroup;
+ *   parent: a private base directory; the grants resolved (as root, their
+ *           trees opened and the writable ones made idmapped mounts, so
+ *           the caller's files there are the tool's: idmap.c); clone into
+ *           new user, mount, pid, ipc, uts, cgroup (and, unless the
+ *           network is unrestricted, net) namespaces; write the id maps; put the child in its cgroup;
  *           release it; supervise (wall clock, signals) and reap.
  *   child (pid 1 of the new pid namespace): tmpfs root, grants bound as
  *           declared (read-only, nosuid, nodev, recursively), deny entries
@@ -10,6 +12,10 @@
  *           read-only; then fork the command and stay as a reaping init.
  *   command: drop to the sandbox uid, empty capability bounding set,
  *           rlimits, no_new_privs, Landlock, seccomp, clean environment, exec.
+ * Ids: unprivileged, the caller's uid and gid map onto themselves; as root,
+ * 65534 inside maps to the capability's own host ids, id_base + 65534
+ * (sandbox_options.id_base, a range recorded in the state), never root
+ * and never the host's nobody.
  * A setup failure in the child travels to the parent over a CLOEXEC pipe.
  * This file is the parent's side and the clone; the child's steps live in
  * mount.c (the root), pid1.c (the init and the connector) and exec.c (the
