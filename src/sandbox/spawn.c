@@ -4,8 +4,9 @@
  *           trees opened and the writable ones made idmapped mounts, so
  *           the caller's files there are the tool's: idmap.c); clone into
  *           new user, mount, pid, ipc, uts, cgroup (and, unless the
- *           network is unrestricted, net) namespaces; write the id maps; put the child in its cgroup;
- *           release it; supervise (wall clock, signals) and reap.
+ *           network is unrestricted, net) namespaces; write the id maps;
+ *           put the child in its cgroup; release it; supervise (wall
+ *           clock, signals) and reap.
  *   child (pid 1 of the new pid namespace): tmpfs root, grants bound as
  *           declared (read-only, nosuid, nodev, recursively), deny entries
  *           masked, /proc, a minimal /dev, private /tmp, pivot_root, root
