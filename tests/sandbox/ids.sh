@@ -183,6 +183,9 @@ root_no_idmap() {
   out=$(cd "$work" && "$capsule" run --dry-run --allow-rw "$work/mq" -- true 2>&1)
   echo "$out" | grep -qE "$work/mq +NOT WRITABLE by the tool, uid [0-9]+ .*no idmapped mount here"
   expect root "no idmapped mount: --dry-run says NOT WRITABLE" $? "$out"
+  out=$(cd "$work/mq" && "$capsule" doctor 2>&1)
+  echo "$out" | grep -qE "idmapped grants +NO" && (cd "$work" && "$capsule" doctor 2>&1) | grep -qE "idmapped grants +yes"
+  expect root "capsule doctor says where read-write grants are idmapped" $? "$out"
   umount "$work/mq"
 }
 
