@@ -61,7 +61,8 @@ int run_id_base(const struct cap_spec *spec, const char *config, const char *sta
   struct store_ctx ctx = {.dir = state};
   int r = store_open(&ctx, err);
   if (r == 0)
-    r = gw_state_id_range(ctx.st, config && spec->id ? spec->id : RUN_ID_KEY, create, base, err);
+    r = gw_state_id_range(ctx.st, config && spec->id && *spec->id ? spec->id : RUN_ID_KEY, create,
+                          base, err);
   gw_state_close(ctx.st);
   return r;
 }

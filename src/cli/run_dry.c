@@ -54,7 +54,7 @@ static void print_identity(FILE *out, const struct cap_spec *spec, const struct 
             (unsigned)uid, pw ? pw->pw_name : "no name", (unsigned)gid);
     return;
   }
-  const char *key = a->config && spec->id ? spec->id : RUN_ID_KEY;
+  const char *key = a->config && spec->id && *spec->id ? spec->id : RUN_ID_KEY;
   if (id_base)
     fprintf(out,
             "runs as:      host uid %u and gid %u (ids %u-%u of capability %s, in the state's "
