@@ -146,16 +146,28 @@ new" ] && [ "$(stat -c %u "$d/existing")" = 0 ]
   expect root "chmod g+s is refused" $? "$out"
   if [ -x /usr/bin/python3 ]; then
     out=$(cd "$work" && "$capsule" run --allow-rw "$d" -- /usr/bin/python3 -c "
-import os, errno
-for call in (lambda: os.open('$d/c', os.O_CREAT | os.O_WRONLY, 0o4755), lambda: os.mknod('$d/m', 0o104755)):
+import os, errno, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def raw(nr, *args):
+    if libc.syscall(nr, *args) < 0:
+        raise OSError(ctypes.get_errno(), 'syscall %d' % nr)
+for call in (lambda: os.open('$d/c', os.O_CREAT | os.O_WRONLY, 0o4755),
+             lambda: os.mknod('$d/m', 0o104755),
+             lambda: raw(452, -100, b'$d/t', 0o4755, 0)):  # fchmodat2
     try:
         call(); print('made')
     except OSError as e:
         print('refused' if e.errno == errno.EPERM else e)
+try:  # openat2: its mode is in memory no filter reads
+    raw(437, -100, b'$d/o2', ctypes.create_string_buffer(24), 24)
+except OSError as e:
+    print('openat2 ENOSYS' if e.errno == errno.ENOSYS else e)
 " 2>&1)
     [ "$out" = "refused
-refused" ] && [ ! -e "$d/c" ] && [ ! -e "$d/m" ]
-    expect root "a file created with a setuid mode is refused (open, mknod)" $? "$out"
+refused
+refused
+openat2 ENOSYS" ] && [ ! -e "$d/c" ] && [ ! -e "$d/m" ] && [ ! -u "$d/t" ]
+    expect root "setuid modes refused at creation and by fchmodat2; openat2 is ENOSYS" $? "$out"
   fi
   # `/` itself is never idmapped: the tool would be root on every host file
   mkdir -p "$work/xdg-root"
