@@ -139,6 +139,18 @@ int sandbox_idmap_plan(struct sandbox_mount_plan *plan, uid_t tool_uid, gid_t to
   return failed ? -1 : 0;
 }
 
+bool sandbox_id_mapped(const char *map_file, uint32_t id)
+{
+  _cleanup_fclose_ FILE *f = fopen(map_file, "re");
+  if (!f)
+    return true; /* no user namespaces: every id is the host's */
+  unsigned long long inside, outside, count;
+  while (fscanf(f, "%llu %llu %llu", &inside, &outside, &count) == 3)
+    if (id >= inside && id - inside < count)
+      return true;
+  return false;
+}
+
 bool sandbox_idmap_excluded(const char *real) { return real && strcmp(real, "/") == 0; }
 
 int sandbox_idmap_probe(const char *path)

@@ -500,6 +500,29 @@ static int prepare_host_side(struct launch *l, const struct cap_spec *spec, stru
   return 0;
 }
 
+/* The tool's ids on the host: the caller's unprivileged; as root the
+ * capability's own (id_base + 65534), unless capsule is the root of a user
+ * namespace (a container) that lacks them: then 65534, and unenforced
+ * says so. */
+static void tool_host_ids(const struct sandbox_options *opt, uid_t *uid, gid_t *gid,
+                          char *unenforced, size_t size)
+{
+  *uid = geteuid();
+  *gid = getegid();
+  if (*uid != 0)
+    return;
+  sandbox_host_ids(opt->id_base, uid, gid);
+  if (!opt->id_base || (sandbox_id_mapped("/proc/self/uid_map", *uid) &&
+                        sandbox_id_mapped("/proc/self/gid_map", *gid)))
+    return;
+  size_t len = strlen(unenforced);
+  snprintf(unenforced + len, size - len,
+           "%sthe tool's own host ids (%u is not mapped in capsule's user namespace: it runs "
+           "as uid 65534)",
+           len ? ", " : "", (unsigned)*uid);
+  sandbox_host_ids(0, uid, gid);
+}
+
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                 struct sandbox_result *res, struct cap_error *err)
 {
@@ -519,10 +542,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   gid_t gid = getgid();
   uid_t inside_uid = uid ? uid : SANDBOX_UID_AS_ROOT;
   gid_t inside_gid = uid ? gid : SANDBOX_UID_AS_ROOT;
-  uid_t outside_uid = euid;
-  gid_t outside_gid = getegid();
-  if (euid == 0)
-    sandbox_host_ids(opt->id_base, &outside_uid, &outside_gid);
+  uid_t outside_uid;
+  gid_t outside_gid;
   bool proxied = spec->network.mode == CAP_NET_PROXY;
 
   struct launch l = {.run = {.lock_fd = -1},
@@ -546,6 +567,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   child_opt.redirect_stdio = true;
   memcpy(child_opt.stdio, l.stdio, sizeof l.stdio);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
+  tool_host_ids(opt, &outside_uid, &outside_gid, res->unenforced, sizeof res->unenforced);
   r = sandbox_mount_plan_new(spec, opt, &l.plan, err);
   if (r == 0)
     r = supervise_prepare(&l.sup, spec, outside_uid, outside_gid, err);

@@ -98,6 +98,10 @@ int seccomp_apply(const struct cap_spec *spec, bool refuse_setid, struct cap_err
  * tool_uid/gid, outside: as a mount's idmap, the caller's files read as
  * the tool's and the tool's writes land as the caller's. -errno. */
 int sandbox_idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t tool_uid, gid_t tool_gid);
+/* Whether id is mapped in this process's user namespace (map_file:
+ * /proc/self/uid_map or gid_map): capsule run as root inside a container
+ * may have only a few ids. */
+bool sandbox_id_mapped(const char *map_file, uint32_t id);
 /* Makes a detached tree an idmapped mount (recursively where every
  * submount allows it). 0 or -errno. */
 int sandbox_idmap_tree(int tree, int userns_fd);

@@ -201,6 +201,27 @@ root_no_idmap() {
   umount "$work/mq"
 }
 
+# capsule as root of a user namespace mapping only ids 0-65535 (a
+# container): the range is not there, so the tool runs as 65534, and the
+# run says so instead of failing
+root_container() {
+  local fifo=$work/go
+  mkfifo "$fifo"
+  (cd "$work" && exec unshare -U -m -- sh -c "read x <$fifo; exec \"\$0\" run --state $work/ct-state -- cat /proc/self/uid_map" "$capsule" >"$work/ct.out" 2>&1) &
+  local p=$! mine; mine=$(readlink /proc/self/ns/user)
+  for _ in $(seq 1 600); do # until unshare has made its namespace
+    [ "$(readlink "/proc/$p/ns/user" 2>/dev/null)" != "$mine" ] && break
+    sleep 0.1
+  done
+  echo "0 0 65536" >"/proc/$p/uid_map" && echo "0 0 65536" >"/proc/$p/gid_map"
+  echo go >"$fifo"
+  wait "$p"
+  local status=$? out; out=$(cat "$work/ct.out")
+  [ "$status" = 0 ] && echo "$out" | grep -qE '^ *65534 +65534 +1$' &&
+    echo "$out" | grep -qF "is not mapped in capsule's user namespace: it runs as uid 65534"
+  expect root "in a user namespace without the range: uid 65534, and a warning" $? "$out"
+}
+
 nobody_ids() {
   echo "as nobody: the caller's ids"
   local d=$work/nobody-rw
@@ -216,6 +237,7 @@ if [ "$(id -u)" = 0 ]; then
   root_gateway
   root_grants
   root_no_idmap
+  command -v unshare >/dev/null && root_container
 fi
 [[ " ${users[*]} " == *" nobody "* ]] && nobody_ids
 echo "ids suite: $pass passed, $fail failed"
