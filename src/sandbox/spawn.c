@@ -551,8 +551,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                      .report = {-1, -1},
                      .pass = {-1, -1},
                      .life = {-1, -1},
-                     .own_stdio = {-1, -1, -1},
-                     .as_root = euid == 0};
+                     .own_stdio = {-1, -1, -1}};
+  l.as_root = euid == 0;
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
   int r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
