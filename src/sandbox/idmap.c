@@ -12,7 +12,8 @@
  * see), its namespace opened, the helper killed.
  * A grant of `/` itself (Covenant's filesystem = "host") is never
  * idmapped: that would make the tool root on the whole host's files; there
- * the tool writes only what its own host ids may.
+ * the tool writes only what its own host ids may. Nor is a sticky
+ * directory anyone may write (excluded, below).
  * Filesystems without idmapped mounts (tmpfs before 6.3, most FUSE, NFS)
  * keep the grant as it was: the caller's files are then not writable by
  * the tool, and the run says so. */
@@ -105,6 +106,17 @@ int sandbox_idmap_tree(int tree, int userns_fd)
   return -errno;
 }
 
+/* `/` itself; and a sticky directory anyone may write (/tmp, /var/tmp):
+ * the tool writes there without an idmap, and links and files it made
+ * there as root's would pass the kernel's protected_symlinks and
+ * protected_regular checks meant to stop exactly them. */
+static bool excluded(const char *real, const struct stat *st)
+{
+  if (real && strcmp(real, "/") == 0)
+    return true;
+  return S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX) && (st->st_mode & S_IWOTH);
+}
+
 static void note(char *buf, size_t size, const char *host, int e)
 {
   size_t len = strlen(buf);
@@ -121,7 +133,8 @@ int sandbox_idmap_plan(struct sandbox_mount_plan *plan, uid_t tool_uid, gid_t to
   int failed = 0;
   for (size_t i = 0; i < plan->n_grants; i++) {
     struct plan_grant *g = &plan->grants[i];
-    if (g->read_only || g->tree < 0 || sandbox_idmap_excluded(g->real))
+    struct stat st;
+    if (g->read_only || g->tree < 0 || fstat(g->tree, &st) < 0 || excluded(g->real, &st))
       continue;
     if (userns < 0) {
       userns = sandbox_idmap_userns(getuid(), getgid(), tool_uid, tool_gid);
@@ -151,7 +164,11 @@ bool sandbox_id_mapped(const char *map_file, uint32_t id)
   return false;
 }
 
-bool sandbox_idmap_excluded(const char *real) { return real && strcmp(real, "/") == 0; }
+bool sandbox_idmap_excluded(const char *real)
+{
+  struct stat st;
+  return real && (strcmp(real, "/") == 0 || (stat(real, &st) == 0 && excluded(real, &st)));
+}
 
 int sandbox_idmap_probe(const char *path)
 {

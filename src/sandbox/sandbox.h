@@ -107,7 +107,9 @@ void sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid);
  * which is never idmapped, sandbox_idmap_excluded). */
 int sandbox_idmap_probe(const char *path);
 /* A grant never idmapped (its real path): `/` itself, whose files would
- * all be the tool's as root's. */
+ * all be the tool's as root's, and a sticky directory anyone may write
+ * (/tmp), where the tool writes anyway and root's links would pass
+ * protected_symlinks. */
 bool sandbox_idmap_excluded(const char *real);
 
 /* Landlock ABI version the kernel offers (0 when none). */

@@ -174,6 +174,13 @@ openat2 ENOSYS" ] && [ ! -e "$d/c" ] && [ ! -e "$d/m" ] && [ ! -u "$d/t" ]
   out=$(cd "$work" && XDG_STATE_HOME=$work/xdg-root "$capsule" run --state "$work/state" --allow-rw / -- touch "$d/by-root-grant" 2>&1)
   [ $? != 0 ] && [ ! -e "$d/by-root-grant" ]
   expect root "a read-write grant of / is not idmapped" $? "$out"
+  # a sticky directory anyone may write (like /tmp) is not idmapped: the
+  # tool's links there stay its own, so protected_symlinks still applies
+  mkdir -m 1777 "$work/sticky"
+  out=$(cd "$work" && "$capsule" run --state "$work/state" --allow-rw "$work/sticky" -- sh -c "ln -s /etc/passwd $work/sticky/l && touch $work/sticky/f" 2>&1)
+  local u; u=$(stat -c %u "$work/sticky/l" 2>/dev/null)
+  [ -n "$u" ] && [ "$u" != 0 ] && [ "$(stat -c %u "$work/sticky/f")" = "$u" ]
+  expect root "a sticky world-writable grant is not idmapped (links stay the tool's, uid $u)" $? "$out"
   out=$(cd "$work" && "$capsule" run --state "$work/state" --dry-run --allow-rw "$d" -- true 2>&1)
   echo "$out" | grep -qE "runs as: +host uid [0-9]+ and gid [0-9]+ \(ids [0-9]+-[0-9]+ of capability run" &&
     echo "$out" | grep -qF "$d: writable by the tool"
