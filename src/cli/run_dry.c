@@ -55,7 +55,12 @@ static void print_identity(FILE *out, const struct cap_spec *spec, const struct 
     return;
   }
   const char *key = a->config && spec->id && *spec->id ? spec->id : RUN_ID_KEY;
-  if (id_base)
+  if (id_base && !sandbox_host_ids(id_base, &uid, &gid))
+    fprintf(out,
+            "runs as:      uid 65534 of capsule's user namespace, which lacks capability %s's "
+            "ids %u-%u; no capabilities; capsule runs as root, the tool never does\n",
+            key, id_base, id_base + 65535);
+  else if (id_base)
     fprintf(out,
             "runs as:      host uid %u and gid %u (ids %u-%u of capability %s, in the state's "
             "id_ranges; 65534 inside), no capabilities; capsule runs as root, the tool never "

@@ -98,8 +98,10 @@ int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_err
 size_t sandbox_command_paths(const char *name, char (*out)[4096], size_t max);
 
 /* As root: the host uid and gid a tool runs as for id_base
- * (sandbox_options.id_base). */
-void sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid);
+ * (sandbox_options.id_base): id_base + 65534, or 65534 for id_base 0.
+ * false when capsule is the root of a user namespace (a container) where
+ * that id is not mapped: then 65534. */
+bool sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid);
 
 /* As root: 0 when a read-write grant of path can be an idmapped mount
  * (the tool writes the caller's files, and what it creates is the

@@ -511,16 +511,13 @@ static void tool_host_ids(const struct sandbox_options *opt, uid_t *uid, gid_t *
   *gid = getegid();
   if (*uid != 0)
     return;
-  sandbox_host_ids(opt->id_base, uid, gid);
-  if (!opt->id_base || (sandbox_id_mapped("/proc/self/uid_map", *uid) &&
-                        sandbox_id_mapped("/proc/self/gid_map", *gid)))
+  if (sandbox_host_ids(opt->id_base, uid, gid))
     return;
   size_t len = strlen(unenforced);
   snprintf(unenforced + len, size - len,
            "%sthe tool's own host ids (%u is not mapped in capsule's user namespace: it runs "
            "as uid 65534)",
-           len ? ", " : "", (unsigned)*uid);
-  sandbox_host_ids(0, uid, gid);
+           len ? ", " : "", opt->id_base + SANDBOX_UID_AS_ROOT);
 }
 
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
@@ -617,10 +614,16 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   return launch_release(&l, r);
 }
 
-void sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid)
+bool sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid)
 {
-  *uid = id_base ? id_base + SANDBOX_UID_AS_ROOT : SANDBOX_UID_AS_ROOT;
-  *gid = id_base ? id_base + SANDBOX_UID_AS_ROOT : SANDBOX_UID_AS_ROOT;
+  *uid = *gid = SANDBOX_UID_AS_ROOT;
+  if (!id_base)
+    return true;
+  uint32_t id = id_base + SANDBOX_UID_AS_ROOT;
+  if (!sandbox_id_mapped("/proc/self/uid_map", id) || !sandbox_id_mapped("/proc/self/gid_map", id))
+    return false; /* root of a user namespace (a container) that lacks the range */
+  *uid = *gid = id;
+  return true;
 }
 
 int64_t sandbox_cpu_ms(struct sandbox_running *running)
