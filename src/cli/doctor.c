@@ -94,6 +94,14 @@ int cmd_doctor(int argc, char **argv)
                            "RLIMIT_FSIZE per file only, their total is not bounded");
   limits_release(&lim);
   cap_error_clear(&err);
+  if (geteuid() == 0) { /* docs/sandbox.md, "Ids" */
+    int idmap = sandbox_idmap_probe(".");
+    row("tool ids (as root)", true, "each capability its own range of host ids, in the state");
+    row("idmapped grants", idmap == 0,
+        idmap == 0 ? "read-write grants are the caller's to write (this directory's filesystem)"
+                   : "none on this directory's filesystem: root's files in a read-write grant "
+                     "there are not writable by the tool");
+  }
   row("gvisor backend", false, "not implemented: manifests requiring linux-gvisor are refused");
   return all ? CLI_EXIT_OK : CLI_EXIT_HOST;
 }

@@ -29,17 +29,43 @@ struct store_ctx {
   struct gw_state *st;
 };
 
+static int store_open(struct store_ctx *ctx, struct cap_error *err)
+{
+  if (ctx->st)
+    return 0;
+  _cleanup_free_ char *dflt = ctx->dir ? NULL : gw_state_default_dir();
+  return gw_state_open(ctx->dir ? ctx->dir : dflt, &ctx->st, err);
+}
+
 static int store_lookup(void *arg, const char *name, char **value, bool *found,
                         struct cap_error *err)
 {
   struct store_ctx *ctx = arg;
-  if (!ctx->st) {
-    _cleanup_free_ char *dflt = ctx->dir ? NULL : gw_state_default_dir();
-    int r = gw_state_open(ctx->dir ? ctx->dir : dflt, &ctx->st, err);
-    if (r < 0)
-      return r;
-  }
+  int r = store_open(ctx, err);
+  if (r < 0)
+    return r;
   return gw_cred_get(ctx->st, NULL, name, CAP_SCOPE_SYSTEM, NULL, value, found, err);
+}
+
+/* As root, the host ids the tool runs under (sandbox_options.id_base):
+ * the capability's own range, shared with `capsule call` of the same
+ * capability; without a manifest, the range of the key "run", one for
+ * every ad-hoc run (a range per run would use up the 4,094 there are).
+ * Unprivileged: 0, the tool keeps the caller's ids. create false (the dry
+ * run): the recorded range only, 0 when there is none yet. */
+int run_id_base(const struct cap_spec *spec, const char *config, const char *state, bool create,
+                uint32_t *base, struct cap_error *err)
+{
+  *base = 0;
+  if (geteuid() != 0)
+    return 0;
+  struct store_ctx ctx = {.dir = state};
+  int r = store_open(&ctx, err);
+  if (r == 0)
+    r = gw_state_id_range(ctx.st, config && spec->id && *spec->id ? spec->id : RUN_ID_KEY, create,
+                          base, err);
+  gw_state_close(ctx.st);
+  return r;
 }
 
 static const char run_help[] =
@@ -666,12 +692,21 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
                 .verbose = a->verbose,
                 .store = &store},
   };
+  struct sandbox_result res = {0};
+  struct cap_error err = {0};
+  int r = run_id_base(spec, a->config, a->state, true, &opt.id_base, &err);
+  if (r < 0) {
+    cap_error_prefix(&err, "cannot allocate the tool's host ids");
+    int status = run_report(spec, r, &res, &err);
+    cap_error_clear(&err);
+    if (log)
+      fclose(log);
+    return status;
+  }
   char **hidden = NULL; /* capsule's state stays out of sight even under a granted $HOME */
   opt.n_hidden = gw_state_private_paths(a->state, &hidden);
   opt.hidden = (const char *const *)hidden;
-  struct sandbox_result res;
-  struct cap_error err = {0};
-  int r = sandbox_run(spec, &opt, &res, &err);
+  r = sandbox_run(spec, &opt, &res, &err);
   gw_state_private_paths_free(hidden, opt.n_hidden);
   int status = run_report(spec, r, &res, &err);
   cap_error_clear(&err);

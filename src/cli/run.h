@@ -32,6 +32,15 @@ struct run_args {
  * them (allocated). */
 char *run_expand_home(const char *path);
 
+/* The key of `capsule run`'s id range without a manifest. */
+#define RUN_ID_KEY "run"
+
+/* As root: the tool's host id range (sandbox_options.id_base) for spec,
+ * from the state (gw_state_id_range; recorded now when create). 0 and
+ * *base 0 unprivileged. */
+int run_id_base(const struct cap_spec *spec, const char *config, const char *state, bool create,
+                uint32_t *base, struct cap_error *err);
+
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);
 

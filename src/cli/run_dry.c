@@ -2,7 +2,10 @@
  * (who the tool runs as, where it starts, what it may touch and reach, its
  * limits), then which mechanism enforces each right on this host; the
  * resolved manifest as JSON only with --json. */
+#include <errno.h>
+#include <limits.h>
 #include <pwd.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,15 +20,16 @@
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
-/* The ids the sandbox gives the tool (spawn.c's choice, kept in step with
- * it): the caller's own when unprivileged; as root never root, but nobody
- * (65534) inside and on the host, so what it writes belongs to 65534. */
-#define RUN_UID_AS_ROOT 65534
-
-static void tool_ids(uid_t *uid, gid_t *gid)
+/* The host ids the sandbox gives the tool (spawn.c's choice): the
+ * caller's own when unprivileged; as root never root, but the capability's
+ * own range (id_base + 65534, sandbox_host_ids), or 65534 while no range
+ * is recorded (the dry run records none: the first run does). */
+static void tool_ids(uint32_t id_base, uid_t *uid, gid_t *gid)
 {
-  *uid = geteuid() ? geteuid() : RUN_UID_AS_ROOT;
-  *gid = geteuid() ? getegid() : RUN_UID_AS_ROOT;
+  *uid = geteuid();
+  *gid = getegid();
+  if (*uid == 0)
+    sandbox_host_ids(id_base, uid, gid);
 }
 
 /* Whether uid:gid may write to st by its mode bits (no ACLs, no
@@ -39,18 +43,40 @@ static bool mode_writable(const struct stat *st, uid_t uid, gid_t gid)
   return st->st_mode & S_IWOTH;
 }
 
-static void print_identity(FILE *out)
+static void print_identity(FILE *out, const struct cap_spec *spec, const struct run_args *a,
+                           uint32_t id_base)
 {
   uid_t uid;
   gid_t gid;
-  tool_ids(&uid, &gid);
-  struct passwd *pw = getpwuid(uid);
-  fprintf(out, "runs as:      uid %u (%s), gid %u, no capabilities%s\n", (unsigned)uid,
-          pw ? pw->pw_name : "no name", (unsigned)gid,
-          geteuid() ? "" : "; capsule runs as root, the tool never does: it writes as uid 65534");
+  tool_ids(id_base, &uid, &gid);
+  if (geteuid()) {
+    struct passwd *pw = getpwuid(uid);
+    fprintf(out, "runs as:      uid %u (%s), gid %u (the caller's own), no capabilities\n",
+            (unsigned)uid, pw ? pw->pw_name : "no name", (unsigned)gid);
+    return;
+  }
+  const char *key = a->config && spec->id && *spec->id ? spec->id : RUN_ID_KEY;
+  if (id_base && !sandbox_host_ids(id_base, &uid, &gid))
+    fprintf(out,
+            "runs as:      uid 65534 of capsule's user namespace, which lacks capability %s's "
+            "ids %u-%u; no capabilities; capsule runs as root, the tool never does\n",
+            key, id_base, id_base + 65535);
+  else if (id_base)
+    fprintf(out,
+            "runs as:      host uid %u and gid %u (ids %u-%u of capability %s, in the state's "
+            "id_ranges; 65534 inside), no capabilities; capsule runs as root, the tool never "
+            "does\n",
+            (unsigned)uid, (unsigned)gid, id_base, id_base + 65535, key);
+  else
+    fprintf(out,
+            "runs as:      host uid and gid base + 65534 of 65,536 ids of capability %s's own, "
+            "recorded in the state on its first run (65534 inside), no capabilities; capsule "
+            "runs as root, the tool never does\n",
+            key);
 }
 
-static const char *grant_note(const struct cap_fs_grant *g, char *buf, size_t size)
+static const char *grant_note(const struct cap_fs_grant *g, uint32_t id_base, char *buf,
+                              size_t size)
 {
   _cleanup_free_ char *path = run_expand_home(g->path);
   struct stat st;
@@ -58,16 +84,33 @@ static const char *grant_note(const struct cap_fs_grant *g, char *buf, size_t si
     return "  MISSING: not on this host";
   uid_t uid;
   gid_t gid;
-  tool_ids(&uid, &gid);
-  if (g->access != CAP_ACCESS_READ && !mode_writable(&st, uid, gid)) {
-    snprintf(buf, size, "  NOT WRITABLE by uid %u (owner uid %u, mode %03o)", (unsigned)uid,
-             (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777));
+  tool_ids(id_base, &uid, &gid);
+  if (g->access == CAP_ACCESS_READ)
+    return "";
+  /* as root a writable grant is an idmapped mount: the caller's files are
+   * the tool's, what it creates is the caller's (src/sandbox/idmap.c) */
+  _cleanup_free_ char *real = realpath(path, NULL);
+  int idmap = geteuid() == 0 ? sandbox_idmap_probe(real ? real : path) : -1;
+  struct stat seen = st;
+  if (idmap == 0 && st.st_uid == getuid())
+    seen.st_uid = uid;
+  if (idmap == 0 && st.st_gid == getgid())
+    seen.st_gid = gid;
+  if (!mode_writable(&seen, uid, gid)) {
+    snprintf(buf, size, "  NOT WRITABLE by the tool, uid %u (owner uid %u, mode %03o%s%s)",
+             (unsigned)uid, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777),
+             geteuid() != 0 || idmap == 0 ? ""
+             : idmap == -EPERM            ? "; a grant of / is never idmapped"
+                                          : "; no idmapped mount here: ",
+             geteuid() == 0 && idmap < 0 && idmap != -EPERM ? strerror(-idmap) : "");
     return buf;
   }
+  if (idmap == 0)
+    return ": writable by the tool (an idmapped mount: what it creates is the caller's)";
   return "";
 }
 
-static void print_grants(FILE *out, const struct cap_spec *spec)
+static void print_grants(FILE *out, const struct cap_spec *spec, uint32_t id_base)
 {
   struct cap_buf system = {0};
   for (size_t i = 0; i < spec->n_grants; i++) {
@@ -76,8 +119,8 @@ static void print_grants(FILE *out, const struct cap_spec *spec)
       cap_buf_printf(&system, " %s", g->path);
       continue;
     }
-    char buf[128];
-    const char *note = grant_note(g, buf, sizeof buf);
+    char buf[256];
+    const char *note = grant_note(g, id_base, buf, sizeof buf);
     fprintf(out, "grant:        %-10s %s%s%s%s\n", cap_access_name(g->access), g->path,
             *note ? cli_colour(out, CLI_COLOUR_WARN) : "", note,
             *note ? cli_colour(out, CLI_COLOUR_RESET) : "");
@@ -143,7 +186,13 @@ static void print_summary(FILE *out, const struct cap_spec *spec, const struct r
       fprintf(out, " %s", *c);
     fputc('\n', out);
   }
-  print_identity(out);
+  uint32_t id_base = 0;
+  struct cap_error err = {0};
+  if (run_id_base(spec, a->config, a->state, false, &id_base, &err) < 0) {
+    fprintf(out, "# cannot read the tool's host ids: %s\n", err.message);
+    cap_error_clear(&err);
+  }
+  print_identity(out, spec, a, id_base);
   fprintf(out, "working dir:  %s\n",
           a->workdir_inside           ? a->workdir_inside
           : spec->sandbox.private_tmp ? "/tmp"
@@ -151,7 +200,7 @@ static void print_summary(FILE *out, const struct cap_spec *spec, const struct r
   fprintf(out, "private /tmp: %s\n",
           spec->sandbox.private_tmp ? "yes (an empty tmpfs, gone after the run)"
                                     : "no (/tmp only as granted)");
-  print_grants(out, spec);
+  print_grants(out, spec, id_base);
   print_network(out, spec);
   print_limits(out, spec);
 }

@@ -78,6 +78,7 @@ struct call_ctx {
   char **handler; /* per secret: its value when delivered to a Talos handler */
   char *out;      /* the tool's JSON result */
   struct gw_audit_record rec;
+  struct gw_call with_ids; /* the call with its id_base: what c->call points to once known */
 };
 
 static void free_secrets(struct call_ctx *c)
@@ -189,6 +190,22 @@ static const char *tool_name(const void *items, size_t i)
   return ((const struct cap_tool *)items)[i].name;
 }
 
+/* As root, the host ids the capability's tools run under: its own range
+ * (gw_state_id_range), never another capability's nor the host's nobody;
+ * before anything of it runs (a dynamic capability's discovery too). */
+static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
+{
+  if (geteuid() != 0)
+    return GW_OUTCOME_OK;
+  c->with_ids = *c->call;
+  if (gw_state_id_range(c->st, c->spec->id, true, &c->with_ids.id_base, err) < 0) {
+    cap_error_prefix(err, "cannot allocate capability %s's host ids", c->spec->id);
+    return GW_OUTCOME_FAILED;
+  }
+  c->call = &c->with_ids;
+  return GW_OUTCOME_OK;
+}
+
 static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
 {
   const struct gw_call *call = c->call;
@@ -201,6 +218,8 @@ static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
     cap_buf_free(&have);
     return GW_OUTCOME_FAILED;
   }
+  if (step_ids(c, err) != GW_OUTCOME_OK)
+    return GW_OUTCOME_FAILED;
   c->tool = gw_spec_tool(c->spec, call->tool);
   if (!c->tool && is_dynamic(c->spec)) {
     enum gw_outcome o = find_dynamic_tool(c, err);

@@ -38,6 +38,9 @@ struct gw_call {
   const char *session_id;    /* the agent's session, passed to Selu; NULL: one per call */
   const char *const *hidden; /* masked in every sandbox: capsule's state (gw_state_private_paths) */
   size_t n_hidden;
+  /* sandbox_options.id_base: set by gw_call itself (as root, the
+   * capability's own host ids, gw_state_id_range); callers leave it 0 */
+  uint32_t id_base;
 };
 
 struct gw_result {

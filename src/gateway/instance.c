@@ -600,6 +600,7 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
       .n_hidden = req->n_hidden,
       .on_started = keeper_started,
       .on_started_ctx = &start,
+      .id_base = req->id_base,
   };
   keeper_note("starting %s (%s)", spec->id, cmd[0]);
   struct sandbox_result res;

@@ -31,6 +31,7 @@ struct gw_instance_request {
   uint64_t wait_ms;      /* how long the caller waits for a start and a lease */
   const char *const *hidden; /* masked in the sandbox (sandbox_options.hidden) */
   size_t n_hidden;
+  uint32_t id_base; /* sandbox_options.id_base: as root, the capability's host ids */
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and

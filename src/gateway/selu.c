@@ -139,7 +139,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                     .log_path = log_path ? log_path : "/dev/null",
                                     .wait_ms = deadline_ms,
                                     .hidden = call->hidden,
-                                    .n_hidden = call->n_hidden};
+                                    .n_hidden = call->n_hidden,
+                                    .id_base = call->id_base};
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0)

@@ -51,6 +51,9 @@ static const char schema_v2[] =
     "DROP TABLE credentials;"
     "ALTER TABLE credentials_v2 RENAME TO credentials;";
 
+static const char schema_v4[] = "CREATE TABLE IF NOT EXISTS id_ranges (capability TEXT PRIMARY KEY,"
+                                " base INTEGER UNIQUE NOT NULL);";
+
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
  * cannot, e.g. `capsule run` reading a stored credential). */
@@ -76,8 +79,10 @@ static const struct migration {
     {2, "credentials scoped to a capability", count_legacy_credentials, schema_v2, NULL},
     /* the audit log's high-water mark file, made once for an existing log */
     {3, "the audit high-water mark", NULL, NULL, gw_audit_init_mark},
+    /* as root, each capability's own host ids (id_range.c) */
+    {4, "host id ranges", NULL, schema_v4, NULL},
 };
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {

@@ -44,6 +44,17 @@ void gw_state_close(struct gw_state *st);
  * the count clears it. The command line warns about them. */
 int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err);
 
+/* ---- host id ranges (gateway/id_range.c) ----
+ * As root, the first of the GW_ID_RANGE_SIZE host uids and gids that
+ * belong to `key` (a capability's id; "run" for `capsule run` without a
+ * manifest) alone, for sandbox_options.id_base: the recorded one, else,
+ * when create, a new one recorded now (clear of /etc/subuid, /etc/subgid,
+ * host users and groups, and other keys' ranges). *base is 0 when there is
+ * none and !create. */
+#define GW_ID_RANGE_SIZE 65536u
+int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
+                      struct cap_error *err);
+
 /* ---- policies: user "" is the operator default ---- */
 int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy policy, struct cap_error *err);

@@ -183,6 +183,7 @@ enum gw_outcome covenant_run_line(const struct gw_call *call, const struct cap_s
       .stdio = {in, out, log_fd},
       .hidden = call->hidden,
       .n_hidden = call->n_hidden,
+      .id_base = call->id_base,
   };
   struct sandbox_result res;
   int r = sandbox_run(&run_spec, &opt, &res, err);

@@ -45,7 +45,8 @@ static void set_rlimit(int resource, uint64_t value)
 /* The command: drop everything, then exec. Never returns. */
 void __attribute__((noreturn))
 sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *opt,
-                     const struct sandbox_limits *lim, const struct proxy *px, uid_t uid, gid_t gid)
+                     const struct sandbox_limits *lim, const struct proxy *px, uid_t uid, gid_t gid,
+                     bool refuse_setid)
 {
   for (int cap = 0; cap <= 63; cap++)
     prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
@@ -63,7 +64,7 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
   struct cap_error err = {0};
   if (landlock_apply(spec, opt->argv[0], &err) < 0)
     sandbox_child_fail("%s", err.message);
-  if (seccomp_apply(spec, &err) < 0)
+  if (seccomp_apply(spec, refuse_setid, &err) < 0)
     sandbox_child_fail("%s", err.message);
 
   const char *workdir = opt->workdir ? opt->workdir : spec->sandbox.private_tmp ? "/tmp" : "/";

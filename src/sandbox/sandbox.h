@@ -21,9 +21,9 @@
 struct sandbox_running; /* a sandbox while it runs (see on_started) */
 
 struct sandbox_options {
-  char *const *argv;       /* the command; argv[0] is looked up in PATH inside */
-  const char *workdir;     /* inside the sandbox; NULL: "/" or the first rw grant */
-  char *const *extra_env;  /* NAME=VALUE strings added to the safe set */
+  char *const *argv;      /* the command; argv[0] is looked up in PATH inside */
+  const char *workdir;    /* inside the sandbox; NULL: "/" or the first rw grant */
+  char *const *extra_env; /* NAME=VALUE strings added to the safe set */
   size_t n_extra_env;
   struct proxy_options proxy; /* proxy mode: how the egress proxy behaves */
   bool redirect_stdio;        /* give the command stdio[0..2] instead of capsule's */
@@ -54,12 +54,18 @@ struct sandbox_options {
    * handle stays valid until sandbox_run returns. */
   void (*on_started)(void *ctx, struct sandbox_running *running);
   void *on_started_ctx;
+  /* As root: the first of the 65,536 host uids and gids that belong to
+   * this capability alone (gw_state_id_range); the tool runs as host uid
+   * and gid id_base + 65534 (65534 inside). 0: host uid 65534 (nobody)
+   * itself, shared with the host's daemons. Ignored unprivileged: the
+   * tool keeps the caller's ids. */
+  uint32_t id_base;
 };
 
 /* How the command ended. */
 struct sandbox_result {
-  int exit_status;    /* the command's status when it exited */
-  int term_signal;    /* the signal that killed it, or 0 */
+  int exit_status;       /* the command's status when it exited */
+  int term_signal;       /* the signal that killed it, or 0 */
   const char *killed_by; /* a limit that capsule enforced ("wall clock"), or NULL */
   char unenforced[256];  /* limits this host could not enforce, "" when none */
 };
@@ -90,6 +96,23 @@ int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_err
 /* Where `name` lives on the sandbox's PATH (a name with a '/' is itself);
  * writes up to max paths that exist, returns how many. */
 size_t sandbox_command_paths(const char *name, char (*out)[4096], size_t max);
+
+/* As root: the host uid and gid a tool runs as for id_base
+ * (sandbox_options.id_base): id_base + 65534, or 65534 for id_base 0.
+ * false when capsule is the root of a user namespace (a container) where
+ * that id is not mapped: then 65534. */
+bool sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid);
+
+/* As root: 0 when a read-write grant of path can be an idmapped mount
+ * (the tool writes the caller's files, and what it creates is the
+ * caller's), else -errno (-EINVAL: the filesystem cannot; -EPERM: `/`,
+ * which is never idmapped, sandbox_idmap_excluded). */
+int sandbox_idmap_probe(const char *path);
+/* A grant never idmapped (its real path): `/` itself, whose files would
+ * all be the tool's as root's, and a sticky directory anyone may write
+ * (/tmp), where the tool writes anyway and root's links would pass
+ * protected_symlinks. */
+bool sandbox_idmap_excluded(const char *real);
 
 /* Landlock ABI version the kernel offers (0 when none). */
 int landlock_abi(void);

@@ -84,7 +84,7 @@ int supervise_load_filter(struct cap_error *err)
   return r;
 }
 
-int seccomp_apply(const struct cap_spec *spec, struct cap_error *err)
+int seccomp_apply(const struct cap_spec *spec, bool refuse_setid, struct cap_error *err)
 {
   /* ipc_mode "full" (Python multiprocessing and the like) keeps System V
    * semaphores; the default, "shared_memory_only", refuses them */
@@ -99,6 +99,13 @@ int seccomp_apply(const struct cap_spec *spec, struct cap_error *err)
     struct sock_fprog cmds = FILTER(capsule_seccomp_filter_command_list);
     if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &cmds, 0, 0) < 0)
       return cap_error_errno(err, errno, "seccomp: cannot load the command-list filter");
+  }
+  /* as root, the tool's files in a writable grant are the caller's
+   * (idmap.c): no setuid or setgid mode bits (seccomp_gen.c) */
+  if (refuse_setid) {
+    struct sock_fprog setid = FILTER(capsule_seccomp_filter_no_setid);
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &setid, 0, 0) < 0)
+      return cap_error_errno(err, errno, "seccomp: cannot load the setuid-mode filter");
   }
   return supervise_pass_fd >= 0 ? supervise_load_filter(err) : 0;
 }

@@ -1,15 +1,22 @@
 /* Spawning the sandbox, one straight sequence in the order the kernel sees
  * it (bubblewrap's shape):
- *   parent: a private base directory; clone into new user, mount, pid, ipc,
- *           uts, cgroup (and, unless the network is unrestricted, net)
- *           namespaces; write the id maps; put the child in its cgroup;
- *           release it; supervise (wall clock, signals) and reap.
+ *   parent: a private base directory; the grants resolved (as root, their
+ *           trees opened and the writable ones made idmapped mounts, so
+ *           the caller's files there are the tool's: idmap.c); clone into
+ *           new user, mount, pid, ipc, uts, cgroup (and, unless the
+ *           network is unrestricted, net) namespaces; write the id maps;
+ *           put the child in its cgroup; release it; supervise (wall
+ *           clock, signals) and reap.
  *   child (pid 1 of the new pid namespace): tmpfs root, grants bound as
  *           declared (read-only, nosuid, nodev, recursively), deny entries
  *           masked, /proc, a minimal /dev, private /tmp, pivot_root, root
  *           read-only; then fork the command and stay as a reaping init.
  *   command: drop to the sandbox uid, empty capability bounding set,
  *           rlimits, no_new_privs, Landlock, seccomp, clean environment, exec.
+ * Ids: unprivileged, the caller's uid and gid map onto themselves; as root,
+ * 65534 inside maps to the capability's own host ids, id_base + 65534
+ * (sandbox_options.id_base, a range recorded in the state), never root
+ * and never the host's nobody.
  * A setup failure in the child travels to the parent over a CLOEXEC pipe.
  * This file is the parent's side and the clone; the child's steps live in
  * mount.c (the root), pid1.c (the init and the connector) and exec.c (the
@@ -103,6 +110,9 @@ static int write_file(const char *path, const char *text)
   return n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
 }
 
+/* One id each way: the sandbox's uid and gid (inside) are the caller's
+ * own ids unprivileged; as root they are 65534 inside and outside
+ * id_base + 65534, the capability's own host ids (sandbox_host_ids). */
 static int write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t inside_gid,
                          gid_t outside_gid, struct cap_error *err)
 {
@@ -237,6 +247,7 @@ struct launch {
   size_t n_relays;
   struct sandbox_mount_plan *plan; /* the grants and masks, resolved with the caller's rights */
   struct supervise *sup;           /* below Landlock ABI 9: the connect() supervisor */
+  bool as_root; /* the tool has host ids of its own; writable grants are idmapped */
   pid_t pid;
 };
 
@@ -382,7 +393,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   if (command < 0)
     sandbox_child_fail("fork: %s", strerror(errno));
   if (command == 0)
-    sandbox_exec_command(spec, opt, &l->lim, l->proxy, uid, gid);
+    sandbox_exec_command(spec, opt, &l->lim, l->proxy, uid, gid, l->as_root);
   close(sandbox_report_fd);
   int connector = keep_init_fds(l->life[0], opt);
   sandbox_run_init(command, connector, 3);
@@ -507,6 +518,26 @@ static int prepare_host_side(struct launch *l, const struct cap_spec *spec, stru
   return 0;
 }
 
+/* The tool's ids on the host: the caller's unprivileged; as root the
+ * capability's own (id_base + 65534), unless capsule is the root of a user
+ * namespace (a container) that lacks them: then 65534, and unenforced
+ * says so. */
+static void tool_host_ids(const struct sandbox_options *opt, uid_t *uid, gid_t *gid,
+                          char *unenforced, size_t size)
+{
+  *uid = geteuid();
+  *gid = getegid();
+  if (*uid != 0)
+    return;
+  if (sandbox_host_ids(opt->id_base, uid, gid))
+    return;
+  size_t len = strlen(unenforced);
+  snprintf(unenforced + len, size - len,
+           "%sthe tool's own host ids (%u is not mapped in capsule's user namespace: it runs "
+           "as uid 65534)",
+           len ? ", " : "", opt->id_base + SANDBOX_UID_AS_ROOT);
+}
+
 int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                 struct sandbox_result *res, struct cap_error *err)
 {
@@ -526,8 +557,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   gid_t gid = getgid();
   uid_t inside_uid = uid ? uid : SANDBOX_UID_AS_ROOT;
   gid_t inside_gid = uid ? gid : SANDBOX_UID_AS_ROOT;
-  uid_t outside_uid = euid ? euid : SANDBOX_UID_AS_ROOT;
-  gid_t outside_gid = euid ? getegid() : SANDBOX_UID_AS_ROOT;
+  uid_t outside_uid;
+  gid_t outside_gid;
   bool proxied = spec->network.mode == CAP_NET_PROXY;
 
   struct launch l = {.run = {.lock_fd = -1},
@@ -537,6 +568,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                      .life = {-1, -1},
                      .ready = {-1, -1},
                      .own_stdio = {-1, -1, -1}};
+  l.as_root = euid == 0;
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
   int r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
@@ -551,12 +583,15 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   child_opt.redirect_stdio = true;
   memcpy(child_opt.stdio, l.stdio, sizeof l.stdio);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
+  tool_host_ids(opt, &outside_uid, &outside_gid, res->unenforced, sizeof res->unenforced);
   r = sandbox_mount_plan_new(spec, opt, &l.plan, err);
   if (r == 0)
     r = supervise_prepare(&l.sup, spec, outside_uid, outside_gid, err);
   if (r < 0)
     return launch_release(&l, r);
   sandbox_mount_note_unenforced(spec, l.plan, res->unenforced, sizeof res->unenforced);
+  if (l.as_root) /* the caller's files in writable grants: the tool's (idmap.c) */
+    sandbox_idmap_plan(l.plan, outside_uid, outside_gid, res->unenforced, sizeof res->unenforced);
   if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
       pipe2(l.life, O_CLOEXEC) < 0 ||
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
@@ -595,6 +630,18 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
   r = supervise(l.pid, pidfd, spec, &l.lim, l.relays, l.n_relays, l.sup, res, err);
   return launch_release(&l, r);
+}
+
+bool sandbox_host_ids(uint32_t id_base, uid_t *uid, gid_t *gid)
+{
+  *uid = *gid = SANDBOX_UID_AS_ROOT;
+  if (!id_base)
+    return true;
+  uint32_t id = id_base + SANDBOX_UID_AS_ROOT;
+  if (!sandbox_id_mapped("/proc/self/uid_map", id) || !sandbox_id_mapped("/proc/self/gid_map", id))
+    return false; /* root of a user namespace (a container) that lacks the range */
+  *uid = *gid = id;
+  return true;
 }
 
 int64_t sandbox_cpu_ms(struct sandbox_running *running)

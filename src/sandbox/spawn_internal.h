@@ -78,10 +78,10 @@ void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector, in
  * new user namespace gave. */
 void sandbox_become_ids(uid_t uid, gid_t gid);
 /* exec.c: the command: drop everything, then exec. */
-void __attribute__((noreturn)) sandbox_exec_command(const struct cap_spec *spec,
-                                                    const struct sandbox_options *opt,
-                                                    const struct sandbox_limits *lim,
-                                                    const struct proxy *px, uid_t uid, gid_t gid);
+void __attribute__((noreturn))
+sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *opt,
+                     const struct sandbox_limits *lim, const struct proxy *px, uid_t uid, gid_t gid,
+                     bool refuse_setid);
 
 /* --- layers, used inside the new namespaces --- */
 
@@ -91,7 +91,29 @@ void __attribute__((noreturn)) sandbox_exec_command(const struct cap_spec *spec,
  * executed. Returns 0, or -errno with err set. */
 int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err);
 
-/* Loads the seccomp deny-list filter; needs no_new_privs. */
-int seccomp_apply(const struct cap_spec *spec, struct cap_error *err);
+/* Loads the seccomp deny-list filter; needs no_new_privs. refuse_setid:
+ * also refuse setuid/setgid mode bits (as root, where the tool's files in
+ * a writable grant become the caller's). */
+int seccomp_apply(const struct cap_spec *spec, bool refuse_setid, struct cap_error *err);
+
+/* ---- idmap.c: idmapped read-write grants, as root ---- */
+
+/* A user namespace (an fd) whose maps send caller_uid/gid, inside, to
+ * tool_uid/gid, outside: as a mount's idmap, the caller's files read as
+ * the tool's and the tool's writes land as the caller's. -errno. */
+int sandbox_idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t tool_uid, gid_t tool_gid);
+/* Whether id is mapped in this process's user namespace (map_file:
+ * /proc/self/uid_map or gid_map): capsule run as root inside a container
+ * may have only a few ids. */
+bool sandbox_id_mapped(const char *map_file, uint32_t id);
+/* Makes a detached tree an idmapped mount (recursively where every
+ * submount allows it). 0 or -errno. */
+int sandbox_idmap_tree(int tree, int userns_fd);
+/* Idmaps every writable grant's tree in the plan (the caller's getuid and
+ * getgid to the tool's host ids); a grant that cannot be idmapped stays
+ * as it was and is named in unenforced ("NOT WRITABLE"). 0, or -1 when
+ * one could not be. */
+int sandbox_idmap_plan(struct sandbox_mount_plan *plan, uid_t tool_uid, gid_t tool_gid,
+                       char *unenforced, size_t size);
 
 #endif

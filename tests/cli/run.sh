@@ -145,11 +145,15 @@ dry() { # dry NAME REGEX ARGS...: --dry-run's stdout (text) matches REGEX, multi
 dry dry-first-line '^# capsule run --dry-run' --allow-rw . -- make
 if [ "$(cd "$proj" && "$capsule" run --dry-run --allow-rw . -- make 2>/dev/null | head -1)" = "# capsule run --dry-run: (command line)" ]; then
   ok root dry-summary-first; else bad root dry-summary-first; fi
-dry dry-runs-as-root "^runs as: +uid 65534 \(nobody\)" -- true
+dry dry-runs-as-root "^runs as: +host uid ([0-9]+ and gid [0-9]+ \(ids [0-9]+-[0-9]+ of capability run|and gid base \+ 65534 of 65,536 ids of capability run)" -- true
 dry dry-workdir "^working dir: +$proj\$" --allow-rw . -- make
 dry dry-private-tmp "^private /tmp: +yes" -- true
 dry dry-grant "^grant: +readwrite +$proj" --allow-rw . -- make
-dry dry-grant-not-writable "^grant: +readwrite +$work/elsewhere +NOT WRITABLE by uid 65534 \(owner uid 0, mode 755\)" --allow-rw "$work/elsewhere" -- true
+# as root a read-write grant is an idmapped mount: root's 0755 directory is
+# the tool's; another user's is not
+dry dry-grant-writable "^grant: +readwrite +$work/elsewhere: writable by the tool \(an idmapped mount" --allow-rw "$work/elsewhere" -- true
+mkdir -p "$work/others" && chown 12345:12345 "$work/others" && chmod 755 "$work/others"
+dry dry-grant-not-writable "^grant: +readwrite +$work/others +NOT WRITABLE by the tool, uid [0-9]+ \(owner uid 12345, mode 755\)" --allow-rw "$work/others" -- true
 dry dry-allowed-domain "^allow host: +api.example.com \(any port\)" --config "$work/routes.json" -- true
 dry dry-credential-route "^credential: +gh: read from [^ ]+, sent to https://api.github.com" --config "$work/routes.json" -- true
 dry dry-limits "^limits: +memory 256 MiB, pids 4096, wall clock 30 s" --memory 256M --timeout 30 -- true
@@ -162,7 +166,7 @@ if (cd "$proj" && "$capsule" run --dry-run --json -- true 2>/dev/null | node -e 
 else bad root dry-json-manifest-on-stdout; fi
 check root json-needs-dry-run 2 "^capsule run: --json goes with --dry-run" run --json -- true
 if [ -n "${users[1]:-}" ]; then
-  check nobody dry-runs-as-caller 0 "^runs as: +uid 65534 \(nobody\), gid 65534, no capabilities\$" run --dry-run -- true
+  check nobody dry-runs-as-caller 0 "^runs as: +uid 65534 \(nobody\), gid 65534 \(the caller's own\), no capabilities\$" run --dry-run -- true
 fi
 
 # ---- 7. one rule for grants of missing paths; --deny ----

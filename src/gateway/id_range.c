@@ -1,0 +1,175 @@
+/* Host id ranges (as root): every capability runs under 65,536 host uids
+ * and gids of its own, like subordinate ids, allocated once and recorded
+ * in the state database (table id_ranges, schema version 4), so the same
+ * capability has the same ids on every run and two capabilities never
+ * share one; nor does a capability share the host's uid 65534 (nobody)
+ * with its daemons.
+ * Ranges come from 0x70000000 up to 0x7ffe0000, in steps of 65,536 (4,094
+ * ranges): above systemd's container range (0x00080000-0x6fffffff, where
+ * systemd-nspawn and homed pick theirs) and its dynamic users (61184-65519),
+ * below its foreign range (0x7ffe0000-0x7ffeffff) and the top half, which
+ * tools reading uid_t as signed mishandle. A candidate overlapping an entry
+ * of /etc/subuid or /etc/subgid, or holding a user's or group's id
+ * (getpwent, getgrent: NSS users too), is skipped. */
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "gateway/state.h"
+#include "gateway/state_int.h"
+
+#define RANGE_FIRST 0x70000000u
+#define RANGE_END 0x7ffe0000u /* exclusive */
+
+struct taken {
+  uint64_t (*v)[2]; /* [start, end) */
+  size_t n;
+};
+
+static void taken_add(struct taken *t, uint64_t start, uint64_t count)
+{
+  if (start + count <= RANGE_FIRST || start >= RANGE_END || count == 0)
+    return;
+  t->v = cap_xrealloc(t->v, (t->n + 1) * sizeof *t->v);
+  t->v[t->n][0] = start;
+  t->v[t->n][1] = start + count;
+  t->n++;
+}
+
+static bool taken_overlaps(const struct taken *t, uint64_t start, uint64_t end)
+{
+  for (size_t i = 0; i < t->n; i++)
+    if (t->v[i][0] < end && start < t->v[i][1])
+      return true;
+  return false;
+}
+
+static const char *subid_file(const char *env, const char *dflt)
+{
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/ids.sh: a subordinate-id file of the test's */
+  const char *test = getenv(env);
+  if (test && *test)
+    return test;
+#else
+  (void)env;
+#endif
+  return dflt;
+}
+
+/* "name:start:count" lines; anything else is skipped. */
+static void read_subids(struct taken *t, const char *path)
+{
+  _cleanup_fclose_ FILE *f = fopen(path, "re");
+  char line[512];
+  while (f && fgets(line, sizeof line, f)) {
+    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2)
+      continue;
+    char *end1, *end2;
+    unsigned long long start = strtoull(c1 + 1, &end1, 10);
+    unsigned long long count = strtoull(c2 + 1, &end2, 10);
+    if (end1 == c2 && end2 != c2 + 1)
+      taken_add(t, start, count);
+  }
+}
+
+/* Everything a range must not overlap: subordinate ids, users, groups. */
+static void host_ids(struct taken *t)
+{
+  read_subids(t, subid_file("CAPSULE_TEST_SUBUID", "/etc/subuid"));
+  read_subids(t, subid_file("CAPSULE_TEST_SUBGID", "/etc/subgid"));
+  setpwent();
+  for (struct passwd *pw; (pw = getpwent());)
+    taken_add(t, pw->pw_uid, 1);
+  endpwent();
+  setgrent();
+  for (struct group *gr; (gr = getgrent());)
+    taken_add(t, gr->gr_gid, 1);
+  endgrent();
+}
+
+static int lookup(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
+  if (!s)
+    return gw_state_db_error(st, err, "cannot read id_ranges");
+  int rc = sqlite3_step(s);
+  *base = rc == SQLITE_ROW ? (uint32_t)sqlite3_column_int64(s, 0) : 0;
+  sqlite3_finalize(s);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE
+             ? 0
+             : gw_state_db_error(st, err, "cannot read id_ranges");
+}
+
+/* The recorded ranges, as taken. */
+static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges", NULL);
+  if (!s)
+    return gw_state_db_error(st, err, "cannot read id_ranges");
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+    taken_add(t, (uint64_t)sqlite3_column_int64(s, 0), GW_ID_RANGE_SIZE);
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read id_ranges");
+}
+
+static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
+{
+  struct taken t = {0};
+  int r = recorded(st, &t, err);
+  if (r == 0)
+    host_ids(&t);
+  uint64_t b = RANGE_FIRST;
+  while (r == 0 && b < RANGE_END && taken_overlaps(&t, b, b + GW_ID_RANGE_SIZE))
+    b += GW_ID_RANGE_SIZE;
+  free(t.v);
+  if (r < 0)
+    return r;
+  if (b >= RANGE_END)
+    return cap_error_set(err, ENOSPC,
+                         "no free range of host ids left for capability %s (%u ranges from "
+                         "0x%x are taken by other capabilities, /etc/subuid, /etc/subgid or "
+                         "host users)",
+                         key, (RANGE_END - RANGE_FIRST) / GW_ID_RANGE_SIZE, RANGE_FIRST);
+  sqlite3_stmt *s =
+      gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)", key, NULL);
+  if (!s)
+    return gw_state_db_error(st, err, "cannot record an id range");
+  sqlite3_bind_int64(s, 2, (sqlite3_int64)b);
+  int rc = sqlite3_step(s);
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE)
+    return gw_state_db_error(st, err, "cannot record an id range");
+  *base = (uint32_t)b;
+  return 0;
+}
+
+int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
+                      struct cap_error *err)
+{
+  *base = 0;
+  int r = lookup(st, key, base, err);
+  if (r < 0 || *base || !create)
+    return r;
+  /* under the write lock: another capsule may be allocating too */
+  struct sqlite3 *db = gw_state_db(st);
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+    return gw_state_db_error(st, err, "cannot allocate an id range");
+  r = lookup(st, key, base, err);
+  if (r == 0 && !*base)
+    r = allocate(st, key, base, err);
+  if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    r = gw_state_db_error(st, err, "cannot record an id range");
+  if (r < 0) {
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    *base = 0;
+  }
+  return r;
+}
