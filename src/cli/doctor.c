@@ -90,8 +90,9 @@ int cmd_doctor(int argc, char **argv)
   row("cpu budget per task", true,
       lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick" : "RLIMIT_CPU per process");
   row("wall clock", true, "supervisor: SIGTERM, 1 s grace, SIGKILL to the pid namespace");
-  row("disk limit", false, "/tmp and /dev/shm: sized tmpfs; writable grants and workspaces: "
-                           "RLIMIT_FSIZE per file only, their total is not bounded");
+  row("disk limit", false,
+      "/tmp and /dev/shm: sized tmpfs; writable grants and workspaces: "
+      "RLIMIT_FSIZE per file only, their total is not bounded");
   limits_release(&lim);
   cap_error_clear(&err);
   if (geteuid() == 0) { /* docs/sandbox.md, "Ids" */

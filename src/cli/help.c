@@ -53,7 +53,8 @@ static const struct {
      "policy: allow runs it, ask waits for `capsule approve`, block refuses it.\n"
      "\n"
      "      --user U      set U's override instead of the operator default\n"
-     "      --json        list: an array of objects (capability, tool, policy, user)\n" GATEWAY_COMMON "\n"
+     "      --json        list: an array of objects (capability, tool, policy, "
+     "user)\n" GATEWAY_COMMON "\n"
      "exit status: 0 ok, 1 failed, 2 usage\n"},
     {"cred", "usage: capsule cred set CAPABILITY NAME --scope system|user [--user U]\n"
              "       capsule cred set --shared NAME --scope system|user [--user U]\n"

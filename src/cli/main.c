@@ -75,10 +75,11 @@ static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
 } verbs[] = {
-    {"check", cmd_check},     {"show", cmd_show},      {"validate", cmd_validate},
-    {"run", cmd_run},         {"doctor", cmd_doctor},  {"list", cmd_gateway},
-    {"call", cmd_gateway},    {"policy", cmd_gateway}, {"cred", cmd_gateway},    {"approvals", cmd_gateway},
-    {"approve", cmd_gateway}, {"deny", cmd_gateway},   {"audit", cmd_gateway},
+    {"check", cmd_check},       {"show", cmd_show},       {"validate", cmd_validate},
+    {"run", cmd_run},           {"doctor", cmd_doctor},   {"list", cmd_gateway},
+    {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
+    {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
+    {"audit", cmd_gateway},
 };
 
 static int (*find_verb(const char *name))(int, char **)

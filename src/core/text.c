@@ -184,4 +184,3 @@ int cap_read_file(const char *path, size_t max_bytes, char **ret_data, size_t *r
   *ret_data = cap_buf_steal(&b);
   return 0;
 }
-

@@ -39,5 +39,4 @@ void cap_textpos_at(struct cap_textpos *tp, size_t off, uint32_t *line, uint32_t
 int cap_read_file(const char *path, size_t max_bytes, char **ret_data, size_t *ret_len,
                   struct cap_error *err);
 
-
 #endif

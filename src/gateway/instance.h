@@ -23,12 +23,12 @@
 
 struct gw_instance_request {
   const struct cap_spec *spec;
-  const char *run_dir;   /* where keepers' sockets and locks live (created 0700) */
-  const char *key;       /* names this instance: the spec, its manifest and credentials */
-  char *const *env;      /* NAME=value for the server's environment (credentials) */
+  const char *run_dir; /* where keepers' sockets and locks live (created 0700) */
+  const char *key;     /* names this instance: the spec, its manifest and credentials */
+  char *const *env;    /* NAME=value for the server's environment (credentials) */
   size_t n_env;
-  const char *log_path;  /* the server's stdout and stderr, and the keeper's notes */
-  uint64_t wait_ms;      /* how long the caller waits for a start and a lease */
+  const char *log_path;      /* the server's stdout and stderr, and the keeper's notes */
+  uint64_t wait_ms;          /* how long the caller waits for a start and a lease */
   const char *const *hidden; /* masked in the sandbox (sandbox_options.hidden) */
   size_t n_hidden;
   uint32_t id_base; /* sandbox_options.id_base: as root, the capability's host ids */

@@ -180,9 +180,9 @@ enum cap_policy_source {
 struct cap_tool {
   char *name;
   char *description;
-  const struct cap_node *input_schema; /* in spec->doc */
-  struct cap_js_validator *validator;  /* compiled input_schema, owned */
-  enum cap_policy policy;              /* recommended policy */
+  const struct cap_node *input_schema;  /* in spec->doc */
+  struct cap_js_validator *validator;   /* compiled input_schema, owned */
+  enum cap_policy policy;               /* recommended policy */
   enum cap_policy_source policy_source; /* where policy came from */
   bool terminal_on_success;
   uint32_t line, col; /* where the tool is declared */
@@ -209,9 +209,9 @@ struct cap_sandbox {
   bool required;
   char *declared_backend; /* as written (Covenant), or NULL */
   enum cap_backend backend;
-  char *filesystem;       /* the format's own filesystem mode, or NULL */
-  bool private_tmp;       /* a private tmpfs at /tmp */
-  char *workspace;        /* host path, "$CAPSULE_SESSION_WORKSPACE", or NULL */
+  char *filesystem; /* the format's own filesystem mode, or NULL */
+  bool private_tmp; /* a private tmpfs at /tmp */
+  char *workspace;  /* host path, "$CAPSULE_SESSION_WORKSPACE", or NULL */
 };
 
 enum cap_tool_source {

@@ -245,10 +245,11 @@ int proxy_read_secret(const struct cap_credential_route *r, const struct proxy_s
     if (e < 0)
       return e;
     if (!found)
-      return cap_error_set(err, ENOENT,
-                           "credential \"%s\": %s is not in capsule's credential store; set it "
-                           "with `capsule cred set --shared %s --scope system` (the value on stdin)",
-                           r->name, src, src);
+      return cap_error_set(
+          err, ENOENT,
+          "credential \"%s\": %s is not in capsule's credential store; set it "
+          "with `capsule cred set --shared %s --scope system` (the value on stdin)",
+          r->name, src, src);
     return 0;
   }
   return cap_error_set(err, ENOTSUP,

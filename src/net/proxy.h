@@ -26,8 +26,8 @@
 #include "core/error.h"
 #include "manifest/model.h"
 
-#define PROXY_PORT 3128          /* inside the sandbox: 127.0.0.1:3128 */
-#define PROXY_MAX_FORWARDS 32    /* ports.localhost entries forwarded into a sandbox */
+#define PROXY_PORT 3128       /* inside the sandbox: 127.0.0.1:3128 */
+#define PROXY_MAX_FORWARDS 32 /* ports.localhost entries forwarded into a sandbox */
 /* inside the sandbox: the trust bundle's folder, a small read-only tmpfs of
  * its own on the sandbox's /dev (always capsule's own, whatever is granted:
  * a grant of / must not make capsule write into the host's root) */

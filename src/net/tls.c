@@ -22,7 +22,7 @@ struct leaf {
 };
 
 struct tls_ca {
-  EVP_PKEY *key;      /* the CA's */
+  EVP_PKEY *key; /* the CA's */
   X509 *cert;
   EVP_PKEY *leaf_key; /* one key for every leaf of the session */
   SSL_CTX *client;
@@ -73,7 +73,9 @@ static X509 *new_cert(const char *cn, EVP_PKEY *pub)
        X509_gmtime_adj(X509_getm_notAfter(cert), 60L * 60 * 24 * CA_DAYS) &&
        X509_set_pubkey(cert, pub) == 1;
   X509_NAME *name = X509_get_subject_name(cert);
-  ok = ok && X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"capsule", -1, -1, 0) &&
+  ok = ok &&
+       X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"capsule", -1, -1,
+                                  0) &&
        X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1, 0);
   ASN1_INTEGER_free(sn);
   BN_free(bn);

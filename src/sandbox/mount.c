@@ -216,9 +216,8 @@ static void pin_ancestors(int root_fd, const char *at)
     *s = '/';
     if (dir < 0)
       return; /* nothing below it resolves either: the mask has nothing to hide */
-    _cleanup_close_ int tree = (int)syscall(__NR_open_tree, dir, "",
-                                            OPEN_TREE_CLONE_ | AT_RECURSIVE_ | AT_EMPTY_PATH |
-                                                O_CLOEXEC);
+    _cleanup_close_ int tree = (int)syscall(
+        __NR_open_tree, dir, "", OPEN_TREE_CLONE_ | AT_RECURSIVE_ | AT_EMPTY_PATH | O_CLOEXEC);
     CHILD_TRY(tree, "cannot pin %s above a masked path: %s", path, strerror(errno));
     CHILD_TRY(syscall(__NR_move_mount, tree, "", dir, "",
                       MOVE_MOUNT_F_EMPTY_PATH_ | MOVE_MOUNT_T_EMPTY_PATH_),

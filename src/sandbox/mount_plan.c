@@ -301,7 +301,8 @@ static int check_write_only_in_tmp(const struct cap_spec *spec, struct cap_error
   for (size_t i = 0; i < spec->n_grants; i++) {
     const struct cap_fs_grant *g = &spec->grants[i];
     _cleanup_free_ char *host = sandbox_expand_path(g->path);
-    if (g->access == CAP_ACCESS_WRITE && (strcmp(host, "/tmp") == 0 || strncmp(host, "/tmp/", 5) == 0))
+    if (g->access == CAP_ACCESS_WRITE &&
+        (strcmp(host, "/tmp") == 0 || strncmp(host, "/tmp/", 5) == 0))
       return cap_error_set(err, ENOTSUP,
                            "the write-only grant %s lies in the sandbox's private /tmp, whose "
                            "read rights it would inherit: grant it read-write, or move it "

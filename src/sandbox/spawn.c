@@ -266,9 +266,8 @@ static int launch_release(struct launch *l, int r)
     kill(l->pid, SIGKILL);
     waitpid(l->pid, NULL, 0);
   }
-  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1],
-                &l->pass[0], &l->pass[1], &l->life[0],   &l->life[1],
-                &l->ready[0], &l->ready[1]};
+  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1], &l->pass[0],
+                &l->pass[1], &l->life[0], &l->life[1],   &l->ready[0],  &l->ready[1]};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     fd_close(fds[i]);
   for (size_t i = 0; i < l->n_listen; i++)

@@ -295,7 +295,8 @@ int main(int argc, char **argv)
     return EXPECT_FAIL(mknod("/tmp/sda", S_IFBLK | 0600, makedev(8, 0)), "mknod a block device");
   if (!strcmp(cmd, "fd")) { /* an fd capsule's caller left open */
     char buf[16];
-    return read(atoi(arg), buf, sizeof buf) > 0 ? escaped("read an inherited fd") : blocked("inherited fd");
+    return read(atoi(arg), buf, sizeof buf) > 0 ? escaped("read an inherited fd")
+                                                : blocked("inherited fd");
   }
   if (!strcmp(cmd, "environ")) { /* environ MARKER: the caller's environment */
     static const char *const files[] = {"/proc/1/environ", "/proc/self/environ"};
@@ -333,9 +334,11 @@ int main(int argc, char **argv)
   }
   if (!strcmp(cmd, "copy-exec")) { /* copy PROGRAM into /tmp and run the copy */
     char cmdline[300];
-    snprintf(cmdline, sizeof cmdline, "cp %s /tmp/copy && /tmp/copy --version >/dev/null 2>&1", arg);
+    snprintf(cmdline, sizeof cmdline, "cp %s /tmp/copy && /tmp/copy --version >/dev/null 2>&1",
+             arg);
     errno = EACCES;
-    return system(cmdline) == 0 ? escaped("a copy of a blocked command ran") : blocked("copy of a blocked command");
+    return system(cmdline) == 0 ? escaped("a copy of a blocked command ran")
+                                : blocked("copy of a blocked command");
   }
   if (!strcmp(cmd, "echo-tcp")) { /* a host upstream: echo one line per connection */
     int l = loopback_listen((uint16_t)atoi(arg));

@@ -22,7 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
   }
   for (size_t i = 0; i < tools.n; i++)
-    if (!tools.tools[i].name || !tools.tools[i].validator || tools.tools[i].policy > CAP_POLICY_BLOCK)
+    if (!tools.tools[i].name || !tools.tools[i].validator ||
+        tools.tools[i].policy > CAP_POLICY_BLOCK)
       abort();
   gw_tools_free(&tools);
   return 0;

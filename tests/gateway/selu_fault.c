@@ -38,7 +38,8 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
     json_t *context = json_object();
     for (size_t i = 0; i < call->n_context; i++)
       json_object_set_new(context, call->context[i].key, json_string(call->context[i].value));
-    json_t *out = json_pack("{s:s, s:O?, s:o}", "tool", tool, "parameters", params, "context", context);
+    json_t *out =
+        json_pack("{s:s, s:O?, s:o}", "tool", tool, "parameters", params, "context", context);
     selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
     json_decref(out);
   } else if (strcmp(tool, "env") == 0) {
@@ -96,10 +97,11 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
   } else if (strcmp(tool, "list_tools") == 0 && bad_discovery) {
     selu_reply_ok(reply, "{\"tools\":[{\"name\":\"no_schema\"}]}");
   } else if (strcmp(tool, "list_tools") == 0) {
-    selu_reply_ok(reply, "{\"tools\":[{\"name\":\"dyn_upper\",\"description\":\"Upper-cases text.\","
-                         "\"input_schema\":{\"type\":\"object\",\"properties\":{\"text\":{\"type\":"
-                         "\"string\"}},\"required\":[\"text\"],\"additionalProperties\":false},"
-                         "\"recommended_policy\":\"allow\"}]}");
+    selu_reply_ok(reply,
+                  "{\"tools\":[{\"name\":\"dyn_upper\",\"description\":\"Upper-cases text.\","
+                  "\"input_schema\":{\"type\":\"object\",\"properties\":{\"text\":{\"type\":"
+                  "\"string\"}},\"required\":[\"text\"],\"additionalProperties\":false},"
+                  "\"recommended_policy\":\"allow\"}]}");
   } else if (strcmp(tool, "dyn_upper") == 0) {
     json_t *text = json_object_get(params, "text");
     char *up = strdup(json_is_string(text) ? json_string_value(text) : "");

@@ -69,14 +69,18 @@ static void test_json_errors(void)
                    "t.json:1:10: error: duplicate key \"a\"; each key may appear once");
   check_json_error("[1, 2,]", "t.json:1:7: error: trailing comma before ']'; remove it");
   check_json_error("{\"a\" 1}", "t.json:1:6: error: expected ':' after the member name, found '1'");
-  check_json_error("[01]", "t.json:1:2: error: invalid number: leading zeros are not allowed in JSON");
-  check_json_error("\"\\ud800\"",
-                   "t.json:1:2: error: lone UTF-16 surrogate \\uD800; pair it with a low surrogate");
-  check_json_error("\"a\nb\"",
-                   "t.json:1:3: error: control character 0x0a in a string; escape it (\\n, \\t, \\u00XX)");
+  check_json_error("[01]",
+                   "t.json:1:2: error: invalid number: leading zeros are not allowed in JSON");
+  check_json_error(
+      "\"\\ud800\"",
+      "t.json:1:2: error: lone UTF-16 surrogate \\uD800; pair it with a low surrogate");
+  check_json_error(
+      "\"a\nb\"",
+      "t.json:1:3: error: control character 0x0a in a string; escape it (\\n, \\t, \\u00XX)");
   check_json_error("{} x", "t.json:1:4: error: unexpected data after the JSON document; remove it");
   check_json_error("\"abc", "t.json:1:1: error: unterminated string; add the closing '\"'");
-  check_json_error("[\"\xff\"]", "t.json:1:3: error: invalid UTF-8 (byte 0xff); save the file as UTF-8");
+  check_json_error("[\"\xff\"]",
+                   "t.json:1:3: error: invalid UTF-8 (byte 0xff); save the file as UTF-8");
   check_json_error("tru", "t.json:1:1: error: expected a JSON value, found 't'");
 }
 
@@ -180,10 +184,10 @@ static void test_utf8(void)
 {
   size_t bad = 0;
   CHECK(cap_utf8_valid("h\xC3\xA9llo", 6, &bad));
-  CHECK(!cap_utf8_valid("\xC0\x80", 2, &bad) && bad == 0);             /* overlong */
-  CHECK(!cap_utf8_valid("ab\xED\xA0\x80", 5, &bad) && bad == 2);       /* surrogate */
-  CHECK(!cap_utf8_valid("\xF4\x90\x80\x80", 4, &bad));                  /* > U+10FFFF */
-  CHECK(!cap_utf8_valid("\xE2\x82", 2, &bad) && bad == 0);             /* truncated */
+  CHECK(!cap_utf8_valid("\xC0\x80", 2, &bad) && bad == 0);       /* overlong */
+  CHECK(!cap_utf8_valid("ab\xED\xA0\x80", 5, &bad) && bad == 2); /* surrogate */
+  CHECK(!cap_utf8_valid("\xF4\x90\x80\x80", 4, &bad));           /* > U+10FFFF */
+  CHECK(!cap_utf8_valid("\xE2\x82", 2, &bad) && bad == 0);       /* truncated */
   CHECK(cap_utf8_length("h\xC3\xA9\xF0\x9F\x98\x80", 7) == 3);
   char enc[4];
   CHECK(cap_utf8_encode(0x1F600, enc) == 4 && memcmp(enc, "\xF0\x9F\x98\x80", 4) == 0);
@@ -216,12 +220,13 @@ static void test_diags_sorted_and_capped(void)
   FILE *f = open_memstream(&buf, &n);
   cap_diags_print(&d, f);
   fclose(f);
-  CHECK_STR(buf, "f:1:5: warning: first\nf:3:1: error: b: second\ncapsule: 1 more problems not shown\n");
+  CHECK_STR(buf,
+            "f:1:5: warning: first\nf:3:1: error: b: second\ncapsule: 1 more problems not shown\n");
   free(buf);
   cap_diags_free(&d);
 }
 
 UNIT_MAIN(test_json_positions, test_json_columns_count_characters, test_json_errors,
           test_json_depth_limit, test_json_nul_and_escapes, test_node_equal_numbers,
-          test_json_big_numbers_keep_text,
-          test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped)
+          test_json_big_numbers_keep_text, test_pretty_writer, test_utf8, test_textpos,
+          test_diags_sorted_and_capped)

@@ -52,15 +52,16 @@ static void test_field_helpers(void)
   mf_unknown_keys(&c, cap_node_get(doc->root, "o"), known, CAP_SEV_WARNING);
   mf_pop(&c, mark);
   char *out = format_all(&d);
-  CHECK_STR(out,
-            "m.json:1:1: error: missing: required field is missing; add a string\n"
-            "m.json:1:7: error: s: must be a string, not an integer\n"
-            "m.json:1:15: error: e: \"blok\" is not one of \"allow\", \"ask\", \"block\" (did you mean \"block\"?)\n"
-            "m.json:1:28: error: n: 70000 is out of range; it must be 1..65535\n"
-            "m.json:1:46: error: a[1]: must be a string, not an integer\n"
-            "m.json:2:8: warning: o.netwrok: unknown field; capsule ignores it (did you mean \"network\"?)\n"
-            "m.json:2:32: error: empty: must not be empty\n"
-            "m.json:2:41: error: f: must be an integer, not a number\n");
+  CHECK_STR(out, "m.json:1:1: error: missing: required field is missing; add a string\n"
+                 "m.json:1:7: error: s: must be a string, not an integer\n"
+                 "m.json:1:15: error: e: \"blok\" is not one of \"allow\", \"ask\", \"block\" (did "
+                 "you mean \"block\"?)\n"
+                 "m.json:1:28: error: n: 70000 is out of range; it must be 1..65535\n"
+                 "m.json:1:46: error: a[1]: must be a string, not an integer\n"
+                 "m.json:2:8: warning: o.netwrok: unknown field; capsule ignores it (did you mean "
+                 "\"network\"?)\n"
+                 "m.json:2:32: error: empty: must not be empty\n"
+                 "m.json:2:41: error: f: must be an integer, not a number\n");
   free(out);
   mf_free(&c);
   cap_diags_free(&d);
@@ -132,7 +133,8 @@ static void test_top_level_must_be_object(void)
   struct cap_spec *spec = NULL;
   CHECK(cap_manifest_load_buffer("[1]", 3, "capability.json", CAP_HINT_AUTO, "/x", &spec, &d) < 0);
   char *out = format_all(&d);
-  CHECK_STR(out, "capability.json:1:1: error: the manifest must be a JSON object at the top level, not an array\n");
+  CHECK_STR(out, "capability.json:1:1: error: the manifest must be a JSON object at the top level, "
+                 "not an array\n");
   free(out);
   cap_diags_free(&d);
 }

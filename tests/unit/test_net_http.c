@@ -15,7 +15,8 @@ static long parse(const char *text, const char **why)
 static void test_heads(void)
 {
   const char *why;
-  const char *get = "GET http://example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\nX-A: one\r\n\r\nrest";
+  const char *get =
+      "GET http://example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\nX-A: one\r\n\r\nrest";
   CHECK(parse(get, &why) == (long)strlen(get) - 4);
   CHECK_STR(req.method, "GET");
   CHECK_STR(req.target, "http://example.com/a?b=1");
@@ -30,7 +31,8 @@ static void test_heads(void)
   CHECK(parse("GET / HTTP/1.1\r\nHost: a\r\n", &why) == 0); /* not complete yet */
   CHECK(parse("GARBAGE\r\n\r\n", &why) < 0 && why);
   /* the framing must be unambiguous */
-  CHECK(parse("POST /x HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", &why) < 0);
+  CHECK(parse("POST /x HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", &why) <
+        0);
   CHECK(parse("POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", &why) < 0);
   CHECK(parse("POST /x HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", &why) < 0);
   /* no CR or LF ever reaches a header value we forward */
@@ -40,7 +42,8 @@ static void test_heads(void)
   for (size_t i = 0; i < req.n_headers; i++)
     CHECK(!strpbrk(req.headers[i].value, "\r\n") && !strpbrk(req.headers[i].name, "\r\n"));
   /* a second request hidden in the first one's head (bare LFs) */
-  CHECK(parse("GET http://a/ HTTP/1.1\nHost: a\n\nGET http://evil/ HTTP/1.1\r\nX: y\r\n\r\n", &why) < 0);
+  CHECK(parse("GET http://a/ HTTP/1.1\nHost: a\n\nGET http://evil/ HTTP/1.1\r\nX: y\r\n\r\n",
+              &why) < 0);
   /* too many headers */
   char big[HTTP_HEAD_MAX];
   size_t n = (size_t)snprintf(big, sizeof big, "GET / HTTP/1.1\r\n");
@@ -77,7 +80,9 @@ static void test_bodies(void)
   CHECK(parse(chunked, &why) > 0);
   CHECK(http_body_feed(&req, "zz\r\n", 4, NULL) < 0); /* not a chunk size */
   /* a bare LF anywhere in the head, even where the parser would accept it */
-  CHECK(parse("POST http://a/ok HTTP/1.1\nContent-Length: 19\n\nAAAAAAAAAAAAAAA\r\n\r\nGET /admin HTTP/1.1\r\n\r\n", &why) < 0);
+  CHECK(parse("POST http://a/ok HTTP/1.1\nContent-Length: 19\n\nAAAAAAAAAAAAAAA\r\n\r\nGET /admin "
+              "HTTP/1.1\r\n\r\n",
+              &why) < 0);
 }
 
 static void test_urls(void)

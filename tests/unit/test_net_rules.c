@@ -27,7 +27,7 @@ static void test_hosts(void)
   const struct cap_endpoint *e = NULL;
 
   CHECK(net_host_allowed(net, "example.com", 80, &e) && e == NULL);
-  CHECK(net_host_allowed(net, "EXAMPLE.com.", 443, NULL)); /* case, trailing dot */
+  CHECK(net_host_allowed(net, "EXAMPLE.com.", 443, NULL));     /* case, trailing dot */
   CHECK(!net_host_allowed(net, "www.example.com", 443, NULL)); /* exact only */
   CHECK(!net_host_allowed(net, "example.com.evil.net", 443, NULL));
   CHECK(!net_host_allowed(net, "evilexample.com", 443, NULL));
@@ -45,7 +45,8 @@ static void test_hosts(void)
   CHECK(!net_host_allowed(net, "a..duckduckgo.com", 443, NULL));
   CHECK(!net_host_allowed(net, "", 443, NULL));
   CHECK(net_host_valid("::1") && net_host_valid("127.0.0.1") && net_host_valid("a_b.example."));
-  CHECK(!net_host_valid("a/b") && !net_host_valid("a@b") && !net_host_valid(".a") && !net_host_valid("a\n"));
+  CHECK(!net_host_valid("a/b") && !net_host_valid("a@b") && !net_host_valid(".a") &&
+        !net_host_valid("a\n"));
   net->mode = CAP_NET_PROXY;
   CHECK(!net_host_allowed(net, "", 443, NULL));
   CHECK(!net_host_allowed(net, "example.com", 0, NULL));
@@ -99,16 +100,16 @@ static void test_addresses(void)
     inet_pton(AF_INET6, "64:ff9b::808:808", &n64.sin6_addr);
     CHECK(!net_address_forbidden((struct sockaddr *)&n64, false));
   }
-  static const char *const always[] = {"169.254.169.254", "0.0.0.0", "224.0.0.1",
-                                       "255.255.255.255", "fe80::1", "fd00:ec2::254", "::",
-                                       "ff02::1", "::ffff:169.254.169.254"};
+  static const char *const always[] = {
+      "169.254.169.254", "0.0.0.0", "224.0.0.1", "255.255.255.255",       "fe80::1",
+      "fd00:ec2::254",   "::",      "ff02::1",   "::ffff:169.254.169.254"};
   for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) {
     CHECK(forbidden(always[i], false));
     CHECK(forbidden(always[i], true));
   }
-  static const char *const private_ranges[] = {"127.0.0.1", "10.1.2.3", "172.16.0.1",
-                                               "172.31.255.255", "192.168.1.1", "100.64.0.1",
-                                               "::1", "fc00::1", "fd12::1", "::ffff:10.0.0.1"};
+  static const char *const private_ranges[] = {
+      "127.0.0.1",  "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1",
+      "100.64.0.1", "::1",      "fc00::1",    "fd12::1",        "::ffff:10.0.0.1"};
   for (size_t i = 0; i < sizeof private_ranges / sizeof private_ranges[0]; i++) {
     CHECK(forbidden(private_ranges[i], false));
     CHECK(!forbidden(private_ranges[i], true));

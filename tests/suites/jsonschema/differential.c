@@ -78,11 +78,11 @@ int main(int argc, char **argv)
         cap_jw_init(&w, &b, false);
         cap_jw_node(&w, insts->u.arr.items[i]);
         printf("DISAGREE ajv=%s capsule=%s\n  schema: %.*s  instance: %s\n",
-               expect ? "valid" : "invalid", got ? "valid" : "invalid",
-               (int)strcspn(line, "\n"), line, b.data);
+               expect ? "valid" : "invalid", got ? "valid" : "invalid", (int)strcspn(line, "\n"),
+               line, b.data);
         for (size_t e = 0; e < errs.len; e++)
-          printf("  capsule: %s: %s (%s)\n", errs.items[e].instance_location,
-                 errs.items[e].message, errs.items[e].keyword_location);
+          printf("  capsule: %s: %s (%s)\n", errs.items[e].instance_location, errs.items[e].message,
+                 errs.items[e].keyword_location);
         cap_buf_free(&b);
       }
       cap_js_errors_free(&errs);

@@ -51,8 +51,8 @@ static char **list_json(const char *dir, size_t *n)
   return names;
 }
 
-static void run_file(const char *path, const char *remotes, bool format_assert,
-                     struct count *cnt, bool report_failures)
+static void run_file(const char *path, const char *remotes, bool format_assert, struct count *cnt,
+                     bool report_failures)
 {
   char *data;
   size_t len;
@@ -128,8 +128,7 @@ static void run_dir(const char *dir, const char *remotes, bool format_assert, bo
     run_file(path, remotes, format_assert, &c, required);
     if (!required && c.total) {
       char label[256];
-      snprintf(label, sizeof(label), "%s%.*s", label_prefix, (int)(strlen(names[i]) - 5),
-               names[i]);
+      snprintf(label, sizeof(label), "%s%.*s", label_prefix, (int)(strlen(names[i]) - 5), names[i]);
       printf("  optional %-36s %4zu/%-4zu\n", label, c.pass, c.total);
     }
     total->pass += c.pass;
