@@ -194,6 +194,11 @@ static int state_db(struct gw_state *st, struct cap_error *err)
                       NULL) != SQLITE_OK)
     return gw_state_db_error(st, err, "cannot open");
   sqlite3_busy_timeout(st->db, 15000);
+  /* keep the WAL and its index between opens: every capsule process opens
+   * the state (as root every run, for its ids), and making the two files
+   * anew each time was most of an open's cost */
+  int persist = 1;
+  sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
   if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL,
                    NULL) != SQLITE_OK)
     return gw_state_db_error(st, err, "cannot prepare its tables");
