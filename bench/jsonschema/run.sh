@@ -16,7 +16,7 @@ cc=${CC:-cc}
 $cc -std=c17 -O2 -DNDEBUG -D_GNU_SOURCE -I"$root/src" -o "$work/bench" "$here/bench.c" \
   "$root"/src/jsonschema/*.c "$root/src/core/buf.c" "$root/src/core/diag.c" \
   "$root/src/core/error.c" "$root/src/core/json.c" "$root/src/core/node.c" \
-  "$root/src/core/text.c" -lpcre2-8 -lm
+  "$root/src/core/text.c" "$root/src/core/escape.c" -lpcre2-8 -lm
 node "$here/cases.js" > "$work/cases.json"
 # alternate the two sides and keep each case's best of $rounds runs: shared
 # and virtual machines are noisy, and the best run is the least disturbed one
