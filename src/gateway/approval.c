@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
 
@@ -39,13 +40,6 @@ static enum gw_approval_status status_from(const char *s)
     if (strcmp(s, status_names[i]) == 0)
       return (enum gw_approval_status)i;
   return GW_APPROVAL_NONE;
-}
-
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int db_fail(sqlite3 *db, struct cap_error *err, const char *what)
@@ -181,7 +175,7 @@ static int take_in(sqlite3 *db, void *arg)
   enum gw_approval_status status = status_from((const char *)sqlite3_column_text(s, 1));
   int64_t expires = sqlite3_column_int64(s, 2);
   const char *binding = (const char *)sqlite3_column_text(s, 3);
-  bool expired = expires <= now_ms();
+  bool expired = expires <= (int64_t)cap_now_ms(CLOCK_REALTIME);
   if (expired || strcmp(binding ? binding : "", c->binding) != 0) {
     t->lapsed = expired ? GW_APPROVAL_EXPIRED : GW_APPROVAL_VOID;
     snprintf(t->lapsed_id, 9, "%s", t->id);
@@ -222,7 +216,8 @@ int gw_approval_create(struct gw_state *st, const struct gw_approval_call *call,
   if (!db)
     return -EIO;
   _cleanup_free_ char *who = asker();
-  int64_t ttl = call->ttl_ms > 0 ? call->ttl_ms : GW_APPROVAL_TTL_MS_DEFAULT, now = now_ms();
+  int64_t ttl = call->ttl_ms > 0 ? call->ttl_ms : GW_APPROVAL_TTL_MS_DEFAULT,
+          now = (int64_t)cap_now_ms(CLOCK_REALTIME);
   for (int attempt = 0; attempt < 16; attempt++) {
     unsigned char b[4];
     if (getrandom(b, sizeof b, 0) != sizeof b)
@@ -270,7 +265,7 @@ static int resolve_in(sqlite3 *db, void *arg)
     return SQLITE_ERROR;
   row_approval(s, r->out);
   r->was = r->out->status;
-  int64_t now = now_ms();
+  int64_t now = (int64_t)cap_now_ms(CLOCK_REALTIME);
   if (r->out->status != GW_APPROVAL_PENDING)
     return SQLITE_OK;
   if (r->out->expires_ms <= now) {
@@ -311,7 +306,7 @@ int gw_approval_list_pending(struct gw_state *st, gw_approval_fn fn, void *arg,
   _cleanup_stmt_ sqlite3_stmt *s = prep(db, sql, 0, NULL);
   if (!s)
     return db_fail(db, err, "cannot read the approvals");
-  sqlite3_bind_int64(s, 1, now_ms());
+  sqlite3_bind_int64(s, 1, (int64_t)cap_now_ms(CLOCK_REALTIME));
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     struct gw_approval a = {0};

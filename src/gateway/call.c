@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/buf.h"
 #include "core/escape.h"
 #include "core/cleanup.h"
@@ -22,13 +23,6 @@
 #include "runtime/talos.h"
 
 static const char *const policy_names[] = {"allow", "ask", "block"};
-
-static uint64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void gw_uuid4(char out[37])
 {
@@ -438,7 +432,7 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
 static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_t start,
                                   struct cap_error *err)
 {
-  c->rec.duration_ms = (int64_t)(now_ms() - start);
+  c->rec.duration_ms = (int64_t)(cap_now_ms(CLOCK_MONOTONIC) - start);
   if (o != GW_OUTCOME_OK && strcmp(c->rec.outcome, "ok") == 0)
     c->rec.outcome = err->message ? err->message : "failed";
   if (c->out)
@@ -459,7 +453,7 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
   *res = (struct gw_result){0};
-  uint64_t start = now_ms();
+  uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
   struct call_ctx c = {.call = call,
                        .reg = reg,
                        .st = st,

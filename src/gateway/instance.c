@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "runtime/selu_rpc.h"
@@ -40,17 +41,10 @@ struct lease_reply {
   char message[480];
 };
 
-static uint64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds until deadline, as poll wants them (0 when past). */
 static int ms_until(uint64_t deadline)
 {
-  uint64_t t = now_ms();
+  uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
   if (t >= deadline)
     return 0;
   return deadline - t > INT32_MAX ? INT32_MAX : (int)(deadline - t);
@@ -85,7 +79,7 @@ static int connect_keeper(const struct sockaddr_un *sa, uint64_t deadline)
     return -errno;
   while (connect(fd, (const struct sockaddr *)sa, sizeof *sa) < 0) {
     int e = errno;
-    if (e != EAGAIN || now_ms() >= deadline) {
+    if (e != EAGAIN || cap_now_ms(CLOCK_MONOTONIC) >= deadline) {
       close(fd);
       return -e;
     }
@@ -170,9 +164,9 @@ static void keeper_note(const char *fmt, ...)
  * implement it), up to startup_ms. On failure, why says what was seen. */
 static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
 {
-  uint64_t deadline = now_ms() + k->startup_ms;
+  uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + k->startup_ms;
   snprintf(why, why_len, "nothing listened on port %u", k->port);
-  while (now_ms() < deadline) {
+  while (cap_now_ms(CLOCK_MONOTONIC) < deadline) {
     struct cap_error err = {0};
     int fd = sandbox_connect(k->connector, k->port, 1000, &err);
     if (fd == -EPIPE || fd == -ETIMEDOUT) {
@@ -184,7 +178,8 @@ static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
     if (fd >= 0) {
       struct selu_channel *ch = NULL;
       bool healthy = false;
-      uint64_t left = deadline > now_ms() ? deadline - now_ms() : 1;
+      uint64_t left =
+          deadline > cap_now_ms(CLOCK_MONOTONIC) ? deadline - cap_now_ms(CLOCK_MONOTONIC) : 1;
       int r = selu_channel_open(fd, 1 << 20, &ch, &err);
       if (r == 0)
         r = selu_health(ch, (int)(left < 1000 ? left : 1000), &healthy, &err);
@@ -278,7 +273,7 @@ static int lease_timeout(struct keeper *k, struct lease_loop *L)
 {
   int timeout = -1;
   if (L->n == 0) {
-    uint64_t t = now_ms();
+    uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
     if (L->dying || t >= L->last + k->idle_ms) {
       if (!L->dying)
         keeper_note("idle for %llu ms: stopping the server", (unsigned long long)k->idle_ms);
@@ -315,14 +310,15 @@ static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, siz
         gone = true;
     } else if (ev & (POLLHUP | POLLERR)) {
       gone = true;
-    } else if (!cl->waiting && !cl->leased && now_ms() >= cl->since + KEEPER_ASK_MS) {
+    } else if (!cl->waiting && !cl->leased &&
+               cap_now_ms(CLOCK_MONOTONIC) >= cl->since + KEEPER_ASK_MS) {
       gone = true; /* silent: its slot is for callers */
     }
     if (gone) {
       if (cl->leased)
         L->active--;
       close(cl->fd);
-      L->last = now_ms();
+      L->last = cap_now_ms(CLOCK_MONOTONIC);
     } else {
       L->clients[kept++] = *cl; /* in arrival order: leases are granted fairly */
     }
@@ -409,7 +405,7 @@ static void *keeper_serve(void *arg)
               k->max_active, (unsigned long long)k->idle_ms);
   keeper_report(k, "%s", KEEPER_READY);
 
-  struct lease_loop L = {.last = now_ms(), .busy_base = -1};
+  struct lease_loop L = {.last = cap_now_ms(CLOCK_MONOTONIC), .busy_base = -1};
   L.cpu_counted = k->cpu_budget_ms && sandbox_cpu_ms(k->running) >= 0;
   if (k->cpu_budget_ms && !L.cpu_counted)
     keeper_note("this host gives capsule no cgroup to count CPU in: the per-call CPU budget "
@@ -434,7 +430,7 @@ static void *keeper_serve(void *arg)
     if (k->listener >= 0 && (p[0].revents & POLLIN)) {
       int c = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
       if (c >= 0 && L.n < KEEPER_MAX_CLIENTS)
-        L.clients[L.n++] = (struct client){.fd = c, .since = now_ms()};
+        L.clients[L.n++] = (struct client){.fd = c, .since = cap_now_ms(CLOCK_MONOTONIC)};
       else if (c >= 0)
         close(c);
     }
@@ -623,7 +619,7 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   while (flock(lock, LOCK_EX | LOCK_NB) < 0) {
     if (errno != EWOULDBLOCK && errno != EINTR)
       return cap_error_errno(err, errno, "cannot lock %s", lock_path);
-    if (now_ms() >= deadline)
+    if (cap_now_ms(CLOCK_MONOTONIC) >= deadline)
       return cap_error_set(err, ETIMEDOUT, "another call is still starting %s", req->spec->id);
     sleep_ms(10);
   }
@@ -657,7 +653,7 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   char msg[512];
   size_t got = 0;
   for (;;) {
-    uint64_t t = now_ms();
+    uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
     struct pollfd p = {.fd = status[0], .events = POLLIN};
     if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0) {
       close(status[0]);
@@ -700,7 +696,7 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
   r = gw_instance_check_run_dir(req->run_dir, err);
   if (r < 0)
     return r;
-  uint64_t deadline = now_ms() + (req->wait_ms ? req->wait_ms : 30000);
+  uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + (req->wait_ms ? req->wait_ms : 30000);
   /* an instance that went away between connect and lease is started anew,
    * once: nothing was sent to it yet, so retrying is safe */
   for (int attempt = 0; attempt < 2; attempt++) {
@@ -719,7 +715,7 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
     int got_fd = -1;
     ssize_t n = -1;
     if (send(fd, "L", 1, MSG_NOSIGNAL) == 1) {
-      uint64_t t = now_ms();
+      uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
       struct pollfd p = {.fd = fd, .events = POLLIN};
       if (t < deadline && poll(&p, 1, ms_until(deadline)) > 0) {
         struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
@@ -19,13 +20,6 @@
 #include "gateway/registry.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/selu_rpc.h"
-
-static uint64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static char *read_small_file(const char *path, size_t *len)
 {
@@ -126,7 +120,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                          spec->id, spec->runtime.image ? spec->runtime.image : "none"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   uint64_t deadline_ms = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
-  uint64_t start = now_ms();
+  uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
   char key[33];
   if (instance_key(call, spec, env, n_env, key, err) < 0)
     return GW_OUTCOME_FAILED;
@@ -156,7 +150,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
     const char *keys[] = {"session_id", "user_id"};
     const char *values[] = {call->session_id ? call->session_id : session,
                             call->user ? call->user : ""};
-    uint64_t spent = now_ms() - start;
+    uint64_t spent = cap_now_ms(CLOCK_MONOTONIC) - start;
     uint64_t rest = spent >= deadline_ms ? 1 : deadline_ms - spent;
     int left = rest > INT32_MAX ? INT32_MAX : (int)rest;
     r = selu_invoke(ch, tool, args, keys, values, 2, left, resp, err);

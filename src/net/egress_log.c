@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/buf.h"
 #include "core/escape.h"
 #include "core/json.h"
@@ -23,13 +24,6 @@
 #define LOG_MAX_BYTES (64ll << 20) /* one run's share of the file */
 #define COALESCE_MS 10000          /* a repeat run is reported at least this often */
 #define FIELD_MAX 1024             /* bytes of one string kept (paths) */
-
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* s as printable text (core/escape.h: a backslash doubled, controls,
  * invisible and direction characters and bytes that are not UTF-8 as
@@ -217,7 +211,7 @@ void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, con
     return;
   pthread_mutex_lock(&px->log_lock);
   struct egress_log *lg = &px->log;
-  int64_t now = now_ms();
+  int64_t now = (int64_t)cap_now_ms(CLOCK_MONOTONIC);
   if (!allowed && repeats_last(lg, ev, why)) {
     lg->repeats++;
     if (now - lg->repeat_since_ms >= COALESCE_MS)
@@ -245,7 +239,7 @@ void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, con
 void proxy_log_flush(struct proxy *px)
 {
   pthread_mutex_lock(&px->log_lock);
-  flush_counts(px, now_ms(), true);
+  flush_counts(px, (int64_t)cap_now_ms(CLOCK_MONOTONIC), true);
   set_last(&px->log, NULL, NULL);
   pthread_mutex_unlock(&px->log_lock);
 }

@@ -1,6 +1,6 @@
 /* Egress policy decisions, with no I/O: which host:port a sandboxed tool may
  * reach, which resolved addresses the proxy must never connect to, and
- * which HTTP method + path an L7 rule admits. The proxy (issue 5) asks these
+ * which HTTP method + path an L7 rule admits. The proxy asks these
  * questions for every connection and request; they are kept pure so they can
  * be tested exhaustively. */
 #ifndef CAPSULE_NET_RULES_H
