@@ -20,10 +20,16 @@ if "$capsule" doctor; then
   # the manifest's credential route reads GITHUB_TOKEN on the host side; the
   # tool gets the proxy and the session CA, never the token
   export GITHUB_TOKEN=${GITHUB_TOKEN:-demo-not-a-real-token}
-  echo "== capsule run --config examples/repo-build -- /bin/sh -c '...'"
-  "$capsule" run --config examples/repo-build -- /bin/sh -c \
+  # the manifest grants ~/src/project and ~/.npmrc: a home of the demo's own
+  # holds them (a grant of a missing path is an error)
+  demo_home=$(mktemp -d)
+  mkdir -p "$demo_home/src/project" && : >"$demo_home/.npmrc"
+  chmod -R a+rX "$demo_home"
+  echo "== capsule run --config examples/repo-build -- /bin/sh -c '...'   (HOME=$demo_home)"
+  HOME=$demo_home "$capsule" run --config examples/repo-build -- /bin/sh -c \
     'echo "inside: uid $(id -u), hostname $(hostname)"; ls /; env | grep -E "^(HTTPS_PROXY|SSL_CERT_FILE)="
      echo "variables mentioning a token inside: $(env | grep -ci token)"'
+  rm -rf "$demo_home"
 fi
 
 # the gateway: one call through policy, validation, the sandbox and the audit
