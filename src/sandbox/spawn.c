@@ -537,22 +537,65 @@ static void tool_host_ids(const struct sandbox_options *opt, uid_t *uid, gid_t *
            len ? ", " : "", opt->id_base + SANDBOX_UID_AS_ROOT);
 }
 
-int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
-                struct sandbox_result *res, struct cap_error *err)
+/* What no sandbox can be made for: refused before anything is set up. */
+static int check_request(const struct cap_spec *spec, const struct sandbox_options *opt,
+                         struct cap_error *err)
 {
-  *res = (struct sandbox_result){0};
   if (!opt->argv || !opt->argv[0])
     return cap_error_set(err, EINVAL, "no command to run");
   if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
     return cap_error_set(err, ENOTSUP,
                          "the manifest asks for the linux-gvisor backend, which capsule does "
                          "not run yet; refusing rather than running it with less isolation");
-
   if (spec->network.localhost.len > SANDBOX_MAX_FORWARDS)
     return cap_error_set(err, EINVAL,
                          "network.ports.localhost lists %zu ports; capsule forwards at most %d",
                          spec->network.localhost.len, SANDBOX_MAX_FORWARDS);
-  uid_t uid = getuid(), euid = geteuid();
+  return 0;
+}
+
+/* The mount plan (resolved with the caller's rights), the connect()
+ * supervisor, the idmapped grants as root, and what they cannot enforce. */
+static int prepare_layers(struct launch *l, const struct cap_spec *spec,
+                          const struct sandbox_options *opt, uid_t tool_uid, gid_t tool_gid,
+                          struct sandbox_result *res, struct cap_error *err)
+{
+  int r = sandbox_mount_plan_new(spec, opt, &l->plan, err);
+  if (r == 0)
+    r = supervise_prepare(&l->sup, spec, tool_uid, tool_gid, err);
+  if (r < 0)
+    return r;
+  sandbox_mount_note_unenforced(spec, l->plan, res->unenforced, sizeof res->unenforced);
+  if (l->as_root) /* the caller's files in writable grants: the tool's (idmap.c) */
+    sandbox_idmap_plan(l->plan, tool_uid, tool_gid, res->unenforced, sizeof res->unenforced);
+  return 0;
+}
+
+/* The pipes and socket between capsule and the child. An unprivileged
+ * parent can write the child's id maps only while the child is dumpable
+ * (else its /proc files are root's), and a child inherits the flag: a
+ * capsule holding keys (cap_secret_hold) stays not dumpable itself, and its
+ * child makes itself dumpable once it has scrubbed its copy of the secrets
+ * (the state keys are on wipe-on-fork pages), saying so on `ready` before
+ * the parent writes the maps. */
+static int make_channels(struct launch *l, bool proxied, struct cap_error *err)
+{
+  if (pipe2(l->sync, O_CLOEXEC) < 0 || pipe2(l->report, O_CLOEXEC) < 0 ||
+      pipe2(l->life, O_CLOEXEC) < 0 ||
+      (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l->pass) < 0) ||
+      (!l->as_root && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 && pipe2(l->ready, O_CLOEXEC) < 0))
+    return cap_error_errno(err, errno, "cannot create the setup channels");
+  return 0;
+}
+
+int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
+                struct sandbox_result *res, struct cap_error *err)
+{
+  *res = (struct sandbox_result){0};
+  int r = check_request(spec, opt, err);
+  if (r < 0)
+    return r;
+  uid_t uid = getuid();
   gid_t gid = getgid();
   uid_t inside_uid = uid ? uid : SANDBOX_UID_AS_ROOT;
   gid_t inside_gid = uid ? gid : SANDBOX_UID_AS_ROOT;
@@ -567,10 +610,10 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                      .life = {-1, -1},
                      .ready = {-1, -1},
                      .own_stdio = {-1, -1, -1}};
-  l.as_root = euid == 0;
+  l.as_root = geteuid() == 0;
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
-  int r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
+  r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
   if (r < 0)
     return r;
   r = prepare_host_side(&l, spec, err);
@@ -583,18 +626,11 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   memcpy(child_opt.stdio, l.stdio, sizeof l.stdio);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
   tool_host_ids(opt, &outside_uid, &outside_gid, res->unenforced, sizeof res->unenforced);
-  r = sandbox_mount_plan_new(spec, opt, &l.plan, err);
+  r = prepare_layers(&l, spec, opt, outside_uid, outside_gid, res, err);
   if (r == 0)
-    r = supervise_prepare(&l.sup, spec, outside_uid, outside_gid, err);
+    r = make_channels(&l, proxied, err);
   if (r < 0)
     return launch_release(&l, r);
-  sandbox_mount_note_unenforced(spec, l.plan, res->unenforced, sizeof res->unenforced);
-  if (l.as_root) /* the caller's files in writable grants: the tool's (idmap.c) */
-    sandbox_idmap_plan(l.plan, outside_uid, outside_gid, res->unenforced, sizeof res->unenforced);
-  if (pipe2(l.sync, O_CLOEXEC) < 0 || pipe2(l.report, O_CLOEXEC) < 0 ||
-      pipe2(l.life, O_CLOEXEC) < 0 ||
-      (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l.pass) < 0))
-    return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
 
   int flags =
       CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
@@ -602,14 +638,6 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     flags |= CLONE_NEWNET;
   fflush(NULL);
   _cleanup_close_ int pidfd = -1;
-  /* an unprivileged parent can write the child's id maps only while the
-   * child is dumpable (else its /proc files are root's), and a child
-   * inherits the flag: a capsule holding keys (cap_secret_hold) stays not
-   * dumpable itself, and its child makes itself dumpable once it has
-   * scrubbed its copy of the secrets (the state keys are on wipe-on-fork
-   * pages), saying so on `ready` before the parent writes the maps */
-  if (euid && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 && pipe2(l.ready, O_CLOEXEC) < 0)
-    return launch_release(&l, cap_error_errno(err, errno, "cannot create the setup channels"));
   l.pid = clone_sandbox(flags, &pidfd);
   if (l.pid < 0) {
     int e = errno;
