@@ -2,7 +2,7 @@
 # `make run`: capsule's main job on the bundled examples: check each
 # capability (all four formats) and print the resolved manifest of each.
 set -euo pipefail
-capsule=${1:-build/capsule}
+capsule=$(realpath "${1:-build/capsule}") # before the cd: a path relative to the caller
 cd "$(dirname "$0")/.."
 examples=(examples/web-search examples/covenant examples/weather examples/repo-build)
 echo "== capsule check ${examples[*]}"
