@@ -43,6 +43,9 @@ static void add_dir(struct dir_list *l, const char *dir)
   if (!dir || !*dir)
     return;
   char *real = realpath(dir, NULL);
+  if (!real && errno != ENOENT && errno != ENOTDIR && dir[0] == '/')
+    real = cap_xstrdup(dir); /* unresolvable now (a parent made unsearchable, say): the sandbox's
+                                mask plan resolves it again and refuses to run without it */
   if (!real || listed(l->v, l->n, real)) {
     free(real);
     return;

@@ -174,15 +174,17 @@ static bool spawn_worker(struct proxy *px)
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  /* joinable: proxy_stop waits for each to have ended, thread-local
+   * state (OpenSSL's) freed, before the proxy and its process go */
   pthread_attr_setstacksize(&attr, 256 * 1024);
-  bool ok = pthread_create(&t, &attr, worker_main, w) == 0;
+  bool ok = px->n_threads < MAX_CONNS && pthread_create(&t, &attr, worker_main, w) == 0;
   pthread_attr_destroy(&attr);
   if (!ok) {
     free(w);
     return false;
   }
   px->n_workers++;
+  px->threads[px->n_threads++] = t;
   return true;
 }
 
@@ -382,6 +384,9 @@ void proxy_stop(struct proxy *px)
     while (px->n_workers)
       pthread_cond_wait(&px->idle, &px->lock);
     pthread_mutex_unlock(&px->lock);
+    for (size_t i = 0; i < px->n_threads; i++) /* each has left its loop: joined at once */
+      pthread_join(px->threads[i], NULL);
+    px->n_threads = 0;
   }
   for (size_t i = 0; i < px->n_listen; i++)
     close(px->listen_fds[i]);

@@ -84,6 +84,8 @@ struct proxy {
   pthread_cond_t work; /* a connection was queued, or stopping */
   size_t active;       /* slots in use */
   size_t n_workers, idle_workers;
+  pthread_t threads[MAX_CONNS]; /* every worker made, joined by proxy_stop */
+  size_t n_threads;
   size_t acceptors; /* workers blocked in accept() on the proxy's listener */
   bool stopping;
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */

@@ -165,17 +165,52 @@ static int plan_mask_real(struct sandbox_mount_plan *plan, const char *real, con
  * hides what it points to). A path that does not exist hides nothing;
  * one that cannot be resolved otherwise (a symlink loop, an I/O error)
  * fails closed. */
+/* Whether what keeps `path` from resolving is a directory of another
+ * user's (which the tool, with the caller's uid or fewer rights, cannot
+ * make searchable), not one of the caller's own (which a tool with a
+ * writable grant could have made unsearchable, and could undo). */
+static bool blocked_by_others(const char *path)
+{
+  _cleanup_free_ char *p = cap_xstrdup(path);
+  for (char *s = p + 1;; s++) {
+    bool end = *s == '\0';
+    if (!end && *s != '/')
+      continue;
+    char saved = *s;
+    *s = '\0';
+    struct stat st;
+    bool found = stat(p, &st) == 0;
+    bool stuck = found && S_ISDIR(st.st_mode) && access(p, X_OK) < 0;
+    *s = saved;
+    if (stuck)
+      return st.st_uid != geteuid();
+    if (!found || end)
+      return false;
+  }
+}
+
 static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const char *why,
                      bool is_state, struct cap_error *err)
 {
   _cleanup_free_ char *host = sandbox_expand_path(path);
   _cleanup_free_ char *real = realpath(host, NULL);
   if (!real) {
-    /* nothing there to show: absent, or behind a directory the caller
-     * cannot search, which the sandbox (the caller's uid, or as root uid
-     * 65534 with fewer rights than root) cannot search either */
-    if (errno == ENOENT || errno == ENOTDIR || errno == EACCES)
+    /* nothing there to show: absent (its ancestors are pinned, so a tool
+     * cannot have moved it away). A directory on the way that the caller
+     * cannot search is no reason to skip the mask: the tool may be the one
+     * that made it so (it has the caller's uid, or as root writes the
+     * caller's files through an idmapped grant) and can make it searchable
+     * again once the mask is not there: fail closed */
+    if (errno == ENOENT || errno == ENOTDIR)
       return 0;
+    if (errno == EACCES && !blocked_by_others(host))
+      return cap_error_set(err, EACCES,
+                           "cannot resolve %s (%s) to mask it: a directory of yours on its way "
+                           "is not searchable; make it searchable again (chmod u+x), or drop "
+                           "the entry; refusing to run with it maybe visible",
+                           host, why);
+    if (errno == EACCES)
+      return 0; /* behind another user's directory: the tool cannot open it either */
     return cap_error_errno(err, errno,
                            "cannot resolve %s (%s) to mask it; refusing to run with "
                            "it visible",
