@@ -415,6 +415,17 @@ static int add_flag_paths(const struct run_args *a, struct cap_spec *spec)
                 grant_flags[k], given, strerror(errno));
         return CLI_EXIT_INVALID;
       }
+      struct stat link;
+      if (k != CAP_ACCESS_READ && S_ISSOCK(st.st_mode) && lstat(given, &link) == 0 &&
+          S_ISLNK(link.st_mode)) {
+        /* a socket is granted by its own path: a link to one may have been
+         * put there by a tool that could write its directory */
+        fprintf(stderr,
+                "capsule run: %s %s: a symlink to the socket %s; grant the socket by its own "
+                "path\n",
+                grant_flags[k], given, resolved);
+        return CLI_EXIT_INVALID;
+      }
       cap_spec_add_grant(spec, resolved, (enum cap_access)k,
                          S_ISDIR(st.st_mode) ? CAP_FS_DIRECTORY : CAP_FS_FILE, CAP_ORIGIN_MANIFEST);
     }

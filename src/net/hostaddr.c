@@ -1,5 +1,7 @@
 #include "net/hostaddr.h"
 
+#include <sys/time.h>
+
 #include <errno.h>
 #include <ifaddrs.h>
 #include <linux/netlink.h>
@@ -133,4 +135,60 @@ void host_addrs_free(struct host_addrs *h)
   pthread_mutex_destroy(&h->lock);
   free(h->v);
   free(h);
+}
+
+bool host_route_local(const struct sockaddr *sa)
+{
+  struct {
+    struct nlmsghdr nh;
+    struct rtmsg rt;
+    char attrs[64];
+  } req = {0};
+  unsigned char addr[16];
+  size_t alen;
+  int family;
+  if (sa->sa_family == AF_INET) {
+    family = AF_INET;
+    alen = 4;
+    memcpy(addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+  } else if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(a6)) {
+      family = AF_INET;
+      alen = 4;
+      memcpy(addr, &a6->s6_addr[12], 4);
+    } else {
+      family = AF_INET6;
+      alen = 16;
+      memcpy(addr, a6, 16);
+    }
+  } else {
+    return false;
+  }
+  req.nh.nlmsg_type = RTM_GETROUTE;
+  req.nh.nlmsg_flags = NLM_F_REQUEST;
+  req.rt.rtm_family = (unsigned char)family;
+  req.rt.rtm_dst_len = (unsigned char)(alen * 8);
+  struct rtattr *rta = (struct rtattr *)req.attrs;
+  rta->rta_type = RTA_DST;
+  rta->rta_len = (unsigned short)RTA_LENGTH(alen);
+  memcpy(RTA_DATA(rta), addr, alen);
+  req.nh.nlmsg_len = (uint32_t)(NLMSG_LENGTH(sizeof req.rt) + RTA_ALIGN(rta->rta_len));
+  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0)
+    return false;
+  struct timeval tv = {.tv_sec = 1};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  bool local = false;
+  char buf[4096];
+  if (send(fd, &req, req.nh.nlmsg_len, 0) == (ssize_t)req.nh.nlmsg_len) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+    if (n > 0 && NLMSG_OK(nh, (size_t)n) && nh->nlmsg_type == RTM_NEWROUTE) {
+      struct rtmsg *rt = NLMSG_DATA(nh);
+      local = rt->rtm_type == RTN_LOCAL;
+    }
+  }
+  close(fd);
+  return local;
 }

@@ -22,6 +22,12 @@ bool host_addrs_contains(struct host_addrs *h, const struct sockaddr *sa);
 
 void host_addrs_free(struct host_addrs *h);
 
+/* Whether the kernel would deliver to sa's address locally (a route of type
+ * local: the interface addresses, and also a whole prefix routed to this
+ * machine with `ip route add local ...`, which no interface lists). Asks
+ * the kernel (RTM_GETROUTE) each time. */
+bool host_route_local(const struct sockaddr *sa);
+
 /* Whether a and b hold the same address, IPv4 and its IPv6 forms alike
  * (ports ignored). */
 bool host_addrs_same(const struct sockaddr *a, const struct sockaddr *b);

@@ -132,9 +132,10 @@ int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest
     }
   /* the host's own interface addresses are its loopback by another name */
   for (size_t i = 0; i < d->n && !px->opt.allow_private; i++)
-    if (host_addrs_contains(px->host_addrs, (const struct sockaddr *)&d->addrs[i])) {
+    if (host_addrs_contains(px->host_addrs, (const struct sockaddr *)&d->addrs[i]) ||
+        host_route_local((const struct sockaddr *)&d->addrs[i])) {
       *why = "the host resolves to an address capsule never connects to "
-             "(one of this machine's own interface addresses)";
+             "(one this machine answers for itself: an interface address or a local route)";
       return -EACCES;
     }
   return 0;

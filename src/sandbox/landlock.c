@@ -104,7 +104,9 @@ bool sandbox_grant_is_unix_socket(const struct cap_fs_grant *g)
 {
   struct stat st;
   _cleanup_free_ char *path = sandbox_expand_path(g->path); /* "~/x" as the mount tree has it */
-  return g->access != CAP_ACCESS_READ && path[0] == '/' && stat(path, &st) == 0 &&
+  /* lstat: the grant path itself must be the socket; a symlink to a socket
+   * (which a tool could have put there in an earlier run) is not one */
+  return g->access != CAP_ACCESS_READ && path[0] == '/' && lstat(path, &st) == 0 &&
          S_ISSOCK(st.st_mode);
 }
 

@@ -132,7 +132,7 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
   sup->n_ports = landlock_connect_ports(spec, sup->ports, sizeof sup->ports / sizeof sup->ports[0]);
   for (size_t i = 0; i < spec->n_grants && sup->n_granted < MAX_GRANTED; i++) {
     struct stat st;
-    if (sandbox_grant_is_unix_socket(&spec->grants[i]) && stat(spec->grants[i].path, &st) == 0)
+    if (sandbox_grant_is_unix_socket(&spec->grants[i]) && lstat(spec->grants[i].path, &st) == 0)
       sup->granted[sup->n_granted++] = (struct socket_id){st.st_dev, st.st_ino};
   }
   *ret = sup;
