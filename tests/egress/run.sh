@@ -240,10 +240,10 @@ for who in "${users[@]}"; do
     # a UDP datagram to the stand-in host address (delivered if it got out)
     in_ns=$ns check "$who" udp-out 0 "BLOCKED" run --config "$work/any.json" $P -- "$hostile" udp "$nsip" 53
     # the host's own interface addresses are refused as loopback is
-    in_ns=$ns check "$who" host-interface-refused 0 "never connects to .*own interface" run --config "$work/nsany.json" -- sh -c "$C http://$nsip:$nshttp/x"
+    in_ns=$ns check "$who" host-interface-refused 0 "never connects to .*answers for itself" run --config "$work/nsany.json" -- sh -c "$C http://$nsip:$nshttp/x"
     # other spellings of the same address: one number, IPv4-mapped IPv6
-    in_ns=$ns check "$who" host-interface-as-number 0 "never connects to .*own interface" run --config "$work/nsany.json" -- bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://3325256711:$nshttp/x HTTP/1.1\r\n\r\n' >&3; cat <&3"
-    in_ns=$ns check "$who" host-interface-v4-mapped 0 "never connects to .*own interface" run --config "$work/nsany.json" -- bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://[::ffff:$nsip]:$nshttp/x HTTP/1.1\r\n\r\n' >&3; cat <&3"
+    in_ns=$ns check "$who" host-interface-as-number 0 "never connects to .*answers for itself" run --config "$work/nsany.json" -- bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://3325256711:$nshttp/x HTTP/1.1\r\n\r\n' >&3; cat <&3"
+    in_ns=$ns check "$who" host-interface-v4-mapped 0 "never connects to .*answers for itself" run --config "$work/nsany.json" -- bash -c "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'GET http://[::ffff:$nsip]:$nshttp/x HTTP/1.1\r\n\r\n' >&3; cat <&3"
     in_ns=$ns check "$who" host-interface-allowed-private 0 "^GET /x$" run --config "$work/nsany.json" $P -- sh -c "$C http://$nsip:$nshttp/x"
     # an address added while capsule runs is refused too (re-read on
     # change): unassigned it is unreachable (502), assigned it is the host's
@@ -258,7 +258,7 @@ for who in "${users[@]}"; do
     wait $nsjob
     ip -n "$ns" addr del "$nsip2/24" dev cveth0
     if grep -q 'did not accept' "$work/logs/ns.out" && ! grep -q '^GET /after$' "$work/logs/ns.out" &&
-       grep -q 'never connects to .*own interface' "$work/logs/ns.out"; then ok "$who" host-interface-added-later
+       grep -q 'never connects to .*answers for itself' "$work/logs/ns.out"; then ok "$who" host-interface-added-later
     else bad "$who" host-interface-added-later; head -6 "$work/logs/ns.out" | sed 's/^/         /'; fi
   fi
   # bad input: the proxy answers and stays up
