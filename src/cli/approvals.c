@@ -37,7 +37,11 @@ static void describe_approval(FILE *f, const struct gw_approval *a)
   fputs(", asked by ", f);
   cap_escape_fput(f, a->asked_by, 200);
   fprintf(f, ", valid until %s\n  arguments: ", expires);
-  cap_escape_fput(f, a->args, 4000);
+  /* all of them, as capsule writes JSON: nothing hidden past a cut or
+   * behind whitespace */
+  char *args = cap_json_canonical(a->args, strlen(a->args));
+  cap_escape_fput(f, args ? args : a->args, SIZE_MAX);
+  free(args);
   fputc('\n', f);
 }
 

@@ -403,11 +403,15 @@ static int cmd_call(int argc, char **argv)
   struct gw_result result = {0};
   struct cap_error err = {0};
   enum gw_outcome outcome = gw_call(&call, &reg, st, &result, &err);
+  /* the tool's result, as capsule writes JSON: a C1 or direction character
+   * in a string reaches the operator's terminal as a \\u escape */
+  _cleanup_free_ char *shown =
+      outcome == GW_OUTCOME_OK ? cap_json_canonical(result.json, strlen(result.json)) : NULL;
   if (outcome == GW_OUTCOME_OK && o.json)
-    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", result.json,
+    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
            result.terminal_on_success ? "true" : "false");
   else if (outcome == GW_OUTCOME_OK)
-    printf("%s\n", result.json);
+    printf("%s\n", shown ? shown : "null");
   else
     cli_error("call", err.message);
   cap_error_clear(&err);

@@ -606,3 +606,21 @@ void cap_jw_node(struct cap_jw *w, const struct cap_node *n)
     return;
   }
 }
+
+char *cap_json_canonical(const char *text, size_t len)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(doc, text, len, "json", 0, &diags);
+  cap_diags_free(&diags);
+  char *out = NULL;
+  if (r == 0 && doc->root) {
+    struct cap_buf b = {0};
+    struct cap_jw w;
+    cap_jw_init(&w, &b, false);
+    cap_jw_node(&w, doc->root);
+    out = b.data ? b.data : cap_xstrdup("");
+  }
+  cap_doc_free(doc);
+  return out;
+}

@@ -24,6 +24,12 @@
 int cap_json_parse(struct cap_doc *doc, const char *data, size_t len, const char *file,
                    unsigned max_depth, struct cap_diags *diags);
 
+/* JSON text as capsule writes it: compact (no whitespace to hide a member
+ * behind), every control, C1 and direction character in a string as a \\u
+ * escape (it cannot drive a terminal). NULL when text is not JSON; the
+ * caller frees it. */
+char *cap_json_canonical(const char *text, size_t len);
+
 /* A streaming writer that places commas and indentation itself. */
 struct cap_jw {
   struct cap_buf *out;

@@ -262,7 +262,12 @@ static bool prompt_tty(const struct gw_call *call, bool *asked)
   cap_buf_putc(&b, '.');
   escape_at_most(&b, call->tool, strlen(call->tool), 200);
   cap_buf_puts(&b, " with ");
-  escape_at_most(&b, call->args, call->args_len, 400);
+  char *args = cap_json_canonical(call->args, call->args_len); /* all of it, compact */
+  if (args)
+    cap_escape_text(&b, args, strlen(args));
+  else
+    escape_at_most(&b, call->args, call->args_len, 4000);
+  free(args);
   cap_buf_puts(&b, "\nAllow this call? [y/N] ");
   ssize_t w = write(fd, b.data, b.len);
   cap_buf_free(&b);

@@ -65,7 +65,7 @@ fi
 echo "approve and deny say what they decide"
 t approve-shows-what 0 "^approved $id2: echo.dispatch for user bob, asked by $me, valid until .*
   arguments: \{\"text\": \"two\"\}" approve "$id2" --state "$state"
-if grep -q 'arguments: {"text": "two"}' <<<"$out"; then ok approve-shows-arguments; else bad approve-shows-arguments; fi
+if grep -q 'arguments: {"text":"two"}' <<<"$out"; then ok approve-shows-arguments; else bad approve-shows-arguments; fi
 t approve-twice 1 "approval $id2 is approved, not pending" approve "$id2" --state "$state"
 t deny-shows-what 0 "^denied $id3: echo.dispatch for user bob" deny "$id3" --state "$state"
 t approved-runs 0 '"text":"two"' call "${G[@]}" --user bob echo dispatch '{"text": "two"}'
