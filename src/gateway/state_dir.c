@@ -74,6 +74,11 @@ static int repair_files(int dirfd, const char *dir, struct cap_error *err)
     if (!S_ISREG(sb.st_mode))
       return cap_error_set(err, EPERM, "%s is not a regular file: refusing the state directory",
                            what);
+    if (sb.st_nlink != 1)
+      return cap_error_set(err, EPERM,
+                           "%s has %lu links: another name for it could be read from elsewhere "
+                           "(a tool may have kept one); refusing the state directory",
+                           what, (unsigned long)sb.st_nlink);
     int r = check_owner_and_mode(what, &sb, err);
     if (r < 0)
       return r;
@@ -140,6 +145,11 @@ static int read_key(int fd, const char *path, unsigned char key[GW_KEY_BYTES],
   if (!S_ISREG(sb.st_mode) || (sb.st_mode & 077))
     return cap_error_set(err, EPERM, "%s is readable by others (mode %o); chmod 600 it", path,
                          (unsigned)(sb.st_mode & 0777));
+  if (sb.st_nlink != 1)
+    return cap_error_set(err, EPERM,
+                         "%s has %lu links: another name for the key could be read from "
+                         "elsewhere; refusing it",
+                         path, (unsigned long)sb.st_nlink);
   if (read(fd, key, GW_KEY_BYTES) != GW_KEY_BYTES)
     return cap_error_set(err, EINVAL, "%s does not hold a 32-byte key", path);
   return 0;
