@@ -4,7 +4,9 @@
 # Left out, and said so in docs: plant_capability.sh and
 # manifest_file_source.sh (the operator trusts the capabilities directory
 # and a manifest's credential routes), l7_rules_other_address.sh (rules
-# bind a host's own addresses; docs/egress.md). Usage: run.sh CAPSULE
+# bind a host's own addresses; docs/egress.md); of the second review's,
+# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md).
+# Usage: run.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +16,11 @@ scripts=(
   deny_rename_parent.sh writeonly_grant_readable.sh approval_digest_depth.sh
   covenant_log_fill.sh blocked_command_hardlink.sh talos_error_escape.sh
   egress_verbose_escape.sh dry_run_forged_grant.sh statedirs_tmp_dos.sh
+  # the second review's (tests/review2/)
+  ../review2/state_chmod_parent.sh ../review2/deny_chmod_parent.sh
+  ../review2/plant_project_state_root.sh ../review2/socket_grant_symlink.sh
+  ../review2/proxy_local_route.sh ../review2/approval_hidden_args.sh
+  ../review2/call_result_terminal.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
