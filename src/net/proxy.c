@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -108,6 +109,38 @@ static void serve_slot(struct worker *w, size_t slot)
   px->active--;
 }
 
+/* Takes w off px->workers (locked), its CPU time added to the retired
+ * count: the thread is about to end, and its clock with it. */
+static void worker_retire(struct worker *w)
+{
+  struct proxy *px = w->px;
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+    px->retired_cpu_ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    px->workers = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+}
+
+int64_t proxy_cpu_ms(struct proxy *px)
+{
+  if (!px)
+    return 0;
+  pthread_mutex_lock(&px->lock);
+  int64_t ns = px->retired_cpu_ns;
+  /* a listed worker has not ended: it unlists itself under this lock first */
+  for (const struct worker *w = px->workers; w; w = w->next) {
+    struct timespec ts;
+    if (w->cpu_clock != (clockid_t)-1 && clock_gettime(w->cpu_clock, &ts) == 0)
+      ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  }
+  pthread_mutex_unlock(&px->lock);
+  return ns / 1000000;
+}
+
 static void *worker_main(void *arg)
 {
   struct worker *w = arg;
@@ -151,6 +184,7 @@ static void *worker_main(void *arg)
     px->idle_workers--;
   }
   px->n_workers--;
+  worker_retire(w);
   pthread_cond_broadcast(&px->idle);
   pthread_mutex_unlock(&px->lock);
   for (int i = 0; i < 2; i++)
@@ -182,6 +216,15 @@ static bool spawn_worker(struct proxy *px)
     free(w);
     return false;
   }
+  /* the thread cannot end before it is listed: it needs px->lock, held
+   * here (without a clock it is listed all the same, and counted when it
+   * ends) */
+  if (pthread_getcpuclockid(t, &w->cpu_clock) != 0)
+    w->cpu_clock = (clockid_t)-1;
+  w->next = px->workers;
+  if (px->workers)
+    px->workers->prev = w;
+  px->workers = w;
   px->n_workers++;
   return true;
 }

@@ -277,6 +277,7 @@ static int launch_release(struct launch *l, int r)
     fd_close(&l->own_stdio[i]);
   for (size_t i = 0; i < l->n_relays; i++)
     fd_close(&l->relays[i].from);
+  l->lim.outside_cpu_ms = NULL;
   proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
   l->proxy = NULL;
   sandbox_mount_plan_free(l->plan);
@@ -398,6 +399,8 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   sandbox_run_init(command, connector, 3);
 }
 
+static int64_t proxy_cpu_of(void *proxy) { return proxy_cpu_ms(proxy); }
+
 /* The parent's side of the start: id maps, cgroups, the go, the child's
  * verdict on its setup, the proxy's sockets. */
 static int start_child(struct launch *l, const struct cap_spec *spec, uid_t inside_uid,
@@ -434,6 +437,10 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   if (r == 0 && l->proxy) {
     r = proxy_start(l->proxy, l->listen_fds, l->n_listen, err);
     l->n_listen = 0; /* the proxy owns them now, even when it failed */
+  }
+  if (r == 0 && l->proxy) { /* the proxy's work is the sandbox's CPU */
+    l->lim.outside_cpu_ms = proxy_cpu_of;
+    l->lim.outside_cpu_arg = l->proxy;
   }
   return r;
 }
