@@ -109,20 +109,14 @@ static void serve_slot(struct worker *w, size_t slot)
   px->active--;
 }
 
-/* Takes w off px->workers (locked), its CPU time added to the retired
- * count: the thread is about to end, and its clock with it. */
+/* w's CPU time added to the retired count (locked): the thread is about
+ * to end, and its clock with it. */
 static void worker_retire(struct worker *w)
 {
-  struct proxy *px = w->px;
   struct timespec ts;
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
-    px->retired_cpu_ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-  if (w->prev)
-    w->prev->next = w->next;
-  else
-    px->workers = w->next;
-  if (w->next)
-    w->next->prev = w->prev;
+    w->px->retired_cpu_ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  w->ended = true;
 }
 
 int64_t proxy_cpu_ms(struct proxy *px)
@@ -131,10 +125,10 @@ int64_t proxy_cpu_ms(struct proxy *px)
     return 0;
   pthread_mutex_lock(&px->lock);
   int64_t ns = px->retired_cpu_ns;
-  /* a listed worker has not ended: it unlists itself under this lock first */
+  /* a worker not marked ended is running: it marks itself under this lock */
   for (const struct worker *w = px->workers; w; w = w->next) {
     struct timespec ts;
-    if (w->cpu_clock != (clockid_t)-1 && clock_gettime(w->cpu_clock, &ts) == 0)
+    if (!w->ended && w->cpu_clock != (clockid_t)-1 && clock_gettime(w->cpu_clock, &ts) == 0)
       ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   }
   pthread_mutex_unlock(&px->lock);
@@ -192,8 +186,7 @@ static void *worker_main(void *arg)
       close(w->pipes[i][0]);
       close(w->pipes[i][1]);
     }
-  free(w);
-  return NULL;
+  return NULL; /* proxy_stop joins the thread and frees w */
 }
 
 /* A new worker (locked). False when none can be made (the limit, or no
@@ -208,7 +201,6 @@ static bool spawn_worker(struct proxy *px)
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 * 1024);
   bool ok = pthread_create(&t, &attr, worker_main, w) == 0;
   pthread_attr_destroy(&attr);
@@ -216,14 +208,13 @@ static bool spawn_worker(struct proxy *px)
     free(w);
     return false;
   }
-  /* the thread cannot end before it is listed: it needs px->lock, held
-   * here (without a clock it is listed all the same, and counted when it
-   * ends) */
+  /* joinable, so that proxy_stop returns only once every worker is gone,
+   * its thread-local state (OpenSSL's) freed too; listed for that and for
+   * its CPU clock (without one it is counted only when it ends) */
+  w->thread = t;
   if (pthread_getcpuclockid(t, &w->cpu_clock) != 0)
     w->cpu_clock = (clockid_t)-1;
   w->next = px->workers;
-  if (px->workers)
-    px->workers->prev = w;
   px->workers = w;
   px->n_workers++;
   return true;
@@ -425,6 +416,12 @@ void proxy_stop(struct proxy *px)
     while (px->n_workers)
       pthread_cond_wait(&px->idle, &px->lock);
     pthread_mutex_unlock(&px->lock);
+    while (px->workers) {
+      struct worker *w = px->workers;
+      px->workers = w->next;
+      pthread_join(w->thread, NULL);
+      free(w);
+    }
   }
   for (size_t i = 0; i < px->n_listen; i++)
     close(px->listen_fds[i]);

@@ -90,9 +90,10 @@ struct proxy {
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */
   size_t q_head, q_len;
   struct slot slots[MAX_CONNS];
-  /* The CPU the workers spend is the sandbox's (proxy_cpu_ms): the live
-   * ones are read through their thread clocks, and one that ends adds its
-   * own to retired_cpu_ns first. Both under lock. */
+  /* Every worker made, until proxy_stop joins it. The CPU the workers
+   * spend is the sandbox's (proxy_cpu_ms): the running ones are read
+   * through their thread clocks, and one that ends adds its own to
+   * retired_cpu_ns first. Both under lock. */
   struct worker *workers;
   int64_t retired_cpu_ns;
 };
@@ -106,13 +107,15 @@ struct stream {
 /* A thread that serves one connection at a time, with what it reuses. */
 struct worker {
   struct proxy *px;
-  struct worker *prev, *next; /* px->workers, under px->lock */
-  clockid_t cpu_clock;        /* this thread's CPU clock, valid while listed */
-  size_t slot;                /* the connection being served */
-  int pipes[2][2];            /* splice pipes, one per direction; -1 until used */
-  bool bulk[2];               /* this direction moved a full small buffer: splice it */
-  char small[16384];          /* the first bytes of each direction, copied */
-  struct http_request req;    /* the request being parsed */
+  struct worker *next; /* px->workers, under px->lock */
+  pthread_t thread;
+  clockid_t cpu_clock;     /* this thread's CPU clock, valid until it ends */
+  bool ended;              /* its CPU is in px->retired_cpu_ns (under px->lock) */
+  size_t slot;             /* the connection being served */
+  int pipes[2][2];         /* splice pipes, one per direction; -1 until used */
+  bool bulk[2];            /* this direction moved a full small buffer: splice it */
+  char small[16384];       /* the first bytes of each direction, copied */
+  struct http_request req; /* the request being parsed */
   char buf[HTTP_HEAD_MAX + 65536];
 };
 
