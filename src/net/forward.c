@@ -362,8 +362,9 @@ static void forward_request(struct worker *w, struct stream *client, struct http
   cap_buf_free(&head);
   ok = ok && forward_body(req, client, &up, rest, rest_len, ev);
   if (ok) {
-    if (!up.ssl)
-      shutdown(up.fd, SHUT_WR);
+    /* no half-close toward the upstream: Connection: close says there is no
+     * other request, and a server that takes a FIN for an abort (Node's
+     * http) cuts a response of a few MB short */
     stream_response(&f, &up);
     if (!client->ssl) /* the client sees the end now, not after the log line */
       shutdown(client->fd, SHUT_WR);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -108,6 +109,32 @@ static void serve_slot(struct worker *w, size_t slot)
   px->active--;
 }
 
+/* w's CPU time added to the retired count (locked): the thread is about
+ * to end, and its clock with it. */
+static void worker_retire(struct worker *w)
+{
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+    w->px->retired_cpu_ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  w->ended = true;
+}
+
+int64_t proxy_cpu_ms(struct proxy *px)
+{
+  if (!px)
+    return 0;
+  pthread_mutex_lock(&px->lock);
+  int64_t ns = px->retired_cpu_ns;
+  /* a worker not marked ended is running: it marks itself under this lock */
+  for (const struct worker *w = px->workers; w; w = w->next) {
+    struct timespec ts;
+    if (!w->ended && w->cpu_clock != (clockid_t)-1 && clock_gettime(w->cpu_clock, &ts) == 0)
+      ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  }
+  pthread_mutex_unlock(&px->lock);
+  return ns / 1000000;
+}
+
 static void *worker_main(void *arg)
 {
   struct worker *w = arg;
@@ -151,6 +178,7 @@ static void *worker_main(void *arg)
     px->idle_workers--;
   }
   px->n_workers--;
+  worker_retire(w);
   pthread_cond_broadcast(&px->idle);
   pthread_mutex_unlock(&px->lock);
   for (int i = 0; i < 2; i++)
@@ -158,8 +186,7 @@ static void *worker_main(void *arg)
       close(w->pipes[i][0]);
       close(w->pipes[i][1]);
     }
-  free(w);
-  return NULL;
+  return NULL; /* proxy_stop joins the thread and frees w */
 }
 
 /* A new worker (locked). False when none can be made (the limit, or no
@@ -174,17 +201,22 @@ static bool spawn_worker(struct proxy *px)
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  /* joinable: proxy_stop waits for each to have ended, thread-local
-   * state (OpenSSL's) freed, before the proxy and its process go */
   pthread_attr_setstacksize(&attr, 256 * 1024);
-  bool ok = px->n_threads < MAX_CONNS && pthread_create(&t, &attr, worker_main, w) == 0;
+  bool ok = pthread_create(&t, &attr, worker_main, w) == 0;
   pthread_attr_destroy(&attr);
   if (!ok) {
     free(w);
     return false;
   }
+  /* joinable, so that proxy_stop returns only once every worker is gone,
+   * its thread-local state (OpenSSL's) freed too; listed for that and for
+   * its CPU clock (without one it is counted only when it ends) */
+  w->thread = t;
+  if (pthread_getcpuclockid(t, &w->cpu_clock) != 0)
+    w->cpu_clock = (clockid_t)-1;
+  w->next = px->workers;
+  px->workers = w;
   px->n_workers++;
-  px->threads[px->n_threads++] = t;
   return true;
 }
 
@@ -384,9 +416,12 @@ void proxy_stop(struct proxy *px)
     while (px->n_workers)
       pthread_cond_wait(&px->idle, &px->lock);
     pthread_mutex_unlock(&px->lock);
-    for (size_t i = 0; i < px->n_threads; i++) /* each has left its loop: joined at once */
-      pthread_join(px->threads[i], NULL);
-    px->n_threads = 0;
+    while (px->workers) {
+      struct worker *w = px->workers;
+      px->workers = w->next;
+      pthread_join(w->thread, NULL);
+      free(w);
+    }
   }
   for (size_t i = 0; i < px->n_listen; i++)
     close(px->listen_fds[i]);

@@ -21,6 +21,7 @@
 #define CAPSULE_NET_PROXY_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -70,6 +71,14 @@ void proxy_scrub(struct proxy *p);
  * proxy_stop: fds[0] is the proxy's; fds[1 + i] forwards to the host's
  * 127.0.0.1:spec->network.localhost.v[i] (ports.localhost). */
 int proxy_start(struct proxy *p, const int *fds, size_t n, struct cap_error *err);
+
+/* CPU time (ms) the proxy's workers have spent so far on this proxy's
+ * connections, user and system (the splice and socket calls they make
+ * included), for the sandbox's CPU budget: every worker of a proxy serves
+ * that one sandbox. Not counted: the thread that accepts ports.localhost
+ * connections (an accept each) and kernel work done outside the workers'
+ * own calls (softirq packet processing). 0 for NULL. */
+int64_t proxy_cpu_ms(struct proxy *p);
 
 /* Stops serving (when started), ends every connection, frees p. */
 void proxy_stop(struct proxy *p);

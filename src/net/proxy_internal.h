@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "core/buf.h"
 #include "net/http.h"
@@ -84,13 +85,17 @@ struct proxy {
   pthread_cond_t work; /* a connection was queued, or stopping */
   size_t active;       /* slots in use */
   size_t n_workers, idle_workers;
-  pthread_t threads[MAX_CONNS]; /* every worker made, joined by proxy_stop */
-  size_t n_threads;
   size_t acceptors; /* workers blocked in accept() on the proxy's listener */
   bool stopping;
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */
   size_t q_head, q_len;
   struct slot slots[MAX_CONNS];
+  /* Every worker made, until proxy_stop joins it. The CPU the workers
+   * spend is the sandbox's (proxy_cpu_ms): the running ones are read
+   * through their thread clocks, and one that ends adds its own to
+   * retired_cpu_ns first. Both under lock. */
+  struct worker *workers;
+  int64_t retired_cpu_ns;
 };
 
 /* A byte stream: a plain socket, or TLS over one. */
@@ -102,6 +107,10 @@ struct stream {
 /* A thread that serves one connection at a time, with what it reuses. */
 struct worker {
   struct proxy *px;
+  struct worker *next; /* px->workers, under px->lock */
+  pthread_t thread;
+  clockid_t cpu_clock;     /* this thread's CPU clock, valid until it ends */
+  bool ended;              /* its CPU is in px->retired_cpu_ns (under px->lock) */
   size_t slot;             /* the connection being served */
   int pipes[2][2];         /* splice pipes, one per direction; -1 until used */
   bool bulk[2];            /* this direction moved a full small buffer: splice it */

@@ -55,3 +55,5 @@ void proxy_stop(struct proxy *p)
   if (p)
     module->stop(p);
 }
+
+int64_t proxy_cpu_ms(struct proxy *p) { return p ? module->cpu_ms(p) : 0; }

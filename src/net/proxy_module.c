@@ -9,4 +9,5 @@ __attribute__((visibility("default"))) const struct proxy_module proxy_module_v1
     .scrub = proxy_scrub,
     .start = proxy_start,
     .stop = proxy_stop,
+    .cpu_ms = proxy_cpu_ms,
 };

@@ -22,6 +22,7 @@ struct proxy_module {
   void (*scrub)(struct proxy *p);
   int (*start)(struct proxy *p, const int *fds, size_t n, struct cap_error *err);
   void (*stop)(struct proxy *p);
+  int64_t (*cpu_ms)(struct proxy *p);
 };
 
 #endif

@@ -384,9 +384,9 @@ static int64_t tree_cpu_ms(pid_t root)
   return (int64_t)(ticks * 1000 / (uint64_t)(hz > 0 ? hz : 100));
 }
 
-/* CPU time the sandbox has used, in ms: its cgroup's count, else the sum
- * over its processes (tree_cpu_ms); -1 before it runs. */
-int64_t limits_cpu_ms(struct sandbox_limits *lim)
+/* CPU time the sandbox's own processes have used, in ms: its cgroup's
+ * count, else the sum over its processes (tree_cpu_ms); -1 before it runs. */
+static int64_t inside_cpu_ms(struct sandbox_limits *lim)
 {
   char buf[1024];
   if (lim->kind == LIMITS_CGROUP2 && read_text(lim->v2, "cpu.stat", buf, sizeof buf) == 0) {
@@ -397,6 +397,17 @@ int64_t limits_cpu_ms(struct sandbox_limits *lim)
       read_text(lim->v1[V1_CPUACCT], "cpuacct.usage", buf, sizeof buf) == 0)
     return (int64_t)(strtoull(buf, NULL, 10) / 1000000);
   return lim->pid > 0 ? tree_cpu_ms(lim->pid) : -1;
+}
+
+/* The sandbox's CPU, and what capsule spent for it outside (the egress
+ * proxy's work on its connections): a tool must not get CPU past its
+ * budget by making capsule do the work. */
+int64_t limits_cpu_ms(struct sandbox_limits *lim)
+{
+  int64_t used = inside_cpu_ms(lim);
+  if (used >= 0 && lim->outside_cpu_ms)
+    used += lim->outside_cpu_ms(lim->outside_cpu_arg);
+  return used;
 }
 
 bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spec,

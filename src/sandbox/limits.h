@@ -24,6 +24,11 @@ struct sandbox_limits {
   int64_t cpu_base_ms;  /* CPU used when supervision began (the sandbox's setup); -1: unread */
   pid_t pid;            /* pid 1 of the sandbox (limits_attach): its CPU without a cgroup */
   int v1_tasks[4];      /* v1: the groups' `tasks` files, open for limits_join; -1 when not */
+  /* CPU spent for the sandbox outside it (ms so far; the egress proxy's
+   * threads in capsule's own process), counted as the sandbox's own; NULL
+   * when there is none */
+  int64_t (*outside_cpu_ms)(void *arg);
+  void *outside_cpu_arg;
 };
 
 /* Creates the cgroup(s) and writes the limits. Fails (-ENOTSUP) only when
@@ -44,7 +49,8 @@ void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spe
 bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spec,
                           uint64_t elapsed_ms);
 /* CPU used by the sandbox so far (ms): the cgroup's count, else the sum
- * over its processes from /proc; -1 before limits_attach. */
+ * over its processes from /proc, plus what outside_cpu_ms reports; -1
+ * before limits_attach. */
 int64_t limits_cpu_ms(struct sandbox_limits *lim);
 /* Which limit killed the command (from the cgroup's records), or NULL. */
 const char *limits_verdict(struct sandbox_limits *lim, int term_signal);

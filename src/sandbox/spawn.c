@@ -36,6 +36,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -249,7 +250,27 @@ struct launch {
   struct supervise *sup;           /* below Landlock ABI 9: the connect() supervisor */
   bool as_root; /* the tool has host ids of its own; writable grants are idmapped */
   pid_t pid;
+  /* the proxy whose CPU is the sandbox's (proxy_cpu_of), under charge_lock;
+   * NULL once it stops, its last count then in charged_ms */
+  struct proxy *charged;
+  int64_t charged_ms;
 };
+
+/* sandbox_cpu_ms may run in another thread (the Selu keeper's) while
+ * launch_release stops the proxy: the proxy is read under this lock, and
+ * taken away under it before it is freed. */
+static pthread_mutex_t charge_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The CPU the egress proxy spent for the sandbox (sandbox_limits'
+ * outside_cpu_ms). */
+static int64_t proxy_cpu_of(void *arg)
+{
+  struct launch *l = arg;
+  pthread_mutex_lock(&charge_lock);
+  int64_t ms = l->charged ? proxy_cpu_ms(l->charged) : l->charged_ms;
+  pthread_mutex_unlock(&charge_lock);
+  return ms;
+}
 
 static void fd_close(int *fd)
 {
@@ -277,6 +298,10 @@ static int launch_release(struct launch *l, int r)
     fd_close(&l->own_stdio[i]);
   for (size_t i = 0; i < l->n_relays; i++)
     fd_close(&l->relays[i].from);
+  pthread_mutex_lock(&charge_lock); /* sandbox_cpu_ms may be reading it */
+  l->charged_ms = proxy_cpu_ms(l->charged);
+  l->charged = NULL;
+  pthread_mutex_unlock(&charge_lock);
   proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
   l->proxy = NULL;
   sandbox_mount_plan_free(l->plan);
@@ -434,6 +459,13 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   if (r == 0 && l->proxy) {
     r = proxy_start(l->proxy, l->listen_fds, l->n_listen, err);
     l->n_listen = 0; /* the proxy owns them now, even when it failed */
+  }
+  if (r == 0 && l->proxy) { /* the proxy's work is the sandbox's CPU */
+    pthread_mutex_lock(&charge_lock);
+    l->charged = l->proxy;
+    pthread_mutex_unlock(&charge_lock);
+    l->lim.outside_cpu_ms = proxy_cpu_of;
+    l->lim.outside_cpu_arg = l;
   }
   return r;
 }
