@@ -48,8 +48,10 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
                      const struct sandbox_limits *lim, const struct proxy *px, uid_t uid, gid_t gid,
                      bool refuse_setid)
 {
+  /* every capability the kernel knows: EINVAL past the last one */
   for (int cap = 0; cap <= 63; cap++)
-    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL)
+      break;
   CHILD_TRY(syscall(SYS_setgroups, 0, NULL) < 0 && errno != EPERM ? -1 : 0, "setgroups: %s",
             strerror(errno));
   CHILD_TRY(sandbox_raw_setresgid(gid), "cannot switch to the sandbox gid: %s", strerror(errno));
