@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/escape.h"
+#include "core/proctitle.h"
 
 static const char usage_text[] =
     "usage: capsule [--help] [--version] VERB [ARGS...]\n"
@@ -27,6 +28,8 @@ static const char usage_text[] =
     "  list [--caps DIR]             capabilities, tools, effective policies, readiness\n"
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
     "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
+    "  ps [--json]                   running warm instances (Selu servers)\n"
+    "  stop CAPABILITY               stop that capability's warm instances\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE.\n"
@@ -79,7 +82,7 @@ static const struct {
     {"run", cmd_run},           {"doctor", cmd_doctor},   {"list", cmd_gateway},
     {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
     {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
-    {"audit", cmd_gateway},
+    {"audit", cmd_gateway},     {"ps", cmd_ps},           {"stop", cmd_stop},
 };
 
 static int (*find_verb(const char *name))(int, char **)
@@ -146,7 +149,8 @@ static int help_verb(const char *name)
 
 int main(int argc, char **argv)
 {
-  opterr = 0; /* every verb reports a bad option itself, on one line */
+  cap_proctitle_init(argc, argv); /* a warm instance's keeper renames itself */
+  opterr = 0;                     /* every verb reports a bad option itself, on one line */
   char *moved[64];
   int n_moved = 0, i = 1;
   for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++) {
