@@ -34,11 +34,13 @@ run: build
 install: build
 	install -Dm755 $(BUILD)/src/cli/capsule $(DESTDIR)$(PREFIX)/bin/capsule
 	install -Dm644 completions/capsule.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
+	install -Dm644 completions/_capsule $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_capsule
 	install -d $(DESTDIR)$(PREFIX)/share/doc/capsule
 	install -m644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/capsule/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/capsule $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
+	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_capsule
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/capsule
 
 test: build

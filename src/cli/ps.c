@@ -25,8 +25,12 @@ static const char ps_help[] =
     "directory hold: the capability, the keeper's pid, the server's state\n"
     "(starting, serving, stopping), leases held (calls in progress) of the most\n"
     "allowed at once, how long it has been idle, and when it started.\n"
-    "--json prints an array of objects keyed capability, pid, state, leases,\n"
-    "idle, started. --state defaults to $CAPSULE_STATE, then the config file.\n";
+    "\n"
+    "      --json        an array of objects (capability, pid, state, leases,\n"
+    "                    idle, started)\n"
+    "      --state DIR   capsule's state (default $CAPSULE_STATE, else\n"
+    "                    $XDG_STATE_HOME/capsule or ~/.local/state/capsule)\n"
+    "  -h, --help        this text\n";
 
 static const char stop_help[] =
     "usage: capsule stop [--state DIR] CAPABILITY\n"
@@ -34,7 +38,11 @@ static const char stop_help[] =
     "Stops the warm instances of CAPABILITY: its keeper stops the server (calls\n"
     "in progress fail) and exits; the next call starts a new one. Exits 0 once\n"
     "they are gone, 1 when there is none or one did not exit within 10 s.\n"
-    "Refused inside a capsule sandbox (exit 4), like approve.\n";
+    "Refused inside a capsule sandbox (exit 4), like approve.\n"
+    "\n"
+    "      --state DIR   capsule's state (default $CAPSULE_STATE, else\n"
+    "                    $XDG_STATE_HOME/capsule or ~/.local/state/capsule)\n"
+    "  -h, --help        this text\n";
 
 struct ps_args {
   const char *state;
