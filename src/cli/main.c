@@ -32,7 +32,8 @@ static const char usage_text[] =
     "  stop CAPABILITY               stop that capability's warm instances\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
-    "$CAPSULE_CAPS and $CAPSULE_STATE.\n"
+    "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
+    "(${XDG_CONFIG_HOME:-~/.config}/capsule/config, `key = value` lines).\n"
     "exit status: 0 ok, 1 invalid input, 2 usage, 3 host cannot enforce,\n"
     "4 denied by policy. `capsule VERB --help` or `capsule help VERB` describes a verb.\n";
 
@@ -64,14 +65,6 @@ int cli_option_error(const char *verb, char **argv, const char *optstring)
   if (optopt > 0) /* a known option, but its value is missing */
     return cli_usage_error(verb, "%s needs a value", given);
   return cli_usage_error(verb, "unknown option '%s'", given);
-}
-
-const char *cli_default(const char *value, const char *env)
-{
-  if (value)
-    return value;
-  const char *v = getenv(env);
-  return v && *v ? v : NULL;
 }
 
 static const struct {
