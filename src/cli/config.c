@@ -87,7 +87,9 @@ static void config_load(void)
     return;
   FILE *f = fopen(path, "re");
   if (!f) {
-    if (errno != ENOENT && errno != ENOTDIR)
+    /* no file, or a HOME that is not this user's (setpriv, su without -):
+     * no defaults, and nothing to say on every command */
+    if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
       fprintf(stderr, "capsule: cannot read %s: %s; ignored\n", path, strerror(errno));
     return;
   }
