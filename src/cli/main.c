@@ -129,6 +129,27 @@ static int run_verb(int (*run)(int, char **), int argc, char **argv, int verb_at
   return status;
 }
 
+/* `capsule call`'s title: the verb, the capability and the tool, never
+ * the arguments (they may hold secrets; `ps` shows every process's
+ * command line to every user). */
+static void title_call(int argc, char **argv, int verb_at)
+{
+  static const char *const with_value[] = {"--caps",    "--state",   "--user",
+                                           "--timeout", "--session", "--approval-ttl"};
+  const char *pos[2] = {"", ""};
+  int n = 0;
+  for (int i = verb_at + 1; i < argc && n < 2; i++) {
+    if (argv[i][0] != '-' || strcmp(argv[i], "-") == 0) {
+      pos[n++] = argv[i];
+      continue;
+    }
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+      if (strcmp(argv[i], with_value[k]) == 0)
+        i++; /* its value */
+  }
+  cap_proctitle_set(NULL, "capsule call %s %s", pos[0], pos[1]);
+}
+
 /* `capsule help VERB`: exactly what `capsule VERB --help` prints. */
 static int help_verb(const char *name)
 {
@@ -177,6 +198,8 @@ int main(int argc, char **argv)
   int (*run)(int, char **) = find_verb(argv[i]);
   if (!run)
     return cli_usage_error(NULL, "unknown verb '%s'", argv[i]);
+  if (strcmp(argv[i], "call") == 0)
+    title_call(argc, argv, i);
   return run_verb(run, argc, argv, i, moved, n_moved);
 }
 

@@ -34,22 +34,18 @@ void cap_proctitle_init(int argc, char **argv)
   }
 }
 
-void cap_proctitle_set(const char *fmt, ...)
+void cap_proctitle_set(const char *comm, const char *fmt, ...)
 {
   char title[256];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(title, sizeof title, fmt, ap);
   va_end(ap);
-  char comm[16] = {0};
-  size_t n = strnlen(title, sizeof comm - 1);
-  while (n > 1 && title[n - 1] == ' ') /* "capsule keeper " of a longer title */
-    n--;
-  memcpy(comm, title, n);
-  for (char *c = comm; *c; c++) /* comm is one word in ps's COMMAND column */
-    if (*c == ' ')
-      *c = '-';
-  prctl(PR_SET_NAME, comm, 0, 0, 0);
+  if (comm) {
+    char name[16] = {0};
+    memcpy(name, comm, strnlen(comm, sizeof name - 1));
+    prctl(PR_SET_NAME, name, 0, 0, 0);
+  }
   if (!title_area || title_len < 2)
     return;
   memset(title_area, 0, title_len);

@@ -13,8 +13,10 @@
 void cap_proctitle_init(int argc, char **argv);
 
 /* Sets the title (truncated to the original command line's length; the
- * rest is zeroed, so nothing of the old arguments stays readable) and the
- * comm name (its first 15 bytes). Without init only the comm name. */
-void cap_proctitle_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+ * rest is zeroed, so nothing of the old arguments stays readable) and,
+ * unless comm is NULL, the comm name (its first 15 bytes). Without init
+ * only the comm name. */
+void cap_proctitle_set(const char *comm, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -536,7 +536,7 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
 {
   /* `ps` shows this process for as long as the instance lives: never the
    * arguments of the call that started it (they may hold secrets) */
-  cap_proctitle_set("capsule keeper %s", req->spec->id);
+  cap_proctitle_set("capsule-keeper", "capsule keeper %s", req->spec->id);
   int keep[] = {status_fd, lock_fd};
   qsort(keep, 2, sizeof keep[0], cmp_int);
   close_all_but(keep, 2);

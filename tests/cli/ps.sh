@@ -29,6 +29,8 @@ id: warm
 image: example/warm:1.0
 tools:
   - {name: echo, description: Echoes., recommended_policy: allow, input_schema: {type: object}}
+  - {name: sleep, description: Sleeps., recommended_policy: allow,
+     input_schema: {type: object, properties: {ms: {type: integer, maximum: 10000}}, required: [ms]}}
 x-capsule:
   command: ["./server", "--mode", "normal"]
   idle_timeout_ms: 60000
@@ -77,6 +79,21 @@ print(r["pid"])' <<<"$json")
     if [ -z "$shown" ]; then ok no-process-shows-secret
     else bad "no-process-shows-secret ($shown)"; fi
   fi
+
+  # the call's own process, while it runs: its title names the capability
+  # and the tool, not the arguments
+  "${as[@]}" "$capsule" call --caps "$caps" --state "$state" warm sleep "{\"ms\":3000,\"token\":\"$secret\"}" >/dev/null 2>&1 &
+  call_pid=$!
+  title=""
+  for _ in $(seq 100); do
+    title=$(tr '\0' ' ' <"/proc/$call_pid/cmdline" 2>/dev/null | sed 's/ *$//')
+    case $title in "capsule call warm sleep"*) break ;; esac
+    sleep 0.02
+  done
+  if [ "$title" = "capsule call warm sleep" ] && ! grep -qF "$secret" "/proc/$call_pid/cmdline"; then
+    ok call-title-hides-arguments
+  else bad "call-title-hides-arguments ($title)"; fi
+  wait "$call_pid"
 
   # stop: refused inside a sandbox, then stops the keeper
   "${as[@]}" "$capsule" run --allow-read "$capsule" -- "$capsule" stop --state "$state" warm >/dev/null 2>"$work/err"
