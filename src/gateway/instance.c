@@ -100,6 +100,16 @@ static void keeper_status(struct keeper *k, enum gw_instance_state state, unsign
   gw_instance_status_write(k->status_path, &k->info);
 }
 
+/* The status file's fixed part, and its first version (starting). */
+static void keeper_status_begin(struct keeper *k)
+{
+  snprintf(k->status_path, sizeof k->status_path, "%s/%s.status", k->req->run_dir, k->req->key);
+  k->info = (struct gw_instance_info){
+      .pid = getpid(), .max_leases = k->max_active, .started_ms = cap_now_ms(CLOCK_REALTIME)};
+  snprintf(k->info.capability, sizeof k->info.capability, "%s", k->req->spec->id);
+  keeper_status(k, GW_INSTANCE_STARTING, 0);
+}
+
 /* The starter's verdict, once: KEEPER_READY or why not. */
 static void keeper_report(struct keeper *k, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -569,11 +579,7 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   if (req->wait_ms && req->wait_ms < k.startup_ms)
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
-  snprintf(k.status_path, sizeof k.status_path, "%s/%s.status", req->run_dir, req->key);
-  k.info = (struct gw_instance_info){
-      .pid = getpid(), .max_leases = k.max_active, .started_ms = cap_now_ms(CLOCK_REALTIME)};
-  snprintf(k.info.capability, sizeof k.info.capability, "%s", spec->id);
-  keeper_status(&k, GW_INSTANCE_STARTING, 0);
+  keeper_status_begin(&k);
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);
   close(lock_fd); /* published: later calls find this keeper */
