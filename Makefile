@@ -28,17 +28,21 @@ build: $(BUILD)/build.ninja
 run: build
 	scripts/demo.sh $(BUILD)/capsule
 
-# `make install PREFIX=/usr DESTDIR=/tmp/pkg`: the binary, the bash
-# completion and the docs (what a package holds)
+# `make install PREFIX=/usr DESTDIR=/tmp/pkg`: the binary, the bash and
+# zsh completions, the man page (generated from docs/cli.md) and the docs
+# (what a package holds)
 .PHONY: install uninstall
 install: build
 	install -Dm755 $(BUILD)/src/cli/capsule $(DESTDIR)$(PREFIX)/bin/capsule
 	install -Dm644 completions/capsule.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
+	install -Dm644 completions/_capsule $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_capsule
+	install -Dm644 $(BUILD)/src/cli/capsule.1 $(DESTDIR)$(PREFIX)/share/man/man1/capsule.1
 	install -d $(DESTDIR)$(PREFIX)/share/doc/capsule
 	install -m644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/capsule/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/capsule $(DESTDIR)$(PREFIX)/share/bash-completion/completions/capsule
+	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_capsule $(DESTDIR)$(PREFIX)/share/man/man1/capsule.1
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/capsule
 
 test: build

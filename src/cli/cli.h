@@ -28,6 +28,9 @@ int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 /* list, call, policy, cred, approve, deny, audit (argv[0] names which) */
 int cmd_gateway(int argc, char **argv);
+/* ps, stop: warm instances (ps.c) */
+int cmd_ps(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
 
 /* The exit status for a library failure r (a negative errno) with err:
  * its typed outcome (err->outcome), else -ENOTSUP (the host cannot enforce
@@ -49,8 +52,13 @@ void cli_error(const char *verb, const char *message);
 int cli_option_error(const char *verb, char **argv, const char *optstring);
 
 /* value when given, else the environment variable env when set and not
- * empty, else NULL: CAPSULE_CAPS and CAPSULE_STATE as defaults. */
+ * empty, else the config file's key for env (CAPSULE_STATE: state), else
+ * NULL: CAPSULE_CAPS and CAPSULE_STATE as defaults (config.c). */
 const char *cli_default(const char *value, const char *env);
+/* The config file's value for key (caps, state), or NULL; the file
+ * ($XDG_CONFIG_HOME/capsule/config, else ~/.config/capsule/config) is
+ * read once, its bad lines reported on stderr. */
+const char *cli_config(const char *key);
 
 /* A verb's own help text (the gateway verbs': help.c), or NULL. */
 const char *cli_gateway_help(const char *verb);

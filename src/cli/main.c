@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "core/escape.h"
+#include "core/proctitle.h"
 
 static const char usage_text[] =
     "usage: capsule [--help] [--version] VERB [ARGS...]\n"
@@ -27,9 +28,12 @@ static const char usage_text[] =
     "  list [--caps DIR]             capabilities, tools, effective policies, readiness\n"
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
     "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
+    "  ps [--json]                   running warm instances (Selu servers)\n"
+    "  stop CAPABILITY               stop that capability's warm instances\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
-    "$CAPSULE_CAPS and $CAPSULE_STATE.\n"
+    "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
+    "(${XDG_CONFIG_HOME:-~/.config}/capsule/config, `key = value` lines).\n"
     "exit status: 0 ok, 1 invalid input, 2 usage, 3 host cannot enforce,\n"
     "4 denied by policy. `capsule VERB --help` or `capsule help VERB` describes a verb.\n";
 
@@ -63,14 +67,6 @@ int cli_option_error(const char *verb, char **argv, const char *optstring)
   return cli_usage_error(verb, "unknown option '%s'", given);
 }
 
-const char *cli_default(const char *value, const char *env)
-{
-  if (value)
-    return value;
-  const char *v = getenv(env);
-  return v && *v ? v : NULL;
-}
-
 static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
@@ -79,7 +75,7 @@ static const struct {
     {"run", cmd_run},           {"doctor", cmd_doctor},   {"list", cmd_gateway},
     {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
     {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
-    {"audit", cmd_gateway},
+    {"audit", cmd_gateway},     {"ps", cmd_ps},           {"stop", cmd_stop},
 };
 
 static int (*find_verb(const char *name))(int, char **)
@@ -133,6 +129,27 @@ static int run_verb(int (*run)(int, char **), int argc, char **argv, int verb_at
   return status;
 }
 
+/* `capsule call`'s title: the verb, the capability and the tool, never
+ * the arguments (they may hold secrets; `ps` shows every process's
+ * command line to every user). */
+static void title_call(int argc, char **argv, int verb_at)
+{
+  static const char *const with_value[] = {"--caps",    "--state",   "--user",
+                                           "--timeout", "--session", "--approval-ttl"};
+  const char *pos[2] = {"", ""};
+  int n = 0;
+  for (int i = verb_at + 1; i < argc && n < 2; i++) {
+    if (argv[i][0] != '-' || strcmp(argv[i], "-") == 0) {
+      pos[n++] = argv[i];
+      continue;
+    }
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+      if (strcmp(argv[i], with_value[k]) == 0)
+        i++; /* its value */
+  }
+  cap_proctitle_set(NULL, "capsule call %s %s", pos[0], pos[1]);
+}
+
 /* `capsule help VERB`: exactly what `capsule VERB --help` prints. */
 static int help_verb(const char *name)
 {
@@ -146,7 +163,8 @@ static int help_verb(const char *name)
 
 int main(int argc, char **argv)
 {
-  opterr = 0; /* every verb reports a bad option itself, on one line */
+  cap_proctitle_init(argc, argv); /* a warm instance's keeper renames itself */
+  opterr = 0;                     /* every verb reports a bad option itself, on one line */
   char *moved[64];
   int n_moved = 0, i = 1;
   for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++) {
@@ -180,6 +198,8 @@ int main(int argc, char **argv)
   int (*run)(int, char **) = find_verb(argv[i]);
   if (!run)
     return cli_usage_error(NULL, "unknown verb '%s'", argv[i]);
+  if (strcmp(argv[i], "call") == 0)
+    title_call(argc, argv, i);
   return run_verb(run, argc, argv, i, moved, n_moved);
 }
 

@@ -1,4 +1,5 @@
 #include "gateway/instance.h"
+#include "gateway/instance_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include "core/clock.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/proctitle.h"
 #include "runtime/selu_rpc.h"
 #include "sandbox/sandbox.h"
 
@@ -69,47 +71,6 @@ static int socket_path(const struct gw_instance_request *req, struct sockaddr_un
   return 0;
 }
 
-/* Connects to a keeper by deadline (a full backlog is waited out, not
- * blocked on), and only to one run by this user: a socket planted by
- * someone else is refused. */
-static int connect_keeper(const struct sockaddr_un *sa, uint64_t deadline)
-{
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0)
-    return -errno;
-  while (connect(fd, (const struct sockaddr *)sa, sizeof *sa) < 0) {
-    int e = errno;
-    if (e != EAGAIN || cap_now_ms(CLOCK_MONOTONIC) >= deadline) {
-      close(fd);
-      return -e;
-    }
-    sleep_ms(5);
-  }
-  struct ucred peer;
-  socklen_t len = sizeof peer;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) < 0 || peer.uid != geteuid()) {
-    close(fd);
-    return -EPERM;
-  }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  return fd;
-}
-
-int gw_instance_check_run_dir(const char *dir, struct cap_error *err)
-{
-  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-    return cap_error_errno(err, errno, "cannot create %s", dir);
-  struct stat sb;
-  if (lstat(dir, &sb) < 0)
-    return cap_error_errno(err, errno, "cannot read %s", dir);
-  if (!S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077))
-    return cap_error_set(err, EPERM,
-                         "%s is not a private directory of this user's (mode 0700, owned by uid "
-                         "%u): capsule keeps instances' sockets there; fix or remove it",
-                         dir, (unsigned)geteuid());
-  return 0;
-}
-
 /* ---- the keeper ---- */
 
 struct keeper {
@@ -126,7 +87,28 @@ struct keeper {
   struct sandbox_running *running; /* for the sandbox's CPU count */
   uint64_t cpu_budget_ms;          /* per call (Selu max_cpu_seconds); 0: none */
   int sandbox_end;                 /* the connector's other end: closed once the sandbox has it */
+  struct gw_instance_info info;    /* what RUN_DIR/KEY.status says (capsule ps) */
+  char status_path[4096];
 };
+
+/* Keeps KEY.status current: the state, the leases held, since when idle. */
+static void keeper_status(struct keeper *k, enum gw_instance_state state, unsigned leases)
+{
+  k->info.state = state;
+  k->info.leases = leases;
+  k->info.idle_since_ms = leases ? 0 : cap_now_ms(CLOCK_REALTIME);
+  gw_instance_status_write(k->status_path, &k->info);
+}
+
+/* The status file's fixed part, and its first version (starting). */
+static void keeper_status_begin(struct keeper *k)
+{
+  snprintf(k->status_path, sizeof k->status_path, "%s/%s.status", k->req->run_dir, k->req->key);
+  k->info = (struct gw_instance_info){
+      .pid = getpid(), .max_leases = k->max_active, .started_ms = cap_now_ms(CLOCK_REALTIME)};
+  snprintf(k->info.capability, sizeof k->info.capability, "%s", k->req->spec->id);
+  keeper_status(k, GW_INSTANCE_STARTING, 0);
+}
 
 /* The starter's verdict, once: KEEPER_READY or why not. */
 static void keeper_report(struct keeper *k, const char *fmt, ...)
@@ -244,6 +226,7 @@ static void keeper_unpublish(struct keeper *k)
 /* Stops the server: pid 1 sees the connector close and ends the command. */
 static void keeper_stop(struct keeper *k)
 {
+  keeper_status(k, GW_INSTANCE_STOPPING, 0);
   keeper_unpublish(k);
   if (k->connector >= 0) {
     close(k->connector);
@@ -258,6 +241,7 @@ struct lease_loop {
   uint32_t active; /* leases held */
   uint64_t last;   /* when the last lease ended (the idle clock) */
   bool dying;      /* the server is gone or going: refuse what is asked */
+  bool stop_asked; /* `capsule stop` asked (an 'S' on the socket) */
   /* The per-call CPU budget, on a server shared by calls: over a busy
    * period (from the first lease to the moment none is held) the server
    * may use the budget times the most calls it held at once. Exact when
@@ -306,6 +290,8 @@ static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, siz
       ssize_t got = recv(cl->fd, &c, 1, MSG_DONTWAIT);
       if (got == 1 && c == 'L' && !cl->leased)
         cl->waiting = true;
+      else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
+        L->stop_asked = gone = true;
       else if (got == 0 || (got < 0 && errno != EAGAIN))
         gone = true;
     } else if (ev & (POLLHUP | POLLERR)) {
@@ -386,6 +372,19 @@ static void lease_check_cpu(struct keeper *k, struct lease_loop *L)
   keeper_stop(k);
 }
 
+/* `capsule stop`: the calls holding a lease learn why, the server stops. */
+static void lease_stop_asked(struct keeper *k, struct lease_loop *L)
+{
+  keeper_note("stop asked (capsule stop): stopping the server");
+  for (size_t i = 0; i < L->n; i++) {
+    if (L->clients[i].leased || L->clients[i].waiting)
+      reply(L->clients[i].fd, ECONNRESET, "the instance was stopped (capsule stop)", -1);
+    close(L->clients[i].fd);
+  }
+  L->n = 0;
+  keeper_stop(k);
+}
+
 static void *keeper_serve(void *arg)
 {
   struct keeper *k = arg;
@@ -404,6 +403,7 @@ static void *keeper_serve(void *arg)
   keeper_note("server healthy; serving leases (at most %u at once, idle timeout %llu ms)",
               k->max_active, (unsigned long long)k->idle_ms);
   keeper_report(k, "%s", KEEPER_READY);
+  keeper_status(k, GW_INSTANCE_SERVING, 0);
 
   struct lease_loop L = {.last = cap_now_ms(CLOCK_MONOTONIC), .busy_base = -1};
   L.cpu_counted = k->cpu_budget_ms && sandbox_cpu_ms(k->running) >= 0;
@@ -434,9 +434,16 @@ static void *keeper_serve(void *arg)
       else if (c >= 0)
         close(c);
     }
+    uint32_t was_active = L.active;
     lease_read_clients(&L, p + first_client, polled);
+    if (L.stop_asked) {
+      lease_stop_asked(k, &L);
+      return NULL;
+    }
     lease_grant(k, &L);
     lease_check_cpu(k, &L);
+    if (L.active != was_active && !L.dying)
+      keeper_status(k, GW_INSTANCE_SERVING, L.active);
   }
 }
 
@@ -476,7 +483,6 @@ static void close_all_but(const int *keep, size_t n)
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-/* The keeper process: never returns. */
 /* The instance's listening socket at sa (0600, published once bound) and
  * the connector pair; any failure ends the keeper with a status line. */
 static void keeper_listen(struct keeper *k, const struct sockaddr_un *sa, int pair[2])
@@ -538,6 +544,9 @@ static void __attribute__((noreturn))
 keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa, int status_fd,
             int lock_fd)
 {
+  /* `ps` shows this process for as long as the instance lives: never the
+   * arguments of the call that started it (they may hold secrets) */
+  cap_proctitle_set("capsule-keeper", "capsule keeper %s", req->spec->id);
   int keep[] = {status_fd, lock_fd};
   qsort(keep, 2, sizeof keep[0], cmp_int);
   close_all_but(keep, 2);
@@ -570,6 +579,7 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   if (req->wait_ms && req->wait_ms < k.startup_ms)
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
+  keeper_status_begin(&k);
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);
   close(lock_fd); /* published: later calls find this keeper */
@@ -604,6 +614,7 @@ keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
   int r = sandbox_run(&run_spec, &opt, &res, &err);
   keeper_ended(&k, r, &res, &err);
   keeper_unpublish(&k);
+  unlink(k.status_path);
   _exit(0);
 }
 
@@ -623,7 +634,7 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
       return cap_error_set(err, ETIMEDOUT, "another call is still starting %s", req->spec->id);
     sleep_ms(10);
   }
-  int fd = connect_keeper(sa, deadline);
+  int fd = gw_instance_connect(sa, deadline);
   if (fd >= 0)
     return fd;                              /* started while this call waited for the lock */
   if (fd != -ENOENT && fd != -ECONNREFUSED) /* alive but busy, or not ours: never replaced */
@@ -679,7 +690,7 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
     return cap_error_set(err, ECONNREFUSED, "%s (its log: %s)",
                          got ? msg : "the instance's keeper exited before its server was ready",
                          req->log_path);
-  fd = connect_keeper(sa, deadline);
+  fd = gw_instance_connect(sa, deadline);
   if (fd < 0)
     return cap_error_errno(err, -fd, "cannot reach the new instance of %s", req->spec->id);
   return fd;
@@ -700,7 +711,7 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
   /* an instance that went away between connect and lease is started anew,
    * once: nothing was sent to it yet, so retrying is safe */
   for (int attempt = 0; attempt < 2; attempt++) {
-    int fd = connect_keeper(&sa, deadline);
+    int fd = gw_instance_connect(&sa, deadline);
     if (fd == -EPERM)
       return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
                            sa.sun_path);

@@ -56,4 +56,34 @@ bool gw_lease_reason(struct gw_lease *lease, char *buf, size_t size);
  * or closed). */
 void gw_lease_release(struct gw_lease *lease);
 
+/* ---- listing and stopping (instance_status.c) ----
+ * Each keeper keeps RUN_DIR/KEY.status current (0600, replaced by rename,
+ * removed when the keeper ends): what `capsule ps` lists. */
+enum gw_instance_state { GW_INSTANCE_STARTING, GW_INSTANCE_SERVING, GW_INSTANCE_STOPPING };
+
+struct gw_instance_info {
+  char key[128];        /* the socket's name in the run directory, without .sock */
+  char capability[256]; /* the capability's id */
+  int pid;              /* the keeper's */
+  enum gw_instance_state state;
+  unsigned leases, max_leases;
+  uint64_t started_ms;    /* realtime, ms */
+  uint64_t idle_since_ms; /* realtime, ms; 0 while a lease is held */
+};
+
+/* "starting", "serving", "stopping". */
+const char *gw_instance_state_name(enum gw_instance_state s);
+/* Writes info to path atomically (path.tmp, then rename). Errors are
+ * ignored: the status is for listing, never for serving. */
+void gw_instance_status_write(const char *path, const struct gw_instance_info *info);
+/* The instances of run_dir whose keeper is alive, sorted by capability;
+ * *out (free it) holds *n. A missing run_dir is no instance. */
+int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t *n,
+                     struct cap_error *err);
+/* Asks the keeper of inst to stop its server and waits up to wait_ms for
+ * it to exit (a keeper that no longer answers on its socket gets SIGTERM).
+ * Returns 0 once it is gone, -ETIMEDOUT when it is not yet. */
+int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, uint64_t wait_ms,
+                     struct cap_error *err);
+
 #endif

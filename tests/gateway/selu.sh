@@ -20,7 +20,10 @@ chmod 755 "$work"
 caps=$work/caps
 state=$work/s # short: keepers' unix sockets live under it
 export CAPSULE_STATE_KEY=
-stop_instances() { pkill -f -- "--state $state" 2>/dev/null; true; } # the keepers; their sandboxes die with them
+# the keepers (their status files name their pids: their titles hide the
+# call's arguments); their sandboxes die with them
+keepers_of() { sed -n 's/^pid=//p' "$1"/run/*.status 2>/dev/null; }
+stop_instances() { for p in $(keepers_of "$state"); do kill "$p" 2>/dev/null; done; true; }
 trap 'stop_instances; rm -rf "$work"' EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
 
@@ -143,7 +146,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   out=$("${nb[@]}" "$capsule" run --state "$work/nb/s" --allow-read "$work/nb" -- /bin/sh -c "ls -a $work/nb/s/run; cat $work/nb/s/key | wc -c" 2>&1)
   if ls "$work/nb/s/run"/*.sock >/dev/null 2>&1 && ! echo "$out" | grep -qE '\.sock|salt|^32$'; then ok unprivileged-state-masked
   else bad unprivileged-state-masked; echo "$out" | head -5 | sed 's/^/         /'; fi
-  pkill -f -- "--state $work/nb/s"
+  for p in $(keepers_of "$work/nb/s"); do kill "$p" 2>/dev/null; done
 fi
 mkdir -p "$work/shared/run" && chmod 777 "$work/shared/run"
 "$capsule" policy set selu-ok ok allow --state "$work/shared" >/dev/null 2>&1

@@ -50,7 +50,10 @@ work=$(mktemp -d /var/tmp/capsule-startup.XXXXXX)
 chmod 755 "$work"
 state=$work/s
 export CAPSULE_STATE_KEY=
-stop_instances() { pkill -f -- "--state $state" 2>/dev/null; true; }
+# the keepers (their status files name their pids: their titles hide the
+# call's arguments); their sandboxes die with them
+keepers_of() { sed -n 's/^pid=//p' "$1"/run/*.status 2>/dev/null; }
+stop_instances() { for p in $(keepers_of "$state"); do kill "$p" 2>/dev/null; done; true; }
 trap 'stop_instances; rm -rf "$work"' EXIT
 mkdir -p "$work/caps/selu-ok" "$work/prefix/bin"
 cp "$fault" "$work/caps/selu-ok/server"

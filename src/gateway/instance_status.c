@@ -1,0 +1,209 @@
+/* The run directory and who may reach a keeper there; what `capsule ps`
+ * and `capsule stop` read and do: the keepers' status files beside their
+ * sockets, and the stop request a keeper honours. */
+#include <dirent.h>
+#include <stdbool.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "core/clock.h"
+#include "gateway/instance.h"
+#include "gateway/instance_int.h"
+
+#define STATUS_SUFFIX ".status"
+
+/* Connects to a keeper by deadline (a full backlog is waited out, not
+ * blocked on), and only to one run by this user: a socket planted by
+ * someone else is refused. */
+int gw_instance_connect(const struct sockaddr_un *sa, uint64_t deadline)
+{
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return -errno;
+  while (connect(fd, (const struct sockaddr *)sa, sizeof *sa) < 0) {
+    int e = errno;
+    if (e != EAGAIN || cap_now_ms(CLOCK_MONOTONIC) >= deadline) {
+      close(fd);
+      return -e;
+    }
+    struct timespec ts = {.tv_nsec = 5 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  struct ucred peer;
+  socklen_t len = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) < 0 || peer.uid != geteuid()) {
+    close(fd);
+    return -EPERM;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+int gw_instance_check_run_dir(const char *dir, struct cap_error *err)
+{
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    return cap_error_errno(err, errno, "cannot create %s", dir);
+  struct stat sb;
+  if (lstat(dir, &sb) < 0)
+    return cap_error_errno(err, errno, "cannot read %s", dir);
+  if (!S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077))
+    return cap_error_set(err, EPERM,
+                         "%s is not a private directory of this user's (mode 0700, owned by uid "
+                         "%u): capsule keeps instances' sockets there; fix or remove it",
+                         dir, (unsigned)geteuid());
+  return 0;
+}
+
+static const char *const state_names[] = {
+    [GW_INSTANCE_STARTING] = "starting",
+    [GW_INSTANCE_SERVING] = "serving",
+    [GW_INSTANCE_STOPPING] = "stopping",
+};
+
+const char *gw_instance_state_name(enum gw_instance_state s)
+{
+  return (unsigned)s < sizeof state_names / sizeof state_names[0] ? state_names[s] : "unknown";
+}
+
+void gw_instance_status_write(const char *path, const struct gw_instance_info *info)
+{
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    return;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return;
+  dprintf(fd,
+          "capability=%s\npid=%d\nstate=%s\nleases=%u\nmax_leases=%u\nstarted_ms=%llu\n"
+          "idle_since_ms=%llu\n",
+          info->capability, info->pid, gw_instance_state_name(info->state), info->leases,
+          info->max_leases, (unsigned long long)info->started_ms,
+          (unsigned long long)info->idle_since_ms);
+  close(fd);
+  if (rename(tmp, path) < 0)
+    unlink(tmp);
+}
+
+/* One status file into *info: false when it is not one (or not whole). */
+static bool status_read(int dir_fd, const char *name, struct gw_instance_info *info)
+{
+  _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return false;
+  char buf[2048];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  if (n <= 0)
+    return false;
+  buf[n] = '\0';
+  *info = (struct gw_instance_info){.pid = -1, .state = GW_INSTANCE_STARTING};
+  unsigned seen = 0;
+  for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *eq = strchr(line, '=');
+    if (!eq)
+      continue;
+    *eq = '\0';
+    const char *v = eq + 1;
+    if (strcmp(line, "capability") == 0) {
+      snprintf(info->capability, sizeof info->capability, "%s", v);
+      seen |= 1;
+    } else if (strcmp(line, "pid") == 0) {
+      info->pid = atoi(v);
+      seen |= 2;
+    } else if (strcmp(line, "state") == 0) {
+      for (size_t s = 0; s < sizeof state_names / sizeof state_names[0]; s++)
+        if (strcmp(v, state_names[s]) == 0)
+          info->state = (enum gw_instance_state)s;
+    } else if (strcmp(line, "leases") == 0) {
+      info->leases = (unsigned)strtoul(v, NULL, 10);
+    } else if (strcmp(line, "max_leases") == 0) {
+      info->max_leases = (unsigned)strtoul(v, NULL, 10);
+    } else if (strcmp(line, "started_ms") == 0) {
+      info->started_ms = strtoull(v, NULL, 10);
+    } else if (strcmp(line, "idle_since_ms") == 0) {
+      info->idle_since_ms = strtoull(v, NULL, 10);
+    }
+  }
+  size_t len = strlen(name) - strlen(STATUS_SUFFIX);
+  if (len >= sizeof info->key)
+    return false;
+  memcpy(info->key, name, len);
+  info->key[len] = '\0';
+  return seen == 3 && info->pid > 0;
+}
+
+static int by_capability(const void *a, const void *b)
+{
+  const struct gw_instance_info *x = a, *y = b;
+  int c = strcmp(x->capability, y->capability);
+  return c ? c : x->pid - y->pid;
+}
+
+int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t *n,
+                     struct cap_error *err)
+{
+  *out = NULL;
+  *n = 0;
+  DIR *d = opendir(run_dir);
+  if (!d)
+    return errno == ENOENT ? 0 : cap_error_errno(err, errno, "cannot read %s", run_dir);
+  size_t cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name), sl = strlen(STATUS_SUFFIX);
+    if (len <= sl || strcmp(e->d_name + len - sl, STATUS_SUFFIX) != 0)
+      continue;
+    struct gw_instance_info info;
+    /* a keeper killed outright leaves its file: only the living are listed */
+    if (!status_read(dirfd(d), e->d_name, &info) || (kill(info.pid, 0) < 0 && errno == ESRCH))
+      continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 8;
+      *out = cap_xrealloc(*out, cap * sizeof **out);
+    }
+    (*out)[(*n)++] = info;
+  }
+  closedir(d);
+  if (*n)
+    qsort(*out, *n, sizeof **out, by_capability);
+  return 0;
+}
+
+/* Sends the stop request ('S') on the keeper's socket: false when no
+ * keeper of this user's answered there. */
+static bool ask_keeper_to_stop(const char *run_dir, const char *key)
+{
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s.sock", run_dir, key) >=
+      (int)sizeof sa.sun_path)
+    return false;
+  _cleanup_close_ int fd = gw_instance_connect(&sa, cap_now_ms(CLOCK_MONOTONIC) + 1000);
+  return fd >= 0 && send(fd, "S", 1, MSG_NOSIGNAL) == 1;
+}
+
+int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, uint64_t wait_ms,
+                     struct cap_error *err)
+{
+  if (!ask_keeper_to_stop(run_dir, inst->key) && kill(inst->pid, SIGTERM) < 0 && errno != ESRCH)
+    return cap_error_errno(err, errno, "cannot stop %s's keeper (pid %d)", inst->capability,
+                           inst->pid);
+  uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + wait_ms;
+  while (kill(inst->pid, 0) == 0 || errno != ESRCH) {
+    if (cap_now_ms(CLOCK_MONOTONIC) >= deadline)
+      return cap_error_set(err, ETIMEDOUT, "%s's keeper (pid %d) has not exited yet",
+                           inst->capability, inst->pid);
+    struct timespec ts = {.tv_nsec = 20 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return 0;
+}
