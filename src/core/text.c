@@ -184,3 +184,15 @@ int cap_read_file(const char *path, size_t max_bytes, char **ret_data, size_t *r
   *ret_data = cap_buf_steal(&b);
   return 0;
 }
+
+int cap_write_text(const char *path, const char *text)
+{
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  size_t len = strlen(text);
+  ssize_t n = write(fd, text, len);
+  int r = n == (ssize_t)len ? 0 : -(errno ? errno : EIO);
+  close(fd);
+  return r;
+}

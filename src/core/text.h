@@ -39,4 +39,8 @@ void cap_textpos_at(struct cap_textpos *tp, size_t off, uint32_t *line, uint32_t
 int cap_read_file(const char *path, size_t max_bytes, char **ret_data, size_t *ret_len,
                   struct cap_error *err);
 
+/* Writes text to the existing file at path in one write (a /proc or
+ * cgroup control file). Returns 0, or -errno. */
+int cap_write_text(const char *path, const char *text);
+
 #endif

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "core/cleanup.h"
+#include "core/text.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
 
@@ -54,11 +55,7 @@ static int write_text(pid_t pid, const char *file, const char *text)
 {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
-  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  ssize_t n = write(fd, text, strlen(text));
-  return n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
+  return cap_write_text(path, text);
 }
 
 int sandbox_idmap_userns(uid_t caller_uid, gid_t caller_gid, uid_t tool_uid, gid_t tool_gid)

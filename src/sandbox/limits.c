@@ -13,6 +13,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/text.h"
 
 #define CGROOT "/sys/fs/cgroup"
 #define CPU_PERIOD_US 100000
@@ -25,11 +26,7 @@ static int write_text(const char *dir, const char *file, const char *text)
 {
   char path[800];
   snprintf(path, sizeof path, "%s/%s", dir, file);
-  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  ssize_t n = write(fd, text, strlen(text));
-  return n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
+  return cap_write_text(path, text);
 }
 
 static int read_text(const char *dir, const char *file, char *buf, size_t size)

@@ -42,6 +42,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/text.h"
 #include "net/proxy.h"
 #include "sandbox/limits.h"
 #include "sandbox/relay.h"
@@ -102,15 +103,6 @@ void sandbox_child_fail(const char *fmt, ...)
 
 /* ---- parent side ---- */
 
-static int write_file(const char *path, const char *text)
-{
-  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  ssize_t n = write(fd, text, strlen(text));
-  return n == (ssize_t)strlen(text) ? 0 : -(errno ? errno : EIO);
-}
-
 /* One id each way: the sandbox's uid and gid (inside) are the caller's
  * own ids unprivileged; as root they are 65534 inside and outside
  * id_base + 65534, the capability's own host ids (sandbox_host_ids). */
@@ -119,16 +111,16 @@ static int write_id_maps(pid_t pid, uid_t inside_uid, uid_t outside_uid, gid_t i
 {
   char path[64], map[64];
   snprintf(path, sizeof path, "/proc/%d/setgroups", pid);
-  int r = write_file(path, "deny");
+  int r = cap_write_text(path, "deny");
   if (r < 0 && r != -ENOENT)
     return cap_error_errno(err, -r, "cannot write %s", path);
   snprintf(path, sizeof path, "/proc/%d/uid_map", pid);
   snprintf(map, sizeof map, "%u %u 1\n", inside_uid, outside_uid);
-  if ((r = write_file(path, map)) < 0)
+  if ((r = cap_write_text(path, map)) < 0)
     return cap_error_errno(err, -r, "cannot write the user namespace's uid map");
   snprintf(path, sizeof path, "/proc/%d/gid_map", pid);
   snprintf(map, sizeof map, "%u %u 1\n", inside_gid, outside_gid);
-  if ((r = write_file(path, map)) < 0)
+  if ((r = cap_write_text(path, map)) < 0)
     return cap_error_errno(err, -r, "cannot write the user namespace's gid map");
   return 0;
 }
