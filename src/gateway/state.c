@@ -219,6 +219,12 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
     gw_state_close(st);
     return r;
   }
+  /* a capsule killed mid-call left its call in flight: its record now
+   * (best effort: a marker that cannot be recorded stays for the next) */
+  size_t interrupted = 0;
+  struct cap_error ignored = {0};
+  gw_audit_recover_interrupted(st, &interrupted, &ignored);
+  cap_error_clear(&ignored);
   gw_state_remember_dir(dir); /* masked in every later sandbox, whichever state it uses */
   *ret = st;
   return 0;

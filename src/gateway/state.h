@@ -117,6 +117,27 @@ int gw_audit_each(struct gw_state *st, int64_t after, gw_audit_fn fn, void *arg,
  * (deleted, truncated, rolled back), otherwise. */
 int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err);
 
+/* ---- calls in flight (state_audit.c) ----
+ * gw_inflight_begin records a call as in flight before it runs: a marker
+ * STATE/run/calls/NAME holding r's fields, locked (flock) by this process
+ * until gw_inflight_end removes it. A capsule killed mid-call leaves its
+ * marker with the lock free: gw_state_open (gw_audit_recover_interrupted)
+ * appends one record for it, outcome "interrupted", and removes it. */
+struct gw_inflight {
+  int fd, dirfd;
+  char *name;
+  uint64_t start_ms;
+};
+int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
+                      struct cap_error *err);
+/* Rewrites the marker's fields (e.g. the decision, once made). */
+void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
+/* Removes the marker (the call's own record is then written). No-op on
+ * one that was never begun ({.fd = -1}). */
+void gw_inflight_end(struct gw_inflight *m);
+/* The abandoned markers as "interrupted" records: how many, in *n. */
+int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err);
+
 /* SHA-256 of data as 64 hex digits into out[65]. */
 void gw_sha256_hex(const void *data, size_t len, char out[65]);
 
