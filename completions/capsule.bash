@@ -50,7 +50,7 @@ _capsule() {
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   approvals) opts="--state --json --help" ;;
   approve | deny) opts="--state --help" ;;
-  audit) opts="--state --json --follow --help" subs="verify" ;;
+  audit) opts="--state --json --since --tail --follow --help" subs="verify" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

@@ -37,7 +37,10 @@ enum {
   OPT_TIMEOUT,
   OPT_SESSION,
   OPT_SHARED,
-  OPT_APPROVAL_TTL
+  OPT_APPROVAL_TTL,
+  OPT_SINCE,
+  OPT_TAIL,
+  OPT_FORCE
 };
 
 static const struct option common_options[] = {
@@ -51,6 +54,9 @@ static const struct option common_options[] = {
     {"session", required_argument, NULL, OPT_SESSION},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
+    {"since", required_argument, NULL, OPT_SINCE},
+    {"tail", required_argument, NULL, OPT_TAIL},
+    {"force", no_argument, NULL, OPT_FORCE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -68,6 +74,7 @@ static const char *login_name(void)
 int parse_common(const char *verb, int argc, char **argv, struct common *o)
 {
   int c;
+  o->tail = -1;
   /* options may follow the positional arguments (`policy set A T allow --user U`) */
   while ((c = getopt_long(argc, argv, "h", common_options, NULL)) != -1) {
     switch (c) {
@@ -81,6 +88,16 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
     case OPT_JSON: o->json = true; break;
     case OPT_SESSION: o->session = optarg; break;
     case OPT_FOLLOW: o->follow = true; break;
+    case OPT_SINCE: o->since = optarg; break;
+    case OPT_FORCE: o->force = true; break;
+    case OPT_TAIL: {
+      char *end;
+      unsigned long long v = strtoull(optarg, &end, 10);
+      if (*end || !*optarg || v > 1000000000)
+        return cli_usage_error(verb, "--tail takes a number of records, not '%s'", optarg);
+      o->tail = (int64_t)v;
+      break;
+    }
     case OPT_SCOPE:
       if (strcmp(optarg, "system") && strcmp(optarg, "user"))
         return cli_usage_error(verb, "--scope takes system or user, not '%s'", optarg);
@@ -105,7 +122,19 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
   o->state = cli_default(o->state, "CAPSULE_STATE");
   if (!o->user || !*o->user)
     o->user = login_name();
+  o->login = login_name();
   return 0;
+}
+
+int audit_change(struct gw_state *st, const struct common *o, const char *kind, const char *cap,
+                 const char *tool, const char *what)
+{
+  struct cap_error err = {0};
+  if (gw_audit_change(st, kind, o->login, cap, tool, what, &err) == 0)
+    return 0;
+  fprintf(stderr, "capsule: the change was made but cannot be audited: %s\n", err.message);
+  cap_error_clear(&err);
+  return CLI_EXIT_INVALID;
 }
 
 /* Acting as another user is the operator's: root's or the state
@@ -466,8 +495,14 @@ static int cmd_policy(int argc, char **argv)
     if (r < 0)
       cli_error("policy", err.message);
     cap_error_clear(&err);
+    int ar = 0;
+    if (r == 0) {
+      _cleanup_free_ char *what = user_given ? cap_xasprintf("%s for user %s", pos[2], o.user)
+                                             : cap_xasprintf("%s (operator default)", pos[2]);
+      ar = audit_change(st, &o, "policy-set", pos[0], pos[1], what);
+    }
     gw_state_close(st);
-    return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
+    return r < 0 ? CLI_EXIT_INVALID : ar;
   }
   if (strcmp(sub, "list") == 0) {
     struct gw_state *st = NULL;
@@ -586,6 +621,16 @@ static int cred_select(const char *sub, int rest, char **pos, const struct commo
   return 0;
 }
 
+/* "user credential for user U, of capability C" / "system credential,
+ * shared": which row a set or rm touched. */
+static char *cred_row_text(const struct cred_sel *sel)
+{
+  bool user = sel->scope == CAP_SCOPE_USER;
+  return cap_xasprintf("%s credential%s%s, %s%s", user ? "user" : "system",
+                       user ? " for user " : "", user ? sel->user : "",
+                       sel->cap ? "of capability " : "shared", sel->cap ? sel->cap : "");
+}
+
 static int cred_set(struct gw_state *st, const struct cred_sel *sel, struct cap_error *err)
 {
   size_t len = 0;
@@ -630,6 +675,7 @@ static int cmd_cred(int argc, char **argv)
   if ((r = open_state(&o, &st)))
     return r;
   struct cap_error err = {0};
+  bool change = strcmp(sub, "list") != 0;
   if (strcmp(sub, "set") == 0)
     r = cred_set(st, &sel, &err);
   else if (strcmp(sub, "rm") == 0)
@@ -643,8 +689,14 @@ static int cmd_cred(int argc, char **argv)
   if (err.message)
     cli_error("cred", err.message);
   cap_error_clear(&err);
+  int ar = 0;
+  if (r == 0 && change) { /* which row, never its value */
+    _cleanup_free_ char *what = cred_row_text(&sel);
+    ar = audit_change(st, &o, strcmp(sub, "set") == 0 ? "cred-set" : "cred-rm", sel.cap, sel.name,
+                      what);
+  }
   gw_state_close(st);
-  return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
+  return r < 0 ? CLI_EXIT_INVALID : ar;
 }
 
 int cmd_gateway(int argc, char **argv)

@@ -98,15 +98,20 @@ static const struct {
              "denies; repeating the call then sees it refused. Refused inside a sandbox.\n"
              "\n" GATEWAY_COMMON "\n"
              "exit status: 0 denied, 1 no such pending approval, 2 usage\n"},
-    {"audit", "usage: capsule audit [--json] [--follow] [--state DIR]\n"
+    {"audit", "usage: capsule audit [--json] [--since TIME] [--tail N] [--follow] [--state DIR]\n"
               "       capsule audit verify [--state DIR]\n"
               "\n"
-              "The audit log, one record per call; `verify` checks the hash chain and its\n"
-              "head and names the first bad record.\n"
+              "The audit log: one record per call (an interrupted one too), and one per\n"
+              "policy, credential or approval change (decision: the kind of change);\n"
+              "`verify` checks the hash chain and its head and names the first bad record.\n"
               "\n"
               "      --json        an array of objects, one per record (with --follow:\n"
               "                    one object a line)\n"
-              "      --follow      keep printing records as they are added\n" GATEWAY_COMMON "\n"
+              "      --since TIME  records from TIME on: RFC 3339 (2026-11-25T18:00:00Z,\n"
+              "                    an offset, or a date) or back from now (30s, 10m, 2h, 1d)\n"
+              "      --tail N      only the last N records (of those --since selects)\n"
+              "      --follow      keep printing records as they are added; alone, it starts\n"
+              "                    at the end (only new records)\n" GATEWAY_COMMON "\n"
               "exit status: 0 ok (verified), 1 failed or the chain is broken, 2 usage\n"},
 };
 

@@ -134,8 +134,10 @@ static enum gw_outcome resolve_credentials(struct call_ctx *c, struct cap_error 
 static enum gw_outcome step_credentials(struct call_ctx *c, struct cap_error *err)
 {
   enum gw_outcome o = resolve_credentials(c, err);
-  if (o != GW_OUTCOME_OK)
+  if (o != GW_OUTCOME_OK) { /* refused, whatever the policy said */
+    c->rec.decision = "refused";
     c->rec.outcome = "missing credential";
+  }
   return o;
 }
 
@@ -397,8 +399,10 @@ static enum gw_outcome step_validate(struct call_ctx *c, struct cap_error *err)
     }
     cap_js_errors_free(&errs);
   }
-  if (r < 0)
+  if (r < 0) { /* refused, whatever the policy said */
+    c->rec.decision = "refused";
     c->rec.outcome = "invalid arguments";
+  }
   return r < 0 ? GW_OUTCOME_FAILED : GW_OUTCOME_OK;
 }
 

@@ -108,6 +108,13 @@ struct gw_audit_record {
   char prev[65], hash[65]; /* set by append */
 };
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err);
+/* A change the operator made, as a record of its own: decision is the
+ * kind ("policy-set", "policy-rm", "cred-set", "cred-rm", "approve",
+ * "deny"), user who made it, capability and tool (or credential name)
+ * what it is about, outcome what was done, in words (never a
+ * credential's value); no arguments or result hash, duration 0. */
+int gw_audit_change(struct gw_state *st, const char *kind, const char *who, const char *capability,
+                    const char *tool, const char *what, struct cap_error *err);
 typedef void (*gw_audit_fn)(void *arg, const struct gw_audit_record *r);
 /* Records with seq > after, in order. */
 int gw_audit_each(struct gw_state *st, int64_t after, gw_audit_fn fn, void *arg,

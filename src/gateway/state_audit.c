@@ -109,6 +109,17 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
   return advance_mark(st, r, err);
 }
 
+int gw_audit_change(struct gw_state *st, const char *kind, const char *who, const char *capability,
+                    const char *tool, const char *what, struct cap_error *err)
+{
+  struct gw_audit_record r = {.user = who,
+                              .capability = capability ? capability : "",
+                              .tool = tool ? tool : "",
+                              .decision = kind,
+                              .outcome = what};
+  return gw_audit_append(st, &r, err);
+}
+
 static void row_record(sqlite3_stmt *s, struct gw_audit_record *r)
 {
   r->seq = sqlite3_column_int64(s, 0);

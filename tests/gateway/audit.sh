@@ -41,7 +41,8 @@ kill -9 "$cpid"
 wait "$cpid" 2>/dev/null
 # the sandbox goes with its capsule (PR_SET_PDEATHSIG); until then its
 # call is still in flight and not recorded
-if wait_for sh -c "audit_out=\$('$capsule' audit --json --state '$state' 2>/dev/null); echo \"\$audit_out\" | jq -e '[.[] | select(.capability == \"slow\")] | length == 1' >/dev/null"; then
+slow_recorded() { audit_json | jq -e '[.[] | select(.capability == "slow" and .outcome == "interrupted")] | length == 1' >/dev/null; }
+if wait_for slow_recorded; then
   ok interrupted-recorded
 else bad interrupted-recorded; fi
 n=$(audit_json | jq '[.[] | select(.capability == "slow" and .tool == "dispatch" and .outcome == "interrupted" and .decision == "allow" and .user != "")] | length')
@@ -52,5 +53,104 @@ n=$(audit_json | jq '[.[] | select(.outcome == "interrupted")] | length')
 [ -z "$(ls -A "$state/run/calls" 2>/dev/null)" ] && ok marker-removed || bad marker-removed
 t interrupted-verifies 0 "^audit log verified: [0-9]+ records" audit verify --state "$state"
 t interrupted-text 0 "slow.dispatch allow [0-9]+ms interrupted$" audit --state "$state"
+
+echo "--since, --tail, --follow"
+"$capsule" policy set echo dispatch allow "${G[@]}" >/dev/null
+for i in 1 2 3; do "$capsule" call "${G[@]}" echo dispatch "{\"n\": $i}" >/dev/null 2>&1; done
+total=$(audit_json | jq length)
+t tail-2 0 "" audit --json --tail 2 --state "$state"
+n=$(jq length <<<"$out"); last=$(jq '.[-1].seq' <<<"$out")
+[ "$n" = 2 ] && [ "$last" = "$total" ] && ok tail-last-two || bad "tail-last-two ($n, $last of $total)"
+t tail-text 0 "" audit --tail 1 --state "$state"
+[ "$(wc -l <<<"$out")" = 1 ] && grep -q "^$total " <<<"$out" && ok tail-text-one-line || bad tail-text-one-line
+t since-future 0 '^\[\]$' audit --json --since 2999-01-01T00:00:00Z --state "$state"
+t since-past 0 "" audit --json --since 2000-01-01 --state "$state"
+[ "$(jq length <<<"$out")" = "$total" ] && ok since-past-all || bad since-past-all
+t since-relative 0 "" audit --json --since 1h --state "$state"
+[ "$(jq length <<<"$out")" = "$total" ] && ok since-relative-all || bad since-relative-all
+# an offset: the same instant as the future Z time above, one hour ahead
+t since-offset 0 '^\[\]$' audit --json --since 2999-01-01T01:00:00.5+01:00 --state "$state"
+t since-bad 2 "--since takes a time in RFC 3339" audit --since yesterday --state "$state"
+t tail-bad 2 "--tail takes a number" audit --tail -3 --state "$state"
+"$capsule" audit --json --follow --state "$state" >"$work/follow" 2>&1 &
+fpid=$!
+pids+=("$fpid")
+# calls until --follow shows one (a call made before it read the log's end
+# is not new to it): the first record it shows is a new one
+for i in $(seq 20); do
+  "$capsule" call "${G[@]}" echo dispatch "{\"n\": \"new$i\"}" >/dev/null 2>&1
+  wait_for grep -q . "$work/follow" && break
+done
+kill "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null
+first=$(head -1 "$work/follow" | jq .seq)
+if [ -n "$first" ] && [ "$first" -gt "$total" ]; then ok follow-from-end
+else bad "follow-from-end (first $first of $total)"; head -3 "$work/follow"; fi
+total=$(audit_json | jq length)
+"$capsule" audit --json --follow --tail 1 --state "$state" >"$work/follow2" 2>&1 &
+fpid=$!
+pids+=("$fpid")
+wait_for grep -q . "$work/follow2"
+kill "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null
+[ "$(jq -s 'map(.seq)' -c "$work/follow2")" = "[$total]" ] && ok follow-tail || bad follow-tail
+
+echo "changes are records of their own"
+last_record() { audit_json | jq -c '.[-1]'; }
+"$capsule" policy set echo dispatch block --user mallory "${G[@]}" >/dev/null 2>&1
+r=$(last_record)
+if jq -e --arg me "$(id -un)" '.decision == "policy-set" and .capability == "echo" and .tool == "dispatch" and .user == $me and (.outcome | test("block for user mallory"))' <<<"$r" >/dev/null; then
+  ok policy-set-audited; else bad "policy-set-audited: $r"; fi
+secret=s3cr3t-VALUE-42
+printf '%s' "$secret" | "$capsule" cred set echo API_KEY --scope system "${G[@]}" >/dev/null 2>&1
+r=$(last_record)
+jq -e '.decision == "cred-set" and .capability == "echo" and .tool == "API_KEY" and (.outcome | test("system credential"))' <<<"$r" >/dev/null &&
+  ok cred-set-audited || bad "cred-set-audited: $r"
+"$capsule" cred rm echo API_KEY --scope system "${G[@]}" </dev/null >/dev/null 2>&1
+r=$(last_record)
+jq -e '.decision == "cred-rm" and .tool == "API_KEY"' <<<"$r" >/dev/null && ok cred-rm-audited || bad "cred-rm-audited: $r"
+! audit_json | grep -q "$secret" && ! "$capsule" audit --state "$state" | grep -q "$secret" &&
+  ok cred-value-never-audited || bad cred-value-never-audited
+"$capsule" policy set echo dispatch ask "${G[@]}" >/dev/null 2>&1
+"$capsule" call "${G[@]}" --user bob echo dispatch '{"n": "ask"}' </dev/null >"$work/ask" 2>&1
+id=$(grep -oE 'approval [0-9a-f]{8} is pending' "$work/ask" | head -1 | cut -d' ' -f2)
+"$capsule" approve "$id" --state "$state" >/dev/null 2>&1
+r=$(last_record)
+jq -e --arg id "$id" '.decision == "approve" and .capability == "echo" and .tool == "dispatch" and (.outcome | test("approval " + $id + " for user bob"))' <<<"$r" >/dev/null &&
+  ok approve-audited || bad "approve-audited: $r"
+"$capsule" call "${G[@]}" --user bob echo dispatch '{"n": "ask2"}' </dev/null >"$work/ask" 2>&1
+id=$(grep -oE 'approval [0-9a-f]{8} is pending' "$work/ask" | head -1 | cut -d' ' -f2)
+"$capsule" deny "$id" --state "$state" >/dev/null 2>&1
+r=$(last_record)
+jq -e '.decision == "deny"' <<<"$r" >/dev/null && ok deny-audited || bad "deny-audited: $r"
+t changes-verify 0 "^audit log verified" audit verify --state "$state"
+
+echo "refused calls"
+mkdir -p "$caps/strict"
+cat >"$caps/strict/manifest.yaml" <<'YAML'
+id: strict
+class: tool
+image: example/strict:1.0
+tool_source: manifest
+tools:
+  - name: lookup
+    description: Looks something up.
+    recommended_policy: allow
+    input_schema:
+      type: object
+      properties: {q: {type: string}}
+      required: [q]
+credentials:
+  - name: API_TOKEN
+    scope: system
+    description: The service's token.
+YAML
+printf 'syntax = "proto3";\n' >"$caps/strict/capability.proto"
+"$capsule" call "${G[@]}" strict lookup '{"q": 5}' >/dev/null 2>&1
+r=$(last_record)
+jq -e '.capability == "strict" and .decision == "refused" and .outcome == "invalid arguments"' <<<"$r" >/dev/null &&
+  ok invalid-arguments-refused || bad "invalid-arguments-refused: $r"
+"$capsule" call "${G[@]}" strict lookup '{"q": "x"}' >/dev/null 2>&1
+r=$(last_record)
+jq -e '.capability == "strict" and .decision == "refused" and .outcome == "missing credential"' <<<"$r" >/dev/null &&
+  ok missing-credential-refused || bad "missing-credential-refused: $r"
 
 finish audit

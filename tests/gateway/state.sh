@@ -227,7 +227,7 @@ if [ "$(id -u)" = 0 ]; then
   echo "a capsule holding the state key is not dumpable"
   ff=$nb/fifo; as_nobody mkfifo "$ff"
   res=$(as_nobody bash -c '
-    "$1" audit --follow --state "$2" >"$3" 2>/dev/null & pid=$!
+    "$1" audit --follow --tail 1 --state "$2" >"$3" 2>/dev/null & pid=$!
     exec 4<"$3"; read -r _ <&4
     if (exec 3</proc/$pid/mem) 2>/dev/null; then echo mem-readable; else echo mem-refused; fi
     echo "owner $(stat -c %u /proc/$pid/mem)"
