@@ -46,7 +46,7 @@ _capsule() {
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
   call) opts="--caps --state --user --timeout --session --approval-ttl --json --help" ;;
-  policy) opts="--state --user --json --help" subs="set list" ;;
+  policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   approvals) opts="--state --json --help" ;;
   approve | deny) opts="--state --help" ;;

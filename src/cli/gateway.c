@@ -1,4 +1,5 @@
-/* The gateway's verbs: list, call, policy, cred, approve, deny, audit. */
+/* The gateway's verbs: list, call, cred, and the table of them all (policy in
+ * policy.c, approvals in approvals.c, audit in audit.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <pwd.h>
@@ -192,7 +193,7 @@ int require_operator(const char *verb, const char *what)
 }
 
 /* Loads --caps (default ./capabilities); prints what did not load. */
-static int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors)
+int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors)
 {
   const char *dir = o->caps ? o->caps : "capabilities";
   struct cap_diags diags = {0};
@@ -448,81 +449,6 @@ static int cmd_call(int argc, char **argv)
   return exit_code(outcome);
 }
 
-/* ---- policy ---- */
-
-static void print_policy(void *arg, const char *cap, const char *tool, const char *user,
-                         enum cap_policy policy)
-{
-  static const struct cli_column cols[] = {{"capability", 20, NULL},
-                                           {"tool", 24, NULL},
-                                           {"policy", 6, NULL},
-                                           {"user", 0, "(operator default)"}};
-  const char *values[] = {cap, tool, cap_policy_name(policy), *user ? user : NULL};
-  cli_listing_row(arg, cols, values, ARRAY_SIZE(cols));
-}
-
-static int cmd_policy(int argc, char **argv)
-{
-  struct common o = {0};
-  int r = parse_common("policy", argc, argv, &o);
-  if (r)
-    return r < 0 ? CLI_EXIT_OK : r;
-  /* the sub-verb is the first argument that is not an option */
-  const char *sub = optind < argc ? argv[optind] : "";
-  int rest = argc - optind - 1;
-  char **pos = argv + optind + 1;
-  bool user_given = false;
-  for (int i = 1; i < argc; i++)
-    user_given |= strcmp(argv[i], "--user") == 0 || strncmp(argv[i], "--user=", 7) == 0;
-  if (strcmp(sub, "set") == 0) {
-    if (rest != 3)
-      return cli_usage_error("policy", "policy set CAPABILITY TOOL allow|ask|block [--user U]");
-    int p = strcmp(pos[2], "allow") == 0   ? CAP_POLICY_ALLOW
-            : strcmp(pos[2], "ask") == 0   ? CAP_POLICY_ASK
-            : strcmp(pos[2], "block") == 0 ? CAP_POLICY_BLOCK
-                                           : -1;
-    if (p < 0)
-      return cli_usage_error("policy", "the decision is allow, ask or block, not '%s'", pos[2]);
-    if ((r = require_operator("policy", "policy set")))
-      return r;
-    struct gw_state *st = NULL;
-    if ((r = open_state(&o, &st)))
-      return r;
-    struct cap_error err = {0};
-    r = gw_policy_set(st, pos[0], pos[1], user_given ? o.user : "", (enum cap_policy)p, &err);
-    if (r == 0) /* what was approved under the old policy is not approved under the new one */
-      r = gw_approval_void_for(st, pos[0], pos[1], &err);
-    if (r < 0)
-      cli_error("policy", err.message);
-    cap_error_clear(&err);
-    int ar = 0;
-    if (r == 0) {
-      _cleanup_free_ char *what = user_given ? cap_xasprintf("%s for user %s", pos[2], o.user)
-                                             : cap_xasprintf("%s (operator default)", pos[2]);
-      ar = audit_change(st, &o, "policy-set", pos[0], pos[1], what);
-    }
-    gw_state_close(st);
-    return r < 0 ? CLI_EXIT_INVALID : ar;
-  }
-  if (strcmp(sub, "list") == 0) {
-    struct gw_state *st = NULL;
-    if ((r = open_state(&o, &st)))
-      return r;
-    struct cap_error err = {0};
-    struct cli_listing l;
-    cli_listing_begin(&l, o.json);
-    r = gw_policy_list(st, print_policy, &l, &err);
-    cli_listing_end(&l, r == 0);
-    if (r < 0)
-      cli_error("policy", err.message);
-    cap_error_clear(&err);
-    gw_state_close(st);
-    return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
-  }
-  return cli_usage_error(
-      "policy", "policy set CAPABILITY TOOL allow|ask|block [--user U], or policy list [--json]");
-}
-
 /* ---- cred ---- */
 
 /* The secret from the terminal (echo off) or stdin; never from argv. */
@@ -692,6 +618,10 @@ static int cmd_cred(int argc, char **argv)
   int ar = 0;
   if (r == 0 && change) { /* which row, never its value */
     _cleanup_free_ char *what = cred_row_text(&sel);
+    _cleanup_free_ char *line = cap_xasprintf(
+        "credential %s: %s (%s)", strcmp(sub, "set") == 0 ? "set" : "removed", sel.name, what);
+    cap_escape_fput(stdout, line, 4096);
+    putchar('\n');
     ar = audit_change(st, &o, strcmp(sub, "set") == 0 ? "cred-set" : "cred-rm", sel.cap, sel.name,
                       what);
   }

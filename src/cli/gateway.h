@@ -38,6 +38,12 @@ int require_operator(const char *verb, const char *what);
 int audit_change(struct gw_state *st, const struct common *o, const char *kind, const char *cap,
                  const char *tool, const char *what);
 
+/* Loads --caps (default ./capabilities) into reg, printing what did not
+ * load; an exit status when the directory cannot be read, else 0. */
+struct gw_registry;
+int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors);
+
+int cmd_policy(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
 int cmd_approve(int argc, char **argv);
 int cmd_deny(int argc, char **argv);

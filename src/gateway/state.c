@@ -293,6 +293,20 @@ int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const 
   return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot store the policy");
 }
 
+int gw_policy_rm(struct gw_state *st, const char *cap, const char *tool, const char *user,
+                 bool *found, struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(
+      st, "DELETE FROM policies WHERE capability = ? AND tool = ? AND user = ? RETURNING 1", cap,
+      tool, user ? user : "", NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  *found = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW)
+    rc = sqlite3_step(s);
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the policy");
+}
+
 int gw_policy_get(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy *policy, bool *found, struct cap_error *err)
 {

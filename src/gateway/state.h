@@ -58,6 +58,9 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
 /* ---- policies: user "" is the operator default ---- */
 int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy policy, struct cap_error *err);
+/* Removes exactly this row; *found false when there was none. */
+int gw_policy_rm(struct gw_state *st, const char *cap, const char *tool, const char *user,
+                 bool *found, struct cap_error *err);
 /* *found false when no row: the caller falls back. */
 int gw_policy_get(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy *policy, bool *found, struct cap_error *err);

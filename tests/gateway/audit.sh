@@ -153,4 +153,27 @@ r=$(last_record)
 jq -e '.capability == "strict" and .decision == "refused" and .outcome == "missing credential"' <<<"$r" >/dev/null &&
   ok missing-credential-refused || bad "missing-credential-refused: $r"
 
+echo "policy set names what the registry holds; policy rm; confirmations"
+t policy-set-confirms 0 '^policy set: echo.dispatch allow \(operator default\)$' policy set echo dispatch allow "${G[@]}"
+t policy-set-user-confirms 0 '^policy set: echo.dispatch block for user mallory$' policy set echo dispatch block --user mallory "${G[@]}"
+t policy-unknown-capability 1 'no capability "ehco" in .*\(it has: echo, slow, strict\)' policy set ehco dispatch allow "${G[@]}"
+t policy-unknown-tool 1 'capability echo has no tool "dispach" \(it has: dispatch\)' policy set echo dispach allow "${G[@]}"
+t policy-strict-tool 0 '^policy set: strict.lookup ask' policy set strict lookup ask "${G[@]}"
+t policy-caps-unreadable 1 "cannot read the capabilities directory $work/nocaps: No such file or directory; .*--force" policy set echo dispatch allow --caps "$work/nocaps" --state "$state"
+t policy-caps-unreadable-force 0 '^policy set: later.tool allow' policy set later tool allow --force --caps "$work/nocaps" --state "$state"
+t policy-unknown-not-stored 0 "" policy list --json --state "$state"
+[ "$(jq '[.[] | select(.capability == "ehco" or .tool == "dispach")] | length' <<<"$out")" = 0 ] &&
+  ok policy-unknown-not-stored-none || bad policy-unknown-not-stored-none
+t policy-rm-user 0 "^policy removed: echo.dispatch user mallory's override" policy rm echo dispatch --user mallory --state "$state"
+t policy-rm-user-gone 0 "" policy list --json --state "$state"
+[ "$(jq '[.[] | select(.user == "mallory")] | length' <<<"$out")" = 0 ] && ok policy-rm-user-removed || bad policy-rm-user-removed
+t policy-rm-default 0 "^policy removed: later.tool operator default" policy rm later tool --state "$state"
+t policy-rm-missing 1 "no operator default for later.tool" policy rm later tool --state "$state"
+t policy-rm-usage 2 "policy rm CAPABILITY TOOL" policy rm echo --state "$state"
+r=$(last_record)
+jq -e '.decision == "policy-rm" and .capability == "later" and .tool == "tool"' <<<"$r" >/dev/null && ok policy-rm-audited || bad "policy-rm-audited: $r"
+out=$(printf 'v' | "$capsule" cred set echo API_KEY --scope user --user bob "${G[@]}" 2>&1)
+[ "$out" = "credential set: API_KEY (user credential for user bob, of capability echo)" ] && ok cred-set-confirms || bad "cred-set-confirms: $out"
+t cred-rm-confirms 0 '^credential removed: API_KEY \(user credential for user bob, of capability echo\)$' cred rm echo API_KEY --scope user --user bob "${G[@]}"
+
 finish audit
