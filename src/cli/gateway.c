@@ -1,6 +1,7 @@
 /* The gateway's verbs: list, call, cred, and the table of them all (policy in
  * policy.c, approvals in approvals.c, audit in audit.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <sodium.h>
@@ -372,6 +373,65 @@ static int exit_code(enum gw_outcome o)
   return CLI_EXIT_INVALID;
 }
 
+/* The tool's stderr log: LOGS/<capability>.log (gateway/toollog.c); NULL
+ * for a name that cannot be a file's. */
+static char *tool_log_path(const char *logs, const char *cap)
+{
+  if (!*cap || strchr(cap, '/') || strcmp(cap, ".") == 0 || strcmp(cap, "..") == 0)
+    return NULL;
+  return cap_xasprintf("%s/%s.log", logs, cap);
+}
+
+static off_t file_size(const char *path)
+{
+  struct stat sb;
+  return path && stat(path, &sb) == 0 ? sb.st_size : 0;
+}
+
+#define STDERR_TAIL_LINES 10
+#define CAP_STR_(x) #x
+#define CAP_STR(x) CAP_STR_(x)
+#define STDERR_TAIL_BYTES 65536
+
+/* Below a failed call's error: the last lines the tool wrote to its log
+ * during this call (from where the log ended before it; from the start
+ * when it was rotated meanwhile), escaped: they are the tool's text. */
+static void print_stderr_tail(const char *path, off_t before)
+{
+  _cleanup_close_ int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) < 0)
+    return;
+  off_t from = sb.st_size < before ? 0 : before;
+  if (sb.st_size - from > STDERR_TAIL_BYTES)
+    from = sb.st_size - STDERR_TAIL_BYTES;
+  size_t len = (size_t)(sb.st_size - from);
+  _cleanup_free_ char *buf = cap_xmalloc(len + 1);
+  ssize_t n = len ? pread(fd, buf, len, from) : 0;
+  if (n <= 0)
+    return;
+  while (n > 0 && buf[n - 1] == '\n')
+    n--;
+  if (n == 0)
+    return;
+  size_t start = (size_t)n, lines = 0;
+  while (start > 0 && lines < STDERR_TAIL_LINES)
+    if (buf[--start] == '\n' && ++lines == STDERR_TAIL_LINES)
+      start++;
+  bool cut = start > 0 || from > before;
+  fprintf(stderr, "  the tool's stderr in this call%s:\n",
+          cut ? " (its last " CAP_STR(STDERR_TAIL_LINES) " lines)" : "");
+  for (size_t i = start; i < (size_t)n;) {
+    char *nl = memchr(buf + i, '\n', (size_t)n - i);
+    size_t end = nl ? (size_t)(nl - buf) : (size_t)n;
+    struct cap_buf line = {0};
+    cap_escape_text(&line, buf + i, end - i > 1000 ? 1000 : end - i);
+    fprintf(stderr, "    %s%s\n", line.data ? line.data : "", end - i > 1000 ? "..." : "");
+    cap_buf_free(&line);
+    i = end + 1;
+  }
+}
+
 static int cmd_call(int argc, char **argv)
 {
   struct common o = {0};
@@ -432,6 +492,8 @@ static int cmd_call(int argc, char **argv)
   call.hidden = (const char *const *)hidden;
   struct gw_result result = {0};
   struct cap_error err = {0};
+  _cleanup_free_ char *log = tool_log_path(logs, cap);
+  off_t log_before = file_size(log);
   enum gw_outcome outcome = gw_call(&call, &reg, st, &result, &err);
   if (outcome == GW_OUTCOME_OK && o.json)
     printf("{\"result\":%s,\"terminal_on_success\":%s}\n", result.json,
@@ -440,6 +502,8 @@ static int cmd_call(int argc, char **argv)
     printf("%s\n", result.json);
   else
     cli_error("call", err.message);
+  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
+    print_stderr_tail(log, log_before);
   cap_error_clear(&err);
   free(result.json);
   gw_state_private_paths_free(hidden, call.n_hidden);

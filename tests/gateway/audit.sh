@@ -176,4 +176,23 @@ out=$(printf 'v' | "$capsule" cred set echo API_KEY --scope user --user bob "${G
 [ "$out" = "credential set: API_KEY (user credential for user bob, of capability echo)" ] && ok cred-set-confirms || bad "cred-set-confirms: $out"
 t cred-rm-confirms 0 '^credential removed: API_KEY \(user credential for user bob, of capability echo\)$' cred rm echo API_KEY --scope user --user bob "${G[@]}"
 
+echo "a failed call shows the end of the tool's stderr"
+agent noisy 'for i in $(seq 15); do echo "noise $i" >&2; done; printf "evil \033[31m red\n" >&2; exit 3'
+agent quiet 'echo "only line" >&2; exit 2'
+"$capsule" policy set noisy dispatch allow "${G[@]}" >/dev/null
+"$capsule" policy set quiet dispatch allow "${G[@]}" >/dev/null
+t failed-shows-stderr 1 "^    evil \\\\x1b\[31m red$" call "${G[@]}" noisy dispatch '{"text": "x"}'
+esc=$(printf '\033')
+if ! grep -q "$esc" <<<"$out"; then ok failed-stderr-escaped; else bad failed-stderr-escaped; fi
+[ "$(grep -c '^    noise' <<<"$out")" = 9 ] && ! grep -q '^    noise 6$' <<<"$out" && grep -q '^    noise 7$' <<<"$out" &&
+  grep -q "the tool's stderr in this call (its last 10 lines):" <<<"$out" && ok failed-last-ten-lines ||
+  { bad failed-last-ten-lines; echo "$out" | head -14 | sed 's/^/         /'; }
+t quiet-first-call 1 "" call "${G[@]}" quiet dispatch '{"text": "x"}'
+"$capsule" call "${G[@]}" quiet dispatch '{"text": "x"}' >/dev/null 2>&1
+t failed-only-this-call 1 "the tool's stderr in this call:" call "${G[@]}" quiet dispatch '{"text": "x"}'
+[ "$(grep -c '^    ' <<<"$out")" = 1 ] && grep -q '^    only line$' <<<"$out" && ok failed-stderr-this-call-only ||
+  { bad failed-stderr-this-call-only; echo "$out" | sed 's/^/         /'; }
+t refused-no-stderr 1 "" call "${G[@]}" quiet dispatch '{"nottext": 1}'
+! grep -q "the tool's stderr" <<<"$out" && ok refused-shows-no-stderr || bad refused-shows-no-stderr
+
 finish audit
