@@ -445,6 +445,19 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
   return r;
 }
 
+/* A dot name is a marker still being made, or one whose capsule was
+ * killed before its call began (nothing ran: no record). Removed once its
+ * lock is free and it is older than any making takes. */
+#define UNNAMED_MARKER_AGE_S 600
+static void drop_unnamed(int dir, const char *name)
+{
+  _cleanup_close_ int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  struct stat sb;
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &sb) == 0 &&
+      sb.st_mtime + UNNAMED_MARKER_AGE_S < time(NULL))
+    unlinkat(dir, name, 0);
+}
+
 int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err)
 {
   *n = 0;
@@ -459,9 +472,12 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
   }
   int r = 0;
   struct dirent *e;
-  while (r == 0 && (e = readdir(d)))
-    if (e->d_name[0] != '.') /* a dot name is a marker still being made */
+  while (r == 0 && (e = readdir(d))) {
+    if (e->d_name[0] != '.')
       r = recover_one(st, dirfd(d), e->d_name, n, err);
+    else if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      drop_unnamed(dirfd(d), e->d_name);
+  }
   closedir(d);
   return r;
 }

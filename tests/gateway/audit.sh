@@ -53,6 +53,32 @@ n=$(audit_json | jq '[.[] | select(.outcome == "interrupted")] | length')
 [ -z "$(ls -A "$state/run/calls" 2>/dev/null)" ] && ok marker-removed || bad marker-removed
 t interrupted-verifies 0 "^audit log verified: [0-9]+ records" audit verify --state "$state"
 t interrupted-text 0 "slow.dispatch allow [0-9]+ms interrupted$" audit --state "$state"
+# a marker never named (its capsule killed while making it): removed once
+# old and unlocked, without a record; a fresh one is left to its maker
+mkdir -p "$state/run/calls"
+: >"$state/run/calls/.old" && touch -d '1 hour ago' "$state/run/calls/.old"
+: >"$state/run/calls/.fresh"
+before=$(audit_json | jq length)
+[ ! -e "$state/run/calls/.old" ] && [ -e "$state/run/calls/.fresh" ] && [ "$(audit_json | jq length)" = "$before" ] &&
+  ok unnamed-marker-dropped || bad unnamed-marker-dropped
+rm -f "$state/run/calls/.fresh"
+# the same unprivileged: uid 65534 with a state of its own
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+   setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then
+  nb=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$work/nb")
+  mkdir -p "$work/nb" && chown 65534:65534 "$work/nb"
+  ns=$work/nb/state
+  "${nb[@]}" "$capsule" policy set slow dispatch allow --caps "$caps" --state "$ns" >/dev/null
+  "${nb[@]}" "$capsule" call --caps "$caps" --state "$ns" slow dispatch '{"text": "x"}' >/dev/null 2>&1 </dev/null &
+  npid=$!
+  pids+=("$npid")
+  wait_for grep -q started "$ns/logs/slow.log" 2>/dev/null
+  # setpriv execs capsule: npid is capsule itself
+  kill -9 "$npid"; wait "$npid" 2>/dev/null
+  nb_recorded() { "${nb[@]}" "$capsule" audit --json --state "$ns" 2>/dev/null | jq -e '[.[] | select(.outcome == "interrupted")] | length == 1' >/dev/null; }
+  if wait_for nb_recorded; then ok nobody-interrupted-recorded; else bad nobody-interrupted-recorded; fi
+  out=$("${nb[@]}" "$capsule" audit verify --state "$ns" 2>&1) && ok nobody-interrupted-verifies || bad "nobody-interrupted-verifies: $out"
+fi
 
 echo "--since, --tail, --follow"
 "$capsule" policy set echo dispatch allow "${G[@]}" >/dev/null
