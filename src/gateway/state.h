@@ -129,7 +129,7 @@ int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err);
 
 /* ---- calls in flight (state_audit.c) ----
  * gw_inflight_begin records a call as in flight before it runs: a marker
- * STATE/run/calls/NAME holding r's fields, locked (flock) by this process
+ * STATE/run/calls/NAME holding r's fields, locked (fcntl) by this process
  * until gw_inflight_end removes it. A capsule killed mid-call leaves its
  * marker with the lock free: gw_state_open (gw_audit_recover_interrupted)
  * appends one record for it, outcome "interrupted", and removes it. */

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -316,12 +315,23 @@ static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
 /* ---- calls in flight ----
  * A call is recorded as in flight before it runs: a marker file
  * STATE/run/calls/<random>, holding the audit record's fields (NUL
- * separated), the start time and the pid, locked (flock) for the call's
+ * separated), the start time and the pid, write-locked for the call's
  * life. The lock goes with the process: a capsule killed mid-call leaves
  * a marker whose lock is free, and the next process that opens the state
- * turns it into one audit record with outcome "interrupted". */
+ * turns it into one audit record with outcome "interrupted". A POSIX
+ * record lock (fcntl F_SETLK), not flock: it belongs to the process, so
+ * the sandbox's pid 1 or a warm instance's keeper forked during the call
+ * does not hold it on after capsule is gone. Within one process such a
+ * lock never conflicts, so a process skips the markers with its own pid. */
 
 #define INFLIGHT_DIR "run/calls"
+
+/* The whole file write-locked by this process; wait or not. */
+static int lock_marker(int fd, bool wait)
+{
+  struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  return fcntl(fd, wait ? F_SETLKW : F_SETLK, &l) < 0 ? -errno : 0;
+}
 
 static int inflight_dir(const struct gw_state *st)
 {
@@ -368,7 +378,9 @@ int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, stru
   if (fd < 0)
     return cap_error_errno(err, errno, "cannot record the call as in flight");
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
-  int e = flock(fd, LOCK_EX) < 0 ? -errno : inflight_write(fd, r, m->start_ms);
+  int e = lock_marker(fd, true);
+  if (e == 0)
+    e = inflight_write(fd, r, m->start_ms);
   if (e == 0 && renameat(dir, tmp, dir, name) < 0)
     e = -errno;
   if (e < 0) {
@@ -400,7 +412,8 @@ void gw_inflight_end(struct gw_inflight *m)
   *m = (struct gw_inflight){.fd = -1};
 }
 
-/* An abandoned marker's record: fields as the call last wrote them. */
+/* An abandoned marker's record: fields as the call last wrote them.
+ * Returns 1 for a marker of this process's own (a call still running). */
 static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
 {
   char buf[8192];
@@ -414,6 +427,8 @@ static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
     f[k++] = p;
   if (k < 8 || strcmp(f[0], "capsule-inflight-v1") != 0)
     return 0;
+  if (strtol(f[7], NULL, 10) == (long)getpid())
+    return 1;
   uint64_t start = strtoull(f[6], NULL, 10), now = cap_now_ms(CLOCK_REALTIME);
   struct gw_audit_record rec = {.user = f[1],
                                 .capability = f[2],
@@ -431,7 +446,7 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
                        struct cap_error *err)
 {
   _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+  if (fd < 0 || lock_marker(fd, false) < 0)
     return 0; /* gone, or its call is still running */
   struct stat a, b;
   if (fstat(fd, &a) < 0 || fstatat(dir, name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -442,7 +457,7 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
     unlinkat(dir, name, 0);
     (*n)++;
   }
-  return r;
+  return r < 0 ? r : 0;
 }
 
 /* A dot name is a marker still being made, or one whose capsule was
@@ -451,9 +466,9 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
 #define UNNAMED_MARKER_AGE_S 600
 static void drop_unnamed(int dir, const char *name)
 {
-  _cleanup_close_ int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   struct stat sb;
-  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &sb) == 0 &&
+  if (fd >= 0 && lock_marker(fd, false) == 0 && fstat(fd, &sb) == 0 &&
       sb.st_mtime + UNNAMED_MARKER_AGE_S < time(NULL))
     unlinkat(dir, name, 0);
 }
