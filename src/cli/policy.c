@@ -106,6 +106,7 @@ static int check_known(const struct common *o, const char *cap, const char *tool
                      : "give the one that holds the capability with --caps DIR (or "
                        "CAPSULE_CAPS), or --force to set the policy without checking it");
     cap_diags_free(&diags);
+    gw_registry_free(&reg);
     return o->force ? 0 : CLI_EXIT_INVALID;
   }
   const struct cap_spec *spec = gw_registry_find(&reg, cap);
