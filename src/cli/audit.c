@@ -61,7 +61,7 @@ static int since_time(const char *s, char out[32])
       for (; digits > 0 && digits < 3; digits++)
         frac_ms *= 10;
     }
-    int offset_min = 0, oh, om;
+    int offset_min = 0, oh = 0, om = 0;
     if ((*p == '+' || *p == '-') && sscanf(p + 1, "%2d:%2d%n", &oh, &om, &consumed) == 2 &&
         !p[1 + consumed] && oh < 24 && om < 60)
       offset_min = (*p == '-' ? -1 : 1) * (oh * 60 + om);
@@ -69,11 +69,14 @@ static int since_time(const char *s, char out[32])
       return -1;
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
-    if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-        tm.tm_min > 59 || tm.tm_sec > 60)
+    if (tm.tm_year < 0 || tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+        tm.tm_hour < 0 || tm.tm_hour > 23 || tm.tm_min < 0 || tm.tm_min > 59 || tm.tm_sec < 0 ||
+        tm.tm_sec > 60 || oh < 0 || om < 0)
       return -1;
     ms = ((int64_t)timegm(&tm) - offset_min * 60) * 1000 + frac_ms;
   }
+  if (ms < 0) /* before 1970: every record is after it */
+    ms = 0;
   time_t t = (time_t)(ms / 1000);
   struct tm tm;
   gmtime_r(&t, &tm);
