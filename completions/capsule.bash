@@ -46,11 +46,11 @@ _capsule() {
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
   call) opts="--caps --state --user --timeout --session --approval-ttl --json --help" ;;
-  policy) opts="--state --user --json --help" subs="set list" ;;
+  policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   approvals) opts="--state --json --help" ;;
   approve | deny) opts="--state --help" ;;
-  audit) opts="--state --json --follow --help" subs="verify" ;;
+  audit) opts="--state --json --since --tail --follow --help" subs="verify" ;;
   ps) opts="--state --json --help" ;;
   stop) opts="--state --help" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;

@@ -43,13 +43,13 @@ if "$capsule" doctor >/dev/null 2>&1; then
   echo
   echo "== capsule call --caps examples/covenant wordcount dispatch '{\"text\": \"one two three\"}'"
   "$capsule" call --caps examples/covenant --state "$state" wordcount dispatch '{"text": "one two three"}' || true
-  "$capsule" policy set wordcount dispatch allow --state "$state"
+  "$capsule" policy set wordcount dispatch allow --caps examples/covenant --state "$state"
   echo "== (after capsule policy set wordcount dispatch allow)"
   "$capsule" call --caps examples/covenant --state "$state" wordcount dispatch '{"text": "one two three"}'
   if [ -x examples/selu-text/capability ]; then
     echo
     echo "== a Selu gRPC capability, kept warm between calls (examples/selu-text, in C)"
-    "$capsule" policy set text-tools word_count allow --state "$state"
+    "$capsule" policy set text-tools word_count allow --caps examples --state "$state"
     for text in "one two three" "warm now"; do
       echo "== capsule call --caps examples text-tools word_count '{\"text\": \"$text\"}'"
       "$capsule" call --caps examples --state "$state" text-tools word_count "{\"text\": \"$text\"}" 2>/dev/null

@@ -23,9 +23,9 @@ selu_call=${SELU_CALL:-$(realpath "$(dirname "$capsule")/../../bench/selu_call")
 make -s -C "$root/examples/selu-text" >/dev/null
 cp -r "$root/examples/selu-text" "$work/caps/"
 state=$work/state
-"$capsule" policy set wordcount dispatch allow --state "$state"
-"$capsule" policy set weather current allow --state "$state"
-"$capsule" policy set text-tools word_count allow --state "$state"
+"$capsule" policy set wordcount dispatch allow --caps "$work/caps" --state "$state"
+"$capsule" policy set weather current allow --caps "$work/caps" --state "$state"
+"$capsule" policy set text-tools word_count allow --caps "$work/caps" --state "$state"
 # the direct server: the same binary on a host loopback port
 port=50551
 "$work/caps/selu-text/capability" "127.0.0.1:$port" >/dev/null 2>&1 &

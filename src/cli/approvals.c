@@ -133,6 +133,9 @@ static int resolve_approval(const char *verb, int argc, char **argv, bool approv
     printf("%s %s: ", approve ? "approved" : "denied", id);
     describe_approval(stdout, &a);
     printf("repeat the call to %s\n", approve ? "run it (once)" : "see it refused");
+    _cleanup_free_ char *what = cap_xasprintf("approval %s for user %s", id, a.user);
+    if (audit_change(st, &o, verb, a.capability, a.tool, what))
+      done = false;
   }
   gw_approval_clear(&a);
   cap_error_clear(&err);

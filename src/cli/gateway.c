@@ -1,5 +1,7 @@
-/* The gateway's verbs: list, call, policy, cred, approve, deny, audit. */
+/* The gateway's verbs: list, call, cred, and the table of them all (policy in
+ * policy.c, approvals in approvals.c, audit in audit.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <sodium.h>
@@ -37,7 +39,10 @@ enum {
   OPT_TIMEOUT,
   OPT_SESSION,
   OPT_SHARED,
-  OPT_APPROVAL_TTL
+  OPT_APPROVAL_TTL,
+  OPT_SINCE,
+  OPT_TAIL,
+  OPT_FORCE
 };
 
 static const struct option common_options[] = {
@@ -51,6 +56,9 @@ static const struct option common_options[] = {
     {"session", required_argument, NULL, OPT_SESSION},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
+    {"since", required_argument, NULL, OPT_SINCE},
+    {"tail", required_argument, NULL, OPT_TAIL},
+    {"force", no_argument, NULL, OPT_FORCE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -68,6 +76,7 @@ static const char *login_name(void)
 int parse_common(const char *verb, int argc, char **argv, struct common *o)
 {
   int c;
+  o->tail = -1;
   /* options may follow the positional arguments (`policy set A T allow --user U`) */
   while ((c = getopt_long(argc, argv, "h", common_options, NULL)) != -1) {
     switch (c) {
@@ -81,6 +90,16 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
     case OPT_JSON: o->json = true; break;
     case OPT_SESSION: o->session = optarg; break;
     case OPT_FOLLOW: o->follow = true; break;
+    case OPT_SINCE: o->since = optarg; break;
+    case OPT_FORCE: o->force = true; break;
+    case OPT_TAIL: {
+      char *end;
+      unsigned long long v = strtoull(optarg, &end, 10);
+      if (*end || !*optarg || v > 1000000000)
+        return cli_usage_error(verb, "--tail takes a number of records, not '%s'", optarg);
+      o->tail = (int64_t)v;
+      break;
+    }
     case OPT_SCOPE:
       if (strcmp(optarg, "system") && strcmp(optarg, "user"))
         return cli_usage_error(verb, "--scope takes system or user, not '%s'", optarg);
@@ -105,7 +124,19 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
   o->state = cli_default(o->state, "CAPSULE_STATE");
   if (!o->user || !*o->user)
     o->user = login_name();
+  o->login = login_name();
   return 0;
+}
+
+int audit_change(struct gw_state *st, const struct common *o, const char *kind, const char *cap,
+                 const char *tool, const char *what)
+{
+  struct cap_error err = {0};
+  if (gw_audit_change(st, kind, o->login, cap, tool, what, &err) == 0)
+    return 0;
+  fprintf(stderr, "capsule: the change was made but cannot be audited: %s\n", err.message);
+  cap_error_clear(&err);
+  return CLI_EXIT_INVALID;
 }
 
 /* Acting as another user is the operator's: root's or the state
@@ -163,7 +194,7 @@ int require_operator(const char *verb, const char *what)
 }
 
 /* Loads --caps (default ./capabilities); prints what did not load. */
-static int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors)
+int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors)
 {
   const char *dir = o->caps ? o->caps : "capabilities";
   struct cap_diags diags = {0};
@@ -342,6 +373,65 @@ static int exit_code(enum gw_outcome o)
   return CLI_EXIT_INVALID;
 }
 
+/* The tool's stderr log: LOGS/<capability>.log (gateway/toollog.c); NULL
+ * for a name that cannot be a file's. */
+static char *tool_log_path(const char *logs, const char *cap)
+{
+  if (!*cap || strchr(cap, '/') || strcmp(cap, ".") == 0 || strcmp(cap, "..") == 0)
+    return NULL;
+  return cap_xasprintf("%s/%s.log", logs, cap);
+}
+
+static off_t file_size(const char *path)
+{
+  struct stat sb;
+  return path && stat(path, &sb) == 0 ? sb.st_size : 0;
+}
+
+#define STDERR_TAIL_LINES 10
+#define CAP_STR_(x) #x
+#define CAP_STR(x) CAP_STR_(x)
+#define STDERR_TAIL_BYTES 65536
+
+/* Below a failed call's error: the last lines the tool wrote to its log
+ * during this call (from where the log ended before it; from the start
+ * when it was rotated meanwhile), escaped: they are the tool's text. */
+static void print_stderr_tail(const char *path, off_t before)
+{
+  _cleanup_close_ int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) < 0)
+    return;
+  off_t from = sb.st_size < before ? 0 : before;
+  if (sb.st_size - from > STDERR_TAIL_BYTES)
+    from = sb.st_size - STDERR_TAIL_BYTES;
+  size_t len = (size_t)(sb.st_size - from);
+  _cleanup_free_ char *buf = cap_xmalloc(len + 1);
+  ssize_t n = len ? pread(fd, buf, len, from) : 0;
+  if (n <= 0)
+    return;
+  while (n > 0 && buf[n - 1] == '\n')
+    n--;
+  if (n == 0)
+    return;
+  size_t start = (size_t)n, lines = 0;
+  while (start > 0 && lines < STDERR_TAIL_LINES)
+    if (buf[--start] == '\n' && ++lines == STDERR_TAIL_LINES)
+      start++;
+  bool cut = start > 0 || from > before;
+  fprintf(stderr, "  the tool's stderr in this call%s:\n",
+          cut ? " (its last " CAP_STR(STDERR_TAIL_LINES) " lines)" : "");
+  for (size_t i = start; i < (size_t)n;) {
+    char *nl = memchr(buf + i, '\n', (size_t)n - i);
+    size_t end = nl ? (size_t)(nl - buf) : (size_t)n;
+    struct cap_buf line = {0};
+    cap_escape_text(&line, buf + i, end - i > 1000 ? 1000 : end - i);
+    fprintf(stderr, "    %s%s\n", line.data ? line.data : "", end - i > 1000 ? "..." : "");
+    cap_buf_free(&line);
+    i = end + 1;
+  }
+}
+
 static int cmd_call(int argc, char **argv)
 {
   struct common o = {0};
@@ -402,6 +492,8 @@ static int cmd_call(int argc, char **argv)
   call.hidden = (const char *const *)hidden;
   struct gw_result result = {0};
   struct cap_error err = {0};
+  _cleanup_free_ char *log = tool_log_path(logs, cap);
+  off_t log_before = file_size(log);
   enum gw_outcome outcome = gw_call(&call, &reg, st, &result, &err);
   /* the tool's result, as capsule writes JSON: a C1 or direction character
    * in a string reaches the operator's terminal as a \\u escape */
@@ -414,6 +506,8 @@ static int cmd_call(int argc, char **argv)
     printf("%s\n", shown ? shown : "null");
   else
     cli_error("call", err.message);
+  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
+    print_stderr_tail(log, log_before);
   cap_error_clear(&err);
   free(result.json);
   gw_state_private_paths_free(hidden, call.n_hidden);
@@ -421,75 +515,6 @@ static int cmd_call(int argc, char **argv)
   gw_state_close(st);
   gw_registry_free(&reg);
   return exit_code(outcome);
-}
-
-/* ---- policy ---- */
-
-static void print_policy(void *arg, const char *cap, const char *tool, const char *user,
-                         enum cap_policy policy)
-{
-  static const struct cli_column cols[] = {{"capability", 20, NULL},
-                                           {"tool", 24, NULL},
-                                           {"policy", 6, NULL},
-                                           {"user", 0, "(operator default)"}};
-  const char *values[] = {cap, tool, cap_policy_name(policy), *user ? user : NULL};
-  cli_listing_row(arg, cols, values, ARRAY_SIZE(cols));
-}
-
-static int cmd_policy(int argc, char **argv)
-{
-  struct common o = {0};
-  int r = parse_common("policy", argc, argv, &o);
-  if (r)
-    return r < 0 ? CLI_EXIT_OK : r;
-  /* the sub-verb is the first argument that is not an option */
-  const char *sub = optind < argc ? argv[optind] : "";
-  int rest = argc - optind - 1;
-  char **pos = argv + optind + 1;
-  bool user_given = false;
-  for (int i = 1; i < argc; i++)
-    user_given |= strcmp(argv[i], "--user") == 0 || strncmp(argv[i], "--user=", 7) == 0;
-  if (strcmp(sub, "set") == 0) {
-    if (rest != 3)
-      return cli_usage_error("policy", "policy set CAPABILITY TOOL allow|ask|block [--user U]");
-    int p = strcmp(pos[2], "allow") == 0   ? CAP_POLICY_ALLOW
-            : strcmp(pos[2], "ask") == 0   ? CAP_POLICY_ASK
-            : strcmp(pos[2], "block") == 0 ? CAP_POLICY_BLOCK
-                                           : -1;
-    if (p < 0)
-      return cli_usage_error("policy", "the decision is allow, ask or block, not '%s'", pos[2]);
-    if ((r = require_operator("policy", "policy set")))
-      return r;
-    struct gw_state *st = NULL;
-    if ((r = open_state(&o, &st)))
-      return r;
-    struct cap_error err = {0};
-    r = gw_policy_set(st, pos[0], pos[1], user_given ? o.user : "", (enum cap_policy)p, &err);
-    if (r == 0) /* what was approved under the old policy is not approved under the new one */
-      r = gw_approval_void_for(st, pos[0], pos[1], &err);
-    if (r < 0)
-      cli_error("policy", err.message);
-    cap_error_clear(&err);
-    gw_state_close(st);
-    return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
-  }
-  if (strcmp(sub, "list") == 0) {
-    struct gw_state *st = NULL;
-    if ((r = open_state(&o, &st)))
-      return r;
-    struct cap_error err = {0};
-    struct cli_listing l;
-    cli_listing_begin(&l, o.json);
-    r = gw_policy_list(st, print_policy, &l, &err);
-    cli_listing_end(&l, r == 0);
-    if (r < 0)
-      cli_error("policy", err.message);
-    cap_error_clear(&err);
-    gw_state_close(st);
-    return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
-  }
-  return cli_usage_error(
-      "policy", "policy set CAPABILITY TOOL allow|ask|block [--user U], or policy list [--json]");
 }
 
 /* ---- cred ---- */
@@ -590,6 +615,16 @@ static int cred_select(const char *sub, int rest, char **pos, const struct commo
   return 0;
 }
 
+/* "user credential for user U, of capability C" / "system credential,
+ * shared": which row a set or rm touched. */
+static char *cred_row_text(const struct cred_sel *sel)
+{
+  bool user = sel->scope == CAP_SCOPE_USER;
+  return cap_xasprintf("%s credential%s%s, %s%s", user ? "user" : "system",
+                       user ? " for user " : "", user ? sel->user : "",
+                       sel->cap ? "of capability " : "shared", sel->cap ? sel->cap : "");
+}
+
 static int cred_set(struct gw_state *st, const struct cred_sel *sel, struct cap_error *err)
 {
   size_t len = 0;
@@ -634,6 +669,7 @@ static int cmd_cred(int argc, char **argv)
   if ((r = open_state(&o, &st)))
     return r;
   struct cap_error err = {0};
+  bool change = strcmp(sub, "list") != 0;
   if (strcmp(sub, "set") == 0)
     r = cred_set(st, &sel, &err);
   else if (strcmp(sub, "rm") == 0)
@@ -647,8 +683,18 @@ static int cmd_cred(int argc, char **argv)
   if (err.message)
     cli_error("cred", err.message);
   cap_error_clear(&err);
+  int ar = 0;
+  if (r == 0 && change) { /* which row, never its value */
+    _cleanup_free_ char *what = cred_row_text(&sel);
+    _cleanup_free_ char *line = cap_xasprintf(
+        "credential %s: %s (%s)", strcmp(sub, "set") == 0 ? "set" : "removed", sel.name, what);
+    cap_escape_fput(stdout, line, 4096);
+    putchar('\n');
+    ar = audit_change(st, &o, strcmp(sub, "set") == 0 ? "cred-set" : "cred-rm", sel.cap, sel.name,
+                      what);
+  }
   gw_state_close(st);
-  return r < 0 ? CLI_EXIT_INVALID : CLI_EXIT_OK;
+  return r < 0 ? CLI_EXIT_INVALID : ar;
 }
 
 int cmd_gateway(int argc, char **argv)

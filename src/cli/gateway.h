@@ -18,6 +18,10 @@ struct common {
   uint64_t timeout_s;
   uint64_t approval_ttl_s;
   const char *session;
+  const char *login; /* who runs this command (its passwd entry), for change records */
+  const char *since; /* audit --since: RFC 3339, or 10m, 2h, 1d back from now */
+  int64_t tail;      /* audit --tail N: the last N records; -1 when not given */
+  bool force;        /* policy set: even when --caps cannot be read */
 };
 
 /* Parses the common options; positional arguments stay in argv[optind..].
@@ -29,7 +33,17 @@ int open_state(const struct common *o, struct gw_state **st);
 /* Approvals and policy changes only from the operator: an exit status
  * when refused, else 0. */
 int require_operator(const char *verb, const char *what);
+/* A change's own audit record (gw_audit_change) by o->login; prints why
+ * not and returns an exit status, or 0. */
+int audit_change(struct gw_state *st, const struct common *o, const char *kind, const char *cap,
+                 const char *tool, const char *what);
 
+/* Loads --caps (default ./capabilities) into reg, printing what did not
+ * load; an exit status when the directory cannot be read, else 0. */
+struct gw_registry;
+int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors);
+
+int cmd_policy(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
 int cmd_approve(int argc, char **argv);
 int cmd_deny(int argc, char **argv);

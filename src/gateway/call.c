@@ -72,7 +72,8 @@ struct call_ctx {
   char **handler; /* per secret: its value when delivered to a Talos handler */
   char *out;      /* the tool's JSON result */
   struct gw_audit_record rec;
-  struct gw_call with_ids; /* the call with its id_base: what c->call points to once known */
+  struct gw_inflight inflight; /* the call's in-flight marker (gateway/state.h) */
+  struct gw_call with_ids;     /* the call with its id_base: what c->call points to once known */
 };
 
 static void free_secrets(struct call_ctx *c)
@@ -133,8 +134,10 @@ static enum gw_outcome resolve_credentials(struct call_ctx *c, struct cap_error 
 static enum gw_outcome step_credentials(struct call_ctx *c, struct cap_error *err)
 {
   enum gw_outcome o = resolve_credentials(c, err);
-  if (o != GW_OUTCOME_OK)
+  if (o != GW_OUTCOME_OK) { /* refused, whatever the policy said */
+    c->rec.decision = "refused";
     c->rec.outcome = "missing credential";
+  }
   return o;
 }
 
@@ -401,8 +404,10 @@ static enum gw_outcome step_validate(struct call_ctx *c, struct cap_error *err)
     }
     cap_js_errors_free(&errs);
   }
-  if (r < 0)
+  if (r < 0) { /* refused, whatever the policy said */
+    c->rec.decision = "refused";
     c->rec.outcome = "invalid arguments";
+  }
   return r < 0 ? GW_OUTCOME_FAILED : GW_OUTCOME_OK;
 }
 
@@ -443,7 +448,9 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   if (c->out)
     gw_sha256_hex(c->out, strlen(c->out), c->rec.result_hash);
   struct cap_error aerr = {0};
-  if (gw_audit_append(c->st, &c->rec, &aerr) < 0) {
+  int r = gw_audit_append(c->st, &c->rec, &aerr);
+  gw_inflight_end(&c->inflight); /* after the record: a kill in between repeats, never loses it */
+  if (r < 0) {
     cap_error_clear(err);
     cap_error_set(err, EIO, "%s; the call's result is withheld", aerr.message);
     cap_error_clear(&aerr);
@@ -468,6 +475,12 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
                                .decision = "error",
                                .outcome = "ok"}};
   gw_sha256_hex(call->args, call->args_len, c.rec.args_hash);
+  /* in flight before anything runs, so a capsule killed mid-call still
+   * leaves a record (best effort: a state that cannot take the marker
+   * cannot take the record either, and step_audit says so) */
+  struct cap_error ignored = {0};
+  gw_inflight_begin(st, &c.rec, &c.inflight, &ignored);
+  cap_error_clear(&ignored);
   enum gw_outcome o = step_resolve(&c, err);
   if (o == GW_OUTCOME_OK)
     o = step_policy(&c, err);
@@ -475,8 +488,10 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
     o = step_validate(&c, err);
   if (o == GW_OUTCOME_OK)
     o = step_credentials(&c, err);
-  if (o == GW_OUTCOME_OK)
+  if (o == GW_OUTCOME_OK) {
+    gw_inflight_update(&c.inflight, &c.rec); /* an interrupted record names the decision */
     o = step_run(&c, err);
+  }
   o = step_audit(&c, o, start, err);
   res->json = c.out;
   res->terminal_on_success = c.out && c.tool && c.tool->terminal_on_success;

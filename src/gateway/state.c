@@ -219,6 +219,12 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
     gw_state_close(st);
     return r;
   }
+  /* a capsule killed mid-call left its call in flight: its record now
+   * (best effort: a marker that cannot be recorded stays for the next) */
+  size_t interrupted = 0;
+  struct cap_error ignored = {0};
+  gw_audit_recover_interrupted(st, &interrupted, &ignored);
+  cap_error_clear(&ignored);
   gw_state_remember_dir(dir); /* masked in every later sandbox, whichever state it uses */
   *ret = st;
   return 0;
@@ -285,6 +291,20 @@ int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const 
   int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
   sqlite3_finalize(s);
   return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot store the policy");
+}
+
+int gw_policy_rm(struct gw_state *st, const char *cap, const char *tool, const char *user,
+                 bool *found, struct cap_error *err)
+{
+  sqlite3_stmt *s = gw_state_prep(
+      st, "DELETE FROM policies WHERE capability = ? AND tool = ? AND user = ? RETURNING 1", cap,
+      tool, user ? user : "", NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  *found = rc == SQLITE_ROW;
+  if (rc == SQLITE_ROW)
+    rc = sqlite3_step(s);
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the policy");
 }
 
 int gw_policy_get(struct gw_state *st, const char *cap, const char *tool, const char *user,

@@ -58,6 +58,9 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
 /* ---- policies: user "" is the operator default ---- */
 int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy policy, struct cap_error *err);
+/* Removes exactly this row; *found false when there was none. */
+int gw_policy_rm(struct gw_state *st, const char *cap, const char *tool, const char *user,
+                 bool *found, struct cap_error *err);
 /* *found false when no row: the caller falls back. */
 int gw_policy_get(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy *policy, bool *found, struct cap_error *err);
@@ -108,6 +111,13 @@ struct gw_audit_record {
   char prev[65], hash[65]; /* set by append */
 };
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err);
+/* A change the operator made, as a record of its own: decision is the
+ * kind ("policy-set", "policy-rm", "cred-set", "cred-rm", "approve",
+ * "deny"), user who made it, capability and tool (or credential name)
+ * what it is about, outcome what was done, in words (never a
+ * credential's value); no arguments or result hash, duration 0. */
+int gw_audit_change(struct gw_state *st, const char *kind, const char *who, const char *capability,
+                    const char *tool, const char *what, struct cap_error *err);
 typedef void (*gw_audit_fn)(void *arg, const struct gw_audit_record *r);
 /* Records with seq > after, in order. */
 int gw_audit_each(struct gw_state *st, int64_t after, gw_audit_fn fn, void *arg,
@@ -116,6 +126,27 @@ int gw_audit_each(struct gw_state *st, int64_t after, gw_audit_fn fn, void *arg,
  * mark agree; -EBADMSG with err naming the first bad record, or the gap
  * (deleted, truncated, rolled back), otherwise. */
 int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err);
+
+/* ---- calls in flight (state_audit.c) ----
+ * gw_inflight_begin records a call as in flight before it runs: a marker
+ * STATE/run/calls/NAME holding r's fields, locked (fcntl) by this process
+ * until gw_inflight_end removes it. A capsule killed mid-call leaves its
+ * marker with the lock free: gw_state_open (gw_audit_recover_interrupted)
+ * appends one record for it, outcome "interrupted", and removes it. */
+struct gw_inflight {
+  int fd, dirfd;
+  char *name;
+  uint64_t start_ms;
+};
+int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
+                      struct cap_error *err);
+/* Rewrites the marker's fields (e.g. the decision, once made). */
+void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
+/* Removes the marker (the call's own record is then written). No-op on
+ * one that was never begun ({.fd = -1}). */
+void gw_inflight_end(struct gw_inflight *m);
+/* The abandoned markers as "interrupted" records: how many, in *n. */
+int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err);
 
 /* SHA-256 of data as 64 hex digits into out[65]. */
 void gw_sha256_hex(const void *data, size_t len, char out[65]);

@@ -3,14 +3,20 @@
  * chain's head MACed in meta; and a high-water mark outside the database
  * (DIR/audit-hwm: record count and head hash, MACed) so that deleting,
  * truncating or rolling back the database shows as a gap. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sodium.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/clock.h"
 #include "core/cleanup.h"
 #include "gateway/state.h"
 #include "gateway/state_int.h"
@@ -100,6 +106,17 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
     return e;
   }
   return advance_mark(st, r, err);
+}
+
+int gw_audit_change(struct gw_state *st, const char *kind, const char *who, const char *capability,
+                    const char *tool, const char *what, struct cap_error *err)
+{
+  struct gw_audit_record r = {.user = who,
+                              .capability = capability ? capability : "",
+                              .tool = tool ? tool : "",
+                              .decision = kind,
+                              .outcome = what};
+  return gw_audit_append(st, &r, err);
 }
 
 static void row_record(sqlite3_stmt *s, struct gw_audit_record *r)
@@ -293,4 +310,189 @@ static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
   struct gw_hwm next = {.seq = rec->seq};
   snprintf(next.hash, sizeof next.hash, "%s", rec->hash);
   return gw_hwm_write(st, &next, false, err);
+}
+
+/* ---- calls in flight ----
+ * A call is recorded as in flight before it runs: a marker file
+ * STATE/run/calls/<random>, holding the audit record's fields (NUL
+ * separated), the start time and the pid, write-locked for the call's
+ * life. The lock goes with the process: a capsule killed mid-call leaves
+ * a marker whose lock is free, and the next process that opens the state
+ * turns it into one audit record with outcome "interrupted". A POSIX
+ * record lock (fcntl F_SETLK), not flock: it belongs to the process, so
+ * the sandbox's pid 1 or a warm instance's keeper forked during the call
+ * does not hold it on after capsule is gone. Within one process such a
+ * lock never conflicts, so a process skips the markers with its own pid. */
+
+#define INFLIGHT_DIR "run/calls"
+
+/* The whole file write-locked by this process; wait or not. */
+static int lock_marker(int fd, bool wait)
+{
+  struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+  return fcntl(fd, wait ? F_SETLKW : F_SETLK, &l) < 0 ? -errno : 0;
+}
+
+static int inflight_dir(const struct gw_state *st)
+{
+  mkdirat(st->dirfd, "run", 0700);
+  mkdirat(st->dirfd, INFLIGHT_DIR, 0700);
+  return openat(st->dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+static int inflight_write(int fd, const struct gw_audit_record *rec, uint64_t start_ms)
+{
+  struct cap_buf b = {0};
+  const char *fields[] = {rec->user, rec->capability, rec->tool, rec->args_hash, rec->decision};
+  cap_buf_puts(&b, "capsule-inflight-v1");
+  for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+    cap_buf_putc(&b, '\0');
+    cap_buf_puts(&b, fields[i]);
+  }
+  cap_buf_printf(&b, "%c%llu%c%d", '\0', (unsigned long long)start_ms, '\0', (int)getpid());
+  cap_buf_putc(&b, '\0');
+  /* over the old text, then cut: a kill in between leaves the new fields
+   * first, never an empty marker */
+  int r = pwrite(fd, b.data, b.len, 0) == (ssize_t)b.len && ftruncate(fd, (off_t)b.len) == 0
+              ? 0
+              : -errno;
+  cap_buf_free(&b);
+  return r;
+}
+
+int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
+                      struct cap_error *err)
+{
+  *m = (struct gw_inflight){.fd = -1};
+  _cleanup_close_ int dir = inflight_dir(st);
+  if (dir < 0)
+    return cap_error_errno(err, errno, "cannot create %s/" INFLIGHT_DIR, st->dir);
+  unsigned char rnd[12];
+  randombytes_buf(rnd, sizeof rnd);
+  char name[32], tmp[40];
+  sodium_bin2hex(name, sizeof name, rnd, sizeof rnd);
+  snprintf(tmp, sizeof tmp, ".%s", name);
+  /* locked before it has its name: a marker under its name is always
+   * either locked by its call or abandoned */
+  int fd = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0)
+    return cap_error_errno(err, errno, "cannot record the call as in flight");
+  m->start_ms = cap_now_ms(CLOCK_REALTIME);
+  int e = lock_marker(fd, true);
+  if (e == 0)
+    e = inflight_write(fd, r, m->start_ms);
+  if (e == 0 && renameat(dir, tmp, dir, name) < 0)
+    e = -errno;
+  if (e < 0) {
+    unlinkat(dir, tmp, 0);
+    close(fd);
+    return cap_error_errno(err, -e, "cannot record the call as in flight");
+  }
+  m->fd = fd;
+  m->name = cap_xstrdup(name);
+  m->dirfd = dup(st->dirfd);
+  return 0;
+}
+
+void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r)
+{
+  if (m->fd >= 0)
+    inflight_write(m->fd, r, m->start_ms);
+}
+
+void gw_inflight_end(struct gw_inflight *m)
+{
+  if (m->fd < 0)
+    return;
+  _cleanup_free_ char *path = cap_xasprintf(INFLIGHT_DIR "/%s", m->name);
+  unlinkat(m->dirfd, path, 0); /* before the lock goes: no one takes it for abandoned */
+  close(m->fd);
+  close(m->dirfd);
+  free(m->name);
+  *m = (struct gw_inflight){.fd = -1};
+}
+
+/* An abandoned marker's record: fields as the call last wrote them.
+ * Returns 1 for a marker of this process's own (a call still running). */
+static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
+{
+  char buf[8192];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0)
+    return 0; /* killed before it wrote: nothing to say about it */
+  buf[n] = '\0';
+  const char *f[8] = {0};
+  size_t k = 0;
+  for (char *p = buf; p < buf + n && k < ARRAY_SIZE(f); p += strlen(p) + 1)
+    f[k++] = p;
+  if (k < 8 || strcmp(f[0], "capsule-inflight-v1") != 0)
+    return 0;
+  if (strtol(f[7], NULL, 10) == (long)getpid())
+    return 1;
+  uint64_t start = strtoull(f[6], NULL, 10), now = cap_now_ms(CLOCK_REALTIME);
+  struct gw_audit_record rec = {.user = f[1],
+                                .capability = f[2],
+                                .tool = f[3],
+                                .decision = f[5],
+                                .outcome = "interrupted",
+                                .duration_ms = now > start ? (int64_t)(now - start) : 0};
+  snprintf(rec.args_hash, sizeof rec.args_hash, "%s", f[4]);
+  return gw_audit_append(st, &rec, err);
+}
+
+/* One marker: when its lock is free and it is still the file under its
+ * name (another process may have recorded and removed it), its record. */
+static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n,
+                       struct cap_error *err)
+{
+  _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 || lock_marker(fd, false) < 0)
+    return 0; /* gone, or its call is still running */
+  struct stat a, b;
+  if (fstat(fd, &a) < 0 || fstatat(dir, name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+      a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+    return 0;
+  int r = inflight_record(st, fd, err);
+  if (r == 0) {
+    unlinkat(dir, name, 0);
+    (*n)++;
+  }
+  return r < 0 ? r : 0;
+}
+
+/* A dot name is a marker still being made, or one whose capsule was
+ * killed before its call began (nothing ran: no record). Removed once its
+ * lock is free and it is older than any making takes. */
+#define UNNAMED_MARKER_AGE_S 600
+static void drop_unnamed(int dir, const char *name)
+{
+  _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  struct stat sb;
+  if (fd >= 0 && lock_marker(fd, false) == 0 && fstat(fd, &sb) == 0 &&
+      sb.st_mtime + UNNAMED_MARKER_AGE_S < time(NULL))
+    unlinkat(dir, name, 0);
+}
+
+int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err)
+{
+  *n = 0;
+  int dfd = openat(st->dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd < 0)
+    return errno == ENOENT ? 0
+                           : cap_error_errno(err, errno, "cannot read %s/" INFLIGHT_DIR, st->dir);
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    close(dfd);
+    return cap_error_errno(err, errno, "cannot read %s/" INFLIGHT_DIR, st->dir);
+  }
+  int r = 0;
+  struct dirent *e;
+  while (r == 0 && (e = readdir(d))) {
+    if (e->d_name[0] != '.')
+      r = recover_one(st, dirfd(d), e->d_name, n, err);
+    else if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      drop_unnamed(dirfd(d), e->d_name);
+  }
+  closedir(d);
+  return r;
 }

@@ -43,13 +43,13 @@ state=$work/state
 mkdir -m 700 "$state"
 caps=$work/caps
 mkdir -p "$caps" && cp -r "$root/examples/weather" "$caps/weather" && chmod -R a+rX "$caps"
-check root policy-state-after-sub 0 '^$' policy set --state "$state" weather get_weather allow
-check root policy-state-before-sub 0 'weather +get_weather +allow' policy --state "$state" list
-check root state-before-verb 0 'weather +get_weather +allow' --state "$state" policy list
+check root policy-state-after-sub 0 '^policy set: weather.current allow \(operator default\)$' policy set --state "$state" --caps "$caps" weather current allow
+check root policy-state-before-sub 0 'weather +current +allow' policy --state "$state" list
+check root state-before-verb 0 'weather +current +allow' --state "$state" policy list
 check root audit-state-before-verify 0 'audit log verified' audit --state "$state" verify
 check root audit-state-before-verb 0 'audit log verified' --state="$state" audit verify
-CAPSULE_STATE=$state check root env-state 0 'weather +get_weather +allow' policy list
-CAPSULE_STATE=$work/nowhere check root flag-beats-env 0 'weather +get_weather +allow' policy list --state "$state"
+CAPSULE_STATE=$state check root env-state 0 'weather +current +allow' policy list
+CAPSULE_STATE=$work/nowhere check root flag-beats-env 0 'weather +current +allow' policy list --state "$state"
 CAPSULE_CAPS=$caps check root env-caps 0 '^weather ' list --state "$state"
 check root caps-before-verb 0 "^weather " --caps "$caps" list --state "$state"
 check root json-before-verb 0 '"id": "weather"' --json --caps "$caps" list --state "$state"
@@ -241,8 +241,8 @@ L=$work/listings
 mkdir -m 700 "$L"
 h="ev${esc}[31mil"$'\n'"x$(printf '\342\200\256')y"
 shown='ev\x1b[31mil\nx\u{202e}y'
-"$capsule" policy set --state "$L" weather "$h" block >/dev/null 2>&1
-"$capsule" policy set --state "$L" weather current ask --user "$h" >/dev/null 2>&1
+"$capsule" policy set --force --state "$L" weather "$h" block >/dev/null 2>&1
+"$capsule" policy set --force --state "$L" weather current ask --user "$h" >/dev/null 2>&1
 echo s1 | "$capsule" cred set --state "$L" weather "$h" --scope system >/dev/null 2>&1
 echo s2 | "$capsule" cred set --state "$L" weather api_key --scope user --user "$h" >/dev/null 2>&1
 "$capsule" call --caps "$caps" --state "$L" --user "$h" weather current "{\"city\": \"$h\"}" >/dev/null 2>&1

@@ -22,7 +22,7 @@ G=(--caps "$caps" --state "$state")
 pending_id() { grep -oE 'approval [0-9a-f]{8} is pending' <<<"$out" | head -1 | cut -d' ' -f2; }
 me="uid $(id -u) \\($(id -un)\\)"
 
-"$capsule" policy set echo dispatch ask --state "$state" >/dev/null
+"$capsule" policy set echo dispatch ask --caps "$caps" --state "$state" >/dev/null
 echo "listing"
 t approvals-empty 0 "^no pending approvals$" approvals --state "$state"
 esc=$(printf '\033')
@@ -98,7 +98,7 @@ ask_approve manifest '{"text": "grants"}'
 sed -i 's/memory_mb = 256/memory_mb = 300/' "$caps/agents/echo/agent.toml"
 t manifest-change-voids 4 "approval $idv is void" call "${G[@]}" echo dispatch '{"text": "grants"}'
 ask_approve policy '{"text": "policy"}'
-"$capsule" policy set echo dispatch ask --state "$state" >/dev/null
+"$capsule" policy set echo dispatch ask --caps "$caps" --state "$state" >/dev/null
 t policy-change-voids 4 "approval [0-9a-f]{8} is pending" call "${G[@]}" echo dispatch '{"text": "policy"}'
 if [ "$(pending_id)" != "$idv" ]; then ok policy-change-new-request; else bad policy-change-new-request; fi
 ask_approve unchanged '{"text": "same"}'

@@ -82,7 +82,7 @@ suite() {
   # list and call agree: ready exactly when the call runs
   local id said st
   for id in good noentry noexec; do
-    "$@" "$capsule" policy set "$id" dispatch allow --state "$state" >/dev/null
+    "$@" "$capsule" policy set "$id" dispatch allow --caps "$caps" --state "$state" >/dev/null
     said=$(grep -E "^$id " <<<"$out")
     "$@" "$capsule" call --caps "$caps" --state "$state" "$id" dispatch '{"text": "x"}' >/dev/null 2>&1; st=$?
     agrees "$who: list-agrees-with-call-$id" "$said" $st
@@ -106,7 +106,7 @@ if [ "$(id -u)" = 0 ]; then
   for pair in "private/c:good" "caps:secret"; do
     caps=$work/root/${pair%%:*} id=${pair##*:}
     said=$("$capsule" list --caps "$caps" --state "$work/root/state" 2>&1 | grep -E "^$id ")
-    "$capsule" policy set "$id" dispatch allow --state "$work/root/state" >/dev/null
+    "$capsule" policy set "$id" dispatch allow --caps "$caps" --state "$work/root/state" >/dev/null
     "$capsule" call --caps "$caps" --state "$work/root/state" "$id" dispatch '{"text": "x"}' >/dev/null 2>&1; st=$?
     agrees "root: list-agrees-with-call-${pair%%:*}-$id" "$said" $st
   done

@@ -60,7 +60,7 @@ echo "credentials scoped to a capability (and user)"
 if command -v node >/dev/null; then
   talos talk-a
   talos talk-b
-  for c in talk-a talk-b; do "$capsule" policy set "$c" show allow --state "$state"; done
+  for c in talk-a talk-b; do "$capsule" policy set "$c" show allow --caps "$caps" --state "$state"; done
   setcred a-sys talk-a token --scope system --state "$state"
   t scoped-a-gets-its-own 0 '"token":"a-sys"' call "${G[@]}" --user u1 talk-a show '{}'
   t scoped-b-gets-nothing 1 "credential token is not set for user u1; set it with .capsule cred set talk-b token" call "${G[@]}" --user u1 talk-b show '{}'
@@ -106,7 +106,7 @@ t migrated-is-shared 0 "^\(shared\) +token +system" cred list --state "$old"
 tn migrate-warns-once "warning" cred list --state "$old"
 if [ "$(sqlite3 "$old/state.db" "PRAGMA user_version")" -ge 2 ]; then ok schema-version-recorded; else bad schema-version-recorded; fi
 if command -v node >/dev/null; then
-  "$capsule" policy set talk-b show allow --state "$old"
+  "$capsule" policy set talk-b show allow --caps "$caps" --state "$old"
   t migrated-still-unseals 0 '"token":"legacy"' call --caps "$caps" --state "$old" talk-b show '{}'
 fi
 # migrated first by `capsule run` reading the credential: the next verb warns
@@ -212,7 +212,7 @@ if [ "$(id -u)" = 0 ]; then
   else bad "nobody-own-0755-repaired (exit $st)"; echo "$out" | head -3 | sed 's/^/         /'; fi
 
   echo "--user other than the caller's login needs the operator"
-  ro=$work/rootstate; "$capsule" policy set noop dispatch allow --state "$ro" >/dev/null
+  ro=$work/rootstate; "$capsule" policy set noop dispatch allow --caps "$caps" --state "$ro" >/dev/null
   out=$(as_nobody "$capsule" call --caps "$caps" --state "$ro" --user alice noop dispatch '{}' 2>&1); st=$?
   if [ $st = 4 ] && echo "$out" | grep -q -- "--user alice needs the operator's rights"; then ok user-non-owner-refused
   else bad "user-non-owner-refused (exit $st)"; echo "$out" | head -3 | sed 's/^/         /'; fi
@@ -227,7 +227,7 @@ if [ "$(id -u)" = 0 ]; then
   echo "a capsule holding the state key is not dumpable"
   ff=$nb/fifo; as_nobody mkfifo "$ff"
   res=$(as_nobody bash -c '
-    "$1" audit --follow --state "$2" >"$3" 2>/dev/null & pid=$!
+    "$1" audit --follow --tail 1 --state "$2" >"$3" 2>/dev/null & pid=$!
     exec 4<"$3"; read -r _ <&4
     if (exec 3</proc/$pid/mem) 2>/dev/null; then echo mem-readable; else echo mem-refused; fi
     echo "owner $(stat -c %u /proc/$pid/mem)"

@@ -110,7 +110,7 @@ root_gateway() {
     # /proc/self/uid_map read inside: "INSIDE HOST 1"
     printf '#!/bin/sh\nIFS= read -r line\nset -- $(cat /proc/self/uid_map)\nprintf "{\\"host\\":%%s}\\n" "$2"\n' >"$caps/agents/$a/run.sh"
     chmod 755 "$caps/agents/$a/run.sh"
-    "$capsule" policy set "$a" dispatch allow --state "$st" >/dev/null
+    "$capsule" policy set "$a" dispatch allow --caps "$caps" --state "$st" >/dev/null
   done
   local ga gb ga2
   ga=$("$capsule" call --caps "$caps" --state "$st" who-a dispatch '{"text": "x"}' 2>&1)

@@ -82,9 +82,9 @@ JSON
 JSON
   # state directories this user's capsule has used: one in the project
   # (reached through datalink), one beside it opened once before
-  as_user "$who" env XDG_STATE_HOME="$work/xdg-$who" "$capsule" policy set x t allow \
+  as_user "$who" env XDG_STATE_HOME="$work/xdg-$who" "$capsule" policy set x t allow --force \
     --state "$d/data/proj/.capsule" >/dev/null
-  as_user "$who" env XDG_STATE_HOME="$work/xdg-$who" "$capsule" policy set x t allow \
+  as_user "$who" env XDG_STATE_HOME="$work/xdg-$who" "$capsule" policy set x t allow --force \
     --state "$d/older/state" >/dev/null
   # a copy capsule never opened: found by its key and state.db
   as_user "$who" cp -a "$d/older/state" "$d/data/proj/copied"
@@ -158,7 +158,7 @@ req = json.loads(sys.stdin.readline())
 print(json.dumps({"text": "python agent ran on " + req["text"], "sources": []}))
 PY
   chmod -R go+rX "$top/caps"
-  "$capsule" policy set pyagent dispatch allow --state "$top/state" >/dev/null
+  "$capsule" policy set pyagent dispatch allow --caps "$top/caps" --state "$top/state" >/dev/null
   local out status
   out=$(timeout 60 "$capsule" call --caps "$top/caps" --state "$top/state" pyagent dispatch '{"text":"x"}' 2>&1)
   status=$?
