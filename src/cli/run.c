@@ -59,11 +59,17 @@ int run_id_base(const struct cap_spec *spec, const char *config, const char *sta
   *base = 0;
   if (geteuid() != 0)
     return 0;
+  const char *key = config && spec->id && *spec->id ? spec->id : RUN_ID_KEY;
+  /* a range recorded before is read without opening the state (no key, no
+   * migrations: a root run's start-up); a new one is allocated with it */
+  _cleanup_free_ char *dflt = gw_state_default_dir();
+  gw_state_id_range_peek(state ? state : dflt, key, base);
+  if (*base)
+    return 0;
   struct store_ctx ctx = {.dir = state};
   int r = store_open(&ctx, err);
   if (r == 0)
-    r = gw_state_id_range(ctx.st, config && spec->id && *spec->id ? spec->id : RUN_ID_KEY, create,
-                          base, err);
+    r = gw_state_id_range(ctx.st, key, create, base, err);
   gw_state_close(ctx.st);
   return r;
 }

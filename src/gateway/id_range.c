@@ -15,9 +15,11 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
@@ -94,14 +96,27 @@ static void host_ids(struct taken *t)
   endgrent();
 }
 
+/* Only a range capsule hands out: a row edited to name any other (one whose
+ * ids end at the host's root, say) is not taken. */
+static bool base_valid(int64_t b)
+{
+  return b >= RANGE_FIRST && b + GW_ID_RANGE_SIZE <= RANGE_END && b % GW_ID_RANGE_SIZE == 0;
+}
+
 static int lookup(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
 {
   sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
   if (!s)
     return gw_state_db_error(st, err, "cannot read id_ranges");
   int rc = sqlite3_step(s);
-  *base = rc == SQLITE_ROW ? (uint32_t)sqlite3_column_int64(s, 0) : 0;
+  int64_t b = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
   sqlite3_finalize(s);
+  if (rc == SQLITE_ROW && !base_valid(b))
+    return cap_error_set(err, EINVAL,
+                         "the id range recorded for %s (base %lld) is not one capsule hands out; "
+                         "the state's id_ranges table was edited: refusing",
+                         key, (long long)b);
+  *base = (uint32_t)b;
   return rc == SQLITE_ROW || rc == SQLITE_DONE
              ? 0
              : gw_state_db_error(st, err, "cannot read id_ranges");
@@ -172,4 +187,30 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
     *base = 0;
   }
   return r;
+}
+
+int gw_state_id_range_peek(const char *dir, const char *key, uint32_t *base)
+{
+  *base = 0;
+  struct cap_error err = {0};
+  int dirfd = gw_statedir_open(dir, &err); /* the same ownership and mode checks */
+  cap_error_clear(&err);
+  if (dirfd < 0)
+    return 0;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d/state.db", dirfd);
+  sqlite3 *db = NULL;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 2000);
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT base FROM id_ranges WHERE capability = ?", -1, &s, NULL) ==
+            SQLITE_OK &&
+        sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW && base_valid(sqlite3_column_int64(s, 0)))
+      *base = (uint32_t)sqlite3_column_int64(s, 0); /* an invalid one: the full path says why */
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(db);
+  close(dirfd);
+  return 0;
 }

@@ -44,6 +44,11 @@ void gw_state_close(struct gw_state *st);
  * the count clears it. The command line warns about them. */
 int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err);
 
+/* A capability's recorded id range read without opening the state (no
+ * key, no migrations): *base 0 when none is recorded yet, or the state
+ * cannot be read this way (then gw_state_id_range decides). */
+int gw_state_id_range_peek(const char *dir, const char *key, uint32_t *base);
+
 /* ---- host id ranges (gateway/id_range.c) ----
  * As root, the first of the GW_ID_RANGE_SIZE host uids and gids that
  * belong to `key` (a capability's id; "run" for `capsule run` without a
