@@ -91,6 +91,12 @@ root_ranges() {
   local rows; rows=$(sqlite3 "$st/state.db" "SELECT capability || '=' || (base + 65534) FROM id_ranges ORDER BY base" | tr '\n' ' ')
   [ "$rows" = "alpha=$a1 beta=$b1 run=$r1 " ]
   expect root "recorded in the state's id_ranges" $? "$rows"
+  # an edited row naming a range whose ids end at the host's root: refused
+  cp -a "$st" "$work/edited"
+  sqlite3 "$work/edited/state.db" "UPDATE id_ranges SET base = 0 WHERE capability = 'run'"
+  local out; out=$("$capsule" run --state "$work/edited" -- id -u 2>&1)
+  [ $? -ne 0 ] && [[ "$out" == *"not one capsule hands out"* ]]
+  expect root "an edited id_ranges row (base 0) is refused" $? "$out"
   if [ "${CAPSULE_TEST_HOOKS:-0}" = 1 ]; then
     # a subordinate-id entry over the first 16 ranges: the allocation skips it
     printf 'someone:%d:%d\n' $((0x70000000)) $((16 * 65536)) >"$work/subuid"
