@@ -4,13 +4,17 @@
  * (cli_default). Read once per process. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/state.h"
 
 /* The keys the file may set: each the name of its CAPSULE_* variable
  * without the prefix, in lower case. */
@@ -24,12 +28,8 @@ static struct {
 
 static char *config_path(void)
 {
-  const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-  if (xdg && *xdg == '/')
-    return cap_xasprintf("%s/capsule/config", xdg);
-  if (home && *home)
-    return cap_xasprintf("%s/.config/capsule/config", home);
-  return NULL;
+  _cleanup_free_ char *dir = gw_config_dir();
+  return dir ? cap_xasprintf("%s/config", dir) : NULL;
 }
 
 static char *trim(char *s)
@@ -85,12 +85,35 @@ static void config_load(void)
   _cleanup_free_ char *path = config_path();
   if (!path)
     return;
-  FILE *f = fopen(path, "re");
-  if (!f) {
+  /* no FIFO to hang on, no symlink to follow */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
     /* no file, or a HOME that is not this user's (setpriv, su without -):
      * no defaults, and nothing to say on every command */
     if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
       fprintf(stderr, "capsule: cannot read %s: %s; ignored\n", path, strerror(errno));
+    return;
+  }
+  /* only the caller's own file, that only the caller can change: another
+   * user's (root with a kept HOME) or a shared one would choose what runs */
+  struct stat st;
+  const char *why = fstat(fd, &st) < 0       ? "cannot be examined"
+                    : !S_ISREG(st.st_mode)   ? "is not a regular file"
+                    : st.st_uid != geteuid() ? "is owned by another user"
+                    : st.st_mode & 022       ? "is writable by group or others"
+                    : st.st_nlink != 1       ? "has more than one link"
+                                             : NULL;
+  if (why) {
+    fprintf(stderr,
+            "capsule: %s %s; ignored (make it a regular file of your own, mode 0600, or "
+            "remove it)\n",
+            path, why);
+    close(fd);
+    return;
+  }
+  FILE *f = fdopen(fd, "re");
+  if (!f) {
+    close(fd);
     return;
   }
   char *line = NULL;

@@ -666,7 +666,8 @@ static FILE *open_egress_log(const char *path, const struct cap_spec *spec)
             path);
     return NULL;
   }
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  /* O_NONBLOCK: a FIFO planted there fails (ENXIO) instead of hanging */
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
       st.st_nlink != 1) {
@@ -678,6 +679,7 @@ static FILE *open_egress_log(const char *path, const struct cap_spec *spec)
       close(fd);
     return NULL;
   }
+  (void)fcntl(fd, F_SETFL, O_APPEND); /* blocking writes again */
   FILE *f = fdopen(fd, "a");
   if (!f)
     close(fd);

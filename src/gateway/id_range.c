@@ -12,13 +12,17 @@
  * of /etc/subuid or /etc/subgid, or holding a user's or group's id
  * (getpwent, getgrent: NSS users too), is skipped. */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -135,10 +139,77 @@ static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
   return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read id_ranges");
 }
 
+/* The host's registry of ranges handed out by every state directory (as
+ * root; each state's id_ranges knows only its own): "BASE KEY STATE-DIR"
+ * lines, flock-held while a range is chosen. Lines of state directories
+ * that no longer exist are dropped. Returns the locked fd or -errno. */
+static const char *registry_path(void)
+{
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/ids.sh: a registry of the test's */
+  const char *test = getenv("CAPSULE_TEST_ID_REGISTRY");
+  if (test && *test)
+    return test;
+#endif
+  return "/var/lib/capsule/id-ranges";
+}
+
+static int registry_open(struct taken *t, struct cap_error *err)
+{
+  const char *path = registry_path();
+  _cleanup_free_ char *dir = cap_xstrdup(path);
+  char *slash = strrchr(dir, '/');
+  if (slash && slash != dir) {
+    *slash = '\0';
+    mkdir(dir, 0700);
+  }
+  int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+      (sb.st_mode & 022) || flock(fd, LOCK_EX) < 0) {
+    int e = fd < 0 ? errno : EPERM;
+    if (fd >= 0)
+      close(fd);
+    return cap_error_set(err, e,
+                         "cannot use the host's id-range registry %s (%s): it must be a regular "
+                         "file of root's, mode 0600; fix or remove it",
+                         path, fd < 0 ? strerror(e) : "refused");
+  }
+  _cleanup_fclose_ FILE *f = fdopen(dup(fd), "re");
+  struct cap_buf kept = {0};
+  char line[PATH_MAX + 600];
+  bool pruned = false;
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long long b;
+    int at = 0;
+    struct stat st;
+    if (sscanf(line, "%llu %*s %n", &b, &at) != 1 || !at)
+      continue;
+    line[strcspn(line, "\n")] = '\0';
+    const char *state = line + at; /* the rest of the line: it may hold spaces */
+    if (stat(state, &st) < 0 && errno == ENOENT) {
+      pruned = true; /* its state is gone, and its ranges with it */
+      continue;
+    }
+    taken_add(t, b, GW_ID_RANGE_SIZE);
+    cap_buf_printf(&kept, "%s\n", line);
+  }
+  if (pruned && ftruncate(fd, 0) == 0 && kept.len &&
+      pwrite(fd, kept.data, kept.len, 0) != (ssize_t)kept.len) {
+    /* best effort: a lost line only wastes nothing until its state allocates again */
+  }
+  cap_buf_free(&kept);
+  return fd;
+}
+
 static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
 {
   struct taken t = {0};
   int r = recorded(st, &t, err);
+  _cleanup_close_ int registry = -1;
+  if (r == 0)
+    r = registry = registry_open(&t, err);
+  if (r >= 0)
+    r = 0;
   if (r == 0)
     host_ids(&t);
   uint64_t b = RANGE_FIRST;
@@ -162,6 +233,9 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE)
     return gw_state_db_error(st, err, "cannot record an id range");
+  _cleanup_free_ char *real = realpath(st->dir, NULL);
+  if (dprintf(registry, "%llu %s %s\n", (unsigned long long)b, key, real ? real : st->dir) < 0)
+    return cap_error_errno(err, errno, "cannot record an id range in %s", registry_path());
   *base = (uint32_t)b;
   return 0;
 }

@@ -62,9 +62,10 @@ void gw_lease_release(struct gw_lease *lease);
 enum gw_instance_state { GW_INSTANCE_STARTING, GW_INSTANCE_SERVING, GW_INSTANCE_STOPPING };
 
 struct gw_instance_info {
-  char key[128];        /* the socket's name in the run directory, without .sock */
-  char capability[256]; /* the capability's id */
-  int pid;              /* the keeper's */
+  char key[128];                /* the socket's name in the run directory, without .sock */
+  char capability[256];         /* the capability's id */
+  int pid;                      /* the keeper's */
+  unsigned long long pid_start; /* its start time (/proc/PID/stat field 22): a reused pid differs */
   enum gw_instance_state state;
   unsigned leases, max_leases;
   uint64_t started_ms;    /* realtime, ms */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -75,6 +76,31 @@ const char *gw_instance_state_name(enum gw_instance_state s)
   return (unsigned)s < sizeof state_names / sizeof state_names[0] ? state_names[s] : "unknown";
 }
 
+/* pid's start time in clock ticks since boot (/proc/PID/stat field 22),
+ * 0 when there is no such process. */
+static unsigned long long proc_start(int pid)
+{
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+  for (int field = 2; p && field < 22; field++)
+    p = strchr(p + 1, ' ');
+  return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* The keeper a status file names is the process now at its pid: a keeper
+ * killed outright leaves its file, and the pid may since be another's. */
+static bool keeper_alive(const struct gw_instance_info *info)
+{
+  unsigned long long now = proc_start(info->pid);
+  return now && now == info->pid_start;
+}
+
 void gw_instance_status_write(const char *path, const struct gw_instance_info *info)
 {
   char tmp[4096];
@@ -85,10 +111,10 @@ void gw_instance_status_write(const char *path, const struct gw_instance_info *i
     return;
   dprintf(fd,
           "capability=%s\npid=%d\nstate=%s\nleases=%u\nmax_leases=%u\nstarted_ms=%llu\n"
-          "idle_since_ms=%llu\n",
+          "idle_since_ms=%llu\npid_start=%llu\n",
           info->capability, info->pid, gw_instance_state_name(info->state), info->leases,
           info->max_leases, (unsigned long long)info->started_ms,
-          (unsigned long long)info->idle_since_ms);
+          (unsigned long long)info->idle_since_ms, proc_start(info->pid));
   close(fd);
   if (rename(tmp, path) < 0)
     unlink(tmp);
@@ -132,6 +158,8 @@ static bool status_read(int dir_fd, const char *name, struct gw_instance_info *i
       info->started_ms = strtoull(v, NULL, 10);
     } else if (strcmp(line, "idle_since_ms") == 0) {
       info->idle_since_ms = strtoull(v, NULL, 10);
+    } else if (strcmp(line, "pid_start") == 0) {
+      info->pid_start = strtoull(v, NULL, 10);
     }
   }
   size_t len = strlen(name) - strlen(STATUS_SUFFIX);
@@ -165,7 +193,7 @@ int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t 
       continue;
     struct gw_instance_info info;
     /* a keeper killed outright leaves its file: only the living are listed */
-    if (!status_read(dirfd(d), e->d_name, &info) || (kill(info.pid, 0) < 0 && errno == ESRCH))
+    if (!status_read(dirfd(d), e->d_name, &info) || !keeper_alive(&info))
       continue;
     if (*n == cap) {
       cap = cap ? 2 * cap : 8;
@@ -191,14 +219,27 @@ static bool ask_keeper_to_stop(const char *run_dir, const char *key)
   return fd >= 0 && send(fd, "S", 1, MSG_NOSIGNAL) == 1;
 }
 
+/* SIGTERM to the keeper through a pidfd opened before its identity is
+ * checked: never to a process that took a dead keeper's pid. */
+static int signal_keeper(const struct gw_instance_info *inst)
+{
+  _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, inst->pid, 0);
+  if (pidfd < 0 || !keeper_alive(inst))
+    return 0; /* gone */
+  if (syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) < 0 && errno != ESRCH)
+    return -errno;
+  return 0;
+}
+
 int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, uint64_t wait_ms,
                      struct cap_error *err)
 {
-  if (!ask_keeper_to_stop(run_dir, inst->key) && kill(inst->pid, SIGTERM) < 0 && errno != ESRCH)
-    return cap_error_errno(err, errno, "cannot stop %s's keeper (pid %d)", inst->capability,
+  int r = ask_keeper_to_stop(run_dir, inst->key) ? 0 : signal_keeper(inst);
+  if (r < 0)
+    return cap_error_errno(err, -r, "cannot stop %s's keeper (pid %d)", inst->capability,
                            inst->pid);
   uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + wait_ms;
-  while (kill(inst->pid, 0) == 0 || errno != ESRCH) {
+  while (keeper_alive(inst)) {
     if (cap_now_ms(CLOCK_MONOTONIC) >= deadline)
       return cap_error_set(err, ETIMEDOUT, "%s's keeper (pid %d) has not exited yet",
                            inst->capability, inst->pid);

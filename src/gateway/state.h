@@ -28,9 +28,13 @@ struct gw_state;
 
 /* $XDG_STATE_HOME/capsule, else ~/.local/state/capsule (allocated). */
 char *gw_state_default_dir(void);
+/* $XDG_CONFIG_HOME/capsule, else ~/.config/capsule (allocated; NULL
+ * without either): the config file's directory, masked like the state. */
+char *gw_config_dir(void);
 /* The state directories no sandbox may see, those that exist, resolved:
- * the one in use, the default one, $CAPSULE_STATE, and every one this
- * user's capsule has opened (state_dirs.c): how many, in *ret (allocated;
+ * the one in use, the default one, $CAPSULE_STATE, the config directory
+ * (gw_config_dir: a tool rewriting `caps =` would pick what the next call
+ * runs), and every one this user's capsule has opened (state_dirs.c): how many, in *ret (allocated;
  * free with gw_state_private_paths_free). */
 size_t gw_state_private_paths(const char *state_dir, char ***ret);
 void gw_state_private_paths_free(char **paths, size_t n);

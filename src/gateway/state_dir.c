@@ -24,6 +24,14 @@ char *gw_state_default_dir(void)
   return cap_xasprintf("%s/.local/state/capsule", home && *home ? home : "/");
 }
 
+char *gw_config_dir(void)
+{
+  const char *x = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+  if (x && *x == '/')
+    return cap_xasprintf("%s/capsule", x);
+  return home && *home ? cap_xasprintf("%s/.config/capsule", home) : NULL;
+}
+
 static int mkdir_parents(const char *dir, struct cap_error *err)
 {
   _cleanup_free_ char *p = cap_xstrdup(dir);

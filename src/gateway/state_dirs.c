@@ -150,9 +150,12 @@ size_t gw_state_private_paths(const char *state_dir, char ***ret)
   make_dir(state_dir);
   make_dir(dflt);
   make_dir(getenv("CAPSULE_STATE"));
+  _cleanup_free_ char *config = gw_config_dir();
+  make_dir(config);
   add_dir(&l, state_dir);
   add_dir(&l, dflt);
   add_dir(&l, getenv("CAPSULE_STATE"));
+  add_dir(&l, config);
   _cleanup_free_ char *path = list_path();
   _cleanup_fclose_ FILE *f = fopen(path, "re");
   char line[PATH_MAX + 2];

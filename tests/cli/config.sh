@@ -28,10 +28,12 @@ EOF2
 if [ -n "$(ids)" ] && [ "$(ids)" = "$(ids --caps "$work/caps")" ]; then ok config-caps
 else bad "config-caps ($(ids))"; fi
 # which state a verb uses: each candidate holds a status file of its own
-# name, kept by a live pid (this shell), that `capsule ps` lists
+# name, kept by a live pid (this shell, its start time as the keeper
+# records it: /proc/PID/stat field 22), that `capsule ps` lists
+start=$(sed 's/.*) //' "/proc/$$/stat" | cut -d' ' -f20)
 for d in st-home st-env st-flag st-xdg st-bad; do
   dir=$work/$d; [ "$d" = st-home ] && dir=$HOME/st-home
-  mkdir -p "$dir/run" && printf 'capability=%s\npid=%s\n' "$d" $$ >"$dir/run/k.status"
+  mkdir -p "$dir/run" && printf 'capability=%s\npid=%s\npid_start=%s\n' "$d" $$ "$start" >"$dir/run/k.status"
 done
 used() { "$capsule" ps --json "$@" 2>/dev/null | python3 -c 'import json,sys; print(" ".join(r["capability"] for r in json.load(sys.stdin)))'; }
 if [ "$(used)" = st-home ]; then ok config-state-tilde; else bad "config-state-tilde ($(used))"; fi
@@ -54,6 +56,22 @@ err=$(XDG_CONFIG_HOME=$work/xdg "$capsule" ps 2>&1 >/dev/null)
 if grep -qF "$work/xdg/capsule/config:2: not \`key = value\`" <<<"$err" &&
   grep -qF "config:3: unknown key 'satte'" <<<"$err" && [ "$(XDG_CONFIG_HOME=$work/xdg used)" = st-bad ]; then ok config-bad-lines
 else bad config-bad-lines; echo "$err" | head -4; fi
+
+# a config file others could change, or a FIFO, is ignored with a warning
+chmod 664 "$work/xdg/capsule/config"
+err=$(XDG_CONFIG_HOME=$work/xdg "$capsule" ps 2>&1 >/dev/null)
+if grep -qF "config is writable by group or others; ignored" <<<"$err" &&
+  [ -z "$(XDG_CONFIG_HOME=$work/xdg used)" ]; then ok config-shared-ignored
+else bad config-shared-ignored; echo "$err" | head -4; fi
+rm -f "$work/xdg/capsule/config" && mkfifo -m 600 "$work/xdg/capsule/config"
+err=$(XDG_CONFIG_HOME=$work/xdg timeout 10 "$capsule" ps 2>&1 >/dev/null)
+if [ $? -ne 124 ] && grep -qF "is not a regular file; ignored" <<<"$err"; then ok config-fifo-ignored
+else bad config-fifo-ignored; echo "$err" | head -4; fi
+rm -f "$work/xdg/capsule/config"
+# no sandbox sees the config directory, even with $HOME read-write
+out=$("$capsule" run --allow-rw "$HOME" -- /bin/sh -c 'echo "caps = /tmp" >"$HOME/.config/capsule/config"' 2>&1)
+if [ $? -ne 0 ] && grep -qF "caps = $work/caps" "$HOME/.config/capsule/config"; then ok config-masked-in-sandbox
+else bad config-masked-in-sandbox; echo "$out" | head -3; fi
 
 # without a config file nothing changes: ./capabilities and the default state
 rm -f "$HOME/.config/capsule/config"

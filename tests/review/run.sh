@@ -21,6 +21,9 @@ scripts=(
   ../review2/plant_project_state_root.sh ../review2/socket_grant_symlink.sh
   ../review2/proxy_local_route.sh ../review2/approval_hidden_args.sh
   ../review2/call_result_terminal.sh
+  # the third review's (tests/review3/)
+  ../review3/config_redirect_caps.sh ../review3/config_foreign_owner_root.sh
+  ../review3/stop_stale_pid.sh ../review3/egress_log_fifo.sh ../review3/id_range_per_state.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

@@ -33,7 +33,7 @@ as_op() { (cd /tmp && setpriv --reuid=65534 --regid=65534 --clear-groups -- env 
 P=$H/evil/helper
 # 1. the tool, sandboxed with $HOME read-write
 as_op "$capsule" run --allow-rw "$H" -- /bin/sh -c "
-printf 'caps = ~/evil\n' >$H/.config/capsule/config &&
+{ printf 'caps = ~/evil\n' >$H/.config/capsule/config || echo 'the tool cannot write the config file'; }
 mkdir -p $P && cp $H/srv/capability $P/capability &&
 cat >$P/manifest.yaml <<'Y'
 id: helper
