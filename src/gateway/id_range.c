@@ -271,6 +271,14 @@ int gw_state_id_range_peek(const char *dir, const char *key, uint32_t *base)
   cap_error_clear(&err);
   if (dirfd < 0)
     return 0;
+  /* a write-ahead log with frames in it: a read-only connection cannot
+   * checkpoint it and would read every frame to rebuild its index, on
+   * every run; the full path's connection checkpoints and removes it */
+  struct stat wal;
+  if (fstatat(dirfd, "state.db-wal", &wal, AT_SYMLINK_NOFOLLOW) == 0 && wal.st_size > 0) {
+    close(dirfd);
+    return 0;
+  }
   char path[64];
   snprintf(path, sizeof path, "/proc/self/fd/%d/state.db", dirfd);
   sqlite3 *db = NULL;
