@@ -234,6 +234,10 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
   if (rc != SQLITE_DONE)
     return gw_state_db_error(st, err, "cannot record an id range");
   _cleanup_free_ char *real = realpath(st->dir, NULL);
+  if (strchr(real ? real : st->dir, '\n'))
+    return cap_error_set(err, EINVAL,
+                         "the state directory's path holds a newline: rename it to record an id "
+                         "range");
   if (dprintf(registry, "%llu %s %s\n", (unsigned long long)b, key, real ? real : st->dir) < 0)
     return cap_error_errno(err, errno, "cannot record an id range in %s", registry_path());
   *base = (uint32_t)b;

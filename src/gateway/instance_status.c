@@ -123,8 +123,12 @@ void gw_instance_status_write(const char *path, const struct gw_instance_info *i
 /* One status file into *info: false when it is not one (or not whole). */
 static bool status_read(int dir_fd, const char *name, struct gw_instance_info *info)
 {
-  _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
+  _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  struct stat sb;
+  /* only a keeper of this user's wrote it: a file another user put in a
+   * state directory of theirs must not choose whom `stop` signals */
+  if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+      (sb.st_mode & 022))
     return false;
   char buf[2048];
   ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -182,6 +186,11 @@ int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t 
 {
   *out = NULL;
   *n = 0;
+  struct stat rd;
+  if (lstat(run_dir, &rd) < 0)
+    return errno == ENOENT ? 0 : cap_error_errno(err, errno, "cannot read %s", run_dir);
+  if (gw_instance_check_run_dir(run_dir, err) < 0) /* another user's: not listed, never signalled */
+    return -EPERM;
   DIR *d = opendir(run_dir);
   if (!d)
     return errno == ENOENT ? 0 : cap_error_errno(err, errno, "cannot read %s", run_dir);

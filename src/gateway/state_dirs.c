@@ -150,12 +150,19 @@ size_t gw_state_private_paths(const char *state_dir, char ***ret)
   make_dir(state_dir);
   make_dir(dflt);
   make_dir(getenv("CAPSULE_STATE"));
+  /* both places a config file may be read from: the next command may run
+   * with or without XDG_CONFIG_HOME */
   _cleanup_free_ char *config = gw_config_dir();
+  const char *home = getenv("HOME");
+  _cleanup_free_ char *home_config =
+      home && *home == '/' ? cap_xasprintf("%s/.config/capsule", home) : NULL;
   make_dir(config);
+  make_dir(home_config);
   add_dir(&l, state_dir);
   add_dir(&l, dflt);
   add_dir(&l, getenv("CAPSULE_STATE"));
   add_dir(&l, config);
+  add_dir(&l, home_config);
   _cleanup_free_ char *path = list_path();
   _cleanup_fclose_ FILE *f = fopen(path, "re");
   char line[PATH_MAX + 2];

@@ -33,7 +33,7 @@ else bad "config-caps ($(ids))"; fi
 start=$(sed 's/.*) //' "/proc/$$/stat" | cut -d' ' -f20)
 for d in st-home st-env st-flag st-xdg st-bad; do
   dir=$work/$d; [ "$d" = st-home ] && dir=$HOME/st-home
-  mkdir -p "$dir/run" && printf 'capability=%s\npid=%s\npid_start=%s\n' "$d" $$ "$start" >"$dir/run/k.status"
+  mkdir -p "$dir" && mkdir -m 700 "$dir/run" && printf 'capability=%s\npid=%s\npid_start=%s\n' "$d" $$ "$start" >"$dir/run/k.status"
 done
 used() { "$capsule" ps --json "$@" 2>/dev/null | python3 -c 'import json,sys; print(" ".join(r["capability"] for r in json.load(sys.stdin)))'; }
 if [ "$(used)" = st-home ]; then ok config-state-tilde; else bad "config-state-tilde ($(used))"; fi
