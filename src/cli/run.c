@@ -666,9 +666,25 @@ static FILE *open_egress_log(const char *path, const struct cap_spec *spec)
             path);
     return NULL;
   }
-  /* O_NONBLOCK: a FIFO planted there fails (ENXIO) instead of hanging */
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+  /* the file itself is looked at before it is opened for writing (a
+   * device node there is never opened), then reopened through its O_PATH
+   * descriptor: the same inode. A new one is made O_EXCL. O_NONBLOCK: a
+   * FIFO planted there fails (ENXIO) instead of hanging. */
+  int fd = -1;
   struct stat st;
+  int at = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (at >= 0 && fstat(at, &st) == 0 && S_ISREG(st.st_mode)) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", at);
+    fd = open(self, O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
+  } else if (at < 0 && errno == ENOENT) {
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+              0600);
+  } else if (at >= 0) {
+    errno = S_ISLNK(st.st_mode) ? ELOOP : EINVAL; /* refused below without opening it */
+  }
+  if (at >= 0)
+    close(at);
   if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
       st.st_nlink != 1) {
     fprintf(stderr,

@@ -347,5 +347,13 @@ for who in "${users[@]}"; do
   if [ -z "$verdict" ]; then ok "$who" egress-log-bounded-and-escaped
   else bad "$who" "egress-log-bounded-and-escaped: $verdict"; fi
 done
+# a device node planted at the egress log's path is refused without being
+# opened for writing (its type is read through an O_PATH descriptor first)
+if [ "$(id -u)" = 0 ] && mknod "$work/logs/dev" c 1 3 2>/dev/null; then
+  out=$("$capsule" run --net proxy --egress-log "$work/logs/dev" -- true 2>&1)
+  if [ $? -ne 0 ] && grep -q "cannot use .* as the egress log" <<<"$out"; then ok root egress-log-device-refused
+  else bad root "egress-log-device-refused: $out"; fi
+  rm -f "$work/logs/dev"
+fi
 echo "egress tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
