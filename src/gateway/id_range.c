@@ -142,17 +142,11 @@ static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
 /* The host's registry of ranges handed out by every state directory (as
  * root; each state's id_ranges knows only its own): "BASE KEY STATE-DIR"
  * lines, flock-held while a range is chosen. Lines of state directories
- * that no longer exist are dropped. Returns the locked fd or -errno. */
-static const char *registry_path(void)
-{
-#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/ids.sh: a registry of the test's */
-  const char *test = getenv("CAPSULE_TEST_ID_REGISTRY");
-  if (test && *test)
-    return test;
-#endif
-  return "/var/lib/capsule/id-ranges";
-}
+ * that no longer exist are dropped. */
+static const char *registry_path(void) { return "/var/lib/capsule/id-ranges"; }
 
+/* Opens and locks the registry, its ranges added to t: the locked fd, or
+ * -errno with err set. */
 static int registry_open(struct taken *t, struct cap_error *err)
 {
   const char *path = registry_path();
