@@ -187,11 +187,16 @@ static int registry_open(struct taken *t, struct cap_error *err)
     taken_add(t, b, GW_ID_RANGE_SIZE);
     cap_buf_printf(&kept, "%s\n", line);
   }
-  if (pruned && ftruncate(fd, 0) == 0 && kept.len &&
-      pwrite(fd, kept.data, kept.len, 0) != (ssize_t)kept.len) {
-    /* best effort: a lost line only wastes nothing until its state allocates again */
-  }
+  /* rewritten in place, under the lock (a renamed copy would leave the
+   * lock of anyone waiting on this file behind) */
+  bool lost = pruned && (ftruncate(fd, 0) < 0 ||
+                         (kept.len && write(fd, kept.data, kept.len) != (ssize_t)kept.len));
   cap_buf_free(&kept);
+  if (lost) {
+    int e = errno ? errno : EIO;
+    close(fd);
+    return cap_error_errno(err, e, "cannot rewrite the host's id-range registry %s", path);
+  }
   return fd;
 }
 
@@ -200,10 +205,8 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
   struct taken t = {0};
   int r = recorded(st, &t, err);
   _cleanup_close_ int registry = -1;
-  if (r == 0)
-    r = registry = registry_open(&t, err);
-  if (r >= 0)
-    r = 0;
+  if (r == 0 && (registry = registry_open(&t, err)) < 0)
+    r = registry;
   if (r == 0)
     host_ids(&t);
   uint64_t b = RANGE_FIRST;

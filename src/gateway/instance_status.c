@@ -18,6 +18,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/procstat.h"
 #include "gateway/instance.h"
 #include "gateway/instance_int.h"
 
@@ -82,15 +83,12 @@ static unsigned long long proc_start(int pid)
 {
   char path[64], buf[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
-  if (n <= 0)
-    return 0;
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-  for (int field = 2; p && field < 22; field++)
-    p = strchr(p + 1, ' ');
-  return p ? strtoull(p + 1, NULL, 10) : 0;
+  unsigned long long start;
+  const char *after = cap_proc_stat(AT_FDCWD, path, buf, sizeof buf);
+  /* field 3 (%c), fields 4-21 skipped, then 22 */
+  static const char fmt[] = "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                            "%*s %*s %llu";
+  return after && sscanf(after, fmt, &start) == 1 ? start : 0;
 }
 
 /* The keeper a status file names is the process now at its pid: a keeper

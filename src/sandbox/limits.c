@@ -13,6 +13,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/procstat.h"
 #include "core/text.h"
 
 #define CGROOT "/sys/fs/cgroup"
@@ -292,15 +293,10 @@ static bool read_proc_cpu(int proc_fd, const char *name, struct proc_cpu *out)
 {
   char path[300], buf[1024];
   snprintf(path, sizeof path, "%s/stat", name);
-  _cleanup_close_ int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  if (n <= 0)
-    return false;
-  buf[n] = '\0';
-  const char *after = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+  const char *after = cap_proc_stat(proc_fd, path, buf, sizeof buf);
   unsigned long long ut, st, cut, cst;
   int ppid;
-  if (!after || sscanf(after + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+  if (!after || sscanf(after, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
                        &ppid, &ut, &st, &cut, &cst) != 5)
     return false;
   *out = (struct proc_cpu){.pid = atoi(name), .ppid = ppid, .ticks = ut + st + cut + cst};
