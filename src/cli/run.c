@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/gateway.h"
 #include "cli/run.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
@@ -702,6 +703,60 @@ static FILE *open_egress_log(const char *path, const struct cap_spec *spec)
   return f;
 }
 
+/* The run as an audit record of the state directory, decision "run":
+ * capability the manifest's id ("run" without one), tool the command's
+ * name, the hash of the command line (NUL-separated); written as a
+ * marker now and finished with the outcome (the next state open appends
+ * it), so a run's start-up opens no database. Best effort: a state
+ * directory that cannot be used leaves the run unaudited (a warning when
+ * it was named). */
+struct run_audit {
+  struct gw_inflight marker;
+  char *dir;
+  struct gw_audit_record rec;
+  char outcome[160];
+};
+
+static void run_audit_begin(const struct cap_spec *spec, const struct run_args *a,
+                            struct run_audit *au)
+{
+  struct cap_buf line = {0};
+  for (char **c = a->command; *c; c++)
+    cap_buf_append(&line, *c, strlen(*c) + 1);
+  const char *slash = strrchr(a->command[0], '/');
+  au->rec = (struct gw_audit_record){
+      .user = cli_login_name(),
+      .capability = a->config && spec->id && *spec->id ? spec->id : RUN_ID_KEY,
+      .tool = slash && slash[1] ? slash + 1 : a->command[0],
+      .decision = "run",
+  };
+  gw_sha256_hex(line.data, line.len, au->rec.args_hash);
+  cap_buf_free(&line);
+  au->dir = a->state ? cap_xstrdup(a->state) : gw_state_default_dir();
+  struct cap_error err = {0};
+  /* the default directory may be out of reach (a $HOME that is not the
+   * caller's): the run goes on unaudited, silently; one that was named
+   * (--state, CAPSULE_STATE, the config file) says so */
+  if (gw_inflight_begin_dir(au->dir, &au->rec, &au->marker, &err) < 0 && a->state)
+    fprintf(stderr, "capsule: %swarning:%s this run is not audited: %s\n",
+            cli_colour(stderr, CLI_COLOUR_WARN), cli_colour(stderr, CLI_COLOUR_RESET), err.message);
+  cap_error_clear(&err);
+}
+
+static void run_audit_finish(struct run_audit *au, int r, const struct sandbox_result *res,
+                             const struct cap_error *err)
+{
+  if (r < 0)
+    snprintf(au->outcome, sizeof au->outcome, "failed: %.140s", err->message);
+  else if (res->killed_by)
+    snprintf(au->outcome, sizeof au->outcome, "killed: %s exceeded", res->killed_by);
+  else
+    snprintf(au->outcome, sizeof au->outcome, "exit %d", res->exit_status);
+  au->rec.outcome = au->outcome;
+  gw_inflight_finish(&au->marker, &au->rec, au->dir);
+  free(au->dir);
+}
+
 static int run_execute(const struct cap_spec *spec, const struct run_args *a)
 {
   if (command_surely_missing(a->command[0])) {
@@ -741,7 +796,10 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   char **hidden = NULL; /* capsule's state stays out of sight even under a granted $HOME */
   opt.n_hidden = gw_state_private_paths(a->state, &hidden);
   opt.hidden = (const char *const *)hidden;
+  struct run_audit audit = {.marker.fd = -1};
+  run_audit_begin(spec, a, &audit);
   r = sandbox_run(spec, &opt, &res, &err);
+  run_audit_finish(&audit, r, &res, &err);
   gw_state_private_paths_free(hidden, opt.n_hidden);
   int status = run_report(spec, r, &res, &err);
   cap_error_clear(&err);

@@ -154,7 +154,18 @@ void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
 /* Removes the marker (the call's own record is then written). No-op on
  * one that was never begun ({.fd = -1}). */
 void gw_inflight_end(struct gw_inflight *m);
-/* The abandoned markers as "interrupted" records: how many, in *n. */
+/* A `capsule run` session, audited without opening the database (a run's
+ * start-up stays lean): a marker in the state directory DIR (created when
+ * missing, with gw_state_open's checks), and gw_inflight_finish leaves it
+ * behind with r's outcome (its duration measured from the begin) and
+ * frees m; the next gw_state_open appends its record (past 64 waiting,
+ * this one opens the state STATEDIR to record them). */
+int gw_inflight_begin_dir(const char *dir, const struct gw_audit_record *r, struct gw_inflight *m,
+                          struct cap_error *err);
+void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
+                        const char *statedir);
+/* The abandoned markers as "interrupted" records, and the finished ones
+ * with their outcome: how many, in *n. */
 int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err);
 
 /* SHA-256 of data as 64 hex digits into out[65]. */
