@@ -356,19 +356,29 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
   return r;
 }
 
-/* The peek's check without the lock: the registry holds "BASE KEY DIR". */
-static bool registry_has(const char *key, uint32_t base, const char *dir)
+/* The peek: the range the registry records for KEY of the state directory
+ * DIR, read without the lock (its writes are renames): 0 when it records
+ * none, or more than one (the full path, with the database, decides). */
+static uint32_t registry_find(const char *key, const char *dir)
 {
   _cleanup_free_ char *real = realpath(dir, NULL);
   _cleanup_fclose_ FILE *f = real ? fopen(REGISTRY_PATH, "re") : NULL;
+  struct stat sb;
+  if (!f || fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+      (sb.st_mode & 022))
+    return 0;
   char line[PATH_MAX + 600];
-  while (f && fgets(line, sizeof line, f)) {
+  uint32_t found = 0;
+  while (fgets(line, sizeof line, f)) {
     uint64_t b;
     char *k, *d;
-    if (registry_line(line, &b, &k, &d) && b == base && strcmp(k, key) == 0 && strcmp(d, real) == 0)
-      return true;
+    if (!registry_line(line, &b, &k, &d) || strcmp(k, key) != 0 || strcmp(d, real) != 0)
+      continue;
+    if (found || !base_valid((int64_t)b))
+      return 0;
+    found = (uint32_t)b;
   }
-  return false;
+  return found;
 }
 
 int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
@@ -408,32 +418,12 @@ int gw_state_id_range_peek(const char *dir, const char *key, uint32_t *base)
   cap_error_clear(&err);
   if (dirfd < 0)
     return 0;
-  /* a write-ahead log with frames in it: a read-only connection cannot
-   * checkpoint it and would read every frame to rebuild its index, on
-   * every run; the full path's connection checkpoints and removes it */
-  struct stat wal;
-  if (fstatat(dirfd, "state.db-wal", &wal, AT_SYMLINK_NOFOLLOW) == 0 && wal.st_size > 0) {
-    close(dirfd);
-    return 0;
-  }
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/fd/%d/state.db", dirfd);
-  sqlite3 *db = NULL;
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 2000);
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT base FROM id_ranges WHERE capability = ?", -1, &s, NULL) ==
-            SQLITE_OK &&
-        sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW && base_valid(sqlite3_column_int64(s, 0)))
-      *base = (uint32_t)sqlite3_column_int64(s, 0); /* an invalid one: the full path says why */
-    sqlite3_finalize(s);
-    /* not in the host's registry under this path (moved, or older than
-     * the registry): the full path records it again, or refuses it */
-    if (*base && !registry_has(key, *base, dir))
-      *base = 0;
-  }
-  sqlite3_close(db);
   close(dirfd);
+  /* the host's registry, root's and written only by renames, records
+   * every range with its state directory: no database to open on a root
+   * run's way to the tool. A range the registry does not record under
+   * this path (a moved state) goes the full path, which records it again
+   * or refuses it. */
+  *base = registry_find(key, dir);
   return 0;
 }

@@ -49,8 +49,9 @@ void gw_state_close(struct gw_state *st);
 int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err);
 
 /* A capability's recorded id range read without opening the state (no
- * key, no migrations): *base 0 when none is recorded yet, or the state
- * cannot be read this way (then gw_state_id_range decides). */
+ * key, no database): from the host's registry, under the state
+ * directory's path; *base 0 when it records none there (then
+ * gw_state_id_range decides). */
 int gw_state_id_range_peek(const char *dir, const char *key, uint32_t *base);
 
 /* ---- host id ranges (gateway/id_range.c) ----
