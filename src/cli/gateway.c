@@ -65,7 +65,7 @@ static const struct option common_options[] = {
 
 /* The caller's login: its passwd entry, not $USER, which the caller sets
  * as it likes ($USER only when the uid has no entry). */
-const char *cli_login_name(void)
+static const char *login_name(void)
 {
   struct passwd *pw = getpwuid(geteuid());
   const char *u = getenv("USER");
@@ -123,8 +123,8 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
   o->caps = cli_default(o->caps, "CAPSULE_CAPS");
   o->state = cli_default(o->state, "CAPSULE_STATE");
   if (!o->user || !*o->user)
-    o->user = cli_login_name();
-  o->login = cli_login_name();
+    o->user = login_name();
+  o->login = login_name();
   return 0;
 }
 
@@ -146,12 +146,12 @@ static int check_user_rights(const struct common *o, const char *dir)
   struct stat sb;
   uid_t me = geteuid();
   bool mine = stat(dir, &sb) < 0 ? errno == ENOENT : sb.st_uid == me; /* else it becomes mine */
-  if (strcmp(o->user, cli_login_name()) == 0 || me == 0 || mine)
+  if (strcmp(o->user, login_name()) == 0 || me == 0 || mine)
     return 0;
   fprintf(stderr,
           "capsule: --user %s needs the operator's rights (root, or the owner of the state "
           "directory %s); you are %s\n",
-          o->user, dir, cli_login_name());
+          o->user, dir, login_name());
   return CLI_EXIT_DENIED;
 }
 

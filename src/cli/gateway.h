@@ -33,9 +33,6 @@ int open_state(const struct common *o, struct gw_state **st);
 /* Approvals and policy changes only from the operator: an exit status
  * when refused, else 0. */
 int require_operator(const char *verb, const char *what);
-/* The caller's login name: its passwd entry, not $USER (only when the uid
- * has none). Static storage. */
-const char *cli_login_name(void);
 /* A change's own audit record (gw_audit_change) by o->login; prints why
  * not and returns an exit status, or 0. */
 int audit_change(struct gw_state *st, const struct common *o, const char *kind, const char *cap,

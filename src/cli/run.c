@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/gateway.h"
 #include "cli/run.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
@@ -713,6 +712,7 @@ static FILE *open_egress_log(const char *path, const struct cap_spec *spec)
 struct run_audit {
   struct gw_inflight marker;
   char *dir;
+  char user[16];
   struct gw_audit_record rec;
   char outcome[160];
 };
@@ -724,8 +724,11 @@ static void run_audit_begin(const struct cap_spec *spec, const struct run_args *
   for (char **c = a->command; *c; c++)
     cap_buf_append(&line, *c, strlen(*c) + 1);
   const char *slash = strrchr(a->command[0], '/');
+  /* "#UID": the name is looked up when the record is appended (NSS is
+   * not on a run's way to the tool) */
+  snprintf(au->user, sizeof au->user, "#%u", (unsigned)geteuid());
   au->rec = (struct gw_audit_record){
-      .user = cli_login_name(),
+      .user = au->user,
       .capability = a->config && spec->id && *spec->id ? spec->id : RUN_ID_KEY,
       .tool = slash && slash[1] ? slash + 1 : a->command[0],
       .decision = "run",

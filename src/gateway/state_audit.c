@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sodium.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -501,6 +502,12 @@ static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
                                                : now > start ? (int64_t)(now - start)
                                                              : 0};
   snprintf(rec.args_hash, sizeof rec.args_hash, "%s", f[4]);
+  /* a run's user, "#UID" (a user name never starts with '#'): its name */
+  char *end = NULL;
+  unsigned long uid = f[1][0] == '#' ? strtoul(f[1] + 1, &end, 10) : 0;
+  struct passwd *pw = end && end != f[1] + 1 && !*end ? getpwuid((uid_t)uid) : NULL;
+  if (pw)
+    rec.user = pw->pw_name;
   if (finished)
     snprintf(rec.result_hash, sizeof rec.result_hash, "%s", f[10]);
   return gw_audit_append(st, &rec, err);
