@@ -18,6 +18,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/fs.h"
 #include "net/proxy.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
@@ -67,20 +68,6 @@ struct mount_attr_ {
 
 #define DEFAULT_TMP_BYTES (64ull << 20)
 #define DEFAULT_SHM_BYTES (16ull << 20)
-
-static void mkdir_p(const char *path, mode_t mode)
-{
-  char buf[PATH_MAX];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    mkdir(buf, mode);
-    *p = '/';
-  }
-  mkdir(buf, mode);
-}
 
 static void touch(const char *path)
 {
@@ -138,7 +125,7 @@ static void mount_grant(const char *root, const struct plan_grant *g, bool noexe
   char *slash = strrchr(parent, '/');
   if (slash && slash != parent) {
     *slash = '\0';
-    mkdir_p(parent, 0755);
+    cap_mkdir_p(parent, 0755);
   }
   if (g->kind == PLAN_LINK) {
     /* merged-/usr links such as /bin -> usr/bin: the same link inside,
@@ -148,7 +135,7 @@ static void mount_grant(const char *root, const struct plan_grant *g, bool noexe
     return;
   }
   if (g->kind == PLAN_DIR)
-    mkdir_p(dest, 0755);
+    cap_mkdir_p(dest, 0755);
   else
     touch(dest);
   /* as root the parent opened the tree; otherwise it is opened here, by a
@@ -264,7 +251,7 @@ static void apply_masks(const struct sandbox_mount_plan *plan, const char *root)
 static void mount_dev(const char *root, uint64_t shm_bytes)
 {
   _cleanup_free_ char *dev = cap_xasprintf("%s/dev", root);
-  mkdir_p(dev, 0755);
+  cap_mkdir_p(dev, 0755);
   CHILD_TRY(mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"),
             "cannot mount /dev: %s", strerror(errno));
   static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -286,7 +273,7 @@ static void mount_dev(const char *root, uint64_t shm_bytes)
       sandbox_child_fail("cannot create /dev/%s: %s", links[i][1], strerror(errno));
   }
   _cleanup_free_ char *shm = cap_xasprintf("%s/shm", dev);
-  mkdir_p(shm, 01777);
+  cap_mkdir_p(shm, 01777);
   char opts[64];
   snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)shm_bytes);
   CHILD_TRY(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
@@ -319,7 +306,7 @@ static void temp_space(const struct cap_spec *spec, uint64_t *tmp, uint64_t *shm
 static void mount_private_tmp(const struct cap_spec *spec, const char *root)
 {
   _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", root);
-  mkdir_p(tmp, 01777);
+  cap_mkdir_p(tmp, 01777);
   char opts[64];
   uint64_t size, shm_size;
   temp_space(spec, &size, &shm_size);
@@ -425,7 +412,7 @@ void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *
   temp_space(spec, &tmp_bytes, &shm_bytes);
   mount_dev(root, shm_bytes);
   _cleanup_free_ char *proc = cap_xasprintf("%s/proc", root);
-  mkdir_p(proc, 0555);
+  cap_mkdir_p(proc, 0555);
   CHILD_TRY(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
             "cannot mount /proc: %s", strerror(errno));
   /* deny entries, capsule's own state (whatever was granted), blocked
