@@ -47,23 +47,39 @@ static int store_lookup(void *arg, const char *name, char **value, bool *found,
   return gw_cred_get(ctx->st, NULL, name, CAP_SCOPE_SYSTEM, NULL, value, found, err);
 }
 
+int run_state_open(struct run_state *rs, const char *state, struct cap_error *err)
+{
+  rs->named = state != NULL;
+  rs->dir = state ? cap_xstrdup(state) : gw_state_default_dir();
+  rs->fd = gw_statedir_open(rs->dir, err);
+  return rs->fd < 0 ? rs->fd : 0;
+}
+
+void run_state_close(struct run_state *rs)
+{
+  if (rs->fd >= 0)
+    close(rs->fd);
+  free(rs->dir);
+  *rs = (struct run_state){.fd = -1};
+}
+
 /* As root, the host ids the tool runs under (sandbox_options.id_base):
  * the capability's own range, shared with `capsule call` of the same
  * capability; without a manifest, the range of the key "run", one for
  * every ad-hoc run (a range per run would use up the 4,094 there are).
  * Unprivileged: 0, the tool keeps the caller's ids. create false (the dry
  * run): the recorded range only, 0 when there is none yet. */
-int run_id_base(const struct cap_spec *spec, const char *config, const char *state, bool create,
-                uint32_t *base, struct cap_error *err)
+int run_id_base(const struct cap_spec *spec, const char *config, const struct run_state *rs,
+                bool create, uint32_t *base, struct cap_error *err)
 {
   *base = 0;
   if (geteuid() != 0)
     return 0;
   const char *key = config && spec->id && *spec->id ? spec->id : RUN_ID_KEY;
+  const char *state = rs->named ? rs->dir : NULL;
   /* a range recorded before is read without opening the state (no key, no
    * migrations: a root run's start-up); a new one is allocated with it */
-  _cleanup_free_ char *dflt = gw_state_default_dir();
-  gw_state_id_range_peek(state ? state : dflt, key, base);
+  gw_state_id_range_peek(rs->fd, rs->dir, key, base);
   if (*base)
     return 0;
   struct store_ctx ctx = {.dir = state};
@@ -711,13 +727,14 @@ static FILE *open_egress_log(const char *path, const struct cap_spec *spec)
  * it was named). */
 struct run_audit {
   struct gw_inflight marker;
-  char *dir;
+  const char *dir;
   char user[16];
   struct gw_audit_record rec;
   char outcome[160];
 };
 
 static void run_audit_begin(const struct cap_spec *spec, const struct run_args *a,
+                            const struct run_state *rs, const struct cap_error *open_err,
                             struct run_audit *au)
 {
   struct cap_buf line = {0};
@@ -735,14 +752,16 @@ static void run_audit_begin(const struct cap_spec *spec, const struct run_args *
   };
   gw_sha256_hex(line.data, line.len, au->rec.args_hash);
   cap_buf_free(&line);
-  au->dir = a->state ? cap_xstrdup(a->state) : gw_state_default_dir();
+  au->dir = rs->dir;
   struct cap_error err = {0};
   /* the default directory may be out of reach (a $HOME that is not the
    * caller's): the run goes on unaudited, silently; one that was named
    * (--state, CAPSULE_STATE, the config file) says so */
-  if (gw_inflight_begin_dir(au->dir, &au->rec, &au->marker, &err) < 0 && a->state)
+  int r = rs->fd < 0 ? -1 : gw_inflight_begin_at(rs->fd, rs->dir, &au->rec, &au->marker, &err);
+  if (r < 0 && rs->named)
     fprintf(stderr, "capsule: %swarning:%s this run is not audited: %s\n",
-            cli_colour(stderr, CLI_COLOUR_WARN), cli_colour(stderr, CLI_COLOUR_RESET), err.message);
+            cli_colour(stderr, CLI_COLOUR_WARN), cli_colour(stderr, CLI_COLOUR_RESET),
+            rs->fd < 0 ? open_err->message : err.message);
   cap_error_clear(&err);
 }
 
@@ -757,7 +776,6 @@ static void run_audit_finish(struct run_audit *au, int r, const struct sandbox_r
     snprintf(au->outcome, sizeof au->outcome, "exit %d", res->exit_status);
   au->rec.outcome = au->outcome;
   gw_inflight_finish(&au->marker, &au->rec, au->dir);
-  free(au->dir);
 }
 
 static int run_execute(const struct cap_spec *spec, const struct run_args *a)
@@ -786,12 +804,16 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
                 .store = &store},
   };
   struct sandbox_result res = {0};
-  struct cap_error err = {0};
-  int r = run_id_base(spec, a->config, a->state, true, &opt.id_base, &err);
+  struct cap_error err = {0}, open_err = {0};
+  struct run_state rs;
+  run_state_open(&rs, a->state, &open_err); /* the id range's peek and the audit marker */
+  int r = run_id_base(spec, a->config, &rs, true, &opt.id_base, &err);
   if (r < 0) {
     cap_error_prefix(&err, "cannot allocate the tool's host ids");
     int status = run_report(spec, r, &res, &err);
     cap_error_clear(&err);
+    cap_error_clear(&open_err);
+    run_state_close(&rs);
     if (log)
       fclose(log);
     return status;
@@ -800,9 +822,11 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   opt.n_hidden = gw_state_private_paths(a->state, &hidden);
   opt.hidden = (const char *const *)hidden;
   struct run_audit audit = {.marker.fd = -1};
-  run_audit_begin(spec, a, &audit);
+  run_audit_begin(spec, a, &rs, &open_err, &audit);
   r = sandbox_run(spec, &opt, &res, &err);
   run_audit_finish(&audit, r, &res, &err);
+  cap_error_clear(&open_err);
+  run_state_close(&rs);
   gw_state_private_paths_free(hidden, opt.n_hidden);
   int status = run_report(spec, r, &res, &err);
   cap_error_clear(&err);

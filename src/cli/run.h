@@ -35,11 +35,22 @@ char *run_expand_home(const char *path);
 /* The key of `capsule run`'s id range without a manifest. */
 #define RUN_ID_KEY "run"
 
+/* The run's state directory, opened once (gw_statedir_open): for the id
+ * range's peek and the audit marker. fd -1 when it cannot be used (err
+ * says why); named when --state or its defaults named it. */
+struct run_state {
+  char *dir;
+  int fd;
+  bool named;
+};
+int run_state_open(struct run_state *rs, const char *state, struct cap_error *err);
+void run_state_close(struct run_state *rs);
+
 /* As root: the tool's host id range (sandbox_options.id_base) for spec,
  * from the state (gw_state_id_range; recorded now when create). 0 and
  * *base 0 unprivileged. */
-int run_id_base(const struct cap_spec *spec, const char *config, const char *state, bool create,
-                uint32_t *base, struct cap_error *err);
+int run_id_base(const struct cap_spec *spec, const char *config, const struct run_state *rs,
+                bool create, uint32_t *base, struct cap_error *err);
 
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);

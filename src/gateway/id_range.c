@@ -410,20 +410,13 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
   return r;
 }
 
-int gw_state_id_range_peek(const char *dir, const char *key, uint32_t *base)
+int gw_state_id_range_peek(int statefd, const char *dir, const char *key, uint32_t *base)
 {
-  *base = 0;
-  struct cap_error err = {0};
-  int dirfd = gw_statedir_open(dir, &err); /* the same ownership and mode checks */
-  cap_error_clear(&err);
-  if (dirfd < 0)
-    return 0;
-  close(dirfd);
   /* the host's registry, root's and written only by renames, records
    * every range with its state directory: no database to open on a root
    * run's way to the tool. A range the registry does not record under
    * this path (a moved state) goes the full path, which records it again
    * or refuses it. */
-  *base = registry_find(key, dir);
+  *base = statefd >= 0 ? registry_find(key, dir) : 0;
   return 0;
 }

@@ -408,13 +408,10 @@ int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, stru
   return inflight_begin(st->dirfd, st->dir, r, m, err);
 }
 
-int gw_inflight_begin_dir(const char *dir, const struct gw_audit_record *r, struct gw_inflight *m,
-                          struct cap_error *err)
+int gw_inflight_begin_at(int statefd, const char *dir, const struct gw_audit_record *r,
+                         struct gw_inflight *m, struct cap_error *err)
 {
-  _cleanup_close_ int fd = gw_statedir_open(dir, err);
-  if (fd < 0)
-    return fd;
-  return inflight_begin(fd, dir, r, m, err);
+  return inflight_begin(statefd, dir, r, m, err);
 }
 
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r)
