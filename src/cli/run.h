@@ -1,5 +1,6 @@
 /* `capsule run`'s parsed command line, shared by its steps: run.c (parse,
- * build the spec, run and report) and run_dry.c (--dry-run's summary).
+ * build the spec, run and report), run_dry.c (--dry-run's summary) and
+ * run_state.c (the state directory: credentials, id range, audit).
  * Strings point into argv; the lists are owned (run_args_free). */
 #ifndef CAPSULE_CLI_RUN_H
 #define CAPSULE_CLI_RUN_H
@@ -7,7 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gateway/state.h"
 #include "manifest/model.h"
+#include "sandbox/sandbox.h"
 
 struct run_args {
   const char *config;        /* --config, or NULL: the secure default */
@@ -51,6 +54,36 @@ void run_state_close(struct run_state *rs);
  * *base 0 unprivileged. */
 int run_id_base(const struct cap_spec *spec, const char *config, const struct run_state *rs,
                 bool create, uint32_t *base, struct cap_error *err);
+
+/* Bare-name credential sources come from capsule's credential store
+ * (shared, system scope), opened only when a route asks: run_store_lookup
+ * is a proxy_store's lookup with a struct run_store as its argument. */
+struct run_store {
+  const char *dir; /* NULL: the default state directory */
+  struct gw_state *st;
+};
+int run_store_lookup(void *arg, const char *name, char **value, bool *found, struct cap_error *err);
+void run_store_close(struct run_store *ctx);
+
+/* The run as an audit record of the state directory, decision "run":
+ * capability the manifest's id ("run" without one), tool the command's
+ * name, the hash of the command line (NUL-separated); written as a
+ * marker before the sandbox starts and finished with the outcome (the
+ * next state open appends it), so a run's start-up opens no database.
+ * Best effort: a state directory that cannot be used leaves the run
+ * unaudited (a warning when it was named; open_err says why). */
+struct run_audit {
+  struct gw_inflight marker; /* {.fd = -1} before begin */
+  const char *dir;
+  char user[16];
+  struct gw_audit_record rec;
+  char outcome[160];
+};
+void run_audit_begin(const struct cap_spec *spec, const struct run_args *a,
+                     const struct run_state *rs, const struct cap_error *open_err,
+                     struct run_audit *au);
+void run_audit_finish(struct run_audit *au, int r, const struct sandbox_result *res,
+                      const struct cap_error *err);
 
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);
