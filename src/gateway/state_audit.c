@@ -587,7 +587,8 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
       v = cap_xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
     v[k++] = (struct marker_name){.mtime = sb.st_mtim, .name = cap_xstrdup(e->d_name)};
   }
-  qsort(v, k, sizeof *v, marker_cmp);
+  if (k) /* qsort takes no NULL, even for none */
+    qsort(v, k, sizeof *v, marker_cmp);
   int r = 0;
   for (size_t i = 0; i < k; i++) {
     if (r == 0)

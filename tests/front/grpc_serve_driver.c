@@ -80,6 +80,7 @@ int main(int argc, char **argv)
   int port = 0;
   if (grpc_serve_start(&opt, &s, &port, &err) < 0) {
     fprintf(stderr, "grpc_serve_driver: %s\n", err.message);
+    cap_error_clear(&err);
     return 1;
   }
   printf("port %d\n", port);
