@@ -37,6 +37,10 @@ if [ "$what" = test ] && [ ! -d tests/node_modules/ajv ]; then
   echo "deps: installing test modules from tests/package.json" >&2
   (cd tests && npm ci --no-audit --no-fund --silent)
 fi
+if [ "$what" = test ] && [ ! -d examples/mcp-filesystem/node_modules/@modelcontextprotocol/server-filesystem ]; then
+  echo "deps: installing the MCP server example's modules (the reference MCP servers)" >&2
+  (cd examples/mcp-filesystem && npm ci --no-audit --no-fund --silent)
+fi
 if [ "$what" = test ] && [ ! -d examples/selu-node/node_modules/@grpc/grpc-js ]; then
   echo "deps: installing the Node Selu example's modules (@grpc/grpc-js)" >&2
   (cd examples/selu-node && npm ci --no-audit --no-fund --silent)

@@ -20,6 +20,7 @@
 #include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/covenant.h"
+#include "runtime/mcp_client.h"
 #include "runtime/talos.h"
 
 static const char *const policy_names[] = {"allow", "ask", "block"};
@@ -145,7 +146,8 @@ static enum gw_outcome step_credentials(struct call_ctx *c, struct cap_error *er
 
 static bool is_dynamic(const struct cap_spec *spec)
 {
-  return spec->runtime.kind == CAP_RUNTIME_GRPC && spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC;
+  return (spec->runtime.kind == CAP_RUNTIME_GRPC || spec->runtime.kind == CAP_RUNTIME_MCP) &&
+         spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC;
 }
 
 /* A dynamic capability's tool: as cached, else ask the capability (which
@@ -161,7 +163,9 @@ static enum gw_outcome find_dynamic_tool(struct call_ctx *c, struct cap_error *e
   gw_tools_free(&c->dynamic);
   enum gw_outcome o = resolve_credentials(c, err);
   if (o == GW_OUTCOME_OK)
-    o = gw_selu_discover(c->call, c->spec, c->env, c->n_env, &c->dynamic, err);
+    o = c->spec->runtime.kind == CAP_RUNTIME_MCP
+            ? gw_mcp_discover(c->call, c->spec, c->env, c->n_env, &c->dynamic, err)
+            : gw_selu_discover(c->call, c->spec, c->env, c->n_env, &c->dynamic, err);
   free_secrets(c);
   c->tool = o == GW_OUTCOME_OK ? gw_tools_find(&c->dynamic, c->call->tool) : NULL;
   return o;
@@ -426,6 +430,7 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   }
   case CAP_RUNTIME_TALOS_NODE:
     return talos_run(c->call, spec, c->tool, c->args->root, c->handler, &c->out, err);
+  case CAP_RUNTIME_MCP: return mcp_client_call(c->call, spec, c->env, c->n_env, &c->out, err);
   case CAP_RUNTIME_EXEC: break;
   }
   return cap_error_set(err, ENOTSUP,

@@ -50,7 +50,7 @@ static void probe(struct cap_strv *checks, const char *kind, const char *path)
   cap_strv_push(checks, path);
 }
 
-/* A Selu server: its program ("./x" is the package's) and, for an
+/* A Selu or MCP server: its program ("./x" is the package's) and, for an
  * interpreter, the script it is given (relative to the package, where the
  * server starts). */
 static void selu_probes(const struct cap_spec *spec, struct cap_strv *checks)
@@ -88,6 +88,9 @@ static enum gw_outcome entry_probes(const struct cap_spec *spec, struct cap_strv
                            "it names an image, which capsule does not run yet (give "
                            "x-capsule.command)"),
              GW_OUTCOME_HOST_CANNOT_ENFORCE;
+    selu_probes(spec, checks);
+    return GW_OUTCOME_OK;
+  case CAP_RUNTIME_MCP: /* started like a Selu server: from its package */
     selu_probes(spec, checks);
     return GW_OUTCOME_OK;
   case CAP_RUNTIME_TALOS_NODE: {
@@ -134,7 +137,9 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   run_spec.limits.wall_ms = 10000;
   struct sandbox_options opt = {
       .argv = cmd,
-      .workdir = spec->runtime.kind == CAP_RUNTIME_GRPC ? spec->package_dir : NULL,
+      .workdir = spec->runtime.kind == CAP_RUNTIME_GRPC || spec->runtime.kind == CAP_RUNTIME_MCP
+                     ? spec->package_dir
+                     : NULL,
       .redirect_stdio = true,
       .stdio = {null, out, null},
       .hidden = hidden,

@@ -344,17 +344,22 @@ enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_sp
     selu_response_free(&resp);
     return GW_OUTCOME_FAILED;
   }
-  if (call->cache_dir && (mkdir(call->cache_dir, 0700) == 0 || errno == EEXIST)) {
-    _cleanup_free_ char *path = cache_path(call->cache_dir, spec);
-    _cleanup_free_ char *tmp = cap_xasprintf("%s.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    size_t len = strlen(resp.result);
-    if (fd >= 0 && write(fd, resp.result, len) == (ssize_t)len && close(fd) == 0)
-      rename(tmp, path); /* a cache: a failure only costs a later discovery */
-    else if (fd >= 0)
-      close(fd);
-    unlink(tmp);
-  }
+  gw_tools_cache_store(call->cache_dir, spec, resp.result);
   selu_response_free(&resp);
   return GW_OUTCOME_OK;
+}
+
+void gw_tools_cache_store(const char *cache_dir, const struct cap_spec *spec, const char *text)
+{
+  if (!cache_dir || (mkdir(cache_dir, 0700) < 0 && errno != EEXIST))
+    return;
+  _cleanup_free_ char *path = cache_path(cache_dir, spec);
+  _cleanup_free_ char *tmp = cap_xasprintf("%s.%d", path, (int)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  size_t len = strlen(text);
+  if (fd >= 0 && write(fd, text, len) == (ssize_t)len && close(fd) == 0)
+    rename(tmp, path); /* a cache: a failure only costs a later discovery */
+  else if (fd >= 0)
+    close(fd);
+  unlink(tmp);
 }

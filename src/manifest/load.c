@@ -248,6 +248,54 @@ static const char *top_level_noun(int format)
   }
 }
 
+/* x-capsule's KEY as a command (a non-empty array of non-empty strings)
+ * into spec->runtime.command: the node, or NULL when absent or wrong. */
+static const struct cap_node *xcapsule_argv(struct mf_ctx *c, const struct cap_node *x,
+                                            const char *key, struct cap_spec *spec)
+{
+  const struct cap_node *cmd = mf_string_array(c, x, key, MF_NONEMPTY);
+  if (!cmd)
+    return NULL;
+  bool ok = true;
+  for (size_t i = 0; i < cmd->u.arr.len; i++) {
+    if (cmd->u.arr.items[i]->u.str.len == 0) {
+      size_t m2 = mf_push_key(c, key);
+      mf_push_index(c, i);
+      mf_error(c, cmd->u.arr.items[i], NULL, "must not be empty");
+      mf_pop(c, m2);
+      ok = false;
+    }
+  }
+  if (!ok)
+    return NULL;
+  cap_strv_free(&spec->runtime.command);
+  for (size_t i = 0; i < cmd->u.arr.len; i++)
+    cap_strv_push(&spec->runtime.command, cmd->u.arr.items[i]->u.str.ptr);
+  return cmd;
+}
+
+/* x-capsule.mcp_server: the capability is that MCP server (over stdio),
+ * its tools the ones the server lists (runtime/mcp_client.h). */
+static void xcapsule_mcp(struct mf_ctx *c, const struct cap_node *mcp, struct cap_spec *spec)
+{
+  spec->runtime.kind = CAP_RUNTIME_MCP;
+  spec->runtime.port = 0;
+  if (spec->format == CAP_FORMAT_NONO) /* the others grant their package already */
+    cap_spec_add_grant(spec, spec->package_dir, CAP_ACCESS_READ, CAP_FS_DIRECTORY,
+                       CAP_ORIGIN_PACKAGE);
+  if (spec->n_tools)
+    mf_warning(c, mcp, "mcp_server",
+               "the capability's tools are the ones the MCP server lists (tools/list); the %zu "
+               "the manifest names are not used",
+               spec->n_tools);
+  cap_tools_free(spec->tools, spec->n_tools);
+  spec->tools = NULL;
+  spec->n_tools = 0;
+  spec->tool_source = CAP_TOOL_SOURCE_DYNAMIC;
+  free(spec->discovery_tool_name);
+  spec->discovery_tool_name = cap_xstrdup("tools/list");
+}
+
 void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_spec *spec)
 {
   if (!x)
@@ -261,27 +309,17 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
     return;
   }
   static const char *const known[] = {
-      "command",         "workspace",          "notes", "max_concurrency",
-      "idle_timeout_ms", "startup_timeout_ms", NULL};
+      "command",         "workspace",          "notes",      "max_concurrency",
+      "idle_timeout_ms", "startup_timeout_ms", "mcp_server", NULL};
   mf_unknown_keys(c, x, known, CAP_SEV_ERROR);
-  const struct cap_node *cmd = mf_string_array(c, x, "command", MF_NONEMPTY);
-  if (cmd) {
-    bool ok = true;
-    for (size_t i = 0; i < cmd->u.arr.len; i++) {
-      if (cmd->u.arr.items[i]->u.str.len == 0) {
-        size_t m2 = mf_push_key(c, "command");
-        mf_push_index(c, i);
-        mf_error(c, cmd->u.arr.items[i], NULL, "must not be empty");
-        mf_pop(c, m2);
-        ok = false;
-      }
-    }
-    if (ok) {
-      cap_strv_free(&spec->runtime.command);
-      for (size_t i = 0; i < cmd->u.arr.len; i++)
-        cap_strv_push(&spec->runtime.command, cmd->u.arr.items[i]->u.str.ptr);
-    }
-  }
+  const struct cap_node *cmd = xcapsule_argv(c, x, "command", spec);
+  const struct cap_node *mcp = cmd ? NULL : xcapsule_argv(c, x, "mcp_server", spec);
+  if (cmd && cap_node_get(x, "mcp_server"))
+    mf_error(c, cap_node_get(x, "mcp_server"), "mcp_server",
+             "a capability runs either its command or an MCP server; remove one of "
+             "x-capsule.command and x-capsule.mcp_server");
+  if (mcp)
+    xcapsule_mcp(c, mcp, spec);
   const struct cap_node *ws = mf_field(c, x, "workspace", CAP_NODE_STRING, MF_NONEMPTY);
   if (ws) {
     if (ws->u.str.ptr[0] != '/' && ws->u.str.ptr[0] != '~')

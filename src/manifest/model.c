@@ -315,8 +315,9 @@ const char *cap_mode3_name(enum cap_mode3 m)
 
 const char *cap_runtime_kind_name(enum cap_runtime_kind k)
 {
-  static const char *const names[] = {"grpc", "stdio-jsonl", "hermes-http", "talos-node", "exec"};
-  return k <= CAP_RUNTIME_EXEC ? names[k] : "exec";
+  static const char *const names[] = {"grpc",       "stdio-jsonl", "hermes-http",
+                                      "talos-node", "exec",        "mcp-stdio"};
+  return k <= CAP_RUNTIME_MCP ? names[k] : "exec";
 }
 
 const char *cap_origin_name(enum cap_grant_origin o)

@@ -153,6 +153,7 @@ enum cap_runtime_kind {
   CAP_RUNTIME_HERMES,     /* Covenant runtime = "hermes": HTTP endpoint */
   CAP_RUNTIME_TALOS_NODE, /* Talos: JS module exports */
   CAP_RUNTIME_EXEC,       /* nono: an arbitrary command */
+  CAP_RUNTIME_MCP,        /* x-capsule.mcp_server: an MCP server over stdio */
 };
 
 struct cap_runtime {
