@@ -20,15 +20,17 @@
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "gateway/budget.h"
 #include "gateway/call.h"
+#include "gateway/covenant_audit.h"
 #include "gateway/registry.h"
 #include "gateway/router.h"
 #include "gateway/tokens.h"
 
 struct cov_opts {
   struct common c;
-  const char *scope, *expires, *issuer, *agent, *priority, *parent;
+  const char *scope, *expires, *issuer, *agent, *priority, *parent, *format;
   bool caps_given;
 };
 
@@ -43,7 +45,8 @@ enum {
   O_PRIORITY,
   O_PARENT,
   O_TIMEOUT,
-  O_USER
+  O_USER,
+  O_FORMAT
 };
 
 static const struct option cov_options[] = {
@@ -58,6 +61,7 @@ static const struct option cov_options[] = {
     {"parent", required_argument, NULL, O_PARENT},
     {"timeout", required_argument, NULL, O_TIMEOUT},
     {"user", required_argument, NULL, O_USER},
+    {"format", required_argument, NULL, O_FORMAT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -65,13 +69,14 @@ static const struct option cov_options[] = {
 static const char token_help[] =
     "usage: capsule token key | keygen FILE | trust [PUBKEY] | list [--json]\n"
     "       capsule token issue SUBJECT ACTION [--scope JSON] [--expires T]\n"
-    "       capsule token revoke ID\n"
+    "       capsule token revoke ID | import FILE|-\n"
     "\n"
     "Covenant capability tokens (Ed25519, Covenant's signed encoding). `key` prints\n"
     "the local issuer's public key (base58; made on first use, its secret sealed in\n"
     "the state). `issue` signs ACTION for SUBJECT (a base58 public key, or `local`)\n"
     "with it and prints the token's id and Covenant's JSON of it; `revoke ID` (the id\n"
-    "or its first 8+ characters) withdraws one; `trust PUBKEY` adds a trust root\n"
+    "or its first 8+ characters) withdraws one; `import FILE` records a token signed\n"
+    "elsewhere (Covenant's JSON; - for stdin); `trust PUBKEY` adds a trust root\n"
     "whose grants count too (without PUBKEY: the roots); `keygen FILE` writes a new\n"
     "private key file for `dispatch --issuer`.\n"
     "\n"
@@ -139,6 +144,7 @@ static int parse(const char *verb, const char *help, int argc, char **argv, stru
     case O_AGENT: o->agent = optarg; break;
     case O_PRIORITY: o->priority = optarg; break;
     case O_PARENT: o->parent = optarg; break;
+    case O_FORMAT: o->format = optarg; break;
     case O_USER:
       o->c.user = optarg;
       o->c.user_given = true;
@@ -345,6 +351,40 @@ static int token_revoke(struct gw_state *st, const struct cov_opts *o, const cha
   return r;
 }
 
+static int token_import(struct gw_state *st, const struct cov_opts *o, const char *path)
+{
+  char *json = NULL;
+  size_t len = 0;
+  struct gw_token t;
+  struct cap_error err = {0};
+  if (cap_read_file(path, 1u << 20, &json, &len, &err) < 0)
+    return fail("token import", &err, CLI_EXIT_INVALID);
+  int r = gw_token_import(st, json, len, &t, &err);
+  free(json);
+  if (r < 0)
+    return fail("token import", &err, CLI_EXIT_INVALID);
+  char sig[GW_SIG_B58];
+  cap_base58_encode(t.signature, 64, sig);
+  struct cap_buf what = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &what, false);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "subject_display");
+  cap_jw_string(&w, t.subject_display);
+  cap_jw_key(&w, "action");
+  cap_jw_string(&w, t.action);
+  cap_jw_key(&w, "granted_by_display");
+  cap_jw_string(&w, t.granted_by_display);
+  cap_jw_key(&w, "signature_b58");
+  cap_jw_string(&w, sig);
+  cap_jw_end_object(&w);
+  r = audit_change(st, &o->c, "token-issue", "", t.action, what.data);
+  printf("%s\n", sig);
+  cap_buf_free(&what);
+  gw_token_free(&t);
+  return r;
+}
+
 static const struct cli_column token_cols[] = {
     {"id", 14, NULL},    {"subject", 12, NULL},    {"action", 22, NULL},
     {"scope", 18, NULL}, {"expires", 24, "never"}, {"status", 0, NULL},
@@ -400,7 +440,8 @@ static int token_trust(struct gw_state *st, const struct cov_opts *o, const char
 static int token_run(struct gw_state *st, const struct cov_opts *o, const char *sub, int n,
                      char **pos)
 {
-  bool change = !strcmp(sub, "issue") || !strcmp(sub, "revoke") || (!strcmp(sub, "trust") && n);
+  bool change = !strcmp(sub, "issue") || !strcmp(sub, "revoke") || !strcmp(sub, "import") ||
+                (!strcmp(sub, "trust") && n);
   int r = change ? require_operator("token", "changing capability tokens") : 0;
   if (r)
     return r;
@@ -410,6 +451,8 @@ static int token_run(struct gw_state *st, const struct cov_opts *o, const char *
     return token_issue(st, o, pos[0], pos[1]);
   if (!strcmp(sub, "revoke") && n == 1)
     return token_revoke(st, o, pos[0]);
+  if (!strcmp(sub, "import") && n == 1)
+    return token_import(st, o, pos[0]);
   if (!strcmp(sub, "trust") && n <= 1)
     return token_trust(st, o, n ? pos[0] : NULL);
   if (!strcmp(sub, "list") && n == 0) {
@@ -420,8 +463,8 @@ static int token_run(struct gw_state *st, const struct cov_opts *o, const char *
     cli_listing_end(&l, r == 0);
     return r < 0 ? fail("token list", &err, CLI_EXIT_INVALID) : 0;
   }
-  return cli_usage_error("token", "give key, keygen FILE, issue SUBJECT ACTION, revoke ID, list "
-                                  "or trust [PUBKEY]");
+  return cli_usage_error("token", "give key, keygen FILE, issue SUBJECT ACTION, import FILE|-, "
+                                  "revoke ID, list or trust [PUBKEY]");
 }
 
 static int cmd_token(int argc, char **argv)
@@ -655,6 +698,68 @@ static int cmd_dispatch(int argc, char **argv)
   }
   gw_state_close(st);
   gw_registry_free(&reg);
+  return r;
+}
+
+/* ---- audit export|verify --format covenant ---- */
+
+static const char audit_format_help[] =
+    "usage: capsule audit export --format covenant DIR [--state DIR]\n"
+    "       capsule audit verify --format covenant DIR\n"
+    "\n"
+    "`export` writes the audit log as Covenant's DIR/events.jsonl and\n"
+    "DIR/events.chain.jsonl (a SHA-256 chain from 64 zeros); records with a Covenant\n"
+    "kind (dispatches, capability checks, token grants and revocations, spent\n"
+    "budgets) are exported, the rest left out. `verify` checks such a pair, one\n"
+    "Covenant wrote too.\n"
+    "\n"
+    "exit status: 0 ok (verified), 1 invalid or not verified, 2 usage\n";
+
+static int audit_verify_covenant(const char *dir)
+{
+  struct gw_covenant_report rep;
+  struct cap_error err = {0};
+  if (gw_covenant_verify(dir, &rep, &err) < 0)
+    return fail("audit verify", &err, CLI_EXIT_INVALID);
+  int r = CLI_EXIT_OK;
+  if (rep.failures.len) {
+    for (size_t i = 0; i < rep.failures.len; i++)
+      fprintf(stderr, "capsule audit verify: %s: %s\n", dir, rep.failures.v[i]);
+    fprintf(stderr, "capsule audit verify: %s: not verified (%zu events, %zu anchors)\n", dir,
+            rep.events, rep.anchors);
+    r = CLI_EXIT_INVALID;
+  } else {
+    printf("covenant audit verified: %zu events, root %s\n", rep.events, rep.root);
+  }
+  gw_covenant_report_free(&rep);
+  return r;
+}
+
+int cmd_audit_format(int argc, char **argv)
+{
+  struct cov_opts o = {0};
+  int r = parse("audit", audit_format_help, argc, argv, &o);
+  if (r)
+    return r < 0 ? CLI_EXIT_OK : r;
+  if (!o.format || strcmp(o.format, "covenant"))
+    return cli_usage_error("audit", "--format takes covenant, not '%s'", o.format ? o.format : "");
+  if (argc - optind != 2 || (strcmp(argv[optind], "export") && strcmp(argv[optind], "verify")))
+    return cli_usage_error("audit", "give export DIR or verify DIR with --format covenant");
+  const char *dir = argv[optind + 1];
+  if (!strcmp(argv[optind], "verify"))
+    return audit_verify_covenant(dir);
+  struct gw_state *st = NULL;
+  if ((r = open_state(&o.c, &st)))
+    return r;
+  size_t n = 0, left = 0;
+  struct cap_error err = {0};
+  if (gw_covenant_export(st, dir, &n, &left, &err) < 0)
+    r = fail("audit export", &err, CLI_EXIT_INVALID);
+  else
+    printf("exported %zu events to %s/events.jsonl (+ events.chain.jsonl); %zu records have no "
+           "Covenant kind and were left out\n",
+           n, dir, left);
+  gw_state_close(st);
   return r;
 }
 

@@ -268,6 +268,30 @@ int gw_token_issue(struct gw_state *st, const unsigned char subject[32],
   return r;
 }
 
+int gw_token_import(struct gw_state *st, const char *json, size_t len, struct gw_token *out,
+                    struct cap_error *err)
+{
+  int r = gw_token_parse(json, len, out, err);
+  if (r < 0)
+    return r;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  r = gw_action_validate(out->action, err);
+  if (r == 0 && cap_json_parse(doc, out->scope, strlen(out->scope), "scope", 0, &diags) == 0)
+    r = gw_scope_validate(out->action, doc->root, err);
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+  if (r == 0 && !gw_token_signature_ok(out))
+    r = cap_error_set(err, EBADMSG,
+                      "the token's signature does not verify against its granted_by key: it was "
+                      "forged or changed");
+  if (r == 0)
+    r = token_insert(st, out, err);
+  if (r < 0)
+    gw_token_free(out);
+  return r;
+}
+
 int gw_token_revoke(struct gw_state *st, const char *id, struct gw_token *out,
                     struct cap_error *err)
 {

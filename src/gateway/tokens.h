@@ -72,6 +72,11 @@ int gw_key_file_read(const char *path, unsigned char public_key[32], unsigned ch
 int gw_token_issue(struct gw_state *st, const unsigned char subject[32],
                    const char *subject_display, const char *action, const char *scope_json,
                    bool expires, uint64_t expires_at, struct gw_token *out, struct cap_error *err);
+/* Records a token granted elsewhere (Covenant's JSON): it must parse, its
+ * action and scope be valid and its signature verify; it counts only when
+ * its granter is a trust root. *out is the token. */
+int gw_token_import(struct gw_state *st, const char *json, size_t len, struct gw_token *out,
+                    struct cap_error *err);
 /* Revokes the token whose base58 signature is id or starts with it (at
  * least 8 characters, one match); *out is the token. -ENOENT when none,
  * -EALREADY when it was revoked already. */
