@@ -220,6 +220,12 @@ static int token_insert(struct gw_state *st, const struct gw_token *t, struct ca
   }
   sqlite3_finalize(s);
   cap_buf_free(&json);
+  if (rc == SQLITE_CONSTRAINT) /* Ed25519 signs deterministically: the same grant, the same id */
+    return cap_error_set(err, EEXIST,
+                         "token %.12s exists already: the same subject, action, scope and expiry "
+                         "give the same signature, and a revoked one stays revoked; give another "
+                         "--expires or --scope for a new grant",
+                         sig);
   return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot record the token");
 }
 
