@@ -111,7 +111,7 @@ static int bucket_write(struct gw_state *st, const char *agent, const struct gw_
   return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot write the budget");
 }
 
-enum op { OP_GET, OP_SPEND, OP_SET };
+enum op { OP_GET, OP_TAKE, OP_SPEND, OP_SET };
 
 /* Read, refill, rebase to capacity, apply op, write: one transaction. */
 static int bucket_update(struct gw_state *st, const char *agent, uint64_t capacity, enum op op,
@@ -140,6 +140,9 @@ static int bucket_update(struct gw_state *st, const char *agent, uint64_t capaci
       b.last_refill_ms = now > b.last_refill_ms ? now : b.last_refill_ms;
     }
   }
+  bool short_of = op == OP_TAKE && b.tokens < credits; /* nothing taken (the refill is kept) */
+  if (op == OP_TAKE && !short_of)
+    b.tokens -= credits;
   if (op == OP_SPEND)
     b.tokens = credits > b.tokens ? 0 : b.tokens - credits;
   else if (op == OP_SET)
@@ -152,13 +155,19 @@ static int bucket_update(struct gw_state *st, const char *agent, uint64_t capaci
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
   if (r == 0)
     *out = b;
-  return r;
+  return r == 0 && short_of ? -EDQUOT : r;
 }
 
 int gw_budget_get(struct gw_state *st, const char *agent, uint64_t capacity, uint64_t now_ms,
                   struct gw_bucket *out, struct cap_error *err)
 {
   return bucket_update(st, agent, capacity, OP_GET, 0, now_ms, out, err);
+}
+
+int gw_budget_take(struct gw_state *st, const char *agent, uint64_t capacity, uint64_t credits,
+                   uint64_t now_ms, struct gw_bucket *out, struct cap_error *err)
+{
+  return bucket_update(st, agent, capacity, OP_TAKE, credits, now_ms, out, err);
 }
 
 int gw_budget_spend(struct gw_state *st, const char *agent, uint64_t capacity, uint64_t credits,

@@ -29,6 +29,11 @@ uint64_t gw_budget_cost(uint64_t cpu_ms);
  * its manifest. -EBADMSG when its row was changed outside capsule. */
 int gw_budget_get(struct gw_state *st, const char *agent, uint64_t capacity, uint64_t now_ms,
                   struct gw_bucket *out, struct cap_error *err);
+/* covenant-budget's try_debit: takes credits when the bucket holds them
+ * (0, *out after), else takes nothing and returns -EDQUOT (*out as it is,
+ * err untouched). */
+int gw_budget_take(struct gw_state *st, const char *agent, uint64_t capacity, uint64_t credits,
+                   uint64_t now_ms, struct gw_bucket *out, struct cap_error *err);
 /* Spends credits (down to 0 at most: the run already happened). */
 int gw_budget_spend(struct gw_state *st, const char *agent, uint64_t capacity, uint64_t credits,
                     uint64_t now_ms, struct gw_bucket *out, struct cap_error *err);

@@ -66,15 +66,19 @@ static enum gw_outcome check_budget(struct gw_state *st, const struct gw_call *c
   uint64_t now = cap_now_ms(CLOCK_REALTIME);
   struct gw_bucket b;
   struct cap_error berr = {0};
-  int r = gw_budget_get(st, spec->id, spec->budget_credits_per_hour, now, &b, &berr);
-  if (r < 0 && r != -EBADMSG) {
+  /* the dispatch's first credit is taken before it runs (covenant-budget's
+   * try_debit: two dispatches cannot both spend the last one); the rest
+   * of its cost once its CPU time is known (gw_covenant_settle) */
+  int r = gw_budget_take(st, spec->id, spec->budget_credits_per_hour, 1, now, &b, &berr);
+  if (r < 0 && r != -EBADMSG && r != -EDQUOT) {
     *err = berr;
     return GW_OUTCOME_FAILED;
   }
-  if (r == 0 && b.tokens >= 1) {
+  if (r == 0) {
     cap_error_clear(&berr);
     return GW_OUTCOME_OK;
   }
+  bool tampered = r == -EBADMSG;
   _cleanup_free_ char *agent = cap_xasprintf("%s@agent", spec->id);
   struct cap_buf json = {0};
   struct cap_jw w;
@@ -85,17 +89,17 @@ static enum gw_outcome check_budget(struct gw_state *st, const struct gw_call *c
   cap_jw_key(&w, "requested");
   cap_jw_int(&w, 1);
   cap_jw_key(&w, "tokens_remaining");
-  cap_jw_int(&w, r == 0 ? (int64_t)b.tokens : 0);
-  uint64_t eta = r == 0 ? gw_budget_refill_eta(&b, 1, now) : UINT64_MAX;
+  cap_jw_int(&w, tampered ? 0 : (int64_t)b.tokens);
+  uint64_t eta = tampered ? UINT64_MAX : gw_budget_refill_eta(&b, 1, now);
   cap_jw_key(&w, "refill_eta_ms");
   cap_jw_int(&w, eta == UINT64_MAX ? INT64_MAX : (int64_t)(eta - now));
   cap_jw_key(&w, "reason");
-  cap_jw_string(&w, r == 0 ? "exhausted" : "tampered");
+  cap_jw_string(&w, tampered ? "tampered" : "exhausted");
   cap_jw_end_object(&w);
   enum gw_outcome o = record(st, call, "budget-exhausted", spec->id, json.data, err);
   cap_buf_free(&json);
   if (o == GW_OUTCOME_OK) {
-    if (r == 0)
+    if (!tampered)
       cap_error_set(
           err, EDQUOT,
           "agent %s's budget is spent: 0 of %llu credits left this hour, the next in "
@@ -129,8 +133,11 @@ void gw_covenant_settle(struct gw_state *st, const struct cap_spec *spec, uint64
     return;
   struct gw_bucket b;
   struct cap_error err = {0};
-  /* best effort: the run happened; a row that cannot be written refuses the next */
-  gw_budget_spend(st, spec->id, spec->budget_credits_per_hour, gw_budget_cost(cpu_ms),
-                  cap_now_ms(CLOCK_REALTIME), &b, &err);
+  /* the first credit was taken by the gate; best effort: the run happened,
+   * and a row that cannot be written refuses the next dispatch */
+  uint64_t rest = gw_budget_cost(cpu_ms) - 1;
+  if (rest)
+    gw_budget_spend(st, spec->id, spec->budget_credits_per_hour, rest, cap_now_ms(CLOCK_REALTIME),
+                    &b, &err);
   cap_error_clear(&err);
 }

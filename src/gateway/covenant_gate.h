@@ -15,7 +15,8 @@
 enum gw_outcome gw_covenant_gate(struct gw_state *st, const struct gw_call *call,
                                  const struct cap_spec *spec, const struct cap_node *args,
                                  struct gw_audit_record *rec, struct cap_error *err);
-/* Spends gw_budget_cost(cpu_ms) from the agent's bucket (budget 0: none). */
+/* Spends the rest of gw_budget_cost(cpu_ms) from the agent's bucket (the
+ * gate took its first credit; budget 0: none). */
 void gw_covenant_settle(struct gw_state *st, const struct cap_spec *spec, uint64_t cpu_ms);
 
 #endif

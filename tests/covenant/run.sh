@@ -71,6 +71,7 @@ suite() { # suite WHO: every case with a state of WHO's own
   agent "$caps" alpha '"intent.subscribe"' '' 0 "$echo_line"
   agent "$caps" beta '"intent.subscribe"' '' 0 "$echo_line"
   agent "$caps" burn '"intent.delegate"' '' 3 "$burn"
+  agent "$caps" cheap '' '' 5 "$echo_line"
   local scratch='IFS= read -r line; if [ -e /tmp/mark ]; then seen=yes; else seen=no; fi; if echo x >/tmp/mark 2>/dev/null; then w=yes; else w=no; fi; echo "{\"seen\":\"$seen\",\"wrote\":\"$w\"}"'
   agent "$caps" eph '' '' 0 "$scratch"
   printf '[sandbox]\nfilesystem = "ephemeral"\n' >>"$caps/eph/agent.toml"
@@ -80,7 +81,7 @@ suite() { # suite WHO: every case with a state of WHO's own
   printf '[sandbox]\nrequired = true\nbackend = "linux-gvisor"\n' >>"$caps/gv/agent.toml"
   [ "$who" = root ] || chown -R 65534:65534 "$home"
   local G=(--caps "$caps" --state "$state")
-  for a in research renderer alpha beta burn eph ropkg gv; do
+  for a in research renderer alpha beta burn cheap eph ropkg gv; do
     "${as[@]}" "$capsule" policy set "$a" dispatch allow "${G[@]}" >/dev/null
   done
 
@@ -198,6 +199,18 @@ PY
     && ok edited-row-untouched || bad edited-row-untouched
   t edited-row-reset 0 "agent burn: 1 of 3 credits left" budget set burn 1 "${G[@]}"
   t reset-runs 0 '"burnt"' dispatch --agent burn "delegate" "${G[@]}"
+  # the last credit, two dispatches at once: exactly one runs
+  t budget-set-1 0 "agent cheap: 1 of 5 credits left" budget set cheap 1 "${G[@]}"
+  "${as[@]}" "$capsule" dispatch --agent cheap "a" "${G[@]}" >"$home/race.1" 2>&1 &
+  local p1=$!
+  "${as[@]}" "$capsule" dispatch --agent cheap "b" "${G[@]}" >"$home/race.2" 2>&1 &
+  local p2=$!
+  local s1=0 s2=0
+  wait $p1 || s1=$?
+  wait $p2 || s2=$?
+  if [ "$((s1 + s2))" = 4 ] && [ "$s1" != "$s2" ] && grep -q "budget is spent" "$home/race.1" "$home/race.2"; then
+    ok last-credit-spent-once
+  else bad "last-credit-spent-once (exits $s1 and $s2)"; cat "$home/race.1" "$home/race.2" | head -4 | sed 's/^/         /'; fi
   t budget-unknown 1 'no Covenant agent "nope"' budget set nope 1 "${G[@]}"
   t budget-unenforced-set 1 "is not enforced" budget set alpha 1 "${G[@]}"
   t budget-bad-credits 2 "CREDITS is a whole number" budget set burn 1.5 "${G[@]}"
