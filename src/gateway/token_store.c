@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,6 +165,13 @@ static bool key_bytes(const char *text, size_t len, unsigned char *out, size_t *
 int gw_key_file_read(const char *path, unsigned char public_key[32], unsigned char secret_key[64],
                      struct cap_error *err)
 {
+  /* like ssh with an identity file: a private key others may read is refused */
+  struct stat sb;
+  if (stat(path, &sb) == 0 && (sb.st_mode & 077))
+    return cap_error_set(err, EPERM,
+                         "%s is a private key that others may read or write (mode %04o); "
+                         "`chmod 600 %s` first",
+                         path, (unsigned)(sb.st_mode & 07777), path);
   char *data = NULL;
   size_t len = 0;
   int r = cap_read_file(path, 4096, &data, &len, err);

@@ -162,7 +162,12 @@ PY
   t keyfile-refused 4 "\($kf\) does not hold the capability tool.web_search" dispatch --issuer "$home/issuer.key" --agent research "find" "${G[@]}"
   t keyfile-grant 0 "" token issue "$kf" tool.web_search "${G[@]}"
   t keyfile-runs 0 "\"pubkey\":\"$kf\"" dispatch --issuer "$home/issuer.key" --agent research "find" "${G[@]}"
+  chmod 600 "$home/foreign.json"
+  [ "$who" = root ] || chown 65534:65534 "$home/foreign.json"
   t keyfile-garbage 1 "is not an Ed25519 private key" dispatch --issuer "$home/foreign.json" --agent research "find" "${G[@]}"
+  chmod 644 "$home/issuer.key"
+  t keyfile-open-to-others 1 "is a private key that others may read or write \(mode 0644\); .chmod 600" dispatch --issuer "$home/issuer.key" --agent research "find" "${G[@]}"
+  chmod 600 "$home/issuer.key"
 
   echo "$who: routing (covenant-router's cases)"
   t reissue-same-refused 1 "exists already: the same subject, action, scope and expiry" token issue local tool.web_search "${G[@]}"
