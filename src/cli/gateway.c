@@ -221,6 +221,16 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
     cap_error_clear(&why);
     return buf;
   }
+  if (spec->runtime.kind == CAP_RUNTIME_HERMES) { /* what the run may use, for the operator */
+    struct cap_buf tools = {0};
+    for (size_t i = 0; i < spec->hermes_tools_allowed.len; i++)
+      cap_buf_printf(&tools, "%s%s", i ? ", " : "", spec->hermes_tools_allowed.v[i]);
+    snprintf(buf, size, "ready (Hermes at %s; tools_allowed: %s; approval_policy: %s)",
+             getenv("HERMES_API_BASE_URL"), tools.data ? tools.data : "any",
+             spec->hermes_approval_policy);
+    cap_buf_free(&tools);
+    return buf;
+  }
   for (size_t i = 0; st && i < spec->n_secrets; i++) {
     const struct cap_secret *s = &spec->secrets[i];
     char *v = NULL;

@@ -18,6 +18,7 @@
 #include "core/text.h"
 #include "gateway/approval.h"
 #include "gateway/covenant_gate.h"
+#include "gateway/hermes_call.h"
 #include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/covenant.h"
@@ -419,8 +420,8 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   const struct cap_spec *spec = c->spec;
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_JSONL:
-  case CAP_RUNTIME_HERMES:
     return covenant_run(c->call, spec, c->args->root, c->env, c->n_env, &c->out, err);
+  case CAP_RUNTIME_HERMES: return gw_hermes_call(c->call, c->st, spec, c->args->root, &c->out, err);
   case CAP_RUNTIME_GRPC: {
     _cleanup_free_ char *args = cap_xstrndup(c->call->args, c->call->args_len);
     return gw_selu_invoke(c->call, spec, c->tool->name, args, c->env, c->n_env, &c->out, err);

@@ -112,6 +112,25 @@ static void write_kind(struct cap_jw *w, const struct gw_audit_record *r, const 
     copy_member(w, o, "action");
     copy_member(w, o, "signature_b58");
     copy_member(w, o, "removed");
+  } else if (!strcmp(r->decision, "hermes-tool") && o) {
+    const struct cap_node *ev = cap_node_get(o, "event");
+    bool started = ev && ev->kind == CAP_NODE_STRING && !strcmp(ev->u.str.ptr, "tool.started");
+    cap_jw_string(w, started ? "hermes_tool_invoked" : "hermes_tool_completed");
+    copy_member(w, o, "intent_id");
+    copy_member(w, o, "run_id");
+    copy_member(w, o, "tool");
+    if (started) {
+      copy_member(w, o, "preview_hash_hex");
+    } else {
+      copy_member(w, o, "duration_ms");
+      copy_member(w, o, "error");
+    }
+  } else if (!strcmp(r->decision, "hermes-approval") && o) {
+    cap_jw_string(w, "hermes_approval_resolved");
+    copy_member(w, o, "intent_id");
+    copy_member(w, o, "run_id");
+    copy_member(w, o, "choice");
+    copy_member(w, o, "resolved");
   } else if (!strcmp(r->decision, "budget-exhausted") && o) {
     cap_jw_string(w, "budget_exhausted");
     copy_member(w, o, "agent_display");
@@ -147,7 +166,7 @@ static void write_kind(struct cap_jw *w, const struct gw_audit_record *r, const 
 static bool has_kind(const struct gw_audit_record *r, const struct cap_node *o)
 {
   static const char *const changes[] = {"capability-check", "token-issue", "token-revoke",
-                                        "budget-exhausted"};
+                                        "budget-exhausted", "hermes-tool", "hermes-approval"};
   for (size_t i = 0; i < sizeof changes / sizeof *changes; i++)
     if (!strcmp(r->decision, changes[i]))
       return o != NULL;

@@ -73,12 +73,6 @@ enum gw_outcome covenant_run(const struct gw_call *call, const struct cap_spec *
                              const struct cap_node *args, char *const *env, size_t n_env,
                              char **result, struct cap_error *err)
 {
-  if (spec->runtime.kind == CAP_RUNTIME_HERMES)
-    return cap_error_set(err, ENOTSUP,
-                         "capability %s uses the hermes runtime (an HTTP endpoint), which "
-                         "capsule does not call yet",
-                         spec->id),
-           GW_OUTCOME_HOST_CANNOT_ENFORCE;
   if (args->kind != CAP_NODE_OBJECT)
     return cap_error_set(err, EINVAL, "a Covenant dispatch takes a JSON object with \"text\""),
            GW_OUTCOME_FAILED;

@@ -1,8 +1,10 @@
-/* libFuzzer target for Covenant's token and key formats: a capability
- * token in Covenant's JSON (gateway/tokens.c), base58 (core/base58.c) and
- * RFC 8785 (core/jcs.c). Whatever the bytes: no crash; a token that parses
- * writes JSON that parses back to the same signed bytes; base58 that
- * decodes encodes back to itself; canonical JSON is a fixed point. */
+/* libFuzzer target for Covenant's formats: a capability token in
+ * Covenant's JSON (gateway/tokens.c), base58 (core/base58.c), RFC 8785
+ * (core/jcs.c) and a Hermes gateway's server-sent events
+ * (runtime/hermes_http.c). Whatever the bytes: no crash; a token that
+ * parses writes JSON that parses back to the same signed bytes; base58 that
+ * decodes encodes back to itself; canonical JSON is a fixed point; the
+ * event splitter takes whole frames only, and no more than it was given. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "core/jcs.h"
 #include "core/json.h"
 #include "gateway/tokens.h"
+#include "runtime/hermes_http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -65,8 +68,22 @@ static void jcs_fixed_point(const char *text, size_t len)
   cap_doc_free(again);
 }
 
+static void sse_event(void *arg, const char *data, size_t len)
+{
+  size_t *total = arg;
+  *total += len;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  cap_json_parse(doc, data, len, "sse", 0, &diags);
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+  size_t payload = 0, used = hermes_sse_take((const char *)data, size, sse_event, &payload);
+  if (used > size || payload > used)
+    abort();
   const char *text = (const char *)data;
   token_round_trip(text, size);
   jcs_fixed_point(text, size);
