@@ -31,6 +31,10 @@ int cmd_gateway(int argc, char **argv);
 /* ps, stop: warm instances (ps.c) */
 int cmd_ps(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+/* token, budget, dispatch: Covenant (covenant.c) */
+int cmd_covenant(int argc, char **argv);
+/* audit export|verify --format covenant (covenant.c) */
+int cmd_audit_format(int argc, char **argv);
 
 /* The exit status for a library failure r (a negative errno) with err:
  * its typed outcome (err->outcome), else -ENOTSUP (the host cannot enforce

@@ -65,7 +65,7 @@ static const struct option common_options[] = {
 
 /* The caller's login: its passwd entry, not $USER, which the caller sets
  * as it likes ($USER only when the uid has no entry). */
-static const char *login_name(void)
+const char *cli_login_name(void)
 {
   struct passwd *pw = getpwuid(geteuid());
   const char *u = getenv("USER");
@@ -123,8 +123,8 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
   o->caps = cli_default(o->caps, "CAPSULE_CAPS");
   o->state = cli_default(o->state, "CAPSULE_STATE");
   if (!o->user || !*o->user)
-    o->user = login_name();
-  o->login = login_name();
+    o->user = cli_login_name();
+  o->login = cli_login_name();
   return 0;
 }
 
@@ -146,12 +146,12 @@ static int check_user_rights(const struct common *o, const char *dir)
   struct stat sb;
   uid_t me = geteuid();
   bool mine = stat(dir, &sb) < 0 ? errno == ENOENT : sb.st_uid == me; /* else it becomes mine */
-  if (strcmp(o->user, login_name()) == 0 || me == 0 || mine)
+  if (strcmp(o->user, cli_login_name()) == 0 || me == 0 || mine)
     return 0;
   fprintf(stderr,
           "capsule: --user %s needs the operator's rights (root, or the owner of the state "
           "directory %s); you are %s\n",
-          o->user, dir, login_name());
+          o->user, dir, cli_login_name());
   return CLI_EXIT_DENIED;
 }
 
@@ -219,6 +219,16 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
   if (gw_ready(spec, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
     snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
     cap_error_clear(&why);
+    return buf;
+  }
+  if (spec->runtime.kind == CAP_RUNTIME_HERMES) { /* what the run may use, for the operator */
+    struct cap_buf tools = {0};
+    for (size_t i = 0; i < spec->hermes_tools_allowed.len; i++)
+      cap_buf_printf(&tools, "%s%s", i ? ", " : "", spec->hermes_tools_allowed.v[i]);
+    snprintf(buf, size, "ready (Hermes at %s; tools_allowed: %s; approval_policy: %s)",
+             getenv("HERMES_API_BASE_URL"), tools.data ? tools.data : "any",
+             spec->hermes_approval_policy);
+    cap_buf_free(&tools);
     return buf;
   }
   for (size_t i = 0; st && i < spec->n_secrets; i++) {
@@ -432,6 +442,59 @@ static void print_stderr_tail(const char *path, off_t before)
   }
 }
 
+/* One call through gw_call, its result or error printed: what `call`
+ * and `dispatch` share. */
+int cli_call_run(const char *verb, const struct common *o, struct gw_registry *reg,
+                 struct gw_state *st, const char *cap, const char *tool, const char *args,
+                 size_t args_len, const struct gw_issuer *issuer)
+{
+  _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  const char *state_dir = o->state ? o->state : dflt;
+  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", state_dir);
+  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
+  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
+  struct gw_call call = {
+      .capability = cap,
+      .tool = tool,
+      .args = args,
+      .args_len = args_len,
+      .user = o->user,
+      .deadline_ms = o->timeout_s * 1000,
+      .may_prompt = true,
+      .approval_ttl_ms = (int64_t)o->approval_ttl_s * 1000,
+      .log_dir = logs,
+      .run_dir = run,
+      .cache_dir = cache,
+      .session_id = o->session,
+      .issuer = issuer,
+  };
+  char **hidden = NULL;
+  call.n_hidden = gw_state_private_paths(state_dir, &hidden);
+  call.hidden = (const char *const *)hidden;
+  struct gw_result result = {0};
+  struct cap_error err = {0};
+  _cleanup_free_ char *log = tool_log_path(logs, cap);
+  off_t log_before = file_size(log);
+  enum gw_outcome outcome = gw_call(&call, reg, st, &result, &err);
+  /* the tool's result, as capsule writes JSON: a C1 or direction character
+   * in a string reaches the operator's terminal as a \\u escape */
+  _cleanup_free_ char *shown =
+      outcome == GW_OUTCOME_OK ? cap_json_canonical(result.json, strlen(result.json)) : NULL;
+  if (outcome == GW_OUTCOME_OK && o->json)
+    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
+           result.terminal_on_success ? "true" : "false");
+  else if (outcome == GW_OUTCOME_OK)
+    printf("%s\n", shown ? shown : "null");
+  else
+    cli_error(verb, err.message);
+  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
+    print_stderr_tail(log, log_before);
+  cap_error_clear(&err);
+  free(result.json);
+  gw_state_private_paths_free(hidden, call.n_hidden);
+  return exit_code(outcome);
+}
+
 static int cmd_call(int argc, char **argv)
 {
   struct common o = {0};
@@ -468,53 +531,11 @@ static int cmd_call(int argc, char **argv)
     free(args);
     return r;
   }
-  _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
-  const char *state_dir = o.state ? o.state : dflt;
-  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", state_dir);
-  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
-  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
-  struct gw_call call = {
-      .capability = cap,
-      .tool = tool,
-      .args = args,
-      .args_len = args_len,
-      .user = o.user,
-      .deadline_ms = o.timeout_s * 1000,
-      .may_prompt = true,
-      .approval_ttl_ms = (int64_t)o.approval_ttl_s * 1000,
-      .log_dir = logs,
-      .run_dir = run,
-      .cache_dir = cache,
-      .session_id = o.session,
-  };
-  char **hidden = NULL;
-  call.n_hidden = gw_state_private_paths(state_dir, &hidden);
-  call.hidden = (const char *const *)hidden;
-  struct gw_result result = {0};
-  struct cap_error err = {0};
-  _cleanup_free_ char *log = tool_log_path(logs, cap);
-  off_t log_before = file_size(log);
-  enum gw_outcome outcome = gw_call(&call, &reg, st, &result, &err);
-  /* the tool's result, as capsule writes JSON: a C1 or direction character
-   * in a string reaches the operator's terminal as a \\u escape */
-  _cleanup_free_ char *shown =
-      outcome == GW_OUTCOME_OK ? cap_json_canonical(result.json, strlen(result.json)) : NULL;
-  if (outcome == GW_OUTCOME_OK && o.json)
-    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
-           result.terminal_on_success ? "true" : "false");
-  else if (outcome == GW_OUTCOME_OK)
-    printf("%s\n", shown ? shown : "null");
-  else
-    cli_error("call", err.message);
-  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
-    print_stderr_tail(log, log_before);
-  cap_error_clear(&err);
-  free(result.json);
-  gw_state_private_paths_free(hidden, call.n_hidden);
+  r = cli_call_run("call", &o, &reg, st, cap, tool, args, args_len, NULL);
   free(args);
   gw_state_close(st);
   gw_registry_free(&reg);
-  return exit_code(outcome);
+  return r;
 }
 
 /* ---- cred ---- */

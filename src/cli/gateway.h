@@ -24,6 +24,9 @@ struct common {
   bool force;        /* policy set: even when --caps cannot be read */
 };
 
+/* The caller's login: its passwd entry, not $USER. */
+const char *cli_login_name(void);
+
 /* Parses the common options; positional arguments stay in argv[optind..].
  * Returns 0, -1 after --help (exit 0), or an exit status. */
 int parse_common(const char *verb, int argc, char **argv, struct common *o);
@@ -42,6 +45,13 @@ int audit_change(struct gw_state *st, const struct common *o, const char *kind, 
  * load; an exit status when the directory cannot be read, else 0. */
 struct gw_registry;
 int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors);
+
+/* One call through the gateway, its result or error printed (`call`,
+ * `dispatch`); issuer NULL but for a Covenant dispatch. An exit status. */
+struct gw_issuer;
+int cli_call_run(const char *verb, const struct common *o, struct gw_registry *reg,
+                 struct gw_state *st, const char *cap, const char *tool, const char *args,
+                 size_t args_len, const struct gw_issuer *issuer);
 
 int cmd_policy(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);

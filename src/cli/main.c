@@ -30,6 +30,8 @@ static const char usage_text[] =
     "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
+    "  dispatch TEXT                 route an intent to a Covenant agent and run it\n"
+    "  token ..., budget ...         Covenant capability tokens and budgets\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
@@ -76,6 +78,7 @@ static const struct {
     {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
     {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
     {"audit", cmd_gateway},     {"ps", cmd_ps},           {"stop", cmd_stop},
+    {"token", cmd_covenant},    {"budget", cmd_covenant}, {"dispatch", cmd_covenant},
 };
 
 static int (*find_verb(const char *name))(int, char **)

@@ -17,6 +17,8 @@
 #include "core/json.h"
 #include "core/text.h"
 #include "gateway/approval.h"
+#include "gateway/covenant_gate.h"
+#include "gateway/hermes_call.h"
 #include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/covenant.h"
@@ -422,8 +424,8 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   const struct cap_spec *spec = c->spec;
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_JSONL:
-  case CAP_RUNTIME_HERMES:
     return covenant_run(c->call, spec, c->args->root, c->env, c->n_env, &c->out, err);
+  case CAP_RUNTIME_HERMES: return gw_hermes_call(c->call, c->st, spec, c->args->root, &c->out, err);
   case CAP_RUNTIME_GRPC: {
     _cleanup_free_ char *args = cap_xstrndup(c->call->args, c->call->args_len);
     return gw_selu_invoke(c->call, spec, c->tool->name, args, c->env, c->n_env, &c->out, err);
@@ -470,7 +472,10 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
   *res = (struct gw_result){0};
-  uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
+  uint64_t start = cap_now_ms(CLOCK_MONOTONIC), cpu_ms = 0;
+  struct gw_call measured = *call;
+  measured.cpu_ms = &cpu_ms;
+  call = &measured;
   struct call_ctx c = {.call = call,
                        .reg = reg,
                        .st = st,
@@ -491,12 +496,18 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
     o = step_policy(&c, err);
   if (o == GW_OUTCOME_OK)
     o = step_validate(&c, err);
+  bool covenant = c.spec && c.spec->format == CAP_FORMAT_COVENANT, ran = false;
+  if (o == GW_OUTCOME_OK && covenant) /* tokens (dispatch) and budget */
+    o = gw_covenant_gate(st, c.call, c.spec, c.args->root, &c.rec, err);
   if (o == GW_OUTCOME_OK)
     o = step_credentials(&c, err);
   if (o == GW_OUTCOME_OK) {
     gw_inflight_update(&c.inflight, &c.rec); /* an interrupted record names the decision */
     o = step_run(&c, err);
+    ran = true;
   }
+  if (ran && covenant)
+    gw_covenant_settle(st, c.spec, cpu_ms);
   o = step_audit(&c, o, start, err);
   res->json = c.out;
   res->terminal_on_success = c.out && c.tool && c.tool->terminal_on_success;

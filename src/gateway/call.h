@@ -41,6 +41,18 @@ struct gw_call {
   /* sandbox_options.id_base: set by gw_call itself (as root, the
    * capability's own host ids, gw_state_id_range); callers leave it 0 */
   uint32_t id_base;
+  /* a Covenant dispatch's issuer (capsule dispatch): its capability tokens
+   * must hold the agent's required actions (gateway/tokens.h), and the
+   * agent reads it in its request line; NULL for `capsule call` */
+  const struct gw_issuer *issuer;
+  /* set by gw_call itself: where a Covenant run leaves the CPU ms its
+   * sandbox used (its budget is spent by them, gateway/budget.h) */
+  uint64_t *cpu_ms;
+};
+
+struct gw_issuer {
+  unsigned char pubkey[32];
+  const char *display; /* "LOGIN@local" */
 };
 
 struct gw_result {

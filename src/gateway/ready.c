@@ -1,5 +1,7 @@
 #include "gateway/ready.h"
 
+#include "net/http.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "net/http.h"
 #include "runtime/talos.h"
 #include "sandbox/sandbox.h"
 
@@ -169,12 +172,27 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   return o;
 }
 
+static enum gw_outcome hermes_ready(struct cap_error *why)
+{
+  const char *base = getenv("HERMES_API_BASE_URL");
+  struct http_url url;
+  if (!base || !*base)
+    return cap_error_set(why, ENOTSUP, "it runs on Hermes: set HERMES_API_BASE_URL"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  if (!http_parse_url(base, &url) || url.tls)
+    return cap_error_set(why, EINVAL, "HERMES_API_BASE_URL is not an http:// URL"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  return GW_OUTCOME_OK;
+}
+
 enum gw_outcome gw_ready(const struct cap_spec *spec, const char *const *hidden, size_t n_hidden,
                          struct cap_error *why)
 {
   if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
     return cap_error_set(why, ENOTSUP, "it asks for linux-gvisor, which capsule does not run"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  if (spec->runtime.kind == CAP_RUNTIME_HERMES) /* nothing runs here: the endpoint must be set */
+    return hermes_ready(why);
   struct cap_strv checks = {0};
   enum gw_outcome o = entry_probes(spec, &checks, why);
   if (o == GW_OUTCOME_OK)

@@ -570,7 +570,8 @@ static int check_request(const struct cap_spec *spec, const struct sandbox_optio
   if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
     return cap_error_set(err, ENOTSUP,
                          "the manifest asks for the linux-gvisor backend, which capsule does "
-                         "not run yet; refusing rather than running it with less isolation");
+                         "not run yet; refusing rather than running it with less isolation "
+                         "(`capsule doctor` says what this host has)");
   if (spec->network.localhost.len > SANDBOX_MAX_FORWARDS)
     return cap_error_set(err, EINVAL,
                          "network.ports.localhost lists %zu ports; capsule forwards at most %d",

@@ -34,10 +34,16 @@ mkdir -p "$work/discovery"
 printf '{"tools":[{"name":"greet","description":"d","input_schema":{"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z]+$"}},"required":["name"]},"recommended_policy":"allow","terminal_on_success":true}]}' >"$work/discovery/tools"
 printf '[{"name":"a","inputSchema":{"$defs":{"x":{"$ref":"#/$defs/x"}},"$ref":"#/$defs/x"}},{"name":"b","input_schema":true}]' >"$work/discovery/array"
 
+mkdir -p "$work/covenant"
+printf '{"capability":{"subject":{"display":"research@agent","pubkey":"4vJ9JU1bJJE96FWSJKvHsmmFADCg4gpZQff4P3bkLKi"},"action":"tool.call.echo","scope":{"arguments":{"allow":{"text":"hi"}},"max_uses":5,"tool":"echo","version":1},"granted_by":{"display":"operator@local","pubkey":"8qbHbw2BbbTHBW1sbeqakYXVKRQM8Ne7pLK7m6CVfeR"},"expires_at":1700000000000},"signature":"1111111111111111111111111111111111111111111111111111111111111111"}' >"$work/covenant/token"
+printf '[1e30,4.50,0.002,{"\\u20ac":1,"\\r":2,"1":3},"\\ud83d\\ude00"]' >"$work/covenant/jcs"
+printf 'US517G5965aydkZ46HS38QLi7UQiSojurfbQfKCELFx' >"$work/covenant/key"
+printf ': keepalive\n\ndata: {"event":"tool.started","run_id":"r1","tool":"terminal"}\r\n\r\ndata: a\ndata: b\n\n' >"$work/covenant/sse"
+
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape covenant}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

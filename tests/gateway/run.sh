@@ -206,7 +206,7 @@ if [ "$(id -u)" = 0 ]; then
   mkdir -p "$work/ro" "$work/full"
   mount -t tmpfs -o ro,size=1m tmpfs "$work/ro" && mounts+=("$work/ro")
   t state-read-only 1 "cannot create the state directory|cannot create .*/key|Read-only" call --caps "$caps" --state "$work/ro/state" wordcount dispatch '{"text": "x"}'
-  mount -t tmpfs -o size=160k tmpfs "$work/full" && mounts+=("$work/full")
+  mount -t tmpfs -o size=256k tmpfs "$work/full" && mounts+=("$work/full")
   "$capsule" policy set echo dispatch allow --caps "$caps" --state "$work/full/s" >/dev/null
   head -c 10M /dev/zero >"$work/full/filler" 2>/dev/null
   out=$("$capsule" call --caps "$caps" --state "$work/full/s" echo dispatch "{\"text\": \"$(head -c 60000 /dev/zero | tr '\0' x)\"}" 2>&1); st=$?
