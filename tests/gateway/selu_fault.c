@@ -2,12 +2,15 @@
  * Start-up by --mode: normal, unhealthy (HealthCheck answers false),
  * nolisten (never listens), exit-after-call (exits after each answer: dead
  * between calls), slow-start (listens after 2 s), bad-discovery (list_tools
- * answers a tool without a schema). Tools: ok, echo (tool,
- * parameters, context), env {name}, pid, crash (exits mid-call), hang,
+ * answers a tool without a schema); --protocol service|capability|both
+ * (which of Selu's two contracts it serves; both by default). Tools: ok,
+ * echo (tool, parameters, context, protocol, config), env {name}, pid,
+ * crash (exits mid-call), hang,
  * garbage (not JSON), big {bytes}, fail, sleep {ms}, spin {ms} (burns CPU),
  * done, guarded,
- * list_tools (for tool_source: dynamic) and dyn_upper {text}.
- * Usage: selu_fault [--mode MODE] [ADDRESS] */
+ * list_tools (for tool_source: dynamic) and dyn_upper {text};
+ * write {path, text} and read {path} (a file, for workspaces and caches).
+ * Usage: selu_fault [--mode MODE] [--protocol P] [ADDRESS] */
 #include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -26,6 +29,33 @@ static long param_int(json_t *params, const char *key, long def)
   return json_is_integer(v) ? (long)json_integer_value(v) : def;
 }
 
+/* write {path, text} (appends), read {path}: {"text": ...} or the error. */
+static void file_tool(const char *tool, json_t *params, struct selu_reply *reply)
+{
+  json_t *p = json_object_get(params, "path"), *t = json_object_get(params, "text");
+  const char *path = json_is_string(p) ? json_string_value(p) : "";
+  FILE *f = fopen(path, strcmp(tool, "write") == 0 ? "a" : "r");
+  if (!f) {
+    selu_reply_error(reply, "%s %s: %m", tool, path);
+    return;
+  }
+  if (strcmp(tool, "write") == 0) {
+    int bad = fputs(json_is_string(t) ? json_string_value(t) : "", f) < 0;
+    if (fclose(f) != 0 || bad)
+      selu_reply_error(reply, "write %s: %m", path);
+    else
+      selu_reply_ok(reply, "{\"written\":true}");
+    return;
+  }
+  char buf[4096];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  json_t *out = json_pack("{s:s}", "text", buf);
+  selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
+  json_decref(out);
+}
+
 static void handle(void *ctx, const struct selu_call *call, struct selu_reply *reply)
 {
   (void)ctx;
@@ -38,8 +68,11 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
     json_t *context = json_object();
     for (size_t i = 0; i < call->n_context; i++)
       json_object_set_new(context, call->context[i].key, json_string(call->context[i].value));
-    json_t *out =
-        json_pack("{s:s, s:O?, s:o}", "tool", tool, "parameters", params, "context", context);
+    json_t *config = call->config_json[0] ? json_loads(call->config_json, 0, NULL) : NULL;
+    json_t *out = json_pack("{s:s, s:O?, s:o, s:s, s:o?, s:b}", "tool", tool, "parameters", params,
+                            "context", context, "protocol",
+                            call->protocol == SELU_SERVE_CAPABILITY ? "capability" : "service",
+                            "config", config, "streamed", call->streamed);
     selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
     json_decref(out);
   } else if (strcmp(tool, "env") == 0) {
@@ -48,6 +81,8 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
     json_t *out = json_pack("{s:s?}", "value", v);
     selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
     json_decref(out);
+  } else if (strcmp(tool, "write") == 0 || strcmp(tool, "read") == 0) {
+    file_tool(tool, params, reply);
   } else if (strcmp(tool, "pid") == 0) {
     char buf[64];
     snprintf(buf, sizeof buf, "{\"pid\":%d}", (int)getpid());
@@ -123,7 +158,13 @@ int main(int argc, char **argv)
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc)
       mode = argv[++i];
-    else
+    else if (strcmp(argv[i], "--protocol") == 0 && i + 1 < argc) {
+      const char *p = argv[++i];
+      selu_set_protocols(strcmp(p, "service") == 0      ? SELU_SERVE_SERVICE
+                         : strcmp(p, "capability") == 0 ? SELU_SERVE_CAPABILITY
+                         : strcmp(p, "none") == 0       ? 0
+                                                  : SELU_SERVE_SERVICE | SELU_SERVE_CAPABILITY);
+    } else
       addr = argv[i];
   }
   if (strcmp(mode, "nolisten") == 0) {
