@@ -74,6 +74,8 @@ static const char *login_name(void)
   return pw ? pw->pw_name : u && *u ? u : "local";
 }
 
+const char *cli_login_name(void) { return login_name(); }
+
 /* Parses the common options; positional arguments stay in argv[optind..]. */
 int parse_common(const char *verb, int argc, char **argv, struct common *o)
 {

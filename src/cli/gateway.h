@@ -25,6 +25,9 @@ struct common {
   bool force;         /* policy set: even when --caps cannot be read */
 };
 
+/* Who runs this command: its passwd entry's name ($USER only without one). */
+const char *cli_login_name(void);
+
 /* Parses the common options; positional arguments stay in argv[optind..].
  * Returns 0, -1 after --help (exit 0), or an exit status. */
 int parse_common(const char *verb, int argc, char **argv, struct common *o);

@@ -9,19 +9,26 @@
  * garbage (not JSON), big {bytes}, fail, sleep {ms}, spin {ms} (burns CPU),
  * done, guarded,
  * list_tools (for tool_source: dynamic) and dyn_upper {text};
- * write {path, text} and read {path} (a file, for workspaces and caches).
+ * write {path, text} and read {path} (a file, for workspaces and caches);
+ * inflight {ms}: sleeps, and answers the most calls this server has had
+ * in progress at once (max_concurrent is enforced); instance: a random id
+ * drawn at start (the pid is the same in every sandbox's pid namespace).
  * Usage: selu_fault [--mode MODE] [--protocol P] [ADDRESS] */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "selu_server.h"
 
 static bool exit_after_call, bad_discovery;
+static atomic_int inflight, inflight_max;
+static unsigned long long instance_id;
 
 static long param_int(json_t *params, const char *key, long def)
 {
@@ -83,6 +90,22 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
     json_decref(out);
   } else if (strcmp(tool, "write") == 0 || strcmp(tool, "read") == 0) {
     file_tool(tool, params, reply);
+  } else if (strcmp(tool, "inflight") == 0) {
+    int now = atomic_fetch_add(&inflight, 1) + 1;
+    for (int seen = atomic_load(&inflight_max);
+         now > seen && !atomic_compare_exchange_weak(&inflight_max, &seen, now);)
+      ;
+    long ms = param_int(params, "ms", 100);
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    atomic_fetch_sub(&inflight, 1);
+    char buf[64];
+    snprintf(buf, sizeof buf, "{\"max_inflight\":%d}", atomic_load(&inflight_max));
+    selu_reply_ok(reply, buf);
+  } else if (strcmp(tool, "instance") == 0) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "{\"instance\":\"%016llx\"}", instance_id);
+    selu_reply_ok(reply, buf);
   } else if (strcmp(tool, "pid") == 0) {
     char buf[64];
     snprintf(buf, sizeof buf, "{\"pid\":%d}", (int)getpid());
@@ -155,6 +178,8 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
 int main(int argc, char **argv)
 {
   const char *mode = "normal", *addr = SELU_DEFAULT_ADDR;
+  if (getrandom(&instance_id, sizeof instance_id, 0) != sizeof instance_id)
+    instance_id = (unsigned long long)time(NULL) ^ (unsigned long long)getpid() << 32;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc)
       mode = argv[++i];
