@@ -194,6 +194,13 @@ suite() {
   c workspace-not-other-session 1 'read /workspace/a: No such file' --user alice --session s2 ws read '{"path": "/workspace/a"}'
   c workspace-not-other-user 1 'read /workspace/a: No such file' --user bob --session s1 ws read '{"path": "/workspace/a"}'
   c workspace-state-hidden 1 'No such file|Permission denied' --user alice --session s1 ws read "{\"path\": \"$state/key\"}"
+  # only capsule's own grant of a volume passes below the state: a manifest
+  # naming another session's workspace as its x-capsule.workspace is refused
+  cap "$caps" ws-steal both "class: environment
+filesystem: workspace"
+  sed -i "s|^x-capsule:|x-capsule:\n  workspace: $state/volumes/workspaces/alice/s1|" "$caps/ws-steal/manifest.yaml"
+  [ "$who" = root ] || chown -R 65534:65534 "$caps/ws-steal"
+  c workspace-manifest-into-state-refused 1 "at or below capsule's state directory" --user bob --session s1 ws-steal read '{"path": "/workspace/a"}'
   stop_all "$state"
   c workspace-kept-across-restart 0 '"text":"alice-s1"' --user alice --session s1 ws read '{"path": "/workspace/a"}'
   local ls
