@@ -9,7 +9,7 @@ _capsule() {
     cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
   fi
-  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget help"
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace help"
   local common="--caps --state --json --help"
   local verb="" i
   for ((i = 1; i < cword; i++)); do
@@ -32,7 +32,7 @@ _capsule() {
   --format) COMPREPLY=($(compgen -W "covenant" -- "$cur")); return ;;
   --agent | --parent | --expires) return ;;
   --memory) COMPREPLY=($(compgen -W "256M 512M 1G 2G" -- "$cur")); return ;;
-  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --ref | --approval-ttl) return ;;
+  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --thread | --ref | --approval-ttl) return ;;
   esac
   if [ -z "$verb" ]; then
     COMPREPLY=($(compgen -W "$verbs --help --version $common" -- "$cur"))
@@ -48,7 +48,7 @@ _capsule() {
              --proxy-allow-private --egress-log --state --verbose --help" ;;
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
-  call) opts="--caps --state --user --timeout --session --approval-ttl --json --help" ;;
+  call) opts="--caps --state --user --timeout --session --thread --approval-ttl --json --help" ;;
   policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   approvals) opts="--state --json --help" ;;
@@ -59,6 +59,7 @@ _capsule() {
   dispatch) opts="--agent --issuer --priority --parent --caps --state --timeout --user --json --help" ;;
   token) opts="--state --scope --expires --json --help" subs="key keygen issue import revoke list trust" ;;
   budget) opts="--caps --state --json --help" subs="show set" ;;
+  workspace) opts="--state --user --cache --json --help" subs="ls rm" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

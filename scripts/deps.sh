@@ -41,7 +41,7 @@ if [ "$what" = test ] && [ ! -d examples/mcp-filesystem/node_modules/@modelconte
   echo "deps: installing the MCP server example's modules (the reference MCP servers)" >&2
   (cd examples/mcp-filesystem && npm ci --no-audit --no-fund --silent)
 fi
-if [ "$what" = test ] && [ ! -d examples/selu-node/node_modules/@grpc/grpc-js ]; then
+if [ "$what" = test ] && { [ ! -d examples/selu-node/node_modules/@grpc/grpc-js ] || [ ! -f examples/selu-node/orchestrator.proto ]; }; then
   echo "deps: installing the Node Selu example's modules (@grpc/grpc-js)" >&2
   (cd examples/selu-node && npm ci --no-audit --no-fund --silent)
 fi

@@ -38,6 +38,7 @@ enum {
   OPT_SCOPE,
   OPT_TIMEOUT,
   OPT_SESSION,
+  OPT_THREAD,
   OPT_SHARED,
   OPT_APPROVAL_TTL,
   OPT_SINCE,
@@ -54,6 +55,7 @@ static const struct option common_options[] = {
     {"scope", required_argument, NULL, OPT_SCOPE},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"session", required_argument, NULL, OPT_SESSION},
+    {"thread", required_argument, NULL, OPT_THREAD},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
     {"since", required_argument, NULL, OPT_SINCE},
@@ -89,6 +91,7 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
     case OPT_SHARED: o->shared = true; break;
     case OPT_JSON: o->json = true; break;
     case OPT_SESSION: o->session = optarg; break;
+    case OPT_THREAD: o->thread = optarg; break;
     case OPT_FOLLOW: o->follow = true; break;
     case OPT_SINCE: o->since = optarg; break;
     case OPT_FORCE: o->force = true; break;
@@ -453,6 +456,7 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
   _cleanup_free_ char *logs = cap_xasprintf("%s/logs", state_dir);
   _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
+  _cleanup_free_ char *volumes = cap_xasprintf("%s/volumes", state_dir);
   struct gw_call call = {
       .capability = cap,
       .tool = tool,
@@ -466,6 +470,8 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
       .run_dir = run,
       .cache_dir = cache,
       .session_id = o->session,
+      .thread_id = o->thread,
+      .volumes_dir = volumes,
       .issuer = issuer,
   };
   char **hidden = NULL;

@@ -18,13 +18,14 @@ struct common {
   uint64_t timeout_s;
   uint64_t approval_ttl_s;
   const char *session;
-  const char *login; /* who runs this command (its passwd entry), for change records */
-  const char *since; /* audit --since: RFC 3339, or 10m, 2h, 1d back from now */
-  int64_t tail;      /* audit --tail N: the last N records; -1 when not given */
-  bool force;        /* policy set: even when --caps cannot be read */
+  const char *thread; /* call --thread: Selu's thread_id within the session */
+  const char *login;  /* who runs this command (its passwd entry), for change records */
+  const char *since;  /* audit --since: RFC 3339, or 10m, 2h, 1d back from now */
+  int64_t tail;       /* audit --tail N: the last N records; -1 when not given */
+  bool force;         /* policy set: even when --caps cannot be read */
 };
 
-/* The caller's login: its passwd entry, not $USER. */
+/* Who runs this command: its passwd entry's name ($USER only without one). */
 const char *cli_login_name(void);
 
 /* Parses the common options; positional arguments stay in argv[optind..].

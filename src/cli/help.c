@@ -28,7 +28,8 @@ static const struct {
              "exit status: 0 ok, 1 a capability did not load\n"},
     {"call",
      "usage: capsule call [--caps DIR] [--state DIR] [--user U] [--timeout S]\n"
-     "                    [--session ID] [--approval-ttl S] [--json] CAPABILITY TOOL [JSON|-]\n"
+     "                    [--session ID] [--thread ID] [--approval-ttl S] [--json]\n"
+     "                    CAPABILITY TOOL [JSON|-]\n"
      "\n"
      "One tool call through policy, approval, argument validation, credentials,\n"
      "the sandboxed run and the audit log; prints the tool's JSON result.\n"
@@ -38,7 +39,9 @@ static const struct {
      "                    ./capabilities)\n"
      "      --user U      who calls (default the login name)\n"
      "      --timeout S   wall-clock limit in seconds (1..31536000)\n"
-     "      --session ID  the session id a Selu tool sees in its context\n"
+     "      --session ID  the session a Selu tool sees (session_id); a Selu capability\n"
+     "                    has an instance and a /workspace per user and session\n"
+     "      --thread ID   the conversation thread a Selu tool sees (thread_id)\n"
      "      --approval-ttl S  how long an approval this call leaves stays valid\n"
      "                    (seconds, default 600)\n"
      "      --json        print {\"result\": ..., \"terminal_on_success\": bool}\n" GATEWAY_COMMON

@@ -30,12 +30,14 @@ struct gw_call {
   const char *user; /* who calls */
   uint64_t deadline_ms;
   size_t output_cap;
-  bool may_prompt;           /* ask on the controlling terminal when policy says ask */
-  int64_t approval_ttl_ms;   /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
-  const char *log_dir;       /* the tools' stderr goes to LOG_DIR/<capability>.log */
-  const char *run_dir;       /* warm instances' sockets (Selu) */
-  const char *cache_dir;     /* discovered tools (Selu tool_source: dynamic) */
-  const char *session_id;    /* the agent's session, passed to Selu; NULL: one per call */
+  bool may_prompt;         /* ask on the controlling terminal when policy says ask */
+  int64_t approval_ttl_ms; /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
+  const char *log_dir;     /* the tools' stderr goes to LOG_DIR/<capability>.log */
+  const char *run_dir;     /* warm instances' sockets (Selu) */
+  const char *cache_dir;   /* discovered tools (Selu tool_source: dynamic) */
+  const char *session_id;  /* the agent's session, passed to Selu; NULL: one per call */
+  const char *thread_id;   /* the conversation thread in the session (Selu's thread_id), or NULL */
+  const char *volumes_dir; /* Selu workspaces and caches (gateway/volumes.h) */
   const char *const *hidden; /* masked in every sandbox: capsule's state (gw_state_private_paths) */
   size_t n_hidden;
   /* sandbox_options.id_base: set by gw_call itself (as root, the

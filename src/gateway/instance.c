@@ -39,7 +39,8 @@
 
 /* What a keeper tells a client asking for a lease; an fd travels with 0. */
 struct lease_reply {
-  int32_t code; /* 0, or a positive errno */
+  int32_t code;     /* 0, or a positive errno */
+  int32_t protocol; /* with a lease: the enum selu_protocol the server speaks */
   char message[480];
 };
 
@@ -79,6 +80,7 @@ struct keeper {
   ino_t sock_ino;
   char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
   uint16_t port;
+  enum selu_protocol protocol; /* found at the first health check */
   uint32_t max_active;
   uint64_t idle_ms, startup_ms;
   pthread_mutex_t report_lock;
@@ -142,8 +144,9 @@ static void keeper_note(const char *fmt, ...)
   dprintf(STDERR_FILENO, "capsule keeper[%d]: %s\n", (int)getpid(), msg);
 }
 
-/* Waits until the server answers HealthCheck with healthy (or does not
- * implement it), up to startup_ms. On failure, why says what was seen. */
+/* Waits until the server's health check says ready, up to startup_ms, and
+ * learns there which of Selu's two contracts it speaks (selu_health). On
+ * failure, why says what was seen. */
 static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
 {
   uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + k->startup_ms;
@@ -160,20 +163,23 @@ static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
     if (fd >= 0) {
       struct selu_channel *ch = NULL;
       bool healthy = false;
+      enum selu_protocol proto = SELU_PROTOCOL_UNKNOWN;
       uint64_t left =
           deadline > cap_now_ms(CLOCK_MONOTONIC) ? deadline - cap_now_ms(CLOCK_MONOTONIC) : 1;
       int r = selu_channel_open(fd, 1 << 20, &ch, &err);
       if (r == 0)
-        r = selu_health(ch, (int)(left < 1000 ? left : 1000), &healthy, &err);
+        r = selu_health(ch, (int)(left < 1000 ? left : 1000), &proto, &healthy, &err);
       selu_channel_close(ch);
-      if (r == -ENOSYS || (r == 0 && healthy)) {
+      if (r == 0 && healthy) {
         cap_error_clear(&err);
+        k->protocol = proto;
         return true;
       }
       if (r == 0)
-        snprintf(why, why_len, "its HealthCheck answered healthy: false");
+        snprintf(why, why_len, "its health check (selu.capability.v1.%s) answered not ready",
+                 selu_protocol_name(proto));
       else
-        snprintf(why, why_len, "HealthCheck failed: %s", err.message ? err.message : "?");
+        snprintf(why, why_len, "its health check failed: %s", err.message ? err.message : "?");
       cap_error_clear(&err);
     }
     sleep_ms(50);
@@ -187,9 +193,9 @@ struct client {
   uint64_t since; /* accepted at */
 };
 
-static void reply(int fd, int code, const char *message, int pass_fd)
+static void reply(int fd, int code, const char *message, int pass_fd, enum selu_protocol protocol)
 {
-  struct lease_reply rep = {.code = code};
+  struct lease_reply rep = {.code = code, .protocol = (int32_t)protocol};
   snprintf(rep.message, sizeof rep.message, "%s", message ? message : "");
   struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
   char control[CMSG_SPACE(sizeof(int))];
@@ -207,6 +213,12 @@ static void reply(int fd, int code, const char *message, int pass_fd)
   if (sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
     /* the client is gone: its slot is freed when its hang-up is seen */
   }
+}
+
+/* A reply without a lease: code says why. */
+static void refuse(int fd, int code, const char *message)
+{
+  reply(fd, code, message, -1, SELU_PROTOCOL_UNKNOWN);
 }
 
 /* No new client can reach this keeper once its socket is gone. */
@@ -322,20 +334,20 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
       continue;
     cl->waiting = false;
     if (L->dying) {
-      reply(cl->fd, ECONNREFUSED, "the capability's server stopped listening", -1);
+      refuse(cl->fd, ECONNREFUSED, "the capability's server stopped listening");
       continue;
     }
     struct cap_error err = {0};
     int fd = sandbox_connect(k->connector, k->port, 2000, &err);
     if (fd < 0) {
       keeper_note("cannot reach the server: %s; stopping this instance", err.message);
-      reply(cl->fd, ECONNREFUSED, "the capability's server stopped listening", -1);
+      refuse(cl->fd, ECONNREFUSED, "the capability's server stopped listening");
       cap_error_clear(&err);
       L->dying = true;
       keeper_unpublish(k); /* new calls start a new instance */
       continue;
     }
-    reply(cl->fd, 0, NULL, fd);
+    reply(cl->fd, 0, NULL, fd, k->protocol);
     close(fd);
     cl->leased = true;
     if (L->active++ == 0 && L->cpu_counted)
@@ -367,7 +379,7 @@ static void lease_check_cpu(struct keeper *k, struct lease_loop *L)
            (long long)used, (unsigned long long)k->cpu_budget_ms);
   for (size_t i = 0; i < L->n; i++) /* the calls learn why their server went away */
     if (L->clients[i].leased)
-      reply(L->clients[i].fd, ETIMEDOUT, reason, -1);
+      refuse(L->clients[i].fd, ETIMEDOUT, reason);
   L->dying = true;
   keeper_stop(k);
 }
@@ -378,7 +390,7 @@ static void lease_stop_asked(struct keeper *k, struct lease_loop *L)
   keeper_note("stop asked (capsule stop): stopping the server");
   for (size_t i = 0; i < L->n; i++) {
     if (L->clients[i].leased || L->clients[i].waiting)
-      reply(L->clients[i].fd, ECONNRESET, "the instance was stopped (capsule stop)", -1);
+      refuse(L->clients[i].fd, ECONNRESET, "the instance was stopped (capsule stop)");
     close(L->clients[i].fd);
   }
   L->n = 0;
@@ -400,8 +412,9 @@ static void *keeper_serve(void *arg)
     keeper_stop(k);
     return NULL;
   }
-  keeper_note("server healthy; serving leases (at most %u at once, idle timeout %llu ms)",
-              k->max_active, (unsigned long long)k->idle_ms);
+  keeper_note("server healthy, speaking selu.capability.v1.%s; serving leases (at most %u at "
+              "once, idle timeout %llu ms)",
+              selu_protocol_name(k->protocol), k->max_active, (unsigned long long)k->idle_ms);
   keeper_report(k, "%s", KEEPER_READY);
   keeper_status(k, GW_INSTANCE_SERVING, 0);
 
@@ -747,7 +760,7 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
       }
     }
     if (n == (ssize_t)sizeof rep && rep.code == 0 && got_fd >= 0) {
-      *lease = (struct gw_lease){.control = fd, .fd = got_fd};
+      *lease = (struct gw_lease){.control = fd, .fd = got_fd, .protocol = rep.protocol};
       return 0;
     }
     if (got_fd >= 0)

@@ -35,10 +35,13 @@ struct gw_instance_request {
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and
- * hands it to gRPC); control is held until the call is over. */
+ * hands it to gRPC); control is held until the call is over. protocol is
+ * the enum selu_protocol the server speaks, learnt by its keeper at the
+ * first health check (runtime/selu_rpc.h). */
 struct gw_lease {
   int control;
   int fd;
+  int protocol;
 };
 
 /* Returns 0 with *lease filled, or -errno with err set (-ETIMEDOUT when

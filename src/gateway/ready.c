@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "net/http.h"
+#include "gateway/volumes.h"
 #include "runtime/talos.h"
 #include "sandbox/sandbox.h"
 
@@ -136,6 +137,10 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   _cleanup_close_ int out = memfd_create("capsule-ready", MFD_CLOEXEC);
   _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   struct cap_spec run_spec = *spec; /* shallow: the network and wall clock change */
+  /* no session yet: a workspace or cache, made at the call, is left out */
+  struct cap_fs_grant *grants = NULL;
+  gw_volumes_bind(spec, NULL, NULL, NULL, &grants, &run_spec.n_grants, NULL, why);
+  run_spec.grants = grants;
   run_spec.network.mode = CAP_NET_BLOCKED;
   run_spec.limits.wall_ms = 10000;
   struct sandbox_options opt = {
@@ -169,6 +174,7 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   }
   free(cmd);
   cap_strv_free(&argv);
+  gw_volumes_free(grants, run_spec.n_grants);
   return o;
 }
 

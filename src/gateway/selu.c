@@ -18,6 +18,7 @@
 #include "core/json.h"
 #include "gateway/instance.h"
 #include "gateway/registry.h"
+#include "gateway/volumes.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/selu_rpc.h"
 
@@ -75,6 +76,10 @@ static void run_salt(const char *run_dir, unsigned char salt[32])
 static int instance_key(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                         size_t n_env, char out[33], struct cap_error *err)
 {
+  /* exclusive (Selu's default): an instance per user and session (calls
+   * without a session share the user's); shared: one for everyone */
+  const char *user = spec->runtime.shared ? "" : call->user ? call->user : "";
+  const char *session = spec->runtime.shared ? "" : call->session_id ? call->session_id : "";
   unsigned char digest[32];
   int r = gw_spec_digest(spec, digest, err);
   if (r < 0)
@@ -102,9 +107,106 @@ static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
   }
   for (size_t i = 0; i < n_env; i++)
     crypto_generichash_update(&st, (const unsigned char *)env[i], strlen(env[i]) + 1);
+  crypto_generichash_update(&st, (const unsigned char *)user, strlen(user) + 1);
+  crypto_generichash_update(&st, (const unsigned char *)session, strlen(session) + 1);
   unsigned char h[16];
   crypto_generichash_final(&st, h, sizeof h);
   sodium_bin2hex(out, 33, h, sizeof h);
+  return 0;
+}
+
+/* What one call's instance runs with, as Selu's runner starts a container:
+ * the spec with its volumes bound (a session's /workspace, a /cache), the
+ * environment (SELU_CAPABILITY_ID; SELU_SESSION_ID for an exclusive
+ * instance of a session, SELU_SHARED=true for a shared one; the declared
+ * credentials, except on a shared instance, which gets them per call in
+ * config_json only, as Selu's servers always do), and what names the
+ * instance. */
+struct selu_run {
+  struct cap_spec spec; /* shallow copy: grants replaced */
+  struct cap_fs_grant *grants;
+  size_t n_grants;
+  struct cap_strv dirs; /* the volumes' directories */
+  struct cap_strv env;
+  char *config_json;
+  const char *session; /* what the server sees as session_id */
+  char session_buf[37];
+};
+
+static void selu_run_free(struct selu_run *run)
+{
+  gw_volumes_free(run->grants, run->n_grants);
+  cap_strv_free(&run->dirs);
+  cap_strv_free(&run->env);
+  free(run->config_json);
+}
+
+/* The declared credentials (env's NAME=value) as Capability's config_json. */
+static char *config_json(char *const *env, size_t n_env)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  for (size_t i = 0; i < n_env; i++) {
+    const char *eq = strchr(env[i], '=');
+    if (!eq)
+      continue;
+    _cleanup_free_ char *name = cap_xstrndup(env[i], (size_t)(eq - env[i]));
+    cap_jw_key(&w, name);
+    cap_jw_string(&w, eq + 1);
+  }
+  cap_jw_end_object(&w);
+  return cap_buf_steal(&b);
+}
+
+static int selu_run_prepare(const struct gw_call *call, const struct cap_spec *spec,
+                            char *const *env, size_t n_env, struct selu_run *run,
+                            struct cap_error *err)
+{
+  *run = (struct selu_run){.spec = *spec};
+  run->session = call->session_id;
+  if (!run->session) { /* a call without a session is a session of its own */
+    gw_uuid4(run->session_buf);
+    run->session = run->session_buf;
+  }
+  int r = gw_volumes_bind(spec, call->volumes_dir, call->user, call->session_id, &run->grants,
+                          &run->n_grants, &run->dirs, err);
+  if (r < 0)
+    return r;
+  run->spec.grants = run->grants;
+  run->spec.n_grants = run->n_grants;
+  _cleanup_free_ char *id = cap_xasprintf("SELU_CAPABILITY_ID=%s", spec->id);
+  cap_strv_push(&run->env, id);
+  if (spec->runtime.shared) {
+    cap_strv_push(&run->env, "SELU_SHARED=true");
+  } else {
+    if (call->session_id) {
+      _cleanup_free_ char *sid = cap_xasprintf("SELU_SESSION_ID=%s", call->session_id);
+      cap_strv_push(&run->env, sid);
+    }
+    for (size_t i = 0; i < n_env; i++)
+      cap_strv_push(&run->env, env[i]);
+  }
+  run->config_json = config_json(env, n_env);
+  return 0;
+}
+
+/* A volume past its bound refuses the call (checked before each call: a
+ * call may overshoot it by what it writes; see docs/gateway.md). */
+static int volumes_within_bound(const struct cap_spec *spec, const struct selu_run *run,
+                                struct cap_error *err)
+{
+  for (size_t i = 0; i < run->dirs.len && spec->limits.workspace_bytes; i++) {
+    uint64_t used = gw_volume_usage(run->dirs.v[i]);
+    if (used > spec->limits.workspace_bytes)
+      return cap_error_set(err, ENOSPC,
+                           "%s's volume %s holds %llu bytes, over its bound of %llu bytes: free "
+                           "space in it, remove it (`capsule workspace rm`), or raise "
+                           "x-capsule.workspace_max_mb",
+                           spec->id, run->dirs.v[i], (unsigned long long)used,
+                           (unsigned long long)spec->limits.workspace_bytes);
+  }
   return 0;
 }
 
@@ -121,15 +223,21 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   uint64_t deadline_ms = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
-  char key[33];
-  if (instance_key(call, spec, env, n_env, key, err) < 0)
+  struct selu_run run;
+  if (selu_run_prepare(call, spec, env, n_env, &run, err) < 0)
     return GW_OUTCOME_FAILED;
+  char key[33];
+  if (volumes_within_bound(spec, &run, err) < 0 ||
+      instance_key(call, &run.spec, run.env.v, run.env.len, key, err) < 0) {
+    selu_run_free(&run);
+    return GW_OUTCOME_FAILED;
+  }
   _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
-  struct gw_instance_request req = {.spec = spec,
+  struct gw_instance_request req = {.spec = &run.spec,
                                     .run_dir = call->run_dir,
                                     .key = key,
-                                    .env = env,
-                                    .n_env = n_env,
+                                    .env = run.env.v,
+                                    .n_env = run.env.len,
                                     .log_path = log_path ? log_path : "/dev/null",
                                     .wait_ms = deadline_ms,
                                     .hidden = call->hidden,
@@ -137,23 +245,27 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                     .id_base = call->id_base};
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
-  if (r < 0)
+  if (r < 0) {
+    selu_run_free(&run);
     return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+  }
   struct selu_channel *ch = NULL;
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   r = selu_channel_open(lease.fd, cap + 1024, &ch, err);
   lease.fd = -1; /* the channel's now */
   if (r == 0) {
-    char session[37];
-    if (!call->session_id)
-      gw_uuid4(session);
-    const char *keys[] = {"session_id", "user_id"};
-    const char *values[] = {call->session_id ? call->session_id : session,
-                            call->user ? call->user : ""};
+    struct selu_invoke_args a = {.tool = tool,
+                                 .args_json = args,
+                                 .config_json = run.config_json,
+                                 .session_id = run.session,
+                                 .user_id = call->user ? call->user : "",
+                                 .thread_id = call->thread_id ? call->thread_id : "",
+                                 .capability_id = spec->id};
     uint64_t spent = cap_now_ms(CLOCK_MONOTONIC) - start;
     uint64_t rest = spent >= deadline_ms ? 1 : deadline_ms - spent;
     int left = rest > INT32_MAX ? INT32_MAX : (int)rest;
-    r = selu_invoke(ch, tool, args, keys, values, 2, left, resp, err);
+    r = selu_invoke(ch, (enum selu_protocol)lease.protocol, spec->runtime.stream_invoke, &a, left,
+                    resp, err);
     char reason[480];
     if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {
       cap_error_clear(err); /* the keeper stopped the server, and says why */
@@ -162,6 +274,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   }
   selu_channel_close(ch);
   gw_lease_release(&lease);
+  selu_run_free(&run);
   if (r < 0) {
     if (log_path)
       cap_error_prefix(err, "%s.%s (its server's log: %s)", spec->id, tool, log_path);

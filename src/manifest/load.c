@@ -308,9 +308,16 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
     mf_pop(c, mark);
     return;
   }
-  static const char *const known[] = {
-      "command",         "workspace",          "notes",      "max_concurrency",
-      "idle_timeout_ms", "startup_timeout_ms", "mcp_server", NULL};
+  static const char *const known[] = {"command",
+                                      "workspace",
+                                      "notes",
+                                      "max_concurrency",
+                                      "idle_timeout_ms",
+                                      "startup_timeout_ms",
+                                      "workspace_max_mb",
+                                      "invoke",
+                                      "mcp_server",
+                                      NULL};
   mf_unknown_keys(c, x, known, CAP_SEV_ERROR);
   const struct cap_node *cmd = xcapsule_argv(c, x, "command", spec);
   const struct cap_node *mcp = cmd ? NULL : xcapsule_argv(c, x, "mcp_server", spec);
@@ -346,7 +353,22 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
                                                      (int64_t)spec->runtime.idle_timeout_ms);
     spec->runtime.startup_timeout_ms = (uint64_t)mf_int(c, x, "startup_timeout_ms", 0, 100, 600000,
                                                         (int64_t)spec->runtime.startup_timeout_ms);
+    static const char *const invoke_names[] = {"unary", "stream", NULL};
+    spec->runtime.stream_invoke =
+        mf_enum(c, x, "invoke", 0, invoke_names, spec->runtime.stream_invoke) == 1;
+  } else if (cap_node_get(x, "invoke")) {
+    mf_error(c, cap_node_get(x, "invoke"), "invoke",
+             "applies only to a Selu capability (a gRPC server kept warm); remove it");
   }
+  const struct cap_node *wsmax = cap_node_get(x, "workspace_max_mb");
+  if (wsmax && !spec->limits.workspace_bytes)
+    mf_error(c, wsmax, "workspace_max_mb",
+             "applies only to a Selu capability with filesystem: workspace or cache.enabled; "
+             "remove it");
+  else if (wsmax)
+    spec->limits.workspace_bytes = (uint64_t)mf_int(c, x, "workspace_max_mb", 0, 1, 16 << 20,
+                                                    (int64_t)(spec->limits.workspace_bytes >> 20))
+                                   << 20;
   const char *notes = mf_string(c, x, "notes", 0, NULL);
   if (notes) {
     free(spec->notes);

@@ -235,8 +235,10 @@ void cap_spec_free(struct cap_spec *spec)
   cap_strv_free(&spec->runtime.command);
   free(spec->discovery_tool_name);
   cap_tools_free(spec->tools, spec->n_tools);
-  for (size_t i = 0; i < spec->n_grants; i++)
+  for (size_t i = 0; i < spec->n_grants; i++) {
     free(spec->grants[i].path);
+    free(spec->grants[i].at);
+  }
   free(spec->grants);
   cap_strv_free(&spec->deny);
   cap_strv_free(&spec->network.allow_domains);
@@ -322,8 +324,8 @@ const char *cap_runtime_kind_name(enum cap_runtime_kind k)
 
 const char *cap_origin_name(enum cap_grant_origin o)
 {
-  static const char *const names[] = {"manifest", "system", "package", "workspace"};
-  return o <= CAP_ORIGIN_WORKSPACE ? names[o] : "manifest";
+  static const char *const names[] = {"manifest", "system", "package", "workspace", "cache"};
+  return o <= CAP_ORIGIN_CACHE ? names[o] : "manifest";
 }
 
 const char *cap_delivery_name(enum cap_delivery d)

@@ -1,6 +1,10 @@
 /* The Selu gRPC client, built as the shared module capsule-selu-rpc.so
  * (see selu_rpc_module.h): the only code that links libgrpc. Its
- * functions are reached through the table at the bottom. */
+ * functions are reached through the table at the bottom. The transport
+ * (a unary call, a server-streaming call) is shared; each contract has its
+ * own messages (capability.pb-c.h: the seed's CapabilityService;
+ * orchestrator.pb-c.h: the orchestrator's Capability, compiled under the
+ * C package selu.orchestrator.v1, proto/meson.build). */
 #include "runtime/selu_rpc_module.h"
 
 #include <errno.h>
@@ -17,13 +21,19 @@
 
 #include "capability.pb-c.h"
 #include "core/buf.h"
+#include "orchestrator.pb-c.h"
 
-#define METHOD_INVOKE "/selu.capability.v1.CapabilityService/Invoke"
-#define METHOD_HEALTH "/selu.capability.v1.CapabilityService/HealthCheck"
+/* the wire's method paths: both services live in package selu.capability.v1 */
+#define SERVICE_INVOKE "/selu.capability.v1.CapabilityService/Invoke"
+#define SERVICE_HEALTH "/selu.capability.v1.CapabilityService/HealthCheck"
+#define CAPABILITY_INVOKE "/selu.capability.v1.Capability/Invoke"
+#define CAPABILITY_STREAM "/selu.capability.v1.Capability/StreamInvoke"
+#define CAPABILITY_HEALTH "/selu.capability.v1.Capability/Healthcheck"
 
 struct selu_channel {
   grpc_channel *channel;
   grpc_completion_queue *cq;
+  size_t max_response;
 };
 
 static int rpc_channel_open(int fd, size_t max_response, struct selu_channel **ret,
@@ -45,6 +55,7 @@ static int rpc_channel_open(int fd, size_t max_response, struct selu_channel **r
   struct selu_channel *ch = cap_xcalloc(1, sizeof *ch);
   ch->channel = channel;
   ch->cq = grpc_completion_queue_create_for_next(NULL);
+  ch->max_response = max_response;
   *ret = ch;
   return 0;
 }
@@ -167,14 +178,121 @@ static int unary(struct selu_channel *ch, const char *method, const uint8_t *req
   return r;
 }
 
-static int rpc_health(struct selu_channel *ch, int timeout_ms, bool *healthy, struct cap_error *err)
+/* Waits for the one batch in flight until the call's deadline (and a
+ * little longer: the deadline itself ends the call first). On a timeout
+ * the call is cancelled and its batch drained. */
+static bool batch_done(struct selu_channel *ch, grpc_call *call, gpr_timespec deadline)
 {
-  *healthy = false;
+  gpr_timespec wait = gpr_time_add(deadline, gpr_time_from_millis(2000, GPR_TIMESPAN));
+  grpc_event ev = grpc_completion_queue_next(ch->cq, wait, NULL);
+  if (ev.type == GRPC_OP_COMPLETE)
+    return true;
+  grpc_call_cancel(call, NULL);
+  grpc_completion_queue_next(ch->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  return false;
+}
+
+/* What a streamed call does with each message: append it, and say when the
+ * stream is complete (*done). */
+typedef int (*stream_fn)(void *ctx, const uint8_t *msg, size_t len, bool *done,
+                         struct cap_error *err);
+
+/* Reads messages one batch at a time until on_msg says done or the server
+ * ends the stream; the whole stream is bounded by the channel's
+ * max_response. */
+static int stream_read(struct selu_channel *ch, grpc_call *call, gpr_timespec deadline,
+                       const char *method, stream_fn on_msg, void *ctx, bool *done,
+                       struct cap_error *err)
+{
+  size_t total = 0;
+  int r = 0;
+  while (r == 0 && !*done) {
+    grpc_byte_buffer *recv = NULL;
+    grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
+    op.data.recv_message.recv_message = &recv;
+    if (grpc_call_start_batch(call, &op, 1, (void *)2, NULL) != GRPC_CALL_OK)
+      return cap_error_set(err, EIO, "cannot read the stream of %s", method);
+    if (!batch_done(ch, call, deadline))
+      return cap_error_set(err, ETIMEDOUT, "no answer to %s", method);
+    if (!recv)
+      return 0; /* the server ended the stream: its status says how */
+    struct cap_buf b = {0};
+    r = read_answer(recv, method, &b, err);
+    grpc_byte_buffer_destroy(recv);
+    total += b.len;
+    if (r == 0 && total > ch->max_response)
+      r = cap_error_set(err, EFBIG, "the stream of %s is larger than the output cap (%zu bytes)",
+                        method, ch->max_response);
+    if (r == 0)
+      r = on_msg(ctx, (const uint8_t *)b.data, b.len, done, err);
+    cap_buf_free(&b);
+  }
+  return r;
+}
+
+/* One server-streaming call: the request out, then on_msg for each answer. */
+static int server_stream(struct selu_channel *ch, const char *method, const uint8_t *req,
+                         size_t req_len, int timeout_ms, stream_fn on_msg, void *ctx,
+                         struct cap_error *err)
+{
+  gpr_timespec deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+  grpc_call *call =
+      grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, ch->cq,
+                               grpc_slice_from_static_string(method), NULL, deadline, NULL);
+  grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)req, req_len);
+  grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
+  grpc_slice_unref(req_slice);
+  grpc_metadata_array initial, trailing;
+  grpc_metadata_array_init(&initial);
+  grpc_metadata_array_init(&trailing);
+  grpc_status_code status = GRPC_STATUS_UNKNOWN;
+  grpc_slice details = grpc_empty_slice();
+  grpc_op ops[4];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+  int r = 0;
+  bool done = false;
+  if (grpc_call_start_batch(call, ops, 4, (void *)1, NULL) != GRPC_CALL_OK)
+    r = cap_error_set(err, EIO, "cannot start the gRPC call %s", method);
+  else if (!batch_done(ch, call, deadline))
+    r = cap_error_set(err, ETIMEDOUT, "no answer to %s", method);
+  if (r == 0)
+    r = stream_read(ch, call, deadline, method, on_msg, ctx, &done, err);
+  if (r != 0 || done)
+    grpc_call_cancel(call, NULL); /* nothing more is wanted from it */
+  grpc_op st = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
+  st.data.recv_status_on_client.trailing_metadata = &trailing;
+  st.data.recv_status_on_client.status = &status;
+  st.data.recv_status_on_client.status_details = &details;
+  bool have_status = grpc_call_start_batch(call, &st, 1, (void *)3, NULL) == GRPC_CALL_OK &&
+                     batch_done(ch, call, deadline);
+  if (r == 0 && !done && (!have_status || status != GRPC_STATUS_OK))
+    r = have_status ? status_error(status, details, method, timeout_ms, err)
+                    : cap_error_set(err, ETIMEDOUT, "no end to the stream of %s", method);
+  grpc_slice_unref(details);
+  grpc_metadata_array_destroy(&initial);
+  grpc_metadata_array_destroy(&trailing);
+  grpc_byte_buffer_destroy(send);
+  grpc_call_unref(call);
+  return r;
+}
+
+/* ---- the seed's CapabilityService ---- */
+
+static int service_health(struct selu_channel *ch, int timeout_ms, bool *healthy,
+                          struct cap_error *err)
+{
   Selu__Capability__V1__HealthCheckRequest req = SELU__CAPABILITY__V1__HEALTH_CHECK_REQUEST__INIT;
   uint8_t buf[16];
   size_t n = selu__capability__v1__health_check_request__pack(&req, buf);
   struct cap_buf out = {0};
-  int r = unary(ch, METHOD_HEALTH, buf, n, timeout_ms, &out, err);
+  int r = unary(ch, SERVICE_HEALTH, buf, n, timeout_ms, &out, err);
   if (r == 0) {
     Selu__Capability__V1__HealthCheckResponse *resp =
         selu__capability__v1__health_check_response__unpack(NULL, out.len,
@@ -190,33 +308,39 @@ static int rpc_health(struct selu_channel *ch, int timeout_ms, bool *healthy, st
   return r;
 }
 
-static int rpc_invoke(struct selu_channel *ch, const char *tool, const char *parameters,
-                      const char *const *keys, const char *const *values, size_t n_context,
-                      int timeout_ms, struct selu_response *resp, struct cap_error *err)
+/* A copy of the answer's text: a string with a NUL inside is not text. */
+static int answer_text(const uint8_t *data, size_t len, const char *what, char **out,
+                       struct cap_error *err)
 {
-  *resp = (struct selu_response){0};
+  if (memchr(data, '\0', len))
+    return cap_error_set(err, EPROTO, "the %s holds a NUL byte: not JSON text", what);
+  *out = cap_xmalloc(len + 1);
+  memcpy(*out, data, len);
+  (*out)[len] = '\0';
+  return 0;
+}
+
+static int service_invoke(struct selu_channel *ch, const struct selu_invoke_args *a, int timeout_ms,
+                          struct selu_response *resp, struct cap_error *err)
+{
   Selu__Capability__V1__InvokeRequest req = SELU__CAPABILITY__V1__INVOKE_REQUEST__INIT;
-  req.tool_name = (char *)tool;
-  req.parameters = (char *)parameters;
-  Selu__Capability__V1__InvokeRequest__ContextEntry *entries =
-      cap_xcalloc(n_context + 1, sizeof *entries);
-  Selu__Capability__V1__InvokeRequest__ContextEntry **ptrs =
-      cap_xcalloc(n_context + 1, sizeof *ptrs);
-  for (size_t i = 0; i < n_context; i++) {
+  req.tool_name = (char *)a->tool;
+  req.parameters = (char *)a->args_json;
+  Selu__Capability__V1__InvokeRequest__ContextEntry entries[2], *ptrs[2];
+  const char *keys[] = {"session_id", "user_id"}, *values[] = {a->session_id, a->user_id};
+  for (size_t i = 0; i < 2; i++) {
     selu__capability__v1__invoke_request__context_entry__init(&entries[i]);
     entries[i].key = (char *)keys[i];
-    entries[i].value = (char *)values[i];
+    entries[i].value = (char *)(values[i] ? values[i] : "");
     ptrs[i] = &entries[i];
   }
-  req.n_context = n_context;
+  req.n_context = 2;
   req.context = ptrs;
   size_t len = selu__capability__v1__invoke_request__get_packed_size(&req);
   uint8_t *buf = cap_xmalloc(len + 1);
   selu__capability__v1__invoke_request__pack(&req, buf);
-  free(ptrs);
-  free(entries);
   struct cap_buf out = {0};
-  int r = unary(ch, METHOD_INVOKE, buf, len, timeout_ms, &out, err);
+  int r = unary(ch, SERVICE_INVOKE, buf, len, timeout_ms, &out, err);
   free(buf);
   if (r == 0) {
     Selu__Capability__V1__InvokeResponse *m =
@@ -234,7 +358,147 @@ static int rpc_invoke(struct selu_channel *ch, const char *tool, const char *par
   return r;
 }
 
-__attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_module_v1 = {
+/* ---- the orchestrator's Capability ---- */
+
+static int capability_health(struct selu_channel *ch, int timeout_ms, bool *healthy,
+                             struct cap_error *err)
+{
+  Selu__Orchestrator__V1__HealthRequest req = SELU__ORCHESTRATOR__V1__HEALTH_REQUEST__INIT;
+  uint8_t buf[16];
+  size_t n = selu__orchestrator__v1__health_request__pack(&req, buf);
+  struct cap_buf out = {0};
+  int r = unary(ch, CAPABILITY_HEALTH, buf, n, timeout_ms, &out, err);
+  if (r == 0) {
+    Selu__Orchestrator__V1__HealthResponse *resp =
+        selu__orchestrator__v1__health_response__unpack(NULL, out.len, (const uint8_t *)out.data);
+    if (!resp) {
+      r = cap_error_set(err, EPROTO, "the Healthcheck answer is not a HealthResponse");
+    } else {
+      *healthy = resp->ready;
+      selu__orchestrator__v1__health_response__free_unpacked(resp, NULL);
+    }
+  }
+  cap_buf_free(&out);
+  return r;
+}
+
+static ProtobufCBinaryData bytes_of(const char *s)
+{
+  return (ProtobufCBinaryData){.len = strlen(s), .data = (uint8_t *)s};
+}
+
+/* StreamInvoke's chunks, gathered. */
+struct chunks {
+  struct cap_buf data;
+  char *error;
+};
+
+static int on_chunk(void *ctx, const uint8_t *msg, size_t len, bool *done, struct cap_error *err)
+{
+  struct chunks *c = ctx;
+  Selu__Orchestrator__V1__InvokeChunk *m =
+      selu__orchestrator__v1__invoke_chunk__unpack(NULL, len, msg);
+  if (!m)
+    return cap_error_set(err, EPROTO, "a StreamInvoke answer is not an InvokeChunk");
+  cap_buf_append(&c->data, (const char *)m->data.data, m->data.len);
+  if (m->error && *m->error) {
+    c->error = cap_xstrdup(m->error);
+    *done = true;
+  }
+  *done = *done || m->done;
+  selu__orchestrator__v1__invoke_chunk__free_unpacked(m, NULL);
+  return 0;
+}
+
+static int capability_answer(const struct cap_buf *out, struct selu_response *resp,
+                             struct cap_error *err)
+{
+  Selu__Orchestrator__V1__InvokeResponse *m =
+      selu__orchestrator__v1__invoke_response__unpack(NULL, out->len, (const uint8_t *)out->data);
+  if (!m)
+    return cap_error_set(err, EPROTO, "the Invoke answer is not an InvokeResponse");
+  int r = answer_text(m->result_json.data, m->result_json.len, "result_json", &resp->result, err);
+  resp->error = cap_xstrdup(m->error ? m->error : "");
+  resp->success = !*resp->error;
+  selu__orchestrator__v1__invoke_response__free_unpacked(m, NULL);
+  return r;
+}
+
+static int capability_invoke(struct selu_channel *ch, bool stream, const struct selu_invoke_args *a,
+                             int timeout_ms, struct selu_response *resp, struct cap_error *err)
+{
+  Selu__Orchestrator__V1__InvokeRequest req = SELU__ORCHESTRATOR__V1__INVOKE_REQUEST__INIT;
+  req.tool_name = (char *)a->tool;
+  req.args_json = bytes_of(a->args_json);
+  req.config_json = bytes_of(a->config_json ? a->config_json : "{}");
+  req.session_id = (char *)(a->session_id ? a->session_id : "");
+  req.capability_id = (char *)(a->capability_id ? a->capability_id : "");
+  req.thread_id = (char *)(a->thread_id ? a->thread_id : "");
+  size_t len = selu__orchestrator__v1__invoke_request__get_packed_size(&req);
+  uint8_t *buf = cap_xmalloc(len + 1);
+  selu__orchestrator__v1__invoke_request__pack(&req, buf);
+  int r;
+  if (!stream) {
+    struct cap_buf out = {0};
+    r = unary(ch, CAPABILITY_INVOKE, buf, len, timeout_ms, &out, err);
+    if (r == 0)
+      r = capability_answer(&out, resp, err);
+    cap_buf_free(&out);
+  } else {
+    struct chunks c = {0};
+    r = server_stream(ch, CAPABILITY_STREAM, buf, len, timeout_ms, on_chunk, &c, err);
+    if (r == 0)
+      r = answer_text((const uint8_t *)(c.data.data ? c.data.data : ""), c.data.len,
+                      "StreamInvoke data", &resp->result, err);
+    resp->error = c.error ? c.error : cap_xstrdup("");
+    resp->success = !c.error;
+    cap_buf_free(&c.data);
+  }
+  free(buf);
+  return r;
+}
+
+/* ---- the table's functions ---- */
+
+static int rpc_health(struct selu_channel *ch, int timeout_ms, enum selu_protocol *proto,
+                      bool *healthy, struct cap_error *err)
+{
+  *healthy = false;
+  int r;
+  if (*proto != SELU_PROTOCOL_SERVICE) {
+    r = capability_health(ch, timeout_ms, healthy, err);
+    if (r == 0)
+      *proto = SELU_PROTOCOL_CAPABILITY;
+    if (r != -ENOSYS || *proto == SELU_PROTOCOL_CAPABILITY)
+      return r;
+    cap_error_clear(err); /* not the orchestrator's contract: the seed's? */
+  }
+  r = service_health(ch, timeout_ms, healthy, err);
+  if (r == -ENOSYS && *proto == SELU_PROTOCOL_UNKNOWN) {
+    cap_error_clear(err); /* the seed's HealthCheck is optional */
+    *healthy = true;
+    r = 0;
+  }
+  if (r == 0)
+    *proto = SELU_PROTOCOL_SERVICE;
+  return r;
+}
+
+static int rpc_invoke(struct selu_channel *ch, enum selu_protocol proto, bool stream,
+                      const struct selu_invoke_args *a, int timeout_ms, struct selu_response *resp,
+                      struct cap_error *err)
+{
+  *resp = (struct selu_response){0};
+  if (proto == SELU_PROTOCOL_CAPABILITY)
+    return capability_invoke(ch, stream, a, timeout_ms, resp, err);
+  if (stream)
+    return cap_error_set(err, ENOSYS,
+                         "StreamInvoke is a call of the orchestrator's Capability service; this "
+                         "server speaks the seed's CapabilityService, which has Invoke only");
+  return service_invoke(ch, a, timeout_ms, resp, err);
+}
+
+__attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_module_v2 = {
     .size = sizeof(struct selu_rpc_module),
     .channel_open = rpc_channel_open,
     .channel_close = rpc_channel_close,

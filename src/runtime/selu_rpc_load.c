@@ -47,16 +47,26 @@ void selu_channel_close(struct selu_channel *ch)
     module->channel_close(ch);
 }
 
-int selu_health(struct selu_channel *ch, int timeout_ms, bool *healthy, struct cap_error *err)
+int selu_health(struct selu_channel *ch, int timeout_ms, enum selu_protocol *proto, bool *healthy,
+                struct cap_error *err)
 {
-  return module->health(ch, timeout_ms, healthy, err);
+  return module->health(ch, timeout_ms, proto, healthy, err);
 }
 
-int selu_invoke(struct selu_channel *ch, const char *tool, const char *parameters,
-                const char *const *keys, const char *const *values, size_t n_context,
-                int timeout_ms, struct selu_response *resp, struct cap_error *err)
+int selu_invoke(struct selu_channel *ch, enum selu_protocol proto, bool stream,
+                const struct selu_invoke_args *a, int timeout_ms, struct selu_response *resp,
+                struct cap_error *err)
 {
-  return module->invoke(ch, tool, parameters, keys, values, n_context, timeout_ms, resp, err);
+  return module->invoke(ch, proto, stream, a, timeout_ms, resp, err);
+}
+
+const char *selu_protocol_name(enum selu_protocol p)
+{
+  switch (p) {
+  case SELU_PROTOCOL_SERVICE: return "CapabilityService";
+  case SELU_PROTOCOL_CAPABILITY: return "Capability";
+  default: return "unknown";
+  }
 }
 
 void selu_response_free(struct selu_response *resp)

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/cleanup.h"
 #include "net/proxy.h"
 #include "sandbox/mount_plan.h"
@@ -209,7 +210,8 @@ static int add_grants(int ruleset, const struct cap_spec *spec, uint64_t handled
     /* a pathname unix socket is reached only where it is granted itself */
     if (sandbox_grant_is_unix_socket(g))
       access |= LL_FS_RESOLVE_UNIX;
-    _cleanup_free_ char *path = sandbox_expand_path(g->path); /* as the mount tree has it */
+    /* as the mount tree has it */
+    _cleanup_free_ char *path = g->at ? cap_xstrdup(g->at) : sandbox_expand_path(g->path);
     r = add_path(ruleset, path, access, handled, err);
   }
   return r;

@@ -120,7 +120,7 @@ static void mount_grant(const char *root, const struct plan_grant *g, bool noexe
 {
   if (g->kind == PLAN_MISSING)
     return;
-  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, g->host);
+  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, g->at);
   _cleanup_free_ char *parent = cap_xstrdup(dest);
   char *slash = strrchr(parent, '/');
   if (slash && slash != parent) {
@@ -318,7 +318,9 @@ static void mount_private_tmp(const struct cap_spec *spec, const char *root)
 
 static const char *grant_path(const struct cap_spec *spec, size_t i)
 {
-  return i < spec->n_grants ? spec->grants[i].path : "/tmp";
+  if (i >= spec->n_grants)
+    return "/tmp";
+  return spec->grants[i].at ? spec->grants[i].at : spec->grants[i].path; /* where it appears */
 }
 
 static size_t path_depth(const char *p)

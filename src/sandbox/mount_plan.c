@@ -69,9 +69,14 @@ static int resolve_grant(struct plan_grant *g, const struct cap_fs_grant *spec_g
 {
   g->tree = -1;
   g->host = sandbox_expand_path(spec_grant->path);
+  g->at = cap_xstrdup(spec_grant->at ? spec_grant->at : g->host);
   g->read_only = spec_grant->access == CAP_ACCESS_READ;
+  g->volume = spec_grant->volume;
   if (g->host[0] != '/')
     return cap_error_set(err, EINVAL, "grant \"%s\" is not an absolute path", spec_grant->path);
+  if (g->at[0] != '/')
+    return cap_error_set(err, EINVAL, "grant \"%s\" is to appear at \"%s\", not an absolute path",
+                         spec_grant->path, g->at);
   struct stat st;
   if (lstat(g->host, &st) < 0) {
     g->kind = PLAN_MISSING; /* a path the host lacks grants nothing */
@@ -146,15 +151,19 @@ static int plan_mask_real(struct sandbox_mount_plan *plan, const char *real, con
     if (!g->real)
       continue;
     if (path_within(g->real, real)) {
+      /* a session's workspace or a cache the gateway made for this call,
+       * strictly below its state directory: granted as itself alone */
+      if (is_state && g->volume && strcmp(g->real, real) != 0)
+        continue;
       if (is_state)
         return cap_error_set(err, EPERM,
                              "the grant %s is at or below capsule's state directory %s, which no "
                              "sandbox may see; grant a directory beside it",
                              g->host, real);
-      plan_add_mask(plan, cap_xstrdup(g->host), why, source);
+      plan_add_mask(plan, cap_xstrdup(g->at), why, source);
     } else if (path_within(real, g->real)) {
       const char *rel = real + (strcmp(g->real, "/") == 0 ? 0 : strlen(g->real));
-      plan_add_mask(plan, cap_xasprintf("%s%s", strcmp(g->host, "/") == 0 ? "" : g->host, rel), why,
+      plan_add_mask(plan, cap_xasprintf("%s%s", strcmp(g->at, "/") == 0 ? "" : g->at, rel), why,
                     source);
     }
   }
@@ -404,6 +413,7 @@ void sandbox_mount_plan_free(struct sandbox_mount_plan *plan)
   sandbox_mount_plan_close_trees(plan);
   for (size_t i = 0; i < plan->n_grants; i++) {
     free(plan->grants[i].host);
+    free(plan->grants[i].at);
     free(plan->grants[i].real);
     free(plan->grants[i].link);
   }

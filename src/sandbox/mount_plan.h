@@ -15,12 +15,14 @@
 enum plan_kind { PLAN_MISSING, PLAN_DIR, PLAN_FILE, PLAN_LINK };
 
 struct plan_grant {
-  char *host; /* the path as granted (~ expanded): where it appears inside */
+  char *host; /* the path as granted (~ expanded) */
+  char *at;   /* where it appears inside: the grant's `at`, else host */
   char *real; /* its real path on the host (directories and files) */
   char *link; /* PLAN_LINK: the link's target, recreated inside */
   enum plan_kind kind;
   bool read_only;
-  int tree; /* as root: the tree opened by the parent (open_tree), else -1 */
+  bool volume; /* the gateway's own directory below its state (cap_fs_grant.volume) */
+  int tree;    /* as root: the tree opened by the parent (open_tree), else -1 */
 };
 
 /* Something hidden by an empty mount: `at` is a path inside the sandbox

@@ -39,11 +39,14 @@ printf '{"capability":{"subject":{"display":"research@agent","pubkey":"4vJ9JU1bJ
 printf '[1e30,4.50,0.002,{"\\u20ac":1,"\\r":2,"1":3},"\\ud83d\\ude00"]' >"$work/covenant/jcs"
 printf 'US517G5965aydkZ46HS38QLi7UQiSojurfbQfKCELFx' >"$work/covenant/key"
 printf ': keepalive\n\ndata: {"event":"tool.started","run_id":"r1","tool":"terminal"}\r\n\r\ndata: a\ndata: b\n\n' >"$work/covenant/sse"
+mkdir -p "$work/volume_name"
+printf 'alice' >"$work/volume_name/plain"
+printf '%%2Fetc%%2F..%%00x/y..' >"$work/volume_name/encoded"
 
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape covenant}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape covenant volume_name}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
