@@ -35,6 +35,7 @@ struct gw_call {
   const char *log_dir;       /* the tools' stderr goes to LOG_DIR/<capability>.log */
   const char *run_dir;       /* warm instances' sockets (Selu) */
   const char *cache_dir;     /* discovered tools (Selu tool_source: dynamic) */
+  const char *image_dir;     /* the image store (image/image.h) Selu images run from */
   const char *session_id;    /* the agent's session, passed to Selu; NULL: one per call */
   const char *const *hidden; /* masked in every sandbox: capsule's state (gw_state_private_paths) */
   size_t n_hidden;
