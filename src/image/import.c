@@ -101,9 +101,10 @@ static int verify_blob(struct stage *s, const char *what, const char *digest, in
   if (fd < 0)
     return cap_error_errno(err, errno, "%s %s is missing from the image (%s)", what, digest, from);
   _cleanup_free_ char *to = s->copy ? image_blob_path(s->layout, digest) : NULL;
+  /* a blob named twice (a layer repeated) is copied once */
   _cleanup_close_ int out =
-      to ? open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0444) : -1;
-  if (to && out < 0)
+      to ? open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444) : -1;
+  if (to && out < 0 && errno != EEXIST)
     return cap_error_errno(err, errno, "cannot write %s", to);
   char got[IMAGE_DIGEST_LEN + 1];
   int64_t size;
@@ -164,11 +165,6 @@ static int pick_manifest(struct stage *s, const char *want_ref, struct cap_error
   s->manifest_type = cap_xstrdup(strstr(text, "application/vnd.docker.distribution.manifest.v2")
                                      ? "application/vnd.docker.distribution.manifest.v2+json"
                                      : "application/vnd.oci.image.manifest.v1+json");
-  if (s->copy) { /* the manifest itself joins the staged blobs */
-    r = verify_blob(s, "the image manifest", s->digest, (int64_t)len, err);
-    if (r < 0)
-      return r;
-  }
   return 0;
 }
 
