@@ -34,10 +34,18 @@ mkdir -p "$work/discovery"
 printf '{"tools":[{"name":"greet","description":"d","input_schema":{"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z]+$"}},"required":["name"]},"recommended_policy":"allow","terminal_on_success":true}]}' >"$work/discovery/tools"
 printf '[{"name":"a","inputSchema":{"$defs":{"x":{"$ref":"#/$defs/x"}},"$ref":"#/$defs/x"}},{"name":"b","input_schema":true}]' >"$work/discovery/array"
 
+mkdir -p "$work/image"
+printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%064d","size":349,"annotations":{"org.opencontainers.image.ref.name":"example.org/a:1"}}]}' 0 >"$work/image/index"
+printf '{"schemaVersion":2,"config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%064d","size":3},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%064d","size":9}]}' 1 2 >"$work/image/manifest"
+printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/x"],"Cmd":["-v"],"Env":["A=b"],"WorkingDir":"/w"}}' >"$work/image/config"
+printf '[{"Config":"c.json","RepoTags":["example.org/a:1"],"Layers":["l/layer.tar"]}]' >"$work/image/docker"
+printf 'ghcr.io/owner/name:tag' >"$work/image/ref"
+tar -C "$here" -cf "$work/image/tar" fuzz_image.c
+
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape image}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
