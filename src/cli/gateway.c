@@ -28,6 +28,7 @@
 #include "gateway/registry.h"
 #include "gateway/selu.h"
 #include "gateway/state.h"
+#include "image/image.h"
 
 enum {
   OPT_CAPS = 256,
@@ -214,12 +215,13 @@ int load_registry(const struct common *o, struct gw_registry *reg, bool *had_err
 /* "ready", or why not: what gw_ready checks (up to exec, in a dry run of
  * the sandbox), then the required credentials. */
 static const char *readiness(const struct cap_spec *spec, struct gw_state *st, const char *user,
-                             const char *const *hidden, size_t n_hidden, char *buf, size_t size)
+                             const char *images, const char *const *hidden, size_t n_hidden,
+                             char *buf, size_t size)
 {
   if (spec->runtime.kind == CAP_RUNTIME_EXEC)
     return "no tools: a command sandbox for `capsule run`";
   struct cap_error why = {0};
-  if (gw_ready(spec, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
+  if (gw_ready(spec, images, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
     snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
     cap_error_clear(&why);
     return buf;
@@ -255,6 +257,7 @@ struct list_ctx {
   const struct common *o;
   struct gw_state *st;
   const char *cache;
+  const char *images;
   const char *const *hidden;
   size_t n_hidden;
   struct cap_jw w;
@@ -287,7 +290,8 @@ static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const str
 static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
 {
   char buf[1024];
-  const char *ready = readiness(spec, l->st, l->o->user, l->hidden, l->n_hidden, buf, sizeof buf);
+  const char *ready =
+      readiness(spec, l->st, l->o->user, l->images, l->hidden, l->n_hidden, buf, sizeof buf);
   const char *format = cap_format_name(spec->format);
   const char *runtime = cap_runtime_kind_name(spec->runtime.kind);
   if (l->o->json) {
@@ -344,12 +348,14 @@ static int cmd_list(int argc, char **argv)
     fprintf(stderr, "capsule list: without the state, policies are the manifests' own\n");
   _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
+  _cleanup_free_ char *images = image_store_dir(o.state ? o.state : dflt);
   char **hidden = NULL;
   size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, &hidden);
   struct cap_buf out = {0};
   struct list_ctx l = {.o = &o,
                        .st = st,
                        .cache = cache,
+                       .images = images,
                        .hidden = (const char *const *)hidden,
                        .n_hidden = n_hidden};
   cap_jw_init(&l.w, &out, true);
@@ -457,6 +463,7 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
   _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
   _cleanup_free_ char *volumes = cap_xasprintf("%s/volumes", state_dir);
+  _cleanup_free_ char *images = image_store_dir(state_dir);
   struct gw_call call = {
       .capability = cap,
       .tool = tool,
@@ -472,6 +479,7 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
       .session_id = o->session,
       .thread_id = o->thread,
       .volumes_dir = volumes,
+      .image_dir = images,
       .issuer = issuer,
   };
   char **hidden = NULL;

@@ -33,6 +33,7 @@ static const char usage_text[] =
     "  dispatch TEXT                 route an intent to a Covenant agent and run it\n"
     "  token ..., budget ...         Covenant capability tokens and budgets\n"
     "  workspace ls|rm NAME          Selu session workspaces and caches\n"
+    "  image import|pull|ls|inspect|rm  the local OCI image store (Selu images)\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
@@ -83,7 +84,7 @@ static const struct {
     {"audit", cmd_gateway},       {"ps", cmd_ps},
     {"stop", cmd_stop},           {"token", cmd_covenant},
     {"budget", cmd_covenant},     {"dispatch", cmd_covenant},
-    {"workspace", cmd_workspace},
+    {"workspace", cmd_workspace}, {"image", cmd_image},
 };
 
 static int (*find_verb(const char *name))(int, char **)

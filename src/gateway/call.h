@@ -38,6 +38,7 @@ struct gw_call {
   const char *session_id;  /* the agent's session, passed to Selu; NULL: one per call */
   const char *thread_id;   /* the conversation thread in the session (Selu's thread_id), or NULL */
   const char *volumes_dir; /* Selu workspaces and caches (gateway/volumes.h) */
+  const char *image_dir;   /* the image store (image/image.h) Selu images run from */
   const char *const *hidden; /* masked in every sandbox: capsule's state (gw_state_private_paths) */
   size_t n_hidden;
   /* sandbox_options.id_base: set by gw_call itself (as root, the

@@ -15,6 +15,8 @@
 #include "core/cleanup.h"
 #include "net/http.h"
 #include "gateway/volumes.h"
+#include "gateway/selu.h"
+#include "image/image.h"
 #include "runtime/talos.h"
 #include "sandbox/sandbox.h"
 
@@ -86,14 +88,7 @@ static enum gw_outcome entry_probes(const struct cap_spec *spec, struct cap_strv
   case CAP_RUNTIME_EXEC:
     return cap_error_set(why, ENOTSUP, "no tools: a command sandbox for `capsule run`"),
            GW_OUTCOME_FAILED;
-  case CAP_RUNTIME_GRPC:
-    if (!rt->command.len)
-      return cap_error_set(why, ENOTSUP,
-                           "it names an image, which capsule does not run yet (give "
-                           "x-capsule.command)"),
-             GW_OUTCOME_HOST_CANNOT_ENFORCE;
-    selu_probes(spec, checks);
-    return GW_OUTCOME_OK;
+  case CAP_RUNTIME_GRPC: selu_probes(spec, checks); return GW_OUTCOME_OK;
   case CAP_RUNTIME_MCP: /* started like a Selu server: from its package */
     selu_probes(spec, checks);
     return GW_OUTCOME_OK;
@@ -191,14 +186,33 @@ static enum gw_outcome hermes_ready(struct cap_error *why)
   return GW_OUTCOME_OK;
 }
 
-enum gw_outcome gw_ready(const struct cap_spec *spec, const char *const *hidden, size_t n_hidden,
-                         struct cap_error *why)
+static enum gw_outcome image_ready(const struct cap_spec *spec, const char *image_dir,
+                                   struct cap_error *why)
+{
+  struct image_info info;
+  int r = image_dir
+              ? gw_selu_image_resolve(image_dir, spec, &info, why)
+              : cap_error_set(why, ENOENT, "no image store to run %s from", spec->runtime.image);
+  char **argv = r == 0 ? image_command(&info, why) : NULL;
+  bool runs = argv != NULL;
+  image_strv_free(argv);
+  image_info_free(&info);
+  if (r < 0)
+    return r == -ENOENT ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+  return runs ? GW_OUTCOME_OK : GW_OUTCOME_FAILED;
+}
+
+enum gw_outcome gw_ready(const struct cap_spec *spec, const char *image_dir,
+                         const char *const *hidden, size_t n_hidden, struct cap_error *why)
 {
   if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
     return cap_error_set(why, ENOTSUP, "it asks for linux-gvisor, which capsule does not run"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   if (spec->runtime.kind == CAP_RUNTIME_HERMES) /* nothing runs here: the endpoint must be set */
     return hermes_ready(why);
+
+  if (spec->runtime.kind == CAP_RUNTIME_GRPC && !spec->runtime.command.len)
+    return image_ready(spec, image_dir, why);
   struct cap_strv checks = {0};
   enum gw_outcome o = entry_probes(spec, &checks, why);
   if (o == GW_OUTCOME_OK)

@@ -47,6 +47,13 @@ enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_sp
                                  struct cap_error *err);
 
 /* One Invoke; *result is the tool's JSON result. */
+/* The stored image a capability names (its `image:`): -ENOENT with the
+ * outcome "host" and a message naming `capsule image pull/import` when
+ * the store lacks it. */
+struct image_info;
+int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
+                          struct image_info *info, struct cap_error *err);
+
 enum gw_outcome gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec,
                                const char *tool, const char *args, char *const *env, size_t n_env,
                                char **result, struct cap_error *err);

@@ -64,7 +64,7 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
 
   CHILD_TRY(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs: %s", strerror(errno));
   struct cap_error err = {0};
-  if (landlock_apply(spec, opt->argv[0], &err) < 0)
+  if (landlock_apply(spec, opt->argv[0], opt->rootfs != NULL, &err) < 0)
     sandbox_child_fail("%s", err.message);
   if (seccomp_apply(spec, refuse_setid, &err) < 0)
     sandbox_child_fail("%s", err.message);

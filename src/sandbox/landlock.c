@@ -261,7 +261,8 @@ static int add_ports(int ruleset, const struct cap_spec *spec, struct cap_error 
   return r;
 }
 
-int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err)
+int landlock_apply(const struct cap_spec *spec, const char *command, bool image_root,
+                   struct cap_error *err)
 {
   int abi = landlock_abi();
   if (abi <= 0) {
@@ -294,6 +295,12 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
     r = add_allowed_commands(ruleset, spec, command, handled, err);
   if (r == 0)
     r = add_sandbox_paths(ruleset, spec, handled, err);
+  /* an image's root is the tool's own program and libraries, mounted
+   * read-only: read and run anything in it (what a container allows) */
+  if (r == 0 && image_root)
+    r = add_path(ruleset, "/",
+                 LL_FS_READ & ~(spec->process.allowed_commands.len ? LL_FS_EXECUTE : 0), handled,
+                 err);
   if (r == 0 && attr.handled_access_net)
     r = add_ports(ruleset, spec, err);
   if (r < 0)

@@ -303,7 +303,7 @@ static void temp_space(const struct cap_spec *spec, uint64_t *tmp, uint64_t *shm
     *shm = 4096;
 }
 
-static void mount_private_tmp(const struct cap_spec *spec, const char *root)
+static void mount_private_tmp(const struct cap_spec *spec, const char *root, bool noexec)
 {
   _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", root);
   cap_mkdir_p(tmp, 01777);
@@ -311,7 +311,7 @@ static void mount_private_tmp(const struct cap_spec *spec, const char *root)
   uint64_t size, shm_size;
   temp_space(spec, &size, &shm_size);
   snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)size);
-  unsigned long flags = MS_NOSUID | MS_NODEV | (command_list(spec) ? MS_NOEXEC : 0);
+  unsigned long flags = MS_NOSUID | MS_NODEV | (noexec || command_list(spec) ? MS_NOEXEC : 0);
   CHILD_TRY(mount("tmpfs", tmp, "tmpfs", flags, opts), "cannot mount the private /tmp: %s",
             strerror(errno));
 }
@@ -352,7 +352,7 @@ static void mount_tree(const struct cap_spec *spec, const struct sandbox_mount_p
   }
   for (size_t k = 0; k < n; k++) {
     if (order[k] == spec->n_grants)
-      mount_private_tmp(spec, root);
+      mount_private_tmp(spec, root, plan->image_root); /* Selu's image /tmp is noexec */
     else
       mount_grant(root, &plan->grants[order[k]], command_list(spec));
   }
@@ -399,6 +399,36 @@ static bool grants_root(const struct sandbox_mount_plan *plan)
   return false;
 }
 
+/* An image's root: its top-level entries bound read-only (their whole
+ * trees), its top-level links recreated; by the trees the parent opened
+ * as root, else by their real paths. */
+static void mount_image(const struct sandbox_mount_plan *plan, const char *root)
+{
+  for (size_t i = 0; i < plan->n_image; i++) {
+    const struct plan_grant *g = &plan->image[i];
+    _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, g->host);
+    if (g->kind == PLAN_LINK) {
+      if (symlink(g->link, dest) < 0 && errno != EEXIST)
+        sandbox_child_fail("cannot create the image's link %s: %s", g->host, strerror(errno));
+      continue;
+    }
+    if (g->kind == PLAN_DIR)
+      cap_mkdir_p(dest, 0755);
+    else
+      touch(dest);
+    int opened =
+        g->tree >= 0 ? dup(g->tree) : sandbox_open_grant_tree(g->real, g->real, NULL, true);
+    if (opened < 0 && g->tree >= 0)
+      opened = -errno;
+    _cleanup_close_ int tree = opened;
+    if (tree < 0)
+      sandbox_child_fail("cannot open the image's %s for the sandbox: %s", g->host,
+                         strerror(-tree));
+    CHILD_TRY(attach_tree(tree, dest, MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_),
+              "cannot bind the image's %s: %s", g->host, strerror(errno));
+  }
+}
+
 /* Builds the new root at `root` (a tmpfs) and moves into it. */
 void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *plan,
                         const char *root, const struct proxy *px)
@@ -407,6 +437,7 @@ void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *
             "cannot make the mount tree private: %s", strerror(errno));
   CHILD_TRY(mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"),
             "cannot mount the sandbox root: %s", strerror(errno));
+  mount_image(plan, root);
   mount_tree(spec, plan, root);
   sandbox_mount_plan_close_trees(plan); /* attached now; the command inherits none */
   /* the sandbox's own /dev and /proc go on top of everything */

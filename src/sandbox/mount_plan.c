@@ -373,6 +373,58 @@ static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *sp
   return r;
 }
 
+/* An image's root: each top-level entry but those the sandbox provides
+ * itself (/dev, /proc, /tmp), opened here as the grants are. */
+static int plan_image(struct sandbox_mount_plan *plan, const char *rootfs, bool open_trees,
+                      struct cap_error *err)
+{
+  static const char *const own[] = {".", "..", "dev", "proc", "tmp"};
+  plan->image_root = true;
+  DIR *d = opendir(rootfs);
+  if (!d)
+    return cap_error_errno(err, errno, "cannot read the image's root %s", rootfs);
+  int r = 0;
+  struct dirent *e;
+  while (r == 0 && (e = readdir(d))) {
+    bool skip = false;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+      skip |= strcmp(e->d_name, own[i]) == 0;
+    if (skip)
+      continue;
+    plan->image = cap_xrealloc(plan->image, (plan->n_image + 1) * sizeof *plan->image);
+    struct plan_grant *g = &plan->image[plan->n_image++];
+    *g =
+        (struct plan_grant){.host = cap_xasprintf("/%s", e->d_name), .tree = -1, .read_only = true};
+    _cleanup_free_ char *path = cap_xasprintf("%s/%s", rootfs, e->d_name);
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+      r = cap_error_errno(err, errno, "cannot read %s", path);
+      break;
+    }
+    if (S_ISLNK(st.st_mode)) { /* /bin -> usr/bin: the same link, resolved inside */
+      char target[PATH_MAX];
+      ssize_t n = readlink(path, target, sizeof target - 1);
+      if (n < 0) {
+        r = cap_error_errno(err, errno, "cannot read the link %s", path);
+        break;
+      }
+      target[n] = '\0';
+      g->kind = PLAN_LINK;
+      g->link = cap_xstrdup(target);
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+      continue; /* a device node, socket or fifo at the top: not bound */
+    g->kind = S_ISDIR(st.st_mode) ? PLAN_DIR : PLAN_FILE;
+    int tree = sandbox_open_grant_tree(path, NULL, &g->real, open_trees);
+    if (tree < 0 && tree != -ENOTSUP)
+      r = cap_error_errno(err, -tree, "cannot open the image's %s", path);
+    g->tree = tree >= 0 ? tree : -1;
+  }
+  closedir(d);
+  return r;
+}
+
 int sandbox_mount_plan_new(const struct cap_spec *spec, const struct sandbox_options *opt,
                            struct sandbox_mount_plan **ret, struct cap_error *err)
 {
@@ -389,6 +441,8 @@ int sandbox_mount_plan_new(const struct cap_spec *spec, const struct sandbox_opt
   }
   if (r == 0)
     r = plan_masks(plan, spec, opt, err);
+  if (r == 0 && opt->rootfs)
+    r = plan_image(plan, opt->rootfs, open_trees, err);
   if (r < 0) {
     sandbox_mount_plan_free(plan);
     return r;
@@ -403,6 +457,11 @@ void sandbox_mount_plan_close_trees(struct sandbox_mount_plan *plan)
     if (plan->grants[i].tree >= 0) {
       close(plan->grants[i].tree);
       plan->grants[i].tree = -1;
+    }
+  for (size_t i = 0; plan && i < plan->n_image; i++)
+    if (plan->image[i].tree >= 0) {
+      close(plan->image[i].tree);
+      plan->image[i].tree = -1;
     }
 }
 
@@ -421,6 +480,12 @@ void sandbox_mount_plan_free(struct sandbox_mount_plan *plan)
     free(plan->masks[i].at);
     free(plan->masks[i].source);
   }
+  for (size_t i = 0; i < plan->n_image; i++) {
+    free(plan->image[i].host);
+    free(plan->image[i].real);
+    free(plan->image[i].link);
+  }
+  free(plan->image);
   free(plan->grants);
   free(plan->masks);
   free(plan);

@@ -622,8 +622,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return r;
   uid_t uid = getuid();
   gid_t gid = getgid();
-  uid_t inside_uid = uid ? uid : SANDBOX_UID_AS_ROOT;
-  gid_t inside_gid = uid ? gid : SANDBOX_UID_AS_ROOT;
+  uid_t inside_uid = opt->inside_id ? opt->inside_id : uid ? uid : SANDBOX_UID_AS_ROOT;
+  gid_t inside_gid = opt->inside_id ? opt->inside_id : uid ? gid : SANDBOX_UID_AS_ROOT;
   uid_t outside_uid;
   gid_t outside_gid;
   bool proxied = spec->network.mode == CAP_NET_PROXY;

@@ -89,7 +89,8 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
  * no_new_privs. `command` is the program about to be exec'd: with an
  * allowed_commands list, only those programs (and this one) may be
  * executed. Returns 0, or -errno with err set. */
-int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err);
+int landlock_apply(const struct cap_spec *spec, const char *command, bool image_root,
+                   struct cap_error *err);
 
 /* Loads the seccomp deny-list filter; needs no_new_privs. refuse_setid:
  * also refuse setuid/setgid mode bits (as root, where the tool's files in

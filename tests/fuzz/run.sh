@@ -42,11 +42,18 @@ printf ': keepalive\n\ndata: {"event":"tool.started","run_id":"r1","tool":"termi
 mkdir -p "$work/volume_name"
 printf 'alice' >"$work/volume_name/plain"
 printf '%%2Fetc%%2F..%%00x/y..' >"$work/volume_name/encoded"
+mkdir -p "$work/image"
+printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%064d","size":349,"annotations":{"org.opencontainers.image.ref.name":"example.org/a:1"}}]}' 0 >"$work/image/index"
+printf '{"schemaVersion":2,"config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%064d","size":3},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%064d","size":9}]}' 1 2 >"$work/image/manifest"
+printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/x"],"Cmd":["-v"],"Env":["A=b"],"WorkingDir":"/w"}}' >"$work/image/config"
+printf '[{"Config":"c.json","RepoTags":["example.org/a:1"],"Layers":["l/layer.tar"]}]' >"$work/image/docker"
+printf 'ghcr.io/owner/name:tag' >"$work/image/ref"
+tar -C "$here" -cf "$work/image/tar" fuzz_image.c
 
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape covenant volume_name}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape covenant volume_name image}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
