@@ -516,8 +516,12 @@ static void nono_process(struct mf_ctx *c, const struct cap_node *root, struct c
       (enum cap_mode3)mf_enum(c, p, "process_info_mode", 0, mode3_names, CAP_MODE_ISOLATED);
   spec->process.ipc_full = mf_enum(c, p, "ipc_mode", 0, ipc_names, 0) == 1;
   int strategy = mf_enum(c, p, "exec_strategy", 0, strategy_names, -1);
-  if (strategy >= 0)
-    spec->process.declared_exec_strategy = cap_xstrdup(strategy_names[strategy]);
+  /* capsule's own resolved output writes the strategy it applies
+   * (supervised) and keeps the declared one beside it: that is the record */
+  int declared = mf_enum(c, p, "declared_exec_strategy", 0, strategy_names, -1);
+  if (declared >= 0 || strategy >= 0)
+    spec->process.declared_exec_strategy =
+        cap_xstrdup(strategy_names[declared >= 0 ? declared : strategy]);
   mf_pop(c, mark);
 }
 
@@ -540,7 +544,10 @@ static void nono_rollback(struct mf_ctx *c, const struct cap_node *root, struct 
 static void nono_require_supervised(struct mf_ctx *c, const struct cap_node *root,
                                     const struct cap_spec *spec)
 {
-  const char *declared = spec->process.declared_exec_strategy;
+  const struct cap_node *p = cap_node_get(root, "process");
+  const struct cap_node *es =
+      p && p->kind == CAP_NODE_OBJECT ? cap_node_get(p, "exec_strategy") : NULL;
+  const char *declared = es && es->kind == CAP_NODE_STRING ? es->u.str.ptr : NULL;
   if (declared && strcmp(declared, "supervised") == 0)
     return;
   const char *now = declared ? declared : "\"monitor\", the default";
@@ -564,7 +571,12 @@ void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
 {
   mf_unknown_keys(c, root, top_keys, CAP_SEV_WARNING);
   mf_string(c, root, "$schema", 0, NULL);
-  const struct cap_node *version = mf_field(c, root, "version", CAP_NODE_STRING, MF_REQUIRED);
+  if (!cap_node_get(root, "version"))
+    mf_error(c, root, "version",
+             "required field is missing; a nono capability manifest starts with \"version\": "
+             "\"" NONO_VERSION "\". (A nono profile has no version: capsule knows one by its "
+             "sections, such as extends, meta, groups, workdir or filesystem.allow)");
+  const struct cap_node *version = mf_field(c, root, "version", CAP_NODE_STRING, 0);
   if (version && strcmp(version->u.str.ptr, NONO_VERSION) != 0)
     mf_error(c, version, "version",
              "\"%s\" is not a supported manifest version; capsule reads version \"" NONO_VERSION
