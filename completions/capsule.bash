@@ -24,7 +24,7 @@ _capsule() {
   case $prev in
   --caps | --state | --allow-read | --allow-write | --allow-rw | --deny | --workdir)
     COMPREPLY=($(compgen -d -- "$cur")); [ "$prev" = --deny ] && COMPREPLY+=($(compgen -f -- "$cur")); return ;;
-  --config | --egress-log | --schema | --issuer)
+  --config | --profile | --egress-log | --schema | --issuer)
     COMPREPLY=($(compgen -f -- "$cur")); return ;;
   --net) COMPREPLY=($(compgen -W "blocked proxy unrestricted" -- "$cur")); return ;;
   --scope) [ "$verb" = token ] && return; COMPREPLY=($(compgen -W "system user" -- "$cur")); return ;;
@@ -43,7 +43,7 @@ _capsule() {
   check) opts="--quiet --strict --help" files=1 ;;
   show) opts="--compact --help" files=1 ;;
   validate) opts="--schema --ref --json --first --format-assert --help" files=1 ;;
-  run) opts="--config --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
+  run) opts="--config --profile --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
              --memory --pids --cpu-ms --timeout --workdir --env --dry-run --json --tty
              --proxy-allow-private --egress-log --state --verbose --help" ;;
   doctor) opts="--help" ;;

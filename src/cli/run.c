@@ -23,13 +23,15 @@
 #include "sandbox/sandbox.h"
 
 static const char run_help[] =
-    "usage: capsule run [--config MANIFEST] [OPTIONS] -- COMMAND [ARGS...]\n"
+    "usage: capsule run [--config MANIFEST | --profile PROFILE] [OPTIONS] -- COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND with exactly the rights the manifest grants (any of the four\n"
     "formats), or without --config the secure default: system directories\n"
     "read-only, a private /tmp, no network.\n"
     "\n"
     "      --config M         the capability manifest (file or directory)\n"
+    "      --profile P        a nono profile: a file (JSONC), or a name looked up in\n"
+    "                         $XDG_CONFIG_HOME/nono/profiles, then nono's built-ins\n"
     "      --allow-read P     grant P read-only (repeatable)\n"
     "      --allow-write P    grant P write-only\n"
     "      --allow-rw P       grant P read-write\n"
@@ -68,6 +70,7 @@ static const char run_help[] =
 
 enum {
   OPT_CONFIG = 256,
+  OPT_PROFILE,
   OPT_READ,
   OPT_WRITE,
   OPT_RW,
@@ -91,6 +94,7 @@ enum {
 
 static const struct option run_options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
+    {"profile", required_argument, NULL, OPT_PROFILE},
     {"allow-read", required_argument, NULL, OPT_READ},
     {"allow-write", required_argument, NULL, OPT_WRITE},
     {"allow-rw", required_argument, NULL, OPT_RW},
@@ -220,6 +224,7 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   uint64_t v;
   switch (c) {
   case OPT_CONFIG: a->config = arg; return 0;
+  case OPT_PROFILE: a->profile = arg; return 0;
   case OPT_READ: cap_strv_push(&a->grants[CAP_ACCESS_READ], arg); return 0;
   case OPT_WRITE: cap_strv_push(&a->grants[CAP_ACCESS_WRITE], arg); return 0;
   case OPT_RW: cap_strv_push(&a->grants[CAP_ACCESS_READWRITE], arg); return 0;
@@ -288,6 +293,9 @@ static int run_parse(int argc, char **argv, struct run_args *a)
                            "--allow-host and --allow-port go through the egress proxy: "
                            "drop --net %s (they imply --net proxy)",
                            cap_net_mode_name((enum cap_net_mode)a->net));
+  if (a->config && a->profile)
+    return cli_usage_error("run", "--config and --profile each name the rights to run with: "
+                                  "give one of them");
   if (a->json && !a->dry_run)
     return cli_usage_error("run",
                            "--json goes with --dry-run (the command's own output is its own)");
@@ -327,12 +335,15 @@ static struct cap_spec *default_spec(void)
   return spec;
 }
 
-/* The capability --config names (exactly one), diagnostics printed. */
-static int load_config(const char *config, struct cap_spec **ret)
+/* The capability --config names (exactly one), or the nono profile
+ * --profile names; diagnostics printed. */
+static int load_config(const char *config, const char *profile, struct cap_spec **ret)
 {
   struct cap_diags diags = {0};
   struct cap_strv files = {0};
-  if (cap_manifest_discover(config, &files, &diags) == 0 && files.len == 1)
+  if (profile)
+    cap_manifest_load_profile(profile, ret, &diags);
+  else if (cap_manifest_discover(config, &files, &diags) == 0 && files.len == 1)
     cap_manifest_load(files.v[0], ret, &diags);
   else if (files.len > 1)
     cap_diags_add(&diags, CAP_SEV_ERROR, config, 0, 0, "",
@@ -505,8 +516,8 @@ static char *resolve_workdir(const struct run_args *a, const struct cap_spec *sp
 static int run_build_spec(struct run_args *a, struct cap_spec **ret)
 {
   _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
-  if (a->config) {
-    int r = load_config(a->config, &spec);
+  if (a->config || a->profile) {
+    int r = load_config(a->config, a->profile, &spec);
     if (r)
       return r;
   } else {

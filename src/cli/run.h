@@ -14,6 +14,7 @@
 
 struct run_args {
   const char *config;        /* --config, or NULL: the secure default */
+  const char *profile;       /* --profile: a nono profile file or name, or NULL */
   struct cap_strv grants[3]; /* --allow-read, --allow-write, --allow-rw (by cap_access) */
   struct cap_strv deny;      /* --deny: paths masked whatever the grants say */
   int net;                   /* --net as an enum cap_net_mode, -1 when not given */

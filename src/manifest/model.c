@@ -281,8 +281,8 @@ void cap_spec_freep(struct cap_spec **spec) { cap_spec_free(*spec); }
 
 const char *cap_format_name(enum cap_format f)
 {
-  static const char *const names[] = {"selu", "covenant", "talos", "nono"};
-  return f <= CAP_FORMAT_NONO ? names[f] : "unknown";
+  static const char *const names[] = {"selu", "covenant", "talos", "nono", "nono-profile"};
+  return f <= CAP_FORMAT_NONO_PROFILE ? names[f] : "unknown";
 }
 
 const char *cap_access_name(enum cap_access a)

@@ -17,10 +17,11 @@
 struct cap_js_validator;
 
 enum cap_format {
-  CAP_FORMAT_SELU,     /* manifest.yaml */
-  CAP_FORMAT_COVENANT, /* agent.toml */
-  CAP_FORMAT_TALOS,    /* manifest.json with "functions" */
-  CAP_FORMAT_NONO,     /* nono capability manifest JSON */
+  CAP_FORMAT_SELU,         /* manifest.yaml */
+  CAP_FORMAT_COVENANT,     /* agent.toml */
+  CAP_FORMAT_TALOS,        /* manifest.json with "functions" */
+  CAP_FORMAT_NONO,         /* nono capability manifest JSON */
+  CAP_FORMAT_NONO_PROFILE, /* nono profile (JSONC), compiled as nono's profile show does */
 };
 
 /* A list of owned strings. */

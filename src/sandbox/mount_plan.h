@@ -31,6 +31,7 @@ struct sandbox_mask {
   char *at;
   const char *why;
   char *source;
+  bool deny; /* a deny entry: Landlock holds it too (landlock.c) */
 };
 
 struct sandbox_mount_plan {

@@ -409,7 +409,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   if (command < 0)
     sandbox_child_fail("fork: %s", strerror(errno));
   if (command == 0)
-    sandbox_exec_command(spec, opt, &l->lim, l->proxy, uid, gid, l->as_root);
+    sandbox_exec_command(spec, opt, l->plan, &l->lim, l->proxy, uid, gid, l->as_root);
   close(sandbox_report_fd);
   int connector = keep_init_fds(l->life[0], opt);
   sandbox_run_init(command, connector, 3);

@@ -24,6 +24,7 @@ fi
 seed toml $toml_files
 seed talos $(find "$root/tests/check/talos" "$root/examples" -name 'manifest.json' 2>/dev/null)
 seed nono $(find "$root/tests/check/nono" "$root/examples" -name '*.json' ! -name 'manifest.json' 2>/dev/null)
+seed nono_profile $(find "$root/tests/check/nono-profile" -name '*.json*' 2>/dev/null)
 mkdir -p "$work/http"
 printf 'GET http://example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\n\r\n' >"$work/http/get"
 printf 'CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n' >"$work/http/connect"
@@ -53,7 +54,7 @@ tar -C "$here" -cf "$work/image/tar" fuzz_image.c
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape covenant volume_name image}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
