@@ -232,6 +232,22 @@ PY
   for kind in capability_check capability_granted capability_revoked budget_exhausted intent_dispatched; do
     grep -q "\"type\":\"$kind\"" "$home/export/events.jsonl" && ok "export-has-$kind" || bad "export-has-$kind"
   done
+  # the same keys in the same order as Covenant writes them (its frozen vectors)
+  python3 - "$here/fixtures/provenance-records.v1.json" "$home/export/events.jsonl" <<'PY' && ok export-wire-shape || bad export-wire-shape
+import json, sys
+golden = {}
+for r in json.load(open(sys.argv[1]))["records"]:
+    e = json.loads(r["canonical_json"])
+    golden[e["kind"]["type"]] = (list(e), list(e["kind"]), list(e["issuer"]))
+seen = set()
+for line in open(sys.argv[2]):
+    e = json.loads(line)
+    t = e["kind"]["type"]
+    if t in golden:
+        assert (list(e), list(e["kind"]), list(e["issuer"])) == golden[t], (t, line)
+        seen.add(t)
+assert {"capability_check", "capability_granted", "capability_revoked"} <= seen, seen
+PY
   t export-verifies 0 "covenant audit verified: [0-9]+ events, root [0-9a-f]{64}" audit verify --format covenant "$home/export"
   t export-again-refused 1 "it exists: export into a new directory" audit export --format covenant "$home/export" "${G[@]}"
   cp -a "$home/export" "$home/edited"
