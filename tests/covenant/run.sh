@@ -193,8 +193,8 @@ PY
   # 1.2 s of CPU costs 2 credits (one per started CPU second)
   t budget-spent-by-cpu 0 "^burn +3 +1 +[0-9]+" budget show burn "${G[@]}"
   t budget-set-0 0 "agent burn: 0 of 3 credits left" budget set burn 0 "${G[@]}"
-  t empty-bucket-refused 4 "agent burn's budget is spent: 0 of 3 credits left" dispatch --agent burn "delegate" "${G[@]}"
-  t empty-bucket-audited 0 '"agent_display":"burn@agent","requested":1,"tokens_remaining":0' audit "${G[@]}"
+  t empty-bucket-refused 4 "agent burn's budget is spent: 0 of 3 credits left" dispatch --agent burn --priority low "delegate" "${G[@]}"
+  t empty-bucket-audited 0 '"agent_display":"burn@agent","requested":1,"tokens_remaining":0,"refill_eta_ms":[0-9]+,"priority":"low"' audit "${G[@]}"
   t budget-set-2 0 "agent burn: 2 of 3 credits left" budget set burn 2 "${G[@]}"
   t budget-set-capped 0 "agent burn: 3 of 3 credits left" budget set burn 99 "${G[@]}"
   sqlite3 "$state/state.db" "UPDATE covenant_budgets SET tokens = 3, capacity = 1000000 WHERE agent = 'burn'"
