@@ -310,7 +310,10 @@ int gw_token_revoke(struct gw_state *st, const char *id, struct gw_token *out,
                     struct cap_error *err)
 {
   *out = (struct gw_token){0};
-  if (strlen(id) < 8)
+  unsigned char ignored[64];
+  if (strlen(id) < 8 ||
+      strspn(id, "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz") != strlen(id) ||
+      (strlen(id) > 90 && !cap_base58_decode(id, strlen(id), ignored, 64)))
     return cap_error_set(err, EINVAL,
                          "a token id is its signature (base58), or at least its first 8 "
                          "characters; `capsule token list` shows them");

@@ -136,6 +136,7 @@ PY
   t revoked-refused 4 "is revoked" dispatch --agent research "find papers" "${G[@]}"
   t revoke-twice 1 "was revoked already" token revoke "$fsig" "${G[@]}"
   t revoke-unknown 1 "no token's id starts with" token revoke 11111111 "${G[@]}"
+  t revoke-glob-refused 1 "a token id is its signature \(base58\)" token revoke '********' "${G[@]}"
   # expired
   t issue-expired 0 '"expires_at":1577836800000' token issue local tool.gpu_inference --expires 2020-01-01T00:00:00Z "${G[@]}"
   t expired-refused 4 "is expired" dispatch --agent renderer "generate an image" "${G[@]}"
