@@ -123,6 +123,20 @@ for kind in hermes_tool_invoked hermes_tool_completed hermes_approval_resolved; 
   grep -q "\"type\":\"$kind\"" "$work/export/events.jsonl" && ok "export-has-$kind" || bad "export-has-$kind"
 done
 t export-verifies 0 "covenant audit verified" audit verify --format covenant "$work/export"
+python3 - "$work/export/events.jsonl" "$here/fixtures/audit-kinds.v1.subset.json" <<'PY' && ok export-wire-shape || bad export-wire-shape
+import json, sys
+golden = {}
+for r in json.load(open(sys.argv[2]))["records"]:
+    e = json.loads(r["canonical_json"])
+    golden[e["kind"]["type"]] = list(e["kind"])
+seen = set()
+for line in open(sys.argv[1]):
+    k = json.loads(line)["kind"]
+    if k["type"] in golden:
+        assert list(k) == golden[k["type"]], line
+        seen.add(k["type"])
+assert {"hermes_tool_invoked", "hermes_tool_completed", "hermes_approval_resolved"} <= seen, seen
+PY
 t chain-verifies 0 "audit log verified" audit verify "${G[@]}"
 
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&

@@ -234,20 +234,22 @@ PY
     grep -q "\"type\":\"$kind\"" "$home/export/events.jsonl" && ok "export-has-$kind" || bad "export-has-$kind"
   done
   # the same keys in the same order as Covenant writes them (its frozen vectors)
-  python3 - "$here/fixtures/provenance-records.v1.json" "$home/export/events.jsonl" <<'PY' && ok export-wire-shape || bad export-wire-shape
+  python3 - "$home/export/events.jsonl" "$here"/fixtures/*.v1*.json <<'PY' && ok export-wire-shape || bad export-wire-shape
 import json, sys
 golden = {}
-for r in json.load(open(sys.argv[1]))["records"]:
-    e = json.loads(r["canonical_json"])
-    golden[e["kind"]["type"]] = (list(e), list(e["kind"]), list(e["issuer"]))
+for f in sys.argv[2:]:
+    for r in json.load(open(f))["records"]:
+        e = json.loads(r["canonical_json"])
+        golden[e["kind"]["type"]] = (list(e), list(e["kind"]), list(e["issuer"]))
 seen = set()
-for line in open(sys.argv[2]):
+for line in open(sys.argv[1]):
     e = json.loads(line)
     t = e["kind"]["type"]
     if t in golden:
         assert (list(e), list(e["kind"]), list(e["issuer"])) == golden[t], (t, line)
         seen.add(t)
-assert {"capability_check", "capability_granted", "capability_revoked"} <= seen, seen
+assert {"capability_check", "capability_granted", "capability_revoked", "budget_exhausted",
+        "intent_dispatched"} <= seen, seen
 PY
   t export-verifies 0 "covenant audit verified: [0-9]+ events, root [0-9a-f]{64}" audit verify --format covenant "$home/export"
   t export-again-refused 1 "it exists: export into a new directory" audit export --format covenant "$home/export" "${G[@]}"
@@ -270,6 +272,9 @@ root=$(python3 "$here/fixtures/covenant_pair.py" "$here/fixtures/provenance-reco
 t covenant-pair-verifies 0 "verified: 6 events, root $root" audit verify --format covenant "$work/covenant"
 sed -i 's/"research@agent"/"mallory@agent"/' "$work/covenant/events.jsonl"
 t covenant-pair-edit-found 1 "chain entry 0 mismatch" audit verify --format covenant "$work/covenant"
+mkdir -p "$work/kinds"
+python3 "$here/fixtures/covenant_pair.py" "$here/fixtures/audit-kinds.v1.subset.json" "$work/kinds" >/dev/null
+t covenant-kinds-verify 0 "verified: 10 events" audit verify --format covenant "$work/kinds"
 
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
    setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then
