@@ -113,6 +113,8 @@ log | grep -q '"choice": "deny", "input": "approval unanswered"' && ok operator-
 echo "faults"
 t wall-clock-stops 1 "wall clock exceeded \(the Hermes run run-[0-9a-f]+ ran past 4000 ms; capsule asked the gateway to stop it\)" dispatch --agent hplain "slow x" "${G[@]}"
 t sse-dropped-polling 0 '"done: dropsse x"' dispatch --agent hplain "dropsse x" "${G[@]}"
+t sse-chunked-crlf 0 '"done: chunked x"' dispatch --agent hplain "chunked x" "${G[@]}"
+t sse-chunked-events 0 'hermes-tool .*"event":"tool.completed".*"tool":"read_file","duration_ms":1500,"error":true' audit "${G[@]}"
 t garbage 1 "answer to GET /runs/run-[0-9a-f]+ is not a JSON object \(200: <html>this is not JSON</html>\)" dispatch --agent hplain "garbage x" "${G[@]}"
 t error-500 1 "answered POST /runs with 500: boom: the gateway broke" dispatch --agent hplain "fail500 x" "${G[@]}"
 t hang 1 "did not answer POST /runs in time" dispatch --agent hplain "hang x" "${G[@]}"
