@@ -143,6 +143,11 @@ int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
   h->settings.on_headers_complete = on_headers_complete;
   h->settings.on_body = on_body;
   h->settings.on_message_complete = on_message_complete;
+  for (const char *k = key; k && *k; k++)
+    if ((unsigned char)*k < 0x20 || *k == 0x7f) /* it goes into a header line */
+      return cap_error_set(err, EINVAL,
+                           "the credential HERMES_API_KEY holds a control character; set it "
+                           "again without one");
   int fd = dial(net, url, deadline, err);
   if (fd < 0)
     return fd;

@@ -73,6 +73,8 @@ export HERMES_API_BASE_URL=$base
 t list-ready 0 "hplain +\(covenant, hermes-http\) +ready \(Hermes at $base; tools_allowed: read_file; approval_policy: auto-deny\)" list "${G[@]}"
 t show-tools-allowed 0 '"tools_allowed": \[' show "$caps/hplain"
 t no-key-401 1 "answered POST /runs with 401" dispatch --agent hplain "plain x" "${G[@]}"
+printf 'sekrit-key\r\nX-Injected: 1' | "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$state" >/dev/null
+t key-control-refused 1 "HERMES_API_KEY holds a control character" dispatch --agent hplain "plain x" "${G[@]}"
 printf 'sekrit-key' | "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$state" >/dev/null
 t plain-run 0 '^\{"text":"done: plain x","sources":\[\]\}$' dispatch --agent hplain "plain x" "${G[@]}"
 python3 - "$(log)" <<'PY' && ok idempotency-key-is-session || bad idempotency-key-is-session
