@@ -106,6 +106,10 @@ suite() { # suite WHO: every case with a state of WHO's own
   sqlite3 "$state/state.db" "UPDATE covenant_tokens SET token = replace(token, '\"scope\":{}', '\"scope\":{\"x\":1}')"
   t forged-row-refused 4 "its token ${sig:0:12} is tampered" dispatch --agent research "find papers" "${G[@]}"
   t forged-row-listed 0 "tampered" token list "${G[@]}"
+  local broken
+  broken=$(sqlite3 "$state/state.db" "SELECT signature FROM covenant_tokens LIMIT 1")
+  sqlite3 "$state/state.db" "UPDATE covenant_tokens SET token = 'not json' WHERE signature = '$broken'"
+  t garbage-row-listed 0 "^${broken:0:12} .*tampered" token list "${G[@]}"
   # forged: a signature that does not verify, refused at import
   local other=$home/other
   local them
