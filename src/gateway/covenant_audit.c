@@ -88,88 +88,101 @@ static void display_member(struct cap_jw *w, const char *key, const char *agent)
   cap_jw_string(w, display);
 }
 
-/* The kind's fields after "type", in covenant-audit's order, from what
- * capsule recorded (a check's or a token's record holds a JSON object). */
-static void write_kind(struct cap_jw *w, const struct gw_audit_record *r, const struct cap_node *o)
+/* capsule's records that have a Covenant kind: the record's decision (and,
+ * for a Hermes tool, its event), the kind, and the kind's fields in
+ * covenant-audit's order, copied from the record's JSON outcome, or, for
+ * a field starting with '@', made here: @agent the capability as
+ * "<id>@agent", @intent a UUID from the record's hash, @empty "" (capsule
+ * keeps no call's arguments, only their hash). */
+static const struct kind {
+  const char *decision, *event, *type;
+  const char *fields[7];
+} kinds[] = {
+    {"capability-check",
+     NULL,
+     "capability_check",
+     {"@agent", "required_actions", "missing_actions", "passed", "authorized_by"}},
+    {"token-issue",
+     NULL,
+     "capability_granted",
+     {"subject_display", "action", "granted_by_display", "signature_b58"}},
+    {"token-revoke",
+     NULL,
+     "capability_revoked",
+     {"subject_display", "action", "signature_b58", "removed"}},
+    {"budget-exhausted",
+     NULL,
+     "budget_exhausted",
+     {"agent_display", "@intent", "@empty", "requested", "tokens_remaining", "refill_eta_ms"}},
+    {"hermes-tool",
+     "tool.started",
+     "hermes_tool_invoked",
+     {"intent_id", "run_id", "tool", "preview_hash_hex"}},
+    {"hermes-tool",
+     "tool.completed",
+     "hermes_tool_completed",
+     {"intent_id", "run_id", "tool", "duration_ms", "error"}},
+    {"hermes-approval",
+     NULL,
+     "hermes_approval_resolved",
+     {"intent_id", "run_id", "choice", "resolved"}},
+};
+
+static const struct kind *kind_of(const struct gw_audit_record *r, const struct cap_node *o)
+{
+  const struct cap_node *ev = o ? cap_node_get(o, "event") : NULL;
+  for (size_t i = 0; o && i < sizeof kinds / sizeof *kinds; i++)
+    if (!strcmp(r->decision, kinds[i].decision) &&
+        (!kinds[i].event ||
+         (ev && ev->kind == CAP_NODE_STRING && !strcmp(ev->u.str.ptr, kinds[i].event))))
+      return &kinds[i];
+  return NULL;
+}
+
+static void write_fields(struct cap_jw *w, const struct kind *k, const struct gw_audit_record *r,
+                         const struct cap_node *o)
 {
   char id[37];
-  if (!strcmp(r->decision, "capability-check") && o) {
-    cap_jw_string(w, "capability_check");
-    display_member(w, "agent_id", r->capability);
-    copy_member(w, o, "required_actions");
-    copy_member(w, o, "missing_actions");
-    copy_member(w, o, "passed");
-    copy_member(w, o, "authorized_by");
-  } else if (!strcmp(r->decision, "token-issue") && o) {
-    cap_jw_string(w, "capability_granted");
-    copy_member(w, o, "subject_display");
-    copy_member(w, o, "action");
-    copy_member(w, o, "granted_by_display");
-    copy_member(w, o, "signature_b58");
-  } else if (!strcmp(r->decision, "token-revoke") && o) {
-    cap_jw_string(w, "capability_revoked");
-    copy_member(w, o, "subject_display");
-    copy_member(w, o, "action");
-    copy_member(w, o, "signature_b58");
-    copy_member(w, o, "removed");
-  } else if (!strcmp(r->decision, "hermes-tool") && o) {
-    const struct cap_node *ev = cap_node_get(o, "event");
-    bool started = ev && ev->kind == CAP_NODE_STRING && !strcmp(ev->u.str.ptr, "tool.started");
-    cap_jw_string(w, started ? "hermes_tool_invoked" : "hermes_tool_completed");
-    copy_member(w, o, "intent_id");
-    copy_member(w, o, "run_id");
-    copy_member(w, o, "tool");
-    if (started) {
-      copy_member(w, o, "preview_hash_hex");
+  for (size_t i = 0; i < sizeof k->fields / sizeof *k->fields && k->fields[i]; i++) {
+    const char *f = k->fields[i];
+    if (!strcmp(f, "@agent")) {
+      display_member(w, "agent_id", r->capability);
+    } else if (!strcmp(f, "@intent")) {
+      uuid_from("intent", r->hash, id);
+      cap_jw_key(w, "intent_id");
+      cap_jw_string(w, id);
+    } else if (!strcmp(f, "@empty")) {
+      cap_jw_key(w, "intent_text");
+      cap_jw_string(w, "");
     } else {
-      copy_member(w, o, "duration_ms");
-      copy_member(w, o, "error");
+      copy_member(w, o, f);
     }
-  } else if (!strcmp(r->decision, "hermes-approval") && o) {
-    cap_jw_string(w, "hermes_approval_resolved");
-    copy_member(w, o, "intent_id");
-    copy_member(w, o, "run_id");
-    copy_member(w, o, "choice");
-    copy_member(w, o, "resolved");
-  } else if (!strcmp(r->decision, "budget-exhausted") && o) {
-    cap_jw_string(w, "budget_exhausted");
-    copy_member(w, o, "agent_display");
-    uuid_from("intent", r->hash, id);
-    cap_jw_key(w, "intent_id");
-    cap_jw_string(w, id);
-    cap_jw_key(w, "intent_text");
-    cap_jw_string(w, ""); /* capsule keeps no call's arguments, only their hash */
-    copy_member(w, o, "requested");
-    copy_member(w, o, "tokens_remaining");
-    copy_member(w, o, "refill_eta_ms");
-  } else {
-    cap_jw_string(w, "intent_dispatched");
-    uuid_from("intent", r->hash, id);
-    cap_jw_key(w, "intent_id");
-    cap_jw_string(w, id);
-    cap_jw_key(w, "intent_text");
-    cap_jw_string(w, "");
-    cap_jw_key(w, "matched_agent");
-    cap_jw_string(w, r->capability);
-    char empty[65];
-    sha256_hex("", 0, empty);
-    cap_jw_key(w, "result_hash_hex");
-    cap_jw_string(w, r->result_hash[0] ? r->result_hash : empty);
-    cap_jw_key(w, "status");
-    cap_jw_string(w, strcmp(r->outcome, "ok") == 0 ? "ok" : "error");
   }
 }
 
-/* Which records have a Covenant kind: the checks and token changes
- * (their outcome a JSON object), and the dispatches that ran or failed
- * (not those a check refused: the check's record stands for them). */
-static bool has_kind(const struct gw_audit_record *r, const struct cap_node *o)
+/* A dispatch that ran: intent_dispatched. */
+static void write_dispatch(struct cap_jw *w, const struct gw_audit_record *r)
 {
-  static const char *const changes[] = {"capability-check", "token-issue", "token-revoke",
-                                        "budget-exhausted", "hermes-tool", "hermes-approval"};
-  for (size_t i = 0; i < sizeof changes / sizeof *changes; i++)
-    if (!strcmp(r->decision, changes[i]))
-      return o != NULL;
+  char id[37], empty[65];
+  cap_jw_string(w, "intent_dispatched");
+  uuid_from("intent", r->hash, id);
+  cap_jw_key(w, "intent_id");
+  cap_jw_string(w, id);
+  cap_jw_key(w, "intent_text");
+  cap_jw_string(w, "");
+  cap_jw_key(w, "matched_agent");
+  cap_jw_string(w, r->capability);
+  sha256_hex("", 0, empty);
+  cap_jw_key(w, "result_hash_hex");
+  cap_jw_string(w, r->result_hash[0] ? r->result_hash : empty);
+  cap_jw_key(w, "status");
+  cap_jw_string(w, strcmp(r->outcome, "ok") == 0 ? "ok" : "error");
+}
+
+/* The dispatches that ran or failed have a kind too (not those a check
+ * refused: the check's record stands for them). */
+static bool is_dispatch(const struct gw_audit_record *r)
+{
   return !strcmp(r->tool, "dispatch") && r->args_hash[0] &&
          (!strcmp(r->decision, "allow") || !strcmp(r->decision, "ask-approved"));
 }
@@ -184,7 +197,8 @@ static void export_record(void *arg, const struct gw_audit_record *r)
       cap_json_parse(doc, r->outcome, strlen(r->outcome), "outcome", 0, &diags) == 0 &&
       doc->root->kind == CAP_NODE_OBJECT)
     o = doc->root;
-  if (!has_kind(r, o)) {
+  const struct kind *k = kind_of(r, o);
+  if (!k && !is_dispatch(r)) {
     x->left_out++;
   } else {
     struct cap_buf line = {0};
@@ -208,7 +222,12 @@ static void export_record(void *arg, const struct gw_audit_record *r)
     cap_jw_key(&w, "kind");
     cap_jw_begin_object(&w);
     cap_jw_key(&w, "type");
-    write_kind(&w, r, o);
+    if (k) {
+      cap_jw_string(&w, k->type);
+      write_fields(&w, k, r, o);
+    } else {
+      write_dispatch(&w, r);
+    }
     cap_jw_end_object(&w);
     cap_jw_end_object(&w);
     sha256_hex(line.data, line.len, h);

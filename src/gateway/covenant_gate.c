@@ -60,8 +60,8 @@ static enum gw_outcome check_tokens(struct gw_state *st, const struct gw_call *c
 }
 
 static enum gw_outcome check_budget(struct gw_state *st, const struct gw_call *call,
-                                    const struct cap_spec *spec, struct gw_audit_record *rec,
-                                    struct cap_error *err)
+                                    const struct cap_spec *spec, const char *priority,
+                                    struct gw_audit_record *rec, struct cap_error *err)
 {
   uint64_t now = cap_now_ms(CLOCK_REALTIME);
   struct gw_bucket b;
@@ -93,6 +93,8 @@ static enum gw_outcome check_budget(struct gw_state *st, const struct gw_call *c
   uint64_t eta = tampered ? UINT64_MAX : gw_budget_refill_eta(&b, 1, now);
   cap_jw_key(&w, "refill_eta_ms");
   cap_jw_int(&w, eta == UINT64_MAX ? INT64_MAX : (int64_t)(eta - now));
+  cap_jw_key(&w, "priority"); /* the dispatch's; capsule runs dispatches as they come */
+  cap_jw_string(&w, priority);
   cap_jw_key(&w, "reason");
   cap_jw_string(&w, tampered ? "tampered" : "exhausted");
   cap_jw_end_object(&w);
@@ -123,7 +125,7 @@ enum gw_outcome gw_covenant_gate(struct gw_state *st, const struct gw_call *call
   if (call->issuer)
     o = check_tokens(st, call, spec, priority_of(args), rec, err);
   if (o == GW_OUTCOME_OK && spec->budget_credits_per_hour)
-    o = check_budget(st, call, spec, rec, err);
+    o = check_budget(st, call, spec, priority_of(args), rec, err);
   return o;
 }
 

@@ -310,7 +310,10 @@ int gw_token_revoke(struct gw_state *st, const char *id, struct gw_token *out,
                     struct cap_error *err)
 {
   *out = (struct gw_token){0};
-  if (strlen(id) < 8)
+  unsigned char ignored[64];
+  if (strlen(id) < 8 ||
+      strspn(id, "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz") != strlen(id) ||
+      (strlen(id) > 90 && !cap_base58_decode(id, strlen(id), ignored, 64)))
     return cap_error_set(err, EINVAL,
                          "a token id is its signature (base58), or at least its first 8 "
                          "characters; `capsule token list` shows them");
@@ -451,6 +454,16 @@ static int row_read(struct gw_state *st, sqlite3_stmt *s, const unsigned char lo
   if (!sig || !subject || !action || !json || !mac ||
       gw_token_parse(json, strlen(json), &out->t, &ignored) < 0) {
     cap_error_clear(&ignored);
+    /* listed as what its columns say, tampered: the row does not hide */
+    out->parsed = sig && subject && action &&
+                  cap_base58_decode(sig, strlen(sig), out->t.signature, 64) &&
+                  cap_base58_decode(subject, strlen(subject), out->t.subject, 32);
+    if (out->parsed) {
+      out->t.action = cap_xstrdup(action);
+      out->t.scope = cap_xstrdup("null");
+      out->t.subject_display = cap_xstrdup("?");
+      out->t.granted_by_display = cap_xstrdup("?");
+    }
     return 0;
   }
   out->parsed = true;

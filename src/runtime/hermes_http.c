@@ -143,6 +143,11 @@ int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
   h->settings.on_headers_complete = on_headers_complete;
   h->settings.on_body = on_body;
   h->settings.on_message_complete = on_message_complete;
+  for (const char *k = key; k && *k; k++)
+    if ((unsigned char)*k < 0x20 || *k == 0x7f) /* it goes into a header line */
+      return cap_error_set(err, EINVAL,
+                           "the credential HERMES_API_KEY holds a control character; set it "
+                           "again without one");
   int fd = dial(net, url, deadline, err);
   if (fd < 0)
     return fd;
@@ -150,9 +155,10 @@ int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
   struct cap_buf req = {0};
   const char *base = strcmp(url->path, "/") ? url->path : "";
   size_t blen = strlen(base);
-  cap_buf_printf(&req, "%s %.*s%s HTTP/1.1\r\nHost: %s:%u\r\nConnection: close\r\n", method,
-                 (int)(blen && base[blen - 1] == '/' ? blen - 1 : blen), base, suffix, url->host,
-                 url->port);
+  bool v6 = strchr(url->host, ':') != NULL;
+  cap_buf_printf(&req, "%s %.*s%s HTTP/1.1\r\nHost: %s%s%s:%u\r\nConnection: close\r\n", method,
+                 (int)(blen && base[blen - 1] == '/' ? blen - 1 : blen), base, suffix,
+                 v6 ? "[" : "", url->host, v6 ? "]" : "", url->port);
   if (key)
     cap_buf_printf(&req, "Authorization: Bearer %s\r\n", key);
   for (size_t i = 0; headers && headers[i]; i++)

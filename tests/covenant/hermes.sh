@@ -73,6 +73,8 @@ export HERMES_API_BASE_URL=$base
 t list-ready 0 "hplain +\(covenant, hermes-http\) +ready \(Hermes at $base; tools_allowed: read_file; approval_policy: auto-deny\)" list "${G[@]}"
 t show-tools-allowed 0 '"tools_allowed": \[' show "$caps/hplain"
 t no-key-401 1 "answered POST /runs with 401" dispatch --agent hplain "plain x" "${G[@]}"
+printf 'sekrit-key\r\nX-Injected: 1' | "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$state" >/dev/null
+t key-control-refused 1 "HERMES_API_KEY holds a control character" dispatch --agent hplain "plain x" "${G[@]}"
 printf 'sekrit-key' | "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$state" >/dev/null
 t plain-run 0 '^\{"text":"done: plain x","sources":\[\]\}$' dispatch --agent hplain "plain x" "${G[@]}"
 python3 - "$(log)" <<'PY' && ok idempotency-key-is-session || bad idempotency-key-is-session
@@ -113,6 +115,8 @@ log | grep -q '"choice": "deny", "input": "approval unanswered"' && ok operator-
 echo "faults"
 t wall-clock-stops 1 "wall clock exceeded \(the Hermes run run-[0-9a-f]+ ran past 4000 ms; capsule asked the gateway to stop it\)" dispatch --agent hplain "slow x" "${G[@]}"
 t sse-dropped-polling 0 '"done: dropsse x"' dispatch --agent hplain "dropsse x" "${G[@]}"
+t sse-chunked-crlf 0 '"done: chunked x"' dispatch --agent hplain "chunked x" "${G[@]}"
+t sse-chunked-events 0 'hermes-tool .*"event":"tool.completed".*"tool":"read_file","duration_ms":1500,"error":true' audit "${G[@]}"
 t garbage 1 "answer to GET /runs/run-[0-9a-f]+ is not a JSON object \(200: <html>this is not JSON</html>\)" dispatch --agent hplain "garbage x" "${G[@]}"
 t error-500 1 "answered POST /runs with 500: boom: the gateway broke" dispatch --agent hplain "fail500 x" "${G[@]}"
 t hang 1 "did not answer POST /runs in time" dispatch --agent hplain "hang x" "${G[@]}"
@@ -123,6 +127,20 @@ for kind in hermes_tool_invoked hermes_tool_completed hermes_approval_resolved; 
   grep -q "\"type\":\"$kind\"" "$work/export/events.jsonl" && ok "export-has-$kind" || bad "export-has-$kind"
 done
 t export-verifies 0 "covenant audit verified" audit verify --format covenant "$work/export"
+python3 - "$work/export/events.jsonl" "$here/fixtures/audit-kinds.v1.subset.json" <<'PY' && ok export-wire-shape || bad export-wire-shape
+import json, sys
+golden = {}
+for r in json.load(open(sys.argv[2]))["records"]:
+    e = json.loads(r["canonical_json"])
+    golden[e["kind"]["type"]] = list(e["kind"])
+seen = set()
+for line in open(sys.argv[1]):
+    k = json.loads(line)["kind"]
+    if k["type"] in golden:
+        assert list(k) == golden[k["type"]], line
+        seen.add(k["type"])
+assert {"hermes_tool_invoked", "hermes_tool_completed", "hermes_approval_resolved"} <= seen, seen
+PY
 t chain-verifies 0 "audit log verified" audit verify "${G[@]}"
 
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&

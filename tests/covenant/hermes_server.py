@@ -7,6 +7,8 @@ GET /v1/runs/{id}/events (SSE), POST /v1/runs/{id}/stop, POST
   terminal   SSE: tool.started for the tool "terminal", then keeps running
   slow       runs until stopped
   dropsse    the event stream closes at once; completes on polling
+  chunked    as plain, the event stream chunked (Transfer-Encoding) with CRLF
+             frames and a tool.completed split across two chunks
   garbage    GET /runs/{id} answers text that is not JSON
   fail500    POST /runs answers 500
   hang       POST /runs never answers
@@ -114,7 +116,7 @@ class Handler(BaseHTTPRequestHandler):
         if run["status"] == "cancelled":
             return self.reply(200, {"status": "cancelled"})
         done = None
-        if mode in ("plain", "dropsse") and run["polls"] >= 3:
+        if mode in ("plain", "dropsse", "chunked") and run["polls"] >= 3:
             done = "done: " + run["input"]
         if mode == "approval" and run["choices"]:
             done = "approved: " + run["choices"][0]
@@ -130,8 +132,31 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(("data: " + json.dumps(event) + "\n\n").encode())
         self.wfile.flush()
 
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def chunked_events(self, run_id):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        started = {"event": "tool.started", "run_id": run_id, "tool": "read_file",
+                   "preview": "notes.txt"}
+        done = ("data: " + json.dumps({"event": "tool.completed", "run_id": run_id,
+                                       "tool": "read_file", "duration": 1.5, "error": True})
+                + "\r\n\r\n").encode()
+        self.chunk(b": keepalive\r\n\r\n")
+        self.chunk(("data: " + json.dumps(started) + "\r\n\r\n").encode())
+        self.chunk(done[:20])
+        time.sleep(0.2)
+        self.chunk(done[20:])
+        self.chunk(b"")
+
     def events(self, run_id, run):
         mode = run["mode"]
+        if mode == "chunked":
+            return self.chunked_events(run_id)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")

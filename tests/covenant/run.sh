@@ -106,6 +106,10 @@ suite() { # suite WHO: every case with a state of WHO's own
   sqlite3 "$state/state.db" "UPDATE covenant_tokens SET token = replace(token, '\"scope\":{}', '\"scope\":{\"x\":1}')"
   t forged-row-refused 4 "its token ${sig:0:12} is tampered" dispatch --agent research "find papers" "${G[@]}"
   t forged-row-listed 0 "tampered" token list "${G[@]}"
+  local broken
+  broken=$(sqlite3 "$state/state.db" "SELECT signature FROM covenant_tokens LIMIT 1")
+  sqlite3 "$state/state.db" "UPDATE covenant_tokens SET token = 'not json' WHERE signature = '$broken'"
+  t garbage-row-listed 0 "^${broken:0:12} .*tampered" token list "${G[@]}"
   # forged: a signature that does not verify, refused at import
   local other=$home/other
   local them
@@ -136,6 +140,7 @@ PY
   t revoked-refused 4 "is revoked" dispatch --agent research "find papers" "${G[@]}"
   t revoke-twice 1 "was revoked already" token revoke "$fsig" "${G[@]}"
   t revoke-unknown 1 "no token's id starts with" token revoke 11111111 "${G[@]}"
+  t revoke-glob-refused 1 "a token id is its signature \(base58\)" token revoke '********' "${G[@]}"
   # expired
   t issue-expired 0 '"expires_at":1577836800000' token issue local tool.gpu_inference --expires 2020-01-01T00:00:00Z "${G[@]}"
   t expired-refused 4 "is expired" dispatch --agent renderer "generate an image" "${G[@]}"
@@ -193,8 +198,8 @@ PY
   # 1.2 s of CPU costs 2 credits (one per started CPU second)
   t budget-spent-by-cpu 0 "^burn +3 +1 +[0-9]+" budget show burn "${G[@]}"
   t budget-set-0 0 "agent burn: 0 of 3 credits left" budget set burn 0 "${G[@]}"
-  t empty-bucket-refused 4 "agent burn's budget is spent: 0 of 3 credits left" dispatch --agent burn "delegate" "${G[@]}"
-  t empty-bucket-audited 0 '"agent_display":"burn@agent","requested":1,"tokens_remaining":0' audit "${G[@]}"
+  t empty-bucket-refused 4 "agent burn's budget is spent: 0 of 3 credits left" dispatch --agent burn --priority low "delegate" "${G[@]}"
+  t empty-bucket-audited 0 '"agent_display":"burn@agent","requested":1,"tokens_remaining":0,"refill_eta_ms":[0-9]+,"priority":"low"' audit "${G[@]}"
   t budget-set-2 0 "agent burn: 2 of 3 credits left" budget set burn 2 "${G[@]}"
   t budget-set-capped 0 "agent burn: 3 of 3 credits left" budget set burn 99 "${G[@]}"
   sqlite3 "$state/state.db" "UPDATE covenant_budgets SET tokens = 3, capacity = 1000000 WHERE agent = 'burn'"
@@ -232,6 +237,24 @@ PY
   for kind in capability_check capability_granted capability_revoked budget_exhausted intent_dispatched; do
     grep -q "\"type\":\"$kind\"" "$home/export/events.jsonl" && ok "export-has-$kind" || bad "export-has-$kind"
   done
+  # the same keys in the same order as Covenant writes them (its frozen vectors)
+  python3 - "$home/export/events.jsonl" "$here"/fixtures/*.v1*.json <<'PY' && ok export-wire-shape || bad export-wire-shape
+import json, sys
+golden = {}
+for f in sys.argv[2:]:
+    for r in json.load(open(f))["records"]:
+        e = json.loads(r["canonical_json"])
+        golden[e["kind"]["type"]] = (list(e), list(e["kind"]), list(e["issuer"]))
+seen = set()
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    t = e["kind"]["type"]
+    if t in golden:
+        assert (list(e), list(e["kind"]), list(e["issuer"])) == golden[t], (t, line)
+        seen.add(t)
+assert {"capability_check", "capability_granted", "capability_revoked", "budget_exhausted",
+        "intent_dispatched"} <= seen, seen
+PY
   t export-verifies 0 "covenant audit verified: [0-9]+ events, root [0-9a-f]{64}" audit verify --format covenant "$home/export"
   t export-again-refused 1 "it exists: export into a new directory" audit export --format covenant "$home/export" "${G[@]}"
   cp -a "$home/export" "$home/edited"
@@ -253,6 +276,9 @@ root=$(python3 "$here/fixtures/covenant_pair.py" "$here/fixtures/provenance-reco
 t covenant-pair-verifies 0 "verified: 6 events, root $root" audit verify --format covenant "$work/covenant"
 sed -i 's/"research@agent"/"mallory@agent"/' "$work/covenant/events.jsonl"
 t covenant-pair-edit-found 1 "chain entry 0 mismatch" audit verify --format covenant "$work/covenant"
+mkdir -p "$work/kinds"
+python3 "$here/fixtures/covenant_pair.py" "$here/fixtures/audit-kinds.v1.subset.json" "$work/kinds" >/dev/null
+t covenant-kinds-verify 0 "verified: 10 events" audit verify --format covenant "$work/kinds"
 
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
    setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then

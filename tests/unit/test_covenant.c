@@ -11,6 +11,7 @@
 #include "gateway/budget.h"
 #include "gateway/router.h"
 #include "gateway/tokens.h"
+#include "runtime/hermes_http.h"
 #include "unit.h"
 
 static void test_base58(void)
@@ -230,4 +231,29 @@ static void test_budget_math(void)
   CHECK(gw_budget_refill_eta(&b, 1, 0) == UINT64_MAX);
 }
 
-UNIT_MAIN(test_base58, test_jcs, test_token_message, test_scopes, test_router, test_budget_math)
+static void collect(void *arg, const char *data, size_t len)
+{
+  struct cap_buf *b = arg;
+  cap_buf_append(b, data, len);
+  cap_buf_putc(b, '|');
+}
+
+/* covenant-runtime's SSE tests: LF and CRLF frames, comments skipped,
+ * data lines joined, an unfinished frame left */
+static void test_sse(void)
+{
+  static const char in[] = ": keepalive 1710000000\n\n"
+                           "data: {\"event\":\"tool.started\"}\r\n\r\n"
+                           ": keepalive\ndata:a\ndata: b\n\n"
+                           "event: x\nid: 7\n\n"
+                           "data: unfinished";
+  struct cap_buf got = {0};
+  size_t used = hermes_sse_take(in, sizeof in - 1, collect, &got);
+  CHECK_STR(got.data, "{\"event\":\"tool.started\"}|a\nb|");
+  CHECK(used == sizeof in - 1 - strlen("data: unfinished"));
+  cap_buf_free(&got);
+  CHECK(hermes_sse_take("data: x", 7, collect, &got) == 0 && got.len == 0);
+}
+
+UNIT_MAIN(test_sse, test_base58, test_jcs, test_token_message, test_scopes, test_router,
+          test_budget_math)
