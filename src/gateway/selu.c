@@ -263,6 +263,33 @@ int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
   return r;
 }
 
+/* The call's run (selu_run_prepare) with an image's Env put first, so
+ * capsule's variables win; checked against the volumes' bound; its
+ * instance's key. 0, or -errno with err set and nothing to free. */
+static int selu_run_with_image(const struct gw_call *call, const struct cap_spec *spec,
+                               char *const *env, size_t n_env, struct image_run *image,
+                               struct selu_run *run, char key[33], struct cap_error *err)
+{
+  int r = selu_run_prepare(call, spec, env, n_env, run, err);
+  if (r < 0)
+    return r;
+  if (image->argv) {
+    struct cap_strv all = image->env;
+    image->env = (struct cap_strv){0};
+    for (size_t i = 0; i < run->env.len; i++)
+      cap_strv_push(&all, run->env.v[i]);
+    cap_strv_free(&run->env);
+    run->env = all;
+  }
+  r = volumes_within_bound(spec, run, err);
+  if (r == 0)
+    r = instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, run->env.v,
+                     run->env.len, key, err);
+  if (r < 0)
+    selu_run_free(run);
+  return r;
+}
+
 /* Invoke with the raw answer; the caller judges it. */
 static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_spec *spec,
                                   const char *tool, const char *args, char *const *env,
@@ -278,23 +305,9 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   uint64_t deadline_ms = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
   struct selu_run run;
-  if (selu_run_prepare(call, spec, env, n_env, &run, err) < 0)
-    return GW_OUTCOME_FAILED;
-  if (image.argv) { /* the image's Env first: capsule's variables win */
-    struct cap_strv all = image.env;
-    image.env = (struct cap_strv){0};
-    for (size_t i = 0; i < run.env.len; i++)
-      cap_strv_push(&all, run.env.v[i]);
-    cap_strv_free(&run.env);
-    run.env = all;
-  }
   char key[33];
-  if (volumes_within_bound(spec, &run, err) < 0 ||
-      instance_key(call, &run.spec, image.argv ? image.info.digest : NULL, run.env.v, run.env.len,
-                   key, err) < 0) {
-    selu_run_free(&run);
+  if (selu_run_with_image(call, spec, env, n_env, &image, &run, key, err) < 0)
     return GW_OUTCOME_FAILED;
-  }
   _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
   struct gw_instance_request req = {
       .spec = &run.spec,
