@@ -1,5 +1,5 @@
 /* The gateway verbs' own help texts (list, call, policy, cred, approvals, approve,
- * deny, audit): `capsule VERB --help` and `capsule help VERB` print one. A
+ * deny, audit, mcp): `capsule VERB --help` and `capsule help VERB` print one. A
  * verb that gains an option documents it here and in docs/cli.md. */
 #include <stddef.h>
 #include <string.h>
@@ -119,6 +119,25 @@ static const struct {
               "      --follow      keep printing records as they are added; alone, it starts\n"
               "                    at the end (only new records)\n" GATEWAY_COMMON "\n"
               "exit status: 0 ok (verified), 1 failed or the chain is broken, 2 usage\n"},
+    {"mcp",
+     "usage: capsule mcp [--caps DIR] [--state DIR] [--capability ID] [--user U] [--timeout S]\n"
+     "\n"
+     "An MCP server on stdin and stdout (newline-delimited JSON-RPC, revisions\n"
+     "2025-06-18 and 2025-11-25): what an agent host launches. tools/list names\n"
+     "every ready tool CAPABILITY__TOOL (blocked tools are not listed); tools/call\n"
+     "goes through the same pipeline as `capsule call` (policy, validation,\n"
+     "credentials, sandbox, audit), as the user who launched it. Policy ask is put\n"
+     "to the user through the client's elicitation when it supports it, else it\n"
+     "leaves a pending approval (`capsule approve`). Logs go to stderr.\n"
+     "\n"
+     "      --caps DIR    the capabilities directory (default $CAPSULE_CAPS, else\n"
+     "                    ./capabilities)\n"
+     "      --capability ID  serve this capability alone, its tools under their own names\n"
+     "      --user U      who calls (default the login name; another user needs the\n"
+     "                    operator's rights)\n"
+     "      --timeout S   wall-clock limit of each call in seconds\n" GATEWAY_COMMON "\n"
+     "exit status: 0 the client closed stdin, 1 the capabilities or the state cannot be\n"
+     "read, 2 usage\n"},
 };
 
 const char *cli_gateway_help(const char *verb)

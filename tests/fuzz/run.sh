@@ -34,10 +34,14 @@ mkdir -p "$work/discovery"
 printf '{"tools":[{"name":"greet","description":"d","input_schema":{"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z]+$"}},"required":["name"]},"recommended_policy":"allow","terminal_on_success":true}]}' >"$work/discovery/tools"
 printf '[{"name":"a","inputSchema":{"$defs":{"x":{"$ref":"#/$defs/x"}},"$ref":"#/$defs/x"}},{"name":"b","input_schema":true}]' >"$work/discovery/array"
 
+mkdir -p "$work/mcp"
+printf '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"t0"}}\n{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x__y","arguments":{}}}\n' >"$work/mcp/list"
+printf '!{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1.0.0"}}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n[{"jsonrpc":"2.0"}]\n{"jsonrpc":"2.0","id":7,"result":{"action":"accept"}}\n{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}\n' >"$work/mcp/lifecycle"
+
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape mcp}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
