@@ -19,6 +19,14 @@
 #include "gateway/registry.h"
 #include "gateway/state.h"
 
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+  (void)sig;
+  stop_requested = 1;
+}
+
 struct stdio_ctx {
   bool broken; /* stdout is gone: the client left */
 };
@@ -82,7 +90,7 @@ static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
 {
   struct lines l = {0};
   bool eof = false;
-  while (!eof && !io->broken) {
+  while (!eof && !io->broken && !stop_requested) {
     struct pollfd fds[1 + MCP_MAX_RUNNING];
     int timeout;
     size_t n = mcp_session_poll(s, fds + 1, MCP_MAX_RUNNING, &timeout);
@@ -150,6 +158,12 @@ int cmd_mcp(int argc, char **argv)
                .n_hidden = n_hidden},
   };
   signal(SIGPIPE, SIG_IGN); /* a client that left is seen as EPIPE */
+  /* SIGTERM, SIGINT, SIGHUP: stop reading, stop the calls in flight (each
+   * audited by its pipeline), exit */
+  struct sigaction sa = {.sa_handler = on_stop}; /* no SA_RESTART: poll returns */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
   struct stdio_ctx io_ctx = {0};
   struct mcp_io io = {.send = send_line, .ctx = &io_ctx};
   struct mcp_session *s = mcp_session_new(&cfg, &io);

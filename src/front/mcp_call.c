@@ -426,9 +426,9 @@ size_t mcp_session_busy(const struct mcp_session *s)
  * pipeline then audits it), SIGKILL. */
 void mcp_runs_free(struct mcp_session *s)
 {
-  for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
-    if (s->runs[i] && s->runs[i]->pid)
-      kill(s->runs[i]->pid, SIGTERM);
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) /* once: a second one could end the child */
+    if (s->runs[i] && s->runs[i]->pid && !s->runs[i]->cancelled) /* between its record and */
+      kill(s->runs[i]->pid, SIGTERM); /* its marker's removal: a second, "interrupted" record */
   uint64_t until = now_ms() + KILL_GRACE_MS;
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
