@@ -23,6 +23,7 @@ struct common {
   int64_t tail;           /* audit --tail N: the last N records; -1 when not given */
   bool force;             /* policy set: even when --caps cannot be read */
   const char *capability; /* mcp: serve this capability alone */
+  bool operator_;         /* access issue: the token may act as the operator */
 };
 
 /* Parses the common options; positional arguments stay in argv[optind..].
@@ -50,5 +51,6 @@ int cmd_approve(int argc, char **argv);
 int cmd_deny(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
+int cmd_access(int argc, char **argv);
 
 #endif

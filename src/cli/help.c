@@ -1,5 +1,5 @@
 /* The gateway verbs' own help texts (list, call, policy, cred, approvals, approve,
- * deny, audit, mcp): `capsule VERB --help` and `capsule help VERB` print one. A
+ * deny, audit, mcp, access): `capsule VERB --help` and `capsule help VERB` print one. A
  * verb that gains an option documents it here and in docs/cli.md. */
 #include <stddef.h>
 #include <string.h>
@@ -119,6 +119,21 @@ static const struct {
               "      --follow      keep printing records as they are added; alone, it starts\n"
               "                    at the end (only new records)\n" GATEWAY_COMMON "\n"
               "exit status: 0 ok (verified), 1 failed or the chain is broken, 2 usage\n"},
+    {"access", "usage: capsule access issue NAME [--operator] [--user U] [--state DIR]\n"
+               "       capsule access list [--json] [--state DIR]\n"
+               "       capsule access revoke NAME [--state DIR]\n"
+               "\n"
+               "Bearer tokens for `capsule serve`'s network front doors. `issue` prints a new\n"
+               "random token once (the state keeps only its SHA-256); a call made with it is\n"
+               "made as its user, and only an --operator token may approve calls or change\n"
+               "policies. `list` shows name, user, operator, created (never a token); `revoke`\n"
+               "removes one. Issuing and revoking are audited and refused inside a sandbox.\n"
+               "\n"
+               "      --operator    the token may act as the operator\n"
+               "      --user U      the token's user (default the login name)\n"
+               "      --json        list: an array of objects\n" GATEWAY_COMMON "\n"
+               "exit status: 0 ok, 1 no such name or the name is taken, 2 usage,\n"
+               "4 refused inside a sandbox or --user without the operator's rights\n"},
     {"mcp",
      "usage: capsule mcp [--caps DIR] [--state DIR] [--capability ID] [--user U] [--timeout S]\n"
      "\n"

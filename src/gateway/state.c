@@ -54,6 +54,11 @@ static const char schema_v2[] =
 static const char schema_v4[] = "CREATE TABLE IF NOT EXISTS id_ranges (capability TEXT PRIMARY KEY,"
                                 " base INTEGER UNIQUE NOT NULL);";
 
+/* The serve front doors' bearer tokens (gateway/access.h), hashed. */
+static const char schema_v5[] =
+    "CREATE TABLE IF NOT EXISTS access (name TEXT PRIMARY KEY, token_sha256 TEXT UNIQUE NOT NULL,"
+    " user TEXT NOT NULL, operator INTEGER NOT NULL, created TEXT NOT NULL);";
+
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
  * cannot, e.g. `capsule run` reading a stored credential). */
@@ -81,8 +86,9 @@ static const struct migration {
     {3, "the audit high-water mark", NULL, NULL, gw_audit_init_mark},
     /* as root, each capability's own host ids (id_range.c) */
     {4, "host id ranges", NULL, schema_v4, NULL},
+    {5, "access tokens", NULL, schema_v5, NULL},
 };
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {
