@@ -29,6 +29,7 @@ static const char usage_text[] =
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
     "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
     "  mcp [--capability ID]         every capability's tools to an MCP client on stdio\n"
+    "  serve [--mcp-http ADDR]       a long-running gateway: MCP on a unix socket and HTTP\n"
     "  access issue|list|revoke      bearer tokens for serve's network front doors\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
@@ -78,7 +79,7 @@ static const struct {
     {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
     {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
     {"audit", cmd_gateway},     {"ps", cmd_ps},           {"stop", cmd_stop},
-    {"mcp", cmd_gateway},       {"access", cmd_gateway},
+    {"mcp", cmd_gateway},       {"access", cmd_gateway},  {"serve", cmd_serve},
 };
 
 static int (*find_verb(const char *name))(int, char **)

@@ -31,9 +31,13 @@ struct stdio_ctx {
   bool broken; /* stdout is gone: the client left */
 };
 
-static void send_line(void *ctx, const char *json, size_t len)
+static void send_line(void *ctx, const char *for_id, bool final, const char *json, size_t len)
 {
+  (void)for_id;
+  (void) final;
   struct stdio_ctx *c = ctx;
+  if (!json)
+    return; /* a request that ends without an answer */
   char nl = '\n';
   struct iovec iov[2] = {{(void *)json, len}, {&nl, 1}};
   size_t left = len + 1;

@@ -16,9 +16,9 @@ static const char *const versions[] = {"2025-11-25", "2025-06-18"};
 
 /* ---- sending ---- */
 
-void mcp_send_buf(struct mcp_session *s, struct cap_buf *b)
+void mcp_send_buf(struct mcp_session *s, const char *for_id, bool final, struct cap_buf *b)
 {
-  s->io.send(s->io.ctx, b->data, b->len);
+  s->io.send(s->io.ctx, for_id, final, b->data, b->len);
   cap_buf_free(b);
 }
 
@@ -32,7 +32,7 @@ void mcp_send_error(struct mcp_session *s, const char *id_json, int code, const 
   if (data_json)
     cap_buf_printf(&b, ",\"data\":%s", data_json);
   cap_buf_puts(&b, "}}");
-  mcp_send_buf(s, &b);
+  mcp_send_buf(s, id_json, true, &b);
 }
 
 void mcp_result_begin(struct cap_jw *w, struct cap_buf *b, const char *id_json)
@@ -42,11 +42,11 @@ void mcp_result_begin(struct cap_jw *w, struct cap_buf *b, const char *id_json)
   cap_jw_init(w, b, false);
 }
 
-void mcp_result_end(struct mcp_session *s, struct cap_jw *w, struct cap_buf *b)
+void mcp_result_end(struct mcp_session *s, const char *id_json, struct cap_jw *w, struct cap_buf *b)
 {
   (void)w;
   cap_buf_putc(b, '}');
-  mcp_send_buf(s, b);
+  mcp_send_buf(s, id_json, true, b);
 }
 
 /* ---- lifecycle ---- */
@@ -133,7 +133,7 @@ static void on_initialize(struct mcp_session *s, const char *id, const struct ca
                     "validation and audit. A refused call is a result with isError and the "
                     "reason.");
   cap_jw_end_object(&w);
-  mcp_result_end(s, &w, &b);
+  mcp_result_end(s, id, &w, &b);
 }
 
 static void on_ping(struct mcp_session *s, const char *id, const struct cap_node *params)
@@ -141,7 +141,7 @@ static void on_ping(struct mcp_session *s, const char *id, const struct cap_node
   (void)params;
   struct cap_buf b = {0};
   cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", id);
-  mcp_send_buf(s, &b);
+  mcp_send_buf(s, id, true, &b);
 }
 
 /* ---- dispatch ---- */
@@ -265,6 +265,8 @@ void mcp_session_receive(struct mcp_session *s, const char *data, size_t len)
   cap_diags_free(&diags);
   cap_doc_free(doc);
 }
+
+bool mcp_session_initialized(const struct mcp_session *s) { return s->initialized; }
 
 struct mcp_session *mcp_session_new(const struct mcp_config *cfg, const struct mcp_io *io)
 {

@@ -43,8 +43,12 @@ struct mcp_config {
 };
 
 struct mcp_io {
-  /* One whole JSON-RPC message (no newline); the transport frames it. */
-  void (*send)(void *ctx, const char *json, size_t len);
+  /* One whole JSON-RPC message (no newline); the transport frames it.
+   * for_id: the id (JSON text) of the request it belongs to (its answer,
+   * or progress and elicitation while it runs), NULL for none; final: it
+   * is that request's answer, the last message for it. json NULL (with
+   * final): the request ends without an answer (it was cancelled). */
+  void (*send)(void *ctx, const char *for_id, bool final, const char *json, size_t len);
   void *ctx;
 };
 
@@ -63,6 +67,8 @@ void mcp_session_receive(struct mcp_session *s, const char *msg, size_t len);
 size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, int *timeout_ms);
 /* After poll: reads what ended, sends results and progress. */
 void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t n);
+/* Whether initialize succeeded. */
+bool mcp_session_initialized(const struct mcp_session *s);
 /* Calls still running, or waiting for the client's answer. */
 size_t mcp_session_busy(const struct mcp_session *s);
 

@@ -62,7 +62,7 @@ static void send_tool_error(struct mcp_session *s, const char *id, const char *m
                  id);
   cap_json_quote(&b, message, strlen(message));
   cap_buf_puts(&b, "}],\"isError\":true}}");
-  mcp_send_buf(s, &b);
+  mcp_send_buf(s, id, true, &b);
 }
 
 /* The tool's JSON as text, and as structuredContent when it is an object. */
@@ -81,14 +81,16 @@ static void send_tool_result(struct mcp_session *s, const char *id, const char *
   if (canon[0] == '{')
     cap_buf_printf(&b, ",\"structuredContent\":%s", canon);
   cap_buf_puts(&b, ",\"isError\":false}}");
-  mcp_send_buf(s, &b);
+  mcp_send_buf(s, id, true, &b);
 }
 
 /* What the child reported, once it is gone. */
 static void finish(struct mcp_session *s, struct mcp_run *r, int status)
 {
-  if (r->cancelled) /* a cancelled request gets no answer */
+  if (r->cancelled) { /* a cancelled request gets no answer */
+    s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
     return drop(s, r);
+  }
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags diags = {0};
   const struct cap_node *outcome = NULL, *error = NULL, *result = NULL;
@@ -154,6 +156,9 @@ static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r
   dup2(STDERR_FILENO, STDOUT_FILENO); /* nothing may reach the protocol's stream */
   signal(SIGTERM, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
+  sigset_t none; /* a server may block signals it reads through a signalfd */
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
   struct cap_error err = {0};
   struct gw_state *st = NULL;
   enum gw_outcome o = GW_OUTCOME_FAILED;
@@ -231,7 +236,7 @@ static void elicit(struct mcp_session *s, struct mcp_run *r)
   cap_json_quote(&b, msg.data, msg.len);
   cap_buf_puts(&b, ",\"requestedSchema\":{\"type\":\"object\",\"properties\":{}}}}");
   cap_buf_free(&msg);
-  mcp_send_buf(s, &b);
+  mcp_send_buf(s, r->id_json, false, &b); /* on the call's own stream */
 }
 
 void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg)
@@ -330,6 +335,7 @@ void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params)
     if (!r || r->cancelled || strcmp(r->id_json, b.data) != 0)
       continue;
     if (!r->pid) { /* still waiting for the client's answer: nothing ran */
+      s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
       drop(s, r);
       continue;
     }
@@ -370,7 +376,7 @@ static void progress(struct mcp_session *s, struct mcp_run *r, uint64_t now)
                  "\"progressToken\":%s,\"progress\":%lld,\"message\":\"running for %llu s\"}}",
                  r->token_json, (long long)++r->progress,
                  (unsigned long long)((now - r->started_ms) / 1000));
-  mcp_send_buf(s, &b);
+  mcp_send_buf(s, r->id_json, false, &b);
   r->next_progress_ms = now + PROGRESS_EVERY_MS;
 }
 

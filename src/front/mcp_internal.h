@@ -65,19 +65,21 @@ struct mcp_session {
 };
 
 /* Sending */
-void mcp_send_buf(struct mcp_session *s, struct cap_buf *b);
+/* for_id: the request the message belongs to (NULL: none); final: it is
+ * that request's answer */
+void mcp_send_buf(struct mcp_session *s, const char *for_id, bool final, struct cap_buf *b);
 void mcp_send_error(struct mcp_session *s, const char *id_json, int code, const char *message,
                     const char *data_json);
 /* {"jsonrpc":"2.0","id":ID,"result": ...: the caller writes the result
  * value and closes with mcp_result_end */
 void mcp_result_begin(struct cap_jw *w, struct cap_buf *b, const char *id_json);
-void mcp_result_end(struct mcp_session *s, struct cap_jw *w, struct cap_buf *b);
+void mcp_result_end(struct mcp_session *s, const char *id_json, struct cap_jw *w,
+                    struct cap_buf *b);
 
 /* The name table (mcp_tools.c) */
 void mcp_table_build(struct mcp_session *s);
 void mcp_table_free(struct mcp_table *t);
 const struct mcp_tool *mcp_table_find(const struct mcp_table *t, const char *name);
-/* A valid MCP name of at most 64 characters for cap/tool (exposed for tests) */
 void mcp_tools_list(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 
 /* Calls (mcp_call.c) */

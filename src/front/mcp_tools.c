@@ -269,5 +269,5 @@ void mcp_tools_list(struct mcp_session *s, const char *id, const struct cap_node
     cap_jw_string(&w, cursor);
   }
   cap_jw_end_object(&w);
-  mcp_result_end(s, &w, &b);
+  mcp_result_end(s, id, &w, &b);
 }
