@@ -10,10 +10,10 @@ cd "$(dirname "$0")/.."
 
 build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev libseccomp-dev libssl-dev
             libhttp-parser-dev libsqlite3-dev libsodium-dev libgrpc-dev libprotobuf-c-dev
-            protobuf-c-compiler libjansson-dev)
+            protobuf-c-compiler libjansson-dev libmicrohttpd-dev)
 test_pkgs=(clang clang-format libclang-rt-14-dev curl openssl sqlite3 strace zsh groff-base man-db
            umoci skopeo runc)
-# Node.js and npm for the test peers (ajv): Debian's packages, unless the
+# Node.js and npm for the test peers (ajv, the MCP SDK): Debian's packages, unless the
 # host already has node and npm from elsewhere (they would conflict)
 command -v node >/dev/null || test_pkgs+=(nodejs)
 command -v npm >/dev/null || test_pkgs+=(npm)
@@ -34,7 +34,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ "$what" = test ] && [ ! -d tests/node_modules/ajv ]; then
+if [ "$what" = test ] && { [ ! -d tests/node_modules/ajv ] || [ ! -d tests/node_modules/@modelcontextprotocol/sdk ]; }; then
   echo "deps: installing test modules from tests/package.json" >&2
   (cd tests && npm ci --no-audit --no-fund --silent)
 fi

@@ -44,7 +44,9 @@ enum {
   OPT_APPROVAL_TTL,
   OPT_SINCE,
   OPT_TAIL,
-  OPT_FORCE
+  OPT_FORCE,
+  OPT_CAPABILITY,
+  OPT_OPERATOR
 };
 
 static const struct option common_options[] = {
@@ -62,6 +64,8 @@ static const struct option common_options[] = {
     {"since", required_argument, NULL, OPT_SINCE},
     {"tail", required_argument, NULL, OPT_TAIL},
     {"force", no_argument, NULL, OPT_FORCE},
+    {"capability", required_argument, NULL, OPT_CAPABILITY},
+    {"operator", no_argument, NULL, OPT_OPERATOR},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -96,6 +100,8 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
     case OPT_FOLLOW: o->follow = true; break;
     case OPT_SINCE: o->since = optarg; break;
     case OPT_FORCE: o->force = true; break;
+    case OPT_CAPABILITY: o->capability = optarg; break;
+    case OPT_OPERATOR: o->operator_ = true; break;
     case OPT_TAIL: {
       char *end;
       unsigned long long v = strtoull(optarg, &end, 10);
@@ -737,9 +743,10 @@ int cmd_gateway(int argc, char **argv)
   static const struct {
     const char *name;
     int (*run)(int, char **);
-  } verbs[] = {{"list", cmd_list}, {"call", cmd_call},           {"policy", cmd_policy},
-               {"cred", cmd_cred}, {"approvals", cmd_approvals}, {"approve", cmd_approve},
-               {"deny", cmd_deny}, {"audit", cmd_audit}};
+  } verbs[] = {{"list", cmd_list},    {"call", cmd_call},           {"policy", cmd_policy},
+               {"cred", cmd_cred},    {"approvals", cmd_approvals}, {"approve", cmd_approve},
+               {"deny", cmd_deny},    {"audit", cmd_audit},         {"mcp", cmd_mcp},
+               {"access", cmd_access}};
   for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
     if (strcmp(argv[0], verbs[i].name) == 0)
       return verbs[i].run(argc, argv);

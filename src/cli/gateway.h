@@ -18,11 +18,13 @@ struct common {
   uint64_t timeout_s;
   uint64_t approval_ttl_s;
   const char *session;
-  const char *thread; /* call --thread: Selu's thread_id within the session */
-  const char *login;  /* who runs this command (its passwd entry), for change records */
-  const char *since;  /* audit --since: RFC 3339, or 10m, 2h, 1d back from now */
-  int64_t tail;       /* audit --tail N: the last N records; -1 when not given */
-  bool force;         /* policy set: even when --caps cannot be read */
+  const char *thread;     /* call --thread: Selu's thread_id within the session */
+  const char *login;      /* who runs this command (its passwd entry), for change records */
+  const char *since;      /* audit --since: RFC 3339, or 10m, 2h, 1d back from now */
+  int64_t tail;           /* audit --tail N: the last N records; -1 when not given */
+  bool force;             /* policy set: even when --caps cannot be read */
+  const char *capability; /* mcp: serve this capability alone */
+  bool operator_;         /* access issue: the token may act as the operator */
 };
 
 /* Who runs this command: its passwd entry's name ($USER only without one). */
@@ -59,5 +61,7 @@ int cmd_approvals(int argc, char **argv);
 int cmd_approve(int argc, char **argv);
 int cmd_deny(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
+int cmd_access(int argc, char **argv);
 
 #endif

@@ -1,5 +1,5 @@
 /* The gateway verbs' own help texts (list, call, policy, cred, approvals, approve,
- * deny, audit): `capsule VERB --help` and `capsule help VERB` print one. A
+ * deny, audit, mcp, access): `capsule VERB --help` and `capsule help VERB` print one. A
  * verb that gains an option documents it here and in docs/cli.md. */
 #include <stddef.h>
 #include <string.h>
@@ -126,6 +126,40 @@ static const struct {
               "                    at the end (only new records)\n"
               "      --format covenant  export or verify in Covenant's format\n" GATEWAY_COMMON "\n"
               "exit status: 0 ok (verified), 1 failed or the chain is broken, 2 usage\n"},
+    {"access", "usage: capsule access issue NAME [--operator] [--user U] [--state DIR]\n"
+               "       capsule access list [--json] [--state DIR]\n"
+               "       capsule access revoke NAME [--state DIR]\n"
+               "\n"
+               "Bearer tokens for `capsule serve`'s network front doors. `issue` prints a new\n"
+               "random token once (the state keeps only its SHA-256); a call made with it is\n"
+               "made as its user, and only an --operator token may approve calls or change\n"
+               "policies. `list` shows name, user, operator, created (never a token); `revoke`\n"
+               "removes one. Issuing and revoking are audited and refused inside a sandbox.\n"
+               "\n"
+               "      --operator    the token may act as the operator\n"
+               "      --user U      the token's user (default the login name)\n"
+               "      --json        list: an array of objects\n" GATEWAY_COMMON "\n"
+               "exit status: 0 ok, 1 no such name or the name is taken, 2 usage,\n"
+               "4 refused inside a sandbox or --user without the operator's rights\n"},
+    {"mcp",
+     "usage: capsule mcp [--caps DIR] [--state DIR] [--capability ID] [--user U] [--timeout S]\n"
+     "\n"
+     "An MCP server on stdin and stdout (newline-delimited JSON-RPC, revisions\n"
+     "2025-06-18 and 2025-11-25): what an agent host launches. tools/list names\n"
+     "every ready tool CAPABILITY__TOOL (blocked tools are not listed); tools/call\n"
+     "goes through the same pipeline as `capsule call` (policy, validation,\n"
+     "credentials, sandbox, audit), as the user who launched it. Policy ask is put\n"
+     "to the user through the client's elicitation when it supports it, else it\n"
+     "leaves a pending approval (`capsule approve`). Logs go to stderr.\n"
+     "\n"
+     "      --caps DIR    the capabilities directory (default $CAPSULE_CAPS, else\n"
+     "                    ./capabilities)\n"
+     "      --capability ID  serve this capability alone, its tools under their own names\n"
+     "      --user U      who calls (default the login name; another user needs the\n"
+     "                    operator's rights)\n"
+     "      --timeout S   wall-clock limit of each call in seconds\n" GATEWAY_COMMON "\n"
+     "exit status: 0 the client closed stdin, 1 the capabilities or the state cannot be\n"
+     "read, 2 usage\n"},
 };
 
 const char *cli_gateway_help(const char *verb)

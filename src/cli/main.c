@@ -28,6 +28,9 @@ static const char usage_text[] =
     "  list [--caps DIR]             capabilities, tools, effective policies, readiness\n"
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
     "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
+    "  mcp [--capability ID]         every capability's tools to an MCP client on stdio\n"
+    "  serve [--mcp-http ADDR]       a long-running gateway: MCP on a unix socket and HTTP\n"
+    "  access issue|list|revoke      bearer tokens for serve's network front doors\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
     "  dispatch TEXT                 route an intent to a Covenant agent and run it\n"
@@ -85,6 +88,8 @@ static const struct {
     {"stop", cmd_stop},           {"token", cmd_covenant},
     {"budget", cmd_covenant},     {"dispatch", cmd_covenant},
     {"workspace", cmd_workspace}, {"image", cmd_image},
+    {"mcp", cmd_gateway},         {"access", cmd_gateway},
+    {"serve", cmd_serve},
 };
 
 static int (*find_verb(const char *name))(int, char **)

@@ -311,12 +311,15 @@ static enum gw_outcome ask_denied(struct call_ctx *c, const char *id, struct cap
   c->rec.decision = "ask-denied";
   if (id)
     cap_error_set(err, EPERM, "approval %s for this call was denied", id);
+  else if (c->call->answer == GW_ANSWER_NO)
+    cap_error_set(err, EPERM, "the call was not approved: the user declined it in the client");
   else
     cap_error_set(err, EPERM, "the call was not approved at the prompt");
   return GW_OUTCOME_DENIED;
 }
 
 /* Policy says ask: an approval decided for exactly this call, the
+ * answer a front door got through its client (call->answer), the
  * terminal, or a pending approval the operator resolves. */
 static enum gw_outcome ask(struct call_ctx *c, const char *source, struct cap_error *err)
 {
@@ -338,11 +341,12 @@ static enum gw_outcome ask(struct call_ctx *c, const char *source, struct cap_er
   bool asked = false;
   if (status == GW_APPROVAL_DENIED)
     return ask_denied(c, id, err);
-  if (status == GW_APPROVAL_APPROVED || (call->may_prompt && prompt_tty(call, &asked))) {
+  if (status == GW_APPROVAL_APPROVED || call->answer == GW_ANSWER_YES ||
+      (call->answer == GW_ANSWER_NONE && call->may_prompt && prompt_tty(call, &asked))) {
     c->rec.decision = "ask-approved";
     return GW_OUTCOME_OK;
   }
-  if (asked)
+  if (asked || call->answer == GW_ANSWER_NO)
     return ask_denied(c, NULL, err);
   if (status != GW_APPROVAL_PENDING && gw_approval_create(c->st, &req, id, err) < 0)
     return GW_OUTCOME_FAILED;

@@ -23,6 +23,10 @@
 #define GW_DEFAULT_DEADLINE_MS 120000
 #define GW_DEFAULT_OUTPUT_CAP (16u << 20)
 
+/* The human's answer to `ask`, obtained by a front door before the call
+ * (MCP elicitation, front/mcp.h): it stands for the terminal's prompt. */
+enum gw_answer { GW_ANSWER_NONE, GW_ANSWER_YES, GW_ANSWER_NO };
+
 struct gw_call {
   const char *capability, *tool;
   const char *args; /* the arguments as JSON text */
@@ -31,6 +35,7 @@ struct gw_call {
   uint64_t deadline_ms;
   size_t output_cap;
   bool may_prompt;         /* ask on the controlling terminal when policy says ask */
+  enum gw_answer answer;   /* already asked through the client; GW_ANSWER_NONE: not */
   int64_t approval_ttl_ms; /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
   const char *log_dir;     /* the tools' stderr goes to LOG_DIR/<capability>.log */
   const char *run_dir;     /* warm instances' sockets (Selu) */

@@ -70,6 +70,11 @@ static const char schema_v5_covenant[] =
     " capacity INTEGER NOT NULL, tokens INTEGER NOT NULL, last_refill_ms INTEGER NOT NULL,"
     " mac TEXT NOT NULL);";
 
+/* The serve front doors' bearer tokens (gateway/access.h), hashed. */
+static const char schema_v6_access[] =
+    "CREATE TABLE IF NOT EXISTS access (name TEXT PRIMARY KEY, token_sha256 TEXT UNIQUE NOT NULL,"
+    " user TEXT NOT NULL, operator INTEGER NOT NULL, created TEXT NOT NULL);";
+
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
  * cannot, e.g. `capsule run` reading a stored credential). */
@@ -99,8 +104,10 @@ static const struct migration {
     {4, "host id ranges", NULL, schema_v4, NULL},
     /* Covenant: capability tokens, trust roots, the issuer key, budgets */
     {5, "Covenant tokens and budgets", NULL, schema_v5_covenant, NULL},
+    /* the serve front doors' bearer tokens */
+    {6, "access tokens", NULL, schema_v6_access, NULL},
 };
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {

@@ -50,11 +50,14 @@ printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/x"],"Cmd"
 printf '[{"Config":"c.json","RepoTags":["example.org/a:1"],"Layers":["l/layer.tar"]}]' >"$work/image/docker"
 printf 'ghcr.io/owner/name:tag' >"$work/image/ref"
 tar -C "$here" -cf "$work/image/tar" fuzz_image.c
+mkdir -p "$work/mcp"
+printf '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"t0"}}\n{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x__y","arguments":{}}}\n' >"$work/mcp/list"
+printf '!{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1.0.0"}}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n[{"jsonrpc":"2.0"}]\n{"jsonrpc":"2.0","id":7,"result":{"action":"accept"}}\n{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}\n' >"$work/mcp/lifecycle"
 
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

@@ -1,0 +1,186 @@
+/* `capsule mcp`: the MCP dispatcher (front/mcp.h) on stdio. Messages are
+ * newline-delimited JSON-RPC (the MCP stdio transport); a line longer than
+ * MCP_MAX_MESSAGE is answered with an error and skipped to its end. Stdout
+ * carries only protocol messages; capsule's own words go to stderr. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/gateway.h"
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "front/mcp.h"
+#include "gateway/registry.h"
+#include "gateway/state.h"
+#include "image/image.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+  (void)sig;
+  stop_requested = 1;
+}
+
+struct stdio_ctx {
+  bool broken; /* stdout is gone: the client left */
+};
+
+static void send_line(void *ctx, const char *for_id, bool final, const char *json, size_t len)
+{
+  (void)for_id;
+  (void) final;
+  struct stdio_ctx *c = ctx;
+  if (!json)
+    return; /* a request that ends without an answer */
+  char nl = '\n';
+  struct iovec iov[2] = {{(void *)json, len}, {&nl, 1}};
+  size_t left = len + 1;
+  while (!c->broken && left) {
+    ssize_t n = writev(STDOUT_FILENO, iov, 2);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      c->broken = true;
+      break;
+    }
+    left -= (size_t)n;
+    for (int i = 0; i < 2 && n > 0; i++) {
+      size_t k = (size_t)n < iov[i].iov_len ? (size_t)n : iov[i].iov_len;
+      iov[i].iov_base = (char *)iov[i].iov_base + k;
+      iov[i].iov_len -= k;
+      n -= (ssize_t)k;
+    }
+  }
+}
+
+/* Splits what stdin gave into lines and hands each to the session. */
+struct lines {
+  struct cap_buf buf;
+  bool skipping; /* inside a line past the limit */
+};
+
+static void feed(struct mcp_session *s, struct lines *l, const char *data, size_t n)
+{
+  for (size_t i = 0; i < n;) {
+    const char *nl = memchr(data + i, '\n', n - i);
+    size_t end = nl ? (size_t)(nl - data) : n;
+    if (!l->skipping)
+      cap_buf_append(&l->buf, data + i, end - i);
+    if (!l->skipping && l->buf.len > MCP_MAX_MESSAGE) {
+      mcp_session_receive(s, l->buf.data, l->buf.len); /* the size error */
+      cap_buf_free(&l->buf);
+      l->skipping = true;
+    }
+    if (nl) {
+      size_t len = l->buf.len;
+      while (len && (l->buf.data[len - 1] == '\r' || l->buf.data[len - 1] == ' '))
+        len--;
+      if (!l->skipping && len)
+        mcp_session_receive(s, l->buf.data, len);
+      cap_buf_free(&l->buf);
+      l->skipping = false;
+    }
+    i = end + (nl ? 1 : 0);
+  }
+}
+
+static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
+{
+  struct lines l = {0};
+  bool eof = false;
+  while (!eof && !io->broken && !stop_requested) {
+    struct pollfd fds[1 + MCP_MAX_RUNNING];
+    int timeout;
+    size_t n = mcp_session_poll(s, fds + 1, MCP_MAX_RUNNING, &timeout);
+    fds[0] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
+    if (poll(fds, n + 1, timeout) < 0 && errno != EINTR)
+      break;
+    if (fds[0].revents) {
+      char buf[65536];
+      ssize_t got = read(STDIN_FILENO, buf, sizeof buf);
+      if (got > 0)
+        feed(s, &l, buf, (size_t)got);
+      else if (got == 0 || (errno != EINTR && errno != EAGAIN))
+        eof = true;
+    }
+    mcp_session_events(s, fds + 1, n);
+  }
+  cap_buf_free(&l.buf);
+  return CLI_EXIT_OK;
+}
+
+int cmd_mcp(int argc, char **argv)
+{
+  struct common o = {0};
+  int r = parse_common("mcp", argc, argv, &o);
+  if (r)
+    return r < 0 ? CLI_EXIT_OK : r;
+  if (optind < argc)
+    return cli_usage_error("mcp", "takes no arguments, not '%s'", argv[optind]);
+  struct gw_registry reg;
+  bool bad = false;
+  if ((r = load_registry(&o, &reg, &bad)))
+    return r;
+  if (o.capability && !gw_registry_find(&reg, o.capability)) {
+    fprintf(stderr, "capsule mcp: no capability \"%s\" in %s; `capsule list` shows them\n",
+            o.capability, reg.dir);
+    gw_registry_free(&reg);
+    return CLI_EXIT_INVALID;
+  }
+  struct gw_state *st = NULL;
+  if ((r = open_state(&o, &st))) {
+    gw_registry_free(&reg);
+    return r;
+  }
+  _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
+  const char *state_dir = o.state ? o.state : dflt;
+  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", state_dir);
+  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
+  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
+  _cleanup_free_ char *volumes = cap_xasprintf("%s/volumes", state_dir);
+  _cleanup_free_ char *images = image_store_dir(state_dir);
+  char **hidden = NULL;
+  size_t n_hidden = gw_state_private_paths(state_dir, &hidden);
+  struct mcp_config cfg = {
+      .reg = &reg,
+      .st = st,
+      .state_dir = state_dir,
+      .only = o.capability,
+      .server_version = CAPSULE_VERSION,
+      .base = {.user = o.user,
+               .deadline_ms = o.timeout_s * 1000,
+               .approval_ttl_ms = (int64_t)o.approval_ttl_s * 1000,
+               .log_dir = logs,
+               .run_dir = run,
+               .cache_dir = cache,
+               .volumes_dir = volumes,
+               .image_dir = images,
+               .session_id = o.session,
+               .thread_id = o.thread,
+               .hidden = (const char *const *)hidden,
+               .n_hidden = n_hidden},
+  };
+  signal(SIGPIPE, SIG_IGN); /* a client that left is seen as EPIPE */
+  /* SIGTERM, SIGINT, SIGHUP: stop reading, stop the calls in flight (each
+   * audited by its pipeline), exit */
+  struct sigaction sa = {.sa_handler = on_stop}; /* no SA_RESTART: poll returns */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  struct stdio_ctx io_ctx = {0};
+  struct mcp_io io = {.send = send_line, .ctx = &io_ctx};
+  struct mcp_session *s = mcp_session_new(&cfg, &io);
+  r = serve_stdio(s, &io_ctx);
+  mcp_session_free(s);
+  gw_state_private_paths_free(hidden, n_hidden);
+  gw_state_close(st);
+  gw_registry_free(&reg);
+  return r;
+}

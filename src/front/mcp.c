@@ -1,0 +1,287 @@
+/* The MCP dispatcher: a JSON-RPC message in, its answers out (front/mcp.h).
+ * This file holds the envelope (parse, classify, errors), the lifecycle
+ * (initialize, version negotiation, ping) and the method table; tools are
+ * in mcp_tools.c and mcp_call.c. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cleanup.h"
+#include "front/mcp_internal.h"
+
+/* Newest first: what initialize answers with when the client asks for
+ * something else (the lifecycle: the server names a version it supports,
+ * and the client decides whether to go on). */
+static const char *const versions[] = {"2025-11-25", "2025-06-18"};
+
+/* ---- sending ---- */
+
+void mcp_send_buf(struct mcp_session *s, const char *for_id, bool final, struct cap_buf *b)
+{
+  s->io.send(s->io.ctx, for_id, final, b->data, b->len);
+  cap_buf_free(b);
+}
+
+void mcp_send_error(struct mcp_session *s, const char *id_json, int code, const char *message,
+                    const char *data_json)
+{
+  struct cap_buf b = {0};
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":",
+                 id_json ? id_json : "null", code);
+  cap_json_quote(&b, message, strlen(message));
+  if (data_json)
+    cap_buf_printf(&b, ",\"data\":%s", data_json);
+  cap_buf_puts(&b, "}}");
+  mcp_send_buf(s, id_json, true, &b);
+}
+
+void mcp_result_begin(struct cap_jw *w, struct cap_buf *b, const char *id_json)
+{
+  *b = (struct cap_buf){0};
+  cap_buf_printf(b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":", id_json);
+  cap_jw_init(w, b, false);
+}
+
+void mcp_result_end(struct mcp_session *s, const char *id_json, struct cap_jw *w, struct cap_buf *b)
+{
+  (void)w;
+  cap_buf_putc(b, '}');
+  mcp_send_buf(s, id_json, true, b);
+}
+
+/* ---- lifecycle ---- */
+
+static bool is_revision(const char *v)
+{
+  /* YYYY-MM-DD: what every MCP revision is named */
+  if (strlen(v) != 10 || v[4] != '-' || v[7] != '-')
+    return false;
+  for (size_t i = 0; i < 10; i++)
+    if (i != 4 && i != 7 && (v[i] < '0' || v[i] > '9'))
+      return false;
+  return true;
+}
+
+/* The supported revisions as {"supported":[...],"requested":"..."} */
+static char *unsupported_data(const char *requested)
+{
+  struct cap_buf b = {0};
+  cap_buf_puts(&b, "{\"supported\":[");
+  for (size_t i = 0; i < ARRAY_SIZE(versions); i++)
+    cap_buf_printf(&b, "%s\"%s\"", i ? "," : "", versions[i]);
+  cap_buf_puts(&b, "],\"requested\":");
+  cap_json_quote(&b, requested, strlen(requested));
+  cap_buf_putc(&b, '}');
+  return cap_buf_steal(&b);
+}
+
+/* Form elicitation: 2025-06-18's `elicitation: {}`, 2025-11-25's
+ * `elicitation: {}` or `{form: {}}` (a client declaring only `url` cannot
+ * show a form). */
+static bool declares_form_elicitation(const struct cap_node *caps)
+{
+  const struct cap_node *e = cap_node_get(caps, "elicitation");
+  if (!e || e->kind != CAP_NODE_OBJECT)
+    return false;
+  return e->u.obj.len == 0 || cap_node_get(e, "form") || !cap_node_get(e, "url");
+}
+
+static void on_initialize(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  const struct cap_node *pv = cap_node_get(params, "protocolVersion");
+  if (!pv || pv->kind != CAP_NODE_STRING)
+    return mcp_send_error(
+        s, id, MCP_INVALID_PARAMS,
+        "initialize needs params.protocolVersion, a string such as \"2025-11-25\"", NULL);
+  if (!is_revision(pv->u.str.ptr)) {
+    _cleanup_free_ char *data = unsupported_data(pv->u.str.ptr);
+    return mcp_send_error(s, id, MCP_INVALID_PARAMS, "Unsupported protocol version", data);
+  }
+  if (s->initialized)
+    return mcp_send_error(s, id, MCP_INVALID_REQUEST,
+                          "this session is already initialized; start a new one to renegotiate",
+                          NULL);
+  s->version = versions[0];
+  for (size_t i = 0; i < ARRAY_SIZE(versions); i++)
+    if (strcmp(pv->u.str.ptr, versions[i]) == 0)
+      s->version = versions[i];
+  s->client_elicits = declares_form_elicitation(cap_node_get(params, "capabilities"));
+  s->initialized = true;
+  struct cap_jw w;
+  struct cap_buf b;
+  mcp_result_begin(&w, &b, id);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "protocolVersion");
+  cap_jw_string(&w, s->version);
+  cap_jw_key(&w, "capabilities");
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "tools");
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "listChanged");
+  cap_jw_bool(&w, false);
+  cap_jw_end_object(&w);
+  cap_jw_end_object(&w);
+  cap_jw_key(&w, "serverInfo");
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "name");
+  cap_jw_string(&w, "capsule");
+  cap_jw_key(&w, "version");
+  cap_jw_string(&w, s->cfg->server_version ? s->cfg->server_version : "0");
+  cap_jw_end_object(&w);
+  cap_jw_key(&w, "instructions");
+  cap_jw_string(&w, "Tools run in capsule's sandbox; each call passes its policy, argument "
+                    "validation and audit. A refused call is a result with isError and the "
+                    "reason.");
+  cap_jw_end_object(&w);
+  mcp_result_end(s, id, &w, &b);
+}
+
+static void on_ping(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  (void)params;
+  struct cap_buf b = {0};
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", id);
+  mcp_send_buf(s, id, true, &b);
+}
+
+/* ---- dispatch ---- */
+
+struct method {
+  const char *name;
+  void (*request)(struct mcp_session *s, const char *id, const struct cap_node *params);
+  void (*notification)(struct mcp_session *s, const struct cap_node *params);
+  bool before_init; /* allowed before initialize */
+};
+
+static void on_initialized(struct mcp_session *s, const struct cap_node *params)
+{
+  (void)s;
+  (void)params;
+}
+
+static const struct method methods[] = {
+    {"initialize", on_initialize, NULL, true},
+    {"ping", on_ping, NULL, true},
+    {"tools/list", mcp_tools_list, NULL, false},
+    {"tools/call", mcp_tools_call, NULL, false},
+    {"notifications/initialized", NULL, on_initialized, true},
+    {"notifications/cancelled", NULL, mcp_call_cancel, true},
+};
+
+static const struct method *find_method(const char *name)
+{
+  for (size_t i = 0; i < ARRAY_SIZE(methods); i++)
+    if (strcmp(methods[i].name, name) == 0)
+      return &methods[i];
+  return NULL;
+}
+
+/* A request id as JSON text: a string or an integer (MCP: never null). */
+static char *id_text(const struct cap_node *id)
+{
+  if (!id || (id->kind != CAP_NODE_STRING && id->kind != CAP_NODE_INT))
+    return NULL;
+  struct cap_buf b = {0};
+  if (id->kind == CAP_NODE_INT)
+    cap_buf_printf(&b, "%lld", (long long)id->u.num.i);
+  else
+    cap_json_quote(&b, id->u.str.ptr, id->u.str.len);
+  return cap_buf_steal(&b);
+}
+
+static void on_request(struct mcp_session *s, const char *id, const char *name,
+                       const struct cap_node *params)
+{
+  const struct method *m = find_method(name);
+  if (!m || !m->request) {
+    struct cap_buf msg = {0};
+    cap_buf_puts(&msg, "Method not found: ");
+    cap_buf_append(&msg, name, strnlen(name, 200));
+    mcp_send_error(s, id, MCP_METHOD_NOT_FOUND, msg.data, NULL);
+    return cap_buf_free(&msg);
+  }
+  if (!s->initialized && !m->before_init)
+    return mcp_send_error(s, id, MCP_INVALID_REQUEST,
+                          "the session is not initialized: send initialize first", NULL);
+  if (params && params->kind != CAP_NODE_OBJECT)
+    return mcp_send_error(s, id, MCP_INVALID_PARAMS, "params must be an object", NULL);
+  m->request(s, id, params);
+}
+
+static void on_message(struct mcp_session *s, const struct cap_node *msg)
+{
+  if (msg->kind == CAP_NODE_ARRAY)
+    return mcp_send_error(s, NULL, MCP_INVALID_REQUEST,
+                          "JSON-RPC batches are not part of MCP since 2025-06-18: send one "
+                          "message at a time",
+                          NULL);
+  const struct cap_node *v = cap_node_get(msg, "jsonrpc");
+  const struct cap_node *idn = cap_node_get(msg, "id");
+  const struct cap_node *method = cap_node_get(msg, "method");
+  _cleanup_free_ char *id = id_text(idn);
+  if (msg->kind != CAP_NODE_OBJECT || !v || v->kind != CAP_NODE_STRING ||
+      strcmp(v->u.str.ptr, "2.0") != 0)
+    return mcp_send_error(s, id, MCP_INVALID_REQUEST,
+                          "not a JSON-RPC 2.0 message: an object with \"jsonrpc\": \"2.0\"", NULL);
+  if (idn && !id)
+    return mcp_send_error(s, NULL, MCP_INVALID_REQUEST, "\"id\" must be a string or an integer",
+                          NULL);
+  if (!method) {
+    if (idn && idn->kind == CAP_NODE_INT &&
+        (cap_node_get(msg, "result") || cap_node_get(msg, "error")))
+      return mcp_call_answer(s, idn->u.num.i, msg);
+    if (id)
+      mcp_send_error(s, id, MCP_INVALID_REQUEST, "a request needs a \"method\"", NULL);
+    return; /* an answer to nothing we asked: dropped */
+  }
+  if (method->kind != CAP_NODE_STRING)
+    return mcp_send_error(s, id, MCP_INVALID_REQUEST, "\"method\" must be a string", NULL);
+  const struct cap_node *params = cap_node_get(msg, "params");
+  if (id)
+    return on_request(s, id, method->u.str.ptr, params);
+  const struct method *m = find_method(method->u.str.ptr);
+  if (m && m->notification && (!params || params->kind == CAP_NODE_OBJECT))
+    m->notification(s, params); /* unknown notifications are ignored, as JSON-RPC says */
+}
+
+void mcp_session_receive(struct mcp_session *s, const char *data, size_t len)
+{
+  if (len > MCP_MAX_MESSAGE) {
+    _cleanup_free_ char *m =
+        cap_xasprintf("the message is %zu bytes; at most %u are read", len, MCP_MAX_MESSAGE);
+    return mcp_send_error(s, NULL, MCP_INVALID_REQUEST, m, NULL);
+  }
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  if (cap_json_parse(doc, data, len, "message", 64, &diags) < 0) {
+    struct cap_buf m = {0};
+    cap_buf_printf(&m, "Parse error: %s",
+                   diags.len && diags.items[0].message ? diags.items[0].message : "not JSON");
+    mcp_send_error(s, NULL, MCP_PARSE_ERROR, m.data, NULL);
+    cap_buf_free(&m);
+  } else {
+    on_message(s, doc->root);
+  }
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+}
+
+bool mcp_session_initialized(const struct mcp_session *s) { return s->initialized; }
+
+struct mcp_session *mcp_session_new(const struct mcp_config *cfg, const struct mcp_io *io)
+{
+  struct mcp_session *s = cap_xcalloc(1, sizeof *s);
+  s->cfg = cfg;
+  s->io = *io;
+  s->next_id = 1;
+  return s;
+}
+
+void mcp_session_free(struct mcp_session *s)
+{
+  if (!s)
+    return;
+  mcp_runs_free(s);
+  mcp_table_free(&s->table);
+  free(s);
+}

@@ -1,0 +1,75 @@
+/* MCP (the Model Context Protocol) in front of the call pipeline: a
+ * JSON-RPC 2.0 dispatcher that knows no transport. A transport (stdio in
+ * `capsule mcp`, Streamable HTTP later) hands it one message at a time
+ * (mcp_session_receive) and gets zero or more messages back through
+ * io->send; a tool call runs in a child process (gw_call, the one
+ * pipeline), so the transport also polls the session's descriptors
+ * (mcp_session_poll / mcp_session_events) to learn when calls end, to send
+ * progress, and to let notifications/cancelled stop a run.
+ *
+ * Revisions: 2025-06-18 and 2025-11-25 (initialize, sessions). Methods:
+ * initialize, ping, tools/list, tools/call; notifications/initialized and
+ * notifications/cancelled; answers to our elicitation/create (policy ask,
+ * when the client declared elicitation). Tool names: CAPABILITY__TOOL from
+ * a table (front/mcp_tools.c), or the tools' own names with one capability.
+ *
+ * Ownership: the session borrows cfg (and everything it points to) for
+ * its whole life. Not thread-safe: one thread drives a session. */
+#ifndef CAPSULE_FRONT_MCP_H
+#define CAPSULE_FRONT_MCP_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/call.h"
+#include "gateway/registry.h"
+#include "gateway/state.h"
+
+#define MCP_MAX_MESSAGE (4u << 20) /* a larger message is refused */
+#define MCP_MAX_RUNNING 16         /* tool calls in flight per session */
+#define MCP_PAGE_SIZE 100          /* tools per tools/list page */
+
+struct mcp_config {
+  const struct gw_registry *reg;
+  struct gw_state *st;        /* for policies (tools/list); NULL: the manifests' own */
+  const char *state_dir;      /* each call's child opens its own state here */
+  const char *only;           /* --capability: serve this one with its tools' own names */
+  struct gw_call base;        /* user, deadline, dirs, hidden paths: every call starts as this */
+  size_t page_size;           /* 0: MCP_PAGE_SIZE */
+  bool skip_readiness;        /* list every tool without the readiness dry run (fuzzing) */
+  const char *server_version; /* serverInfo.version */
+};
+
+struct mcp_io {
+  /* One whole JSON-RPC message (no newline); the transport frames it.
+   * for_id: the id (JSON text) of the request it belongs to (its answer,
+   * or progress and elicitation while it runs), NULL for none; final: it
+   * is that request's answer, the last message for it. json NULL (with
+   * final): the request ends without an answer (it was cancelled). */
+  void (*send)(void *ctx, const char *for_id, bool final, const char *json, size_t len);
+  void *ctx;
+};
+
+struct mcp_session;
+
+struct mcp_session *mcp_session_new(const struct mcp_config *cfg, const struct mcp_io *io);
+/* Stops every running call (SIGTERM, then SIGKILL) and frees. NULL is fine. */
+void mcp_session_free(struct mcp_session *s);
+
+/* One message from the client: a request, a notification, or an answer to
+ * one of ours. Anything malformed gets its JSON-RPC error through io. */
+void mcp_session_receive(struct mcp_session *s, const char *msg, size_t len);
+
+/* The descriptors to watch (at most max) and how long to wait at most
+ * (*timeout_ms, -1: no deadline) before calling mcp_session_events. */
+size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, int *timeout_ms);
+/* After poll: reads what ended, sends results and progress. */
+void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t n);
+/* Whether initialize succeeded. */
+bool mcp_session_initialized(const struct mcp_session *s);
+/* Calls still running, or waiting for the client's answer. */
+size_t mcp_session_busy(const struct mcp_session *s);
+
+#endif

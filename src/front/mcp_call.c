@@ -1,0 +1,454 @@
+/* tools/call (front/mcp.h): the name found in the table, policy `ask`
+ * put to the human through the client's elicitation when it declared it,
+ * then gw_call (the one pipeline: policy, validation, credentials,
+ * sandbox, audit) in a child process, so that the session keeps serving
+ * while the tool runs, reports progress, and a notifications/cancelled
+ * can stop the run: SIGTERM to the child, which its sandbox supervisor
+ * forwards to the tool (a child killed before the pipeline's own record
+ * leaves the in-flight marker that gateway/state.h turns into an
+ * interrupted record), SIGKILL 5 s later. The child reports one JSON
+ * object on a pipe: {"outcome": N, "error": "...", "result": "JSON"}. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "core/clock.h"
+#include "front/mcp_internal.h"
+
+#define PROGRESS_EVERY_MS 1000
+#define KILL_GRACE_MS 5000
+
+static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
+
+static void run_free(struct mcp_run *r)
+{
+  if (!r)
+    return;
+  if (r->fd >= 0)
+    close(r->fd);
+  free(r->id_json);
+  free(r->token_json);
+  free(r->cap);
+  free(r->tool);
+  free(r->args);
+  cap_buf_free(&r->out);
+  free(r);
+}
+
+static void drop(struct mcp_session *s, struct mcp_run *r)
+{
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
+    if (s->runs[i] == r)
+      s->runs[i] = NULL;
+  run_free(r);
+}
+
+/* ---- results ---- */
+
+static void send_tool_error(struct mcp_session *s, const char *id, const char *message)
+{
+  struct cap_buf b = {0};
+  cap_buf_printf(&b,
+                 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\","
+                 "\"text\":",
+                 id);
+  cap_json_quote(&b, message, strlen(message));
+  cap_buf_puts(&b, "}],\"isError\":true}}");
+  mcp_send_buf(s, id, true, &b);
+}
+
+/* The tool's JSON as text, and as structuredContent when it is an object. */
+static void send_tool_result(struct mcp_session *s, const char *id, const char *json)
+{
+  _cleanup_free_ char *canon = cap_json_canonical(json, strlen(json));
+  if (!canon)
+    return send_tool_error(s, id, "the tool's result is not JSON");
+  struct cap_buf b = {0};
+  cap_buf_printf(&b,
+                 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\","
+                 "\"text\":",
+                 id);
+  cap_json_quote(&b, canon, strlen(canon));
+  cap_buf_puts(&b, "}]");
+  if (canon[0] == '{')
+    cap_buf_printf(&b, ",\"structuredContent\":%s", canon);
+  cap_buf_puts(&b, ",\"isError\":false}}");
+  mcp_send_buf(s, id, true, &b);
+}
+
+/* What the child reported, once it is gone. */
+static void finish(struct mcp_session *s, struct mcp_run *r, int status)
+{
+  if (r->cancelled) { /* a cancelled request gets no answer */
+    s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
+    return drop(s, r);
+  }
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  const struct cap_node *outcome = NULL, *error = NULL, *result = NULL;
+  if (r->out.len && cap_json_parse(doc, r->out.data, r->out.len, "report", 0, &diags) == 0) {
+    outcome = cap_node_get(doc->root, "outcome");
+    error = cap_node_get(doc->root, "error");
+    result = cap_node_get(doc->root, "result");
+  }
+  if (outcome && outcome->kind == CAP_NODE_INT && outcome->u.num.i == GW_OUTCOME_OK && result &&
+      result->kind == CAP_NODE_STRING) {
+    send_tool_result(s, r->id_json, result->u.str.ptr);
+  } else if (error && error->kind == CAP_NODE_STRING) {
+    send_tool_error(s, r->id_json, error->u.str.ptr);
+  } else {
+    _cleanup_free_ char *m = cap_xasprintf(
+        "the call's process ended without a result (%s %d); `capsule audit` shows the call",
+        WIFSIGNALED(status) ? "signal" : "status",
+        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    send_tool_error(s, r->id_json, m);
+  }
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+  drop(s, r);
+}
+
+/* ---- the child ---- */
+
+static void report(int fd, enum gw_outcome o, const struct cap_error *err, const char *json)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "outcome");
+  cap_jw_int(&w, o);
+  cap_jw_key(&w, "error");
+  cap_jw_string_or_null(&w, o == GW_OUTCOME_OK ? NULL : err->message ? err->message : "failed");
+  cap_jw_key(&w, "result");
+  cap_jw_string_or_null(&w, json);
+  cap_jw_end_object(&w);
+  for (size_t off = 0; off < b.len;) {
+    ssize_t n = write(fd, b.data + off, b.len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    off += (size_t)n;
+  }
+  cap_buf_free(&b);
+}
+
+/* In the child: its own state connection (SQLite's must not cross a
+ * fork), stdin and stdout away from the transport, then the pipeline. */
+static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r,
+                            enum gw_answer answer, int fd, pid_t parent)
+{
+  /* the session gone, its calls stop (their sandboxes die with them) */
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+    _exit(1);
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null >= 0)
+    dup2(null, STDIN_FILENO);
+  dup2(STDERR_FILENO, STDOUT_FILENO); /* nothing may reach the protocol's stream */
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none; /* a server may block signals it reads through a signalfd */
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  struct cap_error err = {0};
+  struct gw_state *st = NULL;
+  enum gw_outcome o = GW_OUTCOME_FAILED;
+  struct gw_result res = {0};
+  if (!s->cfg->state_dir)
+    cap_error_set(&err, EINVAL, "no state directory to run calls with");
+  else if (gw_state_open(s->cfg->state_dir, &st, &err) == 0) {
+    struct gw_call call = s->cfg->base;
+    call.capability = r->cap;
+    call.tool = r->tool;
+    call.args = r->args;
+    call.args_len = strlen(r->args);
+    call.may_prompt = false;
+    call.answer = answer;
+    o = gw_call(&call, s->cfg->reg, st, &res, &err);
+  }
+  report(fd, o, &err, res.json);
+  _exit(0);
+}
+
+static void start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer)
+{
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) {
+    send_tool_error(s, r->id_json, "cannot start the call: no pipe");
+    return drop(s, r);
+  }
+  pid_t parent = getpid(), pid = fork();
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    send_tool_error(s, r->id_json, "cannot start the call: fork failed");
+    return drop(s, r);
+  }
+  if (pid == 0) {
+    close(p[0]);
+    child(s, r, answer, p[1], parent);
+  }
+  close(p[1]);
+  fcntl(p[0], F_SETFL, O_NONBLOCK);
+  r->pid = pid;
+  r->fd = p[0];
+  r->started_ms = now_ms();
+  r->next_progress_ms = r->started_ms + PROGRESS_EVERY_MS;
+}
+
+/* ---- ask through the client ---- */
+
+static bool asks(const struct mcp_session *s, const struct mcp_tool *m)
+{
+  enum cap_policy policy = m->tool->policy;
+  const char *source;
+  struct cap_error err = {0};
+  if (s->cfg->st && gw_effective_policy(s->cfg->st, m->spec->id, m->tool, s->cfg->base.user,
+                                        &policy, &source, &err) < 0)
+    cap_error_clear(&err);
+  return policy == CAP_POLICY_ASK;
+}
+
+static void elicit(struct mcp_session *s, struct mcp_run *r)
+{
+  r->elicit_id = s->next_id++;
+  struct cap_buf msg = {0};
+  cap_buf_printf(&msg, "capsule: %s wants to call the tool %s of the capability %s with ",
+                 s->cfg->base.user ? s->cfg->base.user : "you", r->tool, r->cap);
+  size_t n = strlen(r->args);
+  cap_buf_append(&msg, r->args, n > 4000 ? 4000 : n);
+  cap_buf_puts(&msg, n > 4000 ? "...\nAllow this call?" : "\nAllow this call?");
+  struct cap_buf b = {0};
+  cap_buf_printf(&b,
+                 "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":\"elicitation/create\","
+                 "\"params\":{%s\"message\":",
+                 (long long)r->elicit_id,
+                 strcmp(s->version, "2025-06-18") == 0 ? "" : "\"mode\":\"form\",");
+  cap_json_quote(&b, msg.data, msg.len);
+  cap_buf_puts(&b, ",\"requestedSchema\":{\"type\":\"object\",\"properties\":{}}}}");
+  cap_buf_free(&msg);
+  mcp_send_buf(s, r->id_json, false, &b); /* on the call's own stream */
+}
+
+void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg)
+{
+  struct mcp_run *r = NULL;
+  for (size_t i = 0; i < MCP_MAX_RUNNING && !r; i++)
+    if (s->runs[i] && !s->runs[i]->pid && s->runs[i]->elicit_id == id)
+      r = s->runs[i];
+  if (!r)
+    return; /* an answer to nothing we asked (or to a cancelled call) */
+  const struct cap_node *result = cap_node_get(msg, "result");
+  const struct cap_node *action = cap_node_get(result, "action");
+  enum gw_answer answer = GW_ANSWER_NONE; /* the client could not ask: the approval queue */
+  if (action && action->kind == CAP_NODE_STRING)
+    answer = strcmp(action->u.str.ptr, "accept") == 0 ? GW_ANSWER_YES : GW_ANSWER_NO;
+  r->elicit_id = 0;
+  start(s, r, answer);
+}
+
+/* ---- tools/call ---- */
+
+static char *progress_token(const struct cap_node *params)
+{
+  const struct cap_node *t = cap_node_get(cap_node_get(params, "_meta"), "progressToken");
+  if (!t || (t->kind != CAP_NODE_STRING && t->kind != CAP_NODE_INT))
+    return NULL;
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_node(&w, t);
+  return cap_buf_steal(&b);
+}
+
+static struct mcp_run **free_slot(struct mcp_session *s)
+{
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
+    if (!s->runs[i])
+      return &s->runs[i];
+  return NULL;
+}
+
+void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  const struct cap_node *name = cap_node_get(params, "name");
+  const struct cap_node *args = cap_node_get(params, "arguments");
+  if (!name || name->kind != CAP_NODE_STRING)
+    return mcp_send_error(s, id, MCP_INVALID_PARAMS, "tools/call needs params.name, a string",
+                          NULL);
+  if (args && args->kind != CAP_NODE_OBJECT)
+    return mcp_send_error(s, id, MCP_INVALID_PARAMS, "params.arguments must be an object", NULL);
+  mcp_table_build(s);
+  const struct mcp_tool *m = mcp_table_find(&s->table, name->u.str.ptr);
+  if (!m) {
+    struct cap_buf msg = {0};
+    cap_buf_puts(&msg, "Unknown tool: ");
+    cap_buf_append(&msg, name->u.str.ptr, strnlen(name->u.str.ptr, 200));
+    cap_buf_puts(&msg, " (tools/list names the tools)");
+    mcp_send_error(s, id, MCP_INVALID_PARAMS, msg.data, NULL);
+    return cap_buf_free(&msg);
+  }
+  struct mcp_run **slot = free_slot(s);
+  if (!slot)
+    return send_tool_error(s, id, "too many calls in flight in this session; wait for one to end");
+  struct mcp_run *r = cap_xcalloc(1, sizeof *r);
+  r->fd = -1;
+  r->id_json = cap_xstrdup(id);
+  r->token_json = progress_token(params);
+  r->cap = cap_xstrdup(m->spec->id);
+  r->tool = cap_xstrdup(m->tool->name);
+  struct cap_buf a = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &a, false);
+  if (args)
+    cap_jw_node(&w, args);
+  else
+    cap_buf_puts(&a, "{}");
+  r->args = cap_buf_steal(&a);
+  *slot = r;
+  if (s->client_elicits && asks(s, m))
+    return elicit(s, r);
+  start(s, r, GW_ANSWER_NONE);
+}
+
+void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params)
+{
+  const struct cap_node *rid = cap_node_get(params, "requestId");
+  if (!rid || (rid->kind != CAP_NODE_STRING && rid->kind != CAP_NODE_INT))
+    return;
+  struct cap_buf b = {0};
+  if (rid->kind == CAP_NODE_INT)
+    cap_buf_printf(&b, "%lld", (long long)rid->u.num.i);
+  else
+    cap_json_quote(&b, rid->u.str.ptr, rid->u.str.len);
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    if (!r || r->cancelled || strcmp(r->id_json, b.data) != 0)
+      continue;
+    if (!r->pid) { /* still waiting for the client's answer: nothing ran */
+      s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
+      drop(s, r);
+      continue;
+    }
+    r->cancelled = true;
+    kill(r->pid, SIGTERM);
+    r->kill_at_ms = now_ms() + KILL_GRACE_MS;
+  }
+  cap_buf_free(&b);
+}
+
+/* ---- the transport's loop ---- */
+
+size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, int *timeout_ms)
+{
+  size_t n = 0;
+  uint64_t now = now_ms(), next = 0;
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    if (!r || r->fd < 0)
+      continue;
+    if (n < max)
+      fds[n++] = (struct pollfd){.fd = r->fd, .events = POLLIN};
+    uint64_t due = r->token_json && !r->cancelled ? r->next_progress_ms : 0;
+    if (r->kill_at_ms && (!due || r->kill_at_ms < due))
+      due = r->kill_at_ms;
+    if (due && (!next || due < next))
+      next = due;
+  }
+  *timeout_ms = !next ? -1 : next <= now ? 0 : (int)(next - now);
+  return n;
+}
+
+static void progress(struct mcp_session *s, struct mcp_run *r, uint64_t now)
+{
+  struct cap_buf b = {0};
+  cap_buf_printf(&b,
+                 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{"
+                 "\"progressToken\":%s,\"progress\":%lld,\"message\":\"running for %llu s\"}}",
+                 r->token_json, (long long)++r->progress,
+                 (unsigned long long)((now - r->started_ms) / 1000));
+  mcp_send_buf(s, r->id_json, false, &b);
+  r->next_progress_ms = now + PROGRESS_EVERY_MS;
+}
+
+/* Reads what the child wrote; true at its end. */
+static bool drain(struct mcp_run *r)
+{
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(r->fd, buf, sizeof buf);
+    if (n > 0) {
+      cap_buf_append(&r->out, buf, (size_t)n);
+      continue;
+    }
+    return n == 0 || (errno != EAGAIN && errno != EINTR);
+  }
+}
+
+void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t n)
+{
+  (void)fds;
+  (void)n;
+  uint64_t now = now_ms();
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    if (!r || r->fd < 0)
+      continue;
+    if (drain(r)) {
+      int status = 0;
+      while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+      r->pid = 0;
+      finish(s, r, status);
+      continue;
+    }
+    if (r->kill_at_ms && now >= r->kill_at_ms) {
+      kill(r->pid, SIGKILL);
+      r->kill_at_ms = 0;
+    }
+    if (r->token_json && !r->cancelled && now >= r->next_progress_ms)
+      progress(s, r, now);
+  }
+}
+
+size_t mcp_session_busy(const struct mcp_session *s)
+{
+  size_t k = 0;
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
+    k += s->runs[i] != NULL;
+  return k;
+}
+
+/* Stops what still runs: SIGTERM, up to KILL_GRACE_MS for it to end (its
+ * pipeline then audits it), SIGKILL. */
+void mcp_runs_free(struct mcp_session *s)
+{
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) /* once: a second one could end the child */
+    if (s->runs[i] && s->runs[i]->pid && !s->runs[i]->cancelled) /* between its record and */
+      kill(s->runs[i]->pid, SIGTERM); /* its marker's removal: a second, "interrupted" record */
+  uint64_t until = now_ms() + KILL_GRACE_MS;
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    if (!r)
+      continue;
+    while (r->pid && r->fd >= 0 && now_ms() < until && !drain(r)) {
+      struct pollfd p = {.fd = r->fd, .events = POLLIN};
+      poll(&p, 1, 100);
+    }
+    if (r->pid) {
+      kill(r->pid, SIGKILL);
+      while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    }
+    drop(s, r);
+  }
+}

@@ -1,0 +1,91 @@
+/* What the MCP dispatcher's files share (mcp.c: JSON-RPC and the
+ * lifecycle; mcp_tools.c: the name table and tools/list; mcp_call.c:
+ * tools/call, elicitation, the calls' child processes). */
+#ifndef CAPSULE_FRONT_MCP_INTERNAL_H
+#define CAPSULE_FRONT_MCP_INTERNAL_H
+
+#include <sys/types.h>
+
+#include "core/buf.h"
+#include "core/json.h"
+#include "front/mcp.h"
+#include "gateway/selu.h"
+
+/* JSON-RPC and MCP error codes */
+enum {
+  MCP_PARSE_ERROR = -32700,
+  MCP_INVALID_REQUEST = -32600,
+  MCP_METHOD_NOT_FOUND = -32601,
+  MCP_INVALID_PARAMS = -32602,
+  MCP_INTERNAL_ERROR = -32603,
+};
+
+/* One MCP tool: where its name leads. */
+struct mcp_tool {
+  char *name; /* as MCP lists it */
+  const struct cap_spec *spec;
+  const struct cap_tool *tool;
+};
+
+struct mcp_table {
+  struct mcp_tool *v; /* in listing order: capabilities by id, tools as declared */
+  size_t n;
+  struct gw_tools *dynamic; /* per capability: a dynamic one's cached tools */
+  size_t n_dynamic;
+  bool built;
+};
+
+/* A call in flight: a child process running gw_call, or one waiting for
+ * the client's answer to our elicitation. */
+struct mcp_run {
+  char *id_json;       /* the request's id, as JSON text */
+  char *token_json;    /* progressToken as JSON text, or NULL */
+  char *cap, *tool;    /* capsule's names */
+  char *args;          /* the arguments, JSON text */
+  int64_t elicit_id;   /* our elicitation/create request's id; 0 when none */
+  pid_t pid;           /* the child, or 0 */
+  int fd;              /* the child's report; -1 */
+  struct cap_buf out;  /* what the child reported so far */
+  uint64_t started_ms; /* monotonic */
+  uint64_t next_progress_ms;
+  uint64_t kill_at_ms; /* cancelled: SIGKILL at this time when still alive; 0 */
+  int64_t progress;
+  bool cancelled;
+};
+
+struct mcp_session {
+  const struct mcp_config *cfg;
+  struct mcp_io io;
+  bool initialized;
+  const char *version; /* the negotiated revision */
+  bool client_elicits; /* the client declared elicitation (form) */
+  int64_t next_id;     /* our requests' ids */
+  struct mcp_table table;
+  struct mcp_run *runs[MCP_MAX_RUNNING];
+};
+
+/* Sending */
+/* for_id: the request the message belongs to (NULL: none); final: it is
+ * that request's answer */
+void mcp_send_buf(struct mcp_session *s, const char *for_id, bool final, struct cap_buf *b);
+void mcp_send_error(struct mcp_session *s, const char *id_json, int code, const char *message,
+                    const char *data_json);
+/* {"jsonrpc":"2.0","id":ID,"result": ...: the caller writes the result
+ * value and closes with mcp_result_end */
+void mcp_result_begin(struct cap_jw *w, struct cap_buf *b, const char *id_json);
+void mcp_result_end(struct mcp_session *s, const char *id_json, struct cap_jw *w,
+                    struct cap_buf *b);
+
+/* The name table (mcp_tools.c) */
+void mcp_table_build(struct mcp_session *s);
+void mcp_table_free(struct mcp_table *t);
+const struct mcp_tool *mcp_table_find(const struct mcp_table *t, const char *name);
+void mcp_tools_list(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+
+/* Calls (mcp_call.c) */
+void mcp_tools_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg);
+void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params);
+void mcp_runs_free(struct mcp_session *s);
+
+#endif

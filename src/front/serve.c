@@ -1,0 +1,748 @@
+/* `capsule serve`'s main thread (front/serve.h): the registry and its
+ * reloads, the MCP sessions (unix socket and HTTP), the queue the HTTP
+ * threads feed, signals, draining, the status file. */
+#include "front/serve.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "core/cleanup.h"
+#include "core/clock.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "front/serve_internal.h"
+#include "image/image.h"
+#include "gateway/access.h"
+#include "gateway/registry.h"
+
+#define IDLE_SESSION_MS (60 * 60 * 1000)
+#define RELOAD_SETTLE_MS 300
+
+/* A registry and the sessions that started with it. */
+struct gen {
+  struct gw_registry reg;
+  int refs;
+};
+
+struct route {
+  char *id;
+  struct stream *stream;
+};
+
+struct sess {
+  struct sess *next;
+  struct serve *sv;
+  char id[33];
+  bool http, dead;
+  int fd; /* unix: the connection */
+  struct cap_buf line;
+  bool skipping;
+  char *user;
+  struct gen *gen;
+  struct mcp_config cfg;
+  struct mcp_session *s;
+  struct route *routes;
+  size_t n_routes;
+  uint64_t last_ms;
+};
+
+struct serve {
+  const struct serve_options *opt;
+  pthread_mutex_t state_mu, queue_mu;
+  struct inbound *head, *tail;
+  int wake; /* eventfd */
+  bool stopping;
+  struct gen *cur;
+  struct sess *sessions;
+  size_t n_sessions;
+  char *logs, *run, *cache, *volumes, *images, *socket_path, *status_path;
+  char **hidden;
+  size_t n_hidden;
+  int listen_fd, inotify_fd, signal_fd;
+  uint64_t reload_at, started_ms;
+  char started[32];
+  bool status_dirty, bound;
+  struct serve_http *http;
+};
+
+static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
+
+/* ---- logs ---- */
+
+static void utc_now(char out[32])
+{
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  struct tm tm;
+  gmtime_r(&t.tv_sec, &tm);
+  char s[24];
+  strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out, 32, "%.19s.%03dZ", s, (int)(t.tv_nsec / 1000000) % 1000);
+}
+
+void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
+               const char *k2, const char *v2)
+{
+  if (!sv->opt->log)
+    return;
+  char now[32];
+  utc_now(now);
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  const char *keys[] = {"time", "level", "msg", k1, k2};
+  const char *values[] = {now, level, msg, v1, v2};
+  for (size_t i = 0; i < 5; i++)
+    if (keys[i] && values[i]) {
+      cap_jw_key(&w, keys[i]);
+      cap_jw_string(&w, values[i]);
+    }
+  cap_jw_end_object(&w);
+  sv->opt->log(sv->opt->log_ctx, b.data);
+  cap_buf_free(&b);
+}
+
+bool serve_stopping(struct serve *sv) { return __atomic_load_n(&sv->stopping, __ATOMIC_ACQUIRE); }
+
+/* ---- the queue from the HTTP threads ---- */
+
+void serve_enqueue(struct serve *sv, struct inbound *in)
+{
+  pthread_mutex_lock(&sv->queue_mu);
+  if (sv->tail)
+    sv->tail->next = in;
+  else
+    sv->head = in;
+  sv->tail = in;
+  pthread_mutex_unlock(&sv->queue_mu);
+  uint64_t one = 1;
+  if (write(sv->wake, &one, sizeof one) < 0) {
+    /* the counter is full: the main thread has plenty to wake for */
+  }
+}
+
+char *serve_authenticate(struct serve *sv, const char *token)
+{
+  char *user = NULL;
+  bool op = false;
+  struct cap_error err = {0};
+  pthread_mutex_lock(&sv->state_mu);
+  int r = gw_access_check(sv->opt->st, token, &user, &op, &err);
+  pthread_mutex_unlock(&sv->state_mu);
+  cap_error_clear(&err);
+  return r == 0 ? user : NULL;
+}
+
+static void inbound_free(struct inbound *in)
+{
+  if (in->stream)
+    stream_unref(in->stream);
+  free(in->session_id);
+  free(in->user);
+  free(in->body);
+  free(in->id_json);
+  free(in);
+}
+
+/* ---- sessions ---- */
+
+static void gen_unref(struct gen *g)
+{
+  if (g && --g->refs == 0) {
+    gw_registry_free(&g->reg);
+    free(g);
+  }
+}
+
+static struct route *find_route(struct sess *x, const char *id)
+{
+  for (size_t i = 0; i < x->n_routes; i++)
+    if (strcmp(x->routes[i].id, id) == 0)
+      return &x->routes[i];
+  return NULL;
+}
+
+static void drop_route(struct sess *x, struct route *r)
+{
+  stream_finish(r->stream);
+  stream_unref(r->stream);
+  free(r->id);
+  *r = x->routes[--x->n_routes];
+}
+
+static void write_all(struct sess *x, const char *data, size_t len)
+{
+  while (len && !x->dead) {
+    ssize_t n = write(x->fd, data, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN) { /* a slow reader gets 5 s, then loses its session */
+      struct pollfd p = {.fd = x->fd, .events = POLLOUT};
+      if (poll(&p, 1, 5000) > 0)
+        continue;
+    }
+    if (n <= 0) {
+      x->dead = true;
+      break;
+    }
+    data += n;
+    len -= (size_t)n;
+  }
+}
+
+static void sess_send(void *ctx, const char *for_id, bool final, const char *json, size_t len)
+{
+  struct sess *x = ctx;
+  if (!x->http) {
+    if (json) {
+      write_all(x, json, len);
+      write_all(x, "\n", 1);
+    }
+    return;
+  }
+  struct route *r = for_id ? find_route(x, for_id) : NULL;
+  if (!r)
+    return; /* nothing waits for it (no GET stream is offered) */
+  if (json)
+    stream_push(r->stream, json, len, final);
+  if (final)
+    drop_route(x, r);
+}
+
+static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *user)
+{
+  struct sess *x = cap_xcalloc(1, sizeof *x);
+  x->sv = sv;
+  x->http = http;
+  x->fd = fd;
+  x->user = cap_xstrdup(user);
+  x->gen = sv->cur;
+  x->gen->refs++;
+  unsigned char raw[16];
+  randombytes_buf(raw, sizeof raw);
+  sodium_bin2hex(x->id, sizeof x->id, raw, sizeof raw);
+  x->cfg = (struct mcp_config){
+      .reg = &x->gen->reg,
+      .st = sv->opt->st,
+      .state_dir = sv->opt->state_dir,
+      .only = sv->opt->only,
+      .server_version = sv->opt->version,
+      .base = {.user = x->user,
+               .deadline_ms = sv->opt->deadline_ms,
+               .log_dir = sv->logs,
+               .run_dir = sv->run,
+               .cache_dir = sv->cache,
+               .volumes_dir = sv->volumes,
+               .image_dir = sv->images,
+               .hidden = (const char *const *)sv->hidden,
+               .n_hidden = sv->n_hidden},
+  };
+  struct mcp_io io = {.send = sess_send, .ctx = x};
+  x->s = mcp_session_new(&x->cfg, &io);
+  x->last_ms = now_ms();
+  x->next = sv->sessions;
+  sv->sessions = x;
+  sv->n_sessions++;
+  sv->status_dirty = true;
+  return x;
+}
+
+static void sess_free(struct sess *x)
+{
+  mcp_session_free(x->s); /* stops its calls */
+  while (x->n_routes)
+    drop_route(x, &x->routes[0]);
+  free(x->routes);
+  if (x->fd >= 0)
+    close(x->fd);
+  cap_buf_free(&x->line);
+  gen_unref(x->gen);
+  free(x->user);
+  free(x);
+}
+
+static void reap(struct serve *sv)
+{
+  uint64_t now = now_ms();
+  for (struct sess **p = &sv->sessions; *p;) {
+    struct sess *x = *p;
+    if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s))
+      x->dead = true;
+    if (!x->dead) {
+      p = &x->next;
+      continue;
+    }
+    *p = x->next;
+    sv->n_sessions--;
+    sv->status_dirty = true;
+    serve_log(sv, "info", "session ended", "session", x->id, "user", x->user);
+    sess_free(x);
+  }
+}
+
+static struct sess *find_sess(struct serve *sv, const char *id)
+{
+  for (struct sess *x = sv->sessions; x; x = x->next)
+    if (x->http && !x->dead && strcmp(x->id, id) == 0)
+      return x;
+  return NULL;
+}
+
+/* ---- HTTP messages, on the main thread ---- */
+
+static void add_route(struct sess *x, struct inbound *in)
+{
+  if (!in->stream || !in->id_json)
+    return;
+  x->routes = cap_xrealloc(x->routes, (x->n_routes + 1) * sizeof *x->routes);
+  x->routes[x->n_routes++] = (struct route){.id = cap_xstrdup(in->id_json), .stream = in->stream};
+  in->stream = NULL; /* the route holds the reference now */
+}
+
+static void on_inbound(struct serve *sv, struct inbound *in)
+{
+  struct sess *x = in->session_id ? find_sess(sv, in->session_id) : NULL;
+  if (in->session_id && !x) {
+    if (in->stream)
+      stream_fail(in->stream, 404, "Session not found: start a new one with initialize");
+    return;
+  }
+  if (x && strcmp(x->user, in->user) != 0) {
+    if (in->stream)
+      stream_fail(in->stream, 403, "this session belongs to another user");
+    return;
+  }
+  if (in->kind == INBOUND_DELETE) {
+    x->dead = true;
+    stream_fail(in->stream, 200, NULL);
+    return;
+  }
+  if (!x) { /* initialize */
+    if (sv->n_sessions >= SERVE_MAX_SESSIONS || sv->stopping) {
+      stream_fail(in->stream, 503, "too many sessions; try again later");
+      return;
+    }
+    x = sess_new(sv, true, -1, in->user);
+    pthread_mutex_lock(&in->stream->mu);
+    in->stream->session_id = cap_xstrdup(x->id);
+    pthread_mutex_unlock(&in->stream->mu);
+  }
+  x->last_ms = now_ms();
+  add_route(x, in);
+  mcp_session_receive(x->s, in->body, in->len);
+  if (!in->session_id) {
+    if (mcp_session_initialized(x->s))
+      serve_log(sv, "info", "session started", "session", x->id, "user", x->user);
+    else
+      x->dead = true;
+  }
+}
+
+static void drain_queue(struct serve *sv)
+{
+  uint64_t n;
+  if (read(sv->wake, &n, sizeof n) < 0) {
+    /* nothing queued */
+  }
+  pthread_mutex_lock(&sv->queue_mu);
+  struct inbound *in = sv->head;
+  sv->head = sv->tail = NULL;
+  pthread_mutex_unlock(&sv->queue_mu);
+  while (in) {
+    struct inbound *next = in->next;
+    on_inbound(sv, in);
+    inbound_free(in);
+    in = next;
+  }
+}
+
+/* ---- the unix socket: newline-delimited JSON-RPC, SO_PEERCRED ---- */
+
+static int listen_unix(struct serve *sv, struct cap_error *err)
+{
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  if (strlen(sv->socket_path) >= sizeof a.sun_path)
+    return cap_error_set(err, ENAMETOOLONG, "the socket path %s is too long", sv->socket_path);
+  strcpy(a.sun_path, sv->socket_path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return cap_error_errno(err, errno, "socket");
+  unlink(sv->socket_path); /* a stale one: the status file says whether one runs */
+  mode_t old = umask(0177);
+  int r = bind(fd, (struct sockaddr *)&a, sizeof a);
+  umask(old);
+  if (r < 0 || chmod(sv->socket_path, 0600) < 0 || listen(fd, 64) < 0) {
+    r = cap_error_errno(err, errno, "cannot listen on %s", sv->socket_path);
+    close(fd);
+    return r;
+  }
+  sv->listen_fd = fd;
+  sv->bound = true;
+  return 0;
+}
+
+/* Another serve on this state: its status file names a live process. */
+static int check_alone(struct serve *sv, struct cap_error *err)
+{
+  char *text = NULL;
+  size_t len = 0;
+  struct cap_error ignored = {0};
+  if (cap_read_file(sv->status_path, 65536, &text, &len, &ignored) < 0) {
+    cap_error_clear(&ignored);
+    return 0;
+  }
+  const char *p = strstr(text, "\"pid\":");
+  long pid = p ? strtol(p + 6, NULL, 10) : 0;
+  free(text);
+  if (pid > 0 && pid != getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+    return cap_error_set(err, EADDRINUSE,
+                         "capsule serve already runs on this state (pid %ld); `capsule serve "
+                         "status` shows it",
+                         pid);
+  return 0;
+}
+
+static void accept_unix(struct serve *sv)
+{
+  int fd = accept4(sv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0)
+    return;
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+      sv->n_sessions >= SERVE_MAX_SESSIONS) {
+    close(fd);
+    return;
+  }
+  struct passwd *pw = getpwuid(cred.uid);
+  char uid[32];
+  snprintf(uid, sizeof uid, "%u", (unsigned)cred.uid);
+  struct sess *x = sess_new(sv, false, fd, pw ? pw->pw_name : uid);
+  serve_log(sv, "info", "session started", "socket", sv->socket_path, "user", x->user);
+}
+
+static void read_unix(struct sess *x)
+{
+  char buf[65536];
+  ssize_t n = read(x->fd, buf, sizeof buf);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    x->dead = true;
+    return;
+  }
+  for (ssize_t i = 0; i < n;) {
+    char *nl = memchr(buf + i, '\n', (size_t)(n - i));
+    size_t end = nl ? (size_t)(nl - buf) : (size_t)n;
+    if (!x->skipping)
+      cap_buf_append(&x->line, buf + i, end - (size_t)i);
+    if (!x->skipping && x->line.len > MCP_MAX_MESSAGE) {
+      mcp_session_receive(x->s, x->line.data, x->line.len); /* the size error */
+      cap_buf_free(&x->line);
+      x->skipping = true;
+    }
+    if (nl) {
+      if (!x->skipping && x->line.len)
+        mcp_session_receive(x->s, x->line.data, x->line.len);
+      cap_buf_free(&x->line);
+      x->skipping = false;
+    }
+    i = (ssize_t)end + (nl ? 1 : 0);
+  }
+}
+
+/* ---- the registry ---- */
+
+static void watch_tree(int fd, const char *dir, int depth)
+{
+  if (inotify_add_watch(fd, dir,
+                        IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE |
+                            IN_ATTRIB | IN_ONLYDIR) < 0 ||
+      depth >= 3)
+    return;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0)
+      continue;
+    _cleanup_free_ char *sub = cap_xasprintf("%s/%s", dir, e->d_name);
+    struct stat sb;
+    if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
+      watch_tree(fd, sub, depth + 1);
+  }
+  if (d)
+    closedir(d);
+}
+
+static void rewatch(struct serve *sv)
+{
+  if (sv->inotify_fd >= 0)
+    close(sv->inotify_fd);
+  sv->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (sv->inotify_fd >= 0)
+    watch_tree(sv->inotify_fd, sv->opt->caps_dir, 0);
+}
+
+static int load(struct serve *sv, struct cap_error *err)
+{
+  struct gen *g = cap_xcalloc(1, sizeof *g);
+  struct cap_diags diags = {0};
+  int r = gw_registry_load(sv->opt->caps_dir, &g->reg, &diags);
+  char problems[32];
+  snprintf(problems, sizeof problems, "%zu", diags.len);
+  cap_diags_free(&diags);
+  if (r < 0) {
+    free(g);
+    return cap_error_set(err, -r, "cannot read the capabilities in %s", sv->opt->caps_dir);
+  }
+  g->refs = 1;
+  gen_unref(sv->cur);
+  sv->cur = g;
+  char n[32];
+  snprintf(n, sizeof n, "%zu", g->reg.n);
+  serve_log(sv, "info", "registry loaded", "capabilities", n, "problems", problems);
+  sv->status_dirty = true;
+  rewatch(sv);
+  return 0;
+}
+
+static void reload(struct serve *sv)
+{
+  sv->reload_at = 0;
+  struct cap_error err = {0};
+  if (load(sv, &err) < 0)
+    serve_log(sv, "error", "reload failed; the registry before stays", "error", err.message, NULL,
+              NULL);
+  cap_error_clear(&err);
+}
+
+/* ---- the status file ---- */
+
+char *serve_status_path(const char *state_dir) { return cap_xasprintf("%s/serve.json", state_dir); }
+
+static void write_status(struct serve *sv)
+{
+  sv->status_dirty = false;
+  size_t calls = 0;
+  for (struct sess *x = sv->sessions; x; x = x->next)
+    calls += mcp_session_busy(x->s);
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, true);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "pid");
+  cap_jw_int(&w, getpid());
+  cap_jw_key(&w, "started");
+  cap_jw_string(&w, sv->started);
+  cap_jw_key(&w, "socket");
+  cap_jw_string(&w, sv->socket_path);
+  cap_jw_key(&w, "mcp_http");
+  cap_jw_string_or_null(&w, sv->opt->http_addr);
+  cap_jw_key(&w, "capabilities");
+  cap_jw_int(&w, (int64_t)sv->cur->reg.n);
+  cap_jw_key(&w, "sessions");
+  cap_jw_int(&w, (int64_t)sv->n_sessions);
+  cap_jw_key(&w, "calls_in_flight");
+  cap_jw_int(&w, (int64_t)calls);
+  cap_jw_key(&w, "state");
+  cap_jw_string(&w, sv->stopping ? "draining" : "serving");
+  cap_jw_end_object(&w);
+  cap_buf_putc(&b, '\n');
+  _cleanup_free_ char *tmp = cap_xasprintf("%s.tmp", sv->status_path);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd >= 0) {
+    bool ok = write(fd, b.data, b.len) == (ssize_t)b.len;
+    close(fd);
+    if (ok)
+      rename(tmp, sv->status_path);
+    else
+      unlink(tmp);
+  }
+  cap_buf_free(&b);
+}
+
+/* ---- the loop ---- */
+
+static void on_signal(struct serve *sv, uint64_t *drain_until)
+{
+  struct signalfd_siginfo si;
+  while (read(sv->signal_fd, &si, sizeof si) == sizeof si) {
+    if (si.ssi_signo == SIGHUP) {
+      serve_log(sv, "info", "reload requested (SIGHUP)", NULL, NULL, NULL, NULL);
+      reload(sv);
+    } else if (!sv->stopping) {
+      __atomic_store_n(&sv->stopping, true, __ATOMIC_RELEASE);
+      *drain_until = now_ms() + (sv->opt->drain_ms ? sv->opt->drain_ms : SERVE_DRAIN_MS);
+      serve_log(sv, "info", "draining", "signal", strsignal((int)si.ssi_signo), NULL, NULL);
+      if (sv->http)
+        serve_http_quiesce(sv->http);
+      close(sv->listen_fd);
+      sv->listen_fd = -1;
+      sv->status_dirty = true;
+    }
+  }
+}
+
+static size_t busy(const struct serve *sv)
+{
+  size_t k = 0;
+  for (struct sess *x = sv->sessions; x; x = x->next)
+    k += mcp_session_busy(x->s);
+  return k;
+}
+
+/* One turn: wait, then handle what is ready. False when the drain is over. */
+static bool turn(struct serve *sv, uint64_t *drain_until)
+{
+  size_t cap = 4 + sv->n_sessions * (1 + MCP_MAX_RUNNING);
+  struct pollfd *fds = cap_xcalloc(cap, sizeof *fds);
+  size_t n = 0;
+  int timeout = 1000;
+  fds[n++] = (struct pollfd){.fd = sv->wake, .events = POLLIN};
+  fds[n++] = (struct pollfd){.fd = sv->signal_fd, .events = POLLIN};
+  fds[n++] = (struct pollfd){.fd = sv->inotify_fd, .events = POLLIN};
+  fds[n++] = (struct pollfd){.fd = sv->listen_fd, .events = POLLIN};
+  for (struct sess *x = sv->sessions; x; x = x->next) {
+    if (!x->http)
+      fds[n++] = (struct pollfd){.fd = x->fd, .events = POLLIN};
+    int t;
+    n += mcp_session_poll(x->s, fds + n, MCP_MAX_RUNNING, &t);
+    if (t >= 0 && t < timeout)
+      timeout = t;
+  }
+  if (sv->reload_at)
+    timeout = 0 < (int)(sv->reload_at - now_ms()) ? (int)(sv->reload_at - now_ms()) : 0;
+  poll(fds, n, timeout);
+  pthread_mutex_lock(&sv->state_mu);
+  if (fds[1].revents)
+    on_signal(sv, drain_until);
+  if (fds[2].revents) {
+    char buf[4096];
+    while (read(sv->inotify_fd, buf, sizeof buf) > 0)
+      ;
+    sv->reload_at = now_ms() + RELOAD_SETTLE_MS; /* a burst of changes: one reload */
+  }
+  if (fds[0].revents)
+    drain_queue(sv);
+  if (fds[3].revents && sv->listen_fd >= 0)
+    accept_unix(sv);
+  for (size_t i = 4; i < n; i++)
+    for (struct sess *x = sv->sessions; fds[i].revents && x; x = x->next)
+      if (!x->http && x->fd == fds[i].fd && !x->dead)
+        read_unix(x);
+  for (struct sess *x = sv->sessions; x; x = x->next)
+    mcp_session_events(x->s, NULL, 0);
+  if (sv->reload_at && now_ms() >= sv->reload_at)
+    reload(sv);
+  reap(sv);
+  if (sv->status_dirty || sv->stopping)
+    write_status(sv);
+  bool go_on = !sv->stopping || (busy(sv) && now_ms() < *drain_until);
+  pthread_mutex_unlock(&sv->state_mu);
+  free(fds);
+  return go_on;
+}
+
+static const struct serve_hooks hooks = {
+    .enqueue = serve_enqueue, .authenticate = serve_authenticate, .stopping = serve_stopping};
+
+static int setup(struct serve *sv, const struct serve_options *opt, struct cap_error *err)
+{
+  sv->opt = opt;
+  pthread_mutex_init(&sv->state_mu, NULL);
+  pthread_mutex_init(&sv->queue_mu, NULL);
+  sv->listen_fd = sv->inotify_fd = -1;
+  sv->logs = cap_xasprintf("%s/logs", opt->state_dir);
+  sv->run = cap_xasprintf("%s/run", opt->state_dir);
+  sv->cache = cap_xasprintf("%s/cache", opt->state_dir);
+  sv->volumes = cap_xasprintf("%s/volumes", opt->state_dir);
+  sv->images = image_store_dir(opt->state_dir);
+  sv->socket_path = opt->socket_path ? cap_xstrdup(opt->socket_path)
+                                     : cap_xasprintf("%s/serve.sock", opt->state_dir);
+  sv->status_path = serve_status_path(opt->state_dir);
+  sv->n_hidden = gw_state_private_paths(opt->state_dir, &sv->hidden);
+  utc_now(sv->started);
+  sv->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread: they inherit it */
+  signal(SIGPIPE, SIG_IGN);
+  sv->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sv->wake < 0 || sv->signal_fd < 0)
+    return cap_error_errno(err, errno, "cannot set up the event descriptors");
+  int r = load(sv, err);
+  if (r == 0 && opt->only && !gw_registry_find(&sv->cur->reg, opt->only))
+    r = cap_error_set(err, ENOENT, "no capability \"%s\" in %s; `capsule list` shows them",
+                      opt->only, opt->caps_dir);
+  if (r == 0)
+    r = check_alone(sv, err);
+  if (r == 0)
+    r = listen_unix(sv, err);
+  if (r == 0 && opt->http_addr)
+    r = serve_http_start(sv, &hooks, opt, &sv->http, err);
+  return r;
+}
+
+static void teardown(struct serve *sv)
+{
+  pthread_mutex_lock(&sv->state_mu);
+  __atomic_store_n(&sv->stopping, true, __ATOMIC_RELEASE);
+  for (struct sess *x = sv->sessions; x; x = x->next)
+    x->dead = true;
+  reap(sv); /* stops what still runs; every stream ends */
+  drain_queue(sv);
+  pthread_mutex_unlock(&sv->state_mu);
+  if (sv->http)
+    serve_http_stop(sv->http); /* joins its threads */
+  drain_queue(sv);
+  if (sv->listen_fd >= 0)
+    close(sv->listen_fd);
+  if (sv->bound) { /* only what this serve made */
+    unlink(sv->socket_path);
+    unlink(sv->status_path);
+  }
+  gen_unref(sv->cur);
+  gw_state_private_paths_free(sv->hidden, sv->n_hidden);
+}
+
+int serve_run(const struct serve_options *opt, struct cap_error *err)
+{
+  struct serve sv = {0};
+  int r = setup(&sv, opt, err);
+  if (r == 0) {
+    write_status(&sv);
+    serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", opt->http_addr);
+    uint64_t drain_until = 0;
+    while (turn(&sv, &drain_until))
+      ;
+    serve_log(&sv, "info", "stopped", NULL, NULL, NULL, NULL);
+  }
+  teardown(&sv);
+  int fds[] = {sv.wake, sv.signal_fd, sv.inotify_fd};
+  for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+    if (fds[i] >= 0)
+      close(fds[i]);
+  free(sv.logs);
+  free(sv.run);
+  free(sv.cache);
+  free(sv.socket_path);
+  free(sv.status_path);
+  return r;
+}

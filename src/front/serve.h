@@ -1,0 +1,47 @@
+/* `capsule serve`: a long-running gateway in front of the call pipeline.
+ * It holds the registry (reloaded on SIGHUP and when the capabilities
+ * directory changes, through inotify), serves MCP sessions (front/mcp.h)
+ * on a unix socket (newline-delimited JSON-RPC; the caller is who
+ * SO_PEERCRED says) and, when asked, over Streamable HTTP at /mcp
+ * (front/serve_http.c, libmicrohttpd), where every request carries a
+ * bearer token (gateway/access.h) whose user the calls are made as.
+ * SIGTERM or SIGINT drain: no new requests, up to drain_ms for the calls
+ * in flight, then the rest are stopped. Logs are JSON lines handed to
+ * opt->log (the library never prints). */
+#ifndef CAPSULE_FRONT_SERVE_H
+#define CAPSULE_FRONT_SERVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "gateway/state.h"
+
+#define SERVE_DRAIN_MS 10000
+#define SERVE_MAX_SESSIONS 1000
+
+struct serve_options {
+  const char *caps_dir;
+  const char *state_dir;
+  struct gw_state *st;     /* opened by the caller; serve uses it under its own lock */
+  const char *socket_path; /* NULL: STATE/serve.sock */
+  const char *http_addr;   /* HOST:PORT for MCP over HTTP, or NULL */
+  const char *only;        /* one capability, its tools under their own names */
+  const char *tls_cert, *tls_key;
+  bool insecure;        /* a non-loopback http_addr without TLS */
+  uint64_t deadline_ms; /* per call; 0: the pipeline's default */
+  uint64_t drain_ms;    /* 0: SERVE_DRAIN_MS */
+  const char *version;
+  void (*log)(void *ctx, const char *json_line);
+  void *log_ctx;
+  /* called once everything listens (tests wait for the status file) */
+};
+
+/* Runs until SIGTERM/SIGINT. Returns 0, or -errno with err set when it
+ * cannot start (the address, the socket, TLS files, the registry). */
+int serve_run(const struct serve_options *opt, struct cap_error *err);
+
+/* STATE/serve.json: what a running serve says about itself. */
+char *serve_status_path(const char *state_dir);
+
+#endif

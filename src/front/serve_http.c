@@ -1,0 +1,509 @@
+/* MCP Streamable HTTP at /mcp (front/serve.h), on libmicrohttpd with a
+ * thread per connection. Before anything is read: the path, the method,
+ * the Host (DNS rebinding), the Origin (403 for a foreign one) and the
+ * bearer token (401), on every request, loopback included. A POST body is
+ * at most MCP_MAX_MESSAGE bytes (413). A request's answer is JSON, or for
+ * tools/call an SSE stream carrying its progress, its elicitation and
+ * then its result (with a comment every 15 s so idle proxies and our own
+ * connection timeout keep it). Sessions are Mcp-Session-Id; a session is
+ * its token's user's alone. No GET stream is offered (405): nothing is
+ * sent outside a request. Built as a module (capsule-serve-http.so, with
+ * libmicrohttpd and GnuTLS) that serve_http_load.c opens when serve is
+ * asked for HTTP: no other process maps them. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/cleanup.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "front/serve_internal.h"
+
+#define KEEPALIVE_MS 15000
+#define MAX_HOSTS 4
+
+struct serve_http {
+  struct MHD_Daemon *d;
+  struct serve *sv;
+  const struct serve_hooks *hooks;
+  char *hosts[MAX_HOSTS]; /* Host values accepted; none: any (a wildcard address) */
+  size_t n_hosts;
+  char *cert, *key;
+};
+
+/* Waits (s->mu held) until a message, the end, or ms pass. */
+static void wait_for(struct stream *s, int ms)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_sec += ms / 1000;
+  t.tv_nsec += (long)(ms % 1000) * 1000000;
+  if (t.tv_nsec >= 1000000000) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000;
+  }
+  while (s->head == s->n && !s->done)
+    if (pthread_cond_timedwait(&s->cv, &s->mu, &t) == ETIMEDOUT)
+      break;
+}
+
+/* ---- responses ---- */
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             const char *body, const char *session)
+{
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+  if (!r)
+    return MHD_NO;
+  if (*body)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  if (session)
+    MHD_add_response_header(r, "Mcp-Session-Id", session);
+  if (status == MHD_HTTP_UNAUTHORIZED)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"capsule\"");
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST, DELETE");
+  enum MHD_Result ret = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* A JSON-RPC error body with id null, for refusals before the dispatcher. */
+static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, int code, const char *msg)
+{
+  struct cap_buf b = {0};
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":", code);
+  cap_json_quote(&b, msg, strlen(msg));
+  cap_buf_puts(&b, "}}");
+  enum MHD_Result r = reply(c, status, "application/json", b.data, NULL);
+  cap_buf_free(&b);
+  return r;
+}
+
+/* SSE: each message an event; a comment while nothing comes. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+  (void)pos;
+  struct stream *s = cls;
+  pthread_mutex_lock(&s->mu);
+  if (s->pending_off >= s->pending.len) {
+    cap_buf_free(&s->pending);
+    s->pending_off = 0;
+    wait_for(s, KEEPALIVE_MS);
+    if (s->head < s->n) {
+      cap_buf_puts(&s->pending, "event: message\ndata: ");
+      cap_buf_append(&s->pending, s->msgs[s->head], s->lens[s->head]);
+      cap_buf_puts(&s->pending, "\n\n");
+      free(s->msgs[s->head++]);
+    } else if (s->done) {
+      pthread_mutex_unlock(&s->mu);
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    } else {
+      cap_buf_puts(&s->pending, ": keepalive\n\n");
+    }
+  }
+  size_t n = s->pending.len - s->pending_off;
+  if (n > max)
+    n = max;
+  memcpy(buf, s->pending.data + s->pending_off, n);
+  s->pending_off += n;
+  pthread_mutex_unlock(&s->mu);
+  return (ssize_t)n;
+}
+
+static void sse_free(void *cls) { stream_unref(cls); }
+
+/* ---- checks before the body ---- */
+
+static bool host_ok(const struct serve_http *h, const char *host)
+{
+  if (!h->n_hosts)
+    return true;
+  for (size_t i = 0; host && i < h->n_hosts; i++)
+    if (strcasecmp(host, h->hosts[i]) == 0)
+      return true;
+  return false;
+}
+
+/* An Origin (a browser's request) must be this server's own. */
+static bool origin_ok(const struct serve_http *h, const char *origin)
+{
+  if (!origin)
+    return true;
+  const char *rest = strncmp(origin, "http://", 7) == 0    ? origin + 7
+                     : strncmp(origin, "https://", 8) == 0 ? origin + 8
+                                                           : NULL;
+  return rest && h->n_hosts && host_ok(h, rest);
+}
+
+static char *bearer(struct MHD_Connection *c)
+{
+  const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+  if (!a || strncasecmp(a, "Bearer ", 7) != 0)
+    return NULL;
+  a += 7;
+  while (*a == ' ')
+    a++;
+  return cap_xstrdup(a);
+}
+
+/* ---- one request ---- */
+
+struct req {
+  struct cap_buf body;
+  bool too_big;
+  char *user;
+};
+
+static void req_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                     enum MHD_RequestTerminationCode code)
+{
+  (void)cls;
+  (void)c;
+  (void)code;
+  struct req *q = *con_cls;
+  if (!q)
+    return;
+  cap_buf_free(&q->body);
+  free(q->user);
+  free(q);
+  *con_cls = NULL;
+}
+
+static bool known_version(const char *v)
+{
+  static const char *const known[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+  for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+    if (strcmp(v, known[i]) == 0)
+      return true;
+  return false;
+}
+
+/* The answer once the main thread has it: the refusal, the JSON, or an
+ * SSE stream for a call. */
+static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool sse)
+{
+  pthread_mutex_lock(&st->mu);
+  while (st->head == st->n && !st->done)
+    pthread_cond_wait(&st->cv, &st->mu);
+  _cleanup_free_ char *session = st->session_id ? cap_xstrdup(st->session_id) : NULL;
+  int status = st->http_status;
+  _cleanup_free_ char *error = st->error ? cap_xstrdup(st->error) : NULL;
+  if (!status && !sse) {
+    while (!st->done)
+      pthread_cond_wait(&st->cv, &st->mu);
+  }
+  _cleanup_free_ char *last = !status && !sse && st->n ? cap_xstrdup(st->msgs[st->n - 1]) : NULL;
+  pthread_mutex_unlock(&st->mu);
+  if (status)
+    return error ? refuse(c, (unsigned)status, -32000, error)
+                 : reply(c, (unsigned)status, "", "", NULL);
+  if (!sse)
+    return last ? reply(c, MHD_HTTP_OK, "application/json", last, session)
+                : reply(c, MHD_HTTP_ACCEPTED, "", "", session);
+  pthread_mutex_lock(&st->mu);
+  st->refs++; /* the response's */
+  pthread_mutex_unlock(&st->mu);
+  struct MHD_Response *r =
+      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
+  if (!r) {
+    stream_unref(st);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  if (session)
+    MHD_add_response_header(r, "Mcp-Session-Id", session);
+  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* What the body is: a request (its id and method), or not. */
+struct parsed {
+  bool object, request, initialize, call;
+  char *id_json;
+};
+
+static void classify(const char *body, size_t len, struct parsed *p)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  if (cap_json_parse(doc, body, len, "body", 64, &d) == 0 && doc->root->kind == CAP_NODE_OBJECT) {
+    p->object = true;
+    const struct cap_node *id = cap_node_get(doc->root, "id");
+    const struct cap_node *m = cap_node_get(doc->root, "method");
+    if (m && m->kind == CAP_NODE_STRING && id &&
+        (id->kind == CAP_NODE_STRING || id->kind == CAP_NODE_INT)) {
+      p->request = true;
+      p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
+      p->call = strcmp(m->u.str.ptr, "tools/call") == 0;
+      struct cap_buf b = {0};
+      if (id->kind == CAP_NODE_INT)
+        cap_buf_printf(&b, "%lld", (long long)id->u.num.i);
+      else
+        cap_json_quote(&b, id->u.str.ptr, id->u.str.len);
+      p->id_json = cap_buf_steal(&b);
+    }
+  }
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
+static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, struct req *q,
+                               const char *session)
+{
+  if (q->too_big)
+    return refuse(c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "the body is larger than 4 MiB");
+  const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "MCP-Protocol-Version");
+  if (v && !known_version(v))
+    return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: unsupported MCP-Protocol-Version");
+  struct parsed p = {0};
+  classify(q->body.data ? q->body.data : "", q->body.len, &p);
+  if (!p.object) /* JSON-RPC batches are not MCP's since 2025-06-18 */
+    return refuse(c, MHD_HTTP_BAD_REQUEST, q->body.len && q->body.data[0] == '[' ? -32600 : -32700,
+                  "Parse error: the body must be one JSON-RPC message, a JSON object");
+  if (!p.initialize && !session) {
+    free(p.id_json);
+    return refuse(c, MHD_HTTP_BAD_REQUEST, -32000,
+                  "Bad Request: an Mcp-Session-Id header is required (initialize first)");
+  }
+  struct inbound *in = cap_xcalloc(1, sizeof *in);
+  in->kind = INBOUND_MESSAGE;
+  in->session_id = p.initialize ? NULL : session ? cap_xstrdup(session) : NULL;
+  in->user = cap_xstrdup(q->user);
+  in->len = q->body.len;
+  in->body = cap_buf_steal(&q->body);
+  if (!in->body)
+    in->body = cap_xstrdup("");
+  in->id_json = p.id_json;
+  /* a notification or an answer to us: 202 at once */
+  struct stream *st = p.request ? stream_new() : NULL;
+  if (st) {
+    st->refs++; /* the inbound's, then its route's */
+    in->stream = st;
+  }
+  h->hooks->enqueue(h->sv, in);
+  if (!st)
+    return reply(c, MHD_HTTP_ACCEPTED, "", "", NULL);
+  enum MHD_Result r = answer(c, st, p.call);
+  stream_unref(st);
+  return r;
+}
+
+static enum MHD_Result on_delete(struct serve_http *h, struct MHD_Connection *c, struct req *q,
+                                 const char *session)
+{
+  if (!session)
+    return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: no Mcp-Session-Id");
+  struct inbound *in = cap_xcalloc(1, sizeof *in);
+  in->kind = INBOUND_DELETE;
+  in->session_id = cap_xstrdup(session);
+  in->user = cap_xstrdup(q->user);
+  struct stream *st = stream_new();
+  st->refs++;
+  in->stream = st;
+  h->hooks->enqueue(h->sv, in);
+  enum MHD_Result r = answer(c, st, false);
+  stream_unref(st);
+  return r;
+}
+
+/* The first call for a request: every check that needs no body. */
+static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, const char *url,
+                             const char *method, void **con_cls)
+{
+  if (strcmp(url, "/mcp") != 0)
+    return refuse(c, MHD_HTTP_NOT_FOUND, -32000, "Not Found: the MCP endpoint is /mcp");
+  if (!host_ok(h, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+    return refuse(c, MHD_HTTP_FORBIDDEN, -32000, "Forbidden: unexpected Host");
+  if (!origin_ok(h, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")))
+    return refuse(c, MHD_HTTP_FORBIDDEN, -32000, "Forbidden: foreign Origin");
+  _cleanup_free_ char *token = bearer(c);
+  char *user = token ? h->hooks->authenticate(h->sv, token) : NULL;
+  if (!user)
+    return refuse(c, MHD_HTTP_UNAUTHORIZED, -32000,
+                  "Unauthorized: send `Authorization: Bearer TOKEN` (`capsule access issue`)");
+  if (h->hooks->stopping(h->sv)) {
+    free(user);
+    return refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, "the server is stopping");
+  }
+  if (strcmp(method, "POST") && strcmp(method, "DELETE")) {
+    free(user);
+    return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "", "", NULL);
+  }
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  struct req *q = cap_xcalloc(1, sizeof *q);
+  q->user = user;
+  q->too_big = cl && strtoull(cl, NULL, 10) > MCP_MAX_MESSAGE;
+  *con_cls = q;
+  return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *size, void **con_cls)
+{
+  (void)version;
+  struct serve_http *h = cls;
+  struct req *q = *con_cls;
+  if (!q)
+    return admit(h, c, url, method, con_cls);
+  if (*size) {
+    if (!q->too_big && q->body.len + *size <= MCP_MAX_MESSAGE)
+      cap_buf_append(&q->body, data, *size);
+    else {
+      q->too_big = true;
+      cap_buf_free(&q->body);
+    }
+    *size = 0;
+    return MHD_YES;
+  }
+  const char *session = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
+  return strcmp(method, "DELETE") == 0 ? on_delete(h, c, q, session) : on_post(h, c, q, session);
+}
+
+/* ---- the daemon ---- */
+
+static int parse_addr(const char *addr, struct sockaddr_storage *ss, bool *loopback, bool *wildcard,
+                      struct cap_error *err)
+{
+  const char *colon = strrchr(addr, ':');
+  if (!colon)
+    return cap_error_set(err, EINVAL, "--mcp-http takes HOST:PORT (e.g. 127.0.0.1:8080), not %s",
+                         addr);
+  char *end;
+  unsigned long port = strtoul(colon + 1, &end, 10);
+  if (*end || !colon[1] || port == 0 || port > 65535)
+    return cap_error_set(err, EINVAL, "--mcp-http %s: the port must be 1..65535", addr);
+  _cleanup_free_ char *host = cap_xstrndup(addr, (size_t)(colon - addr));
+  if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+    memmove(host, host + 1, strlen(host));
+    host[strlen(host) - 1] = '\0';
+  }
+  memset(ss, 0, sizeof *ss);
+  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+  if (strcmp(host, "localhost") == 0)
+    strcpy(host, "127.0.0.1");
+  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    *loopback = (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
+    *wildcard = a4->sin_addr.s_addr == htonl(INADDR_ANY);
+  } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    *loopback = IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr);
+    *wildcard = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
+  } else {
+    return cap_error_set(err, EINVAL, "--mcp-http %s: the host must be an IP address or localhost",
+                         addr);
+  }
+  return (int)port;
+}
+
+static void allow_hosts(struct serve_http *h, const char *addr, int port, bool loopback,
+                        bool wildcard)
+{
+  if (wildcard)
+    return; /* any name may reach it: the token is the guard (docs/serve.md) */
+  if (loopback) {
+    const char *names[] = {"127.0.0.1", "localhost", "[::1]"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+      h->hosts[h->n_hosts++] = cap_xasprintf("%s:%d", names[i], port);
+  }
+  if (!loopback)
+    h->hosts[h->n_hosts++] = cap_xstrdup(addr);
+}
+
+static int read_tls(struct serve_http *h, const struct serve_options *opt, struct cap_error *err)
+{
+  size_t len;
+  if (cap_read_file(opt->tls_cert, 1 << 20, &h->cert, &len, err) < 0 ||
+      cap_read_file(opt->tls_key, 1 << 20, &h->key, &len, err) < 0)
+    return cap_error_prefix(err, "cannot read the TLS certificate or key"), -EINVAL;
+  if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+    return cap_error_set(err, ENOTSUP, "this libmicrohttpd was built without TLS");
+  return 0;
+}
+
+int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
+                     const struct serve_options *opt, struct serve_http **ret,
+                     struct cap_error *err)
+{
+  struct sockaddr_storage ss;
+  bool loopback = false, wildcard = false, tls = opt->tls_cert || opt->tls_key;
+  int port = parse_addr(opt->http_addr, &ss, &loopback, &wildcard, err);
+  if (port < 0)
+    return port;
+  if (tls && !(opt->tls_cert && opt->tls_key))
+    return cap_error_set(err, EINVAL, "--tls-cert and --tls-key go together");
+  if (!loopback && !tls && !opt->insecure)
+    return cap_error_set(err, EPERM,
+                         "--mcp-http %s is not a loopback address: give --tls-cert and --tls-key, "
+                         "or --insecure to serve bearer tokens in clear text",
+                         opt->http_addr);
+  struct serve_http *h = cap_xcalloc(1, sizeof *h);
+  h->sv = sv;
+  h->hooks = hooks;
+  allow_hosts(h, opt->http_addr, port, loopback, wildcard);
+  if (tls && read_tls(h, opt, err) < 0) {
+    serve_http_stop(h);
+    return -EINVAL;
+  }
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                   (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0);
+  struct MHD_OptionItem tls_opts[] = {
+      {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->cert},
+      {MHD_OPTION_HTTPS_MEM_KEY, 0, h->key},
+      {MHD_OPTION_END, 0, NULL},
+  };
+  h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
+                          (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, req_done, h,
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_LIMIT,
+                          (unsigned)512, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)64,
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_ARRAY,
+                          tls_opts, MHD_OPTION_END);
+  if (!h->d) {
+    serve_http_stop(h);
+    return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
+                         opt->http_addr);
+  }
+  *ret = h;
+  return 0;
+}
+
+void serve_http_quiesce(struct serve_http *h)
+{
+  if (h && h->d)
+    MHD_quiesce_daemon(h->d); /* the listening socket stays open until stop */
+}
+
+void serve_http_stop(struct serve_http *h)
+{
+  if (!h)
+    return;
+  if (h->d)
+    MHD_stop_daemon(h->d);
+  for (size_t i = 0; i < h->n_hosts; i++)
+    free(h->hosts[i]);
+  if (h->key)
+    explicit_bzero(h->key, strlen(h->key));
+  free(h->cert);
+  free(h->key);
+  free(h);
+}
+
+__attribute__((visibility("default"))) const struct serve_http_module serve_http_module_v1 = {
+    .size = sizeof(struct serve_http_module),
+    .start = serve_http_start,
+    .quiesce = serve_http_quiesce,
+    .stop = serve_http_stop,
+};

@@ -1,0 +1,95 @@
+/* What serve.c (the main loop, sessions, the unix socket, reload) and
+ * serve_http.c (Streamable HTTP on libmicrohttpd's threads) share.
+ *
+ * Threads: one main thread owns every MCP session and the registry; HTTP
+ * requests arrive on libmicrohttpd's per-connection threads, which hand
+ * each message to the main thread (serve_enqueue) and wait on a stream
+ * for what it answers. The state database is used under serve.state_mu
+ * (the main thread holds it while it runs sessions, and so while it forks
+ * a call's child). */
+#ifndef CAPSULE_FRONT_SERVE_INTERNAL_H
+#define CAPSULE_FRONT_SERVE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/buf.h"
+#include "front/mcp.h"
+#include "front/serve.h"
+
+/* The messages for one HTTP request, from the main thread to the HTTP
+ * thread that answers it. Reference counted (both threads hold it). */
+struct stream {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int refs;
+  char **msgs; /* queued JSON messages */
+  size_t *lens;
+  size_t n, head;
+  bool done;        /* the answer was queued, or the session is gone */
+  int http_status;  /* set instead of messages: the request was refused */
+  char *error;      /* its reason */
+  char *session_id; /* the session an initialize opened */
+  /* what the HTTP side is in the middle of sending */
+  struct cap_buf pending;
+  size_t pending_off;
+};
+
+struct stream *stream_new(void);
+void stream_unref(struct stream *s);
+void stream_push(struct stream *s, const char *json, size_t len, bool final);
+void stream_fail(struct stream *s, int http_status, const char *error);
+void stream_finish(struct stream *s);
+
+enum inbound_kind { INBOUND_MESSAGE, INBOUND_DELETE };
+
+/* One HTTP message for the main thread. */
+struct inbound {
+  struct inbound *next;
+  enum inbound_kind kind;
+  char *session_id; /* NULL: an initialize */
+  char *user;       /* the token's */
+  char *body;
+  size_t len;
+  char *id_json;         /* a request's id, NULL for notifications and answers */
+  struct stream *stream; /* where its answer goes (a reference), or NULL */
+};
+
+struct serve;
+void serve_enqueue(struct serve *sv, struct inbound *in);
+/* Checks a bearer token under the state lock: its user (the caller frees
+ * it), or NULL. */
+char *serve_authenticate(struct serve *sv, const char *token);
+void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
+               const char *k2, const char *v2);
+bool serve_stopping(struct serve *sv);
+
+/* serve_http.c, in the module capsule-serve-http.so (libmicrohttpd),
+ * opened by serve_http_load.c on the first serve_http_start. The module
+ * holds its own copies of the libraries libcapsule links statically
+ * (SQLite, libsodium), never initialised: it reaches the state and the
+ * queue only through these hooks, into the executable's copies. */
+struct serve_hooks {
+  void (*enqueue)(struct serve *sv, struct inbound *in);
+  char *(*authenticate)(struct serve *sv, const char *token);
+  bool (*stopping)(struct serve *sv);
+};
+struct serve_http;
+int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
+                     const struct serve_options *opt, struct serve_http **ret,
+                     struct cap_error *err);
+void serve_http_quiesce(struct serve_http *h);
+void serve_http_stop(struct serve_http *h);
+
+#define SERVE_HTTP_MODULE_NAME "capsule-serve-http.so"
+#define SERVE_HTTP_MODULE_SYMBOL "serve_http_module_v1"
+struct serve_http_module {
+  size_t size;
+  int (*start)(struct serve *sv, const struct serve_hooks *hooks, const struct serve_options *opt,
+               struct serve_http **ret, struct cap_error *err);
+  void (*quiesce)(struct serve_http *h);
+  void (*stop)(struct serve_http *h);
+};
+
+#endif

@@ -1,0 +1,48 @@
+/* libFuzzer target for the MCP dispatcher (src/front/mcp.c): the input,
+ * cut at newlines, is a session's messages (the first one, when it does
+ * not say otherwise, after an initialize); every answer it sends must be
+ * one JSON object with "jsonrpc": "2.0". The registry is empty, so no
+ * call reaches a sandbox. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "front/mcp.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_answer(void *ctx, const char *json, size_t len)
+{
+  (void)ctx;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  if (cap_json_parse(doc, json, len, "answer", 0, &d) != 0 || doc->root->kind != CAP_NODE_OBJECT)
+    abort();
+  const struct cap_node *v = cap_node_get(doc->root, "jsonrpc");
+  if (!v || v->kind != CAP_NODE_STRING || strcmp(v->u.str.ptr, "2.0") != 0)
+    abort();
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+  static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                             "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}";
+  struct gw_registry reg = {.dir = "fuzz"};
+  struct mcp_config cfg = {.reg = &reg, .skip_readiness = true, .page_size = 2};
+  struct mcp_io io = {.send = check_answer};
+  struct mcp_session *s = mcp_session_new(&cfg, &io);
+  if (size && data[0] != '!')
+    mcp_session_receive(s, init, sizeof init - 1);
+  const char *p = (const char *)data, *end = p + size;
+  while (p < end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    mcp_session_receive(s, p, len);
+    p += len + (nl ? 1 : 0);
+  }
+  mcp_session_free(s);
+  return 0;
+}

@@ -1,0 +1,195 @@
+// Drives `capsule mcp` with the official MCP TypeScript SDK client
+// (StdioClientTransport), and with raw lines where the SDK would refuse to
+// send what a broken client sends. Prints "ok NAME" or "FAIL NAME: why"
+// per check; exits 1 when any failed.
+// Usage: node client.mjs CAPSULE CAPS STATE [WRAPPER...]
+//   WRAPPER: argv prefix to run capsule under (e.g. setpriv ... as nobody)
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
+const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
+const { ElicitRequestSchema, McpError } = require('@modelcontextprotocol/sdk/types.js');
+
+const [capsule, caps, state, ...wrapper] = process.argv.slice(2);
+let failed = 0;
+const ok = (name) => console.log(`ok ${name}`);
+const fail = (name, why) => { failed++; console.log(`FAIL ${name}: ${why}`); };
+const check = (name, cond, why) => (cond ? ok(name) : fail(name, why));
+
+function argv(extra = []) {
+  const all = [...wrapper, capsule, 'mcp', '--caps', caps, '--state', state, ...extra];
+  return { command: all[0], args: all.slice(1) };
+}
+
+async function connect(capabilities = {}, extra = []) {
+  const { command, args } = argv(extra);
+  const transport = new StdioClientTransport({ command, args, env: { ...process.env }, stderr: 'inherit' });
+  const client = new Client({ name: 'capsule-test', version: '1.0.0' }, { capabilities });
+  await client.connect(transport);
+  return client;
+}
+
+async function listAll(client) {
+  const tools = [];
+  let cursor;
+  let pages = 0;
+  do {
+    const page = await client.listTools(cursor ? { cursor } : {});
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+    pages++;
+  } while (cursor && pages < 100);
+  return { tools, pages };
+}
+
+const text = (r) => (r.content && r.content[0] && r.content[0].text) || '';
+
+async function basics() {
+  const client = await connect();
+  check('negotiated-version', client.getServerVersion()?.name === 'capsule', 'serverInfo.name is not capsule');
+  const { tools, pages } = await listAll(client);
+  const names = tools.map((t) => t.name);
+  check('list-has-allowed', names.includes('wordcount__dispatch') && names.includes('slow__dispatch'), names.join(','));
+  check('list-has-ask', names.includes('asker__dispatch'), names.join(','));
+  check('blocked-not-listed', !names.includes('blocked__dispatch'), names.join(','));
+  check('names-valid', names.every((n) => /^[A-Za-z0-9_-]{1,64}$/.test(n)), names.filter((n) => !/^[A-Za-z0-9_-]{1,64}$/.test(n)).join(','));
+  check('names-unique', new Set(names).size === names.length, 'duplicates');
+  check('paginated', pages >= 2 && names.filter((n) => n.startsWith('many__fn')).length === 120, `pages ${pages}`);
+  const clash = names.filter((n) => n.startsWith('many__do_it'));
+  check('collision-suffixed', clash.length === 2 && clash.every((n) => /^many__do_it_[0-9a-f]{6}$/.test(n)), clash.join(','));
+  const wc = tools.find((t) => t.name === 'wordcount__dispatch');
+  check('input-schema', wc && wc.inputSchema.type === 'object' && wc.inputSchema.required?.includes('text'), JSON.stringify(wc?.inputSchema));
+  check('annotations', wc && wc.annotations?.readOnlyHint === true && wc.annotations?.openWorldHint === false, JSON.stringify(wc?.annotations));
+  const again = (await listAll(client)).tools.map((t) => t.name);
+  check('deterministic-order', JSON.stringify(again) === JSON.stringify(names), 'order changed');
+
+  const r = await client.callTool({ name: 'wordcount__dispatch', arguments: { text: 'one two three' } });
+  check('call-allowed', !r.isError && r.structuredContent?.text === '3 words', JSON.stringify(r));
+  check('call-text-matches', r.content?.[0]?.type === 'text' && JSON.stringify(JSON.parse(text(r))) === JSON.stringify(r.structuredContent), text(r));
+  const collided = clash[0] ? await client.callTool({ name: clash[0], arguments: {} }) : { isError: true };
+  check('collided-name-resolves', !collided.isError || !/no tool/.test(text(collided)), text(collided));
+
+  const bad = await client.callTool({ name: 'wordcount__dispatch', arguments: { txt: 1 } });
+  check('validation-is-error', bad.isError === true && /do not match the tool's input schema/.test(text(bad)), JSON.stringify(bad));
+  const blocked = await client.callTool({ name: 'blocked__dispatch', arguments: { text: 'x' } });
+  check('blocked-call-refused', blocked.isError === true && /blocked by policy/.test(text(blocked)), JSON.stringify(blocked));
+  const ask = await client.callTool({ name: 'asker__dispatch', arguments: { text: 'please' } });
+  check('ask-without-elicitation-queues', ask.isError === true && /approval required/.test(text(ask)) && /capsule approve/.test(text(ask)), JSON.stringify(ask));
+  try {
+    await client.callTool({ name: 'no__such', arguments: {} });
+    fail('unknown-tool', 'no error');
+  } catch (e) {
+    check('unknown-tool', e instanceof McpError && e.code === -32602, String(e));
+  }
+  try {
+    await client.request({ method: 'no/such/method', params: {} }, ElicitRequestSchema);
+    fail('unknown-method', 'no error');
+  } catch (e) {
+    check('unknown-method', e instanceof McpError && e.code === -32601, String(e));
+  }
+  let progress = 0;
+  const slow = await client.callTool({ name: 'slow__dispatch', arguments: { text: 'x' } }, undefined, {
+    onprogress: () => { progress++; },
+    timeout: 60000,
+  });
+  check('progress-notifications', !slow.isError && progress >= 1, `progress ${progress}, ${JSON.stringify(slow)}`);
+  const ac = new AbortController();
+  const cancelled = client.callTool({ name: 'hang__dispatch', arguments: { text: 'x' } }, undefined, {
+    signal: ac.signal,
+    onprogress: () => ac.abort('enough'),
+    timeout: 60000,
+  });
+  try {
+    await cancelled;
+    fail('cancel', 'the call returned');
+  } catch (e) {
+    check('cancel', ac.signal.aborted, String(e));
+  }
+  const pong = await client.ping();
+  check('serves-after-cancel', pong && typeof pong === 'object', JSON.stringify(pong));
+  await client.close();
+}
+
+async function elicitation() {
+  for (const [action, expect] of [['accept', false], ['decline', true]]) {
+    const client = await connect({ elicitation: {} });
+    let asked = '';
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      asked = req.params.message;
+      return { action };
+    });
+    const r = await client.callTool({ name: 'asker__dispatch', arguments: { text: `elicit-${action}` } });
+    check(`elicit-asked-${action}`, /asker/.test(asked) && /dispatch/.test(asked) && asked.includes(`elicit-${action}`), asked);
+    check(`elicit-${action}`, r.isError === expect && (expect ? /declined/.test(text(r)) : /"got"/.test(text(r))), JSON.stringify(r));
+    await client.close();
+  }
+}
+
+async function oneCapability() {
+  const client = await connect({}, ['--capability', 'wordcount']);
+  const { tools } = await listAll(client);
+  check('capability-own-names', tools.length === 1 && tools[0].name === 'dispatch', tools.map((t) => t.name).join(','));
+  const r = await client.callTool({ name: 'dispatch', arguments: { text: 'a b' } });
+  check('capability-call', !r.isError && r.structuredContent?.text === '2 words', JSON.stringify(r));
+  await client.close();
+}
+
+// Raw lines: what the SDK would never send
+function raw(lines) {
+  return new Promise((resolve) => {
+    const { command, args } = argv();
+    const p = spawn(command, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.on('close', (code) => resolve({ code, answers: out.split('\n').filter(Boolean).map((l) => JSON.parse(l)) }));
+    for (const l of lines) p.stdin.write(l + '\n');
+    p.stdin.end();
+  });
+}
+
+async function malformed() {
+  const init = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+  const huge = JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping', params: { pad: 'x'.repeat(5 << 20) } });
+  const { code, answers } = await raw([
+    '{"jsonrpc":"2.0","id":0,"method":"tools/list"}',
+    init,
+    '{this is not json',
+    '[{"jsonrpc":"2.0","id":2,"method":"ping"}]',
+    huge,
+    '{"jsonrpc":"1.0","id":4,"method":"ping"}',
+    '{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}',
+    '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":5}}',
+    '{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"cursor":"bogus"}}',
+    '{"jsonrpc":"2.0","method":"no/such/notification"}',
+    '{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"1.0.0"}}',
+    '{"jsonrpc":"2.0","id":8,"method":"ping"}',
+  ]);
+  const byId = (id) => answers.find((a) => JSON.stringify(a.id) === JSON.stringify(id));
+  const codes = answers.filter((a) => a.id === null).map((a) => a.error?.code);
+  check('raw-exit-0', code === 0, `exit ${code}`);
+  check('before-initialize', byId(0)?.error?.code === -32600, JSON.stringify(byId(0)));
+  check('parse-error', codes.includes(-32700), JSON.stringify(codes));
+  check('batch-refused', codes.filter((c) => c === -32600).length >= 3, JSON.stringify(codes));
+  check('huge-message', answers.some((a) => a.id === null && /at most/.test(a.error?.message || '')), 'no size error');
+  check('wrong-jsonrpc', byId(4)?.error?.code === -32600, JSON.stringify(byId(4)));
+  check('bad-params', byId(5)?.error?.code === -32602, JSON.stringify(byId(5)));
+  check('bad-cursor', byId(6)?.error?.code === -32602, JSON.stringify(byId(6)));
+  check('unsupported-version', byId(7)?.error?.code === -32602 && byId(7)?.error?.data?.supported?.includes('2025-11-25'), JSON.stringify(byId(7)));
+  check('serves-after-garbage', byId(8) && byId(8).result && !byId(8).error, JSON.stringify(byId(8)));
+  check('no-answer-to-notification', answers.length === 11, `${answers.length} answers`);
+
+  const newer = await raw([JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2099-01-01', capabilities: {} } })]);
+  check('newer-version-negotiated', newer.answers[0]?.result?.protocolVersion === '2025-11-25', JSON.stringify(newer.answers[0]));
+}
+
+try {
+  await basics();
+  await elicitation();
+  await oneCapability();
+  await malformed();
+} catch (e) {
+  fail('client', e && e.stack ? e.stack : String(e));
+}
+process.exit(failed ? 1 : 0);
