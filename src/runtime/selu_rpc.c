@@ -458,6 +458,181 @@ static int capability_invoke(struct selu_channel *ch, bool stream, const struct 
   return r;
 }
 
+/* ---- the orchestrator's artifact calls ---- */
+
+#define ARTIFACT_CHUNK (256 * 1024) /* as Selu's orchestrator sends them */
+#define CAPABILITY_UPLOAD "/selu.capability.v1.Capability/UploadInputArtifact"
+#define CAPABILITY_DOWNLOAD "/selu.capability.v1.Capability/DownloadOutputArtifact"
+
+/* One message of a client stream, waited for. */
+static int send_one(struct selu_channel *ch, grpc_call *call, gpr_timespec deadline,
+                    const uint8_t *msg, size_t len, struct cap_error *err)
+{
+  grpc_slice s = grpc_slice_from_copied_buffer((const char *)msg, len);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+  op.data.send_message.send_message = bb;
+  int r = 0;
+  if (grpc_call_start_batch(call, &op, 1, (void *)4, NULL) != GRPC_CALL_OK)
+    r = cap_error_set(err, EIO, "cannot send to %s", CAPABILITY_UPLOAD);
+  else if (!batch_done(ch, call, deadline))
+    r = cap_error_set(err, ETIMEDOUT, "no room to send to %s in time", CAPABILITY_UPLOAD);
+  grpc_byte_buffer_destroy(bb);
+  return r;
+}
+
+/* The chunks: the first names the file, each at most ARTIFACT_CHUNK. */
+static int upload_chunks(struct selu_channel *ch, grpc_call *call, gpr_timespec deadline,
+                         const char *filename, const char *mime, const char *data, size_t len,
+                         struct cap_error *err)
+{
+  size_t off = 0;
+  int r = 0;
+  do {
+    size_t n = len - off > ARTIFACT_CHUNK ? ARTIFACT_CHUNK : len - off;
+    Selu__Orchestrator__V1__UploadInputArtifactChunk c =
+        SELU__ORCHESTRATOR__V1__UPLOAD_INPUT_ARTIFACT_CHUNK__INIT;
+    c.filename = (char *)(off == 0 ? filename : "");
+    c.mime_type = (char *)(off == 0 ? mime : "");
+    c.data = (ProtobufCBinaryData){.len = n, .data = (uint8_t *)(data + off)};
+    size_t plen = selu__orchestrator__v1__upload_input_artifact_chunk__get_packed_size(&c);
+    uint8_t *buf = cap_xmalloc(plen + 1);
+    selu__orchestrator__v1__upload_input_artifact_chunk__pack(&c, buf);
+    r = send_one(ch, call, deadline, buf, plen, err);
+    free(buf);
+    off += n;
+  } while (r == 0 && off < len);
+  return r;
+}
+
+static int upload_answer(const struct cap_buf *out, char **id, struct cap_error *err)
+{
+  Selu__Orchestrator__V1__UploadInputArtifactResponse *m =
+      selu__orchestrator__v1__upload_input_artifact_response__unpack(NULL, out->len,
+                                                                     (const uint8_t *)out->data);
+  if (!m)
+    return cap_error_set(err, EPROTO,
+                         "the UploadInputArtifact answer is not an UploadInputArtifactResponse");
+  int r = 0;
+  if (m->error && *m->error)
+    r = cap_error_set(err, EIO, "the capability refused the artifact: %s", m->error);
+  else if (!m->capability_artifact_id || !*m->capability_artifact_id)
+    r = cap_error_set(err, EPROTO, "the capability returned no capability_artifact_id");
+  else
+    *id = cap_xstrdup(m->capability_artifact_id);
+  selu__orchestrator__v1__upload_input_artifact_response__free_unpacked(m, NULL);
+  return r;
+}
+
+static int rpc_artifact_upload(struct selu_channel *ch, const char *filename, const char *mime,
+                               const char *data, size_t len, int timeout_ms, char **id,
+                               struct cap_error *err)
+{
+  *id = NULL;
+  gpr_timespec deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+  grpc_call *call = grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, ch->cq,
+                                             grpc_slice_from_static_string(CAPABILITY_UPLOAD), NULL,
+                                             deadline, NULL);
+  grpc_metadata_array initial, trailing;
+  grpc_metadata_array_init(&initial);
+  grpc_metadata_array_init(&trailing);
+  grpc_status_code status = GRPC_STATUS_UNKNOWN;
+  grpc_slice details = grpc_empty_slice();
+  grpc_byte_buffer *recv = NULL;
+  grpc_op start = {.op = GRPC_OP_SEND_INITIAL_METADATA};
+  int r = 0;
+  if (grpc_call_start_batch(call, &start, 1, (void *)1, NULL) != GRPC_CALL_OK ||
+      !batch_done(ch, call, deadline))
+    r = cap_error_set(err, EIO, "cannot start the gRPC call %s", CAPABILITY_UPLOAD);
+  if (r == 0)
+    r = upload_chunks(ch, call, deadline, filename, mime, data, len, err);
+  grpc_op ops[4];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[1].data.recv_initial_metadata.recv_initial_metadata = &initial;
+  ops[2].op = GRPC_OP_RECV_MESSAGE;
+  ops[2].data.recv_message.recv_message = &recv;
+  ops[3].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[3].data.recv_status_on_client.trailing_metadata = &trailing;
+  ops[3].data.recv_status_on_client.status = &status;
+  ops[3].data.recv_status_on_client.status_details = &details;
+  if (r != 0)
+    grpc_call_cancel(call, NULL);
+  bool ended = grpc_call_start_batch(call, ops, 4, (void *)5, NULL) == GRPC_CALL_OK &&
+               batch_done(ch, call, deadline);
+  if (r == 0 && !ended)
+    r = cap_error_set(err, ETIMEDOUT, "no answer to %s", CAPABILITY_UPLOAD);
+  if (r == 0 && status != GRPC_STATUS_OK)
+    r = status_error(status, details, CAPABILITY_UPLOAD, timeout_ms, err);
+  if (r == 0 && !recv)
+    r = cap_error_set(err, EPROTO, "%s returned no message", CAPABILITY_UPLOAD);
+  if (r == 0) {
+    struct cap_buf out = {0};
+    r = read_answer(recv, CAPABILITY_UPLOAD, &out, err);
+    if (r == 0)
+      r = upload_answer(&out, id, err);
+    cap_buf_free(&out);
+  }
+  if (recv)
+    grpc_byte_buffer_destroy(recv);
+  grpc_slice_unref(details);
+  grpc_metadata_array_destroy(&initial);
+  grpc_metadata_array_destroy(&trailing);
+  grpc_call_unref(call);
+  return r;
+}
+
+static int on_artifact_chunk(void *ctx, const uint8_t *msg, size_t len, bool *done,
+                             struct cap_error *err)
+{
+  struct selu_artifact *a = ctx;
+  Selu__Orchestrator__V1__ArtifactChunk *m =
+      selu__orchestrator__v1__artifact_chunk__unpack(NULL, len, msg);
+  if (!m)
+    return cap_error_set(err, EPROTO, "a DownloadOutputArtifact answer is not an ArtifactChunk");
+  int r = 0;
+  if (m->error && *m->error) {
+    r = cap_error_set(err, EIO, "the capability's artifact stream failed: %s", m->error);
+  } else {
+    struct cap_buf b = {.data = a->data, .len = a->len, .cap = a->cap};
+    cap_buf_append(&b, (const char *)m->data.data, m->data.len);
+    a->data = b.data, a->len = b.len, a->cap = b.cap;
+    if (!a->filename && m->filename && *m->filename)
+      a->filename = cap_xstrdup(m->filename);
+    if (!a->mime_type && m->mime_type && *m->mime_type)
+      a->mime_type = cap_xstrdup(m->mime_type);
+    *done = m->done;
+  }
+  selu__orchestrator__v1__artifact_chunk__free_unpacked(m, NULL);
+  return r;
+}
+
+static int rpc_artifact_download(struct selu_channel *ch, const char *id, int timeout_ms,
+                                 struct selu_artifact *out, struct cap_error *err)
+{
+  *out = (struct selu_artifact){0};
+  Selu__Orchestrator__V1__DownloadOutputArtifactRequest req =
+      SELU__ORCHESTRATOR__V1__DOWNLOAD_OUTPUT_ARTIFACT_REQUEST__INIT;
+  req.capability_artifact_id = (char *)id;
+  size_t len = selu__orchestrator__v1__download_output_artifact_request__get_packed_size(&req);
+  uint8_t *buf = cap_xmalloc(len + 1);
+  selu__orchestrator__v1__download_output_artifact_request__pack(&req, buf);
+  int r = server_stream(ch, CAPABILITY_DOWNLOAD, buf, len, timeout_ms, on_artifact_chunk, out, err);
+  free(buf);
+  if (r == 0 && !out->len) /* as Selu's orchestrator: an artifact has bytes */
+    r = cap_error_set(err, EPROTO, "the capability's artifact %s has no data", id);
+  if (r < 0) {
+    free(out->data);
+    free(out->filename);
+    free(out->mime_type);
+    *out = (struct selu_artifact){0};
+  }
+  return r;
+}
+
 /* ---- the table's functions ---- */
 
 static int rpc_health(struct selu_channel *ch, int timeout_ms, enum selu_protocol *proto,
@@ -504,4 +679,6 @@ __attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_mod
     .channel_close = rpc_channel_close,
     .health = rpc_health,
     .invoke = rpc_invoke,
+    .artifact_upload = rpc_artifact_upload,
+    .artifact_download = rpc_artifact_download,
 };

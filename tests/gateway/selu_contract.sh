@@ -144,6 +144,21 @@ suite() {
     c node-capability 0 '"protocol":"capability","session_id":"n1","capability_id":"node-capability","thread_id":"","config":\{\}' --user alice --session n1 node-capability whoami '{}'
     c node-capability-dynamic 0 '^\{"greeting":"Hello, Ada"\}$' node-capability greet '{"name": "Ada"}'
     c node-stream-two-chunks 0 '"protocol":"capability".*"streamed":true' node-stream whoami '{}'
+    # artifacts: in with --attach (UploadInputArtifact), out with --artifacts
+    # (DownloadOutputArtifact), a hostile file name reduced to one component
+    printf 'attached text' >"$dir/in.txt"
+    mkdir -p "$dir/art"
+    [ "$who" = root ] || chown 65534:65534 "$dir/in.txt" "$dir/art"
+    c node-attach 0 '^\{"files":\[\{"filename":"in.txt","size_bytes":13,"text":"attached text"\}\]\}$' \
+      --attach "$dir/in.txt" node-capability read_attachments '{}'
+    c node-artifact-out 0 "\"artifact\":\\{\"filename\":\"../evil.txt\",\"mime_type\":\"text/plain\",\"path\":\"$dir/art/evil.txt\",\"size_bytes\":5\\}" \
+      --artifacts "$dir/art" node-capability make_file '{"filename": "../evil.txt", "text": "hello"}'
+    c node-artifact-not-replaced 0 "\"path\":\"$dir/art/1-evil.txt\"" \
+      --artifacts "$dir/art" node-capability make_file '{"filename": "../evil.txt", "text": "again"}'
+    if [ "$(cat "$dir/art/evil.txt")" = hello ] && [ "$(cat "$dir/art/1-evil.txt")" = again ] && [ ! -e "$dir/evil.txt" ]; then
+      ok "$who: node-artifact-files"; else bad "$who: node-artifact-files"; fi
+    c node-artifacts-need-capability 1 'has no artifacts: --attach and --artifacts need' \
+      --artifacts "$dir/art" node-service make_file '{"filename": "x", "text": "x"}'
     c node-stream-error 1 'the tool failed: sum: the sum is too large to represent' node-stream sum '{"numbers": [1e308, 1e308]}'
   else
     echo "  skip node: npm ci in examples/selu-node (scripts/deps.sh test does)"
