@@ -116,25 +116,94 @@ static int read_answer(grpc_byte_buffer *recv, const char *method, struct cap_bu
   return 0;
 }
 
+/* One call in flight on a channel (one at a time per channel): what the
+ * unary, server-streaming and client-streaming calls share. */
+struct rpc {
+  struct selu_channel *ch;
+  const char *method;
+  int timeout_ms;
+  grpc_call *call;
+  gpr_timespec deadline;
+  grpc_metadata_array initial, trailing;
+  grpc_status_code status;
+  grpc_slice details;
+};
+
+static void rpc_begin(struct rpc *c, struct selu_channel *ch, const char *method, int timeout_ms)
+{
+  *c = (struct rpc){.ch = ch, .method = method, .timeout_ms = timeout_ms};
+  c->deadline =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+  c->call =
+      grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, ch->cq,
+                               grpc_slice_from_static_string(method), NULL, c->deadline, NULL);
+  grpc_metadata_array_init(&c->initial);
+  grpc_metadata_array_init(&c->trailing);
+  c->status = GRPC_STATUS_UNKNOWN;
+  c->details = grpc_empty_slice();
+}
+
+static void rpc_end(struct rpc *c)
+{
+  grpc_slice_unref(c->details);
+  grpc_metadata_array_destroy(&c->initial);
+  grpc_metadata_array_destroy(&c->trailing);
+  grpc_call_unref(c->call);
+}
+
+/* A message to send (a copy of msg). */
+static grpc_byte_buffer *message(const uint8_t *msg, size_t len)
+{
+  grpc_slice s = grpc_slice_from_copied_buffer((const char *)msg, len);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  return bb;
+}
+
+/* The ops that read the call's status. */
+static grpc_op recv_status(struct rpc *c)
+{
+  grpc_op op = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
+  op.data.recv_status_on_client.trailing_metadata = &c->trailing;
+  op.data.recv_status_on_client.status = &c->status;
+  op.data.recv_status_on_client.status_details = &c->details;
+  return op;
+}
+
+/* Runs one batch and waits for it until the call's deadline (and a little
+ * longer: the deadline itself ends the call first). On a timeout the call
+ * is cancelled and its batch drained. */
+static int rpc_batch(struct rpc *c, const grpc_op *ops, size_t n, struct cap_error *err)
+{
+  if (grpc_call_start_batch(c->call, ops, n, (void *)c, NULL) != GRPC_CALL_OK)
+    return cap_error_set(err, EIO, "cannot start the gRPC call %s", c->method);
+  gpr_timespec wait = gpr_time_add(c->deadline, gpr_time_from_millis(2000, GPR_TIMESPAN));
+  grpc_event ev = grpc_completion_queue_next(c->ch->cq, wait, NULL);
+  if (ev.type == GRPC_OP_COMPLETE)
+    return 0;
+  grpc_call_cancel(c->call, NULL);
+  grpc_completion_queue_next(c->ch->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  return cap_error_set(err, ETIMEDOUT, "no answer to %s", c->method);
+}
+
+/* After the status came: the call's answer (one message, in out). */
+static int rpc_answer(struct rpc *c, grpc_byte_buffer *recv, struct cap_buf *out,
+                      struct cap_error *err)
+{
+  if (c->status != GRPC_STATUS_OK)
+    return status_error(c->status, c->details, c->method, c->timeout_ms, err);
+  if (!recv)
+    return cap_error_set(err, EPROTO, "%s returned no message", c->method);
+  return read_answer(recv, c->method, out, err);
+}
+
 /* One unary call: request bytes in, response bytes out (*out owned). */
 static int unary(struct selu_channel *ch, const char *method, const uint8_t *req, size_t req_len,
                  int timeout_ms, struct cap_buf *out, struct cap_error *err)
 {
-  gpr_timespec deadline =
-      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-  grpc_slice method_slice = grpc_slice_from_static_string(method);
-  grpc_call *call = grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, ch->cq,
-                                             method_slice, NULL, deadline, NULL);
-  grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)req, req_len);
-  grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
-  grpc_slice_unref(req_slice);
-  grpc_byte_buffer *recv = NULL;
-  grpc_metadata_array initial, trailing;
-  grpc_metadata_array_init(&initial);
-  grpc_metadata_array_init(&trailing);
-  grpc_status_code status = GRPC_STATUS_UNKNOWN;
-  grpc_slice details = grpc_empty_slice();
-
+  struct rpc c;
+  rpc_begin(&c, ch, method, timeout_ms);
+  grpc_byte_buffer *send = message(req, req_len), *recv = NULL;
   grpc_op ops[6];
   memset(ops, 0, sizeof ops);
   ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -142,54 +211,18 @@ static int unary(struct selu_channel *ch, const char *method, const uint8_t *req
   ops[1].data.send_message.send_message = send;
   ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
   ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &c.initial;
   ops[4].op = GRPC_OP_RECV_MESSAGE;
   ops[4].data.recv_message.recv_message = &recv;
-  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
-  ops[5].data.recv_status_on_client.status = &status;
-  ops[5].data.recv_status_on_client.status_details = &details;
-  int r = 0;
-  if (grpc_call_start_batch(call, ops, 6, (void *)1, NULL) != GRPC_CALL_OK) {
-    r = cap_error_set(err, EIO, "cannot start the gRPC call %s", method);
-  } else {
-    /* the call's own deadline ends it; the queue waits a little longer */
-    gpr_timespec wait = gpr_time_add(deadline, gpr_time_from_millis(2000, GPR_TIMESPAN));
-    grpc_event ev = grpc_completion_queue_next(ch->cq, wait, NULL);
-    if (ev.type != GRPC_OP_COMPLETE) {
-      grpc_call_cancel(call, NULL);
-      grpc_completion_queue_next(ch->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-      r = cap_error_set(err, ETIMEDOUT, "no answer to %s", method);
-    }
-  }
-  if (r == 0 && status != GRPC_STATUS_OK)
-    r = status_error(status, details, method, timeout_ms, err);
-  if (r == 0 && !recv)
-    r = cap_error_set(err, EPROTO, "%s returned no message", method);
+  ops[5] = recv_status(&c);
+  int r = rpc_batch(&c, ops, 6, err);
   if (r == 0)
-    r = read_answer(recv, method, out, err);
-  grpc_slice_unref(details);
-  grpc_metadata_array_destroy(&initial);
-  grpc_metadata_array_destroy(&trailing);
+    r = rpc_answer(&c, recv, out, err);
   grpc_byte_buffer_destroy(send);
   if (recv)
     grpc_byte_buffer_destroy(recv);
-  grpc_call_unref(call);
+  rpc_end(&c);
   return r;
-}
-
-/* Waits for the one batch in flight until the call's deadline (and a
- * little longer: the deadline itself ends the call first). On a timeout
- * the call is cancelled and its batch drained. */
-static bool batch_done(struct selu_channel *ch, grpc_call *call, gpr_timespec deadline)
-{
-  gpr_timespec wait = gpr_time_add(deadline, gpr_time_from_millis(2000, GPR_TIMESPAN));
-  grpc_event ev = grpc_completion_queue_next(ch->cq, wait, NULL);
-  if (ev.type == GRPC_OP_COMPLETE)
-    return true;
-  grpc_call_cancel(call, NULL);
-  grpc_completion_queue_next(ch->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-  return false;
 }
 
 /* What a streamed call does with each message: append it, and say when the
@@ -200,8 +233,7 @@ typedef int (*stream_fn)(void *ctx, const uint8_t *msg, size_t len, bool *done,
 /* Reads messages one batch at a time until on_msg says done or the server
  * ends the stream; the whole stream is bounded by the channel's
  * max_response. */
-static int stream_read(struct selu_channel *ch, grpc_call *call, gpr_timespec deadline,
-                       const char *method, stream_fn on_msg, void *ctx, bool *done,
+static int stream_read(struct rpc *c, stream_fn on_msg, void *ctx, bool *done,
                        struct cap_error *err)
 {
   size_t total = 0;
@@ -210,19 +242,17 @@ static int stream_read(struct selu_channel *ch, grpc_call *call, gpr_timespec de
     grpc_byte_buffer *recv = NULL;
     grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
     op.data.recv_message.recv_message = &recv;
-    if (grpc_call_start_batch(call, &op, 1, (void *)2, NULL) != GRPC_CALL_OK)
-      return cap_error_set(err, EIO, "cannot read the stream of %s", method);
-    if (!batch_done(ch, call, deadline))
-      return cap_error_set(err, ETIMEDOUT, "no answer to %s", method);
+    if ((r = rpc_batch(c, &op, 1, err)) < 0)
+      return r;
     if (!recv)
       return 0; /* the server ended the stream: its status says how */
     struct cap_buf b = {0};
-    r = read_answer(recv, method, &b, err);
+    r = read_answer(recv, c->method, &b, err);
     grpc_byte_buffer_destroy(recv);
     total += b.len;
-    if (r == 0 && total > ch->max_response)
+    if (r == 0 && total > c->ch->max_response)
       r = cap_error_set(err, EFBIG, "the stream of %s is larger than the output cap (%zu bytes)",
-                        method, ch->max_response);
+                        c->method, c->ch->max_response);
     if (r == 0)
       r = on_msg(ctx, (const uint8_t *)b.data, b.len, done, err);
     cap_buf_free(&b);
@@ -235,19 +265,9 @@ static int server_stream(struct selu_channel *ch, const char *method, const uint
                          size_t req_len, int timeout_ms, stream_fn on_msg, void *ctx,
                          struct cap_error *err)
 {
-  gpr_timespec deadline =
-      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-  grpc_call *call =
-      grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, ch->cq,
-                               grpc_slice_from_static_string(method), NULL, deadline, NULL);
-  grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)req, req_len);
-  grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1);
-  grpc_slice_unref(req_slice);
-  grpc_metadata_array initial, trailing;
-  grpc_metadata_array_init(&initial);
-  grpc_metadata_array_init(&trailing);
-  grpc_status_code status = GRPC_STATUS_UNKNOWN;
-  grpc_slice details = grpc_empty_slice();
+  struct rpc c;
+  rpc_begin(&c, ch, method, timeout_ms);
+  grpc_byte_buffer *send = message(req, req_len);
   grpc_op ops[4];
   memset(ops, 0, sizeof ops);
   ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -255,31 +275,22 @@ static int server_stream(struct selu_channel *ch, const char *method, const uint
   ops[1].data.send_message.send_message = send;
   ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
   ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
-  int r = 0;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &c.initial;
   bool done = false;
-  if (grpc_call_start_batch(call, ops, 4, (void *)1, NULL) != GRPC_CALL_OK)
-    r = cap_error_set(err, EIO, "cannot start the gRPC call %s", method);
-  else if (!batch_done(ch, call, deadline))
-    r = cap_error_set(err, ETIMEDOUT, "no answer to %s", method);
+  int r = rpc_batch(&c, ops, 4, err);
   if (r == 0)
-    r = stream_read(ch, call, deadline, method, on_msg, ctx, &done, err);
+    r = stream_read(&c, on_msg, ctx, &done, err);
   if (r != 0 || done)
-    grpc_call_cancel(call, NULL); /* nothing more is wanted from it */
-  grpc_op st = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
-  st.data.recv_status_on_client.trailing_metadata = &trailing;
-  st.data.recv_status_on_client.status = &status;
-  st.data.recv_status_on_client.status_details = &details;
-  bool have_status = grpc_call_start_batch(call, &st, 1, (void *)3, NULL) == GRPC_CALL_OK &&
-                     batch_done(ch, call, deadline);
-  if (r == 0 && !done && (!have_status || status != GRPC_STATUS_OK))
-    r = have_status ? status_error(status, details, method, timeout_ms, err)
+    grpc_call_cancel(c.call, NULL); /* nothing more is wanted from it */
+  grpc_op st = recv_status(&c);
+  struct cap_error ignored = {0};
+  bool have_status = rpc_batch(&c, &st, 1, &ignored) == 0;
+  cap_error_clear(&ignored);
+  if (r == 0 && !done && (!have_status || c.status != GRPC_STATUS_OK))
+    r = have_status ? status_error(c.status, c.details, method, timeout_ms, err)
                     : cap_error_set(err, ETIMEDOUT, "no end to the stream of %s", method);
-  grpc_slice_unref(details);
-  grpc_metadata_array_destroy(&initial);
-  grpc_metadata_array_destroy(&trailing);
   grpc_byte_buffer_destroy(send);
-  grpc_call_unref(call);
+  rpc_end(&c);
   return r;
 }
 
@@ -464,43 +475,29 @@ static int capability_invoke(struct selu_channel *ch, bool stream, const struct 
 #define CAPABILITY_UPLOAD "/selu.capability.v1.Capability/UploadInputArtifact"
 #define CAPABILITY_DOWNLOAD "/selu.capability.v1.Capability/DownloadOutputArtifact"
 
-/* One message of a client stream, waited for. */
-static int send_one(struct selu_channel *ch, grpc_call *call, gpr_timespec deadline,
-                    const uint8_t *msg, size_t len, struct cap_error *err)
-{
-  grpc_slice s = grpc_slice_from_copied_buffer((const char *)msg, len);
-  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-  grpc_slice_unref(s);
-  grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
-  op.data.send_message.send_message = bb;
-  int r = 0;
-  if (grpc_call_start_batch(call, &op, 1, (void *)4, NULL) != GRPC_CALL_OK)
-    r = cap_error_set(err, EIO, "cannot send to %s", CAPABILITY_UPLOAD);
-  else if (!batch_done(ch, call, deadline))
-    r = cap_error_set(err, ETIMEDOUT, "no room to send to %s in time", CAPABILITY_UPLOAD);
-  grpc_byte_buffer_destroy(bb);
-  return r;
-}
-
-/* The chunks: the first names the file, each at most ARTIFACT_CHUNK. */
-static int upload_chunks(struct selu_channel *ch, grpc_call *call, gpr_timespec deadline,
-                         const char *filename, const char *mime, const char *data, size_t len,
-                         struct cap_error *err)
+/* The chunks, one message each: the first names the file, each at most
+ * ARTIFACT_CHUNK. */
+static int upload_chunks(struct rpc *c, const char *filename, const char *mime, const char *data,
+                         size_t len, struct cap_error *err)
 {
   size_t off = 0;
   int r = 0;
   do {
     size_t n = len - off > ARTIFACT_CHUNK ? ARTIFACT_CHUNK : len - off;
-    Selu__Orchestrator__V1__UploadInputArtifactChunk c =
+    Selu__Orchestrator__V1__UploadInputArtifactChunk m =
         SELU__ORCHESTRATOR__V1__UPLOAD_INPUT_ARTIFACT_CHUNK__INIT;
-    c.filename = (char *)(off == 0 ? filename : "");
-    c.mime_type = (char *)(off == 0 ? mime : "");
-    c.data = (ProtobufCBinaryData){.len = n, .data = (uint8_t *)(data + off)};
-    size_t plen = selu__orchestrator__v1__upload_input_artifact_chunk__get_packed_size(&c);
+    m.filename = (char *)(off == 0 ? filename : "");
+    m.mime_type = (char *)(off == 0 ? mime : "");
+    m.data = (ProtobufCBinaryData){.len = n, .data = (uint8_t *)(data + off)};
+    size_t plen = selu__orchestrator__v1__upload_input_artifact_chunk__get_packed_size(&m);
     uint8_t *buf = cap_xmalloc(plen + 1);
-    selu__orchestrator__v1__upload_input_artifact_chunk__pack(&c, buf);
-    r = send_one(ch, call, deadline, buf, plen, err);
+    selu__orchestrator__v1__upload_input_artifact_chunk__pack(&m, buf);
+    grpc_byte_buffer *bb = message(buf, plen);
     free(buf);
+    grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
+    op.data.send_message.send_message = bb;
+    r = rpc_batch(c, &op, 1, err);
+    grpc_byte_buffer_destroy(bb);
     off += n;
   } while (r == 0 && off < len);
   return r;
@@ -530,58 +527,37 @@ static int rpc_artifact_upload(struct selu_channel *ch, const char *filename, co
                                struct cap_error *err)
 {
   *id = NULL;
-  gpr_timespec deadline =
-      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-  grpc_call *call = grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, ch->cq,
-                                             grpc_slice_from_static_string(CAPABILITY_UPLOAD), NULL,
-                                             deadline, NULL);
-  grpc_metadata_array initial, trailing;
-  grpc_metadata_array_init(&initial);
-  grpc_metadata_array_init(&trailing);
-  grpc_status_code status = GRPC_STATUS_UNKNOWN;
-  grpc_slice details = grpc_empty_slice();
-  grpc_byte_buffer *recv = NULL;
+  struct rpc c;
+  rpc_begin(&c, ch, CAPABILITY_UPLOAD, timeout_ms);
   grpc_op start = {.op = GRPC_OP_SEND_INITIAL_METADATA};
-  int r = 0;
-  if (grpc_call_start_batch(call, &start, 1, (void *)1, NULL) != GRPC_CALL_OK ||
-      !batch_done(ch, call, deadline))
-    r = cap_error_set(err, EIO, "cannot start the gRPC call %s", CAPABILITY_UPLOAD);
+  int r = rpc_batch(&c, &start, 1, err);
   if (r == 0)
-    r = upload_chunks(ch, call, deadline, filename, mime, data, len, err);
+    r = upload_chunks(&c, filename, mime, data, len, err);
+  grpc_byte_buffer *recv = NULL;
   grpc_op ops[4];
   memset(ops, 0, sizeof ops);
   ops[0].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
   ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[1].data.recv_initial_metadata.recv_initial_metadata = &initial;
+  ops[1].data.recv_initial_metadata.recv_initial_metadata = &c.initial;
   ops[2].op = GRPC_OP_RECV_MESSAGE;
   ops[2].data.recv_message.recv_message = &recv;
-  ops[3].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-  ops[3].data.recv_status_on_client.trailing_metadata = &trailing;
-  ops[3].data.recv_status_on_client.status = &status;
-  ops[3].data.recv_status_on_client.status_details = &details;
+  ops[3] = recv_status(&c);
   if (r != 0)
-    grpc_call_cancel(call, NULL);
-  bool ended = grpc_call_start_batch(call, ops, 4, (void *)5, NULL) == GRPC_CALL_OK &&
-               batch_done(ch, call, deadline);
-  if (r == 0 && !ended)
-    r = cap_error_set(err, ETIMEDOUT, "no answer to %s", CAPABILITY_UPLOAD);
-  if (r == 0 && status != GRPC_STATUS_OK)
-    r = status_error(status, details, CAPABILITY_UPLOAD, timeout_ms, err);
-  if (r == 0 && !recv)
-    r = cap_error_set(err, EPROTO, "%s returned no message", CAPABILITY_UPLOAD);
-  if (r == 0) {
-    struct cap_buf out = {0};
-    r = read_answer(recv, CAPABILITY_UPLOAD, &out, err);
-    if (r == 0)
-      r = upload_answer(&out, id, err);
-    cap_buf_free(&out);
-  }
+    grpc_call_cancel(c.call, NULL);
+  struct cap_error ignored = {0};
+  int ended = rpc_batch(&c, ops, 4, r == 0 ? err : &ignored);
+  cap_error_clear(&ignored);
+  if (r == 0)
+    r = ended;
+  struct cap_buf out = {0};
+  if (r == 0)
+    r = rpc_answer(&c, recv, &out, err);
+  if (r == 0)
+    r = upload_answer(&out, id, err);
+  cap_buf_free(&out);
   if (recv)
     grpc_byte_buffer_destroy(recv);
-  grpc_slice_unref(details);
-  grpc_metadata_array_destroy(&initial);
-  grpc_metadata_array_destroy(&trailing);
-  grpc_call_unref(call);
+  rpc_end(&c);
   return r;
 }
 
