@@ -294,30 +294,32 @@ static int server_stream(struct selu_channel *ch, const char *method, const uint
   return r;
 }
 
-/* ---- the seed's CapabilityService ---- */
+/* ---- health, either contract ---- */
 
-static int service_health(struct selu_channel *ch, int timeout_ms, bool *healthy,
-                          struct cap_error *err)
+/* A health call: an empty request; the answer's field 1 says ready
+ * (CapabilityService's HealthCheckResponse.healthy, Capability's
+ * HealthResponse.ready). */
+static int health_call(struct selu_channel *ch, const char *method,
+                       const ProtobufCMessageDescriptor *answer, int timeout_ms, bool *healthy,
+                       struct cap_error *err)
 {
-  Selu__Capability__V1__HealthCheckRequest req = SELU__CAPABILITY__V1__HEALTH_CHECK_REQUEST__INIT;
-  uint8_t buf[16];
-  size_t n = selu__capability__v1__health_check_request__pack(&req, buf);
   struct cap_buf out = {0};
-  int r = unary(ch, SERVICE_HEALTH, buf, n, timeout_ms, &out, err);
-  if (r == 0) {
-    Selu__Capability__V1__HealthCheckResponse *resp =
-        selu__capability__v1__health_check_response__unpack(NULL, out.len,
-                                                            (const uint8_t *)out.data);
-    if (!resp) {
-      r = cap_error_set(err, EPROTO, "the HealthCheck answer is not a HealthCheckResponse");
-    } else {
-      *healthy = resp->healthy;
-      selu__capability__v1__health_check_response__free_unpacked(resp, NULL);
-    }
+  int r = unary(ch, method, (const uint8_t *)"", 0, timeout_ms, &out, err);
+  ProtobufCMessage *m =
+      r == 0 ? protobuf_c_message_unpack(answer, NULL, out.len, (const uint8_t *)out.data) : NULL;
+  const ProtobufCFieldDescriptor *f =
+      protobuf_c_message_descriptor_get_field(answer, 1); /* a bool in both */
+  if (r == 0 && !m)
+    r = cap_error_set(err, EPROTO, "the answer to %s is not a %s", method, answer->name);
+  if (m) {
+    *healthy = *(const protobuf_c_boolean *)((const char *)m + f->offset);
+    protobuf_c_message_free_unpacked(m, NULL);
   }
   cap_buf_free(&out);
   return r;
 }
+
+/* ---- the seed's CapabilityService ---- */
 
 /* A copy of the answer's text: a string with a NUL inside is not text. */
 static int answer_text(const uint8_t *data, size_t len, const char *what, char **out,
@@ -370,28 +372,6 @@ static int service_invoke(struct selu_channel *ch, const struct selu_invoke_args
 }
 
 /* ---- the orchestrator's Capability ---- */
-
-static int capability_health(struct selu_channel *ch, int timeout_ms, bool *healthy,
-                             struct cap_error *err)
-{
-  Selu__Orchestrator__V1__HealthRequest req = SELU__ORCHESTRATOR__V1__HEALTH_REQUEST__INIT;
-  uint8_t buf[16];
-  size_t n = selu__orchestrator__v1__health_request__pack(&req, buf);
-  struct cap_buf out = {0};
-  int r = unary(ch, CAPABILITY_HEALTH, buf, n, timeout_ms, &out, err);
-  if (r == 0) {
-    Selu__Orchestrator__V1__HealthResponse *resp =
-        selu__orchestrator__v1__health_response__unpack(NULL, out.len, (const uint8_t *)out.data);
-    if (!resp) {
-      r = cap_error_set(err, EPROTO, "the Healthcheck answer is not a HealthResponse");
-    } else {
-      *healthy = resp->ready;
-      selu__orchestrator__v1__health_response__free_unpacked(resp, NULL);
-    }
-  }
-  cap_buf_free(&out);
-  return r;
-}
 
 static ProtobufCBinaryData bytes_of(const char *s)
 {
@@ -617,14 +597,16 @@ static int rpc_health(struct selu_channel *ch, int timeout_ms, enum selu_protoco
   *healthy = false;
   int r;
   if (*proto != SELU_PROTOCOL_SERVICE) {
-    r = capability_health(ch, timeout_ms, healthy, err);
+    r = health_call(ch, CAPABILITY_HEALTH, &selu__orchestrator__v1__health_response__descriptor,
+                    timeout_ms, healthy, err);
     if (r == 0)
       *proto = SELU_PROTOCOL_CAPABILITY;
     if (r != -ENOSYS || *proto == SELU_PROTOCOL_CAPABILITY)
       return r;
     cap_error_clear(err); /* not the orchestrator's contract: the seed's? */
   }
-  r = service_health(ch, timeout_ms, healthy, err);
+  r = health_call(ch, SERVICE_HEALTH, &selu__capability__v1__health_check_response__descriptor,
+                  timeout_ms, healthy, err);
   if (r == -ENOSYS && *proto == SELU_PROTOCOL_UNKNOWN) {
     cap_error_clear(err); /* the seed's HealthCheck is optional */
     *healthy = true;
