@@ -83,11 +83,13 @@ filesystem: workspace'
   cap "$c" none both 'filesystem: none'
   cap "$c" cached both 'class: environment
 cache: {enabled: true}'
-  if [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] &&
-     [ -f "$root/examples/selu-node/orchestrator.proto" ] && command -v node >/dev/null; then
+  if [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] && command -v node >/dev/null; then
     local p
     for p in service capability; do
       cp -r "$root/examples/selu-node" "$c/node-$p"
+      # what its npm "prepare" copies, current (node_modules may predate a proto)
+      cp "$root/proto/selu/capability/v1/capability.proto" "$c/node-$p/capability.proto"
+      cp "$root/proto/selu/orchestrator/capability.proto" "$c/node-$p/orchestrator.proto"
       sed -i -e "s/^id: node-tools/id: node-$p/" \
         -e "s|command: \[\"node\", \"server.js\"\]|command: [\"node\", \"server.js\", \"--protocol\", \"$p\"]|" \
         "$c/node-$p/manifest.yaml"
