@@ -310,7 +310,7 @@ static int health_call(struct selu_channel *ch, const char *method,
   const ProtobufCFieldDescriptor *f =
       protobuf_c_message_descriptor_get_field(answer, 1); /* a bool in both */
   if (r == 0 && !m)
-    r = cap_error_set(err, EPROTO, "the answer to %s is not a %s", method, answer->name);
+    r = cap_error_set(err, EPROTO, "the answer to %s is not a %s", method, answer->short_name);
   if (m) {
     *healthy = *(const protobuf_c_boolean *)((const char *)m + f->offset);
     protobuf_c_message_free_unpacked(m, NULL);

@@ -95,6 +95,18 @@ cache: {enabled: true}'
         "$c/node-$p/manifest.yaml"
     done
     cp -r "$c/node-capability" "$c/node-stream"
+    for p in health invoke; do # a server answering garbage
+      mkdir -p "$c/garbage-$p"
+      cp -r "$root/examples/selu-node/node_modules" "$c/garbage-$p/node_modules"
+      cp "$here/selu_garbage.js" "$c/garbage-$p/server.js"
+      cat >"$c/garbage-$p/manifest.yaml" <<YAML
+id: garbage-$p
+image: example/garbage:1.0
+tools:
+  - {name: ok, description: Answers., recommended_policy: allow, input_schema: {type: object}}
+x-capsule: {command: ["node", "server.js", "--$p"], startup_timeout_ms: 3000}
+YAML
+    done
     sed -i -e 's/^id: node-capability/id: node-stream/' -e 's/^x-capsule:/x-capsule:\n  invoke: stream/' \
       "$c/node-stream/manifest.yaml"
   fi
@@ -161,6 +173,9 @@ suite() {
       ok "$who: node-artifact-files"; else bad "$who: node-artifact-files"; fi
     c node-artifacts-need-capability 1 'has no artifacts: --attach and --artifacts need' \
       --artifacts "$dir/art" node-service make_file '{"filename": "x", "text": "x"}'
+    c garbage-health 1 'did not become healthy .*the answer to /selu.capability.v1.Capability/Healthcheck is not a HealthResponse' garbage-health ok '{}'
+    c garbage-invoke 1 'the Invoke answer is not an InvokeResponse' garbage-invoke ok '{}'
+    c after-garbage-serves 0 '"protocol":"capability"' p-capability echo '{}' --user alice
     c node-stream-error 1 'the tool failed: sum: the sum is too large to represent' node-stream sum '{"numbers": [1e308, 1e308]}'
   else
     echo "  skip node: npm ci in examples/selu-node (scripts/deps.sh test does)"
