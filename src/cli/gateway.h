@@ -51,6 +51,13 @@ int audit_change(struct gw_state *st, const struct common *o, const char *kind, 
 struct gw_registry;
 int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors);
 
+/* One call through the gateway, its result or error printed (`call`,
+ * `dispatch`); issuer NULL but for a Covenant dispatch. An exit status. */
+struct gw_issuer;
+int cli_call_run(const char *verb, const struct common *o, struct gw_registry *reg,
+                 struct gw_state *st, const char *cap, const char *tool, const char *args,
+                 size_t args_len, const struct gw_issuer *issuer);
+
 int cmd_policy(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);
 int cmd_approve(int argc, char **argv);

@@ -114,10 +114,13 @@ static const struct {
              "exit status: 0 denied, 1 no such pending approval, 2 usage\n"},
     {"audit", "usage: capsule audit [--json] [--since TIME] [--tail N] [--follow] [--state DIR]\n"
               "       capsule audit verify [--state DIR]\n"
+              "       capsule audit export|verify --format covenant DIR [--state DIR]\n"
               "\n"
               "The audit log: one record per call (an interrupted one too), and one per\n"
               "policy, credential or approval change (decision: the kind of change);\n"
               "`verify` checks the hash chain and its head and names the first bad record.\n"
+              "With --format covenant: `export` writes the log as Covenant's events.jsonl and\n"
+              "events.chain.jsonl into DIR, `verify` checks such a pair (Covenant's too).\n"
               "\n"
               "      --json        an array of objects, one per record (with --follow:\n"
               "                    one object a line)\n"
@@ -125,7 +128,8 @@ static const struct {
               "                    an offset, or a date) or back from now (30s, 10m, 2h, 1d)\n"
               "      --tail N      only the last N records (of those --since selects)\n"
               "      --follow      keep printing records as they are added; alone, it starts\n"
-              "                    at the end (only new records)\n" GATEWAY_COMMON "\n"
+              "                    at the end (only new records)\n"
+              "      --format covenant  export or verify in Covenant's format\n" GATEWAY_COMMON "\n"
               "exit status: 0 ok (verified), 1 failed or the chain is broken, 2 usage\n"},
 };
 

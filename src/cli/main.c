@@ -30,7 +30,10 @@ static const char usage_text[] =
     "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
+    "  dispatch TEXT                 route an intent to a Covenant agent and run it\n"
+    "  token ..., budget ...         Covenant capability tokens and budgets\n"
     "  workspace ls|rm NAME          Selu session workspaces and caches\n"
+    "  image import|pull|ls|inspect|rm  the local OCI image store (Selu images)\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
@@ -72,14 +75,16 @@ static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
 } verbs[] = {
-    {"check", cmd_check},       {"show", cmd_show},
-    {"validate", cmd_validate}, {"run", cmd_run},
-    {"doctor", cmd_doctor},     {"list", cmd_gateway},
-    {"call", cmd_gateway},      {"policy", cmd_gateway},
-    {"cred", cmd_gateway},      {"approvals", cmd_gateway},
-    {"approve", cmd_gateway},   {"deny", cmd_gateway},
-    {"audit", cmd_gateway},     {"ps", cmd_ps},
-    {"stop", cmd_stop},         {"workspace", cmd_workspace},
+    {"check", cmd_check},         {"show", cmd_show},
+    {"validate", cmd_validate},   {"run", cmd_run},
+    {"doctor", cmd_doctor},       {"list", cmd_gateway},
+    {"call", cmd_gateway},        {"policy", cmd_gateway},
+    {"cred", cmd_gateway},        {"approvals", cmd_gateway},
+    {"approve", cmd_gateway},     {"deny", cmd_gateway},
+    {"audit", cmd_gateway},       {"ps", cmd_ps},
+    {"stop", cmd_stop},           {"token", cmd_covenant},
+    {"budget", cmd_covenant},     {"dispatch", cmd_covenant},
+    {"workspace", cmd_workspace}, {"image", cmd_image},
 };
 
 static int (*find_verb(const char *name))(int, char **)

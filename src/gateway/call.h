@@ -38,6 +38,7 @@ struct gw_call {
   const char *session_id;  /* the agent's session, passed to Selu; NULL: one per call */
   const char *thread_id;   /* the conversation thread in the session (Selu's thread_id), or NULL */
   const char *volumes_dir; /* Selu workspaces and caches (gateway/volumes.h) */
+  const char *image_dir;   /* the image store (image/image.h) Selu images run from */
   /* Selu artifacts (the orchestrator's contract): files uploaded into the
    * arguments' "attachments", and where the result's artifacts are saved
    * (NULL: left in the capability) */
@@ -49,6 +50,18 @@ struct gw_call {
   /* sandbox_options.id_base: set by gw_call itself (as root, the
    * capability's own host ids, gw_state_id_range); callers leave it 0 */
   uint32_t id_base;
+  /* a Covenant dispatch's issuer (capsule dispatch): its capability tokens
+   * must hold the agent's required actions (gateway/tokens.h), and the
+   * agent reads it in its request line; NULL for `capsule call` */
+  const struct gw_issuer *issuer;
+  /* set by gw_call itself: where a Covenant run leaves the CPU ms its
+   * sandbox used (its budget is spent by them, gateway/budget.h) */
+  uint64_t *cpu_ms;
+};
+
+struct gw_issuer {
+  unsigned char pubkey[32];
+  const char *display; /* "LOGIN@local" */
 };
 
 struct gw_result {

@@ -32,6 +32,14 @@ struct gw_instance_request {
   const char *const *hidden; /* masked in the sandbox (sandbox_options.hidden) */
   size_t n_hidden;
   uint32_t id_base; /* sandbox_options.id_base: as root, the capability's host ids */
+  /* An image capability (image/image.h): the server runs with rootfs as
+   * its root (sandbox_options.rootfs) as argv in workdir, as uid and gid
+   * inside_id, without the host's system directories or the package
+   * directory. NULL: the manifest's x-capsule.command from the package. */
+  const char *rootfs;
+  char *const *argv;
+  const char *workdir;
+  uint32_t inside_id;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and

@@ -20,8 +20,11 @@
 #include "gateway/registry.h"
 #include "gateway/selu_int.h"
 #include "gateway/volumes.h"
+#include "image/image.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/selu_rpc.h"
+
+#define SELU_IMAGE_ID 1000 /* Selu's runner: user 1000:1000, whatever the image says */
 
 static char *read_small_file(const char *path, size_t *len)
 {
@@ -74,8 +77,9 @@ static void run_salt(const char *run_dir, unsigned char salt[32])
  * program when it lies outside the package) and the credentials it starts
  * with; a change to any of them starts a new instance (the old one idles
  * out). */
-static int instance_key(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
-                        size_t n_env, char out[33], struct cap_error *err)
+static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
+                        const char *image_digest, char *const *env, size_t n_env, char out[33],
+                        struct cap_error *err)
 {
   /* exclusive (Selu's default): an instance per user and session (calls
    * without a session share the user's); shared: one for everyone */
@@ -97,6 +101,8 @@ static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
   crypto_generichash_update(&st, (const unsigned char *)spec->source_path,
                             strlen(spec->source_path) + 1);
   crypto_generichash_update(&st, digest, sizeof digest);
+  if (image_digest) /* a re-imported image is a new instance */
+    crypto_generichash_update(&st, (const unsigned char *)image_digest, strlen(image_digest) + 1);
   /* a program outside the package (an interpreter, say): an upgraded one
    * is a new instance too */
   const char *prog = spec->runtime.command.len ? spec->runtime.command.v[0] : "";
@@ -251,39 +257,114 @@ static int call_on_lease(const struct gw_call *call, const struct cap_spec *spec
   return r;
 }
 
+/* What an image capability runs: its stored root, its command, and the
+ * image's Env (selu_run's variables and credentials follow it, so an
+ * image cannot shadow them). */
+struct image_run {
+  struct image_info info;
+  char **argv;
+  struct cap_strv env;
+};
+
+static void image_run_free(struct image_run *run)
+{
+  image_info_free(&run->info);
+  image_strv_free(run->argv);
+  cap_strv_free(&run->env);
+}
+
+static enum gw_outcome image_run_prepare(const struct gw_call *call, const struct cap_spec *spec,
+                                         struct image_run *run, struct cap_error *err)
+{
+  *run = (struct image_run){0};
+  if (!call->image_dir)
+    return cap_error_set(err, ENOTSUP, "capability %s names an image and no image store is open",
+                         spec->id),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  int r = gw_selu_image_resolve(call->image_dir, spec, &run->info, err);
+  if (r < 0)
+    return r == -ENOENT ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+  run->argv = image_command(&run->info, err);
+  if (!run->argv)
+    return cap_error_prefix(err, "capability %s", spec->id), GW_OUTCOME_FAILED;
+  for (size_t i = 0; run->info.config.env && run->info.config.env[i]; i++)
+    cap_strv_push(&run->env, run->info.config.env[i]);
+  return GW_OUTCOME_OK;
+}
+
+int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
+                          struct image_info *info, struct cap_error *err)
+{
+  int r = image_store_resolve(image_dir, spec->runtime.image, info, err);
+  if (r < 0) {
+    cap_error_prefix(err, "capability %s", spec->id);
+    if (r == -ENOENT)
+      cap_error_outcome(err, CAP_OUTCOME_HOST);
+  }
+  return r;
+}
+
+/* The call's run (selu_run_prepare) with an image's Env put first, so
+ * capsule's variables win; checked against the volumes' bound; its
+ * instance's key. 0, or -errno with err set and nothing to free. */
+static int selu_run_with_image(const struct gw_call *call, const struct cap_spec *spec,
+                               char *const *env, size_t n_env, struct image_run *image,
+                               struct selu_run *run, char key[33], struct cap_error *err)
+{
+  int r = selu_run_prepare(call, spec, env, n_env, run, err);
+  if (r < 0)
+    return r;
+  if (image->argv) {
+    struct cap_strv all = image->env;
+    image->env = (struct cap_strv){0};
+    for (size_t i = 0; i < run->env.len; i++)
+      cap_strv_push(&all, run->env.v[i]);
+    cap_strv_free(&run->env);
+    run->env = all;
+  }
+  r = volumes_within_bound(spec, run, err);
+  if (r == 0)
+    r = instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, run->env.v,
+                     run->env.len, key, err);
+  if (r < 0)
+    selu_run_free(run);
+  return r;
+}
+
 /* Invoke with the raw answer; the caller judges it. */
 static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_spec *spec,
                                   const char *tool, const char *args, char *const *env,
                                   size_t n_env, struct selu_response *resp, struct cap_error *err)
 {
-  if (!spec->runtime.command.len)
-    return cap_error_set(err, ENOTSUP,
-                         "capability %s names an image (%s) and capsule does not run images yet; "
-                         "give the server's command as x-capsule.command in its manifest",
-                         spec->id, spec->runtime.image ? spec->runtime.image : "none"),
-           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  /* x-capsule.command runs from the package directory; otherwise the image */
+  _cleanup_(image_run_free) struct image_run image = {0};
+  if (!spec->runtime.command.len) {
+    enum gw_outcome o = image_run_prepare(call, spec, &image, err);
+    if (o != GW_OUTCOME_OK)
+      return o;
+  }
   uint64_t deadline_ms = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
   struct selu_run run;
-  if (selu_run_prepare(call, spec, env, n_env, &run, err) < 0)
-    return GW_OUTCOME_FAILED;
   char key[33];
-  if (volumes_within_bound(spec, &run, err) < 0 ||
-      instance_key(call, &run.spec, run.env.v, run.env.len, key, err) < 0) {
-    selu_run_free(&run);
+  if (selu_run_with_image(call, spec, env, n_env, &image, &run, key, err) < 0)
     return GW_OUTCOME_FAILED;
-  }
   _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
-  struct gw_instance_request req = {.spec = &run.spec,
-                                    .run_dir = call->run_dir,
-                                    .key = key,
-                                    .env = run.env.v,
-                                    .n_env = run.env.len,
-                                    .log_path = log_path ? log_path : "/dev/null",
-                                    .wait_ms = deadline_ms,
-                                    .hidden = call->hidden,
-                                    .n_hidden = call->n_hidden,
-                                    .id_base = call->id_base};
+  struct gw_instance_request req = {
+      .spec = &run.spec,
+      .run_dir = call->run_dir,
+      .key = key,
+      .env = run.env.v,
+      .n_env = run.env.len,
+      .log_path = log_path ? log_path : "/dev/null",
+      .wait_ms = deadline_ms,
+      .hidden = call->hidden,
+      .n_hidden = call->n_hidden,
+      .id_base = call->id_base,
+      .rootfs = image.argv ? image.info.rootfs : NULL,
+      .argv = image.argv,
+      .workdir = image.info.config.working_dir ? image.info.config.working_dir : "/",
+      .inside_id = image.argv ? SELU_IMAGE_ID : 0};
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0) {
@@ -497,17 +578,22 @@ enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_sp
     selu_response_free(&resp);
     return GW_OUTCOME_FAILED;
   }
-  if (call->cache_dir && (mkdir(call->cache_dir, 0700) == 0 || errno == EEXIST)) {
-    _cleanup_free_ char *path = cache_path(call->cache_dir, spec);
-    _cleanup_free_ char *tmp = cap_xasprintf("%s.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    size_t len = strlen(resp.result);
-    if (fd >= 0 && write(fd, resp.result, len) == (ssize_t)len && close(fd) == 0)
-      rename(tmp, path); /* a cache: a failure only costs a later discovery */
-    else if (fd >= 0)
-      close(fd);
-    unlink(tmp);
-  }
+  gw_tools_cache_store(call->cache_dir, spec, resp.result);
   selu_response_free(&resp);
   return GW_OUTCOME_OK;
+}
+
+void gw_tools_cache_store(const char *cache_dir, const struct cap_spec *spec, const char *text)
+{
+  if (!cache_dir || (mkdir(cache_dir, 0700) < 0 && errno != EEXIST))
+    return;
+  _cleanup_free_ char *path = cache_path(cache_dir, spec);
+  _cleanup_free_ char *tmp = cap_xasprintf("%s.%d", path, (int)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  size_t len = strlen(text);
+  if (fd >= 0 && write(fd, text, len) == (ssize_t)len && close(fd) == 0)
+    rename(tmp, path); /* a cache: a failure only costs a later discovery */
+  else if (fd >= 0)
+    close(fd);
+  unlink(tmp);
 }

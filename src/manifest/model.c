@@ -281,8 +281,8 @@ void cap_spec_freep(struct cap_spec **spec) { cap_spec_free(*spec); }
 
 const char *cap_format_name(enum cap_format f)
 {
-  static const char *const names[] = {"selu", "covenant", "talos", "nono"};
-  return f <= CAP_FORMAT_NONO ? names[f] : "unknown";
+  static const char *const names[] = {"selu", "covenant", "talos", "nono", "nono-profile"};
+  return f <= CAP_FORMAT_NONO_PROFILE ? names[f] : "unknown";
 }
 
 const char *cap_access_name(enum cap_access a)
@@ -317,8 +317,9 @@ const char *cap_mode3_name(enum cap_mode3 m)
 
 const char *cap_runtime_kind_name(enum cap_runtime_kind k)
 {
-  static const char *const names[] = {"grpc", "stdio-jsonl", "hermes-http", "talos-node", "exec"};
-  return k <= CAP_RUNTIME_EXEC ? names[k] : "exec";
+  static const char *const names[] = {"grpc",       "stdio-jsonl", "hermes-http",
+                                      "talos-node", "exec",        "mcp-stdio"};
+  return k <= CAP_RUNTIME_MCP ? names[k] : "exec";
 }
 
 const char *cap_origin_name(enum cap_grant_origin o)

@@ -17,10 +17,11 @@
 struct cap_js_validator;
 
 enum cap_format {
-  CAP_FORMAT_SELU,     /* manifest.yaml */
-  CAP_FORMAT_COVENANT, /* agent.toml */
-  CAP_FORMAT_TALOS,    /* manifest.json with "functions" */
-  CAP_FORMAT_NONO,     /* nono capability manifest JSON */
+  CAP_FORMAT_SELU,         /* manifest.yaml */
+  CAP_FORMAT_COVENANT,     /* agent.toml */
+  CAP_FORMAT_TALOS,        /* manifest.json with "functions" */
+  CAP_FORMAT_NONO,         /* nono capability manifest JSON */
+  CAP_FORMAT_NONO_PROFILE, /* nono profile (JSONC), compiled as nono's profile show does */
 };
 
 /* A list of owned strings. */
@@ -165,6 +166,7 @@ enum cap_runtime_kind {
   CAP_RUNTIME_HERMES,     /* Covenant runtime = "hermes": HTTP endpoint */
   CAP_RUNTIME_TALOS_NODE, /* Talos: JS module exports */
   CAP_RUNTIME_EXEC,       /* nono: an arbitrary command */
+  CAP_RUNTIME_MCP,        /* x-capsule.mcp_server: an MCP server over stdio */
 };
 
 struct cap_runtime {

@@ -31,6 +31,7 @@ struct sandbox_mask {
   char *at;
   const char *why;
   char *source;
+  bool deny; /* a deny entry: Landlock holds it too (landlock.c) */
 };
 
 struct sandbox_mount_plan {
@@ -38,6 +39,11 @@ struct sandbox_mount_plan {
   size_t n_grants;
   struct sandbox_mask *masks;
   size_t n_masks;
+  /* sandbox_options.rootfs: its top-level entries, host = "/NAME" inside,
+   * real = the entry on the host (mount.c binds them read-only) */
+  struct plan_grant *image;
+  size_t n_image;
+  bool image_root; /* the root is an image's (even an empty one) */
 };
 
 /* "~/x" -> "$HOME/x"; other paths as they are (allocated). */
