@@ -33,6 +33,8 @@ _capsule() {
   --agent | --parent | --expires) return ;;
   --memory) COMPREPLY=($(compgen -W "256M 512M 1G 2G" -- "$cur")); return ;;
   --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --thread | --ref | --approval-ttl) return ;;
+  --attach) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+  --artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac
   if [ -z "$verb" ]; then
     COMPREPLY=($(compgen -W "$verbs --help --version $common" -- "$cur"))
@@ -48,7 +50,8 @@ _capsule() {
              --proxy-allow-private --egress-log --state --verbose --help" ;;
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
-  call) opts="--caps --state --user --timeout --session --thread --approval-ttl --json --help" ;;
+  call) opts="--caps --state --user --timeout --session --thread --attach --artifacts --approval-ttl
+              --json --help" ;;
   policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   approvals) opts="--state --json --help" ;;

@@ -68,6 +68,26 @@ const TOOLS = [
     recommended_policy: 'allow',
   },
   {
+    name: 'make_file',
+    description: 'Write text into a new file and hand it back as an artifact.',
+    input_schema: {
+      type: 'object',
+      properties: {
+        filename: {type: 'string', minLength: 1, maxLength: 100},
+        text: {type: 'string', maxLength: 100000},
+      },
+      required: ['filename', 'text'],
+      additionalProperties: false,
+    },
+    recommended_policy: 'allow',
+  },
+  {
+    name: 'read_attachments',
+    description: 'Read the files attached to the call (their names, sizes and text).',
+    input_schema: {type: 'object', properties: {attachments: {type: 'array'}}},
+    recommended_policy: 'allow',
+  },
+  {
     name: 'whoami',
     description: 'What the orchestrator said about this call: the contract, session, thread, credentials.',
     input_schema: {type: 'object', properties: {}, additionalProperties: false},
@@ -126,6 +146,73 @@ const HANDLERS = {
     return {sum: total};
   },
 };
+
+// Artifacts (the orchestrator's contract): uploaded files and made ones,
+// by id, in memory for the life of this server, at most MAX_ARTIFACTS.
+const MAX_ARTIFACTS = 100;
+const MAX_ARTIFACT_BYTES = 16 << 20;
+const artifacts = new Map();
+let artifactSeq = 0;
+function storeArtifact(filename, mimeType, data) {
+  if (artifacts.size >= MAX_ARTIFACTS) artifacts.delete(artifacts.keys().next().value);
+  const id = `art-${++artifactSeq}`;
+  artifacts.set(id, {filename, mime_type: mimeType, data});
+  return id;
+}
+
+HANDLERS.make_file = (text) => {
+  const {filename, text: body} = params('make_file', text, ['filename', 'text']);
+  const id = storeArtifact(String(filename), 'text/plain', Buffer.from(String(body)));
+  return {artifact: {capability_artifact_id: id, filename: String(filename), mime_type: 'text/plain'}};
+};
+
+HANDLERS.read_attachments = (text) => {
+  const {attachments} = params('read_attachments', text, ['attachments']);
+  if (!Array.isArray(attachments)) throw new ToolError('read_attachments: "attachments" must be an array');
+  return {
+    files: attachments.map((a) => {
+      const stored = artifacts.get(a && a.capability_artifact_id);
+      if (!stored) throw new ToolError(`read_attachments: no artifact ${a && a.capability_artifact_id}`);
+      return {filename: stored.filename, size_bytes: stored.data.length, text: stored.data.toString('utf8')};
+    }),
+  };
+};
+
+// UploadInputArtifact: chunks in (the first names the file), an id out.
+function uploadArtifact(call, callback) {
+  const parts = [];
+  let filename = '', mimeType = '', size = 0, failed = false;
+  call.on('data', (chunk) => {
+    if (!parts.length && chunk.filename) filename = chunk.filename;
+    if (!parts.length && chunk.mime_type) mimeType = chunk.mime_type;
+    size += chunk.data.length;
+    if (size > MAX_ARTIFACT_BYTES) failed = true;
+    else parts.push(chunk.data);
+  });
+  call.on('end', () => {
+    if (failed) {
+      callback(null, {capability_artifact_id: '', size_bytes: size, error: `larger than ${MAX_ARTIFACT_BYTES} bytes`});
+      return;
+    }
+    const id = storeArtifact(filename || 'upload.bin', mimeType || 'application/octet-stream', Buffer.concat(parts));
+    callback(null, {capability_artifact_id: id, size_bytes: size, error: ''});
+  });
+}
+
+// DownloadOutputArtifact: the bytes in two chunks, the first naming the file.
+function downloadArtifact(call) {
+  const stored = artifacts.get(call.request.capability_artifact_id);
+  if (!stored) {
+    call.write({data: Buffer.alloc(0), filename: '', mime_type: '', done: true,
+      error: `no artifact ${call.request.capability_artifact_id}`});
+  } else {
+    const half = Math.floor(stored.data.length / 2);
+    call.write({data: stored.data.subarray(0, half), filename: stored.filename, mime_type: stored.mime_type,
+      done: false, error: ''});
+    call.write({data: stored.data.subarray(half), filename: '', mime_type: '', done: true, error: ''});
+  }
+  call.end();
+}
 
 // One call, whichever contract it came in: {result} or {error}.
 // context is what the orchestrator said about the call (session_id, ...):
@@ -213,11 +300,8 @@ function main() {
       Invoke: capabilityInvoke,
       StreamInvoke: capabilityStream,
       Healthcheck: (call, callback) => callback(null, {ready: true, message: 'ready'}),
-      // no artifacts: these tools neither take nor make files
-      UploadInputArtifact: (call, callback) =>
-        callback({code: grpc.status.UNIMPLEMENTED, details: 'node-tools takes no artifacts'}),
-      DownloadOutputArtifact: (call) =>
-        call.emit('error', {code: grpc.status.UNIMPLEMENTED, details: 'node-tools makes no artifacts'}),
+      UploadInputArtifact: uploadArtifact,
+      DownloadOutputArtifact: downloadArtifact,
     });
     served.push('Capability');
   }

@@ -40,6 +40,8 @@ enum {
   OPT_TIMEOUT,
   OPT_SESSION,
   OPT_THREAD,
+  OPT_ATTACH,
+  OPT_ARTIFACTS,
   OPT_SHARED,
   OPT_APPROVAL_TTL,
   OPT_SINCE,
@@ -59,6 +61,8 @@ static const struct option common_options[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"session", required_argument, NULL, OPT_SESSION},
     {"thread", required_argument, NULL, OPT_THREAD},
+    {"attach", required_argument, NULL, OPT_ATTACH},
+    {"artifacts", required_argument, NULL, OPT_ARTIFACTS},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
     {"since", required_argument, NULL, OPT_SINCE},
@@ -97,6 +101,12 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
     case OPT_JSON: o->json = true; break;
     case OPT_SESSION: o->session = optarg; break;
     case OPT_THREAD: o->thread = optarg; break;
+    case OPT_ARTIFACTS: o->artifacts = optarg; break;
+    case OPT_ATTACH:
+      if (o->n_attach == CLI_MAX_ATTACH)
+        return cli_usage_error(verb, "at most %d --attach files", CLI_MAX_ATTACH);
+      o->attach[o->n_attach++] = optarg;
+      break;
     case OPT_FOLLOW: o->follow = true; break;
     case OPT_SINCE: o->since = optarg; break;
     case OPT_FORCE: o->force = true; break;
@@ -486,6 +496,9 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
       .thread_id = o->thread,
       .volumes_dir = volumes,
       .image_dir = images,
+      .attach = o->attach,
+      .n_attach = o->n_attach,
+      .artifacts_dir = o->artifacts,
       .issuer = issuer,
   };
   char **hidden = NULL;

@@ -18,7 +18,11 @@ struct common {
   uint64_t timeout_s;
   uint64_t approval_ttl_s;
   const char *session;
-  const char *thread;     /* call --thread: Selu's thread_id within the session */
+  const char *thread; /* call --thread: Selu's thread_id within the session */
+#define CLI_MAX_ATTACH 16
+  const char *attach[CLI_MAX_ATTACH]; /* call --attach FILE: Selu artifacts in */
+  size_t n_attach;
+  const char *artifacts;  /* call --artifacts DIR: where Selu artifacts out go */
   const char *login;      /* who runs this command (its passwd entry), for change records */
   const char *since;      /* audit --since: RFC 3339, or 10m, 2h, 1d back from now */
   int64_t tail;           /* audit --tail N: the last N records; -1 when not given */

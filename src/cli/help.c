@@ -28,7 +28,8 @@ static const struct {
              "exit status: 0 ok, 1 a capability did not load\n"},
     {"call",
      "usage: capsule call [--caps DIR] [--state DIR] [--user U] [--timeout S]\n"
-     "                    [--session ID] [--thread ID] [--approval-ttl S] [--json]\n"
+     "                    [--session ID] [--thread ID] [--attach FILE]... [--artifacts DIR]\n"
+     "                    [--approval-ttl S] [--json]\n"
      "                    CAPABILITY TOOL [JSON|-]\n"
      "\n"
      "One tool call through policy, approval, argument validation, credentials,\n"
@@ -42,6 +43,10 @@ static const struct {
      "      --session ID  the session a Selu tool sees (session_id); a Selu capability\n"
      "                    has an instance and a /workspace per user and session\n"
      "      --thread ID   the conversation thread a Selu tool sees (thread_id)\n"
+     "      --attach FILE upload FILE to a Selu capability (UploadInputArtifact) and\n"
+     "                    add it to the arguments' \"attachments\" (at most 16)\n"
+     "      --artifacts DIR  save the artifacts a Selu tool's result names\n"
+     "                    (DownloadOutputArtifact) in DIR; the result gives each path\n"
      "      --approval-ttl S  how long an approval this call leaves stays valid\n"
      "                    (seconds, default 600)\n"
      "      --json        print {\"result\": ..., \"terminal_on_success\": bool}\n" GATEWAY_COMMON

@@ -44,6 +44,12 @@ struct gw_call {
   const char *thread_id;   /* the conversation thread in the session (Selu's thread_id), or NULL */
   const char *volumes_dir; /* Selu workspaces and caches (gateway/volumes.h) */
   const char *image_dir;   /* the image store (image/image.h) Selu images run from */
+  /* Selu artifacts (the orchestrator's contract): files uploaded into the
+   * arguments' "attachments", and where the result's artifacts are saved
+   * (NULL: left in the capability) */
+  const char *const *attach;
+  size_t n_attach;
+  const char *artifacts_dir;
   const char *const *hidden; /* masked in every sandbox: capsule's state (gw_state_private_paths) */
   size_t n_hidden;
   /* sandbox_options.id_base: set by gw_call itself (as root, the

@@ -78,6 +78,7 @@ struct gw_instance_info {
   int pid;                      /* the keeper's */
   unsigned long long pid_start; /* its start time (/proc/PID/stat field 22): a reused pid differs */
   enum gw_instance_state state;
+  char protocol[32]; /* the contract the server speaks (selu_protocol_name); "" while starting */
   unsigned leases, max_leases;
   uint64_t started_ms;    /* realtime, ms */
   uint64_t idle_since_ms; /* realtime, ms; 0 while a lease is held */

@@ -380,6 +380,7 @@ static void *keeper_serve(void *arg)
               "once, idle timeout %llu ms)",
               selu_protocol_name(k->protocol), k->max_active, (unsigned long long)k->idle_ms);
   keeper_report(k, "%s", KEEPER_READY);
+  snprintf(k->info.protocol, sizeof k->info.protocol, "%s", selu_protocol_name(k->protocol));
   keeper_status(k, GW_INSTANCE_SERVING, 0);
 
   struct lease_loop L = {.last = cap_now_ms(CLOCK_MONOTONIC), .busy_base = -1};

@@ -18,6 +18,7 @@
 #include "core/json.h"
 #include "gateway/instance.h"
 #include "gateway/registry.h"
+#include "gateway/selu_int.h"
 #include "gateway/volumes.h"
 #include "image/image.h"
 #include "jsonschema/jsonschema.h"
@@ -216,6 +217,46 @@ static int volumes_within_bound(const struct cap_spec *spec, const struct selu_r
   return 0;
 }
 
+/* Milliseconds left of the call's deadline (at least 1). */
+static int time_left(uint64_t start, uint64_t deadline_ms)
+{
+  uint64_t spent = cap_now_ms(CLOCK_MONOTONIC) - start;
+  uint64_t rest = spent >= deadline_ms ? 1 : deadline_ms - spent;
+  return rest > INT32_MAX ? INT32_MAX : (int)rest;
+}
+
+/* On the leased server: the attachments up, the call, its artifacts down. */
+static int call_on_lease(const struct gw_call *call, const struct cap_spec *spec,
+                         struct selu_channel *ch, int protocol, struct selu_invoke_args *a,
+                         uint64_t start, uint64_t deadline_ms, size_t cap,
+                         struct selu_response *resp, struct cap_error *err)
+{
+  bool artifacts = call->n_attach || call->artifacts_dir;
+  if (artifacts && protocol != SELU_PROTOCOL_CAPABILITY)
+    return cap_error_set(err, ENOTSUP,
+                         "%s speaks the seed's CapabilityService, which has no artifacts: "
+                         "--attach and --artifacts need the orchestrator's Capability service",
+                         spec->id);
+  _cleanup_free_ char *args = NULL;
+  int r = 0;
+  if (call->n_attach) {
+    r = gw_selu_attach(ch, call, a->args_json, time_left(start, deadline_ms), cap, &args, err);
+    a->args_json = args;
+  }
+  if (r == 0)
+    r = selu_invoke(ch, (enum selu_protocol)protocol, spec->runtime.stream_invoke, a,
+                    time_left(start, deadline_ms), resp, err);
+  if (r == 0 && resp->success && call->artifacts_dir) {
+    char *captured = NULL;
+    r = gw_selu_capture(ch, call, resp->result, time_left(start, deadline_ms), &captured, err);
+    if (captured) {
+      free(resp->result);
+      resp->result = captured;
+    }
+  }
+  return r;
+}
+
 /* What an image capability runs: its stored root, its command, and the
  * image's Env (selu_run's variables and credentials follow it, so an
  * image cannot shadow them). */
@@ -342,11 +383,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                  .user_id = call->user ? call->user : "",
                                  .thread_id = call->thread_id ? call->thread_id : "",
                                  .capability_id = spec->id};
-    uint64_t spent = cap_now_ms(CLOCK_MONOTONIC) - start;
-    uint64_t rest = spent >= deadline_ms ? 1 : deadline_ms - spent;
-    int left = rest > INT32_MAX ? INT32_MAX : (int)rest;
-    r = selu_invoke(ch, (enum selu_protocol)lease.protocol, spec->runtime.stream_invoke, &a, left,
-                    resp, err);
+    r = call_on_lease(call, spec, ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
     char reason[480];
     if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {
       cap_error_clear(err); /* the keeper stopped the server, and says why */
@@ -524,7 +561,10 @@ enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_sp
   *out = (struct gw_tools){0};
   struct selu_response resp = {0};
   const char *tool = spec->discovery_tool_name ? spec->discovery_tool_name : "list_tools";
-  enum gw_outcome code = invoke_raw(call, spec, tool, "{}", env, n_env, &resp, err);
+  struct gw_call discovery = *call; /* the call's files are for its tool, not for discovery */
+  discovery.n_attach = 0;
+  discovery.artifacts_dir = NULL;
+  enum gw_outcome code = invoke_raw(&discovery, spec, tool, "{}", env, n_env, &resp, err);
   if (code != GW_OUTCOME_OK)
     return cap_error_prefix(err, "discovering %s's tools", spec->id), code;
   if (!resp.success) {

@@ -158,7 +158,7 @@ void gw_volumes_free(struct cap_fs_grant *grants, size_t n)
   free(grants);
 }
 
-static uint64_t usage_sum;
+static _Thread_local uint64_t usage_sum; /* nftw passes no context */
 
 static int usage_one(const char *path, const struct stat *st, int type, struct FTW *f)
 {

@@ -76,4 +76,22 @@ int selu_invoke(struct selu_channel *ch, enum selu_protocol proto, bool stream,
                 struct cap_error *err);
 void selu_response_free(struct selu_response *resp);
 
+/* The orchestrator's artifact calls (Capability only). Upload sends data
+ * as UploadInputArtifact chunks of 256 KiB (the first naming filename and
+ * mime_type) and returns the capability's id for it (*id, owned); download
+ * reads DownloadOutputArtifact's chunks until the one marked done, bounded
+ * by the channel's max_response (-EFBIG), and fails on a chunk's error or
+ * an artifact without bytes (as Selu's orchestrator does). */
+struct selu_artifact {
+  char *data; /* owned */
+  size_t len, cap;
+  char *filename, *mime_type; /* as the chunks said, or NULL */
+};
+int selu_artifact_upload(struct selu_channel *ch, const char *filename, const char *mime_type,
+                         const char *data, size_t len, int timeout_ms, char **id,
+                         struct cap_error *err);
+int selu_artifact_download(struct selu_channel *ch, const char *id, int timeout_ms,
+                           struct selu_artifact *out, struct cap_error *err);
+void selu_artifact_free(struct selu_artifact *a);
+
 #endif

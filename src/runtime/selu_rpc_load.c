@@ -60,6 +60,27 @@ int selu_invoke(struct selu_channel *ch, enum selu_protocol proto, bool stream,
   return module->invoke(ch, proto, stream, a, timeout_ms, resp, err);
 }
 
+int selu_artifact_upload(struct selu_channel *ch, const char *filename, const char *mime_type,
+                         const char *data, size_t len, int timeout_ms, char **id,
+                         struct cap_error *err)
+{
+  return module->artifact_upload(ch, filename, mime_type, data, len, timeout_ms, id, err);
+}
+
+int selu_artifact_download(struct selu_channel *ch, const char *id, int timeout_ms,
+                           struct selu_artifact *out, struct cap_error *err)
+{
+  return module->artifact_download(ch, id, timeout_ms, out, err);
+}
+
+void selu_artifact_free(struct selu_artifact *a)
+{
+  free(a->data);
+  free(a->filename);
+  free(a->mime_type);
+  *a = (struct selu_artifact){0};
+}
+
 const char *selu_protocol_name(enum selu_protocol p)
 {
   switch (p) {

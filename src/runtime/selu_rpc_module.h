@@ -23,6 +23,11 @@ struct selu_rpc_module {
   int (*invoke)(struct selu_channel *ch, enum selu_protocol proto, bool stream,
                 const struct selu_invoke_args *a, int timeout_ms, struct selu_response *resp,
                 struct cap_error *err);
+  int (*artifact_upload)(struct selu_channel *ch, const char *filename, const char *mime_type,
+                         const char *data, size_t len, int timeout_ms, char **id,
+                         struct cap_error *err);
+  int (*artifact_download)(struct selu_channel *ch, const char *id, int timeout_ms,
+                           struct selu_artifact *out, struct cap_error *err);
 };
 
 #endif

@@ -87,7 +87,12 @@ sed -i 's|command: \["./server", "--mode", "normal"\]|command: ["sh", "start.sh"
 printf 'export VERSION="$(cat version.txt)"; exec ./server --mode normal\n' >"$caps/selu-interp/start.sh"
 echo 1 >"$caps/selu-interp/version.txt"
 cp -r "$root/examples/selu-text" "$caps/text" 2>/dev/null
-[ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] && cp -r "$root/examples/selu-node" "$caps/node"
+if [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ]; then
+  cp -r "$root/examples/selu-node" "$caps/node"
+  # what its npm "prepare" copies, current (node_modules may predate a proto)
+  cp "$root/proto/selu/capability/v1/capability.proto" "$caps/node/capability.proto"
+  cp "$root/proto/selu/orchestrator/capability.proto" "$caps/node/orchestrator.proto"
+fi
 
 pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }

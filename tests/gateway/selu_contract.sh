@@ -83,16 +83,30 @@ filesystem: workspace'
   cap "$c" none both 'filesystem: none'
   cap "$c" cached both 'class: environment
 cache: {enabled: true}'
-  if [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] &&
-     [ -f "$root/examples/selu-node/orchestrator.proto" ] && command -v node >/dev/null; then
+  if [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] && command -v node >/dev/null; then
     local p
     for p in service capability; do
       cp -r "$root/examples/selu-node" "$c/node-$p"
+      # what its npm "prepare" copies, current (node_modules may predate a proto)
+      cp "$root/proto/selu/capability/v1/capability.proto" "$c/node-$p/capability.proto"
+      cp "$root/proto/selu/orchestrator/capability.proto" "$c/node-$p/orchestrator.proto"
       sed -i -e "s/^id: node-tools/id: node-$p/" \
         -e "s|command: \[\"node\", \"server.js\"\]|command: [\"node\", \"server.js\", \"--protocol\", \"$p\"]|" \
         "$c/node-$p/manifest.yaml"
     done
     cp -r "$c/node-capability" "$c/node-stream"
+    for p in health invoke; do # a server answering garbage
+      mkdir -p "$c/garbage-$p"
+      cp -r "$root/examples/selu-node/node_modules" "$c/garbage-$p/node_modules"
+      cp "$here/selu_garbage.js" "$c/garbage-$p/server.js"
+      cat >"$c/garbage-$p/manifest.yaml" <<YAML
+id: garbage-$p
+image: example/garbage:1.0
+tools:
+  - {name: ok, description: Answers., recommended_policy: allow, input_schema: {type: object}}
+x-capsule: {command: ["node", "server.js", "--$p"], startup_timeout_ms: 3000}
+YAML
+    done
     sed -i -e 's/^id: node-capability/id: node-stream/' -e 's/^x-capsule:/x-capsule:\n  invoke: stream/' \
       "$c/node-stream/manifest.yaml"
   fi
@@ -144,6 +158,24 @@ suite() {
     c node-capability 0 '"protocol":"capability","session_id":"n1","capability_id":"node-capability","thread_id":"","config":\{\}' --user alice --session n1 node-capability whoami '{}'
     c node-capability-dynamic 0 '^\{"greeting":"Hello, Ada"\}$' node-capability greet '{"name": "Ada"}'
     c node-stream-two-chunks 0 '"protocol":"capability".*"streamed":true' node-stream whoami '{}'
+    # artifacts: in with --attach (UploadInputArtifact), out with --artifacts
+    # (DownloadOutputArtifact), a hostile file name reduced to one component
+    printf 'attached text' >"$dir/in.txt"
+    mkdir -p "$dir/art"
+    [ "$who" = root ] || chown 65534:65534 "$dir/in.txt" "$dir/art"
+    c node-attach 0 '^\{"files":\[\{"filename":"in.txt","size_bytes":13,"text":"attached text"\}\]\}$' \
+      --attach "$dir/in.txt" node-capability read_attachments '{}'
+    c node-artifact-out 0 "\"artifact\":\\{\"filename\":\"../evil.txt\",\"mime_type\":\"text/plain\",\"path\":\"$dir/art/evil.txt\",\"size_bytes\":5\\}" \
+      --artifacts "$dir/art" node-capability make_file '{"filename": "../evil.txt", "text": "hello"}'
+    c node-artifact-not-replaced 0 "\"path\":\"$dir/art/1-evil.txt\"" \
+      --artifacts "$dir/art" node-capability make_file '{"filename": "../evil.txt", "text": "again"}'
+    if [ "$(cat "$dir/art/evil.txt")" = hello ] && [ "$(cat "$dir/art/1-evil.txt")" = again ] && [ ! -e "$dir/evil.txt" ]; then
+      ok "$who: node-artifact-files"; else bad "$who: node-artifact-files"; fi
+    c node-artifacts-need-capability 1 'has no artifacts: --attach and --artifacts need' \
+      --artifacts "$dir/art" node-service make_file '{"filename": "x", "text": "x"}'
+    c garbage-health 1 'did not become healthy .*the answer to /selu.capability.v1.Capability/Healthcheck is not a HealthResponse' garbage-health ok '{}'
+    c garbage-invoke 1 'the Invoke answer is not an InvokeResponse' garbage-invoke ok '{}'
+    c after-garbage-serves 0 '"protocol":"capability"' p-capability echo '{}' --user alice
     c node-stream-error 1 'the tool failed: sum: the sum is too large to represent' node-stream sum '{"numbers": [1e308, 1e308]}'
   else
     echo "  skip node: npm ci in examples/selu-node (scripts/deps.sh test does)"
