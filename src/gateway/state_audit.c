@@ -398,7 +398,7 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
   }
   m->fd = fd;
   m->name = cap_xstrdup(name);
-  m->dirfd = dup(statefd);
+  m->dirfd = fcntl(statefd, F_DUPFD_CLOEXEC, 0); /* dup() would drop O_CLOEXEC: the tool */
   return 0;
 }
 

@@ -4,6 +4,7 @@
  * variables in proxy mode), then exec. A failure ends the child through
  * sandbox_child_fail. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
@@ -113,8 +114,14 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
   sigset_t none; /* pid 1 forked this with every signal blocked */
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  /* nothing inherited beyond stdio crosses into the tool */
-  syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  /* nothing inherited beyond stdio crosses into the tool; a kernel before
+   * 5.11 knows no CLOSE_RANGE_CLOEXEC: each descriptor is marked instead */
+  if (syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+    struct rlimit nofile = {.rlim_cur = 1024};
+    getrlimit(RLIMIT_NOFILE, &nofile);
+    for (long fd = 3; fd < (long)nofile.rlim_cur && fd < (1L << 20); fd++)
+      fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+  }
   execvp(opt->argv[0], opt->argv);
   sandbox_child_fail("%ccannot run %s: %s", SANDBOX_REPORT_EXEC, opt->argv[0], strerror(errno));
 }
