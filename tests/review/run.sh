@@ -29,6 +29,7 @@ scripts=(
   ../review4/id_range_moved_state.sh
   # the fifth's (tests/review5/)
   ../review5/run_marker_fd_leak.sh ../review5/selu_cpu_budget_v1.sh
+  ../review5/id_range_key_space.sh ../review5/id_range_long_line.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
