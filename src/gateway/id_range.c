@@ -282,9 +282,12 @@ static int registry_store(struct registry *r, struct cap_error *err)
 /* The state directory's path as the registry records it. */
 static int registry_state_path(struct gw_state *st, char **out, struct cap_error *err)
 {
+  /* never the path as given: a relative one would name nothing to the
+   * next capsule, which would drop the line and hand the range out */
   char *real = realpath(st->dir, NULL);
   if (!real)
-    real = cap_xstrdup(st->dir);
+    return cap_error_errno(err, errno,
+                           "cannot resolve the state directory %s to record its id range", st->dir);
   if (strchr(real, '\n')) {
     free(real);
     return cap_error_set(err, EINVAL,
