@@ -20,6 +20,8 @@ W=$(mktemp -d /var/tmp/capsule-review5-fd.XXXXXX); trap 'rm -rf "$W"' EXIT
 chmod 777 "$W"
 cc -shared -fPIC -O2 -o "$W/shim.so" "$here/old_kernel_shim.c" -ldl || { echo "SKIP: shim build"; exit 77; }
 chmod 755 "$W/shim.so"
+# an ASan build wants its runtime first; the shim only wraps syscall()
+ldd "$capsule" 2>/dev/null | grep -q libasan && export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 as() { if [ "$(id -u)" = 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$W" "$@"; else env HOME="$W" "$@"; fi; }
 cd /tmp || exit 77
 as "$capsule" audit --state "$W/st" >/dev/null 2>&1 # a state with its key, as after any use
