@@ -739,8 +739,11 @@ static void run_audit_begin(const struct cap_spec *spec, const struct run_args *
   struct cap_error err = {0};
   /* the default directory may be out of reach (a $HOME that is not the
    * caller's): the run goes on unaudited, silently; one that was named
-   * (--state, CAPSULE_STATE, the config file) says so */
-  if (gw_inflight_begin_dir(au->dir, &au->rec, &au->marker, &err) < 0 && a->state)
+   * (--state, CAPSULE_STATE, the config file) says so, and so does any
+   * other failure (a full disk: a tool may have filled it to go unseen) */
+  int r = gw_inflight_begin_dir(au->dir, &au->rec, &au->marker, &err);
+  bool out_of_reach = r == -EPERM || r == -EACCES || r == -EROFS;
+  if (r < 0 && (a->state || !out_of_reach))
     fprintf(stderr, "capsule: %swarning:%s this run is not audited: %s\n",
             cli_colour(stderr, CLI_COLOUR_WARN), cli_colour(stderr, CLI_COLOUR_RESET), err.message);
   cap_error_clear(&err);
