@@ -344,6 +344,15 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
   return r;
 }
 
+/* Text that may go into a command the operator is told to paste: no
+ * quote, no '$', '`', ';' or space (a nono or Talos key is a folder name,
+ * the package's choice). */
+static bool paste_safe(const char *s)
+{
+  return s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+,:@-")] ==
+         '\0';
+}
+
 /* A range the state recorded, checked against the registry: recorded
  * again when its line is missing (a moved state directory, or a range
  * older than the registry), refused when another state holds it now. */
@@ -358,15 +367,23 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
   r = registry_open(&reg, NULL, key, base, real, &found, &conflict, err);
   if (r < 0)
     return r;
-  if (!found && conflict)
+  if (!found && conflict) {
+    /* the command to paste only when nothing in it is the package's to shape */
+    _cleanup_free_ char *paste =
+        paste_safe(real) && paste_safe(key)
+            ? cap_xasprintf(" (`sqlite3 %s/state.db \"DELETE FROM id_ranges WHERE capability = "
+                            "'%s'\"`)",
+                            real, key)
+            : cap_xstrdup("");
     r = cap_error_set(err, EEXIST,
                       "capability %s's host id range 0x%x of state %s now belongs to another "
                       "state directory in " REGISTRY_PATH
                       " (this state was moved or copied after the range was allocated); files "
                       "its tools wrote carry ids another state's tools now hold: check them, "
-                      "then allocate a new range with `sqlite3 %s/state.db \"DELETE FROM "
-                      "id_ranges WHERE capability = '%s'\"`",
-                      key, base, real, real, key);
+                      "then allocate a new range by deleting the capability's row of the "
+                      "table id_ranges in %s/state.db%s",
+                      key, base, real, real, paste);
+  }
   if (r == 0 && !found) {
     _cleanup_free_ char *word = registry_key(key);
     cap_buf_printf(&reg.kept, "%u %s %s\n", base, word, real);
