@@ -107,7 +107,7 @@ int cmd_doctor(int argc, char **argv)
   probe_spec.limits.pids = 1024;
   probe_spec.limits.cpu_fraction = 1.0;
   struct sandbox_limits lim;
-  limits_prepare(&lim, &probe_spec, &err);
+  limits_prepare(&lim, &probe_spec, false, &err);
   const char *kind = lim.kind == LIMITS_CGROUP2   ? "cgroup v2 (delegated)"
                      : lim.kind == LIMITS_CGROUP1 ? "cgroup v1 controllers"
                                                   : "rlimits only";

@@ -243,7 +243,7 @@ static void print_enforcement(FILE *out, const struct cap_spec *spec)
               : "");
   struct sandbox_limits lim;
   struct cap_error err = {0};
-  if (limits_prepare(&lim, spec, &err) == 0) {
+  if (limits_prepare(&lim, spec, false, &err) == 0) {
     const char *kind = lim.kind == LIMITS_CGROUP2   ? "cgroup v2"
                        : lim.kind == LIMITS_CGROUP1 ? "cgroup v1"
                                                     : "rlimit";

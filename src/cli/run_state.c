@@ -1,5 +1,6 @@
 /* capsule run's state directory: the credential store bare-name sources
  * read, the id range's peek, and the audit marker of the run (see run.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,9 +102,11 @@ void run_audit_begin(const struct cap_spec *spec, const struct run_args *a,
   struct cap_error err = {0};
   /* the default directory may be out of reach (a $HOME that is not the
    * caller's): the run goes on unaudited, silently; one that was named
-   * (--state, CAPSULE_STATE, the config file) says so */
-  int r = rs->fd < 0 ? -1 : gw_inflight_begin_at(rs->fd, rs->dir, &au->rec, &au->marker, &err);
-  if (r < 0 && rs->named)
+   * (--state, CAPSULE_STATE, the config file) says so, and so does any
+   * other failure (a full disk: a tool may have filled it to go unseen) */
+  int r = rs->fd < 0 ? rs->fd : gw_inflight_begin_at(rs->fd, rs->dir, &au->rec, &au->marker, &err);
+  bool out_of_reach = r == -EPERM || r == -EACCES || r == -EROFS;
+  if (r < 0 && (rs->named || !out_of_reach))
     fprintf(stderr, "capsule: %swarning:%s this run is not audited: %s\n",
             cli_colour(stderr, CLI_COLOUR_WARN), cli_colour(stderr, CLI_COLOUR_RESET),
             rs->fd < 0 ? open_err->message : err.message);

@@ -193,6 +193,22 @@ static bool registry_line(char *line, uint64_t *base, char **key, char **state)
   return true;
 }
 
+/* KEY as the registry writes it: one word. A key is a folder's name for
+ * nono and Talos capabilities, which may hold spaces, tabs or newlines:
+ * those bytes, every control byte and '%' are written %XX, so that the
+ * line reads back as written (a key with none of them is unchanged). */
+static char *registry_key(const char *key)
+{
+  struct cap_buf b = {0};
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
+    if (*p <= ' ' || *p == 0x7f || *p == '%')
+      cap_buf_printf(&b, "%%%02X", *p);
+    else
+      cap_buf_putc(&b, (char)*p);
+  }
+  return b.data ? cap_buf_steal(&b) : cap_xstrdup("");
+}
+
 /* Locks and reads the registry, its ranges added to t (when t is not
  * NULL); self (KEY and STATE-DIR of a recorded range, or NULL) is looked
  * for: *self_found when its line is there, *conflict when another state's
@@ -218,8 +234,9 @@ static int registry_open(struct registry *r, struct taken *t, const char *key, u
     return rc;
   }
   _cleanup_fclose_ FILE *f = fdopen(fd, "re");
-  char line[PATH_MAX + 600];
-  while (f && fgets(line, sizeof line, f)) {
+  _cleanup_free_ char *line = NULL, *word = state ? registry_key(key) : NULL;
+  size_t size = 0;
+  while (f && getline(&line, &size, f) >= 0) { /* a line of any length is one line */
     uint64_t b;
     char *k, *dir;
     struct stat st;
@@ -227,7 +244,7 @@ static int registry_open(struct registry *r, struct taken *t, const char *key, u
       r->changed = true; /* its state is gone, and its ranges with it */
       continue;
     }
-    if (state && strcmp(dir, state) == 0 && strcmp(k, key) == 0 && b == base)
+    if (state && strcmp(dir, state) == 0 && strcmp(k, word) == 0 && b == base)
       *self_found = true;
     else if (state && b < base + GW_ID_RANGE_SIZE && base < b + GW_ID_RANGE_SIZE)
       *conflict = true;
@@ -265,9 +282,12 @@ static int registry_store(struct registry *r, struct cap_error *err)
 /* The state directory's path as the registry records it. */
 static int registry_state_path(struct gw_state *st, char **out, struct cap_error *err)
 {
+  /* never the path as given: a relative one would name nothing to the
+   * next capsule, which would drop the line and hand the range out */
   char *real = realpath(st->dir, NULL);
   if (!real)
-    real = cap_xstrdup(st->dir);
+    return cap_error_errno(err, errno,
+                           "cannot resolve the state directory %s to record its id range", st->dir);
   if (strchr(real, '\n')) {
     free(real);
     return cap_error_set(err, EINVAL,
@@ -313,7 +333,8 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
       r = gw_state_db_error(st, err, "cannot record an id range");
   }
   if (r == 0) {
-    cap_buf_printf(&reg.kept, "%llu %s %s\n", (unsigned long long)b, key, real);
+    _cleanup_free_ char *word = registry_key(key);
+    cap_buf_printf(&reg.kept, "%llu %s %s\n", (unsigned long long)b, word, real);
     reg.changed = true;
     r = registry_store(&reg, err);
   }
@@ -321,6 +342,15 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
   if (r == 0)
     *base = (uint32_t)b;
   return r;
+}
+
+/* Text that may go into a command the operator is told to paste: no
+ * quote, no '$', '`', ';' or space (a nono or Talos key is a folder name,
+ * the package's choice). */
+static bool paste_safe(const char *s)
+{
+  return s[strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+,:@-")] ==
+         '\0';
 }
 
 /* A range the state recorded, checked against the registry: recorded
@@ -337,17 +367,26 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
   r = registry_open(&reg, NULL, key, base, real, &found, &conflict, err);
   if (r < 0)
     return r;
-  if (!found && conflict)
+  if (!found && conflict) {
+    /* the command to paste only when nothing in it is the package's to shape */
+    _cleanup_free_ char *paste =
+        paste_safe(real) && paste_safe(key)
+            ? cap_xasprintf(" (`sqlite3 %s/state.db \"DELETE FROM id_ranges WHERE capability = "
+                            "'%s'\"`)",
+                            real, key)
+            : cap_xstrdup("");
     r = cap_error_set(err, EEXIST,
                       "capability %s's host id range 0x%x of state %s now belongs to another "
                       "state directory in " REGISTRY_PATH
                       " (this state was moved or copied after the range was allocated); files "
                       "its tools wrote carry ids another state's tools now hold: check them, "
-                      "then allocate a new range with `sqlite3 %s/state.db \"DELETE FROM "
-                      "id_ranges WHERE capability = '%s'\"`",
-                      key, base, real, real, key);
+                      "then allocate a new range by deleting the capability's row of the "
+                      "table id_ranges in %s/state.db%s",
+                      key, base, real, real, paste);
+  }
   if (r == 0 && !found) {
-    cap_buf_printf(&reg.kept, "%u %s %s\n", base, key, real);
+    _cleanup_free_ char *word = registry_key(key);
+    cap_buf_printf(&reg.kept, "%u %s %s\n", base, word, real);
     reg.changed = true;
   }
   if (r == 0)
@@ -367,12 +406,13 @@ static uint32_t registry_find(const char *key, const char *dir)
   if (!f || fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
       (sb.st_mode & 022))
     return 0;
-  char line[PATH_MAX + 600];
+  _cleanup_free_ char *line = NULL, *word = registry_key(key);
+  size_t size = 0;
   uint32_t found = 0;
-  while (fgets(line, sizeof line, f)) {
+  while (getline(&line, &size, f) >= 0) {
     uint64_t b;
     char *k, *d;
-    if (!registry_line(line, &b, &k, &d) || strcmp(k, key) != 0 || strcmp(d, real) != 0)
+    if (!registry_line(line, &b, &k, &d) || strcmp(k, word) != 0 || strcmp(d, real) != 0)
       continue;
     if (found || !base_valid((int64_t)b))
       return 0;

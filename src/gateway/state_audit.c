@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sodium.h>
 #include <sqlite3.h>
@@ -327,6 +328,41 @@ static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
 
 #define INFLIGHT_DIR "run/calls"
 
+/* The markers this process holds (begun, not yet finished or ended). Its
+ * own recovery never opens them: closing any descriptor of a file drops
+ * every POSIX lock the process holds on it, and the marker would then look
+ * abandoned to every other capsule while its call or run goes on (a run
+ * opens its state mid-run to read a credential). */
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **own_names;
+static size_t n_own;
+
+static void own_marker(const char *name, bool held)
+{
+  pthread_mutex_lock(&own_lock);
+  if (held) {
+    own_names = cap_xrealloc(own_names, (n_own + 1) * sizeof *own_names);
+    own_names[n_own++] = cap_xstrdup(name);
+  }
+  for (size_t i = 0; !held && i < n_own; i++)
+    if (strcmp(own_names[i], name) == 0) {
+      free(own_names[i]);
+      own_names[i] = own_names[--n_own];
+      break;
+    }
+  pthread_mutex_unlock(&own_lock);
+}
+
+static bool own_marker_has(const char *name)
+{
+  bool found = false;
+  pthread_mutex_lock(&own_lock);
+  for (size_t i = 0; i < n_own && !found; i++)
+    found = strcmp(own_names[i], name) == 0;
+  pthread_mutex_unlock(&own_lock);
+  return found;
+}
+
 /* The whole file write-locked by this process; wait or not. */
 static int lock_marker(int fd, bool wait)
 {
@@ -380,11 +416,14 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
   char name[32], tmp[40];
   sodium_bin2hex(name, sizeof name, rnd, sizeof rnd);
   snprintf(tmp, sizeof tmp, ".%s", name);
+  own_marker(name, true);
   /* locked before it has its name: a marker under its name is always
    * either locked by its call or abandoned */
   int fd = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
+  if (fd < 0) {
+    own_marker(name, false);
     return cap_error_errno(err, errno, "cannot record the call as in flight");
+  }
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
   int e = lock_marker(fd, true);
   if (e == 0)
@@ -394,11 +433,12 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
   if (e < 0) {
     unlinkat(dir, tmp, 0);
     close(fd);
+    own_marker(name, false);
     return cap_error_errno(err, -e, "cannot record the call as in flight");
   }
   m->fd = fd;
   m->name = cap_xstrdup(name);
-  m->dirfd = dup(statefd);
+  m->dirfd = fcntl(statefd, F_DUPFD_CLOEXEC, 0); /* dup() would drop O_CLOEXEC: the tool */
   return 0;
 }
 
@@ -453,6 +493,7 @@ void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
   done.duration_ms = now > m->start_ms ? (int64_t)(now - m->start_ms) : 0;
   inflight_write(m->fd, &done, m->start_ms, true);
   close(m->fd); /* the lock goes with it: the next gw_state_open records it */
+  own_marker(m->name, false);
   flush_when_many(m->dirfd, statedir);
   close(m->dirfd);
   free(m->name);
@@ -466,6 +507,7 @@ void gw_inflight_end(struct gw_inflight *m)
   _cleanup_free_ char *path = cap_xasprintf(INFLIGHT_DIR "/%s", m->name);
   unlinkat(m->dirfd, path, 0); /* before the lock goes: no one takes it for abandoned */
   close(m->fd);
+  own_marker(m->name, false);
   close(m->dirfd);
   free(m->name);
   *m = (struct gw_inflight){.fd = -1};
@@ -576,6 +618,8 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
   struct dirent *e;
   struct stat sb;
   while ((e = readdir(d))) {
+    if (own_marker_has(e->d_name + (e->d_name[0] == '.')))
+      continue; /* this process's: opening it would drop its lock */
     if (e->d_name[0] == '.') {
       if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
         drop_unnamed(dirfd(d), e->d_name);

@@ -3,7 +3,9 @@
  * no_new_privs, Landlock, seccomp, a clean environment (the proxy's
  * variables in proxy mode), then exec. A failure ends the child through
  * sandbox_child_fail. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,6 +42,23 @@ static void set_rlimit(int resource, uint64_t value)
 {
   struct rlimit rl = {.rlim_cur = value, .rlim_max = value};
   setrlimit(resource, &rl);
+}
+
+/* Every descriptor from `from` up close-on-exec, one by one (a kernel
+ * without CLOSE_RANGE_CLOEXEC): those /proc lists, else every number below
+ * 2^20 (RLIMIT_NOFILE may already be lower than open ones). */
+static void mark_cloexec_from(int from)
+{
+  DIR *d = opendir("/proc/self/fd");
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (atoi(e->d_name) >= from && atoi(e->d_name) != dirfd(d))
+      fcntl(atoi(e->d_name), F_SETFD, FD_CLOEXEC);
+  if (d) {
+    closedir(d);
+    return;
+  }
+  for (int fd = from; fd < (1 << 20); fd++)
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
 /* The command: drop everything, then exec. Never returns. */
@@ -113,8 +132,10 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
   sigset_t none; /* pid 1 forked this with every signal blocked */
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
-  /* nothing inherited beyond stdio crosses into the tool */
-  syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  /* nothing inherited beyond stdio crosses into the tool; a kernel before
+   * 5.11 knows no CLOSE_RANGE_CLOEXEC: each descriptor is marked instead */
+  if (syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+    mark_cloexec_from(3);
   execvp(opt->argv[0], opt->argv);
   sandbox_child_fail("%ccannot run %s: %s", SANDBOX_REPORT_EXEC, opt->argv[0], strerror(errno));
 }

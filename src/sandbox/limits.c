@@ -138,7 +138,7 @@ static void own_v1_path(const char *controller, char *out, size_t size)
  * rights (the kernel checks them at open, and the opener's or writer's
  * root uid at write), and the sandbox's first process, single-threaded
  * and not yet running anything, writes "0" to each (limits_join). */
-static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
+static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec, bool count_cpu)
 {
   /* only the hierarchies a limit of this spec needs: making a v1 group
    * (and removing it) costs more than the rest of a spawn's set-up */
@@ -146,7 +146,8 @@ static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
       [V1_MEMORY] = spec->limits.memory_bytes != 0,
       [V1_PIDS] = spec->limits.pids != 0,
       [V1_CPU] = spec->limits.cpu_fraction > 0,
-      [V1_CPUACCT] = spec->limits.cpu_ms_per_task != 0,
+      /* the /proc sum misses processes reaped by no one */
+      [V1_CPUACCT] = spec->limits.cpu_ms_per_task != 0 || count_cpu,
   };
   bool any = false;
   for (int c = 0; c < 4; c++) {
@@ -193,14 +194,15 @@ static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
   return true;
 }
 
-int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec, struct cap_error *err)
+int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec, bool count_cpu,
+                   struct cap_error *err)
 {
   memset(lim, 0, sizeof *lim);
   lim->cpu_base_ms = -1;
   for (int c = 0; c < 4; c++)
     lim->v1_tasks[c] = -1;
   if (!try_cgroup2(lim, spec))
-    try_cgroup1(lim, spec);
+    try_cgroup1(lim, spec, count_cpu);
   /* the fallbacks the command sets on itself (limits_apply_rlimits) */
   if (spec->limits.memory_bytes && !lim->memory_enforced)
     note_unenforced(lim, "memory (RLIMIT_DATA per process instead)");

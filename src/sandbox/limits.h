@@ -31,9 +31,13 @@ struct sandbox_limits {
   void *outside_cpu_arg;
 };
 
-/* Creates the cgroup(s) and writes the limits. Fails (-ENOTSUP) only when
- * spec->sandbox.required and a limit cannot be enforced. */
-int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec, struct cap_error *err);
+/* Creates the cgroup(s) and writes the limits. count_cpu: a caller reads
+ * the sandbox's CPU (sandbox_cpu_ms; a warm instance's per-call budget)
+ * though spec has no budget of its own, so a v1 cpuacct group is made
+ * anyway. Fails (-ENOTSUP) only when spec->sandbox.required and a limit
+ * cannot be enforced. */
+int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec, bool count_cpu,
+                   struct cap_error *err);
 /* Moves pid (before it runs anything) into the cgroup(s) that it does not
  * join itself (limits_join). Closes the caller's copies of what
  * limits_join uses: call it after the sandbox is cloned. */

@@ -523,7 +523,8 @@ static int prepare_stdio(struct launch *l, const struct cap_spec *spec,
 
 /* The run directory (after removing dead capsules' leftovers) and the
  * cgroups, recorded in its lock file. */
-static int prepare_host_side(struct launch *l, const struct cap_spec *spec, struct cap_error *err)
+static int prepare_host_side(struct launch *l, const struct cap_spec *spec, bool count_cpu,
+                             struct cap_error *err)
 {
   /* the root's mount point: on tmpfs (/dev/shm) unless TMPDIR says
    * otherwise; creating and removing it on a disk's /tmp cost ~2 ms */
@@ -534,7 +535,7 @@ static int prepare_host_side(struct launch *l, const struct cap_spec *spec, stru
   int r = rundir_create(&l->run, tmpdir, err);
   if (r < 0)
     return r;
-  r = limits_prepare(&l->lim, spec, err);
+  r = limits_prepare(&l->lim, spec, count_cpu, err);
   if (r < 0)
     return r;
   rundir_record_cgroups(&l->run, &l->lim);
@@ -641,7 +642,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
   if (r < 0)
     return r;
-  r = prepare_host_side(&l, spec, err);
+  r = prepare_host_side(&l, spec, opt->on_started != NULL, err); /* a caller counting CPU */
   if (r == 0)
     r = prepare_stdio(&l, spec, opt, err);
   if (r < 0)

@@ -27,6 +27,11 @@ scripts=(
   # the fourth's (tests/review4/)
   ../review4/config_other_xdg.sh ../review4/stop_forged_status.sh
   ../review4/id_range_moved_state.sh
+  # the fifth's (tests/review5/)
+  ../review5/run_marker_fd_leak.sh ../review5/selu_cpu_budget_v1.sh
+  ../review5/id_range_key_space.sh ../review5/id_range_long_line.sh
+  ../review5/run_marker_own_lock.sh ../review5/run_audit_enospc.sh
+  ../review5/id_range_refusal_command.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

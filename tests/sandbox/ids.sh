@@ -88,7 +88,7 @@ root_ranges() {
   local r1; r1=$(host_uid "$tool"); stop
   [ -n "$r1" ] && [ "$r1" != "$a1" ] && [ "$r1" != "$b1" ] && [ "$r1" != 65534 ]
   expect root "capsule run without a manifest: the range \"run\" ($r1)" $?
-  local rows; rows=$(sqlite3 "$st/state.db" "SELECT capability || '=' || (base + 65534) FROM id_ranges ORDER BY base" | tr '\n' ' ')
+  local rows; rows=$(sqlite3 "$st/state.db" "SELECT capability || '=' || (base + 65534) FROM id_ranges ORDER BY capability" | tr '\n' ' ')
   [ "$rows" = "alpha=$a1 beta=$b1 run=$r1 " ]
   expect root "recorded in the state's id_ranges" $? "$rows"
   # an edited row naming a range whose ids end at the host's root: refused
