@@ -140,14 +140,22 @@ static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
 }
 
 /* The host's registry of ranges handed out by every state directory (as
- * root; each state's id_ranges knows only its own): "BASE KEY STATE-DIR"
- * lines. A separate lock file is flock-held while the registry is read and
- * changed; a change is written to a temporary file and renamed over it, so
- * a crash leaves the old registry or the new one, never an empty one.
- * Lines of state directories that no longer exist are dropped; a state
- * directory that was moved finds its line gone at its next use, and
- * records it again under its new path, unless its range went to another
- * state in between (then it is refused: gw_state_id_range). */
+ * root; each state's id_ranges knows only its own): "BASE KEY @M:D:I
+ * STATE-DIR" lines, where M is the mount namespace the line was written in
+ * (the inode of /proc/self/ns/mnt) and D:I the state directory's device
+ * and inode; lines written before those were recorded lack the @ field. A
+ * separate lock file is flock-held while the registry is read and changed;
+ * a change is written to a temporary file and renamed over it, so a crash
+ * leaves the old registry or the new one, never an empty one.
+ * A line is dropped only when its state directory is missing in the mount
+ * namespace it was written in (a capsule in another one, a service with
+ * PrivateTmp= or ProtectHome=, a container, may not see the directory and
+ * must not free its range). A state directory that was moved finds its
+ * line gone at its next use and records it again under its new path,
+ * unless its range went to another state in between (then it is refused:
+ * gw_state_id_range); the same directory seen from another namespace, or
+ * under another path, is known by its device and inode and gets a line
+ * of its own for the same range. */
 #define REGISTRY_DIR "/var/lib/capsule"
 #define REGISTRY_PATH REGISTRY_DIR "/id-ranges"
 
@@ -178,8 +186,34 @@ static int registry_file_ok(int fd, const char *path, struct cap_error *err)
                        path, fd < 0 ? strerror(e) : "refused");
 }
 
-/* One line "BASE KEY STATE-DIR" parsed in place: false for a malformed one. */
-static bool registry_line(char *line, uint64_t *base, char **key, char **state)
+/* Where a line's state directory is: the mount namespace it was written
+ * in and the directory's device and inode (all 0: an older line). */
+struct reg_where {
+  unsigned long long mnt, dev, ino;
+};
+
+static unsigned long long own_mount_ns(void)
+{
+  struct stat sb;
+  return stat("/proc/self/ns/mnt", &sb) == 0 ? (unsigned long long)sb.st_ino : 0;
+}
+
+/* This process's view of the state directory at real. */
+static struct reg_where where_of(const char *real)
+{
+  struct stat sb;
+  struct reg_where w = {.mnt = own_mount_ns()};
+  if (stat(real, &sb) == 0) {
+    w.dev = (unsigned long long)sb.st_dev;
+    w.ino = (unsigned long long)sb.st_ino;
+  }
+  return w;
+}
+
+/* One line "BASE KEY [@M:D:I] STATE-DIR" parsed in place: false for a
+ * malformed one. */
+static bool registry_line(char *line, uint64_t *base, char **key, struct reg_where *where,
+                          char **state)
 {
   unsigned long long b;
   int k = 0, ke = 0, at = 0;
@@ -189,8 +223,24 @@ static bool registry_line(char *line, uint64_t *base, char **key, char **state)
   line[ke] = '\0';
   *base = b;
   *key = line + k;
-  *state = line + at; /* the rest of the line: it may hold spaces */
-  return true;
+  *where = (struct reg_where){0};
+  char *rest = line + at;
+  int n = 0;
+  if (rest[0] == '@' &&
+      (sscanf(rest, "@%llu:%llu:%llu %n", &where->mnt, &where->dev, &where->ino, &n) != 3 || !n))
+    return false;
+  *state = rest + n; /* the rest of the line: it may hold spaces */
+  return **state == '/';
+}
+
+static void registry_put(struct cap_buf *b, uint64_t base, const char *word,
+                         const struct reg_where *w, const char *state)
+{
+  if (w->mnt || w->dev || w->ino)
+    cap_buf_printf(b, "%llu %s @%llu:%llu:%llu %s\n", (unsigned long long)base, word, w->mnt,
+                   w->dev, w->ino, state);
+  else
+    cap_buf_printf(b, "%llu %s %s\n", (unsigned long long)base, word, state);
 }
 
 /* KEY as the registry writes it: one word. A key is a folder's name for
@@ -209,12 +259,40 @@ static char *registry_key(const char *key)
   return b.data ? cap_buf_steal(&b) : cap_xstrdup("");
 }
 
+/* What registered() looks for: a state directory's range. */
+struct reg_self {
+  const char *word; /* the key as the registry writes it */
+  uint64_t base;
+  const char *state; /* its real path */
+  struct reg_where where;
+  bool exact;    /* out: its own line is there (this path, this namespace) */
+  bool alias;    /* out: a line of the same directory elsewhere (another path or namespace) */
+  bool conflict; /* out: another state's line overlaps its range */
+};
+
+/* Is line (key, base, where, path) the state directory self looks for? */
+static void registry_match(struct reg_self *self, const char *k, uint64_t b,
+                           const struct reg_where *w, const char *dir, bool *keep)
+{
+  bool same_range = strcmp(k, self->word) == 0 && b == self->base;
+  bool legacy = !w->mnt && !w->dev && !w->ino;
+  bool here = strcmp(dir, self->state) == 0 && w->mnt == self->where.mnt;
+  bool same_dir = !legacy && w->dev == self->where.dev && w->ino == self->where.ino;
+  if (same_range && legacy && strcmp(dir, self->state) == 0)
+    *keep = false; /* an older line of its own: written again in full */
+  else if (same_range && here && same_dir)
+    self->exact = true;
+  else if (same_range && same_dir)
+    self->alias = true;
+  else if (b < self->base + GW_ID_RANGE_SIZE && self->base < b + GW_ID_RANGE_SIZE)
+    self->conflict = true;
+}
+
 /* Locks and reads the registry, its ranges added to t (when t is not
- * NULL); self (KEY and STATE-DIR of a recorded range, or NULL) is looked
- * for: *self_found when its line is there, *conflict when another state's
- * line overlaps its range. 0, or -errno with err set. */
-static int registry_open(struct registry *r, struct taken *t, const char *key, uint64_t base,
-                         const char *state, bool *self_found, bool *conflict, struct cap_error *err)
+ * NULL); self (or NULL) is looked for (struct reg_self). 0, or -errno
+ * with err set. */
+static int registry_open(struct registry *r, struct taken *t, struct reg_self *self,
+                         struct cap_error *err)
 {
   *r = (struct registry){.lock = -1};
   mkdir(REGISTRY_DIR, 0700);
@@ -234,23 +312,28 @@ static int registry_open(struct registry *r, struct taken *t, const char *key, u
     return rc;
   }
   _cleanup_fclose_ FILE *f = fdopen(fd, "re");
-  _cleanup_free_ char *line = NULL, *word = state ? registry_key(key) : NULL;
+  _cleanup_free_ char *line = NULL;
   size_t size = 0;
+  unsigned long long mnt = own_mount_ns();
   while (f && getline(&line, &size, f) >= 0) { /* a line of any length is one line */
     uint64_t b;
     char *k, *dir;
+    struct reg_where w;
     struct stat st;
-    if (!registry_line(line, &b, &k, &dir) || (stat(dir, &st) < 0 && errno == ENOENT)) {
-      r->changed = true; /* its state is gone, and its ranges with it */
+    bool keep = registry_line(line, &b, &k, &w, &dir);
+    /* its state is gone, and its ranges with it: only when it was written
+     * in this mount namespace (or before namespaces were recorded) */
+    if (keep && (!w.mnt || w.mnt == mnt) && stat(dir, &st) < 0 && errno == ENOENT)
+      keep = false;
+    if (keep && self)
+      registry_match(self, k, b, &w, dir, &keep);
+    if (!keep) {
+      r->changed = true;
       continue;
     }
-    if (state && strcmp(dir, state) == 0 && strcmp(k, word) == 0 && b == base)
-      *self_found = true;
-    else if (state && b < base + GW_ID_RANGE_SIZE && base < b + GW_ID_RANGE_SIZE)
-      *conflict = true;
     if (t)
       taken_add(t, b, GW_ID_RANGE_SIZE);
-    cap_buf_printf(&r->kept, "%llu %s %s\n", (unsigned long long)b, k, dir);
+    registry_put(&r->kept, b, k, &w, dir);
   }
   return 0;
 }
@@ -304,11 +387,10 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
   _cleanup_free_ char *real = NULL;
   int r = recorded(st, &t, err);
   struct registry reg = {.lock = -1};
-  bool unused = false;
   if (r == 0)
     r = registry_state_path(st, &real, err);
   if (r == 0)
-    r = registry_open(&reg, &t, NULL, 0, NULL, &unused, &unused, err);
+    r = registry_open(&reg, &t, NULL, err);
   if (r == 0)
     host_ids(&t);
   uint64_t b = RANGE_FIRST;
@@ -334,7 +416,8 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
   }
   if (r == 0) {
     _cleanup_free_ char *word = registry_key(key);
-    cap_buf_printf(&reg.kept, "%llu %s %s\n", (unsigned long long)b, word, real);
+    struct reg_where w = where_of(real);
+    registry_put(&reg.kept, b, word, &w, real);
     reg.changed = true;
     r = registry_store(&reg, err);
   }
@@ -363,10 +446,14 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
   if (r < 0)
     return r;
   struct registry reg;
-  bool found = false, conflict = false;
-  r = registry_open(&reg, NULL, key, base, real, &found, &conflict, err);
+  _cleanup_free_ char *word = registry_key(key);
+  struct reg_self self = {.word = word, .base = base, .state = real, .where = where_of(real)};
+  r = registry_open(&reg, NULL, &self, err);
   if (r < 0)
     return r;
+  /* the same directory under another path or seen from another namespace
+   * holds the range: a line of its own here too */
+  bool found = self.exact, conflict = self.conflict && !self.alias;
   if (!found && conflict) {
     /* the command to paste only when nothing in it is the package's to shape */
     _cleanup_free_ char *paste =
@@ -385,8 +472,7 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
                       key, base, real, real, paste);
   }
   if (r == 0 && !found) {
-    _cleanup_free_ char *word = registry_key(key);
-    cap_buf_printf(&reg.kept, "%u %s %s\n", base, word, real);
+    registry_put(&reg.kept, base, word, &self.where, real);
     reg.changed = true;
   }
   if (r == 0)
@@ -409,10 +495,16 @@ static uint32_t registry_find(const char *key, const char *dir)
   _cleanup_free_ char *line = NULL, *word = registry_key(key);
   size_t size = 0;
   uint32_t found = 0;
+  unsigned long long mnt = own_mount_ns();
   while (getline(&line, &size, f) >= 0) {
     uint64_t b;
     char *k, *d;
-    if (!registry_line(line, &b, &k, &d) || strcmp(k, word) != 0 || strcmp(d, real) != 0)
+    struct reg_where w;
+    /* only a line written in this mount namespace: a path names another
+     * directory in another one (an older line goes the full path, which
+     * writes it again) */
+    if (!registry_line(line, &b, &k, &w, &d) || strcmp(k, word) != 0 || strcmp(d, real) != 0 ||
+        !w.mnt || w.mnt != mnt)
       continue;
     if (found || !base_valid((int64_t)b))
       return 0;

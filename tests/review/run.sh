@@ -31,7 +31,7 @@ scripts=(
   ../review5/run_marker_fd_leak.sh ../review5/selu_cpu_budget_v1.sh
   ../review5/id_range_key_space.sh ../review5/id_range_long_line.sh
   ../review5/run_marker_own_lock.sh ../review5/run_audit_enospc.sh
-  ../review5/id_range_refusal_command.sh
+  ../review5/id_range_refusal_command.sh ../review5/id_range_other_mount_ns.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
