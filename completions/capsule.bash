@@ -9,7 +9,7 @@ _capsule() {
     cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
   fi
-  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop help"
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop rollback help"
   local common="--caps --state --json --help"
   local verb="" i
   for ((i = 1; i < cword; i++)); do
@@ -53,6 +53,7 @@ _capsule() {
   audit) opts="--state --json --since --tail --follow --help" subs="verify" ;;
   ps) opts="--state --json --help" ;;
   stop) opts="--state --help" ;;
+  rollback) opts="list show diff restore verify prune --json --keep --state --help" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

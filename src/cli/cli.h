@@ -31,6 +31,8 @@ int cmd_gateway(int argc, char **argv);
 /* ps, stop: warm instances (ps.c) */
 int cmd_ps(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+/* rollback list|show|diff|restore|verify|prune (rollback.c) */
+int cmd_rollback(int argc, char **argv);
 
 /* The exit status for a library failure r (a negative errno) with err:
  * its typed outcome (err->outcome), else -ENOTSUP (the host cannot enforce

@@ -23,13 +23,14 @@ static const char usage_text[] =
     "  check PATH...                 validate manifests or capability directories\n"
     "  show PATH                     print the resolved capability manifest (JSON)\n"
     "  validate --schema S INST...   validate JSON instances (JSON Schema 2020-12)\n"
-    "  run [--config M] -- CMD...    run a command in the sandbox M grants\n"
+    "  run [--config M|--profile P] -- CMD...  run a command in the sandbox M grants\n"
     "  doctor                        what this host can enforce\n"
     "  list [--caps DIR]             capabilities, tools, effective policies, readiness\n"
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
     "  policy set|list, cred set|list|rm, approvals, approve ID, deny ID, audit [verify]\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
+    "  rollback list|show|diff|restore|verify|prune  runs' snapshots (rollback.enabled)\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
@@ -76,6 +77,7 @@ static const struct {
     {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
     {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
     {"audit", cmd_gateway},     {"ps", cmd_ps},           {"stop", cmd_stop},
+    {"rollback", cmd_rollback},
 };
 
 static int (*find_verb(const char *name))(int, char **)
