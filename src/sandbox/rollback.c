@@ -215,18 +215,23 @@ static int store_object(struct rb_ctx *x, const char *tmp, const char *hex)
   return r < 0 ? cap_error_errno(x->err, -r, "rollback: cannot store object %s", hex) : 0;
 }
 
-static int hash_file(struct rb_ctx *x, int fd, struct stat *st, const char *path, char hex[65])
+/* Whether the cache knows this version of the file (and, when contents
+ * are kept, the store still has its object); the entry is carried over. */
+static bool cached_hit(struct rb_ctx *x, const struct stat *st)
 {
   const char *cached = cache_find(&x->cache, st);
   _cleanup_free_ char *obj = cached && x->keep_objects ? rb_object_path(x->store, cached) : NULL;
-  if (cached && (!obj || access(obj, F_OK) == 0)) {
-    memcpy(hex, cached, 65);
-    struct rb_cached e;
-    cached_of(st, &e);
-    memcpy(e.hex, hex, 65);
-    cache_push(&x->cache, &e);
-    return 0;
-  }
+  if (!cached || (obj && access(obj, F_OK) < 0))
+    return false;
+  struct rb_cached e;
+  cached_of(st, &e);
+  memcpy(e.hex, cached, 65);
+  cache_push(&x->cache, &e);
+  return true;
+}
+
+static int hash_file(struct rb_ctx *x, int fd, struct stat *st, const char *path, char hex[65])
+{
   for (int attempt = 0;; attempt++) {
     _cleanup_free_ char *tmp =
         x->keep_objects ? cap_xasprintf("%s/objects/tmp.XXXXXX", x->store) : NULL;
@@ -452,7 +457,13 @@ static int walk_entry(struct rb_ctx *x, int dirfd, const char *path, const char 
     return 0;
   }
   if (!is_dir && !S_ISREG(st.st_mode))
-    return 0; /* devices, fifos, sockets: not rolled back */
+    return 0;                          /* devices, fifos, sockets: not rolled back */
+  if (!is_dir && cached_hit(x, &st)) { /* unchanged since a snapshot: not even opened */
+    struct rb_entry *e = tree_push(x->tree, path, RB_FILE, &st);
+    memcpy(e->hash, cache_find(&x->cache, &st), 65);
+    merkle_line(parent, 'f', e->mode, name, e->hash);
+    return 0;
+  }
   int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0);
   _cleanup_close_ int fd = openat(dirfd, name, flags);
   if (fd < 0)
