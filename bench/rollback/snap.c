@@ -1,4 +1,4 @@
-/* One rollback snapshot of PATH into the store STORE, as `capsule run` takes
+/* One rollback snapshot of PATH (absolute) into the store STORE (absolute), as `capsule run` takes
  * before a command (contents stored as objects): what bench/rollback/run.sh
  * times. Usage: snap STORE PATH */
 #include <stdio.h>

@@ -199,18 +199,42 @@ static int hash_pass(struct rb_ctx *x, int fd, int out, char hex[65])
   return 0;
 }
 
-/* Stores what was copied to tmp as the object hex (or drops it when the
- * store has it already). */
-static int store_object(struct rb_ctx *x, const char *tmp, const char *hex)
+/* A file for an object's contents not yet named: O_TMPFILE in the store
+ * (no directory entry until it is complete), else a temporary name. */
+static int object_open(struct rb_ctx *x, char **ret_tmp)
+{
+  _cleanup_free_ char *objects = cap_xasprintf("%s/objects", x->store);
+  int fd = open(objects, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  *ret_tmp = NULL;
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+    return fd;
+  char *tmp = cap_xasprintf("%s/tmp.XXXXXX", objects);
+  fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0)
+    free(tmp);
+  else
+    *ret_tmp = tmp;
+  return fd;
+}
+
+/* Names what was written to fd (or tmp) as the object hex, or drops it
+ * when the store has it already. */
+static int store_object(struct rb_ctx *x, int fd, const char *tmp, const char *hex)
 {
   _cleanup_free_ char *obj = rb_object_path(x->store, hex);
   if (access(obj, F_OK) == 0)
-    return unlink(tmp), 0;
+    return tmp ? unlink(tmp), 0 : 0;
   _cleanup_free_ char *dir = cap_xasprintf("%s/objects/%.2s", x->store, hex);
-  int r = rb_mkdirs(dir, 0700);
-  if (r == 0 && rename(tmp, obj) < 0)
+  int r = mkdir(dir, 0700) < 0 && errno != EEXIST ? -errno : 0;
+  if (r == 0 && tmp && rename(tmp, obj) < 0)
     r = -errno;
-  if (r < 0)
+  if (r == 0 && !tmp) {
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, obj, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
+      r = -errno;
+  }
+  if (r < 0 && tmp)
     unlink(tmp);
   return r < 0 ? cap_error_errno(x->err, -r, "rollback: cannot store object %s", hex) : 0;
 }
@@ -233,10 +257,9 @@ static bool cached_hit(struct rb_ctx *x, const struct stat *st)
 static int hash_file(struct rb_ctx *x, int fd, struct stat *st, const char *path, char hex[65])
 {
   for (int attempt = 0;; attempt++) {
-    _cleanup_free_ char *tmp =
-        x->keep_objects ? cap_xasprintf("%s/objects/tmp.XXXXXX", x->store) : NULL;
-    _cleanup_close_ int out = tmp ? mkostemp(tmp, O_CLOEXEC) : -1;
-    if (tmp && out < 0)
+    _cleanup_free_ char *tmp = NULL;
+    _cleanup_close_ int out = x->keep_objects ? object_open(x, &tmp) : -1;
+    if (x->keep_objects && out < 0)
       return cap_error_errno(x->err, errno, "rollback: cannot write to the store %s", x->store);
     int r = hash_pass(x, fd, out, hex);
 #ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/rollback.sh: a writer racing the snapshot */
@@ -264,7 +287,7 @@ static int hash_file(struct rb_ctx *x, int fd, struct stat *st, const char *path
     }
     if (!stable)
       cap_strv_push(&x->tree->unstable, path);
-    if (tmp && (r = store_object(x, tmp, hex)) < 0)
+    if (x->keep_objects && (r = store_object(x, out, tmp, hex)) < 0)
       return r;
     if (stable) {
       struct rb_cached e;
