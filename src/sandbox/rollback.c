@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <inttypes.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +96,8 @@ static void cache_load(struct rb_cache *c, const char *store)
   if (!f)
     return;
   struct rb_cached e;
-  while (fscanf(f, "%lu %lu %lu %ld %ld %64s\n", &e.dev, &e.ino, &e.size, &e.mtime_ns, &e.ctime_ns,
-                e.hex) == 6)
+  while (fscanf(f, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNd64 " %" SCNd64 " %64s\n", &e.dev,
+                &e.ino, &e.size, &e.mtime_ns, &e.ctime_ns, e.hex) == 6)
     if (strlen(e.hex) == 64)
       cache_push(c, &e);
   fclose(f);
@@ -145,8 +146,8 @@ static void cache_save(struct rb_cache *c, const char *store)
     const struct rb_cached *e = &c->v[i];
     if (i < c->loaded && n_fresh && bsearch(e, fresh, n_fresh, sizeof *e, cached_cmp))
       continue;
-    fprintf(f, "%lu %lu %lu %ld %ld %s\n", e->dev, e->ino, e->size, e->mtime_ns, e->ctime_ns,
-            e->hex);
+    fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64 " %s\n", e->dev, e->ino,
+            e->size, e->mtime_ns, e->ctime_ns, e->hex);
   }
   if (fclose(f) == 0)
     rename(tmp, path);
