@@ -38,7 +38,7 @@ _capsule() {
   local opts="" subs="" files=""
   case $verb in
   check) opts="--quiet --strict --help" files=1 ;;
-  show) opts="--compact --help" files=1 ;;
+  show) opts="--compact --profile --help" files=1 ;;
   validate) opts="--schema --ref --json --first --format-assert --help" files=1 ;;
   run) opts="--config --profile --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
              --memory --pids --cpu-ms --timeout --workdir --env --dry-run --json --tty
