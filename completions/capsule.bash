@@ -9,7 +9,7 @@ _capsule() {
     cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
   fi
-  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace help"
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace image mcp access serve rollback help"
   local common="--caps --state --json --help"
   local verb="" i
   for ((i = 1; i < cword; i++)); do
@@ -43,7 +43,7 @@ _capsule() {
   local opts="" subs="" files=""
   case $verb in
   check) opts="--quiet --strict --help" files=1 ;;
-  show) opts="--compact --help" files=1 ;;
+  show) opts="--compact --profile --help" files=1 ;;
   validate) opts="--schema --ref --json --first --format-assert --help" files=1 ;;
   run) opts="--config --profile --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
              --memory --pids --cpu-ms --timeout --workdir --env --dry-run --json --tty
@@ -63,6 +63,7 @@ _capsule() {
   token) opts="--state --scope --expires --json --help" subs="key keygen issue import revoke list trust" ;;
   budget) opts="--caps --state --json --help" subs="show set" ;;
   workspace) opts="--state --user --cache --json --help" subs="ls rm" ;;
+  rollback) opts="list show diff restore verify prune --json --keep --state --help" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

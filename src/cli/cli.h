@@ -40,6 +40,8 @@ int cmd_audit_format(int argc, char **argv);
 int cmd_workspace(int argc, char **argv);
 /* image import|pull|ls|inspect|rm (image.c) */
 int cmd_image(int argc, char **argv);
+/* rollback list|show|diff|restore|verify|prune (rollback.c) */
+int cmd_rollback(int argc, char **argv);
 
 /* The exit status for a library failure r (a negative errno) with err:
  * its typed outcome (err->outcome), else -ENOTSUP (the host cannot enforce

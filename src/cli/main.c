@@ -23,7 +23,7 @@ static const char usage_text[] =
     "  check PATH...                 validate manifests or capability directories\n"
     "  show PATH                     print the resolved capability manifest (JSON)\n"
     "  validate --schema S INST...   validate JSON instances (JSON Schema 2020-12)\n"
-    "  run [--config M] -- CMD...    run a command in the sandbox M grants\n"
+    "  run [--config M|--profile P] -- CMD...  run a command in the sandbox M grants\n"
     "  doctor                        what this host can enforce\n"
     "  list [--caps DIR]             capabilities, tools, effective policies, readiness\n"
     "  call CAPABILITY TOOL [JSON|-] one tool call through policy, validation, sandbox, audit\n"
@@ -37,6 +37,7 @@ static const char usage_text[] =
     "  token ..., budget ...         Covenant capability tokens and budgets\n"
     "  workspace ls|rm NAME          Selu session workspaces and caches\n"
     "  image import|pull|ls|inspect|rm  the local OCI image store (Selu images)\n"
+    "  rollback list|show|diff|restore|verify|prune  runs' snapshots (rollback.enabled)\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
@@ -89,7 +90,7 @@ static const struct {
     {"budget", cmd_covenant},     {"dispatch", cmd_covenant},
     {"workspace", cmd_workspace}, {"image", cmd_image},
     {"mcp", cmd_gateway},         {"access", cmd_gateway},
-    {"serve", cmd_serve},
+    {"serve", cmd_serve},         {"rollback", cmd_rollback},
 };
 
 static int (*find_verb(const char *name))(int, char **)

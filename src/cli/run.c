@@ -19,6 +19,7 @@
 #include "core/cleanup.h"
 #include "gateway/state.h"
 #include "manifest/load.h"
+#include "sandbox/rollback.h"
 #include "net/rules.h"
 #include "sandbox/sandbox.h"
 
@@ -701,6 +702,16 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
       fclose(log);
     return status;
   }
+  struct rb_record rollback;
+  char *rollback_store = NULL;
+  int rb = run_rollback_before(spec, a->state, &rollback, &rollback_store, a->command);
+  if (rb) {
+    cap_error_clear(&open_err);
+    run_state_close(&rs);
+    if (log)
+      fclose(log);
+    return rb;
+  }
   char **hidden = NULL; /* capsule's state stays out of sight even under a granted $HOME */
   opt.n_hidden = gw_state_private_paths(a->state, &hidden);
   opt.hidden = (const char *const *)hidden;
@@ -710,6 +721,7 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   run_audit_finish(&audit, r, &res, &err);
   cap_error_clear(&open_err);
   run_state_close(&rs);
+  run_rollback_after(&rollback, rollback_store);
   gw_state_private_paths_free(hidden, opt.n_hidden);
   int status = run_report(spec, r, &res, &err);
   cap_error_clear(&err);

@@ -89,4 +89,12 @@ void run_audit_finish(struct run_audit *au, int r, const struct sandbox_result *
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);
 
+/* rollback.c: with rollback.enabled, the writable grants snapshotted
+ * before the run (0, or an exit status: nothing may run without it) and
+ * after it (the record saved, its id printed on stderr). */
+struct rb_record;
+int run_rollback_before(const struct cap_spec *spec, const char *state, struct rb_record *rec,
+                        char **ret_store, char *const *command);
+void run_rollback_after(struct rb_record *rec, char *store);
+
 #endif

@@ -205,6 +205,9 @@ static void print_summary(FILE *out, const struct cap_spec *spec, const struct r
           spec->sandbox.private_tmp ? "yes (an empty tmpfs, gone after the run)"
                                     : "no (/tmp only as granted)");
   print_grants(out, spec, id_base);
+  if (spec->rollback.enabled)
+    fprintf(out, "rollback:     the writable grants snapshotted before and after the run "
+                 "(capsule rollback list, diff, restore)\n");
   print_network(out, spec);
   print_limits(out, spec);
 }

@@ -8,19 +8,33 @@
 #include "manifest/load.h"
 
 static const char show_help[] =
-    "usage: capsule show [--compact] PATH\n"
+    "usage: capsule show [--compact] PATH | --profile PROFILE\n"
     "\n"
     "Prints the fully-resolved capability manifest of one capability as JSON: a\n"
     "nono capability manifest (valid against nono's schema) plus capsule's own\n"
     "keys. Every default is explicit; every right that will be enforced is listed.\n"
     "\n"
+    "      --profile P  a nono profile (a file, or a name: $XDG_CONFIG_HOME/nono/profiles,\n"
+    "                   then nono's built-ins), compiled as nono compiles it to its\n"
+    "                   manifest (`nono profile show P` with its manifest format)\n"
     "  -c, --compact  one line instead of indented JSON\n"
     "  -h, --help     this text\n"
     "\n"
     "exit status: 0 ok, 1 invalid manifest, 2 usage\n";
 
-static int show_one(const char *path, struct cap_strv *files, struct cap_diags *diags, bool pretty)
+static int show_one(const char *path, bool profile, struct cap_strv *files, struct cap_diags *diags,
+                    bool pretty)
 {
+  _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
+  if (profile) {
+    if (cap_manifest_load_profile(path, &spec, diags) < 0)
+      return CLI_EXIT_INVALID;
+    _cleanup_free_ char *json = cap_spec_to_json(spec, pretty);
+    fputs(json, stdout);
+    if (!pretty)
+      putchar('\n');
+    return CLI_EXIT_OK;
+  }
   if (cap_manifest_discover(path, files, diags) < 0)
     return CLI_EXIT_INVALID;
   if (files->len != 1) {
@@ -30,7 +44,6 @@ static int show_one(const char *path, struct cap_strv *files, struct cap_diags *
       fprintf(stderr, "  capsule show %s\n", files->v[i]);
     return CLI_EXIT_USAGE;
   }
-  _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
   if (cap_manifest_load(files->v[0], &spec, diags) < 0)
     return CLI_EXIT_INVALID;
   _cleanup_free_ char *json = cap_spec_to_json(spec, pretty);
@@ -44,24 +57,28 @@ int cmd_show(int argc, char **argv)
 {
   static const struct option options[] = {
       {"compact", no_argument, NULL, 'c'},
+      {"profile", required_argument, NULL, 'p'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   bool pretty = true;
+  const char *profile = NULL;
   int c;
   while ((c = getopt_long(argc, argv, "ch", options, NULL)) != -1) {
     switch (c) {
     case 'c': pretty = false; break;
+    case 'p': profile = optarg; break;
     case 'h': fputs(show_help, stdout); return CLI_EXIT_OK;
     default: return cli_option_error("show", argv, "ch");
     }
   }
-  if (argc - optind != 1)
-    return cli_usage_error("show", "name exactly one manifest or capability directory");
+  if (argc - optind != (profile ? 0 : 1))
+    return cli_usage_error("show", profile ? "--profile names what to show; give no PATH"
+                                           : "name exactly one manifest or capability directory");
 
   struct cap_diags diags = {0};
   struct cap_strv files = {0};
-  int status = show_one(argv[optind], &files, &diags, pretty);
+  int status = show_one(profile ? profile : argv[optind], profile != NULL, &files, &diags, pretty);
   cap_diags_sort(&diags);
   cap_diags_print(&diags, stderr);
   cap_diags_free(&diags);

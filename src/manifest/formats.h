@@ -14,6 +14,12 @@ void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
 void cap_covenant_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
 void cap_talos_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
 void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
+/* nono's shared readers: obj[key] as HTTP rules ({method, path}: a token
+ * or "*", a path from '/'), and as TCP ports 1..65535 */
+void cap_nono_rules(struct mf_ctx *c, const struct cap_node *obj, const char *key,
+                    struct cap_http_rule **rules, size_t *n);
+void cap_nono_ports(struct mf_ctx *c, const struct cap_node *obj, const char *key,
+                    struct cap_ports *out);
 /* a nono profile: extends, groups, legacy keys resolved (nono_profile*.c) */
 void cap_nono_profile_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
 /* nono's profile names: letters, digits, inner hyphens */

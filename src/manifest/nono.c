@@ -203,8 +203,8 @@ static void rule_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
     cap_rules_push(rules, n, upper, path->u.str.ptr);
 }
 
-static void collect_rules(struct mf_ctx *c, const struct cap_node *o, const char *key,
-                          struct cap_http_rule **rules, size_t *n)
+void cap_nono_rules(struct mf_ctx *c, const struct cap_node *o, const char *key,
+                    struct cap_http_rule **rules, size_t *n)
 {
   void *args[2] = {rules, n};
   mf_each_object(c, o, key, 0, rule_fn, args);
@@ -240,7 +240,7 @@ static void endpoint_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
   const struct cap_node *host = mf_field(c, o, "host", CAP_NODE_STRING, MF_REQUIRED | MF_NONEMPTY);
   struct cap_http_rule *rules = NULL;
   size_t n = 0;
-  collect_rules(c, o, "rules", &rules, &n);
+  cap_nono_rules(c, o, "rules", &rules, &n);
   if (host && !valid_host_port(host->u.str.ptr)) {
     mf_error(c, host, "host", "\"%s\" is not host or host:port (port 1..65535)", host->u.str.ptr);
     host = NULL;
@@ -254,8 +254,8 @@ static void endpoint_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
   e->n_rules = n;
 }
 
-static void port_list(struct mf_ctx *c, const struct cap_node *ports, const char *key,
-                      struct cap_ports *out)
+void cap_nono_ports(struct mf_ctx *c, const struct cap_node *ports, const char *key,
+                    struct cap_ports *out)
 {
   const struct cap_node *arr = mf_field(c, ports, key, CAP_NODE_ARRAY, 0);
   if (!arr)
@@ -306,9 +306,9 @@ static void nono_network(struct mf_ctx *c, const struct cap_node *root, struct c
   const struct cap_node *ports = section(c, net, "ports", port_keys, CAP_SEV_ERROR);
   if (ports) {
     size_t m2 = mf_push_key(c, "ports");
-    port_list(c, ports, "connect", &spec->network.connect);
-    port_list(c, ports, "bind", &spec->network.bind);
-    port_list(c, ports, "localhost", &spec->network.localhost);
+    cap_nono_ports(c, ports, "connect", &spec->network.connect);
+    cap_nono_ports(c, ports, "bind", &spec->network.bind);
+    cap_nono_ports(c, ports, "localhost", &spec->network.localhost);
     mf_pop(c, m2);
   }
   if (mode != CAP_NET_PROXY) {
@@ -467,7 +467,7 @@ static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
   ok = read_inject(c, o, &in) && ok;
   struct cap_http_rule *rules = NULL;
   size_t n_rules = 0;
-  collect_rules(c, o, "endpoint_rules", &rules, &n_rules);
+  cap_nono_rules(c, o, "endpoint_rules", &rules, &n_rules);
   if (!ok) {
     cap_rules_free(rules, n_rules);
     return;

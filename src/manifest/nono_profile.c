@@ -294,58 +294,6 @@ static void read_legacy(struct mf_ctx *c, const struct cap_node *obj, const char
   read_list(c, obj, key, value_key, out);
 }
 
-static void read_ports(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-                       struct cap_ports *out)
-{
-  const struct cap_node *arr = mf_field(c, obj, key, CAP_NODE_ARRAY, MF_NULL_OK);
-  if (!arr)
-    return;
-  size_t mark = mf_push_key(c, key);
-  for (size_t i = 0; i < arr->u.arr.len; i++) {
-    const struct cap_node *p = arr->u.arr.items[i];
-    size_t m2 = mf_push_index(c, i);
-    if (p->kind != CAP_NODE_INT || p->u.num.i < 1 || p->u.num.i > 65535)
-      mf_error(c, p, NULL, "must be a TCP port 1..65535 (capsule on Linux needs explicit ports)");
-    else
-      cap_ports_push(out, (uint16_t)p->u.num.i);
-    mf_pop(c, m2);
-  }
-  mf_pop(c, mark);
-}
-
-static void read_rules(struct mf_ctx *c, const struct cap_node *obj, const char *key,
-                       struct cap_http_rule **rules, size_t *n)
-{
-  const struct cap_node *arr = mf_field(c, obj, key, CAP_NODE_ARRAY, MF_NULL_OK);
-  if (!arr)
-    return;
-  size_t mark = mf_push_key(c, key);
-  for (size_t i = 0; i < arr->u.arr.len; i++) {
-    const struct cap_node *r = arr->u.arr.items[i];
-    size_t m2 = mf_push_index(c, i);
-    if (r->kind != CAP_NODE_OBJECT) {
-      mf_error(c, r, NULL, "must be an object {\"method\": ..., \"path\": ...}");
-    } else {
-      static const char *const known[] = {"method", "path", NULL};
-      mf_unknown_keys(c, r, known, CAP_SEV_ERROR);
-      const char *method = mf_string(c, r, "method", MF_REQUIRED | MF_NONEMPTY, NULL);
-      const char *path = mf_string(c, r, "path", MF_REQUIRED | MF_NONEMPTY, NULL);
-      if (path && path[0] != '/')
-        mf_error(c, cap_node_get(r, "path"), "path",
-                 "\"%s\" must start with '/'; write a URL path glob such as /repos/*/issues/**",
-                 path);
-      else if (method && path) {
-        _cleanup_free_ char *upper = cap_xstrdup(method);
-        for (char *s = upper; *s; s++)
-          *s = (char)(*s >= 'a' && *s <= 'z' ? *s - 32 : *s);
-        cap_rules_push(rules, n, upper, path);
-      }
-    }
-    mf_pop(c, m2);
-  }
-  mf_pop(c, mark);
-}
-
 static void read_domains(struct mf_ctx *c, const struct cap_node *net, const char *key,
                          struct np_profile *p)
 {
@@ -364,7 +312,7 @@ static void read_domains(struct mf_ctx *c, const struct cap_node *net, const cha
       mf_unknown_keys(c, e, known, CAP_SEV_ERROR);
       const char *domain = mf_string(c, e, "domain", MF_REQUIRED | MF_NONEMPTY, NULL);
       mf_field(c, e, "endpoints", CAP_NODE_ARRAY, MF_REQUIRED);
-      read_rules(c, e, "endpoints", &d.rules, &d.n_rules);
+      cap_nono_rules(c, e, "endpoints", &d.rules, &d.n_rules);
       d.domain = domain ? cap_xstrdup(domain) : NULL;
     } else {
       mf_error(c, e, NULL, "must be a hostname or {\"domain\": ..., \"endpoints\": [...]}");
@@ -447,7 +395,7 @@ static void read_custom_credentials(struct mf_ctx *c, const struct cap_node *net
     k.path_replacement = opt_string(c, o, "path_replacement");
     k.query = opt_string(c, o, "query_param_name");
     k.env_var = opt_string(c, o, "env_var");
-    read_rules(c, o, "endpoint_rules", &k.rules, &k.n_rules);
+    cap_nono_rules(c, o, "endpoint_rules", &k.rules, &k.n_rules);
     check_credential(c, o, &k);
     /* later definitions of a name replace earlier ones (a map merge) */
     for (size_t j = 0; j < p->n_custom; j++)
@@ -499,16 +447,16 @@ static void read_network(struct mf_ctx *c, const struct cap_node *root, struct n
     read_legacy(c, net, "network", "proxy_credentials", "network.credentials", NULL,
                 &p->credentials);
   }
-  read_ports(c, net, "open_port", &p->open_port);
+  cap_nono_ports(c, net, "open_port", &p->open_port);
   static const char *const port_aliases[] = {"port_allow", "allow_port"};
   for (size_t i = 0; i < 2; i++)
     if (cap_node_get(net, port_aliases[i])) {
       mf_warning(c, cap_node_get(net, port_aliases[i]), port_aliases[i],
                  "deprecated key 'network.%s'; use 'network.open_port' instead", port_aliases[i]);
-      read_ports(c, net, port_aliases[i], &p->open_port);
+      cap_nono_ports(c, net, port_aliases[i], &p->open_port);
     }
-  read_ports(c, net, "listen_port", &p->listen_port);
-  read_ports(c, net, "connect_port", &p->connect_port);
+  cap_nono_ports(c, net, "listen_port", &p->listen_port);
+  cap_nono_ports(c, net, "connect_port", &p->connect_port);
   read_custom_credentials(c, net, p);
   mf_pop(c, mark);
 }

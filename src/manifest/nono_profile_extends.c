@@ -231,12 +231,20 @@ static enum np_found load_base(struct np_resolver *r, const char *name, const ch
   const struct cap_node *builtin = cap_node_get(r->pol->profiles, name);
   if (builtin && builtin->kind == CAP_NODE_OBJECT) {
     cap_strv_push(&r->files, "nono:policy.json");
+    /* nono's own data: its legacy keys (openclaw's "undo") are nono's
+     * business, not the user's; an error would still be shown */
+    struct cap_diags own = {0};
     struct mf_ctx c;
-    mf_init(&c, r->files.v[r->files.len - 1], r->top->diags);
+    mf_init(&c, r->files.v[r->files.len - 1], &own);
     mf_push_key(&c, "profiles");
     mf_push_key(&c, name);
     np_read(&c, r->pol, builtin, base);
     mf_free(&c);
+    for (size_t i = 0; i < own.len; i++)
+      if (own.items[i].severity == CAP_SEV_ERROR)
+        cap_diags_add(r->top->diags, CAP_SEV_ERROR, own.items[i].file, own.items[i].line,
+                      own.items[i].col, own.items[i].path, "%s", own.items[i].message);
+    cap_diags_free(&own);
     return NP_GLOBAL;
   }
   return NP_NOT_FOUND;

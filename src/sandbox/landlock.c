@@ -337,6 +337,13 @@ int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan 
                    const char *command, bool image_root, struct cap_error *err)
 {
   int abi = landlock_abi();
+  /* as nono: allow_same_sandbox promises scoping and fails closed without
+   * it; isolated (the default) goes on with the pid namespace alone */
+  if (abi < 6 && spec->process.signal_mode == CAP_MODE_SAME_SANDBOX)
+    return cap_error_set(err, ENOTSUP,
+                         "signal_mode \"allow_same_sandbox\" needs Landlock signal scoping (ABI "
+                         "6, Linux 6.12), which this kernel does not offer (ABI %d)",
+                         abi > 0 ? abi : 0);
   if (abi <= 0) {
     /* the mount tree and namespaces still enforce the grants; only the
      * command lists depend on Landlock alone, so only they fail closed */

@@ -41,7 +41,7 @@ show() {
   if [[ "$1" == */* ]]; then
     (cd "$work" && "$capsule" show "$1") >"$2" 2>"$2.err"
   else
-    (cd "$work" && "$capsule" run --profile "$1" --dry-run --json) >"$2" 2>"$2.err"
+    (cd "$work" && "$capsule" show --profile "$1") >"$2" 2>"$2.err"
   fi || { echo "  FAIL capsule could not resolve $1: $(head -3 "$2.err")"; fail=$((fail + 1)); }
 }
 

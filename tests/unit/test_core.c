@@ -60,6 +60,31 @@ static void test_json_positions(void)
   cap_doc_free(doc);
 }
 
+/* nono profiles' JSONC: comments and trailing commas blanked, strings
+ * (even holding // or a comma before a brace) kept, positions unchanged */
+static void test_jsonc_blank(void)
+{
+  char text[] = "{\n  // a comment\n  \"a\": \"x // y, }\", /* b */ \"b\": [1, 2,],\n}\n";
+  size_t len = strlen(text);
+  size_t first = cap_jsonc_blank(text, len);
+  CHECK(first == 4);
+  CHECK(strlen(text) == len);
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  CHECK(cap_json_parse(doc, text, len, "t.jsonc", 0, &d) == 0);
+  const struct cap_node *a = doc->root ? cap_node_get(doc->root, "a") : NULL;
+  CHECK(a && a->kind == CAP_NODE_STRING && strcmp(a->u.str.ptr, "x // y, }") == 0);
+  CHECK(a && a->line == 3 && a->col == 8);
+  const struct cap_node *b = doc->root ? cap_node_get(doc->root, "b") : NULL;
+  CHECK(b && b->kind == CAP_NODE_ARRAY && b->u.arr.len == 2);
+  cap_doc_free(doc);
+  cap_diags_free(&d);
+  char plain[] = "{\"a\": 1}";
+  CHECK(cap_jsonc_blank(plain, strlen(plain)) == strlen(plain));
+  char open_comment[] = "{\"a\": 1} /* never closed";
+  CHECK(cap_jsonc_blank(open_comment, strlen(open_comment)) == strlen(open_comment));
+}
+
 static void test_json_columns_count_characters(void)
 {
   /* "é" is two bytes but one column */
@@ -264,7 +289,7 @@ static void test_mkdir_p(void)
   umask(022);
 }
 
-UNIT_MAIN(test_json_positions, test_json_columns_count_characters, test_json_errors,
-          test_json_depth_limit, test_json_nul_and_escapes, test_node_equal_numbers,
-          test_json_big_numbers_keep_text, test_pretty_writer, test_utf8, test_textpos,
-          test_diags_sorted_and_capped, test_mkdir_p)
+UNIT_MAIN(test_json_positions, test_jsonc_blank, test_json_columns_count_characters,
+          test_json_errors, test_json_depth_limit, test_json_nul_and_escapes,
+          test_node_equal_numbers, test_json_big_numbers_keep_text, test_pretty_writer, test_utf8,
+          test_textpos, test_diags_sorted_and_capped, test_mkdir_p)

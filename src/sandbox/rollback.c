@@ -1,0 +1,591 @@
+/* Rollback snapshots: walking the writable grants (never following a
+ * symlink), hashing files with SHA-256 (libsodium) through the hash cache,
+ * storing contents as objects, Merkle hashes of directories, and the
+ * records. Restoring, verifying and pruning are rollback_restore.c. */
+#include "sandbox/rollback.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "sandbox/rollback_internal.h"
+
+#define RB_READ_CHUNK (256u << 10)
+#define RB_TRIES 3
+
+char *rb_store_dir(const char *state_dir) { return cap_xasprintf("%s/rollback", state_dir); }
+
+static void hex_of(const unsigned char d[32], char hex[65])
+{
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < 32; i++) {
+    hex[2 * i] = digits[d[i] >> 4];
+    hex[2 * i + 1] = digits[d[i] & 15];
+  }
+  hex[64] = '\0';
+}
+
+char *rb_object_path(const char *store, const char *hex)
+{
+  return cap_xasprintf("%s/objects/%.2s/%s", store, hex, hex + 2);
+}
+
+int rb_mkdirs(const char *path, mode_t mode)
+{
+  _cleanup_free_ char *p = cap_xstrdup(path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = '\0';
+      if (mkdir(p, mode) < 0 && errno != EEXIST)
+        return -errno;
+      *s = '/';
+    }
+  return mkdir(p, mode) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+/* ---- the hash cache -------------------------------------------------------- */
+
+struct rb_cached {
+  uint64_t dev, ino, size;
+  int64_t mtime_ns, ctime_ns;
+  char hex[65];
+};
+
+struct rb_cache {
+  struct rb_cached *v;
+  size_t len, cap;
+  size_t loaded; /* v[0..loaded) sorted, from the file; then this run's */
+};
+
+static int cached_cmp(const void *a, const void *b)
+{
+  const struct rb_cached *x = a, *y = b;
+  if (x->dev != y->dev)
+    return x->dev < y->dev ? -1 : 1;
+  return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+static void cache_push(struct rb_cache *c, const struct rb_cached *e)
+{
+  if (c->len == c->cap) {
+    c->cap = c->cap ? 2 * c->cap : 1024;
+    c->v = cap_xrealloc(c->v, c->cap * sizeof *c->v);
+  }
+  c->v[c->len++] = *e;
+}
+
+static void cache_load(struct rb_cache *c, const char *store)
+{
+  _cleanup_free_ char *path = cap_xasprintf("%s/hashcache", store);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return;
+  struct rb_cached e;
+  while (fscanf(f, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNd64 " %" SCNd64 " %64s\n", &e.dev,
+                &e.ino, &e.size, &e.mtime_ns, &e.ctime_ns, e.hex) == 6)
+    if (strlen(e.hex) == 64)
+      cache_push(c, &e);
+  fclose(f);
+  if (c->len)
+    qsort(c->v, c->len, sizeof *c->v, cached_cmp);
+  c->loaded = c->len;
+}
+
+static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+static void cached_of(const struct stat *st, struct rb_cached *e)
+{
+  *e = (struct rb_cached){.dev = st->st_dev,
+                          .ino = st->st_ino,
+                          .size = (uint64_t)st->st_size,
+                          .mtime_ns = ns_of(st->st_mtim),
+                          .ctime_ns = ns_of(st->st_ctim)};
+}
+
+static const char *cache_find(const struct rb_cache *c, const struct stat *st)
+{
+  struct rb_cached key;
+  cached_of(st, &key);
+  const struct rb_cached *hit =
+      c->loaded ? bsearch(&key, c->v, c->loaded, sizeof *c->v, cached_cmp) : NULL;
+  if (hit && hit->size == key.size && hit->mtime_ns == key.mtime_ns &&
+      hit->ctime_ns == key.ctime_ns)
+    return hit->hex;
+  return NULL;
+}
+
+/* This run's entries, then the file's others (by device and inode), written
+ * to a temporary name and renamed over. */
+static void cache_save(struct rb_cache *c, const char *store)
+{
+  _cleanup_free_ char *path = cap_xasprintf("%s/hashcache", store);
+  _cleanup_free_ char *tmp = cap_xasprintf("%s/hashcache.tmp%d", store, (int)getpid());
+  FILE *f = fopen(tmp, "we");
+  if (!f)
+    return;
+  struct rb_cached *fresh = c->v + c->loaded;
+  size_t n_fresh = c->len - c->loaded;
+  if (n_fresh)
+    qsort(fresh, n_fresh, sizeof *fresh, cached_cmp);
+  for (size_t i = 0; i < c->len; i++) {
+    const struct rb_cached *e = &c->v[i];
+    if (i < c->loaded && n_fresh && bsearch(e, fresh, n_fresh, sizeof *e, cached_cmp))
+      continue;
+    fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64 " %s\n", e->dev, e->ino,
+            e->size, e->mtime_ns, e->ctime_ns, e->hex);
+  }
+  if (fclose(f) == 0)
+    rename(tmp, path);
+  else
+    unlink(tmp);
+}
+
+/* ---- hashing a file -------------------------------------------------------- */
+
+struct rb_ctx {
+  const char *store;
+  const struct cap_strv *patterns, *globs;
+  bool keep_objects;
+  struct rb_cache cache;
+  struct rb_tree *tree;
+  unsigned char *buf;
+  struct cap_error *err;
+};
+
+static bool same_version(const struct stat *a, const struct stat *b)
+{
+  return a->st_size == b->st_size && ns_of(a->st_mtim) == ns_of(b->st_mtim) &&
+         ns_of(a->st_ctim) == ns_of(b->st_ctim);
+}
+
+/* One pass over fd: the hash, and with out >= 0 the bytes copied there. */
+static int hash_pass(struct rb_ctx *x, int fd, int out, char hex[65])
+{
+  crypto_hash_sha256_state h;
+  crypto_hash_sha256_init(&h);
+  if (lseek(fd, 0, SEEK_SET) < 0)
+    return -errno;
+  for (;;) {
+    ssize_t n = read(fd, x->buf, RB_READ_CHUNK);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return -errno;
+    if (n == 0)
+      break;
+    crypto_hash_sha256_update(&h, x->buf, (unsigned long long)n);
+    for (ssize_t done = 0; out >= 0 && done < n;) {
+      ssize_t w = write(out, x->buf + done, (size_t)(n - done));
+      if (w < 0 && errno != EINTR)
+        return -errno;
+      done += w > 0 ? w : 0;
+    }
+  }
+  unsigned char d[32];
+  crypto_hash_sha256_final(&h, d);
+  hex_of(d, hex);
+  return 0;
+}
+
+/* A file for an object's contents not yet named: O_TMPFILE in the store
+ * (no directory entry until it is complete), else a temporary name. */
+static int object_open(struct rb_ctx *x, char **ret_tmp)
+{
+  _cleanup_free_ char *objects = cap_xasprintf("%s/objects", x->store);
+  int fd = open(objects, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  *ret_tmp = NULL;
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+    return fd;
+  char *tmp = cap_xasprintf("%s/tmp.XXXXXX", objects);
+  fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0)
+    free(tmp);
+  else
+    *ret_tmp = tmp;
+  return fd;
+}
+
+/* Names what was written to fd (or tmp) as the object hex, or drops it
+ * when the store has it already. */
+static int store_object(struct rb_ctx *x, int fd, const char *tmp, const char *hex)
+{
+  _cleanup_free_ char *obj = rb_object_path(x->store, hex);
+  if (access(obj, F_OK) == 0)
+    return tmp ? unlink(tmp), 0 : 0;
+  _cleanup_free_ char *dir = cap_xasprintf("%s/objects/%.2s", x->store, hex);
+  int r = mkdir(dir, 0700) < 0 && errno != EEXIST ? -errno : 0;
+  if (r == 0 && tmp && rename(tmp, obj) < 0)
+    r = -errno;
+  if (r == 0 && !tmp) {
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, obj, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
+      r = -errno;
+  }
+  if (r < 0 && tmp)
+    unlink(tmp);
+  return r < 0 ? cap_error_errno(x->err, -r, "rollback: cannot store object %s", hex) : 0;
+}
+
+/* Whether the cache knows this version of the file (and, when contents
+ * are kept, the store still has its object); the entry is carried over. */
+static bool cached_hit(struct rb_ctx *x, const struct stat *st)
+{
+  const char *cached = cache_find(&x->cache, st);
+  _cleanup_free_ char *obj = cached && x->keep_objects ? rb_object_path(x->store, cached) : NULL;
+  if (!cached || (obj && access(obj, F_OK) < 0))
+    return false;
+  struct rb_cached e;
+  cached_of(st, &e);
+  memcpy(e.hex, cached, 65);
+  cache_push(&x->cache, &e);
+  return true;
+}
+
+static int hash_file(struct rb_ctx *x, int fd, struct stat *st, const char *path, char hex[65])
+{
+  for (int attempt = 0;; attempt++) {
+    _cleanup_free_ char *tmp = NULL;
+    _cleanup_close_ int out = x->keep_objects ? object_open(x, &tmp) : -1;
+    if (x->keep_objects && out < 0)
+      return cap_error_errno(x->err, errno, "rollback: cannot write to the store %s", x->store);
+    /* a filesystem with reflinks (btrfs, XFS) shares the blocks instead of
+     * copying them: the object is a copy-on-write clone of the file. Not on
+     * the last try, whose object must be exactly the bytes read and hashed
+     * even if the file is still changing */
+    bool cloned = out >= 0 && attempt + 1 < RB_TRIES && ioctl(out, FICLONE, fd) == 0;
+    int r = hash_pass(x, fd, cloned ? -1 : out, hex);
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/rollback.sh: a writer racing the snapshot */
+    const char *racing = getenv("CAPSULE_TEST_ROLLBACK_RACE");
+    if (racing && strcmp(racing, path) == 0) {
+      _cleanup_close_ int w = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+      if (w < 0 || write(w, "+", 1) != 1)
+        return cap_error_errno(x->err, errno, "rollback: test hook cannot append to %s", path);
+    }
+#endif
+    struct stat now;
+    if (r == 0 && fstat(fd, &now) < 0)
+      r = -errno;
+    if (r < 0) {
+      if (tmp)
+        unlink(tmp);
+      return cap_error_errno(x->err, -r, "rollback: cannot read %s", path);
+    }
+    bool stable = same_version(st, &now);
+    *st = now;
+    if (!stable && attempt + 1 < RB_TRIES) {
+      if (tmp)
+        unlink(tmp);
+      continue; /* it changed while read: again */
+    }
+    if (!stable)
+      cap_strv_push(&x->tree->unstable, path);
+    if (x->keep_objects && (r = store_object(x, out, tmp, hex)) < 0)
+      return r;
+    if (stable) {
+      struct rb_cached e;
+      cached_of(st, &e);
+      memcpy(e.hex, hex, 65);
+      cache_push(&x->cache, &e);
+    }
+    return 0;
+  }
+}
+
+/* ---- excludes and .gitignore ---------------------------------------------- */
+
+struct rb_ignore {
+  char *pattern;
+  char *base; /* the directory of the .gitignore that holds it */
+  bool dir_only, anchored;
+};
+
+struct rb_ignores {
+  struct rb_ignore *v;
+  size_t len;
+};
+
+static void read_gitignore(int dirfd, const char *dir, struct rb_ignores *ig)
+{
+  int fd = openat(dirfd, ".gitignore", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+  if (!f) {
+    if (fd >= 0)
+      close(fd);
+    return;
+  }
+  char line[4096];
+  while (fgets(line, sizeof line, f)) {
+    size_t n = strcspn(line, "\r\n");
+    line[n] = '\0';
+    while (n && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+      line[--n] = '\0';
+    if (!n || line[0] == '#' || line[0] == '!') /* negations are not honoured */
+      continue;
+    struct rb_ignore e = {0};
+    if (line[n - 1] == '/') {
+      e.dir_only = true;
+      line[--n] = '\0';
+    }
+    char *p = line;
+    if (*p == '/')
+      p++;
+    e.anchored = p != line || strchr(p, '/') != NULL;
+    if (!*p)
+      continue;
+    e.pattern = cap_xstrdup(p);
+    e.base = cap_xstrdup(dir);
+    ig->v = cap_xrealloc(ig->v, (ig->len + 1) * sizeof *ig->v);
+    ig->v[ig->len++] = e;
+  }
+  fclose(f);
+}
+
+static bool ignored(const struct rb_ignores *ig, const char *path, const char *name, bool is_dir)
+{
+  for (size_t i = 0; i < ig->len; i++) {
+    const struct rb_ignore *e = &ig->v[i];
+    if (e->dir_only && !is_dir)
+      continue;
+    if (!e->anchored && fnmatch(e->pattern, name, 0) == 0)
+      return true;
+    size_t b = strlen(e->base);
+    if (e->anchored && strncmp(path, e->base, b) == 0 && path[b] == '/' &&
+        fnmatch(e->pattern, path + b + 1, FNM_PATHNAME) == 0)
+      return true;
+  }
+  return false;
+}
+
+static bool excluded(const struct rb_ctx *x, const char *path, const char *name)
+{
+  for (size_t i = 0; x->patterns && i < x->patterns->len; i++) {
+    const char *p = x->patterns->v[i];
+    if (strchr(p, '/') ? strstr(path, p) != NULL : strcmp(name, p) == 0)
+      return true;
+  }
+  for (size_t i = 0; x->globs && i < x->globs->len; i++)
+    if (fnmatch(x->globs->v[i], name, 0) == 0)
+      return true;
+  return false;
+}
+
+/* ---- the walk -------------------------------------------------------------- */
+
+static struct rb_entry *tree_push(struct rb_tree *t, const char *path, enum rb_type type,
+                                  const struct stat *st)
+{
+  t->v = cap_xrealloc(t->v, (t->len + 1) * sizeof *t->v);
+  struct rb_entry *e = &t->v[t->len++];
+  *e = (struct rb_entry){.path = cap_xstrdup(path),
+                         .type = type,
+                         .mode = st->st_mode & 07777,
+                         .uid = st->st_uid,
+                         .gid = st->st_gid,
+                         .size = (uint64_t)st->st_size};
+  return e;
+}
+
+static int by_name(const void *a, const void *b)
+{
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void merkle_line(crypto_hash_sha256_state *h, char type, uint32_t mode, const char *name,
+                        const char *hash)
+{
+  char head[32];
+  int n = snprintf(head, sizeof head, "%c %o ", type, mode);
+  crypto_hash_sha256_update(h, (const unsigned char *)head, (unsigned long long)n);
+  crypto_hash_sha256_update(h, (const unsigned char *)name, strlen(name) + 1);
+  crypto_hash_sha256_update(h, (const unsigned char *)hash, 64);
+}
+
+static void hash_text(const char *s, char hex[65])
+{
+  unsigned char d[32];
+  crypto_hash_sha256(d, (const unsigned char *)s, strlen(s));
+  hex_of(d, hex);
+}
+
+static int walk_entry(struct rb_ctx *x, int dirfd, const char *path, const char *name,
+                      struct rb_ignores *ig, crypto_hash_sha256_state *parent);
+
+/* A directory's entries (sorted), its hash the Merkle hash of them. */
+static int walk_dir(struct rb_ctx *x, int fd, const char *path, struct rb_ignores *ig, char hex[65])
+{
+  size_t ig_mark = ig->len;
+  read_gitignore(fd, path, ig);
+  int dup_fd = dup(fd);
+  DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+  if (!d) {
+    if (dup_fd >= 0)
+      close(dup_fd);
+    return cap_error_errno(x->err, errno, "rollback: cannot read %s", path);
+  }
+  struct cap_strv names = {0};
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+      cap_strv_push(&names, e->d_name);
+  closedir(d);
+  if (names.len)
+    qsort(names.v, names.len, sizeof *names.v, by_name);
+  crypto_hash_sha256_state h;
+  crypto_hash_sha256_init(&h);
+  int r = 0;
+  for (size_t i = 0; i < names.len && r == 0; i++) {
+    _cleanup_free_ char *child = cap_xasprintf("%s/%s", strcmp(path, "/") ? path : "", names.v[i]);
+    r = walk_entry(x, fd, child, names.v[i], ig, &h);
+  }
+  cap_strv_free(&names);
+  for (size_t i = ig_mark; i < ig->len; i++) {
+    free(ig->v[i].pattern);
+    free(ig->v[i].base);
+  }
+  ig->len = ig_mark;
+  unsigned char digest[32];
+  crypto_hash_sha256_final(&h, digest);
+  hex_of(digest, hex);
+  return r;
+}
+
+static int walk_entry(struct rb_ctx *x, int dirfd, const char *path, const char *name,
+                      struct rb_ignores *ig, crypto_hash_sha256_state *parent)
+{
+  struct stat st;
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return errno == ENOENT ? 0 : cap_error_errno(x->err, errno, "rollback: cannot stat %s", path);
+  bool is_dir = S_ISDIR(st.st_mode);
+  if (excluded(x, path, name) || ignored(ig, path, name, is_dir))
+    return 0;
+  char hex[65];
+  if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    ssize_t n = readlinkat(dirfd, name, target, sizeof target - 1);
+    if (n < 0)
+      return cap_error_errno(x->err, errno, "rollback: cannot read the link %s", path);
+    target[n] = '\0';
+    struct rb_entry *e = tree_push(x->tree, path, RB_LINK, &st);
+    e->target = cap_xstrdup(target);
+    hash_text(target, e->hash);
+    merkle_line(parent, 'l', e->mode, name, e->hash);
+    return 0;
+  }
+  if (!is_dir && !S_ISREG(st.st_mode))
+    return 0;                          /* devices, fifos, sockets: not rolled back */
+  if (!is_dir && cached_hit(x, &st)) { /* unchanged since a snapshot: not even opened */
+    struct rb_entry *e = tree_push(x->tree, path, RB_FILE, &st);
+    memcpy(e->hash, cache_find(&x->cache, &st), 65);
+    merkle_line(parent, 'f', e->mode, name, e->hash);
+    return 0;
+  }
+  int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0);
+  _cleanup_close_ int fd = openat(dirfd, name, flags);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : cap_error_errno(x->err, errno, "rollback: cannot open %s", path);
+  size_t index = x->tree->len;
+  tree_push(x->tree, path, is_dir ? RB_DIR : RB_FILE, &st);
+  int r = is_dir ? walk_dir(x, fd, path, ig, hex) : hash_file(x, fd, &st, path, hex);
+  if (r < 0)
+    return r;
+  struct rb_entry *e = &x->tree->v[index];
+  memcpy(e->hash, hex, 65);
+  e->size = (uint64_t)st.st_size;
+  merkle_line(parent, is_dir ? 'd' : 'f', e->mode, name, hex);
+  return 0;
+}
+
+static int by_path(const void *a, const void *b)
+{
+  return strcmp(((const struct rb_entry *)a)->path, ((const struct rb_entry *)b)->path);
+}
+
+int rb_snapshot(const char *store, const struct cap_strv *paths, const struct cap_strv *patterns,
+                const struct cap_strv *globs, bool keep_objects, struct rb_tree *out,
+                struct cap_error *err)
+{
+  if (sodium_init() < 0)
+    return cap_error_set(err, EIO, "rollback: libsodium cannot start");
+  *out = (struct rb_tree){0};
+  int r = rb_mkdirs(store, 0700);
+  if (r == 0 && keep_objects) {
+    _cleanup_free_ char *objects = cap_xasprintf("%s/objects", store);
+    r = rb_mkdirs(objects, 0700);
+  }
+  if (r < 0)
+    return cap_error_errno(err, -r, "rollback: cannot create the store %s", store);
+  struct rb_ctx x = {.store = store,
+                     .patterns = patterns,
+                     .globs = globs,
+                     .keep_objects = keep_objects,
+                     .tree = out,
+                     .buf = cap_xmalloc(RB_READ_CHUNK),
+                     .err = err};
+  cache_load(&x.cache, store);
+  crypto_hash_sha256_state root;
+  crypto_hash_sha256_init(&root);
+  struct rb_ignores ig = {0};
+  for (size_t i = 0; i < paths->len && r == 0; i++) {
+    const char *p = paths->v[i];
+    const char *slash = strrchr(p, '/');
+    _cleanup_free_ char *parent =
+        slash && slash != p ? cap_xstrndup(p, (size_t)(slash - p)) : cap_xstrdup("/");
+    _cleanup_close_ int pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (pfd < 0)
+      continue; /* a grant this host lacks holds nothing */
+    crypto_hash_sha256_state one;
+    crypto_hash_sha256_init(&one);
+    r = walk_entry(&x, pfd, p, slash ? slash + 1 : p, &ig, &one);
+    unsigned char d[32];
+    char hex[65];
+    crypto_hash_sha256_final(&one, d);
+    hex_of(d, hex);
+    merkle_line(&root, 'g', 0, p, hex);
+  }
+  free(ig.v);
+  unsigned char d[32];
+  crypto_hash_sha256_final(&root, d);
+  hex_of(d, out->root);
+  if (r == 0)
+    cache_save(&x.cache, store);
+  free(x.cache.v);
+  free(x.buf);
+  if (out->len)
+    qsort(out->v, out->len, sizeof *out->v, by_path);
+  if (r < 0)
+    rb_tree_free(out);
+  return r;
+}
+
+const struct rb_entry *rb_tree_find(const struct rb_tree *t, const char *path)
+{
+  struct rb_entry key = {.path = (char *)path};
+  return t->len ? bsearch(&key, t->v, t->len, sizeof *t->v, by_path) : NULL;
+}
+
+void rb_tree_free(struct rb_tree *t)
+{
+  for (size_t i = 0; i < t->len; i++) {
+    free(t->v[i].path);
+    free(t->v[i].target);
+  }
+  free(t->v);
+  cap_strv_free(&t->unstable);
+  *t = (struct rb_tree){0};
+}
