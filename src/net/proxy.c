@@ -64,20 +64,20 @@ static void serve_forward(struct worker *w, int fd, uint16_t port)
 static bool spawn_worker(struct proxy *px);
 
 /* A free slot for fd (locked), or SIZE_MAX after answering 503. */
-static size_t claim_slot(struct proxy *px, int fd, uint16_t forward_port)
+static size_t claim_slot(struct proxy *px, int fd, enum slot_kind kind, size_t arg)
 {
   size_t slot = 0;
   while (slot < MAX_CONNS && px->slots[slot].used)
     slot++;
   if (slot == MAX_CONNS) {
     struct stream s = {.fd = fd};
-    if (!forward_port)
+    if (kind == SLOT_PROXY)
       proxy_respond(&s, "503 Service Unavailable", "too many connections through the proxy");
     close(fd);
     return SIZE_MAX;
   }
   px->slots[slot] =
-      (struct slot){.used = true, .client = fd, .upstream = -1, .forward_port = forward_port};
+      (struct slot){.used = true, .client = fd, .upstream = -1, .kind = kind, .arg = arg};
   px->active++;
   return slot;
 }
@@ -89,12 +89,15 @@ static void serve_slot(struct worker *w, size_t slot)
   w->slot = slot;
   w->bulk[0] = w->bulk[1] = false;
   int fd = px->slots[slot].client;
-  uint16_t forward_port = px->slots[slot].forward_port;
+  enum slot_kind kind = px->slots[slot].kind;
+  size_t arg = px->slots[slot].arg;
   pthread_mutex_unlock(&px->lock);
-  if (forward_port)
-    serve_forward(w, fd, forward_port);
-  else
-    proxy_serve_one(w, fd);
+  switch (kind) {
+  case SLOT_PROXY: proxy_serve_one(w, fd); break;
+  case SLOT_FORWARD: serve_forward(w, fd, (uint16_t)arg); break;
+  case SLOT_DNS: proxy_dns_tcp(w, fd); break;
+  case SLOT_TRANSPARENT: proxy_serve_transparent(w, fd, arg); break;
+  }
   for (int i = 0; i < 2; i++) /* descriptors are the scarce thing: not kept idle */
     if (w->pipes[i][0] >= 0) {
       close(w->pipes[i][0]);
@@ -168,7 +171,7 @@ static void *worker_main(void *arg)
       /* the listener must not go unwatched: an idle worker, or a new one */
       if (!px->stopping && px->acceptors == 0 && (px->idle_workers == 0 ? !spawn_worker(px) : true))
         pthread_cond_signal(&px->work);
-      size_t slot = claim_slot(px, fd, 0);
+      size_t slot = claim_slot(px, fd, SLOT_PROXY, 0);
       if (slot != SIZE_MAX)
         serve_slot(w, slot);
       continue;
@@ -220,12 +223,33 @@ static bool spawn_worker(struct proxy *px)
   return true;
 }
 
-/* The poll thread: ports.localhost connections, queued for a worker. */
+/* What listen_fds[i] (i >= 1) serves, in proxy_start's layout. */
+static enum slot_kind listener_kind(const struct proxy *px, size_t i, size_t *arg)
+{
+  size_t forwards = px->spec->network.localhost.len;
+  if (i <= forwards) {
+    *arg = px->spec->network.localhost.v[i - 1];
+    return SLOT_FORWARD;
+  }
+  if (i == forwards + 2) {
+    *arg = 0;
+    return SLOT_DNS;
+  }
+  *arg = i - forwards - 3; /* the plan's listener */
+  return SLOT_TRANSPARENT;
+}
+
+/* The poll thread: every listener but the proxy's; connections queued for
+ * a worker, the resolver's datagrams answered here (each is one small
+ * parse and one sendto). */
 static void *accept_loop(void *arg)
 {
   struct proxy *px = arg;
-  struct pollfd p[PROXY_MAX_FORWARDS + 1];
+  struct pollfd p[PROXY_MAX_LISTENERS];
   size_t n = px->n_listen - 1;
+  size_t udp = px->n_listen > 1 + px->spec->network.localhost.len
+                   ? px->spec->network.localhost.len /* index into p of the resolver's UDP */
+                   : SIZE_MAX;
   for (size_t i = 0; i < n; i++)
     p[i] = (struct pollfd){.fd = px->listen_fds[1 + i], .events = POLLIN};
   p[n] = (struct pollfd){.fd = px->stop_pipe[0], .events = POLLIN};
@@ -237,14 +261,20 @@ static void *accept_loop(void *arg)
     for (size_t i = 0; i < n; i++) {
       if (!(p[i].revents & POLLIN))
         continue;
+      if (i == udp) {
+        proxy_dns_udp(px, p[i].fd);
+        continue;
+      }
       int fd = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
           usleep(50000); /* out of descriptors: back off, do not spin */
         continue;
       }
+      size_t slot_arg;
+      enum slot_kind kind = listener_kind(px, 1 + i, &slot_arg);
       pthread_mutex_lock(&px->lock);
-      size_t slot = claim_slot(px, fd, px->spec->network.localhost.v[i]);
+      size_t slot = claim_slot(px, fd, kind, slot_arg);
       if (slot != SIZE_MAX) {
         px->queue[(px->q_head + px->q_len) % MAX_CONNS] = slot;
         px->q_len++;
@@ -267,6 +297,7 @@ static void proxy_free(struct proxy *px)
   free(px->bundle);
   tls_ca_free(px->ca);
   host_addrs_free(px->host_addrs);
+  egress_plan_free(&px->plan);
   proxy_log_flush(px);
   pthread_mutex_destroy(&px->log_lock);
   pthread_mutex_destroy(&px->lock);
@@ -286,6 +317,7 @@ int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, stru
   pthread_mutex_init(&px->lock, NULL);
   pthread_cond_init(&px->idle, NULL);
   pthread_cond_init(&px->work, NULL);
+  egress_plan_build(spec, &px->plan);
   px->secrets = cap_xcalloc(spec->n_routes + 1, sizeof *px->secrets);
   px->tool_env = cap_xcalloc(spec->n_routes + 1, sizeof *px->tool_env);
   for (size_t i = 0; i < spec->n_routes; i++) {
@@ -364,10 +396,12 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
     nofile.rlim_cur = nofile.rlim_max < 4096 ? nofile.rlim_max : 4096;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  if (n > sizeof px->listen_fds / sizeof px->listen_fds[0]) {
+  size_t forwards = 1 + px->spec->network.localhost.len;
+  if (n > sizeof px->listen_fds / sizeof px->listen_fds[0] ||
+      (n != forwards && n != forwards + 2 + px->plan.n_listeners)) {
     for (size_t i = 0; i < n; i++)
       close(fds[i]);
-    return cap_error_set(err, EINVAL, "proxy: too many listeners");
+    return cap_error_set(err, EINVAL, "proxy: %zu listeners do not match the egress plan", n);
   }
   memcpy(px->listen_fds, fds, n * sizeof *fds);
   px->n_listen = n;

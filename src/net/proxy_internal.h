@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "core/buf.h"
+#include "net/egress_plan.h"
 #include "net/http.h"
 #include "net/proxy.h"
 
@@ -28,11 +29,20 @@ struct addrinfo;
 #define SECRET_MAX 8192
 #define PIPE_BYTES (256 << 10)
 
+/* What a listener serves (proxy_start's layout). */
+enum slot_kind {
+  SLOT_PROXY,       /* the proxy's own listener: HTTP proxy requests */
+  SLOT_FORWARD,     /* ports.localhost: relay to the host's 127.0.0.1:arg */
+  SLOT_DNS,         /* the resolver over TCP */
+  SLOT_TRANSPARENT, /* a synthetic address's port: listener arg of the plan */
+};
+
 /* A connection's two sockets, so proxy_stop can shut them down. */
 struct slot {
   bool used;
   int client, upstream;
-  uint16_t forward_port; /* ports.localhost: relay to the host's 127.0.0.1:port; 0: proxy */
+  enum slot_kind kind;
+  size_t arg; /* the port (SLOT_FORWARD) or the plan's listener (SLOT_TRANSPARENT) */
 };
 
 struct route_secret {
@@ -75,7 +85,8 @@ struct proxy {
   pthread_mutex_t log_lock;
   struct egress_log log; /* under log_lock */
 
-  int listen_fds[1 + PROXY_MAX_FORWARDS];
+  struct egress_plan plan; /* the transparent path (egress_plan.h) */
+  int listen_fds[PROXY_MAX_LISTENERS];
   size_t n_listen;
   int stop_pipe[2];
   bool started;
@@ -174,6 +185,30 @@ void proxy_deny(struct proxy *px, struct stream *s, struct event *ev, const char
 
 /* Serves one proxy connection (the listener's) to its end. */
 void proxy_serve_one(struct worker *w, int fd);
+/* One request read from client (TLS or not), which must be origin-form,
+ * checked and forwarded to host:port like an absolute-form request to
+ * http[s]://host:port/path; d: where host led (resolved and checked once);
+ * up_fd: a connection to d already made (the slot's upstream), or -1. */
+void proxy_serve_origin(struct worker *w, struct stream *client, const char *host, uint16_t port,
+                        bool tls, const struct dest *d, int up_fd, struct event *ev);
+/* TLS terminated with a leaf for host minted by the session CA, then one
+ * request served as proxy_serve_origin does. announce: the CONNECT path's
+ * "200 Connection established" first. */
+void proxy_intercept(struct worker *w, struct stream *client, const char *host, uint16_t port,
+                     const struct dest *d, struct event *ev, bool announce);
+
+/* ---- resolver.c: the sandbox's DNS ---- */
+
+/* Answers every query waiting on the (non-blocking) UDP socket fd. */
+void proxy_dns_udp(struct proxy *px, int fd);
+/* Serves one DNS-over-TCP connection (length-prefixed queries). */
+void proxy_dns_tcp(struct worker *w, int fd);
+
+/* ---- transparent.c ---- */
+
+/* Serves one connection to listener (the plan's index) of a synthetic
+ * address: checked, resolved host-side once, spliced or intercepted. */
+void proxy_serve_transparent(struct worker *w, int fd, size_t listener);
 
 /* ---- inject.c: credential routes ---- */
 

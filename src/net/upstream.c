@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -93,7 +94,25 @@ int proxy_connect_bounded(const struct addrinfo *ai)
   return fd;
 }
 
-/* Resolves host (a literal skips the resolver) into d, and refuses when ANY
+/* --resolve's address for host, or host itself. */
+static const char *resolve_override(const struct proxy *px, const char *host)
+{
+  size_t n = strlen(host);
+  if (n && host[n - 1] == '.')
+    n--;
+  for (size_t i = 0; i < px->opt.n_resolve; i++) {
+    const char *h = px->opt.resolve[i].host;
+    size_t m = strlen(h);
+    if (m && h[m - 1] == '.')
+      m--;
+    if (m == n && strncasecmp(h, host, n) == 0)
+      return px->opt.resolve[i].addr;
+  }
+  return host;
+}
+
+/* Resolves host (a literal skips the resolver; --resolve's entries stand
+ * for the literal they name) into d, and refuses when ANY
  * address it resolves to is forbidden: a name that also points at the
  * metadata service is not used at all (DNS-rebinding defence: the
  * addresses checked are the ones connected to). */
@@ -103,6 +122,7 @@ int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest
   *d = (struct dest){0};
   struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
   struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+  host = resolve_override(px, host);
   if (inet_pton(AF_INET, host, &v4.sin_addr) == 1) {
     memcpy(&d->addrs[0], &v4, sizeof v4);
     d->n = 1;
@@ -186,10 +206,10 @@ static bool endpoint_host(const struct cap_endpoint *e, char *host, size_t size,
 }
 
 /* Whether any address name resolves to is one of d's. */
-static bool resolves_into(const char *name, const struct dest *d)
+static bool resolves_into(const struct proxy *px, const char *name, const struct dest *d)
 {
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-  if (getaddrinfo(name, NULL, &hints, &res) != 0)
+  if (getaddrinfo(resolve_override(px, name), NULL, &hints, &res) != 0)
     return false;
   bool found = false;
   for (struct addrinfo *ai = res; ai && !found; ai = ai->ai_next)
@@ -210,7 +230,7 @@ size_t proxy_endpoints_at(struct proxy *px, const struct dest *d, uint16_t port,
     uint16_t eport;
     if (!e->n_rules || !endpoint_host(e, host, sizeof host, &eport) || (eport && eport != port))
       continue;
-    if (resolves_into(host, d))
+    if (resolves_into(px, host, d))
       out[n++] = e;
   }
   return n;

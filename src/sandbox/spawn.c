@@ -231,7 +231,7 @@ struct launch {
   int pass[2];               /* the proxy's listening socket travels here */
   int life[2];               /* only the supervisor holds [1]: its end is capsule's */
   int ready[2]; /* unprivileged, not dumpable: the child says it is dumpable (and scrubbed) */
-  int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
+  int listen_fds[SANDBOX_MAX_LISTENERS]; /* received, not yet the proxy's */
   size_t n_listen;
   struct proxy *proxy; /* proxy mode: stopped and freed at the end */
   int stdio[3];        /* the command's stdio (prepare_stdio) */
@@ -442,7 +442,7 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   if (r == 0)
     r = supervise_start(l->sup, err);
   if (r == 0 && l->proxy) {
-    size_t want = 1 + spec->network.localhost.len;
+    size_t want = sandbox_listener_count(spec);
     int got = sandbox_receive_fds(l->pass[0], l->listen_fds, want);
     l->n_listen = got > 0 ? (size_t)got : 0;
     if (l->n_listen != want)

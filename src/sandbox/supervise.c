@@ -79,7 +79,7 @@ struct supervise {
   uid_t tool_uid;
   gid_t tool_gid;
   bool check_tcp; /* Landlock handles TCP: mirror its ports */
-  uint16_t ports[1 + SANDBOX_MAX_FORWARDS];
+  uint16_t ports[SANDBOX_MAX_LISTENERS];
   size_t n_ports;
   struct socket_id granted[MAX_GRANTED];
   size_t n_granted;

@@ -34,10 +34,23 @@ mkdir -p "$work/discovery"
 printf '{"tools":[{"name":"greet","description":"d","input_schema":{"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z]+$"}},"required":["name"]},"recommended_policy":"allow","terminal_on_success":true}]}' >"$work/discovery/tools"
 printf '[{"name":"a","inputSchema":{"$defs":{"x":{"$ref":"#/$defs/x"}},"$ref":"#/$defs/x"}},{"name":"b","input_schema":true}]' >"$work/discovery/array"
 
+mkdir -p "$work/dns" "$work/sni"
+# a stub resolver's A query with EDNS, and a real ClientHello (python's ssl)
+printf '\022\064\001\000\000\001\000\000\000\000\000\001\004imap\004mail\002me\003com\000\000\001\000\001\000\000\051\004\320\000\000\000\000\000\000' >"$work/dns/a-edns"
+printf '\000\001\001\000\000\001\000\000\000\000\000\000\007example\003com\000\000\034\000\001' >"$work/dns/aaaa"
+python3 -c '
+import ssl, sys
+c = ssl.create_default_context()
+o = ssl.MemoryBIO()
+s = c.wrap_bio(ssl.MemoryBIO(), o, server_hostname="imap.mail.me.com")
+try: s.do_handshake()
+except ssl.SSLWantReadError: pass
+sys.stdout.buffer.write(o.read())' >"$work/sni/hello" 2>/dev/null || true
+
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http dns sni discovery escape}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
