@@ -103,6 +103,12 @@ int cmd_doctor(int argc, char **argv)
                    : "none on this directory's filesystem: root's files in a read-write grant "
                      "there are not writable by the tool");
   }
+  /* docs/egress.md, "The transparent path" */
+  row("transparent egress", all,
+      all ? "proxy mode: a resolver inside the sandbox and a listener per allowed name and "
+            "port; a name allowed on any port is reached on 80, 443 and ports.connect only "
+            "(other ports are not captured: no nftables redirect)"
+          : "needs the network namespace");
   row("gvisor backend", false, "not implemented: manifests requiring linux-gvisor are refused");
   return all ? CLI_EXIT_OK : CLI_EXIT_HOST;
 }

@@ -108,9 +108,9 @@ static const char run_help[] =
     "      --tty              give COMMAND the caller's terminal (interactive use);\n"
     "                         otherwise it has no controlling terminal, stdin from a\n"
     "                         terminal is /dev/null and terminal output is escaped\n"
-    "      --resolve H:ADDR   the egress proxy resolves host H to the IP address ADDR\n"
-    "                         (like curl's; still refused when ADDR is private or\n"
-    "                         loopback, unless --proxy-allow-private); repeatable\n"
+    "      --resolve H:ADDR[,ADDR]  the egress proxy resolves host H to these IP\n"
+    "                         addresses (like curl's; still refused when one is\n"
+    "                         private or loopback, unless --proxy-allow-private)\n"
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
     "                         addresses (local development; metadata stays refused)\n"
     "      --egress-log FILE  append every egress decision to FILE as JSON lines\n"
@@ -272,8 +272,9 @@ static int parse_allow_host(const char *arg, struct cap_strv *hosts)
   return 0;
 }
 
-/* --resolve HOST:ADDR: a host name and an IPv4 or IPv6 literal (in
- * brackets or not) the proxy uses for it instead of the system's resolver. */
+/* --resolve HOST:ADDR[,ADDR...]: a host name and IPv4 or IPv6 literals
+ * (one IPv6 in brackets or not) the proxy uses for it instead of the
+ * system's resolver. */
 static int parse_resolve(const char *arg, struct run_args *a)
 {
   const char *colon = strchr(arg, ':');
@@ -287,12 +288,23 @@ static int parse_resolve(const char *arg, struct run_args *a)
     else
       addr = strdup(v);
   }
-  unsigned char bin[16];
-  if (!host || !addr || !*host || !net_host_valid(host) ||
-      (inet_pton(AF_INET, addr, bin) != 1 && inet_pton(AF_INET6, addr, bin) != 1))
+  bool valid = host && addr && *host && *addr && net_host_valid(host);
+  for (const char *v = addr; valid && *v;) { /* ADDR[,ADDR...] */
+    size_t n = strcspn(v, ",");
+    char one[64];
+    unsigned char bin[16];
+    valid = n < sizeof one;
+    if (valid) {
+      memcpy(one, v, n);
+      one[n] = '\0';
+      valid = inet_pton(AF_INET, one, bin) == 1 || inet_pton(AF_INET6, one, bin) == 1;
+    }
+    v += n + (v[n] == ',' && v[n + 1]);
+  }
+  if (!valid)
     return cli_usage_error("run",
-                           "--resolve '%s' is not HOST:ADDR (a host name and an IP address, "
-                           "e.g. api.example.com:127.0.0.1 or api.example.com:[::1])",
+                           "--resolve '%s' is not HOST:ADDR[,ADDR...] (a host name and IP "
+                           "addresses, e.g. api.example.com:127.0.0.1 or api.example.com:[::1])",
                            arg);
   if (a->n_resolve == RUN_MAX_RESOLVE)
     return cli_usage_error("run", "--resolve: at most %d entries", RUN_MAX_RESOLVE);
