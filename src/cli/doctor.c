@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "core/cleanup.h"
+#include "sandbox/capture.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
@@ -104,11 +105,18 @@ int cmd_doctor(int argc, char **argv)
                      "there are not writable by the tool");
   }
   /* docs/egress.md, "The transparent path" */
+  bool capture = all && capture_probe();
   row("transparent egress", all,
-      all ? "proxy mode: a resolver inside the sandbox and a listener per allowed name and "
-            "port; a name allowed on any port is reached on 80, 443 and ports.connect only "
-            "(other ports are not captured: no nftables redirect)"
+      all ? "proxy mode: a resolver inside the sandbox and a listener per allowed name and port"
           : "needs the network namespace");
+  row("any-port names", capture,
+      capture ? "an nftables redirect in the sandbox's namespace (nft) sends every port of a "
+                "name allowed on any port to capsule; Landlock then leaves TCP connect to it"
+      : capture_nft()
+          ? "nft cannot load a redirect here (no nf_tables): a name allowed on any port is "
+            "reached on 80, 443 and ports.connect only"
+          : "no nft binary: a name allowed on any port is reached on 80, 443 and ports.connect "
+            "only (install nftables)");
   row("gvisor backend", false, "not implemented: manifests requiring linux-gvisor are refused");
   return all ? CLI_EXIT_OK : CLI_EXIT_HOST;
 }

@@ -18,6 +18,7 @@
 #include "core/escape.h"
 #include "core/cleanup.h"
 #include "manifest/load.h"
+#include "sandbox/capture.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
@@ -149,7 +150,9 @@ static void print_transparent(FILE *out, const struct cap_spec *spec)
         cap_buf_printf(&ports, "%s%u", ports.len ? ", " : "", plan.listeners[k].port);
     fprintf(out, "transparent:  %s -> %u.%u.%u.%u port %s%s\n", n->name, n->addr[0], n->addr[1],
             n->addr[2], n->addr[3], ports.len ? ports.data : "none",
-            n->any_port ? " (allowed on any port: only these are listened on)" : "");
+            !n->any_port            ? ""
+            : capture_planned(spec) ? " and every other (allowed on any port: nftables redirect)"
+                                    : " (allowed on any port, but no nft here: only these)");
     cap_buf_free(&ports);
   }
   if (plan.n_dropped)
@@ -258,7 +261,8 @@ static void print_enforcement(FILE *out, const struct cap_spec *spec)
                 "proxy at 127.0.0.1:3128 (CONNECT, allowlist checked, names resolved by "
                 "capsule) and its transparent listeners on the allowed names' synthetic "
                 "addresses (same checks; DNS answered inside by capsule); Landlock allows TCP "
-                "connect to those ports alone"
+                "connect to those ports alone (any port where an nftables redirect captures "
+                "names allowed on any port)"
               : "a network namespace with only loopback + Landlock TCP rules");
   fprintf(out,
           "processes: pid namespace, reaping init, seccomp filter, no_new_privs, no "

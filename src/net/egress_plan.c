@@ -101,6 +101,7 @@ static void add_host(struct egress_plan *plan, const struct cap_network *net, co
       add_listener(plan, i, net->connect.v[k]);
   } else {
     plan->names[i].any_port = true;
+    plan->capture = true;
     for (size_t k = 0; k < sizeof default_ports / sizeof default_ports[0]; k++)
       add_listener(plan, i, default_ports[k]);
   }

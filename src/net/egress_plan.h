@@ -12,6 +12,8 @@
  * allowed) EGRESS_DEFAULT_PORTS. The sandbox's resolver, at
  * EGRESS_DNS_ADDR port 53 (UDP and TCP), answers those names with their
  * addresses and every other name with NXDOMAIN (egress_plan_answer).
+ * A name allowed on any port is also reached on every other port where the
+ * sandbox can redirect to EGRESS_CAPTURE_PORT (capture is then set).
  * Beyond EGRESS_MAX_NAMES names or EGRESS_MAX_LISTENERS listeners the
  * rest are left out (n_dropped says how many names): they stay reachable
  * through the proxy only. Pure: no I/O; egress_plan_free frees the names. */
@@ -29,6 +31,11 @@
 #define EGRESS_MAX_NAMES 64
 #define EGRESS_MAX_LISTENERS 64
 #define EGRESS_DNS_TTL 300
+/* inside: where an nftables redirect sends TCP to 127.77.0.0/16 when some
+ * name is allowed on any port (sandbox/capture.c); the original
+ * destination is read with SO_ORIGINAL_DST */
+#define EGRESS_CAPTURE_PORT 3129
+#define EGRESS_CAPTURE_NET "127.77.0.0/16"
 
 struct egress_name {
   char *name;      /* lower case, no trailing dot */
@@ -47,6 +54,7 @@ struct egress_plan {
   struct egress_listener listeners[EGRESS_MAX_LISTENERS];
   size_t n_listeners;
   size_t n_dropped; /* names, or ports of names, left to the proxy alone */
+  bool capture;     /* some name is allowed on any port: a capture listener too */
 };
 
 /* The plan for spec (empty unless spec is in proxy mode). */

@@ -97,6 +97,7 @@ static void serve_slot(struct worker *w, size_t slot)
   case SLOT_FORWARD: serve_forward(w, fd, (uint16_t)arg); break;
   case SLOT_DNS: proxy_dns_tcp(w, fd); break;
   case SLOT_TRANSPARENT: proxy_serve_transparent(w, fd, arg); break;
+  case SLOT_CAPTURE: proxy_serve_captured(w, fd); break;
   }
   for (int i = 0; i < 2; i++) /* descriptors are the scarce thing: not kept idle */
     if (w->pipes[i][0] >= 0) {
@@ -235,8 +236,8 @@ static enum slot_kind listener_kind(const struct proxy *px, size_t i, size_t *ar
     *arg = 0;
     return SLOT_DNS;
   }
-  *arg = i - forwards - 3; /* the plan's listener */
-  return SLOT_TRANSPARENT;
+  *arg = i - forwards - 3; /* the plan's listener, or past them the capture */
+  return *arg == px->plan.n_listeners ? SLOT_CAPTURE : SLOT_TRANSPARENT;
 }
 
 /* The poll thread: every listener but the proxy's; connections queued for
@@ -398,7 +399,7 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
   }
   size_t forwards = 1 + px->spec->network.localhost.len;
   if (n > sizeof px->listen_fds / sizeof px->listen_fds[0] ||
-      (n != forwards && n != forwards + 2 + px->plan.n_listeners)) {
+      (n != forwards && n != forwards + 2 + px->plan.n_listeners + (px->plan.capture ? 1 : 0))) {
     for (size_t i = 0; i < n; i++)
       close(fds[i]);
     return cap_error_set(err, EINVAL, "proxy: %zu listeners do not match the egress plan", n);

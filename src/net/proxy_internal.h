@@ -35,6 +35,7 @@ enum slot_kind {
   SLOT_FORWARD,     /* ports.localhost: relay to the host's 127.0.0.1:arg */
   SLOT_DNS,         /* the resolver over TCP */
   SLOT_TRANSPARENT, /* a synthetic address's port: listener arg of the plan */
+  SLOT_CAPTURE,     /* any port of a synthetic address, redirected (SO_ORIGINAL_DST) */
 };
 
 /* A connection's two sockets, so proxy_stop can shut them down. */
@@ -209,6 +210,9 @@ void proxy_dns_tcp(struct worker *w, int fd);
 /* Serves one connection to listener (the plan's index) of a synthetic
  * address: checked, resolved host-side once, spliced or intercepted. */
 void proxy_serve_transparent(struct worker *w, int fd, size_t listener);
+/* The same for a connection the any-port redirect brought to the capture
+ * listener: its original destination decides the name and port. */
+void proxy_serve_captured(struct worker *w, int fd);
 
 /* ---- inject.c: credential routes ---- */
 

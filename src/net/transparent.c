@@ -19,11 +19,17 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "core/clock.h"
 #include "net/proxy_internal.h"
 #include "net/rules.h"
 #include "net/sni.h"
+
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST 80 /* linux/netfilter_ipv4.h, which clashes with netinet/in.h */
+#endif
 
 /* What the client's first bytes are. */
 enum first_bytes { FIRST_GONE, FIRST_TLS, FIRST_HTTP, FIRST_OTHER, FIRST_BAD };
@@ -56,11 +62,21 @@ static enum first_bytes peek_first(struct worker *w, int fd, char sni[SNI_NAME_M
   char *buf = w->buf;
   enum first_bytes r = FIRST_GONE;
   *why = "the connection closed before it said anything";
+  /* one deadline for all of it: a client trickling a byte at a time does
+   * not hold the worker longer */
+  uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + IO_TIMEOUT_MS;
+  ssize_t seen = -1;
   for (;;) {
     ssize_t n = recv(fd, buf, SNI_RECORD_MAX, MSG_PEEK | MSG_DONTWAIT);
     size_t want = 0;
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
       break;
+    if (n > 0 && n == seen) { /* woken with nothing new: the client half-closed */
+      *why = "the client stopped sending in the middle of its first message";
+      r = FIRST_BAD;
+      break;
+    }
+    seen = n;
     if (n > 0 && (uint8_t)buf[0] == 0x16) {
       enum sni_result s = sni_parse((const uint8_t *)buf, (size_t)n, sni);
       if (s == SNI_FOUND || s == SNI_NONE) {
@@ -84,7 +100,8 @@ static enum first_bytes peek_first(struct worker *w, int fd, char sni[SNI_NAME_M
     int lowat = want ? (int)want : 1;
     setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, IO_TIMEOUT_MS) <= 0) {
+    uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+    if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0) {
       *why = "the client's first bytes did not arrive in time";
       r = FIRST_BAD;
       break;
@@ -170,28 +187,49 @@ static void serve_spliced(struct worker *w, struct stream *client, const char *n
   proxy_log_event(px, ev, true, "transparent connection closed");
 }
 
-void proxy_serve_transparent(struct worker *w, int fd, size_t listener)
+/* A connection to name:port, on the synthetic address that stands for name. */
+static void serve_name(struct worker *w, int fd, const char *name, uint16_t port)
 {
   struct proxy *px = w->px;
-  const struct egress_listener *l = &px->plan.listeners[listener];
-  const char *name = px->plan.names[l->name].name;
-  struct event ev = {.kind = "transparent", .host = name, .port = l->port};
+  struct event ev = {.kind = "transparent", .host = name, .port = port};
   struct stream client = {.fd = fd}; /* timeouts inherited from the listener */
   const struct cap_endpoint *endpoint = NULL;
-  if (!net_host_allowed(&px->spec->network, name, l->port, &endpoint) &&
-      !proxy_has_route_host(px, name, l->port)) {
+  if (!net_host_allowed(&px->spec->network, name, port, &endpoint) &&
+      !proxy_has_route_host(px, name, port)) {
     proxy_log_event(px, &ev, false, "this host:port is not in the capability's network allowlist");
     return;
   }
   /* resolved once: the addresses checked are the ones dialled */
   struct dest d;
   const char *why = NULL;
-  if (proxy_resolve(px, name, l->port, &d, &why) < 0) {
+  if (proxy_resolve(px, name, port, &d, &why) < 0) {
     proxy_log_event(px, &ev, false, why);
     return;
   }
-  if (needs_intercept(px, endpoint, name, l->port, &d))
-    serve_intercepted(w, &client, name, l->port, &d, &ev);
+  if (needs_intercept(px, endpoint, name, port, &d))
+    serve_intercepted(w, &client, name, port, &d, &ev);
   else
-    serve_spliced(w, &client, name, l->port, &d, &ev);
+    serve_spliced(w, &client, name, port, &d, &ev);
+}
+
+void proxy_serve_transparent(struct worker *w, int fd, size_t listener)
+{
+  const struct egress_listener *l = &w->px->plan.listeners[listener];
+  serve_name(w, fd, w->px->plan.names[l->name].name, l->port);
+}
+
+void proxy_serve_captured(struct worker *w, int fd)
+{
+  struct sockaddr_in orig;
+  socklen_t len = sizeof orig;
+  const struct egress_name *n = NULL;
+  if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &len) == 0 && len == sizeof orig &&
+      orig.sin_family == AF_INET)
+    n = egress_plan_by_addr(&w->px->plan, (const uint8_t *)&orig.sin_addr);
+  if (!n) { /* not a redirected connection to a synthetic address */
+    struct event ev = {.kind = "transparent", .host = "(unknown address)"};
+    proxy_log_event(w->px, &ev, false, "no synthetic address is this connection's destination");
+    return;
+  }
+  serve_name(w, fd, n->name, ntohs(orig.sin_port));
 }

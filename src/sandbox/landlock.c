@@ -18,6 +18,7 @@
 #include "core/cleanup.h"
 #include "net/egress_plan.h"
 #include "net/proxy.h"
+#include "sandbox/capture.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
 #include "sandbox/supervise.h"
@@ -274,7 +275,9 @@ static int add_sandbox_paths(int ruleset, const struct cap_spec *spec, uint64_t 
 static int add_ports(int ruleset, const struct cap_spec *spec, struct cap_error *err)
 {
   uint16_t ports[SANDBOX_MAX_LISTENERS];
-  size_t n = landlock_connect_ports(spec, ports, sizeof ports / sizeof ports[0]);
+  size_t n = capture_planned(spec)
+                 ? 0
+                 : landlock_connect_ports(spec, ports, sizeof ports / sizeof ports[0]);
   int r = 0;
   for (size_t i = 0; i < n && r == 0; i++)
     r = add_port(ruleset, ports[i], LL_NET_CONNECT_TCP, err);
@@ -301,7 +304,10 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
   struct ll_ruleset_attr attr = {.handled_access_fs = handled};
   size_t attr_size = sizeof(uint64_t);
   if (abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED) {
-    attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+    /* an any-port capture redirects after Landlock's check, which sees
+     * the port the tool asked for: connect is then left to the namespace
+     * (only loopback) and the proxy's checks */
+    attr.handled_access_net = LL_NET_BIND_TCP | (capture_planned(spec) ? 0 : LL_NET_CONNECT_TCP);
     attr_size = 2 * sizeof(uint64_t);
   }
   if (abi >= 6) {

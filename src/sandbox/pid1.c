@@ -128,6 +128,9 @@ void sandbox_make_proxy_listeners(const struct cap_spec *spec, int pass_fd)
   for (size_t i = 0; i < plan.n_listeners; i++)
     fds[n++] =
         bound_socket(SOCK_STREAM, plan.names[plan.listeners[i].name].addr, plan.listeners[i].port);
+  static const uint8_t loopback[4] = {127, 0, 0, 1};
+  if (plan.capture) /* sandbox/capture.h: where the any-port redirect leads */
+    fds[n++] = bound_socket(SOCK_STREAM, loopback, EGRESS_CAPTURE_PORT);
   egress_plan_free(&plan);
   CHILD_TRY(send_with_fds(pass_fd, "p", 1, fds, n), "cannot hand the proxy sockets over: %s",
             strerror(errno));
@@ -142,7 +145,7 @@ size_t sandbox_listener_count(const struct cap_spec *spec)
   egress_plan_build(spec, &plan);
   size_t forwards = spec->network.localhost.len < SANDBOX_MAX_FORWARDS ? spec->network.localhost.len
                                                                        : SANDBOX_MAX_FORWARDS;
-  size_t n = 1 + forwards + 2 + plan.n_listeners;
+  size_t n = 1 + forwards + 2 + plan.n_listeners + (plan.capture ? 1 : 0);
   egress_plan_free(&plan);
   return n;
 }

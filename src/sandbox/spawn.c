@@ -44,6 +44,7 @@
 #include "core/clock.h"
 #include "core/text.h"
 #include "net/proxy.h"
+#include "sandbox/capture.h"
 #include "sandbox/limits.h"
 #include "sandbox/relay.h"
 #include "sandbox/rundir.h"
@@ -392,6 +393,12 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   sandbox_become_ids(uid, gid);
   arm_parent_death(l->life[0]);
   proxy_scrub(l->proxy); /* this copy of capsule's memory keeps no secret */
+  /* before the sandbox's root: the host's nft, in the sandbox's namespace;
+   * without it only listed ports of any-port names work (doctor says so) */
+  struct cap_error capture_err = {0};
+  if (l->proxy && capture_planned(spec))
+    capture_install(&capture_err);
+  cap_error_clear(&capture_err);
   sandbox_build_root(spec, l->plan, l->run.path, l->proxy);
   if (flags & CLONE_NEWNET)
     sandbox_loopback_up();

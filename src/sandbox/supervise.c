@@ -45,6 +45,7 @@
 #include "core/cleanup.h"
 #include "net/proxy.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/capture.h"
 #include "sandbox/supervise.h"
 
 #ifndef __NR_pidfd_open
@@ -128,7 +129,7 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
   sup->drop_creds = geteuid() == 0;
   sup->tool_uid = tool_uid;
   sup->tool_gid = tool_gid;
-  sup->check_tcp = abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED;
+  sup->check_tcp = abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED && !capture_planned(spec);
   sup->n_ports = landlock_connect_ports(spec, sup->ports, sizeof sup->ports / sizeof sup->ports[0]);
   for (size_t i = 0; i < spec->n_grants && sup->n_granted < MAX_GRANTED; i++) {
     struct stat st;
