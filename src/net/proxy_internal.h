@@ -90,6 +90,7 @@ struct proxy {
   int listen_fds[PROXY_MAX_LISTENERS];
   size_t n_listen;
   int stop_pipe[2];
+  int accept_stop[2]; /* readable once stopping: wakes every acceptor's epoll */
   bool started;
   pthread_t thread;
   pthread_mutex_t lock;
@@ -97,7 +98,7 @@ struct proxy {
   pthread_cond_t work; /* a connection was queued, or stopping */
   size_t active;       /* slots in use */
   size_t n_workers, idle_workers;
-  size_t acceptors; /* workers blocked in accept() on the proxy's listener */
+  size_t acceptors; /* workers waiting in epoll_wait on the accepted listeners */
   bool stopping;
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */
   size_t q_head, q_len;
@@ -122,6 +123,7 @@ struct worker {
   struct worker *next; /* px->workers, under px->lock */
   pthread_t thread;
   clockid_t cpu_clock;     /* this thread's CPU clock, valid until it ends */
+  int epfd;                /* its epoll set of the listeners acceptors watch */
   bool ended;              /* its CPU is in px->retired_cpu_ns (under px->lock) */
   size_t slot;             /* the connection being served */
   int pipes[2][2];         /* splice pipes, one per direction; -1 until used */
