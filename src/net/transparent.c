@@ -66,6 +66,7 @@ static enum first_bytes peek_first(struct worker *w, int fd, char sni[SNI_NAME_M
    * not hold the worker longer */
   uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + IO_TIMEOUT_MS;
   ssize_t seen = -1;
+  bool lowered = false; /* SO_RCVLOWAT raised: set back before returning */
   for (;;) {
     ssize_t n = recv(fd, buf, SNI_RECORD_MAX, MSG_PEEK | MSG_DONTWAIT);
     size_t want = 0;
@@ -98,7 +99,8 @@ static enum first_bytes peek_first(struct worker *w, int fd, char sni[SNI_NAME_M
     }
     /* wait for the rest: readable means want bytes are there */
     int lowat = want ? (int)want : 1;
-    setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+    if (lowat > 1)
+      lowered = setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat) == 0;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
     if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0) {
@@ -108,7 +110,8 @@ static enum first_bytes peek_first(struct worker *w, int fd, char sni[SNI_NAME_M
     }
   }
   int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+  if (lowered)
+    setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
   return r;
 }
 
@@ -153,25 +156,34 @@ static void serve_intercepted(struct worker *w, struct stream *client, const cha
     proxy_serve_origin(w, client, name, port, false, d, -1, ev);
 }
 
-/* Any other host: dialled at once, then the first side to speak decides. */
+/* Any other host: the first side to speak decides. The client usually has
+ * spoken by the time its connection is served (HTTP, TLS): then its bytes
+ * are judged before anything is dialled; otherwise the upstream is dialled
+ * at once, for protocols where the server speaks first (SMTP, IMAP). */
 static void serve_spliced(struct worker *w, struct stream *client, const char *name, uint16_t port,
                           const struct dest *d, struct event *ev)
 {
   struct proxy *px = w->px;
   const char *why = NULL;
-  int up = proxy_connect_dest(d, &why);
-  if (up < 0) {
-    proxy_log_event(px, ev, false, why);
-    return;
+  char sni[SNI_NAME_MAX];
+  char probe;
+  bool client_first = recv(client->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+  int up = -1;
+  if (!client_first) {
+    up = proxy_connect_dest(d, &why);
+    if (up < 0) {
+      proxy_log_event(px, ev, false, why);
+      return;
+    }
+    proxy_slot_set_upstream(w, up);
+    struct pollfd p[2] = {{.fd = client->fd, .events = POLLIN}, {.fd = up, .events = POLLIN}};
+    if (poll(p, 2, STREAM_TIMEOUT_S * 1000) <= 0) {
+      proxy_log_event(px, ev, false, "neither side said anything");
+      return;
+    }
+    client_first = p[0].revents != 0;
   }
-  proxy_slot_set_upstream(w, up);
-  struct pollfd p[2] = {{.fd = client->fd, .events = POLLIN}, {.fd = up, .events = POLLIN}};
-  if (poll(p, 2, STREAM_TIMEOUT_S * 1000) <= 0) {
-    proxy_log_event(px, ev, false, "neither side said anything");
-    return;
-  }
-  if (p[0].revents) { /* the client first: look before anything goes through */
-    char sni[SNI_NAME_MAX];
+  if (client_first) { /* look before anything goes through */
     enum first_bytes first = peek_first(w, client->fd, sni, &why);
     const char *refused = check_first(first, sni, name, why);
     if (refused) {
@@ -182,6 +194,14 @@ static void serve_spliced(struct worker *w, struct stream *client, const char *n
       proxy_serve_origin(w, client, name, port, false, d, up, ev);
       return;
     }
+  }
+  if (up < 0) {
+    up = proxy_connect_dest(d, &why);
+    if (up < 0) {
+      proxy_log_event(px, ev, false, why);
+      return;
+    }
+    proxy_slot_set_upstream(w, up);
   }
   proxy_relay(w, client->fd, up, ev);
   proxy_log_event(px, ev, true, "transparent connection closed");
