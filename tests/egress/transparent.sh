@@ -36,7 +36,7 @@ export XDG_STATE_HOME=$work/state
     -days 2 -subj /CN=capsule-test-ca 2>/dev/null &&
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout srv.key -out srv.csr \
     -subj /CN=mail.test 2>/dev/null &&
-  printf 'subjectAltName=DNS:mail.test,DNS:web.test,DNS:ruled.test,DNS:other.test,DNS:any.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >ext &&
+  printf 'subjectAltName=DNS:mail.test,DNS:web.test,DNS:ruled.test,DNS:other.test,DNS:any.test,DNS:cred.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >ext &&
   openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 \
     -extfile ext 2>/dev/null) || { echo "FAIL: cannot make the test certificates"; exit 1; }
 chmod 644 "$work"/*.pem
@@ -77,6 +77,13 @@ m main '"filesystem": {"grants": [{"path": "'"$work"'/ca.pem", "access": "read",
 
 m any '"filesystem": {"grants": [{"path": "'"$work"'/ca.pem", "access": "read", "type": "file"}]},
  "network": {"mode": "proxy", "allow_domains": ["any.test"]}'
+m ruledplain '"network": {"mode": "proxy", "endpoints": [{"host": "plain.test:'"$http"'",
+  "rules": [{"method": "GET", "path": "/allowed/**"}]}]}'
+secret=canary-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')
+export CAPSULE_TEST_SECRET=$secret
+m route '"network": {"mode": "proxy"}, "credentials": [{"name": "cred", "upstream": "https://cred.test:'"$https2"'",
+  "source": "env://CAPSULE_TEST_SECRET"}]'
+want_auth=$(printf 'Bearer %s' "$secret" | sha256sum | cut -d' ' -f1)
 capture=no
 "$capsule" doctor 2>/dev/null | grep -qE '^ +any-port names +yes' && capture=yes
 [ "$capture" = yes ] || echo "note: doctor says any-port names are not captured here; those tests are skipped"
@@ -190,6 +197,11 @@ except OSError: print('refused')"
   # the egress log has the transparent connections, escaped
   check_log "$who" egress-logged '"decision":"allow","kind":"transparent","host":"plain.test"' curl
   check_log "$who" dns-refusal-logged '"kind":"dns","host":"nope.test"' dns
+  # plain HTTP to a host with rules, and a credential route: read as absolute-form requests
+  check "$who" http-rules-allowed 0 "^GET /allowed/a host=plain\.test:$http$" run --config "$work/ruledplain.json" $R $P -- sh -c "$C http://plain.test:$http/allowed/a"
+  check "$who" http-rules-denied 0 "^HTTP/1.1 403" run --config "$work/ruledplain.json" $R $P -- sh -c "$C -i http://plain.test:$http/admin | head -1"
+  check "$who" route-injected 0 "^auth#sha256=$want_auth$" run --config "$work/route.json" --resolve cred.test:127.0.0.1 $P -- sh -c "$C https://cred.test:$https2/v"
+  check "$who" route-secret-not-inside 0 "^clean$" run --config "$work/route.json" --resolve cred.test:127.0.0.1 $P -- sh -c "r=clean; $C https://cred.test:$https2/v | grep -q '$secret' && r=leaked; env | grep -q '$secret' && r=leaked; echo \$r"
   # a name allowed on any port: every port captured (nftables redirect) where doctor says so
   if [ "$capture" = yes ]; then
     check "$who" any-port-captured 0 "^GET /a host=any\.test:$http$" run --config "$work/any.json" $R --resolve any.test:127.0.0.1 $P -- sh -c "$C http://any.test:$http/a"

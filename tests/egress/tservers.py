@@ -5,6 +5,7 @@ TLS (IMAP4_SSL) and an SMTP server with STARTTLS, each speaking just enough
 of its protocol for Python's imaplib and smtplib. Prints the ports as one
 JSON line, then serves until killed.
 Usage: tservers.py KEY CERT"""
+import hashlib
 import http.server
 import json
 import socket
@@ -20,7 +21,11 @@ tls.load_cert_chain(cert, key)
 
 class Echo(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = ("%s %s host=%s\n" % (self.command, self.path, self.headers.get("Host"))).encode()
+        body = "%s %s host=%s\n" % (self.command, self.path, self.headers.get("Host"))
+        auth = self.headers.get("Authorization")
+        if auth:  # a hash, so the test sees what arrived without the secret in the output
+            body += "auth#sha256=%s\n" % hashlib.sha256(auth.encode()).hexdigest()
+        body = body.encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
