@@ -22,6 +22,7 @@ chmod 755 "$work"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  [ -n "${rns:-}" ] && ip netns del "$rns" 2>/dev/null
   [ -n "${pgdata:-}" ] && as_user "$pguser" "$pgbin/pg_ctl" -D "$pgdata" -m immediate stop >/dev/null 2>&1
   rm -rf "$work"
 }
@@ -84,6 +85,30 @@ export CAPSULE_TEST_SECRET=$secret
 m route '"network": {"mode": "proxy"}, "credentials": [{"name": "cred", "upstream": "https://cred.test:'"$https2"'",
   "source": "env://CAPSULE_TEST_SECRET"}]'
 want_auth=$(printf 'Bearer %s' "$secret" | sha256sum | cut -d' ' -f1)
+# DNS rebinding for real: a network namespace of the test's own with a DNS
+# server that answers a name first with 127.0.0.1, then with the metadata
+# address, and capsule inside it reading that server (its resolv.conf
+# mounted over in a mount namespace of its own); root only
+rns=""
+if [ "$(id -u)" = 0 ] && ip netns add "capsule-rebind-$$" 2>/dev/null; then
+  rns=capsule-rebind-$$
+  ip -n "$rns" link set lo up
+  mkdir -m 755 "$work/www" && echo rebind-ok >"$work/www/x" && chmod 644 "$work/www/x"
+  echo "nameserver 127.0.0.1" >"$work/resolv.conf" && chmod 644 "$work/resolv.conf"
+  ip netns exec "$rns" "$py" "$here/rebind_dns.py" 127.0.0.1 169.254.169.254 >"$work/dns.out" & pids+=($!)
+  ip netns exec "$rns" "$py" -m http.server --bind 127.0.0.1 --directory "$work/www" 18080 >/dev/null 2>&1 & pids+=($!)
+  for _ in $(seq 50); do [ -s "$work/dns.out" ] && break; sleep 0.1; done
+  m rebind '"network": {"mode": "proxy", "endpoints": [{"host": "rebind-root.test:18080"}, {"host": "rebind-nobody.test:18080"}]}'
+else
+  echo "note: the real-rebinding test needs root and ip netns; skipped"
+fi
+in_rns() { # WHO CMD...: as WHO inside the rebinding namespace, its resolver in /etc/resolv.conf
+  local who=$1; shift
+  local drop=()
+  [ "$who" = root ] || drop=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+  ip netns exec "$rns" unshare -m sh -c 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"' \
+    sh "$work/resolv.conf" "${drop[@]}" "$@"
+}
 capture=no
 "$capsule" doctor 2>/dev/null | grep -qE '^ +any-port names +yes' && capture=yes
 [ "$capture" = yes ] || echo "note: doctor says any-port names are not captured here; those tests are skipped"
@@ -202,6 +227,16 @@ except OSError: print('refused')"
   check "$who" http-rules-denied 0 "^HTTP/1.1 403" run --config "$work/ruledplain.json" $R $P -- sh -c "$C -i http://plain.test:$http/admin | head -1"
   check "$who" route-injected 0 "^auth#sha256=$want_auth$" run --config "$work/route.json" --resolve cred.test:127.0.0.1 $P -- sh -c "$C https://cred.test:$https2/v"
   check "$who" route-secret-not-inside 0 "^clean$" run --config "$work/route.json" --resolve cred.test:127.0.0.1 $P -- sh -c "r=clean; $C https://cred.test:$https2/v | grep -q '$secret' && r=leaked; env | grep -q '$secret' && r=leaked; echo \$r"
+  # real rebinding: each connection resolves once, checks and uses that answer
+  if [ -n "$rns" ]; then
+    sleep 1 # the http server inside the namespace
+    out=$(cd "$work" && in_rns "$who" timeout 60 "$capsule" run --config "$work/rebind.json" $P \
+      --egress-log "$work/logs/rns-$who.log" -- sh -c "$C http://rebind-$who.test:18080/x; $C http://rebind-$who.test:18080/x; echo rc=\$?" 2>&1 </dev/null)
+    if echo "$out" | grep -q '^rebind-ok$' && echo "$out" | grep -qE '^rc=(52|56)$' &&
+       grep -q '"host":"rebind-'"$who"'.test".*never connects to' "$work/logs/rns-$who.log"; then
+      ok "$who" dns-rebinding-resolved-once
+    else bad "$who" "dns-rebinding-resolved-once"; echo "$out" | head -5 | sed 's/^/         /'; cat "$work/logs/rns-$who.log" 2>/dev/null | head -3 | sed 's/^/         /'; fi
+  fi
   # a name allowed on any port: every port captured (nftables redirect) where doctor says so
   if [ "$capture" = yes ]; then
     check "$who" any-port-captured 0 "^GET /a host=any\.test:$http$" run --config "$work/any.json" $R --resolve any.test:127.0.0.1 $P -- sh -c "$C http://any.test:$http/a"
