@@ -109,6 +109,21 @@ in_rns() { # WHO CMD...: as WHO inside the rebinding namespace, its resolver in 
   ip netns exec "$rns" unshare -m sh -c 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"' \
     sh "$work/resolv.conf" "${drop[@]}" "$@"
 }
+# the same through a Selu manifest's allowlist (host:port entries)
+cat >"$work/manifest.yaml" <<YAML
+id: mail-tool
+class: tool
+image: ghcr.io/example/mail:1.0.0
+tools:
+  - name: send
+    description: Send a mail
+    input_schema: {type: object}
+network:
+  mode: allowlist
+  hosts:
+    - "mail.test:$imaps"
+    - "mail.test:$smtp"
+YAML
 capture=no
 "$capsule" doctor 2>/dev/null | grep -qE '^ +any-port names +yes' && capture=yes
 [ "$capture" = yes ] || echo "note: doctor says any-port names are not captured here; those tests are skipped"
@@ -227,6 +242,13 @@ except OSError: print('refused')"
   check "$who" http-rules-denied 0 "^HTTP/1.1 403" run --config "$work/ruledplain.json" $R $P -- sh -c "$C -i http://plain.test:$http/admin | head -1"
   check "$who" route-injected 0 "^auth#sha256=$want_auth$" run --config "$work/route.json" --resolve cred.test:127.0.0.1 $P -- sh -c "$C https://cred.test:$https2/v"
   check "$who" route-secret-not-inside 0 "^clean$" run --config "$work/route.json" --resolve cred.test:127.0.0.1 $P -- sh -c "r=clean; $C https://cred.test:$https2/v | grep -q '$secret' && r=leaked; env | grep -q '$secret' && r=leaked; echo \$r"
+  # every format with proxy mode, and --allow-host, use it
+  check "$who" selu-allowlist-smtp 0 "^smtp 250 queued \(tls=1\)$" run --config "$work/manifest.yaml" $R $P -- $py -c "
+import smtplib, ssl
+s = smtplib.SMTP('mail.test', $smtp, timeout=20)
+s.starttls(context=ssl.create_default_context(cafile='$work/ca.pem')); s.ehlo('x')
+s.mail('a@x.test'); s.rcpt('b@x.test'); code, msg = s.data('hi\r\n'); print('smtp', code, msg.decode()); s.quit()"
+  check "$who" allow-host-flag 0 "^GET /h host=plain\.test:$http$" run --allow-host "plain.test:$http" $R $P -- sh -c "$C http://plain.test:$http/h"
   # real rebinding: each connection resolves once, checks and uses that answer
   if [ -n "$rns" ]; then
     sleep 1 # the http server inside the namespace
