@@ -394,8 +394,14 @@ static void cover_etc_file(const char *root, const char *name)
 {
   _cleanup_free_ char *target = cap_xasprintf("%s/etc/%s", root, name);
   _cleanup_free_ char *source = cap_xasprintf("%s%s/%s", root, PROXY_CA_DIR, name);
-  struct stat st;
+  _cleanup_free_ char *etc = cap_xasprintf("%s/etc", root);
+  struct stat st, root_st, etc_st;
   if (lstat(target, &st) < 0 && errno == ENOENT) {
+    /* only in capsule's own /etc on the sandbox's root tmpfs: never a
+     * file added to a granted host directory */
+    if (stat(root, &root_st) < 0 || lstat(etc, &etc_st) < 0 || !S_ISDIR(etc_st.st_mode) ||
+        etc_st.st_dev != root_st.st_dev)
+      return;
     int fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
     if (fd < 0)
       return;
