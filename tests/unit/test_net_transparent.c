@@ -38,7 +38,7 @@ static void test_dns_parse(void)
   CHECK(dns_parse_query(m, n, &q) == DNS_PARSE_OK);
   CHECK_STR(q.name, "mail.example.com");
   CHECK(q.id == 0x1234 && q.recursion_desired && q.qtype == DNS_TYPE_A && q.qclass == 1);
-  CHECK(dns_parse_query(m, 11, &q) == DNS_PARSE_DROP);    /* not a header */
+  CHECK(dns_parse_query(m, 11, &q) == DNS_PARSE_DROP);       /* not a header */
   CHECK(dns_parse_query(m, n - 1, &q) == DNS_PARSE_FORMERR); /* cut short */
   m[n] = 0;
   CHECK(dns_parse_query(m, n + 1, &q) == DNS_PARSE_FORMERR); /* trailing byte */
@@ -54,7 +54,9 @@ static void test_dns_parse(void)
   uint8_t p[] = {0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xC0, 12, 0, 1, 0, 1};
   CHECK(dns_parse_query(p, sizeof p, &q) == DNS_PARSE_FORMERR);
   /* bytes a host name cannot hold */
-  n = query("a\x01" "b.example", DNS_TYPE_A, m);
+  n = query("a\x01"
+            "b.example",
+            DNS_TYPE_A, m);
   CHECK(dns_parse_query(m, n, &q) == DNS_PARSE_FORMERR);
   /* a label of 64 and a name past 253 */
   char longl[70];
