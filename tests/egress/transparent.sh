@@ -269,6 +269,7 @@ s.starttls(context=ssl.create_default_context(cafile='$work/ca.pem')); s.ehlo('x
 s.mail('a@x.test'); s.rcpt('b@x.test'); code, msg = s.data('hi\r\n'); print('smtp', code, msg.decode()); s.quit()"
     check "$who" any-port-unknown-address 0 "^rc=(52|56)$" run --config "$work/any.json" $R --resolve any.test:127.0.0.1 $P -- sh -c "$C http://127.77.0.9:$http/; echo rc=\$?"
   fi
+  check "$who" resolve-usage 2 "is not HOST:ADDR" run --resolve a.test:1.2.3.4,nope -- true
   check "$who" dry-run-shows 0 "^transparent: +mail\.test -> 127\.77\.0\.1 port [0-9]+, [0-9]+$" run --dry-run --config "$work/main.json"
 done
 echo "transparent egress tests: $pass passed, $fail failed"
