@@ -29,7 +29,7 @@
 #define EGRESS_DNS_ADDR "127.0.0.53"
 #define EGRESS_DNS_PORT 53
 #define EGRESS_MAX_NAMES 64
-#define EGRESS_MAX_LISTENERS 64
+#define EGRESS_MAX_LISTENERS 64 /* proxy.h's PROXY_MAX_LISTENERS counts on it */
 #define EGRESS_DNS_TTL 300
 /* inside: where an nftables redirect sends TCP to 127.77.0.0/16 when some
  * name is allowed on any port (sandbox/capture.c); the original

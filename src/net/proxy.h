@@ -34,8 +34,9 @@
 #define PROXY_PORT 3128       /* inside the sandbox: 127.0.0.1:3128 */
 #define PROXY_MAX_FORWARDS 32 /* ports.localhost entries forwarded into a sandbox */
 /* every listener a sandbox hands over: the proxy's, the forwards, the
- * resolver's two, the transparent path's (net/egress_plan.h) */
-#define PROXY_MAX_LISTENERS (1 + PROXY_MAX_FORWARDS + 2 + 64)
+ * resolver's two, the transparent path's and its capture listener
+ * (net/egress_plan.h's EGRESS_MAX_LISTENERS + 1) */
+#define PROXY_MAX_LISTENERS (1 + PROXY_MAX_FORWARDS + 2 + 64 + 1)
 /* inside the sandbox: the trust bundle's folder, a small read-only tmpfs of
  * its own on the sandbox's /dev (always capsule's own, whatever is granted:
  * a grant of / must not make capsule write into the host's root) */

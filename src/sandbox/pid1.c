@@ -139,6 +139,9 @@ void sandbox_make_proxy_listeners(const struct cap_spec *spec, int pass_fd)
   close(pass_fd);
 }
 
+_Static_assert(SANDBOX_MAX_LISTENERS >= 1 + SANDBOX_MAX_FORWARDS + 2 + EGRESS_MAX_LISTENERS + 1,
+               "every listener pid 1 makes fits the arrays it travels in");
+
 size_t sandbox_listener_count(const struct cap_spec *spec)
 {
   struct egress_plan plan;
