@@ -47,7 +47,7 @@ _capsule() {
   validate) opts="--schema --ref --json --first --format-assert --help" files=1 ;;
   run) opts="--config --profile --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
              --memory --pids --cpu-ms --timeout --workdir --env --dry-run --json --tty
-             --proxy-allow-private --egress-log --state --verbose --help" ;;
+             --proxy-allow-private --resolve --egress-log --state --verbose --help" ;;
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
   call) opts="--caps --state --user --timeout --session --thread --attach --artifacts --approval-ttl

@@ -3,7 +3,9 @@
 # transfer (default 1 GiB) and the latency of many small requests, each on a
 # new connection, from host loopback (direct) and from inside a capsule
 # sandbox through its proxy (plain-HTTP absolute form, and a CONNECT
-# tunnel). Both ends are bench/proxy/blast.c, so neither is the bottleneck.
+# tunnel, and the transparent path: no proxy at all, the upstream's name's
+# synthetic address inside the sandbox, forwarded by capsule). Both ends are
+# bench/proxy/blast.c, so neither is the bottleneck.
 # Rounds interleave the setups; medians and ratios to direct are printed.
 # When @anthropic-ai/sandbox-runtime installs from npm, its proxy (a Node
 # HTTP proxy on the host, bridged into bwrap with socat) is measured too.
@@ -48,9 +50,16 @@ else
 fi
 cat >"$out/cap.json" <<JSON
 {"version": "0.1.0", "filesystem": {"grants": [{"path": "$out/blast", "access": "read", "type": "file"}]},
- "network": {"mode": "proxy", "allow_domains": ["127.0.0.1", "10.211.0.2"]}}
+ "network": {"mode": "proxy", "allow_domains": ["127.0.0.1", "10.211.0.2"],
+  "endpoints": [{"host": "up.bench:$port"}, {"host": "link.bench:$port"}]}}
 JSON
-in_capsule() { "$capsule" run --config "$out/cap.json" --proxy-allow-private -- "$out/blast" "$@"; }
+# the transparent path's synthetic addresses: one per name, in the order
+# the manifest lists them (net/egress_plan.h)
+declare -A synthetic=([127.0.0.1]=127.77.0.1 [10.211.0.2]=127.77.0.2)
+in_capsule() {
+  "$capsule" run --config "$out/cap.json" --proxy-allow-private --resolve up.bench:127.0.0.1 \
+    --resolve link.bench:10.211.0.2 -- "$out/blast" "$@"
+}
 
 # inside srt's sandbox HTTP_PROXY is http://USER:PASS@localhost:PORT (a socat bridge)
 in_srt() {
@@ -83,10 +92,12 @@ measure() {
   add "$l-fetch-direct" "$("$out/blast" fetch "$h" "$port" "$b" | cut -d' ' -f1)"
   add "$l-fetch-http" "$(in_capsule fetch "$h" "$port" "$b" 3128 | cut -d' ' -f1)"
   add "$l-fetch-connect" "$(in_capsule fetch "$h" "$port" "$b" 3128 connect | cut -d' ' -f1)"
+  add "$l-fetch-transparent" "$(in_capsule fetch "${synthetic[$h]}" "$port" "$b" | cut -d' ' -f1)"
   [ -n "$srt" ] && [ "$l" = loopback ] && add "$l-fetch-srt" "$(in_srt fetch "$h" "$port" "$b" | cut -d' ' -f1)"
   add "$l-rate-direct" "$("$out/blast" rate "$h" "$port" "$count" | cut -d' ' -f2)"
   add "$l-rate-http" "$(in_capsule rate "$h" "$port" "$count" 3128 | cut -d' ' -f2)"
   add "$l-rate-connect" "$(in_capsule rate "$h" "$port" "$count" 3128 connect | cut -d' ' -f2)"
+  add "$l-rate-transparent" "$(in_capsule rate "${synthetic[$h]}" "$port" "$count" | cut -d' ' -f2)"
   [ -n "$srt" ] && [ "$l" = loopback ] && add "$l-rate-srt" "$(in_srt rate "$h" "$port" "$count" | cut -d' ' -f2)"
   return 0
 }
@@ -103,7 +114,7 @@ table() {
   echo
   echo "| $2 | throughput MB/s | of direct | request on a new connection, median µs | added µs |"
   echo "|---|---|---|---|---|"
-  for k in direct http connect srt; do
+  for k in direct http connect transparent srt; do
     [ -n "${res[$l-fetch-$k]:-}" ] || continue
     local f lat
     f=$(echo "${res[$l-fetch-$k]}" | median)
@@ -113,6 +124,7 @@ table() {
       if (k == "direct") name = "direct"
       if (k == "http") name = "capsule proxy, absolute-form HTTP"
       if (k == "connect") name = "capsule proxy, CONNECT tunnel"
+      if (k == "transparent") name = "capsule transparent path (no proxy in the tool)"
       printf "| %s | %.0f | %.0f%% | %.1f | %+.1f |\n", name, f, 100 * f / fd, l, l - rd }'
   done
 }

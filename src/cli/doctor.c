@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "sandbox/capture.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
@@ -132,6 +133,19 @@ int cmd_doctor(int argc, char **argv)
                    : "none on this directory's filesystem: root's files in a read-write grant "
                      "there are not writable by the tool");
   }
+  /* docs/egress.md, "The transparent path" */
+  bool capture = all && capture_probe();
+  row("transparent egress", all,
+      all ? "proxy mode: a resolver inside the sandbox and a listener per allowed name and port"
+          : "needs the network namespace");
+  row("any-port names", capture,
+      capture ? "an nftables redirect in the sandbox's namespace (nft) sends every port of a "
+                "name allowed on any port to capsule; Landlock then leaves TCP connect to it"
+      : capture_nft()
+          ? "nft cannot load a redirect here (no nf_tables): a name allowed on any port is "
+            "reached on 80, 443 and ports.connect only"
+          : "no nft binary: a name allowed on any port is reached on 80, 443 and ports.connect "
+            "only (install nftables)");
   gvisor_row();
   return all ? CLI_EXIT_OK : CLI_EXIT_HOST;
 }

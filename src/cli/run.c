@@ -4,6 +4,7 @@
  * Three steps: parse the command line (struct run_args), build the
  * cap_spec and sandbox options from it, run and report (only here is an
  * outcome turned into an exit status). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -58,6 +59,9 @@ static const char run_help[] =
     "      --tty              give COMMAND the caller's terminal (interactive use);\n"
     "                         otherwise it has no controlling terminal, stdin from a\n"
     "                         terminal is /dev/null and terminal output is escaped\n"
+    "      --resolve H:ADDR[,ADDR]  the egress proxy resolves host H to these IP\n"
+    "                         addresses (like curl's; still refused when one is\n"
+    "                         private or loopback, unless --proxy-allow-private)\n"
     "      --proxy-allow-private  let the egress proxy reach loopback and private\n"
     "                         addresses (local development; metadata stays refused)\n"
     "      --egress-log FILE  append every egress decision to FILE as JSON lines\n"
@@ -84,6 +88,7 @@ enum {
   OPT_ENV,
   OPT_DRY_RUN,
   OPT_PROXY_PRIVATE,
+  OPT_RESOLVE,
   OPT_EGRESS_LOG,
   OPT_STATE,
   OPT_ALLOW_HOST,
@@ -113,6 +118,7 @@ static const struct option run_options[] = {
     {"tty", no_argument, NULL, OPT_TTY},
     {"json", no_argument, NULL, OPT_JSON},
     {"proxy-allow-private", no_argument, NULL, OPT_PROXY_PRIVATE},
+    {"resolve", required_argument, NULL, OPT_RESOLVE},
     {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
     {"state", required_argument, NULL, OPT_STATE},
     {"verbose", no_argument, NULL, 'v'},
@@ -219,6 +225,47 @@ static int parse_allow_host(const char *arg, struct cap_strv *hosts)
   return 0;
 }
 
+/* --resolve HOST:ADDR[,ADDR...]: a host name and IPv4 or IPv6 literals
+ * (one IPv6 in brackets or not) the proxy uses for it instead of the
+ * system's resolver. */
+static int parse_resolve(const char *arg, struct run_args *a)
+{
+  const char *colon = strchr(arg, ':');
+  _cleanup_free_ char *host = colon ? strndup(arg, (size_t)(colon - arg)) : NULL;
+  _cleanup_free_ char *addr = NULL;
+  if (colon) {
+    const char *v = colon + 1;
+    size_t n = strlen(v);
+    if (n >= 2 && v[0] == '[' && v[n - 1] == ']')
+      addr = strndup(v + 1, n - 2);
+    else
+      addr = strdup(v);
+  }
+  bool valid = host && addr && *host && *addr && net_host_valid(host);
+  for (const char *v = addr; valid && *v;) { /* ADDR[,ADDR...] */
+    size_t n = strcspn(v, ",");
+    char one[64];
+    unsigned char bin[16];
+    valid = n < sizeof one;
+    if (valid) {
+      memcpy(one, v, n);
+      one[n] = '\0';
+      valid = inet_pton(AF_INET, one, bin) == 1 || inet_pton(AF_INET6, one, bin) == 1;
+    }
+    v += n + (v[n] == ',' && v[n + 1]);
+  }
+  if (!valid)
+    return cli_usage_error("run",
+                           "--resolve '%s' is not HOST:ADDR[,ADDR...] (a host name and IP "
+                           "addresses, e.g. api.example.com:127.0.0.1 or api.example.com:[::1])",
+                           arg);
+  if (a->n_resolve == RUN_MAX_RESOLVE)
+    return cli_usage_error("run", "--resolve: at most %d entries", RUN_MAX_RESOLVE);
+  a->resolve[a->n_resolve++] =
+      (struct proxy_resolve){.host = steal_pointer(&host), .addr = steal_pointer(&addr)};
+  return 0;
+}
+
 /* One option into a; 0, or the exit status of a usage error. */
 static int parse_option(int c, const char *arg, struct run_args *a)
 {
@@ -265,6 +312,7 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   case OPT_TTY: a->tty = true; return 0;
   case OPT_JSON: a->json = true; return 0;
   case OPT_PROXY_PRIVATE: a->proxy_private = true; return 0;
+  case OPT_RESOLVE: return parse_resolve(arg, a);
   case OPT_EGRESS_LOG: a->egress_log = arg; return 0;
   case OPT_STATE: a->state = arg; return 0;
   case 'v': a->verbose = true; return 0;
@@ -315,6 +363,10 @@ static void run_args_free(struct run_args *a)
   cap_strv_free(&a->hosts);
   free(a->ports.v);
   free(a->workdir_inside);
+  for (size_t i = 0; i < a->n_resolve; i++) {
+    free((char *)a->resolve[i].host);
+    free((char *)a->resolve[i].addr);
+  }
 }
 
 /* ---- step 2: the spec and the sandbox's options ---- */
@@ -683,6 +735,8 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
       .n_extra_env = a->env.len,
       .tty = a->tty,
       .proxy = {.allow_private = a->proxy_private,
+                .resolve = a->resolve,
+                .n_resolve = a->n_resolve,
                 .log = log,
                 .verbose = a->verbose,
                 .store = &store},

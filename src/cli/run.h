@@ -11,6 +11,9 @@
 #include "gateway/state.h"
 #include "manifest/model.h"
 #include "sandbox/sandbox.h"
+#include "net/proxy.h"
+
+#define RUN_MAX_RESOLVE 64
 
 struct run_args {
   const char *config;        /* --config, or NULL: the secure default */
@@ -20,6 +23,8 @@ struct run_args {
   int net;                   /* --net as an enum cap_net_mode, -1 when not given */
   struct cap_strv hosts;     /* --allow-host: "name", ".suffix", "*", or "host:port" */
   struct cap_ports ports;    /* --allow-port: host loopback ports forwarded in */
+  struct proxy_resolve resolve[RUN_MAX_RESOLVE]; /* --resolve HOST:ADDR (strings owned) */
+  size_t n_resolve;
   uint64_t memory, pids, cpu_ms, timeout_s; /* 0: not given */
   const char *workdir;                      /* --workdir as given, or NULL */
   struct cap_strv env;                      /* NAME=VALUE */

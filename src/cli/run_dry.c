@@ -14,9 +14,11 @@
 #include "cli/cli.h"
 #include "cli/run.h"
 #include "core/buf.h"
+#include "net/egress_plan.h"
 #include "core/escape.h"
 #include "core/cleanup.h"
 #include "manifest/load.h"
+#include "sandbox/capture.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
@@ -132,6 +134,33 @@ static void print_grants(FILE *out, const struct cap_spec *spec, uint32_t id_bas
     fprintf(out, "deny:         %s\n", spec->deny.v[i]);
 }
 
+/* The transparent path (net/egress_plan.h): the resolver, then each
+ * name's synthetic address and the ports listened on. */
+static void print_transparent(FILE *out, const struct cap_spec *spec)
+{
+  struct egress_plan plan;
+  egress_plan_build(spec, &plan);
+  fprintf(out, "resolver:     %s:%u inside (UDP, TCP): %zu allowed name%s, every other NXDOMAIN\n",
+          EGRESS_DNS_ADDR, EGRESS_DNS_PORT, plan.n_names, plan.n_names == 1 ? "" : "s");
+  for (size_t i = 0; i < plan.n_names; i++) {
+    const struct egress_name *n = &plan.names[i];
+    struct cap_buf ports = {0};
+    for (size_t k = 0; k < plan.n_listeners; k++)
+      if (plan.listeners[k].name == i)
+        cap_buf_printf(&ports, "%s%u", ports.len ? ", " : "", plan.listeners[k].port);
+    fprintf(out, "transparent:  %s -> %u.%u.%u.%u port %s%s\n", n->name, n->addr[0], n->addr[1],
+            n->addr[2], n->addr[3], ports.len ? ports.data : "none",
+            !n->any_port            ? ""
+            : capture_planned(spec) ? " and every other (allowed on any port: nftables redirect)"
+                                    : " (allowed on any port, but no nft here: only these)");
+    cap_buf_free(&ports);
+  }
+  if (plan.n_dropped)
+    fprintf(out, "transparent:  %zu more names or ports past the limit: through the proxy only\n",
+            plan.n_dropped);
+  egress_plan_free(&plan);
+}
+
 static void print_network(FILE *out, const struct cap_spec *spec)
 {
   const struct cap_network *net = &spec->network;
@@ -154,6 +183,7 @@ static void print_network(FILE *out, const struct cap_spec *spec)
             "credential:   %s: read from %s, sent to %s (injected by the proxy; the tool never "
             "sees it)\n",
             spec->routes[i].name, spec->routes[i].source, spec->routes[i].upstream);
+  print_transparent(out, spec);
 }
 
 static void print_limits(FILE *out, const struct cap_spec *spec)
@@ -234,9 +264,12 @@ static void print_enforcement(FILE *out, const struct cap_spec *spec)
   fprintf(out, "network %s: %s\n", cap_net_mode_name(spec->network.mode),
           spec->network.mode == CAP_NET_UNRESTRICTED ? "the host's network"
           : spec->network.mode == CAP_NET_PROXY
-              ? "a network namespace with only loopback; the only way out is capsule's "
+              ? "a network namespace with only loopback; the only ways out are capsule's "
                 "proxy at 127.0.0.1:3128 (CONNECT, allowlist checked, names resolved by "
-                "capsule); Landlock allows TCP connect to that port alone"
+                "capsule) and its transparent listeners on the allowed names' synthetic "
+                "addresses (same checks; DNS answered inside by capsule); Landlock allows TCP "
+                "connect to those ports alone (any port where an nftables redirect captures "
+                "names allowed on any port)"
               : "a network namespace with only loopback + Landlock TCP rules");
   fprintf(out,
           "processes: pid namespace, reaping init, seccomp filter, no_new_privs, no "

@@ -114,6 +114,7 @@ struct forwarding {
   bool via_route;                           /* reachable through the route alone */
   char path_only[4096];                     /* t->path without its query */
   const struct dest *dest;                  /* where t->host led (resolved once) */
+  int up_fd;                                /* connected to dest already (the slot's), or -1 */
   struct dest own;                          /* dest, when this request resolved it */
   struct event *ev;
 };
@@ -260,12 +261,13 @@ static bool open_upstream(struct forwarding *f, struct stream *up)
 {
   struct proxy *px = f->w->px;
   const char *why = NULL;
-  int fd = proxy_connect_dest(f->dest, &why);
+  int fd = f->up_fd >= 0 ? f->up_fd : proxy_connect_dest(f->dest, &why);
   if (fd < 0) {
     proxy_deny(px, f->client, f->ev, dial_status(fd), why);
     return false;
   }
-  proxy_slot_set_upstream(f->w, fd);
+  if (f->up_fd < 0)
+    proxy_slot_set_upstream(f->w, fd);
   *up = (struct stream){.fd = fd};
   if (!f->t->tls)
     return true;
@@ -323,8 +325,8 @@ static void stream_response(struct forwarding *f, struct stream *up)
  * route alone (reverse-proxy form). rest: body bytes already read. */
 static void forward_request(struct worker *w, struct stream *client, struct http_request *req,
                             struct http_url *t, const struct cap_credential_route *route,
-                            size_t base_len, bool via_route, const struct dest *d, const char *rest,
-                            size_t rest_len, struct event *ev)
+                            size_t base_len, bool via_route, const struct dest *d, int up_fd,
+                            const char *rest, size_t rest_len, struct event *ev)
 {
   struct proxy *px = w->px;
   struct forwarding f = {.w = w,
@@ -336,6 +338,7 @@ static void forward_request(struct worker *w, struct stream *client, struct http
                          .base_len = base_len,
                          .via_route = via_route,
                          .dest = d,
+                         .up_fd = up_fd,
                          .ev = ev};
   ev->method = req->method;
   ev->host = t->host;
@@ -415,49 +418,55 @@ static long read_request(struct stream *s, struct http_request *req, char *buf, 
   }
 }
 
-/* After CONNECT to a host with rules or a credential route: TLS with a
- * minted leaf, then one request read, checked and forwarded. */
-static void intercept(struct worker *w, struct stream *client, const char *host, uint16_t port,
-                      const struct dest *d, struct event *ev)
+void proxy_serve_origin(struct worker *w, struct stream *client, const char *host, uint16_t port,
+                        bool tls, const struct dest *d, int up_fd, struct event *ev)
+{
+  struct proxy *px = w->px;
+  struct http_request *req = &w->req;
+  char *buf = w->buf;
+  size_t got;
+  const char *why = NULL;
+  long head = read_request(client, req, buf, sizeof w->buf, &got, &why);
+  if (head < 0) {
+    if (why)
+      proxy_deny(px, client, ev, "400 Bad Request", why);
+    return;
+  }
+  struct http_url t = {.tls = tls, .port = port};
+  snprintf(t.host, sizeof t.host, "%s", host);
+  ev->path = req->target;
+  if (req->target[0] != '/' || strlen(req->target) >= sizeof t.path || strchr(req->target, '#')) {
+    proxy_deny(px, client, ev, "400 Bad Request",
+               "a request to this host needs an origin-form /path (no #fragment)");
+    return;
+  }
+  snprintf(t.path, sizeof t.path, "%s", req->target);
+  size_t base = 0;
+  const struct cap_credential_route *route = proxy_route_for(px, &t, &base);
+  forward_request(w, client, req, &t, route, base, false, d, up_fd, buf + head, got - (size_t)head,
+                  ev);
+}
+
+void proxy_intercept(struct worker *w, struct stream *client, const char *host, uint16_t port,
+                     const struct dest *d, struct event *ev, bool announce)
 {
   struct proxy *px = w->px;
   SSL_CTX *ctx = tls_ca_server_ctx(px->ca, host);
   SSL *ssl = ctx ? SSL_new(ctx) : NULL;
   SSL_CTX_free(ctx);
   static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
-  if (!ssl || !proxy_stream_write(client, ok, sizeof ok - 1) || SSL_set_fd(ssl, client->fd) != 1 ||
-      SSL_accept(ssl) != 1) {
-    char errbuf[256];
+  if (announce)
     ev->kind = "intercept";
+  if (!ssl || (announce && !proxy_stream_write(client, ok, sizeof ok - 1)) ||
+      SSL_set_fd(ssl, client->fd) != 1 || SSL_accept(ssl) != 1) {
+    char errbuf[256];
     proxy_log_event(px, ev, false, tls_last_error(errbuf, sizeof errbuf));
     SSL_free(ssl);
     return;
   }
   struct stream tls = {.fd = client->fd, .ssl = ssl};
   /* the CONNECT request is done with: its buffers are reused */
-  struct http_request *req = &w->req;
-  char *buf = w->buf;
-  size_t got;
-  const char *why = NULL;
-  long head = read_request(&tls, req, buf, sizeof w->buf, &got, &why);
-  ev->kind = "intercept";
-  if (head < 0) {
-    if (why)
-      proxy_deny(px, &tls, ev, "400 Bad Request", why);
-  } else {
-    struct http_url t = {.tls = true, .port = port};
-    snprintf(t.host, sizeof t.host, "%s", host);
-    ev->path = req->target;
-    if (req->target[0] != '/' || strlen(req->target) >= sizeof t.path || strchr(req->target, '#')) {
-      proxy_deny(px, &tls, ev, "400 Bad Request",
-                 "inside the tunnel a request needs an origin-form /path (no #fragment)");
-    } else {
-      snprintf(t.path, sizeof t.path, "%s", req->target);
-      size_t base = 0;
-      const struct cap_credential_route *route = proxy_route_for(px, &t, &base);
-      forward_request(w, &tls, req, &t, route, base, false, d, buf + head, got - (size_t)head, ev);
-    }
-  }
+  proxy_serve_origin(w, &tls, host, port, true, d, -1, ev);
   SSL_shutdown(ssl);
   SSL_free(ssl);
 }
@@ -500,7 +509,7 @@ static void handle_connect(struct worker *w, struct stream *client, struct http_
       proxy_deny(px, client, ev, "400 Bad Request", "data sent before the tunnel was established");
       return;
     }
-    intercept(w, client, host, port, &d, ev);
+    proxy_intercept(w, client, host, port, &d, ev, true);
     return;
   }
   int up = proxy_connect_dest(&d, &why);
@@ -574,7 +583,7 @@ static void handle_reverse(struct worker *w, struct stream *client, struct http_
     return;
   }
   snprintf(t.path + base, sizeof t.path - base, "%s%s", *tail == '/' ? "" : "/", tail);
-  forward_request(w, client, req, &t, route, base, true, NULL, rest, rest_len, ev);
+  forward_request(w, client, req, &t, route, base, true, NULL, -1, rest, rest_len, ev);
 }
 
 void proxy_serve_one(struct worker *w, int fd)
@@ -608,8 +617,8 @@ void proxy_serve_one(struct worker *w, int fd)
       ev.path = t.path;
       size_t base = 0;
       const struct cap_credential_route *route = proxy_route_for(px, &t, &base);
-      forward_request(w, &client, req, &t, route, base, false, NULL, buf + head, got - (size_t)head,
-                      &ev);
+      forward_request(w, &client, req, &t, route, base, false, NULL, -1, buf + head,
+                      got - (size_t)head, &ev);
     }
   }
 }

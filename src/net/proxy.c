@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -52,34 +53,102 @@ static void serve_forward(struct worker *w, int fd, uint16_t port)
 
 /* Workers live until proxy_stop (a thread per connection would pay for
  * creating and unmapping a stack, with TLB shootdowns, on every one).
- * A few workers (up to MAX_ACCEPTORS) block in accept() on the proxy's
- * listener at once; the kernel wakes exactly one per connection, which
- * serves it itself: no hand-off, and while another acceptor is still
- * waiting, no wake-up of anyone else either. The last acceptor to leave
- * calls on an idle worker (or makes one). Other idle workers wait for
- * queued work: ports.localhost connections, accepted by the poll thread. */
+ * A few workers (up to MAX_ACCEPTORS) wait at once for connections on the
+ * listeners that carry most of them (the proxy's, the transparent path's,
+ * the resolver's TCP), each in an epoll set of its own where they are
+ * registered EPOLLEXCLUSIVE: the kernel wakes one waiter per connection,
+ * which serves the first it accepts itself (no hand-off) and queues any
+ * others it finds pending. The last acceptor to leave calls on an idle
+ * worker (or makes one). Other idle workers wait for queued work, and the
+ * poll thread accepts ports.localhost connections and answers the
+ * resolver's datagrams. */
 
 #define MAX_ACCEPTORS 4
 
 static bool spawn_worker(struct proxy *px);
+static enum slot_kind listener_kind(const struct proxy *px, size_t i, size_t *arg);
+
+#define STOP_INDEX UINT32_MAX /* the epoll data of accept_stop */
+#define ACCEPT_BATCH 64       /* connections one wake-up accepts at most */
+
+/* Whether acceptors (not the poll thread) watch listen_fds[i]: all but the
+ * ports.localhost forwards and the resolver's UDP socket. */
+static bool accepted_by_workers(const struct proxy *px, size_t i)
+{
+  return i == 0 || i >= 2 + px->spec->network.localhost.len;
+}
 
 /* A free slot for fd (locked), or SIZE_MAX after answering 503. */
-static size_t claim_slot(struct proxy *px, int fd, uint16_t forward_port)
+static size_t claim_slot(struct proxy *px, int fd, enum slot_kind kind, size_t arg)
 {
   size_t slot = 0;
   while (slot < MAX_CONNS && px->slots[slot].used)
     slot++;
   if (slot == MAX_CONNS) {
     struct stream s = {.fd = fd};
-    if (!forward_port)
+    if (kind == SLOT_PROXY)
       proxy_respond(&s, "503 Service Unavailable", "too many connections through the proxy");
     close(fd);
     return SIZE_MAX;
   }
   px->slots[slot] =
-      (struct slot){.used = true, .client = fd, .upstream = -1, .forward_port = forward_port};
+      (struct slot){.used = true, .client = fd, .upstream = -1, .kind = kind, .arg = arg};
   px->active++;
   return slot;
+}
+
+/* A connection accepted on listen_fds[i], queued for an idle worker (or a
+ * new one). */
+static void queue_connection(struct proxy *px, int fd, size_t i)
+{
+  size_t arg;
+  enum slot_kind kind = listener_kind(px, i, &arg);
+  pthread_mutex_lock(&px->lock);
+  size_t slot = claim_slot(px, fd, kind, arg);
+  if (slot != SIZE_MAX) {
+    px->queue[(px->q_head + px->q_len) % MAX_CONNS] = slot;
+    px->q_len++;
+    if (px->idle_workers < px->q_len)
+      spawn_worker(px);
+    pthread_cond_signal(&px->work);
+  }
+  pthread_mutex_unlock(&px->lock);
+}
+
+/* An acceptor's wait: the first connection it accepts (*index: on which
+ * listener), any others pending then queued; -1 once the proxy stops. */
+static int acceptor_wait(struct worker *w, size_t *index)
+{
+  struct proxy *px = w->px;
+  for (;;) {
+    struct epoll_event ev[8];
+    int n = epoll_wait(w->epfd, ev, 8, -1);
+    if (__atomic_load_n(&px->stopping, __ATOMIC_ACQUIRE))
+      return -1;
+    if (n < 0 && errno != EINTR)
+      usleep(50000); /* not expected: back off, do not spin */
+    int mine = -1, taken = 0;
+    for (int k = 0; k < n && taken < ACCEPT_BATCH; k++) {
+      uint32_t i = ev[k].data.u32;
+      while (i != STOP_INDEX && taken < ACCEPT_BATCH) {
+        int fd = accept4(px->listen_fds[i], NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+            usleep(50000); /* out of descriptors or memory: back off, do not spin */
+          break;           /* EAGAIN: another acceptor took it; the rest pass */
+        }
+        taken++;
+        if (mine < 0) {
+          mine = fd;
+          *index = i;
+        } else {
+          queue_connection(px, fd, i);
+        }
+      }
+    }
+    if (mine >= 0)
+      return mine;
+  }
 }
 
 /* Serves slot with the lock dropped, then frees it (locked again). */
@@ -89,12 +158,16 @@ static void serve_slot(struct worker *w, size_t slot)
   w->slot = slot;
   w->bulk[0] = w->bulk[1] = false;
   int fd = px->slots[slot].client;
-  uint16_t forward_port = px->slots[slot].forward_port;
+  enum slot_kind kind = px->slots[slot].kind;
+  size_t arg = px->slots[slot].arg;
   pthread_mutex_unlock(&px->lock);
-  if (forward_port)
-    serve_forward(w, fd, forward_port);
-  else
-    proxy_serve_one(w, fd);
+  switch (kind) {
+  case SLOT_PROXY: proxy_serve_one(w, fd); break;
+  case SLOT_FORWARD: serve_forward(w, fd, (uint16_t)arg); break;
+  case SLOT_DNS: proxy_dns_tcp(w, fd); break;
+  case SLOT_TRANSPARENT: proxy_serve_transparent(w, fd, arg); break;
+  case SLOT_CAPTURE: proxy_serve_captured(w, fd); break;
+  }
   for (int i = 0; i < 2; i++) /* descriptors are the scarce thing: not kept idle */
     if (w->pipes[i][0] >= 0) {
       close(w->pipes[i][0]);
@@ -153,14 +226,8 @@ static void *worker_main(void *arg)
     if (px->acceptors < MAX_ACCEPTORS) {
       px->acceptors++;
       pthread_mutex_unlock(&px->lock);
-      int fd;
-      for (;;) {
-        fd = accept4(px->listen_fds[0], NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0 || __atomic_load_n(&px->stopping, __ATOMIC_ACQUIRE) || errno == EINVAL)
-          break; /* EINVAL: the listener was shut down */
-        if (errno != EINTR && errno != ECONNABORTED)
-          usleep(50000); /* out of descriptors or memory: back off, do not spin */
-      }
+      size_t index = 0;
+      int fd = acceptor_wait(w, &index);
       pthread_mutex_lock(&px->lock);
       px->acceptors--;
       if (fd < 0)
@@ -168,7 +235,9 @@ static void *worker_main(void *arg)
       /* the listener must not go unwatched: an idle worker, or a new one */
       if (!px->stopping && px->acceptors == 0 && (px->idle_workers == 0 ? !spawn_worker(px) : true))
         pthread_cond_signal(&px->work);
-      size_t slot = claim_slot(px, fd, 0);
+      size_t slot_arg;
+      enum slot_kind kind = listener_kind(px, index, &slot_arg);
+      size_t slot = claim_slot(px, fd, kind, slot_arg);
       if (slot != SIZE_MAX)
         serve_slot(w, slot);
       continue;
@@ -186,6 +255,7 @@ static void *worker_main(void *arg)
       close(w->pipes[i][0]);
       close(w->pipes[i][1]);
     }
+  close(w->epfd);
   return NULL; /* proxy_stop joins the thread and frees w */
 }
 
@@ -198,6 +268,21 @@ static bool spawn_worker(struct proxy *px)
   struct worker *w = cap_xcalloc(1, sizeof *w);
   w->px = px;
   w->pipes[0][0] = w->pipes[0][1] = w->pipes[1][0] = w->pipes[1][1] = -1;
+  /* its own epoll set: EPOLLEXCLUSIVE wakes one set per connection */
+  w->epfd = epoll_create1(EPOLL_CLOEXEC);
+  bool watched = w->epfd >= 0;
+  for (size_t i = 0; watched && i < px->n_listen; i++) {
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u32 = (uint32_t)i};
+    watched = !accepted_by_workers(px, i) ||
+              epoll_ctl(w->epfd, EPOLL_CTL_ADD, px->listen_fds[i], &ev) == 0;
+  }
+  struct epoll_event stop = {.events = EPOLLIN, .data.u32 = STOP_INDEX};
+  if (!watched || epoll_ctl(w->epfd, EPOLL_CTL_ADD, px->accept_stop[0], &stop) < 0) {
+    if (w->epfd >= 0)
+      close(w->epfd);
+    free(w);
+    return false;
+  }
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -205,6 +290,7 @@ static bool spawn_worker(struct proxy *px)
   bool ok = pthread_create(&t, &attr, worker_main, w) == 0;
   pthread_attr_destroy(&attr);
   if (!ok) {
+    close(w->epfd);
     free(w);
     return false;
   }
@@ -220,12 +306,39 @@ static bool spawn_worker(struct proxy *px)
   return true;
 }
 
-/* The poll thread: ports.localhost connections, queued for a worker. */
+/* What listen_fds[i] serves, in proxy_start's layout. */
+static enum slot_kind listener_kind(const struct proxy *px, size_t i, size_t *arg)
+{
+  size_t forwards = px->spec->network.localhost.len;
+  if (i == 0) {
+    *arg = 0;
+    return SLOT_PROXY;
+  }
+  if (i <= forwards) {
+    *arg = px->spec->network.localhost.v[i - 1];
+    return SLOT_FORWARD;
+  }
+  if (i == forwards + 2) {
+    *arg = 0;
+    return SLOT_DNS;
+  }
+  *arg = i - forwards - 3; /* the plan's listener, or past them the capture */
+  return *arg == px->plan.n_listeners ? SLOT_CAPTURE : SLOT_TRANSPARENT;
+}
+
+/* The poll thread: every listener but the proxy's; connections queued for
+ * a worker, the resolver's datagrams answered here (each is one small
+ * parse and one sendto). */
 static void *accept_loop(void *arg)
 {
   struct proxy *px = arg;
-  struct pollfd p[PROXY_MAX_FORWARDS + 1];
-  size_t n = px->n_listen - 1;
+  struct pollfd p[PROXY_MAX_LISTENERS];
+  size_t n = 0; /* listen_fds[1..n]: the ones no acceptor watches */
+  while (1 + n < px->n_listen && !accepted_by_workers(px, 1 + n))
+    n++;
+  size_t udp = px->n_listen > 1 + px->spec->network.localhost.len
+                   ? px->spec->network.localhost.len /* index into p of the resolver's UDP */
+                   : SIZE_MAX;
   for (size_t i = 0; i < n; i++)
     p[i] = (struct pollfd){.fd = px->listen_fds[1 + i], .events = POLLIN};
   p[n] = (struct pollfd){.fd = px->stop_pipe[0], .events = POLLIN};
@@ -237,22 +350,17 @@ static void *accept_loop(void *arg)
     for (size_t i = 0; i < n; i++) {
       if (!(p[i].revents & POLLIN))
         continue;
+      if (i == udp) {
+        proxy_dns_udp(px, p[i].fd);
+        continue;
+      }
       int fd = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
           usleep(50000); /* out of descriptors: back off, do not spin */
         continue;
       }
-      pthread_mutex_lock(&px->lock);
-      size_t slot = claim_slot(px, fd, px->spec->network.localhost.v[i]);
-      if (slot != SIZE_MAX) {
-        px->queue[(px->q_head + px->q_len) % MAX_CONNS] = slot;
-        px->q_len++;
-        if (px->idle_workers < px->q_len)
-          spawn_worker(px);
-        pthread_cond_signal(&px->work);
-      }
-      pthread_mutex_unlock(&px->lock);
+      queue_connection(px, fd, 1 + i);
     }
   }
 }
@@ -267,6 +375,7 @@ static void proxy_free(struct proxy *px)
   free(px->bundle);
   tls_ca_free(px->ca);
   host_addrs_free(px->host_addrs);
+  egress_plan_free(&px->plan);
   proxy_log_flush(px);
   pthread_mutex_destroy(&px->log_lock);
   pthread_mutex_destroy(&px->lock);
@@ -282,10 +391,12 @@ int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, stru
   px->spec = spec;
   px->opt = *opt;
   px->stop_pipe[0] = px->stop_pipe[1] = -1;
+  px->accept_stop[0] = px->accept_stop[1] = -1;
   pthread_mutex_init(&px->log_lock, NULL);
   pthread_mutex_init(&px->lock, NULL);
   pthread_cond_init(&px->idle, NULL);
   pthread_cond_init(&px->work, NULL);
+  egress_plan_build(spec, &px->plan);
   px->secrets = cap_xcalloc(spec->n_routes + 1, sizeof *px->secrets);
   px->tool_env = cap_xcalloc(spec->n_routes + 1, sizeof *px->tool_env);
   for (size_t i = 0; i < spec->n_routes; i++) {
@@ -364,10 +475,12 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
     nofile.rlim_cur = nofile.rlim_max < 4096 ? nofile.rlim_max : 4096;
     setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  if (n > sizeof px->listen_fds / sizeof px->listen_fds[0]) {
+  size_t forwards = 1 + px->spec->network.localhost.len;
+  if (n > sizeof px->listen_fds / sizeof px->listen_fds[0] ||
+      (n != forwards && n != forwards + 2 + px->plan.n_listeners + (px->plan.capture ? 1 : 0))) {
     for (size_t i = 0; i < n; i++)
       close(fds[i]);
-    return cap_error_set(err, EINVAL, "proxy: too many listeners");
+    return cap_error_set(err, EINVAL, "proxy: %zu listeners do not match the egress plan", n);
   }
   memcpy(px->listen_fds, fds, n * sizeof *fds);
   px->n_listen = n;
@@ -377,7 +490,11 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
    * exists in the sandbox's pid 1 */
   if (!px->opt.allow_private)
     host_addrs_new(&px->host_addrs);
-  if (pipe2(px->stop_pipe, O_CLOEXEC) < 0)
+  /* acceptors accept without blocking: another may have taken it */
+  for (size_t i = 0; i < n; i++)
+    if (accepted_by_workers(px, i))
+      fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+  if (pipe2(px->stop_pipe, O_CLOEXEC) < 0 || pipe2(px->accept_stop, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "proxy: pipe");
   if (pthread_create(&px->thread, NULL, accept_loop, px) != 0)
     return cap_error_set(err, EAGAIN, "proxy: cannot start its thread");
@@ -411,7 +528,9 @@ void proxy_stop(struct proxy *px)
     /* queued connections not yet served are served at once: their
      * sockets are shut down, so each ends immediately */
     __atomic_store_n(&px->stopping, true, __ATOMIC_RELEASE);
-    shutdown(px->listen_fds[0], SHUT_RDWR); /* wakes every accept() */
+    if (write(px->accept_stop[1], "x", 1) < 0) { /* wakes every acceptor */
+      /* a new pipe always takes a byte */
+    }
     pthread_cond_broadcast(&px->work);
     while (px->n_workers)
       pthread_cond_wait(&px->idle, &px->lock);
@@ -425,9 +544,11 @@ void proxy_stop(struct proxy *px)
   }
   for (size_t i = 0; i < px->n_listen; i++)
     close(px->listen_fds[i]);
-  if (px->stop_pipe[0] >= 0) {
-    close(px->stop_pipe[0]);
-    close(px->stop_pipe[1]);
+  for (int i = 0; i < 2; i++) {
+    if (px->stop_pipe[i] >= 0)
+      close(px->stop_pipe[i]);
+    if (px->accept_stop[i] >= 0)
+      close(px->accept_stop[i]);
   }
   proxy_free(px);
 }

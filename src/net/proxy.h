@@ -12,7 +12,11 @@
  *  - the reverse-proxy form /<credential-name>/path, forwarded to that
  *    route's upstream with the secret injected;
  *  - ports.localhost: a listener per port inside the sandbox, each
- *    connection relayed to the same port on the host's loopback.
+ *    connection relayed to the same port on the host's loopback;
+ *  - the transparent path (egress_plan.h): the sandbox's resolver, and a
+ *    listener per allowed name and port on the name's synthetic address,
+ *    whose connections are checked like CONNECT and then spliced (SNI
+ *    checked) or, for hosts with rules or routes, intercepted.
  * Secrets are read on the host side and never enter the sandbox; a route
  * with env_var gives the tool a random phantom token in that variable,
  * which the proxy requires in the request and swaps for the secret. Every
@@ -29,6 +33,10 @@
 
 #define PROXY_PORT 3128       /* inside the sandbox: 127.0.0.1:3128 */
 #define PROXY_MAX_FORWARDS 32 /* ports.localhost entries forwarded into a sandbox */
+/* every listener a sandbox hands over: the proxy's, the forwards, the
+ * resolver's two, the transparent path's and its capture listener
+ * (net/egress_plan.h's EGRESS_MAX_LISTENERS + 1) */
+#define PROXY_MAX_LISTENERS (1 + PROXY_MAX_FORWARDS + 2 + 64 + 1)
 /* inside the sandbox: the trust bundle's folder, a small read-only tmpfs of
  * its own on the sandbox's /dev (always capsule's own, whatever is granted:
  * a grant of / must not make capsule write into the host's root) */
@@ -45,11 +53,20 @@ struct proxy_store {
   void *arg;
 };
 
+/* --resolve HOST:ADDR: the host side resolves host to addr (still checked
+ * like any address it resolves to). */
+struct proxy_resolve {
+  const char *host; /* compared without case, a trailing dot ignored */
+  const char *addr; /* an IPv4 or IPv6 literal */
+};
+
 struct proxy_options {
-  const struct proxy_store *store; /* NULL: bare-name sources are refused */
-  bool allow_private;              /* reach loopback and private ranges (development, tests) */
-  FILE *log;                       /* egress decisions as JSON lines, or NULL */
-  bool verbose;                    /* denials on stderr as they happen */
+  const struct proxy_store *store;     /* NULL: bare-name sources are refused */
+  const struct proxy_resolve *resolve; /* n_resolve entries; outlive the proxy */
+  size_t n_resolve;
+  bool allow_private; /* reach loopback and private ranges (development, tests) */
+  FILE *log;          /* egress decisions as JSON lines, or NULL */
+  bool verbose;       /* denials on stderr as they happen */
 };
 
 /* Reads the credential routes' secrets and, when any host needs TLS
@@ -69,7 +86,9 @@ void proxy_scrub(struct proxy *p);
 
 /* Serves the listeners (taken over, closed even on failure) until
  * proxy_stop: fds[0] is the proxy's; fds[1 + i] forwards to the host's
- * 127.0.0.1:spec->network.localhost.v[i] (ports.localhost). */
+ * 127.0.0.1:spec->network.localhost.v[i] (ports.localhost); then the
+ * resolver's UDP and TCP sockets and one listener per entry of the
+ * egress plan's listeners[] (egress_plan.h), when n says they are there. */
 int proxy_start(struct proxy *p, const int *fds, size_t n, struct cap_error *err);
 
 /* CPU time (ms) the proxy's workers have spent so far on this proxy's

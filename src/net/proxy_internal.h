@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "core/buf.h"
+#include "net/egress_plan.h"
 #include "net/http.h"
 #include "net/proxy.h"
 
@@ -28,11 +29,21 @@ struct addrinfo;
 #define SECRET_MAX 8192
 #define PIPE_BYTES (256 << 10)
 
+/* What a listener serves (proxy_start's layout). */
+enum slot_kind {
+  SLOT_PROXY,       /* the proxy's own listener: HTTP proxy requests */
+  SLOT_FORWARD,     /* ports.localhost: relay to the host's 127.0.0.1:arg */
+  SLOT_DNS,         /* the resolver over TCP */
+  SLOT_TRANSPARENT, /* a synthetic address's port: listener arg of the plan */
+  SLOT_CAPTURE,     /* any port of a synthetic address, redirected (SO_ORIGINAL_DST) */
+};
+
 /* A connection's two sockets, so proxy_stop can shut them down. */
 struct slot {
   bool used;
   int client, upstream;
-  uint16_t forward_port; /* ports.localhost: relay to the host's 127.0.0.1:port; 0: proxy */
+  enum slot_kind kind;
+  size_t arg; /* the port (SLOT_FORWARD) or the plan's listener (SLOT_TRANSPARENT) */
 };
 
 struct route_secret {
@@ -75,9 +86,11 @@ struct proxy {
   pthread_mutex_t log_lock;
   struct egress_log log; /* under log_lock */
 
-  int listen_fds[1 + PROXY_MAX_FORWARDS];
+  struct egress_plan plan; /* the transparent path (egress_plan.h) */
+  int listen_fds[PROXY_MAX_LISTENERS];
   size_t n_listen;
   int stop_pipe[2];
+  int accept_stop[2]; /* readable once stopping: wakes every acceptor's epoll */
   bool started;
   pthread_t thread;
   pthread_mutex_t lock;
@@ -85,7 +98,7 @@ struct proxy {
   pthread_cond_t work; /* a connection was queued, or stopping */
   size_t active;       /* slots in use */
   size_t n_workers, idle_workers;
-  size_t acceptors; /* workers blocked in accept() on the proxy's listener */
+  size_t acceptors; /* workers waiting in epoll_wait on the accepted listeners */
   bool stopping;
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */
   size_t q_head, q_len;
@@ -110,6 +123,7 @@ struct worker {
   struct worker *next; /* px->workers, under px->lock */
   pthread_t thread;
   clockid_t cpu_clock;     /* this thread's CPU clock, valid until it ends */
+  int epfd;                /* its epoll set of the listeners acceptors watch */
   bool ended;              /* its CPU is in px->retired_cpu_ns (under px->lock) */
   size_t slot;             /* the connection being served */
   int pipes[2][2];         /* splice pipes, one per direction; -1 until used */
@@ -174,6 +188,33 @@ void proxy_deny(struct proxy *px, struct stream *s, struct event *ev, const char
 
 /* Serves one proxy connection (the listener's) to its end. */
 void proxy_serve_one(struct worker *w, int fd);
+/* One request read from client (TLS or not), which must be origin-form,
+ * checked and forwarded to host:port like an absolute-form request to
+ * http[s]://host:port/path; d: where host led (resolved and checked once);
+ * up_fd: a connection to d already made (the slot's upstream), or -1. */
+void proxy_serve_origin(struct worker *w, struct stream *client, const char *host, uint16_t port,
+                        bool tls, const struct dest *d, int up_fd, struct event *ev);
+/* TLS terminated with a leaf for host minted by the session CA, then one
+ * request served as proxy_serve_origin does. announce: the CONNECT path's
+ * "200 Connection established" first. */
+void proxy_intercept(struct worker *w, struct stream *client, const char *host, uint16_t port,
+                     const struct dest *d, struct event *ev, bool announce);
+
+/* ---- resolver.c: the sandbox's DNS ---- */
+
+/* Answers every query waiting on the (non-blocking) UDP socket fd. */
+void proxy_dns_udp(struct proxy *px, int fd);
+/* Serves one DNS-over-TCP connection (length-prefixed queries). */
+void proxy_dns_tcp(struct worker *w, int fd);
+
+/* ---- transparent.c ---- */
+
+/* Serves one connection to listener (the plan's index) of a synthetic
+ * address: checked, resolved host-side once, spliced or intercepted. */
+void proxy_serve_transparent(struct worker *w, int fd, size_t listener);
+/* The same for a connection the any-port redirect brought to the capture
+ * listener: its original destination decides the name and port. */
+void proxy_serve_captured(struct worker *w, int fd);
 
 /* ---- inject.c: credential routes ---- */
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -93,7 +94,41 @@ int proxy_connect_bounded(const struct addrinfo *ai)
   return fd;
 }
 
-/* Resolves host (a literal skips the resolver) into d, and refuses when ANY
+/* An IPv4 (strict dotted quad) or IPv6 literal into d; false when text is
+ * neither. */
+static bool add_literal(struct dest *d, const char *text, uint16_t port)
+{
+  struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+  struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+  if (inet_pton(AF_INET, text, &v4.sin_addr) == 1)
+    memcpy(&d->addrs[d->n++], &v4, sizeof v4);
+  else if (inet_pton(AF_INET6, text, &v6.sin6_addr) == 1)
+    memcpy(&d->addrs[d->n++], &v6, sizeof v6);
+  else
+    return false;
+  return true;
+}
+
+/* --resolve's addresses for host (comma-separated literals), or host
+ * itself. */
+static const char *resolve_override(const struct proxy *px, const char *host)
+{
+  size_t n = strlen(host);
+  if (n && host[n - 1] == '.')
+    n--;
+  for (size_t i = 0; i < px->opt.n_resolve; i++) {
+    const char *h = px->opt.resolve[i].host;
+    size_t m = strlen(h);
+    if (m && h[m - 1] == '.')
+      m--;
+    if (m == n && strncasecmp(h, host, n) == 0)
+      return px->opt.resolve[i].addr;
+  }
+  return host;
+}
+
+/* Resolves host (a literal skips the resolver; --resolve's entries stand
+ * for the literal they name) into d, and refuses when ANY
  * address it resolves to is forbidden: a name that also points at the
  * metadata service is not used at all (DNS-rebinding defence: the
  * addresses checked are the ones connected to). */
@@ -101,15 +136,23 @@ int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest
                   const char **why)
 {
   *d = (struct dest){0};
-  struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
-  struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons(port)};
-  if (inet_pton(AF_INET, host, &v4.sin_addr) == 1) {
-    memcpy(&d->addrs[0], &v4, sizeof v4);
-    d->n = 1;
-  } else if (inet_pton(AF_INET6, host, &v6.sin6_addr) == 1) {
-    memcpy(&d->addrs[0], &v6, sizeof v6);
-    d->n = 1;
-  } else {
+  const char *literals = resolve_override(px, host);
+  if (literals != host) { /* --resolve's comma-separated literals */
+    for (const char *a = literals; *a && d->n < DEST_MAX_ADDRS;) {
+      size_t n = strcspn(a, ",");
+      char one[INET6_ADDRSTRLEN];
+      if (n < sizeof one) {
+        memcpy(one, a, n);
+        one[n] = '\0';
+        add_literal(d, one, port);
+      }
+      a += n + (a[n] == ',');
+    }
+    if (d->n == 0) {
+      *why = "the host is not an address capsule reads";
+      return -ENOENT;
+    }
+  } else if (!add_literal(d, host, port)) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     char service[8];
     snprintf(service, sizeof service, "%u", port);
@@ -186,8 +229,20 @@ static bool endpoint_host(const struct cap_endpoint *e, char *host, size_t size,
 }
 
 /* Whether any address name resolves to is one of d's. */
-static bool resolves_into(const char *name, const struct dest *d)
+static bool resolves_into(struct proxy *px, const char *name, const struct dest *d)
 {
+  if (resolve_override(px, name) != name) { /* --resolve: its literals, no lookup */
+    struct dest other;
+    const char *why;
+    if (proxy_resolve(px, name, 0, &other, &why) < 0 && other.n == 0)
+      return false;
+    for (size_t i = 0; i < other.n; i++)
+      for (size_t k = 0; k < d->n; k++)
+        if (host_addrs_same((const struct sockaddr *)&other.addrs[i],
+                            (const struct sockaddr *)&d->addrs[k]))
+          return true;
+    return false;
+  }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
   if (getaddrinfo(name, NULL, &hints, &res) != 0)
     return false;
@@ -210,7 +265,7 @@ size_t proxy_endpoints_at(struct proxy *px, const struct dest *d, uint16_t port,
     uint16_t eport;
     if (!e->n_rules || !endpoint_host(e, host, sizeof host, &eport) || (eport && eport != port))
       continue;
-    if (resolves_into(host, d))
+    if (resolves_into(px, host, d))
       out[n++] = e;
   }
   return n;

@@ -18,7 +18,9 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "net/egress_plan.h"
 #include "net/proxy.h"
+#include "sandbox/capture.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
 #include "sandbox/supervise.h"
@@ -112,6 +114,16 @@ bool sandbox_grant_is_unix_socket(const struct cap_fs_grant *g)
          S_ISSOCK(st.st_mode);
 }
 
+static size_t add_unique_port(uint16_t *out, size_t n, size_t max, uint16_t port)
+{
+  for (size_t i = 0; i < n; i++)
+    if (out[i] == port)
+      return n;
+  if (n < max)
+    out[n++] = port;
+  return n;
+}
+
 size_t landlock_connect_ports(const struct cap_spec *spec, uint16_t *out, size_t max)
 {
   size_t n = 0;
@@ -119,6 +131,15 @@ size_t landlock_connect_ports(const struct cap_spec *spec, uint16_t *out, size_t
     out[n++] = PROXY_PORT; /* the way out */
   for (size_t i = 0; i < spec->network.localhost.len && n < max; i++)
     out[n++] = spec->network.localhost.v[i];
+  /* the transparent path: the resolver (DNS over TCP), the ports of the
+   * synthetic addresses (the namespace holds nothing else to reach) */
+  struct egress_plan plan;
+  egress_plan_build(spec, &plan);
+  if (spec->network.mode == CAP_NET_PROXY)
+    n = add_unique_port(out, n, max, EGRESS_DNS_PORT);
+  for (size_t i = 0; i < plan.n_listeners; i++)
+    n = add_unique_port(out, n, max, plan.listeners[i].port);
+  egress_plan_free(&plan);
   return n;
 }
 
@@ -314,6 +335,12 @@ static int add_sandbox_paths(int ruleset, const struct cap_spec *spec, uint64_t 
                  handled, err);
   if (r == 0 && spec->network.mode == CAP_NET_PROXY) /* the session CA bundle, when there is one */
     r = add_path(ruleset, PROXY_CA_DIR, LL_FS_READ_FILE | LL_FS_READ_DIR, handled, err);
+  /* capsule's resolv.conf and hosts, mounted over /etc's (mount.c): a
+   * rule of their own, as a mount's root is reached from the mount point */
+  if (r == 0 && spec->network.mode == CAP_NET_PROXY)
+    r = add_path(ruleset, "/etc/resolv.conf", LL_FS_READ_FILE, handled, err);
+  if (r == 0 && spec->network.mode == CAP_NET_PROXY)
+    r = add_path(ruleset, "/etc/hosts", LL_FS_READ_FILE, handled, err);
   return r;
 }
 
@@ -321,8 +348,10 @@ static int add_sandbox_paths(int ruleset, const struct cap_spec *spec, uint64_t 
  * declared. */
 static int add_ports(int ruleset, const struct cap_spec *spec, struct cap_error *err)
 {
-  uint16_t ports[1 + SANDBOX_MAX_FORWARDS];
-  size_t n = landlock_connect_ports(spec, ports, sizeof ports / sizeof ports[0]);
+  uint16_t ports[SANDBOX_MAX_LISTENERS];
+  size_t n = capture_planned(spec)
+                 ? 0
+                 : landlock_connect_ports(spec, ports, sizeof ports / sizeof ports[0]);
   int r = 0;
   for (size_t i = 0; i < n && r == 0; i++)
     r = add_port(ruleset, ports[i], LL_NET_CONNECT_TCP, err);
@@ -357,7 +386,10 @@ int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan 
   struct ll_ruleset_attr attr = {.handled_access_fs = handled};
   size_t attr_size = sizeof(uint64_t);
   if (abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED) {
-    attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+    /* an any-port capture redirects after Landlock's check, which sees
+     * the port the tool asked for: connect is then left to the namespace
+     * (only loopback) and the proxy's checks */
+    attr.handled_access_net = LL_NET_BIND_TCP | (capture_planned(spec) ? 0 : LL_NET_CONNECT_TCP);
     attr_size = 2 * sizeof(uint64_t);
   }
   if (abi >= 6) {

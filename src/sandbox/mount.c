@@ -19,6 +19,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/fs.h"
+#include "net/egress_plan.h"
 #include "net/proxy.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
@@ -364,36 +365,79 @@ static void mount_tree(const struct cap_spec *spec, const struct sandbox_mount_p
   free(order);
 }
 
-/* The trust bundle for intercepted TLS, on the sandbox's own root (made
- * read-only with it): the tool can read it, not change it. */
-static void write_ca_bundle(const struct proxy *px, const char *root)
+/* file (a path under root) created with len bytes of data, read-only. */
+static void write_small_file(const char *root, const char *path, const char *data, size_t len)
 {
+  _cleanup_free_ char *file = cap_xasprintf("%s%s", root, path);
+  _cleanup_close_ int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+  CHILD_TRY(fd, "cannot write %s: %s", path, strerror(errno));
+  while (len) {
+    ssize_t w = write(fd, data, len);
+    CHILD_TRY(w <= 0 ? -1 : 0, "cannot write %s: %s", path, strerror(errno));
+    data += w;
+    len -= (size_t)w;
+  }
+}
+
+/* /etc/NAME of the sandbox replaced by capsule's file of that name in
+ * PROXY_CA_DIR, when the sandbox's /etc has a regular file there or can
+ * take a new one (its /etc is capsule's own directory); a symbolic link,
+ * or an /etc that cannot take one, is left alone: the namespace has no
+ * other resolver to reach either way. */
+static void cover_etc_file(const char *root, const char *name)
+{
+  _cleanup_free_ char *target = cap_xasprintf("%s/etc/%s", root, name);
+  _cleanup_free_ char *source = cap_xasprintf("%s%s/%s", root, PROXY_CA_DIR, name);
+  _cleanup_free_ char *etc = cap_xasprintf("%s/etc", root);
+  struct stat st, root_st, etc_st;
+  if (lstat(target, &st) < 0 && errno == ENOENT) {
+    /* only in capsule's own /etc on the sandbox's root tmpfs: never a
+     * file added to a granted host directory */
+    if (stat(root, &root_st) < 0 || lstat(etc, &etc_st) < 0 || !S_ISDIR(etc_st.st_mode) ||
+        etc_st.st_dev != root_st.st_dev)
+      return;
+    int fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0)
+      return;
+    close(fd);
+  } else if (lstat(target, &st) < 0 || !S_ISREG(st.st_mode)) {
+    return;
+  }
+  CHILD_TRY(mount(source, target, NULL, MS_BIND, NULL), "cannot mount over /etc/%s: %s", name,
+            strerror(errno));
+  CHILD_TRY(mount(NULL, target, NULL,
+                  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+            "cannot make /etc/%s read-only: %s", name, strerror(errno));
+}
+
+/* Proxy mode's files on the sandbox's own root (made read-only with it):
+ * the trust bundle for intercepted TLS, and the resolver's resolv.conf and
+ * a hosts file holding only localhost, which cover the sandbox's /etc
+ * ones (net/egress_plan.h). The tool can read them, not change them. */
+static void write_proxy_files(const struct proxy *px, const char *root)
+{
+  static const char resolv[] = "# capsule: the sandbox's resolver (allowlisted names only)\n"
+                               "nameserver " EGRESS_DNS_ADDR "\noptions timeout:2 attempts:2\n";
+  static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
   size_t len;
   const char *pem = proxy_ca_bundle(px, &len);
-  if (!pem)
-    return;
   _cleanup_free_ char *dir = cap_xasprintf("%s%s", root, PROXY_CA_DIR);
-  _cleanup_free_ char *file = cap_xasprintf("%s%s", root, PROXY_CA_FILE);
   CHILD_TRY(mkdir(dir, 0755), "cannot create %s for the session CA: %s", PROXY_CA_DIR,
             strerror(errno));
   char opts[64];
-  snprintf(opts, sizeof opts, "mode=0755,size=%zu", len + 4096);
+  snprintf(opts, sizeof opts, "mode=0755,size=%zu", len + 16384);
   CHILD_TRY(mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
             "cannot mount %s for the session CA: %s", PROXY_CA_DIR, strerror(errno));
-  _cleanup_close_ int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-  CHILD_TRY(fd, "cannot write %s: %s", PROXY_CA_FILE, strerror(errno));
-  while (len) {
-    ssize_t w = write(fd, pem, len);
-    CHILD_TRY(w <= 0 ? -1 : 0, "cannot write %s: %s", PROXY_CA_FILE, strerror(errno));
-    pem += w;
-    len -= (size_t)w;
-  }
-  close(fd); /* a file open for writing keeps the remount below busy */
-  fd = -1;
+  if (pem)
+    write_small_file(root, PROXY_CA_FILE, pem, len);
+  write_small_file(root, PROXY_CA_DIR "/resolv.conf", resolv, sizeof resolv - 1);
+  write_small_file(root, PROXY_CA_DIR "/hosts", hosts, sizeof hosts - 1);
   /* the tool reads its trust, it does not change it */
   CHILD_TRY(mount(NULL, dir, NULL,
                   MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
             "cannot make %s read-only: %s", PROXY_CA_DIR, strerror(errno));
+  cover_etc_file(root, "resolv.conf");
+  cover_etc_file(root, "hosts");
 }
 
 static bool grants_root(const struct sandbox_mount_plan *plan)
@@ -457,7 +501,7 @@ void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *
    * commands, /sys: mapped into the grants by the parent (mount_plan.c) */
   apply_masks(plan, root);
   if (px)
-    write_ca_bundle(px, root);
+    write_proxy_files(px, root);
 
   CHILD_TRY(chdir(root), "cannot enter the sandbox root: %s", strerror(errno));
   CHILD_TRY(syscall(SYS_pivot_root, ".", "."), "pivot_root failed: %s", strerror(errno));

@@ -22,18 +22,29 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "net/egress_plan.h"
 #include "net/proxy.h"
 #include "sandbox/spawn_internal.h"
+
+/* A socket bound to addr:port (network order address) in this namespace,
+ * listening when it is a stream. */
+static int bound_socket(int type, const uint8_t addr[4], uint16_t port)
+{
+  int l = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  memcpy(&a.sin_addr, addr, 4);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 ||
+      ((type & SOCK_STREAM) && listen(l, 4096) < 0))
+    sandbox_child_fail("cannot listen on %u.%u.%u.%u:%u: %s", addr[0], addr[1], addr[2], addr[3],
+                       port, strerror(errno));
+  return l;
+}
 
 /* A listening TCP socket on 127.0.0.1:port in this namespace. */
 static int loopback_listener(uint16_t port)
 {
-  int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4096) < 0)
-    sandbox_child_fail("cannot listen on 127.0.0.1:%u: %s", port, strerror(errno));
-  return l;
+  static const uint8_t loopback[4] = {127, 0, 0, 1};
+  return bound_socket(SOCK_STREAM, loopback, port);
 }
 
 /* Loopback up in the sandbox's own network namespace: the only interface
@@ -55,7 +66,7 @@ void sandbox_loopback_up(void)
 static ssize_t send_with_fds(int sock, const void *data, size_t len, const int *fds, size_t n)
 {
   struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-  char control[CMSG_SPACE(sizeof(int) * (1 + SANDBOX_MAX_FORWARDS))];
+  char control[CMSG_SPACE(sizeof(int) * SANDBOX_MAX_LISTENERS)];
   memset(control, 0, sizeof control);
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
   if (n) {
@@ -76,7 +87,7 @@ static ssize_t receive_with_fds(int sock, void *buf, size_t len, int *fds, size_
                                 size_t *n_fds, int flags)
 {
   struct iovec iov = {.iov_base = buf, .iov_len = len};
-  char control[CMSG_SPACE(sizeof(int) * (1 + SANDBOX_MAX_FORWARDS))];
+  char control[CMSG_SPACE(sizeof(int) * SANDBOX_MAX_LISTENERS)];
   struct msghdr msg = {
       .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
   *n_fds = 0;
@@ -97,21 +108,49 @@ static ssize_t receive_with_fds(int sock, void *buf, size_t len, int *fds, size_
 }
 
 /* Inside the sandbox's network namespace: the listening sockets made here,
- * so they exist only in this namespace: the proxy's, then one per
- * ports.localhost entry. The fds go to the supervisor, which serves them
- * from the host's namespace. */
+ * so they exist only in this namespace: the proxy's, one per
+ * ports.localhost entry, the resolver's UDP and TCP sockets, and one per
+ * listener of the egress plan (proxy.h's proxy_start has the layout). The
+ * fds go to the supervisor, which serves them from the host's namespace. */
 void sandbox_make_proxy_listeners(const struct cap_spec *spec, int pass_fd)
 {
-  int fds[1 + SANDBOX_MAX_FORWARDS];
+  int fds[SANDBOX_MAX_LISTENERS];
   size_t n = 0;
   fds[n++] = loopback_listener(PROXY_PORT);
   for (size_t i = 0; i < spec->network.localhost.len && i < SANDBOX_MAX_FORWARDS; i++)
     fds[n++] = loopback_listener(spec->network.localhost.v[i]);
+  struct egress_plan plan;
+  egress_plan_build(spec, &plan);
+  struct in_addr dns;
+  inet_pton(AF_INET, EGRESS_DNS_ADDR, &dns);
+  fds[n++] = bound_socket(SOCK_DGRAM | SOCK_NONBLOCK, (const uint8_t *)&dns, EGRESS_DNS_PORT);
+  fds[n++] = bound_socket(SOCK_STREAM, (const uint8_t *)&dns, EGRESS_DNS_PORT);
+  for (size_t i = 0; i < plan.n_listeners; i++)
+    fds[n++] =
+        bound_socket(SOCK_STREAM, plan.names[plan.listeners[i].name].addr, plan.listeners[i].port);
+  static const uint8_t loopback[4] = {127, 0, 0, 1};
+  if (plan.capture) /* sandbox/capture.h: where the any-port redirect leads */
+    fds[n++] = bound_socket(SOCK_STREAM, loopback, EGRESS_CAPTURE_PORT);
+  egress_plan_free(&plan);
   CHILD_TRY(send_with_fds(pass_fd, "p", 1, fds, n), "cannot hand the proxy sockets over: %s",
             strerror(errno));
   for (size_t i = 0; i < n; i++)
     close(fds[i]);
   close(pass_fd);
+}
+
+_Static_assert(SANDBOX_MAX_LISTENERS >= 1 + SANDBOX_MAX_FORWARDS + 2 + EGRESS_MAX_LISTENERS + 1,
+               "every listener pid 1 makes fits the arrays it travels in");
+
+size_t sandbox_listener_count(const struct cap_spec *spec)
+{
+  struct egress_plan plan;
+  egress_plan_build(spec, &plan);
+  size_t forwards = spec->network.localhost.len < SANDBOX_MAX_FORWARDS ? spec->network.localhost.len
+                                                                       : SANDBOX_MAX_FORWARDS;
+  size_t n = 1 + forwards + 2 + plan.n_listeners + (plan.capture ? 1 : 0);
+  egress_plan_free(&plan);
+  return n;
 }
 
 /* The listeners make_proxy_listeners sent: returns how many (<= max), or -1. */

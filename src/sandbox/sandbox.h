@@ -17,6 +17,7 @@
 #include "net/proxy.h"
 
 #define SANDBOX_MAX_FORWARDS PROXY_MAX_FORWARDS
+#define SANDBOX_MAX_LISTENERS PROXY_MAX_LISTENERS
 
 struct sandbox_running; /* a sandbox while it runs (see on_started) */
 

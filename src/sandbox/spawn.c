@@ -44,6 +44,7 @@
 #include "core/clock.h"
 #include "core/text.h"
 #include "net/proxy.h"
+#include "sandbox/capture.h"
 #include "sandbox/limits.h"
 #include "sandbox/relay.h"
 #include "sandbox/rundir.h"
@@ -231,7 +232,7 @@ struct launch {
   int pass[2];               /* the proxy's listening socket travels here */
   int life[2];               /* only the supervisor holds [1]: its end is capsule's */
   int ready[2]; /* unprivileged, not dumpable: the child says it is dumpable (and scrubbed) */
-  int listen_fds[1 + SANDBOX_MAX_FORWARDS]; /* received, not yet the proxy's */
+  int listen_fds[SANDBOX_MAX_LISTENERS]; /* received, not yet the proxy's */
   size_t n_listen;
   struct proxy *proxy; /* proxy mode: stopped and freed at the end */
   int stdio[3];        /* the command's stdio (prepare_stdio) */
@@ -392,6 +393,12 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   sandbox_become_ids(uid, gid);
   arm_parent_death(l->life[0]);
   proxy_scrub(l->proxy); /* this copy of capsule's memory keeps no secret */
+  /* before the sandbox's root: the host's nft, in the sandbox's namespace;
+   * without it only listed ports of any-port names work (doctor says so) */
+  struct cap_error capture_err = {0};
+  if (l->proxy && capture_planned(spec))
+    capture_install(&capture_err);
+  cap_error_clear(&capture_err);
   sandbox_build_root(spec, l->plan, l->run.path, l->proxy);
   if (flags & CLONE_NEWNET)
     sandbox_loopback_up();
@@ -442,7 +449,7 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   if (r == 0)
     r = supervise_start(l->sup, err);
   if (r == 0 && l->proxy) {
-    size_t want = 1 + spec->network.localhost.len;
+    size_t want = sandbox_listener_count(spec);
     int got = sandbox_receive_fds(l->pass[0], l->listen_fds, want);
     l->n_listen = got > 0 ? (size_t)got : 0;
     if (l->n_listen != want)

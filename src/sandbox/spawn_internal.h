@@ -68,6 +68,8 @@ void sandbox_make_proxy_listeners(const struct cap_spec *spec, int pass_fd);
 /* pid1.c: the listeners sent by sandbox_make_proxy_listeners: how many
  * (<= max), or -1. */
 int sandbox_receive_fds(int sock, int *fds, size_t max);
+/* pid1.c: how many listeners sandbox_make_proxy_listeners makes for spec. */
+size_t sandbox_listener_count(const struct cap_spec *spec);
 /* pid1.c: reap everything; leave with the command's status; serve the
  * connector (fd >= 0) until its end, which stops the command; when
  * life_fd (the read end of a pipe only the supervisor writes) hangs up,

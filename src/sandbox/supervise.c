@@ -45,6 +45,7 @@
 #include "core/cleanup.h"
 #include "net/proxy.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/capture.h"
 #include "sandbox/supervise.h"
 
 #ifndef __NR_pidfd_open
@@ -79,7 +80,7 @@ struct supervise {
   uid_t tool_uid;
   gid_t tool_gid;
   bool check_tcp; /* Landlock handles TCP: mirror its ports */
-  uint16_t ports[1 + SANDBOX_MAX_FORWARDS];
+  uint16_t ports[SANDBOX_MAX_LISTENERS];
   size_t n_ports;
   struct socket_id granted[MAX_GRANTED];
   size_t n_granted;
@@ -128,7 +129,7 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
   sup->drop_creds = geteuid() == 0;
   sup->tool_uid = tool_uid;
   sup->tool_gid = tool_gid;
-  sup->check_tcp = abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED;
+  sup->check_tcp = abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED && !capture_planned(spec);
   sup->n_ports = landlock_connect_ports(spec, sup->ports, sizeof sup->ports / sizeof sup->ports[0]);
   for (size_t i = 0; i < spec->n_grants && sup->n_granted < MAX_GRANTED; i++) {
     struct stat st;

@@ -53,11 +53,23 @@ tar -C "$here" -cf "$work/image/tar" fuzz_image.c
 mkdir -p "$work/mcp"
 printf '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"t0"}}\n{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x__y","arguments":{}}}\n' >"$work/mcp/list"
 printf '!{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1.0.0"}}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n[{"jsonrpc":"2.0"}]\n{"jsonrpc":"2.0","id":7,"result":{"action":"accept"}}\n{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}\n' >"$work/mcp/lifecycle"
+mkdir -p "$work/dns" "$work/sni"
+# a stub resolver's A query with EDNS, and a real ClientHello (python's ssl)
+printf '\022\064\001\000\000\001\000\000\000\000\000\001\004imap\004mail\002me\003com\000\000\001\000\001\000\000\051\004\320\000\000\000\000\000\000' >"$work/dns/a-edns"
+printf '\000\001\001\000\000\001\000\000\000\000\000\000\007example\003com\000\000\034\000\001' >"$work/dns/aaaa"
+python3 -c '
+import ssl, sys
+c = ssl.create_default_context()
+o = ssl.MemoryBIO()
+s = c.wrap_bio(ssl.MemoryBIO(), o, server_hostname="imap.mail.me.com")
+try: s.do_handshake()
+except ssl.SSLWantReadError: pass
+sys.stdout.buffer.write(o.read())' >"$work/sni/hello" 2>/dev/null || true
 
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp dns sni}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
