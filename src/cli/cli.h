@@ -33,6 +33,8 @@ int cmd_ps(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 /* image import|pull|ls|inspect|rm (image.c) */
 int cmd_image(int argc, char **argv);
+/* export oci (export.c) */
+int cmd_export(int argc, char **argv);
 
 /* The exit status for a library failure r (a negative errno) with err:
  * its typed outcome (err->outcome), else -ENOTSUP (the host cannot enforce

@@ -31,6 +31,7 @@ static const char usage_text[] =
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
     "  image import|pull|ls|inspect|rm  the local OCI image store (Selu images)\n"
+    "  export oci CAPABILITY DIR     the capability as an OCI runtime bundle (runc)\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
@@ -77,7 +78,7 @@ static const struct {
     {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
     {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
     {"audit", cmd_gateway},     {"ps", cmd_ps},           {"stop", cmd_stop},
-    {"image", cmd_image},
+    {"image", cmd_image},       {"export", cmd_export},
 };
 
 static int (*find_verb(const char *name))(int, char **)

@@ -22,7 +22,8 @@
 #include "jsonschema/jsonschema.h"
 #include "runtime/selu_rpc.h"
 
-#define SELU_IMAGE_ID 1000 /* Selu's runner: user 1000:1000, whatever the image says */
+#define SELU_IMAGE_NOFILE 256            /* Selu's runner: ulimit nofile 256 (soft and hard) */
+#define SELU_IMAGE_TMP_BYTES (64u << 20) /* Selu's runner: tmpfs /tmp size=64m,noexec */
 
 static char *read_small_file(const char *path, size_t *len)
 {
@@ -164,6 +165,24 @@ int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
       cap_error_outcome(err, CAP_OUTCOME_HOST);
   }
   return r;
+}
+
+/* An image is its own system: the host's system directories and the
+ * package directory are not granted, and Selu's runner conventions hold
+ * (docs/images.md): a private 64 MiB /tmp (noexec, sandbox.h), 256 open files. */
+void gw_selu_image_spec(struct cap_spec *run_spec)
+{
+  struct cap_fs_grant *grants = cap_xcalloc(run_spec->n_grants + 1, sizeof *grants);
+  size_t n = 0;
+  for (size_t i = 0; i < run_spec->n_grants; i++)
+    if (run_spec->grants[i].origin != CAP_ORIGIN_SYSTEM &&
+        run_spec->grants[i].origin != CAP_ORIGIN_PACKAGE)
+      grants[n++] = run_spec->grants[i];
+  run_spec->grants = grants; /* the keeper's until it exits */
+  run_spec->n_grants = n;
+  run_spec->sandbox.private_tmp = true;
+  run_spec->limits.nofile = SELU_IMAGE_NOFILE;
+  run_spec->limits.disk_bytes = SELU_IMAGE_TMP_BYTES;
 }
 
 /* Invoke with the raw answer; the caller judges it. */

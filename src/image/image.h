@@ -136,5 +136,11 @@ int image_pull(const char *store, const char *ref, struct image_info *ret_info, 
  * set when the image names no command or it is missing. */
 char **image_command(const struct image_info *info, struct cap_error *err);
 void image_strv_free(char **v);
+/* Removes path and everything below it (directories made writable first:
+ * an unpacked rootfs has read-only ones). Missing is not an error. */
+int image_rmtree(const char *path);
+/* The image's unpacked root as dest (new): hard links into the store where
+ * the filesystem allows, else a copy (`capsule export oci`). */
+int image_rootfs_copy(const struct image_info *info, const char *dest, struct cap_error *err);
 
 #endif

@@ -89,6 +89,14 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
  * no_new_privs. `command` is the program about to be exec'd: with an
  * allowed_commands list, only those programs (and this one) may be
  * executed. Returns 0, or -errno with err set. */
+/* The main seccomp filter as OCI linux.seccomp.syscalls (a JSON array,
+ * allocated), with the semaphore rule when asked (oci_config.c). */
+char *sandbox_seccomp_oci_rules(bool semaphores);
+#if defined(__x86_64__)
+#define SANDBOX_SECCOMP_OCI_ARCH "SCMP_ARCH_X86_64"
+#else
+#define SANDBOX_SECCOMP_OCI_ARCH "SCMP_ARCH_AARCH64"
+#endif
 int landlock_apply(const struct cap_spec *spec, const char *command, bool image_root,
                    struct cap_error *err);
 

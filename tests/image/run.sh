@@ -147,11 +147,65 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   c noentry-not-ready 0 "img-noentry .*not ready: .*entrypoint /nonexistent is not an executable file" list "${G[@]}"
   c noentry-call-fails 1 "entrypoint /nonexistent is not an executable file" call "${G[@]}" img-noentry ok '{}'
 
+  [ "$who" = root ] && export_oci "$state" "$caps"
+
   echo "[$who] rm"
   c rm 0 "removed" image rm "${S[@]}" example.org/saved/fault:2
   c rm-unknown 1 "is not in the store" image rm "${S[@]}" example.org/saved/fault:2
   for r in $ref tests/oci:1 tests/layers:1 tests/noentry:1 bad/hostile:1; do "${as[@]}" "$capsule" image rm "${S[@]}" $r >/dev/null 2>&1; done
   [ -z "$(find "$state/images/rootfs" "$state/images/blobs/sha256" -mindepth 1)" ] && ok "rm-collects-garbage" || { bad "rm-collects-garbage"; "${as[@]}" "$capsule" image ls "${S[@]}"; }
+}
+
+# export_oci STATE CAPS: bundles that runc runs (as root: runc's own
+# rootless mode needs a cgroup manager this host lacks)
+export_oci() {
+  local state=$1 caps=$2 G=(--caps "$2" --state "$1")
+  echo "[root] export oci"
+  if ! command -v runc >/dev/null; then echo "  SKIP export-oci: runc is not installed (scripts/deps.sh test)"; return; fi
+  c export-image 0 "$work/bundle-a" export oci "${G[@]}" img-a "$work/bundle-a"
+  c export-exists-refused 1 "exists; give a new directory" export oci "${G[@]}" img-a "$work/bundle-a"
+  c export-missing-image-exit-3 3 "capsule image pull" export oci "${G[@]}" img-missing "$work/bundle-m"
+  [ ! -e "$work/bundle-m" ] && ok "export-failure-leaves-nothing" || bad "export-failure-leaves-nothing"
+  # the probe alone (not the server, which would serve forever)
+  python3 - "$work/bundle-a/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["process"]["args"][0] == "/probe", c["process"]["args"]
+c["process"]["args"] = ["/probe"]
+json.dump(c, open(sys.argv[1], "w"))
+PY
+  local id=capsule-image-test-$$
+  (cd "$work/bundle-a" && timeout 60 runc run "$id") >"$work/runc.out" 2>&1
+  runc delete -f "$id" >/dev/null 2>&1
+  local log=$work/runc.out
+  rprobe() { grep -q "^probe $1 $2\$" "$log" && ok "runc-$3" || { bad "runc-$3 (want $1 $2)"; grep "probe $1 \|runc\|error" "$log" | head -3 | sed 's/^/         /'; }; }
+  rprobe ids 1000:1000 "runs-as-1000"
+  rprobe cwd /etc "image-workingdir"
+  rprobe image_var from-image "image-env"
+  rprobe nofile 256 "nofile-256"
+  rprobe no_new_privs 1 "no-new-privs"
+  rprobe write_root "Read-only file system" "root-read-only"
+  rprobe exec_tmp "Permission denied" "tmp-noexec"
+  rprobe host_home absent "host-home-not-visible"
+  rprobe capeff 0000000000000000 "capabilities-dropped"
+  grep -q '"SCMP_ACT_ERRNO"' "$work/bundle-a/config.json" && grep -q '"names": \["mount"' "$work/bundle-a/config.json" &&
+    ok "bundle-carries-seccomp" || bad "bundle-carries-seccomp"
+  # x-capsule.command: the host's system directories, read-only
+  mkdir -p "$caps/cmd"
+  cat >"$caps/cmd/manifest.yaml" <<'YAML'
+id: cmd
+image: example/cmd:1
+tools:
+  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
+x-capsule: {command: ["/bin/sh", "-c", "echo uid=$(id -u); touch /usr/x 2>&1; unshare -U true 2>&1; echo end"]}
+YAML
+  c export-command 0 "$work/bundle-cmd" export oci "${G[@]}" cmd "$work/bundle-cmd"
+  (cd "$work/bundle-cmd" && timeout 60 runc run "$id") >"$work/runc-cmd.out" 2>&1
+  runc delete -f "$id" >/dev/null 2>&1
+  grep -q "^uid=65534$" "$work/runc-cmd.out" && ok "runc-command-as-65534" || { bad "runc-command-as-65534"; head -3 "$work/runc-cmd.out"; }
+  grep -q "Read-only file system" "$work/runc-cmd.out" && ok "runc-system-dirs-read-only" || bad "runc-system-dirs-read-only"
+  grep -q "unshare.*Operation not permitted" "$work/runc-cmd.out" && ok "runc-seccomp-denies-unshare" || { bad "runc-seccomp-denies-unshare"; cat "$work/runc-cmd.out" | head -5; }
+  grep -q "^end$" "$work/runc-cmd.out" && ok "runc-command-ran" || bad "runc-command-ran"
 }
 
 # c NAME STATUS REGEX ARGS...: t as the suite's user
