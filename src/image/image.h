@@ -96,6 +96,15 @@ char *image_docker_repo_tag(const char *json, size_t len);
  * or NULL. */
 char *image_index_ref_name(const char *json, size_t len);
 
+/* A layer's entries (layer_check.c): 0, or -EXDEV with err naming the
+ * entry whose path, hard-link target or whiteout target climbs out of the
+ * image's root (refused before the store takes the image). index numbers
+ * the layer in messages. Plain tar and gzip; zstd and malformed streams
+ * are left to umoci. */
+int image_layer_check(int fd, const char *media_type, size_t index, struct cap_error *err);
+int image_layer_check_mem(const unsigned char *data, size_t len, const char *media_type,
+                          size_t index, struct cap_error *err);
+
 /* ---- references ---- */
 
 /* Docker's normalisation: "alpine" -> "docker.io/library/alpine:latest",

@@ -8,6 +8,7 @@
  * directory and leaves the store as it was. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,7 +202,49 @@ static int missing_tool(const char *tool, struct cap_error *err)
   return cap_error_outcome(err, CAP_OUTCOME_HOST);
 }
 
+static int run_umoci(struct stage *s, const char *rootfs, struct cap_error *err);
+
+/* Every layer's entries checked (image_layer_check), in a thread of its
+ * own while umoci unpacks: this machine's second core does it. */
+struct layer_scan {
+  struct stage *s;
+  struct cap_error err;
+  int r;
+};
+
+static void *scan_layers(void *arg)
+{
+  struct layer_scan *scan = arg;
+  const struct image_manifest *m = &scan->s->manifest;
+  for (size_t i = 0; i < m->n_layers && scan->r == 0; i++) {
+    _cleanup_free_ char *path = image_blob_path(scan->s->layout, m->layers[i].digest);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    scan->r = fd < 0 ? cap_error_errno(&scan->err, errno, "cannot read %s", path)
+                     : image_layer_check(fd, m->layers[i].media_type, i + 1, &scan->err);
+  }
+  return NULL;
+}
+
 static int unpack(struct stage *s, const char *rootfs, struct cap_error *err)
+{
+  struct layer_scan scan = {.s = s};
+  pthread_t thread;
+  bool threaded = pthread_create(&thread, NULL, scan_layers, &scan) == 0;
+  if (!threaded)
+    scan_layers(&scan);
+  int r = run_umoci(s, rootfs, err);
+  if (threaded)
+    pthread_join(thread, NULL);
+  if (scan.r < 0) { /* the hostile entry says more than umoci's failure */
+    cap_error_clear(err);
+    *err = scan.err;
+    return scan.r;
+  }
+  cap_error_clear(&scan.err);
+  return r;
+}
+
+static int run_umoci(struct stage *s, const char *rootfs, struct cap_error *err)
 {
   _cleanup_free_ char *image = cap_xasprintf("%s:" STAGE_REF, s->layout);
   char *argv[] = {"umoci", "raw", "unpack", "--rootless", "--image", image, (char *)rootfs, NULL};

@@ -41,6 +41,7 @@ printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/x"],"Cmd"
 printf '[{"Config":"c.json","RepoTags":["example.org/a:1"],"Layers":["l/layer.tar"]}]' >"$work/image/docker"
 printf 'ghcr.io/owner/name:tag' >"$work/image/ref"
 tar -C "$here" -cf "$work/image/tar" fuzz_image.c
+tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
 
 status=0
 mkdir -p "$work/escape"

@@ -114,19 +114,31 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
 
   echo "[$who] hostile layers"
   mkdir -p /tmp/capsule-target-$$ /tmp/capsule-victim-$$ && touch /tmp/capsule-victim-$$/keep && chmod 777 /tmp/capsule-target-$$ /tmp/capsule-victim-$$
-  cp -a "$work/layout" "$work/$who/hostile"
-  python3 "$here/addlayer.py" "$work/$who/hostile" t1 "[
-    {\"name\": \"../../../../../../../../../../tmp/capsule-escape-$$\", \"data\": \"dotdot\"},
+  # hostile layer LAYOUT-NAME TAG ENTRIES: an image with one more layer
+  hostile() { cp -a "$work/layout" "$work/$who/$1" && python3 "$here/addlayer.py" "$work/$who/$1" t1 "$2"; }
+  before=$(store_state "$state/images")
+  hostile dotdot "[{\"name\": \"../../../../../../../../../../tmp/capsule-escape-$$\", \"data\": \"dotdot\"}]"
+  c dotdot-path-refused 1 "layer [0-9]+: the entry \"../../../../../../../../../../tmp/capsule-escape-$$\" climbs out of the image's root" image import "${S[@]}" "$work/$who/dotdot" --tag bad/dotdot:1
+  hostile pax "[{\"name\": \"$(printf 'd/%.0s' $(seq 60))../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../tmp/capsule-escape-$$\", \"data\": \"long\"}]"
+  c long-pax-path-refused 1 "climbs out of the image's root" image import "${S[@]}" "$work/$who/pax" --tag bad/pax:1
+  hostile whiteout "[{\"name\": \"../../../../../../../../tmp/capsule-victim-$$/.wh.keep\"}]"
+  c whiteout-outside-refused 1 "the entry .*/.wh.keep\" climbs out" image import "${S[@]}" "$work/$who/whiteout" --tag bad/whiteout:1
+  hostile whiteout-parent '[{"name": "etc/.wh..."}]'
+  c whiteout-of-parent-refused 1 "the whiteout \"etc/.wh...\" climbs out" image import "${S[@]}" "$work/$who/whiteout-parent" --tag bad/whiteout2:1
+  hostile hardlink '[{"name": "pw", "type": "hardlink", "target": "../../../../../../etc/passwd"}]'
+  c hardlink-outside-refused 1 "the hard link's target \"../../../../../../etc/passwd\" climbs out" image import "${S[@]}" "$work/$who/hardlink" --tag bad/hardlink:1
+  [ "$(store_state "$state/images")" = "$before" ] && ok "hostile-nothing-stored" || bad "hostile-nothing-stored"
+  [ ! -e /tmp/capsule-escape-$$ ] && ok "dotdot-path-contained" || bad "dotdot-path-contained"
+  [ -e /tmp/capsule-victim-$$/keep ] && ok "whiteout-outside-contained" || bad "whiteout-outside-contained"
+  # links that point out are kept as links; nothing is written through them
+  hostile symlinks "[
     {\"name\": \"evil\", \"type\": \"symlink\", \"target\": \"/tmp/capsule-target-$$\"},
     {\"name\": \"evil/pwned\", \"data\": \"through an absolute symlink\"},
     {\"name\": \"rel\", \"type\": \"symlink\", \"target\": \"../../../../../../../../tmp/capsule-target-$$\"},
-    {\"name\": \"rel/pwned2\", \"data\": \"through a relative symlink\"},
-    {\"name\": \"../../../../../../../../tmp/capsule-victim-$$/.wh.keep\"}]"
-  "${as[@]}" "$capsule" image import "${S[@]}" "$work/$who/hostile" --tag bad/hostile:1 >"$work/$who/hostile.out" 2>&1
-  [ ! -e /tmp/capsule-escape-$$ ] && ok "dotdot-path-contained" || bad "dotdot-path-contained"
+    {\"name\": \"rel/pwned2\", \"data\": \"through a relative symlink\"}]"
+  c escaping-symlinks-import 0 "^docker.io/bad/hostile:1 " image import "${S[@]}" "$work/$who/symlinks" --tag bad/hostile:1
   [ ! -e /tmp/capsule-target-$$/pwned ] && ok "absolute-symlink-contained" || bad "absolute-symlink-contained"
   [ ! -e /tmp/capsule-target-$$/pwned2 ] && ok "relative-symlink-contained" || bad "relative-symlink-contained"
-  [ -e /tmp/capsule-victim-$$/keep ] && ok "whiteout-outside-contained" || bad "whiteout-outside-contained"
   # whiteouts, opaque directories, hard links and device nodes inside
   cp -a "$work/layout" "$work/$who/layers"
   python3 "$here/addlayer.py" "$work/$who/layers" t1 '[{"name": "d", "type": "dir"}, {"name": "d/a", "data": "a"},
