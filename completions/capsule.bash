@@ -9,7 +9,7 @@ _capsule() {
     cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
   fi
-  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop help"
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop image export help"
   local common="--caps --state --json --help"
   local verb="" i
   for ((i = 1; i < cword; i++)); do
@@ -24,7 +24,7 @@ _capsule() {
   case $prev in
   --caps | --state | --allow-read | --allow-write | --allow-rw | --deny | --workdir)
     COMPREPLY=($(compgen -d -- "$cur")); [ "$prev" = --deny ] && COMPREPLY+=($(compgen -f -- "$cur")); return ;;
-  --config | --egress-log | --schema)
+  --config | --egress-log | --schema | --netns)
     COMPREPLY=($(compgen -f -- "$cur")); return ;;
   --net) COMPREPLY=($(compgen -W "blocked proxy unrestricted" -- "$cur")); return ;;
   --scope) COMPREPLY=($(compgen -W "system user" -- "$cur")); return ;;
@@ -53,6 +53,8 @@ _capsule() {
   audit) opts="--state --json --since --tail --follow --help" subs="verify" ;;
   ps) opts="--state --json --help" ;;
   stop) opts="--state --help" ;;
+  image) opts="--state --tag --json --help" subs="import pull ls inspect rm" files=1 ;;
+  export) opts="--caps --state --netns --help" subs="oci" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then
