@@ -111,6 +111,10 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   c bad-reference 1 "is not an image reference" image import "${S[@]}" "$work/layout" --tag 'Bad Ref'
   c pull-unreachable 1 "image pull: .*skopeo cannot read 127.0.0.1:1/none:1" image pull "${S[@]}" 127.0.0.1:1/none:1
   [ "$(store_state "$state/images")" = "$before" ] && ok "nothing-half-written" || bad "nothing-half-written"
+  # a killed import's leftovers (its lock free) go with the next import
+  "${as[@]}" mkdir -p "$state/images/tmp/import.killed/oci" && "${as[@]}" touch "$state/images/tmp/import.killed.lock"
+  c import-after-killed-one 0 "^docker.io/tests/oci:1 " image import "${S[@]}" "$work/oci.tar" --tag tests/oci:1
+  [ -z "$(ls "$state/images/tmp")" ] && ok "killed-import-leftovers-removed" || bad "killed-import-leftovers-removed ($(ls "$state/images/tmp"))"
 
   echo "[$who] hostile layers"
   mkdir -p /tmp/capsule-target-$$ /tmp/capsule-victim-$$ && touch /tmp/capsule-victim-$$/keep && chmod 777 /tmp/capsule-target-$$ /tmp/capsule-victim-$$
