@@ -78,6 +78,10 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   printf 'tok-%s\n' "$$" | "${as[@]}" "$capsule" cred set img-a API_TOKEN --scope system "${S[@]}" >/dev/null 2>&1
   c credential-injected 0 "tok-$$" call "${G[@]}" img-a env '{"name": "API_TOKEN"}'
   c second-capability-same-image 0 '"ok"' call "${G[@]}" img-b ok '{}'
+  # proxy-only network: the image's server sees capsule's proxy and nothing else
+  manifest "$caps/net" img-net $ref 'network: {mode: allowlist, hosts: ["api.example.com:443"]}'
+  c image-proxy-env 0 '"http://127.0.0.1:[0-9]+"' call "${G[@]}" img-net env '{"name": "HTTPS_PROXY"}'
+  "${as[@]}" "$capsule" stop "${S[@]}" img-net >/dev/null 2>&1
   local log=$state/logs/img-a.log
   probe() { grep -q "^probe $1 $2\$" "$log" && ok "$3" || { bad "$3 (want $1 $2)"; grep "^probe $1 " "$log" | tail -1 | sed 's/^/         /'; }; }
   probe ids 1000:1000 "runs-as-1000"
@@ -179,6 +183,10 @@ export_oci() {
   echo "[root] export oci"
   if ! command -v runc >/dev/null; then echo "  SKIP export-oci: runc is not installed (scripts/deps.sh test)"; return; fi
   c export-image 0 "$work/bundle-a" export oci "${G[@]}" img-a "$work/bundle-a"
+  c export-netns 0 "$work/bundle-n" export oci "${G[@]}" --netns /run/netns/capsule-test img-a "$work/bundle-n"
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); n=[x for x in c["linux"]["namespaces"] if x["type"]=="network"]; sys.exit(0 if n and n[0].get("path")=="/run/netns/capsule-test" else 1)' "$work/bundle-n/config.json" &&
+    ok "export-netns-path" || bad "export-netns-path"
+  c export-netns-relative-refused 1 "is not an absolute path" export oci "${G[@]}" --netns netns img-a "$work/bundle-r"
   c export-exists-refused 1 "exists; give a new directory" export oci "${G[@]}" img-a "$work/bundle-a"
   c export-missing-image-exit-3 3 "capsule image pull" export oci "${G[@]}" img-missing "$work/bundle-m"
   [ ! -e "$work/bundle-m" ] && ok "export-failure-leaves-nothing" || bad "export-failure-leaves-nothing"
