@@ -90,10 +90,7 @@ static int prepare(const char *image_dir, uint32_t id_base, const struct cap_spe
   b->argv = image_command(&b->info, err);
   if (!b->argv)
     return -ENOENT;
-  for (size_t i = 0; b->info.config.env && b->info.config.env[i]; i++)
-    cap_strv_push(&b->env, b->info.config.env[i]);
-  _cleanup_free_ char *id = cap_xasprintf("SELU_CAPABILITY_ID=%s", spec->id);
-  cap_strv_push(&b->env, id);
+  gw_selu_image_env(spec, &b->info, &b->env);
   b->workdir = b->info.config.working_dir ? b->info.config.working_dir : "/";
   gw_selu_image_spec(&b->run_spec);
   b->grants = b->run_spec.grants;

@@ -146,13 +146,26 @@ static enum gw_outcome image_run_prepare(const struct gw_call *call, const struc
   run->argv = image_command(&run->info, err);
   if (!run->argv)
     return cap_error_prefix(err, "capability %s", spec->id), GW_OUTCOME_FAILED;
-  for (size_t i = 0; run->info.config.env && run->info.config.env[i]; i++)
-    cap_strv_push(&run->env, run->info.config.env[i]);
-  _cleanup_free_ char *id = cap_xasprintf("SELU_CAPABILITY_ID=%s", spec->id);
-  cap_strv_push(&run->env, id);
+  gw_selu_image_env(spec, &run->info, &run->env);
   for (size_t i = 0; i < n_env; i++)
     cap_strv_push(&run->env, env[i]);
   return GW_OUTCOME_OK;
+}
+
+void gw_selu_image_env(const struct cap_spec *spec, const struct image_info *info,
+                       struct cap_strv *env)
+{
+  bool path = false;
+  for (size_t i = 0; info->config.env && info->config.env[i]; i++) {
+    path |= strncmp(info->config.env[i], "PATH=", 5) == 0;
+    cap_strv_push(env, info->config.env[i]);
+  }
+  if (!path) { /* the PATH its entrypoint was looked up on */
+    _cleanup_free_ char *p = cap_xasprintf("PATH=%s", image_config_path(&info->config));
+    cap_strv_push(env, p);
+  }
+  _cleanup_free_ char *id = cap_xasprintf("SELU_CAPABILITY_ID=%s", spec->id);
+  cap_strv_push(env, id);
 }
 
 int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,

@@ -46,6 +46,10 @@ struct image_info;
 int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
                           struct image_info *info, struct cap_error *err);
 
+/* An image's environment as Selu's runner gives it: the image's Env (with
+ * a default PATH when it names none), SELU_CAPABILITY_ID; appended to env. */
+void gw_selu_image_env(const struct cap_spec *spec, const struct image_info *info,
+                       struct cap_strv *env);
 /* Selu's runner: user 1000:1000 whatever the image says */
 #define SELU_IMAGE_ID 1000
 /* Makes a copy of a spec (shallow; its grants array is replaced and the

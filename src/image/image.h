@@ -145,6 +145,9 @@ int image_pull(const char *store, const char *ref, struct image_info *ret_info, 
  * set when the image names no command or it is missing. */
 char **image_command(const struct image_info *info, struct cap_error *err);
 void image_strv_free(char **v);
+/* The PATH an image's Env names, else the default a container runtime
+ * gives (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin). */
+const char *image_config_path(const struct image_config *c);
 /* Removes path and everything below it (directories made writable first:
  * an unpacked rootfs has read-only ones). Missing is not an error. */
 int image_rmtree(const char *path);

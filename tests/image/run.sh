@@ -75,6 +75,7 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   c call-missing-exit-3 3 "capsule image pull ghcr.io/capsule-tests/absent:9.*capsule image import PATH --tag" call "${G[@]}" img-missing ok '{}'
   c call-image 0 '"ok"' call "${G[@]}" img-a ok '{}'
   c call-image-env 0 'from-image' call "${G[@]}" img-a env '{"name": "IMAGE_VAR"}'
+  c image-default-path 0 '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' call "${G[@]}" img-a env '{"name": "PATH"}'
   printf 'tok-%s\n' "$$" | "${as[@]}" "$capsule" cred set img-a API_TOKEN --scope system "${S[@]}" >/dev/null 2>&1
   c credential-injected 0 "tok-$$" call "${G[@]}" img-a env '{"name": "API_TOKEN"}'
   c second-capability-same-image 0 '"ok"' call "${G[@]}" img-b ok '{}'
