@@ -10,6 +10,7 @@
 set -u
 source "$(dirname "$0")/../lib/gateway.sh"
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 server=$(realpath "$2")
 for tool in umoci skopeo python3 cc; do
   command -v $tool >/dev/null || { echo "SKIP: $tool is not installed (scripts/deps.sh test)"; exit 77; }
@@ -156,11 +157,11 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
     {"name": "d/c", "data": "c"}, {"name": ".wh.gone"}, {"name": "hl", "type": "hardlink", "target": "etc/image-name"},
     {"name": "dev0", "type": "chardev"}]'
   c import-layered 0 "^docker.io/tests/layers:1 " image import "${S[@]}" "$work/$who/layers" --tag tests/layers:1
-  local root; root=$("${as[@]}" "$capsule" image inspect "${S[@]}" tests/layers:1 | sed -n 's/.*"rootfs": "\(.*\)".*/\1/p')
-  [ -f "$root/d/c" ] && [ ! -e "$root/d/a" ] && ok "opaque-directory" || bad "opaque-directory"
-  [ ! -e "$root/gone" ] && ok "whiteout" || bad "whiteout"
-  [ "$(stat -c %i "$root/hl")" = "$(stat -c %i "$root/etc/image-name")" ] && ok "hard-link" || bad "hard-link"
-  [ ! -c "$root/dev0" ] && ok "device-node-not-created" || bad "device-node-not-created"
+  local lroot; lroot=$("${as[@]}" "$capsule" image inspect "${S[@]}" tests/layers:1 | sed -n 's/.*"rootfs": "\(.*\)".*/\1/p')
+  [ -f "$lroot/d/c" ] && [ ! -e "$lroot/d/a" ] && ok "opaque-directory" || bad "opaque-directory"
+  [ ! -e "$lroot/gone" ] && ok "whiteout" || bad "whiteout"
+  [ "$(stat -c %i "$lroot/hl")" = "$(stat -c %i "$lroot/etc/image-name")" ] && ok "hard-link" || bad "hard-link"
+  [ ! -c "$lroot/dev0" ] && ok "device-node-not-created" || bad "device-node-not-created"
   cp -a "$work/layout" "$work/$who/noentry"
   ENTRYPOINT=/nonexistent python3 "$here/addlayer.py" "$work/$who/noentry" t1 '[{"name": "y", "data": "y"}]'
   c noentry-import-warns 0 "warning: .*entrypoint /nonexistent is not an executable file in the image" image import "${S[@]}" "$work/$who/noentry" --tag tests/noentry:1
@@ -168,6 +169,7 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   c noentry-not-ready 0 "img-noentry .*not ready: .*entrypoint /nonexistent is not an executable file" list "${G[@]}"
   c noentry-call-fails 1 "entrypoint /nonexistent is not an executable file" call "${G[@]}" img-noentry ok '{}'
 
+  node_image "$state" "$caps"
   [ "$who" = root ] && export_oci "$state" "$caps"
 
   echo "[$who] rm"
@@ -175,6 +177,32 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   c rm-unknown 1 "is not in the store" image rm "${S[@]}" example.org/saved/fault:2
   for r in $ref tests/oci:1 tests/layers:1 tests/noentry:1 bad/hostile:1; do "${as[@]}" "$capsule" image rm "${S[@]}" $r >/dev/null 2>&1; done
   [ -z "$(find "$state/images/rootfs" "$state/images/blobs/sha256" -mindepth 1)" ] && ok "rm-collects-garbage" || { bad "rm-collects-garbage"; "${as[@]}" "$capsule" image ls "${S[@]}"; }
+}
+
+# node_image STATE CAPS: the Node example (examples/selu-node, tools
+# discovered at run time) from an image holding node, its libraries, the
+# server and its node_modules
+node_image() {
+  local state=$1 caps=$2 G=(--caps "$2" --state "$1")
+  echo "[$who] a Node server's image"
+  local node_dir=$root/examples/selu-node
+  if [ ! -d "$node_dir/node_modules/@grpc/grpc-js" ] || ! command -v node >/dev/null; then
+    echo "  SKIP node-image: node, or npm ci in examples/selu-node (scripts/deps.sh test does)"; return
+  fi
+  if [ ! -d "$work/node-layout" ]; then
+    mkdir -p "$work/node-extra/app"
+    cp -r "$node_dir/server.js" "$node_dir/package.json" "$node_dir/node_modules" "$work/node-extra/app/"
+    cp "$root/proto/selu/capability/v1/capability.proto" "$work/node-extra/app/"
+    ROOTFS_EXTRA=$work/node-extra PROGRAM_AT=/usr/bin/node WORKDIR=/app \
+      "$here/mkimage.sh" "$work/node-layout" n1 "$(command -v node)" node /app/server.js >/dev/null
+    chmod -R a+rX "$work/node-layout"
+  fi
+  c import-node-image 0 "^docker.io/tests/node:1 " image import --state "$state" "$work/node-layout" --tag tests/node:1
+  mkdir -p "$caps/node"
+  sed -e '/^x-capsule:/,$d' -e 's|^image: .*|image: tests/node:1|' "$node_dir/manifest.yaml" >"$caps/node/manifest.yaml"
+  c node-image-dynamic-call 0 '^\{"greeting":"Hello, Ada"\}$' call "${G[@]}" node-tools greet '{"name": "Ada"}'
+  "${as[@]}" "$capsule" stop --state "$state" node-tools >/dev/null 2>&1
+  "${as[@]}" "$capsule" image rm --state "$state" tests/node:1 >/dev/null 2>&1
 }
 
 # export_oci STATE CAPS: bundles that runc runs (as root: runc's own
