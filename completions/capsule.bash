@@ -9,7 +9,7 @@ _capsule() {
     cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
   fi
-  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace image mcp access serve rollback help"
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace image mcp access serve rollback export help"
   local common="--caps --state --json --help"
   local verb="" i
   for ((i = 1; i < cword; i++)); do
@@ -24,7 +24,7 @@ _capsule() {
   case $prev in
   --caps | --state | --allow-read | --allow-write | --allow-rw | --deny | --workdir)
     COMPREPLY=($(compgen -d -- "$cur")); [ "$prev" = --deny ] && COMPREPLY+=($(compgen -f -- "$cur")); return ;;
-  --config | --profile | --egress-log | --schema | --issuer)
+  --config | --profile | --egress-log | --schema | --issuer | --netns)
     COMPREPLY=($(compgen -f -- "$cur")); return ;;
   --net) COMPREPLY=($(compgen -W "blocked proxy unrestricted" -- "$cur")); return ;;
   --scope) [ "$verb" = token ] && return; COMPREPLY=($(compgen -W "system user" -- "$cur")); return ;;
@@ -64,6 +64,8 @@ _capsule() {
   budget) opts="--caps --state --json --help" subs="show set" ;;
   workspace) opts="--state --user --cache --json --help" subs="ls rm" ;;
   rollback) opts="list show diff restore verify prune --json --keep --state --help" ;;
+  image) opts="--state --tag --json --help" subs="import pull ls inspect rm" files=1 ;;
+  export) opts="--caps --state --netns --help" subs="oci" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

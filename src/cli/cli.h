@@ -42,6 +42,8 @@ int cmd_workspace(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 /* rollback list|show|diff|restore|verify|prune (rollback.c) */
 int cmd_rollback(int argc, char **argv);
+/* export oci (export.c) */
+int cmd_export(int argc, char **argv);
 
 /* The exit status for a library failure r (a negative errno) with err:
  * its typed outcome (err->outcome), else -ENOTSUP (the host cannot enforce

@@ -38,6 +38,7 @@ static const char usage_text[] =
     "  workspace ls|rm NAME          Selu session workspaces and caches\n"
     "  image import|pull|ls|inspect|rm  the local OCI image store (Selu images)\n"
     "  rollback list|show|diff|restore|verify|prune  runs' snapshots (rollback.enabled)\n"
+    "  export oci CAPABILITY DIR     the capability as an OCI runtime bundle (runc)\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
@@ -91,6 +92,7 @@ static const struct {
     {"workspace", cmd_workspace}, {"image", cmd_image},
     {"mcp", cmd_gateway},         {"access", cmd_gateway},
     {"serve", cmd_serve},         {"rollback", cmd_rollback},
+    {"export", cmd_export},
 };
 
 static int (*find_verb(const char *name))(int, char **)

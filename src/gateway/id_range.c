@@ -140,10 +140,10 @@ static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
 }
 
 /* The host's registry of ranges handed out by every state directory (as
- * root; each state's id_ranges knows only its own): "BASE KEY @M:D:I
+ * root; each state's id_ranges knows only its own): "BASE KEY@M:D:I
  * STATE-DIR" lines, where M is the mount namespace the line was written in
  * (the inode of /proc/self/ns/mnt) and D:I the state directory's device
- * and inode; lines written before those were recorded lack the @ field. A
+ * and inode; lines written before those were recorded lack the @ part. A
  * separate lock file is flock-held while the registry is read and changed;
  * a change is written to a temporary file and renamed over it, so a crash
  * leaves the old registry or the new one, never an empty one.
@@ -210,8 +210,10 @@ static struct reg_where where_of(const char *real)
   return w;
 }
 
-/* One line "BASE KEY [@M:D:I] STATE-DIR" parsed in place: false for a
- * malformed one. */
+/* One line "BASE KEY[@M:D:I] STATE-DIR" parsed in place: false for a
+ * malformed one. The where-part rides on the key's word, so a capsule
+ * that knows only "BASE KEY STATE-DIR" reads the same path and keeps the
+ * line (it takes KEY@M:D:I for a key of its own). */
 static bool registry_line(char *line, uint64_t *base, char **key, struct reg_where *where,
                           char **state)
 {
@@ -224,12 +226,14 @@ static bool registry_line(char *line, uint64_t *base, char **key, struct reg_whe
   *base = b;
   *key = line + k;
   *where = (struct reg_where){0};
-  char *rest = line + at;
+  char *sep = strrchr(*key, '@'); /* a key's own '@' is written %40 */
   int n = 0;
-  if (rest[0] == '@' &&
-      (sscanf(rest, "@%llu:%llu:%llu %n", &where->mnt, &where->dev, &where->ino, &n) != 3 || !n))
-    return false;
-  *state = rest + n; /* the rest of the line: it may hold spaces */
+  if (sep && sscanf(sep, "@%llu:%llu:%llu%n", &where->mnt, &where->dev, &where->ino, &n) == 3 &&
+      sep[n] == '\0')
+    *sep = '\0';
+  else
+    *where = (struct reg_where){0};
+  *state = line + at; /* the rest of the line: it may hold spaces */
   return **state == '/';
 }
 
@@ -237,21 +241,22 @@ static void registry_put(struct cap_buf *b, uint64_t base, const char *word,
                          const struct reg_where *w, const char *state)
 {
   if (w->mnt || w->dev || w->ino)
-    cap_buf_printf(b, "%llu %s @%llu:%llu:%llu %s\n", (unsigned long long)base, word, w->mnt,
-                   w->dev, w->ino, state);
+    cap_buf_printf(b, "%llu %s@%llu:%llu:%llu %s\n", (unsigned long long)base, word, w->mnt, w->dev,
+                   w->ino, state);
   else
     cap_buf_printf(b, "%llu %s %s\n", (unsigned long long)base, word, state);
 }
 
 /* KEY as the registry writes it: one word. A key is a folder's name for
  * nono and Talos capabilities, which may hold spaces, tabs or newlines:
- * those bytes, every control byte and '%' are written %XX, so that the
+ * those bytes, every control byte, '%' and '@' (which separates the
+ * where-part) are written %XX, so that the
  * line reads back as written (a key with none of them is unchanged). */
 static char *registry_key(const char *key)
 {
   struct cap_buf b = {0};
   for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-    if (*p <= ' ' || *p == 0x7f || *p == '%')
+    if (*p <= ' ' || *p == 0x7f || *p == '%' || *p == '@')
       cap_buf_printf(&b, "%%%02X", *p);
     else
       cap_buf_putc(&b, (char)*p);

@@ -11,7 +11,6 @@
 #include "gateway/instance.h"
 
 #define KEEPER_MAX_CLIENTS 256
-#define SELU_IMAGE_NOFILE 256 /* Selu's runner: ulimit nofile 256 (soft and hard) */
 #define KEEPER_READY "ready\n"
 #define KEEPER_HOST "host: " /* the verdict's prefix when the host cannot enforce the sandbox */
 #define KEEPER_ASK_MS 5000   /* a client that neither asks nor holds a lease is dropped */

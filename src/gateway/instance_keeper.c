@@ -29,6 +29,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/proctitle.h"
+#include "gateway/selu.h"
 #include "runtime/selu_rpc.h"
 #include "sandbox/sandbox.h"
 
@@ -498,23 +499,6 @@ static char **server_argv(const struct cap_spec *spec)
   return cmd;
 }
 
-/* An image is its own system: the host's system directories and the
- * package directory are not granted, and Selu's runner conventions hold
- * (docs/images.md): a private /tmp (noexec, sandbox.h), 256 open files. */
-static void image_run_spec(struct cap_spec *run_spec)
-{
-  struct cap_fs_grant *grants = cap_xcalloc(run_spec->n_grants + 1, sizeof *grants);
-  size_t n = 0;
-  for (size_t i = 0; i < run_spec->n_grants; i++)
-    if (run_spec->grants[i].origin != CAP_ORIGIN_SYSTEM &&
-        run_spec->grants[i].origin != CAP_ORIGIN_PACKAGE)
-      grants[n++] = run_spec->grants[i];
-  run_spec->grants = grants; /* the keeper's until it exits */
-  run_spec->n_grants = n;
-  run_spec->sandbox.private_tmp = true;
-  run_spec->limits.nofile = SELU_IMAGE_NOFILE;
-}
-
 /* The server ended (or never started): the log and the waiting caller
  * learn why. */
 static void keeper_ended(struct keeper *k, int r, const struct sandbox_result *res,
@@ -586,7 +570,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
   run_spec.limits.wall_ms = 0;
   run_spec.limits.cpu_ms_per_task = 0;
   if (req->rootfs)
-    image_run_spec(&run_spec);
+    gw_selu_image_spec(&run_spec);
   char **cmd = req->argv ? (char **)req->argv : server_argv(spec);
   struct keeper_start start = {.k = &k};
   struct sandbox_options opt = {

@@ -24,7 +24,8 @@
 #include "jsonschema/jsonschema.h"
 #include "runtime/selu_rpc.h"
 
-#define SELU_IMAGE_ID 1000 /* Selu's runner: user 1000:1000, whatever the image says */
+#define SELU_IMAGE_NOFILE 256            /* Selu's runner: ulimit nofile 256 (soft and hard) */
+#define SELU_IMAGE_TMP_BYTES (64u << 20) /* Selu's runner: tmpfs /tmp size=64m,noexec */
 
 static char *read_small_file(const char *path, size_t *len)
 {
@@ -287,9 +288,24 @@ static enum gw_outcome image_run_prepare(const struct gw_call *call, const struc
   run->argv = image_command(&run->info, err);
   if (!run->argv)
     return cap_error_prefix(err, "capability %s", spec->id), GW_OUTCOME_FAILED;
-  for (size_t i = 0; run->info.config.env && run->info.config.env[i]; i++)
-    cap_strv_push(&run->env, run->info.config.env[i]);
+  gw_selu_image_env(spec, &run->info, &run->env);
   return GW_OUTCOME_OK;
+}
+
+void gw_selu_image_env(const struct cap_spec *spec, const struct image_info *info,
+                       struct cap_strv *env)
+{
+  bool path = false;
+  for (size_t i = 0; info->config.env && info->config.env[i]; i++) {
+    path |= strncmp(info->config.env[i], "PATH=", 5) == 0;
+    cap_strv_push(env, info->config.env[i]);
+  }
+  if (!path) { /* the PATH its entrypoint was looked up on */
+    _cleanup_free_ char *p = cap_xasprintf("PATH=%s", image_config_path(&info->config));
+    cap_strv_push(env, p);
+  }
+  _cleanup_free_ char *id = cap_xasprintf("SELU_CAPABILITY_ID=%s", spec->id);
+  cap_strv_push(env, id);
 }
 
 int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
@@ -329,6 +345,24 @@ static int selu_run_with_image(const struct gw_call *call, const struct cap_spec
   if (r < 0)
     selu_run_free(run);
   return r;
+}
+
+/* An image is its own system: the host's system directories and the
+ * package directory are not granted, and Selu's runner conventions hold
+ * (docs/images.md): a private 64 MiB /tmp (noexec, sandbox.h), 256 open files. */
+void gw_selu_image_spec(struct cap_spec *run_spec)
+{
+  struct cap_fs_grant *grants = cap_xcalloc(run_spec->n_grants + 1, sizeof *grants);
+  size_t n = 0;
+  for (size_t i = 0; i < run_spec->n_grants; i++)
+    if (run_spec->grants[i].origin != CAP_ORIGIN_SYSTEM &&
+        run_spec->grants[i].origin != CAP_ORIGIN_PACKAGE)
+      grants[n++] = run_spec->grants[i];
+  run_spec->grants = grants; /* the keeper's until it exits */
+  run_spec->n_grants = n;
+  run_spec->sandbox.private_tmp = true;
+  run_spec->limits.nofile = SELU_IMAGE_NOFILE;
+  run_spec->limits.disk_bytes = SELU_IMAGE_TMP_BYTES;
 }
 
 /* Invoke with the raw answer; the caller judges it. */

@@ -54,6 +54,18 @@ struct image_info;
 int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
                           struct image_info *info, struct cap_error *err);
 
+/* An image's environment as Selu's runner gives it: the image's Env (with
+ * a default PATH when it names none), SELU_CAPABILITY_ID; appended to env. */
+void gw_selu_image_env(const struct cap_spec *spec, const struct image_info *info,
+                       struct cap_strv *env);
+/* Selu's runner: user 1000:1000 whatever the image says */
+#define SELU_IMAGE_ID 1000
+/* Makes a copy of a spec (shallow; its grants array is replaced and the
+ * caller's to free) the spec an image runs as: the host's system
+ * directories and the package directory not granted, a private noexec
+ * /tmp, Selu's 256 open files (docs/images.md). */
+void gw_selu_image_spec(struct cap_spec *run_spec);
+
 enum gw_outcome gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec,
                                const char *tool, const char *args, char *const *env, size_t n_env,
                                char **result, struct cap_error *err);

@@ -40,7 +40,7 @@ static bool executable_in(int root, const char *path)
          (st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH));
 }
 
-static const char *image_path(const struct image_config *c)
+const char *image_config_path(const struct image_config *c)
 {
   for (size_t i = 0; c->env && c->env[i]; i++)
     if (strncmp(c->env[i], "PATH=", 5) == 0)
@@ -52,7 +52,7 @@ static bool found(int root, const struct image_config *c, const char *prog)
 {
   if (strchr(prog, '/'))
     return prog[0] == '/' && executable_in(root, prog);
-  _cleanup_free_ char *path = cap_xstrdup(image_path(c));
+  _cleanup_free_ char *path = cap_xstrdup(image_config_path(c));
   for (char *save = NULL, *dir = strtok_r(path, ":", &save); dir;
        dir = strtok_r(NULL, ":", &save)) {
     _cleanup_free_ char *full = cap_xasprintf("%s/%s", dir, prog);
@@ -91,7 +91,7 @@ char **image_command(const struct image_info *info, struct cap_error *err)
                   "on its PATH %s); fix the image's Entrypoint/Cmd",
                   info->ref ? info->ref : info->digest, argv[0],
                   strchr(argv[0], '/') ? "looked up as an absolute path, not" : "nor",
-                  image_path(c));
+                  image_config_path(c));
     image_strv_free(argv);
     return NULL;
   }

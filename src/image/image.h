@@ -96,6 +96,15 @@ char *image_docker_repo_tag(const char *json, size_t len);
  * or NULL. */
 char *image_index_ref_name(const char *json, size_t len);
 
+/* A layer's entries (layer_check.c): 0, or -EXDEV with err naming the
+ * entry whose path, hard-link target or whiteout target climbs out of the
+ * image's root (refused before the store takes the image). index numbers
+ * the layer in messages. Plain tar and gzip; zstd and malformed streams
+ * are left to umoci. */
+int image_layer_check(int fd, const char *media_type, size_t index, struct cap_error *err);
+int image_layer_check_mem(const unsigned char *data, size_t len, const char *media_type,
+                          size_t index, struct cap_error *err);
+
 /* ---- references ---- */
 
 /* Docker's normalisation: "alpine" -> "docker.io/library/alpine:latest",
@@ -136,5 +145,14 @@ int image_pull(const char *store, const char *ref, struct image_info *ret_info, 
  * set when the image names no command or it is missing. */
 char **image_command(const struct image_info *info, struct cap_error *err);
 void image_strv_free(char **v);
+/* The PATH an image's Env names, else the default a container runtime
+ * gives (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin). */
+const char *image_config_path(const struct image_config *c);
+/* Removes path and everything below it (directories made writable first:
+ * an unpacked rootfs has read-only ones). Missing is not an error. */
+int image_rmtree(const char *path);
+/* The image's unpacked root as dest (new): hard links into the store where
+ * the filesystem allows, else a copy (`capsule export oci`). */
+int image_rootfs_copy(const struct image_info *info, const char *dest, struct cap_error *err);
 
 #endif

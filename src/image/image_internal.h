@@ -16,9 +16,6 @@ char *image_read_file(int dirfd, const char *path, size_t max, size_t *len);
 /* Writes data to dir/name through a temporary file and rename. */
 int image_write_atomic(const char *dir, const char *name, const char *data, size_t len,
                        struct cap_error *err);
-/* Removes path and everything below it (directories made writable first:
- * an unpacked rootfs has read-only ones). Missing is not an error. */
-int image_rmtree(const char *path);
 /* STORE/blobs/sha256/HEX for a "sha256:HEX" digest (allocated). */
 char *image_blob_path(const char *dir, const char *digest);
 /* The stored config of a manifest digest. */

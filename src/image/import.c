@@ -8,10 +8,13 @@
  * directory and leaves the store as it was. */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -201,7 +204,49 @@ static int missing_tool(const char *tool, struct cap_error *err)
   return cap_error_outcome(err, CAP_OUTCOME_HOST);
 }
 
+static int run_umoci(struct stage *s, const char *rootfs, struct cap_error *err);
+
+/* Every layer's entries checked (image_layer_check), in a thread of its
+ * own while umoci unpacks: this machine's second core does it. */
+struct layer_scan {
+  struct stage *s;
+  struct cap_error err;
+  int r;
+};
+
+static void *scan_layers(void *arg)
+{
+  struct layer_scan *scan = arg;
+  const struct image_manifest *m = &scan->s->manifest;
+  for (size_t i = 0; i < m->n_layers && scan->r == 0; i++) {
+    _cleanup_free_ char *path = image_blob_path(scan->s->layout, m->layers[i].digest);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    scan->r = fd < 0 ? cap_error_errno(&scan->err, errno, "cannot read %s", path)
+                     : image_layer_check(fd, m->layers[i].media_type, i + 1, &scan->err);
+  }
+  return NULL;
+}
+
 static int unpack(struct stage *s, const char *rootfs, struct cap_error *err)
+{
+  struct layer_scan scan = {.s = s};
+  pthread_t thread;
+  bool threaded = pthread_create(&thread, NULL, scan_layers, &scan) == 0;
+  if (!threaded)
+    scan_layers(&scan);
+  int r = run_umoci(s, rootfs, err);
+  if (threaded)
+    pthread_join(thread, NULL);
+  if (scan.r < 0) { /* the hostile entry says more than umoci's failure */
+    cap_error_clear(err);
+    *err = scan.err;
+    return scan.r;
+  }
+  cap_error_clear(&scan.err);
+  return r;
+}
+
+static int run_umoci(struct stage *s, const char *rootfs, struct cap_error *err)
 {
   _cleanup_free_ char *image = cap_xasprintf("%s:" STAGE_REF, s->layout);
   char *argv[] = {"umoci", "raw", "unpack", "--rootless", "--image", image, (char *)rootfs, NULL};
@@ -354,6 +399,56 @@ static char *entry_warning(const char *store, const char *ref)
   return warning;
 }
 
+/* A staging directory of its own, held by a lock on STORE/tmp/NAME.lock
+ * for as long as the import runs; another import's leftovers (a killed
+ * one's: its lock is free) are removed first. Returns the lock's fd. */
+static int stage_begin(const char *store, struct stage *s, struct cap_error *err)
+{
+  _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", store);
+  DIR *d = opendir(tmp);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    size_t n = strlen(e->d_name);
+    if (strncmp(e->d_name, "import.", 7) != 0 || n < 5 || strcmp(e->d_name + n - 5, ".lock") != 0)
+      continue;
+    _cleanup_free_ char *lock = cap_xasprintf("%s/%s", tmp, e->d_name);
+    _cleanup_close_ int fd = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+      continue; /* an import in progress */
+    _cleanup_free_ char *dir = cap_xasprintf("%s/%.*s", tmp, (int)(n - 5), e->d_name);
+    image_rmtree(dir);
+    unlink(lock);
+  }
+  if (d)
+    closedir(d);
+  s->dir = cap_xasprintf("%s/import.XXXXXX", tmp);
+  if (!mkdtemp(s->dir)) {
+    int r = cap_error_errno(err, errno, "cannot create a staging directory in %s", tmp);
+    free(s->dir);
+    s->dir = NULL;
+    return r;
+  }
+  _cleanup_free_ char *lock = cap_xasprintf("%s.lock", s->dir);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+    int r = cap_error_errno(err, errno, "cannot lock %s", lock);
+    if (fd >= 0)
+      close(fd);
+    return r;
+  }
+  return fd;
+}
+
+static void stage_end(struct stage *s, int lock)
+{
+  _cleanup_free_ char *path = s->dir ? cap_xasprintf("%s.lock", s->dir) : NULL;
+  stage_free(s); /* removes the directory */
+  if (path)
+    unlink(path);
+  if (lock >= 0)
+    close(lock);
+}
+
 /* pick: the name the image has in a layout's index (STAGE_REF where
  * skopeo made the layout); ref: the normalised reference it is stored as. */
 static int import_from(const char *store, enum source_kind kind, const char *path, const char *pick,
@@ -366,12 +461,11 @@ static int import_from(const char *store, enum source_kind kind, const char *pat
   int r = make_dirs(store, err);
   if (r < 0)
     return r;
-  struct stage s = {.store = store, .dir = cap_xasprintf("%s/tmp/import.XXXXXX", store)};
-  if (!mkdtemp(s.dir)) {
-    r = cap_error_errno(err, errno, "cannot create a staging directory in %s/tmp", store);
-    free(s.dir);
-    s.dir = NULL;
-    return r;
+  struct stage s = {.store = store};
+  int lock = stage_begin(store, &s, err);
+  if (lock < 0) {
+    stage_free(&s);
+    return lock;
   }
   s.layout = cap_xasprintf("%s/oci", s.dir);
   r = stage_source(&s, kind, path, err);
@@ -387,7 +481,7 @@ static int import_from(const char *store, enum source_kind kind, const char *pat
     r = unpack(&s, staged, err);
   if (r == 0)
     r = commit(&s, ref, err);
-  stage_free(&s);
+  stage_end(&s, lock);
   if (r < 0)
     return cap_error_prefix(err, "importing %s", path), r;
   if (ret_warning)

@@ -481,3 +481,24 @@ int image_store_remove(const char *store, const char *ref, struct cap_error *err
   collect_garbage(store);
   return 0;
 }
+
+int image_rootfs_copy(const struct image_info *info, const char *dest, struct cap_error *err)
+{
+  if (!info->rootfs)
+    return cap_error_set(err, ENOENT, "the image %s has no unpacked root", info->digest);
+  /* hard links where the store and dest share a filesystem (the root is
+   * read-only in the container), else a copy */
+  char why[512];
+  char *link[] = {"cp", "-a", "-l", "--", info->rootfs, (char *)dest, NULL};
+  if (image_run_tool(link, why, sizeof why) == 0)
+    return 0;
+  image_rmtree(dest);
+  char *copy[] = {"cp", "-a", "--reflink=auto", "--", info->rootfs, (char *)dest, NULL};
+  int st = image_run_tool(copy, why, sizeof why);
+  if (st != 0) {
+    image_rmtree(dest);
+    return cap_error_set(err, EIO, "cannot copy the image's root to %s: %s", dest,
+                         *why ? why : "cp failed");
+  }
+  return 0;
+}

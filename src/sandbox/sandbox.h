@@ -126,6 +126,16 @@ int sandbox_idmap_probe(const char *path);
  * protected_symlinks. */
 bool sandbox_idmap_excluded(const char *real);
 
+/* The sandbox spec and opt describe as an OCI runtime-spec config.json,
+ * appended to out (`capsule export oci`, oci_config.c): root "rootfs" in
+ * the bundle, read-only; opt->argv, workdir, extra_env, inside_id; as root
+ * opt->id_base is the capability's id range (mapped to 0..65535 inside).
+ * netns: a network namespace to join, else a new one (none when the
+ * network is unrestricted). -EINVAL when a grant cannot be carried. */
+struct cap_buf;
+int sandbox_oci_config(const struct cap_spec *spec, const struct sandbox_options *opt,
+                       const char *netns, struct cap_buf *out, struct cap_error *err);
+
 /* Landlock ABI version the kernel offers (0 when none). */
 int landlock_abi(void);
 

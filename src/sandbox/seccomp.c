@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "sandbox/spawn_internal.h"
 #include "sandbox/supervise.h"
 #include "seccomp_filter.h"
@@ -82,6 +83,13 @@ int supervise_load_filter(struct cap_error *err)
   int r = supervise_send_listener((int)listener, err);
   close((int)listener);
   return r;
+}
+
+char *sandbox_seccomp_oci_rules(bool semaphores)
+{
+  return semaphores ? cap_xasprintf("[%s,%s]", capsule_seccomp_oci_syscalls,
+                                    capsule_seccomp_oci_semaphores)
+                    : cap_xasprintf("[%s]", capsule_seccomp_oci_syscalls);
 }
 
 int seccomp_apply(const struct cap_spec *spec, bool refuse_setid, struct cap_error *err)

@@ -129,6 +129,12 @@ static int add_socket_rules(scmp_filter_ctx ctx)
   return r;
 }
 
+/* clone with any namespace flag; ioctls that type into the terminal of
+ * whoever started capsule */
+static const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,    CLONE_NEWNET,
+                                    CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME};
+static const uint64_t tty_ioctls[] = {TIOCSTI, TIOCLINUX};
+
 static int build(scmp_filter_ctx ctx, bool deny_semaphores)
 {
   int r = 0;
@@ -139,8 +145,6 @@ static int build(scmp_filter_ctx ctx, bool deny_semaphores)
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
   }
   /* clone with any namespace flag: one rule per flag, the rules OR together */
-  static const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,    CLONE_NEWNET,
-                                      CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME};
   for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]) && r == 0; i++)
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                          SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
@@ -149,10 +153,9 @@ static int build(scmp_filter_ctx ctx, bool deny_semaphores)
   if (r == 0)
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   /* typing into the terminal of whoever started capsule */
-  static const uint64_t ioctls[] = {TIOCSTI, TIOCLINUX};
   for (size_t i = 0; i < 2 && r == 0; i++)
     r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, ioctls[i]));
+                         SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, tty_ioctls[i]));
   if (r == 0)
     r = add_socket_rules(ctx);
   for (size_t i = 0; deny_semaphores && semaphore_syscalls[i] && r == 0; i++) {
@@ -254,6 +257,104 @@ static int emit(FILE *out, const char *name, enum filter_kind kind)
   return 0;
 }
 
+/* ---- the same main filter as OCI runtime-spec seccomp rules ----
+ * (`capsule export oci`): a JSON array of linux.seccomp.syscalls entries,
+ * written from the same tables, as a C string. MASKED_EQ is OCI's
+ * {value: mask, valueTwo: datum}, as runc reads it. */
+static void oci_names(FILE *out, const char *const *names, int errno_ret, const char **sep)
+{
+  fprintf(out, "%s{\"names\":[", *sep);
+  for (size_t i = 0; names[i]; i++)
+    fprintf(out, "%s\"%s\"", i ? "," : "", names[i]);
+  fprintf(out, "],\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":%d}", errno_ret);
+  *sep = ",";
+}
+
+static void oci_rule(FILE *out, const char *name, int errno_ret, const char *args, const char **sep)
+{
+  fprintf(out,
+          "%s{\"names\":[\"%s\"],\"action\":\"SCMP_ACT_ERRNO\",\"errnoRet\":%d,"
+          "\"args\":[%s]}",
+          *sep, name, errno_ret, args);
+  *sep = ",";
+}
+
+static void emit_oci_json(FILE *out)
+{
+  const char *sep = "";
+  char args[256];
+  oci_names(out, denied_syscalls, EPERM, &sep);
+  for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
+    snprintf(args, sizeof args,
+             "{\"index\":0,\"value\":%llu,\"valueTwo\":%llu,\"op\":\"SCMP_CMP_MASKED_EQ\"}",
+             (unsigned long long)ns_flags[i], (unsigned long long)ns_flags[i]);
+    oci_rule(out, "clone", EPERM, args, &sep);
+  }
+  static const char *const clone3[] = {"clone3", NULL};
+  oci_names(out, clone3, ENOSYS, &sep);
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(args, sizeof args,
+             "{\"index\":1,\"value\":4294967295,\"valueTwo\":%llu,\"op\":\"SCMP_CMP_MASKED_EQ\"}",
+             (unsigned long long)tty_ioctls[i]);
+    oci_rule(out, "ioctl", EPERM, args, &sep);
+  }
+  static const char *const calls[] = {"socket", "socketpair"};
+  for (size_t c = 0; c < 2; c++) {
+    for (unsigned f = 0; f < FAMILY_LIMIT; f++) {
+      if (family_allowed(f))
+        continue;
+      snprintf(args, sizeof args, "{\"index\":0,\"value\":%u,\"op\":\"SCMP_CMP_EQ\"}", f);
+      oci_rule(out, calls[c], EAFNOSUPPORT, args, &sep);
+    }
+    snprintf(args, sizeof args, "{\"index\":0,\"value\":%u,\"op\":\"SCMP_CMP_GE\"}", FAMILY_LIMIT);
+    oci_rule(out, calls[c], EAFNOSUPPORT, args, &sep);
+    snprintf(args, sizeof args,
+             "{\"index\":0,\"value\":%u,\"op\":\"SCMP_CMP_EQ\"},"
+             "{\"index\":2,\"value\":%u,\"op\":\"SCMP_CMP_NE\"}",
+             AF_NETLINK, NETLINK_ROUTE);
+    oci_rule(out, calls[c], EAFNOSUPPORT, args, &sep);
+  }
+  static const unsigned inet[] = {AF_INET, AF_INET6};
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(args, sizeof args,
+             "{\"index\":0,\"value\":%u,\"op\":\"SCMP_CMP_EQ\"},"
+             "{\"index\":1,\"value\":15,\"valueTwo\":%u,\"op\":\"SCMP_CMP_MASKED_EQ\"}",
+             inet[i], SOCK_RAW);
+    oci_rule(out, "socket", EPERM, args, &sep);
+  }
+}
+
+/* text as a C string literal named name */
+static void emit_string(FILE *out, const char *name, const char *text)
+{
+  fprintf(out, "static const char %s[] = \"", name);
+  for (const char *p = text; *p; p++)
+    fprintf(out, *p == '"' || *p == '\\' ? "\\%c" : "%c", *p);
+  fprintf(out, "\";\n");
+}
+
+static int emit_oci(FILE *out)
+{
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem)
+    return -1;
+  emit_oci_json(mem);
+  fclose(mem);
+  emit_string(out, "capsule_seccomp_oci_syscalls", text);
+  free(text);
+  mem = open_memstream(&text, &len);
+  if (!mem)
+    return -1;
+  const char *sep = "";
+  oci_names(mem, semaphore_syscalls, EPERM, &sep);
+  fclose(mem);
+  emit_string(out, "capsule_seccomp_oci_semaphores", text);
+  free(text);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
   if (argc != 2)
@@ -266,6 +367,8 @@ int main(int argc, char **argv)
       emit(out, "capsule_seccomp_filter_no_semaphores", FILTER_MAIN_NO_SEMAPHORES) < 0 ||
       emit(out, "capsule_seccomp_filter_command_list", FILTER_COMMAND_LIST) < 0 ||
       emit(out, "capsule_seccomp_filter_no_setid", FILTER_NO_SETID) < 0)
+    return 1;
+  if (emit_oci(out) < 0)
     return 1;
   return fclose(out) == 0 ? 0 : 1;
 }

@@ -94,6 +94,14 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
  * them (plan may be NULL: none). Returns 0, or -errno with err set. */
 int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan *plan,
                    const char *command, bool image_root, struct cap_error *err);
+/* The main seccomp filter as OCI linux.seccomp.syscalls (a JSON array,
+ * allocated), with the semaphore rule when asked (oci_config.c). */
+char *sandbox_seccomp_oci_rules(bool semaphores);
+#if defined(__x86_64__)
+#define SANDBOX_SECCOMP_OCI_ARCH "SCMP_ARCH_X86_64"
+#else
+#define SANDBOX_SECCOMP_OCI_ARCH "SCMP_ARCH_AARCH64"
+#endif
 
 /* Loads the seccomp deny-list filter; needs no_new_privs. refuse_setid:
  * also refuse setuid/setgid mode bits (as root, where the tool's files in

@@ -1,9 +1,9 @@
-/* libFuzzer target for what an imported image carries (image/oci.c): the
- * bytes of an image index, manifest or config, a `docker save`
- * manifest.json, a tar archive's headers and an image reference, all
- * hostile. Each reader either refuses with a message or yields values
- * that hold what the store relies on (digests of the one valid form,
- * absolute working directories), and frees cleanly. */
+/* libFuzzer target for what an imported image carries (image/oci.c,
+ * image/layer_check.c): the bytes of an image index, manifest or config, a
+ * `docker save` manifest.json, a tar archive's headers, a layer (tar or
+ * gzip) and an image reference, all hostile. Each reader either refuses with a message or yields
+ * values that hold what the store relies on (digests of the one valid form, absolute working
+ * directories), and frees cleanly. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +52,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   free(image_docker_repo_tag(text, size));
   free(image_index_ref_name(text, size));
   (void)image_tar_has_member(data, size, "manifest.json");
+  /* a layer, as a tar and as a gzip stream */
+  static const char *const types[] = {"application/vnd.oci.image.layer.v1.tar",
+                                      "application/vnd.oci.image.layer.v1.tar+gzip"};
+  for (size_t i = 0; i < 2; i++) {
+    r = image_layer_check_mem(data, size, types[i], 1, &err);
+    refused(r, &err);
+  }
   char *ref = malloc(size + 1);
   memcpy(ref, data, size);
   ref[size] = '\0';

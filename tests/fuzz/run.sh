@@ -65,6 +65,7 @@ s = c.wrap_bio(ssl.MemoryBIO(), o, server_hostname="imap.mail.me.com")
 try: s.do_handshake()
 except ssl.SSLWantReadError: pass
 sys.stdout.buffer.write(o.read())' >"$work/sni/hello" 2>/dev/null || true
+tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
 
 status=0
 mkdir -p "$work/escape"

@@ -2,7 +2,9 @@
 # Builds an OCI image layout with umoci (no registry, no daemon): the given
 # program at /PROGRAM's basename plus the shared libraries ldd names, with
 # Entrypoint set. Usage: mkimage.sh LAYOUT TAG PROGRAM [ENTRYPOINT...]
-# (ENTRYPOINT defaults to /NAME). Env ROOTFS_EXTRA=DIR adds DIR's files.
+# (ENTRYPOINT defaults to /NAME). Env ROOTFS_EXTRA=DIR adds DIR's files,
+# PROGRAM_AT=PATH puts the program there instead of /NAME, WORKDIR=DIR sets
+# the WorkingDir (default /etc).
 set -euo pipefail
 layout=$1 tag=$2 prog=$3
 shift 3
@@ -13,7 +15,9 @@ umoci new --image "$layout:$tag"
 umoci unpack --rootless --image "$layout:$tag" "$work/bundle" >/dev/null
 root=$work/bundle/rootfs
 name=$(basename "$prog")
-cp "$prog" "$root/$name"
+at=${PROGRAM_AT:-/$name}
+mkdir -p "$root$(dirname "$at")"
+cp "$prog" "$root$at"
 for lib in $(ldd "$prog" | awk '/=> \//{print $3} /^\t\//{print $1}'); do
   mkdir -p "$root$(dirname "$lib")"
   cp -L "$lib" "$root$lib"
@@ -26,4 +30,4 @@ if [ $# -eq 0 ]; then set -- "/$name"; fi
 args=()
 for a in "$@"; do args+=(--config.entrypoint "$a"); done
 umoci config --image "$layout:$tag" "${args[@]}" --config.env "IMAGE_VAR=from-image" \
-  --config.workingdir /etc
+  --config.workingdir "${WORKDIR:-/etc}"

@@ -57,6 +57,12 @@ int main(int argc, char **argv)
     buf[strcspn(buf, "\n")] = '\0';
     probe("image_file", buf);
   }
+  f = fopen("/proc/self/mountinfo", "r");
+  while (f && fgets(buf, sizeof buf, f))
+    if (strstr(buf, " /tmp ")) {
+      buf[strcspn(buf, "\n")] = '\0';
+      probe("tmp_mount", buf);
+    }
   f = fopen("/proc/self/status", "r");
   while (f && fgets(buf, sizeof buf, f))
     if (strncmp(buf, "CapEff:", 7) == 0) {

@@ -10,6 +10,7 @@
 set -u
 source "$(dirname "$0")/../lib/gateway.sh"
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 server=$(realpath "$2")
 for tool in umoci skopeo python3 cc; do
   command -v $tool >/dev/null || { echo "SKIP: $tool is not installed (scripts/deps.sh test)"; exit 77; }
@@ -75,9 +76,14 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   c call-missing-exit-3 3 "capsule image pull ghcr.io/capsule-tests/absent:9.*capsule image import PATH --tag" call "${G[@]}" img-missing ok '{}'
   c call-image 0 '"ok"' call "${G[@]}" img-a ok '{}'
   c call-image-env 0 'from-image' call "${G[@]}" img-a env '{"name": "IMAGE_VAR"}'
+  c image-default-path 0 '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' call "${G[@]}" img-a env '{"name": "PATH"}'
   printf 'tok-%s\n' "$$" | "${as[@]}" "$capsule" cred set img-a API_TOKEN --scope system "${S[@]}" >/dev/null 2>&1
   c credential-injected 0 "tok-$$" call "${G[@]}" img-a env '{"name": "API_TOKEN"}'
   c second-capability-same-image 0 '"ok"' call "${G[@]}" img-b ok '{}'
+  # proxy-only network: the image's server sees capsule's proxy and nothing else
+  manifest "$caps/net" img-net $ref 'network: {mode: allowlist, hosts: ["api.example.com:443"]}'
+  c image-proxy-env 0 '"http://127.0.0.1:[0-9]+"' call "${G[@]}" img-net env '{"name": "HTTPS_PROXY"}'
+  "${as[@]}" "$capsule" stop "${S[@]}" img-net >/dev/null 2>&1
   local log=$state/logs/img-a.log
   probe() { grep -q "^probe $1 $2\$" "$log" && ok "$3" || { bad "$3 (want $1 $2)"; grep "^probe $1 " "$log" | tail -1 | sed 's/^/         /'; }; }
   probe ids 1000:1000 "runs-as-1000"
@@ -111,22 +117,38 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   c bad-reference 1 "is not an image reference" image import "${S[@]}" "$work/layout" --tag 'Bad Ref'
   c pull-unreachable 1 "image pull: .*skopeo cannot read 127.0.0.1:1/none:1" image pull "${S[@]}" 127.0.0.1:1/none:1
   [ "$(store_state "$state/images")" = "$before" ] && ok "nothing-half-written" || bad "nothing-half-written"
+  # a killed import's leftovers (its lock free) go with the next import
+  "${as[@]}" mkdir -p "$state/images/tmp/import.killed/oci" && "${as[@]}" touch "$state/images/tmp/import.killed.lock"
+  c import-after-killed-one 0 "^docker.io/tests/oci:1 " image import "${S[@]}" "$work/oci.tar" --tag tests/oci:1
+  [ -z "$(ls "$state/images/tmp")" ] && ok "killed-import-leftovers-removed" || bad "killed-import-leftovers-removed ($(ls "$state/images/tmp"))"
 
   echo "[$who] hostile layers"
   mkdir -p /tmp/capsule-target-$$ /tmp/capsule-victim-$$ && touch /tmp/capsule-victim-$$/keep && chmod 777 /tmp/capsule-target-$$ /tmp/capsule-victim-$$
-  cp -a "$work/layout" "$work/$who/hostile"
-  python3 "$here/addlayer.py" "$work/$who/hostile" t1 "[
-    {\"name\": \"../../../../../../../../../../tmp/capsule-escape-$$\", \"data\": \"dotdot\"},
+  # hostile layer LAYOUT-NAME TAG ENTRIES: an image with one more layer
+  hostile() { cp -a "$work/layout" "$work/$who/$1" && python3 "$here/addlayer.py" "$work/$who/$1" t1 "$2"; }
+  before=$(store_state "$state/images")
+  hostile dotdot "[{\"name\": \"../../../../../../../../../../tmp/capsule-escape-$$\", \"data\": \"dotdot\"}]"
+  c dotdot-path-refused 1 "layer [0-9]+: the entry \"../../../../../../../../../../tmp/capsule-escape-$$\" climbs out of the image's root" image import "${S[@]}" "$work/$who/dotdot" --tag bad/dotdot:1
+  hostile pax "[{\"name\": \"$(printf 'd/%.0s' $(seq 60))../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../../tmp/capsule-escape-$$\", \"data\": \"long\"}]"
+  c long-pax-path-refused 1 "climbs out of the image's root" image import "${S[@]}" "$work/$who/pax" --tag bad/pax:1
+  hostile whiteout "[{\"name\": \"../../../../../../../../tmp/capsule-victim-$$/.wh.keep\"}]"
+  c whiteout-outside-refused 1 "the entry .*/.wh.keep\" climbs out" image import "${S[@]}" "$work/$who/whiteout" --tag bad/whiteout:1
+  hostile whiteout-parent '[{"name": "etc/.wh..."}]'
+  c whiteout-of-parent-refused 1 "the whiteout \"etc/.wh...\" climbs out" image import "${S[@]}" "$work/$who/whiteout-parent" --tag bad/whiteout2:1
+  hostile hardlink '[{"name": "pw", "type": "hardlink", "target": "../../../../../../etc/passwd"}]'
+  c hardlink-outside-refused 1 "the hard link's target \"../../../../../../etc/passwd\" climbs out" image import "${S[@]}" "$work/$who/hardlink" --tag bad/hardlink:1
+  [ "$(store_state "$state/images")" = "$before" ] && ok "hostile-nothing-stored" || bad "hostile-nothing-stored"
+  [ ! -e /tmp/capsule-escape-$$ ] && ok "dotdot-path-contained" || bad "dotdot-path-contained"
+  [ -e /tmp/capsule-victim-$$/keep ] && ok "whiteout-outside-contained" || bad "whiteout-outside-contained"
+  # links that point out are kept as links; nothing is written through them
+  hostile symlinks "[
     {\"name\": \"evil\", \"type\": \"symlink\", \"target\": \"/tmp/capsule-target-$$\"},
     {\"name\": \"evil/pwned\", \"data\": \"through an absolute symlink\"},
     {\"name\": \"rel\", \"type\": \"symlink\", \"target\": \"../../../../../../../../tmp/capsule-target-$$\"},
-    {\"name\": \"rel/pwned2\", \"data\": \"through a relative symlink\"},
-    {\"name\": \"../../../../../../../../tmp/capsule-victim-$$/.wh.keep\"}]"
-  "${as[@]}" "$capsule" image import "${S[@]}" "$work/$who/hostile" --tag bad/hostile:1 >"$work/$who/hostile.out" 2>&1
-  [ ! -e /tmp/capsule-escape-$$ ] && ok "dotdot-path-contained" || bad "dotdot-path-contained"
+    {\"name\": \"rel/pwned2\", \"data\": \"through a relative symlink\"}]"
+  c escaping-symlinks-import 0 "^docker.io/bad/hostile:1 " image import "${S[@]}" "$work/$who/symlinks" --tag bad/hostile:1
   [ ! -e /tmp/capsule-target-$$/pwned ] && ok "absolute-symlink-contained" || bad "absolute-symlink-contained"
   [ ! -e /tmp/capsule-target-$$/pwned2 ] && ok "relative-symlink-contained" || bad "relative-symlink-contained"
-  [ -e /tmp/capsule-victim-$$/keep ] && ok "whiteout-outside-contained" || bad "whiteout-outside-contained"
   # whiteouts, opaque directories, hard links and device nodes inside
   cp -a "$work/layout" "$work/$who/layers"
   python3 "$here/addlayer.py" "$work/$who/layers" t1 '[{"name": "d", "type": "dir"}, {"name": "d/a", "data": "a"},
@@ -135,11 +157,11 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
     {"name": "d/c", "data": "c"}, {"name": ".wh.gone"}, {"name": "hl", "type": "hardlink", "target": "etc/image-name"},
     {"name": "dev0", "type": "chardev"}]'
   c import-layered 0 "^docker.io/tests/layers:1 " image import "${S[@]}" "$work/$who/layers" --tag tests/layers:1
-  local root; root=$("${as[@]}" "$capsule" image inspect "${S[@]}" tests/layers:1 | sed -n 's/.*"rootfs": "\(.*\)".*/\1/p')
-  [ -f "$root/d/c" ] && [ ! -e "$root/d/a" ] && ok "opaque-directory" || bad "opaque-directory"
-  [ ! -e "$root/gone" ] && ok "whiteout" || bad "whiteout"
-  [ "$(stat -c %i "$root/hl")" = "$(stat -c %i "$root/etc/image-name")" ] && ok "hard-link" || bad "hard-link"
-  [ ! -c "$root/dev0" ] && ok "device-node-not-created" || bad "device-node-not-created"
+  local lroot; lroot=$("${as[@]}" "$capsule" image inspect "${S[@]}" tests/layers:1 | sed -n 's/.*"rootfs": "\(.*\)".*/\1/p')
+  [ -f "$lroot/d/c" ] && [ ! -e "$lroot/d/a" ] && ok "opaque-directory" || bad "opaque-directory"
+  [ ! -e "$lroot/gone" ] && ok "whiteout" || bad "whiteout"
+  [ "$(stat -c %i "$lroot/hl")" = "$(stat -c %i "$lroot/etc/image-name")" ] && ok "hard-link" || bad "hard-link"
+  [ ! -c "$lroot/dev0" ] && ok "device-node-not-created" || bad "device-node-not-created"
   cp -a "$work/layout" "$work/$who/noentry"
   ENTRYPOINT=/nonexistent python3 "$here/addlayer.py" "$work/$who/noentry" t1 '[{"name": "y", "data": "y"}]'
   c noentry-import-warns 0 "warning: .*entrypoint /nonexistent is not an executable file in the image" image import "${S[@]}" "$work/$who/noentry" --tag tests/noentry:1
@@ -147,11 +169,97 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   c noentry-not-ready 0 "img-noentry .*not ready: .*entrypoint /nonexistent is not an executable file" list "${G[@]}"
   c noentry-call-fails 1 "entrypoint /nonexistent is not an executable file" call "${G[@]}" img-noentry ok '{}'
 
+  node_image "$state" "$caps"
+  [ "$who" = root ] && export_oci "$state" "$caps"
+
   echo "[$who] rm"
   c rm 0 "removed" image rm "${S[@]}" example.org/saved/fault:2
   c rm-unknown 1 "is not in the store" image rm "${S[@]}" example.org/saved/fault:2
   for r in $ref tests/oci:1 tests/layers:1 tests/noentry:1 bad/hostile:1; do "${as[@]}" "$capsule" image rm "${S[@]}" $r >/dev/null 2>&1; done
   [ -z "$(find "$state/images/rootfs" "$state/images/blobs/sha256" -mindepth 1)" ] && ok "rm-collects-garbage" || { bad "rm-collects-garbage"; "${as[@]}" "$capsule" image ls "${S[@]}"; }
+}
+
+# node_image STATE CAPS: the Node example (examples/selu-node, tools
+# discovered at run time) from an image holding node, its libraries, the
+# server and its node_modules
+node_image() {
+  local state=$1 caps=$2 G=(--caps "$2" --state "$1")
+  echo "[$who] a Node server's image"
+  local node_dir=$root/examples/selu-node
+  if [ ! -d "$node_dir/node_modules/@grpc/grpc-js" ] || ! command -v node >/dev/null; then
+    echo "  SKIP node-image: node, or npm ci in examples/selu-node (scripts/deps.sh test does)"; return
+  fi
+  if [ ! -d "$work/node-layout" ]; then
+    mkdir -p "$work/node-extra/app"
+    cp -r "$node_dir/server.js" "$node_dir/package.json" "$node_dir/node_modules" "$work/node-extra/app/"
+    cp "$root/proto/selu/capability/v1/capability.proto" "$work/node-extra/app/"
+    cp "$root/proto/selu/orchestrator/capability.proto" "$work/node-extra/app/orchestrator.proto"
+    ROOTFS_EXTRA=$work/node-extra PROGRAM_AT=/usr/bin/node WORKDIR=/app \
+      "$here/mkimage.sh" "$work/node-layout" n1 "$(command -v node)" node /app/server.js >/dev/null
+    chmod -R a+rX "$work/node-layout"
+  fi
+  c import-node-image 0 "^docker.io/tests/node:1 " image import --state "$state" "$work/node-layout" --tag tests/node:1
+  mkdir -p "$caps/node"
+  sed -e '/^x-capsule:/,$d' -e 's|^image: .*|image: tests/node:1|' "$node_dir/manifest.yaml" >"$caps/node/manifest.yaml"
+  c node-image-dynamic-call 0 '^\{"greeting":"Hello, Ada"\}$' call "${G[@]}" node-tools greet '{"name": "Ada"}'
+  "${as[@]}" "$capsule" stop --state "$state" node-tools >/dev/null 2>&1
+  "${as[@]}" "$capsule" image rm --state "$state" tests/node:1 >/dev/null 2>&1
+}
+
+# export_oci STATE CAPS: bundles that runc runs (as root: runc's own
+# rootless mode needs a cgroup manager this host lacks)
+export_oci() {
+  local state=$1 caps=$2 G=(--caps "$2" --state "$1")
+  echo "[root] export oci"
+  if ! command -v runc >/dev/null; then echo "  SKIP export-oci: runc is not installed (scripts/deps.sh test)"; return; fi
+  c export-image 0 "$work/bundle-a" export oci "${G[@]}" img-a "$work/bundle-a"
+  c export-netns 0 "$work/bundle-n" export oci "${G[@]}" --netns /run/netns/capsule-test img-a "$work/bundle-n"
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); n=[x for x in c["linux"]["namespaces"] if x["type"]=="network"]; sys.exit(0 if n and n[0].get("path")=="/run/netns/capsule-test" else 1)' "$work/bundle-n/config.json" &&
+    ok "export-netns-path" || bad "export-netns-path"
+  c export-netns-relative-refused 1 "is not an absolute path" export oci "${G[@]}" --netns netns img-a "$work/bundle-r"
+  c export-exists-refused 1 "exists; give a new directory" export oci "${G[@]}" img-a "$work/bundle-a"
+  c export-missing-image-exit-3 3 "capsule image pull" export oci "${G[@]}" img-missing "$work/bundle-m"
+  [ ! -e "$work/bundle-m" ] && ok "export-failure-leaves-nothing" || bad "export-failure-leaves-nothing"
+  # the probe alone (not the server, which would serve forever)
+  python3 - "$work/bundle-a/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["process"]["args"][0] == "/probe", c["process"]["args"]
+c["process"]["args"] = ["/probe"]
+json.dump(c, open(sys.argv[1], "w"))
+PY
+  local id=capsule-image-test-$$
+  (cd "$work/bundle-a" && timeout 60 runc run "$id") >"$work/runc.out" 2>&1
+  runc delete -f "$id" >/dev/null 2>&1
+  local log=$work/runc.out
+  rprobe() { grep -q "^probe $1 $2\$" "$log" && ok "runc-$3" || { bad "runc-$3 (want $1 $2)"; grep "probe $1 \|runc\|error" "$log" | head -3 | sed 's/^/         /'; }; }
+  rprobe ids 1000:1000 "runs-as-1000"
+  rprobe cwd /etc "image-workingdir"
+  rprobe image_var from-image "image-env"
+  rprobe nofile 256 "nofile-256"
+  rprobe no_new_privs 1 "no-new-privs"
+  rprobe write_root "Read-only file system" "root-read-only"
+  rprobe exec_tmp "Permission denied" "tmp-noexec"
+  rprobe host_home absent "host-home-not-visible"
+  rprobe capeff 0000000000000000 "capabilities-dropped"
+  grep -q '"SCMP_ACT_ERRNO"' "$work/bundle-a/config.json" && grep -q '"names": \["mount"' "$work/bundle-a/config.json" &&
+    ok "bundle-carries-seccomp" || bad "bundle-carries-seccomp"
+  # x-capsule.command: the host's system directories, read-only
+  mkdir -p "$caps/cmd"
+  cat >"$caps/cmd/manifest.yaml" <<'YAML'
+id: cmd
+image: example/cmd:1
+tools:
+  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
+x-capsule: {command: ["/bin/sh", "-c", "echo uid=$(id -u); touch /usr/x 2>&1; unshare -U true 2>&1; echo end"]}
+YAML
+  c export-command 0 "$work/bundle-cmd" export oci "${G[@]}" cmd "$work/bundle-cmd"
+  (cd "$work/bundle-cmd" && timeout 60 runc run "$id") >"$work/runc-cmd.out" 2>&1
+  runc delete -f "$id" >/dev/null 2>&1
+  grep -q "^uid=65534$" "$work/runc-cmd.out" && ok "runc-command-as-65534" || { bad "runc-command-as-65534"; head -3 "$work/runc-cmd.out"; }
+  grep -q "Read-only file system" "$work/runc-cmd.out" && ok "runc-system-dirs-read-only" || bad "runc-system-dirs-read-only"
+  grep -q "unshare.*Operation not permitted" "$work/runc-cmd.out" && ok "runc-seccomp-denies-unshare" || { bad "runc-seccomp-denies-unshare"; cat "$work/runc-cmd.out" | head -5; }
+  grep -q "^end$" "$work/runc-cmd.out" && ok "runc-command-ran" || bad "runc-command-ran"
 }
 
 # c NAME STATUS REGEX ARGS...: t as the suite's user

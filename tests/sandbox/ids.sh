@@ -243,14 +243,14 @@ root_registry() {
   start root --state "$st" --config "$work/gamma/p.json"
   local g1; g1=$(host_uid "$tool"); stop
   local base; base=$(sqlite3 "$st/state.db" "SELECT base FROM id_ranges WHERE capability = 'gamma'")
-  # "BASE KEY @MOUNT-NS:DEV:INO STATE-DIR"
-  grep -qxE "$base gamma @[0-9]+:[0-9]+:[0-9]+ $(realpath "$st")" "$reg"
+  # "BASE KEY@MOUNT-NS:DEV:INO STATE-DIR"
+  grep -qxE "$base gamma@[0-9]+:[0-9]+:[0-9]+ $(realpath "$st")" "$reg"
   expect root "the registry names the state's range ($base)" $? "$(cat "$reg" 2>&1 | tail -3)"
   # moved: its line no longer names it; its next use records it again
   mv "$st" "$st-moved"
   start root --state "$st-moved" --config "$work/gamma/p.json"
   local g2; g2=$(host_uid "$tool"); stop
-  [ -n "$g1" ] && [ "$g2" = "$g1" ] && grep -qxE "$base gamma @[0-9]+:[0-9]+:[0-9]+ $(realpath "$st-moved")" "$reg"
+  [ -n "$g1" ] && [ "$g2" = "$g1" ] && grep -qxE "$base gamma@[0-9]+:[0-9]+:[0-9]+ $(realpath "$st-moved")" "$reg"
   expect root "a moved state keeps its ids and is recorded again under its path" $? \
     "before $g1, after $g2; $(grep gamma "$reg")"
   # a change is written beside and renamed: nothing left behind, 0600
