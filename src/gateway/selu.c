@@ -490,6 +490,15 @@ int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_too
   return 0;
 }
 
+void gw_tools_drop_server_policy(struct gw_tools *t)
+{
+  for (size_t i = 0; i < t->n; i++) {
+    t->tools[i].policy = CAP_POLICY_BLOCK;
+    t->tools[i].policy_source = CAP_POLICY_SOURCE_DEFAULT;
+    t->tools[i].terminal_on_success = false;
+  }
+}
+
 int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, struct gw_tools *out,
                          struct cap_error *err)
 {
@@ -501,7 +510,10 @@ int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, str
   _cleanup_free_ char *text = read_small_file(path, &len);
   if (!text)
     return 0;
-  return gw_tools_parse(text, len, path, out, err);
+  int r = gw_tools_parse(text, len, path, out, err);
+  if (r == 0 && spec->runtime.kind == CAP_RUNTIME_MCP)
+    gw_tools_drop_server_policy(out);
+  return r;
 }
 
 enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec,
