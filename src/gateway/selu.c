@@ -204,7 +204,16 @@ static int volumes_within_bound(const struct cap_spec *spec, const struct selu_r
                                 struct cap_error *err)
 {
   for (size_t i = 0; i < run->dirs.len && spec->limits.workspace_bytes; i++) {
-    uint64_t used = gw_volume_usage(run->dirs.v[i]);
+    uint64_t used;
+    int r = gw_volume_usage(run->dirs.v[i], &used);
+    if (r < 0) /* what cannot be measured could be over the bound */
+      return cap_error_errno(err, -r,
+                             "%s's volume %s cannot be measured against its bound of %llu "
+                             "bytes (an entry in it cannot be read; the tool may hide data "
+                             "there): make it readable again (chmod -R u+rwX %s) or remove it "
+                             "(`capsule workspace rm`)",
+                             spec->id, run->dirs.v[i],
+                             (unsigned long long)spec->limits.workspace_bytes, run->dirs.v[i]);
     if (used > spec->limits.workspace_bytes)
       return cap_error_set(err, ENOSPC,
                            "%s's volume %s holds %llu bytes, over its bound of %llu bytes: free "

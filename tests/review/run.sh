@@ -27,6 +27,8 @@ scripts=(
   # the fourth's (tests/review4/)
   ../review4/config_other_xdg.sh ../review4/stop_forged_status.sh
   ../review4/id_range_moved_state.sh
+  # the sixth's (tests/review6/)
+  ../review6/mcp_self_allow.sh ../review6/volume_bound_hidden.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
