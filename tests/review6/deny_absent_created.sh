@@ -37,7 +37,9 @@ J
       echo 'ssh-ed25519 AAAA attacker' >$H/.ssh/authorized_keys
       printf '[default]\ncredential_process = /bin/sh -c id\n' >$H/.aws/config
       echo 'machine example.com login x password y' >$H/.netrc
+      echo work >$H/proj/still-writable
       echo planted" 2>&1 </dev/null)
+  [ -s "$H/proj/still-writable" ] || { echo "the rest of the grant is not writable any more: $out"; exit 2; }
   echo "$who: $out"
   for f in .ssh/authorized_keys .aws/config .netrc; do
     if [ -s "$H/$f" ]; then
