@@ -210,10 +210,40 @@ static bool blocked_by_others(const char *path)
  * it (a ~/.ssh/authorized_keys, a ~/.aws/config of its own; review6,
  * deny_absent_created.sh). */
 static int plan_absent_deny(struct sandbox_mount_plan *plan, const char *host, const char *why,
-                            const char *source, struct cap_error *err)
+                            const char *source, int depth, struct cap_error *err);
+
+/* A dangling symlink at prefix (the rest of host after it): the deny is
+ * what it points to, which the tool could create. */
+static int plan_absent_link(struct sandbox_mount_plan *plan, const char *host, const char *prefix,
+                            const char *why, const char *source, int depth, struct cap_error *err)
 {
+  char target[PATH_MAX];
+  ssize_t n = readlink(prefix, target, sizeof target - 1);
+  if (n <= 0)
+    return cap_error_errno(err, n < 0 ? errno : EINVAL, "cannot read the link %s (%s)", prefix,
+                           why);
+  target[n] = '\0';
+  _cleanup_free_ char *dir = cap_xstrdup(prefix);
+  *strrchr(dir, '/') = '\0';
+  _cleanup_free_ char *next =
+      cap_xasprintf("%s%s%s%s", target[0] == '/' ? "" : dir, target[0] == '/' ? "" : "/", target,
+                    host + strlen(prefix));
+  return plan_absent_deny(plan, next, why, source, depth + 1, err);
+}
+
+static int plan_absent_deny(struct sandbox_mount_plan *plan, const char *host, const char *why,
+                            const char *source, int depth, struct cap_error *err)
+{
+  if (depth > 40)
+    return cap_error_set(err, ELOOP, "cannot resolve the deny entry %s: too many links", source);
   _cleanup_free_ char *prefix = cap_xstrdup(host);
-  for (char *slash; (slash = strrchr(prefix, '/')) && slash != prefix;) {
+  for (;;) {
+    struct stat st;
+    if (lstat(prefix, &st) == 0 && S_ISLNK(st.st_mode)) /* dangling (it did not resolve) */
+      return plan_absent_link(plan, host, prefix, why, source, depth, err);
+    char *slash = strrchr(prefix, '/');
+    if (!slash || slash == prefix)
+      return 0;
     *slash = '\0';
     _cleanup_free_ char *real = realpath(prefix, NULL);
     if (!real && errno != ENOENT && errno != ENOTDIR)
@@ -227,11 +257,10 @@ static int plan_absent_deny(struct sandbox_mount_plan *plan, const char *host, c
         return cap_error_set(err, EINVAL,
                              "the deny entry %s does not exist and has a . or .. after its "
                              "missing directory; write it without them",
-                             host);
+                             source);
     _cleanup_free_ char *full = cap_xasprintf("%s%s", strcmp(real, "/") == 0 ? "" : real, rest);
     return plan_mask_real(plan, full, why, source, MASK_DENY, err);
   }
-  return 0;
 }
 
 static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const char *why,
@@ -247,7 +276,7 @@ static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const ch
      * caller's files through an idmapped grant) and can make it searchable
      * again once the mask is not there: fail closed */
     if ((errno == ENOENT || errno == ENOTDIR) && kind == MASK_DENY)
-      return plan_absent_deny(plan, host, why, path, err);
+      return plan_absent_deny(plan, host, why, path, 0, err);
     if (errno == ENOENT || errno == ENOTDIR)
       return 0;
     if (errno == EACCES && !blocked_by_others(host))

@@ -23,11 +23,13 @@ whos=(self)
 vulnerable=0
 for who in "${whos[@]}"; do
   H=$W/$who/home
-  mkdir -p "$H/proj" "$W/$who/xdg"
+  mkdir -p "$H/proj/sub" "$W/$who/xdg"
+  ln -s "$H/proj/kube" "$H/.kube" # a dangling link: the deny is what it points to
   cat >"$W/$who/m.json" <<J
 {"version": "0.1.0",
  "filesystem": {"grants": [{"path": "$H", "access": "readwrite"}],
-                "deny": [{"path": "$H/.ssh"}, {"path": "$H/.aws/config"}, {"path": "$H/.netrc"}]}}
+                "deny": [{"path": "$H/.ssh"}, {"path": "$H/.aws/config"}, {"path": "$H/.netrc"},
+                         {"path": "$H/.kube"}]}}
 J
   run=()
   [ "$who" = nobody ] && { chown -R 65534:65534 "$W/$who"; run=(setpriv --reuid=65534 --regid=65534 --clear-groups); }
@@ -37,11 +39,12 @@ J
       echo 'ssh-ed25519 AAAA attacker' >$H/.ssh/authorized_keys
       printf '[default]\ncredential_process = /bin/sh -c id\n' >$H/.aws/config
       echo 'machine example.com login x password y' >$H/.netrc
-      echo work >$H/proj/still-writable
+      mkdir -p $H/proj/kube && echo 'users: [{user: {exec: {command: id}}}]' >$H/.kube/config
+      echo work >$H/proj/sub/still-writable
       echo planted" 2>&1 </dev/null)
-  [ -s "$H/proj/still-writable" ] || { echo "the rest of the grant is not writable any more: $out"; exit 2; }
+  [ -s "$H/proj/sub/still-writable" ] || { echo "the rest of the grant is not writable any more: $out"; exit 2; }
   echo "$who: $out"
-  for f in .ssh/authorized_keys .aws/config .netrc; do
+  for f in .ssh/authorized_keys .aws/config .netrc .kube/config; do
     if [ -s "$H/$f" ]; then
       echo "VULNERABLE ($who): the tool created the denied ~/$f"; vulnerable=1
     fi
