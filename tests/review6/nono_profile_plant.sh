@@ -23,7 +23,10 @@ whos=(self)
 vulnerable=0
 for who in "${whos[@]}"; do
   H=$W/$who/home
-  mkdir -p "$H/proj" "$W/$who/state"
+  # a nono user has the directory already (else the deny entries of nono's
+  # required groups under ~/.config leave it READ_DIR only, and it cannot
+  # be created)
+  mkdir -p "$H/proj" "$W/$who/state" "$H/.config/nono/profiles" "$H/docs"
   run=()
   [ "$who" = nobody ] && { chown -R 65534:65534 "$W/$who"; run=(setpriv --reuid=65534 --regid=65534 --clear-groups); }
   as() { (cd "$1" && shift && "${run[@]}" env -u XDG_CONFIG_HOME HOME="$H" XDG_STATE_HOME="$W/$who/state" "$@" </dev/null 2>&1); }
@@ -34,9 +37,9 @@ for who in "${whos[@]}"; do
       >$H/.config/nono/profiles/python-dev.json && echo planted")
   echo "$who, first run: $out"
   # 2. the user's next run of the same profile, from a project directory
-  out=$(as "$H/proj" timeout 60 "$capsule" run --profile python-dev -- /bin/sh -c "echo outside >$H/outside-the-project && echo wrote")
+  out=$(as "$H/proj" timeout 60 "$capsule" run --profile python-dev -- /bin/sh -c "echo outside >$H/docs/outside-the-project && echo wrote")
   echo "$who, second run: $out"
-  if [ -s "$H/outside-the-project" ]; then
+  if [ -s "$H/docs/outside-the-project" ]; then
     echo "VULNERABLE ($who): the planted profile gave the next --profile python-dev run \$HOME read-write"
     vulnerable=1
   fi
