@@ -29,6 +29,7 @@ scripts=(
   ../review4/id_range_moved_state.sh
   # the sixth's (tests/review6/)
   ../review6/mcp_self_allow.sh ../review6/volume_bound_hidden.sh ../review6/deny_absent_created.sh
+  ../review6/mcp_stderr_flood.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

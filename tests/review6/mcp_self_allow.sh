@@ -12,7 +12,10 @@
 # cannot run.
 capsule=$(realpath "${1:-build/capsule}")
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
-"$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: no sandbox here"; exit 77; }
+probe=$(mktemp -d) # its own state: the default one may belong to another capsule
+XDG_STATE_HOME=$probe "$capsule" run -- /bin/true >/dev/null 2>&1; ok=$?
+rm -rf "$probe"
+[ "$ok" = 0 ] || { echo "SKIP: no sandbox here"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review6-mcp.XXXXXX)
 chmod 755 "$W"
 trap 'rm -rf "$W"' EXIT

@@ -9,7 +9,10 @@
 # here) until the call's deadline (120 s by default). Here: 5 seconds.
 # Exits 1 when one call's log passes 64 MiB, 0 bounded, 77 cannot run.
 capsule=$(realpath "${1:-build/capsule}")
-"$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: no sandbox here"; exit 77; }
+probe=$(mktemp -d) # its own state: the default one may belong to another capsule
+XDG_STATE_HOME=$probe "$capsule" run -- /bin/true >/dev/null 2>&1; ok=$?
+rm -rf "$probe"
+[ "$ok" = 0 ] || { echo "SKIP: no sandbox here"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review6-log.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 export CAPSULE_STATE_KEY=

@@ -14,7 +14,10 @@
 # Exits 1 while the planted profile widens the next run, 0 blocked, 77
 # cannot run.
 capsule=$(realpath "${1:-build/capsule}")
-"$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: no sandbox here"; exit 77; }
+probe=$(mktemp -d) # its own state: the default one may belong to another capsule
+XDG_STATE_HOME=$probe "$capsule" run -- /bin/true >/dev/null 2>&1; ok=$?
+rm -rf "$probe"
+[ "$ok" = 0 ] || { echo "SKIP: no sandbox here"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review6-prof.XXXXXX)
 chmod 755 "$W"
 trap 'rm -rf "$W"' EXIT

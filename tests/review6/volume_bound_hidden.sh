@@ -34,7 +34,10 @@ for d in "$(dirname "$capsule")" "$(dirname "$capsule")/../.." "$(dirname "$0")/
   [ -x "$d/tests/gateway/selu_fault" ] && { fault=$(realpath "$d/tests/gateway/selu_fault"); break; }
 done
 [ -n "$fault" ] || { echo "SKIP: tests/gateway/selu_fault is not built"; exit 77; }
-"$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: no sandbox here"; exit 77; }
+probe=$(mktemp -d) # its own state: the default one may belong to another capsule
+XDG_STATE_HOME=$probe "$capsule" run -- /bin/true >/dev/null 2>&1; ok=$?
+rm -rf "$probe"
+[ "$ok" = 0 ] || { echo "SKIP: no sandbox here"; exit 77; }
 [ "$how" = unreadable ] && [ "$(id -u)" = 0 ] && { echo "SKIP: root reads a chmod 000 directory anyway"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review6-vol.XXXXXX)
 chmod 755 "$W"
