@@ -224,7 +224,11 @@ static int plan_absent_link(struct sandbox_mount_plan *plan, const char *host, c
                            why);
   target[n] = '\0';
   _cleanup_free_ char *dir = cap_xstrdup(prefix);
-  *strrchr(dir, '/') = '\0';
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *slash = '\0';
+  else /* a relative entry: its link is relative to the current directory */
+    strcpy(dir, ".");
   _cleanup_free_ char *next =
       cap_xasprintf("%s%s%s%s", target[0] == '/' ? "" : dir, target[0] == '/' ? "" : "/", target,
                     host + strlen(prefix));
