@@ -94,6 +94,9 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
  * 8 MiB and the capability's disk limit): <id>.log.1 keeps the one before.
  * NULL without a log_dir. The caller frees it. */
 char *gw_tool_log_prepare(const char *log_dir, const struct cap_spec *spec);
+/* What one run may append to that log (sandbox_options.log_max_bytes): the
+ * same bound, so a log stays within twice it. */
+uint64_t gw_tool_log_bound(const struct cap_spec *spec);
 
 /* A random (version 4) UUID, as text. */
 void gw_uuid4(char out[37]);

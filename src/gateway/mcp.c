@@ -22,6 +22,7 @@ enum gw_outcome gw_mcp_discover(const struct gw_call *call, const struct cap_spe
   _cleanup_free_ char *what = cap_xasprintf("%s's tools/list answer", spec->id);
   if (gw_tools_parse(result, strlen(result), what, out, err) < 0)
     return GW_OUTCOME_FAILED;
+  gw_tools_drop_server_policy(out); /* the operator allows a third party's tools */
   gw_tools_cache_store(call->cache_dir, spec, result);
   return GW_OUTCOME_OK;
 }

@@ -206,7 +206,16 @@ static int volumes_within_bound(const struct cap_spec *spec, const struct selu_r
                                 struct cap_error *err)
 {
   for (size_t i = 0; i < run->dirs.len && spec->limits.workspace_bytes; i++) {
-    uint64_t used = gw_volume_usage(run->dirs.v[i]);
+    uint64_t used;
+    int r = gw_volume_usage(run->dirs.v[i], &used);
+    if (r < 0) /* what cannot be measured could be over the bound */
+      return cap_error_errno(err, -r,
+                             "%s's volume %s cannot be measured against its bound of %llu "
+                             "bytes (an entry in it cannot be read; the tool may hide data "
+                             "there): make it readable again (chmod -R u+rwX %s) or remove it "
+                             "(`capsule workspace rm`)",
+                             spec->id, run->dirs.v[i],
+                             (unsigned long long)spec->limits.workspace_bytes, run->dirs.v[i]);
     if (used > spec->limits.workspace_bytes)
       return cap_error_set(err, ENOSPC,
                            "%s's volume %s holds %llu bytes, over its bound of %llu bytes: free "
@@ -574,6 +583,15 @@ int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_too
   return 0;
 }
 
+void gw_tools_drop_server_policy(struct gw_tools *t)
+{
+  for (size_t i = 0; i < t->n; i++) {
+    t->tools[i].policy = CAP_POLICY_BLOCK;
+    t->tools[i].policy_source = CAP_POLICY_SOURCE_DEFAULT;
+    t->tools[i].terminal_on_success = false;
+  }
+}
+
 int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, struct gw_tools *out,
                          struct cap_error *err)
 {
@@ -585,7 +603,10 @@ int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, str
   _cleanup_free_ char *text = read_small_file(path, &len);
   if (!text)
     return 0;
-  return gw_tools_parse(text, len, path, out, err);
+  int r = gw_tools_parse(text, len, path, out, err);
+  if (r == 0 && spec->runtime.kind == CAP_RUNTIME_MCP)
+    gw_tools_drop_server_policy(out);
+  return r;
 }
 
 enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec,

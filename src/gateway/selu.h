@@ -28,6 +28,11 @@ const struct cap_tool *gw_tools_find(const struct gw_tools *t, const char *name)
  * compiled. what names it in errors. */
 int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_tools *out,
                    struct cap_error *err);
+/* An MCP server's tools: MCP has no recommended_policy nor
+ * terminal_on_success, and a third-party server does not choose its own
+ * policy: every tool back to `block` (default) until the operator allows
+ * it, none terminal. */
+void gw_tools_drop_server_policy(struct gw_tools *t);
 
 /* The cached tools of a dynamic capability (none when never discovered). */
 /* Keeps a discovery answer (text) as the capability's cached tools in

@@ -21,6 +21,8 @@ static uint64_t rotate_at(const struct cap_spec *spec)
   return disk && disk < TOOL_LOG_MAX ? disk : TOOL_LOG_MAX;
 }
 
+uint64_t gw_tool_log_bound(const struct cap_spec *spec) { return rotate_at(spec); }
+
 char *gw_tool_log_prepare(const char *log_dir, const struct cap_spec *spec)
 {
   if (!log_dir)

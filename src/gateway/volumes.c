@@ -159,19 +159,30 @@ void gw_volumes_free(struct cap_fs_grant *grants, size_t n)
 }
 
 static _Thread_local uint64_t usage_sum; /* nftw passes no context */
+static _Thread_local int usage_err;
 
 static int usage_one(const char *path, const struct stat *st, int type, struct FTW *f)
 {
-  (void)path, (void)type, (void)f;
+  (void)path, (void)f;
+  /* an entry that cannot be looked at or walked (a directory its owner,
+   * the tool, made unreadable) could hold anything: not measured */
+  if (type == FTW_NS || type == FTW_DNR) {
+    usage_err = EACCES;
+    return 1;
+  }
   usage_sum += (uint64_t)st->st_blocks * 512;
   return 0;
 }
 
-uint64_t gw_volume_usage(const char *dir)
+int gw_volume_usage(const char *dir, uint64_t *bytes)
 {
   usage_sum = 0;
-  nftw(dir, usage_one, 16, FTW_PHYS | FTW_MOUNT);
-  return usage_sum;
+  usage_err = 0;
+  int r = nftw(dir, usage_one, 16, FTW_PHYS | FTW_MOUNT);
+  *bytes = usage_sum;
+  if (r < 0 && !usage_err)
+    usage_err = errno ? errno : EIO;
+  return usage_err ? -usage_err : 0;
 }
 
 /* Empties the directory dfd (which this owns and closes), never following
@@ -191,6 +202,9 @@ static int empty_dir(int dfd, struct cap_error *err)
     if (unlinkat(dirfd(d), e->d_name, 0) == 0 || (errno != EISDIR && errno != EPERM))
       continue;
     int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* a directory the tool made unreadable (it has the caller's uid) */
+    if (sub < 0 && errno == EACCES && fchmodat(dirfd(d), e->d_name, 0700, 0) == 0)
+      sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0)
       r = cap_error_errno(err, errno, "cannot open %s to remove it", e->d_name);
     else if ((r = empty_dir(sub, err)) == 0 && unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) < 0)
@@ -251,7 +265,7 @@ static void list_user(const char *base, const char *user_dir, enum gw_volume_kin
         .bytes = 0,
         .modified_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000,
     };
-    (*out)[*n - 1].bytes = gw_volume_usage((*out)[*n - 1].path);
+    gw_volume_usage((*out)[*n - 1].path, &(*out)[*n - 1].bytes); /* what can be seen */
   }
   closedir(d);
 }

@@ -46,8 +46,11 @@ int gw_volumes_bind(const struct cap_spec *spec, const char *volumes_dir, const 
 void gw_volumes_free(struct cap_fs_grant *grants, size_t n);
 
 /* The bytes the files below dir take (allocated blocks, each inode once),
- * not following links nor crossing into other file systems. */
-uint64_t gw_volume_usage(const char *dir);
+ * not following links nor crossing into other file systems, in *bytes.
+ * -errno when some entry could not be looked at or walked (a directory
+ * made unreadable by its owner, the tool): *bytes is then only what was
+ * seen, and the volume's size is not known. */
+int gw_volume_usage(const char *dir, uint64_t *bytes);
 
 struct gw_volume_info {
   enum gw_volume_kind kind;

@@ -306,6 +306,7 @@ enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_
       .hidden = call->hidden,
       .n_hidden = call->n_hidden,
       .id_base = call->id_base,
+      .log_max_bytes = gw_tool_log_bound(spec), /* a call cannot fill the disk */
       .on_started = on_started,
       .on_started_ctx = &x,
   };

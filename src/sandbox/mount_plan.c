@@ -202,6 +202,71 @@ static bool blocked_by_others(const char *path)
   }
 }
 
+/* A deny entry that does not exist (yet): what it will be, its nearest
+ * existing ancestor resolved and the missing rest appended. It has no
+ * mask (apply_mask finds nothing there), but Landlock gives the grant
+ * holding it as rules around it (landlock.c add_around_denies): the
+ * directories on its way keep only READ_DIR, so the tool cannot create
+ * it (a ~/.ssh/authorized_keys, a ~/.aws/config of its own; review6,
+ * deny_absent_created.sh). */
+static int plan_absent_deny(struct sandbox_mount_plan *plan, const char *host, const char *why,
+                            const char *source, int depth, struct cap_error *err);
+
+/* A dangling symlink at prefix (the rest of host after it): the deny is
+ * what it points to, which the tool could create. */
+static int plan_absent_link(struct sandbox_mount_plan *plan, const char *host, const char *prefix,
+                            const char *why, const char *source, int depth, struct cap_error *err)
+{
+  char target[PATH_MAX];
+  ssize_t n = readlink(prefix, target, sizeof target - 1);
+  if (n <= 0)
+    return cap_error_errno(err, n < 0 ? errno : EINVAL, "cannot read the link %s (%s)", prefix,
+                           why);
+  target[n] = '\0';
+  _cleanup_free_ char *dir = cap_xstrdup(prefix);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *slash = '\0';
+  else /* a relative entry: its link is relative to the current directory */
+    strcpy(dir, ".");
+  _cleanup_free_ char *next =
+      cap_xasprintf("%s%s%s%s", target[0] == '/' ? "" : dir, target[0] == '/' ? "" : "/", target,
+                    host + strlen(prefix));
+  return plan_absent_deny(plan, next, why, source, depth + 1, err);
+}
+
+static int plan_absent_deny(struct sandbox_mount_plan *plan, const char *host, const char *why,
+                            const char *source, int depth, struct cap_error *err)
+{
+  if (depth > 40)
+    return cap_error_set(err, ELOOP, "cannot resolve the deny entry %s: too many links", source);
+  _cleanup_free_ char *prefix = cap_xstrdup(host);
+  for (;;) {
+    struct stat st;
+    if (lstat(prefix, &st) == 0 && S_ISLNK(st.st_mode)) /* dangling (it did not resolve) */
+      return plan_absent_link(plan, host, prefix, why, source, depth, err);
+    char *slash = strrchr(prefix, '/');
+    if (!slash || slash == prefix)
+      return 0;
+    *slash = '\0';
+    _cleanup_free_ char *real = realpath(prefix, NULL);
+    if (!real && errno != ENOENT && errno != ENOTDIR)
+      return 0; /* as before: behind something capsule cannot resolve either */
+    if (!real)
+      continue;
+    const char *rest = host + strlen(prefix);
+    for (const char *c = rest; *c; c++)
+      if (c[0] == '/' && c[1] == '.' &&
+          (c[2] == '/' || !c[2] || (c[2] == '.' && (c[3] == '/' || !c[3]))))
+        return cap_error_set(err, EINVAL,
+                             "the deny entry %s does not exist and has a . or .. after its "
+                             "missing directory; write it without them",
+                             source);
+    _cleanup_free_ char *full = cap_xasprintf("%s%s", strcmp(real, "/") == 0 ? "" : real, rest);
+    return plan_mask_real(plan, full, why, source, MASK_DENY, err);
+  }
+}
+
 static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const char *why,
                      enum mask_kind kind, struct cap_error *err)
 {
@@ -214,6 +279,8 @@ static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const ch
      * that made it so (it has the caller's uid, or as root writes the
      * caller's files through an idmapped grant) and can make it searchable
      * again once the mask is not there: fail closed */
+    if ((errno == ENOENT || errno == ENOTDIR) && kind == MASK_DENY)
+      return plan_absent_deny(plan, host, why, path, 0, err);
     if (errno == ENOENT || errno == ENOTDIR)
       return 0;
     if (errno == EACCES && !blocked_by_others(host))

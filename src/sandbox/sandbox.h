@@ -72,6 +72,11 @@ struct sandbox_options {
    * 1000); 0: the default (the caller's own unprivileged, 65534 as root).
    * The host ids are the same either way. */
   uint32_t inside_id;
+  /* A bound on what the supervisor appends to a log (the command's stderr
+   * on a regular file) in this run, besides limits.disk_bytes (the smaller
+   * of the two holds); 0: limits.disk_bytes alone. The gateway's tool logs
+   * use it so that one call cannot fill the state's disk. */
+  uint64_t log_max_bytes;
 };
 
 /* How the command ended. */

@@ -519,7 +519,10 @@ static int prepare_stdio(struct launch *l, const struct cap_spec *spec,
     bool terminal = !opt->tty && isatty(fd);
     if (!terminal && !(i == 2 && S_ISREG(st.st_mode)))
       continue;
-    int w = add_relay(l, fd, terminal, terminal ? 0 : spec->limits.disk_bytes);
+    uint64_t cap = spec->limits.disk_bytes;
+    if (opt->log_max_bytes && (!cap || opt->log_max_bytes < cap))
+      cap = opt->log_max_bytes;
+    int w = add_relay(l, fd, terminal, terminal ? 0 : cap);
     if (w < 0)
       return cap_error_errno(err, -w, "cannot make the pipe for the command's %s",
                              i == 1 ? "stdout" : "stderr");

@@ -97,6 +97,12 @@ for who in "${users[@]}"; do
   check "$who" "run --profile: ~/.ssh denied by the implicit deny_credentials" 0 '^closed visible$' -- \
     --profile "$work/$who/home-profile.json" -- /bin/sh -c \
     "s=\$(cat $h/.ssh/id_ed25519 2>/dev/null || echo closed); echo \"\$s \$(cat $h/proj/readme)\""
+  # deny_credentials' ~/.aws and ~/.kube do not exist here: held all the same
+  # (tests/review6/deny_absent_created.sh)
+  [ "$landlock" -ge 1 ] &&
+    check "$who" "run --profile: an absent denied ~/.aws cannot be created" 0 '^refused$' -- \
+      --profile "$work/$who/home-profile.json" -- /bin/sh -c \
+      "{ mkdir -p $h/.aws && echo x >$h/.aws/config; } 2>/dev/null && echo CREATED || echo refused"
 done
 grep -q "new" "$work/root/home/proj/sub/new-root" 2>/dev/null && ok root "the write reached the host" ||
   bad root "the write did not reach the host" ""
