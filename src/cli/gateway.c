@@ -216,7 +216,8 @@ static const char *readiness(const struct cap_spec *spec, struct gw_state *st, c
   if (spec->runtime.kind == CAP_RUNTIME_EXEC)
     return "no tools: a command sandbox for `capsule run`";
   struct cap_error why = {0};
-  if (gw_ready(spec, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
+  if (gw_ready(spec, hidden, n_hidden, &why) != GW_OUTCOME_OK ||
+      gw_ready_module(spec, st, user, hidden, n_hidden, NULL, &why) != GW_OUTCOME_OK) {
     snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
     cap_error_clear(&why);
     return buf;

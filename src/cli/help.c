@@ -16,6 +16,45 @@ static const struct {
   const char *verb;
   const char *text;
 } gateway_help[] = {
+    {"config", "usage: capsule config set CAPABILITY NAME VALUE [--user U]\n"
+               "       capsule config list CAPABILITY [--user U] [--json]\n"
+               "       capsule config rm CAPABILITY NAME [--user U]\n"
+               "\n"
+               "A capability's settings (Talos `settings`), stored in the state and given to\n"
+               "its handlers as text; VALUE is checked against the setting's type and, for a\n"
+               "select, its options. node_path names a directory whose node_modules the\n"
+               "plugin's imports fall back to. list also shows the credentials: the value of\n"
+               "one declared `secret: false`, of a secret one only whether it is set.\n"
+               "\n"
+               "      --caps DIR    the capabilities directory\n"
+               "      --user U      a user's own value (default: the operator's, for everyone)\n"
+               "      --json        list: an array of objects\n" GATEWAY_COMMON "\n"
+               "exit status: 0 ok, 1 invalid (an unknown setting, a value that does not fit)\n"},
+    {"triggers",
+     "usage: capsule triggers poll CAPABILITY TRIGGER [--user U] [--timeout S]\n"
+     "       capsule triggers enable|disable CAPABILITY TRIGGER\n"
+     "       capsule triggers on CAPABILITY TRIGGER --call CAPABILITY TOOL\n"
+     "       capsule triggers run [--caps DIR] [--user U]\n"
+     "\n"
+     "poll runs one poll of a Talos trigger in its sandbox with the stored config\n"
+     "and the trigger's persisted state, stores the new state with the event and\n"
+     "prints the event as one JSON line (nothing when there is none). run polls\n"
+     "every enabled trigger at its interval (the first setting named\n"
+     "*poll_interval*, in minutes; else 5), the first poll after 5 s, until\n"
+     "SIGTERM. on calls TOOL with {\"event\": EVENT} on each event.\n"
+     "\n"
+     "      --caps DIR    the capabilities directory\n"
+     "      --user U      whose settings, credentials and state (default the login name)\n"
+     "      --timeout S   a poll's wall-clock limit in seconds\n" GATEWAY_COMMON "\n"
+     "exit status: 0 ok, 1 the poll failed (nothing stored) or invalid input\n"},
+    {"events",
+     "usage: capsule events [--follow] [--json]\n"
+     "\n"
+     "The events triggers fired, oldest first; --follow waits for more (with\n"
+     "--json, one object a line).\n"
+     "\n"
+     "      --follow      keep printing new events until SIGTERM or SIGINT\n"
+     "      --json        an array of objects (JSON lines with --follow)\n" GATEWAY_COMMON},
     {"list", "usage: capsule list [--caps DIR] [--state DIR] [--user U] [--json]\n"
              "\n"
              "The capabilities under DIR, their tools, each tool's effective policy and\n"

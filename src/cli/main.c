@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/plugin.h"
 #include "core/escape.h"
 #include "core/proctitle.h"
 
@@ -71,11 +72,15 @@ static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
 } verbs[] = {
-    {"check", cmd_check},       {"show", cmd_show},       {"validate", cmd_validate},
-    {"run", cmd_run},           {"doctor", cmd_doctor},   {"list", cmd_gateway},
-    {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
-    {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
-    {"audit", cmd_gateway},     {"ps", cmd_ps},           {"stop", cmd_stop},
+    {"check", cmd_check},       {"show", cmd_show},
+    {"validate", cmd_validate}, {"run", cmd_run},
+    {"doctor", cmd_doctor},     {"list", cmd_gateway},
+    {"call", cmd_gateway},      {"policy", cmd_gateway},
+    {"cred", cmd_gateway},      {"approvals", cmd_gateway},
+    {"approve", cmd_gateway},   {"deny", cmd_gateway},
+    {"audit", cmd_gateway},     {"ps", cmd_ps},
+    {"stop", cmd_stop},         {"config", cmd_config},
+    {"triggers", cmd_triggers}, {"events", cmd_events},
 };
 
 static int (*find_verb(const char *name))(int, char **)

@@ -11,6 +11,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/plugin_state.h"
 #include "runtime/talos.h"
 #include "sandbox/sandbox.h"
 
@@ -175,5 +176,28 @@ enum gw_outcome gw_ready(const struct cap_spec *spec, const char *const *hidden,
   if (o == GW_OUTCOME_OK)
     o = dry_run(spec, &checks, hidden, n_hidden, why);
   cap_strv_free(&checks);
+  return o;
+}
+
+enum gw_outcome gw_ready_module(const struct cap_spec *spec, struct gw_state *st, const char *user,
+                                const char *const *hidden, size_t n_hidden, const char *cache_dir,
+                                struct cap_error *why)
+{
+  if (spec->runtime.kind != CAP_RUNTIME_TALOS_NODE)
+    return GW_OUTCOME_OK;
+  struct gw_talos_config cfg = {0};
+  if (st && gw_talos_config_load(st, spec, user, NULL, &cfg, why) < 0)
+    return GW_OUTCOME_FAILED;
+  struct gw_call call = {
+      .capability = spec->id,
+      .user = user,
+      .deadline_ms = 30000,
+      .output_cap = 1u << 20,
+      .cache_dir = cache_dir,
+      .hidden = hidden,
+      .n_hidden = n_hidden,
+  };
+  enum gw_outcome o = talos_probe(&call, spec, &cfg.in, why);
+  gw_talos_config_free(&cfg, spec);
   return o;
 }

@@ -54,6 +54,27 @@ static const char schema_v2[] =
 static const char schema_v4[] = "CREATE TABLE IF NOT EXISTS id_ranges (capability TEXT PRIMARY KEY,"
                                 " base INTEGER UNIQUE NOT NULL);";
 
+/* Plugin settings (Talos: text values; user '' is the operator's), the
+ * triggers' persisted state and fired events, their enablement and poll
+ * leases (gateway/plugin_state.c), and operator grants. */
+static const char schema_v5[] =
+    "CREATE TABLE IF NOT EXISTS settings (capability TEXT NOT NULL, user TEXT NOT NULL,"
+    " name TEXT NOT NULL, value TEXT NOT NULL, updated TEXT NOT NULL,"
+    " PRIMARY KEY (capability, user, name));"
+    "CREATE TABLE IF NOT EXISTS trigger_state (capability TEXT NOT NULL, trigger TEXT NOT NULL,"
+    " user TEXT NOT NULL, state TEXT NOT NULL, last_poll TEXT NOT NULL,"
+    " PRIMARY KEY (capability, trigger, user));"
+    "CREATE TABLE IF NOT EXISTS trigger_config (capability TEXT NOT NULL, trigger TEXT NOT NULL,"
+    " enabled INTEGER, call_capability TEXT, call_tool TEXT,"
+    " PRIMARY KEY (capability, trigger));"
+    "CREATE TABLE IF NOT EXISTS trigger_leases (capability TEXT NOT NULL, trigger TEXT NOT NULL,"
+    " user TEXT NOT NULL, holder TEXT NOT NULL, expires INTEGER NOT NULL,"
+    " PRIMARY KEY (capability, trigger, user));"
+    "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, time TEXT NOT NULL,"
+    " capability TEXT NOT NULL, trigger TEXT NOT NULL, user TEXT NOT NULL, event TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS grants (capability TEXT NOT NULL, kind TEXT NOT NULL,"
+    " value TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (capability, kind, value));";
+
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
  * cannot, e.g. `capsule run` reading a stored credential). */
@@ -81,8 +102,9 @@ static const struct migration {
     {3, "the audit high-water mark", NULL, NULL, gw_audit_init_mark},
     /* as root, each capability's own host ids (id_range.c) */
     {4, "host id ranges", NULL, schema_v4, NULL},
+    {5, "plugin settings, trigger state, events and grants", NULL, schema_v5, NULL},
 };
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {

@@ -202,6 +202,7 @@ static void settings_free(struct cap_setting *settings, size_t n)
     free(settings[i].label);
     free(settings[i].type);
     free(settings[i].description);
+    cap_strv_free(&settings[i].options);
   }
   free(settings);
 }
@@ -271,6 +272,10 @@ void cap_spec_free(struct cap_spec *spec)
   cap_strv_free(&spec->hermes_tools_allowed);
   free(spec->hermes_approval_policy);
   free(spec->notes);
+  free(spec->talos.category);
+  free(spec->talos.oauth_provider);
+  cap_strv_free(&spec->talos.oauth_scopes);
+  free(spec->talos.oauth_authorize_url);
   cap_doc_free(spec->doc);
   free(spec);
 }
