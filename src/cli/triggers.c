@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -247,6 +248,44 @@ struct schedule {
   uint64_t next_ms, every_ms;
 };
 
+/* One poll in a child process with its own handle on the state: the
+ * sandbox's supervisor forwards SIGTERM to the tool it waits for, so the
+ * poller itself must not be the one waiting when the operator stops it. */
+static void poll_in_child(const struct poll_env *e, const struct schedule *s)
+{
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    struct gw_state *st = NULL;
+    if (open_state(e->o, &st))
+      _exit(CLI_EXIT_INVALID);
+    struct poll_env mine = *e;
+    mine.st = st;
+    struct cap_error err = {0};
+    enum gw_outcome o = poll_once(&mine, s->spec, s->trigger, &err);
+    if (o != GW_OUTCOME_OK) {
+      fprintf(stderr, "capsule triggers run: %s: the poll failed: ", s->trigger->id);
+      cap_escape_fput(stderr, err.message ? err.message : "failed", 4096);
+      fprintf(stderr, "; retried in %.3g min\n", (double)s->every_ms / 60000.0);
+    }
+    gw_state_close(st);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(outcome_exit(o));
+  }
+  if (pid < 0) {
+    fprintf(stderr, "capsule triggers run: %s: cannot fork: %s; retried at the next interval\n",
+            s->trigger->id, strerror(errno));
+    return;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
 static void poller_tick(const struct poll_env *e, struct schedule *s, const char *holder)
 {
   struct cap_error err = {0};
@@ -260,13 +299,7 @@ static void poller_tick(const struct poll_env *e, struct schedule *s, const char
     cap_error_clear(&err);
     return;
   }
-  enum gw_outcome o = poll_once(e, s->spec, s->trigger, &err);
-  if (o != GW_OUTCOME_OK) {
-    fprintf(stderr, "capsule triggers run: %s: the poll failed: ", s->trigger->id);
-    cap_escape_fput(stderr, err.message ? err.message : "failed", 4096);
-    fprintf(stderr, "; retried in %llu s\n", (unsigned long long)(s->every_ms / 1000));
-  }
-  cap_error_clear(&err);
+  poll_in_child(e, s);
   gw_trigger_release(e->st, s->spec->id, s->trigger->local_id, e->o->user, holder, &err);
   cap_error_clear(&err);
 }

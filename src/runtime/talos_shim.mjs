@@ -41,7 +41,8 @@ const answer = (o) => {
   writeSync(1, line + '\n');
 };
 const fail = (msg) => answer({ ok: false, error: `${name}: ${msg}` });
-process.on('exit', () => fail('its promise never settled (nothing was left to wait for)'));
+// the event loop ran dry with the handler's promise still pending
+process.on('beforeExit', () => { fail('its promise never settled (nothing was left to wait for)'); process.exit(0); });
 
 // the plugin may print: keep fd 1 for the answer
 const logger = new Console({ stdout: process.stderr, stderr: process.stderr });
@@ -99,7 +100,7 @@ async function loadPlugin() {
   try {
     mod = await import(pathToFileURL(req.module).href);
   } catch (e) {
-    throw new Error(`cannot load ${req.module}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(`cannot load ${req.module}: ${(e instanceof Error ? e.message : String(e)).split('\n')[0]}`);
   }
   if (typeof mod.init === 'function') {
     const services = { getService: () => undefined, registerService: () => {} };
