@@ -81,6 +81,8 @@ static const struct {
     {"audit", cmd_gateway},     {"ps", cmd_ps},
     {"stop", cmd_stop},         {"config", cmd_config},
     {"triggers", cmd_triggers}, {"events", cmd_events},
+    {"grant", cmd_grant},       {"revoke", cmd_revoke},
+    {"plugin", cmd_plugin},
 };
 
 static int (*find_verb(const char *name))(int, char **)

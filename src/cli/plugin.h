@@ -14,5 +14,8 @@ int plugin_open(const char *verb, const struct common *o, const char *cap, struc
 int cmd_config(int argc, char **argv);
 int cmd_triggers(int argc, char **argv);
 int cmd_events(int argc, char **argv);
+int cmd_grant(int argc, char **argv);
+int cmd_revoke(int argc, char **argv);
+int cmd_plugin(int argc, char **argv);
 
 #endif

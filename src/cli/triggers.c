@@ -27,6 +27,7 @@
 #include "core/escape.h"
 #include "core/json.h"
 #include "gateway/call.h"
+#include "gateway/grants.h"
 #include "gateway/plugin_state.h"
 #include "runtime/talos.h"
 
@@ -156,7 +157,12 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
       .hidden = (const char *const *)e->hidden,
       .n_hidden = e->n_hidden,
   };
-  enum gw_outcome o = talos_poll(&call, spec, t->local_id, &cfg.in, state, &event, &new_state, err);
+  struct gw_granted g;
+  enum gw_outcome o = GW_OUTCOME_FAILED;
+  if (gw_spec_with_grants(e->st, spec, &g, err) == 0) {
+    o = talos_poll(&call, &g.spec, t->local_id, &cfg.in, state, &event, &new_state, err);
+    gw_granted_free(&g);
+  }
   gw_talos_config_free(&cfg, spec);
   gw_talos_secrets_free(secrets, spec);
   if (o != GW_OUTCOME_OK)

@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/text.h"
 #include "gateway/approval.h"
+#include "gateway/grants.h"
 #include "gateway/plugin_state.h"
 #include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
@@ -469,9 +470,23 @@ void gw_talos_config_free(struct gw_talos_config *cfg, const struct cap_spec *sp
   *cfg = (struct gw_talos_config){0};
 }
 
+/* The run, in the capability's sandbox with the operator's grants added. */
+static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
+                                   struct cap_error *err);
+
 static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
 {
-  const struct cap_spec *spec = c->spec;
+  struct gw_granted g;
+  if (gw_spec_with_grants(c->st, c->spec, &g, err) < 0)
+    return GW_OUTCOME_FAILED;
+  enum gw_outcome o = run_granted(c, &g.spec, err);
+  gw_granted_free(&g);
+  return o;
+}
+
+static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
+                                   struct cap_error *err)
+{
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_JSONL:
   case CAP_RUNTIME_HERMES:

@@ -21,6 +21,18 @@ static int exec_done(struct gw_state *st, sqlite3_stmt *s, const char *what, str
   return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, what);
 }
 
+/* Runs a DELETE ... RETURNING 1; *found when it removed a row. */
+static int exec_rm(struct gw_state *st, sqlite3_stmt *s, bool *found, const char *what,
+                   struct cap_error *err)
+{
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  *found = rc == SQLITE_ROW;
+  while (rc == SQLITE_ROW)
+    rc = sqlite3_step(s);
+  sqlite3_finalize(s);
+  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, what);
+}
+
 static char *column_dup(sqlite3_stmt *s, int i)
 {
   const char *t = (const char *)sqlite3_column_text(s, i);
@@ -43,15 +55,12 @@ int gw_setting_set(struct gw_state *st, const char *cap, const char *user, const
 int gw_setting_rm(struct gw_state *st, const char *cap, const char *user, const char *name,
                   bool *found, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(
-      st, "DELETE FROM settings WHERE capability = ? AND user = ? AND name = ? RETURNING 1", cap,
-      user ? user : "", name, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *found = rc == SQLITE_ROW;
-  while (rc == SQLITE_ROW)
-    rc = sqlite3_step(s);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the setting");
+  return exec_rm(st,
+                 gw_state_prep(st,
+                               "DELETE FROM settings WHERE capability = ? AND user = ? AND"
+                               " name = ? RETURNING 1",
+                               cap, user ? user : "", name, NULL),
+                 found, "cannot remove the setting", err);
 }
 
 int gw_setting_get(struct gw_state *st, const char *cap, const char *user, const char *name,
@@ -261,15 +270,12 @@ int gw_grant_add(struct gw_state *st, const char *cap, enum gw_grant_kind kind, 
 int gw_grant_rm(struct gw_state *st, const char *cap, enum gw_grant_kind kind, const char *value,
                 bool *found, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(
-      st, "DELETE FROM grants WHERE capability = ? AND kind = ? AND value = ? RETURNING 1", cap,
-      gw_grant_kind_names[kind], value, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *found = rc == SQLITE_ROW;
-  while (rc == SQLITE_ROW)
-    rc = sqlite3_step(s);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the grant");
+  return exec_rm(st,
+                 gw_state_prep(st,
+                               "DELETE FROM grants WHERE capability = ? AND kind = ? AND"
+                               " value = ? RETURNING 1",
+                               cap, gw_grant_kind_names[kind], value, NULL),
+                 found, "cannot remove the grant", err);
 }
 
 int gw_grant_list(struct gw_state *st, const char *cap, gw_grant_fn fn, void *arg,

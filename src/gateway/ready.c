@@ -11,6 +11,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/grants.h"
 #include "gateway/plugin_state.h"
 #include "runtime/talos.h"
 #include "sandbox/sandbox.h"
@@ -197,7 +198,12 @@ enum gw_outcome gw_ready_module(const struct cap_spec *spec, struct gw_state *st
       .hidden = hidden,
       .n_hidden = n_hidden,
   };
-  enum gw_outcome o = talos_probe(&call, spec, &cfg.in, why);
+  struct gw_granted g;
+  enum gw_outcome o = GW_OUTCOME_FAILED;
+  if (gw_spec_with_grants(st, spec, &g, why) == 0) {
+    o = talos_probe(&call, &g.spec, &cfg.in, why);
+    gw_granted_free(&g);
+  }
   gw_talos_config_free(&cfg, spec);
   return o;
 }

@@ -326,8 +326,8 @@ const char *cap_runtime_kind_name(enum cap_runtime_kind k)
 
 const char *cap_origin_name(enum cap_grant_origin o)
 {
-  static const char *const names[] = {"manifest", "system", "package", "workspace"};
-  return o <= CAP_ORIGIN_WORKSPACE ? names[o] : "manifest";
+  static const char *const names[] = {"manifest", "system", "package", "workspace", "operator"};
+  return o <= CAP_ORIGIN_OPERATOR ? names[o] : "manifest";
 }
 
 const char *cap_delivery_name(enum cap_delivery d)

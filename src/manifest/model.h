@@ -38,6 +38,7 @@ enum cap_grant_origin {
   CAP_ORIGIN_SYSTEM,    /* system directories every sandbox gets read-only */
   CAP_ORIGIN_PACKAGE,   /* the capability's own directory */
   CAP_ORIGIN_WORKSPACE, /* the per-session or configured workspace */
+  CAP_ORIGIN_OPERATOR,  /* granted by the operator in the state (`capsule grant`) */
 };
 
 struct cap_fs_grant {

@@ -105,7 +105,8 @@ static char *node_root(const struct cap_spec *spec, const struct talos_input *in
 
 /* The request's common part: op, plugin, module, sources, nodePath. */
 static int request_head(struct cap_jw *w, const struct gw_call *call, const struct cap_spec *spec,
-                        const char *op, const char *node_root, struct cap_error *err)
+                        const char *op, const char *node_root, const char *undici,
+                        struct cap_error *err)
 {
   _cleanup_free_ char *module = talos_module_path(spec);
   cap_jw_begin_object(w);
@@ -117,6 +118,9 @@ static int request_head(struct cap_jw *w, const struct gw_call *call, const stru
   cap_jw_string(w, module);
   cap_jw_key(w, "nodePath");
   cap_jw_string_or_null(w, node_root);
+  cap_jw_key(w, "undici");
+  _cleanup_free_ char *entry = undici ? cap_xasprintf("%s/index.js", undici) : NULL;
+  cap_jw_string_or_null(w, entry);
   cap_jw_key(w, "sources");
   int r = talos_ts_sources(spec, call->cache_dir, w, err);
   if (r < 0)
@@ -124,26 +128,40 @@ static int request_head(struct cap_jw *w, const struct gw_call *call, const stru
   return r;
 }
 
-/* Runs the shim on line in the sandbox, with node_root's node_modules
- * bound read-only and the call's deadline as the wall clock. */
+/* Where undici is, when the plugin's network goes through the proxy:
+ * the shim makes it fetch's dispatcher (allocated; NULL otherwise). */
+static char *undici_dir(const struct cap_spec *spec)
+{
+  if (spec->network.mode != CAP_NET_PROXY)
+    return NULL;
+  _cleanup_free_ char *modules = talos_loader_modules();
+  char *dir = modules ? cap_xasprintf("%s/undici", modules) : NULL;
+  if (dir && !is_dir(dir)) {
+    free(dir);
+    return NULL;
+  }
+  return dir;
+}
+
+/* Runs the shim on line in the sandbox, with the read-only directories
+ * it needs besides the package (node_root's node_modules, undici) and the
+ * call's deadline as the wall clock. */
 static enum gw_outcome exchange(const struct gw_call *call, const struct cap_spec *spec,
-                                const char *node_root, struct cap_buf *line, char **raw,
-                                struct cap_error *err)
+                                const char *const *reads, size_t n_reads, struct cap_buf *line,
+                                char **raw, struct cap_error *err)
 {
   cap_buf_putc(line, '\n');
   struct cap_spec run_spec = *spec; /* shallow: grants and the wall clock change */
-  _cleanup_free_ char *nm = node_root ? cap_xasprintf("%s/node_modules", node_root) : NULL;
-  _cleanup_free_ struct cap_fs_grant *grants = NULL;
-  if (nm && is_dir(nm)) {
-    grants = cap_xcalloc(spec->n_grants + 1, sizeof *grants);
-    memcpy(grants, spec->grants, spec->n_grants * sizeof *grants);
-    grants[spec->n_grants] = (struct cap_fs_grant){.path = nm,
-                                                   .access = CAP_ACCESS_READ,
-                                                   .type = CAP_FS_DIRECTORY,
-                                                   .origin = CAP_ORIGIN_PACKAGE};
-    run_spec.grants = grants;
-    run_spec.n_grants = spec->n_grants + 1;
-  }
+  _cleanup_free_ struct cap_fs_grant *grants =
+      cap_xcalloc(spec->n_grants + n_reads + 1, sizeof *grants);
+  memcpy(grants, spec->grants, spec->n_grants * sizeof *grants);
+  run_spec.grants = grants;
+  for (size_t i = 0; i < n_reads; i++)
+    if (reads[i] && is_dir(reads[i]))
+      grants[run_spec.n_grants++] = (struct cap_fs_grant){.path = (char *)reads[i],
+                                                          .access = CAP_ACCESS_READ,
+                                                          .type = CAP_FS_DIRECTORY,
+                                                          .origin = CAP_ORIGIN_PACKAGE};
   if (call->deadline_ms) /* the call's --timeout wins over Talos's 120 s */
     run_spec.limits.wall_ms = call->deadline_ms;
   char *const cmd[] = {"node", "--input-type=module", "-e", (char *)talos_shim, NULL};
@@ -196,10 +214,12 @@ static enum gw_outcome roundtrip(const struct gw_call *call, const struct cap_sp
                                  struct cap_doc **answer, struct cap_error *err)
 {
   _cleanup_free_ char *root = node_root(spec, in);
+  _cleanup_free_ char *undici = undici_dir(spec);
+  _cleanup_free_ char *nm = root ? cap_xasprintf("%s/node_modules", root) : NULL;
   struct cap_buf line = {0};
   struct cap_jw w;
   cap_jw_init(&w, &line, false);
-  if (request_head(&w, call, spec, op, root, err) < 0) {
+  if (request_head(&w, call, spec, op, root, undici, err) < 0) {
     cap_buf_free(&line);
     return GW_OUTCOME_FAILED;
   }
@@ -209,7 +229,8 @@ static enum gw_outcome roundtrip(const struct gw_call *call, const struct cap_sp
     extra(&w, arg);
   cap_jw_end_object(&w);
   _cleanup_free_ char *raw = NULL;
-  enum gw_outcome o = exchange(call, spec, root, &line, &raw, err);
+  const char *reads[] = {nm, undici};
+  enum gw_outcome o = exchange(call, spec, reads, 2, &line, &raw, err);
   const char *prefix = strcmp(op, "probe") == 0 ? "" : "the tool failed: ";
   return o == GW_OUTCOME_OK ? shim_answer(raw, prefix, answer, err) : o;
 }

@@ -92,7 +92,18 @@ function lookup(mod, fn) {
   return null;
 }
 
+// Node 20's fetch ignores HTTP_PROXY: where the plugin may reach the
+// network at all, it is through capsule's egress proxy, so fetch's global
+// dispatcher becomes undici's ProxyAgent (capsule binds undici in read-only)
+async function proxyFetch() {
+  const proxy = process.env.HTTPS_PROXY || process.env.HTTP_PROXY;
+  if (!proxy || !req.undici) return;
+  const { ProxyAgent, setGlobalDispatcher } = await import(pathToFileURL(req.undici).href);
+  setGlobalDispatcher(new ProxyAgent(proxy));
+}
+
 async function loadPlugin() {
+  await proxyFetch();
   register('data:text/javascript,' + encodeURIComponent(hooks), {
     data: { sources: req.sources || {}, nodePath: req.nodePath || null, plugin: req.plugin },
   });

@@ -48,6 +48,22 @@ static char *exe_relative(const char *rel)
   return cap_xasprintf("%s/%s", dir, rel);
 }
 
+char *talos_loader_modules(void)
+{
+  char *candidates[] = {
+      cap_xstrdup(CAPSULE_SOURCE_ROOT "/src/runtime/talos-loader/node_modules"),
+      exe_relative("../lib/capsule/talos-loader/node_modules"),
+  };
+  char *found = NULL;
+  for (size_t i = 0; i < 2; i++) {
+    struct stat sb;
+    if (!found && candidates[i] && stat(candidates[i], &sb) == 0 && S_ISDIR(sb.st_mode))
+      found = steal_pointer(&candidates[i]);
+    free(candidates[i]);
+  }
+  return found;
+}
+
 char *talos_ts_esbuild(struct cap_error *err)
 {
   const char *env = getenv("CAPSULE_ESBUILD");
@@ -57,17 +73,9 @@ char *talos_ts_esbuild(struct cap_error *err)
     cap_error_set(err, ENOENT, "CAPSULE_ESBUILD=%s is not an executable file", env);
     return NULL;
   }
-  char *candidates[] = {
-      cap_xstrdup(CAPSULE_SOURCE_ROOT "/src/runtime/talos-loader/node_modules/esbuild/bin/esbuild"),
-      exe_relative("../lib/capsule/talos-loader/node_modules/esbuild/bin/esbuild"),
-      NULL,
-  };
-  char *found = NULL;
-  for (size_t i = 0; i < 2; i++) {
-    if (!found && candidates[i] && is_exec(candidates[i]))
-      found = steal_pointer(&candidates[i]);
-    free(candidates[i]);
-  }
+  _cleanup_free_ char *modules = talos_loader_modules();
+  _cleanup_free_ char *bundled = modules ? cap_xasprintf("%s/esbuild/bin/esbuild", modules) : NULL;
+  char *found = bundled && is_exec(bundled) ? steal_pointer(&bundled) : NULL;
   const char *path = getenv("PATH");
   _cleanup_free_ char *copy = cap_xstrdup(path ? path : "/usr/local/bin:/usr/bin:/bin");
   for (char *save = NULL, *d = strtok_r(copy, ":", &save); !found && d;

@@ -20,6 +20,11 @@
 int talos_ts_sources(const struct cap_spec *spec, const char *cache_dir, struct cap_jw *w,
                      struct cap_error *err);
 
+/* The node_modules capsule installs for Talos plugins (esbuild, undici):
+ * src/runtime/talos-loader's from the build tree, else LIBDIR/capsule's
+ * beside an installed capsule; NULL when neither exists (allocated). */
+char *talos_loader_modules(void);
+
 /* The esbuild program (allocated), or NULL with err set. */
 char *talos_ts_esbuild(struct cap_error *err);
 

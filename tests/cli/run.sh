@@ -209,7 +209,7 @@ comp complete-run-option "--allow-host" capsule run --allow-h
 comp complete-help-verb "run" capsule help ru
 comp complete-audit-sub "verify" capsule audit --json v
 # every option a verb's help names, completion offers
-for v in check show validate run list call policy cred audit; do
+for v in check show validate run list call policy cred audit config grant revoke triggers events; do
   missing=""
   for o in $("$capsule" "$v" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
     case " $(complete_words capsule "$v" --) " in *" $o "*) ;; *) missing+=" $o" ;; esac
