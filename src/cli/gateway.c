@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/gateway.h"
 #include "cli/listing.h"
+#include "cli/plugin.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
@@ -311,10 +312,23 @@ static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
   for (size_t t = 0; t < n_tools; t++)
     list_tool(l, spec, &tools[t]);
   gw_tools_free(&discovered);
+  struct cap_strv grants = {0};
+  cli_grants_of(l->st, spec->id, &grants);
   if (l->o->json) {
+    cap_jw_end_array(&l->w);
+    cap_jw_key(&l->w, "grants");
+    cap_jw_begin_array(&l->w);
+    for (size_t i = 0; i < grants.len; i++)
+      cap_jw_string(&l->w, grants.v[i]);
     cap_jw_end_array(&l->w);
     cap_jw_end_object(&l->w);
   }
+  for (size_t i = 0; !l->o->json && i < grants.len; i++) {
+    fputs("  granted: ", stdout);
+    cap_escape_fput(stdout, grants.v[i], 4096);
+    putchar('\n');
+  }
+  cap_strv_free(&grants);
 }
 
 static int cmd_list(int argc, char **argv)

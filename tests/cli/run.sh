@@ -273,7 +273,7 @@ listing audit seq,time,user,capability,tool,args_sha256,decision,duration_ms,out
 if "$capsule" list --json --caps "$caps" --state "$L" | python3 -c '
 import json, sys
 rows = json.load(sys.stdin)
-assert {"id", "format", "runtime", "source", "readiness", "tools"} == set(rows[0])
+assert {"id", "format", "runtime", "source", "readiness", "tools", "grants"} == set(rows[0])
 assert all(set(t) == {"name", "policy", "policy_source"} for t in rows[0]["tools"])'; then ok root list-json
 else bad root list-json; fi
 err=$("$capsule" call --caps "$caps" --state "$L" weather "$h" '{}' 2>&1 >/dev/null)

@@ -239,6 +239,11 @@ suite() {
   tt grant-bad-path 1 "--rw takes an absolute path" grant net --rw relative/dir "${G[@]}"
   tt grant-list 0 "^net +read +$dir/data" grant list "${G[@]}"
   tt grant-list-json 0 '"kind": "host",' grant list --json "${G[@]}"
+  tt list-shows-grants 0 "^  granted: read $dir/data" list "${G[@]}"
+  tt list-json-grants 0 '"grants": \[' list --json "${G[@]}"
+  tt show-with-grants 0 "\"path\": \"$dir/data\"" show --state "$state" "$caps/net"
+  if grep -q '"origin": "operator"' <<<"$out" && grep -q '"198.51.100.9:8080"' <<<"$out"; then ok "$who: show-grants-origin-and-host"
+  else bad "$who: show-grants-origin-and-host"; fi
   tt read-with-grant 0 '^"granted file\\n"$' call "${G[@]}" net read "{\"path\": \"$dir/data/f.txt\"}"
   tt grant-audited 0 "grant .*read $dir/data" audit "${G[@]}"
   if [ -n "$ns1" ]; then
