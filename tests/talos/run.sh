@@ -254,6 +254,10 @@ suite() {
   tt revoke-again 1 "net has no read grant" revoke net --read "$dir/data" "${G[@]}"
   tt read-after-revoke 1 "ENOENT" call "${G[@]}" net read "{\"path\": \"$dir/data/f.txt\"}"
 
+  tt plugin-install-no-package 1 "has no package.json; nothing to install" plugin install "$caps/notes"
+  echo '{"name": "notes", "private": true}' >"$caps/named/package.json"
+  tt plugin-install-no-lock 1 "has no package-lock.json" plugin install "$caps/named"
+
   echo " triggers"
   tt poll-1 0 '^$' triggers poll watch tick "${G[@]}"
   tt poll-2 0 '^$' triggers poll watch tick "${G[@]}"
