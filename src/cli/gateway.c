@@ -212,13 +212,14 @@ int load_registry(const struct common *o, struct gw_registry *reg, bool *had_err
 /* "ready", or why not: what gw_ready checks (up to exec, in a dry run of
  * the sandbox), then the required credentials. */
 static const char *readiness(const struct cap_spec *spec, struct gw_state *st, const char *user,
-                             const char *const *hidden, size_t n_hidden, char *buf, size_t size)
+                             const char *const *hidden, size_t n_hidden, const char *cache,
+                             char *buf, size_t size)
 {
   if (spec->runtime.kind == CAP_RUNTIME_EXEC)
     return "no tools: a command sandbox for `capsule run`";
   struct cap_error why = {0};
   if (gw_ready(spec, hidden, n_hidden, &why) != GW_OUTCOME_OK ||
-      gw_ready_module(spec, st, user, hidden, n_hidden, NULL, &why) != GW_OUTCOME_OK) {
+      gw_ready_module(spec, st, user, hidden, n_hidden, cache, &why) != GW_OUTCOME_OK) {
     snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
     cap_error_clear(&why);
     return buf;
@@ -276,7 +277,8 @@ static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const str
 static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
 {
   char buf[1024];
-  const char *ready = readiness(spec, l->st, l->o->user, l->hidden, l->n_hidden, buf, sizeof buf);
+  const char *ready =
+      readiness(spec, l->st, l->o->user, l->hidden, l->n_hidden, l->cache, buf, sizeof buf);
   const char *format = cap_format_name(spec->format);
   const char *runtime = cap_runtime_kind_name(spec->runtime.kind);
   if (l->o->json) {
