@@ -13,6 +13,7 @@
 #include "cli/listing.h"
 #include "cli/plugin.h"
 #include "core/cleanup.h"
+#include "core/escape.h"
 #include "gateway/plugin_state.h"
 
 #define MAX_PATH_GRANTS 32
@@ -119,6 +120,7 @@ static int grant_change(const struct common *o, struct gw_state *st, const char 
     return CLI_EXIT_INVALID;
   }
   for (size_t i = 0; i < n; i++) {
+    _cleanup_free_ char *m = NULL;
     bool found = true;
     int r;
     if (add && g[i].kind != GW_GRANT_HOST && ++c.paths > MAX_PATH_GRANTS)
@@ -131,13 +133,15 @@ static int grant_change(const struct common *o, struct gw_state *st, const char 
       if (r < 0)
         cli_error(verb, err.message);
       else
-        fprintf(stderr, "capsule revoke: %s has no %s grant %s\n", cap,
-                gw_grant_kind_names[g[i].kind], g[i].value);
+        cli_error("revoke", m = cap_xasprintf("%s has no %s grant %s", cap,
+                                              gw_grant_kind_names[g[i].kind], g[i].value));
       cap_error_clear(&err);
       return CLI_EXIT_INVALID;
     }
     _cleanup_free_ char *what = cap_xasprintf("%s %s", gw_grant_kind_names[g[i].kind], g[i].value);
-    printf("%s: %s %s\n", add ? "granted" : "revoked", cap, what);
+    _cleanup_free_ char *line = cap_xasprintf("%s: %s %s", add ? "granted" : "revoked", cap, what);
+    cap_escape_fput(stdout, line, 8192);
+    putchar('\n');
     if ((r = audit_change(st, o, add ? "grant" : "revoke", cap, "", what)))
       return r;
   }

@@ -124,8 +124,10 @@ static int config_set(const struct common *o, struct gw_state *st, const struct 
     cap_error_clear(&err);
     return CLI_EXIT_INVALID;
   }
-  printf("config set: %s.%s = %s (%s%s)\n", spec->id, name, value, *user ? "user " : "operator",
-         user);
+  _cleanup_free_ char *line = cap_xasprintf("config set: %s.%s = %s (%s%s)", spec->id, name, value,
+                                            *user ? "user " : "operator", user);
+  cap_escape_fput(stdout, line, 8192);
+  putchar('\n');
   return audit_change(st, o, "config-set", spec->id, name, *user ? "user setting" : "setting");
 }
 
@@ -141,11 +143,14 @@ static int config_rm(const struct common *o, struct gw_state *st, const struct c
     return CLI_EXIT_INVALID;
   }
   if (!found) {
-    fprintf(stderr, "capsule config rm: %s has no stored %s%s%s; nothing removed\n", spec->id, name,
-            *user ? " for user " : "", user);
+    _cleanup_free_ char *m = cap_xasprintf("%s has no stored %s%s%s; nothing removed", spec->id,
+                                           name, *user ? " for user " : "", user);
+    cli_error("config rm", m);
     return CLI_EXIT_INVALID;
   }
-  printf("config rm: %s.%s\n", spec->id, name);
+  _cleanup_free_ char *line = cap_xasprintf("config rm: %s.%s", spec->id, name);
+  cap_escape_fput(stdout, line, 8192);
+  putchar('\n');
   return audit_change(st, o, "config-rm", spec->id, name, "setting removed");
 }
 

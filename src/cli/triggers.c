@@ -402,7 +402,9 @@ static int triggers_change(const struct common *o, struct gw_state *st, const st
   }
   _cleanup_free_ char *what = on ? cap_xasprintf("on each event: call %s.%s", call_cap, call_tool)
                                  : cap_xstrdup(enabled ? "enabled" : "disabled");
-  printf("triggers: %s %s\n", t->id, what);
+  _cleanup_free_ char *line = cap_xasprintf("triggers: %s %s", t->id, what);
+  cap_escape_fput(stdout, line, 8192);
+  putchar('\n');
   return audit_change(st, o,
                       on        ? "trigger-on"
                       : enabled ? "trigger-enable"
