@@ -39,7 +39,8 @@ static void collect_one(void *arg, const char *cap, enum gw_grant_kind kind, con
 static void add_paths(struct gw_granted *g, const struct cap_spec *spec, struct collect *c)
 {
   g->grants = cap_xcalloc(spec->n_grants + c->paths.len + 1, sizeof *g->grants);
-  memcpy(g->grants, spec->grants, spec->n_grants * sizeof *g->grants);
+  if (spec->n_grants)
+    memcpy(g->grants, spec->grants, spec->n_grants * sizeof *g->grants);
   for (size_t i = 0; i < c->paths.len; i++) {
     cap_strv_push(&g->owned, c->paths.v[i]);
     g->grants[spec->n_grants + i] = (struct cap_fs_grant){

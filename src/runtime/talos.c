@@ -154,7 +154,8 @@ static enum gw_outcome exchange(const struct gw_call *call, const struct cap_spe
   struct cap_spec run_spec = *spec; /* shallow: grants and the wall clock change */
   _cleanup_free_ struct cap_fs_grant *grants =
       cap_xcalloc(spec->n_grants + n_reads + 1, sizeof *grants);
-  memcpy(grants, spec->grants, spec->n_grants * sizeof *grants);
+  if (spec->n_grants)
+    memcpy(grants, spec->grants, spec->n_grants * sizeof *grants);
   run_spec.grants = grants;
   for (size_t i = 0; i < n_reads; i++)
     if (reads[i] && is_dir(reads[i]))
