@@ -241,8 +241,10 @@ static uint64_t interval_ms(struct gw_state *st, const struct cap_spec *spec, co
       v = cap_buf_steal(&b);
     }
     double minutes = v ? strtod(v, NULL) : 0;
-    if (minutes > 0) /* at most a year; at least a millisecond */
-      return minutes >= 525600.0 ? 525600ull * 60000 : (uint64_t)(minutes * 60000.0) + 1;
+    if (minutes >= 525600.0) /* at most a year */
+      return 525600ull * 60000;
+    if (minutes > 0) /* at least a millisecond */
+      return (uint64_t)(minutes * 60000.0) ? (uint64_t)(minutes * 60000.0) : 1;
     break;
   }
   return DEFAULT_INTERVAL_MS;
