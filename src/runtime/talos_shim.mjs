@@ -97,6 +97,19 @@ function lookup(mod, fn) {
 // dispatcher becomes undici's ProxyAgent (capsule binds undici in read-only)
 async function proxyFetch() {
   const proxy = process.env.HTTPS_PROXY || process.env.HTTP_PROXY;
+  const hint = proxy
+    ? `; capsule's egress proxy allows only the hosts granted to ${req.plugin} (capsule grant list)`
+    : `; ${req.plugin} has no network until the operator grants a host (capsule grant ${req.plugin} --host HOST[:PORT])`;
+  // a failed fetch says why capsule may have stopped it (the error stays the same object)
+  const inner = globalThis.fetch;
+  globalThis.fetch = async (...a) => {
+    try {
+      return await inner(...a);
+    } catch (e) {
+      if (e instanceof Error && !e.message.includes('capsule')) e.message += hint;
+      throw e;
+    }
+  };
   if (!proxy || !req.undici) return;
   const { ProxyAgent, setGlobalDispatcher } = await import(pathToFileURL(req.undici).href);
   setGlobalDispatcher(new ProxyAgent(proxy));

@@ -132,7 +132,7 @@ export const handlers = {
       const r = await fetch(url);
       return { status: r.status, body: await r.text() };
     } catch (e: any) {
-      return { failed: String(e?.cause?.message ?? e?.message ?? e) };
+      return { failed: String(e?.message), cause: String(e?.cause?.message ?? "") };
     }
   },
   read: async ({ path }: { path: string }) => readFileSync(path, "utf8"),
@@ -232,7 +232,7 @@ suite() {
   mkdir -p "$dir/data" && echo "granted file" >"$dir/data/f.txt"
   [ "$who" = root ] || chown -R 65534:65534 "$dir/data"
   tt read-without-grant 1 "plugin net, function read: ENOENT" call "${G[@]}" net read "{\"path\": \"$dir/data/f.txt\"}"
-  tt fetch-without-grant 0 '"failed":' call "${G[@]}" net get '{"url": "http://192.0.2.1/"}'
+  tt fetch-without-grant 0 '"failed":"fetch failed; net has no network until the operator grants a host \(capsule grant net --host HOST\[:PORT\]\)"' call "${G[@]}" net get '{"url": "http://192.0.2.1/"}'
   tt grant-read 0 "granted: net read $dir/data" grant net --read "$dir/data" "${G[@]}"
   tt grant-host 0 "granted: net host 198.51.100.9:8080" grant net --host 198.51.100.9:8080 "${G[@]}"
   tt grant-bad-host 1 "--host takes HOST or HOST:PORT" grant net --host "a b:99999" "${G[@]}"
@@ -248,7 +248,7 @@ suite() {
   tt grant-audited 0 "grant .*read $dir/data" audit "${G[@]}"
   if [ -n "$ns1" ]; then
     tt fetch-through-proxy 0 '^\{"status":200,"body":"served GET /hello"\}$' call "${G[@]}" net get '{"url": "http://198.51.100.9:8080/hello"}'
-    tt fetch-other-port-refused 0 '"failed":' call "${G[@]}" net get '{"url": "http://198.51.100.9:8081/hello"}'
+    tt fetch-other-port-refused 0 '"failed":"fetch failed; capsule.s egress proxy allows only the hosts granted to net' call "${G[@]}" net get '{"url": "http://198.51.100.9:8081/hello"}'
   fi
   tt revoke 0 "revoked: net read $dir/data" revoke net --read "$dir/data" "${G[@]}"
   tt revoke-again 1 "net has no read grant" revoke net --read "$dir/data" "${G[@]}"
