@@ -9,7 +9,7 @@ _capsule() {
     cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
   fi
-  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace image mcp access serve rollback export help"
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace image mcp access serve rollback export config grant revoke triggers events plugin help"
   local common="--caps --state --json --help"
   local verb="" i
   for ((i = 1; i < cword; i++)); do
@@ -24,6 +24,8 @@ _capsule() {
   case $prev in
   --caps | --state | --allow-read | --allow-write | --allow-rw | --deny | --workdir)
     COMPREPLY=($(compgen -d -- "$cur")); [ "$prev" = --deny ] && COMPREPLY+=($(compgen -f -- "$cur")); return ;;
+  --read | --write | --rw) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+  --host | --call) return ;;
   --config | --profile | --egress-log | --schema | --issuer | --netns)
     COMPREPLY=($(compgen -f -- "$cur")); return ;;
   --net) COMPREPLY=($(compgen -W "blocked proxy unrestricted" -- "$cur")); return ;;
@@ -43,7 +45,7 @@ _capsule() {
   local opts="" subs="" files=""
   case $verb in
   check) opts="--quiet --strict --help" files=1 ;;
-  show) opts="--compact --profile --help" files=1 ;;
+  show) opts="--compact --profile --state --help" files=1 ;;
   validate) opts="--schema --ref --json --first --format-assert --help" files=1 ;;
   run) opts="--config --profile --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
              --memory --pids --cpu-ms --timeout --workdir --env --dry-run --json --tty
@@ -54,6 +56,12 @@ _capsule() {
               --json --help" ;;
   policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
+  config) opts="--caps --state --user --json --help" subs="set list rm" ;;
+  grant) opts="--state --host --read --write --rw --json --help" subs="list" ;;
+  revoke) opts="--state --host --read --write --rw --help" ;;
+  triggers) opts="--caps --state --user --timeout --call --help" subs="poll enable disable on run" ;;
+  events) opts="--state --follow --json --help" ;;
+  plugin) opts="--help" subs="install" ;;
   approvals) opts="--state --json --help" ;;
   approve | deny) opts="--state --help" ;;
   audit) opts="--state --json --since --tail --follow --format --help" subs="verify export" ;;

@@ -34,6 +34,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# esbuild, the TypeScript transformer for Talos plugins (index.ts), where
+# capsule finds it (src/runtime/talos_ts.h): a runtime need, so every set
+if command -v npm >/dev/null && [ ! -x src/runtime/talos-loader/node_modules/esbuild/bin/esbuild ]; then
+  echo "deps: installing esbuild for Talos plugins (src/runtime/talos-loader)" >&2
+  (cd src/runtime/talos-loader && npm ci --no-audit --no-fund --silent)
+fi
 if [ "$what" = test ] && { [ ! -d tests/node_modules/ajv ] || [ ! -d tests/node_modules/@modelcontextprotocol/sdk ]; }; then
   echo "deps: installing test modules from tests/package.json" >&2
   (cd tests && npm ci --no-audit --no-fund --silent)

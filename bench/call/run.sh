@@ -32,12 +32,18 @@ port=50551
 server_pid=$!
 sleep 0.5
 echo "bench-key" | "$capsule" cred set api_key --scope system --state "$state"
+echo "bench-key" | "$capsule" cred set weather api_key --scope system --state "$state"
 args='{"text": "one two three four five"}'
 line='{"id":"x","text":"one two three four five","issuer":{"display":"u@local","pubkey":""},"issued_at":0,"priority":"normal","parent":null}'
 echo "$line" >"$work/line"
+# the same handler run by a plain Node script: the weather plugin's
+# index.ts as capsule transformed it (one call fills the cache), imported
+# and called as Talos calls it
+"$capsule" call --caps "$work/caps" --state "$state" weather current '{"city": "Oslo"}' >/dev/null
+cp "$(ls "$state"/cache/talos/*.mjs | head -1)" "$work/weather.mjs"
 cat >"$work/direct.mjs" <<JS
-const m = await import('$work/caps/weather/index.js');
-console.log(JSON.stringify(await m.current({ city: 'Oslo' }, { settings: { units: 'metric' }, credentials: { api_key: 'k' }, config: {} })));
+const m = await import('$work/weather.mjs');
+console.log(JSON.stringify(await m.handlers.current({ city: 'Oslo' }, { units: 'metric', poll_interval_minutes: '30', api_key: 'k' })));
 JS
 cmds=(-n "covenant direct" "sh -c '$work/caps/wordcount/wordcount.sh < $work/line'"
       -n "covenant via capsule call" "$capsule call --caps $work/caps --state $state wordcount dispatch '$args'")

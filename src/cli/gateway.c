@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/gateway.h"
 #include "cli/listing.h"
+#include "cli/plugin.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
@@ -232,12 +233,13 @@ int load_registry(const struct common *o, struct gw_registry *reg, bool *had_err
  * the sandbox), then the required credentials. */
 static const char *readiness(const struct cap_spec *spec, struct gw_state *st, const char *user,
                              const char *images, const char *const *hidden, size_t n_hidden,
-                             char *buf, size_t size)
+                             const char *cache, char *buf, size_t size)
 {
   if (spec->runtime.kind == CAP_RUNTIME_EXEC)
     return "no tools: a command sandbox for `capsule run`";
   struct cap_error why = {0};
-  if (gw_ready(spec, images, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
+  if (gw_ready(spec, images, hidden, n_hidden, &why) != GW_OUTCOME_OK ||
+      gw_ready_module(spec, st, user, hidden, n_hidden, cache, &why) != GW_OUTCOME_OK) {
     snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
     cap_error_clear(&why);
     return buf;
@@ -306,8 +308,8 @@ static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const str
 static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
 {
   char buf[1024];
-  const char *ready =
-      readiness(spec, l->st, l->o->user, l->images, l->hidden, l->n_hidden, buf, sizeof buf);
+  const char *ready = readiness(spec, l->st, l->o->user, l->images, l->hidden, l->n_hidden,
+                                l->cache, buf, sizeof buf);
   const char *format = cap_format_name(spec->format);
   const char *runtime = cap_runtime_kind_name(spec->runtime.kind);
   if (l->o->json) {
@@ -343,10 +345,23 @@ static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
   for (size_t t = 0; t < n_tools; t++)
     list_tool(l, spec, &tools[t]);
   gw_tools_free(&discovered);
+  struct cap_strv grants = {0};
+  cli_grants_of(l->st, spec->id, &grants);
   if (l->o->json) {
+    cap_jw_end_array(&l->w);
+    cap_jw_key(&l->w, "grants");
+    cap_jw_begin_array(&l->w);
+    for (size_t i = 0; i < grants.len; i++)
+      cap_jw_string(&l->w, grants.v[i]);
     cap_jw_end_array(&l->w);
     cap_jw_end_object(&l->w);
   }
+  for (size_t i = 0; !l->o->json && i < grants.len; i++) {
+    fputs("  granted: ", stdout);
+    cap_escape_fput(stdout, grants.v[i], 4096);
+    putchar('\n');
+  }
+  cap_strv_free(&grants);
 }
 
 static int cmd_list(int argc, char **argv)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/plugin.h"
 #include "core/escape.h"
 #include "core/proctitle.h"
 
@@ -31,6 +32,10 @@ static const char usage_text[] =
     "  mcp [--capability ID]         every capability's tools to an MCP client on stdio\n"
     "  serve [--mcp-http ADDR]       a long-running gateway: MCP on a unix socket and HTTP\n"
     "  access issue|list|revoke      bearer tokens for serve's network front doors\n"
+    "  config set|list|rm CAPABILITY  a capability's settings (Talos)\n"
+    "  grant CAPABILITY --host H|--read P|--write P|--rw P, grant list, revoke\n"
+    "  triggers poll|enable|disable|on|run, events [--follow]   Talos triggers\n"
+    "  plugin install DIR            npm ci for a Talos plugin\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
     "  dispatch TEXT                 route an intent to a Covenant agent and run it\n"
@@ -92,7 +97,10 @@ static const struct {
     {"workspace", cmd_workspace}, {"image", cmd_image},
     {"mcp", cmd_gateway},         {"access", cmd_gateway},
     {"serve", cmd_serve},         {"rollback", cmd_rollback},
-    {"export", cmd_export},
+    {"export", cmd_export},       {"config", cmd_config},
+    {"triggers", cmd_triggers},   {"events", cmd_events},
+    {"grant", cmd_grant},         {"revoke", cmd_revoke},
+    {"plugin", cmd_plugin},
 };
 
 static int (*find_verb(const char *name))(int, char **)

@@ -19,6 +19,8 @@
 #include "gateway/approval.h"
 #include "gateway/covenant_gate.h"
 #include "gateway/hermes_call.h"
+#include "gateway/grants.h"
+#include "gateway/plugin_state.h"
 #include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/covenant.h"
@@ -423,9 +425,78 @@ static enum gw_outcome step_validate(struct call_ctx *c, struct cap_error *err)
 
 /* ---- run ---- */
 
+int gw_talos_config_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
+                         char *const *secrets, struct gw_talos_config *cfg, struct cap_error *err)
+{
+  *cfg = (struct gw_talos_config){0};
+  cfg->settings = cap_xcalloc(spec->n_settings + 1, sizeof *cfg->settings);
+  int r = 0;
+  for (size_t i = 0; r == 0 && i < spec->n_settings; i++)
+    r = gw_setting_get(st, spec->id, user, spec->settings[i].name, &cfg->settings[i], err);
+  if (r == 0)
+    r = gw_setting_get(st, spec->id, user, GW_SETTING_NODE_PATH, &cfg->node_path, err);
+  cfg->in = (struct talos_input){
+      .secrets = secrets, .settings = cfg->settings, .node_path = cfg->node_path};
+  if (r < 0)
+    gw_talos_config_free(cfg, spec);
+  return r;
+}
+
+int gw_talos_secrets_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
+                          char ***out, struct cap_error *err)
+{
+  char **v = cap_xcalloc(spec->n_secrets + 1, sizeof *v);
+  int r = 0;
+  for (size_t i = 0; r == 0 && i < spec->n_secrets; i++) {
+    bool found = false;
+    r = gw_cred_lookup(st, spec->id, spec->secrets[i].name, user, &v[i], &found, err);
+    if (r == 0 && !found && spec->secrets[i].required)
+      r = cap_error_set(err, ENOENT,
+                        "credential %s is not set for user %s; set it with `capsule cred set %s "
+                        "%s --scope user --user %s` (the value on stdin)",
+                        spec->secrets[i].name, user, spec->id, spec->secrets[i].name, user);
+  }
+  if (r < 0) {
+    gw_talos_secrets_free(v, spec);
+    v = NULL;
+  }
+  *out = v;
+  return r;
+}
+
+void gw_talos_secrets_free(char **secrets, const struct cap_spec *spec)
+{
+  for (size_t i = 0; secrets && i < spec->n_secrets; i++)
+    gw_secret_free(secrets[i]);
+  free(secrets);
+}
+
+void gw_talos_config_free(struct gw_talos_config *cfg, const struct cap_spec *spec)
+{
+  for (size_t i = 0; cfg->settings && i < spec->n_settings; i++)
+    free(cfg->settings[i]);
+  free(cfg->settings);
+  free(cfg->node_path);
+  *cfg = (struct gw_talos_config){0};
+}
+
+/* The run, in the capability's sandbox with the operator's grants added. */
+static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
+                                   struct cap_error *err);
+
 static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
 {
-  const struct cap_spec *spec = c->spec;
+  struct gw_granted g;
+  if (gw_spec_with_grants(c->st, c->spec, &g, err) < 0)
+    return GW_OUTCOME_FAILED;
+  enum gw_outcome o = run_granted(c, &g.spec, err);
+  gw_granted_free(&g);
+  return o;
+}
+
+static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
+                                   struct cap_error *err)
+{
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_JSONL:
     return covenant_run(c->call, spec, c->args->root, c->env, c->n_env, &c->out, err);
@@ -434,8 +505,14 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
     _cleanup_free_ char *args = cap_xstrndup(c->call->args, c->call->args_len);
     return gw_selu_invoke(c->call, spec, c->tool->name, args, c->env, c->n_env, &c->out, err);
   }
-  case CAP_RUNTIME_TALOS_NODE:
-    return talos_run(c->call, spec, c->tool, c->args->root, c->handler, &c->out, err);
+  case CAP_RUNTIME_TALOS_NODE: {
+    struct gw_talos_config cfg;
+    if (gw_talos_config_load(c->st, spec, c->call->user, c->handler, &cfg, err) < 0)
+      return GW_OUTCOME_FAILED;
+    enum gw_outcome o = talos_run(c->call, spec, c->tool, c->args->root, &cfg.in, &c->out, err);
+    gw_talos_config_free(&cfg, spec);
+    return o;
+  }
   case CAP_RUNTIME_MCP: return mcp_client_call(c->call, spec, c->env, c->n_env, &c->out, err);
   case CAP_RUNTIME_EXEC: break;
   }

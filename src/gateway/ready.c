@@ -17,6 +17,8 @@
 #include "gateway/volumes.h"
 #include "gateway/selu.h"
 #include "image/image.h"
+#include "gateway/grants.h"
+#include "gateway/plugin_state.h"
 #include "runtime/talos.h"
 #include "sandbox/sandbox.h"
 
@@ -218,5 +220,33 @@ enum gw_outcome gw_ready(const struct cap_spec *spec, const char *image_dir,
   if (o == GW_OUTCOME_OK)
     o = dry_run(spec, &checks, hidden, n_hidden, why);
   cap_strv_free(&checks);
+  return o;
+}
+
+enum gw_outcome gw_ready_module(const struct cap_spec *spec, struct gw_state *st, const char *user,
+                                const char *const *hidden, size_t n_hidden, const char *cache_dir,
+                                struct cap_error *why)
+{
+  if (spec->runtime.kind != CAP_RUNTIME_TALOS_NODE)
+    return GW_OUTCOME_OK;
+  struct gw_talos_config cfg = {0};
+  if (st && gw_talos_config_load(st, spec, user, NULL, &cfg, why) < 0)
+    return GW_OUTCOME_FAILED;
+  struct gw_call call = {
+      .capability = spec->id,
+      .user = user,
+      .deadline_ms = 30000,
+      .output_cap = 1u << 20,
+      .cache_dir = cache_dir,
+      .hidden = hidden,
+      .n_hidden = n_hidden,
+  };
+  struct gw_granted g;
+  enum gw_outcome o = GW_OUTCOME_FAILED;
+  if (gw_spec_with_grants(st, spec, &g, why) == 0) {
+    o = talos_probe(&call, &g.spec, &cfg.in, why);
+    gw_granted_free(&g);
+  }
+  gw_talos_config_free(&cfg, spec);
   return o;
 }

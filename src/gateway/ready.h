@@ -24,4 +24,12 @@
 enum gw_outcome gw_ready(const struct cap_spec *spec, const char *image_dir,
                          const char *const *hidden, size_t n_hidden, struct cap_error *why);
 
+/* Past the dry run, for a runtime that loads a module (Talos): loads it in
+ * its sandbox, with st's settings for user (st may be NULL), and checks it
+ * exports every declared function. GW_OUTCOME_OK for other runtimes. */
+struct gw_state;
+enum gw_outcome gw_ready_module(const struct cap_spec *spec, struct gw_state *st, const char *user,
+                                const char *const *hidden, size_t n_hidden, const char *cache_dir,
+                                struct cap_error *why);
+
 #endif

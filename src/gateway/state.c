@@ -75,6 +75,27 @@ static const char schema_v6_access[] =
     "CREATE TABLE IF NOT EXISTS access (name TEXT PRIMARY KEY, token_sha256 TEXT UNIQUE NOT NULL,"
     " user TEXT NOT NULL, operator INTEGER NOT NULL, created TEXT NOT NULL);";
 
+/* Plugin settings (Talos: text values; user '' is the operator's), the
+ * triggers' persisted state and fired events, their enablement and poll
+ * leases (gateway/plugin_state.c), and operator grants. */
+static const char schema_v7_plugins[] =
+    "CREATE TABLE IF NOT EXISTS settings (capability TEXT NOT NULL, user TEXT NOT NULL,"
+    " name TEXT NOT NULL, value TEXT NOT NULL, updated TEXT NOT NULL,"
+    " PRIMARY KEY (capability, user, name));"
+    "CREATE TABLE IF NOT EXISTS trigger_state (capability TEXT NOT NULL, trigger TEXT NOT NULL,"
+    " user TEXT NOT NULL, state TEXT NOT NULL, last_poll TEXT NOT NULL,"
+    " PRIMARY KEY (capability, trigger, user));"
+    "CREATE TABLE IF NOT EXISTS trigger_config (capability TEXT NOT NULL, trigger TEXT NOT NULL,"
+    " enabled INTEGER, call_capability TEXT, call_tool TEXT,"
+    " PRIMARY KEY (capability, trigger));"
+    "CREATE TABLE IF NOT EXISTS trigger_leases (capability TEXT NOT NULL, trigger TEXT NOT NULL,"
+    " user TEXT NOT NULL, holder TEXT NOT NULL, expires INTEGER NOT NULL,"
+    " PRIMARY KEY (capability, trigger, user));"
+    "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, time TEXT NOT NULL,"
+    " capability TEXT NOT NULL, trigger TEXT NOT NULL, user TEXT NOT NULL, event TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS grants (capability TEXT NOT NULL, kind TEXT NOT NULL,"
+    " value TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (capability, kind, value));";
+
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
  * cannot, e.g. `capsule run` reading a stored credential). */
@@ -106,8 +127,10 @@ static const struct migration {
     {5, "Covenant tokens and budgets", NULL, schema_v5_covenant, NULL},
     /* the serve front doors' bearer tokens */
     {6, "access tokens", NULL, schema_v6_access, NULL},
+    /* Talos: plugin settings, trigger state, events; operator grants */
+    {7, "plugin settings, trigger state, events and grants", NULL, schema_v7_plugins, NULL},
 };
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION 7
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {

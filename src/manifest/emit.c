@@ -266,6 +266,10 @@ static void emit_secrets(struct cap_jw *w, const struct cap_spec *spec)
     kv_string(w, "label", s->label);
     kv_string(w, "description", s->description ? s->description : "");
     kv_string(w, "delivery", cap_delivery_name(s->delivery));
+    if (spec->format == CAP_FORMAT_TALOS) {
+      cap_jw_key(w, "secret");
+      cap_jw_bool(w, !s->shown);
+    }
     cap_jw_end_object(w);
   }
   cap_jw_end_array(w);
@@ -287,6 +291,8 @@ static void emit_settings_triggers(struct cap_jw *w, const struct cap_spec *spec
     else
       cap_jw_null(w);
     kv_string(w, "description", s->description);
+    if (s->options.len)
+      strv(w, "options", &s->options);
     cap_jw_end_object(w);
   }
   cap_jw_end_array(w);
@@ -299,9 +305,47 @@ static void emit_settings_triggers(struct cap_jw *w, const struct cap_spec *spec
     kv_string(w, "local_id", t->local_id);
     kv_string(w, "label", t->label);
     kv_string(w, "description", t->description);
+    if (t->params) {
+      cap_jw_key(w, "params");
+      cap_jw_node(w, t->params);
+    }
     cap_jw_end_object(w);
   }
   cap_jw_end_array(w);
+}
+
+/* What a Talos plugin declares for its host: kept, shown, not enforced. */
+static void emit_talos(struct cap_jw *w, const struct cap_spec *spec)
+{
+  const struct cap_talos_meta *t = &spec->talos;
+  if (spec->format != CAP_FORMAT_TALOS)
+    return;
+  cap_jw_key(w, "talos");
+  cap_jw_begin_object(w);
+  kv_string(w, "category", t->category);
+  cap_jw_key(w, "default_enabled");
+  cap_jw_bool(w, t->default_enabled);
+  cap_jw_key(w, "oauth");
+  if (t->has_oauth) {
+    cap_jw_begin_object(w);
+    kv_string(w, "provider", t->oauth_provider);
+    strv(w, "scopes", &t->oauth_scopes);
+    kv_string(w, "authorize_url", t->oauth_authorize_url);
+    cap_jw_end_object(w);
+  } else {
+    cap_jw_null(w);
+  }
+  cap_jw_key(w, "modules");
+  if (t->modules)
+    cap_jw_node(w, t->modules);
+  else
+    cap_jw_null(w);
+  cap_jw_key(w, "sidecar");
+  if (t->sidecar)
+    cap_jw_node(w, t->sidecar);
+  else
+    cap_jw_null(w);
+  cap_jw_end_object(w);
 }
 
 static void emit_limits(struct cap_jw *w, const struct cap_limits *l)
@@ -389,6 +433,7 @@ char *cap_spec_to_json(const struct cap_spec *spec, bool pretty)
   emit_tools(&w, spec);
   emit_secrets(&w, spec);
   emit_settings_triggers(&w, spec);
+  emit_talos(&w, spec);
   emit_limits(&w, &spec->limits);
   emit_sandbox(&w, &spec->sandbox);
   emit_covenant(&w, spec);

@@ -143,6 +143,25 @@ static int by_dirent_name(const struct dirent **a, const struct dirent **b)
   return strcmp((*a)->d_name, (*b)->d_name);
 }
 
+/* A Talos checkout's root (a plugins/ folder that is not itself a
+ * capability): only plugins/ is read, as Talos's loader does; its apps/,
+ * packages/ and node_modules/ are not capabilities.
+ * Its plugins/: each folder holding a manifest.json is a
+ * plugin (Talos's loader skips the others, and so does this). */
+static void discover_plugins(const char *dir, struct cap_strv *files, struct cap_diags *diags)
+{
+  struct dirent **names = NULL;
+  int n = scandir(dir, &names, NULL, by_dirent_name);
+  for (int i = 0; i < n; i++) {
+    const char *name = names[i]->d_name;
+    _cleanup_free_ char *sub = path_join(dir, name);
+    if (name[0] != '.' && is_dir(sub) && cap_is_capability_dir(sub))
+      cap_manifest_discover(sub, files, diags);
+    free(names[i]);
+  }
+  free(names);
+}
+
 int cap_caps_discover(const char *dir, struct cap_strv *files, struct cap_diags *diags)
 {
   struct dirent **names = NULL;
@@ -157,10 +176,14 @@ int cap_caps_discover(const char *dir, struct cap_strv *files, struct cap_diags 
   _cleanup_free_ char *agents = path_join(dir, "agents");
   if (is_dir(agents)) /* a Covenant home */
     cap_manifest_discover(dir, files, diags);
+  _cleanup_free_ char *plugins = path_join(dir, "plugins");
+  bool talos_root = is_dir(plugins) && !cap_is_capability_dir(plugins);
   for (int i = 0; i < n; i++) {
     const char *name = names[i]->d_name;
     _cleanup_free_ char *sub = path_join(dir, name);
-    if (name[0] != '.' && strcmp(name, "agents") != 0 && is_dir(sub))
+    if (talos_root && strcmp(name, "plugins") == 0)
+      discover_plugins(sub, files, diags);
+    else if (!talos_root && name[0] != '.' && strcmp(name, "agents") != 0 && is_dir(sub))
       cap_manifest_discover(sub, files, diags);
     free(names[i]);
   }

@@ -202,6 +202,7 @@ static void settings_free(struct cap_setting *settings, size_t n)
     free(settings[i].label);
     free(settings[i].type);
     free(settings[i].description);
+    cap_strv_free(&settings[i].options);
   }
   free(settings);
 }
@@ -273,6 +274,10 @@ void cap_spec_free(struct cap_spec *spec)
   cap_strv_free(&spec->hermes_tools_allowed);
   free(spec->hermes_approval_policy);
   free(spec->notes);
+  free(spec->talos.category);
+  free(spec->talos.oauth_provider);
+  cap_strv_free(&spec->talos.oauth_scopes);
+  free(spec->talos.oauth_authorize_url);
   cap_doc_free(spec->doc);
   free(spec);
 }
@@ -324,8 +329,9 @@ const char *cap_runtime_kind_name(enum cap_runtime_kind k)
 
 const char *cap_origin_name(enum cap_grant_origin o)
 {
-  static const char *const names[] = {"manifest", "system", "package", "workspace", "cache"};
-  return o <= CAP_ORIGIN_CACHE ? names[o] : "manifest";
+  static const char *const names[] = {"manifest",  "system", "package",
+                                      "workspace", "cache",  "operator"};
+  return o <= CAP_ORIGIN_OPERATOR ? names[o] : "manifest";
 }
 
 const char *cap_delivery_name(enum cap_delivery d)

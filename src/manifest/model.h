@@ -40,6 +40,7 @@ enum cap_grant_origin {
   CAP_ORIGIN_PACKAGE,   /* the capability's own directory */
   CAP_ORIGIN_WORKSPACE, /* the per-session or configured workspace */
   CAP_ORIGIN_CACHE,     /* a capability's persistent cache (Selu cache.enabled) */
+  CAP_ORIGIN_OPERATOR,  /* granted by the operator in the state (`capsule grant`) */
 };
 
 /* The placeholders a Selu lowering grants and the gateway replaces with a
@@ -128,6 +129,7 @@ struct cap_secret {
   char *label;       /* may be NULL */
   char *description; /* "" when none */
   enum cap_delivery delivery;
+  bool shown; /* Talos `secret: false`: not secret, its value may be listed */
 };
 
 enum cap_mode3 { CAP_MODE_ISOLATED, CAP_MODE_SAME_SANDBOX, CAP_MODE_ALL };
@@ -210,9 +212,10 @@ struct cap_tool {
 struct cap_setting {
   char *name;
   char *label;
-  char *type;                           /* "number", "string", "boolean" */
+  char *type;                           /* "number", "string", "boolean", "select" */
   const struct cap_node *default_value; /* typed, in spec->doc; NULL when none */
   char *description;
+  struct cap_strv options; /* select: the allowed values */
 };
 
 struct cap_trigger {
@@ -220,6 +223,7 @@ struct cap_trigger {
   char *local_id;
   char *label;
   char *description;
+  const struct cap_node *params; /* Talos task parameters as declared, in spec->doc; or NULL */
 };
 
 enum cap_backend { CAP_BACKEND_CAPSULE, CAP_BACKEND_GVISOR };
@@ -292,6 +296,18 @@ struct cap_spec {
 
   /* x-capsule extras */
   char *notes;
+
+  /* Talos: what the plugin declares for its host (shown, not enforced) */
+  struct cap_talos_meta {
+    char *category;
+    bool default_enabled;
+    bool has_oauth;
+    char *oauth_provider;
+    struct cap_strv oauth_scopes;
+    char *oauth_authorize_url;
+    const struct cap_node *modules; /* as declared, in doc; or NULL */
+    const struct cap_node *sidecar; /* as declared, in doc; or NULL (never run) */
+  } talos;
 };
 
 struct cap_spec *cap_spec_new(enum cap_format format);

@@ -4,99 +4,323 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/json.h"
 #include "runtime/covenant.h"
+#include "runtime/talos_ts.h"
 
 /* generated from talos_shim.mjs by scripts/embed.py */
 extern const char talos_shim[];
 
 char *talos_module_path(const struct cap_spec *spec)
 {
-  return cap_xasprintf("%s/%s", spec->package_dir,
-                       spec->runtime.entry ? spec->runtime.entry : "index.js");
+  const char *entry = spec->runtime.entry ? spec->runtime.entry : "index.ts";
+  return entry[0] == '/' ? cap_xstrdup(entry) : cap_xasprintf("%s/%s", spec->package_dir, entry);
 }
 
-/* The shim's request: the module, the function, its arguments and context. */
-static void shim_request(const struct cap_spec *spec, const struct cap_tool *tool,
-                         const struct cap_node *args, char *const *handler, struct cap_buf *line)
+static bool is_dir(const char *p)
+{
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+char *talos_default_node_path(const struct cap_spec *spec)
+{
+  _cleanup_free_ char *parent = cap_xstrdup(spec->package_dir);
+  char *slash = strrchr(parent, '/');
+  if (!slash || slash == parent)
+    return NULL;
+  *slash = '\0';
+  const char *base = strrchr(parent, '/');
+  if (!base || strcmp(base + 1, "plugins") != 0)
+    return NULL;
+  char *root = cap_xstrndup(parent, (size_t)(base - parent));
+  _cleanup_free_ char *nm = cap_xasprintf("%s/node_modules", *root ? root : "");
+  if (!*root || !is_dir(nm)) {
+    free(root);
+    return NULL;
+  }
+  return root;
+}
+
+/* A setting's value as Talos stores it: text ("5", "true"). */
+static void setting_text(struct cap_jw *w, const struct cap_setting *s, const char *stored)
+{
+  if (stored) {
+    cap_jw_string(w, stored);
+    return;
+  }
+  const struct cap_node *d = s->default_value;
+  if (d->kind == CAP_NODE_STRING) {
+    cap_jw_string(w, d->u.str.ptr);
+    return;
+  }
+  struct cap_buf b = {0};
+  struct cap_jw inner;
+  cap_jw_init(&inner, &b, false);
+  cap_jw_node(&inner, d);
+  cap_jw_string_n(w, b.data ? b.data : "", b.len);
+  cap_buf_free(&b);
+}
+
+/* The handler's config: one flat object of strings, settings then
+ * credentials (a credential wins a name both declare). */
+static void write_config(struct cap_jw *w, const struct cap_spec *spec,
+                         const struct talos_input *in)
+{
+  cap_jw_begin_object(w);
+  for (size_t i = 0; i < spec->n_settings; i++) {
+    const char *stored = in && in->settings ? in->settings[i] : NULL;
+    if (!stored && !spec->settings[i].default_value)
+      continue;
+    cap_jw_key(w, spec->settings[i].name);
+    setting_text(w, &spec->settings[i], stored);
+  }
+  for (size_t i = 0; in && in->secrets && i < spec->n_secrets; i++)
+    if (in->secrets[i]) {
+      cap_jw_key(w, spec->secrets[i].name);
+      cap_jw_string(w, in->secrets[i]);
+    }
+  cap_jw_end_object(w);
+}
+
+/* The node_modules root, as the shim sees it: the operator's, else a
+ * checkout's root; a path ending in node_modules names its parent. */
+static char *node_root(const struct cap_spec *spec, const struct talos_input *in)
+{
+  if (!in || !in->node_path)
+    return talos_default_node_path(spec);
+  char *p = cap_xstrdup(in->node_path);
+  size_t n = strlen(p);
+  while (n > 1 && p[n - 1] == '/')
+    p[--n] = '\0';
+  if (n > 13 && strcmp(p + n - 13, "/node_modules") == 0)
+    p[n - 13] = '\0';
+  return p;
+}
+
+/* The request's common part: op, plugin, module, sources, nodePath. */
+static int request_head(struct cap_jw *w, const struct gw_call *call, const struct cap_spec *spec,
+                        const char *op, const char *node_root, const char *undici,
+                        struct cap_error *err)
 {
   _cleanup_free_ char *module = talos_module_path(spec);
-  struct cap_jw w;
-  cap_jw_init(&w, line, false);
-  cap_jw_begin_object(&w);
-  cap_jw_key(&w, "module");
-  cap_jw_string(&w, module);
-  cap_jw_key(&w, "function");
-  cap_jw_string(&w, tool->name);
-  cap_jw_key(&w, "args");
-  cap_jw_node(&w, args);
-  cap_jw_key(&w, "settings");
-  cap_jw_begin_object(&w);
-  for (size_t i = 0; i < spec->n_settings; i++) {
-    cap_jw_key(&w, spec->settings[i].name);
-    if (spec->settings[i].default_value)
-      cap_jw_node(&w, spec->settings[i].default_value);
-    else
-      cap_jw_null(&w);
-  }
-  cap_jw_end_object(&w);
-  cap_jw_key(&w, "credentials");
-  cap_jw_begin_object(&w);
-  for (size_t i = 0; i < spec->n_secrets; i++)
-    if (handler[i]) {
-      cap_jw_key(&w, spec->secrets[i].name);
-      cap_jw_string(&w, handler[i]);
-    }
-  cap_jw_end_object(&w);
-  cap_jw_key(&w, "dataDir");
-  cap_jw_string(&w, "/tmp/capsule-data");
-  cap_jw_end_object(&w);
-  cap_buf_putc(line, '\n');
+  cap_jw_begin_object(w);
+  cap_jw_key(w, "op");
+  cap_jw_string(w, op);
+  cap_jw_key(w, "plugin");
+  cap_jw_string(w, spec->id);
+  cap_jw_key(w, "module");
+  cap_jw_string(w, module);
+  cap_jw_key(w, "nodePath");
+  cap_jw_string_or_null(w, node_root);
+  cap_jw_key(w, "undici");
+  _cleanup_free_ char *entry = undici ? cap_xasprintf("%s/index.js", undici) : NULL;
+  cap_jw_string_or_null(w, entry);
+  cap_jw_key(w, "sources");
+  int r = talos_ts_sources(spec, call->cache_dir, w, err);
+  if (r < 0)
+    cap_error_prefix(err, "plugin %s", spec->id);
+  return r;
 }
 
-/* The shim's answer: {"ok": true, "result": ...} or {"ok": false, "error"}. */
-static enum gw_outcome shim_answer(const char *raw, char **result, struct cap_error *err)
+/* Where undici is, when the plugin's network goes through the proxy:
+ * the shim makes it fetch's dispatcher (allocated; NULL otherwise). */
+static char *undici_dir(const struct cap_spec *spec)
+{
+  if (spec->network.mode != CAP_NET_PROXY)
+    return NULL;
+  _cleanup_free_ char *modules = talos_loader_modules();
+  char *dir = modules ? cap_xasprintf("%s/undici", modules) : NULL;
+  if (dir && !is_dir(dir)) {
+    free(dir);
+    return NULL;
+  }
+  return dir;
+}
+
+/* Runs the shim on line in the sandbox, with the read-only directories
+ * it needs besides the package (node_root's node_modules, undici) and the
+ * call's deadline as the wall clock. */
+static enum gw_outcome exchange(const struct gw_call *call, const struct cap_spec *spec,
+                                const char *const *reads, size_t n_reads, struct cap_buf *line,
+                                char **raw, struct cap_error *err)
+{
+  cap_buf_putc(line, '\n');
+  struct cap_spec run_spec = *spec; /* shallow: grants and the wall clock change */
+  _cleanup_free_ struct cap_fs_grant *grants =
+      cap_xcalloc(spec->n_grants + n_reads + 1, sizeof *grants);
+  if (spec->n_grants)
+    memcpy(grants, spec->grants, spec->n_grants * sizeof *grants);
+  run_spec.grants = grants;
+  for (size_t i = 0; i < n_reads; i++)
+    if (reads[i] && is_dir(reads[i]))
+      grants[run_spec.n_grants++] = (struct cap_fs_grant){.path = (char *)reads[i],
+                                                          .access = CAP_ACCESS_READ,
+                                                          .type = CAP_FS_DIRECTORY,
+                                                          .origin = CAP_ORIGIN_PACKAGE};
+  if (call->deadline_ms) /* the call's --timeout wins over Talos's 120 s */
+    run_spec.limits.wall_ms = call->deadline_ms;
+  char *const cmd[] = {"node", "--input-type=module", "-e", (char *)talos_shim, NULL};
+  enum gw_outcome o = covenant_run_line(call, &run_spec, cmd, line, NULL, 0, raw, err);
+  sodium_memzero(line->data, line->len); /* it held the credentials */
+  cap_buf_free(line);
+  return o;
+}
+
+/* The shim's answer: {"ok": true, ...} (the document, parsed) or the
+ * error it names. */
+static enum gw_outcome shim_answer(const char *raw, const char *prefix, struct cap_doc **ret,
+                                   struct cap_error *err)
 {
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags diags = {0};
-  const struct cap_node *ok = NULL, *value = NULL, *error = NULL;
+  const struct cap_node *ok = NULL, *error = NULL;
   if (cap_json_parse(doc, raw, strlen(raw), "shim", 0, &diags) == 0 &&
       doc->root->kind == CAP_NODE_OBJECT) {
     ok = cap_node_get(doc->root, "ok");
-    value = cap_node_get(doc->root, "result");
     error = cap_node_get(doc->root, "error");
   }
-  enum gw_outcome o = GW_OUTCOME_OK;
-  if (ok && ok->kind == CAP_NODE_BOOL && ok->u.boolean && value) {
-    struct cap_buf b = {0};
-    struct cap_jw w;
-    cap_jw_init(&w, &b, false);
-    cap_jw_node(&w, value);
-    *result = cap_buf_steal(&b);
-  } else {
-    cap_error_set(err, EIO, "the tool failed: %s",
-                  error && error->kind == CAP_NODE_STRING ? error->u.str.ptr : "no result");
-    o = GW_OUTCOME_FAILED;
-  }
   cap_diags_free(&diags);
+  if (ok && ok->kind == CAP_NODE_BOOL && ok->u.boolean) {
+    *ret = doc;
+    return GW_OUTCOME_OK;
+  }
+  cap_error_set(err, EIO, "%s%s", prefix,
+                error && error->kind == CAP_NODE_STRING ? error->u.str.ptr : "no result");
   cap_doc_free(doc);
-  return o;
+  return GW_OUTCOME_FAILED;
+}
+
+static char *node_json(const struct cap_node *n)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  if (n)
+    cap_jw_node(&w, n);
+  else
+    cap_jw_null(&w);
+  return cap_buf_steal(&b);
+}
+
+/* Builds the request (head, then extra(w, arg)), runs it, parses the answer. */
+static enum gw_outcome roundtrip(const struct gw_call *call, const struct cap_spec *spec,
+                                 const char *op, const struct talos_input *in,
+                                 void (*extra)(struct cap_jw *, const void *), const void *arg,
+                                 struct cap_doc **answer, struct cap_error *err)
+{
+  _cleanup_free_ char *root = node_root(spec, in);
+  _cleanup_free_ char *undici = undici_dir(spec);
+  _cleanup_free_ char *nm = root ? cap_xasprintf("%s/node_modules", root) : NULL;
+  struct cap_buf line = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &line, false);
+  if (request_head(&w, call, spec, op, root, undici, err) < 0) {
+    cap_buf_free(&line);
+    return GW_OUTCOME_FAILED;
+  }
+  cap_jw_key(&w, "config");
+  write_config(&w, spec, in);
+  if (extra)
+    extra(&w, arg);
+  cap_jw_end_object(&w);
+  _cleanup_free_ char *raw = NULL;
+  const char *reads[] = {nm, undici};
+  enum gw_outcome o = exchange(call, spec, reads, 2, &line, &raw, err);
+  const char *prefix = strcmp(op, "probe") == 0 ? "" : "the tool failed: ";
+  return o == GW_OUTCOME_OK ? shim_answer(raw, prefix, answer, err) : o;
+}
+
+struct call_extra {
+  const struct cap_tool *tool;
+  const struct cap_node *args;
+};
+
+static void call_fields(struct cap_jw *w, const void *arg)
+{
+  const struct call_extra *x = arg;
+  cap_jw_key(w, "function");
+  cap_jw_string(w, x->tool->name);
+  cap_jw_key(w, "args");
+  cap_jw_node(w, x->args);
 }
 
 enum gw_outcome talos_run(const struct gw_call *call, const struct cap_spec *spec,
                           const struct cap_tool *tool, const struct cap_node *args,
-                          char *const *handler, char **result, struct cap_error *err)
+                          const struct talos_input *in, char **result, struct cap_error *err)
 {
-  struct cap_buf line = {0};
-  shim_request(spec, tool, args, handler, &line);
-  char *const cmd[] = {"node", "--input-type=module", "-e", (char *)talos_shim, NULL};
-  _cleanup_free_ char *raw = NULL;
-  enum gw_outcome o = covenant_run_line(call, spec, cmd, &line, NULL, 0, &raw, err);
-  sodium_memzero(line.data, line.len); /* it held the credentials */
-  cap_buf_free(&line);
-  return o == GW_OUTCOME_OK ? shim_answer(raw, result, err) : o;
+  struct call_extra x = {tool, args};
+  struct cap_doc *answer = NULL;
+  enum gw_outcome o = roundtrip(call, spec, "call", in, call_fields, &x, &answer, err);
+  if (o == GW_OUTCOME_OK)
+    *result = node_json(cap_node_get(answer->root, "result"));
+  cap_doc_free(answer);
+  return o;
+}
+
+struct poll_extra {
+  const char *trigger;
+  const struct cap_node *state;
+};
+
+static void poll_fields(struct cap_jw *w, const void *arg)
+{
+  const struct poll_extra *x = arg;
+  cap_jw_key(w, "trigger");
+  cap_jw_string(w, x->trigger);
+  cap_jw_key(w, "state");
+  cap_jw_node(w, x->state);
+}
+
+enum gw_outcome talos_poll(const struct gw_call *call, const struct cap_spec *spec,
+                           const char *trigger, const struct talos_input *in, const char *state,
+                           char **event, char **new_state, struct cap_error *err)
+{
+  struct cap_doc *sdoc = cap_doc_new();
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(sdoc, state, strlen(state), "state", 0, &diags);
+  cap_diags_free(&diags);
+  if (r < 0 || sdoc->root->kind != CAP_NODE_OBJECT) {
+    cap_doc_free(sdoc);
+    return cap_error_set(err, EINVAL,
+                         "plugin %s, trigger %s: its stored state is not a JSON object; reset it "
+                         "with `capsule triggers reset %s %s`",
+                         spec->id, trigger, spec->id, trigger),
+           GW_OUTCOME_FAILED;
+  }
+  struct poll_extra x = {trigger, sdoc->root};
+  struct cap_doc *answer = NULL;
+  enum gw_outcome o = roundtrip(call, spec, "poll", in, poll_fields, &x, &answer, err);
+  cap_doc_free(sdoc);
+  if (o != GW_OUTCOME_OK)
+    return o;
+  const struct cap_node *ev = cap_node_get(answer->root, "event");
+  *event = ev && ev->kind != CAP_NODE_NULL ? node_json(ev) : NULL;
+  *new_state = node_json(cap_node_get(answer->root, "newState"));
+  cap_doc_free(answer);
+  return GW_OUTCOME_OK;
+}
+
+static void probe_fields(struct cap_jw *w, const void *arg)
+{
+  const struct cap_spec *spec = arg;
+  cap_jw_key(w, "functions");
+  cap_jw_begin_array(w);
+  for (size_t i = 0; i < spec->n_tools; i++)
+    cap_jw_string(w, spec->tools[i].name);
+  cap_jw_end_array(w);
+}
+
+enum gw_outcome talos_probe(const struct gw_call *call, const struct cap_spec *spec,
+                            const struct talos_input *in, struct cap_error *err)
+{
+  struct cap_doc *answer = NULL;
+  enum gw_outcome o = roundtrip(call, spec, "probe", in, probe_fields, spec, &answer, err);
+  cap_doc_free(answer);
+  return o;
 }

@@ -1,21 +1,50 @@
-/* The Talos runtime: a tool is a function exported by the capability's JS
- * module, called through a Node shim (src/runtime/talos_shim.mjs, embedded
- * at build time) that speaks the Covenant runtime's one-line exchange.
- * Credentials with handler delivery reach the function's context, never
- * its environment. */
+/* The Talos runtime: a plugin's module (index.ts, index.mjs or index.js;
+ * TypeScript transformed on the host by runtime/talos_ts.h) loaded by a
+ * Node shim (src/runtime/talos_shim.mjs, embedded at build time) inside the
+ * plugin's sandbox, in one exchange per call: a handler called as Talos
+ * calls it, handler(args, config), a trigger polled as
+ * triggers[id].poll(config, state, config), or the module probed for the
+ * declared functions. config is one flat object of strings: the plugin's
+ * credentials (never its environment) and settings (stored, else the
+ * manifest's default). Nothing here prints. */
 #ifndef CAPSULE_RUNTIME_TALOS_H
 #define CAPSULE_RUNTIME_TALOS_H
 
 #include "gateway/call.h"
 #include "manifest/model.h"
 
-/* handler[i] is spec->secrets[i]'s value when it is delivered to the
- * handler, else NULL. *result (allocated) is the function's JSON result. */
+/* What a plugin is given besides its arguments. */
+struct talos_input {
+  char *const *secrets;  /* per spec->secrets[i]: its value, or NULL */
+  char *const *settings; /* per spec->settings[i]: the stored value, or NULL (the default) */
+  const char *node_path; /* a directory whose node_modules the plugin's imports fall back to;
+                            NULL: a Talos checkout's root when the plugin is in its plugins/ */
+};
+
+/* One function call. *result (allocated) is the handler's return value as
+ * JSON (a string stays a JSON string). */
 enum gw_outcome talos_run(const struct gw_call *call, const struct cap_spec *spec,
                           const struct cap_tool *tool, const struct cap_node *args,
-                          char *const *handler, char **result, struct cap_error *err);
+                          const struct talos_input *in, char **result, struct cap_error *err);
+
+/* One poll of trigger (its local id) with state (a JSON object). On
+ * success *event is the event as JSON or NULL when none, *new_state the
+ * JSON object to store (both allocated). */
+enum gw_outcome talos_poll(const struct gw_call *call, const struct cap_spec *spec,
+                           const char *trigger, const struct talos_input *in, const char *state,
+                           char **event, char **new_state, struct cap_error *err);
+
+/* Loads the module in its sandbox and checks that it exports every
+ * declared function (readiness). */
+enum gw_outcome talos_probe(const struct gw_call *call, const struct cap_spec *spec,
+                            const struct talos_input *in, struct cap_error *err);
 
 /* The module a Talos capability loads (allocated). */
 char *talos_module_path(const struct cap_spec *spec);
+
+/* The node_path a plugin falls back to when the operator names none: the
+ * root of a Talos checkout holding the plugin in its plugins/ folder, when
+ * that root has a node_modules; else NULL (allocated). */
+char *talos_default_node_path(const struct cap_spec *spec);
 
 #endif

@@ -209,7 +209,7 @@ comp complete-run-option "--allow-host" capsule run --allow-h
 comp complete-help-verb "run" capsule help ru
 comp complete-audit-sub "verify" capsule audit --json v
 # every option a verb's help names, completion offers
-for v in check show validate run list call policy cred audit; do
+for v in check show validate run list call policy cred audit config grant revoke triggers events; do
   missing=""
   for o in $("$capsule" "$v" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
     case " $(complete_words capsule "$v" --) " in *" $o "*) ;; *) missing+=" $o" ;; esac
@@ -273,7 +273,7 @@ listing audit seq,time,user,capability,tool,args_sha256,decision,duration_ms,out
 if "$capsule" list --json --caps "$caps" --state "$L" | python3 -c '
 import json, sys
 rows = json.load(sys.stdin)
-assert {"id", "format", "runtime", "source", "readiness", "tools"} == set(rows[0])
+assert {"id", "format", "runtime", "source", "readiness", "tools", "grants"} == set(rows[0])
 assert all(set(t) == {"name", "policy", "policy_source"} for t in rows[0]["tools"])'; then ok root list-json
 else bad root list-json; fi
 err=$("$capsule" call --caps "$caps" --state "$L" weather "$h" '{}' 2>&1 >/dev/null)

@@ -76,7 +76,7 @@ suite() {
   expect covenant-entry-missing "^noentry .* not ready: $caps/agents/noentry/run.sh does not exist in the sandbox"
   expect covenant-entry-not-executable "^noexec .* not ready: $caps/agents/noexec/run.sh is not executable by the sandbox's user"
   expect covenant-python-entry-missing "^python-noentry .* not ready: .*(main.py does not exist|python3 is not on the sandbox's PATH)"
-  expect talos-without-index "^talos-noindex .* not ready: .*(index.js does not exist|node is not on the sandbox's PATH)"
+  expect talos-without-index "^talos-noindex .* not ready: .*(index.ts does not exist|node is not on the sandbox's PATH)"
   expect selu-server-missing "^selu-noserver .* not ready: $caps/selu-noserver/server does not exist"
   expect selu-script-missing "^selu-noscript .* not ready: $caps/selu-noscript/start.sh does not exist"
   # list and call agree: ready exactly when the call runs

@@ -67,8 +67,8 @@ cat >"$caps/talk/manifest.json" <<'JSON'
   {"name": "env", "description": "Shows its environment.", "parameters": {"type": "object"}}]}
 JSON
 cat >"$caps/talk/index.js" <<'JS'
-export async function hello({ who }, { config, dataDir }) {
-  return { text: `${config.greeting}, ${who}`, token_length: config.token.length, dataDir };
+export async function hello({ who }, config) {
+  return { text: `${config.greeting}, ${who}`, token_length: config.token.length };
 }
 export async function boom() { throw new Error('kaput'); }
 export async function env() { return { env: Object.keys(process.env).sort() }; }
@@ -155,8 +155,8 @@ if command -v node >/dev/null; then
   for f in hello boom env; do "$capsule" policy set talk "$f" allow --caps "$caps" --state "$state"; done
   c talos-missing-credential 1 "credential token is not set for user u1; set it with .capsule cred set talk token --scope user --user u1." call "${G[@]}" --user u1 talk hello '{"who": "Ada"}'
   printf 's3cret\n' | "$capsule" cred set talk token --scope user --user u1 --state "$state"
-  c talos-call 0 '^\{"text":"hello, Ada","token_length":6,"dataDir":"/tmp/capsule-data"\}$' call "${G[@]}" --user u1 talk hello '{"who": "Ada"}'
-  c talos-throws 1 "the tool failed: kaput" call "${G[@]}" --user u1 talk boom '{}'
+  c talos-call 0 '^\{"text":"hello, Ada","token_length":6\}$' call "${G[@]}" --user u1 talk hello '{"who": "Ada"}'
+  c talos-throws 1 "the tool failed: plugin talk, function boom: kaput" call "${G[@]}" --user u1 talk boom '{}'
   out=$("$capsule" call "${G[@]}" --user u1 talk env '{}' 2>&1); calls=$((calls + 1))
   if echo "$out" | grep -q '"env":\[' && ! echo "$out" | grep -qi 'token'; then ok talos-credential-not-in-env
   else bad talos-credential-not-in-env; echo "$out" | head -3; fi
@@ -206,7 +206,7 @@ if [ "$(id -u)" = 0 ]; then
   mkdir -p "$work/ro" "$work/full"
   mount -t tmpfs -o ro,size=1m tmpfs "$work/ro" && mounts+=("$work/ro")
   t state-read-only 1 "cannot create the state directory|cannot create .*/key|Read-only" call --caps "$caps" --state "$work/ro/state" wordcount dispatch '{"text": "x"}'
-  mount -t tmpfs -o size=256k tmpfs "$work/full" && mounts+=("$work/full")
+  mount -t tmpfs -o size=320k tmpfs "$work/full" && mounts+=("$work/full")
   "$capsule" policy set echo dispatch allow --caps "$caps" --state "$work/full/s" >/dev/null
   head -c 10M /dev/zero >"$work/full/filler" 2>/dev/null
   out=$("$capsule" call --caps "$caps" --state "$work/full/s" echo dispatch "{\"text\": \"$(head -c 60000 /dev/zero | tr '\0' x)\"}" 2>&1); st=$?

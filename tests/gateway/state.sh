@@ -53,7 +53,7 @@ talos() { # talos ID: a Talos tool that shows the credential it was given
  "credentials": [{"name": "token", "label": "Token", "description": "a test token", "required": true}],
  "functions": [{"name": "show", "description": "Shows the token.", "parameters": {"type": "object"}}]}
 JSON
-  echo 'export async function show(_, { config }) { return { token: config.token }; }' >"$caps/$1/index.js"
+  echo 'export async function show(_, config) { return { token: config.token }; }' >"$caps/$1/index.js"
 }
 
 echo "credentials scoped to a capability (and user)"
