@@ -15,7 +15,8 @@
 
 static const char serve_help[] =
     "usage: capsule serve [--caps DIR] [--state DIR] [--socket PATH] [--mcp-http ADDR]\n"
-    "                     [--capability ID] [--tls-cert F --tls-key F] [--insecure]\n"
+    "                     [--grpc ADDR] [--capability ID] [--tls-cert F --tls-key F]\n"
+    "                     [--insecure]\n"
     "                     [--timeout S]\n"
     "       capsule serve status [--state DIR] [--json]\n"
     "\n"
@@ -31,6 +32,9 @@ static const char serve_help[] =
     "                        ./capabilities)\n"
     "      --socket PATH     the unix socket (default STATE/serve.sock)\n"
     "      --mcp-http ADDR   IP:PORT (or localhost:PORT) to serve MCP over HTTP on\n"
+    "      --grpc ADDR       IP:PORT or unix:PATH to serve Selu's CapabilityService on\n"
+    "                        (tools named CAPABILITY.TOOL; every call needs a bearer\n"
+    "                        token in its `authorization` metadata)\n"
     "      --capability ID   serve this capability alone, its tools under their own names\n"
     "      --tls-cert F, --tls-key F  HTTPS with this PEM certificate and key\n"
     "      --insecure        allow a non-loopback ADDR without TLS\n"
@@ -48,6 +52,7 @@ enum {
   O_STATE,
   O_SOCKET,
   O_HTTP,
+  O_GRPC,
   O_CAP,
   O_CERT,
   O_KEY,
@@ -61,6 +66,7 @@ static const struct option options[] = {
     {"state", required_argument, NULL, O_STATE},
     {"socket", required_argument, NULL, O_SOCKET},
     {"mcp-http", required_argument, NULL, O_HTTP},
+    {"grpc", required_argument, NULL, O_GRPC},
     {"capability", required_argument, NULL, O_CAP},
     {"tls-cert", required_argument, NULL, O_CERT},
     {"tls-key", required_argument, NULL, O_KEY},
@@ -131,6 +137,7 @@ int cmd_serve(int argc, char **argv)
     case O_STATE: state = optarg; break;
     case O_SOCKET: opt.socket_path = optarg; break;
     case O_HTTP: opt.http_addr = optarg; break;
+    case O_GRPC: opt.grpc_addr = optarg; break;
     case O_CAP: opt.only = optarg; break;
     case O_CERT: opt.tls_cert = optarg; break;
     case O_KEY: opt.tls_key = optarg; break;

@@ -63,6 +63,7 @@ struct sess {
 };
 
 struct serve {
+  struct serve_grpc *grpc; /* --grpc, or NULL */
   const struct serve_options *opt;
   pthread_mutex_t state_mu, queue_mu;
   struct inbound *head, *tail;
@@ -137,6 +138,9 @@ void serve_enqueue(struct serve *sv, struct inbound *in)
     /* the counter is full: the main thread has plenty to wake for */
   }
 }
+
+void serve_lock_state(struct serve *sv) { pthread_mutex_lock(&sv->state_mu); }
+void serve_unlock_state(struct serve *sv) { pthread_mutex_unlock(&sv->state_mu); }
 
 char *serve_authenticate(struct serve *sv, const char *token)
 {
@@ -660,6 +664,20 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
 static const struct serve_hooks hooks = {
     .enqueue = serve_enqueue, .authenticate = serve_authenticate, .stopping = serve_stopping};
 
+/* A gRPC address off this host needs TLS, or --insecure said aloud. */
+static int check_grpc_addr(const struct serve_options *opt, struct cap_error *err)
+{
+  const char *a = opt->grpc_addr;
+  bool local = strncmp(a, "unix:", 5) == 0 || strncmp(a, "127.", 4) == 0 ||
+               strncmp(a, "[::1]:", 6) == 0 || strncmp(a, "localhost:", 10) == 0;
+  if (local || opt->tls_cert || opt->insecure)
+    return 0;
+  return cap_error_set(err, EINVAL,
+                       "--grpc %s is not a loopback address: give --tls-cert and --tls-key, or "
+                       "--insecure to serve plaintext to the network",
+                       a);
+}
+
 static int setup(struct serve *sv, const struct serve_options *opt, struct cap_error *err)
 {
   sv->opt = opt;
@@ -697,11 +715,17 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
     r = listen_unix(sv, err);
   if (r == 0 && opt->http_addr)
     r = serve_http_start(sv, &hooks, opt, &sv->http, err);
+  if (r == 0 && opt->grpc_addr)
+    r = check_grpc_addr(opt, err);
+  if (r == 0 && opt->grpc_addr)
+    r = serve_grpc_start(sv, opt, &sv->grpc, err);
   return r;
 }
 
 static void teardown(struct serve *sv)
 {
+  /* calls in flight finish (their children fork under the state lock) */
+  serve_grpc_stop(sv->grpc, SERVE_DRAIN_MS);
   pthread_mutex_lock(&sv->state_mu);
   __atomic_store_n(&sv->stopping, true, __ATOMIC_RELEASE);
   for (struct sess *x = sv->sessions; x; x = x->next)
@@ -729,6 +753,8 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   if (r == 0) {
     write_status(&sv);
     serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", opt->http_addr);
+    if (opt->grpc_addr)
+      serve_log(&sv, "info", "serving gRPC", "grpc", opt->grpc_addr, NULL, NULL);
     uint64_t drain_until = 0;
     while (turn(&sv, &drain_until))
       ;

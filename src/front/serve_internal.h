@@ -64,6 +64,18 @@ char *serve_authenticate(struct serve *sv, const char *token);
 void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
                const char *k2, const char *v2);
 bool serve_stopping(struct serve *sv);
+/* The state lock, which the main thread holds while it works (SQLite
+ * included): held around a fork, no other thread is inside SQLite. */
+void serve_lock_state(struct serve *sv);
+void serve_unlock_state(struct serve *sv);
+
+/* serve_grpc.c: Selu's CapabilityService on opt->grpc_addr (TLS with
+ * opt's certificate; a non-loopback address needs it or --insecure). */
+struct serve_grpc;
+int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct serve_grpc **ret,
+                     struct cap_error *err);
+/* Stops taking calls, lets those in flight finish up to drain_ms. */
+void serve_grpc_stop(struct serve_grpc *g, int drain_ms);
 
 /* serve_http.c, in the module capsule-serve-http.so (libmicrohttpd),
  * opened by serve_http_load.c on the first serve_http_start. The module

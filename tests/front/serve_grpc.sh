@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `capsule serve --grpc unix:PATH` in front of the pipeline, driven by the
+# official Node gRPC client with Selu's proto: the bearer token on every
+# call (its user is the call's and the audit's), CAPABILITY.TOOL names,
+# validation, policy block, unknown tools, concurrent calls, SIGTERM.
+# Usage: serve_grpc.sh CAPSULE PROTO
+set -u
+source "$(dirname "$0")/../lib/gateway.sh"
+proto=$2
+here=$(cd "$(dirname "$0")" && pwd)
+command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
+[ -d "$here/../../examples/selu-node/node_modules/@grpc/grpc-js" ] ||
+  { echo "SKIP: examples/selu-node's modules are not installed (scripts/deps.sh test)"; exit 77; }
+command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
+work=$(mktemp -d /var/tmp/capsule-serve-grpc.XXXXXX)
+chmod 755 "$work"
+spid=
+trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; rm -rf "$work"' EXIT
+caps=$work/caps state=$work/state
+agent() { # ID: a Covenant agent in sh answering {"got": REQUEST}
+  mkdir -p "$caps/agents/$1"
+  printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" >"$caps/agents/$1/agent.toml"
+  printf '#!/bin/sh\nIFS= read -r line; printf "{\\"got\\":%%s}\\n" "$line"\n' >"$caps/agents/$1/run.sh"
+  chmod 755 "$caps/agents/$1/run.sh"
+}
+agent echo
+agent blocked
+"$capsule" policy set --caps "$caps" --state "$state" echo dispatch allow >/dev/null
+"$capsule" policy set --caps "$caps" --state "$state" blocked dispatch block >/dev/null
+token=$("$capsule" access issue grpc-test --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
+[ -n "$token" ] && ok "access token issued" || bad "access token issued"
+"$capsule" serve --caps "$caps" --state "$state" --grpc "unix:$work/g.sock" 2>"$work/serve.log" &
+spid=$!
+for _ in $(seq 200); do [ -S "$work/g.sock" ] && break; sleep 0.05; done
+if [ -S "$work/g.sock" ]; then
+  out=$(node "$here/serve_grpc.mjs" "$proto" "unix:$work/g.sock" "$token" 2>&1)
+  while IFS= read -r line; do
+    case $line in
+    ok\ *) ok "${line#ok }" ;;
+    FAIL\ *) bad "${line#FAIL }" ;;
+    *) [ -n "$line" ] && echo "         $line" ;;
+    esac
+  done <<<"$out"
+  audit=$("$capsule" audit --json --state "$state" 2>/dev/null)
+  jq -e '[.[] | select(.capability == "echo" and .tool == "dispatch" and .user == "alice")] | length >= 5' \
+    <<<"$audit" >/dev/null && ok "calls audited as the token's user" || bad "calls audited as the token's user"
+  kill -TERM "$spid"; wait "$spid"; st=$?
+  spid=
+  [ "$st" = 0 ] && ok "SIGTERM stops serve" || bad "SIGTERM stops serve (exit $st)"
+else
+  bad "serve --grpc did not listen: $(tail -3 "$work/serve.log")"
+fi
+out=$("$capsule" serve --caps "$caps" --state "$state" --socket "$work/s2.sock" --grpc 0.0.0.0:1 2>&1)
+[ $? != 0 ] && grep -q "not a loopback address" <<<"$out" && ok "a network address needs TLS or --insecure" ||
+  bad "a network address needs TLS or --insecure: $out"
+finish "serve --grpc"
