@@ -170,5 +170,6 @@ int cmd_serve(int argc, char **argv)
     cli_error("serve", err.message);
   cap_error_clear(&err);
   gw_state_close(st);
+  /* -EINVAL: the options contradict each other (an address, TLS without --insecure) */
   return r < 0 ? (r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INVALID) : CLI_EXIT_OK;
 }

@@ -428,7 +428,7 @@ static int read_tls(struct serve_http *h, const struct serve_options *opt, struc
   size_t len;
   if (cap_read_file(opt->tls_cert, 1 << 20, &h->cert, &len, err) < 0 ||
       cap_read_file(opt->tls_key, 1 << 20, &h->key, &len, err) < 0)
-    return cap_error_prefix(err, "cannot read the TLS certificate or key"), -EINVAL;
+    return cap_error_prefix(err, "cannot read the TLS certificate or key"), -ENOENT;
   if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
     return cap_error_set(err, ENOTSUP, "this libmicrohttpd was built without TLS");
   return 0;
@@ -446,7 +446,7 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
   if (tls && !(opt->tls_cert && opt->tls_key))
     return cap_error_set(err, EINVAL, "--tls-cert and --tls-key go together");
   if (!loopback && !tls && !opt->insecure)
-    return cap_error_set(err, EPERM,
+    return cap_error_set(err, EINVAL,
                          "--mcp-http %s is not a loopback address: give --tls-cert and --tls-key, "
                          "or --insecure to serve bearer tokens in clear text",
                          opt->http_addr);
@@ -456,7 +456,7 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
   allow_hosts(h, opt->http_addr, port, loopback, wildcard);
   if (tls && read_tls(h, opt, err) < 0) {
     serve_http_stop(h);
-    return -EINVAL;
+    return -ENOENT;
   }
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                    (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0);

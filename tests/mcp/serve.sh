@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# `capsule serve`: MCP Streamable HTTP driven by the official TypeScript
+# SDK client (tests/mcp/http.mjs: bearer tokens, Origin and Host checks,
+# size limits, sessions bound to their token's user, calls, progress,
+# elicitation over SSE, the unix socket), the calls audited as the token's
+# user, reload through inotify, `serve status`, SIGTERM, and the refusal
+# of a non-loopback address without TLS. As root and as uid 65534.
+# Usage: serve.sh CAPSULE
+set -u
+capsule=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+if ! "$capsule" run -- /bin/true 2>/dev/null; then
+  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
+fi
+command -v node >/dev/null || { echo "SKIP: node is not installed (scripts/deps.sh test)"; exit 77; }
+[ -d "$root/tests/node_modules/@modelcontextprotocol/sdk" ] ||
+  { echo "SKIP: @modelcontextprotocol/sdk is not installed (cd tests && npm ci)"; exit 77; }
+work=$(mktemp -d /var/tmp/capsule-serve.XXXXXX)
+chmod 755 "$work"
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+export CAPSULE_STATE_KEY=
+pass=0 fail=0
+ok() { echo "  ok   $1"; pass=$((pass + 1)); }
+bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+
+caps=$work/caps
+agent() {
+  mkdir -p "$caps/agents/$1"
+  printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" >"$caps/agents/$1/agent.toml"
+  printf '#!/bin/sh\n%s\n' "$2" >"$caps/agents/$1/run.sh"
+  chmod 755 "$caps/agents/$1/run.sh"
+  chmod -R a+rX "$caps"
+}
+mkdir -p "$caps/agents"
+cp -r "$root/examples/covenant/agents/wordcount" "$caps/agents/wordcount"
+agent asker 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
+agent blocked 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
+agent slow 'IFS= read -r line; sleep 3; echo "{\"done\":true}"'
+
+# waits up to 20 s for a condition (a server starting, a reload): no
+# timing is asserted, only that it happens
+wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
+
+run_as() {
+  local who=$1 state=$work/state-$1 wrap=()
+  mkdir -p "$state" && chmod 700 "$state"
+  if [ "$who" = nobody ]; then chown 65534:65534 "$state"; wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --); fi
+  echo "as $who:"
+  C() { "${wrap[@]}" "$capsule" "$@"; }
+  for t in wordcount slow; do C policy set --caps "$caps" --state "$state" "$t" dispatch allow >/dev/null; done
+  C policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
+  local t1 t2
+  t1=$(C access issue alice --user alice --state "$state" 2>/dev/null)
+  t2=$(C access issue bob --user bob --state "$state" 2>/dev/null)
+  local port server=
+  for _ in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 20000))
+    "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:$port" 2>"$work/serve-$who.log" &
+    server=$!
+    pids+=("$server")
+    if wait_for C serve status --state "$state" >/dev/null 2>&1; then break; fi
+    server=
+  done
+  [ -n "$server" ] && ok "$who: serve-starts" || { bad "$who: serve-starts"; cat "$work/serve-$who.log"; return; }
+  C serve status --state "$state" --json | grep -q '"state":"serving"' && ok "$who: status-json" || bad "$who: status-json"
+  [ "$(stat -c %a "$state/serve.sock")" = 600 ] && ok "$who: socket-0600" || bad "$who: socket-0600"
+  C serve --caps "$caps" --state "$state" >/dev/null 2>"$work/second.err"
+  [ $? = 1 ] && grep -q "already runs" "$work/second.err" && ok "$who: one-serve-per-state" || bad "$who: one-serve-per-state"
+  while IFS= read -r line; do
+    case $line in
+      "ok "*) ok "$who: ${line#ok }" ;;
+      *) bad "$who: $line" ;;
+    esac
+  done < <(cd "$root/tests" && node "$here/http.mjs" "http://127.0.0.1:$port/mcp" "$t1" "$t2" "$state/serve.sock" 2>"$work/http-$who.err")
+  [ -s "$work/http-$who.err" ] && tail -20 "$work/http-$who.err" | sed 's/^/         /'
+  local audit
+  audit=$(C audit --state "$state")
+  grep -Eq ' alice wordcount\.dispatch allow [0-9]+ms ok' <<<"$audit" && ok "$who: audited-as-token-user" || bad "$who: audited-as-token-user"
+  grep -Eq ' bob asker\.dispatch ask-approved ' <<<"$audit" && ok "$who: elicited-as-token-user" || bad "$who: elicited-as-token-user"
+  # a capability added while serving: a new session lists it
+  agent added 'IFS= read -r line; echo "{}"'
+  C policy set --caps "$caps" --state "$state" added dispatch allow >/dev/null
+  listed() { printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}' '{"jsonrpc":"2.0","id":2,"method":"tools/list"}' |
+    (cd "$root/tests" && node -e 'const c = require("net").createConnection(process.argv[1]); let o = ""; c.on("data", d => { o += d; if (o.split("\n").length > 2) c.end(); }); c.on("close", () => process.exit(/added__dispatch/.test(o) ? 0 : 1)); process.stdin.pipe(c, {end: false});' "$state/serve.sock"); }
+  wait_for listed && ok "$who: reload-on-change" || bad "$who: reload-on-change"
+  grep -q '"msg":"registry loaded"' "$work/serve-$who.log" && ok "$who: json-logs" || bad "$who: json-logs"
+  kill -TERM "$server"
+  wait "$server"; local st=$?
+  [ $st = 0 ] && ok "$who: sigterm-exits-0" || bad "$who: sigterm-exits-0 ($st)"
+  C serve status --state "$state" >/dev/null; [ $? = 1 ] && ok "$who: status-stopped" || bad "$who: status-stopped"
+  [ ! -e "$state/serve.sock" ] && ok "$who: socket-removed" || bad "$who: socket-removed"
+  C serve --caps "$caps" --state "$state" --mcp-http "0.0.0.0:$port" 2>"$work/insecure.err"
+  [ $? = 2 ] && grep -q "not a loopback address" "$work/insecure.err" && ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
+  rm -rf "$caps/agents/added"
+}
+
+run_as root
+if [ "$(id -u)" = 0 ] && setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then run_as nobody; fi
+echo "serve: $pass passed, $fail failed"
+[ "$fail" = 0 ]
