@@ -9,7 +9,7 @@ _capsule() {
     cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
   fi
-  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop help"
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace help"
   local common="--caps --state --json --help"
   local verb="" i
   for ((i = 1; i < cword; i++)); do
@@ -24,12 +24,17 @@ _capsule() {
   case $prev in
   --caps | --state | --allow-read | --allow-write | --allow-rw | --deny | --workdir)
     COMPREPLY=($(compgen -d -- "$cur")); [ "$prev" = --deny ] && COMPREPLY+=($(compgen -f -- "$cur")); return ;;
-  --config | --egress-log | --schema)
+  --config | --profile | --egress-log | --schema | --issuer)
     COMPREPLY=($(compgen -f -- "$cur")); return ;;
   --net) COMPREPLY=($(compgen -W "blocked proxy unrestricted" -- "$cur")); return ;;
-  --scope) COMPREPLY=($(compgen -W "system user" -- "$cur")); return ;;
+  --scope) [ "$verb" = token ] && return; COMPREPLY=($(compgen -W "system user" -- "$cur")); return ;;
+  --priority) COMPREPLY=($(compgen -W "low normal high" -- "$cur")); return ;;
+  --format) COMPREPLY=($(compgen -W "covenant" -- "$cur")); return ;;
+  --agent | --parent | --expires) return ;;
   --memory) COMPREPLY=($(compgen -W "256M 512M 1G 2G" -- "$cur")); return ;;
-  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --ref | --approval-ttl) return ;;
+  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --thread | --ref | --approval-ttl) return ;;
+  --attach) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+  --artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac
   if [ -z "$verb" ]; then
     COMPREPLY=($(compgen -W "$verbs --help --version $common" -- "$cur"))
@@ -40,19 +45,24 @@ _capsule() {
   check) opts="--quiet --strict --help" files=1 ;;
   show) opts="--compact --help" files=1 ;;
   validate) opts="--schema --ref --json --first --format-assert --help" files=1 ;;
-  run) opts="--config --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
+  run) opts="--config --profile --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
              --memory --pids --cpu-ms --timeout --workdir --env --dry-run --json --tty
              --proxy-allow-private --egress-log --state --verbose --help" ;;
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
-  call) opts="--caps --state --user --timeout --session --approval-ttl --json --help" ;;
+  call) opts="--caps --state --user --timeout --session --thread --attach --artifacts --approval-ttl
+              --json --help" ;;
   policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   approvals) opts="--state --json --help" ;;
   approve | deny) opts="--state --help" ;;
-  audit) opts="--state --json --since --tail --follow --help" subs="verify" ;;
+  audit) opts="--state --json --since --tail --follow --format --help" subs="verify export" ;;
   ps) opts="--state --json --help" ;;
   stop) opts="--state --help" ;;
+  dispatch) opts="--agent --issuer --priority --parent --caps --state --timeout --user --json --help" ;;
+  token) opts="--state --scope --expires --json --help" subs="key keygen issue import revoke list trust" ;;
+  budget) opts="--caps --state --json --help" subs="show set" ;;
+  workspace) opts="--state --user --cache --json --help" subs="ls rm" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

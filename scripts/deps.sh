@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev libseccomp-dev libssl-dev
             libhttp-parser-dev libsqlite3-dev libsodium-dev libgrpc-dev libprotobuf-c-dev
             protobuf-c-compiler libjansson-dev libmicrohttpd-dev)
-test_pkgs=(clang clang-format libclang-rt-14-dev curl openssl sqlite3 strace zsh groff-base man-db)
+test_pkgs=(clang clang-format libclang-rt-14-dev curl openssl sqlite3 strace zsh groff-base man-db
+           umoci skopeo runc)
 # Node.js and npm for the test peers (ajv, the MCP SDK): Debian's packages, unless the
 # host already has node and npm from elsewhere (they would conflict)
 command -v node >/dev/null || test_pkgs+=(nodejs)
@@ -37,7 +38,11 @@ if [ "$what" = test ] && { [ ! -d tests/node_modules/ajv ] || [ ! -d tests/node_
   echo "deps: installing test modules from tests/package.json" >&2
   (cd tests && npm ci --no-audit --no-fund --silent)
 fi
-if [ "$what" = test ] && [ ! -d examples/selu-node/node_modules/@grpc/grpc-js ]; then
+if [ "$what" = test ] && [ ! -d examples/mcp-filesystem/node_modules/@modelcontextprotocol/server-filesystem ]; then
+  echo "deps: installing the MCP server example's modules (the reference MCP servers)" >&2
+  (cd examples/mcp-filesystem && npm ci --no-audit --no-fund --silent)
+fi
+if [ "$what" = test ] && { [ ! -d examples/selu-node/node_modules/@grpc/grpc-js ] || [ ! -f examples/selu-node/orchestrator.proto ]; }; then
   echo "deps: installing the Node Selu example's modules (@grpc/grpc-js)" >&2
   (cd examples/selu-node && npm ci --no-audit --no-fund --silent)
 fi

@@ -27,10 +27,11 @@ int main(int argc, char **argv)
   struct selu_channel *ch = NULL;
   struct selu_response resp = {0};
   struct cap_error err = {0};
-  const char *keys[] = {"session_id", "user_id"}, *values[] = {"bench", "bench"};
+  struct selu_invoke_args args = {
+      .tool = argv[2], .args_json = argv[3], .session_id = "bench", .user_id = "bench"};
   int r = selu_channel_open(fd, 16 << 20, &ch, &err);
   if (r == 0)
-    r = selu_invoke(ch, argv[2], argv[3], keys, values, 2, 120000, &resp, &err);
+    r = selu_invoke(ch, SELU_PROTOCOL_SERVICE, false, &args, 120000, &resp, &err);
   selu_channel_close(ch);
   if (r < 0 || !resp.success) {
     fprintf(stderr, "selu_call: %s\n", r < 0 ? err.message : resp.error);

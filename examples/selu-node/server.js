@@ -1,9 +1,12 @@
 'use strict';
-// node-tools: a Selu capability in Node.js. It serves
-// selu.capability.v1.CapabilityService (Invoke, HealthCheck) with
-// @grpc/grpc-js, and declares its tools at run time (tool_source: dynamic):
-// the orchestrator calls list_tools to learn about greet and sum.
-// Usage: node server.js [ADDRESS]   (default 0.0.0.0:50051, Selu's port)
+// node-tools: a Selu capability in Node.js. With @grpc/grpc-js it serves
+// both of Selu's contracts: the seed's selu.capability.v1.CapabilityService
+// (Invoke, HealthCheck) and the orchestrator's current
+// selu.capability.v1.Capability (Invoke, StreamInvoke, Healthcheck), and it
+// declares its tools at run time (tool_source: dynamic): the orchestrator
+// calls list_tools to learn about greet and sum.
+// Usage: node server.js [--protocol service|capability|both] [ADDRESS]
+//   (default both, on 0.0.0.0:50051, Selu's port)
 
 const fs = require('fs');
 const path = require('path');
@@ -15,8 +18,17 @@ const protoLoader = require('@grpc/proto-loader');
 // proto/selu/capability/v1/capability.proto next to this file (gitignored):
 // the sandbox shows the capability only its own directory, so the contract
 // has to live inside it at run time.
+// The orchestrator's proto is copied the same way, as orchestrator.proto
+// (from proto/selu/orchestrator/capability.proto, MIT, Selu's own).
 const PROTO = path.join(__dirname, 'capability.proto');
-const ADDRESS = process.argv[2] || '0.0.0.0:50051';
+const ORCH_PROTO = path.join(__dirname, 'orchestrator.proto');
+const argv = process.argv.slice(2);
+let PROTOCOL = 'both';
+if (argv[0] === '--protocol') {
+  PROTOCOL = argv[1];
+  argv.splice(0, 2);
+}
+const ADDRESS = argv[0] || '0.0.0.0:50051';
 
 // Longest name greet accepts, and most numbers sum adds; the schemas below
 // say the same, and the handlers check again rather than trust the caller.
@@ -53,6 +65,32 @@ const TOOLS = [
       required: ['numbers'],
       additionalProperties: false,
     },
+    recommended_policy: 'allow',
+  },
+  {
+    name: 'make_file',
+    description: 'Write text into a new file and hand it back as an artifact.',
+    input_schema: {
+      type: 'object',
+      properties: {
+        filename: {type: 'string', minLength: 1, maxLength: 100},
+        text: {type: 'string', maxLength: 100000},
+      },
+      required: ['filename', 'text'],
+      additionalProperties: false,
+    },
+    recommended_policy: 'allow',
+  },
+  {
+    name: 'read_attachments',
+    description: 'Read the files attached to the call (their names, sizes and text).',
+    input_schema: {type: 'object', properties: {attachments: {type: 'array'}}},
+    recommended_policy: 'allow',
+  },
+  {
+    name: 'whoami',
+    description: 'What the orchestrator said about this call: the contract, session, thread, credentials.',
+    input_schema: {type: 'object', properties: {}, additionalProperties: false},
     recommended_policy: 'allow',
   },
 ];
@@ -109,46 +147,170 @@ const HANDLERS = {
   },
 };
 
-function invoke(call, callback) {
-  const {tool_name: tool, parameters} = call.request;
-  // call.request.context carries session_id, user_id, ...; these tools need none of it
-  const handler = Object.prototype.hasOwnProperty.call(HANDLERS, tool) ? HANDLERS[tool] : null;
-  if (!handler) {
-    callback(null, {
-      success: false,
-      result: '',
-      error: `unknown tool "${tool}"; node-tools has ${Object.keys(HANDLERS).join(', ')}`,
-    });
-    return;
+// Artifacts (the orchestrator's contract): uploaded files and made ones,
+// by id, in memory for the life of this server, at most MAX_ARTIFACTS.
+const MAX_ARTIFACTS = 100;
+const MAX_ARTIFACT_BYTES = 16 << 20;
+const artifacts = new Map();
+let artifactSeq = 0;
+function storeArtifact(filename, mimeType, data) {
+  if (artifacts.size >= MAX_ARTIFACTS) artifacts.delete(artifacts.keys().next().value);
+  const id = `art-${++artifactSeq}`;
+  artifacts.set(id, {filename, mime_type: mimeType, data});
+  return id;
+}
+
+HANDLERS.make_file = (text) => {
+  const {filename, text: body} = params('make_file', text, ['filename', 'text']);
+  const id = storeArtifact(String(filename), 'text/plain', Buffer.from(String(body)));
+  return {artifact: {capability_artifact_id: id, filename: String(filename), mime_type: 'text/plain'}};
+};
+
+HANDLERS.read_attachments = (text) => {
+  const {attachments} = params('read_attachments', text, ['attachments']);
+  if (!Array.isArray(attachments)) throw new ToolError('read_attachments: "attachments" must be an array');
+  return {
+    files: attachments.map((a) => {
+      const stored = artifacts.get(a && a.capability_artifact_id);
+      if (!stored) throw new ToolError(`read_attachments: no artifact ${a && a.capability_artifact_id}`);
+      return {filename: stored.filename, size_bytes: stored.data.length, text: stored.data.toString('utf8')};
+    }),
+  };
+};
+
+// UploadInputArtifact: chunks in (the first names the file), an id out.
+function uploadArtifact(call, callback) {
+  const parts = [];
+  let filename = '', mimeType = '', size = 0, failed = false;
+  call.on('data', (chunk) => {
+    if (!parts.length && chunk.filename) filename = chunk.filename;
+    if (!parts.length && chunk.mime_type) mimeType = chunk.mime_type;
+    size += chunk.data.length;
+    if (size > MAX_ARTIFACT_BYTES) failed = true;
+    else parts.push(chunk.data);
+  });
+  call.on('end', () => {
+    if (failed) {
+      callback(null, {capability_artifact_id: '', size_bytes: size, error: `larger than ${MAX_ARTIFACT_BYTES} bytes`});
+      return;
+    }
+    const id = storeArtifact(filename || 'upload.bin', mimeType || 'application/octet-stream', Buffer.concat(parts));
+    callback(null, {capability_artifact_id: id, size_bytes: size, error: ''});
+  });
+}
+
+// DownloadOutputArtifact: the bytes in two chunks, the first naming the file.
+function downloadArtifact(call) {
+  const stored = artifacts.get(call.request.capability_artifact_id);
+  if (!stored) {
+    call.write({data: Buffer.alloc(0), filename: '', mime_type: '', done: true,
+      error: `no artifact ${call.request.capability_artifact_id}`});
+  } else {
+    const half = Math.floor(stored.data.length / 2);
+    call.write({data: stored.data.subarray(0, half), filename: stored.filename, mime_type: stored.mime_type,
+      done: false, error: ''});
+    call.write({data: stored.data.subarray(half), filename: '', mime_type: '', done: true, error: ''});
   }
+  call.end();
+}
+
+// One call, whichever contract it came in: {result} or {error}.
+// context is what the orchestrator said about the call (session_id, ...):
+// `whoami` answers it, with the protocol, so a caller can see what arrived.
+function run(tool, parameters, context) {
+  if (tool === 'whoami') return {result: JSON.stringify(context)};
+  const handler = Object.prototype.hasOwnProperty.call(HANDLERS, tool) ? HANDLERS[tool] : null;
+  if (!handler)
+    return {error: `unknown tool "${tool}"; node-tools has ${Object.keys(HANDLERS).join(', ')}`};
   try {
-    callback(null, {success: true, result: JSON.stringify(handler(parameters)), error: ''});
+    return {result: JSON.stringify(handler(parameters))};
   } catch (e) {
     if (!(e instanceof ToolError)) console.error(`node-tools: ${tool} failed:`, e);
-    const error = e instanceof ToolError ? e.message : `${tool}: internal error: ${e.message}`;
-    callback(null, {success: false, result: '', error});
+    return {error: e instanceof ToolError ? e.message : `${tool}: internal error: ${e.message}`};
   }
 }
 
-function main() {
-  if (!fs.existsSync(PROTO)) {
-    console.error(`node-tools: ${PROTO} is missing; run \`npm install\` in ${__dirname} ` +
-      '(its "prepare" script copies it from the repository\'s proto/ directory)');
-    process.exit(1);
+// The seed's CapabilityService: parameters and a context map in, success out.
+function invoke(call, callback) {
+  const {tool_name: tool, parameters, context} = call.request;
+  const out = run(tool, parameters, {protocol: 'service', ...context});
+  callback(null, {success: !out.error, result: out.result || '', error: out.error || ''});
+}
+
+// The orchestrator's Capability: args_json and config_json (the declared
+// credentials) as bytes, session_id, capability_id, thread_id.
+function capabilityContext(r) {
+  return {
+    protocol: 'capability',
+    session_id: r.session_id,
+    capability_id: r.capability_id,
+    thread_id: r.thread_id,
+    config: JSON.parse(r.config_json.length ? r.config_json.toString('utf8') : '{}'),
+  };
+}
+
+function capabilityInvoke(call, callback) {
+  const r = call.request;
+  const out = run(r.tool_name, r.args_json.toString('utf8'), capabilityContext(r));
+  callback(null, {result_json: Buffer.from(out.result || ''), error: out.error || ''});
+}
+
+// StreamInvoke: the result in chunks (two here), the last marked done.
+function capabilityStream(call) {
+  const r = call.request;
+  const out = run(r.tool_name, r.args_json.toString('utf8'), {...capabilityContext(r), streamed: true});
+  if (out.error) {
+    call.write({data: Buffer.alloc(0), done: true, error: out.error});
+  } else {
+    const half = Math.floor(out.result.length / 2);
+    call.write({data: Buffer.from(out.result.slice(0, half)), done: false, error: ''});
+    call.write({data: Buffer.from(out.result.slice(half)), done: true, error: ''});
   }
-  const def = protoLoader.loadSync(PROTO, {keepCase: true, defaults: true});
-  const service = grpc.loadPackageDefinition(def).selu.capability.v1.CapabilityService.service;
+  call.end();
+}
+
+function main() {
+  for (const p of [PROTO, ORCH_PROTO]) {
+    if (!fs.existsSync(p)) {
+      console.error(`node-tools: ${p} is missing; run \`npm install\` in ${__dirname} ` +
+        '(its "prepare" script copies it from the repository\'s proto/ directory)');
+      process.exit(1);
+    }
+  }
+  if (!['service', 'capability', 'both'].includes(PROTOCOL)) {
+    console.error(`node-tools: --protocol takes service, capability or both, not ${PROTOCOL}`);
+    process.exit(2);
+  }
+  // Both protos declare package selu.capability.v1 with messages of the same
+  // names: each is loaded into a definition of its own.
+  const opts = {keepCase: true, defaults: true};
+  const seed = grpc.loadPackageDefinition(protoLoader.loadSync(PROTO, opts)).selu.capability.v1;
+  const orch = grpc.loadPackageDefinition(protoLoader.loadSync(ORCH_PROTO, opts)).selu.capability.v1;
   const server = new grpc.Server();
-  server.addService(service, {
-    Invoke: invoke,
-    HealthCheck: (call, callback) => callback(null, {healthy: true}),
-  });
+  const served = [];
+  if (PROTOCOL !== 'capability') {
+    server.addService(seed.CapabilityService.service, {
+      Invoke: invoke,
+      HealthCheck: (call, callback) => callback(null, {healthy: true}),
+    });
+    served.push('CapabilityService');
+  }
+  if (PROTOCOL !== 'service') {
+    server.addService(orch.Capability.service, {
+      Invoke: capabilityInvoke,
+      StreamInvoke: capabilityStream,
+      Healthcheck: (call, callback) => callback(null, {ready: true, message: 'ready'}),
+      UploadInputArtifact: uploadArtifact,
+      DownloadOutputArtifact: downloadArtifact,
+    });
+    served.push('Capability');
+  }
   server.bindAsync(ADDRESS, grpc.ServerCredentials.createInsecure(), (err) => {
     if (err) {
       console.error(`node-tools: cannot listen on ${ADDRESS}: ${err.message}`);
       process.exit(1);
     }
-    console.error(`node-tools: serving selu.capability.v1.CapabilityService on ${ADDRESS}`);
+    console.error(`node-tools: serving selu.capability.v1.${served.join(' and ')} on ${ADDRESS}`);
   });
   // Finish the calls in flight, but not forever: a stop is a stop. The
   // handlers matter when this runs as PID 1 of its namespace, where a signal

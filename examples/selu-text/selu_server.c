@@ -11,6 +11,7 @@
 #include "selu_server.h"
 
 #include "capability.pb-c.h"
+#include "orchestrator.pb-c.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -27,8 +28,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define METHOD_INVOKE "/selu.capability.v1.CapabilityService/Invoke"
-#define METHOD_HEALTH "/selu.capability.v1.CapabilityService/HealthCheck"
+/* Selu's two contracts, both in package selu.capability.v1: the seed's
+ * CapabilityService and the orchestrator's current Capability (its C
+ * names are selu.orchestrator.v1, see proto/meson.build). */
+enum method {
+  M_NONE,
+  M_SERVICE_INVOKE,
+  M_SERVICE_HEALTH,
+  M_CAPABILITY_INVOKE,
+  M_CAPABILITY_STREAM,
+  M_CAPABILITY_HEALTH,
+};
+static const struct {
+  const char *path;
+  enum method m;
+  unsigned protocol; /* SELU_SERVE_* */
+} methods[] = {
+    {"/selu.capability.v1.CapabilityService/Invoke", M_SERVICE_INVOKE, SELU_SERVE_SERVICE},
+    {"/selu.capability.v1.CapabilityService/HealthCheck", M_SERVICE_HEALTH, SELU_SERVE_SERVICE},
+    {"/selu.capability.v1.Capability/Invoke", M_CAPABILITY_INVOKE, SELU_SERVE_CAPABILITY},
+    {"/selu.capability.v1.Capability/StreamInvoke", M_CAPABILITY_STREAM, SELU_SERVE_CAPABILITY},
+    {"/selu.capability.v1.Capability/Healthcheck", M_CAPABILITY_HEALTH, SELU_SERVE_CAPABILITY},
+};
 
 /* Calls served at once (including the one waiting to be accepted). Beyond
  * it, gRPC queues new calls until one finishes: every Invoke costs a thread,
@@ -42,6 +63,7 @@
 #define ABANDON_MS 1000
 
 static atomic_bool g_healthy = true;
+static atomic_uint g_protocols = SELU_SERVE_SERVICE | SELU_SERVE_CAPABILITY;
 static volatile sig_atomic_t g_stop;
 
 enum tag_kind { TAG_NEW_CALL, TAG_RECV, TAG_CLOSE, TAG_REPLY, TAG_SHUTDOWN };
@@ -65,8 +87,10 @@ struct call {
   bool have_status_details;
   /* set by the handler's thread before it posts the reply */
   bool exit_after;
-  Selu__Capability__V1__InvokeRequest *invoke;
-  int pending; /* completions still to come; queue thread only */
+  enum method method;
+  Selu__Capability__V1__InvokeRequest *invoke;    /* M_SERVICE_INVOKE */
+  Selu__Orchestrator__V1__InvokeRequest *cinvoke; /* M_CAPABILITY_INVOKE, _STREAM */
+  int pending;                                    /* completions still to come; queue thread only */
   struct tag new_tag, recv_tag, close_tag, reply_tag;
 };
 
@@ -131,6 +155,8 @@ void selu_reply_error(struct selu_reply *reply, const char *fmt, ...)
 
 void selu_set_healthy(bool healthy) { atomic_store(&g_healthy, healthy); }
 
+void selu_set_protocols(unsigned protocols) { atomic_store(&g_protocols, protocols); }
+
 void selu_stop(void) { g_stop = 1; }
 
 static void on_stop_signal(int sig)
@@ -156,6 +182,8 @@ static void free_call(struct call *c)
     grpc_slice_unref(c->status_details);
   if (c->invoke)
     selu__capability__v1__invoke_request__free_unpacked(c->invoke, NULL);
+  if (c->cinvoke)
+    selu__orchestrator__v1__invoke_request__free_unpacked(c->cinvoke, NULL);
   free(c);
   srv->inflight--;
   post_request(srv);
@@ -256,6 +284,89 @@ static void *xmalloc(size_t n)
   return p;
 }
 
+/* A bytes field as a NUL-terminated string (the handler's view). */
+static char *bytes_text(ProtobufCBinaryData b)
+{
+  char *s = xmalloc(b.len + 1);
+  if (b.len)
+    memcpy(s, b.data, b.len);
+  s[b.len] = '\0';
+  return s;
+}
+
+/* The handler's view of either contract's request. The orchestrator's
+ * session_id, capability_id and thread_id appear as context entries too,
+ * so selu_context_get reads both alike. */
+static struct selu_call call_view(const struct call *c, struct selu_kv *kv, char **args,
+                                  char **config)
+{
+  struct selu_call call = {0};
+  if (c->invoke) {
+    const Selu__Capability__V1__InvokeRequest *in = c->invoke;
+    size_t n = in->n_context > 8 ? 8 : in->n_context;
+    for (size_t i = 0; i < n; i++)
+      kv[i] = (struct selu_kv){in->context[i]->key ? in->context[i]->key : "",
+                               in->context[i]->value ? in->context[i]->value : ""};
+    call = (struct selu_call){.tool_name = in->tool_name ? in->tool_name : "",
+                              .parameters = in->parameters ? in->parameters : "",
+                              .config_json = "",
+                              .context = kv,
+                              .n_context = n,
+                              .protocol = SELU_SERVE_SERVICE};
+    return call;
+  }
+  const Selu__Orchestrator__V1__InvokeRequest *in = c->cinvoke;
+  *args = bytes_text(in->args_json);
+  *config = bytes_text(in->config_json);
+  kv[0] = (struct selu_kv){"session_id", in->session_id ? in->session_id : ""};
+  kv[1] = (struct selu_kv){"capability_id", in->capability_id ? in->capability_id : ""};
+  kv[2] = (struct selu_kv){"thread_id", in->thread_id ? in->thread_id : ""};
+  return (struct selu_call){.tool_name = in->tool_name ? in->tool_name : "",
+                            .parameters = *args,
+                            .config_json = *config,
+                            .context = kv,
+                            .n_context = 3,
+                            .protocol = SELU_SERVE_CAPABILITY,
+                            .streamed = c->method == M_CAPABILITY_STREAM};
+}
+
+/* The reply in the contract the call came in: an InvokeResponse of
+ * either, or StreamInvoke's one chunk (all the data, done). */
+static grpc_byte_buffer *encode_reply(const struct call *c, const struct selu_reply *reply)
+{
+  const char *error = reply->error     ? reply->error
+                      : reply->success ? ""
+                                       : "the tool failed without saying why";
+  const char *result = reply->result ? reply->result : "";
+  size_t len;
+  uint8_t *buf;
+  if (c->method == M_SERVICE_INVOKE) {
+    Selu__Capability__V1__InvokeResponse out = SELU__CAPABILITY__V1__INVOKE_RESPONSE__INIT;
+    out.success = reply->success;
+    out.result = (char *)result;
+    out.error = (char *)error;
+    len = selu__capability__v1__invoke_response__get_packed_size(&out);
+    buf = xmalloc(len);
+    selu__capability__v1__invoke_response__pack(&out, buf);
+  } else if (c->method == M_CAPABILITY_INVOKE) {
+    Selu__Orchestrator__V1__InvokeResponse out = SELU__ORCHESTRATOR__V1__INVOKE_RESPONSE__INIT;
+    out.result_json = (ProtobufCBinaryData){strlen(result), (uint8_t *)result};
+    out.error = (char *)(reply->success ? "" : error);
+    len = selu__orchestrator__v1__invoke_response__get_packed_size(&out);
+    buf = xmalloc(len);
+    selu__orchestrator__v1__invoke_response__pack(&out, buf);
+  } else {
+    Selu__Orchestrator__V1__InvokeChunk out = SELU__ORCHESTRATOR__V1__INVOKE_CHUNK__INIT;
+    out.data = (ProtobufCBinaryData){strlen(result), (uint8_t *)result};
+    out.done = true;
+    out.error = (char *)(reply->success ? "" : error);
+    len = selu__orchestrator__v1__invoke_chunk__get_packed_size(&out);
+    buf = xmalloc(len);
+    selu__orchestrator__v1__invoke_chunk__pack(&out, buf);
+  }
+  return wrap(buf, len);
+}
+
 static void *run_invoke(void *arg)
 {
   struct call *c = arg;
@@ -268,36 +379,18 @@ static void *run_invoke(void *arg)
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-  const Selu__Capability__V1__InvokeRequest *in = c->invoke;
-  struct selu_kv *kv = xmalloc(in->n_context * sizeof *kv);
-  for (size_t i = 0; i < in->n_context; i++)
-    kv[i] = (struct selu_kv){in->context[i]->key ? in->context[i]->key : "",
-                             in->context[i]->value ? in->context[i]->value : ""};
-  struct selu_call call = {
-      .tool_name = in->tool_name ? in->tool_name : "",
-      .parameters = in->parameters ? in->parameters : "",
-      .context = kv,
-      .n_context = in->n_context,
-  };
+  struct selu_kv kv[8];
+  char *args = NULL, *config = NULL;
+  struct selu_call call = call_view(c, kv, &args, &config);
   struct selu_reply reply = {.success = false};
   srv->handler(srv->ctx, &call, &reply);
-  free(kv);
-
-  Selu__Capability__V1__InvokeResponse out = SELU__CAPABILITY__V1__INVOKE_RESPONSE__INIT;
-  out.success = reply.success;
-  out.result = reply.result ? reply.result : "";
-  if (reply.error)
-    out.error = reply.error;
-  else if (!reply.success)
-    out.error = "the tool failed without saying why";
-  size_t len = selu__capability__v1__invoke_response__get_packed_size(&out);
-  uint8_t *buf = xmalloc(len);
-  selu__capability__v1__invoke_response__pack(&out, buf);
+  grpc_byte_buffer *msg = encode_reply(c, &reply);
+  free(args);
+  free(config);
   free(reply.result);
   free(reply.error);
 
   c->exit_after = reply.exit_after;
-  grpc_byte_buffer *msg = wrap(buf, len);
   grpc_call_error err = send_reply(c, msg, GRPC_STATUS_OK, NULL);
   if (err != GRPC_CALL_OK) {
     /* The queue thread still counts this reply as pending, so the call is
@@ -310,10 +403,40 @@ static void *run_invoke(void *arg)
   return NULL;
 }
 
-static bool method_is(const grpc_slice *m, const char *name)
+static enum method method_of(const grpc_slice *m)
 {
-  size_t n = strlen(name);
-  return GRPC_SLICE_LENGTH(*m) == n && memcmp(GRPC_SLICE_START_PTR(*m), name, n) == 0;
+  unsigned serving = atomic_load(&g_protocols);
+  for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+    size_t n = strlen(methods[i].path);
+    if ((serving & methods[i].protocol) && GRPC_SLICE_LENGTH(*m) == n &&
+        memcmp(GRPC_SLICE_START_PTR(*m), methods[i].path, n) == 0)
+      return methods[i].m;
+  }
+  return M_NONE;
+}
+
+/* Health: the seed's HealthCheckResponse or the orchestrator's
+ * HealthResponse. */
+static grpc_byte_buffer *health_reply(enum method m)
+{
+  size_t len;
+  uint8_t *buf;
+  if (m == M_SERVICE_HEALTH) {
+    Selu__Capability__V1__HealthCheckResponse out =
+        SELU__CAPABILITY__V1__HEALTH_CHECK_RESPONSE__INIT;
+    out.healthy = atomic_load(&g_healthy);
+    len = selu__capability__v1__health_check_response__get_packed_size(&out);
+    buf = xmalloc(len);
+    selu__capability__v1__health_check_response__pack(&out, buf);
+  } else {
+    Selu__Orchestrator__V1__HealthResponse out = SELU__ORCHESTRATOR__V1__HEALTH_RESPONSE__INIT;
+    out.ready = atomic_load(&g_healthy);
+    out.message = (char *)(out.ready ? "ready" : "not ready");
+    len = selu__orchestrator__v1__health_response__get_packed_size(&out);
+    buf = xmalloc(len);
+    selu__orchestrator__v1__health_response__pack(&out, buf);
+  }
+  return wrap(buf, len);
 }
 
 static void on_request(struct call *c, bool ok)
@@ -321,11 +444,10 @@ static void on_request(struct call *c, bool ok)
   if (!ok) /* the call was cancelled before its message arrived */
     return;
   const grpc_slice *m = &c->details.method;
-  bool invoke = method_is(m, METHOD_INVOKE), health = method_is(m, METHOD_HEALTH);
-  if (!invoke && !health) {
+  c->method = method_of(m);
+  if (c->method == M_NONE) {
     char msg[300];
-    snprintf(msg, sizeof msg,
-             "unknown method %.*s; selu.capability.v1.CapabilityService has Invoke and HealthCheck",
+    snprintf(msg, sizeof msg, "unknown method %.*s",
              (int)(GRPC_SLICE_LENGTH(*m) > 200 ? 200 : GRPC_SLICE_LENGTH(*m)),
              (const char *)GRPC_SLICE_START_PTR(*m));
     reply_now(c, NULL, GRPC_STATUS_UNIMPLEMENTED, msg);
@@ -343,22 +465,19 @@ static void on_request(struct call *c, bool ok)
   grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
   grpc_byte_buffer_reader_destroy(&reader);
 
-  if (health) {
+  if (c->method == M_SERVICE_HEALTH || c->method == M_CAPABILITY_HEALTH) {
     grpc_slice_unref(body);
-    Selu__Capability__V1__HealthCheckResponse out =
-        SELU__CAPABILITY__V1__HEALTH_CHECK_RESPONSE__INIT;
-    out.healthy = atomic_load(&g_healthy);
-    size_t len = selu__capability__v1__health_check_response__get_packed_size(&out);
-    uint8_t *buf = xmalloc(len);
-    selu__capability__v1__health_check_response__pack(&out, buf);
-    reply_now(c, wrap(buf, len), GRPC_STATUS_OK, NULL);
+    reply_now(c, health_reply(c->method), GRPC_STATUS_OK, NULL);
     return;
   }
-
-  c->invoke = selu__capability__v1__invoke_request__unpack(NULL, GRPC_SLICE_LENGTH(body),
-                                                           GRPC_SLICE_START_PTR(body));
+  if (c->method == M_SERVICE_INVOKE)
+    c->invoke = selu__capability__v1__invoke_request__unpack(NULL, GRPC_SLICE_LENGTH(body),
+                                                             GRPC_SLICE_START_PTR(body));
+  else
+    c->cinvoke = selu__orchestrator__v1__invoke_request__unpack(NULL, GRPC_SLICE_LENGTH(body),
+                                                                GRPC_SLICE_START_PTR(body));
   grpc_slice_unref(body);
-  if (!c->invoke) {
+  if (!c->invoke && !c->cinvoke) {
     reply_now(c, NULL, GRPC_STATUS_INVALID_ARGUMENT,
               "cannot decode the request as a selu.capability.v1.InvokeRequest");
     return;

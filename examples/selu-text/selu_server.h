@@ -1,5 +1,8 @@
-/* Serve Selu's selu.capability.v1.CapabilityService (Invoke, HealthCheck)
- * from C, on gRPC core's C API and protobuf-c.
+/* Serve Selu's capability contracts from C, on gRPC core's C API and
+ * protobuf-c: the seed's selu.capability.v1.CapabilityService (Invoke,
+ * HealthCheck) and the orchestrator's current selu.capability.v1.Capability
+ * (Invoke, StreamInvoke, Healthcheck), both by default
+ * (selu_set_protocols). One handler serves either.
  *
  * The caller writes one handler for Invoke; this layer runs the server:
  * it listens, decodes each InvokeRequest, runs the handler on a thread of
@@ -25,6 +28,10 @@
 /* Selu's capability port: the orchestrator connects here. */
 #define SELU_DEFAULT_ADDR "0.0.0.0:50051"
 
+/* The contracts (a bit set for selu_set_protocols, and selu_call.protocol). */
+#define SELU_SERVE_SERVICE 1u    /* the seed's CapabilityService */
+#define SELU_SERVE_CAPABILITY 2u /* the orchestrator's Capability */
+
 struct selu_kv {
   const char *key;
   const char *value;
@@ -36,10 +43,15 @@ struct selu_call {
   const char *tool_name;
   /* the tool's parameters as JSON text; "" when the caller sent none */
   const char *parameters;
-  /* the orchestrator's context (session_id, user_id, ...); any key may be
-   * missing, so look them up with selu_context_get */
+  /* the orchestrator's context (session_id, user_id, ...; with Capability:
+   * session_id, capability_id, thread_id); any key may be missing, so look
+   * them up with selu_context_get */
   const struct selu_kv *context;
   size_t n_context;
+  /* Capability only: the declared credentials as a JSON object; "" else */
+  const char *config_json;
+  unsigned protocol; /* SELU_SERVE_SERVICE or SELU_SERVE_CAPABILITY */
+  bool streamed;     /* Capability's StreamInvoke (the reply goes as one chunk) */
 };
 
 /* The handler's answer. It starts as a failure with no message; set it
@@ -72,6 +84,10 @@ void selu_reply_error(struct selu_reply *reply, const char *fmt, ...)
 /* What HealthCheck answers; true until set otherwise. Thread-safe, and may
  * be called before or while serving. */
 void selu_set_healthy(bool healthy);
+
+/* Which contracts to serve (SELU_SERVE_* bits; both by default); calls of
+ * the other are answered UNIMPLEMENTED. Call before selu_serve. */
+void selu_set_protocols(unsigned protocols);
 
 /* Ask a running selu_serve to shut down, as SIGTERM does.
  * Async-signal-safe. */

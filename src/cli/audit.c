@@ -180,6 +180,9 @@ static int print_audit(struct gw_state *st, const struct common *o, const char *
 
 int cmd_audit(int argc, char **argv)
 {
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+    if (!strncmp(argv[i], "--format", 8)) /* export|verify --format covenant */
+      return cmd_audit_format(argc, argv);
   struct common o = {0};
   int r = parse_common("audit", argc, argv, &o);
   if (r)

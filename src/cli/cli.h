@@ -32,6 +32,14 @@ int cmd_serve(int argc, char **argv);
 /* ps, stop: warm instances (ps.c) */
 int cmd_ps(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+/* token, budget, dispatch: Covenant (covenant.c) */
+int cmd_covenant(int argc, char **argv);
+/* audit export|verify --format covenant (covenant.c) */
+int cmd_audit_format(int argc, char **argv);
+/* workspace ls | rm: Selu workspaces and caches (workspace.c) */
+int cmd_workspace(int argc, char **argv);
+/* image import|pull|ls|inspect|rm (image.c) */
+int cmd_image(int argc, char **argv);
 
 /* The exit status for a library failure r (a negative errno) with err:
  * its typed outcome (err->outcome), else -ENOTSUP (the host cannot enforce

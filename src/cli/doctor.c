@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/buf.h"
 #include "core/cleanup.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
@@ -41,6 +43,33 @@ static void row(const char *what, bool ok, const char *detail)
 {
   printf("  %-28s %s%-4s%s %s\n", what, cli_colour(stdout, ok ? CLI_COLOUR_OK : CLI_COLOUR_ERROR),
          ok ? "yes" : "NO", cli_colour(stdout, CLI_COLOUR_RESET), detail);
+}
+
+/* linux-gvisor: runsc on PATH, and what capsule does with it (nothing yet:
+ * such manifests fail closed either way). */
+static void gvisor_row(void)
+{
+  const char *path = getenv("PATH");
+  _cleanup_free_ char *found = NULL;
+  for (const char *p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin"; p && *p && !found;) {
+    const char *colon = strchr(p, ':');
+    size_t n = colon ? (size_t)(colon - p) : strlen(p);
+    char *candidate = cap_xasprintf("%.*s/runsc", (int)n, p);
+    if (n && access(candidate, X_OK) == 0)
+      found = candidate;
+    else
+      free(candidate);
+    p = colon ? colon + 1 : NULL;
+  }
+  _cleanup_free_ char *detail =
+      found ? cap_xasprintf("%s is installed, but capsule does not run manifests under it yet: "
+                            "linux-gvisor manifests are refused",
+                            found)
+            : cap_xstrdup("runsc is not installed: linux-gvisor manifests are refused; install "
+                          "gVisor's runsc (https://gvisor.dev/docs/user_guide/install/: the apt "
+                          "repository https://storage.googleapis.com/gvisor/releases, package "
+                          "runsc, or the runsc binary from that bucket on PATH)");
+  row("gvisor backend", false, detail);
 }
 
 int cmd_doctor(int argc, char **argv)
@@ -103,6 +132,6 @@ int cmd_doctor(int argc, char **argv)
                    : "none on this directory's filesystem: root's files in a read-write grant "
                      "there are not writable by the tool");
   }
-  row("gvisor backend", false, "not implemented: manifests requiring linux-gvisor are refused");
+  gvisor_row();
   return all ? CLI_EXIT_OK : CLI_EXIT_HOST;
 }

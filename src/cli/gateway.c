@@ -28,6 +28,7 @@
 #include "gateway/registry.h"
 #include "gateway/selu.h"
 #include "gateway/state.h"
+#include "image/image.h"
 
 enum {
   OPT_CAPS = 256,
@@ -38,6 +39,9 @@ enum {
   OPT_SCOPE,
   OPT_TIMEOUT,
   OPT_SESSION,
+  OPT_THREAD,
+  OPT_ATTACH,
+  OPT_ARTIFACTS,
   OPT_SHARED,
   OPT_APPROVAL_TTL,
   OPT_SINCE,
@@ -56,6 +60,9 @@ static const struct option common_options[] = {
     {"scope", required_argument, NULL, OPT_SCOPE},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"session", required_argument, NULL, OPT_SESSION},
+    {"thread", required_argument, NULL, OPT_THREAD},
+    {"attach", required_argument, NULL, OPT_ATTACH},
+    {"artifacts", required_argument, NULL, OPT_ARTIFACTS},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
     {"since", required_argument, NULL, OPT_SINCE},
@@ -69,7 +76,7 @@ static const struct option common_options[] = {
 
 /* The caller's login: its passwd entry, not $USER, which the caller sets
  * as it likes ($USER only when the uid has no entry). */
-static const char *login_name(void)
+const char *cli_login_name(void)
 {
   struct passwd *pw = getpwuid(geteuid());
   const char *u = getenv("USER");
@@ -93,6 +100,13 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
     case OPT_SHARED: o->shared = true; break;
     case OPT_JSON: o->json = true; break;
     case OPT_SESSION: o->session = optarg; break;
+    case OPT_THREAD: o->thread = optarg; break;
+    case OPT_ARTIFACTS: o->artifacts = optarg; break;
+    case OPT_ATTACH:
+      if (o->n_attach == CLI_MAX_ATTACH)
+        return cli_usage_error(verb, "at most %d --attach files", CLI_MAX_ATTACH);
+      o->attach[o->n_attach++] = optarg;
+      break;
     case OPT_FOLLOW: o->follow = true; break;
     case OPT_SINCE: o->since = optarg; break;
     case OPT_FORCE: o->force = true; break;
@@ -129,8 +143,8 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
   o->caps = cli_default(o->caps, "CAPSULE_CAPS");
   o->state = cli_default(o->state, "CAPSULE_STATE");
   if (!o->user || !*o->user)
-    o->user = login_name();
-  o->login = login_name();
+    o->user = cli_login_name();
+  o->login = cli_login_name();
   return 0;
 }
 
@@ -152,12 +166,12 @@ static int check_user_rights(const struct common *o, const char *dir)
   struct stat sb;
   uid_t me = geteuid();
   bool mine = stat(dir, &sb) < 0 ? errno == ENOENT : sb.st_uid == me; /* else it becomes mine */
-  if (strcmp(o->user, login_name()) == 0 || me == 0 || mine)
+  if (strcmp(o->user, cli_login_name()) == 0 || me == 0 || mine)
     return 0;
   fprintf(stderr,
           "capsule: --user %s needs the operator's rights (root, or the owner of the state "
           "directory %s); you are %s\n",
-          o->user, dir, login_name());
+          o->user, dir, cli_login_name());
   return CLI_EXIT_DENIED;
 }
 
@@ -217,14 +231,25 @@ int load_registry(const struct common *o, struct gw_registry *reg, bool *had_err
 /* "ready", or why not: what gw_ready checks (up to exec, in a dry run of
  * the sandbox), then the required credentials. */
 static const char *readiness(const struct cap_spec *spec, struct gw_state *st, const char *user,
-                             const char *const *hidden, size_t n_hidden, char *buf, size_t size)
+                             const char *images, const char *const *hidden, size_t n_hidden,
+                             char *buf, size_t size)
 {
   if (spec->runtime.kind == CAP_RUNTIME_EXEC)
     return "no tools: a command sandbox for `capsule run`";
   struct cap_error why = {0};
-  if (gw_ready(spec, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
+  if (gw_ready(spec, images, hidden, n_hidden, &why) != GW_OUTCOME_OK) {
     snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
     cap_error_clear(&why);
+    return buf;
+  }
+  if (spec->runtime.kind == CAP_RUNTIME_HERMES) { /* what the run may use, for the operator */
+    struct cap_buf tools = {0};
+    for (size_t i = 0; i < spec->hermes_tools_allowed.len; i++)
+      cap_buf_printf(&tools, "%s%s", i ? ", " : "", spec->hermes_tools_allowed.v[i]);
+    snprintf(buf, size, "ready (Hermes at %s; tools_allowed: %s; approval_policy: %s)",
+             getenv("HERMES_API_BASE_URL"), tools.data ? tools.data : "any",
+             spec->hermes_approval_policy);
+    cap_buf_free(&tools);
     return buf;
   }
   for (size_t i = 0; st && i < spec->n_secrets; i++) {
@@ -248,6 +273,7 @@ struct list_ctx {
   const struct common *o;
   struct gw_state *st;
   const char *cache;
+  const char *images;
   const char *const *hidden;
   size_t n_hidden;
   struct cap_jw w;
@@ -280,7 +306,8 @@ static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const str
 static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
 {
   char buf[1024];
-  const char *ready = readiness(spec, l->st, l->o->user, l->hidden, l->n_hidden, buf, sizeof buf);
+  const char *ready =
+      readiness(spec, l->st, l->o->user, l->images, l->hidden, l->n_hidden, buf, sizeof buf);
   const char *format = cap_format_name(spec->format);
   const char *runtime = cap_runtime_kind_name(spec->runtime.kind);
   if (l->o->json) {
@@ -337,12 +364,14 @@ static int cmd_list(int argc, char **argv)
     fprintf(stderr, "capsule list: without the state, policies are the manifests' own\n");
   _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
+  _cleanup_free_ char *images = image_store_dir(o.state ? o.state : dflt);
   char **hidden = NULL;
   size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, &hidden);
   struct cap_buf out = {0};
   struct list_ctx l = {.o = &o,
                        .st = st,
                        .cache = cache,
+                       .images = images,
                        .hidden = (const char *const *)hidden,
                        .n_hidden = n_hidden};
   cap_jw_init(&l.w, &out, true);
@@ -438,6 +467,67 @@ static void print_stderr_tail(const char *path, off_t before)
   }
 }
 
+/* One call through gw_call, its result or error printed: what `call`
+ * and `dispatch` share. */
+int cli_call_run(const char *verb, const struct common *o, struct gw_registry *reg,
+                 struct gw_state *st, const char *cap, const char *tool, const char *args,
+                 size_t args_len, const struct gw_issuer *issuer)
+{
+  _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  const char *state_dir = o->state ? o->state : dflt;
+  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", state_dir);
+  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
+  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
+  _cleanup_free_ char *volumes = cap_xasprintf("%s/volumes", state_dir);
+  _cleanup_free_ char *images = image_store_dir(state_dir);
+  struct gw_call call = {
+      .capability = cap,
+      .tool = tool,
+      .args = args,
+      .args_len = args_len,
+      .user = o->user,
+      .deadline_ms = o->timeout_s * 1000,
+      .may_prompt = true,
+      .approval_ttl_ms = (int64_t)o->approval_ttl_s * 1000,
+      .log_dir = logs,
+      .run_dir = run,
+      .cache_dir = cache,
+      .session_id = o->session,
+      .thread_id = o->thread,
+      .volumes_dir = volumes,
+      .image_dir = images,
+      .attach = o->attach,
+      .n_attach = o->n_attach,
+      .artifacts_dir = o->artifacts,
+      .issuer = issuer,
+  };
+  char **hidden = NULL;
+  call.n_hidden = gw_state_private_paths(state_dir, &hidden);
+  call.hidden = (const char *const *)hidden;
+  struct gw_result result = {0};
+  struct cap_error err = {0};
+  _cleanup_free_ char *log = tool_log_path(logs, cap);
+  off_t log_before = file_size(log);
+  enum gw_outcome outcome = gw_call(&call, reg, st, &result, &err);
+  /* the tool's result, as capsule writes JSON: a C1 or direction character
+   * in a string reaches the operator's terminal as a \\u escape */
+  _cleanup_free_ char *shown =
+      outcome == GW_OUTCOME_OK ? cap_json_canonical(result.json, strlen(result.json)) : NULL;
+  if (outcome == GW_OUTCOME_OK && o->json)
+    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
+           result.terminal_on_success ? "true" : "false");
+  else if (outcome == GW_OUTCOME_OK)
+    printf("%s\n", shown ? shown : "null");
+  else
+    cli_error(verb, err.message);
+  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
+    print_stderr_tail(log, log_before);
+  cap_error_clear(&err);
+  free(result.json);
+  gw_state_private_paths_free(hidden, call.n_hidden);
+  return exit_code(outcome);
+}
+
 static int cmd_call(int argc, char **argv)
 {
   struct common o = {0};
@@ -474,53 +564,11 @@ static int cmd_call(int argc, char **argv)
     free(args);
     return r;
   }
-  _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
-  const char *state_dir = o.state ? o.state : dflt;
-  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", state_dir);
-  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
-  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
-  struct gw_call call = {
-      .capability = cap,
-      .tool = tool,
-      .args = args,
-      .args_len = args_len,
-      .user = o.user,
-      .deadline_ms = o.timeout_s * 1000,
-      .may_prompt = true,
-      .approval_ttl_ms = (int64_t)o.approval_ttl_s * 1000,
-      .log_dir = logs,
-      .run_dir = run,
-      .cache_dir = cache,
-      .session_id = o.session,
-  };
-  char **hidden = NULL;
-  call.n_hidden = gw_state_private_paths(state_dir, &hidden);
-  call.hidden = (const char *const *)hidden;
-  struct gw_result result = {0};
-  struct cap_error err = {0};
-  _cleanup_free_ char *log = tool_log_path(logs, cap);
-  off_t log_before = file_size(log);
-  enum gw_outcome outcome = gw_call(&call, &reg, st, &result, &err);
-  /* the tool's result, as capsule writes JSON: a C1 or direction character
-   * in a string reaches the operator's terminal as a \\u escape */
-  _cleanup_free_ char *shown =
-      outcome == GW_OUTCOME_OK ? cap_json_canonical(result.json, strlen(result.json)) : NULL;
-  if (outcome == GW_OUTCOME_OK && o.json)
-    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
-           result.terminal_on_success ? "true" : "false");
-  else if (outcome == GW_OUTCOME_OK)
-    printf("%s\n", shown ? shown : "null");
-  else
-    cli_error("call", err.message);
-  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
-    print_stderr_tail(log, log_before);
-  cap_error_clear(&err);
-  free(result.json);
-  gw_state_private_paths_free(hidden, call.n_hidden);
+  r = cli_call_run("call", &o, &reg, st, cap, tool, args, args_len, NULL);
   free(args);
   gw_state_close(st);
   gw_registry_free(&reg);
-  return exit_code(outcome);
+  return r;
 }
 
 /* ---- cred ---- */

@@ -18,6 +18,11 @@ struct common {
   uint64_t timeout_s;
   uint64_t approval_ttl_s;
   const char *session;
+  const char *thread; /* call --thread: Selu's thread_id within the session */
+#define CLI_MAX_ATTACH 16
+  const char *attach[CLI_MAX_ATTACH]; /* call --attach FILE: Selu artifacts in */
+  size_t n_attach;
+  const char *artifacts;  /* call --artifacts DIR: where Selu artifacts out go */
   const char *login;      /* who runs this command (its passwd entry), for change records */
   const char *since;      /* audit --since: RFC 3339, or 10m, 2h, 1d back from now */
   int64_t tail;           /* audit --tail N: the last N records; -1 when not given */
@@ -25,6 +30,9 @@ struct common {
   const char *capability; /* mcp: serve this capability alone */
   bool operator_;         /* access issue: the token may act as the operator */
 };
+
+/* Who runs this command: its passwd entry's name ($USER only without one). */
+const char *cli_login_name(void);
 
 /* Parses the common options; positional arguments stay in argv[optind..].
  * Returns 0, -1 after --help (exit 0), or an exit status. */
@@ -44,6 +52,13 @@ int audit_change(struct gw_state *st, const struct common *o, const char *kind, 
  * load; an exit status when the directory cannot be read, else 0. */
 struct gw_registry;
 int load_registry(const struct common *o, struct gw_registry *reg, bool *had_errors);
+
+/* One call through the gateway, its result or error printed (`call`,
+ * `dispatch`); issuer NULL but for a Covenant dispatch. An exit status. */
+struct gw_issuer;
+int cli_call_run(const char *verb, const struct common *o, struct gw_registry *reg,
+                 struct gw_state *st, const char *cap, const char *tool, const char *args,
+                 size_t args_len, const struct gw_issuer *issuer);
 
 int cmd_policy(int argc, char **argv);
 int cmd_approvals(int argc, char **argv);

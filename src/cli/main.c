@@ -33,6 +33,10 @@ static const char usage_text[] =
     "  access issue|list|revoke      bearer tokens for serve's network front doors\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
+    "  dispatch TEXT                 route an intent to a Covenant agent and run it\n"
+    "  token ..., budget ...         Covenant capability tokens and budgets\n"
+    "  workspace ls|rm NAME          Selu session workspaces and caches\n"
+    "  image import|pull|ls|inspect|rm  the local OCI image store (Selu images)\n"
     "\n"
     "Options may come anywhere before `--`; --caps and --state default to\n"
     "$CAPSULE_CAPS and $CAPSULE_STATE, then to caps and state in the config file\n"
@@ -74,12 +78,18 @@ static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
 } verbs[] = {
-    {"check", cmd_check},       {"show", cmd_show},       {"validate", cmd_validate},
-    {"run", cmd_run},           {"doctor", cmd_doctor},   {"list", cmd_gateway},
-    {"call", cmd_gateway},      {"policy", cmd_gateway},  {"cred", cmd_gateway},
-    {"approvals", cmd_gateway}, {"approve", cmd_gateway}, {"deny", cmd_gateway},
-    {"audit", cmd_gateway},     {"ps", cmd_ps},           {"stop", cmd_stop},
-    {"mcp", cmd_gateway},       {"access", cmd_gateway},  {"serve", cmd_serve},
+    {"check", cmd_check},         {"show", cmd_show},
+    {"validate", cmd_validate},   {"run", cmd_run},
+    {"doctor", cmd_doctor},       {"list", cmd_gateway},
+    {"call", cmd_gateway},        {"policy", cmd_gateway},
+    {"cred", cmd_gateway},        {"approvals", cmd_gateway},
+    {"approve", cmd_gateway},     {"deny", cmd_gateway},
+    {"audit", cmd_gateway},       {"ps", cmd_ps},
+    {"stop", cmd_stop},           {"token", cmd_covenant},
+    {"budget", cmd_covenant},     {"dispatch", cmd_covenant},
+    {"workspace", cmd_workspace}, {"image", cmd_image},
+    {"mcp", cmd_gateway},         {"access", cmd_gateway},
+    {"serve", cmd_serve},
 };
 
 static int (*find_verb(const char *name))(int, char **)
@@ -138,8 +148,9 @@ static int run_verb(int (*run)(int, char **), int argc, char **argv, int verb_at
  * command line to every user). */
 static void title_call(int argc, char **argv, int verb_at)
 {
-  static const char *const with_value[] = {"--caps",    "--state",   "--user",
-                                           "--timeout", "--session", "--approval-ttl"};
+  static const char *const with_value[] = {"--caps",    "--state",     "--user",
+                                           "--timeout", "--session",   "--thread",
+                                           "--attach",  "--artifacts", "--approval-ttl"};
   const char *pos[2] = {"", ""};
   int n = 0;
   for (int i = verb_at + 1; i < argc && n < 2; i++) {

@@ -18,6 +18,7 @@
 #include "front/mcp.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
+#include "image/image.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -143,6 +144,8 @@ int cmd_mcp(int argc, char **argv)
   _cleanup_free_ char *logs = cap_xasprintf("%s/logs", state_dir);
   _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
+  _cleanup_free_ char *volumes = cap_xasprintf("%s/volumes", state_dir);
+  _cleanup_free_ char *images = image_store_dir(state_dir);
   char **hidden = NULL;
   size_t n_hidden = gw_state_private_paths(state_dir, &hidden);
   struct mcp_config cfg = {
@@ -157,7 +160,10 @@ int cmd_mcp(int argc, char **argv)
                .log_dir = logs,
                .run_dir = run,
                .cache_dir = cache,
+               .volumes_dir = volumes,
+               .image_dir = images,
                .session_id = o.session,
+               .thread_id = o.thread,
                .hidden = (const char *const *)hidden,
                .n_hidden = n_hidden},
   };

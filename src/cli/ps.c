@@ -23,11 +23,13 @@ static const char ps_help[] =
     "\n"
     "Lists the warm instances of Selu capabilities that the keepers of the state\n"
     "directory hold: the capability, the keeper's pid, the server's state\n"
-    "(starting, serving, stopping), leases held (calls in progress) of the most\n"
-    "allowed at once, how long it has been idle, and when it started.\n"
+    "(starting, serving, stopping), the contract it speaks (Capability, the Selu\n"
+    "orchestrator's, or CapabilityService, the seed's), leases held (calls in\n"
+    "progress) of the most allowed at once, how long it has been idle, and when\n"
+    "it started.\n"
     "\n"
-    "      --json        an array of objects (capability, pid, state, leases,\n"
-    "                    idle, started)\n"
+    "      --json        an array of objects (capability, pid, state, protocol,\n"
+    "                    leases, idle, started)\n"
     "      --state DIR   capsule's state (default $CAPSULE_STATE, else\n"
     "                    $XDG_STATE_HOME/capsule or ~/.local/state/capsule)\n"
     "  -h, --help        this text\n";
@@ -104,14 +106,15 @@ int cmd_ps(int argc, char **argv)
   if ((r = list_instances("ps", &a, &list, &n)))
     return r;
   static const struct cli_column cols[] = {
-      {"capability", 24, NULL}, {"pid", 8, NULL}, {"state", 9, NULL},
+      {"capability", 24, NULL}, {"pid", 8, NULL}, {"state", 9, NULL},   {"protocol", 18, "-"},
       {"leases", 7, NULL},      {"idle", 8, "-"}, {"started", 0, NULL},
   };
   struct cli_listing l;
   cli_listing_begin(&l, a.json);
   if (!a.json) {
-    const char *const head[] = {"CAPABILITY", "PID", "STATE", "LEASES", "IDLE", "STARTED"};
-    cli_listing_row(&l, cols, head, 6);
+    const char *const head[] = {"CAPABILITY", "PID",  "STATE",  "PROTOCOL",
+                                "LEASES",     "IDLE", "STARTED"};
+    cli_listing_row(&l, cols, head, 7);
   }
   uint64_t now = cap_now_ms(CLOCK_REALTIME);
   for (size_t i = 0; i < n; i++) {
@@ -125,10 +128,14 @@ int cmd_ps(int argc, char **argv)
     time_t t = (time_t)(in->started_ms / 1000);
     struct tm tm;
     strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-    const char *const row[] = {
-        in->capability,        pid,    gw_instance_state_name(in->state), leases,
-        is_idle ? idle : NULL, started};
-    cli_listing_row(&l, cols, row, 6);
+    const char *const row[] = {in->capability,
+                               pid,
+                               gw_instance_state_name(in->state),
+                               in->protocol[0] ? in->protocol : NULL,
+                               leases,
+                               is_idle ? idle : NULL,
+                               started};
+    cli_listing_row(&l, cols, row, 7);
   }
   cli_listing_end(&l, true);
   free(list);

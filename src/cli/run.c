@@ -22,66 +22,16 @@
 #include "net/rules.h"
 #include "sandbox/sandbox.h"
 
-/* Bare-name credential sources come from capsule's credential store
- * (shared, system scope), opened only when a route asks. */
-struct store_ctx {
-  const char *dir; /* NULL: the default state directory */
-  struct gw_state *st;
-};
-
-static int store_open(struct store_ctx *ctx, struct cap_error *err)
-{
-  if (ctx->st)
-    return 0;
-  _cleanup_free_ char *dflt = ctx->dir ? NULL : gw_state_default_dir();
-  return gw_state_open(ctx->dir ? ctx->dir : dflt, &ctx->st, err);
-}
-
-static int store_lookup(void *arg, const char *name, char **value, bool *found,
-                        struct cap_error *err)
-{
-  struct store_ctx *ctx = arg;
-  int r = store_open(ctx, err);
-  if (r < 0)
-    return r;
-  return gw_cred_get(ctx->st, NULL, name, CAP_SCOPE_SYSTEM, NULL, value, found, err);
-}
-
-/* As root, the host ids the tool runs under (sandbox_options.id_base):
- * the capability's own range, shared with `capsule call` of the same
- * capability; without a manifest, the range of the key "run", one for
- * every ad-hoc run (a range per run would use up the 4,094 there are).
- * Unprivileged: 0, the tool keeps the caller's ids. create false (the dry
- * run): the recorded range only, 0 when there is none yet. */
-int run_id_base(const struct cap_spec *spec, const char *config, const char *state, bool create,
-                uint32_t *base, struct cap_error *err)
-{
-  *base = 0;
-  if (geteuid() != 0)
-    return 0;
-  const char *key = config && spec->id && *spec->id ? spec->id : RUN_ID_KEY;
-  /* a range recorded before is read without opening the state (no key, no
-   * migrations: a root run's start-up); a new one is allocated with it */
-  _cleanup_free_ char *dflt = gw_state_default_dir();
-  gw_state_id_range_peek(state ? state : dflt, key, base);
-  if (*base)
-    return 0;
-  struct store_ctx ctx = {.dir = state};
-  int r = store_open(&ctx, err);
-  if (r == 0)
-    r = gw_state_id_range(ctx.st, key, create, base, err);
-  gw_state_close(ctx.st);
-  return r;
-}
-
 static const char run_help[] =
-    "usage: capsule run [--config MANIFEST] [OPTIONS] -- COMMAND [ARGS...]\n"
+    "usage: capsule run [--config MANIFEST | --profile PROFILE] [OPTIONS] -- COMMAND [ARGS...]\n"
     "\n"
     "Runs COMMAND with exactly the rights the manifest grants (any of the four\n"
     "formats), or without --config the secure default: system directories\n"
     "read-only, a private /tmp, no network.\n"
     "\n"
     "      --config M         the capability manifest (file or directory)\n"
+    "      --profile P        a nono profile: a file (JSONC), or a name looked up in\n"
+    "                         $XDG_CONFIG_HOME/nono/profiles, then nono's built-ins\n"
     "      --allow-read P     grant P read-only (repeatable)\n"
     "      --allow-write P    grant P write-only\n"
     "      --allow-rw P       grant P read-write\n"
@@ -120,6 +70,7 @@ static const char run_help[] =
 
 enum {
   OPT_CONFIG = 256,
+  OPT_PROFILE,
   OPT_READ,
   OPT_WRITE,
   OPT_RW,
@@ -143,6 +94,7 @@ enum {
 
 static const struct option run_options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
+    {"profile", required_argument, NULL, OPT_PROFILE},
     {"allow-read", required_argument, NULL, OPT_READ},
     {"allow-write", required_argument, NULL, OPT_WRITE},
     {"allow-rw", required_argument, NULL, OPT_RW},
@@ -272,6 +224,7 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   uint64_t v;
   switch (c) {
   case OPT_CONFIG: a->config = arg; return 0;
+  case OPT_PROFILE: a->profile = arg; return 0;
   case OPT_READ: cap_strv_push(&a->grants[CAP_ACCESS_READ], arg); return 0;
   case OPT_WRITE: cap_strv_push(&a->grants[CAP_ACCESS_WRITE], arg); return 0;
   case OPT_RW: cap_strv_push(&a->grants[CAP_ACCESS_READWRITE], arg); return 0;
@@ -340,6 +293,9 @@ static int run_parse(int argc, char **argv, struct run_args *a)
                            "--allow-host and --allow-port go through the egress proxy: "
                            "drop --net %s (they imply --net proxy)",
                            cap_net_mode_name((enum cap_net_mode)a->net));
+  if (a->config && a->profile)
+    return cli_usage_error("run", "--config and --profile each name the rights to run with: "
+                                  "give one of them");
   if (a->json && !a->dry_run)
     return cli_usage_error("run",
                            "--json goes with --dry-run (the command's own output is its own)");
@@ -379,12 +335,15 @@ static struct cap_spec *default_spec(void)
   return spec;
 }
 
-/* The capability --config names (exactly one), diagnostics printed. */
-static int load_config(const char *config, struct cap_spec **ret)
+/* The capability --config names (exactly one), or the nono profile
+ * --profile names; diagnostics printed. */
+static int load_config(const char *config, const char *profile, struct cap_spec **ret)
 {
   struct cap_diags diags = {0};
   struct cap_strv files = {0};
-  if (cap_manifest_discover(config, &files, &diags) == 0 && files.len == 1)
+  if (profile)
+    cap_manifest_load_profile(profile, ret, &diags);
+  else if (cap_manifest_discover(config, &files, &diags) == 0 && files.len == 1)
     cap_manifest_load(files.v[0], ret, &diags);
   else if (files.len > 1)
     cap_diags_add(&diags, CAP_SEV_ERROR, config, 0, 0, "",
@@ -557,8 +516,8 @@ static char *resolve_workdir(const struct run_args *a, const struct cap_spec *sp
 static int run_build_spec(struct run_args *a, struct cap_spec **ret)
 {
   _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
-  if (a->config) {
-    int r = load_config(a->config, &spec);
+  if (a->config || a->profile) {
+    int r = load_config(a->config, a->profile, &spec);
     if (r)
       return r;
   } else {
@@ -714,8 +673,8 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   FILE *log = NULL;
   if (a->egress_log && !(log = open_egress_log(a->egress_log, spec)))
     return CLI_EXIT_INVALID;
-  struct store_ctx store_ctx = {.dir = a->state};
-  struct proxy_store store = {.lookup = store_lookup, .arg = &store_ctx};
+  struct run_store store_ctx = {.dir = a->state};
+  struct proxy_store store = {.lookup = run_store_lookup, .arg = &store_ctx};
   struct sandbox_options opt = {
       .argv = a->command,
       .workdir = a->workdir_inside,
@@ -728,12 +687,16 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
                 .store = &store},
   };
   struct sandbox_result res = {0};
-  struct cap_error err = {0};
-  int r = run_id_base(spec, a->config, a->state, true, &opt.id_base, &err);
+  struct cap_error err = {0}, open_err = {0};
+  struct run_state rs;
+  run_state_open(&rs, a->state, &open_err); /* the id range's peek and the audit marker */
+  int r = run_id_base(spec, a->config, &rs, true, &opt.id_base, &err);
   if (r < 0) {
     cap_error_prefix(&err, "cannot allocate the tool's host ids");
     int status = run_report(spec, r, &res, &err);
     cap_error_clear(&err);
+    cap_error_clear(&open_err);
+    run_state_close(&rs);
     if (log)
       fclose(log);
     return status;
@@ -741,13 +704,18 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   char **hidden = NULL; /* capsule's state stays out of sight even under a granted $HOME */
   opt.n_hidden = gw_state_private_paths(a->state, &hidden);
   opt.hidden = (const char *const *)hidden;
+  struct run_audit audit = {.marker.fd = -1};
+  run_audit_begin(spec, a, &rs, &open_err, &audit);
   r = sandbox_run(spec, &opt, &res, &err);
+  run_audit_finish(&audit, r, &res, &err);
+  cap_error_clear(&open_err);
+  run_state_close(&rs);
   gw_state_private_paths_free(hidden, opt.n_hidden);
   int status = run_report(spec, r, &res, &err);
   cap_error_clear(&err);
   if (log)
     fclose(log);
-  gw_state_close(store_ctx.st);
+  run_store_close(&store_ctx);
   return status;
 }
 

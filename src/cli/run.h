@@ -1,5 +1,6 @@
 /* `capsule run`'s parsed command line, shared by its steps: run.c (parse,
- * build the spec, run and report) and run_dry.c (--dry-run's summary).
+ * build the spec, run and report), run_dry.c (--dry-run's summary) and
+ * run_state.c (the state directory: credentials, id range, audit).
  * Strings point into argv; the lists are owned (run_args_free). */
 #ifndef CAPSULE_CLI_RUN_H
 #define CAPSULE_CLI_RUN_H
@@ -7,10 +8,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gateway/state.h"
 #include "manifest/model.h"
+#include "sandbox/sandbox.h"
 
 struct run_args {
   const char *config;        /* --config, or NULL: the secure default */
+  const char *profile;       /* --profile: a nono profile file or name, or NULL */
   struct cap_strv grants[3]; /* --allow-read, --allow-write, --allow-rw (by cap_access) */
   struct cap_strv deny;      /* --deny: paths masked whatever the grants say */
   int net;                   /* --net as an enum cap_net_mode, -1 when not given */
@@ -35,11 +39,52 @@ char *run_expand_home(const char *path);
 /* The key of `capsule run`'s id range without a manifest. */
 #define RUN_ID_KEY "run"
 
+/* The run's state directory, opened once (gw_statedir_open): for the id
+ * range's peek and the audit marker. fd -1 when it cannot be used (err
+ * says why); named when --state or its defaults named it. */
+struct run_state {
+  char *dir;
+  int fd;
+  bool named;
+};
+int run_state_open(struct run_state *rs, const char *state, struct cap_error *err);
+void run_state_close(struct run_state *rs);
+
 /* As root: the tool's host id range (sandbox_options.id_base) for spec,
  * from the state (gw_state_id_range; recorded now when create). 0 and
  * *base 0 unprivileged. */
-int run_id_base(const struct cap_spec *spec, const char *config, const char *state, bool create,
-                uint32_t *base, struct cap_error *err);
+int run_id_base(const struct cap_spec *spec, const char *config, const struct run_state *rs,
+                bool create, uint32_t *base, struct cap_error *err);
+
+/* Bare-name credential sources come from capsule's credential store
+ * (shared, system scope), opened only when a route asks: run_store_lookup
+ * is a proxy_store's lookup with a struct run_store as its argument. */
+struct run_store {
+  const char *dir; /* NULL: the default state directory */
+  struct gw_state *st;
+};
+int run_store_lookup(void *arg, const char *name, char **value, bool *found, struct cap_error *err);
+void run_store_close(struct run_store *ctx);
+
+/* The run as an audit record of the state directory, decision "run":
+ * capability the manifest's id ("run" without one), tool the command's
+ * name, the hash of the command line (NUL-separated); written as a
+ * marker before the sandbox starts and finished with the outcome (the
+ * next state open appends it), so a run's start-up opens no database.
+ * Best effort: a state directory that cannot be used leaves the run
+ * unaudited (a warning when it was named; open_err says why). */
+struct run_audit {
+  struct gw_inflight marker; /* {.fd = -1} before begin */
+  const char *dir;
+  char user[16];
+  struct gw_audit_record rec;
+  char outcome[160];
+};
+void run_audit_begin(const struct cap_spec *spec, const struct run_args *a,
+                     const struct run_state *rs, const struct cap_error *open_err,
+                     struct run_audit *au);
+void run_audit_finish(struct run_audit *au, int r, const struct sandbox_result *res,
+                      const struct cap_error *err);
 
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);

@@ -188,10 +188,14 @@ static void print_summary(FILE *out, const struct cap_spec *spec, const struct r
   }
   uint32_t id_base = 0;
   struct cap_error err = {0};
-  if (run_id_base(spec, a->config, a->state, false, &id_base, &err) < 0) {
+  struct run_state rs;
+  run_state_open(&rs, a->state, &err);
+  cap_error_clear(&err);
+  if (run_id_base(spec, a->config, &rs, false, &id_base, &err) < 0) {
     fprintf(out, "# cannot read the tool's host ids: %s\n", err.message);
     cap_error_clear(&err);
   }
+  run_state_close(&rs);
   print_identity(out, spec, a, id_base);
   fprintf(out, "working dir:  %s\n",
           a->workdir_inside           ? a->workdir_inside

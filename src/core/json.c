@@ -624,3 +624,63 @@ char *cap_json_canonical(const char *text, size_t len)
   cap_doc_free(doc);
   return out;
 }
+
+/* Skips a JSON string starting at data[i] == '"'; returns the index after
+ * its closing quote (len when unterminated). */
+static size_t jsonc_skip_string(const char *data, size_t len, size_t i)
+{
+  for (i++; i < len; i++) {
+    if (data[i] == '\\')
+      i++;
+    else if (data[i] == '"')
+      return i + 1;
+  }
+  return len;
+}
+
+static void jsonc_note(size_t *first, size_t at)
+{
+  if (at < *first)
+    *first = at;
+}
+
+size_t cap_jsonc_blank(char *data, size_t len)
+{
+  size_t first = len;
+  for (size_t i = 0; i < len;) { /* comments */
+    if (data[i] == '"') {
+      i = jsonc_skip_string(data, len, i);
+    } else if (data[i] == '/' && i + 1 < len && data[i + 1] == '/') {
+      jsonc_note(&first, i);
+      for (; i < len && data[i] != '\n'; i++)
+        data[i] = ' ';
+    } else if (data[i] == '/' && i + 1 < len && data[i + 1] == '*') {
+      const char *end = memmem(data + i + 2, len - i - 2, "*/", 2);
+      if (!end)
+        break; /* unterminated: left for the parser to report */
+      jsonc_note(&first, i);
+      for (size_t stop = (size_t)(end - data) + 2; i < stop; i++)
+        if (data[i] != '\n')
+          data[i] = ' ';
+    } else {
+      i++;
+    }
+  }
+  for (size_t i = 0; i < len;) { /* trailing commas */
+    if (data[i] == '"') {
+      i = jsonc_skip_string(data, len, i);
+      continue;
+    }
+    if (data[i] == ',') {
+      size_t j = i + 1;
+      while (j < len && (data[j] == ' ' || data[j] == '\t' || data[j] == '\n' || data[j] == '\r'))
+        j++;
+      if (j < len && (data[j] == '}' || data[j] == ']')) {
+        jsonc_note(&first, i);
+        data[i] = ' ';
+      }
+    }
+    i++;
+  }
+  return first;
+}

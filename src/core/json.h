@@ -54,6 +54,12 @@ void cap_jw_null(struct cap_jw *w);
 /* Writes a whole document tree (datetimes as strings). */
 void cap_jw_node(struct cap_jw *w, const struct cap_node *n);
 
+/* JSONC (JSON with // and block comments and trailing commas: what nono's
+ * profiles are written in) made JSON in place: each comment and trailing
+ * comma becomes spaces (newlines kept), so every position stays where it
+ * was. Returns the offset of the first thing blanked, len when none. */
+size_t cap_jsonc_blank(char *data, size_t len);
+
 /* Appends s as a quoted, escaped JSON string. */
 void cap_json_quote(struct cap_buf *out, const char *s, size_t n);
 

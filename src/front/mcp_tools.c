@@ -111,7 +111,8 @@ static bool ready(const struct mcp_session *s, const struct cap_spec *spec)
   if (s->cfg->skip_readiness)
     return true;
   struct cap_error why = {0};
-  enum gw_outcome o = gw_ready(spec, s->cfg->base.hidden, s->cfg->base.n_hidden, &why);
+  enum gw_outcome o =
+      gw_ready(spec, s->cfg->base.image_dir, s->cfg->base.hidden, s->cfg->base.n_hidden, &why);
   cap_error_clear(&why);
   return o == GW_OUTCOME_OK;
 }

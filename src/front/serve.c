@@ -27,6 +27,7 @@
 #include "core/json.h"
 #include "core/text.h"
 #include "front/serve_internal.h"
+#include "image/image.h"
 #include "gateway/access.h"
 #include "gateway/registry.h"
 
@@ -70,7 +71,7 @@ struct serve {
   struct gen *cur;
   struct sess *sessions;
   size_t n_sessions;
-  char *logs, *run, *cache, *socket_path, *status_path;
+  char *logs, *run, *cache, *volumes, *images, *socket_path, *status_path;
   char **hidden;
   size_t n_hidden;
   int listen_fd, inotify_fd, signal_fd;
@@ -248,6 +249,8 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
                .log_dir = sv->logs,
                .run_dir = sv->run,
                .cache_dir = sv->cache,
+               .volumes_dir = sv->volumes,
+               .image_dir = sv->images,
                .hidden = (const char *const *)sv->hidden,
                .n_hidden = sv->n_hidden},
   };
@@ -666,6 +669,8 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
   sv->logs = cap_xasprintf("%s/logs", opt->state_dir);
   sv->run = cap_xasprintf("%s/run", opt->state_dir);
   sv->cache = cap_xasprintf("%s/cache", opt->state_dir);
+  sv->volumes = cap_xasprintf("%s/volumes", opt->state_dir);
+  sv->images = image_store_dir(opt->state_dir);
   sv->socket_path = opt->socket_path ? cap_xstrdup(opt->socket_path)
                                      : cap_xasprintf("%s/serve.sock", opt->state_dir);
   sv->status_path = serve_status_path(opt->state_dir);

@@ -17,9 +17,12 @@
 #include "core/json.h"
 #include "core/text.h"
 #include "gateway/approval.h"
+#include "gateway/covenant_gate.h"
+#include "gateway/hermes_call.h"
 #include "gateway/selu.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/covenant.h"
+#include "runtime/mcp_client.h"
 #include "runtime/talos.h"
 
 static const char *const policy_names[] = {"allow", "ask", "block"};
@@ -145,7 +148,8 @@ static enum gw_outcome step_credentials(struct call_ctx *c, struct cap_error *er
 
 static bool is_dynamic(const struct cap_spec *spec)
 {
-  return spec->runtime.kind == CAP_RUNTIME_GRPC && spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC;
+  return (spec->runtime.kind == CAP_RUNTIME_GRPC || spec->runtime.kind == CAP_RUNTIME_MCP) &&
+         spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC;
 }
 
 /* A dynamic capability's tool: as cached, else ask the capability (which
@@ -161,7 +165,9 @@ static enum gw_outcome find_dynamic_tool(struct call_ctx *c, struct cap_error *e
   gw_tools_free(&c->dynamic);
   enum gw_outcome o = resolve_credentials(c, err);
   if (o == GW_OUTCOME_OK)
-    o = gw_selu_discover(c->call, c->spec, c->env, c->n_env, &c->dynamic, err);
+    o = c->spec->runtime.kind == CAP_RUNTIME_MCP
+            ? gw_mcp_discover(c->call, c->spec, c->env, c->n_env, &c->dynamic, err)
+            : gw_selu_discover(c->call, c->spec, c->env, c->n_env, &c->dynamic, err);
   free_secrets(c);
   c->tool = o == GW_OUTCOME_OK ? gw_tools_find(&c->dynamic, c->call->tool) : NULL;
   return o;
@@ -422,14 +428,15 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   const struct cap_spec *spec = c->spec;
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_JSONL:
-  case CAP_RUNTIME_HERMES:
     return covenant_run(c->call, spec, c->args->root, c->env, c->n_env, &c->out, err);
+  case CAP_RUNTIME_HERMES: return gw_hermes_call(c->call, c->st, spec, c->args->root, &c->out, err);
   case CAP_RUNTIME_GRPC: {
     _cleanup_free_ char *args = cap_xstrndup(c->call->args, c->call->args_len);
     return gw_selu_invoke(c->call, spec, c->tool->name, args, c->env, c->n_env, &c->out, err);
   }
   case CAP_RUNTIME_TALOS_NODE:
     return talos_run(c->call, spec, c->tool, c->args->root, c->handler, &c->out, err);
+  case CAP_RUNTIME_MCP: return mcp_client_call(c->call, spec, c->env, c->n_env, &c->out, err);
   case CAP_RUNTIME_EXEC: break;
   }
   return cap_error_set(err, ENOTSUP,
@@ -469,7 +476,10 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
   *res = (struct gw_result){0};
-  uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
+  uint64_t start = cap_now_ms(CLOCK_MONOTONIC), cpu_ms = 0;
+  struct gw_call measured = *call;
+  measured.cpu_ms = &cpu_ms;
+  call = &measured;
   struct call_ctx c = {.call = call,
                        .reg = reg,
                        .st = st,
@@ -490,12 +500,18 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
     o = step_policy(&c, err);
   if (o == GW_OUTCOME_OK)
     o = step_validate(&c, err);
+  bool covenant = c.spec && c.spec->format == CAP_FORMAT_COVENANT, ran = false;
+  if (o == GW_OUTCOME_OK && covenant) /* tokens (dispatch) and budget */
+    o = gw_covenant_gate(st, c.call, c.spec, c.args->root, &c.rec, err);
   if (o == GW_OUTCOME_OK)
     o = step_credentials(&c, err);
   if (o == GW_OUTCOME_OK) {
     gw_inflight_update(&c.inflight, &c.rec); /* an interrupted record names the decision */
     o = step_run(&c, err);
+    ran = true;
   }
+  if (ran && covenant)
+    gw_covenant_settle(st, c.spec, cpu_ms);
   o = step_audit(&c, o, start, err);
   res->json = c.out;
   res->terminal_on_success = c.out && c.tool && c.tool->terminal_on_success;

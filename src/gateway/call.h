@@ -34,18 +34,39 @@ struct gw_call {
   const char *user; /* who calls */
   uint64_t deadline_ms;
   size_t output_cap;
-  bool may_prompt;           /* ask on the controlling terminal when policy says ask */
-  enum gw_answer answer;     /* already asked through the client; GW_ANSWER_NONE: not */
-  int64_t approval_ttl_ms;   /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
-  const char *log_dir;       /* the tools' stderr goes to LOG_DIR/<capability>.log */
-  const char *run_dir;       /* warm instances' sockets (Selu) */
-  const char *cache_dir;     /* discovered tools (Selu tool_source: dynamic) */
-  const char *session_id;    /* the agent's session, passed to Selu; NULL: one per call */
+  bool may_prompt;         /* ask on the controlling terminal when policy says ask */
+  enum gw_answer answer;   /* already asked through the client; GW_ANSWER_NONE: not */
+  int64_t approval_ttl_ms; /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
+  const char *log_dir;     /* the tools' stderr goes to LOG_DIR/<capability>.log */
+  const char *run_dir;     /* warm instances' sockets (Selu) */
+  const char *cache_dir;   /* discovered tools (Selu tool_source: dynamic) */
+  const char *session_id;  /* the agent's session, passed to Selu; NULL: one per call */
+  const char *thread_id;   /* the conversation thread in the session (Selu's thread_id), or NULL */
+  const char *volumes_dir; /* Selu workspaces and caches (gateway/volumes.h) */
+  const char *image_dir;   /* the image store (image/image.h) Selu images run from */
+  /* Selu artifacts (the orchestrator's contract): files uploaded into the
+   * arguments' "attachments", and where the result's artifacts are saved
+   * (NULL: left in the capability) */
+  const char *const *attach;
+  size_t n_attach;
+  const char *artifacts_dir;
   const char *const *hidden; /* masked in every sandbox: capsule's state (gw_state_private_paths) */
   size_t n_hidden;
   /* sandbox_options.id_base: set by gw_call itself (as root, the
    * capability's own host ids, gw_state_id_range); callers leave it 0 */
   uint32_t id_base;
+  /* a Covenant dispatch's issuer (capsule dispatch): its capability tokens
+   * must hold the agent's required actions (gateway/tokens.h), and the
+   * agent reads it in its request line; NULL for `capsule call` */
+  const struct gw_issuer *issuer;
+  /* set by gw_call itself: where a Covenant run leaves the CPU ms its
+   * sandbox used (its budget is spent by them, gateway/budget.h) */
+  uint64_t *cpu_ms;
+};
+
+struct gw_issuer {
+  unsigned char pubkey[32];
+  const char *display; /* "LOGIN@local" */
 };
 
 struct gw_result {

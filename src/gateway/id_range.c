@@ -141,104 +141,244 @@ static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
 
 /* The host's registry of ranges handed out by every state directory (as
  * root; each state's id_ranges knows only its own): "BASE KEY STATE-DIR"
- * lines, flock-held while a range is chosen. Lines of state directories
- * that no longer exist are dropped. */
-static const char *registry_path(void) { return "/var/lib/capsule/id-ranges"; }
+ * lines. A separate lock file is flock-held while the registry is read and
+ * changed; a change is written to a temporary file and renamed over it, so
+ * a crash leaves the old registry or the new one, never an empty one.
+ * Lines of state directories that no longer exist are dropped; a state
+ * directory that was moved finds its line gone at its next use, and
+ * records it again under its new path, unless its range went to another
+ * state in between (then it is refused: gw_state_id_range). */
+#define REGISTRY_DIR "/var/lib/capsule"
+#define REGISTRY_PATH REGISTRY_DIR "/id-ranges"
 
-/* Opens and locks the registry, its ranges added to t: the locked fd, or
- * -errno with err set. */
-static int registry_open(struct taken *t, struct cap_error *err)
+struct registry {
+  int lock;            /* flock-held */
+  struct cap_buf kept; /* the lines that stay */
+  bool changed;        /* lines were dropped or added: write it back */
+};
+
+static void registry_release(struct registry *r)
 {
-  const char *path = registry_path();
-  _cleanup_free_ char *dir = cap_xstrdup(path);
-  char *slash = strrchr(dir, '/');
-  if (slash && slash != dir) {
-    *slash = '\0';
-    mkdir(dir, 0700);
-  }
-  int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (r->lock >= 0)
+    close(r->lock);
+  r->lock = -1;
+  cap_buf_free(&r->kept);
+}
+
+static int registry_file_ok(int fd, const char *path, struct cap_error *err)
+{
   struct stat sb;
-  if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
-      (sb.st_mode & 022) || flock(fd, LOCK_EX) < 0) {
-    int e = fd < 0 ? errno : EPERM;
+  if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+      !(sb.st_mode & 022))
+    return 0;
+  int e = fd < 0 ? errno : EPERM;
+  return cap_error_set(err, e,
+                       "cannot use the host's id-range registry %s (%s): it must be a regular "
+                       "file of root's, mode 0600; fix or remove it",
+                       path, fd < 0 ? strerror(e) : "refused");
+}
+
+/* One line "BASE KEY STATE-DIR" parsed in place: false for a malformed one. */
+static bool registry_line(char *line, uint64_t *base, char **key, char **state)
+{
+  unsigned long long b;
+  int k = 0, ke = 0, at = 0;
+  line[strcspn(line, "\n")] = '\0';
+  if (sscanf(line, "%llu %n%*s%n %n", &b, &k, &ke, &at) != 1 || !k || !ke || !at)
+    return false;
+  line[ke] = '\0';
+  *base = b;
+  *key = line + k;
+  *state = line + at; /* the rest of the line: it may hold spaces */
+  return true;
+}
+
+/* Locks and reads the registry, its ranges added to t (when t is not
+ * NULL); self (KEY and STATE-DIR of a recorded range, or NULL) is looked
+ * for: *self_found when its line is there, *conflict when another state's
+ * line overlaps its range. 0, or -errno with err set. */
+static int registry_open(struct registry *r, struct taken *t, const char *key, uint64_t base,
+                         const char *state, bool *self_found, bool *conflict, struct cap_error *err)
+{
+  *r = (struct registry){.lock = -1};
+  mkdir(REGISTRY_DIR, 0700);
+  r->lock = open(REGISTRY_PATH ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int rc = registry_file_ok(r->lock, REGISTRY_PATH ".lock", err);
+  if (rc == 0 && flock(r->lock, LOCK_EX) < 0)
+    rc = cap_error_errno(err, errno, "cannot lock " REGISTRY_PATH ".lock");
+  int fd = rc < 0 ? -1 : open(REGISTRY_PATH, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (rc == 0 && fd < 0 && errno == ENOENT)
+    return 0;
+  if (rc == 0)
+    rc = registry_file_ok(fd, REGISTRY_PATH, err);
+  if (rc < 0) {
     if (fd >= 0)
       close(fd);
-    return cap_error_set(err, e,
-                         "cannot use the host's id-range registry %s (%s): it must be a regular "
-                         "file of root's, mode 0600; fix or remove it",
-                         path, fd < 0 ? strerror(e) : "refused");
+    registry_release(r);
+    return rc;
   }
-  _cleanup_fclose_ FILE *f = fdopen(dup(fd), "re");
-  struct cap_buf kept = {0};
+  _cleanup_fclose_ FILE *f = fdopen(fd, "re");
   char line[PATH_MAX + 600];
-  bool pruned = false;
   while (f && fgets(line, sizeof line, f)) {
-    unsigned long long b;
-    int at = 0;
+    uint64_t b;
+    char *k, *dir;
     struct stat st;
-    if (sscanf(line, "%llu %*s %n", &b, &at) != 1 || !at)
-      continue;
-    line[strcspn(line, "\n")] = '\0';
-    const char *state = line + at; /* the rest of the line: it may hold spaces */
-    if (stat(state, &st) < 0 && errno == ENOENT) {
-      pruned = true; /* its state is gone, and its ranges with it */
+    if (!registry_line(line, &b, &k, &dir) || (stat(dir, &st) < 0 && errno == ENOENT)) {
+      r->changed = true; /* its state is gone, and its ranges with it */
       continue;
     }
-    taken_add(t, b, GW_ID_RANGE_SIZE);
-    cap_buf_printf(&kept, "%s\n", line);
+    if (state && strcmp(dir, state) == 0 && strcmp(k, key) == 0 && b == base)
+      *self_found = true;
+    else if (state && b < base + GW_ID_RANGE_SIZE && base < b + GW_ID_RANGE_SIZE)
+      *conflict = true;
+    if (t)
+      taken_add(t, b, GW_ID_RANGE_SIZE);
+    cap_buf_printf(&r->kept, "%llu %s %s\n", (unsigned long long)b, k, dir);
   }
-  /* rewritten in place, under the lock (a renamed copy would leave the
-   * lock of anyone waiting on this file behind) */
-  bool lost = pruned && (ftruncate(fd, 0) < 0 ||
-                         (kept.len && write(fd, kept.data, kept.len) != (ssize_t)kept.len));
-  cap_buf_free(&kept);
-  if (lost) {
+  return 0;
+}
+
+/* Writes the kept lines back when they changed: a temporary file, synced,
+ * renamed over the registry. 0, or -errno with err set. */
+static int registry_store(struct registry *r, struct cap_error *err)
+{
+  if (!r->changed)
+    return 0;
+  const char *tmp = REGISTRY_PATH ".new";
+  unlink(tmp);
+  _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 &&
+            (!r->kept.len || write(fd, r->kept.data, r->kept.len) == (ssize_t)r->kept.len) &&
+            fsync(fd) == 0 && rename(tmp, REGISTRY_PATH) == 0;
+  if (!ok) {
     int e = errno ? errno : EIO;
-    close(fd);
-    return cap_error_errno(err, e, "cannot rewrite the host's id-range registry %s", path);
+    unlink(tmp);
+    return cap_error_errno(err, e, "cannot rewrite the host's id-range registry " REGISTRY_PATH);
   }
-  return fd;
+  _cleanup_close_ int dir = open(REGISTRY_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0)
+    fsync(dir);
+  r->changed = false;
+  return 0;
+}
+
+/* The state directory's path as the registry records it. */
+static int registry_state_path(struct gw_state *st, char **out, struct cap_error *err)
+{
+  char *real = realpath(st->dir, NULL);
+  if (!real)
+    real = cap_xstrdup(st->dir);
+  if (strchr(real, '\n')) {
+    free(real);
+    return cap_error_set(err, EINVAL,
+                         "the state directory's path holds a newline: rename it to record an id "
+                         "range");
+  }
+  *out = real;
+  return 0;
 }
 
 static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
 {
   struct taken t = {0};
+  _cleanup_free_ char *real = NULL;
   int r = recorded(st, &t, err);
-  _cleanup_close_ int registry = -1;
-  if (r == 0 && (registry = registry_open(&t, err)) < 0)
-    r = registry;
+  struct registry reg = {.lock = -1};
+  bool unused = false;
+  if (r == 0)
+    r = registry_state_path(st, &real, err);
+  if (r == 0)
+    r = registry_open(&reg, &t, NULL, 0, NULL, &unused, &unused, err);
   if (r == 0)
     host_ids(&t);
   uint64_t b = RANGE_FIRST;
   while (r == 0 && b < RANGE_END && taken_overlaps(&t, b, b + GW_ID_RANGE_SIZE))
     b += GW_ID_RANGE_SIZE;
   free(t.v);
+  if (r == 0 && b >= RANGE_END)
+    r = cap_error_set(err, ENOSPC,
+                      "no free range of host ids left for capability %s (%u ranges from "
+                      "0x%x are taken by other capabilities, /etc/subuid, /etc/subgid or "
+                      "host users)",
+                      key, (RANGE_END - RANGE_FIRST) / GW_ID_RANGE_SIZE, RANGE_FIRST);
+  sqlite3_stmt *s = NULL;
+  if (r == 0 &&
+      !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)", key, NULL)))
+    r = gw_state_db_error(st, err, "cannot record an id range");
+  if (s) {
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)b);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+      r = gw_state_db_error(st, err, "cannot record an id range");
+  }
+  if (r == 0) {
+    cap_buf_printf(&reg.kept, "%llu %s %s\n", (unsigned long long)b, key, real);
+    reg.changed = true;
+    r = registry_store(&reg, err);
+  }
+  registry_release(&reg);
+  if (r == 0)
+    *base = (uint32_t)b;
+  return r;
+}
+
+/* A range the state recorded, checked against the registry: recorded
+ * again when its line is missing (a moved state directory, or a range
+ * older than the registry), refused when another state holds it now. */
+static int registered(struct gw_state *st, const char *key, uint32_t base, struct cap_error *err)
+{
+  _cleanup_free_ char *real = NULL;
+  int r = registry_state_path(st, &real, err);
   if (r < 0)
     return r;
-  if (b >= RANGE_END)
-    return cap_error_set(err, ENOSPC,
-                         "no free range of host ids left for capability %s (%u ranges from "
-                         "0x%x are taken by other capabilities, /etc/subuid, /etc/subgid or "
-                         "host users)",
-                         key, (RANGE_END - RANGE_FIRST) / GW_ID_RANGE_SIZE, RANGE_FIRST);
-  sqlite3_stmt *s =
-      gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)", key, NULL);
-  if (!s)
-    return gw_state_db_error(st, err, "cannot record an id range");
-  sqlite3_bind_int64(s, 2, (sqlite3_int64)b);
-  int rc = sqlite3_step(s);
-  sqlite3_finalize(s);
-  if (rc != SQLITE_DONE)
-    return gw_state_db_error(st, err, "cannot record an id range");
-  _cleanup_free_ char *real = realpath(st->dir, NULL);
-  if (strchr(real ? real : st->dir, '\n'))
-    return cap_error_set(err, EINVAL,
-                         "the state directory's path holds a newline: rename it to record an id "
-                         "range");
-  if (dprintf(registry, "%llu %s %s\n", (unsigned long long)b, key, real ? real : st->dir) < 0)
-    return cap_error_errno(err, errno, "cannot record an id range in %s", registry_path());
-  *base = (uint32_t)b;
-  return 0;
+  struct registry reg;
+  bool found = false, conflict = false;
+  r = registry_open(&reg, NULL, key, base, real, &found, &conflict, err);
+  if (r < 0)
+    return r;
+  if (!found && conflict)
+    r = cap_error_set(err, EEXIST,
+                      "capability %s's host id range 0x%x of state %s now belongs to another "
+                      "state directory in " REGISTRY_PATH
+                      " (this state was moved or copied after the range was allocated); files "
+                      "its tools wrote carry ids another state's tools now hold: check them, "
+                      "then allocate a new range with `sqlite3 %s/state.db \"DELETE FROM "
+                      "id_ranges WHERE capability = '%s'\"`",
+                      key, base, real, real, key);
+  if (r == 0 && !found) {
+    cap_buf_printf(&reg.kept, "%u %s %s\n", base, key, real);
+    reg.changed = true;
+  }
+  if (r == 0)
+    r = registry_store(&reg, err);
+  registry_release(&reg);
+  return r;
+}
+
+/* The peek: the range the registry records for KEY of the state directory
+ * DIR, read without the lock (its writes are renames): 0 when it records
+ * none, or more than one (the full path, with the database, decides). */
+static uint32_t registry_find(const char *key, const char *dir)
+{
+  _cleanup_free_ char *real = realpath(dir, NULL);
+  _cleanup_fclose_ FILE *f = real ? fopen(REGISTRY_PATH, "re") : NULL;
+  struct stat sb;
+  if (!f || fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+      (sb.st_mode & 022))
+    return 0;
+  char line[PATH_MAX + 600];
+  uint32_t found = 0;
+  while (fgets(line, sizeof line, f)) {
+    uint64_t b;
+    char *k, *d;
+    if (!registry_line(line, &b, &k, &d) || strcmp(k, key) != 0 || strcmp(d, real) != 0)
+      continue;
+    if (found || !base_valid((int64_t)b))
+      return 0;
+    found = (uint32_t)b;
+  }
+  return found;
 }
 
 int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
@@ -246,8 +386,14 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
 {
   *base = 0;
   int r = lookup(st, key, base, err);
-  if (r < 0 || *base || !create)
+  if (r < 0 || !create)
     return r;
+  if (*base) {
+    r = registered(st, key, *base, err);
+    if (r < 0)
+      *base = 0;
+    return r;
+  }
   /* under the write lock: another capsule may be allocating too */
   struct sqlite3 *db = gw_state_db(st);
   if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
@@ -264,36 +410,13 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
   return r;
 }
 
-int gw_state_id_range_peek(const char *dir, const char *key, uint32_t *base)
+int gw_state_id_range_peek(int statefd, const char *dir, const char *key, uint32_t *base)
 {
-  *base = 0;
-  struct cap_error err = {0};
-  int dirfd = gw_statedir_open(dir, &err); /* the same ownership and mode checks */
-  cap_error_clear(&err);
-  if (dirfd < 0)
-    return 0;
-  /* a write-ahead log with frames in it: a read-only connection cannot
-   * checkpoint it and would read every frame to rebuild its index, on
-   * every run; the full path's connection checkpoints and removes it */
-  struct stat wal;
-  if (fstatat(dirfd, "state.db-wal", &wal, AT_SYMLINK_NOFOLLOW) == 0 && wal.st_size > 0) {
-    close(dirfd);
-    return 0;
-  }
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/fd/%d/state.db", dirfd);
-  sqlite3 *db = NULL;
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 2000);
-    sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT base FROM id_ranges WHERE capability = ?", -1, &s, NULL) ==
-            SQLITE_OK &&
-        sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW && base_valid(sqlite3_column_int64(s, 0)))
-      *base = (uint32_t)sqlite3_column_int64(s, 0); /* an invalid one: the full path says why */
-    sqlite3_finalize(s);
-  }
-  sqlite3_close(db);
-  close(dirfd);
+  /* the host's registry, root's and written only by renames, records
+   * every range with its state directory: no database to open on a root
+   * run's way to the tool. A range the registry does not record under
+   * this path (a moved state) goes the full path, which records it again
+   * or refuses it. */
+  *base = statefd >= 0 ? registry_find(key, dir) : 0;
   return 0;
 }

@@ -32,13 +32,24 @@ struct gw_instance_request {
   const char *const *hidden; /* masked in the sandbox (sandbox_options.hidden) */
   size_t n_hidden;
   uint32_t id_base; /* sandbox_options.id_base: as root, the capability's host ids */
+  /* An image capability (image/image.h): the server runs with rootfs as
+   * its root (sandbox_options.rootfs) as argv in workdir, as uid and gid
+   * inside_id, without the host's system directories or the package
+   * directory. NULL: the manifest's x-capsule.command from the package. */
+  const char *rootfs;
+  char *const *argv;
+  const char *workdir;
+  uint32_t inside_id;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and
- * hands it to gRPC); control is held until the call is over. */
+ * hands it to gRPC); control is held until the call is over. protocol is
+ * the enum selu_protocol the server speaks, learnt by its keeper at the
+ * first health check (runtime/selu_rpc.h). */
 struct gw_lease {
   int control;
   int fd;
+  int protocol;
 };
 
 /* Returns 0 with *lease filled, or -errno with err set (-ETIMEDOUT when
@@ -67,6 +78,7 @@ struct gw_instance_info {
   int pid;                      /* the keeper's */
   unsigned long long pid_start; /* its start time (/proc/PID/stat field 22): a reused pid differs */
   enum gw_instance_state state;
+  char protocol[32]; /* the contract the server speaks (selu_protocol_name); "" while starting */
   unsigned leases, max_leases;
   uint64_t started_ms;    /* realtime, ms */
   uint64_t idle_since_ms; /* realtime, ms; 0 while a lease is held */

@@ -1,10 +1,47 @@
-/* Shared by instance.c (leases, the keeper) and instance_status.c
- * (listing, stopping): internal to src/gateway. */
+/* Shared by instance.c (leases), instance_keeper.c (the keeper) and
+ * instance_status.c (listing, stopping): internal to src/gateway. */
 #ifndef CAPSULE_GATEWAY_INSTANCE_INT_H
 #define CAPSULE_GATEWAY_INSTANCE_INT_H
 
 #include <stdint.h>
 #include <sys/un.h>
+#include <time.h>
+
+#include "core/clock.h"
+#include "gateway/instance.h"
+
+#define KEEPER_MAX_CLIENTS 256
+#define SELU_IMAGE_NOFILE 256 /* Selu's runner: ulimit nofile 256 (soft and hard) */
+#define KEEPER_READY "ready\n"
+#define KEEPER_HOST "host: " /* the verdict's prefix when the host cannot enforce the sandbox */
+#define KEEPER_ASK_MS 5000   /* a client that neither asks nor holds a lease is dropped */
+
+/* What a keeper tells a client asking for a lease; an fd travels with 0. */
+struct lease_reply {
+  int32_t code;     /* 0, or a positive errno */
+  int32_t protocol; /* with a lease: the enum selu_protocol the server speaks */
+  char message[480];
+};
+
+/* Milliseconds until deadline, as poll wants them (0 when past). */
+static inline int ms_until(uint64_t deadline)
+{
+  uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
+  if (t >= deadline)
+    return 0;
+  return deadline - t > INT32_MAX ? INT32_MAX : (int)(deadline - t);
+}
+
+static inline void sleep_ms(unsigned ms)
+{
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+/* The keeper process (instance_keeper.c): never returns. status_fd gets
+ * its verdict (KEEPER_READY or why not); lock_fd is held while it starts. */
+void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
+                    int status_fd, int lock_fd) __attribute__((noreturn));
 
 /* Connects to the keeper at sa by deadline (a full backlog is waited out),
  * and only to one run by this user: returns the socket, or -EPERM for a

@@ -108,10 +108,10 @@ void gw_instance_status_write(const char *path, const struct gw_instance_info *i
   if (fd < 0)
     return;
   dprintf(fd,
-          "capability=%s\npid=%d\nstate=%s\nleases=%u\nmax_leases=%u\nstarted_ms=%llu\n"
-          "idle_since_ms=%llu\npid_start=%llu\n",
-          info->capability, info->pid, gw_instance_state_name(info->state), info->leases,
-          info->max_leases, (unsigned long long)info->started_ms,
+          "capability=%s\npid=%d\nstate=%s\nprotocol=%s\nleases=%u\nmax_leases=%u\n"
+          "started_ms=%llu\nidle_since_ms=%llu\npid_start=%llu\n",
+          info->capability, info->pid, gw_instance_state_name(info->state), info->protocol,
+          info->leases, info->max_leases, (unsigned long long)info->started_ms,
           (unsigned long long)info->idle_since_ms, proc_start(info->pid));
   close(fd);
   if (rename(tmp, path) < 0)
@@ -152,6 +152,8 @@ static bool status_read(int dir_fd, const char *name, struct gw_instance_info *i
       for (size_t s = 0; s < sizeof state_names / sizeof state_names[0]; s++)
         if (strcmp(v, state_names[s]) == 0)
           info->state = (enum gw_instance_state)s;
+    } else if (strcmp(line, "protocol") == 0) {
+      snprintf(info->protocol, sizeof info->protocol, "%s", v);
     } else if (strcmp(line, "leases") == 0) {
       info->leases = (unsigned)strtoul(v, NULL, 10);
     } else if (strcmp(line, "max_leases") == 0) {

@@ -1,5 +1,7 @@
 #include "gateway/ready.h"
 
+#include "net/http.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +13,10 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "net/http.h"
+#include "gateway/volumes.h"
+#include "gateway/selu.h"
+#include "image/image.h"
 #include "runtime/talos.h"
 #include "sandbox/sandbox.h"
 
@@ -50,7 +56,7 @@ static void probe(struct cap_strv *checks, const char *kind, const char *path)
   cap_strv_push(checks, path);
 }
 
-/* A Selu server: its program ("./x" is the package's) and, for an
+/* A Selu or MCP server: its program ("./x" is the package's) and, for an
  * interpreter, the script it is given (relative to the package, where the
  * server starts). */
 static void selu_probes(const struct cap_spec *spec, struct cap_strv *checks)
@@ -82,12 +88,8 @@ static enum gw_outcome entry_probes(const struct cap_spec *spec, struct cap_strv
   case CAP_RUNTIME_EXEC:
     return cap_error_set(why, ENOTSUP, "no tools: a command sandbox for `capsule run`"),
            GW_OUTCOME_FAILED;
-  case CAP_RUNTIME_GRPC:
-    if (!rt->command.len)
-      return cap_error_set(why, ENOTSUP,
-                           "it names an image, which capsule does not run yet (give "
-                           "x-capsule.command)"),
-             GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  case CAP_RUNTIME_GRPC: selu_probes(spec, checks); return GW_OUTCOME_OK;
+  case CAP_RUNTIME_MCP: /* started like a Selu server: from its package */
     selu_probes(spec, checks);
     return GW_OUTCOME_OK;
   case CAP_RUNTIME_TALOS_NODE: {
@@ -130,11 +132,17 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   _cleanup_close_ int out = memfd_create("capsule-ready", MFD_CLOEXEC);
   _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   struct cap_spec run_spec = *spec; /* shallow: the network and wall clock change */
+  /* no session yet: a workspace or cache, made at the call, is left out */
+  struct cap_fs_grant *grants = NULL;
+  gw_volumes_bind(spec, NULL, NULL, NULL, &grants, &run_spec.n_grants, NULL, why);
+  run_spec.grants = grants;
   run_spec.network.mode = CAP_NET_BLOCKED;
   run_spec.limits.wall_ms = 10000;
   struct sandbox_options opt = {
       .argv = cmd,
-      .workdir = spec->runtime.kind == CAP_RUNTIME_GRPC ? spec->package_dir : NULL,
+      .workdir = spec->runtime.kind == CAP_RUNTIME_GRPC || spec->runtime.kind == CAP_RUNTIME_MCP
+                     ? spec->package_dir
+                     : NULL,
       .redirect_stdio = true,
       .stdio = {null, out, null},
       .hidden = hidden,
@@ -161,15 +169,50 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   }
   free(cmd);
   cap_strv_free(&argv);
+  gw_volumes_free(grants, run_spec.n_grants);
   return o;
 }
 
-enum gw_outcome gw_ready(const struct cap_spec *spec, const char *const *hidden, size_t n_hidden,
-                         struct cap_error *why)
+static enum gw_outcome hermes_ready(struct cap_error *why)
+{
+  const char *base = getenv("HERMES_API_BASE_URL");
+  struct http_url url;
+  if (!base || !*base)
+    return cap_error_set(why, ENOTSUP, "it runs on Hermes: set HERMES_API_BASE_URL"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  if (!http_parse_url(base, &url) || url.tls)
+    return cap_error_set(why, EINVAL, "HERMES_API_BASE_URL is not an http:// URL"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  return GW_OUTCOME_OK;
+}
+
+static enum gw_outcome image_ready(const struct cap_spec *spec, const char *image_dir,
+                                   struct cap_error *why)
+{
+  struct image_info info;
+  int r = image_dir
+              ? gw_selu_image_resolve(image_dir, spec, &info, why)
+              : cap_error_set(why, ENOENT, "no image store to run %s from", spec->runtime.image);
+  char **argv = r == 0 ? image_command(&info, why) : NULL;
+  bool runs = argv != NULL;
+  image_strv_free(argv);
+  image_info_free(&info);
+  if (r < 0)
+    return r == -ENOENT ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+  return runs ? GW_OUTCOME_OK : GW_OUTCOME_FAILED;
+}
+
+enum gw_outcome gw_ready(const struct cap_spec *spec, const char *image_dir,
+                         const char *const *hidden, size_t n_hidden, struct cap_error *why)
 {
   if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
     return cap_error_set(why, ENOTSUP, "it asks for linux-gvisor, which capsule does not run"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  if (spec->runtime.kind == CAP_RUNTIME_HERMES) /* nothing runs here: the endpoint must be set */
+    return hermes_ready(why);
+
+  if (spec->runtime.kind == CAP_RUNTIME_GRPC && !spec->runtime.command.len)
+    return image_ready(spec, image_dir, why);
   struct cap_strv checks = {0};
   enum gw_outcome o = entry_probes(spec, &checks, why);
   if (o == GW_OUTCOME_OK)

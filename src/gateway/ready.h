@@ -17,7 +17,11 @@
 /* GW_OUTCOME_OK when ready; otherwise why says why not (the outcome
  * tells a host that cannot run it from a capability that is broken).
  * hidden: the paths masked in every sandbox (gw_state_private_paths). */
-enum gw_outcome gw_ready(const struct cap_spec *spec, const char *const *hidden, size_t n_hidden,
-                         struct cap_error *why);
+/* image_dir: the image store a Selu capability without x-capsule.command
+ * runs from: ready when its image is stored, unpacked, and its entrypoint
+ * is an executable file in it (no dry run: an image need not hold a
+ * shell). */
+enum gw_outcome gw_ready(const struct cap_spec *spec, const char *image_dir,
+                         const char *const *hidden, size_t n_hidden, struct cap_error *why);
 
 #endif

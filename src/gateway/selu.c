@@ -18,8 +18,13 @@
 #include "core/json.h"
 #include "gateway/instance.h"
 #include "gateway/registry.h"
+#include "gateway/selu_int.h"
+#include "gateway/volumes.h"
+#include "image/image.h"
 #include "jsonschema/jsonschema.h"
 #include "runtime/selu_rpc.h"
+
+#define SELU_IMAGE_ID 1000 /* Selu's runner: user 1000:1000, whatever the image says */
 
 static char *read_small_file(const char *path, size_t *len)
 {
@@ -72,9 +77,14 @@ static void run_salt(const char *run_dir, unsigned char salt[32])
  * program when it lies outside the package) and the credentials it starts
  * with; a change to any of them starts a new instance (the old one idles
  * out). */
-static int instance_key(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
-                        size_t n_env, char out[33], struct cap_error *err)
+static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
+                        const char *image_digest, char *const *env, size_t n_env, char out[33],
+                        struct cap_error *err)
 {
+  /* exclusive (Selu's default): an instance per user and session (calls
+   * without a session share the user's); shared: one for everyone */
+  const char *user = spec->runtime.shared ? "" : call->user ? call->user : "";
+  const char *session = spec->runtime.shared ? "" : call->session_id ? call->session_id : "";
   unsigned char digest[32];
   int r = gw_spec_digest(spec, digest, err);
   if (r < 0)
@@ -91,6 +101,8 @@ static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
   crypto_generichash_update(&st, (const unsigned char *)spec->source_path,
                             strlen(spec->source_path) + 1);
   crypto_generichash_update(&st, digest, sizeof digest);
+  if (image_digest) /* a re-imported image is a new instance */
+    crypto_generichash_update(&st, (const unsigned char *)image_digest, strlen(image_digest) + 1);
   /* a program outside the package (an interpreter, say): an upgraded one
    * is a new instance too */
   const char *prog = spec->runtime.command.len ? spec->runtime.command.v[0] : "";
@@ -102,10 +114,221 @@ static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
   }
   for (size_t i = 0; i < n_env; i++)
     crypto_generichash_update(&st, (const unsigned char *)env[i], strlen(env[i]) + 1);
+  crypto_generichash_update(&st, (const unsigned char *)user, strlen(user) + 1);
+  crypto_generichash_update(&st, (const unsigned char *)session, strlen(session) + 1);
   unsigned char h[16];
   crypto_generichash_final(&st, h, sizeof h);
   sodium_bin2hex(out, 33, h, sizeof h);
   return 0;
+}
+
+/* What one call's instance runs with, as Selu's runner starts a container:
+ * the spec with its volumes bound (a session's /workspace, a /cache), the
+ * environment (SELU_CAPABILITY_ID; SELU_SESSION_ID for an exclusive
+ * instance of a session, SELU_SHARED=true for a shared one; the declared
+ * credentials, except on a shared instance, which gets them per call in
+ * config_json only, as Selu's servers always do), and what names the
+ * instance. */
+struct selu_run {
+  struct cap_spec spec; /* shallow copy: grants replaced */
+  struct cap_fs_grant *grants;
+  size_t n_grants;
+  struct cap_strv dirs; /* the volumes' directories */
+  struct cap_strv env;
+  char *config_json;
+  const char *session; /* what the server sees as session_id */
+  char session_buf[37];
+};
+
+static void selu_run_free(struct selu_run *run)
+{
+  gw_volumes_free(run->grants, run->n_grants);
+  cap_strv_free(&run->dirs);
+  cap_strv_free(&run->env);
+  free(run->config_json);
+}
+
+/* The declared credentials (env's NAME=value) as Capability's config_json. */
+static char *config_json(char *const *env, size_t n_env)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  for (size_t i = 0; i < n_env; i++) {
+    const char *eq = strchr(env[i], '=');
+    if (!eq)
+      continue;
+    _cleanup_free_ char *name = cap_xstrndup(env[i], (size_t)(eq - env[i]));
+    cap_jw_key(&w, name);
+    cap_jw_string(&w, eq + 1);
+  }
+  cap_jw_end_object(&w);
+  return cap_buf_steal(&b);
+}
+
+static int selu_run_prepare(const struct gw_call *call, const struct cap_spec *spec,
+                            char *const *env, size_t n_env, struct selu_run *run,
+                            struct cap_error *err)
+{
+  *run = (struct selu_run){.spec = *spec};
+  run->session = call->session_id;
+  if (!run->session) { /* a call without a session is a session of its own */
+    gw_uuid4(run->session_buf);
+    run->session = run->session_buf;
+  }
+  int r = gw_volumes_bind(spec, call->volumes_dir, call->user, call->session_id, &run->grants,
+                          &run->n_grants, &run->dirs, err);
+  if (r < 0)
+    return r;
+  run->spec.grants = run->grants;
+  run->spec.n_grants = run->n_grants;
+  _cleanup_free_ char *id = cap_xasprintf("SELU_CAPABILITY_ID=%s", spec->id);
+  cap_strv_push(&run->env, id);
+  if (spec->runtime.shared) {
+    cap_strv_push(&run->env, "SELU_SHARED=true");
+  } else {
+    if (call->session_id) {
+      _cleanup_free_ char *sid = cap_xasprintf("SELU_SESSION_ID=%s", call->session_id);
+      cap_strv_push(&run->env, sid);
+    }
+    for (size_t i = 0; i < n_env; i++)
+      cap_strv_push(&run->env, env[i]);
+  }
+  run->config_json = config_json(env, n_env);
+  return 0;
+}
+
+/* A volume past its bound refuses the call (checked before each call: a
+ * call may overshoot it by what it writes; see docs/gateway.md). */
+static int volumes_within_bound(const struct cap_spec *spec, const struct selu_run *run,
+                                struct cap_error *err)
+{
+  for (size_t i = 0; i < run->dirs.len && spec->limits.workspace_bytes; i++) {
+    uint64_t used = gw_volume_usage(run->dirs.v[i]);
+    if (used > spec->limits.workspace_bytes)
+      return cap_error_set(err, ENOSPC,
+                           "%s's volume %s holds %llu bytes, over its bound of %llu bytes: free "
+                           "space in it, remove it (`capsule workspace rm`), or raise "
+                           "x-capsule.workspace_max_mb",
+                           spec->id, run->dirs.v[i], (unsigned long long)used,
+                           (unsigned long long)spec->limits.workspace_bytes);
+  }
+  return 0;
+}
+
+/* Milliseconds left of the call's deadline (at least 1). */
+static int time_left(uint64_t start, uint64_t deadline_ms)
+{
+  uint64_t spent = cap_now_ms(CLOCK_MONOTONIC) - start;
+  uint64_t rest = spent >= deadline_ms ? 1 : deadline_ms - spent;
+  return rest > INT32_MAX ? INT32_MAX : (int)rest;
+}
+
+/* On the leased server: the attachments up, the call, its artifacts down. */
+static int call_on_lease(const struct gw_call *call, const struct cap_spec *spec,
+                         struct selu_channel *ch, int protocol, struct selu_invoke_args *a,
+                         uint64_t start, uint64_t deadline_ms, size_t cap,
+                         struct selu_response *resp, struct cap_error *err)
+{
+  bool artifacts = call->n_attach || call->artifacts_dir;
+  if (artifacts && protocol != SELU_PROTOCOL_CAPABILITY)
+    return cap_error_set(err, ENOTSUP,
+                         "%s speaks the seed's CapabilityService, which has no artifacts: "
+                         "--attach and --artifacts need the orchestrator's Capability service",
+                         spec->id);
+  _cleanup_free_ char *args = NULL;
+  int r = 0;
+  if (call->n_attach) {
+    r = gw_selu_attach(ch, call, a->args_json, time_left(start, deadline_ms), cap, &args, err);
+    a->args_json = args;
+  }
+  if (r == 0)
+    r = selu_invoke(ch, (enum selu_protocol)protocol, spec->runtime.stream_invoke, a,
+                    time_left(start, deadline_ms), resp, err);
+  if (r == 0 && resp->success && call->artifacts_dir) {
+    char *captured = NULL;
+    r = gw_selu_capture(ch, call, resp->result, time_left(start, deadline_ms), &captured, err);
+    if (captured) {
+      free(resp->result);
+      resp->result = captured;
+    }
+  }
+  return r;
+}
+
+/* What an image capability runs: its stored root, its command, and the
+ * image's Env (selu_run's variables and credentials follow it, so an
+ * image cannot shadow them). */
+struct image_run {
+  struct image_info info;
+  char **argv;
+  struct cap_strv env;
+};
+
+static void image_run_free(struct image_run *run)
+{
+  image_info_free(&run->info);
+  image_strv_free(run->argv);
+  cap_strv_free(&run->env);
+}
+
+static enum gw_outcome image_run_prepare(const struct gw_call *call, const struct cap_spec *spec,
+                                         struct image_run *run, struct cap_error *err)
+{
+  *run = (struct image_run){0};
+  if (!call->image_dir)
+    return cap_error_set(err, ENOTSUP, "capability %s names an image and no image store is open",
+                         spec->id),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  int r = gw_selu_image_resolve(call->image_dir, spec, &run->info, err);
+  if (r < 0)
+    return r == -ENOENT ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+  run->argv = image_command(&run->info, err);
+  if (!run->argv)
+    return cap_error_prefix(err, "capability %s", spec->id), GW_OUTCOME_FAILED;
+  for (size_t i = 0; run->info.config.env && run->info.config.env[i]; i++)
+    cap_strv_push(&run->env, run->info.config.env[i]);
+  return GW_OUTCOME_OK;
+}
+
+int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
+                          struct image_info *info, struct cap_error *err)
+{
+  int r = image_store_resolve(image_dir, spec->runtime.image, info, err);
+  if (r < 0) {
+    cap_error_prefix(err, "capability %s", spec->id);
+    if (r == -ENOENT)
+      cap_error_outcome(err, CAP_OUTCOME_HOST);
+  }
+  return r;
+}
+
+/* The call's run (selu_run_prepare) with an image's Env put first, so
+ * capsule's variables win; checked against the volumes' bound; its
+ * instance's key. 0, or -errno with err set and nothing to free. */
+static int selu_run_with_image(const struct gw_call *call, const struct cap_spec *spec,
+                               char *const *env, size_t n_env, struct image_run *image,
+                               struct selu_run *run, char key[33], struct cap_error *err)
+{
+  int r = selu_run_prepare(call, spec, env, n_env, run, err);
+  if (r < 0)
+    return r;
+  if (image->argv) {
+    struct cap_strv all = image->env;
+    image->env = (struct cap_strv){0};
+    for (size_t i = 0; i < run->env.len; i++)
+      cap_strv_push(&all, run->env.v[i]);
+    cap_strv_free(&run->env);
+    run->env = all;
+  }
+  r = volumes_within_bound(spec, run, err);
+  if (r == 0)
+    r = instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, run->env.v,
+                     run->env.len, key, err);
+  if (r < 0)
+    selu_run_free(run);
+  return r;
 }
 
 /* Invoke with the raw answer; the caller judges it. */
@@ -113,47 +336,54 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                   const char *tool, const char *args, char *const *env,
                                   size_t n_env, struct selu_response *resp, struct cap_error *err)
 {
-  if (!spec->runtime.command.len)
-    return cap_error_set(err, ENOTSUP,
-                         "capability %s names an image (%s) and capsule does not run images yet; "
-                         "give the server's command as x-capsule.command in its manifest",
-                         spec->id, spec->runtime.image ? spec->runtime.image : "none"),
-           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  /* x-capsule.command runs from the package directory; otherwise the image */
+  _cleanup_(image_run_free) struct image_run image = {0};
+  if (!spec->runtime.command.len) {
+    enum gw_outcome o = image_run_prepare(call, spec, &image, err);
+    if (o != GW_OUTCOME_OK)
+      return o;
+  }
   uint64_t deadline_ms = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
+  struct selu_run run;
   char key[33];
-  if (instance_key(call, spec, env, n_env, key, err) < 0)
+  if (selu_run_with_image(call, spec, env, n_env, &image, &run, key, err) < 0)
     return GW_OUTCOME_FAILED;
   _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
-  struct gw_instance_request req = {.spec = spec,
-                                    .run_dir = call->run_dir,
-                                    .key = key,
-                                    .env = env,
-                                    .n_env = n_env,
-                                    .log_path = log_path ? log_path : "/dev/null",
-                                    .wait_ms = deadline_ms,
-                                    .hidden = call->hidden,
-                                    .n_hidden = call->n_hidden,
-                                    .id_base = call->id_base};
+  struct gw_instance_request req = {
+      .spec = &run.spec,
+      .run_dir = call->run_dir,
+      .key = key,
+      .env = run.env.v,
+      .n_env = run.env.len,
+      .log_path = log_path ? log_path : "/dev/null",
+      .wait_ms = deadline_ms,
+      .hidden = call->hidden,
+      .n_hidden = call->n_hidden,
+      .id_base = call->id_base,
+      .rootfs = image.argv ? image.info.rootfs : NULL,
+      .argv = image.argv,
+      .workdir = image.info.config.working_dir ? image.info.config.working_dir : "/",
+      .inside_id = image.argv ? SELU_IMAGE_ID : 0};
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
-  if (r < 0)
+  if (r < 0) {
+    selu_run_free(&run);
     return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+  }
   struct selu_channel *ch = NULL;
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   r = selu_channel_open(lease.fd, cap + 1024, &ch, err);
   lease.fd = -1; /* the channel's now */
   if (r == 0) {
-    char session[37];
-    if (!call->session_id)
-      gw_uuid4(session);
-    const char *keys[] = {"session_id", "user_id"};
-    const char *values[] = {call->session_id ? call->session_id : session,
-                            call->user ? call->user : ""};
-    uint64_t spent = cap_now_ms(CLOCK_MONOTONIC) - start;
-    uint64_t rest = spent >= deadline_ms ? 1 : deadline_ms - spent;
-    int left = rest > INT32_MAX ? INT32_MAX : (int)rest;
-    r = selu_invoke(ch, tool, args, keys, values, 2, left, resp, err);
+    struct selu_invoke_args a = {.tool = tool,
+                                 .args_json = args,
+                                 .config_json = run.config_json,
+                                 .session_id = run.session,
+                                 .user_id = call->user ? call->user : "",
+                                 .thread_id = call->thread_id ? call->thread_id : "",
+                                 .capability_id = spec->id};
+    r = call_on_lease(call, spec, ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
     char reason[480];
     if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {
       cap_error_clear(err); /* the keeper stopped the server, and says why */
@@ -162,6 +392,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   }
   selu_channel_close(ch);
   gw_lease_release(&lease);
+  selu_run_free(&run);
   if (r < 0) {
     if (log_path)
       cap_error_prefix(err, "%s.%s (its server's log: %s)", spec->id, tool, log_path);
@@ -330,7 +561,10 @@ enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_sp
   *out = (struct gw_tools){0};
   struct selu_response resp = {0};
   const char *tool = spec->discovery_tool_name ? spec->discovery_tool_name : "list_tools";
-  enum gw_outcome code = invoke_raw(call, spec, tool, "{}", env, n_env, &resp, err);
+  struct gw_call discovery = *call; /* the call's files are for its tool, not for discovery */
+  discovery.n_attach = 0;
+  discovery.artifacts_dir = NULL;
+  enum gw_outcome code = invoke_raw(&discovery, spec, tool, "{}", env, n_env, &resp, err);
   if (code != GW_OUTCOME_OK)
     return cap_error_prefix(err, "discovering %s's tools", spec->id), code;
   if (!resp.success) {
@@ -344,17 +578,22 @@ enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_sp
     selu_response_free(&resp);
     return GW_OUTCOME_FAILED;
   }
-  if (call->cache_dir && (mkdir(call->cache_dir, 0700) == 0 || errno == EEXIST)) {
-    _cleanup_free_ char *path = cache_path(call->cache_dir, spec);
-    _cleanup_free_ char *tmp = cap_xasprintf("%s.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    size_t len = strlen(resp.result);
-    if (fd >= 0 && write(fd, resp.result, len) == (ssize_t)len && close(fd) == 0)
-      rename(tmp, path); /* a cache: a failure only costs a later discovery */
-    else if (fd >= 0)
-      close(fd);
-    unlink(tmp);
-  }
+  gw_tools_cache_store(call->cache_dir, spec, resp.result);
   selu_response_free(&resp);
   return GW_OUTCOME_OK;
+}
+
+void gw_tools_cache_store(const char *cache_dir, const struct cap_spec *spec, const char *text)
+{
+  if (!cache_dir || (mkdir(cache_dir, 0700) < 0 && errno != EEXIST))
+    return;
+  _cleanup_free_ char *path = cache_path(cache_dir, spec);
+  _cleanup_free_ char *tmp = cap_xasprintf("%s.%d", path, (int)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  size_t len = strlen(text);
+  if (fd >= 0 && write(fd, text, len) == (ssize_t)len && close(fd) == 0)
+    rename(tmp, path); /* a cache: a failure only costs a later discovery */
+  else if (fd >= 0)
+    close(fd);
+  unlink(tmp);
 }

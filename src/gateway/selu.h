@@ -30,15 +30,30 @@ int gw_tools_parse(const char *text, size_t len, const char *what, struct gw_too
                    struct cap_error *err);
 
 /* The cached tools of a dynamic capability (none when never discovered). */
+/* Keeps a discovery answer (text) as the capability's cached tools in
+ * cache_dir (NULL: nowhere); best effort. */
+void gw_tools_cache_store(const char *cache_dir, const struct cap_spec *spec, const char *text);
 int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, struct gw_tools *out,
                          struct cap_error *err);
 /* Asks the capability's discovery tool (starting an instance with env) and
  * caches the answer. */
+/* An MCP server capability's tools (tools/list), cached like the Selu
+ * servers' (gateway/mcp.c). */
+enum gw_outcome gw_mcp_discover(const struct gw_call *call, const struct cap_spec *spec,
+                                char *const *env, size_t n_env, struct gw_tools *out,
+                                struct cap_error *err);
 enum gw_outcome gw_selu_discover(const struct gw_call *call, const struct cap_spec *spec,
                                  char *const *env, size_t n_env, struct gw_tools *out,
                                  struct cap_error *err);
 
 /* One Invoke; *result is the tool's JSON result. */
+/* The stored image a capability names (its `image:`): -ENOENT with the
+ * outcome "host" and a message naming `capsule image pull/import` when
+ * the store lacks it. */
+struct image_info;
+int gw_selu_image_resolve(const char *image_dir, const struct cap_spec *spec,
+                          struct image_info *info, struct cap_error *err);
+
 enum gw_outcome gw_selu_invoke(const struct gw_call *call, const struct cap_spec *spec,
                                const char *tool, const char *args, char *const *env, size_t n_env,
                                char **result, struct cap_error *err);

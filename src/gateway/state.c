@@ -54,8 +54,24 @@ static const char schema_v2[] =
 static const char schema_v4[] = "CREATE TABLE IF NOT EXISTS id_ranges (capability TEXT PRIMARY KEY,"
                                 " base INTEGER UNIQUE NOT NULL);";
 
+/* Covenant (gateway/token_store.c, gateway/budget.c): issued capability
+ * tokens and their revocations, trust roots, the local issuer's key pair
+ * (the secret sealed like a credential), per-agent budget buckets; token,
+ * trust and budget rows carry an HMAC under the audit key. */
+static const char schema_v5_covenant[] =
+    "CREATE TABLE IF NOT EXISTS covenant_tokens (signature TEXT PRIMARY KEY,"
+    " subject TEXT NOT NULL, action TEXT NOT NULL, token TEXT NOT NULL,"
+    " issued_ms INTEGER NOT NULL, revoked_ms INTEGER NOT NULL, mac TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS covenant_trust (pubkey TEXT PRIMARY KEY, added TEXT NOT NULL,"
+    " mac TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS covenant_issuer (id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " pubkey TEXT NOT NULL, nonce BLOB NOT NULL, sealed BLOB NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS covenant_budgets (agent TEXT PRIMARY KEY,"
+    " capacity INTEGER NOT NULL, tokens INTEGER NOT NULL, last_refill_ms INTEGER NOT NULL,"
+    " mac TEXT NOT NULL);";
+
 /* The serve front doors' bearer tokens (gateway/access.h), hashed. */
-static const char schema_v5[] =
+static const char schema_v6_access[] =
     "CREATE TABLE IF NOT EXISTS access (name TEXT PRIMARY KEY, token_sha256 TEXT UNIQUE NOT NULL,"
     " user TEXT NOT NULL, operator INTEGER NOT NULL, created TEXT NOT NULL);";
 
@@ -86,9 +102,12 @@ static const struct migration {
     {3, "the audit high-water mark", NULL, NULL, gw_audit_init_mark},
     /* as root, each capability's own host ids (id_range.c) */
     {4, "host id ranges", NULL, schema_v4, NULL},
-    {5, "access tokens", NULL, schema_v5, NULL},
+    /* Covenant: capability tokens, trust roots, the issuer key, budgets */
+    {5, "Covenant tokens and budgets", NULL, schema_v5_covenant, NULL},
+    /* the serve front doors' bearer tokens */
+    {6, "access tokens", NULL, schema_v6_access, NULL},
 };
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {

@@ -49,9 +49,16 @@ void gw_state_close(struct gw_state *st);
 int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err);
 
 /* A capability's recorded id range read without opening the state (no
- * key, no migrations): *base 0 when none is recorded yet, or the state
- * cannot be read this way (then gw_state_id_range decides). */
-int gw_state_id_range_peek(const char *dir, const char *key, uint32_t *base);
+ * key, no database): from the host's registry, under the path of the
+ * state directory dir, which statefd is (gw_statedir_open's checks
+ * passed; -1: it did not); *base 0 when it records none there (then
+ * gw_state_id_range decides). */
+int gw_state_id_range_peek(int statefd, const char *dir, const char *key, uint32_t *base);
+/* Creates dir (and parents, 0700) when missing; refuses one not owned by
+ * the caller or root, or writable by group or others; repairs one only the
+ * caller owns that others can read (0700, its files 0600). Returns a
+ * directory fd (O_CLOEXEC) or a negative errno with err set. */
+int gw_statedir_open(const char *dir, struct cap_error *err);
 
 /* ---- host id ranges (gateway/id_range.c) ----
  * As root, the first of the GW_ID_RANGE_SIZE host uids and gids that
@@ -154,7 +161,18 @@ void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
 /* Removes the marker (the call's own record is then written). No-op on
  * one that was never begun ({.fd = -1}). */
 void gw_inflight_end(struct gw_inflight *m);
-/* The abandoned markers as "interrupted" records: how many, in *n. */
+/* A `capsule run` session, audited without opening the database (a run's
+ * start-up stays lean): a marker in the state directory dir, opened as
+ * statefd (gw_statedir_open), and gw_inflight_finish leaves it
+ * behind with r's outcome (its duration measured from the begin) and
+ * frees m; the next gw_state_open appends its record (past 64 waiting,
+ * this one opens the state STATEDIR to record them). */
+int gw_inflight_begin_at(int statefd, const char *dir, const struct gw_audit_record *r,
+                         struct gw_inflight *m, struct cap_error *err);
+void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
+                        const char *statedir);
+/* The abandoned markers as "interrupted" records, and the finished ones
+ * with their outcome: how many, in *n. */
 int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err);
 
 /* SHA-256 of data as 64 hex digits into out[65]. */

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sodium.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -333,14 +334,18 @@ static int lock_marker(int fd, bool wait)
   return fcntl(fd, wait ? F_SETLKW : F_SETLK, &l) < 0 ? -errno : 0;
 }
 
-static int inflight_dir(const struct gw_state *st)
+static int inflight_dir(int statefd)
 {
-  mkdirat(st->dirfd, "run", 0700);
-  mkdirat(st->dirfd, INFLIGHT_DIR, 0700);
-  return openat(st->dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  mkdirat(statefd, "run", 0700);
+  mkdirat(statefd, INFLIGHT_DIR, 0700);
+  return openat(statefd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 }
 
-static int inflight_write(int fd, const struct gw_audit_record *rec, uint64_t start_ms)
+/* The marker's fields, NUL-separated: a tag, user, capability, tool,
+ * arguments' hash, decision, start (ms), pid; a finished one
+ * (gw_inflight_finish) adds outcome, duration (ms) and the result's hash. */
+static int inflight_write(int fd, const struct gw_audit_record *rec, uint64_t start_ms,
+                          bool finished)
 {
   struct cap_buf b = {0};
   const char *fields[] = {rec->user, rec->capability, rec->tool, rec->args_hash, rec->decision};
@@ -351,6 +356,9 @@ static int inflight_write(int fd, const struct gw_audit_record *rec, uint64_t st
   }
   cap_buf_printf(&b, "%c%llu%c%d", '\0', (unsigned long long)start_ms, '\0', (int)getpid());
   cap_buf_putc(&b, '\0');
+  if (finished)
+    cap_buf_printf(&b, "%s%c%lld%c%s%c", rec->outcome ? rec->outcome : "ok", '\0',
+                   (long long)rec->duration_ms, '\0', rec->result_hash, '\0');
   /* over the old text, then cut: a kill in between leaves the new fields
    * first, never an empty marker */
   int r = pwrite(fd, b.data, b.len, 0) == (ssize_t)b.len && ftruncate(fd, (off_t)b.len) == 0
@@ -360,13 +368,13 @@ static int inflight_write(int fd, const struct gw_audit_record *rec, uint64_t st
   return r;
 }
 
-int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
-                      struct cap_error *err)
+static int inflight_begin(int statefd, const char *statedir, const struct gw_audit_record *r,
+                          struct gw_inflight *m, struct cap_error *err)
 {
   *m = (struct gw_inflight){.fd = -1};
-  _cleanup_close_ int dir = inflight_dir(st);
+  _cleanup_close_ int dir = inflight_dir(statefd);
   if (dir < 0)
-    return cap_error_errno(err, errno, "cannot create %s/" INFLIGHT_DIR, st->dir);
+    return cap_error_errno(err, errno, "cannot create %s/" INFLIGHT_DIR, statedir);
   unsigned char rnd[12];
   randombytes_buf(rnd, sizeof rnd);
   char name[32], tmp[40];
@@ -380,7 +388,7 @@ int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, stru
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
   int e = lock_marker(fd, true);
   if (e == 0)
-    e = inflight_write(fd, r, m->start_ms);
+    e = inflight_write(fd, r, m->start_ms, false);
   if (e == 0 && renameat(dir, tmp, dir, name) < 0)
     e = -errno;
   if (e < 0) {
@@ -390,14 +398,65 @@ int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, stru
   }
   m->fd = fd;
   m->name = cap_xstrdup(name);
-  m->dirfd = dup(st->dirfd);
+  m->dirfd = dup(statefd);
   return 0;
+}
+
+int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
+                      struct cap_error *err)
+{
+  return inflight_begin(st->dirfd, st->dir, r, m, err);
+}
+
+int gw_inflight_begin_at(int statefd, const char *dir, const struct gw_audit_record *r,
+                         struct gw_inflight *m, struct cap_error *err)
+{
+  return inflight_begin(statefd, dir, r, m, err);
 }
 
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r)
 {
   if (m->fd >= 0)
-    inflight_write(m->fd, r, m->start_ms);
+    inflight_write(m->fd, r, m->start_ms, false);
+}
+
+/* Finished markers wait for a state open; more than this many and the
+ * run that finishes one opens the state itself (a host that only runs
+ * `capsule run` would otherwise gather them without end). */
+#define FINISHED_MARKERS_MAX 64
+
+static void flush_when_many(int dirfd, const char *statedir)
+{
+  _cleanup_close_ int dfd = openat(dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+  if (!d)
+    return;
+  dfd = -1;
+  size_t k = 0;
+  while (readdir(d) && k <= FINISHED_MARKERS_MAX + 2)
+    k++;
+  closedir(d);
+  struct gw_state *st = NULL;
+  struct cap_error err = {0};
+  if (k > FINISHED_MARKERS_MAX + 2 && gw_state_open(statedir, &st, &err) == 0)
+    gw_state_close(st); /* its open recorded them */
+  cap_error_clear(&err);
+}
+
+void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
+                        const char *statedir)
+{
+  if (m->fd < 0)
+    return;
+  struct gw_audit_record done = *r;
+  uint64_t now = cap_now_ms(CLOCK_REALTIME);
+  done.duration_ms = now > m->start_ms ? (int64_t)(now - m->start_ms) : 0;
+  inflight_write(m->fd, &done, m->start_ms, true);
+  close(m->fd); /* the lock goes with it: the next gw_state_open records it */
+  flush_when_many(m->dirfd, statedir);
+  close(m->dirfd);
+  free(m->name);
+  *m = (struct gw_inflight){.fd = -1};
 }
 
 void gw_inflight_end(struct gw_inflight *m)
@@ -421,22 +480,33 @@ static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
   if (n <= 0)
     return 0; /* killed before it wrote: nothing to say about it */
   buf[n] = '\0';
-  const char *f[8] = {0};
+  const char *f[11] = {0};
   size_t k = 0;
   for (char *p = buf; p < buf + n && k < ARRAY_SIZE(f); p += strlen(p) + 1)
     f[k++] = p;
   if (k < 8 || strcmp(f[0], "capsule-inflight-v1") != 0)
     return 0;
-  if (strtol(f[7], NULL, 10) == (long)getpid())
+  bool finished = k == 11;
+  if (!finished && strtol(f[7], NULL, 10) == (long)getpid())
     return 1;
   uint64_t start = strtoull(f[6], NULL, 10), now = cap_now_ms(CLOCK_REALTIME);
   struct gw_audit_record rec = {.user = f[1],
                                 .capability = f[2],
                                 .tool = f[3],
                                 .decision = f[5],
-                                .outcome = "interrupted",
-                                .duration_ms = now > start ? (int64_t)(now - start) : 0};
+                                .outcome = finished ? f[8] : "interrupted",
+                                .duration_ms = finished      ? strtoll(f[9], NULL, 10)
+                                               : now > start ? (int64_t)(now - start)
+                                                             : 0};
   snprintf(rec.args_hash, sizeof rec.args_hash, "%s", f[4]);
+  /* a run's user, "#UID" (a user name never starts with '#'): its name */
+  char *end = NULL;
+  unsigned long uid = f[1][0] == '#' ? strtoul(f[1] + 1, &end, 10) : 0;
+  struct passwd *pw = end && end != f[1] + 1 && !*end ? getpwuid((uid_t)uid) : NULL;
+  if (pw)
+    rec.user = pw->pw_name;
+  if (finished)
+    snprintf(rec.result_hash, sizeof rec.result_hash, "%s", f[10]);
   return gw_audit_append(st, &rec, err);
 }
 
@@ -473,6 +543,20 @@ static void drop_unnamed(int dir, const char *name)
     unlinkat(dir, name, 0);
 }
 
+struct marker_name {
+  struct timespec mtime;
+  char *name;
+};
+
+static int marker_cmp(const void *a, const void *b)
+{
+  const struct timespec *x = &((const struct marker_name *)a)->mtime;
+  const struct timespec *y = &((const struct marker_name *)b)->mtime;
+  if (x->tv_sec != y->tv_sec)
+    return x->tv_sec < y->tv_sec ? -1 : 1;
+  return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
+}
+
 int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err)
 {
   *n = 0;
@@ -485,14 +569,33 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
     close(dfd);
     return cap_error_errno(err, errno, "cannot read %s/" INFLIGHT_DIR, st->dir);
   }
-  int r = 0;
+  /* in the order they were last written (a finished run's marker: when it
+   * ended), so the records follow one another as the calls did */
+  struct marker_name *v = NULL;
+  size_t k = 0, cap = 0;
   struct dirent *e;
-  while (r == 0 && (e = readdir(d))) {
-    if (e->d_name[0] != '.')
-      r = recover_one(st, dirfd(d), e->d_name, n, err);
-    else if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-      drop_unnamed(dirfd(d), e->d_name);
+  struct stat sb;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') {
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+        drop_unnamed(dirfd(d), e->d_name);
+      continue;
+    }
+    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+      continue;
+    if (k == cap)
+      v = cap_xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+    v[k++] = (struct marker_name){.mtime = sb.st_mtim, .name = cap_xstrdup(e->d_name)};
   }
+  if (k) /* qsort takes no NULL, even for none */
+    qsort(v, k, sizeof *v, marker_cmp);
+  int r = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (r == 0)
+      r = recover_one(st, dirfd(d), v[i].name, n, err);
+    free(v[i].name);
+  }
+  free(v);
   closedir(d);
   return r;
 }

@@ -12,6 +12,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/fs.h"
 #include "gateway/state.h"
 #include "gateway/state_int.h"
 
@@ -30,22 +31,6 @@ char *gw_config_dir(void)
   if (x && *x == '/')
     return cap_xasprintf("%s/capsule", x);
   return home && *home ? cap_xasprintf("%s/.config/capsule", home) : NULL;
-}
-
-static int mkdir_parents(const char *dir, struct cap_error *err)
-{
-  _cleanup_free_ char *p = cap_xstrdup(dir);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/')
-      continue;
-    *s = '\0';
-    if (mkdir(p, 0700) < 0 && errno != EEXIST)
-      return cap_error_errno(err, errno, "cannot create the state directory %s", p);
-    *s = '/';
-  }
-  if (mkdir(p, 0700) < 0 && errno != EEXIST)
-    return cap_error_errno(err, errno, "cannot create the state directory %s", p);
-  return 0;
 }
 
 static bool trusted_owner(uid_t owner) { return owner == geteuid() || owner == 0; }
@@ -101,7 +86,9 @@ static int repair_files(int dirfd, const char *dir, struct cap_error *err)
 
 int gw_statedir_open(const char *dir, struct cap_error *err)
 {
-  int r = mkdir_parents(dir, err);
+  int r = cap_mkdir_p(dir, 0700);
+  if (r < 0)
+    r = cap_error_errno(err, -r, "cannot create the state directory %s", dir);
   if (r < 0)
     return r;
   _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -17,6 +17,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/fs.h"
 #include "gateway/state.h"
 
 static char *list_path(void)
@@ -57,16 +58,8 @@ static void add_dir(struct dir_list *l, const char *dir)
 /* Makes dir (and its missing parents) 0700 when it does not exist. */
 static void make_dir(const char *dir)
 {
-  if (!dir || dir[0] != '/')
-    return;
-  _cleanup_free_ char *p = cap_xstrdup(dir);
-  for (char *s = p + 1; *s; s++)
-    if (*s == '/') {
-      *s = '\0';
-      mkdir(p, 0700);
-      *s = '/';
-    }
-  mkdir(p, 0700);
+  if (dir && dir[0] == '/')
+    cap_mkdir_p(dir, 0700);
 }
 
 /* The list, opened and locked (flock) as the file now at its path: a

@@ -31,11 +31,6 @@ int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *wh
 sqlite3_stmt *gw_state_prep(struct gw_state *st, const char *sql, ...);
 void gw_state_now(char out[32]);
 
-/* Creates dir (and parents, 0700) when missing; refuses one not owned by
- * the caller or root, or writable by group or others; repairs one only the
- * caller owns that others can read (0700, its files 0600). Returns an
- * O_PATH-free directory fd (O_CLOEXEC) or a negative errno. */
-int gw_statedir_open(const char *dir, struct cap_error *err);
 /* CAPSULE_STATE_KEY, else DIR/key (made 0600 on first use; refused when
  * not the caller's or root's, or open to others). */
 int gw_statedir_load_key(int dirfd, const char *dir, unsigned char key[GW_KEY_BYTES],

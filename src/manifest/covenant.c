@@ -19,6 +19,7 @@
 #define MIB 1048576u
 #define COVENANT_PIDS 64u
 #define COVENANT_NOFILE 1024u
+#define COVENANT_MEMORY_MB 512 /* the seed's default */
 /* largest MiB count whose byte size still fits an int64 */
 #define MAX_MIB ((int64_t)(INT64_MAX / MIB))
 
@@ -260,7 +261,18 @@ static void lower_resources(struct mf_ctx *c, const struct cap_node *root, struc
   size_t mark = mf_push_key(c, "resources");
   mf_unknown_keys(c, res, resources_keys, CAP_SEV_ERROR);
   int64_t cpu_ms = mf_int(c, res, "cpu_ms_per_task", 0, 1, INT64_MAX, 30000);
-  int64_t memory_mb = mebibytes(c, res, "memory_mb", 1, 512);
+  /* Covenant's u64 has no minimum; its Hermes examples write 0 ("not
+   * capped here: the remote sandbox caps it"). capsule reads 0 as not
+   * declared: a local process still gets the default cap. */
+  int64_t memory_mb = mebibytes(c, res, "memory_mb", 0, COVENANT_MEMORY_MB);
+  if (memory_mb == 0) {
+    if (spec->runtime.kind != CAP_RUNTIME_HERMES)
+      mf_warning(c, cap_node_get(res, "memory_mb"), "memory_mb",
+                 "0 declares no memory cap (Covenant's meaning); capsule enforces its default "
+                 "of %d MiB for the agent's process; write the MiB it needs to change that",
+                 COVENANT_MEMORY_MB);
+    memory_mb = COVENANT_MEMORY_MB;
+  }
   int64_t disk_mb = mebibytes(c, res, "disk_mb", 0, 100);
   int network = mf_enum(c, res, "network", 0, network_names, NET_HTTPS_ONLY);
   mf_pop(c, mark);

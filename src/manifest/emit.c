@@ -69,6 +69,8 @@ static void emit_filesystem(struct cap_jw *w, const struct cap_spec *spec)
     const struct cap_fs_grant *g = &spec->grants[i];
     cap_jw_begin_object(w);
     kv_string(w, "path", g->path);
+    if (g->at)
+      kv_string(w, "at", g->at);
     kv_string(w, "access", cap_access_name(g->access));
     kv_string(w, "type", g->type == CAP_FS_FILE ? "file" : "directory");
     kv_string(w, "origin", cap_origin_name(g->origin));
@@ -212,6 +214,8 @@ static void emit_runtime(struct cap_jw *w, const struct cap_runtime *rt)
     cap_jw_int(w, (int64_t)rt->idle_timeout_ms);
     cap_jw_key(w, "startup_timeout_ms");
     cap_jw_int(w, (int64_t)rt->startup_timeout_ms);
+    kv_string(w, "sharing", rt->shared ? "shared" : "exclusive");
+    kv_string(w, "invoke", rt->stream_invoke ? "stream" : "unary");
     cap_jw_end_object(w);
   } else {
     cap_jw_null(w);
@@ -315,6 +319,7 @@ static void emit_limits(struct cap_jw *w, const struct cap_limits *l)
   kv_limit(w, "pids", l->pids);
   kv_limit(w, "nofile", l->nofile);
   kv_limit(w, "disk_bytes", l->disk_bytes);
+  kv_limit(w, "workspace_bytes", l->workspace_bytes);
   cap_jw_end_object(w);
 }
 
@@ -330,6 +335,8 @@ static void emit_sandbox(struct cap_jw *w, const struct cap_sandbox *s)
   cap_jw_key(w, "private_tmp");
   cap_jw_bool(w, s->private_tmp);
   kv_string(w, "workspace", s->workspace);
+  cap_jw_key(w, "cache");
+  cap_jw_bool(w, s->cache);
   cap_jw_end_object(w);
 }
 

@@ -14,6 +14,16 @@ void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
 void cap_covenant_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
 void cap_talos_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
 void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
+/* a nono profile: extends, groups, legacy keys resolved (nono_profile*.c) */
+void cap_nono_profile_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec);
+/* nono's profile names: letters, digits, inner hyphens */
+bool cap_nono_profile_name_valid(const char *name);
+/* $XDG_CONFIG_HOME/nono/profiles/NAME.jsonc or .json, where nono looks
+ * first; NULL when neither exists. The caller frees it. */
+char *cap_nono_user_profile(const char *name);
+/* Whether NAME is one of nono's built-in profiles; *ret_names (when not
+ * NULL) gets them all, comma-separated, for a message (the caller frees). */
+bool cap_nono_builtin_profile(const char *name, char **ret_names);
 
 /* The optional `x-capsule` object (TOML: [x-capsule] table) every format may
  * carry; call with the member's value (NULL-safe). Known keys: command

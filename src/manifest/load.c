@@ -178,12 +178,81 @@ bool cap_is_capability_dir(const char *path)
   return false;
 }
 
-/* JSON holds Talos or nono manifests; tell them apart by their keys. */
+/* A nono profile, told from a capability manifest by its shape: a key only
+ * profiles have (nono's profile schema), filesystem or network written the
+ * profile's way, or a $schema naming the profile schema. A profile has no
+ * version, but one that gained a version (following an old hint) is still
+ * a profile: read as a manifest it would lose its deny list and network
+ * block. */
+static bool nono_profile_shaped(const struct cap_node *root)
+{
+  static const char *const profile_keys[] = {"extends",
+                                             "meta",
+                                             "security",
+                                             "groups",
+                                             "commands",
+                                             "workdir",
+                                             "hooks",
+                                             "session_hooks",
+                                             "undo",
+                                             "policy",
+                                             "env_credentials",
+                                             "environment",
+                                             "command_policies",
+                                             "open_urls",
+                                             "allow_launch_services",
+                                             "allow_gpu",
+                                             "interactive",
+                                             "packs",
+                                             "command_args",
+                                             "credential_capture",
+                                             "unsafe_macos_seatbelt_rules",
+                                             "linux",
+                                             "diagnostics",
+                                             "binary",
+                                             NULL};
+  for (size_t i = 0; profile_keys[i]; i++)
+    if (cap_node_get(root, profile_keys[i]))
+      return true;
+  const struct cap_node *secrets = cap_node_get(root, "secrets"); /* capsule's own is an array */
+  if (secrets && secrets->kind == CAP_NODE_OBJECT)
+    return true;
+  const struct cap_node *schema = cap_node_get(root, "$schema");
+  if (schema && schema->kind == CAP_NODE_STRING && strstr(schema->u.str.ptr, "nono-profile"))
+    return true;
+  static const struct {
+    const char *section, *const keys[8];
+  } shaped[] = {
+      {"filesystem",
+       {"allow", "read", "write", "allow_file", "read_file", "write_file", "bypass_protection",
+        NULL}},
+      {"network",
+       {"block", "allow_domain", "network_profile", "open_port", "listen_port",
+        "custom_credentials", "proxy_allow", NULL}},
+  };
+  for (size_t i = 0; i < 2; i++) {
+    const struct cap_node *sec = cap_node_get(root, shaped[i].section);
+    for (size_t k = 0; sec && sec->kind == CAP_NODE_OBJECT && shaped[i].keys[k]; k++)
+      if (cap_node_get(sec, shaped[i].keys[k]))
+        return true;
+  }
+  const struct cap_node *fs = cap_node_get(root, "filesystem");
+  const struct cap_node *deny = fs && fs->kind == CAP_NODE_OBJECT ? cap_node_get(fs, "deny") : NULL;
+  if (deny && deny->kind == CAP_NODE_ARRAY && deny->u.arr.len &&
+      deny->u.arr.items[0]->kind == CAP_NODE_STRING) /* a profile's deny is a list of paths */
+    return true;
+  return false;
+}
+
+/* JSON holds Talos or nono manifests or nono profiles; tell them apart by
+ * their keys. */
 static int detect_json(const struct cap_node *root, const char *name)
 {
   if (root && root->kind == CAP_NODE_OBJECT) {
     if (cap_node_get(root, "functions"))
       return CAP_FORMAT_TALOS;
+    if (nono_profile_shaped(root))
+      return CAP_FORMAT_NONO_PROFILE;
     static const char *const nono_keys[] = {"filesystem", "network",   "process",
                                             "rollback",   "resources", NULL};
     for (size_t i = 0; nono_keys[i]; i++)
@@ -193,6 +262,8 @@ static int detect_json(const struct cap_node *root, const char *name)
     if (v && !cap_node_get(root, "id"))
       return CAP_FORMAT_NONO;
   }
+  if (has_suffix(base_name(name), ".jsonc"))
+    return CAP_FORMAT_NONO_PROFILE;
   return strcmp(base_name(name), "manifest.json") == 0 ? CAP_FORMAT_TALOS : CAP_FORMAT_NONO;
 }
 
@@ -203,7 +274,7 @@ static int detect_by_name(const char *name)
     return CAP_FORMAT_SELU;
   if (has_suffix(base, ".toml"))
     return CAP_FORMAT_COVENANT;
-  if (has_suffix(base, ".json"))
+  if (has_suffix(base, ".json") || has_suffix(base, ".jsonc"))
     return CAP_FORMAT_TALOS; /* refined by content */
   return CAP_HINT_AUTO;
 }
@@ -221,6 +292,49 @@ static int detect_by_content(const char *data, size_t len)
   if (i < len && data[i] == '[')
     return CAP_FORMAT_COVENANT;
   return CAP_FORMAT_SELU;
+}
+
+static void diags_append(struct cap_diags *to, const struct cap_diags *from)
+{
+  for (size_t i = 0; i < from->len; i++) {
+    const struct cap_diag *d = &from->items[i];
+    cap_diags_add(to, d->severity, d->file, d->line, d->col, d->path, "%s", d->message);
+  }
+}
+
+/* JSON, or JSONC for a nono profile: comments and trailing commas are
+ * blanked (positions kept) only when the plain parse fails and what then
+ * parses is a profile; anything else keeps the plain parser's error. */
+static int parse_json(struct cap_doc *doc, const char *data, size_t len, const char *name,
+                      int format, struct cap_diags *diags)
+{
+  struct cap_diags plain = {0}, blanked = {0};
+  int r = -EINVAL;
+  if (format != CAP_FORMAT_NONO_PROFILE)
+    r = cap_json_parse(doc, data, len, name, 0, &plain);
+  if (r < 0) {
+    _cleanup_free_ char *copy = cap_xmalloc(len + 1);
+    memcpy(copy, data, len);
+    copy[len] = '\0';
+    cap_jsonc_blank(copy, len);
+    struct cap_doc *again = cap_doc_new();
+    int r2 = cap_json_parse(again, copy, len, name, 0, &blanked);
+    if (r2 >= 0 && (format == CAP_FORMAT_NONO_PROFILE ||
+                    detect_json(again->root, name) == CAP_FORMAT_NONO_PROFILE)) {
+      struct cap_doc tmp = *doc;
+      *doc = *again;
+      *again = tmp;
+      r = 0;
+    } else if (format == CAP_FORMAT_NONO_PROFILE) {
+      diags_append(diags, &blanked);
+    }
+    cap_doc_free(again);
+  }
+  if (r < 0 && format != CAP_FORMAT_NONO_PROFILE)
+    diags_append(diags, &plain);
+  cap_diags_free(&plain);
+  cap_diags_free(&blanked);
+  return r;
 }
 
 static char *absolute_dir_of(const char *name)
@@ -248,6 +362,54 @@ static const char *top_level_noun(int format)
   }
 }
 
+/* x-capsule's KEY as a command (a non-empty array of non-empty strings)
+ * into spec->runtime.command: the node, or NULL when absent or wrong. */
+static const struct cap_node *xcapsule_argv(struct mf_ctx *c, const struct cap_node *x,
+                                            const char *key, struct cap_spec *spec)
+{
+  const struct cap_node *cmd = mf_string_array(c, x, key, MF_NONEMPTY);
+  if (!cmd)
+    return NULL;
+  bool ok = true;
+  for (size_t i = 0; i < cmd->u.arr.len; i++) {
+    if (cmd->u.arr.items[i]->u.str.len == 0) {
+      size_t m2 = mf_push_key(c, key);
+      mf_push_index(c, i);
+      mf_error(c, cmd->u.arr.items[i], NULL, "must not be empty");
+      mf_pop(c, m2);
+      ok = false;
+    }
+  }
+  if (!ok)
+    return NULL;
+  cap_strv_free(&spec->runtime.command);
+  for (size_t i = 0; i < cmd->u.arr.len; i++)
+    cap_strv_push(&spec->runtime.command, cmd->u.arr.items[i]->u.str.ptr);
+  return cmd;
+}
+
+/* x-capsule.mcp_server: the capability is that MCP server (over stdio),
+ * its tools the ones the server lists (runtime/mcp_client.h). */
+static void xcapsule_mcp(struct mf_ctx *c, const struct cap_node *mcp, struct cap_spec *spec)
+{
+  spec->runtime.kind = CAP_RUNTIME_MCP;
+  spec->runtime.port = 0;
+  if (spec->format == CAP_FORMAT_NONO) /* the others grant their package already */
+    cap_spec_add_grant(spec, spec->package_dir, CAP_ACCESS_READ, CAP_FS_DIRECTORY,
+                       CAP_ORIGIN_PACKAGE);
+  if (spec->n_tools)
+    mf_warning(c, mcp, "mcp_server",
+               "the capability's tools are the ones the MCP server lists (tools/list); the %zu "
+               "the manifest names are not used",
+               spec->n_tools);
+  cap_tools_free(spec->tools, spec->n_tools);
+  spec->tools = NULL;
+  spec->n_tools = 0;
+  spec->tool_source = CAP_TOOL_SOURCE_DYNAMIC;
+  free(spec->discovery_tool_name);
+  spec->discovery_tool_name = cap_xstrdup("tools/list");
+}
+
 void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_spec *spec)
 {
   if (!x)
@@ -260,28 +422,25 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
     mf_pop(c, mark);
     return;
   }
-  static const char *const known[] = {
-      "command",         "workspace",          "notes", "max_concurrency",
-      "idle_timeout_ms", "startup_timeout_ms", NULL};
+  static const char *const known[] = {"command",
+                                      "workspace",
+                                      "notes",
+                                      "max_concurrency",
+                                      "idle_timeout_ms",
+                                      "startup_timeout_ms",
+                                      "workspace_max_mb",
+                                      "invoke",
+                                      "mcp_server",
+                                      NULL};
   mf_unknown_keys(c, x, known, CAP_SEV_ERROR);
-  const struct cap_node *cmd = mf_string_array(c, x, "command", MF_NONEMPTY);
-  if (cmd) {
-    bool ok = true;
-    for (size_t i = 0; i < cmd->u.arr.len; i++) {
-      if (cmd->u.arr.items[i]->u.str.len == 0) {
-        size_t m2 = mf_push_key(c, "command");
-        mf_push_index(c, i);
-        mf_error(c, cmd->u.arr.items[i], NULL, "must not be empty");
-        mf_pop(c, m2);
-        ok = false;
-      }
-    }
-    if (ok) {
-      cap_strv_free(&spec->runtime.command);
-      for (size_t i = 0; i < cmd->u.arr.len; i++)
-        cap_strv_push(&spec->runtime.command, cmd->u.arr.items[i]->u.str.ptr);
-    }
-  }
+  const struct cap_node *cmd = xcapsule_argv(c, x, "command", spec);
+  const struct cap_node *mcp = cmd ? NULL : xcapsule_argv(c, x, "mcp_server", spec);
+  if (cmd && cap_node_get(x, "mcp_server"))
+    mf_error(c, cap_node_get(x, "mcp_server"), "mcp_server",
+             "a capability runs either its command or an MCP server; remove one of "
+             "x-capsule.command and x-capsule.mcp_server");
+  if (mcp)
+    xcapsule_mcp(c, mcp, spec);
   const struct cap_node *ws = mf_field(c, x, "workspace", CAP_NODE_STRING, MF_NONEMPTY);
   if (ws) {
     if (ws->u.str.ptr[0] != '/' && ws->u.str.ptr[0] != '~')
@@ -308,7 +467,22 @@ void cap_xcapsule_lower(struct mf_ctx *c, const struct cap_node *x, struct cap_s
                                                      (int64_t)spec->runtime.idle_timeout_ms);
     spec->runtime.startup_timeout_ms = (uint64_t)mf_int(c, x, "startup_timeout_ms", 0, 100, 600000,
                                                         (int64_t)spec->runtime.startup_timeout_ms);
+    static const char *const invoke_names[] = {"unary", "stream", NULL};
+    spec->runtime.stream_invoke =
+        mf_enum(c, x, "invoke", 0, invoke_names, spec->runtime.stream_invoke) == 1;
+  } else if (cap_node_get(x, "invoke")) {
+    mf_error(c, cap_node_get(x, "invoke"), "invoke",
+             "applies only to a Selu capability (a gRPC server kept warm); remove it");
   }
+  const struct cap_node *wsmax = cap_node_get(x, "workspace_max_mb");
+  if (wsmax && !spec->limits.workspace_bytes)
+    mf_error(c, wsmax, "workspace_max_mb",
+             "applies only to a Selu capability with filesystem: workspace or cache.enabled; "
+             "remove it");
+  else if (wsmax)
+    spec->limits.workspace_bytes = (uint64_t)mf_int(c, x, "workspace_max_mb", 0, 1, 16 << 20,
+                                                    (int64_t)(spec->limits.workspace_bytes >> 20))
+                                   << 20;
   const char *notes = mf_string(c, x, "notes", 0, NULL);
   if (notes) {
     free(spec->notes);
@@ -374,7 +548,7 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
   switch (format) {
   case CAP_FORMAT_SELU: r = cap_yaml_parse(doc, data, len, name, diags); break;
   case CAP_FORMAT_COVENANT: r = cap_toml_parse(doc, data, len, name, diags); break;
-  default: r = cap_json_parse(doc, data, len, name, 0, diags); break;
+  default: r = parse_json(doc, data, len, name, format, diags); break;
   }
   /* TOML always yields a table; a file with nothing in it is still empty */
   bool empty =
@@ -402,7 +576,7 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
   spec->source_path = cap_xstrdup(name);
   spec->package_dir = package_dir ? cap_xstrdup(package_dir) : absolute_dir_of(name);
   cap_spec_add_system_grants(spec);
-  if (format != CAP_FORMAT_NONO)
+  if (format != CAP_FORMAT_NONO && format != CAP_FORMAT_NONO_PROFILE)
     cap_spec_add_grant(spec, spec->package_dir, CAP_ACCESS_READ, CAP_FS_DIRECTORY,
                        CAP_ORIGIN_PACKAGE);
 
@@ -413,6 +587,7 @@ int cap_manifest_load_buffer(const char *data, size_t len, const char *name, int
   case CAP_FORMAT_SELU: cap_selu_lower(&c, doc->root, spec); break;
   case CAP_FORMAT_COVENANT: cap_covenant_lower(&c, doc->root, spec); break;
   case CAP_FORMAT_TALOS: cap_talos_lower(&c, doc->root, spec); break;
+  case CAP_FORMAT_NONO_PROFILE: cap_nono_profile_lower(&c, doc->root, spec); break;
   default: cap_nono_lower(&c, doc->root, spec); break;
   }
   mf_free(&c);
@@ -448,4 +623,41 @@ int cap_manifest_load(const char *path, struct cap_spec **ret, struct cap_diags 
     return r;
   }
   return cap_manifest_load_buffer(data, len, path, CAP_HINT_AUTO, NULL, ret, diags);
+}
+
+int cap_manifest_load_profile(const char *name, struct cap_spec **ret, struct cap_diags *diags)
+{
+  bool is_path = strchr(name, '/') || has_suffix(name, ".json") || has_suffix(name, ".jsonc");
+  _cleanup_free_ char *user =
+      is_path || !cap_nono_profile_name_valid(name) ? NULL : cap_nono_user_profile(name);
+  const char *file = is_path ? name : user;
+  if (file) {
+    _cleanup_free_ char *data = NULL;
+    size_t len = 0;
+    struct cap_error err = {0};
+    int r = cap_read_file(file, CAP_MANIFEST_MAX_BYTES, &data, &len, &err);
+    if (r < 0) {
+      cap_diags_add(diags, CAP_SEV_ERROR, file, 0, 0, "", "%s", err.message);
+      cap_error_clear(&err);
+      return r;
+    }
+    return cap_manifest_load_buffer(data, len, file, CAP_FORMAT_NONO_PROFILE, NULL, ret, diags);
+  }
+  _cleanup_free_ char *names = NULL;
+  if (!cap_nono_profile_name_valid(name) || !cap_nono_builtin_profile(name, &names)) {
+    cap_diags_add(diags, CAP_SEV_ERROR, name, 0, 0, "",
+                  "no such nono profile: not a file (write ./%s.json for one here), not in "
+                  "$XDG_CONFIG_HOME/nono/profiles, and not one of nono's built-in profiles "
+                  "(%s)",
+                  name, names ? names : "");
+    return -ENOENT;
+  }
+  /* a built-in profile is the profile that extends it and adds nothing;
+   * its package directory is "/" so that no file beside anything is taken
+   * for a sibling base */
+  _cleanup_free_ char *doc =
+      cap_xasprintf("{\"extends\": \"%s\", \"meta\": {\"name\": \"%s\"}}", name, name);
+  _cleanup_free_ char *label = cap_xasprintf("nono built-in profile %s", name);
+  return cap_manifest_load_buffer(doc, strlen(doc), label, CAP_FORMAT_NONO_PROFILE, "/", ret,
+                                  diags);
 }

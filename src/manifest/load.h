@@ -40,6 +40,11 @@ bool cap_is_capability_dir(const char *path);
  * not (errors in diags); another -errno for I/O failures (also in diags). */
 int cap_manifest_load(const char *path, struct cap_spec **ret, struct cap_diags *diags);
 
+/* A nono profile by file path (JSONC) or by name, looked up as nono does:
+ * $XDG_CONFIG_HOME/nono/profiles/NAME.json[c], then nono's built-in
+ * profiles. Results as cap_manifest_load. */
+int cap_manifest_load_profile(const char *name, struct cap_spec **ret, struct cap_diags *diags);
+
 /* The same from memory. `name` is the file name shown in diagnostics and
  * used for detection; format is a enum cap_format or CAP_HINT_AUTO;
  * package_dir is where the capability lives (NULL: the name's directory). */

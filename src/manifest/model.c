@@ -235,8 +235,10 @@ void cap_spec_free(struct cap_spec *spec)
   cap_strv_free(&spec->runtime.command);
   free(spec->discovery_tool_name);
   cap_tools_free(spec->tools, spec->n_tools);
-  for (size_t i = 0; i < spec->n_grants; i++)
+  for (size_t i = 0; i < spec->n_grants; i++) {
     free(spec->grants[i].path);
+    free(spec->grants[i].at);
+  }
   free(spec->grants);
   cap_strv_free(&spec->deny);
   cap_strv_free(&spec->network.allow_domains);
@@ -279,8 +281,8 @@ void cap_spec_freep(struct cap_spec **spec) { cap_spec_free(*spec); }
 
 const char *cap_format_name(enum cap_format f)
 {
-  static const char *const names[] = {"selu", "covenant", "talos", "nono"};
-  return f <= CAP_FORMAT_NONO ? names[f] : "unknown";
+  static const char *const names[] = {"selu", "covenant", "talos", "nono", "nono-profile"};
+  return f <= CAP_FORMAT_NONO_PROFILE ? names[f] : "unknown";
 }
 
 const char *cap_access_name(enum cap_access a)
@@ -315,14 +317,15 @@ const char *cap_mode3_name(enum cap_mode3 m)
 
 const char *cap_runtime_kind_name(enum cap_runtime_kind k)
 {
-  static const char *const names[] = {"grpc", "stdio-jsonl", "hermes-http", "talos-node", "exec"};
-  return k <= CAP_RUNTIME_EXEC ? names[k] : "exec";
+  static const char *const names[] = {"grpc",       "stdio-jsonl", "hermes-http",
+                                      "talos-node", "exec",        "mcp-stdio"};
+  return k <= CAP_RUNTIME_MCP ? names[k] : "exec";
 }
 
 const char *cap_origin_name(enum cap_grant_origin o)
 {
-  static const char *const names[] = {"manifest", "system", "package", "workspace"};
-  return o <= CAP_ORIGIN_WORKSPACE ? names[o] : "manifest";
+  static const char *const names[] = {"manifest", "system", "package", "workspace", "cache"};
+  return o <= CAP_ORIGIN_CACHE ? names[o] : "manifest";
 }
 
 const char *cap_delivery_name(enum cap_delivery d)

@@ -17,10 +17,11 @@
 struct cap_js_validator;
 
 enum cap_format {
-  CAP_FORMAT_SELU,     /* manifest.yaml */
-  CAP_FORMAT_COVENANT, /* agent.toml */
-  CAP_FORMAT_TALOS,    /* manifest.json with "functions" */
-  CAP_FORMAT_NONO,     /* nono capability manifest JSON */
+  CAP_FORMAT_SELU,         /* manifest.yaml */
+  CAP_FORMAT_COVENANT,     /* agent.toml */
+  CAP_FORMAT_TALOS,        /* manifest.json with "functions" */
+  CAP_FORMAT_NONO,         /* nono capability manifest JSON */
+  CAP_FORMAT_NONO_PROFILE, /* nono profile (JSONC), compiled as nono's profile show does */
 };
 
 /* A list of owned strings. */
@@ -38,13 +39,24 @@ enum cap_grant_origin {
   CAP_ORIGIN_SYSTEM,    /* system directories every sandbox gets read-only */
   CAP_ORIGIN_PACKAGE,   /* the capability's own directory */
   CAP_ORIGIN_WORKSPACE, /* the per-session or configured workspace */
+  CAP_ORIGIN_CACHE,     /* a capability's persistent cache (Selu cache.enabled) */
 };
+
+/* The placeholders a Selu lowering grants and the gateway replaces with a
+ * directory of its own at call time (gateway/volumes.h). */
+#define CAP_SESSION_WORKSPACE "$CAPSULE_SESSION_WORKSPACE"
+#define CAP_CAPABILITY_CACHE "$CAPSULE_CAPABILITY_CACHE"
 
 struct cap_fs_grant {
   char *path; /* unresolved (may start with ~ or a $CAPSULE_ variable) */
+  char *at;   /* where it appears inside the sandbox (Selu's /workspace); NULL: at path */
   enum cap_access access;
   enum cap_fs_type type;
   enum cap_grant_origin origin;
+  /* a directory the gateway made for this call under its state directory
+   * (a session's workspace, a cache): the one grant the sandbox lets
+   * below a state directory. Never set from a manifest. */
+  bool volume;
 };
 
 struct cap_http_rule {
@@ -144,7 +156,8 @@ struct cap_limits {
   uint64_t wall_ms;
   uint64_t pids;
   uint64_t nofile;
-  uint64_t disk_bytes; /* size of the private tmp and workspace quota */
+  uint64_t disk_bytes;      /* size of the private tmp and workspace quota */
+  uint64_t workspace_bytes; /* bound on a session workspace's or a cache's total size */
 };
 
 enum cap_runtime_kind {
@@ -153,6 +166,7 @@ enum cap_runtime_kind {
   CAP_RUNTIME_HERMES,     /* Covenant runtime = "hermes": HTTP endpoint */
   CAP_RUNTIME_TALOS_NODE, /* Talos: JS module exports */
   CAP_RUNTIME_EXEC,       /* nono: an arbitrary command */
+  CAP_RUNTIME_MCP,        /* x-capsule.mcp_server: an MCP server over stdio */
 };
 
 struct cap_runtime {
@@ -166,6 +180,11 @@ struct cap_runtime {
   uint32_t max_concurrency;    /* calls served at once by one instance */
   uint64_t idle_timeout_ms;    /* stopped after this long without a call */
   uint64_t startup_timeout_ms; /* to become healthy, else the call fails */
+  /* Selu sharing.mode: exclusive (an instance per user and session) or
+   * shared (one instance for every session, max_concurrency calls at once,
+   * credentials per call only) */
+  bool shared;
+  bool stream_invoke; /* x-capsule.invoke: stream (the orchestrator's StreamInvoke) */
 };
 
 enum cap_policy { CAP_POLICY_ALLOW, CAP_POLICY_ASK, CAP_POLICY_BLOCK };
@@ -212,6 +231,7 @@ struct cap_sandbox {
   char *filesystem; /* the format's own filesystem mode, or NULL */
   bool private_tmp; /* a private tmpfs at /tmp */
   char *workspace;  /* host path, "$CAPSULE_SESSION_WORKSPACE", or NULL */
+  bool cache;       /* Selu cache.enabled: a persistent /cache per user and capability */
 };
 
 enum cap_tool_source {

@@ -346,7 +346,9 @@ static bool valid_env_name(const char *s)
   return true;
 }
 
-/* Checks the source URI; returns whether its scheme needs env_var. */
+/* Checks the source URI; returns whether its scheme needs env_var: nono's
+ * CapabilityManifest::validate() (crates/nono/src/manifest.rs) requires it
+ * for the URI managers op://, apple-password:// and file://. */
 static bool check_source(struct mf_ctx *c, const struct cap_node *src)
 {
   const char *s = src->u.str.ptr;
@@ -365,13 +367,16 @@ static bool check_source(struct mf_ctx *c, const struct cap_node *src)
                "\"%s\": file:// needs an absolute path, as in file:///run/secrets/token", s);
     return true;
   }
-  static const char *const schemes[] = {"op://", "bw://", "apple-password://", NULL};
-  for (size_t i = 0; schemes[i]; i++) {
-    size_t n = strlen(schemes[i]);
-    if (strncmp(s, schemes[i], n) == 0) {
+  static const struct {
+    const char *scheme;
+    bool needs_env_var;
+  } schemes[] = {{"op://", true}, {"bw://", false}, {"apple-password://", true}};
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+    size_t n = strlen(schemes[i].scheme);
+    if (strncmp(s, schemes[i].scheme, n) == 0) {
       if (!s[n])
-        mf_error(c, src, "source", "\"%s\" names no item after %s", s, schemes[i]);
-      return true;
+        mf_error(c, src, "source", "\"%s\" names no item after %s", s, schemes[i].scheme);
+      return schemes[i].needs_env_var;
     }
   }
   mf_error(c, src, "source",
@@ -445,14 +450,15 @@ static void credential_fn(struct mf_ctx *c, const struct cap_node *o, void *arg)
              upstream->u.str.ptr);
     ok = false;
   }
-  /* nono's schema text asks for env_var with these sources, but its own
-   * documented example omits it, and header injection works without it: a
-   * warning, so nono's example loads */
-  if (source && check_source(c, source) && !env_var)
-    mf_warning(c, o, "env_var",
-               "is not set, so the tool's SDK gets no phantom token for this %.*s source; add "
-               "env_var such as \"GITHUB_TOKEN\"",
-               (int)(strstr(source->u.str.ptr, "://") - source->u.str.ptr + 3), source->u.str.ptr);
+  /* nono's validate() refuses these sources without env_var: the variable
+   * the tool's SDK reads cannot be derived from the URI */
+  if (source && check_source(c, source) && !env_var) {
+    mf_error(c, o, "env_var",
+             "is required when source is a URI manager reference (op://, apple-password://, or "
+             "file://); set it to the variable the tool's SDK reads its key from, e.g. "
+             "\"OPENAI_API_KEY\"");
+    ok = false;
+  }
   if (env_var && !valid_env_name(env_var->u.str.ptr))
     mf_error(c, env_var, "env_var", "\"%s\" is not an environment variable name",
              env_var->u.str.ptr);
@@ -510,8 +516,12 @@ static void nono_process(struct mf_ctx *c, const struct cap_node *root, struct c
       (enum cap_mode3)mf_enum(c, p, "process_info_mode", 0, mode3_names, CAP_MODE_ISOLATED);
   spec->process.ipc_full = mf_enum(c, p, "ipc_mode", 0, ipc_names, 0) == 1;
   int strategy = mf_enum(c, p, "exec_strategy", 0, strategy_names, -1);
-  if (strategy >= 0)
-    spec->process.declared_exec_strategy = cap_xstrdup(strategy_names[strategy]);
+  /* capsule's own resolved output writes the strategy it applies
+   * (supervised) and keeps the declared one beside it: that is the record */
+  int declared = mf_enum(c, p, "declared_exec_strategy", 0, strategy_names, -1);
+  if (declared >= 0 || strategy >= 0)
+    spec->process.declared_exec_strategy =
+        cap_xstrdup(strategy_names[declared >= 0 ? declared : strategy]);
   mf_pop(c, mark);
 }
 
@@ -527,11 +537,46 @@ static void nono_rollback(struct mf_ctx *c, const struct cap_node *root, struct 
   mf_pop(c, mark);
 }
 
+/* nono's validate(): a rollback or a memory ceiling needs a supervising
+ * parent, so both require exec_strategy "supervised" (nono's default is
+ * "monitor"). capsule always supervises, but a manifest nono itself
+ * refuses is refused here too, with nono's reason. */
+static void nono_require_supervised(struct mf_ctx *c, const struct cap_node *root,
+                                    const struct cap_spec *spec)
+{
+  const struct cap_node *p = cap_node_get(root, "process");
+  const struct cap_node *es =
+      p && p->kind == CAP_NODE_OBJECT ? cap_node_get(p, "exec_strategy") : NULL;
+  const char *declared = es && es->kind == CAP_NODE_STRING ? es->u.str.ptr : NULL;
+  if (declared && strcmp(declared, "supervised") == 0)
+    return;
+  const char *now = declared ? declared : "\"monitor\", the default";
+  const struct cap_node *rb = cap_node_get(root, "rollback");
+  if (spec->rollback.enabled)
+    mf_error(c, cap_node_get(rb, "enabled"), "rollback.enabled",
+             "true requires process.exec_strategy \"supervised\" (it is %s%s%s): rollback needs "
+             "a parent process for snapshots; set exec_strategy to \"supervised\"",
+             declared ? "\"" : "", now, declared ? "\"" : "");
+  const struct cap_node *res = cap_node_get(root, "resources");
+  const struct cap_node *mem =
+      res && res->kind == CAP_NODE_OBJECT ? cap_node_get(res, "memory_bytes") : NULL;
+  if (mem && spec->limits.memory_bytes)
+    mf_error(c, mem, "resources.memory_bytes",
+             "requires process.exec_strategy \"supervised\" (it is %s%s%s): limits are enforced "
+             "by the supervising parent process; set exec_strategy to \"supervised\"",
+             declared ? "\"" : "", now, declared ? "\"" : "");
+}
+
 void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec)
 {
   mf_unknown_keys(c, root, top_keys, CAP_SEV_WARNING);
   mf_string(c, root, "$schema", 0, NULL);
-  const struct cap_node *version = mf_field(c, root, "version", CAP_NODE_STRING, MF_REQUIRED);
+  if (!cap_node_get(root, "version"))
+    mf_error(c, root, "version",
+             "required field is missing; a nono capability manifest starts with \"version\": "
+             "\"" NONO_VERSION "\". (A nono profile has no version: capsule knows one by its "
+             "sections, such as extends, meta, groups, workdir or filesystem.allow)");
+  const struct cap_node *version = mf_field(c, root, "version", CAP_NODE_STRING, 0);
   if (version && strcmp(version->u.str.ptr, NONO_VERSION) != 0)
     mf_error(c, version, "version",
              "\"%s\" is not a supported manifest version; capsule reads version \"" NONO_VERSION
@@ -557,6 +602,7 @@ void cap_nono_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
     spec->limits.memory_bytes = (uint64_t)mf_int(c, res, "memory_bytes", 0, 1, INT64_MAX, 0);
     mf_pop(c, mark);
   }
+  nono_require_supervised(c, root, spec);
 
   /* nono manifests carry no identity; a capability is named by its folder */
   const char *folder = strrchr(spec->package_dir, '/');

@@ -19,10 +19,20 @@
 #define SELU_WALL_MS 120000u
 #define SELU_NOFILE 1024u
 #define SELU_DISK_BYTES (100u * 1024u * 1024u)
+/* a session's workspace and a cache: Selu's Docker volumes are unbounded;
+ * capsule bounds each (x-capsule.workspace_max_mb changes it) */
+#define SELU_WORKSPACE_BYTES (1024ull << 20)
+/* manifest.rs: default_max_concurrent, default_shared_idle_timeout */
+#define SELU_SHARED_MAX_CONCURRENT 1
+#define SELU_SHARED_IDLE_SECONDS 300
+/* where Selu's runner mounts the volumes */
+#define SELU_WORKSPACE_AT "/workspace"
+#define SELU_CACHE_AT "/cache"
 
 static const char *const top_keys[] = {
-    "id",      "class",      "image",       "tool_source", "discovery_tool_name", "tools",
-    "network", "filesystem", "credentials", "resources",   "x-capsule",           NULL,
+    "id",        "class",   "image",      "tool_source", "discovery_tool_name",
+    "tools",     "network", "filesystem", "credentials", "resources",
+    "x-capsule", "sharing", "cache",      NULL,
 };
 static const char *const tool_keys[] = {
     "name",
@@ -52,6 +62,10 @@ static const char *const filesystem_names[] = {"none", "temp", "workspace", NULL
 enum { FS_NONE, FS_TEMP, FS_WORKSPACE };
 static const char *const scope_names[] = {"system", "user", NULL};
 static const char *const credential_type_names[] = {"secret", NULL};
+static const char *const sharing_keys[] = {"mode", "max_concurrent", "idle_timeout_seconds", NULL};
+static const char *const sharing_mode_names[] = {"exclusive", "shared", NULL};
+enum { SHARING_EXCLUSIVE, SHARING_SHARED };
+static const char *const cache_keys[] = {"enabled", NULL};
 
 /* [a-z0-9-]+, not starting or ending with '-' */
 static bool valid_id(const char *s, size_t n)
@@ -345,16 +359,13 @@ static void selu_tools(struct mf_ctx *c, const struct cap_node *root, int source
                "lists its tools at runtime); remove these tools, or set tool_source: manifest");
     return;
   }
-  if (!tools) {
-    mf_error(c, root, "tools",
-             "required field is missing; list the capability's tools "
-             "(tool_source is \"manifest\"), or set tool_source: dynamic");
-    return;
-  }
-  if (tools->u.arr.len == 0) {
-    mf_error(c, tools, "tools",
-             "must list at least one tool when tool_source is \"manifest\"; "
-             "add the tools, or set tool_source: dynamic");
+  /* Selu accepts a manifest capability without tools (tools defaults to
+   * []; its own manifest tests load `tools: []`): so does capsule, saying
+   * that it offers nothing */
+  if (!tools || tools->u.arr.len == 0) {
+    mf_warning(c, tools ? tools : root, "tools",
+               "%s, so the capability offers no tools; list them, or set tool_source: dynamic",
+               tools ? "is empty" : "is missing");
     return;
   }
   size_t mark = mf_push_key(c, "tools");
@@ -453,6 +464,88 @@ static void selu_resources(struct mf_ctx *c, const struct cap_node *root, struct
   mf_pop(c, mark);
 }
 
+/* sharing (manifest.rs SharingPolicy): exclusive, the default, is an
+ * instance per user and session; shared is one instance for every session,
+ * serving max_concurrent calls at once and stopped after
+ * idle_timeout_seconds without one. Returns the mode's node when shared. */
+static const struct cap_node *selu_sharing(struct mf_ctx *c, const struct cap_node *root,
+                                           struct cap_spec *spec)
+{
+  const struct cap_node *sh = cap_node_get(root, "sharing");
+  if (!sh || sh->kind == CAP_NODE_NULL) /* Option<SharingPolicy>: null is none */
+    return NULL;
+  sh = mf_field(c, root, "sharing", CAP_NODE_OBJECT, 0);
+  if (!sh)
+    return NULL;
+  size_t mark = mf_push_key(c, "sharing");
+  mf_unknown_keys(c, sh, sharing_keys, CAP_SEV_WARNING);
+  int mode = mf_enum(c, sh, "mode", 0, sharing_mode_names, -1);
+  bool mode_bad = mode < 0 && cap_node_get(sh, "mode"); /* reported: say nothing more */
+  if (mode < 0)
+    mode = SHARING_EXCLUSIVE;
+  int64_t max = mf_int(c, sh, "max_concurrent", 0, 0, UINT32_MAX, SELU_SHARED_MAX_CONCURRENT);
+  int64_t idle = mf_int(c, sh, "idle_timeout_seconds", 0, 0, 86400 * 365, SELU_SHARED_IDLE_SECONDS);
+  const struct cap_node *mode_node = cap_node_get(sh, "mode");
+  if (mode == SHARING_SHARED) {
+    if (max == 0)
+      mf_warning(c, cap_node_get(sh, "max_concurrent"), "max_concurrent",
+                 "0 is taken as 1, as Selu does: one call at a time");
+    spec->runtime.shared = true;
+    spec->runtime.max_concurrency = max > 256 ? 256 : (max ? (uint32_t)max : 1);
+    if (max > 256)
+      mf_warning(c, cap_node_get(sh, "max_concurrent"), "max_concurrent",
+                 "capsule serves at most 256 calls at once on one instance; 256 it is");
+    /* 0: stop as soon as idle (as with x-capsule.idle_timeout_ms, 100 ms at least) */
+    spec->runtime.idle_timeout_ms = idle ? (uint64_t)idle * 1000 : 100;
+  } else if (!mode_bad) {
+    static const char *const shared_only[] = {"max_concurrent", "idle_timeout_seconds"};
+    for (size_t i = 0; i < 2; i++)
+      if (cap_node_get(sh, shared_only[i]))
+        mf_warning(c, cap_node_get(sh, shared_only[i]), shared_only[i],
+                   "is used only with mode: shared (an exclusive capability has an instance "
+                   "per session); remove it, or set mode: shared");
+  }
+  mf_pop(c, mark);
+  return mode == SHARING_SHARED ? (mode_node ? mode_node : sh) : NULL;
+}
+
+/* cache (manifest.rs CachePolicy): a persistent directory per user and
+ * capability at /cache. Returns the enabled node when enabled. */
+static const struct cap_node *selu_cache(struct mf_ctx *c, const struct cap_node *root)
+{
+  const struct cap_node *cache = mf_field(c, root, "cache", CAP_NODE_OBJECT, 0);
+  if (!cache)
+    return NULL;
+  size_t mark = mf_push_key(c, "cache");
+  mf_unknown_keys(c, cache, cache_keys, CAP_SEV_WARNING);
+  bool enabled = mf_bool(c, cache, "enabled", 0, false);
+  mf_pop(c, mark);
+  return enabled ? cap_node_get(cache, "enabled") : NULL;
+}
+
+/* Selu's own rules (manifest.rs load_from_dir) on class, filesystem,
+ * sharing and cache, with capsule's fixes. */
+static void selu_class_rules(struct mf_ctx *c, const struct cap_node *root, int class_index, int fs,
+                             const struct cap_node *shared, const struct cap_node *cache)
+{
+  if (fs == FS_WORKSPACE && class_index != CLASS_ENVIRONMENT)
+    mf_error(c, cap_node_get(root, "filesystem"), "filesystem",
+             "\"workspace\" is only allowed for class: environment; "
+             "set class: environment, or use filesystem: temp");
+  if (cache && class_index != CLASS_ENVIRONMENT)
+    mf_error(c, cache, "cache.enabled",
+             "true is only allowed for class: environment; set class: environment, or remove "
+             "cache");
+  if (shared && class_index == CLASS_ENVIRONMENT)
+    mf_error(c, shared, "sharing.mode",
+             "\"shared\" is not allowed for class: environment (an environment keeps one "
+             "session's state); remove sharing, or set class: tool");
+  if (shared && fs == FS_WORKSPACE)
+    mf_error(c, shared, "sharing.mode",
+             "\"shared\" is not allowed with filesystem: workspace (a workspace belongs to one "
+             "session); use filesystem: temp or none, or remove sharing");
+}
+
 void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_spec *spec)
 {
   mf_unknown_keys(c, root, top_keys, CAP_SEV_WARNING);
@@ -498,14 +591,14 @@ void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
   selu_network(c, root, spec);
 
   int fs = mf_enum(c, root, "filesystem", 0, filesystem_names, FS_NONE);
-  const struct cap_node *fsn = cap_node_get(root, "filesystem");
-  if (fs == FS_WORKSPACE && class_index != CLASS_ENVIRONMENT) {
-    mf_error(c, fsn, "filesystem",
-             "\"workspace\" is only allowed for class: environment; "
-             "set class: environment, or use filesystem: temp");
-  }
+  const struct cap_node *shared = selu_sharing(c, root, spec);
+  const struct cap_node *cache = selu_cache(c, root);
+  selu_class_rules(c, root, class_index, fs, shared, cache);
   spec->sandbox.filesystem = cap_xstrdup(filesystem_names[fs]);
   spec->sandbox.private_tmp = fs != FS_NONE;
+  spec->sandbox.cache = cache != NULL;
+  if (fs == FS_WORKSPACE || cache)
+    spec->limits.workspace_bytes = SELU_WORKSPACE_BYTES;
 
   selu_credentials(c, root, spec);
   selu_resources(c, root, spec);
@@ -515,11 +608,17 @@ void cap_selu_lower(struct mf_ctx *c, const struct cap_node *root, struct cap_sp
 
   cap_xcapsule_lower(c, cap_node_get(root, "x-capsule"), spec);
 
-  /* after x-capsule, which may name the workspace's host directory */
+  /* after x-capsule, which may name the workspace's host directory; both
+   * appear where Selu's runner mounts its volumes */
   if (fs == FS_WORKSPACE) {
     if (!spec->sandbox.workspace)
-      spec->sandbox.workspace = cap_xstrdup("$CAPSULE_SESSION_WORKSPACE");
+      spec->sandbox.workspace = cap_xstrdup(CAP_SESSION_WORKSPACE);
     cap_spec_add_grant(spec, spec->sandbox.workspace, CAP_ACCESS_READWRITE, CAP_FS_DIRECTORY,
-                       CAP_ORIGIN_WORKSPACE);
+                       CAP_ORIGIN_WORKSPACE)
+        ->at = cap_xstrdup(SELU_WORKSPACE_AT);
   }
+  if (cache)
+    cap_spec_add_grant(spec, CAP_CAPABILITY_CACHE, CAP_ACCESS_READWRITE, CAP_FS_DIRECTORY,
+                       CAP_ORIGIN_CACHE)
+        ->at = cap_xstrdup(SELU_CACHE_AT);
 }

@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/base58.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/json.h"
@@ -34,7 +36,11 @@ static void request_line(const struct gw_call *call, const struct cap_node *args
   const struct cap_node *text = cap_node_get(args, "text");
   const struct cap_node *priority = cap_node_get(args, "priority");
   const struct cap_node *parent = cap_node_get(args, "parent");
-  _cleanup_free_ char *display = cap_xasprintf("%s@local", call->user);
+  _cleanup_free_ char *display =
+      call->issuer ? cap_xstrdup(call->issuer->display) : cap_xasprintf("%s@local", call->user);
+  char pubkey[CAP_BASE58_SIZE(32)] = "";
+  if (call->issuer)
+    cap_base58_encode(call->issuer->pubkey, 32, pubkey);
   cap_jw_begin_object(&w);
   cap_jw_key(&w, "id");
   cap_jw_string(&w, id);
@@ -45,7 +51,7 @@ static void request_line(const struct gw_call *call, const struct cap_node *args
   cap_jw_key(&w, "display");
   cap_jw_string(&w, display);
   cap_jw_key(&w, "pubkey");
-  cap_jw_string(&w, "");
+  cap_jw_string(&w, pubkey);
   cap_jw_end_object(&w);
   cap_jw_key(&w, "issued_at");
   cap_jw_int(&w, now_realtime_ms());
@@ -67,12 +73,6 @@ enum gw_outcome covenant_run(const struct gw_call *call, const struct cap_spec *
                              const struct cap_node *args, char *const *env, size_t n_env,
                              char **result, struct cap_error *err)
 {
-  if (spec->runtime.kind == CAP_RUNTIME_HERMES)
-    return cap_error_set(err, ENOTSUP,
-                         "capability %s uses the hermes runtime (an HTTP endpoint), which "
-                         "capsule does not call yet",
-                         spec->id),
-           GW_OUTCOME_HOST_CANNOT_ENFORCE;
   if (args->kind != CAP_NODE_OBJECT)
     return cap_error_set(err, EINVAL, "a Covenant dispatch takes a JSON object with \"text\""),
            GW_OUTCOME_FAILED;
@@ -101,6 +101,19 @@ enum gw_outcome covenant_run(const struct gw_call *call, const struct cap_spec *
   free(cmd);
   cap_strv_free(&argv);
   return o;
+}
+
+static uint64_t tv_ms(const struct timeval *tv)
+{
+  return (uint64_t)tv->tv_sec * 1000 + (uint64_t)tv->tv_usec / 1000;
+}
+
+/* user and system CPU of the children reaped in between */
+static uint64_t cpu_ms_between(const struct rusage *a, const struct rusage *b)
+{
+  uint64_t x = tv_ms(&a->ru_utime) + tv_ms(&a->ru_stime);
+  uint64_t y = tv_ms(&b->ru_utime) + tv_ms(&b->ru_stime);
+  return y > x ? y - x : 0;
 }
 
 /* The tool's stderr: appended to LOG_DIR/<capability>.log, else dropped.
@@ -186,7 +199,12 @@ enum gw_outcome covenant_run_line(const struct gw_call *call, const struct cap_s
       .id_base = call->id_base,
   };
   struct sandbox_result res;
+  struct rusage before, after; /* the sandbox is this process's child, reaped in sandbox_run */
+  getrusage(RUSAGE_CHILDREN, &before);
   int r = sandbox_run(&run_spec, &opt, &res, err);
+  getrusage(RUSAGE_CHILDREN, &after);
+  if (call->cpu_ms && r == 0)
+    *call->cpu_ms = cpu_ms_between(&before, &after);
   if (r < 0)
     return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
   const char *see = log_path ? "; its stderr is in " : "";

@@ -47,16 +47,47 @@ void selu_channel_close(struct selu_channel *ch)
     module->channel_close(ch);
 }
 
-int selu_health(struct selu_channel *ch, int timeout_ms, bool *healthy, struct cap_error *err)
+int selu_health(struct selu_channel *ch, int timeout_ms, enum selu_protocol *proto, bool *healthy,
+                struct cap_error *err)
 {
-  return module->health(ch, timeout_ms, healthy, err);
+  return module->health(ch, timeout_ms, proto, healthy, err);
 }
 
-int selu_invoke(struct selu_channel *ch, const char *tool, const char *parameters,
-                const char *const *keys, const char *const *values, size_t n_context,
-                int timeout_ms, struct selu_response *resp, struct cap_error *err)
+int selu_invoke(struct selu_channel *ch, enum selu_protocol proto, bool stream,
+                const struct selu_invoke_args *a, int timeout_ms, struct selu_response *resp,
+                struct cap_error *err)
 {
-  return module->invoke(ch, tool, parameters, keys, values, n_context, timeout_ms, resp, err);
+  return module->invoke(ch, proto, stream, a, timeout_ms, resp, err);
+}
+
+int selu_artifact_upload(struct selu_channel *ch, const char *filename, const char *mime_type,
+                         const char *data, size_t len, int timeout_ms, char **id,
+                         struct cap_error *err)
+{
+  return module->artifact_upload(ch, filename, mime_type, data, len, timeout_ms, id, err);
+}
+
+int selu_artifact_download(struct selu_channel *ch, const char *id, int timeout_ms,
+                           struct selu_artifact *out, struct cap_error *err)
+{
+  return module->artifact_download(ch, id, timeout_ms, out, err);
+}
+
+void selu_artifact_free(struct selu_artifact *a)
+{
+  free(a->data);
+  free(a->filename);
+  free(a->mime_type);
+  *a = (struct selu_artifact){0};
+}
+
+const char *selu_protocol_name(enum selu_protocol p)
+{
+  switch (p) {
+  case SELU_PROTOCOL_SERVICE: return "CapabilityService";
+  case SELU_PROTOCOL_CAPABILITY: return "Capability";
+  default: return "unknown";
+  }
 }
 
 void selu_response_free(struct selu_response *resp)

@@ -45,8 +45,8 @@ static void set_rlimit(int resource, uint64_t value)
 /* The command: drop everything, then exec. Never returns. */
 void __attribute__((noreturn))
 sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *opt,
-                     const struct sandbox_limits *lim, const struct proxy *px, uid_t uid, gid_t gid,
-                     bool refuse_setid)
+                     const struct sandbox_mount_plan *plan, const struct sandbox_limits *lim,
+                     const struct proxy *px, uid_t uid, gid_t gid, bool refuse_setid)
 {
   /* every capability the kernel knows: EINVAL past the last one */
   for (int cap = 0; cap <= 63; cap++)
@@ -64,7 +64,7 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
 
   CHILD_TRY(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs: %s", strerror(errno));
   struct cap_error err = {0};
-  if (landlock_apply(spec, opt->argv[0], &err) < 0)
+  if (landlock_apply(spec, plan, opt->argv[0], opt->rootfs != NULL, &err) < 0)
     sandbox_child_fail("%s", err.message);
   if (seccomp_apply(spec, refuse_setid, &err) < 0)
     sandbox_child_fail("%s", err.message);

@@ -4,6 +4,7 @@
  * bind/connect, 5 IOCTL_DEV, 6 signal and abstract-unix-socket scoping,
  * 9 RESOLVE_UNIX (connecting to pathname unix sockets; below 9 the
  * supervisor in supervise.c holds that line). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/cleanup.h"
 #include "net/proxy.h"
 #include "sandbox/mount_plan.h"
@@ -188,12 +190,79 @@ static int add_allowed_commands(int ruleset, const struct cap_spec *spec, const 
   return r;
 }
 
+/* Deny entries inside a directory grant. Landlock can only grant, and a
+ * right on a directory reaches everything below it, so a grant holding a
+ * denied path is given as rules on each of its entries but the denied one,
+ * down the path to it: the denied path gets no rule, and stays closed to
+ * this layer too if its mount mask were ever gone. The directories on the
+ * way keep only READ_DIR (listing names); entries created in them after the
+ * start get no rights there. Symlinks need no rule (what they point to has
+ * its own). Bounded: a grant with more entries on the way fails the run. */
+#define LL_DENY_ENTRY_BUDGET 8192
+
+struct ll_denies {
+  const struct sandbox_mask *m;
+  size_t n;
+};
+
+/* 1: path is a deny mask; 2: a deny mask lies strictly below it; 0: neither */
+static int deny_relation(const struct ll_denies *d, const char *path)
+{
+  size_t n = strlen(path);
+  int rel = 0;
+  for (size_t i = 0; i < d->n; i++) {
+    const char *at = d->m[i].at;
+    if (!d->m[i].deny)
+      continue;
+    if (strcmp(at, path) == 0)
+      return 1;
+    if ((n == 1 || (strncmp(at, path, n) == 0 && at[n] == '/')) && at[n == 1 ? 0 : n])
+      rel = 2;
+  }
+  return rel;
+}
+
+static int add_around_denies(int ruleset, const char *dir, uint64_t access, uint64_t handled,
+                             const struct ll_denies *d, size_t *budget, struct cap_error *err)
+{
+  int r = add_path(ruleset, dir, access & LL_FS_READ_DIR, handled, err);
+  _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *dd = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!dd)
+    return r; /* nothing below to grant */
+  fd = -1;
+  struct dirent *e;
+  while (r == 0 && (e = readdir(dd))) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    if ((*budget)-- == 0) {
+      r = cap_error_set(err, E2BIG,
+                        "landlock: %s holds more than %d entries on the way to a deny entry; "
+                        "grant a narrower directory",
+                        dir, LL_DENY_ENTRY_BUDGET);
+      break;
+    }
+    _cleanup_free_ char *path = cap_xasprintf("%s/%s", strcmp(dir, "/") == 0 ? "" : dir, e->d_name);
+    struct stat st;
+    int rel = deny_relation(d, path);
+    if (rel == 1 || lstat(path, &st) < 0 || S_ISLNK(st.st_mode))
+      continue;
+    if (rel == 2 && S_ISDIR(st.st_mode))
+      r = add_around_denies(ruleset, path, access, handled, d, budget, err);
+    else
+      r = add_path(ruleset, path, access, handled, err);
+  }
+  closedir(dd);
+  return r;
+}
+
 /* The declared grants: read and write rights as granted; with a command
  * list, programs run only from where they were installed, so a tool cannot
  * write a copy of a blocked program and run that. */
-static int add_grants(int ruleset, const struct cap_spec *spec, uint64_t handled,
-                      struct cap_error *err)
+static int add_grants(int ruleset, const struct cap_spec *spec, const struct ll_denies *denies,
+                      uint64_t handled, struct cap_error *err)
 {
+  size_t budget = LL_DENY_ENTRY_BUDGET;
   bool allowlist = spec->process.allowed_commands.len > 0;
   bool restrict_exec = allowlist || spec->process.blocked_commands.len > 0;
   int r = 0;
@@ -209,8 +278,13 @@ static int add_grants(int ruleset, const struct cap_spec *spec, uint64_t handled
     /* a pathname unix socket is reached only where it is granted itself */
     if (sandbox_grant_is_unix_socket(g))
       access |= LL_FS_RESOLVE_UNIX;
-    _cleanup_free_ char *path = sandbox_expand_path(g->path); /* as the mount tree has it */
-    r = add_path(ruleset, path, access, handled, err);
+    /* as the mount tree has it */
+    _cleanup_free_ char *path = g->at ? cap_xstrdup(g->at) : sandbox_expand_path(g->path);
+    int rel = g->type == CAP_FS_DIRECTORY ? deny_relation(denies, path) : 0;
+    if (rel == 2)
+      r = add_around_denies(ruleset, path, access, handled, denies, &budget, err);
+    else if (rel == 0)
+      r = add_path(ruleset, path, access, handled, err);
   }
   return r;
 }
@@ -259,7 +333,8 @@ static int add_ports(int ruleset, const struct cap_spec *spec, struct cap_error 
   return r;
 }
 
-int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err)
+int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan *plan,
+                   const char *command, bool image_root, struct cap_error *err)
 {
   int abi = landlock_abi();
   if (abi <= 0) {
@@ -287,11 +362,18 @@ int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_
   _cleanup_close_ int ruleset = (int)syscall(__NR_landlock_create_ruleset, &attr, attr_size, 0);
   if (ruleset < 0)
     return cap_error_errno(err, errno, "landlock: cannot create a ruleset");
-  int r = add_grants(ruleset, spec, handled, err);
+  struct ll_denies denies = {plan ? plan->masks : NULL, plan ? plan->n_masks : 0};
+  int r = add_grants(ruleset, spec, &denies, handled, err);
   if (r == 0 && spec->process.allowed_commands.len)
     r = add_allowed_commands(ruleset, spec, command, handled, err);
   if (r == 0)
     r = add_sandbox_paths(ruleset, spec, handled, err);
+  /* an image's root is the tool's own program and libraries, mounted
+   * read-only: read and run anything in it (what a container allows) */
+  if (r == 0 && image_root)
+    r = add_path(ruleset, "/",
+                 LL_FS_READ & ~(spec->process.allowed_commands.len ? LL_FS_EXECUTE : 0), handled,
+                 err);
   if (r == 0 && attr.handled_access_net)
     r = add_ports(ruleset, spec, err);
   if (r < 0)

@@ -140,8 +140,18 @@ static void own_v1_path(const char *controller, char *out, size_t size)
  * and not yet running anything, writes "0" to each (limits_join). */
 static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec)
 {
+  /* only the hierarchies a limit of this spec needs: making a v1 group
+   * (and removing it) costs more than the rest of a spawn's set-up */
+  const bool wanted[4] = {
+      [V1_MEMORY] = spec->limits.memory_bytes != 0,
+      [V1_PIDS] = spec->limits.pids != 0,
+      [V1_CPU] = spec->limits.cpu_fraction > 0,
+      [V1_CPUACCT] = spec->limits.cpu_ms_per_task != 0,
+  };
   bool any = false;
   for (int c = 0; c < 4; c++) {
+    if (!wanted[c])
+      continue;
     char own[400], root[480];
     own_v1_path(v1_controllers[c], own, sizeof own);
     snprintf(root, sizeof root, CGROOT "/%s%s", v1_controllers[c], strcmp(own, "/") ? own : "");

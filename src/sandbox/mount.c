@@ -18,6 +18,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/fs.h"
 #include "net/proxy.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
@@ -67,20 +68,6 @@ struct mount_attr_ {
 
 #define DEFAULT_TMP_BYTES (64ull << 20)
 #define DEFAULT_SHM_BYTES (16ull << 20)
-
-static void mkdir_p(const char *path, mode_t mode)
-{
-  char buf[PATH_MAX];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    mkdir(buf, mode);
-    *p = '/';
-  }
-  mkdir(buf, mode);
-}
 
 static void touch(const char *path)
 {
@@ -133,12 +120,12 @@ static void mount_grant(const char *root, const struct plan_grant *g, bool noexe
 {
   if (g->kind == PLAN_MISSING)
     return;
-  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, g->host);
+  _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, g->at);
   _cleanup_free_ char *parent = cap_xstrdup(dest);
   char *slash = strrchr(parent, '/');
   if (slash && slash != parent) {
     *slash = '\0';
-    mkdir_p(parent, 0755);
+    cap_mkdir_p(parent, 0755);
   }
   if (g->kind == PLAN_LINK) {
     /* merged-/usr links such as /bin -> usr/bin: the same link inside,
@@ -148,7 +135,7 @@ static void mount_grant(const char *root, const struct plan_grant *g, bool noexe
     return;
   }
   if (g->kind == PLAN_DIR)
-    mkdir_p(dest, 0755);
+    cap_mkdir_p(dest, 0755);
   else
     touch(dest);
   /* as root the parent opened the tree; otherwise it is opened here, by a
@@ -257,14 +244,19 @@ static void apply_masks(const struct sandbox_mount_plan *plan, const char *root)
 {
   _cleanup_close_ int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
   CHILD_TRY(root_fd, "cannot open the sandbox root: %s", strerror(errno));
+  bool deny_masks = true;
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/deny.sh: Landlock alone holds deny entries */
+  deny_masks = !getenv("CAPSULE_TEST_NO_DENY_MASKS");
+#endif
   for (size_t i = 0; i < plan->n_masks; i++)
-    apply_mask(root_fd, &plan->masks[i]);
+    if (deny_masks || !plan->masks[i].deny)
+      apply_mask(root_fd, &plan->masks[i]);
 }
 
 static void mount_dev(const char *root, uint64_t shm_bytes)
 {
   _cleanup_free_ char *dev = cap_xasprintf("%s/dev", root);
-  mkdir_p(dev, 0755);
+  cap_mkdir_p(dev, 0755);
   CHILD_TRY(mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"),
             "cannot mount /dev: %s", strerror(errno));
   static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -286,7 +278,7 @@ static void mount_dev(const char *root, uint64_t shm_bytes)
       sandbox_child_fail("cannot create /dev/%s: %s", links[i][1], strerror(errno));
   }
   _cleanup_free_ char *shm = cap_xasprintf("%s/shm", dev);
-  mkdir_p(shm, 01777);
+  cap_mkdir_p(shm, 01777);
   char opts[64];
   snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)shm_bytes);
   CHILD_TRY(mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
@@ -316,22 +308,24 @@ static void temp_space(const struct cap_spec *spec, uint64_t *tmp, uint64_t *shm
     *shm = 4096;
 }
 
-static void mount_private_tmp(const struct cap_spec *spec, const char *root)
+static void mount_private_tmp(const struct cap_spec *spec, const char *root, bool noexec)
 {
   _cleanup_free_ char *tmp = cap_xasprintf("%s/tmp", root);
-  mkdir_p(tmp, 01777);
+  cap_mkdir_p(tmp, 01777);
   char opts[64];
   uint64_t size, shm_size;
   temp_space(spec, &size, &shm_size);
   snprintf(opts, sizeof opts, "mode=1777,size=%llu", (unsigned long long)size);
-  unsigned long flags = MS_NOSUID | MS_NODEV | (command_list(spec) ? MS_NOEXEC : 0);
+  unsigned long flags = MS_NOSUID | MS_NODEV | (noexec || command_list(spec) ? MS_NOEXEC : 0);
   CHILD_TRY(mount("tmpfs", tmp, "tmpfs", flags, opts), "cannot mount the private /tmp: %s",
             strerror(errno));
 }
 
 static const char *grant_path(const struct cap_spec *spec, size_t i)
 {
-  return i < spec->n_grants ? spec->grants[i].path : "/tmp";
+  if (i >= spec->n_grants)
+    return "/tmp";
+  return spec->grants[i].at ? spec->grants[i].at : spec->grants[i].path; /* where it appears */
 }
 
 static size_t path_depth(const char *p)
@@ -363,7 +357,7 @@ static void mount_tree(const struct cap_spec *spec, const struct sandbox_mount_p
   }
   for (size_t k = 0; k < n; k++) {
     if (order[k] == spec->n_grants)
-      mount_private_tmp(spec, root);
+      mount_private_tmp(spec, root, plan->image_root); /* Selu's image /tmp is noexec */
     else
       mount_grant(root, &plan->grants[order[k]], command_list(spec));
   }
@@ -410,6 +404,36 @@ static bool grants_root(const struct sandbox_mount_plan *plan)
   return false;
 }
 
+/* An image's root: its top-level entries bound read-only (their whole
+ * trees), its top-level links recreated; by the trees the parent opened
+ * as root, else by their real paths. */
+static void mount_image(const struct sandbox_mount_plan *plan, const char *root)
+{
+  for (size_t i = 0; i < plan->n_image; i++) {
+    const struct plan_grant *g = &plan->image[i];
+    _cleanup_free_ char *dest = cap_xasprintf("%s%s", root, g->host);
+    if (g->kind == PLAN_LINK) {
+      if (symlink(g->link, dest) < 0 && errno != EEXIST)
+        sandbox_child_fail("cannot create the image's link %s: %s", g->host, strerror(errno));
+      continue;
+    }
+    if (g->kind == PLAN_DIR)
+      cap_mkdir_p(dest, 0755);
+    else
+      touch(dest);
+    int opened =
+        g->tree >= 0 ? dup(g->tree) : sandbox_open_grant_tree(g->real, g->real, NULL, true);
+    if (opened < 0 && g->tree >= 0)
+      opened = -errno;
+    _cleanup_close_ int tree = opened;
+    if (tree < 0)
+      sandbox_child_fail("cannot open the image's %s for the sandbox: %s", g->host,
+                         strerror(-tree));
+    CHILD_TRY(attach_tree(tree, dest, MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_),
+              "cannot bind the image's %s: %s", g->host, strerror(errno));
+  }
+}
+
 /* Builds the new root at `root` (a tmpfs) and moves into it. */
 void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *plan,
                         const char *root, const struct proxy *px)
@@ -418,6 +442,7 @@ void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *
             "cannot make the mount tree private: %s", strerror(errno));
   CHILD_TRY(mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"),
             "cannot mount the sandbox root: %s", strerror(errno));
+  mount_image(plan, root);
   mount_tree(spec, plan, root);
   sandbox_mount_plan_close_trees(plan); /* attached now; the command inherits none */
   /* the sandbox's own /dev and /proc go on top of everything */
@@ -425,7 +450,7 @@ void sandbox_build_root(const struct cap_spec *spec, struct sandbox_mount_plan *
   temp_space(spec, &tmp_bytes, &shm_bytes);
   mount_dev(root, shm_bytes);
   _cleanup_free_ char *proc = cap_xasprintf("%s/proc", root);
-  mkdir_p(proc, 0555);
+  cap_mkdir_p(proc, 0555);
   CHILD_TRY(mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
             "cannot mount /proc: %s", strerror(errno));
   /* deny entries, capsule's own state (whatever was granted), blocked

@@ -51,8 +51,12 @@ static bool path_within(const char *path, const char *dir)
   return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* what a mask hides: a deny entry (also held by Landlock: landlock.c),
+ * capsule's state (a grant at or below it is refused), anything else */
+enum mask_kind { MASK_OTHER, MASK_DENY, MASK_STATE };
+
 static void plan_add_mask(struct sandbox_mount_plan *plan, char *at, const char *why,
-                          const char *source)
+                          const char *source, enum mask_kind kind)
 {
   for (size_t i = 0; i < plan->n_masks; i++)
     if (strcmp(plan->masks[i].at, at) == 0) {
@@ -60,8 +64,8 @@ static void plan_add_mask(struct sandbox_mount_plan *plan, char *at, const char 
       return;
     }
   plan->masks = cap_xrealloc(plan->masks, (plan->n_masks + 1) * sizeof *plan->masks);
-  plan->masks[plan->n_masks++] =
-      (struct sandbox_mask){.at = at, .why = why, .source = cap_xstrdup(source)};
+  plan->masks[plan->n_masks++] = (struct sandbox_mask){
+      .at = at, .why = why, .source = cap_xstrdup(source), .deny = kind == MASK_DENY};
 }
 
 static int resolve_grant(struct plan_grant *g, const struct cap_fs_grant *spec_grant,
@@ -69,9 +73,14 @@ static int resolve_grant(struct plan_grant *g, const struct cap_fs_grant *spec_g
 {
   g->tree = -1;
   g->host = sandbox_expand_path(spec_grant->path);
+  g->at = cap_xstrdup(spec_grant->at ? spec_grant->at : g->host);
   g->read_only = spec_grant->access == CAP_ACCESS_READ;
+  g->volume = spec_grant->volume;
   if (g->host[0] != '/')
     return cap_error_set(err, EINVAL, "grant \"%s\" is not an absolute path", spec_grant->path);
+  if (g->at[0] != '/')
+    return cap_error_set(err, EINVAL, "grant \"%s\" is to appear at \"%s\", not an absolute path",
+                         spec_grant->path, g->at);
   struct stat st;
   if (lstat(g->host, &st) < 0) {
     g->kind = PLAN_MISSING; /* a path the host lacks grants nothing */
@@ -139,23 +148,27 @@ int sandbox_open_grant_tree(const char *host, const char *expect_real, char **re
  * it. A state directory at or above a grant refuses the grant; a deny
  * entry there masks the whole grant. */
 static int plan_mask_real(struct sandbox_mount_plan *plan, const char *real, const char *why,
-                          const char *source, bool is_state, struct cap_error *err)
+                          const char *source, enum mask_kind kind, struct cap_error *err)
 {
   for (size_t i = 0; i < plan->n_grants; i++) {
     const struct plan_grant *g = &plan->grants[i];
     if (!g->real)
       continue;
     if (path_within(g->real, real)) {
-      if (is_state)
+      /* a session's workspace or a cache the gateway made for this call,
+       * strictly below its state directory: granted as itself alone */
+      if (kind == MASK_STATE && g->volume && strcmp(g->real, real) != 0)
+        continue;
+      if (kind == MASK_STATE)
         return cap_error_set(err, EPERM,
                              "the grant %s is at or below capsule's state directory %s, which no "
                              "sandbox may see; grant a directory beside it",
                              g->host, real);
-      plan_add_mask(plan, cap_xstrdup(g->host), why, source);
+      plan_add_mask(plan, cap_xstrdup(g->at), why, source, kind);
     } else if (path_within(real, g->real)) {
       const char *rel = real + (strcmp(g->real, "/") == 0 ? 0 : strlen(g->real));
-      plan_add_mask(plan, cap_xasprintf("%s%s", strcmp(g->host, "/") == 0 ? "" : g->host, rel), why,
-                    source);
+      plan_add_mask(plan, cap_xasprintf("%s%s", strcmp(g->at, "/") == 0 ? "" : g->at, rel), why,
+                    source, kind);
     }
   }
   return 0;
@@ -190,7 +203,7 @@ static bool blocked_by_others(const char *path)
 }
 
 static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const char *why,
-                     bool is_state, struct cap_error *err)
+                     enum mask_kind kind, struct cap_error *err)
 {
   _cleanup_free_ char *host = sandbox_expand_path(path);
   _cleanup_free_ char *real = realpath(host, NULL);
@@ -216,7 +229,7 @@ static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const ch
                            "it visible",
                            host, why);
   }
-  return plan_mask_real(plan, real, why, path, is_state, err);
+  return plan_mask_real(plan, real, why, path, kind, err);
 }
 
 /* /sys shows the host (cgroup trees, host pids, devices) to a tool granted
@@ -247,7 +260,7 @@ static int scan_for_state(struct sandbox_mount_plan *plan, int dirfd, const char
                           int depth, size_t *budget, struct cap_error *err)
 {
   if (holds_state(dirfd))
-    return plan_mask_real(plan, real, "a capsule state directory", real, true, err);
+    return plan_mask_real(plan, real, "a capsule state directory", real, MASK_STATE, err);
   int copy = depth > 0 ? dup(dirfd) : -1;
   DIR *d = copy >= 0 ? fdopendir(copy) : NULL;
   if (!d) {
@@ -302,7 +315,7 @@ static int plan_mask_command(struct sandbox_mount_plan *plan, const char *name,
   size_t n = sandbox_command_paths(name, paths, 8);
   int r = 0;
   for (size_t k = 0; k < n && r == 0; k++) {
-    r = plan_mask(plan, paths[k], "blocked command", false, err);
+    r = plan_mask(plan, paths[k], "blocked command", MASK_OTHER, err);
     struct stat target;
     if (r < 0 || stat(paths[k], &target) < 0 || target.st_nlink < 2)
       continue;
@@ -317,7 +330,7 @@ static int plan_mask_command(struct sandbox_mount_plan *plan, const char *name,
         _cleanup_free_ char *alias = cap_xasprintf("%s/%s", dirs[d], e->d_name);
         char real[4096];
         if (realpath(alias, real) && strcmp(real, paths[k]) != 0)
-          r = plan_mask(plan, real, "blocked command", false, err);
+          r = plan_mask(plan, real, "blocked command", MASK_OTHER, err);
       }
       if (dir)
         closedir(dir);
@@ -352,15 +365,67 @@ static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *sp
 {
   int r = 0;
   for (size_t i = 0; i < spec->deny.len && r == 0; i++)
-    r = plan_mask(plan, spec->deny.v[i], "deny entry", false, err);
+    r = plan_mask(plan, spec->deny.v[i], "deny entry", MASK_DENY, err);
   for (size_t i = 0; i < opt->n_hidden && r == 0; i++)
-    r = plan_mask(plan, opt->hidden[i], "capsule's state", true, err);
+    r = plan_mask(plan, opt->hidden[i], "capsule's state", MASK_STATE, err);
   for (size_t i = 0; i < spec->process.blocked_commands.len && r == 0; i++)
     r = plan_mask_command(plan, spec->process.blocked_commands.v[i], err);
   if (r == 0)
     r = plan_scan_for_state(plan, spec, err);
   if (r == 0 && !sys_granted(plan))
-    r = plan_mask(plan, "/sys", "the host's /sys", false, err); /* absent: nothing to hide */
+    r = plan_mask(plan, "/sys", "the host's /sys", MASK_OTHER, err); /* absent: nothing to hide */
+  return r;
+}
+
+/* An image's root: each top-level entry but those the sandbox provides
+ * itself (/dev, /proc, /tmp), opened here as the grants are. */
+static int plan_image(struct sandbox_mount_plan *plan, const char *rootfs, bool open_trees,
+                      struct cap_error *err)
+{
+  static const char *const own[] = {".", "..", "dev", "proc", "tmp"};
+  plan->image_root = true;
+  DIR *d = opendir(rootfs);
+  if (!d)
+    return cap_error_errno(err, errno, "cannot read the image's root %s", rootfs);
+  int r = 0;
+  struct dirent *e;
+  while (r == 0 && (e = readdir(d))) {
+    bool skip = false;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+      skip |= strcmp(e->d_name, own[i]) == 0;
+    if (skip)
+      continue;
+    plan->image = cap_xrealloc(plan->image, (plan->n_image + 1) * sizeof *plan->image);
+    struct plan_grant *g = &plan->image[plan->n_image++];
+    *g =
+        (struct plan_grant){.host = cap_xasprintf("/%s", e->d_name), .tree = -1, .read_only = true};
+    _cleanup_free_ char *path = cap_xasprintf("%s/%s", rootfs, e->d_name);
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+      r = cap_error_errno(err, errno, "cannot read %s", path);
+      break;
+    }
+    if (S_ISLNK(st.st_mode)) { /* /bin -> usr/bin: the same link, resolved inside */
+      char target[PATH_MAX];
+      ssize_t n = readlink(path, target, sizeof target - 1);
+      if (n < 0) {
+        r = cap_error_errno(err, errno, "cannot read the link %s", path);
+        break;
+      }
+      target[n] = '\0';
+      g->kind = PLAN_LINK;
+      g->link = cap_xstrdup(target);
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+      continue; /* a device node, socket or fifo at the top: not bound */
+    g->kind = S_ISDIR(st.st_mode) ? PLAN_DIR : PLAN_FILE;
+    int tree = sandbox_open_grant_tree(path, NULL, &g->real, open_trees);
+    if (tree < 0 && tree != -ENOTSUP)
+      r = cap_error_errno(err, -tree, "cannot open the image's %s", path);
+    g->tree = tree >= 0 ? tree : -1;
+  }
+  closedir(d);
   return r;
 }
 
@@ -380,6 +445,8 @@ int sandbox_mount_plan_new(const struct cap_spec *spec, const struct sandbox_opt
   }
   if (r == 0)
     r = plan_masks(plan, spec, opt, err);
+  if (r == 0 && opt->rootfs)
+    r = plan_image(plan, opt->rootfs, open_trees, err);
   if (r < 0) {
     sandbox_mount_plan_free(plan);
     return r;
@@ -395,6 +462,11 @@ void sandbox_mount_plan_close_trees(struct sandbox_mount_plan *plan)
       close(plan->grants[i].tree);
       plan->grants[i].tree = -1;
     }
+  for (size_t i = 0; plan && i < plan->n_image; i++)
+    if (plan->image[i].tree >= 0) {
+      close(plan->image[i].tree);
+      plan->image[i].tree = -1;
+    }
 }
 
 void sandbox_mount_plan_free(struct sandbox_mount_plan *plan)
@@ -404,6 +476,7 @@ void sandbox_mount_plan_free(struct sandbox_mount_plan *plan)
   sandbox_mount_plan_close_trees(plan);
   for (size_t i = 0; i < plan->n_grants; i++) {
     free(plan->grants[i].host);
+    free(plan->grants[i].at);
     free(plan->grants[i].real);
     free(plan->grants[i].link);
   }
@@ -411,6 +484,12 @@ void sandbox_mount_plan_free(struct sandbox_mount_plan *plan)
     free(plan->masks[i].at);
     free(plan->masks[i].source);
   }
+  for (size_t i = 0; i < plan->n_image; i++) {
+    free(plan->image[i].host);
+    free(plan->image[i].real);
+    free(plan->image[i].link);
+  }
+  free(plan->image);
   free(plan->grants);
   free(plan->masks);
   free(plan);

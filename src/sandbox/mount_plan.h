@@ -15,12 +15,14 @@
 enum plan_kind { PLAN_MISSING, PLAN_DIR, PLAN_FILE, PLAN_LINK };
 
 struct plan_grant {
-  char *host; /* the path as granted (~ expanded): where it appears inside */
+  char *host; /* the path as granted (~ expanded) */
+  char *at;   /* where it appears inside: the grant's `at`, else host */
   char *real; /* its real path on the host (directories and files) */
   char *link; /* PLAN_LINK: the link's target, recreated inside */
   enum plan_kind kind;
   bool read_only;
-  int tree; /* as root: the tree opened by the parent (open_tree), else -1 */
+  bool volume; /* the gateway's own directory below its state (cap_fs_grant.volume) */
+  int tree;    /* as root: the tree opened by the parent (open_tree), else -1 */
 };
 
 /* Something hidden by an empty mount: `at` is a path inside the sandbox
@@ -29,6 +31,7 @@ struct sandbox_mask {
   char *at;
   const char *why;
   char *source;
+  bool deny; /* a deny entry: Landlock holds it too (landlock.c) */
 };
 
 struct sandbox_mount_plan {
@@ -36,6 +39,11 @@ struct sandbox_mount_plan {
   size_t n_grants;
   struct sandbox_mask *masks;
   size_t n_masks;
+  /* sandbox_options.rootfs: its top-level entries, host = "/NAME" inside,
+   * real = the entry on the host (mount.c binds them read-only) */
+  struct plan_grant *image;
+  size_t n_image;
+  bool image_root; /* the root is an image's (even an empty one) */
 };
 
 /* "~/x" -> "$HOME/x"; other paths as they are (allocated). */

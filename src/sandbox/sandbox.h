@@ -60,6 +60,17 @@ struct sandbox_options {
    * itself, shared with the host's daemons. Ignored unprivileged: the
    * tool keeps the caller's ids. */
   uint32_t id_base;
+  /* An image's unpacked root (a host directory, image/image.h): the
+   * sandbox's root is built from its top-level entries, bound read-only,
+   * instead of the host's system directories (the spec's grants should
+   * then hold none of those: the gateway drops them); /dev, /proc and a
+   * noexec /tmp are the sandbox's own, and Landlock allows reading and
+   * executing the whole root. NULL: the host's directories as granted. */
+  const char *rootfs;
+  /* The uid and gid the command has inside the sandbox (Selu's runner:
+   * 1000); 0: the default (the caller's own unprivileged, 65534 as root).
+   * The host ids are the same either way. */
+  uint32_t inside_id;
 };
 
 /* How the command ended. */

@@ -409,7 +409,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   if (command < 0)
     sandbox_child_fail("fork: %s", strerror(errno));
   if (command == 0)
-    sandbox_exec_command(spec, opt, &l->lim, l->proxy, uid, gid, l->as_root);
+    sandbox_exec_command(spec, opt, l->plan, &l->lim, l->proxy, uid, gid, l->as_root);
   close(sandbox_report_fd);
   int connector = keep_init_fds(l->life[0], opt);
   sandbox_run_init(command, connector, 3);
@@ -570,7 +570,8 @@ static int check_request(const struct cap_spec *spec, const struct sandbox_optio
   if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
     return cap_error_set(err, ENOTSUP,
                          "the manifest asks for the linux-gvisor backend, which capsule does "
-                         "not run yet; refusing rather than running it with less isolation");
+                         "not run yet; refusing rather than running it with less isolation "
+                         "(`capsule doctor` says what this host has)");
   if (spec->network.localhost.len > SANDBOX_MAX_FORWARDS)
     return cap_error_set(err, EINVAL,
                          "network.ports.localhost lists %zu ports; capsule forwards at most %d",
@@ -621,8 +622,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return r;
   uid_t uid = getuid();
   gid_t gid = getgid();
-  uid_t inside_uid = uid ? uid : SANDBOX_UID_AS_ROOT;
-  gid_t inside_gid = uid ? gid : SANDBOX_UID_AS_ROOT;
+  uid_t inside_uid = opt->inside_id ? opt->inside_id : uid ? uid : SANDBOX_UID_AS_ROOT;
+  gid_t inside_gid = opt->inside_id ? opt->inside_id : uid ? gid : SANDBOX_UID_AS_ROOT;
   uid_t outside_uid;
   gid_t outside_gid;
   bool proxied = spec->network.mode == CAP_NET_PROXY;

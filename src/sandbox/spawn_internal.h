@@ -80,16 +80,18 @@ void sandbox_become_ids(uid_t uid, gid_t gid);
 /* exec.c: the command: drop everything, then exec. */
 void __attribute__((noreturn))
 sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *opt,
-                     const struct sandbox_limits *lim, const struct proxy *px, uid_t uid, gid_t gid,
-                     bool refuse_setid);
+                     const struct sandbox_mount_plan *plan, const struct sandbox_limits *lim,
+                     const struct proxy *px, uid_t uid, gid_t gid, bool refuse_setid);
 
 /* --- layers, used inside the new namespaces --- */
 
 /* Restricts this process (and its children) to the grants; needs
  * no_new_privs. `command` is the program about to be exec'd: with an
  * allowed_commands list, only those programs (and this one) may be
- * executed. Returns 0, or -errno with err set. */
-int landlock_apply(const struct cap_spec *spec, const char *command, struct cap_error *err);
+ * executed. The plan's deny masks are kept out of the grants that contain
+ * them (plan may be NULL: none). Returns 0, or -errno with err set. */
+int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan *plan,
+                   const char *command, bool image_root, struct cap_error *err);
 
 /* Loads the seccomp deny-list filter; needs no_new_privs. refuse_setid:
  * also refuse setuid/setgid mode bits (as root, where the tool's files in

@@ -56,13 +56,14 @@ import json, sys
 rows = json.load(sys.stdin)
 assert len(rows) == 1, rows
 r = rows[0]
-assert set(r) == {"capability", "pid", "state", "leases", "idle", "started"}, r
+assert set(r) == {"capability", "pid", "state", "protocol", "leases", "idle", "started"}, r
 assert r["capability"] == "warm" and r["state"] == "serving" and r["leases"].startswith("0/"), r
+assert r["protocol"] in ("Capability", "CapabilityService"), r
 assert r["idle"].endswith("s") and r["started"].endswith("Z"), r
 print(r["pid"])' <<<"$json")
   if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then ok ps-json-lists-keeper; else bad ps-json-lists-keeper; echo "$json"; fi
   text=$("${as[@]}" "$capsule" ps --state "$state")
-  if grep -qE "^warm +$pid +serving +0/[0-9]+ " <<<"$text"; then ok ps-text; else bad ps-text; echo "$text"; fi
+  if grep -qE "^warm +$pid +serving +Capability(Service)? +0/[0-9]+ " <<<"$text"; then ok ps-text; else bad ps-text; echo "$text"; fi
 
   # the keeper's title: its capability, not the call's arguments
   if [ -n "$pid" ]; then

@@ -12,7 +12,7 @@
 #endif
 
 static const char *const names[] = {"manifest.yaml", "agent.toml", "manifest.json",
-                                    "capability.json"};
+                                    "capability.json", "profile.jsonc"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

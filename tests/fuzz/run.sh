@@ -24,6 +24,7 @@ fi
 seed toml $toml_files
 seed talos $(find "$root/tests/check/talos" "$root/examples" -name 'manifest.json' 2>/dev/null)
 seed nono $(find "$root/tests/check/nono" "$root/examples" -name '*.json' ! -name 'manifest.json' 2>/dev/null)
+seed nono_profile $(find "$root/tests/check/nono-profile" -name '*.json*' 2>/dev/null)
 mkdir -p "$work/http"
 printf 'GET http://example.com/a?b=1 HTTP/1.1\r\nHost: example.com\r\n\r\n' >"$work/http/get"
 printf 'CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n' >"$work/http/connect"
@@ -34,6 +35,21 @@ mkdir -p "$work/discovery"
 printf '{"tools":[{"name":"greet","description":"d","input_schema":{"type":"object","properties":{"name":{"type":"string","pattern":"^[a-z]+$"}},"required":["name"]},"recommended_policy":"allow","terminal_on_success":true}]}' >"$work/discovery/tools"
 printf '[{"name":"a","inputSchema":{"$defs":{"x":{"$ref":"#/$defs/x"}},"$ref":"#/$defs/x"}},{"name":"b","input_schema":true}]' >"$work/discovery/array"
 
+mkdir -p "$work/covenant"
+printf '{"capability":{"subject":{"display":"research@agent","pubkey":"4vJ9JU1bJJE96FWSJKvHsmmFADCg4gpZQff4P3bkLKi"},"action":"tool.call.echo","scope":{"arguments":{"allow":{"text":"hi"}},"max_uses":5,"tool":"echo","version":1},"granted_by":{"display":"operator@local","pubkey":"8qbHbw2BbbTHBW1sbeqakYXVKRQM8Ne7pLK7m6CVfeR"},"expires_at":1700000000000},"signature":"1111111111111111111111111111111111111111111111111111111111111111"}' >"$work/covenant/token"
+printf '[1e30,4.50,0.002,{"\\u20ac":1,"\\r":2,"1":3},"\\ud83d\\ude00"]' >"$work/covenant/jcs"
+printf 'US517G5965aydkZ46HS38QLi7UQiSojurfbQfKCELFx' >"$work/covenant/key"
+printf ': keepalive\n\ndata: {"event":"tool.started","run_id":"r1","tool":"terminal"}\r\n\r\ndata: a\ndata: b\n\n' >"$work/covenant/sse"
+mkdir -p "$work/volume_name"
+printf 'alice' >"$work/volume_name/plain"
+printf '%%2Fetc%%2F..%%00x/y..' >"$work/volume_name/encoded"
+mkdir -p "$work/image"
+printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%064d","size":349,"annotations":{"org.opencontainers.image.ref.name":"example.org/a:1"}}]}' 0 >"$work/image/index"
+printf '{"schemaVersion":2,"config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%064d","size":3},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%064d","size":9}]}' 1 2 >"$work/image/manifest"
+printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/x"],"Cmd":["-v"],"Env":["A=b"],"WorkingDir":"/w"}}' >"$work/image/config"
+printf '[{"Config":"c.json","RepoTags":["example.org/a:1"],"Layers":["l/layer.tar"]}]' >"$work/image/docker"
+printf 'ghcr.io/owner/name:tag' >"$work/image/ref"
+tar -C "$here" -cf "$work/image/tar" fuzz_image.c
 mkdir -p "$work/mcp"
 printf '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"t0"}}\n{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x__y","arguments":{}}}\n' >"$work/mcp/list"
 printf '!{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1.0.0"}}\n{"jsonrpc":"2.0","id":2,"method":"ping"}\n[{"jsonrpc":"2.0"}]\n{"jsonrpc":"2.0","id":7,"result":{"action":"accept"}}\n{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}\n' >"$work/mcp/lifecycle"
@@ -41,7 +57,7 @@ printf '!{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersio
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono jsonschema http discovery escape mcp}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

@@ -5,7 +5,8 @@
 # approval changes recorded as records of their own (never a credential's
 # value); calls refused for bad arguments or a missing credential recorded
 # as refused; `policy set` only for known capabilities and tools, and
-# `policy rm`; a failed call shows the end of the tool's stderr.
+# `policy rm`; a failed call shows the end of the tool's stderr; each
+# `capsule run` a record (decision run) of its state directory.
 # Usage: audit.sh CAPSULE
 set -u
 source "$(dirname "$0")/../lib/gateway.sh"
@@ -220,5 +221,34 @@ t failed-only-this-call 1 "the tool's stderr in this call:" call "${G[@]}" quiet
   { bad failed-stderr-this-call-only; echo "$out" | sed 's/^/         /'; }
 t refused-no-stderr 1 "" call "${G[@]}" quiet dispatch '{"nottext": 1}'
 ! grep -q "the tool's stderr" <<<"$out" && ok refused-shows-no-stderr || bad refused-shows-no-stderr
+
+echo "capsule run sessions"
+rstate=$work/runstate
+(cd "$work" && "$capsule" run --state "$rstate" -- /bin/sh -c 'exit 3' >/dev/null 2>&1)
+(cd "$work" && "$capsule" run --state "$rstate" --memory 16M -- /bin/sh -c 'x=a; while :; do x="$x$x"; done' >/dev/null 2>&1)
+printf '{"version": "0.1.0", "name": "demo-run"}\n' >"$work/run-manifest.json"
+(cd "$work" && "$capsule" run --state "$rstate" --config "$work/run-manifest.json" -- /bin/true >/dev/null 2>&1)
+runs=$("$capsule" audit --json --state "$rstate" 2>/dev/null)
+jq -e 'length == 3 and ([.[] | .decision] | unique) == ["run"]' <<<"$runs" >/dev/null &&
+  ok run-sessions-recorded || { bad run-sessions-recorded; echo "$runs" | head -5; }
+jq -e '.[0].tool == "sh" and .[0].capability == "run" and .[0].outcome == "exit 3" and
+  .[0].user != "" and (.[0].args_sha256 | length) == 64' <<<"$runs" >/dev/null &&
+  ok run-record-fields || bad run-record-fields "$(jq -c '.[0]' <<<"$runs")"
+jq -e '.[1].outcome | startswith("killed: memory")' <<<"$runs" >/dev/null &&
+  ok run-killed-recorded || bad run-killed-recorded "$(jq -c '.[1]' <<<"$runs")"
+jq -e '.[2].tool == "true" and .[2].outcome == "exit 0"' <<<"$runs" >/dev/null &&
+  ok run-manifest-recorded || bad run-manifest-recorded "$(jq -c '.[2]' <<<"$runs")"
+[ -z "$(ls "$rstate/run/calls" 2>/dev/null)" ] && "$capsule" audit verify --state "$rstate" >/dev/null 2>&1 &&
+  ok run-markers-recorded-and-chain-verifies || bad run-markers-recorded-and-chain-verifies
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+  nstate=$work/nobody-state
+  mkdir -p "$nstate" && chown 65534:65534 "$nstate" && chmod 700 "$nstate"
+  (cd /tmp && setpriv --reuid=65534 --regid=65534 --clear-groups env CAPSULE_STATE_KEY= \
+    HOME=/nonexistent "$capsule" run --state "$nstate" -- /bin/true >/dev/null 2>&1)
+  nruns=$(cd /tmp && setpriv --reuid=65534 --regid=65534 --clear-groups env CAPSULE_STATE_KEY= \
+    HOME=/nonexistent "$capsule" audit --json --state "$nstate" 2>&1)
+  jq -e 'length == 1 and .[0].decision == "run" and .[0].user == "nobody"' <<<"$nruns" >/dev/null &&
+    ok run-recorded-as-nobody || bad run-recorded-as-nobody "$nruns"
+fi
 
 finish audit

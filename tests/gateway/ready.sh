@@ -88,7 +88,8 @@ suite() {
     agrees "$who: list-agrees-with-call-$id" "$said" $st
   done
   said=$(grep -E "^selu-workspace " <<<"$out")
-  "$@" "$capsule" call --caps "$caps" --state "$state" selu-workspace ok '{}' >/dev/null 2>&1; st=$?
+  # a workspace is per session: the call names one (without, it says to)
+  "$@" "$capsule" call --caps "$caps" --state "$state" --session s1 selu-workspace ok '{}' >/dev/null 2>&1; st=$?
   agrees "$who: list-agrees-with-call-selu-workspace" "$said" $st
 }
 

@@ -96,7 +96,7 @@ c() { calls=$((calls + 1)); t "$@"; }
 echo "registry and list"
 t list-ready 0 "^wordcount  \(covenant, stdio-jsonl\)  ready" list "${G[@]}"
 t list-policy-default 0 "dispatch +block \(default\)" list "${G[@]}"
-t list-selu-image 0 "needs-key .*not ready: it names an image" list "${G[@]}"
+t list-selu-image 0 "needs-key .*not ready: .*the image docker.io/example/needs-key:1.0 is not in capsule.s image store" list "${G[@]}"
 t list-talos-credential 0 "talk  \(talos, talos-node\)  not ready: credential token is not set" list "${G[@]}"
 t list-json 0 '"readiness": "ready"' list "${G[@]}" --json
 mkdir -p "$work/dup/a" "$work/dup/b"
@@ -145,7 +145,7 @@ if [ $st = 0 ]; then ok cred-set-from-stdin; else bad "cred-set-from-stdin ($out
 t cred-list 0 "^needs-key +API_TOKEN +system" cred list --state "$state"
 if ! sqlite3 "$state/state.db" "SELECT hex(sealed) FROM credentials" | grep -qi "$(printf 'tok-%s' "$$" | od -An -tx1 | tr -d ' \n')" &&
    ! grep -qa "tok-$$" "$state/state.db"; then ok cred-sealed-at-rest; else bad cred-sealed-at-rest; fi
-c credential-found-image-not-run 3 "names an image \\(example/needs-key:1.0\\) and capsule does not run images yet" call "${G[@]}" needs-key lookup '{"q": "x"}'
+c credential-found-image-not-stored 3 "the image docker.io/example/needs-key:1.0 is not in capsule's image store .*capsule image pull example/needs-key:1.0" call "${G[@]}" needs-key lookup '{"q": "x"}'
 t cred-argv-refused 2 "" cred set needs-key API_TOKEN secret-on-argv --scope system --state "$state"
 t cred-rm 0 "" cred rm needs-key API_TOKEN --scope system --state "$state"
 t cred-rm-again 1 "no system credential API_TOKEN for capability needs-key" cred rm needs-key API_TOKEN --scope system --state "$state"
@@ -206,7 +206,7 @@ if [ "$(id -u)" = 0 ]; then
   mkdir -p "$work/ro" "$work/full"
   mount -t tmpfs -o ro,size=1m tmpfs "$work/ro" && mounts+=("$work/ro")
   t state-read-only 1 "cannot create the state directory|cannot create .*/key|Read-only" call --caps "$caps" --state "$work/ro/state" wordcount dispatch '{"text": "x"}'
-  mount -t tmpfs -o size=160k tmpfs "$work/full" && mounts+=("$work/full")
+  mount -t tmpfs -o size=256k tmpfs "$work/full" && mounts+=("$work/full")
   "$capsule" policy set echo dispatch allow --caps "$caps" --state "$work/full/s" >/dev/null
   head -c 10M /dev/zero >"$work/full/filler" 2>/dev/null
   out=$("$capsule" call --caps "$caps" --state "$work/full/s" echo dispatch "{\"text\": \"$(head -c 60000 /dev/zero | tr '\0' x)\"}" 2>&1); st=$?

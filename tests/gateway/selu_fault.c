@@ -2,28 +2,65 @@
  * Start-up by --mode: normal, unhealthy (HealthCheck answers false),
  * nolisten (never listens), exit-after-call (exits after each answer: dead
  * between calls), slow-start (listens after 2 s), bad-discovery (list_tools
- * answers a tool without a schema). Tools: ok, echo (tool,
- * parameters, context), env {name}, pid, crash (exits mid-call), hang,
+ * answers a tool without a schema); --protocol service|capability|both
+ * (which of Selu's two contracts it serves; both by default). Tools: ok,
+ * echo (tool, parameters, context, protocol, config), env {name}, pid,
+ * crash (exits mid-call), hang,
  * garbage (not JSON), big {bytes}, fail, sleep {ms}, spin {ms} (burns CPU),
  * done, guarded,
- * list_tools (for tool_source: dynamic) and dyn_upper {text}.
- * Usage: selu_fault [--mode MODE] [ADDRESS] */
+ * list_tools (for tool_source: dynamic) and dyn_upper {text};
+ * write {path, text} and read {path} (a file, for workspaces and caches);
+ * inflight {ms}: sleeps, and answers the most calls this server has had
+ * in progress at once (max_concurrent is enforced); instance: a random id
+ * drawn at start (the pid is the same in every sandbox's pid namespace).
+ * Usage: selu_fault [--mode MODE] [--protocol P] [ADDRESS] */
 #include <ctype.h>
+#include <stdatomic.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "selu_server.h"
 
 static bool exit_after_call, bad_discovery;
+static atomic_int inflight, inflight_max;
+static unsigned long long instance_id;
 
 static long param_int(json_t *params, const char *key, long def)
 {
   json_t *v = json_object_get(params, key);
   return json_is_integer(v) ? (long)json_integer_value(v) : def;
+}
+
+/* write {path, text} (appends), read {path}: {"text": ...} or the error. */
+static void file_tool(const char *tool, json_t *params, struct selu_reply *reply)
+{
+  json_t *p = json_object_get(params, "path"), *t = json_object_get(params, "text");
+  const char *path = json_is_string(p) ? json_string_value(p) : "";
+  FILE *f = fopen(path, strcmp(tool, "write") == 0 ? "a" : "r");
+  if (!f) {
+    selu_reply_error(reply, "%s %s: %m", tool, path);
+    return;
+  }
+  if (strcmp(tool, "write") == 0) {
+    int bad = fputs(json_is_string(t) ? json_string_value(t) : "", f) < 0;
+    if (fclose(f) != 0 || bad)
+      selu_reply_error(reply, "write %s: %m", path);
+    else
+      selu_reply_ok(reply, "{\"written\":true}");
+    return;
+  }
+  char buf[4096];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  json_t *out = json_pack("{s:s}", "text", buf);
+  selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
+  json_decref(out);
 }
 
 static void handle(void *ctx, const struct selu_call *call, struct selu_reply *reply)
@@ -38,8 +75,11 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
     json_t *context = json_object();
     for (size_t i = 0; i < call->n_context; i++)
       json_object_set_new(context, call->context[i].key, json_string(call->context[i].value));
-    json_t *out =
-        json_pack("{s:s, s:O?, s:o}", "tool", tool, "parameters", params, "context", context);
+    json_t *config = call->config_json[0] ? json_loads(call->config_json, 0, NULL) : NULL;
+    json_t *out = json_pack("{s:s, s:O?, s:o, s:s, s:o?, s:b}", "tool", tool, "parameters", params,
+                            "context", context, "protocol",
+                            call->protocol == SELU_SERVE_CAPABILITY ? "capability" : "service",
+                            "config", config, "streamed", call->streamed);
     selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
     json_decref(out);
   } else if (strcmp(tool, "env") == 0) {
@@ -48,6 +88,24 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
     json_t *out = json_pack("{s:s?}", "value", v);
     selu_reply_ok_owned(reply, json_dumps(out, JSON_COMPACT));
     json_decref(out);
+  } else if (strcmp(tool, "write") == 0 || strcmp(tool, "read") == 0) {
+    file_tool(tool, params, reply);
+  } else if (strcmp(tool, "inflight") == 0) {
+    int now = atomic_fetch_add(&inflight, 1) + 1;
+    for (int seen = atomic_load(&inflight_max);
+         now > seen && !atomic_compare_exchange_weak(&inflight_max, &seen, now);)
+      ;
+    long ms = param_int(params, "ms", 100);
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    atomic_fetch_sub(&inflight, 1);
+    char buf[64];
+    snprintf(buf, sizeof buf, "{\"max_inflight\":%d}", atomic_load(&inflight_max));
+    selu_reply_ok(reply, buf);
+  } else if (strcmp(tool, "instance") == 0) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "{\"instance\":\"%016llx\"}", instance_id);
+    selu_reply_ok(reply, buf);
   } else if (strcmp(tool, "pid") == 0) {
     char buf[64];
     snprintf(buf, sizeof buf, "{\"pid\":%d}", (int)getpid());
@@ -120,10 +178,18 @@ static void handle(void *ctx, const struct selu_call *call, struct selu_reply *r
 int main(int argc, char **argv)
 {
   const char *mode = "normal", *addr = SELU_DEFAULT_ADDR;
+  if (getrandom(&instance_id, sizeof instance_id, 0) != sizeof instance_id)
+    instance_id = (unsigned long long)time(NULL) ^ (unsigned long long)getpid() << 32;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc)
       mode = argv[++i];
-    else
+    else if (strcmp(argv[i], "--protocol") == 0 && i + 1 < argc) {
+      const char *p = argv[++i];
+      selu_set_protocols(strcmp(p, "service") == 0      ? SELU_SERVE_SERVICE
+                         : strcmp(p, "capability") == 0 ? SELU_SERVE_CAPABILITY
+                         : strcmp(p, "none") == 0       ? 0
+                                                  : SELU_SERVE_SERVICE | SELU_SERVE_CAPABILITY);
+    } else
       addr = argv[i];
   }
   if (strcmp(mode, "nolisten") == 0) {

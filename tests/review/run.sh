@@ -5,9 +5,7 @@
 # manifest_file_source.sh (the operator trusts the capabilities directory
 # and a manifest's credential routes), l7_rules_other_address.sh (rules
 # bind a host's own addresses; docs/egress.md); of the second review's,
-# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md);
-# of the fourth's, id_range_moved_state.sh (docs/sandbox.md: moving a
-# state directory frees its ranges in the host registry).
+# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md).
 # Usage: run.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -28,6 +26,7 @@ scripts=(
   ../review3/stop_stale_pid.sh ../review3/egress_log_fifo.sh ../review3/id_range_per_state.sh
   # the fourth's (tests/review4/)
   ../review4/config_other_xdg.sh ../review4/stop_forged_status.sh
+  ../review4/id_range_moved_state.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

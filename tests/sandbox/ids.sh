@@ -235,6 +235,28 @@ root_container() {
   expect root "in a user namespace without the range: uid 65534, and a warning" $? "$out"
 }
 
+root_registry() {
+  echo "as root: the host's id-range registry"
+  local reg=/var/lib/capsule/id-ranges st=$work/reg-state
+  mkdir -p "$work/gamma"
+  echo '{"version": "0.1.0"}' >"$work/gamma/p.json"
+  start root --state "$st" --config "$work/gamma/p.json"
+  local g1; g1=$(host_uid "$tool"); stop
+  local base; base=$(sqlite3 "$st/state.db" "SELECT base FROM id_ranges WHERE capability = 'gamma'")
+  grep -qxF "$base gamma $(realpath "$st")" "$reg"
+  expect root "the registry names the state's range ($base)" $? "$(cat "$reg" 2>&1 | tail -3)"
+  # moved: its line no longer names it; its next use records it again
+  mv "$st" "$st-moved"
+  start root --state "$st-moved" --config "$work/gamma/p.json"
+  local g2; g2=$(host_uid "$tool"); stop
+  [ -n "$g1" ] && [ "$g2" = "$g1" ] && grep -qxF "$base gamma $(realpath "$st-moved")" "$reg"
+  expect root "a moved state keeps its ids and is recorded again under its path" $? \
+    "before $g1, after $g2; $(grep gamma "$reg")"
+  # a change is written beside and renamed: nothing left behind, 0600
+  [ ! -e "$reg.new" ] && [ "$(stat -c %a "$reg")" = 600 ] && [ "$(stat -c %a "$reg.lock")" = 600 ]
+  expect root "the registry is rewritten by rename (no leftover), 0600, lock file beside it" $?
+}
+
 nobody_ids() {
   echo "as nobody: the caller's ids"
   local d=$work/nobody-rw
@@ -250,6 +272,7 @@ if [ "$(id -u)" = 0 ]; then
   root_gateway
   root_grants
   root_no_idmap
+  root_registry
   command -v unshare >/dev/null && root_container
 fi
 [[ " ${users[*]} " == *" nobody "* ]] && nobody_ids

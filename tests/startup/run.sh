@@ -38,7 +38,7 @@ else bad "the Selu module does not link libgrpc"; fi
 if ldd "$proxy_module" 2>/dev/null | grep -q libssl; then ok "the proxy module links libssl"
 else bad "the proxy module does not link libssl"; fi
 exports=$(nm -D --defined-only "$proxy_module" "$module" | awk 'NF == 3 {print $3}' | sort | tr '\n' ' ')
-if [ "$exports" = "proxy_module_v1 selu_rpc_module_v1 " ]; then ok "each module exports its table alone"
+if [ "$exports" = "proxy_module_v1 selu_rpc_module_v2 " ]; then ok "each module exports its table alone"
 else bad "the modules export: $exports"; fi
 
 if ! "$capsule" run -- /bin/true 2>/dev/null; then

@@ -1,9 +1,13 @@
 /* Unit tests for src/core: the JSON parser's positions and errors, the
- * writer, UTF-8 and position helpers, diagnostics. */
+ * writer, UTF-8 and position helpers, diagnostics, mkdir -p. */
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/buf.h"
 #include "core/diag.h"
+#include "core/fs.h"
 #include "core/json.h"
 #include "core/node.h"
 #include "core/text.h"
@@ -226,7 +230,41 @@ static void test_diags_sorted_and_capped(void)
   cap_diags_free(&d);
 }
 
+static bool is_dir(const char *path, mode_t mode)
+{
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 07777) == mode;
+}
+
+static void test_mkdir_p(void)
+{
+  char base[] = "/tmp/capsule-unit-fs.XXXXXX";
+  CHECK(mkdtemp(base) != NULL);
+  char path[256], file[256];
+  umask(0);
+  snprintf(path, sizeof path, "%s/a//b/c/", base); /* doubled and trailing slashes */
+  CHECK(cap_mkdir_p(path, 0750) == 0);
+  snprintf(path, sizeof path, "%s/a/b/c", base);
+  CHECK(is_dir(path, 0750));
+  snprintf(path, sizeof path, "%s/a", base);
+  CHECK(is_dir(path, 0750));
+  CHECK(cap_mkdir_p(path, 0700) == 0); /* there already: fine, left as it is */
+  CHECK(is_dir(path, 0750));
+  snprintf(file, sizeof file, "%s/f", base);
+  FILE *f = fopen(file, "w");
+  CHECK(f != NULL);
+  if (f)
+    fclose(f);
+  snprintf(path, sizeof path, "%s/f/x/y", base); /* a file in the way */
+  CHECK(cap_mkdir_p(path, 0700) == -ENOTDIR);
+  CHECK(cap_mkdir_p("", 0700) == -ENAMETOOLONG);
+  CHECK(cap_mkdir_p("/", 0700) == 0);
+  snprintf(path, sizeof path, "rm -rf '%s'", base);
+  CHECK(system(path) == 0);
+  umask(022);
+}
+
 UNIT_MAIN(test_json_positions, test_json_columns_count_characters, test_json_errors,
           test_json_depth_limit, test_json_nul_and_escapes, test_node_equal_numbers,
           test_json_big_numbers_keep_text, test_pretty_writer, test_utf8, test_textpos,
-          test_diags_sorted_and_capped)
+          test_diags_sorted_and_capped, test_mkdir_p)

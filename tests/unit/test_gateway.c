@@ -1,5 +1,6 @@
 /* Unit tests for the gateway's pieces that need no sandbox: the digest of what a capability runs
  * (gw_spec_digest) and the approvals' life cycle (gateway/approval.h). */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "gateway/volumes.h"
 #include "gateway/approval.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
@@ -127,4 +129,72 @@ static void test_approval_life(void)
   CHECK(system(cmd) == 0);
 }
 
-UNIT_MAIN(test_spec_digest, test_approval_life)
+/* Workspace and cache names (gateway/volumes.h): any user or session is
+ * one path component that reads back as itself; names the encoder never
+ * makes are refused; a workspace is bound at /workspace and needs a
+ * session. */
+static void test_volume_names(void)
+{
+  static const char *const samples[] = {"alice",     "",         ".",           "..",  "a/b",
+                                        "../../etc", "s-42_x.y", "caf\xc3\xa9", "%41", "-"};
+  for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+    char *enc = gw_volume_encode(samples[i]);
+    CHECK(enc[0] && !strchr(enc, '/') && strcmp(enc, ".") != 0 && strcmp(enc, "..") != 0);
+    char *dec = gw_volume_decode(enc);
+    CHECK_STR(dec, samples[i]);
+    free(dec);
+    free(enc);
+  }
+  char *e = gw_volume_encode("a/b c");
+  CHECK_STR(e, "a%2Fb%20c");
+  free(e);
+  CHECK(gw_volume_decode("a/b") == NULL && gw_volume_decode("%2") == NULL &&
+        gw_volume_decode("%00") == NULL && gw_volume_decode(".hidden") == NULL);
+
+  struct cap_spec *spec = cap_spec_new(CAP_FORMAT_SELU);
+  spec->id = cap_xstrdup("env");
+  cap_spec_add_grant(spec, CAP_SESSION_WORKSPACE, CAP_ACCESS_READWRITE, CAP_FS_DIRECTORY,
+                     CAP_ORIGIN_WORKSPACE)
+      ->at = cap_xstrdup("/workspace");
+  cap_spec_add_grant(spec, "/usr", CAP_ACCESS_READ, CAP_FS_DIRECTORY, CAP_ORIGIN_SYSTEM);
+  char dir[] = "/tmp/capsule-unit-volumes.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  struct cap_fs_grant *g = NULL;
+  size_t n = 0;
+  struct cap_strv dirs = {0};
+  struct cap_error err = {0};
+  CHECK(gw_volumes_bind(spec, dir, "bob", NULL, &g, &n, &dirs, &err) == -EINVAL);
+  CHECK(err.message && strstr(err.message, "--session"));
+  cap_error_clear(&err);
+  CHECK(gw_volumes_bind(spec, dir, "bob", "s/1", &g, &n, &dirs, &err) == 0 && n == 2);
+  char *want = cap_xasprintf("%s/workspaces/bob/s%%2F1", dir);
+  CHECK_STR(g[0].path, want);
+  CHECK_STR(g[0].at, "/workspace");
+  CHECK(g[0].volume && !g[1].volume && dirs.len == 1);
+  struct stat sb;
+  CHECK(stat(want, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0700);
+  gw_volumes_free(g, n);
+  CHECK(gw_volumes_bind(spec, NULL, NULL, NULL, &g, &n, NULL, &err) == 0 && n == 1);
+  CHECK_STR(g[0].path, "/usr"); /* a dry run: no volume */
+  gw_volumes_free(g, n);
+  struct gw_volume_info *v = NULL;
+  size_t nv = 0;
+  CHECK(gw_volume_list(dir, &v, &nv, &err) == 0 && nv == 1);
+  if (nv == 1) {
+    CHECK_STR(v[0].user, "bob");
+    CHECK_STR(v[0].name, "s/1");
+  }
+  gw_volume_list_free(v, nv);
+  CHECK(gw_volume_remove(dir, GW_VOLUME_WORKSPACE, "bob", "s/1", &err) == 0);
+  CHECK(stat(want, &sb) < 0 && errno == ENOENT);
+  CHECK(gw_volume_remove(dir, GW_VOLUME_WORKSPACE, "bob", "s/1", &err) == -ENOENT);
+  cap_error_clear(&err);
+  free(want);
+  cap_strv_free(&dirs);
+  cap_spec_free(spec);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+UNIT_MAIN(test_spec_digest, test_approval_life, test_volume_names)

@@ -1,0 +1,479 @@
+/* The gRPC server, built as the shared module capsule-grpc-serve.so (see
+ * grpc_serve_module.h): gRPC's core API, one thread taking calls and one
+ * worker thread per call, each with a completion queue of its own. */
+#include "front/grpc_serve_module.h"
+
+#include <errno.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "capability.pb-c.h"
+#include "core/buf.h"
+
+#define SERVICE "/selu.capability.v1.CapabilityService/"
+#define DEFAULT_MAX_CALLS 64
+#define DEFAULT_MAX_MESSAGE (4u << 20)
+
+struct grpc_serve {
+  grpc_server *server;
+  grpc_completion_queue *cq; /* calls arriving, and the shutdown's notice */
+  pthread_t thread;
+  struct grpc_serve_options opt;
+  pthread_mutex_t lock;
+  pthread_cond_t idle;
+  unsigned active; /* worker threads running */
+  bool stopping;
+};
+
+/* One call, from its arrival to its last batch. */
+struct pending {
+  struct grpc_serve *s;
+  grpc_call *call;
+  grpc_call_details details;
+  grpc_metadata_array md;
+  grpc_completion_queue *cq; /* this call's batches */
+};
+
+static int shutdown_tag; /* its address marks the server's shutdown notice */
+
+static struct pending *pending_new(struct grpc_serve *s)
+{
+  struct pending *p = cap_xcalloc(1, sizeof *p);
+  p->s = s;
+  grpc_call_details_init(&p->details);
+  grpc_metadata_array_init(&p->md);
+  p->cq = grpc_completion_queue_create_for_next(NULL);
+  return p;
+}
+
+static void pending_free(struct pending *p)
+{
+  if (p->call)
+    grpc_call_unref(p->call);
+  grpc_call_details_destroy(&p->details);
+  grpc_metadata_array_destroy(&p->md);
+  grpc_completion_queue_shutdown(p->cq);
+  while (grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN)
+    ;
+  grpc_completion_queue_destroy(p->cq);
+  free(p);
+}
+
+/* Runs one batch on the call's queue and waits for it: its success. */
+static bool batch(struct pending *p, grpc_op *ops, size_t n)
+{
+  if (grpc_call_start_batch(p->call, ops, n, p, NULL) != GRPC_CALL_OK)
+    return false;
+  grpc_event ev = grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  return ev.type == GRPC_OP_COMPLETE && ev.success;
+}
+
+static char *slice_str(grpc_slice s)
+{
+  return grpc_slice_to_c_string(s); /* gpr_malloc'd, freed with gpr_free */
+}
+
+static bool slice_is(grpc_slice s, const char *text)
+{
+  size_t n = strlen(text);
+  return GRPC_SLICE_LENGTH(s) == n && memcmp(GRPC_SLICE_START_PTR(s), text, n) == 0;
+}
+
+/* The token of "authorization: Bearer TOKEN" (gpr_malloc'd), or NULL. */
+static char *bearer_of(const grpc_metadata_array *md)
+{
+  for (size_t i = 0; i < md->count; i++) {
+    if (!slice_is(md->metadata[i].key, "authorization"))
+      continue;
+    char *v = slice_str(md->metadata[i].value);
+    if (strncasecmp(v, "Bearer ", 7) == 0) {
+      memmove(v, v + 7, strlen(v + 7) + 1);
+      return v;
+    }
+    gpr_free(v);
+  }
+  return NULL;
+}
+
+static grpc_byte_buffer *packed(const ProtobufCMessage *m)
+{
+  size_t n = protobuf_c_message_get_packed_size(m);
+  uint8_t *buf = cap_xmalloc(n ? n : 1);
+  protobuf_c_message_pack(m, buf);
+  grpc_slice s = grpc_slice_from_copied_buffer((const char *)buf, n);
+  free(buf);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  return bb;
+}
+
+/* The request message as one contiguous slice. */
+static grpc_slice message_slice(grpc_byte_buffer *bb)
+{
+  grpc_byte_buffer_reader r;
+  if (!bb || !grpc_byte_buffer_reader_init(&r, bb))
+    return grpc_empty_slice();
+  grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+  grpc_byte_buffer_reader_destroy(&r);
+  return s;
+}
+
+/* The answer's message for the method, NULL when the status is not OK. */
+static grpc_byte_buffer *answer_message(enum grpc_serve_method method,
+                                        const struct grpc_serve_answer *a)
+{
+  if (a->status != GRPC_SERVE_OK)
+    return NULL;
+  if (method == GRPC_SERVE_HEALTH) {
+    Selu__Capability__V1__HealthCheckResponse h = SELU__CAPABILITY__V1__HEALTH_CHECK_RESPONSE__INIT;
+    h.healthy = a->success;
+    return packed(&h.base);
+  }
+  Selu__Capability__V1__InvokeResponse r = SELU__CAPABILITY__V1__INVOKE_RESPONSE__INIT;
+  r.result = a->result ? a->result : (char *)"";
+  r.success = a->success;
+  r.error = a->error ? a->error : (char *)"";
+  return packed(&r.base);
+}
+
+/* Decodes the request into call (fields pointing into *req, which the
+ * caller frees); false for a message that is not one. */
+static bool decode(enum grpc_serve_method method, grpc_slice body,
+                   Selu__Capability__V1__InvokeRequest **req, struct grpc_serve_call *call,
+                   const char ***keys, const char ***values)
+{
+  if (method == GRPC_SERVE_HEALTH)
+    return true; /* HealthCheckRequest has no fields: any bytes will do */
+  *req = selu__capability__v1__invoke_request__unpack(NULL, GRPC_SLICE_LENGTH(body),
+                                                      GRPC_SLICE_START_PTR(body));
+  if (!*req)
+    return false;
+  call->tool_name = (*req)->tool_name;
+  call->parameters = (*req)->parameters;
+  size_t n = (*req)->n_context;
+  *keys = cap_xcalloc(n + 1, sizeof **keys);
+  *values = cap_xcalloc(n + 1, sizeof **values);
+  for (size_t i = 0; i < n; i++) {
+    (*keys)[i] = (*req)->context[i]->key;
+    (*values)[i] = (*req)->context[i]->value;
+  }
+  call->context_keys = *keys;
+  call->context_values = *values;
+  call->n_context = n;
+  return true;
+}
+
+/* Sends the answer (message, status) and waits for the client's close. */
+static void respond(struct pending *p, enum grpc_serve_method method,
+                    const struct grpc_serve_answer *a, bool sent_metadata)
+{
+  int cancelled = 0;
+  grpc_byte_buffer *msg = answer_message(method, a);
+  grpc_slice details = grpc_slice_from_copied_string(a->status_message ? a->status_message : "");
+  grpc_op ops[4];
+  size_t n = 0;
+  memset(ops, 0, sizeof ops);
+  if (!sent_metadata)
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[n++].data.recv_close_on_server.cancelled = &cancelled;
+  if (msg) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = msg;
+  }
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.status = (grpc_status_code)a->status;
+  ops[n++].data.send_status_from_server.status_details = &details;
+  batch(p, ops, n);
+  grpc_slice_unref(details);
+  if (msg)
+    grpc_byte_buffer_destroy(msg);
+}
+
+static void answer_free(struct grpc_serve_answer *a)
+{
+  free(a->status_message);
+  free(a->result);
+  free(a->error);
+}
+
+static void *worker(void *arg)
+{
+  struct pending *p = arg;
+  struct grpc_serve *s = p->s;
+  struct grpc_serve_answer a = {0};
+  enum grpc_serve_method method = GRPC_SERVE_INVOKE;
+  bool known = true;
+  if (slice_is(p->details.method, SERVICE "Invoke"))
+    method = GRPC_SERVE_INVOKE;
+  else if (slice_is(p->details.method, SERVICE "HealthCheck"))
+    method = GRPC_SERVE_HEALTH;
+  else
+    known = false;
+  if (!known) {
+    char *m = slice_str(p->details.method);
+    a.status = GRPC_SERVE_UNIMPLEMENTED;
+    a.status_message = cap_xasprintf("capsule serves no method %.200s", m);
+    gpr_free(m);
+    respond(p, method, &a, false);
+  } else {
+    grpc_byte_buffer *in = NULL;
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_RECV_MESSAGE;
+    ops[1].data.recv_message.recv_message = &in;
+    bool got = batch(p, ops, 2);
+    grpc_slice body = message_slice(in);
+    Selu__Capability__V1__InvokeRequest *req = NULL;
+    const char **keys = NULL, **values = NULL;
+    char *bearer = bearer_of(&p->md), *peer = grpc_call_get_peer(p->call);
+    struct grpc_serve_call call = {.method = method, .bearer = bearer, .peer = peer};
+    if (!got || !in || !decode(method, body, &req, &call, &keys, &values)) {
+      a.status = GRPC_SERVE_INVALID_ARGUMENT;
+      a.status_message = cap_xstrdup("the request is not a well-formed message of its method");
+    } else {
+      s->opt.handler(s->opt.arg, &call, &a);
+    }
+    respond(p, method, &a, true);
+    selu__capability__v1__invoke_request__free_unpacked(req, NULL);
+    free(keys);
+    free(values);
+    gpr_free(bearer);
+    gpr_free(peer);
+    grpc_slice_unref(body);
+    if (in)
+      grpc_byte_buffer_destroy(in);
+  }
+  answer_free(&a);
+  pending_free(p);
+  pthread_mutex_lock(&s->lock);
+  s->active--;
+  pthread_cond_broadcast(&s->idle);
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+/* A call past the limit: refused at once, on this thread. */
+static void refuse(struct pending *p)
+{
+  struct grpc_serve_answer a = {.status = GRPC_SERVE_RESOURCE_EXHAUSTED,
+                                .status_message = cap_xstrdup("too many calls at once; retry")};
+  respond(p, GRPC_SERVE_INVOKE, &a, false);
+  answer_free(&a);
+  pending_free(p);
+}
+
+static void *accept_loop(void *arg)
+{
+  struct grpc_serve *s = arg;
+  struct pending *p = NULL;
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
+    bool stopping = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    if (!p && !stopping) {
+      p = pending_new(s);
+      if (grpc_server_request_call(s->server, &p->call, &p->details, &p->md, p->cq, s->cq, p) !=
+          GRPC_CALL_OK) {
+        pending_free(p);
+        p = NULL;
+      }
+    }
+    grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN)
+      break;
+    if (ev.tag == &shutdown_tag)
+      continue; /* the queue's shutdown follows */
+    struct pending *got = ev.tag;
+    if (got == p)
+      p = NULL;
+    if (!ev.success) { /* a request the shutdown cancelled */
+      pending_free(got);
+      continue;
+    }
+    pthread_mutex_lock(&s->lock);
+    bool room = s->active < s->opt.max_calls;
+    if (room)
+      s->active++;
+    pthread_mutex_unlock(&s->lock);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (!room || pthread_create(&t, &attr, worker, got) != 0) {
+      if (room) {
+        pthread_mutex_lock(&s->lock);
+        s->active--;
+        pthread_mutex_unlock(&s->lock);
+      }
+      refuse(got);
+    }
+    pthread_attr_destroy(&attr);
+  }
+  if (p)
+    pending_free(p);
+  return NULL;
+}
+
+static char *read_pem(const char *path, struct cap_error *err)
+{
+  FILE *f = fopen(path, "re");
+  if (!f) {
+    cap_error_errno(err, errno, "cannot read %s", path);
+    return NULL;
+  }
+  struct cap_buf b = {0};
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20))
+    cap_buf_append(&b, chunk, n);
+  fclose(f);
+  cap_buf_putc(&b, '\0');
+  return b.data;
+}
+
+static grpc_server_credentials *credentials(const struct grpc_serve_options *opt,
+                                            struct cap_error *err)
+{
+  if (!opt->tls_cert && !opt->tls_key)
+    return grpc_insecure_server_credentials_create();
+  if (!opt->tls_cert || !opt->tls_key) {
+    cap_error_set(err, EINVAL, "TLS needs both --tls-cert and --tls-key");
+    return NULL;
+  }
+  char *cert = read_pem(opt->tls_cert, err);
+  char *key = cert ? read_pem(opt->tls_key, err) : NULL;
+  grpc_server_credentials *c = NULL;
+  if (cert && key) {
+    grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
+    c = grpc_ssl_server_credentials_create(NULL, &pair, 1, 0, NULL);
+    if (!c)
+      cap_error_set(err, EINVAL, "cannot use %s and %s as TLS certificate and key", opt->tls_cert,
+                    opt->tls_key);
+  }
+  if (key)
+    memset(key, 0, strlen(key));
+  free(key);
+  free(cert);
+  return c;
+}
+
+static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve **ret, int *port,
+                       struct cap_error *err)
+{
+  *ret = NULL;
+  *port = 0;
+  grpc_server_credentials *creds = credentials(opt, err);
+  if (!creds)
+    return -(err->code ? err->code : EINVAL);
+  grpc_init();
+  struct grpc_serve *s = cap_xcalloc(1, sizeof *s);
+  s->opt = *opt;
+  if (!s->opt.max_calls)
+    s->opt.max_calls = DEFAULT_MAX_CALLS;
+  if (!s->opt.max_message)
+    s->opt.max_message = DEFAULT_MAX_MESSAGE;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->idle, NULL);
+  grpc_arg args[2] = {
+      {.type = GRPC_ARG_INTEGER,
+       .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+       .value.integer = (int)s->opt.max_message},
+      {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
+  };
+  grpc_channel_args cargs = {.num_args = 2, .args = args};
+  s->server = grpc_server_create(&cargs, NULL);
+  s->cq = grpc_completion_queue_create_for_next(NULL);
+  grpc_server_register_completion_queue(s->server, s->cq, NULL);
+  int bound = grpc_server_add_http2_port(s->server, opt->address, creds);
+  grpc_server_credentials_release(creds);
+  if (!bound) {
+    grpc_server_destroy(s->server);
+    grpc_completion_queue_shutdown(s->cq);
+    while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+      ;
+    grpc_completion_queue_destroy(s->cq);
+    free(s);
+    grpc_shutdown();
+    return cap_error_set(err, EADDRNOTAVAIL,
+                         "cannot listen for gRPC on %s (in use, or not an address of this host)",
+                         opt->address);
+  }
+  grpc_server_start(s->server);
+  if (pthread_create(&s->thread, NULL, accept_loop, s) != 0) {
+    int e = errno;
+    grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
+    grpc_server_cancel_all_calls(s->server);
+    grpc_completion_queue_shutdown(s->cq);
+    while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+      ;
+    grpc_server_destroy(s->server);
+    grpc_completion_queue_destroy(s->cq);
+    free(s);
+    grpc_shutdown();
+    return cap_error_errno(err, e, "cannot start the gRPC server's thread");
+  }
+  *port = strncmp(opt->address, "unix:", 5) == 0 ? 0 : bound;
+  *ret = s;
+  return 0;
+}
+
+static void wait_idle(struct grpc_serve *s, int ms)
+{
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&s->lock);
+  while (s->active) {
+    if (ms < 0)
+      pthread_cond_wait(&s->idle, &s->lock);
+    else if (pthread_cond_timedwait(&s->idle, &s->lock, &until) == ETIMEDOUT)
+      break;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void serve_stop(struct grpc_serve *s, int drain_ms)
+{
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->lock);
+  s->stopping = true;
+  pthread_mutex_unlock(&s->lock);
+  grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
+  wait_idle(s, drain_ms);
+  grpc_server_cancel_all_calls(s->server);
+  wait_idle(s, -1); /* each handler's own deadline bounds this */
+  grpc_completion_queue_shutdown(s->cq);
+  pthread_join(s->thread, NULL);
+  grpc_server_destroy(s->server);
+  grpc_completion_queue_destroy(s->cq);
+  pthread_cond_destroy(&s->idle);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+  grpc_shutdown();
+}
+
+__attribute__((visibility("default"))) const struct grpc_serve_module grpc_serve_module_v1 = {
+    .size = sizeof(struct grpc_serve_module),
+    .start = serve_start,
+    .stop = serve_stop,
+};

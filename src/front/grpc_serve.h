@@ -1,0 +1,79 @@
+/* The gRPC front door: Selu's CapabilityService (Invoke, HealthCheck)
+ * served on a TCP or unix address, each call handed to the caller's
+ * handler on a worker thread of its own. The server lives in the module
+ * capsule-grpc-serve.so (grpc_serve_module.h; libgrpc is mapped only by a
+ * process that serves it), opened on the first grpc_serve_start.
+ *
+ * Authentication is the handler's: every call carries the bearer token of
+ * its `authorization` metadata (NULL when none), loopback included.
+ * Ownership: the strings of struct grpc_serve_call belong to the server
+ * and live during the handler's call; the handler fills the answer with
+ * strings it allocated (malloc), which the server frees. */
+#ifndef CAPSULE_FRONT_GRPC_SERVE_H
+#define CAPSULE_FRONT_GRPC_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/error.h"
+
+/* gRPC status codes the handler may answer with (grpc/status.h's values) */
+enum grpc_serve_status {
+  GRPC_SERVE_OK = 0,
+  GRPC_SERVE_INVALID_ARGUMENT = 3,
+  GRPC_SERVE_NOT_FOUND = 5,
+  GRPC_SERVE_PERMISSION_DENIED = 7,
+  GRPC_SERVE_RESOURCE_EXHAUSTED = 8,
+  GRPC_SERVE_UNIMPLEMENTED = 12,
+  GRPC_SERVE_INTERNAL = 13,
+  GRPC_SERVE_UNAVAILABLE = 14,
+  GRPC_SERVE_UNAUTHENTICATED = 16,
+};
+
+enum grpc_serve_method {
+  GRPC_SERVE_INVOKE,
+  GRPC_SERVE_HEALTH,
+};
+
+struct grpc_serve_call {
+  enum grpc_serve_method method;
+  const char *tool_name;  /* Invoke: the request's tool_name */
+  const char *parameters; /* Invoke: its JSON parameters ("" when empty) */
+  const char *const *context_keys, *const *context_values; /* Invoke: context map */
+  size_t n_context;
+  const char *bearer; /* the token of "authorization: Bearer TOKEN", or NULL */
+  const char *peer;   /* the client's address, as gRPC names it */
+};
+
+struct grpc_serve_answer {
+  enum grpc_serve_status status; /* not OK: the call fails with it */
+  char *status_message;          /* with a status other than OK */
+  char *result;                  /* Invoke: the JSON result */
+  bool success;                  /* Invoke: the tool succeeded; Health: healthy */
+  char *error;                   /* Invoke: the tool's error when !success */
+};
+
+/* Called on a worker thread, several at once (up to max_calls). */
+typedef void (*grpc_serve_handler)(void *arg, const struct grpc_serve_call *call,
+                                   struct grpc_serve_answer *answer);
+
+struct grpc_serve_options {
+  const char *address;            /* "127.0.0.1:50051", "[::1]:0", "unix:/path" */
+  const char *tls_cert, *tls_key; /* PEM files: TLS; both NULL: plaintext */
+  unsigned max_calls;             /* calls at once; more are refused (0: 64) */
+  size_t max_message;             /* bytes of a request (0: 4 MiB) */
+  grpc_serve_handler handler;
+  void *arg;
+};
+
+struct grpc_serve;
+
+/* Starts serving (a thread of its own); *port is the TCP port bound (for
+ * ":0"), 0 for a unix address. */
+int grpc_serve_start(const struct grpc_serve_options *opt, struct grpc_serve **ret, int *port,
+                     struct cap_error *err);
+/* Stops taking calls, gives those in progress up to drain_ms to finish,
+ * cancels the rest, and frees s. */
+void grpc_serve_stop(struct grpc_serve *s, int drain_ms);
+
+#endif

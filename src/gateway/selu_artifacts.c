@@ -1,0 +1,250 @@
+/* Selu's artifacts as capsule hands them, the way the orchestrator's
+ * agents/artifacts.rs does, over the orchestrator's contract only:
+ *
+ *  - in: each file of `capsule call --attach FILE` is uploaded
+ *    (UploadInputArtifact) on the call's own instance and appended to the
+ *    arguments' "attachments" array as {filename, mime_type, size_bytes,
+ *    capability_artifact_id}, after validation, as Selu adds its own;
+ *  - out: a result object's "artifact" and "artifacts" entries that name a
+ *    capability_artifact_id are downloaded (DownloadOutputArtifact) into
+ *    the call's artifacts directory (`--artifacts DIR`), and the entry says
+ *    {..., path, size_bytes} instead of the capability's id.
+ *
+ * Everything here is the capability's (untrusted): a file name is reduced
+ * to one safe path component, an existing file is never replaced, and the
+ * whole download is bounded by the output cap. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "core/diag.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "gateway/selu_int.h"
+
+/* name reduced to one path component: its last part, without controls,
+ * not hidden, at most 200 bytes; "artifact.bin" when nothing is left. */
+static char *safe_name(const char *name)
+{
+  const char *base = name ? strrchr(name, '/') : NULL;
+  base = base ? base + 1 : name ? name : "";
+  struct cap_buf b = {0};
+  for (size_t i = 0; base[i] && b.len < 200; i++) {
+    unsigned char ch = (unsigned char)base[i];
+    cap_buf_putc(&b, ch < 0x20 || ch == 0x7f || ch == '\\' || (b.len == 0 && ch == '.') ? '_'
+                                                                                        : (char)ch);
+  }
+  if (!b.len)
+    cap_buf_puts(&b, "artifact.bin");
+  return cap_buf_steal(&b);
+}
+
+/* Writes data to a new file in dir (name, else N-name); *path is where. */
+static int save_new(const char *dir, const char *name, const struct selu_artifact *a, char **path,
+                    struct cap_error *err)
+{
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    return cap_error_errno(err, errno, "cannot create the artifacts directory %s", dir);
+  _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return cap_error_errno(err, errno, "cannot open the artifacts directory %s", dir);
+  _cleanup_free_ char *safe = safe_name(name);
+  for (int n = 0; n < 1000; n++) {
+    _cleanup_free_ char *file = n ? cap_xasprintf("%d-%s", n, safe) : cap_xstrdup(safe);
+    int fd = openat(dfd, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST)
+      continue;
+    if (fd < 0)
+      return cap_error_errno(err, errno, "cannot create %s/%s", dir, file);
+    size_t off = 0;
+    while (off < a->len) {
+      ssize_t w = write(fd, a->data + off, a->len - off);
+      if (w <= 0) {
+        int e = w < 0 ? errno : EIO;
+        close(fd);
+        unlinkat(dfd, file, 0);
+        return cap_error_errno(err, e, "cannot write %s/%s", dir, file);
+      }
+      off += (size_t)w;
+    }
+    if (close(fd) < 0)
+      return cap_error_errno(err, errno, "cannot write %s/%s", dir, file);
+    *path = cap_xasprintf("%s/%s", dir, file);
+    return 0;
+  }
+  return cap_error_set(err, EEXIST, "too many files named like %s in %s", safe, dir);
+}
+
+static const char *str_member(const struct cap_node *obj, const char *key)
+{
+  const struct cap_node *v = cap_node_get(obj, key);
+  return v && v->kind == CAP_NODE_STRING ? v->u.str.ptr : NULL;
+}
+
+struct capture {
+  struct selu_channel *ch;
+  const char *dir;
+  int timeout_ms;
+  size_t n;
+};
+
+/* One entry: downloaded and written as {its fields but the id, path,
+ * size_bytes}; one without a capability_artifact_id as it is. */
+static int capture_one(struct capture *c, struct cap_jw *w, const struct cap_node *item,
+                       struct cap_error *err)
+{
+  const char *id =
+      item->kind == CAP_NODE_OBJECT ? str_member(item, "capability_artifact_id") : NULL;
+  if (!id) {
+    cap_jw_node(w, item);
+    return 0;
+  }
+  struct selu_artifact a;
+  int r = selu_artifact_download(c->ch, id, c->timeout_ms, &a, err);
+  _cleanup_free_ char *path = NULL;
+  if (r == 0) {
+    const char *name = str_member(item, "filename");
+    r = save_new(c->dir, name ? name : a.filename, &a, &path, err);
+  }
+  if (r < 0) {
+    selu_artifact_free(&a);
+    return cap_error_prefix(err, "artifact %s", id), r;
+  }
+  cap_jw_begin_object(w);
+  for (size_t i = 0; i < item->u.obj.len; i++) {
+    const struct cap_member *m = &item->u.obj.items[i];
+    if (strcmp(m->key, "capability_artifact_id") == 0 || strcmp(m->key, "path") == 0 ||
+        strcmp(m->key, "size_bytes") == 0)
+      continue;
+    cap_jw_key(w, m->key);
+    cap_jw_node(w, m->value);
+  }
+  if (!cap_node_get(item, "mime_type") && a.mime_type) {
+    cap_jw_key(w, "mime_type");
+    cap_jw_string(w, a.mime_type);
+  }
+  cap_jw_key(w, "path");
+  cap_jw_string(w, path);
+  cap_jw_key(w, "size_bytes");
+  cap_jw_int(w, (int64_t)a.len);
+  cap_jw_end_object(w);
+  selu_artifact_free(&a);
+  c->n++;
+  return 0;
+}
+
+int gw_selu_capture(struct selu_channel *ch, const struct gw_call *call, const char *result,
+                    int timeout_ms, char **out, struct cap_error *err)
+{
+  *out = NULL;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(doc, result, strlen(result), "result", 0, &diags);
+  cap_diags_free(&diags);
+  const struct cap_node *root = r == 0 ? doc->root : NULL;
+  if (!root || root->kind != CAP_NODE_OBJECT) { /* not JSON: judged later */
+    cap_doc_free(doc);
+    return 0;
+  }
+  struct capture c = {.ch = ch, .dir = call->artifacts_dir, .timeout_ms = timeout_ms};
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  r = 0;
+  for (size_t i = 0; i < root->u.obj.len && r == 0; i++) {
+    const struct cap_member *m = &root->u.obj.items[i];
+    cap_jw_key(&w, m->key);
+    if (strcmp(m->key, "artifact") == 0) {
+      r = capture_one(&c, &w, m->value, err);
+    } else if (strcmp(m->key, "artifacts") == 0 && m->value->kind == CAP_NODE_ARRAY) {
+      cap_jw_begin_array(&w);
+      for (size_t k = 0; k < m->value->u.arr.len && r == 0; k++)
+        r = capture_one(&c, &w, m->value->u.arr.items[k], err);
+      cap_jw_end_array(&w);
+    } else {
+      cap_jw_node(&w, m->value);
+    }
+  }
+  cap_jw_end_object(&w);
+  cap_doc_free(doc);
+  if (r == 0 && c.n)
+    *out = cap_buf_steal(&b);
+  cap_buf_free(&b);
+  return r;
+}
+
+/* The attachments' entries, each file uploaded. */
+static int upload_all(struct selu_channel *ch, const struct gw_call *call, int timeout_ms,
+                      size_t max, struct cap_jw *w, struct cap_error *err)
+{
+  for (size_t i = 0; i < call->n_attach; i++) {
+    char *data = NULL;
+    size_t len = 0;
+    int r = cap_read_file(call->attach[i], max, &data, &len, err);
+    _cleanup_free_ char *name = safe_name(call->attach[i]);
+    _cleanup_free_ char *id = NULL;
+    if (r == 0)
+      r = selu_artifact_upload(ch, name, "application/octet-stream", data, len, timeout_ms, &id,
+                               err);
+    free(data);
+    if (r < 0)
+      return cap_error_prefix(err, "attaching %s", call->attach[i]), r;
+    cap_jw_begin_object(w);
+    cap_jw_key(w, "filename");
+    cap_jw_string(w, name);
+    cap_jw_key(w, "mime_type");
+    cap_jw_string(w, "application/octet-stream");
+    cap_jw_key(w, "size_bytes");
+    cap_jw_int(w, (int64_t)len);
+    cap_jw_key(w, "capability_artifact_id");
+    cap_jw_string(w, id);
+    cap_jw_end_object(w);
+  }
+  return 0;
+}
+
+int gw_selu_attach(struct selu_channel *ch, const struct gw_call *call, const char *args,
+                   int timeout_ms, size_t max, char **out, struct cap_error *err)
+{
+  *out = NULL;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(doc, args, strlen(args), "args", 0, &diags);
+  cap_diags_free(&diags);
+  const struct cap_node *root = r == 0 ? doc->root : NULL;
+  if (!root || root->kind != CAP_NODE_OBJECT) {
+    cap_doc_free(doc);
+    return cap_error_set(err, EINVAL, "--attach needs arguments that are a JSON object");
+  }
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  const struct cap_node *had = cap_node_get(root, "attachments");
+  for (size_t i = 0; i < root->u.obj.len; i++) {
+    const struct cap_member *m = &root->u.obj.items[i];
+    if (strcmp(m->key, "attachments") == 0)
+      continue;
+    cap_jw_key(&w, m->key);
+    cap_jw_node(&w, m->value);
+  }
+  cap_jw_key(&w, "attachments");
+  cap_jw_begin_array(&w);
+  for (size_t i = 0; had && had->kind == CAP_NODE_ARRAY && i < had->u.arr.len; i++)
+    cap_jw_node(&w, had->u.arr.items[i]);
+  r = upload_all(ch, call, timeout_ms, max, &w, err);
+  cap_jw_end_array(&w);
+  cap_jw_end_object(&w);
+  cap_doc_free(doc);
+  if (r == 0)
+    *out = cap_buf_steal(&b);
+  cap_buf_free(&b);
+  return r;
+}

@@ -1,0 +1,395 @@
+/* capsule as the client of a third-party MCP server over stdio, the server
+ * in the capability's sandbox (mcp_client.h). The sandbox is cloned from
+ * this process while it is single-threaded; the exchange runs on a thread
+ * started once the sandbox runs (sandbox_options.on_started), which stops
+ * the sandbox by closing its connector when the answer is in. */
+#include "runtime/mcp_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "core/clock.h"
+#include "core/json.h"
+#include "sandbox/mount_plan.h"
+#include "sandbox/sandbox.h"
+
+struct exchange {
+  int in_w, out_r, conn; /* the server's stdin and stdout, the connector: ours */
+  int child[3];          /* the sandbox's ends: closed once it runs */
+  uint64_t deadline;     /* CLOCK_MONOTONIC ms */
+  size_t cap;            /* bytes of output read at most */
+  const char *method, *params;
+  pthread_t thread;
+  bool started;
+  struct cap_buf pending; /* stdout read past the last full line */
+  /* the outcome */
+  char *result; /* the response's result (JSON text) */
+  char *error;  /* why there is none */
+  bool timed_out, rpc_error;
+};
+
+static bool send_line(struct exchange *x, const char *text)
+{
+  size_t len = strlen(text), off = 0;
+  while (off < len) {
+    ssize_t n = write(x->in_w, text + off, len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    off += (size_t)n;
+  }
+  return write(x->in_w, "\n", 1) == 1;
+}
+
+/* The next full line of the server's stdout (allocated), or NULL at its
+ * end, at the deadline (timed_out) or past the output cap. */
+static char *next_line(struct exchange *x)
+{
+  for (;;) {
+    char *nl = x->pending.len ? memchr(x->pending.data, '\n', x->pending.len) : NULL;
+    if (nl) {
+      size_t n = (size_t)(nl - x->pending.data);
+      char *line = cap_xstrndup(x->pending.data, n);
+      memmove(x->pending.data, nl + 1, x->pending.len - n - 1);
+      x->pending.len -= n + 1;
+      return line;
+    }
+    if (x->pending.len > x->cap)
+      return NULL;
+    uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+    if (now >= x->deadline) {
+      x->timed_out = true;
+      return NULL;
+    }
+    struct pollfd p = {.fd = x->out_r, .events = POLLIN};
+    int r = poll(&p, 1, (int)(x->deadline - now));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      continue; /* the deadline, checked above */
+    char buf[65536];
+    ssize_t n = read(x->out_r, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return NULL; /* the server closed its stdout (it exited) */
+    cap_buf_append(&x->pending, buf, (size_t)n);
+  }
+}
+
+/* A request the server makes of capsule: refused, so it does not wait. */
+static void refuse_request(struct exchange *x, const struct cap_node *id, const char *method)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "jsonrpc");
+  cap_jw_string(&w, "2.0");
+  cap_jw_key(&w, "id");
+  cap_jw_node(&w, id);
+  cap_jw_key(&w, "error");
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "code");
+  cap_jw_int(&w, -32601);
+  cap_jw_key(&w, "message");
+  _cleanup_free_ char *msg =
+      cap_xasprintf("capsule does not offer %s to a server it runs as a capability", method);
+  cap_jw_string(&w, msg);
+  cap_jw_end_object(&w);
+  cap_jw_end_object(&w);
+  send_line(x, b.data);
+  cap_buf_free(&b);
+}
+
+static char *node_json(const struct cap_node *n)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_node(&w, n);
+  return b.data ? b.data : cap_xstrdup("null");
+}
+
+/* Reads until the response to request `id`: true with x->result, or
+ * false with x->error (or timed_out). */
+static bool await_response(struct exchange *x, int64_t id)
+{
+  for (;;) {
+    _cleanup_free_ char *line = next_line(x);
+    if (!line) {
+      if (!x->timed_out)
+        x->error = cap_xstrdup(x->pending.len > x->cap
+                                   ? "the server's answer is larger than the output cap"
+                                   : "the server exited before it answered");
+      return false;
+    }
+    struct cap_doc *doc = cap_doc_new();
+    struct cap_diags d = {0};
+    int r = cap_json_parse(doc, line, strlen(line), "the server's stdout", 0, &d);
+    cap_diags_free(&d);
+    const struct cap_node *m = r == 0 ? doc->root : NULL;
+    if (!m || m->kind != CAP_NODE_OBJECT) { /* not JSON-RPC: a stray line */
+      cap_doc_free(doc);
+      continue;
+    }
+    const struct cap_node *rid = cap_node_get(m, "id");
+    const struct cap_node *method = cap_node_get(m, "method");
+    if (method && method->kind == CAP_NODE_STRING && rid)
+      refuse_request(x, rid, method->u.str.ptr);
+    bool ours = !method && rid && rid->kind == CAP_NODE_INT && rid->u.num.i == id;
+    const struct cap_node *res = ours ? cap_node_get(m, "result") : NULL;
+    const struct cap_node *e = ours ? cap_node_get(m, "error") : NULL;
+    if (res)
+      x->result = node_json(res);
+    else if (ours) {
+      const struct cap_node *msg = e ? cap_node_get(e, "message") : NULL;
+      x->error = msg && msg->kind == CAP_NODE_STRING
+                     ? cap_xasprintf("the server answered with an error: %s", msg->u.str.ptr)
+                     : cap_xstrdup("the server's answer has neither a result nor an error");
+      x->rpc_error = true;
+    }
+    cap_doc_free(doc);
+    if (ours)
+      return res != NULL;
+  }
+}
+
+static void *exchange_thread(void *arg)
+{
+  struct exchange *x = arg;
+  /* a server that exits leaves its stdin without a reader: a write then
+   * fails with EPIPE, on this thread, instead of killing capsule */
+  sigset_t pipe_sig;
+  sigemptyset(&pipe_sig);
+  sigaddset(&pipe_sig, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_sig, NULL);
+  _cleanup_free_ char *init = cap_xasprintf(
+      "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+      "\"%s\",\"capabilities\":{},\"clientInfo\":{\"name\":\"capsule\",\"version\":\"%s\"}}}",
+      MCP_CLIENT_PROTOCOL, CAPSULE_VERSION);
+  struct cap_buf req = {0};
+  cap_buf_puts(&req, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":");
+  cap_json_quote(&req, x->method, strlen(x->method));
+  cap_buf_printf(&req, ",\"params\":%s}", x->params);
+  if (!send_line(x, init))
+    x->error = cap_xstrdup("the server exited before it answered (its stdin is closed)");
+  else if (await_response(x, 1)) {
+    free(x->result); /* the server's initialize answer: nothing capsule needs */
+    x->result = NULL;
+    if (!send_line(x, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}") ||
+        !send_line(x, req.data))
+      x->error = cap_xstrdup("the server exited before it answered (its stdin is closed)");
+    else
+      await_response(x, 2);
+  }
+  cap_buf_free(&req);
+  /* the answer is in (or will not come): the sandbox is stopped */
+  close(x->conn);
+  x->conn = -1;
+  return NULL;
+}
+
+static void on_started(void *ctx, struct sandbox_running *running)
+{
+  (void)running;
+  struct exchange *x = ctx;
+  for (int i = 0; i < 3; i++) { /* the server's ends: its exit is then seen */
+    close(x->child[i]);
+    x->child[i] = -1;
+  }
+  x->started = pthread_create(&x->thread, NULL, exchange_thread, x) == 0;
+  if (!x->started) { /* no thread: the sandbox is stopped at once */
+    x->error = cap_xstrdup("cannot start the exchange's thread");
+    close(x->conn);
+    x->conn = -1;
+  }
+}
+
+static int open_log(const struct gw_call *call, const struct cap_spec *spec, char **path)
+{
+  *path = gw_tool_log_prepare(call->log_dir, spec);
+  int fd = *path ? open(*path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
+  return fd >= 0 ? fd : open("/dev/null", O_WRONLY | O_CLOEXEC);
+}
+
+/* The server's command, NULL-terminated, "~/x" as the grants expand it
+ * (a server's directory argument names what a grant gives): the caller
+ * frees it with cap_strv_free. */
+static void server_argv(const struct cap_spec *spec, struct cap_strv *argv)
+{
+  for (size_t i = 0; i < spec->runtime.command.len; i++) {
+    _cleanup_free_ char *a = sandbox_expand_path(spec->runtime.command.v[i]);
+    cap_strv_push(argv, a);
+  }
+}
+
+static enum gw_outcome judge(struct exchange *x, int r, const struct sandbox_result *res,
+                             const char *log_path, char **result, struct cap_error *err)
+{
+  const char *see = log_path ? "; its stderr is in " : "";
+  if (r < 0)
+    return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+  if (x->result) {
+    *result = steal_pointer(&x->result);
+    return GW_OUTCOME_OK;
+  }
+  if (x->timed_out || (res->killed_by && !x->error))
+    return cap_error_set(err, ETIMEDOUT, "the MCP server did not answer in time (%s)%s%s",
+                         res->killed_by ? res->killed_by : "the call's deadline", see,
+                         log_path ? log_path : ""),
+           GW_OUTCOME_KILLED_BY_LIMIT;
+  return cap_error_set(err, EIO, "MCP server: %s%s%s", x->error ? x->error : "no answer",
+                       x->rpc_error ? "" : see, x->rpc_error || !log_path ? "" : log_path),
+         GW_OUTCOME_FAILED;
+}
+
+enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_spec *spec,
+                                   const char *method, const char *params, char *const *env,
+                                   size_t n_env, char **result, struct cap_error *err)
+{
+  *result = NULL;
+  if (!spec->runtime.command.len)
+    return cap_error_set(err, EINVAL, "capability %s names no MCP server to run", spec->id),
+           GW_OUTCOME_FAILED;
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, conn[2] = {-1, -1};
+  _cleanup_free_ char *log_path = NULL;
+  _cleanup_close_ int log_fd = open_log(call, spec, &log_path);
+  if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, conn) < 0 || log_fd < 0) {
+    int e = errno;
+    for (int i = 0; i < 2; i++) {
+      if (in[i] >= 0)
+        close(in[i]);
+      if (out[i] >= 0)
+        close(out[i]);
+    }
+    return cap_error_errno(err, e, "cannot set up the MCP server's stdio"), GW_OUTCOME_FAILED;
+  }
+  uint64_t deadline = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
+  struct exchange x = {.in_w = in[1],
+                       .out_r = out[0],
+                       .conn = conn[0],
+                       .deadline = cap_now_ms(CLOCK_MONOTONIC) + deadline,
+                       .cap = GW_DEFAULT_OUTPUT_CAP,
+                       .child = {in[0], out[1], conn[1]},
+                       .method = method,
+                       .params = params};
+  struct cap_spec run_spec = *spec; /* shallow: only the wall clock changes */
+  if (!run_spec.limits.wall_ms || run_spec.limits.wall_ms > deadline + 2000)
+    run_spec.limits.wall_ms = deadline + 2000; /* the thread's deadline comes first */
+  struct cap_strv args = {0};
+  server_argv(spec, &args);
+  _cleanup_free_ char **argv = cap_xcalloc(args.len + 1, sizeof *argv);
+  memcpy(argv, args.v, args.len * sizeof *argv);
+  struct sandbox_options opt = {
+      .argv = argv,
+      .workdir = spec->package_dir, /* relative paths are the package's, as for Selu */
+      .extra_env = env,
+      .n_extra_env = n_env,
+      .redirect_stdio = true,
+      .stdio = {in[0], out[1], log_fd},
+      .has_connector = true,
+      .connector_fd = conn[1],
+      .hidden = call->hidden,
+      .n_hidden = call->n_hidden,
+      .id_base = call->id_base,
+      .on_started = on_started,
+      .on_started_ctx = &x,
+  };
+  struct sandbox_result res = {0};
+  int r = sandbox_run(&run_spec, &opt, &res, err);
+  for (int i = 0; i < 3; i++)
+    if (x.child[i] >= 0)
+      close(x.child[i]);
+  if (x.started)
+    pthread_join(x.thread, NULL);
+  if (x.conn >= 0)
+    close(x.conn);
+  close(x.in_w);
+  close(x.out_r);
+  enum gw_outcome o = judge(&x, r, &res, log_path, result, err);
+  cap_strv_free(&args);
+  free(x.result);
+  free(x.error);
+  cap_buf_free(&x.pending);
+  return o;
+}
+
+/* The tool's answer as capsule returns it (mcp_client.h). */
+static enum gw_outcome tool_result(const char *text, char **result, struct cap_error *err)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  int r = cap_json_parse(doc, text, strlen(text), "the tool's result", 0, &d);
+  cap_diags_free(&d);
+  const struct cap_node *res = r == 0 ? doc->root : NULL;
+  const struct cap_node *structured = res ? cap_node_get(res, "structuredContent") : NULL;
+  const struct cap_node *content = res ? cap_node_get(res, "content") : NULL;
+  const struct cap_node *is_error = res ? cap_node_get(res, "isError") : NULL;
+  bool failed = is_error && is_error->kind == CAP_NODE_BOOL && is_error->u.boolean;
+  /* the text of the content's text items, joined */
+  struct cap_buf t = {0};
+  for (size_t i = 0; content && content->kind == CAP_NODE_ARRAY && i < content->u.arr.len; i++) {
+    const struct cap_node *item = content->u.arr.items[i];
+    const struct cap_node *type = cap_node_get(item, "type");
+    const struct cap_node *txt = cap_node_get(item, "text");
+    if (type && type->kind == CAP_NODE_STRING && strcmp(type->u.str.ptr, "text") == 0 && txt &&
+        txt->kind == CAP_NODE_STRING)
+      cap_buf_printf(&t, "%s%s", t.len ? "\n" : "", txt->u.str.ptr);
+  }
+  enum gw_outcome o = GW_OUTCOME_OK;
+  if (!res || res->kind != CAP_NODE_OBJECT) {
+    o = GW_OUTCOME_FAILED;
+    cap_error_set(err, EPROTO, "the MCP server's tools/call result is not an object");
+  } else if (failed) {
+    o = GW_OUTCOME_FAILED;
+    cap_error_set(err, EIO, "the tool failed: %s", t.data ? t.data : "(no message)");
+  } else if (structured && structured->kind == CAP_NODE_OBJECT) {
+    *result = node_json(structured);
+  } else if (t.data && (*result = cap_json_canonical(t.data, t.len))) {
+    /* text that is JSON: the value itself */
+  } else if (t.data) {
+    struct cap_buf q = {0};
+    cap_json_quote(&q, t.data, t.len);
+    *result = q.data;
+  } else {
+    *result = content ? node_json(content) : cap_xstrdup("null");
+  }
+  cap_buf_free(&t);
+  cap_doc_free(doc);
+  return o;
+}
+
+enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spec *spec,
+                                char *const *env, size_t n_env, char **result,
+                                struct cap_error *err)
+{
+  *result = NULL;
+  struct cap_buf params = {0};
+  cap_buf_puts(&params, "{\"name\":");
+  cap_json_quote(&params, call->tool, strlen(call->tool));
+  cap_buf_puts(&params, ",\"arguments\":");
+  cap_buf_append(&params, call->args, call->args_len);
+  cap_buf_putc(&params, '}');
+  char *raw = NULL;
+  enum gw_outcome o =
+      mcp_client_request(call, spec, "tools/call", params.data, env, n_env, &raw, err);
+  cap_buf_free(&params);
+  if (o == GW_OUTCOME_OK)
+    o = tool_result(raw, result, err);
+  free(raw);
+  return o;
+}

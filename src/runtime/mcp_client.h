@@ -1,0 +1,36 @@
+/* Third-party MCP servers as capabilities: a server that speaks MCP over
+ * stdio (x-capsule.mcp_server: its command) is started in the
+ * capability's sandbox for each exchange; capsule is its client:
+ * initialize, then one request (tools/list, tools/call), then the sandbox
+ * is stopped. Requests the server makes of the client (sampling,
+ * elicitation, roots) are answered "not supported"; its notifications
+ * (logging, progress) are dropped. Nothing here prints; outcomes are
+ * typed (gateway/call.h) and err says why. */
+#ifndef CAPSULE_RUNTIME_MCP_CLIENT_H
+#define CAPSULE_RUNTIME_MCP_CLIENT_H
+
+#include <stddef.h>
+
+#include "gateway/call.h"
+#include "manifest/model.h"
+
+/* The MCP protocol revision capsule asks for as a client. */
+#define MCP_CLIENT_PROTOCOL "2025-06-18"
+
+/* One request to the capability's MCP server: method and its params (a
+ * JSON object's text); *result (allocated) is the JSON text of the
+ * response's result. A JSON-RPC error answer is GW_OUTCOME_FAILED with
+ * the server's message. */
+enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_spec *spec,
+                                   const char *method, const char *params, char *const *env,
+                                   size_t n_env, char **result, struct cap_error *err);
+
+/* tools/call of call->tool with call->args; *result (allocated) is the
+ * tool's result as capsule returns it: structuredContent when the server
+ * gave one, else the text of its content (JSON when it parses, else a
+ * JSON string). A result with isError is GW_OUTCOME_FAILED with its text. */
+enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spec *spec,
+                                char *const *env, size_t n_env, char **result,
+                                struct cap_error *err);
+
+#endif

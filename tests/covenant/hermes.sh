@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The Hermes runtime (runtime = "hermes") against a small Hermes-compatible
+# gateway on loopback (hermes_server.py): a run followed over SSE and
+# polling, the Idempotency-Key, the key as a sealed credential, tools
+# outside tools_allowed stopping the run, approval policies (auto-deny,
+# auto-once, operator-prompt through capsule's approval queue), the wall
+# clock stopping a run, egress rules applied to the endpoint, and a
+# gateway that hangs, drops the event stream, answers garbage or 500s;
+# the run's events in the audit log and in Covenant's export. As root, and
+# the plain run as uid 65534. Usage: hermes.sh CAPSULE
+set -u
+capsule=$(realpath "$1")
+command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /var/tmp/capsule-hermes.XXXXXX)
+chmod 755 "$work"
+server=
+trap '[ -n "$server" ] && kill $server 2>/dev/null; rm -rf "$work"' EXIT
+export CAPSULE_STATE_KEY= COVENANT_HOME=
+unset HERMES_API_BASE_URL HERMES_API_KEY
+HERMES_TEST_KEY=sekrit-key python3 "$here/hermes_server.py" >"$work/port" 2>"$work/server.log" &
+server=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+port=$(cat "$work/port")
+[ -n "$port" ] || { echo "FAIL: the test gateway did not start"; exit 1; }
+base=http://127.0.0.1:$port/v1
+pass=0 fail=0
+ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
+bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
+as=()
+t() {
+  local name=$1 want=$2 regex=$3; shift 3
+  local status
+  out=$("${as[@]}" "$capsule" "$@" 2>&1 </dev/null)
+  status=$?
+  if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$name"
+  else bad "$name (exit $status, want $want)"; echo "$out" | head -5 | sed 's/^/         /'; fi
+}
+hagent() { # hagent DIR ID NETWORK POLICY TOOLS
+  mkdir -p "$1/$2"
+  cat >"$1/$2/agent.toml" <<TOML
+[agent]
+id = "$2"
+name = "$2"
+version = "0.1.0"
+runtime = "hermes"
+[resources]
+cpu_ms_per_task = 4000
+memory_mb = 0
+network = "$3"
+[hermes]
+tools_allowed = [$5]
+approval_policy = "$4"
+TOML
+}
+log() { curl -s "http://127.0.0.1:$port/debug/log" 2>/dev/null || python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$port/debug/log').read().decode())"; }
+
+caps=$work/caps state=$work/state
+hagent "$caps" hplain full auto-deny '"read_file"'
+hagent "$caps" honce full auto-once '"read_file"'
+hagent "$caps" hop full operator-prompt ''
+hagent "$caps" hoff off auto-deny ''
+hagent "$caps" hhttps outbound-https-only auto-deny ''
+G=(--caps "$caps" --state "$state")
+for a in hplain honce hop hoff hhttps; do "$capsule" policy set "$a" dispatch allow "${G[@]}" >/dev/null; done
+
+echo "configuration"
+t no-endpoint 3 "runs on Hermes, and no endpoint is configured: set HERMES_API_BASE_URL" dispatch --agent hplain "plain x" "${G[@]}"
+t list-not-ready 0 "hplain .*not ready: it runs on Hermes: set HERMES_API_BASE_URL" list "${G[@]}"
+export HERMES_API_BASE_URL=https://127.0.0.1:$port/v1
+t https-refused 3 "is not an http:// URL" dispatch --agent hplain "plain x" "${G[@]}"
+export HERMES_API_BASE_URL=$base
+t list-ready 0 "hplain +\(covenant, hermes-http\) +ready \(Hermes at $base; tools_allowed: read_file; approval_policy: auto-deny\)" list "${G[@]}"
+t show-tools-allowed 0 '"tools_allowed": \[' show "$caps/hplain"
+t no-key-401 1 "answered POST /runs with 401" dispatch --agent hplain "plain x" "${G[@]}"
+printf 'sekrit-key\r\nX-Injected: 1' | "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$state" >/dev/null
+t key-control-refused 1 "HERMES_API_KEY holds a control character" dispatch --agent hplain "plain x" "${G[@]}"
+printf 'sekrit-key' | "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$state" >/dev/null
+t plain-run 0 '^\{"text":"done: plain x","sources":\[\]\}$' dispatch --agent hplain "plain x" "${G[@]}"
+python3 - "$(log)" <<'PY' && ok idempotency-key-is-session || bad idempotency-key-is-session
+import json, sys
+posts = [e for e in json.loads(sys.argv[1]) if e.get("post") == "runs" and e["input"] == "plain x"]
+last = posts[-1]
+assert last["idempotency_key"] and last["idempotency_key"] == last["session_id"], last
+assert last["authorization"] == "Bearer sekrit-key"
+PY
+t tool-audited 0 'hermes-tool .*"event":"tool.started".*"tool":"read_file","preview_hash_hex":"[0-9a-f]{64}"' audit "${G[@]}"
+"$capsule" audit "${G[@]}" | grep -q "README.md" && bad preview-not-audited || ok preview-not-audited
+
+echo "egress rules on the endpoint"
+t network-off-refused 1 "network grant does not allow its Hermes endpoint 127.0.0.1:$port" dispatch --agent hoff "plain x" "${G[@]}"
+t https-only-refused 1 "network grant does not allow its Hermes endpoint" dispatch --agent hhttps "plain x" "${G[@]}"
+
+echo "tools_allowed and approvals"
+t tool-outside-stops 4 'invoked the tool "terminal", which is not in the agent.s \[hermes\] tools_allowed \(read_file\); capsule stopped the run' dispatch --agent hplain "terminal x" "${G[@]}"
+log | grep -q '"input": "terminal x"}' && ok tool-outside-stop-sent || bad tool-outside-stop-sent
+t auto-deny 0 '"approved: deny"' dispatch --agent hplain "approval x" "${G[@]}"
+t auto-once 0 '"answers: once,deny"' dispatch --agent honce "twice x" "${G[@]}"
+t approvals-audited 0 'hermes-approval .*"choice":"once","policy":"auto-once","resolved":1' audit "${G[@]}"
+# operator-prompt: a pending approval in capsule's queue, answered while the run waits
+"$capsule" dispatch --agent hop "approval op" "${G[@]}" >"$work/op.out" 2>&1 &
+op=$!
+id=
+for _ in $(seq 60); do
+  id=$("$capsule" approvals --json --state "$state" 2>/dev/null | python3 -c 'import json,sys; a=[x for x in json.load(sys.stdin) if x["tool"]=="hermes-approval"]; print(a[0]["id"] if a else "")')
+  [ -n "$id" ] && break; sleep 0.1
+done
+[ -n "$id" ] && ok operator-prompt-pending || bad operator-prompt-pending
+t operator-approves 0 "approved $id" approve "$id" --state "$state"
+wait $op; st=$?
+if [ $st = 0 ] && grep -q '"approved: once"' "$work/op.out"; then ok operator-prompt-approved; else bad "operator-prompt-approved (exit $st)"; cat "$work/op.out"; fi
+t operator-no-answer 1 "wall clock exceeded" dispatch --agent hop "approval unanswered" --timeout 2 "${G[@]}"
+log | grep -q '"choice": "deny", "input": "approval unanswered"' && ok operator-no-answer-denied || bad operator-no-answer-denied
+
+echo "faults"
+t wall-clock-stops 1 "wall clock exceeded \(the Hermes run run-[0-9a-f]+ ran past 4000 ms; capsule asked the gateway to stop it\)" dispatch --agent hplain "slow x" "${G[@]}"
+t sse-dropped-polling 0 '"done: dropsse x"' dispatch --agent hplain "dropsse x" "${G[@]}"
+t sse-chunked-crlf 0 '"done: chunked x"' dispatch --agent hplain "chunked x" "${G[@]}"
+t sse-chunked-events 0 'hermes-tool .*"event":"tool.completed".*"tool":"read_file","duration_ms":1500,"error":true' audit "${G[@]}"
+t garbage 1 "answer to GET /runs/run-[0-9a-f]+ is not a JSON object \(200: <html>this is not JSON</html>\)" dispatch --agent hplain "garbage x" "${G[@]}"
+t error-500 1 "answered POST /runs with 500: boom: the gateway broke" dispatch --agent hplain "fail500 x" "${G[@]}"
+t hang 1 "did not answer POST /runs in time" dispatch --agent hplain "hang x" "${G[@]}"
+
+echo "Covenant's export"
+t export 0 "exported" audit export --format covenant "$work/export" "${G[@]}"
+for kind in hermes_tool_invoked hermes_tool_completed hermes_approval_resolved; do
+  grep -q "\"type\":\"$kind\"" "$work/export/events.jsonl" && ok "export-has-$kind" || bad "export-has-$kind"
+done
+t export-verifies 0 "covenant audit verified" audit verify --format covenant "$work/export"
+python3 - "$work/export/events.jsonl" "$here/fixtures/audit-kinds.v1.subset.json" <<'PY' && ok export-wire-shape || bad export-wire-shape
+import json, sys
+golden = {}
+for r in json.load(open(sys.argv[2]))["records"]:
+    e = json.loads(r["canonical_json"])
+    golden[e["kind"]["type"]] = list(e["kind"])
+seen = set()
+for line in open(sys.argv[1]):
+    k = json.loads(line)["kind"]
+    if k["type"] in golden:
+        assert list(k) == golden[k["type"]], line
+        seen.add(k["type"])
+assert {"hermes_tool_invoked", "hermes_tool_completed", "hermes_approval_resolved"} <= seen, seen
+PY
+t chain-verifies 0 "audit log verified" audit verify "${G[@]}"
+
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+   setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then
+  echo "as uid 65534"
+  mkdir -p "$work/nobody" && cp -r "$caps" "$work/nobody/caps" && chown -R 65534:65534 "$work/nobody"
+  as=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$work/nobody")
+  N=(--caps "$work/nobody/caps" --state "$work/nobody/state")
+  "${as[@]}" "$capsule" policy set hplain dispatch allow "${N[@]}" >/dev/null
+  printf 'sekrit-key' | "${as[@]}" "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$work/nobody/state" >/dev/null
+  t nobody-plain-run 0 '"done: plain y"' dispatch --agent hplain "plain y" "${N[@]}"
+  t nobody-tool-outside 4 "capsule stopped the run" dispatch --agent hplain "terminal y" "${N[@]}"
+fi
+echo "hermes tests: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -1,0 +1,93 @@
+/* A host for the gRPC server module with a handler of the test's own:
+ * `grpc_serve_driver ADDRESS TOKEN [CERT KEY]` serves until SIGTERM,
+ * printing "port N" once it listens. The handler: a call without the
+ * token is UNAUTHENTICATED; HealthCheck is healthy; Invoke of "echo"
+ * answers {"tool":...,"parameters":...,"context":{...}}, of "fail" a tool
+ * error, of "slow" the same after 300 ms, anything else NOT_FOUND. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/json.h"
+#include "front/grpc_serve.h"
+
+static const char *token;
+
+static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_serve_answer *a)
+{
+  (void)arg;
+  if (!call->bearer || strcmp(call->bearer, token) != 0) {
+    a->status = GRPC_SERVE_UNAUTHENTICATED;
+    a->status_message = cap_xstrdup("a bearer token is needed");
+    return;
+  }
+  if (call->method == GRPC_SERVE_HEALTH) {
+    a->success = true;
+    return;
+  }
+  if (strcmp(call->tool_name, "slow") == 0) {
+    printf("handling slow\n"); /* the drain test waits for this line */
+    fflush(stdout);
+    usleep(300000);
+  }
+  if (strcmp(call->tool_name, "echo") == 0 || strcmp(call->tool_name, "slow") == 0) {
+    struct cap_buf b = {0};
+    cap_buf_puts(&b, "{\"tool\":");
+    cap_json_quote(&b, call->tool_name, strlen(call->tool_name));
+    cap_buf_puts(&b, ",\"parameters\":");
+    cap_json_quote(&b, call->parameters, strlen(call->parameters));
+    cap_buf_puts(&b, ",\"context\":{");
+    for (size_t i = 0; i < call->n_context; i++) {
+      cap_buf_puts(&b, i ? "," : "");
+      cap_json_quote(&b, call->context_keys[i], strlen(call->context_keys[i]));
+      cap_buf_putc(&b, ':');
+      cap_json_quote(&b, call->context_values[i], strlen(call->context_values[i]));
+    }
+    cap_buf_puts(&b, "}}");
+    a->result = b.data;
+    a->success = true;
+  } else if (strcmp(call->tool_name, "fail") == 0) {
+    a->error = cap_xstrdup("the tool failed on purpose");
+  } else {
+    a->status = GRPC_SERVE_NOT_FOUND;
+    a->status_message = cap_xasprintf("no tool %s", call->tool_name);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  if (argc != 3 && argc != 5) {
+    fprintf(stderr, "usage: %s ADDRESS TOKEN [CERT KEY]\n", argv[0]);
+    return 2;
+  }
+  token = argv[2];
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, NULL); /* the server's threads inherit it */
+  struct grpc_serve_options opt = {.address = argv[1],
+                                   .tls_cert = argc == 5 ? argv[3] : NULL,
+                                   .tls_key = argc == 5 ? argv[4] : NULL,
+                                   .max_calls = 8,
+                                   .max_message = 1 << 20,
+                                   .handler = handler};
+  struct grpc_serve *s = NULL;
+  struct cap_error err = {0};
+  int port = 0;
+  if (grpc_serve_start(&opt, &s, &port, &err) < 0) {
+    fprintf(stderr, "grpc_serve_driver: %s\n", err.message);
+    cap_error_clear(&err);
+    return 1;
+  }
+  printf("port %d\n", port);
+  fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  grpc_serve_stop(s, 2000);
+  printf("stopped\n");
+  return 0;
+}
