@@ -11,6 +11,9 @@
 # Usage: run.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
+# `capsule run` (the probe, the sandbox checks) on a state of its own, not the caller's default
+export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
+trap 'rm -rf "$CAPSULE_STATE"' EXIT
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
@@ -21,7 +24,7 @@ command -v node >/dev/null || { echo "SKIP: node is not installed (scripts/deps.
   { echo "SKIP: @modelcontextprotocol/sdk is not installed (cd tests && npm ci)"; exit 77; }
 work=$(mktemp -d /var/tmp/capsule-mcp.XXXXXX)
 chmod 755 "$work"
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$CAPSULE_STATE"' EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
 export CAPSULE_STATE_KEY=
 pass=0 fail=0

@@ -8,6 +8,9 @@
 # Usage: serve.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
+# `capsule run` (the probe, the sandbox checks) on a state of its own, not the caller's default
+export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
+trap 'rm -rf "$CAPSULE_STATE"' EXIT
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
@@ -19,7 +22,7 @@ command -v node >/dev/null || { echo "SKIP: node is not installed (scripts/deps.
 work=$(mktemp -d /var/tmp/capsule-serve.XXXXXX)
 chmod 755 "$work"
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
 export CAPSULE_STATE_KEY=
 pass=0 fail=0
 ok() { echo "  ok   $1"; pass=$((pass + 1)); }
