@@ -99,7 +99,34 @@ run_as() {
   rm -rf "$caps/agents/added"
 }
 
+tls() { # HTTPS with --tls-cert/--tls-key: a client trusting the certificate talks; plain HTTP does not
+  command -v openssl >/dev/null && command -v curl >/dev/null || { echo "  (no openssl or curl: TLS skipped)"; return; }
+  local state=$work/state-tls port server= t
+  mkdir -p "$state" && chmod 700 "$state"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" \
+    -days 2 -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+  t=$("$capsule" access issue tls --state "$state" 2>/dev/null)
+  for _ in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 20000))
+    "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:$port" --tls-cert "$work/cert.pem" \
+      --tls-key "$work/key.pem" 2>"$work/serve-tls.log" &
+    server=$!
+    pids+=("$server")
+    if wait_for "$capsule" serve status --state "$state" >/dev/null 2>&1; then break; fi
+    server=
+  done
+  [ -n "$server" ] || { bad "tls: serve-starts"; cat "$work/serve-tls.log"; return; }
+  local init='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}'
+  curl -s --cacert "$work/cert.pem" -X POST "https://127.0.0.1:$port/mcp" -H "Authorization: Bearer $t" -d "$init" |
+    grep -q '"protocolVersion":"2025-11-25"' && ok "tls: https-initialize" || bad "tls: https-initialize"
+  curl -s -o /dev/null "http://127.0.0.1:$port/mcp" -H "Authorization: Bearer $t" -d "$init" && bad "tls: plain-http-refused" || ok "tls: plain-http-refused"
+  "$capsule" serve --caps "$caps" --state "$work/state-tls2" --mcp-http "127.0.0.1:1" --tls-cert "$work/cert.pem" 2>"$work/tls.err"
+  [ $? = 2 ] && grep -q "go together" "$work/tls.err" && ok "tls: cert-without-key-refused" || bad "tls: cert-without-key-refused"
+  kill -TERM "$server"; wait "$server"
+}
+
 run_as root
+tls
 if [ "$(id -u)" = 0 ] && setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then run_as nobody; fi
 echo "serve: $pass passed, $fail failed"
 [ "$fail" = 0 ]
