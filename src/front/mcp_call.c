@@ -87,8 +87,10 @@ static void send_tool_result(struct mcp_session *s, const char *id, const char *
 /* What the child reported, once it is gone. */
 static void finish(struct mcp_session *s, struct mcp_run *r, int status)
 {
-  if (r->cancelled) { /* a cancelled request gets no answer */
+  s->modern = r->modern; /* the answer in the form it was asked in */
+  if (r->cancelled) {    /* a cancelled request gets no answer */
     s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
+    s->modern = false;
     return drop(s, r);
   }
   struct cap_doc *doc = cap_doc_new();
@@ -114,6 +116,7 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
   cap_diags_free(&diags);
   cap_doc_free(doc);
   drop(s, r);
+  s->modern = false;
 }
 
 /* ---- the child ---- */
@@ -314,8 +317,9 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   else
     cap_buf_puts(&a, "{}");
   r->args = cap_buf_steal(&a);
+  r->modern = s->modern;
   *slot = r;
-  if (s->client_elicits && asks(s, m))
+  if (s->client_elicits && !s->modern && asks(s, m)) /* 2026's input_required: not yet */
     return elicit(s, r);
   start(s, r, GW_ANSWER_NONE);
 }

@@ -50,7 +50,8 @@ struct sess {
   struct serve *sv;
   char id[33];
   bool http, dead;
-  int fd; /* unix: the connection */
+  bool sessionless; /* 2026-07-28: ends with its request */
+  int fd;           /* unix: the connection */
   struct cap_buf line;
   bool skipping;
   char *user;
@@ -285,6 +286,8 @@ static void reap(struct serve *sv)
     struct sess *x = *p;
     if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s))
       x->dead = true;
+    if (x->sessionless && !x->n_routes && !mcp_session_busy(x->s))
+      x->dead = true;
     if (!x->dead) {
       p = &x->next;
       continue;
@@ -292,7 +295,8 @@ static void reap(struct serve *sv)
     *p = x->next;
     sv->n_sessions--;
     sv->status_dirty = true;
-    serve_log(sv, "info", "session ended", "session", x->id, "user", x->user);
+    if (!x->sessionless)
+      serve_log(sv, "info", "session ended", "session", x->id, "user", x->user);
     sess_free(x);
   }
 }
@@ -334,20 +338,24 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     stream_fail(in->stream, 200, NULL);
     return;
   }
-  if (!x) { /* initialize */
+  if (!x) { /* initialize, or a sessionless request */
     if (sv->n_sessions >= SERVE_MAX_SESSIONS || sv->stopping) {
-      stream_fail(in->stream, 503, "too many sessions; try again later");
+      if (in->stream)
+        stream_fail(in->stream, 503, "too many sessions; try again later");
       return;
     }
     x = sess_new(sv, true, -1, in->user);
-    pthread_mutex_lock(&in->stream->mu);
-    in->stream->session_id = cap_xstrdup(x->id);
-    pthread_mutex_unlock(&in->stream->mu);
+    x->sessionless = in->sessionless;
+    if (!x->sessionless && in->stream) {
+      pthread_mutex_lock(&in->stream->mu);
+      in->stream->session_id = cap_xstrdup(x->id);
+      pthread_mutex_unlock(&in->stream->mu);
+    }
   }
   x->last_ms = now_ms();
   add_route(x, in);
   mcp_session_receive(x->s, in->body, in->len);
-  if (!in->session_id) {
+  if (!in->session_id && !x->sessionless) {
     if (mcp_session_initialized(x->s))
       serve_log(sv, "info", "session started", "session", x->id, "user", x->user);
     else

@@ -178,7 +178,7 @@ static void req_done(void *cls, struct MHD_Connection *c, void **con_cls,
 
 static bool known_version(const char *v)
 {
-  static const char *const known[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+  static const char *const known[] = {"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"};
   for (size_t i = 0; i < ARRAY_SIZE(known); i++)
     if (strcmp(v, known[i]) == 0)
       return true;
@@ -228,6 +228,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
 /* What the body is: a request (its id and method), or not. */
 struct parsed {
   bool object, request, initialize, call;
+  bool modern; /* its _meta names 2026-07-28: no session */
   char *id_json;
 };
 
@@ -244,6 +245,8 @@ static void classify(const char *body, size_t len, struct parsed *p)
       p->request = true;
       p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
       p->call = strcmp(m->u.str.ptr, "tools/call") == 0;
+      const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
+      p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};
       if (id->kind == CAP_NODE_INT)
         cap_buf_printf(&b, "%lld", (long long)id->u.num.i);
@@ -269,7 +272,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   if (!p.object) /* JSON-RPC batches are not MCP's since 2025-06-18 */
     return refuse(c, MHD_HTTP_BAD_REQUEST, q->body.len && q->body.data[0] == '[' ? -32600 : -32700,
                   "Parse error: the body must be one JSON-RPC message, a JSON object");
-  if (!p.initialize && !session) {
+  if (!p.initialize && !session && !p.modern) {
     free(p.id_json);
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000,
                   "Bad Request: an Mcp-Session-Id header is required (initialize first)");
@@ -277,6 +280,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   struct inbound *in = cap_xcalloc(1, sizeof *in);
   in->kind = INBOUND_MESSAGE;
   in->session_id = p.initialize ? NULL : session ? cap_xstrdup(session) : NULL;
+  in->sessionless = p.modern && !session;
   in->user = cap_xstrdup(q->user);
   in->len = q->body.len;
   in->body = cap_buf_steal(&q->body);

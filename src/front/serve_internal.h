@@ -48,7 +48,8 @@ enum inbound_kind { INBOUND_MESSAGE, INBOUND_DELETE };
 struct inbound {
   struct inbound *next;
   enum inbound_kind kind;
-  char *session_id; /* NULL: an initialize */
+  char *session_id; /* NULL: an initialize, or a sessionless (2026-07-28) request */
+  bool sessionless; /* 2026-07-28: a session for this request alone */
   char *user;       /* the token's */
   char *body;
   size_t len;

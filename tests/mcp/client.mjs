@@ -137,15 +137,17 @@ async function oneCapability() {
 }
 
 // Raw lines: what the SDK would never send
-function raw(lines) {
+// wait: keep stdin open until that many answers came (a call runs on)
+function raw(lines, wait = 0) {
   return new Promise((resolve) => {
     const { command, args } = argv();
     const p = spawn(command, args, { stdio: ['pipe', 'pipe', 'inherit'] });
     let out = '';
-    p.stdout.on('data', (d) => { out += d; });
+    const count = () => out.split('\n').filter(Boolean).length;
+    p.stdout.on('data', (d) => { out += d; if (wait && count() >= wait) p.stdin.end(); });
     p.on('close', (code) => resolve({ code, answers: out.split('\n').filter(Boolean).map((l) => JSON.parse(l)) }));
     for (const l of lines) p.stdin.write(l + '\n');
-    p.stdin.end();
+    if (!wait) p.stdin.end();
   });
 }
 
@@ -179,6 +181,19 @@ async function malformed() {
   check('unsupported-version', byId(7)?.error?.code === -32602 && byId(7)?.error?.data?.supported?.includes('2025-11-25'), JSON.stringify(byId(7)));
   check('serves-after-garbage', byId(8) && byId(8).result && !byId(8).error, JSON.stringify(byId(8)));
   check('no-answer-to-notification', answers.length === 11, `${answers.length} answers`);
+
+  const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+  const modern = await raw([
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta: meta } }),
+    JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: { _meta: meta } }),
+    JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'wordcount__dispatch', arguments: { text: 'a b c d' }, _meta: meta } }),
+    JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } }),
+  ], 4);
+  const m = (id) => modern.answers.find((a) => a.id === id);
+  check('modern-discover', m(1)?.result?.resultType === 'complete' && m(1)?.result?.supportedVersions?.includes('2026-07-28') && m(1)?.result?.serverInfo?.name === 'capsule', JSON.stringify(m(1)));
+  check('modern-list', m(2)?.result?.resultType === 'complete' && m(2)?.result?.tools?.length === 100 && m(2)?.result?.nextCursor && m(2)?.result?.cacheScope === 'private', JSON.stringify(m(2))?.slice(0, 300));
+  check('modern-call', m(3)?.result?.resultType === 'complete' && m(3)?.result?.structuredContent?.text === '4 words', JSON.stringify(m(3)));
+  check('modern-unsupported-version', m(4)?.error?.code === -32022 && m(4)?.error?.data?.supported?.includes('2026-07-28') && m(4)?.error?.data?.requested === '2099-01-01', JSON.stringify(m(4)));
 
   const newer = await raw([JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2099-01-01', capabilities: {} } })]);
   check('newer-version-negotiated', newer.answers[0]?.result?.protocolVersion === '2025-11-25', JSON.stringify(newer.answers[0]));

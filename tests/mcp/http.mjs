@@ -135,6 +135,21 @@ function unixSession(lines) {
   });
 }
 
+// 2026-07-28: no initialize, no session; each request names its revision
+async function modern() {
+  const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+  const h = { ...auth(token), 'MCP-Protocol-Version': '2026-07-28' };
+  const d = await raw('POST', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta: meta } }), { ...h, 'Mcp-Method': 'server/discover' });
+  const dj = d.status === 200 ? JSON.parse(d.body) : {};
+  check('http-modern-discover', dj.result?.supportedVersions?.includes('2026-07-28') && !d.headers['mcp-session-id'], `${d.status} ${d.body}`);
+  const c = await raw('POST', JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'wordcount__dispatch', arguments: { text: 'a' }, _meta: meta } }), { ...h, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'wordcount__dispatch' });
+  const data = c.body.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+  const res = data.find((x) => x.id === 2);
+  check('http-modern-call', res?.result?.resultType === 'complete' && res?.result?.structuredContent?.text === '1 words', `${c.status} ${c.body}`);
+  const noauth = await raw('POST', JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'server/discover', params: { _meta: meta } }), { 'MCP-Protocol-Version': '2026-07-28' });
+  check('http-modern-needs-token', noauth.status === 401, `${noauth.status}`);
+}
+
 async function unix() {
   const answers = await unixSession([init, '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wordcount__dispatch","arguments":{"text":"a b"}}}']);
   check('unix-socket-call', answers[1]?.result?.structuredContent?.text === '2 words', JSON.stringify(answers));
@@ -144,6 +159,7 @@ try {
   await refusals();
   await sessions();
   await calls();
+  await modern();
   await unix();
 } catch (e) {
   fail('client', e && e.stack ? e.stack : String(e));

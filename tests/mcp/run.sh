@@ -88,7 +88,7 @@ run_as() { # run_as WHO: the client checks, then the audit
     node -e 'const [cap, dec, re] = process.argv.slice(1); const a = JSON.parse(require("fs").readFileSync(0, "utf8"));
       console.log(a.filter(r => r.capability === cap && r.decision === dec && (!re || new RegExp(re).test(r.outcome))).length)' "$@" <<<"$audit"
   }
-  [ "$(count wordcount allow '^ok$')" = 2 ] && ok "$who: audit-allowed-calls" || bad "$who: audit-allowed-calls ($(count wordcount allow '^ok$'))"
+  [ "$(count wordcount allow '^ok$')" = 3 ] && ok "$who: audit-allowed-calls" || bad "$who: audit-allowed-calls ($(count wordcount allow '^ok$'))"
   [ "$(count wordcount refused 'invalid arguments')" = 1 ] && ok "$who: audit-validation" || bad "$who: audit-validation"
   [ "$(count blocked block)" = 1 ] && ok "$who: audit-blocked" || bad "$who: audit-blocked"
   [ "$(count asker approval-pending)" = 1 ] && ok "$who: audit-ask-pending" || bad "$who: audit-ask-pending"
