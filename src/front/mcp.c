@@ -147,7 +147,7 @@ static void on_initialize(struct mcp_session *s, const char *id, const struct ca
   cap_jw_key(&w, "tools");
   cap_jw_begin_object(&w);
   cap_jw_key(&w, "listChanged");
-  cap_jw_bool(&w, false);
+  cap_jw_bool(&w, s->cfg->list_changed);
   cap_jw_end_object(&w);
   cap_jw_end_object(&w);
   write_server_info(s, &w);
@@ -331,6 +331,16 @@ void mcp_session_receive(struct mcp_session *s, const char *data, size_t len)
 }
 
 bool mcp_session_initialized(const struct mcp_session *s) { return s->initialized; }
+
+void mcp_session_registry_changed(struct mcp_session *s)
+{
+  mcp_table_free(&s->table);
+  if (!s->initialized || !s->cfg->list_changed)
+    return;
+  struct cap_buf b = {0};
+  cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+  mcp_send_buf(s, NULL, false, &b);
+}
 
 struct mcp_session *mcp_session_new(const struct mcp_config *cfg, const struct mcp_io *io)
 {

@@ -245,6 +245,7 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .state_dir = sv->opt->state_dir,
       .only = sv->opt->only,
       .server_version = sv->opt->version,
+      .list_changed = !http, /* HTTP offers no stream outside requests to carry it */
       .base = {.user = x->user,
                .deadline_ms = sv->opt->deadline_ms,
                .log_dir = sv->logs,
@@ -528,14 +529,28 @@ static int load(struct serve *sv, struct cap_error *err)
   return 0;
 }
 
+/* Every session moves to the new registry; those that can hear it are
+ * told their list changed. */
 static void reload(struct serve *sv)
 {
   sv->reload_at = 0;
   struct cap_error err = {0};
-  if (load(sv, &err) < 0)
+  if (load(sv, &err) < 0) {
     serve_log(sv, "error", "reload failed; the registry before stays", "error", err.message, NULL,
               NULL);
-  cap_error_clear(&err);
+    cap_error_clear(&err);
+    return;
+  }
+  for (struct sess *x = sv->sessions; x; x = x->next) {
+    if (x->gen == sv->cur)
+      continue;
+    struct gen *old = x->gen;
+    x->gen = sv->cur;
+    x->gen->refs++;
+    x->cfg.reg = &x->gen->reg;
+    mcp_session_registry_changed(x->s);
+    gen_unref(old);
+  }
 }
 
 /* ---- the status file ---- */

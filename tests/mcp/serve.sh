@@ -82,12 +82,19 @@ run_as() {
   audit=$(C audit --state "$state")
   grep -Eq ' alice wordcount\.dispatch allow [0-9]+ms ok' <<<"$audit" && ok "$who: audited-as-token-user" || bad "$who: audited-as-token-user"
   grep -Eq ' bob asker\.dispatch ask-approved ' <<<"$audit" && ok "$who: elicited-as-token-user" || bad "$who: elicited-as-token-user"
-  # a capability added while serving: a new session lists it
+  # a capability added while serving: an open session on the socket is
+  # told its list changed and lists it; a new session lists it
+  rm -f "$work/ready-$who"
+  (cd "$root/tests" && node "$here/listen.mjs" "$state/serve.sock" "$work/ready-$who" >"$work/listen-$who.out" 2>&1) &
+  local listener=$!
+  wait_for test -e "$work/ready-$who" || bad "$who: listener-ready"
   agent added 'IFS= read -r line; echo "{}"'
   C policy set --caps "$caps" --state "$state" added dispatch allow >/dev/null
   listed() { printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}' '{"jsonrpc":"2.0","id":2,"method":"tools/list"}' |
     (cd "$root/tests" && node -e 'const c = require("net").createConnection(process.argv[1]); let o = ""; c.on("data", d => { o += d; if (o.split("\n").length > 2) c.end(); }); c.on("close", () => process.exit(/added__dispatch/.test(o) ? 0 : 1)); process.stdin.pipe(c, {end: false});' "$state/serve.sock"); }
   wait_for listed && ok "$who: reload-on-change" || bad "$who: reload-on-change"
+  wait "$listener"
+  grep -qx added__dispatch "$work/listen-$who.out" && ok "$who: list-changed-notified" || { bad "$who: list-changed-notified"; head -3 "$work/listen-$who.out"; }
   grep -q '"msg":"registry loaded"' "$work/serve-$who.log" && ok "$who: json-logs" || bad "$who: json-logs"
   kill -TERM "$server"
   wait "$server"; local st=$?
