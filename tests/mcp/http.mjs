@@ -150,6 +150,41 @@ async function modern() {
   check('http-modern-needs-token', noauth.status === 401, `${noauth.status}`);
 }
 
+// A client that leaves mid-stream: the server serves on, the call runs to
+// its end (and is audited: serve.sh counts it)
+async function disconnect() {
+  const a = await raw('POST', init, auth(token));
+  const sid = a.headers['mcp-session-id'];
+  const u = new URL(url);
+  await new Promise((resolve) => {
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: {
+      ...auth(token), 'Mcp-Session-Id': sid, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' } }, (res) => {
+      res.destroy(); // headers came: the stream is open; leave
+      resolve();
+    });
+    req.on('error', () => resolve());
+    req.end(JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'slow__dispatch', arguments: { text: 'left' } } }));
+  });
+  const ping = await raw('POST', '{"jsonrpc":"2.0","id":10,"method":"ping"}', { ...auth(token), 'Mcp-Session-Id': sid });
+  check('serves-after-disconnect', ping.status === 200 && /"result":\{\}/.test(ping.body), `${ping.status} ${ping.body}`);
+}
+
+// Sessions are bounded: initialize until 503, delete them all, start again
+async function manySessions() {
+  const ids = [];
+  let status = 200;
+  while (status === 200 && ids.length < 1100) {
+    const r = await raw('POST', init, auth(token));
+    status = r.status;
+    if (status === 200) ids.push(r.headers['mcp-session-id']);
+  }
+  check('sessions-bounded', status === 503 && ids.length <= 1000 && ids.length > 900, `${ids.length} sessions, then ${status}`);
+  let deleted = 0;
+  for (const sid of ids) deleted += (await raw('DELETE', undefined, { ...auth(token), 'Mcp-Session-Id': sid })).status === 200;
+  const again = await raw('POST', init, auth(token));
+  check('sessions-freed', deleted === ids.length && again.status === 200, `${deleted} deleted, then ${again.status}`);
+}
+
 async function unix() {
   const answers = await unixSession([init, '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wordcount__dispatch","arguments":{"text":"a b"}}}']);
   check('unix-socket-call', answers[1]?.result?.structuredContent?.text === '2 words', JSON.stringify(answers));
@@ -160,6 +195,8 @@ try {
   await sessions();
   await calls();
   await modern();
+  await disconnect();
+  await manySessions();
   await unix();
 } catch (e) {
   fail('client', e && e.stack ? e.stack : String(e));

@@ -79,6 +79,8 @@ run_as() {
   done < <(cd "$root/tests" && node "$here/http.mjs" "http://127.0.0.1:$port/mcp" "$t1" "$t2" "$state/serve.sock" 2>"$work/http-$who.err")
   [ -s "$work/http-$who.err" ] && tail -20 "$work/http-$who.err" | sed 's/^/         /'
   local audit
+  slow_done() { [ "$(C audit --state "$state" | grep -Ec ' alice slow\.dispatch allow [0-9]+ms ok')" = 2 ]; }
+  wait_for slow_done && ok "$who: disconnected-call-audited" || bad "$who: disconnected-call-audited"
   audit=$(C audit --state "$state")
   grep -Eq ' alice wordcount\.dispatch allow [0-9]+ms ok' <<<"$audit" && ok "$who: audited-as-token-user" || bad "$who: audited-as-token-user"
   grep -Eq ' bob asker\.dispatch ask-approved ' <<<"$audit" && ok "$who: elicited-as-token-user" || bad "$who: elicited-as-token-user"
