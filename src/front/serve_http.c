@@ -27,8 +27,23 @@
 #define KEEPALIVE_MS 15000
 #define MAX_HOSTS 4
 
+/* Per-token rate limits: a bucket of 2*rate requests refilled at rate a
+ * second; a token past it gets 429. Only authenticated tokens get a
+ * bucket, so there are as many as tokens issued (at most MAX_BUCKETS:
+ * the one used longest ago makes room). */
+#define MAX_BUCKETS 4096
+struct bucket {
+  char *token;
+  double left;
+  uint64_t last_ms;
+};
+
 struct serve_http {
   struct MHD_Daemon *d;
+  pthread_mutex_t rate_mu;
+  struct bucket *buckets;
+  size_t n_buckets;
+  double rate;
   struct serve *sv;
   const struct serve_hooks *hooks;
   char *hosts[MAX_HOSTS]; /* Host values accepted; none: any (a wildcard address) */
@@ -67,6 +82,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     MHD_add_response_header(r, "Mcp-Session-Id", session);
   if (status == MHD_HTTP_UNAUTHORIZED)
     MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"capsule\"");
+  if (status == MHD_HTTP_TOO_MANY_REQUESTS)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST, DELETE");
   enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -151,6 +168,44 @@ static char *bearer(struct MHD_Connection *c)
   while (*a == ' ')
     a++;
   return cap_xstrdup(a);
+}
+
+static uint64_t mono_ms(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static bool within_rate(struct serve_http *h, const char *token)
+{
+  uint64_t now = mono_ms();
+  pthread_mutex_lock(&h->rate_mu);
+  struct bucket *b = NULL;
+  for (size_t i = 0; i < h->n_buckets && !b; i++)
+    if (strcmp(h->buckets[i].token, token) == 0)
+      b = &h->buckets[i];
+  if (!b && h->n_buckets < MAX_BUCKETS) {
+    h->buckets = cap_xrealloc(h->buckets, (h->n_buckets + 1) * sizeof *h->buckets);
+    b = &h->buckets[h->n_buckets++];
+    *b = (struct bucket){.token = cap_xstrdup(token), .left = 2 * h->rate, .last_ms = now};
+  } else if (!b) {
+    b = &h->buckets[0];
+    for (size_t i = 1; i < h->n_buckets; i++)
+      if (h->buckets[i].last_ms < b->last_ms)
+        b = &h->buckets[i];
+    free(b->token);
+    *b = (struct bucket){.token = cap_xstrdup(token), .left = 2 * h->rate, .last_ms = now};
+  }
+  b->left += (double)(now - b->last_ms) * h->rate / 1000.0;
+  if (b->left > 2 * h->rate)
+    b->left = 2 * h->rate;
+  b->last_ms = now;
+  bool ok = b->left >= 1;
+  if (ok)
+    b->left -= 1;
+  pthread_mutex_unlock(&h->rate_mu);
+  return ok;
 }
 
 /* ---- one request ---- */
@@ -334,6 +389,11 @@ static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, con
   if (!user)
     return refuse(c, MHD_HTTP_UNAUTHORIZED, -32000,
                   "Unauthorized: send `Authorization: Bearer TOKEN` (`capsule access issue`)");
+  if (!within_rate(h, token)) {
+    free(user);
+    return refuse(c, MHD_HTTP_TOO_MANY_REQUESTS, -32000,
+                  "Too Many Requests: this token's rate limit (`capsule serve --rate`)");
+  }
   if (h->hooks->stopping(h->sv)) {
     free(user);
     return refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, "the server is stopping");
@@ -457,6 +517,8 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
   struct serve_http *h = cap_xcalloc(1, sizeof *h);
   h->sv = sv;
   h->hooks = hooks;
+  pthread_mutex_init(&h->rate_mu, NULL);
+  h->rate = opt->rate ? opt->rate : SERVE_RATE;
   allow_hosts(h, opt->http_addr, port, loopback, wildcard);
   if (tls && read_tls(h, opt, err) < 0) {
     serve_http_stop(h);
@@ -498,6 +560,11 @@ void serve_http_stop(struct serve_http *h)
     MHD_stop_daemon(h->d);
   for (size_t i = 0; i < h->n_hosts; i++)
     free(h->hosts[i]);
+  for (size_t i = 0; i < h->n_buckets; i++) {
+    explicit_bzero(h->buckets[i].token, strlen(h->buckets[i].token));
+    free(h->buckets[i].token);
+  }
+  free(h->buckets);
   if (h->key)
     explicit_bzero(h->key, strlen(h->key));
   free(h->cert);

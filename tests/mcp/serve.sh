@@ -60,7 +60,7 @@ run_as() {
   local port server=
   for _ in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 20000))
-    "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:$port" 2>"$work/serve-$who.log" &
+    "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:$port" --rate 100000 2>"$work/serve-$who.log" &
     server=$!
     pids+=("$server")
     if wait_for C serve status --state "$state" >/dev/null 2>&1; then break; fi
@@ -118,7 +118,7 @@ tls() { # HTTPS with --tls-cert/--tls-key: a client trusting the certificate tal
   for _ in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 20000))
     "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:$port" --tls-cert "$work/cert.pem" \
-      --tls-key "$work/key.pem" 2>"$work/serve-tls.log" &
+      --tls-key "$work/key.pem" --rate 1 2>"$work/serve-tls.log" &
     server=$!
     pids+=("$server")
     if wait_for "$capsule" serve status --state "$state" >/dev/null 2>&1; then break; fi
@@ -129,6 +129,11 @@ tls() { # HTTPS with --tls-cert/--tls-key: a client trusting the certificate tal
   curl -s --cacert "$work/cert.pem" -X POST "https://127.0.0.1:$port/mcp" -H "Authorization: Bearer $t" -d "$init" |
     grep -q '"protocolVersion":"2025-11-25"' && ok "tls: https-initialize" || bad "tls: https-initialize"
   curl -s -o /dev/null "http://127.0.0.1:$port/mcp" -H "Authorization: Bearer $t" -d "$init" && bad "tls: plain-http-refused" || ok "tls: plain-http-refused"
+  # --rate 1: a burst of 2, then one a second; 10 requests at once cannot all pass
+  local codes
+  codes=$(for _ in $(seq 1 10); do curl -s -o /dev/null -w '%{http_code}\n' --cacert "$work/cert.pem" -X POST \
+    "https://127.0.0.1:$port/mcp" -H "Authorization: Bearer $t" -d "$init"; done)
+  grep -qx 429 <<<"$codes" && grep -qx 200 <<<"$codes" && ok "tls: rate-limited-429" || bad "tls: rate-limited-429 ($(echo $codes))"
   "$capsule" serve --caps "$caps" --state "$work/state-tls2" --mcp-http "127.0.0.1:1" --tls-cert "$work/cert.pem" 2>"$work/tls.err"
   [ $? = 2 ] && grep -q "go together" "$work/tls.err" && ok "tls: cert-without-key-refused" || bad "tls: cert-without-key-refused"
   kill -TERM "$server"; wait "$server"
