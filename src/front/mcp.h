@@ -73,6 +73,11 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
  * notifications/tools/list_changed when cfg->list_changed. Calls in
  * flight keep running: they hold copies of their names. */
 void mcp_session_registry_changed(struct mcp_session *s);
+/* Stops the call that request id_json (JSON text) made, as
+ * notifications/cancelled does; only_waiting: only while it waits for the
+ * client's answer to an elicitation (its stream is gone: nothing can
+ * answer it). */
+void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting);
 /* Whether initialize succeeded. */
 bool mcp_session_initialized(const struct mcp_session *s);
 /* Calls still running, or waiting for the client's answer. */

@@ -324,19 +324,11 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   start(s, r, GW_ANSWER_NONE);
 }
 
-void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params)
+void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting)
 {
-  const struct cap_node *rid = cap_node_get(params, "requestId");
-  if (!rid || (rid->kind != CAP_NODE_STRING && rid->kind != CAP_NODE_INT))
-    return;
-  struct cap_buf b = {0};
-  if (rid->kind == CAP_NODE_INT)
-    cap_buf_printf(&b, "%lld", (long long)rid->u.num.i);
-  else
-    cap_json_quote(&b, rid->u.str.ptr, rid->u.str.len);
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
-    if (!r || r->cancelled || strcmp(r->id_json, b.data) != 0)
+    if (!r || r->cancelled || strcmp(r->id_json, id_json) != 0 || (only_waiting && r->pid))
       continue;
     if (!r->pid) { /* still waiting for the client's answer: nothing ran */
       s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
@@ -347,6 +339,19 @@ void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params)
     kill(r->pid, SIGTERM);
     r->kill_at_ms = now_ms() + KILL_GRACE_MS;
   }
+}
+
+void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params)
+{
+  const struct cap_node *rid = cap_node_get(params, "requestId");
+  if (!rid || (rid->kind != CAP_NODE_STRING && rid->kind != CAP_NODE_INT))
+    return;
+  struct cap_buf b = {0};
+  if (rid->kind == CAP_NODE_INT)
+    cap_buf_printf(&b, "%lld", (long long)rid->u.num.i);
+  else
+    cap_json_quote(&b, rid->u.str.ptr, rid->u.str.len);
+  mcp_session_cancel(s, b.data, false);
   cap_buf_free(&b);
 }
 

@@ -280,6 +280,27 @@ static void sess_free(struct sess *x)
   free(x);
 }
 
+/* Streams their clients left: a 2026-07-28 request is cancelled by it
+ * (the revision's way); any call still waiting for an elicitation answer
+ * that can no longer come is dropped. A 2025 call runs on (the spec:
+ * a disconnection is not a cancellation). */
+static void closed_streams(struct sess *x)
+{
+  for (size_t i = 0; i < x->n_routes;) {
+    struct stream *st = x->routes[i].stream;
+    pthread_mutex_lock(&st->mu);
+    bool closed = st->closed;
+    pthread_mutex_unlock(&st->mu);
+    if (!closed) {
+      i++;
+      continue;
+    }
+    _cleanup_free_ char *id = cap_xstrdup(x->routes[i].id);
+    drop_route(x, &x->routes[i]);
+    mcp_session_cancel(x->s, id, !x->sessionless);
+  }
+}
+
 static void reap(struct serve *sv)
 {
   uint64_t now = now_ms();
@@ -667,8 +688,11 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
     for (struct sess *x = sv->sessions; fds[i].revents && x; x = x->next)
       if (!x->http && x->fd == fds[i].fd && !x->dead)
         read_unix(x);
-  for (struct sess *x = sv->sessions; x; x = x->next)
+  for (struct sess *x = sv->sessions; x; x = x->next) {
     mcp_session_events(x->s, NULL, 0);
+    if (x->http)
+      closed_streams(x);
+  }
   if (sv->reload_at && now_ms() >= sv->reload_at)
     reload(sv);
   reap(sv);

@@ -4,8 +4,8 @@
  * bearer token (401), on every request, loopback included. A POST body is
  * at most MCP_MAX_MESSAGE bytes (413). A request's answer is JSON, or for
  * tools/call an SSE stream carrying its progress, its elicitation and
- * then its result (with a comment every 15 s so idle proxies and our own
- * connection timeout keep it). Sessions are Mcp-Session-Id; a session is
+ * then its result (with a comment every second, so a client that left is
+ * seen soon and idle proxies keep it). Sessions are Mcp-Session-Id; a session is
  * its token's user's alone. No GET stream is offered (405): nothing is
  * sent outside a request. Built as a module (capsule-serve-http.so, with
  * libmicrohttpd and GnuTLS) that serve_http_load.c opens when serve is
@@ -24,7 +24,7 @@
 #include "core/text.h"
 #include "front/serve_internal.h"
 
-#define KEEPALIVE_MS 15000
+#define KEEPALIVE_MS 1000
 #define MAX_HOSTS 4
 
 /* Per-token rate limits: a bucket of 2*rate requests refilled at rate a
@@ -134,7 +134,14 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
   return (ssize_t)n;
 }
 
-static void sse_free(void *cls) { stream_unref(cls); }
+static void sse_free(void *cls)
+{
+  struct stream *s = cls;
+  pthread_mutex_lock(&s->mu);
+  s->closed = !s->done || s->head < s->n; /* left before the end */
+  pthread_mutex_unlock(&s->mu);
+  stream_unref(s);
+}
 
 /* ---- checks before the body ---- */
 

@@ -146,6 +146,14 @@ async function modern() {
   const data = c.body.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
   const res = data.find((x) => x.id === 2);
   check('http-modern-call', res?.result?.resultType === 'complete' && res?.result?.structuredContent?.text === '1 words', `${c.status} ${c.body}`);
+  // 2026-07-28: closing the stream cancels the call (serve.sh finds it audited as stopped)
+  const u = new URL(url);
+  await new Promise((resolve) => {
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: {
+      ...h, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' } }, (res) => { res.destroy(); resolve(); });
+    req.on('error', () => resolve());
+    req.end(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'hang__dispatch', arguments: { text: 'closed' }, _meta: meta } }));
+  });
   const noauth = await raw('POST', JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'server/discover', params: { _meta: meta } }), { 'MCP-Protocol-Version': '2026-07-28' });
   check('http-modern-needs-token', noauth.status === 401, `${noauth.status}`);
 }

@@ -41,6 +41,7 @@ cp -r "$root/examples/covenant/agents/wordcount" "$caps/agents/wordcount"
 agent asker 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
 agent blocked 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
 agent slow 'IFS= read -r line; sleep 3; echo "{\"done\":true}"'
+agent hang 'IFS= read -r line; sleep 600'
 
 # waits up to 20 s for a condition (a server starting, a reload): no
 # timing is asserted, only that it happens
@@ -52,7 +53,7 @@ run_as() {
   if [ "$who" = nobody ]; then chown 65534:65534 "$state"; wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --); fi
   echo "as $who:"
   C() { "${wrap[@]}" "$capsule" "$@"; }
-  for t in wordcount slow; do C policy set --caps "$caps" --state "$state" "$t" dispatch allow >/dev/null; done
+  for t in wordcount slow hang; do C policy set --caps "$caps" --state "$state" "$t" dispatch allow >/dev/null; done
   C policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
   local t1 t2
   t1=$(C access issue alice --user alice --state "$state" 2>/dev/null)
@@ -81,6 +82,8 @@ run_as() {
   local audit
   slow_done() { [ "$(C audit --state "$state" | grep -Ec ' alice slow\.dispatch allow [0-9]+ms ok')" = 2 ]; }
   wait_for slow_done && ok "$who: disconnected-call-audited" || bad "$who: disconnected-call-audited"
+  slow_stopped() { C audit --state "$state" | grep -Eq ' alice hang\.dispatch allow [0-9]+ms (the agent|interrupted)'; }
+  wait_for slow_stopped && ok "$who: modern-stream-close-cancels" || bad "$who: modern-stream-close-cancels"
   audit=$(C audit --state "$state")
   grep -Eq ' alice wordcount\.dispatch allow [0-9]+ms ok' <<<"$audit" && ok "$who: audited-as-token-user" || bad "$who: audited-as-token-user"
   grep -Eq ' bob asker\.dispatch ask-approved ' <<<"$audit" && ok "$who: elicited-as-token-user" || bad "$who: elicited-as-token-user"
