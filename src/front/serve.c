@@ -79,6 +79,7 @@ struct serve {
   uint64_t reload_at, started_ms;
   char started[32];
   bool status_dirty, bound;
+  bool queue_closed; /* under queue_mu: teardown took the last messages */
   struct serve_http *http;
 };
 
@@ -124,9 +125,18 @@ bool serve_stopping(struct serve *sv) { return __atomic_load_n(&sv->stopping, __
 
 /* ---- the queue from the HTTP threads ---- */
 
+static void inbound_free(struct inbound *in);
+
 void serve_enqueue(struct serve *sv, struct inbound *in)
 {
   pthread_mutex_lock(&sv->queue_mu);
+  if (sv->queue_closed) { /* after the last drain: nothing would answer it */
+    pthread_mutex_unlock(&sv->queue_mu);
+    if (in->stream)
+      stream_fail(in->stream, 503, "the server is stopping");
+    inbound_free(in);
+    return;
+  }
   if (sv->tail)
     sv->tail->next = in;
   else
@@ -754,6 +764,9 @@ static void teardown(struct serve *sv)
   for (struct sess *x = sv->sessions; x; x = x->next)
     x->dead = true;
   reap(sv); /* stops what still runs; every stream ends */
+  pthread_mutex_lock(&sv->queue_mu);
+  sv->queue_closed = true; /* what comes later is refused at once */
+  pthread_mutex_unlock(&sv->queue_mu);
   drain_queue(sv);
   pthread_mutex_unlock(&sv->state_mu);
   if (sv->http)
