@@ -385,6 +385,12 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     }
   }
   x->last_ms = now_ms();
+  if (in->stream) { /* an SSE answer may start: progress and the result follow */
+    pthread_mutex_lock(&in->stream->mu);
+    in->stream->accepted = true;
+    pthread_cond_broadcast(&in->stream->cv);
+    pthread_mutex_unlock(&in->stream->mu);
+  }
   add_route(x, in);
   mcp_session_receive(x->s, in->body, in->len);
   if (!in->session_id && !x->sessionless) {
@@ -802,6 +808,8 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.logs);
   free(sv.run);
   free(sv.cache);
+  free(sv.volumes);
+  free(sv.images);
   free(sv.socket_path);
   free(sv.status_path);
   return r;

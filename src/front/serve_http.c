@@ -252,7 +252,9 @@ static bool known_version(const char *v)
 static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool sse)
 {
   pthread_mutex_lock(&st->mu);
-  while (st->head == st->n && !st->done)
+  /* a call's SSE answer starts once the request is taken (its headers
+   * then, its messages as they come); anything else waits for its answer */
+  while (st->head == st->n && !st->done && !(sse && st->accepted))
     pthread_cond_wait(&st->cv, &st->mu);
   _cleanup_free_ char *session = st->session_id ? cap_xstrdup(st->session_id) : NULL;
   int status = st->http_status;

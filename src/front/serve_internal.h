@@ -29,6 +29,7 @@ struct stream {
   size_t n, head;
   bool done;        /* the answer was queued, or the session is gone */
   bool closed;      /* the client left before the answer */
+  bool accepted;    /* the main thread took the request (an SSE answer may start) */
   int http_status;  /* set instead of messages: the request was refused */
   char *error;      /* its reason */
   char *session_id; /* the session an initialize opened */
