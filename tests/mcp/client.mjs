@@ -5,6 +5,7 @@
 // Usage: node client.mjs CAPSULE CAPS STATE [WRAPPER...]
 //   WRAPPER: argv prefix to run capsule under (e.g. setpriv ... as nobody)
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
@@ -59,6 +60,12 @@ async function basics() {
   check('paginated', pages >= 2 && names.filter((n) => n.startsWith('many__fn')).length === 120, `pages ${pages}`);
   const clash = names.filter((n) => n.startsWith('many__do_it'));
   check('collision-suffixed', clash.length === 2 && clash.every((n) => /^many__do_it_[0-9a-f]{6}$/.test(n)), clash.join(','));
+  const long = names.filter((n) => n.startsWith('many__long_'));
+  check('long-name-cut', long.length === 1 && long[0].length === 64 && /_[0-9a-f]{6}$/.test(long[0]), long.join(','));
+  if (long.length === 1) {
+    const lr = await client.callTool({ name: long[0], arguments: {} });
+    check('long-name-resolves', !lr.isError && lr.structuredContent?.which === 'long', JSON.stringify(lr));
+  }
   const wc = tools.find((t) => t.name === 'wordcount__dispatch');
   check('input-schema', wc && wc.inputSchema.type === 'object' && wc.inputSchema.required?.includes('text'), JSON.stringify(wc?.inputSchema));
   check('annotations', wc && wc.annotations?.readOnlyHint === true && wc.annotations?.openWorldHint === false, JSON.stringify(wc?.annotations));
@@ -68,8 +75,13 @@ async function basics() {
   const r = await client.callTool({ name: 'wordcount__dispatch', arguments: { text: 'one two three' } });
   check('call-allowed', !r.isError && r.structuredContent?.text === '3 words', JSON.stringify(r));
   check('call-text-matches', r.content?.[0]?.type === 'text' && JSON.stringify(JSON.parse(text(r))) === JSON.stringify(r.structuredContent), text(r));
-  const collided = clash[0] ? await client.callTool({ name: clash[0], arguments: {} }) : { isError: true };
-  check('collided-name-resolves', !collided.isError || !/no tool/.test(text(collided)), text(collided));
+  // the suffix is the first 6 hex digits of SHA-256("CAPABILITY\0TOOL") (docs/mcp.md)
+  const suffix = (tool) => createHash('sha256').update(`many\0${tool}`).digest('hex').slice(0, 6);
+  for (const [tool, which] of [['do.it', 'dot'], ['do_it', 'underscore']]) {
+    const name = `many__do_it_${suffix(tool)}`;
+    const r2 = names.includes(name) ? await client.callTool({ name, arguments: {} }) : { isError: true };
+    check(`collided-name-resolves-${which}`, !r2.isError && r2.structuredContent?.which === which, `${name}: ${JSON.stringify(r2)}`);
+  }
 
   const bad = await client.callTool({ name: 'wordcount__dispatch', arguments: { txt: 1 } });
   check('validation-is-error', bad.isError === true && /do not match the tool's input schema/.test(text(bad)), JSON.stringify(bad));
