@@ -141,6 +141,10 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
     default: return cli_option_error(verb, argv, "h");
     }
   }
+  if (o->capability && strcmp(verb, "mcp") != 0)
+    return cli_usage_error(verb, "--capability belongs to mcp (and serve)");
+  if (o->operator_ && strcmp(verb, "access") != 0)
+    return cli_usage_error(verb, "--operator belongs to access issue");
   o->caps = cli_default(o->caps, "CAPSULE_CAPS");
   o->state = cli_default(o->state, "CAPSULE_STATE");
   if (!o->user || !*o->user)

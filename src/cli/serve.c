@@ -16,8 +16,7 @@
 static const char serve_help[] =
     "usage: capsule serve [--caps DIR] [--state DIR] [--socket PATH] [--mcp-http ADDR]\n"
     "                     [--grpc ADDR] [--capability ID] [--tls-cert F --tls-key F]\n"
-    "                     [--insecure]\n"
-    "                     [--timeout S]\n"
+    "                     [--insecure] [--timeout S] [--rate N]\n"
     "       capsule serve status [--state DIR] [--json]\n"
     "\n"
     "A long-running gateway: MCP sessions on a unix socket (STATE/serve.sock, 0600;\n"
@@ -39,6 +38,8 @@ static const char serve_help[] =
     "      --tls-cert F, --tls-key F  HTTPS with this PEM certificate and key\n"
     "      --insecure        allow a non-loopback ADDR without TLS\n"
     "      --timeout S       wall-clock limit of each call in seconds\n"
+    "      --rate N          HTTP requests a second per token, bursts of 2N (default 200;\n"
+    "                        past it: 429)\n"
     "      --json            status: one JSON object\n"
     "      --state DIR   capsule's state (default $CAPSULE_STATE, else\n"
     "                    $XDG_STATE_HOME/capsule or ~/.local/state/capsule)\n"
@@ -58,7 +59,8 @@ enum {
   O_KEY,
   O_INSECURE,
   O_TIMEOUT,
-  O_JSON
+  O_JSON,
+  O_RATE
 };
 
 static const struct option options[] = {
@@ -73,6 +75,7 @@ static const struct option options[] = {
     {"insecure", no_argument, NULL, O_INSECURE},
     {"timeout", required_argument, NULL, O_TIMEOUT},
     {"json", no_argument, NULL, O_JSON},
+    {"rate", required_argument, NULL, O_RATE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -152,6 +155,15 @@ int cmd_serve(int argc, char **argv)
       opt.deadline_ms = v * 1000;
       break;
     }
+    case O_RATE: {
+      char *end;
+      unsigned long v = strtoul(optarg, &end, 10);
+      if (*end || !v || v > 1000000)
+        return cli_usage_error(
+            "serve", "--rate takes requests a second from 1 to 1000000, not '%s'", optarg);
+      opt.rate = (uint32_t)v;
+      break;
+    }
     case 'h': fputs(serve_help, stdout); return CLI_EXIT_OK;
     default: return cli_option_error("serve", argv, "h");
     }
@@ -177,5 +189,6 @@ int cmd_serve(int argc, char **argv)
     cli_error("serve", err.message);
   cap_error_clear(&err);
   gw_state_close(st);
+  /* -EINVAL: the options contradict each other (an address, TLS without --insecure) */
   return r < 0 ? (r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_INVALID) : CLI_EXIT_OK;
 }

@@ -16,8 +16,26 @@ static const char *const versions[] = {"2025-11-25", "2025-06-18"};
 
 /* ---- sending ---- */
 
+/* 2026-07-28: every result says it is complete (not input_required) */
+static void add_result_type(struct cap_buf *b)
+{
+  const char *p = b->data ? strstr(b->data, "\"result\":{") : NULL;
+  if (!p)
+    return;
+  size_t at = (size_t)(p - b->data) + 10;
+  struct cap_buf out = {0};
+  cap_buf_append(&out, b->data, at);
+  cap_buf_puts(&out,
+               b->data[at] == '}' ? "\"resultType\":\"complete\"" : "\"resultType\":\"complete\",");
+  cap_buf_append(&out, b->data + at, b->len - at);
+  cap_buf_free(b);
+  *b = out;
+}
+
 void mcp_send_buf(struct mcp_session *s, const char *for_id, bool final, struct cap_buf *b)
 {
+  if (s->modern && final)
+    add_result_type(b);
   s->io.send(s->io.ctx, for_id, final, b->data, b->len);
   cap_buf_free(b);
 }
@@ -86,6 +104,17 @@ static bool declares_form_elicitation(const struct cap_node *caps)
   return e->u.obj.len == 0 || cap_node_get(e, "form") || !cap_node_get(e, "url");
 }
 
+static void write_server_info(struct mcp_session *s, struct cap_jw *w)
+{
+  cap_jw_key(w, "serverInfo");
+  cap_jw_begin_object(w);
+  cap_jw_key(w, "name");
+  cap_jw_string(w, "capsule");
+  cap_jw_key(w, "version");
+  cap_jw_string(w, s->cfg->server_version ? s->cfg->server_version : "0");
+  cap_jw_end_object(w);
+}
+
 static void on_initialize(struct mcp_session *s, const char *id, const struct cap_node *params)
 {
   const struct cap_node *pv = cap_node_get(params, "protocolVersion");
@@ -118,20 +147,37 @@ static void on_initialize(struct mcp_session *s, const char *id, const struct ca
   cap_jw_key(&w, "tools");
   cap_jw_begin_object(&w);
   cap_jw_key(&w, "listChanged");
-  cap_jw_bool(&w, false);
+  cap_jw_bool(&w, s->cfg->list_changed);
   cap_jw_end_object(&w);
   cap_jw_end_object(&w);
-  cap_jw_key(&w, "serverInfo");
-  cap_jw_begin_object(&w);
-  cap_jw_key(&w, "name");
-  cap_jw_string(&w, "capsule");
-  cap_jw_key(&w, "version");
-  cap_jw_string(&w, s->cfg->server_version ? s->cfg->server_version : "0");
-  cap_jw_end_object(&w);
+  write_server_info(s, &w);
   cap_jw_key(&w, "instructions");
   cap_jw_string(&w, "Tools run in capsule's sandbox; each call passes its policy, argument "
                     "validation and audit. A refused call is a result with isError and the "
                     "reason.");
+  cap_jw_end_object(&w);
+  mcp_result_end(s, id, &w, &b);
+}
+
+/* 2026-07-28: what initialize told, without a session */
+static void on_discover(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  (void)params;
+  struct cap_jw w;
+  struct cap_buf b;
+  mcp_result_begin(&w, &b, id);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "supportedVersions");
+  cap_jw_begin_array(&w);
+  cap_jw_string(&w, MCP_MODERN);
+  cap_jw_end_array(&w);
+  cap_jw_key(&w, "capabilities");
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "tools");
+  cap_jw_begin_object(&w);
+  cap_jw_end_object(&w);
+  cap_jw_end_object(&w);
+  write_server_info(s, &w);
   cap_jw_end_object(&w);
   mcp_result_end(s, id, &w, &b);
 }
@@ -162,6 +208,7 @@ static void on_initialized(struct mcp_session *s, const struct cap_node *params)
 static const struct method methods[] = {
     {"initialize", on_initialize, NULL, true},
     {"ping", on_ping, NULL, true},
+    {"server/discover", on_discover, NULL, true},
     {"tools/list", mcp_tools_list, NULL, false},
     {"tools/call", mcp_tools_call, NULL, false},
     {"notifications/initialized", NULL, on_initialized, true},
@@ -200,12 +247,29 @@ static void on_request(struct mcp_session *s, const char *id, const char *name,
     mcp_send_error(s, id, MCP_METHOD_NOT_FOUND, msg.data, NULL);
     return cap_buf_free(&msg);
   }
-  if (!s->initialized && !m->before_init)
-    return mcp_send_error(s, id, MCP_INVALID_REQUEST,
-                          "the session is not initialized: send initialize first", NULL);
   if (params && params->kind != CAP_NODE_OBJECT)
     return mcp_send_error(s, id, MCP_INVALID_PARAMS, "params must be an object", NULL);
+  /* 2026-07-28: the request names its revision; no initialize */
+  const struct cap_node *pv = cap_node_get(cap_node_get(params, "_meta"), MCP_META_VERSION);
+  if (pv && (pv->kind != CAP_NODE_STRING || strcmp(pv->u.str.ptr, MCP_MODERN) != 0)) {
+    struct cap_buf data = {0};
+    cap_buf_puts(&data, "{\"supported\":[\"" MCP_MODERN "\"],\"requested\":");
+    if (pv->kind == CAP_NODE_STRING)
+      cap_json_quote(&data, pv->u.str.ptr, pv->u.str.len);
+    else
+      cap_buf_puts(&data, "null");
+    cap_buf_putc(&data, '}');
+    mcp_send_error(s, id, MCP_UNSUPPORTED_VERSION, "Unsupported protocol version", data.data);
+    return cap_buf_free(&data);
+  }
+  if (!pv && !s->initialized && !m->before_init)
+    return mcp_send_error(s, id, MCP_INVALID_REQUEST,
+                          "the session is not initialized: send initialize first (or name "
+                          "the revision " MCP_MODERN " in each request's _meta)",
+                          NULL);
+  s->modern = pv != NULL;
   m->request(s, id, params);
+  s->modern = false;
 }
 
 static void on_message(struct mcp_session *s, const struct cap_node *msg)
@@ -267,6 +331,16 @@ void mcp_session_receive(struct mcp_session *s, const char *data, size_t len)
 }
 
 bool mcp_session_initialized(const struct mcp_session *s) { return s->initialized; }
+
+void mcp_session_registry_changed(struct mcp_session *s)
+{
+  mcp_table_free(&s->table);
+  if (!s->initialized || !s->cfg->list_changed)
+    return;
+  struct cap_buf b = {0};
+  cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+  mcp_send_buf(s, NULL, false, &b);
+}
 
 struct mcp_session *mcp_session_new(const struct mcp_config *cfg, const struct mcp_io *io)
 {

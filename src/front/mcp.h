@@ -40,6 +40,7 @@ struct mcp_config {
   size_t page_size;           /* 0: MCP_PAGE_SIZE */
   bool skip_readiness;        /* list every tool without the readiness dry run (fuzzing) */
   const char *server_version; /* serverInfo.version */
+  bool list_changed;          /* the transport carries notifications/tools/list_changed */
 };
 
 struct mcp_io {
@@ -67,6 +68,16 @@ void mcp_session_receive(struct mcp_session *s, const char *msg, size_t len);
 size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, int *timeout_ms);
 /* After poll: reads what ended, sends results and progress. */
 void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t n);
+/* The registry was replaced (the caller changed cfg->reg): the tool table
+ * is built anew on its next use, and an initialized session is sent
+ * notifications/tools/list_changed when cfg->list_changed. Calls in
+ * flight keep running: they hold copies of their names. */
+void mcp_session_registry_changed(struct mcp_session *s);
+/* Stops the call that request id_json (JSON text) made, as
+ * notifications/cancelled does; only_waiting: only while it waits for the
+ * client's answer to an elicitation (its stream is gone: nothing can
+ * answer it). */
+void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting);
 /* Whether initialize succeeded. */
 bool mcp_session_initialized(const struct mcp_session *s);
 /* Calls still running, or waiting for the client's answer. */

@@ -87,8 +87,10 @@ static void send_tool_result(struct mcp_session *s, const char *id, const char *
 /* What the child reported, once it is gone. */
 static void finish(struct mcp_session *s, struct mcp_run *r, int status)
 {
-  if (r->cancelled) { /* a cancelled request gets no answer */
+  s->modern = r->modern; /* the answer in the form it was asked in */
+  if (r->cancelled) {    /* a cancelled request gets no answer */
     s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
+    s->modern = false;
     return drop(s, r);
   }
   struct cap_doc *doc = cap_doc_new();
@@ -114,6 +116,7 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
   cap_diags_free(&diags);
   cap_doc_free(doc);
   drop(s, r);
+  s->modern = false;
 }
 
 /* ---- the child ---- */
@@ -314,10 +317,28 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   else
     cap_buf_puts(&a, "{}");
   r->args = cap_buf_steal(&a);
+  r->modern = s->modern;
   *slot = r;
-  if (s->client_elicits && asks(s, m))
+  if (s->client_elicits && !s->modern && asks(s, m)) /* 2026's input_required: not yet */
     return elicit(s, r);
   start(s, r, GW_ANSWER_NONE);
+}
+
+void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting)
+{
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    if (!r || r->cancelled || strcmp(r->id_json, id_json) != 0 || (only_waiting && r->pid))
+      continue;
+    if (!r->pid) { /* still waiting for the client's answer: nothing ran */
+      s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
+      drop(s, r);
+      continue;
+    }
+    r->cancelled = true;
+    kill(r->pid, SIGTERM);
+    r->kill_at_ms = now_ms() + KILL_GRACE_MS;
+  }
 }
 
 void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params)
@@ -330,19 +351,7 @@ void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params)
     cap_buf_printf(&b, "%lld", (long long)rid->u.num.i);
   else
     cap_json_quote(&b, rid->u.str.ptr, rid->u.str.len);
-  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
-    struct mcp_run *r = s->runs[i];
-    if (!r || r->cancelled || strcmp(r->id_json, b.data) != 0)
-      continue;
-    if (!r->pid) { /* still waiting for the client's answer: nothing ran */
-      s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
-      drop(s, r);
-      continue;
-    }
-    r->cancelled = true;
-    kill(r->pid, SIGTERM);
-    r->kill_at_ms = now_ms() + KILL_GRACE_MS;
-  }
+  mcp_session_cancel(s, b.data, false);
   cap_buf_free(&b);
 }
 

@@ -18,7 +18,12 @@ enum {
   MCP_METHOD_NOT_FOUND = -32601,
   MCP_INVALID_PARAMS = -32602,
   MCP_INTERNAL_ERROR = -32603,
+  MCP_UNSUPPORTED_VERSION = -32022, /* 2026-07-28: UnsupportedProtocolVersionError */
 };
+
+/* The sessionless revision: each request names it in its _meta */
+#define MCP_MODERN "2026-07-28"
+#define MCP_META_VERSION "io.modelcontextprotocol/protocolVersion"
 
 /* One MCP tool: where its name leads. */
 struct mcp_tool {
@@ -51,6 +56,7 @@ struct mcp_run {
   uint64_t kill_at_ms; /* cancelled: SIGKILL at this time when still alive; 0 */
   int64_t progress;
   bool cancelled;
+  bool modern; /* asked in the 2026-07-28 form */
 };
 
 struct mcp_session {
@@ -59,6 +65,7 @@ struct mcp_session {
   bool initialized;
   const char *version; /* the negotiated revision */
   bool client_elicits; /* the client declared elicitation (form) */
+  bool modern;         /* the request being answered is 2026-07-28's: results carry resultType */
   int64_t next_id;     /* our requests' ids */
   struct mcp_table table;
   struct mcp_run *runs[MCP_MAX_RUNNING];

@@ -269,6 +269,12 @@ void mcp_tools_list(struct mcp_session *s, const char *id, const struct cap_node
     cap_jw_key(&w, "nextCursor");
     cap_jw_string(&w, cursor);
   }
+  if (s->modern) { /* 2026-07-28 caching: a user's own list (policies), for a minute */
+    cap_jw_key(&w, "ttlMs");
+    cap_jw_int(&w, 60000);
+    cap_jw_key(&w, "cacheScope");
+    cap_jw_string(&w, "private");
+  }
   cap_jw_end_object(&w);
   mcp_result_end(s, id, &w, &b);
 }

@@ -50,7 +50,8 @@ struct sess {
   struct serve *sv;
   char id[33];
   bool http, dead;
-  int fd; /* unix: the connection */
+  bool sessionless; /* 2026-07-28: ends with its request */
+  int fd;           /* unix: the connection */
   struct cap_buf line;
   bool skipping;
   char *user;
@@ -79,6 +80,7 @@ struct serve {
   uint64_t reload_at, started_ms;
   char started[32];
   bool status_dirty, bound;
+  bool queue_closed; /* under queue_mu: teardown took the last messages */
   struct serve_http *http;
 };
 
@@ -124,9 +126,18 @@ bool serve_stopping(struct serve *sv) { return __atomic_load_n(&sv->stopping, __
 
 /* ---- the queue from the HTTP threads ---- */
 
+static void inbound_free(struct inbound *in);
+
 void serve_enqueue(struct serve *sv, struct inbound *in)
 {
   pthread_mutex_lock(&sv->queue_mu);
+  if (sv->queue_closed) { /* after the last drain: nothing would answer it */
+    pthread_mutex_unlock(&sv->queue_mu);
+    if (in->stream)
+      stream_fail(in->stream, 503, "the server is stopping");
+    inbound_free(in);
+    return;
+  }
   if (sv->tail)
     sv->tail->next = in;
   else
@@ -248,6 +259,7 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .state_dir = sv->opt->state_dir,
       .only = sv->opt->only,
       .server_version = sv->opt->version,
+      .list_changed = !http, /* HTTP offers no stream outside requests to carry it */
       .base = {.user = x->user,
                .deadline_ms = sv->opt->deadline_ms,
                .log_dir = sv->logs,
@@ -282,12 +294,35 @@ static void sess_free(struct sess *x)
   free(x);
 }
 
+/* Streams their clients left: a 2026-07-28 request is cancelled by it
+ * (the revision's way); any call still waiting for an elicitation answer
+ * that can no longer come is dropped. A 2025 call runs on (the spec:
+ * a disconnection is not a cancellation). */
+static void closed_streams(struct sess *x)
+{
+  for (size_t i = 0; i < x->n_routes;) {
+    struct stream *st = x->routes[i].stream;
+    pthread_mutex_lock(&st->mu);
+    bool closed = st->closed;
+    pthread_mutex_unlock(&st->mu);
+    if (!closed) {
+      i++;
+      continue;
+    }
+    _cleanup_free_ char *id = cap_xstrdup(x->routes[i].id);
+    drop_route(x, &x->routes[i]);
+    mcp_session_cancel(x->s, id, !x->sessionless);
+  }
+}
+
 static void reap(struct serve *sv)
 {
   uint64_t now = now_ms();
   for (struct sess **p = &sv->sessions; *p;) {
     struct sess *x = *p;
     if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s))
+      x->dead = true;
+    if (x->sessionless && !x->n_routes && !mcp_session_busy(x->s))
       x->dead = true;
     if (!x->dead) {
       p = &x->next;
@@ -296,7 +331,8 @@ static void reap(struct serve *sv)
     *p = x->next;
     sv->n_sessions--;
     sv->status_dirty = true;
-    serve_log(sv, "info", "session ended", "session", x->id, "user", x->user);
+    if (!x->sessionless)
+      serve_log(sv, "info", "session ended", "session", x->id, "user", x->user);
     sess_free(x);
   }
 }
@@ -338,20 +374,30 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     stream_fail(in->stream, 200, NULL);
     return;
   }
-  if (!x) { /* initialize */
+  if (!x) { /* initialize, or a sessionless request */
     if (sv->n_sessions >= SERVE_MAX_SESSIONS || sv->stopping) {
-      stream_fail(in->stream, 503, "too many sessions; try again later");
+      if (in->stream)
+        stream_fail(in->stream, 503, "too many sessions; try again later");
       return;
     }
     x = sess_new(sv, true, -1, in->user);
-    pthread_mutex_lock(&in->stream->mu);
-    in->stream->session_id = cap_xstrdup(x->id);
-    pthread_mutex_unlock(&in->stream->mu);
+    x->sessionless = in->sessionless;
+    if (!x->sessionless && in->stream) {
+      pthread_mutex_lock(&in->stream->mu);
+      in->stream->session_id = cap_xstrdup(x->id);
+      pthread_mutex_unlock(&in->stream->mu);
+    }
   }
   x->last_ms = now_ms();
+  if (in->stream) { /* an SSE answer may start: progress and the result follow */
+    pthread_mutex_lock(&in->stream->mu);
+    in->stream->accepted = true;
+    pthread_cond_broadcast(&in->stream->cv);
+    pthread_mutex_unlock(&in->stream->mu);
+  }
   add_route(x, in);
   mcp_session_receive(x->s, in->body, in->len);
-  if (!in->session_id) {
+  if (!in->session_id && !x->sessionless) {
     if (mcp_session_initialized(x->s))
       serve_log(sv, "info", "session started", "session", x->id, "user", x->user);
     else
@@ -524,14 +570,28 @@ static int load(struct serve *sv, struct cap_error *err)
   return 0;
 }
 
+/* Every session moves to the new registry; those that can hear it are
+ * told their list changed. */
 static void reload(struct serve *sv)
 {
   sv->reload_at = 0;
   struct cap_error err = {0};
-  if (load(sv, &err) < 0)
+  if (load(sv, &err) < 0) {
     serve_log(sv, "error", "reload failed; the registry before stays", "error", err.message, NULL,
               NULL);
-  cap_error_clear(&err);
+    cap_error_clear(&err);
+    return;
+  }
+  for (struct sess *x = sv->sessions; x; x = x->next) {
+    if (x->gen == sv->cur)
+      continue;
+    struct gen *old = x->gen;
+    x->gen = sv->cur;
+    x->gen->refs++;
+    x->cfg.reg = &x->gen->reg;
+    mcp_session_registry_changed(x->s);
+    gen_unref(old);
+  }
 }
 
 /* ---- the status file ---- */
@@ -648,8 +708,11 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
     for (struct sess *x = sv->sessions; fds[i].revents && x; x = x->next)
       if (!x->http && x->fd == fds[i].fd && !x->dead)
         read_unix(x);
-  for (struct sess *x = sv->sessions; x; x = x->next)
+  for (struct sess *x = sv->sessions; x; x = x->next) {
     mcp_session_events(x->s, NULL, 0);
+    if (x->http)
+      closed_streams(x);
+  }
   if (sv->reload_at && now_ms() >= sv->reload_at)
     reload(sv);
   reap(sv);
@@ -731,6 +794,9 @@ static void teardown(struct serve *sv)
   for (struct sess *x = sv->sessions; x; x = x->next)
     x->dead = true;
   reap(sv); /* stops what still runs; every stream ends */
+  pthread_mutex_lock(&sv->queue_mu);
+  sv->queue_closed = true; /* what comes later is refused at once */
+  pthread_mutex_unlock(&sv->queue_mu);
   drain_queue(sv);
   pthread_mutex_unlock(&sv->state_mu);
   if (sv->http)
@@ -768,6 +834,8 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.logs);
   free(sv.run);
   free(sv.cache);
+  free(sv.volumes);
+  free(sv.images);
   free(sv.socket_path);
   free(sv.status_path);
   return r;

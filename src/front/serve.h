@@ -19,6 +19,7 @@
 
 #define SERVE_DRAIN_MS 10000
 #define SERVE_MAX_SESSIONS 1000
+#define SERVE_RATE 200
 
 struct serve_options {
   const char *caps_dir;
@@ -32,6 +33,7 @@ struct serve_options {
   bool insecure;        /* a non-loopback http_addr without TLS */
   uint64_t deadline_ms; /* per call; 0: the pipeline's default */
   uint64_t drain_ms;    /* 0: SERVE_DRAIN_MS */
+  uint32_t rate; /* HTTP requests a second per token (a burst of twice as many); 0: SERVE_RATE */
   const char *version;
   void (*log)(void *ctx, const char *json_line);
   void *log_ctx;

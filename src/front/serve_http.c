@@ -4,8 +4,8 @@
  * bearer token (401), on every request, loopback included. A POST body is
  * at most MCP_MAX_MESSAGE bytes (413). A request's answer is JSON, or for
  * tools/call an SSE stream carrying its progress, its elicitation and
- * then its result (with a comment every 15 s so idle proxies and our own
- * connection timeout keep it). Sessions are Mcp-Session-Id; a session is
+ * then its result (with a comment every second, so a client that left is
+ * seen soon and idle proxies keep it). Sessions are Mcp-Session-Id; a session is
  * its token's user's alone. No GET stream is offered (405): nothing is
  * sent outside a request. Built as a module (capsule-serve-http.so, with
  * libmicrohttpd and GnuTLS) that serve_http_load.c opens when serve is
@@ -24,11 +24,26 @@
 #include "core/text.h"
 #include "front/serve_internal.h"
 
-#define KEEPALIVE_MS 15000
+#define KEEPALIVE_MS 1000
 #define MAX_HOSTS 4
+
+/* Per-token rate limits: a bucket of 2*rate requests refilled at rate a
+ * second; a token past it gets 429. Only authenticated tokens get a
+ * bucket, so there are as many as tokens issued (at most MAX_BUCKETS:
+ * the one used longest ago makes room). */
+#define MAX_BUCKETS 4096
+struct bucket {
+  char *token;
+  double left;
+  uint64_t last_ms;
+};
 
 struct serve_http {
   struct MHD_Daemon *d;
+  pthread_mutex_t rate_mu;
+  struct bucket *buckets;
+  size_t n_buckets;
+  double rate;
   struct serve *sv;
   const struct serve_hooks *hooks;
   char *hosts[MAX_HOSTS]; /* Host values accepted; none: any (a wildcard address) */
@@ -67,6 +82,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     MHD_add_response_header(r, "Mcp-Session-Id", session);
   if (status == MHD_HTTP_UNAUTHORIZED)
     MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"capsule\"");
+  if (status == MHD_HTTP_TOO_MANY_REQUESTS)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
     MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST, DELETE");
   enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -117,7 +134,14 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
   return (ssize_t)n;
 }
 
-static void sse_free(void *cls) { stream_unref(cls); }
+static void sse_free(void *cls)
+{
+  struct stream *s = cls;
+  pthread_mutex_lock(&s->mu);
+  s->closed = !s->done || s->head < s->n; /* left before the end */
+  pthread_mutex_unlock(&s->mu);
+  stream_unref(s);
+}
 
 /* ---- checks before the body ---- */
 
@@ -153,6 +177,44 @@ static char *bearer(struct MHD_Connection *c)
   return cap_xstrdup(a);
 }
 
+static uint64_t mono_ms(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static bool within_rate(struct serve_http *h, const char *token)
+{
+  uint64_t now = mono_ms();
+  pthread_mutex_lock(&h->rate_mu);
+  struct bucket *b = NULL;
+  for (size_t i = 0; i < h->n_buckets && !b; i++)
+    if (strcmp(h->buckets[i].token, token) == 0)
+      b = &h->buckets[i];
+  if (!b && h->n_buckets < MAX_BUCKETS) {
+    h->buckets = cap_xrealloc(h->buckets, (h->n_buckets + 1) * sizeof *h->buckets);
+    b = &h->buckets[h->n_buckets++];
+    *b = (struct bucket){.token = cap_xstrdup(token), .left = 2 * h->rate, .last_ms = now};
+  } else if (!b) {
+    b = &h->buckets[0];
+    for (size_t i = 1; i < h->n_buckets; i++)
+      if (h->buckets[i].last_ms < b->last_ms)
+        b = &h->buckets[i];
+    free(b->token);
+    *b = (struct bucket){.token = cap_xstrdup(token), .left = 2 * h->rate, .last_ms = now};
+  }
+  b->left += (double)(now - b->last_ms) * h->rate / 1000.0;
+  if (b->left > 2 * h->rate)
+    b->left = 2 * h->rate;
+  b->last_ms = now;
+  bool ok = b->left >= 1;
+  if (ok)
+    b->left -= 1;
+  pthread_mutex_unlock(&h->rate_mu);
+  return ok;
+}
+
 /* ---- one request ---- */
 
 struct req {
@@ -178,7 +240,7 @@ static void req_done(void *cls, struct MHD_Connection *c, void **con_cls,
 
 static bool known_version(const char *v)
 {
-  static const char *const known[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+  static const char *const known[] = {"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"};
   for (size_t i = 0; i < ARRAY_SIZE(known); i++)
     if (strcmp(v, known[i]) == 0)
       return true;
@@ -190,7 +252,9 @@ static bool known_version(const char *v)
 static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool sse)
 {
   pthread_mutex_lock(&st->mu);
-  while (st->head == st->n && !st->done)
+  /* a call's SSE answer starts once the request is taken (its headers
+   * then, its messages as they come); anything else waits for its answer */
+  while (st->head == st->n && !st->done && !(sse && st->accepted))
     pthread_cond_wait(&st->cv, &st->mu);
   _cleanup_free_ char *session = st->session_id ? cap_xstrdup(st->session_id) : NULL;
   int status = st->http_status;
@@ -228,6 +292,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
 /* What the body is: a request (its id and method), or not. */
 struct parsed {
   bool object, request, initialize, call;
+  bool modern; /* its _meta names 2026-07-28: no session */
   char *id_json;
 };
 
@@ -244,6 +309,8 @@ static void classify(const char *body, size_t len, struct parsed *p)
       p->request = true;
       p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
       p->call = strcmp(m->u.str.ptr, "tools/call") == 0;
+      const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
+      p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};
       if (id->kind == CAP_NODE_INT)
         cap_buf_printf(&b, "%lld", (long long)id->u.num.i);
@@ -269,7 +336,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   if (!p.object) /* JSON-RPC batches are not MCP's since 2025-06-18 */
     return refuse(c, MHD_HTTP_BAD_REQUEST, q->body.len && q->body.data[0] == '[' ? -32600 : -32700,
                   "Parse error: the body must be one JSON-RPC message, a JSON object");
-  if (!p.initialize && !session) {
+  if (!p.initialize && !session && !p.modern) {
     free(p.id_json);
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000,
                   "Bad Request: an Mcp-Session-Id header is required (initialize first)");
@@ -277,6 +344,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   struct inbound *in = cap_xcalloc(1, sizeof *in);
   in->kind = INBOUND_MESSAGE;
   in->session_id = p.initialize ? NULL : session ? cap_xstrdup(session) : NULL;
+  in->sessionless = p.modern && !session;
   in->user = cap_xstrdup(q->user);
   in->len = q->body.len;
   in->body = cap_buf_steal(&q->body);
@@ -330,6 +398,11 @@ static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, con
   if (!user)
     return refuse(c, MHD_HTTP_UNAUTHORIZED, -32000,
                   "Unauthorized: send `Authorization: Bearer TOKEN` (`capsule access issue`)");
+  if (!within_rate(h, token)) {
+    free(user);
+    return refuse(c, MHD_HTTP_TOO_MANY_REQUESTS, -32000,
+                  "Too Many Requests: this token's rate limit (`capsule serve --rate`)");
+  }
   if (h->hooks->stopping(h->sv)) {
     free(user);
     return refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, "the server is stopping");
@@ -428,7 +501,7 @@ static int read_tls(struct serve_http *h, const struct serve_options *opt, struc
   size_t len;
   if (cap_read_file(opt->tls_cert, 1 << 20, &h->cert, &len, err) < 0 ||
       cap_read_file(opt->tls_key, 1 << 20, &h->key, &len, err) < 0)
-    return cap_error_prefix(err, "cannot read the TLS certificate or key"), -EINVAL;
+    return cap_error_prefix(err, "cannot read the TLS certificate or key"), -ENOENT;
   if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
     return cap_error_set(err, ENOTSUP, "this libmicrohttpd was built without TLS");
   return 0;
@@ -446,17 +519,19 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
   if (tls && !(opt->tls_cert && opt->tls_key))
     return cap_error_set(err, EINVAL, "--tls-cert and --tls-key go together");
   if (!loopback && !tls && !opt->insecure)
-    return cap_error_set(err, EPERM,
+    return cap_error_set(err, EINVAL,
                          "--mcp-http %s is not a loopback address: give --tls-cert and --tls-key, "
                          "or --insecure to serve bearer tokens in clear text",
                          opt->http_addr);
   struct serve_http *h = cap_xcalloc(1, sizeof *h);
   h->sv = sv;
   h->hooks = hooks;
+  pthread_mutex_init(&h->rate_mu, NULL);
+  h->rate = opt->rate ? opt->rate : SERVE_RATE;
   allow_hosts(h, opt->http_addr, port, loopback, wildcard);
   if (tls && read_tls(h, opt, err) < 0) {
     serve_http_stop(h);
-    return -EINVAL;
+    return -ENOENT;
   }
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                    (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0);
@@ -494,6 +569,11 @@ void serve_http_stop(struct serve_http *h)
     MHD_stop_daemon(h->d);
   for (size_t i = 0; i < h->n_hosts; i++)
     free(h->hosts[i]);
+  for (size_t i = 0; i < h->n_buckets; i++) {
+    explicit_bzero(h->buckets[i].token, strlen(h->buckets[i].token));
+    free(h->buckets[i].token);
+  }
+  free(h->buckets);
   if (h->key)
     explicit_bzero(h->key, strlen(h->key));
   free(h->cert);

@@ -28,6 +28,8 @@ struct stream {
   size_t *lens;
   size_t n, head;
   bool done;        /* the answer was queued, or the session is gone */
+  bool closed;      /* the client left before the answer */
+  bool accepted;    /* the main thread took the request (an SSE answer may start) */
   int http_status;  /* set instead of messages: the request was refused */
   char *error;      /* its reason */
   char *session_id; /* the session an initialize opened */
@@ -48,7 +50,8 @@ enum inbound_kind { INBOUND_MESSAGE, INBOUND_DELETE };
 struct inbound {
   struct inbound *next;
   enum inbound_kind kind;
-  char *session_id; /* NULL: an initialize */
+  char *session_id; /* NULL: an initialize, or a sessionless (2026-07-28) request */
+  bool sessionless; /* 2026-07-28: a session for this request alone */
   char *user;       /* the token's */
   char *body;
   size_t len;

@@ -66,6 +66,7 @@ try: s.do_handshake()
 except ssl.SSLWantReadError: pass
 sys.stdout.buffer.write(o.read())' >"$work/sni/hello" 2>/dev/null || true
 tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
+printf '!{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}\n{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-01-01"}}}\n' >"$work/mcp/modern"
 
 status=0
 mkdir -p "$work/escape"

@@ -5,10 +5,13 @@
 # Usage: access.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
+# `capsule run` (the probe, the sandbox checks) on a state of its own, not the caller's default
+export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
+trap 'rm -rf "$CAPSULE_STATE"' EXIT
 command -v sqlite3 >/dev/null || { echo "SKIP: sqlite3 is not installed (scripts/deps.sh test)"; exit 77; }
 work=$(mktemp -d /var/tmp/capsule-access.XXXXXX)
 chmod 755 "$work"
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$CAPSULE_STATE"' EXIT
 export CAPSULE_STATE_KEY=
 pass=0 fail=0
 ok() { echo "  ok   $1"; pass=$((pass + 1)); }

@@ -5,6 +5,7 @@
 // Usage: node client.mjs CAPSULE CAPS STATE [WRAPPER...]
 //   WRAPPER: argv prefix to run capsule under (e.g. setpriv ... as nobody)
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
@@ -59,6 +60,12 @@ async function basics() {
   check('paginated', pages >= 2 && names.filter((n) => n.startsWith('many__fn')).length === 120, `pages ${pages}`);
   const clash = names.filter((n) => n.startsWith('many__do_it'));
   check('collision-suffixed', clash.length === 2 && clash.every((n) => /^many__do_it_[0-9a-f]{6}$/.test(n)), clash.join(','));
+  const long = names.filter((n) => n.startsWith('many__long_'));
+  check('long-name-cut', long.length === 1 && long[0].length === 64 && /_[0-9a-f]{6}$/.test(long[0]), long.join(','));
+  if (long.length === 1) {
+    const lr = await client.callTool({ name: long[0], arguments: {} });
+    check('long-name-resolves', !lr.isError && lr.structuredContent?.which === 'long', JSON.stringify(lr));
+  }
   const wc = tools.find((t) => t.name === 'wordcount__dispatch');
   check('input-schema', wc && wc.inputSchema.type === 'object' && wc.inputSchema.required?.includes('text'), JSON.stringify(wc?.inputSchema));
   check('annotations', wc && wc.annotations?.readOnlyHint === true && wc.annotations?.openWorldHint === false, JSON.stringify(wc?.annotations));
@@ -68,8 +75,13 @@ async function basics() {
   const r = await client.callTool({ name: 'wordcount__dispatch', arguments: { text: 'one two three' } });
   check('call-allowed', !r.isError && r.structuredContent?.text === '3 words', JSON.stringify(r));
   check('call-text-matches', r.content?.[0]?.type === 'text' && JSON.stringify(JSON.parse(text(r))) === JSON.stringify(r.structuredContent), text(r));
-  const collided = clash[0] ? await client.callTool({ name: clash[0], arguments: {} }) : { isError: true };
-  check('collided-name-resolves', !collided.isError || !/no tool/.test(text(collided)), text(collided));
+  // the suffix is the first 6 hex digits of SHA-256("CAPABILITY\0TOOL") (docs/mcp.md)
+  const suffix = (tool) => createHash('sha256').update(`many\0${tool}`).digest('hex').slice(0, 6);
+  for (const [tool, which] of [['do.it', 'dot'], ['do_it', 'underscore']]) {
+    const name = `many__do_it_${suffix(tool)}`;
+    const r2 = names.includes(name) ? await client.callTool({ name, arguments: {} }) : { isError: true };
+    check(`collided-name-resolves-${which}`, !r2.isError && r2.structuredContent?.which === which, `${name}: ${JSON.stringify(r2)}`);
+  }
 
   const bad = await client.callTool({ name: 'wordcount__dispatch', arguments: { txt: 1 } });
   check('validation-is-error', bad.isError === true && /do not match the tool's input schema/.test(text(bad)), JSON.stringify(bad));
@@ -137,15 +149,17 @@ async function oneCapability() {
 }
 
 // Raw lines: what the SDK would never send
-function raw(lines) {
+// wait: keep stdin open until that many answers came (a call runs on)
+function raw(lines, wait = 0) {
   return new Promise((resolve) => {
     const { command, args } = argv();
     const p = spawn(command, args, { stdio: ['pipe', 'pipe', 'inherit'] });
     let out = '';
-    p.stdout.on('data', (d) => { out += d; });
+    const count = () => out.split('\n').filter(Boolean).length;
+    p.stdout.on('data', (d) => { out += d; if (wait && count() >= wait) p.stdin.end(); });
     p.on('close', (code) => resolve({ code, answers: out.split('\n').filter(Boolean).map((l) => JSON.parse(l)) }));
     for (const l of lines) p.stdin.write(l + '\n');
-    p.stdin.end();
+    if (!wait) p.stdin.end();
   });
 }
 
@@ -179,6 +193,19 @@ async function malformed() {
   check('unsupported-version', byId(7)?.error?.code === -32602 && byId(7)?.error?.data?.supported?.includes('2025-11-25'), JSON.stringify(byId(7)));
   check('serves-after-garbage', byId(8) && byId(8).result && !byId(8).error, JSON.stringify(byId(8)));
   check('no-answer-to-notification', answers.length === 11, `${answers.length} answers`);
+
+  const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+  const modern = await raw([
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta: meta } }),
+    JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: { _meta: meta } }),
+    JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'wordcount__dispatch', arguments: { text: 'a b c d' }, _meta: meta } }),
+    JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } }),
+  ], 4);
+  const m = (id) => modern.answers.find((a) => a.id === id);
+  check('modern-discover', m(1)?.result?.resultType === 'complete' && m(1)?.result?.supportedVersions?.includes('2026-07-28') && m(1)?.result?.serverInfo?.name === 'capsule', JSON.stringify(m(1)));
+  check('modern-list', m(2)?.result?.resultType === 'complete' && m(2)?.result?.tools?.length === 100 && m(2)?.result?.nextCursor && m(2)?.result?.cacheScope === 'private', JSON.stringify(m(2))?.slice(0, 300));
+  check('modern-call', m(3)?.result?.resultType === 'complete' && m(3)?.result?.structuredContent?.text === '4 words', JSON.stringify(m(3)));
+  check('modern-unsupported-version', m(4)?.error?.code === -32022 && m(4)?.error?.data?.supported?.includes('2026-07-28') && m(4)?.error?.data?.requested === '2099-01-01', JSON.stringify(m(4)));
 
   const newer = await raw([JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2099-01-01', capabilities: {} } })]);
   check('newer-version-negotiated', newer.answers[0]?.result?.protocolVersion === '2025-11-25', JSON.stringify(newer.answers[0]));

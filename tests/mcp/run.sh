@@ -11,6 +11,9 @@
 # Usage: run.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
+# `capsule run` (the probe, the sandbox checks) on a state of its own, not the caller's default
+export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
+trap 'rm -rf "$CAPSULE_STATE"' EXIT
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
@@ -21,7 +24,7 @@ command -v node >/dev/null || { echo "SKIP: node is not installed (scripts/deps.
   { echo "SKIP: @modelcontextprotocol/sdk is not installed (cd tests && npm ci)"; exit 77; }
 work=$(mktemp -d /var/tmp/capsule-mcp.XXXXXX)
 chmod 755 "$work"
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$CAPSULE_STATE"' EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
 export CAPSULE_STATE_KEY=
 pass=0 fail=0
@@ -41,18 +44,22 @@ agent asker 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
 agent blocked 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
 agent slow 'IFS= read -r line; sleep 3; echo "{\"done\":true}"'
 agent hang 'IFS= read -r line; sleep 600'
-# a Talos plugin with 122 tools: two pages, and two names that collide
+# a Talos plugin with 123 tools: two pages, two names that collide, one
+# too long for hosts (MCP names: at most 64 characters)
+long=long_$(printf 'x%.0s' $(seq 1 75))
 mkdir -p "$caps/many"
 {
   printf '{"id": "many", "name": "Many", "description": "d", "version": "1.0.0", "logName": "many", "functions": ['
   for i in $(seq 1 120); do printf '{"name": "fn%03d", "description": "f", "parameters": {"type": "object"}},' "$i"; done
   printf '{"name": "do.it", "description": "x", "parameters": {"type": "object"}},'
-  printf '{"name": "do_it", "description": "y", "parameters": {"type": "object"}}]}\n'
+  printf '{"name": "do_it", "description": "y", "parameters": {"type": "object"}},'
+  printf '{"name": "%s", "description": "z", "parameters": {"type": "object"}}]}\n' "$long"
 } >"$caps/many/manifest.json"
 {
   for i in $(seq 1 120); do printf 'export async function fn%03d() { return { n: %d }; }\n' "$i" "$i"; done
   printf 'async function dot() { return { which: "dot" }; }\nexport { dot as "do.it" };\n'
   printf 'export async function do_it() { return { which: "underscore" }; }\n'
+  printf 'export async function %s() { return { which: "long" }; }\n' "$long"
 } >"$caps/many/index.js"
 chmod -R a+rX "$caps"
 
@@ -68,7 +75,7 @@ run_as() { # run_as WHO: the client checks, then the audit
     "${wrap[@]}" "$capsule" policy set --caps "$caps" --state "$state" "$t" dispatch allow >/dev/null
   done
   "${wrap[@]}" "$capsule" policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
-  for f in $(seq 1 120 | xargs printf 'fn%03d ') do.it do_it; do
+  for f in $(seq 1 120 | xargs printf 'fn%03d ') do.it do_it "$long"; do
     "${wrap[@]}" "$capsule" policy set --caps "$caps" --state "$state" many "$f" allow >/dev/null
   done
   echo "as $who:"
@@ -85,7 +92,7 @@ run_as() { # run_as WHO: the client checks, then the audit
     node -e 'const [cap, dec, re] = process.argv.slice(1); const a = JSON.parse(require("fs").readFileSync(0, "utf8"));
       console.log(a.filter(r => r.capability === cap && r.decision === dec && (!re || new RegExp(re).test(r.outcome))).length)' "$@" <<<"$audit"
   }
-  [ "$(count wordcount allow '^ok$')" = 2 ] && ok "$who: audit-allowed-calls" || bad "$who: audit-allowed-calls ($(count wordcount allow '^ok$'))"
+  [ "$(count wordcount allow '^ok$')" = 3 ] && ok "$who: audit-allowed-calls" || bad "$who: audit-allowed-calls ($(count wordcount allow '^ok$'))"
   [ "$(count wordcount refused 'invalid arguments')" = 1 ] && ok "$who: audit-validation" || bad "$who: audit-validation"
   [ "$(count blocked block)" = 1 ] && ok "$who: audit-blocked" || bad "$who: audit-blocked"
   [ "$(count asker approval-pending)" = 1 ] && ok "$who: audit-ask-pending" || bad "$who: audit-ask-pending"
