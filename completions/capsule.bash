@@ -74,6 +74,9 @@ _capsule() {
   rollback) opts="list show diff restore verify prune --json --keep --state --help" ;;
   image) opts="--state --tag --json --help" subs="import pull ls inspect rm" files=1 ;;
   export) opts="--caps --state --netns --help" subs="oci" ;;
+  mcp) opts="--caps --state --capability --user --timeout --help" ;;
+  serve) opts="--caps --state --socket --mcp-http --grpc --capability --tls-cert --tls-key --insecure --timeout --rate --json --help" subs="status" ;;
+  access) opts="--state --operator --user --json --help" subs="issue list revoke" ;;
   help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then
