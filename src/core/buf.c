@@ -68,7 +68,8 @@ static void buf_reserve(struct cap_buf *b, size_t extra)
 void cap_buf_append(struct cap_buf *b, const char *s, size_t n)
 {
   buf_reserve(b, n);
-  memcpy(b->data + b->len, s, n);
+  if (n) /* an empty piece may come as NULL (protobuf's empty bytes) */
+    memcpy(b->data + b->len, s, n);
   b->len += n;
   b->data[b->len] = '\0';
 }

@@ -340,8 +340,10 @@ int gw_token_revoke(struct gw_state *st, const char *id, struct gw_token *out,
   int r = gw_token_parse(json, strlen(json), out, err);
   if (r < 0)
     return r;
-  if (revoked)
+  if (revoked) { /* *out is the caller's only on success */
+    gw_token_free(out);
     return cap_error_set(err, EALREADY, "token %.12s was revoked already", sig);
+  }
   char mac[65];
   int64_t now = (int64_t)cap_now_ms(CLOCK_REALTIME);
   token_row_mac(st, sig, json, now, mac);
@@ -355,7 +357,10 @@ int gw_token_revoke(struct gw_state *st, const char *id, struct gw_token *out,
     rc = sqlite3_step(s);
   }
   sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot record the revocation");
+  if (rc == SQLITE_DONE)
+    return 0;
+  gw_token_free(out);
+  return gw_state_db_error(st, err, "cannot record the revocation");
 }
 
 const char *gw_token_status_name(enum gw_token_status s)

@@ -325,10 +325,11 @@ static int health_call(struct selu_channel *ch, const char *method,
 static int answer_text(const uint8_t *data, size_t len, const char *what, char **out,
                        struct cap_error *err)
 {
-  if (memchr(data, '\0', len))
+  if (len && memchr(data, '\0', len)) /* an empty field may come as NULL */
     return cap_error_set(err, EPROTO, "the %s holds a NUL byte: not JSON text", what);
   *out = cap_xmalloc(len + 1);
-  memcpy(*out, data, len);
+  if (len)
+    memcpy(*out, data, len);
   (*out)[len] = '\0';
   return 0;
 }
