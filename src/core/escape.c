@@ -153,3 +153,21 @@ void cap_escape_output_end(struct cap_escape_stream *st, struct cap_buf *out)
   escape_span(out, st->carry, st->n_carry, true, false);
   st->n_carry = 0;
 }
+
+char *cap_shell_quote(const char *s)
+{
+  static const char safe[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+,:@%=-";
+  if (*s && s[strspn(s, safe)] == '\0')
+    return cap_xstrdup(s);
+  struct cap_buf b = {0};
+  cap_buf_putc(&b, '\'');
+  for (; *s; s++) {
+    if (*s == '\'')
+      cap_buf_puts(&b, "'\\''");
+    else
+      cap_buf_putc(&b, *s);
+  }
+  cap_buf_putc(&b, '\'');
+  return b.data;
+}

@@ -59,4 +59,10 @@ void cap_escape_output(struct cap_escape_stream *st, struct cap_buf *out, const 
  * and is escaped as malformed. */
 void cap_escape_output_end(struct cap_escape_stream *st, struct cap_buf *out);
 
+/* s as one word a POSIX shell reads back unchanged, for a command the
+ * operator is told to paste: as it is when it holds only
+ * [A-Za-z0-9_./+,:@%=-], else in single quotes (each ' as '\''); never
+ * empty (''). Allocated. */
+char *cap_shell_quote(const char *s);
+
 #endif

