@@ -26,6 +26,7 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/text.h"
+#include "front/serve_core.h"
 #include "front/serve_internal.h"
 #include "image/image.h"
 #include "gateway/access.h"
@@ -34,93 +35,7 @@
 #define IDLE_SESSION_MS (60 * 60 * 1000)
 #define RELOAD_SETTLE_MS 300
 
-/* A registry and the sessions that started with it. */
-struct gen {
-  struct gw_registry reg;
-  int refs;
-};
-
-struct route {
-  char *id;
-  struct stream *stream;
-};
-
-struct sess {
-  struct sess *next;
-  struct serve *sv;
-  char id[33];
-  bool http, dead;
-  bool sessionless; /* 2026-07-28: ends with its request */
-  int fd;           /* unix: the connection */
-  struct cap_buf line;
-  bool skipping;
-  char *user;
-  struct gen *gen;
-  struct mcp_config cfg;
-  struct mcp_session *s;
-  struct route *routes;
-  size_t n_routes;
-  uint64_t last_ms;
-};
-
-struct serve {
-  struct serve_grpc *grpc; /* --grpc, or NULL */
-  const struct serve_options *opt;
-  pthread_mutex_t state_mu, queue_mu;
-  struct inbound *head, *tail;
-  int wake; /* eventfd */
-  bool stopping;
-  struct gen *cur;
-  struct sess *sessions;
-  size_t n_sessions;
-  char *logs, *run, *cache, *volumes, *images, *socket_path, *status_path;
-  char **hidden;
-  size_t n_hidden;
-  int listen_fd, inotify_fd, signal_fd;
-  uint64_t reload_at, started_ms;
-  char started[32];
-  bool status_dirty, bound;
-  bool queue_closed; /* under queue_mu: teardown took the last messages */
-  struct serve_http *http;
-};
-
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
-
-/* ---- logs ---- */
-
-static void utc_now(char out[32])
-{
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  struct tm tm;
-  gmtime_r(&t.tv_sec, &tm);
-  char s[24];
-  strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out, 32, "%.19s.%03dZ", s, (int)(t.tv_nsec / 1000000) % 1000);
-}
-
-void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
-               const char *k2, const char *v2)
-{
-  if (!sv->opt->log)
-    return;
-  char now[32];
-  utc_now(now);
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_begin_object(&w);
-  const char *keys[] = {"time", "level", "msg", k1, k2};
-  const char *values[] = {now, level, msg, v1, v2};
-  for (size_t i = 0; i < 5; i++)
-    if (keys[i] && values[i]) {
-      cap_jw_key(&w, keys[i]);
-      cap_jw_string(&w, values[i]);
-    }
-  cap_jw_end_object(&w);
-  sv->opt->log(sv->opt->log_ctx, b.data);
-  cap_buf_free(&b);
-}
 
 bool serve_stopping(struct serve *sv) { return __atomic_load_n(&sv->stopping, __ATOMIC_ACQUIRE); }
 
@@ -596,49 +511,6 @@ static void reload(struct serve *sv)
 
 /* ---- the status file ---- */
 
-char *serve_status_path(const char *state_dir) { return cap_xasprintf("%s/serve.json", state_dir); }
-
-static void write_status(struct serve *sv)
-{
-  sv->status_dirty = false;
-  size_t calls = 0;
-  for (struct sess *x = sv->sessions; x; x = x->next)
-    calls += mcp_session_busy(x->s);
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, true);
-  cap_jw_begin_object(&w);
-  cap_jw_key(&w, "pid");
-  cap_jw_int(&w, getpid());
-  cap_jw_key(&w, "started");
-  cap_jw_string(&w, sv->started);
-  cap_jw_key(&w, "socket");
-  cap_jw_string(&w, sv->socket_path);
-  cap_jw_key(&w, "mcp_http");
-  cap_jw_string_or_null(&w, sv->opt->http_addr);
-  cap_jw_key(&w, "capabilities");
-  cap_jw_int(&w, (int64_t)sv->cur->reg.n);
-  cap_jw_key(&w, "sessions");
-  cap_jw_int(&w, (int64_t)sv->n_sessions);
-  cap_jw_key(&w, "calls_in_flight");
-  cap_jw_int(&w, (int64_t)calls);
-  cap_jw_key(&w, "state");
-  cap_jw_string(&w, sv->stopping ? "draining" : "serving");
-  cap_jw_end_object(&w);
-  cap_buf_putc(&b, '\n');
-  _cleanup_free_ char *tmp = cap_xasprintf("%s.tmp", sv->status_path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd >= 0) {
-    bool ok = write(fd, b.data, b.len) == (ssize_t)b.len;
-    close(fd);
-    if (ok)
-      rename(tmp, sv->status_path);
-    else
-      unlink(tmp);
-  }
-  cap_buf_free(&b);
-}
-
 /* ---- the loop ---- */
 
 static void on_signal(struct serve *sv, uint64_t *drain_until)
@@ -717,7 +589,7 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
     reload(sv);
   reap(sv);
   if (sv->status_dirty || sv->stopping)
-    write_status(sv);
+    serve_write_status(sv);
   bool go_on = !sv->stopping || (busy(sv) && now_ms() < *drain_until);
   pthread_mutex_unlock(&sv->state_mu);
   free(fds);
@@ -756,7 +628,7 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
                                      : cap_xasprintf("%s/serve.sock", opt->state_dir);
   sv->status_path = serve_status_path(opt->state_dir);
   sv->n_hidden = gw_state_private_paths(opt->state_dir, &sv->hidden);
-  utc_now(sv->started);
+  serve_utc_now(sv->started);
   sv->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   sigset_t set;
   sigemptyset(&set);
@@ -817,7 +689,7 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   struct serve sv = {0};
   int r = setup(&sv, opt, err);
   if (r == 0) {
-    write_status(&sv);
+    serve_write_status(&sv);
     serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", opt->http_addr);
     if (opt->grpc_addr)
       serve_log(&sv, "info", "serving gRPC", "grpc", opt->grpc_addr, NULL, NULL);

@@ -1,0 +1,72 @@
+/* The state of `capsule serve`'s main thread, shared by serve.c (the
+ * loop, sessions, reloads) and serve_status.c (the log lines and the
+ * status file): internal to src/front. */
+#ifndef CAPSULE_FRONT_SERVE_CORE_H
+#define CAPSULE_FRONT_SERVE_CORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/buf.h"
+#include "front/mcp.h"
+#include "front/serve.h"
+#include "front/serve_internal.h"
+#include "gateway/registry.h"
+
+/* A registry and the sessions that started with it. */
+struct gen {
+  struct gw_registry reg;
+  int refs;
+};
+
+struct route {
+  char *id;
+  struct stream *stream;
+};
+
+struct sess {
+  struct sess *next;
+  struct serve *sv;
+  char id[33];
+  bool http, dead;
+  bool sessionless; /* 2026-07-28: ends with its request */
+  int fd;           /* unix: the connection */
+  struct cap_buf line;
+  bool skipping;
+  char *user;
+  struct gen *gen;
+  struct mcp_config cfg;
+  struct mcp_session *s;
+  struct route *routes;
+  size_t n_routes;
+  uint64_t last_ms;
+};
+
+struct serve {
+  struct serve_grpc *grpc; /* --grpc, or NULL */
+  const struct serve_options *opt;
+  pthread_mutex_t state_mu, queue_mu;
+  struct inbound *head, *tail;
+  int wake; /* eventfd */
+  bool stopping;
+  struct gen *cur;
+  struct sess *sessions;
+  size_t n_sessions;
+  char *logs, *run, *cache, *volumes, *images, *socket_path, *status_path;
+  char **hidden;
+  size_t n_hidden;
+  int listen_fd, inotify_fd, signal_fd;
+  uint64_t reload_at, started_ms;
+  char started[32];
+  bool status_dirty, bound;
+  bool queue_closed; /* under queue_mu: teardown took the last messages */
+  struct serve_http *http;
+};
+
+/* "2026-11-25T22:00:00.123Z", now. */
+void serve_utc_now(char out[32]);
+/* STATE/serve.json rewritten (by rename) from sv. */
+void serve_write_status(struct serve *sv);
+
+#endif
