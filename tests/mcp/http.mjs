@@ -107,7 +107,7 @@ async function calls() {
   const bad = await client.callTool({ name: 'wordcount__dispatch', arguments: { nope: true } });
   check('http-validation-is-error', bad.isError === true && /input schema/.test(text(bad)), JSON.stringify(bad));
   let progress = 0;
-  const slow = await client.callTool({ name: 'slow__dispatch', arguments: { text: 'x' } }, undefined, { onprogress: () => { progress++; }, timeout: 60000 });
+  const slow = await client.callTool({ name: 'slow__dispatch', arguments: { text: 'x' } }, undefined, { onprogress: () => { progress++; }, timeout: 300000 });
   check('http-progress', !slow.isError && progress >= 1, `progress ${progress}`);
   await transport.terminateSession();
   await client.close();
