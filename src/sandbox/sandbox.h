@@ -141,6 +141,11 @@ struct cap_buf;
 int sandbox_oci_config(const struct cap_spec *spec, const struct sandbox_options *opt,
                        const char *netns, struct cap_buf *out, struct cap_error *err);
 
+/* linux-gvisor (gvisor.c): where runsc is on PATH (allocated), or NULL.
+ * sandbox_run runs a spec whose backend is gvisor under it, as root;
+ * without it, or unprivileged, it fails closed (-ENOTSUP). */
+char *sandbox_runsc_path(void);
+
 /* Landlock ABI version the kernel offers (0 when none). */
 int landlock_abi(void);
 

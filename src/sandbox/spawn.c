@@ -578,11 +578,6 @@ static int check_request(const struct cap_spec *spec, const struct sandbox_optio
 {
   if (!opt->argv || !opt->argv[0])
     return cap_error_set(err, EINVAL, "no command to run");
-  if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
-    return cap_error_set(err, ENOTSUP,
-                         "the manifest asks for the linux-gvisor backend, which capsule does "
-                         "not run yet; refusing rather than running it with less isolation "
-                         "(`capsule doctor` says what this host has)");
   if (spec->network.localhost.len > SANDBOX_MAX_FORWARDS)
     return cap_error_set(err, EINVAL,
                          "network.ports.localhost lists %zu ports; capsule forwards at most %d",
@@ -629,6 +624,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
 {
   *res = (struct sandbox_result){0};
   int r = check_request(spec, opt, err);
+  if (r == 0 && spec->sandbox.backend == CAP_BACKEND_GVISOR)
+    return sandbox_gvisor_run(spec, opt, res, err); /* gvisor.c */
   if (r < 0)
     return r;
   uid_t uid = getuid();

@@ -108,6 +108,29 @@ char *sandbox_seccomp_oci_rules(bool semaphores);
  * a writable grant become the caller's). */
 int seccomp_apply(const struct cap_spec *spec, bool refuse_setid, struct cap_error *err);
 
+/* ---- oci_config.c and gvisor.c: the linux-gvisor backend ---- */
+
+/* What a config.json for runsc adds to runc's (sandbox_oci_config_for
+ * with NULL writes runc's): no user namespace or id maps (the Sentry is
+ * the tool's kernel), no pids limit (the Sentry's threads share the
+ * cgroup), cgroupsPath, and in proxy mode no network namespace of its
+ * own (runsc joins the one it starts in), the proxy's variables and its
+ * trust bundle (ca_file, a host file, or NULL), and masks: host paths
+ * hidden inside the grants. */
+struct sandbox_oci_runsc {
+  const char *cgroups_path;
+  const struct proxy *proxy;
+  const char *ca_file;
+  const char *const *masks;
+  size_t n_masks;
+};
+int sandbox_oci_config_for(const struct cap_spec *spec, const struct sandbox_options *opt,
+                           const char *netns, const struct sandbox_oci_runsc *runsc,
+                           struct cap_buf *out, struct cap_error *err);
+/* gvisor.c: sandbox_run for sandbox.backend = gvisor. */
+int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options *opt,
+                       struct sandbox_result *res, struct cap_error *err);
+
 /* ---- idmap.c: idmapped read-write grants, as root ---- */
 
 /* A user namespace (an fd) whose maps send caller_uid/gid, inside, to
