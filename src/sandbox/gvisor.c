@@ -48,6 +48,9 @@
 
 char *sandbox_runsc_path(void)
 {
+  const char *named = getenv("CAPSULE_RUNSC"); /* the operator's own, off PATH */
+  if (named && *named)
+    return named[0] == '/' && access(named, X_OK) == 0 ? cap_xstrdup(named) : NULL;
   const char *path = getenv("PATH");
   for (const char *p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin"; p && *p;) {
     const char *colon = strchr(p, ':');
@@ -257,7 +260,7 @@ static void __attribute__((noreturn)) runsc_child(struct gv *g, const struct cap
     _exit(127);
   bool rootless = geteuid() != 0;
   if (spec->network.mode == CAP_NET_PROXY || (!rootless && spec->network.mode == CAP_NET_BLOCKED)) {
-    if (rootless) { /* the network namespace's owner: the caller's uid alone, as itself */
+    if (rootless) {          /* the network namespace's owner: the caller's uid alone, as itself */
       proxy_scrub(g->proxy); /* as spawn.c: scrubbed, then dumpable for the maps */
       prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
       own_user_namespace();
@@ -425,8 +428,11 @@ static int check_gvisor(const struct sandbox_options *opt, char **runsc, struct 
   if (!*runsc)
     return cap_error_set(err, ENOTSUP,
                          "the manifest asks for the linux-gvisor backend and gVisor's runsc is not "
-                         "installed (on Debian: apt-get install runsc; `capsule doctor` says "
-                         "more); refusing rather than running it with less isolation");
+                         "installed%s (on Debian: apt-get install runsc; `capsule doctor` says "
+                         "more); refusing rather than running it with less isolation",
+                         getenv("CAPSULE_RUNSC") && *getenv("CAPSULE_RUNSC")
+                             ? " where CAPSULE_RUNSC says (an absolute path to an executable)"
+                             : " on PATH");
   return 0;
 }
 

@@ -141,7 +141,8 @@ struct cap_buf;
 int sandbox_oci_config(const struct cap_spec *spec, const struct sandbox_options *opt,
                        const char *netns, struct cap_buf *out, struct cap_error *err);
 
-/* linux-gvisor (gvisor.c): where runsc is on PATH (allocated), or NULL.
+/* linux-gvisor (gvisor.c): where runsc is (allocated): $CAPSULE_RUNSC when
+ * set (an absolute path), else on PATH; NULL when it is not there.
  * sandbox_run runs a spec whose backend is gvisor under it, as root;
  * without it, or unprivileged, it fails closed (-ENOTSUP). */
 char *sandbox_runsc_path(void);

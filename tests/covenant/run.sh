@@ -77,11 +77,9 @@ suite() { # suite WHO: every case with a state of WHO's own
   printf '[sandbox]\nfilesystem = "ephemeral"\n' >>"$caps/eph/agent.toml"
   agent "$caps" ropkg '' '' 0 "$scratch"
   printf '[sandbox]\nfilesystem = "read-only-package"\n' >>"$caps/ropkg/agent.toml"
-  agent "$caps" gv '' '' 0 "$echo_line"
-  printf '[sandbox]\nrequired = true\nbackend = "linux-gvisor"\n' >>"$caps/gv/agent.toml"
   [ "$who" = root ] || chown -R 65534:65534 "$home"
   local G=(--caps "$caps" --state "$state")
-  for a in research renderer alpha beta burn cheap eph ropkg gv; do
+  for a in research renderer alpha beta burn cheap eph ropkg; do
     "${as[@]}" "$capsule" policy set "$a" dispatch allow "${G[@]}" >/dev/null
   done
 
@@ -225,12 +223,10 @@ PY
   t budget-unenforced-set 1 "is not enforced" budget set alpha 1 "${G[@]}"
   t budget-bad-credits 2 "CREDITS is a whole number" budget set burn 1.5 "${G[@]}"
 
-  echo "$who: sandbox.filesystem and sandbox.backend"
+  echo "$who: sandbox.filesystem (sandbox.backend: gvisor.sh)"
   t ephemeral-writes 0 '"seen":"no","wrote":"yes"' dispatch --agent eph "x" "${G[@]}"
   t ephemeral-fresh-each-dispatch 0 '"seen":"no","wrote":"yes"' dispatch --agent eph "x" "${G[@]}"
   t read-only-package 0 '"seen":"no","wrote":"no"' dispatch --agent ropkg "x" "${G[@]}"
-  t gvisor-fails-closed 3 "linux-gvisor backend, which capsule does not run yet; refusing" dispatch --agent gv "x" "${G[@]}"
-  t doctor-says-runsc 0 "gvisor backend +NO +(runsc is not installed: .*install gVisor's runsc \(https://gvisor.dev|.*runsc is installed, but capsule does not run)" doctor
 
   echo "$who: audit in Covenant's format"
   t export 0 "exported [0-9]+ events to .*; [0-9]+ records have no Covenant kind" audit export --format covenant "$home/export" "${G[@]}"
