@@ -182,8 +182,12 @@ static enum gw_outcome hermes_ready(struct cap_error *why)
   if (!base || !*base)
     return cap_error_set(why, ENOTSUP, "it runs on Hermes: set HERMES_API_BASE_URL"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
-  if (!http_parse_url(base, &url) || url.tls)
-    return cap_error_set(why, EINVAL, "HERMES_API_BASE_URL is not an http:// URL"),
+  if (!http_parse_url(base, &url))
+    return cap_error_set(why, EINVAL, "HERMES_API_BASE_URL is not an http:// or https:// URL"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  const char *ca = getenv("HERMES_CA_FILE");
+  if (url.tls && ca && *ca && access(ca, R_OK) < 0)
+    return cap_error_set(why, errno, "HERMES_CA_FILE %s cannot be read (%s)", ca, strerror(errno)),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   return GW_OUTCOME_OK;
 }
