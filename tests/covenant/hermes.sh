@@ -120,6 +120,9 @@ t sse-chunked-events 0 'hermes-tool .*"event":"tool.completed".*"tool":"read_fil
 t garbage 1 "answer to GET /runs/run-[0-9a-f]+ is not a JSON object \(200: <html>this is not JSON</html>\)" dispatch --agent hplain "garbage x" "${G[@]}"
 t error-500 1 "answered POST /runs with 500: boom: the gateway broke" dispatch --agent hplain "fail500 x" "${G[@]}"
 t hang 1 "did not answer POST /runs in time" dispatch --agent hplain "hang x" "${G[@]}"
+t garbage-audited 0 "hplain.dispatch .*is not a JSON object" audit "${G[@]}"
+t error-500-audited 0 "hplain.dispatch .*answered POST /runs with 500" audit "${G[@]}"
+t hang-audited 0 "hplain.dispatch .*did not answer POST /runs in time" audit "${G[@]}"
 
 echo "TLS (https:// endpoints)"
 if command -v openssl >/dev/null; then
