@@ -12,7 +12,8 @@
  *      the command's stdio, then exec runsc: --network=none when the
  *      network is off, host (the Sentry's sockets in that namespace, so
  *      127.0.0.1:3128 is the proxy) in proxy mode and when unrestricted;
- *   4. the parent serves the proxy, and kills runsc at the wall clock or
+ *   4. the parent serves the proxy, copies the tool's output to a terminal
+ *      (escaped) or a log (bounded) as relay.h does, and kills runsc at the wall clock or
  *      when the cgroup's CPU passes cpu_ms_per_task (runsc's sandbox and
  *      gofer die with it: PR_SET_PDEATHSIG), then `runsc delete --force`;
  *   5. the bundle and runsc's state removed.
@@ -41,6 +42,7 @@
 #include "core/clock.h"
 #include "core/fs.h"
 #include "sandbox/mount_plan.h"
+#include "sandbox/relay.h"
 #include "sandbox/spawn_internal.h"
 
 #define GVISOR_TICK_MS 100
@@ -72,6 +74,7 @@ struct gv {
   char *runsc;
   struct proxy *proxy;
   int report[2], pass[2];
+  struct relay_stdio io; /* the command's stdio: a terminal or a log through a relay */
   pid_t pid;
   int pidfd;
 };
@@ -130,6 +133,7 @@ static int gv_release(struct gv *g, int r)
     if (g->pass[i] >= 0)
       close(g->pass[i]);
   }
+  relay_stdio_release(&g->io);
   proxy_stop(g->proxy);
   if (g->dir[0]) {
     static const char *const del[] = {"delete", "--force", NULL, NULL};
@@ -272,9 +276,8 @@ static void __attribute__((noreturn)) runsc_child(struct gv *g, const struct cap
     close(g->pass[0]);
     sandbox_make_proxy_listeners(spec, g->pass[1]);
   }
-  if (opt->redirect_stdio)
-    for (int i = 0; i < 3; i++)
-      CHILD_TRY(dup2(opt->stdio[i], i), "cannot set up the command's stdio: %s", strerror(errno));
+  for (int i = 0; i < 3; i++)
+    CHILD_TRY(dup2(g->io.stdio[i], i), "cannot set up the command's stdio: %s", strerror(errno));
   signal(SIGPIPE, SIG_DFL);
   _cleanup_free_ char *root = cap_xasprintf("--root=%s/state", g->dir);
   _cleanup_free_ char *bundle = cap_xasprintf("%s/bundle", g->dir);
@@ -358,10 +361,18 @@ static int supervise_runsc(struct gv *g, const struct cap_spec *spec, struct san
       res->killed_by = limit;
       kill(g->pid, SIGKILL);
     }
-    struct pollfd p = {.fd = g->pidfd, .events = POLLIN};
-    poll(&p, 1, GVISOR_TICK_MS);
+    struct pollfd p[1 + RELAY_MAX] = {{.fd = g->pidfd, .events = POLLIN}};
+    for (size_t i = 0; i < g->io.n; i++)
+      p[1 + i] = (struct pollfd){.fd = g->io.relays[i].from, .events = POLLIN};
+    if (poll(p, 1 + g->io.n, GVISOR_TICK_MS) <= 0)
+      continue;
+    for (size_t i = 0; i < g->io.n; i++)
+      if (p[1 + i].revents)
+        relay_pump(&g->io.relays[i]);
   }
   g->pid = 0;
+  for (size_t i = 0; i < g->io.n; i++) /* runsc and its sandbox are gone */
+    relay_finish(&g->io.relays[i], 1000);
   res->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   res->term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   return 0;
@@ -382,6 +393,7 @@ static int start_runsc(struct gv *g, const struct cap_spec *spec, const struct s
   if (g->pid == 0)
     runsc_child(g, spec, opt, parent);
   g->pidfd = (int)syscall(__NR_pidfd_open, g->pid, 0);
+  relay_stdio_close_own(&g->io); /* runsc holds them: a pipe ends when the tool's copies do */
   close(g->report[1]);
   g->report[1] = -1;
   if (g->proxy) {
@@ -439,7 +451,7 @@ static int check_gvisor(const struct sandbox_options *opt, char **runsc, struct 
 int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                        struct sandbox_result *res, struct cap_error *err)
 {
-  struct gv g = {.report = {-1, -1}, .pass = {-1, -1}, .pidfd = -1};
+  struct gv g = {.report = {-1, -1}, .pass = {-1, -1}, .io = RELAY_STDIO_INIT, .pidfd = -1};
   int r = check_gvisor(opt, &g.runsc, err);
   if (r < 0)
     return gv_release(&g, r);
@@ -458,6 +470,9 @@ int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options
     r = proxy_new(spec, &opt->proxy, &g.proxy, err);
   if (r == 0)
     r = write_bundle(&g, spec, opt, err);
+  if (r == 0)
+    r = relay_stdio_prepare(&g.io, opt->redirect_stdio ? opt->stdio : NULL, false,
+                            sandbox_log_cap(spec, opt), err);
   if (r == 0)
     r = start_runsc(&g, spec, opt, err);
   if (r == 0)

@@ -60,7 +60,6 @@
 #endif
 
 #define SUPERVISE_TICK_MS 200 /* also the tick for the CPU projection */
-#define SANDBOX_MAX_RELAYS 2  /* stdout and stderr */
 
 struct clone_args_ {
   uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
@@ -196,7 +195,7 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct s
       break;
     }
     check_limits(pid, spec, lim, &w, res);
-    struct pollfd fds[3 + SANDBOX_MAX_RELAYS] = {
+    struct pollfd fds[3 + RELAY_MAX] = {
         {.fd = pidfd, .events = POLLIN},
         {.fd = sfd, .events = POLLIN},
         {.fd = supervise_fd(sup), .events = POLLIN}}; /* -1 (ignored) without a supervisor */
@@ -234,11 +233,8 @@ struct launch {
   int ready[2]; /* unprivileged, not dumpable: the child says it is dumpable (and scrubbed) */
   int listen_fds[SANDBOX_MAX_LISTENERS]; /* received, not yet the proxy's */
   size_t n_listen;
-  struct proxy *proxy; /* proxy mode: stopped and freed at the end */
-  int stdio[3];        /* the command's stdio (prepare_stdio) */
-  int own_stdio[3];    /* those of them the launch opened: closed once the child has them */
-  struct relay relays[SANDBOX_MAX_RELAYS];
-  size_t n_relays;
+  struct proxy *proxy;             /* proxy mode: stopped and freed at the end */
+  struct relay_stdio io;           /* the command's stdio (prepare_stdio) */
   struct sandbox_mount_plan *plan; /* the grants and masks, resolved with the caller's rights */
   struct supervise *sup;           /* below Landlock ABI 9: the connect() supervisor */
   bool as_root; /* the tool has host ids of its own; writable grants are idmapped */
@@ -287,10 +283,7 @@ static int launch_release(struct launch *l, int r)
   for (size_t i = 0; i < l->n_listen; i++)
     close(l->listen_fds[i]);
   l->n_listen = 0;
-  for (size_t i = 0; i < 3; i++)
-    fd_close(&l->own_stdio[i]);
-  for (size_t i = 0; i < l->n_relays; i++)
-    fd_close(&l->relays[i].from);
+  relay_stdio_release(&l->io);
   pthread_mutex_lock(&charge_lock); /* sandbox_cpu_ms may be reading it */
   l->charged_ms = proxy_cpu_ms(l->charged);
   l->charged = NULL;
@@ -437,8 +430,7 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   fd_close(&l->report[1]);
   fd_close(&l->pass[1]);
   fd_close(&l->life[0]);
-  for (size_t i = 0; i < 3; i++) /* the child has them: a pipe ends when the tool's copies do */
-    fd_close(&l->own_stdio[i]);
+  relay_stdio_close_own(&l->io); /* the child has them: a pipe ends when the tool's copies do */
   int r = write_id_maps(l->pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
   if (r == 0)
     r = limits_attach(&l->lim, l->pid, err);
@@ -469,66 +461,20 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   return r;
 }
 
-/* Gives the command's stdout or stderr (fd `to`) a pipe the supervisor
- * copies to `to`; returns the pipe's write end (the launch's), or -errno. */
-static int add_relay(struct launch *l, int to, bool terminal, uint64_t cap)
+uint64_t sandbox_log_cap(const struct cap_spec *spec, const struct sandbox_options *opt)
 {
-  int p[2];
-  if (l->n_relays == SANDBOX_MAX_RELAYS || pipe2(p, O_CLOEXEC) < 0)
-    return -(errno ? errno : EMFILE);
-  fcntl(p[0], F_SETFL, O_NONBLOCK);
-  l->relays[l->n_relays++] =
-      (struct relay){.from = p[0], .to = to, .terminal = terminal, .cap = cap};
-  return p[1];
+  uint64_t cap = spec->limits.disk_bytes;
+  if (opt->log_max_bytes && (!cap || opt->log_max_bytes < cap))
+    cap = opt->log_max_bytes;
+  return cap;
 }
 
-static bool same_file(int a, int b)
-{
-  struct stat sa, sb;
-  return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
-}
-
-/* The command's stdio: the caller's (or capsule's own 0-2), except that a
- * terminal reaches the tool only when the caller asks (opt->tty), and a log
- * file never does. stdin from a terminal becomes /dev/null; a terminal on
- * stdout/stderr, and stderr on a regular file, become pipes the supervisor
- * copies (escaped for the terminal; up to the disk limit for the file), so
- * the tool can neither type into the terminal nor truncate the log. stdout
- * shares stderr's pipe when both are the same file (their order kept). */
+/* The command's stdio (relay.h). */
 static int prepare_stdio(struct launch *l, const struct cap_spec *spec,
                          const struct sandbox_options *opt, struct cap_error *err)
 {
-  for (int i = 0; i < 3; i++)
-    l->stdio[i] = opt->redirect_stdio ? opt->stdio[i] : i;
-  if (!opt->tty && isatty(l->stdio[0])) {
-    if ((l->own_stdio[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
-      return cap_error_errno(err, errno, "cannot open /dev/null for the command's stdin");
-    l->stdio[0] = l->own_stdio[0];
-  }
-  int caller_stderr = l->stdio[2];
-  for (int i = 2; i >= 1; i--) {
-    int fd = l->stdio[i];
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-      continue; /* closed: the command's dup2 says so */
-    if (i == 1 && l->own_stdio[2] >= 0 && same_file(fd, caller_stderr)) {
-      l->stdio[1] = l->own_stdio[2];
-      continue;
-    }
-    bool terminal = !opt->tty && isatty(fd);
-    if (!terminal && !(i == 2 && S_ISREG(st.st_mode)))
-      continue;
-    uint64_t cap = spec->limits.disk_bytes;
-    if (opt->log_max_bytes && (!cap || opt->log_max_bytes < cap))
-      cap = opt->log_max_bytes;
-    int w = add_relay(l, fd, terminal, terminal ? 0 : cap);
-    if (w < 0)
-      return cap_error_errno(err, -w, "cannot make the pipe for the command's %s",
-                             i == 1 ? "stdout" : "stderr");
-    l->stdio[i] = l->own_stdio[i] = w;
-  }
-  return 0;
+  return relay_stdio_prepare(&l->io, opt->redirect_stdio ? opt->stdio : NULL, opt->tty,
+                             sandbox_log_cap(spec, opt), err);
 }
 
 /* The run directory (after removing dead capsules' leftovers) and the
@@ -642,7 +588,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                      .pass = {-1, -1},
                      .life = {-1, -1},
                      .ready = {-1, -1},
-                     .own_stdio = {-1, -1, -1}};
+                     .io = RELAY_STDIO_INIT};
   l.as_root = geteuid() == 0;
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
@@ -656,7 +602,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return launch_release(&l, r);
   struct sandbox_options child_opt = *opt; /* the command's stdio as prepare_stdio made it */
   child_opt.redirect_stdio = true;
-  memcpy(child_opt.stdio, l.stdio, sizeof l.stdio);
+  memcpy(child_opt.stdio, l.io.stdio, sizeof l.io.stdio);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
   tool_host_ids(opt, &outside_uid, &outside_gid, res->unenforced, sizeof res->unenforced);
   r = prepare_layers(&l, spec, opt, outside_uid, outside_gid, res, err);
@@ -688,7 +634,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return launch_release(&l, r);
   if (opt->on_started)
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
-  r = supervise(l.pid, pidfd, spec, &l.lim, l.relays, l.n_relays, l.sup, res, err);
+  r = supervise(l.pid, pidfd, spec, &l.lim, l.io.relays, l.io.n, l.sup, res, err);
   return launch_release(&l, r);
 }
 

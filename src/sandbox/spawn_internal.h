@@ -127,6 +127,10 @@ struct sandbox_oci_runsc {
 int sandbox_oci_config_for(const struct cap_spec *spec, const struct sandbox_options *opt,
                            const char *netns, const struct sandbox_oci_runsc *runsc,
                            struct cap_buf *out, struct cap_error *err);
+/* spawn.c: what a run appends to a log (the command's stderr on a regular
+ * file) at most: the disk limit or opt->log_max_bytes, the smaller; 0
+ * for no bound. */
+uint64_t sandbox_log_cap(const struct cap_spec *spec, const struct sandbox_options *opt);
 /* gvisor.c: sandbox_run for sandbox.backend = gvisor. */
 int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                        struct sandbox_result *res, struct cap_error *err);

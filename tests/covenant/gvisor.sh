@@ -115,6 +115,12 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
     t run-cpu-budget 125 "killed: cpu budget exceeded .*cpu budget 500 ms, wall clock 30000 ms" \
       run --config "$home/run.toml" --cpu-ms 500 -- /bin/sh -c 'while :; do :; done'
     t run-under-gvisor 0 "^Linux version 4\.4\.0 " run --config "$home/run.toml" -- /bin/cat /proc/version
+    if command -v script >/dev/null; then # on a terminal the tool's output is relayed, escaped
+      out=$(NO_COLOR=1 script -qec "$capsule run --config $home/run.toml -- /bin/sh -c 'printf \"x\\033]0;owned\\007y\\n\"; test -t 1 || echo not-a-tty'" /dev/null </dev/null 2>&1)
+      if printf '%s' "$out" | grep -q $'\033'; then bad "terminal-escaped (a raw ESC reached the terminal)"
+      elif echo "$out" | grep -q 'not-a-tty' && echo "$out" | grep -qF 'owned'; then ok terminal-escaped
+      else bad "terminal-escaped ($out)"; fi
+    fi
   fi
   t list-ready 0 "inside +\(covenant, stdio-jsonl\) +ready" list "${G[@]}"
   t doctor-has-runsc 0 "gvisor backend +yes +$runsc: linux-gvisor agents run under it" doctor
