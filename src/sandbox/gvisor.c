@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -75,6 +76,7 @@ struct gv {
   struct proxy *proxy;
   int report[2], pass[2];
   struct relay_stdio io; /* the command's stdio: a terminal or a log through a relay */
+  bool own_netns;        /* runsc runs in a network namespace of the child's making */
   pid_t pid;
   int pidfd;
 };
@@ -100,6 +102,18 @@ static void runsc_quiet(const struct gv *g, const char *const *args)
   argv[n] = NULL;
   pid_t pid = fork();
   if (pid == 0) {
+    /* runsc's control socket is an abstract one: reachable only from the
+     * network namespace runsc runs in (unprivileged, joined through the
+     * user namespace that owns it) */
+    static const char *const ns[] = {"user", "net"};
+    for (size_t i = geteuid() == 0 ? 1 : 0; g->own_netns && g->pid > 0 && i < 2; i++) {
+      char path[64];
+      snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)g->pid, ns[i]);
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0 || setns(fd, 0) < 0)
+        _exit(127);
+      close(fd);
+    }
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     dup2(null, 0);
     dup2(null, 1);
@@ -263,7 +277,7 @@ static void __attribute__((noreturn)) runsc_child(struct gv *g, const struct cap
   if (getppid() != parent)
     _exit(127);
   bool rootless = geteuid() != 0;
-  if (spec->network.mode == CAP_NET_PROXY || (!rootless && spec->network.mode == CAP_NET_BLOCKED)) {
+  if (g->own_netns) {
     if (rootless) {          /* the network namespace's owner: the caller's uid alone, as itself */
       proxy_scrub(g->proxy); /* as spawn.c: scrubbed, then dumpable for the maps */
       prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
@@ -344,13 +358,24 @@ static int supervise_runsc(struct gv *g, const struct cap_spec *spec, struct san
 {
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC);
   uint64_t deadline = spec->limits.wall_ms ? start + spec->limits.wall_ms : 0;
-  int status = 0;
+  /* SIGINT, SIGTERM and SIGHUP go to the tool (`runsc kill`), as
+   * spawn.c's supervisor passes them: capsule stays to clean up */
+  sigset_t fwd, old;
+  sigemptyset(&fwd);
+  sigaddset(&fwd, SIGINT);
+  sigaddset(&fwd, SIGTERM);
+  sigaddset(&fwd, SIGHUP);
+  sigprocmask(SIG_BLOCK, &fwd, &old);
+  _cleanup_close_ int sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+  int status = 0, r = 0;
   for (;;) {
     pid_t got = waitpid(g->pid, &status, WNOHANG);
     if (got == g->pid)
       break;
-    if (got < 0 && errno != EINTR)
-      return cap_error_errno(err, errno, "waitpid");
+    if (got < 0 && errno != EINTR) {
+      r = cap_error_errno(err, errno, "waitpid");
+      break;
+    }
     const char *limit = NULL;
     if (deadline && cap_now_ms(CLOCK_MONOTONIC) >= deadline)
       limit = "wall clock";
@@ -361,15 +386,26 @@ static int supervise_runsc(struct gv *g, const struct cap_spec *spec, struct san
       res->killed_by = limit;
       kill(g->pid, SIGKILL);
     }
-    struct pollfd p[1 + RELAY_MAX] = {{.fd = g->pidfd, .events = POLLIN}};
+    struct pollfd p[2 + RELAY_MAX] = {{.fd = g->pidfd, .events = POLLIN},
+                                      {.fd = sfd, .events = POLLIN}};
     for (size_t i = 0; i < g->io.n; i++)
-      p[1 + i] = (struct pollfd){.fd = g->io.relays[i].from, .events = POLLIN};
-    if (poll(p, 1 + g->io.n, GVISOR_TICK_MS) <= 0)
+      p[2 + i] = (struct pollfd){.fd = g->io.relays[i].from, .events = POLLIN};
+    if (poll(p, 2 + g->io.n, GVISOR_TICK_MS) <= 0)
       continue;
+    struct signalfd_siginfo si;
+    while ((p[1].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si) {
+      char sig[8];
+      snprintf(sig, sizeof sig, "%u", si.ssi_signo);
+      const char *args[] = {"kill", g->id, sig, NULL}; /* to the tool, inside */
+      runsc_quiet(g, args);
+    }
     for (size_t i = 0; i < g->io.n; i++)
-      if (p[1 + i].revents)
+      if (p[2 + i].revents)
         relay_pump(&g->io.relays[i]);
   }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (r < 0)
+    return r;
   g->pid = 0;
   for (size_t i = 0; i < g->io.n; i++) /* runsc and its sandbox are gone */
     relay_finish(&g->io.relays[i], 1000);
@@ -386,6 +422,8 @@ static int start_runsc(struct gv *g, const struct cap_spec *spec, const struct s
       (g->proxy && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, g->pass) < 0))
     return cap_error_errno(err, errno, "cannot create the setup channels");
   pid_t parent = getpid();
+  g->own_netns = spec->network.mode == CAP_NET_PROXY ||
+                 (geteuid() == 0 && spec->network.mode == CAP_NET_BLOCKED);
   fflush(NULL);
   g->pid = fork();
   if (g->pid < 0)

@@ -27,6 +27,9 @@ if ! why=$(timeout 60 "$runsc" --root="$work/probe" --network=none --ignore-cgro
   echo "SKIP: runsc cannot run on this host: $(echo "$why" | tail -1)"; exit 77
 fi
 export CAPSULE_STATE_KEY= COVENANT_HOME=
+# where capsule makes each run's bundle: checked empty after each suite
+export TMPDIR=$work/tmp
+mkdir -p "$TMPDIR" && chmod 1777 "$TMPDIR"
 pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
 bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
@@ -122,6 +125,25 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
       else bad "terminal-escaped ($out)"; fi
     fi
   fi
+  # SIGTERM to capsule reaches the tool inside gVisor (`runsc kill` in runsc's
+  # network namespace), which exits on its own terms; capsule cleans up
+  printf '[agent]\nid = "s"\nname = "s"\nversion = "1.0.0"\nruntime = "rust-bin"\nentry = "x"\n[sandbox]\nrequired = true\nbackend = "linux-gvisor"\n[resources]\nnetwork = "%s"\n' off >"$home/off.toml"
+  sed 's/"off"/"outbound-https-only"/' "$home/off.toml" >"$home/proxy.toml"
+  chmod 644 "$home"/*.toml
+  for net in off proxy; do
+    local sout=$home/signal-$net.out prefix=()
+    : >"$sout"; chmod 666 "$sout"
+    [ "$who" = root ] || prefix=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$work/nobody")
+    "${prefix[@]}" "$capsule" run --config "$home/$net.toml" -- /bin/sh -c \
+      'trap "echo got-signal; exit 3" TERM; echo ready; while :; do sleep 0.1; done' >"$sout" 2>&1 </dev/null &
+    local cpid=$!
+    for _ in $(seq 300); do grep -q ready "$sout" && break; sleep 0.1; done
+    kill -TERM "$cpid"
+    wait "$cpid"
+    local st=$?
+    if [ "$st" = 3 ] && grep -q got-signal "$sout"; then ok "sigterm-reaches-tool-$net"
+    else bad "sigterm-reaches-tool-$net (exit $st, want 3)"; head -3 "$sout" | sed 's/^/         /'; fi
+  done
   t list-ready 0 "inside +\(covenant, stdio-jsonl\) +ready" list "${G[@]}"
   t doctor-has-runsc 0 "gvisor backend +yes +$runsc: linux-gvisor agents run under it" doctor
   t audited 0 "inside.dispatch +allow .* ok" audit "${G[@]}"
@@ -138,6 +160,8 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   t doctor-says-how 0 "gvisor backend +NO +runsc is not installed: .*apt-get install runsc" doctor
   as=("${saved[@]}")
   t audit-chain-verifies 0 "audit log verified" audit verify "${G[@]}"
+  left=$(ls "$TMPDIR" | grep capsule-gvisor)
+  [ -z "$left" ] && ok "bundles-removed" || bad "bundles-removed ($left left in $TMPDIR)"
 }
 
 suite root
