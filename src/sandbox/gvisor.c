@@ -16,11 +16,13 @@
  *      (escaped) or a log (bounded) as relay.h does, and kills runsc at the wall clock or
  *      when the cgroup's CPU passes cpu_ms_per_task (runsc's sandbox and
  *      gofer die with it: PR_SET_PDEATHSIG), then `runsc delete --force`;
- *   5. the bundle and runsc's state removed.
+ *   5. the bundle and runsc's state removed (a killed capsule's, by the
+ *      next run: clean_leftovers).
  * Not carried: Landlock and capsule's seccomp filter (gVisor's Sentry is
  * the kernel the tool talks to; the deny-list goes in with --oci-seccomp),
  * the pids limit, a tmpfs size. */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -77,6 +80,7 @@ struct gv {
   int report[2], pass[2];
   struct relay_stdio io; /* the command's stdio: a terminal or a log through a relay */
   bool own_netns;        /* runsc runs in a network namespace of the child's making */
+  int lock_fd;           /* dir/lock, flocked while the run lives (clean_leftovers) */
   pid_t pid;
   int pidfd;
 };
@@ -150,15 +154,57 @@ static int gv_release(struct gv *g, int r)
   relay_stdio_release(&g->io);
   proxy_stop(g->proxy);
   if (g->dir[0]) {
-    static const char *const del[] = {"delete", "--force", NULL, NULL};
-    const char *args[4] = {del[0], del[1], g->id, NULL};
+    const char *args[] = {"delete", "--force", g->id, NULL};
     _cleanup_free_ char *state = cap_xasprintf("%s/state", g->dir);
     if (access(state, F_OK) == 0)
       runsc_quiet(g, args); /* a run killed midway leaves its sandbox and cgroups */
     nftw(g->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   }
+  if (g->lock_fd >= 0) /* last: until then no clean_leftovers takes the directory */
+    close(g->lock_fd);
   free(g->runsc);
   return r;
+}
+
+/* The run's directory held: its lock flocked for the run's life, and the
+ * container's name beside it, for clean_leftovers. */
+static int hold_dir(struct gv *g, struct cap_error *err)
+{
+  _cleanup_free_ char *lock = cap_xasprintf("%s/lock", g->dir);
+  g->lock_fd = open(lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (g->lock_fd < 0 || flock(g->lock_fd, LOCK_EX | LOCK_NB) < 0 ||
+      write(g->lock_fd, g->id, strlen(g->id)) != (ssize_t)strlen(g->id))
+    return cap_error_errno(err, errno, "cannot hold %s", lock);
+  return 0;
+}
+
+/* What a killed capsule left in tmpdir: each of this user's run
+ * directories whose lock is free loses its container (`runsc delete
+ * --force`: its state and cgroups; its sandbox died with runsc) and is
+ * removed. */
+static void clean_leftovers(const char *tmpdir, char *runsc)
+{
+  DIR *d = opendir(tmpdir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (strncmp(e->d_name, "capsule-gvisor-", 15) != 0)
+      continue;
+    struct gv old = {.runsc = runsc};
+    snprintf(old.dir, sizeof old.dir, "%s/%s", tmpdir, e->d_name);
+    struct stat sb;
+    if (lstat(old.dir, &sb) < 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid())
+      continue;
+    _cleanup_free_ char *lock = cap_xasprintf("%s/lock", old.dir);
+    _cleanup_close_ int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, old.id, sizeof old.id - 1) : -1;
+    if (n <= 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+      continue; /* running, or not made by this code */
+    old.id[n] = '\0';
+    const char *args[] = {"delete", "--force", old.id, NULL};
+    runsc_quiet(&old, args);
+    nftw(old.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  }
+  if (d)
+    closedir(d);
 }
 
 /* A mount point in the read-only root for each grant that exists (runsc
@@ -489,7 +535,8 @@ static int check_gvisor(const struct sandbox_options *opt, char **runsc, struct 
 int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                        struct sandbox_result *res, struct cap_error *err)
 {
-  struct gv g = {.report = {-1, -1}, .pass = {-1, -1}, .io = RELAY_STDIO_INIT, .pidfd = -1};
+  struct gv g = {
+      .report = {-1, -1}, .pass = {-1, -1}, .io = RELAY_STDIO_INIT, .lock_fd = -1, .pidfd = -1};
   int r = check_gvisor(opt, &g.runsc, err);
   if (r < 0)
     return gv_release(&g, r);
@@ -498,13 +545,16 @@ int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options
            __atomic_add_fetch(&serial, 1, 0), (unsigned long long)cap_now_ms(CLOCK_REALTIME));
   snprintf(g.cgroup, sizeof g.cgroup, "/%s", g.id);
   const char *tmpdir = getenv("TMPDIR");
-  snprintf(g.dir, sizeof g.dir, "%s/capsule-gvisor-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+  tmpdir = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  clean_leftovers(tmpdir, g.runsc);
+  snprintf(g.dir, sizeof g.dir, "%s/capsule-gvisor-XXXXXX", tmpdir);
   if (!mkdtemp(g.dir)) {
     r = cap_error_errno(err, errno, "cannot create %s", g.dir);
     g.dir[0] = '\0';
     return gv_release(&g, r);
   }
-  if (spec->network.mode == CAP_NET_PROXY)
+  r = hold_dir(&g, err);
+  if (r == 0 && spec->network.mode == CAP_NET_PROXY)
     r = proxy_new(spec, &opt->proxy, &g.proxy, err);
   if (r == 0)
     r = write_bundle(&g, spec, opt, err);

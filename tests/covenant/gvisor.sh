@@ -144,6 +144,25 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
     if [ "$st" = 3 ] && grep -q got-signal "$sout"; then ok "sigterm-reaches-tool-$net"
     else bad "sigterm-reaches-tool-$net (exit $st, want 3)"; head -3 "$sout" | sed 's/^/         /'; fi
   done
+  # capsule killed with SIGKILL: runsc's sandbox dies with it, and the next
+  # run removes what is left (the bundle, runsc's state, its cgroups)
+  local kout=$home/kill9.out prefix=()
+  : >"$kout"; chmod 666 "$kout"
+  [ "$who" = root ] || prefix=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$work/nobody")
+  "${prefix[@]}" "$capsule" run --config "$home/off.toml" -- /bin/sh -c 'echo ready; sleep 60' >"$kout" 2>&1 </dev/null &
+  local kpid=$!
+  for _ in $(seq 300); do grep -q ready "$kout" && break; sleep 0.1; done
+  kill -KILL "$kpid"
+  wait "$kpid" 2>/dev/null
+  local leftover
+  leftover=$(ls -d "$TMPDIR"/capsule-gvisor-* 2>/dev/null | head -1)
+  local cid
+  cid=$(cat "$leftover/lock" 2>/dev/null)
+  "${prefix[@]}" "$capsule" run --config "$home/off.toml" -- /bin/true >/dev/null 2>&1 </dev/null
+  if [ -n "$leftover" ] && [ ! -e "$leftover" ] && [ -n "$cid" ] &&
+     { [ "$who" != root ] || [ ! -e "/sys/fs/cgroup/memory/$cid" ]; } &&
+     ! pgrep -f "runsc-sandbox .*$cid" >/dev/null; then ok "killed-capsule-leftovers-removed"
+  else bad "killed-capsule-leftovers-removed (left: ${leftover:-none}, container ${cid:-?})"; fi
   t list-ready 0 "inside +\(covenant, stdio-jsonl\) +ready" list "${G[@]}"
   t doctor-has-runsc 0 "gvisor backend +yes +$runsc: linux-gvisor agents run under it" doctor
   t audited 0 "inside.dispatch +allow .* ok" audit "${G[@]}"
