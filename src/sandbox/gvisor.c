@@ -361,18 +361,8 @@ static void __attribute__((noreturn)) runsc_child(struct gv *g, const struct cap
 static int await_exec(struct gv *g, struct cap_error *err)
 {
   char msg[512];
-  ssize_t n, got = 0;
-  while (got < (ssize_t)sizeof msg - 1 &&
-         (n = read(g->report[0], msg + got, sizeof msg - 1 - (size_t)got)) != 0) {
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      break;
-    got += n;
-  }
-  if (got == 0)
+  if (sandbox_read_report(g->report[0], msg, sizeof msg) == 0)
     return 0;
-  msg[got] = '\0';
   return cap_error_set(err, EPERM, "gVisor sandbox setup failed: %s", msg);
 }
 

@@ -299,23 +299,27 @@ static int launch_release(struct launch *l, int r)
   return r;
 }
 
-/* Waits for the child's verdict on its setup: EOF at exec (the pipe is
- * CLOEXEC), or the message child_fail wrote. */
-static int await_setup(struct launch *l, struct cap_error *err)
+size_t sandbox_read_report(int fd, char *msg, size_t size)
 {
-  char msg[512];
   ssize_t n, got = 0;
-  while (got < (ssize_t)sizeof msg - 1 &&
-         (n = read(l->report[0], msg + got, sizeof msg - 1 - (size_t)got)) != 0) {
+  while (got < (ssize_t)size - 1 && (n = read(fd, msg + got, size - 1 - (size_t)got)) != 0) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
       break;
     got += n;
   }
-  if (got == 0)
-    return 0;
   msg[got] = '\0';
+  return (size_t)got;
+}
+
+/* Waits for the child's verdict on its setup: EOF at exec (the pipe is
+ * CLOEXEC), or the message child_fail wrote. */
+static int await_setup(struct launch *l, struct cap_error *err)
+{
+  char msg[512];
+  if (sandbox_read_report(l->report[0], msg, sizeof msg) == 0)
+    return 0;
   if (msg[0] == SANDBOX_REPORT_EXEC) { /* the setup held; the command is not there to run */
     cap_error_set(err, ENOENT, "%s", msg + 1);
     return cap_error_outcome(err, CAP_OUTCOME_NOT_FOUND);

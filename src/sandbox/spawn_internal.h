@@ -37,6 +37,9 @@ extern int sandbox_report_fd;
 #define SANDBOX_REPORT_EXEC '\x01'
 
 void __attribute__((noreturn, format(printf, 1, 2))) sandbox_child_fail(const char *fmt, ...);
+/* The parent's side: reads what the child reported on fd until EOF (its
+ * exec) into msg (NUL-terminated); returns its length, 0 for none. */
+size_t sandbox_read_report(int fd, char *msg, size_t size);
 
 #define CHILD_TRY(expr, ...)                                                                       \
   do {                                                                                             \
