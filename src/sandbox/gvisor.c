@@ -209,6 +209,22 @@ static void clean_leftovers(const char *tmpdir, char *runsc)
 
 /* A mount point in the read-only root for each grant that exists (runsc
  * cannot create them there): a directory, or an empty file. */
+static int mount_point(const char *rootfs, const char *path, bool dir, struct cap_error *err)
+{
+  _cleanup_free_ char *p = cap_xasprintf("%s%s", rootfs, path);
+  char *slash = strrchr(p, '/');
+  *slash = '\0';
+  int r = cap_mkdir_p(p, 0755);
+  *slash = '/';
+  if (r == 0 && dir)
+    r = mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
+  else if (r == 0) {
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    r = fd < 0 ? -errno : close(fd);
+  }
+  return r < 0 ? cap_error_errno(err, -r, "cannot create the mount point %s", p) : 0;
+}
+
 static int make_mount_points(const struct cap_spec *spec, const char *rootfs, struct cap_error *err)
 {
   static const char *const own[] = {"/proc", "/dev", "/tmp"};
@@ -222,19 +238,9 @@ static int make_mount_points(const struct cap_spec *spec, const char *rootfs, st
     struct stat sb;
     if (path[0] != '/' || stat(path, &sb) < 0)
       continue; /* oci_config.c refuses the first and leaves out the second */
-    _cleanup_free_ char *p = cap_xasprintf("%s%s", rootfs, path);
-    char *slash = strrchr(p, '/');
-    *slash = '\0';
-    int r = cap_mkdir_p(p, 0755);
-    *slash = '/';
-    if (r == 0 && S_ISDIR(sb.st_mode))
-      r = mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
-    else if (r == 0) {
-      int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-      r = fd < 0 ? -errno : close(fd);
-    }
+    int r = mount_point(rootfs, path, S_ISDIR(sb.st_mode), err);
     if (r < 0)
-      return cap_error_errno(err, -r, "cannot create the mount point %s", p);
+      return r;
   }
   return 0;
 }
@@ -267,6 +273,19 @@ static int write_bundle(struct gv *g, const struct cap_spec *spec,
     if ((r = write_file(ca, pem, ca_len, err)) < 0)
       return r;
   }
+  _cleanup_free_ char *etc = NULL;
+  if (g->proxy) { /* the transparent path's resolver, as mount.c gives it */
+    etc = cap_xasprintf("%s/etc", g->dir);
+    _cleanup_free_ char *resolv = cap_xasprintf("%s/resolv.conf", etc);
+    _cleanup_free_ char *hosts = cap_xasprintf("%s/hosts", etc);
+    if (mkdir(etc, 0755) < 0)
+      return cap_error_errno(err, errno, "cannot create %s", etc);
+    if ((r = write_file(resolv, SANDBOX_RESOLV_CONF, sizeof SANDBOX_RESOLV_CONF - 1, err)) < 0 ||
+        (r = write_file(hosts, SANDBOX_HOSTS, sizeof SANDBOX_HOSTS - 1, err)) < 0 ||
+        (r = mount_point(rootfs, "/etc/resolv.conf", false, err)) < 0 ||
+        (r = mount_point(rootfs, "/etc/hosts", false, err)) < 0)
+      return r;
+  }
   struct cap_strv masks = {0};
   for (size_t i = 0; i < opt->n_hidden; i++)
     cap_strv_push(&masks, opt->hidden[i]);
@@ -278,6 +297,7 @@ static int write_bundle(struct gv *g, const struct cap_spec *spec,
   struct sandbox_oci_runsc runsc = {.cgroups_path = geteuid() == 0 ? g->cgroup : NULL,
                                     .proxy = g->proxy,
                                     .ca_file = ca,
+                                    .etc_dir = etc,
                                     .masks = (const char *const *)masks.v,
                                     .n_masks = masks.len};
   struct cap_buf config = {0};

@@ -182,7 +182,8 @@ static int write_grants(struct cap_jw *w, const struct cap_spec *spec, struct ca
 
 /* runsc: what capsule's sandbox masks inside the grants (its state, the
  * manifest's deny entries) covered by an empty read-only tmpfs, a file by
- * /dev/null; the proxy's trust bundle where exec.c's variables point. */
+ * /dev/null; the proxy's trust bundle where exec.c's variables point; the
+ * resolver's resolv.conf and hosts over /etc's, as mount.c covers them. */
 static void write_runsc_mounts(struct cap_jw *w, const struct sandbox_oci_runsc *runsc)
 {
   static const char *const dir_mask[] = {"ro", "nosuid", "nodev", "noexec", "mode=000"};
@@ -199,6 +200,12 @@ static void write_runsc_mounts(struct cap_jw *w, const struct sandbox_oci_runsc 
   static const char *const ca[] = {"bind", "ro", "nosuid", "nodev"};
   if (runsc->ca_file)
     mount_entry(w, PROXY_CA_FILE, "bind", runsc->ca_file, ca, 4);
+  static const char *const etc[] = {"resolv.conf", "hosts"};
+  for (size_t i = 0; runsc->etc_dir && i < 2; i++) {
+    _cleanup_free_ char *dest = cap_xasprintf("/etc/%s", etc[i]);
+    _cleanup_free_ char *src = cap_xasprintf("%s/%s", runsc->etc_dir, etc[i]);
+    mount_entry(w, dest, "bind", src, ca, 4);
+  }
 }
 
 static int write_mounts(struct cap_jw *w, const struct cap_spec *spec,

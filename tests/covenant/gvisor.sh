@@ -90,11 +90,13 @@ printf '{\"passwd\":\"%s\",\"not_granted\":\"%s\",\"state\":\"%s\",\"package\":\
     "if curl -s -m 5 --noproxy '*' -o /dev/null http://127.0.0.1:$port/; then d=reached; else d=refused; fi
 c=\$(curl -s -m 10 -o /dev/null -w '%{http_connect}' --noproxy '' -x \"\$HTTPS_PROXY\" https://127.0.0.1:$port/)
 echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\\\":\\\"\$HTTPS_PROXY\\\"}\""
+  agent "$caps" names outbound-https-only 20000 \
+    'printf "{\"allowed\":\"%s\",\"other\":\"%s\"}\n" "$(getent hosts allowed.example.test | cut -d" " -f1)" "$(getent hosts other.example.test | cut -d" " -f1)"'
   agent "$caps" sleeper off 60000 'sleep 30; echo "{}"'
   agent "$caps" spinner off 1000 'while :; do :; done & while :; do :; done'
   [ "$who" = root ] || chown -R 65534:65534 "$home"
   local G=(--caps "$caps" --state "$state")
-  for a in inside grants netoff netproxy sleeper spinner; do
+  for a in inside grants netoff netproxy names sleeper spinner; do
     "${as[@]}" "$capsule" policy set "$a" dispatch allow "${G[@]}" >/dev/null
   done
 
@@ -107,6 +109,9 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
     dispatch --agent grants x "${G[@]}"
   t network-off 0 '"direct":"refused"' dispatch --agent netoff x "${G[@]}"
   t egress-through-proxy 0 '"direct":"refused","proxy_answered":"403","proxy":"http://127.0.0.1:3128"' dispatch --agent netproxy x "${G[@]}"
+  # the transparent path: capsule's resolver answers an allowed name inside gVisor
+  t grant-name 0 "granted: names host allowed.example.test:443" grant names --host allowed.example.test:443 "${G[@]}"
+  t resolver-inside 0 '"allowed":"127\.77\.[0-9]+\.[0-9]+","other":""' dispatch --agent names x "${G[@]}"
   t wall-clock 1 "the agent was stopped: wall clock exceeded" dispatch --agent sleeper x --timeout 3 "${G[@]}"
   if [ "$who" = root ]; then
     # two spinners: the cgroup's CPU passes the budget before the wall clock
@@ -118,6 +123,7 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
     t run-cpu-budget 125 "killed: cpu budget exceeded .*cpu budget 500 ms, wall clock 30000 ms" \
       run --config "$home/run.toml" --cpu-ms 500 -- /bin/sh -c 'while :; do :; done'
     t run-under-gvisor 0 "^Linux version 4\.4\.0 " run --config "$home/run.toml" -- /bin/cat /proc/version
+    t dry-run-says-gvisor 0 "backend gVisor: .*runsc run, platform ptrace" run --dry-run --config "$home/run.toml" -- /bin/true
     if command -v script >/dev/null; then # on a terminal the tool's output is relayed, escaped
       out=$(NO_COLOR=1 script -qec "$capsule run --config $home/run.toml -- /bin/sh -c 'printf \"x\\033]0;owned\\007y\\n\"; test -t 1 || echo not-a-tty'" /dev/null </dev/null 2>&1)
       if printf '%s' "$out" | grep -q $'\033'; then bad "terminal-escaped (a raw ESC reached the terminal)"
