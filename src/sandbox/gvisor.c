@@ -75,6 +75,12 @@ struct gv {
   char dir[PATH_MAX]; /* the private directory: bundle/, state/, ca.pem */
   char id[64];        /* the container's name, also its cgroup's */
   char cgroup[96];
+  /* as root, the cgroup runsc puts the sandbox in for CPU accounting, made
+   * here so that runsc leaves it (it removes only those it made): its
+   * count outlives the run, ptrace's stub processes included, which no
+   * wait of capsule's reaps ("" when none) */
+  char cpu_dir[160];
+  uint64_t cpu_seen; /* the most CPU seen while it ran (ms) */
   char *runsc;
   struct proxy *proxy;
   int report[2], pass[2];
@@ -137,6 +143,35 @@ static void runsc_quiet(const struct gv *g, const char *const *args)
   }
 }
 
+/* Where the CPU count lives: cgroup v1's cpuacct hierarchy, else v2's
+ * unified one. */
+static void cpu_cgroup_path(char *out, size_t size, const char *name)
+{
+  struct stat sb;
+  if (stat("/sys/fs/cgroup/cpuacct", &sb) == 0 && S_ISDIR(sb.st_mode))
+    snprintf(out, size, "/sys/fs/cgroup/cpuacct/%s", name);
+  else if (stat("/sys/fs/cgroup/cgroup.controllers", &sb) == 0)
+    snprintf(out, size, "/sys/fs/cgroup/%s", name);
+  else
+    out[0] = '\0';
+}
+
+/* As root: the CPU cgroup made before runsc starts (cpu_dir). */
+static void make_cpu_cgroup(struct gv *g)
+{
+  if (geteuid() != 0)
+    return;
+  cpu_cgroup_path(g->cpu_dir, sizeof g->cpu_dir, g->id);
+  if (g->cpu_dir[0] && mkdir(g->cpu_dir, 0755) < 0)
+    g->cpu_dir[0] = '\0'; /* runsc makes its own; the count ends with it */
+}
+
+static void remove_cgroup(const char *dir)
+{
+  for (int i = 0; dir[0] && i < 50 && rmdir(dir) < 0 && errno == EBUSY; i++)
+    usleep(10000);
+}
+
 static int gv_release(struct gv *g, int r)
 {
   if (g->pid > 0) {
@@ -160,6 +195,7 @@ static int gv_release(struct gv *g, int r)
       runsc_quiet(g, args); /* a run killed midway leaves its sandbox and cgroups */
     nftw(g->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   }
+  remove_cgroup(g->cpu_dir);
   if (g->lock_fd >= 0) /* last: until then no clean_leftovers takes the directory */
     close(g->lock_fd);
   free(g->runsc);
@@ -201,6 +237,8 @@ static void clean_leftovers(const char *tmpdir, char *runsc)
     old.id[n] = '\0';
     const char *args[] = {"delete", "--force", old.id, NULL};
     runsc_quiet(&old, args);
+    cpu_cgroup_path(old.cpu_dir, sizeof old.cpu_dir, old.id);
+    remove_cgroup(old.cpu_dir);
     nftw(old.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   }
   if (d)
@@ -390,15 +428,22 @@ static int await_exec(struct gv *g, struct cap_error *err)
  * and the tool), in ms, or -1. */
 static int64_t cgroup_cpu_ms(const struct gv *g)
 {
-  char path[256], buf[256];
-  snprintf(path, sizeof path, "/sys/fs/cgroup/cpuacct%s/cpuacct.usage", g->cgroup);
+  char path[256], buf[256], dir[160];
+  if (g->cpu_dir[0])
+    snprintf(dir, sizeof dir, "%s", g->cpu_dir);
+  else
+    snprintf(dir, sizeof dir, "/sys/fs/cgroup/cpuacct%s", g->cgroup);
+  snprintf(path, sizeof path, "%s/cpuacct.usage", dir);
   _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     ssize_t n = read(fd, buf, sizeof buf - 1);
     buf[n > 0 ? n : 0] = '\0';
     return n > 0 ? (int64_t)(strtoull(buf, NULL, 10) / 1000000) : -1;
   }
-  snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.stat", g->cgroup);
+  if (g->cpu_dir[0])
+    snprintf(path, sizeof path, "%s/cpu.stat", g->cpu_dir);
+  else
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.stat", g->cgroup);
   _cleanup_close_ int v2 = open(path, O_RDONLY | O_CLOEXEC);
   ssize_t n = v2 >= 0 ? read(v2, buf, sizeof buf - 1) : -1;
   if (n <= 0)
@@ -435,8 +480,12 @@ static int supervise_runsc(struct gv *g, const struct cap_spec *spec, struct san
     const char *limit = NULL;
     if (deadline && cap_now_ms(CLOCK_MONOTONIC) >= deadline)
       limit = "wall clock";
-    int64_t cpu = spec->limits.cpu_ms_per_task ? cgroup_cpu_ms(g) : -1;
-    if (cpu >= 0 && (uint64_t)cpu > spec->limits.cpu_ms_per_task)
+    int64_t cpu = cgroup_cpu_ms(g);
+    if (cpu < 0) /* no cgroup (rootless): the process tree, sampled */
+      cpu = limits_tree_cpu_ms(g->pid);
+    if (cpu > 0 && (uint64_t)cpu > g->cpu_seen)
+      g->cpu_seen = (uint64_t)cpu;
+    if (spec->limits.cpu_ms_per_task && cpu >= 0 && (uint64_t)cpu > spec->limits.cpu_ms_per_task)
       limit = "cpu budget";
     if (limit && !res->killed_by) {
       res->killed_by = limit;
@@ -465,6 +514,8 @@ static int supervise_runsc(struct gv *g, const struct cap_spec *spec, struct san
   g->pid = 0;
   for (size_t i = 0; i < g->io.n; i++) /* runsc and its sandbox are gone */
     relay_finish(&g->io.relays[i], 1000);
+  int64_t cpu = g->cpu_dir[0] ? cgroup_cpu_ms(g) : -1; /* counted to the end */
+  res->cpu_ms = cpu >= 0 ? (uint64_t)cpu : g->cpu_seen;
   res->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   res->term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   return 0;
@@ -564,6 +615,8 @@ int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options
     return gv_release(&g, r);
   }
   r = hold_dir(&g, err);
+  if (r == 0)
+    make_cpu_cgroup(&g);
   if (r == 0 && spec->network.mode == CAP_NET_PROXY)
     r = proxy_new(spec, &opt->proxy, &g.proxy, err);
   if (r == 0)

@@ -85,6 +85,11 @@ struct sandbox_result {
   int term_signal;       /* the signal that killed it, or 0 */
   const char *killed_by; /* a limit that capsule enforced ("wall clock"), or NULL */
   char unenforced[256];  /* limits this host could not enforce, "" when none */
+  /* the CPU the run used as the sandbox itself counted it (gVisor: its
+   * cgroup, else its process tree sampled, ptrace's stub processes
+   * included, which no wait of capsule's reaps); 0 when it did not: the
+   * caller's getrusage(RUSAGE_CHILDREN) around sandbox_run, the larger */
+  uint64_t cpu_ms;
 };
 
 /* Runs opt->argv in the sandbox spec describes and waits for it.

@@ -92,11 +92,15 @@ c=\$(curl -s -m 10 -o /dev/null -w '%{http_connect}' --noproxy '' -x \"\$HTTPS_P
 echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\\\":\\\"\$HTTPS_PROXY\\\"}\""
   agent "$caps" names outbound-https-only 20000 \
     'printf "{\"allowed\":\"%s\",\"other\":\"%s\"}\n" "$(getent hosts allowed.example.test | cut -d" " -f1)" "$(getent hosts other.example.test | cut -d" " -f1)"'
+  # a fixed amount of work, several seconds of CPU here (the Sentry's own
+  # utime under ptrace is not the host's CPU, so the work is counted out)
+  agent "$caps" spend off 60000 'i=0; while [ $i -lt 6000000 ]; do i=$((i+1)); done; echo "{\"text\":\"spent\"}"'
+  sed -i 's/^\[sandbox\]/[settlement]\nbudget_credits_per_hour = 5\n[sandbox]/' "$caps/spend/agent.toml"
   agent "$caps" sleeper off 60000 'sleep 30; echo "{}"'
   agent "$caps" spinner off 1000 'while :; do :; done & while :; do :; done'
   [ "$who" = root ] || chown -R 65534:65534 "$home"
   local G=(--caps "$caps" --state "$state")
-  for a in inside grants netoff netproxy names sleeper spinner; do
+  for a in inside grants netoff netproxy names spend sleeper spinner; do
     "${as[@]}" "$capsule" policy set "$a" dispatch allow "${G[@]}" >/dev/null
   done
 
@@ -112,6 +116,10 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   # the transparent path: capsule's resolver answers an allowed name inside gVisor
   t grant-name 0 "granted: names host allowed.example.test:443" grant names --host allowed.example.test:443 "${G[@]}"
   t resolver-inside 0 '"allowed":"127\.77\.[0-9]+\.[0-9]+","other":""' dispatch --agent names x "${G[@]}"
+  # the budget is spent by the CPU the gVisor sandbox used (Sentry, gofer, agent)
+  t budget-full 0 "^spend +5 +5 " budget show spend "${G[@]}"
+  t budget-spends 0 '"text":"spent"' dispatch --agent spend x "${G[@]}"
+  t budget-spent-by-cpu 0 "^spend +5 +[0-3] " budget show spend "${G[@]}"
   t wall-clock 1 "the agent was stopped: wall clock exceeded" dispatch --agent sleeper x --timeout 3 "${G[@]}"
   if [ "$who" = root ]; then
     # two spinners: the cgroup's CPU passes the budget before the wall clock
