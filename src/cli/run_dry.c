@@ -350,7 +350,8 @@ static void print_gvisor_enforcement(FILE *out, const struct cap_spec *spec)
   if (spec->limits.cpu_ms_per_task)
     fprintf(out, "cpu budget %llu ms: %sRLIMIT_CPU inside the Sentry\n",
             (unsigned long long)spec->limits.cpu_ms_per_task,
-            root ? "the cgroup's CPU read by the supervisor + " : "");
+            root ? "the cgroup's CPU read by the supervisor + "
+                 : "the process tree's CPU read by the supervisor + ");
   if (spec->limits.wall_ms)
     fprintf(out, "wall clock %llu ms: supervisor\n", (unsigned long long)spec->limits.wall_ms);
 }
