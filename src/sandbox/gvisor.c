@@ -4,20 +4,24 @@
  * empty root, the private /tmp, the environment, rlimits, memory and CPU
  * through the cgroup runsc makes, capsule's state masked), in the order
  * the host sees it:
- *   1. runsc found on PATH, as root (else fail closed: -ENOTSUP);
- *   2. the bundle in a private directory: rootfs (the mount points), the
- *      trust bundle of the proxy when it intercepts, config.json;
- *   3. a child: a network namespace of its own with loopback up, in proxy
- *      mode the proxy's listeners made there and handed over (pid1.c),
- *      the command's stdio, then exec runsc: --network=none when the
- *      network is off, host (the Sentry's sockets in that namespace, so
+ *   1. runsc found ($CAPSULE_RUNSC, else PATH; else fail closed: -ENOTSUP),
+ *      a killed capsule's leftovers cleaned (clean_leftovers);
+ *   2. the run's private directory (its lock, the bundle: rootfs with the
+ *      mount points, config.json; in proxy mode the proxy's trust bundle,
+ *      resolv.conf and hosts), as root a CPU cgroup of capsule's;
+ *   3. a child: a network namespace of its own with loopback up (blocked
+ *      as root, proxy mode), in proxy mode the proxy's listeners made
+ *      there and handed over (pid1.c), the command's stdio, then exec
+ *      runsc (--rootless unprivileged): --network=none when the network
+ *      is off, host (the Sentry's sockets in that namespace, so
  *      127.0.0.1:3128 is the proxy) in proxy mode and when unrestricted;
  *   4. the parent serves the proxy, copies the tool's output to a terminal
- *      (escaped) or a log (bounded) as relay.h does, and kills runsc at the wall clock or
- *      when the cgroup's CPU passes cpu_ms_per_task (runsc's sandbox and
- *      gofer die with it: PR_SET_PDEATHSIG), then `runsc delete --force`;
- *   5. the bundle and runsc's state removed (a killed capsule's, by the
- *      next run: clean_leftovers).
+ *      (escaped) or a log (bounded) as relay.h does, passes SIGINT,
+ *      SIGTERM and SIGHUP on (`runsc kill`), and kills runsc at the wall
+ *      clock or when the sandbox's CPU passes cpu_ms_per_task (runsc's
+ *      sandbox and gofer die with it: PR_SET_PDEATHSIG);
+ *   5. `runsc delete --force` when runsc was killed, the CPU counted, the
+ *      directory and the cgroup removed.
  * Not carried: Landlock and capsule's seccomp filter (gVisor's Sentry is
  * the kernel the tool talks to; the deny-list goes in with --oci-seccomp),
  * the pids limit, a tmpfs size. */
@@ -72,7 +76,7 @@ char *sandbox_runsc_path(void)
 
 /* One run's host side, released in one place (gv_release). */
 struct gv {
-  char dir[PATH_MAX]; /* the private directory: bundle/, state/, ca.pem */
+  char dir[PATH_MAX]; /* the private directory: lock, bundle/, state/, etc/, ca-bundle.pem */
   char id[64];        /* the container's name, also its cgroup's */
   char cgroup[96];
   /* as root, the cgroup runsc puts the sandbox in for CPU accounting, made

@@ -75,6 +75,44 @@ static void write_proxy_env(struct cap_jw *w, const struct sandbox_oci_runsc *ru
     cap_jw_string(w, phantoms[i]);
 }
 
+/* process.rlimits: no core files, the open files limit, and for runsc the
+ * per-process backstops limits.c sets, which the Sentry enforces for its
+ * tasks (the CPU budget; memory and file size where no cgroup is made,
+ * unprivileged) */
+static void write_rlimits(struct cap_jw *w, const struct cap_spec *spec,
+                          const struct sandbox_oci_runsc *runsc)
+{
+  cap_jw_key(w, "rlimits");
+  cap_jw_begin_array(w);
+  bool backstops = runsc != NULL;
+  bool no_cgroup = runsc && !runsc->cgroups_path;
+  struct {
+    const char *type;
+    uint64_t value;
+  } limits[] = {
+      {"RLIMIT_NOFILE", spec->limits.nofile},
+      {"RLIMIT_CORE", 0},
+      {"RLIMIT_CPU", backstops && spec->limits.cpu_ms_per_task
+                         ? (spec->limits.cpu_ms_per_task + 999) / 1000 + 1
+                         : 0},
+      {"RLIMIT_DATA", no_cgroup ? spec->limits.memory_bytes : 0},
+      {"RLIMIT_FSIZE", backstops ? spec->limits.disk_bytes : 0},
+  };
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    if (i != 1 && !limits[i].value)
+      continue;
+    cap_jw_begin_object(w);
+    cap_jw_key(w, "type");
+    cap_jw_string(w, limits[i].type);
+    cap_jw_key(w, "hard");
+    cap_jw_int(w, (int64_t)limits[i].value);
+    cap_jw_key(w, "soft");
+    cap_jw_int(w, (int64_t)limits[i].value);
+    cap_jw_end_object(w);
+  }
+  cap_jw_end_array(w);
+}
+
 static void write_process(struct cap_jw *w, const struct cap_spec *spec,
                           const struct sandbox_options *opt, const struct sandbox_oci_runsc *runsc)
 {
@@ -122,38 +160,7 @@ static void write_process(struct cap_jw *w, const struct cap_spec *spec,
     string_array(w, NULL, 0);
   }
   cap_jw_end_object(w);
-  cap_jw_key(w, "rlimits");
-  cap_jw_begin_array(w);
-  /* runsc: the per-process backstops limits.c sets, which the Sentry
-   * enforces for its tasks (the CPU budget; memory and file size where no
-   * cgroup is made, unprivileged) */
-  bool backstops = runsc != NULL;
-  bool no_cgroup = runsc && !runsc->cgroups_path;
-  struct {
-    const char *type;
-    uint64_t value;
-  } limits[] = {
-      {"RLIMIT_NOFILE", spec->limits.nofile},
-      {"RLIMIT_CORE", 0},
-      {"RLIMIT_CPU", backstops && spec->limits.cpu_ms_per_task
-                         ? (spec->limits.cpu_ms_per_task + 999) / 1000 + 1
-                         : 0},
-      {"RLIMIT_DATA", no_cgroup ? spec->limits.memory_bytes : 0},
-      {"RLIMIT_FSIZE", backstops ? spec->limits.disk_bytes : 0},
-  };
-  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
-    if (i != 1 && !limits[i].value)
-      continue;
-    cap_jw_begin_object(w);
-    cap_jw_key(w, "type");
-    cap_jw_string(w, limits[i].type);
-    cap_jw_key(w, "hard");
-    cap_jw_int(w, (int64_t)limits[i].value);
-    cap_jw_key(w, "soft");
-    cap_jw_int(w, (int64_t)limits[i].value);
-    cap_jw_end_object(w);
-  }
-  cap_jw_end_array(w);
+  write_rlimits(w, spec, runsc);
   cap_jw_end_object(w);
 }
 
