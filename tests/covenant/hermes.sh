@@ -179,6 +179,13 @@ if command -v openssl >/dev/null; then
       "https://127.0.0.1:$(cat "$tls/$name.port")/debug/log" 2>&1)
     if [ "$seen" = "[]" ]; then ok "tls-$name-got-nothing"; else bad "tls-$name-got-nothing ($seen)"; fi
   done
+  # a gateway that accepts and never answers the TLS handshake: bounded by the run's wall clock
+  python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(8); print(s.getsockname()[1], flush=True); c=[]
+while True: c.append(s.accept())' >"$tls/mute.port" &
+  server="$server $!"
+  for _ in $(seq 100); do [ -s "$tls/mute.port" ] && break; sleep 0.1; done
+  export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/mute.port")/v1 HERMES_CA_FILE=$tls/ca.pem
+  t tls-handshake-hang 1 "the Hermes endpoint 127.0.0.1:[0-9]+: the TLS handshake with 127.0.0.1 did not finish in time" dispatch --agent hplain "plain x" "${G[@]}"
   export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/good.port")/v1 HERMES_CA_FILE=$tls/missing.pem
   t tls-ca-file-missing 1 "HERMES_CA_FILE: cannot read the CA file $tls/missing.pem" dispatch --agent hplain "plain x" "${G[@]}"
   t tls-ca-file-missing-not-ready 0 "hplain .*not ready: HERMES_CA_FILE $tls/missing.pem cannot be read" list "${G[@]}"
@@ -220,6 +227,12 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
   printf 'sekrit-key' | "${as[@]}" "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$work/nobody/state" >/dev/null
   t nobody-plain-run 0 '"done: plain y"' dispatch --agent hplain "plain y" "${N[@]}"
   t nobody-tool-outside 4 "capsule stopped the run" dispatch --agent hplain "terminal y" "${N[@]}"
+  if [ -s "${tls:-/nonexistent}/good.port" ]; then
+    HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/good.port")/v1 HERMES_CA_FILE=$tls/ca.pem \
+      t nobody-tls-run 0 '"done: plain tls y"' dispatch --agent hplain "plain tls y" "${N[@]}"
+    HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/untrusted.port")/v1 HERMES_CA_FILE=$tls/ca.pem \
+      t nobody-tls-untrusted 1 "the certificate of 127.0.0.1 is not trusted" dispatch --agent hplain "plain y" "${N[@]}"
+  fi
 fi
 echo "hermes tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
