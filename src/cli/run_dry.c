@@ -343,7 +343,8 @@ static void print_gvisor_enforcement(FILE *out, const struct cap_spec *spec)
     fprintf(out, "memory %llu bytes: %s\n", (unsigned long long)spec->limits.memory_bytes,
             root ? "the cgroup runsc makes" : "RLIMIT_DATA inside the Sentry (no cgroup rootless)");
   if (spec->limits.pids)
-    fprintf(out, "pids %llu: NOT ENFORCED under gVisor\n", (unsigned long long)spec->limits.pids);
+    fprintf(out, "pids %llu: RLIMIT_NPROC inside the Sentry (the tool's tasks)\n",
+            (unsigned long long)spec->limits.pids);
   if (spec->limits.cpu_fraction > 0)
     fprintf(out, "cpu %.2f cores: %s\n", spec->limits.cpu_fraction,
             root ? "the cgroup runsc makes" : "NOT ENFORCED (no cgroup rootless)");

@@ -24,7 +24,7 @@
  *      directory and the cgroup removed.
  * Not carried: Landlock and capsule's seccomp filter (gVisor's Sentry is
  * the kernel the tool talks to; the deny-list goes in with --oci-seccomp),
- * the pids limit, a tmpfs size. */
+ * a tmpfs size; the pids limit is RLIMIT_NPROC inside the Sentry. */
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -572,8 +572,6 @@ static void note_unenforced(const struct cap_spec *spec, struct sandbox_result *
              "%sthe memory and CPU share limits (rootless gVisor makes no cgroup; memory as "
              "RLIMIT_DATA)",
              *u ? ", " : "");
-  if (spec->limits.pids)
-    snprintf(u + strlen(u), size - strlen(u), "%sthe pids limit (under gVisor)", *u ? ", " : "");
   if (spec->sandbox.private_tmp && spec->limits.disk_bytes)
     snprintf(u + strlen(u), size - strlen(u), "%sthe size of /tmp (under gVisor)", *u ? ", " : "");
 }

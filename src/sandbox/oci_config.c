@@ -77,8 +77,8 @@ static void write_proxy_env(struct cap_jw *w, const struct sandbox_oci_runsc *ru
 
 /* process.rlimits: no core files, the open files limit, and for runsc the
  * per-process backstops limits.c sets, which the Sentry enforces for its
- * tasks (the CPU budget; memory and file size where no cgroup is made,
- * unprivileged) */
+ * tasks (the CPU budget, the pids limit; memory and file size where no
+ * cgroup is made, unprivileged) */
 static void write_rlimits(struct cap_jw *w, const struct cap_spec *spec,
                           const struct sandbox_oci_runsc *runsc)
 {
@@ -97,6 +97,9 @@ static void write_rlimits(struct cap_jw *w, const struct cap_spec *spec,
                          : 0},
       {"RLIMIT_DATA", no_cgroup ? spec->limits.memory_bytes : 0},
       {"RLIMIT_FSIZE", backstops ? spec->limits.disk_bytes : 0},
+      /* the pids limit: the Sentry counts the tool's tasks (a pids cgroup
+       * would count the Sentry's own threads) */
+      {"RLIMIT_NPROC", backstops ? spec->limits.pids : 0},
   };
   for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
     if (i != 1 && !limits[i].value)

@@ -144,6 +144,9 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   printf '[agent]\nid = "s"\nname = "s"\nversion = "1.0.0"\nruntime = "rust-bin"\nentry = "x"\n[sandbox]\nrequired = true\nbackend = "linux-gvisor"\n[resources]\nnetwork = "%s"\n' off >"$home/off.toml"
   sed 's/"off"/"outbound-https-only"/' "$home/off.toml" >"$home/proxy.toml"
   chmod 644 "$home"/*.toml
+  # the pids limit: RLIMIT_NPROC inside the Sentry
+  t pids-limit-holds 2 "Cannot fork" run --config "$home/off.toml" --pids 5 -- /bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo finished'
+  t pids-within-limit 0 "^finished" run --config "$home/off.toml" -- /bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo finished'
   for net in off proxy; do
     local sout=$home/signal-$net.out prefix=()
     : >"$sout"; chmod 666 "$sout"
