@@ -129,11 +129,11 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
     # the CPU budget alone (wall clock 30 s): `capsule run` of a linux-gvisor manifest
     printf '[agent]\nid = "g"\nname = "g"\nversion = "1.0.0"\nruntime = "rust-bin"\nentry = "x"\n[sandbox]\nrequired = true\nbackend = "linux-gvisor"\n' >"$home/run.toml"
     t run-cpu-budget 125 "killed: cpu budget exceeded .*cpu budget 500 ms, wall clock 30000 ms" \
-      run --config "$home/run.toml" --cpu-ms 500 -- /bin/sh -c 'while :; do :; done'
-    t run-under-gvisor 0 "^Linux version 4\.4\.0 " run --config "$home/run.toml" -- /bin/cat /proc/version
-    t dry-run-says-gvisor 0 "backend gVisor: .*runsc run, platform ptrace" run --dry-run --config "$home/run.toml" -- /bin/true
+      run --state "$state" --config "$home/run.toml" --cpu-ms 500 -- /bin/sh -c 'while :; do :; done'
+    t run-under-gvisor 0 "^Linux version 4\.4\.0 " run --state "$state" --config "$home/run.toml" -- /bin/cat /proc/version
+    t dry-run-says-gvisor 0 "backend gVisor: .*runsc run, platform ptrace" run --dry-run --state "$state" --config "$home/run.toml" -- /bin/true
     if command -v script >/dev/null; then # on a terminal the tool's output is relayed, escaped
-      out=$(NO_COLOR=1 script -qec "$capsule run --config $home/run.toml -- /bin/sh -c 'printf \"x\\033]0;owned\\007y\\n\"; test -t 1 || echo not-a-tty'" /dev/null </dev/null 2>&1)
+      out=$(NO_COLOR=1 script -qec "$capsule run --state $state --config $home/run.toml -- /bin/sh -c 'printf \"x\\033]0;owned\\007y\\n\"; test -t 1 || echo not-a-tty'" /dev/null </dev/null 2>&1)
       if printf '%s' "$out" | grep -q $'\033'; then bad "terminal-escaped (a raw ESC reached the terminal)"
       elif echo "$out" | grep -q 'not-a-tty' && echo "$out" | grep -qF 'owned'; then ok terminal-escaped
       else bad "terminal-escaped ($out)"; fi
@@ -145,13 +145,13 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   sed 's/"off"/"outbound-https-only"/' "$home/off.toml" >"$home/proxy.toml"
   chmod 644 "$home"/*.toml
   # the pids limit: RLIMIT_NPROC inside the Sentry
-  t pids-limit-holds 2 "Cannot fork" run --config "$home/off.toml" --pids 5 -- /bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo finished'
-  t pids-within-limit 0 "^finished" run --config "$home/off.toml" -- /bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo finished'
+  t pids-limit-holds 2 "Cannot fork" run --state "$state" --config "$home/off.toml" --pids 5 -- /bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo finished'
+  t pids-within-limit 0 "^finished" run --state "$state" --config "$home/off.toml" -- /bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo finished'
   for net in off proxy; do
     local sout=$home/signal-$net.out prefix=()
     : >"$sout"; chmod 666 "$sout"
     [ "$who" = root ] || prefix=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$work/nobody")
-    "${prefix[@]}" "$capsule" run --config "$home/$net.toml" -- /bin/sh -c \
+    "${prefix[@]}" "$capsule" run --state "$state" --config "$home/$net.toml" -- /bin/sh -c \
       'trap "echo got-signal; exit 3" TERM; echo ready; while :; do sleep 0.1; done' >"$sout" 2>&1 </dev/null &
     local cpid=$!
     for _ in $(seq 300); do grep -q ready "$sout" && break; sleep 0.1; done
@@ -166,7 +166,7 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   local kout=$home/kill9.out prefix=()
   : >"$kout"; chmod 666 "$kout"
   [ "$who" = root ] || prefix=(setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$work/nobody")
-  "${prefix[@]}" "$capsule" run --config "$home/off.toml" -- /bin/sh -c 'echo ready; sleep 60' >"$kout" 2>&1 </dev/null &
+  "${prefix[@]}" "$capsule" run --state "$state" --config "$home/off.toml" -- /bin/sh -c 'echo ready; sleep 60' >"$kout" 2>&1 </dev/null &
   local kpid=$!
   for _ in $(seq 300); do grep -q ready "$kout" && break; sleep 0.1; done
   kill -KILL "$kpid"
@@ -175,7 +175,7 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   leftover=$(ls -d "$TMPDIR"/capsule-gvisor-* 2>/dev/null | head -1)
   local cid
   cid=$(cat "$leftover/lock" 2>/dev/null)
-  "${prefix[@]}" "$capsule" run --config "$home/off.toml" -- /bin/true >/dev/null 2>&1 </dev/null
+  "${prefix[@]}" "$capsule" run --state "$state" --config "$home/off.toml" -- /bin/true >/dev/null 2>&1 </dev/null
   if [ -n "$leftover" ] && [ ! -e "$leftover" ] && [ -n "$cid" ] &&
      { [ "$who" != root ] || [ ! -e "/sys/fs/cgroup/memory/$cid" ]; } &&
      ! pgrep -f "runsc-sandbox .*$cid" >/dev/null; then ok "killed-capsule-leftovers-removed"

@@ -26,7 +26,10 @@ case_() {
   # $! must be capsule itself: setpriv execs it, a shell function would not
   local prefix=()
   [ "$who" = root ] || prefix=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
-  "${prefix[@]}" "$capsule" run "$@" -- /bin/sh -c "$tool" >"$out" 2>&1 </dev/null &
+  # a state of the test's own (the default one is shared with other runs)
+  mkdir -p "$work/state-$who"
+  [ "$who" = root ] || chown 65534:65534 "$work/state-$who"
+  "${prefix[@]}" "$capsule" run --state "$work/state-$who" "$@" -- /bin/sh -c "$tool" >"$out" 2>&1 </dev/null &
   local pid=$!
   for _ in $(seq 300); do grep -q ready "$out" && break; sleep 0.1; done
   kill "-$sig" "$pid"
