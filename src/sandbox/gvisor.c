@@ -48,7 +48,9 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/diag.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/relay.h"
 #include "sandbox/spawn_internal.h"
@@ -406,8 +408,11 @@ static void __attribute__((noreturn)) runsc_child(struct gv *g, const struct cap
   const char *network = spec->network.mode == CAP_NET_BLOCKED ? "--network=none" : "--network=host";
   /* unprivileged: runsc maps the caller to root in a user namespace of
    * its own, and makes no cgroup (the rlimits of oci_config.c remain) */
-  char *argv[13] = {g->runsc, root, "--platform=ptrace", (char *)network, "--oci-seccomp"};
-  size_t n = 5;
+  /* runsc's own messages go to its log (runsc_failure reads it), not
+   * into the tool's stderr */
+  _cleanup_free_ char *log = cap_xasprintf("--log=%s/runsc.log", g->dir);
+  char *argv[14] = {g->runsc, root, log, "--platform=ptrace", (char *)network, "--oci-seccomp"};
+  size_t n = 6;
   if (rootless) {
     argv[n++] = "--rootless";
     argv[n++] = "--ignore-cgroups";
@@ -525,6 +530,37 @@ static int supervise_runsc(struct gv *g, const struct cap_spec *spec, struct san
   return 0;
 }
 
+/* When runsc itself failed (its exit status 128 and an error in its log,
+ * JSON lines), what it said, else NULL (allocated). */
+static char *runsc_failure(const struct gv *g, const struct sandbox_result *res)
+{
+  if (res->killed_by || res->exit_status != 128)
+    return NULL;
+  _cleanup_free_ char *path = cap_xasprintf("%s/runsc.log", g->dir);
+  FILE *f = fopen(path, "re");
+  char line[2048];
+  char *said = NULL;
+  while (f && fgets(line, sizeof line, f)) {
+    if (!strstr(line, "\"level\":\"error\"") && !strstr(line, "\"level\":\"fatal\""))
+      continue;
+    struct cap_doc *doc = cap_doc_new();
+    struct cap_diags diags = {0};
+    const struct cap_node *msg =
+        cap_json_parse(doc, line, strlen(line), "runsc.log", 0, &diags) == 0
+            ? cap_node_get(doc->root, "msg")
+            : NULL;
+    if (msg && msg->kind == CAP_NODE_STRING) {
+      free(said);
+      said = cap_xstrndup(msg->u.str.ptr, msg->u.str.len);
+    }
+    cap_diags_free(&diags);
+    cap_doc_free(doc);
+  }
+  if (f)
+    fclose(f);
+  return said;
+}
+
 /* Step 3, the parent's side: the child, then the proxy's listeners. */
 static int start_runsc(struct gv *g, const struct cap_spec *spec, const struct sandbox_options *opt,
                        struct cap_error *err)
@@ -630,6 +666,9 @@ int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options
     r = start_runsc(&g, spec, opt, err);
   if (r == 0)
     r = supervise_runsc(&g, spec, res, err);
+  _cleanup_free_ char *failed = r == 0 ? runsc_failure(&g, res) : NULL;
+  if (failed) /* not the tool's exit: the sandbox never ran it (escaped when printed) */
+    r = cap_error_set(err, EPERM, "gVisor sandbox setup failed: runsc: %s", failed);
   if (r == 0)
     note_unenforced(spec, res);
   return gv_release(&g, r);

@@ -49,6 +49,14 @@ python3 -m http.server "$port" --bind 127.0.0.1 --directory "$work" >/dev/null 2
 srv=$!
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 host_version=$(cat /proc/version)
+mkdir -p "$work/bin"
+cat >"$work/bin/runsc" <<EOF
+#!/bin/sh
+# runsc with an unknown platform: its sandbox cannot start
+for a; do shift; [ "\$a" = --platform=ptrace ] && a=--platform=bogus; set -- "\$@" "\$a"; done
+exec $runsc "\$@"
+EOF
+chmod 755 "$work/bin" "$work/bin/runsc"
 echo secret >"$work/not-granted"
 chmod 644 "$work/not-granted"
 
@@ -192,6 +200,10 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   t fails-closed 3 "linux-gvisor backend and gVisor's runsc is not installed where CAPSULE_RUNSC says .*apt-get install runsc.*refusing rather than running it with less isolation" \
     dispatch --agent inside x "${G[@]}"
   t refusal-audited 0 "inside.dispatch +allow .*runsc is not installed" audit "${G[@]}"
+  # a runsc that cannot start its sandbox: said as runsc's failure, not the agent's
+  as=("${as_nr[@]}" CAPSULE_RUNSC="$work/bin/runsc")
+  t runsc-failure-said 1 "gVisor sandbox setup failed: runsc: unknown platform: bogus" dispatch --agent inside x "${G[@]}"
+  as=("${as_nr[@]}" CAPSULE_RUNSC=/nonexistent/runsc)
   t list-not-ready 0 "inside .*not ready: it asks for linux-gvisor and gVisor's runsc is not installed" list "${G[@]}"
   t doctor-says-how 0 "gvisor backend +NO +runsc is not installed: .*apt-get install runsc" doctor
   as=("${saved[@]}")
