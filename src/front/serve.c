@@ -67,6 +67,7 @@ void serve_enqueue(struct serve *sv, struct inbound *in)
 
 void serve_lock_state(struct serve *sv) { pthread_mutex_lock(&sv->state_mu); }
 void serve_unlock_state(struct serve *sv) { pthread_mutex_unlock(&sv->state_mu); }
+const struct gw_registry *serve_registry(struct serve *sv) { return &sv->cur->reg; }
 
 char *serve_authenticate(struct serve *sv, const char *token)
 {

@@ -1,14 +1,19 @@
-/* `capsule serve --grpc ADDR`: Selu's CapabilityService (front/grpc_serve.h)
- * in front of the call pipeline, so a Selu orchestrator can use capsule as
- * one capability. Every call carries a bearer token (`authorization:
+/* `capsule serve --grpc ADDR`: Selu's two gRPC services (front/grpc_serve.h:
+ * the seed's CapabilityService and the orchestrator's Capability) in front
+ * of the call pipeline, so a Selu orchestrator can use capsule as one
+ * capability. Every call carries a bearer token (`authorization:
  * Bearer TOKEN` metadata; `capsule access issue`), loopback included: the
  * call is made as the token's user. A tool is named CAPABILITY.TOOL (the
  * capability's id as the longest known prefix before a '.'), or TOOL
  * alone under --capability. Each Invoke runs the pipeline (policy,
  * validation, credentials, the sandbox, audit) in a child process of its
- * own, forked under the state lock (no other thread is then inside
- * SQLite), which opens its own state and registry: the serve's own
- * connection and registry are never shared across threads. */
+ * own, forked under the state lock (no other thread is then inside SQLite
+ * or replacing the registry), which opens its own state and reads the
+ * registry serve held at the fork: the serve's own connection is never
+ * shared across threads. A health check is healthy while serve serves;
+ * under --capability, when that capability is ready (gw_ready, in a child
+ * as well). The orchestrator's config_json is not read: the credentials
+ * are the ones capsule holds, injected as each manifest says. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -24,6 +29,7 @@
 #include "front/serve_internal.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
+#include "gateway/ready.h"
 #include "gateway/state.h"
 #include "image/image.h"
 
@@ -61,14 +67,6 @@ static const struct cap_spec *resolve_name(const struct gw_registry *reg, const 
   return found;
 }
 
-static const char *context_value(const struct grpc_serve_call *call, const char *key)
-{
-  for (size_t i = 0; i < call->n_context; i++)
-    if (strcmp(call->context_keys[i], key) == 0 && *call->context_values[i])
-      return call->context_values[i];
-  return NULL;
-}
-
 static void send_back(int fd, enum gw_outcome o, int code, const char *text)
 {
   struct child_head h = {.outcome = (int32_t)o, .code = code};
@@ -83,9 +81,32 @@ static void send_back(int fd, enum gw_outcome o, int code, const char *text)
   }
 }
 
+/* The child of a health check under --capability: whether it is ready. */
+static _Noreturn void child_health(const struct serve_options *opt, const struct gw_registry *reg,
+                                   struct gw_state *st, const char *user, int out)
+{
+  const struct cap_spec *spec = gw_registry_find(reg, opt->only);
+  if (!spec) {
+    _cleanup_free_ char *msg =
+        cap_xasprintf("no capability \"%s\" in %s", opt->only, opt->caps_dir);
+    send_back(out, GW_OUTCOME_FAILED, ENOENT, msg);
+    _exit(0);
+  }
+  _cleanup_free_ char *images = image_store_dir(opt->state_dir);
+  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", opt->state_dir);
+  char **hidden = NULL;
+  size_t n_hidden = gw_state_private_paths(opt->state_dir, &hidden);
+  struct cap_error why = {0};
+  enum gw_outcome o = gw_ready(spec, images, (const char *const *)hidden, n_hidden, &why);
+  if (o == GW_OUTCOME_OK)
+    o = gw_ready_module(spec, st, user, (const char *const *)hidden, n_hidden, cache, &why);
+  send_back(out, o, why.code, o == GW_OUTCOME_OK ? "ready" : why.message);
+  _exit(0);
+}
+
 /* The child: the pipeline, as `capsule call` runs it, for user. */
-static _Noreturn void child(const struct serve_options *opt, const struct grpc_serve_call *call,
-                            const char *user, int out)
+static _Noreturn void child(const struct serve_options *opt, const struct gw_registry *reg,
+                            const struct grpc_serve_call *call, const char *user, int out)
 {
   signal(SIGPIPE, SIG_DFL);
   sigset_t none;
@@ -93,16 +114,14 @@ static _Noreturn void child(const struct serve_options *opt, const struct grpc_s
   pthread_sigmask(SIG_SETMASK, &none, NULL);
   struct cap_error err = {0};
   struct gw_state *st = NULL;
-  struct gw_registry reg = {0};
-  struct cap_diags diags = {0};
   if (gw_state_open(opt->state_dir, &st, &err) < 0) {
     send_back(out, GW_OUTCOME_FAILED, err.code, err.message);
     _exit(0);
   }
-  gw_registry_load(opt->caps_dir, &reg, &diags);
-  cap_diags_free(&diags);
+  if (call->health)
+    child_health(opt, reg, st, user, out);
   const char *tool = NULL;
-  const struct cap_spec *spec = resolve_name(&reg, opt->only, call->tool_name, &tool);
+  const struct cap_spec *spec = resolve_name(reg, opt->only, call->tool_name, &tool);
   if (!spec) {
     _cleanup_free_ char *msg =
         cap_xasprintf("no capability for tool \"%s\" (name it CAPABILITY.TOOL)", call->tool_name);
@@ -127,14 +146,14 @@ static _Noreturn void child(const struct serve_options *opt, const struct grpc_s
       .cache_dir = cache,
       .volumes_dir = volumes,
       .image_dir = images,
-      .session_id = context_value(call, "session_id"),
-      .thread_id = context_value(call, "thread_id"),
+      .session_id = call->session_id,
+      .thread_id = call->thread_id,
   };
   char **hidden = NULL;
   c.n_hidden = gw_state_private_paths(opt->state_dir, &hidden);
   c.hidden = (const char *const *)hidden;
   struct gw_result res = {0};
-  enum gw_outcome o = gw_call(&c, &reg, st, &res, &err);
+  enum gw_outcome o = gw_call(&c, reg, st, &res, &err);
   send_back(out, o, err.code, o == GW_OUTCOME_OK ? res.json : err.message);
   _exit(0);
 }
@@ -172,11 +191,11 @@ static void answer_call(struct serve_grpc *g, const struct grpc_serve_call *call
     a->status_message = cap_xstrdup("cannot start the call: no pipe");
     return;
   }
-  serve_lock_state(g->sv); /* no other thread inside SQLite while forking */
+  serve_lock_state(g->sv); /* no other thread inside SQLite, nor reloading, while forking */
   pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
-    child(g->opt, call, user, p[1]);
+    child(g->opt, serve_registry(g->sv), call, user, p[1]);
   }
   serve_unlock_state(g->sv);
   close(p[1]);
@@ -191,6 +210,9 @@ static void answer_call(struct serve_grpc *g, const struct grpc_serve_call *call
   if (!ok) {
     a->status = GRPC_SERVE_INTERNAL;
     a->status_message = cap_xstrdup("the call's process ended without an answer");
+  } else if (call->health) { /* not ready is an answer, not a failed call */
+    a->success = h.outcome == GW_OUTCOME_OK;
+    a->error = a->success ? NULL : cap_xstrdup(msg);
   } else if (h.outcome == GW_OUTCOME_OK) {
     a->success = true;
     a->result = cap_xstrdup(msg);
@@ -220,8 +242,9 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
         "issue NAME` makes one)");
     return;
   }
-  if (call->method == GRPC_SERVE_HEALTH) {
+  if (call->health && (serve_stopping(g->sv) || !g->opt->only)) {
     a->success = !serve_stopping(g->sv);
+    a->error = a->success ? NULL : cap_xstrdup("capsule serve is stopping");
     return;
   }
   if (serve_stopping(g->sv)) {
@@ -229,7 +252,8 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     a->status_message = cap_xstrdup("capsule serve is stopping");
     return;
   }
-  serve_log(g->sv, "info", "grpc call", "tool", call->tool_name, "user", user);
+  if (!call->health)
+    serve_log(g->sv, "info", "grpc call", "tool", call->tool_name, "user", user);
   answer_call(g, call, user, a);
 }
 

@@ -71,8 +71,12 @@ bool serve_stopping(struct serve *sv);
  * included): held around a fork, no other thread is inside SQLite. */
 void serve_lock_state(struct serve *sv);
 void serve_unlock_state(struct serve *sv);
+/* The registry serve holds now (reloads replace it under the state lock):
+ * valid while the caller holds the lock, and for good in a child forked
+ * under it. */
+const struct gw_registry *serve_registry(struct serve *sv);
 
-/* serve_grpc.c: Selu's CapabilityService on opt->grpc_addr (TLS with
+/* serve_grpc.c: Selu's two gRPC services on opt->grpc_addr (TLS with
  * opt's certificate; a non-loopback address needs it or --insecure). */
 struct serve_grpc;
 int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct serve_grpc **ret,
