@@ -67,7 +67,6 @@ void serve_enqueue(struct serve *sv, struct inbound *in)
 
 void serve_lock_state(struct serve *sv) { pthread_mutex_lock(&sv->state_mu); }
 void serve_unlock_state(struct serve *sv) { pthread_mutex_unlock(&sv->state_mu); }
-const struct gw_registry *serve_registry(struct serve *sv) { return &sv->cur->reg; }
 
 char *serve_authenticate(struct serve *sv, const char *token)
 {
@@ -481,6 +480,7 @@ static int load(struct serve *sv, struct cap_error *err)
   char n[32];
   snprintf(n, sizeof n, "%zu", g->reg.n);
   serve_log(sv, "info", "registry loaded", "capabilities", n, "problems", problems);
+  serve_grpc_reloaded(sv->grpc);
   sv->status_dirty = true;
   rewatch(sv);
   return 0;

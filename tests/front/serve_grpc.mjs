@@ -1,7 +1,8 @@
 // `capsule serve --grpc` driven by the official Node gRPC client with
 // Selu's two protos (the seed's CapabilityService, the orchestrator's
 // Capability): node serve_grpc.mjs PROTO ORCHESTRATOR_PROTO TARGET TOKEN
-// [MODE]. MODE "all" (the default) runs every check; "ready" and
+// [MODE]. MODE "all" (the default) runs every check; "selu" calls the
+// C Selu example (text-tools) through both services; "ready" and
 // "not-ready" check the orchestrator's Healthcheck of a serve under
 // --capability; "reloaded" calls a capability added while serving.
 // Prints "ok NAME" / "FAIL NAME: why" lines; exits 1 on a failure.
@@ -44,6 +45,18 @@ if (mode === 'ready' || mode === 'not-ready') {
   r.res && r.res.ready === want && (want ? r.res.message === 'ready' : r.res.message.length > 0)
     ? ok(`orchestrator healthcheck ${mode}`) : bad(`orchestrator healthcheck ${mode}`, JSON.stringify(r));
   if (!want) console.log(`why: ${r.res && r.res.message}`);
+  finish();
+}
+if (mode === 'selu') {
+  for (const [c, name] of [[orch, 'Capability'], [client, 'CapabilityService']]) {
+    const r = c === orch
+      ? await ocall('Invoke', { tool_name: 'text-tools.word_count', args_json: enc({ text: 'a b c' }) }, token)
+      : await call('Invoke', { tool_name: 'text-tools.word_count', parameters: '{"text":"a b c"}' }, token);
+    const out = r.res && (c === orch ? r.res.result_json.toString() : r.res.result);
+    try {
+      JSON.parse(out).words === 3 ? ok(`a warm Selu tool through ${name}`) : bad(`selu ${name}`, JSON.stringify(r));
+    } catch (e) { bad(`selu ${name}`, `${e} ${JSON.stringify(r)}`); }
+  }
   finish();
 }
 if (mode === 'reloaded') {

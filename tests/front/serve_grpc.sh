@@ -38,6 +38,13 @@ drive() { # TARGET [MODE]: serve_grpc.mjs's lines as checks
 }
 agent echo
 agent blocked
+root=$(cd "$here/../.." && pwd)
+selu=no # the C Selu example, warm behind serve (make build builds it)
+if [ -x "$root/examples/selu-text/capability" ]; then
+  cp -r "$root/examples/selu-text" "$caps/selu-text"
+  "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count allow >/dev/null
+  selu=yes
+fi
 "$capsule" policy set --caps "$caps" --state "$state" echo dispatch allow >/dev/null
 "$capsule" policy set --caps "$caps" --state "$state" blocked dispatch block >/dev/null
 token=$("$capsule" access issue grpc-test --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
@@ -47,9 +54,15 @@ spid=$!
 for _ in $(seq 200); do [ -S "$work/g.sock" ] && break; sleep 0.05; done
 if [ -S "$work/g.sock" ]; then
   drive "unix:$work/g.sock"
+  if [ $selu = yes ]; then # a Selu call from a child of the gRPC process: it must not hang
+    drive "unix:$work/g.sock" selu
+  else
+    echo "  skip selu: build examples/selu-text (make build does)"
+  fi
   agent late
   "$capsule" policy set --caps "$caps" --state "$state" late dispatch allow >/dev/null
-  for _ in $(seq 100); do grep -q '"registry loaded".*"capabilities":"3"' "$work/serve.log" && break; sleep 0.1; done
+  n=3; [ $selu = yes ] && n=4
+  for _ in $(seq 100); do grep -q "\"registry loaded\".*\"capabilities\":\"$n\"" "$work/serve.log" && break; sleep 0.1; done
   drive "unix:$work/g.sock" reloaded
   audit=$("$capsule" audit --json --state "$state" 2>/dev/null)
   jq -e '[.[] | select(.capability == "echo" and .tool == "dispatch" and .user == "alice")] | length >= 5' \
