@@ -649,12 +649,12 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
     r = check_alone(sv, err);
   if (r == 0)
     r = listen_unix(sv, err);
-  if (r == 0 && opt->http_addr)
-    r = serve_http_start(sv, &hooks, opt, &sv->http, err);
   if (r == 0 && opt->grpc_addr)
     r = check_grpc_addr(opt, err);
-  if (r == 0 && opt->grpc_addr)
+  if (r == 0 && opt->grpc_addr) /* forks: while serve has no other thread */
     r = serve_grpc_start(sv, opt, &sv->grpc, err);
+  if (r == 0 && opt->http_addr)
+    r = serve_http_start(sv, &hooks, opt, &sv->http, err);
   return r;
 }
 

@@ -33,6 +33,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "front/grpc_serve.h"
+#include "front/serve_core.h"
 #include "front/serve_internal.h"
 #include "gateway/access.h"
 #include "gateway/call.h"
@@ -183,6 +184,10 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
                                    int reload_rd)
 {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
+  int theirs[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake}; /* serve's, not ours */
+  for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
+    if (theirs[i] >= 0)
+      close(theirs[i]);
   struct grpc_proc g = {.sv = sv, .opt = opt};
   pthread_mutex_init(&g.mu, NULL);
   int sp[2];
