@@ -305,7 +305,57 @@ int gw_approval_resolve(struct gw_state *st, const char *id, bool approve,
   *was = rc == 0 ? r.was : GW_APPROVAL_NONE;
   if (*was == GW_APPROVAL_NONE)
     gw_approval_clear(out);
+  /* calls waiting on other gateways (gw_approval_wait) wake now; one
+   * that misses it finds the decision at its next look */
+  if (rc == 0 && *was == GW_APPROVAL_PENDING)
+    gw_db_notify(db, GW_APPROVAL_CHANNEL, id);
   return rc;
+}
+
+/* The status of approval id now (GW_APPROVAL_NONE: no such one). */
+static int status_of(struct gw_db *db, const char *id, enum gw_approval_status *status,
+                     struct cap_error *err)
+{
+  _cleanup_stmt_ struct gw_stmt *s =
+      prep(db, "SELECT status, expires_ms FROM approval_requests WHERE id = ?", 1, &id);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *status = GW_APPROVAL_NONE;
+  if (rc == GW_DB_ROW) {
+    *status = status_from(gw_stmt_text(s, 0));
+    if (*status == GW_APPROVAL_PENDING &&
+        gw_stmt_int64(s, 1) <= (int64_t)cap_now_ms(CLOCK_REALTIME))
+      *status = GW_APPROVAL_EXPIRED;
+  }
+  return rc == GW_DB_ROW || rc == GW_DB_DONE ? 0 : db_fail(db, err, "cannot read the approvals");
+}
+
+#define WAIT_SLICE_MS 1000 /* a missed notification costs at most this */
+
+int gw_approval_wait(struct gw_state *st, const char *id, int64_t timeout_ms,
+                     enum gw_approval_status *status, struct cap_error *err)
+{
+  struct gw_db *db = approvals_db(st, err);
+  if (!db)
+    return -EIO;
+  bool notified = gw_db_kind(db) == GW_DB_POSTGRES;
+  /* listening before the first look: a decision between the two is not lost */
+  if (notified && gw_db_wait_notify(db, GW_APPROVAL_CHANNEL, 0) < 0)
+    notified = false;
+  uint64_t end = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  for (;;) {
+    int r = status_of(db, id, status, err);
+    if (r < 0 || *status != GW_APPROVAL_PENDING)
+      return r;
+    uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+    if (now >= end)
+      return 0;
+    int slice = (int)(end - now < WAIT_SLICE_MS ? end - now : WAIT_SLICE_MS);
+    if (!notified || gw_db_wait_notify(db, GW_APPROVAL_CHANNEL, slice) < 0) {
+      notified = false; /* polling from here on */
+      struct timespec ts = {.tv_sec = 0, .tv_nsec = (slice < 200 ? slice : 200) * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+  }
 }
 
 int gw_approval_list_pending(struct gw_state *st, gw_approval_fn fn, void *arg,

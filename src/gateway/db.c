@@ -92,7 +92,7 @@ static struct cap_error pg_module_err;
 static void pg_load(void)
 {
   pg_module = cap_module_open(GW_DB_PG_MODULE_NAME, GW_DB_PG_MODULE_SYMBOL, sizeof *pg_module,
-                              "a PostgreSQL state", &pg_module_err);
+                              "PostgreSQL state", &pg_module_err);
 }
 
 int gw_db_open_pg(const char *url, struct gw_db **ret, struct cap_error *err)

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GW_DB_PG_MODULE_NAME "capsule-state-pg"
+#define GW_DB_PG_MODULE_NAME "capsule-state-pg.so"
 #define GW_DB_PG_MODULE_SYMBOL "capsule_state_pg_module"
 
 struct gw_pg;

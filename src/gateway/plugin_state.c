@@ -298,7 +298,7 @@ int gw_grant_list(struct gw_state *st, const char *cap, gw_grant_fn fn, void *ar
 {
   struct gw_stmt *s = gw_state_prep(st,
                                     "SELECT capability, kind, value, created FROM grants WHERE"
-                                    " ? IS NULL OR capability = ? ORDER BY 1, 2, 3",
+                                    " CAST(? AS TEXT) IS NULL OR capability = ? ORDER BY 1, 2, 3",
                                     cap, cap, NULL);
   int rc = GW_DB_ERROR;
   while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {

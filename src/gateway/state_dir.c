@@ -156,6 +156,16 @@ int gw_statedir_load_key(int dirfd, const char *dir, unsigned char key[GW_KEY_BY
   const char *env = getenv("CAPSULE_STATE_KEY");
   if (env && *env)
     return key_from_env(env, key, err);
+  /* a key file of the operator's choosing (several gateways sharing one
+   * database share its key): the same checks as STATE/key */
+  const char *file = getenv("CAPSULE_STATE_KEY_FILE");
+  if (file && *file) {
+    _cleanup_close_ int kfd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (kfd < 0)
+      return cap_error_errno(err, errno, "cannot read the state key CAPSULE_STATE_KEY_FILE=%s",
+                             file);
+    return read_key(kfd, file, key, err);
+  }
   _cleanup_free_ char *path = cap_xasprintf("%s/key", dir);
   for (int attempt = 0; attempt < 2; attempt++) {
     _cleanup_close_ int fd = openat(dirfd, "key", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
