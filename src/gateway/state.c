@@ -227,26 +227,41 @@ static int state_keys(struct gw_state *st, struct cap_error *err)
 
 /* A PostgreSQL state records its key's fingerprint (a key derived from
  * it, hashed): a gateway holding another key is refused before it seals
- * or chains anything under it. */
-static int check_key_fingerprint(struct gw_state *st, struct cap_error *err)
+ * or chains anything under it. And its random id, which names this
+ * host's high-water mark of it. */
+static int meta_once(struct gw_state *st, const char *key, const char *value, char out[65],
+                     struct cap_error *err)
 {
-  char fp[65];
-  gw_sha256_hex(st->keys->audit, sizeof st->keys->audit, fp);
   struct gw_stmt *s =
-      gw_state_prep(st, "INSERT OR IGNORE INTO meta VALUES ('key_fingerprint', ?)", fp, NULL);
+      gw_state_prep(st, "INSERT OR IGNORE INTO meta VALUES (?, ?)", key, value, NULL);
   int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
   gw_stmt_finalize(s);
-  s = gw_state_prep(st, "SELECT value FROM meta WHERE key = 'key_fingerprint'", NULL);
+  s = gw_state_prep(st, "SELECT value FROM meta WHERE key = ?", key, NULL);
   if (rc == GW_DB_DONE)
     rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
-  int r = rc == GW_DB_ROW ? 0 : gw_state_db_error(st, err, "cannot read the key's fingerprint");
-  if (r == 0 && strcmp(gw_stmt_text(s, 0), fp) != 0)
+  if (rc == GW_DB_ROW)
+    snprintf(out, 65, "%s", gw_stmt_text(s, 0));
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW ? 0 : gw_state_db_error(st, err, "cannot read the state's identity");
+}
+
+static int check_identity(struct gw_state *st, struct cap_error *err)
+{
+  char fp[65], have[65], id[65], rnd[8], hex[17];
+  gw_sha256_hex(st->keys->audit, sizeof st->keys->audit, fp);
+  randombytes_buf(rnd, sizeof rnd);
+  sodium_bin2hex(hex, sizeof hex, (unsigned char *)rnd, sizeof rnd);
+  int r = meta_once(st, "key_fingerprint", fp, have, err);
+  if (r == 0 && strcmp(have, fp) != 0)
     r = cap_error_set(err, EKEYREJECTED,
                       "state %s was made with another state key (its fingerprint %.16s..., this "
                       "key's %.16s...): refusing it; give this gateway the key the others use "
                       "(CAPSULE_STATE_KEY or CAPSULE_STATE_KEY_FILE)",
-                      gw_state_where(st), gw_stmt_text(s, 0), fp);
-  gw_stmt_finalize(s);
+                      gw_state_where(st), have, fp);
+  if (r == 0)
+    r = meta_once(st, "state_id", hex, id, err);
+  if (r == 0)
+    snprintf(st->hwm_name, sizeof st->hwm_name, "audit-hwm-%.16s", id);
   return r;
 }
 
@@ -265,7 +280,7 @@ static int state_db(struct gw_state *st, struct cap_error *err)
   }
   r = migrate(st, err);
   if (r == 0 && st->url)
-    r = check_key_fingerprint(st, err);
+    r = check_identity(st, err);
   if (r == 0 && st->url)
     r = gw_approvals_prepare(st, err);
   return r;
@@ -283,6 +298,7 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
     dir = local;
   st->url = url ? cap_xstrdup(url) : NULL;
   st->dir = cap_xstrdup(dir);
+  snprintf(st->hwm_name, sizeof st->hwm_name, "audit-hwm");
   st->dirfd = gw_statedir_open(dir, err);
   int r = st->dirfd < 0 ? st->dirfd : state_keys(st, err);
   if (r == 0)

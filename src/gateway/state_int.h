@@ -23,6 +23,10 @@ struct gw_state_keys {
 struct gw_state {
   struct gw_db *db;
   char *url; /* a PostgreSQL state's database (NULL: STATE/state.db) */
+  /* the audit high-water mark's file in dir: audit-hwm, or for a
+   * PostgreSQL state audit-hwm-ID (ID: the database's state_id), so that
+   * one host's marks of several states never meet */
+  char hwm_name[48];
   char *dir;
   int dirfd; /* the state directory, as checked */
   struct gw_state_keys *keys;

@@ -181,8 +181,7 @@ static void funcs_access_budget_tokens(struct gw_state *st)
   CHECK(gw_issuer_key(st, pk2, sk2, &made, &err) == 0 && !made && memcmp(pk, pk2, 32) == 0);
   struct gw_token t = {0};
   unsigned char subject[32] = {1, 2, 3};
-  CHECK(gw_token_issue(st, subject, "agent", "tool.web_search", "{}", false, 0, &t,
-                       &err) == 0);
+  CHECK(gw_token_issue(st, subject, "agent", "tool.web_search", "{}", false, 0, &t, &err) == 0);
   if (err.message)
     fprintf(stderr, "token: %s\n", err.message);
   n = 0;
@@ -259,11 +258,8 @@ static int append(const char *dir, long n, const char *tag)
   for (long i = 0; i < n; i++) {
     char outcome[96];
     snprintf(outcome, sizeof outcome, "%s-%ld", tag, i);
-    struct gw_audit_record r = {.user = tag,
-                                .capability = "c",
-                                .tool = "t",
-                                .decision = "allow",
-                                .outcome = outcome};
+    struct gw_audit_record r = {
+        .user = tag, .capability = "c", .tool = "t", .decision = "allow", .outcome = outcome};
     struct cap_error err = {0};
     if (gw_audit_append(st, &r, &err) == 0)
       ok++;
