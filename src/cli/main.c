@@ -100,7 +100,7 @@ static const struct {
     {"export", cmd_export},       {"config", cmd_config},
     {"triggers", cmd_triggers},   {"events", cmd_events},
     {"grant", cmd_grant},         {"revoke", cmd_revoke},
-    {"plugin", cmd_plugin},
+    {"plugin", cmd_plugin},       {"state", cmd_state},
 };
 
 static int (*find_verb(const char *name))(int, char **)

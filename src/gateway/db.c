@@ -412,6 +412,34 @@ bool gw_stmt_is_null(struct gw_stmt *s, int i)
   return s->lite ? sqlite3_column_type(s->lite, i) == SQLITE_NULL : pg_value(s, i) == NULL;
 }
 
+int gw_stmt_columns(struct gw_stmt *s)
+{
+  if (s->lite)
+    return sqlite3_column_count(s->lite);
+  return s->res ? s->db->pg->nfields(s->res) : 0;
+}
+
+const char *gw_stmt_name(struct gw_stmt *s, int i)
+{
+  if (s->lite)
+    return sqlite3_column_name(s->lite, i);
+  return s->res ? s->db->pg->fname(s->res, i) : NULL;
+}
+
+enum gw_db_type gw_stmt_type(struct gw_stmt *s, int i)
+{
+  if (!s->lite)
+    return pg_value(s, i) == NULL           ? GW_DB_NULL
+           : s->db->pg->is_bytea(s->res, i) ? GW_DB_BLOB
+                                            : GW_DB_TEXT;
+  switch (sqlite3_column_type(s->lite, i)) {
+  case SQLITE_NULL: return GW_DB_NULL;
+  case SQLITE_INTEGER: return GW_DB_INTEGER;
+  case SQLITE_BLOB: return GW_DB_BLOB;
+  default: return GW_DB_TEXT;
+  }
+}
+
 static int hexval(char c)
 {
   return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;

@@ -78,6 +78,12 @@ int gw_stmt_int(struct gw_stmt *s, int i);
 const void *gw_stmt_blob(struct gw_stmt *s, int i);
 int gw_stmt_bytes(struct gw_stmt *s, int i);
 bool gw_stmt_is_null(struct gw_stmt *s, int i);
+/* The current row's columns: how many, each one's name and kind (on
+ * PostgreSQL every value but bytea reads as text). */
+enum gw_db_type { GW_DB_NULL, GW_DB_INTEGER, GW_DB_TEXT, GW_DB_BLOB };
+int gw_stmt_columns(struct gw_stmt *s);
+const char *gw_stmt_name(struct gw_stmt *s, int i);
+enum gw_db_type gw_stmt_type(struct gw_stmt *s, int i);
 void gw_stmt_finalize(struct gw_stmt *s);
 
 /* ---- PostgreSQL only (no-ops, or -ENOTSUP, on SQLite) ---- */

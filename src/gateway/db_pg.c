@@ -109,6 +109,13 @@ static bool pg_reset(struct gw_pg *c)
 
 static int pg_ntuples(const struct gw_pg_res *r) { return PQntuples((const PGresult *)r); }
 
+static int pg_nfields(const struct gw_pg_res *r) { return PQnfields((const PGresult *)r); }
+
+static const char *pg_fname(const struct gw_pg_res *r, int col)
+{
+  return PQfname((const PGresult *)r, col);
+}
+
 static const char *pg_value(const struct gw_pg_res *r, int row, int col)
 {
   const PGresult *p = (const PGresult *)r;
@@ -201,6 +208,8 @@ VISIBLE const struct gw_db_pg_module capsule_state_pg_module = {
     .broken = pg_broken,
     .reset = pg_reset,
     .ntuples = pg_ntuples,
+    .nfields = pg_nfields,
+    .fname = pg_fname,
     .value = pg_value,
     .is_bytea = pg_is_bytea,
     .changes = pg_changes,

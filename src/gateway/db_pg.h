@@ -34,6 +34,8 @@ struct gw_db_pg_module {
   /* Reconnects a broken connection: true when it is back. */
   bool (*reset)(struct gw_pg *c);
   int (*ntuples)(const struct gw_pg_res *r);
+  int (*nfields)(const struct gw_pg_res *r);
+  const char *(*fname)(const struct gw_pg_res *r, int col);
   const char *(*value)(const struct gw_pg_res *r, int row, int col); /* NULL for NULL */
   bool (*is_bytea)(const struct gw_pg_res *r, int col);
   int64_t (*changes)(const struct gw_pg_res *r);

@@ -58,6 +58,17 @@ void gw_state_close(struct gw_state *st);
  * the count clears it. The command line warns about them. */
 int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err);
 
+/* `capsule state migrate` (state_migrate.c): the SQLite state in the
+ * directory from copied into the empty PostgreSQL database at the URL
+ * to, in one transaction, under the source's key (CAPSULE_STATE_KEY or
+ * CAPSULE_STATE_KEY_FILE, else FROM/key); then verified: each table's
+ * rows agree on both sides (fn is told each table's count) and the copied
+ * audit chain verifies, *audit_records long. The source's chain must
+ * verify first; a target holding any row is refused. */
+typedef void (*gw_migrate_fn)(void *arg, const char *table, int64_t rows);
+int gw_state_migrate(const char *from, const char *to, gw_migrate_fn fn, void *arg,
+                     size_t *audit_records, struct cap_error *err);
+
 /* A capability's recorded id range read without opening the state (no
  * key, no database): from the host's registry, under the path of the
  * state directory dir, which statefd is (gw_statedir_open's checks
