@@ -104,8 +104,12 @@ int gw_db_open_pg(const char *url, struct gw_db **ret, struct cap_error *err)
   char *why = NULL;
   struct gw_pg *conn = pg_module->connect(url, &why);
   if (!conn) {
-    cap_error_set(err, ECONNREFUSED, "cannot connect to the state database: %s",
-                  why ? why : "unknown error");
+    char where[512];
+    gw_db_url_redact(url, where, sizeof where);
+    cap_error_set(err, ECONNREFUSED,
+                  "cannot connect to the state database %s: %s (is the server up, and is this "
+                  "the URL? --state or CAPSULE_STATE names it)",
+                  where, why ? why : "unknown error");
     free(why);
     return -ECONNREFUSED;
   }

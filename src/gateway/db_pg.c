@@ -20,12 +20,26 @@ struct gw_pg {
   size_t n_listening;
 };
 
+/* libpq's message on one line: its line breaks and tabs as spaces, no
+ * trailing blank. */
+static void one_line(char *m)
+{
+  char *w = m;
+  for (const char *r = m; *r; r++) {
+    char ch = *r == '\n' || *r == '\t' ? ' ' : *r;
+    if (ch == ' ' && (w == m || w[-1] == ' '))
+      continue;
+    *w++ = ch;
+  }
+  while (w > m && w[-1] == ' ')
+    w--;
+  *w = '\0';
+}
+
 static void set_msg(struct gw_pg *c, const char *m, const char *state)
 {
   snprintf(c->msg, sizeof c->msg, "%s", m && *m ? m : "unknown error");
-  size_t n = strlen(c->msg);
-  while (n && (c->msg[n - 1] == '\n' || c->msg[n - 1] == ' '))
-    c->msg[--n] = '\0';
+  one_line(c->msg);
   snprintf(c->state, sizeof c->state, "%s", state ? state : "");
 }
 
@@ -39,11 +53,9 @@ static struct gw_pg *pg_connect(const char *url, char **why)
 {
   PGconn *conn = PQconnectdb(url);
   if (!conn || PQstatus(conn) != CONNECTION_OK) {
-    const char *m = conn ? PQerrorMessage(conn) : "out of memory";
-    size_t n = strlen(m);
-    while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
-      n--;
-    *why = strndup(m, n);
+    *why = strdup(conn ? PQerrorMessage(conn) : "out of memory");
+    if (*why)
+      one_line(*why);
     PQfinish(conn);
     return NULL;
   }

@@ -9,7 +9,9 @@
  *   state_helper outcomes DIR        every record's outcome, one a line
  *   state_helper ask DIR             a pending approval; prints its id
  *   state_helper wait DIR ID MS      waits for its decision; prints it
- *   state_helper open DIR            opens the state (exit 1 with the error) */
+ *   state_helper event DIR           one trigger event; prints its number
+ *   state_helper open DIR            opens the state (exit 1 with the error)
+ *   state_helper sql TEXT            TEXT as the PostgreSQL driver sends it */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -284,6 +286,13 @@ int main(int argc, char **argv)
   }
   const char *cmd = argv[1], *dir = argv[2];
   struct cap_error err = {0};
+  if (strcmp(cmd, "sql") == 0) {
+    int n = 0;
+    char *text = gw_db_sql_pg(argv[2], &n);
+    printf("%s [%d]\n", text ? text : "(malformed)", n);
+    free(text);
+    return 0;
+  }
   if (strcmp(cmd, "funcs") == 0)
     return funcs(dir);
   if (strcmp(cmd, "append") == 0 && argc == 5)
@@ -310,6 +319,10 @@ int main(int argc, char **argv)
     enum gw_approval_status s;
     if ((r = gw_approval_wait(st, argv[3], strtoll(argv[4], NULL, 10), &s, &err)) == 0)
       puts(gw_approval_status_name(s));
+  } else if (strcmp(cmd, "event") == 0) {
+    int64_t seq = 0;
+    if ((r = gw_trigger_commit(st, "c", "tr", "", "{}", "{}", &seq, &err)) == 0)
+      printf("%" PRId64 "\n", seq);
   } else if (strcmp(cmd, "open") != 0) {
     fprintf(stderr, "state_helper: unknown command %s\n", cmd);
     r = -EINVAL;
