@@ -45,6 +45,7 @@ enum {
   OPT_ARTIFACTS,
   OPT_SHARED,
   OPT_APPROVAL_TTL,
+  OPT_WAIT_APPROVAL,
   OPT_SINCE,
   OPT_TAIL,
   OPT_FORCE,
@@ -66,6 +67,7 @@ static const struct option common_options[] = {
     {"artifacts", required_argument, NULL, OPT_ARTIFACTS},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
+    {"wait-approval", required_argument, NULL, OPT_WAIT_APPROVAL},
     {"since", required_argument, NULL, OPT_SINCE},
     {"tail", required_argument, NULL, OPT_TAIL},
     {"force", no_argument, NULL, OPT_FORCE},
@@ -127,14 +129,19 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
       o->scope = optarg;
       break;
     case OPT_TIMEOUT:
-    case OPT_APPROVAL_TTL: {
-      const char *name = c == OPT_TIMEOUT ? "--timeout" : "--approval-ttl";
+    case OPT_APPROVAL_TTL:
+    case OPT_WAIT_APPROVAL: {
+      const char *name = c == OPT_TIMEOUT        ? "--timeout"
+                         : c == OPT_APPROVAL_TTL ? "--approval-ttl"
+                                                 : "--wait-approval";
       char *end;
       unsigned long long v = strtoull(optarg, &end, 10);
       if (*end || !v || v > 31536000)
         return cli_usage_error(verb, "%s takes a number of seconds from 1 to 31536000, not '%s'",
                                name, optarg);
-      *(c == OPT_TIMEOUT ? &o->timeout_s : &o->approval_ttl_s) = v;
+      *(c == OPT_TIMEOUT        ? &o->timeout_s
+        : c == OPT_APPROVAL_TTL ? &o->approval_ttl_s
+                                : &o->wait_approval_s) = v;
       break;
     }
     case 'h': fputs(cli_gateway_help(verb), stdout); return -1;
@@ -508,6 +515,7 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
       .deadline_ms = o->timeout_s * 1000,
       .may_prompt = true,
       .approval_ttl_ms = (int64_t)o->approval_ttl_s * 1000,
+      .approval_wait_ms = (int64_t)o->wait_approval_s * 1000,
       .log_dir = logs,
       .run_dir = run,
       .cache_dir = cache,

@@ -17,6 +17,7 @@ struct common {
   const char *scope;
   uint64_t timeout_s;
   uint64_t approval_ttl_s;
+  uint64_t wait_approval_s; /* call --wait-approval S: wait for the operator's decision */
   const char *session;
   const char *thread; /* call --thread: Selu's thread_id within the session */
 #define CLI_MAX_ATTACH 16

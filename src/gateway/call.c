@@ -356,6 +356,21 @@ static enum gw_outcome ask(struct call_ctx *c, const char *source, struct cap_er
     return ask_denied(c, NULL, err);
   if (status != GW_APPROVAL_PENDING && gw_approval_create(c->st, &req, id, err) < 0)
     return GW_OUTCOME_FAILED;
+  if (call->approval_wait_ms > 0) { /* the operator decides while the call waits */
+    enum gw_approval_status now;
+    if (gw_approval_wait(c->st, id, call->approval_wait_ms, &now, err) < 0)
+      return GW_OUTCOME_FAILED;
+    if (now == GW_APPROVAL_APPROVED || now == GW_APPROVAL_DENIED) {
+      if (gw_approval_take(c->st, &req, &status, id, &lapsed, lapsed_id, err) < 0)
+        return GW_OUTCOME_FAILED;
+      if (status == GW_APPROVAL_DENIED)
+        return ask_denied(c, id, err);
+      if (status == GW_APPROVAL_APPROVED) {
+        c->rec.decision = "ask-approved";
+        return GW_OUTCOME_OK;
+      }
+    }
+  }
   c->rec.decision = "approval-pending";
   _cleanup_free_ char *was =
       lapsed == GW_APPROVAL_EXPIRED ? cap_xasprintf(" (approval %s expired)", lapsed_id)

@@ -34,16 +34,17 @@ struct gw_call {
   const char *user; /* who calls */
   uint64_t deadline_ms;
   size_t output_cap;
-  bool may_prompt;         /* ask on the controlling terminal when policy says ask */
-  enum gw_answer answer;   /* already asked through the client; GW_ANSWER_NONE: not */
-  int64_t approval_ttl_ms; /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
-  const char *log_dir;     /* the tools' stderr goes to LOG_DIR/<capability>.log */
-  const char *run_dir;     /* warm instances' sockets (Selu) */
-  const char *cache_dir;   /* discovered tools (Selu tool_source: dynamic) */
-  const char *session_id;  /* the agent's session, passed to Selu; NULL: one per call */
-  const char *thread_id;   /* the conversation thread in the session (Selu's thread_id), or NULL */
-  const char *volumes_dir; /* Selu workspaces and caches (gateway/volumes.h) */
-  const char *image_dir;   /* the image store (image/image.h) Selu images run from */
+  bool may_prompt;          /* ask on the controlling terminal when policy says ask */
+  enum gw_answer answer;    /* already asked through the client; GW_ANSWER_NONE: not */
+  int64_t approval_ttl_ms;  /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
+  int64_t approval_wait_ms; /* a pending approval: wait this long for its decision; 0: none */
+  const char *log_dir;      /* the tools' stderr goes to LOG_DIR/<capability>.log */
+  const char *run_dir;      /* warm instances' sockets (Selu) */
+  const char *cache_dir;    /* discovered tools (Selu tool_source: dynamic) */
+  const char *session_id;   /* the agent's session, passed to Selu; NULL: one per call */
+  const char *thread_id;    /* the conversation thread in the session (Selu's thread_id), or NULL */
+  const char *volumes_dir;  /* Selu workspaces and caches (gateway/volumes.h) */
+  const char *image_dir;    /* the image store (image/image.h) Selu images run from */
   /* Selu artifacts (the orchestrator's contract): files uploaded into the
    * arguments' "attachments", and where the result's artifacts are saved
    * (NULL: left in the capability) */

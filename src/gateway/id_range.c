@@ -16,7 +16,6 @@
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,34 +108,34 @@ static bool base_valid(int64_t b)
 
 static int lookup(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
+  struct gw_stmt *s =
+      gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
   if (!s)
     return gw_state_db_error(st, err, "cannot read id_ranges");
-  int rc = sqlite3_step(s);
-  int64_t b = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-  sqlite3_finalize(s);
-  if (rc == SQLITE_ROW && !base_valid(b))
+  int rc = gw_stmt_step(s);
+  int64_t b = rc == GW_DB_ROW ? gw_stmt_int64(s, 0) : 0;
+  gw_stmt_finalize(s);
+  if (rc == GW_DB_ROW && !base_valid(b))
     return cap_error_set(err, EINVAL,
                          "the id range recorded for %s (base %lld) is not one capsule hands out; "
                          "the state's id_ranges table was edited: refusing",
                          key, (long long)b);
   *base = (uint32_t)b;
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
-             ? 0
-             : gw_state_db_error(st, err, "cannot read id_ranges");
+  return rc == GW_DB_ROW || rc == GW_DB_DONE ? 0
+                                             : gw_state_db_error(st, err, "cannot read id_ranges");
 }
 
 /* The recorded ranges, as taken. */
 static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges", NULL);
+  struct gw_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges", NULL);
   if (!s)
     return gw_state_db_error(st, err, "cannot read id_ranges");
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-    taken_add(t, (uint64_t)sqlite3_column_int64(s, 0), GW_ID_RANGE_SIZE);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read id_ranges");
+  while ((rc = gw_stmt_step(s)) == GW_DB_ROW)
+    taken_add(t, (uint64_t)gw_stmt_int64(s, 0), GW_ID_RANGE_SIZE);
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read id_ranges");
 }
 
 /* The host's registry of ranges handed out by every state directory (as
@@ -408,15 +407,15 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
                       "0x%x are taken by other capabilities, /etc/subuid, /etc/subgid or "
                       "host users)",
                       key, (RANGE_END - RANGE_FIRST) / GW_ID_RANGE_SIZE, RANGE_FIRST);
-  sqlite3_stmt *s = NULL;
+  struct gw_stmt *s = NULL;
   if (r == 0 &&
       !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)", key, NULL)))
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (s) {
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)b);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
+    gw_stmt_bind_int64(s, 2, (int64_t)b);
+    int rc = gw_stmt_step(s);
+    gw_stmt_finalize(s);
+    if (rc != GW_DB_DONE)
       r = gw_state_db_error(st, err, "cannot record an id range");
   }
   if (r == 0) {
@@ -532,16 +531,16 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
     return r;
   }
   /* under the write lock: another capsule may be allocating too */
-  struct sqlite3 *db = gw_state_db(st);
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+  struct gw_db *db = gw_state_db(st);
+  if (gw_db_exec(db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot allocate an id range");
   r = lookup(st, key, base, err);
   if (r == 0 && !*base)
     r = allocate(st, key, base, err);
-  if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+  if (r == 0 && gw_db_exec(db, "COMMIT") != GW_DB_OK)
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (r < 0) {
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    gw_db_exec(db, "ROLLBACK");
     *base = 0;
   }
   return r;
