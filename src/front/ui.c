@@ -135,7 +135,8 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, struct answer *a)
   MHD_add_response_header(r, "Content-Security-Policy", CSP);
   MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
   MHD_add_response_header(r, "X-Frame-Options", "DENY");
-  MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+  MHD_add_response_header(r, "Referrer-Policy",
+                          "same-origin"); /* no-referrer makes a form's Origin "null" */
   MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
   if (a->location)
     MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, a->location);
@@ -329,9 +330,13 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
 {
   bool post = strcmp(method, "POST") == 0;
   struct ui_sess *s = sess_find(u, MHD_lookup_connection_value(c, MHD_COOKIE_KIND, u->cookie));
+  if (post && !s) {
+    pthread_mutex_unlock(&u->mu);
+    return plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login");
+  }
   if (post) {
     const char *csrf = param(q, "csrf");
-    if (!s || !csrf || strlen(csrf) != 64 || sodium_memcmp(csrf, s->csrf, 64) != 0) {
+    if (!csrf || strlen(csrf) != 64 || sodium_memcmp(csrf, s->csrf, 64) != 0) {
       pthread_mutex_unlock(&u->mu);
       return plain(c, MHD_HTTP_FORBIDDEN,
                    "Forbidden: the form's CSRF token is missing or not this session's "
@@ -497,7 +502,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   bool post = strcmp(method, "POST") == 0;
   if (!post && strcmp(method, "GET") && strcmp(method, "HEAD"))
     return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED, "Method Not Allowed");
-  if (strncmp(url, "/static/", 8) == 0)
+  if (strncmp(url, "/static/", 8) == 0 || strcmp(url, "/favicon.ico") == 0)
     return asset(c, url);
   if (q->too_big)
     return plain(c, MHD_HTTP_CONTENT_TOO_LARGE, "the form is larger than 64 KiB");
