@@ -225,25 +225,9 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
   return MHD_YES;
 }
 
-/* application/x-www-form-urlencoded: name=value&..., '+' a space. */
-static void form_args(struct ui_req *q)
+static void form_arg(void *arg, const char *name, const char *value)
 {
-  const char *p = q->body.data ? q->body.data : "", *end = p + q->body.len;
-  while (p < end) {
-    const char *amp = memchr(p, '&', (size_t)(end - p));
-    const char *stop = amp ? amp : end, *eq = memchr(p, '=', (size_t)(stop - p));
-    if (eq) {
-      _cleanup_free_ char *k = cap_xstrndup(p, (size_t)(eq - p));
-      _cleanup_free_ char *v = cap_xstrndup(eq + 1, (size_t)(stop - eq - 1));
-      for (char *x = k; *x; x++)
-        *x = *x == '+' ? ' ' : *x;
-      for (char *x = v; *x; x++)
-        *x = *x == '+' ? ' ' : *x;
-      size_t kl = MHD_http_unescape(k), vl = MHD_http_unescape(v);
-      add_param(q, k, kl, v, vl);
-    }
-    p = stop + 1;
-  }
+  add_param(arg, name, strlen(name), value, strlen(value));
 }
 
 static void req_done(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -507,8 +491,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   if (q->too_big)
     return plain(c, MHD_HTTP_CONTENT_TOO_LARGE, "the form is larger than 64 KiB");
   MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, q);
-  if (post)
-    form_args(q);
+  if (post && q->body.len)
+    ui_form_parse(q->body.data, q->body.len, form_arg, q);
   pthread_mutex_lock(&u->mu);
   return route(u, c, url, method, q);
 }

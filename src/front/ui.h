@@ -22,6 +22,7 @@
 #define UI_SESSION_MAX_MS (12 * 60 * 60 * 1000)
 #define UI_MAX_SESSIONS 256
 #define UI_MAX_BODY 65536
+#define UI_MAX_FIELDS 64
 
 struct ui_param {
   char *name, *value;
@@ -52,6 +53,14 @@ static inline const char *ui_param(const struct ui_request *rq, const char *name
       return rq->params[i].value;
   return NULL;
 }
+
+/* A form body (application/x-www-form-urlencoded: name=value pairs
+ * joined by '&', '+' a space, %XX a byte) read pair by pair into fn, at
+ * most UI_MAX_FIELDS; a pair without '=' or a name, or that decodes to a
+ * NUL, is skipped. Returns how many pairs fn got (ui_form.c, fuzzed by
+ * tests/fuzz/fuzz_ui_form.c). */
+typedef void (*ui_form_fn)(void *arg, const char *name, const char *value);
+size_t ui_form_parse(const char *body, size_t len, ui_form_fn fn, void *arg);
 
 /* Renders or applies (ui_pages.c). */
 struct serve;

@@ -68,10 +68,13 @@ sys.stdout.buffer.write(o.read())' >"$work/sni/hello" 2>/dev/null || true
 tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
 printf '!{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}\n{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-01-01"}}}\n' >"$work/mcp/modern"
 
+mkdir -p "$work/ui_form"
+printf 'csrf=%064d&capability=a%%2Eb&tool=x+y&policy=allow&user=&bad=%%zz%%4&=v&novalue&nul=%%00' 0 >"$work/ui_form/policy"
+
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp dns sni}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp dns sni ui_form}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
