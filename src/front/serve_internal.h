@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/buf.h"
 #include "front/mcp.h"
@@ -104,10 +105,18 @@ _Noreturn void serve_grpc_calls(const struct serve_options *opt, struct gw_regis
  * holds its own copies of the libraries libcapsule links statically
  * (SQLite, libsodium), never initialised: it reaches the state and the
  * queue only through these hooks, into the executable's copies. */
+struct ui_request;
+struct ui_response;
 struct serve_hooks {
   void (*enqueue)(struct serve *sv, struct inbound *in);
   char *(*authenticate)(struct serve *sv, const char *token);
   bool (*stopping)(struct serve *sv);
+  /* the dashboard (ui.c in the module, ui_pages.c here) */
+  int (*ui_login)(struct serve *sv, const char *token, char **user);
+  void (*ui_page)(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
+  uint64_t (*ui_pulse)(struct serve *sv);
+  void (*ui_bound)(struct serve *sv, const char *addr); /* the address listened on */
+  void (*ui_log)(struct serve *sv, const char *msg, const char *user);
 };
 struct serve_http;
 int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
@@ -118,8 +127,18 @@ void serve_http_stop(struct serve_http *h);
 
 #define SERVE_HTTP_MODULE_NAME "capsule-serve-http.so"
 #define SERVE_HTTP_MODULE_SYMBOL "serve_http_module_v1"
+struct serve_ui;
+int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
+                   const struct serve_options *opt, struct serve_ui **ret, struct cap_error *err);
+void serve_ui_quiesce(struct serve_ui *u);
+void serve_ui_stop(struct serve_ui *u);
+
 struct serve_http_module {
   size_t size;
+  int (*ui_start)(struct serve *sv, const struct serve_hooks *hooks,
+                  const struct serve_options *opt, struct serve_ui **ret, struct cap_error *err);
+  void (*ui_quiesce)(struct serve_ui *u);
+  void (*ui_stop)(struct serve_ui *u);
   int (*start)(struct serve *sv, const struct serve_hooks *hooks, const struct serve_options *opt,
                struct serve_http **ret, struct cap_error *err);
   void (*quiesce)(struct serve_http *h);

@@ -64,6 +64,8 @@ void serve_write_status(struct serve *sv)
   cap_jw_string(&w, sv->socket_path);
   cap_jw_key(&w, "mcp_http");
   cap_jw_string_or_null(&w, sv->opt->http_addr);
+  cap_jw_key(&w, "ui");
+  cap_jw_string_or_null(&w, sv->ui_addr);
   cap_jw_key(&w, "capabilities");
   cap_jw_int(&w, (int64_t)sv->cur->reg.n);
   cap_jw_key(&w, "sessions");
