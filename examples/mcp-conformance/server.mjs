@@ -17,7 +17,6 @@ import {
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
   ReadResourceRequestSchema,
-  SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
   McpError,
@@ -303,6 +302,5 @@ server.setRequestHandler(UnsubscribeRequestSchema, async (req) => {
   subscribed.delete(req.params.uri);
   return {};
 });
-server.setRequestHandler(SetLevelRequestSchema, async () => ({}));
 
 await server.connect(new StdioServerTransport());

