@@ -528,23 +528,41 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
   _cleanup_free_ char *log = tool_log_path(logs, cap);
   off_t log_before = file_size(log);
   enum gw_outcome outcome = gw_call(&call, reg, st, &result, &err);
-  /* the tool's result, as capsule writes JSON: a C1 or direction character
-   * in a string reaches the operator's terminal as a \\u escape */
-  _cleanup_free_ char *shown =
-      outcome == GW_OUTCOME_OK ? cap_json_canonical(result.json, strlen(result.json)) : NULL;
-  if (outcome == GW_OUTCOME_OK && o->json)
-    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
-           result.terminal_on_success ? "true" : "false");
-  else if (outcome == GW_OUTCOME_OK)
-    printf("%s\n", shown ? shown : "null");
-  else
-    cli_error(verb, err.message);
-  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
-    print_stderr_tail(log, log_before);
+  int code = cli_call_print(verb, o, outcome, result.json, result.terminal_on_success, err.message,
+                            log, log_before);
   cap_error_clear(&err);
   free(result.json);
   gw_state_private_paths_free(hidden, call.n_hidden);
+  return code;
+}
+
+int cli_call_print(const char *verb, const struct common *o, enum gw_outcome outcome,
+                   const char *json, bool terminal, const char *error, const char *log,
+                   off_t log_before)
+{
+  /* the tool's result, as capsule writes JSON: a C1 or direction character
+   * in a string reaches the operator's terminal as a \\u escape */
+  _cleanup_free_ char *shown =
+      outcome == GW_OUTCOME_OK && json ? cap_json_canonical(json, strlen(json)) : NULL;
+  if (outcome == GW_OUTCOME_OK && o->json)
+    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
+           terminal ? "true" : "false");
+  else if (outcome == GW_OUTCOME_OK)
+    printf("%s\n", shown ? shown : "null");
+  else
+    cli_error(verb, error ? error : "failed");
+  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
+    print_stderr_tail(log, log_before);
   return exit_code(outcome);
+}
+
+char *cli_tool_log(const struct common *o, const char *cap, off_t *size)
+{
+  _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", o->state ? o->state : dflt);
+  char *log = tool_log_path(logs, cap);
+  *size = file_size(log);
+  return log;
 }
 
 static int cmd_call(int argc, char **argv)
@@ -570,6 +588,11 @@ static int cmd_call(int argc, char **argv)
   } else {
     args = cap_xstrdup(args_arg);
     args_len = strlen(args);
+  }
+  int code;
+  if (cli_call_via_serve(&o, cap, tool, args, &code)) { /* a serve runs on this state */
+    free(args);
+    return code;
   }
   struct gw_registry reg;
   bool bad = false;

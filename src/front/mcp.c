@@ -286,6 +286,7 @@ static const struct method methods[] = {
     {"tools/list", mcp_tools_list, NULL, false},
     {"tools/call", mcp_tools_call, NULL, false},
     {"logging/setLevel", on_set_level, NULL, false},
+    {"capsule/call", mcp_capsule_call, NULL, false},
     {"resources/list", on_resources_list, NULL, false},
     {"resources/templates/list", on_resource_templates, NULL, false},
     {"resources/read", on_resources_read, NULL, false},

@@ -44,6 +44,7 @@ struct mcp_config {
   bool skip_readiness;        /* list every tool without the readiness dry run (fuzzing) */
   const char *server_version; /* serverInfo.version */
   bool list_changed;          /* the transport carries notifications/tools/list_changed */
+  bool local_methods;         /* capsule/call is offered (serve's unix socket: the CLI) */
 };
 
 struct mcp_io {

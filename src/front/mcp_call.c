@@ -123,8 +123,18 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
     raw_e = cap_node_get(doc->root, "mcp_error");
   }
   bool ok = outcome && outcome->kind == CAP_NODE_INT && outcome->u.num.i == GW_OUTCOME_OK;
-  if (r->method &&
-      (send_raw(s, r->id_json, ok ? raw : NULL, false) || send_raw(s, r->id_json, raw_e, true))) {
+  if (r->cli && outcome) { /* capsule/call: the pipeline's own report */
+    struct cap_buf b = {0};
+    cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}", r->id_json, r->report);
+    mcp_send_buf(s, r->id_json, true, &b);
+  } else if (r->cli) {
+    _cleanup_free_ char *m = cap_xasprintf(
+        "the call's process ended without a result (%s %d); `capsule audit` shows the call",
+        WIFSIGNALED(status) ? "signal" : "status",
+        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    mcp_send_error(s, r->id_json, MCP_INTERNAL_ERROR, m, NULL);
+  } else if (r->method && (send_raw(s, r->id_json, ok ? raw : NULL, false) ||
+                           send_raw(s, r->id_json, raw_e, true))) {
     /* a relayed request: the server's answer as it is */
   } else if (r->method) {
     mcp_send_error(
@@ -152,7 +162,7 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
 /* ---- the child ---- */
 
 static void report(int fd, enum gw_outcome o, const struct cap_error *err, const char *json,
-                   const struct gw_mcp_relay *relay)
+                   bool terminal, const struct gw_mcp_relay *relay)
 {
   struct cap_buf b = {0};
   struct cap_jw w;
@@ -164,6 +174,8 @@ static void report(int fd, enum gw_outcome o, const struct cap_error *err, const
   cap_jw_string_or_null(&w, o == GW_OUTCOME_OK ? NULL : err->message ? err->message : "failed");
   cap_jw_key(&w, "result");
   cap_jw_string_or_null(&w, json);
+  cap_jw_key(&w, "terminal_on_success");
+  cap_jw_bool(&w, terminal);
   cap_jw_key(&w, "mcp_result");
   cap_jw_string_or_null(&w, relay->raw_result);
   cap_jw_key(&w, "mcp_error");
@@ -217,10 +229,12 @@ static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r
     call.may_prompt = false;
     call.answer = answer;
     call.mcp_method = r->method;
+    if (r->deadline_ms)
+      call.deadline_ms = r->deadline_ms;
     call.relay = r->relayed ? &relay : NULL;
     o = gw_call(&call, s->cfg->reg, st, &res, &err);
   }
-  report(fd, o, &err, res.json, &relay);
+  report(fd, o, &err, res.json, res.terminal_on_success, &relay);
   _exit(0);
 }
 
@@ -252,13 +266,14 @@ void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answ
 
 /* ---- ask through the client ---- */
 
-static bool asks(const struct mcp_session *s, const struct mcp_tool *m)
+static bool asks(const struct mcp_session *s, const struct cap_spec *spec,
+                 const struct cap_tool *tool)
 {
-  enum cap_policy policy = m->tool->policy;
+  enum cap_policy policy = tool->policy;
   const char *source;
   struct cap_error err = {0};
-  if (s->cfg->st && gw_effective_policy(s->cfg->st, m->spec->id, m->tool, s->cfg->base.user,
-                                        &policy, &source, &err) < 0)
+  if (s->cfg->st && gw_effective_policy(s->cfg->st, spec->id, tool, s->cfg->base.user, &policy,
+                                        &source, &err) < 0)
     cap_error_clear(&err);
   return policy == CAP_POLICY_ASK;
 }
@@ -373,7 +388,54 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   else
     cap_buf_puts(&a, "{}");
   r->args = cap_buf_steal(&a);
-  if (s->client_elicits && !s->modern && asks(s, m)) /* 2026's input_required: not yet */
+  if (s->client_elicits && !s->modern &&
+      asks(s, m->spec, m->tool)) /* 2026's input_required: not yet */
+    return elicit(s, r);
+  mcp_run_start(s, r, GW_ANSWER_NONE);
+}
+
+/* capsule/call (the unix socket's sessions only: `capsule call` through a
+ * running serve): the capability and the tool by their own names, the
+ * pipeline's outcome as the answer, {"outcome": N, "error": ..., "result":
+ * ..., "terminal_on_success": ...}, so the CLI prints and exits as it
+ * does alone. Policy ask goes through the client's elicitation (the CLI
+ * declares it when it has a terminal to ask on). */
+void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  const struct cap_node *cap = cap_node_get(params, "capability");
+  const struct cap_node *tool = cap_node_get(params, "tool");
+  const struct cap_node *args = cap_node_get(params, "arguments");
+  const struct cap_node *timeout = cap_node_get(params, "timeout_ms");
+  if (!s->cfg->local_methods)
+    return mcp_send_error(s, id, MCP_METHOD_NOT_FOUND,
+                          "Method not found: capsule/call (only on serve's unix socket)", NULL);
+  if (!cap || cap->kind != CAP_NODE_STRING || !tool || tool->kind != CAP_NODE_STRING ||
+      (args && args->kind != CAP_NODE_OBJECT) ||
+      (timeout && (timeout->kind != CAP_NODE_INT || timeout->u.num.i <= 0)))
+    return mcp_send_error(s, id, MCP_INVALID_PARAMS,
+                          "capsule/call needs params.capability and params.tool (strings), "
+                          "params.arguments (an object) and params.timeout_ms (a positive integer) "
+                          "when given",
+                          NULL);
+  struct mcp_run *r = mcp_run_new(s, id, cap->u.str.ptr);
+  if (!r)
+    return mcp_send_error(s, id, MCP_INTERNAL_ERROR,
+                          "too many calls in flight in this session; wait for one to end", NULL);
+  r->cli = true;
+  r->tool = cap_xstrdup(tool->u.str.ptr);
+  r->deadline_ms = timeout ? (uint64_t)timeout->u.num.i : 0;
+  struct cap_buf a = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &a, false);
+  if (args)
+    cap_jw_node(&w, args);
+  else
+    cap_buf_puts(&a, "{}");
+  r->args = cap_buf_steal(&a);
+  const struct cap_spec *spec = gw_registry_find(s->cfg->reg, r->cap);
+  const struct cap_tool *t = spec ? gw_spec_tool(spec, r->tool) : NULL;
+  r->relayed = spec && spec->runtime.kind == CAP_RUNTIME_MCP;
+  if (t && s->client_elicits && asks(s, spec, t))
     return elicit(s, r);
   mcp_run_start(s, r, GW_ANSWER_NONE);
 }

@@ -52,8 +52,10 @@ struct mcp_asked {
 /* A call in flight: a child process running gw_call, or one waiting for
  * the client's answer to our elicitation. */
 struct mcp_run {
-  const char *method; /* NULL: tools/call; else an MCP request relayed to the server (static) */
-  bool relayed;       /* the capability is an MCP server: its messages are relayed */
+  const char *method;   /* NULL: tools/call; else an MCP request relayed to the server (static) */
+  bool relayed;         /* the capability is an MCP server: its messages are relayed */
+  bool cli;             /* capsule/call: answered with the pipeline's report */
+  uint64_t deadline_ms; /* the call's own deadline; 0: the session's */
   struct mcp_asked asked[MCP_MAX_ASKED];
   struct cap_buf line; /* what the child sent past its last full line */
   char *report;        /* the child's last line: {"outcome": ...} */
@@ -109,6 +111,7 @@ void mcp_tools_list(struct mcp_session *s, const char *id_json, const struct cap
 
 /* Calls (mcp_call.c) */
 void mcp_tools_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+void mcp_capsule_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg);
 void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params);
 void mcp_runs_free(struct mcp_session *s);
