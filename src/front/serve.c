@@ -175,7 +175,8 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .state_dir = sv->opt->state_dir,
       .only = sv->opt->only,
       .server_version = sv->opt->version,
-      .list_changed = !http, /* HTTP offers no stream outside requests to carry it */
+      .list_changed = !http,  /* HTTP offers no stream outside requests to carry it */
+      .local_methods = !http, /* the CLI's capsule/call: its peer is who SO_PEERCRED says */
       .base = {.user = x->user,
                .deadline_ms = sv->opt->deadline_ms,
                .log_dir = sv->logs,
