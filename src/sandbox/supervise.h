@@ -28,8 +28,8 @@ struct supervise;
 /* The Landlock ABI that controls pathname unix sockets itself. */
 #define SUPERVISE_LANDLOCK_UNIX_ABI 9
 
-/* In the command, after seccomp_apply's deny-list: the notification filter
- * and the fd its listener travels on (-1: not supervised). */
+/* In the command: the fd the seccomp listener travels on (-1: not
+ * supervised; seccomp_apply then loads no notification rules). */
 extern int supervise_pass_fd;
 
 /* Before the clone: *ret is NULL when this kernel's Landlock holds pathname
@@ -64,10 +64,9 @@ bool sandbox_grant_is_unix_socket(const struct cap_fs_grant *g);
  * how many. */
 size_t landlock_connect_ports(const struct cap_spec *spec, uint16_t *out, size_t max);
 
-/* The command's side, called by seccomp_apply (seccomp.c): loads the
- * notification filter, whose listener supervise_send_listener sends over
- * supervise_pass_fd (and closes that). Return 0 or -errno. */
-int supervise_load_filter(struct cap_error *err);
+/* The command's side, called by seccomp_apply (seccomp.c) once it has
+ * loaded the filter holding the notification rules: sends its listener
+ * over supervise_pass_fd (and closes that). Return 0 or -errno. */
 int supervise_send_listener(int listener, struct cap_error *err);
 
 #endif
