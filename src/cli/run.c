@@ -734,6 +734,7 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
       .extra_env = a->env.v,
       .n_extra_env = a->env.len,
       .tty = a->tty,
+      .caller_exits = true, /* cmd_run returns to main */
       .proxy = {.allow_private = a->proxy_private,
                 .resolve = a->resolve,
                 .n_resolve = a->n_resolve,

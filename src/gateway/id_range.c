@@ -11,6 +11,7 @@
  * tools reading uid_t as signed mishandle. A candidate overlapping an entry
  * of /etc/subuid or /etc/subgid, or holding a user's or group's id
  * (getpwent, getgrent: NSS users too), is skipped. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -500,10 +501,18 @@ static uint32_t registry_find(const char *key, const char *dir)
   size_t size = 0;
   uint32_t found = 0;
   unsigned long long mnt = own_mount_ns();
-  while (getline(&line, &size, f) >= 0) {
+  size_t real_len = strlen(real);
+  ssize_t n;
+  while ((n = getline(&line, &size, f)) >= 0) {
     uint64_t b;
     char *k, *d;
     struct reg_where w;
+    /* a line of another state directory, known by its end, is not parsed
+     * (a host's registry holds every state directory's lines) */
+    n -= n > 0 && line[n - 1] == '\n';
+    if ((size_t)n <= real_len || !isspace((unsigned char)line[(size_t)n - real_len - 1]) ||
+        memcmp(line + (size_t)n - real_len, real, real_len) != 0)
+      continue;
     /* only a line written in this mount namespace: a path names another
      * directory in another one (an older line goes the full path, which
      * writes it again) */
