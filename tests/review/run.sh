@@ -32,11 +32,16 @@ scripts=(
   ../review5/id_range_key_space.sh ../review5/id_range_long_line.sh
   ../review5/run_marker_own_lock.sh ../review5/run_audit_enospc.sh
   ../review5/id_range_refusal_command.sh ../review5/id_range_other_mount_ns.sh
-  ../review5/cred_advice_command.sh
+  ../review5/cred_advice_command.sh ../review5/id_range_run_key.sh ../review5/id_range_same_id.sh
   # the sixth's (tests/review6/)
   ../review6/mcp_self_allow.sh ../review6/volume_bound_hidden.sh ../review6/deny_absent_created.sh
   ../review6/mcp_stderr_flood.sh
 )
+# a test build (CAPSULE_TEST_HOOKS) keeps the id ranges these attacks
+# allocate in a registry of the suite's own, never the host's
+registry=$(mktemp -d /var/tmp/capsule-review-registry.XXXXXX)
+trap 'rm -rf "$registry"' EXIT
+export CAPSULE_TEST_ID_REGISTRY_DIR=$registry
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
   # notify_overflow.sh detects the overflow in an ASan build (make test-asan
