@@ -23,7 +23,10 @@ chmod 755 "$work"
 export CAPSULE_STATE_KEY=
 keepers_of() { sed -n 's/^pid=//p' "$1"/run/*.status 2>/dev/null; }
 stop_all() { for p in $(keepers_of "$1"); do kill "$p" 2>/dev/null; done; sleep 0.5; }
-trap 'stop_all "$work/root/s"; stop_all "$work/nobody/s"; rm -rf "$work"' EXIT
+# unmount_under DIR: the Selu volumes capsule mounted below DIR as root
+# (gateway/volume_fs.c), before it is removed
+unmount_under() { grep -F " $1/" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done; }
+trap 'stop_all "$work/root/s"; stop_all "$work/nobody/s"; unmount_under "$work"; rm -rf "$work"' EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
 pass=0 fail=0
 ok() { echo "  ok   $1"; pass=$((pass + 1)); }

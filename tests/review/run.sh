@@ -36,6 +36,7 @@ scripts=(
   # the sixth's (tests/review6/)
   ../review6/mcp_self_allow.sh ../review6/volume_bound_hidden.sh ../review6/deny_absent_created.sh
   ../review6/mcp_stderr_flood.sh ../review6/nono_profile_plant.sh ../review6/nono_profile_modes.sh
+  ../review6/volume_quota.sh
 )
 # a test build (CAPSULE_TEST_HOOKS) keeps the id ranges these attacks
 # allocate in a registry of the suite's own, never the host's
