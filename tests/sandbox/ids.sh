@@ -16,11 +16,13 @@ pass=0 fail=0
 cpids=()
 trap 'for p in "${cpids[@]}"; do kill "$p" 2>/dev/null; done; umount "$work/mq" 2>/dev/null; rm -rf "$work"' EXIT
 export CAPSULE_STATE_KEY=
-# a test build keeps its ranges in a registry of its own, never the host's
+# a test build keeps its ranges in a registry of its own, never the host's,
+# and then every state it uses must be its own too (a shared one, root's
+# default, would be handed a range the host's registry gives another)
 reg_dir=/var/lib/capsule
 if [ "${CAPSULE_TEST_HOOKS:-0}" = 1 ]; then
   reg_dir=$work/registry
-  export CAPSULE_TEST_ID_REGISTRY_DIR=$reg_dir
+  export CAPSULE_TEST_ID_REGISTRY_DIR=$reg_dir XDG_STATE_HOME=$work/xdg-default
 fi
 
 ok() { pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$1" "$2"; }
