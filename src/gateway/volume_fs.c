@@ -86,9 +86,16 @@ static int make_fs(const char *image, struct cap_error *err)
   return 0;
 }
 
-/* A free loop device attached to image (autoclear): its fd. */
-static int attach_loop(int image_fd, struct cap_error *err)
+/* A free loop device attached to image (autoclear): its fd. The image
+ * is opened anew: the loop device keeps the open file it is given, and
+ * with it any flock on that file, which would block every later call. */
+static int attach_loop(int locked_fd, struct cap_error *err)
 {
+  char self[64];
+  snprintf(self, sizeof self, "/proc/self/fd/%d", locked_fd);
+  _cleanup_close_ int image_fd = open(self, O_RDWR | O_CLOEXEC);
+  if (image_fd < 0)
+    return cap_error_errno(err, errno, "cannot open the volume image again");
   _cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
   if (ctl < 0)
     return cap_error_errno(err, errno, "cannot open /dev/loop-control");

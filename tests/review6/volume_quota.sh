@@ -63,6 +63,11 @@ echo "the workspace holds ${held:-?} bytes (${used:-?} KiB on disk; bound 838860
 if [ "$held" -gt 8388608 ]; then
   echo "VULNERABLE: a workspace bounded at 8 MiB holds $held bytes on the host"; exit 1
 fi
+# a second call of the session: the same file system, mounted once (and
+# not waiting on a lock the loop device kept)
+out=$(timeout 60 "$capsule" call --caps "$W/caps" --state "$W/s" --user mallory --session s1 ws read '{"path": "/workspace/none"}' 2>&1 </dev/null); st=$?
+[ "$st" != 124 ] && grep -q "No such file" <<<"$out" || { echo "BROKEN: the second call (exit $st): $out"; exit 1; }
+[ "$(grep -cF " $ws " /proc/mounts)" = 1 ] || { echo "BROKEN: the workspace is mounted more than once"; exit 1; }
 img=$W/s/volumes/images/workspaces/mallory/s1.img
 [ "$(stat -c %s "$img" 2>/dev/null)" = 8388608 ] || { echo "BROKEN: no 8 MiB image at $img"; exit 1; }
 mountpoint -q "$ws" || { echo "BROKEN: the workspace is not a mount point"; exit 1; }
