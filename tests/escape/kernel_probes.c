@@ -291,6 +291,45 @@ static int proc_sys(void)
   return blocked("/proc/sys and /proc/sysrq-trigger");
 }
 
+/* a filtered call (unshare of a user namespace) through the other ABIs
+ * an x86-64 process can reach: x32 (the syscall number's bit 30) and
+ * i386 (int 0x80); the filter must answer for them as for the native
+ * one, or kill the process */
+static int foreign_abi(void)
+{
+#if defined(__x86_64__)
+  for (int abi = 0; abi < 2; abi++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      long r;
+      if (abi == 0) {
+        r = syscall(0x40000000L | 272 /* x32 unshare */, 0x10000000L /* CLONE_NEWUSER */);
+      } else {
+        __asm__ volatile("int $0x80"
+                         : "=a"(r)
+                         : "a"(310L /* i386 unshare */), "b"(0x10000000L)
+                         : "memory");
+        if (r < 0)
+          errno = (int)-r, r = -1;
+      }
+      _exit(r == 0 ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+      printf("ESCAPED: unshare(CLONE_NEWUSER) through the %s ABI\n", abi ? "i386" : "x32");
+      return 1;
+    }
+    printf("(%s ABI: %s)\n", abi ? "i386" : "x32", WIFSIGNALED(status) ? "killed" : "refused");
+  }
+  errno = EPERM;
+  return blocked("filtered calls through the x32 and i386 ABIs");
+#else
+  errno = ENOSYS;
+  return blocked("no foreign ABI on this architecture");
+#endif
+}
+
 /* a Covenant agent (serve_fds.sh): one line in, its descriptors beyond
  * 0-2 and whether pid 1's can be listed, as one JSON line out */
 static int agent_fds(void)
@@ -342,5 +381,7 @@ int kernel_probe(int argc, char **argv)
     return memfd_exec(arg);
   if (!strcmp(cmd, "proc-sys"))
     return proc_sys();
+  if (!strcmp(cmd, "foreign-abi"))
+    return foreign_abi();
   return -1;
 }
