@@ -186,8 +186,8 @@ static bool owner_only(const char *path, char *why, size_t size)
  * never taken from there: a file of that name is left (a warning says
  * so), since whatever can write the user's config directory (a tool
  * granted ~/.config) would otherwise choose the rights of the next run of
- * the built-in. A file, or its profiles or nono directory, that another
- * user owns or others can write is refused. */
+ * the built-in. A file, or its profiles, nono or config directory, that
+ * another user owns or others can write is refused. */
 int cap_nono_user_profile(const char *name, struct cap_diags *diags, char **ret_path)
 {
   *ret_path = NULL;
@@ -219,7 +219,7 @@ int cap_nono_user_profile(const char *name, struct cap_diags *diags, char **ret_
   _cleanup_free_ char *nono = cap_xasprintf("%s/nono", config);
   char why[PATH_MAX + 128];
   if (!owner_only(path, why, sizeof why) || !owner_only(profiles, why, sizeof why) ||
-      !owner_only(nono, why, sizeof why)) {
+      !owner_only(nono, why, sizeof why) || !owner_only(config, why, sizeof why)) {
     cap_diags_add(diags, CAP_SEV_ERROR, path, 0, 0, "",
                   "refused as the user profile %s: %s (someone else could choose the rights "
                   "it grants)",

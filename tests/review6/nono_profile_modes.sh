@@ -43,12 +43,14 @@ for who in "${whos[@]}"; do
   else
     echo "BROKEN ($who): an owner-only user profile was refused: $out"; broken=1
   fi
-  for bad in "file 666" "file 664" "dir 777" "dir 775" "nono 777"; do
+  chmod 755 "$C"
+  for bad in "file 666" "file 664" "dir 777" "dir 775" "nono 777" "config 1777"; do
     set -- $bad
     case $1 in
     file) t=$P/mine.json ;;
     dir) t=$P ;;
     nono) t=$C/nono ;;
+    config) t=$C ;;
     esac
     old=$(stat -c %a "$t")
     chmod "$2" "$t"
