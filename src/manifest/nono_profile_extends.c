@@ -268,20 +268,28 @@ enum np_found { NP_NOT_FOUND, NP_REFUSED, NP_SIBLING, NP_GLOBAL };
 static enum np_found load_base(struct np_resolver *r, const char *name, const char *dir,
                                const char *self, struct np_profile *base, char **ret_path)
 {
+  /* a built-in's name is always the built-in, unlike nono: a file beside
+   * the profile (a project directory a tool may write) or in the user's
+   * profile directory would choose the rights of every profile extending
+   * it (cap_nono_user_profile; `--profile NAME` warned about that one) */
+  bool is_builtin = cap_node_get(r->pol->profiles, name) != NULL;
   if (dir) {
     char *sibling = strcmp(dir, ".") == 0 ? cap_xasprintf("%s.json", name)
                                           : cap_xasprintf("%s/%s.json", dir, name);
-    if (regular_file(sibling) && !(self && strcmp(sibling, self) == 0)) {
+    bool found = regular_file(sibling) && !(self && strcmp(sibling, self) == 0);
+    if (found && !is_builtin) {
       read_profile_file(r, sibling, base);
       *ret_path = sibling;
       return NP_SIBLING;
     }
+    if (found)
+      cap_diags_add(r->top->diags, CAP_SEV_WARNING, sibling, 0, 0, "",
+                    "ignored: %s is one of nono's built-in profiles, and `extends` takes the "
+                    "built-in (nono would take this file); rename the file and the extends",
+                    name);
     free(sibling);
   }
   _cleanup_free_ char *user = NULL;
-  /* a built-in's name: the built-in (cap_nono_user_profile; `--profile
-   * NAME` warned about a file it ignores) */
-  bool is_builtin = cap_node_get(r->pol->profiles, name) != NULL;
   int found = is_builtin ? 0 : cap_nono_user_profile(name, r->top->diags, &user);
   if (found < 0)
     return NP_REFUSED;
