@@ -53,7 +53,11 @@ static bool mounted_from(const char *dir, const char *image)
   return real && strcmp(real, backing) == 0;
 }
 
-/* mkfs.ext4 over the image (no reserved blocks, root's root directory). */
+/* mkfs.ext4 over the image: no reserved blocks, root's root directory, the
+ * inode tables and journal left to be zeroed lazily (so the image stays
+ * sparse: about 660 KiB on disk for a 1 GiB bound, not the 33 MiB an
+ * eagerly zeroed journal costs, which a client opening many sessions
+ * would multiply). */
 static int make_fs(const char *image, struct cap_error *err)
 {
   static const char *const where[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
@@ -74,8 +78,8 @@ static int make_fs(const char *image, struct cap_error *err)
       dup2(null, 2);
     }
     char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-    execle(mkfs, mkfs, "-q", "-F", "-m", "0", "-E", "root_owner=0:0,nodiscard", image, (char *)NULL,
-           env);
+    execle(mkfs, mkfs, "-q", "-F", "-m", "0", "-E",
+           "root_owner=0:0,lazy_itable_init=1,lazy_journal_init=1", image, (char *)NULL, env);
     _exit(127);
   }
   int status;
