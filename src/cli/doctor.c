@@ -121,8 +121,15 @@ int cmd_doctor(int argc, char **argv)
       lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick" : "RLIMIT_CPU per process");
   row("wall clock", true, "supervisor: SIGTERM, 1 s grace, SIGKILL to the pid namespace");
   row("disk limit", false,
-      "/tmp and /dev/shm: sized tmpfs; writable grants and workspaces: "
-      "RLIMIT_FSIZE per file only, their total is not bounded");
+      "/tmp and /dev/shm: sized tmpfs; writable grants: RLIMIT_FSIZE per file only, their "
+      "total is not bounded");
+  /* docs/gateway.md, "Bounds": a loop-mounted image per volume, as root */
+  bool loop = geteuid() == 0 && access("/dev/loop-control", W_OK) == 0 &&
+              (access("/usr/sbin/mkfs.ext4", X_OK) == 0 || access("/sbin/mkfs.ext4", X_OK) == 0);
+  row("Selu workspace bound", loop,
+      loop ? "a quota: each workspace and cache a loop-mounted ext4 image of its bound's size"
+      : geteuid() == 0 ? "no /dev/loop-control or mkfs.ext4: a call with a workspace fails"
+                       : "a check before each call, not a quota (a quota needs root)");
   limits_release(&lim);
   cap_error_clear(&err);
   if (geteuid() == 0) { /* docs/sandbox.md, "Ids" */

@@ -41,8 +41,9 @@ struct run_args {
  * them (allocated). */
 char *run_expand_home(const char *path);
 
-/* The key of `capsule run`'s id range without a manifest. */
-#define RUN_ID_KEY "run"
+/* The key of `capsule run`'s id range without a manifest (and its
+ * audit records' capability): no capability's key (gw_id_range_key). */
+#define RUN_ID_KEY GW_ID_RANGE_ADHOC
 
 /* The run's state directory, opened once (gw_statedir_open): for the id
  * range's peek and the audit marker. fd -1 when it cannot be used (err

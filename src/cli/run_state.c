@@ -47,9 +47,10 @@ void run_state_close(struct run_state *rs)
 }
 
 /* As root, the host ids the tool runs under (sandbox_options.id_base):
- * the capability's own range, shared with `capsule call` of the same
- * capability; without a manifest, the range of the key "run", one for
- * every ad-hoc run (a range per run would use up the 4,094 there are).
+ * the capability's own range (gw_id_range_key: its id and package),
+ * shared with `capsule call` of the same package; without a manifest, the
+ * range of the key "run", which no capability's key is, one for every
+ * ad-hoc run (a range per run would use up the 4,094 there are).
  * Unprivileged: 0, the tool keeps the caller's ids. create false (the dry
  * run): the recorded range only, 0 when there is none yet. */
 int run_id_base(const struct cap_spec *spec, const char *config, const struct run_state *rs,
@@ -58,7 +59,9 @@ int run_id_base(const struct cap_spec *spec, const char *config, const struct ru
   *base = 0;
   if (geteuid() != 0)
     return 0;
-  const char *key = config && spec->id && *spec->id ? spec->id : RUN_ID_KEY;
+  _cleanup_free_ char *key = config && spec->id && *spec->id
+                                 ? gw_id_range_key(spec->id, spec->package_dir)
+                                 : cap_xstrdup(RUN_ID_KEY);
   const char *state = rs->named ? rs->dir : NULL;
   /* a range recorded before is read without opening the state (no key, no
    * migrations: a root run's start-up); a new one is allocated with it */

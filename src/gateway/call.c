@@ -207,7 +207,8 @@ static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
   if (geteuid() != 0)
     return GW_OUTCOME_OK;
   c->with_ids = *c->call;
-  if (gw_state_id_range(c->st, c->spec->id, true, &c->with_ids.id_base, err) < 0) {
+  _cleanup_free_ char *key = gw_id_range_key(c->spec->id, c->spec->package_dir);
+  if (gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err) < 0) {
     cap_error_prefix(err, "cannot allocate capability %s's host ids", c->spec->id);
     return GW_OUTCOME_FAILED;
   }
