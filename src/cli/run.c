@@ -18,6 +18,7 @@
 #include "cli/run.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/grants.h"
 #include "gateway/state.h"
 #include "manifest/load.h"
 #include "sandbox/rollback.h"
@@ -792,8 +793,15 @@ int cmd_run(int argc, char **argv)
   if (status == 0) {
     _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
     status = run_build_spec(&a, &spec);
+    struct gw_granted granted = {0};
+    /* a capability's operator grants, as `capsule call` adds them */
+    if (status == 0 && a.config)
+      run_operator_grants(spec, a.state, &granted);
+    const struct cap_spec *eff = granted.n_added ? &granted.spec : spec;
+    a.granted = granted.n_added ? &granted : NULL;
     if (status == 0)
-      status = a.dry_run ? run_dry(spec, &a) : run_execute(spec, &a);
+      status = a.dry_run ? run_dry(eff, &a) : run_execute(eff, &a);
+    gw_granted_free(&granted);
   }
   run_args_free(&a);
   return status < 0 ? CLI_EXIT_OK : status;

@@ -31,10 +31,11 @@ struct run_args {
   bool dry_run, json, proxy_private, verbose;
   bool tty; /* --tty: the caller's terminal for the command */
   const char *egress_log;
-  const char *state;    /* --state, else $CAPSULE_STATE, else NULL */
-  char *workdir_inside; /* built: where the command starts (owned), or NULL:
-                           the sandbox's default (/tmp, else /) */
-  char **command;       /* the command and its arguments (argv's tail) */
+  const char *state;                /* --state, else $CAPSULE_STATE, else NULL */
+  char *workdir_inside;             /* built: where the command starts (owned), or NULL:
+                                       the sandbox's default (/tmp, else /) */
+  char **command;                   /* the command and its arguments (argv's tail) */
+  const struct gw_granted *granted; /* built: the operator's grants applied, or NULL */
 };
 
 /* "~/x" -> "$HOME/x"; other paths as they are, as the sandbox expands
@@ -90,6 +91,14 @@ void run_audit_begin(const struct cap_spec *spec, const struct run_args *a,
                      struct run_audit *au);
 void run_audit_finish(struct run_audit *au, int r, const struct sandbox_result *res,
                       const struct cap_error *err);
+
+/* The operator's grants (`capsule grant`) for spec's capability, from the
+ * state (state, else the default) when it exists, laid over spec as
+ * `capsule call` lays them (gateway/grants.h; out borrows from spec, free
+ * it first). A state that cannot be read is a warning on stderr and out
+ * is spec unchanged. */
+struct gw_granted;
+int run_operator_grants(const struct cap_spec *spec, const char *state, struct gw_granted *out);
 
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);
