@@ -17,8 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 #include <zlib.h>
 #include <zstd.h>
+
+#include "core/error.h"
 
 enum layer_codec { LAYER_PLAIN, LAYER_GZIP, LAYER_ZSTD };
 
@@ -51,5 +54,29 @@ int layer_skip(struct layer_reader *r, uint64_t n);
 /* Reads (hashes, copies) the rest of the raw blob and gives its digest
  * "sha256:HEX"; 0, or the read error that stopped it. */
 int layer_drain(struct layer_reader *r, char digest[72]);
+
+/* One tar entry (layer_tar.c). */
+struct layer_entry {
+  char type;  /* '0' file, '1' hard link, '2' symlink, '5' directory, ... */
+  char *path; /* cleaned (layer_clean_path) */
+  char *link; /* a hard link's target cleaned; a symlink's as written */
+  uint64_t size;
+  mode_t mode; /* without setuid and setgid */
+  struct timespec mtime;
+  bool consumed; /* set by the applier when it read the entry's data */
+};
+
+/* path's components without "", "." and leading slashes, joined by '/'
+ * (allocated); *climbs when a ".." goes above the root. */
+char *layer_clean_path(const char *path, bool *climbs);
+
+/* Called for each entry; 0 to go on, or a negative errno with err set. */
+typedef int layer_entry_fn(void *arg, struct layer_entry *e, struct layer_reader *r, size_t index,
+                           struct cap_error *err);
+/* The tar stream of r, entry by entry, until its end (two zero blocks or
+ * the end of the stream). 0, a negative errno with err set (an entry
+ * refused: -EXDEV), or the reader's fault (err not set). */
+int layer_walk(struct layer_reader *r, size_t index, layer_entry_fn *apply, void *arg,
+               struct cap_error *err);
 
 #endif
