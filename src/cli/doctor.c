@@ -73,36 +73,10 @@ static void gvisor_row(void)
   row("gvisor backend", false, detail);
 }
 
-int cmd_doctor(int argc, char **argv)
+/* The limits this host enforces, and the workspace bound. */
+static void limit_rows(void)
 {
-  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    fputs(doctor_help, stdout);
-    return CLI_EXIT_OK;
-  }
-  if (argc > 1)
-    return cli_usage_error("doctor", "takes no arguments");
-  printf("capsule %s on this host (%s):\n", CAPSULE_VERSION, geteuid() ? "unprivileged" : "root");
-  bool userns = probe_namespaces(CLONE_NEWUSER);
-  row("user namespace", userns,
-      userns ? "sandbox runs without privileges"
-             : "needed: enable unprivileged user namespaces "
-               "(sysctl kernel.unprivileged_userns_clone=1)");
-  bool all = userns && probe_namespaces(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-                                        CLONE_NEWUTS | CLONE_NEWNET | 0x02000000);
-  row("mount/pid/ipc/uts/net/cgroup", all, all ? "private mounts, processes, network" : "needed");
-  int abi = landlock_abi();
-  char detail[160];
-  snprintf(detail, sizeof detail, "ABI %d: fs rights%s%s%s", abi, abi >= 3 ? ", truncate" : "",
-           abi >= 4 ? ", TCP bind/connect" : "",
-           abi >= 6 ? ", signal and abstract-socket scoping" : "");
-  row("Landlock", abi > 0,
-      abi > 0 ? detail
-              : "missing: second filesystem layer off; "
-                "boot with lsm=landlock");
   struct cap_error err = {0};
-  row("seccomp", true, "deny-list of escape syscalls, BPF compiled at build time");
-  (void)err;
-
   struct cap_spec probe_spec = {0};
   probe_spec.limits.memory_bytes = 1 << 30;
   probe_spec.limits.pids = 1024;
@@ -132,6 +106,37 @@ int cmd_doctor(int argc, char **argv)
                        : "a check before each call, not a quota (a quota needs root)");
   limits_release(&lim);
   cap_error_clear(&err);
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    fputs(doctor_help, stdout);
+    return CLI_EXIT_OK;
+  }
+  if (argc > 1)
+    return cli_usage_error("doctor", "takes no arguments");
+  printf("capsule %s on this host (%s):\n", CAPSULE_VERSION, geteuid() ? "unprivileged" : "root");
+  bool userns = probe_namespaces(CLONE_NEWUSER);
+  row("user namespace", userns,
+      userns ? "sandbox runs without privileges"
+             : "needed: enable unprivileged user namespaces "
+               "(sysctl kernel.unprivileged_userns_clone=1)");
+  bool all = userns && probe_namespaces(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                                        CLONE_NEWUTS | CLONE_NEWNET | 0x02000000);
+  row("mount/pid/ipc/uts/net/cgroup", all, all ? "private mounts, processes, network" : "needed");
+  int abi = landlock_abi();
+  char detail[160];
+  snprintf(detail, sizeof detail, "ABI %d: fs rights%s%s%s", abi, abi >= 3 ? ", truncate" : "",
+           abi >= 4 ? ", TCP bind/connect" : "",
+           abi >= 6 ? ", signal and abstract-socket scoping" : "");
+  row("Landlock", abi > 0,
+      abi > 0 ? detail
+              : "missing: second filesystem layer off; "
+                "boot with lsm=landlock");
+  row("seccomp", true, "deny-list of escape syscalls, BPF compiled at build time");
+
+  limit_rows();
   if (geteuid() == 0) { /* docs/sandbox.md, "Ids" */
     int idmap = sandbox_idmap_probe(".");
     row("tool ids (as root)", true, "each capability its own range of host ids, in the state");

@@ -10,6 +10,7 @@
 #include "cli/run.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/grants.h"
 #include "gateway/state.h"
 #include "sandbox/sandbox.h"
 
@@ -28,6 +29,29 @@ int run_store_lookup(void *arg, const char *name, char **value, bool *found, str
   if (r < 0)
     return r;
   return gw_cred_get(ctx->st, NULL, name, CAP_SCOPE_SYSTEM, NULL, value, found, err);
+}
+
+int run_operator_grants(const struct cap_spec *spec, const char *state, struct gw_granted *out)
+{
+  *out = (struct gw_granted){.spec = *spec};
+  _cleanup_free_ char *dir = state ? cap_xstrdup(state) : gw_state_default_dir();
+  _cleanup_free_ char *db = cap_xasprintf("%s/state.db", dir);
+  if (!spec->id || !*spec->id || access(db, F_OK) < 0)
+    return 0; /* no state yet: nothing granted, and none created by a run */
+  struct gw_state *st = NULL;
+  struct cap_error err = {0};
+  int r = gw_state_open(dir, &st, &err);
+  if (r == 0)
+    r = gw_spec_with_grants(st, spec, out, &err);
+  if (r < 0) {
+    fprintf(stderr, "capsule run: %s; the operator's grants (capsule grant) are not applied\n",
+            err.message);
+    *out = (struct gw_granted){.spec = *spec};
+  }
+  cap_error_clear(&err);
+  if (st)
+    gw_state_close(st);
+  return r;
 }
 
 int run_state_open(struct run_state *rs, const char *state, struct cap_error *err)
