@@ -141,6 +141,11 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   char **secrets = NULL;
   struct gw_talos_config cfg = {0};
   _cleanup_free_ char *state = NULL, *event = NULL, *new_state = NULL;
+  bool enabled, pass = true;
+  _cleanup_free_ char *call_cap = NULL, *call_tool = NULL, *params = NULL;
+  if (gw_trigger_config(e->st, spec->id, t->local_id, false, &enabled, &call_cap, &call_tool,
+                        &params, err) < 0)
+    return GW_OUTCOME_FAILED;
   if (gw_talos_secrets_load(e->st, spec, user, &secrets, err) < 0 ||
       gw_talos_config_load(e->st, spec, user, secrets, &cfg, err) < 0 ||
       gw_trigger_state_get(e->st, spec->id, t->local_id, user, &state, err) < 0) {
@@ -160,7 +165,8 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   struct gw_granted g;
   enum gw_outcome o = GW_OUTCOME_FAILED;
   if (gw_spec_with_grants(e->st, spec, &g, err) == 0) {
-    o = talos_poll(&call, &g.spec, t->local_id, &cfg.in, state, &event, &new_state, err);
+    o = talos_poll(&call, &g.spec, t->local_id, &cfg.in, state,
+                   call_cap ? (params ? params : "{}") : NULL, &event, &new_state, &pass, err);
     gw_granted_free(&g);
   }
   gw_talos_config_free(&cfg, spec);
@@ -177,13 +183,11 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   fflush(stdout);
   if (audit_event(e->st, user, spec, t, event, seq, err) < 0)
     return GW_OUTCOME_FAILED;
-  bool enabled;
-  _cleanup_free_ char *call_cap = NULL, *call_tool = NULL;
-  if (gw_trigger_config(e->st, spec->id, t->local_id, false, &enabled, &call_cap, &call_tool, err) <
-      0)
-    return GW_OUTCOME_FAILED;
-  if (call_cap && call_tool)
+  if (call_cap && call_tool && pass)
     call_on_event(e, call_cap, call_tool, event);
+  else if (call_cap && call_tool)
+    fprintf(stderr, "capsule triggers: %s.%s not called: the trigger's filter declined the event\n",
+            call_cap, call_tool);
   return GW_OUTCOME_OK;
 }
 
@@ -324,7 +328,7 @@ static size_t poller_plan(const struct poll_env *e, struct schedule **out)
       _cleanup_free_ char *cc = NULL, *ct = NULL;
       struct cap_error err = {0};
       gw_trigger_config(e->st, spec->id, spec->triggers[k].local_id, spec->talos.default_enabled,
-                        &enabled, &cc, &ct, &err);
+                        &enabled, &cc, &ct, NULL, &err);
       cap_error_clear(&err);
       if (!enabled)
         continue;
@@ -370,40 +374,152 @@ static int triggers_run(const struct poll_env *e)
 
 /* ---- the verb ---- */
 
-/* Takes `--call CAP TOOL` out of argv (the common parser does not know it). */
-static int take_call(int *argc, char **argv, const char **cap, const char **tool)
+/* Takes `--call CAP TOOL` and each `--param NAME=VALUE` out of argv (the
+ * common parser does not know them). */
+static int take_call(int *argc, char **argv, const char **cap, const char **tool,
+                     struct cap_strv *params)
 {
-  for (int i = 1; i < *argc; i++) {
-    if (strcmp(argv[i], "--call") != 0)
+  for (int i = 1; i < *argc;) {
+    bool call = strcmp(argv[i], "--call") == 0, param = strcmp(argv[i], "--param") == 0;
+    if (!call && !param) {
+      i++;
       continue;
-    if (i + 2 >= *argc)
-      return cli_usage_error("triggers", "--call needs a CAPABILITY and a TOOL");
-    *cap = argv[i + 1];
-    *tool = argv[i + 2];
-    memmove(&argv[i], &argv[i + 3], (size_t)(*argc - i - 3) * sizeof *argv);
-    *argc -= 3;
-    argv[*argc] = NULL;
-    return 0;
+    }
+    int n = call ? 3 : 2;
+    if (i + n - 1 >= *argc)
+      return cli_usage_error("triggers", call ? "--call needs a CAPABILITY and a TOOL"
+                                              : "--param needs NAME=VALUE");
+    if (call) {
+      *cap = argv[i + 1];
+      *tool = argv[i + 2];
+    } else {
+      cap_strv_push(params, argv[i + 1]);
+    }
+    memmove(&argv[i], &argv[i + n], (size_t)(*argc - i - n + 1) * sizeof *argv);
+    *argc -= n;
   }
   return 0;
 }
 
+/* The declared param named name (t->params: [{key, type, default}...]). */
+static const struct cap_node *find_param(const struct cap_trigger *t, const char *name, size_t len)
+{
+  for (size_t i = 0; t->params && t->params->kind == CAP_NODE_ARRAY && i < t->params->u.arr.len;
+       i++) {
+    const struct cap_node *key = cap_node_get(t->params->u.arr.items[i], "key");
+    if (key && key->kind == CAP_NODE_STRING && key->u.str.len == len &&
+        memcmp(key->u.str.ptr, name, len) == 0)
+      return t->params->u.arr.items[i];
+  }
+  return NULL;
+}
+
+static void param_value(struct cap_jw *w, const struct cap_node *p, const char *value)
+{
+  const struct cap_node *type = cap_node_get(p, "type");
+  const char *ty = type && type->kind == CAP_NODE_STRING ? type->u.str.ptr : "string";
+  char *end;
+  double num = strtod(value, &end);
+  if (strcmp(ty, "number") == 0 && *value && !*end) {
+    if (num == (double)(int64_t)num && num > -9e15 && num < 9e15)
+      cap_jw_int(w, (int64_t)num); /* 2, not 2.0: as JSON.parse gives it */
+    else
+      cap_jw_double(w, num);
+  } else if (strcmp(ty, "multi-select") == 0) { /* "a,b" -> ["a", "b"] */
+    cap_jw_begin_array(w);
+    for (const char *q = value; *value;) {
+      const char *comma = strchr(q, ',');
+      cap_jw_string_n(w, q, comma ? (size_t)(comma - q) : strlen(q));
+      if (!comma)
+        break;
+      q = comma + 1;
+    }
+    cap_jw_end_array(w);
+  } else {
+    cap_jw_string(w, value);
+  }
+}
+
+/* The attached call's task configuration, as Talos keeps a task's
+ * triggerConfig: every declared param, the given value (typed by the
+ * param's type) or its default; an unknown name or a value of the wrong
+ * type is refused. Allocated JSON, or NULL (printed). */
+static char *task_config(const struct cap_trigger *t, const struct cap_strv *given)
+{
+  for (size_t i = 0; i < given->len; i++) {
+    const char *eq = strchr(given->v[i], '=');
+    const struct cap_node *p = eq ? find_param(t, given->v[i], (size_t)(eq - given->v[i])) : NULL;
+    const struct cap_node *type = p ? cap_node_get(p, "type") : NULL;
+    char *end = NULL;
+    if (p && type && type->kind == CAP_NODE_STRING && !strcmp(type->u.str.ptr, "number"))
+      strtod(eq + 1, &end);
+    if (!p || (end && (end == eq + 1 || *end))) {
+      fprintf(stderr, "capsule triggers: --param ");
+      cap_escape_fput(stderr, given->v[i], 200);
+      fprintf(stderr, ": %s; %s declares:",
+              !eq  ? "give NAME=VALUE"
+              : !p ? "no such param"
+                   : "not a number",
+              t->id);
+      for (size_t k = 0; t->params && t->params->kind == CAP_NODE_ARRAY && k < t->params->u.arr.len;
+           k++) {
+        const struct cap_node *key = cap_node_get(t->params->u.arr.items[k], "key");
+        if (key && key->kind == CAP_NODE_STRING)
+          fprintf(stderr, " %s", key->u.str.ptr);
+      }
+      fputc('\n', stderr);
+      return NULL;
+    }
+  }
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  for (size_t k = 0; t->params && t->params->kind == CAP_NODE_ARRAY && k < t->params->u.arr.len;
+       k++) {
+    const struct cap_node *p = t->params->u.arr.items[k], *key = cap_node_get(p, "key");
+    if (!key || key->kind != CAP_NODE_STRING)
+      continue;
+    const char *value = NULL;
+    for (size_t i = 0; i < given->len; i++)
+      if (!strncmp(given->v[i], key->u.str.ptr, key->u.str.len) &&
+          given->v[i][key->u.str.len] == '=')
+        value = given->v[i] + key->u.str.len + 1;
+    const struct cap_node *dflt = cap_node_get(p, "default");
+    if (!value && !dflt)
+      continue;
+    cap_jw_key(&w, key->u.str.ptr);
+    if (value)
+      param_value(&w, p, value);
+    else
+      cap_jw_node(&w, dflt);
+  }
+  cap_jw_end_object(&w);
+  return cap_buf_steal(&b);
+}
+
 static int triggers_change(const struct common *o, struct gw_state *st, const struct cap_spec *spec,
                            const struct cap_trigger *t, const char *sub, const char *call_cap,
-                           const char *call_tool)
+                           const char *call_tool, const struct cap_strv *params)
 {
   struct cap_error err = {0};
   bool on = strcmp(sub, "on") == 0;
   int enabled = on ? -1 : strcmp(sub, "enable") == 0;
+  _cleanup_free_ char *config = on ? task_config(t, params) : NULL;
+  if (on && !config)
+    return CLI_EXIT_INVALID;
   int r = gw_trigger_configure(st, spec->id, t->local_id, enabled, on ? call_cap : NULL, call_tool,
-                               &err);
+                               config, &err);
   if (r < 0) {
     cli_error("triggers", err.message);
     cap_error_clear(&err);
     return CLI_EXIT_INVALID;
   }
-  _cleanup_free_ char *what = on ? cap_xasprintf("on each event: call %s.%s", call_cap, call_tool)
-                                 : cap_xstrdup(enabled ? "enabled" : "disabled");
+  _cleanup_free_ char *what =
+      on ? cap_xasprintf("on each event: call %s.%s%s%s", call_cap, call_tool,
+                         strcmp(config, "{}") ? " with params " : "",
+                         strcmp(config, "{}") ? config : "")
+         : cap_xstrdup(enabled ? "enabled" : "disabled");
   _cleanup_free_ char *line = cap_xasprintf("triggers: %s %s", t->id, what);
   cap_escape_fput(stdout, line, 8192);
   putchar('\n');
@@ -417,7 +533,8 @@ static int triggers_change(const struct common *o, struct gw_state *st, const st
 int cmd_triggers(int argc, char **argv)
 {
   const char *call_cap = NULL, *call_tool = NULL;
-  int r = take_call(&argc, argv, &call_cap, &call_tool);
+  _cleanup_(cap_strv_free) struct cap_strv params = {0};
+  int r = take_call(&argc, argv, &call_cap, &call_tool, &params);
   struct common o = {0};
   if (r || (r = parse_common("triggers", argc, argv, &o)))
     return r < 0 ? CLI_EXIT_OK : r;
@@ -431,7 +548,11 @@ int cmd_triggers(int argc, char **argv)
   if (!known || (run && rest != 1) || (!run && rest != 3))
     return cli_usage_error("triggers", "give poll|enable|disable|on CAPABILITY TRIGGER, or run");
   if (strcmp(sub, "on") == 0 && !call_cap)
-    return cli_usage_error("triggers", "on needs --call CAPABILITY TOOL");
+    r = cli_usage_error("triggers", "on needs --call CAPABILITY TOOL");
+  else if (params.len && strcmp(sub, "on") != 0)
+    r = cli_usage_error("triggers", "--param goes with on --call");
+  if (r)
+    return r;
   if (strcmp(sub, "enable") == 0 || strcmp(sub, "disable") == 0 || strcmp(sub, "on") == 0)
     if ((r = require_operator("triggers", "changing triggers")))
       return r;
@@ -450,7 +571,7 @@ int cmd_triggers(int argc, char **argv)
   else if (strcmp(sub, "poll") == 0)
     r = triggers_poll(&e, spec, t);
   else
-    r = triggers_change(&o, st, spec, t, sub, call_cap, call_tool);
+    r = triggers_change(&o, st, spec, t, sub, call_cap, call_tool, &params);
   poll_env_free(&e);
   gw_state_close(st);
   gw_registry_free(&reg);

@@ -96,6 +96,26 @@ static const char schema_v7_plugins[] =
     "CREATE TABLE IF NOT EXISTS grants (capability TEXT NOT NULL, kind TEXT NOT NULL,"
     " value TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (capability, kind, value));";
 
+/* A trigger's tool call carries its task configuration (Talos's
+ * triggerConfig: values of the trigger's params, a JSON object), which the
+ * trigger's filter reads (gateway/plugin_state.c). */
+static int add_trigger_params(struct gw_state *st, struct cap_error *err)
+{
+  /* idempotent: a state whose user_version was reset runs the migrations again */
+  sqlite3_stmt *s = gw_state_prep(
+      st, "SELECT count(*) FROM pragma_table_info('trigger_config') WHERE name = 'call_params'",
+      NULL);
+  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  bool have = rc == SQLITE_ROW && sqlite3_column_int(s, 0) > 0;
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW)
+    return gw_state_db_error(st, err, "cannot read the triggers' table");
+  if (!have && sqlite3_exec(st->db, "ALTER TABLE trigger_config ADD COLUMN call_params TEXT", NULL,
+                            NULL, NULL) != SQLITE_OK)
+    return gw_state_db_error(st, err, "cannot add the trigger calls' parameters");
+  return 0;
+}
+
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
  * cannot, e.g. `capsule run` reading a stored credential). */
@@ -129,8 +149,10 @@ static const struct migration {
     {6, "access tokens", NULL, schema_v6_access, NULL},
     /* Talos: plugin settings, trigger state, events; operator grants */
     {7, "plugin settings, trigger state, events and grants", NULL, schema_v7_plugins, NULL},
+    /* Talos: a trigger call's task configuration, for the trigger's filter */
+    {8, "trigger call parameters", NULL, NULL, add_trigger_params},
 };
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 8
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {

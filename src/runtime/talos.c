@@ -266,6 +266,7 @@ enum gw_outcome talos_run(const struct gw_call *call, const struct cap_spec *spe
 struct poll_extra {
   const char *trigger;
   const struct cap_node *state;
+  const struct cap_node *task_config; /* or NULL */
 };
 
 static void poll_fields(struct cap_jw *w, const void *arg)
@@ -275,30 +276,51 @@ static void poll_fields(struct cap_jw *w, const void *arg)
   cap_jw_string(w, x->trigger);
   cap_jw_key(w, "state");
   cap_jw_node(w, x->state);
+  cap_jw_key(w, "taskConfig");
+  if (x->task_config)
+    cap_jw_node(w, x->task_config);
+  else
+    cap_jw_null(w);
+}
+
+/* text as a JSON object in a new document, or NULL. */
+static struct cap_doc *parse_object(const char *text)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(doc, text, strlen(text), "state", 0, &diags);
+  cap_diags_free(&diags);
+  if (r < 0 || doc->root->kind != CAP_NODE_OBJECT) {
+    cap_doc_free(doc);
+    return NULL;
+  }
+  return doc;
 }
 
 enum gw_outcome talos_poll(const struct gw_call *call, const struct cap_spec *spec,
                            const char *trigger, const struct talos_input *in, const char *state,
-                           char **event, char **new_state, struct cap_error *err)
+                           const char *task_config, char **event, char **new_state, bool *pass,
+                           struct cap_error *err)
 {
-  struct cap_doc *sdoc = cap_doc_new();
-  struct cap_diags diags = {0};
-  int r = cap_json_parse(sdoc, state, strlen(state), "state", 0, &diags);
-  cap_diags_free(&diags);
-  if (r < 0 || sdoc->root->kind != CAP_NODE_OBJECT) {
-    cap_doc_free(sdoc);
+  *pass = true;
+  struct cap_doc *sdoc = parse_object(state);
+  if (!sdoc) {
     return cap_error_set(err, EINVAL,
                          "plugin %s, trigger %s: its stored state is not a JSON object; reset it "
                          "with `capsule triggers reset %s %s`",
                          spec->id, trigger, spec->id, trigger),
            GW_OUTCOME_FAILED;
   }
-  struct poll_extra x = {trigger, sdoc->root};
+  struct cap_doc *tdoc = task_config ? parse_object(task_config) : NULL;
+  struct poll_extra x = {trigger, sdoc->root, tdoc ? tdoc->root : NULL};
   struct cap_doc *answer = NULL;
   enum gw_outcome o = roundtrip(call, spec, "poll", in, poll_fields, &x, &answer, err);
   cap_doc_free(sdoc);
+  cap_doc_free(tdoc);
   if (o != GW_OUTCOME_OK)
     return o;
+  const struct cap_node *ok = cap_node_get(answer->root, "pass");
+  *pass = !ok || ok->kind != CAP_NODE_BOOL || ok->u.boolean;
   const struct cap_node *ev = cap_node_get(answer->root, "event");
   *event = ev && ev->kind != CAP_NODE_NULL ? node_json(ev) : NULL;
   *new_state = node_json(cap_node_get(answer->root, "newState"));

@@ -29,10 +29,15 @@ enum gw_outcome talos_run(const struct gw_call *call, const struct cap_spec *spe
 
 /* One poll of trigger (its local id) with state (a JSON object). On
  * success *event is the event as JSON or NULL when none, *new_state the
- * JSON object to store (both allocated). */
+ * JSON object to store (both allocated). task_config (a JSON object, or
+ * NULL when no task is attached): the attached call's parameters, given to
+ * the trigger's filter(event, taskConfig) when it exports one; *pass says
+ * whether the attached call should run (true without a filter, or when the
+ * filter throws, as Talos's poller does). */
 enum gw_outcome talos_poll(const struct gw_call *call, const struct cap_spec *spec,
                            const char *trigger, const struct talos_input *in, const char *state,
-                           char **event, char **new_state, struct cap_error *err);
+                           const char *task_config, char **event, char **new_state, bool *pass,
+                           struct cap_error *err);
 
 /* Loads the module in its sandbox and checks that it exports every
  * declared function (readiness). */

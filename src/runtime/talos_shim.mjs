@@ -3,7 +3,7 @@
 //
 // Reads one JSON request on stdin:
 //   {op: "call"|"poll"|"probe", plugin, module, function, trigger,
-//    functions, args, config, state, sources, nodePath}
+//    functions, args, config, state, taskConfig, sources, nodePath}
 // `sources` maps each TypeScript file of the plugin (absolute path) to the
 // JavaScript capsule compiled for it on the host (esbuild, cached by content
 // hash): a module hook serves them, so the plugin's own URLs, relative
@@ -16,8 +16,10 @@
 // triggers/poller.ts): a handler is `handlers[name]` or a named export,
 // called as handler(args, config) with config one flat object of strings
 // (credentials and settings); a trigger is `triggers[id].poll(config,
-// state, config)` returning {event, newState}; `init(logger, services)` is
-// called first when exported.
+// state, config)` returning {event, newState}, then, when a task is attached
+// (`taskConfig`, the call's params), `triggers[id].filter(event, taskConfig)`
+// deciding whether it runs (`pass`); `init(logger, services)` is called
+// first when exported.
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { writeSync } from 'node:fs';
@@ -153,7 +155,19 @@ async function poll(mod) {
     return fail('poll returned no newState object (it must return {event, newState})');
   if (r.event !== null && r.event !== undefined && (typeof r.event !== 'object' || Array.isArray(r.event)))
     return fail('poll returned an event that is not an object or null');
-  answer({ ok: true, event: r.event ?? null, newState: r.newState });
+  answer({ ok: true, event: r.event ?? null, newState: r.newState, pass: passes(t, r.event ?? null) });
+}
+
+// Talos's poller: a trigger's optional filter(event, taskConfig) decides
+// whether the task attached to it runs; a filter that throws does not
+// stop it ("invalid config: skip the filter")
+function passes(t, event) {
+  if (!event || req.taskConfig == null || typeof t.filter !== 'function') return true;
+  try {
+    return !!t.filter(event, req.taskConfig);
+  } catch {
+    return true;
+  }
 }
 
 try {

@@ -85,7 +85,11 @@ JSON
    {"id": "tick", "label": "Tick", "description": "Every third poll",
     "params": [{"key": "cooldown_seconds", "label": "Cooldown", "type": "number", "default": 60}]},
    {"id": "throws", "label": "Throws"},
-   {"id": "garbage", "label": "Garbage"}],
+   {"id": "garbage", "label": "Garbage"},
+   {"id": "picky", "label": "Picky", "description": "Fires each poll; its filter passes counts of at least min_count",
+    "params": [{"key": "min_count", "label": "Minimum count", "type": "number", "default": 1},
+               {"key": "tag", "label": "Tag", "type": "text"}]},
+   {"id": "fthrow", "label": "Filter throws"}],
  "functions": [{"name": "noop", "description": "Nothing.", "parameters": {"type": "object"}}]}
 JSON
   cat >"$d/watch/index.ts" <<'TS'
@@ -103,6 +107,19 @@ export const triggers = {
   },
   throws: { async poll() { throw new Error("the service is down"); } },
   garbage: { async poll() { return 42; } },
+  picky: {
+    async poll(_c: Record<string, string>, state: State) {
+      const count = (state.count ?? 0) + 1;
+      return { event: { summary: `picky ${count}`, data: { count } }, newState: { count } };
+    },
+    filter(event: { data: { count: number } }, cfg: { min_count: number; tag?: string }) {
+      return typeof cfg.min_count === "number" && event.data.count >= cfg.min_count && cfg.tag === "t1";
+    },
+  },
+  fthrow: {
+    async poll() { return { event: { summary: "x" }, newState: {} }; },
+    filter() { throw new Error("a bad task config"); },
+  },
 };
 TS
   cat >"$d/noexports/manifest.json" <<'JSON'
@@ -271,7 +288,7 @@ suite() {
   tt event-audited 0 "watch\.trigger:tick +trigger .*event 1" audit "${G[@]}"
   tt poll-throws 1 "watch:throws: the tool failed: plugin watch, trigger throws: the service is down; nothing was stored" triggers poll watch throws "${G[@]}"
   tt poll-garbage 1 "plugin watch, trigger garbage: poll returned number, not \{event, newState\}" triggers poll watch garbage "${G[@]}"
-  tt poll-unknown 1 "declares no trigger 'nope'; its triggers: tick throws garbage" triggers poll watch nope "${G[@]}"
+  tt poll-unknown 1 "declares no trigger 'nope'; its triggers: tick throws garbage picky fthrow" triggers poll watch nope "${G[@]}"
   local db=$state/state.db
   "${R[@]}" sqlite3 "$db" "UPDATE trigger_state SET state = 'not json' WHERE trigger = 'tick'"
   tt poll-bad-state 1 "plugin watch, trigger tick: its stored state is not a JSON object" triggers poll watch tick "${G[@]}"
@@ -281,6 +298,16 @@ suite() {
   tt trigger-on 0 "watch:tick on each event: call named.add" triggers on watch tick --call named add "${G[@]}"
   tt poll-then-call 0 '"summary":"poll 6"' triggers poll watch tick "${G[@]}"
   tt trigger-call-audited 0 "named\.add" audit "${G[@]}"
+  # a trigger's filter(event, taskConfig) decides whether the attached call runs (Talos's poller)
+  tt trigger-on-params 0 'watch:picky on each event: call named.add with params \{"min_count":2,"tag":"t1"\}' triggers on watch picky --call named add --param min_count=2 --param tag=t1 "${G[@]}"
+  tt trigger-param-unknown 1 "--param nope=1: no such param; watch:picky declares: min_count tag" triggers on watch picky --call named add --param nope=1 "${G[@]}"
+  tt trigger-param-not-number 1 "--param min_count=many: not a number" triggers on watch picky --call named add --param min_count=many "${G[@]}"
+  tt trigger-param-without-on 2 "--param goes with on --call" triggers enable watch picky --param tag=x "${G[@]}"
+  tt filter-declines 0 "named.add not called: the trigger's filter declined the event" triggers poll watch picky "${G[@]}"
+  tt filter-passes 0 "named.add on the event: ok" triggers poll watch picky "${G[@]}"
+  tt filter-event-stored 0 '"summary": "picky 1"' events --json "${G[@]}"
+  tt trigger-on-fthrow 0 "watch:fthrow on each event: call named.add$" triggers on watch fthrow --call named add "${G[@]}"
+  tt filter-throws-still-calls 0 "named.add on the event: ok" triggers poll watch fthrow "${G[@]}"
 
   echo " the poller"
   tt trigger-enable 0 "watch:tick enabled" triggers enable watch tick "${G[@]}"
