@@ -8,7 +8,8 @@
  * "poll_interval", in minutes; else 5 minutes), the first poll 5 s after
  * start, a lease in the state so two pollers never poll one trigger at
  * once, failures logged and retried at the next interval, SIGTERM or
- * SIGINT ending it after the poll in progress. */
+ * SIGINT ending it after the poll in progress; push triggers (a module's
+ * subscribe) are subscribed to instead (triggers_push.c). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "cli/gateway.h"
 #include "cli/listing.h"
 #include "cli/plugin.h"
+#include "cli/triggers.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "core/escape.h"
@@ -34,7 +36,8 @@
 #define FIRST_POLL_MS 5000
 #define DEFAULT_INTERVAL_MS (5 * 60 * 1000)
 
-static volatile sig_atomic_t stopping;
+volatile sig_atomic_t triggers_stopping;
+#define stopping triggers_stopping
 static void on_stop(int sig) { stopping = sig; }
 
 static void catch_stop(void)
@@ -52,16 +55,6 @@ static const struct cap_trigger *find_trigger(const struct cap_spec *spec, const
       return &spec->triggers[i];
   return NULL;
 }
-
-/* Where the calls' logs, warm sockets and caches go, and what is masked. */
-struct poll_env {
-  const struct common *o;
-  const struct gw_registry *reg;
-  struct gw_state *st;
-  char *logs, *cache, *run;
-  char **hidden;
-  size_t n_hidden;
-};
 
 static void poll_env_init(struct poll_env *e, const struct common *o, const struct gw_registry *reg,
                           struct gw_state *st)
@@ -84,8 +77,8 @@ static void poll_env_free(struct poll_env *e)
 }
 
 /* The tool the operator attached to the trigger, called with {"event": E}. */
-static void call_on_event(const struct poll_env *e, const char *cap, const char *tool,
-                          const char *event)
+void triggers_call_on_event(const struct poll_env *e, const char *cap, const char *tool,
+                            const char *event)
 {
   _cleanup_free_ char *args = cap_xasprintf("{\"event\":%s}", event);
   struct gw_call call = {
@@ -116,9 +109,9 @@ static void call_on_event(const struct poll_env *e, const char *cap, const char 
 }
 
 /* The event's own audit record: who, which trigger, the event's hash. */
-static int audit_event(struct gw_state *st, const char *user, const struct cap_spec *spec,
-                       const struct cap_trigger *t, const char *event, int64_t seq,
-                       struct cap_error *err)
+int triggers_audit_event(struct gw_state *st, const char *user, const struct cap_spec *spec,
+                         const struct cap_trigger *t, const char *event, int64_t seq,
+                         struct cap_error *err)
 {
   _cleanup_free_ char *tool = cap_xasprintf("trigger:%s", t->local_id);
   _cleanup_free_ char *outcome = cap_xasprintf("event %lld", (long long)seq);
@@ -181,10 +174,10 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   _cleanup_free_ char *shown = cap_json_canonical(event, strlen(event));
   printf("%s\n", shown ? shown : event);
   fflush(stdout);
-  if (audit_event(e->st, user, spec, t, event, seq, err) < 0)
+  if (triggers_audit_event(e->st, user, spec, t, event, seq, err) < 0)
     return GW_OUTCOME_FAILED;
   if (call_cap && call_tool && pass)
-    call_on_event(e, call_cap, call_tool, event);
+    triggers_call_on_event(e, call_cap, call_tool, event);
   else if (call_cap && call_tool)
     fprintf(stderr, "capsule triggers: %s.%s not called: the trigger's filter declined the event\n",
             call_cap, call_tool);
@@ -316,13 +309,14 @@ static void poller_tick(const struct poll_env *e, struct schedule *s, const char
   cap_error_clear(&err);
 }
 
-static size_t poller_plan(const struct poll_env *e, struct schedule **out)
+static size_t poller_plan(const struct poll_env *e, struct schedule **out, struct push_set *push)
 {
   struct schedule *v = NULL;
   size_t n = 0;
   uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
   for (size_t i = 0; i < e->reg->n; i++) {
     const struct cap_spec *spec = e->reg->caps[i];
+    bool *pushes = NULL, probed = false; /* loaded once, for an enabled trigger */
     for (size_t k = 0; spec->runtime.kind == CAP_RUNTIME_TALOS_NODE && k < spec->n_triggers; k++) {
       bool enabled = false;
       _cleanup_free_ char *cc = NULL, *ct = NULL;
@@ -332,6 +326,14 @@ static size_t poller_plan(const struct poll_env *e, struct schedule **out)
       cap_error_clear(&err);
       if (!enabled)
         continue;
+      if (!probed) {
+        pushes = triggers_push_kinds(e, spec);
+        probed = true;
+      }
+      if (pushes && pushes[k]) { /* Talos subscribes to it instead of polling */
+        triggers_push_add(push, spec, &spec->triggers[k]);
+        continue;
+      }
       v = cap_xrealloc(v, (n + 1) * sizeof *v);
       v[n] = (struct schedule){spec, &spec->triggers[k], now + FIRST_POLL_MS,
                                interval_ms(e->st, spec, e->o->user)};
@@ -339,6 +341,7 @@ static size_t poller_plan(const struct poll_env *e, struct schedule **out)
               spec->triggers[k].id, (double)v[n].every_ms / 60000.0);
       n++;
     }
+    free(pushes);
   }
   *out = v;
   return n;
@@ -348,8 +351,9 @@ static int triggers_run(const struct poll_env *e)
 {
   catch_stop();
   struct schedule *plan = NULL;
-  size_t n = poller_plan(e, &plan);
-  if (!n)
+  struct push_set push = {0};
+  size_t n = poller_plan(e, &plan, &push);
+  if (!n && !push.n)
     fprintf(stderr, "capsule triggers run: no enabled trigger (enable one with `capsule "
                     "triggers enable CAPABILITY TRIGGER`); waiting for SIGTERM\n");
   char holder[96];
@@ -363,9 +367,12 @@ static int triggers_run(const struct poll_env *e)
         poller_tick(e, &plan[i], holder);
         plan[i].next_ms = cap_now_ms(CLOCK_MONOTONIC) + plan[i].every_ms;
       }
+    if (!stopping)
+      triggers_push_tick(e, &push);
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
+  triggers_push_stop(&push);
   fprintf(stderr, "capsule triggers run: stopped (%s)\n",
           stopping == SIGTERM ? "SIGTERM" : "SIGINT");
   free(plan);

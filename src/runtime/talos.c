@@ -11,6 +11,7 @@
 #include "core/diag.h"
 #include "core/json.h"
 #include "runtime/covenant.h"
+#include "runtime/talos_internal.h"
 #include "runtime/talos_ts.h"
 
 /* generated from talos_shim.mjs by scripts/embed.py */
@@ -148,7 +149,8 @@ static char *undici_dir(const struct cap_spec *spec)
  * call's deadline as the wall clock. */
 static enum gw_outcome exchange(const struct gw_call *call, const struct cap_spec *spec,
                                 const char *const *reads, size_t n_reads, struct cap_buf *line,
-                                char **raw, struct cap_error *err)
+                                char **raw, talos_line_fn *stream, void *stream_arg,
+                                struct cap_error *err)
 {
   cap_buf_putc(line, '\n');
   struct cap_spec run_spec = *spec; /* shallow: grants and the wall clock change */
@@ -165,8 +167,11 @@ static enum gw_outcome exchange(const struct gw_call *call, const struct cap_spe
                                                           .origin = CAP_ORIGIN_PACKAGE};
   if (call->deadline_ms) /* the call's --timeout wins over Talos's 120 s */
     run_spec.limits.wall_ms = call->deadline_ms;
+  if (stream) /* a subscription runs until it is stopped */
+    run_spec.limits.wall_ms = 0;
   char *const cmd[] = {"node", "--input-type=module", "-e", (char *)talos_shim, NULL};
-  enum gw_outcome o = covenant_run_line(call, &run_spec, cmd, line, NULL, 0, raw, err);
+  enum gw_outcome o = stream ? talos_stream_run(call, &run_spec, cmd, line, stream, stream_arg, err)
+                             : covenant_run_line(call, &run_spec, cmd, line, NULL, 0, raw, err);
   sodium_memzero(line->data, line->len); /* it held the credentials */
   cap_buf_free(line);
   return o;
@@ -208,11 +213,13 @@ static char *node_json(const struct cap_node *n)
   return cap_buf_steal(&b);
 }
 
-/* Builds the request (head, then extra(w, arg)), runs it, parses the answer. */
-static enum gw_outcome roundtrip(const struct gw_call *call, const struct cap_spec *spec,
-                                 const char *op, const struct talos_input *in,
-                                 void (*extra)(struct cap_jw *, const void *), const void *arg,
-                                 struct cap_doc **answer, struct cap_error *err)
+/* Builds the request (head, then extra(w, arg)), runs it, parses the
+ * answer; with stream, hands each line to it instead (answer unset). */
+static enum gw_outcome run_request(const struct gw_call *call, const struct cap_spec *spec,
+                                   const char *op, const struct talos_input *in,
+                                   void (*extra)(struct cap_jw *, const void *), const void *arg,
+                                   talos_line_fn *stream, void *stream_arg, struct cap_doc **answer,
+                                   struct cap_error *err)
 {
   _cleanup_free_ char *root = node_root(spec, in);
   _cleanup_free_ char *undici = undici_dir(spec);
@@ -231,9 +238,19 @@ static enum gw_outcome roundtrip(const struct gw_call *call, const struct cap_sp
   cap_jw_end_object(&w);
   _cleanup_free_ char *raw = NULL;
   const char *reads[] = {nm, undici};
-  enum gw_outcome o = exchange(call, spec, reads, 2, &line, &raw, err);
+  enum gw_outcome o = exchange(call, spec, reads, 2, &line, &raw, stream, stream_arg, err);
+  if (stream)
+    return o;
   const char *prefix = strcmp(op, "probe") == 0 ? "" : "the tool failed: ";
   return o == GW_OUTCOME_OK ? shim_answer(raw, prefix, answer, err) : o;
+}
+
+static enum gw_outcome roundtrip(const struct gw_call *call, const struct cap_spec *spec,
+                                 const char *op, const struct talos_input *in,
+                                 void (*extra)(struct cap_jw *, const void *), const void *arg,
+                                 struct cap_doc **answer, struct cap_error *err)
+{
+  return run_request(call, spec, op, in, extra, arg, NULL, NULL, answer, err);
 }
 
 struct call_extra {
@@ -339,10 +356,73 @@ static void probe_fields(struct cap_jw *w, const void *arg)
 }
 
 enum gw_outcome talos_probe(const struct gw_call *call, const struct cap_spec *spec,
-                            const struct talos_input *in, struct cap_error *err)
+                            const struct talos_input *in, bool *subscribes, struct cap_error *err)
 {
   struct cap_doc *answer = NULL;
   enum gw_outcome o = roundtrip(call, spec, "probe", in, probe_fields, spec, &answer, err);
+  const struct cap_node *push = o == GW_OUTCOME_OK ? cap_node_get(answer->root, "subscribe") : NULL;
+  for (size_t i = 0; subscribes && i < spec->n_triggers; i++) {
+    const struct cap_node *v = push ? cap_node_get(push, spec->triggers[i].local_id) : NULL;
+    subscribes[i] = v && v->kind == CAP_NODE_BOOL && v->u.boolean;
+  }
   cap_doc_free(answer);
+  return o;
+}
+
+/* ---- push triggers ---- */
+
+struct push {
+  const char *plugin, *trigger;
+  talos_event_fn *fn;
+  void *arg;
+  bool subscribed;
+  char *error; /* the shim's {"ok": false, "error"} */
+};
+
+static void push_line(void *arg, const char *line)
+{
+  struct push *p = arg;
+  struct cap_doc *doc = NULL;
+  struct cap_error err = {0};
+  if (shim_answer(line, "", &doc, &err) != GW_OUTCOME_OK) {
+    free(p->error);
+    p->error = cap_xstrdup(err.message ? err.message : "an answer that is not JSON");
+    cap_error_clear(&err);
+    return;
+  }
+  const struct cap_node *ev = cap_node_get(doc->root, "event");
+  const struct cap_node *pass = cap_node_get(doc->root, "pass");
+  if (cap_node_get(doc->root, "subscribed"))
+    p->subscribed = true;
+  else if (ev && ev->kind == CAP_NODE_OBJECT) {
+    _cleanup_free_ char *event = node_json(ev);
+    p->fn(p->arg, event, !pass || pass->kind != CAP_NODE_BOOL || pass->u.boolean);
+  }
+  cap_doc_free(doc);
+}
+
+enum gw_outcome talos_subscribe(const struct gw_call *call, const struct cap_spec *spec,
+                                const char *trigger, const struct talos_input *in,
+                                const char *task_config, talos_event_fn *fn, void *arg,
+                                struct cap_error *err)
+{
+  struct cap_doc *tdoc = task_config ? parse_object(task_config) : NULL;
+  struct cap_doc *empty = parse_object("{}");
+  struct poll_extra x = {trigger, empty->root, tdoc ? tdoc->root : NULL};
+  struct push p = {.plugin = spec->id, .trigger = trigger, .fn = fn, .arg = arg};
+  enum gw_outcome o =
+      run_request(call, spec, "subscribe", in, poll_fields, &x, push_line, &p, NULL, err);
+  cap_doc_free(tdoc);
+  cap_doc_free(empty);
+  if (p.error) { /* what the shim said outweighs how it ended */
+    cap_error_clear(err);
+    cap_error_set(err, EIO, "%s", p.error);
+    o = GW_OUTCOME_FAILED;
+  } else if (o == GW_OUTCOME_OK && !p.subscribed) {
+    cap_error_set(err, EIO, "plugin %s, trigger %s: the subscription ended before it began",
+                  spec->id, trigger);
+    o = GW_OUTCOME_FAILED;
+  }
+  free(p.error);
   return o;
 }

@@ -4,7 +4,8 @@
  * plugin's sandbox, in one exchange per call: a handler called as Talos
  * calls it, handler(args, config), a trigger polled as
  * triggers[id].poll(config, state, config), or the module probed for the
- * declared functions. config is one flat object of strings: the plugin's
+ * declared functions; a push trigger's subscription (talos_subscribe) is a
+ * run of its own that lasts until it is stopped. config is one flat object of strings: the plugin's
  * credentials (never its environment) and settings (stored, else the
  * manifest's default). Nothing here prints. */
 #ifndef CAPSULE_RUNTIME_TALOS_H
@@ -40,9 +41,29 @@ enum gw_outcome talos_poll(const struct gw_call *call, const struct cap_spec *sp
                            struct cap_error *err);
 
 /* Loads the module in its sandbox and checks that it exports every
- * declared function (readiness). */
+ * declared function (readiness). subscribes (spec->n_triggers entries, or
+ * NULL): whether each trigger exports subscribe (a push trigger, which
+ * Talos subscribes to instead of polling). */
 enum gw_outcome talos_probe(const struct gw_call *call, const struct cap_spec *spec,
-                            const struct talos_input *in, struct cap_error *err);
+                            const struct talos_input *in, bool *subscribes, struct cap_error *err);
+
+/* An event a push trigger emitted (JSON text, borrowed) and whether the
+ * trigger's filter passed it for the attached call. Called from a thread
+ * of the subscription's own. */
+typedef void talos_event_fn(void *arg, const char *event, bool pass);
+
+/* Subscribes to trigger as Talos's subscriber does,
+ * triggers[id].subscribe(config, config, emit), in the plugin's sandbox,
+ * with no wall clock: fn is called with each event emitted (an object;
+ * anything else is dropped with a line in the tool log), filtered by the
+ * trigger's filter(event, taskConfig) when task_config is not NULL. Runs
+ * until the process gets SIGTERM (the shim then calls the unsubscribe
+ * function subscribe returned, and exits) or the plugin fails; OK when it
+ * was stopped, else why it ended. */
+enum gw_outcome talos_subscribe(const struct gw_call *call, const struct cap_spec *spec,
+                                const char *trigger, const struct talos_input *in,
+                                const char *task_config, talos_event_fn *fn, void *arg,
+                                struct cap_error *err);
 
 /* The module a Talos capability loads (allocated). */
 char *talos_module_path(const struct cap_spec *spec);

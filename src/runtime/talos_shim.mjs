@@ -2,7 +2,7 @@
 // inside the plugin's sandbox (embedded in capsule at build time).
 //
 // Reads one JSON request on stdin:
-//   {op: "call"|"poll"|"probe", plugin, module, function, trigger,
+//   {op: "call"|"poll"|"subscribe"|"probe", plugin, module, function, trigger,
 //    functions, args, config, state, taskConfig, sources, nodePath}
 // `sources` maps each TypeScript file of the plugin (absolute path) to the
 // JavaScript capsule compiled for it on the host (esbuild, cached by content
@@ -18,7 +18,9 @@
 // (credentials and settings); a trigger is `triggers[id].poll(config,
 // state, config)` returning {event, newState}, then, when a task is attached
 // (`taskConfig`, the call's params), `triggers[id].filter(event, taskConfig)`
-// deciding whether it runs (`pass`); `init(logger, services)` is called
+// deciding whether it runs (`pass`); a push trigger is
+// `triggers[id].subscribe(config, config, emit)` (triggers/subscriber.ts),
+// each emitted event a line of its own; `init(logger, services)` is called
 // first when exported.
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
@@ -28,7 +30,7 @@ import { Console } from 'node:console';
 let input = '';
 for await (const chunk of process.stdin) input += chunk;
 const req = JSON.parse(input);
-const where = req.op === 'poll' ? `trigger ${req.trigger}` : req.op === 'call' ? `function ${req.function}` : 'its entry';
+const where = req.op === 'poll' || req.op === 'subscribe' ? `trigger ${req.trigger}` : req.op === 'call' ? `function ${req.function}` : 'its entry';
 const name = `plugin ${req.plugin}, ${where}`;
 let answered = false;
 const answer = (o) => {
@@ -141,7 +143,45 @@ function probe(mod) {
   if (missing.length === (req.functions || []).length && missing.length > 0)
     return fail(`the module exports none of the declared functions (${missing.join(', ')}); export them in \`handlers\` or by name`);
   if (missing.length) return fail(`the module does not export the declared function(s) ${missing.join(', ')}`);
-  answer({ ok: true });
+  // which triggers push (Talos subscribes to those and does not poll them)
+  const subscribe = {};
+  for (const [id, t] of Object.entries(mod.triggers || {}))
+    subscribe[id] = !!t && typeof t.subscribe === 'function';
+  answer({ ok: true, subscribe });
+}
+
+// Talos's subscriber: subscribe(config, settings, emit) returns the
+// function that ends the subscription; each emitted event is one line
+// ({ok, event, pass}); SIGTERM (capsule stopping) unsubscribes and exits
+async function subscribe(mod) {
+  const t = mod.triggers && mod.triggers[req.trigger];
+  if (!t || typeof t.subscribe !== 'function')
+    return fail(`the module exports no \`triggers.${req.trigger}.subscribe\` function`);
+  const emit = (event) => {
+    if (!event || typeof event !== 'object' || Array.isArray(event))
+      return logger.error(`${name}: an emitted event that is not an object was dropped`);
+    let line;
+    try {
+      line = JSON.stringify({ ok: true, event, pass: passes(t, event) });
+    } catch (e) {
+      return logger.error(`${name}: an emitted event that is not JSON was dropped (${e.message})`);
+    }
+    writeSync(1, line + '\n');
+  };
+  const unsubscribe = await t.subscribe(req.config, req.config, emit);
+  const stop = async () => {
+    try {
+      if (typeof unsubscribe === 'function') await unsubscribe();
+    } catch (e) {
+      logger.error(`${name}: unsubscribe threw: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  writeSync(1, JSON.stringify({ ok: true, subscribed: true }) + '\n');
+  setInterval(() => {}, 1 << 30); // alive until stopped
+  await new Promise(() => {});
 }
 
 async function poll(mod) {
@@ -174,6 +214,7 @@ try {
   const mod = await loadPlugin();
   if (req.op === 'probe') probe(mod);
   else if (req.op === 'poll') await poll(mod);
+  else if (req.op === 'subscribe') await subscribe(mod);
   else {
     const fn = lookup(mod, req.function);
     if (!fn) fail('the module exports no such function (neither in `handlers` nor by name)');

@@ -134,6 +134,29 @@ JSON
  "functions": [{"name": "pad", "description": "Pads.", "parameters": {"type": "object"}}]}
 JSON
   printf 'import pad from "capsule-test-pad";\nexport const handlers = { pad: async () => pad("x") };\n' >"$d/importer/index.ts"
+  # a push trigger (Talos's subscribe): an event every 300 ms until unsubscribed
+  mkdir -p "$d/pusher"
+  cat >"$d/pusher/manifest.json" <<'JSON'
+{"id": "pusher", "name": "Pusher", "description": "A push trigger.", "version": "1.0.0",
+ "triggers": [{"id": "ping", "label": "Ping", "params": [{"key": "cooldown_seconds", "label": "Cooldown", "type": "number", "default": 60}, {"key": "min", "label": "Minimum", "type": "number"}]},
+              {"id": "broken", "label": "Subscribe throws"}],
+ "functions": [{"name": "noop", "description": "Nothing.", "parameters": {"type": "object"}}]}
+JSON
+  cat >"$d/pusher/index.ts" <<'TS'
+type Emit = (event: unknown) => void;
+export const handlers = { noop: async () => "ok" };
+export const triggers = {
+  ping: {
+    async subscribe(_config: Record<string, string>, _settings: Record<string, string>, emit: Emit) {
+      let n = 0;
+      const timer = setInterval(() => { n++; emit(n === 2 ? "not an object" : { summary: `ping ${n}`, data: { n } }); }, 300);
+      return () => { clearInterval(timer); console.error(`unsubscribed after ${n}`); };
+    },
+    filter(event: { data: { n: number } }, cfg: { min?: number }) { return event.data.n >= (cfg.min ?? 0); },
+  },
+  broken: { async subscribe() { throw new Error("cannot reach the feed"); } },
+};
+TS
   mkdir -p "$d/net"
   cat >"$d/net/manifest.json" <<'JSON'
 {"id": "net", "name": "Net", "description": "Uses fetch and reads a file.", "version": "1.0.0",
@@ -337,6 +360,34 @@ suite() {
      [ "$("${R[@]}" sqlite3 "$db" "SELECT state FROM trigger_state WHERE trigger = 'tick'")" = "$polls_before" ]; then ok "$who: poller-respects-lease"
   else bad "$who: poller-respects-lease"; head -5 "$log" | sed 's/^/         /'; fi
   tt trigger-disable 0 "watch:tick disabled" triggers disable watch tick "${G[@]}"
+
+  echo " push triggers (subscribe)"
+  "${R[@]}" "$capsule" policy set pusher noop allow "${G[@]}" >/dev/null
+  tt push-enable 0 "pusher:ping enabled" triggers enable pusher ping "${G[@]}"
+  tt push-on 0 'pusher:ping on each event: call named.add with params \{"cooldown_seconds":60,"min":3\}' triggers on pusher ping --call named add --param min=3 "${G[@]}"
+  tt push-enable-broken 0 "pusher:broken enabled" triggers enable pusher broken "${G[@]}"
+  local plog=$dir/push.log pevents
+  before=$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")
+  "${R[@]}" "$capsule" triggers run "${G[@]}" >"$dir/push.out" 2>"$plog" &
+  pid=$!
+  n=0
+  while [ $n -lt 600 ] && [ "$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")" -lt $((before + 5)) ]; do sleep 0.2; n=$((n + 1)); done
+  stop $pid; st=$?
+  pevents=$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")
+  if [ $st = 0 ] && grep -q "stopped (SIGTERM)" "$plog" && [ "$pevents" -ge $((before + 5)) ]; then ok "$who: push-events-stored-and-stops"
+  else bad "$who: push-events-stored-and-stops (exit $st, $pevents events)"; head -5 "$plog" | sed 's/^/         /'; fi
+  if grep -q "subscribing to pusher:ping (a push trigger: not polled)" "$plog"; then ok "$who: push-not-polled"; else bad "$who: push-not-polled"; fi
+  if grep -q '^{"summary":"ping 1","data":{"n":1}}$' "$dir/push.out" && ! grep -q '"ping 2"' "$dir/push.out"; then ok "$who: push-event-printed-non-object-dropped"
+  else bad "$who: push-event-printed-non-object-dropped"; fi
+  if grep -q "named.add not called: the trigger's filter declined the event" "$plog" &&
+     [ "$(grep -c "named.add on the event: ok" "$plog")" = 1 ] && grep -q "named.add not called: within its cooldown (60 s)" "$plog"; then ok "$who: push-filter-and-cooldown"
+  else bad "$who: push-filter-and-cooldown"; grep "named.add" "$plog" | head -5 | sed 's/^/         /'; fi
+  if grep -q "pusher:broken: the subscription ended: .*cannot reach the feed" "$plog"; then ok "$who: push-subscribe-throws-logged"
+  else bad "$who: push-subscribe-throws-logged"; fi
+  if "${R[@]}" grep -q "unsubscribed after" "$state/logs/pusher.log"; then ok "$who: push-unsubscribed-on-sigterm"; else bad "$who: push-unsubscribed-on-sigterm"; fi
+  tt push-event-audited 0 "pusher\.trigger:ping +trigger " audit "${G[@]}"
+  tt push-disable 0 "pusher:ping disabled" triggers disable pusher ping "${G[@]}"
+  "${R[@]}" "$capsule" triggers disable pusher broken "${G[@]}" >/dev/null
 }
 
 # Fetch through the egress proxy: capsule runs in a network namespace of
