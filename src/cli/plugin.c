@@ -59,6 +59,8 @@ static void setting_names(const struct cap_spec *spec, struct cap_buf *b)
   for (size_t i = 0; i < spec->n_settings; i++)
     cap_buf_printf(b, "%s%s", i ? ", " : "", spec->settings[i].name);
   cap_buf_printf(b, "%s%s", spec->n_settings ? ", " : "", GW_SETTING_NODE_PATH);
+  if (spec->talos.has_oauth)
+    cap_buf_printf(b, ", %s", GW_SETTING_OAUTH_TOKEN_URL);
 }
 
 /* NULL when value fits the setting, else why not (allocated). */
@@ -69,6 +71,13 @@ static char *setting_check(const struct cap_spec *spec, const char *name, const 
     if (value[0] != '/' || stat(value, &sb) < 0 || !S_ISDIR(sb.st_mode))
       return cap_xasprintf("node_path must be the absolute path of a directory (one holding "
                            "node_modules), not '%s'",
+                           value);
+    return NULL;
+  }
+  if (spec->talos.has_oauth && strcmp(name, GW_SETTING_OAUTH_TOKEN_URL) == 0) {
+    if (strncmp(value, "https://", 8) && strncmp(value, "http://", 7))
+      return cap_xasprintf("oauth_token_url must be the provider's token endpoint, an http:// or "
+                           "https:// URL, not '%s'",
                            value);
     return NULL;
   }

@@ -85,9 +85,16 @@ int gw_grant_list(struct gw_state *st, const char *cap, gw_grant_fn fn, void *ar
  * credentials (secrets, per spec->secrets[i], borrowed): what
  * runtime/talos.h's calls and polls take as cfg->in. */
 #define GW_SETTING_NODE_PATH "node_path"
+/* For a plugin with `oauth`: the provider's token endpoint (an http or
+ * https URL), which turns on the refresh (runtime/talos.h). */
+#define GW_SETTING_OAUTH_TOKEN_URL "oauth_token_url"
 struct gw_talos_config {
   char **settings;
   char *node_path;
+  char *token_url;
+  struct talos_oauth oauth; /* for in.oauth; renewed tokens stored sealed */
+  struct gw_state *st;      /* where oauth's store writes */
+  const char *cap, *user;
   struct talos_input in;
 };
 int gw_talos_config_load(struct gw_state *st, const struct cap_spec *spec, const char *user,

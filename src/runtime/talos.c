@@ -68,8 +68,20 @@ static void setting_text(struct cap_jw *w, const struct cap_setting *s, const ch
   cap_buf_free(&b);
 }
 
+const char *const talos_oauth_names[TALOS_OAUTH_N] = {"access_token", "refresh_token",
+                                                      "token_expiry", "client_id", "client_secret"};
+
+static bool declared_secret(const struct cap_spec *spec, const char *name)
+{
+  for (size_t i = 0; i < spec->n_secrets; i++)
+    if (strcmp(spec->secrets[i].name, name) == 0)
+      return true;
+  return false;
+}
+
 /* The handler's config: one flat object of strings, settings then
- * credentials (a credential wins a name both declare). */
+ * credentials (a credential wins a name both declare), then the OAuth
+ * tokens the plugin did not declare. */
 static void write_config(struct cap_jw *w, const struct cap_spec *spec,
                          const struct talos_input *in)
 {
@@ -86,7 +98,32 @@ static void write_config(struct cap_jw *w, const struct cap_spec *spec,
       cap_jw_key(w, spec->secrets[i].name);
       cap_jw_string(w, in->secrets[i]);
     }
+  for (size_t i = 0; in && in->oauth && i < TALOS_OAUTH_N; i++)
+    if (in->oauth->values[i] && !declared_secret(spec, talos_oauth_names[i])) {
+      cap_jw_key(w, talos_oauth_names[i]);
+      cap_jw_string(w, in->oauth->values[i]);
+    }
   cap_jw_end_object(w);
+  if (in && in->oauth && in->oauth->token_url) {
+    cap_jw_key(w, "oauth");
+    cap_jw_begin_object(w);
+    cap_jw_key(w, "tokenUrl");
+    cap_jw_string(w, in->oauth->token_url);
+    cap_jw_end_object(w);
+  }
+}
+
+/* The tokens the shim renewed, handed to the caller to store. */
+static void oauth_refreshed(const struct talos_input *in, const struct cap_node *root)
+{
+  const struct cap_node *o = cap_node_get(root, "oauth");
+  if (!o || o->kind != CAP_NODE_OBJECT || !in || !in->oauth || !in->oauth->store)
+    return;
+  const struct cap_node *a = cap_node_get(o, "access_token"), *r = cap_node_get(o, "refresh_token"),
+                        *e = cap_node_get(o, "token_expiry");
+  if (a && a->kind == CAP_NODE_STRING && e && e->kind == CAP_NODE_STRING)
+    in->oauth->store(in->oauth->store_arg, a->u.str.ptr,
+                     r && r->kind == CAP_NODE_STRING ? r->u.str.ptr : NULL, e->u.str.ptr);
 }
 
 /* The node_modules root, as the shim sees it: the operator's, else a
@@ -274,8 +311,10 @@ enum gw_outcome talos_run(const struct gw_call *call, const struct cap_spec *spe
   struct call_extra x = {tool, args};
   struct cap_doc *answer = NULL;
   enum gw_outcome o = roundtrip(call, spec, "call", in, call_fields, &x, &answer, err);
-  if (o == GW_OUTCOME_OK)
+  if (o == GW_OUTCOME_OK) {
+    oauth_refreshed(in, answer->root);
     *result = node_json(cap_node_get(answer->root, "result"));
+  }
   cap_doc_free(answer);
   return o;
 }
@@ -336,6 +375,7 @@ enum gw_outcome talos_poll(const struct gw_call *call, const struct cap_spec *sp
   cap_doc_free(tdoc);
   if (o != GW_OUTCOME_OK)
     return o;
+  oauth_refreshed(in, answer->root);
   const struct cap_node *ok = cap_node_get(answer->root, "pass");
   *pass = !ok || ok->kind != CAP_NODE_BOOL || ok->u.boolean;
   const struct cap_node *ev = cap_node_get(answer->root, "event");
@@ -372,6 +412,7 @@ enum gw_outcome talos_probe(const struct gw_call *call, const struct cap_spec *s
 /* ---- push triggers ---- */
 
 struct push {
+  const struct talos_input *in;
   const char *plugin, *trigger;
   talos_event_fn *fn;
   void *arg;
@@ -392,6 +433,7 @@ static void push_line(void *arg, const char *line)
   }
   const struct cap_node *ev = cap_node_get(doc->root, "event");
   const struct cap_node *pass = cap_node_get(doc->root, "pass");
+  oauth_refreshed(p->in, doc->root);
   if (cap_node_get(doc->root, "subscribed"))
     p->subscribed = true;
   else if (ev && ev->kind == CAP_NODE_OBJECT) {
@@ -409,7 +451,7 @@ enum gw_outcome talos_subscribe(const struct gw_call *call, const struct cap_spe
   struct cap_doc *tdoc = task_config ? parse_object(task_config) : NULL;
   struct cap_doc *empty = parse_object("{}");
   struct poll_extra x = {trigger, empty->root, tdoc ? tdoc->root : NULL};
-  struct push p = {.plugin = spec->id, .trigger = trigger, .fn = fn, .arg = arg};
+  struct push p = {.in = in, .plugin = spec->id, .trigger = trigger, .fn = fn, .arg = arg};
   enum gw_outcome o =
       run_request(call, spec, "subscribe", in, poll_fields, &x, push_line, &p, NULL, err);
   cap_doc_free(tdoc);

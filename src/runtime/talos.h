@@ -14,12 +14,37 @@
 #include "gateway/call.h"
 #include "manifest/model.h"
 
+/* A plugin with `oauth` whose operator named the provider's token endpoint
+ * (`capsule config set CAP oauth_token_url URL`): the stored tokens and
+ * client (credentials by these names; token_expiry in ms since the epoch,
+ * as Talos keeps it), given to the handler in its config as Talos gives
+ * them. The shim renews the access token first, with the refresh token
+ * (RFC 6749 section 6, a form POST through the plugin's own egress: the
+ * endpoint's host must be granted) when it is missing or expires within a
+ * minute; store is then called with what the endpoint returned. */
+enum {
+  TALOS_OAUTH_ACCESS,
+  TALOS_OAUTH_REFRESH,
+  TALOS_OAUTH_EXPIRY,
+  TALOS_OAUTH_CLIENT_ID,
+  TALOS_OAUTH_CLIENT_SECRET,
+  TALOS_OAUTH_N
+};
+extern const char *const talos_oauth_names[TALOS_OAUTH_N];
+struct talos_oauth {
+  const char *token_url;
+  char *values[TALOS_OAUTH_N]; /* NULL when not set */
+  void (*store)(void *arg, const char *access, const char *refresh, const char *expiry);
+  void *store_arg;
+};
+
 /* What a plugin is given besides its arguments. */
 struct talos_input {
   char *const *secrets;  /* per spec->secrets[i]: its value, or NULL */
   char *const *settings; /* per spec->settings[i]: the stored value, or NULL (the default) */
   const char *node_path; /* a directory whose node_modules the plugin's imports fall back to;
                             NULL: a Talos checkout's root when the plugin is in its plugins/ */
+  const struct talos_oauth *oauth; /* or NULL */
 };
 
 /* One function call. *result (allocated) is the handler's return value as

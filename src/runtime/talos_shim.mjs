@@ -33,9 +33,11 @@ const req = JSON.parse(input);
 const where = req.op === 'poll' || req.op === 'subscribe' ? `trigger ${req.trigger}` : req.op === 'call' ? `function ${req.function}` : 'its entry';
 const name = `plugin ${req.plugin}, ${where}`;
 let answered = false;
+let renewed = null; // the OAuth tokens refreshOAuth got, for capsule to store
 const answer = (o) => {
   if (answered) return;
   answered = true;
+  if (renewed && o.ok) o.oauth = renewed;
   let line;
   try {
     line = JSON.stringify(o);
@@ -138,6 +140,38 @@ async function loadPlugin() {
   return mod;
 }
 
+// The OAuth access token renewed before the plugin runs, when capsule
+// gives a token endpoint (`oauth.tokenUrl`, the operator's) and the token
+// is missing or expires within a minute: RFC 6749's refresh grant, posted
+// with fetch, so through capsule's egress proxy under the plugin's grants
+async function refreshOAuth() {
+  const o = req.oauth;
+  const c = req.config;
+  if (!o || !o.tokenUrl) return;
+  if (c.access_token && Number(c.token_expiry || 0) - Date.now() > 60000) return;
+  if (!c.refresh_token)
+    throw new Error(`the OAuth access token ${c.access_token ? 'has expired' : 'is not set'} and there is no refresh_token to renew it (capsule cred set ${req.plugin} refresh_token)`);
+  const body = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: c.refresh_token });
+  if (c.client_id) body.set('client_id', c.client_id);
+  if (c.client_secret) body.set('client_secret', c.client_secret);
+  let r, j;
+  try {
+    r = await fetch(o.tokenUrl, { method: 'POST', body, headers: { accept: 'application/json' } });
+    j = await r.json().catch(() => ({}));
+  } catch (e) {
+    throw new Error(`cannot renew the OAuth token at ${o.tokenUrl}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (!r.ok || typeof j.access_token !== 'string' || !j.access_token)
+    throw new Error(`cannot renew the OAuth token: ${o.tokenUrl} answered ${r.status}${typeof j.error === 'string' ? ` (${j.error})` : ''}; set a new refresh_token with \`capsule cred set ${req.plugin} refresh_token\``);
+  const seconds = Number(j.expires_in) > 0 ? Number(j.expires_in) : 3600;
+  renewed = {
+    access_token: j.access_token,
+    refresh_token: typeof j.refresh_token === 'string' && j.refresh_token ? j.refresh_token : c.refresh_token,
+    token_expiry: String(Date.now() + seconds * 1000),
+  };
+  Object.assign(c, renewed);
+}
+
 function probe(mod) {
   const missing = (req.functions || []).filter((f) => !lookup(mod, f));
   if (missing.length === (req.functions || []).length && missing.length > 0)
@@ -179,7 +213,7 @@ async function subscribe(mod) {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-  writeSync(1, JSON.stringify({ ok: true, subscribed: true }) + '\n');
+  writeSync(1, JSON.stringify({ ok: true, subscribed: true, ...(renewed ? { oauth: renewed } : {}) }) + '\n');
   setInterval(() => {}, 1 << 30); // alive until stopped
   await new Promise(() => {});
 }
@@ -212,6 +246,7 @@ function passes(t, event) {
 
 try {
   const mod = await loadPlugin();
+  if (req.op !== 'probe') await refreshOAuth();
   if (req.op === 'probe') probe(mod);
   else if (req.op === 'poll') await poll(mod);
   else if (req.op === 'subscribe') await subscribe(mod);

@@ -134,6 +134,15 @@ JSON
  "functions": [{"name": "pad", "description": "Pads.", "parameters": {"type": "object"}}]}
 JSON
   printf 'import pad from "capsule-test-pad";\nexport const handlers = { pad: async () => pad("x") };\n' >"$d/importer/index.ts"
+  # an OAuth plugin: its handler shows the tokens its config holds
+  mkdir -p "$d/oauthy"
+  cat >"$d/oauthy/manifest.json" <<'JSON'
+{"id": "oauthy", "name": "OAuthy", "description": "Holds OAuth tokens.", "version": "1.0.0",
+ "credentials": [{"name": "client_id", "label": "Client ID", "required": true, "secret": false}, {"name": "client_secret", "label": "Client secret", "required": true}],
+ "oauth": {"provider": "test", "scopes": ["mail.read"]},
+ "functions": [{"name": "tokens", "description": "Its tokens.", "parameters": {"type": "object"}}]}
+JSON
+  echo 'export const handlers = { tokens: async (_a: unknown, c: Record<string, string>) => ({ access: c.access_token, refresh: c.refresh_token, fresh: Number(c.token_expiry) > Date.now() + 3000000 }) };' >"$d/oauthy/index.ts"
   # a push trigger (Talos's subscribe): an event every 300 ms until unsubscribed
   mkdir -p "$d/pusher"
   cat >"$d/pusher/manifest.json" <<'JSON'
@@ -294,6 +303,26 @@ suite() {
     tt fetch-through-proxy 0 '^\{"status":200,"body":"served GET /hello"\}$' call "${G[@]}" net get '{"url": "http://198.51.100.9:8080/hello"}'
     tt fetch-other-port-refused 0 '"failed":"fetch failed; capsule.s egress proxy allows only the hosts granted to net' call "${G[@]}" net get '{"url": "http://198.51.100.9:8081/hello"}'
   fi
+  if [ -n "$ns1" ]; then
+    echo " OAuth refresh"
+    "${R[@]}" "$capsule" policy set oauthy tokens allow "${G[@]}" >/dev/null
+    for kv in client_id:cid client_secret:csecret refresh_token:rt-1; do
+      printf '%s\n' "${kv#*:}" | "${R[@]}" "$capsule" cred set oauthy "${kv%%:*}" --scope system "${G[@]}" >/dev/null
+    done
+    tt oauth-url-bad 1 "oauth_token_url must be the provider's token endpoint" config set oauthy oauth_token_url ftp://x "${G[@]}"
+    tt oauth-without-url 0 '^\{"refresh":"rt-1","fresh":false\}$' call "${G[@]}" oauthy tokens '{}'
+    tt oauth-url 0 "" config set oauthy oauth_token_url http://198.51.100.9:8080/token "${G[@]}"
+    tt oauth-not-granted 1 "cannot renew the OAuth token at http://198.51.100.9:8080/token: fetch failed; oauthy has no network" call "${G[@]}" oauthy tokens '{}'
+    "${R[@]}" "$capsule" grant oauthy --host 198.51.100.9:8080 "${G[@]}" >/dev/null
+    tt oauth-refreshed 0 '^\{"access":"at-2","refresh":"rt-2","fresh":true\}$' call "${G[@]}" oauthy tokens '{}'
+    tt oauth-kept-until-expiry 0 '^\{"access":"at-2","refresh":"rt-2","fresh":true\}$' call "${G[@]}" oauthy tokens '{}'
+    if ! "${R[@]}" grep -aq "at-2" "$state/state.db" "$state/state.db-wal" 2>/dev/null; then ok "$who: oauth-tokens-sealed"; else bad "$who: oauth-tokens-sealed"; fi
+    printf '1000\n' | "${R[@]}" "$capsule" cred set oauthy token_expiry --scope system "${G[@]}" >/dev/null
+    tt oauth-refreshed-at-expiry 0 '^\{"access":"at-3","refresh":"rt-3","fresh":true\}$' call "${G[@]}" oauthy tokens '{}'
+    printf 'bogus\n' | "${R[@]}" "$capsule" cred set oauthy refresh_token --scope system "${G[@]}" >/dev/null
+    printf '1000\n' | "${R[@]}" "$capsule" cred set oauthy token_expiry --scope system "${G[@]}" >/dev/null
+    tt oauth-refused 1 "cannot renew the OAuth token: http://198.51.100.9:8080/token answered 400 \(invalid_grant\)" call "${G[@]}" oauthy tokens '{}'
+  fi
   tt revoke 0 "revoked: net read $dir/data" revoke net --read "$dir/data" "${G[@]}"
   tt revoke-again 1 "net has no read grant" revoke net --read "$dir/data" "${G[@]}"
   tt read-after-revoke 1 "ENOENT" call "${G[@]}" net read "{\"path\": \"$dir/data/f.txt\"}"
@@ -403,7 +432,28 @@ if [ "$(id -u)" = 0 ] && ip netns add capsule-talos-a-$$ 2>/dev/null; then
     ip -n "$ns1" addr add 198.51.100.7/24 dev ctalos0 && ip -n "$ns2" addr add 198.51.100.9/24 dev ctalos1 &&
     ip -n "$ns1" link set ctalos0 up && ip -n "$ns2" link set ctalos1 up ||
     { echo "FAIL: cannot set up the test namespaces"; exit 1; }
-  echo "import http from 'node:http'; http.createServer((q, s) => s.end('served ' + q.method + ' ' + q.url)).listen(8080, '198.51.100.9', () => console.log('up'));" >"$work/srv.mjs"
+  # the server also plays an OAuth provider's token endpoint (POST /token,
+  # RFC 6749 section 6): refresh token rt-N gives access token at-N+1 and
+  # refresh token rt-N+1; anything else is invalid_grant
+  cat >"$work/srv.mjs" <<'JS'
+import http from 'node:http';
+http.createServer((q, s) => {
+  if (q.method !== 'POST' || q.url !== '/token') return s.end('served ' + q.method + ' ' + q.url);
+  let body = '';
+  q.on('data', (c) => (body += c));
+  q.on('end', () => {
+    const f = new URLSearchParams(body);
+    const m = /^rt-(\d+)$/.exec(f.get('refresh_token') || '');
+    s.setHeader('content-type', 'application/json');
+    if (f.get('grant_type') !== 'refresh_token' || !m || f.get('client_id') !== 'cid' || f.get('client_secret') !== 'csecret') {
+      s.statusCode = 400;
+      return s.end(JSON.stringify({ error: 'invalid_grant' }));
+    }
+    const n = Number(m[1]) + 1;
+    s.end(JSON.stringify({ access_token: `at-${n}`, refresh_token: `rt-${n}`, expires_in: 3600, token_type: 'Bearer' }));
+  });
+}).listen(8080, '198.51.100.9', () => console.log('up'));
+JS
   ip netns exec "$ns2" node "$work/srv.mjs" >"$work/srv.log" 2>&1 &
   for _ in $(seq 50); do grep -q up "$work/srv.log" && break; sleep 0.1; done
 else
