@@ -58,6 +58,14 @@ suite() { # suite WHO: everything, as root or as uid 65534 (run prefix in $as)
   echo "[$who] import"
   c import-layout 0 "^$ref sha256:[0-9a-f]{64}$" image import "${S[@]}" "$work/layout" --tag $ref
   c import-oci-archive 0 "^docker.io/tests/oci:1 sha256:" image import "${S[@]}" "$work/oci.tar" --tag tests/oci:1
+  # skopeo's temporary copy of an archive stays inside the import's staging directory
+  if [ "$who" = root ] && command -v strace >/dev/null; then
+    strace -f -qq -e trace=mkdir,mkdirat -o "$work/skopeo.trace" "$capsule" image import "${S[@]}" "$work/oci.tar" --tag tests/oci:2 >/dev/null 2>&1
+    # every directory made (= 0) by capsule or skopeo is under the state
+    if grep -q 'skopeo-tmp' "$work/skopeo.trace" && ! grep -E 'mkdir(at)?\(.*"/.* = 0$' "$work/skopeo.trace" | grep -v "\"$state/" | grep -q .; then ok "skopeo-temp-in-staging"
+    else bad "skopeo-temp-in-staging"; grep -E 'mkdir(at)?\(.*"/.* = 0$' "$work/skopeo.trace" | grep -v "\"$state/" | head -3 | sed 's/^/         /'; fi
+    "$capsule" image rm "${S[@]}" tests/oci:2 >/dev/null 2>&1
+  fi
   c import-docker-archive-own-tag 0 "^example.org/saved/fault:2 sha256:" image import "${S[@]}" "$work/docker.tar"
   c ls 0 "docker.io/tests/oci:1 +sha256:[0-9a-f]{12} " image ls "${S[@]}"
   c ls-json 0 '"ref": "example.org/saved/fault:2"' image ls "${S[@]}" --json
