@@ -312,6 +312,7 @@ suite() {
     tt oauth-url-bad 1 "oauth_token_url must be the provider's token endpoint" config set oauthy oauth_token_url ftp://x "${G[@]}"
     tt oauth-without-url 0 '^\{"refresh":"rt-1","fresh":false\}$' call "${G[@]}" oauthy tokens '{}'
     tt oauth-url 0 "" config set oauthy oauth_token_url http://198.51.100.9:8080/token "${G[@]}"
+    tt oauth-url-listed 0 "^oauth_token_url +capsule +url +http://198.51.100.9:8080/token +operator" config list oauthy "${G[@]}"
     tt oauth-not-granted 1 "cannot renew the OAuth token at http://198.51.100.9:8080/token: fetch failed; oauthy has no network" call "${G[@]}" oauthy tokens '{}'
     "${R[@]}" "$capsule" grant oauthy --host 198.51.100.9:8080 "${G[@]}" >/dev/null
     tt oauth-refreshed 0 '^\{"access":"at-2","refresh":"rt-2","fresh":true\}$' call "${G[@]}" oauthy tokens '{}'
