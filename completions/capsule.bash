@@ -59,7 +59,7 @@ _capsule() {
   config) opts="--caps --state --user --json --help" subs="set list rm" ;;
   grant) opts="--state --host --read --write --rw --json --help" subs="list" ;;
   revoke) opts="--state --host --read --write --rw --help" ;;
-  triggers) opts="--caps --state --user --timeout --call --help" subs="poll enable disable on run" ;;
+  triggers) opts="--caps --state --user --timeout --call --param --help" subs="poll enable disable on run" ;;
   events) opts="--state --follow --json --help" ;;
   plugin) opts="--help" subs="install" ;;
   approvals) opts="--state --json --help" ;;

@@ -65,7 +65,7 @@ url2=$(newdb funcs65534)
 n1=$(gw n1) && chown 65534:65534 "$n1"
 expect funcs-postgres-uid-65534 0 '^[0-9]+ checks, 0 failed$' \
   as_nobody env CAPSULE_STATE="$url2" "$helper" funcs "$n1"
-expect schema-version 0 '^7$' psql_at -c 'SELECT version FROM capsule_schema' funcs
+expect schema-version 0 '^8$' psql_at -c 'SELECT version FROM capsule_schema' funcs
 
 echo "the state key"
 other=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')

@@ -139,11 +139,14 @@ static void funcs_plugins(struct gw_state *st)
   free(v);
   n = 0;
   CHECK(gw_events_each(st, 0, count_event, &n, &err) == 0 && n == 2);
-  CHECK(gw_trigger_configure(st, "c", "tr", 0, "c2", "t2", &err) == 0);
-  CHECK(gw_trigger_config(st, "c", "tr", true, &enabled, &cc, &ct, &err) == 0 && !enabled);
+  CHECK(gw_trigger_configure(st, "c", "tr", 0, "c2", "t2", "{\"p\":1}", &err) == 0);
+  char *cp = NULL;
+  CHECK(gw_trigger_config(st, "c", "tr", true, &enabled, &cc, &ct, &cp, &err) == 0 && !enabled);
   CHECK_STR(cc, "c2");
+  CHECK_STR(cp, "{\"p\":1}"); /* schema 8: the trigger call's parameters */
   free(cc);
   free(ct);
+  free(cp);
   CHECK(gw_trigger_lease(st, "c", "tr", "", "g1", 60000, &taken, &err) == 0 && taken);
   CHECK(gw_trigger_lease(st, "c", "tr", "", "g2", 60000, &taken, &err) == 0 && !taken);
   CHECK(gw_trigger_release(st, "c", "tr", "", "g1", &err) == 0);
