@@ -20,11 +20,12 @@
  *   TCP: the ports Landlock allows (landlock_connect_ports) where Landlock
  *     handles TCP; a connect from here is not Landlock-checked.
  * The connect can block (a full backlog, a slow peer), so the connects run
- * in a pool of threads of their own, never in the supervise loop: one
- * thread at a time waits for a notification, and the thread that takes
- * one hands the waiting on (to an idle thread, or a new one) before it
- * performs the connect, so a connect costs no thread creation and no
- * hand-off. A thread that took the tool's ids for a unix connect (as
+ * in a pool of threads of their own, never in the supervise loop: the idle
+ * threads wait for notifications together (the listener in an epoll set of
+ * each, EPOLLEXCLUSIVE: one is woken per notification), the one woken
+ * takes it and performs the connect itself, and a new thread is made only
+ * when no other is left waiting: a connect costs no thread creation and
+ * no hand-off. A thread that took the tool's ids for a unix connect (as
  * root) cannot take root's back: it ends after its answer; an inet
  * connect needs no ids (nothing checks the caller's on a TCP connect: the
  * socket, its owner and its namespace are the tool's), so it keeps root's
@@ -41,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -65,7 +67,7 @@
 #ifndef __NR_openat2
 #define __NR_openat2 437
 #endif
-#define PIDFD_THREAD_ O_EXCL /* 6.9: a pidfd for a thread, not only a leader */
+#define PIDFD_THREAD_ O_EXCL          /* 6.9: a pidfd for a thread, not only a leader */
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS /* 6.6 */
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
@@ -85,12 +87,11 @@ struct supervise {
   int listener;   /* the notification fd, -1 until supervise_start */
   int channel[2]; /* [0] the parent's end, [1] the command's */
   int stop[2];    /* supervise_free writes [1]: the waiting thread leaves */
-  /* the pool, under lock: one thread waits for notifications (receiving),
-   * idle ones wait on cv, busy ones perform a connect each */
-  pthread_mutex_t lock;
-  pthread_cond_t cv;
-  bool receiving, stopping;
-  int idle, busy, threads;
+  /* the pool, under lock: threads waiting for a notification, threads
+   * performing a connect each; recv_lock: one RECV at a time */
+  pthread_mutex_t lock, recv_lock;
+  bool stopping;
+  int waiting, busy, threads;
   bool own_netns; /* abstract names are the sandbox's own */
   bool private_tmp;
   bool drop_creds; /* capsule runs as root: connect with the tool's ids */
@@ -118,7 +119,7 @@ static void unref(struct supervise *sup)
   if (sup->listener >= 0)
     close(sup->listener);
   pthread_mutex_destroy(&sup->lock);
-  pthread_cond_destroy(&sup->cv);
+  pthread_mutex_destroy(&sup->recv_lock);
   free(sup);
 }
 
@@ -143,7 +144,7 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
   sup->listener = -1;
   sup->stop[0] = sup->stop[1] = -1;
   pthread_mutex_init(&sup->lock, NULL);
-  pthread_cond_init(&sup->cv, NULL);
+  pthread_mutex_init(&sup->recv_lock, NULL);
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0 ||
       pipe2(sup->stop, O_CLOEXEC) < 0) {
     int e = errno;
@@ -449,93 +450,104 @@ static void answer(const struct supervise *sup, uint64_t id, int result)
   ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
 
-/* The waiting thread's wait: 1 with a notification in req, 0 with none
- * (the task left or was interrupted), -1 when serving ends (every filtered
- * task is gone, or supervise_free). Only one thread waits at a time, and
- * only after poll said a notification is pending, so RECV never blocks. */
-static int receive(struct supervise *sup, struct seccomp_notif *req)
+/* One thread's wait: 1 with a notification in req, 0 with none (another
+ * thread took it, or the task left or was interrupted), -1 when serving
+ * ends (every filtered task is gone, or supervise_free). RECV waits while
+ * no notification is pending, and nothing would end that wait: it is made
+ * only under recv_lock, right after poll said one is pending. */
+static int receive(struct supervise *sup, int ep, struct seccomp_notif *req)
 {
-  struct pollfd p[2] = {{.fd = sup->listener, .events = POLLIN},
-                        {.fd = sup->stop[0], .events = POLLIN}};
-  for (;;) {
-    if (poll(p, 2, -1) < 0) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    if (p[1].revents)
-      return -1;
-    if (p[0].revents & POLLIN) {
-      memset(req, 0, sizeof *req); /* the kernel wants it zeroed */
-      if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, req) == 0)
-        return 1;
-      return errno == EINTR || errno == ENOENT ? 0 : -1;
-    }
-    if (p[0].revents) /* POLLHUP: every filtered task is gone (a RECV would wait forever) */
-      return -1;
+  struct epoll_event ev[2];
+  int n = epoll_wait(ep, ev, 2, -1);
+  if (n < 0)
+    return errno == EINTR ? 0 : -1;
+  bool ready = false;
+  for (int i = 0; i < n; i++) {
+    if (ev[i].data.u32 == 1 || !(ev[i].events & EPOLLIN))
+      return -1; /* stopped, or POLLHUP: every filtered task is gone */
+    ready = true;
   }
+  if (!ready)
+    return 0;
+  pthread_mutex_lock(&sup->recv_lock);
+  struct pollfd p = {.fd = sup->listener, .events = POLLIN};
+  int got = 0;
+  if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
+    memset(req, 0, sizeof *req); /* the kernel wants it zeroed */
+    if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, req) == 0)
+      got = 1;
+    else if (errno != EINTR && errno != ENOENT)
+      got = -1;
+  }
+  pthread_mutex_unlock(&sup->recv_lock);
+  return got;
 }
 
-/* Someone to wait for the next notification (locked): an idle thread, or a
- * new one. */
-static void hand_on_locked(struct supervise *sup)
+/* This thread's epoll set: the listener (one waiter woken per
+ * notification) and the stop pipe (all of them); -1 on failure. */
+static int pool_epoll(const struct supervise *sup)
 {
-  if (sup->idle)
-    pthread_cond_signal(&sup->cv);
-  else
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event l = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u32 = 0};
+  struct epoll_event s = {.events = EPOLLIN, .data.u32 = 1};
+  if (ep >= 0 && (epoll_ctl(ep, EPOLL_CTL_ADD, sup->listener, &l) < 0 ||
+                  epoll_ctl(ep, EPOLL_CTL_ADD, sup->stop[0], &s) < 0)) {
+    close(ep);
+    return -1;
+  }
+  return ep;
+}
+
+/* One notification taken (locked): performed here, or answered EAGAIN
+ * past MAX_IN_FLIGHT at once. Returns false when this thread must end. */
+static bool serve_locked(struct supervise *sup, const struct seccomp_notif *req)
+{
+  if (sup->busy >= MAX_IN_FLIGHT) {
+    pthread_mutex_unlock(&sup->lock);
+    answer(sup, req->id, -EAGAIN);
+    pthread_mutex_lock(&sup->lock);
+    return true;
+  }
+  sup->busy++;
+  if (sup->waiting == 0) /* someone must wait for the next one */
     spawn_locked(sup);
+  pthread_mutex_unlock(&sup->lock);
+  struct job j = {.sup = sup, .req = *req};
+  bool dropped = false;
+  answer(sup, j.req.id, perform_connect(&j, &dropped));
+  pthread_mutex_lock(&sup->lock);
+  sup->busy--;
+  if (!dropped)
+    return true;
+  /* the tool's ids for good: this thread ends, another takes its place */
+  if (sup->waiting == 0 && !sup->stopping)
+    spawn_locked(sup);
+  return false;
 }
 
 static void *pool_main(void *p)
 {
   struct supervise *sup = p;
+  int ep = pool_epoll(sup);
   pthread_mutex_lock(&sup->lock);
-  for (;;) {
-    while (sup->receiving && !sup->stopping) {
-      sup->idle++;
-      pthread_cond_wait(&sup->cv, &sup->lock);
-      sup->idle--;
-    }
-    if (sup->stopping)
-      break;
-    sup->receiving = true;
+  while (ep >= 0 && !sup->stopping) {
+    sup->waiting++;
     pthread_mutex_unlock(&sup->lock);
-    struct job j = {.sup = sup};
-    int got = receive(sup, &j.req);
+    struct seccomp_notif req;
+    int got = receive(sup, ep, &req);
     pthread_mutex_lock(&sup->lock);
+    sup->waiting--;
     if (got < 0) {
       sup->stopping = true; /* nothing more to serve: every thread leaves */
-      sup->receiving = false;
-      pthread_cond_broadcast(&sup->cv);
       break;
     }
-    if (got == 0) {
-      sup->receiving = false;
-      continue;
-    }
-    if (sup->busy >= MAX_IN_FLIGHT) { /* this one answers at once and waits again */
-      pthread_mutex_unlock(&sup->lock);
-      answer(sup, j.req.id, -EAGAIN);
-      pthread_mutex_lock(&sup->lock);
-      sup->receiving = false;
-      continue;
-    }
-    sup->busy++;
-    sup->receiving = false;
-    hand_on_locked(sup);
-    pthread_mutex_unlock(&sup->lock);
-    bool dropped = false;
-    answer(sup, j.req.id, perform_connect(&j, &dropped));
-    pthread_mutex_lock(&sup->lock);
-    sup->busy--;
-    if (dropped) { /* the tool's ids for good: this thread ends */
-      if (!sup->receiving && !sup->stopping)
-        hand_on_locked(sup);
+    if (got > 0 && !serve_locked(sup, &req))
       break;
-    }
   }
   sup->threads--;
   pthread_mutex_unlock(&sup->lock);
+  if (ep >= 0)
+    close(ep);
   unref(sup);
   return NULL;
 }
@@ -568,7 +580,6 @@ void supervise_free(struct supervise *sup)
     return;
   pthread_mutex_lock(&sup->lock);
   sup->stopping = true;
-  pthread_cond_broadcast(&sup->cv);
   pthread_mutex_unlock(&sup->lock);
   if (write(sup->stop[1], "x", 1) < 0) {
     /* a new pipe always takes a byte */
