@@ -25,11 +25,12 @@
  * each, EPOLLEXCLUSIVE: one is woken per notification), the one woken
  * takes it and performs the connect itself, and a new thread is made only
  * when no other is left waiting: a connect costs no thread creation and
- * no hand-off. A thread that took the tool's ids for a unix connect (as
- * root) cannot take root's back: it ends after its answer; an inet
- * connect needs no ids (nothing checks the caller's on a TCP connect: the
- * socket, its owner and its namespace are the tool's), so it keeps root's
- * and serves again. */
+ * no hand-off. The pool's threads keep capsule's ids: an inet connect needs
+ * none (nothing checks the caller's on a TCP connect: the socket, its
+ * owner and its namespace are the tool's); a unix connect as root, which
+ * must be made with the tool's ids, and no thread can take root's back
+ * after that, is finished in a thread of its own that a pool thread makes
+ * (a thread inherits its maker's ids). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -228,9 +229,16 @@ int supervise_start(struct supervise *sup, struct cap_error *err)
 
 /* ---- one connect, in a thread of the pool ---- */
 
+struct view;
+
 struct job {
   struct supervise *sup;
   struct seccomp_notif req;
+  /* what prepare_connect took, with capsule's rights */
+  int sock, domain;
+  struct sockaddr_storage addr;
+  socklen_t len;
+  struct view *view;
 };
 
 static bool still_waiting(const struct job *j)
@@ -404,42 +412,73 @@ static int decide_and_connect(const struct job *j, const struct view *v, int soc
   return connect(sock, (const struct sockaddr *)addr, len) < 0 ? -errno : 0;
 }
 
-/* The connect the tool asked for: its socket and address taken once, the
- * decision and the connect made on those, as the tool's uid where ids
- * matter (*dropped: this thread took them, for good). Returns 0 or
- * -errno. */
-static int perform_connect(const struct job *j, bool *dropped)
+/* The connect the tool asked for, its first half, with capsule's rights:
+ * its socket and address taken once (and, for a unix socket, the tool's
+ * view of its files). 0, or -errno to answer; j->sock is then closed. */
+static int prepare_connect(struct job *j)
 {
   int fd = (int)(uint32_t)j->req.data.args[0]; /* the kernel reads ints */
   int len = (int)(uint32_t)j->req.data.args[2];
-  struct sockaddr_storage addr = {0};
-  if (len < 0 || (size_t)len > sizeof addr)
+  if (len < 0 || (size_t)len > sizeof j->addr)
     return -EINVAL;
-  _cleanup_close_ int sock = take_socket(j, fd);
-  if (sock < 0)
-    return sock;
-  int domain = 0;
-  socklen_t ol = sizeof domain;
-  if (getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &ol) < 0)
-    return -errno; /* ENOTSOCK, as the tool's connect would say */
-  struct iovec local = {.iov_base = &addr, .iov_len = (size_t)len};
+  j->len = (socklen_t)len;
+  j->sock = take_socket(j, fd);
+  if (j->sock < 0)
+    return j->sock;
+  socklen_t ol = sizeof j->domain;
+  int r = getsockopt(j->sock, SOL_SOCKET, SO_DOMAIN, &j->domain, &ol) < 0 ? -errno : 0;
+  struct iovec local = {.iov_base = &j->addr, .iov_len = (size_t)len};
   struct iovec remote = {.iov_base = (void *)(uintptr_t)j->req.data.args[1],
                          .iov_len = (size_t)len};
-  if (len && process_vm_readv((pid_t)j->req.pid, &local, 1, &remote, 1, 0) != len)
-    return -EFAULT;
-  struct view v = {.root = -1, .cwd = -1};
-  int r = domain == AF_UNIX ? view_open(j, &v) : 0;
+  if (r == 0 && len && process_vm_readv((pid_t)j->req.pid, &local, 1, &remote, 1, 0) != len)
+    r = -EFAULT;
+  if (r == 0 && j->domain == AF_UNIX) {
+    j->view = cap_xcalloc(1, sizeof *j->view);
+    *j->view = (struct view){.root = -1, .cwd = -1};
+    r = view_open(j, j->view);
+  }
   if (r == 0 && !still_waiting(j)) /* the memory read was the asking task's */
     r = -ESRCH;
-  /* a unix path resolves with the tool's permissions and a unix peer sees
-   * the tool's uid; nothing reads the caller's ids on an inet connect */
-  if (r == 0 && domain != AF_INET && domain != AF_INET6 && j->sup->drop_creds) {
-    *dropped = true;
-    r = become_tool(j->sup);
+  if (r < 0) { /* ENOTSOCK from SO_DOMAIN, as the tool's connect would say */
+    close(j->sock);
+    j->sock = -1;
   }
+  return r;
+}
+
+/* What prepare_connect took, released without a connect. */
+static void finish_connect_abandon(struct job *j)
+{
+  if (j->view)
+    view_close(j->view);
+  free(j->view);
+  j->view = NULL;
+  close(j->sock);
+  j->sock = -1;
+}
+
+/* A unix path resolves with the tool's permissions and a unix peer sees
+ * the tool's uid; nothing reads the caller's ids on an inet connect. */
+static bool needs_tool_ids(const struct job *j)
+{
+  return j->sup->drop_creds && j->domain != AF_INET && j->domain != AF_INET6;
+}
+
+/* Its second half: the decision and the connect on what was taken (as the
+ * tool's ids when needs_tool_ids: then this thread keeps them). Closes
+ * what prepare_connect took. */
+static int finish_connect(struct job *j)
+{
+  struct view none = {.root = -1, .cwd = -1};
+  struct view *v = j->view ? j->view : &none;
+  int r = needs_tool_ids(j) ? become_tool(j->sup) : 0;
   if (r == 0)
-    r = decide_and_connect(j, &v, sock, domain, &addr, (socklen_t)len);
-  view_close(&v);
+    r = decide_and_connect(j, v, j->sock, j->domain, &j->addr, j->len);
+  view_close(v);
+  free(j->view);
+  j->view = NULL;
+  close(j->sock);
+  j->sock = -1;
   return r;
 }
 
@@ -498,31 +537,72 @@ static int pool_epoll(const struct supervise *sup)
   return ep;
 }
 
-/* One notification taken (locked): performed here, or answered EAGAIN
- * past MAX_IN_FLIGHT at once. Returns false when this thread must end. */
-static bool serve_locked(struct supervise *sup, const struct seccomp_notif *req)
+/* A connect that needs the tool's ids (as root) ends in a thread of its
+ * own, made by a pool thread (which keeps root's: a thread inherits its
+ * maker's ids), since no thread can take root's back. */
+static void *tool_ids_main(void *p)
+{
+  struct job *j = p;
+  struct supervise *sup = j->sup;
+  answer(sup, j->req.id, finish_connect(j));
+  free(j);
+  pthread_mutex_lock(&sup->lock);
+  sup->busy--;
+  pthread_mutex_unlock(&sup->lock);
+  unref(sup);
+  return NULL;
+}
+
+/* j, prepared, finished in a thread of its own; false when none could be
+ * made (then it is answered EAGAIN). */
+static bool finish_in_thread(struct job *j)
+{
+  struct job *copy = cap_xcalloc(1, sizeof *copy);
+  *copy = *j;
+  pthread_attr_t attr;
+  pthread_t t;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
+  atomic_fetch_add(&j->sup->refs, 1);
+  bool ok = pthread_create(&t, &attr, tool_ids_main, copy) == 0;
+  pthread_attr_destroy(&attr);
+  if (!ok) {
+    atomic_fetch_sub(&j->sup->refs, 1);
+    free(copy);
+  }
+  return ok;
+}
+
+/* One notification taken (locked): performed, or answered EAGAIN past
+ * MAX_IN_FLIGHT at once. */
+static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
 {
   if (sup->busy >= MAX_IN_FLIGHT) {
     pthread_mutex_unlock(&sup->lock);
     answer(sup, req->id, -EAGAIN);
     pthread_mutex_lock(&sup->lock);
-    return true;
+    return;
   }
   sup->busy++;
   if (sup->waiting == 0) /* someone must wait for the next one */
     spawn_locked(sup);
   pthread_mutex_unlock(&sup->lock);
-  struct job j = {.sup = sup, .req = *req};
-  bool dropped = false;
-  answer(sup, j.req.id, perform_connect(&j, &dropped));
+  struct job j = {.sup = sup, .req = *req, .sock = -1};
+  int r = prepare_connect(&j);
+  if (r == 0 && needs_tool_ids(&j)) {
+    if (finish_in_thread(&j)) {
+      pthread_mutex_lock(&sup->lock); /* busy until that thread is done */
+      return;
+    }
+    finish_connect_abandon(&j);
+    r = -EAGAIN;
+  } else if (r == 0) {
+    r = finish_connect(&j);
+  }
+  answer(sup, j.req.id, r);
   pthread_mutex_lock(&sup->lock);
   sup->busy--;
-  if (!dropped)
-    return true;
-  /* the tool's ids for good: this thread ends, another takes its place */
-  if (sup->waiting == 0 && !sup->stopping)
-    spawn_locked(sup);
-  return false;
 }
 
 static void *pool_main(void *p)
@@ -541,8 +621,8 @@ static void *pool_main(void *p)
       sup->stopping = true; /* nothing more to serve: every thread leaves */
       break;
     }
-    if (got > 0 && !serve_locked(sup, &req))
-      break;
+    if (got > 0)
+      serve_locked(sup, &req);
   }
   sup->threads--;
   pthread_mutex_unlock(&sup->lock);
