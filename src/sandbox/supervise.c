@@ -92,6 +92,7 @@ struct supervise {
    * performing a connect each; recv_lock: one RECV at a time */
   pthread_mutex_t lock, recv_lock;
   bool stopping;
+  bool pool_started; /* set by the supervise loop at the first notification */
   int waiting, busy, threads;
   bool own_netns; /* abstract names are the sandbox's own */
   bool private_tmp;
@@ -220,11 +221,33 @@ int supervise_start(struct supervise *sup, struct cap_error *err)
    * connect's round trip costs a switch, not two cross-CPU wake-ups.
    * Older kernels: EINVAL, the usual wake-ups. */
   ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+  return 0;
+}
+
+int supervise_fd(const struct supervise *sup)
+{
+  return sup && !sup->pool_started ? sup->listener : -1;
+}
+
+static void answer(const struct supervise *sup, uint64_t id, int result);
+
+void supervise_serve(struct supervise *sup, short revents)
+{
+  if (!sup || sup->pool_started)
+    return;
+  if (!(revents & POLLIN)) { /* POLLHUP: the tool is gone without a connect */
+    sup->pool_started = true;
+    return;
+  }
   pthread_mutex_lock(&sup->lock);
-  bool started = spawn_locked(sup);
+  sup->pool_started = spawn_locked(sup);
   pthread_mutex_unlock(&sup->lock);
-  return started ? 0
-                 : cap_error_set(err, EAGAIN, "cannot start the unix-socket supervisor's thread");
+  if (sup->pool_started)
+    return;
+  /* no thread to be had: this one refuses the connect, and polls again */
+  struct seccomp_notif req = {0};
+  if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0)
+    answer(sup, req.id, -EAGAIN);
 }
 
 /* ---- one connect, in a thread of the pool ---- */
