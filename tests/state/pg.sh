@@ -146,6 +146,54 @@ expect migrate-needs-url 1 'takes a postgres:// or postgresql:// URL' \
   "$capsule" state migrate --from "$src" --to "$work/dir"
 expect migrate-usage 2 'give --from DIR and --to URL' "$capsule" state migrate --from "$src"
 
+echo "calls through capsule on PostgreSQL"
+if "$capsule" run -- /bin/true 2>/dev/null; then
+  url=$(newdb calls)
+  caps=$work/caps
+  agent() { # agent ID SCRIPT-BODY: a Covenant agent in sh
+    mkdir -p "$caps/agents/$1"
+    printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" >"$caps/agents/$1/agent.toml"
+    printf '#!/bin/sh\n%s\n' "$2" >"$caps/agents/$1/run.sh"
+    chmod 755 "$caps/agents/$1/run.sh"
+  }
+  agent echo 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
+  agent slow 'echo started >&2; sleep 600'
+  wait_for() { local i; for i in $(seq 600); do "$@" && return 0; sleep 0.1; done; return 1; }
+  ga=$(gw ca) gb=$(gw cb) gc=$(gw cc)
+  expect call-policy-ask 0 'ask' env XDG_STATE_HOME="$ga" "$capsule" policy set echo dispatch ask --caps "$caps" --state "$url"
+  # gateway B's call waits; gateway A's operator approves it
+  XDG_STATE_HOME=$gb "$capsule" call --caps "$caps" --state "$url" --wait-approval 120 echo dispatch \
+    '{"text": "waited"}' >"$work/call.out" 2>&1 </dev/null &
+  caller=$!
+  pending() { XDG_STATE_HOME=$ga "$capsule" approvals --state "$url" 2>/dev/null | grep -oE '^[0-9a-f]{8}' | head -1; }
+  if wait_for pending >/dev/null; then
+    id=$(pending)
+    expect call-approved-on-a 0 approved env XDG_STATE_HOME="$ga" "$capsule" approve "$id" --state "$url"
+    wait $caller
+    st=$?
+    [ $st = 0 ] && grep -q '"got"' "$work/call.out" && grep -q waited "$work/call.out" &&
+      ok call-waiting-on-b-runs || bad "call-waiting-on-b-runs (exit $st)" "$(cat "$work/call.out")"
+  else
+    bad call-pending-seen-on-a; kill "$caller"; wait "$caller"
+  fi
+  expect call-audited-ask-approved 0 'echo.dispatch ask-approved .* ok' \
+    env XDG_STATE_HOME="$gc" "$capsule" audit --state "$url"
+  # gateway C killed mid-call: its next start records the call, interrupted
+  env XDG_STATE_HOME="$gc" "$capsule" policy set slow dispatch allow --caps "$caps" --state "$url" >/dev/null
+  XDG_STATE_HOME=$gc "$capsule" call --caps "$caps" --state "$url" slow dispatch '{"text": "x"}' >"$work/slow.out" 2>&1 </dev/null &
+  cpid=$!
+  if wait_for grep -q started "$gc/capsule/logs/slow.log" 2>/dev/null; then ok slow-call-running
+  else bad slow-call-running "$(cat "$work/slow.out")"; fi
+  kill -9 "$cpid"
+  wait "$cpid" 2>/dev/null
+  recorded() { XDG_STATE_HOME=$gc "$capsule" audit --state "$url" 2>/dev/null | grep -q 'slow.dispatch allow [0-9]*ms interrupted$'; }
+  wait_for recorded && ok killed-call-recorded-interrupted || bad killed-call-recorded-interrupted
+  expect interrupted-chain-verifies-elsewhere 0 'audit log verified' \
+    env XDG_STATE_HOME="$ga" "$capsule" audit verify --state "$url"
+else
+  echo "  (skipped: this host cannot create the sandbox's namespaces)"
+fi
+
 echo "the server restarted while 4 gateways append"
 url=$(newdb restart)
 CAPSULE_STATE=$url "$helper" open "$(gw r1)" || bad "open before the restart"
