@@ -90,7 +90,9 @@ void gw_stmt_finalize(struct gw_stmt *s);
 /* NOTIFY channel, payload (after the current transaction commits). */
 int gw_db_notify(struct gw_db *db, const char *channel, const char *payload);
 /* LISTEN channel once, then waits up to timeout_ms for a notification on
- * it: 1 when one came, 0 on timeout, negative on error. */
+ * it: 1 when one came, 0 on timeout, negative on error. The connection is
+ * held while it waits: a thread that waits long wants a handle (a
+ * gw_state_open) of its own. */
 int gw_db_wait_notify(struct gw_db *db, const char *channel, int timeout_ms);
 /* A session-level advisory lock named by key, without waiting: 1 taken,
  * 0 held elsewhere; gw_db_unlock releases it. */

@@ -190,6 +190,40 @@ if "$capsule" run -- /bin/true 2>/dev/null; then
   wait_for recorded && ok killed-call-recorded-interrupted || bad killed-call-recorded-interrupted
   expect interrupted-chain-verifies-elsewhere 0 'audit log verified' \
     env XDG_STATE_HOME="$ga" "$capsule" audit verify --state "$url"
+  # the server restarted during calls from 4 gateways
+  env XDG_STATE_HOME="$ga" "$capsule" policy set echo dispatch allow --caps "$caps" --state "$url" >/dev/null
+  for i in 1 2 3 4; do
+    gi=$(gw "k$i")
+    (for k in $(seq 25); do
+      if XDG_STATE_HOME=$gi "$capsule" call --caps "$caps" --state "$url" echo dispatch \
+        "{\"text\": \"k$i-$k\"}" >/dev/null 2>>"$work/k$i.err" </dev/null; then echo ok; else echo fail; fi
+    done >"$work/k$i.out") &
+  done
+  sleep 1
+  pg_stop immediate
+  pg_resume || bad "the server came back"
+  wait
+  for i in 1 2 3 4; do # each gateway's next start appends what it kept
+    XDG_STATE_HOME=$work/gw/k$i "$capsule" audit --state "$url" >/dev/null 2>&1
+  done
+  calls_ok=$(cat "$work"/k?.out | grep -c '^ok$')
+  calls_failed=$(cat "$work"/k?.out | grep -c '^fail$')
+  XDG_STATE_HOME=$ga "$capsule" audit --json --state "$url" >"$work/calls.json" 2>/dev/null
+  if python3 - "$work/calls.json" "$calls_ok" "$calls_failed" <<'PY'
+import json, sys, collections
+recs = [r for r in json.load(open(sys.argv[1])) if r["capability"] == "echo" and r["decision"] == "allow"]
+ok, failed = int(sys.argv[2]), int(sys.argv[3])
+hashes = collections.Counter(r["args_sha256"] for r in recs)
+twice = [h for h, n in hashes.items() if n > 1]
+print(f"  ({len(recs)} records of {ok} calls that succeeded and {failed} that failed)")
+sys.exit(0 if not twice and ok <= len(recs) <= ok + failed and ok > 0 else 1)
+PY
+  then ok restart-calls-none-twice-none-lost
+  else bad restart-calls-none-twice-none-lost "$(head -3 "$work"/k?.err)"; fi
+  grep -hv '^$' "$work"/k?.err | grep -vqE 'state database|audit log|connection|server' &&
+    bad restart-calls-fail-cleanly "$(grep -h . "$work"/k?.err | sort | uniq -c | head -5)" || ok restart-calls-fail-cleanly
+  expect restart-calls-chain-verifies 0 'audit log verified' \
+    env XDG_STATE_HOME="$gb" "$capsule" audit verify --state "$url"
 else
   echo "  (skipped: this host cannot create the sandbox's namespaces)"
 fi
