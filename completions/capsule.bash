@@ -53,8 +53,7 @@ _capsule() {
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
   call) opts="--caps --state --user --timeout --session --thread --attach --artifacts --approval-ttl
-              --wait-approval
-              --json --help" ;;
+              --wait-approval --json --help" ;;
   policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   config) opts="--caps --state --user --json --help" subs="set list rm" ;;

@@ -63,6 +63,29 @@ struct gw_call {
   /* set by gw_call itself: where a Covenant run leaves the CPU ms its
    * sandbox used (its budget is spent by them, gateway/budget.h) */
   uint64_t *cpu_ms;
+  /* A third-party MCP server's messages to its client relayed through a
+   * front door (struct gw_mcp_relay); NULL: its requests are refused and
+   * its notifications dropped. */
+  struct gw_mcp_relay *relay;
+  /* Not a tool call but one MCP request to the capability's server
+   * (resources/read, prompts/get...): the method, with args as its
+   * params; the tool is not looked up, no policy applies (the capability
+   * is served), and the audit record names the method as the tool. */
+  const char *mcp_method;
+};
+
+/* What a front door's MCP client and a third-party MCP server exchange
+ * besides the call (runtime/mcp_client.c): one stream socket carries, as
+ * lines, the server's notifications and requests out and the client's
+ * answers (and notifications/cancelled) in. */
+struct gw_mcp_relay {
+  int fd;
+  const char *client_caps;    /* JSON object the server is told the client offers; NULL: {} */
+  const char *progress_token; /* JSON, passed in the call's _meta; NULL: none */
+  const char *log_level;      /* logging/setLevel sent to a server offering logging; NULL: none */
+  /* out (owned by the caller): the server's result or error object as it
+   * sent it; withheld (NULL) when the call could not be audited */
+  char *raw_result, *raw_error;
 };
 
 struct gw_issuer {

@@ -83,12 +83,21 @@ int gw_statedir_open(const char *dir, struct cap_error *err);
 
 /* ---- host id ranges (gateway/id_range.c) ----
  * As root, the first of the GW_ID_RANGE_SIZE host uids and gids that
- * belong to `key` (a capability's id; "run" for `capsule run` without a
- * manifest) alone, for sandbox_options.id_base: the recorded one, else,
+ * belong to `key` (gw_id_range_key of a capability; GW_ID_RANGE_ADHOC for
+ * `capsule run` without a manifest) alone, for sandbox_options.id_base: the recorded one, else,
  * when create, a new one recorded now (clear of /etc/subuid, /etc/subgid,
  * host users and groups, and other keys' ranges). *base is 0 when there is
  * none and !create. */
 #define GW_ID_RANGE_SIZE 65536u
+/* The key of a capability's range (allocated): its id, '/', and 32 hex
+ * digits of the SHA-256 of its package directory's resolved path. Two
+ * packages that share an id (two nono folders named alike, a Selu id
+ * taken on purpose) get two ranges; the same package keeps its range
+ * across runs and restarts (a moved package gets a new one). Every key
+ * holds a '/', so none is GW_ID_RANGE_ADHOC, the key of `capsule run`
+ * without a manifest. */
+#define GW_ID_RANGE_ADHOC "run"
+char *gw_id_range_key(const char *id, const char *package_dir);
 int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
                       struct cap_error *err);
 

@@ -25,7 +25,7 @@
 /* ---- audit ---- */
 
 /* HMAC-SHA-256 over prev and every field, each length-prefixed. */
-static void audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65])
+void gw_audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65])
 {
   struct cap_buf b = {0};
   const char *fields[] = {r->time,     r->user,    r->capability,  r->tool, r->args_hash,
@@ -96,7 +96,7 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
   r->seq = last.seq + 1;
   snprintf(r->prev, sizeof r->prev, "%s", last.hash);
   gw_state_now(r->time);
-  audit_mac(st, r, r->hash);
+  gw_audit_mac(st, r, r->hash);
   char seq[24], dur[24], head[256];
   snprintf(seq, sizeof seq, "%lld", (long long)r->seq);
   snprintf(dur, sizeof dur, "%lld", (long long)r->duration_ms);
@@ -182,7 +182,7 @@ static int walk_chain(struct gw_state *st, size_t *n, char prev[65], struct cap_
     struct gw_audit_record rec;
     row_record(s, &rec);
     char mac[65];
-    audit_mac(st, &rec, mac);
+    gw_audit_mac(st, &rec, mac);
     if (rec.seq != expect)
       r = cap_error_set(err, EBADMSG,
                         "audit record %lld follows %lld: records were dropped or reordered",

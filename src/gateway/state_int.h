@@ -57,6 +57,10 @@ int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool crea
 /* Exclusive lock serialising mark updates; returns an fd to close. */
 int gw_hwm_lock(const struct gw_state *st, struct cap_error *err);
 
+/* A record's hash: HMAC-SHA-256 over its fields and prev (state_audit.c). */
+struct gw_audit_record;
+void gw_audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65]);
+
 /* After the schema's migrations: a mark for a log that has none yet (a new
  * or pre-mark state), never replacing one. */
 int gw_audit_init_mark(struct gw_state *st, struct cap_error *err);

@@ -26,6 +26,7 @@
 #include "gateway/db.h"
 #include "gateway/plugin_state.h"
 #include "gateway/state.h"
+#include "gateway/state_query.h"
 #include "gateway/tokens.h"
 
 int unit_failures, unit_checks;
@@ -197,6 +198,20 @@ static void funcs_access_budget_tokens(struct gw_state *st)
   cap_error_clear(&err);
 }
 
+struct found {
+  size_t n;
+  int64_t last_seq;
+  bool all_ok;
+};
+
+static void found_row(void *arg, const struct gw_audit_record *r, enum gw_chain_status chain)
+{
+  struct found *f = arg;
+  f->all_ok = (f->n == 0 || f->all_ok) && chain == GW_CHAIN_OK;
+  f->n++;
+  f->last_seq = r->seq;
+}
+
 static void funcs_approvals_audit(struct gw_state *st)
 {
   struct cap_error err = {0};
@@ -234,6 +249,20 @@ static void funcs_approvals_audit(struct gw_state *st)
   CHECK(gw_audit_change(st, "policy-set", "root", "c", "t", "allow", &err) == 0);
   size_t count = 0;
   CHECK(gw_audit_verify(st, &count, &err) == 0 && count >= 2);
+  /* the dashboard's search: filters, a substring, keyset pages, chain status */
+  struct found f = {0};
+  bool more = true;
+  CHECK(gw_audit_query(st, &(struct gw_audit_filter){.user = "bob", .capability = "c"}, found_row,
+                       &f, &more, &err) == 0 &&
+        f.n >= 1 && f.last_seq == r.seq && f.all_ok && !more);
+  f = (struct found){0};
+  CHECK(gw_audit_query(st, &(struct gw_audit_filter){.text = "policy-s"}, found_row, &f, &more,
+                       &err) == 0 &&
+        f.n == 1 && f.all_ok);
+  f = (struct found){0};
+  CHECK(gw_audit_query(st, &(struct gw_audit_filter){.before = r.seq + 1, .limit = 1}, found_row,
+                       &f, &more, &err) == 0 &&
+        f.n == 1 && f.last_seq == r.seq && more == (r.seq > 1));
   if (err.message)
     fprintf(stderr, "verify: %s\n", err.message);
   uint32_t base = 0;
