@@ -66,6 +66,10 @@ enum gw_db_fault gw_db_fault(struct gw_db *db);
 int gw_db_schema_version(struct gw_db *db, int *v);
 int gw_db_set_schema_version(struct gw_db *db, int v);
 
+/* Whether table has a column of that name (SQLite: pragma_table_info;
+ * PostgreSQL: information_schema), for a migration that adds one. */
+int gw_db_column_exists(struct gw_db *db, const char *table, const char *column, bool *exists);
+
 /* Values are copied. */
 void gw_stmt_bind_text(struct gw_stmt *s, int i, const char *v);
 void gw_stmt_bind_int64(struct gw_stmt *s, int i, int64_t v);
