@@ -482,7 +482,8 @@ static int registry_state_path(struct gw_state *st, char **out, struct cap_error
   return 0;
 }
 
-static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
+static int allocate(struct gw_state *st, const char *key, const char *dbkey, uint32_t *base,
+                    struct cap_error *err)
 {
   struct taken t = {0};
   _cleanup_free_ char *real = NULL;
@@ -505,8 +506,8 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
                       "host users)",
                       key, (RANGE_END - RANGE_FIRST) / GW_ID_RANGE_SIZE, RANGE_FIRST);
   struct gw_stmt *s = NULL;
-  if (r == 0 &&
-      !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)", key, NULL)))
+  if (r == 0 && !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)",
+                                    dbkey, NULL)))
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (s) {
     gw_stmt_bind_int64(s, 2, (int64_t)b);
@@ -625,6 +626,18 @@ static uint32_t registry_find(const char *key, const char *dir)
   return found;
 }
 
+/* The row's key: the capability's id, and on a PostgreSQL state (shared
+ * by gateways on several hosts, each with its own host ids and registry)
+ * the host and this gateway's own directory beside it. */
+static char *range_key(const struct gw_state *st, const char *key)
+{
+  if (!st->url)
+    return cap_xstrdup(key);
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return cap_xasprintf("%s@%s:%s", key, host, st->dir);
+}
+
 char *gw_id_range_key(const char *id, const char *package_dir)
 {
   _cleanup_free_ char *real = package_dir ? realpath(package_dir, NULL) : NULL;
@@ -638,7 +651,8 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
                       struct cap_error *err)
 {
   *base = 0;
-  int r = lookup(st, key, base, err);
+  _cleanup_free_ char *dbkey = range_key(st, key);
+  int r = lookup(st, dbkey, base, err);
   if (r < 0 || !create)
     return r;
   if (*base) {
@@ -651,9 +665,9 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
   struct gw_db *db = gw_state_db(st);
   if (gw_db_exec(db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot allocate an id range");
-  r = lookup(st, key, base, err);
+  r = lookup(st, dbkey, base, err);
   if (r == 0 && !*base)
-    r = allocate(st, key, base, err);
+    r = allocate(st, key, dbkey, base, err);
   if (r == 0 && gw_db_exec(db, "COMMIT") != GW_DB_OK)
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (r < 0) {

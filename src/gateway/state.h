@@ -191,6 +191,10 @@ void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
 /* Removes the marker (the call's own record is then written). No-op on
  * one that was never begun ({.fd = -1}). */
 void gw_inflight_end(struct gw_inflight *m);
+/* The call's own record could not be written (the database went away,
+ * and the record is not in it): the marker keeps it, finished, and the
+ * next gw_state_open on this host appends it. */
+void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r);
 /* A `capsule run` session, audited without opening the database (a run's
  * start-up stays lean): a marker in the state directory dir, opened as
  * statefd (gw_statedir_open), and gw_inflight_finish leaves it

@@ -268,6 +268,9 @@ static void funcs_approvals_audit(struct gw_state *st)
         f.n == 1 && f.last_seq == r.seq && more == (r.seq > 1));
   if (err.message)
     fprintf(stderr, "verify: %s\n", err.message);
+  bool has = false;
+  CHECK(gw_db_column_exists(gw_state_db(st), "trigger_config", "call_tool", &has) == 0 && has);
+  CHECK(gw_db_column_exists(gw_state_db(st), "trigger_config", "nope", &has) == 0 && !has);
   uint32_t base = 0;
   CHECK(gw_state_id_range(st, "c", false, &base, &err) == 0 && base == 0);
   cap_error_clear(&err);
