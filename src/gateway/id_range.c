@@ -267,7 +267,9 @@ static bool registry_line(char *line, uint64_t *base, char **key, struct reg_whe
   else
     *where = (struct reg_where){0};
   *state = line + at; /* the rest of the line: it may hold spaces */
-  return **state == '/';
+  /* an empty key ("B @M:D:I /dir") would be written back as "B  /dir",
+   * which reads as the key "/dir" and no state (tests/fuzz) */
+  return **key && **state == '/';
 }
 
 static void registry_put(struct cap_buf *b, uint64_t base, const char *word,
@@ -651,6 +653,41 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
   if (r < 0) {
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     *base = 0;
+  }
+  return r;
+}
+
+int gw_id_registry_scan(const char *text, size_t len, size_t *lines, unsigned *format,
+                        size_t *foreign)
+{
+  *lines = *foreign = 0;
+  *format = 0;
+  int r = 0;
+  for (size_t at = 0; at < len && r == 0;) {
+    const char *nl = memchr(text + at, '\n', len - at);
+    size_t n = nl ? (size_t)(nl - (text + at)) + 1 : len - at;
+    _cleanup_free_ char *line = cap_xstrndup(text + at, n); /* to a NUL, as getline's reader */
+    at += n;
+    ++*lines;
+    uint64_t b, b2;
+    char *k, *dir, *k2, *dir2;
+    struct reg_where w, w2;
+    if (!registry_line(line, &b, &k, &w, &dir)) {
+      *foreign = *foreign ? *foreign : *lines;
+      continue;
+    }
+    unsigned f = registry_marker(b, k);
+    if (f) {
+      *format = f > *format ? f : *format;
+      continue;
+    }
+    /* written back as registry_put writes it, it reads the same */
+    struct cap_buf out = {0};
+    registry_put(&out, b, k, &w, dir);
+    if (!registry_line(out.data, &b2, &k2, &w2, &dir2) || b2 != b || strcmp(k2, k) != 0 ||
+        memcmp(&w2, &w, sizeof w) != 0 || strcmp(dir2, dir) != 0)
+      r = -EPROTO;
+    cap_buf_free(&out);
   }
   return r;
 }
