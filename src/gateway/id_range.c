@@ -11,6 +11,7 @@
  * tools reading uid_t as signed mishandle. A candidate overlapping an entry
  * of /etc/subuid or /etc/subgid, or holding a user's or group's id
  * (getpwent, getgrent: NSS users too), is skipped. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -188,14 +189,24 @@ static const char *registry_path(char *buf, size_t size, const char *suffix)
   return buf;
 }
 
+struct reg_anchor {
+  uint64_t base;
+  unsigned long long dev, ino;
+};
+
 struct registry {
-  int lock;               /* flock-held */
-  struct cap_buf kept;    /* the lines that stay */
-  bool changed;           /* lines were dropped or added: write it back */
-  bool added;             /* a line was added: the write is needed */
-  unsigned format;        /* its marker's format (0: none) */
-  unsigned long long mnt; /* this process's mount namespace */
-  size_t foreign;         /* the first line it cannot read (1-based; 0: none) */
+  int lock;                   /* flock-held */
+  struct cap_buf kept;        /* the lines that stay */
+  bool changed;               /* lines were dropped or added: write it back */
+  bool added;                 /* a line was added: the write is needed */
+  unsigned format;            /* its marker's format (0: none) */
+  unsigned long long mnt;     /* this process's mount namespace */
+  size_t foreign;             /* the first line it cannot read (1-based; 0: none) */
+  struct reg_anchor *anchors; /* lines of live namespaces (dead_alias) */
+  size_t n_anchors;
+  unsigned long long *live; /* mount namespaces a process is in now (read once) */
+  size_t n_live;
+  bool live_read;
 };
 
 static void registry_release(struct registry *r)
@@ -204,6 +215,10 @@ static void registry_release(struct registry *r)
     close(r->lock);
   r->lock = -1;
   cap_buf_free(&r->kept);
+  free(r->anchors);
+  free(r->live);
+  r->anchors = NULL;
+  r->live = NULL;
 }
 
 static int registry_file_ok(int fd, const char *path, struct cap_error *err)
@@ -340,6 +355,65 @@ static unsigned registry_marker(uint64_t base, const char *key)
   return *end || v == 0 || v > 1000000 ? 1000000 : (unsigned)v; /* unreadable: later */
 }
 
+/* Whether a process lives in the mount namespace mnt now (this one
+ * does): /proc/PID/ns/mnt of every process, read once. */
+static bool ns_alive(struct registry *r, unsigned long long mnt)
+{
+  if (mnt == r->mnt)
+    return true;
+  if (!r->live_read) {
+    r->live_read = true;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+      char p[300];
+      struct stat st;
+      snprintf(p, sizeof p, "/proc/%s/ns/mnt", e->d_name);
+      if (e->d_name[0] < '1' || e->d_name[0] > '9' || stat(p, &st) < 0)
+        continue;
+      r->live = cap_xrealloc(r->live, (r->n_live + 1) * sizeof *r->live);
+      r->live[r->n_live++] = (unsigned long long)st.st_ino;
+    }
+    if (d)
+      closedir(d);
+  }
+  for (size_t i = 0; i < r->n_live; i++)
+    if (r->live[i] == mnt)
+      return true;
+  return false;
+}
+
+/* Every capsule in a private mount namespace (a service's PrivateTmp=, a
+ * test's unshare) adds a line for the directories it uses, which no
+ * capsule could drop once that namespace is gone. Such a line is dropped
+ * when a line of a live namespace names the same directory (device and
+ * inode) with the same range: the range stays recorded. First pass: the
+ * ranges those live lines hold. */
+static void registry_anchor(struct registry *r, const char *text)
+{
+  _cleanup_free_ char *line = cap_xstrdup(text);
+  uint64_t b;
+  char *k, *dir;
+  struct reg_where w;
+  struct stat st;
+  if (!registry_line(line, &b, &k, &w, &dir) || !w.mnt || !ns_alive(r, w.mnt) ||
+      (w.mnt == r->mnt && stat(dir, &st) < 0)) /* one of this namespace's: still there */
+    return;
+  r->anchors = cap_xrealloc(r->anchors, (r->n_anchors + 1) * sizeof *r->anchors);
+  r->anchors[r->n_anchors++] = (struct reg_anchor){.base = b, .dev = w.dev, .ino = w.ino};
+}
+
+/* A line of a namespace no process is in, whose directory and range a
+ * live line records too (registry_anchor). */
+static bool dead_alias(struct registry *r, uint64_t b, const struct reg_where *w)
+{
+  if (!w->mnt || ns_alive(r, w->mnt))
+    return false;
+  for (size_t i = 0; i < r->n_anchors; i++)
+    if (r->anchors[i].base == b && r->anchors[i].dev == w->dev && r->anchors[i].ino == w->ino)
+      return true;
+  return false;
+}
+
 /* One line read: a marker, a line kept (or dropped), or one it cannot
  * read, which is kept as it was and makes the registry read-only. */
 static void registry_read_line(struct registry *r, char *line, size_t lineno, struct taken *t,
@@ -368,6 +442,8 @@ static void registry_read_line(struct registry *r, char *line, size_t lineno, st
   /* its state is gone, and its ranges with it: only when it was written
    * in this mount namespace (or before namespaces were recorded) */
   if ((!w.mnt || w.mnt == r->mnt) && stat(dir, &st) < 0 && errno == ENOENT)
+    keep = false;
+  if (keep && dead_alias(r, b, &w))
     keep = false;
   if (keep && self)
     registry_match(self, k, b, &w, dir, &keep);
@@ -410,9 +486,15 @@ static int registry_open(struct registry *r, struct taken *t, struct reg_self *s
   }
   _cleanup_fclose_ FILE *f = fdopen(fd, "re");
   _cleanup_free_ char *line = NULL;
-  size_t size = 0, lineno = 0;
+  size_t size = 0;
+  struct cap_strv lines = {0};
   while (f && getline(&line, &size, f) >= 0) /* a line of any length is one line */
-    registry_read_line(r, line, ++lineno, t, self);
+    cap_strv_push(&lines, line);
+  for (size_t i = 0; i < lines.len; i++)
+    registry_anchor(r, lines.v[i]);
+  for (size_t i = 0; i < lines.len; i++)
+    registry_read_line(r, lines.v[i], i + 1, t, self);
+  cap_strv_free(&lines);
   if (r->format < REGISTRY_FORMAT)
     r->changed = true; /* marked (or marked again) at the next store */
   return 0;
