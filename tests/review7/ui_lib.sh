@@ -13,7 +13,7 @@ rm -rf "$probe"
 work=$(mktemp -d /var/tmp/capsule-review7.XXXXXX)
 chmod 755 "$work"
 server=
-trap '[ -n "$server" ] && kill -9 "$server" 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$server" ] && { kill -9 "$server"; wait "$server"; } 2>/dev/null; rm -rf "$work"' EXIT
 export CAPSULE_STATE_KEY=
 caps=$work/caps state=$work/state
 mkdir -p "$caps/agents/asker" "$state"
