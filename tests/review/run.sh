@@ -38,7 +38,7 @@ scripts=(
   ../review6/mcp_stderr_flood.sh ../review6/nono_profile_plant.sh ../review6/nono_profile_modes.sh
   ../review6/volume_quota.sh
   # the seventh's (tests/review7/)
-  ../review7/ui_session_flood.sh ../review7/ui_hostile_row.sh
+  ../review7/ui_session_flood.sh ../review7/ui_hostile_row.sh ../review7/ui_probes.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
