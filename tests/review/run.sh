@@ -39,7 +39,7 @@ scripts=(
   ../review6/volume_quota.sh
   # the seventh's (tests/review7/)
   ../review7/ui_session_flood.sh ../review7/ui_hostile_row.sh ../review7/ui_probes.sh
-  ../review7/call_socket_forged.sh ../review7/call_socket_probes.sh
+  ../review7/call_socket_forged.sh ../review7/call_socket_probes.sh ../review7/grpc_fds.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
