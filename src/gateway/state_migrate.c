@@ -252,8 +252,12 @@ int gw_state_migrate(const char *from, const char *to, gw_migrate_fn fn, void *a
                      size_t *audit_records, struct cap_error *err)
 {
   *audit_records = 0;
-  if (!gw_db_is_url(to))
-    return cap_error_set(err, EINVAL, "--to takes a postgres:// or postgresql:// URL, not %s", to);
+  if (!gw_db_is_url(to)) { /* postgre://u:pw@h, a typo, still holds a password */
+    char where[512];
+    gw_db_url_redact(to, where, sizeof where);
+    return cap_error_set(err, EINVAL, "--to takes a postgres:// or postgresql:// URL, not %s",
+                         where);
+  }
   /* the target is sealed and chained under the source's key */
   _cleanup_free_ char *keyfile = cap_xasprintf("%s/key", from);
   const char *k = getenv("CAPSULE_STATE_KEY"), *kf = getenv("CAPSULE_STATE_KEY_FILE");
