@@ -41,7 +41,8 @@ static int source_tables(struct gw_state *src, char ***names, size_t *n, struct 
   *n = 0;
   while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
     *names = cap_xrealloc(*names, (*n + 1) * sizeof **names);
-    (*names)[(*n)++] = cap_xstrdup(gw_stmt_text(s, 0));
+    const char *name = gw_stmt_text(s, 0);
+    (*names)[(*n)++] = cap_xstrdup(name ? name : "");
   }
   gw_stmt_finalize(s);
   return rc == GW_DB_DONE ? 0 : gw_state_db_error(src, err, "cannot list the tables");
