@@ -5,7 +5,8 @@
 # manifest_file_source.sh (the operator trusts the capabilities directory
 # and a manifest's credential routes), l7_rules_other_address.sh (rules
 # bind a host's own addresses; docs/egress.md); of the second review's,
-# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md).
+# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md);
+# of the seventh's, ui_conn_hog.sh (docs/serve.md).
 # Usage: run.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
