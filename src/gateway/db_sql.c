@@ -169,6 +169,19 @@ static bool url_password(const char *url, const char **start, const char **end)
   return true;
 }
 
+bool gw_db_url_password_span(const char *text, size_t *off, size_t *len)
+{
+  const char *url = strstr(text, "postgres://");
+  if (!url)
+    url = strstr(text, "postgresql://");
+  const char *a, *e;
+  if (!url || !url_password(url, &a, &e) || e == a)
+    return false;
+  *off = (size_t)(a - text);
+  *len = (size_t)(e - a);
+  return true;
+}
+
 bool gw_db_url_password_ambiguous(const char *url)
 {
   const char *a, *e;

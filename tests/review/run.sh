@@ -43,7 +43,7 @@ scripts=(
   ../review7/call_socket_forged.sh ../review7/call_socket_probes.sh ../review7/grpc_fds.sh
   ../review7/mcp_relay_notify.sh ../review7/pg_url_password.sh
   ../review7/state_null_row.sh ../review7/migrate_column_injection.sh
-  ../review7/pg_hostile_meta.sh
+  ../review7/pg_hostile_meta.sh ../review7/state_url_ps.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
