@@ -288,7 +288,7 @@ static bool origin_ok(const struct serve_ui *u, struct MHD_Connection *c)
   const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
   if (!origin || !u->guard.wildcard)
     return serve_guard_origin_ok(&u->guard, origin);
-  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  const char *host = serve_guard_request_host(c);
   const char *scheme = u->guard.tls ? "https://" : "http://";
   return host && strncmp(origin, scheme, strlen(scheme)) == 0 &&
          strcasecmp(origin + strlen(scheme), host) == 0;
@@ -499,8 +499,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     *size = 0;
     return MHD_YES;
   }
-  if (!serve_guard_host_ok(&u->guard,
-                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+  if (!serve_guard_host_ok(&u->guard, serve_guard_request_host(c)))
     return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: unexpected Host");
   if (!origin_ok(u, c))
     return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: foreign Origin");

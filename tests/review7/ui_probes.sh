@@ -3,7 +3,7 @@
 # regression tests: state changes without POST or without the session's
 # CSRF token (GET and HEAD on a form's path, a method-override header, a
 # text/plain form, a token from another session), Host and Origin
-# rebinding (look-alike names, null, a prefix match), a session id the
+# rebinding (look-alike names, two Host headers, null, a prefix match), a session id the
 # attacker chose (not adopted), an open redirect after sign-in, the live
 # stream without a signed-in session, clickjacking and caching headers on
 # every answer (login, 404, assets), oversized headers, and uid 65534
@@ -38,6 +38,13 @@ check "Host look-alike" 403 "$(code -b "$jar" -H "Host: 127.0.0.1.evil.example:$
 check "Host without the port" 403 "$(code -b "$jar" -H "Host: 127.0.0.1" "$U/")"
 check "Host of another port" 403 "$(code -b "$jar" -H "Host: localhost:1" "$U/")"
 check "no Host (HTTP/1.0)" 403 "$(code -0 -b "$jar" -H "Host:" "$U/")"
+twohosts=$(/usr/bin/python3 -c '
+import socket, sys
+p = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", p)); s.settimeout(5)
+s.sendall(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nHost: evil.example\r\nConnection: close\r\n\r\n" % p)
+print(s.recv(100).split(b" ")[1].decode())' "$port" 2>/dev/null)
+check "two Host headers, ours first" 403 "$twohosts"
 check "Origin null" 403 "$(code -b "$jar" -H 'Origin: null' -d "csrf=$csrf&$form" "$U/policy")"
 check "Origin prefix match" 403 \
   "$(code -b "$jar" -H "Origin: http://127.0.0.1:$port.evil.example" -d "csrf=$csrf&$form" "$U/policy")"
