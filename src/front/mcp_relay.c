@@ -4,8 +4,10 @@
  * sends what the server says besides its answer as lines {"relay": MSG}
  * on the run's socket, and takes back the lines it must write to the
  * server. Here, in the session:
- * - notifications (logging, progress, ...) go to the client on the
- *   call's stream; progress only when the client asked for it;
+ * - notifications go to the client on the call's stream: logging as
+ *   it is, progress only when the client asked for it and under its own
+ *   token, cancelled only for this call's requests to the client (under
+ *   the session's id); the others are dropped (notification_params);
  * - requests (sampling/createMessage, elicitation/create, roots/list,
  *   ping) go to the client under an id of the session's (ids are the
  *   session's to choose, and two servers' would collide), only when the
@@ -131,6 +133,56 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
   mcp_send_buf(s, r->id_json, false, &b); /* on the call's own stream */
 }
 
+/* A notification of the server's, as the client may see it: only those a
+ * server sends about its own work, with what names another's rewritten
+ * (the progress token is the call's own; a cancelled request is one of
+ * this call's, under the id the session gave it); NULL to drop it. The
+ * rest (list_changed, resources/updated, ...) would speak for capsule or
+ * for another call of the session. */
+static char *notification_params(const struct mcp_run *r, const char *method,
+                                 const struct cap_node *params)
+{
+  enum { AS_IS, PROGRESS, CANCELLED } kind;
+  if (strcmp(method, "notifications/message") == 0)
+    kind = AS_IS;
+  else if (strcmp(method, "notifications/progress") == 0 && r->token_json)
+    kind = PROGRESS;
+  else if (strcmp(method, "notifications/cancelled") == 0)
+    kind = CANCELLED;
+  else
+    return NULL;
+  int64_t ours = 0;
+  if (kind == CANCELLED) {
+    _cleanup_free_ char *theirs = node_text(cap_node_get(params, "requestId"));
+    for (size_t i = 0; i < MCP_MAX_ASKED && !ours; i++)
+      if (r->asked[i].theirs && strcmp(r->asked[i].theirs, theirs) == 0)
+        ours = r->asked[i].ours;
+    if (!ours)
+      return NULL;
+  }
+  struct cap_buf b = {0};
+  cap_buf_putc(&b, '{');
+  bool first = true;
+  for (size_t i = 0; params && params->kind == CAP_NODE_OBJECT && i < params->u.obj.len; i++) {
+    const struct cap_member *mb = &params->u.obj.items[i];
+    if ((kind == PROGRESS && strcmp(mb->key, "progressToken") == 0) ||
+        (kind == CANCELLED && strcmp(mb->key, "requestId") == 0))
+      continue;
+    _cleanup_free_ char *v = node_text(mb->value);
+    if (!first)
+      cap_buf_putc(&b, ',');
+    first = false;
+    cap_json_quote(&b, mb->key, mb->keylen);
+    cap_buf_printf(&b, ":%s", v);
+  }
+  if (kind == PROGRESS)
+    cap_buf_printf(&b, "%s\"progressToken\":%s", first ? "" : ",", r->token_json);
+  if (kind == CANCELLED)
+    cap_buf_printf(&b, "%s\"requestId\":%lld", first ? "" : ",", (long long)ours);
+  cap_buf_putc(&b, '}');
+  return cap_buf_steal(&b);
+}
+
 void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
 {
   struct cap_doc *doc = cap_doc_new();
@@ -144,18 +196,15 @@ void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
     const char *m = method->u.str.ptr;
     if (cap_node_get(msg, "id"))
       relay_request(s, r, msg, m);
-    else if (strcmp(m, "notifications/progress") != 0 || r->token_json) {
-      /* a notification: as the server sent it (the progress token is the client's own) */
+    else {
+      _cleanup_free_ char *p = notification_params(r, m, cap_node_get(msg, "params"));
       struct cap_buf b = {0};
-      cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":");
-      cap_json_quote(&b, m, strlen(m));
-      const struct cap_node *params = cap_node_get(msg, "params");
-      if (params && params->kind == CAP_NODE_OBJECT) {
-        _cleanup_free_ char *p = node_text(params);
-        cap_buf_printf(&b, ",\"params\":%s", p);
+      if (p) {
+        cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":");
+        cap_json_quote(&b, m, strlen(m));
+        cap_buf_printf(&b, ",\"params\":%s}", p);
+        mcp_send_buf(s, r->id_json, false, &b);
       }
-      cap_buf_putc(&b, '}');
-      mcp_send_buf(s, r->id_json, false, &b);
     }
   }
   cap_diags_free(&d);
