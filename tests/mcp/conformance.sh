@@ -30,7 +30,15 @@ export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
 work=$(mktemp -d /var/tmp/capsule-conformance.XXXXXX)
 chmod 755 "$work"
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
+# the warm servers' keepers this test started: the processes holding their locks in $work
+keepers() {
+  local f l
+  for f in /proc/[0-9]*/fd/*; do
+    l=$(readlink "$f" 2>/dev/null) || continue
+    case $l in "$work"/*.mcp.lock*) f=${f#/proc/}; echo "${f%%/*}" ;; esac
+  done | sort -u
+}
+trap 'for p in "${pids[@]}" $(keepers); do kill "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
   echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
 fi

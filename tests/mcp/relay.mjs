@@ -80,6 +80,15 @@ try {
 } catch (e) {
   check('subscribe-not-offered', e.code === -32601, `${e.code} ${e.message}`);
 }
+// the server is kept warm between calls, and started anew after it exits
+const served = async () => (await c.callTool({ name: 'served_calls', arguments: {} })).structuredContent || {};
+const s1 = await served();
+const s2 = await served();
+check('warm-between-calls', s1.instance && s1.instance === s2.instance && s2.calls === s1.calls + 1, `${JSON.stringify(s1)} ${JSON.stringify(s2)}`);
+r = await c.callTool({ name: 'exit_server', arguments: {} });
+check('server-exit-fails-the-call', r.isError === true, JSON.stringify(r));
+const s3 = await served();
+check('restarted-after-exit', s3.instance && s3.instance !== s2.instance && s3.calls === 1, JSON.stringify(s3));
 await c.close();
 
 // a client that samples and elicits
@@ -111,6 +120,8 @@ try {
 } catch {
   check('cancelled', true);
 }
+const s4 = await (async () => (await c.callTool({ name: 'served_calls', arguments: {} })).structuredContent || {})();
+check('warm-after-cancellation', s4.instance === s3.instance, `${JSON.stringify(s3)} ${JSON.stringify(s4)}`);
 await c.close();
 
 // the audit: each request one record, the cancelled call too
