@@ -133,8 +133,14 @@ static void record_client_caps(struct mcp_session *s, const struct cap_node *cap
  * it lacks). */
 static void write_relayed_caps(struct mcp_session *s, struct cap_jw *w)
 {
-  if (!mcp_served_server(s))
+  if (!mcp_served_server(s)) {
+    if (mcp_has_prompts(s)) { /* Talos prompt.md (mcp_prompts.c) */
+      cap_jw_key(w, "prompts");
+      cap_jw_begin_object(w);
+      cap_jw_end_object(w);
+    }
     return;
+  }
   static const char *const relayed[] = {"logging", "prompts", "resources", "completions"};
   for (size_t i = 0; i < ARRAY_SIZE(relayed); i++) {
     cap_jw_key(w, relayed[i]);
@@ -260,8 +266,6 @@ static void on_set_level(struct mcp_session *s, const char *id, const struct cap
 FORWARD(on_resources_list, "resources/list")
 FORWARD(on_resource_templates, "resources/templates/list")
 FORWARD(on_resources_read, "resources/read")
-FORWARD(on_prompts_list, "prompts/list")
-FORWARD(on_prompts_get, "prompts/get")
 FORWARD(on_complete, "completion/complete")
 
 /* ---- dispatch ---- */
@@ -290,8 +294,8 @@ static const struct method methods[] = {
     {"resources/list", on_resources_list, NULL, false},
     {"resources/templates/list", on_resource_templates, NULL, false},
     {"resources/read", on_resources_read, NULL, false},
-    {"prompts/list", on_prompts_list, NULL, false},
-    {"prompts/get", on_prompts_get, NULL, false},
+    {"prompts/list", mcp_prompts_list, NULL, false},
+    {"prompts/get", mcp_prompts_get, NULL, false},
     {"completion/complete", on_complete, NULL, false},
     {"notifications/initialized", NULL, on_initialized, true},
     {"notifications/cancelled", NULL, mcp_call_cancel, true},

@@ -112,6 +112,12 @@ void mcp_tools_list(struct mcp_session *s, const char *id_json, const struct cap
 /* Calls (mcp_call.c) */
 void mcp_tools_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 void mcp_capsule_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+
+/* Prompts (mcp_prompts.c): relayed to a served MCP server, else Talos
+ * prompt.md files */
+bool mcp_has_prompts(const struct mcp_session *s);
+void mcp_prompts_list(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+void mcp_prompts_get(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg);
 void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params);
 void mcp_runs_free(struct mcp_session *s);
