@@ -6,9 +6,10 @@
  * socket in the run directory (RUN/KEY.mcp.sock, 0600), so the server
  * keeps its state between calls and one call's messages (a sampling
  * request, a log line) are that call's alone. Bounds: one server per
- * name, calls taken in turn (the others wait in the socket's backlog,
- * within their own deadlines), the keeper and its sandbox gone after
- * KEEPER_IDLE_MS without a call. A server that exits (a crash) ends its
+ * name, at most KEEPER_MAX keepers per run directory (past them a call
+ * starts a server of its own), calls taken in turn (the others wait in
+ * the socket's backlog, within their own deadlines), the keeper and its
+ * sandbox gone after KEEPER_IDLE_MS without a call. A server that exits (a crash) ends its
  * keeper: the call in flight fails, and the next call starts a new one.
  *
  * Between the call and the server the keeper rewrites ids: the call's
@@ -17,6 +18,7 @@
  * and notifications, and the call's answers to them, pass unchanged. A
  * call that ends with a request in flight (its process stopped: a
  * cancellation) gets notifications/cancelled sent to the server for it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -54,6 +56,7 @@
 #define KEEPER_MAX_LINE (GW_DEFAULT_OUTPUT_CAP + 65536)
 #define KEEPER_MAX_PENDING 16 /* one call's requests in flight */
 #define KEEPER_READY "ready"
+#define KEEPER_MAX 32 /* warm MCP servers per run directory; past them calls start their own */
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
 
@@ -550,6 +553,31 @@ static int start_keeper(const struct gw_call *call, const struct cap_spec *spec,
   return 0;
 }
 
+/* How many keepers live in run_dir: those holding their lock */
+static size_t live_keepers(const char *run_dir)
+{
+  _cleanup_close_ int dir = open(run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int copy = dir >= 0 ? fcntl(dir, F_DUPFD_CLOEXEC, 0) : -1;
+  DIR *d = copy >= 0 ? fdopendir(copy) : NULL;
+  size_t n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len < 9 || strcmp(e->d_name + len - 9, ".mcp.lock") != 0)
+      continue;
+    int fd = openat(dir, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+      n++;
+    if (fd >= 0)
+      close(fd);
+  }
+  if (d)
+    closedir(d);
+  else if (copy >= 0)
+    close(copy);
+  return n;
+}
+
 int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                           size_t n_env, struct cap_error *err)
 {
@@ -579,6 +607,12 @@ int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spe
     return fd >= 0 ? fd
                    : cap_error_set(err, ETIMEDOUT, "%s's warm server is not reachable", spec->id);
   }
+  const char *max_env = getenv("CAPSULE_MCP_MAX_WARM"); /* the operator's bound, else ours */
+  long max = max_env && *max_env ? strtol(max_env, NULL, 10) : KEEPER_MAX;
+  if (max < 0 || max > 4096)
+    max = KEEPER_MAX;
+  if (live_keepers(call->run_dir) > (size_t)max) /* ours counts: its lock is held */
+    return cap_error_set(err, EBUSY, "%ld warm MCP servers run already", max);
   r = start_keeper(call, spec, env, n_env, path, lock, err);
   if (r < 0)
     return r;

@@ -39,8 +39,20 @@ async function connect(capabilities) {
   return client;
 }
 
+let c;
+// past the bound on warm servers (CAPSULE_MCP_MAX_WARM=0): each call its own server
+process.env.CAPSULE_MCP_MAX_WARM = '0';
+c = await connect({});
+const servedNow = async () => (await c.callTool({ name: 'served_calls', arguments: {} })).structuredContent || {};
+const cold1 = await servedNow();
+const cold2 = await servedNow();
+check('bounded-cold-past-the-bound', cold1.calls === 1 && cold2.calls === 1 && cold1.instance !== cold2.instance,
+  `${JSON.stringify(cold1)} ${JSON.stringify(cold2)}`);
+await c.close();
+delete process.env.CAPSULE_MCP_MAX_WARM;
+
 // a client that declares nothing: the server's requests are refused at once
-let c = await connect({});
+c = await connect({});
 let r = await c.callTool({ name: 'test_sampling', arguments: { prompt: 'hi' } });
 check('sampling-undeclared-refused', r.isError === true && /sampling/i.test(text(r)), JSON.stringify(r));
 r = await c.callTool({ name: 'test_elicitation', arguments: { message: 'who?' } });
