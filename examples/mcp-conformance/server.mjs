@@ -81,7 +81,8 @@ const tools = [
   { name: 'test_elicitation_sep1330_enums', description: 'Elicits with every enum form', inputSchema: none },
   // not the suite's: what shows capsule keeping this server warm (tests/mcp/relay.mjs)
   { name: 'served_calls', description: 'How many tool calls this server process has served', inputSchema: none },
-  { name: 'exit_server', description: 'Ends this server process without answering', inputSchema: none }
+  { name: 'exit_server', description: 'Ends this server process without answering', inputSchema: none },
+  { name: 'flood_logs', description: 'Sends 6,000 log messages of 1 KiB, then answers', inputSchema: none }
 ];
 
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
@@ -223,6 +224,11 @@ handlers.served_calls = async () => {
   return { content: [{ type: 'text', text: JSON.stringify(r) }], structuredContent: r };
 };
 handlers.exit_server = async () => process.exit(3);
+handlers.flood_logs = async () => {
+  const kib = 'x'.repeat(1024);
+  for (let i = 0; i < 6000; i++) server.sendLoggingMessage({ level: 'info', data: kib });
+  return { content: [{ type: 'text', text: 'flooded' }] };
+};
 
 server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
   calls++;

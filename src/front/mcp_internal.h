@@ -40,7 +40,8 @@ struct mcp_table {
   bool built;
 };
 
-#define MCP_MAX_ASKED 8 /* a server's requests to the client in flight per call */
+#define MCP_MAX_ASKED 8            /* a server's requests to the client in flight per call */
+#define MCP_MAX_RELAYED (4u << 20) /* bytes of a server's messages relayed per call */
 
 /* A request a third-party MCP server made of the client, relayed: our id
  * for it, and the server's (JSON text) */
@@ -55,6 +56,7 @@ struct mcp_run {
   const char *method;   /* NULL: tools/call; else an MCP request relayed to the server (static) */
   bool relayed;         /* the capability is an MCP server: its messages are relayed */
   bool cli;             /* capsule/call: answered with the pipeline's report */
+  size_t relayed_bytes; /* of the server's messages so far (MCP_MAX_RELAYED) */
   uint64_t deadline_ms; /* the call's own deadline; 0: the session's */
   struct mcp_asked asked[MCP_MAX_ASKED];
   struct cap_buf line; /* what the child sent past its last full line */

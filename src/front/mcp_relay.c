@@ -12,6 +12,9 @@
  *   client declared the capability they need, else the server is
  *   answered -32601; the client's answer goes back under the server's id;
  * - a cancelled call's server is sent notifications/cancelled;
+ * - at most MCP_MAX_RELAYED bytes of a call's messages are relayed, so a
+ *   server that floods costs bounded memory (the rest is dropped; its
+ *   requests past the bound wait until the call's deadline);
  * - resources, prompts and completion requests (mcp_forward) run on the
  *   served capability's server like a call: one child, one sandbox, one
  *   audit record naming the method. */
@@ -133,6 +136,12 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
 
 void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
 {
+  size_t len = strlen(line);
+  if (r->relayed_bytes + len > MCP_MAX_RELAYED) { /* a flood: the rest of this call's dropped */
+    r->relayed_bytes = MCP_MAX_RELAYED + 1;
+    return free(line);
+  }
+  r->relayed_bytes += len;
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags d = {0};
   const struct cap_node *msg = NULL, *method = NULL;

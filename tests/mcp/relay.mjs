@@ -101,6 +101,14 @@ r = await c.callTool({ name: 'exit_server', arguments: {} });
 check('server-exit-fails-the-call', r.isError === true, JSON.stringify(r));
 const s3 = await served();
 check('restarted-after-exit', s3.instance && s3.instance !== s2.instance && s3.calls === 1, JSON.stringify(s3));
+// a server that floods: the call ends, what is relayed is bounded (4 MiB a call)
+let flooded = 0;
+c.setNotificationHandler(LoggingMessageNotificationSchema, () => flooded++);
+await c.setLoggingLevel('debug');
+r = await c.callTool({ name: 'flood_logs', arguments: {} });
+check('flood-bounded', text(r) === 'flooded' && flooded > 1000 && flooded < 4200, `${flooded} relayed, ${JSON.stringify(r).slice(0, 200)}`);
+r = await c.callTool({ name: 'test_simple_text', arguments: {} });
+check('serves-after-flood', text(r) === 'This is a simple text response for testing.', JSON.stringify(r));
 await c.close();
 
 // a client that samples and elicits
