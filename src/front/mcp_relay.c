@@ -181,7 +181,7 @@ bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *
         continue;
       const struct cap_node *result = cap_node_get(msg, "result");
       const struct cap_node *error = cap_node_get(msg, "error");
-      _cleanup_free_ char *body = node_text(result ? result : error);
+      _cleanup_free_ char *body = result || error ? node_text(result ? result : error) : NULL;
       struct cap_buf b = {0};
       if ((result && result->kind == CAP_NODE_OBJECT) || (error && error->kind == CAP_NODE_OBJECT))
         cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":%s}", r->asked[k].theirs,
