@@ -184,7 +184,19 @@ struct keeper {
   struct pending pending[KEEPER_MAX_PENDING];
   pthread_t thread;
   bool started;
+  char status_path[4096];       /* RUN/KEY.mcp.status: what `capsule ps` lists */
+  struct gw_instance_info info; /* its content */
 };
+
+/* Keeps the status file current (gateway/instance.h): `capsule ps` lists
+ * the keeper, `capsule stop` ends it (SIGTERM: it speaks no stop request) */
+static void keeper_status(struct keeper *k, enum gw_instance_state state, bool busy)
+{
+  k->info.state = state;
+  k->info.leases = busy;
+  k->info.idle_since_ms = busy ? 0 : cap_now_ms(CLOCK_REALTIME);
+  gw_instance_status_write(k->status_path, &k->info);
+}
 
 static void verdict(struct keeper *k, const char *what)
 {
@@ -353,6 +365,7 @@ static void *keeper_thread(void *arg)
   if (!initialize(k)) {
     verdict(k, "the MCP server did not answer initialize (its stderr is in the capability's log)");
   } else {
+    keeper_status(k, GW_INSTANCE_SERVING, false);
     verdict(k, KEEPER_READY);
     for (;;) {
       struct pollfd p[2] = {{.fd = k->listener, .events = POLLIN},
@@ -377,12 +390,15 @@ static void *keeper_thread(void *arg)
       int conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
       if (conn < 0)
         continue;
+      keeper_status(k, GW_INSTANCE_SERVING, true);
       bool alive = serve_call(k, conn);
       close(conn);
+      keeper_status(k, GW_INSTANCE_SERVING, false);
       if (!alive)
         break;
     }
   }
+  keeper_status(k, GW_INSTANCE_STOPPING, false);
   close(k->connector); /* stops the sandbox */
   k->connector = -1;
   return NULL;
@@ -436,6 +452,13 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   signal(SIGHUP, SIG_IGN);
   cap_proctitle_set("capsule-mcp", "capsule mcp-keeper %s", spec->id); /* never a call's args */
   struct keeper k = {.spec = spec, .status_fd = 3, .connector = -1, .next_id = 1};
+  size_t plen = strlen(path) - strlen(".sock"); /* RUN/KEY.mcp */
+  snprintf(k.status_path, sizeof k.status_path, "%.*s.status", (int)plen, path);
+  k.info = (struct gw_instance_info){
+      .pid = getpid(), .max_leases = 1, .started_ms = cap_now_ms(CLOCK_REALTIME)};
+  snprintf(k.info.capability, sizeof k.info.capability, "%s", spec->id);
+  snprintf(k.info.protocol, sizeof k.info.protocol, "mcp");
+  keeper_status(&k, GW_INSTANCE_STARTING, false);
   k.listener = listen_at(path);
   int in[2], out[2], conn[2];
   _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
@@ -484,8 +507,10 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   if (k.started)
     pthread_join(k.thread, NULL);
   struct stat a, b;
-  if (fstat(k.listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino)
-    unlink(path); /* still ours */
+  if (fstat(k.listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino) {
+    unlink(path); /* still ours, and so is the status */
+    unlink(k.status_path);
+  }
   _exit(0);
 }
 
