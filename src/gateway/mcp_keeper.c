@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -56,6 +57,8 @@
 #define KEEPER_MAX_LINE (GW_DEFAULT_OUTPUT_CAP + 65536)
 #define KEEPER_MAX_PENDING 16 /* one call's requests in flight */
 #define KEEPER_READY "ready"
+#define KEEPER_RECHECK_MS 2000  /* without inotify: how often the package's digest is checked */
+#define KEEPER_MAX_WATCHES 8192 /* directories of a package watched at most */
 #define KEEPER_MAX 32 /* warm MCP servers per run directory; past them calls start their own */
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
@@ -186,12 +189,19 @@ struct keeper {
   bool started;
   char status_path[4096];       /* RUN/KEY.mcp.status: what `capsule ps` lists */
   struct gw_instance_info info; /* its content */
+  const char *path;             /* the socket's */
+  int lock_fd;                  /* held while this keeper takes calls */
+  int ino;                      /* inotify on the package's tree, or -1 */
+  unsigned char digest[32];     /* without inotify: the package's at the start */
+  bool retired;                 /* the package changed: a new keeper took the name */
 };
 
 /* Keeps the status file current (gateway/instance.h): `capsule ps` lists
  * the keeper, `capsule stop` ends it (SIGTERM: it speaks no stop request) */
 static void keeper_status(struct keeper *k, enum gw_instance_state state, bool busy)
 {
+  if (k->retired)
+    return;
   k->info.state = state;
   k->info.leases = busy;
   k->info.idle_since_ms = busy ? 0 : cap_now_ms(CLOCK_REALTIME);
@@ -359,6 +369,88 @@ static bool serve_call(struct keeper *k, int conn)
   return !k->out.eof;
 }
 
+/* Whether the package changed since the keeper started: an inotify event
+ * on its tree, or (without inotify) its digest recomputed. */
+static bool package_changed(struct keeper *k, bool ino_ready)
+{
+  if (k->ino >= 0) {
+    if (!ino_ready)
+      return false;
+    char buf[4096];
+    return read(k->ino, buf, sizeof buf) > 0 || errno != EAGAIN;
+  }
+  unsigned char now[32];
+  struct cap_error err = {0};
+  bool changed = gw_spec_digest(k->spec, now, &err) < 0 || memcmp(now, k->digest, 32) != 0;
+  cap_error_clear(&err);
+  return changed;
+}
+
+/* The package changed: new calls go to a new keeper (the socket's name
+ * and the lock are given up at once), the calls already waiting in the
+ * backlog are served by this server, then it stops. */
+static void retire(struct keeper *k, const char *path)
+{
+  struct stat a, b;
+  if (fstat(k->listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino) {
+    unlink(path);
+    unlink(k->status_path);
+  }
+  k->retired = true; /* the status file is the next keeper's now */
+  close(k->lock_fd);
+  k->lock_fd = -1;
+  fcntl(k->listener, F_SETFL, O_NONBLOCK);
+  int conn;
+  while (!k->out.eof && (conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+    serve_call(k, conn);
+    close(conn);
+  }
+}
+
+/* Calls, one at a time, until idle, the server's exit, or a change */
+static void serve_calls(struct keeper *k)
+{
+  uint64_t idle_until = now_ms() + KEEPER_IDLE_MS;
+  for (;;) {
+    uint64_t t = now_ms();
+    if (t >= idle_until)
+      return; /* idle: the server is stopped */
+    int wait = (int)(idle_until - t);
+    if (k->ino < 0 && wait > KEEPER_RECHECK_MS)
+      wait = KEEPER_RECHECK_MS;
+    struct pollfd p[3] = {{.fd = k->listener, .events = POLLIN},
+                          {.fd = k->out.fd, .events = POLLIN},
+                          {.fd = k->ino, .events = POLLIN}};
+    int r = poll(p, 3, wait);
+    if (r < 0 && errno != EINTR)
+      return;
+    if (package_changed(k, k->ino >= 0 && p[2].revents))
+      return retire(k, k->path);
+    if (p[1].revents) { /* between calls: nobody's, dropped */
+      fill(&k->out);
+      char *line;
+      while ((line = take_line(&k->out))) {
+        from_server(k, -1, line);
+        free(line);
+      }
+      if (k->out.eof)
+        return; /* the server exited */
+    }
+    if (r <= 0 || !p[0].revents)
+      continue;
+    int conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
+    if (conn < 0)
+      continue;
+    keeper_status(k, GW_INSTANCE_SERVING, true);
+    bool alive = serve_call(k, conn);
+    close(conn);
+    keeper_status(k, GW_INSTANCE_SERVING, false);
+    if (!alive)
+      return;
+    idle_until = now_ms() + KEEPER_IDLE_MS;
+  }
+}
+
 static void *keeper_thread(void *arg)
 {
   struct keeper *k = arg;
@@ -367,36 +459,7 @@ static void *keeper_thread(void *arg)
   } else {
     keeper_status(k, GW_INSTANCE_SERVING, false);
     verdict(k, KEEPER_READY);
-    for (;;) {
-      struct pollfd p[2] = {{.fd = k->listener, .events = POLLIN},
-                            {.fd = k->out.fd, .events = POLLIN}};
-      int r = poll(p, 2, KEEPER_IDLE_MS);
-      if (r == 0)
-        break; /* idle: the server is stopped */
-      if (r < 0 && errno != EINTR)
-        break;
-      if (p[1].revents) { /* between calls: nobody's, dropped */
-        fill(&k->out);
-        char *line;
-        while ((line = take_line(&k->out))) {
-          from_server(k, -1, line);
-          free(line);
-        }
-        if (k->out.eof)
-          break; /* the server exited */
-      }
-      if (!p[0].revents)
-        continue;
-      int conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
-      if (conn < 0)
-        continue;
-      keeper_status(k, GW_INSTANCE_SERVING, true);
-      bool alive = serve_call(k, conn);
-      close(conn);
-      keeper_status(k, GW_INSTANCE_SERVING, false);
-      if (!alive)
-        break;
-    }
+    serve_calls(k);
   }
   keeper_status(k, GW_INSTANCE_STOPPING, false);
   close(k->connector); /* stops the sandbox */
@@ -420,6 +483,46 @@ static void on_started(void *ctx, struct sandbox_running *running)
   }
 }
 
+static int watch_dir(int ino, const char *path, int depth, size_t *n)
+{
+  if (depth > 64 || *n >= KEEPER_MAX_WATCHES ||
+      inotify_add_watch(ino, path,
+                        IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_DELETE_SELF |
+                            IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF | IN_ONLYDIR |
+                            IN_DONT_FOLLOW) < 0)
+    return -1;
+  (*n)++;
+  DIR *d = opendir(path);
+  if (!d)
+    return -1;
+  int r = 0;
+  struct dirent *e;
+  while (r == 0 && (e = readdir(d))) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+        (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
+      continue;
+    _cleanup_free_ char *sub = cap_xasprintf("%s/%s", path, e->d_name);
+    struct stat sb;
+    if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
+      r = watch_dir(ino, sub, depth + 1, n);
+  }
+  closedir(d);
+  return r;
+}
+
+/* inotify on every directory of the package (before the server reads
+ * any of it), -1 when that cannot be had (then its digest is rechecked) */
+static int watch_package(const char *dir)
+{
+  int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  size_t n = 0;
+  if (ino >= 0 && watch_dir(ino, dir, 0, &n) < 0) {
+    close(ino);
+    ino = -1;
+  }
+  return ino;
+}
+
 static int listen_at(const char *path)
 {
   struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -441,8 +544,11 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
                                   char *const *env, size_t n_env, const char *path, int status,
                                   int lock)
 {
-  /* nothing of the caller's but the verdict's pipe and the lock */
-  if (dup2(status, 3) < 0 || dup2(lock, 4) < 0)
+  /* nothing of the caller's but the verdict's pipe and the lock (moved
+   * out of the way first: either may be 3 or 4 already) */
+  int high_status = fcntl(status, F_DUPFD_CLOEXEC, 100),
+      high_lock = fcntl(lock, F_DUPFD_CLOEXEC, 100);
+  if (high_status < 0 || high_lock < 0 || dup2(high_status, 3) < 0 || dup2(high_lock, 4) < 0)
     _exit(1);
   syscall(__NR_close_range, 5U, ~0U, 0U);
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -451,7 +557,12 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   cap_proctitle_set("capsule-mcp", "capsule mcp-keeper %s", spec->id); /* never a call's args */
-  struct keeper k = {.spec = spec, .status_fd = 3, .connector = -1, .next_id = 1};
+  struct keeper k = {
+      .spec = spec, .status_fd = 3, .lock_fd = 4, .connector = -1, .next_id = 1, .path = path};
+  k.ino = watch_package(spec->package_dir);
+  struct cap_error derr = {0};
+  if (k.ino < 0 && gw_spec_digest(spec, k.digest, &derr) < 0)
+    cap_error_clear(&derr); /* an unreadable package: the first recheck retires the keeper */
   size_t plen = strlen(path) - strlen(".sock"); /* RUN/KEY.mcp */
   snprintf(k.status_path, sizeof k.status_path, "%.*s.status", (int)plen, path);
   k.info = (struct gw_instance_info){
@@ -609,7 +720,7 @@ int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spe
   char key[33];
   if (!call->run_dir)
     return cap_error_set(err, EINVAL, "no run directory for warm servers");
-  int r = gw_instance_key(call, spec, NULL, env, n_env, key, err);
+  int r = gw_instance_key(call, spec, NULL, false, env, n_env, key, err); /* the keeper watches */
   if (r < 0)
     return r;
   _cleanup_free_ char *path = cap_xasprintf("%s/%s.mcp.sock", call->run_dir, key);

@@ -7,6 +7,7 @@
 // audit of it all. Prints "ok NAME" or "FAIL NAME: why"; exits 1 on a failure.
 // Usage: node relay.mjs CAPSULE CAPS STATE [WRAPPER...]
 import { execFileSync } from 'node:child_process';
+import { utimesSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
@@ -109,6 +110,16 @@ r = await c.callTool({ name: 'flood_logs', arguments: {} });
 check('flood-bounded', text(r) === 'flooded' && flooded > 1000 && flooded < 4200, `${flooded} relayed, ${JSON.stringify(r).slice(0, 200)}`);
 r = await c.callTool({ name: 'test_simple_text', arguments: {} });
 check('serves-after-flood', text(r) === 'This is a simple text response for testing.', JSON.stringify(r));
+// a change in the package (its keeper watches the tree): the next calls get a new server
+const old = await served();
+const now = new Date();
+utimesSync(`${caps}/conformance/server.mjs`, now, now);
+let fresh = old;
+for (let i = 0; i < 100 && fresh.instance === old.instance; i++) {
+  await new Promise((res) => setTimeout(res, 100));
+  fresh = await served();
+}
+check('package-change-new-server', fresh.instance && fresh.instance !== old.instance, `${JSON.stringify(old)} ${JSON.stringify(fresh)}`);
 await c.close();
 
 // a client that samples and elicits
@@ -124,6 +135,7 @@ check('sampling-answered', text(r) === 'LLM response: echo ping', JSON.stringify
 r = await c.callTool({ name: 'test_elicitation', arguments: { message: 'who?' } });
 check('elicitation-declined', /action=decline/.test(text(r)), JSON.stringify(r));
 // cancelled while the server waits for the client's sampling answer
+const beforeCancel = await served();
 let asked;
 const waiting = new Promise((res) => (asked = res));
 c.setRequestHandler(CreateMessageRequestSchema, () => {
@@ -140,8 +152,8 @@ try {
 } catch {
   check('cancelled', true);
 }
-const s4 = await (async () => (await c.callTool({ name: 'served_calls', arguments: {} })).structuredContent || {})();
-check('warm-after-cancellation', s4.instance === s3.instance, `${JSON.stringify(s3)} ${JSON.stringify(s4)}`);
+const s4 = await served();
+check('warm-after-cancellation', s4.instance === beforeCancel.instance, `${JSON.stringify(beforeCancel)} ${JSON.stringify(s4)}`);
 await c.close();
 
 // the audit: each request one record, the cancelled call too
