@@ -66,3 +66,4 @@ for round in 1 2; do
   done
 done
 echo "RSS after the run: capsule serve $(rss "$serve_pid") KiB, SDK server $(rss "$sdk_pid") KiB"
+[ -s "$work/sdk.log" ] && grep -v '^listening' "$work/sdk.log" | head -20 >&2 || true

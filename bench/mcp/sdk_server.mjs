@@ -33,14 +33,19 @@ createServer((req, res) => {
   let body = '';
   req.on('data', (d) => (body += d));
   req.on('end', async () => {
-    const parsed = body ? JSON.parse(body) : undefined;
-    const id = req.headers['mcp-session-id'];
-    let t = id && sessions.get(id);
-    if (!t && parsed && isInitializeRequest(parsed)) t = newSession();
-    if (!t) {
-      res.writeHead(404).end();
-      return;
+    try {
+      const parsed = body ? JSON.parse(body) : undefined;
+      const id = req.headers['mcp-session-id'];
+      let t = id && sessions.get(id);
+      if (!t && parsed && isInitializeRequest(parsed)) t = newSession();
+      if (!t) {
+        res.writeHead(404).end();
+        return;
+      }
+      await t.handleRequest(req, res, parsed);
+    } catch (e) {
+      console.error(e);
+      if (!res.headersSent) res.writeHead(500).end();
     }
-    await t.handleRequest(req, res, parsed);
   });
 }).listen(Number(process.argv[2]), '127.0.0.1', () => console.log('listening'));
