@@ -133,6 +133,9 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
         WIFSIGNALED(status) ? "signal" : "status",
         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     mcp_send_error(s, r->id_json, MCP_INTERNAL_ERROR, m, NULL);
+  } else if (r->gather && ok && raw && raw->kind == CAP_NODE_STRING) {
+    mcp_gather_learn(s, r->method, raw->u.str.ptr); /* where prompts/get and resources/read go */
+    send_raw(s, r->id_json, raw, false);
   } else if (r->method && (send_raw(s, r->id_json, ok ? raw : NULL, false) ||
                            send_raw(s, r->id_json, raw_e, true))) {
     /* a relayed request: the server's answer as it is */
@@ -232,7 +235,11 @@ static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r
     if (r->deadline_ms)
       call.deadline_ms = r->deadline_ms;
     call.relay = r->relayed ? &relay : NULL;
-    o = gw_call(&call, s->cfg->reg, st, &res, &err);
+    if (r->gather) { /* every MCP-server capability's list, merged */
+      mcp_gather_run(s, st, &call, r->method, &relay);
+      o = GW_OUTCOME_OK;
+    } else
+      o = gw_call(&call, s->cfg->reg, st, &res, &err);
   }
   report(fd, o, &err, res.json, res.terminal_on_success, &relay);
   _exit(0);

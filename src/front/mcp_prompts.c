@@ -65,31 +65,38 @@ void mcp_prompts_list(struct mcp_session *s, const char *id, const struct cap_no
 {
   if (mcp_served_server(s))
     return mcp_forward(s, id, params, "prompts/list");
+  if (mcp_gather_wanted(s)) /* the servers' and the Talos plugins' (mcp_gather.c) */
+    return mcp_gather_start(s, id, "prompts/list");
   struct cap_jw w;
   struct cap_buf b;
   mcp_result_begin(&w, &b, id);
   cap_jw_begin_object(&w);
   cap_jw_key(&w, "prompts");
   cap_jw_begin_array(&w);
+  mcp_talos_prompts_write(s, &w);
+  cap_jw_end_array(&w);
+  cap_jw_end_object(&w);
+  mcp_result_end(s, id, &w, &b);
+}
+
+void mcp_talos_prompts_write(const struct mcp_session *s, struct cap_jw *w)
+{
   for (size_t i = 0; s->cfg->reg && i < s->cfg->reg->n; i++) {
     const struct cap_spec *spec = s->cfg->reg->caps[i];
     _cleanup_free_ char *text = served(s, spec) ? read_prompt(spec) : NULL;
     if (!text)
       continue;
-    cap_jw_begin_object(&w);
-    cap_jw_key(&w, "name");
-    cap_jw_string(&w, spec->id);
-    cap_jw_key(&w, "title");
-    cap_jw_string(&w, spec->name ? spec->name : spec->id);
-    cap_jw_key(&w, "description");
+    cap_jw_begin_object(w);
+    cap_jw_key(w, "name");
+    cap_jw_string(w, spec->id);
+    cap_jw_key(w, "title");
+    cap_jw_string(w, spec->name ? spec->name : spec->id);
+    cap_jw_key(w, "description");
     _cleanup_free_ char *d = cap_xasprintf("How to use the tools of %s (its prompt.md)",
                                            spec->name ? spec->name : spec->id);
-    cap_jw_string(&w, d);
-    cap_jw_end_object(&w);
+    cap_jw_string(w, d);
+    cap_jw_end_object(w);
   }
-  cap_jw_end_array(&w);
-  cap_jw_end_object(&w);
-  mcp_result_end(s, id, &w, &b);
 }
 
 void mcp_prompts_get(struct mcp_session *s, const char *id, const struct cap_node *params)
@@ -102,6 +109,8 @@ void mcp_prompts_get(struct mcp_session *s, const char *id, const struct cap_nod
                           NULL);
   const struct cap_spec *spec = s->cfg->reg ? gw_registry_find(s->cfg->reg, name->u.str.ptr) : NULL;
   _cleanup_free_ char *text = spec && served(s, spec) ? read_prompt(spec) : NULL;
+  if (!text && mcp_gather_route(s, id, params, "prompts/get")) /* a server's (mcp_gather.c) */
+    return;
   if (!text) {
     struct cap_buf m = {0};
     cap_buf_puts(&m, "Unknown prompt: ");

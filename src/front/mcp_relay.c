@@ -221,13 +221,6 @@ void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *p
         method);
     return mcp_send_error(s, id, MCP_METHOD_NOT_FOUND, m, NULL);
   }
-  struct mcp_run *r = mcp_run_new(s, id, spec->id);
-  if (!r)
-    return mcp_send_error(s, id, MCP_INTERNAL_ERROR,
-                          "too many requests in flight in this session; wait for one to end", NULL);
-  r->method = method;
-  r->relayed = true;
-  r->tool = cap_xstrdup(method);
   struct cap_buf a = {0};
   if (params) {
     struct cap_jw w;
@@ -235,6 +228,39 @@ void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *p
     cap_jw_node(&w, params);
   } else
     cap_buf_puts(&a, "{}");
-  r->args = cap_buf_steal(&a);
+  mcp_forward_to(s, id, cap_buf_steal(&a), method, spec->id);
+}
+
+static struct mcp_run *relayed_run(struct mcp_session *s, const char *id, char *args,
+                                   const char *method, const char *cap)
+{
+  struct mcp_run *r = mcp_run_new(s, id, cap);
+  if (!r) {
+    free(args);
+    mcp_send_error(s, id, MCP_INTERNAL_ERROR,
+                   "too many requests in flight in this session; wait for one to end", NULL);
+    return NULL;
+  }
+  r->method = method;
+  r->relayed = true;
+  r->tool = cap_xstrdup(method);
+  r->args = args;
+  return r;
+}
+
+void mcp_forward_to(struct mcp_session *s, const char *id, char *args, const char *method,
+                    const char *cap)
+{
+  struct mcp_run *r = relayed_run(s, id, args, method, cap);
+  if (r)
+    mcp_run_start(s, r, GW_ANSWER_NONE);
+}
+
+void mcp_gather_start(struct mcp_session *s, const char *id, const char *method)
+{
+  struct mcp_run *r = relayed_run(s, id, cap_xstrdup("{}"), method, "");
+  if (!r)
+    return;
+  r->gather = true;
   mcp_run_start(s, r, GW_ANSWER_NONE);
 }

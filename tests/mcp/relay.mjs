@@ -32,8 +32,8 @@ const check = (name, cond, why) => {
 };
 const text = (r) => (r.content || []).map((c) => c.text || '').join('\n');
 
-async function connect(capabilities) {
-  const all = [...wrapper, capsule, 'mcp', '--caps', caps, '--state', state, '--capability', 'conformance'];
+async function connect(capabilities, only = ['--capability', 'conformance']) {
+  const all = [...wrapper, capsule, 'mcp', '--caps', caps, '--state', state, ...only];
   const transport = new StdioClientTransport({ command: all[0], args: all.slice(1), env: { ...process.env }, stderr: 'inherit' });
   const client = new Client({ name: 'capsule-relay-test', version: '1.0.0' }, { capabilities });
   await client.connect(transport);
@@ -154,6 +154,25 @@ try {
 }
 const s4 = await served();
 check('warm-after-cancellation', s4.instance === beforeCancel.instance, `${JSON.stringify(beforeCancel)} ${JSON.stringify(s4)}`);
+await c.close();
+
+// every capability served: each MCP server's prompts and resources gathered
+c = await connect({}, []);
+const plist = (await c.listPrompts()).prompts;
+const pa = plist.find((p) => p.name === 'conformance__test_prompt_with_arguments');
+check('gathered-prompts', pa && pa._meta?.['io.capsule/capability'] === 'conformance', JSON.stringify(plist.map((p) => p.name)));
+const pg = await c.getPrompt({ name: 'conformance__test_prompt_with_arguments', arguments: { arg1: 'a', arg2: 'b' } });
+check('gathered-prompt-get', /arg1='a', arg2='b'/.test(pg.messages?.[0]?.content?.text || ''), JSON.stringify(pg));
+const rlist = (await c.listResources()).resources;
+check('gathered-resources', rlist.some((x) => x.uri === 'test://static-text' && x._meta?.['io.capsule/capability'] === 'conformance'), JSON.stringify(rlist.map((x) => x.uri)));
+const rr = await c.readResource({ uri: 'test://static-text' });
+check('gathered-resource-read', rr.contents?.[0]?.text === 'This is the content of the static text resource.', JSON.stringify(rr));
+try {
+  await c.readResource({ uri: 'test://not-listed' });
+  check('gathered-unknown-resource', false, 'read');
+} catch (e) {
+  check('gathered-unknown-resource', e.code === -32002, `${e.code} ${e.message}`);
+}
 await c.close();
 
 // the audit: each request one record, the cancelled call too
