@@ -516,18 +516,31 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
                                struct cap_error *err)
 {
   const struct gw_call *call = c->call;
-  struct cap_error kerr = {0};
-  _cleanup_close_ int warm = call->relay && call->run_dir && !getenv("CAPSULE_MCP_COLD")
-                                 ? gw_mcp_keeper_connect(call, spec, c->env, c->n_env, &kerr)
-                                 : -1;
-  cap_error_clear(&kerr); /* without a warm server, the call starts its own */
-  if (!call->mcp_method)
-    return mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, err);
-  _cleanup_free_ char *params = cap_xstrndup(call->args, call->args_len);
+  _cleanup_free_ char *params = call->mcp_method ? cap_xstrndup(call->args, call->args_len) : NULL;
+  /* twice at most: a keeper whose server just exited ends without taking
+   * the call (nothing reached the server), and the next one is new */
+  for (int attempt = 0; attempt < 2 && call->relay && call->run_dir && !getenv("CAPSULE_MCP_COLD");
+       attempt++) {
+    struct cap_error kerr = {0};
+    _cleanup_close_ int warm = gw_mcp_keeper_connect(call, spec, c->env, c->n_env, &kerr);
+    cap_error_clear(&kerr);
+    if (warm < 0)
+      break; /* without a warm server, the call starts its own */
+    enum gw_outcome o =
+        params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, err)
+               : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, err);
+    if (o == GW_OUTCOME_FAILED && err->code == ECONNABORTED) {
+      cap_error_clear(err);
+      continue;
+    }
+    if (o == GW_OUTCOME_OK && params && call->relay)
+      call->relay->raw_result = cap_xstrdup(c->out);
+    return o;
+  }
+  if (!params)
+    return mcp_client_call(call, spec, c->env, c->n_env, &c->out, err);
   enum gw_outcome o =
-      warm >= 0 ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, err)
-                : mcp_client_request(call, spec, call->mcp_method, params, c->env, c->n_env,
-                                     &c->out, err);
+      mcp_client_request(call, spec, call->mcp_method, params, c->env, c->n_env, &c->out, err);
   if (o == GW_OUTCOME_OK && call->relay)
     call->relay->raw_result = cap_xstrdup(c->out);
   return o;

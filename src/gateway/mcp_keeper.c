@@ -345,6 +345,9 @@ static void call_ended(struct keeper *k)
 /* One call's exchange; false when the server is gone */
 static bool serve_call(struct keeper *k, int conn)
 {
+  static const char taken[] = "{\"keeper\":\"taken\"}"; /* the call may not be retried now */
+  if (!put_line(conn, taken, sizeof taken - 1))
+    return true;
   struct lines in = {.fd = conn};
   while (!k->out.eof && !in.eof) {
     char *line;

@@ -40,6 +40,7 @@ struct exchange {
   char *result; /* the response's result (JSON text) */
   char *error;  /* why there is none */
   bool timed_out, rpc_error;
+  bool not_taken; /* warm: the keeper ended before it took this call (nothing was sent) */
 };
 
 static bool send_line(struct exchange *x, const char *text)
@@ -237,6 +238,15 @@ static bool offers_logging(const char *init_result)
  * session's level, then the request. */
 static void exchange_warm(struct exchange *x, const char *req)
 {
+  /* the keeper's first line says it took the call: before it, a keeper
+   * that ends (its server exited) has read nothing of it */
+  static const char hello[] = "{\"keeper\":";
+  _cleanup_free_ char *taken = next_line(x);
+  if (!taken || strncmp(taken, hello, sizeof hello - 1) != 0) {
+    x->not_taken = !x->timed_out;
+    x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
+    return;
+  }
   _cleanup_free_ char *level =
       x->relay && x->relay->log_level /* answered with id 3: not awaited */
           ? cap_xasprintf("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
@@ -452,7 +462,9 @@ enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, cons
   exchange_thread(&x);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   struct sandbox_result res = {0};
-  enum gw_outcome o = judge(&x, 0, &res, NULL, result, err);
+  enum gw_outcome o = x.not_taken
+                          ? (cap_error_set(err, ECONNABORTED, "%s", x.error), GW_OUTCOME_FAILED)
+                          : judge(&x, 0, &res, NULL, result, err);
   free(x.result);
   free(x.error);
   cap_buf_free(&x.pending);

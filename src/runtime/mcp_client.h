@@ -44,7 +44,9 @@ enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spe
 
 /* The same on a warm server: fd is a connection to its keeper
  * (gateway/mcp_keeper.c), which initialized it; the caller owns fd.
- * mcp_client_call_on with warm_fd -1 is mcp_client_call. */
+ * mcp_client_call_on with warm_fd -1 is mcp_client_call. A keeper that
+ * ended before it took the call (nothing of it reached the server) is
+ * GW_OUTCOME_FAILED with err->code ECONNABORTED: the caller may try again. */
 enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, const char *method,
                                         const char *params, char **result, struct cap_error *err);
 enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_spec *spec,
