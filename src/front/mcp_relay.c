@@ -14,6 +14,9 @@
  *   client declared the capability they need, else the server is
  *   answered -32601; the client's answer goes back under the server's id;
  * - a cancelled call's server is sent notifications/cancelled;
+ * - at most MCP_MAX_RELAYED bytes of a call's messages are relayed, so a
+ *   server that floods costs bounded memory (the rest is dropped; its
+ *   requests past the bound wait until the call's deadline);
  * - resources, prompts and completion requests (mcp_forward) run on the
  *   served capability's server like a call: one child, one sandbox, one
  *   audit record naming the method. */
@@ -185,6 +188,12 @@ static char *notification_params(const struct mcp_run *r, const char *method,
 
 void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
 {
+  size_t len = strlen(line);
+  if (r->relayed_bytes + len > MCP_MAX_RELAYED) { /* a flood: the rest of this call's dropped */
+    r->relayed_bytes = MCP_MAX_RELAYED + 1;
+    return free(line);
+  }
+  r->relayed_bytes += len;
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags d = {0};
   const struct cap_node *msg = NULL, *method = NULL;
@@ -221,7 +230,7 @@ bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *
         continue;
       const struct cap_node *result = cap_node_get(msg, "result");
       const struct cap_node *error = cap_node_get(msg, "error");
-      _cleanup_free_ char *body = node_text(result ? result : error);
+      _cleanup_free_ char *body = result || error ? node_text(result ? result : error) : NULL;
       struct cap_buf b = {0};
       if ((result && result->kind == CAP_NODE_OBJECT) || (error && error->kind == CAP_NODE_OBJECT))
         cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":%s}", r->asked[k].theirs,
@@ -261,13 +270,6 @@ void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *p
         method);
     return mcp_send_error(s, id, MCP_METHOD_NOT_FOUND, m, NULL);
   }
-  struct mcp_run *r = mcp_run_new(s, id, spec->id);
-  if (!r)
-    return mcp_send_error(s, id, MCP_INTERNAL_ERROR,
-                          "too many requests in flight in this session; wait for one to end", NULL);
-  r->method = method;
-  r->relayed = true;
-  r->tool = cap_xstrdup(method);
   struct cap_buf a = {0};
   if (params) {
     struct cap_jw w;
@@ -275,6 +277,39 @@ void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *p
     cap_jw_node(&w, params);
   } else
     cap_buf_puts(&a, "{}");
-  r->args = cap_buf_steal(&a);
+  mcp_forward_to(s, id, cap_buf_steal(&a), method, spec->id);
+}
+
+static struct mcp_run *relayed_run(struct mcp_session *s, const char *id, char *args,
+                                   const char *method, const char *cap)
+{
+  struct mcp_run *r = mcp_run_new(s, id, cap);
+  if (!r) {
+    free(args);
+    mcp_send_error(s, id, MCP_INTERNAL_ERROR,
+                   "too many requests in flight in this session; wait for one to end", NULL);
+    return NULL;
+  }
+  r->method = method;
+  r->relayed = true;
+  r->tool = cap_xstrdup(method);
+  r->args = args;
+  return r;
+}
+
+void mcp_forward_to(struct mcp_session *s, const char *id, char *args, const char *method,
+                    const char *cap)
+{
+  struct mcp_run *r = relayed_run(s, id, args, method, cap);
+  if (r)
+    mcp_run_start(s, r, GW_ANSWER_NONE);
+}
+
+void mcp_gather_start(struct mcp_session *s, const char *id, const char *method)
+{
+  struct mcp_run *r = relayed_run(s, id, cap_xstrdup("{}"), method, "");
+  if (!r)
+    return;
+  r->gather = true;
   mcp_run_start(s, r, GW_ANSWER_NONE);
 }
