@@ -28,6 +28,8 @@
 #include "runtime/selu_rpc.h"
 #include "sandbox/sandbox.h"
 
+#define LEASE_ATTEMPTS 3 /* the first, and two retries (gw_instance_lease) */
+
 #ifndef __NR_close_range
 #define __NR_close_range 436
 #endif
@@ -135,9 +137,12 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
   if (r < 0)
     return r;
   uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + (req->wait_ms ? req->wait_ms : 30000);
-  /* an instance that went away between connect and lease is started anew,
-   * once: nothing was sent to it yet, so retrying is safe */
-  for (int attempt = 0; attempt < 2; attempt++) {
+  /* an instance that went away between connect and lease is started anew:
+   * nothing was sent to it yet, so retrying is safe. Twice: a keeper
+   * stopping (SIGTERM, its server gone) stays reachable until a lease
+   * finds its server gone and it unpublishes, so the first retry may
+   * reach it again. */
+  for (int attempt = 0; attempt < LEASE_ATTEMPTS; attempt++) {
     int fd = gw_instance_connect(&sa, deadline);
     if (fd == -EPERM)
       return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
@@ -181,7 +186,7 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
       close(got_fd);
     close(fd);
     bool gone = n <= 0 || rep.code == ECONNREFUSED;
-    if (!gone || attempt == 1) {
+    if (!gone || attempt == LEASE_ATTEMPTS - 1) {
       rep.message[sizeof rep.message - 1] = '\0';
       return cap_error_set(err, rep.code ? rep.code : ECONNRESET, "%s (its log: %s)",
                            n > 0 ? rep.message : "the capability's instance went away",
