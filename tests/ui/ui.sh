@@ -4,7 +4,8 @@
 # requests redirected or 401, the login and its errors, a new session id
 # at sign-in, the cookie's flags, the Content-Security-Policy and the other
 # headers, a missing or wrong CSRF token 403, a foreign Origin or Host
-# 403, sign-out ending the session, a hostile tool argument escaped); then
+# 403, sign-out and a revoked token ending the session, a hostile tool
+# argument escaped); then
 # in a real browser (Debian's chromium driven by puppeteer-core,
 # tests/ui/browser.mjs): sign in, see a pending approval arrive live and
 # approve it while a `capsule call` waits in the background, which then
@@ -138,6 +139,14 @@ curl_checks() {
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/static/ui.js")" = 200 ] && ok "$who: script-served" || bad "$who: script-served"
   curl -s -o /dev/null -b "$jar" -d "csrf=$(csrf_of <"$work/approvals")" "$U/logout"
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 303 ] && ok "$who: sign-out-ends-session" || bad "$who: sign-out-ends-session"
+  # a revoked token's session ends at its next request
+  local op2
+  op2=$(C access issue op2 --operator --state "$state" 2>/dev/null)
+  rm -f "$jar"
+  [ "$(sign_in "$jar" "$op2")" = 303 ] && [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 200 ] &&
+    C access revoke op2 --state "$state" >/dev/null 2>&1 &&
+    [ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' -b "$jar" "$U/")" = "303 $U/login" ] &&
+    ok "$who: revoked-token-ends-session" || bad "$who: revoked-token-ends-session"
   # the pending hostile call's approval is denied, out of the way
   local id
   id=$(C approvals --state "$state" --json | grep -o '"id":"[0-9a-f]*"' | head -1 | cut -d'"' -f4)
