@@ -209,13 +209,25 @@ static void grants_list(struct cap_buf *b, const struct cap_spec *spec)
     cap_buf_printf(b, "</code>%s", spec->secrets[i].required ? " (required)" : "");
   }
   const struct cap_limits *l = &spec->limits;
-  cap_buf_printf(b,
-                 "</dd><dt>limits</dt><dd>memory %llu MiB, cpu %.2f, cpu per task %llu ms, wall "
-                 "%llu ms, pids %llu, files %llu, disk %llu MiB</dd></dl>\n",
-                 (unsigned long long)(l->memory_bytes >> 20), l->cpu_fraction,
-                 (unsigned long long)l->cpu_ms_per_task, (unsigned long long)l->wall_ms,
-                 (unsigned long long)l->pids, (unsigned long long)l->nofile,
-                 (unsigned long long)(l->disk_bytes >> 20));
+  const struct {
+    const char *name, *unit;
+    uint64_t value;
+  } limits[] = {
+      {"memory", " MiB", l->memory_bytes >> 20},
+      {"cpu per task", " ms", l->cpu_ms_per_task},
+      {"wall", " ms", l->wall_ms},
+      {"pids", "", l->pids},
+      {"files", "", l->nofile},
+      {"disk", " MiB", l->disk_bytes >> 20},
+  };
+  cap_buf_puts(b, "</dd><dt>limits</dt><dd>");
+  if (l->cpu_fraction > 0)
+    cap_buf_printf(b, "cpu %.2f, ", l->cpu_fraction);
+  for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
+    if (limits[i].value)
+      cap_buf_printf(b, "%s %llu%s, ", limits[i].name, (unsigned long long)limits[i].value,
+                     limits[i].unit);
+  cap_buf_puts(b, "the rest unlimited</dd></dl>\n");
 }
 
 /* Whether it can start, as `capsule list` checks it (a dry run). */
@@ -277,7 +289,15 @@ static void page_capabilities(struct serve *sv, const struct ui_request *rq,
       ui_h(b, spec->id);
       cap_buf_puts(b, "\">Check readiness</a></p>");
     }
-    tools_table(sv->opt->st, b, rq, spec);
+    if (spec->n_tools)
+      tools_table(sv->opt->st, b, rq, spec);
+    else
+      cap_buf_printf(b, "<p class=\"muted\">%s</p>",
+                     spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC
+                         ? "Its tools are discovered on its first call."
+                     : spec->runtime.kind == CAP_RUNTIME_EXEC
+                         ? "No tools: a command sandbox for <code>capsule run</code>."
+                         : "No tools declared.");
     cap_buf_puts(b, "</section>\n");
   }
   ui_end(out);

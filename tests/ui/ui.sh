@@ -180,6 +180,9 @@ run_as() {
   kill -TERM "$server"
   wait "$server"
   [ $? = 0 ] && ok "$who: sigterm-exits-0" || bad "$who: sigterm-exits-0"
+  C serve --caps "$caps" --state "$state" --ui 0.0.0.0:0 2>"$work/insecure.err"
+  [ $? = 2 ] && grep -q -- "--ui 0.0.0.0:0 is not a loopback address" "$work/insecure.err" &&
+    ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
 }
 
 tls() { # the cookie of an HTTPS dashboard is Secure, with the __Host- prefix
