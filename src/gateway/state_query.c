@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "gateway/state_int.h"
 
 const char *gw_chain_status_name(enum gw_chain_status s)
@@ -14,23 +15,26 @@ const char *gw_chain_status_name(enum gw_chain_status s)
   return names[s];
 }
 
-/* One statement, each filter bound or NULL (NULL matches anything). */
-static const char audit_query_sql[] =
-    "SELECT a.seq, a.time, a.user, a.capability, a.tool, a.args_hash, a.decision, a.duration_ms,"
-    " a.outcome, a.result_hash, a.prev, a.hash, p.hash FROM audit a"
-    " LEFT JOIN audit p ON p.seq = a.seq - 1"
-    " WHERE (?1 IS NULL OR a.capability = ?1) AND (?2 IS NULL OR a.user = ?2)"
-    " AND (?3 IS NULL OR a.decision = ?3)"
-    " AND (?4 IS NULL OR instr(a.user || ' ' || a.capability || ' ' || a.tool || ' ' ||"
-    " a.decision || ' ' || a.outcome, ?4) > 0)"
-    " AND (?5 IS NULL OR a.seq < ?5) ORDER BY a.seq DESC LIMIT ?6";
-
-static void bind_filter(sqlite3_stmt *s, int i, const char *v)
+/* The statement for f: only the filters given, each a bound parameter
+ * (a clause like "?1 IS NULL OR seq < ?1" would keep SQLite from walking
+ * the rowid from the page's start). */
+void gw_audit_query_sql(const struct gw_audit_filter *f, struct cap_buf *out)
 {
-  if (v && *v)
-    sqlite3_bind_text(s, i, v, -1, SQLITE_TRANSIENT);
-  else
-    sqlite3_bind_null(s, i);
+  cap_buf_puts(out, "SELECT a.seq, a.time, a.user, a.capability, a.tool, a.args_hash, a.decision,"
+                    " a.duration_ms, a.outcome, a.result_hash, a.prev, a.hash, p.hash FROM audit a"
+                    " LEFT JOIN audit p ON p.seq = a.seq - 1 WHERE 1");
+  if (f->capability && *f->capability)
+    cap_buf_puts(out, " AND a.capability = ?");
+  if (f->user && *f->user)
+    cap_buf_puts(out, " AND a.user = ?");
+  if (f->decision && *f->decision)
+    cap_buf_puts(out, " AND a.decision = ?");
+  if (f->text && *f->text)
+    cap_buf_puts(out, " AND instr(a.user || ' ' || a.capability || ' ' || a.tool || ' ' ||"
+                      " a.decision || ' ' || a.outcome, ?) > 0");
+  if (f->before > 0)
+    cap_buf_puts(out, " AND a.seq < ?");
+  cap_buf_puts(out, " ORDER BY a.seq DESC LIMIT ?");
 }
 
 static const char *col(sqlite3_stmt *s, int i)
@@ -57,17 +61,20 @@ int gw_audit_query(struct gw_state *st, const struct gw_audit_filter *f, gw_audi
   sqlite3_stmt *s = NULL;
   size_t limit = f->limit ? f->limit : 100;
   *more = false;
-  if (sqlite3_prepare_v2(st->db, audit_query_sql, -1, &s, NULL) != SQLITE_OK)
+  struct cap_buf sql = {0};
+  gw_audit_query_sql(f, &sql);
+  int pr = sqlite3_prepare_v2(st->db, sql.data, -1, &s, NULL);
+  cap_buf_free(&sql);
+  if (pr != SQLITE_OK)
     return gw_state_db_error(st, err, "cannot search the audit log");
-  bind_filter(s, 1, f->capability);
-  bind_filter(s, 2, f->user);
-  bind_filter(s, 3, f->decision);
-  bind_filter(s, 4, f->text);
+  int i = 1;
+  const char *text[] = {f->capability, f->user, f->decision, f->text};
+  for (size_t k = 0; k < sizeof text / sizeof text[0]; k++)
+    if (text[k] && *text[k])
+      sqlite3_bind_text(s, i++, text[k], -1, SQLITE_TRANSIENT);
   if (f->before > 0)
-    sqlite3_bind_int64(s, 5, f->before);
-  else
-    sqlite3_bind_null(s, 5);
-  sqlite3_bind_int64(s, 6, (sqlite3_int64)limit + 1); /* one more: whether there are more */
+    sqlite3_bind_int64(s, i++, f->before);
+  sqlite3_bind_int64(s, i, (sqlite3_int64)limit + 1); /* one more: whether there are more */
   int rc;
   size_t n = 0;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {

@@ -32,6 +32,12 @@ enum gw_chain_status {
 };
 const char *gw_chain_status_name(enum gw_chain_status s);
 
+/* The SQL gw_audit_query prepares for f (its parameters in the order
+ * capability, user, decision, text, before, limit; those not given are
+ * left out), appended to out: what bench/dashboard runs directly. */
+struct cap_buf;
+void gw_audit_query_sql(const struct gw_audit_filter *f, struct cap_buf *out);
+
 typedef void (*gw_audit_row_fn)(void *arg, const struct gw_audit_record *r,
                                 enum gw_chain_status chain);
 /* The records f selects, newest first; *more: older ones match too. */
