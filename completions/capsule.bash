@@ -34,7 +34,7 @@ _capsule() {
   --format) COMPREPLY=($(compgen -W "covenant" -- "$cur")); return ;;
   --agent | --parent | --expires) return ;;
   --memory) COMPREPLY=($(compgen -W "256M 512M 1G 2G" -- "$cur")); return ;;
-  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --thread | --ref | --approval-ttl) return ;;
+  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --thread | --ref | --approval-ttl | --wait-approval) return ;;
   --attach) COMPREPLY=($(compgen -f -- "$cur")); return ;;
   --artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac
@@ -53,7 +53,7 @@ _capsule() {
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
   call) opts="--caps --state --user --timeout --session --thread --attach --artifacts --approval-ttl
-              --json --help" ;;
+              --wait-approval --json --help" ;;
   policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   config) opts="--caps --state --user --json --help" subs="set list rm" ;;

@@ -2,7 +2,7 @@
  * a chain whose every record verifies on its own (its MAC under the
  * state key, prev the hash before it), written in one transaction
  * (gw_audit_append's fsync of the high-water mark per record would take
- * hours for a million). Records mix 20 capabilities, 50 users and the
+ * hours for a million), on a SQLite state. Records mix 20 capabilities, 50 users and the
  * decisions a gateway writes; one record in 100,000 has "needle" in its
  * outcome. Usage: dashboard_fill STATE N
  * With --sql CAPABILITY USER DECISION TEXT BEFORE ("" for none) it prints
@@ -29,7 +29,7 @@ static int print_sql(char **v)
   struct gw_audit_filter f = {
       .capability = v[0], .user = v[1], .decision = v[2], .text = v[3], .before = atol(v[4])};
   struct cap_buf sql = {0};
-  gw_audit_query_sql(&f, &sql);
+  gw_audit_query_sql(&f, GW_DB_SQLITE, &sql);
   cap_buf_putc(&sql, '\0');
   const char *values[6];
   size_t n = 0;
@@ -70,7 +70,14 @@ int main(int argc, char **argv)
   struct cap_error err = {0};
   if (gw_state_open(argv[1], &st, &err) < 0)
     return fprintf(stderr, "%s\n", err.message), 1;
-  sqlite3 *db = gw_state_db(st);
+  /* the file itself, beside the state's own connection (which gives the
+   * audit key): one prepared statement reused for every row */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/state.db", argv[1]);
+  sqlite3 *db = NULL;
+  if (sqlite3_open(path, &db) != SQLITE_OK)
+    return fprintf(stderr, "%s: %s\n", path, sqlite3_errmsg(db)), 1;
+  sqlite3_busy_timeout(db, 10000);
   sqlite3_stmt *ins = NULL, *last = NULL;
   sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
   sqlite3_prepare_v2(db, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", -1, &last, NULL);
@@ -118,6 +125,7 @@ int main(int argc, char **argv)
   }
   sqlite3_finalize(ins);
   sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+  sqlite3_close(db);
   gw_state_close(st);
   return 0;
 }

@@ -91,7 +91,7 @@ static const struct {
     {"call",
      "usage: capsule call [--caps DIR] [--state DIR] [--user U] [--timeout S]\n"
      "                    [--session ID] [--thread ID] [--attach FILE]... [--artifacts DIR]\n"
-     "                    [--approval-ttl S] [--json]\n"
+     "                    [--approval-ttl S] [--wait-approval S] [--json]\n"
      "                    CAPABILITY TOOL [JSON|-]\n"
      "\n"
      "One tool call through policy, approval, argument validation, credentials,\n"
@@ -111,6 +111,9 @@ static const struct {
      "                    (DownloadOutputArtifact) in DIR; the result gives each path\n"
      "      --approval-ttl S  how long an approval this call leaves stays valid\n"
      "                    (seconds, default 600)\n"
+     "      --wait-approval S  when the call waits for approval, wait up to S seconds\n"
+     "                    for the operator's decision (from any gateway sharing the\n"
+     "                    state) and run it once approved\n"
      "      --json        print {\"result\": ..., \"terminal_on_success\": bool}\n" GATEWAY_COMMON
      "\n"
      "exit status: 0 ok, 1 the call failed, 2 usage, 3 the host cannot run it,\n"

@@ -175,7 +175,8 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .state_dir = sv->opt->state_dir,
       .only = sv->opt->only,
       .server_version = sv->opt->version,
-      .list_changed = !http, /* HTTP offers no stream outside requests to carry it */
+      .list_changed = !http,  /* HTTP offers no stream outside requests to carry it */
+      .local_methods = !http, /* the CLI's capsule/call: its peer is who SO_PEERCRED says */
       .base = {.user = x->user,
                .deadline_ms = sv->opt->deadline_ms,
                .log_dir = sv->logs,
@@ -481,6 +482,7 @@ static int load(struct serve *sv, struct cap_error *err)
   char n[32];
   snprintf(n, sizeof n, "%zu", g->reg.n);
   serve_log(sv, "info", "registry loaded", "capabilities", n, "problems", problems);
+  serve_grpc_reloaded(sv->grpc);
   sv->status_dirty = true;
   rewatch(sv);
   return 0;
@@ -663,14 +665,14 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
     r = check_alone(sv, err);
   if (r == 0)
     r = listen_unix(sv, err);
+  if (r == 0 && opt->grpc_addr)
+    r = check_grpc_addr(opt, err);
+  if (r == 0 && opt->grpc_addr) /* forks: while serve has no other thread */
+    r = serve_grpc_start(sv, opt, &sv->grpc, err);
   if (r == 0 && opt->http_addr)
     r = serve_http_start(sv, &hooks, opt, &sv->http, err);
   if (r == 0 && opt->ui_addr)
     r = serve_ui_start(sv, &hooks, opt, &sv->ui, err);
-  if (r == 0 && opt->grpc_addr)
-    r = check_grpc_addr(opt, err);
-  if (r == 0 && opt->grpc_addr)
-    r = serve_grpc_start(sv, opt, &sv->grpc, err);
   return r;
 }
 

@@ -266,6 +266,20 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
   return ret;
 }
 
+/* Requests answered once a child has run (a tool call, a request relayed
+ * to a third-party MCP server): an SSE stream, which also carries what
+ * is sent before the answer (progress, logging, sampling, elicitation) */
+static bool answered_later(const char *method)
+{
+  static const char *const later[] = {
+      "tools/call",   "resources/list", "resources/templates/list", "resources/read",
+      "prompts/list", "prompts/get",    "completion/complete"};
+  for (size_t i = 0; i < ARRAY_SIZE(later); i++)
+    if (strcmp(method, later[i]) == 0)
+      return true;
+  return false;
+}
+
 /* What the body is: a request (its id and method), or not. */
 struct parsed {
   bool object, request, initialize, call;
@@ -285,7 +299,7 @@ static void classify(const char *body, size_t len, struct parsed *p)
         (id->kind == CAP_NODE_STRING || id->kind == CAP_NODE_INT)) {
       p->request = true;
       p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
-      p->call = strcmp(m->u.str.ptr, "tools/call") == 0;
+      p->call = answered_later(m->u.str.ptr);
       const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
       p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};

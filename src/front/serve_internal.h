@@ -73,13 +73,32 @@ bool serve_stopping(struct serve *sv);
 void serve_lock_state(struct serve *sv);
 void serve_unlock_state(struct serve *sv);
 
-/* serve_grpc.c: Selu's CapabilityService on opt->grpc_addr (TLS with
- * opt's certificate; a non-loopback address needs it or --insecure). */
+/* serve_grpc.c: Selu's two gRPC services on opt->grpc_addr (TLS with
+ * opt's certificate; a non-loopback address needs it or --insecure), in a
+ * process of its own (forked here, before serve initialised gRPC). */
 struct serve_grpc;
 int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct serve_grpc **ret,
                      struct cap_error *err);
+/* serve reloaded its registry: the gRPC calls take the new one. */
+void serve_grpc_reloaded(struct serve_grpc *g);
 /* Stops taking calls, lets those in flight finish up to drain_ms. */
 void serve_grpc_stop(struct serve_grpc *g, int drain_ms);
+
+/* serve_grpc_calls.c: the gRPC process's call process. What a call's
+ * child sends back on its pipe: this head, then the result or the error's
+ * message. */
+struct serve_grpc_head {
+  int32_t outcome; /* enum gw_outcome */
+  int32_t code;    /* the error's errno */
+};
+struct grpc_serve_call;
+struct gw_registry;
+/* Hands the call to the call process on sock; its child answers on out. */
+int serve_grpc_send(int sock, const struct grpc_serve_call *call, const char *user, int out);
+/* The call process: takes calls on sock until it closes, a child each,
+ * reloading reg when a byte arrives on reload_fd. */
+_Noreturn void serve_grpc_calls(const struct serve_options *opt, struct gw_registry *reg, int sock,
+                                int reload_fd);
 
 /* serve_http.c, in the module capsule-serve-http.so (libmicrohttpd),
  * opened by serve_http_load.c on the first serve_http_start. The module

@@ -207,7 +207,8 @@ static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
   if (geteuid() != 0)
     return GW_OUTCOME_OK;
   c->with_ids = *c->call;
-  if (gw_state_id_range(c->st, c->spec->id, true, &c->with_ids.id_base, err) < 0) {
+  _cleanup_free_ char *key = gw_id_range_key(c->spec->id, c->spec->package_dir);
+  if (gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err) < 0) {
     cap_error_prefix(err, "cannot allocate capability %s's host ids", c->spec->id);
     return GW_OUTCOME_FAILED;
   }
@@ -229,6 +230,13 @@ static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
   }
   if (step_ids(c, err) != GW_OUTCOME_OK)
     return GW_OUTCOME_FAILED;
+  if (call->mcp_method) { /* a request to the capability's MCP server: no tool */
+    if (c->spec->runtime.kind == CAP_RUNTIME_MCP)
+      return GW_OUTCOME_OK;
+    return cap_error_set(err, ENOTSUP, "capability %s is not an MCP server: it has no %s",
+                         c->spec->id, call->mcp_method),
+           GW_OUTCOME_FAILED;
+  }
   c->tool = gw_spec_tool(c->spec, call->tool);
   if (!c->tool && is_dynamic(c->spec)) {
     enum gw_outcome o = find_dynamic_tool(c, err);
@@ -356,6 +364,21 @@ static enum gw_outcome ask(struct call_ctx *c, const char *source, struct cap_er
     return ask_denied(c, NULL, err);
   if (status != GW_APPROVAL_PENDING && gw_approval_create(c->st, &req, id, err) < 0)
     return GW_OUTCOME_FAILED;
+  if (call->approval_wait_ms > 0) { /* the operator decides while the call waits */
+    enum gw_approval_status now;
+    if (gw_approval_wait(c->st, id, call->approval_wait_ms, &now, err) < 0)
+      return GW_OUTCOME_FAILED;
+    if (now == GW_APPROVAL_APPROVED || now == GW_APPROVAL_DENIED) {
+      if (gw_approval_take(c->st, &req, &status, id, &lapsed, lapsed_id, err) < 0)
+        return GW_OUTCOME_FAILED;
+      if (status == GW_APPROVAL_DENIED)
+        return ask_denied(c, id, err);
+      if (status == GW_APPROVAL_APPROVED) {
+        c->rec.decision = "ask-approved";
+        return GW_OUTCOME_OK;
+      }
+    }
+  }
   c->rec.decision = "approval-pending";
   _cleanup_free_ char *was =
       lapsed == GW_APPROVAL_EXPIRED ? cap_xasprintf(" (approval %s expired)", lapsed_id)
@@ -521,7 +544,16 @@ static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *sp
     gw_talos_config_free(&cfg, spec);
     return o;
   }
-  case CAP_RUNTIME_MCP: return mcp_client_call(c->call, spec, c->env, c->n_env, &c->out, err);
+  case CAP_RUNTIME_MCP:
+    if (c->call->mcp_method) {
+      _cleanup_free_ char *params = cap_xstrndup(c->call->args, c->call->args_len);
+      enum gw_outcome o = mcp_client_request(c->call, spec, c->call->mcp_method, params, c->env,
+                                             c->n_env, &c->out, err);
+      if (o == GW_OUTCOME_OK && c->call->relay)
+        c->call->relay->raw_result = cap_xstrdup(c->out);
+      return o;
+    }
+    return mcp_client_call(c->call, spec, c->env, c->n_env, &c->out, err);
   case CAP_RUNTIME_EXEC: break;
   }
   return cap_error_set(err, ENOTSUP,
@@ -552,6 +584,11 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
     cap_error_clear(&aerr);
     free(c->out);
     c->out = NULL;
+    if (c->call->relay) { /* and so is the server's own form of it */
+      free(c->call->relay->raw_result);
+      free(c->call->relay->raw_error);
+      c->call->relay->raw_result = c->call->relay->raw_error = NULL;
+    }
     return GW_OUTCOME_FAILED;
   }
   return o;
@@ -570,7 +607,7 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
                        .st = st,
                        .rec = {.user = call->user,
                                .capability = call->capability,
-                               .tool = call->tool,
+                               .tool = call->mcp_method ? call->mcp_method : call->tool,
                                .decision = "error",
                                .outcome = "ok"}};
   gw_sha256_hex(call->args, call->args_len, c.rec.args_hash);
@@ -581,9 +618,11 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   gw_inflight_begin(st, &c.rec, &c.inflight, &ignored);
   cap_error_clear(&ignored);
   enum gw_outcome o = step_resolve(&c, err);
-  if (o == GW_OUTCOME_OK)
+  if (o == GW_OUTCOME_OK && call->mcp_method)
+    c.rec.decision = "mcp-request"; /* no tool, no policy: the capability is served */
+  else if (o == GW_OUTCOME_OK)
     o = step_policy(&c, err);
-  if (o == GW_OUTCOME_OK)
+  if (o == GW_OUTCOME_OK && !call->mcp_method)
     o = step_validate(&c, err);
   bool covenant = c.spec && c.spec->format == CAP_FORMAT_COVENANT, ran = false;
   if (o == GW_OUTCOME_OK && covenant) /* tokens (dispatch) and budget */

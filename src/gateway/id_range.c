@@ -11,12 +11,12 @@
  * tools reading uid_t as signed mishandle. A candidate overlapping an entry
  * of /etc/subuid or /etc/subgid, or holding a user's or group's id
  * (getpwent, getgrent: NSS users too), is skipped. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,34 +109,34 @@ static bool base_valid(int64_t b)
 
 static int lookup(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
+  struct gw_stmt *s =
+      gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
   if (!s)
     return gw_state_db_error(st, err, "cannot read id_ranges");
-  int rc = sqlite3_step(s);
-  int64_t b = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-  sqlite3_finalize(s);
-  if (rc == SQLITE_ROW && !base_valid(b))
+  int rc = gw_stmt_step(s);
+  int64_t b = rc == GW_DB_ROW ? gw_stmt_int64(s, 0) : 0;
+  gw_stmt_finalize(s);
+  if (rc == GW_DB_ROW && !base_valid(b))
     return cap_error_set(err, EINVAL,
                          "the id range recorded for %s (base %lld) is not one capsule hands out; "
                          "the state's id_ranges table was edited: refusing",
                          key, (long long)b);
   *base = (uint32_t)b;
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
-             ? 0
-             : gw_state_db_error(st, err, "cannot read id_ranges");
+  return rc == GW_DB_ROW || rc == GW_DB_DONE ? 0
+                                             : gw_state_db_error(st, err, "cannot read id_ranges");
 }
 
 /* The recorded ranges, as taken. */
 static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges", NULL);
+  struct gw_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges", NULL);
   if (!s)
     return gw_state_db_error(st, err, "cannot read id_ranges");
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-    taken_add(t, (uint64_t)sqlite3_column_int64(s, 0), GW_ID_RANGE_SIZE);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read id_ranges");
+  while ((rc = gw_stmt_step(s)) == GW_DB_ROW)
+    taken_add(t, (uint64_t)gw_stmt_int64(s, 0), GW_ID_RANGE_SIZE);
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read id_ranges");
 }
 
 /* The host's registry of ranges handed out by every state directory (as
@@ -157,12 +157,45 @@ static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
  * under another path, is known by its device and inode and gets a line
  * of its own for the same range. */
 #define REGISTRY_DIR "/var/lib/capsule"
-#define REGISTRY_PATH REGISTRY_DIR "/id-ranges"
+
+/* The registry's format, named by its marker line "0 KEY /" (KEY
+ * REGISTRY_MARK followed by the number). The marker reads as an ordinary
+ * line to every earlier capsule (base 0 is no range; "/" always exists),
+ * so none of them drops it. A capsule refuses to rewrite a registry
+ * marked with a later format than its own, or holding a line it cannot
+ * read: it would drop lines a newer capsule wrote (and hand their ranges
+ * out again). A later format must keep "BASE WORD /PATH" readable to
+ * this one or raise the number. */
+#define REGISTRY_FORMAT 2u
+#define REGISTRY_MARK "capsule-id-ranges-format-"
+
+/* The registry's directory: /var/lib/capsule, or a test's own
+ * (CAPSULE_TEST_ID_REGISTRY_DIR, so suites never touch the host's). */
+static const char *registry_dir(void)
+{
+#ifdef CAPSULE_TEST_HOOKS
+  const char *test = getenv("CAPSULE_TEST_ID_REGISTRY_DIR");
+  if (test && *test == '/')
+    return test;
+#endif
+  return REGISTRY_DIR;
+}
+
+/* DIR/id-ranges + suffix, in buf. */
+static const char *registry_path(char *buf, size_t size, const char *suffix)
+{
+  snprintf(buf, size, "%s/id-ranges%s", registry_dir(), suffix);
+  return buf;
+}
 
 struct registry {
-  int lock;            /* flock-held */
-  struct cap_buf kept; /* the lines that stay */
-  bool changed;        /* lines were dropped or added: write it back */
+  int lock;               /* flock-held */
+  struct cap_buf kept;    /* the lines that stay */
+  bool changed;           /* lines were dropped or added: write it back */
+  bool added;             /* a line was added: the write is needed */
+  unsigned format;        /* its marker's format (0: none) */
+  unsigned long long mnt; /* this process's mount namespace */
+  size_t foreign;         /* the first line it cannot read (1-based; 0: none) */
 };
 
 static void registry_release(struct registry *r)
@@ -293,23 +326,80 @@ static void registry_match(struct reg_self *self, const char *k, uint64_t b,
     self->conflict = true;
 }
 
+/* The format a marker line (base 0, key REGISTRY_MARK + N) names; 0
+ * for any other line. */
+static unsigned registry_marker(uint64_t base, const char *key)
+{
+  size_t n = strlen(REGISTRY_MARK);
+  if (base != 0 || strncmp(key, REGISTRY_MARK, n) != 0)
+    return 0;
+  char *end;
+  unsigned long v = strtoul(key + n, &end, 10);
+  return *end || v == 0 || v > 1000000 ? 1000000 : (unsigned)v; /* unreadable: later */
+}
+
+/* One line read: a marker, a line kept (or dropped), or one it cannot
+ * read, which is kept as it was and makes the registry read-only. */
+static void registry_read_line(struct registry *r, char *line, size_t lineno, struct taken *t,
+                               struct reg_self *self)
+{
+  uint64_t b;
+  char *k, *dir;
+  struct reg_where w;
+  struct stat st;
+  size_t len = strlen(line);
+  _cleanup_free_ char *raw = cap_xstrdup(line);
+  if (!registry_line(line, &b, &k, &w, &dir)) {
+    if (!r->foreign)
+      r->foreign = lineno;
+    cap_buf_append(&r->kept, raw, len);
+    if (!len || raw[len - 1] != '\n')
+      cap_buf_putc(&r->kept, '\n');
+    return;
+  }
+  unsigned format = registry_marker(b, k);
+  if (format) {
+    r->format = format > r->format ? format : r->format;
+    return; /* written again first, as this capsule's */
+  }
+  bool keep = true;
+  /* its state is gone, and its ranges with it: only when it was written
+   * in this mount namespace (or before namespaces were recorded) */
+  if ((!w.mnt || w.mnt == r->mnt) && stat(dir, &st) < 0 && errno == ENOENT)
+    keep = false;
+  if (keep && self)
+    registry_match(self, k, b, &w, dir, &keep);
+  if (!keep) {
+    r->changed = true;
+    return;
+  }
+  if (t)
+    taken_add(t, b, GW_ID_RANGE_SIZE);
+  registry_put(&r->kept, b, k, &w, dir);
+}
+
 /* Locks and reads the registry, its ranges added to t (when t is not
  * NULL); self (or NULL) is looked for (struct reg_self). 0, or -errno
  * with err set. */
 static int registry_open(struct registry *r, struct taken *t, struct reg_self *self,
                          struct cap_error *err)
 {
-  *r = (struct registry){.lock = -1};
-  mkdir(REGISTRY_DIR, 0700);
-  r->lock = open(REGISTRY_PATH ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  int rc = registry_file_ok(r->lock, REGISTRY_PATH ".lock", err);
+  *r = (struct registry){.lock = -1, .mnt = own_mount_ns()};
+  char path[PATH_MAX], lock[PATH_MAX];
+  registry_path(path, sizeof path, "");
+  registry_path(lock, sizeof lock, ".lock");
+  mkdir(registry_dir(), 0700);
+  r->lock = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int rc = registry_file_ok(r->lock, lock, err);
   if (rc == 0 && flock(r->lock, LOCK_EX) < 0)
-    rc = cap_error_errno(err, errno, "cannot lock " REGISTRY_PATH ".lock");
-  int fd = rc < 0 ? -1 : open(REGISTRY_PATH, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (rc == 0 && fd < 0 && errno == ENOENT)
+    rc = cap_error_errno(err, errno, "cannot lock %s", lock);
+  int fd = rc < 0 ? -1 : open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (rc == 0 && fd < 0 && errno == ENOENT) {
+    r->changed = true; /* written with its marker at the first store */
     return 0;
+  }
   if (rc == 0)
-    rc = registry_file_ok(fd, REGISTRY_PATH, err);
+    rc = registry_file_ok(fd, path, err);
   if (rc < 0) {
     if (fd >= 0)
       close(fd);
@@ -318,52 +408,58 @@ static int registry_open(struct registry *r, struct taken *t, struct reg_self *s
   }
   _cleanup_fclose_ FILE *f = fdopen(fd, "re");
   _cleanup_free_ char *line = NULL;
-  size_t size = 0;
-  unsigned long long mnt = own_mount_ns();
-  while (f && getline(&line, &size, f) >= 0) { /* a line of any length is one line */
-    uint64_t b;
-    char *k, *dir;
-    struct reg_where w;
-    struct stat st;
-    bool keep = registry_line(line, &b, &k, &w, &dir);
-    /* its state is gone, and its ranges with it: only when it was written
-     * in this mount namespace (or before namespaces were recorded) */
-    if (keep && (!w.mnt || w.mnt == mnt) && stat(dir, &st) < 0 && errno == ENOENT)
-      keep = false;
-    if (keep && self)
-      registry_match(self, k, b, &w, dir, &keep);
-    if (!keep) {
-      r->changed = true;
-      continue;
-    }
-    if (t)
-      taken_add(t, b, GW_ID_RANGE_SIZE);
-    registry_put(&r->kept, b, k, &w, dir);
-  }
+  size_t size = 0, lineno = 0;
+  while (f && getline(&line, &size, f) >= 0) /* a line of any length is one line */
+    registry_read_line(r, line, ++lineno, t, self);
+  if (r->format < REGISTRY_FORMAT)
+    r->changed = true; /* marked (or marked again) at the next store */
   return 0;
 }
 
 /* Writes the kept lines back when they changed: a temporary file, synced,
- * renamed over the registry. 0, or -errno with err set. */
+ * renamed over the registry. A registry this capsule cannot read in full
+ * (a later format, a line it does not know) is never rewritten: a line
+ * to add is refused, lines to drop stay. 0, or -errno with err set. */
 static int registry_store(struct registry *r, struct cap_error *err)
 {
-  if (!r->changed)
+  char path[PATH_MAX], tmp[PATH_MAX];
+  registry_path(path, sizeof path, "");
+  registry_path(tmp, sizeof tmp, ".new");
+  bool unreadable = r->format > REGISTRY_FORMAT || r->foreign;
+  if (unreadable && r->added) {
+    if (r->format > REGISTRY_FORMAT)
+      return cap_error_set(err, EPROTO,
+                           "the host's id-range registry %s is in format %u, written by a newer "
+                           "capsule; this one knows format %u and will not rewrite it (it would "
+                           "drop ranges it cannot read): use the newer capsule",
+                           path, r->format, REGISTRY_FORMAT);
+    return cap_error_set(err, EPROTO,
+                         "line %zu of the host's id-range registry %s is not one this capsule "
+                         "reads (format %u; a newer capsule's, or damaged); it will not rewrite "
+                         "the registry and drop it: use the newer capsule, or fix the line",
+                         r->foreign, path, REGISTRY_FORMAT);
+  }
+  if (!r->changed && !r->added)
     return 0;
-  const char *tmp = REGISTRY_PATH ".new";
+  if (unreadable)
+    return 0; /* only drops: they wait for a capsule that reads every line */
   unlink(tmp);
+  struct cap_buf out = {0};
+  cap_buf_printf(&out, "0 " REGISTRY_MARK "%u /\n", REGISTRY_FORMAT);
+  cap_buf_append(&out, r->kept.data ? r->kept.data : "", r->kept.len);
   _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  bool ok = fd >= 0 &&
-            (!r->kept.len || write(fd, r->kept.data, r->kept.len) == (ssize_t)r->kept.len) &&
-            fsync(fd) == 0 && rename(tmp, REGISTRY_PATH) == 0;
+  bool ok = fd >= 0 && write(fd, out.data, out.len) == (ssize_t)out.len && fsync(fd) == 0 &&
+            rename(tmp, path) == 0;
+  cap_buf_free(&out);
   if (!ok) {
     int e = errno ? errno : EIO;
     unlink(tmp);
-    return cap_error_errno(err, e, "cannot rewrite the host's id-range registry " REGISTRY_PATH);
+    return cap_error_errno(err, e, "cannot rewrite the host's id-range registry %s", path);
   }
-  _cleanup_close_ int dir = open(REGISTRY_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int dir = open(registry_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0)
     fsync(dir);
-  r->changed = false;
+  r->changed = r->added = false;
   return 0;
 }
 
@@ -408,22 +504,22 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
                       "0x%x are taken by other capabilities, /etc/subuid, /etc/subgid or "
                       "host users)",
                       key, (RANGE_END - RANGE_FIRST) / GW_ID_RANGE_SIZE, RANGE_FIRST);
-  sqlite3_stmt *s = NULL;
+  struct gw_stmt *s = NULL;
   if (r == 0 &&
       !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)", key, NULL)))
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (s) {
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)b);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
+    gw_stmt_bind_int64(s, 2, (int64_t)b);
+    int rc = gw_stmt_step(s);
+    gw_stmt_finalize(s);
+    if (rc != GW_DB_DONE)
       r = gw_state_db_error(st, err, "cannot record an id range");
   }
   if (r == 0) {
     _cleanup_free_ char *word = registry_key(key);
     struct reg_where w = where_of(real);
     registry_put(&reg.kept, b, word, &w, real);
-    reg.changed = true;
+    reg.added = true;
     r = registry_store(&reg, err);
   }
   registry_release(&reg);
@@ -467,18 +563,19 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
                             "'%s'\"`)",
                             real, key)
             : cap_xstrdup("");
+    char path[PATH_MAX];
     r = cap_error_set(err, EEXIST,
                       "capability %s's host id range 0x%x of state %s now belongs to another "
-                      "state directory in " REGISTRY_PATH
+                      "state directory in %s"
                       " (this state was moved or copied after the range was allocated); files "
                       "its tools wrote carry ids another state's tools now hold: check them, "
                       "then allocate a new range by deleting the capability's row of the "
                       "table id_ranges in %s/state.db%s",
-                      key, base, real, real, paste);
+                      key, base, real, registry_path(path, sizeof path, ""), real, paste);
   }
   if (r == 0 && !found) {
     registry_put(&reg.kept, base, word, &self.where, real);
-    reg.changed = true;
+    reg.added = true;
   }
   if (r == 0)
     r = registry_store(&reg, err);
@@ -492,7 +589,8 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
 static uint32_t registry_find(const char *key, const char *dir)
 {
   _cleanup_free_ char *real = realpath(dir, NULL);
-  _cleanup_fclose_ FILE *f = real ? fopen(REGISTRY_PATH, "re") : NULL;
+  char path[PATH_MAX];
+  _cleanup_fclose_ FILE *f = real ? fopen(registry_path(path, sizeof path, ""), "re") : NULL;
   struct stat sb;
   if (!f || fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
       (sb.st_mode & 022))
@@ -501,21 +599,39 @@ static uint32_t registry_find(const char *key, const char *dir)
   size_t size = 0;
   uint32_t found = 0;
   unsigned long long mnt = own_mount_ns();
-  while (getline(&line, &size, f) >= 0) {
+  size_t real_len = strlen(real);
+  ssize_t n;
+  while ((n = getline(&line, &size, f)) >= 0) {
     uint64_t b;
     char *k, *d;
     struct reg_where w;
+    /* a line of another state directory, known by its end, is not parsed
+     * (a host's registry holds every state directory's lines) */
+    n -= n > 0 && line[n - 1] == '\n';
+    if ((size_t)n <= real_len || !isspace((unsigned char)line[(size_t)n - real_len - 1]) ||
+        memcmp(line + (size_t)n - real_len, real, real_len) != 0)
+      continue;
     /* only a line written in this mount namespace: a path names another
      * directory in another one (an older line goes the full path, which
      * writes it again) */
-    if (!registry_line(line, &b, &k, &w, &d) || strcmp(k, word) != 0 || strcmp(d, real) != 0 ||
-        !w.mnt || w.mnt != mnt)
+    if (!registry_line(line, &b, &k, &w, &d) || registry_marker(b, k) > REGISTRY_FORMAT)
+      return 0; /* a line it cannot read: the full path decides */
+    if (strcmp(k, word) != 0 || strcmp(d, real) != 0 || !w.mnt || w.mnt != mnt)
       continue;
     if (found || !base_valid((int64_t)b))
       return 0;
     found = (uint32_t)b;
   }
   return found;
+}
+
+char *gw_id_range_key(const char *id, const char *package_dir)
+{
+  _cleanup_free_ char *real = package_dir ? realpath(package_dir, NULL) : NULL;
+  const char *where = real ? real : package_dir ? package_dir : "";
+  char hex[65];
+  gw_sha256_hex(where, strlen(where), hex);
+  return cap_xasprintf("%s/%.32s", id ? id : "", hex);
 }
 
 int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
@@ -532,16 +648,16 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
     return r;
   }
   /* under the write lock: another capsule may be allocating too */
-  struct sqlite3 *db = gw_state_db(st);
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+  struct gw_db *db = gw_state_db(st);
+  if (gw_db_exec(db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot allocate an id range");
   r = lookup(st, key, base, err);
   if (r == 0 && !*base)
     r = allocate(st, key, base, err);
-  if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+  if (r == 0 && gw_db_exec(db, "COMMIT") != GW_DB_OK)
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (r < 0) {
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    gw_db_exec(db, "ROLLBACK");
     *base = 0;
   }
   return r;

@@ -2,7 +2,6 @@
 #include "gateway/state_query.h"
 
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,13 +15,14 @@ const char *gw_chain_status_name(enum gw_chain_status s)
 }
 
 /* The statement for f: only the filters given, each a bound parameter
- * (a clause like "?1 IS NULL OR seq < ?1" would keep SQLite from walking
- * the rowid from the page's start). */
-void gw_audit_query_sql(const struct gw_audit_filter *f, struct cap_buf *out)
+ * (a clause like "? IS NULL OR seq < ?" would keep SQLite from walking
+ * the rowid from the page's start: a deep page scanned from the top).
+ * The substring test is each backend's own (instr, strpos). */
+void gw_audit_query_sql(const struct gw_audit_filter *f, enum gw_db_kind kind, struct cap_buf *out)
 {
   cap_buf_puts(out, "SELECT a.seq, a.time, a.user, a.capability, a.tool, a.args_hash, a.decision,"
                     " a.duration_ms, a.outcome, a.result_hash, a.prev, a.hash, p.hash FROM audit a"
-                    " LEFT JOIN audit p ON p.seq = a.seq - 1 WHERE 1");
+                    " LEFT JOIN audit p ON p.seq = a.seq - 1 WHERE 1 = 1");
   if (f->capability && *f->capability)
     cap_buf_puts(out, " AND a.capability = ?");
   if (f->user && *f->user)
@@ -30,16 +30,18 @@ void gw_audit_query_sql(const struct gw_audit_filter *f, struct cap_buf *out)
   if (f->decision && *f->decision)
     cap_buf_puts(out, " AND a.decision = ?");
   if (f->text && *f->text)
-    cap_buf_puts(out, " AND instr(a.user || ' ' || a.capability || ' ' || a.tool || ' ' ||"
-                      " a.decision || ' ' || a.outcome, ?) > 0");
+    cap_buf_printf(out,
+                   " AND %s(a.user || ' ' || a.capability || ' ' || a.tool || ' ' || a.decision"
+                   " || ' ' || a.outcome, ?) > 0",
+                   kind == GW_DB_POSTGRES ? "strpos" : "instr");
   if (f->before > 0)
     cap_buf_puts(out, " AND a.seq < ?");
   cap_buf_puts(out, " ORDER BY a.seq DESC LIMIT ?");
 }
 
-static const char *col(sqlite3_stmt *s, int i)
+static const char *col(struct gw_stmt *s, int i)
 {
-  const char *v = (const char *)sqlite3_column_text(s, i);
+  const char *v = gw_stmt_text(s, i);
   return v ? v : "";
 }
 
@@ -58,45 +60,44 @@ static enum gw_chain_status chain_of(const struct gw_state *st, const struct gw_
 int gw_audit_query(struct gw_state *st, const struct gw_audit_filter *f, gw_audit_row_fn fn,
                    void *arg, bool *more, struct cap_error *err)
 {
-  sqlite3_stmt *s = NULL;
   size_t limit = f->limit ? f->limit : 100;
   *more = false;
   struct cap_buf sql = {0};
-  gw_audit_query_sql(f, &sql);
-  int pr = sqlite3_prepare_v2(st->db, sql.data, -1, &s, NULL);
+  gw_audit_query_sql(f, gw_db_kind(st->db), &sql);
+  struct gw_stmt *s = gw_db_prepare(st->db, sql.data);
   cap_buf_free(&sql);
-  if (pr != SQLITE_OK)
+  if (!s)
     return gw_state_db_error(st, err, "cannot search the audit log");
   int i = 1;
   const char *text[] = {f->capability, f->user, f->decision, f->text};
   for (size_t k = 0; k < sizeof text / sizeof text[0]; k++)
     if (text[k] && *text[k])
-      sqlite3_bind_text(s, i++, text[k], -1, SQLITE_TRANSIENT);
+      gw_stmt_bind_text(s, i++, text[k]);
   if (f->before > 0)
-    sqlite3_bind_int64(s, i++, f->before);
-  sqlite3_bind_int64(s, i, (sqlite3_int64)limit + 1); /* one more: whether there are more */
+    gw_stmt_bind_int64(s, i++, f->before);
+  gw_stmt_bind_int64(s, i, (int64_t)limit + 1); /* one more: whether there are more */
   int rc;
   size_t n = 0;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  while ((rc = gw_stmt_step(s)) == GW_DB_ROW) {
     if (n++ == limit) {
       *more = true;
       continue;
     }
-    struct gw_audit_record r = {.seq = sqlite3_column_int64(s, 0),
+    struct gw_audit_record r = {.seq = gw_stmt_int64(s, 0),
                                 .user = col(s, 2),
                                 .capability = col(s, 3),
                                 .tool = col(s, 4),
                                 .decision = col(s, 6),
-                                .duration_ms = sqlite3_column_int64(s, 7),
+                                .duration_ms = gw_stmt_int64(s, 7),
                                 .outcome = col(s, 8)};
     snprintf(r.time, sizeof r.time, "%s", col(s, 1));
     snprintf(r.args_hash, sizeof r.args_hash, "%s", col(s, 5));
     snprintf(r.result_hash, sizeof r.result_hash, "%s", col(s, 9));
     snprintf(r.prev, sizeof r.prev, "%s", col(s, 10));
     snprintf(r.hash, sizeof r.hash, "%s", col(s, 11));
-    const char *before = sqlite3_column_type(s, 12) == SQLITE_NULL ? NULL : col(s, 12);
+    const char *before = gw_stmt_is_null(s, 12) ? NULL : col(s, 12);
     fn(arg, &r, chain_of(st, &r, before));
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot search the audit log");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot search the audit log");
 }

@@ -77,6 +77,12 @@ struct sandbox_options {
    * of the two holds); 0: limits.disk_bytes alone. The gateway's tool logs
    * use it so that one call cannot fill the state's disk. */
   uint64_t log_max_bytes;
+  /* The caller exits as soon as sandbox_run returns (`capsule run`): pid
+   * 1, which has by then reaped every process of the tool and reported
+   * the command's status, is not waited for while its namespaces are torn
+   * down (an RCU grace period or two); the caller's exit hands it to init.
+   * Otherwise sandbox_run reaps it before returning. */
+  bool caller_exits;
 };
 
 /* How the command ended. */

@@ -19,8 +19,16 @@
  *     scoping would keep it there; this connect is not the tool's own).
  *   TCP: the ports Landlock allows (landlock_connect_ports) where Landlock
  *     handles TCP; a connect from here is not Landlock-checked.
- * The connect can block (a full backlog, a slow peer), so each one runs in
- * a thread of its own and the supervise loop never waits on the tool. */
+ * The connect can block (a full backlog, a slow peer), so the connects run
+ * in a pool of threads of their own, never in the supervise loop: one
+ * thread at a time waits for a notification, and the thread that takes
+ * one hands the waiting on (to an idle thread, or a new one) before it
+ * performs the connect, so a connect costs no thread creation and no
+ * hand-off. A thread that took the tool's ids for a unix connect (as
+ * root) cannot take root's back: it ends after its answer; an inet
+ * connect needs no ids (nothing checks the caller's on a TCP connect: the
+ * socket, its owner and its namespace are the tool's), so it keeps root's
+ * and serves again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -58,6 +66,10 @@
 #define __NR_openat2 437
 #endif
 #define PIDFD_THREAD_ O_EXCL /* 6.9: a pidfd for a thread, not only a leader */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS /* 6.6 */
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
 
 #define MAX_IN_FLIGHT 64 /* connects performed at once; more answer EAGAIN */
 #define MAX_GRANTED 64
@@ -70,10 +82,15 @@ struct socket_id {
 /* Shared by the supervisor and its workers; the last one out frees it. */
 struct supervise {
   atomic_int refs;
-  atomic_int in_flight;
   int listener;   /* the notification fd, -1 until supervise_start */
-  bool ended;     /* every filtered task is gone: nothing more to serve */
   int channel[2]; /* [0] the parent's end, [1] the command's */
+  int stop[2];    /* supervise_free writes [1]: the waiting thread leaves */
+  /* the pool, under lock: one thread waits for notifications (receiving),
+   * idle ones wait on cv, busy ones perform a connect each */
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  bool receiving, stopping;
+  int idle, busy, threads;
   bool own_netns; /* abstract names are the sandbox's own */
   bool private_tmp;
   bool drop_creds; /* capsule runs as root: connect with the tool's ids */
@@ -92,11 +109,16 @@ static void unref(struct supervise *sup)
 {
   if (atomic_fetch_sub(&sup->refs, 1) != 1)
     return;
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 2; i++) {
     if (sup->channel[i] >= 0)
       close(sup->channel[i]);
+    if (sup->stop[i] >= 0)
+      close(sup->stop[i]);
+  }
   if (sup->listener >= 0)
     close(sup->listener);
+  pthread_mutex_destroy(&sup->lock);
+  pthread_cond_destroy(&sup->cv);
   free(sup);
 }
 
@@ -118,11 +140,15 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
                          abi, SUPERVISE_LANDLOCK_UNIX_ABI);
   struct supervise *sup = cap_xcalloc(1, sizeof *sup);
   atomic_init(&sup->refs, 1);
-  atomic_init(&sup->in_flight, 0);
   sup->listener = -1;
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0) {
-    free(sup);
-    return cap_error_errno(err, errno, "cannot create the supervisor's channel");
+  sup->stop[0] = sup->stop[1] = -1;
+  pthread_mutex_init(&sup->lock, NULL);
+  pthread_cond_init(&sup->cv, NULL);
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0 ||
+      pipe2(sup->stop, O_CLOEXEC) < 0) {
+    int e = errno;
+    unref(sup);
+    return cap_error_errno(err, e, "cannot create the supervisor's channel");
   }
   sup->own_netns = spec->network.mode != CAP_NET_UNRESTRICTED;
   sup->private_tmp = spec->sandbox.private_tmp;
@@ -169,6 +195,8 @@ int supervise_send_listener(int listener, struct cap_error *err)
   return 0;
 }
 
+static bool spawn_locked(struct supervise *sup);
+
 int supervise_start(struct supervise *sup, struct cap_error *err)
 {
   if (!sup)
@@ -185,12 +213,19 @@ int supervise_start(struct supervise *sup, struct cap_error *err)
       cm->cmsg_len != CMSG_LEN(sizeof(int)))
     return cap_error_set(err, EPROTO, "the sandbox did not hand over its unix-socket supervisor");
   memcpy(&sup->listener, CMSG_DATA(cm), sizeof(int));
-  return 0;
+  /* 6.6: the tool and the thread serving it hand the CPU to each other
+   * (the wake-ups on the current CPU), instead of waking an idle one: a
+   * connect's round trip costs a switch, not two cross-CPU wake-ups.
+   * Older kernels: EINVAL, the usual wake-ups. */
+  ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+  pthread_mutex_lock(&sup->lock);
+  bool started = spawn_locked(sup);
+  pthread_mutex_unlock(&sup->lock);
+  return started ? 0
+                 : cap_error_set(err, EAGAIN, "cannot start the unix-socket supervisor's thread");
 }
 
-int supervise_fd(const struct supervise *sup) { return sup && !sup->ended ? sup->listener : -1; }
-
-/* ---- one connect, in a worker thread ---- */
+/* ---- one connect, in a thread of the pool ---- */
 
 struct job {
   struct supervise *sup;
@@ -369,9 +404,10 @@ static int decide_and_connect(const struct job *j, const struct view *v, int soc
 }
 
 /* The connect the tool asked for: its socket and address taken once, the
- * decision and the connect made on those, as the tool's uid. Returns 0 or
+ * decision and the connect made on those, as the tool's uid where ids
+ * matter (*dropped: this thread took them, for good). Returns 0 or
  * -errno. */
-static int perform_connect(const struct job *j)
+static int perform_connect(const struct job *j, bool *dropped)
 {
   int fd = (int)(uint32_t)j->req.data.args[0]; /* the kernel reads ints */
   int len = (int)(uint32_t)j->req.data.args[2];
@@ -394,8 +430,12 @@ static int perform_connect(const struct job *j)
   int r = domain == AF_UNIX ? view_open(j, &v) : 0;
   if (r == 0 && !still_waiting(j)) /* the memory read was the asking task's */
     r = -ESRCH;
-  if (r == 0)
+  /* a unix path resolves with the tool's permissions and a unix peer sees
+   * the tool's uid; nothing reads the caller's ids on an inet connect */
+  if (r == 0 && domain != AF_INET && domain != AF_INET6 && j->sup->drop_creds) {
+    *dropped = true;
     r = become_tool(j->sup);
+  }
   if (r == 0)
     r = decide_and_connect(j, &v, sock, domain, &addr, (socklen_t)len);
   view_close(&v);
@@ -409,53 +449,129 @@ static void answer(const struct supervise *sup, uint64_t id, int result)
   ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
 
-static void *worker(void *p)
+/* The waiting thread's wait: 1 with a notification in req, 0 with none
+ * (the task left or was interrupted), -1 when serving ends (every filtered
+ * task is gone, or supervise_free). Only one thread waits at a time, and
+ * only after poll said a notification is pending, so RECV never blocks. */
+static int receive(struct supervise *sup, struct seccomp_notif *req)
 {
-  struct job *j = p;
-  answer(j->sup, j->req.id, perform_connect(j));
-  atomic_fetch_sub(&j->sup->in_flight, 1);
-  unref(j->sup);
-  free(j);
+  struct pollfd p[2] = {{.fd = sup->listener, .events = POLLIN},
+                        {.fd = sup->stop[0], .events = POLLIN}};
+  for (;;) {
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (p[1].revents)
+      return -1;
+    if (p[0].revents & POLLIN) {
+      memset(req, 0, sizeof *req); /* the kernel wants it zeroed */
+      if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, req) == 0)
+        return 1;
+      return errno == EINTR || errno == ENOENT ? 0 : -1;
+    }
+    if (p[0].revents) /* POLLHUP: every filtered task is gone (a RECV would wait forever) */
+      return -1;
+  }
+}
+
+/* Someone to wait for the next notification (locked): an idle thread, or a
+ * new one. */
+static void hand_on_locked(struct supervise *sup)
+{
+  if (sup->idle)
+    pthread_cond_signal(&sup->cv);
+  else
+    spawn_locked(sup);
+}
+
+static void *pool_main(void *p)
+{
+  struct supervise *sup = p;
+  pthread_mutex_lock(&sup->lock);
+  for (;;) {
+    while (sup->receiving && !sup->stopping) {
+      sup->idle++;
+      pthread_cond_wait(&sup->cv, &sup->lock);
+      sup->idle--;
+    }
+    if (sup->stopping)
+      break;
+    sup->receiving = true;
+    pthread_mutex_unlock(&sup->lock);
+    struct job j = {.sup = sup};
+    int got = receive(sup, &j.req);
+    pthread_mutex_lock(&sup->lock);
+    if (got < 0) {
+      sup->stopping = true; /* nothing more to serve: every thread leaves */
+      sup->receiving = false;
+      pthread_cond_broadcast(&sup->cv);
+      break;
+    }
+    if (got == 0) {
+      sup->receiving = false;
+      continue;
+    }
+    if (sup->busy >= MAX_IN_FLIGHT) { /* this one answers at once and waits again */
+      pthread_mutex_unlock(&sup->lock);
+      answer(sup, j.req.id, -EAGAIN);
+      pthread_mutex_lock(&sup->lock);
+      sup->receiving = false;
+      continue;
+    }
+    sup->busy++;
+    sup->receiving = false;
+    hand_on_locked(sup);
+    pthread_mutex_unlock(&sup->lock);
+    bool dropped = false;
+    answer(sup, j.req.id, perform_connect(&j, &dropped));
+    pthread_mutex_lock(&sup->lock);
+    sup->busy--;
+    if (dropped) { /* the tool's ids for good: this thread ends */
+      if (!sup->receiving && !sup->stopping)
+        hand_on_locked(sup);
+      break;
+    }
+  }
+  sup->threads--;
+  pthread_mutex_unlock(&sup->lock);
+  unref(sup);
   return NULL;
 }
 
-void supervise_serve(struct supervise *sup, short revents)
+/* A new thread for the pool (locked); false when none can be made: then
+ * the connects wait for a busy one. */
+static bool spawn_locked(struct supervise *sup)
 {
-  if (!sup || sup->listener < 0 || sup->ended)
-    return;
-  if (!(revents & POLLIN)) {
-    /* POLLHUP: every filtered task is gone (a RECV would wait forever) */
-    sup->ended |= (revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
-    return;
-  }
-  struct job *j = cap_xcalloc(1, sizeof *j);
-  if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &j->req) < 0) {
-    /* ENOENT: the task left before we took it; anything else (the
-     * listener hangs up once every filtered task is gone) ends serving,
-     * while workers may still answer through the listener */
-    sup->ended |= errno != EINTR && errno != ENOENT;
-    free(j);
-    return;
-  }
-  j->sup = sup;
+  if (sup->threads > MAX_IN_FLIGHT || sup->stopping)
+    return false;
   pthread_attr_t attr;
   pthread_t t;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
   atomic_fetch_add(&sup->refs, 1);
-  if (atomic_fetch_add(&sup->in_flight, 1) >= MAX_IN_FLIGHT ||
-      pthread_create(&t, &attr, worker, j) != 0) {
-    answer(sup, j->req.id, -EAGAIN);
-    atomic_fetch_sub(&sup->in_flight, 1);
-    atomic_fetch_sub(&sup->refs, 1);
-    free(j);
-  }
+  bool ok = pthread_create(&t, &attr, pool_main, sup) == 0;
   pthread_attr_destroy(&attr);
+  if (!ok) {
+    atomic_fetch_sub(&sup->refs, 1);
+    return false;
+  }
+  sup->threads++;
+  return true;
 }
 
 void supervise_free(struct supervise *sup)
 {
-  if (sup)
-    unref(sup);
+  if (!sup)
+    return;
+  pthread_mutex_lock(&sup->lock);
+  sup->stopping = true;
+  pthread_cond_broadcast(&sup->cv);
+  pthread_mutex_unlock(&sup->lock);
+  if (write(sup->stop[1], "x", 1) < 0) {
+    /* a new pipe always takes a byte */
+  }
+  unref(sup); /* connects still in flight finish on their own */
 }

@@ -246,6 +246,10 @@ suite() {
   else bad "$who: show-grants-origin-and-host"; fi
   tt read-with-grant 0 '^"granted file\\n"$' call "${G[@]}" net read "{\"path\": \"$dir/data/f.txt\"}"
   tt grant-audited 0 "grant .*read $dir/data" audit "${G[@]}"
+  tt dry-run-operator 0 "^operator: +2 grants added by .capsule grant." run --state "$state" --config "$caps/net" --dry-run
+  tt dry-run-grant-marked 0 "^grant: +read +$dir/data \(the operator's: capsule grant\)" run --state "$state" --config "$caps/net" --dry-run
+  tt dry-run-host-marked 0 "^allow host: +198.51.100.9:8080 \(the operator's: capsule grant\)" run --state "$state" --config "$caps/net" --dry-run
+  tt dry-run-json-grants 0 '"origin": "operator"' run --state "$state" --config "$caps/net" --dry-run --json
   if [ -n "$ns1" ]; then
     tt fetch-through-proxy 0 '^\{"status":200,"body":"served GET /hello"\}$' call "${G[@]}" net get '{"url": "http://198.51.100.9:8080/hello"}'
     tt fetch-other-port-refused 0 '"failed":"fetch failed; capsule.s egress proxy allows only the hosts granted to net' call "${G[@]}" net get '{"url": "http://198.51.100.9:8081/hello"}'

@@ -3,13 +3,13 @@
  * status (gateway/state_query.h), against a real state: filters, newest
  * first, keyset pages, an edited record and a dropped one found. */
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "core/buf.h"
 #include "front/ui.h"
+#include "gateway/db.h"
 #include "gateway/state.h"
 #include "gateway/state_query.h"
 #include "unit.h"
@@ -100,10 +100,9 @@ static void test_audit_query(void)
   CHECK(query(st, (struct gw_audit_filter){.text = "needle"}, &s, &more) == 1 && s.seq[0] == 78);
   CHECK(query(st, (struct gw_audit_filter){.capability = "nothing"}, &s, &more) == 0);
   /* an edited record, and the one after a dropped record */
-  sqlite3 *db = gw_state_db(st);
-  CHECK(sqlite3_exec(db, "UPDATE audit SET outcome = 'forged' WHERE seq = 10", 0, 0, 0) ==
-        SQLITE_OK);
-  CHECK(sqlite3_exec(db, "DELETE FROM audit WHERE seq = 20", 0, 0, 0) == SQLITE_OK);
+  struct gw_db *db = gw_state_db(st);
+  CHECK(gw_db_exec(db, "UPDATE audit SET outcome = 'forged' WHERE seq = 10") == GW_DB_OK);
+  CHECK(gw_db_exec(db, "DELETE FROM audit WHERE seq = 20") == GW_DB_OK);
   CHECK(query(st, (struct gw_audit_filter){.before = 25}, &s, &more) == 23);
   for (size_t i = 0; i < s.n; i++)
     CHECK(s.chain[i] == (s.seq[i] == 10   ? GW_CHAIN_EDITED
