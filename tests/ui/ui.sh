@@ -5,7 +5,8 @@
 # at sign-in, the cookie's flags, the Content-Security-Policy and the other
 # headers, a missing or wrong CSRF token 403, a foreign Origin or Host
 # 403, sign-out and a revoked token ending the session, a hostile tool
-# argument escaped); then
+# argument escaped), the forms (a policy for everyone and a user's
+# override, bad ones 400), readiness, the listings; then
 # in a real browser (Debian's chromium driven by puppeteer-core,
 # tests/ui/browser.mjs): sign in, see a pending approval arrive live and
 # approve it while a `capsule call` waits in the background, which then
@@ -136,6 +137,24 @@ curl_checks() {
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H "Origin: $U" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=allow" "$U/policy")" = 303 ] &&
     C policy list --state "$state" | grep -q 'echo.*dispatch.*allow' && ok "$who: csrf-form-applies" || bad "$who: csrf-form-applies"
   C audit --state "$state" | grep -q 'policy-set' && ok "$who: change-audited" || bad "$who: change-audited"
+  # a user's override, shown under the tool's effective policy
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=block&user=alice" "$U/policy")" = 303 ] &&
+    C policy list --state "$state" | grep -Eq 'echo +dispatch +block +alice' &&
+    curl -s -b "$jar" "$U/" | grep -q 'user alice: block' && ok "$who: user-override" || bad "$who: user-override"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=nope&policy=allow" "$U/policy")" = 400 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=maybe" "$U/policy")" = 400 ] &&
+    ok "$who: bad-policy-form-400" || bad "$who: bad-policy-form-400"
+  # readiness, as `capsule list` checks it
+  curl -s -b "$jar" "$U/?ready=1&id=echo" | grep -q '<p class="ready ok">ready</p>' && ok "$who: readiness" || bad "$who: readiness"
+  # the other listings: a Covenant token issued here is listed; every page answers
+  C token issue local tool.call.echo --state "$state" >/dev/null 2>&1
+  curl -s -b "$jar" "$U/covenant" | grep -q '<td>tool.call.echo</td>' && ok "$who: covenant-token-listed" ||
+    bad "$who: covenant-token-listed"
+  local p codes=
+  for p in /talos /rollback /images /audit "/audit?verify=1" /nope; do
+    codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U$p")"
+  done
+  [ "$codes" = " 200 200 200 200 200 404" ] && ok "$who: pages-answer" || bad "$who: pages-answer ($codes)"
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/static/ui.js")" = 200 ] && ok "$who: script-served" || bad "$who: script-served"
   curl -s -o /dev/null -b "$jar" -d "csrf=$(csrf_of <"$work/approvals")" "$U/logout"
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 303 ] && ok "$who: sign-out-ends-session" || bad "$who: sign-out-ends-session"
