@@ -22,6 +22,7 @@
 #include "gateway/grants.h"
 #include "gateway/ready.h"
 #include "gateway/registry.h"
+#include "gateway/selu.h"
 #include "gateway/state.h"
 
 /* ---- the frame ---- */
@@ -145,13 +146,13 @@ static void policy_form(struct cap_buf *b, const struct ui_request *rq, const ch
 }
 
 static void tools_table(struct gw_state *st, struct cap_buf *b, const struct ui_request *rq,
-                        const struct cap_spec *spec)
+                        const struct cap_spec *spec, const struct cap_tool *tools, size_t n)
 {
   static const char *const cols[] = {"tool",   "description", "effective policy",
                                      "source", "change",      NULL};
   ui_thead(b, cols);
-  for (size_t i = 0; i < spec->n_tools; i++) {
-    const struct cap_tool *t = &spec->tools[i];
+  for (size_t i = 0; i < n; i++) {
+    const struct cap_tool *t = &tools[i];
     enum cap_policy policy = CAP_POLICY_BLOCK;
     const char *source = "?";
     struct cap_error err = {0};
@@ -289,8 +290,13 @@ static void page_capabilities(struct serve *sv, const struct ui_request *rq,
       ui_h(b, spec->id);
       cap_buf_puts(b, "\">Check readiness</a></p>");
     }
-    if (spec->n_tools)
-      tools_table(sv->opt->st, b, rq, spec);
+    struct gw_tools found = {0};
+    if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) /* those its last discovery found */
+      gw_selu_cached_tools(sv->cache, spec, &found, &err);
+    cap_error_clear(&err);
+    if (spec->n_tools || found.n)
+      tools_table(sv->opt->st, b, rq, spec, found.n ? found.tools : spec->tools,
+                  found.n ? found.n : spec->n_tools);
     else
       cap_buf_printf(b, "<p class=\"muted\">%s</p>",
                      spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC
@@ -298,16 +304,29 @@ static void page_capabilities(struct serve *sv, const struct ui_request *rq,
                      : spec->runtime.kind == CAP_RUNTIME_EXEC
                          ? "No tools: a command sandbox for <code>capsule run</code>."
                          : "No tools declared.");
+    gw_tools_free(&found);
     cap_buf_puts(b, "</section>\n");
   }
   ui_end(out);
 }
 
-static const struct cap_tool *find_tool(const struct gw_registry *reg, const char *cap,
-                                        const char *tool)
+/* Whether cap has tool: among its own, or (tool_source dynamic) those its
+ * last discovery found. */
+static bool has_tool(struct serve *sv, const char *cap, const char *tool)
 {
-  const struct cap_spec *spec = cap ? gw_registry_find(reg, cap) : NULL;
-  return spec && tool ? gw_spec_tool(spec, tool) : NULL;
+  const struct cap_spec *spec = cap ? gw_registry_find(&sv->cur->reg, cap) : NULL;
+  if (!spec || !tool)
+    return false;
+  if (gw_spec_tool(spec, tool))
+    return true;
+  struct gw_tools found = {0};
+  struct cap_error err = {0};
+  if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC)
+    gw_selu_cached_tools(sv->cache, spec, &found, &err);
+  cap_error_clear(&err);
+  bool has = gw_tools_find(&found, tool) != NULL;
+  gw_tools_free(&found);
+  return has;
 }
 
 /* POST /policy: capability, tool, policy, user (empty: the operator's default). */
@@ -321,7 +340,7 @@ static void post_policy(struct serve *sv, const struct ui_request *rq, struct ui
       p = i;
   if (p < 0)
     return ui_fail(out, rq, 400, "the policy is allow, ask or block");
-  if (!find_tool(&sv->cur->reg, cap, tool))
+  if (!has_tool(sv, cap, tool))
     return ui_fail(out, rq, 400, "no such capability and tool in the registry");
   if (!user)
     user = "";

@@ -54,6 +54,8 @@ agent() {
 }
 agent asker 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
 agent echo 'IFS= read -r line; printf "{\"echo\":%s}\n" "$line"'
+# an MCP server's capability: its tools are those its last discovery cached
+mkdir -p "$caps/mcp-filesystem" && cp "$root/examples/mcp-filesystem/capability.json" "$caps/mcp-filesystem/" && chmod -R a+rX "$caps"
 
 # a serve with the dashboard on a free port; sets url (and server)
 start() {
@@ -144,6 +146,13 @@ curl_checks() {
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=nope&policy=allow" "$U/policy")" = 400 ] &&
     [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=maybe" "$U/policy")" = 400 ] &&
     ok "$who: bad-policy-form-400" || bad "$who: bad-policy-form-400"
+  # a discovered tool: listed from the cache, its policy set
+  local cache=$state/cache
+  printf '{"tools":[{"name":"read_file","description":"<b>reads</b>","input_schema":{"type":"object"}}]}' >"$work/tools.json"
+  "${wrap[@]}" sh -c 'mkdir -p "$1" && cp "$2" "$1/mcp-filesystem.tools.json"' - "$cache" "$work/tools.json"
+  curl -s -b "$jar" "$U/?id=mcp-filesystem" | grep -q '<tr data-tool="mcp-filesystem.read_file"><td><code>read_file</code></td><td>&lt;b&gt;reads&lt;/b&gt;' &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=mcp-filesystem&tool=read_file&policy=allow" "$U/policy")" = 303 ] &&
+    ok "$who: discovered-tools" || bad "$who: discovered-tools"
   # readiness, as `capsule list` checks it
   curl -s -b "$jar" "$U/?ready=1&id=echo" | grep -q '<p class="ready ok">ready</p>' && ok "$who: readiness" || bad "$who: readiness"
   # the other listings: a Covenant token issued here is listed; every page answers
