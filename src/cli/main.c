@@ -36,6 +36,7 @@ static const char usage_text[] =
     "  grant CAPABILITY --host H|--read P|--write P|--rw P, grant list, revoke\n"
     "  triggers poll|enable|disable|on|run, events [--follow]   Talos triggers\n"
     "  plugin install DIR            npm ci for a Talos plugin\n"
+    "  state migrate --from DIR --to postgres://...  an SQLite state into PostgreSQL\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
     "  dispatch TEXT                 route an intent to a Covenant agent and run it\n"

@@ -260,7 +260,8 @@ bool cli_call_via_serve(const struct common *o, const char *cap, const char *too
 {
   const char *mode = getenv("CAPSULE_SERVE");
   if ((mode && strcmp(mode, "off") == 0) || (o->user_given && strcmp(o->user, o->login) != 0) ||
-      o->session || o->thread || o->n_attach || o->artifacts || o->approval_ttl_s)
+      o->session || o->thread || o->n_attach || o->artifacts || o->approval_ttl_s ||
+      o->wait_approval_s)
     return false;
   struct cap_doc *doc = cap_doc_new();
   bool object = parse_json(doc, args, strlen(args), "arguments") &&

@@ -69,7 +69,7 @@ void ui_page_talos(struct serve *sv, const struct ui_request *rq, struct ui_resp
       _cleanup_free_ char *call_cap = NULL, *call_tool = NULL;
       struct cap_error err = {0};
       gw_trigger_config(sv->opt->st, spec->id, t->id, spec->talos.default_enabled, &on, &call_cap,
-                        &call_tool, &err);
+                        &call_tool, NULL, &err);
       cap_error_clear(&err);
       const char *cells[] = {spec->id, t->id, t->label};
       cap_buf_puts(b, "<tr>");

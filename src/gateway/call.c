@@ -452,6 +452,47 @@ static enum gw_outcome step_validate(struct call_ctx *c, struct cap_error *err)
 
 /* ---- run ---- */
 
+/* Renewed OAuth tokens (talos_oauth.store), sealed in the state where the
+ * refresh token is: the user's row when there is one, else the system's. */
+static void oauth_store(void *arg, const char *access, const char *refresh, const char *expiry)
+{
+  struct gw_talos_config *cfg = arg;
+  struct cap_error err = {0};
+  char *mine = NULL;
+  bool user_row = false;
+  gw_cred_get(cfg->st, cfg->cap, "refresh_token", CAP_SCOPE_USER, cfg->user, &mine, &user_row,
+              &err);
+  gw_secret_free(mine);
+  cap_error_clear(&err);
+  enum cap_secret_scope scope = user_row ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM;
+  const char *u = user_row ? cfg->user : NULL;
+  const char *const pairs[][2] = {
+      {"access_token", access}, {"refresh_token", refresh}, {"token_expiry", expiry}};
+  for (size_t i = 0; i < ARRAY_SIZE(pairs); i++)
+    if (pairs[i][1] && gw_cred_set(cfg->st, cfg->cap, pairs[i][0], scope, u, pairs[i][1],
+                                   strlen(pairs[i][1]), &err) < 0)
+      cap_error_clear(&err); /* the next call refreshes again */
+}
+
+static int oauth_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
+                      struct gw_talos_config *cfg, struct cap_error *err)
+{
+  int r = gw_setting_get(st, spec->id, user, GW_SETTING_OAUTH_TOKEN_URL, &cfg->token_url, err);
+  for (size_t i = 0; r == 0 && i < TALOS_OAUTH_N; i++) {
+    bool found = false;
+    r = gw_cred_lookup(st, spec->id, talos_oauth_names[i], user, &cfg->oauth.values[i], &found,
+                       err);
+  }
+  cfg->oauth.token_url = cfg->token_url;
+  cfg->oauth.store = oauth_store;
+  cfg->oauth.store_arg = cfg;
+  cfg->st = st;
+  cfg->cap = spec->id;
+  cfg->user = user;
+  cfg->in.oauth = &cfg->oauth;
+  return r;
+}
+
 int gw_talos_config_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
                          char *const *secrets, struct gw_talos_config *cfg, struct cap_error *err)
 {
@@ -464,6 +505,8 @@ int gw_talos_config_load(struct gw_state *st, const struct cap_spec *spec, const
     r = gw_setting_get(st, spec->id, user, GW_SETTING_NODE_PATH, &cfg->node_path, err);
   cfg->in = (struct talos_input){
       .secrets = secrets, .settings = cfg->settings, .node_path = cfg->node_path};
+  if (r == 0 && spec->talos.has_oauth && secrets) /* a run, not a readiness probe */
+    r = oauth_load(st, spec, user, cfg, err);
   if (r < 0)
     gw_talos_config_free(cfg, spec);
   return r;
@@ -508,6 +551,9 @@ void gw_talos_config_free(struct gw_talos_config *cfg, const struct cap_spec *sp
     free(cfg->settings[i]);
   free(cfg->settings);
   free(cfg->node_path);
+  free(cfg->token_url);
+  for (size_t i = 0; i < TALOS_OAUTH_N; i++)
+    gw_secret_free(cfg->oauth.values[i]);
   *cfg = (struct gw_talos_config){0};
 }
 
@@ -577,6 +623,8 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
     gw_sha256_hex(c->out, strlen(c->out), c->rec.result_hash);
   struct cap_error aerr = {0};
   int r = gw_audit_append(c->st, &c->rec, &aerr);
+  if (r < 0) /* not in the log: the marker keeps the record for the next open */
+    gw_inflight_keep(&c->inflight, &c->rec);
   gw_inflight_end(&c->inflight); /* after the record: a kill in between repeats, never loses it */
   if (r < 0) {
     cap_error_clear(err);

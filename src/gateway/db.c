@@ -282,6 +282,24 @@ int gw_db_set_schema_version(struct gw_db *db, int v)
   return gw_db_exec(db, sql) == GW_DB_OK ? 0 : -EIO;
 }
 
+int gw_db_column_exists(struct gw_db *db, const char *table, const char *column, bool *exists)
+{
+  struct gw_stmt *s =
+      gw_db_prepare(db, db->kind == GW_DB_SQLITE
+                            ? "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?"
+                            : "SELECT count(*) FROM information_schema.columns WHERE table_schema ="
+                              " current_schema() AND table_name = ? AND column_name = ?");
+  int rc = GW_DB_ERROR;
+  if (s) {
+    gw_stmt_bind_text(s, 1, table);
+    gw_stmt_bind_text(s, 2, column);
+    rc = gw_stmt_step(s);
+  }
+  *exists = rc == GW_DB_ROW && gw_stmt_int64(s, 0) > 0;
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW ? 0 : -EIO;
+}
+
 struct gw_stmt *gw_db_prepare(struct gw_db *db, const char *sql)
 {
   if (db->kind == GW_DB_SQLITE) {

@@ -66,6 +66,10 @@ enum gw_db_fault gw_db_fault(struct gw_db *db);
 int gw_db_schema_version(struct gw_db *db, int *v);
 int gw_db_set_schema_version(struct gw_db *db, int v);
 
+/* Whether table has a column of that name (SQLite: pragma_table_info;
+ * PostgreSQL: information_schema), for a migration that adds one. */
+int gw_db_column_exists(struct gw_db *db, const char *table, const char *column, bool *exists);
+
 /* Values are copied. */
 void gw_stmt_bind_text(struct gw_stmt *s, int i, const char *v);
 void gw_stmt_bind_int64(struct gw_stmt *s, int i, int64_t v);
@@ -90,7 +94,9 @@ void gw_stmt_finalize(struct gw_stmt *s);
 /* NOTIFY channel, payload (after the current transaction commits). */
 int gw_db_notify(struct gw_db *db, const char *channel, const char *payload);
 /* LISTEN channel once, then waits up to timeout_ms for a notification on
- * it: 1 when one came, 0 on timeout, negative on error. */
+ * it: 1 when one came, 0 on timeout, negative on error. The connection is
+ * held while it waits: a thread that waits long wants a handle (a
+ * gw_state_open) of its own. */
 int gw_db_wait_notify(struct gw_db *db, const char *channel, int timeout_ms);
 /* A session-level advisory lock named by key, without waiting: 1 taken,
  * 0 held elsewhere; gw_db_unlock releases it. */

@@ -49,9 +49,16 @@ static void quiet(void *arg, const char *message)
   (void)message; /* notices (e.g. "relation exists, skipping") are not errors */
 }
 
+/* A server that does not answer (a host that drops packets) is an error
+ * after this long, not a hang of TCP's own timeout; the URL's own
+ * connect_timeout, like its other parameters, comes after and wins. */
+#define CONNECT_TIMEOUT_S "10"
+
 static struct gw_pg *pg_connect(const char *url, char **why)
 {
-  PGconn *conn = PQconnectdb(url);
+  const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+  const char *const values[] = {CONNECT_TIMEOUT_S, "capsule", url, NULL};
+  PGconn *conn = PQconnectdbParams(keys, values, 1);
   if (!conn || PQstatus(conn) != CONNECTION_OK) {
     *why = strdup(conn ? PQerrorMessage(conn) : "out of memory");
     if (*why)

@@ -12,6 +12,7 @@
  * of /etc/subuid or /etc/subgid, or holding a user's or group's id
  * (getpwent, getgrent: NSS users too), is skipped. */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -28,80 +29,9 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "gateway/state.h"
+#include "gateway/id_taken.h"
 #include "gateway/state_int.h"
 
-#define RANGE_FIRST 0x70000000u
-#define RANGE_END 0x7ffe0000u /* exclusive */
-
-struct taken {
-  uint64_t (*v)[2]; /* [start, end) */
-  size_t n;
-};
-
-static void taken_add(struct taken *t, uint64_t start, uint64_t count)
-{
-  if (start + count <= RANGE_FIRST || start >= RANGE_END || count == 0)
-    return;
-  t->v = cap_xrealloc(t->v, (t->n + 1) * sizeof *t->v);
-  t->v[t->n][0] = start;
-  t->v[t->n][1] = start + count;
-  t->n++;
-}
-
-static bool taken_overlaps(const struct taken *t, uint64_t start, uint64_t end)
-{
-  for (size_t i = 0; i < t->n; i++)
-    if (t->v[i][0] < end && start < t->v[i][1])
-      return true;
-  return false;
-}
-
-static const char *subid_file(const char *env, const char *dflt)
-{
-#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/ids.sh: a subordinate-id file of the test's */
-  const char *test = getenv(env);
-  if (test && *test)
-    return test;
-#else
-  (void)env;
-#endif
-  return dflt;
-}
-
-/* "name:start:count" lines; anything else is skipped. */
-static void read_subids(struct taken *t, const char *path)
-{
-  _cleanup_fclose_ FILE *f = fopen(path, "re");
-  char line[512];
-  while (f && fgets(line, sizeof line, f)) {
-    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (!c2)
-      continue;
-    char *end1, *end2;
-    unsigned long long start = strtoull(c1 + 1, &end1, 10);
-    unsigned long long count = strtoull(c2 + 1, &end2, 10);
-    if (end1 == c2 && end2 != c2 + 1)
-      taken_add(t, start, count);
-  }
-}
-
-/* Everything a range must not overlap: subordinate ids, users, groups. */
-static void host_ids(struct taken *t)
-{
-  read_subids(t, subid_file("CAPSULE_TEST_SUBUID", "/etc/subuid"));
-  read_subids(t, subid_file("CAPSULE_TEST_SUBGID", "/etc/subgid"));
-  setpwent();
-  for (struct passwd *pw; (pw = getpwent());)
-    taken_add(t, pw->pw_uid, 1);
-  endpwent();
-  setgrent();
-  for (struct group *gr; (gr = getgrent());)
-    taken_add(t, gr->gr_gid, 1);
-  endgrent();
-}
-
-/* Only a range capsule hands out: a row edited to name any other (one whose
- * ids end at the host's root, say) is not taken. */
 static bool base_valid(int64_t b)
 {
   return b >= RANGE_FIRST && b + GW_ID_RANGE_SIZE <= RANGE_END && b % GW_ID_RANGE_SIZE == 0;
@@ -188,14 +118,24 @@ static const char *registry_path(char *buf, size_t size, const char *suffix)
   return buf;
 }
 
+struct reg_anchor {
+  uint64_t base;
+  unsigned long long dev, ino;
+};
+
 struct registry {
-  int lock;               /* flock-held */
-  struct cap_buf kept;    /* the lines that stay */
-  bool changed;           /* lines were dropped or added: write it back */
-  bool added;             /* a line was added: the write is needed */
-  unsigned format;        /* its marker's format (0: none) */
-  unsigned long long mnt; /* this process's mount namespace */
-  size_t foreign;         /* the first line it cannot read (1-based; 0: none) */
+  int lock;                   /* flock-held */
+  struct cap_buf kept;        /* the lines that stay */
+  bool changed;               /* lines were dropped or added: write it back */
+  bool added;                 /* a line was added: the write is needed */
+  unsigned format;            /* its marker's format (0: none) */
+  unsigned long long mnt;     /* this process's mount namespace */
+  size_t foreign;             /* the first line it cannot read (1-based; 0: none) */
+  struct reg_anchor *anchors; /* lines of live namespaces (dead_alias) */
+  size_t n_anchors;
+  unsigned long long *live; /* mount namespaces a process is in now (read once) */
+  size_t n_live;
+  bool live_read;
 };
 
 static void registry_release(struct registry *r)
@@ -204,6 +144,10 @@ static void registry_release(struct registry *r)
     close(r->lock);
   r->lock = -1;
   cap_buf_free(&r->kept);
+  free(r->anchors);
+  free(r->live);
+  r->anchors = NULL;
+  r->live = NULL;
 }
 
 static int registry_file_ok(int fd, const char *path, struct cap_error *err)
@@ -267,7 +211,9 @@ static bool registry_line(char *line, uint64_t *base, char **key, struct reg_whe
   else
     *where = (struct reg_where){0};
   *state = line + at; /* the rest of the line: it may hold spaces */
-  return **state == '/';
+  /* an empty key ("B @M:D:I /dir") would be written back as "B  /dir",
+   * which reads as the key "/dir" and no state (tests/fuzz) */
+  return **key && **state == '/';
 }
 
 static void registry_put(struct cap_buf *b, uint64_t base, const char *word,
@@ -338,6 +284,65 @@ static unsigned registry_marker(uint64_t base, const char *key)
   return *end || v == 0 || v > 1000000 ? 1000000 : (unsigned)v; /* unreadable: later */
 }
 
+/* Whether a process lives in the mount namespace mnt now (this one
+ * does): /proc/PID/ns/mnt of every process, read once. */
+static bool ns_alive(struct registry *r, unsigned long long mnt)
+{
+  if (mnt == r->mnt)
+    return true;
+  if (!r->live_read) {
+    r->live_read = true;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+      char p[300];
+      struct stat st;
+      snprintf(p, sizeof p, "/proc/%s/ns/mnt", e->d_name);
+      if (e->d_name[0] < '1' || e->d_name[0] > '9' || stat(p, &st) < 0)
+        continue;
+      r->live = cap_xrealloc(r->live, (r->n_live + 1) * sizeof *r->live);
+      r->live[r->n_live++] = (unsigned long long)st.st_ino;
+    }
+    if (d)
+      closedir(d);
+  }
+  for (size_t i = 0; i < r->n_live; i++)
+    if (r->live[i] == mnt)
+      return true;
+  return false;
+}
+
+/* Every capsule in a private mount namespace (a service's PrivateTmp=, a
+ * test's unshare) adds a line for the directories it uses, which no
+ * capsule could drop once that namespace is gone. Such a line is dropped
+ * when a line of a live namespace names the same directory (device and
+ * inode) with the same range: the range stays recorded. First pass: the
+ * ranges those live lines hold. */
+static void registry_anchor(struct registry *r, const char *text)
+{
+  _cleanup_free_ char *line = cap_xstrdup(text);
+  uint64_t b;
+  char *k, *dir;
+  struct reg_where w;
+  struct stat st;
+  if (!registry_line(line, &b, &k, &w, &dir) || !w.mnt || !ns_alive(r, w.mnt) ||
+      (w.mnt == r->mnt && stat(dir, &st) < 0)) /* one of this namespace's: still there */
+    return;
+  r->anchors = cap_xrealloc(r->anchors, (r->n_anchors + 1) * sizeof *r->anchors);
+  r->anchors[r->n_anchors++] = (struct reg_anchor){.base = b, .dev = w.dev, .ino = w.ino};
+}
+
+/* A line of a namespace no process is in, whose directory and range a
+ * live line records too (registry_anchor). */
+static bool dead_alias(struct registry *r, uint64_t b, const struct reg_where *w)
+{
+  if (!w->mnt || ns_alive(r, w->mnt))
+    return false;
+  for (size_t i = 0; i < r->n_anchors; i++)
+    if (r->anchors[i].base == b && r->anchors[i].dev == w->dev && r->anchors[i].ino == w->ino)
+      return true;
+  return false;
+}
+
 /* One line read: a marker, a line kept (or dropped), or one it cannot
  * read, which is kept as it was and makes the registry read-only. */
 static void registry_read_line(struct registry *r, char *line, size_t lineno, struct taken *t,
@@ -366,6 +371,8 @@ static void registry_read_line(struct registry *r, char *line, size_t lineno, st
   /* its state is gone, and its ranges with it: only when it was written
    * in this mount namespace (or before namespaces were recorded) */
   if ((!w.mnt || w.mnt == r->mnt) && stat(dir, &st) < 0 && errno == ENOENT)
+    keep = false;
+  if (keep && dead_alias(r, b, &w))
     keep = false;
   if (keep && self)
     registry_match(self, k, b, &w, dir, &keep);
@@ -408,9 +415,15 @@ static int registry_open(struct registry *r, struct taken *t, struct reg_self *s
   }
   _cleanup_fclose_ FILE *f = fdopen(fd, "re");
   _cleanup_free_ char *line = NULL;
-  size_t size = 0, lineno = 0;
+  size_t size = 0;
+  struct cap_strv lines = {0};
   while (f && getline(&line, &size, f) >= 0) /* a line of any length is one line */
-    registry_read_line(r, line, ++lineno, t, self);
+    cap_strv_push(&lines, line);
+  for (size_t i = 0; i < lines.len; i++)
+    registry_anchor(r, lines.v[i]);
+  for (size_t i = 0; i < lines.len; i++)
+    registry_read_line(r, lines.v[i], i + 1, t, self);
+  cap_strv_free(&lines);
   if (r->format < REGISTRY_FORMAT)
     r->changed = true; /* marked (or marked again) at the next store */
   return 0;
@@ -482,7 +495,8 @@ static int registry_state_path(struct gw_state *st, char **out, struct cap_error
   return 0;
 }
 
-static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
+static int allocate(struct gw_state *st, const char *key, const char *dbkey, uint32_t *base,
+                    struct cap_error *err)
 {
   struct taken t = {0};
   _cleanup_free_ char *real = NULL;
@@ -505,8 +519,8 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
                       "host users)",
                       key, (RANGE_END - RANGE_FIRST) / GW_ID_RANGE_SIZE, RANGE_FIRST);
   struct gw_stmt *s = NULL;
-  if (r == 0 &&
-      !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)", key, NULL)))
+  if (r == 0 && !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)",
+                                    dbkey, NULL)))
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (s) {
     gw_stmt_bind_int64(s, 2, (int64_t)b);
@@ -625,6 +639,18 @@ static uint32_t registry_find(const char *key, const char *dir)
   return found;
 }
 
+/* The row's key: the capability's id, and on a PostgreSQL state (shared
+ * by gateways on several hosts, each with its own host ids and registry)
+ * the host and this gateway's own directory beside it. */
+static char *range_key(const struct gw_state *st, const char *key)
+{
+  if (!st->url)
+    return cap_xstrdup(key);
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return cap_xasprintf("%s@%s:%s", key, host, st->dir);
+}
+
 char *gw_id_range_key(const char *id, const char *package_dir)
 {
   _cleanup_free_ char *real = package_dir ? realpath(package_dir, NULL) : NULL;
@@ -638,7 +664,8 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
                       struct cap_error *err)
 {
   *base = 0;
-  int r = lookup(st, key, base, err);
+  _cleanup_free_ char *dbkey = range_key(st, key);
+  int r = lookup(st, dbkey, base, err);
   if (r < 0 || !create)
     return r;
   if (*base) {
@@ -651,14 +678,49 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
   struct gw_db *db = gw_state_db(st);
   if (gw_db_exec(db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot allocate an id range");
-  r = lookup(st, key, base, err);
+  r = lookup(st, dbkey, base, err);
   if (r == 0 && !*base)
-    r = allocate(st, key, base, err);
+    r = allocate(st, key, dbkey, base, err);
   if (r == 0 && gw_db_exec(db, "COMMIT") != GW_DB_OK)
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (r < 0) {
     gw_db_exec(db, "ROLLBACK");
     *base = 0;
+  }
+  return r;
+}
+
+int gw_id_registry_scan(const char *text, size_t len, size_t *lines, unsigned *format,
+                        size_t *foreign)
+{
+  *lines = *foreign = 0;
+  *format = 0;
+  int r = 0;
+  for (size_t at = 0; at < len && r == 0;) {
+    const char *nl = memchr(text + at, '\n', len - at);
+    size_t n = nl ? (size_t)(nl - (text + at)) + 1 : len - at;
+    _cleanup_free_ char *line = cap_xstrndup(text + at, n); /* to a NUL, as getline's reader */
+    at += n;
+    ++*lines;
+    uint64_t b, b2;
+    char *k, *dir, *k2, *dir2;
+    struct reg_where w, w2;
+    if (!registry_line(line, &b, &k, &w, &dir)) {
+      *foreign = *foreign ? *foreign : *lines;
+      continue;
+    }
+    unsigned f = registry_marker(b, k);
+    if (f) {
+      *format = f > *format ? f : *format;
+      continue;
+    }
+    /* written back as registry_put writes it, it reads the same */
+    struct cap_buf out = {0};
+    registry_put(&out, b, k, &w, dir);
+    if (!registry_line(out.data, &b2, &k2, &w2, &dir2) || b2 != b || strcmp(k2, k) != 0 ||
+        memcmp(&w2, &w, sizeof w) != 0 || strcmp(dir2, dir) != 0)
+      r = -EPROTO;
+    cap_buf_free(&out);
   }
   return r;
 }

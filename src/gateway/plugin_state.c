@@ -160,13 +160,15 @@ int gw_trigger_commit(struct gw_state *st, const char *cap, const char *trigger,
 }
 
 int gw_trigger_configure(struct gw_state *st, const char *cap, const char *trigger, int enabled,
-                         const char *call_cap, const char *call_tool, struct cap_error *err)
+                         const char *call_cap, const char *call_tool, const char *call_params,
+                         struct cap_error *err)
 {
-  int r = exec_done(
-      st,
-      gw_state_prep(st, "INSERT OR IGNORE INTO trigger_config VALUES (?, ?, NULL, NULL, NULL)", cap,
-                    trigger, NULL),
-      "cannot store the trigger's configuration", err);
+  int r = exec_done(st,
+                    gw_state_prep(st,
+                                  "INSERT OR IGNORE INTO trigger_config VALUES (?, ?, NULL, NULL,"
+                                  " NULL, NULL)",
+                                  cap, trigger, NULL),
+                    "cannot store the trigger's configuration", err);
   if (r == 0 && enabled >= 0)
     r = exec_done(st,
                   gw_state_prep(st,
@@ -178,20 +180,25 @@ int gw_trigger_configure(struct gw_state *st, const char *cap, const char *trigg
     r = exec_done(st,
                   gw_state_prep(st,
                                 "UPDATE trigger_config SET call_capability = NULLIF(?, ''),"
-                                " call_tool = NULLIF(?, '') WHERE capability = ? AND trigger = ?",
-                                call_cap, call_tool ? call_tool : "", cap, trigger, NULL),
+                                " call_tool = NULLIF(?, ''), call_params = NULLIF(?, '')"
+                                " WHERE capability = ? AND trigger = ?",
+                                call_cap, call_tool ? call_tool : "",
+                                call_params ? call_params : "", cap, trigger, NULL),
                   "cannot store the trigger's configuration", err);
   return r;
 }
 
 int gw_trigger_config(struct gw_state *st, const char *cap, const char *trigger, bool dflt,
-                      bool *enabled, char **call_cap, char **call_tool, struct cap_error *err)
+                      bool *enabled, char **call_cap, char **call_tool, char **call_params,
+                      struct cap_error *err)
 {
   *enabled = dflt;
   *call_cap = *call_tool = NULL;
+  if (call_params)
+    *call_params = NULL;
   struct gw_stmt *s = gw_state_prep(st,
-                                    "SELECT enabled, call_capability, call_tool FROM trigger_config"
-                                    " WHERE capability = ? AND trigger = ?",
+                                    "SELECT enabled, call_capability, call_tool, call_params FROM"
+                                    " trigger_config WHERE capability = ? AND trigger = ?",
                                     cap, trigger, NULL);
   int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
   if (rc == GW_DB_ROW) {
@@ -199,6 +206,8 @@ int gw_trigger_config(struct gw_state *st, const char *cap, const char *trigger,
       *enabled = gw_stmt_int(s, 0) != 0;
     *call_cap = column_dup(s, 1);
     *call_tool = column_dup(s, 2);
+    if (call_params)
+      *call_params = column_dup(s, 3);
   }
   gw_stmt_finalize(s);
   return rc == GW_DB_ROW || rc == GW_DB_DONE

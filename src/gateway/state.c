@@ -95,6 +95,33 @@ static const char schema_v7_plugins[] =
     "CREATE TABLE IF NOT EXISTS grants (capability TEXT NOT NULL, kind TEXT NOT NULL,"
     " value TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (capability, kind, value));";
 
+/* A trigger's tool call carries its task configuration (Talos's
+ * triggerConfig: values of the trigger's params, a JSON object), which the
+ * trigger's filter reads (gateway/plugin_state.c). */
+static int add_trigger_params(struct gw_state *st, struct cap_error *err)
+{
+  /* idempotent: a state whose version was reset runs the migrations again */
+  if (gw_db_kind(st->db) == GW_DB_POSTGRES) {
+    if (gw_db_exec(st->db,
+                   "ALTER TABLE trigger_config ADD COLUMN IF NOT EXISTS call_params TEXT") !=
+        GW_DB_OK)
+      return gw_state_db_error(st, err, "cannot add the trigger calls' parameters");
+    return 0;
+  }
+  struct gw_stmt *s = gw_state_prep(
+      st, "SELECT count(*) FROM pragma_table_info('trigger_config') WHERE name = 'call_params'",
+      NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  bool have = rc == GW_DB_ROW && gw_stmt_int(s, 0) > 0;
+  gw_stmt_finalize(s);
+  if (rc != GW_DB_ROW)
+    return gw_state_db_error(st, err, "cannot read the triggers' table");
+  if (!have &&
+      gw_db_exec(st->db, "ALTER TABLE trigger_config ADD COLUMN call_params TEXT") != GW_DB_OK)
+    return gw_state_db_error(st, err, "cannot add the trigger calls' parameters");
+  return 0;
+}
+
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
  * cannot, e.g. `capsule run` reading a stored credential). */
@@ -128,8 +155,10 @@ static const struct migration {
     {6, "access tokens", NULL, schema_v6_access, NULL},
     /* Talos: plugin settings, trigger state, events; operator grants */
     {7, "plugin settings, trigger state, events and grants", NULL, schema_v7_plugins, NULL},
+    /* Talos: a trigger call's task configuration, for the trigger's filter */
+    {8, "trigger call parameters", NULL, NULL, add_trigger_params},
 };
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 8
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {

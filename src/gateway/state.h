@@ -75,6 +75,12 @@ int gw_state_migrate(const char *from, const char *to, gw_migrate_fn fn, void *a
  * passed; -1: it did not); *base 0 when it records none there (then
  * gw_state_id_range decides). */
 int gw_state_id_range_peek(int statefd, const char *dir, const char *key, uint32_t *base);
+/* The host's id-range registry's text read as capsule reads the file,
+ * without the file system (tests/fuzz/fuzz_id_registry.c): its lines,
+ * its marker's format (0: none), the first line capsule cannot read (0:
+ * none); -EPROTO when a line read, written back and read again differs. */
+int gw_id_registry_scan(const char *text, size_t len, size_t *lines, unsigned *format,
+                        size_t *foreign);
 /* Creates dir (and parents, 0700) when missing; refuses one not owned by
  * the caller or root, or writable by group or others; repairs one only the
  * caller owns that others can read (0700, its files 0600). Returns a
@@ -191,6 +197,10 @@ void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
 /* Removes the marker (the call's own record is then written). No-op on
  * one that was never begun ({.fd = -1}). */
 void gw_inflight_end(struct gw_inflight *m);
+/* The call's own record could not be written (the database went away,
+ * and the record is not in it): the marker keeps it, finished, and the
+ * next gw_state_open on this host appends it. */
+void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r);
 /* A `capsule run` session, audited without opening the database (a run's
  * start-up stays lean): a marker in the state directory dir, opened as
  * statefd (gw_statedir_open), and gw_inflight_finish leaves it

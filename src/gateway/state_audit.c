@@ -74,6 +74,19 @@ static int last_record(struct gw_state *st, struct gw_hwm *out, struct cap_error
              : gw_state_db_error(st, err, "cannot read the audit log");
 }
 
+/* After a connection lost around a COMMIT: whether the record is in (the
+ * connection is made again for the question; false when it cannot be). */
+static bool landed(struct gw_state *st, const struct gw_audit_record *r)
+{
+  char seq[24];
+  snprintf(seq, sizeof seq, "%lld", (long long)r->seq);
+  struct gw_stmt *s =
+      gw_state_prep(st, "SELECT 1 FROM audit WHERE seq = ? AND hash = ?", seq, r->hash, NULL);
+  bool in = s && gw_stmt_step(s) == GW_DB_ROW;
+  gw_stmt_finalize(s);
+  return in;
+}
+
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
 {
   if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
@@ -104,9 +117,12 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
   gw_stmt_finalize(h);
   if (rc != GW_DB_DONE || gw_db_exec(st->db, "COMMIT") != GW_DB_OK) {
     cap_error_clear(err);
+    bool lost = gw_db_fault(st->db) == GW_DB_FAULT_CONNECTION;
     int e = gw_state_db_error(st, err, "cannot append to the audit log");
     gw_db_exec(st->db, "ROLLBACK");
-    return e;
+    if (!lost || !landed(st, r))
+      return e;
+    cap_error_clear(err); /* the server committed it and went away before saying so */
   }
   return advance_mark(st, r, err);
 }
@@ -497,10 +513,16 @@ void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
   inflight_write(m->fd, &done, m->start_ms, true);
   close(m->fd); /* the lock goes with it: the next gw_state_open records it */
   own_marker(m->name, false);
-  flush_when_many(m->dirfd, statedir);
+  if (statedir)
+    flush_when_many(m->dirfd, statedir);
   close(m->dirfd);
   free(m->name);
   *m = (struct gw_inflight){.fd = -1};
+}
+
+void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
+{
+  gw_inflight_finish(m, r, NULL);
 }
 
 void gw_inflight_end(struct gw_inflight *m)

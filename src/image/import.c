@@ -277,13 +277,19 @@ static int stage_source(struct stage *s, enum source_kind kind, const char *path
   _cleanup_free_ char *from =
       cap_xasprintf("%s:%s%s", transports[kind], kind == SOURCE_REGISTRY ? "//" : "", path);
   _cleanup_free_ char *to = cap_xasprintf("oci:%s:" STAGE_REF, s->layout);
+  /* skopeo's own temporary copy of the image (an OCI archive is unpacked
+   * whole into a directory of its own) goes into the staging directory,
+   * not /var/tmp: removed with it, and a killed import's by the next one */
+  _cleanup_free_ char *tmp = cap_xasprintf("%s/skopeo-tmp", s->dir);
+  if (mkdir(tmp, 0700) < 0)
+    return cap_error_errno(err, errno, "cannot create %s", tmp);
   /* a local archive has no signatures to check; from a registry the
    * host's signature policy applies */
-  char *argv[] = {"skopeo", "copy", "--quiet", from, to, NULL, NULL};
+  char *argv[] = {"skopeo", "--tmpdir", tmp, "copy", "--quiet", from, to, NULL, NULL};
   if (kind != SOURCE_REGISTRY) {
-    argv[3] = "--insecure-policy";
-    argv[4] = from;
-    argv[5] = to;
+    argv[5] = "--insecure-policy";
+    argv[6] = from;
+    argv[7] = to;
   }
   char why[512];
   int st = image_run_tool(argv, why, sizeof why);

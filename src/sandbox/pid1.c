@@ -212,9 +212,14 @@ int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_err
  * its namespaces, an RCU grace period or two), and pid 1 leaves. */
 static void __attribute__((noreturn)) finish(int code, int status_fd)
 {
-  kill(-1, SIGKILL); /* every other process of this pid namespace */
-  while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-    ;
+  /* every process of this namespace descends from pid 1 (orphans are
+   * its children): with no child left there is nothing to kill, and the
+   * kill, which walks every process of the host, is spared */
+  if (!(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)) {
+    kill(-1, SIGKILL); /* every other process of this pid namespace */
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+      ;
+  }
   unsigned char c = (unsigned char)code;
   if (status_fd >= 0) /* when it fails, the supervisor waits for the exit instead */
     (void)!write(status_fd, &c, 1);

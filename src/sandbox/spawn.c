@@ -187,7 +187,8 @@ static int read_init_status(int fd, int *status)
  * tool's relayed output; then copies what is left. */
 static int supervise(pid_t pid, int pidfd, int status_fd, bool *reported,
                      const struct cap_spec *spec, struct sandbox_limits *lim, struct relay *relays,
-                     size_t n_relays, struct sandbox_result *res, struct cap_error *err)
+                     size_t n_relays, struct supervise *sup, struct sandbox_result *res,
+                     struct cap_error *err)
 {
   sigset_t fwd;
   sigemptyset(&fwd);
@@ -209,15 +210,19 @@ static int supervise(pid_t pid, int pidfd, int status_fd, bool *reported,
       break;
     }
     check_limits(pid, spec, lim, &w, res);
-    struct pollfd fds[3 + SANDBOX_MAX_RELAYS] = {{.fd = pidfd, .events = POLLIN},
-                                                 {.fd = sfd, .events = POLLIN},
-                                                 {.fd = status_fd, .events = POLLIN}};
+    struct pollfd fds[4 + SANDBOX_MAX_RELAYS] = {
+        {.fd = pidfd, .events = POLLIN},
+        {.fd = sfd, .events = POLLIN},
+        {.fd = status_fd, .events = POLLIN},
+        {.fd = supervise_fd(sup), .events = POLLIN}}; /* -1 (ignored) once its pool runs */
     for (size_t i = 0; i < n_relays; i++)
-      fds[3 + i] = (struct pollfd){.fd = relays[i].from, .events = POLLIN};
+      fds[4 + i] = (struct pollfd){.fd = relays[i].from, .events = POLLIN};
     uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
     int timeout = w.next_tick > t ? (int)(w.next_tick - t) : 0;
-    if (poll(fds, 3 + n_relays, timeout) <= 0)
+    if (poll(fds, 4 + n_relays, timeout) <= 0)
       continue;
+    if (fds[3].revents) /* the command's first connect(): supervise.c */
+      supervise_serve(sup, fds[3].revents);
     int told = fds[2].revents ? read_init_status(status_fd, &status) : 0;
     if (told > 0) {
       *reported = true;
@@ -229,7 +234,7 @@ static int supervise(pid_t pid, int pidfd, int status_fd, bool *reported,
     while ((fds[1].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si)
       kill(pid, (int)si.ssi_signo);
     for (size_t i = 0; i < n_relays; i++)
-      if (fds[3 + i].revents)
+      if (fds[4 + i].revents)
         relay_pump(&relays[i]);
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
@@ -729,7 +734,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   if (opt->on_started)
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
   r = supervise(l.pid, pidfd, l.status[0], &l.init_reported, spec, &l.lim, l.relays, l.n_relays,
-                res, err);
+                l.sup, res, err);
   return launch_release(&l, r);
 }
 

@@ -20,15 +20,17 @@
  *   TCP: the ports Landlock allows (landlock_connect_ports) where Landlock
  *     handles TCP; a connect from here is not Landlock-checked.
  * The connect can block (a full backlog, a slow peer), so the connects run
- * in a pool of threads of their own, never in the supervise loop: one
- * thread at a time waits for a notification, and the thread that takes
- * one hands the waiting on (to an idle thread, or a new one) before it
- * performs the connect, so a connect costs no thread creation and no
- * hand-off. A thread that took the tool's ids for a unix connect (as
- * root) cannot take root's back: it ends after its answer; an inet
- * connect needs no ids (nothing checks the caller's on a TCP connect: the
- * socket, its owner and its namespace are the tool's), so it keeps root's
- * and serves again. */
+ * in a pool of threads of their own, never in the supervise loop: the idle
+ * threads wait for notifications together (the listener in an epoll set of
+ * each, EPOLLEXCLUSIVE: one is woken per notification), the one woken
+ * takes it and performs the connect itself, and a new thread is made only
+ * when no other is left waiting: a connect costs no thread creation and
+ * no hand-off. The pool's threads keep capsule's ids: an inet connect needs
+ * none (nothing checks the caller's on a TCP connect: the socket, its
+ * owner and its namespace are the tool's); a unix connect as root, which
+ * must be made with the tool's ids, and no thread can take root's back
+ * after that, is finished in a thread of its own that a pool thread makes
+ * (a thread inherits its maker's ids). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -65,7 +68,7 @@
 #ifndef __NR_openat2
 #define __NR_openat2 437
 #endif
-#define PIDFD_THREAD_ O_EXCL /* 6.9: a pidfd for a thread, not only a leader */
+#define PIDFD_THREAD_ O_EXCL          /* 6.9: a pidfd for a thread, not only a leader */
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS /* 6.6 */
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
@@ -85,12 +88,12 @@ struct supervise {
   int listener;   /* the notification fd, -1 until supervise_start */
   int channel[2]; /* [0] the parent's end, [1] the command's */
   int stop[2];    /* supervise_free writes [1]: the waiting thread leaves */
-  /* the pool, under lock: one thread waits for notifications (receiving),
-   * idle ones wait on cv, busy ones perform a connect each */
-  pthread_mutex_t lock;
-  pthread_cond_t cv;
-  bool receiving, stopping;
-  int idle, busy, threads;
+  /* the pool, under lock: threads waiting for a notification, threads
+   * performing a connect each; recv_lock: one RECV at a time */
+  pthread_mutex_t lock, recv_lock;
+  bool stopping;
+  bool pool_started; /* set by the supervise loop at the first notification */
+  int waiting, busy, threads;
   bool own_netns; /* abstract names are the sandbox's own */
   bool private_tmp;
   bool drop_creds; /* capsule runs as root: connect with the tool's ids */
@@ -118,7 +121,7 @@ static void unref(struct supervise *sup)
   if (sup->listener >= 0)
     close(sup->listener);
   pthread_mutex_destroy(&sup->lock);
-  pthread_cond_destroy(&sup->cv);
+  pthread_mutex_destroy(&sup->recv_lock);
   free(sup);
 }
 
@@ -143,7 +146,7 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
   sup->listener = -1;
   sup->stop[0] = sup->stop[1] = -1;
   pthread_mutex_init(&sup->lock, NULL);
-  pthread_cond_init(&sup->cv, NULL);
+  pthread_mutex_init(&sup->recv_lock, NULL);
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0 ||
       pipe2(sup->stop, O_CLOEXEC) < 0) {
     int e = errno;
@@ -218,18 +221,47 @@ int supervise_start(struct supervise *sup, struct cap_error *err)
    * connect's round trip costs a switch, not two cross-CPU wake-ups.
    * Older kernels: EINVAL, the usual wake-ups. */
   ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+  return 0;
+}
+
+int supervise_fd(const struct supervise *sup)
+{
+  return sup && !sup->pool_started ? sup->listener : -1;
+}
+
+static void answer(const struct supervise *sup, uint64_t id, int result);
+
+void supervise_serve(struct supervise *sup, short revents)
+{
+  if (!sup || sup->pool_started)
+    return;
+  if (!(revents & POLLIN)) { /* POLLHUP: the tool is gone without a connect */
+    sup->pool_started = true;
+    return;
+  }
   pthread_mutex_lock(&sup->lock);
-  bool started = spawn_locked(sup);
+  sup->pool_started = spawn_locked(sup);
   pthread_mutex_unlock(&sup->lock);
-  return started ? 0
-                 : cap_error_set(err, EAGAIN, "cannot start the unix-socket supervisor's thread");
+  if (sup->pool_started)
+    return;
+  /* no thread to be had: this one refuses the connect, and polls again */
+  struct seccomp_notif req = {0};
+  if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0)
+    answer(sup, req.id, -EAGAIN);
 }
 
 /* ---- one connect, in a thread of the pool ---- */
 
+struct view;
+
 struct job {
   struct supervise *sup;
   struct seccomp_notif req;
+  /* what prepare_connect took, with capsule's rights */
+  int sock, domain;
+  struct sockaddr_storage addr;
+  socklen_t len;
+  struct view *view;
 };
 
 static bool still_waiting(const struct job *j)
@@ -403,42 +435,73 @@ static int decide_and_connect(const struct job *j, const struct view *v, int soc
   return connect(sock, (const struct sockaddr *)addr, len) < 0 ? -errno : 0;
 }
 
-/* The connect the tool asked for: its socket and address taken once, the
- * decision and the connect made on those, as the tool's uid where ids
- * matter (*dropped: this thread took them, for good). Returns 0 or
- * -errno. */
-static int perform_connect(const struct job *j, bool *dropped)
+/* The connect the tool asked for, its first half, with capsule's rights:
+ * its socket and address taken once (and, for a unix socket, the tool's
+ * view of its files). 0, or -errno to answer; j->sock is then closed. */
+static int prepare_connect(struct job *j)
 {
   int fd = (int)(uint32_t)j->req.data.args[0]; /* the kernel reads ints */
   int len = (int)(uint32_t)j->req.data.args[2];
-  struct sockaddr_storage addr = {0};
-  if (len < 0 || (size_t)len > sizeof addr)
+  if (len < 0 || (size_t)len > sizeof j->addr)
     return -EINVAL;
-  _cleanup_close_ int sock = take_socket(j, fd);
-  if (sock < 0)
-    return sock;
-  int domain = 0;
-  socklen_t ol = sizeof domain;
-  if (getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &ol) < 0)
-    return -errno; /* ENOTSOCK, as the tool's connect would say */
-  struct iovec local = {.iov_base = &addr, .iov_len = (size_t)len};
+  j->len = (socklen_t)len;
+  j->sock = take_socket(j, fd);
+  if (j->sock < 0)
+    return j->sock;
+  socklen_t ol = sizeof j->domain;
+  int r = getsockopt(j->sock, SOL_SOCKET, SO_DOMAIN, &j->domain, &ol) < 0 ? -errno : 0;
+  struct iovec local = {.iov_base = &j->addr, .iov_len = (size_t)len};
   struct iovec remote = {.iov_base = (void *)(uintptr_t)j->req.data.args[1],
                          .iov_len = (size_t)len};
-  if (len && process_vm_readv((pid_t)j->req.pid, &local, 1, &remote, 1, 0) != len)
-    return -EFAULT;
-  struct view v = {.root = -1, .cwd = -1};
-  int r = domain == AF_UNIX ? view_open(j, &v) : 0;
+  if (r == 0 && len && process_vm_readv((pid_t)j->req.pid, &local, 1, &remote, 1, 0) != len)
+    r = -EFAULT;
+  if (r == 0 && j->domain == AF_UNIX) {
+    j->view = cap_xcalloc(1, sizeof *j->view);
+    *j->view = (struct view){.root = -1, .cwd = -1};
+    r = view_open(j, j->view);
+  }
   if (r == 0 && !still_waiting(j)) /* the memory read was the asking task's */
     r = -ESRCH;
-  /* a unix path resolves with the tool's permissions and a unix peer sees
-   * the tool's uid; nothing reads the caller's ids on an inet connect */
-  if (r == 0 && domain != AF_INET && domain != AF_INET6 && j->sup->drop_creds) {
-    *dropped = true;
-    r = become_tool(j->sup);
+  if (r < 0) { /* ENOTSOCK from SO_DOMAIN, as the tool's connect would say */
+    close(j->sock);
+    j->sock = -1;
   }
+  return r;
+}
+
+/* What prepare_connect took, released without a connect. */
+static void finish_connect_abandon(struct job *j)
+{
+  if (j->view)
+    view_close(j->view);
+  free(j->view);
+  j->view = NULL;
+  close(j->sock);
+  j->sock = -1;
+}
+
+/* A unix path resolves with the tool's permissions and a unix peer sees
+ * the tool's uid; nothing reads the caller's ids on an inet connect. */
+static bool needs_tool_ids(const struct job *j)
+{
+  return j->sup->drop_creds && j->domain != AF_INET && j->domain != AF_INET6;
+}
+
+/* Its second half: the decision and the connect on what was taken (as the
+ * tool's ids when needs_tool_ids: then this thread keeps them). Closes
+ * what prepare_connect took. */
+static int finish_connect(struct job *j)
+{
+  struct view none = {.root = -1, .cwd = -1};
+  struct view *v = j->view ? j->view : &none;
+  int r = needs_tool_ids(j) ? become_tool(j->sup) : 0;
   if (r == 0)
-    r = decide_and_connect(j, &v, sock, domain, &addr, (socklen_t)len);
-  view_close(&v);
+    r = decide_and_connect(j, v, j->sock, j->domain, &j->addr, j->len);
+  view_close(v);
+  free(j->view);
+  j->view = NULL;
+  close(j->sock);
+  j->sock = -1;
   return r;
 }
 
@@ -449,93 +512,145 @@ static void answer(const struct supervise *sup, uint64_t id, int result)
   ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
 
-/* The waiting thread's wait: 1 with a notification in req, 0 with none
- * (the task left or was interrupted), -1 when serving ends (every filtered
- * task is gone, or supervise_free). Only one thread waits at a time, and
- * only after poll said a notification is pending, so RECV never blocks. */
-static int receive(struct supervise *sup, struct seccomp_notif *req)
+/* One thread's wait: 1 with a notification in req, 0 with none (another
+ * thread took it, or the task left or was interrupted), -1 when serving
+ * ends (every filtered task is gone, or supervise_free). RECV waits while
+ * no notification is pending, and nothing would end that wait: it is made
+ * only under recv_lock, right after poll said one is pending. */
+static int receive(struct supervise *sup, int ep, struct seccomp_notif *req)
 {
-  struct pollfd p[2] = {{.fd = sup->listener, .events = POLLIN},
-                        {.fd = sup->stop[0], .events = POLLIN}};
-  for (;;) {
-    if (poll(p, 2, -1) < 0) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    if (p[1].revents)
-      return -1;
-    if (p[0].revents & POLLIN) {
-      memset(req, 0, sizeof *req); /* the kernel wants it zeroed */
-      if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, req) == 0)
-        return 1;
-      return errno == EINTR || errno == ENOENT ? 0 : -1;
-    }
-    if (p[0].revents) /* POLLHUP: every filtered task is gone (a RECV would wait forever) */
-      return -1;
+  struct epoll_event ev[2];
+  int n = epoll_wait(ep, ev, 2, -1);
+  if (n < 0)
+    return errno == EINTR ? 0 : -1;
+  bool ready = false;
+  for (int i = 0; i < n; i++) {
+    if (ev[i].data.u32 == 1 || !(ev[i].events & EPOLLIN))
+      return -1; /* stopped, or POLLHUP: every filtered task is gone */
+    ready = true;
   }
+  if (!ready)
+    return 0;
+  pthread_mutex_lock(&sup->recv_lock);
+  struct pollfd p = {.fd = sup->listener, .events = POLLIN};
+  int got = 0;
+  if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
+    memset(req, 0, sizeof *req); /* the kernel wants it zeroed */
+    if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, req) == 0)
+      got = 1;
+    else if (errno != EINTR && errno != ENOENT)
+      got = -1;
+  }
+  pthread_mutex_unlock(&sup->recv_lock);
+  return got;
 }
 
-/* Someone to wait for the next notification (locked): an idle thread, or a
- * new one. */
-static void hand_on_locked(struct supervise *sup)
+/* This thread's epoll set: the listener (one waiter woken per
+ * notification) and the stop pipe (all of them); -1 on failure. */
+static int pool_epoll(const struct supervise *sup)
 {
-  if (sup->idle)
-    pthread_cond_signal(&sup->cv);
-  else
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event l = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u32 = 0};
+  struct epoll_event s = {.events = EPOLLIN, .data.u32 = 1};
+  if (ep >= 0 && (epoll_ctl(ep, EPOLL_CTL_ADD, sup->listener, &l) < 0 ||
+                  epoll_ctl(ep, EPOLL_CTL_ADD, sup->stop[0], &s) < 0)) {
+    close(ep);
+    return -1;
+  }
+  return ep;
+}
+
+/* A connect that needs the tool's ids (as root) ends in a thread of its
+ * own, made by a pool thread (which keeps root's: a thread inherits its
+ * maker's ids), since no thread can take root's back. */
+static void *tool_ids_main(void *p)
+{
+  struct job *j = p;
+  struct supervise *sup = j->sup;
+  answer(sup, j->req.id, finish_connect(j));
+  free(j);
+  pthread_mutex_lock(&sup->lock);
+  sup->busy--;
+  pthread_mutex_unlock(&sup->lock);
+  unref(sup);
+  return NULL;
+}
+
+/* j, prepared, finished in a thread of its own; false when none could be
+ * made (then it is answered EAGAIN). */
+static bool finish_in_thread(struct job *j)
+{
+  struct job *copy = cap_xcalloc(1, sizeof *copy);
+  *copy = *j;
+  pthread_attr_t attr;
+  pthread_t t;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
+  atomic_fetch_add(&j->sup->refs, 1);
+  bool ok = pthread_create(&t, &attr, tool_ids_main, copy) == 0;
+  pthread_attr_destroy(&attr);
+  if (!ok) {
+    atomic_fetch_sub(&j->sup->refs, 1);
+    free(copy);
+  }
+  return ok;
+}
+
+/* One notification taken (locked): performed, or answered EAGAIN past
+ * MAX_IN_FLIGHT at once. */
+static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
+{
+  if (sup->busy >= MAX_IN_FLIGHT) {
+    pthread_mutex_unlock(&sup->lock);
+    answer(sup, req->id, -EAGAIN);
+    pthread_mutex_lock(&sup->lock);
+    return;
+  }
+  sup->busy++;
+  if (sup->waiting == 0) /* someone must wait for the next one */
     spawn_locked(sup);
+  pthread_mutex_unlock(&sup->lock);
+  struct job j = {.sup = sup, .req = *req, .sock = -1};
+  int r = prepare_connect(&j);
+  if (r == 0 && needs_tool_ids(&j)) {
+    if (finish_in_thread(&j)) {
+      pthread_mutex_lock(&sup->lock); /* busy until that thread is done */
+      return;
+    }
+    finish_connect_abandon(&j);
+    r = -EAGAIN;
+  } else if (r == 0) {
+    r = finish_connect(&j);
+  }
+  answer(sup, j.req.id, r);
+  pthread_mutex_lock(&sup->lock);
+  sup->busy--;
 }
 
 static void *pool_main(void *p)
 {
   struct supervise *sup = p;
+  int ep = pool_epoll(sup);
   pthread_mutex_lock(&sup->lock);
-  for (;;) {
-    while (sup->receiving && !sup->stopping) {
-      sup->idle++;
-      pthread_cond_wait(&sup->cv, &sup->lock);
-      sup->idle--;
-    }
-    if (sup->stopping)
-      break;
-    sup->receiving = true;
+  while (ep >= 0 && !sup->stopping) {
+    sup->waiting++;
     pthread_mutex_unlock(&sup->lock);
-    struct job j = {.sup = sup};
-    int got = receive(sup, &j.req);
+    struct seccomp_notif req;
+    int got = receive(sup, ep, &req);
     pthread_mutex_lock(&sup->lock);
+    sup->waiting--;
     if (got < 0) {
       sup->stopping = true; /* nothing more to serve: every thread leaves */
-      sup->receiving = false;
-      pthread_cond_broadcast(&sup->cv);
       break;
     }
-    if (got == 0) {
-      sup->receiving = false;
-      continue;
-    }
-    if (sup->busy >= MAX_IN_FLIGHT) { /* this one answers at once and waits again */
-      pthread_mutex_unlock(&sup->lock);
-      answer(sup, j.req.id, -EAGAIN);
-      pthread_mutex_lock(&sup->lock);
-      sup->receiving = false;
-      continue;
-    }
-    sup->busy++;
-    sup->receiving = false;
-    hand_on_locked(sup);
-    pthread_mutex_unlock(&sup->lock);
-    bool dropped = false;
-    answer(sup, j.req.id, perform_connect(&j, &dropped));
-    pthread_mutex_lock(&sup->lock);
-    sup->busy--;
-    if (dropped) { /* the tool's ids for good: this thread ends */
-      if (!sup->receiving && !sup->stopping)
-        hand_on_locked(sup);
-      break;
-    }
+    if (got > 0)
+      serve_locked(sup, &req);
   }
   sup->threads--;
   pthread_mutex_unlock(&sup->lock);
+  if (ep >= 0)
+    close(ep);
   unref(sup);
   return NULL;
 }
@@ -568,7 +683,6 @@ void supervise_free(struct supervise *sup)
     return;
   pthread_mutex_lock(&sup->lock);
   sup->stopping = true;
-  pthread_cond_broadcast(&sup->cv);
   pthread_mutex_unlock(&sup->lock);
   if (write(sup->stop[1], "x", 1) < 0) {
     /* a new pipe always takes a byte */

@@ -7,8 +7,10 @@
  * socket itself, with write access) and sockets on the sandbox's private
  * tmpfs are reached. Lifecycle, all in spawn.c's sandbox_run:
  *   supervise_prepare (before clone) -> supervise_in_child (child) ->
- *   supervise_start (parent, once setup succeeded: its pool of threads
- *   serves the notifications from then on) -> supervise_free.
+ *   supervise_start (parent, once setup succeeded) -> supervise_fd /
+ *   supervise_serve (the supervise loop, until the first notification
+ *   starts the pool of threads that serves them from then on) ->
+ *   supervise_free.
  * A NULL supervisor (ABI 9 and later: Landlock holds it) makes every call
  * a no-op. Not thread-safe: one thread drives it; the connects it performs
  * run in its pool's threads. */
@@ -42,9 +44,17 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
 /* In the child, before pid 1 forks the command. */
 void supervise_in_child(struct supervise *sup);
 
-/* In the parent once the command has exec'd: takes the listener it sent
- * and starts the threads that serve it. */
+/* In the parent once the command has exec'd: takes the listener it sent. */
 int supervise_start(struct supervise *sup, struct cap_error *err);
+
+/* The listener for the supervise loop to poll for POLLIN until the first
+ * notification (-1 from then on, or without a supervisor): a run whose
+ * tool never connects makes no thread. */
+int supervise_fd(const struct supervise *sup);
+
+/* With what poll said of supervise_fd: starts the pool, which serves that
+ * notification and every later one. */
+void supervise_serve(struct supervise *sup, short revents);
 
 /* Stops the pool and releases the supervisor; connects still in flight
  * finish on their own. */

@@ -330,6 +330,31 @@ static int foreign_abi(void)
 #endif
 }
 
+/* file capabilities (security.capability) and trusted.* attributes on a
+ * file the tool makes in a writable grant: as root such a file is the
+ * caller's on the host, and a capability there would run with it */
+static int xattrs(const char *dir)
+{
+  char path[512];
+  snprintf(path, sizeof path, "%s/fcaps-%d", dir, (int)getpid());
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+  if (fd < 0)
+    return blocked("create a file in the writable grant");
+  close(fd);
+  /* VFS_CAP_REVISION_2: cap_setuid (bit 7) permitted and effective */
+  uint32_t cap[5] = {0x02000001u, 1u << 7, 0, 0, 0};
+  long r1 = syscall(SYS_setxattr, path, "security.capability", cap, sizeof cap, 0);
+  int e1 = errno;
+  long r2 = syscall(SYS_setxattr, path, "trusted.overlay.opaque", "y", 1, 0);
+  unlink(path);
+  if (r1 == 0)
+    return escaped("set security.capability on a file in a writable grant");
+  if (r2 == 0)
+    return escaped("set a trusted.* attribute");
+  errno = e1;
+  return blocked("file capabilities and trusted.* attributes");
+}
+
 /* a Covenant agent (serve_fds.sh): one line in, its descriptors beyond
  * 0-2 and whether pid 1's can be listed, as one JSON line out */
 static int agent_fds(void)
@@ -383,5 +408,7 @@ int kernel_probe(int argc, char **argv)
     return proc_sys();
   if (!strcmp(cmd, "foreign-abi"))
     return foreign_abi();
+  if (!strcmp(cmd, "xattrs"))
+    return xattrs(arg);
   return -1;
 }

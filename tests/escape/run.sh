@@ -114,6 +114,7 @@ run_suite() {
   expect "$u" userfaultfd "userfaultfd (user mode only)" 0 -- "$h" userfaultfd
   expect "$u" proc-sys "/proc/sys and /proc/sysrq-trigger" 0 -- "$h" proc-sys
   expect "$u" foreign-abi "unshare through the x32 and i386 ABIs" 0 -- "$h" foreign-abi
+  expect "$u" xattrs "file capabilities on a file in a writable grant" 0 --allow-rw "$work/rw" -- "$h" xattrs "$work/rw"
   expect "$u" memfd-exec "a program in a memfd, run by its /proc path" 0 --config "$work/allowed.json" -- "$h" memfd-exec /usr/bin/ls
   # a memory cgroup kills the bomb (125); without a writable one capsule
   # falls back to RLIMIT_DATA, which the bomb meets as malloc failure (0)

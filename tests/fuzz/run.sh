@@ -43,6 +43,9 @@ printf ': keepalive\n\ndata: {"event":"tool.started","run_id":"r1","tool":"termi
 mkdir -p "$work/volume_name"
 printf 'alice' >"$work/volume_name/plain"
 printf '%%2Fetc%%2F..%%00x/y..' >"$work/volume_name/encoded"
+mkdir -p "$work/id_registry"
+printf '0 capsule-id-ranges-format-2 /\n1879048192 alpha/0123456789abcdef0123456789abcdef@4026531832:65024:11 /var/lib/s t\n1879113728 my%%20tool /root/.local/state/capsule\n' >"$work/id_registry/lines"
+printf '0 capsule-id-ranges-format-9x /\nGARBAGE\n1 a@1:2:3@4:5:6 /x\n-5 b /\n' >"$work/id_registry/odd"
 mkdir -p "$work/image"
 printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%064d","size":349,"annotations":{"org.opencontainers.image.ref.name":"example.org/a:1"}}]}' 0 >"$work/image/index"
 printf '{"schemaVersion":2,"config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%064d","size":3},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%064d","size":9}]}' 1 2 >"$work/image/manifest"
@@ -81,7 +84,7 @@ printf 'csrf=%064d&capability=a%%2Eb&tool=x+y&policy=allow&user=&bad=%%zz%%4&=v&
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp dns sni grpc_msg state_sql ui_form}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp dns sni grpc_msg state_sql ui_form id_registry}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

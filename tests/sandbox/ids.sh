@@ -282,7 +282,27 @@ root_registry() {
   expect root "the registry is rewritten by rename (no leftover), 0600, lock file beside it" $?
   head -1 "$reg" | grep -qx '0 capsule-id-ranges-format-2 /'
   expect root "its first line names its format (a line earlier capsules keep)" $? "$(head -2 "$reg")"
+  command -v unshare >/dev/null && root_registry_dead_ns
   [ "${CAPSULE_TEST_HOOKS:-0}" = 1 ] && root_registry_format
+}
+
+# a capsule in a private mount namespace (a service's PrivateTmp=) adds a
+# line of its namespace; once no process is in it, the line is dropped
+# where a live line records the same directory and range, and kept where
+# none does (a directory only that namespace saw)
+root_registry_dead_ns() {
+  local real; real=$(realpath "$st-moved")
+  unshare -m --propagation private "$capsule" run --state "$st-moved" --config "$work/gamma/p.json" -- true
+  local n1; n1=$(grep -cF " $real" "$reg")
+  mkdir -p "$work/hidden"
+  unshare -m --propagation private sh -c "mount -t tmpfs none '$work/hidden' && '$capsule' run --state '$work/hidden/st' -- true"
+  local n2; n2=$(grep -cF " $work/hidden/st" "$reg")
+  # the next write of the registry (a new range here; a root run that
+  # finds its own line does not write)
+  "$capsule" run --state "$work/another-state" -- true
+  local n3 n4; n3=$(grep -cF " $real" "$reg"); n4=$(grep -cF " $work/hidden/st" "$reg")
+  [ "$n1" = 2 ] && [ "$n3" = 1 ] && [ "$n2" = 1 ] && [ "$n4" = 1 ]
+  expect root "a dead namespace's line: dropped beside a live one, kept alone ($n1->$n3, $n2->$n4)" $? "$(grep -F "$work/" "$reg")"
 }
 
 # a registry this capsule cannot read in full (a later format, or a line

@@ -1,7 +1,9 @@
 # A throwaway PostgreSQL for the state tests: initdb in a temporary
 # directory, a unix socket in it, no TCP, no system service. Sourced;
 # pg_start sets PGDATA_DIR, PGSOCK and PGURL; pg_stop ends it. As root the
-# server runs as nobody (initdb refuses root).
+# server runs as nobody (initdb refuses root). Tests run it without fsync;
+# PG_DURABILITY replaces that (bench/scale: fsync on, synchronous_commit
+# off, as SQLite's WAL with synchronous=NORMAL).
 pg_bin=""
 for d in /usr/lib/postgresql/15/bin /usr/lib/postgresql/*/bin /usr/local/bin /usr/bin; do
   if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then pg_bin=$d; break; fi
@@ -27,7 +29,7 @@ pg_start() { # $1: a directory to hold the cluster
 
 pg_resume() {
   pg_as "$pg_bin/pg_ctl" -D "$PGDATA_DIR" -l "$PGDATA_DIR/../pg.log" -w -t 60 \
-    -o "-c listen_addresses='' -c unix_socket_directories='$PGSOCK' -c fsync=off -c max_connections=60" \
+    -o "-c listen_addresses='' -c unix_socket_directories='$PGSOCK' ${PG_DURABILITY:--c fsync=off} -c max_connections=60" \
     start >/dev/null
 }
 

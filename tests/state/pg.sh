@@ -65,7 +65,16 @@ url2=$(newdb funcs65534)
 n1=$(gw n1) && chown 65534:65534 "$n1"
 expect funcs-postgres-uid-65534 0 '^[0-9]+ checks, 0 failed$' \
   as_nobody env CAPSULE_STATE="$url2" "$helper" funcs "$n1"
-expect schema-version 0 '^7$' psql_at -c 'SELECT version FROM capsule_schema' funcs
+if command -v sqlite3 >/dev/null; then # the same version on both backends
+  v=$(sqlite3 "$work/lite/state.db" 'PRAGMA user_version')
+  expect schema-version-as-sqlite 0 "^$v\$" psql_at -c 'SELECT version FROM capsule_schema' funcs
+else
+  expect schema-version 0 '^[0-9]+$' psql_at -c 'SELECT version FROM capsule_schema' funcs
+fi
+psql_at -c 'UPDATE capsule_schema SET version = 99' funcs65534
+expect schema-newer-refused 1 'has schema version 99, newer than this capsule knows' \
+  env CAPSULE_STATE="$url2" "$helper" open "$(gw newer)"
+expect schema-newer-unchanged 0 '^99$' psql_at -c 'SELECT version FROM capsule_schema' funcs65534
 
 echo "the state key"
 other=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -145,6 +154,88 @@ expect migrate-into-nonempty-refused 1 'holds a state already' env XDG_STATE_HOM
 expect migrate-needs-url 1 'takes a postgres:// or postgresql:// URL' \
   "$capsule" state migrate --from "$src" --to "$work/dir"
 expect migrate-usage 2 'give --from DIR and --to URL' "$capsule" state migrate --from "$src"
+
+echo "calls through capsule on PostgreSQL"
+if "$capsule" run -- /bin/true 2>/dev/null; then
+  url=$(newdb calls)
+  caps=$work/caps
+  agent() { # agent ID SCRIPT-BODY: a Covenant agent in sh
+    mkdir -p "$caps/agents/$1"
+    printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" >"$caps/agents/$1/agent.toml"
+    printf '#!/bin/sh\n%s\n' "$2" >"$caps/agents/$1/run.sh"
+    chmod 755 "$caps/agents/$1/run.sh"
+  }
+  agent echo 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
+  agent slow 'echo started >&2; sleep 600'
+  wait_for() { local i; for i in $(seq 600); do "$@" && return 0; sleep 0.1; done; return 1; }
+  ga=$(gw ca) gb=$(gw cb) gc=$(gw cc)
+  expect call-policy-ask 0 'ask' env XDG_STATE_HOME="$ga" "$capsule" policy set echo dispatch ask --caps "$caps" --state "$url"
+  # gateway B's call waits; gateway A's operator approves it
+  XDG_STATE_HOME=$gb "$capsule" call --caps "$caps" --state "$url" --wait-approval 120 echo dispatch \
+    '{"text": "waited"}' >"$work/call.out" 2>&1 </dev/null &
+  caller=$!
+  pending() { XDG_STATE_HOME=$ga "$capsule" approvals --state "$url" 2>/dev/null | grep -oE '^[0-9a-f]{8}' | head -1; }
+  if wait_for pending >/dev/null; then
+    id=$(pending)
+    expect call-approved-on-a 0 approved env XDG_STATE_HOME="$ga" "$capsule" approve "$id" --state "$url"
+    wait $caller
+    st=$?
+    [ $st = 0 ] && grep -q '"got"' "$work/call.out" && grep -q waited "$work/call.out" &&
+      ok call-waiting-on-b-runs || bad "call-waiting-on-b-runs (exit $st)" "$(cat "$work/call.out")"
+  else
+    bad call-pending-seen-on-a; kill "$caller"; wait "$caller"
+  fi
+  expect call-audited-ask-approved 0 'echo.dispatch ask-approved .* ok' \
+    env XDG_STATE_HOME="$gc" "$capsule" audit --state "$url"
+  # gateway C killed mid-call: its next start records the call, interrupted
+  env XDG_STATE_HOME="$gc" "$capsule" policy set slow dispatch allow --caps "$caps" --state "$url" >/dev/null
+  XDG_STATE_HOME=$gc "$capsule" call --caps "$caps" --state "$url" slow dispatch '{"text": "x"}' >"$work/slow.out" 2>&1 </dev/null &
+  cpid=$!
+  if wait_for grep -q started "$gc/capsule/logs/slow.log" 2>/dev/null; then ok slow-call-running
+  else bad slow-call-running "$(cat "$work/slow.out")"; fi
+  kill -9 "$cpid"
+  wait "$cpid" 2>/dev/null
+  recorded() { XDG_STATE_HOME=$gc "$capsule" audit --state "$url" 2>/dev/null | grep -q 'slow.dispatch allow [0-9]*ms interrupted$'; }
+  wait_for recorded && ok killed-call-recorded-interrupted || bad killed-call-recorded-interrupted
+  expect interrupted-chain-verifies-elsewhere 0 'audit log verified' \
+    env XDG_STATE_HOME="$ga" "$capsule" audit verify --state "$url"
+  # the server restarted during calls from 4 gateways
+  env XDG_STATE_HOME="$ga" "$capsule" policy set echo dispatch allow --caps "$caps" --state "$url" >/dev/null
+  for i in 1 2 3 4; do
+    gi=$(gw "k$i")
+    (for k in $(seq 25); do
+      if XDG_STATE_HOME=$gi "$capsule" call --caps "$caps" --state "$url" echo dispatch \
+        "{\"text\": \"k$i-$k\"}" >/dev/null 2>>"$work/k$i.err" </dev/null; then echo ok; else echo fail; fi
+    done >"$work/k$i.out") &
+  done
+  sleep 1
+  pg_stop immediate
+  pg_resume || bad "the server came back"
+  wait
+  for i in 1 2 3 4; do # each gateway's next start appends what it kept
+    XDG_STATE_HOME=$work/gw/k$i "$capsule" audit --state "$url" >/dev/null 2>&1
+  done
+  calls_ok=$(cat "$work"/k?.out | grep -c '^ok$')
+  calls_failed=$(cat "$work"/k?.out | grep -c '^fail$')
+  XDG_STATE_HOME=$ga "$capsule" audit --json --state "$url" >"$work/calls.json" 2>/dev/null
+  if python3 - "$work/calls.json" "$calls_ok" "$calls_failed" <<'PY'
+import json, sys, collections
+recs = [r for r in json.load(open(sys.argv[1])) if r["capability"] == "echo" and r["decision"] == "allow"]
+ok, failed = int(sys.argv[2]), int(sys.argv[3])
+hashes = collections.Counter(r["args_sha256"] for r in recs)
+twice = [h for h, n in hashes.items() if n > 1]
+print(f"  ({len(recs)} records of {ok} calls that succeeded and {failed} that failed)")
+sys.exit(0 if not twice and ok <= len(recs) <= ok + failed and ok > 0 else 1)
+PY
+  then ok restart-calls-none-twice-none-lost
+  else bad restart-calls-none-twice-none-lost "$(head -3 "$work"/k?.err)"; fi
+  grep -hv '^$' "$work"/k?.err | grep -vqE 'state database|audit log|connection|server' &&
+    bad restart-calls-fail-cleanly "$(grep -h . "$work"/k?.err | sort | uniq -c | head -5)" || ok restart-calls-fail-cleanly
+  expect restart-calls-chain-verifies 0 'audit log verified' \
+    env XDG_STATE_HOME="$gb" "$capsule" audit verify --state "$url"
+else
+  echo "  (skipped: this host cannot create the sandbox's namespaces)"
+fi
 
 echo "the server restarted while 4 gateways append"
 url=$(newdb restart)

@@ -139,11 +139,14 @@ static void funcs_plugins(struct gw_state *st)
   free(v);
   n = 0;
   CHECK(gw_events_each(st, 0, count_event, &n, &err) == 0 && n == 2);
-  CHECK(gw_trigger_configure(st, "c", "tr", 0, "c2", "t2", &err) == 0);
-  CHECK(gw_trigger_config(st, "c", "tr", true, &enabled, &cc, &ct, &err) == 0 && !enabled);
+  CHECK(gw_trigger_configure(st, "c", "tr", 0, "c2", "t2", "{\"p\":1}", &err) == 0);
+  char *cp = NULL;
+  CHECK(gw_trigger_config(st, "c", "tr", true, &enabled, &cc, &ct, &cp, &err) == 0 && !enabled);
   CHECK_STR(cc, "c2");
+  CHECK_STR(cp, "{\"p\":1}"); /* schema 8: the trigger call's parameters */
   free(cc);
   free(ct);
+  free(cp);
   CHECK(gw_trigger_lease(st, "c", "tr", "", "g1", 60000, &taken, &err) == 0 && taken);
   CHECK(gw_trigger_lease(st, "c", "tr", "", "g2", 60000, &taken, &err) == 0 && !taken);
   CHECK(gw_trigger_release(st, "c", "tr", "", "g1", &err) == 0);
@@ -265,6 +268,9 @@ static void funcs_approvals_audit(struct gw_state *st)
         f.n == 1 && f.last_seq == r.seq && more == (r.seq > 1));
   if (err.message)
     fprintf(stderr, "verify: %s\n", err.message);
+  bool has = false;
+  CHECK(gw_db_column_exists(gw_state_db(st), "trigger_config", "call_tool", &has) == 0 && has);
+  CHECK(gw_db_column_exists(gw_state_db(st), "trigger_config", "nope", &has) == 0 && !has);
   uint32_t base = 0;
   CHECK(gw_state_id_range(st, "c", false, &base, &err) == 0 && base == 0);
   cap_error_clear(&err);
