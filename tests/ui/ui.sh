@@ -13,7 +13,8 @@
 # completes; change a policy and see it decide the next call; find an
 # audit record by filters. As root and as uid 65534 (the browser always
 # runs as root: it only talks HTTP to the server). TLS (root): the cookie
-# is Secure, named __Host-capsule_ui.
+# is Secure, named __Host-capsule_ui. PostgreSQL (root, when installed):
+# the approvals and the audit search on a PostgreSQL state.
 # Usage: ui.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -37,7 +38,8 @@ fi
 work=$(mktemp -d /var/tmp/capsule-ui.XXXXXX)
 chmod 755 "$work"
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; ! declare -F pg_stop >/dev/null || pg_stop immediate
+      rm -rf "$work" "$CAPSULE_STATE"' EXIT
 export CAPSULE_STATE_KEY=
 pass=0 fail=0
 ok() { echo "  ok   $1"; pass=$((pass + 1)); }
@@ -233,8 +235,37 @@ tls() { # the cookie of an HTTPS dashboard is Secure, with the __Host- prefix
   wait "$server"
 }
 
+pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwaway server)
+  source "$root/tests/state/pg-lib.sh"
+  [ -n "$pg_bin" ] || { echo "  (PostgreSQL is not installed: its part skipped; scripts/deps.sh test)"; return; }
+  pg_start "$work/pg" || { bad "pg: server-starts"; return; }
+  local url=$PGURL op jar=$work/jar-pg id
+  wrap=()
+  export CAPSULE_STATE_KEY=$(printf '%064d' 42) XDG_STATE_HOME=$work/pg-local # its local files
+  C() { "$capsule" "$@"; }
+  C --state "$url" policy set --caps "$caps" asker dispatch ask >/dev/null
+  op=$(C --state "$url" access issue op --operator 2>/dev/null)
+  start "$url" "$work/serve-pg.log" --ui 127.0.0.1:0 ||
+    { bad "pg: serve-starts"; cat "$work/serve-pg.log"; pg_stop; return; }
+  U=http://$url
+  [ "$(sign_in "$jar" "$op")" = 303 ] && ok "pg: signs-in" || bad "pg: signs-in"
+  C --state "$PGURL" call --caps "$caps" asker dispatch '{"text":"on postgres"}' >/dev/null 2>&1
+  id=$(curl -s -b "$jar" "$U/approvals" | grep -o 'id="approval-[0-9a-f]*"' | head -1 | grep -o '[0-9a-f]\{8\}')
+  [ -n "$id" ] && ok "pg: pending-approval-listed" || bad "pg: pending-approval-listed"
+  curl -s -o /dev/null -b "$jar" -d "csrf=$(curl -s -b "$jar" "$U/approvals" | csrf_of)&id=$id&decision=approve" "$U/approvals/decide"
+  C --state "$PGURL" call --caps "$caps" asker dispatch '{"text":"on postgres"}' 2>/dev/null | grep -q 'on postgres' &&
+    ok "pg: approved-call-runs" || bad "pg: approved-call-runs"
+  curl -s -b "$jar" "$U/audit?q=asker&decision=ask-approved&verify=1" >"$work/page"
+  [ "$(grep -c '<tr class="record"' "$work/page")" = 1 ] && grep -q '<td class="chain ok">ok</td>' "$work/page" &&
+    grep -q 'The chain verifies' "$work/page" && ok "pg: audit-search-and-verify" || bad "pg: audit-search-and-verify"
+  kill -TERM "$server"
+  wait "$server"
+  pg_stop
+}
+
 run_as root
 run_as nobody
 tls
+[ "$(id -u)" = 0 ] && pg
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
