@@ -9,8 +9,8 @@
 # override, bad ones 400), readiness, the listings; then
 # in a real browser (Debian's chromium driven by puppeteer-core,
 # tests/ui/browser.mjs): sign in, see a pending approval arrive live and
-# approve it while a `capsule call` waits in the background, which then
-# completes; change a policy and see it decide the next call; find an
+# approve it while a `capsule call --wait-approval` waits in the
+# background, which then completes; change a policy and see it decide the next call; find an
 # audit record by filters. As root and as uid 65534 (the browser always
 # runs as root: it only talks HTTP to the server). TLS (root): the cookie
 # is Secure, named __Host-capsule_ui. PostgreSQL (root, when installed):
