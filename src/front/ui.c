@@ -38,7 +38,8 @@
 
 struct ui_sess {
   char id[65], csrf[65];
-  char *user; /* NULL: signed out (the login form's session) */
+  char *user;  /* NULL: signed out (the login form's session) */
+  char *token; /* the one it signed in with, checked again on each request */
   uint64_t created_ms, last_ms;
 };
 
@@ -74,6 +75,9 @@ static void random_hex(char out[65])
 static void sess_drop(struct serve_ui *u, size_t i)
 {
   free(u->sessions[i].user);
+  if (u->sessions[i].token)
+    sodium_memzero(u->sessions[i].token, strlen(u->sessions[i].token));
+  free(u->sessions[i].token);
   sodium_memzero(&u->sessions[i], sizeof u->sessions[i]);
   u->sessions[i] = u->sessions[--u->n];
 }
@@ -126,13 +130,14 @@ static void sess_room(struct serve_ui *u, bool signing_in)
     sess_drop(u, old != SIZE_MAX ? old : sess_oldest(u, false, &n_anon));
 }
 
-static struct ui_sess *sess_new(struct serve_ui *u, char *user)
+static struct ui_sess *sess_new(struct serve_ui *u, char *user, const char *token)
 {
   sess_room(u, user != NULL);
   struct ui_sess *s = &u->sessions[u->n++];
   random_hex(s->id);
   random_hex(s->csrf);
   s->user = user;
+  s->token = token ? cap_xstrdup(token) : NULL;
   s->created_ms = s->last_ms = mono_ms();
   return s;
 }
@@ -320,7 +325,7 @@ static enum MHD_Result do_login(struct serve_ui *u, struct MHD_Connection *c, st
                       NULL);
   }
   sess_drop(u, (size_t)(s - u->sessions)); /* a new id once signed in */
-  s = sess_new(u, user);
+  s = sess_new(u, user, token);
   char *cookie = cookie_for(u, s->id);
   pthread_mutex_unlock(&u->mu);
   u->hooks->ui_log(u->sv, "signed in", user);
@@ -329,6 +334,28 @@ static enum MHD_Result do_login(struct serve_ui *u, struct MHD_Connection *c, st
 
 static enum MHD_Result page(struct serve_ui *u, struct MHD_Connection *c, const char *url,
                             const char *method, struct ui_req *q, struct ui_sess *s);
+
+/* The session's token checked again (revoked since?). Called and returns
+ * with u->mu held; the session found again by its id (another thread may
+ * have moved it meanwhile), or NULL once it is dropped. */
+static struct ui_sess *recheck(struct serve_ui *u, struct ui_sess *s)
+{
+  char sid[65];
+  memcpy(sid, s->id, sizeof sid);
+  _cleanup_free_ char *token = cap_xstrdup(s->token);
+  pthread_mutex_unlock(&u->mu);
+  char *user = NULL;
+  int r = u->hooks->ui_login(u->sv, token, &user);
+  sodium_memzero(token, strlen(token));
+  free(user);
+  pthread_mutex_lock(&u->mu);
+  s = sess_find(u, sid);
+  if (r < 0 && s) {
+    sess_drop(u, (size_t)(s - u->sessions));
+    s = NULL;
+  }
+  return s;
+}
 static enum MHD_Result events(struct serve_ui *u, struct MHD_Connection *c, const char *sid);
 
 /* Everything but the assets, with u->mu held (released here). */
@@ -355,7 +382,7 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
       return do_login(u, c, q, s);
     char *cookie = NULL;
     if (!s) {
-      s = sess_new(u, NULL);
+      s = sess_new(u, NULL, NULL);
       cookie = cookie_for(u, s->id);
     }
     _cleanup_free_ char *csrf = cap_xstrdup(s->csrf);
@@ -366,6 +393,11 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
     pthread_mutex_unlock(&u->mu);
     return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login")
                 : redirect(c, "/login", NULL);
+  }
+  if (!(s = recheck(u, s))) {
+    pthread_mutex_unlock(&u->mu);
+    return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: the token was revoked")
+                : redirect(c, "/login", cookie_gone(u));
   }
   if (post && strcmp(url, "/logout") == 0) {
     sess_drop(u, (size_t)(s - u->sessions));
@@ -419,7 +451,8 @@ struct stream_state {
 static bool sess_alive(struct serve_ui *u, const char *sid)
 {
   pthread_mutex_lock(&u->mu);
-  bool alive = sess_find(u, sid) != NULL;
+  struct ui_sess *s = sess_find(u, sid);
+  bool alive = s && s->user && recheck(u, s);
   pthread_mutex_unlock(&u->mu);
   return alive;
 }

@@ -22,6 +22,7 @@
 #include "gateway/grants.h"
 #include "gateway/ready.h"
 #include "gateway/registry.h"
+#include "gateway/selu.h"
 #include "gateway/state.h"
 
 /* ---- the frame ---- */
@@ -145,13 +146,13 @@ static void policy_form(struct cap_buf *b, const struct ui_request *rq, const ch
 }
 
 static void tools_table(struct gw_state *st, struct cap_buf *b, const struct ui_request *rq,
-                        const struct cap_spec *spec)
+                        const struct cap_spec *spec, const struct cap_tool *tools, size_t n)
 {
   static const char *const cols[] = {"tool",   "description", "effective policy",
                                      "source", "change",      NULL};
   ui_thead(b, cols);
-  for (size_t i = 0; i < spec->n_tools; i++) {
-    const struct cap_tool *t = &spec->tools[i];
+  for (size_t i = 0; i < n; i++) {
+    const struct cap_tool *t = &tools[i];
     enum cap_policy policy = CAP_POLICY_BLOCK;
     const char *source = "?";
     struct cap_error err = {0};
@@ -209,13 +210,25 @@ static void grants_list(struct cap_buf *b, const struct cap_spec *spec)
     cap_buf_printf(b, "</code>%s", spec->secrets[i].required ? " (required)" : "");
   }
   const struct cap_limits *l = &spec->limits;
-  cap_buf_printf(b,
-                 "</dd><dt>limits</dt><dd>memory %llu MiB, cpu %.2f, cpu per task %llu ms, wall "
-                 "%llu ms, pids %llu, files %llu, disk %llu MiB</dd></dl>\n",
-                 (unsigned long long)(l->memory_bytes >> 20), l->cpu_fraction,
-                 (unsigned long long)l->cpu_ms_per_task, (unsigned long long)l->wall_ms,
-                 (unsigned long long)l->pids, (unsigned long long)l->nofile,
-                 (unsigned long long)(l->disk_bytes >> 20));
+  const struct {
+    const char *name, *unit;
+    uint64_t value;
+  } limits[] = {
+      {"memory", " MiB", l->memory_bytes >> 20},
+      {"cpu per task", " ms", l->cpu_ms_per_task},
+      {"wall", " ms", l->wall_ms},
+      {"pids", "", l->pids},
+      {"files", "", l->nofile},
+      {"disk", " MiB", l->disk_bytes >> 20},
+  };
+  cap_buf_puts(b, "</dd><dt>limits</dt><dd>");
+  if (l->cpu_fraction > 0)
+    cap_buf_printf(b, "cpu %.2f, ", l->cpu_fraction);
+  for (size_t i = 0; i < ARRAY_SIZE(limits); i++)
+    if (limits[i].value)
+      cap_buf_printf(b, "%s %llu%s, ", limits[i].name, (unsigned long long)limits[i].value,
+                     limits[i].unit);
+  cap_buf_puts(b, "the rest unlimited</dd></dl>\n");
 }
 
 /* Whether it can start, as `capsule list` checks it (a dry run). */
@@ -277,17 +290,43 @@ static void page_capabilities(struct serve *sv, const struct ui_request *rq,
       ui_h(b, spec->id);
       cap_buf_puts(b, "\">Check readiness</a></p>");
     }
-    tools_table(sv->opt->st, b, rq, spec);
+    struct gw_tools found = {0};
+    if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) /* those its last discovery found */
+      gw_selu_cached_tools(sv->cache, spec, &found, &err);
+    cap_error_clear(&err);
+    if (spec->n_tools || found.n)
+      tools_table(sv->opt->st, b, rq, spec, found.n ? found.tools : spec->tools,
+                  found.n ? found.n : spec->n_tools);
+    else
+      cap_buf_printf(b, "<p class=\"muted\">%s</p>",
+                     spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC
+                         ? "Its tools are discovered on its first call."
+                     : spec->runtime.kind == CAP_RUNTIME_EXEC
+                         ? "No tools: a command sandbox for <code>capsule run</code>."
+                         : "No tools declared.");
+    gw_tools_free(&found);
     cap_buf_puts(b, "</section>\n");
   }
   ui_end(out);
 }
 
-static const struct cap_tool *find_tool(const struct gw_registry *reg, const char *cap,
-                                        const char *tool)
+/* Whether cap has tool: among its own, or (tool_source dynamic) those its
+ * last discovery found. */
+static bool has_tool(struct serve *sv, const char *cap, const char *tool)
 {
-  const struct cap_spec *spec = cap ? gw_registry_find(reg, cap) : NULL;
-  return spec && tool ? gw_spec_tool(spec, tool) : NULL;
+  const struct cap_spec *spec = cap ? gw_registry_find(&sv->cur->reg, cap) : NULL;
+  if (!spec || !tool)
+    return false;
+  if (gw_spec_tool(spec, tool))
+    return true;
+  struct gw_tools found = {0};
+  struct cap_error err = {0};
+  if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC)
+    gw_selu_cached_tools(sv->cache, spec, &found, &err);
+  cap_error_clear(&err);
+  bool has = gw_tools_find(&found, tool) != NULL;
+  gw_tools_free(&found);
+  return has;
 }
 
 /* POST /policy: capability, tool, policy, user (empty: the operator's default). */
@@ -301,7 +340,7 @@ static void post_policy(struct serve *sv, const struct ui_request *rq, struct ui
       p = i;
   if (p < 0)
     return ui_fail(out, rq, 400, "the policy is allow, ask or block");
-  if (!find_tool(&sv->cur->reg, cap, tool))
+  if (!has_tool(sv, cap, tool))
     return ui_fail(out, rq, 400, "no such capability and tool in the registry");
   if (!user)
     user = "";

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "gateway/state_int.h"
 
 const char *gw_chain_status_name(enum gw_chain_status s)
@@ -13,23 +14,29 @@ const char *gw_chain_status_name(enum gw_chain_status s)
   return names[s];
 }
 
-/* One statement, each filter bound or NULL (NULL matches anything); the
- * casts give PostgreSQL the parameters' types, and the substring test is
- * each backend's own (instr, strpos). */
-static const char audit_query_sql[] =
-    "SELECT a.seq, a.time, a.user, a.capability, a.tool, a.args_hash, a.decision, a.duration_ms,"
-    " a.outcome, a.result_hash, a.prev, a.hash, p.hash FROM audit a"
-    " LEFT JOIN audit p ON p.seq = a.seq - 1"
-    " WHERE (CAST(?1 AS TEXT) IS NULL OR a.capability = ?1)"
-    " AND (CAST(?2 AS TEXT) IS NULL OR a.user = ?2)"
-    " AND (CAST(?3 AS TEXT) IS NULL OR a.decision = ?3)"
-    " AND (CAST(?4 AS TEXT) IS NULL OR %s(a.user || ' ' || a.capability || ' ' || a.tool || ' ' ||"
-    " a.decision || ' ' || a.outcome, ?4) > 0)"
-    " AND (CAST(?5 AS BIGINT) IS NULL OR a.seq < ?5) ORDER BY a.seq DESC LIMIT ?6";
-
-static void bind_filter(struct gw_stmt *s, int i, const char *v)
+/* The statement for f: only the filters given, each a bound parameter
+ * (a clause like "? IS NULL OR seq < ?" would keep SQLite from walking
+ * the rowid from the page's start: a deep page scanned from the top).
+ * The substring test is each backend's own (instr, strpos). */
+void gw_audit_query_sql(const struct gw_audit_filter *f, enum gw_db_kind kind, struct cap_buf *out)
 {
-  gw_stmt_bind_text(s, i, v && *v ? v : NULL);
+  cap_buf_puts(out, "SELECT a.seq, a.time, a.user, a.capability, a.tool, a.args_hash, a.decision,"
+                    " a.duration_ms, a.outcome, a.result_hash, a.prev, a.hash, p.hash FROM audit a"
+                    " LEFT JOIN audit p ON p.seq = a.seq - 1 WHERE 1 = 1");
+  if (f->capability && *f->capability)
+    cap_buf_puts(out, " AND a.capability = ?");
+  if (f->user && *f->user)
+    cap_buf_puts(out, " AND a.user = ?");
+  if (f->decision && *f->decision)
+    cap_buf_puts(out, " AND a.decision = ?");
+  if (f->text && *f->text)
+    cap_buf_printf(out,
+                   " AND %s(a.user || ' ' || a.capability || ' ' || a.tool || ' ' || a.decision"
+                   " || ' ' || a.outcome, ?) > 0",
+                   kind == GW_DB_POSTGRES ? "strpos" : "instr");
+  if (f->before > 0)
+    cap_buf_puts(out, " AND a.seq < ?");
+  cap_buf_puts(out, " ORDER BY a.seq DESC LIMIT ?");
 }
 
 static const char *col(struct gw_stmt *s, int i)
@@ -55,21 +62,20 @@ int gw_audit_query(struct gw_state *st, const struct gw_audit_filter *f, gw_audi
 {
   size_t limit = f->limit ? f->limit : 100;
   *more = false;
-  char sql[sizeof audit_query_sql + 16];
-  snprintf(sql, sizeof sql, audit_query_sql,
-           gw_db_kind(st->db) == GW_DB_POSTGRES ? "strpos" : "instr");
-  struct gw_stmt *s = gw_db_prepare(st->db, sql);
+  struct cap_buf sql = {0};
+  gw_audit_query_sql(f, gw_db_kind(st->db), &sql);
+  struct gw_stmt *s = gw_db_prepare(st->db, sql.data);
+  cap_buf_free(&sql);
   if (!s)
     return gw_state_db_error(st, err, "cannot search the audit log");
-  bind_filter(s, 1, f->capability);
-  bind_filter(s, 2, f->user);
-  bind_filter(s, 3, f->decision);
-  bind_filter(s, 4, f->text);
+  int i = 1;
+  const char *text[] = {f->capability, f->user, f->decision, f->text};
+  for (size_t k = 0; k < sizeof text / sizeof text[0]; k++)
+    if (text[k] && *text[k])
+      gw_stmt_bind_text(s, i++, text[k]);
   if (f->before > 0)
-    gw_stmt_bind_int64(s, 5, f->before);
-  else
-    gw_stmt_bind_text(s, 5, NULL);
-  gw_stmt_bind_int64(s, 6, (int64_t)limit + 1); /* one more: whether there are more */
+    gw_stmt_bind_int64(s, i++, f->before);
+  gw_stmt_bind_int64(s, i, (int64_t)limit + 1); /* one more: whether there are more */
   int rc;
   size_t n = 0;
   while ((rc = gw_stmt_step(s)) == GW_DB_ROW) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "gateway/db.h"
 #include "gateway/state.h"
 
 /* NULL or "" for a filter: any. text: found (case-sensitively) in the
@@ -31,6 +32,13 @@ enum gw_chain_status {
   GW_CHAIN_UNLINKED, /* its prev is not the record before's hash, or that record is gone */
 };
 const char *gw_chain_status_name(enum gw_chain_status s);
+
+/* The SQL gw_audit_query prepares for f on a database of kind (its
+ * parameters in the order capability, user, decision, text, before,
+ * limit; those not given are left out), appended to out: what
+ * bench/dashboard runs directly. */
+struct cap_buf;
+void gw_audit_query_sql(const struct gw_audit_filter *f, enum gw_db_kind kind, struct cap_buf *out);
 
 typedef void (*gw_audit_row_fn)(void *arg, const struct gw_audit_record *r,
                                 enum gw_chain_status chain);

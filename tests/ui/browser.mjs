@@ -22,16 +22,6 @@ function run(args) {
 }
 const call = (args) => run(["call", "--caps", caps, "--state", state, "asker", "dispatch", args]);
 
-// A call that waits for its approval as an agent would: asks, and asks
-// again until the operator has decided (exit 4 while pending).
-async function callUntilDecided(args, stop) {
-  for (;;) {
-    const r = await call(args);
-    if (r.code !== 4 || stop.done) return r;
-    await new Promise((res) => setTimeout(res, 300));
-  }
-}
-
 const browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
@@ -66,8 +56,9 @@ try {
   await page.goto(url + "/approvals", { waitUntil: "load" });
   await page.waitForFunction(() => document.body.dataset.live === "1", bound);
   const marker = `approve-me-${Date.now()}`;
-  const stop = { done: false };
-  const waiting = callUntilDecided(JSON.stringify({ text: marker }), stop);
+  // a call that waits for the operator's decision on its pending approval
+  const waiting = run(["call", "--caps", caps, "--state", state, "--wait-approval", "120", "asker",
+    "dispatch", JSON.stringify({ text: marker })]);
   const row = await page.waitForFunction(
     (m) => [...document.querySelectorAll("#approvals tr")].find((tr) => tr.textContent.includes(m)),
     bound,
@@ -77,9 +68,7 @@ try {
   await Promise.all([page.waitForNavigation(bound), page.click(`#${id} button.approve`)]);
   const notice = await page.$eval(".notice", (n) => n.textContent);
   if (!/Approved/.test(notice)) throw new Error(`notice: ${notice}`);
-  const r = await Promise.race([waiting, new Promise((res) => setTimeout(() => res(null), 120000))]);
-  stop.done = true;
-  if (!r) throw new Error("the waiting call did not finish");
+  const r = await waiting; // --wait-approval bounds it
   if (r.code !== 0 || !r.out.includes(marker)) throw new Error(`call exit ${r.code}: ${r.out}${r.err}`);
   ok("approve-live-call-runs");
 } catch (e) {

@@ -4,14 +4,17 @@
 # requests redirected or 401, the login and its errors, a new session id
 # at sign-in, the cookie's flags, the Content-Security-Policy and the other
 # headers, a missing or wrong CSRF token 403, a foreign Origin or Host
-# 403, sign-out ending the session, a hostile tool argument escaped); then
+# 403, sign-out and a revoked token ending the session, a hostile tool
+# argument escaped), the forms (a policy for everyone and a user's
+# override, bad ones 400), readiness, the listings; then
 # in a real browser (Debian's chromium driven by puppeteer-core,
 # tests/ui/browser.mjs): sign in, see a pending approval arrive live and
-# approve it while a `capsule call` waits in the background, which then
-# completes; change a policy and see it decide the next call; find an
+# approve it while a `capsule call --wait-approval` waits in the
+# background, which then completes; change a policy and see it decide the next call; find an
 # audit record by filters. As root and as uid 65534 (the browser always
 # runs as root: it only talks HTTP to the server). TLS (root): the cookie
-# is Secure, named __Host-capsule_ui.
+# is Secure, named __Host-capsule_ui. PostgreSQL (root, when installed):
+# the approvals and the audit search on a PostgreSQL state.
 # Usage: ui.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -35,7 +38,8 @@ fi
 work=$(mktemp -d /var/tmp/capsule-ui.XXXXXX)
 chmod 755 "$work"
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; ! declare -F pg_stop >/dev/null || pg_stop immediate
+      rm -rf "$work" "$CAPSULE_STATE"' EXIT
 export CAPSULE_STATE_KEY=
 pass=0 fail=0
 ok() { echo "  ok   $1"; pass=$((pass + 1)); }
@@ -52,6 +56,8 @@ agent() {
 }
 agent asker 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
 agent echo 'IFS= read -r line; printf "{\"echo\":%s}\n" "$line"'
+# an MCP server's capability: its tools are those its last discovery cached
+mkdir -p "$caps/mcp-filesystem" && cp "$root/examples/mcp-filesystem/capability.json" "$caps/mcp-filesystem/" && chmod -R a+rX "$caps"
 
 # a serve with the dashboard on a free port; sets url (and server)
 start() {
@@ -135,9 +141,42 @@ curl_checks() {
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H "Origin: $U" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=allow" "$U/policy")" = 303 ] &&
     C policy list --state "$state" | grep -q 'echo.*dispatch.*allow' && ok "$who: csrf-form-applies" || bad "$who: csrf-form-applies"
   C audit --state "$state" | grep -q 'policy-set' && ok "$who: change-audited" || bad "$who: change-audited"
+  # a user's override, shown under the tool's effective policy
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=block&user=alice" "$U/policy")" = 303 ] &&
+    C policy list --state "$state" | grep -Eq 'echo +dispatch +block +alice' &&
+    curl -s -b "$jar" "$U/" | grep -q 'user alice: block' && ok "$who: user-override" || bad "$who: user-override"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=nope&policy=allow" "$U/policy")" = 400 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=maybe" "$U/policy")" = 400 ] &&
+    ok "$who: bad-policy-form-400" || bad "$who: bad-policy-form-400"
+  # a discovered tool: listed from the cache, its policy set
+  local cache=$state/cache
+  printf '{"tools":[{"name":"read_file","description":"<b>reads</b>","input_schema":{"type":"object"}}]}' >"$work/tools.json"
+  "${wrap[@]}" sh -c 'mkdir -p "$1" && cp "$2" "$1/mcp-filesystem.tools.json"' - "$cache" "$work/tools.json"
+  curl -s -b "$jar" "$U/?id=mcp-filesystem" | grep -q '<tr data-tool="mcp-filesystem.read_file"><td><code>read_file</code></td><td>&lt;b&gt;reads&lt;/b&gt;' &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=mcp-filesystem&tool=read_file&policy=allow" "$U/policy")" = 303 ] &&
+    ok "$who: discovered-tools" || bad "$who: discovered-tools"
+  # readiness, as `capsule list` checks it
+  curl -s -b "$jar" "$U/?ready=1&id=echo" | grep -q '<p class="ready ok">ready</p>' && ok "$who: readiness" || bad "$who: readiness"
+  # the other listings: a Covenant token issued here is listed; every page answers
+  C token issue local tool.call.echo --state "$state" >/dev/null 2>&1
+  curl -s -b "$jar" "$U/covenant" | grep -q '<td>tool.call.echo</td>' && ok "$who: covenant-token-listed" ||
+    bad "$who: covenant-token-listed"
+  local p codes=
+  for p in /talos /rollback /images /audit "/audit?verify=1" /nope; do
+    codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U$p")"
+  done
+  [ "$codes" = " 200 200 200 200 200 404" ] && ok "$who: pages-answer" || bad "$who: pages-answer ($codes)"
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/static/ui.js")" = 200 ] && ok "$who: script-served" || bad "$who: script-served"
   curl -s -o /dev/null -b "$jar" -d "csrf=$(csrf_of <"$work/approvals")" "$U/logout"
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 303 ] && ok "$who: sign-out-ends-session" || bad "$who: sign-out-ends-session"
+  # a revoked token's session ends at its next request
+  local op2
+  op2=$(C access issue op2 --operator --state "$state" 2>/dev/null)
+  rm -f "$jar"
+  [ "$(sign_in "$jar" "$op2")" = 303 ] && [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 200 ] &&
+    C access revoke op2 --state "$state" >/dev/null 2>&1 &&
+    [ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' -b "$jar" "$U/")" = "303 $U/login" ] &&
+    ok "$who: revoked-token-ends-session" || bad "$who: revoked-token-ends-session"
   # the pending hostile call's approval is denied, out of the way
   local id
   id=$(C approvals --state "$state" --json | grep -o '"id":"[0-9a-f]*"' | head -1 | cut -d'"' -f4)
@@ -171,6 +210,9 @@ run_as() {
   kill -TERM "$server"
   wait "$server"
   [ $? = 0 ] && ok "$who: sigterm-exits-0" || bad "$who: sigterm-exits-0"
+  C serve --caps "$caps" --state "$state" --ui 0.0.0.0:0 2>"$work/insecure.err"
+  [ $? = 2 ] && grep -q -- "--ui 0.0.0.0:0 is not a loopback address" "$work/insecure.err" &&
+    ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
 }
 
 tls() { # the cookie of an HTTPS dashboard is Secure, with the __Host- prefix
@@ -193,8 +235,37 @@ tls() { # the cookie of an HTTPS dashboard is Secure, with the __Host- prefix
   wait "$server"
 }
 
+pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwaway server)
+  source "$root/tests/state/pg-lib.sh"
+  [ -n "$pg_bin" ] || { echo "  (PostgreSQL is not installed: its part skipped; scripts/deps.sh test)"; return; }
+  pg_start "$work/pg" || { bad "pg: server-starts"; return; }
+  local url=$PGURL op jar=$work/jar-pg id
+  wrap=()
+  export CAPSULE_STATE_KEY=$(printf '%064d' 42) XDG_STATE_HOME=$work/pg-local # its local files
+  C() { "$capsule" "$@"; }
+  C --state "$url" policy set --caps "$caps" asker dispatch ask >/dev/null
+  op=$(C --state "$url" access issue op --operator 2>/dev/null)
+  start "$url" "$work/serve-pg.log" --ui 127.0.0.1:0 ||
+    { bad "pg: serve-starts"; cat "$work/serve-pg.log"; pg_stop; return; }
+  U=http://$url
+  [ "$(sign_in "$jar" "$op")" = 303 ] && ok "pg: signs-in" || bad "pg: signs-in"
+  C --state "$PGURL" call --caps "$caps" asker dispatch '{"text":"on postgres"}' >/dev/null 2>&1
+  id=$(curl -s -b "$jar" "$U/approvals" | grep -o 'id="approval-[0-9a-f]*"' | head -1 | grep -o '[0-9a-f]\{8\}')
+  [ -n "$id" ] && ok "pg: pending-approval-listed" || bad "pg: pending-approval-listed"
+  curl -s -o /dev/null -b "$jar" -d "csrf=$(curl -s -b "$jar" "$U/approvals" | csrf_of)&id=$id&decision=approve" "$U/approvals/decide"
+  C --state "$PGURL" call --caps "$caps" asker dispatch '{"text":"on postgres"}' 2>/dev/null | grep -q 'on postgres' &&
+    ok "pg: approved-call-runs" || bad "pg: approved-call-runs"
+  curl -s -b "$jar" "$U/audit?q=asker&decision=ask-approved&verify=1" >"$work/page"
+  [ "$(grep -c '<tr class="record"' "$work/page")" = 1 ] && grep -q '<td class="chain ok">ok</td>' "$work/page" &&
+    grep -q 'The chain verifies' "$work/page" && ok "pg: audit-search-and-verify" || bad "pg: audit-search-and-verify"
+  kill -TERM "$server"
+  wait "$server"
+  pg_stop
+}
+
 run_as root
 run_as nobody
 tls
+[ "$(id -u)" = 0 ] && pg
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

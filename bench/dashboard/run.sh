@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The dashboard's audit page on a log of N records (default 1,000,000)
+# against its own SQL statement run directly with the sqlite3 shell on
+# the same database, side by side in one run (hyperfine, each side a
+# fresh process: curl for the page, sqlite3 for the query). Four pages:
+# the newest 100, a deep page (keyset: before the middle), a filter by
+# capability, user and decision, and a text search that matches one
+# record in 100,000 (a full scan on both sides).
+# Usage: bench/dashboard/run.sh [N] [RUNS]   (from the source tree, after a build)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD:-$root/build}
+capsule=$build/src/cli/capsule
+n=${1:-1000000}
+runs=${2:-10}
+for t in python3 curl; do command -v $t >/dev/null || { echo "needs $t (scripts/deps.sh bench)"; exit 1; }; done
+work=$(mktemp -d /var/tmp/capsule-bench-ui.XXXXXX)
+server=
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+export CAPSULE_STATE_KEY=
+state=$work/state
+mkdir -p "$state" "$work/caps" && chmod 700 "$state"
+echo "filling $n records..."
+"$build/bench/dashboard_fill" "$state" "$n"
+op=$("$capsule" access issue op --operator --state "$state" 2>/dev/null)
+"$capsule" serve --caps "$work/caps" --state "$state" --ui 127.0.0.1:0 2>"$work/serve.log" &
+server=$!
+for _ in $(seq 1 100); do
+  url=$("$capsule" serve status --state "$state" --json 2>/dev/null | grep -o '"ui":"[^"]*"' | cut -d'"' -f4 || true)
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+U=http://$url
+jar=$work/jar
+csrf=$(curl -s -c "$jar" "$U/login" | grep -o '[0-9a-f]\{64\}' | head -1)
+curl -s -o /dev/null -b "$jar" -c "$jar" --data-urlencode "csrf=$csrf" --data-urlencode "token=$op" "$U/login"
+
+mid=$((n / 2))
+# the statement the audit page prepares (gw_audit_query_sql), its values in place
+sql() { "$build/bench/dashboard_fill" --sql "$@"; }
+names=("newest 100" "deep page" "filter cap+user+decision" "text search")
+pages=("/audit" "/audit?before=$mid" "/audit?capability=cap9&user=user7&decision=block" "/audit?q=needle")
+sqls=("$(sql '' '' '' '' 0)" "$(sql '' '' '' '' $mid)" "$(sql cap9 user7 block '' 0)" "$(sql '' '' '' needle 0)")
+cookie=$(awk '$6 == "capsule_ui" {print $7}' "$jar")
+for i in "${!names[@]}"; do
+  curl -s -b "$jar" -o "$work/page" "$U${pages[$i]}"
+  grep -q 'class="record"' "$work/page" || { echo "the page ${pages[$i]} shows no record"; exit 1; }
+  printf '%s\t%s\t%s\n' "${names[$i]}" "${pages[$i]}" "${sqls[$i]}"
+done >"$work/cases"
+echo "$n records, $runs runs each after 2 warm-up runs (mean; one keep-alive HTTP connection, one database connection):"
+python3 - "$url" "$cookie" "$state/state.db" "$runs" "$work/cases" <<'PY'
+import http.client, sqlite3, sys, time
+url, cookie, db, runs, cases = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+host, port = url.rsplit(":", 1)
+http_conn = http.client.HTTPConnection(host, int(port))
+sql_conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+
+def page(path):
+    http_conn.request("GET", path, headers={"Cookie": f"capsule_ui={cookie}"})
+    r = http_conn.getresponse()
+    body = r.read()
+    assert r.status == 200 and b'class="record"' in body, (path, r.status)
+
+def query(sql):
+    sql_conn.execute(sql).fetchall()
+
+def mean_ms(fn, arg):
+    for _ in range(2):
+        fn(arg)
+    t = time.perf_counter()
+    for _ in range(runs):
+        fn(arg)
+    return (time.perf_counter() - t) / runs * 1000
+
+print("| page | dashboard (ms) | its SQL directly (ms) | ratio |")
+print("|---|---|---|---|")
+for line in open(cases):
+    name, path, sql = line.rstrip("\n").split("\t")
+    p, q = mean_ms(page, path), mean_ms(query, sql)
+    print(f"| {name} | {p:.2f} | {q:.2f} | {p / q:.2f}x |")
+PY
