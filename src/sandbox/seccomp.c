@@ -13,12 +13,14 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/cleanup.h"
 #include "sandbox/spawn_internal.h"
 #include "sandbox/supervise.h"
 #include "seccomp_filter.h"
@@ -43,18 +45,19 @@
 #define ARG_LOW(i) (offsetof(struct seccomp_data, args) + 8 * (i) + 4)
 #endif
 
-/* connect -> the supervisor; socket/socketpair(AF_UNIX, anything but
- * SOCK_STREAM or SOCK_SEQPACKET) -> ESOCKTNOSUPPORT (the kernel turns an
- * AF_UNIX SOCK_RAW into a datagram socket); everything else as the
- * deny-list decided. Another architecture falls through to ALLOW here: the
- * deny-list kills it. */
-static const struct sock_filter notify_filter[] = {
+/* What supervise_traps asks for, after the architecture check: connect ->
+ * the supervisor, socket/socketpair(AF_UNIX, anything but SOCK_STREAM or
+ * SOCK_SEQPACKET) -> ESOCKTNOSUPPORT (the kernel turns an AF_UNIX SOCK_RAW
+ * into a datagram socket); the open family -> the supervisor; everything
+ * else as the deny-list decided. Another architecture falls through to
+ * ALLOW here: the deny-list kills it. */
+static const struct sock_filter head[] = {
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+};
+static const struct sock_filter unix_sockets[] = {
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 1, 0),
     BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socketpair, 0, 6),
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LOW(0)),
@@ -66,12 +69,49 @@ static const struct sock_filter notify_filter[] = {
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ESOCKTNOSUPPORT),
 };
+static const int open_family[] = {
+#ifdef __NR_open
+    __NR_open, __NR_creat,
+#endif
+    __NR_openat, __NR_openat2};
+
+#define MAX_NOTIFY_FILTER 32
+
+static size_t append(struct sock_filter *out, size_t n, const struct sock_filter *part, size_t len)
+{
+  memcpy(out + n, part, len * sizeof *part);
+  return n + len;
+}
+
+/* nr -> the supervisor: two instructions */
+static size_t notify_on(struct sock_filter *out, size_t n, int nr)
+{
+  out[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1);
+  out[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+  return n;
+}
+
+static size_t build_notify_filter(struct sock_filter *out, unsigned traps)
+{
+  size_t n = append(out, 0, head, ARRAY_SIZE(head));
+  if (traps & SUPERVISE_TRAP_OPEN)
+    for (size_t i = 0; i < ARRAY_SIZE(open_family); i++)
+      n = notify_on(out, n, open_family[i]);
+  if (!(traps & SUPERVISE_TRAP_CONNECT)) {
+    out[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    return n;
+  }
+  n = notify_on(out, n, __NR_connect);
+  return append(out, n, unix_sockets, ARRAY_SIZE(unix_sockets));
+}
 
 int supervise_load_filter(struct cap_error *err)
 {
-  struct sock_fprog prog = FILTER(notify_filter);
+  struct sock_filter filter[MAX_NOTIFY_FILTER];
+  struct sock_fprog prog = {.len = (unsigned short)build_notify_filter(filter, supervise_traps),
+                            .filter = filter};
   /* WAIT_KILLABLE_RECV (5.19): once the supervisor holds the request, a
-   * signal cannot restart the connect it is performing */
+   * signal cannot restart the connect or open it is performing */
   long listener =
       syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
               SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &prog);
@@ -79,7 +119,7 @@ int supervise_load_filter(struct cap_error *err)
     listener =
         syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
   if (listener < 0)
-    return cap_error_errno(err, errno, "seccomp: cannot load the unix-socket notification filter");
+    return cap_error_errno(err, errno, "seccomp: cannot load the supervisor's notification filter");
   int r = supervise_send_listener((int)listener, err);
   close((int)listener);
   return r;

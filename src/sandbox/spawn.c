@@ -206,7 +206,7 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct s
     int timeout = w.next_tick > t ? (int)(w.next_tick - t) : 0;
     if (poll(fds, 3 + n_relays, timeout) <= 0)
       continue;
-    if (fds[2].revents) /* the command's connect(): supervise.c */
+    if (fds[2].revents) /* the command's connect() or open(): supervise.c */
       supervise_serve(sup, fds[2].revents);
     struct signalfd_siginfo si;
     while ((fds[1].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si)
@@ -598,7 +598,7 @@ static int prepare_layers(struct launch *l, const struct cap_spec *spec,
 {
   int r = sandbox_mount_plan_new(spec, opt, &l->plan, err);
   if (r == 0)
-    r = supervise_prepare(&l->sup, spec, tool_uid, tool_gid, err);
+    r = supervise_prepare(&l->sup, spec, opt, tool_uid, tool_gid, err);
   if (r < 0)
     return r;
   sandbox_mount_note_unenforced(spec, l->plan, res->unenforced, sizeof res->unenforced);

@@ -47,6 +47,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/capture.h"
 #include "sandbox/supervise.h"
+#include "sandbox/supervise_internal.h"
 
 #ifndef __NR_pidfd_open
 #define __NR_pidfd_open 434
@@ -59,39 +60,14 @@
 #endif
 #define PIDFD_THREAD_ O_EXCL /* 6.9: a pidfd for a thread, not only a leader */
 
-#define MAX_IN_FLIGHT 64 /* connects performed at once; more answer EAGAIN */
-#define MAX_GRANTED 64
-
-struct socket_id {
-  dev_t dev;
-  ino_t ino;
-};
-
-/* Shared by the supervisor and its workers; the last one out frees it. */
-struct supervise {
-  atomic_int refs;
-  atomic_int in_flight;
-  int listener;   /* the notification fd, -1 until supervise_start */
-  bool ended;     /* every filtered task is gone: nothing more to serve */
-  int channel[2]; /* [0] the parent's end, [1] the command's */
-  bool own_netns; /* abstract names are the sandbox's own */
-  bool private_tmp;
-  bool drop_creds; /* capsule runs as root: connect with the tool's ids */
-  uid_t tool_uid;
-  gid_t tool_gid;
-  bool check_tcp; /* Landlock handles TCP: mirror its ports */
-  uint16_t ports[SANDBOX_MAX_LISTENERS];
-  size_t n_ports;
-  struct socket_id granted[MAX_GRANTED];
-  size_t n_granted;
-};
-
 int supervise_pass_fd = -1;
+unsigned supervise_traps;
 
-static void unref(struct supervise *sup)
+void supervise_unref(struct supervise *sup)
 {
   if (atomic_fetch_sub(&sup->refs, 1) != 1)
     return;
+  supervise_open_free(sup);
   for (int i = 0; i < 2; i++)
     if (sup->channel[i] >= 0)
       close(sup->channel[i]);
@@ -100,12 +76,28 @@ static void unref(struct supervise *sup)
   free(sup);
 }
 
-int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t tool_uid,
-                      gid_t tool_gid, struct cap_error *err)
+/* What the connect supervisor needs (below Landlock ABI 9). */
+static void prepare_connect(struct supervise *sup, const struct cap_spec *spec, int abi)
+{
+  sup->traps |= SUPERVISE_TRAP_CONNECT;
+  sup->own_netns = spec->network.mode != CAP_NET_UNRESTRICTED;
+  sup->private_tmp = spec->sandbox.private_tmp;
+  sup->check_tcp = abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED && !capture_planned(spec);
+  sup->n_ports = landlock_connect_ports(spec, sup->ports, sizeof sup->ports / sizeof sup->ports[0]);
+  for (size_t i = 0; i < spec->n_grants && sup->n_granted < SUPERVISE_MAX_GRANTED; i++) {
+    struct stat st;
+    if (sandbox_grant_is_unix_socket(&spec->grants[i]) && lstat(spec->grants[i].path, &st) == 0)
+      sup->granted[sup->n_granted++] = (struct socket_id){st.st_dev, st.st_ino};
+  }
+}
+
+int supervise_prepare(struct supervise **ret, const struct cap_spec *spec,
+                      const struct sandbox_options *opt, uid_t tool_uid, gid_t tool_gid,
+                      struct cap_error *err)
 {
   *ret = NULL;
   int abi = landlock_abi();
-  if (abi >= SUPERVISE_LANDLOCK_UNIX_ABI)
+  if (abi >= SUPERVISE_LANDLOCK_UNIX_ABI && !spec->process.expand_opens)
     return 0;
   /* ENOSYS before 5.6: without them no connect could be performed, and
    * none may be let through unchecked */
@@ -113,8 +105,8 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
       (syscall(__NR_openat2, -1, "", NULL, 0) < 0 && errno == ENOSYS))
     return cap_error_set(err, ENOTSUP,
                          "this kernel can neither control unix-socket connects with Landlock "
-                         "(ABI %d, needs %d) nor supervise them (needs pidfd_getfd and openat2, "
-                         "Linux 5.6); refusing to run without that boundary",
+                         "(ABI %d, needs %d) nor supervise them or opens (needs pidfd_getfd "
+                         "and openat2, Linux 5.6); refusing to run without that boundary",
                          abi, SUPERVISE_LANDLOCK_UNIX_ABI);
   struct supervise *sup = cap_xcalloc(1, sizeof *sup);
   atomic_init(&sup->refs, 1);
@@ -124,17 +116,15 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
     free(sup);
     return cap_error_errno(err, errno, "cannot create the supervisor's channel");
   }
-  sup->own_netns = spec->network.mode != CAP_NET_UNRESTRICTED;
-  sup->private_tmp = spec->sandbox.private_tmp;
   sup->drop_creds = geteuid() == 0;
   sup->tool_uid = tool_uid;
   sup->tool_gid = tool_gid;
-  sup->check_tcp = abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED && !capture_planned(spec);
-  sup->n_ports = landlock_connect_ports(spec, sup->ports, sizeof sup->ports / sizeof sup->ports[0]);
-  for (size_t i = 0; i < spec->n_grants && sup->n_granted < MAX_GRANTED; i++) {
-    struct stat st;
-    if (sandbox_grant_is_unix_socket(&spec->grants[i]) && lstat(spec->grants[i].path, &st) == 0)
-      sup->granted[sup->n_granted++] = (struct socket_id){st.st_dev, st.st_ino};
+  if (abi < SUPERVISE_LANDLOCK_UNIX_ABI)
+    prepare_connect(sup, spec, abi);
+  if (spec->process.expand_opens) {
+    sup->traps |= SUPERVISE_TRAP_OPEN;
+    sup->landlock = abi > 0;
+    supervise_open_prepare(sup, spec, opt);
   }
   *ret = sup;
   return 0;
@@ -147,6 +137,7 @@ void supervise_in_child(struct supervise *sup)
   close(sup->channel[0]);
   sup->channel[0] = -1;
   supervise_pass_fd = sup->channel[1];
+  supervise_traps = sup->traps;
 }
 
 int supervise_send_listener(int listener, struct cap_error *err)
@@ -197,10 +188,14 @@ struct job {
   struct seccomp_notif req;
 };
 
+bool supervise_still_waiting(const struct supervise *sup, uint64_t id)
+{
+  return ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
 static bool still_waiting(const struct job *j)
 {
-  uint64_t id = j->req.id;
-  return ioctl(j->sup->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+  return supervise_still_waiting(j->sup, j->req.id);
 }
 
 /* The tool's thread group leader, for kernels whose pidfds name leaders only. */
@@ -402,20 +397,45 @@ static int perform_connect(const struct job *j)
   return r;
 }
 
-static void answer(const struct supervise *sup, uint64_t id, int result)
+void supervise_answer(const struct supervise *sup, uint64_t id, int result)
 {
-  struct seccomp_notif_resp resp = {.id = id, .error = result < 0 ? result : 0};
+  struct seccomp_notif_resp resp = {
+      .id = id, .error = result < 0 ? result : 0, .val = result > 0 ? result : 0};
   /* ENOENT: the task is gone or was interrupted; nothing to answer */
   ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
+
+void supervise_worker_done(struct supervise *sup)
+{
+  atomic_fetch_sub(&sup->in_flight, 1);
+  supervise_unref(sup);
+}
+
+bool supervise_spawn(struct supervise *sup, void *(*fn)(void *), void *arg)
+{
+  pthread_attr_t attr;
+  pthread_t t;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
+  atomic_fetch_add(&sup->refs, 1);
+  bool ok = atomic_fetch_add(&sup->in_flight, 1) < SUPERVISE_MAX_IN_FLIGHT &&
+            pthread_create(&t, &attr, fn, arg) == 0;
+  if (!ok) {
+    atomic_fetch_sub(&sup->in_flight, 1);
+    atomic_fetch_sub(&sup->refs, 1);
+  }
+  pthread_attr_destroy(&attr);
+  return ok;
 }
 
 static void *worker(void *p)
 {
   struct job *j = p;
-  answer(j->sup, j->req.id, perform_connect(j));
-  atomic_fetch_sub(&j->sup->in_flight, 1);
-  unref(j->sup);
+  struct supervise *sup = j->sup;
+  supervise_answer(sup, j->req.id, perform_connect(j));
   free(j);
+  supervise_worker_done(sup);
   return NULL;
 }
 
@@ -437,25 +457,20 @@ void supervise_serve(struct supervise *sup, short revents)
     free(j);
     return;
   }
+  if (supervise_is_open(j->req.data.nr)) { /* supervise_open.c */
+    supervise_open_handle(sup, &j->req);
+    free(j);
+    return;
+  }
   j->sup = sup;
-  pthread_attr_t attr;
-  pthread_t t;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
-  atomic_fetch_add(&sup->refs, 1);
-  if (atomic_fetch_add(&sup->in_flight, 1) >= MAX_IN_FLIGHT ||
-      pthread_create(&t, &attr, worker, j) != 0) {
-    answer(sup, j->req.id, -EAGAIN);
-    atomic_fetch_sub(&sup->in_flight, 1);
-    atomic_fetch_sub(&sup->refs, 1);
+  if (!supervise_spawn(sup, worker, j)) {
+    supervise_answer(sup, j->req.id, -EAGAIN);
     free(j);
   }
-  pthread_attr_destroy(&attr);
 }
 
 void supervise_free(struct supervise *sup)
 {
   if (sup)
-    unref(sup);
+    supervise_unref(sup);
 }

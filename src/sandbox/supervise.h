@@ -1,4 +1,12 @@
-/* The unix-socket supervisor: below Landlock ABI 9, which cannot tell a
+/* The supervisor of the command's syscalls, by seccomp user notification.
+ * Two duties, one listener (the kernel gives a task one):
+ * - exec_strategy "supervised" (spec->process.expand_opens,
+ *   supervise_open.c): every open is trapped; one whose path is not in the
+ *   sandbox's view but exists on the host as a regular file is put to the
+ *   operator (sandbox_options.expand_ask), and on approval capsule opens
+ *   it and injects the descriptor (SECCOMP_IOCTL_NOTIF_ADDFD); every other
+ *   open continues in the kernel, under the mount tree and Landlock.
+ * - The unix-socket supervisor: below Landlock ABI 9, which cannot tell a
  * host's pathname unix socket inside a grant from the sandbox's own, the
  * command's connect() calls are trapped by a seccomp user-notification
  * filter and performed here, in capsule's process, on the tool's socket
@@ -29,15 +37,22 @@ struct supervise;
 #define SUPERVISE_LANDLOCK_UNIX_ABI 9
 
 /* In the command, after seccomp_apply's deny-list: the notification filter
- * and the fd its listener travels on (-1: not supervised). */
+ * and the fd its listener travels on (-1: not supervised), and what the
+ * filter traps. */
+#define SUPERVISE_TRAP_CONNECT 1u /* connect, and unix datagram sockets refused */
+#define SUPERVISE_TRAP_OPEN 2u    /* open, openat, openat2, creat */
 extern int supervise_pass_fd;
+extern unsigned supervise_traps;
 
 /* Before the clone: *ret is NULL when this kernel's Landlock holds pathname
- * unix sockets itself; else the supervisor with its hand-over channel.
- * tool_uid/tool_gid: the host ids the command runs as, whose file
- * permissions the supervisor's connects obey. Returns 0 or -errno. */
-int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t tool_uid,
-                      gid_t tool_gid, struct cap_error *err);
+ * unix sockets itself and no open is to be supervised; else the supervisor
+ * with its hand-over channel. tool_uid/tool_gid: the host ids the command
+ * runs as, whose file permissions the supervisor's connects obey; opt: the
+ * expansion's hooks and the state paths never expanded to. Returns 0 or
+ * -errno. */
+int supervise_prepare(struct supervise **ret, const struct cap_spec *spec,
+                      const struct sandbox_options *opt, uid_t tool_uid, gid_t tool_gid,
+                      struct cap_error *err);
 
 /* In the child, before pid 1 forks the command. */
 void supervise_in_child(struct supervise *sup);
