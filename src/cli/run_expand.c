@@ -73,9 +73,9 @@ static enum sandbox_expand_verdict ask_tty(const struct run_expand *x, int tty,
                                            const struct sandbox_expansion *req)
 {
   _cleanup_free_ char *q = question(req);
+  tcflush(tty, TCIFLUSH); /* nothing typed before the question answers it */
   dprintf(tty, "%s\nAllow? [y/N] (denied in %llu s) ", q,
           (unsigned long long)(x->timeout_ms / 1000));
-  tcflush(tty, TCIFLUSH); /* nothing typed before the question answers it */
   struct pollfd p = {.fd = tty, .events = POLLIN};
   if (poll(&p, 1, (int)x->timeout_ms) <= 0) {
     dprintf(tty, "\ncapsule: no answer: denied\n");
@@ -91,8 +91,6 @@ static enum sandbox_expand_verdict ask_tty(const struct run_expand *x, int tty,
 static enum sandbox_expand_verdict ask_queue(struct run_expand *x,
                                              const struct sandbox_expansion *req)
 {
-  if (!state_ready(x))
-    return SANDBOX_EXPAND_UNASKED;
   struct cap_buf args = {0};
   cap_buf_puts(&args, "{\"path\":");
   cap_json_quote(&args, req->path, strlen(req->path));
@@ -113,7 +111,10 @@ static enum sandbox_expand_verdict ask_queue(struct run_expand *x,
   char id[9], lapsed_id[9];
   enum gw_approval_status status = GW_APPROVAL_NONE, lapsed;
   enum sandbox_expand_verdict v = SANDBOX_EXPAND_UNASKED;
-  if (gw_approval_create(x->st, &call, id, &err) == 0) {
+  pthread_mutex_lock(&x->lock); /* x->st is shared with record's thread */
+  int r = state_ready(x) ? gw_approval_create(x->st, &call, id, &err) : -EIO;
+  pthread_mutex_unlock(&x->lock);
+  if (r == 0) {
     _cleanup_free_ char *q = question(req);
     fprintf(stderr,
             "%s: approval %s is pending: `capsule approve %s` allows it, `capsule deny %s` "
@@ -121,9 +122,12 @@ static enum sandbox_expand_verdict ask_queue(struct run_expand *x,
             q, id, id, id, (unsigned long long)(x->timeout_ms / 1000));
     uint64_t end = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)x->timeout_ms;
     v = SANDBOX_EXPAND_TIMED_OUT;
-    while (gw_approval_take(x->st, &call, &status, id, &lapsed, lapsed_id, &err) == 0 &&
-           status == GW_APPROVAL_PENDING && cap_now_ms(CLOCK_MONOTONIC) < end)
+    do {
       nanosleep(&(struct timespec){.tv_nsec = POLL_MS * 1000000L}, NULL);
+      pthread_mutex_lock(&x->lock);
+      r = gw_approval_take(x->st, &call, &status, id, &lapsed, lapsed_id, &err);
+      pthread_mutex_unlock(&x->lock);
+    } while (r == 0 && status == GW_APPROVAL_PENDING && cap_now_ms(CLOCK_MONOTONIC) < end);
     if (status == GW_APPROVAL_APPROVED || status == GW_APPROVAL_DENIED)
       v = status == GW_APPROVAL_APPROVED ? SANDBOX_EXPAND_APPROVED : SANDBOX_EXPAND_DENIED;
   }

@@ -7,7 +7,8 @@
  *      (its working directory, or the directory fd, read from /proc).
  *   2. When it exists in the sandbox's view (looked up inside the
  *      sandbox's root, /proc/PID/root, with RESOLVE_IN_ROOT), or the open
- *      is anything expansion does not serve (/proc, /sys, /dev, O_EXCL
+ *      is anything expansion does not serve (/proc, /sys, /dev, the
+ *      system directories /etc, /usr, /lib*, /bin, /sbin, O_EXCL
  *      creation, O_TMPFILE, openat2 with resolve flags, a directory, a
  *      device), the kernel continues the tool's own open
  *      (SECCOMP_USER_NOTIF_FLAG_CONTINUE): continuing is safe here because
@@ -211,11 +212,15 @@ static bool under(const char *path, const char *dir)
   return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* Kernel interfaces and devices are never expanded: /proc/self there
- * would be capsule's. */
+/* Kernel interfaces and devices are never expanded (/proc/self there
+ * would be capsule's), nor the system directories: programs probe them
+ * at every start (locale aliases, NSS, configuration), and a question per
+ * probe would bury the ones that matter; the sandbox's view of them is
+ * the grants' (the system set), and a wider one is granted, not asked. */
 static bool kernel_place(const char *path)
 {
-  static const char *const places[] = {"/proc", "/sys", "/dev"};
+  static const char *const places[] = {"/proc", "/sys",   "/dev",   "/etc", "/usr",
+                                       "/lib",  "/lib32", "/lib64", "/bin", "/sbin"};
   for (size_t i = 0; i < ARRAY_SIZE(places); i++)
     if (under(path, places[i]))
       return true;
@@ -371,9 +376,7 @@ static bool take_token(struct supervise *sup)
   uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
   sup->tokens += (double)(now - sup->refilled_ms) * RATE_PER_S / 1000.0;
   if (sup->tokens > RATE_BURST)
-    pthread_mutex_init(&sup->ask_lock, NULL);
-  pthread_mutex_init(&sup->lock, NULL);
-  sup->tokens = RATE_BURST;
+    sup->tokens = RATE_BURST;
   sup->refilled_ms = now;
   if (sup->tokens < 1.0)
     return false;
