@@ -22,6 +22,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/json.h"
+#include "core/sha256.h"
 #include "core/text.h"
 #include "sandbox/rollback_internal.h"
 
@@ -161,6 +162,11 @@ struct rb_ctx {
   const char *store;
   const struct cap_strv *patterns, *globs;
   bool keep_objects;
+  int objects_fd;       /* STORE/objects, with keep_objects */
+  unsigned tmp_counter; /* temporary names made in it */
+  int pid;              /* in those names */
+  bool made[256];       /* its two-digit directories known to exist */
+  bool no_reflinks;     /* the store's filesystem said so once */
   struct rb_cache cache;
   struct rb_tree *tree;
   unsigned char *buf;
@@ -176,9 +182,9 @@ static bool same_version(const struct stat *a, const struct stat *b)
 /* One pass over fd: the hash, and with out >= 0 the bytes copied there. */
 static int hash_pass(struct rb_ctx *x, int fd, int out, char hex[65])
 {
-  crypto_hash_sha256_state h;
-  crypto_hash_sha256_init(&h);
-  if (lseek(fd, 0, SEEK_SET) < 0)
+  struct cap_sha256 h;
+  cap_sha256_init(&h);
+  if (lseek(fd, 0, SEEK_CUR) != 0 && lseek(fd, 0, SEEK_SET) < 0)
     return -errno;
   for (;;) {
     ssize_t n = read(fd, x->buf, RB_READ_CHUNK);
@@ -188,7 +194,7 @@ static int hash_pass(struct rb_ctx *x, int fd, int out, char hex[65])
       return -errno;
     if (n == 0)
       break;
-    crypto_hash_sha256_update(&h, x->buf, (unsigned long long)n);
+    cap_sha256_update(&h, x->buf, (size_t)n);
     for (ssize_t done = 0; out >= 0 && done < n;) {
       ssize_t w = write(out, x->buf + done, (size_t)(n - done));
       if (w < 0 && errno != EINTR)
@@ -197,48 +203,55 @@ static int hash_pass(struct rb_ctx *x, int fd, int out, char hex[65])
     }
   }
   unsigned char d[32];
-  crypto_hash_sha256_final(&h, d);
+  cap_sha256_final(&h, d);
   hex_of(d, hex);
   return 0;
 }
 
-/* A file for an object's contents not yet named: O_TMPFILE in the store
- * (no directory entry until it is complete), else a temporary name. */
+/* A file for an object's contents not yet named: a temporary name in the
+ * store's objects directory (renamed once complete; O_TMPFILE would spare
+ * the name, but ext4 journals its orphan list for each one: 10,000 of
+ * them cost seconds). *ret_tmp: the name, relative to x->objects_fd. */
 static int object_open(struct rb_ctx *x, char **ret_tmp)
 {
-  _cleanup_free_ char *objects = cap_xasprintf("%s/objects", x->store);
-  int fd = open(objects, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-  *ret_tmp = NULL;
-  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
-    return fd;
-  char *tmp = cap_xasprintf("%s/tmp.XXXXXX", objects);
-  fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0)
+  for (int tries = 0; tries < 100; tries++) {
+    char *tmp = cap_xasprintf("tmp.%d.%u", x->pid, x->tmp_counter++);
+    int fd = openat(x->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      *ret_tmp = tmp;
+      return fd;
+    }
     free(tmp);
-  else
-    *ret_tmp = tmp;
-  return fd;
+    if (errno != EEXIST)
+      return -1;
+  }
+  errno = EEXIST;
+  return -1;
 }
 
-/* Names what was written to fd (or tmp) as the object hex, or drops it
- * when the store has it already. */
-static int store_object(struct rb_ctx *x, int fd, const char *tmp, const char *hex)
+/* Names the temporary file tmp as the object hex, or drops it when the
+ * store has that object already. */
+static int store_object(struct rb_ctx *x, const char *tmp, const char *hex)
 {
-  _cleanup_free_ char *obj = rb_object_path(x->store, hex);
-  if (access(obj, F_OK) == 0)
-    return tmp ? unlink(tmp), 0 : 0;
-  _cleanup_free_ char *dir = cap_xasprintf("%s/objects/%.2s", x->store, hex);
-  int r = mkdir(dir, 0700) < 0 && errno != EEXIST ? -errno : 0;
-  if (r == 0 && tmp && rename(tmp, obj) < 0)
+  char name[68];
+  snprintf(name, sizeof name, "%.2s/%s", hex, hex + 2);
+  unsigned dir = (unsigned)strtoul((char[3]){hex[0], hex[1], 0}, NULL, 16);
+  int r = 0;
+  if (!x->made[dir] && mkdirat(x->objects_fd, (char[3]){hex[0], hex[1], 0}, 0700) < 0 &&
+      errno != EEXIST)
     r = -errno;
-  if (r == 0 && !tmp) {
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, proc, AT_FDCWD, obj, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
-      r = -errno;
+  x->made[dir] = r == 0;
+  if (r == 0 && renameat2(x->objects_fd, tmp, x->objects_fd, name, RENAME_NOREPLACE) < 0) {
+    r = -errno;
+    if (r == -EINVAL) /* a filesystem without RENAME_NOREPLACE */
+      r = faccessat(x->objects_fd, name, F_OK, 0) == 0            ? -EEXIST
+          : renameat(x->objects_fd, tmp, x->objects_fd, name) < 0 ? -errno
+                                                                  : 0;
   }
-  if (r < 0 && tmp)
-    unlink(tmp);
+  if (r < 0) /* EEXIST: the store has these bytes already */
+    unlinkat(x->objects_fd, tmp, 0);
+  if (r == -EEXIST)
+    r = 0;
   return r < 0 ? cap_error_errno(x->err, -r, "rollback: cannot store object %s", hex) : 0;
 }
 
@@ -268,7 +281,13 @@ static int hash_file(struct rb_ctx *x, int fd, struct stat *st, const char *path
      * copying them: the object is a copy-on-write clone of the file. Not on
      * the last try, whose object must be exactly the bytes read and hashed
      * even if the file is still changing */
-    bool cloned = out >= 0 && attempt + 1 < RB_TRIES && ioctl(out, FICLONE, fd) == 0;
+    bool cloned = false;
+    if (out >= 0 && attempt + 1 < RB_TRIES && !x->no_reflinks) {
+      cloned = ioctl(out, FICLONE, fd) == 0;
+      /* ext4 and tmpfs cannot: not asked again (EXDEV: another filesystem) */
+      x->no_reflinks =
+          !cloned && (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL || errno == EXDEV);
+    }
     int r = hash_pass(x, fd, cloned ? -1 : out, hex);
 #ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/rollback.sh: a writer racing the snapshot */
     const char *racing = getenv("CAPSULE_TEST_ROLLBACK_RACE");
@@ -283,19 +302,19 @@ static int hash_file(struct rb_ctx *x, int fd, struct stat *st, const char *path
       r = -errno;
     if (r < 0) {
       if (tmp)
-        unlink(tmp);
+        unlinkat(x->objects_fd, tmp, 0);
       return cap_error_errno(x->err, -r, "rollback: cannot read %s", path);
     }
     bool stable = same_version(st, &now);
     *st = now;
     if (!stable && attempt + 1 < RB_TRIES) {
       if (tmp)
-        unlink(tmp);
+        unlinkat(x->objects_fd, tmp, 0);
       continue; /* it changed while read: again */
     }
     if (!stable)
       cap_strv_push(&x->tree->unstable, path);
-    if (x->keep_objects && (r = store_object(x, out, tmp, hex)) < 0)
+    if (x->keep_objects && (r = store_object(x, tmp, hex)) < 0)
       return r;
     if (stable) {
       struct rb_cached e;
@@ -524,13 +543,19 @@ int rb_snapshot(const char *store, const struct cap_strv *paths, const struct ca
     return cap_error_set(err, EIO, "rollback: libsodium cannot start");
   *out = (struct rb_tree){0};
   int r = rb_mkdirs(store, 0700);
+  _cleanup_close_ int objects_fd = -1;
   if (r == 0 && keep_objects) {
     _cleanup_free_ char *objects = cap_xasprintf("%s/objects", store);
     r = rb_mkdirs(objects, 0700);
+    objects_fd = r == 0 ? open(objects, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (r == 0 && objects_fd < 0)
+      r = -errno;
   }
   if (r < 0)
     return cap_error_errno(err, -r, "rollback: cannot create the store %s", store);
   struct rb_ctx x = {.store = store,
+                     .objects_fd = objects_fd,
+                     .pid = (int)getpid(),
                      .patterns = patterns,
                      .globs = globs,
                      .keep_objects = keep_objects,
