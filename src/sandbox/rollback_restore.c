@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +220,10 @@ int rb_prune(const char *store, size_t keep, size_t *records, size_t *objects,
   DIR *d = r == 0 ? opendir(objdir) : NULL;
   struct dirent *e;
   while (d && (e = readdir(d))) {
+    int pid = 0;
+    /* a snapshot's unfinished object (tmp.PID.N), once that process is gone */
+    if (sscanf(e->d_name, "tmp.%d.", &pid) == 1 && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
+      unlinkat(dirfd(d), e->d_name, 0);
     if (strlen(e->d_name) != 2)
       continue;
     _cleanup_free_ char *sub = cap_xasprintf("%s/%s", objdir, e->d_name);
