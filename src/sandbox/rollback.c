@@ -171,7 +171,9 @@ struct rb_ctx {
   atomic_bool no_reflinks; /* the store's filesystem said so once */
   struct rb_cache cache;
   struct rb_tree *tree;
-  unsigned char *buf, *helper_buf; /* the walking thread's, the helper's */
+  unsigned char *buf, *helper_buf;  /* the walking thread's, the helper's */
+  struct rb_packs packs;            /* the store's, when the snapshot began */
+  struct rb_pack_writer writers[2]; /* the walking thread's, the helper's */
   struct cap_error *err;
 };
 
@@ -182,7 +184,7 @@ static bool same_version(const struct stat *a, const struct stat *b)
 }
 
 /* One pass over fd: the hash, and with out >= 0 the bytes copied there. */
-static int hash_pass(unsigned char *buf, int fd, int out, char hex[65])
+static int hash_pass(unsigned char *buf, int fd, int out, char hex[65], uint64_t *bytes)
 {
   struct cap_sha256 h;
   cap_sha256_init(&h);
@@ -197,6 +199,8 @@ static int hash_pass(unsigned char *buf, int fd, int out, char hex[65])
     if (n == 0)
       break;
     cap_sha256_update(&h, buf, (size_t)n);
+    if (bytes)
+      *bytes += (uint64_t)n;
     for (ssize_t done = 0; out >= 0 && done < n;) {
       ssize_t w = write(out, buf + done, (size_t)(n - done));
       if (w < 0 && errno != EINTR)
@@ -262,7 +266,9 @@ static int store_object(struct rb_ctx *x, const char *tmp, const char *hex, stru
 static bool cached_hit(struct rb_ctx *x, const struct stat *st)
 {
   const char *cached = cache_find(&x->cache, st);
-  _cleanup_free_ char *obj = cached && x->keep_objects ? rb_object_path(x->store, cached) : NULL;
+  bool packed = cached && x->keep_objects && rb_packs_find(&x->packs, cached);
+  _cleanup_free_ char *obj =
+      cached && x->keep_objects && !packed ? rb_object_path(x->store, cached) : NULL;
   if (!cached || (obj && access(obj, F_OK) < 0))
     return false;
   struct rb_cached e;
@@ -272,11 +278,61 @@ static bool cached_hit(struct rb_ctx *x, const struct stat *st)
   return true;
 }
 
-/* One file hashed (and with keep_objects stored): from any thread, with
- * its own buf and err; *stable false when it kept changing while read. */
-static int hash_file(struct rb_ctx *x, unsigned char *buf, int fd, struct stat *st,
-                     const char *path, char hex[65], bool *stable, struct cap_error *err)
+/* tests/sandbox/rollback.sh (the test-hook build): a writer racing the
+ * snapshot appends to the file named while it is read. */
+static int test_race(const char *path, struct cap_error *err)
 {
+#ifdef CAPSULE_TEST_HOOKS
+  const char *racing = getenv("CAPSULE_TEST_ROLLBACK_RACE");
+  if (racing && strcmp(racing, path) == 0) {
+    _cleanup_close_ int w = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (w < 0 || write(w, "+", 1) != 1)
+      return cap_error_errno(err, errno, "rollback: test hook cannot append to %s", path);
+  }
+#else
+  (void)path, (void)err;
+#endif
+  return 0;
+}
+
+/* A small file's content appended to the thread's pack (rollback_pack.c):
+ * no inode of its own. */
+static int pack_file(struct rb_ctx *x, struct rb_pack_writer *w, unsigned char *buf, int fd,
+                     struct stat *st, const char *path, char hex[65], bool *stable,
+                     struct cap_error *err)
+{
+  int r = w->fd < 0 ? rb_pack_begin(w, x->store, (int)(w - x->writers)) : 0;
+  if (r < 0)
+    return cap_error_errno(err, -r, "rollback: cannot write to the store %s", x->store);
+  for (int attempt = 0;; attempt++) {
+    uint64_t bytes = 0;
+    r = lseek(w->fd, (off_t)w->off, SEEK_SET) < 0 ? -errno : hash_pass(buf, fd, w->fd, hex, &bytes);
+    if (test_race(path, err) < 0)
+      return -EIO;
+    struct stat now;
+    if (r == 0 && fstat(fd, &now) < 0)
+      r = -errno;
+    if (r < 0)
+      return cap_error_errno(err, -r, "rollback: cannot read %s", path);
+    *stable = same_version(st, &now);
+    *st = now;
+    if (!*stable && attempt + 1 < RB_TRIES)
+      continue;                         /* it changed while read: again */
+    if (!rb_packs_find(&x->packs, hex)) /* else the next object overwrites it */
+      rb_pack_add(w, hex, bytes);
+    return 0;
+  }
+}
+
+/* One file hashed (and with keep_objects stored): from any thread, with
+ * its own buf, pack and err; *stable false when it kept changing while
+ * read. */
+static int hash_file(struct rb_ctx *x, unsigned char *buf, struct rb_pack_writer *w, int fd,
+                     struct stat *st, const char *path, char hex[65], bool *stable,
+                     struct cap_error *err)
+{
+  if (x->keep_objects && (uint64_t)st->st_size < RB_PACK_MAX)
+    return pack_file(x, w, buf, fd, st, path, hex, stable, err);
   for (int attempt = 0;; attempt++) {
     _cleanup_free_ char *tmp = NULL;
     _cleanup_close_ int out = x->keep_objects ? object_open(x, &tmp) : -1;
@@ -293,15 +349,9 @@ static int hash_file(struct rb_ctx *x, unsigned char *buf, int fd, struct stat *
       x->no_reflinks =
           !cloned && (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL || errno == EXDEV);
     }
-    int r = hash_pass(buf, fd, cloned ? -1 : out, hex);
-#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/rollback.sh: a writer racing the snapshot */
-    const char *racing = getenv("CAPSULE_TEST_ROLLBACK_RACE");
-    if (racing && strcmp(racing, path) == 0) {
-      _cleanup_close_ int w = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-      if (w < 0 || write(w, "+", 1) != 1)
-        return cap_error_errno(err, errno, "rollback: test hook cannot append to %s", path);
-    }
-#endif
+    int r = hash_pass(buf, fd, cloned ? -1 : out, hex, NULL);
+    if (test_race(path, err) < 0)
+      return -EIO;
     struct stat now;
     if (r == 0 && fstat(fd, &now) < 0)
       r = -errno;
@@ -346,11 +396,11 @@ struct rb_batch {
   atomic_size_t next;
 };
 
-static void batch_run(struct rb_batch *b, unsigned char *buf)
+static void batch_run(struct rb_batch *b, unsigned char *buf, struct rb_pack_writer *w)
 {
   for (size_t i; (i = atomic_fetch_add(&b->next, 1)) < b->len;) {
     struct rb_job *j = &b->v[i];
-    j->r = hash_file(b->x, buf, j->fd, &j->st, b->x->tree->v[j->index].path, j->hex, &j->stable,
+    j->r = hash_file(b->x, buf, w, j->fd, &j->st, b->x->tree->v[j->index].path, j->hex, &j->stable,
                      &j->err);
   }
 }
@@ -358,7 +408,7 @@ static void batch_run(struct rb_batch *b, unsigned char *buf)
 static void *batch_helper(void *p)
 {
   struct rb_batch *b = p;
-  batch_run(b, b->x->helper_buf);
+  batch_run(b, b->x->helper_buf, &b->x->writers[1]);
   return NULL;
 }
 
@@ -369,7 +419,7 @@ static int batch_flush(struct rb_batch *b)
   pthread_t t;
   atomic_store(&b->next, 0);
   bool helper = b->len > 1 && pthread_create(&t, NULL, batch_helper, b) == 0;
-  batch_run(b, x->buf);
+  batch_run(b, x->buf, &x->writers[0]);
   if (helper)
     pthread_join(t, NULL);
   int r = 0;
@@ -664,7 +714,10 @@ int rb_snapshot(const char *store, const struct cap_strv *paths, const struct ca
                      .tree = out,
                      .buf = cap_xmalloc(RB_READ_CHUNK),
                      .helper_buf = cap_xmalloc(RB_READ_CHUNK),
+                     .writers = {{.fd = -1, .dirfd = -1}, {.fd = -1, .dirfd = -1}},
                      .err = err};
+  if (keep_objects)
+    rb_packs_load(store, &x.packs);
   cache_load(&x.cache, store);
   crypto_hash_sha256_state root;
   crypto_hash_sha256_init(&root);
@@ -698,8 +751,14 @@ int rb_snapshot(const char *store, const struct cap_strv *paths, const struct ca
   unsigned char d[32];
   crypto_hash_sha256_final(&root, d);
   hex_of(d, out->root);
+  for (size_t i = 0; i < 2 && r == 0; i++)
+    if ((r = rb_pack_commit(&x.writers[i])) < 0)
+      cap_error_errno(err, -r, "rollback: cannot write a pack to the store %s", store);
   if (r == 0)
     cache_save(&x.cache, store);
+  for (size_t i = 0; i < 2; i++)
+    rb_pack_abandon(&x.writers[i]);
+  rb_packs_free(&x.packs);
   free(x.cache.v);
   free(x.buf);
   free(x.helper_buf);
