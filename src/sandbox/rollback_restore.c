@@ -1,6 +1,7 @@
 /* Rollback: verifying a record's objects, restoring its before tree (files
  * written to a temporary name beside them and renamed over, so a file is
  * either the old or the restored one, never half), and pruning. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -232,7 +233,9 @@ int rb_prune(const char *store, size_t keep, size_t *records, size_t *objects,
     /* a snapshot's unfinished object (tmp.PID.N), once that process is gone */
     if (sscanf(e->d_name, "tmp.%d.", &pid) == 1 && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
       unlinkat(dirfd(d), e->d_name, 0);
-    if (strlen(e->d_name) != 2)
+    /* AB, two hex digits: not "..", whose entries are the store's own */
+    if (strlen(e->d_name) != 2 || !isxdigit((unsigned char)e->d_name[0]) ||
+        !isxdigit((unsigned char)e->d_name[1]))
       continue;
     _cleanup_free_ char *sub = cap_xasprintf("%s/%s", objdir, e->d_name);
     DIR *s = opendir(sub);
