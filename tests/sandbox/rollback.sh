@@ -149,6 +149,12 @@ $show"
   left=$(cap "$who" rollback list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
   [ "$left" = 1 ] && echo "$out" | grep -qE '^pruned [1-9][0-9]* runs and [0-9]+ objects$' &&
     ok "$who" "prune keeps the newest" || bad "$who" "prune ($left left)" "$out"
+  # what prune keeps of the store: the hash cache (once lost through "..")
+  # and the kept run's objects, packed or loose
+  last=$(cap "$who" rollback list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[-1]["id"])')
+  [ -f "$work/$who/state/rollback/hashcache" ] && cap "$who" rollback verify "$last" >/dev/null 2>&1 &&
+    ok "$who" "prune leaves the hash cache and the kept run's objects" ||
+    bad "$who" "prune removed too much" "$(ls -R "$work/$who/state/rollback" | head -20)"
   out=$(cap "$who" rollback show no-such-id 2>&1)
   [ $? = 1 ] && echo "$out" | grep -q "no rollback no-such-id" && ok "$who" "an unknown id is refused" ||
     bad "$who" "unknown id" "$out"
