@@ -3,11 +3,6 @@
 # holding 200 MB (random contents, 100 directories), hashed by
 #   sha256sum    every file (find | xargs sha256sum), the peer;
 #   cold         a snapshot into an empty store (hash and store every file);
-#                the previous run's store is moved aside, not deleted, before
-#                each run: on this machine's ext4 (no journal) inodes deleted
-#                in the last seconds are skipped one by one when new ones are
-#                allocated (recently_deleted, 60% of the run in perf), which
-#                would time `rm -rf` of 10,000 files rather than the snapshot;
 #   unchanged    a snapshot of the same tree again (the hash cache: no file
 #                read, no object written).
 # The page cache is warm for all three (each runs after a warm-up). Prints
@@ -19,7 +14,6 @@ snap=$build/bench/rollback_snap
 command -v hyperfine >/dev/null || { apt-get update -qq && apt-get install -y -qq hyperfine >/dev/null; }
 work=$(mktemp -d /var/tmp/capsule-rollback-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-mkdir "$work/trash"
 python3 - "$work/tree" <<'PY'
 import os, random, sys
 root = sys.argv[1]
@@ -37,8 +31,7 @@ echo "tree: $(find "$work/tree" -type f | wc -l) files, $(du -sm "$work/tree" | 
 "$snap" "$work/warm" "$work/tree" >/dev/null
 hyperfine --warmup 1 --runs 5 --export-json "$work/result.json" \
   -n sha256sum "find $work/tree -type f -print0 | xargs -0 sha256sum >/dev/null" \
-  -n cold --prepare "mv $work/store $work/trash/\$(date +%s%N) 2>/dev/null; true" \
-  "$snap $work/store $work/tree" \
+  -n cold --prepare "rm -rf $work/store" "$snap $work/store $work/tree" \
   -n unchanged "$snap $work/warm $work/tree"
 python3 - "$work/result.json" <<'PY'
 import json, sys

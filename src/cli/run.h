@@ -99,7 +99,8 @@ void run_audit_finish(struct run_audit *au, int r, const struct sandbox_result *
  * fills opt's expansion hooks (none when the spec does not expand);
  * finish closes what they opened. */
 struct run_expand {
-  const char *state, *capability, *tool, *user;
+  const char *state, *capability, *tool, *user; /* user: "#UID" */
+  char user_name[64];                           /* its login name, looked up on first use */
   bool may_prompt;
   int64_t timeout_ms;
   pthread_mutex_t lock; /* one record at a time */

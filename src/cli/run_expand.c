@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,22 @@ static char *question(const struct sandbox_expansion *req)
   return b.data;
 }
 
+/* The caller's login name (looked up once the tool runs: NSS is not on
+ * the way to it), else "#UID". */
+static const char *user_of(struct run_expand *x)
+{
+  if (x->user_name[0])
+    return x->user_name;
+  struct passwd pw, *found = NULL;
+  char buf[2048];
+  uid_t uid = (uid_t)strtoul(x->user + 1, NULL, 10);
+  if (x->user[0] == '#' && getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found)
+    snprintf(x->user_name, sizeof x->user_name, "%s", pw.pw_name);
+  else
+    snprintf(x->user_name, sizeof x->user_name, "%s", x->user);
+  return x->user_name;
+}
+
 static bool state_ready(struct run_expand *x)
 {
   if (x->st)
@@ -91,6 +108,9 @@ static enum sandbox_expand_verdict ask_tty(const struct run_expand *x, int tty,
 static enum sandbox_expand_verdict ask_queue(struct run_expand *x,
                                              const struct sandbox_expansion *req)
 {
+  pthread_mutex_lock(&x->lock); /* user_of fills x->user_name once */
+  const char *user = user_of(x);
+  pthread_mutex_unlock(&x->lock);
   struct cap_buf args = {0};
   cap_buf_puts(&args, "{\"path\":");
   cap_json_quote(&args, req->path, strlen(req->path));
@@ -102,7 +122,7 @@ static enum sandbox_expand_verdict ask_queue(struct run_expand *x,
   gw_sha256_hex(bound, strlen(bound), binding);
   struct gw_approval_call call = {.capability = x->capability,
                                   .tool = "expand",
-                                  .user = x->user,
+                                  .user = user,
                                   .args = args.data,
                                   .args_hash = hash,
                                   .binding = binding,
@@ -150,7 +170,7 @@ static enum sandbox_expand_verdict ask(void *ctx, const struct sandbox_expansion
 static void append(struct run_expand *x, const char *decision, const char *outcome,
                    const char *path)
 {
-  struct gw_audit_record rec = {.user = x->user,
+  struct gw_audit_record rec = {.user = user_of(x),
                                 .capability = x->capability,
                                 .tool = x->tool,
                                 .decision = decision,
