@@ -779,7 +779,7 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   opt.hidden = (const char *const *)hidden;
   struct run_audit audit = {.marker.fd = -1};
   run_audit_begin(spec, a, &rs, &open_err, &audit);
-  struct run_expand expand;
+  static struct run_expand expand; /* see run.h */
   run_expand_setup(&expand, &opt, spec, a, &audit);
   r = sandbox_run(spec, &opt, &res, &err);
   run_expand_finish(&expand);

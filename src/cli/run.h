@@ -97,7 +97,9 @@ void run_audit_finish(struct run_audit *au, int r, const struct sandbox_result *
  * open outside the grants (a terminal capsule owns, else the approval
  * queue, with a timeout that denies), every decision audited. setup
  * fills opt's expansion hooks (none when the spec does not expand);
- * finish closes what they opened. */
+ * finish closes what they opened. x must outlive the process's threads
+ * (a supervisor's thread may still be asking when the run ends): static
+ * storage. */
 struct run_expand {
   const char *state, *capability, *tool, *user; /* user: "#UID" */
   char user_name[64];                           /* its login name, looked up on first use */
@@ -106,6 +108,7 @@ struct run_expand {
   pthread_mutex_t lock; /* one record at a time */
   size_t rate_limited;
   struct gw_state *st; /* opened on first use */
+  bool closing;        /* the run is over: nothing more is asked or recorded */
 };
 void run_expand_setup(struct run_expand *x, struct sandbox_options *opt,
                       const struct cap_spec *spec, const struct run_args *a,

@@ -72,10 +72,13 @@ static const char *user_of(struct run_expand *x)
   return x->user_name;
 }
 
+/* Under x->lock. */
 static bool state_ready(struct run_expand *x)
 {
   if (x->st)
     return true;
+  if (x->closing)
+    return false;
   struct cap_error err = {0};
   _cleanup_free_ char *dflt = x->state ? NULL : gw_state_default_dir();
   if (gw_state_open(x->state ? x->state : dflt, &x->st, &err) < 0) {
@@ -145,7 +148,8 @@ static enum sandbox_expand_verdict ask_queue(struct run_expand *x,
     do {
       nanosleep(&(struct timespec){.tv_nsec = POLL_MS * 1000000L}, NULL);
       pthread_mutex_lock(&x->lock);
-      r = gw_approval_take(x->st, &call, &status, id, &lapsed, lapsed_id, &err);
+      r = x->st ? gw_approval_take(x->st, &call, &status, id, &lapsed, lapsed_id, &err)
+                : -ECANCELED;
       pthread_mutex_unlock(&x->lock);
     } while (r == 0 && status == GW_APPROVAL_PENDING && cap_now_ms(CLOCK_MONOTONIC) < end);
     if (status == GW_APPROVAL_APPROVED || status == GW_APPROVAL_DENIED)
@@ -187,7 +191,8 @@ static void record(void *ctx, const struct sandbox_expansion *req,
 {
   struct run_expand *x = ctx;
   pthread_mutex_lock(&x->lock);
-  if (verdict == SANDBOX_EXPAND_RATE_LIMITED && x->rate_limited++ >= RATE_LIMITED_RECORDS) {
+  if (x->closing ||
+      (verdict == SANDBOX_EXPAND_RATE_LIMITED && x->rate_limited++ >= RATE_LIMITED_RECORDS)) {
     pthread_mutex_unlock(&x->lock);
     return;
   }
@@ -223,12 +228,17 @@ void run_expand_setup(struct run_expand *x, struct sandbox_options *opt,
 
 void run_expand_finish(struct run_expand *x)
 {
+  /* a question may still be open in a supervisor's thread (the tool was
+   * killed meanwhile): it sees `closing` at its next look and gives up;
+   * x itself outlives it (static storage in run.c) */
+  pthread_mutex_lock(&x->lock);
   if (x->rate_limited > RATE_LIMITED_RECORDS) {
     _cleanup_free_ char *outcome = cap_xasprintf("%zu more expansions refused by the rate limit",
                                                  x->rate_limited - RATE_LIMITED_RECORDS);
     append(x, "expand-rate-limited", outcome, "");
   }
+  x->closing = true;
   gw_state_close(x->st);
   x->st = NULL;
-  pthread_mutex_destroy(&x->lock);
+  pthread_mutex_unlock(&x->lock);
 }
