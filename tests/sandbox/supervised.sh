@@ -116,6 +116,12 @@ appended" ]' "$status $(cat "$d/w.out" "$d/out/write.txt")"
   check "$who" "timeout denies" \
     '[[ "$out" == *"Permission denied"* ]] && ! printf "%s\n" "$out" | grep -qx late' "$out"
 
+  # the wall clock ends the run while a question is open: killed, no crash
+  out=$(cap "$who" run --timeout 2 --approval-timeout 60 --config "$d/sup.json" -- cat "$d/out/late.txt" 2>&1)
+  status=$?
+  check "$who" "a run killed while asking ends as killed" \
+    '[ "$status" = 125 ] && [[ "$out" == *"killed: wall clock"* ]]' "$status $out"
+
   # a deny entry outside the grants: refused unasked
   out=$(cap "$who" run --approval-timeout 60 --config "$d/sup.json" -- cat "$d/out/masked.txt" 2>&1)
   check "$who" "deny entry refused without a question" \
