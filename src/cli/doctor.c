@@ -120,6 +120,10 @@ int cmd_doctor(int argc, char **argv)
   row("cpu budget per task", true,
       lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick" : "RLIMIT_CPU per process");
   row("wall clock", true, "supervisor: SIGTERM, 1 s grace, SIGKILL to the pid namespace");
+  row("capability expansion", abi > 0,
+      abi > 0 ? "exec_strategy supervised: an open outside the grants asked of the operator, "
+                "the file's descriptor injected (seccomp user notification)"
+              : "needs Landlock: a supervised run refuses every expansion");
   row("disk limit", false,
       "/tmp and /dev/shm: sized tmpfs; writable grants and workspaces: "
       "RLIMIT_FSIZE per file only, their total is not bounded");
