@@ -27,6 +27,10 @@ struct rb_packs {
   size_t len, cap;
 };
 void rb_packs_load(const char *store, struct rb_packs *p);
+/* An index's text (NAME.idx of pack number `pack`) added to p, unsorted;
+ * lines that are not "HEX OFFSET LENGTH" are skipped (fuzzed:
+ * tests/fuzz/fuzz_rollback_idx.c). */
+void rb_pack_index_parse(struct rb_packs *p, uint32_t pack, const char *text, size_t len);
 void rb_packs_free(struct rb_packs *p);
 const struct rb_pack_ref *rb_packs_find(const struct rb_packs *p, const char *hex);
 /* An object's bytes: a descriptor at their start and *len of them

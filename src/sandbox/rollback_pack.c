@@ -27,30 +27,46 @@ static int by_hex(const void *a, const void *b)
   return strcmp(((const struct rb_pack_ref *)a)->hex, ((const struct rb_pack_ref *)b)->hex);
 }
 
+void rb_pack_index_parse(struct rb_packs *p, uint32_t pack, const char *text, size_t len)
+{
+  struct rb_pack_ref ref = {.pack = pack};
+  for (size_t at = 0; at < len;) {
+    const char *nl = memchr(text + at, '\n', len - at);
+    size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
+    char line[160];
+    /* "HEX OFFSET LENGTH": anything else (a torn write, a foreign line) is skipped */
+    if (n < sizeof line) {
+      memcpy(line, text + at, n);
+      line[n] = '\0';
+      int used = 0;
+      if (sscanf(line, "%64[0-9a-f] %" SCNu64 " %" SCNu64 "%n", ref.hex, &ref.off, &ref.len,
+                 &used) == 3 &&
+          strlen(ref.hex) == 64 && (size_t)used == n && ref.off <= UINT64_MAX - ref.len) {
+        if (p->len == p->cap) {
+          p->cap = p->cap ? 2 * p->cap : 1024;
+          p->v = cap_xrealloc(p->v, p->cap * sizeof *p->v);
+        }
+        p->v[p->len++] = ref;
+      }
+    }
+    at += n + 1;
+  }
+}
+
 static void load_index(struct rb_packs *p, int dirfd, const char *idx_name)
 {
-  int fd = openat(dirfd, idx_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
-  if (!f) {
-    if (fd >= 0)
-      close(fd);
-    return;
+  _cleanup_close_ int fd = openat(dirfd, idx_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct cap_buf text = {0};
+  char chunk[65536];
+  ssize_t n;
+  while (fd >= 0 && (n = read(fd, chunk, sizeof chunk)) > 0)
+    cap_buf_append(&text, chunk, (size_t)n);
+  if (fd >= 0) {
+    p->names = cap_xrealloc(p->names, (p->n_names + 1) * sizeof *p->names);
+    p->names[p->n_names] = cap_xstrndup(idx_name, strlen(idx_name) - 4); /* NAME.idx */
+    rb_pack_index_parse(p, (uint32_t)p->n_names++, text.data ? text.data : "", text.len);
   }
-  size_t n = strlen(idx_name) - 4; /* NAME.idx */
-  p->names = cap_xrealloc(p->names, (p->n_names + 1) * sizeof *p->names);
-  p->names[p->n_names] = cap_xstrndup(idx_name, n);
-  struct rb_pack_ref ref = {.pack = p->n_names++};
-  char line[160];
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "%64[0-9a-f] %" SCNu64 " %" SCNu64, ref.hex, &ref.off, &ref.len) == 3 &&
-        strlen(ref.hex) == 64) {
-      if (p->len == p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 1024;
-        p->v = cap_xrealloc(p->v, p->cap * sizeof *p->v);
-      }
-      p->v[p->len++] = ref;
-    }
-  fclose(f);
+  cap_buf_free(&text);
 }
 
 void rb_packs_load(const char *store, struct rb_packs *p)
