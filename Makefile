@@ -65,6 +65,7 @@ fuzz: $(FUZZ_BUILD)/build.ninja
 
 check:
 	scripts/check-tracked.sh
+	scripts/check-size.py
 	@scripts/deps.sh test
 	$(MAKE) format-check
 	$(MAKE) test

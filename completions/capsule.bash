@@ -9,7 +9,7 @@ _capsule() {
     cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     words=("${COMP_WORDS[@]}") cword=$COMP_CWORD
   fi
-  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace image mcp access serve rollback export config grant revoke triggers events plugin help"
+  local verbs="check show validate run doctor list call policy cred approvals approve deny audit ps stop dispatch token budget workspace image mcp access serve rollback export config grant revoke triggers events plugin state help"
   local common="--caps --state --json --help"
   local verb="" i
   for ((i = 1; i < cword; i++)); do
@@ -34,7 +34,7 @@ _capsule() {
   --format) COMPREPLY=($(compgen -W "covenant" -- "$cur")); return ;;
   --agent | --parent | --expires) return ;;
   --memory) COMPREPLY=($(compgen -W "256M 512M 1G 2G" -- "$cur")); return ;;
-  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --approval-timeout | --env | --user | --session | --thread | --ref | --approval-ttl) return ;;
+  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --approval-timeout | --env | --user | --session | --thread | --ref | --approval-ttl | --wait-approval | --to) return ;;
   --attach) COMPREPLY=($(compgen -f -- "$cur")); return ;;
   --artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac
@@ -53,15 +53,16 @@ _capsule() {
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;
   call) opts="--caps --state --user --timeout --session --thread --attach --artifacts --approval-ttl
-              --json --help" ;;
+              --wait-approval --json --help" ;;
   policy) opts="--caps --state --user --force --json --help" subs="set rm list" ;;
   cred) opts="--state --user --scope --shared --json --help" subs="set list rm" ;;
   config) opts="--caps --state --user --json --help" subs="set list rm" ;;
   grant) opts="--state --host --read --write --rw --json --help" subs="list" ;;
   revoke) opts="--state --host --read --write --rw --help" ;;
-  triggers) opts="--caps --state --user --timeout --call --help" subs="poll enable disable on run" ;;
+  triggers) opts="--caps --state --user --timeout --call --param --help" subs="poll enable disable on run" ;;
   events) opts="--state --follow --json --help" ;;
   plugin) opts="--help" subs="install" ;;
+  state) opts="--from --to --help" subs="migrate" ;;
   approvals) opts="--state --json --help" ;;
   approve | deny) opts="--state --help" ;;
   audit) opts="--state --json --since --tail --follow --format --help" subs="verify export" ;;

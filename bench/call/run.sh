@@ -31,7 +31,6 @@ port=50551
 "$work/caps/selu-text/capability" "127.0.0.1:$port" >/dev/null 2>&1 &
 server_pid=$!
 sleep 0.5
-echo "bench-key" | "$capsule" cred set api_key --scope system --state "$state"
 echo "bench-key" | "$capsule" cred set weather api_key --scope system --state "$state"
 args='{"text": "one two three four five"}'
 line='{"id":"x","text":"one two three four five","issuer":{"display":"u@local","pubkey":""},"issued_at":0,"priority":"normal","parent":null}'

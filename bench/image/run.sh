@@ -5,7 +5,7 @@
 # writes them) built here with umoci. Each import starts from an empty
 # store, so it verifies every blob, unpacks every
 # layer and commits; umoci unpack starts from an empty bundle directory.
-# `umoci raw unpack` (what capsule runs inside) is shown beside them.
+# `umoci raw unpack` (the layers alone, no bundle config) is shown beside them.
 # Usage: bench/image/run.sh [CAPSULE]   (env SIZE_MB=100, ROUNDS=8,
 # JSON=FILE to keep every sample)
 set -euo pipefail

@@ -25,9 +25,13 @@
 # favour); and the start-up of the binaries: `capsule --version`,
 # `bwrap --version`, `capsule check` of one manifest.
 #
+# BASELINE=OTHER_CAPSULE adds another build's `run`, root and uid 65534, to
+# the same rounds (a change measured before/after side by side; a build
+# tree's capsule finds its modules by its own path, so copy neither).
+#
 # Usage: bench/spawn/run.sh [CAPSULE]   (root; env ROUNDS, RUNS, WARMUP,
-# JSON=FILE to keep every sample). Installs hyperfine and bubblewrap
-# through scripts/deps.sh when missing.
+# BASELINE, JSON=FILE to keep every sample). Installs hyperfine and
+# bubblewrap through scripts/deps.sh when missing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 capsule_built=$(realpath "${1:-$root/build/capsule}")
@@ -76,6 +80,13 @@ cmds=(-n "floor root" "$floor_cmd"
       -n "capsule --version" "$capsule --version"
       -n "capsule check (1 manifest)" "$capsule check -q $out/manifest.yaml")
 spaced=(-n "bwrap root, spaced" "$bwrap_cmd" -n "capsule root, spaced" "$capsule_cmd")
+if [ -n "${BASELINE:-}" ]; then
+  baseline=$(realpath "$BASELINE")
+  setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$baseline" ||
+    { echo "bench/spawn: uid 65534 cannot run $baseline" >&2; exit 2; }
+  cmds+=(-n "baseline root" "$baseline ${run_args[*]}"
+         -n "baseline 65534" "$nobody $baseline ${run_args[*]}")
+fi
 for ((r = 1; r <= rounds; r++)); do
   printf 'round %d/%d\r' "$r" "$rounds" >&2
   hyperfine -N --style none --warmup "$warmup" --runs "$runs" \
@@ -119,6 +130,10 @@ ratio("capsule root, spaced", "bwrap root, spaced", "")
 ratio("capsule root", "floor root", "")
 ratio("capsule 65534", "floor 65534", "")
 ratio("capsule --version", "bwrap --version", "<= 2x")
+if "baseline root" in medians:
+    ratio("capsule root", "baseline root", "")
+    ratio("capsule 65534", "baseline 65534", "")
+    ratio("baseline root", "bwrap root", "")
 ratio("capsule check (1 manifest)", "capsule --version", "<= 2x")
 PY
 if [ -n "${JSON:-}" ]; then

@@ -28,6 +28,7 @@ int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 /* list, call, policy, cred, approve, deny, audit (argv[0] names which) */
 int cmd_gateway(int argc, char **argv);
+int cmd_state(int argc, char **argv); /* state migrate (state.c) */
 int cmd_serve(int argc, char **argv);
 /* ps, stop: warm instances (ps.c) */
 int cmd_ps(int argc, char **argv);

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/db.h"
 #include "gateway/state.h"
 
 /* The keys the file may set: each the name of its CAPSULE_* variable
@@ -135,7 +136,7 @@ const char *cli_config(const char *key)
   return NULL;
 }
 
-const char *cli_default(const char *value, const char *env)
+static const char *config_default(const char *value, const char *env)
 {
   if (value)
     return value;
@@ -150,4 +151,16 @@ const char *cli_default(const char *value, const char *env)
   for (size_t i = 0; i <= strlen(env + n); i++)
     key[i] = (char)tolower((unsigned char)env[n + i]);
   return cli_config(key);
+}
+
+const char *cli_default(const char *value, const char *env)
+{
+  const char *v = config_default(value, env);
+  /* a PostgreSQL state: the database for every open, and this host's
+   * own directory (the default) for the rest */
+  if (strcmp(env, "CAPSULE_STATE") == 0 && gw_db_is_url(v)) {
+    gw_state_use_database(v);
+    return NULL;
+  }
+  return v;
 }

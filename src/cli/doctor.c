@@ -73,6 +73,41 @@ static void gvisor_row(void)
   row("gvisor backend", false, detail);
 }
 
+/* The limits this host enforces, and the workspace bound. */
+static void limit_rows(void)
+{
+  struct cap_error err = {0};
+  struct cap_spec probe_spec = {0};
+  probe_spec.limits.memory_bytes = 1 << 30;
+  probe_spec.limits.pids = 1024;
+  probe_spec.limits.cpu_fraction = 1.0;
+  struct sandbox_limits lim;
+  limits_prepare(&lim, &probe_spec, false, &err);
+  const char *kind = lim.kind == LIMITS_CGROUP2   ? "cgroup v2 (delegated)"
+                     : lim.kind == LIMITS_CGROUP1 ? "cgroup v1 controllers"
+                                                  : "rlimits only";
+  row("memory limit", lim.memory_enforced, lim.memory_enforced ? kind : "RLIMIT_DATA per process");
+  row("pids limit", lim.pids_enforced,
+      lim.pids_by_rlimit ? "RLIMIT_NPROC in the sandbox's user namespace" : kind);
+  row("cpu fraction", lim.cpu_enforced,
+      lim.cpu_enforced ? kind : "not enforced: no writable cgroup");
+  row("cpu budget per task", true,
+      lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick" : "RLIMIT_CPU per process");
+  row("wall clock", true, "supervisor: SIGTERM, 1 s grace, SIGKILL to the pid namespace");
+  row("disk limit", false,
+      "/tmp and /dev/shm: sized tmpfs; writable grants: RLIMIT_FSIZE per file only, their "
+      "total is not bounded");
+  /* docs/gateway.md, "Bounds": a loop-mounted image per volume, as root */
+  bool loop = geteuid() == 0 && access("/dev/loop-control", W_OK) == 0 &&
+              (access("/usr/sbin/mkfs.ext4", X_OK) == 0 || access("/sbin/mkfs.ext4", X_OK) == 0);
+  row("Selu workspace bound", loop,
+      loop ? "a quota: each workspace and cache a loop-mounted ext4 image of its bound's size"
+      : geteuid() == 0 ? "no /dev/loop-control or mkfs.ext4: a call with a workspace fails"
+                       : "a check before each call, not a quota (a quota needs root)");
+  limits_release(&lim);
+  cap_error_clear(&err);
+}
+
 int cmd_doctor(int argc, char **argv)
 {
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
@@ -99,36 +134,13 @@ int cmd_doctor(int argc, char **argv)
       abi > 0 ? detail
               : "missing: second filesystem layer off; "
                 "boot with lsm=landlock");
-  struct cap_error err = {0};
   row("seccomp", true, "deny-list of escape syscalls, BPF compiled at build time");
-  (void)err;
 
-  struct cap_spec probe_spec = {0};
-  probe_spec.limits.memory_bytes = 1 << 30;
-  probe_spec.limits.pids = 1024;
-  probe_spec.limits.cpu_fraction = 1.0;
-  struct sandbox_limits lim;
-  limits_prepare(&lim, &probe_spec, false, &err);
-  const char *kind = lim.kind == LIMITS_CGROUP2   ? "cgroup v2 (delegated)"
-                     : lim.kind == LIMITS_CGROUP1 ? "cgroup v1 controllers"
-                                                  : "rlimits only";
-  row("memory limit", lim.memory_enforced, lim.memory_enforced ? kind : "RLIMIT_DATA per process");
-  row("pids limit", lim.pids_enforced,
-      lim.pids_by_rlimit ? "RLIMIT_NPROC in the sandbox's user namespace" : kind);
-  row("cpu fraction", lim.cpu_enforced,
-      lim.cpu_enforced ? kind : "not enforced: no writable cgroup");
-  row("cpu budget per task", true,
-      lim.kind != LIMITS_NONE ? "cgroup accounting + projection tick" : "RLIMIT_CPU per process");
-  row("wall clock", true, "supervisor: SIGTERM, 1 s grace, SIGKILL to the pid namespace");
+  limit_rows();
   row("capability expansion", abi > 0,
       abi > 0 ? "exec_strategy supervised: an open outside the grants asked of the operator, "
                 "the file's descriptor injected (seccomp user notification)"
               : "needs Landlock: a supervised run refuses every expansion");
-  row("disk limit", false,
-      "/tmp and /dev/shm: sized tmpfs; writable grants and workspaces: "
-      "RLIMIT_FSIZE per file only, their total is not bounded");
-  limits_release(&lim);
-  cap_error_clear(&err);
   if (geteuid() == 0) { /* docs/sandbox.md, "Ids" */
     int idmap = sandbox_idmap_probe(".");
     row("tool ids (as root)", true, "each capability its own range of host ids, in the state");

@@ -90,8 +90,9 @@ int cmd_export(int argc, char **argv)
   if (geteuid() == 0) { /* the capability's own host ids, as its sandbox has them */
     struct gw_state *st = NULL;
     r = gw_state_open(state_dir, &st, &err);
+    _cleanup_free_ char *key = gw_id_range_key(spec->id, spec->package_dir);
     if (r == 0)
-      r = gw_state_id_range(st, spec->id, true, &id_base, &err);
+      r = gw_state_id_range(st, key, true, &id_base, &err);
     gw_state_close(st);
   }
   _cleanup_free_ char *images = image_store_dir(state_dir);

@@ -1,4 +1,4 @@
-/* The gateway's verbs: list, call, cred, and the table of them all (policy in
+/* The gateway's verbs: list, call (cred in cred.c), and the table of them all (policy in
  * policy.c, approvals in approvals.c, audit in audit.c). */
 #include <errno.h>
 #include <fcntl.h>
@@ -45,6 +45,7 @@ enum {
   OPT_ARTIFACTS,
   OPT_SHARED,
   OPT_APPROVAL_TTL,
+  OPT_WAIT_APPROVAL,
   OPT_SINCE,
   OPT_TAIL,
   OPT_FORCE,
@@ -66,6 +67,7 @@ static const struct option common_options[] = {
     {"artifacts", required_argument, NULL, OPT_ARTIFACTS},
     {"shared", no_argument, NULL, OPT_SHARED},
     {"approval-ttl", required_argument, NULL, OPT_APPROVAL_TTL},
+    {"wait-approval", required_argument, NULL, OPT_WAIT_APPROVAL},
     {"since", required_argument, NULL, OPT_SINCE},
     {"tail", required_argument, NULL, OPT_TAIL},
     {"force", no_argument, NULL, OPT_FORCE},
@@ -127,14 +129,19 @@ int parse_common(const char *verb, int argc, char **argv, struct common *o)
       o->scope = optarg;
       break;
     case OPT_TIMEOUT:
-    case OPT_APPROVAL_TTL: {
-      const char *name = c == OPT_TIMEOUT ? "--timeout" : "--approval-ttl";
+    case OPT_APPROVAL_TTL:
+    case OPT_WAIT_APPROVAL: {
+      const char *name = c == OPT_TIMEOUT        ? "--timeout"
+                         : c == OPT_APPROVAL_TTL ? "--approval-ttl"
+                                                 : "--wait-approval";
       char *end;
       unsigned long long v = strtoull(optarg, &end, 10);
       if (*end || !v || v > 31536000)
         return cli_usage_error(verb, "%s takes a number of seconds from 1 to 31536000, not '%s'",
                                name, optarg);
-      *(c == OPT_TIMEOUT ? &o->timeout_s : &o->approval_ttl_s) = v;
+      *(c == OPT_TIMEOUT        ? &o->timeout_s
+        : c == OPT_APPROVAL_TTL ? &o->approval_ttl_s
+                                : &o->wait_approval_s) = v;
       break;
     }
     case 'h': fputs(cli_gateway_help(verb), stdout); return -1;
@@ -508,6 +515,7 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
       .deadline_ms = o->timeout_s * 1000,
       .may_prompt = true,
       .approval_ttl_ms = (int64_t)o->approval_ttl_s * 1000,
+      .approval_wait_ms = (int64_t)o->wait_approval_s * 1000,
       .log_dir = logs,
       .run_dir = run,
       .cache_dir = cache,
@@ -528,23 +536,41 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
   _cleanup_free_ char *log = tool_log_path(logs, cap);
   off_t log_before = file_size(log);
   enum gw_outcome outcome = gw_call(&call, reg, st, &result, &err);
-  /* the tool's result, as capsule writes JSON: a C1 or direction character
-   * in a string reaches the operator's terminal as a \\u escape */
-  _cleanup_free_ char *shown =
-      outcome == GW_OUTCOME_OK ? cap_json_canonical(result.json, strlen(result.json)) : NULL;
-  if (outcome == GW_OUTCOME_OK && o->json)
-    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
-           result.terminal_on_success ? "true" : "false");
-  else if (outcome == GW_OUTCOME_OK)
-    printf("%s\n", shown ? shown : "null");
-  else
-    cli_error(verb, err.message);
-  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
-    print_stderr_tail(log, log_before);
+  int code = cli_call_print(verb, o, outcome, result.json, result.terminal_on_success, err.message,
+                            log, log_before);
   cap_error_clear(&err);
   free(result.json);
   gw_state_private_paths_free(hidden, call.n_hidden);
+  return code;
+}
+
+int cli_call_print(const char *verb, const struct common *o, enum gw_outcome outcome,
+                   const char *json, bool terminal, const char *error, const char *log,
+                   off_t log_before)
+{
+  /* the tool's result, as capsule writes JSON: a C1 or direction character
+   * in a string reaches the operator's terminal as a \\u escape */
+  _cleanup_free_ char *shown =
+      outcome == GW_OUTCOME_OK && json ? cap_json_canonical(json, strlen(json)) : NULL;
+  if (outcome == GW_OUTCOME_OK && o->json)
+    printf("{\"result\":%s,\"terminal_on_success\":%s}\n", shown ? shown : "null",
+           terminal ? "true" : "false");
+  else if (outcome == GW_OUTCOME_OK)
+    printf("%s\n", shown ? shown : "null");
+  else
+    cli_error(verb, error ? error : "failed");
+  if (outcome == GW_OUTCOME_FAILED || outcome == GW_OUTCOME_KILLED_BY_LIMIT)
+    print_stderr_tail(log, log_before);
   return exit_code(outcome);
+}
+
+char *cli_tool_log(const struct common *o, const char *cap, off_t *size)
+{
+  _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", o->state ? o->state : dflt);
+  char *log = tool_log_path(logs, cap);
+  *size = file_size(log);
+  return log;
 }
 
 static int cmd_call(int argc, char **argv)
@@ -571,6 +597,11 @@ static int cmd_call(int argc, char **argv)
     args = cap_xstrdup(args_arg);
     args_len = strlen(args);
   }
+  int code;
+  if (cli_call_via_serve(&o, cap, tool, args, &code)) { /* a serve runs on this state */
+    free(args);
+    return code;
+  }
   struct gw_registry reg;
   bool bad = false;
   if ((r = load_registry(&o, &reg, &bad))) {
@@ -588,186 +619,6 @@ static int cmd_call(int argc, char **argv)
   gw_state_close(st);
   gw_registry_free(&reg);
   return r;
-}
-
-/* ---- cred ---- */
-
-/* The secret from the terminal (echo off) or stdin; never from argv. */
-static char *read_secret(size_t *len)
-{
-  bool tty = isatty(STDIN_FILENO);
-  struct termios old, quiet;
-  if (tty) {
-    fprintf(stderr, "value (not echoed): ");
-    tcgetattr(STDIN_FILENO, &old);
-    quiet = old;
-    quiet.c_lflag &= ~(tcflag_t)ECHO;
-    tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
-  }
-  struct cap_buf b = {0};
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0) {
-    cap_buf_append(&b, buf, (size_t)n);
-    if (tty && memchr(buf, '\n', (size_t)n))
-      break;
-    if (b.len > 65536)
-      break;
-  }
-  if (tty) {
-    tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
-    fprintf(stderr, "\n");
-  }
-  sodium_memzero(buf, sizeof buf);
-  while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
-    b.data[--b.len] = '\0';
-  *len = b.len;
-  return b.data;
-}
-
-/* Which credentials a cred command names: a capability's or the shared
- * ones, a scope, a user (user scope only). For list, each part may be
- * left open. */
-struct cred_sel {
-  const char *cap; /* NULL: shared (or, for list without --shared, any) */
-  const char *name;
-  bool any_cap;
-  enum cap_secret_scope scope;
-  bool any_scope;
-  const char *user; /* NULL: any (list) */
-};
-
-struct cred_print {
-  const struct cred_sel *sel;
-  struct cli_listing l;
-};
-
-static void print_cred(void *arg, const char *cap, const char *name, enum cap_secret_scope scope,
-                       const char *user, const char *updated)
-{
-  struct cred_print *cp = arg;
-  const struct cred_sel *sel = cp->sel;
-  if ((!sel->any_cap && (cap ? !sel->cap || strcmp(cap, sel->cap) : sel->cap != NULL)) ||
-      (!sel->any_scope && scope != sel->scope) ||
-      (sel->user && scope == CAP_SCOPE_USER && strcmp(user, sel->user)))
-    return;
-  static const struct cli_column cols[] = {{"capability", 20, "(shared)"},
-                                           {"name", 28, NULL},
-                                           {"scope", 6, NULL},
-                                           {"user", 16, "-"},
-                                           {"updated", 0, NULL}};
-  const char *values[] = {cap, name, scope == CAP_SCOPE_USER ? "user" : "system",
-                          *user ? user : NULL, updated};
-  cli_listing_row(&cp->l, cols, values, ARRAY_SIZE(cols));
-}
-
-static const char cred_forms[] =
-    "cred set|rm CAPABILITY NAME --scope system|user [--user U], cred set|rm --shared NAME "
-    "--scope system|user [--user U], or cred list [CAPABILITY | --shared] [--scope S] [--user U] "
-    "[--json]";
-
-/* The positional arguments and options into sel; a usage exit or 0. */
-static int cred_select(const char *sub, int rest, char **pos, const struct common *o,
-                       struct cred_sel *sel)
-{
-  bool list = strcmp(sub, "list") == 0;
-  int want = (o->shared ? 0 : 1) + (list ? 0 : 1);
-  if ((list && rest > want) || (!list && rest != want) || (o->shared && rest > want))
-    return cli_usage_error("cred", "%s", cred_forms);
-  if (!list && !o->scope)
-    return cli_usage_error("cred", "cred %s needs --scope system or --scope user", sub);
-  sel->cap = !o->shared && rest > 0 ? pos[0] : NULL;
-  sel->any_cap = list && !o->shared && rest == 0;
-  sel->name = list ? NULL : pos[rest - 1];
-  sel->any_scope = !o->scope;
-  sel->scope = o->scope && strcmp(o->scope, "user") == 0 ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM;
-  if (o->user_given && !sel->any_scope && sel->scope == CAP_SCOPE_SYSTEM)
-    return cli_usage_error("cred", "a system credential belongs to no user: drop --user, or "
-                                   "give --scope user");
-  sel->user = !list || o->user_given ? o->user : NULL;
-  return 0;
-}
-
-/* "user credential for user U, of capability C" / "system credential,
- * shared": which row a set or rm touched. */
-static char *cred_row_text(const struct cred_sel *sel)
-{
-  bool user = sel->scope == CAP_SCOPE_USER;
-  return cap_xasprintf("%s credential%s%s, %s%s", user ? "user" : "system",
-                       user ? " for user " : "", user ? sel->user : "",
-                       sel->cap ? "of capability " : "shared", sel->cap ? sel->cap : "");
-}
-
-static int cred_set(struct gw_state *st, const struct cred_sel *sel, struct cap_error *err)
-{
-  size_t len = 0;
-  char *value = read_secret(&len);
-  int r;
-  if (!value || !len) {
-    fprintf(stderr, "capsule cred: no value given on stdin\n");
-    r = -EINVAL;
-  } else {
-    r = gw_cred_set(st, sel->cap, sel->name, sel->scope, sel->user, value, len, err);
-  }
-  gw_secret_free(value);
-  return r;
-}
-
-static int cred_rm(struct gw_state *st, const struct cred_sel *sel, struct cap_error *err)
-{
-  bool found = false;
-  int r = gw_cred_rm(st, sel->cap, sel->name, sel->scope, sel->user, &found, err);
-  if (r == 0 && !found) {
-    fprintf(stderr, "capsule cred: no %s credential %s %s%s\n",
-            sel->scope == CAP_SCOPE_USER ? "user" : "system", sel->name,
-            sel->cap ? "for capability " : "shared", sel->cap ? sel->cap : "");
-    r = -ENOENT;
-  }
-  return r;
-}
-
-static int cmd_cred(int argc, char **argv)
-{
-  struct common o = {0};
-  int r = parse_common("cred", argc, argv, &o);
-  if (r)
-    return r < 0 ? CLI_EXIT_OK : r;
-  const char *sub = optind < argc ? argv[optind] : "";
-  if (strcmp(sub, "set") && strcmp(sub, "rm") && strcmp(sub, "list"))
-    return cli_usage_error("cred", "%s", cred_forms);
-  struct cred_sel sel = {0};
-  if ((r = cred_select(sub, argc - optind - 1, argv + optind + 1, &o, &sel)))
-    return r;
-  struct gw_state *st = NULL;
-  if ((r = open_state(&o, &st)))
-    return r;
-  struct cap_error err = {0};
-  bool change = strcmp(sub, "list") != 0;
-  if (strcmp(sub, "set") == 0)
-    r = cred_set(st, &sel, &err);
-  else if (strcmp(sub, "rm") == 0)
-    r = cred_rm(st, &sel, &err);
-  else {
-    struct cred_print cp = {.sel = &sel};
-    cli_listing_begin(&cp.l, o.json);
-    r = gw_cred_list(st, print_cred, &cp, &err);
-    cli_listing_end(&cp.l, r == 0);
-  }
-  if (err.message)
-    cli_error("cred", err.message);
-  cap_error_clear(&err);
-  int ar = 0;
-  if (r == 0 && change) { /* which row, never its value */
-    _cleanup_free_ char *what = cred_row_text(&sel);
-    _cleanup_free_ char *line = cap_xasprintf(
-        "credential %s: %s (%s)", strcmp(sub, "set") == 0 ? "set" : "removed", sel.name, what);
-    cap_escape_fput(stdout, line, 4096);
-    putchar('\n');
-    ar = audit_change(st, &o, strcmp(sub, "set") == 0 ? "cred-set" : "cred-rm", sel.cap, sel.name,
-                      what);
-  }
-  gw_state_close(st);
-  return r < 0 ? CLI_EXIT_INVALID : ar;
 }
 
 int cmd_gateway(int argc, char **argv)

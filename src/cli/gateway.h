@@ -5,7 +5,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
+#include "gateway/call.h"
 #include "gateway/state.h"
 
 /* Options every gateway verb takes. */
@@ -17,6 +19,7 @@ struct common {
   const char *scope;
   uint64_t timeout_s;
   uint64_t approval_ttl_s;
+  uint64_t wait_approval_s; /* call --wait-approval S: wait for the operator's decision */
   const char *session;
   const char *thread; /* call --thread: Selu's thread_id within the session */
 #define CLI_MAX_ATTACH 16
@@ -59,8 +62,23 @@ struct gw_issuer;
 int cli_call_run(const char *verb, const struct common *o, struct gw_registry *reg,
                  struct gw_state *st, const char *cap, const char *tool, const char *args,
                  size_t args_len, const struct gw_issuer *issuer);
+/* A call's outcome printed as `call` prints it (the result, or the error
+ * and the tool's stderr since log_before); its exit status. */
+int cli_call_print(const char *verb, const struct common *o, enum gw_outcome outcome,
+                   const char *json, bool terminal, const char *error, const char *log,
+                   off_t log_before);
+/* The capability's stderr log in the state and its size now (NULL for a
+ * name that cannot be a file's); the caller frees it. */
+char *cli_tool_log(const struct common *o, const char *cap, off_t *size);
+/* `call` through a running `capsule serve` on the same state and
+ * capabilities (via_serve.c): true when it was made there (*code: the
+ * exit status), false when there is none, or the call asks for what only
+ * a call alone does (then the caller runs it itself). */
+bool cli_call_via_serve(const struct common *o, const char *cap, const char *tool, const char *args,
+                        int *code);
 
 int cmd_policy(int argc, char **argv);
+int cmd_cred(int argc, char **argv); /* cred.c */
 int cmd_approvals(int argc, char **argv);
 int cmd_approve(int argc, char **argv);
 int cmd_deny(int argc, char **argv);

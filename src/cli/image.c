@@ -25,8 +25,9 @@ static const char image_help[] =
     "\n"
     "  import PATH   an OCI image layout directory, an OCI archive or a `docker\n"
     "                save` archive: every blob verified against its digest, the\n"
-    "                layers unpacked rootless (umoci) into a read-only root shared\n"
-    "                by every capability using the image\n"
+    "                layers unpacked rootless (capsule's applier: tar, gzip,\n"
+    "                zstd) into a read-only root shared by every capability\n"
+    "                using the image\n"
     "  pull REF      from a registry with skopeo, then as import\n"
     "  ls            the stored images: reference, digest, size, created\n"
     "  inspect REF   one image as JSON: digests, Entrypoint, Cmd, Env, WorkingDir,\n"
@@ -41,7 +42,7 @@ static const char image_help[] =
     "  -h, --help        this text\n"
     "\n"
     "exit status: 0 ok, 1 failed (a corrupt image, an unknown reference), 2 usage,\n"
-    "3 umoci or skopeo is not installed.\n";
+    "3 skopeo is not installed (archives, pull).\n";
 
 struct image_args {
   const char *state, *tag;

@@ -36,6 +36,7 @@ static const char usage_text[] =
     "  grant CAPABILITY --host H|--read P|--write P|--rw P, grant list, revoke\n"
     "  triggers poll|enable|disable|on|run, events [--follow]   Talos triggers\n"
     "  plugin install DIR            npm ci for a Talos plugin\n"
+    "  state migrate --from DIR --to postgres://...  an SQLite state into PostgreSQL\n"
     "  ps [--json]                   running warm instances (Selu servers)\n"
     "  stop CAPABILITY               stop that capability's warm instances\n"
     "  dispatch TEXT                 route an intent to a Covenant agent and run it\n"
@@ -100,7 +101,7 @@ static const struct {
     {"export", cmd_export},       {"config", cmd_config},
     {"triggers", cmd_triggers},   {"events", cmd_events},
     {"grant", cmd_grant},         {"revoke", cmd_revoke},
-    {"plugin", cmd_plugin},
+    {"plugin", cmd_plugin},       {"state", cmd_state},
 };
 
 static int (*find_verb(const char *name))(int, char **)
@@ -159,9 +160,9 @@ static int run_verb(int (*run)(int, char **), int argc, char **argv, int verb_at
  * command line to every user). */
 static void title_call(int argc, char **argv, int verb_at)
 {
-  static const char *const with_value[] = {"--caps",    "--state",     "--user",
-                                           "--timeout", "--session",   "--thread",
-                                           "--attach",  "--artifacts", "--approval-ttl"};
+  static const char *const with_value[] = {
+      "--caps",   "--state",  "--user",      "--timeout",      "--session",
+      "--thread", "--attach", "--artifacts", "--approval-ttl", "--wait-approval"};
   const char *pos[2] = {"", ""};
   int n = 0;
   for (int i = verb_at + 1; i < argc && n < 2; i++) {

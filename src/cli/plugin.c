@@ -59,6 +59,8 @@ static void setting_names(const struct cap_spec *spec, struct cap_buf *b)
   for (size_t i = 0; i < spec->n_settings; i++)
     cap_buf_printf(b, "%s%s", i ? ", " : "", spec->settings[i].name);
   cap_buf_printf(b, "%s%s", spec->n_settings ? ", " : "", GW_SETTING_NODE_PATH);
+  if (spec->talos.has_oauth)
+    cap_buf_printf(b, ", %s", GW_SETTING_OAUTH_TOKEN_URL);
 }
 
 /* NULL when value fits the setting, else why not (allocated). */
@@ -69,6 +71,13 @@ static char *setting_check(const struct cap_spec *spec, const char *name, const 
     if (value[0] != '/' || stat(value, &sb) < 0 || !S_ISDIR(sb.st_mode))
       return cap_xasprintf("node_path must be the absolute path of a directory (one holding "
                            "node_modules), not '%s'",
+                           value);
+    return NULL;
+  }
+  if (spec->talos.has_oauth && strcmp(name, GW_SETTING_OAUTH_TOKEN_URL) == 0) {
+    if (strncmp(value, "https://", 8) && strncmp(value, "http://", 7))
+      return cap_xasprintf("oauth_token_url must be the provider's token endpoint, an http:// or "
+                           "https:// URL, not '%s'",
                            value);
     return NULL;
   }
@@ -187,9 +196,13 @@ static int config_list(const struct common *o, struct gw_state *st, const struct
   struct cap_error err = {0};
   int r = 0;
   const char *user = o->user_given ? o->user : "";
-  for (size_t i = 0; r == 0 && i <= spec->n_settings; i++) {
+  /* the declared settings, then capsule's own: node_path, oauth_token_url */
+  size_t n = spec->n_settings + 1 + (spec->talos.has_oauth ? 1 : 0);
+  for (size_t i = 0; r == 0 && i < n; i++) {
     const struct cap_setting *s = i < spec->n_settings ? &spec->settings[i] : NULL;
-    const char *name = s ? s->name : GW_SETTING_NODE_PATH;
+    const char *name = s                       ? s->name
+                       : i == spec->n_settings ? GW_SETTING_NODE_PATH
+                                               : GW_SETTING_OAUTH_TOKEN_URL;
     _cleanup_free_ char *v = NULL, *own = NULL, *dflt = NULL;
     r = gw_setting_get(st, spec->id, user, name, &v, &err);
     if (r == 0 && v && *user)
@@ -200,7 +213,11 @@ static int config_list(const struct common *o, struct gw_state *st, const struct
       source = "default";
     }
     if (r == 0 && (s || v))
-      config_row(&l, name, s ? "setting" : "capsule", s ? s->type : "path", v ? v : dflt, source);
+      config_row(&l, name, s ? "setting" : "capsule",
+                 s                       ? s->type
+                 : i == spec->n_settings ? "path"
+                                         : "url",
+                 v ? v : dflt, source);
   }
   for (size_t i = 0; r == 0 && i < spec->n_secrets; i++) {
     const struct cap_secret *c = &spec->secrets[i];

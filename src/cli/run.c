@@ -18,6 +18,7 @@
 #include "cli/run.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/grants.h"
 #include "gateway/state.h"
 #include "manifest/load.h"
 #include "sandbox/rollback.h"
@@ -134,47 +135,6 @@ static const struct option run_options[] = {
 
 /* ---- step 1: the command line ---- */
 
-/* "256M" -> bytes; 0 on a bad size */
-static uint64_t parse_size(const char *s)
-{
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || s[0] == '-')
-    return 0;
-  uint64_t mult = 1;
-  switch (*end) {
-  case 'K':
-  case 'k':
-    mult = 1ull << 10;
-    end++;
-    break;
-  case 'M':
-  case 'm':
-    mult = 1ull << 20;
-    end++;
-    break;
-  case 'G':
-  case 'g':
-    mult = 1ull << 30;
-    end++;
-    break;
-  case '\0': break;
-  default: return 0;
-  }
-  if (*end == 'B' || *end == 'b')
-    end++;
-  return *end || v > UINT64_MAX / mult ? 0 : v * mult;
-}
-
-static uint64_t parse_count(const char *s)
-{
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  return errno || end == s || *end || s[0] == '-' ? 0 : v;
-}
-
 /* The long name of option c, for messages ("--timeout"). */
 static const char *option_name(int c)
 {
@@ -182,92 +142,6 @@ static const char *option_name(int c)
     if (o->val == c)
       return o->name;
   return "?";
-}
-
-static void push_env(struct cap_strv *env, const char *arg)
-{
-  if (strchr(arg, '=')) {
-    cap_strv_push(env, arg);
-  } else if (getenv(arg)) {
-    _cleanup_free_ char *kv = cap_xasprintf("%s=%s", arg, getenv(arg));
-    cap_strv_push(env, kv);
-  }
-}
-
-/* "1".."65535" -> the port; 0 otherwise */
-static uint16_t parse_port(const char *s)
-{
-  uint64_t v = parse_count(s);
-  return v <= 65535 ? (uint16_t)v : 0;
-}
-
-/* --allow-host HOST[:PORT]: a name (or ".suffix", "*.suffix", "*", an IP
- * literal), as nono's allow_domains and endpoints spell them. A bare IPv6
- * literal has more than one ':' and takes no port. */
-static int parse_allow_host(const char *arg, struct cap_strv *hosts)
-{
-  const char *colon = strchr(arg, ':');
-  bool has_port = colon && !strchr(colon + 1, ':');
-  _cleanup_free_ char *host = has_port ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
-  if (!host)
-    return CLI_EXIT_INVALID;
-  const char *name = host;
-  if (strncmp(name, "*.", 2) == 0)
-    name += 2;
-  else if (name[0] == '.')
-    name += 1;
-  if (!(strcmp(host, "*") == 0 || (*name && net_host_valid(name))))
-    return cli_usage_error("run",
-                           "--allow-host '%s' is not HOST[:PORT] (a name such as example.com, "
-                           ".example.com or *.example.com for its subdomains, an IP address, or *)",
-                           arg);
-  if (has_port && !parse_port(colon + 1))
-    return cli_usage_error("run", "--allow-host '%s': the port must be 1..65535", arg);
-  /* "*.suffix" is stored as ".suffix", as the nono lowering does */
-  _cleanup_free_ char *entry = strncmp(arg, "*.", 2) == 0 ? cap_xstrdup(arg + 1) : cap_xstrdup(arg);
-  cap_strv_push(hosts, entry);
-  return 0;
-}
-
-/* --resolve HOST:ADDR[,ADDR...]: a host name and IPv4 or IPv6 literals
- * (one IPv6 in brackets or not) the proxy uses for it instead of the
- * system's resolver. */
-static int parse_resolve(const char *arg, struct run_args *a)
-{
-  const char *colon = strchr(arg, ':');
-  _cleanup_free_ char *host = colon ? strndup(arg, (size_t)(colon - arg)) : NULL;
-  _cleanup_free_ char *addr = NULL;
-  if (colon) {
-    const char *v = colon + 1;
-    size_t n = strlen(v);
-    if (n >= 2 && v[0] == '[' && v[n - 1] == ']')
-      addr = strndup(v + 1, n - 2);
-    else
-      addr = strdup(v);
-  }
-  bool valid = host && addr && *host && *addr && net_host_valid(host);
-  for (const char *v = addr; valid && *v;) { /* ADDR[,ADDR...] */
-    size_t n = strcspn(v, ",");
-    char one[64];
-    unsigned char bin[16];
-    valid = n < sizeof one;
-    if (valid) {
-      memcpy(one, v, n);
-      one[n] = '\0';
-      valid = inet_pton(AF_INET, one, bin) == 1 || inet_pton(AF_INET6, one, bin) == 1;
-    }
-    v += n + (v[n] == ',' && v[n + 1]);
-  }
-  if (!valid)
-    return cli_usage_error("run",
-                           "--resolve '%s' is not HOST:ADDR[,ADDR...] (a host name and IP "
-                           "addresses, e.g. api.example.com:127.0.0.1 or api.example.com:[::1])",
-                           arg);
-  if (a->n_resolve == RUN_MAX_RESOLVE)
-    return cli_usage_error("run", "--resolve: at most %d entries", RUN_MAX_RESOLVE);
-  a->resolve[a->n_resolve++] =
-      (struct proxy_resolve){.host = steal_pointer(&host), .addr = steal_pointer(&addr)};
-  return 0;
 }
 
 /* One option into a; 0, or the exit status of a usage error. */
@@ -291,23 +165,23 @@ static int parse_option(int c, const char *arg, struct run_args *a)
     else
       return cli_usage_error("run", "--net takes blocked, proxy or unrestricted, not '%s'", arg);
     return 0;
-  case OPT_ALLOW_HOST: return parse_allow_host(arg, &a->hosts);
+  case OPT_ALLOW_HOST: return run_parse_allow_host(arg, &a->hosts);
   case OPT_ALLOW_PORT: {
-    uint16_t port = parse_port(arg);
+    uint16_t port = run_parse_port(arg);
     if (!port)
       return cli_usage_error("run", "--allow-port takes a TCP port 1..65535, not '%s'", arg);
     cap_ports_push(&a->ports, port);
     return 0;
   }
   case OPT_MEMORY:
-    if (!(a->memory = parse_size(arg)))
+    if (!(a->memory = run_parse_size(arg)))
       return cli_usage_error("run", "--memory '%s' is not a size such as 256M or 2G", arg);
     return 0;
   case OPT_PIDS:
   case OPT_CPU:
   case OPT_TIMEOUT:
   case OPT_APPROVAL_TIMEOUT:
-    if (!(v = parse_count(arg)))
+    if (!(v = run_parse_count(arg)))
       return cli_usage_error("run", "--%s takes a positive integer, not '%s'", option_name(c), arg);
     *(c == OPT_PIDS      ? &a->pids
       : c == OPT_CPU     ? &a->cpu_ms
@@ -315,12 +189,12 @@ static int parse_option(int c, const char *arg, struct run_args *a)
                          : &a->approval_timeout_s) = v;
     return 0;
   case OPT_WORKDIR: a->workdir = arg; return 0;
-  case OPT_ENV: push_env(&a->env, arg); return 0;
+  case OPT_ENV: run_push_env(&a->env, arg); return 0;
   case OPT_DRY_RUN: a->dry_run = true; return 0;
   case OPT_TTY: a->tty = true; return 0;
   case OPT_JSON: a->json = true; return 0;
   case OPT_PROXY_PRIVATE: a->proxy_private = true; return 0;
-  case OPT_RESOLVE: return parse_resolve(arg, a);
+  case OPT_RESOLVE: return run_parse_resolve(arg, a);
   case OPT_EGRESS_LOG: a->egress_log = arg; return 0;
   case OPT_STATE: a->state = arg; return 0;
   case 'v': a->verbose = true; return 0;
@@ -742,6 +616,7 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
       .extra_env = a->env.v,
       .n_extra_env = a->env.len,
       .tty = a->tty,
+      .caller_exits = true, /* cmd_run returns to main */
       .proxy = {.allow_private = a->proxy_private,
                 .resolve = a->resolve,
                 .n_resolve = a->n_resolve,
@@ -803,8 +678,15 @@ int cmd_run(int argc, char **argv)
   if (status == 0) {
     _cleanup_(cap_spec_freep) struct cap_spec *spec = NULL;
     status = run_build_spec(&a, &spec);
+    struct gw_granted granted = {0};
+    /* a capability's operator grants, as `capsule call` adds them */
+    if (status == 0 && a.config)
+      run_operator_grants(spec, a.state, &granted);
+    const struct cap_spec *eff = granted.n_added ? &granted.spec : spec;
+    a.granted = granted.n_added ? &granted : NULL;
     if (status == 0)
-      status = a.dry_run ? run_dry(spec, &a) : run_execute(spec, &a);
+      status = a.dry_run ? run_dry(eff, &a) : run_execute(eff, &a);
+    gw_granted_free(&granted);
   }
   run_args_free(&a);
   return status < 0 ? CLI_EXIT_OK : status;

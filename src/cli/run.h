@@ -1,7 +1,7 @@
 /* `capsule run`'s parsed command line, shared by its steps: run.c (parse,
- * build the spec, run and report), run_dry.c (--dry-run's summary) and
- * run_state.c (the state directory: credentials, id range, audit).
- * Strings point into argv; the lists are owned (run_args_free). */
+ * build the spec, run and report), run_values.c (option values), run_dry.c (--dry-run's summary)
+ * and run_state.c (the state directory: credentials, id range, audit). Strings point into argv; the
+ * lists are owned (run_args_free). */
 #ifndef CAPSULE_CLI_RUN_H
 #define CAPSULE_CLI_RUN_H
 
@@ -33,18 +33,29 @@ struct run_args {
   bool dry_run, json, proxy_private, verbose;
   bool tty; /* --tty: the caller's terminal for the command */
   const char *egress_log;
-  const char *state;    /* --state, else $CAPSULE_STATE, else NULL */
-  char *workdir_inside; /* built: where the command starts (owned), or NULL:
-                           the sandbox's default (/tmp, else /) */
-  char **command;       /* the command and its arguments (argv's tail) */
+  const char *state;                /* --state, else $CAPSULE_STATE, else NULL */
+  char *workdir_inside;             /* built: where the command starts (owned), or NULL:
+                                       the sandbox's default (/tmp, else /) */
+  char **command;                   /* the command and its arguments (argv's tail) */
+  const struct gw_granted *granted; /* built: the operator's grants applied, or NULL */
 };
+
+/* run_values.c: an option's value, 0 (or -1 for the int ones, after a
+ * usage error naming it) when it is not one. */
+uint64_t run_parse_size(const char *s);                   /* "256M", "1G", bytes */
+uint64_t run_parse_count(const char *s);                  /* a positive integer */
+uint16_t run_parse_port(const char *s);                   /* 1..65535 */
+void run_push_env(struct cap_strv *env, const char *arg); /* NAME or NAME=VALUE */
+int run_parse_allow_host(const char *arg, struct cap_strv *hosts);
+int run_parse_resolve(const char *arg, struct run_args *a);
 
 /* "~/x" -> "$HOME/x"; other paths as they are, as the sandbox expands
  * them (allocated). */
 char *run_expand_home(const char *path);
 
-/* The key of `capsule run`'s id range without a manifest. */
-#define RUN_ID_KEY "run"
+/* The key of `capsule run`'s id range without a manifest (and its
+ * audit records' capability): no capability's key (gw_id_range_key). */
+#define RUN_ID_KEY GW_ID_RANGE_ADHOC
 
 /* The run's state directory, opened once (gw_statedir_open): for the id
  * range's peek and the audit marker. fd -1 when it cannot be used (err
@@ -114,6 +125,14 @@ void run_expand_setup(struct run_expand *x, struct sandbox_options *opt,
                       const struct cap_spec *spec, const struct run_args *a,
                       const struct run_audit *au);
 void run_expand_finish(struct run_expand *x);
+
+/* The operator's grants (`capsule grant`) for spec's capability, from the
+ * state (state, else the default) when it exists, laid over spec as
+ * `capsule call` lays them (gateway/grants.h; out borrows from spec, free
+ * it first). A state that cannot be read is a warning on stderr and out
+ * is spec unchanged. */
+struct gw_granted;
+int run_operator_grants(const struct cap_spec *spec, const char *state, struct gw_granted *out);
 
 /* --dry-run: prints what would run and how each right is enforced. */
 int run_dry(const struct cap_spec *spec, const struct run_args *a);

@@ -17,6 +17,7 @@
 #include "net/egress_plan.h"
 #include "core/escape.h"
 #include "core/cleanup.h"
+#include "gateway/grants.h"
 #include "manifest/load.h"
 #include "sandbox/capture.h"
 #include "sandbox/limits.h"
@@ -123,7 +124,8 @@ static void print_grants(FILE *out, const struct cap_spec *spec, uint32_t id_bas
     }
     char buf[256];
     const char *note = grant_note(g, id_base, buf, sizeof buf);
-    fprintf(out, "grant:        %-10s %s%s%s%s\n", cap_access_name(g->access), g->path,
+    fprintf(out, "grant:        %-10s %s%s%s%s%s\n", cap_access_name(g->access), g->path,
+            g->origin == CAP_ORIGIN_OPERATOR ? " (the operator's: capsule grant)" : "",
             *note ? cli_colour(out, CLI_COLOUR_WARN) : "", note,
             *note ? cli_colour(out, CLI_COLOUR_RESET) : "");
   }
@@ -161,7 +163,16 @@ static void print_transparent(FILE *out, const struct cap_spec *spec)
   egress_plan_free(&plan);
 }
 
-static void print_network(FILE *out, const struct cap_spec *spec)
+/* Whether host is one the operator granted (`capsule grant --host`). */
+static bool operator_host(const struct run_args *a, const char *host)
+{
+  for (size_t i = 0; a->granted && i < a->granted->owned.len; i++)
+    if (a->granted->owned.v[i] == host)
+      return true;
+  return false;
+}
+
+static void print_network(FILE *out, const struct cap_spec *spec, const struct run_args *a)
 {
   const struct cap_network *net = &spec->network;
   fprintf(out, "network:      %s\n", cap_net_mode_name(net->mode));
@@ -171,8 +182,9 @@ static void print_network(FILE *out, const struct cap_spec *spec)
     fprintf(out, "allow host:   %s (any port%s)\n", net->allow_domains.v[i],
             net->connect.len ? " in ports.connect" : "");
   for (size_t i = 0; i < net->n_endpoints; i++)
-    fprintf(out, "allow host:   %s%s\n", net->endpoints[i].host,
-            net->endpoints[i].n_rules ? " (with HTTP rules)" : "");
+    fprintf(out, "allow host:   %s%s%s\n", net->endpoints[i].host,
+            net->endpoints[i].n_rules ? " (with HTTP rules)" : "",
+            operator_host(a, net->endpoints[i].host) ? " (the operator's: capsule grant)" : "");
   if (!net->allow_domains.len && !net->n_endpoints)
     fprintf(out, "allow host:   none\n");
   for (size_t i = 0; i < net->localhost.len; i++)
@@ -234,6 +246,11 @@ static void print_summary(FILE *out, const struct cap_spec *spec, const struct r
   fprintf(out, "private /tmp: %s\n",
           spec->sandbox.private_tmp ? "yes (an empty tmpfs, gone after the run)"
                                     : "no (/tmp only as granted)");
+  if (a->granted)
+    fprintf(out,
+            "operator:     %zu grant%s added by `capsule grant` (marked below; capsule grant "
+            "list)\n",
+            a->granted->n_added, a->granted->n_added == 1 ? "" : "s");
   print_grants(out, spec, id_base);
   if (spec->rollback.enabled)
     fprintf(out, "rollback:     the writable grants snapshotted before and after the run "
@@ -243,7 +260,7 @@ static void print_summary(FILE *out, const struct cap_spec *spec, const struct r
             "supervised:   an open of a file outside the grants waits for the operator "
             "(this terminal, else capsule approvals/approve/deny; denied after %llu s)\n",
             (unsigned long long)(a->approval_timeout_s ? a->approval_timeout_s : 60));
-  print_network(out, spec);
+  print_network(out, spec, a);
   print_limits(out, spec);
 }
 

@@ -10,6 +10,7 @@
 #include "cli/run.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/grants.h"
 #include "gateway/state.h"
 #include "sandbox/sandbox.h"
 
@@ -30,6 +31,29 @@ int run_store_lookup(void *arg, const char *name, char **value, bool *found, str
   return gw_cred_get(ctx->st, NULL, name, CAP_SCOPE_SYSTEM, NULL, value, found, err);
 }
 
+int run_operator_grants(const struct cap_spec *spec, const char *state, struct gw_granted *out)
+{
+  *out = (struct gw_granted){.spec = *spec};
+  _cleanup_free_ char *dir = state ? cap_xstrdup(state) : gw_state_default_dir();
+  _cleanup_free_ char *db = cap_xasprintf("%s/state.db", dir);
+  if (!spec->id || !*spec->id || access(db, F_OK) < 0)
+    return 0; /* no state yet: nothing granted, and none created by a run */
+  struct gw_state *st = NULL;
+  struct cap_error err = {0};
+  int r = gw_state_open(dir, &st, &err);
+  if (r == 0)
+    r = gw_spec_with_grants(st, spec, out, &err);
+  if (r < 0) {
+    fprintf(stderr, "capsule run: %s; the operator's grants (capsule grant) are not applied\n",
+            err.message);
+    *out = (struct gw_granted){.spec = *spec};
+  }
+  cap_error_clear(&err);
+  if (st)
+    gw_state_close(st);
+  return r;
+}
+
 int run_state_open(struct run_state *rs, const char *state, struct cap_error *err)
 {
   rs->named = state != NULL;
@@ -47,9 +71,10 @@ void run_state_close(struct run_state *rs)
 }
 
 /* As root, the host ids the tool runs under (sandbox_options.id_base):
- * the capability's own range, shared with `capsule call` of the same
- * capability; without a manifest, the range of the key "run", one for
- * every ad-hoc run (a range per run would use up the 4,094 there are).
+ * the capability's own range (gw_id_range_key: its id and package),
+ * shared with `capsule call` of the same package; without a manifest, the
+ * range of the key "run", which no capability's key is, one for every
+ * ad-hoc run (a range per run would use up the 4,094 there are).
  * Unprivileged: 0, the tool keeps the caller's ids. create false (the dry
  * run): the recorded range only, 0 when there is none yet. */
 int run_id_base(const struct cap_spec *spec, const char *config, const struct run_state *rs,
@@ -58,7 +83,9 @@ int run_id_base(const struct cap_spec *spec, const char *config, const struct ru
   *base = 0;
   if (geteuid() != 0)
     return 0;
-  const char *key = config && spec->id && *spec->id ? spec->id : RUN_ID_KEY;
+  _cleanup_free_ char *key = config && spec->id && *spec->id
+                                 ? gw_id_range_key(spec->id, spec->package_dir)
+                                 : cap_xstrdup(RUN_ID_KEY);
   const char *state = rs->named ? rs->dir : NULL;
   /* a range recorded before is read without opening the state (no key, no
    * migrations: a root run's start-up); a new one is allocated with it */

@@ -15,7 +15,7 @@
 
 static const char serve_help[] =
     "usage: capsule serve [--caps DIR] [--state DIR] [--socket PATH] [--mcp-http ADDR]\n"
-    "                     [--grpc ADDR] [--capability ID] [--tls-cert F --tls-key F]\n"
+    "                     [--ui ADDR] [--grpc ADDR] [--capability ID] [--tls-cert F --tls-key F]\n"
     "                     [--insecure] [--timeout S] [--rate N]\n"
     "       capsule serve status [--state DIR] [--json]\n"
     "\n"
@@ -31,6 +31,9 @@ static const char serve_help[] =
     "                        ./capabilities)\n"
     "      --socket PATH     the unix socket (default STATE/serve.sock)\n"
     "      --mcp-http ADDR   IP:PORT (or localhost:PORT) to serve MCP over HTTP on\n"
+    "      --ui ADDR         IP:PORT (or localhost:PORT; port 0: any free one) to serve\n"
+    "                        the operator dashboard on (sign in with an operator token;\n"
+    "                        `serve status` shows the address)\n"
     "      --grpc ADDR       IP:PORT or unix:PATH to serve Selu's CapabilityService on\n"
     "                        (tools named CAPABILITY.TOOL; every call needs a bearer\n"
     "                        token in its `authorization` metadata)\n"
@@ -53,6 +56,7 @@ enum {
   O_STATE,
   O_SOCKET,
   O_HTTP,
+  O_UI,
   O_GRPC,
   O_CAP,
   O_CERT,
@@ -69,6 +73,7 @@ static const struct option options[] = {
     {"socket", required_argument, NULL, O_SOCKET},
     {"mcp-http", required_argument, NULL, O_HTTP},
     {"grpc", required_argument, NULL, O_GRPC},
+    {"ui", required_argument, NULL, O_UI},
     {"capability", required_argument, NULL, O_CAP},
     {"tls-cert", required_argument, NULL, O_CERT},
     {"tls-key", required_argument, NULL, O_KEY},
@@ -104,8 +109,8 @@ static int status(const char *state_dir, bool json)
     _cleanup_free_ char *c = cap_json_canonical(text, len);
     printf("%s\n", c ? c : "{}");
   } else if (alive) {
-    const char *keys[] = {"state",    "pid",          "started",  "socket",
-                          "mcp_http", "capabilities", "sessions", "calls_in_flight"};
+    const char *keys[] = {"state", "pid",          "started",  "socket",         "mcp_http",
+                          "ui",    "capabilities", "sessions", "calls_in_flight"};
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
       const struct cap_node *v = cap_node_get(doc->root, keys[i]);
       printf("%-16s ", keys[i]);
@@ -141,6 +146,7 @@ int cmd_serve(int argc, char **argv)
     case O_SOCKET: opt.socket_path = optarg; break;
     case O_HTTP: opt.http_addr = optarg; break;
     case O_GRPC: opt.grpc_addr = optarg; break;
+    case O_UI: opt.ui_addr = optarg; break;
     case O_CAP: opt.only = optarg; break;
     case O_CERT: opt.tls_cert = optarg; break;
     case O_KEY: opt.tls_key = optarg; break;

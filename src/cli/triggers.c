@@ -8,7 +8,8 @@
  * "poll_interval", in minutes; else 5 minutes), the first poll 5 s after
  * start, a lease in the state so two pollers never poll one trigger at
  * once, failures logged and retried at the next interval, SIGTERM or
- * SIGINT ending it after the poll in progress. */
+ * SIGINT ending it after the poll in progress; push triggers (a module's
+ * subscribe) are subscribed to instead (triggers_push.c). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "cli/gateway.h"
 #include "cli/listing.h"
 #include "cli/plugin.h"
+#include "cli/triggers.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "core/escape.h"
@@ -34,7 +36,8 @@
 #define FIRST_POLL_MS 5000
 #define DEFAULT_INTERVAL_MS (5 * 60 * 1000)
 
-static volatile sig_atomic_t stopping;
+volatile sig_atomic_t triggers_stopping;
+#define stopping triggers_stopping
 static void on_stop(int sig) { stopping = sig; }
 
 static void catch_stop(void)
@@ -52,16 +55,6 @@ static const struct cap_trigger *find_trigger(const struct cap_spec *spec, const
       return &spec->triggers[i];
   return NULL;
 }
-
-/* Where the calls' logs, warm sockets and caches go, and what is masked. */
-struct poll_env {
-  const struct common *o;
-  const struct gw_registry *reg;
-  struct gw_state *st;
-  char *logs, *cache, *run;
-  char **hidden;
-  size_t n_hidden;
-};
 
 static void poll_env_init(struct poll_env *e, const struct common *o, const struct gw_registry *reg,
                           struct gw_state *st)
@@ -84,8 +77,8 @@ static void poll_env_free(struct poll_env *e)
 }
 
 /* The tool the operator attached to the trigger, called with {"event": E}. */
-static void call_on_event(const struct poll_env *e, const char *cap, const char *tool,
-                          const char *event)
+void triggers_call_on_event(const struct poll_env *e, const char *cap, const char *tool,
+                            const char *event)
 {
   _cleanup_free_ char *args = cap_xasprintf("{\"event\":%s}", event);
   struct gw_call call = {
@@ -116,9 +109,9 @@ static void call_on_event(const struct poll_env *e, const char *cap, const char 
 }
 
 /* The event's own audit record: who, which trigger, the event's hash. */
-static int audit_event(struct gw_state *st, const char *user, const struct cap_spec *spec,
-                       const struct cap_trigger *t, const char *event, int64_t seq,
-                       struct cap_error *err)
+int triggers_audit_event(struct gw_state *st, const char *user, const struct cap_spec *spec,
+                         const struct cap_trigger *t, const char *event, int64_t seq,
+                         struct cap_error *err)
 {
   _cleanup_free_ char *tool = cap_xasprintf("trigger:%s", t->local_id);
   _cleanup_free_ char *outcome = cap_xasprintf("event %lld", (long long)seq);
@@ -141,6 +134,11 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   char **secrets = NULL;
   struct gw_talos_config cfg = {0};
   _cleanup_free_ char *state = NULL, *event = NULL, *new_state = NULL;
+  bool enabled, pass = true;
+  _cleanup_free_ char *call_cap = NULL, *call_tool = NULL, *params = NULL;
+  if (gw_trigger_config(e->st, spec->id, t->local_id, false, &enabled, &call_cap, &call_tool,
+                        &params, err) < 0)
+    return GW_OUTCOME_FAILED;
   if (gw_talos_secrets_load(e->st, spec, user, &secrets, err) < 0 ||
       gw_talos_config_load(e->st, spec, user, secrets, &cfg, err) < 0 ||
       gw_trigger_state_get(e->st, spec->id, t->local_id, user, &state, err) < 0) {
@@ -160,7 +158,8 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   struct gw_granted g;
   enum gw_outcome o = GW_OUTCOME_FAILED;
   if (gw_spec_with_grants(e->st, spec, &g, err) == 0) {
-    o = talos_poll(&call, &g.spec, t->local_id, &cfg.in, state, &event, &new_state, err);
+    o = talos_poll(&call, &g.spec, t->local_id, &cfg.in, state,
+                   call_cap ? (params ? params : "{}") : NULL, &event, &new_state, &pass, err);
     gw_granted_free(&g);
   }
   gw_talos_config_free(&cfg, spec);
@@ -175,15 +174,13 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   _cleanup_free_ char *shown = cap_json_canonical(event, strlen(event));
   printf("%s\n", shown ? shown : event);
   fflush(stdout);
-  if (audit_event(e->st, user, spec, t, event, seq, err) < 0)
+  if (triggers_audit_event(e->st, user, spec, t, event, seq, err) < 0)
     return GW_OUTCOME_FAILED;
-  bool enabled;
-  _cleanup_free_ char *call_cap = NULL, *call_tool = NULL;
-  if (gw_trigger_config(e->st, spec->id, t->local_id, false, &enabled, &call_cap, &call_tool, err) <
-      0)
-    return GW_OUTCOME_FAILED;
-  if (call_cap && call_tool)
-    call_on_event(e, call_cap, call_tool, event);
+  if (call_cap && call_tool && pass)
+    triggers_call_on_event(e, call_cap, call_tool, event);
+  else if (call_cap && call_tool)
+    fprintf(stderr, "capsule triggers: %s.%s not called: the trigger's filter declined the event\n",
+            call_cap, call_tool);
   return GW_OUTCOME_OK;
 }
 
@@ -312,22 +309,31 @@ static void poller_tick(const struct poll_env *e, struct schedule *s, const char
   cap_error_clear(&err);
 }
 
-static size_t poller_plan(const struct poll_env *e, struct schedule **out)
+static size_t poller_plan(const struct poll_env *e, struct schedule **out, struct push_set *push)
 {
   struct schedule *v = NULL;
   size_t n = 0;
   uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
   for (size_t i = 0; i < e->reg->n; i++) {
     const struct cap_spec *spec = e->reg->caps[i];
+    bool *pushes = NULL, probed = false; /* loaded once, for an enabled trigger */
     for (size_t k = 0; spec->runtime.kind == CAP_RUNTIME_TALOS_NODE && k < spec->n_triggers; k++) {
       bool enabled = false;
       _cleanup_free_ char *cc = NULL, *ct = NULL;
       struct cap_error err = {0};
       gw_trigger_config(e->st, spec->id, spec->triggers[k].local_id, spec->talos.default_enabled,
-                        &enabled, &cc, &ct, &err);
+                        &enabled, &cc, &ct, NULL, &err);
       cap_error_clear(&err);
       if (!enabled)
         continue;
+      if (!probed) {
+        pushes = triggers_push_kinds(e, spec);
+        probed = true;
+      }
+      if (pushes && pushes[k]) { /* Talos subscribes to it instead of polling */
+        triggers_push_add(push, spec, &spec->triggers[k]);
+        continue;
+      }
       v = cap_xrealloc(v, (n + 1) * sizeof *v);
       v[n] = (struct schedule){spec, &spec->triggers[k], now + FIRST_POLL_MS,
                                interval_ms(e->st, spec, e->o->user)};
@@ -335,6 +341,7 @@ static size_t poller_plan(const struct poll_env *e, struct schedule **out)
               spec->triggers[k].id, (double)v[n].every_ms / 60000.0);
       n++;
     }
+    free(pushes);
   }
   *out = v;
   return n;
@@ -344,8 +351,9 @@ static int triggers_run(const struct poll_env *e)
 {
   catch_stop();
   struct schedule *plan = NULL;
-  size_t n = poller_plan(e, &plan);
-  if (!n)
+  struct push_set push = {0};
+  size_t n = poller_plan(e, &plan, &push);
+  if (!n && !push.n)
     fprintf(stderr, "capsule triggers run: no enabled trigger (enable one with `capsule "
                     "triggers enable CAPABILITY TRIGGER`); waiting for SIGTERM\n");
   char holder[96];
@@ -359,9 +367,12 @@ static int triggers_run(const struct poll_env *e)
         poller_tick(e, &plan[i], holder);
         plan[i].next_ms = cap_now_ms(CLOCK_MONOTONIC) + plan[i].every_ms;
       }
+    if (!stopping)
+      triggers_push_tick(e, &push);
     struct timespec ts = {0, 100 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
+  triggers_push_stop(&push);
   fprintf(stderr, "capsule triggers run: stopped (%s)\n",
           stopping == SIGTERM ? "SIGTERM" : "SIGINT");
   free(plan);
@@ -370,40 +381,152 @@ static int triggers_run(const struct poll_env *e)
 
 /* ---- the verb ---- */
 
-/* Takes `--call CAP TOOL` out of argv (the common parser does not know it). */
-static int take_call(int *argc, char **argv, const char **cap, const char **tool)
+/* Takes `--call CAP TOOL` and each `--param NAME=VALUE` out of argv (the
+ * common parser does not know them). */
+static int take_call(int *argc, char **argv, const char **cap, const char **tool,
+                     struct cap_strv *params)
 {
-  for (int i = 1; i < *argc; i++) {
-    if (strcmp(argv[i], "--call") != 0)
+  for (int i = 1; i < *argc;) {
+    bool call = strcmp(argv[i], "--call") == 0, param = strcmp(argv[i], "--param") == 0;
+    if (!call && !param) {
+      i++;
       continue;
-    if (i + 2 >= *argc)
-      return cli_usage_error("triggers", "--call needs a CAPABILITY and a TOOL");
-    *cap = argv[i + 1];
-    *tool = argv[i + 2];
-    memmove(&argv[i], &argv[i + 3], (size_t)(*argc - i - 3) * sizeof *argv);
-    *argc -= 3;
-    argv[*argc] = NULL;
-    return 0;
+    }
+    int n = call ? 3 : 2;
+    if (i + n - 1 >= *argc)
+      return cli_usage_error("triggers", call ? "--call needs a CAPABILITY and a TOOL"
+                                              : "--param needs NAME=VALUE");
+    if (call) {
+      *cap = argv[i + 1];
+      *tool = argv[i + 2];
+    } else {
+      cap_strv_push(params, argv[i + 1]);
+    }
+    memmove(&argv[i], &argv[i + n], (size_t)(*argc - i - n + 1) * sizeof *argv);
+    *argc -= n;
   }
   return 0;
 }
 
+/* The declared param named name (t->params: [{key, type, default}...]). */
+static const struct cap_node *find_param(const struct cap_trigger *t, const char *name, size_t len)
+{
+  for (size_t i = 0; t->params && t->params->kind == CAP_NODE_ARRAY && i < t->params->u.arr.len;
+       i++) {
+    const struct cap_node *key = cap_node_get(t->params->u.arr.items[i], "key");
+    if (key && key->kind == CAP_NODE_STRING && key->u.str.len == len &&
+        memcmp(key->u.str.ptr, name, len) == 0)
+      return t->params->u.arr.items[i];
+  }
+  return NULL;
+}
+
+static void param_value(struct cap_jw *w, const struct cap_node *p, const char *value)
+{
+  const struct cap_node *type = cap_node_get(p, "type");
+  const char *ty = type && type->kind == CAP_NODE_STRING ? type->u.str.ptr : "string";
+  char *end;
+  double num = strtod(value, &end);
+  if (strcmp(ty, "number") == 0 && *value && !*end) {
+    if (num == (double)(int64_t)num && num > -9e15 && num < 9e15)
+      cap_jw_int(w, (int64_t)num); /* 2, not 2.0: as JSON.parse gives it */
+    else
+      cap_jw_double(w, num);
+  } else if (strcmp(ty, "multi-select") == 0) { /* "a,b" -> ["a", "b"] */
+    cap_jw_begin_array(w);
+    for (const char *q = value; *value;) {
+      const char *comma = strchr(q, ',');
+      cap_jw_string_n(w, q, comma ? (size_t)(comma - q) : strlen(q));
+      if (!comma)
+        break;
+      q = comma + 1;
+    }
+    cap_jw_end_array(w);
+  } else {
+    cap_jw_string(w, value);
+  }
+}
+
+/* The attached call's task configuration, as Talos keeps a task's
+ * triggerConfig: every declared param, the given value (typed by the
+ * param's type) or its default; an unknown name or a value of the wrong
+ * type is refused. Allocated JSON, or NULL (printed). */
+static char *task_config(const struct cap_trigger *t, const struct cap_strv *given)
+{
+  for (size_t i = 0; i < given->len; i++) {
+    const char *eq = strchr(given->v[i], '=');
+    const struct cap_node *p = eq ? find_param(t, given->v[i], (size_t)(eq - given->v[i])) : NULL;
+    const struct cap_node *type = p ? cap_node_get(p, "type") : NULL;
+    char *end = NULL;
+    if (p && type && type->kind == CAP_NODE_STRING && !strcmp(type->u.str.ptr, "number"))
+      strtod(eq + 1, &end);
+    if (!p || (end && (end == eq + 1 || *end))) {
+      fprintf(stderr, "capsule triggers: --param ");
+      cap_escape_fput(stderr, given->v[i], 200);
+      fprintf(stderr, ": %s; %s declares:",
+              !eq  ? "give NAME=VALUE"
+              : !p ? "no such param"
+                   : "not a number",
+              t->id);
+      for (size_t k = 0; t->params && t->params->kind == CAP_NODE_ARRAY && k < t->params->u.arr.len;
+           k++) {
+        const struct cap_node *key = cap_node_get(t->params->u.arr.items[k], "key");
+        if (key && key->kind == CAP_NODE_STRING)
+          fprintf(stderr, " %s", key->u.str.ptr);
+      }
+      fputc('\n', stderr);
+      return NULL;
+    }
+  }
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  for (size_t k = 0; t->params && t->params->kind == CAP_NODE_ARRAY && k < t->params->u.arr.len;
+       k++) {
+    const struct cap_node *p = t->params->u.arr.items[k], *key = cap_node_get(p, "key");
+    if (!key || key->kind != CAP_NODE_STRING)
+      continue;
+    const char *value = NULL;
+    for (size_t i = 0; i < given->len; i++)
+      if (!strncmp(given->v[i], key->u.str.ptr, key->u.str.len) &&
+          given->v[i][key->u.str.len] == '=')
+        value = given->v[i] + key->u.str.len + 1;
+    const struct cap_node *dflt = cap_node_get(p, "default");
+    if (!value && !dflt)
+      continue;
+    cap_jw_key(&w, key->u.str.ptr);
+    if (value)
+      param_value(&w, p, value);
+    else
+      cap_jw_node(&w, dflt);
+  }
+  cap_jw_end_object(&w);
+  return cap_buf_steal(&b);
+}
+
 static int triggers_change(const struct common *o, struct gw_state *st, const struct cap_spec *spec,
                            const struct cap_trigger *t, const char *sub, const char *call_cap,
-                           const char *call_tool)
+                           const char *call_tool, const struct cap_strv *params)
 {
   struct cap_error err = {0};
   bool on = strcmp(sub, "on") == 0;
   int enabled = on ? -1 : strcmp(sub, "enable") == 0;
+  _cleanup_free_ char *config = on ? task_config(t, params) : NULL;
+  if (on && !config)
+    return CLI_EXIT_INVALID;
   int r = gw_trigger_configure(st, spec->id, t->local_id, enabled, on ? call_cap : NULL, call_tool,
-                               &err);
+                               config, &err);
   if (r < 0) {
     cli_error("triggers", err.message);
     cap_error_clear(&err);
     return CLI_EXIT_INVALID;
   }
-  _cleanup_free_ char *what = on ? cap_xasprintf("on each event: call %s.%s", call_cap, call_tool)
-                                 : cap_xstrdup(enabled ? "enabled" : "disabled");
+  _cleanup_free_ char *what =
+      on ? cap_xasprintf("on each event: call %s.%s%s%s", call_cap, call_tool,
+                         strcmp(config, "{}") ? " with params " : "",
+                         strcmp(config, "{}") ? config : "")
+         : cap_xstrdup(enabled ? "enabled" : "disabled");
   _cleanup_free_ char *line = cap_xasprintf("triggers: %s %s", t->id, what);
   cap_escape_fput(stdout, line, 8192);
   putchar('\n');
@@ -417,7 +540,8 @@ static int triggers_change(const struct common *o, struct gw_state *st, const st
 int cmd_triggers(int argc, char **argv)
 {
   const char *call_cap = NULL, *call_tool = NULL;
-  int r = take_call(&argc, argv, &call_cap, &call_tool);
+  _cleanup_(cap_strv_free) struct cap_strv params = {0};
+  int r = take_call(&argc, argv, &call_cap, &call_tool, &params);
   struct common o = {0};
   if (r || (r = parse_common("triggers", argc, argv, &o)))
     return r < 0 ? CLI_EXIT_OK : r;
@@ -431,7 +555,11 @@ int cmd_triggers(int argc, char **argv)
   if (!known || (run && rest != 1) || (!run && rest != 3))
     return cli_usage_error("triggers", "give poll|enable|disable|on CAPABILITY TRIGGER, or run");
   if (strcmp(sub, "on") == 0 && !call_cap)
-    return cli_usage_error("triggers", "on needs --call CAPABILITY TOOL");
+    r = cli_usage_error("triggers", "on needs --call CAPABILITY TOOL");
+  else if (params.len && strcmp(sub, "on") != 0)
+    r = cli_usage_error("triggers", "--param goes with on --call");
+  if (r)
+    return r;
   if (strcmp(sub, "enable") == 0 || strcmp(sub, "disable") == 0 || strcmp(sub, "on") == 0)
     if ((r = require_operator("triggers", "changing triggers")))
       return r;
@@ -450,7 +578,7 @@ int cmd_triggers(int argc, char **argv)
   else if (strcmp(sub, "poll") == 0)
     r = triggers_poll(&e, spec, t);
   else
-    r = triggers_change(&o, st, spec, t, sub, call_cap, call_tool);
+    r = triggers_change(&o, st, spec, t, sub, call_cap, call_tool, &params);
   poll_env_free(&e);
   gw_state_close(st);
   gw_registry_free(&reg);

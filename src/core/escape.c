@@ -154,6 +154,29 @@ void cap_escape_output_end(struct cap_escape_stream *st, struct cap_buf *out)
   st->n_carry = 0;
 }
 
+void cap_escape_html(struct cap_buf *out, const char *s, size_t len)
+{
+  static const char *const refs[128] = {
+      ['&'] = "&amp;",  ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;",
+      ['\''] = "&#39;", ['\n'] = "\n",  ['\t'] = "\t"};
+  size_t i = 0;
+  while (i < len) {
+    size_t j = i; /* a run of plain ASCII in one append */
+    while (j < len && s[j] >= 0x20 && s[j] < 0x7f && !refs[(unsigned char)s[j]])
+      j++;
+    cap_buf_append(out, s + i, j - i);
+    if ((i = j) == len)
+      break;
+    unsigned char c = (unsigned char)s[i];
+    if (c < 128 && refs[c]) {
+      cap_buf_puts(out, refs[c]);
+      i++;
+    } else {
+      i += escape_one(out, s + i, len - i, true); /* a backslash stays single */
+    }
+  }
+}
+
 char *cap_shell_quote(const char *s)
 {
   static const char safe[] =

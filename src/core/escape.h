@@ -59,6 +59,15 @@ void cap_escape_output(struct cap_escape_stream *st, struct cap_buf *out, const 
  * and is escaped as malformed. */
 void cap_escape_output_end(struct cap_escape_stream *st, struct cap_buf *out);
 
+/* Text for an HTML page (the dashboard, front/ui_pages.c), in element
+ * content or a quoted attribute value: & < > " ' as character
+ * references, and what the terminal escaper escapes (controls but
+ * newline and tab, bidi and invisible characters, bytes that are not
+ * UTF-8) shown the same way (\x1b, \u{202e}), so a hostile name can
+ * neither open markup nor hide or reorder what the operator reads.
+ * Appends s[0..len) escaped to out. */
+void cap_escape_html(struct cap_buf *out, const char *s, size_t len);
+
 /* s as one word a POSIX shell reads back unchanged, for a command the
  * operator is told to paste: as it is when it holds only
  * [A-Za-z0-9_./+,:@%=-], else in single quotes (each ' as '\''); never

@@ -1,6 +1,7 @@
 /* The gRPC server, built as the shared module capsule-grpc-serve.so (see
  * grpc_serve_module.h): gRPC's core API, one thread taking calls and one
- * worker thread per call, each with a completion queue of its own. */
+ * worker thread per call, each with a completion queue of its own; the
+ * messages are grpc_serve_msg.c's. */
 #include "front/grpc_serve_module.h"
 
 #include <errno.h>
@@ -16,10 +17,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "capability.pb-c.h"
 #include "core/buf.h"
+#include "front/grpc_serve_msg.h"
 
-#define SERVICE "/selu.capability.v1.CapabilityService/"
 #define DEFAULT_MAX_CALLS 64
 #define DEFAULT_MAX_MESSAGE (4u << 20)
 
@@ -105,18 +105,6 @@ static char *bearer_of(const grpc_metadata_array *md)
   return NULL;
 }
 
-static grpc_byte_buffer *packed(const ProtobufCMessage *m)
-{
-  size_t n = protobuf_c_message_get_packed_size(m);
-  uint8_t *buf = cap_xmalloc(n ? n : 1);
-  protobuf_c_message_pack(m, buf);
-  grpc_slice s = grpc_slice_from_copied_buffer((const char *)buf, n);
-  free(buf);
-  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-  grpc_slice_unref(s);
-  return bb;
-}
-
 /* The request message as one contiguous slice. */
 static grpc_slice message_slice(grpc_byte_buffer *bb)
 {
@@ -134,43 +122,13 @@ static grpc_byte_buffer *answer_message(enum grpc_serve_method method,
 {
   if (a->status != GRPC_SERVE_OK)
     return NULL;
-  if (method == GRPC_SERVE_HEALTH) {
-    Selu__Capability__V1__HealthCheckResponse h = SELU__CAPABILITY__V1__HEALTH_CHECK_RESPONSE__INIT;
-    h.healthy = a->success;
-    return packed(&h.base);
-  }
-  Selu__Capability__V1__InvokeResponse r = SELU__CAPABILITY__V1__INVOKE_RESPONSE__INIT;
-  r.result = a->result ? a->result : (char *)"";
-  r.success = a->success;
-  r.error = a->error ? a->error : (char *)"";
-  return packed(&r.base);
-}
-
-/* Decodes the request into call (fields pointing into *req, which the
- * caller frees); false for a message that is not one. */
-static bool decode(enum grpc_serve_method method, grpc_slice body,
-                   Selu__Capability__V1__InvokeRequest **req, struct grpc_serve_call *call,
-                   const char ***keys, const char ***values)
-{
-  if (method == GRPC_SERVE_HEALTH)
-    return true; /* HealthCheckRequest has no fields: any bytes will do */
-  *req = selu__capability__v1__invoke_request__unpack(NULL, GRPC_SLICE_LENGTH(body),
-                                                      GRPC_SLICE_START_PTR(body));
-  if (!*req)
-    return false;
-  call->tool_name = (*req)->tool_name;
-  call->parameters = (*req)->parameters;
-  size_t n = (*req)->n_context;
-  *keys = cap_xcalloc(n + 1, sizeof **keys);
-  *values = cap_xcalloc(n + 1, sizeof **values);
-  for (size_t i = 0; i < n; i++) {
-    (*keys)[i] = (*req)->context[i]->key;
-    (*values)[i] = (*req)->context[i]->value;
-  }
-  call->context_keys = *keys;
-  call->context_values = *values;
-  call->n_context = n;
-  return true;
+  size_t len = 0;
+  uint8_t *buf = grpc_serve_encode(method, a, &len);
+  grpc_slice sl = grpc_slice_from_copied_buffer((const char *)buf, len);
+  free(buf);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+  grpc_slice_unref(sl);
+  return bb;
 }
 
 /* Sends the answer (message, status) and waits for the client's close. */
@@ -213,13 +171,8 @@ static void *worker(void *arg)
   struct grpc_serve *s = p->s;
   struct grpc_serve_answer a = {0};
   enum grpc_serve_method method = GRPC_SERVE_INVOKE;
-  bool known = true;
-  if (slice_is(p->details.method, SERVICE "Invoke"))
-    method = GRPC_SERVE_INVOKE;
-  else if (slice_is(p->details.method, SERVICE "HealthCheck"))
-    method = GRPC_SERVE_HEALTH;
-  else
-    known = false;
+  bool known = grpc_serve_method_of((const char *)GRPC_SLICE_START_PTR(p->details.method),
+                                    GRPC_SLICE_LENGTH(p->details.method), &method);
   if (!known) {
     char *m = slice_str(p->details.method);
     a.status = GRPC_SERVE_UNIMPLEMENTED;
@@ -235,20 +188,19 @@ static void *worker(void *arg)
     ops[1].data.recv_message.recv_message = &in;
     bool got = batch(p, ops, 2);
     grpc_slice body = message_slice(in);
-    Selu__Capability__V1__InvokeRequest *req = NULL;
-    const char **keys = NULL, **values = NULL;
+    struct grpc_serve_request req = {0};
     char *bearer = bearer_of(&p->md), *peer = grpc_call_get_peer(p->call);
     struct grpc_serve_call call = {.method = method, .bearer = bearer, .peer = peer};
-    if (!got || !in || !decode(method, body, &req, &call, &keys, &values)) {
+    if (!got || !in ||
+        !grpc_serve_decode(method, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &req,
+                           &call)) {
       a.status = GRPC_SERVE_INVALID_ARGUMENT;
       a.status_message = cap_xstrdup("the request is not a well-formed message of its method");
     } else {
       s->opt.handler(s->opt.arg, &call, &a);
     }
     respond(p, method, &a, true);
-    selu__capability__v1__invoke_request__free_unpacked(req, NULL);
-    free(keys);
-    free(values);
+    grpc_serve_request_free(&req);
     gpr_free(bearer);
     gpr_free(peer);
     grpc_slice_unref(body);

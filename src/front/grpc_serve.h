@@ -1,5 +1,7 @@
-/* The gRPC front door: Selu's CapabilityService (Invoke, HealthCheck)
- * served on a TCP or unix address, each call handed to the caller's
+/* The gRPC front door: Selu's two capability contracts, the seed's
+ * CapabilityService (Invoke, HealthCheck) and the orchestrator's current
+ * Capability (Invoke, StreamInvoke, Healthcheck), served on a TCP or unix
+ * address, each call handed to the caller's
  * handler on a worker thread of its own. The server lives in the module
  * capsule-grpc-serve.so (grpc_serve_module.h; libgrpc is mapped only by a
  * process that serves it), opened on the first grpc_serve_start.
@@ -30,19 +32,26 @@ enum grpc_serve_status {
   GRPC_SERVE_UNAUTHENTICATED = 16,
 };
 
+/* The methods served: the seed's CapabilityService and the orchestrator's
+ * Capability (both in package selu.capability.v1). */
 enum grpc_serve_method {
-  GRPC_SERVE_INVOKE,
-  GRPC_SERVE_HEALTH,
+  GRPC_SERVE_INVOKE,     /* CapabilityService/Invoke */
+  GRPC_SERVE_HEALTH,     /* CapabilityService/HealthCheck */
+  GRPC_SERVE_CAP_INVOKE, /* Capability/Invoke */
+  GRPC_SERVE_CAP_STREAM, /* Capability/StreamInvoke: the answer as one chunk */
+  GRPC_SERVE_CAP_HEALTH, /* Capability/Healthcheck */
 };
 
 struct grpc_serve_call {
   enum grpc_serve_method method;
-  const char *tool_name;  /* Invoke: the request's tool_name */
-  const char *parameters; /* Invoke: its JSON parameters ("" when empty) */
-  const char *const *context_keys, *const *context_values; /* Invoke: context map */
+  bool health;            /* a health check; otherwise an invocation */
+  const char *tool_name;  /* the request's tool_name */
+  const char *parameters; /* its JSON arguments ("" when empty) */
+  const char *const *context_keys, *const *context_values; /* the seed's context map */
   size_t n_context;
-  const char *bearer; /* the token of "authorization: Bearer TOKEN", or NULL */
-  const char *peer;   /* the client's address, as gRPC names it */
+  const char *session_id, *thread_id; /* the orchestrator's fields, or context's; NULL: none */
+  const char *bearer;                 /* the token of "authorization: Bearer TOKEN", or NULL */
+  const char *peer;                   /* the client's address, as gRPC names it */
 };
 
 struct grpc_serve_answer {
@@ -50,7 +59,7 @@ struct grpc_serve_answer {
   char *status_message;          /* with a status other than OK */
   char *result;                  /* Invoke: the JSON result */
   bool success;                  /* Invoke: the tool succeeded; Health: healthy */
-  char *error;                   /* Invoke: the tool's error when !success */
+  char *error;                   /* Invoke: the tool's error when !success; Health: why not */
 };
 
 /* Called on a worker thread, several at once (up to max_calls). */

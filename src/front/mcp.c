@@ -104,6 +104,45 @@ static bool declares_form_elicitation(const struct cap_node *caps)
   return e->u.obj.len == 0 || cap_node_get(e, "form") || !cap_node_get(e, "url");
 }
 
+/* What a relayed server may ask of this client: its sampling, elicitation
+ * and roots capabilities, as declared (mcp_relay.c) */
+static void record_client_caps(struct mcp_session *s, const struct cap_node *caps)
+{
+  static const char *const offered[] = {"sampling", "elicitation", "roots"};
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  for (size_t i = 0; i < ARRAY_SIZE(offered); i++) {
+    const struct cap_node *c = cap_node_get(caps, offered[i]);
+    if (!c || c->kind != CAP_NODE_OBJECT)
+      continue;
+    cap_jw_key(&w, offered[i]);
+    cap_jw_node(&w, c);
+  }
+  cap_jw_end_object(&w);
+  free(s->client_caps);
+  s->client_caps = cap_buf_steal(&b);
+  s->client_samples = cap_node_get(caps, "sampling") != NULL;
+  s->client_elicits_any = cap_node_get(caps, "elicitation") != NULL;
+  s->client_roots = cap_node_get(caps, "roots") != NULL;
+}
+
+/* With --capability naming a third-party MCP server, what it may offer
+ * is relayed: declared here, answered by the server (its -32601 for what
+ * it lacks). */
+static void write_relayed_caps(struct mcp_session *s, struct cap_jw *w)
+{
+  if (!mcp_served_server(s))
+    return;
+  static const char *const relayed[] = {"logging", "prompts", "resources", "completions"};
+  for (size_t i = 0; i < ARRAY_SIZE(relayed); i++) {
+    cap_jw_key(w, relayed[i]);
+    cap_jw_begin_object(w);
+    cap_jw_end_object(w);
+  }
+}
+
 static void write_server_info(struct mcp_session *s, struct cap_jw *w)
 {
   cap_jw_key(w, "serverInfo");
@@ -135,6 +174,7 @@ static void on_initialize(struct mcp_session *s, const char *id, const struct ca
     if (strcmp(pv->u.str.ptr, versions[i]) == 0)
       s->version = versions[i];
   s->client_elicits = declares_form_elicitation(cap_node_get(params, "capabilities"));
+  record_client_caps(s, cap_node_get(params, "capabilities"));
   s->initialized = true;
   struct cap_jw w;
   struct cap_buf b;
@@ -149,6 +189,7 @@ static void on_initialize(struct mcp_session *s, const char *id, const struct ca
   cap_jw_key(&w, "listChanged");
   cap_jw_bool(&w, s->cfg->list_changed);
   cap_jw_end_object(&w);
+  write_relayed_caps(s, &w);
   cap_jw_end_object(&w);
   write_server_info(s, &w);
   cap_jw_key(&w, "instructions");
@@ -190,6 +231,39 @@ static void on_ping(struct mcp_session *s, const char *id, const struct cap_node
   mcp_send_buf(s, id, true, &b);
 }
 
+/* logging/setLevel: the level relayed servers are set to (RFC 5424's names) */
+static void on_set_level(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  static const char *const levels[] = {"debug", "info",     "notice", "warning",
+                                       "error", "critical", "alert",  "emergency"};
+  const struct cap_node *l = cap_node_get(params, "level");
+  size_t i = 0;
+  while (l && l->kind == CAP_NODE_STRING && i < ARRAY_SIZE(levels) &&
+         strcmp(l->u.str.ptr, levels[i]) != 0)
+    i++;
+  if (!l || l->kind != CAP_NODE_STRING || i == ARRAY_SIZE(levels))
+    return mcp_send_error(s, id, MCP_INVALID_PARAMS,
+                          "logging/setLevel needs params.level: debug, info, notice, warning, "
+                          "error, critical, alert or emergency",
+                          NULL);
+  free(s->log_level);
+  s->log_level = cap_xasprintf("\"%s\"", levels[i]);
+  on_ping(s, id, params); /* {} */
+}
+
+/* Relayed to the served MCP server (mcp_relay.c) */
+#define FORWARD(fn, name)                                                                          \
+  static void fn(struct mcp_session *s, const char *id, const struct cap_node *params)             \
+  {                                                                                                \
+    mcp_forward(s, id, params, name);                                                              \
+  }
+FORWARD(on_resources_list, "resources/list")
+FORWARD(on_resource_templates, "resources/templates/list")
+FORWARD(on_resources_read, "resources/read")
+FORWARD(on_prompts_list, "prompts/list")
+FORWARD(on_prompts_get, "prompts/get")
+FORWARD(on_complete, "completion/complete")
+
 /* ---- dispatch ---- */
 
 struct method {
@@ -211,6 +285,14 @@ static const struct method methods[] = {
     {"server/discover", on_discover, NULL, true},
     {"tools/list", mcp_tools_list, NULL, false},
     {"tools/call", mcp_tools_call, NULL, false},
+    {"logging/setLevel", on_set_level, NULL, false},
+    {"capsule/call", mcp_capsule_call, NULL, false},
+    {"resources/list", on_resources_list, NULL, false},
+    {"resources/templates/list", on_resource_templates, NULL, false},
+    {"resources/read", on_resources_read, NULL, false},
+    {"prompts/list", on_prompts_list, NULL, false},
+    {"prompts/get", on_prompts_get, NULL, false},
+    {"completion/complete", on_complete, NULL, false},
     {"notifications/initialized", NULL, on_initialized, true},
     {"notifications/cancelled", NULL, mcp_call_cancel, true},
 };
@@ -357,5 +439,7 @@ void mcp_session_free(struct mcp_session *s)
     return;
   mcp_runs_free(s);
   mcp_table_free(&s->table);
+  free(s->client_caps);
+  free(s->log_level);
   free(s);
 }

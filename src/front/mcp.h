@@ -8,9 +8,12 @@
  * progress, and to let notifications/cancelled stop a run.
  *
  * Revisions: 2025-06-18 and 2025-11-25 (initialize, sessions). Methods:
- * initialize, ping, tools/list, tools/call; notifications/initialized and
- * notifications/cancelled; answers to our elicitation/create (policy ask,
- * when the client declared elicitation). Tool names: CAPABILITY__TOOL from
+ * initialize, ping, tools/list, tools/call, logging/setLevel;
+ * notifications/initialized and notifications/cancelled; answers to our
+ * elicitation/create (policy ask, when the client declared elicitation)
+ * and to the requests of third-party MCP servers relayed to the client
+ * (front/mcp_relay.c), which also serves resources, prompts and
+ * completion with --capability naming such a server. Tool names: CAPABILITY__TOOL from
  * a table (front/mcp_tools.c), or the tools' own names with one capability.
  *
  * Ownership: the session borrows cfg (and everything it points to) for
@@ -41,6 +44,7 @@ struct mcp_config {
   bool skip_readiness;        /* list every tool without the readiness dry run (fuzzing) */
   const char *server_version; /* serverInfo.version */
   bool list_changed;          /* the transport carries notifications/tools/list_changed */
+  bool local_methods;         /* capsule/call is offered (serve's unix socket: the CLI) */
 };
 
 struct mcp_io {

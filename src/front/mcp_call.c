@@ -6,8 +6,11 @@
  * can stop the run: SIGTERM to the child, which its sandbox supervisor
  * forwards to the tool (a child killed before the pipeline's own record
  * leaves the in-flight marker that gateway/state.h turns into an
- * interrupted record), SIGKILL 5 s later. The child reports one JSON
- * object on a pipe: {"outcome": N, "error": "...", "result": "JSON"}. */
+ * interrupted record), SIGKILL 5 s later. The child talks on a stream
+ * socket, one JSON object a line: a third-party MCP server's messages
+ * for the client (mcp_relay.c) while it runs, then its report:
+ * {"outcome": N, "error": "...", "result": "JSON", "mcp_result": "JSON",
+ * "mcp_error": "JSON"} (the last two: the server's own answer). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,7 +43,9 @@ static void run_free(struct mcp_run *r)
   free(r->cap);
   free(r->tool);
   free(r->args);
-  cap_buf_free(&r->out);
+  free(r->report);
+  cap_buf_free(&r->line);
+  mcp_run_free_asked(r);
   free(r);
 }
 
@@ -84,6 +90,19 @@ static void send_tool_result(struct mcp_session *s, const char *id, const char *
   mcp_send_buf(s, id, true, &b);
 }
 
+/* The server's own answer, as it sent it: the result object or the
+ * error; false when there is none (or it is not an object). */
+static bool send_raw(struct mcp_session *s, const char *id, const struct cap_node *raw, bool error)
+{
+  if (!raw || raw->kind != CAP_NODE_STRING || (raw->u.str.ptr[0] != '{'))
+    return false;
+  struct cap_buf b = {0};
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":%s}", id, error ? "error" : "result",
+                 raw->u.str.ptr);
+  mcp_send_buf(s, id, true, &b);
+  return true;
+}
+
 /* What the child reported, once it is gone. */
 static void finish(struct mcp_session *s, struct mcp_run *r, int status)
 {
@@ -95,14 +114,35 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
   }
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags diags = {0};
-  const struct cap_node *outcome = NULL, *error = NULL, *result = NULL;
-  if (r->out.len && cap_json_parse(doc, r->out.data, r->out.len, "report", 0, &diags) == 0) {
+  const struct cap_node *outcome = NULL, *error = NULL, *result = NULL, *raw = NULL, *raw_e = NULL;
+  if (r->report && cap_json_parse(doc, r->report, strlen(r->report), "report", 0, &diags) == 0) {
     outcome = cap_node_get(doc->root, "outcome");
     error = cap_node_get(doc->root, "error");
     result = cap_node_get(doc->root, "result");
+    raw = cap_node_get(doc->root, "mcp_result");
+    raw_e = cap_node_get(doc->root, "mcp_error");
   }
-  if (outcome && outcome->kind == CAP_NODE_INT && outcome->u.num.i == GW_OUTCOME_OK && result &&
-      result->kind == CAP_NODE_STRING) {
+  bool ok = outcome && outcome->kind == CAP_NODE_INT && outcome->u.num.i == GW_OUTCOME_OK;
+  if (r->cli && outcome) { /* capsule/call: the pipeline's own report */
+    struct cap_buf b = {0};
+    cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}", r->id_json, r->report);
+    mcp_send_buf(s, r->id_json, true, &b);
+  } else if (r->cli) {
+    _cleanup_free_ char *m = cap_xasprintf(
+        "the call's process ended without a result (%s %d); `capsule audit` shows the call",
+        WIFSIGNALED(status) ? "signal" : "status",
+        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    mcp_send_error(s, r->id_json, MCP_INTERNAL_ERROR, m, NULL);
+  } else if (r->method && (send_raw(s, r->id_json, ok ? raw : NULL, false) ||
+                           send_raw(s, r->id_json, raw_e, true))) {
+    /* a relayed request: the server's answer as it is */
+  } else if (r->method) {
+    mcp_send_error(
+        s, r->id_json, MCP_INTERNAL_ERROR,
+        error && error->kind == CAP_NODE_STRING ? error->u.str.ptr : "the request failed", NULL);
+  } else if (ok && send_raw(s, r->id_json, raw, false)) {
+    /* the server's content as it made it (images, audio, resources) */
+  } else if (ok && result && result->kind == CAP_NODE_STRING) {
     send_tool_result(s, r->id_json, result->u.str.ptr);
   } else if (error && error->kind == CAP_NODE_STRING) {
     send_tool_error(s, r->id_json, error->u.str.ptr);
@@ -121,7 +161,8 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
 
 /* ---- the child ---- */
 
-static void report(int fd, enum gw_outcome o, const struct cap_error *err, const char *json)
+static void report(int fd, enum gw_outcome o, const struct cap_error *err, const char *json,
+                   bool terminal, const struct gw_mcp_relay *relay)
 {
   struct cap_buf b = {0};
   struct cap_jw w;
@@ -133,7 +174,14 @@ static void report(int fd, enum gw_outcome o, const struct cap_error *err, const
   cap_jw_string_or_null(&w, o == GW_OUTCOME_OK ? NULL : err->message ? err->message : "failed");
   cap_jw_key(&w, "result");
   cap_jw_string_or_null(&w, json);
+  cap_jw_key(&w, "terminal_on_success");
+  cap_jw_bool(&w, terminal);
+  cap_jw_key(&w, "mcp_result");
+  cap_jw_string_or_null(&w, relay->raw_result);
+  cap_jw_key(&w, "mcp_error");
+  cap_jw_string_or_null(&w, relay->raw_error);
   cap_jw_end_object(&w);
+  cap_buf_putc(&b, '\n');
   for (size_t off = 0; off < b.len;) {
     ssize_t n = write(fd, b.data + off, b.len - off);
     if (n < 0 && errno == EINTR)
@@ -166,6 +214,10 @@ static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r
   struct gw_state *st = NULL;
   enum gw_outcome o = GW_OUTCOME_FAILED;
   struct gw_result res = {0};
+  struct gw_mcp_relay relay = {.fd = fd,
+                               .client_caps = s->client_caps,
+                               .progress_token = r->token_json,
+                               .log_level = s->log_level};
   if (!s->cfg->state_dir)
     cap_error_set(&err, EINVAL, "no state directory to run calls with");
   else if (gw_state_open(s->cfg->state_dir, &st, &err) == 0) {
@@ -176,16 +228,20 @@ static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r
     call.args_len = strlen(r->args);
     call.may_prompt = false;
     call.answer = answer;
+    call.mcp_method = r->method;
+    if (r->deadline_ms)
+      call.deadline_ms = r->deadline_ms;
+    call.relay = r->relayed ? &relay : NULL;
     o = gw_call(&call, s->cfg->reg, st, &res, &err);
   }
-  report(fd, o, &err, res.json);
+  report(fd, o, &err, res.json, res.terminal_on_success, &relay);
   _exit(0);
 }
 
-static void start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer)
+void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer)
 {
   int p[2];
-  if (pipe2(p, O_CLOEXEC) < 0) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0) {
     send_tool_error(s, r->id_json, "cannot start the call: no pipe");
     return drop(s, r);
   }
@@ -210,13 +266,14 @@ static void start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answe
 
 /* ---- ask through the client ---- */
 
-static bool asks(const struct mcp_session *s, const struct mcp_tool *m)
+static bool asks(const struct mcp_session *s, const struct cap_spec *spec,
+                 const struct cap_tool *tool)
 {
-  enum cap_policy policy = m->tool->policy;
+  enum cap_policy policy = tool->policy;
   const char *source;
   struct cap_error err = {0};
-  if (s->cfg->st && gw_effective_policy(s->cfg->st, m->spec->id, m->tool, s->cfg->base.user,
-                                        &policy, &source, &err) < 0)
+  if (s->cfg->st && gw_effective_policy(s->cfg->st, spec->id, tool, s->cfg->base.user, &policy,
+                                        &source, &err) < 0)
     cap_error_clear(&err);
   return policy == CAP_POLICY_ASK;
 }
@@ -244,6 +301,8 @@ static void elicit(struct mcp_session *s, struct mcp_run *r)
 
 void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg)
 {
+  if (mcp_relay_answer(s, id, msg))
+    return;
   struct mcp_run *r = NULL;
   for (size_t i = 0; i < MCP_MAX_RUNNING && !r; i++)
     if (s->runs[i] && !s->runs[i]->pid && s->runs[i]->elicit_id == id)
@@ -256,7 +315,7 @@ void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *m
   if (action && action->kind == CAP_NODE_STRING)
     answer = strcmp(action->u.str.ptr, "accept") == 0 ? GW_ANSWER_YES : GW_ANSWER_NO;
   r->elicit_id = 0;
-  start(s, r, answer);
+  mcp_run_start(s, r, answer);
 }
 
 /* ---- tools/call ---- */
@@ -281,6 +340,21 @@ static struct mcp_run **free_slot(struct mcp_session *s)
   return NULL;
 }
 
+/* A new run in a free slot (NULL: none is free) */
+struct mcp_run *mcp_run_new(struct mcp_session *s, const char *id_json, const char *cap)
+{
+  struct mcp_run **slot = free_slot(s);
+  if (!slot)
+    return NULL;
+  struct mcp_run *r = cap_xcalloc(1, sizeof *r);
+  r->fd = -1;
+  r->id_json = cap_xstrdup(id_json);
+  r->cap = cap_xstrdup(cap);
+  r->modern = s->modern;
+  *slot = r;
+  return r;
+}
+
 void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node *params)
 {
   const struct cap_node *name = cap_node_get(params, "name");
@@ -300,15 +374,12 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
     mcp_send_error(s, id, MCP_INVALID_PARAMS, msg.data, NULL);
     return cap_buf_free(&msg);
   }
-  struct mcp_run **slot = free_slot(s);
-  if (!slot)
+  struct mcp_run *r = mcp_run_new(s, id, m->spec->id);
+  if (!r)
     return send_tool_error(s, id, "too many calls in flight in this session; wait for one to end");
-  struct mcp_run *r = cap_xcalloc(1, sizeof *r);
-  r->fd = -1;
-  r->id_json = cap_xstrdup(id);
   r->token_json = progress_token(params);
-  r->cap = cap_xstrdup(m->spec->id);
   r->tool = cap_xstrdup(m->tool->name);
+  r->relayed = m->spec->runtime.kind == CAP_RUNTIME_MCP;
   struct cap_buf a = {0};
   struct cap_jw w;
   cap_jw_init(&w, &a, false);
@@ -317,11 +388,56 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   else
     cap_buf_puts(&a, "{}");
   r->args = cap_buf_steal(&a);
-  r->modern = s->modern;
-  *slot = r;
-  if (s->client_elicits && !s->modern && asks(s, m)) /* 2026's input_required: not yet */
+  if (s->client_elicits && !s->modern &&
+      asks(s, m->spec, m->tool)) /* 2026's input_required: not yet */
     return elicit(s, r);
-  start(s, r, GW_ANSWER_NONE);
+  mcp_run_start(s, r, GW_ANSWER_NONE);
+}
+
+/* capsule/call (the unix socket's sessions only: `capsule call` through a
+ * running serve): the capability and the tool by their own names, the
+ * pipeline's outcome as the answer, {"outcome": N, "error": ..., "result":
+ * ..., "terminal_on_success": ...}, so the CLI prints and exits as it
+ * does alone. Policy ask goes through the client's elicitation (the CLI
+ * declares it when it has a terminal to ask on). */
+void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  const struct cap_node *cap = cap_node_get(params, "capability");
+  const struct cap_node *tool = cap_node_get(params, "tool");
+  const struct cap_node *args = cap_node_get(params, "arguments");
+  const struct cap_node *timeout = cap_node_get(params, "timeout_ms");
+  if (!s->cfg->local_methods)
+    return mcp_send_error(s, id, MCP_METHOD_NOT_FOUND,
+                          "Method not found: capsule/call (only on serve's unix socket)", NULL);
+  if (!cap || cap->kind != CAP_NODE_STRING || !tool || tool->kind != CAP_NODE_STRING ||
+      (args && args->kind != CAP_NODE_OBJECT) ||
+      (timeout && (timeout->kind != CAP_NODE_INT || timeout->u.num.i <= 0)))
+    return mcp_send_error(s, id, MCP_INVALID_PARAMS,
+                          "capsule/call needs params.capability and params.tool (strings), "
+                          "params.arguments (an object) and params.timeout_ms (a positive integer) "
+                          "when given",
+                          NULL);
+  struct mcp_run *r = mcp_run_new(s, id, cap->u.str.ptr);
+  if (!r)
+    return mcp_send_error(s, id, MCP_INTERNAL_ERROR,
+                          "too many calls in flight in this session; wait for one to end", NULL);
+  r->cli = true;
+  r->tool = cap_xstrdup(tool->u.str.ptr);
+  r->deadline_ms = timeout ? (uint64_t)timeout->u.num.i : 0;
+  struct cap_buf a = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &a, false);
+  if (args)
+    cap_jw_node(&w, args);
+  else
+    cap_buf_puts(&a, "{}");
+  r->args = cap_buf_steal(&a);
+  const struct cap_spec *spec = gw_registry_find(s->cfg->reg, r->cap);
+  const struct cap_tool *t = spec ? gw_spec_tool(spec, r->tool) : NULL;
+  r->relayed = spec && spec->runtime.kind == CAP_RUNTIME_MCP;
+  if (t && s->client_elicits && asks(s, spec, t))
+    return elicit(s, r);
+  mcp_run_start(s, r, GW_ANSWER_NONE);
 }
 
 void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting)
@@ -336,6 +452,8 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
       continue;
     }
     r->cancelled = true;
+    if (r->relayed) /* the server is told first, as MCP says */
+      mcp_relay_cancel(r);
     kill(r->pid, SIGTERM);
     r->kill_at_ms = now_ms() + KILL_GRACE_MS;
   }
@@ -367,7 +485,7 @@ size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, i
       continue;
     if (n < max)
       fds[n++] = (struct pollfd){.fd = r->fd, .events = POLLIN};
-    uint64_t due = r->token_json && !r->cancelled ? r->next_progress_ms : 0;
+    uint64_t due = r->token_json && !r->cancelled && !r->relayed ? r->next_progress_ms : 0;
     if (r->kill_at_ms && (!due || r->kill_at_ms < due))
       due = r->kill_at_ms;
     if (due && (!next || due < next))
@@ -389,14 +507,36 @@ static void progress(struct mcp_session *s, struct mcp_run *r, uint64_t now)
   r->next_progress_ms = now + PROGRESS_EVERY_MS;
 }
 
+/* Each full line the child sent: a relayed message, or its report. */
+static void lines(struct mcp_session *s, struct mcp_run *r)
+{
+  char *nl;
+  while (r->line.len && (nl = memchr(r->line.data, '\n', r->line.len))) {
+    size_t k = (size_t)(nl - r->line.data);
+    char *line = cap_xstrndup(r->line.data, k);
+    memmove(r->line.data, nl + 1, r->line.len - k - 1);
+    r->line.len -= k + 1;
+    if (strncmp(line, "{\"relay\":", 9) == 0) /* a server's message, wrapped by the child */
+      mcp_relay_line(s, r, line);
+    else { /* the child's report, its last line */
+      free(r->report);
+      r->report = line;
+    }
+  }
+}
+
 /* Reads what the child wrote; true at its end. */
-static bool drain(struct mcp_run *r)
+static bool drain(struct mcp_session *s, struct mcp_run *r)
 {
   char buf[65536];
   for (;;) {
     ssize_t n = read(r->fd, buf, sizeof buf);
     if (n > 0) {
-      cap_buf_append(&r->out, buf, (size_t)n);
+      cap_buf_append(&r->line, buf, (size_t)n);
+      if (s)
+        lines(s, r);
+      if (r->line.len > MCP_MAX_MESSAGE + 65536) /* a line the child cannot have meant */
+        r->line.len = 0;
       continue;
     }
     return n == 0 || (errno != EAGAIN && errno != EINTR);
@@ -412,7 +552,7 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
     struct mcp_run *r = s->runs[i];
     if (!r || r->fd < 0)
       continue;
-    if (drain(r)) {
+    if (drain(s, r)) {
       int status = 0;
       while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -424,8 +564,8 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
       kill(r->pid, SIGKILL);
       r->kill_at_ms = 0;
     }
-    if (r->token_json && !r->cancelled && now >= r->next_progress_ms)
-      progress(s, r, now);
+    if (r->token_json && !r->cancelled && !r->relayed && now >= r->next_progress_ms)
+      progress(s, r, now); /* a relayed server reports its own progress */
   }
 }
 
@@ -449,7 +589,7 @@ void mcp_runs_free(struct mcp_session *s)
     struct mcp_run *r = s->runs[i];
     if (!r)
       continue;
-    while (r->pid && r->fd >= 0 && now_ms() < until && !drain(r)) {
+    while (r->pid && r->fd >= 0 && now_ms() < until && !drain(NULL, r)) {
       struct pollfd p = {.fd = r->fd, .events = POLLIN};
       poll(&p, 1, 100);
     }

@@ -40,9 +40,25 @@ struct mcp_table {
   bool built;
 };
 
+#define MCP_MAX_ASKED 8 /* a server's requests to the client in flight per call */
+
+/* A request a third-party MCP server made of the client, relayed: our id
+ * for it, and the server's (JSON text) */
+struct mcp_asked {
+  int64_t ours;
+  char *theirs;
+};
+
 /* A call in flight: a child process running gw_call, or one waiting for
  * the client's answer to our elicitation. */
 struct mcp_run {
+  const char *method;   /* NULL: tools/call; else an MCP request relayed to the server (static) */
+  bool relayed;         /* the capability is an MCP server: its messages are relayed */
+  bool cli;             /* capsule/call: answered with the pipeline's report */
+  uint64_t deadline_ms; /* the call's own deadline; 0: the session's */
+  struct mcp_asked asked[MCP_MAX_ASKED];
+  struct cap_buf line; /* what the child sent past its last full line */
+  char *report;        /* the child's last line: {"outcome": ...} */
   char *id_json;       /* the request's id, as JSON text */
   char *token_json;    /* progressToken as JSON text, or NULL */
   char *cap, *tool;    /* capsule's names */
@@ -50,7 +66,6 @@ struct mcp_run {
   int64_t elicit_id;   /* our elicitation/create request's id; 0 when none */
   pid_t pid;           /* the child, or 0 */
   int fd;              /* the child's report; -1 */
-  struct cap_buf out;  /* what the child reported so far */
   uint64_t started_ms; /* monotonic */
   uint64_t next_progress_ms;
   uint64_t kill_at_ms; /* cancelled: SIGKILL at this time when still alive; 0 */
@@ -65,8 +80,13 @@ struct mcp_session {
   bool initialized;
   const char *version; /* the negotiated revision */
   bool client_elicits; /* the client declared elicitation (form) */
-  bool modern;         /* the request being answered is 2026-07-28's: results carry resultType */
-  int64_t next_id;     /* our requests' ids */
+  /* what the client declared that a relayed server may ask for, as a
+   * capabilities object ({"sampling":{},"elicitation":{},"roots":{}}) */
+  char *client_caps;
+  bool client_samples, client_elicits_any, client_roots;
+  char *log_level; /* logging/setLevel's level (JSON text), or NULL */
+  bool modern;     /* the request being answered is 2026-07-28's: results carry resultType */
+  int64_t next_id; /* our requests' ids */
   struct mcp_table table;
   struct mcp_run *runs[MCP_MAX_RUNNING];
 };
@@ -91,8 +111,24 @@ void mcp_tools_list(struct mcp_session *s, const char *id_json, const struct cap
 
 /* Calls (mcp_call.c) */
 void mcp_tools_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+void mcp_capsule_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg);
 void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params);
 void mcp_runs_free(struct mcp_session *s);
+/* Runs an MCP request other than tools/call (resources/read, prompts/get...)
+ * on the served capability's MCP server, as a call (mcp_relay.c) */
+void mcp_forward(struct mcp_session *s, const char *id_json, const struct cap_node *params,
+                 const char *method);
+struct mcp_run *mcp_run_new(struct mcp_session *s, const char *id_json, const char *cap);
+void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer);
+
+/* The relay (mcp_relay.c): a line the call's child sent ({"relay": MSG}, owned); the client's
+ * answer to a relayed request (true when it was one); the served
+ * capability when it is an MCP server (NULL otherwise) */
+void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line);
+bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg);
+void mcp_relay_cancel(struct mcp_run *r);
+const struct cap_spec *mcp_served_server(const struct mcp_session *s);
+void mcp_run_free_asked(struct mcp_run *r);
 
 #endif

@@ -28,6 +28,7 @@
 #include "core/text.h"
 #include "front/serve_core.h"
 #include "front/serve_internal.h"
+#include "front/ui.h"
 #include "image/image.h"
 #include "gateway/access.h"
 #include "gateway/registry.h"
@@ -174,7 +175,8 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .state_dir = sv->opt->state_dir,
       .only = sv->opt->only,
       .server_version = sv->opt->version,
-      .list_changed = !http, /* HTTP offers no stream outside requests to carry it */
+      .list_changed = !http,  /* HTTP offers no stream outside requests to carry it */
+      .local_methods = !http, /* the CLI's capsule/call: its peer is who SO_PEERCRED says */
       .base = {.user = x->user,
                .deadline_ms = sv->opt->deadline_ms,
                .log_dir = sv->logs,
@@ -480,6 +482,7 @@ static int load(struct serve *sv, struct cap_error *err)
   char n[32];
   snprintf(n, sizeof n, "%zu", g->reg.n);
   serve_log(sv, "info", "registry loaded", "capabilities", n, "problems", problems);
+  serve_grpc_reloaded(sv->grpc);
   sv->status_dirty = true;
   rewatch(sv);
   return 0;
@@ -526,6 +529,7 @@ static void on_signal(struct serve *sv, uint64_t *drain_until)
       serve_log(sv, "info", "draining", "signal", strsignal((int)si.ssi_signo), NULL, NULL);
       if (sv->http)
         serve_http_quiesce(sv->http);
+      serve_ui_quiesce(sv->ui);
       close(sv->listen_fd);
       sv->listen_fd = -1;
       sv->status_dirty = true;
@@ -596,8 +600,21 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
   return go_on;
 }
 
-static const struct serve_hooks hooks = {
-    .enqueue = serve_enqueue, .authenticate = serve_authenticate, .stopping = serve_stopping};
+static void ui_bound(struct serve *sv, const char *addr) { sv->ui_addr = cap_xstrdup(addr); }
+
+static void ui_log(struct serve *sv, const char *msg, const char *user)
+{
+  serve_log(sv, "info", msg, "user", user, "via", "dashboard");
+}
+
+static const struct serve_hooks hooks = {.enqueue = serve_enqueue,
+                                         .authenticate = serve_authenticate,
+                                         .stopping = serve_stopping,
+                                         .ui_login = ui_login,
+                                         .ui_page = ui_page,
+                                         .ui_pulse = ui_pulse,
+                                         .ui_bound = ui_bound,
+                                         .ui_log = ui_log};
 
 /* A gRPC address off this host needs TLS, or --insecure said aloud. */
 static int check_grpc_addr(const struct serve_options *opt, struct cap_error *err)
@@ -648,12 +665,14 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
     r = check_alone(sv, err);
   if (r == 0)
     r = listen_unix(sv, err);
-  if (r == 0 && opt->http_addr)
-    r = serve_http_start(sv, &hooks, opt, &sv->http, err);
   if (r == 0 && opt->grpc_addr)
     r = check_grpc_addr(opt, err);
-  if (r == 0 && opt->grpc_addr)
+  if (r == 0 && opt->grpc_addr) /* forks: while serve has no other thread */
     r = serve_grpc_start(sv, opt, &sv->grpc, err);
+  if (r == 0 && opt->http_addr)
+    r = serve_http_start(sv, &hooks, opt, &sv->http, err);
+  if (r == 0 && opt->ui_addr)
+    r = serve_ui_start(sv, &hooks, opt, &sv->ui, err);
   return r;
 }
 
@@ -673,6 +692,7 @@ static void teardown(struct serve *sv)
   pthread_mutex_unlock(&sv->state_mu);
   if (sv->http)
     serve_http_stop(sv->http); /* joins its threads */
+  serve_ui_stop(sv->ui);
   drain_queue(sv);
   if (sv->listen_fd >= 0)
     close(sv->listen_fd);
@@ -691,6 +711,8 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   if (r == 0) {
     serve_write_status(&sv);
     serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", opt->http_addr);
+    if (sv.ui_addr)
+      serve_log(&sv, "info", "serving the dashboard", "ui", sv.ui_addr, NULL, NULL);
     if (opt->grpc_addr)
       serve_log(&sv, "info", "serving gRPC", "grpc", opt->grpc_addr, NULL, NULL);
     uint64_t drain_until = 0;
@@ -710,5 +732,6 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.images);
   free(sv.socket_path);
   free(sv.status_path);
+  free(sv.ui_addr);
   return r;
 }

@@ -27,6 +27,7 @@ struct serve_options {
   struct gw_state *st;     /* opened by the caller; serve uses it under its own lock */
   const char *socket_path; /* NULL: STATE/serve.sock */
   const char *http_addr;   /* HOST:PORT for MCP over HTTP, or NULL */
+  const char *ui_addr;     /* HOST:PORT for the dashboard (front/ui.h; port 0: any free), or NULL */
   const char *grpc_addr;   /* HOST:PORT or unix:PATH for gRPC (serve_grpc.c), or NULL */
   const char *only;        /* one capability, its tools under their own names */
   const char *tls_cert, *tls_key;

@@ -62,6 +62,8 @@ struct serve {
   bool status_dirty, bound;
   bool queue_closed; /* under queue_mu: teardown took the last messages */
   struct serve_http *http;
+  struct serve_ui *ui;
+  char *ui_addr; /* the dashboard's address, its port the one bound */
 };
 
 /* "2026-11-25T22:00:00.123Z", now. */

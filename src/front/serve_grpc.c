@@ -1,146 +1,63 @@
-/* `capsule serve --grpc ADDR`: Selu's CapabilityService (front/grpc_serve.h)
- * in front of the call pipeline, so a Selu orchestrator can use capsule as
- * one capability. Every call carries a bearer token (`authorization:
+/* `capsule serve --grpc ADDR`: Selu's two gRPC services (front/grpc_serve.h:
+ * the seed's CapabilityService and the orchestrator's Capability) in front
+ * of the call pipeline, so a Selu orchestrator can use capsule as one
+ * capability. Every call carries a bearer token (`authorization:
  * Bearer TOKEN` metadata; `capsule access issue`), loopback included: the
  * call is made as the token's user. A tool is named CAPABILITY.TOOL (the
  * capability's id as the longest known prefix before a '.'), or TOOL
- * alone under --capability. Each Invoke runs the pipeline (policy,
- * validation, credentials, the sandbox, audit) in a child process of its
- * own, forked under the state lock (no other thread is then inside
- * SQLite), which opens its own state and registry: the serve's own
- * connection and registry are never shared across threads. */
+ * alone under --capability.
+ *
+ * gRPC runs in a process of its own, forked by serve before anything in
+ * serve initialised gRPC: a process that has cannot fork a child that
+ * speaks gRPC (a Selu call), and serve's MCP calls fork their children
+ * from serve's main thread. The gRPC process first forks its call process
+ * (serve_grpc_calls.c), which forks a child per call, then serves; it
+ * checks tokens on a state connection of its own. A health check is
+ * healthy while serve serves; under --capability, when that capability
+ * is ready (gw_ready, in a child). The orchestrator's config_json is not
+ * read: the credentials are the ones capsule holds, injected as each
+ * manifest says. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "front/grpc_serve.h"
+#include "front/serve_core.h"
 #include "front/serve_internal.h"
+#include "gateway/access.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
-#include "image/image.h"
 
+/* serve's handle on its gRPC process */
 struct serve_grpc {
-  struct serve *sv;
+  pid_t pid;
+  int reload_fd; /* a byte here: the call process reloads its registry */
+};
+
+/* The gRPC process's own state */
+struct grpc_proc {
+  struct serve *sv; /* serve's memory as it was at the fork: its options and log */
   const struct serve_options *opt;
-  struct grpc_serve *srv;
+  pthread_mutex_t mu; /* around st */
+  struct gw_state *st;
+  int calls; /* the call process's socket */
+  bool stopping;
 };
-
-/* What the child sends back: its outcome and errno, then the result or
- * the error's message. */
-struct child_head {
-  int32_t outcome;
-  int32_t code;
-};
-
-/* The capability and tool a gRPC tool name means: --capability's tool, or
- * the longest prefix before a '.' that is a known capability. */
-static const struct cap_spec *resolve_name(const struct gw_registry *reg, const char *only,
-                                           const char *name, const char **tool)
-{
-  if (only) {
-    *tool = name;
-    return gw_registry_find(reg, only);
-  }
-  const struct cap_spec *found = NULL;
-  for (const char *dot = strchr(name, '.'); dot; dot = strchr(dot + 1, '.')) {
-    _cleanup_free_ char *cap = cap_xstrndup(name, (size_t)(dot - name));
-    const struct cap_spec *spec = gw_registry_find(reg, cap);
-    if (spec) {
-      found = spec;
-      *tool = dot + 1;
-    }
-  }
-  return found;
-}
-
-static const char *context_value(const struct grpc_serve_call *call, const char *key)
-{
-  for (size_t i = 0; i < call->n_context; i++)
-    if (strcmp(call->context_keys[i], key) == 0 && *call->context_values[i])
-      return call->context_values[i];
-  return NULL;
-}
-
-static void send_back(int fd, enum gw_outcome o, int code, const char *text)
-{
-  struct child_head h = {.outcome = (int32_t)o, .code = code};
-  size_t len = text ? strlen(text) : 0;
-  if (write(fd, &h, sizeof h) != (ssize_t)sizeof h)
-    return;
-  for (size_t off = 0; off < len;) {
-    ssize_t n = write(fd, text + off, len - off);
-    if (n <= 0)
-      return;
-    off += (size_t)n;
-  }
-}
-
-/* The child: the pipeline, as `capsule call` runs it, for user. */
-static _Noreturn void child(const struct serve_options *opt, const struct grpc_serve_call *call,
-                            const char *user, int out)
-{
-  signal(SIGPIPE, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  pthread_sigmask(SIG_SETMASK, &none, NULL);
-  struct cap_error err = {0};
-  struct gw_state *st = NULL;
-  struct gw_registry reg = {0};
-  struct cap_diags diags = {0};
-  if (gw_state_open(opt->state_dir, &st, &err) < 0) {
-    send_back(out, GW_OUTCOME_FAILED, err.code, err.message);
-    _exit(0);
-  }
-  gw_registry_load(opt->caps_dir, &reg, &diags);
-  cap_diags_free(&diags);
-  const char *tool = NULL;
-  const struct cap_spec *spec = resolve_name(&reg, opt->only, call->tool_name, &tool);
-  if (!spec) {
-    _cleanup_free_ char *msg =
-        cap_xasprintf("no capability for tool \"%s\" (name it CAPABILITY.TOOL)", call->tool_name);
-    send_back(out, GW_OUTCOME_FAILED, ENOENT, msg);
-    _exit(0);
-  }
-  _cleanup_free_ char *logs = cap_xasprintf("%s/logs", opt->state_dir);
-  _cleanup_free_ char *run = cap_xasprintf("%s/run", opt->state_dir);
-  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", opt->state_dir);
-  _cleanup_free_ char *volumes = cap_xasprintf("%s/volumes", opt->state_dir);
-  _cleanup_free_ char *images = image_store_dir(opt->state_dir);
-  const char *args = *call->parameters ? call->parameters : "{}";
-  struct gw_call c = {
-      .capability = spec->id,
-      .tool = tool,
-      .args = args,
-      .args_len = strlen(args),
-      .user = user,
-      .deadline_ms = opt->deadline_ms,
-      .log_dir = logs,
-      .run_dir = run,
-      .cache_dir = cache,
-      .volumes_dir = volumes,
-      .image_dir = images,
-      .session_id = context_value(call, "session_id"),
-      .thread_id = context_value(call, "thread_id"),
-  };
-  char **hidden = NULL;
-  c.n_hidden = gw_state_private_paths(opt->state_dir, &hidden);
-  c.hidden = (const char *const *)hidden;
-  struct gw_result res = {0};
-  enum gw_outcome o = gw_call(&c, &reg, st, &res, &err);
-  send_back(out, o, err.code, o == GW_OUTCOME_OK ? res.json : err.message);
-  _exit(0);
-}
 
 /* Reads the child's answer (until it closes the pipe). */
-static bool read_back(int fd, struct child_head *h, struct cap_buf *text)
+static bool read_back(int fd, struct serve_grpc_head *h, struct cap_buf *text)
 {
   size_t got = 0;
   while (got < sizeof *h) {
@@ -163,7 +80,31 @@ static bool read_back(int fd, struct child_head *h, struct cap_buf *text)
   return true;
 }
 
-static void answer_call(struct serve_grpc *g, const struct grpc_serve_call *call, const char *user,
+/* The gRPC answer for what the call's child said. */
+static void answer_from(const struct grpc_serve_call *call, const struct serve_grpc_head *h,
+                        const char *msg, struct grpc_serve_answer *a)
+{
+  if (call->health) { /* not ready is an answer, not a failed call */
+    a->success = h->outcome == GW_OUTCOME_OK;
+    a->error = a->success ? NULL : cap_xstrdup(msg);
+  } else if (h->outcome == GW_OUTCOME_OK) {
+    a->success = true;
+    a->result = cap_xstrdup(msg);
+  } else if (h->outcome == GW_OUTCOME_DENIED || h->outcome == GW_OUTCOME_AWAITING_APPROVAL) {
+    a->status = GRPC_SERVE_PERMISSION_DENIED;
+    a->status_message = cap_xstrdup(msg);
+  } else if (h->outcome == GW_OUTCOME_HOST_CANNOT_ENFORCE) {
+    a->status = GRPC_SERVE_UNAVAILABLE;
+    a->status_message = cap_xstrdup(msg);
+  } else if (h->code == ENOENT) {
+    a->status = GRPC_SERVE_NOT_FOUND;
+    a->status_message = cap_xstrdup(msg);
+  } else { /* the tool failed, or its arguments did not validate: the call's answer */
+    a->error = cap_xstrdup(msg);
+  }
+}
+
+static void answer_call(struct grpc_proc *g, const struct grpc_serve_call *call, const char *user,
                         struct grpc_serve_answer *a)
 {
   int p[2];
@@ -172,47 +113,39 @@ static void answer_call(struct serve_grpc *g, const struct grpc_serve_call *call
     a->status_message = cap_xstrdup("cannot start the call: no pipe");
     return;
   }
-  serve_lock_state(g->sv); /* no other thread inside SQLite while forking */
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(p[0]);
-    child(g->opt, call, user, p[1]);
-  }
-  serve_unlock_state(g->sv);
+  int r = serve_grpc_send(g->calls, call, user, p[1]);
   close(p[1]);
-  struct child_head h = {.outcome = GW_OUTCOME_FAILED, .code = EIO};
+  struct serve_grpc_head h = {.outcome = GW_OUTCOME_FAILED, .code = EIO};
   struct cap_buf text = {0};
-  bool ok = pid > 0 && read_back(p[0], &h, &text);
+  bool ok = r == 0 && read_back(p[0], &h, &text);
   close(p[0]);
-  if (pid > 0)
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-      ;
-  const char *msg = text.data ? text.data : "";
   if (!ok) {
     a->status = GRPC_SERVE_INTERNAL;
-    a->status_message = cap_xstrdup("the call's process ended without an answer");
-  } else if (h.outcome == GW_OUTCOME_OK) {
-    a->success = true;
-    a->result = cap_xstrdup(msg);
-  } else if (h.outcome == GW_OUTCOME_DENIED || h.outcome == GW_OUTCOME_AWAITING_APPROVAL) {
-    a->status = GRPC_SERVE_PERMISSION_DENIED;
-    a->status_message = cap_xstrdup(msg);
-  } else if (h.outcome == GW_OUTCOME_HOST_CANNOT_ENFORCE) {
-    a->status = GRPC_SERVE_UNAVAILABLE;
-    a->status_message = cap_xstrdup(msg);
-  } else if (h.code == ENOENT) {
-    a->status = GRPC_SERVE_NOT_FOUND;
-    a->status_message = cap_xstrdup(msg);
-  } else { /* the tool failed, or its arguments did not validate: the call's answer */
-    a->error = cap_xstrdup(msg);
+    a->status_message = cap_xstrdup(r < 0 ? "the call process of serve --grpc is gone"
+                                          : "the call's process ended without an answer");
+  } else {
+    answer_from(call, &h, text.data ? text.data : "", a);
   }
   cap_buf_free(&text);
 }
 
+static char *authenticate(struct grpc_proc *g, const char *token)
+{
+  char *user = NULL;
+  bool op = false;
+  struct cap_error err = {0};
+  pthread_mutex_lock(&g->mu);
+  int r = gw_access_check(g->st, token, &user, &op, &err);
+  pthread_mutex_unlock(&g->mu);
+  cap_error_clear(&err);
+  return r == 0 ? user : NULL;
+}
+
 static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_serve_answer *a)
 {
-  struct serve_grpc *g = arg;
-  _cleanup_free_ char *user = call->bearer ? serve_authenticate(g->sv, call->bearer) : NULL;
+  struct grpc_proc *g = arg;
+  _cleanup_free_ char *user = call->bearer ? authenticate(g, call->bearer) : NULL;
+  bool stopping = __atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE);
   if (!user) {
     a->status = GRPC_SERVE_UNAUTHENTICATED;
     a->status_message = cap_xstrdup(
@@ -220,45 +153,162 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
         "issue NAME` makes one)");
     return;
   }
-  if (call->method == GRPC_SERVE_HEALTH) {
-    a->success = !serve_stopping(g->sv);
+  if (call->health && (stopping || !g->opt->only)) {
+    a->success = !stopping;
+    a->error = a->success ? NULL : cap_xstrdup("capsule serve is stopping");
     return;
   }
-  if (serve_stopping(g->sv)) {
+  if (stopping) {
     a->status = GRPC_SERVE_UNAVAILABLE;
     a->status_message = cap_xstrdup("capsule serve is stopping");
     return;
   }
-  serve_log(g->sv, "info", "grpc call", "tool", call->tool_name, "user", user);
+  if (!call->health)
+    serve_log(g->sv, "info", "grpc call", "tool", call->tool_name, "user", user);
   answer_call(g, call, user, a);
+}
+
+/* Tells serve how the start went: 0, or an errno and its message. */
+static void report(int fd, int code, const char *msg)
+{
+  int32_t c = code;
+  if (write(fd, &c, sizeof c) == (ssize_t)sizeof c && msg && write(fd, msg, strlen(msg)) < 0) {
+    /* serve reads what came */
+  }
+  close(fd);
+}
+
+/* The gRPC process: its call process, its state, the server; then waits
+ * for SIGTERM/SIGINT (blocked since serve's setup) and drains. */
+static _Noreturn void grpc_process(struct serve *sv, const struct serve_options *opt, int ready,
+                                   int reload_rd)
+{
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  int theirs[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake}; /* serve's, not ours */
+  for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
+    if (theirs[i] >= 0)
+      close(theirs[i]);
+  struct grpc_proc g = {.sv = sv, .opt = opt};
+  pthread_mutex_init(&g.mu, NULL);
+  int sp[2];
+  struct cap_error err = {0};
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+    report(ready, errno, "cannot make the gRPC process's call socket");
+    _exit(1);
+  }
+  struct gw_registry reg = {0};
+  struct cap_diags diags = {0};
+  gw_registry_load(opt->caps_dir, &reg, &diags); /* before gRPC: the call process's */
+  cap_diags_free(&diags);
+  pid_t calls = fork();
+  if (calls == 0) {
+    close(sp[0]);
+    close(ready);
+    serve_grpc_calls(opt, &reg, sp[1], reload_rd);
+  }
+  close(sp[1]);
+  close(reload_rd);
+  gw_registry_free(&reg);
+  g.calls = sp[0];
+  if (calls < 0 || gw_state_open(opt->state_dir, &g.st, &err) < 0) {
+    report(ready, calls < 0 ? errno : err.code, calls < 0 ? "cannot fork" : err.message);
+    _exit(1);
+  }
+  struct grpc_serve_options o = {.address = opt->grpc_addr,
+                                 .tls_cert = opt->tls_cert,
+                                 .tls_key = opt->tls_key,
+                                 .handler = handler,
+                                 .arg = &g};
+  struct grpc_serve *srv = NULL;
+  int port = 0;
+  if (grpc_serve_start(&o, &srv, &port, &err) < 0) {
+    report(ready, err.code ? err.code : EINVAL, err.message);
+    _exit(1);
+  }
+  report(ready, 0, NULL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0)
+    ;
+  __atomic_store_n(&g.stopping, true, __ATOMIC_RELEASE);
+  grpc_serve_stop(srv, (int)(opt->drain_ms ? opt->drain_ms : SERVE_DRAIN_MS));
+  _exit(0);
 }
 
 int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct serve_grpc **ret,
                      struct cap_error *err)
 {
   *ret = NULL;
-  struct serve_grpc *g = cap_xcalloc(1, sizeof *g);
-  g->sv = sv;
-  g->opt = opt;
-  struct grpc_serve_options o = {.address = opt->grpc_addr,
-                                 .tls_cert = opt->tls_cert,
-                                 .tls_key = opt->tls_key,
-                                 .handler = handler,
-                                 .arg = g};
-  int port = 0;
-  int r = grpc_serve_start(&o, &g->srv, &port, err);
-  if (r < 0) {
-    free(g);
-    return r;
+  int ready[2], reload[2];
+  if (pipe2(ready, O_CLOEXEC) < 0)
+    return cap_error_errno(err, errno, "cannot start the gRPC process");
+  if (pipe2(reload, O_CLOEXEC | O_NONBLOCK) < 0) {
+    close(ready[0]);
+    close(ready[1]);
+    return cap_error_errno(err, errno, "cannot start the gRPC process");
   }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    close(reload[1]);
+    grpc_process(sv, opt, ready[1], reload[0]);
+  }
+  close(ready[1]);
+  close(reload[0]);
+  int32_t code = EIO;
+  char msg[1024] = "";
+  ssize_t n = pid > 0 ? read(ready[0], &code, sizeof code) : -1;
+  if (n == (ssize_t)sizeof code && code) {
+    ssize_t m = read(ready[0], msg, sizeof msg - 1);
+    msg[m > 0 ? m : 0] = '\0';
+  }
+  close(ready[0]);
+  if (pid < 0 || n != (ssize_t)sizeof code || code) {
+    close(reload[1]);
+    if (pid > 0)
+      waitpid(pid, NULL, 0);
+    return cap_error_set(err, code ? code : EIO, "%s",
+                         *msg ? msg : "the gRPC process did not start");
+  }
+  struct serve_grpc *g = cap_xcalloc(1, sizeof *g);
+  g->pid = pid;
+  g->reload_fd = reload[1];
   *ret = g;
   return 0;
+}
+
+void serve_grpc_reloaded(struct serve_grpc *g)
+{
+  if (g && write(g->reload_fd, "r", 1) < 0) {
+    /* full: a reload is pending already */
+  }
 }
 
 void serve_grpc_stop(struct serve_grpc *g, int drain_ms)
 {
   if (!g)
     return;
-  grpc_serve_stop(g->srv, drain_ms);
+  kill(g->pid, SIGTERM);
+  /* its drain is bounded by drain_ms and each call's own deadline; past
+   * drain_ms and a grace period, it is killed */
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    pid_t r = waitpid(g->pid, NULL, WNOHANG);
+    if (r == g->pid || (r < 0 && errno != EINTR))
+      break;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (ms > drain_ms + 5000) {
+      kill(g->pid, SIGKILL);
+      waitpid(g->pid, NULL, 0);
+      break;
+    }
+    nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
+  }
+  close(g->reload_fd);
   free(g);
 }

@@ -22,10 +22,10 @@
 #include "core/cleanup.h"
 #include "core/json.h"
 #include "core/text.h"
+#include "front/serve_guard.h"
 #include "front/serve_internal.h"
 
 #define KEEPALIVE_MS 1000
-#define MAX_HOSTS 4
 
 /* Per-token rate limits: a bucket of 2*rate requests refilled at rate a
  * second; a token past it gets 429. Only authenticated tokens get a
@@ -46,9 +46,7 @@ struct serve_http {
   double rate;
   struct serve *sv;
   const struct serve_hooks *hooks;
-  char *hosts[MAX_HOSTS]; /* Host values accepted; none: any (a wildcard address) */
-  size_t n_hosts;
-  char *cert, *key;
+  struct serve_guard guard;
 };
 
 /* Waits (s->mu held) until a message, the end, or ms pass. */
@@ -144,27 +142,6 @@ static void sse_free(void *cls)
 }
 
 /* ---- checks before the body ---- */
-
-static bool host_ok(const struct serve_http *h, const char *host)
-{
-  if (!h->n_hosts)
-    return true;
-  for (size_t i = 0; host && i < h->n_hosts; i++)
-    if (strcasecmp(host, h->hosts[i]) == 0)
-      return true;
-  return false;
-}
-
-/* An Origin (a browser's request) must be this server's own. */
-static bool origin_ok(const struct serve_http *h, const char *origin)
-{
-  if (!origin)
-    return true;
-  const char *rest = strncmp(origin, "http://", 7) == 0    ? origin + 7
-                     : strncmp(origin, "https://", 8) == 0 ? origin + 8
-                                                           : NULL;
-  return rest && h->n_hosts && host_ok(h, rest);
-}
 
 static char *bearer(struct MHD_Connection *c)
 {
@@ -289,6 +266,20 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
   return ret;
 }
 
+/* Requests answered once a child has run (a tool call, a request relayed
+ * to a third-party MCP server): an SSE stream, which also carries what
+ * is sent before the answer (progress, logging, sampling, elicitation) */
+static bool answered_later(const char *method)
+{
+  static const char *const later[] = {
+      "tools/call",   "resources/list", "resources/templates/list", "resources/read",
+      "prompts/list", "prompts/get",    "completion/complete"};
+  for (size_t i = 0; i < ARRAY_SIZE(later); i++)
+    if (strcmp(method, later[i]) == 0)
+      return true;
+  return false;
+}
+
 /* What the body is: a request (its id and method), or not. */
 struct parsed {
   bool object, request, initialize, call;
@@ -308,7 +299,7 @@ static void classify(const char *body, size_t len, struct parsed *p)
         (id->kind == CAP_NODE_STRING || id->kind == CAP_NODE_INT)) {
       p->request = true;
       p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
-      p->call = strcmp(m->u.str.ptr, "tools/call") == 0;
+      p->call = answered_later(m->u.str.ptr);
       const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
       p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};
@@ -389,9 +380,10 @@ static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, con
 {
   if (strcmp(url, "/mcp") != 0)
     return refuse(c, MHD_HTTP_NOT_FOUND, -32000, "Not Found: the MCP endpoint is /mcp");
-  if (!host_ok(h, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+  if (!serve_guard_host_ok(&h->guard,
+                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
     return refuse(c, MHD_HTTP_FORBIDDEN, -32000, "Forbidden: unexpected Host");
-  if (!origin_ok(h, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")))
+  if (!serve_guard_origin_ok(&h->guard, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")))
     return refuse(c, MHD_HTTP_FORBIDDEN, -32000, "Forbidden: foreign Origin");
   _cleanup_free_ char *token = bearer(c);
   char *user = token ? h->hooks->authenticate(h->sv, token) : NULL;
@@ -444,104 +436,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* ---- the daemon ---- */
 
-static int parse_addr(const char *addr, struct sockaddr_storage *ss, bool *loopback, bool *wildcard,
-                      struct cap_error *err)
-{
-  const char *colon = strrchr(addr, ':');
-  if (!colon)
-    return cap_error_set(err, EINVAL, "--mcp-http takes HOST:PORT (e.g. 127.0.0.1:8080), not %s",
-                         addr);
-  char *end;
-  unsigned long port = strtoul(colon + 1, &end, 10);
-  if (*end || !colon[1] || port == 0 || port > 65535)
-    return cap_error_set(err, EINVAL, "--mcp-http %s: the port must be 1..65535", addr);
-  _cleanup_free_ char *host = cap_xstrndup(addr, (size_t)(colon - addr));
-  if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-    memmove(host, host + 1, strlen(host));
-    host[strlen(host) - 1] = '\0';
-  }
-  memset(ss, 0, sizeof *ss);
-  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-  if (strcmp(host, "localhost") == 0)
-    strcpy(host, "127.0.0.1");
-  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons((uint16_t)port);
-    *loopback = (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
-    *wildcard = a4->sin_addr.s_addr == htonl(INADDR_ANY);
-  } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons((uint16_t)port);
-    *loopback = IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr);
-    *wildcard = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
-  } else {
-    return cap_error_set(err, EINVAL, "--mcp-http %s: the host must be an IP address or localhost",
-                         addr);
-  }
-  return (int)port;
-}
-
-static void allow_hosts(struct serve_http *h, const char *addr, int port, bool loopback,
-                        bool wildcard)
-{
-  if (wildcard)
-    return; /* any name may reach it: the token is the guard (docs/serve.md) */
-  if (loopback) {
-    const char *names[] = {"127.0.0.1", "localhost", "[::1]"};
-    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-      h->hosts[h->n_hosts++] = cap_xasprintf("%s:%d", names[i], port);
-  }
-  if (!loopback)
-    h->hosts[h->n_hosts++] = cap_xstrdup(addr);
-}
-
-static int read_tls(struct serve_http *h, const struct serve_options *opt, struct cap_error *err)
-{
-  size_t len;
-  if (cap_read_file(opt->tls_cert, 1 << 20, &h->cert, &len, err) < 0 ||
-      cap_read_file(opt->tls_key, 1 << 20, &h->key, &len, err) < 0)
-    return cap_error_prefix(err, "cannot read the TLS certificate or key"), -ENOENT;
-  if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-    return cap_error_set(err, ENOTSUP, "this libmicrohttpd was built without TLS");
-  return 0;
-}
-
 int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
                      const struct serve_options *opt, struct serve_http **ret,
                      struct cap_error *err)
 {
-  struct sockaddr_storage ss;
-  bool loopback = false, wildcard = false, tls = opt->tls_cert || opt->tls_key;
-  int port = parse_addr(opt->http_addr, &ss, &loopback, &wildcard, err);
-  if (port < 0)
-    return port;
-  if (tls && !(opt->tls_cert && opt->tls_key))
-    return cap_error_set(err, EINVAL, "--tls-cert and --tls-key go together");
-  if (!loopback && !tls && !opt->insecure)
-    return cap_error_set(err, EINVAL,
-                         "--mcp-http %s is not a loopback address: give --tls-cert and --tls-key, "
-                         "or --insecure to serve bearer tokens in clear text",
-                         opt->http_addr);
   struct serve_http *h = cap_xcalloc(1, sizeof *h);
   h->sv = sv;
   h->hooks = hooks;
   pthread_mutex_init(&h->rate_mu, NULL);
   h->rate = opt->rate ? opt->rate : SERVE_RATE;
-  allow_hosts(h, opt->http_addr, port, loopback, wildcard);
-  if (tls && read_tls(h, opt, err) < 0) {
+  int port = serve_guard_init(&h->guard, "--mcp-http", opt->http_addr, opt, err);
+  if (port < 0) {
     serve_http_stop(h);
-    return -ENOENT;
+    return port;
   }
+  struct serve_guard *g = &h->guard;
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                   (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0);
+                   (g->ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (g->tls ? MHD_USE_TLS : 0);
   struct MHD_OptionItem tls_opts[] = {
-      {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->cert},
-      {MHD_OPTION_HTTPS_MEM_KEY, 0, h->key},
+      {g->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, g->cert},
+      {MHD_OPTION_HTTPS_MEM_KEY, 0, g->key},
       {MHD_OPTION_END, 0, NULL},
   };
   h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-                          (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, req_done, h,
+                          (struct sockaddr *)&g->ss, MHD_OPTION_NOTIFY_COMPLETED, req_done, h,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_LIMIT,
                           (unsigned)512, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)64,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_ARRAY,
@@ -551,6 +469,9 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
     return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
                          opt->http_addr);
   }
+  if (port == 0) /* any free port: the Host values name the one bound */
+    serve_guard_set_port(g, opt->http_addr,
+                         MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT)->port);
   *ret = h;
   return 0;
 }
@@ -567,17 +488,12 @@ void serve_http_stop(struct serve_http *h)
     return;
   if (h->d)
     MHD_stop_daemon(h->d);
-  for (size_t i = 0; i < h->n_hosts; i++)
-    free(h->hosts[i]);
+  serve_guard_free(&h->guard);
   for (size_t i = 0; i < h->n_buckets; i++) {
     explicit_bzero(h->buckets[i].token, strlen(h->buckets[i].token));
     free(h->buckets[i].token);
   }
   free(h->buckets);
-  if (h->key)
-    explicit_bzero(h->key, strlen(h->key));
-  free(h->cert);
-  free(h->key);
   free(h);
 }
 
@@ -586,4 +502,7 @@ __attribute__((visibility("default"))) const struct serve_http_module serve_http
     .start = serve_http_start,
     .quiesce = serve_http_quiesce,
     .stop = serve_http_stop,
+    .ui_start = serve_ui_start,
+    .ui_quiesce = serve_ui_quiesce,
+    .ui_stop = serve_ui_stop,
 };

@@ -13,7 +13,33 @@ static struct cap_error module_err;
 static void module_load(void)
 {
   module = cap_module_open(SERVE_HTTP_MODULE_NAME, SERVE_HTTP_MODULE_SYMBOL, sizeof *module,
-                           "MCP over HTTP", &module_err);
+                           "HTTP serving (MCP, the dashboard)", &module_err);
+}
+
+static int module_get(struct cap_error *err)
+{
+  pthread_once(&module_once, module_load);
+  return module ? 0 : cap_error_set(err, module_err.code, "%s", module_err.message);
+}
+
+int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
+                   const struct serve_options *opt, struct serve_ui **ret, struct cap_error *err)
+{
+  *ret = NULL;
+  int r = module_get(err);
+  return r < 0 ? r : module->ui_start(sv, hooks, opt, ret, err);
+}
+
+void serve_ui_quiesce(struct serve_ui *u)
+{
+  if (u)
+    module->ui_quiesce(u);
+}
+
+void serve_ui_stop(struct serve_ui *u)
+{
+  if (u)
+    module->ui_stop(u);
 }
 
 int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
@@ -21,10 +47,8 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
                      struct cap_error *err)
 {
   *ret = NULL;
-  pthread_once(&module_once, module_load);
-  if (!module)
-    return cap_error_set(err, module_err.code, "%s", module_err.message);
-  return module->start(sv, hooks, opt, ret, err);
+  int r = module_get(err);
+  return r < 0 ? r : module->start(sv, hooks, opt, ret, err);
 }
 
 void serve_http_quiesce(struct serve_http *h)

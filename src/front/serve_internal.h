@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/buf.h"
 #include "front/mcp.h"
@@ -72,23 +73,50 @@ bool serve_stopping(struct serve *sv);
 void serve_lock_state(struct serve *sv);
 void serve_unlock_state(struct serve *sv);
 
-/* serve_grpc.c: Selu's CapabilityService on opt->grpc_addr (TLS with
- * opt's certificate; a non-loopback address needs it or --insecure). */
+/* serve_grpc.c: Selu's two gRPC services on opt->grpc_addr (TLS with
+ * opt's certificate; a non-loopback address needs it or --insecure), in a
+ * process of its own (forked here, before serve initialised gRPC). */
 struct serve_grpc;
 int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct serve_grpc **ret,
                      struct cap_error *err);
+/* serve reloaded its registry: the gRPC calls take the new one. */
+void serve_grpc_reloaded(struct serve_grpc *g);
 /* Stops taking calls, lets those in flight finish up to drain_ms. */
 void serve_grpc_stop(struct serve_grpc *g, int drain_ms);
+
+/* serve_grpc_calls.c: the gRPC process's call process. What a call's
+ * child sends back on its pipe: this head, then the result or the error's
+ * message. */
+struct serve_grpc_head {
+  int32_t outcome; /* enum gw_outcome */
+  int32_t code;    /* the error's errno */
+};
+struct grpc_serve_call;
+struct gw_registry;
+/* Hands the call to the call process on sock; its child answers on out. */
+int serve_grpc_send(int sock, const struct grpc_serve_call *call, const char *user, int out);
+/* The call process: takes calls on sock until it closes, a child each,
+ * reloading reg when a byte arrives on reload_fd. */
+_Noreturn void serve_grpc_calls(const struct serve_options *opt, struct gw_registry *reg, int sock,
+                                int reload_fd);
 
 /* serve_http.c, in the module capsule-serve-http.so (libmicrohttpd),
  * opened by serve_http_load.c on the first serve_http_start. The module
  * holds its own copies of the libraries libcapsule links statically
  * (SQLite, libsodium), never initialised: it reaches the state and the
  * queue only through these hooks, into the executable's copies. */
+struct ui_request;
+struct ui_response;
 struct serve_hooks {
   void (*enqueue)(struct serve *sv, struct inbound *in);
   char *(*authenticate)(struct serve *sv, const char *token);
   bool (*stopping)(struct serve *sv);
+  /* the dashboard (ui.c in the module, ui_pages.c here) */
+  int (*ui_login)(struct serve *sv, const char *token, char **user);
+  void (*ui_page)(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
+  uint64_t (*ui_pulse)(struct serve *sv);
+  void (*ui_bound)(struct serve *sv, const char *addr); /* the address listened on */
+  void (*ui_log)(struct serve *sv, const char *msg, const char *user);
 };
 struct serve_http;
 int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
@@ -99,8 +127,18 @@ void serve_http_stop(struct serve_http *h);
 
 #define SERVE_HTTP_MODULE_NAME "capsule-serve-http.so"
 #define SERVE_HTTP_MODULE_SYMBOL "serve_http_module_v1"
+struct serve_ui;
+int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
+                   const struct serve_options *opt, struct serve_ui **ret, struct cap_error *err);
+void serve_ui_quiesce(struct serve_ui *u);
+void serve_ui_stop(struct serve_ui *u);
+
 struct serve_http_module {
   size_t size;
+  int (*ui_start)(struct serve *sv, const struct serve_hooks *hooks,
+                  const struct serve_options *opt, struct serve_ui **ret, struct cap_error *err);
+  void (*ui_quiesce)(struct serve_ui *u);
+  void (*ui_stop)(struct serve_ui *u);
   int (*start)(struct serve *sv, const struct serve_hooks *hooks, const struct serve_options *opt,
                struct serve_http **ret, struct cap_error *err);
   void (*quiesce)(struct serve_http *h);

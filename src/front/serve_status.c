@@ -1,6 +1,8 @@
 /* `capsule serve`'s log lines (JSON, one per event, to opt->log) and its
  * status file (STATE/serve.json, what `capsule serve status` reads). */
 #include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -64,6 +66,11 @@ void serve_write_status(struct serve *sv)
   cap_jw_string(&w, sv->socket_path);
   cap_jw_key(&w, "mcp_http");
   cap_jw_string_or_null(&w, sv->opt->http_addr);
+  cap_jw_key(&w, "ui");
+  cap_jw_string_or_null(&w, sv->ui_addr);
+  cap_jw_key(&w, "caps");
+  _cleanup_free_ char *caps = realpath(sv->cur->reg.dir, NULL);
+  cap_jw_string_or_null(&w, caps);
   cap_jw_key(&w, "capabilities");
   cap_jw_int(&w, (int64_t)sv->cur->reg.n);
   cap_jw_key(&w, "sessions");

@@ -37,14 +37,14 @@ int gw_access_issue(struct gw_state *st, const char *name, const char *user, boo
   char hash[65], now[32];
   gw_sha256_hex(token, strlen(token), hash);
   gw_state_now(now);
-  sqlite3_stmt *s = gw_state_prep(st, "INSERT INTO access VALUES (?, ?, ?, ?, ?)", name, hash, user,
-                                  operator_ ? "1" : "0", now, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  sqlite3_finalize(s);
-  if (rc == SQLITE_DONE)
+  struct gw_stmt *s = gw_state_prep(st, "INSERT INTO access VALUES (?, ?, ?, ?, ?)", name, hash,
+                                    user, operator_ ? "1" : "0", now, NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  gw_stmt_finalize(s);
+  if (rc == GW_DB_DONE)
     return 0;
   sodium_memzero(token, GW_ACCESS_TOKEN_LEN + 1);
-  if (rc == SQLITE_CONSTRAINT)
+  if (rc == GW_DB_CONSTRAINT)
     return cap_error_set(err, EEXIST,
                          "access \"%s\" exists; revoke it first (`capsule access revoke %s`)", name,
                          name);
@@ -53,29 +53,30 @@ int gw_access_issue(struct gw_state *st, const char *name, const char *user, boo
 
 int gw_access_revoke(struct gw_state *st, const char *name, bool *found, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "DELETE FROM access WHERE name = ? RETURNING 1", name, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *found = rc == SQLITE_ROW;
-  if (rc == SQLITE_ROW)
-    rc = sqlite3_step(s);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot revoke the access token");
+  struct gw_stmt *s =
+      gw_state_prep(st, "DELETE FROM access WHERE name = ? RETURNING 1", name, NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *found = rc == GW_DB_ROW;
+  if (rc == GW_DB_ROW)
+    rc = gw_stmt_step(s);
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot revoke the access token");
 }
 
 int gw_access_list(struct gw_state *st, gw_access_fn fn, void *arg, struct cap_error *err)
 {
-  sqlite3_stmt *s =
+  struct gw_stmt *s =
       gw_state_prep(st, "SELECT name, user, operator, created FROM access ORDER BY name", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
-    struct gw_access a = {.name = (const char *)sqlite3_column_text(s, 0),
-                          .user = (const char *)sqlite3_column_text(s, 1),
-                          .operator_ = sqlite3_column_int(s, 2) != 0,
-                          .created = (const char *)sqlite3_column_text(s, 3)};
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  for (; rc == GW_DB_ROW; rc = gw_stmt_step(s)) {
+    struct gw_access a = {.name = (const char *)gw_stmt_text(s, 0),
+                          .user = (const char *)gw_stmt_text(s, 1),
+                          .operator_ = gw_stmt_int(s, 2) != 0,
+                          .created = (const char *)gw_stmt_text(s, 3)};
     fn(arg, &a);
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the access tokens");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the access tokens");
 }
 
 int gw_access_check(struct gw_state *st, const char *token, char **user, bool *operator_,
@@ -83,17 +84,17 @@ int gw_access_check(struct gw_state *st, const char *token, char **user, bool *o
 {
   char hash[65];
   gw_sha256_hex(token, strlen(token), hash);
-  sqlite3_stmt *s =
+  struct gw_stmt *s =
       gw_state_prep(st, "SELECT user, operator FROM access WHERE token_sha256 = ?", hash, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW) {
-    *user = cap_xstrdup((const char *)sqlite3_column_text(s, 0));
-    *operator_ = sqlite3_column_int(s, 1) != 0;
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_ROW) {
+    *user = cap_xstrdup((const char *)gw_stmt_text(s, 0));
+    *operator_ = gw_stmt_int(s, 1) != 0;
   }
-  sqlite3_finalize(s);
-  if (rc == SQLITE_ROW)
+  gw_stmt_finalize(s);
+  if (rc == GW_DB_ROW)
     return 0;
-  if (rc == SQLITE_DONE)
+  if (rc == GW_DB_DONE)
     return cap_error_set(err, EACCES, "no such access token");
   return gw_state_db_error(st, err, "cannot read the access tokens");
 }

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <pwd.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include "core/clock.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "gateway/state_int.h"
 
 static const char table_sql[] =
     "CREATE TABLE IF NOT EXISTS approval_requests (id TEXT PRIMARY KEY,"
@@ -42,48 +42,63 @@ static enum gw_approval_status status_from(const char *s)
   return GW_APPROVAL_NONE;
 }
 
-static int db_fail(sqlite3 *db, struct cap_error *err, const char *what)
+static int db_fail(struct gw_db *db, struct cap_error *err, const char *what)
 {
-  return cap_error_set(err, EIO, "state database: %s: %s", what, sqlite3_errmsg(db));
+  return cap_error_set(err, EIO, "state database: %s: %s", what, gw_db_errmsg(db));
 }
 
 /* The table, made on first use (older state directories lack it). */
-static sqlite3 *approvals_db(struct gw_state *st, struct cap_error *err)
+static struct gw_db *approvals_db(struct gw_state *st, struct cap_error *err)
 {
-  sqlite3 *db = gw_state_db(st);
-  if (sqlite3_exec(db, table_sql, NULL, NULL, NULL) != SQLITE_OK) {
+  struct gw_db *db = gw_state_db(st);
+  /* PostgreSQL: made once at open, under the writers' lock (two
+   * gateways creating it at once would collide) */
+  if (gw_db_kind(db) == GW_DB_SQLITE && gw_db_exec(db, table_sql) != GW_DB_OK) {
     db_fail(db, err, "cannot prepare the approvals table");
     return NULL;
   }
   return db;
 }
 
-/* Prepares sql and binds the text arguments (NULL ends them). */
-static sqlite3_stmt *prep(sqlite3 *db, const char *sql, int n, const char *const *texts)
+int gw_approvals_prepare(struct gw_state *st, struct cap_error *err)
 {
-  sqlite3_stmt *s = NULL;
-  if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
+  struct gw_db *db = gw_state_db(st);
+  if (gw_db_exec(db, "BEGIN IMMEDIATE") != GW_DB_OK)
+    return db_fail(db, err, "cannot prepare the approvals table");
+  if (gw_db_exec(db, table_sql) != GW_DB_OK || gw_db_exec(db, "COMMIT") != GW_DB_OK) {
+    int r = db_fail(db, err, "cannot prepare the approvals table");
+    gw_db_exec(db, "ROLLBACK");
+    return r;
+  }
+  return 0;
+}
+
+/* Prepares sql and binds the text arguments (NULL ends them). */
+static struct gw_stmt *prep(struct gw_db *db, const char *sql, int n, const char *const *texts)
+{
+  struct gw_stmt *s = gw_db_prepare(db, sql);
+  if (!s)
     return NULL;
   for (int i = 0; i < n; i++)
-    sqlite3_bind_text(s, i + 1, texts[i], -1, SQLITE_TRANSIENT);
+    gw_stmt_bind_text(s, i + 1, texts[i]);
   return s;
 }
 
-static void sqlite3_finalizep(sqlite3_stmt **s) { sqlite3_finalize(*s); }
-#define _cleanup_stmt_ _cleanup_(sqlite3_finalizep)
+static void gw_stmt_finalizep(struct gw_stmt **s) { gw_stmt_finalize(*s); }
+#define _cleanup_stmt_ _cleanup_(gw_stmt_finalizep)
 
 static const char columns[] = "id, capability, tool, user, asked_by, args, args_hash, binding,"
                               " created_ms, ttl_ms, expires_ms, status";
 
-static char *column_dup(sqlite3_stmt *s, int i)
+static char *column_dup(struct gw_stmt *s, int i)
 {
-  const char *v = (const char *)sqlite3_column_text(s, i);
+  const char *v = (const char *)gw_stmt_text(s, i);
   return cap_xstrdup(v ? v : "");
 }
 
-static void row_approval(sqlite3_stmt *s, struct gw_approval *a)
+static void row_approval(struct gw_stmt *s, struct gw_approval *a)
 {
-  const char *id = (const char *)sqlite3_column_text(s, 0);
+  const char *id = (const char *)gw_stmt_text(s, 0);
   snprintf(a->id, sizeof a->id, "%s", id ? id : "");
   a->capability = column_dup(s, 1);
   a->tool = column_dup(s, 2);
@@ -92,10 +107,10 @@ static void row_approval(sqlite3_stmt *s, struct gw_approval *a)
   a->args = column_dup(s, 5);
   a->args_hash = column_dup(s, 6);
   a->binding = column_dup(s, 7);
-  a->created_ms = sqlite3_column_int64(s, 8);
-  a->ttl_ms = sqlite3_column_int64(s, 9);
-  a->expires_ms = sqlite3_column_int64(s, 10);
-  a->status = status_from((const char *)sqlite3_column_text(s, 11));
+  a->created_ms = gw_stmt_int64(s, 8);
+  a->ttl_ms = gw_stmt_int64(s, 9);
+  a->expires_ms = gw_stmt_int64(s, 10);
+  a->status = status_from((const char *)gw_stmt_text(s, 11));
 }
 
 void gw_approval_clear(struct gw_approval *a)
@@ -119,31 +134,31 @@ bool gw_approval_id_valid(const char *id)
   return n == 8;
 }
 
-static int set_status(sqlite3 *db, const char *id, enum gw_approval_status status,
+static int set_status(struct gw_db *db, const char *id, enum gw_approval_status status,
                       int64_t expires_ms)
 {
   const char *texts[] = {gw_approval_status_name(status), id};
-  _cleanup_stmt_ sqlite3_stmt *s =
+  _cleanup_stmt_ struct gw_stmt *s =
       prep(db,
            "UPDATE approval_requests SET status = ?1, expires_ms = coalesce(?3, expires_ms)"
            " WHERE id = ?2",
            2, texts);
   if (!s)
-    return SQLITE_ERROR;
+    return GW_DB_ERROR;
   if (expires_ms)
-    sqlite3_bind_int64(s, 3, expires_ms);
-  return sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    gw_stmt_bind_int64(s, 3, expires_ms);
+  return gw_stmt_step(s) == GW_DB_DONE ? GW_DB_OK : GW_DB_ERROR;
 }
 
 /* Inside BEGIN IMMEDIATE ... COMMIT, rolled back when fn fails. */
-static int in_transaction(sqlite3 *db, int (*fn)(sqlite3 *, void *), void *arg,
+static int in_transaction(struct gw_db *db, int (*fn)(struct gw_db *, void *), void *arg,
                           struct cap_error *err)
 {
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+  if (gw_db_exec(db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return db_fail(db, err, "cannot read the approvals");
-  if (fn(db, arg) != SQLITE_OK || sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+  if (fn(db, arg) != GW_DB_OK || gw_db_exec(db, "COMMIT") != GW_DB_OK) {
     int r = db_fail(db, err, "cannot update the approvals");
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    gw_db_exec(db, "ROLLBACK");
     return r;
   }
   return 0;
@@ -155,26 +170,26 @@ struct take {
   char *id, *lapsed_id;
 };
 
-static int take_in(sqlite3 *db, void *arg)
+static int take_in(struct gw_db *db, void *arg)
 {
   struct take *t = arg;
   const struct gw_approval_call *c = t->call;
   const char *texts[] = {c->capability, c->tool, c->user, c->args_hash};
-  _cleanup_stmt_ sqlite3_stmt *s =
+  _cleanup_stmt_ struct gw_stmt *s =
       prep(db,
            "SELECT id, status, expires_ms, binding FROM approval_requests WHERE capability = ?"
            " AND tool = ? AND user = ? AND args_hash = ? AND status IN ('pending', 'approved',"
            " 'denied') ORDER BY created_ms DESC, rowid DESC LIMIT 1",
            4, texts);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_DONE)
-    return SQLITE_OK;
-  if (rc != SQLITE_ROW)
-    return SQLITE_ERROR;
-  snprintf(t->id, 9, "%s", (const char *)sqlite3_column_text(s, 0));
-  enum gw_approval_status status = status_from((const char *)sqlite3_column_text(s, 1));
-  int64_t expires = sqlite3_column_int64(s, 2);
-  const char *binding = (const char *)sqlite3_column_text(s, 3);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_DONE)
+    return GW_DB_OK;
+  if (rc != GW_DB_ROW)
+    return GW_DB_ERROR;
+  snprintf(t->id, 9, "%s", (const char *)gw_stmt_text(s, 0));
+  enum gw_approval_status status = status_from((const char *)gw_stmt_text(s, 1));
+  int64_t expires = gw_stmt_int64(s, 2);
+  const char *binding = (const char *)gw_stmt_text(s, 3);
   bool expired = expires <= (int64_t)cap_now_ms(CLOCK_REALTIME);
   if (expired || strcmp(binding ? binding : "", c->binding) != 0) {
     t->lapsed = expired ? GW_APPROVAL_EXPIRED : GW_APPROVAL_VOID;
@@ -184,7 +199,7 @@ static int take_in(sqlite3 *db, void *arg)
   }
   t->status = status;
   if (status == GW_APPROVAL_PENDING)
-    return SQLITE_OK;
+    return GW_DB_OK;
   return set_status(db, t->id, GW_APPROVAL_USED, 0); /* one call each */
 }
 
@@ -194,7 +209,7 @@ int gw_approval_take(struct gw_state *st, const struct gw_approval_call *call,
 {
   id[0] = lapsed_id[0] = '\0';
   struct take t = {.call = call, .id = id, .lapsed_id = lapsed_id};
-  sqlite3 *db = approvals_db(st, err);
+  struct gw_db *db = approvals_db(st, err);
   int r = db ? in_transaction(db, take_in, &t, err) : -EIO;
   *status = r == 0 ? t.status : GW_APPROVAL_NONE;
   *lapsed = r == 0 ? t.lapsed : GW_APPROVAL_NONE;
@@ -212,7 +227,7 @@ static char *asker(void)
 int gw_approval_create(struct gw_state *st, const struct gw_approval_call *call, char id[9],
                        struct cap_error *err)
 {
-  sqlite3 *db = approvals_db(st, err);
+  struct gw_db *db = approvals_db(st, err);
   if (!db)
     return -EIO;
   _cleanup_free_ char *who = asker();
@@ -225,7 +240,7 @@ int gw_approval_create(struct gw_state *st, const struct gw_approval_call *call,
     snprintf(id, 9, "%02x%02x%02x%02x", b[0], b[1], b[2], b[3]);
     const char *texts[] = {id,  call->capability, call->tool,      call->user,
                            who, call->args,       call->args_hash, call->binding};
-    _cleanup_stmt_ sqlite3_stmt *s =
+    _cleanup_stmt_ struct gw_stmt *s =
         prep(db,
              "INSERT INTO approval_requests (id, capability, tool, user, asked_by, args,"
              " args_hash, binding, created_ms, ttl_ms, expires_ms, status)"
@@ -233,13 +248,13 @@ int gw_approval_create(struct gw_state *st, const struct gw_approval_call *call,
              8, texts);
     if (!s)
       break;
-    sqlite3_bind_int64(s, 9, now);
-    sqlite3_bind_int64(s, 10, ttl);
-    sqlite3_bind_int64(s, 11, now + ttl);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_DONE)
+    gw_stmt_bind_int64(s, 9, now);
+    gw_stmt_bind_int64(s, 10, ttl);
+    gw_stmt_bind_int64(s, 11, now + ttl);
+    int rc = gw_stmt_step(s);
+    if (rc == GW_DB_DONE)
       return 0;
-    if (rc != SQLITE_CONSTRAINT)
+    if (rc != GW_DB_CONSTRAINT)
       break; /* else the id is taken: draw another */
   }
   return db_fail(db, err, "cannot record the approval request");
@@ -252,22 +267,22 @@ struct resolve {
   struct gw_approval *out;
 };
 
-static int resolve_in(sqlite3 *db, void *arg)
+static int resolve_in(struct gw_db *db, void *arg)
 {
   struct resolve *r = arg;
   _cleanup_free_ char *sql =
       cap_xasprintf("SELECT %s FROM approval_requests WHERE id = ?", columns);
-  _cleanup_stmt_ sqlite3_stmt *s = prep(db, sql, 1, &r->id);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_DONE)
-    return SQLITE_OK;
-  if (rc != SQLITE_ROW)
-    return SQLITE_ERROR;
+  _cleanup_stmt_ struct gw_stmt *s = prep(db, sql, 1, &r->id);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_DONE)
+    return GW_DB_OK;
+  if (rc != GW_DB_ROW)
+    return GW_DB_ERROR;
   row_approval(s, r->out);
   r->was = r->out->status;
   int64_t now = (int64_t)cap_now_ms(CLOCK_REALTIME);
   if (r->out->status != GW_APPROVAL_PENDING)
-    return SQLITE_OK;
+    return GW_DB_OK;
   if (r->out->expires_ms <= now) {
     r->was = GW_APPROVAL_EXPIRED; /* it lapsed before this decision */
     r->out->status = GW_APPROVAL_EXPIRED;
@@ -285,51 +300,101 @@ int gw_approval_resolve(struct gw_state *st, const char *id, bool approve,
 {
   *out = (struct gw_approval){0};
   struct resolve r = {.id = id, .approve = approve, .out = out};
-  sqlite3 *db = approvals_db(st, err);
+  struct gw_db *db = approvals_db(st, err);
   int rc = db ? in_transaction(db, resolve_in, &r, err) : -EIO;
   *was = rc == 0 ? r.was : GW_APPROVAL_NONE;
   if (*was == GW_APPROVAL_NONE)
     gw_approval_clear(out);
+  /* calls waiting on other gateways (gw_approval_wait) wake now; one
+   * that misses it finds the decision at its next look */
+  if (rc == 0 && *was == GW_APPROVAL_PENDING)
+    gw_db_notify(db, GW_APPROVAL_CHANNEL, id);
   return rc;
+}
+
+/* The status of approval id now (GW_APPROVAL_NONE: no such one). */
+static int status_of(struct gw_db *db, const char *id, enum gw_approval_status *status,
+                     struct cap_error *err)
+{
+  _cleanup_stmt_ struct gw_stmt *s =
+      prep(db, "SELECT status, expires_ms FROM approval_requests WHERE id = ?", 1, &id);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *status = GW_APPROVAL_NONE;
+  if (rc == GW_DB_ROW) {
+    *status = status_from(gw_stmt_text(s, 0));
+    if (*status == GW_APPROVAL_PENDING &&
+        gw_stmt_int64(s, 1) <= (int64_t)cap_now_ms(CLOCK_REALTIME))
+      *status = GW_APPROVAL_EXPIRED;
+  }
+  return rc == GW_DB_ROW || rc == GW_DB_DONE ? 0 : db_fail(db, err, "cannot read the approvals");
+}
+
+#define WAIT_SLICE_MS 1000 /* a missed notification costs at most this */
+
+int gw_approval_wait(struct gw_state *st, const char *id, int64_t timeout_ms,
+                     enum gw_approval_status *status, struct cap_error *err)
+{
+  struct gw_db *db = approvals_db(st, err);
+  if (!db)
+    return -EIO;
+  bool notified = gw_db_kind(db) == GW_DB_POSTGRES;
+  /* listening before the first look: a decision between the two is not lost */
+  if (notified && gw_db_wait_notify(db, GW_APPROVAL_CHANNEL, 0) < 0)
+    notified = false;
+  uint64_t end = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  for (;;) {
+    int r = status_of(db, id, status, err);
+    if (r < 0 || *status != GW_APPROVAL_PENDING)
+      return r;
+    uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+    if (now >= end)
+      return 0;
+    int slice = (int)(end - now < WAIT_SLICE_MS ? end - now : WAIT_SLICE_MS);
+    if (!notified || gw_db_wait_notify(db, GW_APPROVAL_CHANNEL, slice) < 0) {
+      notified = false; /* polling from here on */
+      struct timespec ts = {.tv_sec = 0, .tv_nsec = (slice < 200 ? slice : 200) * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+  }
 }
 
 int gw_approval_list_pending(struct gw_state *st, gw_approval_fn fn, void *arg,
                              struct cap_error *err)
 {
-  sqlite3 *db = approvals_db(st, err);
+  struct gw_db *db = approvals_db(st, err);
   if (!db)
     return -EIO;
   _cleanup_free_ char *sql =
       cap_xasprintf("SELECT %s FROM approval_requests WHERE status = 'pending' AND expires_ms > ?"
                     " ORDER BY created_ms, rowid",
                     columns);
-  _cleanup_stmt_ sqlite3_stmt *s = prep(db, sql, 0, NULL);
+  _cleanup_stmt_ struct gw_stmt *s = prep(db, sql, 0, NULL);
   if (!s)
     return db_fail(db, err, "cannot read the approvals");
-  sqlite3_bind_int64(s, 1, (int64_t)cap_now_ms(CLOCK_REALTIME));
+  gw_stmt_bind_int64(s, 1, (int64_t)cap_now_ms(CLOCK_REALTIME));
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+  while ((rc = gw_stmt_step(s)) == GW_DB_ROW) {
     struct gw_approval a = {0};
     row_approval(s, &a);
     fn(arg, &a);
     gw_approval_clear(&a);
   }
-  return rc == SQLITE_DONE ? 0 : db_fail(db, err, "cannot read the approvals");
+  return rc == GW_DB_DONE ? 0 : db_fail(db, err, "cannot read the approvals");
 }
 
 int gw_approval_void_for(struct gw_state *st, const char *cap, const char *tool,
                          struct cap_error *err)
 {
-  sqlite3 *db = approvals_db(st, err);
+  struct gw_db *db = approvals_db(st, err);
   if (!db)
     return -EIO;
   const char *texts[] = {cap, tool};
-  _cleanup_stmt_ sqlite3_stmt *s =
+  _cleanup_stmt_ struct gw_stmt *s =
       prep(db,
            "UPDATE approval_requests SET status = 'void' WHERE capability = ? AND tool = ?"
            " AND status IN ('pending', 'approved')",
            2, texts);
-  if (!s || sqlite3_step(s) != SQLITE_DONE)
+  if (!s || gw_stmt_step(s) != GW_DB_DONE)
     return db_fail(db, err, "cannot update the approvals");
   return 0;
 }

@@ -71,6 +71,15 @@ int gw_approval_resolve(struct gw_state *st, const char *id, bool approve,
                         enum gw_approval_status *was, struct gw_approval *out,
                         struct cap_error *err);
 
+/* Waits up to timeout_ms for approval id to be decided; *status its
+ * status then (still GW_APPROVAL_PENDING on timeout, GW_APPROVAL_EXPIRED
+ * once past its time to live). On PostgreSQL a decision on any gateway
+ * wakes it (LISTEN/NOTIFY on GW_APPROVAL_CHANNEL), and it looks again
+ * every second besides; on SQLite it looks five times a second. */
+#define GW_APPROVAL_CHANNEL "capsule_approvals"
+int gw_approval_wait(struct gw_state *st, const char *id, int64_t timeout_ms,
+                     enum gw_approval_status *status, struct cap_error *err);
+
 typedef void (*gw_approval_fn)(void *arg, const struct gw_approval *a);
 /* The pending approvals that have not expired, oldest first. */
 int gw_approval_list_pending(struct gw_state *st, gw_approval_fn fn, void *arg,

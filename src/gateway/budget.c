@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,15 +63,14 @@ static void bucket_mac(const struct gw_state *st, const char *agent, const struc
 static int bucket_read(struct gw_state *st, const char *agent, struct gw_bucket *b, bool *found,
                        struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st, "SELECT capacity, tokens, last_refill_ms, mac FROM covenant_budgets WHERE agent = ?",
       agent, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR, r = 0;
-  *found = rc == SQLITE_ROW;
-  if (rc == SQLITE_ROW) {
-    sqlite3_int64 cap = sqlite3_column_int64(s, 0), tok = sqlite3_column_int64(s, 1),
-                  last = sqlite3_column_int64(s, 2);
-    const char *mac = (const char *)sqlite3_column_text(s, 3);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR, r = 0;
+  *found = rc == GW_DB_ROW;
+  if (rc == GW_DB_ROW) {
+    int64_t cap = gw_stmt_int64(s, 0), tok = gw_stmt_int64(s, 1), last = gw_stmt_int64(s, 2);
+    const char *mac = (const char *)gw_stmt_text(s, 3);
     *b = (struct gw_bucket){(uint64_t)cap, (uint64_t)tok, (uint64_t)last};
     char want[65];
     bucket_mac(st, agent, b, want);
@@ -82,10 +80,10 @@ static int bucket_read(struct gw_state *st, const char *agent, struct gw_bucket 
                         "HMAC does not match); nothing was spent; reset it with `capsule budget "
                         "set %s CREDITS`",
                         agent, st->dir, agent);
-  } else if (rc != SQLITE_DONE) {
+  } else if (rc != GW_DB_DONE) {
     r = gw_state_db_error(st, err, "cannot read the budget");
   }
-  sqlite3_finalize(s);
+  gw_stmt_finalize(s);
   return r;
 }
 
@@ -94,21 +92,23 @@ static int bucket_write(struct gw_state *st, const char *agent, const struct gw_
 {
   char mac[65];
   bucket_mac(st, agent, b, mac);
-  sqlite3_stmt *s =
+  struct gw_stmt *s =
       gw_state_prep(st,
-                    "INSERT OR REPLACE INTO covenant_budgets (agent, capacity, tokens,"
-                    " last_refill_ms, mac) VALUES (?, ?, ?, ?, ?)",
+                    "INSERT INTO covenant_budgets (agent, capacity, tokens, last_refill_ms, mac)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent) DO UPDATE SET"
+                    " capacity = excluded.capacity, tokens = excluded.tokens,"
+                    " last_refill_ms = excluded.last_refill_ms, mac = excluded.mac",
                     agent, NULL);
-  int rc = SQLITE_ERROR;
+  int rc = GW_DB_ERROR;
   if (s) {
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)b->capacity);
-    sqlite3_bind_int64(s, 3, (sqlite3_int64)b->tokens);
-    sqlite3_bind_int64(s, 4, (sqlite3_int64)b->last_refill_ms);
-    sqlite3_bind_text(s, 5, mac, -1, SQLITE_TRANSIENT);
-    rc = sqlite3_step(s);
+    gw_stmt_bind_int64(s, 2, (int64_t)b->capacity);
+    gw_stmt_bind_int64(s, 3, (int64_t)b->tokens);
+    gw_stmt_bind_int64(s, 4, (int64_t)b->last_refill_ms);
+    gw_stmt_bind_text(s, 5, mac);
+    rc = gw_stmt_step(s);
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot write the budget");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot write the budget");
 }
 
 enum op { OP_GET, OP_TAKE, OP_SPEND, OP_SET };
@@ -120,7 +120,7 @@ static int bucket_update(struct gw_state *st, const char *agent, uint64_t capaci
 {
   if (capacity > INT64_MAX || credits > INT64_MAX)
     return cap_error_set(err, ERANGE, "a budget of more than 2^63 credits cannot be stored");
-  if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+  if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot lock the budget");
   struct gw_bucket b = {capacity, capacity, now};
   bool found = false;
@@ -149,10 +149,10 @@ static int bucket_update(struct gw_state *st, const char *agent, uint64_t capaci
     b.tokens = credits > capacity ? capacity : credits;
   if (r == 0)
     r = bucket_write(st, agent, &b, err);
-  if (r == 0 && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+  if (r == 0 && gw_db_exec(st->db, "COMMIT") != GW_DB_OK)
     r = gw_state_db_error(st, err, "cannot commit the budget");
   if (r < 0)
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    gw_db_exec(st->db, "ROLLBACK");
   if (r == 0)
     *out = b;
   return r == 0 && short_of ? -EDQUOT : r;

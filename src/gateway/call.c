@@ -207,7 +207,8 @@ static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
   if (geteuid() != 0)
     return GW_OUTCOME_OK;
   c->with_ids = *c->call;
-  if (gw_state_id_range(c->st, c->spec->id, true, &c->with_ids.id_base, err) < 0) {
+  _cleanup_free_ char *key = gw_id_range_key(c->spec->id, c->spec->package_dir);
+  if (gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err) < 0) {
     cap_error_prefix(err, "cannot allocate capability %s's host ids", c->spec->id);
     return GW_OUTCOME_FAILED;
   }
@@ -229,6 +230,13 @@ static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
   }
   if (step_ids(c, err) != GW_OUTCOME_OK)
     return GW_OUTCOME_FAILED;
+  if (call->mcp_method) { /* a request to the capability's MCP server: no tool */
+    if (c->spec->runtime.kind == CAP_RUNTIME_MCP)
+      return GW_OUTCOME_OK;
+    return cap_error_set(err, ENOTSUP, "capability %s is not an MCP server: it has no %s",
+                         c->spec->id, call->mcp_method),
+           GW_OUTCOME_FAILED;
+  }
   c->tool = gw_spec_tool(c->spec, call->tool);
   if (!c->tool && is_dynamic(c->spec)) {
     enum gw_outcome o = find_dynamic_tool(c, err);
@@ -356,6 +364,21 @@ static enum gw_outcome ask(struct call_ctx *c, const char *source, struct cap_er
     return ask_denied(c, NULL, err);
   if (status != GW_APPROVAL_PENDING && gw_approval_create(c->st, &req, id, err) < 0)
     return GW_OUTCOME_FAILED;
+  if (call->approval_wait_ms > 0) { /* the operator decides while the call waits */
+    enum gw_approval_status now;
+    if (gw_approval_wait(c->st, id, call->approval_wait_ms, &now, err) < 0)
+      return GW_OUTCOME_FAILED;
+    if (now == GW_APPROVAL_APPROVED || now == GW_APPROVAL_DENIED) {
+      if (gw_approval_take(c->st, &req, &status, id, &lapsed, lapsed_id, err) < 0)
+        return GW_OUTCOME_FAILED;
+      if (status == GW_APPROVAL_DENIED)
+        return ask_denied(c, id, err);
+      if (status == GW_APPROVAL_APPROVED) {
+        c->rec.decision = "ask-approved";
+        return GW_OUTCOME_OK;
+      }
+    }
+  }
   c->rec.decision = "approval-pending";
   _cleanup_free_ char *was =
       lapsed == GW_APPROVAL_EXPIRED ? cap_xasprintf(" (approval %s expired)", lapsed_id)
@@ -429,6 +452,47 @@ static enum gw_outcome step_validate(struct call_ctx *c, struct cap_error *err)
 
 /* ---- run ---- */
 
+/* Renewed OAuth tokens (talos_oauth.store), sealed in the state where the
+ * refresh token is: the user's row when there is one, else the system's. */
+static void oauth_store(void *arg, const char *access, const char *refresh, const char *expiry)
+{
+  struct gw_talos_config *cfg = arg;
+  struct cap_error err = {0};
+  char *mine = NULL;
+  bool user_row = false;
+  gw_cred_get(cfg->st, cfg->cap, "refresh_token", CAP_SCOPE_USER, cfg->user, &mine, &user_row,
+              &err);
+  gw_secret_free(mine);
+  cap_error_clear(&err);
+  enum cap_secret_scope scope = user_row ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM;
+  const char *u = user_row ? cfg->user : NULL;
+  const char *const pairs[][2] = {
+      {"access_token", access}, {"refresh_token", refresh}, {"token_expiry", expiry}};
+  for (size_t i = 0; i < ARRAY_SIZE(pairs); i++)
+    if (pairs[i][1] && gw_cred_set(cfg->st, cfg->cap, pairs[i][0], scope, u, pairs[i][1],
+                                   strlen(pairs[i][1]), &err) < 0)
+      cap_error_clear(&err); /* the next call refreshes again */
+}
+
+static int oauth_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
+                      struct gw_talos_config *cfg, struct cap_error *err)
+{
+  int r = gw_setting_get(st, spec->id, user, GW_SETTING_OAUTH_TOKEN_URL, &cfg->token_url, err);
+  for (size_t i = 0; r == 0 && i < TALOS_OAUTH_N; i++) {
+    bool found = false;
+    r = gw_cred_lookup(st, spec->id, talos_oauth_names[i], user, &cfg->oauth.values[i], &found,
+                       err);
+  }
+  cfg->oauth.token_url = cfg->token_url;
+  cfg->oauth.store = oauth_store;
+  cfg->oauth.store_arg = cfg;
+  cfg->st = st;
+  cfg->cap = spec->id;
+  cfg->user = user;
+  cfg->in.oauth = &cfg->oauth;
+  return r;
+}
+
 int gw_talos_config_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
                          char *const *secrets, struct gw_talos_config *cfg, struct cap_error *err)
 {
@@ -441,6 +505,8 @@ int gw_talos_config_load(struct gw_state *st, const struct cap_spec *spec, const
     r = gw_setting_get(st, spec->id, user, GW_SETTING_NODE_PATH, &cfg->node_path, err);
   cfg->in = (struct talos_input){
       .secrets = secrets, .settings = cfg->settings, .node_path = cfg->node_path};
+  if (r == 0 && spec->talos.has_oauth && secrets) /* a run, not a readiness probe */
+    r = oauth_load(st, spec, user, cfg, err);
   if (r < 0)
     gw_talos_config_free(cfg, spec);
   return r;
@@ -485,6 +551,9 @@ void gw_talos_config_free(struct gw_talos_config *cfg, const struct cap_spec *sp
     free(cfg->settings[i]);
   free(cfg->settings);
   free(cfg->node_path);
+  free(cfg->token_url);
+  for (size_t i = 0; i < TALOS_OAUTH_N; i++)
+    gw_secret_free(cfg->oauth.values[i]);
   *cfg = (struct gw_talos_config){0};
 }
 
@@ -521,7 +590,16 @@ static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *sp
     gw_talos_config_free(&cfg, spec);
     return o;
   }
-  case CAP_RUNTIME_MCP: return mcp_client_call(c->call, spec, c->env, c->n_env, &c->out, err);
+  case CAP_RUNTIME_MCP:
+    if (c->call->mcp_method) {
+      _cleanup_free_ char *params = cap_xstrndup(c->call->args, c->call->args_len);
+      enum gw_outcome o = mcp_client_request(c->call, spec, c->call->mcp_method, params, c->env,
+                                             c->n_env, &c->out, err);
+      if (o == GW_OUTCOME_OK && c->call->relay)
+        c->call->relay->raw_result = cap_xstrdup(c->out);
+      return o;
+    }
+    return mcp_client_call(c->call, spec, c->env, c->n_env, &c->out, err);
   case CAP_RUNTIME_EXEC: break;
   }
   return cap_error_set(err, ENOTSUP,
@@ -545,6 +623,8 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
     gw_sha256_hex(c->out, strlen(c->out), c->rec.result_hash);
   struct cap_error aerr = {0};
   int r = gw_audit_append(c->st, &c->rec, &aerr);
+  if (r < 0) /* not in the log: the marker keeps the record for the next open */
+    gw_inflight_keep(&c->inflight, &c->rec);
   gw_inflight_end(&c->inflight); /* after the record: a kill in between repeats, never loses it */
   if (r < 0) {
     cap_error_clear(err);
@@ -552,6 +632,11 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
     cap_error_clear(&aerr);
     free(c->out);
     c->out = NULL;
+    if (c->call->relay) { /* and so is the server's own form of it */
+      free(c->call->relay->raw_result);
+      free(c->call->relay->raw_error);
+      c->call->relay->raw_result = c->call->relay->raw_error = NULL;
+    }
     return GW_OUTCOME_FAILED;
   }
   return o;
@@ -570,7 +655,7 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
                        .st = st,
                        .rec = {.user = call->user,
                                .capability = call->capability,
-                               .tool = call->tool,
+                               .tool = call->mcp_method ? call->mcp_method : call->tool,
                                .decision = "error",
                                .outcome = "ok"}};
   gw_sha256_hex(call->args, call->args_len, c.rec.args_hash);
@@ -581,9 +666,11 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   gw_inflight_begin(st, &c.rec, &c.inflight, &ignored);
   cap_error_clear(&ignored);
   enum gw_outcome o = step_resolve(&c, err);
-  if (o == GW_OUTCOME_OK)
+  if (o == GW_OUTCOME_OK && call->mcp_method)
+    c.rec.decision = "mcp-request"; /* no tool, no policy: the capability is served */
+  else if (o == GW_OUTCOME_OK)
     o = step_policy(&c, err);
-  if (o == GW_OUTCOME_OK)
+  if (o == GW_OUTCOME_OK && !call->mcp_method)
     o = step_validate(&c, err);
   bool covenant = c.spec && c.spec->format == CAP_FORMAT_COVENANT, ran = false;
   if (o == GW_OUTCOME_OK && covenant) /* tokens (dispatch) and budget */

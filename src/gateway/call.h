@@ -34,16 +34,17 @@ struct gw_call {
   const char *user; /* who calls */
   uint64_t deadline_ms;
   size_t output_cap;
-  bool may_prompt;         /* ask on the controlling terminal when policy says ask */
-  enum gw_answer answer;   /* already asked through the client; GW_ANSWER_NONE: not */
-  int64_t approval_ttl_ms; /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
-  const char *log_dir;     /* the tools' stderr goes to LOG_DIR/<capability>.log */
-  const char *run_dir;     /* warm instances' sockets (Selu) */
-  const char *cache_dir;   /* discovered tools (Selu tool_source: dynamic) */
-  const char *session_id;  /* the agent's session, passed to Selu; NULL: one per call */
-  const char *thread_id;   /* the conversation thread in the session (Selu's thread_id), or NULL */
-  const char *volumes_dir; /* Selu workspaces and caches (gateway/volumes.h) */
-  const char *image_dir;   /* the image store (image/image.h) Selu images run from */
+  bool may_prompt;          /* ask on the controlling terminal when policy says ask */
+  enum gw_answer answer;    /* already asked through the client; GW_ANSWER_NONE: not */
+  int64_t approval_ttl_ms;  /* a new approval's life; 0: GW_APPROVAL_TTL_MS_DEFAULT */
+  int64_t approval_wait_ms; /* a pending approval: wait this long for its decision; 0: none */
+  const char *log_dir;      /* the tools' stderr goes to LOG_DIR/<capability>.log */
+  const char *run_dir;      /* warm instances' sockets (Selu) */
+  const char *cache_dir;    /* discovered tools (Selu tool_source: dynamic) */
+  const char *session_id;   /* the agent's session, passed to Selu; NULL: one per call */
+  const char *thread_id;    /* the conversation thread in the session (Selu's thread_id), or NULL */
+  const char *volumes_dir;  /* Selu workspaces and caches (gateway/volumes.h) */
+  const char *image_dir;    /* the image store (image/image.h) Selu images run from */
   /* Selu artifacts (the orchestrator's contract): files uploaded into the
    * arguments' "attachments", and where the result's artifacts are saved
    * (NULL: left in the capability) */
@@ -62,6 +63,29 @@ struct gw_call {
   /* set by gw_call itself: where a Covenant run leaves the CPU ms its
    * sandbox used (its budget is spent by them, gateway/budget.h) */
   uint64_t *cpu_ms;
+  /* A third-party MCP server's messages to its client relayed through a
+   * front door (struct gw_mcp_relay); NULL: its requests are refused and
+   * its notifications dropped. */
+  struct gw_mcp_relay *relay;
+  /* Not a tool call but one MCP request to the capability's server
+   * (resources/read, prompts/get...): the method, with args as its
+   * params; the tool is not looked up, no policy applies (the capability
+   * is served), and the audit record names the method as the tool. */
+  const char *mcp_method;
+};
+
+/* What a front door's MCP client and a third-party MCP server exchange
+ * besides the call (runtime/mcp_client.c): one stream socket carries, as
+ * lines, the server's notifications and requests out and the client's
+ * answers (and notifications/cancelled) in. */
+struct gw_mcp_relay {
+  int fd;
+  const char *client_caps;    /* JSON object the server is told the client offers; NULL: {} */
+  const char *progress_token; /* JSON, passed in the call's _meta; NULL: none */
+  const char *log_level;      /* logging/setLevel sent to a server offering logging; NULL: none */
+  /* out (owned by the caller): the server's result or error object as it
+   * sent it; withheld (NULL) when the call could not be audited */
+  char *raw_result, *raw_error;
 };
 
 struct gw_issuer {

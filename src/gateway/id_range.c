@@ -11,12 +11,13 @@
  * tools reading uid_t as signed mishandle. A candidate overlapping an entry
  * of /etc/subuid or /etc/subgid, or holding a user's or group's id
  * (getpwent, getgrent: NSS users too), is skipped. */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,80 +29,9 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "gateway/state.h"
+#include "gateway/id_taken.h"
 #include "gateway/state_int.h"
 
-#define RANGE_FIRST 0x70000000u
-#define RANGE_END 0x7ffe0000u /* exclusive */
-
-struct taken {
-  uint64_t (*v)[2]; /* [start, end) */
-  size_t n;
-};
-
-static void taken_add(struct taken *t, uint64_t start, uint64_t count)
-{
-  if (start + count <= RANGE_FIRST || start >= RANGE_END || count == 0)
-    return;
-  t->v = cap_xrealloc(t->v, (t->n + 1) * sizeof *t->v);
-  t->v[t->n][0] = start;
-  t->v[t->n][1] = start + count;
-  t->n++;
-}
-
-static bool taken_overlaps(const struct taken *t, uint64_t start, uint64_t end)
-{
-  for (size_t i = 0; i < t->n; i++)
-    if (t->v[i][0] < end && start < t->v[i][1])
-      return true;
-  return false;
-}
-
-static const char *subid_file(const char *env, const char *dflt)
-{
-#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/ids.sh: a subordinate-id file of the test's */
-  const char *test = getenv(env);
-  if (test && *test)
-    return test;
-#else
-  (void)env;
-#endif
-  return dflt;
-}
-
-/* "name:start:count" lines; anything else is skipped. */
-static void read_subids(struct taken *t, const char *path)
-{
-  _cleanup_fclose_ FILE *f = fopen(path, "re");
-  char line[512];
-  while (f && fgets(line, sizeof line, f)) {
-    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (!c2)
-      continue;
-    char *end1, *end2;
-    unsigned long long start = strtoull(c1 + 1, &end1, 10);
-    unsigned long long count = strtoull(c2 + 1, &end2, 10);
-    if (end1 == c2 && end2 != c2 + 1)
-      taken_add(t, start, count);
-  }
-}
-
-/* Everything a range must not overlap: subordinate ids, users, groups. */
-static void host_ids(struct taken *t)
-{
-  read_subids(t, subid_file("CAPSULE_TEST_SUBUID", "/etc/subuid"));
-  read_subids(t, subid_file("CAPSULE_TEST_SUBGID", "/etc/subgid"));
-  setpwent();
-  for (struct passwd *pw; (pw = getpwent());)
-    taken_add(t, pw->pw_uid, 1);
-  endpwent();
-  setgrent();
-  for (struct group *gr; (gr = getgrent());)
-    taken_add(t, gr->gr_gid, 1);
-  endgrent();
-}
-
-/* Only a range capsule hands out: a row edited to name any other (one whose
- * ids end at the host's root, say) is not taken. */
 static bool base_valid(int64_t b)
 {
   return b >= RANGE_FIRST && b + GW_ID_RANGE_SIZE <= RANGE_END && b % GW_ID_RANGE_SIZE == 0;
@@ -109,34 +39,34 @@ static bool base_valid(int64_t b)
 
 static int lookup(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
+  struct gw_stmt *s =
+      gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
   if (!s)
     return gw_state_db_error(st, err, "cannot read id_ranges");
-  int rc = sqlite3_step(s);
-  int64_t b = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-  sqlite3_finalize(s);
-  if (rc == SQLITE_ROW && !base_valid(b))
+  int rc = gw_stmt_step(s);
+  int64_t b = rc == GW_DB_ROW ? gw_stmt_int64(s, 0) : 0;
+  gw_stmt_finalize(s);
+  if (rc == GW_DB_ROW && !base_valid(b))
     return cap_error_set(err, EINVAL,
                          "the id range recorded for %s (base %lld) is not one capsule hands out; "
                          "the state's id_ranges table was edited: refusing",
                          key, (long long)b);
   *base = (uint32_t)b;
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
-             ? 0
-             : gw_state_db_error(st, err, "cannot read id_ranges");
+  return rc == GW_DB_ROW || rc == GW_DB_DONE ? 0
+                                             : gw_state_db_error(st, err, "cannot read id_ranges");
 }
 
 /* The recorded ranges, as taken. */
 static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges", NULL);
+  struct gw_stmt *s = gw_state_prep(st, "SELECT base FROM id_ranges", NULL);
   if (!s)
     return gw_state_db_error(st, err, "cannot read id_ranges");
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-    taken_add(t, (uint64_t)sqlite3_column_int64(s, 0), GW_ID_RANGE_SIZE);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read id_ranges");
+  while ((rc = gw_stmt_step(s)) == GW_DB_ROW)
+    taken_add(t, (uint64_t)gw_stmt_int64(s, 0), GW_ID_RANGE_SIZE);
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read id_ranges");
 }
 
 /* The host's registry of ranges handed out by every state directory (as
@@ -157,12 +87,55 @@ static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
  * under another path, is known by its device and inode and gets a line
  * of its own for the same range. */
 #define REGISTRY_DIR "/var/lib/capsule"
-#define REGISTRY_PATH REGISTRY_DIR "/id-ranges"
+
+/* The registry's format, named by its marker line "0 KEY /" (KEY
+ * REGISTRY_MARK followed by the number). The marker reads as an ordinary
+ * line to every earlier capsule (base 0 is no range; "/" always exists),
+ * so none of them drops it. A capsule refuses to rewrite a registry
+ * marked with a later format than its own, or holding a line it cannot
+ * read: it would drop lines a newer capsule wrote (and hand their ranges
+ * out again). A later format must keep "BASE WORD /PATH" readable to
+ * this one or raise the number. */
+#define REGISTRY_FORMAT 2u
+#define REGISTRY_MARK "capsule-id-ranges-format-"
+
+/* The registry's directory: /var/lib/capsule, or a test's own
+ * (CAPSULE_TEST_ID_REGISTRY_DIR, so suites never touch the host's). */
+static const char *registry_dir(void)
+{
+#ifdef CAPSULE_TEST_HOOKS
+  const char *test = getenv("CAPSULE_TEST_ID_REGISTRY_DIR");
+  if (test && *test == '/')
+    return test;
+#endif
+  return REGISTRY_DIR;
+}
+
+/* DIR/id-ranges + suffix, in buf. */
+static const char *registry_path(char *buf, size_t size, const char *suffix)
+{
+  snprintf(buf, size, "%s/id-ranges%s", registry_dir(), suffix);
+  return buf;
+}
+
+struct reg_anchor {
+  uint64_t base;
+  unsigned long long dev, ino;
+};
 
 struct registry {
-  int lock;            /* flock-held */
-  struct cap_buf kept; /* the lines that stay */
-  bool changed;        /* lines were dropped or added: write it back */
+  int lock;                   /* flock-held */
+  struct cap_buf kept;        /* the lines that stay */
+  bool changed;               /* lines were dropped or added: write it back */
+  bool added;                 /* a line was added: the write is needed */
+  unsigned format;            /* its marker's format (0: none) */
+  unsigned long long mnt;     /* this process's mount namespace */
+  size_t foreign;             /* the first line it cannot read (1-based; 0: none) */
+  struct reg_anchor *anchors; /* lines of live namespaces (dead_alias) */
+  size_t n_anchors;
+  unsigned long long *live; /* mount namespaces a process is in now (read once) */
+  size_t n_live;
+  bool live_read;
 };
 
 static void registry_release(struct registry *r)
@@ -171,6 +144,10 @@ static void registry_release(struct registry *r)
     close(r->lock);
   r->lock = -1;
   cap_buf_free(&r->kept);
+  free(r->anchors);
+  free(r->live);
+  r->anchors = NULL;
+  r->live = NULL;
 }
 
 static int registry_file_ok(int fd, const char *path, struct cap_error *err)
@@ -234,7 +211,9 @@ static bool registry_line(char *line, uint64_t *base, char **key, struct reg_whe
   else
     *where = (struct reg_where){0};
   *state = line + at; /* the rest of the line: it may hold spaces */
-  return **state == '/';
+  /* an empty key ("B @M:D:I /dir") would be written back as "B  /dir",
+   * which reads as the key "/dir" and no state (tests/fuzz) */
+  return **key && **state == '/';
 }
 
 static void registry_put(struct cap_buf *b, uint64_t base, const char *word,
@@ -293,23 +272,141 @@ static void registry_match(struct reg_self *self, const char *k, uint64_t b,
     self->conflict = true;
 }
 
+/* The format a marker line (base 0, key REGISTRY_MARK + N) names; 0
+ * for any other line. */
+static unsigned registry_marker(uint64_t base, const char *key)
+{
+  size_t n = strlen(REGISTRY_MARK);
+  if (base != 0 || strncmp(key, REGISTRY_MARK, n) != 0)
+    return 0;
+  char *end;
+  unsigned long v = strtoul(key + n, &end, 10);
+  return *end || v == 0 || v > 1000000 ? 1000000 : (unsigned)v; /* unreadable: later */
+}
+
+/* Whether a process lives in the mount namespace mnt now (this one
+ * does): /proc/PID/ns/mnt of every process, read once. */
+static bool ns_alive(struct registry *r, unsigned long long mnt)
+{
+  if (mnt == r->mnt)
+    return true;
+  if (!r->live_read) {
+    r->live_read = true;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+      char p[300];
+      struct stat st;
+      snprintf(p, sizeof p, "/proc/%s/ns/mnt", e->d_name);
+      if (e->d_name[0] < '1' || e->d_name[0] > '9' || stat(p, &st) < 0)
+        continue;
+      r->live = cap_xrealloc(r->live, (r->n_live + 1) * sizeof *r->live);
+      r->live[r->n_live++] = (unsigned long long)st.st_ino;
+    }
+    if (d)
+      closedir(d);
+  }
+  for (size_t i = 0; i < r->n_live; i++)
+    if (r->live[i] == mnt)
+      return true;
+  return false;
+}
+
+/* Every capsule in a private mount namespace (a service's PrivateTmp=, a
+ * test's unshare) adds a line for the directories it uses, which no
+ * capsule could drop once that namespace is gone. Such a line is dropped
+ * when a line of a live namespace names the same directory (device and
+ * inode) with the same range: the range stays recorded. First pass: the
+ * ranges those live lines hold. */
+static void registry_anchor(struct registry *r, const char *text)
+{
+  _cleanup_free_ char *line = cap_xstrdup(text);
+  uint64_t b;
+  char *k, *dir;
+  struct reg_where w;
+  struct stat st;
+  if (!registry_line(line, &b, &k, &w, &dir) || !w.mnt || !ns_alive(r, w.mnt) ||
+      (w.mnt == r->mnt && stat(dir, &st) < 0)) /* one of this namespace's: still there */
+    return;
+  r->anchors = cap_xrealloc(r->anchors, (r->n_anchors + 1) * sizeof *r->anchors);
+  r->anchors[r->n_anchors++] = (struct reg_anchor){.base = b, .dev = w.dev, .ino = w.ino};
+}
+
+/* A line of a namespace no process is in, whose directory and range a
+ * live line records too (registry_anchor). */
+static bool dead_alias(struct registry *r, uint64_t b, const struct reg_where *w)
+{
+  if (!w->mnt || ns_alive(r, w->mnt))
+    return false;
+  for (size_t i = 0; i < r->n_anchors; i++)
+    if (r->anchors[i].base == b && r->anchors[i].dev == w->dev && r->anchors[i].ino == w->ino)
+      return true;
+  return false;
+}
+
+/* One line read: a marker, a line kept (or dropped), or one it cannot
+ * read, which is kept as it was and makes the registry read-only. */
+static void registry_read_line(struct registry *r, char *line, size_t lineno, struct taken *t,
+                               struct reg_self *self)
+{
+  uint64_t b;
+  char *k, *dir;
+  struct reg_where w;
+  struct stat st;
+  size_t len = strlen(line);
+  _cleanup_free_ char *raw = cap_xstrdup(line);
+  if (!registry_line(line, &b, &k, &w, &dir)) {
+    if (!r->foreign)
+      r->foreign = lineno;
+    cap_buf_append(&r->kept, raw, len);
+    if (!len || raw[len - 1] != '\n')
+      cap_buf_putc(&r->kept, '\n');
+    return;
+  }
+  unsigned format = registry_marker(b, k);
+  if (format) {
+    r->format = format > r->format ? format : r->format;
+    return; /* written again first, as this capsule's */
+  }
+  bool keep = true;
+  /* its state is gone, and its ranges with it: only when it was written
+   * in this mount namespace (or before namespaces were recorded) */
+  if ((!w.mnt || w.mnt == r->mnt) && stat(dir, &st) < 0 && errno == ENOENT)
+    keep = false;
+  if (keep && dead_alias(r, b, &w))
+    keep = false;
+  if (keep && self)
+    registry_match(self, k, b, &w, dir, &keep);
+  if (!keep) {
+    r->changed = true;
+    return;
+  }
+  if (t)
+    taken_add(t, b, GW_ID_RANGE_SIZE);
+  registry_put(&r->kept, b, k, &w, dir);
+}
+
 /* Locks and reads the registry, its ranges added to t (when t is not
  * NULL); self (or NULL) is looked for (struct reg_self). 0, or -errno
  * with err set. */
 static int registry_open(struct registry *r, struct taken *t, struct reg_self *self,
                          struct cap_error *err)
 {
-  *r = (struct registry){.lock = -1};
-  mkdir(REGISTRY_DIR, 0700);
-  r->lock = open(REGISTRY_PATH ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  int rc = registry_file_ok(r->lock, REGISTRY_PATH ".lock", err);
+  *r = (struct registry){.lock = -1, .mnt = own_mount_ns()};
+  char path[PATH_MAX], lock[PATH_MAX];
+  registry_path(path, sizeof path, "");
+  registry_path(lock, sizeof lock, ".lock");
+  mkdir(registry_dir(), 0700);
+  r->lock = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  int rc = registry_file_ok(r->lock, lock, err);
   if (rc == 0 && flock(r->lock, LOCK_EX) < 0)
-    rc = cap_error_errno(err, errno, "cannot lock " REGISTRY_PATH ".lock");
-  int fd = rc < 0 ? -1 : open(REGISTRY_PATH, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (rc == 0 && fd < 0 && errno == ENOENT)
+    rc = cap_error_errno(err, errno, "cannot lock %s", lock);
+  int fd = rc < 0 ? -1 : open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (rc == 0 && fd < 0 && errno == ENOENT) {
+    r->changed = true; /* written with its marker at the first store */
     return 0;
+  }
   if (rc == 0)
-    rc = registry_file_ok(fd, REGISTRY_PATH, err);
+    rc = registry_file_ok(fd, path, err);
   if (rc < 0) {
     if (fd >= 0)
       close(fd);
@@ -319,51 +416,63 @@ static int registry_open(struct registry *r, struct taken *t, struct reg_self *s
   _cleanup_fclose_ FILE *f = fdopen(fd, "re");
   _cleanup_free_ char *line = NULL;
   size_t size = 0;
-  unsigned long long mnt = own_mount_ns();
-  while (f && getline(&line, &size, f) >= 0) { /* a line of any length is one line */
-    uint64_t b;
-    char *k, *dir;
-    struct reg_where w;
-    struct stat st;
-    bool keep = registry_line(line, &b, &k, &w, &dir);
-    /* its state is gone, and its ranges with it: only when it was written
-     * in this mount namespace (or before namespaces were recorded) */
-    if (keep && (!w.mnt || w.mnt == mnt) && stat(dir, &st) < 0 && errno == ENOENT)
-      keep = false;
-    if (keep && self)
-      registry_match(self, k, b, &w, dir, &keep);
-    if (!keep) {
-      r->changed = true;
-      continue;
-    }
-    if (t)
-      taken_add(t, b, GW_ID_RANGE_SIZE);
-    registry_put(&r->kept, b, k, &w, dir);
-  }
+  struct cap_strv lines = {0};
+  while (f && getline(&line, &size, f) >= 0) /* a line of any length is one line */
+    cap_strv_push(&lines, line);
+  for (size_t i = 0; i < lines.len; i++)
+    registry_anchor(r, lines.v[i]);
+  for (size_t i = 0; i < lines.len; i++)
+    registry_read_line(r, lines.v[i], i + 1, t, self);
+  cap_strv_free(&lines);
+  if (r->format < REGISTRY_FORMAT)
+    r->changed = true; /* marked (or marked again) at the next store */
   return 0;
 }
 
 /* Writes the kept lines back when they changed: a temporary file, synced,
- * renamed over the registry. 0, or -errno with err set. */
+ * renamed over the registry. A registry this capsule cannot read in full
+ * (a later format, a line it does not know) is never rewritten: a line
+ * to add is refused, lines to drop stay. 0, or -errno with err set. */
 static int registry_store(struct registry *r, struct cap_error *err)
 {
-  if (!r->changed)
+  char path[PATH_MAX], tmp[PATH_MAX];
+  registry_path(path, sizeof path, "");
+  registry_path(tmp, sizeof tmp, ".new");
+  bool unreadable = r->format > REGISTRY_FORMAT || r->foreign;
+  if (unreadable && r->added) {
+    if (r->format > REGISTRY_FORMAT)
+      return cap_error_set(err, EPROTO,
+                           "the host's id-range registry %s is in format %u, written by a newer "
+                           "capsule; this one knows format %u and will not rewrite it (it would "
+                           "drop ranges it cannot read): use the newer capsule",
+                           path, r->format, REGISTRY_FORMAT);
+    return cap_error_set(err, EPROTO,
+                         "line %zu of the host's id-range registry %s is not one this capsule "
+                         "reads (format %u; a newer capsule's, or damaged); it will not rewrite "
+                         "the registry and drop it: use the newer capsule, or fix the line",
+                         r->foreign, path, REGISTRY_FORMAT);
+  }
+  if (!r->changed && !r->added)
     return 0;
-  const char *tmp = REGISTRY_PATH ".new";
+  if (unreadable)
+    return 0; /* only drops: they wait for a capsule that reads every line */
   unlink(tmp);
+  struct cap_buf out = {0};
+  cap_buf_printf(&out, "0 " REGISTRY_MARK "%u /\n", REGISTRY_FORMAT);
+  cap_buf_append(&out, r->kept.data ? r->kept.data : "", r->kept.len);
   _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  bool ok = fd >= 0 &&
-            (!r->kept.len || write(fd, r->kept.data, r->kept.len) == (ssize_t)r->kept.len) &&
-            fsync(fd) == 0 && rename(tmp, REGISTRY_PATH) == 0;
+  bool ok = fd >= 0 && write(fd, out.data, out.len) == (ssize_t)out.len && fsync(fd) == 0 &&
+            rename(tmp, path) == 0;
+  cap_buf_free(&out);
   if (!ok) {
     int e = errno ? errno : EIO;
     unlink(tmp);
-    return cap_error_errno(err, e, "cannot rewrite the host's id-range registry " REGISTRY_PATH);
+    return cap_error_errno(err, e, "cannot rewrite the host's id-range registry %s", path);
   }
-  _cleanup_close_ int dir = open(REGISTRY_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int dir = open(registry_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0)
     fsync(dir);
-  r->changed = false;
+  r->changed = r->added = false;
   return 0;
 }
 
@@ -386,7 +495,8 @@ static int registry_state_path(struct gw_state *st, char **out, struct cap_error
   return 0;
 }
 
-static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
+static int allocate(struct gw_state *st, const char *key, const char *dbkey, uint32_t *base,
+                    struct cap_error *err)
 {
   struct taken t = {0};
   _cleanup_free_ char *real = NULL;
@@ -408,22 +518,22 @@ static int allocate(struct gw_state *st, const char *key, uint32_t *base, struct
                       "0x%x are taken by other capabilities, /etc/subuid, /etc/subgid or "
                       "host users)",
                       key, (RANGE_END - RANGE_FIRST) / GW_ID_RANGE_SIZE, RANGE_FIRST);
-  sqlite3_stmt *s = NULL;
-  if (r == 0 &&
-      !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)", key, NULL)))
+  struct gw_stmt *s = NULL;
+  if (r == 0 && !(s = gw_state_prep(st, "INSERT INTO id_ranges (capability, base) VALUES (?, ?)",
+                                    dbkey, NULL)))
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (s) {
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)b);
-    int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
-    if (rc != SQLITE_DONE)
+    gw_stmt_bind_int64(s, 2, (int64_t)b);
+    int rc = gw_stmt_step(s);
+    gw_stmt_finalize(s);
+    if (rc != GW_DB_DONE)
       r = gw_state_db_error(st, err, "cannot record an id range");
   }
   if (r == 0) {
     _cleanup_free_ char *word = registry_key(key);
     struct reg_where w = where_of(real);
     registry_put(&reg.kept, b, word, &w, real);
-    reg.changed = true;
+    reg.added = true;
     r = registry_store(&reg, err);
   }
   registry_release(&reg);
@@ -467,18 +577,19 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
                             "'%s'\"`)",
                             real, key)
             : cap_xstrdup("");
+    char path[PATH_MAX];
     r = cap_error_set(err, EEXIST,
                       "capability %s's host id range 0x%x of state %s now belongs to another "
-                      "state directory in " REGISTRY_PATH
+                      "state directory in %s"
                       " (this state was moved or copied after the range was allocated); files "
                       "its tools wrote carry ids another state's tools now hold: check them, "
                       "then allocate a new range by deleting the capability's row of the "
                       "table id_ranges in %s/state.db%s",
-                      key, base, real, real, paste);
+                      key, base, real, registry_path(path, sizeof path, ""), real, paste);
   }
   if (r == 0 && !found) {
     registry_put(&reg.kept, base, word, &self.where, real);
-    reg.changed = true;
+    reg.added = true;
   }
   if (r == 0)
     r = registry_store(&reg, err);
@@ -492,7 +603,8 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
 static uint32_t registry_find(const char *key, const char *dir)
 {
   _cleanup_free_ char *real = realpath(dir, NULL);
-  _cleanup_fclose_ FILE *f = real ? fopen(REGISTRY_PATH, "re") : NULL;
+  char path[PATH_MAX];
+  _cleanup_fclose_ FILE *f = real ? fopen(registry_path(path, sizeof path, ""), "re") : NULL;
   struct stat sb;
   if (!f || fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
       (sb.st_mode & 022))
@@ -501,15 +613,24 @@ static uint32_t registry_find(const char *key, const char *dir)
   size_t size = 0;
   uint32_t found = 0;
   unsigned long long mnt = own_mount_ns();
-  while (getline(&line, &size, f) >= 0) {
+  size_t real_len = strlen(real);
+  ssize_t n;
+  while ((n = getline(&line, &size, f)) >= 0) {
     uint64_t b;
     char *k, *d;
     struct reg_where w;
+    /* a line of another state directory, known by its end, is not parsed
+     * (a host's registry holds every state directory's lines) */
+    n -= n > 0 && line[n - 1] == '\n';
+    if ((size_t)n <= real_len || !isspace((unsigned char)line[(size_t)n - real_len - 1]) ||
+        memcmp(line + (size_t)n - real_len, real, real_len) != 0)
+      continue;
     /* only a line written in this mount namespace: a path names another
      * directory in another one (an older line goes the full path, which
      * writes it again) */
-    if (!registry_line(line, &b, &k, &w, &d) || strcmp(k, word) != 0 || strcmp(d, real) != 0 ||
-        !w.mnt || w.mnt != mnt)
+    if (!registry_line(line, &b, &k, &w, &d) || registry_marker(b, k) > REGISTRY_FORMAT)
+      return 0; /* a line it cannot read: the full path decides */
+    if (strcmp(k, word) != 0 || strcmp(d, real) != 0 || !w.mnt || w.mnt != mnt)
       continue;
     if (found || !base_valid((int64_t)b))
       return 0;
@@ -518,11 +639,33 @@ static uint32_t registry_find(const char *key, const char *dir)
   return found;
 }
 
+/* The row's key: the capability's id, and on a PostgreSQL state (shared
+ * by gateways on several hosts, each with its own host ids and registry)
+ * the host and this gateway's own directory beside it. */
+static char *range_key(const struct gw_state *st, const char *key)
+{
+  if (!st->url)
+    return cap_xstrdup(key);
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return cap_xasprintf("%s@%s:%s", key, host, st->dir);
+}
+
+char *gw_id_range_key(const char *id, const char *package_dir)
+{
+  _cleanup_free_ char *real = package_dir ? realpath(package_dir, NULL) : NULL;
+  const char *where = real ? real : package_dir ? package_dir : "";
+  char hex[65];
+  gw_sha256_hex(where, strlen(where), hex);
+  return cap_xasprintf("%s/%.32s", id ? id : "", hex);
+}
+
 int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
                       struct cap_error *err)
 {
   *base = 0;
-  int r = lookup(st, key, base, err);
+  _cleanup_free_ char *dbkey = range_key(st, key);
+  int r = lookup(st, dbkey, base, err);
   if (r < 0 || !create)
     return r;
   if (*base) {
@@ -532,17 +675,52 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
     return r;
   }
   /* under the write lock: another capsule may be allocating too */
-  struct sqlite3 *db = gw_state_db(st);
-  if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+  struct gw_db *db = gw_state_db(st);
+  if (gw_db_exec(db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot allocate an id range");
-  r = lookup(st, key, base, err);
+  r = lookup(st, dbkey, base, err);
   if (r == 0 && !*base)
-    r = allocate(st, key, base, err);
-  if (r == 0 && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+    r = allocate(st, key, dbkey, base, err);
+  if (r == 0 && gw_db_exec(db, "COMMIT") != GW_DB_OK)
     r = gw_state_db_error(st, err, "cannot record an id range");
   if (r < 0) {
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    gw_db_exec(db, "ROLLBACK");
     *base = 0;
+  }
+  return r;
+}
+
+int gw_id_registry_scan(const char *text, size_t len, size_t *lines, unsigned *format,
+                        size_t *foreign)
+{
+  *lines = *foreign = 0;
+  *format = 0;
+  int r = 0;
+  for (size_t at = 0; at < len && r == 0;) {
+    const char *nl = memchr(text + at, '\n', len - at);
+    size_t n = nl ? (size_t)(nl - (text + at)) + 1 : len - at;
+    _cleanup_free_ char *line = cap_xstrndup(text + at, n); /* to a NUL, as getline's reader */
+    at += n;
+    ++*lines;
+    uint64_t b, b2;
+    char *k, *dir, *k2, *dir2;
+    struct reg_where w, w2;
+    if (!registry_line(line, &b, &k, &w, &dir)) {
+      *foreign = *foreign ? *foreign : *lines;
+      continue;
+    }
+    unsigned f = registry_marker(b, k);
+    if (f) {
+      *format = f > *format ? f : *format;
+      continue;
+    }
+    /* written back as registry_put writes it, it reads the same */
+    struct cap_buf out = {0};
+    registry_put(&out, b, k, &w, dir);
+    if (!registry_line(out.data, &b2, &k2, &w2, &dir2) || b2 != b || strcmp(k2, k) != 0 ||
+        memcmp(&w2, &w, sizeof w) != 0 || strcmp(dir2, dir) != 0)
+      r = -EPROTO;
+    cap_buf_free(&out);
   }
   return r;
 }

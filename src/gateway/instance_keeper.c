@@ -54,7 +54,8 @@ struct keeper {
   struct sandbox_running *running; /* for the sandbox's CPU count */
   uint64_t cpu_budget_ms;          /* per call (Selu max_cpu_seconds); 0: none */
   int sandbox_end;                 /* the connector's other end: closed once the sandbox has it */
-  struct gw_instance_info info;    /* what RUN_DIR/KEY.status says (capsule ps) */
+  int spare;                    /* a connection to the server made ahead of the next lease, or -1 */
+  struct gw_instance_info info; /* what RUN_DIR/KEY.status says (capsule ps) */
   char status_path[4096];
 };
 
@@ -205,6 +206,10 @@ static void keeper_stop(struct keeper *k)
 {
   keeper_status(k, GW_INSTANCE_STOPPING, 0);
   keeper_unpublish(k);
+  if (k->spare >= 0) {
+    close(k->spare);
+    k->spare = -1;
+  }
   if (k->connector >= 0) {
     close(k->connector);
     k->connector = -1;
@@ -289,6 +294,50 @@ static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, siz
   L->n = kept;
 }
 
+/* Whether what the server sent on a connection so far (HTTP/2 frames,
+ * peeked: they stay for the caller) holds a GOAWAY: a server shutting
+ * down says so, and a call on that connection would be cancelled. */
+static bool says_goaway(int fd)
+{
+  unsigned char b[4096];
+  ssize_t n = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+  for (ssize_t off = 0; n > 0 && off + 9 <= n;) {
+    if (b[off + 3] == 0x7) /* the frame's type: GOAWAY */
+      return true;
+    off += 9 + ((ssize_t)b[off] << 16 | (ssize_t)b[off + 1] << 8 | b[off + 2]);
+  }
+  return false;
+}
+
+/* The spare connection while the server neither closed it nor said it is
+ * going away (what it sent first, e.g. HTTP/2's SETTINGS, stays for the
+ * caller), or -1. */
+static int take_spare(struct keeper *k)
+{
+  int fd = k->spare;
+  k->spare = -1;
+  struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+  if (fd >= 0 && poll(&p, 1, 0) >= 0 && !(p.revents & (POLLHUP | POLLERR | POLLRDHUP)) &&
+      !((p.revents & POLLIN) && says_goaway(fd)))
+    return fd;
+  if (fd >= 0)
+    close(fd);
+  return -1;
+}
+
+/* Makes the next lease's connection now, after the replies: the pid 1
+ * round trip is then off the next call's path. A failure here is left to
+ * that lease to find (and act on). */
+static void refill_spare(struct keeper *k, const struct lease_loop *L)
+{
+  if (k->spare >= 0 || L->dying || k->connector < 0)
+    return;
+  struct cap_error err = {0};
+  int fd = sandbox_connect(k->connector, k->port, 2000, &err);
+  cap_error_clear(&err);
+  k->spare = fd >= 0 ? fd : -1;
+}
+
 /* Grants waiting clients a connection to the server, in arrival order,
  * while there is room. */
 static void lease_grant(struct keeper *k, struct lease_loop *L)
@@ -303,7 +352,9 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
       continue;
     }
     struct cap_error err = {0};
-    int fd = sandbox_connect(k->connector, k->port, 2000, &err);
+    int fd = take_spare(k);
+    if (fd < 0)
+      fd = sandbox_connect(k->connector, k->port, 2000, &err);
     if (fd < 0) {
       keeper_note("cannot reach the server: %s; stopping this instance", err.message);
       refuse(cl->fd, ECONNREFUSED, "the capability's server stopped listening");
@@ -420,6 +471,7 @@ static void *keeper_serve(void *arg)
       return NULL;
     }
     lease_grant(k, &L);
+    refill_spare(k, &L);
     lease_check_cpu(k, &L);
     if (L.active != was_active && !L.dying)
       keeper_status(k, GW_INSTANCE_SERVING, L.active);
@@ -544,6 +596,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
   struct keeper k = {.req = req,
                      .listener = -1,
                      .connector = -1,
+                     .spare = -1,
                      .status_fd = status_fd,
                      .port = spec->runtime.port,
                      .max_active =

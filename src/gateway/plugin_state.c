@@ -1,7 +1,6 @@
 #include "gateway/plugin_state.h"
 
 #include <errno.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,30 +11,31 @@
 const char *const gw_grant_kind_names[4] = {"host", "read", "write", "rw"};
 
 /* Runs a statement that returns no rows (or ignores them). */
-static int exec_done(struct gw_state *st, sqlite3_stmt *s, const char *what, struct cap_error *err)
+static int exec_done(struct gw_state *st, struct gw_stmt *s, const char *what,
+                     struct cap_error *err)
 {
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  while (rc == SQLITE_ROW)
-    rc = sqlite3_step(s);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, what);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  while (rc == GW_DB_ROW)
+    rc = gw_stmt_step(s);
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, what);
 }
 
 /* Runs a DELETE ... RETURNING 1; *found when it removed a row. */
-static int exec_rm(struct gw_state *st, sqlite3_stmt *s, bool *found, const char *what,
+static int exec_rm(struct gw_state *st, struct gw_stmt *s, bool *found, const char *what,
                    struct cap_error *err)
 {
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *found = rc == SQLITE_ROW;
-  while (rc == SQLITE_ROW)
-    rc = sqlite3_step(s);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, what);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *found = rc == GW_DB_ROW;
+  while (rc == GW_DB_ROW)
+    rc = gw_stmt_step(s);
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, what);
 }
 
-static char *column_dup(sqlite3_stmt *s, int i)
+static char *column_dup(struct gw_stmt *s, int i)
 {
-  const char *t = (const char *)sqlite3_column_text(s, i);
+  const char *t = (const char *)gw_stmt_text(s, i);
   return t ? cap_xstrdup(t) : NULL;
 }
 
@@ -47,8 +47,11 @@ int gw_setting_set(struct gw_state *st, const char *cap, const char *user, const
   char now[32];
   gw_state_now(now);
   return exec_done(st,
-                   gw_state_prep(st, "INSERT OR REPLACE INTO settings VALUES (?, ?, ?, ?, ?)", cap,
-                                 user ? user : "", name, value, now, NULL),
+                   gw_state_prep(st,
+                                 "INSERT INTO settings VALUES (?, ?, ?, ?, ?) ON CONFLICT"
+                                 " (capability, user, name) DO UPDATE SET value = excluded.value,"
+                                 " updated = excluded.updated",
+                                 cap, user ? user : "", name, value, now, NULL),
                    "cannot store the setting", err);
 }
 
@@ -67,15 +70,15 @@ int gw_setting_get(struct gw_state *st, const char *cap, const char *user, const
                    char **value, struct cap_error *err)
 {
   *value = NULL;
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "SELECT value FROM settings WHERE capability = ? AND name = ?"
-                                  " AND (user = ? OR user = '') ORDER BY user = '' LIMIT 1",
-                                  cap, name, user ? user : "", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW)
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "SELECT value FROM settings WHERE capability = ? AND name = ?"
+                                    " AND (user = ? OR user = '') ORDER BY user = '' LIMIT 1",
+                                    cap, name, user ? user : "", NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_ROW)
     *value = column_dup(s, 0);
-  sqlite3_finalize(s);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW || rc == GW_DB_DONE
              ? 0
              : gw_state_db_error(st, err, "cannot read the settings");
 }
@@ -83,16 +86,16 @@ int gw_setting_get(struct gw_state *st, const char *cap, const char *user, const
 int gw_setting_list(struct gw_state *st, const char *cap, gw_setting_fn fn, void *arg,
                     struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "SELECT user, name, value, updated FROM settings WHERE"
-                                  " capability = ? ORDER BY name, user",
-                                  cap, NULL);
-  int rc = SQLITE_ERROR;
-  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW)
-    fn(arg, (const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
-       (const char *)sqlite3_column_text(s, 2), (const char *)sqlite3_column_text(s, 3));
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the settings");
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "SELECT user, name, value, updated FROM settings WHERE"
+                                    " capability = ? ORDER BY name, user",
+                                    cap, NULL);
+  int rc = GW_DB_ERROR;
+  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW)
+    fn(arg, (const char *)gw_stmt_text(s, 0), (const char *)gw_stmt_text(s, 1),
+       (const char *)gw_stmt_text(s, 2), (const char *)gw_stmt_text(s, 3));
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the settings");
 }
 
 /* ---- triggers ---- */
@@ -101,15 +104,15 @@ int gw_trigger_state_get(struct gw_state *st, const char *cap, const char *trigg
                          const char *user, char **state, struct cap_error *err)
 {
   *state = NULL;
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "SELECT state FROM trigger_state WHERE capability = ? AND"
-                                  " trigger = ? AND user = ?",
-                                  cap, trigger, user ? user : "", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW)
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "SELECT state FROM trigger_state WHERE capability = ? AND"
+                                    " trigger = ? AND user = ?",
+                                    cap, trigger, user ? user : "", NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_ROW)
     *state = column_dup(s, 0);
-  sqlite3_finalize(s);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+  gw_stmt_finalize(s);
+  if (rc != GW_DB_ROW && rc != GW_DB_DONE)
     return gw_state_db_error(st, err, "cannot read the trigger's state");
   if (!*state)
     *state = cap_xstrdup("{}");
@@ -122,39 +125,50 @@ int gw_trigger_commit(struct gw_state *st, const char *cap, const char *trigger,
   *seq = 0;
   char now[32];
   gw_state_now(now);
-  if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+  if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot store the trigger's state");
-  int r = exec_done(st,
-                    gw_state_prep(st, "INSERT OR REPLACE INTO trigger_state VALUES (?, ?, ?, ?, ?)",
-                                  cap, trigger, user ? user : "", new_state, now, NULL),
-                    "cannot store the trigger's state", err);
+  int r =
+      exec_done(st,
+                gw_state_prep(st,
+                              "INSERT INTO trigger_state VALUES (?, ?, ?, ?, ?) ON CONFLICT"
+                              " (capability, trigger, user) DO UPDATE SET state = excluded.state,"
+                              " last_poll = excluded.last_poll",
+                              cap, trigger, user ? user : "", new_state, now, NULL),
+                "cannot store the trigger's state", err);
   if (r == 0 && event) {
-    r = exec_done(st,
-                  gw_state_prep(st,
-                                "INSERT INTO events (time, capability, trigger, user, event)"
-                                " VALUES (?, ?, ?, ?, ?)",
-                                now, cap, trigger, user ? user : "", event, NULL),
-                  "cannot store the event", err);
-    if (r == 0)
-      *seq = sqlite3_last_insert_rowid(st->db);
+    struct gw_stmt *ins =
+        gw_state_prep(st,
+                      "INSERT INTO events (time, capability, trigger, user, event)"
+                      " VALUES (?, ?, ?, ?, ?) RETURNING seq",
+                      now, cap, trigger, user ? user : "", event, NULL);
+    int rc = ins ? gw_stmt_step(ins) : GW_DB_ERROR;
+    if (rc == GW_DB_ROW) {
+      *seq = gw_stmt_int64(ins, 0);
+      rc = gw_stmt_step(ins);
+    }
+    gw_stmt_finalize(ins);
+    if (rc != GW_DB_DONE)
+      r = gw_state_db_error(st, err, "cannot store the event");
   }
-  if (r == 0 && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+  if (r == 0 && gw_db_exec(st->db, "COMMIT") != GW_DB_OK)
     r = gw_state_db_error(st, err, "cannot store the trigger's state");
   if (r < 0) {
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    gw_db_exec(st->db, "ROLLBACK");
     *seq = 0;
   }
   return r;
 }
 
 int gw_trigger_configure(struct gw_state *st, const char *cap, const char *trigger, int enabled,
-                         const char *call_cap, const char *call_tool, struct cap_error *err)
+                         const char *call_cap, const char *call_tool, const char *call_params,
+                         struct cap_error *err)
 {
-  int r = exec_done(
-      st,
-      gw_state_prep(st, "INSERT OR IGNORE INTO trigger_config VALUES (?, ?, NULL, NULL, NULL)", cap,
-                    trigger, NULL),
-      "cannot store the trigger's configuration", err);
+  int r = exec_done(st,
+                    gw_state_prep(st,
+                                  "INSERT OR IGNORE INTO trigger_config VALUES (?, ?, NULL, NULL,"
+                                  " NULL, NULL)",
+                                  cap, trigger, NULL),
+                    "cannot store the trigger's configuration", err);
   if (r == 0 && enabled >= 0)
     r = exec_done(st,
                   gw_state_prep(st,
@@ -166,30 +180,37 @@ int gw_trigger_configure(struct gw_state *st, const char *cap, const char *trigg
     r = exec_done(st,
                   gw_state_prep(st,
                                 "UPDATE trigger_config SET call_capability = NULLIF(?, ''),"
-                                " call_tool = NULLIF(?, '') WHERE capability = ? AND trigger = ?",
-                                call_cap, call_tool ? call_tool : "", cap, trigger, NULL),
+                                " call_tool = NULLIF(?, ''), call_params = NULLIF(?, '')"
+                                " WHERE capability = ? AND trigger = ?",
+                                call_cap, call_tool ? call_tool : "",
+                                call_params ? call_params : "", cap, trigger, NULL),
                   "cannot store the trigger's configuration", err);
   return r;
 }
 
 int gw_trigger_config(struct gw_state *st, const char *cap, const char *trigger, bool dflt,
-                      bool *enabled, char **call_cap, char **call_tool, struct cap_error *err)
+                      bool *enabled, char **call_cap, char **call_tool, char **call_params,
+                      struct cap_error *err)
 {
   *enabled = dflt;
   *call_cap = *call_tool = NULL;
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "SELECT enabled, call_capability, call_tool FROM trigger_config"
-                                  " WHERE capability = ? AND trigger = ?",
-                                  cap, trigger, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW) {
-    if (sqlite3_column_type(s, 0) != SQLITE_NULL)
-      *enabled = sqlite3_column_int(s, 0) != 0;
+  if (call_params)
+    *call_params = NULL;
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "SELECT enabled, call_capability, call_tool, call_params FROM"
+                                    " trigger_config WHERE capability = ? AND trigger = ?",
+                                    cap, trigger, NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_ROW) {
+    if (!gw_stmt_is_null(s, 0))
+      *enabled = gw_stmt_int(s, 0) != 0;
     *call_cap = column_dup(s, 1);
     *call_tool = column_dup(s, 2);
+    if (call_params)
+      *call_params = column_dup(s, 3);
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW || rc == GW_DB_DONE
              ? 0
              : gw_state_db_error(st, err, "cannot read the trigger's configuration");
 }
@@ -203,19 +224,19 @@ int gw_trigger_lease(struct gw_state *st, const char *cap, const char *trigger, 
   snprintf(exp_s, sizeof exp_s, "%lld", (long long)(now + ttl_ms));
   /* one statement: taken only when there is no row, or it has expired,
    * or it is the holder's own */
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st,
       "INSERT INTO trigger_leases VALUES (?, ?, ?, ?, CAST(? AS INTEGER))"
       " ON CONFLICT (capability, trigger, user) DO UPDATE SET holder = excluded.holder,"
       " expires = excluded.expires WHERE trigger_leases.expires < CAST(? AS INTEGER)"
       " OR trigger_leases.holder = excluded.holder RETURNING 1",
       cap, trigger, user ? user : "", holder, exp_s, now_s, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *taken = rc == SQLITE_ROW;
-  while (rc == SQLITE_ROW)
-    rc = sqlite3_step(s);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot take the trigger's lease");
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *taken = rc == GW_DB_ROW;
+  while (rc == GW_DB_ROW)
+    rc = gw_stmt_step(s);
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot take the trigger's lease");
 }
 
 int gw_trigger_release(struct gw_state *st, const char *cap, const char *trigger, const char *user,
@@ -234,24 +255,24 @@ int gw_events_each(struct gw_state *st, int64_t after, gw_event_fn fn, void *arg
 {
   char after_s[24];
   snprintf(after_s, sizeof after_s, "%lld", (long long)after);
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "SELECT seq, time, capability, trigger, user, event FROM events"
-                                  " WHERE seq > CAST(? AS INTEGER) ORDER BY seq",
-                                  after_s, NULL);
-  int rc = SQLITE_ERROR;
-  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "SELECT seq, time, capability, trigger, user, event FROM events"
+                                    " WHERE seq > CAST(? AS INTEGER) ORDER BY seq",
+                                    after_s, NULL);
+  int rc = GW_DB_ERROR;
+  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
     struct gw_event e = {
-        .seq = sqlite3_column_int64(s, 0),
-        .time = (const char *)sqlite3_column_text(s, 1),
-        .capability = (const char *)sqlite3_column_text(s, 2),
-        .trigger = (const char *)sqlite3_column_text(s, 3),
-        .user = (const char *)sqlite3_column_text(s, 4),
-        .event = (const char *)sqlite3_column_text(s, 5),
+        .seq = gw_stmt_int64(s, 0),
+        .time = (const char *)gw_stmt_text(s, 1),
+        .capability = (const char *)gw_stmt_text(s, 2),
+        .trigger = (const char *)gw_stmt_text(s, 3),
+        .user = (const char *)gw_stmt_text(s, 4),
+        .event = (const char *)gw_stmt_text(s, 5),
     };
     fn(arg, &e);
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the events");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the events");
 }
 
 /* ---- operator grants ---- */
@@ -261,10 +282,13 @@ int gw_grant_add(struct gw_state *st, const char *cap, enum gw_grant_kind kind, 
 {
   char now[32];
   gw_state_now(now);
-  return exec_done(st,
-                   gw_state_prep(st, "INSERT OR REPLACE INTO grants VALUES (?, ?, ?, ?)", cap,
-                                 gw_grant_kind_names[kind], value, now, NULL),
-                   "cannot store the grant", err);
+  return exec_done(
+      st,
+      gw_state_prep(st,
+                    "INSERT INTO grants VALUES (?, ?, ?, ?) ON CONFLICT"
+                    " (capability, kind, value) DO UPDATE SET created = excluded.created",
+                    cap, gw_grant_kind_names[kind], value, now, NULL),
+      "cannot store the grant", err);
 }
 
 int gw_grant_rm(struct gw_state *st, const char *cap, enum gw_grant_kind kind, const char *value,
@@ -281,18 +305,18 @@ int gw_grant_rm(struct gw_state *st, const char *cap, enum gw_grant_kind kind, c
 int gw_grant_list(struct gw_state *st, const char *cap, gw_grant_fn fn, void *arg,
                   struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "SELECT capability, kind, value, created FROM grants WHERE"
-                                  " ? IS NULL OR capability = ? ORDER BY 1, 2, 3",
-                                  cap, cap, NULL);
-  int rc = SQLITE_ERROR;
-  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    const char *kind = (const char *)sqlite3_column_text(s, 1);
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "SELECT capability, kind, value, created FROM grants WHERE"
+                                    " CAST(? AS TEXT) IS NULL OR capability = ? ORDER BY 1, 2, 3",
+                                    cap, cap, NULL);
+  int rc = GW_DB_ERROR;
+  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
+    const char *kind = (const char *)gw_stmt_text(s, 1);
     for (int k = 0; k < 4; k++)
       if (strcmp(kind, gw_grant_kind_names[k]) == 0)
-        fn(arg, (const char *)sqlite3_column_text(s, 0), (enum gw_grant_kind)k,
-           (const char *)sqlite3_column_text(s, 2), (const char *)sqlite3_column_text(s, 3));
+        fn(arg, (const char *)gw_stmt_text(s, 0), (enum gw_grant_kind)k,
+           (const char *)gw_stmt_text(s, 2), (const char *)gw_stmt_text(s, 3));
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the grants");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the grants");
 }

@@ -4,7 +4,7 @@
  * trigger and user (stored together with the event it fired, in one
  * transaction), the fired events, triggers' enablement and the tool call an
  * event starts, poll leases (so two pollers on one state never poll one
- * trigger at once), and operator grants. Tables: schema v5 in state.c.
+ * trigger at once), and operator grants. Tables: schema v7 and v8 in state.c.
  * Strings returned are allocated; the caller frees them. A handle is used
  * by one thread at a time. */
 #ifndef CAPSULE_GATEWAY_PLUGIN_STATE_H
@@ -39,12 +39,18 @@ int gw_trigger_state_get(struct gw_state *st, const char *cap, const char *trigg
 int gw_trigger_commit(struct gw_state *st, const char *cap, const char *trigger, const char *user,
                       const char *new_state, const char *event, int64_t *seq,
                       struct cap_error *err);
-/* enabled: -1 leaves it, 0/1 sets it; call_cap/call_tool NULL leave them, "" clears. */
+/* enabled: -1 leaves it, 0/1 sets it; call_cap/call_tool NULL leave them
+ * (and call_params), "" clears; call_params: the call's task configuration
+ * (a JSON object of the trigger's params, which its filter reads), or
+ * NULL for none. */
 int gw_trigger_configure(struct gw_state *st, const char *cap, const char *trigger, int enabled,
-                         const char *call_cap, const char *call_tool, struct cap_error *err);
-/* *enabled: the stored choice, else dflt. *call_cap and *call_tool NULL when none. */
+                         const char *call_cap, const char *call_tool, const char *call_params,
+                         struct cap_error *err);
+/* *enabled: the stored choice, else dflt. *call_cap, *call_tool and
+ * *call_params (when asked for) NULL when none. */
 int gw_trigger_config(struct gw_state *st, const char *cap, const char *trigger, bool dflt,
-                      bool *enabled, char **call_cap, char **call_tool, struct cap_error *err);
+                      bool *enabled, char **call_cap, char **call_tool, char **call_params,
+                      struct cap_error *err);
 /* Takes the lease of (cap, trigger, user) for holder until now + ttl_ms
  * when it is free or expired; *taken says whether it was. */
 int gw_trigger_lease(struct gw_state *st, const char *cap, const char *trigger, const char *user,
@@ -79,9 +85,16 @@ int gw_grant_list(struct gw_state *st, const char *cap, gw_grant_fn fn, void *ar
  * credentials (secrets, per spec->secrets[i], borrowed): what
  * runtime/talos.h's calls and polls take as cfg->in. */
 #define GW_SETTING_NODE_PATH "node_path"
+/* For a plugin with `oauth`: the provider's token endpoint (an http or
+ * https URL), which turns on the refresh (runtime/talos.h). */
+#define GW_SETTING_OAUTH_TOKEN_URL "oauth_token_url"
 struct gw_talos_config {
   char **settings;
   char *node_path;
+  char *token_url;
+  struct talos_oauth oauth; /* for in.oauth; renewed tokens stored sealed */
+  struct gw_state *st;      /* where oauth's store writes */
+  const char *cap, *user;
   struct talos_input in;
 };
 int gw_talos_config_load(struct gw_state *st, const struct cap_spec *spec, const char *user,

@@ -244,7 +244,7 @@ enum gw_outcome gw_ready_module(const struct cap_spec *spec, struct gw_state *st
   struct gw_granted g;
   enum gw_outcome o = GW_OUTCOME_FAILED;
   if (gw_spec_with_grants(st, spec, &g, why) == 0) {
-    o = talos_probe(&call, &g.spec, &cfg.in, why);
+    o = talos_probe(&call, &g.spec, &cfg.in, NULL, why);
     gw_granted_free(&g);
   }
   gw_talos_config_free(&cfg, spec);

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,18 +95,45 @@ static const char schema_v7_plugins[] =
     "CREATE TABLE IF NOT EXISTS grants (capability TEXT NOT NULL, kind TEXT NOT NULL,"
     " value TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (capability, kind, value));";
 
+/* A trigger's tool call carries its task configuration (Talos's
+ * triggerConfig: values of the trigger's params, a JSON object), which the
+ * trigger's filter reads (gateway/plugin_state.c). */
+static int add_trigger_params(struct gw_state *st, struct cap_error *err)
+{
+  /* idempotent: a state whose version was reset runs the migrations again */
+  if (gw_db_kind(st->db) == GW_DB_POSTGRES) {
+    if (gw_db_exec(st->db,
+                   "ALTER TABLE trigger_config ADD COLUMN IF NOT EXISTS call_params TEXT") !=
+        GW_DB_OK)
+      return gw_state_db_error(st, err, "cannot add the trigger calls' parameters");
+    return 0;
+  }
+  struct gw_stmt *s = gw_state_prep(
+      st, "SELECT count(*) FROM pragma_table_info('trigger_config') WHERE name = 'call_params'",
+      NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  bool have = rc == GW_DB_ROW && gw_stmt_int(s, 0) > 0;
+  gw_stmt_finalize(s);
+  if (rc != GW_DB_ROW)
+    return gw_state_db_error(st, err, "cannot read the triggers' table");
+  if (!have &&
+      gw_db_exec(st->db, "ALTER TABLE trigger_config ADD COLUMN call_params TEXT") != GW_DB_OK)
+    return gw_state_db_error(st, err, "cannot add the trigger calls' parameters");
+  return 0;
+}
+
 /* How many credentials become shared, kept in meta until a command line
  * has warned about them (the first process to migrate may be one that
  * cannot, e.g. `capsule run` reading a stored credential). */
 static int count_legacy_credentials(struct gw_state *st, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "INSERT INTO meta SELECT 'migrated_shared', count(*) FROM"
-                                  " credentials WHERE (SELECT count(*) FROM credentials) > 0",
-                                  NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot count the credentials");
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "INSERT INTO meta SELECT 'migrated_shared', count(*) FROM"
+                                    " credentials WHERE (SELECT count(*) FROM credentials) > 0",
+                                    NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot count the credentials");
 }
 
 static const struct migration {
@@ -129,49 +155,43 @@ static const struct migration {
     {6, "access tokens", NULL, schema_v6_access, NULL},
     /* Talos: plugin settings, trigger state, events; operator grants */
     {7, "plugin settings, trigger state, events and grants", NULL, schema_v7_plugins, NULL},
+    /* Talos: a trigger call's task configuration, for the trigger's filter */
+    {8, "trigger call parameters", NULL, NULL, add_trigger_params},
 };
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 8
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "PRAGMA user_version", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW)
-    *v = sqlite3_column_int(s, 0);
-  sqlite3_finalize(s);
-  if (rc != SQLITE_ROW)
+  if (gw_db_schema_version(st->db, v) < 0)
     return gw_state_db_error(st, err, "cannot read the schema version");
   if (*v > SCHEMA_VERSION)
     return cap_error_set(err, EPROTO,
-                         "state %s/state.db has schema version %d, newer than this capsule knows "
-                         "(%d): it was written by a newer capsule; use that one (nothing was "
-                         "changed)",
-                         st->dir, *v, SCHEMA_VERSION);
+                         "state %s has schema version %d, newer than this capsule knows (%d): it "
+                         "was written by a newer capsule; use that one (nothing was changed)",
+                         gw_state_where(st), *v, SCHEMA_VERSION);
   return 0;
 }
 
 static int migrate_step(struct gw_state *st, const struct migration *m, struct cap_error *err)
 {
   int v = 0, r;
-  if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+  if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot start a schema migration");
   /* read again under the lock: another capsule may have migrated first */
   if ((r = user_version(st, &v, err)) == 0 && v < m->version) {
     if (m->before)
       r = m->before(st, err);
-    if (r == 0 && m->sql && sqlite3_exec(st->db, m->sql, NULL, NULL, NULL) != SQLITE_OK)
+    if (r == 0 && m->sql && gw_db_exec(st->db, m->sql) != GW_DB_OK)
       r = gw_state_db_error(st, err, m->what);
     if (r == 0 && m->after)
       r = m->after(st, err);
-    char pragma[40];
-    snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", m->version);
-    if (r == 0 && sqlite3_exec(st->db, pragma, NULL, NULL, NULL) != SQLITE_OK)
+    if (r == 0 && gw_db_set_schema_version(st->db, m->version) < 0)
       r = gw_state_db_error(st, err, "cannot record the schema version");
   }
-  if (r == 0 && sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+  if (r == 0 && gw_db_exec(st->db, "COMMIT") != GW_DB_OK)
     r = gw_state_db_error(st, err, "cannot commit a schema migration");
   if (r < 0)
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    gw_db_exec(st->db, "ROLLBACK");
   return r;
 }
 
@@ -189,16 +209,16 @@ static int migrate(struct gw_state *st, struct cap_error *err)
 
 int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *what)
 {
-  int code = sqlite3_errcode(st->db);
-  const char *hint = "";
-  if (code == SQLITE_FULL)
-    hint = " (the disk is full)";
-  else if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN || code == SQLITE_PERM)
-    hint = " (is the state directory writable? choose another with --state DIR)";
-  else if (code == SQLITE_BUSY)
-    hint = " (another capsule holds the state database; try again)";
-  return cap_error_set(err, EIO, "state %s/state.db: %s: %s%s", st->dir, what,
-                       sqlite3_errmsg(st->db), hint);
+  static const char *const hints[] = {
+      [GW_DB_FAULT_OTHER] = "",
+      [GW_DB_FAULT_FULL] = " (the disk is full)",
+      [GW_DB_FAULT_READONLY] = " (is the state directory writable? choose another with --state "
+                               "DIR)",
+      [GW_DB_FAULT_BUSY] = " (another capsule holds the state database; try again)",
+      [GW_DB_FAULT_CONNECTION] = " (the state database is unreachable: is the server up?)",
+  };
+  return cap_error_set(err, EIO, "state %s: %s: %s%s", gw_state_where(st), what,
+                       gw_db_errmsg(st->db), hints[gw_db_fault(st->db)]);
 }
 
 void gw_state_now(char out[32])
@@ -234,28 +254,65 @@ static int state_keys(struct gw_state *st, struct cap_error *err)
   return 0;
 }
 
+/* A PostgreSQL state records its key's fingerprint (a key derived from
+ * it, hashed): a gateway holding another key is refused before it seals
+ * or chains anything under it. And its random id, which names this
+ * host's high-water mark of it. */
+static int meta_once(struct gw_state *st, const char *key, const char *value, char out[65],
+                     struct cap_error *err)
+{
+  struct gw_stmt *s =
+      gw_state_prep(st, "INSERT OR IGNORE INTO meta VALUES (?, ?)", key, value, NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  gw_stmt_finalize(s);
+  s = gw_state_prep(st, "SELECT value FROM meta WHERE key = ?", key, NULL);
+  if (rc == GW_DB_DONE)
+    rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_ROW)
+    snprintf(out, 65, "%s", gw_stmt_text(s, 0));
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW ? 0 : gw_state_db_error(st, err, "cannot read the state's identity");
+}
+
+static int check_identity(struct gw_state *st, struct cap_error *err)
+{
+  char fp[65], have[65], id[65], rnd[8], hex[17];
+  gw_sha256_hex(st->keys->audit, sizeof st->keys->audit, fp);
+  randombytes_buf(rnd, sizeof rnd);
+  sodium_bin2hex(hex, sizeof hex, (unsigned char *)rnd, sizeof rnd);
+  int r = meta_once(st, "key_fingerprint", fp, have, err);
+  if (r == 0 && strcmp(have, fp) != 0)
+    r = cap_error_set(err, EKEYREJECTED,
+                      "state %s was made with another state key (its fingerprint %.16s..., this "
+                      "key's %.16s...): refusing it; give this gateway the key the others use "
+                      "(CAPSULE_STATE_KEY or CAPSULE_STATE_KEY_FILE)",
+                      gw_state_where(st), have, fp);
+  if (r == 0)
+    r = meta_once(st, "state_id", hex, id, err);
+  if (r == 0)
+    snprintf(st->hwm_name, sizeof st->hwm_name, "audit-hwm-%.16s", id);
+  return r;
+}
+
 static int state_db(struct gw_state *st, struct cap_error *err)
 {
-  _cleanup_free_ char *path = cap_xasprintf("%s/state.db", st->dir);
-  if (sqlite3_open_v2(path, &st->db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      NULL) != SQLITE_OK)
-    return gw_state_db_error(st, err, "cannot open");
-  sqlite3_busy_timeout(st->db, 15000);
-  /* keep the WAL and its index between opens: every capsule process opens
-   * the state (as root every run, for its ids), and making the two files
-   * anew each time was most of an open's cost. A size limit empties the
-   * kept WAL when the last connection closes (after its checkpoint): a
-   * full one is read frame by frame by the next first opener, on every
-   * run (a 1.8 MB WAL cost a root run more than the open it saved) */
-  int persist = 1;
-  sqlite3_file_control(st->db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-  if (sqlite3_exec(st->db,
-                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                   "PRAGMA journal_size_limit=1048576;",
-                   NULL, NULL, NULL) != SQLITE_OK)
-    return gw_state_db_error(st, err, "cannot prepare its tables");
-  return migrate(st, err);
+  int r;
+  if (st->url) {
+    if ((r = gw_db_open_pg(st->url, &st->db, err)) < 0)
+      return r;
+  } else {
+    _cleanup_free_ char *path = cap_xasprintf("%s/state.db", st->dir);
+    if (gw_db_open_sqlite(path, &st->db, err) < 0) {
+      cap_error_clear(err);
+      return gw_state_db_error(st, err, "cannot open");
+    }
+  }
+  r = migrate(st, err);
+  if (r == 0 && st->url)
+    r = check_identity(st, err);
+  if (r == 0 && st->url)
+    r = gw_approvals_prepare(st, err);
+  return r;
 }
 
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
@@ -263,11 +320,21 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
   if (sodium_init() < 0)
     return cap_error_set(err, EIO, "libsodium cannot initialise");
   struct gw_state *st = cap_xcalloc(1, sizeof *st);
+  /* a database's URL: this host's own directory beside it */
+  _cleanup_free_ char *local = gw_db_is_url(dir) ? gw_state_default_dir() : NULL;
+  const char *url = local ? dir : gw_state_database();
+  if (local)
+    dir = local;
+  st->url = url ? cap_xstrdup(url) : NULL;
   st->dir = cap_xstrdup(dir);
+  snprintf(st->hwm_name, sizeof st->hwm_name, "audit-hwm");
   st->dirfd = gw_statedir_open(dir, err);
   int r = st->dirfd < 0 ? st->dirfd : state_keys(st, err);
   if (r == 0)
     r = state_db(st, err);
+  /* each gateway's own high-water mark, from the log as it finds it */
+  if (r == 0 && st->url)
+    r = gw_audit_init_mark(st, err);
   if (r < 0) {
     gw_state_close(st);
     return r;
@@ -286,22 +353,23 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
 int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err)
 {
   *n = 0;
-  sqlite3_stmt *s =
+  struct gw_stmt *s =
       gw_state_prep(st, "DELETE FROM meta WHERE key = 'migrated_shared' RETURNING value", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW) {
-    *n = (size_t)sqlite3_column_int64(s, 0);
-    rc = sqlite3_step(s);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_ROW) {
+    *n = (size_t)gw_stmt_int64(s, 0);
+    rc = gw_stmt_step(s);
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the state's notices");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the state's notices");
 }
 
 void gw_state_close(struct gw_state *st)
 {
   if (!st)
     return;
-  sqlite3_close(st->db);
+  gw_db_close(st->db);
+  free(st->url);
   cap_secret_free(st->keys, sizeof *st->keys);
   if (st->dirfd >= 0)
     close(st->dirfd);
@@ -310,18 +378,42 @@ void gw_state_close(struct gw_state *st)
 }
 
 /* Prepares sql and binds the text arguments (NULL ends them). */
-sqlite3_stmt *gw_state_prep(struct gw_state *st, const char *sql, ...)
+struct gw_stmt *gw_state_prep(struct gw_state *st, const char *sql, ...)
 {
-  sqlite3_stmt *s = NULL;
-  if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+  struct gw_stmt *s = gw_db_prepare(st->db, sql);
+  if (!s)
     return NULL;
   va_list ap;
   va_start(ap, sql);
   int i = 1;
   for (const char *a; (a = va_arg(ap, const char *)) != NULL; i++)
-    sqlite3_bind_text(s, i, a, -1, SQLITE_TRANSIENT);
+    gw_stmt_bind_text(s, i, a);
   va_end(ap);
   return s;
+}
+
+/* The database a URL in --state or CAPSULE_STATE names, for every later
+ * gw_state_open in this process and its children (the directory given
+ * to gw_state_open is then this host's own: keys, marks, markers). */
+static char *state_database;
+
+void gw_state_use_database(const char *url)
+{
+  free(state_database);
+  state_database = url ? cap_xstrdup(url) : NULL;
+}
+
+const char *gw_state_database(void) { return state_database; }
+
+const char *gw_state_where(const struct gw_state *st)
+{
+  static __thread char where[512];
+  if (!st->url) {
+    snprintf(where, sizeof where, "%s/state.db", st->dir);
+    return where;
+  }
+  gw_db_url_redact(st->url, where, sizeof where);
+  return where;
 }
 
 /* ---- policies ---- */
@@ -339,54 +431,57 @@ static int policy_from(const char *s)
 int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy policy, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "INSERT OR REPLACE INTO policies VALUES (?, ?, ?, ?)", cap,
-                                  tool, user ? user : "", policy_names[policy], NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot store the policy");
+  struct gw_stmt *s =
+      gw_state_prep(st,
+                    "INSERT INTO policies VALUES (?, ?, ?, ?) ON CONFLICT"
+                    " (capability, tool, user) DO UPDATE SET decision = excluded.decision",
+                    cap, tool, user ? user : "", policy_names[policy], NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot store the policy");
 }
 
 int gw_policy_rm(struct gw_state *st, const char *cap, const char *tool, const char *user,
                  bool *found, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st, "DELETE FROM policies WHERE capability = ? AND tool = ? AND user = ? RETURNING 1", cap,
       tool, user ? user : "", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *found = rc == SQLITE_ROW;
-  if (rc == SQLITE_ROW)
-    rc = sqlite3_step(s);
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the policy");
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *found = rc == GW_DB_ROW;
+  if (rc == GW_DB_ROW)
+    rc = gw_stmt_step(s);
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the policy");
 }
 
 int gw_policy_get(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy *policy, bool *found, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st, "SELECT decision FROM policies WHERE capability = ? AND tool = ? AND user = ?", cap, tool,
       user ? user : "", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *found = rc == SQLITE_ROW;
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *found = rc == GW_DB_ROW;
   if (*found)
-    *policy = (enum cap_policy)policy_from((const char *)sqlite3_column_text(s, 0));
-  sqlite3_finalize(s);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
+    *policy = (enum cap_policy)policy_from((const char *)gw_stmt_text(s, 0));
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW || rc == GW_DB_DONE
              ? 0
              : gw_state_db_error(st, err, "cannot read the policies");
 }
 
 int gw_policy_list(struct gw_state *st, gw_policy_fn fn, void *arg, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st, "SELECT capability, tool, user, decision FROM policies ORDER BY 1, 2, 3", NULL);
-  int rc = SQLITE_ERROR;
-  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW)
-    fn(arg, (const char *)sqlite3_column_text(s, 0), (const char *)sqlite3_column_text(s, 1),
-       (const char *)sqlite3_column_text(s, 2),
-       (enum cap_policy)policy_from((const char *)sqlite3_column_text(s, 3)));
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the policies");
+  int rc = GW_DB_ERROR;
+  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW)
+    fn(arg, (const char *)gw_stmt_text(s, 0), (const char *)gw_stmt_text(s, 1),
+       (const char *)gw_stmt_text(s, 2),
+       (enum cap_policy)policy_from((const char *)gw_stmt_text(s, 3)));
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the policies");
 }
 
 /* ---- credentials ---- */
@@ -437,28 +532,31 @@ int gw_cred_set(struct gw_state *st, const char *cap, const char *name, enum cap
                                              st->keys->cred);
   char when[32];
   gw_state_now(when);
-  sqlite3_stmt *s =
-      gw_state_prep(st, "INSERT OR REPLACE INTO credentials VALUES (?, ?, ?, ?, ?, ?, ?)", k.cap,
-                    k.name, k.scope, k.user, NULL);
-  int rc = SQLITE_ERROR;
+  struct gw_stmt *s =
+      gw_state_prep(st,
+                    "INSERT INTO credentials VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT"
+                    " (capability, name, scope, user) DO UPDATE SET nonce = excluded.nonce,"
+                    " sealed = excluded.sealed, updated = excluded.updated",
+                    k.cap, k.name, k.scope, k.user, NULL);
+  int rc = GW_DB_ERROR;
   if (s) {
-    sqlite3_bind_blob(s, 5, nonce, sizeof nonce, SQLITE_TRANSIENT);
-    sqlite3_bind_blob(s, 6, sealed, (int)out_len, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s, 7, when, -1, SQLITE_TRANSIENT);
-    rc = sqlite3_step(s);
+    gw_stmt_bind_blob(s, 5, nonce, sizeof nonce);
+    gw_stmt_bind_blob(s, 6, sealed, (int)out_len);
+    gw_stmt_bind_text(s, 7, when);
+    rc = gw_stmt_step(s);
   }
-  sqlite3_finalize(s);
+  gw_stmt_finalize(s);
   free(sealed);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot store the credential");
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot store the credential");
 }
 
-static int cred_unseal(struct gw_state *st, sqlite3_stmt *s, const struct cred_row *k, char **value,
-                       struct cap_error *err)
+static int cred_unseal(struct gw_state *st, struct gw_stmt *s, const struct cred_row *k,
+                       char **value, struct cap_error *err)
 {
-  const unsigned char *nonce = sqlite3_column_blob(s, 0);
-  int nlen = sqlite3_column_bytes(s, 0);
-  const unsigned char *sealed = sqlite3_column_blob(s, 1);
-  int slen = sqlite3_column_bytes(s, 1);
+  const unsigned char *nonce = gw_stmt_blob(s, 0);
+  int nlen = gw_stmt_bytes(s, 0);
+  const unsigned char *sealed = gw_stmt_blob(s, 1);
+  int slen = gw_stmt_bytes(s, 1);
   char ad[1024];
   size_t adlen = cred_ad(ad, sizeof ad, k);
   char *plain = cap_xmalloc((size_t)slen + 1);
@@ -485,17 +583,17 @@ int gw_cred_get(struct gw_state *st, const char *cap, const char *name, enum cap
   struct cred_row k = cred_row(cap, name, scope, user);
   *found = false;
   *value = NULL;
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "SELECT nonce, sealed FROM credentials WHERE capability = ?"
-                                  " AND name = ? AND scope = ? AND user = ?",
-                                  k.cap, k.name, k.scope, k.user, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "SELECT nonce, sealed FROM credentials WHERE capability = ?"
+                                    " AND name = ? AND scope = ? AND user = ?",
+                                    k.cap, k.name, k.scope, k.user, NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
   int r = 0;
-  if (rc == SQLITE_ROW)
+  if (rc == GW_DB_ROW)
     *found = (r = cred_unseal(st, s, &k, value, err)) == 0;
-  else if (rc != SQLITE_DONE)
+  else if (rc != GW_DB_DONE)
     r = gw_state_db_error(st, err, "cannot read the credentials");
-  sqlite3_finalize(s);
+  gw_stmt_finalize(s);
   return r;
 }
 
@@ -534,33 +632,32 @@ int gw_cred_rm(struct gw_state *st, const char *cap, const char *name, enum cap_
                const char *user, bool *found, struct cap_error *err)
 {
   struct cred_row k = cred_row(cap, name, scope, user);
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "DELETE FROM credentials WHERE capability = ? AND name = ?"
-                                  " AND scope = ? AND user = ?",
-                                  k.cap, k.name, k.scope, k.user, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *found = rc == SQLITE_DONE && sqlite3_changes(st->db) > 0;
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the credential");
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "DELETE FROM credentials WHERE capability = ? AND name = ?"
+                                    " AND scope = ? AND user = ?",
+                                    k.cap, k.name, k.scope, k.user, NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *found = rc == GW_DB_DONE && gw_db_changes(st->db) > 0;
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot remove the credential");
 }
 
 int gw_cred_list(struct gw_state *st, gw_cred_fn fn, void *arg, struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st, "SELECT capability, name, scope, user, updated FROM credentials ORDER BY 1, 2, 3, 4",
       NULL);
-  int rc = SQLITE_ERROR;
-  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    const char *cap = (const char *)sqlite3_column_text(s, 0);
-    fn(arg, *cap ? cap : NULL, (const char *)sqlite3_column_text(s, 1),
-       strcmp((const char *)sqlite3_column_text(s, 2), "user") == 0 ? CAP_SCOPE_USER
-                                                                    : CAP_SCOPE_SYSTEM,
-       (const char *)sqlite3_column_text(s, 3), (const char *)sqlite3_column_text(s, 4));
+  int rc = GW_DB_ERROR;
+  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
+    const char *cap = (const char *)gw_stmt_text(s, 0);
+    fn(arg, *cap ? cap : NULL, (const char *)gw_stmt_text(s, 1),
+       strcmp((const char *)gw_stmt_text(s, 2), "user") == 0 ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM,
+       (const char *)gw_stmt_text(s, 3), (const char *)gw_stmt_text(s, 4));
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the credentials");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the credentials");
 }
 
 /* ---- for the modules that keep their own tables here ---- */
 
-struct sqlite3 *gw_state_db(struct gw_state *st) { return st->db; }
+struct gw_db *gw_state_db(struct gw_state *st) { return st->db; }

@@ -42,11 +42,32 @@ void gw_state_private_paths_free(char **paths, size_t n);
 void gw_state_remember_dir(const char *dir);
 
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err);
+/* A PostgreSQL state (docs/state.md): dir may be a postgres:// URL (this
+ * host's directory is then the default one), or gw_state_use_database
+ * names the database for every later open while dir stays this host's
+ * directory (the key, unless CAPSULE_STATE_KEY or CAPSULE_STATE_KEY_FILE
+ * gives it; the audit high-water mark; calls in flight). NULL: SQLite. */
+void gw_state_use_database(const char *url);
+const char *gw_state_database(void);
+/* Where the state's database is, for messages: DIR/state.db, or the URL
+ * without its password (a buffer of the calling thread's). */
+const char *gw_state_where(const struct gw_state *st);
 void gw_state_close(struct gw_state *st);
 /* How many stored credentials a migration made shared (they were global
  * by name before capabilities) and no one has warned about yet; taking
  * the count clears it. The command line warns about them. */
 int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_error *err);
+
+/* `capsule state migrate` (state_migrate.c): the SQLite state in the
+ * directory from copied into the empty PostgreSQL database at the URL
+ * to, in one transaction, under the source's key (CAPSULE_STATE_KEY or
+ * CAPSULE_STATE_KEY_FILE, else FROM/key); then verified: each table's
+ * rows agree on both sides (fn is told each table's count) and the copied
+ * audit chain verifies, *audit_records long. The source's chain must
+ * verify first; a target holding any row is refused. */
+typedef void (*gw_migrate_fn)(void *arg, const char *table, int64_t rows);
+int gw_state_migrate(const char *from, const char *to, gw_migrate_fn fn, void *arg,
+                     size_t *audit_records, struct cap_error *err);
 
 /* A capability's recorded id range read without opening the state (no
  * key, no database): from the host's registry, under the path of the
@@ -54,6 +75,12 @@ int gw_state_take_migrated_shared(struct gw_state *st, size_t *n, struct cap_err
  * passed; -1: it did not); *base 0 when it records none there (then
  * gw_state_id_range decides). */
 int gw_state_id_range_peek(int statefd, const char *dir, const char *key, uint32_t *base);
+/* The host's id-range registry's text read as capsule reads the file,
+ * without the file system (tests/fuzz/fuzz_id_registry.c): its lines,
+ * its marker's format (0: none), the first line capsule cannot read (0:
+ * none); -EPROTO when a line read, written back and read again differs. */
+int gw_id_registry_scan(const char *text, size_t len, size_t *lines, unsigned *format,
+                        size_t *foreign);
 /* Creates dir (and parents, 0700) when missing; refuses one not owned by
  * the caller or root, or writable by group or others; repairs one only the
  * caller owns that others can read (0700, its files 0600). Returns a
@@ -62,12 +89,21 @@ int gw_statedir_open(const char *dir, struct cap_error *err);
 
 /* ---- host id ranges (gateway/id_range.c) ----
  * As root, the first of the GW_ID_RANGE_SIZE host uids and gids that
- * belong to `key` (a capability's id; "run" for `capsule run` without a
- * manifest) alone, for sandbox_options.id_base: the recorded one, else,
+ * belong to `key` (gw_id_range_key of a capability; GW_ID_RANGE_ADHOC for
+ * `capsule run` without a manifest) alone, for sandbox_options.id_base: the recorded one, else,
  * when create, a new one recorded now (clear of /etc/subuid, /etc/subgid,
  * host users and groups, and other keys' ranges). *base is 0 when there is
  * none and !create. */
 #define GW_ID_RANGE_SIZE 65536u
+/* The key of a capability's range (allocated): its id, '/', and 32 hex
+ * digits of the SHA-256 of its package directory's resolved path. Two
+ * packages that share an id (two nono folders named alike, a Selu id
+ * taken on purpose) get two ranges; the same package keeps its range
+ * across runs and restarts (a moved package gets a new one). Every key
+ * holds a '/', so none is GW_ID_RANGE_ADHOC, the key of `capsule run`
+ * without a manifest. */
+#define GW_ID_RANGE_ADHOC "run"
+char *gw_id_range_key(const char *id, const char *package_dir);
 int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
                       struct cap_error *err);
 
@@ -109,8 +145,8 @@ void gw_secret_free(char *value);
 
 /* The database, for the gateway modules that keep their own tables in it
  * (gateway/approval.h); owned by st, valid until gw_state_close. */
-struct sqlite3;
-struct sqlite3 *gw_state_db(struct gw_state *st);
+struct gw_db;
+struct gw_db *gw_state_db(struct gw_state *st);
 
 /* ---- audit ---- */
 struct gw_audit_record {
@@ -161,6 +197,10 @@ void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
 /* Removes the marker (the call's own record is then written). No-op on
  * one that was never begun ({.fd = -1}). */
 void gw_inflight_end(struct gw_inflight *m);
+/* The call's own record could not be written (the database went away,
+ * and the record is not in it): the marker keeps it, finished, and the
+ * next gw_state_open on this host appends it. */
+void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r);
 /* A `capsule run` session, audited without opening the database (a run's
  * start-up stays lean): a marker in the state directory dir, opened as
  * statefd (gw_statedir_open), and gw_inflight_finish leaves it

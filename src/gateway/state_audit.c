@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +25,7 @@
 /* ---- audit ---- */
 
 /* HMAC-SHA-256 over prev and every field, each length-prefixed. */
-static void audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65])
+void gw_audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65])
 {
   struct cap_buf b = {0};
   const char *fields[] = {r->time,     r->user,    r->capability,  r->tool, r->args_hash,
@@ -60,52 +59,70 @@ static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
 /* The last record (seq 0 and a zero hash when the log is empty). */
 static int last_record(struct gw_state *st, struct gw_hwm *out, struct cap_error *err)
 {
-  sqlite3_stmt *s =
+  struct gw_stmt *s =
       gw_state_prep(st, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
   out->seq = 0;
   snprintf(out->hash, sizeof out->hash, "%064d", 0);
-  if (rc == SQLITE_ROW) {
-    out->seq = sqlite3_column_int64(s, 0);
-    snprintf(out->hash, sizeof out->hash, "%s", (const char *)sqlite3_column_text(s, 1));
+  if (rc == GW_DB_ROW) {
+    out->seq = gw_stmt_int64(s, 0);
+    snprintf(out->hash, sizeof out->hash, "%s", (const char *)gw_stmt_text(s, 1));
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW || rc == GW_DB_DONE
              ? 0
              : gw_state_db_error(st, err, "cannot read the audit log");
 }
 
+/* After a connection lost around a COMMIT: whether the record is in (the
+ * connection is made again for the question; false when it cannot be). */
+static bool landed(struct gw_state *st, const struct gw_audit_record *r)
+{
+  char seq[24];
+  snprintf(seq, sizeof seq, "%lld", (long long)r->seq);
+  struct gw_stmt *s =
+      gw_state_prep(st, "SELECT 1 FROM audit WHERE seq = ? AND hash = ?", seq, r->hash, NULL);
+  bool in = s && gw_stmt_step(s) == GW_DB_ROW;
+  gw_stmt_finalize(s);
+  return in;
+}
+
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
 {
-  if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+  if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot append to the audit log");
   struct gw_hwm last;
-  int rc = last_record(st, &last, err) == 0 ? SQLITE_DONE : SQLITE_ERROR;
+  int rc = last_record(st, &last, err) == 0 ? GW_DB_DONE : GW_DB_ERROR;
   r->seq = last.seq + 1;
   snprintf(r->prev, sizeof r->prev, "%s", last.hash);
   gw_state_now(r->time);
-  audit_mac(st, r, r->hash);
+  gw_audit_mac(st, r, r->hash);
   char seq[24], dur[24], head[256];
   snprintf(seq, sizeof seq, "%lld", (long long)r->seq);
   snprintf(dur, sizeof dur, "%lld", (long long)r->duration_ms);
   head_text(st, r->seq, r->hash, head, sizeof head);
-  sqlite3_stmt *ins = NULL, *h = NULL;
-  if (rc == SQLITE_DONE) {
+  struct gw_stmt *ins = NULL, *h = NULL;
+  if (rc == GW_DB_DONE) {
     ins = gw_state_prep(st, "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", seq,
                         r->time, r->user, r->capability, r->tool, r->args_hash, r->decision, dur,
                         r->outcome, r->result_hash, r->prev, r->hash, NULL);
-    h = gw_state_prep(st, "INSERT OR REPLACE INTO meta VALUES ('audit_head', ?)", head, NULL);
-    rc = ins && h && sqlite3_step(ins) == SQLITE_DONE && sqlite3_step(h) == SQLITE_DONE
-             ? SQLITE_DONE
-             : SQLITE_ERROR;
+    h = gw_state_prep(st,
+                      "INSERT INTO meta VALUES ('audit_head', ?) ON CONFLICT (key)"
+                      " DO UPDATE SET value = excluded.value",
+                      head, NULL);
+    rc = ins && h && gw_stmt_step(ins) == GW_DB_DONE && gw_stmt_step(h) == GW_DB_DONE ? GW_DB_DONE
+                                                                                      : GW_DB_ERROR;
   }
-  sqlite3_finalize(ins);
-  sqlite3_finalize(h);
-  if (rc != SQLITE_DONE || sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+  gw_stmt_finalize(ins);
+  gw_stmt_finalize(h);
+  if (rc != GW_DB_DONE || gw_db_exec(st->db, "COMMIT") != GW_DB_OK) {
     cap_error_clear(err);
+    bool lost = gw_db_fault(st->db) == GW_DB_FAULT_CONNECTION;
     int e = gw_state_db_error(st, err, "cannot append to the audit log");
-    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-    return e;
+    gw_db_exec(st->db, "ROLLBACK");
+    if (!lost || !landed(st, r))
+      return e;
+    cap_error_clear(err); /* the server committed it and went away before saying so */
   }
   return advance_mark(st, r, err);
 }
@@ -121,51 +138,51 @@ int gw_audit_change(struct gw_state *st, const char *kind, const char *who, cons
   return gw_audit_append(st, &r, err);
 }
 
-static void row_record(sqlite3_stmt *s, struct gw_audit_record *r)
+static void row_record(struct gw_stmt *s, struct gw_audit_record *r)
 {
-  r->seq = sqlite3_column_int64(s, 0);
-  snprintf(r->time, sizeof r->time, "%s", (const char *)sqlite3_column_text(s, 1));
-  r->user = (const char *)sqlite3_column_text(s, 2);
-  r->capability = (const char *)sqlite3_column_text(s, 3);
-  r->tool = (const char *)sqlite3_column_text(s, 4);
-  snprintf(r->args_hash, sizeof r->args_hash, "%s", (const char *)sqlite3_column_text(s, 5));
-  r->decision = (const char *)sqlite3_column_text(s, 6);
-  r->duration_ms = sqlite3_column_int64(s, 7);
-  r->outcome = (const char *)sqlite3_column_text(s, 8);
-  snprintf(r->result_hash, sizeof r->result_hash, "%s", (const char *)sqlite3_column_text(s, 9));
-  snprintf(r->prev, sizeof r->prev, "%s", (const char *)sqlite3_column_text(s, 10));
-  snprintf(r->hash, sizeof r->hash, "%s", (const char *)sqlite3_column_text(s, 11));
+  r->seq = gw_stmt_int64(s, 0);
+  snprintf(r->time, sizeof r->time, "%s", (const char *)gw_stmt_text(s, 1));
+  r->user = (const char *)gw_stmt_text(s, 2);
+  r->capability = (const char *)gw_stmt_text(s, 3);
+  r->tool = (const char *)gw_stmt_text(s, 4);
+  snprintf(r->args_hash, sizeof r->args_hash, "%s", (const char *)gw_stmt_text(s, 5));
+  r->decision = (const char *)gw_stmt_text(s, 6);
+  r->duration_ms = gw_stmt_int64(s, 7);
+  r->outcome = (const char *)gw_stmt_text(s, 8);
+  snprintf(r->result_hash, sizeof r->result_hash, "%s", (const char *)gw_stmt_text(s, 9));
+  snprintf(r->prev, sizeof r->prev, "%s", (const char *)gw_stmt_text(s, 10));
+  snprintf(r->hash, sizeof r->hash, "%s", (const char *)gw_stmt_text(s, 11));
 }
 
 int gw_audit_each(struct gw_state *st, int64_t after, gw_audit_fn fn, void *arg,
                   struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT * FROM audit WHERE seq > ? ORDER BY seq", NULL);
-  int rc = SQLITE_ERROR;
+  struct gw_stmt *s = gw_state_prep(st, "SELECT * FROM audit WHERE seq > ? ORDER BY seq", NULL);
+  int rc = GW_DB_ERROR;
   if (s) {
-    sqlite3_bind_int64(s, 1, after);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    gw_stmt_bind_int64(s, 1, after);
+    while ((rc = gw_stmt_step(s)) == GW_DB_ROW) {
       struct gw_audit_record r;
       row_record(s, &r);
       fn(arg, &r);
     }
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the audit log");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the audit log");
 }
 
 /* The chain in order: *n records, prev the last one's hash. */
 static int walk_chain(struct gw_state *st, size_t *n, char prev[65], struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT * FROM audit ORDER BY seq", NULL);
-  int rc = SQLITE_ERROR, r = 0;
+  struct gw_stmt *s = gw_state_prep(st, "SELECT * FROM audit ORDER BY seq", NULL);
+  int rc = GW_DB_ERROR, r = 0;
   snprintf(prev, 65, "%064d", 0);
   int64_t expect = 1;
-  while (s && r == 0 && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+  while (s && r == 0 && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
     struct gw_audit_record rec;
     row_record(s, &rec);
     char mac[65];
-    audit_mac(st, &rec, mac);
+    gw_audit_mac(st, &rec, mac);
     if (rec.seq != expect)
       r = cap_error_set(err, EBADMSG,
                         "audit record %lld follows %lld: records were dropped or reordered",
@@ -183,8 +200,8 @@ static int walk_chain(struct gw_state *st, size_t *n, char prev[65], struct cap_
     expect++;
     (*n)++;
   }
-  sqlite3_finalize(s);
-  if (r == 0 && rc != SQLITE_DONE)
+  gw_stmt_finalize(s);
+  if (r == 0 && rc != GW_DB_DONE)
     r = gw_state_db_error(st, err, "cannot read the audit log");
   return r;
 }
@@ -192,39 +209,39 @@ static int walk_chain(struct gw_state *st, size_t *n, char prev[65], struct cap_
 /* The head kept in meta, inside the database. */
 static int check_head(struct gw_state *st, size_t n, const char *last, struct cap_error *err)
 {
-  sqlite3_stmt *h = gw_state_prep(st, "SELECT value FROM meta WHERE key = 'audit_head'", NULL);
-  int hr = h ? sqlite3_step(h) : SQLITE_ERROR, r = 0;
+  struct gw_stmt *h = gw_state_prep(st, "SELECT value FROM meta WHERE key = 'audit_head'", NULL);
+  int hr = h ? gw_stmt_step(h) : GW_DB_ERROR, r = 0;
   char want[256];
   head_text(st, (int64_t)n, last, want, sizeof want);
-  if (hr == SQLITE_ROW) {
-    const char *have = (const char *)sqlite3_column_text(h, 0);
+  if (hr == GW_DB_ROW) {
+    const char *have = (const char *)gw_stmt_text(h, 0);
     if (strcmp(have, want) != 0)
       r = cap_error_set(err, EBADMSG,
                         "the audit log ends at record %zu but its recorded head says otherwise: "
                         "records were dropped from the end, or the head was forged",
                         n);
-  } else if (hr == SQLITE_DONE && n > 0) {
+  } else if (hr == GW_DB_DONE && n > 0) {
     r = cap_error_set(err, EBADMSG, "the audit log's head record is missing");
-  } else if (hr != SQLITE_DONE) {
+  } else if (hr != GW_DB_DONE) {
     r = gw_state_db_error(st, err, "cannot read the audit log's head");
   }
-  sqlite3_finalize(h);
+  gw_stmt_finalize(h);
   return r;
 }
 
 /* The hash of record seq into out ("" when there is none). */
 static int record_hash(struct gw_state *st, int64_t seq, char out[65], struct cap_error *err)
 {
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT hash FROM audit WHERE seq = ?", NULL);
-  int rc = SQLITE_ERROR;
+  struct gw_stmt *s = gw_state_prep(st, "SELECT hash FROM audit WHERE seq = ?", NULL);
+  int rc = GW_DB_ERROR;
   out[0] = '\0';
   if (s) {
-    sqlite3_bind_int64(s, 1, seq);
-    if ((rc = sqlite3_step(s)) == SQLITE_ROW)
-      snprintf(out, 65, "%s", (const char *)sqlite3_column_text(s, 0));
+    gw_stmt_bind_int64(s, 1, seq);
+    if ((rc = gw_stmt_step(s)) == GW_DB_ROW)
+      snprintf(out, 65, "%s", (const char *)gw_stmt_text(s, 0));
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW || rc == GW_DB_DONE
              ? 0
              : gw_state_db_error(st, err, "cannot read the audit log");
 }
@@ -237,15 +254,15 @@ static int check_mark(struct gw_state *st, const struct gw_hwm *mark, enum gw_hw
 {
   if (status == GW_HWM_MISSING)
     return cap_error_set(err, EBADMSG,
-                         "gap: the audit high-water mark %s/audit-hwm is missing (capsule keeps "
+                         "gap: the audit high-water mark %s/%s is missing (capsule keeps "
                          "it with every record): it was deleted, so truncation or a restored "
                          "state.db cannot be ruled out",
-                         st->dir);
+                         st->dir, st->hwm_name);
   if (status == GW_HWM_FORGED)
     return cap_error_set(err, EBADMSG,
-                         "gap: the audit high-water mark %s/audit-hwm does not verify under the "
+                         "gap: the audit high-water mark %s/%s does not verify under the "
                          "state key: it was edited or replaced",
-                         st->dir);
+                         st->dir, st->hwm_name);
   if (mark->seq > (int64_t)n)
     return cap_error_set(err, EBADMSG,
                          "gap: the audit log holds %zu records but capsule wrote %lld (records "
@@ -273,7 +290,7 @@ int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err)
   if (r < 0)
     return r;
   /* one snapshot: appends by other processes do not tear the walk */
-  if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+  if (gw_db_exec(st->db, "BEGIN") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot read the audit log");
   char last[65];
   r = walk_chain(st, n, last, err);
@@ -281,12 +298,14 @@ int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err)
     r = check_mark(st, &mark, status, *n, err);
   if (r == 0)
     r = check_head(st, *n, last, err);
-  sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+  gw_db_exec(st->db, "COMMIT");
   return r;
 }
 
 int gw_audit_init_mark(struct gw_state *st, struct cap_error *err)
 {
+  if (st->url && strcmp(st->hwm_name, "audit-hwm") == 0)
+    return 0; /* a database's migration: its mark is named once its id is read */
   struct gw_hwm mark;
   int r = last_record(st, &mark, err);
   return r < 0 ? r : gw_hwm_write(st, &mark, true, err);
@@ -494,10 +513,16 @@ void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
   inflight_write(m->fd, &done, m->start_ms, true);
   close(m->fd); /* the lock goes with it: the next gw_state_open records it */
   own_marker(m->name, false);
-  flush_when_many(m->dirfd, statedir);
+  if (statedir)
+    flush_when_many(m->dirfd, statedir);
   close(m->dirfd);
   free(m->name);
   *m = (struct gw_inflight){.fd = -1};
+}
+
+void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
+{
+  gw_inflight_finish(m, r, NULL);
 }
 
 void gw_inflight_end(struct gw_inflight *m)

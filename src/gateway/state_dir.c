@@ -156,6 +156,16 @@ int gw_statedir_load_key(int dirfd, const char *dir, unsigned char key[GW_KEY_BY
   const char *env = getenv("CAPSULE_STATE_KEY");
   if (env && *env)
     return key_from_env(env, key, err);
+  /* a key file of the operator's choosing (several gateways sharing one
+   * database share its key): the same checks as STATE/key */
+  const char *file = getenv("CAPSULE_STATE_KEY_FILE");
+  if (file && *file) {
+    _cleanup_close_ int kfd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (kfd < 0)
+      return cap_error_errno(err, errno, "cannot read the state key CAPSULE_STATE_KEY_FILE=%s",
+                             file);
+    return read_key(kfd, file, key, err);
+  }
   _cleanup_free_ char *path = cap_xasprintf("%s/key", dir);
   for (int attempt = 0; attempt < 2; attempt++) {
     _cleanup_close_ int fd = openat(dirfd, "key", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -196,13 +206,13 @@ int gw_hwm_read(const struct gw_state *st, struct gw_hwm *out, enum gw_hwm_statu
                 struct cap_error *err)
 {
   memset(out, 0, sizeof *out);
-  _cleanup_close_ int fd = openat(st->dirfd, "audit-hwm", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  _cleanup_close_ int fd = openat(st->dirfd, st->hwm_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0 && errno == ENOENT) {
     *status = GW_HWM_MISSING;
     return 0;
   }
   if (fd < 0)
-    return cap_error_errno(err, errno, "cannot read %s/audit-hwm", st->dir);
+    return cap_error_errno(err, errno, "cannot read %s/%s", st->dir, st->hwm_name);
   char buf[256];
   ssize_t n = read(fd, buf, sizeof buf - 1);
   buf[n > 0 ? n : 0] = '\0';
@@ -223,36 +233,38 @@ int gw_hwm_read(const struct gw_state *st, struct gw_hwm *out, enum gw_hwm_statu
 int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool create_only,
                  struct cap_error *err)
 {
-  char mac[65], text[256], tmp[48];
+  char mac[65], text[256], tmp[80];
   hwm_mac(st, mark, mac);
   int len = snprintf(text, sizeof text, "capsule-audit-hwm-v1 %lld %s %s\n", (long long)mark->seq,
                      mark->hash, mac);
-  snprintf(tmp, sizeof tmp, "audit-hwm.%d", (int)getpid());
+  snprintf(tmp, sizeof tmp, "%s.%d", st->hwm_name, (int)getpid());
   _cleanup_close_ int fd =
       openat(st->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
-    return cap_error_errno(err, errno, "cannot write %s/audit-hwm", st->dir);
+    return cap_error_errno(err, errno, "cannot write %s/%s", st->dir, st->hwm_name);
   bool ok = write(fd, text, (size_t)len) == len && fsync(fd) == 0;
   int r = !ok           ? -1
-          : create_only ? linkat(st->dirfd, tmp, st->dirfd, "audit-hwm", 0)
-                        : renameat(st->dirfd, tmp, st->dirfd, "audit-hwm");
+          : create_only ? linkat(st->dirfd, tmp, st->dirfd, st->hwm_name, 0)
+                        : renameat(st->dirfd, tmp, st->dirfd, st->hwm_name);
   int e = errno;
   unlinkat(st->dirfd, tmp, 0);
   if (r < 0 && !(create_only && e == EEXIST))
-    return cap_error_errno(err, e ? e : EIO, "cannot write %s/audit-hwm", st->dir);
+    return cap_error_errno(err, e ? e : EIO, "cannot write %s/%s", st->dir, st->hwm_name);
   fsync(st->dirfd);
   return 0;
 }
 
 int gw_hwm_lock(const struct gw_state *st, struct cap_error *err)
 {
-  int fd = openat(st->dirfd, "audit-hwm.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  char lock[64];
+  snprintf(lock, sizeof lock, "%s.lock", st->hwm_name);
+  int fd = openat(st->dirfd, lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
-    return cap_error_errno(err, errno, "cannot open %s/audit-hwm.lock", st->dir);
+    return cap_error_errno(err, errno, "cannot open %s/%s", st->dir, lock);
   if (flock(fd, LOCK_EX) < 0) {
     int e = errno;
     close(fd);
-    return cap_error_errno(err, e, "cannot lock %s/audit-hwm.lock", st->dir);
+    return cap_error_errno(err, e, "cannot lock %s/%s", st->dir, lock);
   }
   return fd;
 }

@@ -6,11 +6,11 @@
 #ifndef CAPSULE_GATEWAY_STATE_INT_H
 #define CAPSULE_GATEWAY_STATE_INT_H
 
-#include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/error.h"
+#include "gateway/db.h"
 
 #define GW_KEY_BYTES 32
 
@@ -21,14 +21,19 @@ struct gw_state_keys {
 };
 
 struct gw_state {
-  sqlite3 *db;
+  struct gw_db *db;
+  char *url; /* a PostgreSQL state's database (NULL: STATE/state.db) */
+  /* the audit high-water mark's file in dir: audit-hwm, or for a
+   * PostgreSQL state audit-hwm-ID (ID: the database's state_id), so that
+   * one host's marks of several states never meet */
+  char hwm_name[48];
   char *dir;
   int dirfd; /* the state directory, as checked */
   struct gw_state_keys *keys;
 };
 
 int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *what);
-sqlite3_stmt *gw_state_prep(struct gw_state *st, const char *sql, ...);
+struct gw_stmt *gw_state_prep(struct gw_state *st, const char *sql, ...);
 void gw_state_now(char out[32]);
 
 /* CAPSULE_STATE_KEY, else DIR/key (made 0600 on first use; refused when
@@ -52,8 +57,15 @@ int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool crea
 /* Exclusive lock serialising mark updates; returns an fd to close. */
 int gw_hwm_lock(const struct gw_state *st, struct cap_error *err);
 
+/* A record's hash: HMAC-SHA-256 over its fields and prev (state_audit.c). */
+struct gw_audit_record;
+void gw_audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65]);
+
 /* After the schema's migrations: a mark for a log that has none yet (a new
  * or pre-mark state), never replacing one. */
 int gw_audit_init_mark(struct gw_state *st, struct cap_error *err);
+
+/* PostgreSQL: the approvals' table, made at open (approval.c). */
+int gw_approvals_prepare(struct gw_state *st, struct cap_error *err);
 
 #endif

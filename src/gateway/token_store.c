@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,19 +60,19 @@ static int issuer_load(struct gw_state *st, unsigned char pub[32], unsigned char
                        bool *found, struct cap_error *err)
 {
   *found = false;
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT pubkey, nonce, sealed FROM covenant_issuer", NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+  struct gw_stmt *s = gw_state_prep(st, "SELECT pubkey, nonce, sealed FROM covenant_issuer", NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
   int r = 0;
-  if (rc == SQLITE_ROW) {
-    const char *b58 = (const char *)sqlite3_column_text(s, 0);
-    const unsigned char *nonce = sqlite3_column_blob(s, 1);
-    const unsigned char *sealed = sqlite3_column_blob(s, 2);
-    size_t slen = (size_t)sqlite3_column_bytes(s, 2);
+  if (rc == GW_DB_ROW) {
+    const char *b58 = (const char *)gw_stmt_text(s, 0);
+    const unsigned char *nonce = gw_stmt_blob(s, 1);
+    const unsigned char *sealed = gw_stmt_blob(s, 2);
+    size_t slen = (size_t)gw_stmt_bytes(s, 2);
     _cleanup_free_ char *ad = cap_xasprintf(ISSUER_AD "/%s", b58 ? b58 : "");
     unsigned char plain[64];
     unsigned long long plen = 0;
     if (!b58 || !cap_base58_decode(b58, strlen(b58), pub, 32) ||
-        sqlite3_column_bytes(s, 1) != crypto_aead_xchacha20poly1305_ietf_NPUBBYTES ||
+        gw_stmt_bytes(s, 1) != crypto_aead_xchacha20poly1305_ietf_NPUBBYTES ||
         slen != 64 + crypto_aead_xchacha20poly1305_ietf_ABYTES ||
         crypto_aead_xchacha20poly1305_ietf_decrypt(plain, &plen, NULL, sealed, slen,
                                                    (const unsigned char *)ad, strlen(ad), nonce,
@@ -87,10 +86,10 @@ static int issuer_load(struct gw_state *st, unsigned char pub[32], unsigned char
       memcpy(sk, plain, 64);
     sodium_memzero(plain, sizeof plain);
     *found = r == 0;
-  } else if (rc != SQLITE_DONE) {
+  } else if (rc != GW_DB_DONE) {
     r = gw_state_db_error(st, err, "cannot read the token issuer key");
   }
-  sqlite3_finalize(s);
+  gw_stmt_finalize(s);
   return r;
 }
 
@@ -108,17 +107,17 @@ static int issuer_make(struct gw_state *st, unsigned char pub[32], unsigned char
   crypto_aead_xchacha20poly1305_ietf_encrypt(sealed, &slen, sk, 64, (const unsigned char *)ad,
                                              strlen(ad), NULL, nonce, st->keys->cred);
   /* OR IGNORE: another capsule may have made one first; the caller reads it back */
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st, "INSERT OR IGNORE INTO covenant_issuer (id, pubkey, nonce, sealed) VALUES (1, ?, ?, ?)",
       b58, NULL);
-  int rc = SQLITE_ERROR;
+  int rc = GW_DB_ERROR;
   if (s) {
-    sqlite3_bind_blob(s, 2, nonce, sizeof nonce, SQLITE_TRANSIENT);
-    sqlite3_bind_blob(s, 3, sealed, (int)slen, SQLITE_TRANSIENT);
-    rc = sqlite3_step(s);
+    gw_stmt_bind_blob(s, 2, nonce, sizeof nonce);
+    gw_stmt_bind_blob(s, 3, sealed, (int)slen);
+    rc = gw_stmt_step(s);
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot store the token issuer key");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot store the token issuer key");
 }
 
 int gw_issuer_key(struct gw_state *st, unsigned char public_key[32], unsigned char secret_key[64],
@@ -216,25 +215,26 @@ static int token_insert(struct gw_state *st, const struct gw_token *t, struct ca
   struct cap_buf json = {0};
   gw_token_json(t, &json);
   token_row_mac(st, sig, json.data, 0, mac);
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "INSERT INTO covenant_tokens (signature, subject, action, token,"
-                                  " issued_ms, revoked_ms, mac) VALUES (?, ?, ?, ?, ?, 0, ?)",
-                                  sig, subject, t->action, json.data, NULL);
-  int rc = SQLITE_ERROR;
+  struct gw_stmt *s =
+      gw_state_prep(st,
+                    "INSERT INTO covenant_tokens (signature, subject, action, token,"
+                    " issued_ms, revoked_ms, mac) VALUES (?, ?, ?, ?, ?, 0, ?)",
+                    sig, subject, t->action, json.data, NULL);
+  int rc = GW_DB_ERROR;
   if (s) {
-    sqlite3_bind_int64(s, 5, (int64_t)cap_now_ms(CLOCK_REALTIME));
-    sqlite3_bind_text(s, 6, mac, -1, SQLITE_TRANSIENT);
-    rc = sqlite3_step(s);
+    gw_stmt_bind_int64(s, 5, (int64_t)cap_now_ms(CLOCK_REALTIME));
+    gw_stmt_bind_text(s, 6, mac);
+    rc = gw_stmt_step(s);
   }
-  sqlite3_finalize(s);
+  gw_stmt_finalize(s);
   cap_buf_free(&json);
-  if (rc == SQLITE_CONSTRAINT) /* Ed25519 signs deterministically: the same grant, the same id */
+  if (rc == GW_DB_CONSTRAINT) /* Ed25519 signs deterministically: the same grant, the same id */
     return cap_error_set(err, EEXIST,
                          "token %.12s exists already: the same subject, action, scope and expiry "
                          "give the same signature, and a revoked one stays revoked; give another "
                          "--expires or --scope for a new grant",
                          sig);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot record the token");
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot record the token");
 }
 
 int gw_token_issue(struct gw_state *st, const unsigned char subject[32],
@@ -317,19 +317,20 @@ int gw_token_revoke(struct gw_state *st, const char *id, struct gw_token *out,
     return cap_error_set(err, EINVAL,
                          "a token id is its signature (base58), or at least its first 8 "
                          "characters; `capsule token list` shows them");
-  _cleanup_free_ char *pattern = cap_xasprintf("%s*", id);
-  sqlite3_stmt *s = gw_state_prep(
-      st, "SELECT signature, token, revoked_ms FROM covenant_tokens WHERE signature GLOB ?",
-      pattern, NULL);
+  /* a prefix (both dialects: no GLOB, and LIKE folds case in SQLite) */
+  struct gw_stmt *s = gw_state_prep(st,
+                                    "SELECT signature, token, revoked_ms FROM covenant_tokens"
+                                    " WHERE substr(signature, 1, length(CAST(?1 AS TEXT))) = ?1",
+                                    id, NULL);
   int rc, n = 0;
   int64_t revoked = 0;
   _cleanup_free_ char *sig = NULL, *json = NULL;
-  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW && ++n == 1) {
-    sig = cap_xstrdup((const char *)sqlite3_column_text(s, 0));
-    json = cap_xstrdup((const char *)sqlite3_column_text(s, 1));
-    revoked = sqlite3_column_int64(s, 2);
+  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW && ++n == 1) {
+    sig = cap_xstrdup((const char *)gw_stmt_text(s, 0));
+    json = cap_xstrdup((const char *)gw_stmt_text(s, 1));
+    revoked = gw_stmt_int64(s, 2);
   }
-  sqlite3_finalize(s);
+  gw_stmt_finalize(s);
   if (!s)
     return gw_state_db_error(st, err, "cannot read the tokens");
   if (n != 1)
@@ -349,15 +350,15 @@ int gw_token_revoke(struct gw_state *st, const char *id, struct gw_token *out,
   token_row_mac(st, sig, json, now, mac);
   s = gw_state_prep(st, "UPDATE covenant_tokens SET revoked_ms = ?, mac = ? WHERE signature = ?",
                     NULL);
-  rc = SQLITE_ERROR;
+  rc = GW_DB_ERROR;
   if (s) {
-    sqlite3_bind_int64(s, 1, now);
-    sqlite3_bind_text(s, 2, mac, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s, 3, sig, -1, SQLITE_TRANSIENT);
-    rc = sqlite3_step(s);
+    gw_stmt_bind_int64(s, 1, now);
+    gw_stmt_bind_text(s, 2, mac);
+    gw_stmt_bind_text(s, 3, sig);
+    rc = gw_stmt_step(s);
   }
-  sqlite3_finalize(s);
-  if (rc == SQLITE_DONE)
+  gw_stmt_finalize(s);
+  if (rc == GW_DB_DONE)
     return 0;
   gw_token_free(out);
   return gw_state_db_error(st, err, "cannot record the revocation");
@@ -379,13 +380,13 @@ int gw_trust_add(struct gw_state *st, const unsigned char key[32], bool *added,
   cap_base58_encode(key, 32, b58);
   trust_row_mac(st, b58, mac);
   gw_state_now(when);
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st, "INSERT OR IGNORE INTO covenant_trust (pubkey, added, mac) VALUES (?, ?, ?)", b58, when,
       mac, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  *added = rc == SQLITE_DONE && sqlite3_changes(st->db) > 0;
-  sqlite3_finalize(s);
-  return rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot record the trust root");
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  *added = rc == GW_DB_DONE && gw_db_changes(st->db) > 0;
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot record the trust root");
 }
 
 int gw_trust_list(struct gw_state *st, gw_trust_fn fn, void *arg, struct cap_error *err)
@@ -398,19 +399,19 @@ int gw_trust_list(struct gw_state *st, gw_trust_fn fn, void *arg, struct cap_err
     return r;
   cap_base58_encode(pub, 32, b58);
   fn(arg, b58, "", true);
-  sqlite3_stmt *s =
+  struct gw_stmt *s =
       gw_state_prep(st, "SELECT pubkey, added, mac FROM covenant_trust ORDER BY added", NULL);
   int rc;
-  while (s && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-    const char *key = (const char *)sqlite3_column_text(s, 0);
-    const char *mac = (const char *)sqlite3_column_text(s, 2);
+  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
+    const char *key = (const char *)gw_stmt_text(s, 0);
+    const char *mac = (const char *)gw_stmt_text(s, 2);
     char want[65];
     trust_row_mac(st, key, want);
     if (mac && strcmp(mac, want) == 0) /* a root added outside capsule is no root */
-      fn(arg, key, (const char *)sqlite3_column_text(s, 1), false);
+      fn(arg, key, (const char *)gw_stmt_text(s, 1), false);
   }
-  sqlite3_finalize(s);
-  return s && rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the trust roots");
+  gw_stmt_finalize(s);
+  return s && rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the trust roots");
 }
 
 static int trusted(struct gw_state *st, const unsigned char key[32], const unsigned char local[32],
@@ -422,15 +423,15 @@ static int trusted(struct gw_state *st, const unsigned char key[32], const unsig
   char b58[GW_KEY_B58], want[65];
   cap_base58_encode(key, 32, b58);
   trust_row_mac(st, b58, want);
-  sqlite3_stmt *s = gw_state_prep(st, "SELECT mac FROM covenant_trust WHERE pubkey = ?", b58, NULL);
-  int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
-  if (rc == SQLITE_ROW) {
-    const char *mac = (const char *)sqlite3_column_text(s, 0);
+  struct gw_stmt *s =
+      gw_state_prep(st, "SELECT mac FROM covenant_trust WHERE pubkey = ?", b58, NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  if (rc == GW_DB_ROW) {
+    const char *mac = (const char *)gw_stmt_text(s, 0);
     *yes = mac && strcmp(mac, want) == 0;
   }
-  sqlite3_finalize(s);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
-                                               : gw_state_db_error(st, err, "cannot read trust");
+  gw_stmt_finalize(s);
+  return rc == GW_DB_ROW || rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read trust");
 }
 
 /* ---- reading tokens back ---- */
@@ -444,17 +445,17 @@ struct row_token {
 
 /* The token of the current row of SELECT signature, subject, action,
  * token, issued_ms, revoked_ms, mac, and what it is worth now. */
-static int row_read(struct gw_state *st, sqlite3_stmt *s, const unsigned char local[32],
+static int row_read(struct gw_state *st, struct gw_stmt *s, const unsigned char local[32],
                     uint64_t now, struct row_token *out, struct cap_error *err)
 {
   *out = (struct row_token){.status = GW_TOKEN_TAMPERED};
-  const char *sig = (const char *)sqlite3_column_text(s, 0);
-  const char *subject = (const char *)sqlite3_column_text(s, 1);
-  const char *action = (const char *)sqlite3_column_text(s, 2);
-  const char *json = (const char *)sqlite3_column_text(s, 3);
-  int64_t revoked = sqlite3_column_int64(s, 5);
-  const char *mac = (const char *)sqlite3_column_text(s, 6);
-  out->issued_ms = sqlite3_column_int64(s, 4);
+  const char *sig = (const char *)gw_stmt_text(s, 0);
+  const char *subject = (const char *)gw_stmt_text(s, 1);
+  const char *action = (const char *)gw_stmt_text(s, 2);
+  const char *json = (const char *)gw_stmt_text(s, 3);
+  int64_t revoked = gw_stmt_int64(s, 5);
+  const char *mac = (const char *)gw_stmt_text(s, 6);
+  out->issued_ms = gw_stmt_int64(s, 4);
   struct cap_error ignored = {0};
   if (!sig || !subject || !action || !json || !mac ||
       gw_token_parse(json, strlen(json), &out->t, &ignored) < 0) {
@@ -500,21 +501,21 @@ int gw_token_list(struct gw_state *st, gw_token_fn fn, void *arg, struct cap_err
   int r = gw_issuer_key(st, local, NULL, &made, err);
   if (r < 0)
     return r;
-  sqlite3_stmt *s = gw_state_prep(
+  struct gw_stmt *s = gw_state_prep(
       st, "SELECT " TOKEN_COLUMNS " FROM covenant_tokens ORDER BY issued_ms, signature", NULL);
   uint64_t now = cap_now_ms(CLOCK_REALTIME);
-  int rc = SQLITE_ERROR;
-  while (r == 0 && s && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+  int rc = GW_DB_ERROR;
+  while (r == 0 && s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
     struct row_token row;
     r = row_read(st, s, local, now, &row, err);
     if (r == 0 && row.parsed)
       fn(arg, &row.t, row.status, row.issued_ms);
     gw_token_free(&row.t);
   }
-  sqlite3_finalize(s);
+  gw_stmt_finalize(s);
   if (r < 0)
     return r;
-  return s && rc == SQLITE_DONE ? 0 : gw_state_db_error(st, err, "cannot read the tokens");
+  return s && rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the tokens");
 }
 
 /* ---- the dispatch check ---- */
@@ -565,24 +566,24 @@ static int find_grant(struct gw_state *st, const unsigned char issuer[32],
 {
   char subject[GW_KEY_B58];
   cap_base58_encode(issuer, 32, subject);
-  sqlite3_stmt *s = gw_state_prep(st,
-                                  "SELECT " TOKEN_COLUMNS " FROM covenant_tokens WHERE subject = ?"
-                                  " AND action = ? ORDER BY issued_ms",
-                                  subject, action, NULL);
+  struct gw_stmt *s =
+      gw_state_prep(st,
+                    "SELECT " TOKEN_COLUMNS " FROM covenant_tokens WHERE subject = ?"
+                    " AND action = ? ORDER BY issued_ms",
+                    subject, action, NULL);
   uint64_t now = cap_now_ms(CLOCK_REALTIME);
-  int rc = SQLITE_ERROR, r = 0;
+  int rc = GW_DB_ERROR, r = 0;
   *held = false;
   *why = cap_xasprintf("no token grants it to issuer %s", subject);
-  while (r == 0 && !*held && s && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+  while (r == 0 && !*held && s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
     struct row_token row;
     r = row_read(st, s, local, now, &row, err);
     char *problem = NULL;
     if (r == 0 && row.status != GW_TOKEN_ACTIVE)
-      problem = cap_xasprintf("its token %.12s is %s", sqlite3_column_text(s, 0),
+      problem = cap_xasprintf("its token %.12s is %s", gw_stmt_text(s, 0),
                               gw_token_status_name(row.status));
     else if (r == 0 && (problem = scope_problem(&row.t, spec, priority)) != NULL) {
-      char *p =
-          cap_xasprintf("its token %.12s does not match: %s", sqlite3_column_text(s, 0), problem);
+      char *p = cap_xasprintf("its token %.12s does not match: %s", gw_stmt_text(s, 0), problem);
       free(problem);
       problem = p;
     }
@@ -590,7 +591,7 @@ static int find_grant(struct gw_state *st, const unsigned char issuer[32],
       *held = true;
       cap_strv_push(authorized, action);
       cap_strv_push(authorized, row.t.granted_by_display);
-      cap_strv_push(authorized, (const char *)sqlite3_column_text(s, 0));
+      cap_strv_push(authorized, (const char *)gw_stmt_text(s, 0));
     }
     if (problem) {
       free(*why);
@@ -598,8 +599,8 @@ static int find_grant(struct gw_state *st, const unsigned char issuer[32],
     }
     gw_token_free(&row.t);
   }
-  sqlite3_finalize(s);
-  if (r == 0 && (!s || (rc != SQLITE_DONE && !*held)))
+  gw_stmt_finalize(s);
+  if (r == 0 && (!s || (rc != GW_DB_DONE && !*held)))
     r = gw_state_db_error(st, err, "cannot read the tokens");
   return r;
 }

@@ -105,6 +105,16 @@ static char *volume_path(const char *volumes_dir, enum gw_volume_kind kind, cons
   return cap_xasprintf("%s/%s/%s/%s", volumes_dir, kind_dirs[kind], u, n);
 }
 
+/* Its image (gw_volume_quota): in a tree of their own, so that no name
+ * of a volume is taken for one. */
+static char *image_path(const char *volumes_dir, enum gw_volume_kind kind, const char *user,
+                        const char *name)
+{
+  _cleanup_free_ char *u = gw_volume_encode(user);
+  _cleanup_free_ char *n = gw_volume_encode(name);
+  return cap_xasprintf("%s/images/%s/%s/%s.img", volumes_dir, kind_dirs[kind], u, n);
+}
+
 int gw_volumes_bind(const struct cap_spec *spec, const char *volumes_dir, const char *user,
                     const char *session, struct cap_fs_grant **grants, size_t *n,
                     struct cap_strv *dirs, struct cap_error *err)
@@ -128,10 +138,17 @@ int gw_volumes_bind(const struct cap_spec *spec, const char *volumes_dir, const 
                            spec->id);
     }
     if (ws || cache) {
-      out.path = volume_path(volumes_dir, ws ? GW_VOLUME_WORKSPACE : GW_VOLUME_CACHE,
-                             user ? user : "", ws ? session : spec->id);
+      enum gw_volume_kind kind = ws ? GW_VOLUME_WORKSPACE : GW_VOLUME_CACHE;
+      out.path = volume_path(volumes_dir, kind, user ? user : "", ws ? session : spec->id);
       out.volume = true;
       int r = make_dirs(out.path, err);
+      _cleanup_free_ char *image =
+          image_path(volumes_dir, kind, user ? user : "", ws ? session : spec->id);
+      bool quota;
+      if (r == 0)
+        r = gw_volume_quota(out.path, image, spec->limits.workspace_bytes, &quota, err);
+      if (r < 0)
+        cap_error_prefix(err, "%s's %s", spec->id, gw_volume_kind_name(kind));
       if (r < 0) {
         free(out.path);
         gw_volumes_free(*grants, *n);
@@ -218,6 +235,9 @@ int gw_volume_remove(const char *volumes_dir, enum gw_volume_kind kind, const ch
                      const char *name, struct cap_error *err)
 {
   _cleanup_free_ char *path = volume_path(volumes_dir, kind, user, name);
+  _cleanup_free_ char *image = image_path(volumes_dir, kind, user, name);
+  if (gw_volume_quota_release(path, image, err) < 0)
+    return -EBUSY;
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
     return errno == ENOENT ? cap_error_set(err, ENOENT, "there is no %s %s of user %s",

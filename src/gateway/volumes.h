@@ -10,12 +10,14 @@
  * (gw_volume_encode) so any string is one path component. A sandbox is
  * granted exactly its own directory (struct cap_fs_grant.volume): never
  * another user's, session's or capability's, nor the state around them.
- * Each is bounded by the capability's limits.workspace_bytes, checked
- * before each call (gw_volume_usage): not a quota, see docs/gateway.md.
+ * Each is bounded by the capability's limits.workspace_bytes: as root a
+ * file system of that size of its own (gw_volume_quota), and checked
+ * before each call (gw_volume_usage) either way; see docs/gateway.md.
  * Nothing here prints; not thread-safe beyond what the file system is. */
 #ifndef CAPSULE_GATEWAY_VOLUMES_H
 #define CAPSULE_GATEWAY_VOLUMES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +53,17 @@ void gw_volumes_free(struct cap_fs_grant *grants, size_t n);
  * made unreadable by its owner, the tool): *bytes is then only what was
  * seen, and the volume's size is not known. */
 int gw_volume_usage(const char *dir, uint64_t *bytes);
+
+/* As root, with a bound: dir made the mount point of a file system of
+ * its own of exactly `bytes` (gateway/volume_fs.c: an ext4 image under
+ * STATE/volumes/images, loop-mounted), so the bound is a quota; *enforced
+ * says whether it is (false unprivileged, or for a volume that holds
+ * files from before, which keeps the check). 0, or -errno with err set
+ * (no loop device, no mkfs.ext4). gw_volume_quota_release unmounts dir
+ * and removes the image. */
+int gw_volume_quota(const char *dir, const char *image, uint64_t bytes, bool *enforced,
+                    struct cap_error *err);
+int gw_volume_quota_release(const char *dir, const char *image, struct cap_error *err);
 
 struct gw_volume_info {
   enum gw_volume_kind kind;

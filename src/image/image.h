@@ -96,12 +96,12 @@ char *image_docker_repo_tag(const char *json, size_t len);
  * or NULL. */
 char *image_index_ref_name(const char *json, size_t len);
 
-/* A layer's entries (layer_check.c): 0, or -EXDEV with err naming the
- * entry whose path, hard-link target or whiteout target climbs out of the
- * image's root (refused before the store takes the image). index numbers
- * the layer in messages. Plain tar and gzip; zstd and malformed streams
- * are left to umoci. */
-int image_layer_check(int fd, const char *media_type, size_t index, struct cap_error *err);
+/* A layer's entries checked as the applier checks them (layer_apply.c),
+ * without applying them: 0, or a negative errno with err naming the entry
+ * whose path, hard-link target or whiteout target climbs out of the
+ * image's root (-EXDEV), an entry type capsule does not apply, a corrupt
+ * stream. index numbers the layer in messages. Plain tar, gzip and zstd
+ * (the media type says which). The fuzz target's entry point. */
 int image_layer_check_mem(const unsigned char *data, size_t len, const char *media_type,
                           size_t index, struct cap_error *err);
 
@@ -151,6 +151,8 @@ const char *image_config_path(const struct image_config *c);
 /* Removes path and everything below it (directories made writable first:
  * an unpacked rootfs has read-only ones). Missing is not an error. */
 int image_rmtree(const char *path);
+/* The same for name in the directory parent. */
+int image_rmtree_at(int parent, const char *name);
 /* The image's unpacked root as dest (new): hard links into the store where
  * the filesystem allows, else a copy (`capsule export oci`). */
 int image_rootfs_copy(const struct image_info *info, const char *dest, struct cap_error *err);

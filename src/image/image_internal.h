@@ -31,4 +31,18 @@ int image_store_lock(const char *store, struct cap_error *err);
 char *image_ref_encode(const char *ref);
 char *image_ref_decode(const char *name);
 
+/* capsule's layer applier (layer_apply.c): a new root at root (made
+ * here, 0700 until finished), each layer applied in order with
+ * image_unpack_layer (blob: the layer's file; copy: where its bytes are
+ * copied as they are read, or -1; the digest and size checked once it is
+ * read: a mismatch is -EBADMSG and the root must be thrown away), then
+ * image_unpack_finish (directories' modes and times). The root is the
+ * caller's to remove on failure. */
+struct image_unpack;
+int image_unpack_begin(const char *root, struct image_unpack **ret, struct cap_error *err);
+int image_unpack_layer(struct image_unpack *u, int blob, int copy, const struct image_layer *layer,
+                       size_t index, struct cap_error *err);
+int image_unpack_finish(struct image_unpack *u, struct cap_error *err);
+void image_unpack_free(struct image_unpack *u);
+
 #endif

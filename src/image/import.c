@@ -1,15 +1,15 @@
 /* Importing an image into the store (image.h), in the order it happens:
  * a staging directory under STORE/tmp; the source as an OCI image layout
  * there (a layout directory's blobs copied, an OCI or `docker save`
- * archive converted by skopeo); the index, manifest, config and every
- * layer verified against their digests and sizes; the layers unpacked
- * rootless by umoci; then, under the store's lock, the blobs, the rootfs
- * and the reference moved in by rename. Any failure removes the staging
- * directory and leaves the store as it was. */
+ * archive converted by skopeo); the index, manifest and config verified
+ * against their digests and sizes; each layer read once, copied, hashed
+ * and applied rootless by capsule's own applier (layer_apply.c), its
+ * digest and size checked when it is read; then, under the store's lock,
+ * the blobs, the rootfs and the reference moved in by rename. Any failure
+ * removes the staging directory and leaves the store as it was. */
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
-#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,7 @@ enum source_kind { SOURCE_LAYOUT, SOURCE_OCI_ARCHIVE, SOURCE_DOCKER_ARCHIVE, SOU
 struct stage {
   const char *store;
   char *dir;    /* STORE/tmp/import.XXXXXX */
-  char *layout; /* dir/oci: the OCI layout umoci reads */
+  char *layout; /* dir/oci: the staged layout the blobs are committed from */
   char *src;    /* the layout the blobs come from (the source, or layout) */
   bool copy;    /* blobs are copied from src into layout */
   char digest[IMAGE_DIGEST_LEN + 1];
@@ -171,10 +171,11 @@ static int pick_manifest(struct stage *s, const char *want_ref, struct cap_error
   return 0;
 }
 
-static int verify_all(struct stage *s, struct cap_error *err)
+/* Each layer verified (copied and hashed) without applying it: the
+ * store already holds the image's root. */
+static int verify_layers(struct stage *s, struct cap_error *err)
 {
-  int r =
-      verify_blob(s, "the image config", s->manifest.config_digest, s->manifest.config_size, err);
+  int r = 0;
   for (size_t i = 0; r == 0 && i < s->manifest.n_layers; i++) {
     char what[32];
     snprintf(what, sizeof what, "layer %zu", i + 1);
@@ -183,81 +184,45 @@ static int verify_all(struct stage *s, struct cap_error *err)
   return r;
 }
 
-/* The staged layout's index names the one image, as STAGE_REF, for umoci. */
-static int write_stage_index(struct stage *s, struct cap_error *err)
-{
-  _cleanup_free_ char *index = cap_xasprintf(
-      "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":%lld,"
-      "\"annotations\":{\"org.opencontainers.image.ref.name\":\"" STAGE_REF "\"}}]}\n",
-      s->manifest_type, s->digest, (long long)s->manifest_size);
-  static const char layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}\n";
-  int r = image_write_atomic(s->layout, "oci-layout", layout, sizeof layout - 1, err);
-  return r < 0 ? r : image_write_atomic(s->layout, "index.json", index, strlen(index), err);
-}
-
 static int missing_tool(const char *tool, struct cap_error *err)
 {
   cap_error_set(err, ENOTSUP,
-                "capsule needs %s for images and it is not installed; install the Debian "
-                "package %s (scripts/deps.sh test does)",
+                "capsule needs %s for image archives and registries and it is not installed; "
+                "install the Debian package %s (scripts/deps.sh test does)",
                 tool, tool);
   return cap_error_outcome(err, CAP_OUTCOME_HOST);
 }
 
-static int run_umoci(struct stage *s, const char *rootfs, struct cap_error *err);
-
-/* Every layer's entries checked (image_layer_check), in a thread of its
- * own while umoci unpacks: this machine's second core does it. */
-struct layer_scan {
-  struct stage *s;
-  struct cap_error err;
-  int r;
-};
-
-static void *scan_layers(void *arg)
+/* One layer applied: read from the source once, copied into the staged
+ * layout (unless an earlier layer was the same blob) as it is read. */
+static int apply_layer(struct stage *s, struct image_unpack *u, size_t i, struct cap_error *err)
 {
-  struct layer_scan *scan = arg;
-  const struct image_manifest *m = &scan->s->manifest;
-  for (size_t i = 0; i < m->n_layers && scan->r == 0; i++) {
-    _cleanup_free_ char *path = image_blob_path(scan->s->layout, m->layers[i].digest);
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    scan->r = fd < 0 ? cap_error_errno(&scan->err, errno, "cannot read %s", path)
-                     : image_layer_check(fd, m->layers[i].media_type, i + 1, &scan->err);
-  }
-  return NULL;
+  const struct image_layer *l = &s->manifest.layers[i];
+  _cleanup_free_ char *from = image_blob_path(s->src, l->digest);
+  _cleanup_close_ int fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return cap_error_errno(err, errno, "layer %zu %s is missing from the image (%s)", i + 1,
+                           l->digest, from);
+  (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  _cleanup_free_ char *to = s->copy ? image_blob_path(s->layout, l->digest) : NULL;
+  _cleanup_close_ int out =
+      to ? open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444) : -1;
+  if (to && out < 0 && errno != EEXIST)
+    return cap_error_errno(err, errno, "cannot write %s", to);
+  return image_unpack_layer(u, fd, out, l, i + 1, err);
 }
 
+/* The layers applied in order onto a new root at rootfs. */
 static int unpack(struct stage *s, const char *rootfs, struct cap_error *err)
 {
-  struct layer_scan scan = {.s = s};
-  pthread_t thread;
-  bool threaded = pthread_create(&thread, NULL, scan_layers, &scan) == 0;
-  if (!threaded)
-    scan_layers(&scan);
-  int r = run_umoci(s, rootfs, err);
-  if (threaded)
-    pthread_join(thread, NULL);
-  if (scan.r < 0) { /* the hostile entry says more than umoci's failure */
-    cap_error_clear(err);
-    *err = scan.err;
-    return scan.r;
-  }
-  cap_error_clear(&scan.err);
+  struct image_unpack *u = NULL;
+  int r = image_unpack_begin(rootfs, &u, err);
+  for (size_t i = 0; r == 0 && i < s->manifest.n_layers; i++)
+    r = apply_layer(s, u, i, err);
+  if (r == 0)
+    r = image_unpack_finish(u, err);
+  image_unpack_free(u);
   return r;
-}
-
-static int run_umoci(struct stage *s, const char *rootfs, struct cap_error *err)
-{
-  _cleanup_free_ char *image = cap_xasprintf("%s:" STAGE_REF, s->layout);
-  char *argv[] = {"umoci", "raw", "unpack", "--rootless", "--image", image, (char *)rootfs, NULL};
-  char why[512];
-  int st = image_run_tool(argv, why, sizeof why);
-  if (st == -ENOENT)
-    return missing_tool("umoci", err);
-  if (st != 0)
-    return cap_error_set(err, EBADMSG, "cannot unpack the image's layers: umoci: %s",
-                         *why ? why : "failed");
-  return 0;
 }
 
 /* Moves the staged blobs, the rootfs and the reference into the store. */
@@ -312,13 +277,19 @@ static int stage_source(struct stage *s, enum source_kind kind, const char *path
   _cleanup_free_ char *from =
       cap_xasprintf("%s:%s%s", transports[kind], kind == SOURCE_REGISTRY ? "//" : "", path);
   _cleanup_free_ char *to = cap_xasprintf("oci:%s:" STAGE_REF, s->layout);
+  /* skopeo's own temporary copy of the image (an OCI archive is unpacked
+   * whole into a directory of its own) goes into the staging directory,
+   * not /var/tmp: removed with it, and a killed import's by the next one */
+  _cleanup_free_ char *tmp = cap_xasprintf("%s/skopeo-tmp", s->dir);
+  if (mkdir(tmp, 0700) < 0)
+    return cap_error_errno(err, errno, "cannot create %s", tmp);
   /* a local archive has no signatures to check; from a registry the
    * host's signature policy applies */
-  char *argv[] = {"skopeo", "copy", "--quiet", from, to, NULL, NULL};
+  char *argv[] = {"skopeo", "--tmpdir", tmp, "copy", "--quiet", from, to, NULL, NULL};
   if (kind != SOURCE_REGISTRY) {
-    argv[3] = "--insecure-policy";
-    argv[4] = from;
-    argv[5] = to;
+    argv[5] = "--insecure-policy";
+    argv[6] = from;
+    argv[7] = to;
   }
   char why[512];
   int st = image_run_tool(argv, why, sizeof why);
@@ -472,13 +443,11 @@ static int import_from(const char *store, enum source_kind kind, const char *pat
   if (r == 0)
     r = pick_manifest(&s, kind == SOURCE_LAYOUT ? pick : STAGE_REF, err);
   if (r == 0)
-    r = verify_all(&s, err);
-  if (r == 0)
-    r = write_stage_index(&s, err);
+    r = verify_blob(&s, "the image config", s.manifest.config_digest, s.manifest.config_size, err);
   _cleanup_free_ char *root = cap_xasprintf("%s/rootfs/%s", store, s.digest + 7);
   _cleanup_free_ char *staged = cap_xasprintf("%s/rootfs", s.dir);
-  if (r == 0 && access(root, F_OK) < 0)
-    r = unpack(&s, staged, err);
+  if (r == 0)
+    r = access(root, F_OK) < 0 ? unpack(&s, staged, err) : verify_layers(&s, err);
   if (r == 0)
     r = commit(&s, ref, err);
   stage_end(&s, lock);

@@ -25,7 +25,7 @@ static const char *const index_types[] = {
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 };
-/* what umoci unpacks */
+/* the layer media types the applier reads (layer_read.c) */
 static const char *const layer_types[] = {
     "application/vnd.oci.image.layer.v1.tar",
     "application/vnd.oci.image.layer.v1.tar+gzip",

@@ -102,6 +102,8 @@ static int rmtree_at(int parent, const char *name)
 
 int image_rmtree(const char *path) { return rmtree_at(AT_FDCWD, path); }
 
+int image_rmtree_at(int parent, const char *name) { return rmtree_at(parent, name); }
+
 int image_run_tool(char *const *argv, char *why, size_t why_size)
 {
   why[0] = '\0';

@@ -25,8 +25,11 @@ void cap_nono_profile_lower(struct mf_ctx *c, const struct cap_node *root, struc
 /* nono's profile names: letters, digits, inner hyphens */
 bool cap_nono_profile_name_valid(const char *name);
 /* $XDG_CONFIG_HOME/nono/profiles/NAME.jsonc or .json, where nono looks
- * first; NULL when neither exists. The caller frees it. */
-char *cap_nono_user_profile(const char *name);
+ * first: 1 and *ret_path (the caller frees it) when found; 0 when neither
+ * exists or NAME is a built-in's (the built-in wins; a warning in diags
+ * names the file it ignored); -EPERM (an error in diags) when the file or
+ * its directories belong to another user or others can write them. */
+int cap_nono_user_profile(const char *name, struct cap_diags *diags, char **ret_path);
 /* Whether NAME is one of nono's built-in profiles; *ret_names (when not
  * NULL) gets them all, comma-separated, for a message (the caller frees). */
 bool cap_nono_builtin_profile(const char *name, char **ret_names);

@@ -651,8 +651,10 @@ int cap_manifest_load(const char *path, struct cap_spec **ret, struct cap_diags 
 int cap_manifest_load_profile(const char *name, struct cap_spec **ret, struct cap_diags *diags)
 {
   bool is_path = strchr(name, '/') || has_suffix(name, ".json") || has_suffix(name, ".jsonc");
-  _cleanup_free_ char *user =
-      is_path || !cap_nono_profile_name_valid(name) ? NULL : cap_nono_user_profile(name);
+  _cleanup_free_ char *user = NULL;
+  if (!is_path && cap_nono_profile_name_valid(name) &&
+      cap_nono_user_profile(name, diags, &user) < 0)
+    return -EPERM;
   const char *file = is_path ? name : user;
   if (file) {
     _cleanup_free_ char *data = NULL;

@@ -1,13 +1,18 @@
 /* A nono profile's `extends` resolved and merged as nono's resolve_extends()
  * and merge_profiles() (crates/nono-cli/src/profile/mod.rs) do: bases are
  * looked up beside the child (NAME.json), in $XDG_CONFIG_HOME/nono/profiles
- * (NAME.jsonc, then NAME.json), then among nono's built-in profiles; they
+ * (NAME.jsonc, then NAME.json; never for a built-in's name, and only files
+ * no one else can change), then among nono's built-in profiles; they
  * are merged left to right, then the child on top; a cycle, an unknown
  * base or a chain deeper than 10 is an error at the child's `extends`. */
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
@@ -155,25 +160,75 @@ static bool regular_file(const char *path)
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* $XDG_CONFIG_HOME/nono/profiles/NAME.jsonc, then .json (nono's
- * resolve_user_profile_path); NULL when neither exists. */
-char *cap_nono_user_profile(const char *name)
+/* Whether path (a user profile, or a directory it is found through) is
+ * one only its owner can change, and that owner the caller or root; why
+ * (when not) names the problem. */
+static bool owner_only(const char *path, char *why, size_t size)
 {
+  struct stat st;
+  if (stat(path, &st) < 0) {
+    snprintf(why, size, "%s: %s", path, strerror(errno));
+    return false;
+  }
+  if (st.st_uid != geteuid() && st.st_uid != 0) {
+    snprintf(why, size, "%s belongs to uid %u, not to you or root", path, (unsigned)st.st_uid);
+    return false;
+  }
+  if (st.st_mode & 022) {
+    snprintf(why, size, "%s is writable by %s (mode %04o): run chmod go-w on it", path,
+             st.st_mode & 002 ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
+    return false;
+  }
+  return true;
+}
+
+/* $XDG_CONFIG_HOME/nono/profiles/NAME.jsonc, then .json (nono's
+ * resolve_user_profile_path). Unlike nono, a built-in profile's name is
+ * never taken from there: a file of that name is left (a warning says
+ * so), since whatever can write the user's config directory (a tool
+ * granted ~/.config) would otherwise choose the rights of the next run of
+ * the built-in. A file, or its profiles, nono or config directory, that
+ * another user owns or others can write is refused. */
+int cap_nono_user_profile(const char *name, struct cap_diags *diags, char **ret_path)
+{
+  *ret_path = NULL;
   const char *xdg = getenv("XDG_CONFIG_HOME");
   const char *home = getenv("HOME");
   _cleanup_free_ char *config = xdg && xdg[0] == '/' ? cap_xstrdup(xdg)
                                 : home               ? cap_xasprintf("%s/.config", home)
                                                      : NULL;
   if (!config)
-    return NULL;
+    return 0;
   static const char *const exts[] = {"jsonc", "json"};
-  for (size_t i = 0; i < 2; i++) {
-    char *path = cap_xasprintf("%s/nono/profiles/%s.%s", config, name, exts[i]);
-    if (regular_file(path))
-      return path;
-    free(path);
+  _cleanup_free_ char *path = NULL;
+  for (size_t i = 0; i < 2 && !path; i++) {
+    path = cap_xasprintf("%s/nono/profiles/%s.%s", config, name, exts[i]);
+    if (!regular_file(path))
+      path = (free(path), NULL);
   }
-  return NULL;
+  if (!path)
+    return 0;
+  if (cap_nono_builtin_profile(name, NULL)) {
+    cap_diags_add(diags, CAP_SEV_WARNING, path, 0, 0, "",
+                  "ignored: %s is one of nono's built-in profiles, and the built-in is used "
+                  "(nono would load this file instead); to run with this file, rename it or "
+                  "pass its path to --profile",
+                  name);
+    return 0;
+  }
+  _cleanup_free_ char *profiles = cap_xasprintf("%s/nono/profiles", config);
+  _cleanup_free_ char *nono = cap_xasprintf("%s/nono", config);
+  char why[PATH_MAX + 128];
+  if (!owner_only(path, why, sizeof why) || !owner_only(profiles, why, sizeof why) ||
+      !owner_only(nono, why, sizeof why) || !owner_only(config, why, sizeof why)) {
+    cap_diags_add(diags, CAP_SEV_ERROR, path, 0, 0, "",
+                  "refused as the user profile %s: %s (someone else could choose the rights "
+                  "it grants)",
+                  name, why);
+    return -EPERM;
+  }
+  *ret_path = steal_pointer(&path);
+  return 1;
 }
 
 /* Reads a profile file into p; false (diagnostics added) when unusable. */
@@ -207,25 +262,39 @@ static bool read_profile_file(struct np_resolver *r, const char *path, struct np
   return ok;
 }
 
-enum np_found { NP_NOT_FOUND, NP_SIBLING, NP_GLOBAL };
+enum np_found { NP_NOT_FOUND, NP_REFUSED, NP_SIBLING, NP_GLOBAL };
 
 /* nono's load_base_profile_raw: a sibling NAME.json beside the child (not
  * the child itself), the user's profile directory, nono's built-ins. */
 static enum np_found load_base(struct np_resolver *r, const char *name, const char *dir,
                                const char *self, struct np_profile *base, char **ret_path)
 {
+  /* a built-in's name is always the built-in, unlike nono: a file beside
+   * the profile (a project directory a tool may write) or in the user's
+   * profile directory would choose the rights of every profile extending
+   * it (cap_nono_user_profile; `--profile NAME` warned about that one) */
+  bool is_builtin = cap_node_get(r->pol->profiles, name) != NULL;
   if (dir) {
     char *sibling = strcmp(dir, ".") == 0 ? cap_xasprintf("%s.json", name)
                                           : cap_xasprintf("%s/%s.json", dir, name);
-    if (regular_file(sibling) && !(self && strcmp(sibling, self) == 0)) {
+    bool found = regular_file(sibling) && !(self && strcmp(sibling, self) == 0);
+    if (found && !is_builtin) {
       read_profile_file(r, sibling, base);
       *ret_path = sibling;
       return NP_SIBLING;
     }
+    if (found)
+      cap_diags_add(r->top->diags, CAP_SEV_WARNING, sibling, 0, 0, "",
+                    "ignored: %s is one of nono's built-in profiles, and `extends` takes the "
+                    "built-in (nono would take this file); rename the file and the extends",
+                    name);
     free(sibling);
   }
-  _cleanup_free_ char *user = cap_nono_user_profile(name);
-  if (user) {
+  _cleanup_free_ char *user = NULL;
+  int found = is_builtin ? 0 : cap_nono_user_profile(name, r->top->diags, &user);
+  if (found < 0)
+    return NP_REFUSED;
+  if (found > 0) {
     read_profile_file(r, user, base);
     return NP_GLOBAL;
   }
@@ -309,6 +378,11 @@ static bool resolve(struct np_resolver *r, struct np_profile *p, const char *dir
     np_profile_init(&base);
     _cleanup_free_ char *path = NULL;
     enum np_found found = load_base(r, name, dir, self, &base, &path);
+    if (found == NP_REFUSED) { /* the error is at the file */
+      np_profile_free(&base);
+      ok = false;
+      break;
+    }
     if (found == NP_NOT_FOUND) {
       extends_error(r, p,
                     "base profile '%s' not found: looked for %s.json beside this profile, in "

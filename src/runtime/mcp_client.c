@@ -32,7 +32,10 @@ struct exchange {
   const char *method, *params;
   pthread_t thread;
   bool started;
-  struct cap_buf pending; /* stdout read past the last full line */
+  struct cap_buf pending;     /* stdout read past the last full line */
+  struct gw_mcp_relay *relay; /* the front door's channel, or NULL */
+  int relay_fd;               /* relay->fd while it is open; -1 */
+  struct cap_buf relay_in;    /* read from the relay past the last full line */
   /* the outcome */
   char *result; /* the response's result (JSON text) */
   char *error;  /* why there is none */
@@ -51,6 +54,44 @@ static bool send_line(struct exchange *x, const char *text)
     off += (size_t)n;
   }
   return write(x->in_w, "\n", 1) == 1;
+}
+
+static bool write_all(int fd, const char *p, size_t len)
+{
+  while (len) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    p += n;
+    len -= (size_t)n;
+  }
+  return true;
+}
+
+/* What the front door sent (its client's answers to the server's
+ * requests, notifications/cancelled): each full line to the server. */
+static void relay_read(struct exchange *x)
+{
+  char buf[65536];
+  ssize_t n = read(x->relay_fd, buf, sizeof buf);
+  if (n < 0 && errno == EINTR)
+    return;
+  if (n <= 0) { /* the front door is gone: nothing more comes */
+    x->relay_fd = -1;
+    return;
+  }
+  cap_buf_append(&x->relay_in, buf, (size_t)n);
+  char *nl;
+  while (x->relay_in.len && (nl = memchr(x->relay_in.data, '\n', x->relay_in.len))) {
+    size_t k = (size_t)(nl - x->relay_in.data) + 1;
+    write_all(x->in_w, x->relay_in.data, k);
+    memmove(x->relay_in.data, x->relay_in.data + k, x->relay_in.len - k);
+    x->relay_in.len -= k;
+  }
+  if (x->relay_in.len > MCP_CLIENT_MAX_RELAYED) /* no line that long comes from the front door */
+    x->relay_in.len = 0;
 }
 
 /* The next full line of the server's stdout (allocated), or NULL at its
@@ -73,12 +114,17 @@ static char *next_line(struct exchange *x)
       x->timed_out = true;
       return NULL;
     }
-    struct pollfd p = {.fd = x->out_r, .events = POLLIN};
-    int r = poll(&p, 1, (int)(x->deadline - now));
+    struct pollfd p[2] = {{.fd = x->out_r, .events = POLLIN},
+                          {.fd = x->relay_fd, .events = POLLIN}};
+    int r = poll(p, x->relay_fd >= 0 ? 2 : 1, (int)(x->deadline - now));
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
       continue; /* the deadline, checked above */
+    if (x->relay_fd >= 0 && p[1].revents)
+      relay_read(x);
+    if (!p[0].revents)
+      continue;
     char buf[65536];
     ssize_t n = read(x->out_r, buf, sizeof buf);
     if (n < 0 && errno == EINTR)
@@ -147,7 +193,13 @@ static bool await_response(struct exchange *x, int64_t id)
     }
     const struct cap_node *rid = cap_node_get(m, "id");
     const struct cap_node *method = cap_node_get(m, "method");
-    if (method && method->kind == CAP_NODE_STRING && rid)
+    if (method && method->kind == CAP_NODE_STRING && x->relay_fd >= 0) {
+      /* a notification or a request for the front door's client */
+      _cleanup_free_ char *text = node_json(m); /* wrapped: it cannot pass for the report */
+      if (!write_all(x->relay_fd, "{\"relay\":", 9) ||
+          !write_all(x->relay_fd, text, strlen(text)) || !write_all(x->relay_fd, "}\n", 2))
+        x->relay_fd = -1;
+    } else if (method && method->kind == CAP_NODE_STRING && rid)
       refuse_request(x, rid, method->u.str.ptr);
     bool ours = !method && rid && rid->kind == CAP_NODE_INT && rid->u.num.i == id;
     const struct cap_node *res = ours ? cap_node_get(m, "result") : NULL;
@@ -155,6 +207,8 @@ static bool await_response(struct exchange *x, int64_t id)
     if (res)
       x->result = node_json(res);
     else if (ours) {
+      if (e && x->relay) /* the client reads the server's own error */
+        x->relay->raw_error = node_json(e);
       const struct cap_node *msg = e ? cap_node_get(e, "message") : NULL;
       x->error = msg && msg->kind == CAP_NODE_STRING
                      ? cap_xasprintf("the server answered with an error: %s", msg->u.str.ptr)
@@ -167,6 +221,18 @@ static bool await_response(struct exchange *x, int64_t id)
   }
 }
 
+/* Whether an initialize result declares capabilities.logging */
+static bool offers_logging(const char *init_result)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  bool yes = cap_json_parse(doc, init_result, strlen(init_result), "initialize", 0, &d) == 0 &&
+             cap_node_get(cap_node_get(doc->root, "capabilities"), "logging") != NULL;
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+  return yes;
+}
+
 static void *exchange_thread(void *arg)
 {
   struct exchange *x = arg;
@@ -176,24 +242,31 @@ static void *exchange_thread(void *arg)
   sigemptyset(&pipe_sig);
   sigaddset(&pipe_sig, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_sig, NULL);
+  const char *caps = x->relay && x->relay->client_caps ? x->relay->client_caps : "{}";
   _cleanup_free_ char *init = cap_xasprintf(
       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
-      "\"%s\",\"capabilities\":{},\"clientInfo\":{\"name\":\"capsule\",\"version\":\"%s\"}}}",
-      MCP_CLIENT_PROTOCOL, CAPSULE_VERSION);
+      "\"%s\",\"capabilities\":%s,\"clientInfo\":{\"name\":\"capsule\",\"version\":\"%s\"}}}",
+      MCP_CLIENT_PROTOCOL, caps, CAPSULE_VERSION);
   struct cap_buf req = {0};
-  cap_buf_puts(&req, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":");
+  cap_buf_printf(&req, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":", MCP_CLIENT_REQUEST_ID);
   cap_json_quote(&req, x->method, strlen(x->method));
   cap_buf_printf(&req, ",\"params\":%s}", x->params);
   if (!send_line(x, init))
     x->error = cap_xstrdup("the server exited before it answered (its stdin is closed)");
   else if (await_response(x, 1)) {
-    free(x->result); /* the server's initialize answer: nothing capsule needs */
+    bool logs = offers_logging(x->result); /* else nothing of its answer matters to capsule */
+    free(x->result);
     x->result = NULL;
+    _cleanup_free_ char *level = NULL;
+    if (logs && x->relay && x->relay->log_level) /* answered with id 3: not awaited */
+      level = cap_xasprintf("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
+                            "\"params\":{\"level\":%s}}",
+                            x->relay->log_level);
     if (!send_line(x, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}") ||
-        !send_line(x, req.data))
+        (level && !send_line(x, level)) || !send_line(x, req.data))
       x->error = cap_xstrdup("the server exited before it answered (its stdin is closed)");
     else
-      await_response(x, 2);
+      await_response(x, MCP_CLIENT_REQUEST_ID);
   }
   cap_buf_free(&req);
   /* the answer is in (or will not come): the sandbox is stopped */
@@ -286,7 +359,9 @@ enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_
                        .cap = GW_DEFAULT_OUTPUT_CAP,
                        .child = {in[0], out[1], conn[1]},
                        .method = method,
-                       .params = params};
+                       .params = params,
+                       .relay = call->relay,
+                       .relay_fd = call->relay ? call->relay->fd : -1};
   struct cap_spec run_spec = *spec; /* shallow: only the wall clock changes */
   if (!run_spec.limits.wall_ms || run_spec.limits.wall_ms > deadline + 2000)
     run_spec.limits.wall_ms = deadline + 2000; /* the thread's deadline comes first */
@@ -322,6 +397,7 @@ enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_
   close(x.in_w);
   close(x.out_r);
   enum gw_outcome o = judge(&x, r, &res, log_path, result, err);
+  cap_buf_free(&x.relay_in);
   cap_strv_free(&args);
   free(x.result);
   free(x.error);
@@ -384,13 +460,18 @@ enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spe
   cap_json_quote(&params, call->tool, strlen(call->tool));
   cap_buf_puts(&params, ",\"arguments\":");
   cap_buf_append(&params, call->args, call->args_len);
+  if (call->relay && call->relay->progress_token) /* the server reports progress itself */
+    cap_buf_printf(&params, ",\"_meta\":{\"progressToken\":%s}", call->relay->progress_token);
   cap_buf_putc(&params, '}');
   char *raw = NULL;
   enum gw_outcome o =
       mcp_client_request(call, spec, "tools/call", params.data, env, n_env, &raw, err);
   cap_buf_free(&params);
-  if (o == GW_OUTCOME_OK)
+  if (o == GW_OUTCOME_OK) {
     o = tool_result(raw, result, err);
+    if (call->relay) /* the client gets the server's content as it is (images, resources...) */
+      call->relay->raw_result = steal_pointer(&raw);
+  }
   free(raw);
   return o;
 }

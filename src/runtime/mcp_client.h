@@ -1,10 +1,12 @@
 /* Third-party MCP servers as capabilities: a server that speaks MCP over
  * stdio (x-capsule.mcp_server: its command) is started in the
  * capability's sandbox for each exchange; capsule is its client:
- * initialize, then one request (tools/list, tools/call), then the sandbox
- * is stopped. Requests the server makes of the client (sampling,
- * elicitation, roots) are answered "not supported"; its notifications
- * (logging, progress) are dropped. Nothing here prints; outcomes are
+ * initialize, then one request (tools/list, tools/call, resources/read...),
+ * then the sandbox is stopped. With call->relay (an MCP front door), what
+ * the server sends besides its answer (notifications: progress, logging;
+ * requests: sampling, elicitation, roots) goes to the front door's client
+ * and the client's answers come back; without one, its requests are
+ * answered "not supported" and its notifications dropped. Nothing here prints; outcomes are
  * typed (gateway/call.h) and err says why. */
 #ifndef CAPSULE_RUNTIME_MCP_CLIENT_H
 #define CAPSULE_RUNTIME_MCP_CLIENT_H
@@ -15,7 +17,12 @@
 #include "manifest/model.h"
 
 /* The MCP protocol revision capsule asks for as a client. */
-#define MCP_CLIENT_PROTOCOL "2025-06-18"
+#define MCP_CLIENT_PROTOCOL "2025-11-25"
+/* The id of capsule's one request to the server (the one a relayed
+ * notifications/cancelled names) */
+#define MCP_CLIENT_REQUEST_ID 2
+/* The longest line the front door relays to the server */
+#define MCP_CLIENT_MAX_RELAYED (8u << 20)
 
 /* One request to the capability's MCP server: method and its params (a
  * JSON object's text); *result (allocated) is the JSON text of the

@@ -8,6 +8,7 @@
 #include "runtime/selu_rpc_module.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_posix.h>
@@ -60,6 +61,24 @@ static int rpc_channel_open(int fd, size_t max_response, struct selu_channel **r
   return 0;
 }
 
+/* Shutdowns put off (rpc_defer_shutdown): done before a fork, or never
+ * (the process ends with _exit). One thread per process calls. */
+static bool defer;
+static unsigned deferred;
+
+static void before_fork(void)
+{
+  for (; deferred; deferred--)
+    grpc_shutdown_blocking();
+}
+
+static void rpc_defer_shutdown(void)
+{
+  if (!defer)
+    pthread_atfork(before_fork, NULL, NULL);
+  defer = true;
+}
+
 static void rpc_channel_close(struct selu_channel *ch)
 {
   if (!ch)
@@ -71,7 +90,10 @@ static void rpc_channel_close(struct selu_channel *ch)
     ;
   grpc_completion_queue_destroy(ch->cq);
   free(ch);
-  grpc_shutdown_blocking(); /* no gRPC thread left: this process may fork a keeper next */
+  if (defer)
+    deferred++;
+  else
+    grpc_shutdown_blocking(); /* no gRPC thread left: this process may fork a keeper next */
 }
 
 /* A call that ended with a gRPC status other than OK, as an errno and a
@@ -640,4 +662,5 @@ __attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_mod
     .invoke = rpc_invoke,
     .artifact_upload = rpc_artifact_upload,
     .artifact_download = rpc_artifact_download,
+    .defer_shutdown = rpc_defer_shutdown,
 };

@@ -32,6 +32,17 @@ const char *selu_protocol_name(enum selu_protocol p);
 /* Takes ownership of fd (a connected stream socket) whatever the outcome.
  * Responses larger than max_response bytes are refused (-EFBIG at the
  * call). */
+/* Maps the gRPC module now (without starting gRPC), so that the children
+ * a long-lived process forks find it mapped: what serve's call processes
+ * do. 0, or -errno with err set when it cannot be opened. */
+int selu_rpc_preload(struct cap_error *err);
+/* For a process that ends with _exit after its calls (serve's call
+ * children): closing a channel no longer stops gRPC's threads (about 4 ms
+ * a call); a fork() that follows still finds them stopped (a fork handler
+ * stops them first: a child must not inherit gRPC's state). Needs the
+ * module (selu_rpc_preload); without it, nothing changes. */
+void selu_rpc_defer_shutdown(void);
+
 int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret,
                       struct cap_error *err);
 void selu_channel_close(struct selu_channel *ch);

@@ -30,6 +30,16 @@ static int module_get(struct cap_error *err)
   return cap_error_set(err, module_err.code, "%s", module_err.message);
 }
 
+int selu_rpc_preload(struct cap_error *err) { return module_get(err); }
+
+void selu_rpc_defer_shutdown(void)
+{
+  struct cap_error err = {0};
+  if (module_get(&err) == 0)
+    module->defer_shutdown();
+  cap_error_clear(&err);
+}
+
 int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret, struct cap_error *err)
 {
   *ret = NULL;

@@ -28,6 +28,7 @@ struct selu_rpc_module {
                          struct cap_error *err);
   int (*artifact_download)(struct selu_channel *ch, const char *id, int timeout_ms,
                            struct selu_artifact *out, struct cap_error *err);
+  void (*defer_shutdown)(void);
 };
 
 #endif

@@ -2,8 +2,8 @@
 // inside the plugin's sandbox (embedded in capsule at build time).
 //
 // Reads one JSON request on stdin:
-//   {op: "call"|"poll"|"probe", plugin, module, function, trigger,
-//    functions, args, config, state, sources, nodePath}
+//   {op: "call"|"poll"|"subscribe"|"probe", plugin, module, function, trigger,
+//    functions, args, config, state, taskConfig, sources, nodePath}
 // `sources` maps each TypeScript file of the plugin (absolute path) to the
 // JavaScript capsule compiled for it on the host (esbuild, cached by content
 // hash): a module hook serves them, so the plugin's own URLs, relative
@@ -16,8 +16,12 @@
 // triggers/poller.ts): a handler is `handlers[name]` or a named export,
 // called as handler(args, config) with config one flat object of strings
 // (credentials and settings); a trigger is `triggers[id].poll(config,
-// state, config)` returning {event, newState}; `init(logger, services)` is
-// called first when exported.
+// state, config)` returning {event, newState}, then, when a task is attached
+// (`taskConfig`, the call's params), `triggers[id].filter(event, taskConfig)`
+// deciding whether it runs (`pass`); a push trigger is
+// `triggers[id].subscribe(config, config, emit)` (triggers/subscriber.ts),
+// each emitted event a line of its own; `init(logger, services)` is called
+// first when exported.
 import { register } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { writeSync } from 'node:fs';
@@ -26,12 +30,14 @@ import { Console } from 'node:console';
 let input = '';
 for await (const chunk of process.stdin) input += chunk;
 const req = JSON.parse(input);
-const where = req.op === 'poll' ? `trigger ${req.trigger}` : req.op === 'call' ? `function ${req.function}` : 'its entry';
+const where = req.op === 'poll' || req.op === 'subscribe' ? `trigger ${req.trigger}` : req.op === 'call' ? `function ${req.function}` : 'its entry';
 const name = `plugin ${req.plugin}, ${where}`;
 let answered = false;
+let renewed = null; // the OAuth tokens refreshOAuth got, for capsule to store
 const answer = (o) => {
   if (answered) return;
   answered = true;
+  if (renewed && o.ok) o.oauth = renewed;
   let line;
   try {
     line = JSON.stringify(o);
@@ -134,12 +140,82 @@ async function loadPlugin() {
   return mod;
 }
 
+// The OAuth access token renewed before the plugin runs, when capsule
+// gives a token endpoint (`oauth.tokenUrl`, the operator's) and the token
+// is missing or expires within a minute: RFC 6749's refresh grant, posted
+// with fetch, so through capsule's egress proxy under the plugin's grants
+async function refreshOAuth() {
+  const o = req.oauth;
+  const c = req.config;
+  if (!o || !o.tokenUrl) return;
+  if (c.access_token && Number(c.token_expiry || 0) - Date.now() > 60000) return;
+  if (!c.refresh_token)
+    throw new Error(`the OAuth access token ${c.access_token ? 'has expired' : 'is not set'} and there is no refresh_token to renew it (capsule cred set ${req.plugin} refresh_token)`);
+  const body = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: c.refresh_token });
+  if (c.client_id) body.set('client_id', c.client_id);
+  if (c.client_secret) body.set('client_secret', c.client_secret);
+  let r, j;
+  try {
+    r = await fetch(o.tokenUrl, { method: 'POST', body, headers: { accept: 'application/json' } });
+    j = await r.json().catch(() => ({}));
+  } catch (e) {
+    throw new Error(`cannot renew the OAuth token at ${o.tokenUrl}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (!r.ok || typeof j.access_token !== 'string' || !j.access_token)
+    throw new Error(`cannot renew the OAuth token: ${o.tokenUrl} answered ${r.status}${typeof j.error === 'string' ? ` (${j.error})` : ''}; set a new refresh_token with \`capsule cred set ${req.plugin} refresh_token\``);
+  const seconds = Number(j.expires_in) > 0 ? Number(j.expires_in) : 3600;
+  renewed = {
+    access_token: j.access_token,
+    refresh_token: typeof j.refresh_token === 'string' && j.refresh_token ? j.refresh_token : c.refresh_token,
+    token_expiry: String(Date.now() + seconds * 1000),
+  };
+  Object.assign(c, renewed);
+}
+
 function probe(mod) {
   const missing = (req.functions || []).filter((f) => !lookup(mod, f));
   if (missing.length === (req.functions || []).length && missing.length > 0)
     return fail(`the module exports none of the declared functions (${missing.join(', ')}); export them in \`handlers\` or by name`);
   if (missing.length) return fail(`the module does not export the declared function(s) ${missing.join(', ')}`);
-  answer({ ok: true });
+  // which triggers push (Talos subscribes to those and does not poll them)
+  const subscribe = {};
+  for (const [id, t] of Object.entries(mod.triggers || {}))
+    subscribe[id] = !!t && typeof t.subscribe === 'function';
+  answer({ ok: true, subscribe });
+}
+
+// Talos's subscriber: subscribe(config, settings, emit) returns the
+// function that ends the subscription; each emitted event is one line
+// ({ok, event, pass}); SIGTERM (capsule stopping) unsubscribes and exits
+async function subscribe(mod) {
+  const t = mod.triggers && mod.triggers[req.trigger];
+  if (!t || typeof t.subscribe !== 'function')
+    return fail(`the module exports no \`triggers.${req.trigger}.subscribe\` function`);
+  const emit = (event) => {
+    if (!event || typeof event !== 'object' || Array.isArray(event))
+      return logger.error(`${name}: an emitted event that is not an object was dropped`);
+    let line;
+    try {
+      line = JSON.stringify({ ok: true, event, pass: passes(t, event) });
+    } catch (e) {
+      return logger.error(`${name}: an emitted event that is not JSON was dropped (${e.message})`);
+    }
+    writeSync(1, line + '\n');
+  };
+  const unsubscribe = await t.subscribe(req.config, req.config, emit);
+  const stop = async () => {
+    try {
+      if (typeof unsubscribe === 'function') await unsubscribe();
+    } catch (e) {
+      logger.error(`${name}: unsubscribe threw: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  writeSync(1, JSON.stringify({ ok: true, subscribed: true, ...(renewed ? { oauth: renewed } : {}) }) + '\n');
+  setInterval(() => {}, 1 << 30); // alive until stopped
+  await new Promise(() => {});
 }
 
 async function poll(mod) {
@@ -153,13 +229,27 @@ async function poll(mod) {
     return fail('poll returned no newState object (it must return {event, newState})');
   if (r.event !== null && r.event !== undefined && (typeof r.event !== 'object' || Array.isArray(r.event)))
     return fail('poll returned an event that is not an object or null');
-  answer({ ok: true, event: r.event ?? null, newState: r.newState });
+  answer({ ok: true, event: r.event ?? null, newState: r.newState, pass: passes(t, r.event ?? null) });
+}
+
+// Talos's poller: a trigger's optional filter(event, taskConfig) decides
+// whether the task attached to it runs; a filter that throws does not
+// stop it ("invalid config: skip the filter")
+function passes(t, event) {
+  if (!event || req.taskConfig == null || typeof t.filter !== 'function') return true;
+  try {
+    return !!t.filter(event, req.taskConfig);
+  } catch {
+    return true;
+  }
 }
 
 try {
   const mod = await loadPlugin();
+  if (req.op !== 'probe') await refreshOAuth();
   if (req.op === 'probe') probe(mod);
   else if (req.op === 'poll') await poll(mod);
+  else if (req.op === 'subscribe') await subscribe(mod);
   else {
     const fn = lookup(mod, req.function);
     if (!fn) fail('the module exports no such function (neither in `handlers` nor by name)');

@@ -64,9 +64,12 @@ static void mark_cloexec_from(int from)
 /* The command: drop everything, then exec. Never returns. */
 void __attribute__((noreturn))
 sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *opt,
-                     const struct sandbox_mount_plan *plan, const struct sandbox_limits *lim,
+                     const struct sandbox_mount_plan *plan, struct sandbox_limits *lim,
                      const struct proxy *px, uid_t uid, gid_t gid, bool refuse_setid)
 {
+  /* into the cgroups first, before anything of the tool runs (limits.h) */
+  int joined = limits_join(lim);
+  CHILD_TRY(joined, "cannot move the sandbox into its cgroup: %s", strerror(-joined));
   /* every capability the kernel knows: EINVAL past the last one */
   for (int cap = 0; cap <= 63; cap++)
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL)

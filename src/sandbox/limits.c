@@ -136,8 +136,8 @@ static void own_v1_path(const char *controller, char *out, size_t size)
  * all the rest of a spawn. A thread moving itself ("0" written to tasks)
  * skips that lock. So the `tasks` files are opened here, by us, with our
  * rights (the kernel checks them at open, and the opener's or writer's
- * root uid at write), and the sandbox's first process, single-threaded
- * and not yet running anything, writes "0" to each (limits_join). */
+ * root uid at write), and the command, single-threaded and not yet
+ * running anything of the tool, writes "0" to each (limits_join). */
 static bool try_cgroup1(struct sandbox_limits *lim, const struct cap_spec *spec, bool count_cpu)
 {
   /* only the hierarchies a limit of this spec needs: making a v1 group
@@ -240,6 +240,7 @@ int limits_attach(struct sandbox_limits *lim, pid_t pid, struct cap_error *err)
     int r = write_text(lim->v2, "cgroup.procs", num);
     if (r < 0)
       return cap_error_errno(err, -r, "cannot move the sandbox into %s", lim->v2);
+    lim->holds_init = true;
   } else if (lim->kind == LIMITS_CGROUP1) {
     for (int c = 0; c < 4; c++) {
       if (lim->v1_tasks[c] >= 0) { /* the sandbox joins this one itself */
@@ -252,6 +253,7 @@ int limits_attach(struct sandbox_limits *lim, pid_t pid, struct cap_error *err)
       int r = write_text(lim->v1[c], "cgroup.procs", num);
       if (r < 0)
         return cap_error_errno(err, -r, "cannot move the sandbox into %s", lim->v1[c]);
+      lim->holds_init = true;
     }
   }
   return 0;

@@ -24,6 +24,7 @@ struct sandbox_limits {
   int64_t cpu_base_ms;  /* CPU used when supervision began (the sandbox's setup); -1: unread */
   pid_t pid;            /* pid 1 of the sandbox (limits_attach): its CPU without a cgroup */
   int v1_tasks[4];      /* v1: the groups' `tasks` files, open for limits_join; -1 when not */
+  bool holds_init;      /* pid 1 itself was moved in (v2): the groups empty only once it is gone */
   /* CPU spent for the sandbox outside it (ms so far; the egress proxy's
    * threads in capsule's own process), counted as the sandbox's own; NULL
    * when there is none */
@@ -38,13 +39,16 @@ struct sandbox_limits {
  * cannot be enforced. */
 int limits_prepare(struct sandbox_limits *lim, const struct cap_spec *spec, bool count_cpu,
                    struct cap_error *err);
-/* Moves pid (before it runs anything) into the cgroup(s) that it does not
- * join itself (limits_join). Closes the caller's copies of what
- * limits_join uses: call it after the sandbox is cloned. */
+/* Moves pid (pid 1, before it runs anything) into the cgroup(s) that the
+ * command does not join itself (limits_join; sets holds_init). Closes the
+ * caller's copies of what limits_join uses: call it after the sandbox is
+ * cloned. */
 int limits_attach(struct sandbox_limits *lim, pid_t pid, struct cap_error *err);
-/* In the sandbox's first process, before it runs anything, while it is the
+/* In the command, before it runs anything of the tool, while it is the
  * only thread of its process: moves itself into the v1 groups through the
- * `tasks` files limits_prepare opened. -errno on failure. */
+ * `tasks` files limits_prepare opened. Pid 1 stays out of them, so they
+ * are empty once it has reaped the tool's processes, before its own exit
+ * (the namespaces' teardown) ends. -errno on failure. */
 int limits_join(struct sandbox_limits *lim);
 /* In the command, before exec: the rlimit fallbacks for what no cgroup holds. */
 void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spec *spec);

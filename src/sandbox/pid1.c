@@ -205,9 +205,30 @@ int sandbox_connect(int connector, uint16_t port, int timeout_ms, struct cap_err
   return fd;
 }
 
-/* Reaps what has exited; leaves with the command's status when it is
+/* The command has ended with `code`: the rest of the sandbox goes with it
+ * (as the kernel would take it at pid 1's exit), every process reaped, so
+ * none is left in the sandbox's cgroups; then the code goes to the
+ * supervisor, which need not wait for pid 1's own exit (the teardown of
+ * its namespaces, an RCU grace period or two), and pid 1 leaves. */
+static void __attribute__((noreturn)) finish(int code, int status_fd)
+{
+  /* every process of this namespace descends from pid 1 (orphans are
+   * its children): with no child left there is nothing to kill, and the
+   * kill, which walks every process of the host, is spared */
+  if (!(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD)) {
+    kill(-1, SIGKILL); /* every other process of this pid namespace */
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+      ;
+  }
+  unsigned char c = (unsigned char)code;
+  if (status_fd >= 0) /* when it fails, the supervisor waits for the exit instead */
+    (void)!write(status_fd, &c, 1);
+  _exit(code);
+}
+
+/* Reaps what has exited; finishes with the command's status when it is
  * among them. */
-static void reap_children(pid_t command)
+static void reap_children(pid_t command, int status_fd)
 {
   int status;
   pid_t w;
@@ -215,8 +236,8 @@ static void reap_children(pid_t command)
     if (w != command)
       continue;
     if (WIFSIGNALED(status))
-      _exit(128 + WTERMSIG(status));
-    _exit(WEXITSTATUS(status));
+      finish(128 + WTERMSIG(status), status_fd);
+    finish(WEXITSTATUS(status), status_fd);
   }
 }
 
@@ -240,7 +261,8 @@ static void test_delay_init(void)
  * a SIGCHLD the command sends before the signalfd exists stays pending).
  * The supervisor's pipe is the backstop for PR_SET_PDEATHSIG: when it
  * hangs up capsule is gone, and so is everything here. */
-void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector, int life_fd)
+void __attribute__((noreturn))
+sandbox_run_init(pid_t command, int connector, int life_fd, int status_fd)
 {
   /* this process is a copy of capsule, with the caller's environment and
    * arguments in its memory: not dumpable, so the tool cannot read
@@ -252,7 +274,7 @@ void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector, in
   sigprocmask(SIG_BLOCK, &all, NULL);
   int sfd = signalfd(-1, &all, SFD_CLOEXEC);
   /* a command that already ended has no SIGCHLD left to wake the poll */
-  reap_children(command);
+  reap_children(command, status_fd);
   uint64_t kill_at = 0;
   for (;;) {
     struct pollfd p[3] = {{.fd = sfd, .events = POLLIN},
@@ -278,7 +300,7 @@ void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector, in
       struct signalfd_siginfo si;
       if (read(sfd, &si, sizeof si) == sizeof si && si.ssi_signo != SIGCHLD)
         kill(command, (int)si.ssi_signo); /* forward what the supervisor sends */
-      reap_children(command);
+      reap_children(command, status_fd);
     }
     if (connector >= 0 && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
       uint16_t port;

@@ -105,6 +105,12 @@ struct sandbox_options {
   void (*expand_record)(void *ctx, const struct sandbox_expansion *req,
                         enum sandbox_expand_verdict verdict);
   void *expand_ctx;
+  /* The caller exits as soon as sandbox_run returns (`capsule run`): pid
+   * 1, which has by then reaped every process of the tool and reported
+   * the command's status, is not waited for while its namespaces are torn
+   * down (an RCU grace period or two); the caller's exit hands it to init.
+   * Otherwise sandbox_run reaps it before returning. */
+  bool caller_exits;
 };
 
 /* How the command ended. */

@@ -170,11 +170,25 @@ static void settle_status(int status, struct sandbox_limits *lim, struct sandbox
     res->killed_by = limits_verdict(lim, res->term_signal);
 }
 
-/* Waits for pid, forwarding SIGINT/SIGTERM/SIGHUP, enforcing the limits
- * and copying the tool's relayed output; then copies what is left. */
-static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct sandbox_limits *lim,
-                     struct relay *relays, size_t n_relays, struct supervise *sup,
-                     struct sandbox_result *res, struct cap_error *err)
+/* pid 1's status pipe: 1 when it gave the command's status (*status set),
+ * 0 when there is nothing yet, -1 when it closed without one. */
+static int read_init_status(int fd, int *status)
+{
+  unsigned char code;
+  ssize_t n = read(fd, &code, 1);
+  if (n == 1)
+    *status = code << 8; /* as waitpid tells an exit with that code */
+  return n == 1 ? 1 : n < 0 && (errno == EINTR || errno == EAGAIN) ? 0 : -1;
+}
+
+/* Waits for pid 1's report of the command's status (status_fd; *reported
+ * set: pid 1 is exiting, not reaped) or, without one, for pid 1 itself,
+ * forwarding SIGINT/SIGTERM/SIGHUP, enforcing the limits and copying the
+ * tool's relayed output; then copies what is left. */
+static int supervise(pid_t pid, int pidfd, int status_fd, bool *reported,
+                     const struct cap_spec *spec, struct sandbox_limits *lim, struct relay *relays,
+                     size_t n_relays, struct supervise *sup, struct sandbox_result *res,
+                     struct cap_error *err)
 {
   sigset_t fwd;
   sigemptyset(&fwd);
@@ -196,27 +210,35 @@ static int supervise(pid_t pid, int pidfd, const struct cap_spec *spec, struct s
       break;
     }
     check_limits(pid, spec, lim, &w, res);
-    struct pollfd fds[3 + SANDBOX_MAX_RELAYS] = {
+    struct pollfd fds[4 + SANDBOX_MAX_RELAYS] = {
         {.fd = pidfd, .events = POLLIN},
         {.fd = sfd, .events = POLLIN},
-        {.fd = supervise_fd(sup), .events = POLLIN}}; /* -1 (ignored) without a supervisor */
+        {.fd = status_fd, .events = POLLIN},
+        {.fd = supervise_fd(sup), .events = POLLIN}}; /* -1 (ignored) once its pool runs */
     for (size_t i = 0; i < n_relays; i++)
-      fds[3 + i] = (struct pollfd){.fd = relays[i].from, .events = POLLIN};
+      fds[4 + i] = (struct pollfd){.fd = relays[i].from, .events = POLLIN};
     uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
     int timeout = w.next_tick > t ? (int)(w.next_tick - t) : 0;
-    if (poll(fds, 3 + n_relays, timeout) <= 0)
+    if (poll(fds, 4 + n_relays, timeout) <= 0)
       continue;
-    if (fds[2].revents) /* the command's connect() or open(): supervise.c */
-      supervise_serve(sup, fds[2].revents);
+    if (fds[3].revents) /* the command's first connect() or open(): supervise.c */
+      supervise_serve(sup, fds[3].revents);
+    int told = fds[2].revents ? read_init_status(status_fd, &status) : 0;
+    if (told > 0) {
+      *reported = true;
+      break;
+    }
+    if (told < 0) /* killed before it could tell: its exit says it */
+      status_fd = -1;
     struct signalfd_siginfo si;
     while ((fds[1].revents & POLLIN) && read(sfd, &si, sizeof si) == sizeof si)
       kill(pid, (int)si.ssi_signo);
     for (size_t i = 0; i < n_relays; i++)
-      if (fds[3 + i].revents)
+      if (fds[4 + i].revents)
         relay_pump(&relays[i]);
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
-  /* pid 1 is gone, and with it every writer in its namespace */
+  /* pid 1 reaped every process of the tool, the writers of the relays */
   for (size_t i = 0; i < n_relays; i++)
     relay_finish(&relays[i], 1000);
   if (r == 0)
@@ -229,6 +251,7 @@ struct launch {
   struct sandbox_limits lim; /* first: sandbox_running points at it */
   struct rundir run;         /* the tmpfs root's mount point and its lock */
   int sync[2], report[2];    /* parent -> child "go"; child -> parent setup failure */
+  int status[2];             /* pid 1 -> parent: the command's exit code, the sandbox emptied */
   int pass[2];               /* the proxy's listening socket travels here */
   int life[2];               /* only the supervisor holds [1]: its end is capsule's */
   int ready[2]; /* unprivileged, not dumpable: the child says it is dumpable (and scrubbed) */
@@ -243,6 +266,8 @@ struct launch {
   struct supervise *sup;           /* below Landlock ABI 9: the connect() supervisor */
   bool as_root; /* the tool has host ids of its own; writable grants are idmapped */
   pid_t pid;
+  bool init_reported; /* pid 1 sent the status: it is exiting, not yet reaped */
+  bool leave_init;    /* sandbox_options.caller_exits: then it is never waited for */
   /* the proxy whose CPU is the sandbox's (proxy_cpu_of), under charge_lock;
    * NULL once it stops, its last count then in charged_ms */
   struct proxy *charged;
@@ -276,12 +301,19 @@ static void fd_close(int *fd)
  * cgroups and the run directory. Returns r for tail calls. */
 static int launch_release(struct launch *l, int r)
 {
-  if (l->pid > 0 && r < 0) {
+  if (l->pid > 0 && r < 0 && !l->init_reported) {
     kill(l->pid, SIGKILL);
     waitpid(l->pid, NULL, 0);
+    l->pid = 0;
   }
-  int *fds[] = {&l->sync[0], &l->sync[1], &l->report[0], &l->report[1], &l->pass[0],
-                &l->pass[1], &l->life[0], &l->life[1],   &l->ready[0],  &l->ready[1]};
+  /* a pid 1 moved into a cgroup by pid leaves it only at its exit */
+  if (l->init_reported && l->lim.holds_init) {
+    waitpid(l->pid, NULL, 0);
+    l->init_reported = false;
+  }
+  int *fds[] = {&l->sync[0],  &l->sync[1],  &l->report[0], &l->report[1],
+                &l->pass[0],  &l->pass[1],  &l->life[0],   &l->life[1],
+                &l->ready[0], &l->ready[1], &l->status[0], &l->status[1]};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
     fd_close(fds[i]);
   for (size_t i = 0; i < l->n_listen; i++)
@@ -303,6 +335,12 @@ static int launch_release(struct launch *l, int r)
   l->sup = NULL;
   limits_release(&l->lim);
   rundir_remove(&l->run); /* last: its lock is what keeps a later start off the cgroups */
+  /* pid 1 reported and reaped everything of the tool: its own exit (its
+   * namespaces' teardown) overlapped the above; a caller that exits now
+   * leaves it to init */
+  if (l->init_reported && !l->leave_init)
+    waitpid(l->pid, NULL, 0);
+  l->init_reported = false;
   return r;
 }
 
@@ -348,17 +386,19 @@ static void arm_parent_death(int life_fd)
     _exit(127); /* the supervisor's end is closed (or unreadable): capsule is gone */
 }
 
-/* pid 1 keeps nothing of capsule's open but the supervisor's pipe (fd 3)
- * and the connector (fd 4): a pipe end it held would keep the command's
- * stdin from ever reaching its end. */
-static int keep_init_fds(int life_fd, const struct sandbox_options *opt)
+/* pid 1 keeps nothing of capsule's open but the supervisor's pipe (fd 3),
+ * the status pipe (fd 4) and the connector (fd 5): a pipe end it held
+ * would keep the command's stdin from ever reaching its end. */
+static int keep_init_fds(int life_fd, int status_fd, const struct sandbox_options *opt)
 {
   int life = fcntl(life_fd, F_DUPFD_CLOEXEC, 10);
+  int status = fcntl(status_fd, F_DUPFD_CLOEXEC, 10);
   int conn = opt->has_connector ? fcntl(opt->connector_fd, F_DUPFD_CLOEXEC, 10) : -1;
-  if (life < 0 || dup3(life, 3, O_CLOEXEC) != 3 || (conn >= 0 && dup3(conn, 4, O_CLOEXEC) != 4))
+  if (life < 0 || status < 0 || dup3(life, 3, O_CLOEXEC) != 3 || dup3(status, 4, O_CLOEXEC) != 4 ||
+      (conn >= 0 && dup3(conn, 5, O_CLOEXEC) != 5))
     _exit(127);
-  syscall(__NR_close_range, conn >= 0 ? 5 : 4, ~0U, 0);
-  return conn >= 0 ? 4 : -1;
+  syscall(__NR_close_range, conn >= 0 ? 6 : 5, ~0U, 0);
+  return conn >= 0 ? 5 : -1;
 }
 
 /* The clone's side: wait for the parent's go, take the sandbox's ids, arm
@@ -371,6 +411,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   close(l->sync[1]);
   close(l->report[0]);
   close(l->life[1]);
+  close(l->status[0]);
   sandbox_report_fd = l->report[1];
   if (l->ready[1] >= 0) { /* see sandbox_run: scrubbed first, then dumpable for the maps */
     close(l->ready[0]);
@@ -385,8 +426,6 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   if (read(l->sync[0], &go, 1) != 1)
     _exit(127); /* the parent gave up */
   close(l->sync[0]);
-  int joined = limits_join(&l->lim); /* before anything runs: see limits.c */
-  CHILD_TRY(joined, "cannot move into the sandbox's cgroup: %s", strerror(-joined));
   /* a copy of capsule's memory: not dumpable from the start (the command
    * regains it at exec), so no window before pid 1's own prctl */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -418,8 +457,8 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
   if (command == 0)
     sandbox_exec_command(spec, opt, l->plan, &l->lim, l->proxy, uid, gid, l->as_root);
   close(sandbox_report_fd);
-  int connector = keep_init_fds(l->life[0], opt);
-  sandbox_run_init(command, connector, 3);
+  int connector = keep_init_fds(l->life[0], l->status[1], opt);
+  sandbox_run_init(command, connector, 3, 4);
 }
 
 /* The parent's side of the start: id maps, cgroups, the go, the child's
@@ -437,6 +476,7 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   fd_close(&l->report[1]);
   fd_close(&l->pass[1]);
   fd_close(&l->life[0]);
+  fd_close(&l->status[1]);
   for (size_t i = 0; i < 3; i++) /* the child has them: a pipe ends when the tool's copies do */
     fd_close(&l->own_stdio[i]);
   int r = write_id_maps(l->pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
@@ -617,7 +657,7 @@ static int prepare_layers(struct launch *l, const struct cap_spec *spec,
 static int make_channels(struct launch *l, bool proxied, struct cap_error *err)
 {
   if (pipe2(l->sync, O_CLOEXEC) < 0 || pipe2(l->report, O_CLOEXEC) < 0 ||
-      pipe2(l->life, O_CLOEXEC) < 0 ||
+      pipe2(l->life, O_CLOEXEC) < 0 || pipe2(l->status, O_CLOEXEC) < 0 ||
       (proxied && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, l->pass) < 0) ||
       (!l->as_root && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 && pipe2(l->ready, O_CLOEXEC) < 0))
     return cap_error_errno(err, errno, "cannot create the setup channels");
@@ -642,6 +682,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   struct launch l = {.run = {.lock_fd = -1},
                      .sync = {-1, -1},
                      .report = {-1, -1},
+                     .status = {-1, -1},
+                     .leave_init = opt->caller_exits,
                      .pass = {-1, -1},
                      .life = {-1, -1},
                      .ready = {-1, -1},
@@ -691,7 +733,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return launch_release(&l, r);
   if (opt->on_started)
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
-  r = supervise(l.pid, pidfd, spec, &l.lim, l.relays, l.n_relays, l.sup, res, err);
+  r = supervise(l.pid, pidfd, l.status[0], &l.init_reported, spec, &l.lim, l.relays, l.n_relays,
+                l.sup, res, err);
   return launch_release(&l, r);
 }
 

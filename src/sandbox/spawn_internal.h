@@ -70,11 +70,13 @@ void sandbox_make_proxy_listeners(const struct cap_spec *spec, int pass_fd);
 int sandbox_receive_fds(int sock, int *fds, size_t max);
 /* pid1.c: how many listeners sandbox_make_proxy_listeners makes for spec. */
 size_t sandbox_listener_count(const struct cap_spec *spec);
-/* pid1.c: reap everything; leave with the command's status; serve the
- * connector (fd >= 0) until its end, which stops the command; when
+/* pid1.c: reap everything; when the command ends, kill and reap the rest,
+ * write its status (one byte) to status_fd (>= 0) and leave with it; serve
+ * the connector (fd >= 0) until its end, which stops the command; when
  * life_fd (the read end of a pipe only the supervisor writes) hangs up,
  * capsule is gone: kill everything and leave. */
-void __attribute__((noreturn)) sandbox_run_init(pid_t command, int connector, int life_fd);
+void __attribute__((noreturn))
+sandbox_run_init(pid_t command, int connector, int life_fd, int status_fd);
 
 /* exec.c: take the sandbox's ids right away, keeping the capabilities the
  * new user namespace gave. */
@@ -82,7 +84,7 @@ void sandbox_become_ids(uid_t uid, gid_t gid);
 /* exec.c: the command: drop everything, then exec. */
 void __attribute__((noreturn))
 sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *opt,
-                     const struct sandbox_mount_plan *plan, const struct sandbox_limits *lim,
+                     const struct sandbox_mount_plan *plan, struct sandbox_limits *lim,
                      const struct proxy *px, uid_t uid, gid_t gid, bool refuse_setid);
 
 /* --- layers, used inside the new namespaces --- */

@@ -1,4 +1,6 @@
-/* The unix-socket supervisor (see supervise.h). Why it performs the connect
+/* The supervisor's notification loop and pool, and the unix-socket
+ * supervisor (see supervise.h; the opens of exec_strategy "supervised" are
+ * supervise_open.c's, served by the same pool). Why it performs the connect
  * itself instead of checking and answering SECCOMP_USER_NOTIF_FLAG_CONTINUE:
  * with CONTINUE the kernel runs the tool's connect afterwards, reading the
  * fd and the address again, and another thread of the tool can by then
@@ -19,8 +21,18 @@
  *     scoping would keep it there; this connect is not the tool's own).
  *   TCP: the ports Landlock allows (landlock_connect_ports) where Landlock
  *     handles TCP; a connect from here is not Landlock-checked.
- * The connect can block (a full backlog, a slow peer), so each one runs in
- * a thread of its own and the supervise loop never waits on the tool. */
+ * The connect can block (a full backlog, a slow peer), so the connects run
+ * in a pool of threads of their own, never in the supervise loop: the idle
+ * threads wait for notifications together (the listener in an epoll set of
+ * each, EPOLLEXCLUSIVE: one is woken per notification), the one woken
+ * takes it and performs the connect itself, and a new thread is made only
+ * when no other is left waiting: a connect costs no thread creation and
+ * no hand-off. The pool's threads keep capsule's ids: an inet connect needs
+ * none (nothing checks the caller's on a TCP connect: the socket, its
+ * owner and its namespace are the tool's); a unix connect as root, which
+ * must be made with the tool's ids, and no thread can take root's back
+ * after that, is finished in a thread of its own that a pool thread makes
+ * (a thread inherits its maker's ids). */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -33,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -58,7 +71,11 @@
 #ifndef __NR_openat2
 #define __NR_openat2 437
 #endif
-#define PIDFD_THREAD_ O_EXCL /* 6.9: a pidfd for a thread, not only a leader */
+#define PIDFD_THREAD_ O_EXCL          /* 6.9: a pidfd for a thread, not only a leader */
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS /* 6.6 */
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
 
 int supervise_pass_fd = -1;
 unsigned supervise_traps;
@@ -68,16 +85,21 @@ void supervise_unref(struct supervise *sup)
   if (atomic_fetch_sub(&sup->refs, 1) != 1)
     return;
   supervise_open_free(sup);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 2; i++) {
     if (sup->channel[i] >= 0)
       close(sup->channel[i]);
+    if (sup->stop[i] >= 0)
+      close(sup->stop[i]);
+  }
   if (sup->listener >= 0)
     close(sup->listener);
+  pthread_mutex_destroy(&sup->lock);
+  pthread_mutex_destroy(&sup->recv_lock);
   free(sup);
 }
 
 /* What the connect supervisor needs (below Landlock ABI 9). */
-static void prepare_connect(struct supervise *sup, const struct cap_spec *spec, int abi)
+static void setup_connects(struct supervise *sup, const struct cap_spec *spec, int abi)
 {
   sup->traps |= SUPERVISE_TRAP_CONNECT;
   sup->own_netns = spec->network.mode != CAP_NET_UNRESTRICTED;
@@ -110,17 +132,21 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec,
                          abi, SUPERVISE_LANDLOCK_UNIX_ABI);
   struct supervise *sup = cap_xcalloc(1, sizeof *sup);
   atomic_init(&sup->refs, 1);
-  atomic_init(&sup->in_flight, 0);
   sup->listener = -1;
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0) {
-    free(sup);
-    return cap_error_errno(err, errno, "cannot create the supervisor's channel");
+  sup->stop[0] = sup->stop[1] = -1;
+  pthread_mutex_init(&sup->lock, NULL);
+  pthread_mutex_init(&sup->recv_lock, NULL);
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0 ||
+      pipe2(sup->stop, O_CLOEXEC) < 0) {
+    int e = errno;
+    supervise_unref(sup);
+    return cap_error_errno(err, e, "cannot create the supervisor's channel");
   }
   sup->drop_creds = geteuid() == 0;
   sup->tool_uid = tool_uid;
   sup->tool_gid = tool_gid;
   if (abi < SUPERVISE_LANDLOCK_UNIX_ABI)
-    prepare_connect(sup, spec, abi);
+    setup_connects(sup, spec, abi);
   if (spec->process.expand_opens) {
     sup->traps |= SUPERVISE_TRAP_OPEN;
     sup->landlock = abi > 0;
@@ -160,6 +186,8 @@ int supervise_send_listener(int listener, struct cap_error *err)
   return 0;
 }
 
+static bool spawn_locked(struct supervise *sup);
+
 int supervise_start(struct supervise *sup, struct cap_error *err)
 {
   if (!sup)
@@ -176,16 +204,50 @@ int supervise_start(struct supervise *sup, struct cap_error *err)
       cm->cmsg_len != CMSG_LEN(sizeof(int)))
     return cap_error_set(err, EPROTO, "the sandbox did not hand over its unix-socket supervisor");
   memcpy(&sup->listener, CMSG_DATA(cm), sizeof(int));
+  /* 6.6: the tool and the thread serving it hand the CPU to each other
+   * (the wake-ups on the current CPU), instead of waking an idle one: a
+   * connect's round trip costs a switch, not two cross-CPU wake-ups.
+   * Older kernels: EINVAL, the usual wake-ups. */
+  ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
   return 0;
 }
 
-int supervise_fd(const struct supervise *sup) { return sup && !sup->ended ? sup->listener : -1; }
+int supervise_fd(const struct supervise *sup)
+{
+  return sup && !sup->pool_started ? sup->listener : -1;
+}
 
-/* ---- one connect, in a worker thread ---- */
+void supervise_serve(struct supervise *sup, short revents)
+{
+  if (!sup || sup->pool_started)
+    return;
+  if (!(revents & POLLIN)) { /* POLLHUP: the tool is gone without a connect */
+    sup->pool_started = true;
+    return;
+  }
+  pthread_mutex_lock(&sup->lock);
+  sup->pool_started = spawn_locked(sup);
+  pthread_mutex_unlock(&sup->lock);
+  if (sup->pool_started)
+    return;
+  /* no thread to be had: this one refuses the connect, and polls again */
+  struct seccomp_notif req = {0};
+  if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0)
+    supervise_answer(sup, req.id, -EAGAIN);
+}
+
+/* ---- one connect, in a thread of the pool ---- */
+
+struct view;
 
 struct job {
   struct supervise *sup;
   struct seccomp_notif req;
+  /* what prepare_connect took, with capsule's rights */
+  int sock, domain;
+  struct sockaddr_storage addr;
+  socklen_t len;
+  struct view *view;
 };
 
 bool supervise_still_waiting(const struct supervise *sup, uint64_t id)
@@ -363,37 +425,73 @@ static int decide_and_connect(const struct job *j, const struct view *v, int soc
   return connect(sock, (const struct sockaddr *)addr, len) < 0 ? -errno : 0;
 }
 
-/* The connect the tool asked for: its socket and address taken once, the
- * decision and the connect made on those, as the tool's uid. Returns 0 or
- * -errno. */
-static int perform_connect(const struct job *j)
+/* The connect the tool asked for, its first half, with capsule's rights:
+ * its socket and address taken once (and, for a unix socket, the tool's
+ * view of its files). 0, or -errno to answer; j->sock is then closed. */
+static int prepare_connect(struct job *j)
 {
   int fd = (int)(uint32_t)j->req.data.args[0]; /* the kernel reads ints */
   int len = (int)(uint32_t)j->req.data.args[2];
-  struct sockaddr_storage addr = {0};
-  if (len < 0 || (size_t)len > sizeof addr)
+  if (len < 0 || (size_t)len > sizeof j->addr)
     return -EINVAL;
-  _cleanup_close_ int sock = take_socket(j, fd);
-  if (sock < 0)
-    return sock;
-  int domain = 0;
-  socklen_t ol = sizeof domain;
-  if (getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &ol) < 0)
-    return -errno; /* ENOTSOCK, as the tool's connect would say */
-  struct iovec local = {.iov_base = &addr, .iov_len = (size_t)len};
+  j->len = (socklen_t)len;
+  j->sock = take_socket(j, fd);
+  if (j->sock < 0)
+    return j->sock;
+  socklen_t ol = sizeof j->domain;
+  int r = getsockopt(j->sock, SOL_SOCKET, SO_DOMAIN, &j->domain, &ol) < 0 ? -errno : 0;
+  struct iovec local = {.iov_base = &j->addr, .iov_len = (size_t)len};
   struct iovec remote = {.iov_base = (void *)(uintptr_t)j->req.data.args[1],
                          .iov_len = (size_t)len};
-  if (len && process_vm_readv((pid_t)j->req.pid, &local, 1, &remote, 1, 0) != len)
-    return -EFAULT;
-  struct view v = {.root = -1, .cwd = -1};
-  int r = domain == AF_UNIX ? view_open(j, &v) : 0;
+  if (r == 0 && len && process_vm_readv((pid_t)j->req.pid, &local, 1, &remote, 1, 0) != len)
+    r = -EFAULT;
+  if (r == 0 && j->domain == AF_UNIX) {
+    j->view = cap_xcalloc(1, sizeof *j->view);
+    *j->view = (struct view){.root = -1, .cwd = -1};
+    r = view_open(j, j->view);
+  }
   if (r == 0 && !still_waiting(j)) /* the memory read was the asking task's */
     r = -ESRCH;
+  if (r < 0) { /* ENOTSOCK from SO_DOMAIN, as the tool's connect would say */
+    close(j->sock);
+    j->sock = -1;
+  }
+  return r;
+}
+
+/* What prepare_connect took, released without a connect. */
+static void finish_connect_abandon(struct job *j)
+{
+  if (j->view)
+    view_close(j->view);
+  free(j->view);
+  j->view = NULL;
+  close(j->sock);
+  j->sock = -1;
+}
+
+/* A unix path resolves with the tool's permissions and a unix peer sees
+ * the tool's uid; nothing reads the caller's ids on an inet connect. */
+static bool needs_tool_ids(const struct job *j)
+{
+  return j->sup->drop_creds && j->domain != AF_INET && j->domain != AF_INET6;
+}
+
+/* Its second half: the decision and the connect on what was taken (as the
+ * tool's ids when needs_tool_ids: then this thread keeps them). Closes
+ * what prepare_connect took. */
+static int finish_connect(struct job *j)
+{
+  struct view none = {.root = -1, .cwd = -1};
+  struct view *v = j->view ? j->view : &none;
+  int r = needs_tool_ids(j) ? become_tool(j->sup) : 0;
   if (r == 0)
-    r = become_tool(j->sup);
-  if (r == 0)
-    r = decide_and_connect(j, &v, sock, domain, &addr, (socklen_t)len);
-  view_close(&v);
+    r = decide_and_connect(j, v, j->sock, j->domain, &j->addr, j->len);
+  view_close(v);
+  free(j->view);
+  j->view = NULL;
+  close(j->sock);
+  j->sock = -1;
   return r;
 }
 
@@ -405,72 +503,214 @@ void supervise_answer(const struct supervise *sup, uint64_t id, int result)
   ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
 
-void supervise_worker_done(struct supervise *sup)
+/* One thread's wait: 1 with a notification in req, 0 with none (another
+ * thread took it, or the task left or was interrupted), -1 when serving
+ * ends (every filtered task is gone, or supervise_free). RECV waits while
+ * no notification is pending, and nothing would end that wait: it is made
+ * only under recv_lock, right after poll said one is pending. */
+static int receive(struct supervise *sup, int ep, struct seccomp_notif *req)
 {
-  atomic_fetch_sub(&sup->in_flight, 1);
-  supervise_unref(sup);
+  struct epoll_event ev[2];
+  int n = epoll_wait(ep, ev, 2, -1);
+  if (n < 0)
+    return errno == EINTR ? 0 : -1;
+  bool ready = false;
+  for (int i = 0; i < n; i++) {
+    if (ev[i].data.u32 == 1 || !(ev[i].events & EPOLLIN))
+      return -1; /* stopped, or POLLHUP: every filtered task is gone */
+    ready = true;
+  }
+  if (!ready)
+    return 0;
+  pthread_mutex_lock(&sup->recv_lock);
+  struct pollfd p = {.fd = sup->listener, .events = POLLIN};
+  int got = 0;
+  if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
+    memset(req, 0, sizeof *req); /* the kernel wants it zeroed */
+    if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, req) == 0)
+      got = 1;
+    else if (errno != EINTR && errno != ENOENT)
+      got = -1;
+  }
+  pthread_mutex_unlock(&sup->recv_lock);
+  return got;
+}
+
+/* This thread's epoll set: the listener (one waiter woken per
+ * notification) and the stop pipe (all of them); -1 on failure. */
+static int pool_epoll(const struct supervise *sup)
+{
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event l = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u32 = 0};
+  struct epoll_event s = {.events = EPOLLIN, .data.u32 = 1};
+  if (ep >= 0 && (epoll_ctl(ep, EPOLL_CTL_ADD, sup->listener, &l) < 0 ||
+                  epoll_ctl(ep, EPOLL_CTL_ADD, sup->stop[0], &s) < 0)) {
+    close(ep);
+    return -1;
+  }
+  return ep;
+}
+
+/* A connect that needs the tool's ids (as root) ends in a thread of its
+ * own, made by a pool thread (which keeps root's: a thread inherits its
+ * maker's ids), since no thread can take root's back. */
+static void *tool_ids_main(void *p)
+{
+  struct job *j = p;
+  struct supervise *sup = j->sup;
+  supervise_answer(sup, j->req.id, finish_connect(j));
+  free(j);
+  supervise_worker_done(sup);
+  return NULL;
+}
+
+/* j, prepared, finished in a thread of its own; false when none could be
+ * made (then it is answered EAGAIN). */
+static bool finish_in_thread(struct job *j)
+{
+  struct job *copy = cap_xcalloc(1, sizeof *copy);
+  *copy = *j;
+  pthread_attr_t attr;
+  pthread_t t;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
+  atomic_fetch_add(&j->sup->refs, 1);
+  bool ok = pthread_create(&t, &attr, tool_ids_main, copy) == 0;
+  pthread_attr_destroy(&attr);
+  if (!ok) {
+    atomic_fetch_sub(&j->sup->refs, 1);
+    free(copy);
+  }
+  return ok;
 }
 
 bool supervise_spawn(struct supervise *sup, void *(*fn)(void *), void *arg)
 {
+  pthread_mutex_lock(&sup->lock);
+  bool ok = sup->busy < SUPERVISE_MAX_IN_FLIGHT && !sup->stopping;
+  if (ok) {
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
+    atomic_fetch_add(&sup->refs, 1);
+    ok = pthread_create(&t, &attr, fn, arg) == 0;
+    pthread_attr_destroy(&attr);
+    if (ok)
+      sup->busy++;
+    else
+      atomic_fetch_sub(&sup->refs, 1);
+  }
+  pthread_mutex_unlock(&sup->lock);
+  return ok;
+}
+
+void supervise_worker_done(struct supervise *sup)
+{
+  pthread_mutex_lock(&sup->lock);
+  sup->busy--;
+  pthread_mutex_unlock(&sup->lock);
+  supervise_unref(sup);
+}
+
+/* One notification taken (locked): performed (a connect here, an open by
+ * supervise_open.c), or answered EAGAIN past SUPERVISE_MAX_IN_FLIGHT at
+ * once. */
+static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
+{
+  if (sup->busy >= SUPERVISE_MAX_IN_FLIGHT) {
+    pthread_mutex_unlock(&sup->lock);
+    supervise_answer(sup, req->id, -EAGAIN);
+    pthread_mutex_lock(&sup->lock);
+    return;
+  }
+  sup->busy++;
+  if (sup->waiting == 0) /* someone must wait for the next one */
+    spawn_locked(sup);
+  pthread_mutex_unlock(&sup->lock);
+  if (supervise_is_open(req->data.nr)) {
+    supervise_open_handle(sup, req);
+    pthread_mutex_lock(&sup->lock);
+    sup->busy--;
+    return;
+  }
+  struct job j = {.sup = sup, .req = *req, .sock = -1};
+  int r = prepare_connect(&j);
+  if (r == 0 && needs_tool_ids(&j)) {
+    if (finish_in_thread(&j)) {
+      pthread_mutex_lock(&sup->lock); /* busy until that thread is done */
+      return;
+    }
+    finish_connect_abandon(&j);
+    r = -EAGAIN;
+  } else if (r == 0) {
+    r = finish_connect(&j);
+  }
+  supervise_answer(sup, j.req.id, r);
+  pthread_mutex_lock(&sup->lock);
+  sup->busy--;
+}
+
+static void *pool_main(void *p)
+{
+  struct supervise *sup = p;
+  int ep = pool_epoll(sup);
+  pthread_mutex_lock(&sup->lock);
+  while (ep >= 0 && !sup->stopping) {
+    sup->waiting++;
+    pthread_mutex_unlock(&sup->lock);
+    struct seccomp_notif req;
+    int got = receive(sup, ep, &req);
+    pthread_mutex_lock(&sup->lock);
+    sup->waiting--;
+    if (got < 0) {
+      sup->stopping = true; /* nothing more to serve: every thread leaves */
+      break;
+    }
+    if (got > 0)
+      serve_locked(sup, &req);
+  }
+  sup->threads--;
+  pthread_mutex_unlock(&sup->lock);
+  if (ep >= 0)
+    close(ep);
+  supervise_unref(sup);
+  return NULL;
+}
+
+/* A new thread for the pool (locked); false when none can be made: then
+ * the connects wait for a busy one. */
+static bool spawn_locked(struct supervise *sup)
+{
+  if (sup->threads > SUPERVISE_MAX_IN_FLIGHT || sup->stopping)
+    return false;
   pthread_attr_t attr;
   pthread_t t;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
   atomic_fetch_add(&sup->refs, 1);
-  bool ok = atomic_fetch_add(&sup->in_flight, 1) < SUPERVISE_MAX_IN_FLIGHT &&
-            pthread_create(&t, &attr, fn, arg) == 0;
-  if (!ok) {
-    atomic_fetch_sub(&sup->in_flight, 1);
-    atomic_fetch_sub(&sup->refs, 1);
-  }
+  bool ok = pthread_create(&t, &attr, pool_main, sup) == 0;
   pthread_attr_destroy(&attr);
-  return ok;
-}
-
-static void *worker(void *p)
-{
-  struct job *j = p;
-  struct supervise *sup = j->sup;
-  supervise_answer(sup, j->req.id, perform_connect(j));
-  free(j);
-  supervise_worker_done(sup);
-  return NULL;
-}
-
-void supervise_serve(struct supervise *sup, short revents)
-{
-  if (!sup || sup->listener < 0 || sup->ended)
-    return;
-  if (!(revents & POLLIN)) {
-    /* POLLHUP: every filtered task is gone (a RECV would wait forever) */
-    sup->ended |= (revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
-    return;
+  if (!ok) {
+    atomic_fetch_sub(&sup->refs, 1);
+    return false;
   }
-  struct job *j = cap_xcalloc(1, sizeof *j);
-  if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &j->req) < 0) {
-    /* ENOENT: the task left before we took it; anything else (the
-     * listener hangs up once every filtered task is gone) ends serving,
-     * while workers may still answer through the listener */
-    sup->ended |= errno != EINTR && errno != ENOENT;
-    free(j);
-    return;
-  }
-  if (supervise_is_open(j->req.data.nr)) { /* supervise_open.c */
-    supervise_open_handle(sup, &j->req);
-    free(j);
-    return;
-  }
-  j->sup = sup;
-  if (!supervise_spawn(sup, worker, j)) {
-    supervise_answer(sup, j->req.id, -EAGAIN);
-    free(j);
-  }
+  sup->threads++;
+  return true;
 }
 
 void supervise_free(struct supervise *sup)
 {
-  if (sup)
-    supervise_unref(sup);
+  if (!sup)
+    return;
+  pthread_mutex_lock(&sup->lock);
+  sup->stopping = true;
+  pthread_mutex_unlock(&sup->lock);
+  if (write(sup->stop[1], "x", 1) < 0) {
+    /* a new pipe always takes a byte */
+  }
+  supervise_unref(sup); /* connects still in flight finish on their own */
 }

@@ -16,10 +16,13 @@
  * tmpfs are reached. Lifecycle, all in spawn.c's sandbox_run:
  *   supervise_prepare (before clone) -> supervise_in_child (child) ->
  *   supervise_start (parent, once setup succeeded) -> supervise_fd /
- *   supervise_serve (the supervise loop) -> supervise_free.
- * A NULL supervisor (ABI 9 and later: Landlock holds it) makes every call
- * a no-op. Not thread-safe: one thread drives it; the connects it performs
- * run in short-lived threads of their own. */
+ *   supervise_serve (the supervise loop, until the first notification
+ *   starts the pool of threads that serves them from then on) ->
+ *   supervise_free.
+ * A NULL supervisor (ABI 9 and later: Landlock holds it, and no open
+ * supervised) makes every call a no-op. Not thread-safe: one thread drives
+ * it; the connects and opens it serves run in its pool's threads (an open
+ * waiting for the operator in a thread of its own). */
 #ifndef CAPSULE_SANDBOX_SUPERVISE_H
 #define CAPSULE_SANDBOX_SUPERVISE_H
 
@@ -36,9 +39,9 @@ struct supervise;
 /* The Landlock ABI that controls pathname unix sockets itself. */
 #define SUPERVISE_LANDLOCK_UNIX_ABI 9
 
-/* In the command, after seccomp_apply's deny-list: the notification filter
- * and the fd its listener travels on (-1: not supervised), and what the
- * filter traps. */
+/* In the command: the fd the seccomp listener travels on (-1: not
+ * supervised; seccomp_apply then loads no notification rules), and what
+ * the filter's notification rules trap. */
 #define SUPERVISE_TRAP_CONNECT 1u /* connect, and unix datagram sockets refused */
 #define SUPERVISE_TRAP_OPEN 2u    /* open, openat, openat2, creat */
 extern int supervise_pass_fd;
@@ -60,14 +63,17 @@ void supervise_in_child(struct supervise *sup);
 /* In the parent once the command has exec'd: takes the listener it sent. */
 int supervise_start(struct supervise *sup, struct cap_error *err);
 
-/* The listener to poll for POLLIN (-1: none). */
+/* The listener for the supervise loop to poll for POLLIN until the first
+ * notification (-1 from then on, or without a supervisor): a run whose
+ * tool never makes a trapped call makes no thread. */
 int supervise_fd(const struct supervise *sup);
 
-/* With what poll said of supervise_fd: takes one notification and answers
- * it (from a thread of its own). */
+/* With what poll said of supervise_fd: starts the pool, which serves that
+ * notification and every later one. */
 void supervise_serve(struct supervise *sup, short revents);
 
-/* Releases the supervisor; connects still in flight finish on their own. */
+/* Stops the pool and releases the supervisor; connects and opens still in
+ * flight finish on their own. */
 void supervise_free(struct supervise *sup);
 
 /* landlock.c: whether a grant is a pathname unix socket granted itself
@@ -79,10 +85,9 @@ bool sandbox_grant_is_unix_socket(const struct cap_fs_grant *g);
  * how many. */
 size_t landlock_connect_ports(const struct cap_spec *spec, uint16_t *out, size_t max);
 
-/* The command's side, called by seccomp_apply (seccomp.c): loads the
- * notification filter, whose listener supervise_send_listener sends over
- * supervise_pass_fd (and closes that). Return 0 or -errno. */
-int supervise_load_filter(struct cap_error *err);
+/* The command's side, called by seccomp_apply (seccomp.c) once it has
+ * loaded the filter holding the notification rules: sends its listener
+ * over supervise_pass_fd (and closes that). Return 0 or -errno. */
 int supervise_send_listener(int listener, struct cap_error *err);
 
 #endif

@@ -32,13 +32,20 @@ struct expand_memory {
 #define SUPERVISE_READ 1u
 #define SUPERVISE_WRITE 2u
 
-/* Shared by the supervisor and its workers; the last one out frees it. */
+/* Shared by the supervisor, its pool and its workers; the last one out
+ * frees it. */
 struct supervise {
   atomic_int refs;
-  atomic_int in_flight;
   int listener;   /* the notification fd, -1 until supervise_start */
-  bool ended;     /* every filtered task is gone: nothing more to serve */
   int channel[2]; /* [0] the parent's end, [1] the command's */
+  int stop[2];    /* supervise_free writes [1]: the waiting thread leaves */
+  /* the pool, under lock: threads waiting for a notification, threads
+   * serving one (or a worker of supervise_spawn) each; recv_lock: one RECV
+   * at a time */
+  pthread_mutex_t lock, recv_lock;
+  bool stopping;
+  bool pool_started; /* set by the supervise loop at the first notification */
+  int waiting, busy, threads;
   unsigned traps; /* SUPERVISE_TRAP_* */
   bool own_netns; /* abstract names are the sandbox's own */
   bool private_tmp;
@@ -57,11 +64,11 @@ struct supervise {
   bool landlock;    /* Landlock holds an injected fd's reopening (else: no expansion) */
   char **protected; /* real paths never expanded to: deny entries, capsule's state */
   size_t n_protected;
-  pthread_mutex_t ask_lock; /* one question at a time */
-  pthread_mutex_t lock;     /* guards what follows; never held while asking */
+  pthread_mutex_t ask_lock;    /* one question at a time */
+  pthread_mutex_t memory_lock; /* guards what follows; never held while asking */
   struct expand_memory *memory;
   size_t n_memory, cap_memory;
-  double tokens; /* the prompts' token bucket (supervising thread only) */
+  double tokens; /* the prompts' token bucket */
   uint64_t refilled_ms;
 };
 
@@ -71,7 +78,8 @@ void supervise_answer(const struct supervise *sup, uint64_t id, int result);
 /* Whether the task that sent notification id still waits for it. */
 bool supervise_still_waiting(const struct supervise *sup, uint64_t id);
 /* Runs fn(arg) in a detached thread holding a reference to sup and one of
- * its in-flight slots; false (nothing started) past the limit. */
+ * its busy slots; false (nothing started) past the limit. The thread has
+ * its maker's ids: make it from a pool thread (capsule's own). */
 bool supervise_spawn(struct supervise *sup, void *(*fn)(void *), void *arg);
 /* The worker's end of supervise_spawn. */
 void supervise_worker_done(struct supervise *sup);

@@ -100,7 +100,7 @@ int supervise_open_prepare(struct supervise *sup, const struct cap_spec *spec,
   sup->record = opt->expand_record;
   sup->ctx = opt->expand_ctx;
   pthread_mutex_init(&sup->ask_lock, NULL);
-  pthread_mutex_init(&sup->lock, NULL);
+  pthread_mutex_init(&sup->memory_lock, NULL);
   sup->tokens = RATE_BURST;
   sup->refilled_ms = cap_now_ms(CLOCK_MONOTONIC);
   for (size_t i = 0; i < spec->deny.len; i++)
@@ -118,7 +118,7 @@ void supervise_open_free(struct supervise *sup)
   free(sup->memory);
   if (sup->traps & SUPERVISE_TRAP_OPEN) {
     pthread_mutex_destroy(&sup->ask_lock);
-    pthread_mutex_destroy(&sup->lock);
+    pthread_mutex_destroy(&sup->memory_lock);
   }
 }
 
@@ -371,17 +371,20 @@ static void remember(struct supervise *sup, const struct expansion *e, bool allo
   *(allowed ? &m->allowed : &m->denied) |= e->want;
 }
 
+/* From any thread of the pool: under memory_lock. */
 static bool take_token(struct supervise *sup)
 {
+  pthread_mutex_lock(&sup->memory_lock);
   uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
   sup->tokens += (double)(now - sup->refilled_ms) * RATE_PER_S / 1000.0;
   if (sup->tokens > RATE_BURST)
     sup->tokens = RATE_BURST;
   sup->refilled_ms = now;
-  if (sup->tokens < 1.0)
-    return false;
-  sup->tokens -= 1.0;
-  return true;
+  bool ok = sup->tokens >= 1.0;
+  if (ok)
+    sup->tokens -= 1.0;
+  pthread_mutex_unlock(&sup->memory_lock);
+  return ok;
 }
 
 static void record(const struct expansion *e, enum sandbox_expand_verdict v)
@@ -435,9 +438,9 @@ static void *ask_worker(void *p)
   struct expansion *e = p;
   struct supervise *sup = e->sup;
   pthread_mutex_lock(&sup->ask_lock);
-  pthread_mutex_lock(&sup->lock);
+  pthread_mutex_lock(&sup->memory_lock);
   int known = remembered(sup, e); /* decided while this one waited */
-  pthread_mutex_unlock(&sup->lock);
+  pthread_mutex_unlock(&sup->memory_lock);
   enum sandbox_expand_verdict v = SANDBOX_EXPAND_UNASKED;
   if (known >= 0) {
     v = (enum sandbox_expand_verdict)known;
@@ -448,9 +451,9 @@ static void *ask_worker(void *p)
                                     .asked = e->asked,
                                     .access = access_of(e->want)};
     v = sup->ask ? sup->ask(sup->ctx, &req) : SANDBOX_EXPAND_UNASKED;
-    pthread_mutex_lock(&sup->lock);
+    pthread_mutex_lock(&sup->memory_lock);
     remember(sup, e, v == SANDBOX_EXPAND_APPROVED);
-    pthread_mutex_unlock(&sup->lock);
+    pthread_mutex_unlock(&sup->memory_lock);
     record(e, v);
   }
   pthread_mutex_unlock(&sup->ask_lock);
@@ -482,9 +485,9 @@ void supervise_open_handle(struct supervise *sup, const struct seccomp_notif *re
     finish(e);
     return;
   }
-  pthread_mutex_lock(&sup->lock);
+  pthread_mutex_lock(&sup->memory_lock);
   int known = remembered(sup, e);
-  pthread_mutex_unlock(&sup->lock);
+  pthread_mutex_unlock(&sup->memory_lock);
   enum sandbox_expand_verdict v = SANDBOX_EXPAND_UNASKED;
   bool ask = false;
   if (!sup->landlock)

@@ -26,6 +26,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "kernel_probes.h"
+
 static int blocked(const char *what)
 {
   printf("BLOCKED: %s (%s)\n", what, strerror(errno));
@@ -410,7 +412,8 @@ int main(int argc, char **argv)
   if (!strncmp(cmd, "family", 6) || !strncmp(cmd, "unix-", 5) || !strcmp(cmd, "getifaddrs") ||
       !strcmp(cmd, "tcp-self"))
     return socket_probe(argc, argv);
-  return 2;
+  int k = kernel_probe(argc, argv); /* kernel_probes.c */
+  return k >= 0 ? k : 2;
 }
 
 /* ---- socket families and unix sockets ---- */

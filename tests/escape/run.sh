@@ -104,6 +104,18 @@ run_suite() {
   expect "$u" wall-clock "sleeping past the wall clock" 125 --timeout 1 -- "$h" sleep
   expect "$u" semaphores "semaphores under ipc_mode shared_memory_only" 0 -- "$h" semget
   expect "$u" fork-bomb "a fork bomb" 0 --pids 32 -- "$h" fork-bomb
+  # kernel interfaces a tool would try next (kernel_probes.c)
+  expect "$u" init-mem "pid 1's memory through /proc/1/mem" 0 -- "$h" init-mem
+  expect "$u" self-mem-shared "a read-only grant written through /proc/self/mem" 0 --allow-read "$work/canary" -- "$h" self-mem-shared "$c"
+  expect "$u" proc-roots "other processes' roots, cwd and descriptors" 0 -- "$h" proc-roots "$c"
+  expect "$u" open-fds "any descriptor beyond 0-2 at start (the caller's fd 7)" 0 -- "$h" open-fds
+  expect "$u" signal-init "kill, pidfd and SIGIO to the sandbox's init" 0 -- "$h" signal-init
+  expect "$u" by-handle "open_by_handle_at on a granted file system" 0 -- "$h" by-handle "$bindir"
+  expect "$u" userfaultfd "userfaultfd (user mode only)" 0 -- "$h" userfaultfd
+  expect "$u" proc-sys "/proc/sys and /proc/sysrq-trigger" 0 -- "$h" proc-sys
+  expect "$u" foreign-abi "unshare through the x32 and i386 ABIs" 0 -- "$h" foreign-abi
+  expect "$u" xattrs "file capabilities on a file in a writable grant" 0 --allow-rw "$work/rw" -- "$h" xattrs "$work/rw"
+  expect "$u" memfd-exec "a program in a memfd, run by its /proc path" 0 --config "$work/allowed.json" -- "$h" memfd-exec /usr/bin/ls
   # a memory cgroup kills the bomb (125); without a writable one capsule
   # falls back to RLIMIT_DATA, which the bomb meets as malloc failure (0)
   expect "$u" memory-bomb "a memory bomb" "0|125" --memory 64M -- "$h" memory-bomb
@@ -210,6 +222,26 @@ run_unix_suite() {
 for who in "${users[@]}"; do
   echo "unix sockets as $who:"
   run_unix_suite "$who"
+done
+
+# TIOCLINUX on a real terminal (script(1) gives one), with and without
+# --tty: the filter's EPERM
+run_tty_suite() {
+  local u=$1 flag out
+  command -v script >/dev/null || { echo "note: no script(1); TIOCLINUX untested"; return; }
+  for flag in --tty ""; do
+    out=$(cd "$work" && as_user "$u" script -qec "$capsule run $flag --timeout 30 --allow-read $bindir -- $hostile tioclinux" /dev/null 2>&1 </dev/null)
+    if echo "$out" | grep -q '^BLOCKED' && ! echo "$out" | grep -q '^ESCAPED'; then
+      pass=$((pass + 1)); printf '  ok   %-6s %-26s %s\n' "$u" "tioclinux${flag:+-tty}" "TIOCLINUX on a terminal ${flag:-(none given)}"
+    else
+      fail=$((fail + 1)); printf '  FAIL %-6s %-26s %s\n' "$u" "tioclinux${flag:+-tty}" "TIOCLINUX on a terminal"
+      echo "$out" | head -5 | sed 's/^/         /'
+    fi
+  done
+}
+for who in "${users[@]}"; do
+  echo "terminals as $who:"
+  run_tty_suite "$who"
 done
 
 echo "escape suite: $pass passed, $fail failed"

@@ -1,6 +1,11 @@
 // `capsule serve --grpc` driven by the official Node gRPC client with
-// Selu's proto: node serve_grpc.mjs PROTO TARGET TOKEN. Prints "ok NAME" /
-// "FAIL NAME: why" lines; exits 1 on a failure.
+// Selu's two protos (the seed's CapabilityService, the orchestrator's
+// Capability): node serve_grpc.mjs PROTO ORCHESTRATOR_PROTO TARGET TOKEN
+// [MODE]. MODE "all" (the default) runs every check; "selu" calls the
+// C Selu example (text-tools) through both services; "ready" and
+// "not-ready" check the orchestrator's Healthcheck of a serve under
+// --capability; "reloaded" calls a capability added while serving.
+// Prints "ok NAME" / "FAIL NAME: why" lines; exits 1 on a failure.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,17 +14,57 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(path.join(here, '../../examples/selu-node/package.json'));
 const grpc = require('@grpc/grpc-js');
 const loader = require('@grpc/proto-loader');
-const [protoPath, target, token] = process.argv.slice(2);
+const [protoPath, orchPath, target, token, mode = 'all'] = process.argv.slice(2);
 const def = loader.loadSync(protoPath, { keepCase: true, defaults: true });
 const pkg = grpc.loadPackageDefinition(def).selu.capability.v1;
 const client = new pkg.CapabilityService(target, grpc.credentials.createInsecure());
+const odef = loader.loadSync(orchPath, { keepCase: true, defaults: true });
+const opkg = grpc.loadPackageDefinition(odef).selu.capability.v1;
+const orch = new opkg.Capability(target, grpc.credentials.createInsecure());
 let failed = 0;
 const ok = (n) => console.log(`ok ${n}`);
 const bad = (n, why) => { failed++; console.log(`FAIL ${n}: ${why}`); };
 const meta = (t) => { const m = new grpc.Metadata(); if (t) m.add('authorization', `Bearer ${t}`); return m; };
-const call = (method, req, t) => new Promise((resolve) => {
-  client[method](req, meta(t), { deadline: Date.now() + 60000 }, (err, res) => resolve({ err, res }));
+const call = (method, req, t, c = client) => new Promise((resolve) => {
+  c[method](req, meta(t), { deadline: Date.now() + 60000 }, (err, res) => resolve({ err, res }));
 });
+const ocall = (method, req, t) => call(method, req, t, orch);
+const ostream = (req, t) => new Promise((resolve) => {
+  const chunks = [];
+  const s = orch.StreamInvoke(req, meta(t), { deadline: Date.now() + 60000 });
+  s.on('data', (c) => chunks.push(c));
+  s.on('error', (err) => resolve({ err, chunks }));
+  s.on('end', () => resolve({ chunks }));
+});
+const enc = (o) => Buffer.from(JSON.stringify(o));
+const finish = () => { client.close(); orch.close(); process.exit(failed ? 1 : 0); };
+
+if (mode === 'ready' || mode === 'not-ready') {
+  const r = await ocall('Healthcheck', {}, token);
+  const want = mode === 'ready';
+  r.res && r.res.ready === want && (want ? r.res.message === 'ready' : r.res.message.length > 0)
+    ? ok(`orchestrator healthcheck ${mode}`) : bad(`orchestrator healthcheck ${mode}`, JSON.stringify(r));
+  if (!want) console.log(`why: ${r.res && r.res.message}`);
+  finish();
+}
+if (mode === 'selu') {
+  for (const [c, name] of [[orch, 'Capability'], [client, 'CapabilityService']]) {
+    const r = c === orch
+      ? await ocall('Invoke', { tool_name: 'text-tools.word_count', args_json: enc({ text: 'a b c' }) }, token)
+      : await call('Invoke', { tool_name: 'text-tools.word_count', parameters: '{"text":"a b c"}' }, token);
+    const out = r.res && (c === orch ? r.res.result_json.toString() : r.res.result);
+    try {
+      JSON.parse(out).words === 3 ? ok(`a warm Selu tool through ${name}`) : bad(`selu ${name}`, JSON.stringify(r));
+    } catch (e) { bad(`selu ${name}`, `${e} ${JSON.stringify(r)}`); }
+  }
+  finish();
+}
+if (mode === 'reloaded') {
+  const r = await ocall('Invoke', { tool_name: 'late.dispatch', args_json: enc({ text: 'late' }) }, token);
+  r.res && !r.res.error && JSON.parse(r.res.result_json.toString()).got.text === 'late'
+    ? ok('a capability added while serving is called') : bad('reloaded', JSON.stringify(r));
+  finish();
+}
 
 let r = await call('HealthCheck', {}, token);
 r.res && r.res.healthy ? ok('health') : bad('health', r.err && r.err.message);
@@ -42,5 +87,34 @@ const many = await Promise.all(Array.from({ length: 4 }, (_, i) =>
   call('Invoke', { tool_name: 'echo.dispatch', parameters: `{"text":"n${i}"}` }, token)));
 many.every((x, i) => x.res && x.res.success && JSON.parse(x.res.result).got.text === `n${i}`)
   ? ok('concurrent') : bad('concurrent', JSON.stringify(many.map((x) => x.err ? x.err.message : x.res.result)));
-client.close();
-process.exit(failed ? 1 : 0);
+
+// The orchestrator's Capability service, on the same address
+r = await ocall('Healthcheck', {}, token);
+r.res && r.res.ready ? ok('orchestrator healthcheck') : bad('orchestrator healthcheck', JSON.stringify(r));
+r = await ocall('Healthcheck', {}, null);
+r.err && r.err.code === grpc.status.UNAUTHENTICATED ? ok('orchestrator no-token') : bad('orchestrator no-token', JSON.stringify(r));
+r = await ocall('Invoke', { tool_name: 'echo.dispatch', args_json: enc({ text: 'o' }), config_json: enc({ KEY: 'x' }), session_id: 's', thread_id: 't', capability_id: 'capsule' }, token);
+try {
+  const got = JSON.parse(r.res.result_json.toString());
+  !r.res.error && got.got.text === 'o' ? ok('orchestrator invoke') : bad('orchestrator invoke', JSON.stringify(r));
+} catch (e) { bad('orchestrator invoke', `${e} ${JSON.stringify(r)}`); }
+r = await ocall('Invoke', { tool_name: 'echo.dispatch', args_json: enc({ nottext: 1 }) }, token);
+r.res && r.res.error && /input schema|text/.test(r.res.error) && r.res.result_json.length === 0
+  ? ok('orchestrator invalid-arguments') : bad('orchestrator invalid-arguments', JSON.stringify(r));
+r = await ocall('Invoke', { tool_name: 'echo.dispatch', args_json: Buffer.from('{"text":"a\0b"}') }, token);
+r.err && r.err.code === grpc.status.INVALID_ARGUMENT ? ok('orchestrator NUL in args_json') : bad('orchestrator NUL in args_json', JSON.stringify(r));
+r = await ocall('Invoke', { tool_name: 'blocked.dispatch', args_json: enc({ text: 'hi' }) }, token);
+r.err && r.err.code === grpc.status.PERMISSION_DENIED ? ok('orchestrator blocked') : bad('orchestrator blocked', JSON.stringify(r));
+let st = await ostream({ tool_name: 'echo.dispatch', args_json: enc({ text: 'streamed' }) }, token);
+try {
+  const data = Buffer.concat(st.chunks.map((c) => c.data)).toString();
+  !st.err && st.chunks.length >= 1 && st.chunks[st.chunks.length - 1].done && JSON.parse(data).got.text === 'streamed'
+    ? ok('orchestrator stream-invoke') : bad('orchestrator stream-invoke', JSON.stringify(st));
+} catch (e) { bad('orchestrator stream-invoke', `${e} ${JSON.stringify(st)}`); }
+st = await ostream({ tool_name: 'echo.dispatch', args_json: enc({ nottext: 1 }) }, token);
+!st.err && st.chunks.length === 1 && st.chunks[0].done && st.chunks[0].error
+  ? ok('orchestrator stream-invoke error chunk') : bad('orchestrator stream-invoke error chunk', JSON.stringify(st));
+r = await new Promise((resolve) => orch.DownloadOutputArtifact({ capability_artifact_id: 'x' }, meta(token))
+  .on('error', (err) => resolve({ err })).on('end', () => resolve({})).on('data', () => {}));
+r.err && r.err.code === grpc.status.UNIMPLEMENTED ? ok('artifact calls refused as unimplemented') : bad('artifacts', JSON.stringify(r));
+finish();

@@ -3,10 +3,12 @@
 # official Node gRPC client with Selu's proto: the bearer token on every
 # call (its user is the call's and the audit's), CAPABILITY.TOOL names,
 # validation, policy block, unknown tools, concurrent calls, SIGTERM.
-# Usage: serve_grpc.sh CAPSULE PROTO
+# The orchestrator's Capability service on the same address; a capability
+# added while serving; Healthcheck under --capability reports readiness.
+# Usage: serve_grpc.sh CAPSULE PROTO ORCHESTRATOR_PROTO
 set -u
 source "$(dirname "$0")/../lib/gateway.sh"
-proto=$2
+proto=$2 orch=$3
 here=$(cd "$(dirname "$0")" && pwd)
 command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
 [ -d "$here/../../examples/selu-node/node_modules/@grpc/grpc-js" ] ||
@@ -23,8 +25,26 @@ agent() { # ID: a Covenant agent in sh answering {"got": REQUEST}
   printf '#!/bin/sh\nIFS= read -r line; printf "{\\"got\\":%%s}\\n" "$line"\n' >"$caps/agents/$1/run.sh"
   chmod 755 "$caps/agents/$1/run.sh"
 }
+drive() { # TARGET [MODE]: serve_grpc.mjs's lines as checks
+  local out line
+  out=$(node "$here/serve_grpc.mjs" "$proto" "$orch" "$1" "$token" "${2:-all}" 2>&1)
+  while IFS= read -r line; do
+    case $line in
+    ok\ *) ok "${line#ok }" ;;
+    FAIL\ *) bad "${line#FAIL }" ;;
+    *) [ -n "$line" ] && echo "         $line" ;;
+    esac
+  done <<<"$out"
+}
 agent echo
 agent blocked
+root=$(cd "$here/../.." && pwd)
+selu=no # the C Selu example, warm behind serve (make build builds it)
+if [ -x "$root/examples/selu-text/capability" ]; then
+  cp -r "$root/examples/selu-text" "$caps/selu-text"
+  "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count allow >/dev/null
+  selu=yes
+fi
 "$capsule" policy set --caps "$caps" --state "$state" echo dispatch allow >/dev/null
 "$capsule" policy set --caps "$caps" --state "$state" blocked dispatch block >/dev/null
 token=$("$capsule" access issue grpc-test --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
@@ -33,14 +53,17 @@ token=$("$capsule" access issue grpc-test --user alice --state "$state" 2>/dev/n
 spid=$!
 for _ in $(seq 200); do [ -S "$work/g.sock" ] && break; sleep 0.05; done
 if [ -S "$work/g.sock" ]; then
-  out=$(node "$here/serve_grpc.mjs" "$proto" "unix:$work/g.sock" "$token" 2>&1)
-  while IFS= read -r line; do
-    case $line in
-    ok\ *) ok "${line#ok }" ;;
-    FAIL\ *) bad "${line#FAIL }" ;;
-    *) [ -n "$line" ] && echo "         $line" ;;
-    esac
-  done <<<"$out"
+  drive "unix:$work/g.sock"
+  if [ $selu = yes ]; then # a Selu call from a child of the gRPC process: it must not hang
+    drive "unix:$work/g.sock" selu
+  else
+    echo "  skip selu: build examples/selu-text (make build does)"
+  fi
+  agent late
+  "$capsule" policy set --caps "$caps" --state "$state" late dispatch allow >/dev/null
+  n=3; [ $selu = yes ] && n=4
+  for _ in $(seq 100); do grep -q "\"registry loaded\".*\"capabilities\":\"$n\"" "$work/serve.log" && break; sleep 0.1; done
+  drive "unix:$work/g.sock" reloaded
   audit=$("$capsule" audit --json --state "$state" 2>/dev/null)
   jq -e '[.[] | select(.capability == "echo" and .tool == "dispatch" and .user == "alice")] | length >= 5' \
     <<<"$audit" >/dev/null && ok "calls audited as the token's user" || bad "calls audited as the token's user"
@@ -50,6 +73,20 @@ if [ -S "$work/g.sock" ]; then
 else
   bad "serve --grpc did not listen: $(tail -3 "$work/serve.log")"
 fi
+only() { # CAPABILITY MODE: Healthcheck of a serve under --capability
+  "$capsule" serve --caps "$caps" --state "$state" --socket "$work/o.sock" --capability "$1" \
+    --grpc "unix:$work/o.grpc" 2>>"$work/serve.log" &
+  spid=$!
+  for _ in $(seq 200); do [ -S "$work/o.grpc" ] && break; sleep 0.05; done
+  drive "unix:$work/o.grpc" "$2"
+  kill -TERM "$spid"; wait "$spid"
+  spid=
+  rm -f "$work/o.grpc"
+}
+only echo ready
+agent broken
+rm "$caps/agents/broken/run.sh"
+only broken not-ready
 out=$("$capsule" serve --caps "$caps" --state "$state" --socket "$work/s2.sock" --grpc 0.0.0.0:1 2>&1)
 [ $? != 0 ] && grep -q "not a loopback address" <<<"$out" && ok "a network address needs TLS or --insecure" ||
   bad "a network address needs TLS or --insecure: $out"

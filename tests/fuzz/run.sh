@@ -46,6 +46,9 @@ printf 'zz 1 2\n%s 18446744073709551615 2' "$(printf 'f%.0s' $(seq 64))" >"$work
 mkdir -p "$work/volume_name"
 printf 'alice' >"$work/volume_name/plain"
 printf '%%2Fetc%%2F..%%00x/y..' >"$work/volume_name/encoded"
+mkdir -p "$work/id_registry"
+printf '0 capsule-id-ranges-format-2 /\n1879048192 alpha/0123456789abcdef0123456789abcdef@4026531832:65024:11 /var/lib/s t\n1879113728 my%%20tool /root/.local/state/capsule\n' >"$work/id_registry/lines"
+printf '0 capsule-id-ranges-format-9x /\nGARBAGE\n1 a@1:2:3@4:5:6 /x\n-5 b /\n' >"$work/id_registry/odd"
 mkdir -p "$work/image"
 printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%064d","size":349,"annotations":{"org.opencontainers.image.ref.name":"example.org/a:1"}}]}' 0 >"$work/image/index"
 printf '{"schemaVersion":2,"config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%064d","size":3},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%064d","size":9}]}' 1 2 >"$work/image/manifest"
@@ -71,10 +74,20 @@ sys.stdout.buffer.write(o.read())' >"$work/sni/hello" 2>/dev/null || true
 tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
 printf '!{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}\n{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-01-01"}}}\n' >"$work/mcp/modern"
 
+mkdir -p "$work/grpc_msg" # a method's number, then its request: the orchestrator's, the seed's
+printf '\002\012\015echo.dispatch\022\014{"text":"h"}\042\001s\062\001t' >"$work/grpc_msg/orchestrator"
+printf '\000\012\001x\022\002{}\032\020\012\012session_id\022\002s1' >"$work/grpc_msg/seed"
+mkdir -p "$work/state_sql"
+printf "INSERT OR IGNORE INTO meta VALUES ('a?', ?); SELECT user, \"user\" FROM t WHERE x = ?3 -- c\n ORDER BY rowid" >"$work/state_sql/sql"
+printf 'CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, b BLOB) /* user */' >"$work/state_sql/ddl"
+printf 'postgresql://capsule:hunter2@db.example/capsule?sslmode=require&password=x' >"$work/state_sql/url"
+mkdir -p "$work/ui_form"
+printf 'csrf=%064d&capability=a%%2Eb&tool=x+y&policy=allow&user=&bad=%%zz%%4&=v&novalue&nul=%%00' 0 >"$work/ui_form/policy"
+
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns sni}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns sni grpc_msg state_sql ui_form id_registry}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

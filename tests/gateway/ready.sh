@@ -9,7 +9,10 @@ source "$(dirname "$0")/../lib/gateway.sh"
 selu_server=$(realpath "$2")
 work=$(mktemp -d /var/tmp/capsule-ready.XXXXXX)
 chmod 755 "$work"
-trap 'rm -rf "$work"' EXIT
+# unmount_under DIR: the Selu volumes capsule mounted below DIR as root
+# (gateway/volume_fs.c), before it is removed
+unmount_under() { grep -F " $1/" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done; }
+trap 'unmount_under "$work"; rm -rf "$work"' EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
 
 # make_caps DIR: the capabilities under test

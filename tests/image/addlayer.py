@@ -4,8 +4,10 @@ it (tests/image/run.sh): addlayer.py LAYOUT TAG ENTRIES-JSON, entries being
 {"name", "type": file|dir|symlink|hardlink|chardev, "data"?, "target"?}.
 Names are written as given (../, absolute: the hostile cases). With
 CORRUPT=1 the layer's bytes are not gzip but its digest and size are
-right; with ENTRYPOINT=PATH the config's Entrypoint is set."""
-import gzip, hashlib, io, json, os, sys, tarfile
+right; with COMPRESS=zstd the layer is compressed by the zstd program
+(application/vnd.oci.image.layer.v1.tar+zstd); with "mode" an entry gets
+that mode (an integer); with ENTRYPOINT=PATH the config's Entrypoint is set."""
+import gzip, hashlib, io, json, os, subprocess, sys, tarfile
 
 layout, tag, entries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 
@@ -35,21 +37,27 @@ for e in entries:
     kind = e.get("type", "file")
     if kind == "file":
         data = e.get("data", "").encode()
-        ti.size, ti.mode = len(data), 0o644
+        ti.size, ti.mode = len(data), e.get("mode", 0o644)
         tf.addfile(ti, io.BytesIO(data))
         continue
     ti.type = {"dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE,
                "hardlink": tarfile.LNKTYPE, "chardev": tarfile.CHRTYPE}[kind]
-    ti.mode = 0o755
+    ti.mode = e.get("mode", 0o755)
     ti.linkname = e.get("target", "")
     ti.devmajor, ti.devminor = 1, 3
     tf.addfile(ti)
 tf.close()
 tar = raw.getvalue()
-layer = gzip.compress(tar, mtime=0)
+zstd = os.environ.get("COMPRESS") == "zstd"
+if zstd:
+    layer = subprocess.run(["zstd", "-q", "-c", "-3"], input=tar, stdout=subprocess.PIPE,
+                           check=True).stdout
+else:
+    layer = gzip.compress(tar, mtime=0)
 if os.environ.get("CORRUPT"):
-    layer = b"this is not a gzip stream " * 40
-manifest["layers"].append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+    layer = b"this is not a compressed stream " * 40
+media = "application/vnd.oci.image.layer.v1.tar+" + ("zstd" if zstd else "gzip")
+manifest["layers"].append({"mediaType": media,
                            "digest": blob(layer), "size": len(layer)})
 config["rootfs"]["diff_ids"].append("sha256:" + hashlib.sha256(tar).hexdigest())
 if os.environ.get("ENTRYPOINT"):

@@ -32,10 +32,11 @@ scripts=(
   ../review5/id_range_key_space.sh ../review5/id_range_long_line.sh
   ../review5/run_marker_own_lock.sh ../review5/run_audit_enospc.sh
   ../review5/id_range_refusal_command.sh ../review5/id_range_other_mount_ns.sh
-  ../review5/cred_advice_command.sh
+  ../review5/cred_advice_command.sh ../review5/id_range_run_key.sh ../review5/id_range_same_id.sh
   # the sixth's (tests/review6/)
   ../review6/mcp_self_allow.sh ../review6/volume_bound_hidden.sh ../review6/deny_absent_created.sh
-  ../review6/mcp_stderr_flood.sh
+  ../review6/mcp_stderr_flood.sh ../review6/nono_profile_plant.sh ../review6/nono_profile_modes.sh
+  ../review6/volume_quota.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

@@ -20,12 +20,12 @@ out=$("$capsule" run --state "$W/stateA" --config "$W/my tool" --allow-rw "$W/sh
   { echo "setup: run of 'my tool' failed: $out"; exit 77; }
 echo "run 'my tool': $out"
 a_map=$(awk '{print $2}' <<<"$out")
-grep -F " $W/stateA" /var/lib/capsule/id-ranges
+grep -F " $W/stateA" "${CAPSULE_TEST_ID_REGISTRY_DIR:-/var/lib/capsule}/id-ranges"
 out=$("$capsule" run --state "$W/stateB" --config "$W/beta.yaml" --allow-rw "$W/shared" -- /bin/sh -c \
   "cat /proc/self/uid_map; cat $W/shared/a-secret" 2>&1)
 echo "run beta: $out"
 echo "registry lines of the two states now:"
-grep -F "$W/state" /var/lib/capsule/id-ranges
+grep -F "$W/state" "${CAPSULE_TEST_ID_REGISTRY_DIR:-/var/lib/capsule}/id-ranges"
 if grep -q "A-SECRET-$$" <<<"$out"; then
   echo "VULNERABLE: 'my tool''s range was handed to beta; beta read its 0600 file"; exit 1
 fi

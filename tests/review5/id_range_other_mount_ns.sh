@@ -27,7 +27,7 @@ out=$(unshare -m --propagation private sh -c "mount -t tmpfs none '$W/hidden' &&
   '$capsule' run --state '$W/stateB' --config '$W/beta.yaml' --allow-rw '$W/shared' -- /bin/sh -c \
   'cat /proc/self/uid_map; cat $W/shared/a-secret'" 2>&1)
 echo "beta (a namespace without state A): $out"
-grep -F "$W/" /var/lib/capsule/id-ranges
+grep -F "$W/" "${CAPSULE_TEST_ID_REGISTRY_DIR:-/var/lib/capsule}/id-ranges"
 if grep -q "A-SECRET-$$" <<<"$out"; then
   echo "VULNERABLE: a capsule that cannot see state A dropped its registry line; beta got alpha's range"; exit 1
 fi

@@ -24,7 +24,10 @@ T=/var/tmp/capsule-review6-target-$$
 chmod 755 "$W"
 export CAPSULE_STATE_KEY=
 stop() { for p in $(sed -n 's/^pid=//p' "$W"/s/run/*.status 2>/dev/null); do kill "$p" 2>/dev/null; done; sleep 0.5; }
-trap 'stop; rm -rf "$W" "$T"' EXIT
+# unmount_under DIR: the Selu volumes capsule mounted below DIR as root
+# (gateway/volume_fs.c), before it is removed
+unmount_under() { grep -F " $1/" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done; }
+trap 'stop; unmount_under "$W"; rm -rf "$W" "$T"' EXIT
 mkdir -p "$T/ws" && chmod 777 "$T" "$T/ws"
 cp "$fault" "$W/server"
 "$root/tests/image/mkimage.sh" "$W/layout" t1 "$W/server" /server --protocol both >/dev/null 2>&1 ||

@@ -47,5 +47,25 @@ for who in "${whos[@]}"; do
     vulnerable=1
   fi
 done
+# the same through `extends`: a base is looked up beside the profile
+# first (nono's order), so a tool that can write the project directory
+# holding the user's profile plants the built-in base it extends
+for who in "${whos[@]}"; do
+  H=$W/$who/home P=$H/proj2
+  mkdir -p "$P" "$H/docs2"
+  echo '{"extends": "python-dev"}' >"$P/mine.json"
+  run=()
+  [ "$who" = nobody ] && { chown -R 65534:65534 "$W/$who"; run=(setpriv --reuid=65534 --regid=65534 --clear-groups); }
+  out=$(as "$P" timeout 60 "$capsule" run --profile "$P/mine.json" -- /bin/sh -c "
+    echo '{\"filesystem\": {\"allow\": [\"\$HOME\"]}, \"workdir\": {\"access\": \"readwrite\"}}' >$P/python-dev.json && echo planted")
+  echo "$who, extends, first run: $out"
+  out=$(as "$P" timeout 60 "$capsule" run --profile "$P/mine.json" -- /bin/sh -c "echo outside >$H/docs2/outside && echo wrote")
+  echo "$who, extends, second run: $out"
+  if [ -s "$H/docs2/outside" ]; then
+    echo "VULNERABLE ($who): a python-dev.json planted beside the profile replaced the built-in base"
+    vulnerable=1
+  fi
+  [ -s "$P/python-dev.json" ] || echo "note ($who): the plant itself failed"
+done
 [ "$vulnerable" = 0 ] && { echo blocked; exit 0; }
 exit 1

@@ -43,7 +43,10 @@ W=$(mktemp -d /var/tmp/capsule-review6-vol.XXXXXX)
 chmod 755 "$W"
 export CAPSULE_STATE_KEY=
 stop() { for p in $(sed -n 's/^pid=//p' "$W"/s/run/*.status 2>/dev/null); do kill "$p" 2>/dev/null; done; sleep 0.5; }
-trap 'stop; chmod -R u+rwx "$W" 2>/dev/null; rm -rf "$W"' EXIT
+# unmount_under DIR: the Selu volumes capsule mounted below DIR as root
+# (gateway/volume_fs.c), before it is removed
+unmount_under() { grep -F " $1/" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done; }
+trap 'stop; unmount_under "$W"; chmod -R u+rwx "$W" 2>/dev/null; rm -rf "$W"' EXIT
 mkdir -p "$W/caps/ws"
 cp "$fault" "$W/caps/ws/server"
 cat >"$W/caps/ws/start.sh" <<SH

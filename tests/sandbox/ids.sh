@@ -16,6 +16,14 @@ pass=0 fail=0
 cpids=()
 trap 'for p in "${cpids[@]}"; do kill "$p" 2>/dev/null; done; umount "$work/mq" 2>/dev/null; rm -rf "$work"' EXIT
 export CAPSULE_STATE_KEY=
+# a test build keeps its ranges in a registry of its own, never the host's,
+# and then every state it uses must be its own too (a shared one, root's
+# default, would be handed a range the host's registry gives another)
+reg_dir=/var/lib/capsule
+if [ "${CAPSULE_TEST_HOOKS:-0}" = 1 ]; then
+  reg_dir=$work/registry
+  export CAPSULE_TEST_ID_REGISTRY_DIR=$reg_dir XDG_STATE_HOME=$work/xdg-default
+fi
 
 ok() { pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$1" "$2"; }
 bad() {
@@ -88,9 +96,25 @@ root_ranges() {
   local r1; r1=$(host_uid "$tool"); stop
   [ -n "$r1" ] && [ "$r1" != "$a1" ] && [ "$r1" != "$b1" ] && [ "$r1" != 65534 ]
   expect root "capsule run without a manifest: the range \"run\" ($r1)" $?
-  local rows; rows=$(sqlite3 "$st/state.db" "SELECT capability || '=' || (base + 65534) FROM id_ranges ORDER BY capability" | tr '\n' ' ')
-  [ "$rows" = "alpha=$a1 beta=$b1 run=$r1 " ]
-  expect root "recorded in the state's id_ranges" $? "$rows"
+  # a capability's key is its id and its package's path (hashed): never
+  # the ad-hoc key "run"
+  local rows; rows=$(sqlite3 "$st/state.db" "SELECT substr(capability, 1, length(capability) - 32) || '=' || (base + 65534) FROM id_ranges WHERE capability != 'run' ORDER BY 1" | tr '\n' ' ')
+  [ "$rows" = "alpha/=$a1 beta/=$b1 " ] &&
+    [ "$(sqlite3 "$st/state.db" "SELECT base + 65534 FROM id_ranges WHERE capability = 'run'")" = "$r1" ]
+  expect root "recorded in the state's id_ranges (keys ID/HASH and run)" $? "$rows"
+  # a capability whose id is "run", and a second package in a folder
+  # named alpha: each a range of its own
+  mkdir -p "$work/run" "$work/other/alpha"
+  echo '{"version": "0.1.0"}' >"$work/run/p.json"
+  echo '{"version": "0.1.0"}' >"$work/other/alpha/p.json"
+  start root --state "$st" --config "$work/run/p.json"
+  local c1; c1=$(host_uid "$tool"); stop
+  [ -n "$c1" ] && [ "$c1" != "$r1" ] && [ "$c1" != "$a1" ]
+  expect root "a capability named run is not given the ad-hoc runs' ids ($c1 vs $r1)" $?
+  start root --state "$st" --config "$work/other/alpha/p.json"
+  local o1; o1=$(host_uid "$tool"); stop
+  [ -n "$o1" ] && [ "$o1" != "$a1" ] && [ "$o1" != "$c1" ]
+  expect root "another package in a folder of the same name: other ids ($o1 vs $a1)" $?
   # an edited row naming a range whose ids end at the host's root: refused
   cp -a "$st" "$work/edited"
   sqlite3 "$work/edited/state.db" "UPDATE id_ranges SET base = 0 WHERE capability = 'run'"
@@ -122,7 +146,7 @@ root_gateway() {
   ga=$("$capsule" call --caps "$caps" --state "$st" who-a dispatch '{"text": "x"}' 2>&1)
   gb=$("$capsule" call --caps "$caps" --state "$st" who-b dispatch '{"text": "x"}' 2>&1)
   ga2=$("$capsule" call --caps "$caps" --state "$st" who-a dispatch '{"text": "x"}' 2>&1)
-  local want; want=$(sqlite3 "$st/state.db" "SELECT base + 65534 FROM id_ranges WHERE capability = 'who-a'")
+  local want; want=$(sqlite3 "$st/state.db" "SELECT base + 65534 FROM id_ranges WHERE capability LIKE 'who-a/%'")
   [[ "$ga" == *"\"host\":$want"* ]] && [ "$want" != 65534 ]
   expect root "a call runs under its capability's host ids ($ga)" $? "$ga"
   [ "$ga" = "$ga2" ] && [ "$ga" != "$gb" ] && [[ "$gb" == *'"host":'* ]]
@@ -237,25 +261,72 @@ root_container() {
 
 root_registry() {
   echo "as root: the host's id-range registry"
-  local reg=/var/lib/capsule/id-ranges st=$work/reg-state
+  local reg=$reg_dir/id-ranges st=$work/reg-state
   mkdir -p "$work/gamma"
   echo '{"version": "0.1.0"}' >"$work/gamma/p.json"
   start root --state "$st" --config "$work/gamma/p.json"
   local g1; g1=$(host_uid "$tool"); stop
-  local base; base=$(sqlite3 "$st/state.db" "SELECT base FROM id_ranges WHERE capability = 'gamma'")
-  # "BASE KEY@MOUNT-NS:DEV:INO STATE-DIR"
-  grep -qxE "$base gamma@[0-9]+:[0-9]+:[0-9]+ $(realpath "$st")" "$reg"
+  local base; base=$(sqlite3 "$st/state.db" "SELECT base FROM id_ranges WHERE capability LIKE 'gamma/%'")
+  # "BASE KEY@MOUNT-NS:DEV:INO STATE-DIR", KEY "ID/HASH"
+  grep -qxE "$base gamma/[0-9a-f]{32}@[0-9]+:[0-9]+:[0-9]+ $(realpath "$st")" "$reg"
   expect root "the registry names the state's range ($base)" $? "$(cat "$reg" 2>&1 | tail -3)"
   # moved: its line no longer names it; its next use records it again
   mv "$st" "$st-moved"
   start root --state "$st-moved" --config "$work/gamma/p.json"
   local g2; g2=$(host_uid "$tool"); stop
-  [ -n "$g1" ] && [ "$g2" = "$g1" ] && grep -qxE "$base gamma@[0-9]+:[0-9]+:[0-9]+ $(realpath "$st-moved")" "$reg"
+  [ -n "$g1" ] && [ "$g2" = "$g1" ] && grep -qxE "$base gamma/[0-9a-f]{32}@[0-9]+:[0-9]+:[0-9]+ $(realpath "$st-moved")" "$reg"
   expect root "a moved state keeps its ids and is recorded again under its path" $? \
     "before $g1, after $g2; $(grep gamma "$reg")"
   # a change is written beside and renamed: nothing left behind, 0600
   [ ! -e "$reg.new" ] && [ "$(stat -c %a "$reg")" = 600 ] && [ "$(stat -c %a "$reg.lock")" = 600 ]
   expect root "the registry is rewritten by rename (no leftover), 0600, lock file beside it" $?
+  head -1 "$reg" | grep -qx '0 capsule-id-ranges-format-2 /'
+  expect root "its first line names its format (a line earlier capsules keep)" $? "$(head -2 "$reg")"
+  command -v unshare >/dev/null && root_registry_dead_ns
+  [ "${CAPSULE_TEST_HOOKS:-0}" = 1 ] && root_registry_format
+}
+
+# a capsule in a private mount namespace (a service's PrivateTmp=) adds a
+# line of its namespace; once no process is in it, the line is dropped
+# where a live line records the same directory and range, and kept where
+# none does (a directory only that namespace saw)
+root_registry_dead_ns() {
+  local real; real=$(realpath "$st-moved")
+  unshare -m --propagation private "$capsule" run --state "$st-moved" --config "$work/gamma/p.json" -- true
+  local n1; n1=$(grep -cF " $real" "$reg")
+  mkdir -p "$work/hidden"
+  unshare -m --propagation private sh -c "mount -t tmpfs none '$work/hidden' && '$capsule' run --state '$work/hidden/st' -- true"
+  local n2; n2=$(grep -cF " $work/hidden/st" "$reg")
+  # the next write of the registry (a new range here; a root run that
+  # finds its own line does not write)
+  "$capsule" run --state "$work/another-state" -- true
+  local n3 n4; n3=$(grep -cF " $real" "$reg"); n4=$(grep -cF " $work/hidden/st" "$reg")
+  [ "$n1" = 2 ] && [ "$n3" = 1 ] && [ "$n2" = 1 ] && [ "$n4" = 1 ]
+  expect root "a dead namespace's line: dropped beside a live one, kept alone ($n1->$n3, $n2->$n4)" $? "$(grep -F "$work/" "$reg")"
+}
+
+# a registry this capsule cannot read in full (a later format, or a line
+# it does not know) is never rewritten: a new range is refused, and a
+# range already recorded still runs (a crafted registry of the test's)
+root_registry_format() {
+  local reg=$reg_dir/id-ranges keep=$work/registry-kept before out status
+  cp -p "$reg" "$keep"
+  local known; known=$(grep -m1 gamma "$reg")
+  printf '0 capsule-id-ranges-format-3 /\n%s\n1879900000 later-key {"future": 1} /x\n' "$known" >"$reg"
+  before=$(md5sum <"$reg")
+  out=$("$capsule" run --state "$work/fmt-state" -- true 2>&1); status=$?
+  [ "$status" != 0 ] && [[ "$out" == *"is in format 3, written by a newer capsule"* ]] && [ "$(md5sum <"$reg")" = "$before" ]
+  expect root "a registry of a later format: a new range refused, the file unchanged" $? "$out"
+  start root --state "$st-moved" --config "$work/gamma/p.json"
+  [ -n "$tool" ] && [ "$(host_uid "$tool")" = "$g1" ]; local ran=$?; stop
+  [ "$ran" = 0 ] && [ "$(md5sum <"$reg")" = "$before" ]
+  expect root "a range it records still runs, and the file is left as it was" $?
+  printf '%s\nSOMETHING NEW\n' "$known" >"$reg"
+  before=$(md5sum <"$reg")
+  out=$("$capsule" run --state "$work/fmt-state" -- true 2>&1); status=$?
+  [ "$status" != 0 ] && [[ "$out" == *"line 2 of the host's id-range registry"* ]] && [ "$(md5sum <"$reg")" = "$before" ]
+  expect root "a line it cannot read: a new range refused, the line not dropped" $? "$out"
+  cp -p "$keep" "$reg"
 }
 
 nobody_ids() {

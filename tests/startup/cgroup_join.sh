@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a cgroup v1 host, as root: the sandbox's first process moves itself
+# On a cgroup v1 host, as root: the command (not the sandbox's pid 1) moves itself
 # into the memory, pids, cpu and cpuacct groups its limits need (no more:
 # a v1 group costs more to make than the rest of a spawn) by writing "0" to their
 # `tasks` files (opened by capsule before the clone), and capsule never

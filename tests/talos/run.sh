@@ -85,7 +85,11 @@ JSON
    {"id": "tick", "label": "Tick", "description": "Every third poll",
     "params": [{"key": "cooldown_seconds", "label": "Cooldown", "type": "number", "default": 60}]},
    {"id": "throws", "label": "Throws"},
-   {"id": "garbage", "label": "Garbage"}],
+   {"id": "garbage", "label": "Garbage"},
+   {"id": "picky", "label": "Picky", "description": "Fires each poll; its filter passes counts of at least min_count",
+    "params": [{"key": "min_count", "label": "Minimum count", "type": "number", "default": 1},
+               {"key": "tag", "label": "Tag", "type": "text"}]},
+   {"id": "fthrow", "label": "Filter throws"}],
  "functions": [{"name": "noop", "description": "Nothing.", "parameters": {"type": "object"}}]}
 JSON
   cat >"$d/watch/index.ts" <<'TS'
@@ -103,6 +107,19 @@ export const triggers = {
   },
   throws: { async poll() { throw new Error("the service is down"); } },
   garbage: { async poll() { return 42; } },
+  picky: {
+    async poll(_c: Record<string, string>, state: State) {
+      const count = (state.count ?? 0) + 1;
+      return { event: { summary: `picky ${count}`, data: { count } }, newState: { count } };
+    },
+    filter(event: { data: { count: number } }, cfg: { min_count: number; tag?: string }) {
+      return typeof cfg.min_count === "number" && event.data.count >= cfg.min_count && cfg.tag === "t1";
+    },
+  },
+  fthrow: {
+    async poll() { return { event: { summary: "x" }, newState: {} }; },
+    filter() { throw new Error("a bad task config"); },
+  },
 };
 TS
   cat >"$d/noexports/manifest.json" <<'JSON'
@@ -117,6 +134,38 @@ JSON
  "functions": [{"name": "pad", "description": "Pads.", "parameters": {"type": "object"}}]}
 JSON
   printf 'import pad from "capsule-test-pad";\nexport const handlers = { pad: async () => pad("x") };\n' >"$d/importer/index.ts"
+  # an OAuth plugin: its handler shows the tokens its config holds
+  mkdir -p "$d/oauthy"
+  cat >"$d/oauthy/manifest.json" <<'JSON'
+{"id": "oauthy", "name": "OAuthy", "description": "Holds OAuth tokens.", "version": "1.0.0",
+ "credentials": [{"name": "client_id", "label": "Client ID", "required": true, "secret": false}, {"name": "client_secret", "label": "Client secret", "required": true}],
+ "oauth": {"provider": "test", "scopes": ["mail.read"]},
+ "functions": [{"name": "tokens", "description": "Its tokens.", "parameters": {"type": "object"}}]}
+JSON
+  echo 'export const handlers = { tokens: async (_a: unknown, c: Record<string, string>) => ({ access: c.access_token, refresh: c.refresh_token, fresh: Number(c.token_expiry) > Date.now() + 3000000 }) };' >"$d/oauthy/index.ts"
+  # a push trigger (Talos's subscribe): an event every 300 ms until unsubscribed
+  mkdir -p "$d/pusher"
+  cat >"$d/pusher/manifest.json" <<'JSON'
+{"id": "pusher", "name": "Pusher", "description": "A push trigger.", "version": "1.0.0",
+ "triggers": [{"id": "ping", "label": "Ping", "params": [{"key": "cooldown_seconds", "label": "Cooldown", "type": "number", "default": 60}, {"key": "min", "label": "Minimum", "type": "number"}]},
+              {"id": "broken", "label": "Subscribe throws"}],
+ "functions": [{"name": "noop", "description": "Nothing.", "parameters": {"type": "object"}}]}
+JSON
+  cat >"$d/pusher/index.ts" <<'TS'
+type Emit = (event: unknown) => void;
+export const handlers = { noop: async () => "ok" };
+export const triggers = {
+  ping: {
+    async subscribe(_config: Record<string, string>, _settings: Record<string, string>, emit: Emit) {
+      let n = 0;
+      const timer = setInterval(() => { n++; emit(n === 2 ? "not an object" : { summary: `ping ${n}`, data: { n } }); }, 300);
+      return () => { clearInterval(timer); console.error(`unsubscribed after ${n}`); };
+    },
+    filter(event: { data: { n: number } }, cfg: { min?: number }) { return event.data.n >= (cfg.min ?? 0); },
+  },
+  broken: { async subscribe() { throw new Error("cannot reach the feed"); } },
+};
+TS
   mkdir -p "$d/net"
   cat >"$d/net/manifest.json" <<'JSON'
 {"id": "net", "name": "Net", "description": "Uses fetch and reads a file.", "version": "1.0.0",
@@ -246,9 +295,34 @@ suite() {
   else bad "$who: show-grants-origin-and-host"; fi
   tt read-with-grant 0 '^"granted file\\n"$' call "${G[@]}" net read "{\"path\": \"$dir/data/f.txt\"}"
   tt grant-audited 0 "grant .*read $dir/data" audit "${G[@]}"
+  tt dry-run-operator 0 "^operator: +2 grants added by .capsule grant." run --state "$state" --config "$caps/net" --dry-run
+  tt dry-run-grant-marked 0 "^grant: +read +$dir/data \(the operator's: capsule grant\)" run --state "$state" --config "$caps/net" --dry-run
+  tt dry-run-host-marked 0 "^allow host: +198.51.100.9:8080 \(the operator's: capsule grant\)" run --state "$state" --config "$caps/net" --dry-run
+  tt dry-run-json-grants 0 '"origin": "operator"' run --state "$state" --config "$caps/net" --dry-run --json
   if [ -n "$ns1" ]; then
     tt fetch-through-proxy 0 '^\{"status":200,"body":"served GET /hello"\}$' call "${G[@]}" net get '{"url": "http://198.51.100.9:8080/hello"}'
     tt fetch-other-port-refused 0 '"failed":"fetch failed; capsule.s egress proxy allows only the hosts granted to net' call "${G[@]}" net get '{"url": "http://198.51.100.9:8081/hello"}'
+  fi
+  if [ -n "$ns1" ]; then
+    echo " OAuth refresh"
+    "${R[@]}" "$capsule" policy set oauthy tokens allow "${G[@]}" >/dev/null
+    for kv in client_id:cid client_secret:csecret refresh_token:rt-1; do
+      printf '%s\n' "${kv#*:}" | "${R[@]}" "$capsule" cred set oauthy "${kv%%:*}" --scope system "${G[@]}" >/dev/null
+    done
+    tt oauth-url-bad 1 "oauth_token_url must be the provider's token endpoint" config set oauthy oauth_token_url ftp://x "${G[@]}"
+    tt oauth-without-url 0 '^\{"refresh":"rt-1","fresh":false\}$' call "${G[@]}" oauthy tokens '{}'
+    tt oauth-url 0 "" config set oauthy oauth_token_url http://198.51.100.9:8080/token "${G[@]}"
+    tt oauth-url-listed 0 "^oauth_token_url +capsule +url +http://198.51.100.9:8080/token +operator" config list oauthy "${G[@]}"
+    tt oauth-not-granted 1 "cannot renew the OAuth token at http://198.51.100.9:8080/token: fetch failed; oauthy has no network" call "${G[@]}" oauthy tokens '{}'
+    "${R[@]}" "$capsule" grant oauthy --host 198.51.100.9:8080 "${G[@]}" >/dev/null
+    tt oauth-refreshed 0 '^\{"access":"at-2","refresh":"rt-2","fresh":true\}$' call "${G[@]}" oauthy tokens '{}'
+    tt oauth-kept-until-expiry 0 '^\{"access":"at-2","refresh":"rt-2","fresh":true\}$' call "${G[@]}" oauthy tokens '{}'
+    if ! "${R[@]}" grep -aq "at-2" "$state/state.db" "$state/state.db-wal" 2>/dev/null; then ok "$who: oauth-tokens-sealed"; else bad "$who: oauth-tokens-sealed"; fi
+    printf '1000\n' | "${R[@]}" "$capsule" cred set oauthy token_expiry --scope system "${G[@]}" >/dev/null
+    tt oauth-refreshed-at-expiry 0 '^\{"access":"at-3","refresh":"rt-3","fresh":true\}$' call "${G[@]}" oauthy tokens '{}'
+    printf 'bogus\n' | "${R[@]}" "$capsule" cred set oauthy refresh_token --scope system "${G[@]}" >/dev/null
+    printf '1000\n' | "${R[@]}" "$capsule" cred set oauthy token_expiry --scope system "${G[@]}" >/dev/null
+    tt oauth-refused 1 "cannot renew the OAuth token: http://198.51.100.9:8080/token answered 400 \(invalid_grant\)" call "${G[@]}" oauthy tokens '{}'
   fi
   tt revoke 0 "revoked: net read $dir/data" revoke net --read "$dir/data" "${G[@]}"
   tt revoke-again 1 "net has no read grant" revoke net --read "$dir/data" "${G[@]}"
@@ -267,7 +341,7 @@ suite() {
   tt event-audited 0 "watch\.trigger:tick +trigger .*event 1" audit "${G[@]}"
   tt poll-throws 1 "watch:throws: the tool failed: plugin watch, trigger throws: the service is down; nothing was stored" triggers poll watch throws "${G[@]}"
   tt poll-garbage 1 "plugin watch, trigger garbage: poll returned number, not \{event, newState\}" triggers poll watch garbage "${G[@]}"
-  tt poll-unknown 1 "declares no trigger 'nope'; its triggers: tick throws garbage" triggers poll watch nope "${G[@]}"
+  tt poll-unknown 1 "declares no trigger 'nope'; its triggers: tick throws garbage picky fthrow" triggers poll watch nope "${G[@]}"
   local db=$state/state.db
   "${R[@]}" sqlite3 "$db" "UPDATE trigger_state SET state = 'not json' WHERE trigger = 'tick'"
   tt poll-bad-state 1 "plugin watch, trigger tick: its stored state is not a JSON object" triggers poll watch tick "${G[@]}"
@@ -277,6 +351,16 @@ suite() {
   tt trigger-on 0 "watch:tick on each event: call named.add" triggers on watch tick --call named add "${G[@]}"
   tt poll-then-call 0 '"summary":"poll 6"' triggers poll watch tick "${G[@]}"
   tt trigger-call-audited 0 "named\.add" audit "${G[@]}"
+  # a trigger's filter(event, taskConfig) decides whether the attached call runs (Talos's poller)
+  tt trigger-on-params 0 'watch:picky on each event: call named.add with params \{"min_count":2,"tag":"t1"\}' triggers on watch picky --call named add --param min_count=2 --param tag=t1 "${G[@]}"
+  tt trigger-param-unknown 1 "--param nope=1: no such param; watch:picky declares: min_count tag" triggers on watch picky --call named add --param nope=1 "${G[@]}"
+  tt trigger-param-not-number 1 "--param min_count=many: not a number" triggers on watch picky --call named add --param min_count=many "${G[@]}"
+  tt trigger-param-without-on 2 "--param goes with on --call" triggers enable watch picky --param tag=x "${G[@]}"
+  tt filter-declines 0 "named.add not called: the trigger's filter declined the event" triggers poll watch picky "${G[@]}"
+  tt filter-passes 0 "named.add on the event: ok" triggers poll watch picky "${G[@]}"
+  tt filter-event-stored 0 '"summary": "picky 1"' events --json "${G[@]}"
+  tt trigger-on-fthrow 0 "watch:fthrow on each event: call named.add$" triggers on watch fthrow --call named add "${G[@]}"
+  tt filter-throws-still-calls 0 "named.add on the event: ok" triggers poll watch fthrow "${G[@]}"
 
   echo " the poller"
   tt trigger-enable 0 "watch:tick enabled" triggers enable watch tick "${G[@]}"
@@ -306,6 +390,34 @@ suite() {
      [ "$("${R[@]}" sqlite3 "$db" "SELECT state FROM trigger_state WHERE trigger = 'tick'")" = "$polls_before" ]; then ok "$who: poller-respects-lease"
   else bad "$who: poller-respects-lease"; head -5 "$log" | sed 's/^/         /'; fi
   tt trigger-disable 0 "watch:tick disabled" triggers disable watch tick "${G[@]}"
+
+  echo " push triggers (subscribe)"
+  "${R[@]}" "$capsule" policy set pusher noop allow "${G[@]}" >/dev/null
+  tt push-enable 0 "pusher:ping enabled" triggers enable pusher ping "${G[@]}"
+  tt push-on 0 'pusher:ping on each event: call named.add with params \{"cooldown_seconds":60,"min":3\}' triggers on pusher ping --call named add --param min=3 "${G[@]}"
+  tt push-enable-broken 0 "pusher:broken enabled" triggers enable pusher broken "${G[@]}"
+  local plog=$dir/push.log pevents
+  before=$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")
+  "${R[@]}" "$capsule" triggers run "${G[@]}" >"$dir/push.out" 2>"$plog" &
+  pid=$!
+  n=0
+  while [ $n -lt 600 ] && [ "$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")" -lt $((before + 5)) ]; do sleep 0.2; n=$((n + 1)); done
+  stop $pid; st=$?
+  pevents=$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")
+  if [ $st = 0 ] && grep -q "stopped (SIGTERM)" "$plog" && [ "$pevents" -ge $((before + 5)) ]; then ok "$who: push-events-stored-and-stops"
+  else bad "$who: push-events-stored-and-stops (exit $st, $pevents events)"; head -5 "$plog" | sed 's/^/         /'; fi
+  if grep -q "subscribing to pusher:ping (a push trigger: not polled)" "$plog"; then ok "$who: push-not-polled"; else bad "$who: push-not-polled"; fi
+  if grep -q '^{"summary":"ping 1","data":{"n":1}}$' "$dir/push.out" && ! grep -q '"ping 2"' "$dir/push.out"; then ok "$who: push-event-printed-non-object-dropped"
+  else bad "$who: push-event-printed-non-object-dropped"; fi
+  if grep -q "named.add not called: the trigger's filter declined the event" "$plog" &&
+     [ "$(grep -c "named.add on the event: ok" "$plog")" = 1 ] && grep -q "named.add not called: within its cooldown (60 s)" "$plog"; then ok "$who: push-filter-and-cooldown"
+  else bad "$who: push-filter-and-cooldown"; grep "named.add" "$plog" | head -5 | sed 's/^/         /'; fi
+  if grep -q "pusher:broken: the subscription ended: .*cannot reach the feed" "$plog"; then ok "$who: push-subscribe-throws-logged"
+  else bad "$who: push-subscribe-throws-logged"; fi
+  if "${R[@]}" grep -q "unsubscribed after" "$state/logs/pusher.log"; then ok "$who: push-unsubscribed-on-sigterm"; else bad "$who: push-unsubscribed-on-sigterm"; fi
+  tt push-event-audited 0 "pusher\.trigger:ping +trigger " audit "${G[@]}"
+  tt push-disable 0 "pusher:ping disabled" triggers disable pusher ping "${G[@]}"
+  "${R[@]}" "$capsule" triggers disable pusher broken "${G[@]}" >/dev/null
 }
 
 # Fetch through the egress proxy: capsule runs in a network namespace of
@@ -321,7 +433,28 @@ if [ "$(id -u)" = 0 ] && ip netns add capsule-talos-a-$$ 2>/dev/null; then
     ip -n "$ns1" addr add 198.51.100.7/24 dev ctalos0 && ip -n "$ns2" addr add 198.51.100.9/24 dev ctalos1 &&
     ip -n "$ns1" link set ctalos0 up && ip -n "$ns2" link set ctalos1 up ||
     { echo "FAIL: cannot set up the test namespaces"; exit 1; }
-  echo "import http from 'node:http'; http.createServer((q, s) => s.end('served ' + q.method + ' ' + q.url)).listen(8080, '198.51.100.9', () => console.log('up'));" >"$work/srv.mjs"
+  # the server also plays an OAuth provider's token endpoint (POST /token,
+  # RFC 6749 section 6): refresh token rt-N gives access token at-N+1 and
+  # refresh token rt-N+1; anything else is invalid_grant
+  cat >"$work/srv.mjs" <<'JS'
+import http from 'node:http';
+http.createServer((q, s) => {
+  if (q.method !== 'POST' || q.url !== '/token') return s.end('served ' + q.method + ' ' + q.url);
+  let body = '';
+  q.on('data', (c) => (body += c));
+  q.on('end', () => {
+    const f = new URLSearchParams(body);
+    const m = /^rt-(\d+)$/.exec(f.get('refresh_token') || '');
+    s.setHeader('content-type', 'application/json');
+    if (f.get('grant_type') !== 'refresh_token' || !m || f.get('client_id') !== 'cid' || f.get('client_secret') !== 'csecret') {
+      s.statusCode = 400;
+      return s.end(JSON.stringify({ error: 'invalid_grant' }));
+    }
+    const n = Number(m[1]) + 1;
+    s.end(JSON.stringify({ access_token: `at-${n}`, refresh_token: `rt-${n}`, expires_in: 3600, token_type: 'Bearer' }));
+  });
+}).listen(8080, '198.51.100.9', () => console.log('up'));
+JS
   ip netns exec "$ns2" node "$work/srv.mjs" >"$work/srv.log" 2>&1 &
   for _ in $(seq 50); do grep -q up "$work/srv.log" && break; sleep 0.1; done
 else

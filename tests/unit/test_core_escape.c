@@ -179,5 +179,29 @@ static void test_shell_quote(void)
   }
 }
 
-UNIT_MAIN(test_text, test_output_cut_everywhere, test_output_byte_by_byte,
+/* HTML for the dashboard: markup characters as references, the rest as
+ * the terminal escaper shows it; no byte of the input opens a tag or an
+ * attribute. */
+static void test_html(void)
+{
+  static const char *const html[][2] = {
+      {"<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;"},
+      {"a&b \"q\" 'x'", "a&amp;b &quot;q&quot; &#39;x&#39;"},
+      {"line\nnext\ttab\\", "line\nnext\ttab\\"},
+      {"esc\033[2J\r", "esc\\x1b[2J\\x0d"},
+      {"bidi\xe2\x80\xaex", "bidi\\u{202e}x"},
+      {"bad\xff<", "bad\\xff&lt;"},
+      {"h\xc3\xa9 \xf0\x9f\x98\x80", "h\xc3\xa9 \xf0\x9f\x98\x80"},
+  };
+  for (size_t i = 0; i < sizeof html / sizeof html[0]; i++) {
+    struct cap_buf b = {0};
+    cap_escape_html(&b, html[i][0], strlen(html[i][0]));
+    cap_buf_putc(&b, '\0');
+    CHECK_STR(b.data, html[i][1]);
+    CHECK(!strpbrk(b.data, "<>\"'"));
+    cap_buf_free(&b);
+  }
+}
+
+UNIT_MAIN(test_html, test_text, test_output_cut_everywhere, test_output_byte_by_byte,
           test_fput_cut_at_a_character, test_json_strings, test_shell_quote)

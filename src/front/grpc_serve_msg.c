@@ -1,0 +1,166 @@
+/* The two services' messages (front/grpc_serve_msg.h). */
+#include "front/grpc_serve_msg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "capability.pb-c.h"
+#include "core/buf.h"
+#include "orchestrator.pb-c.h"
+
+static const struct {
+  const char *path;
+  enum grpc_serve_method method;
+} methods[] = {
+    {"/selu.capability.v1.CapabilityService/Invoke", GRPC_SERVE_INVOKE},
+    {"/selu.capability.v1.CapabilityService/HealthCheck", GRPC_SERVE_HEALTH},
+    {"/selu.capability.v1.Capability/Invoke", GRPC_SERVE_CAP_INVOKE},
+    {"/selu.capability.v1.Capability/StreamInvoke", GRPC_SERVE_CAP_STREAM},
+    {"/selu.capability.v1.Capability/Healthcheck", GRPC_SERVE_CAP_HEALTH},
+};
+
+bool grpc_serve_method_of(const char *path, size_t len, enum grpc_serve_method *method)
+{
+  for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
+    if (strlen(methods[i].path) == len && memcmp(methods[i].path, path, len) == 0) {
+      *method = methods[i].method;
+      return true;
+    }
+  return false;
+}
+
+static const char *nonempty(const char *s) { return s && *s ? s : NULL; }
+
+static bool decode_seed(const uint8_t *data, size_t len, struct grpc_serve_request *req,
+                        struct grpc_serve_call *call)
+{
+  Selu__Capability__V1__InvokeRequest *m =
+      selu__capability__v1__invoke_request__unpack(NULL, len, data);
+  if (!m)
+    return false;
+  req->msg = m;
+  call->tool_name = m->tool_name;
+  call->parameters = m->parameters;
+  req->keys = cap_xcalloc(m->n_context + 1, sizeof *req->keys);
+  req->values = cap_xcalloc(m->n_context + 1, sizeof *req->values);
+  for (size_t i = 0; i < m->n_context; i++) {
+    req->keys[i] = m->context[i]->key;
+    req->values[i] = m->context[i]->value;
+    if (strcmp(m->context[i]->key, "session_id") == 0 && *m->context[i]->value)
+      call->session_id = m->context[i]->value;
+    else if (strcmp(m->context[i]->key, "thread_id") == 0 && *m->context[i]->value)
+      call->thread_id = m->context[i]->value;
+  }
+  call->context_keys = req->keys;
+  call->context_values = req->values;
+  call->n_context = m->n_context;
+  return true;
+}
+
+static bool decode_orchestrator(const uint8_t *data, size_t len, struct grpc_serve_request *req,
+                                struct grpc_serve_call *call)
+{
+  Selu__Orchestrator__V1__InvokeRequest *m =
+      selu__orchestrator__v1__invoke_request__unpack(NULL, len, data);
+  if (!m)
+    return false;
+  req->msg = m;
+  if (m->args_json.len && memchr(m->args_json.data, '\0', m->args_json.len))
+    return false;
+  req->args =
+      cap_xstrndup(m->args_json.len ? (const char *)m->args_json.data : "", m->args_json.len);
+  call->tool_name = m->tool_name;
+  call->parameters = req->args;
+  call->session_id = nonempty(m->session_id);
+  call->thread_id = nonempty(m->thread_id);
+  return true; /* config_json is not read: capsule injects the credentials it holds */
+}
+
+bool grpc_serve_decode(enum grpc_serve_method method, const uint8_t *data, size_t len,
+                       struct grpc_serve_request *req, struct grpc_serve_call *call)
+{
+  memset(req, 0, sizeof *req);
+  req->method = method;
+  call->method = method;
+  switch (method) {
+  case GRPC_SERVE_HEALTH:
+  case GRPC_SERVE_CAP_HEALTH:
+    call->health = true;
+    return true; /* the health requests have no fields: any bytes will do */
+  case GRPC_SERVE_INVOKE: return decode_seed(data, len, req, call);
+  case GRPC_SERVE_CAP_INVOKE:
+  case GRPC_SERVE_CAP_STREAM: return decode_orchestrator(data, len, req, call);
+  }
+  return false;
+}
+
+void grpc_serve_request_free(struct grpc_serve_request *req)
+{
+  if (req->msg && req->method == GRPC_SERVE_INVOKE)
+    selu__capability__v1__invoke_request__free_unpacked(req->msg, NULL);
+  else if (req->msg)
+    selu__orchestrator__v1__invoke_request__free_unpacked(req->msg, NULL);
+  free(req->keys);
+  free(req->values);
+  free(req->args);
+  memset(req, 0, sizeof *req);
+}
+
+static uint8_t *pack(const ProtobufCMessage *m, size_t *len)
+{
+  *len = protobuf_c_message_get_packed_size(m);
+  uint8_t *buf = cap_xmalloc(*len ? *len : 1);
+  protobuf_c_message_pack(m, buf);
+  return buf;
+}
+
+static ProtobufCBinaryData bytes(const char *s)
+{
+  return (ProtobufCBinaryData){.len = s ? strlen(s) : 0, .data = (uint8_t *)(s ? s : "")};
+}
+
+/* The failure's text: the tool's error, never empty. */
+static char *failure(const struct grpc_serve_answer *a)
+{
+  return (char *)(a->error && *a->error ? a->error : "the tool failed");
+}
+
+uint8_t *grpc_serve_encode(enum grpc_serve_method method, const struct grpc_serve_answer *a,
+                           size_t *len)
+{
+  switch (method) {
+  case GRPC_SERVE_HEALTH: {
+    Selu__Capability__V1__HealthCheckResponse h = SELU__CAPABILITY__V1__HEALTH_CHECK_RESPONSE__INIT;
+    h.healthy = a->success;
+    return pack(&h.base, len);
+  }
+  case GRPC_SERVE_INVOKE: {
+    Selu__Capability__V1__InvokeResponse r = SELU__CAPABILITY__V1__INVOKE_RESPONSE__INIT;
+    r.result = a->result ? a->result : (char *)"";
+    r.success = a->success;
+    r.error = a->error ? a->error : (char *)"";
+    return pack(&r.base, len);
+  }
+  case GRPC_SERVE_CAP_HEALTH: {
+    Selu__Orchestrator__V1__HealthResponse h = SELU__ORCHESTRATOR__V1__HEALTH_RESPONSE__INIT;
+    h.ready = a->success;
+    h.message = a->success ? (char *)"ready" : failure(a);
+    return pack(&h.base, len);
+  }
+  case GRPC_SERVE_CAP_INVOKE: {
+    Selu__Orchestrator__V1__InvokeResponse r = SELU__ORCHESTRATOR__V1__INVOKE_RESPONSE__INIT;
+    r.result_json = bytes(a->success ? a->result : NULL);
+    r.error = a->success ? (char *)"" : failure(a);
+    return pack(&r.base, len);
+  }
+  case GRPC_SERVE_CAP_STREAM: {
+    Selu__Orchestrator__V1__InvokeChunk c = SELU__ORCHESTRATOR__V1__INVOKE_CHUNK__INIT;
+    c.data = bytes(a->success ? a->result : NULL);
+    c.done = true;
+    c.error = a->success ? (char *)"" : failure(a);
+    return pack(&c.base, len);
+  }
+  }
+  *len = 0;
+  return NULL;
+}

@@ -1,0 +1,36 @@
+/* The messages of the services capsule-grpc-serve.so serves (internal to
+ * the module): the method a request's path names, a request decoded into
+ * struct grpc_serve_call, an answer encoded. The seed's CapabilityService
+ * and the orchestrator's Capability share the package selu.capability.v1
+ * on the wire; their C names differ (proto/meson.build). */
+#ifndef CAPSULE_FRONT_GRPC_SERVE_MSG_H
+#define CAPSULE_FRONT_GRPC_SERVE_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "front/grpc_serve.h"
+
+/* A decoded request: what struct grpc_serve_call's strings point into. */
+struct grpc_serve_request {
+  enum grpc_serve_method method;
+  void *msg; /* the unpacked message (NULL for a health check) */
+  const char **keys, **values;
+  char *args; /* the orchestrator's args_json, NUL-terminated */
+};
+
+/* The method the path ("/selu.capability.v1.Capability/Invoke") names;
+ * false for one capsule does not serve. */
+bool grpc_serve_method_of(const char *path, size_t len, enum grpc_serve_method *method);
+/* Decodes data into *req and call (whose strings then point into req);
+ * false for bytes that are not a request of the method, or arguments with
+ * a NUL byte. */
+bool grpc_serve_decode(enum grpc_serve_method method, const uint8_t *data, size_t len,
+                       struct grpc_serve_request *req, struct grpc_serve_call *call);
+void grpc_serve_request_free(struct grpc_serve_request *req);
+/* The answer's message (malloc'd, *len bytes), the method's response. */
+uint8_t *grpc_serve_encode(enum grpc_serve_method method, const struct grpc_serve_answer *a,
+                           size_t *len);
+
+#endif

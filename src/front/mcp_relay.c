@@ -1,0 +1,231 @@
+/* The relay between the MCP client of a session and a third-party MCP
+ * server run as a capability (x-capsule.mcp_server, runtime/mcp_client.c).
+ * The server runs in the call's child process (mcp_call.c); the child
+ * sends what the server says besides its answer as lines {"relay": MSG}
+ * on the run's socket, and takes back the lines it must write to the
+ * server. Here, in the session:
+ * - notifications (logging, progress, ...) go to the client on the
+ *   call's stream; progress only when the client asked for it;
+ * - requests (sampling/createMessage, elicitation/create, roots/list,
+ *   ping) go to the client under an id of the session's (ids are the
+ *   session's to choose, and two servers' would collide), only when the
+ *   client declared the capability they need, else the server is
+ *   answered -32601; the client's answer goes back under the server's id;
+ * - a cancelled call's server is sent notifications/cancelled;
+ * - resources, prompts and completion requests (mcp_forward) run on the
+ *   served capability's server like a call: one child, one sandbox, one
+ *   audit record naming the method. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "front/mcp_internal.h"
+#include "runtime/mcp_client.h"
+
+#define TO_CHILD_WAIT_MS 5000 /* a child that reads nothing for this long is not waited for */
+
+const struct cap_spec *mcp_served_server(const struct mcp_session *s)
+{
+  if (!s->cfg->only || !s->cfg->reg)
+    return NULL;
+  const struct cap_spec *spec = gw_registry_find(s->cfg->reg, s->cfg->only);
+  return spec && spec->runtime.kind == CAP_RUNTIME_MCP ? spec : NULL;
+}
+
+void mcp_run_free_asked(struct mcp_run *r)
+{
+  for (size_t i = 0; i < MCP_MAX_ASKED; i++) {
+    free(r->asked[i].theirs);
+    r->asked[i] = (struct mcp_asked){0};
+  }
+}
+
+/* One line to the child (which writes it to the server); the socket is
+ * non-blocking on this side. */
+static void to_child(struct mcp_run *r, struct cap_buf *b)
+{
+  cap_buf_putc(b, '\n');
+  size_t off = 0;
+  while (r->fd >= 0 && off < b->len) {
+    ssize_t n = write(r->fd, b->data + off, b->len - off);
+    if (n > 0) {
+      off += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    struct pollfd p = {.fd = r->fd, .events = POLLOUT};
+    if (n == 0 || errno != EAGAIN || poll(&p, 1, TO_CHILD_WAIT_MS) <= 0)
+      break;
+  }
+  cap_buf_free(b);
+}
+
+static void refuse(struct mcp_run *r, const char *theirs, const char *message)
+{
+  struct cap_buf b = {0};
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":", theirs,
+                 MCP_METHOD_NOT_FOUND);
+  cap_json_quote(&b, message, strlen(message));
+  cap_buf_puts(&b, "}}");
+  to_child(r, &b);
+}
+
+static char *node_text(const struct cap_node *n)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_node(&w, n);
+  return cap_buf_steal(&b);
+}
+
+/* Whether the client declared what the server's request needs */
+static bool client_offers(const struct mcp_session *s, const char *method)
+{
+  static const struct {
+    const char *method;
+    size_t offset;
+  } needs[] = {
+      {"sampling/createMessage", offsetof(struct mcp_session, client_samples)},
+      {"elicitation/create", offsetof(struct mcp_session, client_elicits_any)},
+      {"roots/list", offsetof(struct mcp_session, client_roots)},
+  };
+  if (strcmp(method, "ping") == 0)
+    return true;
+  for (size_t i = 0; i < ARRAY_SIZE(needs); i++)
+    if (strcmp(method, needs[i].method) == 0)
+      return *(const bool *)((const char *)s + needs[i].offset);
+  return false;
+}
+
+static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct cap_node *msg,
+                          const char *method)
+{
+  _cleanup_free_ char *theirs = node_text(cap_node_get(msg, "id"));
+  if (!client_offers(s, method)) {
+    _cleanup_free_ char *m = cap_xasprintf(
+        "the client did not declare what %s needs (capsule relays only that)", method);
+    return refuse(r, theirs, m);
+  }
+  struct mcp_asked *slot = NULL;
+  for (size_t i = 0; i < MCP_MAX_ASKED && !slot; i++)
+    if (!r->asked[i].theirs)
+      slot = &r->asked[i];
+  if (!slot)
+    return refuse(r, theirs, "too many requests to the client in flight for this call");
+  slot->ours = s->next_id++;
+  slot->theirs = steal_pointer(&theirs);
+  struct cap_buf b = {0};
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":", (long long)slot->ours);
+  cap_json_quote(&b, method, strlen(method));
+  const struct cap_node *params = cap_node_get(msg, "params");
+  if (params && params->kind == CAP_NODE_OBJECT) {
+    _cleanup_free_ char *p = node_text(params);
+    cap_buf_printf(&b, ",\"params\":%s", p);
+  }
+  cap_buf_putc(&b, '}');
+  mcp_send_buf(s, r->id_json, false, &b); /* on the call's own stream */
+}
+
+void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  const struct cap_node *msg = NULL, *method = NULL;
+  if (cap_json_parse(doc, line, strlen(line), "relayed", 64, &d) == 0)
+    msg = cap_node_get(doc->root, "relay");
+  if (msg && msg->kind == CAP_NODE_OBJECT)
+    method = cap_node_get(msg, "method");
+  if (method && method->kind == CAP_NODE_STRING && !r->cancelled) {
+    const char *m = method->u.str.ptr;
+    if (cap_node_get(msg, "id"))
+      relay_request(s, r, msg, m);
+    else if (strcmp(m, "notifications/progress") != 0 || r->token_json) {
+      /* a notification: as the server sent it (the progress token is the client's own) */
+      struct cap_buf b = {0};
+      cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":");
+      cap_json_quote(&b, m, strlen(m));
+      const struct cap_node *params = cap_node_get(msg, "params");
+      if (params && params->kind == CAP_NODE_OBJECT) {
+        _cleanup_free_ char *p = node_text(params);
+        cap_buf_printf(&b, ",\"params\":%s", p);
+      }
+      cap_buf_putc(&b, '}');
+      mcp_send_buf(s, r->id_json, false, &b);
+    }
+  }
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+  free(line);
+}
+
+bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg)
+{
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    for (size_t k = 0; r && k < MCP_MAX_ASKED; k++) {
+      if (!r->asked[k].theirs || r->asked[k].ours != id)
+        continue;
+      const struct cap_node *result = cap_node_get(msg, "result");
+      const struct cap_node *error = cap_node_get(msg, "error");
+      _cleanup_free_ char *body = node_text(result ? result : error);
+      struct cap_buf b = {0};
+      if ((result && result->kind == CAP_NODE_OBJECT) || (error && error->kind == CAP_NODE_OBJECT))
+        cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":%s}", r->asked[k].theirs,
+                       result ? "result" : "error", body);
+      else
+        cap_buf_printf(&b,
+                       "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":\"the "
+                       "client's answer has neither a result nor an error object\"}}",
+                       r->asked[k].theirs, MCP_INTERNAL_ERROR);
+      free(r->asked[k].theirs);
+      r->asked[k] = (struct mcp_asked){0};
+      to_child(r, &b);
+      return true;
+    }
+  }
+  return false;
+}
+
+void mcp_relay_cancel(struct mcp_run *r)
+{
+  struct cap_buf b = {0};
+  cap_buf_printf(&b,
+                 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                 "\"requestId\":%d,\"reason\":\"cancelled by the client\"}}",
+                 MCP_CLIENT_REQUEST_ID);
+  to_child(r, &b);
+}
+
+void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *params,
+                 const char *method)
+{
+  const struct cap_spec *spec = mcp_served_server(s);
+  if (!spec) {
+    _cleanup_free_ char *m = cap_xasprintf(
+        "Method not found: %s (capsule relays it to a third-party MCP server's capability "
+        "served with --capability; this session serves none)",
+        method);
+    return mcp_send_error(s, id, MCP_METHOD_NOT_FOUND, m, NULL);
+  }
+  struct mcp_run *r = mcp_run_new(s, id, spec->id);
+  if (!r)
+    return mcp_send_error(s, id, MCP_INTERNAL_ERROR,
+                          "too many requests in flight in this session; wait for one to end", NULL);
+  r->method = method;
+  r->relayed = true;
+  r->tool = cap_xstrdup(method);
+  struct cap_buf a = {0};
+  if (params) {
+    struct cap_jw w;
+    cap_jw_init(&w, &a, false);
+    cap_jw_node(&w, params);
+  } else
+    cap_buf_puts(&a, "{}");
+  r->args = cap_buf_steal(&a);
+  mcp_run_start(s, r, GW_ANSWER_NONE);
+}

@@ -1,0 +1,562 @@
+/* The dashboard's HTTP side (front/ui.h), on libmicrohttpd with a thread
+ * per connection, in the module capsule-serve-http.so. Every request:
+ * the Host must be the address served and an Origin, when sent, this
+ * server's own (403); then either a static asset, the login, or a page
+ * for a signed-in operator. Sign-in: GET /login gives an anonymous
+ * session (a cookie and a CSRF token for the form); POST /login with an
+ * operator's access token replaces it with a new session (new id, new
+ * CSRF token: no fixation) bound to the token's user. Sessions live here,
+ * in memory: 256 random bits a cookie (HttpOnly, SameSite=Strict, Secure
+ * and the __Host- prefix under TLS), ended by logout, 30 minutes idle or
+ * 12 hours. Every POST carries the session's CSRF token (403 without it).
+ * Every answer carries a strict Content-Security-Policy (scripts and
+ * styles from this server's own files only, nothing inline), and is
+ * never cached. */
+#include <errno.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "core/escape.h"
+#include "core/text.h"
+#include "front/serve_guard.h"
+#include "front/serve_internal.h"
+#include "front/ui.h"
+#include "front/ui_assets.h"
+
+#define CSP                                                                                        \
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "  \
+  "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+struct ui_sess {
+  char id[65], csrf[65];
+  char *user; /* NULL: signed out (the login form's session) */
+  uint64_t created_ms, last_ms;
+};
+
+struct serve_ui {
+  struct MHD_Daemon *d;
+  struct serve *sv;
+  const struct serve_hooks *hooks;
+  struct serve_guard guard;
+  pthread_mutex_t mu;
+  struct ui_sess sessions[UI_MAX_SESSIONS];
+  size_t n;
+  const char *cookie; /* its name */
+  bool stopping;
+};
+
+static uint64_t mono_ms(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static void random_hex(char out[65])
+{
+  unsigned char b[32];
+  if (getrandom(b, sizeof b, 0) != sizeof b)
+    abort(); /* the kernel's generator cannot fail once seeded */
+  sodium_bin2hex(out, 65, b, sizeof b);
+}
+
+/* ---- sessions (under u->mu) ---- */
+
+static void sess_drop(struct serve_ui *u, size_t i)
+{
+  free(u->sessions[i].user);
+  sodium_memzero(&u->sessions[i], sizeof u->sessions[i]);
+  u->sessions[i] = u->sessions[--u->n];
+}
+
+static void sess_expire(struct serve_ui *u, uint64_t now)
+{
+  for (size_t i = u->n; i-- > 0;)
+    if (now - u->sessions[i].last_ms > UI_SESSION_IDLE_MS ||
+        now - u->sessions[i].created_ms > UI_SESSION_MAX_MS)
+      sess_drop(u, i);
+}
+
+static struct ui_sess *sess_find(struct serve_ui *u, const char *id)
+{
+  uint64_t now = mono_ms();
+  sess_expire(u, now);
+  for (size_t i = 0; id && strlen(id) == 64 && i < u->n; i++)
+    if (sodium_memcmp(u->sessions[i].id, id, 64) == 0) {
+      u->sessions[i].last_ms = now;
+      return &u->sessions[i];
+    }
+  return NULL;
+}
+
+static struct ui_sess *sess_new(struct serve_ui *u, char *user)
+{
+  if (u->n == UI_MAX_SESSIONS) { /* the one used longest ago makes room */
+    size_t old = 0;
+    for (size_t i = 1; i < u->n; i++)
+      if (u->sessions[i].last_ms < u->sessions[old].last_ms)
+        old = i;
+    sess_drop(u, old);
+  }
+  struct ui_sess *s = &u->sessions[u->n++];
+  random_hex(s->id);
+  random_hex(s->csrf);
+  s->user = user;
+  s->created_ms = s->last_ms = mono_ms();
+  return s;
+}
+
+/* ---- answers ---- */
+
+struct answer {
+  unsigned status;
+  const char *type;
+  struct cap_buf body;
+  char *location;
+  char *cookie; /* a Set-Cookie value */
+};
+
+static enum MHD_Result send_answer(struct MHD_Connection *c, struct answer *a)
+{
+  struct MHD_Response *r = MHD_create_response_from_buffer(
+      a->body.len, a->body.data ? a->body.data : (char *)"", MHD_RESPMEM_MUST_COPY);
+  if (!r)
+    return MHD_NO;
+  if (a->body.len)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, a->type);
+  MHD_add_response_header(r, "Content-Security-Policy", CSP);
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  MHD_add_response_header(r, "X-Frame-Options", "DENY");
+  MHD_add_response_header(r, "Referrer-Policy",
+                          "same-origin"); /* no-referrer makes a form's Origin "null" */
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  if (a->location)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, a->location);
+  if (a->cookie)
+    MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, a->cookie);
+  enum MHD_Result ret = MHD_queue_response(c, a->status, r);
+  MHD_destroy_response(r);
+  cap_buf_free(&a->body);
+  free(a->location);
+  free(a->cookie);
+  return ret;
+}
+
+static enum MHD_Result plain(struct MHD_Connection *c, unsigned status, const char *text)
+{
+  struct answer a = {.status = status, .type = "text/plain; charset=utf-8"};
+  cap_buf_puts(&a.body, text);
+  cap_buf_putc(&a.body, '\n');
+  return send_answer(c, &a);
+}
+
+static enum MHD_Result redirect(struct MHD_Connection *c, const char *to, char *cookie)
+{
+  struct answer a = {.status = MHD_HTTP_SEE_OTHER, .location = cap_xstrdup(to), .cookie = cookie};
+  return send_answer(c, &a);
+}
+
+static char *cookie_for(const struct serve_ui *u, const char *id)
+{
+  return cap_xasprintf("%s=%s; Path=/; HttpOnly; SameSite=Strict%s", u->cookie, id,
+                       u->guard.tls ? "; Secure" : "");
+}
+
+static char *cookie_gone(const struct serve_ui *u)
+{
+  return cap_xasprintf("%s=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict%s", u->cookie,
+                       u->guard.tls ? "; Secure" : "");
+}
+
+static enum MHD_Result login_page(struct MHD_Connection *c, unsigned status, const char *csrf,
+                                  const char *message, char *cookie)
+{
+  struct answer a = {.status = status, .type = "text/html; charset=utf-8", .cookie = cookie};
+  cap_buf_puts(&a.body, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                        "<title>capsule: sign in</title><link rel=\"stylesheet\" "
+                        "href=\"/static/ui.css\"></head><body class=\"login\"><main>"
+                        "<h1>capsule</h1>");
+  if (message) {
+    cap_buf_puts(&a.body, "<p class=\"error\" role=\"alert\">");
+    cap_escape_html(&a.body, message, strlen(message));
+    cap_buf_puts(&a.body, "</p>");
+  }
+  cap_buf_printf(&a.body,
+                 "<form method=\"post\" action=\"/login\"><input type=\"hidden\" name=\"csrf\" "
+                 "value=\"%s\"><label>Operator token <input type=\"password\" name=\"token\" "
+                 "id=\"token\" autocomplete=\"off\" required></label> <button type=\"submit\" "
+                 "id=\"signin\">Sign in</button></form><p class=\"hint\">An operator's token "
+                 "from <code>capsule access issue NAME --operator</code>.</p></main></body>"
+                 "</html>\n",
+                 csrf);
+  return send_answer(c, &a);
+}
+
+/* ---- the request ---- */
+
+struct ui_req {
+  struct cap_buf body;
+  bool too_big;
+  struct ui_param *params;
+  size_t n_params;
+};
+
+static void add_param(struct ui_req *q, const char *name, size_t nlen, const char *value,
+                      size_t vlen)
+{
+  q->params = cap_xrealloc(q->params, (q->n_params + 1) * sizeof *q->params);
+  q->params[q->n_params++] = (struct ui_param){cap_xstrndup(name, nlen), cap_xstrndup(value, vlen)};
+}
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+  (void)kind;
+  if (key)
+    add_param(cls, key, strlen(key), value ? value : "", value ? strlen(value) : 0);
+  return MHD_YES;
+}
+
+static void form_arg(void *arg, const char *name, const char *value)
+{
+  add_param(arg, name, strlen(name), value, strlen(value));
+}
+
+static void req_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                     enum MHD_RequestTerminationCode code)
+{
+  (void)cls;
+  (void)c;
+  (void)code;
+  struct ui_req *q = *con_cls;
+  if (!q)
+    return;
+  for (size_t i = 0; i < q->n_params; i++) {
+    sodium_memzero(q->params[i].value, strlen(q->params[i].value)); /* a token, perhaps */
+    free(q->params[i].name);
+    free(q->params[i].value);
+  }
+  free(q->params);
+  if (q->body.data)
+    sodium_memzero(q->body.data, q->body.len);
+  cap_buf_free(&q->body);
+  free(q);
+  *con_cls = NULL;
+}
+
+static const char *param(const struct ui_req *q, const char *name)
+{
+  struct ui_request rq = {.params = q->params, .n_params = q->n_params};
+  return ui_param(&rq, name);
+}
+
+/* The Origin a browser sent must be this server's: a Host it answers to
+ * (or, on a wildcard address, the Host this request names). */
+static bool origin_ok(const struct serve_ui *u, struct MHD_Connection *c)
+{
+  const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  if (!origin || !u->guard.wildcard)
+    return serve_guard_origin_ok(&u->guard, origin);
+  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  const char *scheme = u->guard.tls ? "https://" : "http://";
+  return host && strncmp(origin, scheme, strlen(scheme)) == 0 &&
+         strcasecmp(origin + strlen(scheme), host) == 0;
+}
+
+static enum MHD_Result asset(struct MHD_Connection *c, const char *url)
+{
+  const struct ui_asset *f = ui_asset_find(url);
+  if (!f)
+    return plain(c, MHD_HTTP_NOT_FOUND, "Not Found");
+  struct answer a = {.status = MHD_HTTP_OK, .type = f->type};
+  cap_buf_append(&a.body, f->data, f->len);
+  return send_answer(c, &a);
+}
+
+static enum MHD_Result do_login(struct serve_ui *u, struct MHD_Connection *c, struct ui_req *q,
+                                struct ui_sess *s)
+{
+  const char *token = param(q, "token");
+  char *user = NULL;
+  int r = token ? u->hooks->ui_login(u->sv, token, &user) : -EACCES;
+  if (r < 0) {
+    _cleanup_free_ char *csrf = cap_xstrdup(s->csrf);
+    pthread_mutex_unlock(&u->mu);
+    return login_page(c, MHD_HTTP_UNAUTHORIZED, csrf,
+                      r == -EPERM ? "That token is not an operator's (capsule access issue NAME "
+                                    "--operator)."
+                                  : "Unknown or revoked token.",
+                      NULL);
+  }
+  sess_drop(u, (size_t)(s - u->sessions)); /* a new id once signed in */
+  s = sess_new(u, user);
+  char *cookie = cookie_for(u, s->id);
+  pthread_mutex_unlock(&u->mu);
+  u->hooks->ui_log(u->sv, "signed in", user);
+  return redirect(c, "/", cookie);
+}
+
+static enum MHD_Result page(struct serve_ui *u, struct MHD_Connection *c, const char *url,
+                            const char *method, struct ui_req *q, struct ui_sess *s);
+static enum MHD_Result events(struct serve_ui *u, struct MHD_Connection *c, const char *sid);
+
+/* Everything but the assets, with u->mu held (released here). */
+static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const char *url,
+                             const char *method, struct ui_req *q)
+{
+  bool post = strcmp(method, "POST") == 0;
+  struct ui_sess *s = sess_find(u, MHD_lookup_connection_value(c, MHD_COOKIE_KIND, u->cookie));
+  if (post && !s) {
+    pthread_mutex_unlock(&u->mu);
+    return plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login");
+  }
+  if (post) {
+    const char *csrf = param(q, "csrf");
+    if (!csrf || strlen(csrf) != 64 || sodium_memcmp(csrf, s->csrf, 64) != 0) {
+      pthread_mutex_unlock(&u->mu);
+      return plain(c, MHD_HTTP_FORBIDDEN,
+                   "Forbidden: the form's CSRF token is missing or not this session's "
+                   "(reload the page)");
+    }
+  }
+  if (strcmp(url, "/login") == 0) {
+    if (post)
+      return do_login(u, c, q, s);
+    char *cookie = NULL;
+    if (!s) {
+      s = sess_new(u, NULL);
+      cookie = cookie_for(u, s->id);
+    }
+    _cleanup_free_ char *csrf = cap_xstrdup(s->csrf);
+    pthread_mutex_unlock(&u->mu);
+    return login_page(c, MHD_HTTP_OK, csrf, NULL, cookie);
+  }
+  if (!s || !s->user) {
+    pthread_mutex_unlock(&u->mu);
+    return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login")
+                : redirect(c, "/login", NULL);
+  }
+  if (post && strcmp(url, "/logout") == 0) {
+    sess_drop(u, (size_t)(s - u->sessions));
+    pthread_mutex_unlock(&u->mu);
+    return redirect(c, "/login", cookie_gone(u));
+  }
+  if (!post && strcmp(url, "/events") == 0) {
+    char sid[65];
+    memcpy(sid, s->id, sizeof sid);
+    pthread_mutex_unlock(&u->mu);
+    return events(u, c, sid);
+  }
+  return page(u, c, url, method, q, s);
+}
+
+static enum MHD_Result page(struct serve_ui *u, struct MHD_Connection *c, const char *url,
+                            const char *method, struct ui_req *q, struct ui_sess *s)
+{
+  _cleanup_free_ char *user = cap_xstrdup(s->user);
+  char csrf[65];
+  memcpy(csrf, s->csrf, sizeof csrf);
+  pthread_mutex_unlock(&u->mu);
+  struct ui_request rq = {.method = method,
+                          .path = url,
+                          .params = q->params,
+                          .n_params = q->n_params,
+                          .user = user,
+                          .csrf = csrf};
+  struct ui_response out = {0};
+  u->hooks->ui_page(u->sv, &rq, &out);
+  struct answer a = {.status = out.status ? (unsigned)out.status : MHD_HTTP_OK,
+                     .type = "text/html; charset=utf-8",
+                     .body = out.body,
+                     .location = out.location};
+  if (a.location)
+    a.status = MHD_HTTP_SEE_OTHER;
+  return send_answer(c, &a);
+}
+
+/* ---- the live stream: an event when the pending approvals change ---- */
+
+struct stream_state {
+  struct serve_ui *u;
+  char sid[65];
+  uint64_t pulse;
+  bool started;
+  struct cap_buf pending;
+  size_t off;
+};
+
+static bool sess_alive(struct serve_ui *u, const char *sid)
+{
+  pthread_mutex_lock(&u->mu);
+  bool alive = sess_find(u, sid) != NULL;
+  pthread_mutex_unlock(&u->mu);
+  return alive;
+}
+
+static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+  (void)pos;
+  struct stream_state *st = cls;
+  if (st->off >= st->pending.len) {
+    cap_buf_free(&st->pending);
+    st->off = 0;
+    if (st->started)
+      sleep(1);
+    if (__atomic_load_n(&st->u->stopping, __ATOMIC_ACQUIRE) || st->u->hooks->stopping(st->u->sv) ||
+        !sess_alive(st->u, st->sid))
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    uint64_t now = st->u->hooks->ui_pulse(st->u->sv);
+    if (!st->started || now != st->pulse)
+      cap_buf_printf(&st->pending, "%sevent: approvals\ndata: %llu\n\n",
+                     st->started ? "" : "retry: 2000\n", (unsigned long long)now);
+    else
+      cap_buf_puts(&st->pending, ": keepalive\n\n");
+    st->started = true;
+    st->pulse = now;
+  }
+  size_t n = st->pending.len - st->off < max ? st->pending.len - st->off : max;
+  memcpy(buf, st->pending.data + st->off, n);
+  st->off += n;
+  return (ssize_t)n;
+}
+
+static void events_free(void *cls)
+{
+  struct stream_state *st = cls;
+  cap_buf_free(&st->pending);
+  free(st);
+}
+
+static enum MHD_Result events(struct serve_ui *u, struct MHD_Connection *c, const char *sid)
+{
+  struct stream_state *st = cap_xcalloc(1, sizeof *st);
+  st->u = u;
+  memcpy(st->sid, sid, sizeof st->sid);
+  struct MHD_Response *r =
+      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, events_read, st, events_free);
+  if (!r) {
+    events_free(st);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+  MHD_add_response_header(r, "Content-Security-Policy", CSP);
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* ---- the daemon ---- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *size, void **con_cls)
+{
+  (void)version;
+  struct serve_ui *u = cls;
+  struct ui_req *q = *con_cls;
+  if (!q) {
+    *con_cls = cap_xcalloc(1, sizeof *q);
+    return MHD_YES;
+  }
+  if (*size) {
+    if (!q->too_big && q->body.len + *size <= UI_MAX_BODY)
+      cap_buf_append(&q->body, data, *size);
+    else
+      q->too_big = true;
+    *size = 0;
+    return MHD_YES;
+  }
+  if (!serve_guard_host_ok(&u->guard,
+                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+    return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: unexpected Host");
+  if (!origin_ok(u, c))
+    return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: foreign Origin");
+  if (u->hooks->stopping(u->sv))
+    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is stopping");
+  bool post = strcmp(method, "POST") == 0;
+  if (!post && strcmp(method, "GET") && strcmp(method, "HEAD"))
+    return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED, "Method Not Allowed");
+  if (strncmp(url, "/static/", 8) == 0 || strcmp(url, "/favicon.ico") == 0)
+    return asset(c, url);
+  if (q->too_big)
+    return plain(c, MHD_HTTP_CONTENT_TOO_LARGE, "the form is larger than 64 KiB");
+  MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, q);
+  if (post && q->body.len)
+    ui_form_parse(q->body.data, q->body.len, form_arg, q);
+  pthread_mutex_lock(&u->mu);
+  return route(u, c, url, method, q);
+}
+
+int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
+                   const struct serve_options *opt, struct serve_ui **ret, struct cap_error *err)
+{
+  struct serve_ui *u = cap_xcalloc(1, sizeof *u);
+  u->sv = sv;
+  u->hooks = hooks;
+  pthread_mutex_init(&u->mu, NULL);
+  int port = serve_guard_init(&u->guard, "--ui", opt->ui_addr, opt, err);
+  if (port < 0) {
+    serve_ui_stop(u);
+    return port;
+  }
+  struct serve_guard *g = &u->guard;
+  u->cookie = g->tls ? "__Host-capsule_ui" : "capsule_ui";
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                   (g->ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (g->tls ? MHD_USE_TLS : 0);
+  struct MHD_OptionItem tls_opts[] = {
+      {g->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, g->cert},
+      {MHD_OPTION_HTTPS_MEM_KEY, 0, g->key},
+      {MHD_OPTION_END, 0, NULL},
+  };
+  u->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, u, MHD_OPTION_SOCK_ADDR,
+                          (struct sockaddr *)&g->ss, MHD_OPTION_NOTIFY_COMPLETED, req_done, u,
+                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_LIMIT,
+                          (unsigned)256, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)32,
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_ARRAY,
+                          tls_opts, MHD_OPTION_END);
+  if (!u->d) {
+    serve_ui_stop(u);
+    return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
+                         opt->ui_addr);
+  }
+  int bound = MHD_get_daemon_info(u->d, MHD_DAEMON_INFO_BIND_PORT)->port;
+  serve_guard_set_port(g, opt->ui_addr, bound);
+  const char *colon = strrchr(opt->ui_addr, ':');
+  _cleanup_free_ char *addr =
+      cap_xasprintf("%.*s:%d", (int)(colon - opt->ui_addr), opt->ui_addr, bound);
+  hooks->ui_bound(sv, addr);
+  *ret = u;
+  return 0;
+}
+
+void serve_ui_quiesce(struct serve_ui *u)
+{
+  if (u && u->d) {
+    __atomic_store_n(&u->stopping, true, __ATOMIC_RELEASE);
+    MHD_quiesce_daemon(u->d);
+  }
+}
+
+void serve_ui_stop(struct serve_ui *u)
+{
+  if (!u)
+    return;
+  __atomic_store_n(&u->stopping, true, __ATOMIC_RELEASE);
+  if (u->d)
+    MHD_stop_daemon(u->d);
+  while (u->n)
+    sess_drop(u, 0);
+  serve_guard_free(&u->guard);
+  pthread_mutex_destroy(&u->mu);
+  free(u);
+}

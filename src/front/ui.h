@@ -1,0 +1,74 @@
+/* The operator dashboard of `capsule serve --ui ADDR` (docs/dashboard.md).
+ * Two halves, split where the state is: ui.c, in the module
+ * capsule-serve-http.so with libmicrohttpd, owns HTTP (the listener, Host
+ * and Origin, the login, sessions and their cookie, CSRF, the security
+ * headers, the static assets, the live stream); ui_pages.c and the files
+ * beside it, in the executable, render a page from the state and apply a
+ * form, reached through serve_hooks.ui_page. A request reaches ui_page
+ * only from a signed-in operator, and a POST only with the session's CSRF
+ * token. */
+#ifndef CAPSULE_FRONT_UI_H
+#define CAPSULE_FRONT_UI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/buf.h"
+
+/* Idle and absolute lifetimes of a session, and how many at most. */
+#define UI_SESSION_IDLE_MS (30 * 60 * 1000)
+#define UI_SESSION_MAX_MS (12 * 60 * 60 * 1000)
+#define UI_MAX_SESSIONS 256
+#define UI_MAX_BODY 65536
+#define UI_MAX_FIELDS 64
+
+struct ui_param {
+  char *name, *value;
+};
+
+struct ui_request {
+  const char *method; /* "GET" or "POST" */
+  const char *path;
+  const struct ui_param *params; /* the query string's, then the form's */
+  size_t n_params;
+  const char *user; /* the signed-in operator */
+  const char *csrf; /* the session's CSRF token, for the forms a page holds */
+};
+
+/* What ui_page answers: a page (status 200, 404, 400...) or a redirect
+ * (303 to location, after a form). body and location are allocated. */
+struct ui_response {
+  int status;
+  struct cap_buf body;
+  char *location;
+};
+
+/* The value of name in rq (the first), or NULL. */
+static inline const char *ui_param(const struct ui_request *rq, const char *name)
+{
+  for (size_t i = 0; i < rq->n_params; i++)
+    if (strcmp(rq->params[i].name, name) == 0)
+      return rq->params[i].value;
+  return NULL;
+}
+
+/* A form body (application/x-www-form-urlencoded: name=value pairs
+ * joined by '&', '+' a space, %XX a byte) read pair by pair into fn, at
+ * most UI_MAX_FIELDS; a pair without '=' or a name, or that decodes to a
+ * NUL, is skipped. Returns how many pairs fn got (ui_form.c, fuzzed by
+ * tests/fuzz/fuzz_ui_form.c). */
+typedef void (*ui_form_fn)(void *arg, const char *name, const char *value);
+size_t ui_form_parse(const char *body, size_t len, ui_form_fn fn, void *arg);
+
+/* Renders or applies (ui_pages.c). */
+struct serve;
+void ui_page(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
+/* A number that changes when the pending approvals do (the live stream). */
+uint64_t ui_pulse(struct serve *sv);
+/* Who presents token: 0 and *user for an operator token; -EACCES for no
+ * token, -EPERM for one that is not an operator's. */
+int ui_login(struct serve *sv, const char *token, char **user);
+
+#endif

@@ -1,0 +1,124 @@
+/* The dashboard's audit log: a search (capability, user, decision, and
+ * text anywhere in a record), newest first, 100 records a page (keyset
+ * paging: "older" names the last sequence number shown), each record
+ * with its own place in the chain (gateway/state_query.h), and on
+ * request the whole chain verified as `capsule audit verify` does. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cleanup.h"
+#include "front/ui_internal.h"
+#include "gateway/state.h"
+#include "gateway/state_query.h"
+
+struct audit_page {
+  struct cap_buf *b;
+  int64_t last;
+  size_t n;
+};
+
+static void audit_row(void *arg, const struct gw_audit_record *r, enum gw_chain_status chain)
+{
+  struct audit_page *p = arg;
+  struct cap_buf *b = p->b;
+  p->last = r->seq;
+  p->n++;
+  cap_buf_printf(b, "<tr class=\"record\" data-seq=\"%lld\"><td>%lld</td><td>", (long long)r->seq,
+                 (long long)r->seq);
+  const char *cells[] = {r->time, r->user, r->capability, r->tool, r->decision, r->outcome};
+  for (size_t i = 0; i < ARRAY_SIZE(cells); i++) {
+    ui_h(b, cells[i]);
+    cap_buf_puts(b, "</td><td>");
+  }
+  cap_buf_printf(b, "%lld</td><td class=\"chain %s\">%s</td></tr>\n", (long long)r->duration_ms,
+                 chain == GW_CHAIN_OK ? "ok" : "bad", gw_chain_status_name(chain));
+}
+
+static void filter_input(struct cap_buf *b, const struct ui_request *rq, const char *name,
+                         const char *label)
+{
+  cap_buf_printf(b, "<label>%s <input name=\"%s\" id=\"f-%s\" value=\"", label, name, name);
+  ui_h(b, ui_param(rq, name));
+  cap_buf_puts(b, "\" size=\"14\"></label>");
+}
+
+static void verify_result(struct serve *sv, struct cap_buf *b)
+{
+  size_t n = 0;
+  struct cap_error err = {0};
+  int r = gw_audit_verify(sv->opt->st, &n, &err);
+  if (r == 0)
+    cap_buf_printf(b,
+                   "<p class=\"ok\" id=\"verify\" role=\"status\">The chain verifies: %zu "
+                   "records, its head and the high-water mark agree.</p>",
+                   n);
+  else {
+    cap_buf_puts(b, "<p class=\"bad\" id=\"verify\" role=\"alert\">The chain does not verify: ");
+    ui_h(b, err.message);
+    cap_buf_puts(b, "</p>");
+  }
+  cap_error_clear(&err);
+}
+
+/* The link to the next page: the same filters, older than last. */
+static void older_link(struct cap_buf *b, const struct ui_request *rq, int64_t last)
+{
+  cap_buf_puts(b, "<p><a id=\"older\" href=\"/audit?");
+  static const char *const keep[] = {"capability", "user", "decision", "q"};
+  for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+    const char *v = ui_param(rq, keep[i]);
+    if (!v || !*v)
+      continue;
+    cap_buf_printf(b, "%s=", keep[i]);
+    for (const unsigned char *c = (const unsigned char *)v; *c; c++)
+      if ((*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+          strchr("-_.~", *c))
+        cap_buf_putc(b, (char)*c);
+      else
+        cap_buf_printf(b, "%%%02X", *c);
+    cap_buf_puts(b, "&amp;");
+  }
+  cap_buf_printf(b, "before=%lld\">Older records</a></p>", (long long)last);
+}
+
+void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_response *out)
+{
+  ui_begin(out, rq, "Audit log");
+  struct cap_buf *b = &out->body;
+  cap_buf_puts(b, "<form method=\"get\" action=\"/audit\" class=\"filters\">");
+  filter_input(b, rq, "capability", "capability");
+  filter_input(b, rq, "user", "user");
+  filter_input(b, rq, "decision", "decision");
+  filter_input(b, rq, "q", "text");
+  cap_buf_puts(b, "<button type=\"submit\" id=\"search\">Search</button> <button type=\"submit\" "
+                  "name=\"verify\" value=\"1\" id=\"verify-chain\">Verify the chain</button>"
+                  "</form>");
+  if (ui_param(rq, "verify"))
+    verify_result(sv, b);
+  const char *before = ui_param(rq, "before");
+  struct gw_audit_filter f = {.capability = ui_param(rq, "capability"),
+                              .user = ui_param(rq, "user"),
+                              .decision = ui_param(rq, "decision"),
+                              .text = ui_param(rq, "q"),
+                              .before = before ? strtoll(before, NULL, 10) : 0};
+  static const char *const cols[] = {"seq",      "time",    "user",        "capability", "tool",
+                                     "decision", "outcome", "duration ms", "chain",      NULL};
+  ui_thead(b, cols);
+  struct audit_page p = {.b = b};
+  bool more = false;
+  struct cap_error err = {0};
+  int r = gw_audit_query(sv->opt->st, &f, audit_row, &p, &more, &err);
+  cap_buf_puts(b, "</tbody></table>");
+  if (r < 0) {
+    cap_buf_puts(b, "<p class=\"error\">");
+    ui_h(b, err.message);
+    cap_buf_puts(b, "</p>");
+    cap_error_clear(&err);
+  } else if (!p.n) {
+    cap_buf_puts(b, "<p class=\"muted\" id=\"no-records\">No record matches.</p>");
+  }
+  if (more)
+    older_link(b, rq, p.last);
+  ui_end(out);
+}

@@ -1,0 +1,237 @@
+/* The PostgreSQL driver (the module capsule-state-pg.so): libpq calls
+ * behind the table in db_pg.h. Thread safety is the caller's (db.c holds
+ * a mutex around every call on one connection). */
+#include "gateway/db_pg.h"
+
+#include <libpq-fe.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define VISIBLE __attribute__((visibility("default")))
+
+struct gw_pg {
+  PGconn *conn;
+  char msg[512];
+  char state[6];
+  char **listening; /* channels LISTENed on this connection */
+  size_t n_listening;
+};
+
+/* libpq's message on one line: its line breaks and tabs as spaces, no
+ * trailing blank. */
+static void one_line(char *m)
+{
+  char *w = m;
+  for (const char *r = m; *r; r++) {
+    char ch = *r == '\n' || *r == '\t' ? ' ' : *r;
+    if (ch == ' ' && (w == m || w[-1] == ' '))
+      continue;
+    *w++ = ch;
+  }
+  while (w > m && w[-1] == ' ')
+    w--;
+  *w = '\0';
+}
+
+static void set_msg(struct gw_pg *c, const char *m, const char *state)
+{
+  snprintf(c->msg, sizeof c->msg, "%s", m && *m ? m : "unknown error");
+  one_line(c->msg);
+  snprintf(c->state, sizeof c->state, "%s", state ? state : "");
+}
+
+static void quiet(void *arg, const char *message)
+{
+  (void)arg;
+  (void)message; /* notices (e.g. "relation exists, skipping") are not errors */
+}
+
+/* A server that does not answer (a host that drops packets) is an error
+ * after this long, not a hang of TCP's own timeout; the URL's own
+ * connect_timeout, like its other parameters, comes after and wins. */
+#define CONNECT_TIMEOUT_S "10"
+
+static struct gw_pg *pg_connect(const char *url, char **why)
+{
+  const char *const keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+  const char *const values[] = {CONNECT_TIMEOUT_S, "capsule", url, NULL};
+  PGconn *conn = PQconnectdbParams(keys, values, 1);
+  if (!conn || PQstatus(conn) != CONNECTION_OK) {
+    *why = strdup(conn ? PQerrorMessage(conn) : "out of memory");
+    if (*why)
+      one_line(*why);
+    PQfinish(conn);
+    return NULL;
+  }
+  PQsetNoticeProcessor(conn, quiet, NULL);
+  struct gw_pg *c = calloc(1, sizeof *c);
+  if (!c) {
+    PQfinish(conn);
+    *why = strdup("out of memory");
+    return NULL;
+  }
+  c->conn = conn;
+  return c;
+}
+
+static void forget_listening(struct gw_pg *c)
+{
+  for (size_t i = 0; i < c->n_listening; i++)
+    free(c->listening[i]);
+  free(c->listening);
+  c->listening = NULL;
+  c->n_listening = 0;
+}
+
+static void pg_finish(struct gw_pg *c)
+{
+  if (!c)
+    return;
+  PQfinish(c->conn);
+  forget_listening(c);
+  free(c);
+}
+
+static enum gw_pg_status pg_query(struct gw_pg *c, const char *sql, int n,
+                                  const char *const *params, struct gw_pg_res **res)
+{
+  *res = NULL;
+  PGresult *r = n == 0 && !params ? PQexec(c->conn, sql)
+                                  : PQexecParams(c->conn, sql, n, NULL, params, NULL, NULL, 0);
+  ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+  if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+    *res = (struct gw_pg_res *)r;
+    return st == PGRES_TUPLES_OK ? GW_PG_ROWS : GW_PG_COMMAND;
+  }
+  set_msg(c, r ? PQresultErrorMessage(r) : PQerrorMessage(c->conn),
+          r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL);
+  PQclear(r);
+  return GW_PG_FAILED;
+}
+
+static const char *pg_errmsg(struct gw_pg *c) { return c->msg; }
+static const char *pg_sqlstate(struct gw_pg *c) { return c->state; }
+static bool pg_broken(struct gw_pg *c) { return PQstatus(c->conn) != CONNECTION_OK; }
+
+static bool pg_reset(struct gw_pg *c)
+{
+  PQreset(c->conn);
+  forget_listening(c); /* a new session listens to nothing */
+  if (PQstatus(c->conn) == CONNECTION_OK)
+    return true;
+  set_msg(c, PQerrorMessage(c->conn), "08006");
+  return false;
+}
+
+static int pg_ntuples(const struct gw_pg_res *r) { return PQntuples((const PGresult *)r); }
+
+static int pg_nfields(const struct gw_pg_res *r) { return PQnfields((const PGresult *)r); }
+
+static const char *pg_fname(const struct gw_pg_res *r, int col)
+{
+  return PQfname((const PGresult *)r, col);
+}
+
+static const char *pg_value(const struct gw_pg_res *r, int row, int col)
+{
+  const PGresult *p = (const PGresult *)r;
+  if (row >= PQntuples(p) || col >= PQnfields(p) || PQgetisnull(p, row, col))
+    return NULL;
+  return PQgetvalue(p, row, col);
+}
+
+#define BYTEAOID 17
+static bool pg_is_bytea(const struct gw_pg_res *r, int col)
+{
+  return PQftype((const PGresult *)r, col) == BYTEAOID;
+}
+
+static int64_t pg_changes(const struct gw_pg_res *r)
+{
+  const char *t = PQcmdTuples((PGresult *)r);
+  return t && *t ? strtoll(t, NULL, 10) : 0;
+}
+
+static void pg_clear(struct gw_pg_res *r) { PQclear((PGresult *)r); }
+
+static int listen_once(struct gw_pg *c, const char *channel)
+{
+  for (size_t i = 0; i < c->n_listening; i++)
+    if (strcmp(c->listening[i], channel) == 0)
+      return 0;
+  char *ident = PQescapeIdentifier(c->conn, channel, strlen(channel));
+  if (!ident)
+    return -1;
+  char sql[256];
+  snprintf(sql, sizeof sql, "LISTEN %s", ident);
+  PQfreemem(ident);
+  struct gw_pg_res *res;
+  if (pg_query(c, sql, 0, NULL, &res) == GW_PG_FAILED)
+    return -1;
+  pg_clear(res);
+  char **v = realloc(c->listening, (c->n_listening + 1) * sizeof *v);
+  if (!v)
+    return -1;
+  c->listening = v;
+  c->listening[c->n_listening++] = strdup(channel);
+  return 0;
+}
+
+static int take_notify(struct gw_pg *c, const char *channel)
+{
+  int got = 0;
+  PGnotify *n;
+  while ((n = PQnotifies(c->conn))) {
+    got |= strcmp(n->relname, channel) == 0;
+    PQfreemem(n);
+  }
+  return got;
+}
+
+static int pg_wait_notify(struct gw_pg *c, const char *channel, int timeout_ms)
+{
+  if (listen_once(c, channel) < 0)
+    return -1;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    if (!PQconsumeInput(c->conn)) {
+      set_msg(c, PQerrorMessage(c->conn), "08006");
+      return -1;
+    }
+    if (take_notify(c, channel))
+      return 1;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long spent = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+    if (spent >= timeout_ms)
+      return 0;
+    struct pollfd p = {.fd = PQsocket(c->conn), .events = POLLIN};
+    if (p.fd < 0 || poll(&p, 1, (int)(timeout_ms - spent)) < 0) {
+      set_msg(c, "the connection to the database is gone", "08006");
+      return -1;
+    }
+  }
+}
+
+VISIBLE const struct gw_db_pg_module capsule_state_pg_module = {
+    .size = sizeof(struct gw_db_pg_module),
+    .connect = pg_connect,
+    .finish = pg_finish,
+    .query = pg_query,
+    .errmsg = pg_errmsg,
+    .sqlstate = pg_sqlstate,
+    .broken = pg_broken,
+    .reset = pg_reset,
+    .ntuples = pg_ntuples,
+    .nfields = pg_nfields,
+    .fname = pg_fname,
+    .value = pg_value,
+    .is_bytea = pg_is_bytea,
+    .changes = pg_changes,
+    .clear = pg_clear,
+    .wait_notify = pg_wait_notify,
+};

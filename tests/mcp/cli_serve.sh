@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# `capsule call` with and without a running `capsule serve` on the same
+# state (docs/serve.md, "The CLI and a running serve"): alone, then
+# through serve's unix socket (a session serve logs as the caller's user,
+# known by SO_PEERCRED), with the same output and exit codes (a result,
+# blocked: 4, an unknown capability: 1, policy ask without a terminal: a
+# pending approval, 4, then the approved call), the terminal's answer to
+# ask through serve's elicitation (`script` gives the call a terminal),
+# CAPSULE_SERVE=off and another --caps running alone, and alone again
+# once serve has stopped; the audit names the caller. As root and as uid
+# 65534.
+# Usage: cli_serve.sh CAPSULE
+set -u
+capsule=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
+work=$(mktemp -d /var/tmp/capsule-cliserve.XXXXXX)
+chmod 755 "$work"
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
+if ! "$capsule" run -- /bin/true 2>/dev/null; then
+  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
+fi
+export CAPSULE_STATE_KEY=
+pass=0 fail=0
+ok() { echo "  ok   $1"; pass=$((pass + 1)); }
+bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+expect() { # NAME WANT_RC GOT_RC [GREP_PATTERN FILE]
+  if [ "$2" = "$3" ] && { [ $# -lt 5 ] || grep -q -- "$4" "$5"; }; then ok "$1"; else
+    bad "$1 (exit $3, wanted $2)"; [ $# -ge 5 ] && cat "$5"; fi
+}
+wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
+caps=$work/caps
+mkdir -p "$caps/agents" "$work/other"
+cp -r "$root/examples/covenant/agents/wordcount" "$caps/agents/wordcount"
+chmod -R a+rX "$caps" "$work/other"
+
+run_as() {
+  local who=$1 state=$work/state-$1 wrap=() name
+  mkdir -p "$state" && chmod 700 "$state"
+  if [ "$who" = nobody ]; then chown 65534:65534 "$state"; wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --); fi
+  name=$("${wrap[@]}" id -un)
+  echo "as $who:"
+  C() { "${wrap[@]}" "$capsule" "$@"; }
+  call() { C call --caps "$caps" --state "$state" "$@" </dev/null >"$work/out" 2>"$work/err"; }
+  C policy set --caps "$caps" --state "$state" wordcount dispatch allow >/dev/null
+  call wordcount dispatch '{"text":"one two"}'
+  expect "$who: alone" 0 $? '"2 words"' "$work/out"
+  "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" 2>"$work/serve-$who.log" &
+  local server=$!
+  pids+=("$server")
+  wait_for C serve status --state "$state" >/dev/null 2>&1 && ok "$who: serve-starts" || { bad "$who: serve-starts"; return; }
+  sessions() { grep -c '"session started"' "$work/serve-$who.log"; }
+  call wordcount dispatch '{"text":"one two three"}'
+  expect "$who: through-serve" 0 $? '"3 words"' "$work/out"
+  [ "$(sessions)" = 1 ] && grep -q "\"session started\".*\"user\":\"$name\"" "$work/serve-$who.log" &&
+    ok "$who: serve-session-is-the-callers" || bad "$who: serve-session-is-the-callers"
+  call --json wordcount dispatch '{"text":"a"}'
+  expect "$who: through-serve-json" 0 $? '"terminal_on_success":' "$work/out"
+  call wordcount dispatch '{"text": 5}'
+  expect "$who: through-serve-invalid-arguments" 1 $? "do not match" "$work/err"
+  call nosuch dispatch '{}'
+  expect "$who: through-serve-unknown-capability" 1 $? 'no capability "nosuch"' "$work/err"
+  C policy set --caps "$caps" --state "$state" wordcount dispatch block >/dev/null
+  call wordcount dispatch '{"text":"a"}'
+  expect "$who: through-serve-blocked" 4 $? "blocked by policy" "$work/err"
+  C policy set --caps "$caps" --state "$state" wordcount dispatch ask >/dev/null
+  setsid "${wrap[@]}" "$capsule" call --caps "$caps" --state "$state" wordcount dispatch '{"text":"p q"}' </dev/null >"$work/out" 2>"$work/err"
+  expect "$who: through-serve-ask-pending" 4 $? "approval .* is pending" "$work/err"
+  local id
+  id=$(C approvals --state "$state" --json | sed -n 's/.*"id": *"\([0-9a-f]*\)".*/\1/p' | head -1)
+  C approve --state "$state" "$id" >/dev/null 2>&1
+  setsid "${wrap[@]}" "$capsule" call --caps "$caps" --state "$state" wordcount dispatch '{"text":"p q"}' </dev/null >"$work/out" 2>"$work/err"
+  expect "$who: through-serve-approved" 0 $? '"2 words"' "$work/out"
+  if command -v script >/dev/null; then
+    local cmd="${wrap[*]} $capsule call --caps $caps --state $state wordcount dispatch '{\"text\":\"t u v\"}'"
+    (sleep 1; echo y) | script -qec "$cmd" /dev/null >"$work/out" 2>&1
+    expect "$who: through-serve-ask-terminal-yes" 0 $? '"3 words"' "$work/out"
+    grep -q "Allow this call? \[y/N\]" "$work/out" && ok "$who: asked-on-the-terminal" || bad "$who: asked-on-the-terminal"
+    (sleep 1; echo n) | script -qec "$cmd" /dev/null >"$work/out" 2>&1
+    expect "$who: through-serve-ask-terminal-no" 4 $? "declined" "$work/out"
+  fi
+  C policy set --caps "$caps" --state "$state" wordcount dispatch allow >/dev/null
+  local before
+  before=$(sessions)
+  CAPSULE_SERVE=off call wordcount dispatch '{"text":"x"}'
+  expect "$who: serve-off-alone" 0 $? '"1 words"' "$work/out"
+  cp -r "$caps/agents" "$work/other/" && chmod -R a+rX "$work/other"
+  C policy set --caps "$work/other" --state "$state" wordcount dispatch allow >/dev/null
+  C call --caps "$work/other" --state "$state" wordcount dispatch '{"text":"x"}' </dev/null >"$work/out" 2>"$work/err"
+  expect "$who: other-caps-alone" 0 $? '"1 words"' "$work/out"
+  [ "$(sessions)" = "$before" ] && ok "$who: alone-touches-no-serve" || bad "$who: alone-touches-no-serve"
+  kill "$server"; wait "$server" 2>/dev/null
+  call wordcount dispatch '{"text":"after serve"}'
+  expect "$who: alone-after-serve-stopped" 0 $? '"2 words"' "$work/out"
+  C audit --state "$state" --json >"$work/audit"
+  local n_calls
+  n_calls=$(grep -c '"tool": "dispatch"' "$work/audit")
+  grep -q "\"user\": \"$name\"" "$work/audit" && [ "$n_calls" -ge 12 ] && ok "$who: audited-as-the-caller" ||
+    bad "$who: audited-as-the-caller ($n_calls records)"
+}
+
+run_as root
+chown -R 65534:65534 "$caps" "$work/other"
+run_as nobody
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,370 @@
+/* The state tests' helper (tests/state/pg.sh): the state functions driven
+ * directly, on whichever backend CAPSULE_STATE names (a postgres:// URL)
+ * with DIR as this "gateway's" own directory, or on DIR's SQLite.
+ *
+ *   state_helper funcs DIR           every state function, checked
+ *   state_helper append DIR N TAG    N audit records (outcome TAG-i); goes
+ *                                    on past failures; prints "ok K fail F"
+ *   state_helper verify DIR          the audit chain; prints its length
+ *   state_helper outcomes DIR        every record's outcome, one a line
+ *   state_helper ask DIR             a pending approval; prints its id
+ *   state_helper wait DIR ID MS      waits for its decision; prints it
+ *   state_helper event DIR           one trigger event; prints its number
+ *   state_helper open DIR            opens the state (exit 1 with the error)
+ *   state_helper sql TEXT            TEXT as the PostgreSQL driver sends it */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../unit/unit.h"
+#include "core/buf.h"
+#include "gateway/access.h"
+#include "gateway/approval.h"
+#include "gateway/budget.h"
+#include "gateway/db.h"
+#include "gateway/plugin_state.h"
+#include "gateway/state.h"
+#include "gateway/state_query.h"
+#include "gateway/tokens.h"
+
+int unit_failures, unit_checks;
+
+static struct gw_state *open_state(const char *dir)
+{
+  const char *url = getenv("CAPSULE_STATE");
+  if (gw_db_is_url(url))
+    gw_state_use_database(url);
+  struct gw_state *st = NULL;
+  struct cap_error err = {0};
+  if (gw_state_open(dir, &st, &err) < 0) {
+    fprintf(stderr, "state_helper: %s\n", err.message);
+    exit(1);
+  }
+  return st;
+}
+
+static void count_policy(void *arg, const char *cap, const char *tool, const char *user,
+                         enum cap_policy p)
+{
+  (*(int *)arg)++;
+}
+
+static void count_cred(void *arg, const char *cap, const char *name, enum cap_secret_scope scope,
+                       const char *user, const char *updated)
+{
+  (*(int *)arg)++;
+}
+
+static void count_setting(void *arg, const char *user, const char *name, const char *value,
+                          const char *updated)
+{
+  (*(int *)arg)++;
+}
+
+static void count_grant(void *arg, const char *cap, enum gw_grant_kind kind, const char *value,
+                        const char *created)
+{
+  (*(int *)arg)++;
+}
+
+static void count_event(void *arg, const struct gw_event *e) { (*(int *)arg)++; }
+static void count_access(void *arg, const struct gw_access *a) { (*(int *)arg)++; }
+static void count_approval(void *arg, const struct gw_approval *a) { (*(int *)arg)++; }
+static void count_token(void *arg, const struct gw_token *t, enum gw_token_status s, int64_t ms)
+{
+  (*(int *)arg)++;
+}
+static void count_trust(void *arg, const char *key, const char *added, bool local)
+{
+  (*(int *)arg)++;
+}
+
+static void funcs_policies_creds(struct gw_state *st)
+{
+  struct cap_error err = {0};
+  enum cap_policy p;
+  bool found;
+  int n = 0;
+  CHECK(gw_policy_set(st, "c", "t", "", CAP_POLICY_ASK, &err) == 0);
+  CHECK(gw_policy_set(st, "c", "t", "", CAP_POLICY_ALLOW, &err) == 0); /* replaces */
+  CHECK(gw_policy_set(st, "c", "t", "bob", CAP_POLICY_BLOCK, &err) == 0);
+  CHECK(gw_policy_get(st, "c", "t", "", &p, &found, &err) == 0 && found && p == CAP_POLICY_ALLOW);
+  CHECK(gw_policy_list(st, count_policy, &n, &err) == 0 && n == 2);
+  CHECK(gw_policy_rm(st, "c", "t", "bob", &found, &err) == 0 && found);
+  CHECK(gw_policy_rm(st, "c", "t", "bob", &found, &err) == 0 && !found);
+  char *v = NULL;
+  CHECK(gw_cred_set(st, "c", "k", CAP_SCOPE_SYSTEM, NULL, "s3cret", 6, &err) == 0);
+  CHECK(gw_cred_set(st, "c", "k", CAP_SCOPE_SYSTEM, NULL, "s3cret2", 7, &err) == 0);
+  CHECK(gw_cred_set(st, NULL, "k", CAP_SCOPE_USER, "bob", "shared\x01\xff", 8, &err) == 0);
+  CHECK(gw_cred_get(st, "c", "k", CAP_SCOPE_SYSTEM, NULL, &v, &found, &err) == 0 && found);
+  CHECK_STR(v, "s3cret2");
+  gw_secret_free(v);
+  CHECK(gw_cred_lookup(st, "other", "k", "bob", &v, &found, &err) == 0 && found);
+  CHECK(v && memcmp(v, "shared\x01\xff", 8) == 0);
+  gw_secret_free(v);
+  n = 0;
+  CHECK(gw_cred_list(st, count_cred, &n, &err) == 0 && n == 2);
+  CHECK(gw_cred_rm(st, "c", "k", CAP_SCOPE_SYSTEM, NULL, &found, &err) == 0 && found);
+  CHECK(gw_cred_rm(st, "c", "k", CAP_SCOPE_SYSTEM, NULL, &found, &err) == 0 && !found);
+  size_t shared;
+  CHECK(gw_state_take_migrated_shared(st, &shared, &err) == 0 && shared == 0);
+  cap_error_clear(&err);
+}
+
+static void funcs_plugins(struct gw_state *st)
+{
+  struct cap_error err = {0};
+  bool found, enabled, taken;
+  char *v = NULL, *cc = NULL, *ct = NULL;
+  int n = 0;
+  CHECK(gw_setting_set(st, "c", "", "region", "eu", &err) == 0);
+  CHECK(gw_setting_set(st, "c", "bob", "region", "us", &err) == 0);
+  CHECK(gw_setting_set(st, "c", "bob", "region", "ap", &err) == 0);
+  CHECK(gw_setting_get(st, "c", "bob", "region", &v, &err) == 0);
+  CHECK_STR(v, "ap");
+  free(v);
+  CHECK(gw_setting_list(st, "c", count_setting, &n, &err) == 0 && n == 2);
+  CHECK(gw_setting_rm(st, "c", "bob", "region", &found, &err) == 0 && found);
+  CHECK(gw_trigger_state_get(st, "c", "tr", "", &v, &err) == 0);
+  CHECK_STR(v, "{}");
+  free(v);
+  int64_t seq1 = 0, seq2 = 0;
+  CHECK(gw_trigger_commit(st, "c", "tr", "", "{\"a\":1}", "{\"e\":1}", &seq1, &err) == 0);
+  CHECK(gw_trigger_commit(st, "c", "tr", "", "{\"a\":2}", "{\"e\":2}", &seq2, &err) == 0);
+  CHECK(seq1 > 0 && seq2 == seq1 + 1);
+  CHECK(gw_trigger_state_get(st, "c", "tr", "", &v, &err) == 0);
+  CHECK_STR(v, "{\"a\":2}");
+  free(v);
+  n = 0;
+  CHECK(gw_events_each(st, 0, count_event, &n, &err) == 0 && n == 2);
+  CHECK(gw_trigger_configure(st, "c", "tr", 0, "c2", "t2", "{\"p\":1}", &err) == 0);
+  char *cp = NULL;
+  CHECK(gw_trigger_config(st, "c", "tr", true, &enabled, &cc, &ct, &cp, &err) == 0 && !enabled);
+  CHECK_STR(cc, "c2");
+  CHECK_STR(cp, "{\"p\":1}"); /* schema 8: the trigger call's parameters */
+  free(cc);
+  free(ct);
+  free(cp);
+  CHECK(gw_trigger_lease(st, "c", "tr", "", "g1", 60000, &taken, &err) == 0 && taken);
+  CHECK(gw_trigger_lease(st, "c", "tr", "", "g2", 60000, &taken, &err) == 0 && !taken);
+  CHECK(gw_trigger_release(st, "c", "tr", "", "g1", &err) == 0);
+  CHECK(gw_trigger_lease(st, "c", "tr", "", "g2", 60000, &taken, &err) == 0 && taken);
+  CHECK(gw_grant_add(st, "c", GW_GRANT_HOST, "example.org", &err) == 0);
+  CHECK(gw_grant_add(st, "c", GW_GRANT_HOST, "example.org", &err) == 0);
+  n = 0;
+  CHECK(gw_grant_list(st, NULL, count_grant, &n, &err) == 0 && n == 1);
+  CHECK(gw_grant_rm(st, "c", GW_GRANT_HOST, "example.org", &found, &err) == 0 && found);
+  cap_error_clear(&err);
+}
+
+static void funcs_access_budget_tokens(struct gw_state *st)
+{
+  struct cap_error err = {0};
+  char token[GW_ACCESS_TOKEN_LEN + 1], *user = NULL;
+  bool op, found, added;
+  int n = 0;
+  CHECK(gw_access_issue(st, "ops", "alice", true, token, &err) == 0);
+  CHECK(gw_access_issue(st, "ops", "alice", true, token, &err) == -EEXIST);
+  cap_error_clear(&err);
+  CHECK(gw_access_issue(st, "ops2", "bob", false, token, &err) == 0);
+  CHECK(gw_access_check(st, token, &user, &op, &err) == 0 && !op);
+  CHECK_STR(user, "bob");
+  free(user);
+  CHECK(gw_access_list(st, count_access, &n, &err) == 0 && n == 2);
+  CHECK(gw_access_revoke(st, "ops2", &found, &err) == 0 && found);
+  struct gw_bucket b;
+  CHECK(gw_budget_get(st, "agent", 10, 1000, &b, &err) == 0 && b.tokens == 10);
+  CHECK(gw_budget_take(st, "agent", 10, 4, 1000, &b, &err) == 0 && b.tokens == 6);
+  CHECK(gw_budget_take(st, "agent", 10, 40, 1000, &b, &err) == -EDQUOT);
+  cap_error_clear(&err);
+  CHECK(gw_budget_spend(st, "agent", 10, 2, 1000, &b, &err) == 0 && b.tokens == 4);
+  CHECK(gw_budget_set(st, "agent", 10, 9, 1000, &b, &err) == 0 && b.tokens == 9);
+  unsigned char pk[32], sk[64], pk2[32], sk2[64];
+  bool made;
+  CHECK(gw_issuer_key(st, pk, sk, &made, &err) == 0 && made);
+  CHECK(gw_issuer_key(st, pk2, sk2, &made, &err) == 0 && !made && memcmp(pk, pk2, 32) == 0);
+  struct gw_token t = {0};
+  unsigned char subject[32] = {1, 2, 3};
+  CHECK(gw_token_issue(st, subject, "agent", "tool.web_search", "{}", false, 0, &t, &err) == 0);
+  if (err.message)
+    fprintf(stderr, "token: %s\n", err.message);
+  n = 0;
+  CHECK(gw_token_list(st, count_token, &n, &err) == 0 && n == 1);
+  unsigned char other[32] = {9};
+  CHECK(gw_trust_add(st, other, &added, &err) == 0 && added);
+  CHECK(gw_trust_add(st, other, &added, &err) == 0 && !added);
+  n = 0;
+  CHECK(gw_trust_list(st, count_trust, &n, &err) == 0 && n >= 1);
+  gw_token_free(&t);
+  cap_error_clear(&err);
+}
+
+struct found {
+  size_t n;
+  int64_t last_seq;
+  bool all_ok;
+};
+
+static void found_row(void *arg, const struct gw_audit_record *r, enum gw_chain_status chain)
+{
+  struct found *f = arg;
+  f->all_ok = (f->n == 0 || f->all_ok) && chain == GW_CHAIN_OK;
+  f->n++;
+  f->last_seq = r->seq;
+}
+
+static void funcs_approvals_audit(struct gw_state *st)
+{
+  struct cap_error err = {0};
+  struct gw_approval_call call = {.capability = "c",
+                                  .tool = "t",
+                                  .user = "bob",
+                                  .args = "{}",
+                                  .args_hash = "h",
+                                  .binding = "b"};
+  char id[9], id2[9], lid[9];
+  enum gw_approval_status status, lapsed, was;
+  int n = 0;
+  CHECK(gw_approval_create(st, &call, id, &err) == 0);
+  CHECK(gw_approval_list_pending(st, count_approval, &n, &err) == 0 && n == 1);
+  CHECK(gw_approval_wait(st, id, 300, &status, &err) == 0 && status == GW_APPROVAL_PENDING);
+  struct gw_approval a = {0};
+  CHECK(gw_approval_resolve(st, id, true, &was, &a, &err) == 0 && was == GW_APPROVAL_PENDING);
+  gw_approval_clear(&a);
+  CHECK(gw_approval_wait(st, id, 300, &status, &err) == 0 && status == GW_APPROVAL_APPROVED);
+  CHECK(gw_approval_take(st, &call, &status, id2, &lapsed, lid, &err) == 0 &&
+        status == GW_APPROVAL_APPROVED && strcmp(id, id2) == 0);
+  CHECK(gw_approval_take(st, &call, &status, id2, &lapsed, lid, &err) == 0 &&
+        status == GW_APPROVAL_NONE);
+  CHECK(gw_approval_create(st, &call, id, &err) == 0);
+  CHECK(gw_approval_void_for(st, "c", "t", &err) == 0);
+  CHECK(gw_approval_resolve(st, id, true, &was, &a, &err) == 0 && was == GW_APPROVAL_VOID);
+  gw_approval_clear(&a);
+  struct gw_audit_record r = {.user = "bob",
+                              .capability = "c",
+                              .tool = "t",
+                              .decision = "allow",
+                              .outcome = "ok",
+                              .duration_ms = 5};
+  CHECK(gw_audit_append(st, &r, &err) == 0 && r.seq > 0);
+  CHECK(gw_audit_change(st, "policy-set", "root", "c", "t", "allow", &err) == 0);
+  size_t count = 0;
+  CHECK(gw_audit_verify(st, &count, &err) == 0 && count >= 2);
+  /* the dashboard's search: filters, a substring, keyset pages, chain status */
+  struct found f = {0};
+  bool more = true;
+  CHECK(gw_audit_query(st, &(struct gw_audit_filter){.user = "bob", .capability = "c"}, found_row,
+                       &f, &more, &err) == 0 &&
+        f.n >= 1 && f.last_seq == r.seq && f.all_ok && !more);
+  f = (struct found){0};
+  CHECK(gw_audit_query(st, &(struct gw_audit_filter){.text = "policy-s"}, found_row, &f, &more,
+                       &err) == 0 &&
+        f.n == 1 && f.all_ok);
+  f = (struct found){0};
+  CHECK(gw_audit_query(st, &(struct gw_audit_filter){.before = r.seq + 1, .limit = 1}, found_row,
+                       &f, &more, &err) == 0 &&
+        f.n == 1 && f.last_seq == r.seq && more == (r.seq > 1));
+  if (err.message)
+    fprintf(stderr, "verify: %s\n", err.message);
+  bool has = false;
+  CHECK(gw_db_column_exists(gw_state_db(st), "trigger_config", "call_tool", &has) == 0 && has);
+  CHECK(gw_db_column_exists(gw_state_db(st), "trigger_config", "nope", &has) == 0 && !has);
+  uint32_t base = 0;
+  CHECK(gw_state_id_range(st, "c", false, &base, &err) == 0 && base == 0);
+  cap_error_clear(&err);
+}
+
+static int funcs(const char *dir)
+{
+  struct gw_state *st = open_state(dir);
+  funcs_policies_creds(st);
+  funcs_plugins(st);
+  funcs_access_budget_tokens(st);
+  funcs_approvals_audit(st);
+  gw_state_close(st);
+  printf("%d checks, %d failed\n", unit_checks, unit_failures);
+  return unit_failures ? 1 : 0;
+}
+
+static int append(const char *dir, long n, const char *tag)
+{
+  struct gw_state *st = open_state(dir);
+  long ok = 0, fail = 0;
+  for (long i = 0; i < n; i++) {
+    char outcome[96];
+    snprintf(outcome, sizeof outcome, "%s-%ld", tag, i);
+    struct gw_audit_record r = {
+        .user = tag, .capability = "c", .tool = "t", .decision = "allow", .outcome = outcome};
+    struct cap_error err = {0};
+    if (gw_audit_append(st, &r, &err) == 0)
+      ok++;
+    else
+      fail++;
+    if (err.message && fail == 1)
+      fprintf(stderr, "state_helper append: %s\n", err.message);
+    cap_error_clear(&err);
+  }
+  gw_state_close(st);
+  printf("ok %ld fail %ld\n", ok, fail);
+  return 0;
+}
+
+static void print_outcome(void *arg, const struct gw_audit_record *r) { puts(r->outcome); }
+
+int main(int argc, char **argv)
+{
+  if (argc < 3) {
+    fprintf(stderr, "usage: state_helper funcs|append|verify|outcomes|ask|wait|open DIR ...\n");
+    return 2;
+  }
+  const char *cmd = argv[1], *dir = argv[2];
+  struct cap_error err = {0};
+  if (strcmp(cmd, "sql") == 0) {
+    int n = 0;
+    char *text = gw_db_sql_pg(argv[2], &n);
+    printf("%s [%d]\n", text ? text : "(malformed)", n);
+    free(text);
+    return 0;
+  }
+  if (strcmp(cmd, "funcs") == 0)
+    return funcs(dir);
+  if (strcmp(cmd, "append") == 0 && argc == 5)
+    return append(dir, strtol(argv[3], NULL, 10), argv[4]);
+  struct gw_state *st = open_state(dir);
+  int r = 0;
+  if (strcmp(cmd, "verify") == 0) {
+    size_t n = 0;
+    r = gw_audit_verify(st, &n, &err);
+    printf("%zu\n", n);
+  } else if (strcmp(cmd, "outcomes") == 0) {
+    r = gw_audit_each(st, 0, print_outcome, NULL, &err);
+  } else if (strcmp(cmd, "ask") == 0) {
+    struct gw_approval_call call = {.capability = "c",
+                                    .tool = "t",
+                                    .user = "bob",
+                                    .args = "{}",
+                                    .args_hash = "h",
+                                    .binding = "b"};
+    char id[9];
+    if ((r = gw_approval_create(st, &call, id, &err)) == 0)
+      puts(id);
+  } else if (strcmp(cmd, "wait") == 0 && argc == 5) {
+    enum gw_approval_status s;
+    if ((r = gw_approval_wait(st, argv[3], strtoll(argv[4], NULL, 10), &s, &err)) == 0)
+      puts(gw_approval_status_name(s));
+  } else if (strcmp(cmd, "event") == 0) {
+    int64_t seq = 0;
+    if ((r = gw_trigger_commit(st, "c", "tr", "", "{}", "{}", &seq, &err)) == 0)
+      printf("%" PRId64 "\n", seq);
+  } else if (strcmp(cmd, "open") != 0) {
+    fprintf(stderr, "state_helper: unknown command %s\n", cmd);
+    r = -EINVAL;
+  }
+  fflush(stdout);
+  if (r < 0 && err.message)
+    fprintf(stderr, "state_helper: %s\n", err.message);
+  gw_state_close(st);
+  return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,136 @@
+// The dashboard in a real browser: Debian's chromium, headless, driven by
+// puppeteer-core. Prints "ok NAME" or "FAIL NAME: why" per scenario.
+// Usage: node browser.mjs CHROMIUM URL OPERATOR_TOKEN CAPS STATE CAPSULE...
+// (CAPSULE... is the capsule command, perhaps behind setpriv)
+import { spawn } from "node:child_process";
+import puppeteer from "puppeteer-core";
+
+const [chromium, url, token, caps, state, ...capsule] = process.argv.slice(2);
+const results = [];
+const ok = (name) => results.push(`ok ${name}`);
+const fail = (name, why) => results.push(`FAIL ${name}: ${String(why).split("\n")[0]}`);
+const bound = { timeout: 60000 }; // a bound against a hang, not a timing assertion
+
+function run(args) {
+  return new Promise((resolve) => {
+    const p = spawn(capsule[0], [...capsule.slice(1), ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "", err = "";
+    p.stdout.on("data", (d) => (out += d));
+    p.stderr.on("data", (d) => (err += d));
+    p.on("close", (code) => resolve({ code, out, err }));
+  });
+}
+const call = (args) => run(["call", "--caps", caps, "--state", state, "asker", "dispatch", args]);
+
+// A call that waits for its approval as an agent would: asks, and asks
+// again until the operator has decided (exit 4 while pending).
+async function callUntilDecided(args, stop) {
+  for (;;) {
+    const r = await call(args);
+    if (r.code !== 4 || stop.done) return r;
+    await new Promise((res) => setTimeout(res, 300));
+  }
+}
+
+const browser = await puppeteer.launch({
+  executablePath: chromium,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--no-first-run"],
+});
+const page = await browser.newPage();
+const violations = [];
+page.on("console", (m) => {
+  if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
+});
+
+try {
+  // sign in through the form
+  await page.goto(url + "/", { waitUntil: "load" });
+  if (!page.url().endsWith("/login")) throw new Error(`not sent to /login: ${page.url()}`);
+  await page.type("#token", token);
+  await Promise.all([page.waitForNavigation(bound), page.click("#signin")]);
+  if (new URL(page.url()).pathname !== "/") throw new Error(`after sign-in at ${page.url()}`);
+  const cookies = await page.cookies();
+  const c = cookies.find((x) => x.name === "capsule_ui");
+  if (!c || !c.httpOnly || c.sameSite !== "Strict") throw new Error(`cookie ${JSON.stringify(c)}`);
+  if (await page.evaluate(() => document.cookie.includes("capsule_ui")))
+    throw new Error("the session cookie is readable from script");
+  ok("login");
+} catch (e) {
+  fail("login", e);
+}
+
+try {
+  // the approvals page open; a call asks; its approval appears without a
+  // reload (the event stream), one click approves it, the waiting call runs
+  await page.goto(url + "/approvals", { waitUntil: "load" });
+  await page.waitForFunction(() => document.body.dataset.live === "1", bound);
+  const marker = `approve-me-${Date.now()}`;
+  const stop = { done: false };
+  const waiting = callUntilDecided(JSON.stringify({ text: marker }), stop);
+  const row = await page.waitForFunction(
+    (m) => [...document.querySelectorAll("#approvals tr")].find((tr) => tr.textContent.includes(m)),
+    bound,
+    marker,
+  );
+  const id = await row.evaluate((tr) => tr.id);
+  await Promise.all([page.waitForNavigation(bound), page.click(`#${id} button.approve`)]);
+  const notice = await page.$eval(".notice", (n) => n.textContent);
+  if (!/Approved/.test(notice)) throw new Error(`notice: ${notice}`);
+  const r = await Promise.race([waiting, new Promise((res) => setTimeout(() => res(null), 120000))]);
+  stop.done = true;
+  if (!r) throw new Error("the waiting call did not finish");
+  if (r.code !== 0 || !r.out.includes(marker)) throw new Error(`call exit ${r.code}: ${r.out}${r.err}`);
+  ok("approve-live-call-runs");
+} catch (e) {
+  fail("approve-live-call-runs", e);
+}
+
+async function setPolicy(policy) {
+  await page.goto(url + "/", { waitUntil: "load" });
+  const form = 'tr[data-tool="asker.dispatch"] form.policy';
+  await page.select(`${form} select[name=policy]`, policy);
+  await Promise.all([page.waitForNavigation(bound), page.click(`${form} button`)]);
+  return page.$eval('tr[data-tool="asker.dispatch"] td.policy', (td) => td.textContent);
+}
+
+try {
+  // block, and the next call is refused; allow, and it runs with no approval
+  const shown = await setPolicy("block");
+  if (!shown.startsWith("block")) throw new Error(`shown: ${shown}`);
+  const source = await page.$eval('tr[data-tool="asker.dispatch"] td.source', (td) => td.textContent);
+  if (source !== "operator") throw new Error(`source: ${source}`);
+  const blocked = await call('{"text":"blocked?"}');
+  if (blocked.code !== 4 || !/blocked by policy/.test(blocked.err)) throw new Error(`blocked call: ${blocked.code} ${blocked.err}`);
+  await setPolicy("allow");
+  const allowed = await call('{"text":"allowed now"}');
+  if (allowed.code !== 0 || !allowed.out.includes("allowed now")) throw new Error(`allowed call: ${allowed.code} ${allowed.err}`);
+  ok("policy-change-takes-effect");
+} catch (e) {
+  fail("policy-change-takes-effect", e);
+}
+
+try {
+  // the audit log filtered by capability and decision: the blocked call's record, chain ok
+  await page.goto(url + "/audit", { waitUntil: "load" });
+  await page.type("#f-capability", "asker");
+  await page.type("#f-decision", "block");
+  await Promise.all([page.waitForNavigation(bound), page.click("#search")]);
+  const rows = await page.$$eval("tr.record", (trs) =>
+    trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent)),
+  );
+  if (!rows.length) throw new Error("no record found");
+  if (!rows.every((r) => r[3] === "asker" && r[5] === "block" && r[8] === "ok"))
+    throw new Error(`rows: ${JSON.stringify(rows)}`);
+  await Promise.all([page.waitForNavigation(bound), page.click("#verify-chain")]);
+  const verify = await page.$eval("#verify", (p) => p.textContent);
+  if (!/verifies/.test(verify)) throw new Error(`verify: ${verify}`);
+  ok("audit-filter-finds-record");
+} catch (e) {
+  fail("audit-filter-finds-record", e);
+}
+
+if (violations.length) fail("no-csp-violations", violations[0]);
+else ok("no-csp-violations");
+await browser.close();
+for (const r of results) console.log(r);

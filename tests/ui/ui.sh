@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# The operator dashboard, `capsule serve --ui ADDR` (docs/dashboard.md):
+# with curl, what a browser's protections rest on (unauthenticated
+# requests redirected or 401, the login and its errors, a new session id
+# at sign-in, the cookie's flags, the Content-Security-Policy and the other
+# headers, a missing or wrong CSRF token 403, a foreign Origin or Host
+# 403, sign-out ending the session, a hostile tool argument escaped); then
+# in a real browser (Debian's chromium driven by puppeteer-core,
+# tests/ui/browser.mjs): sign in, see a pending approval arrive live and
+# approve it while a `capsule call` waits in the background, which then
+# completes; change a policy and see it decide the next call; find an
+# audit record by filters. As root and as uid 65534 (the browser always
+# runs as root: it only talks HTTP to the server). TLS (root): the cookie
+# is Secure, named __Host-capsule_ui.
+# Usage: ui.sh CAPSULE
+set -u
+capsule=$(realpath "$1")
+export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
+trap 'rm -rf "$CAPSULE_STATE"' EXIT
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+if ! "$capsule" run -- /bin/true 2>/dev/null; then
+  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
+fi
+command -v curl >/dev/null || { echo "SKIP: curl is not installed (scripts/deps.sh test)"; exit 77; }
+browser=
+chromium=$(command -v chromium || true)
+if [ -z "$chromium" ]; then
+  echo "(browser part skipped: Debian's chromium is not installed; scripts/deps.sh test installs it)"
+elif ! command -v node >/dev/null || [ ! -d "$root/tests/node_modules/puppeteer-core" ]; then
+  echo "(browser part skipped: puppeteer-core is not installed: cd tests && npm ci)"
+else
+  browser=1
+fi
+work=$(mktemp -d /var/tmp/capsule-ui.XXXXXX)
+chmod 755 "$work"
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
+export CAPSULE_STATE_KEY=
+pass=0 fail=0
+ok() { echo "  ok   $1"; pass=$((pass + 1)); }
+bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
+
+caps=$work/caps
+agent() {
+  mkdir -p "$caps/agents/$1"
+  printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" >"$caps/agents/$1/agent.toml"
+  printf '#!/bin/sh\n%s\n' "$2" >"$caps/agents/$1/run.sh"
+  chmod 755 "$caps/agents/$1/run.sh"
+  chmod -R a+rX "$caps"
+}
+agent asker 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
+agent echo 'IFS= read -r line; printf "{\"echo\":%s}\n" "$line"'
+
+# a serve with the dashboard on a free port; sets url (and server)
+start() {
+  local state=$1 log=$2
+  shift 2
+  "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" "$@" 2>"$log" &
+  server=$!
+  pids+=("$server")
+  addr() { "${wrap[@]}" "$capsule" serve status --state "$state" --json 2>/dev/null | grep -o '"ui":"[^"]*"' | cut -d'"' -f4; }
+  has_addr() { [ -n "$(addr)" ]; }
+  wait_for has_addr || return 1
+  url=$(addr)
+}
+
+# the CSRF token in a page
+csrf_of() { grep -o 'name="csrf" value="[0-9a-f]*"' | head -1 | grep -o '[0-9a-f]\{64\}'; }
+
+# signs in with token into the cookie jar; prints the final status
+sign_in() {
+  local jar=$1 token=$2 csrf
+  csrf=$(curl -s -c "$jar" -b "$jar" "$U/login" | csrf_of)
+  curl -s -o /dev/null -w '%{http_code}' -c "$jar" -b "$jar" --data-urlencode "csrf=$csrf" \
+    --data-urlencode "token=$token" "$U/login"
+}
+
+curl_checks() {
+  local who=$1 state=$2 op=$3 user=$4 jar=$work/jar-$1 h
+  rm -f "$jar"
+  [ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' "$U/")" = "303 $U/login" ] &&
+    ok "$who: unauthenticated-get-redirects" || bad "$who: unauthenticated-get-redirects"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -d 'capability=asker&tool=dispatch&policy=allow' "$U/policy")" = 401 ] &&
+    ok "$who: unauthenticated-post-401" || bad "$who: unauthenticated-post-401"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -N --max-time 5 "$U/events")" = 303 ] &&
+    ok "$who: unauthenticated-events-refused" || bad "$who: unauthenticated-events-refused"
+  [ "$(sign_in "$jar" "capsule_$(printf '%064d' 7)")" = 401 ] && ok "$who: unknown-token-401" || bad "$who: unknown-token-401"
+  [ "$(sign_in "$jar" "$user")" = 401 ] && ok "$who: non-operator-token-401" || bad "$who: non-operator-token-401"
+  local before after
+  before=$(awk '$6 == "capsule_ui" {print $7}' "$jar")
+  h=$(curl -s -D - -o /dev/null -c "$jar" -b "$jar" --data-urlencode "csrf=$(curl -s -b "$jar" "$U/login" | csrf_of)" \
+    --data-urlencode "token=$op" "$U/login")
+  after=$(awk '$6 == "capsule_ui" {print $7}' "$jar")
+  grep -q '^HTTP/1.1 303' <<<"$h" && ok "$who: operator-signs-in" || bad "$who: operator-signs-in"
+  [ -n "$before" ] && [ -n "$after" ] && [ "$before" != "$after" ] && ok "$who: new-session-at-sign-in" ||
+    bad "$who: new-session-at-sign-in"
+  local cookie
+  cookie=$(grep -i '^Set-Cookie:' <<<"$h" | tr -d '\r')
+  grep -q 'HttpOnly' <<<"$cookie" && grep -q 'SameSite=Strict' <<<"$cookie" && grep -q 'Path=/' <<<"$cookie" &&
+    ! grep -q 'Secure' <<<"$cookie" && ok "$who: cookie-flags" || bad "$who: cookie-flags ($cookie)"
+  h=$(curl -s -D - -o "$work/page" -b "$jar" "$U/")
+  grep -q "^HTTP/1.1 200" <<<"$h" && grep -q 'asker' "$work/page" && ok "$who: page-after-sign-in" || bad "$who: page-after-sign-in"
+  local csp
+  csp=$(grep -i '^Content-Security-Policy:' <<<"$h")
+  grep -q "default-src 'none'" <<<"$csp" && grep -q "script-src 'self';" <<<"$csp" &&
+    grep -q "frame-ancestors 'none'" <<<"$csp" && ! grep -q "unsafe-inline" <<<"$csp" &&
+    ok "$who: csp-header" || bad "$who: csp-header ($csp)"
+  grep -qi '^X-Content-Type-Options: nosniff' <<<"$h" && grep -qi '^Cache-Control: no-store' <<<"$h" &&
+    grep -qi '^X-Frame-Options: DENY' <<<"$h" && ok "$who: other-headers" || bad "$who: other-headers"
+  if grep -Eo '<script[^>]*>' "$work/page" | grep -qv 'src="/static/ui.js"' || grep -Eq ' on[a-z]+=| style=' "$work/page"; then
+    bad "$who: no-inline-script"
+  else
+    ok "$who: no-inline-script"
+  fi
+  local csrf
+  csrf=$(csrf_of <"$work/page")
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d 'capability=asker&tool=dispatch&policy=allow' "$U/policy")" = 403 ] &&
+    ok "$who: missing-csrf-403" || bad "$who: missing-csrf-403"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$(printf '%064d' 1)&capability=asker&tool=dispatch&policy=allow" "$U/policy")" = 403 ] &&
+    ok "$who: wrong-csrf-403" || bad "$who: wrong-csrf-403"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H 'Origin: http://evil.example' -d "csrf=$csrf&capability=asker&tool=dispatch&policy=allow" "$U/policy")" = 403 ] &&
+    ok "$who: foreign-origin-403" || bad "$who: foreign-origin-403"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H 'Host: evil.example' "$U/")" = 403 ] &&
+    ok "$who: foreign-host-403" || bad "$who: foreign-host-403"
+  C policy list --state "$state" | grep -q 'asker.*dispatch.*ask' && ok "$who: refused-forms-changed-nothing" ||
+    bad "$who: refused-forms-changed-nothing"
+  # a hostile argument, shown escaped where it can be seen: the pending approval
+  C call --caps "$caps" --state "$state" asker dispatch '{"text":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}' >/dev/null 2>&1
+  curl -s -b "$jar" "$U/approvals" >"$work/approvals"
+  grep -q '&lt;script&gt;alert(1)&lt;/script&gt;' "$work/approvals" && ! grep -q '<script>alert' "$work/approvals" &&
+    ! grep -q '<img src=x' "$work/approvals" && ok "$who: hostile-argument-escaped" || bad "$who: hostile-argument-escaped"
+  # a form with its token works, from the same Origin
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H "Origin: $U" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=allow" "$U/policy")" = 303 ] &&
+    C policy list --state "$state" | grep -q 'echo.*dispatch.*allow' && ok "$who: csrf-form-applies" || bad "$who: csrf-form-applies"
+  C audit --state "$state" | grep -q 'policy-set' && ok "$who: change-audited" || bad "$who: change-audited"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/static/ui.js")" = 200 ] && ok "$who: script-served" || bad "$who: script-served"
+  curl -s -o /dev/null -b "$jar" -d "csrf=$(csrf_of <"$work/approvals")" "$U/logout"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 303 ] && ok "$who: sign-out-ends-session" || bad "$who: sign-out-ends-session"
+  # the pending hostile call's approval is denied, out of the way
+  local id
+  id=$(C approvals --state "$state" --json | grep -o '"id":"[0-9a-f]*"' | head -1 | cut -d'"' -f4)
+  [ -n "$id" ] && C deny --state "$state" "$id" >/dev/null
+}
+
+run_as() {
+  local who=$1 state=$work/state-$1
+  wrap=()
+  mkdir -p "$state" && chmod 700 "$state"
+  if [ "$who" = nobody ]; then chown 65534:65534 "$state"; wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --); fi
+  echo "as $who:"
+  C() { "${wrap[@]}" "$capsule" "$@"; }
+  C policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
+  local op user
+  op=$(C access issue op --operator --state "$state" 2>/dev/null)
+  user=$(C access issue alice --user alice --state "$state" 2>/dev/null)
+  start "$state" "$work/serve-$who.log" --ui 127.0.0.1:0 || { bad "$who: serve-starts"; cat "$work/serve-$who.log"; return; }
+  ok "$who: serve-starts-on-a-free-port"
+  U=http://$url
+  curl_checks "$who" "$state" "$op" "$user"
+  if [ -n "$browser" ]; then
+    while IFS= read -r line; do
+      case $line in
+        "ok "*) ok "$who: browser: ${line#ok }" ;;
+        *) bad "$who: browser: $line" ;;
+      esac
+    done < <(cd "$root/tests" && node "$here/browser.mjs" "$chromium" "$U" "$op" "$caps" "$state" "${wrap[@]}" "$capsule" 2>"$work/browser-$who.err")
+    [ -s "$work/browser-$who.err" ] && tail -20 "$work/browser-$who.err" | sed 's/^/         /'
+  fi
+  kill -TERM "$server"
+  wait "$server"
+  [ $? = 0 ] && ok "$who: sigterm-exits-0" || bad "$who: sigterm-exits-0"
+}
+
+tls() { # the cookie of an HTTPS dashboard is Secure, with the __Host- prefix
+  command -v openssl >/dev/null || { echo "  (no openssl: TLS skipped)"; return; }
+  local state=$work/state-tls op jar=$work/jar-tls
+  wrap=()
+  mkdir -p "$state" && chmod 700 "$state"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" \
+    -days 2 -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+  op=$("$capsule" access issue op --operator --state "$state" 2>/dev/null)
+  start "$state" "$work/serve-tls.log" --ui 127.0.0.1:0 --tls-cert "$work/cert.pem" --tls-key "$work/key.pem" ||
+    { bad "tls: serve-starts"; cat "$work/serve-tls.log"; return; }
+  U=https://$url
+  local csrf h
+  csrf=$(curl -s --cacert "$work/cert.pem" -c "$jar" "$U/login" | csrf_of)
+  h=$(curl -s -D - -o /dev/null --cacert "$work/cert.pem" -b "$jar" --data-urlencode "csrf=$csrf" --data-urlencode "token=$op" "$U/login")
+  grep -qi '^Set-Cookie: __Host-capsule_ui=[0-9a-f]\{64\}; Path=/; HttpOnly; SameSite=Strict; Secure' <<<"$h" &&
+    ok "tls: cookie-secure-host-prefix" || bad "tls: cookie-secure-host-prefix ($(grep -i set-cookie <<<"$h"))"
+  kill -TERM "$server"
+  wait "$server"
+}
+
+run_as root
+run_as nobody
+tls
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
