@@ -8,6 +8,8 @@
 # every decision is an audit record; on a terminal capsule owns, the
 # question is asked there (y allows, anything else refuses). Without
 # exec_strategy (nono's monitor) nothing is asked: the file is not there.
+# The same supervisor serves unix connects (below Landlock ABI 9) and opens;
+# as root the setuid-mode rules keep their answers beside the open trap.
 # Usage: supervised.sh CAPSULE HOSTILE
 set -u
 # shellcheck source=../lib/sandbox.sh
@@ -178,6 +180,59 @@ PY
       check "$who" "terminal: n refuses" '[[ "$out" == *"Allow? [y/N]"* && "$out" == *"Permission denied"* ]]' "$out"
     fi
   done
+
+  # one listener, both duties: below Landlock ABI 9 the supervisor's pool
+  # serves the tool's connects and its opens; a unix connect (as root, made
+  # with the tool's ids) from one process, then from another, then an
+  # approved open and a protected one
+  mkdir -p "$d/sock"
+  [ "$who" = root ] || chown 65534:65534 "$d/sock"
+  as_user "$who" /usr/bin/python3 -c '
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(8)
+while True:
+    c, _ = s.accept(); c.sendall(b"pong\n"); c.close()' "$d/sock/s.sock" &
+  server=$!
+  for i in $(seq 1 50); do [ -S "$d/sock/s.sock" ] && break; sleep 0.1; done
+  cat >"$d/both.json" <<JSON
+{"version": "0.1.0", "process": {"exec_strategy": "supervised"},
+ "filesystem": {"grants": [{"path": "$d/grant", "access": "readwrite"},
+                           {"path": "$d/sock/s.sock", "access": "readwrite", "type": "file"}],
+                "deny": [{"path": "$d/out/masked.txt"}]}}
+JSON
+  conn="import socket; s = socket.socket(socket.AF_UNIX); s.connect('$d/sock/s.sock'); print(s.recv(16).decode().strip())"
+  cap "$who" run --approval-timeout 60 --config "$d/both.json" -- sh -c \
+    "/usr/bin/python3 -c \"$conn\"; /usr/bin/python3 -c \"$conn\"; cat $d/out/read.txt; cat $d/out/masked.txt" \
+    >"$d/b.out" 2>&1 &
+  run=$!
+  id=$(pending_id "$who" "$d/out/read.txt") && cap "$who" approve "$id" >/dev/null 2>&1
+  wait "$run"
+  kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
+  check "$who" "connects from two processes and opens, one listener" \
+    '[ "$(grep -cx pong "$d/b.out")" = 2 ] && grep -q "secret for $who" "$d/b.out" && grep -q "refused (protected)" "$d/b.out" && ! grep -qx masked "$d/b.out"' \
+    "$(cat "$d/b.out")"
+
+  # as root the setuid-mode rules hold beside the open trap: a creating
+  # mode with a setuid bit is refused, openat2 is ENOSYS, a plain create is
+  # trapped and continued
+  if [ "$who" = root ]; then
+    out=$(cap root run --config "$d/sup.json" -- /usr/bin/python3 -c "
+import os, errno, ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+try:
+    os.open('$d/grant/suid', os.O_CREAT | os.O_WRONLY, 0o4755); print('made suid')
+except OSError as e:
+    print('refused' if e.errno == errno.EPERM else e)
+os.close(os.open('$d/grant/plain', os.O_CREAT | os.O_WRONLY, 0o644)); print('made plain')
+if libc.syscall(437, -100, b'$d/grant/o2', ctypes.create_string_buffer(24), 24) < 0:
+    print('openat2 ENOSYS' if ctypes.get_errno() == errno.ENOSYS else ctypes.get_errno())
+" 2>&1)
+    check root "setuid modes refused beside the open trap; openat2 ENOSYS" \
+      '[ "$out" = "refused
+made plain
+openat2 ENOSYS" ] && [ ! -e "$d/grant/suid" ] && [ -f "$d/grant/plain" ]' "$out"
+  fi
 done
 
 echo "supervised: $pass passed, $fail failed"
