@@ -13,7 +13,7 @@ build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev libse
             protobuf-c-compiler libjansson-dev libmicrohttpd-dev zlib1g-dev
             libzstd-dev)
 test_pkgs=(clang clang-format libclang-rt-14-dev curl openssl sqlite3 postgresql-15 strace zsh groff-base man-db
-           umoci skopeo runc chromium zstd)
+           umoci skopeo runc runsc chromium zstd)
 # Node.js and npm for the test peers (ajv, the MCP SDK): Debian's packages, unless the
 # host already has node and npm from elsewhere (they would conflict)
 command -v node >/dev/null || test_pkgs+=(nodejs)

@@ -78,7 +78,11 @@ const tools = [
     inputSchema: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] }
   },
   { name: 'test_elicitation_sep1034_defaults', description: 'Elicits with a default for every primitive type', inputSchema: none },
-  { name: 'test_elicitation_sep1330_enums', description: 'Elicits with every enum form', inputSchema: none }
+  { name: 'test_elicitation_sep1330_enums', description: 'Elicits with every enum form', inputSchema: none },
+  // not the suite's: what shows capsule keeping this server warm (tests/mcp/relay.mjs)
+  { name: 'served_calls', description: 'How many tool calls this server process has served', inputSchema: none },
+  { name: 'exit_server', description: 'Ends this server process without answering', inputSchema: none },
+  { name: 'flood_logs', description: 'Sends 6,000 log messages of 1 KiB, then answers', inputSchema: none }
 ];
 
 server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
@@ -213,7 +217,21 @@ const handlers = {
   }
 };
 
+let calls = 0;
+const started = Date.now() + Math.random();
+handlers.served_calls = async () => {
+  const r = { calls, instance: String(started) };
+  return { content: [{ type: 'text', text: JSON.stringify(r) }], structuredContent: r };
+};
+handlers.exit_server = async () => process.exit(3);
+handlers.flood_logs = async () => {
+  const kib = 'x'.repeat(1024);
+  for (let i = 0; i < 6000; i++) server.sendLoggingMessage({ level: 'info', data: kib });
+  return { content: [{ type: 'text', text: 'flooded' }] };
+};
+
 server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+  calls++;
   const h = handlers[req.params.name];
   if (!h) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${req.params.name}`);
   return h(req.params.arguments ?? {}, extra);

@@ -46,31 +46,21 @@ static void row(const char *what, bool ok, const char *detail)
          ok ? "yes" : "NO", cli_colour(stdout, CLI_COLOUR_RESET), detail);
 }
 
-/* linux-gvisor: runsc on PATH, and what capsule does with it (nothing yet:
- * such manifests fail closed either way). */
+/* linux-gvisor: runsc on PATH, which capsule runs such agents under
+ * (sandbox/gvisor.c); without it they fail closed. */
 static void gvisor_row(void)
 {
-  const char *path = getenv("PATH");
-  _cleanup_free_ char *found = NULL;
-  for (const char *p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin"; p && *p && !found;) {
-    const char *colon = strchr(p, ':');
-    size_t n = colon ? (size_t)(colon - p) : strlen(p);
-    char *candidate = cap_xasprintf("%.*s/runsc", (int)n, p);
-    if (n && access(candidate, X_OK) == 0)
-      found = candidate;
-    else
-      free(candidate);
-    p = colon ? colon + 1 : NULL;
-  }
+  _cleanup_free_ char *found = sandbox_runsc_path();
   _cleanup_free_ char *detail =
-      found ? cap_xasprintf("%s is installed, but capsule does not run manifests under it yet: "
-                            "linux-gvisor manifests are refused",
-                            found)
+      found ? cap_xasprintf("%s: linux-gvisor agents run under it (an OCI bundle with the same "
+                            "grants; platform ptrace%s)",
+                            found, geteuid() == 0 ? "" : ", rootless: no cgroup limits")
             : cap_xstrdup("runsc is not installed: linux-gvisor manifests are refused; install "
-                          "gVisor's runsc (https://gvisor.dev/docs/user_guide/install/: the apt "
-                          "repository https://storage.googleapis.com/gvisor/releases, package "
-                          "runsc, or the runsc binary from that bucket on PATH)");
-  row("gvisor backend", false, detail);
+                          "gVisor's runsc (Debian 12: apt-get install runsc; or "
+                          "https://gvisor.dev/docs/user_guide/install/: the apt repository "
+                          "https://storage.googleapis.com/gvisor/releases, package runsc, or the "
+                          "runsc binary from that bucket on PATH)");
+  row("gvisor backend", found != NULL, detail);
 }
 
 /* The limits this host enforces, and the workspace bound. */

@@ -12,6 +12,7 @@
 #include "cli/plugin.h"
 #include "core/escape.h"
 #include "core/proctitle.h"
+#include "gateway/db.h"
 
 static const char usage_text[] =
     "usage: capsule [--help] [--version] VERB [ARGS...]\n"
@@ -190,8 +191,13 @@ static int help_verb(const char *name)
 
 int main(int argc, char **argv)
 {
-  cap_proctitle_init(argc, argv); /* a warm instance's keeper renames itself */
-  opterr = 0;                     /* every verb reports a bad option itself, on one line */
+  cap_proctitle_init(argc, argv);  /* a warm instance's keeper renames itself */
+  for (int k = 1; k < argc; k++) { /* a state URL's password: out of `ps` (argv holds copies) */
+    size_t off, len;
+    if (gw_db_url_password_span(argv[k], &off, &len))
+      cap_proctitle_mask(k, off, len);
+  }
+  opterr = 0; /* every verb reports a bad option itself, on one line */
   char *moved[64];
   int n_moved = 0, i = 1;
   for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++) {

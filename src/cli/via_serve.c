@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -39,19 +40,28 @@ static bool parse_json(struct cap_doc *doc, const char *text, size_t len, const 
   return ok;
 }
 
+/* Who serves: the process serve.json names, run by the user who wrote it */
+struct server_id {
+  pid_t pid;
+  uid_t uid;
+};
+
 /* The socket of a serve that lives on this state and serves o->caps;
  * NULL when there is none. */
-static char *served_socket(const struct common *o)
+static char *served_socket(const struct common *o, struct server_id *who)
 {
   _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
   _cleanup_free_ char *path = cap_xasprintf("%s/serve.json", o->state ? o->state : dflt);
   _cleanup_free_ char *text = NULL, *caps = realpath(o->caps, NULL);
   size_t len = 0;
   struct cap_error err = {0};
-  if (!caps || cap_read_file(path, STATUS_MAX, &text, &len, &err) < 0) {
+  struct stat sb;
+  if (!caps || lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+      cap_read_file(path, STATUS_MAX, &text, &len, &err) < 0) {
     cap_error_clear(&err);
     return NULL;
   }
+  who->uid = sb.st_uid; /* serve writes it, 0600, in a state only its owner writes */
   struct cap_doc *doc = cap_doc_new();
   char *socket = NULL;
   if (parse_json(doc, text, len, "serve.json")) {
@@ -61,21 +71,32 @@ static char *served_socket(const struct common *o)
     bool lives = pid && pid->kind == CAP_NODE_INT && pid->u.num.i > 0 &&
                  (kill((pid_t)pid->u.num.i, 0) == 0 || errno == EPERM);
     if (lives && sock && sock->kind == CAP_NODE_STRING && served &&
-        served->kind == CAP_NODE_STRING && strcmp(served->u.str.ptr, caps) == 0)
+        served->kind == CAP_NODE_STRING && strcmp(served->u.str.ptr, caps) == 0) {
       socket = cap_xstrdup(sock->u.str.ptr);
+      who->pid = (pid_t)pid->u.num.i;
+    }
   }
   cap_doc_free(doc);
   return socket;
 }
 
-static int connect_to(const char *path)
+/* A connection to serve: the listener must be the process serve.json
+ * names, run by the user who wrote serve.json (SO_PEERCRED). A serve
+ * killed leaves its status behind; its socket path (--socket may be in
+ * /tmp) and its pid can then be another user's, who would read the call
+ * and forge its answer. */
+static int connect_to(const char *path, const struct server_id *who)
 {
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   if (strlen(path) >= sizeof a.sun_path)
     return -1;
   strcpy(a.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+  struct ucred peer = {0};
+  socklen_t len = sizeof peer;
+  if (fd >= 0 && (connect(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+                  getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) < 0 ||
+                  peer.pid != who->pid || peer.uid != who->uid)) {
     close(fd);
     fd = -1;
   }
@@ -266,8 +287,9 @@ bool cli_call_via_serve(const struct common *o, const char *cap, const char *too
   struct cap_doc *doc = cap_doc_new();
   bool object = parse_json(doc, args, strlen(args), "arguments") &&
                 doc->root->kind == CAP_NODE_OBJECT; /* else the call alone says what is wrong */
-  _cleanup_free_ char *socket = object ? served_socket(o) : NULL;
-  _cleanup_close_ int fd = socket ? connect_to(socket) : -1;
+  struct server_id who = {0};
+  _cleanup_free_ char *socket = object ? served_socket(o, &who) : NULL;
+  _cleanup_close_ int fd = socket ? connect_to(socket, &who) : -1;
   if (fd < 0) {
     cap_doc_free(doc);
     return false;

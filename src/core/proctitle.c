@@ -34,6 +34,18 @@ void cap_proctitle_init(int argc, char **argv)
   }
 }
 
+void cap_proctitle_mask(int i, size_t off, size_t len)
+{
+  if (!title_area || i < 0)
+    return;
+  char *p = title_area, *end = title_area + title_len;
+  for (; i > 0 && p < end; i--)
+    p += strnlen(p, (size_t)(end - p)) + 1;
+  size_t n = p < end ? strnlen(p, (size_t)(end - p)) : 0;
+  if (off < n)
+    memset(p + off, '*', len < n - off ? len : n - off);
+}
+
 void cap_proctitle_set(const char *comm, const char *fmt, ...)
 {
   char title[256];

@@ -7,10 +7,17 @@
 #ifndef CAPSULE_CORE_PROCTITLE_H
 #define CAPSULE_CORE_PROCTITLE_H
 
+#include <stddef.h>
+
 /* Records argv's memory and moves each argv[i] to a heap copy, so that
  * pointers taken from argv stay valid after a title overwrites it. Call
  * first thing in main, before anything keeps a pointer into argv. */
 void cap_proctitle_init(int argc, char **argv);
+
+/* Overwrites len bytes of the i-th argument, from off, with '*' in the
+ * memory the kernel shows (the heap copies keep the text): a secret on
+ * the command line stays out of `ps`. Without init, nothing. */
+void cap_proctitle_mask(int i, size_t off, size_t len);
 
 /* Sets the title (truncated to the original command line's length; the
  * rest is zeroed, so nothing of the old arguments stays readable) and,

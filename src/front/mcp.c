@@ -133,8 +133,23 @@ static void record_client_caps(struct mcp_session *s, const struct cap_node *cap
  * it lacks). */
 static void write_relayed_caps(struct mcp_session *s, struct cap_jw *w)
 {
-  if (!mcp_served_server(s))
+  if (!mcp_served_server(s) && mcp_gather_wanted(s)) { /* every server's (mcp_gather.c) */
+    static const char *const gathered[] = {"logging", "prompts", "resources"};
+    for (size_t i = 0; i < ARRAY_SIZE(gathered); i++) {
+      cap_jw_key(w, gathered[i]);
+      cap_jw_begin_object(w);
+      cap_jw_end_object(w);
+    }
     return;
+  }
+  if (!mcp_served_server(s)) {
+    if (mcp_has_prompts(s)) { /* Talos prompt.md (mcp_prompts.c) */
+      cap_jw_key(w, "prompts");
+      cap_jw_begin_object(w);
+      cap_jw_end_object(w);
+    }
+    return;
+  }
   static const char *const relayed[] = {"logging", "prompts", "resources", "completions"};
   for (size_t i = 0; i < ARRAY_SIZE(relayed); i++) {
     cap_jw_key(w, relayed[i]);
@@ -257,11 +272,25 @@ static void on_set_level(struct mcp_session *s, const char *id, const struct cap
   {                                                                                                \
     mcp_forward(s, id, params, name);                                                              \
   }
-FORWARD(on_resources_list, "resources/list")
-FORWARD(on_resource_templates, "resources/templates/list")
-FORWARD(on_resources_read, "resources/read")
-FORWARD(on_prompts_list, "prompts/list")
-FORWARD(on_prompts_get, "prompts/get")
+/* Resources: the served server's, or every server's (mcp_gather.c) */
+#define GATHER(fn, name)                                                                           \
+  static void fn(struct mcp_session *s, const char *id, const struct cap_node *params)             \
+  {                                                                                                \
+    if (!mcp_served_server(s) && mcp_gather_wanted(s))                                             \
+      return mcp_gather_start(s, id, name);                                                        \
+    mcp_forward(s, id, params, name);                                                              \
+  }
+GATHER(on_resources_list, "resources/list")
+GATHER(on_resource_templates, "resources/templates/list")
+
+static void on_resources_read(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  if (mcp_served_server(s) || !mcp_gather_wanted(s))
+    return mcp_forward(s, id, params, "resources/read");
+  if (!mcp_gather_route(s, id, params, "resources/read"))
+    mcp_send_error(s, id, -32002,
+                   "Resource not found: resources/list names the resources capsule can read", NULL);
+}
 FORWARD(on_complete, "completion/complete")
 
 /* ---- dispatch ---- */
@@ -290,8 +319,8 @@ static const struct method methods[] = {
     {"resources/list", on_resources_list, NULL, false},
     {"resources/templates/list", on_resource_templates, NULL, false},
     {"resources/read", on_resources_read, NULL, false},
-    {"prompts/list", on_prompts_list, NULL, false},
-    {"prompts/get", on_prompts_get, NULL, false},
+    {"prompts/list", mcp_prompts_list, NULL, false},
+    {"prompts/get", mcp_prompts_get, NULL, false},
     {"completion/complete", on_complete, NULL, false},
     {"notifications/initialized", NULL, on_initialized, true},
     {"notifications/cancelled", NULL, mcp_call_cancel, true},
@@ -439,6 +468,7 @@ void mcp_session_free(struct mcp_session *s)
     return;
   mcp_runs_free(s);
   mcp_table_free(&s->table);
+  mcp_routes_free(s);
   free(s->client_caps);
   free(s->log_level);
   free(s);

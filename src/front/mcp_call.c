@@ -133,6 +133,9 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
         WIFSIGNALED(status) ? "signal" : "status",
         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     mcp_send_error(s, r->id_json, MCP_INTERNAL_ERROR, m, NULL);
+  } else if (r->gather && ok && raw && raw->kind == CAP_NODE_STRING) {
+    mcp_gather_learn(s, r->method, raw->u.str.ptr); /* where prompts/get and resources/read go */
+    send_raw(s, r->id_json, raw, false);
   } else if (r->method && (send_raw(s, r->id_json, ok ? raw : NULL, false) ||
                            send_raw(s, r->id_json, raw_e, true))) {
     /* a relayed request: the server's answer as it is */
@@ -232,7 +235,11 @@ static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r
     if (r->deadline_ms)
       call.deadline_ms = r->deadline_ms;
     call.relay = r->relayed ? &relay : NULL;
-    o = gw_call(&call, s->cfg->reg, st, &res, &err);
+    if (r->gather) { /* every MCP-server capability's list, merged */
+      mcp_gather_run(s, st, &call, r->method, &relay);
+      o = GW_OUTCOME_OK;
+    } else
+      o = gw_call(&call, s->cfg->reg, st, &res, &err);
   }
   report(fd, o, &err, res.json, res.terminal_on_success, &relay);
   _exit(0);
@@ -434,8 +441,16 @@ void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_no
   r->args = cap_buf_steal(&a);
   const struct cap_spec *spec = gw_registry_find(s->cfg->reg, r->cap);
   const struct cap_tool *t = spec ? gw_spec_tool(spec, r->tool) : NULL;
+  struct gw_tools cached = {0}; /* a dynamic capability's tools, as last discovered */
+  struct cap_error ignored = {0};
+  if (spec && !t && spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC &&
+      gw_selu_cached_tools(s->cfg->base.cache_dir, spec, &cached, &ignored) == 0)
+    t = gw_tools_find(&cached, r->tool);
+  cap_error_clear(&ignored);
   r->relayed = spec && spec->runtime.kind == CAP_RUNTIME_MCP;
-  if (t && s->client_elicits && asks(s, spec, t))
+  bool ask = t && s->client_elicits && asks(s, spec, t);
+  gw_tools_free(&cached);
+  if (ask)
     return elicit(s, r);
   mcp_run_start(s, r, GW_ANSWER_NONE);
 }

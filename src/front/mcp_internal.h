@@ -40,7 +40,16 @@ struct mcp_table {
   bool built;
 };
 
-#define MCP_MAX_ASKED 8 /* a server's requests to the client in flight per call */
+#define MCP_MAX_ASKED 8     /* a server's requests to the client in flight per call */
+#define MCP_MAX_ROUTES 4096 /* prompts and resources of servers routed per session */
+
+/* Where a prompt (CAPABILITY__NAME) or a resource (its URI) of a
+ * third-party MCP server leads (mcp_gather.c) */
+struct mcp_route {
+  bool prompt;
+  char *key, *cap, *orig; /* orig: the prompt's own name; NULL for a resource */
+};
+#define MCP_MAX_RELAYED (4u << 20) /* bytes of a server's messages relayed per call */
 
 /* A request a third-party MCP server made of the client, relayed: our id
  * for it, and the server's (JSON text) */
@@ -53,8 +62,10 @@ struct mcp_asked {
  * the client's answer to our elicitation. */
 struct mcp_run {
   const char *method;   /* NULL: tools/call; else an MCP request relayed to the server (static) */
+  bool gather;          /* method runs on every MCP-server capability (mcp_gather.c) */
   bool relayed;         /* the capability is an MCP server: its messages are relayed */
   bool cli;             /* capsule/call: answered with the pipeline's report */
+  size_t relayed_bytes; /* of the server's messages so far (MCP_MAX_RELAYED) */
   uint64_t deadline_ms; /* the call's own deadline; 0: the session's */
   struct mcp_asked asked[MCP_MAX_ASKED];
   struct cap_buf line; /* what the child sent past its last full line */
@@ -89,6 +100,8 @@ struct mcp_session {
   int64_t next_id; /* our requests' ids */
   struct mcp_table table;
   struct mcp_run *runs[MCP_MAX_RUNNING];
+  struct mcp_route *routes; /* from the last gathered lists */
+  size_t n_routes;
 };
 
 /* Sending */
@@ -112,6 +125,28 @@ void mcp_tools_list(struct mcp_session *s, const char *id_json, const struct cap
 /* Calls (mcp_call.c) */
 void mcp_tools_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 void mcp_capsule_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+
+/* Prompts (mcp_prompts.c): relayed to a served MCP server, else Talos
+ * prompt.md files */
+bool mcp_has_prompts(const struct mcp_session *s);
+void mcp_prompts_list(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+void mcp_prompts_get(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+/* The served Talos plugins' prompts, as items of an open array */
+void mcp_talos_prompts_write(const struct mcp_session *s, struct cap_jw *w);
+
+/* One request on capability cap's MCP server (args: the params' JSON,
+ * taken), as mcp_forward does for the served one */
+void mcp_forward_to(struct mcp_session *s, const char *id_json, char *args, const char *method,
+                    const char *cap);
+/* Lists gathered from every MCP-server capability (mcp_gather.c) */
+bool mcp_gather_wanted(const struct mcp_session *s);
+void mcp_gather_start(struct mcp_session *s, const char *id_json, const char *method);
+void mcp_gather_run(const struct mcp_session *s, struct gw_state *st, const struct gw_call *base,
+                    const char *method, struct gw_mcp_relay *relay);
+void mcp_gather_learn(struct mcp_session *s, const char *method, const char *result);
+bool mcp_gather_route(struct mcp_session *s, const char *id_json, const struct cap_node *params,
+                      const char *method);
+void mcp_routes_free(struct mcp_session *s);
 void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg);
 void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params);
 void mcp_runs_free(struct mcp_session *s);

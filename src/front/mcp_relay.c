@@ -4,14 +4,19 @@
  * sends what the server says besides its answer as lines {"relay": MSG}
  * on the run's socket, and takes back the lines it must write to the
  * server. Here, in the session:
- * - notifications (logging, progress, ...) go to the client on the
- *   call's stream; progress only when the client asked for it;
+ * - notifications go to the client on the call's stream: logging as
+ *   it is, progress only when the client asked for it and under its own
+ *   token, cancelled only for this call's requests to the client (under
+ *   the session's id); the others are dropped (notification_params);
  * - requests (sampling/createMessage, elicitation/create, roots/list,
  *   ping) go to the client under an id of the session's (ids are the
  *   session's to choose, and two servers' would collide), only when the
  *   client declared the capability they need, else the server is
  *   answered -32601; the client's answer goes back under the server's id;
  * - a cancelled call's server is sent notifications/cancelled;
+ * - at most MCP_MAX_RELAYED bytes of a call's messages are relayed, so a
+ *   server that floods costs bounded memory (the rest is dropped; its
+ *   requests past the bound wait until the call's deadline);
  * - resources, prompts and completion requests (mcp_forward) run on the
  *   served capability's server like a call: one child, one sandbox, one
  *   audit record naming the method. */
@@ -131,8 +136,64 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
   mcp_send_buf(s, r->id_json, false, &b); /* on the call's own stream */
 }
 
+/* A notification of the server's, as the client may see it: only those a
+ * server sends about its own work, with what names another's rewritten
+ * (the progress token is the call's own; a cancelled request is one of
+ * this call's, under the id the session gave it); NULL to drop it. The
+ * rest (list_changed, resources/updated, ...) would speak for capsule or
+ * for another call of the session. */
+static char *notification_params(const struct mcp_run *r, const char *method,
+                                 const struct cap_node *params)
+{
+  enum { AS_IS, PROGRESS, CANCELLED } kind;
+  if (strcmp(method, "notifications/message") == 0)
+    kind = AS_IS;
+  else if (strcmp(method, "notifications/progress") == 0 && r->token_json)
+    kind = PROGRESS;
+  else if (strcmp(method, "notifications/cancelled") == 0)
+    kind = CANCELLED;
+  else
+    return NULL;
+  int64_t ours = 0;
+  if (kind == CANCELLED) {
+    _cleanup_free_ char *theirs = node_text(cap_node_get(params, "requestId"));
+    for (size_t i = 0; i < MCP_MAX_ASKED && !ours; i++)
+      if (r->asked[i].theirs && strcmp(r->asked[i].theirs, theirs) == 0)
+        ours = r->asked[i].ours;
+    if (!ours)
+      return NULL;
+  }
+  struct cap_buf b = {0};
+  cap_buf_putc(&b, '{');
+  bool first = true;
+  for (size_t i = 0; params && params->kind == CAP_NODE_OBJECT && i < params->u.obj.len; i++) {
+    const struct cap_member *mb = &params->u.obj.items[i];
+    if ((kind == PROGRESS && strcmp(mb->key, "progressToken") == 0) ||
+        (kind == CANCELLED && strcmp(mb->key, "requestId") == 0))
+      continue;
+    _cleanup_free_ char *v = node_text(mb->value);
+    if (!first)
+      cap_buf_putc(&b, ',');
+    first = false;
+    cap_json_quote(&b, mb->key, mb->keylen);
+    cap_buf_printf(&b, ":%s", v);
+  }
+  if (kind == PROGRESS)
+    cap_buf_printf(&b, "%s\"progressToken\":%s", first ? "" : ",", r->token_json);
+  if (kind == CANCELLED)
+    cap_buf_printf(&b, "%s\"requestId\":%lld", first ? "" : ",", (long long)ours);
+  cap_buf_putc(&b, '}');
+  return cap_buf_steal(&b);
+}
+
 void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
 {
+  size_t len = strlen(line);
+  if (r->relayed_bytes + len > MCP_MAX_RELAYED) { /* a flood: the rest of this call's dropped */
+    r->relayed_bytes = MCP_MAX_RELAYED + 1;
+    return free(line);
+  }
+  r->relayed_bytes += len;
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags d = {0};
   const struct cap_node *msg = NULL, *method = NULL;
@@ -144,18 +205,15 @@ void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
     const char *m = method->u.str.ptr;
     if (cap_node_get(msg, "id"))
       relay_request(s, r, msg, m);
-    else if (strcmp(m, "notifications/progress") != 0 || r->token_json) {
-      /* a notification: as the server sent it (the progress token is the client's own) */
+    else {
+      _cleanup_free_ char *p = notification_params(r, m, cap_node_get(msg, "params"));
       struct cap_buf b = {0};
-      cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":");
-      cap_json_quote(&b, m, strlen(m));
-      const struct cap_node *params = cap_node_get(msg, "params");
-      if (params && params->kind == CAP_NODE_OBJECT) {
-        _cleanup_free_ char *p = node_text(params);
-        cap_buf_printf(&b, ",\"params\":%s", p);
+      if (p) {
+        cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":");
+        cap_json_quote(&b, m, strlen(m));
+        cap_buf_printf(&b, ",\"params\":%s}", p);
+        mcp_send_buf(s, r->id_json, false, &b);
       }
-      cap_buf_putc(&b, '}');
-      mcp_send_buf(s, r->id_json, false, &b);
     }
   }
   cap_diags_free(&d);
@@ -172,7 +230,7 @@ bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *
         continue;
       const struct cap_node *result = cap_node_get(msg, "result");
       const struct cap_node *error = cap_node_get(msg, "error");
-      _cleanup_free_ char *body = node_text(result ? result : error);
+      _cleanup_free_ char *body = result || error ? node_text(result ? result : error) : NULL;
       struct cap_buf b = {0};
       if ((result && result->kind == CAP_NODE_OBJECT) || (error && error->kind == CAP_NODE_OBJECT))
         cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":%s}", r->asked[k].theirs,
@@ -212,13 +270,6 @@ void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *p
         method);
     return mcp_send_error(s, id, MCP_METHOD_NOT_FOUND, m, NULL);
   }
-  struct mcp_run *r = mcp_run_new(s, id, spec->id);
-  if (!r)
-    return mcp_send_error(s, id, MCP_INTERNAL_ERROR,
-                          "too many requests in flight in this session; wait for one to end", NULL);
-  r->method = method;
-  r->relayed = true;
-  r->tool = cap_xstrdup(method);
   struct cap_buf a = {0};
   if (params) {
     struct cap_jw w;
@@ -226,6 +277,39 @@ void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *p
     cap_jw_node(&w, params);
   } else
     cap_buf_puts(&a, "{}");
-  r->args = cap_buf_steal(&a);
+  mcp_forward_to(s, id, cap_buf_steal(&a), method, spec->id);
+}
+
+static struct mcp_run *relayed_run(struct mcp_session *s, const char *id, char *args,
+                                   const char *method, const char *cap)
+{
+  struct mcp_run *r = mcp_run_new(s, id, cap);
+  if (!r) {
+    free(args);
+    mcp_send_error(s, id, MCP_INTERNAL_ERROR,
+                   "too many requests in flight in this session; wait for one to end", NULL);
+    return NULL;
+  }
+  r->method = method;
+  r->relayed = true;
+  r->tool = cap_xstrdup(method);
+  r->args = args;
+  return r;
+}
+
+void mcp_forward_to(struct mcp_session *s, const char *id, char *args, const char *method,
+                    const char *cap)
+{
+  struct mcp_run *r = relayed_run(s, id, args, method, cap);
+  if (r)
+    mcp_run_start(s, r, GW_ANSWER_NONE);
+}
+
+void mcp_gather_start(struct mcp_session *s, const char *id, const char *method)
+{
+  struct mcp_run *r = relayed_run(s, id, cap_xstrdup("{}"), method, "");
+  if (!r)
+    return;
+  r->gather = true;
   mcp_run_start(s, r, GW_ANSWER_NONE);
 }

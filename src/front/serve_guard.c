@@ -103,6 +103,30 @@ int serve_guard_init(struct serve_guard *g, const char *option, const char *addr
   return port;
 }
 
+struct host_count {
+  const char *value;
+  int n;
+};
+
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+  (void)kind;
+  struct host_count *h = cls;
+  if (key && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+    h->value = value;
+    h->n++;
+  }
+  return MHD_YES;
+}
+
+const char *serve_guard_request_host(struct MHD_Connection *c)
+{
+  struct host_count h = {0};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, count_host, &h);
+  return h.n == 1 ? h.value : NULL; /* two Host headers: which one names us? neither */
+}
+
 bool serve_guard_host_ok(const struct serve_guard *g, const char *host)
 {
   if (!g->n_hosts)

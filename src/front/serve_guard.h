@@ -30,6 +30,10 @@ int serve_guard_init(struct serve_guard *g, const char *option, const char *addr
 /* The Host values once the port is known (the bound one, for port 0). */
 void serve_guard_set_port(struct serve_guard *g, const char *addr, int port);
 bool serve_guard_host_ok(const struct serve_guard *g, const char *host);
+/* The request's Host header; NULL unless there is exactly one (RFC 9112:
+ * several are a 400; the checks must not read one and a proxy another). */
+struct MHD_Connection;
+const char *serve_guard_request_host(struct MHD_Connection *c);
 /* An Origin (a browser's request) must be this server's own; none is fine. */
 bool serve_guard_origin_ok(const struct serve_guard *g, const char *origin);
 void serve_guard_free(struct serve_guard *g);

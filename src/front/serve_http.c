@@ -380,8 +380,7 @@ static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, con
 {
   if (strcmp(url, "/mcp") != 0)
     return refuse(c, MHD_HTTP_NOT_FOUND, -32000, "Not Found: the MCP endpoint is /mcp");
-  if (!serve_guard_host_ok(&h->guard,
-                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+  if (!serve_guard_host_ok(&h->guard, serve_guard_request_host(c)))
     return refuse(c, MHD_HTTP_FORBIDDEN, -32000, "Forbidden: unexpected Host");
   if (!serve_guard_origin_ok(&h->guard, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin")))
     return refuse(c, MHD_HTTP_FORBIDDEN, -32000, "Forbidden: foreign Origin");

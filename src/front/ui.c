@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,15 +98,37 @@ static struct ui_sess *sess_find(struct serve_ui *u, const char *id)
   return NULL;
 }
 
+/* The session used longest ago, among the signed-out ones only when
+ * anon; SIZE_MAX when there is none. */
+static size_t sess_oldest(const struct serve_ui *u, bool anon, size_t *n_anon)
+{
+  size_t old = SIZE_MAX;
+  *n_anon = 0;
+  for (size_t i = 0; i < u->n; i++) {
+    *n_anon += !u->sessions[i].user;
+    if ((!anon || !u->sessions[i].user) &&
+        (old == SIZE_MAX || u->sessions[i].last_ms < u->sessions[old].last_ms))
+      old = i;
+  }
+  return old;
+}
+
+/* Room for one more: the login form's sessions (anyone can make one)
+ * hold at most half the table and make room among themselves, so no
+ * number of them signs an operator out; a sign-in takes a signed-out
+ * session's place first. */
+static void sess_room(struct serve_ui *u, bool signing_in)
+{
+  size_t n_anon, old = sess_oldest(u, true, &n_anon);
+  if (!signing_in && n_anon >= UI_MAX_SESSIONS / 2)
+    sess_drop(u, old);
+  else if (u->n == UI_MAX_SESSIONS)
+    sess_drop(u, old != SIZE_MAX ? old : sess_oldest(u, false, &n_anon));
+}
+
 static struct ui_sess *sess_new(struct serve_ui *u, char *user)
 {
-  if (u->n == UI_MAX_SESSIONS) { /* the one used longest ago makes room */
-    size_t old = 0;
-    for (size_t i = 1; i < u->n; i++)
-      if (u->sessions[i].last_ms < u->sessions[old].last_ms)
-        old = i;
-    sess_drop(u, old);
-  }
+  sess_room(u, user != NULL);
   struct ui_sess *s = &u->sessions[u->n++];
   random_hex(s->id);
   random_hex(s->csrf);
@@ -265,7 +288,7 @@ static bool origin_ok(const struct serve_ui *u, struct MHD_Connection *c)
   const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
   if (!origin || !u->guard.wildcard)
     return serve_guard_origin_ok(&u->guard, origin);
-  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  const char *host = serve_guard_request_host(c);
   const char *scheme = u->guard.tls ? "https://" : "http://";
   return host && strncmp(origin, scheme, strlen(scheme)) == 0 &&
          strcasecmp(origin + strlen(scheme), host) == 0;
@@ -476,8 +499,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     *size = 0;
     return MHD_YES;
   }
-  if (!serve_guard_host_ok(&u->guard,
-                           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+  if (!serve_guard_host_ok(&u->guard, serve_guard_request_host(c)))
     return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: unexpected Host");
   if (!origin_ok(u, c))
     return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: foreign Origin");

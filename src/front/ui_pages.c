@@ -331,7 +331,13 @@ static void approval_row(void *arg, const struct gw_approval *a)
   char created[32], expires[32];
   ui_time(a->created_ms, created);
   ui_time(a->expires_ms, expires);
-  cap_buf_printf(b, "<tr id=\"approval-%s\"><td><code>%s</code></td><td>", a->id, a->id);
+  /* the id is the database's, like every other field: escaped (a shared
+   * PostgreSQL's row may hold anything) */
+  cap_buf_puts(b, "<tr id=\"approval-");
+  ui_h(b, a->id);
+  cap_buf_puts(b, "\"><td><code>");
+  ui_h(b, a->id);
+  cap_buf_puts(b, "</code></td><td>");
   ui_h(b, a->capability);
   cap_buf_puts(b, ".");
   ui_h(b, a->tool);
@@ -347,11 +353,12 @@ static void approval_row(void *arg, const struct gw_approval *a)
   for (int approve = 1; approve >= 0; approve--) {
     cap_buf_puts(b, "<form method=\"post\" action=\"/approvals/decide\" class=\"inline\">");
     ui_csrf(b, rq);
+    cap_buf_puts(b, "<input type=\"hidden\" name=\"id\" value=\"");
+    ui_h(b, a->id);
     cap_buf_printf(b,
-                   "<input type=\"hidden\" name=\"id\" value=\"%s\"><input type=\"hidden\" "
-                   "name=\"decision\" value=\"%s\"><button type=\"submit\" class=\"%s\">%s"
-                   "</button></form> ",
-                   a->id, approve ? "approve" : "deny", approve ? "approve" : "deny",
+                   "\"><input type=\"hidden\" name=\"decision\" value=\"%s\"><button "
+                   "type=\"submit\" class=\"%s\">%s</button></form> ",
+                   approve ? "approve" : "deny", approve ? "approve" : "deny",
                    approve ? "Approve" : "Deny");
   }
   cap_buf_puts(b, "</td></tr>\n");

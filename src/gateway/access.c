@@ -87,11 +87,16 @@ int gw_access_check(struct gw_state *st, const char *token, char **user, bool *o
   struct gw_stmt *s =
       gw_state_prep(st, "SELECT user, operator FROM access WHERE token_sha256 = ?", hash, NULL);
   int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
-  if (rc == GW_DB_ROW) {
-    *user = cap_xstrdup((const char *)gw_stmt_text(s, 0));
+  const char *u = rc == GW_DB_ROW ? (const char *)gw_stmt_text(s, 0) : NULL;
+  if (u) {
+    *user = cap_xstrdup(u);
     *operator_ = gw_stmt_int(s, 1) != 0;
   }
   gw_stmt_finalize(s);
+  if (rc == GW_DB_ROW && !u) /* NOT NULL in the schema; the database is not ours to trust */
+    return cap_error_set(err, EIO,
+                         "the state's access row of this token names no user: the "
+                         "access table was edited (capsule access revoke it)");
   if (rc == GW_DB_ROW)
     return 0;
   if (rc == GW_DB_DONE)

@@ -571,6 +571,43 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   return o;
 }
 
+/* A third-party MCP server: for a front door's call (c->call->relay) on
+ * its warm server (gateway/mcp_keeper.c) when one can be had, else on one
+ * started for this call alone. */
+static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
+                               struct cap_error *err)
+{
+  const struct gw_call *call = c->call;
+  _cleanup_free_ char *params = call->mcp_method ? cap_xstrndup(call->args, call->args_len) : NULL;
+  /* twice at most: a keeper whose server just exited ends without taking
+   * the call (nothing reached the server), and the next one is new */
+  for (int attempt = 0; attempt < 2 && call->relay && call->run_dir && !getenv("CAPSULE_MCP_COLD");
+       attempt++) {
+    struct cap_error kerr = {0};
+    _cleanup_close_ int warm = gw_mcp_keeper_connect(call, spec, c->env, c->n_env, &kerr);
+    cap_error_clear(&kerr);
+    if (warm < 0)
+      break; /* without a warm server, the call starts its own */
+    enum gw_outcome o =
+        params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, err)
+               : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, err);
+    if (o == GW_OUTCOME_FAILED && err->code == ECONNABORTED) {
+      cap_error_clear(err);
+      continue;
+    }
+    if (o == GW_OUTCOME_OK && params && call->relay)
+      call->relay->raw_result = cap_xstrdup(c->out);
+    return o;
+  }
+  if (!params)
+    return mcp_client_call(call, spec, c->env, c->n_env, &c->out, err);
+  enum gw_outcome o =
+      mcp_client_request(call, spec, call->mcp_method, params, c->env, c->n_env, &c->out, err);
+  if (o == GW_OUTCOME_OK && call->relay)
+    call->relay->raw_result = cap_xstrdup(c->out);
+  return o;
+}
+
 static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
                                    struct cap_error *err)
 {
@@ -590,16 +627,7 @@ static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *sp
     gw_talos_config_free(&cfg, spec);
     return o;
   }
-  case CAP_RUNTIME_MCP:
-    if (c->call->mcp_method) {
-      _cleanup_free_ char *params = cap_xstrndup(c->call->args, c->call->args_len);
-      enum gw_outcome o = mcp_client_request(c->call, spec, c->call->mcp_method, params, c->env,
-                                             c->n_env, &c->out, err);
-      if (o == GW_OUTCOME_OK && c->call->relay)
-        c->call->relay->raw_result = cap_xstrdup(c->out);
-      return o;
-    }
-    return mcp_client_call(c->call, spec, c->env, c->n_env, &c->out, err);
+  case CAP_RUNTIME_MCP: return run_mcp(c, spec, err);
   case CAP_RUNTIME_EXEC: break;
   }
   return cap_error_set(err, ENOTSUP,

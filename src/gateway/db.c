@@ -101,6 +101,15 @@ int gw_db_open_pg(const char *url, struct gw_db **ret, struct cap_error *err)
   pthread_once(&pg_once, pg_load);
   if (!pg_module)
     return cap_error_set(err, pg_module_err.code, "%s", pg_module_err.message);
+  if (gw_db_url_password_ambiguous(url)) { /* libpq would print part of it */
+    char where[512];
+    gw_db_url_redact(url, where, sizeof where);
+    return cap_error_set(err, EINVAL,
+                         "the state database URL %s: its password holds '@', '/', '?' or '#', "
+                         "which a URL reserves: percent-encode them (%%40 %%2F %%3F %%23), or give "
+                         "the password in PGPASSWORD or ~/.pgpass",
+                         where);
+  }
   char *why = NULL;
   struct gw_pg *conn = pg_module->connect(url, &why);
   if (!conn) {

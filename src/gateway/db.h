@@ -107,8 +107,17 @@ int gw_db_unlock(struct gw_db *db, int64_t key);
  * one this layer writes: unterminated quote or comment); *nparams the
  * highest placeholder number. */
 char *gw_db_sql_pg(const char *sql, int *nparams);
-/* url with the password of its user info (scheme://user:password@...) and
- * any password= parameter replaced by "***", into out (truncated). */
+/* url with the password of its user info (scheme://user:password@...,
+ * up to the URL's last '@') and any parameter that may be a password
+ * (password in any case, a name with a %-escape) replaced by "***", into
+ * out (truncated). */
 void gw_db_url_redact(const char *url, char *out, size_t size);
+/* Where the password of a postgres:// URL inside text is (an argument
+ * such as --state=URL): false when it holds none. */
+bool gw_db_url_password_span(const char *text, size_t *off, size_t *len);
+/* Whether url's password holds an unencoded '@', '/', '?' or '#': libpq
+ * would read part of it as the host, port or parameters (and name it in
+ * its errors). */
+bool gw_db_url_password_ambiguous(const char *url);
 
 #endif

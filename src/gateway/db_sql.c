@@ -148,33 +148,82 @@ char *gw_db_sql_pg(const char *sql, int *nparams)
   return cap_buf_steal(&w.out);
 }
 
+/* The password of url's user info: [*start, *end), false when none.
+ * From the first ':' of the user info (before any '/') to the last '@'
+ * of the whole URL: a password holding an unencoded '@', '/', '?' or '#'
+ * (which libpq reads as something else) is still all of it. */
+static bool url_password(const char *url, const char **start, const char **end)
+{
+  const char *p = strstr(url, "://");
+  const char *auth = p ? p + 3 : url;
+  const char *colon = auth + strcspn(auth, ":/@");
+  const char *at = strrchr(auth, '@');
+  if (*colon != ':' || !at || at < colon)
+    return false;
+  size_t port = strspn(colon + 1, "0123456789"); /* host:5432/db?user=a@b: no user info */
+  const char *slash = strchr(auth, '/');
+  if (colon[1 + port] == '/' && (!slash || memchr(auth, '@', (size_t)(slash - auth)) == NULL))
+    return false;
+  *start = colon + 1;
+  *end = at;
+  return true;
+}
+
+bool gw_db_url_password_span(const char *text, size_t *off, size_t *len)
+{
+  const char *url = strstr(text, "postgres://");
+  if (!url)
+    url = strstr(text, "postgresql://");
+  const char *a, *e;
+  if (!url || !url_password(url, &a, &e) || e == a)
+    return false;
+  *off = (size_t)(a - text);
+  *len = (size_t)(e - a);
+  return true;
+}
+
+bool gw_db_url_password_ambiguous(const char *url)
+{
+  const char *a, *e;
+  if (!url_password(url, &a, &e))
+    return false;
+  for (; a < e; a++)
+    if (strchr("@/?#", *a))
+      return true;
+  return false;
+}
+
+/* A query parameter's name that may carry a password: password in any
+ * case, or any name with an escape (libpq decodes pass%77ord). */
+static bool secret_param(const char *name, size_t n)
+{
+  return (n == 8 && strncasecmp(name, "password", 8) == 0) || memchr(name, '%', n) != NULL;
+}
+
 void gw_db_url_redact(const char *url, char *out, size_t size)
 {
   struct cap_buf b = {0};
-  const char *p = strstr(url, "://");
-  const char *auth = p ? p + 3 : url;
-  size_t host_end = strcspn(auth, "/?");
-  const char *at = memchr(auth, '@', host_end);
-  const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-  if (colon)
-    cap_buf_printf(&b, "%.*s:***%s", (int)(colon - url), url, at);
-  else
-    cap_buf_printf(&b, "%s", url);
-  /* password=... among the parameters */
-  struct cap_buf o = {0};
-  cap_buf_printf(&o, "%s", "");
-  const char *q = b.data;
-  for (const char *m; (m = strstr(q, "password=")) != NULL; q = m + 9) {
-    bool param = m != b.data && (m[-1] == '?' || m[-1] == '&');
-    cap_buf_printf(&o, "%.*s", (int)(m - q + 9), q);
-    if (param) {
-      cap_buf_printf(&o, "***");
-      m += strcspn(m + 9, "&");
-    }
+  const char *a, *e;
+  const char *q = url;
+  if (url_password(url, &a, &e)) {
+    cap_buf_printf(&b, "%.*s***", (int)(a - url), url);
+    q = e;
   }
-  cap_buf_printf(&o, "%s", q);
-  char *s = o.data;
-  snprintf(out, size, "%s", s);
-  cap_buf_free(&o);
+  /* the parameters: after the first '?' past the user info */
+  const char *params = strchr(q, '?');
+  if (params) {
+    cap_buf_printf(&b, "%.*s", (int)(params - q), q);
+    for (const char *p = params; *p;) {
+      size_t sep = 1 + strcspn(p + 1, "&");
+      const char *name = p + 1, *eq = memchr(name, '=', sep - 1);
+      if (eq && secret_param(name, (size_t)(eq - name)))
+        cap_buf_printf(&b, "%.*s=***", (int)(eq - p), p);
+      else
+        cap_buf_printf(&b, "%.*s", (int)sep, p);
+      p += sep;
+    }
+  } else
+    cap_buf_printf(&b, "%s", q);
+  snprintf(out, size, "%s", b.data ? b.data : "");
   cap_buf_free(&b);
 }

@@ -79,6 +79,9 @@ enum gw_outcome gw_hermes_call(const struct gw_call *call, struct gw_state *st,
   struct glue g = {call, st, spec};
   struct hermes_options o = {.base_url = getenv("HERMES_API_BASE_URL"),
                              .api_key = found ? key : NULL,
+                             .ca_file = getenv("HERMES_CA_FILE") && *getenv("HERMES_CA_FILE")
+                                            ? getenv("HERMES_CA_FILE")
+                                            : NULL,
                              .ask = ask,
                              .record = record,
                              .arg = &g};

@@ -182,8 +182,12 @@ static enum gw_outcome hermes_ready(struct cap_error *why)
   if (!base || !*base)
     return cap_error_set(why, ENOTSUP, "it runs on Hermes: set HERMES_API_BASE_URL"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
-  if (!http_parse_url(base, &url) || url.tls)
-    return cap_error_set(why, EINVAL, "HERMES_API_BASE_URL is not an http:// URL"),
+  if (!http_parse_url(base, &url))
+    return cap_error_set(why, EINVAL, "HERMES_API_BASE_URL is not an http:// or https:// URL"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  const char *ca = getenv("HERMES_CA_FILE");
+  if (url.tls && ca && *ca && access(ca, R_OK) < 0)
+    return cap_error_set(why, errno, "HERMES_CA_FILE %s cannot be read (%s)", ca, strerror(errno)),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   return GW_OUTCOME_OK;
 }
@@ -207,8 +211,15 @@ static enum gw_outcome image_ready(const struct cap_spec *spec, const char *imag
 enum gw_outcome gw_ready(const struct cap_spec *spec, const char *image_dir,
                          const char *const *hidden, size_t n_hidden, struct cap_error *why)
 {
-  if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
-    return cap_error_set(why, ENOTSUP, "it asks for linux-gvisor, which capsule does not run"),
+  _cleanup_free_ char *runsc =
+      spec->sandbox.backend == CAP_BACKEND_GVISOR && spec->runtime.kind != CAP_RUNTIME_HERMES
+          ? sandbox_runsc_path()
+          : NULL;
+  if (spec->sandbox.backend == CAP_BACKEND_GVISOR && spec->runtime.kind != CAP_RUNTIME_HERMES &&
+      !runsc) /* the dry run below runs under runsc when it is there */
+    return cap_error_set(why, ENOTSUP,
+                         "it asks for linux-gvisor and gVisor's runsc is not installed "
+                         "(apt-get install runsc)"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   if (spec->runtime.kind == CAP_RUNTIME_HERMES) /* nothing runs here: the endpoint must be set */
     return hermes_ready(why);

@@ -176,9 +176,15 @@ static int digest_dir(struct digest_walk *d, int dirfd, const char *rel, int dep
 
 int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct cap_error *err)
 {
+  return gw_spec_digest_opts(spec, true, out, err);
+}
+
+int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char out[32],
+                        struct cap_error *err)
+{
   struct digest_walk d = {0};
   crypto_hash_sha256_init(&d.h);
-  digest_str(&d, "capsule-spec-digest-v1");
+  digest_str(&d, tree ? "capsule-spec-digest-v1" : "capsule-spec-digest-manifest-v1");
   digest_str(&d, spec->id);
   char *manifest = NULL;
   size_t len = 0;
@@ -195,6 +201,11 @@ int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct ca
   }
   for (size_t i = 0; i < spec->deny.len; i++)
     digest_str(&d, spec->deny.v[i]);
+  if (!tree) { /* the manifest and the grants alone (a warm MCP server watches its tree) */
+    digest_str(&d, spec->package_dir);
+    crypto_hash_sha256_final(&d.h, out);
+    return 0;
+  }
   _cleanup_close_ int dirfd = open(spec->package_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0)
     return cap_error_errno(err, errno, "cannot open the package directory %s", spec->package_dir);

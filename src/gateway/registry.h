@@ -36,5 +36,10 @@ const struct cap_tool *gw_spec_tool(const struct cap_spec *spec, const char *nam
  * (fail closed: nothing can be bound to what was not seen). */
 #define GW_DIGEST_MAX_ENTRIES 100000
 int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct cap_error *err);
+/* The same, or without the package tree (tree false: the manifest, the
+ * grants and the package's path only; for a warm server whose keeper
+ * watches the tree itself, gateway/mcp_keeper.c). */
+int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char out[32],
+                        struct cap_error *err);
 
 #endif

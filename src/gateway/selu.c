@@ -78,16 +78,16 @@ static void run_salt(const char *run_dir, unsigned char salt[32])
  * program when it lies outside the package) and the credentials it starts
  * with; a change to any of them starts a new instance (the old one idles
  * out). */
-static int instance_key(const struct gw_call *call, const struct cap_spec *spec,
-                        const char *image_digest, char *const *env, size_t n_env, char out[33],
-                        struct cap_error *err)
+int gw_instance_key(const struct gw_call *call, const struct cap_spec *spec,
+                    const char *image_digest, bool tree, char *const *env, size_t n_env,
+                    char out[33], struct cap_error *err)
 {
   /* exclusive (Selu's default): an instance per user and session (calls
    * without a session share the user's); shared: one for everyone */
   const char *user = spec->runtime.shared ? "" : call->user ? call->user : "";
   const char *session = spec->runtime.shared ? "" : call->session_id ? call->session_id : "";
   unsigned char digest[32];
-  int r = gw_spec_digest(spec, digest, err);
+  int r = gw_spec_digest_opts(spec, tree, digest, err);
   if (r < 0)
     return r;
   r = gw_instance_check_run_dir(call->run_dir, err); /* before its salt is trusted */
@@ -349,8 +349,8 @@ static int selu_run_with_image(const struct gw_call *call, const struct cap_spec
   }
   r = volumes_within_bound(spec, run, err);
   if (r == 0)
-    r = instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, run->env.v,
-                     run->env.len, key, err);
+    r = gw_instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, true, run->env.v,
+                        run->env.len, key, err);
   if (r < 0)
     selu_run_free(run);
   return r;

@@ -75,4 +75,23 @@ enum gw_outcome gw_selu_invoke(const struct gw_call *call, const struct cap_spec
                                const char *tool, const char *args, char *const *env, size_t n_env,
                                char **result, struct cap_error *err);
 
+/* A warm server's name (Selu instances, MCP keepers): a keyed hash of the
+ * capability, what it runs now (manifest, package tree, grants: the spec's
+ * digest, without the package tree when tree is false: its keeper then
+ * watches the tree; an image's digest; a server program outside the
+ * package), the credentials it starts with, the user and session; any
+ * change starts a new server and the old one idles out. 32 hex digits. */
+int gw_instance_key(const struct gw_call *call, const struct cap_spec *spec,
+                    const char *image_digest, bool tree, char *const *env, size_t n_env,
+                    char out[33], struct cap_error *err);
+
+/* A warm third-party MCP server for this call (gateway/mcp_keeper.c): a
+ * connection to its keeper, started when none runs; the server behind it
+ * is initialized, and the connection carries one exchange (requests with
+ * the caller's ids, the server's messages, the caller's answers). -errno
+ * with err set when there is none to be had (the caller may run the
+ * server for this call alone). */
+int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
+                          size_t n_env, struct cap_error *err);
+
 #endif

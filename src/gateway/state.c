@@ -289,6 +289,12 @@ static int check_identity(struct gw_state *st, struct cap_error *err)
                       gw_state_where(st), have, fp);
   if (r == 0)
     r = meta_once(st, "state_id", hex, id, err);
+  /* it names a file here: the 16 hex digits capsule wrote, nothing else */
+  if (r == 0 && (strlen(id) != 16 || strspn(id, "0123456789abcdef") != 16))
+    r = cap_error_set(err, EINVAL,
+                      "state %s: its state_id (table meta) is not the 16 hex digits capsule "
+                      "writes: the row was edited; refusing it",
+                      gw_state_where(st));
   if (r == 0)
     snprintf(st->hwm_name, sizeof st->hwm_name, "audit-hwm-%.16s", id);
   return r;

@@ -11,6 +11,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/escape.h"
 #include "gateway/state.h"
 #include "gateway/state_int.h"
 
@@ -29,6 +30,31 @@ static const char *table_filter(const char *table, bool empty_check)
   return empty_check ? meta_new_filter : meta_filter;
 }
 
+/* A name capsule's schema could hold: the SQL text is built from the
+ * source's table and column names, and the source is a file its owner
+ * (or whatever could write it) edits at will. */
+static bool ident_ok(const char *name)
+{
+  if (!*name || strlen(name) > 63 || (*name >= '0' && *name <= '9'))
+    return false;
+  for (const char *p = name; *p; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+      return false;
+  return true;
+}
+
+static int bad_ident(struct cap_error *err, const char *what, const char *table, const char *name)
+{
+  struct cap_buf b = {0};
+  cap_escape_text(&b, name, strlen(name));
+  int r = cap_error_set(err, EINVAL,
+                        "the source state has a %s named \"%s\"%s%s, which capsule's schema "
+                        "never holds: it was edited; refusing to build SQL from it",
+                        what, b.data ? b.data : "", table ? " in table " : "", table ? table : "");
+  cap_buf_free(&b);
+  return r;
+}
+
 /* The source's tables, by name. */
 static int source_tables(struct gw_state *src, char ***names, size_t *n, struct cap_error *err)
 {
@@ -41,10 +67,16 @@ static int source_tables(struct gw_state *src, char ***names, size_t *n, struct 
   *n = 0;
   while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
     *names = cap_xrealloc(*names, (*n + 1) * sizeof **names);
-    (*names)[(*n)++] = cap_xstrdup(gw_stmt_text(s, 0));
+    const char *name = gw_stmt_text(s, 0);
+    (*names)[(*n)++] = cap_xstrdup(name ? name : "");
   }
   gw_stmt_finalize(s);
-  return rc == GW_DB_DONE ? 0 : gw_state_db_error(src, err, "cannot list the tables");
+  if (rc != GW_DB_DONE)
+    return gw_state_db_error(src, err, "cannot list the tables");
+  for (size_t i = 0; i < *n; i++)
+    if (!ident_ok((*names)[i]))
+      return bad_ident(err, "table", NULL, (*names)[i]);
+  return 0;
 }
 
 static void free_names(char **names, size_t n)
@@ -119,6 +151,11 @@ static int copy_row(struct gw_state *dst, const char *table, struct gw_stmt *row
 {
   struct cap_buf sql = {0};
   int n = gw_stmt_columns(row);
+  for (int i = 0; i < n; i++) {
+    const char *name = gw_stmt_name(row, i);
+    if (!name || !ident_ok(name))
+      return bad_ident(err, "column", table, name ? name : "");
+  }
   cap_buf_printf(&sql, "INSERT OR IGNORE INTO %s (", table);
   for (int i = 0; i < n; i++)
     cap_buf_printf(&sql, "%s%s", i ? ", " : "", gw_stmt_name(row, i));
@@ -252,8 +289,12 @@ int gw_state_migrate(const char *from, const char *to, gw_migrate_fn fn, void *a
                      size_t *audit_records, struct cap_error *err)
 {
   *audit_records = 0;
-  if (!gw_db_is_url(to))
-    return cap_error_set(err, EINVAL, "--to takes a postgres:// or postgresql:// URL, not %s", to);
+  if (!gw_db_is_url(to)) { /* postgre://u:pw@h, a typo, still holds a password */
+    char where[512];
+    gw_db_url_redact(to, where, sizeof where);
+    return cap_error_set(err, EINVAL, "--to takes a postgres:// or postgresql:// URL, not %s",
+                         where);
+  }
   /* the target is sealed and chained under the source's key */
   _cleanup_free_ char *keyfile = cap_xasprintf("%s/key", from);
   const char *k = getenv("CAPSULE_STATE_KEY"), *kf = getenv("CAPSULE_STATE_KEY_FILE");

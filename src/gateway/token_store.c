@@ -326,8 +326,9 @@ int gw_token_revoke(struct gw_state *st, const char *id, struct gw_token *out,
   int64_t revoked = 0;
   _cleanup_free_ char *sig = NULL, *json = NULL;
   while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW && ++n == 1) {
-    sig = cap_xstrdup((const char *)gw_stmt_text(s, 0));
-    json = cap_xstrdup((const char *)gw_stmt_text(s, 1));
+    const char *a = gw_stmt_text(s, 0), *b = gw_stmt_text(s, 1); /* NULL: an edited row */
+    sig = cap_xstrdup(a ? a : "");
+    json = cap_xstrdup(b ? b : "");
     revoked = gw_stmt_int64(s, 2);
   }
   gw_stmt_finalize(s);

@@ -496,12 +496,22 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
       fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
   if (pipe2(px->stop_pipe, O_CLOEXEC) < 0 || pipe2(px->accept_stop, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "proxy: pipe");
-  if (pthread_create(&px->thread, NULL, accept_loop, px) != 0)
+  /* the proxy's threads (and the workers they start) take no signal: a
+   * SIGTERM to capsule must reach the supervisor's signalfd, which passes
+   * it to the tool, not end capsule in a worker */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  bool ok = pthread_create(&px->thread, NULL, accept_loop, px) == 0;
+  if (ok) {
+    px->started = true;
+    pthread_mutex_lock(&px->lock);
+    ok = spawn_worker(px); /* the first acceptor */
+    pthread_mutex_unlock(&px->lock);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!px->started)
     return cap_error_set(err, EAGAIN, "proxy: cannot start its thread");
-  px->started = true;
-  pthread_mutex_lock(&px->lock);
-  bool ok = spawn_worker(px); /* the first acceptor */
-  pthread_mutex_unlock(&px->lock);
   if (!ok)
     return cap_error_set(err, EAGAIN, "proxy: cannot start a worker thread");
   return 0;

@@ -57,3 +57,33 @@ void proxy_stop(struct proxy *p)
 }
 
 int64_t proxy_cpu_ms(struct proxy *p) { return p ? module->cpu_ms(p) : 0; }
+
+/* tls_client.h, through the same module: a struct tls_client exists only
+ * once tls_client_open loaded it */
+int tls_client_open(int fd, const char *host, const char *ca_file, uint64_t deadline,
+                    struct tls_client **ret, struct cap_error *err)
+{
+  *ret = NULL;
+  pthread_once(&module_once, module_load);
+  if (!module)
+    return cap_error_set(err, module_err.code, "%s", module_err.message);
+  return module->tls_open(fd, host, ca_file, deadline, ret, err);
+}
+
+ssize_t tls_client_read(struct tls_client *c, void *buf, size_t len)
+{
+  return module->tls_read(c, buf, len);
+}
+
+ssize_t tls_client_write(struct tls_client *c, const void *buf, size_t len)
+{
+  return module->tls_write(c, buf, len);
+}
+
+size_t tls_client_pending(const struct tls_client *c) { return module->tls_pending(c); }
+
+void tls_client_free(struct tls_client *c)
+{
+  if (c)
+    module->tls_free(c);
+}

@@ -10,4 +10,9 @@ __attribute__((visibility("default"))) const struct proxy_module proxy_module_v1
     .start = proxy_start,
     .stop = proxy_stop,
     .cpu_ms = proxy_cpu_ms,
+    .tls_open = tls_client_open,
+    .tls_read = tls_client_read,
+    .tls_write = tls_client_write,
+    .tls_pending = tls_client_pending,
+    .tls_free = tls_client_free,
 };

@@ -4,11 +4,13 @@
  * table and nothing else. proxy_load.c gives libcapsule proxy.h's
  * functions by opening the module on the first proxy_new, so only a
  * sandbox in proxy mode maps libssl and libcrypto (loading them costs
- * every process about 1 ms). The functions have the contracts of proxy.h. */
+ * every process about 1 ms). The functions have the contracts of proxy.h
+ * and tls_client.h (the verified client the Hermes runtime uses). */
 #ifndef CAPSULE_NET_PROXY_MODULE_H
 #define CAPSULE_NET_PROXY_MODULE_H
 
 #include "net/proxy.h"
+#include "net/tls_client.h"
 
 #define PROXY_MODULE_NAME "capsule-proxy.so"
 #define PROXY_MODULE_SYMBOL "proxy_module_v1"
@@ -23,6 +25,13 @@ struct proxy_module {
   int (*start)(struct proxy *p, const int *fds, size_t n, struct cap_error *err);
   void (*stop)(struct proxy *p);
   int64_t (*cpu_ms)(struct proxy *p);
+  /* tls_client.h */
+  int (*tls_open)(int fd, const char *host, const char *ca_file, uint64_t deadline,
+                  struct tls_client **ret, struct cap_error *err);
+  ssize_t (*tls_read)(struct tls_client *c, void *buf, size_t len);
+  ssize_t (*tls_write)(struct tls_client *c, const void *buf, size_t len);
+  size_t (*tls_pending)(const struct tls_client *c);
+  void (*tls_free)(struct tls_client *c);
 };
 
 #endif

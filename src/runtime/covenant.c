@@ -205,7 +205,8 @@ enum gw_outcome covenant_run_line(const struct gw_call *call, const struct cap_s
   int r = sandbox_run(&run_spec, &opt, &res, err);
   getrusage(RUSAGE_CHILDREN, &after);
   if (call->cpu_ms && r == 0)
-    *call->cpu_ms = cpu_ms_between(&before, &after);
+    *call->cpu_ms =
+        res.cpu_ms > cpu_ms_between(&before, &after) ? res.cpu_ms : cpu_ms_between(&before, &after);
   if (r < 0)
     return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
   const char *see = log_path ? "; its stderr is in " : "";

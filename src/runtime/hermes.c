@@ -59,8 +59,8 @@ static int call_json(struct run *r, const char *method, const char *suffix,
                      struct cap_doc **doc, struct cap_error *err)
 {
   struct hermes_http h;
-  int rc = hermes_http_call(&h, &r->spec->network, &r->url, method, suffix, r->o->api_key, headers,
-                            body, soon(REQUEST_TIMEOUT_MS, deadline), err);
+  int rc = hermes_http_call(&h, &r->spec->network, &r->url, r->o->ca_file, method, suffix,
+                            r->o->api_key, headers, body, soon(REQUEST_TIMEOUT_MS, deadline), err);
   if (rc == 0 && (h.status < 200 || h.status > 299)) {
     _cleanup_free_ char *said = answer_text(&h);
     rc = cap_error_set(err, EREMOTEIO, "the Hermes endpoint answered %s %s with %s", method, suffix,
@@ -137,8 +137,8 @@ static void stop_run(struct run *r)
   struct hermes_http h;
   struct cap_error ignored = {0};
   uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + STOP_TIMEOUT_MS; /* past the run's deadline */
-  hermes_http_call(&h, &r->spec->network, &r->url, "POST", suffix, r->o->api_key, NULL, NULL, until,
-                   &ignored);
+  hermes_http_call(&h, &r->spec->network, &r->url, r->o->ca_file, "POST", suffix, r->o->api_key,
+                   NULL, NULL, until, &ignored);
   hermes_http_close(&h);
   cap_error_clear(&ignored);
 }
@@ -368,8 +368,8 @@ static void sse_open(struct run *r)
   _cleanup_free_ char *suffix = cap_xasprintf("/runs/%s/events", r->run_id);
   const char *headers[] = {"Accept: text/event-stream", NULL};
   struct cap_error err = {0};
-  r->sse_open = hermes_http_send(&r->sse, &r->spec->network, &r->url, "GET", suffix, r->o->api_key,
-                                 headers, NULL, r->deadline, &err) == 0;
+  r->sse_open = hermes_http_send(&r->sse, &r->spec->network, &r->url, r->o->ca_file, "GET", suffix,
+                                 r->o->api_key, headers, NULL, r->deadline, &err) == 0;
   cap_error_clear(&err);
   if (!r->sse_open)
     hermes_http_close(&r->sse);
@@ -445,10 +445,10 @@ enum gw_outcome hermes_run(const struct gw_call *call, const struct cap_spec *sp
                          spec->id),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   struct run r = {.spec = spec, .o = o, .sse = {.fd = -1}};
-  if (!http_parse_url(o->base_url, &r.url) || r.url.tls)
+  if (!http_parse_url(o->base_url, &r.url))
     return cap_error_set(err, EINVAL,
-                         "HERMES_API_BASE_URL \"%s\" is not an http:// URL (capsule's Hermes "
-                         "runtime speaks plain HTTP: a gateway on loopback, or a TLS sidecar)",
+                         "HERMES_API_BASE_URL \"%s\" is not an http:// or https:// URL (such as "
+                         "https://hermes.example:8642/v1)",
                          o->base_url),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   if (!text || text->kind != CAP_NODE_STRING)

@@ -7,7 +7,8 @@
  * wall clock (cpu_ms_per_task) runs out, and POST /runs/{id}/approval
  * answering approval.request events by the manifest's approval_policy.
  * A tool.started event naming a tool outside [hermes] tools_allowed (when
- * that is not empty) stops the run. Plain HTTP only (no TLS). Nothing here
+ * that is not empty) stops the run. An https:// endpoint's certificate is
+ * verified (hermes_http.h). Nothing here
  * prints; the caller supplies the endpoint, the key and the operator. */
 #ifndef CAPSULE_RUNTIME_HERMES_H
 #define CAPSULE_RUNTIME_HERMES_H
@@ -21,6 +22,7 @@
 struct hermes_options {
   const char *base_url; /* HERMES_API_BASE_URL, e.g. http://127.0.0.1:8642/v1 */
   const char *api_key;  /* HERMES_API_KEY, or NULL */
+  const char *ca_file;  /* HERMES_CA_FILE: CAs trusted besides the system's, or NULL */
   /* approval_policy operator-prompt: asks the operator (capsule's approval
    * queue) and waits at most until deadline (CLOCK_MONOTONIC ms);
    * *approve when the operator approved */

@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 #include "net/rules.h"
+#include "net/tls_client.h"
 
 #define RESPONSE_CAP (16u << 20)
 
@@ -113,14 +114,17 @@ static int dial(const struct cap_network *net, const struct http_url *url, uint6
   return fd >= 0 ? fd : r;
 }
 
-static int write_all(int fd, const char *data, size_t len, uint64_t deadline, struct cap_error *err)
+static int write_all(const struct hermes_http *h, const char *data, size_t len, uint64_t deadline,
+                     struct cap_error *err)
 {
   while (len) {
-    struct pollfd pfd = {fd, POLLOUT, 0};
+    struct pollfd pfd = {h->fd, h->tls ? POLLOUT | POLLIN : POLLOUT, 0};
     if (poll(&pfd, 1, left_ms(deadline)) != 1)
       return cap_error_set(err, ETIMEDOUT, "the Hermes endpoint does not take the request");
-    ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-    if (n < 0 && errno != EAGAIN && errno != EINTR)
+    ssize_t n = h->tls ? tls_client_write(h->tls, data, len) : send(h->fd, data, len, MSG_NOSIGNAL);
+    if (h->tls && n < 0 && n != -EAGAIN)
+      return cap_error_errno(err, EPIPE, "cannot send to the Hermes endpoint");
+    if (!h->tls && n < 0 && errno != EAGAIN && errno != EINTR)
       return cap_error_errno(err, errno, "cannot send to the Hermes endpoint");
     if (n > 0) {
       data += n;
@@ -130,10 +134,32 @@ static int write_all(int fd, const char *data, size_t len, uint64_t deadline, st
   return 0;
 }
 
-int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
-                     const struct http_url *url, const char *method, const char *suffix,
-                     const char *key, const char *const *headers, const char *body,
+/* An https:// endpoint: the handshake, its certificate verified. */
+static int start_tls(struct hermes_http *h, const struct http_url *url, const char *ca_file,
                      uint64_t deadline, struct cap_error *err)
+{
+  int r = tls_client_open(h->fd, url->host, ca_file, deadline, &h->tls, err);
+  if (r == -EACCES) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", err->message);
+    cap_error_clear(err); /* the first message would stay */
+    return cap_error_set(err, EACCES,
+                         "refusing the Hermes endpoint %s:%u: %s (capsule trusts the system's CA "
+                         "store%s%s; set HERMES_CA_FILE to a PEM file of the CA that signed it, "
+                         "or use the name its certificate is for)",
+                         url->host, url->port, why, ca_file ? " and " : "", ca_file ? ca_file : "");
+  }
+  if (r == -ENOENT)
+    cap_error_prefix(err, "HERMES_CA_FILE");
+  else if (r < 0)
+    cap_error_prefix(err, "the Hermes endpoint %s:%u", url->host, url->port);
+  return r;
+}
+
+int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
+                     const struct http_url *url, const char *ca_file, const char *method,
+                     const char *suffix, const char *key, const char *const *headers,
+                     const char *body, uint64_t deadline, struct cap_error *err)
 {
   *h = (struct hermes_http){.fd = -1, .body_cap = RESPONSE_CAP};
   http_parser_init(&h->parser, HTTP_RESPONSE);
@@ -152,6 +178,11 @@ int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
   if (fd < 0)
     return fd;
   h->fd = fd;
+  if (url->tls) {
+    int t = start_tls(h, url, ca_file, deadline, err);
+    if (t < 0)
+      return t;
+  }
   struct cap_buf req = {0};
   const char *base = strcmp(url->path, "/") ? url->path : "";
   size_t blen = strlen(base);
@@ -168,7 +199,7 @@ int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
                    strlen(body), body);
   else
     cap_buf_puts(&req, strcmp(method, "POST") ? "\r\n" : "Content-Length: 0\r\n\r\n");
-  int r = write_all(fd, req.data, req.len, deadline, err);
+  int r = write_all(h, req.data, req.len, deadline, err);
   if (key) /* the request held the key */
     memset(req.data, 0, req.len);
   cap_buf_free(&req);
@@ -183,13 +214,17 @@ int hermes_http_read(struct hermes_http *h, int wait_ms, uint64_t deadline, stru
   if (wait_ms >= 0 && wait_ms < wait)
     wait = wait_ms;
   struct pollfd pfd = {h->fd, POLLIN, 0};
-  int p = poll(&pfd, 1, wait);
+  int p = h->tls && tls_client_pending(h->tls) ? 1 : poll(&pfd, 1, wait);
   if (p == 0)
     return -ETIMEDOUT;
   if (p < 0)
     return cap_error_errno(err, errno, "cannot wait for the Hermes endpoint");
   char buf[16384];
-  ssize_t n = recv(h->fd, buf, sizeof buf, 0);
+  ssize_t n = h->tls ? tls_client_read(h->tls, buf, sizeof buf) : recv(h->fd, buf, sizeof buf, 0);
+  if (h->tls && n == -EAGAIN)
+    return 0;
+  if (h->tls && n < 0)
+    return cap_error_set(err, EPROTO, "the Hermes endpoint's TLS stream is broken");
   if (n < 0 && (errno == EAGAIN || errno == EINTR))
     return 0;
   if (n < 0)
@@ -210,11 +245,11 @@ int hermes_http_read(struct hermes_http *h, int wait_ms, uint64_t deadline, stru
 }
 
 int hermes_http_call(struct hermes_http *h, const struct cap_network *net,
-                     const struct http_url *url, const char *method, const char *suffix,
-                     const char *key, const char *const *headers, const char *body,
-                     uint64_t deadline, struct cap_error *err)
+                     const struct http_url *url, const char *ca_file, const char *method,
+                     const char *suffix, const char *key, const char *const *headers,
+                     const char *body, uint64_t deadline, struct cap_error *err)
 {
-  int r = hermes_http_send(h, net, url, method, suffix, key, headers, body, deadline, err);
+  int r = hermes_http_send(h, net, url, ca_file, method, suffix, key, headers, body, deadline, err);
   while (r == 0 && !h->complete) {
     r = hermes_http_read(h, -1, deadline, err);
     if (r == -ETIMEDOUT)
@@ -226,6 +261,8 @@ int hermes_http_call(struct hermes_http *h, const struct cap_network *net,
 
 void hermes_http_close(struct hermes_http *h)
 {
+  tls_client_free(h->tls);
+  h->tls = NULL;
   if (h->fd >= 0)
     close(h->fd);
   h->fd = -1;

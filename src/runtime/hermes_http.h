@@ -1,5 +1,8 @@
 /* A small HTTP/1.1 client for the Hermes runtime (runtime/hermes.c): one
- * request per connection ("Connection: close"), plain TCP, responses read
+ * request per connection ("Connection: close"), plain TCP or, for an
+ * https:// endpoint, TLS with the server's certificate verified
+ * (net/tls_client.h: the system's CA store plus the operator's CA file,
+ * the endpoint's name or address), responses read
  * through libhttp-parser (Content-Length, chunked or until close), every
  * read and write bounded by a deadline. Before connecting, the endpoint is
  * checked against the agent's network grant as capsule's egress proxy
@@ -19,8 +22,11 @@
 #include "manifest/model.h"
 #include "net/http.h"
 
+struct tls_client;
+
 struct hermes_http {
   int fd;
+  struct tls_client *tls; /* an https:// endpoint's session, else NULL */
   http_parser parser;
   http_parser_settings settings;
   int status;
@@ -32,20 +38,22 @@ struct hermes_http {
 /* Connects to url's host:port (after the egress check) and sends one
  * request: method, url->path + suffix, "Authorization: Bearer KEY" when
  * key, each extra header ("Name: value"), the JSON body when given.
- * deadline: CLOCK_MONOTONIC ms. */
+ * ca_file: extra CAs (PEM) an https:// endpoint's certificate may chain
+ * to, or NULL. deadline: CLOCK_MONOTONIC ms. An untrusted certificate, or
+ * one for another name: -EACCES, nothing sent. */
 int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
-                     const struct http_url *url, const char *method, const char *suffix,
-                     const char *key, const char *const *headers, const char *body,
-                     uint64_t deadline, struct cap_error *err);
+                     const struct http_url *url, const char *ca_file, const char *method,
+                     const char *suffix, const char *key, const char *const *headers,
+                     const char *body, uint64_t deadline, struct cap_error *err);
 /* Reads what arrived (waiting up to wait_ms, and never past deadline):
  * 0 and more of the body (or the response complete), -ETIMEDOUT when
  * nothing came, another -errno when the response is broken or too big. */
 int hermes_http_read(struct hermes_http *h, int wait_ms, uint64_t deadline, struct cap_error *err);
 /* Sends and reads the whole response. */
 int hermes_http_call(struct hermes_http *h, const struct cap_network *net,
-                     const struct http_url *url, const char *method, const char *suffix,
-                     const char *key, const char *const *headers, const char *body,
-                     uint64_t deadline, struct cap_error *err);
+                     const struct http_url *url, const char *ca_file, const char *method,
+                     const char *suffix, const char *key, const char *const *headers,
+                     const char *body, uint64_t deadline, struct cap_error *err);
 void hermes_http_close(struct hermes_http *h);
 
 /* Server-sent events: calls fn with the data of each whole frame in

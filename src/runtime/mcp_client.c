@@ -40,6 +40,7 @@ struct exchange {
   char *result; /* the response's result (JSON text) */
   char *error;  /* why there is none */
   bool timed_out, rpc_error;
+  bool not_taken; /* warm: the keeper ended before it took this call (nothing was sent) */
 };
 
 static bool send_line(struct exchange *x, const char *text)
@@ -233,15 +234,45 @@ static bool offers_logging(const char *init_result)
   return yes;
 }
 
-static void *exchange_thread(void *arg)
+/* A warm server's keeper (gateway/mcp_keeper.c) has initialized it: the
+ * session's level, then the request. */
+static void exchange_warm(struct exchange *x, const char *req)
 {
-  struct exchange *x = arg;
+  /* the keeper's first line says it took the call: before it, a keeper
+   * that ends (its server exited) has read nothing of it */
+  static const char hello[] = "{\"keeper\":";
+  _cleanup_free_ char *taken = next_line(x);
+  if (!taken || strncmp(taken, hello, sizeof hello - 1) != 0) {
+    x->not_taken = !x->timed_out;
+    x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
+    return;
+  }
+  _cleanup_free_ char *level =
+      x->relay && x->relay->log_level /* answered with id 3: not awaited */
+          ? cap_xasprintf("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
+                          "\"params\":{\"level\":%s}}",
+                          x->relay->log_level)
+          : NULL;
+  if ((level && !send_line(x, level)) || !send_line(x, req))
+    x->error = cap_xstrdup("the warm server's keeper is gone (the server exited)");
+  else
+    await_response(x, MCP_CLIENT_REQUEST_ID);
+}
+
+static void block_sigpipe(void)
+{
   /* a server that exits leaves its stdin without a reader: a write then
    * fails with EPIPE, on this thread, instead of killing capsule */
   sigset_t pipe_sig;
   sigemptyset(&pipe_sig);
   sigaddset(&pipe_sig, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_sig, NULL);
+}
+
+static void *exchange_thread(void *arg)
+{
+  struct exchange *x = arg;
+  block_sigpipe();
   const char *caps = x->relay && x->relay->client_caps ? x->relay->client_caps : "{}";
   _cleanup_free_ char *init = cap_xasprintf(
       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
@@ -251,6 +282,11 @@ static void *exchange_thread(void *arg)
   cap_buf_printf(&req, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":", MCP_CLIENT_REQUEST_ID);
   cap_json_quote(&req, x->method, strlen(x->method));
   cap_buf_printf(&req, ",\"params\":%s}", x->params);
+  if (x->conn < 0) { /* warm: no sandbox of this call's to stop */
+    exchange_warm(x, req.data);
+    cap_buf_free(&req);
+    return NULL;
+  }
   if (!send_line(x, init))
     x->error = cap_xstrdup("the server exited before it answered (its stdin is closed)");
   else if (await_response(x, 1)) {
@@ -405,6 +441,37 @@ enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_
   return o;
 }
 
+enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, const char *method,
+                                        const char *params, char **result, struct cap_error *err)
+{
+  *result = NULL;
+  uint64_t deadline = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
+  struct exchange x = {.in_w = fd,
+                       .out_r = fd,
+                       .conn = -1,
+                       .deadline = cap_now_ms(CLOCK_MONOTONIC) + deadline,
+                       .cap = GW_DEFAULT_OUTPUT_CAP,
+                       .child = {-1, -1, -1},
+                       .method = method,
+                       .params = params,
+                       .relay = call->relay,
+                       .relay_fd = call->relay ? call->relay->fd : -1};
+  sigset_t old;
+  pthread_sigmask(SIG_SETMASK, NULL, &old);
+  block_sigpipe();
+  exchange_thread(&x);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  struct sandbox_result res = {0};
+  enum gw_outcome o = x.not_taken
+                          ? (cap_error_set(err, ECONNABORTED, "%s", x.error), GW_OUTCOME_FAILED)
+                          : judge(&x, 0, &res, NULL, result, err);
+  free(x.result);
+  free(x.error);
+  cap_buf_free(&x.pending);
+  cap_buf_free(&x.relay_in);
+  return o;
+}
+
 /* The tool's answer as capsule returns it (mcp_client.h). */
 static enum gw_outcome tool_result(const char *text, char **result, struct cap_error *err)
 {
@@ -454,6 +521,13 @@ enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spe
                                 char *const *env, size_t n_env, char **result,
                                 struct cap_error *err)
 {
+  return mcp_client_call_on(call, spec, -1, env, n_env, result, err);
+}
+
+enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_spec *spec,
+                                   int warm_fd, char *const *env, size_t n_env, char **result,
+                                   struct cap_error *err)
+{
   *result = NULL;
   struct cap_buf params = {0};
   cap_buf_puts(&params, "{\"name\":");
@@ -465,7 +539,9 @@ enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spe
   cap_buf_putc(&params, '}');
   char *raw = NULL;
   enum gw_outcome o =
-      mcp_client_request(call, spec, "tools/call", params.data, env, n_env, &raw, err);
+      warm_fd >= 0
+          ? mcp_client_request_warm(call, warm_fd, "tools/call", params.data, &raw, err)
+          : mcp_client_request(call, spec, "tools/call", params.data, env, n_env, &raw, err);
   cap_buf_free(&params);
   if (o == GW_OUTCOME_OK) {
     o = tool_result(raw, result, err);

@@ -1,6 +1,8 @@
 /* Third-party MCP servers as capabilities: a server that speaks MCP over
  * stdio (x-capsule.mcp_server: its command) is started in the
- * capability's sandbox for each exchange; capsule is its client:
+ * capability's sandbox for each exchange (or, for the front doors' calls,
+ * reached warm through its keeper: gateway/mcp_keeper.c, *_warm/_on
+ * below); capsule is its client:
  * initialize, then one request (tools/list, tools/call, resources/read...),
  * then the sandbox is stopped. With call->relay (an MCP front door), what
  * the server sends besides its answer (notifications: progress, logging;
@@ -39,5 +41,16 @@ enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_
 enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spec *spec,
                                 char *const *env, size_t n_env, char **result,
                                 struct cap_error *err);
+
+/* The same on a warm server: fd is a connection to its keeper
+ * (gateway/mcp_keeper.c), which initialized it; the caller owns fd.
+ * mcp_client_call_on with warm_fd -1 is mcp_client_call. A keeper that
+ * ended before it took the call (nothing of it reached the server) is
+ * GW_OUTCOME_FAILED with err->code ECONNABORTED: the caller may try again. */
+enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, const char *method,
+                                        const char *params, char **result, struct cap_error *err);
+enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_spec *spec,
+                                   int warm_fd, char *const *env, size_t n_env, char **result,
+                                   struct cap_error *err);
 
 #endif

@@ -365,7 +365,7 @@ static uint64_t sum_tree(struct proc_cpu *all, size_t n, pid_t root)
  * adopts orphans). A process that ended counts in its reaper's cutime, so
  * the sum only grows, except for processes reaped by nobody (a parent that
  * ignores SIGCHLD) that ran and ended between two looks. */
-static int64_t tree_cpu_ms(pid_t root)
+int64_t limits_tree_cpu_ms(pid_t root)
 {
   _cleanup_close_ int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = proc_fd >= 0 ? opendir("/proc") : NULL;
@@ -403,7 +403,7 @@ static int64_t inside_cpu_ms(struct sandbox_limits *lim)
   if (lim->kind == LIMITS_CGROUP1 && lim->v1[V1_CPUACCT][0] &&
       read_text(lim->v1[V1_CPUACCT], "cpuacct.usage", buf, sizeof buf) == 0)
     return (int64_t)(strtoull(buf, NULL, 10) / 1000000);
-  return lim->pid > 0 ? tree_cpu_ms(lim->pid) : -1;
+  return lim->pid > 0 ? limits_tree_cpu_ms(lim->pid) : -1;
 }
 
 /* The sandbox's CPU, and what capsule spent for it outside (the egress

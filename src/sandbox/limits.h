@@ -56,6 +56,9 @@ void limits_apply_rlimits(const struct sandbox_limits *lim, const struct cap_spe
  * per-task CPU budget. */
 bool limits_cpu_overshoot(struct sandbox_limits *lim, const struct cap_spec *spec,
                           uint64_t elapsed_ms);
+/* The CPU (ms) of root and every process below it, from /proc (each
+ * one's own and its reaped children's), or -1: where no cgroup counts. */
+int64_t limits_tree_cpu_ms(pid_t root);
 /* CPU used by the sandbox so far (ms): the cgroup's count, else the sum
  * over its processes from /proc, plus what outside_cpu_ms reports; -1
  * before limits_attach. */

@@ -423,9 +423,8 @@ static void cover_etc_file(const char *root, const char *name)
  * ones (net/egress_plan.h). The tool can read them, not change them. */
 static void write_proxy_files(const struct proxy *px, const char *root)
 {
-  static const char resolv[] = "# capsule: the sandbox's resolver (allowlisted names only)\n"
-                               "nameserver " EGRESS_DNS_ADDR "\noptions timeout:2 attempts:2\n";
-  static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  static const char resolv[] = SANDBOX_RESOLV_CONF;
+  static const char hosts[] = SANDBOX_HOSTS;
   size_t len;
   const char *pem = proxy_ca_bundle(px, &len);
   _cleanup_free_ char *dir = cap_xasprintf("%s%s", root, PROXY_CA_DIR);

@@ -8,7 +8,8 @@
  * no_new_privs, rlimits, and the memory, CPU and pids limits as cgroup
  * resources. Not carried (no OCI field): Landlock, capsule's egress proxy
  * and credential injection, the masks of capsule's state (its state is
- * not bound in the first place). */
+ * not bound in the first place). sandbox_oci_config_for writes the
+ * variant gvisor.c hands to runsc. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/json.h"
+#include "net/proxy.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spawn_internal.h"
@@ -50,15 +52,79 @@ static void mount_entry(struct cap_jw *w, const char *dest, const char *type, co
   cap_jw_end_object(w);
 }
 
+/* runsc: the proxy's variables and trust, as exec.c gives them */
+static void write_proxy_env(struct cap_jw *w, const struct sandbox_oci_runsc *runsc)
+{
+  static const char *const vars[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                     "http_proxy", "https_proxy", "all_proxy"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    _cleanup_free_ char *v = cap_xasprintf("%s=http://127.0.0.1:%d", vars[i], PROXY_PORT);
+    cap_jw_string(w, v);
+  }
+  cap_jw_string(w, "NO_PROXY=localhost,127.0.0.1");
+  cap_jw_string(w, "no_proxy=localhost,127.0.0.1");
+  static const char *const ca_vars[] = {"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS",
+                                        "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO"};
+  for (size_t i = 0; runsc->ca_file && i < sizeof ca_vars / sizeof ca_vars[0]; i++) {
+    _cleanup_free_ char *v = cap_xasprintf("%s=%s", ca_vars[i], PROXY_CA_FILE);
+    cap_jw_string(w, v);
+  }
+  size_t n = 0;
+  char *const *phantoms = proxy_tool_env(runsc->proxy, &n);
+  for (size_t i = 0; i < n; i++)
+    cap_jw_string(w, phantoms[i]);
+}
+
+/* process.rlimits: no core files, the open files limit, and for runsc the
+ * per-process backstops limits.c sets, which the Sentry enforces for its
+ * tasks (the CPU budget, the pids limit; memory and file size where no
+ * cgroup is made, unprivileged) */
+static void write_rlimits(struct cap_jw *w, const struct cap_spec *spec,
+                          const struct sandbox_oci_runsc *runsc)
+{
+  cap_jw_key(w, "rlimits");
+  cap_jw_begin_array(w);
+  bool backstops = runsc != NULL;
+  bool no_cgroup = runsc && !runsc->cgroups_path;
+  struct {
+    const char *type;
+    uint64_t value;
+  } limits[] = {
+      {"RLIMIT_NOFILE", spec->limits.nofile},
+      {"RLIMIT_CORE", 0},
+      {"RLIMIT_CPU", backstops && spec->limits.cpu_ms_per_task
+                         ? (spec->limits.cpu_ms_per_task + 999) / 1000 + 1
+                         : 0},
+      {"RLIMIT_DATA", no_cgroup ? spec->limits.memory_bytes : 0},
+      {"RLIMIT_FSIZE", backstops ? spec->limits.disk_bytes : 0},
+      /* the pids limit: the Sentry counts the tool's tasks (a pids cgroup
+       * would count the Sentry's own threads) */
+      {"RLIMIT_NPROC", backstops ? spec->limits.pids : 0},
+  };
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    if (i != 1 && !limits[i].value)
+      continue;
+    cap_jw_begin_object(w);
+    cap_jw_key(w, "type");
+    cap_jw_string(w, limits[i].type);
+    cap_jw_key(w, "hard");
+    cap_jw_int(w, (int64_t)limits[i].value);
+    cap_jw_key(w, "soft");
+    cap_jw_int(w, (int64_t)limits[i].value);
+    cap_jw_end_object(w);
+  }
+  cap_jw_end_array(w);
+}
+
 static void write_process(struct cap_jw *w, const struct cap_spec *spec,
-                          const struct sandbox_options *opt)
+                          const struct sandbox_options *opt, const struct sandbox_oci_runsc *runsc)
 {
   cap_jw_key(w, "process");
   cap_jw_begin_object(w);
   cap_jw_key(w, "terminal");
   cap_jw_bool(w, false);
   uint32_t id = opt->inside_id ? opt->inside_id : geteuid() == 0 ? 65534 : 0;
-  if (geteuid() != 0)
+  if (geteuid() != 0 && !runsc)
     id = 0; /* rootless runc maps the caller alone, as 0 */
   cap_jw_key(w, "user");
   cap_jw_begin_object(w);
@@ -79,6 +145,8 @@ static void write_process(struct cap_jw *w, const struct cap_spec *spec,
   cap_jw_string(w, "TMPDIR=/tmp");
   cap_jw_string(w, "LANG=C.UTF-8");
   cap_jw_string(w, "CAPSULE_SANDBOX=1");
+  if (runsc && runsc->proxy)
+    write_proxy_env(w, runsc);
   for (size_t i = 0; i < opt->n_extra_env; i++)
     cap_jw_string(w, opt->extra_env[i]);
   cap_jw_end_array(w);
@@ -95,25 +163,7 @@ static void write_process(struct cap_jw *w, const struct cap_spec *spec,
     string_array(w, NULL, 0);
   }
   cap_jw_end_object(w);
-  cap_jw_key(w, "rlimits");
-  cap_jw_begin_array(w);
-  struct {
-    const char *type;
-    uint64_t value;
-  } limits[] = {{"RLIMIT_NOFILE", spec->limits.nofile}, {"RLIMIT_CORE", 0}};
-  for (size_t i = 0; i < 2; i++) {
-    if (i == 0 && !limits[i].value)
-      continue;
-    cap_jw_begin_object(w);
-    cap_jw_key(w, "type");
-    cap_jw_string(w, limits[i].type);
-    cap_jw_key(w, "hard");
-    cap_jw_int(w, (int64_t)limits[i].value);
-    cap_jw_key(w, "soft");
-    cap_jw_int(w, (int64_t)limits[i].value);
-    cap_jw_end_object(w);
-  }
-  cap_jw_end_array(w);
+  write_rlimits(w, spec, runsc);
   cap_jw_end_object(w);
 }
 
@@ -140,8 +190,37 @@ static int write_grants(struct cap_jw *w, const struct cap_spec *spec, struct ca
   return 0;
 }
 
+/* runsc: what capsule's sandbox masks inside the grants (its state, the
+ * manifest's deny entries) covered by an empty read-only tmpfs, a file by
+ * /dev/null; the proxy's trust bundle where exec.c's variables point; the
+ * resolver's resolv.conf and hosts over /etc's, as mount.c covers them. */
+static void write_runsc_mounts(struct cap_jw *w, const struct sandbox_oci_runsc *runsc)
+{
+  static const char *const dir_mask[] = {"ro", "nosuid", "nodev", "noexec", "mode=000"};
+  static const char *const file_mask[] = {"bind", "ro"};
+  for (size_t i = 0; i < runsc->n_masks; i++) {
+    struct stat sb;
+    if (stat(runsc->masks[i], &sb) < 0)
+      continue; /* nothing there to hide */
+    if (S_ISDIR(sb.st_mode))
+      mount_entry(w, runsc->masks[i], "tmpfs", "tmpfs", dir_mask, 5);
+    else
+      mount_entry(w, runsc->masks[i], "bind", "/dev/null", file_mask, 2);
+  }
+  static const char *const ca[] = {"bind", "ro", "nosuid", "nodev"};
+  if (runsc->ca_file)
+    mount_entry(w, PROXY_CA_FILE, "bind", runsc->ca_file, ca, 4);
+  static const char *const etc[] = {"resolv.conf", "hosts"};
+  for (size_t i = 0; runsc->etc_dir && i < 2; i++) {
+    _cleanup_free_ char *dest = cap_xasprintf("/etc/%s", etc[i]);
+    _cleanup_free_ char *src = cap_xasprintf("%s/%s", runsc->etc_dir, etc[i]);
+    mount_entry(w, dest, "bind", src, ca, 4);
+  }
+}
+
 static int write_mounts(struct cap_jw *w, const struct cap_spec *spec,
-                        const struct sandbox_options *opt, struct cap_error *err)
+                        const struct sandbox_options *opt, const struct sandbox_oci_runsc *runsc,
+                        struct cap_error *err)
 {
   cap_jw_key(w, "mounts");
   cap_jw_begin_array(w);
@@ -166,6 +245,8 @@ static int write_mounts(struct cap_jw *w, const struct cap_spec *spec,
     mount_entry(w, "/tmp", "tmpfs", "tmpfs", tmp, noexec ? 5 : 4);
   }
   int r = write_grants(w, spec, err);
+  if (r == 0 && runsc)
+    write_runsc_mounts(w, runsc);
   cap_jw_end_array(w);
   return r;
 }
@@ -185,7 +266,8 @@ static void id_mappings(struct cap_jw *w, const char *key, uint32_t host, uint32
   cap_jw_end_array(w);
 }
 
-static void write_namespaces(struct cap_jw *w, const struct cap_spec *spec, const char *netns)
+static void write_namespaces(struct cap_jw *w, const struct cap_spec *spec, const char *netns,
+                             const struct sandbox_oci_runsc *runsc)
 {
   cap_jw_key(w, "namespaces");
   cap_jw_begin_array(w);
@@ -193,6 +275,11 @@ static void write_namespaces(struct cap_jw *w, const struct cap_spec *spec, cons
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
     bool net = strcmp(types[i], "network") == 0;
     if (net && spec->network.mode == CAP_NET_UNRESTRICTED)
+      continue;
+    /* runsc: its Sentry is the kernel the tool sees, with no user ids of
+     * the host's; in proxy mode it joins the namespace it is started in
+     * (the one holding the proxy's listeners) */
+    if (runsc && (i == 0 || (net && spec->network.mode == CAP_NET_PROXY)))
       continue;
     cap_jw_begin_object(w);
     cap_jw_key(w, "type");
@@ -206,7 +293,7 @@ static void write_namespaces(struct cap_jw *w, const struct cap_spec *spec, cons
   cap_jw_end_array(w);
 }
 
-static void write_resources(struct cap_jw *w, const struct cap_spec *spec)
+static void write_resources(struct cap_jw *w, const struct cap_spec *spec, bool runsc)
 {
   cap_jw_key(w, "resources");
   cap_jw_begin_object(w);
@@ -226,7 +313,7 @@ static void write_resources(struct cap_jw *w, const struct cap_spec *spec)
     cap_jw_int(w, (int64_t)(spec->limits.cpu_fraction * 100000));
     cap_jw_end_object(w);
   }
-  if (spec->limits.pids) {
+  if (spec->limits.pids && !runsc) { /* under runsc the Sentry's threads would count */
     cap_jw_key(w, "pids");
     cap_jw_begin_object(w);
     cap_jw_key(w, "limit");
@@ -237,17 +324,23 @@ static void write_resources(struct cap_jw *w, const struct cap_spec *spec)
 }
 
 static void write_linux(struct cap_jw *w, const struct cap_spec *spec,
-                        const struct sandbox_options *opt, const char *netns)
+                        const struct sandbox_options *opt, const char *netns,
+                        const struct sandbox_oci_runsc *runsc)
 {
   cap_jw_key(w, "linux");
   cap_jw_begin_object(w);
   /* as root the capability's own range of host ids (opt->id_base), the
    * caller alone unprivileged */
   bool root = geteuid() == 0;
-  id_mappings(w, "uidMappings", root ? opt->id_base : getuid(), root ? 65536 : 1);
-  id_mappings(w, "gidMappings", root ? opt->id_base : getgid(), root ? 65536 : 1);
-  write_namespaces(w, spec, netns);
-  write_resources(w, spec);
+  if (!runsc) {
+    id_mappings(w, "uidMappings", root ? opt->id_base : getuid(), root ? 65536 : 1);
+    id_mappings(w, "gidMappings", root ? opt->id_base : getgid(), root ? 65536 : 1);
+  } else if (runsc->cgroups_path) {
+    cap_jw_key(w, "cgroupsPath");
+    cap_jw_string(w, runsc->cgroups_path);
+  }
+  write_namespaces(w, spec, netns, runsc);
+  write_resources(w, spec, runsc != NULL);
   static const char *const masked[] = {
       "/proc/acpi",          "/proc/kcore",      "/proc/keys",
       "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
@@ -283,12 +376,19 @@ static void write_linux(struct cap_jw *w, const struct cap_spec *spec,
 int sandbox_oci_config(const struct cap_spec *spec, const struct sandbox_options *opt,
                        const char *netns, struct cap_buf *out, struct cap_error *err)
 {
+  return sandbox_oci_config_for(spec, opt, netns, NULL, out, err);
+}
+
+int sandbox_oci_config_for(const struct cap_spec *spec, const struct sandbox_options *opt,
+                           const char *netns, const struct sandbox_oci_runsc *runsc,
+                           struct cap_buf *out, struct cap_error *err)
+{
   struct cap_jw w;
   cap_jw_init(&w, out, false);
   cap_jw_begin_object(&w);
   cap_jw_key(&w, "ociVersion");
   cap_jw_string(&w, "1.0.2");
-  write_process(&w, spec, opt);
+  write_process(&w, spec, opt, runsc);
   cap_jw_key(&w, "root");
   cap_jw_begin_object(&w);
   cap_jw_key(&w, "path");
@@ -298,12 +398,12 @@ int sandbox_oci_config(const struct cap_spec *spec, const struct sandbox_options
   cap_jw_end_object(&w);
   cap_jw_key(&w, "hostname");
   cap_jw_string(&w, "capsule");
-  if (geteuid() == 0 && !opt->id_base)
+  if (geteuid() == 0 && !opt->id_base && !runsc)
     return cap_error_set(err, EINVAL, "as root a bundle needs the capability's host id range");
-  int r = write_mounts(&w, spec, opt, err);
+  int r = write_mounts(&w, spec, opt, runsc, err);
   if (r < 0)
     return r;
-  write_linux(&w, spec, opt, netns);
+  write_linux(&w, spec, opt, netns, runsc);
   cap_jw_end_object(&w);
   cap_buf_putc(out, '\n');
   return 0;

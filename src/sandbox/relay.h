@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "core/error.h"
 #include "core/escape.h"
 
 struct relay {
@@ -23,6 +24,34 @@ struct relay {
   bool cut;                        /* the cap was reached (and said so in the output) */
   struct cap_escape_stream escape; /* terminal only: a UTF-8 sequence a read cut */
 };
+
+/* A command's stdio as the sandbox gives it (relay_stdio_prepare). */
+#define RELAY_MAX 2 /* stdout and stderr */
+struct relay_stdio {
+  int stdio[3]; /* the command's stdio */
+  int own[3];   /* those of them opened here: closed once the command has them */
+  struct relay relays[RELAY_MAX];
+  size_t n;
+};
+#define RELAY_STDIO_INIT                                                                           \
+  {                                                                                                \
+    .own = { -1, -1, -1 }                                                                          \
+  }
+
+/* The command's stdio: given (or capsule's own 0-2 when NULL), except
+ * that a terminal reaches the tool only when tty, and a log file never
+ * does. stdin from a terminal becomes /dev/null; a terminal on
+ * stdout/stderr, and stderr on a regular file, become pipes the supervisor
+ * copies (escaped for the terminal; up to log_cap bytes for the file, 0:
+ * no cap), so the tool can neither type into the terminal nor truncate the
+ * log. stdout shares stderr's pipe when both are the same file (their
+ * order kept). 0, or -errno with err set. */
+int relay_stdio_prepare(struct relay_stdio *io, const int *given, bool tty, uint64_t log_cap,
+                        struct cap_error *err);
+/* Closes io->own (the command holds its copies). */
+void relay_stdio_close_own(struct relay_stdio *io);
+/* Closes everything still open (own and the relays' read ends). */
+void relay_stdio_release(struct relay_stdio *io);
 
 /* Copies what is waiting on the pipe. Returns 1 at its end (from is closed
  * and set to -1), 0 while more may come. */

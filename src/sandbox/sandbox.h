@@ -119,6 +119,11 @@ struct sandbox_result {
   int term_signal;       /* the signal that killed it, or 0 */
   const char *killed_by; /* a limit that capsule enforced ("wall clock"), or NULL */
   char unenforced[256];  /* limits this host could not enforce, "" when none */
+  /* the CPU the run used as the sandbox itself counted it (gVisor: its
+   * cgroup, else its process tree sampled, ptrace's stub processes
+   * included, which no wait of capsule's reaps); 0 when it did not: the
+   * caller's getrusage(RUSAGE_CHILDREN) around sandbox_run, the larger */
+  uint64_t cpu_ms;
 };
 
 /* Runs opt->argv in the sandbox spec describes and waits for it.
@@ -174,6 +179,12 @@ bool sandbox_idmap_excluded(const char *real);
 struct cap_buf;
 int sandbox_oci_config(const struct cap_spec *spec, const struct sandbox_options *opt,
                        const char *netns, struct cap_buf *out, struct cap_error *err);
+
+/* linux-gvisor (gvisor.c): where runsc is (allocated): $CAPSULE_RUNSC when
+ * set (an absolute path), else on PATH; NULL when it is not there.
+ * sandbox_run runs a spec whose backend is gvisor under it, as root;
+ * without it, or unprivileged, it fails closed (-ENOTSUP). */
+char *sandbox_runsc_path(void);
 
 /* Landlock ABI version the kernel offers (0 when none). */
 int landlock_abi(void);

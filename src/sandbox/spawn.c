@@ -60,7 +60,6 @@
 #endif
 
 #define SUPERVISE_TICK_MS 200 /* also the tick for the CPU projection */
-#define SANDBOX_MAX_RELAYS 2  /* stdout and stderr */
 
 struct clone_args_ {
   uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
@@ -210,7 +209,7 @@ static int supervise(pid_t pid, int pidfd, int status_fd, bool *reported,
       break;
     }
     check_limits(pid, spec, lim, &w, res);
-    struct pollfd fds[4 + SANDBOX_MAX_RELAYS] = {
+    struct pollfd fds[4 + RELAY_MAX] = {
         {.fd = pidfd, .events = POLLIN},
         {.fd = sfd, .events = POLLIN},
         {.fd = status_fd, .events = POLLIN},
@@ -257,11 +256,8 @@ struct launch {
   int ready[2]; /* unprivileged, not dumpable: the child says it is dumpable (and scrubbed) */
   int listen_fds[SANDBOX_MAX_LISTENERS]; /* received, not yet the proxy's */
   size_t n_listen;
-  struct proxy *proxy; /* proxy mode: stopped and freed at the end */
-  int stdio[3];        /* the command's stdio (prepare_stdio) */
-  int own_stdio[3];    /* those of them the launch opened: closed once the child has them */
-  struct relay relays[SANDBOX_MAX_RELAYS];
-  size_t n_relays;
+  struct proxy *proxy;             /* proxy mode: stopped and freed at the end */
+  struct relay_stdio io;           /* the command's stdio (prepare_stdio) */
   struct sandbox_mount_plan *plan; /* the grants and masks, resolved with the caller's rights */
   struct supervise *sup;           /* below Landlock ABI 9: the connect() supervisor */
   bool as_root; /* the tool has host ids of its own; writable grants are idmapped */
@@ -319,10 +315,7 @@ static int launch_release(struct launch *l, int r)
   for (size_t i = 0; i < l->n_listen; i++)
     close(l->listen_fds[i]);
   l->n_listen = 0;
-  for (size_t i = 0; i < 3; i++)
-    fd_close(&l->own_stdio[i]);
-  for (size_t i = 0; i < l->n_relays; i++)
-    fd_close(&l->relays[i].from);
+  relay_stdio_release(&l->io);
   pthread_mutex_lock(&charge_lock); /* sandbox_cpu_ms may be reading it */
   l->charged_ms = proxy_cpu_ms(l->charged);
   l->charged = NULL;
@@ -344,23 +337,27 @@ static int launch_release(struct launch *l, int r)
   return r;
 }
 
-/* Waits for the child's verdict on its setup: EOF at exec (the pipe is
- * CLOEXEC), or the message child_fail wrote. */
-static int await_setup(struct launch *l, struct cap_error *err)
+size_t sandbox_read_report(int fd, char *msg, size_t size)
 {
-  char msg[512];
   ssize_t n, got = 0;
-  while (got < (ssize_t)sizeof msg - 1 &&
-         (n = read(l->report[0], msg + got, sizeof msg - 1 - (size_t)got)) != 0) {
+  while (got < (ssize_t)size - 1 && (n = read(fd, msg + got, size - 1 - (size_t)got)) != 0) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
       break;
     got += n;
   }
-  if (got == 0)
-    return 0;
   msg[got] = '\0';
+  return (size_t)got;
+}
+
+/* Waits for the child's verdict on its setup: EOF at exec (the pipe is
+ * CLOEXEC), or the message child_fail wrote. */
+static int await_setup(struct launch *l, struct cap_error *err)
+{
+  char msg[512];
+  if (sandbox_read_report(l->report[0], msg, sizeof msg) == 0)
+    return 0;
   if (msg[0] == SANDBOX_REPORT_EXEC) { /* the setup held; the command is not there to run */
     cap_error_set(err, ENOENT, "%s", msg + 1);
     return cap_error_outcome(err, CAP_OUTCOME_NOT_FOUND);
@@ -477,8 +474,7 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   fd_close(&l->pass[1]);
   fd_close(&l->life[0]);
   fd_close(&l->status[1]);
-  for (size_t i = 0; i < 3; i++) /* the child has them: a pipe ends when the tool's copies do */
-    fd_close(&l->own_stdio[i]);
+  relay_stdio_close_own(&l->io); /* the child has them: a pipe ends when the tool's copies do */
   int r = write_id_maps(l->pid, inside_uid, outside_uid, inside_gid, outside_gid, err);
   if (r == 0)
     r = limits_attach(&l->lim, l->pid, err);
@@ -509,66 +505,20 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   return r;
 }
 
-/* Gives the command's stdout or stderr (fd `to`) a pipe the supervisor
- * copies to `to`; returns the pipe's write end (the launch's), or -errno. */
-static int add_relay(struct launch *l, int to, bool terminal, uint64_t cap)
+uint64_t sandbox_log_cap(const struct cap_spec *spec, const struct sandbox_options *opt)
 {
-  int p[2];
-  if (l->n_relays == SANDBOX_MAX_RELAYS || pipe2(p, O_CLOEXEC) < 0)
-    return -(errno ? errno : EMFILE);
-  fcntl(p[0], F_SETFL, O_NONBLOCK);
-  l->relays[l->n_relays++] =
-      (struct relay){.from = p[0], .to = to, .terminal = terminal, .cap = cap};
-  return p[1];
+  uint64_t cap = spec->limits.disk_bytes;
+  if (opt->log_max_bytes && (!cap || opt->log_max_bytes < cap))
+    cap = opt->log_max_bytes;
+  return cap;
 }
 
-static bool same_file(int a, int b)
-{
-  struct stat sa, sb;
-  return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
-}
-
-/* The command's stdio: the caller's (or capsule's own 0-2), except that a
- * terminal reaches the tool only when the caller asks (opt->tty), and a log
- * file never does. stdin from a terminal becomes /dev/null; a terminal on
- * stdout/stderr, and stderr on a regular file, become pipes the supervisor
- * copies (escaped for the terminal; up to the disk limit for the file), so
- * the tool can neither type into the terminal nor truncate the log. stdout
- * shares stderr's pipe when both are the same file (their order kept). */
+/* The command's stdio (relay.h). */
 static int prepare_stdio(struct launch *l, const struct cap_spec *spec,
                          const struct sandbox_options *opt, struct cap_error *err)
 {
-  for (int i = 0; i < 3; i++)
-    l->stdio[i] = opt->redirect_stdio ? opt->stdio[i] : i;
-  if (!opt->tty && isatty(l->stdio[0])) {
-    if ((l->own_stdio[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
-      return cap_error_errno(err, errno, "cannot open /dev/null for the command's stdin");
-    l->stdio[0] = l->own_stdio[0];
-  }
-  int caller_stderr = l->stdio[2];
-  for (int i = 2; i >= 1; i--) {
-    int fd = l->stdio[i];
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-      continue; /* closed: the command's dup2 says so */
-    if (i == 1 && l->own_stdio[2] >= 0 && same_file(fd, caller_stderr)) {
-      l->stdio[1] = l->own_stdio[2];
-      continue;
-    }
-    bool terminal = !opt->tty && isatty(fd);
-    if (!terminal && !(i == 2 && S_ISREG(st.st_mode)))
-      continue;
-    uint64_t cap = spec->limits.disk_bytes;
-    if (opt->log_max_bytes && (!cap || opt->log_max_bytes < cap))
-      cap = opt->log_max_bytes;
-    int w = add_relay(l, fd, terminal, terminal ? 0 : cap);
-    if (w < 0)
-      return cap_error_errno(err, -w, "cannot make the pipe for the command's %s",
-                             i == 1 ? "stdout" : "stderr");
-    l->stdio[i] = l->own_stdio[i] = w;
-  }
-  return 0;
+  return relay_stdio_prepare(&l->io, opt->redirect_stdio ? opt->stdio : NULL, opt->tty,
+                             sandbox_log_cap(spec, opt), err);
 }
 
 /* The run directory (after removing dead capsules' leftovers) and the
@@ -618,11 +568,6 @@ static int check_request(const struct cap_spec *spec, const struct sandbox_optio
 {
   if (!opt->argv || !opt->argv[0])
     return cap_error_set(err, EINVAL, "no command to run");
-  if (spec->sandbox.backend == CAP_BACKEND_GVISOR)
-    return cap_error_set(err, ENOTSUP,
-                         "the manifest asks for the linux-gvisor backend, which capsule does "
-                         "not run yet; refusing rather than running it with less isolation "
-                         "(`capsule doctor` says what this host has)");
   if (spec->network.localhost.len > SANDBOX_MAX_FORWARDS)
     return cap_error_set(err, EINVAL,
                          "network.ports.localhost lists %zu ports; capsule forwards at most %d",
@@ -669,6 +614,8 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
 {
   *res = (struct sandbox_result){0};
   int r = check_request(spec, opt, err);
+  if (r == 0 && spec->sandbox.backend == CAP_BACKEND_GVISOR)
+    return sandbox_gvisor_run(spec, opt, res, err); /* gvisor.c */
   if (r < 0)
     return r;
   uid_t uid = getuid();
@@ -687,7 +634,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
                      .pass = {-1, -1},
                      .life = {-1, -1},
                      .ready = {-1, -1},
-                     .own_stdio = {-1, -1, -1}};
+                     .io = RELAY_STDIO_INIT};
   l.as_root = geteuid() == 0;
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
@@ -701,7 +648,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return launch_release(&l, r);
   struct sandbox_options child_opt = *opt; /* the command's stdio as prepare_stdio made it */
   child_opt.redirect_stdio = true;
-  memcpy(child_opt.stdio, l.stdio, sizeof l.stdio);
+  memcpy(child_opt.stdio, l.io.stdio, sizeof l.io.stdio);
   snprintf(res->unenforced, sizeof res->unenforced, "%s", l.lim.unenforced);
   tool_host_ids(opt, &outside_uid, &outside_gid, res->unenforced, sizeof res->unenforced);
   r = prepare_layers(&l, spec, opt, outside_uid, outside_gid, res, err);
@@ -733,7 +680,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
     return launch_release(&l, r);
   if (opt->on_started)
     opt->on_started(opt->on_started_ctx, (struct sandbox_running *)&l.lim);
-  r = supervise(l.pid, pidfd, l.status[0], &l.init_reported, spec, &l.lim, l.relays, l.n_relays,
+  r = supervise(l.pid, pidfd, l.status[0], &l.init_reported, spec, &l.lim, l.io.relays, l.io.n,
                 l.sup, res, err);
   return launch_release(&l, r);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "net/egress_plan.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 
@@ -37,6 +38,9 @@ extern int sandbox_report_fd;
 #define SANDBOX_REPORT_EXEC '\x01'
 
 void __attribute__((noreturn, format(printf, 1, 2))) sandbox_child_fail(const char *fmt, ...);
+/* The parent's side: reads what the child reported on fd until EOF (its
+ * exec) into msg (NUL-terminated); returns its length, 0 for none. */
+size_t sandbox_read_report(int fd, char *msg, size_t size);
 
 #define CHILD_TRY(expr, ...)                                                                       \
   do {                                                                                             \
@@ -109,6 +113,41 @@ char *sandbox_seccomp_oci_rules(bool semaphores);
  * also refuse setuid/setgid mode bits (as root, where the tool's files in
  * a writable grant become the caller's). */
 int seccomp_apply(const struct cap_spec *spec, bool refuse_setid, struct cap_error *err);
+
+/* Proxy mode's /etc/resolv.conf (the sandbox's resolver, net/egress_plan.h)
+ * and /etc/hosts (localhost alone), mount.c's and gvisor.c's. */
+#define SANDBOX_RESOLV_CONF                                                                        \
+  "# capsule: the sandbox's resolver (allowlisted names only)\n"                                   \
+  "nameserver " EGRESS_DNS_ADDR "\noptions timeout:2 attempts:2\n"
+#define SANDBOX_HOSTS "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+
+/* ---- oci_config.c and gvisor.c: the linux-gvisor backend ---- */
+
+/* What a config.json for runsc adds to runc's (sandbox_oci_config_for
+ * with NULL writes runc's): no user namespace or id maps (the Sentry is
+ * the tool's kernel), no pids limit (the Sentry's threads share the
+ * cgroup), cgroupsPath, and in proxy mode no network namespace of its
+ * own (runsc joins the one it starts in), the proxy's variables, its
+ * trust bundle (ca_file, a host file, or NULL) and resolver (etc_dir's
+ * files over /etc's), and masks: host paths hidden inside the grants. */
+struct sandbox_oci_runsc {
+  const char *cgroups_path;
+  const struct proxy *proxy;
+  const char *ca_file;
+  const char *etc_dir; /* proxy mode: a host directory holding resolv.conf and hosts */
+  const char *const *masks;
+  size_t n_masks;
+};
+int sandbox_oci_config_for(const struct cap_spec *spec, const struct sandbox_options *opt,
+                           const char *netns, const struct sandbox_oci_runsc *runsc,
+                           struct cap_buf *out, struct cap_error *err);
+/* spawn.c: what a run appends to a log (the command's stderr on a regular
+ * file) at most: the disk limit or opt->log_max_bytes, the smaller; 0
+ * for no bound. */
+uint64_t sandbox_log_cap(const struct cap_spec *spec, const struct sandbox_options *opt);
+/* gvisor.c: sandbox_run for sandbox.backend = gvisor. */
+int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options *opt,
+                       struct sandbox_result *res, struct cap_error *err);
 
 /* ---- idmap.c: idmapped read-write grants, as root ---- */
 

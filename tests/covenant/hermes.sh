@@ -67,8 +67,8 @@ for a in hplain honce hop hoff hhttps; do "$capsule" policy set "$a" dispatch al
 echo "configuration"
 t no-endpoint 3 "runs on Hermes, and no endpoint is configured: set HERMES_API_BASE_URL" dispatch --agent hplain "plain x" "${G[@]}"
 t list-not-ready 0 "hplain .*not ready: it runs on Hermes: set HERMES_API_BASE_URL" list "${G[@]}"
-export HERMES_API_BASE_URL=https://127.0.0.1:$port/v1
-t https-refused 3 "is not an http:// URL" dispatch --agent hplain "plain x" "${G[@]}"
+export HERMES_API_BASE_URL=ftp://127.0.0.1:$port/v1
+t not-http-refused 3 'is not an http:// or https:// URL' dispatch --agent hplain "plain x" "${G[@]}"
 export HERMES_API_BASE_URL=$base
 t list-ready 0 "hplain +\(covenant, hermes-http\) +ready \(Hermes at $base; tools_allowed: read_file; approval_policy: auto-deny\)" list "${G[@]}"
 t show-tools-allowed 0 '"tools_allowed": \[' show "$caps/hplain"
@@ -120,6 +120,80 @@ t sse-chunked-events 0 'hermes-tool .*"event":"tool.completed".*"tool":"read_fil
 t garbage 1 "answer to GET /runs/run-[0-9a-f]+ is not a JSON object \(200: <html>this is not JSON</html>\)" dispatch --agent hplain "garbage x" "${G[@]}"
 t error-500 1 "answered POST /runs with 500: boom: the gateway broke" dispatch --agent hplain "fail500 x" "${G[@]}"
 t hang 1 "did not answer POST /runs in time" dispatch --agent hplain "hang x" "${G[@]}"
+t garbage-audited 0 "hplain.dispatch .*is not a JSON object" audit "${G[@]}"
+t error-500-audited 0 "hplain.dispatch .*answered POST /runs with 500" audit "${G[@]}"
+t hang-audited 0 "hplain.dispatch .*did not answer POST /runs in time" audit "${G[@]}"
+
+echo "TLS (https:// endpoints)"
+if command -v openssl >/dev/null; then
+  # a test CA made here: a certificate for 127.0.0.1 it signs, one it signs
+  # for another name, and one from a CA nobody trusts
+  tls=$work/tls
+  mkdir -p "$tls"
+  mkcert() { # mkcert NAME SAN CA-NAME
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+      -keyout "$tls/$1.key" -out "$tls/$1.csr" 2>/dev/null &&
+    printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\n' "$2" >"$tls/$1.ext" &&
+    openssl x509 -req -in "$tls/$1.csr" -CA "$tls/$3.pem" -CAkey "$tls/$3.key" -CAcreateserial \
+      -days 2 -extfile "$tls/$1.ext" -out "$tls/$1.pem" 2>/dev/null
+  }
+  for ca in ca rogue; do
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=capsule test $ca" \
+      -days 2 -keyout "$tls/$ca.key" -out "$tls/$ca.pem" 2>/dev/null
+  done
+  mkcert good "IP:127.0.0.1,DNS:localhost" ca
+  mkcert elsewhere "DNS:hermes.elsewhere.example,IP:10.9.9.9" ca
+  mkcert untrusted "IP:127.0.0.1" rogue
+  tls_servers=()
+  for name in good elsewhere untrusted; do
+    HERMES_TEST_KEY=sekrit-key HERMES_TEST_TLS_CERT=$tls/$name.pem HERMES_TEST_TLS_KEY=$tls/$name.key \
+      python3 "$here/hermes_server.py" >"$tls/$name.port" 2>"$tls/$name.log" &
+    tls_servers+=($!)
+  done
+  server="$server ${tls_servers[*]}"
+  for name in good elsewhere untrusted; do
+    for _ in $(seq 100); do [ -s "$tls/$name.port" ] && break; sleep 0.1; done
+  done
+  export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/good.port")/v1
+  unset HERMES_CA_FILE
+  t tls-list-ready 0 "hplain .*ready \(Hermes at https://127.0.0.1" list "${G[@]}"
+  t tls-unknown-ca-refused 1 "refusing the Hermes endpoint 127.0.0.1:[0-9]+: the certificate of 127.0.0.1 is not trusted: unable to get local issuer certificate \(capsule trusts the system's CA store; set HERMES_CA_FILE" \
+    dispatch --agent hplain "plain x" "${G[@]}"
+  export HERMES_CA_FILE=$tls/ca.pem
+  t tls-plain-run 0 '^\{"text":"done: plain tls","sources":\[\]\}$' dispatch --agent hplain "plain tls" "${G[@]}"
+  t tls-sse-events 0 'hermes-tool .*"event":"tool.completed".*"tool":"read_file"' audit "${G[@]}"
+  t tls-sse-dropped-polling 0 '"done: dropsse tls"' dispatch --agent hplain "dropsse tls" "${G[@]}"
+  t tls-approval 0 '"approved: deny"' dispatch --agent hplain "approval tls" "${G[@]}"
+  t tls-wall-clock-stops 1 "wall clock exceeded" dispatch --agent hplain "slow tls" "${G[@]}"
+  t tls-garbage 1 "is not a JSON object" dispatch --agent hplain "garbage tls" "${G[@]}"
+  export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/elsewhere.port")/v1
+  t tls-wrong-host-refused 1 "refusing the Hermes endpoint 127.0.0.1:[0-9]+: the certificate of 127.0.0.1 is not trusted: IP address mismatch \(capsule trusts the system's CA store and $tls/ca.pem" \
+    dispatch --agent hplain "plain x" "${G[@]}"
+  t tls-wrong-host-audited 0 "hplain.dispatch .*refusing the Hermes endpoint 127.0.0.1:[0-9]+: the certificate of 127.0.0.1 is not trusted: IP address mismatch" audit "${G[@]}"
+  export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/untrusted.port")/v1
+  t tls-untrusted-refused 1 "refusing the Hermes endpoint 127.0.0.1:[0-9]+: the certificate of 127.0.0.1 is not trusted: unable to get local issuer certificate" \
+    dispatch --agent hplain "plain x" "${G[@]}"
+  # the key never reached a server capsule refused
+  for name in elsewhere untrusted; do
+    seen=$(python3 -c 'import ssl,sys,urllib.request; c=ssl.create_default_context(); c.check_hostname=False; c.verify_mode=ssl.CERT_NONE; sys.stdout.write(urllib.request.urlopen(sys.argv[1], context=c).read().decode())' \
+      "https://127.0.0.1:$(cat "$tls/$name.port")/debug/log" 2>&1)
+    if [ "$seen" = "[]" ]; then ok "tls-$name-got-nothing"; else bad "tls-$name-got-nothing ($seen)"; fi
+  done
+  # a gateway that accepts and never answers the TLS handshake: bounded by the run's wall clock
+  python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(8); print(s.getsockname()[1], flush=True); c=[]
+while True: c.append(s.accept())' >"$tls/mute.port" &
+  server="$server $!"
+  for _ in $(seq 100); do [ -s "$tls/mute.port" ] && break; sleep 0.1; done
+  export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/mute.port")/v1 HERMES_CA_FILE=$tls/ca.pem
+  t tls-handshake-hang 1 "the Hermes endpoint 127.0.0.1:[0-9]+: the TLS handshake with 127.0.0.1 did not finish in time" dispatch --agent hplain "plain x" "${G[@]}"
+  export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/good.port")/v1 HERMES_CA_FILE=$tls/missing.pem
+  t tls-ca-file-missing 1 "HERMES_CA_FILE: cannot read the CA file $tls/missing.pem" dispatch --agent hplain "plain x" "${G[@]}"
+  t tls-ca-file-missing-not-ready 0 "hplain .*not ready: HERMES_CA_FILE $tls/missing.pem cannot be read" list "${G[@]}"
+  export HERMES_API_BASE_URL=$base
+  unset HERMES_CA_FILE
+else
+  echo "  note: openssl is not installed: the TLS cases are skipped (scripts/deps.sh test installs it)"
+fi
 
 echo "Covenant's export"
 t export 0 "exported" audit export --format covenant "$work/export" "${G[@]}"
@@ -153,6 +227,12 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
   printf 'sekrit-key' | "${as[@]}" "$capsule" cred set --shared HERMES_API_KEY --scope system --state "$work/nobody/state" >/dev/null
   t nobody-plain-run 0 '"done: plain y"' dispatch --agent hplain "plain y" "${N[@]}"
   t nobody-tool-outside 4 "capsule stopped the run" dispatch --agent hplain "terminal y" "${N[@]}"
+  if [ -s "${tls:-/nonexistent}/good.port" ]; then
+    HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/good.port")/v1 HERMES_CA_FILE=$tls/ca.pem \
+      t nobody-tls-run 0 '"done: plain tls y"' dispatch --agent hplain "plain tls y" "${N[@]}"
+    HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/untrusted.port")/v1 HERMES_CA_FILE=$tls/ca.pem \
+      t nobody-tls-untrusted 1 "the certificate of 127.0.0.1 is not trusted" dispatch --agent hplain "plain y" "${N[@]}"
+  fi
 fi
 echo "hermes tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -77,11 +77,9 @@ suite() { # suite WHO: every case with a state of WHO's own
   printf '[sandbox]\nfilesystem = "ephemeral"\n' >>"$caps/eph/agent.toml"
   agent "$caps" ropkg '' '' 0 "$scratch"
   printf '[sandbox]\nfilesystem = "read-only-package"\n' >>"$caps/ropkg/agent.toml"
-  agent "$caps" gv '' '' 0 "$echo_line"
-  printf '[sandbox]\nrequired = true\nbackend = "linux-gvisor"\n' >>"$caps/gv/agent.toml"
   [ "$who" = root ] || chown -R 65534:65534 "$home"
   local G=(--caps "$caps" --state "$state")
-  for a in research renderer alpha beta burn cheap eph ropkg gv; do
+  for a in research renderer alpha beta burn cheap eph ropkg; do
     "${as[@]}" "$capsule" policy set "$a" dispatch allow "${G[@]}" >/dev/null
   done
 
@@ -106,6 +104,7 @@ suite() { # suite WHO: every case with a state of WHO's own
   sqlite3 "$state/state.db" "UPDATE covenant_tokens SET token = replace(token, '\"scope\":{}', '\"scope\":{\"x\":1}')"
   t forged-row-refused 4 "its token ${sig:0:12} is tampered" dispatch --agent research "find papers" "${G[@]}"
   t forged-row-listed 0 "tampered" token list "${G[@]}"
+  t forged-row-audited 0 "research.dispatch +capability-denied .*tampered" audit "${G[@]}"
   local broken
   broken=$(sqlite3 "$state/state.db" "SELECT signature FROM covenant_tokens LIMIT 1")
   sqlite3 "$state/state.db" "UPDATE covenant_tokens SET token = 'not json' WHERE signature = '$broken'"
@@ -128,6 +127,7 @@ PY
   # untrusted: a valid token from another issuer counts only once trusted
   t import-foreign 0 '^[1-9A-HJ-NP-Za-km-z]{80,90}$' token import "$home/foreign.json" "${G[@]}"
   t untrusted-refused 4 "is untrusted" dispatch --agent research "find papers" "${G[@]}"
+  t untrusted-audited 0 "research.dispatch +capability-denied .*is untrusted" audit "${G[@]}"
   t trust 0 "trusted $them" token trust "$them" "${G[@]}"
   t trusted-runs 0 '"got"' dispatch --agent research "find papers" "${G[@]}"
   t trust-list 0 "$them" token trust "${G[@]}"
@@ -138,17 +138,20 @@ PY
   local fsig=$(sqlite3 "$state/state.db" "SELECT signature FROM covenant_tokens WHERE token LIKE '%${them}%'")
   t revoke 0 "revoked $fsig" token revoke "${fsig:0:10}" "${G[@]}"
   t revoked-refused 4 "is revoked" dispatch --agent research "find papers" "${G[@]}"
+  t revoked-audited 0 "research.dispatch +capability-denied .*is revoked" audit "${G[@]}"
   t revoke-twice 1 "was revoked already" token revoke "$fsig" "${G[@]}"
   t revoke-unknown 1 "no token's id starts with" token revoke 11111111 "${G[@]}"
   t revoke-glob-refused 1 "a token id is its signature \(base58\)" token revoke '********' "${G[@]}"
   # expired
   t issue-expired 0 '"expires_at":1577836800000' token issue local tool.gpu_inference --expires 2020-01-01T00:00:00Z "${G[@]}"
   t expired-refused 4 "is expired" dispatch --agent renderer "generate an image" "${G[@]}"
+  t expired-audited 0 "renderer.dispatch +capability-denied .*is expired" audit "${G[@]}"
   t issue-unexpired 0 '"expires_at":[0-9]{13}' token issue local tool.gpu_inference --expires 7d "${G[@]}"
   t unexpired-runs 0 '"got"' dispatch --agent renderer "generate an image" "${G[@]}"
   # wrong scope
   t issue-scoped 0 '"scope":\{"agent_id":"beta","version":1\}' token issue local intent.subscribe --scope '{"version": 1, "agent_id": "beta"}' "${G[@]}"
   t wrong-scope-refused 4 "its scope names another agent \(agent_id\), not alpha" dispatch --agent alpha "hello" "${G[@]}"
+  t wrong-scope-audited 0 "alpha.dispatch +capability-denied .*its scope names another agent" audit "${G[@]}"
   t right-scope-runs 0 '"got"' dispatch --agent beta "hello" "${G[@]}"
   # malformed
   t bad-action 1 "outside Covenant's namespaces" token issue local network.fetch "${G[@]}"
@@ -205,6 +208,7 @@ PY
   sqlite3 "$state/state.db" "UPDATE covenant_budgets SET tokens = 3, capacity = 1000000 WHERE agent = 'burn'"
   t edited-row-refused 4 "budget row in .* was changed outside capsule" dispatch --agent burn "delegate" "${G[@]}"
   t edited-row-show 1 "changed outside capsule" budget show burn "${G[@]}"
+  t edited-row-audited 0 "burn.dispatch .*budget row in .* was changed outside capsule" audit "${G[@]}"
   [ "$(sqlite3 "$state/state.db" "SELECT tokens, capacity FROM covenant_budgets WHERE agent = 'burn'")" = "3|1000000" ] \
     && ok edited-row-untouched || bad edited-row-untouched
   t edited-row-reset 0 "agent burn: 1 of 3 credits left" budget set burn 1 "${G[@]}"
@@ -225,12 +229,10 @@ PY
   t budget-unenforced-set 1 "is not enforced" budget set alpha 1 "${G[@]}"
   t budget-bad-credits 2 "CREDITS is a whole number" budget set burn 1.5 "${G[@]}"
 
-  echo "$who: sandbox.filesystem and sandbox.backend"
+  echo "$who: sandbox.filesystem (sandbox.backend: gvisor.sh)"
   t ephemeral-writes 0 '"seen":"no","wrote":"yes"' dispatch --agent eph "x" "${G[@]}"
   t ephemeral-fresh-each-dispatch 0 '"seen":"no","wrote":"yes"' dispatch --agent eph "x" "${G[@]}"
   t read-only-package 0 '"seen":"no","wrote":"no"' dispatch --agent ropkg "x" "${G[@]}"
-  t gvisor-fails-closed 3 "linux-gvisor backend, which capsule does not run yet; refusing" dispatch --agent gv "x" "${G[@]}"
-  t doctor-says-runsc 0 "gvisor backend +NO +(runsc is not installed: .*install gVisor's runsc \(https://gvisor.dev|.*runsc is installed, but capsule does not run)" doctor
 
   echo "$who: audit in Covenant's format"
   t export 0 "exported [0-9]+ events to .*; [0-9]+ records have no Covenant kind" audit export --format covenant "$home/export" "${G[@]}"

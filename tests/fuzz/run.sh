@@ -84,10 +84,12 @@ printf 'postgresql://capsule:hunter2@db.example/capsule?sslmode=require&password
 mkdir -p "$work/ui_form"
 printf 'csrf=%064d&capability=a%%2Eb&tool=x+y&policy=allow&user=&bad=%%zz%%4&=v&novalue&nul=%%00' 0 >"$work/ui_form/policy"
 
+mkdir -p "$work/mcp_relay"
+printf '{"relay":{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}}\n{"relay":{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{"messages":[]}}}\nC{"jsonrpc":"2.0","id":1,"result":{"role":"assistant"}}\n{"relay":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":7,"progress":1}}}\n{"relay":{"jsonrpc":"2.0","id":"s","method":"tools/call"}}\n' >"$work/mcp_relay/relay"
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns sni grpc_msg state_sql ui_form id_registry}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns sni grpc_msg state_sql ui_form id_registry mcp_relay}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

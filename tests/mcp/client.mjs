@@ -71,6 +71,18 @@ async function basics() {
   check('annotations', wc && wc.annotations?.readOnlyHint === true && wc.annotations?.openWorldHint === false, JSON.stringify(wc?.annotations));
   const again = (await listAll(client)).tools.map((t) => t.name);
   check('deterministic-order', JSON.stringify(again) === JSON.stringify(names), 'order changed');
+  // Talos prompt.md: one prompt per plugin that has one, nothing for the others
+  check('prompts-declared', client.getServerCapabilities()?.prompts !== undefined, JSON.stringify(client.getServerCapabilities()));
+  const prompts = (await client.listPrompts()).prompts;
+  check('prompts-talos-only', prompts.length === 1 && prompts[0].name === 'many' && prompts[0].description, JSON.stringify(prompts));
+  const pr = await client.getPrompt({ name: 'many' });
+  check('prompt-get-text', pr.messages?.[0]?.role === 'user' && pr.messages[0].content?.text === 'Use fn001 to count.\nNever call do.it twice.\n', JSON.stringify(pr));
+  try {
+    await client.getPrompt({ name: 'wordcount' });
+    check('prompt-unknown', false, 'a Covenant agent has no prompt');
+  } catch (e) {
+    check('prompt-unknown', e.code === -32602, `${e.code} ${e.message}`);
+  }
 
   const r = await client.callTool({ name: 'wordcount__dispatch', arguments: { text: 'one two three' } });
   check('call-allowed', !r.isError && r.structuredContent?.text === '3 words', JSON.stringify(r));

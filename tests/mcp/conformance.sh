@@ -30,7 +30,15 @@ export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
 work=$(mktemp -d /var/tmp/capsule-conformance.XXXXXX)
 chmod 755 "$work"
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
+# the warm servers' keepers this test started: the processes holding their locks in $work
+keepers() {
+  local f l
+  for f in /proc/[0-9]*/fd/*; do
+    l=$(readlink "$f" 2>/dev/null) || continue
+    case $l in "$work"/*.mcp.lock*) f=${f#/proc/}; echo "${f%%/*}" ;; esac
+  done | sort -u
+}
+trap 'for p in "${pids[@]}" $(keepers); do kill "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
   echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
 fi
@@ -88,6 +96,17 @@ run_as() {
       *) bad "$who: relay: $line"; cat "$work/relay-$who.err" ;;
     esac
   done < <(cd "$here" && timeout 300 node relay.mjs "$capsule" "$caps" "$state" "${wrap[@]}" 2>"$work/relay-$who.err"; echo "exit $?")
+  # the warm servers' keepers: listed by `capsule ps`, ended by `capsule stop`
+  C ps --state "$state" >"$work/ps" 2>&1
+  grep -q "^conformance .* mcp " "$work/ps" && ok "$who: ps-lists-warm-mcp" || { bad "$who: ps-lists-warm-mcp"; cat "$work/ps"; }
+  C stop --state "$state" conformance >/dev/null 2>&1
+  local left=0 f l
+  for f in /proc/[0-9]*/fd/*; do
+    l=$(readlink "$f" 2>/dev/null) || continue
+    case $l in "$state"/run/*.mcp.lock*) left=$((left + 1)) ;; esac
+  done
+  [ $left = 0 ] && [ -z "$(C ps --state "$state" 2>/dev/null | grep '^conformance ')" ] && ok "$who: stop-ends-warm-mcp" ||
+    bad "$who: stop-ends-warm-mcp ($left keepers left)"
 }
 
 run_as root

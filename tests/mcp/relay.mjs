@@ -7,6 +7,7 @@
 // audit of it all. Prints "ok NAME" or "FAIL NAME: why"; exits 1 on a failure.
 // Usage: node relay.mjs CAPSULE CAPS STATE [WRAPPER...]
 import { execFileSync } from 'node:child_process';
+import { utimesSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
@@ -31,16 +32,28 @@ const check = (name, cond, why) => {
 };
 const text = (r) => (r.content || []).map((c) => c.text || '').join('\n');
 
-async function connect(capabilities) {
-  const all = [...wrapper, capsule, 'mcp', '--caps', caps, '--state', state, '--capability', 'conformance'];
+async function connect(capabilities, only = ['--capability', 'conformance']) {
+  const all = [...wrapper, capsule, 'mcp', '--caps', caps, '--state', state, ...only];
   const transport = new StdioClientTransport({ command: all[0], args: all.slice(1), env: { ...process.env }, stderr: 'inherit' });
   const client = new Client({ name: 'capsule-relay-test', version: '1.0.0' }, { capabilities });
   await client.connect(transport);
   return client;
 }
 
+let c;
+// past the bound on warm servers (CAPSULE_MCP_MAX_WARM=0): each call its own server
+process.env.CAPSULE_MCP_MAX_WARM = '0';
+c = await connect({});
+const servedNow = async () => (await c.callTool({ name: 'served_calls', arguments: {} })).structuredContent || {};
+const cold1 = await servedNow();
+const cold2 = await servedNow();
+check('bounded-cold-past-the-bound', cold1.calls === 1 && cold2.calls === 1 && cold1.instance !== cold2.instance,
+  `${JSON.stringify(cold1)} ${JSON.stringify(cold2)}`);
+await c.close();
+delete process.env.CAPSULE_MCP_MAX_WARM;
+
 // a client that declares nothing: the server's requests are refused at once
-let c = await connect({});
+c = await connect({});
 let r = await c.callTool({ name: 'test_sampling', arguments: { prompt: 'hi' } });
 check('sampling-undeclared-refused', r.isError === true && /sampling/i.test(text(r)), JSON.stringify(r));
 r = await c.callTool({ name: 'test_elicitation', arguments: { message: 'who?' } });
@@ -80,6 +93,33 @@ try {
 } catch (e) {
   check('subscribe-not-offered', e.code === -32601, `${e.code} ${e.message}`);
 }
+// the server is kept warm between calls, and started anew after it exits
+const served = async () => (await c.callTool({ name: 'served_calls', arguments: {} })).structuredContent || {};
+const s1 = await served();
+const s2 = await served();
+check('warm-between-calls', s1.instance && s1.instance === s2.instance && s2.calls === s1.calls + 1, `${JSON.stringify(s1)} ${JSON.stringify(s2)}`);
+r = await c.callTool({ name: 'exit_server', arguments: {} });
+check('server-exit-fails-the-call', r.isError === true, JSON.stringify(r));
+const s3 = await served();
+check('restarted-after-exit', s3.instance && s3.instance !== s2.instance && s3.calls === 1, JSON.stringify(s3));
+// a server that floods: the call ends, what is relayed is bounded (4 MiB a call)
+let flooded = 0;
+c.setNotificationHandler(LoggingMessageNotificationSchema, () => flooded++);
+await c.setLoggingLevel('debug');
+r = await c.callTool({ name: 'flood_logs', arguments: {} });
+check('flood-bounded', text(r) === 'flooded' && flooded > 1000 && flooded < 4200, `${flooded} relayed, ${JSON.stringify(r).slice(0, 200)}`);
+r = await c.callTool({ name: 'test_simple_text', arguments: {} });
+check('serves-after-flood', text(r) === 'This is a simple text response for testing.', JSON.stringify(r));
+// a change in the package (its keeper watches the tree): the next calls get a new server
+const old = await served();
+const now = new Date();
+utimesSync(`${caps}/conformance/server.mjs`, now, now);
+let fresh = old;
+for (let i = 0; i < 100 && fresh.instance === old.instance; i++) {
+  await new Promise((res) => setTimeout(res, 100));
+  fresh = await served();
+}
+check('package-change-new-server', fresh.instance && fresh.instance !== old.instance, `${JSON.stringify(old)} ${JSON.stringify(fresh)}`);
 await c.close();
 
 // a client that samples and elicits
@@ -95,6 +135,7 @@ check('sampling-answered', text(r) === 'LLM response: echo ping', JSON.stringify
 r = await c.callTool({ name: 'test_elicitation', arguments: { message: 'who?' } });
 check('elicitation-declined', /action=decline/.test(text(r)), JSON.stringify(r));
 // cancelled while the server waits for the client's sampling answer
+const beforeCancel = await served();
 let asked;
 const waiting = new Promise((res) => (asked = res));
 c.setRequestHandler(CreateMessageRequestSchema, () => {
@@ -110,6 +151,27 @@ try {
   check('cancelled', false, 'the call returned');
 } catch {
   check('cancelled', true);
+}
+const s4 = await served();
+check('warm-after-cancellation', s4.instance === beforeCancel.instance, `${JSON.stringify(beforeCancel)} ${JSON.stringify(s4)}`);
+await c.close();
+
+// every capability served: each MCP server's prompts and resources gathered
+c = await connect({}, []);
+const plist = (await c.listPrompts()).prompts;
+const pa = plist.find((p) => p.name === 'conformance__test_prompt_with_arguments');
+check('gathered-prompts', pa && pa._meta?.['io.capsule/capability'] === 'conformance', JSON.stringify(plist.map((p) => p.name)));
+const pg = await c.getPrompt({ name: 'conformance__test_prompt_with_arguments', arguments: { arg1: 'a', arg2: 'b' } });
+check('gathered-prompt-get', /arg1='a', arg2='b'/.test(pg.messages?.[0]?.content?.text || ''), JSON.stringify(pg));
+const rlist = (await c.listResources()).resources;
+check('gathered-resources', rlist.some((x) => x.uri === 'test://static-text' && x._meta?.['io.capsule/capability'] === 'conformance'), JSON.stringify(rlist.map((x) => x.uri)));
+const rr = await c.readResource({ uri: 'test://static-text' });
+check('gathered-resource-read', rr.contents?.[0]?.text === 'This is the content of the static text resource.', JSON.stringify(rr));
+try {
+  await c.readResource({ uri: 'test://not-listed' });
+  check('gathered-unknown-resource', false, 'read');
+} catch (e) {
+  check('gathered-unknown-resource', e.code === -32002, `${e.code} ${e.message}`);
 }
 await c.close();
 

@@ -61,6 +61,7 @@ mkdir -p "$caps/many"
   printf 'export async function do_it() { return { which: "underscore" }; }\n'
   printf 'export async function %s() { return { which: "long" }; }\n' "$long"
 } >"$caps/many/index.js"
+printf 'Use fn001 to count.\nNever call do.it twice.\n' >"$caps/many/prompt.md" # Talos: a prompt
 chmod -R a+rX "$caps"
 
 run_as() { # run_as WHO: the client checks, then the audit

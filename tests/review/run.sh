@@ -5,7 +5,8 @@
 # manifest_file_source.sh (the operator trusts the capabilities directory
 # and a manifest's credential routes), l7_rules_other_address.sh (rules
 # bind a host's own addresses; docs/egress.md); of the second review's,
-# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md).
+# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md);
+# of the seventh's, ui_conn_hog.sh (docs/serve.md).
 # Usage: run.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -37,6 +38,12 @@ scripts=(
   ../review6/mcp_self_allow.sh ../review6/volume_bound_hidden.sh ../review6/deny_absent_created.sh
   ../review6/mcp_stderr_flood.sh ../review6/nono_profile_plant.sh ../review6/nono_profile_modes.sh
   ../review6/volume_quota.sh
+  # the seventh's (tests/review7/)
+  ../review7/ui_session_flood.sh ../review7/ui_hostile_row.sh ../review7/ui_probes.sh
+  ../review7/call_socket_forged.sh ../review7/call_socket_probes.sh ../review7/grpc_fds.sh
+  ../review7/mcp_relay_notify.sh ../review7/pg_url_password.sh
+  ../review7/state_null_row.sh ../review7/migrate_column_injection.sh
+  ../review7/pg_hostile_meta.sh ../review7/state_url_ps.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

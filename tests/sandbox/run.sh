@@ -88,7 +88,8 @@ for who in "${users[@]}"; do
   check "$who" stdin 0 '^from stdin$' run -- /bin/cat
   check "$who" exit-status 42 '.*' run -- /bin/sh -c 'exit 42'
   check "$who" not-found 127 'cannot run' run -- /no/such/command
-  check "$who" fail-closed-gvisor 3 'linux-gvisor' run --config "$work/required.toml" -- /bin/true
+  CAPSULE_RUNSC=/nonexistent/runsc check "$who" fail-closed-gvisor 3 'linux-gvisor backend and gVisor.s runsc is not installed' run --config "$work/required.toml" -- /bin/true
+  # with runsc: tests/covenant/gvisor.sh
   if command -v script >/dev/null; then # a pseudo-terminal, as an interactive user has (--tty: it is the tool's)
     out=$(as_user "$who" script -qec "$capsule run --tty -- /bin/sh -c 'test -t 0 && test -t 1 && stty size >/dev/null && echo on-a-tty'" /dev/null </dev/null 2>&1)
     if echo "$out" | grep -q on-a-tty; then pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$who" "tty pass-through"

@@ -53,7 +53,17 @@ export CAPSULE_STATE_KEY=
 # the keepers (their status files name their pids: their titles hide the
 # call's arguments); their sandboxes die with them
 keepers_of() { sed -n 's/^pid=//p' "$1"/run/*.status 2>/dev/null; }
-stop_instances() { for p in $(keepers_of "$state"); do kill "$p" 2>/dev/null; done; true; }
+# and waited for: a keeper told to stop stays published until its server
+# has exited, and a call reaching it then would find the server gone
+stop_instances() {
+  local p ps
+  ps=$(keepers_of "$state")
+  for p in $ps; do kill "$p" 2>/dev/null; done
+  for p in $ps; do
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  done
+  true
+}
 trap 'stop_instances; rm -rf "$work"' EXIT
 mkdir -p "$work/caps/selu-ok" "$work/prefix/bin"
 cp "$fault" "$work/caps/selu-ok/server"
