@@ -34,7 +34,7 @@ _capsule() {
   --format) COMPREPLY=($(compgen -W "covenant" -- "$cur")); return ;;
   --agent | --parent | --expires) return ;;
   --memory) COMPREPLY=($(compgen -W "256M 512M 1G 2G" -- "$cur")); return ;;
-  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --env | --user | --session | --thread | --ref | --approval-ttl | --wait-approval | --to) return ;;
+  --allow-host | --allow-port | --pids | --cpu-ms | --timeout | --approval-timeout | --env | --user | --session | --thread | --ref | --approval-ttl | --wait-approval | --to) return ;;
   --attach) COMPREPLY=($(compgen -f -- "$cur")); return ;;
   --artifacts) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac
@@ -48,7 +48,7 @@ _capsule() {
   show) opts="--compact --profile --state --help" files=1 ;;
   validate) opts="--schema --ref --json --first --format-assert --help" files=1 ;;
   run) opts="--config --profile --allow-read --allow-write --allow-rw --deny --net --allow-host --allow-port
-             --memory --pids --cpu-ms --timeout --workdir --env --dry-run --json --tty
+             --memory --pids --cpu-ms --timeout --approval-timeout --workdir --env --dry-run --json --tty
              --proxy-allow-private --resolve --egress-log --state --verbose --help" ;;
   doctor) opts="--help" ;;
   list) opts="--caps --state --user --json --help" ;;

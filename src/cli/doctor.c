@@ -127,6 +127,10 @@ int cmd_doctor(int argc, char **argv)
   row("seccomp", true, "deny-list of escape syscalls, BPF compiled at build time");
 
   limit_rows();
+  row("capability expansion", abi > 0,
+      abi > 0 ? "exec_strategy supervised: an open outside the grants asked of the operator, "
+                "the file's descriptor injected (seccomp user notification)"
+              : "needs Landlock: a supervised run refuses every expansion");
   if (geteuid() == 0) { /* docs/sandbox.md, "Ids" */
     int idmap = sandbox_idmap_probe(".");
     row("tool ids (as root)", true, "each capability its own range of host ids, in the state");

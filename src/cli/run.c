@@ -49,6 +49,8 @@ static const char run_help[] =
     "      --pids N           process/thread limit\n"
     "      --cpu-ms N         CPU budget in milliseconds\n"
     "      --timeout S        wall-clock limit in seconds\n"
+    "      --approval-timeout S  exec_strategy \"supervised\": how long an open\n"
+    "                         outside the grants waits for the operator (60)\n"
     "      --workdir P        working directory inside the sandbox; a relative P is\n"
     "                         the caller's (default: the caller's directory when a\n"
     "                         grant covers it, else /tmp)\n"
@@ -97,6 +99,7 @@ enum {
   OPT_TTY,
   OPT_JSON,
   OPT_DENY,
+  OPT_APPROVAL_TIMEOUT,
 };
 
 static const struct option run_options[] = {
@@ -113,6 +116,7 @@ static const struct option run_options[] = {
     {"pids", required_argument, NULL, OPT_PIDS},
     {"cpu-ms", required_argument, NULL, OPT_CPU},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"approval-timeout", required_argument, NULL, OPT_APPROVAL_TIMEOUT},
     {"workdir", required_argument, NULL, OPT_WORKDIR},
     {"env", required_argument, NULL, OPT_ENV},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
@@ -176,9 +180,13 @@ static int parse_option(int c, const char *arg, struct run_args *a)
   case OPT_PIDS:
   case OPT_CPU:
   case OPT_TIMEOUT:
+  case OPT_APPROVAL_TIMEOUT:
     if (!(v = run_parse_count(arg)))
       return cli_usage_error("run", "--%s takes a positive integer, not '%s'", option_name(c), arg);
-    *(c == OPT_PIDS ? &a->pids : c == OPT_CPU ? &a->cpu_ms : &a->timeout_s) = v;
+    *(c == OPT_PIDS      ? &a->pids
+      : c == OPT_CPU     ? &a->cpu_ms
+      : c == OPT_TIMEOUT ? &a->timeout_s
+                         : &a->approval_timeout_s) = v;
     return 0;
   case OPT_WORKDIR: a->workdir = arg; return 0;
   case OPT_ENV: run_push_env(&a->env, arg); return 0;
@@ -646,7 +654,10 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   opt.hidden = (const char *const *)hidden;
   struct run_audit audit = {.marker.fd = -1};
   run_audit_begin(spec, a, &rs, &open_err, &audit);
+  static struct run_expand expand; /* see run.h */
+  run_expand_setup(&expand, &opt, spec, a, &audit);
   r = sandbox_run(spec, &opt, &res, &err);
+  run_expand_finish(&expand);
   run_audit_finish(&audit, r, &res, &err);
   cap_error_clear(&open_err);
   run_state_close(&rs);

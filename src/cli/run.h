@@ -5,6 +5,7 @@
 #ifndef CAPSULE_CLI_RUN_H
 #define CAPSULE_CLI_RUN_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -26,6 +27,7 @@ struct run_args {
   struct proxy_resolve resolve[RUN_MAX_RESOLVE]; /* --resolve HOST:ADDR (strings owned) */
   size_t n_resolve;
   uint64_t memory, pids, cpu_ms, timeout_s; /* 0: not given */
+  uint64_t approval_timeout_s;              /* --approval-timeout; 0: 60 s */
   const char *workdir;                      /* --workdir as given, or NULL */
   struct cap_strv env;                      /* NAME=VALUE */
   bool dry_run, json, proxy_private, verbose;
@@ -101,6 +103,28 @@ void run_audit_begin(const struct cap_spec *spec, const struct run_args *a,
                      struct run_audit *au);
 void run_audit_finish(struct run_audit *au, int r, const struct sandbox_result *res,
                       const struct cap_error *err);
+
+/* run_expand.c: exec_strategy "supervised": the operator asked about each
+ * open outside the grants (a terminal capsule owns, else the approval
+ * queue, with a timeout that denies), every decision audited. setup
+ * fills opt's expansion hooks (none when the spec does not expand);
+ * finish closes what they opened. x must outlive the process's threads
+ * (a supervisor's thread may still be asking when the run ends): static
+ * storage. */
+struct run_expand {
+  const char *state, *capability, *tool, *user; /* user: "#UID" */
+  char user_name[64];                           /* its login name, looked up on first use */
+  bool may_prompt;
+  int64_t timeout_ms;
+  pthread_mutex_t lock; /* one record at a time */
+  size_t rate_limited;
+  struct gw_state *st; /* opened on first use */
+  bool closing;        /* the run is over: nothing more is asked or recorded */
+};
+void run_expand_setup(struct run_expand *x, struct sandbox_options *opt,
+                      const struct cap_spec *spec, const struct run_args *a,
+                      const struct run_audit *au);
+void run_expand_finish(struct run_expand *x);
 
 /* The operator's grants (`capsule grant`) for spec's capability, from the
  * state (state, else the default) when it exists, laid over spec as

@@ -255,6 +255,11 @@ static void print_summary(FILE *out, const struct cap_spec *spec, const struct r
   if (spec->rollback.enabled)
     fprintf(out, "rollback:     the writable grants snapshotted before and after the run "
                  "(capsule rollback list, diff, restore)\n");
+  if (spec->process.expand_opens)
+    fprintf(out,
+            "supervised:   an open of a file outside the grants waits for the operator "
+            "(this terminal, else capsule approvals/approve/deny; denied after %llu s)\n",
+            (unsigned long long)(a->approval_timeout_s ? a->approval_timeout_s : 60));
   print_network(out, spec, a);
   print_limits(out, spec);
 }

@@ -142,6 +142,9 @@ struct cap_process {
   bool ipc_full; /* ipc_mode "full" vs "shared_memory_only" */
   /* capsule always supervises; the declared value is kept for the record */
   char *declared_exec_strategy; /* NULL when not declared */
+  /* exec_strategy "supervised" (a nono profile: security.capability_elevation):
+   * an open outside the grants is put to the operator (sandbox/supervise.h) */
+  bool expand_opens;
 };
 
 struct cap_rollback {

@@ -522,6 +522,7 @@ static void nono_process(struct mf_ctx *c, const struct cap_node *root, struct c
   if (declared >= 0 || strategy >= 0)
     spec->process.declared_exec_strategy =
         cap_xstrdup(strategy_names[declared >= 0 ? declared : strategy]);
+  spec->process.expand_opens = (declared >= 0 ? declared : strategy) == 2; /* "supervised" */
   mf_pop(c, mark);
 }
 

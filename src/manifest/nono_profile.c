@@ -22,7 +22,8 @@ const char *const np_fs_keys[NP_FS_COUNT] = {
 
 void np_profile_init(struct np_profile *p)
 {
-  *p = (struct np_profile){.signal_mode = -1, .process_info_mode = -1, .ipc_mode = -1};
+  *p = (struct np_profile){
+      .signal_mode = -1, .process_info_mode = -1, .ipc_mode = -1, .capability_elevation = -1};
 }
 
 void np_credential_free(struct np_credential *k)
@@ -112,8 +113,7 @@ static const struct np_key security_keys[] = {
     {"ipc_mode", NULL},
     {"groups", NULL},
     {"allowed_commands", NULL},
-    {"capability_elevation", "runtime capability elevation is not supported: the sandbox is "
-                             "static"},
+    {"capability_elevation", NULL},
     {"wsl2_proxy_policy", "WSL2 only"},
     {NULL, NULL},
 };
@@ -481,6 +481,9 @@ static void read_security(struct mf_ctx *c, const struct cap_node *root, struct 
   p->signal_mode = read_mode(c, sec, "signal_mode", mode3);
   p->process_info_mode = read_mode(c, sec, "process_info_mode", mode3);
   p->ipc_mode = read_mode(c, sec, "ipc_mode", ipc);
+  const struct cap_node *elevation = cap_node_get(sec, "capability_elevation");
+  if (elevation && elevation->kind != CAP_NODE_NULL)
+    p->capability_elevation = mf_bool(c, sec, "capability_elevation", 0, false);
   mf_pop(c, mark);
 }
 

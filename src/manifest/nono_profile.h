@@ -56,6 +56,7 @@ struct np_profile {
   const char *extends_file; /* where `extends` was written, for errors */
   uint32_t extends_line, extends_col;
   int signal_mode, process_info_mode, ipc_mode; /* -1: unset */
+  int capability_elevation;                     /* -1: unset, else 0 or 1 */
   struct cap_strv include, exclude, cmd_allow, cmd_deny;
   struct cap_strv fs[NP_FS_COUNT];
   bool block;

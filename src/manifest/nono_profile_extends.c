@@ -97,8 +97,9 @@ static void np_merge(struct np_profile *base, struct np_profile *child)
   cap_strv_free(&base->extends);
   int *modes[][2] = {{&base->signal_mode, &child->signal_mode},
                      {&base->process_info_mode, &child->process_info_mode},
-                     {&base->ipc_mode, &child->ipc_mode}};
-  for (size_t i = 0; i < 3; i++)
+                     {&base->ipc_mode, &child->ipc_mode},
+                     {&base->capability_elevation, &child->capability_elevation}};
+  for (size_t i = 0; i < ARRAY_SIZE(modes); i++)
     if (*modes[i][1] >= 0)
       *modes[i][0] = *modes[i][1];
   merge_list(&base->include, &child->include);

@@ -485,7 +485,10 @@ void np_lower(struct mf_ctx *c, const struct np_policy *pol, struct np_profile *
       p->process_info_mode >= 0 ? (enum cap_mode3)p->process_info_mode : CAP_MODE_ISOLATED;
   spec->process.ipc_full = p->ipc_mode == 1;
   bool rollback = p->rb_patterns.len || p->rb_globs.len;
-  spec->process.declared_exec_strategy = cap_xstrdup(rollback ? "supervised" : "monitor");
+  /* nono gates expansion on capability_elevation, not on the strategy */
+  spec->process.expand_opens = p->capability_elevation == 1;
+  spec->process.declared_exec_strategy =
+      cap_xstrdup(rollback || spec->process.expand_opens ? "supervised" : "monitor");
   for (size_t i = 0; i < p->rb_patterns.len; i++)
     cap_strv_push(&spec->rollback.exclude_patterns, p->rb_patterns.v[i]);
   for (size_t i = 0; i < p->rb_globs.len; i++)

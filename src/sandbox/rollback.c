@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/json.h"
+#include "core/sha256.h"
 #include "core/text.h"
 #include "sandbox/rollback_internal.h"
 
@@ -161,9 +164,16 @@ struct rb_ctx {
   const char *store;
   const struct cap_strv *patterns, *globs;
   bool keep_objects;
+  int objects_fd;          /* STORE/objects, with keep_objects */
+  atomic_uint tmp_counter; /* temporary names made in it */
+  int pid;                 /* in those names */
+  atomic_bool made[256];   /* its two-digit directories known to exist */
+  atomic_bool no_reflinks; /* the store's filesystem said so once */
   struct rb_cache cache;
   struct rb_tree *tree;
-  unsigned char *buf;
+  unsigned char *buf, *helper_buf;  /* the walking thread's, the helper's */
+  struct rb_packs packs;            /* the store's, when the snapshot began */
+  struct rb_pack_writer writers[2]; /* the walking thread's, the helper's */
   struct cap_error *err;
 };
 
@@ -174,72 +184,81 @@ static bool same_version(const struct stat *a, const struct stat *b)
 }
 
 /* One pass over fd: the hash, and with out >= 0 the bytes copied there. */
-static int hash_pass(struct rb_ctx *x, int fd, int out, char hex[65])
+static int hash_pass(unsigned char *buf, int fd, int out, char hex[65], uint64_t *bytes)
 {
-  crypto_hash_sha256_state h;
-  crypto_hash_sha256_init(&h);
-  if (lseek(fd, 0, SEEK_SET) < 0)
+  struct cap_sha256 h;
+  cap_sha256_init(&h);
+  if (lseek(fd, 0, SEEK_CUR) != 0 && lseek(fd, 0, SEEK_SET) < 0)
     return -errno;
   for (;;) {
-    ssize_t n = read(fd, x->buf, RB_READ_CHUNK);
+    ssize_t n = read(fd, buf, RB_READ_CHUNK);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
       return -errno;
     if (n == 0)
       break;
-    crypto_hash_sha256_update(&h, x->buf, (unsigned long long)n);
+    cap_sha256_update(&h, buf, (size_t)n);
+    if (bytes)
+      *bytes += (uint64_t)n;
     for (ssize_t done = 0; out >= 0 && done < n;) {
-      ssize_t w = write(out, x->buf + done, (size_t)(n - done));
+      ssize_t w = write(out, buf + done, (size_t)(n - done));
       if (w < 0 && errno != EINTR)
         return -errno;
       done += w > 0 ? w : 0;
     }
   }
   unsigned char d[32];
-  crypto_hash_sha256_final(&h, d);
+  cap_sha256_final(&h, d);
   hex_of(d, hex);
   return 0;
 }
 
-/* A file for an object's contents not yet named: O_TMPFILE in the store
- * (no directory entry until it is complete), else a temporary name. */
+/* A file for an object's contents not yet named: a temporary name in the
+ * store's objects directory (renamed once complete; O_TMPFILE would spare
+ * the name, but ext4 journals its orphan list for each one: 10,000 of
+ * them cost seconds). *ret_tmp: the name, relative to x->objects_fd. */
 static int object_open(struct rb_ctx *x, char **ret_tmp)
 {
-  _cleanup_free_ char *objects = cap_xasprintf("%s/objects", x->store);
-  int fd = open(objects, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-  *ret_tmp = NULL;
-  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
-    return fd;
-  char *tmp = cap_xasprintf("%s/tmp.XXXXXX", objects);
-  fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0)
+  for (int tries = 0; tries < 100; tries++) {
+    char *tmp = cap_xasprintf("tmp.%d.%u", x->pid, x->tmp_counter++);
+    int fd = openat(x->objects_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      *ret_tmp = tmp;
+      return fd;
+    }
     free(tmp);
-  else
-    *ret_tmp = tmp;
-  return fd;
+    if (errno != EEXIST)
+      return -1;
+  }
+  errno = EEXIST;
+  return -1;
 }
 
-/* Names what was written to fd (or tmp) as the object hex, or drops it
- * when the store has it already. */
-static int store_object(struct rb_ctx *x, int fd, const char *tmp, const char *hex)
+/* Names the temporary file tmp as the object hex, or drops it when the
+ * store has that object already. */
+static int store_object(struct rb_ctx *x, const char *tmp, const char *hex, struct cap_error *err)
 {
-  _cleanup_free_ char *obj = rb_object_path(x->store, hex);
-  if (access(obj, F_OK) == 0)
-    return tmp ? unlink(tmp), 0 : 0;
-  _cleanup_free_ char *dir = cap_xasprintf("%s/objects/%.2s", x->store, hex);
-  int r = mkdir(dir, 0700) < 0 && errno != EEXIST ? -errno : 0;
-  if (r == 0 && tmp && rename(tmp, obj) < 0)
+  char name[68];
+  snprintf(name, sizeof name, "%.2s/%s", hex, hex + 2);
+  unsigned dir = (unsigned)strtoul((char[3]){hex[0], hex[1], 0}, NULL, 16);
+  int r = 0;
+  if (!x->made[dir] && mkdirat(x->objects_fd, (char[3]){hex[0], hex[1], 0}, 0700) < 0 &&
+      errno != EEXIST)
     r = -errno;
-  if (r == 0 && !tmp) {
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, proc, AT_FDCWD, obj, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
-      r = -errno;
+  x->made[dir] = r == 0;
+  if (r == 0 && renameat2(x->objects_fd, tmp, x->objects_fd, name, RENAME_NOREPLACE) < 0) {
+    r = -errno;
+    if (r == -EINVAL) /* a filesystem without RENAME_NOREPLACE */
+      r = faccessat(x->objects_fd, name, F_OK, 0) == 0            ? -EEXIST
+          : renameat(x->objects_fd, tmp, x->objects_fd, name) < 0 ? -errno
+                                                                  : 0;
   }
-  if (r < 0 && tmp)
-    unlink(tmp);
-  return r < 0 ? cap_error_errno(x->err, -r, "rollback: cannot store object %s", hex) : 0;
+  if (r < 0) /* EEXIST: the store has these bytes already */
+    unlinkat(x->objects_fd, tmp, 0);
+  if (r == -EEXIST)
+    r = 0;
+  return r < 0 ? cap_error_errno(err, -r, "rollback: cannot store object %s", hex) : 0;
 }
 
 /* Whether the cache knows this version of the file (and, when contents
@@ -247,7 +266,9 @@ static int store_object(struct rb_ctx *x, int fd, const char *tmp, const char *h
 static bool cached_hit(struct rb_ctx *x, const struct stat *st)
 {
   const char *cached = cache_find(&x->cache, st);
-  _cleanup_free_ char *obj = cached && x->keep_objects ? rb_object_path(x->store, cached) : NULL;
+  bool packed = cached && x->keep_objects && rb_packs_find(&x->packs, cached);
+  _cleanup_free_ char *obj =
+      cached && x->keep_objects && !packed ? rb_object_path(x->store, cached) : NULL;
   if (!cached || (obj && access(obj, F_OK) < 0))
     return false;
   struct rb_cached e;
@@ -257,54 +278,175 @@ static bool cached_hit(struct rb_ctx *x, const struct stat *st)
   return true;
 }
 
-static int hash_file(struct rb_ctx *x, int fd, struct stat *st, const char *path, char hex[65])
+/* tests/sandbox/rollback.sh (the test-hook build): a writer racing the
+ * snapshot appends to the file named while it is read. */
+static int test_race(const char *path, struct cap_error *err)
 {
+#ifdef CAPSULE_TEST_HOOKS
+  const char *racing = getenv("CAPSULE_TEST_ROLLBACK_RACE");
+  if (racing && strcmp(racing, path) == 0) {
+    _cleanup_close_ int w = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (w < 0 || write(w, "+", 1) != 1)
+      return cap_error_errno(err, errno, "rollback: test hook cannot append to %s", path);
+  }
+#else
+  (void)path, (void)err;
+#endif
+  return 0;
+}
+
+/* A small file's content appended to the thread's pack (rollback_pack.c):
+ * no inode of its own. */
+static int pack_file(struct rb_ctx *x, struct rb_pack_writer *w, unsigned char *buf, int fd,
+                     struct stat *st, const char *path, char hex[65], bool *stable,
+                     struct cap_error *err)
+{
+  int r = w->fd < 0 ? rb_pack_begin(w, x->store, (int)(w - x->writers)) : 0;
+  if (r < 0)
+    return cap_error_errno(err, -r, "rollback: cannot write to the store %s", x->store);
+  for (int attempt = 0;; attempt++) {
+    uint64_t bytes = 0;
+    r = lseek(w->fd, (off_t)w->off, SEEK_SET) < 0 ? -errno : hash_pass(buf, fd, w->fd, hex, &bytes);
+    if (test_race(path, err) < 0)
+      return -EIO;
+    struct stat now;
+    if (r == 0 && fstat(fd, &now) < 0)
+      r = -errno;
+    if (r < 0)
+      return cap_error_errno(err, -r, "rollback: cannot read %s", path);
+    *stable = same_version(st, &now);
+    *st = now;
+    if (!*stable && attempt + 1 < RB_TRIES)
+      continue;                         /* it changed while read: again */
+    if (!rb_packs_find(&x->packs, hex)) /* else the next object overwrites it */
+      rb_pack_add(w, hex, bytes);
+    return 0;
+  }
+}
+
+/* One file hashed (and with keep_objects stored): from any thread, with
+ * its own buf, pack and err; *stable false when it kept changing while
+ * read. */
+static int hash_file(struct rb_ctx *x, unsigned char *buf, struct rb_pack_writer *w, int fd,
+                     struct stat *st, const char *path, char hex[65], bool *stable,
+                     struct cap_error *err)
+{
+  if (x->keep_objects && (uint64_t)st->st_size < RB_PACK_MAX)
+    return pack_file(x, w, buf, fd, st, path, hex, stable, err);
   for (int attempt = 0;; attempt++) {
     _cleanup_free_ char *tmp = NULL;
     _cleanup_close_ int out = x->keep_objects ? object_open(x, &tmp) : -1;
     if (x->keep_objects && out < 0)
-      return cap_error_errno(x->err, errno, "rollback: cannot write to the store %s", x->store);
+      return cap_error_errno(err, errno, "rollback: cannot write to the store %s", x->store);
     /* a filesystem with reflinks (btrfs, XFS) shares the blocks instead of
      * copying them: the object is a copy-on-write clone of the file. Not on
      * the last try, whose object must be exactly the bytes read and hashed
      * even if the file is still changing */
-    bool cloned = out >= 0 && attempt + 1 < RB_TRIES && ioctl(out, FICLONE, fd) == 0;
-    int r = hash_pass(x, fd, cloned ? -1 : out, hex);
-#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/rollback.sh: a writer racing the snapshot */
-    const char *racing = getenv("CAPSULE_TEST_ROLLBACK_RACE");
-    if (racing && strcmp(racing, path) == 0) {
-      _cleanup_close_ int w = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-      if (w < 0 || write(w, "+", 1) != 1)
-        return cap_error_errno(x->err, errno, "rollback: test hook cannot append to %s", path);
+    bool cloned = false;
+    if (out >= 0 && attempt + 1 < RB_TRIES && !x->no_reflinks) {
+      cloned = ioctl(out, FICLONE, fd) == 0;
+      /* ext4 and tmpfs cannot: not asked again (EXDEV: another filesystem) */
+      x->no_reflinks =
+          !cloned && (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL || errno == EXDEV);
     }
-#endif
+    int r = hash_pass(buf, fd, cloned ? -1 : out, hex, NULL);
+    if (test_race(path, err) < 0)
+      return -EIO;
     struct stat now;
     if (r == 0 && fstat(fd, &now) < 0)
       r = -errno;
     if (r < 0) {
       if (tmp)
-        unlink(tmp);
-      return cap_error_errno(x->err, -r, "rollback: cannot read %s", path);
+        unlinkat(x->objects_fd, tmp, 0);
+      return cap_error_errno(err, -r, "rollback: cannot read %s", path);
     }
-    bool stable = same_version(st, &now);
+    *stable = same_version(st, &now);
     *st = now;
-    if (!stable && attempt + 1 < RB_TRIES) {
+    if (!*stable && attempt + 1 < RB_TRIES) {
       if (tmp)
-        unlink(tmp);
+        unlinkat(x->objects_fd, tmp, 0);
       continue; /* it changed while read: again */
     }
-    if (!stable)
-      cap_strv_push(&x->tree->unstable, path);
-    if (x->keep_objects && (r = store_object(x, out, tmp, hex)) < 0)
-      return r;
-    if (stable) {
-      struct rb_cached e;
-      cached_of(st, &e);
-      memcpy(e.hex, hex, 65);
-      cache_push(&x->cache, &e);
-    }
-    return 0;
+    return x->keep_objects ? store_object(x, tmp, hex, err) : 0;
   }
+}
+
+/* ---- hashing files two at a time ------------------------------------------
+ * A directory's files are hashed in batches by the walking thread and one
+ * helper thread (the machines this runs on have two cores or more); what
+ * needs one owner (the tree, the cache, the error) is done by the walking
+ * thread once a batch is through. A batch bounds the descriptors held. */
+
+#define RB_BATCH 64
+
+struct rb_job {
+  int fd;
+  size_t index; /* its entry in x->tree */
+  struct stat st;
+  char hex[65];
+  bool stable;
+  int r;
+  struct cap_error err;
+};
+
+struct rb_batch {
+  struct rb_ctx *x;
+  struct rb_job v[RB_BATCH];
+  size_t len;
+  atomic_size_t next;
+};
+
+static void batch_run(struct rb_batch *b, unsigned char *buf, struct rb_pack_writer *w)
+{
+  for (size_t i; (i = atomic_fetch_add(&b->next, 1)) < b->len;) {
+    struct rb_job *j = &b->v[i];
+    j->r = hash_file(b->x, buf, w, j->fd, &j->st, b->x->tree->v[j->index].path, j->hex, &j->stable,
+                     &j->err);
+  }
+}
+
+static void *batch_helper(void *p)
+{
+  struct rb_batch *b = p;
+  batch_run(b, b->x->helper_buf, &b->x->writers[1]);
+  return NULL;
+}
+
+/* Hashes the batch's files, then records them in order. */
+static int batch_flush(struct rb_batch *b)
+{
+  struct rb_ctx *x = b->x;
+  pthread_t t;
+  atomic_store(&b->next, 0);
+  bool helper = b->len > 1 && pthread_create(&t, NULL, batch_helper, b) == 0;
+  batch_run(b, x->buf, &x->writers[0]);
+  if (helper)
+    pthread_join(t, NULL);
+  int r = 0;
+  for (size_t i = 0; i < b->len; i++) {
+    struct rb_job *j = &b->v[i];
+    close(j->fd);
+    struct rb_entry *e = &x->tree->v[j->index];
+    if (j->r < 0 && r == 0) {
+      r = j->r;
+      cap_error_set(x->err, j->err.code, "%s", j->err.message);
+    }
+    cap_error_clear(&j->err);
+    if (j->r < 0)
+      continue;
+    memcpy(e->hash, j->hex, 65);
+    e->size = (uint64_t)j->st.st_size;
+    if (!j->stable) {
+      cap_strv_push(&x->tree->unstable, e->path);
+      continue;
+    }
+    struct rb_cached c;
+    cached_of(&j->st, &c);
+    memcpy(c.hex, j->hex, 65);
+    cache_push(&x->cache, &c);
+  }
+  b->len = 0;
+  return r;
 }
 
 /* ---- excludes and .gitignore ---------------------------------------------- */
@@ -423,36 +565,61 @@ static void hash_text(const char *s, char hex[65])
   hex_of(d, hex);
 }
 
-static int walk_entry(struct rb_ctx *x, int dirfd, const char *path, const char *name,
-                      struct rb_ignores *ig, crypto_hash_sha256_state *parent);
+/* One entry's line in its directory's Merkle hash: written once the
+ * batch holding its file is through (index: its tree entry). */
+struct rb_line {
+  char type; /* 0: nothing (excluded, gone, not rolled back) */
+  uint32_t mode;
+  size_t index;
+};
 
-/* A directory's entries (sorted), its hash the Merkle hash of them. */
-static int walk_dir(struct rb_ctx *x, int fd, const char *path, struct rb_ignores *ig, char hex[65])
+static int walk_entry(struct rb_ctx *x, int dirfd, const char *path, const char *name,
+                      struct rb_ignores *ig, struct rb_batch *batch, struct rb_line *line);
+
+static int walk_names(int fd, struct cap_strv *names)
 {
-  size_t ig_mark = ig->len;
-  read_gitignore(fd, path, ig);
   int dup_fd = dup(fd);
   DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
   if (!d) {
     if (dup_fd >= 0)
       close(dup_fd);
-    return cap_error_errno(x->err, errno, "rollback: cannot read %s", path);
+    return -errno;
   }
-  struct cap_strv names = {0};
   struct dirent *e;
   while ((e = readdir(d)))
     if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-      cap_strv_push(&names, e->d_name);
+      cap_strv_push(names, e->d_name);
   closedir(d);
-  if (names.len)
-    qsort(names.v, names.len, sizeof *names.v, by_name);
-  crypto_hash_sha256_state h;
-  crypto_hash_sha256_init(&h);
+  if (names->len)
+    qsort(names->v, names->len, sizeof *names->v, by_name);
+  return 0;
+}
+
+/* A directory's entries (sorted), its hash the Merkle hash of them. */
+static int walk_dir(struct rb_ctx *x, int fd, const char *path, struct rb_ignores *ig, char hex[65])
+{
+  struct cap_strv names = {0};
+  if (walk_names(fd, &names) < 0)
+    return cap_error_errno(x->err, errno, "rollback: cannot read %s", path);
+  size_t ig_mark = ig->len;
+  read_gitignore(fd, path, ig);
+  struct rb_batch *batch = cap_xcalloc(1, sizeof *batch);
+  batch->x = x;
+  struct rb_line *lines = cap_xcalloc(names.len ? names.len : 1, sizeof *lines);
   int r = 0;
   for (size_t i = 0; i < names.len && r == 0; i++) {
     _cleanup_free_ char *child = cap_xasprintf("%s/%s", strcmp(path, "/") ? path : "", names.v[i]);
-    r = walk_entry(x, fd, child, names.v[i], ig, &h);
+    r = walk_entry(x, fd, child, names.v[i], ig, batch, &lines[i]);
   }
+  int fr = batch_flush(batch);
+  r = r < 0 ? r : fr;
+  crypto_hash_sha256_state h;
+  crypto_hash_sha256_init(&h);
+  for (size_t i = 0; i < names.len && r == 0; i++)
+    if (lines[i].type)
+      merkle_line(&h, lines[i].type, lines[i].mode, names.v[i], x->tree->v[lines[i].index].hash);
+  free(lines);
+  free(batch);
   cap_strv_free(&names);
   for (size_t i = ig_mark; i < ig->len; i++) {
     free(ig->v[i].pattern);
@@ -466,7 +633,7 @@ static int walk_dir(struct rb_ctx *x, int fd, const char *path, struct rb_ignore
 }
 
 static int walk_entry(struct rb_ctx *x, int dirfd, const char *path, const char *name,
-                      struct rb_ignores *ig, crypto_hash_sha256_state *parent)
+                      struct rb_ignores *ig, struct rb_batch *batch, struct rb_line *line)
 {
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -474,40 +641,44 @@ static int walk_entry(struct rb_ctx *x, int dirfd, const char *path, const char 
   bool is_dir = S_ISDIR(st.st_mode);
   if (excluded(x, path, name) || ignored(ig, path, name, is_dir))
     return 0;
-  char hex[65];
   if (S_ISLNK(st.st_mode)) {
     char target[4096];
     ssize_t n = readlinkat(dirfd, name, target, sizeof target - 1);
     if (n < 0)
       return cap_error_errno(x->err, errno, "rollback: cannot read the link %s", path);
     target[n] = '\0';
+    *line = (struct rb_line){'l', st.st_mode & 07777, x->tree->len};
     struct rb_entry *e = tree_push(x->tree, path, RB_LINK, &st);
     e->target = cap_xstrdup(target);
     hash_text(target, e->hash);
-    merkle_line(parent, 'l', e->mode, name, e->hash);
     return 0;
   }
   if (!is_dir && !S_ISREG(st.st_mode))
-    return 0;                          /* devices, fifos, sockets: not rolled back */
+    return 0; /* devices, fifos, sockets: not rolled back */
+  *line = (struct rb_line){is_dir ? 'd' : 'f', st.st_mode & 07777, x->tree->len};
   if (!is_dir && cached_hit(x, &st)) { /* unchanged since a snapshot: not even opened */
     struct rb_entry *e = tree_push(x->tree, path, RB_FILE, &st);
     memcpy(e->hash, cache_find(&x->cache, &st), 65);
-    merkle_line(parent, 'f', e->mode, name, e->hash);
     return 0;
   }
   int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0);
-  _cleanup_close_ int fd = openat(dirfd, name, flags);
-  if (fd < 0)
+  int fd = openat(dirfd, name, flags);
+  if (fd < 0) {
+    line->type = 0;
     return errno == ENOENT ? 0 : cap_error_errno(x->err, errno, "rollback: cannot open %s", path);
+  }
   size_t index = x->tree->len;
   tree_push(x->tree, path, is_dir ? RB_DIR : RB_FILE, &st);
-  int r = is_dir ? walk_dir(x, fd, path, ig, hex) : hash_file(x, fd, &st, path, hex);
+  if (!is_dir) { /* hashed with the batch (batch_flush fills the entry) */
+    batch->v[batch->len++] = (struct rb_job){.fd = fd, .index = index, .st = st};
+    return batch->len == RB_BATCH ? batch_flush(batch) : 0;
+  }
+  char hex[65];
+  int r = walk_dir(x, fd, path, ig, hex);
+  close(fd);
   if (r < 0)
     return r;
-  struct rb_entry *e = &x->tree->v[index];
-  memcpy(e->hash, hex, 65);
-  e->size = (uint64_t)st.st_size;
-  merkle_line(parent, is_dir ? 'd' : 'f', e->mode, name, hex);
+  memcpy(x->tree->v[index].hash, hex, 65);
   return 0;
 }
 
@@ -524,19 +695,29 @@ int rb_snapshot(const char *store, const struct cap_strv *paths, const struct ca
     return cap_error_set(err, EIO, "rollback: libsodium cannot start");
   *out = (struct rb_tree){0};
   int r = rb_mkdirs(store, 0700);
+  _cleanup_close_ int objects_fd = -1;
   if (r == 0 && keep_objects) {
     _cleanup_free_ char *objects = cap_xasprintf("%s/objects", store);
     r = rb_mkdirs(objects, 0700);
+    objects_fd = r == 0 ? open(objects, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (r == 0 && objects_fd < 0)
+      r = -errno;
   }
   if (r < 0)
     return cap_error_errno(err, -r, "rollback: cannot create the store %s", store);
   struct rb_ctx x = {.store = store,
+                     .objects_fd = objects_fd,
+                     .pid = (int)getpid(),
                      .patterns = patterns,
                      .globs = globs,
                      .keep_objects = keep_objects,
                      .tree = out,
                      .buf = cap_xmalloc(RB_READ_CHUNK),
+                     .helper_buf = cap_xmalloc(RB_READ_CHUNK),
+                     .writers = {{.fd = -1, .dirfd = -1}, {.fd = -1, .dirfd = -1}},
                      .err = err};
+  if (keep_objects)
+    rb_packs_load(store, &x.packs);
   cache_load(&x.cache, store);
   crypto_hash_sha256_state root;
   crypto_hash_sha256_init(&root);
@@ -549,9 +730,17 @@ int rb_snapshot(const char *store, const struct cap_strv *paths, const struct ca
     _cleanup_close_ int pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (pfd < 0)
       continue; /* a grant this host lacks holds nothing */
+    struct rb_batch *batch = cap_xcalloc(1, sizeof *batch);
+    batch->x = &x;
+    struct rb_line line = {0};
+    r = walk_entry(&x, pfd, p, slash ? slash + 1 : p, &ig, batch, &line);
+    int fr = batch_flush(batch);
+    free(batch);
+    r = r < 0 ? r : fr;
     crypto_hash_sha256_state one;
     crypto_hash_sha256_init(&one);
-    r = walk_entry(&x, pfd, p, slash ? slash + 1 : p, &ig, &one);
+    if (r == 0 && line.type)
+      merkle_line(&one, line.type, line.mode, slash ? slash + 1 : p, x.tree->v[line.index].hash);
     unsigned char d[32];
     char hex[65];
     crypto_hash_sha256_final(&one, d);
@@ -562,10 +751,17 @@ int rb_snapshot(const char *store, const struct cap_strv *paths, const struct ca
   unsigned char d[32];
   crypto_hash_sha256_final(&root, d);
   hex_of(d, out->root);
+  for (size_t i = 0; i < 2 && r == 0; i++)
+    if ((r = rb_pack_commit(&x.writers[i])) < 0)
+      cap_error_errno(err, -r, "rollback: cannot write a pack to the store %s", store);
   if (r == 0)
     cache_save(&x.cache, store);
+  for (size_t i = 0; i < 2; i++)
+    rb_pack_abandon(&x.writers[i]);
+  rb_packs_free(&x.packs);
   free(x.cache.v);
   free(x.buf);
+  free(x.helper_buf);
   if (out->len)
     qsort(out->v, out->len, sizeof *out->v, by_path);
   if (r < 0)

@@ -1,10 +1,12 @@
 /* Rollback: verifying a record's objects, restoring its before tree (files
  * written to a temporary name beside them and renamed over, so a file is
  * either the old or the restored one, never half), and pruning. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,16 +20,19 @@
 
 #define RB_CHUNK (256u << 10)
 
-/* SHA-256 of the file at path as hex; -errno when it cannot be read. */
-static int hash_path(const char *path, unsigned char *buf, char hex[65])
+/* SHA-256 of an object's bytes as hex; -errno when it cannot be read
+ * (-EBADMSG: its pack ends before it does). */
+static int hash_object(const char *store, const struct rb_packs *packs, const char *hexname,
+                       unsigned char *buf, char hex[65])
 {
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  uint64_t left;
+  _cleanup_close_ int fd = rb_object_open(store, packs, hexname, &left);
   if (fd < 0)
-    return -errno;
+    return fd;
   crypto_hash_sha256_state h;
   crypto_hash_sha256_init(&h);
   ssize_t n;
-  while ((n = read(fd, buf, RB_CHUNK)) > 0)
+  while ((n = rb_object_read(fd, buf, RB_CHUNK, &left)) > 0)
     crypto_hash_sha256_update(&h, buf, (unsigned long long)n);
   if (n < 0)
     return -errno;
@@ -44,15 +49,16 @@ int rb_verify(const char *store, const struct rb_record *rec, struct cap_strv *b
   if (sodium_init() < 0)
     return cap_error_set(err, EIO, "rollback: libsodium cannot start");
   _cleanup_free_ unsigned char *buf = cap_xmalloc(RB_CHUNK);
+  struct rb_packs packs;
+  rb_packs_load(store, &packs);
   struct cap_strv seen = {0};
   for (size_t i = 0; i < rec->before.len; i++) {
     const struct rb_entry *e = &rec->before.v[i];
     if (e->type != RB_FILE || cap_strv_contains(&seen, e->hash))
       continue;
     cap_strv_push(&seen, e->hash);
-    _cleanup_free_ char *obj = rb_object_path(store, e->hash);
     char got[65];
-    int r = hash_path(obj, buf, got);
+    int r = hash_object(store, &packs, e->hash, buf, got);
     if (r < 0) {
       _cleanup_free_ char *line =
           cap_xasprintf("object %s (%s): %s", e->hash, e->path, strerror(-r));
@@ -64,18 +70,19 @@ int rb_verify(const char *store, const struct rb_record *rec, struct cap_strv *b
     }
   }
   cap_strv_free(&seen);
+  rb_packs_free(&packs);
   return 0;
 }
 
 /* path's contents replaced by the object's: a temporary file beside it,
  * its mode set, synced, then renamed over path. */
-static int put_file(const char *store, const struct rb_entry *e, unsigned char *buf,
-                    struct cap_error *err)
+static int put_file(const char *store, const struct rb_packs *packs, const struct rb_entry *e,
+                    unsigned char *buf, struct cap_error *err)
 {
-  _cleanup_free_ char *obj = rb_object_path(store, e->hash);
-  _cleanup_close_ int in = open(obj, O_RDONLY | O_CLOEXEC);
+  uint64_t left;
+  _cleanup_close_ int in = rb_object_open(store, packs, e->hash, &left);
   if (in < 0)
-    return cap_error_errno(err, errno, "rollback: object %s for %s", e->hash, e->path);
+    return cap_error_errno(err, -in, "rollback: object %s for %s", e->hash, e->path);
   const char *slash = strrchr(e->path, '/');
   _cleanup_free_ char *tmp =
       cap_xasprintf("%.*s/.capsule-restore.XXXXXX", (int)(slash - e->path), e->path);
@@ -84,9 +91,9 @@ static int put_file(const char *store, const struct rb_entry *e, unsigned char *
     return cap_error_errno(err, errno, "rollback: cannot write beside %s", e->path);
   ssize_t n;
   int r = 0;
-  while (r == 0 && (n = read(in, buf, RB_CHUNK)) != 0) {
+  while (r == 0 && (n = rb_object_read(in, buf, RB_CHUNK, &left)) != 0) {
     if (n < 0 || write(out, buf, (size_t)n) != n)
-      r = -errno ? -errno : -EIO;
+      r = errno ? -errno : -EIO;
   }
   /* the owner as recorded: what root restores stays the user's (an
    * unprivileged caller cannot give files away, and needs not) */
@@ -150,6 +157,8 @@ int rb_restore(const char *store, const struct rb_record *rec, struct rb_restore
     return r;
   stats->removed = remove_new(rec, &now);
   _cleanup_free_ unsigned char *buf = cap_xmalloc(RB_CHUNK);
+  struct rb_packs packs;
+  rb_packs_load(store, &packs);
   for (size_t i = 0; i < rec->before.len && r == 0; i++) {
     const struct rb_entry *e = &rec->before.v[i];
     const struct rb_entry *cur = rb_tree_find(&now, e->path);
@@ -163,7 +172,7 @@ int rb_restore(const char *store, const struct rb_record *rec, struct rb_restore
           r = cap_error_errno(err, errno, "rollback: cannot restore the owner of %s", e->path);
       }
     } else if (e->type == RB_FILE && !(same_type && strcmp(cur->hash, e->hash) == 0)) {
-      r = put_file(store, e, buf, err);
+      r = put_file(store, &packs, e, buf, err);
       stats->written += r == 0;
       continue;
     } else if (e->type == RB_LINK &&
@@ -182,6 +191,7 @@ int rb_restore(const char *store, const struct rb_record *rec, struct rb_restore
     }
   }
   rb_tree_free(&now);
+  rb_packs_free(&packs);
   return r;
 }
 
@@ -219,7 +229,13 @@ int rb_prune(const char *store, size_t keep, size_t *records, size_t *objects,
   DIR *d = r == 0 ? opendir(objdir) : NULL;
   struct dirent *e;
   while (d && (e = readdir(d))) {
-    if (strlen(e->d_name) != 2)
+    int pid = 0;
+    /* a snapshot's unfinished object (tmp.PID.N), once that process is gone */
+    if (sscanf(e->d_name, "tmp.%d.", &pid) == 1 && pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
+      unlinkat(dirfd(d), e->d_name, 0);
+    /* AB, two hex digits: not "..", whose entries are the store's own */
+    if (strlen(e->d_name) != 2 || !isxdigit((unsigned char)e->d_name[0]) ||
+        !isxdigit((unsigned char)e->d_name[1]))
       continue;
     _cleanup_free_ char *sub = cap_xasprintf("%s/%s", objdir, e->d_name);
     DIR *s = opendir(sub);
@@ -239,6 +255,8 @@ int rb_prune(const char *store, size_t keep, size_t *records, size_t *objects,
   }
   if (d)
     closedir(d);
+  if (r == 0)
+    *objects += rb_packs_prune(store, &live, by_string);
   cap_strv_free(&ids);
   cap_strv_free(&live);
   return r;

@@ -21,6 +21,25 @@
 
 struct sandbox_running; /* a sandbox while it runs (see on_started) */
 
+/* exec_strategy "supervised" (supervise.h): an open of a path that is not
+ * in the sandbox's view but exists on the host, put to the operator. */
+struct sandbox_expansion {
+  int pid;           /* the asking process, as the host sees it */
+  const char *comm;  /* its name as it set it (the tool's text: escape it) */
+  const char *path;  /* the host's canonical path of what would be opened */
+  const char *asked; /* the path as the tool named it, made absolute */
+  enum cap_access access;
+};
+enum sandbox_expand_verdict {
+  SANDBOX_EXPAND_APPROVED,
+  SANDBOX_EXPAND_DENIED,       /* by the operator */
+  SANDBOX_EXPAND_TIMED_OUT,    /* nobody answered in time: denied */
+  SANDBOX_EXPAND_UNASKED,      /* no way to ask (no terminal, no state): denied */
+  SANDBOX_EXPAND_RATE_LIMITED, /* past the prompts' rate: denied unasked */
+  SANDBOX_EXPAND_PROTECTED,    /* a deny entry or capsule's state: denied unasked */
+};
+const char *sandbox_expand_verdict_name(enum sandbox_expand_verdict v);
+
 struct sandbox_options {
   char *const *argv;      /* the command; argv[0] is looked up in PATH inside */
   const char *workdir;    /* inside the sandbox; NULL: "/" or the first rw grant */
@@ -77,6 +96,15 @@ struct sandbox_options {
    * of the two holds); 0: limits.disk_bytes alone. The gateway's tool logs
    * use it so that one call cannot fill the state's disk. */
   uint64_t log_max_bytes;
+  /* spec->process.expand_opens: asks the operator about one expansion
+   * (APPROVED, DENIED, TIMED_OUT or UNASKED); called from a thread of the
+   * supervisor, one call at a time, and may block. record is told every
+   * decision, the unasked ones too, from any thread (it serialises
+   * itself). NULL ask: every expansion is refused. */
+  enum sandbox_expand_verdict (*expand_ask)(void *ctx, const struct sandbox_expansion *req);
+  void (*expand_record)(void *ctx, const struct sandbox_expansion *req,
+                        enum sandbox_expand_verdict verdict);
+  void *expand_ctx;
   /* The caller exits as soon as sandbox_run returns (`capsule run`): pid
    * 1, which has by then reaped every process of the tool and reported
    * the command's status, is not waited for while its namespaces are torn

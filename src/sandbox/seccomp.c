@@ -8,7 +8,9 @@
  * Below Landlock ABI 9 that program also holds the supervisor's rules
  * (supervise.h): every connect() goes to capsule's supervisor as a user
  * notification, and unix datagram sockets are refused, since their
- * sendto/sendmsg name a destination path that no filter could see. */
+ * sendto/sendmsg name a destination path that no filter could see. With
+ * exec_strategy "supervised" it holds the open family's rules too (open,
+ * openat, openat2, creat: to the same supervisor, supervise_open.c). */
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -31,7 +33,7 @@
 static int load_with_listener(const struct sock_fprog *prog, struct cap_error *err)
 {
   /* WAIT_KILLABLE_RECV (5.19): once the supervisor holds the request, a
-   * signal cannot restart the connect it is performing */
+   * signal cannot restart the connect or open it is performing */
   long listener =
       syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
               SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, prog);
@@ -58,11 +60,14 @@ int seccomp_apply(const struct cap_spec *spec, bool refuse_setid, struct cap_err
    * multiprocessing and the like) keeps System V semaphores, the default,
    * "shared_memory_only", refuses them; as root the tool's files in a
    * writable grant are the caller's (idmap.c): no setuid or setgid mode
-   * bits; below Landlock ABI 9 the unix-socket supervisor's rules */
+   * bits; below Landlock ABI 9 the unix-socket supervisor's rules; with
+   * exec_strategy "supervised" the open family's (supervise_traps) */
   bool notify = supervise_pass_fd >= 0;
-  unsigned v = (spec->process.ipc_full ? 0 : CAPSULE_SECCOMP_DENY_SEMAPHORES) |
-               (refuse_setid ? CAPSULE_SECCOMP_NO_SETID : 0) |
-               (notify ? CAPSULE_SECCOMP_NOTIFY : 0);
+  unsigned v =
+      (spec->process.ipc_full ? 0 : CAPSULE_SECCOMP_DENY_SEMAPHORES) |
+      (refuse_setid ? CAPSULE_SECCOMP_NO_SETID : 0) |
+      (notify && (supervise_traps & SUPERVISE_TRAP_CONNECT) ? CAPSULE_SECCOMP_NOTIFY : 0) |
+      (notify && (supervise_traps & SUPERVISE_TRAP_OPEN) ? CAPSULE_SECCOMP_NOTIFY_OPEN : 0);
   struct sock_fprog prog = {.len = capsule_seccomp_mains[v].len,
                             .filter = (struct sock_filter *)capsule_seccomp_mains[v].filter};
   int r = notify ? load_with_listener(&prog, err) : 0;

@@ -248,18 +248,47 @@ static int build_notify(scmp_filter_ctx ctx)
   return r;
 }
 
+/* ---- exec_strategy "supervised"'s rules (supervise.h, supervise_open.c)
+ * ----
+ * every open (open, openat, openat2, creat) goes to capsule's supervisor
+ * as a user notification. With the setuid-mode rules (no_setid) those
+ * keep their answers: a creating mode with a setuid or setgid bit is
+ * refused (EPERM) and only an open without one is trapped, and openat2
+ * stays ENOSYS (callers fall back to openat, which is trapped): the rules
+ * must not overlap, each call has one answer. */
+static int build_notify_open(scmp_filter_ctx ctx, bool no_setid)
+{
+  const struct {
+    int nr;
+    unsigned mode_arg;
+  } calls[] = {{SCMP_SYS(open), 2}, {SCMP_SYS(openat), 3}, {SCMP_SYS(creat), 1}};
+  int r = 0;
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0] && r == 0; i++) {
+    struct scmp_arg_cmp clean = {.arg = calls[i].mode_arg,
+                                 .op = SCMP_CMP_MASKED_EQ,
+                                 .datum_a = S_ISUID | S_ISGID,
+                                 .datum_b = 0};
+    r = seccomp_rule_add_array(ctx, SCMP_ACT_NOTIFY, calls[i].nr, no_setid ? 1 : 0, &clean);
+  }
+  if (r == 0 && !no_setid)
+    r = seccomp_rule_add(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(openat2), 0);
+  return r;
+}
+
 /* The main filter's variants, one program each, so that a spawn loads one
  * filter where it stacked up to three (each load costs ~50 us before its
  * first instruction: the JIT, the allow cache): the deny-list with or
  * without System V semaphores, with or without the setuid-mode rules, with
- * or without the supervisor's rules. The command-list rules stay a filter
- * of their own, stacked after. */
+ * or without the unix-socket supervisor's rules, with or without the open
+ * family's. The command-list rules stay a filter of their own, stacked
+ * after. */
 enum {
   MAIN_DENY_SEMAPHORES = 1, /* not ipc_mode "full" */
   MAIN_NO_SETID = 2,        /* as root: the tool's files are the caller's */
   MAIN_NOTIFY = 4,          /* below Landlock ABI 9: the unix-socket supervisor */
-  MAIN_VARIANTS = 8,
-  FILTER_COMMAND_LIST = 16,
+  MAIN_NOTIFY_OPEN = 8,     /* exec_strategy "supervised": the open family */
+  MAIN_VARIANTS = 16,
+  FILTER_COMMAND_LIST = 32,
 };
 
 static int build_kind(scmp_filter_ctx ctx, unsigned kind)
@@ -271,6 +300,8 @@ static int build_kind(scmp_filter_ctx ctx, unsigned kind)
     r = build_no_setid(ctx);
   if (r == 0 && (kind & MAIN_NOTIFY))
     r = build_notify(ctx);
+  if (r == 0 && (kind & MAIN_NOTIFY_OPEN))
+    r = build_notify_open(ctx, kind & MAIN_NO_SETID);
   return r;
 }
 
@@ -414,8 +445,8 @@ int main(int argc, char **argv)
   }
   fprintf(out,
           "#define CAPSULE_SECCOMP_DENY_SEMAPHORES %d\n#define CAPSULE_SECCOMP_NO_SETID %d\n"
-          "#define CAPSULE_SECCOMP_NOTIFY %d\n",
-          MAIN_DENY_SEMAPHORES, MAIN_NO_SETID, MAIN_NOTIFY);
+          "#define CAPSULE_SECCOMP_NOTIFY %d\n#define CAPSULE_SECCOMP_NOTIFY_OPEN %d\n",
+          MAIN_DENY_SEMAPHORES, MAIN_NO_SETID, MAIN_NOTIFY, MAIN_NOTIFY_OPEN);
   fprintf(out,
           "static const struct {\n  const struct sock_filter *filter;\n  unsigned short len;\n} "
           "capsule_seccomp_mains[%d] = {\n",

@@ -220,7 +220,7 @@ static int supervise(pid_t pid, int pidfd, int status_fd, bool *reported,
     int timeout = w.next_tick > t ? (int)(w.next_tick - t) : 0;
     if (poll(fds, 4 + n_relays, timeout) <= 0)
       continue;
-    if (fds[3].revents) /* the command's first connect(): supervise.c */
+    if (fds[3].revents) /* the command's first connect() or open(): supervise.c */
       supervise_serve(sup, fds[3].revents);
     int told = fds[2].revents ? read_init_status(status_fd, &status) : 0;
     if (told > 0) {
@@ -583,7 +583,7 @@ static int prepare_layers(struct launch *l, const struct cap_spec *spec,
 {
   int r = sandbox_mount_plan_new(spec, opt, &l->plan, err);
   if (r == 0)
-    r = supervise_prepare(&l->sup, spec, tool_uid, tool_gid, err);
+    r = supervise_prepare(&l->sup, spec, opt, tool_uid, tool_gid, err);
   if (r < 0)
     return r;
   sandbox_mount_note_unenforced(spec, l->plan, res->unenforced, sizeof res->unenforced);

@@ -1,4 +1,6 @@
-/* The unix-socket supervisor (see supervise.h). Why it performs the connect
+/* The supervisor's notification loop and pool, and the unix-socket
+ * supervisor (see supervise.h; the opens of exec_strategy "supervised" are
+ * supervise_open.c's, served by the same pool). Why it performs the connect
  * itself instead of checking and answering SECCOMP_USER_NOTIF_FLAG_CONTINUE:
  * with CONTINUE the kernel runs the tool's connect afterwards, reading the
  * fd and the address again, and another thread of the tool can by then
@@ -58,6 +60,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/capture.h"
 #include "sandbox/supervise.h"
+#include "sandbox/supervise_internal.h"
 
 #ifndef __NR_pidfd_open
 #define __NR_pidfd_open 434
@@ -74,44 +77,14 @@
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
 
-#define MAX_IN_FLIGHT 64 /* connects performed at once; more answer EAGAIN */
-#define MAX_GRANTED 64
-
-struct socket_id {
-  dev_t dev;
-  ino_t ino;
-};
-
-/* Shared by the supervisor and its workers; the last one out frees it. */
-struct supervise {
-  atomic_int refs;
-  int listener;   /* the notification fd, -1 until supervise_start */
-  int channel[2]; /* [0] the parent's end, [1] the command's */
-  int stop[2];    /* supervise_free writes [1]: the waiting thread leaves */
-  /* the pool, under lock: threads waiting for a notification, threads
-   * performing a connect each; recv_lock: one RECV at a time */
-  pthread_mutex_t lock, recv_lock;
-  bool stopping;
-  bool pool_started; /* set by the supervise loop at the first notification */
-  int waiting, busy, threads;
-  bool own_netns; /* abstract names are the sandbox's own */
-  bool private_tmp;
-  bool drop_creds; /* capsule runs as root: connect with the tool's ids */
-  uid_t tool_uid;
-  gid_t tool_gid;
-  bool check_tcp; /* Landlock handles TCP: mirror its ports */
-  uint16_t ports[SANDBOX_MAX_LISTENERS];
-  size_t n_ports;
-  struct socket_id granted[MAX_GRANTED];
-  size_t n_granted;
-};
-
 int supervise_pass_fd = -1;
+unsigned supervise_traps;
 
-static void unref(struct supervise *sup)
+void supervise_unref(struct supervise *sup)
 {
   if (atomic_fetch_sub(&sup->refs, 1) != 1)
     return;
+  supervise_open_free(sup);
   for (int i = 0; i < 2; i++) {
     if (sup->channel[i] >= 0)
       close(sup->channel[i]);
@@ -125,12 +98,28 @@ static void unref(struct supervise *sup)
   free(sup);
 }
 
-int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t tool_uid,
-                      gid_t tool_gid, struct cap_error *err)
+/* What the connect supervisor needs (below Landlock ABI 9). */
+static void setup_connects(struct supervise *sup, const struct cap_spec *spec, int abi)
+{
+  sup->traps |= SUPERVISE_TRAP_CONNECT;
+  sup->own_netns = spec->network.mode != CAP_NET_UNRESTRICTED;
+  sup->private_tmp = spec->sandbox.private_tmp;
+  sup->check_tcp = abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED && !capture_planned(spec);
+  sup->n_ports = landlock_connect_ports(spec, sup->ports, sizeof sup->ports / sizeof sup->ports[0]);
+  for (size_t i = 0; i < spec->n_grants && sup->n_granted < SUPERVISE_MAX_GRANTED; i++) {
+    struct stat st;
+    if (sandbox_grant_is_unix_socket(&spec->grants[i]) && lstat(spec->grants[i].path, &st) == 0)
+      sup->granted[sup->n_granted++] = (struct socket_id){st.st_dev, st.st_ino};
+  }
+}
+
+int supervise_prepare(struct supervise **ret, const struct cap_spec *spec,
+                      const struct sandbox_options *opt, uid_t tool_uid, gid_t tool_gid,
+                      struct cap_error *err)
 {
   *ret = NULL;
   int abi = landlock_abi();
-  if (abi >= SUPERVISE_LANDLOCK_UNIX_ABI)
+  if (abi >= SUPERVISE_LANDLOCK_UNIX_ABI && !spec->process.expand_opens)
     return 0;
   /* ENOSYS before 5.6: without them no connect could be performed, and
    * none may be let through unchecked */
@@ -138,8 +127,8 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
       (syscall(__NR_openat2, -1, "", NULL, 0) < 0 && errno == ENOSYS))
     return cap_error_set(err, ENOTSUP,
                          "this kernel can neither control unix-socket connects with Landlock "
-                         "(ABI %d, needs %d) nor supervise them (needs pidfd_getfd and openat2, "
-                         "Linux 5.6); refusing to run without that boundary",
+                         "(ABI %d, needs %d) nor supervise them or opens (needs pidfd_getfd "
+                         "and openat2, Linux 5.6); refusing to run without that boundary",
                          abi, SUPERVISE_LANDLOCK_UNIX_ABI);
   struct supervise *sup = cap_xcalloc(1, sizeof *sup);
   atomic_init(&sup->refs, 1);
@@ -150,20 +139,18 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0 ||
       pipe2(sup->stop, O_CLOEXEC) < 0) {
     int e = errno;
-    unref(sup);
+    supervise_unref(sup);
     return cap_error_errno(err, e, "cannot create the supervisor's channel");
   }
-  sup->own_netns = spec->network.mode != CAP_NET_UNRESTRICTED;
-  sup->private_tmp = spec->sandbox.private_tmp;
   sup->drop_creds = geteuid() == 0;
   sup->tool_uid = tool_uid;
   sup->tool_gid = tool_gid;
-  sup->check_tcp = abi >= 4 && spec->network.mode != CAP_NET_UNRESTRICTED && !capture_planned(spec);
-  sup->n_ports = landlock_connect_ports(spec, sup->ports, sizeof sup->ports / sizeof sup->ports[0]);
-  for (size_t i = 0; i < spec->n_grants && sup->n_granted < MAX_GRANTED; i++) {
-    struct stat st;
-    if (sandbox_grant_is_unix_socket(&spec->grants[i]) && lstat(spec->grants[i].path, &st) == 0)
-      sup->granted[sup->n_granted++] = (struct socket_id){st.st_dev, st.st_ino};
+  if (abi < SUPERVISE_LANDLOCK_UNIX_ABI)
+    setup_connects(sup, spec, abi);
+  if (spec->process.expand_opens) {
+    sup->traps |= SUPERVISE_TRAP_OPEN;
+    sup->landlock = abi > 0;
+    supervise_open_prepare(sup, spec, opt);
   }
   *ret = sup;
   return 0;
@@ -176,6 +163,7 @@ void supervise_in_child(struct supervise *sup)
   close(sup->channel[0]);
   sup->channel[0] = -1;
   supervise_pass_fd = sup->channel[1];
+  supervise_traps = sup->traps;
 }
 
 int supervise_send_listener(int listener, struct cap_error *err)
@@ -229,8 +217,6 @@ int supervise_fd(const struct supervise *sup)
   return sup && !sup->pool_started ? sup->listener : -1;
 }
 
-static void answer(const struct supervise *sup, uint64_t id, int result);
-
 void supervise_serve(struct supervise *sup, short revents)
 {
   if (!sup || sup->pool_started)
@@ -247,7 +233,7 @@ void supervise_serve(struct supervise *sup, short revents)
   /* no thread to be had: this one refuses the connect, and polls again */
   struct seccomp_notif req = {0};
   if (ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0)
-    answer(sup, req.id, -EAGAIN);
+    supervise_answer(sup, req.id, -EAGAIN);
 }
 
 /* ---- one connect, in a thread of the pool ---- */
@@ -264,10 +250,14 @@ struct job {
   struct view *view;
 };
 
+bool supervise_still_waiting(const struct supervise *sup, uint64_t id)
+{
+  return ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
 static bool still_waiting(const struct job *j)
 {
-  uint64_t id = j->req.id;
-  return ioctl(j->sup->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+  return supervise_still_waiting(j->sup, j->req.id);
 }
 
 /* The tool's thread group leader, for kernels whose pidfds name leaders only. */
@@ -505,9 +495,10 @@ static int finish_connect(struct job *j)
   return r;
 }
 
-static void answer(const struct supervise *sup, uint64_t id, int result)
+void supervise_answer(const struct supervise *sup, uint64_t id, int result)
 {
-  struct seccomp_notif_resp resp = {.id = id, .error = result < 0 ? result : 0};
+  struct seccomp_notif_resp resp = {
+      .id = id, .error = result < 0 ? result : 0, .val = result > 0 ? result : 0};
   /* ENOENT: the task is gone or was interrupted; nothing to answer */
   ioctl(sup->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
@@ -567,12 +558,9 @@ static void *tool_ids_main(void *p)
 {
   struct job *j = p;
   struct supervise *sup = j->sup;
-  answer(sup, j->req.id, finish_connect(j));
+  supervise_answer(sup, j->req.id, finish_connect(j));
   free(j);
-  pthread_mutex_lock(&sup->lock);
-  sup->busy--;
-  pthread_mutex_unlock(&sup->lock);
-  unref(sup);
+  supervise_worker_done(sup);
   return NULL;
 }
 
@@ -597,13 +585,44 @@ static bool finish_in_thread(struct job *j)
   return ok;
 }
 
-/* One notification taken (locked): performed, or answered EAGAIN past
- * MAX_IN_FLIGHT at once. */
+bool supervise_spawn(struct supervise *sup, void *(*fn)(void *), void *arg)
+{
+  pthread_mutex_lock(&sup->lock);
+  bool ok = sup->busy < SUPERVISE_MAX_IN_FLIGHT && !sup->stopping;
+  if (ok) {
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 << 10); /* sanitizer builds need room */
+    atomic_fetch_add(&sup->refs, 1);
+    ok = pthread_create(&t, &attr, fn, arg) == 0;
+    pthread_attr_destroy(&attr);
+    if (ok)
+      sup->busy++;
+    else
+      atomic_fetch_sub(&sup->refs, 1);
+  }
+  pthread_mutex_unlock(&sup->lock);
+  return ok;
+}
+
+void supervise_worker_done(struct supervise *sup)
+{
+  pthread_mutex_lock(&sup->lock);
+  sup->busy--;
+  pthread_mutex_unlock(&sup->lock);
+  supervise_unref(sup);
+}
+
+/* One notification taken (locked): performed (a connect here, an open by
+ * supervise_open.c), or answered EAGAIN past SUPERVISE_MAX_IN_FLIGHT at
+ * once. */
 static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
 {
-  if (sup->busy >= MAX_IN_FLIGHT) {
+  if (sup->busy >= SUPERVISE_MAX_IN_FLIGHT) {
     pthread_mutex_unlock(&sup->lock);
-    answer(sup, req->id, -EAGAIN);
+    supervise_answer(sup, req->id, -EAGAIN);
     pthread_mutex_lock(&sup->lock);
     return;
   }
@@ -611,6 +630,12 @@ static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
   if (sup->waiting == 0) /* someone must wait for the next one */
     spawn_locked(sup);
   pthread_mutex_unlock(&sup->lock);
+  if (supervise_is_open(req->data.nr)) {
+    supervise_open_handle(sup, req);
+    pthread_mutex_lock(&sup->lock);
+    sup->busy--;
+    return;
+  }
   struct job j = {.sup = sup, .req = *req, .sock = -1};
   int r = prepare_connect(&j);
   if (r == 0 && needs_tool_ids(&j)) {
@@ -623,7 +648,7 @@ static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
   } else if (r == 0) {
     r = finish_connect(&j);
   }
-  answer(sup, j.req.id, r);
+  supervise_answer(sup, j.req.id, r);
   pthread_mutex_lock(&sup->lock);
   sup->busy--;
 }
@@ -651,7 +676,7 @@ static void *pool_main(void *p)
   pthread_mutex_unlock(&sup->lock);
   if (ep >= 0)
     close(ep);
-  unref(sup);
+  supervise_unref(sup);
   return NULL;
 }
 
@@ -659,7 +684,7 @@ static void *pool_main(void *p)
  * the connects wait for a busy one. */
 static bool spawn_locked(struct supervise *sup)
 {
-  if (sup->threads > MAX_IN_FLIGHT || sup->stopping)
+  if (sup->threads > SUPERVISE_MAX_IN_FLIGHT || sup->stopping)
     return false;
   pthread_attr_t attr;
   pthread_t t;
@@ -687,5 +712,5 @@ void supervise_free(struct supervise *sup)
   if (write(sup->stop[1], "x", 1) < 0) {
     /* a new pipe always takes a byte */
   }
-  unref(sup); /* connects still in flight finish on their own */
+  supervise_unref(sup); /* connects still in flight finish on their own */
 }

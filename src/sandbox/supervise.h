@@ -1,4 +1,12 @@
-/* The unix-socket supervisor: below Landlock ABI 9, which cannot tell a
+/* The supervisor of the command's syscalls, by seccomp user notification.
+ * Two duties, one listener (the kernel gives a task one):
+ * - exec_strategy "supervised" (spec->process.expand_opens,
+ *   supervise_open.c): every open is trapped; one whose path is not in the
+ *   sandbox's view but exists on the host as a regular file is put to the
+ *   operator (sandbox_options.expand_ask), and on approval capsule opens
+ *   it and injects the descriptor (SECCOMP_IOCTL_NOTIF_ADDFD); every other
+ *   open continues in the kernel, under the mount tree and Landlock.
+ * - The unix-socket supervisor: below Landlock ABI 9, which cannot tell a
  * host's pathname unix socket inside a grant from the sandbox's own, the
  * command's connect() calls are trapped by a seccomp user-notification
  * filter and performed here, in capsule's process, on the tool's socket
@@ -11,9 +19,10 @@
  *   supervise_serve (the supervise loop, until the first notification
  *   starts the pool of threads that serves them from then on) ->
  *   supervise_free.
- * A NULL supervisor (ABI 9 and later: Landlock holds it) makes every call
- * a no-op. Not thread-safe: one thread drives it; the connects it performs
- * run in its pool's threads. */
+ * A NULL supervisor (ABI 9 and later: Landlock holds it, and no open
+ * supervised) makes every call a no-op. Not thread-safe: one thread drives
+ * it; the connects and opens it serves run in its pool's threads (an open
+ * waiting for the operator in a thread of its own). */
 #ifndef CAPSULE_SANDBOX_SUPERVISE_H
 #define CAPSULE_SANDBOX_SUPERVISE_H
 
@@ -31,15 +40,22 @@ struct supervise;
 #define SUPERVISE_LANDLOCK_UNIX_ABI 9
 
 /* In the command: the fd the seccomp listener travels on (-1: not
- * supervised; seccomp_apply then loads no notification rules). */
+ * supervised; seccomp_apply then loads no notification rules), and what
+ * the filter's notification rules trap. */
+#define SUPERVISE_TRAP_CONNECT 1u /* connect, and unix datagram sockets refused */
+#define SUPERVISE_TRAP_OPEN 2u    /* open, openat, openat2, creat */
 extern int supervise_pass_fd;
+extern unsigned supervise_traps;
 
 /* Before the clone: *ret is NULL when this kernel's Landlock holds pathname
- * unix sockets itself; else the supervisor with its hand-over channel.
- * tool_uid/tool_gid: the host ids the command runs as, whose file
- * permissions the supervisor's connects obey. Returns 0 or -errno. */
-int supervise_prepare(struct supervise **ret, const struct cap_spec *spec, uid_t tool_uid,
-                      gid_t tool_gid, struct cap_error *err);
+ * unix sockets itself and no open is to be supervised; else the supervisor
+ * with its hand-over channel. tool_uid/tool_gid: the host ids the command
+ * runs as, whose file permissions the supervisor's connects obey; opt: the
+ * expansion's hooks and the state paths never expanded to. Returns 0 or
+ * -errno. */
+int supervise_prepare(struct supervise **ret, const struct cap_spec *spec,
+                      const struct sandbox_options *opt, uid_t tool_uid, gid_t tool_gid,
+                      struct cap_error *err);
 
 /* In the child, before pid 1 forks the command. */
 void supervise_in_child(struct supervise *sup);
@@ -49,15 +65,15 @@ int supervise_start(struct supervise *sup, struct cap_error *err);
 
 /* The listener for the supervise loop to poll for POLLIN until the first
  * notification (-1 from then on, or without a supervisor): a run whose
- * tool never connects makes no thread. */
+ * tool never makes a trapped call makes no thread. */
 int supervise_fd(const struct supervise *sup);
 
 /* With what poll said of supervise_fd: starts the pool, which serves that
  * notification and every later one. */
 void supervise_serve(struct supervise *sup, short revents);
 
-/* Stops the pool and releases the supervisor; connects still in flight
- * finish on their own. */
+/* Stops the pool and releases the supervisor; connects and opens still in
+ * flight finish on their own. */
 void supervise_free(struct supervise *sup);
 
 /* landlock.c: whether a grant is a pathname unix socket granted itself

@@ -70,6 +70,11 @@ expect "openclaw: workdir read, network unrestricted" \
 show default "$out/default.json"
 expect "default: no working directory grant, monitor" \
   "'$work' not in grants and d['process']['declared_exec_strategy'] == 'monitor'" "$out/default.json"
+mkdir -p "$work/elevation"
+printf '{"extends": "default", "security": {"capability_elevation": true}}\n' >"$work/elevation/elevation.json"
+show "$work/elevation/elevation.json" "$out/elevation.json"
+expect "capability_elevation: supervised (nono's gate of expansion), extends' values kept" \
+  "d['process']['declared_exec_strategy'] == 'supervised' and '$HOME/.bash_history' in deny" "$out/elevation.json"
 
 echo "documentation examples and fixtures:"
 show "$cases/docs-ci-build/ci-build.json" "$out/ci.json"

@@ -40,6 +40,9 @@ printf '{"capability":{"subject":{"display":"research@agent","pubkey":"4vJ9JU1bJ
 printf '[1e30,4.50,0.002,{"\\u20ac":1,"\\r":2,"1":3},"\\ud83d\\ude00"]' >"$work/covenant/jcs"
 printf 'US517G5965aydkZ46HS38QLi7UQiSojurfbQfKCELFx' >"$work/covenant/key"
 printf ': keepalive\n\ndata: {"event":"tool.started","run_id":"r1","tool":"terminal"}\r\n\r\ndata: a\ndata: b\n\n' >"$work/covenant/sse"
+mkdir -p "$work/rollback_idx"
+printf '%s 0 12\n%s 12 0\n' "$(printf 'a%.0s' $(seq 64))" "$(printf '0%.0s' $(seq 64))" >"$work/rollback_idx/two"
+printf 'zz 1 2\n%s 18446744073709551615 2' "$(printf 'f%.0s' $(seq 64))" >"$work/rollback_idx/bad"
 mkdir -p "$work/volume_name"
 printf 'alice' >"$work/volume_name/plain"
 printf '%%2Fetc%%2F..%%00x/y..' >"$work/volume_name/encoded"
@@ -86,7 +89,7 @@ printf '{"relay":{"jsonrpc":"2.0","method":"notifications/message","params":{"le
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name image mcp dns sni grpc_msg state_sql ui_form id_registry mcp_relay}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns sni grpc_msg state_sql ui_form id_registry mcp_relay}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

@@ -92,12 +92,23 @@ P $p/sub
   cap "$who" rollback verify "$id" >/dev/null 2>&1 && ok "$who" "verify: sound" ||
     bad "$who" "verify on a sound store failed" ""
   sum=$(echo one | sha256sum | cut -c1-64) # a.txt before the run
+  # small objects live in a pack (objects/packs/NAME.pack at the offset its
+  # NAME.idx gives), larger ones loose (objects/AB/CDEF...)
   obj="$work/$who/state/rollback/objects/${sum:0:2}/${sum:2}"
+  loc=$(grep -H "^$sum " "$work/$who/state/rollback/objects/packs/"*.idx 2>/dev/null | head -1)
+  if [ -n "$loc" ]; then
+    obj=${loc%%.idx:*}.pack
+    off=$(echo "$loc" | cut -d' ' -f2)
+  fi
   cp "$obj" "$work/$who/saved-object"
-  echo corrupted >"$obj"
+  if [ -n "$loc" ]; then # one byte of it changed
+    printf 'X' | dd of="$obj" bs=1 seek="$off" conv=notrunc 2>/dev/null
+  else
+    echo corrupted >"$obj"
+  fi
   tree_of "$p" >"$work/$who/changed"
   out=$(cap "$who" rollback verify "$id" 2>&1)
-  name=$(basename "$(dirname "$obj")")$(basename "$obj")
+  name=$sum
   [ $? = 0 ] || true
   if ! cap "$who" rollback verify "$id" >/dev/null 2>&1 && echo "$out" | grep -q "object $name .*corrupted"; then
     ok "$who" "verify names the corrupted object"
@@ -138,6 +149,12 @@ $show"
   left=$(cap "$who" rollback list --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
   [ "$left" = 1 ] && echo "$out" | grep -qE '^pruned [1-9][0-9]* runs and [0-9]+ objects$' &&
     ok "$who" "prune keeps the newest" || bad "$who" "prune ($left left)" "$out"
+  # what prune keeps of the store: the hash cache (once lost through "..")
+  # and the kept run's objects, packed or loose
+  last=$(cap "$who" rollback list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[-1]["id"])')
+  [ -f "$work/$who/state/rollback/hashcache" ] && cap "$who" rollback verify "$last" >/dev/null 2>&1 &&
+    ok "$who" "prune leaves the hash cache and the kept run's objects" ||
+    bad "$who" "prune removed too much" "$(ls -R "$work/$who/state/rollback" | head -20)"
   out=$(cap "$who" rollback show no-such-id 2>&1)
   [ $? = 1 ] && echo "$out" | grep -q "no rollback no-such-id" && ok "$who" "an unknown id is refused" ||
     bad "$who" "unknown id" "$out"

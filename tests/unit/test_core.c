@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/node.h"
+#include "core/sha256.h"
 #include "core/text.h"
 #include "unit.h"
 
@@ -289,7 +290,56 @@ static void test_mkdir_p(void)
   umask(022);
 }
 
-UNIT_MAIN(test_json_positions, test_jsonc_blank, test_json_columns_count_characters,
+static void hex32(const unsigned char d[32], char out[65])
+{
+  for (int i = 0; i < 32; i++)
+    snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* cap_sha256 (SHA-NI where the CPU has it) against FIPS 180-4's examples
+ * and libsodium's digest, over every length to 1 KiB and pieces split at
+ * every offset (the block buffer's edges). */
+static void test_sha256(void)
+{
+  CHECK(sodium_init() >= 0);
+  printf("sha256: %s\n", cap_sha256_accelerated() ? "SHA extensions" : "libsodium");
+  static const struct {
+    const char *in, *want;
+  } known[] = {
+      {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+      {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+      {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+  };
+  unsigned char d[32], want[32];
+  char hex[65];
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+    struct cap_sha256 s;
+    cap_sha256_init(&s);
+    cap_sha256_update(&s, known[i].in, strlen(known[i].in));
+    cap_sha256_final(&s, d);
+    hex32(d, hex);
+    CHECK_STR(hex, known[i].want);
+  }
+  static unsigned char data[1024 + 64];
+  for (size_t i = 0; i < sizeof data; i++)
+    data[i] = (unsigned char)(i * 131 + (i >> 3));
+  int bad = 0;
+  for (size_t len = 0; len <= 1024; len++) {
+    crypto_hash_sha256(want, data, len);
+    for (size_t cut = 0; cut <= len; cut += len < 200 ? 1 : 61) {
+      struct cap_sha256 s;
+      cap_sha256_init(&s);
+      cap_sha256_update(&s, data, cut);
+      cap_sha256_update(&s, data + cut, len - cut);
+      cap_sha256_final(&s, d);
+      bad += memcmp(d, want, 32) != 0;
+    }
+  }
+  CHECK(bad == 0);
+}
+
+UNIT_MAIN(test_sha256, test_json_positions, test_jsonc_blank, test_json_columns_count_characters,
           test_json_errors, test_json_depth_limit, test_json_nul_and_escapes,
           test_node_equal_numbers, test_json_big_numbers_keep_text, test_pretty_writer, test_utf8,
           test_textpos, test_diags_sorted_and_capped, test_mkdir_p)
