@@ -30,7 +30,7 @@ for who in "${users[@]}"; do
   mkdir -p "$work/run-$who" && chmod 700 "$work/run-$who"
   [ "$who" = nobody ] && chown 65534:65534 "$work/run-$who"
   sock=$work/run-$who/sock
-  as_user "$who" "$capsule" serve --caps "$work/caps" --state "$st" --socket "$sock" --mcp-http "127.0.0.1:$port" >"$work/serve-$who.log" 2>&1 &
+  (exec_as_user "$who" "$capsule" serve --caps "$work/caps" --state "$st" --socket "$sock" --mcp-http "127.0.0.1:$port" >"$work/serve-$who.log" 2>&1) &
   spid=$!
   port=$((port + 1))
   for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.1; done # up to 20 s; no timing asserted

@@ -12,6 +12,13 @@ as_user() {
   local who=$1; shift
   if [ "$who" = root ]; then "$@"; else setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; fi
 }
+# exec_as_user WHO CMD...: as as_user, replacing the (sub)shell, so that a
+# `( exec_as_user ... ) &` leaves $! the command's own pid (killing a
+# subshell that waits for it would leave the command running)
+exec_as_user() {
+  local who=$1; shift
+  if [ "$who" = root ]; then exec "$@"; else exec setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; fi
+}
 
 users=(root)
 # a clone under a 0700 home directory cannot be run by uid 65534

@@ -41,7 +41,7 @@ start() {
   local who=$1; shift
   n=$((n + 1))
   local mark="600.$n$$"
-  (cd "$work" && as_user "$who" "$capsule" run "$@" -- sleep "$mark" </dev/null >/dev/null 2>&1) &
+  (cd "$work" && exec_as_user "$who" "$capsule" run "$@" -- sleep "$mark" </dev/null >/dev/null 2>&1) &
   cpid=$!
   cpids+=("$cpid")
   tool=
