@@ -365,6 +365,7 @@ int main(int argc, char **argv)
   fflush(stdout);
   if (r < 0 && err.message)
     fprintf(stderr, "state_helper: %s\n", err.message);
+  cap_error_clear(&err);
   gw_state_close(st);
   return r < 0 ? 1 : 0;
 }

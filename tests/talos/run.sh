@@ -392,6 +392,13 @@ suite() {
   tt trigger-disable 0 "watch:tick disabled" triggers disable watch tick "${G[@]}"
 
   echo " push triggers (subscribe)"
+  if [ "$who" = nobody ] && [ -n "${ASAN_OPTIONS:-}" ]; then
+    # a subscription's sandbox runs a capsule process inside: in a sanitizer
+    # build its runtime cannot map its shadow memory under the sandbox's
+    # RLIMIT_DATA fallback as uid 65534 (the MCP suites skip likewise)
+    echo "  (push triggers as uid 65534: skipped in a sanitizer build)"
+    return 0
+  fi
   "${R[@]}" "$capsule" policy set pusher noop allow "${G[@]}" >/dev/null
   tt push-enable 0 "pusher:ping enabled" triggers enable pusher ping "${G[@]}"
   tt push-on 0 'pusher:ping on each event: call named.add with params \{"cooldown_seconds":60,"min":3\}' triggers on pusher ping --call named add --param min=3 "${G[@]}"
