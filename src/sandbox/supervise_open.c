@@ -331,12 +331,31 @@ static int classify(const struct seccomp_notif *req, struct expansion *e)
 
 /* ---- deciding ---- */
 
+/* Whether a directory on the way to path (a real path) holds a state key
+ * and database: capsule state, whoever made it, at whatever depth (the
+ * mount plan masks those it finds below a grant, but knows no names; a
+ * masked file is missing from the sandbox's view and would be asked). */
+static bool inside_state(const char *path)
+{
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+    *slash = '\0';
+    _cleanup_close_ int fd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat key, db;
+    if (fd >= 0 && fstatat(fd, "key", &key, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(key.st_mode) &&
+        fstatat(fd, "state.db", &db, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(db.st_mode))
+      return true;
+  }
+  return false;
+}
+
 static bool is_protected(const struct supervise *sup, const char *path)
 {
   for (size_t i = 0; i < sup->n_protected; i++)
     if (under(path, sup->protected[i]))
       return true;
-  return false;
+  return inside_state(path);
 }
 
 /* What this run decided before about e's file: APPROVED, DENIED, or -1. */
