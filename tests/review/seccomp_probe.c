@@ -90,6 +90,11 @@ static void setid_probes(const char *dir)
   expect("open-creat-setuid", syscall(SYS_openat, AT_FDCWD, path, O_CREAT | O_WRONLY, 04755),
          EPERM);
   unlink(path);
+  struct {
+    unsigned long long flags, mode, resolve;
+  } how = {O_CREAT | O_WRONLY, 04755, 0};
+  expect("openat2-setuid", syscall(437, AT_FDCWD, path, &how, sizeof how), ENOSYS);
+  unlink(path);
   expect("mknod-setuid", syscall(SYS_mknodat, AT_FDCWD, path, S_IFREG | 04755, 0), EPERM);
   unlink(path);
 }
