@@ -6,7 +6,8 @@
 # directories capsule knows by name: an open of that state's `key` was put
 # to the operator (a pending approval naming the key) instead of being
 # refused unasked ("protected"), as a key of a state named on the command
-# line is. Root and uid 65534. Exits non-zero when the key is asked about.
+# line is (the state in use, `--state`, is probed too, as a regression).
+# Root and uid 65534. Exits non-zero when the key is asked about.
 capsule=$(realpath "${1:-build/capsule}")
 [ "$(id -u)" = 0 ] || { echo "SKIP: runs as root and as uid 65534"; exit 77; }
 abi=$("$capsule" doctor 2>/dev/null | sed -n 's/.*Landlock *yes *ABI \([0-9]*\).*/\1/p')
@@ -28,7 +29,7 @@ JSON
     pre=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
   fi
   out=$("${pre[@]}" env HOME="$d" "$capsule" --state "$d/state" run --approval-timeout 1 \
-    --config "$d/sup.json" -- cat "$d/proj/other/key" 2>&1 </dev/null)
+    --config "$d/sup.json" -- cat "$d/proj/other/key" "$d/state/key" 2>&1 </dev/null)
   audit=$("${pre[@]}" env HOME="$d" "$capsule" --state "$d/state" audit 2>&1 | grep expand-)
   echo "$who: $(echo "$out" | tail -2 | tr '\n' ' ') / $(echo $audit)"
   if grep -q "key-of-another-state-$$" <<<"$out" || grep -q "approval .* is pending" <<<"$out" ||
