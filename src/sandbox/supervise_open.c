@@ -21,8 +21,9 @@
  *      under a deny entry or capsule's state, answered from this run's
  *      memory of earlier decisions about the same file, refused unasked
  *      past the prompts' rate (a token bucket: 10 a second, a burst of 5,
- *      nono's figures), else put to the operator (expand_ask, in a thread
- *      of its own, one question at a time). On approval the handle is
+ *      nono's figures) or with 5 questions waiting already, else put to
+ *      the operator (expand_ask, in a thread of its own, one question at
+ *      a time). On approval the handle is
  *      reopened with the tool's flags and the descriptor injected as the
  *      open's result (SECCOMP_IOCTL_NOTIF_ADDFD, SECCOMP_ADDFD_FLAG_SEND).
  *      Every decision goes to expand_record (the audit).
@@ -60,6 +61,7 @@
 
 #define RATE_PER_S 10.0
 #define RATE_BURST 5.0
+#define MAX_QUESTIONS 5 /* waiting their turn: the bucket bounds the rate, this the depth */
 #define CONTINUE_OPEN 1 /* classify: let the kernel continue the tool's open */
 
 static const char *const verdict_names[] = {
@@ -390,7 +392,8 @@ static void remember(struct supervise *sup, const struct expansion *e, bool allo
   *(allowed ? &m->allowed : &m->denied) |= e->want;
 }
 
-/* From any thread of the pool: under memory_lock. */
+/* From any thread of the pool: under memory_lock. A token and a place in
+ * the queue of questions (given back by question_done). */
 static bool take_token(struct supervise *sup)
 {
   pthread_mutex_lock(&sup->memory_lock);
@@ -399,11 +402,20 @@ static bool take_token(struct supervise *sup)
   if (sup->tokens > RATE_BURST)
     sup->tokens = RATE_BURST;
   sup->refilled_ms = now;
-  bool ok = sup->tokens >= 1.0;
-  if (ok)
+  bool ok = sup->tokens >= 1.0 && sup->questions < MAX_QUESTIONS;
+  if (ok) {
     sup->tokens -= 1.0;
+    sup->questions++;
+  }
   pthread_mutex_unlock(&sup->memory_lock);
   return ok;
+}
+
+static void question_done(struct supervise *sup)
+{
+  pthread_mutex_lock(&sup->memory_lock);
+  sup->questions--;
+  pthread_mutex_unlock(&sup->memory_lock);
 }
 
 static void record(const struct expansion *e, enum sandbox_expand_verdict v)
@@ -476,6 +488,7 @@ static void *ask_worker(void *p)
     record(e, v);
   }
   pthread_mutex_unlock(&sup->ask_lock);
+  question_done(sup);
   if (v == SANDBOX_EXPAND_APPROVED && supervise_still_waiting(sup, e->id))
     grant(e);
   else
@@ -521,6 +534,8 @@ void supervise_open_handle(struct supervise *sup, const struct seccomp_notif *re
     ask = true;
   if (ask && supervise_spawn(sup, ask_worker, e))
     return;
+  if (ask)
+    question_done(sup);
   if (v == SANDBOX_EXPAND_APPROVED)
     grant(e);
   else
