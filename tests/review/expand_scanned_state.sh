@@ -31,7 +31,7 @@ JSON
   out=$("${pre[@]}" env HOME="$d" "$capsule" --state "$d/state" run --approval-timeout 1 \
     --config "$d/sup.json" -- cat "$d/proj/other/key" "$d/state/key" 2>&1 </dev/null)
   audit=$("${pre[@]}" env HOME="$d" "$capsule" --state "$d/state" audit 2>&1 | grep expand-)
-  echo "$who: $(echo "$out" | tail -2 | tr '\n' ' ') / $(echo $audit)"
+  echo "$who: $(echo "$out" | tail -2 | tr "\n" " ") / $(tr "\n" " " <<<"$audit")"
   if grep -q "key-of-another-state-$$" <<<"$out" || grep -q "approval .* is pending" <<<"$out" ||
     grep -Eq "expand-(timed-out|approved|denied)" <<<"$audit"; then
     echo "VULNERABLE ($who): a found state's key is put to the operator, not refused unasked"
