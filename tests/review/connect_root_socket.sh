@@ -42,7 +42,7 @@ out=$("$capsule" run --allow-rw "$d/private.sock" --allow-rw "$d/open.sock" -- \
   python3 -c "$client" "$d/private.sock" "$d/open.sock" 2>&1 </dev/null)
 echo "$out"
 for _ in $(seq 50); do [ -s "$d/open.log" ] && break; sleep 0.1; done
-echo "peer uids: private [$(tr '\n' ' ' <"$d/private.log" 2>/dev/null)] open [$(tr '\n' ' ' <"$d/open.log" 2>/dev/null)]"
+echo "peer uids: private [$(tr '\n' ' ' 2>/dev/null <"$d/private.log")] open [$(tr '\n' ' ' 2>/dev/null <"$d/open.log")]"
 rc=0
 if grep -q "private.sock connected" <<<"$out" || [ -s "$d/private.log" ]; then
   echo "VULNERABLE: the tool reached another user's 0600 socket through capsule (as root)"; rc=1
