@@ -70,6 +70,7 @@ struct supervise {
   size_t n_memory, cap_memory;
   double tokens; /* the prompts' token bucket */
   uint64_t refilled_ms;
+  unsigned questions; /* put to the operator and not yet answered */
 };
 
 void supervise_unref(struct supervise *sup);

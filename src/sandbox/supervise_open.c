@@ -21,8 +21,9 @@
  *      under a deny entry or capsule's state, answered from this run's
  *      memory of earlier decisions about the same file, refused unasked
  *      past the prompts' rate (a token bucket: 10 a second, a burst of 5,
- *      nono's figures), else put to the operator (expand_ask, in a thread
- *      of its own, one question at a time). On approval the handle is
+ *      nono's figures) or with 5 questions waiting already, else put to
+ *      the operator (expand_ask, in a thread of its own, one question at
+ *      a time). On approval the handle is
  *      reopened with the tool's flags and the descriptor injected as the
  *      open's result (SECCOMP_IOCTL_NOTIF_ADDFD, SECCOMP_ADDFD_FLAG_SEND).
  *      Every decision goes to expand_record (the audit).
@@ -60,6 +61,7 @@
 
 #define RATE_PER_S 10.0
 #define RATE_BURST 5.0
+#define MAX_QUESTIONS 5 /* waiting their turn: the bucket bounds the rate, this the depth */
 #define CONTINUE_OPEN 1 /* classify: let the kernel continue the tool's open */
 
 static const char *const verdict_names[] = {
@@ -331,12 +333,31 @@ static int classify(const struct seccomp_notif *req, struct expansion *e)
 
 /* ---- deciding ---- */
 
+/* Whether a directory on the way to path (a real path) holds a state key
+ * and database: capsule state, whoever made it, at whatever depth (the
+ * mount plan masks those it finds below a grant, but knows no names; a
+ * masked file is missing from the sandbox's view and would be asked). */
+static bool inside_state(const char *path)
+{
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+    *slash = '\0';
+    _cleanup_close_ int fd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat key, db;
+    if (fd >= 0 && fstatat(fd, "key", &key, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(key.st_mode) &&
+        fstatat(fd, "state.db", &db, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(db.st_mode))
+      return true;
+  }
+  return false;
+}
+
 static bool is_protected(const struct supervise *sup, const char *path)
 {
   for (size_t i = 0; i < sup->n_protected; i++)
     if (under(path, sup->protected[i]))
       return true;
-  return false;
+  return inside_state(path);
 }
 
 /* What this run decided before about e's file: APPROVED, DENIED, or -1. */
@@ -371,7 +392,8 @@ static void remember(struct supervise *sup, const struct expansion *e, bool allo
   *(allowed ? &m->allowed : &m->denied) |= e->want;
 }
 
-/* From any thread of the pool: under memory_lock. */
+/* From any thread of the pool: under memory_lock. A token and a place in
+ * the queue of questions (given back by question_done). */
 static bool take_token(struct supervise *sup)
 {
   pthread_mutex_lock(&sup->memory_lock);
@@ -380,11 +402,20 @@ static bool take_token(struct supervise *sup)
   if (sup->tokens > RATE_BURST)
     sup->tokens = RATE_BURST;
   sup->refilled_ms = now;
-  bool ok = sup->tokens >= 1.0;
-  if (ok)
+  bool ok = sup->tokens >= 1.0 && sup->questions < MAX_QUESTIONS;
+  if (ok) {
     sup->tokens -= 1.0;
+    sup->questions++;
+  }
   pthread_mutex_unlock(&sup->memory_lock);
   return ok;
+}
+
+static void question_done(struct supervise *sup)
+{
+  pthread_mutex_lock(&sup->memory_lock);
+  sup->questions--;
+  pthread_mutex_unlock(&sup->memory_lock);
 }
 
 static void record(const struct expansion *e, enum sandbox_expand_verdict v)
@@ -457,6 +488,7 @@ static void *ask_worker(void *p)
     record(e, v);
   }
   pthread_mutex_unlock(&sup->ask_lock);
+  question_done(sup);
   if (v == SANDBOX_EXPAND_APPROVED && supervise_still_waiting(sup, e->id))
     grant(e);
   else
@@ -502,6 +534,8 @@ void supervise_open_handle(struct supervise *sup, const struct seccomp_notif *re
     ask = true;
   if (ask && supervise_spawn(sup, ask_worker, e))
     return;
+  if (ask)
+    question_done(sup);
   if (v == SANDBOX_EXPAND_APPROVED)
     grant(e);
   else
