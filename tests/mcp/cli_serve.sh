@@ -102,7 +102,12 @@ run_as() {
 }
 
 run_as root
-chown -R 65534:65534 "$caps" "$work/other"
-run_as nobody
+if [ -z "${ASAN_OPTIONS:-}" ]; then
+  chown -R 65534:65534 "$caps" "$work/other"
+  run_as nobody
+else
+  echo "  (uid 65534: skipped in a sanitizer build, whose runtime cannot map its shadow memory"
+  echo "   under the sandbox's RLIMIT_DATA fallback: the MCP suites skip likewise)"
+fi
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
