@@ -212,8 +212,7 @@ int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *wh
   static const char *const hints[] = {
       [GW_DB_FAULT_OTHER] = "",
       [GW_DB_FAULT_FULL] = " (the disk is full)",
-      [GW_DB_FAULT_READONLY] = " (is the state directory writable? choose another with --state "
-                               "DIR)",
+      [GW_DB_FAULT_READONLY] = " (is the state directory writable? else use --state DIR)",
       [GW_DB_FAULT_BUSY] = " (another capsule holds the state database; try again)",
       [GW_DB_FAULT_CONNECTION] = " (the state database is unreachable: is the server up?)",
   };
