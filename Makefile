@@ -65,8 +65,8 @@ fuzz: $(FUZZ_BUILD)/build.ninja
 
 check:
 	scripts/check-tracked.sh
-	scripts/check-size.py
 	@scripts/deps.sh test
+	scripts/check-size.py
 	$(MAKE) format-check
 	$(MAKE) test
 	$(MAKE) test-asan

@@ -7,7 +7,11 @@
 #define CAPSULE_FRONT_SERVE_GUARD_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
+/* after the system headers it relies on */
+#include <microhttpd.h>
 
 #include "core/error.h"
 #include "front/serve.h"
@@ -32,10 +36,16 @@ void serve_guard_set_port(struct serve_guard *g, const char *addr, int port);
 bool serve_guard_host_ok(const struct serve_guard *g, const char *host);
 /* The request's Host header; NULL unless there is exactly one (RFC 9112:
  * several are a 400; the checks must not read one and a proxy another). */
-struct MHD_Connection;
 const char *serve_guard_request_host(struct MHD_Connection *c);
 /* An Origin (a browser's request) must be this server's own; none is fine. */
 bool serve_guard_origin_ok(const struct serve_guard *g, const char *origin);
 void serve_guard_free(struct serve_guard *g);
+/* Starts libmicrohttpd on g's address and port (TLS with g's files), a
+ * thread per connection, at most connections at once and per_ip from one
+ * address, 60 s idle, 64 KiB per connection; NULL when it cannot listen. */
+struct MHD_Daemon *serve_guard_daemon(const struct serve_guard *g, int port,
+                                      MHD_AccessHandlerCallback on_request,
+                                      MHD_RequestCompletedCallback on_done, void *ctx,
+                                      unsigned connections, unsigned per_ip);
 
 #endif

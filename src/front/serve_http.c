@@ -450,19 +450,7 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
     return port;
   }
   struct serve_guard *g = &h->guard;
-  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                   (g->ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (g->tls ? MHD_USE_TLS : 0);
-  struct MHD_OptionItem tls_opts[] = {
-      {g->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, g->cert},
-      {MHD_OPTION_HTTPS_MEM_KEY, 0, g->key},
-      {MHD_OPTION_END, 0, NULL},
-  };
-  h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-                          (struct sockaddr *)&g->ss, MHD_OPTION_NOTIFY_COMPLETED, req_done, h,
-                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_LIMIT,
-                          (unsigned)512, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)64,
-                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_ARRAY,
-                          tls_opts, MHD_OPTION_END);
+  h->d = serve_guard_daemon(g, port, on_request, req_done, h, 512, 64);
   if (!h->d) {
     serve_http_stop(h);
     return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
