@@ -1,5 +1,6 @@
 /* The any-port redirect (capture.h). */
 #include "sandbox/capture.h"
+#include "core/fork_gate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,8 +105,13 @@ bool capture_probe(void)
 {
   if (!capture_nft())
     return false;
+  cap_fork_prepare();
   pid_t pid =
       (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNET | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (pid == 0)
+    cap_fork_child();
+  else
+    cap_fork_parent();
   if (pid < 0)
     return false;
   if (pid == 0) {

@@ -42,6 +42,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/fork_gate.h"
 #include "core/text.h"
 #include "net/proxy.h"
 #include "sandbox/capture.h"
@@ -73,12 +74,17 @@ static pid_t clone_sandbox(int flags, int *ret_pidfd)
   struct clone_args_ args = {.flags = (uint64_t)flags | CLONE_PIDFD,
                              .pidfd = (uint64_t)(uintptr_t)&pidfd,
                              .exit_signal = SIGCHLD};
+  cap_fork_prepare();
   pid_t pid = (pid_t)syscall(__NR_clone3, &args, sizeof args);
-  if (pid < 0 && errno == ENOSYS) {
+  if (pid < 0 && errno == ENOSYS)
     pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
-    if (pid > 0)
-      pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
+  if (pid == 0) {
+    cap_fork_child();
+    return 0;
   }
+  cap_fork_parent();
+  if (pid > 0 && pidfd < 0)
+    pidfd = (int)syscall(__NR_pidfd_open, pid, 0);
   if (pid > 0)
     *ret_pidfd = pidfd;
   return pid;

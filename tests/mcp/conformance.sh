@@ -43,9 +43,9 @@ if ! "$capsule" run -- /bin/true 2>/dev/null; then
   echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
 fi
 export CAPSULE_STATE_KEY=
-pass=0 fail=0
+pass=0 fail=0 failed=()
 ok() { echo "  ok   $1"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+bad() { echo "  FAIL $1"; fail=$((fail + 1)); failed+=("$1"); }
 wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
 
 caps=$work/caps
@@ -112,5 +112,7 @@ run_as() {
 run_as root
 chown -R 65534:65534 "$caps"
 run_as nobody
+# the failures again, last, where a log cut to its tail still shows them
+for f in "${failed[@]}"; do echo "failed: $f"; done
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -1,0 +1,215 @@
+/* Forks from a process with threads, under GCC's AddressSanitizer
+ * (core/fork_gate.h).
+ *
+ * `capsule serve` forks its calls (and clones their sandboxes) from its
+ * main thread while libmicrohttpd's threads answer HTTP requests. glibc's
+ * malloc takes its locks around fork(), so a child always finds them free;
+ * the allocator of GCC 12's libasan does not (LLVM added that only later),
+ * and a child forked while another thread was inside malloc waits forever
+ * on the lock that thread held (seen as `capsule serve` calls hanging in
+ * the ASan build under load). In a build with ASan, every allocation goes
+ * through a read side of one lock here, and a fork takes its write side:
+ * the fork happens between allocations, never inside one. Two more places
+ * take libasan's allocator locks outside any allocation: a new thread's
+ * start, covered by its creator holding the read side until the thread
+ * runs, and a thread's end, where libasan hands the thread's cached
+ * chunks back: a thread about to end says so under the read side, and a
+ * fork waits until every thread that said so is gone. The plain build
+ * compiles none of this: cap_fork_prepare and friends are empty there. */
+#include "core/fork_gate.h"
+
+#if CAP_FORK_GATE
+#include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* libasan's own entry points, under the names it exports */
+void *__interceptor_malloc(size_t n);
+void *__interceptor_calloc(size_t n, size_t size);
+void *__interceptor_realloc(void *p, size_t n);
+void *__interceptor_reallocarray(void *p, size_t n, size_t size);
+void __interceptor_free(void *p);
+int __interceptor_posix_memalign(void **out, size_t align, size_t n);
+void *__interceptor_aligned_alloc(size_t align, size_t n);
+void *__interceptor_memalign(size_t align, size_t n);
+void *__interceptor_valloc(size_t n);
+char *__interceptor_strdup(const char *s);
+char *__interceptor_strndup(const char *s, size_t n);
+int __interceptor_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
+                                 void *arg);
+
+static pthread_rwlock_t gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static __thread unsigned depth; /* this thread is inside an allocation */
+static __thread bool forking;   /* this thread holds the write side */
+static __thread bool ended;     /* this thread is ending, and said so: a fork waits for its end */
+
+static bool ready; /* set by the constructor: before it (the loader, libasan's start) no TLS */
+
+static void enter(void)
+{
+  if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
+    return;
+  if (depth++ == 0 && !forking && !ended)
+    pthread_rwlock_rdlock(&gate);
+}
+
+static void leave(void)
+{
+  if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
+    return;
+  if (--depth == 0 && !forking && !ended)
+    pthread_rwlock_unlock(&gate);
+}
+
+/* ---- threads that end: their tids, until they are gone ---- */
+
+#define ENDING_MAX 512
+static pthread_mutex_t ending_mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t ending[ENDING_MAX];
+static pthread_key_t end_key;
+
+static bool thread_alive(pid_t tid) { return syscall(SYS_tgkill, getpid(), tid, 0) == 0; }
+
+/* A thread's destructor: it runs before libasan's own, which defers itself
+ * to the last round of destructors */
+static void thread_ends(void *unused)
+{
+  (void)unused;
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  for (;;) {
+    enter();
+    pthread_mutex_lock(&ending_mu);
+    size_t i = 0;
+    while (i < ENDING_MAX && ending[i] && ending[i] != tid)
+      i++;
+    if (i < ENDING_MAX)
+      ending[i] = tid;
+    pthread_mutex_unlock(&ending_mu);
+    leave();
+    if (i < ENDING_MAX) {
+      ended = true; /* what it frees from here on runs beside a fork's wait, not inside a fork */
+      return;
+    }
+    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL); /* full: a fork will empty it */
+  }
+}
+
+/* With the write side held: wait until every thread that said it ends is
+ * gone (bounded: a tid seen alive for a second is given up) */
+static void wait_ended(void)
+{
+  pthread_mutex_lock(&ending_mu);
+  for (size_t i = 0; i < ENDING_MAX && ending[i]; i++)
+    for (int n = 0; n < 10000 && thread_alive(ending[i]); n++)
+      nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+  memset(ending, 0, sizeof ending);
+  pthread_mutex_unlock(&ending_mu);
+}
+
+struct start {
+  void *(*fn)(void *);
+  void *arg;
+  sem_t running;
+};
+
+static void *thread_start(void *p)
+{
+  struct start *s = p;
+  void *(*fn)(void *) = s->fn;
+  void *arg = s->arg;
+  pthread_setspecific(end_key, (void *)1);
+  sem_post(&s->running); /* s is the creator's: not touched after this */
+  return fn(arg);
+}
+
+void cap_fork_prepare(void)
+{
+  if (!ready || forking ||
+      depth) /* a fork from inside an allocation: none here, but never wait on ourselves */
+    return;
+  pthread_rwlock_wrlock(&gate);
+  forking = true;
+  wait_ended();
+}
+
+void cap_fork_parent(void)
+{
+  if (!forking)
+    return;
+  forking = false;
+  pthread_rwlock_unlock(&gate);
+}
+
+void cap_fork_child(void)
+{
+  if (!forking)
+    return;
+  forking = false;
+  /* the only thread left: the lock starts anew (its writer's tid was the parent's) */
+  static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+  memcpy(&gate, &fresh, sizeof gate);
+}
+
+__attribute__((constructor)) static void gate_at_fork(void)
+{
+  pthread_key_create(&end_key, thread_ends);
+  pthread_atfork(cap_fork_prepare, cap_fork_parent, cap_fork_child);
+  __atomic_store_n(&ready, true, __ATOMIC_RELAXED);
+}
+
+#define GATED(call)                                                                                \
+  do {                                                                                             \
+    enter();                                                                                       \
+    __typeof__(call) r_ = call;                                                                    \
+    leave();                                                                                       \
+    return r_;                                                                                     \
+  } while (0)
+
+void *malloc(size_t n) { GATED(__interceptor_malloc(n)); }
+void *calloc(size_t n, size_t size) { GATED(__interceptor_calloc(n, size)); }
+void *realloc(void *p, size_t n) { GATED(__interceptor_realloc(p, n)); }
+void *reallocarray(void *p, size_t n, size_t size)
+{
+  GATED(__interceptor_reallocarray(p, n, size));
+}
+int posix_memalign(void **out, size_t align, size_t n)
+{
+  GATED(__interceptor_posix_memalign(out, align, n));
+}
+void *aligned_alloc(size_t align, size_t n) { GATED(__interceptor_aligned_alloc(align, n)); }
+void *memalign(size_t align, size_t n) { GATED(__interceptor_memalign(align, n)); }
+void *valloc(size_t n) { GATED(__interceptor_valloc(n)); }
+char *strdup(const char *s) { GATED(__interceptor_strdup(s)); }
+char *strndup(const char *s, size_t n) { GATED(__interceptor_strndup(s, n)); }
+/* The creator keeps the read side until the thread runs: libasan's part
+ * of a thread's start (its registry) is done by then */
+int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
+{
+  if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
+    return __interceptor_pthread_create(t, a, fn, arg);
+  struct start s = {.fn = fn, .arg = arg};
+  sem_init(&s.running, 0, 0);
+  enter();
+  int r = __interceptor_pthread_create(t, a, thread_start, &s);
+  if (r == 0)
+    while (sem_wait(&s.running) < 0)
+      ;
+  leave();
+  sem_destroy(&s.running);
+  return r;
+}
+
+void free(void *p)
+{
+  enter();
+  __interceptor_free(p);
+  leave();
+}
+#endif
