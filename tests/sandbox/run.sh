@@ -7,6 +7,7 @@ set -u
 # shellcheck source=../lib/sandbox.sh
 . "$(dirname "$0")/../lib/sandbox.sh"
 work=$(mktemp -d /var/tmp/capsule-positive.XXXXXX)
+export XDG_STATE_HOME=$work/xdg-state # the default state of its own: not the host's, which another capsule may have migrated
 chmod 755 "$work"
 mkdir -p "$work/ro" "$work/rw" "$work/bin"
 echo "readable" >"$work/ro/data"

@@ -8,6 +8,7 @@ set -u
 # shellcheck source=../lib/sandbox.sh
 . "$(dirname "$0")/../lib/sandbox.sh"
 work=$(mktemp -d /var/tmp/capsule-tmpfs.XXXXXX)
+export XDG_STATE_HOME=$work/xdg-state # the default state of its own: not the host's, which another capsule may have migrated
 chmod 755 "$work"
 pass=0 fail=0
 trap 'rm -rf "$work"' EXIT

@@ -47,6 +47,7 @@ if ! "$capsule" run -- /bin/true 2>/dev/null; then
   exit 77
 fi
 work=$(mktemp -d /var/tmp/capsule-startup.XXXXXX)
+export XDG_STATE_HOME=$work/xdg-state # the default state of its own: not the host's, which another capsule may have migrated
 chmod 755 "$work"
 state=$work/s
 export CAPSULE_STATE_KEY=
