@@ -450,7 +450,8 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
     return port;
   }
   struct serve_guard *g = &h->guard;
-  h->d = serve_guard_daemon(g, port, on_request, req_done, h, 512, 64);
+  h->d = serve_guard_daemon(g, port, on_request, req_done, h,
+                            &(struct serve_guard_limits){512, 64, 60, NULL, NULL});
   if (!h->d) {
     serve_http_stop(h);
     return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",

@@ -46,3 +46,5 @@ sign_in() {
     --data-urlencode "token=$2" "$U/login"
 }
 as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+# ui_base JAR: the URL of the signed-in session's home page
+ui_base() { echo "$U/"; }
