@@ -35,6 +35,9 @@ struct ui_request {
   size_t n_params;
   const char *user; /* the signed-in operator */
   const char *csrf; /* the session's CSRF token, for the forms a page holds */
+  /* the session's path ("/s/KEY", docs/dashboard.md): every link and form
+   * of a page starts with it (a redirect's location does not: ui.c adds it) */
+  const char *base;
 };
 
 /* What ui_page answers: a page (status 200, 404, 400...) or a redirect
