@@ -18,7 +18,7 @@ scripts=(
   egress_verbose_escape.sh dry_run_forged_grant.sh statedirs_tmp_dos.sh
   expand_scanned_state.sh seccomp_variants.sh pid1_survivors.sh
   connect_root_socket.sh expand_prompt_spoof.sh expand_queue_flood.sh
-  workspace_bound_warning.sh
+  workspace_bound_warning.sh rw_grant_root_socket.sh
   # the second review's (tests/review2/)
   ../review2/state_chmod_parent.sh ../review2/deny_chmod_parent.sh
   ../review2/plant_project_state_root.sh ../review2/socket_grant_symlink.sh
