@@ -571,14 +571,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     *size = 0;
     return MHD_YES;
   }
+  /* the cookie's name is set once the port is known and the Host values
+   * are final (serve_ui_start): nothing of the guard is read before */
+  if (!__atomic_load_n(&u->cookie, __ATOMIC_ACQUIRE))
+    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is starting");
   if (!serve_guard_host_ok(&u->guard, serve_guard_request_host(c)))
     return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: unexpected Host");
   if (!origin_ok(u, c))
     return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: foreign Origin");
   if (u->hooks->stopping(u->sv))
     return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is stopping");
-  if (!__atomic_load_n(&u->cookie, __ATOMIC_ACQUIRE)) /* its port is not known yet */
-    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is starting");
   bool post = strcmp(method, "POST") == 0;
   if (!post && strcmp(method, "GET") && strcmp(method, "HEAD"))
     return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED, "Method Not Allowed");
