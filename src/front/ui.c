@@ -33,11 +33,11 @@
 #include "core/cleanup.h"
 #include "core/escape.h"
 #include "core/text.h"
+#include "front/serve_conn.h"
 #include "front/serve_guard.h"
 #include "front/serve_internal.h"
 #include "front/ui.h"
 #include "front/ui_assets.h"
-#include "front/ui_conn.h"
 
 #define CSP                                                                                        \
   "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "  \
@@ -61,7 +61,7 @@ struct serve_ui {
   size_t n;
   char *cookie; /* its name */
   bool stopping;
-  struct ui_conns conns; /* pending and trusted connections (ui_conn.h) */
+  struct serve_conns conns; /* pending and trusted connections (serve_conn.h) */
 };
 
 static uint64_t mono_ms(void)
@@ -431,7 +431,7 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
     return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: the token was revoked")
                 : redirect(c, "/login", cookie_gone(u, sess_key));
   }
-  ui_conns_trust(&u->conns, c); /* a signed-in operator's: out of the pending share */
+  serve_conns_trust(&u->conns, c); /* a signed-in operator's: out of the pending share */
   if (post && strcmp(rest, "/logout") == 0) {
     sess_drop(u, (size_t)(s - u->sessions));
     pthread_mutex_unlock(&u->mu);
@@ -602,7 +602,7 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
   u->sv = sv;
   u->hooks = hooks;
   pthread_mutex_init(&u->mu, NULL);
-  ui_conns_init(&u->conns);
+  serve_conns_init(&u->conns, UI_CONN_PENDING, UI_CONN_PER_OWNER, UI_CONN_TRUSTED_TIMEOUT_S);
   int port = serve_guard_init(&u->guard, "--ui", opt->ui_addr, opt, err);
   if (port < 0) {
     serve_ui_stop(u);
@@ -610,11 +610,11 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
   }
   struct serve_guard *g = &u->guard;
   /* every local user is 127.0.0.1: one address may hold them all, the
-   * pending share (ui_conn.h) keeps room for the operator */
+   * pending share (serve_conn.h) keeps room for the operator */
   u->d = serve_guard_daemon(g, port, on_request, req_done, u,
                             &(struct serve_guard_limits){UI_CONN_MAX, UI_CONN_MAX,
-                                                         UI_CONN_PENDING_TIMEOUT_S, ui_conns_notify,
-                                                         &u->conns});
+                                                         SERVE_CONN_PENDING_TIMEOUT_S,
+                                                         serve_conns_notify, &u->conns});
   if (!u->d) {
     serve_ui_stop(u);
     return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
@@ -653,7 +653,7 @@ void serve_ui_stop(struct serve_ui *u)
     sess_drop(u, 0);
   serve_guard_free(&u->guard);
   pthread_mutex_destroy(&u->mu);
-  ui_conns_destroy(&u->conns);
+  serve_conns_destroy(&u->conns);
   free(u->cookie);
   free(u);
 }

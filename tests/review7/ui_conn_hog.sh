@@ -4,14 +4,16 @@
 # user is 127.0.0.1: uid 65534, without any token, held 40 connections
 # that never finished their headers and the operator's own browser, signed
 # in or not, was refused until they timed out (and again as soon as the
-# attacker reconnected). Fixed (src/front/ui_conn.c): connections that
-# have not shown a signed-in session hold at most 16 of the 64 slots
-# (one more evicts the pending one accepted longest ago) and time out
-# after 10 s; a signed-in operator's connection leaves that share.
+# attacker reconnected). Fixed (src/front/serve_conn.c): connections that
+# have not shown a signed-in session hold at most 16 of the 64 slots, 8
+# per owner (the local user owning the client's socket, from sock_diag):
+# one more evicts its own owner's oldest pending one, so the flood evicts
+# only itself; they time out after 10 s; a signed-in operator's
+# connection leaves that share.
 # Here uid 65534 keeps 80 half-sent requests open, reconnecting each one
 # that is closed, while the operator (signed in before) loads a page and
 # the login form. Exits 1 while the operator is locked out, 0 held, 77
-# cannot run. (/mcp keeps its old shape: docs/serve.md.)
+# cannot run. (/mcp: mcp_conn_hog.sh.)
 . "$(dirname "$0")/ui_lib.sh"
 py=/usr/bin/python3
 [ -x "$py" ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
