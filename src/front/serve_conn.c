@@ -105,8 +105,7 @@ static void conn_owner(int fd, struct conn_owner *o)
   } else if (peer.ss_family == AF_INET6) {
     const struct sockaddr_in6 *p = (const void *)&peer;
     memcpy(o->addr, &p->sin6_addr, 16);
-    loopback = IN6_IS_ADDR_LOOPBACK(&p->sin6_addr) ||
-               (IN6_IS_ADDR_V4MAPPED(&p->sin6_addr) && p->sin6_addr.s6_addr[12] == 127);
+    loopback = IN6_IS_ADDR_LOOPBACK(&p->sin6_addr); /* the listeners are IPv6-only */
   } else {
     return;
   }
