@@ -495,6 +495,21 @@ static void print_stderr_tail(const char *path, off_t before)
 
 /* One call through gw_call, its result or error printed: what `call`
  * and `dispatch` share. */
+/* gw_call's warnings (what this host cannot enforce): on stderr, once a
+ * run, escaped (the text names the capability) */
+static void call_warn(void *ctx, const char *text)
+{
+  bool *said = ctx;
+  if (*said)
+    return;
+  *said = true;
+  fprintf(stderr,
+          "capsule: %swarning:%s this host cannot enforce: ", cli_colour(stderr, CLI_COLOUR_WARN),
+          cli_colour(stderr, CLI_COLOUR_RESET));
+  cap_escape_fput(stderr, text, 1024);
+  fputc('\n', stderr);
+}
+
 int cli_call_run(const char *verb, const struct common *o, struct gw_registry *reg,
                  struct gw_state *st, const char *cap, const char *tool, const char *args,
                  size_t args_len, const struct gw_issuer *issuer)
@@ -506,6 +521,7 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", state_dir);
   _cleanup_free_ char *volumes = cap_xasprintf("%s/volumes", state_dir);
   _cleanup_free_ char *images = image_store_dir(state_dir);
+  bool warned = false;
   struct gw_call call = {
       .capability = cap,
       .tool = tool,
@@ -527,6 +543,8 @@ int cli_call_run(const char *verb, const struct common *o, struct gw_registry *r
       .n_attach = o->n_attach,
       .artifacts_dir = o->artifacts,
       .issuer = issuer,
+      .warn = call_warn,
+      .warn_ctx = &warned,
   };
   char **hidden = NULL;
   call.n_hidden = gw_state_private_paths(state_dir, &hidden);

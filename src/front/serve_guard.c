@@ -162,19 +162,20 @@ void serve_guard_free(struct serve_guard *g)
 struct MHD_Daemon *serve_guard_daemon(const struct serve_guard *g, int port,
                                       MHD_AccessHandlerCallback on_request,
                                       MHD_RequestCompletedCallback on_done, void *ctx,
-                                      unsigned connections, unsigned per_ip)
+                                      const struct serve_guard_limits *lim)
 {
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                    (g->ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (g->tls ? MHD_USE_TLS : 0);
-  struct MHD_OptionItem tls_opts[] = {
+  struct MHD_OptionItem opts[] = {
       {g->tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, g->cert},
       {MHD_OPTION_HTTPS_MEM_KEY, 0, g->key},
       {MHD_OPTION_END, 0, NULL},
   };
-  return MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, ctx, MHD_OPTION_SOCK_ADDR,
-                          (struct sockaddr *)&g->ss, MHD_OPTION_NOTIFY_COMPLETED, on_done, ctx,
-                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_CONNECTION_LIMIT,
-                          connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_ARRAY,
-                          tls_opts, MHD_OPTION_END);
+  return MHD_start_daemon(
+      flags, (uint16_t)port, NULL, NULL, on_request, ctx, MHD_OPTION_SOCK_ADDR,
+      (struct sockaddr *)&g->ss, MHD_OPTION_NOTIFY_COMPLETED, on_done, ctx,
+      MHD_OPTION_NOTIFY_CONNECTION, lim->on_conn, lim->conn_ctx, MHD_OPTION_CONNECTION_TIMEOUT,
+      lim->timeout_s, MHD_OPTION_CONNECTION_LIMIT, lim->connections,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, lim->per_ip, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      (size_t)65536, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
 }

@@ -40,12 +40,21 @@ const char *serve_guard_request_host(struct MHD_Connection *c);
 /* An Origin (a browser's request) must be this server's own; none is fine. */
 bool serve_guard_origin_ok(const struct serve_guard *g, const char *origin);
 void serve_guard_free(struct serve_guard *g);
+/* How serve_guard_daemon's connections are bounded: at most connections
+ * at once and per_ip from one address, closed after timeout_s idle (a
+ * connection's own timeout may be raised later); on_conn (may be NULL)
+ * told of each connection's start and end (MHD_OPTION_NOTIFY_CONNECTION). */
+struct serve_guard_limits {
+  unsigned connections, per_ip, timeout_s;
+  MHD_NotifyConnectionCallback on_conn;
+  void *conn_ctx;
+};
 /* Starts libmicrohttpd on g's address and port (TLS with g's files), a
- * thread per connection, at most connections at once and per_ip from one
- * address, 60 s idle, 64 KiB per connection; NULL when it cannot listen. */
+ * thread per connection, 64 KiB per connection, within lim; NULL when it
+ * cannot listen. */
 struct MHD_Daemon *serve_guard_daemon(const struct serve_guard *g, int port,
                                       MHD_AccessHandlerCallback on_request,
                                       MHD_RequestCompletedCallback on_done, void *ctx,
-                                      unsigned connections, unsigned per_ip);
+                                      const struct serve_guard_limits *lim);
 
 #endif

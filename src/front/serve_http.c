@@ -22,10 +22,21 @@
 #include "core/cleanup.h"
 #include "core/json.h"
 #include "core/text.h"
+#include "front/serve_conn.h"
 #include "front/serve_guard.h"
 #include "front/serve_internal.h"
 
 #define KEEPALIVE_MS 1000
+/* Connections (front/serve_conn.h): at most HTTP_CONN_MAX (and from one
+ * address, unless on loopback, where every local user is 127.0.0.1:
+ * there the pending share is the bound), HTTP_CONN_PENDING of them
+ * without a valid token yet (HTTP_CONN_PER_OWNER a local user's or an
+ * address's), idle after 10 s; with one, 60 s. */
+#define HTTP_CONN_MAX 512
+#define HTTP_CONN_PER_ADDRESS 64
+#define HTTP_CONN_PENDING 64
+#define HTTP_CONN_PER_OWNER 16
+#define HTTP_CONN_TRUSTED_TIMEOUT_S 60
 
 /* Per-token rate limits: a bucket of 2*rate requests refilled at rate a
  * second; a token past it gets 429. Only authenticated tokens get a
@@ -47,6 +58,8 @@ struct serve_http {
   struct serve *sv;
   const struct serve_hooks *hooks;
   struct serve_guard guard;
+  struct serve_conns conns; /* pending and trusted connections */
+  bool ready;               /* the Host values are final: requests are read */
 };
 
 /* Waits (s->mu held) until a message, the end, or ms pass. */
@@ -378,6 +391,8 @@ static enum MHD_Result on_delete(struct serve_http *h, struct MHD_Connection *c,
 static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, const char *url,
                              const char *method, void **con_cls)
 {
+  if (!__atomic_load_n(&h->ready, __ATOMIC_ACQUIRE)) /* the port is not known yet */
+    return refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, "the server is starting");
   if (strcmp(url, "/mcp") != 0)
     return refuse(c, MHD_HTTP_NOT_FOUND, -32000, "Not Found: the MCP endpoint is /mcp");
   if (!serve_guard_host_ok(&h->guard, serve_guard_request_host(c)))
@@ -389,6 +404,7 @@ static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, con
   if (!user)
     return refuse(c, MHD_HTTP_UNAUTHORIZED, -32000,
                   "Unauthorized: send `Authorization: Bearer TOKEN` (`capsule access issue`)");
+  serve_conns_trust(&h->conns, c); /* a token's holder: out of the pending share */
   if (!within_rate(h, token)) {
     free(user);
     return refuse(c, MHD_HTTP_TOO_MANY_REQUESTS, -32000,
@@ -443,6 +459,7 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
   h->sv = sv;
   h->hooks = hooks;
   pthread_mutex_init(&h->rate_mu, NULL);
+  serve_conns_init(&h->conns, HTTP_CONN_PENDING, HTTP_CONN_PER_OWNER, HTTP_CONN_TRUSTED_TIMEOUT_S);
   h->rate = opt->rate ? opt->rate : SERVE_RATE;
   int port = serve_guard_init(&h->guard, "--mcp-http", opt->http_addr, opt, err);
   if (port < 0) {
@@ -450,7 +467,10 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
     return port;
   }
   struct serve_guard *g = &h->guard;
-  h->d = serve_guard_daemon(g, port, on_request, req_done, h, 512, 64);
+  h->d = serve_guard_daemon(g, port, on_request, req_done, h,
+                            &(struct serve_guard_limits){
+                                HTTP_CONN_MAX, g->loopback ? HTTP_CONN_MAX : HTTP_CONN_PER_ADDRESS,
+                                SERVE_CONN_PENDING_TIMEOUT_S, serve_conns_notify, &h->conns});
   if (!h->d) {
     serve_http_stop(h);
     return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
@@ -459,6 +479,7 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
   if (port == 0) /* any free port: the Host values name the one bound */
     serve_guard_set_port(g, opt->http_addr,
                          MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT)->port);
+  __atomic_store_n(&h->ready, true, __ATOMIC_RELEASE);
   *ret = h;
   return 0;
 }
@@ -481,6 +502,7 @@ void serve_http_stop(struct serve_http *h)
     free(h->buckets[i].token);
   }
   free(h->buckets);
+  serve_conns_destroy(&h->conns);
   free(h);
 }
 

@@ -3,11 +3,17 @@
  * the Host must be the address served and an Origin, when sent, this
  * server's own (403); then either a static asset, the login, or a page
  * for a signed-in operator. Sign-in: GET /login gives an anonymous
- * session (a cookie and a CSRF token for the form); POST /login with an
- * operator's access token replaces it with a new session (new id, new
- * CSRF token: no fixation) bound to the token's user. Sessions live here,
- * in memory: 256 random bits a cookie (HttpOnly, SameSite=Strict, Secure
- * and the __Host- prefix under TLS), ended by logout, 30 minutes idle or
+ * session (a cookie scoped to /login and a CSRF token for the form);
+ * POST /login with an operator's access token replaces it with a new
+ * session (new id, new CSRF token: no fixation) bound to the token's user
+ * and to a path of its own, /s/KEY (KEY 256 random bits): its pages live
+ * there and its cookie has Path=/s/KEY. Browsers send a host's cookies to
+ * every port of it, but only under the cookie's path: another service on
+ * 127.0.0.1 the operator visits never receives the session's cookie
+ * without knowing KEY, and an id that leaked anyway is refused without
+ * its KEY (docs/dashboard.md). Sessions live here, in memory: 256 random
+ * bits a cookie named with the port (HttpOnly, SameSite=Strict, Secure
+ * and the __Secure- prefix under TLS), ended by logout, 30 minutes idle or
  * 12 hours. Every POST carries the session's CSRF token (403 without it).
  * Every answer carries a strict Content-Security-Policy (scripts and
  * styles from this server's own files only, nothing inline), and is
@@ -27,6 +33,7 @@
 #include "core/cleanup.h"
 #include "core/escape.h"
 #include "core/text.h"
+#include "front/serve_conn.h"
 #include "front/serve_guard.h"
 #include "front/serve_internal.h"
 #include "front/ui.h"
@@ -38,8 +45,9 @@
 
 struct ui_sess {
   char id[65], csrf[65];
-  char *user;  /* NULL: signed out (the login form's session) */
-  char *token; /* the one it signed in with, checked again on each request */
+  char key[65]; /* signed in: its path is /s/KEY */
+  char *user;   /* NULL: signed out (the login form's session) */
+  char *token;  /* the one it signed in with, checked again on each request */
   uint64_t created_ms, last_ms;
 };
 
@@ -51,8 +59,9 @@ struct serve_ui {
   pthread_mutex_t mu;
   struct ui_sess sessions[UI_MAX_SESSIONS];
   size_t n;
-  const char *cookie; /* its name */
+  char *cookie; /* its name */
   bool stopping;
+  struct serve_conns conns; /* pending and trusted connections (serve_conn.h) */
 };
 
 static uint64_t mono_ms(void)
@@ -136,6 +145,7 @@ static struct ui_sess *sess_new(struct serve_ui *u, char *user, const char *toke
   struct ui_sess *s = &u->sessions[u->n++];
   random_hex(s->id);
   random_hex(s->csrf);
+  random_hex(s->key);
   s->user = user;
   s->token = token ? cap_xstrdup(token) : NULL;
   s->created_ms = s->last_ms = mono_ms();
@@ -192,16 +202,34 @@ static enum MHD_Result redirect(struct MHD_Connection *c, const char *to, char *
   return send_answer(c, &a);
 }
 
-static char *cookie_for(const struct serve_ui *u, const char *id)
+/* The cookie of session s: a signed-in session's under its own path, the
+ * login form's under /login. */
+static char *cookie_for(const struct serve_ui *u, const struct ui_sess *s)
 {
-  return cap_xasprintf("%s=%s; Path=/; HttpOnly; SameSite=Strict%s", u->cookie, id,
+  return cap_xasprintf("%s=%s; Path=%s%s; HttpOnly; SameSite=Strict%s", u->cookie, s->id,
+                       s->user ? "/s/" : "/login", s->user ? s->key : "",
                        u->guard.tls ? "; Secure" : "");
 }
 
-static char *cookie_gone(const struct serve_ui *u)
+static char *cookie_gone(const struct serve_ui *u, const char *key)
 {
-  return cap_xasprintf("%s=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict%s", u->cookie,
+  return cap_xasprintf("%s=; Path=/s/%s; Max-Age=0; HttpOnly; SameSite=Strict%s", u->cookie, key,
                        u->guard.tls ? "; Secure" : "");
+}
+
+/* A session's path /s/KEY/REST: KEY (64 hex digits) in *key, REST ("/"
+ * at least) returned; NULL for any other path. */
+static const char *session_path(const char *url, const char **key)
+{
+  if (strncmp(url, "/s/", 3) != 0)
+    return NULL;
+  for (int i = 0; i < 64; i++)
+    if (!strchr("0123456789abcdef", url[3 + i]) || !url[3 + i])
+      return NULL;
+  if (url[67] != '/' && url[67])
+    return NULL;
+  *key = url + 3;
+  return url[67] ? url + 67 : "/";
 }
 
 static enum MHD_Result login_page(struct MHD_Connection *c, unsigned status, const char *csrf,
@@ -326,10 +354,11 @@ static enum MHD_Result do_login(struct serve_ui *u, struct MHD_Connection *c, st
   }
   sess_drop(u, (size_t)(s - u->sessions)); /* a new id once signed in */
   s = sess_new(u, user, token);
-  char *cookie = cookie_for(u, s->id);
+  char *cookie = cookie_for(u, s);
+  _cleanup_free_ char *home = cap_xasprintf("/s/%s/", s->key);
   pthread_mutex_unlock(&u->mu);
   u->hooks->ui_log(u->sv, "signed in", user);
-  return redirect(c, "/", cookie);
+  return redirect(c, home, cookie);
 }
 
 static enum MHD_Result page(struct serve_ui *u, struct MHD_Connection *c, const char *url,
@@ -362,11 +391,17 @@ static enum MHD_Result events(struct serve_ui *u, struct MHD_Connection *c, cons
 static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const char *url,
                              const char *method, struct ui_req *q)
 {
-  bool post = strcmp(method, "POST") == 0;
+  bool post = strcmp(method, "POST") == 0, login = strcmp(url, "/login") == 0;
+  const char *key = NULL, *rest = session_path(url, &key);
   struct ui_sess *s = sess_find(u, MHD_lookup_connection_value(c, MHD_COOKIE_KIND, u->cookie));
-  if (post && !s) {
+  /* the login form's session at /login only, a signed-in one under its
+   * own path only: an id without its KEY is worth nothing */
+  if (s && (login ? s->user != NULL : !rest || !s->user || sodium_memcmp(s->key, key, 64) != 0))
+    s = NULL;
+  if (!s && (post || !login)) {
     pthread_mutex_unlock(&u->mu);
-    return plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login");
+    return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login")
+                : redirect(c, "/login", NULL);
   }
   if (post) {
     const char *csrf = param(q, "csrf");
@@ -377,46 +412,45 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
                    "(reload the page)");
     }
   }
-  if (strcmp(url, "/login") == 0) {
+  if (login) {
     if (post)
       return do_login(u, c, q, s);
     char *cookie = NULL;
     if (!s) {
       s = sess_new(u, NULL, NULL);
-      cookie = cookie_for(u, s->id);
+      cookie = cookie_for(u, s);
     }
     _cleanup_free_ char *csrf = cap_xstrdup(s->csrf);
     pthread_mutex_unlock(&u->mu);
     return login_page(c, MHD_HTTP_OK, csrf, NULL, cookie);
   }
-  if (!s || !s->user) {
-    pthread_mutex_unlock(&u->mu);
-    return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login")
-                : redirect(c, "/login", NULL);
-  }
+  char sess_key[65];
+  memcpy(sess_key, s->key, sizeof sess_key);
   if (!(s = recheck(u, s))) {
     pthread_mutex_unlock(&u->mu);
     return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: the token was revoked")
-                : redirect(c, "/login", cookie_gone(u));
+                : redirect(c, "/login", cookie_gone(u, sess_key));
   }
-  if (post && strcmp(url, "/logout") == 0) {
+  serve_conns_trust(&u->conns, c); /* a signed-in operator's: out of the pending share */
+  if (post && strcmp(rest, "/logout") == 0) {
     sess_drop(u, (size_t)(s - u->sessions));
     pthread_mutex_unlock(&u->mu);
-    return redirect(c, "/login", cookie_gone(u));
+    return redirect(c, "/login", cookie_gone(u, sess_key));
   }
-  if (!post && strcmp(url, "/events") == 0) {
+  if (!post && strcmp(rest, "/events") == 0) {
     char sid[65];
     memcpy(sid, s->id, sizeof sid);
     pthread_mutex_unlock(&u->mu);
     return events(u, c, sid);
   }
-  return page(u, c, url, method, q, s);
+  return page(u, c, rest, method, q, s);
 }
 
 static enum MHD_Result page(struct serve_ui *u, struct MHD_Connection *c, const char *url,
                             const char *method, struct ui_req *q, struct ui_sess *s)
 {
   _cleanup_free_ char *user = cap_xstrdup(s->user);
+  _cleanup_free_ char *base = cap_xasprintf("/s/%s", s->key);
   char csrf[65];
   memcpy(csrf, s->csrf, sizeof csrf);
   pthread_mutex_unlock(&u->mu);
@@ -425,13 +459,18 @@ static enum MHD_Result page(struct serve_ui *u, struct MHD_Connection *c, const 
                           .params = q->params,
                           .n_params = q->n_params,
                           .user = user,
-                          .csrf = csrf};
+                          .csrf = csrf,
+                          .base = base};
   struct ui_response out = {0};
   u->hooks->ui_page(u->sv, &rq, &out);
   struct answer a = {.status = out.status ? (unsigned)out.status : MHD_HTTP_OK,
                      .type = "text/html; charset=utf-8",
                      .body = out.body,
                      .location = out.location};
+  if (a.location && a.location[0] == '/') { /* within the session's path */
+    a.location = cap_xasprintf("%s%s", base, out.location);
+    free(out.location);
+  }
   if (a.location)
     a.status = MHD_HTTP_SEE_OTHER;
   return send_answer(c, &a);
@@ -532,6 +571,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     *size = 0;
     return MHD_YES;
   }
+  /* the cookie's name is set once the port is known and the Host values
+   * are final (serve_ui_start): nothing of the guard is read before */
+  if (!__atomic_load_n(&u->cookie, __ATOMIC_ACQUIRE))
+    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "the server is starting");
   if (!serve_guard_host_ok(&u->guard, serve_guard_request_host(c)))
     return plain(c, MHD_HTTP_FORBIDDEN, "Forbidden: unexpected Host");
   if (!origin_ok(u, c))
@@ -559,14 +602,19 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
   u->sv = sv;
   u->hooks = hooks;
   pthread_mutex_init(&u->mu, NULL);
+  serve_conns_init(&u->conns, UI_CONN_PENDING, UI_CONN_PER_OWNER, UI_CONN_TRUSTED_TIMEOUT_S);
   int port = serve_guard_init(&u->guard, "--ui", opt->ui_addr, opt, err);
   if (port < 0) {
     serve_ui_stop(u);
     return port;
   }
   struct serve_guard *g = &u->guard;
-  u->cookie = g->tls ? "__Host-capsule_ui" : "capsule_ui";
-  u->d = serve_guard_daemon(g, port, on_request, req_done, u, 256, 32);
+  /* every local user is 127.0.0.1: one address may hold them all, the
+   * pending share (serve_conn.h) keeps room for the operator */
+  u->d = serve_guard_daemon(g, port, on_request, req_done, u,
+                            &(struct serve_guard_limits){UI_CONN_MAX, UI_CONN_MAX,
+                                                         SERVE_CONN_PENDING_TIMEOUT_S,
+                                                         serve_conns_notify, &u->conns});
   if (!u->d) {
     serve_ui_stop(u);
     return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
@@ -574,6 +622,10 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
   }
   int bound = MHD_get_daemon_info(u->d, MHD_DAEMON_INFO_BIND_PORT)->port;
   serve_guard_set_port(g, opt->ui_addr, bound);
+  /* named with the port: dashboards on two ports of one host keep their
+   * login forms' cookies apart (the paths keep the sessions apart) */
+  __atomic_store_n(&u->cookie, cap_xasprintf("%scapsule_ui_%d", g->tls ? "__Secure-" : "", bound),
+                   __ATOMIC_RELEASE);
   const char *colon = strrchr(opt->ui_addr, ':');
   _cleanup_free_ char *addr =
       cap_xasprintf("%.*s:%d", (int)(colon - opt->ui_addr), opt->ui_addr, bound);
@@ -601,5 +653,7 @@ void serve_ui_stop(struct serve_ui *u)
     sess_drop(u, 0);
   serve_guard_free(&u->guard);
   pthread_mutex_destroy(&u->mu);
+  serve_conns_destroy(&u->conns);
+  free(u->cookie);
   free(u);
 }

@@ -23,6 +23,13 @@
 #define UI_MAX_SESSIONS 256
 #define UI_MAX_BODY 65536
 #define UI_MAX_FIELDS 64
+/* Connections (front/serve_conn.h): at most UI_CONN_MAX, of which
+ * UI_CONN_PENDING not yet signed in, UI_CONN_PER_OWNER of them a local
+ * user's (or an address's); a signed-in one idles 60 s. */
+#define UI_CONN_MAX 64
+#define UI_CONN_PENDING 16
+#define UI_CONN_PER_OWNER 8
+#define UI_CONN_TRUSTED_TIMEOUT_S 60
 
 struct ui_param {
   char *name, *value;
@@ -35,6 +42,9 @@ struct ui_request {
   size_t n_params;
   const char *user; /* the signed-in operator */
   const char *csrf; /* the session's CSRF token, for the forms a page holds */
+  /* the session's path ("/s/KEY", docs/dashboard.md): every link and form
+   * of a page starts with it (a redirect's location does not: ui.c adds it) */
+  const char *base;
 };
 
 /* What ui_page answers: a page (status 200, 404, 400...) or a redirect

@@ -1,7 +1,8 @@
 // capsule's dashboard: the little script the pages use (no build step,
 // served from /static/ui.js, the only script the Content-Security-Policy
 // allows). The approvals page follows the server's event stream and
-// replaces its list when the pending approvals change.
+// replaces its list when the pending approvals change. A session's pages
+// live under its own path (/s/KEY, the body's data-base).
 "use strict";
 
 function refreshApprovals() {
@@ -18,7 +19,7 @@ function refreshApprovals() {
 
 function followApprovals() {
   if (!document.getElementById("approvals") || !window.EventSource) return;
-  const es = new EventSource("/events");
+  const es = new EventSource(document.body.dataset.base + "/events");
   let seen = null;
   es.addEventListener("approvals", (e) => {
     if (seen !== null && e.data !== seen) refreshApprovals();

@@ -64,7 +64,7 @@ static void verify_result(struct serve *sv, struct cap_buf *b)
 /* The link to the next page: the same filters, older than last. */
 static void older_link(struct cap_buf *b, const struct ui_request *rq, int64_t last)
 {
-  cap_buf_puts(b, "<p><a id=\"older\" href=\"/audit?");
+  cap_buf_printf(b, "<p><a id=\"older\" href=\"%s/audit?", rq->base);
   static const char *const keep[] = {"capability", "user", "decision", "q"};
   for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
     const char *v = ui_param(rq, keep[i]);
@@ -86,7 +86,7 @@ void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_resp
 {
   ui_begin(out, rq, "Audit log");
   struct cap_buf *b = &out->body;
-  cap_buf_puts(b, "<form method=\"get\" action=\"/audit\" class=\"filters\">");
+  cap_buf_printf(b, "<form method=\"get\" action=\"%s/audit\" class=\"filters\">", rq->base);
   filter_input(b, rq, "capability", "capability");
   filter_input(b, rq, "user", "user");
   filter_input(b, rq, "decision", "decision");

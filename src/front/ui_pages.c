@@ -47,12 +47,13 @@ void ui_begin(struct ui_response *out, const struct ui_request *rq, const char *
   cap_buf_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>");
   ui_h(b, title);
   cap_buf_puts(b, " · capsule</title><link rel=\"stylesheet\" href=\"/static/ui.css\">"
-                  "<script src=\"/static/ui.js\" defer></script></head><body><header>"
-                  "<strong>capsule</strong>");
+                  "<script src=\"/static/ui.js\" defer></script></head><body data-base=\"");
+  ui_h(b, rq->base);
+  cap_buf_puts(b, "\"><header><strong>capsule</strong>");
   for (size_t i = 0; i < ARRAY_SIZE(nav); i++)
-    cap_buf_printf(b, "<a href=\"%s\"%s>%s</a>", nav[i].path,
+    cap_buf_printf(b, "<a href=\"%s%s\"%s>%s</a>", rq->base, nav[i].path,
                    strcmp(rq->path, nav[i].path) == 0 ? " class=\"here\"" : "", nav[i].label);
-  cap_buf_puts(b, "<form method=\"post\" action=\"/logout\" class=\"inline\">");
+  cap_buf_printf(b, "<form method=\"post\" action=\"%s/logout\" class=\"inline\">", rq->base);
   ui_csrf(b, rq);
   cap_buf_puts(b, "<span class=\"who\">");
   ui_h(b, rq->user);
@@ -131,7 +132,8 @@ static void override_row(void *arg, const char *cap, const char *tool, const cha
 static void policy_form(struct cap_buf *b, const struct ui_request *rq, const char *cap,
                         const char *tool, enum cap_policy now)
 {
-  cap_buf_puts(b, "<form method=\"post\" action=\"/policy\" class=\"inline policy\">");
+  cap_buf_printf(b, "<form method=\"post\" action=\"%s/policy\" class=\"inline policy\">",
+                 rq->base);
   ui_csrf(b, rq);
   cap_buf_puts(b, "<input type=\"hidden\" name=\"capability\" value=\"");
   ui_h(b, cap);
@@ -286,7 +288,7 @@ static void page_capabilities(struct serve *sv, const struct ui_request *rq,
     }
     cap_error_clear(&err);
     if (!check) {
-      cap_buf_puts(b, "<p><a href=\"/?ready=1&amp;id=");
+      cap_buf_printf(b, "<p><a href=\"%s/?ready=1&amp;id=", rq->base);
       ui_h(b, spec->id);
       cap_buf_puts(b, "\">Check readiness</a></p>");
     }
@@ -390,7 +392,8 @@ static void approval_row(void *arg, const struct gw_approval *a)
   ui_h(b, args ? args : a->args);
   cap_buf_puts(b, "</pre></td><td>");
   for (int approve = 1; approve >= 0; approve--) {
-    cap_buf_puts(b, "<form method=\"post\" action=\"/approvals/decide\" class=\"inline\">");
+    cap_buf_printf(b, "<form method=\"post\" action=\"%s/approvals/decide\" class=\"inline\">",
+                   rq->base);
     ui_csrf(b, rq);
     cap_buf_puts(b, "<input type=\"hidden\" name=\"id\" value=\"");
     ui_h(b, a->id);

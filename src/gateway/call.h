@@ -72,6 +72,11 @@ struct gw_call {
    * params; the tool is not looked up, no policy applies (the capability
    * is served), and the audit record names the method as the tool. */
   const char *mcp_method;
+  /* What this host cannot enforce of the capability's limits (a Selu
+   * workspace's bound held as a check, not a quota), told to warn (the
+   * library never prints): text for the operator; NULL: not told. */
+  void (*warn)(void *ctx, const char *text);
+  void *warn_ctx;
 };
 
 /* What a front door's MCP client and a third-party MCP server exchange

@@ -136,7 +136,7 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   struct cap_spec run_spec = *spec; /* shallow: the network and wall clock change */
   /* no session yet: a workspace or cache, made at the call, is left out */
   struct cap_fs_grant *grants = NULL;
-  gw_volumes_bind(spec, NULL, NULL, NULL, &grants, &run_spec.n_grants, NULL, why);
+  gw_volumes_bind(spec, NULL, NULL, NULL, &grants, &run_spec.n_grants, NULL, NULL, why);
   run_spec.grants = grants;
   run_spec.network.mode = CAP_NET_BLOCKED;
   run_spec.limits.wall_ms = 10000;

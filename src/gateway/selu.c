@@ -178,10 +178,18 @@ static int selu_run_prepare(const struct gw_call *call, const struct cap_spec *s
     gw_uuid4(run->session_buf);
     run->session = run->session_buf;
   }
+  bool unbounded;
   int r = gw_volumes_bind(spec, call->volumes_dir, call->user, call->session_id, &run->grants,
-                          &run->n_grants, &run->dirs, err);
+                          &run->n_grants, &run->dirs, &unbounded, err);
   if (r < 0)
     return r;
+  if (unbounded && call->warn) {
+    _cleanup_free_ char *w = cap_xasprintf(
+        "%s's workspace bound of %llu bytes is checked before each call, not enforced while it "
+        "runs (a quota needs root: capsule doctor, \"Selu workspace bound\")",
+        spec->id, (unsigned long long)spec->limits.workspace_bytes);
+    call->warn(call->warn_ctx, w);
+  }
   run->spec.grants = run->grants;
   run->spec.n_grants = run->n_grants;
   _cleanup_free_ char *id = cap_xasprintf("SELU_CAPABILITY_ID=%s", spec->id);

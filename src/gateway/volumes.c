@@ -117,8 +117,10 @@ static char *image_path(const char *volumes_dir, enum gw_volume_kind kind, const
 
 int gw_volumes_bind(const struct cap_spec *spec, const char *volumes_dir, const char *user,
                     const char *session, struct cap_fs_grant **grants, size_t *n,
-                    struct cap_strv *dirs, struct cap_error *err)
+                    struct cap_strv *dirs, bool *unbounded, struct cap_error *err)
 {
+  if (unbounded)
+    *unbounded = false;
   *grants = cap_xcalloc(spec->n_grants + 1, sizeof **grants);
   *n = 0;
   for (size_t i = 0; i < spec->n_grants; i++) {
@@ -157,6 +159,8 @@ int gw_volumes_bind(const struct cap_spec *spec, const char *volumes_dir, const 
       }
       if (dirs)
         cap_strv_push(dirs, out.path);
+      if (unbounded && spec->limits.workspace_bytes && !quota)
+        *unbounded = true;
     } else {
       out.path = cap_xstrdup(g->path);
     }

@@ -41,10 +41,13 @@ char *gw_volume_decode(const char *name);
  * paths, the workspace's first. With volumes_dir NULL the placeholders are
  * dropped (a dry run before any session). *grants is a new array of
  * spec->n_grants or fewer entries (*n), freed with gw_volumes_free. A
- * workspace with no session is refused (-EINVAL, naming --session). */
+ * workspace with no session is refused (-EINVAL, naming --session).
+ * *unbounded (may be NULL) is set when spec has a workspace bound that
+ * some volume holds as a check before each call only, not as a quota
+ * (unprivileged, or a volume made before quotas): for a warning. */
 int gw_volumes_bind(const struct cap_spec *spec, const char *volumes_dir, const char *user,
                     const char *session, struct cap_fs_grant **grants, size_t *n,
-                    struct cap_strv *dirs, struct cap_error *err);
+                    struct cap_strv *dirs, bool *unbounded, struct cap_error *err);
 void gw_volumes_free(struct cap_fs_grant *grants, size_t n);
 
 /* The bytes the files below dir take (allocated blocks, each inode once),

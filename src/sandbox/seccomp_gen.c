@@ -9,6 +9,7 @@
 #include <linux/sched.h>
 #include <linux/filter.h>
 #include <linux/netlink.h>
+#include <netinet/in.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,89 @@ static bool family_allowed(unsigned family)
   return family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK;
 }
 
+/* One refusal: a syscall by name, its errno, up to three argument
+ * comparisons (ANDed). The same list makes the BPF programs (libseccomp)
+ * and the OCI rules of `capsule export oci`. */
+struct refusal {
+  const char *call;
+  int err;
+  unsigned n;
+  struct scmp_arg_cmp args[3];
+};
+typedef int (*refusal_sink)(void *ctx, const struct refusal *r);
+
+/* AF_INET and AF_INET6: SOCK_STREAM with protocol 0 or TCP, SOCK_DGRAM
+ * with 0, UDP or the family's ICMP (ping sockets), nothing else: any other
+ * type (raw packets, SOCK_SEQPACKET, SOCK_DCCP, ...) or protocol (SCTP,
+ * DCCP, UDP-Lite, L2TP, MPTCP, ...) would make the kernel load that
+ * protocol's module for the tool, and with it code no tool needs. EPERM.
+ * The type is compared under the mask SOCK_TYPE_MASK (0xf: SOCK_NONBLOCK
+ * and SOCK_CLOEXEC are free; other bits the kernel refuses itself). A
+ * protocol is refused by ranges: each gap between allowed values as
+ * aligned blocks (a mask over all 64 bits), and everything above the
+ * largest as one unsigned 64-bit comparison, which also takes every value
+ * with a bit in the upper half the kernel would not read. socketpair()
+ * of an inet family creates the socket (loading its module) before it
+ * fails: refused outright. */
+static int inet_protocol_gaps(void *ctx, refusal_sink sink, unsigned family, unsigned type,
+                              const unsigned *allowed, size_t n)
+{
+  int r = 0;
+  struct refusal ref = {.call = "socket", .err = EPERM, .n = 3};
+  ref.args[0] = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_EQ, family);
+  ref.args[1] = (struct scmp_arg_cmp)SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, type);
+  for (size_t i = 0; i + 1 < n && r == 0; i++) {
+    uint64_t lo = allowed[i] + 1, hi = allowed[i + 1] - 1;
+    while (lo <= hi && r == 0) {
+      uint64_t size = 1;
+      while ((lo & (size * 2 - 1)) == 0 && lo + size * 2 - 1 <= hi)
+        size *= 2;
+      ref.args[2] = (struct scmp_arg_cmp)SCMP_A2(SCMP_CMP_MASKED_EQ, ~(size - 1), lo);
+      r = sink(ctx, &ref);
+      lo += size;
+    }
+  }
+  ref.args[2] = (struct scmp_arg_cmp)SCMP_A2(SCMP_CMP_GE, allowed[n - 1] + 1);
+  return r ? r : sink(ctx, &ref);
+}
+
+static int inet_refusals(void *ctx, refusal_sink sink)
+{
+  static const unsigned stream[] = {0, IPPROTO_TCP};
+  static const unsigned dgram4[] = {0, IPPROTO_ICMP, IPPROTO_UDP};
+  static const unsigned dgram6[] = {0, IPPROTO_UDP, IPPROTO_ICMPV6};
+  static const unsigned families[] = {AF_INET, AF_INET6};
+  int r = 0;
+  for (size_t i = 0; i < 2 && r == 0; i++) {
+    unsigned f = families[i];
+    for (unsigned type = 0; type < 16 && r == 0; type++) {
+      if (type == SOCK_STREAM || type == SOCK_DGRAM)
+        continue;
+      struct refusal ref = {.call = "socket", .err = EPERM, .n = 2};
+      ref.args[0] = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_EQ, f);
+      ref.args[1] = (struct scmp_arg_cmp)SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, type);
+      r = sink(ctx, &ref);
+    }
+    if (r == 0)
+      r = inet_protocol_gaps(ctx, sink, f, SOCK_STREAM, stream, 2);
+    if (r == 0)
+      r = f == AF_INET ? inet_protocol_gaps(ctx, sink, f, SOCK_DGRAM, dgram4, 3)
+                       : inet_protocol_gaps(ctx, sink, f, SOCK_DGRAM, dgram6, 3);
+    if (r == 0) {
+      struct refusal pair = {.call = "socketpair", .err = EPERM, .n = 1};
+      pair.args[0] = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_EQ, f);
+      r = sink(ctx, &pair);
+    }
+  }
+  return r;
+}
+
+static int bpf_sink(void *ctx, const struct refusal *ref)
+{
+  return seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(ref->err),
+                                seccomp_syscall_resolve_name(ref->call), ref->n, ref->args);
+}
+
 static int add_socket_rules(scmp_filter_ctx ctx)
 {
   static const int calls[] = {SCMP_SYS(socket), SCMP_SYS(socketpair)};
@@ -121,12 +205,7 @@ static int add_socket_rules(scmp_filter_ctx ctx)
       r = seccomp_rule_add(ctx, refuse, calls[c], 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
                            SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE));
   }
-  /* raw IP sockets: crafted packets, with no use to a tool */
-  static const uint64_t inet[] = {AF_INET, AF_INET6};
-  for (size_t i = 0; i < 2 && r == 0; i++)
-    r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2,
-                         SCMP_A0(SCMP_CMP_EQ, inet[i]), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
-  return r;
+  return r ? r : inet_refusals(ctx, bpf_sink);
 }
 
 /* clone with any namespace flag; ioctls that type into the terminal of
@@ -353,6 +432,35 @@ static void oci_rule(FILE *out, const char *name, int errno_ret, const char *arg
   *sep = ",";
 }
 
+static const char *const oci_ops[] = {[SCMP_CMP_NE] = "SCMP_CMP_NE",
+                                      [SCMP_CMP_LT] = "SCMP_CMP_LT",
+                                      [SCMP_CMP_LE] = "SCMP_CMP_LE",
+                                      [SCMP_CMP_EQ] = "SCMP_CMP_EQ",
+                                      [SCMP_CMP_GE] = "SCMP_CMP_GE",
+                                      [SCMP_CMP_GT] = "SCMP_CMP_GT",
+                                      [SCMP_CMP_MASKED_EQ] = "SCMP_CMP_MASKED_EQ"};
+
+struct oci_out {
+  FILE *out;
+  const char **sep;
+};
+
+/* a refusal as an OCI rule: MASKED_EQ as {value: mask, valueTwo: datum} */
+static int oci_sink(void *ctx, const struct refusal *ref)
+{
+  struct oci_out *o = ctx;
+  char args[512];
+  size_t len = 0;
+  for (unsigned i = 0; i < ref->n; i++)
+    len +=
+        (size_t)snprintf(args + len, sizeof args - len,
+                         "%s{\"index\":%u,\"value\":%llu,\"valueTwo\":%llu,\"op\":\"%s\"}",
+                         i ? "," : "", ref->args[i].arg, (unsigned long long)ref->args[i].datum_a,
+                         (unsigned long long)ref->args[i].datum_b, oci_ops[ref->args[i].op]);
+  oci_rule(o->out, ref->call, ref->err, args, o->sep);
+  return 0;
+}
+
 static void emit_oci_json(FILE *out)
 {
   const char *sep = "";
@@ -388,14 +496,7 @@ static void emit_oci_json(FILE *out)
              AF_NETLINK, NETLINK_ROUTE);
     oci_rule(out, calls[c], EAFNOSUPPORT, args, &sep);
   }
-  static const unsigned inet[] = {AF_INET, AF_INET6};
-  for (size_t i = 0; i < 2; i++) {
-    snprintf(args, sizeof args,
-             "{\"index\":0,\"value\":%u,\"op\":\"SCMP_CMP_EQ\"},"
-             "{\"index\":1,\"value\":15,\"valueTwo\":%u,\"op\":\"SCMP_CMP_MASKED_EQ\"}",
-             inet[i], SOCK_RAW);
-    oci_rule(out, "socket", EPERM, args, &sep);
-  }
+  inet_refusals(&(struct oci_out){out, &sep}, oci_sink);
 }
 
 /* text as a C string literal named name */

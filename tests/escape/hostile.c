@@ -412,7 +412,10 @@ int main(int argc, char **argv)
   if (!strncmp(cmd, "family", 6) || !strncmp(cmd, "unix-", 5) || !strcmp(cmd, "getifaddrs") ||
       !strcmp(cmd, "tcp-self"))
     return socket_probe(argc, argv);
-  int k = kernel_probe(argc, argv); /* kernel_probes.c */
+  int k = inet_probe(argc, argv); /* inet_probes.c */
+  if (k >= 0)
+    return k;
+  k = kernel_probe(argc, argv); /* kernel_probes.c */
   return k >= 0 ? k : 2;
 }
 

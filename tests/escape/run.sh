@@ -187,6 +187,28 @@ for who in "${users[@]}"; do
   run_family_suite "$who"
 done
 
+# inet protocols and types the kernel would load a module for (SCTP, DCCP,
+# UDP-Lite, L2TP, MPTCP, ...), in every network mode; TCP and UDP still work
+run_inet_suite() {
+  local u=$1 h=$hostile p
+  for p in sctp sctp-seqpacket sctp6 dccp dccp6 udplite l2tp mptcp rdm icmp6-in-inet \
+           icmp-in-inet6 udp-as-stream sctp-high-bits tcp-high-bits dccp-flags socketpair-sctp \
+           socketpair-dccp6; do
+    expect "$u" "inet-$p" "an inet $p socket (blocked network)" 0 -- "$h" inet-refused "$p"
+  done
+  for p in sctp dccp sctp-high-bits socketpair-sctp; do
+    expect "$u" "inet-$p-proxy" "an inet $p socket (proxy network)" 0 --config "$work/proxy.json" -- "$h" inet-refused "$p"
+    expect "$u" "inet-$p-open" "an inet $p socket (unrestricted network)" 0 --net unrestricted -- "$h" inet-refused "$p"
+  done
+  expect_works "$u" inet-works "tcp and udp sockets (blocked network)" -- "$h" inet-works
+  expect_works "$u" inet-works-proxy "tcp to the proxy, udp (proxy network)" --config "$work/proxy.json" -- "$h" inet-works
+  expect_works "$u" inet-works-open "tcp to a host echo server, udp (unrestricted)" --net unrestricted -- "$h" inet-works "$echo_port"
+}
+for who in "${users[@]}"; do
+  echo "inet protocols as $who:"
+  run_inet_suite "$who"
+done
+
 # pathname unix sockets: a host service in a read-only granted directory
 # (think /run/user/UID/bus, docker.sock) is out of reach unless the socket
 # itself is granted; the tool's own sockets keep working

@@ -312,7 +312,7 @@ id: cmd
 image: example/cmd:1
 tools:
   - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
-x-capsule: {command: ["/bin/sh", "-c", "echo uid=$(id -u); touch /usr/x 2>&1; unshare -U true 2>&1; echo end"]}
+x-capsule: {command: ["/bin/sh", "-c", "echo uid=$(id -u); touch /usr/x 2>&1; unshare -U true 2>&1; python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); print(\"sctp\", l.socket(2, 1, 132), ctypes.get_errno())' 2>&1; echo end"]}
 YAML
   c export-command 0 "$work/bundle-cmd" export oci "${G[@]}" cmd "$work/bundle-cmd"
   (cd "$work/bundle-cmd" && timeout 60 runc run "$id") >"$work/runc-cmd.out" 2>&1
@@ -320,6 +320,10 @@ YAML
   grep -q "^uid=65534$" "$work/runc-cmd.out" && ok "runc-command-as-65534" || { bad "runc-command-as-65534"; head -3 "$work/runc-cmd.out"; }
   grep -q "Read-only file system" "$work/runc-cmd.out" && ok "runc-system-dirs-read-only" || bad "runc-system-dirs-read-only"
   grep -q "unshare.*Operation not permitted" "$work/runc-cmd.out" && ok "runc-seccomp-denies-unshare" || { bad "runc-seccomp-denies-unshare"; cat "$work/runc-cmd.out" | head -5; }
+  # the inet rules too (seccomp_gen.c inet_refusals): an SCTP socket is EPERM, no module load
+  if [ -x /usr/bin/python3 ]; then
+    grep -q "^sctp -1 1$" "$work/runc-cmd.out" && ok "runc-seccomp-denies-sctp" || { bad "runc-seccomp-denies-sctp"; grep sctp "$work/runc-cmd.out" | head -3; }
+  fi
   grep -q "^end$" "$work/runc-cmd.out" && ok "runc-command-ran" || bad "runc-command-ran"
 }
 

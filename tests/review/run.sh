@@ -5,8 +5,7 @@
 # manifest_file_source.sh (the operator trusts the capabilities directory
 # and a manifest's credential routes), l7_rules_other_address.sh (rules
 # bind a host's own addresses; docs/egress.md); of the second review's,
-# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md);
-# of the seventh's, ui_conn_hog.sh (docs/serve.md).
+# abstract_squat_unrestricted.sh and state_bind_alias.sh (docs/sandbox.md).
 # Usage: run.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -19,6 +18,7 @@ scripts=(
   egress_verbose_escape.sh dry_run_forged_grant.sh statedirs_tmp_dos.sh
   expand_scanned_state.sh seccomp_variants.sh pid1_survivors.sh
   connect_root_socket.sh expand_prompt_spoof.sh expand_queue_flood.sh
+  workspace_bound_warning.sh rw_grant_root_socket.sh
   # the second review's (tests/review2/)
   ../review2/state_chmod_parent.sh ../review2/deny_chmod_parent.sh
   ../review2/plant_project_state_root.sh ../review2/socket_grant_symlink.sh
@@ -42,6 +42,7 @@ scripts=(
   ../review6/volume_quota.sh
   # the seventh's (tests/review7/)
   ../review7/ui_session_flood.sh ../review7/ui_hostile_row.sh ../review7/ui_probes.sh
+  ../review7/ui_conn_hog.sh ../review7/ui_cookie_port.sh ../review7/mcp_conn_hog.sh
   ../review7/call_socket_forged.sh ../review7/call_socket_probes.sh ../review7/grpc_fds.sh
   ../review7/mcp_relay_notify.sh ../review7/pg_url_password.sh
   ../review7/state_null_row.sh ../review7/migrate_column_injection.sh

@@ -140,6 +140,12 @@ int main(int argc, char **argv)
   expect("socket-packet", syscall(SYS_socket, AF_PACKET, SOCK_RAW, 0), EAFNOSUPPORT);
   expect("socket-netlink-audit", syscall(SYS_socket, AF_NETLINK, SOCK_RAW, 9), EAFNOSUPPORT);
   expect("socket-raw-ip", syscall(SYS_socket, AF_INET, SOCK_RAW, 1), EPERM);
+  /* inet protocols the kernel would load a module for (SCTP 132, DCCP 33
+   * with SOCK_DCCP 6), also behind the register's upper half */
+  expect("socket-inet-sctp", syscall(SYS_socket, AF_INET, SOCK_STREAM, 132), EPERM);
+  expect("socket-inet6-dccp", syscall(SYS_socket, AF_INET6, 6, 33), EPERM);
+  expect("socket-inet-sctp-high-bits", syscall(SYS_socket, AF_INET, SOCK_STREAM, (1UL << 32) | 132),
+         EPERM);
   traceme();
   expect("syscall-above-table", syscall(1000), ENOSYS);
   foreign("x32-unshare", 0);

@@ -18,7 +18,7 @@ sqlite3 "$db" "UPDATE approval_requests SET id = '<b>x</b>' WHERE status = 'pend
 ui_start
 jar=$work/jar
 [ "$(sign_in "$jar" "$op")" = 303 ] || { echo "SKIP: cannot sign in"; exit 77; }
-curl -s -b "$jar" "$U/approvals" >"$work/page"
+curl -s -b "$jar" "$(ui_base "$jar")approvals" >"$work/page"
 grep -o '<tr id="approval-[^<]*<td><code>[^<]*' "$work/page" | head -2
 if grep -q '<b>x</b>' "$work/page"; then
   echo "VULNERABLE: a database row's id put its own markup on the operator's page"; exit 1

@@ -46,3 +46,6 @@ sign_in() {
     --data-urlencode "token=$2" "$U/login"
 }
 as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+# ui_base JAR: the URL of the signed-in session's home page: its pages
+# live under its own path /s/KEY, its cookie's path (docs/dashboard.md)
+ui_base() { echo "$U$(awk -F'\t' '$3 ~ /^\/s\// {p = $3} END {print p}' "$1")/"; }

@@ -10,10 +10,10 @@
 ui_start
 jar=$work/jar
 [ "$(sign_in "$jar" "$op")" = 303 ] || { echo "SKIP: cannot sign in"; exit 77; }
-[ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 200 ] || { echo "SKIP: no page"; exit 77; }
+[ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$(ui_base "$jar")")" = 200 ] || { echo "SKIP: no page"; exit 77; }
 # the attacker, uid 65534, without any token: 300 anonymous sessions
 "${as_nobody[@]}" bash -c 'for i in $(seq 1 300); do curl -s -o /dev/null "$1/login"; done' _ "$U"
-code=$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")
+code=$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$(ui_base "$jar")")
 echo "the operator's page after 300 anonymous GET /login: $code"
 [ "$code" = 200 ] && { echo blocked; exit 0; }
 echo "VULNERABLE: an unauthenticated client signed the operator out"

@@ -3,6 +3,7 @@
 // Usage: node browser.mjs CHROMIUM URL OPERATOR_TOKEN CAPS STATE CAPSULE...
 // (CAPSULE... is the capsule command, perhaps behind setpriv)
 import { spawn } from "node:child_process";
+import http from "node:http";
 import puppeteer from "puppeteer-core";
 
 const [chromium, url, token, caps, state, ...capsule] = process.argv.slice(2);
@@ -33,16 +34,20 @@ page.on("console", (m) => {
   if (/Content Security Policy/i.test(m.text())) violations.push(m.text());
 });
 
+let base = url; // the signed-in session's pages: URL/s/KEY
 try {
   // sign in through the form
   await page.goto(url + "/", { waitUntil: "load" });
   if (!page.url().endsWith("/login")) throw new Error(`not sent to /login: ${page.url()}`);
   await page.type("#token", token);
   await Promise.all([page.waitForNavigation(bound), page.click("#signin")]);
-  if (new URL(page.url()).pathname !== "/") throw new Error(`after sign-in at ${page.url()}`);
+  // the session's pages live under its own path, its cookie scoped to it
+  const home = new URL(page.url()).pathname;
+  if (!/^\/s\/[0-9a-f]{64}\/$/.test(home)) throw new Error(`after sign-in at ${page.url()}`);
+  base = url + home.slice(0, -1);
   const cookies = await page.cookies();
-  const c = cookies.find((x) => x.name === "capsule_ui");
-  if (!c || !c.httpOnly || c.sameSite !== "Strict") throw new Error(`cookie ${JSON.stringify(c)}`);
+  const c = cookies.find((x) => x.name.startsWith("capsule_ui_") && x.path === home.slice(0, -1));
+  if (!c || !c.httpOnly || c.sameSite !== "Strict") throw new Error(`cookie ${JSON.stringify(cookies)}`);
   if (await page.evaluate(() => document.cookie.includes("capsule_ui")))
     throw new Error("the session cookie is readable from script");
   ok("login");
@@ -51,9 +56,31 @@ try {
 }
 
 try {
+  // another service on 127.0.0.1 (another port), visited by the signed-in
+  // operator: the browser sends it the host's cookies, but the session's
+  // is scoped to its own path, so it is never among them
+  const seen = [];
+  const other = http.createServer((req, res) => {
+    seen.push(req.headers.cookie || "");
+    res.end("<p>another service</p>");
+  });
+  await new Promise((r) => other.listen(0, "127.0.0.1", r));
+  const there = `http://127.0.0.1:${other.address().port}`;
+  for (const p of ["/", "/login", "/approvals", "/s/"]) await page.goto(there + p, { waitUntil: "load" });
+  other.close();
+  const sid = (await page.cookies(base + "/")).find((x) => x.name.startsWith("capsule_ui_"));
+  if (!sid) throw new Error("no session cookie to look for");
+  if (seen.length < 4) throw new Error(`the other service saw ${seen.length} requests`);
+  if (seen.some((c) => c.includes(sid.value))) throw new Error(`the session id was sent: ${seen.join(" | ")}`);
+  ok("session-cookie-not-sent-to-other-port");
+} catch (e) {
+  fail("session-cookie-not-sent-to-other-port", e);
+}
+
+try {
   // the approvals page open; a call asks; its approval appears without a
   // reload (the event stream), one click approves it, the waiting call runs
-  await page.goto(url + "/approvals", { waitUntil: "load" });
+  await page.goto(base + "/approvals", { waitUntil: "load" });
   await page.waitForFunction(() => document.body.dataset.live === "1", bound);
   const marker = `approve-me-${Date.now()}`;
   // a call that waits for the operator's decision on its pending approval
@@ -76,7 +103,7 @@ try {
 }
 
 async function setPolicy(policy) {
-  await page.goto(url + "/", { waitUntil: "load" });
+  await page.goto(base + "/", { waitUntil: "load" });
   const form = 'tr[data-tool="asker.dispatch"] form.policy';
   await page.select(`${form} select[name=policy]`, policy);
   await Promise.all([page.waitForNavigation(bound), page.click(`${form} button`)]);
@@ -101,7 +128,7 @@ try {
 
 try {
   // the audit log filtered by capability and decision: the blocked call's record, chain ok
-  await page.goto(url + "/audit", { waitUntil: "load" });
+  await page.goto(base + "/audit", { waitUntil: "load" });
   await page.type("#f-capability", "asker");
   await page.type("#f-decision", "block");
   await Promise.all([page.waitForNavigation(bound), page.click("#search")]);

@@ -2,18 +2,19 @@
 # The operator dashboard, `capsule serve --ui ADDR` (docs/dashboard.md):
 # with curl, what a browser's protections rest on (unauthenticated
 # requests redirected or 401, the login and its errors, a new session id
-# at sign-in, the cookie's flags, the Content-Security-Policy and the other
+# at sign-in under its own path (/s/KEY), the cookie's flags, the Content-Security-Policy and the other
 # headers, a missing or wrong CSRF token 403, a foreign Origin or Host
 # 403, sign-out and a revoked token ending the session, a hostile tool
 # argument escaped), the forms (a policy for everyone and a user's
 # override, bad ones 400), readiness, the listings; then
 # in a real browser (Debian's chromium driven by puppeteer-core,
-# tests/ui/browser.mjs): sign in, see a pending approval arrive live and
+# tests/ui/browser.mjs): sign in, visit another local service on another
+# port (the session's cookie is not sent to it), see a pending approval arrive live and
 # approve it while a `capsule call --wait-approval` waits in the
 # background, which then completes; change a policy and see it decide the next call; find an
 # audit record by filters. As root and as uid 65534 (the browser always
 # runs as root: it only talks HTTP to the server). TLS (root): the cookie
-# is Secure, named __Host-capsule_ui. PostgreSQL (root, when installed):
+# is Secure, named __Secure-capsule_ui_PORT. PostgreSQL (root, when installed):
 # the approvals and the audit search on a PostgreSQL state.
 # Usage: ui.sh CAPSULE
 set -u
@@ -75,6 +76,9 @@ start() {
 # the CSRF token in a page
 csrf_of() { grep -o 'name="csrf" value="[0-9a-f]*"' | head -1 | grep -o '[0-9a-f]\{64\}'; }
 
+# the signed-in session's pages in jar: $U/s/KEY/ (its cookie's path)
+ui_base() { echo "$U$(awk -F'\t' '$3 ~ /^\/s\// {p = $3} END {print p}' "$1")/"; }
+
 # signs in with token into the cookie jar; prints the final status
 sign_in() {
   local jar=$1 token=$2 csrf
@@ -95,18 +99,20 @@ curl_checks() {
   [ "$(sign_in "$jar" "capsule_$(printf '%064d' 7)")" = 401 ] && ok "$who: unknown-token-401" || bad "$who: unknown-token-401"
   [ "$(sign_in "$jar" "$user")" = 401 ] && ok "$who: non-operator-token-401" || bad "$who: non-operator-token-401"
   local before after
-  before=$(awk '$6 == "capsule_ui" {print $7}' "$jar")
+  before=$(awk -F'\t' '$3 == "/login" && $6 ~ /^capsule_ui_/ {print $7}' "$jar")
   h=$(curl -s -D - -o /dev/null -c "$jar" -b "$jar" --data-urlencode "csrf=$(curl -s -b "$jar" "$U/login" | csrf_of)" \
     --data-urlencode "token=$op" "$U/login")
-  after=$(awk '$6 == "capsule_ui" {print $7}' "$jar")
+  after=$(awk -F'\t' '$3 ~ /^\/s\// && $6 ~ /^capsule_ui_/ {print $7}' "$jar")
+  local B
+  B=$(ui_base "$jar")
   grep -q '^HTTP/1.1 303' <<<"$h" && ok "$who: operator-signs-in" || bad "$who: operator-signs-in"
   [ -n "$before" ] && [ -n "$after" ] && [ "$before" != "$after" ] && ok "$who: new-session-at-sign-in" ||
     bad "$who: new-session-at-sign-in"
   local cookie
   cookie=$(grep -i '^Set-Cookie:' <<<"$h" | tr -d '\r')
-  grep -q 'HttpOnly' <<<"$cookie" && grep -q 'SameSite=Strict' <<<"$cookie" && grep -q 'Path=/' <<<"$cookie" &&
+  grep -q 'HttpOnly' <<<"$cookie" && grep -q 'SameSite=Strict' <<<"$cookie" && grep -q "Path=$(p=${B#"$U"}; echo "${p%/}");" <<<"$cookie" &&
     ! grep -q 'Secure' <<<"$cookie" && ok "$who: cookie-flags" || bad "$who: cookie-flags ($cookie)"
-  h=$(curl -s -D - -o "$work/page" -b "$jar" "$U/")
+  h=$(curl -s -D - -o "$work/page" -b "$jar" "$B")
   grep -q "^HTTP/1.1 200" <<<"$h" && grep -q 'asker' "$work/page" && ok "$who: page-after-sign-in" || bad "$who: page-after-sign-in"
   local csp
   csp=$(grep -i '^Content-Security-Policy:' <<<"$h")
@@ -122,60 +128,61 @@ curl_checks() {
   fi
   local csrf
   csrf=$(csrf_of <"$work/page")
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d 'capability=asker&tool=dispatch&policy=allow' "$U/policy")" = 403 ] &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d 'capability=asker&tool=dispatch&policy=allow' "${B}policy")" = 403 ] &&
     ok "$who: missing-csrf-403" || bad "$who: missing-csrf-403"
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$(printf '%064d' 1)&capability=asker&tool=dispatch&policy=allow" "$U/policy")" = 403 ] &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$(printf '%064d' 1)&capability=asker&tool=dispatch&policy=allow" "${B}policy")" = 403 ] &&
     ok "$who: wrong-csrf-403" || bad "$who: wrong-csrf-403"
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H 'Origin: http://evil.example' -d "csrf=$csrf&capability=asker&tool=dispatch&policy=allow" "$U/policy")" = 403 ] &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H 'Origin: http://evil.example' -d "csrf=$csrf&capability=asker&tool=dispatch&policy=allow" "${B}policy")" = 403 ] &&
     ok "$who: foreign-origin-403" || bad "$who: foreign-origin-403"
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H 'Host: evil.example' "$U/")" = 403 ] &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H 'Host: evil.example' "$B")" = 403 ] &&
     ok "$who: foreign-host-403" || bad "$who: foreign-host-403"
   C policy list --state "$state" | grep -q 'asker.*dispatch.*ask' && ok "$who: refused-forms-changed-nothing" ||
     bad "$who: refused-forms-changed-nothing"
   # a hostile argument, shown escaped where it can be seen: the pending approval
   C call --caps "$caps" --state "$state" asker dispatch '{"text":"<script>alert(1)</script>\"><img src=x onerror=alert(2)>"}' >/dev/null 2>&1
-  curl -s -b "$jar" "$U/approvals" >"$work/approvals"
+  curl -s -b "$jar" "${B}approvals" >"$work/approvals"
   grep -q '&lt;script&gt;alert(1)&lt;/script&gt;' "$work/approvals" && ! grep -q '<script>alert' "$work/approvals" &&
     ! grep -q '<img src=x' "$work/approvals" && ok "$who: hostile-argument-escaped" || bad "$who: hostile-argument-escaped"
   # a form with its token works, from the same Origin
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H "Origin: $U" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=allow" "$U/policy")" = 303 ] &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -H "Origin: $U" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=allow" "${B}policy")" = 303 ] &&
     C policy list --state "$state" | grep -q 'echo.*dispatch.*allow' && ok "$who: csrf-form-applies" || bad "$who: csrf-form-applies"
   C audit --state "$state" | grep -q 'policy-set' && ok "$who: change-audited" || bad "$who: change-audited"
   # a user's override, shown under the tool's effective policy
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=block&user=alice" "$U/policy")" = 303 ] &&
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=block&user=alice" "${B}policy")" = 303 ] &&
     C policy list --state "$state" | grep -Eq 'echo +dispatch +block +alice' &&
-    curl -s -b "$jar" "$U/" | grep -q 'user alice: block' && ok "$who: user-override" || bad "$who: user-override"
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=nope&policy=allow" "$U/policy")" = 400 ] &&
-    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=maybe" "$U/policy")" = 400 ] &&
+    curl -s -b "$jar" "$B" | grep -q 'user alice: block' && ok "$who: user-override" || bad "$who: user-override"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=nope&policy=allow" "${B}policy")" = 400 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=echo&tool=dispatch&policy=maybe" "${B}policy")" = 400 ] &&
     ok "$who: bad-policy-form-400" || bad "$who: bad-policy-form-400"
   # a discovered tool: listed from the cache, its policy set
   local cache=$state/cache
   printf '{"tools":[{"name":"read_file","description":"<b>reads</b>","input_schema":{"type":"object"}}]}' >"$work/tools.json"
   "${wrap[@]}" sh -c 'mkdir -p "$1" && cp "$2" "$1/mcp-filesystem.tools.json"' - "$cache" "$work/tools.json"
-  curl -s -b "$jar" "$U/?id=mcp-filesystem" | grep -q '<tr data-tool="mcp-filesystem.read_file"><td><code>read_file</code></td><td>&lt;b&gt;reads&lt;/b&gt;' &&
-    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=mcp-filesystem&tool=read_file&policy=allow" "$U/policy")" = 303 ] &&
+  curl -s -b "$jar" "${B}?id=mcp-filesystem" | grep -q '<tr data-tool="mcp-filesystem.read_file"><td><code>read_file</code></td><td>&lt;b&gt;reads&lt;/b&gt;' &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" -d "csrf=$csrf&capability=mcp-filesystem&tool=read_file&policy=allow" "${B}policy")" = 303 ] &&
     ok "$who: discovered-tools" || bad "$who: discovered-tools"
   # readiness, as `capsule list` checks it
-  curl -s -b "$jar" "$U/?ready=1&id=echo" | grep -q '<p class="ready ok">ready</p>' && ok "$who: readiness" || bad "$who: readiness"
+  curl -s -b "$jar" "${B}?ready=1&id=echo" | grep -q '<p class="ready ok">ready</p>' && ok "$who: readiness" || bad "$who: readiness"
   # the other listings: a Covenant token issued here is listed; every page answers
   C token issue local tool.call.echo --state "$state" >/dev/null 2>&1
-  curl -s -b "$jar" "$U/covenant" | grep -q '<td>tool.call.echo</td>' && ok "$who: covenant-token-listed" ||
+  curl -s -b "$jar" "${B}covenant" | grep -q '<td>tool.call.echo</td>' && ok "$who: covenant-token-listed" ||
     bad "$who: covenant-token-listed"
   local p codes=
   for p in /talos /rollback /images /audit "/audit?verify=1" /nope; do
-    codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U$p")"
+    codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "${B%/}$p")"
   done
   [ "$codes" = " 200 200 200 200 200 404" ] && ok "$who: pages-answer" || bad "$who: pages-answer ($codes)"
   [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/static/ui.js")" = 200 ] && ok "$who: script-served" || bad "$who: script-served"
-  curl -s -o /dev/null -b "$jar" -d "csrf=$(csrf_of <"$work/approvals")" "$U/logout"
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 303 ] && ok "$who: sign-out-ends-session" || bad "$who: sign-out-ends-session"
+  curl -s -o /dev/null -b "$jar" -d "csrf=$(csrf_of <"$work/approvals")" "${B}logout"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$B")" = 303 ] && ok "$who: sign-out-ends-session" || bad "$who: sign-out-ends-session"
   # a revoked token's session ends at its next request
   local op2
   op2=$(C access issue op2 --operator --state "$state" 2>/dev/null)
   rm -f "$jar"
-  [ "$(sign_in "$jar" "$op2")" = 303 ] && [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U/")" = 200 ] &&
+  [ "$(sign_in "$jar" "$op2")" = 303 ] && B=$(ui_base "$jar") &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$B")" = 200 ] &&
     C access revoke op2 --state "$state" >/dev/null 2>&1 &&
-    [ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' -b "$jar" "$U/")" = "303 $U/login" ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code} %{redirect_url}' -b "$jar" "$B")" = "303 $U/login" ] &&
     ok "$who: revoked-token-ends-session" || bad "$who: revoked-token-ends-session"
   # the pending hostile call's approval is denied, out of the way
   local id
@@ -215,7 +222,7 @@ run_as() {
     ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
 }
 
-tls() { # the cookie of an HTTPS dashboard is Secure, with the __Host- prefix
+tls() { # the cookie of an HTTPS dashboard is Secure, with the __Secure- prefix (its Path is the session's)
   command -v openssl >/dev/null || { echo "  (no openssl: TLS skipped)"; return; }
   local state=$work/state-tls op jar=$work/jar-tls
   wrap=()
@@ -229,8 +236,8 @@ tls() { # the cookie of an HTTPS dashboard is Secure, with the __Host- prefix
   local csrf h
   csrf=$(curl -s --cacert "$work/cert.pem" -c "$jar" "$U/login" | csrf_of)
   h=$(curl -s -D - -o /dev/null --cacert "$work/cert.pem" -b "$jar" --data-urlencode "csrf=$csrf" --data-urlencode "token=$op" "$U/login")
-  grep -qi '^Set-Cookie: __Host-capsule_ui=[0-9a-f]\{64\}; Path=/; HttpOnly; SameSite=Strict; Secure' <<<"$h" &&
-    ok "tls: cookie-secure-host-prefix" || bad "tls: cookie-secure-host-prefix ($(grep -i set-cookie <<<"$h"))"
+  grep -qi "^Set-Cookie: __Secure-capsule_ui_${url##*:}=[0-9a-f]\{64\}; Path=/s/[0-9a-f]\{64\}; HttpOnly; SameSite=Strict; Secure" <<<"$h" &&
+    ok "tls: cookie-secure-prefix" || bad "tls: cookie-secure-prefix ($(grep -i set-cookie <<<"$h"))"
   kill -TERM "$server"
   wait "$server"
 }
@@ -249,13 +256,15 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
     { bad "pg: serve-starts"; cat "$work/serve-pg.log"; pg_stop; return; }
   U=http://$url
   [ "$(sign_in "$jar" "$op")" = 303 ] && ok "pg: signs-in" || bad "pg: signs-in"
+  local B
+  B=$(ui_base "$jar")
   C --state "$PGURL" call --caps "$caps" asker dispatch '{"text":"on postgres"}' >/dev/null 2>&1
-  id=$(curl -s -b "$jar" "$U/approvals" | grep -o 'id="approval-[0-9a-f]*"' | head -1 | grep -o '[0-9a-f]\{8\}')
+  id=$(curl -s -b "$jar" "${B}approvals" | grep -o 'id="approval-[0-9a-f]*"' | head -1 | grep -o '[0-9a-f]\{8\}')
   [ -n "$id" ] && ok "pg: pending-approval-listed" || bad "pg: pending-approval-listed"
-  curl -s -o /dev/null -b "$jar" -d "csrf=$(curl -s -b "$jar" "$U/approvals" | csrf_of)&id=$id&decision=approve" "$U/approvals/decide"
+  curl -s -o /dev/null -b "$jar" -d "csrf=$(curl -s -b "$jar" "${B}approvals" | csrf_of)&id=$id&decision=approve" "${B}approvals/decide"
   C --state "$PGURL" call --caps "$caps" asker dispatch '{"text":"on postgres"}' 2>/dev/null | grep -q 'on postgres' &&
     ok "pg: approved-call-runs" || bad "pg: approved-call-runs"
-  curl -s -b "$jar" "$U/audit?q=asker&decision=ask-approved&verify=1" >"$work/page"
+  curl -s -b "$jar" "${B}audit?q=asker&decision=ask-approved&verify=1" >"$work/page"
   [ "$(grep -c '<tr class="record"' "$work/page")" = 1 ] && grep -q '<td class="chain ok">ok</td>' "$work/page" &&
     grep -q 'The chain verifies' "$work/page" && ok "pg: audit-search-and-verify" || bad "pg: audit-search-and-verify"
   kill -TERM "$server"

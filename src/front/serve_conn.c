@@ -1,0 +1,231 @@
+/* The listeners' pending and trusted connections (serve_conn.h). */
+#include "front/serve_conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+
+/* Who holds a connection, for the shares: on loopback the local user
+ * owning the client's socket (sock_diag), else the client's address. */
+struct conn_owner {
+  bool by_uid;
+  uint32_t uid;
+  unsigned char addr[16]; /* IPv4 as v4-mapped IPv6 */
+};
+
+struct serve_conn {
+  struct serve_conn *prev, *next; /* in the pending list while pending */
+  int fd;
+  enum { CONN_PENDING, CONN_TRUSTED, CONN_EVICTED } state;
+  struct conn_owner owner;
+};
+
+void serve_conns_init(struct serve_conns *cs, size_t max_pending, size_t per_owner,
+                      unsigned trusted_timeout_s)
+{
+  *cs = (struct serve_conns){
+      .max_pending = max_pending, .per_owner = per_owner, .trusted_timeout_s = trusted_timeout_s};
+  pthread_mutex_init(&cs->mu, NULL);
+}
+
+void serve_conns_destroy(struct serve_conns *cs) { pthread_mutex_destroy(&cs->mu); }
+
+/* The uid owning the client's end of a loopback TCP connection: the
+ * kernel's socket table asked for that exact socket (sock_diag, no
+ * privilege needed), its local end being our peer. */
+static int diag_uid(const struct sockaddr_storage *peer, const struct sockaddr_storage *local,
+                    uint32_t *uid)
+{
+  struct {
+    struct nlmsghdr nlh;
+    struct inet_diag_req_v2 r;
+  } req = {.nlh = {.nlmsg_len = sizeof req,
+                   .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                   .nlmsg_flags = NLM_F_REQUEST},
+           .r = {.sdiag_family = (uint8_t)peer->ss_family,
+                 .sdiag_protocol = IPPROTO_TCP,
+                 .idiag_states = ~0u,
+                 .id.idiag_cookie = {INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE}}};
+  if (peer->ss_family == AF_INET) {
+    const struct sockaddr_in *p = (const void *)peer, *l = (const void *)local;
+    req.r.id.idiag_sport = p->sin_port;
+    req.r.id.idiag_dport = l->sin_port;
+    memcpy(req.r.id.idiag_src, &p->sin_addr, 4);
+    memcpy(req.r.id.idiag_dst, &l->sin_addr, 4);
+  } else {
+    const struct sockaddr_in6 *p = (const void *)peer, *l = (const void *)local;
+    req.r.id.idiag_sport = p->sin6_port;
+    req.r.id.idiag_dport = l->sin6_port;
+    memcpy(req.r.id.idiag_src, &p->sin6_addr, 16);
+    memcpy(req.r.id.idiag_dst, &l->sin6_addr, 16);
+  }
+  _cleanup_close_ int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (nl < 0 || send(nl, &req, sizeof req, 0) != (ssize_t)sizeof req)
+    return -errno;
+  union {
+    struct nlmsghdr h;
+    char bytes[8192];
+  } answer;
+  ssize_t n = recv(nl, &answer, sizeof answer, 0);
+  if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) ||
+      answer.h.nlmsg_type != SOCK_DIAG_BY_FAMILY)
+    return -ENOENT;
+  const struct inet_diag_msg *m = NLMSG_DATA(&answer.h);
+  if (m->id.idiag_sport != req.r.id.idiag_sport || m->id.idiag_dport != req.r.id.idiag_dport)
+    return -ENOENT;
+  *uid = m->idiag_uid;
+  return 0;
+}
+
+static void conn_owner(int fd, struct conn_owner *o)
+{
+  *o = (struct conn_owner){0};
+  struct sockaddr_storage peer, local;
+  socklen_t pl = sizeof peer, ll = sizeof local;
+  if (fd < 0 || getpeername(fd, (struct sockaddr *)&peer, &pl) < 0 ||
+      getsockname(fd, (struct sockaddr *)&local, &ll) < 0)
+    return; /* all unknown owners are one */
+  bool loopback;
+  if (peer.ss_family == AF_INET) {
+    const struct sockaddr_in *p = (const void *)&peer;
+    o->addr[10] = o->addr[11] = 0xff;
+    memcpy(o->addr + 12, &p->sin_addr, 4);
+    loopback = (ntohl(p->sin_addr.s_addr) >> 24) == 127;
+  } else if (peer.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *p = (const void *)&peer;
+    memcpy(o->addr, &p->sin6_addr, 16);
+    loopback = IN6_IS_ADDR_LOOPBACK(&p->sin6_addr); /* the listeners are IPv6-only */
+  } else {
+    return;
+  }
+  o->by_uid = loopback && diag_uid(&peer, &local, &o->uid) == 0;
+}
+
+static bool same_owner(const struct conn_owner *a, const struct conn_owner *b)
+{
+  return a->by_uid == b->by_uid && (a->by_uid ? a->uid == b->uid : !memcmp(a->addr, b->addr, 16));
+}
+
+static void unlink_pending(struct serve_conns *cs, struct serve_conn *k)
+{
+  if (k->prev)
+    k->prev->next = k->next;
+  else
+    cs->oldest = k->next;
+  if (k->next)
+    k->next->prev = k->prev;
+  else
+    cs->newest = k->prev;
+  k->prev = k->next = NULL;
+  cs->n_pending--;
+}
+
+/* Shut down (not closed: libmicrohttpd owns the descriptor and closes it
+ * after its CLOSED notification, which takes it off this list under the
+ * same mutex first, so the descriptor shut down is still that
+ * connection's), so its thread ends. */
+static void evict(struct serve_conns *cs, struct serve_conn *k)
+{
+  unlink_pending(cs, k);
+  if (k->fd >= 0)
+    shutdown(k->fd, SHUT_RDWR);
+  k->state = CONN_EVICTED; /* off the list: nothing to unlink at its close */
+}
+
+/* The pending connections of o's owner, and the oldest of them. */
+static size_t owner_pending(const struct serve_conns *cs, const struct conn_owner *o,
+                            struct serve_conn **oldest)
+{
+  size_t n = 0;
+  *oldest = NULL;
+  for (struct serve_conn *k = cs->oldest; k; k = k->next)
+    if (same_owner(&k->owner, o) && n++ == 0)
+      *oldest = k;
+  return n;
+}
+
+/* A new connection joins the pending list. Past its owner's share, that
+ * owner's oldest pending one goes; past the listener's share, the oldest
+ * pending one of the owner holding most: a flood evicts its own
+ * connections, never another user's. */
+static void started(struct serve_conns *cs, struct MHD_Connection *c, void **ctx)
+{
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  struct serve_conn *k = cap_xcalloc(1, sizeof *k);
+  k->fd = info ? info->connect_fd : -1;
+  conn_owner(k->fd, &k->owner);
+  *ctx = k;
+  pthread_mutex_lock(&cs->mu);
+  k->prev = cs->newest;
+  if (cs->newest)
+    cs->newest->next = k;
+  else
+    cs->oldest = k;
+  cs->newest = k;
+  cs->n_pending++;
+  struct serve_conn *old;
+  if (owner_pending(cs, &k->owner, &old) > cs->per_owner)
+    evict(cs, old);
+  while (cs->n_pending > cs->max_pending) {
+    struct serve_conn *victim = NULL;
+    size_t most = 0;
+    for (struct serve_conn *j = cs->oldest; j; j = j->next) {
+      size_t n = owner_pending(cs, &j->owner, &old);
+      if (n > most) {
+        most = n;
+        victim = old;
+      }
+    }
+    evict(cs, victim);
+  }
+  pthread_mutex_unlock(&cs->mu);
+}
+
+void serve_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code)
+{
+  struct serve_conns *cs = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    started(cs, c, socket_context);
+    return;
+  }
+  struct serve_conn *k = *socket_context;
+  if (!k)
+    return;
+  pthread_mutex_lock(&cs->mu);
+  if (k->state == CONN_PENDING)
+    unlink_pending(cs, k);
+  pthread_mutex_unlock(&cs->mu);
+  free(k);
+  *socket_context = NULL;
+}
+
+void serve_conns_trust(struct serve_conns *cs, struct MHD_Connection *c)
+{
+  const union MHD_ConnectionInfo *info =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  struct serve_conn *k = info ? info->socket_context : NULL;
+  if (!k)
+    return;
+  pthread_mutex_lock(&cs->mu);
+  bool was_pending = k->state == CONN_PENDING;
+  if (was_pending) {
+    unlink_pending(cs, k);
+    k->state = CONN_TRUSTED;
+  }
+  pthread_mutex_unlock(&cs->mu);
+  if (was_pending)
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, cs->trusted_timeout_s);
+}
