@@ -27,8 +27,6 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/spawn_internal.h"
 
-#define OCI_TMP_DEFAULT (64ull << 20)
-
 static void string_array(struct cap_jw *w, const char *const *v, size_t n)
 {
   cap_jw_begin_array(w);
@@ -235,9 +233,9 @@ static int write_mounts(struct cap_jw *w, const struct cap_spec *spec,
   mount_entry(w, "/dev/shm", "tmpfs", "shm", shm, 5);
   if (spec->sandbox.private_tmp) {
     char size[48];
-    snprintf(
-        size, sizeof size, "size=%llu",
-        (unsigned long long)(spec->limits.disk_bytes ? spec->limits.disk_bytes : OCI_TMP_DEFAULT));
+    snprintf(size, sizeof size, "size=%llu",
+             (unsigned long long)(spec->limits.disk_bytes ? spec->limits.disk_bytes
+                                                          : SANDBOX_TMP_DEFAULT_BYTES));
     const char *tmp[] = {"nosuid", "nodev", "mode=1777", size, "noexec"};
     /* Selu's image /tmp is noexec, as a command list's is */
     bool noexec =
