@@ -23,6 +23,7 @@ runsc=$(command -v runsc) || { echo "SKIP: runsc is not installed (scripts/deps.
 work=$(mktemp -d /var/tmp/capsule-gvisor.XXXXXX)
 chmod 755 "$work"
 trap 'kill $srv 2>/dev/null; rm -rf "$work"' EXIT
+root=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "${KEEP:-}" ] && trap 'kill $srv 2>/dev/null' EXIT
 # can runsc run at all here? (ptrace platform, no network, no cgroups: the least it needs)
 if ! why=$(timeout 60 "$runsc" --root="$work/probe" --network=none --ignore-cgroups do /bin/true 2>&1); then
@@ -152,6 +153,19 @@ printf '{\"ro_read\":\"%s\",\"ro_write\":\"%s\",\"rw_write\":\"%s\",\"beside\":\
   t write-only-refusal-audited 0 "files.dispatch .*the write-only grant $home/wo cannot hold" audit "${G[@]}"
   t dry-run-write-only 0 "grant write +dir  $home/wo: REFUSED: write-only needs Landlock" run --dry-run --state "$state" --config "$caps/files/agent.toml" --allow-read "$home/ro" -- /bin/true
   t revoke-wo 0 "" revoke files --write "$home/wo" "${G[@]}"
+  # threads start (capsule's clone3 rule is not given to runsc, which would answer EPERM)
+  t threads-start 0 "^thread ok" run --state "$state" --config "$caps/files/agent.toml" -- /usr/bin/python3 -c \
+    'import threading; t = threading.Thread(target=lambda: None); t.start(); t.join(); print("thread ok")'
+  # the bundled Node example, as its user runs it: policy, its token, a routed dispatch
+  if command -v node >/dev/null; then
+    cp -r "$root/examples/covenant/agents/summarize" "$caps/summarize"
+    [ "$who" = root ] || chown -R 65534:65534 "$caps/summarize"
+    t summarize-allow 0 "" policy set summarize dispatch allow "${G[@]}"
+    t summarize-token 0 '"action":"tool.summarize"' token issue local tool.summarize --state "$state"
+    t summarize-runs 0 '^\{"text":"summarize: Capsule runs agents\. It sandboxes them\. It audits every call\.","sources":\[\]\}$' \
+      dispatch "summarize: Capsule runs agents. It sandboxes them. It audits every call." "${G[@]}"
+    grep -q "routed to summarize" <<<"$out" && ok summarize-routed || bad "summarize-routed ($out)"
+  fi
   # a deny entry inside a grant: covered (a file by /dev/null), the rest readable
   t deny-leaves-the-rest 0 "^ro-content" run --state "$state" --config "$caps/files/agent.toml" --allow-read "$home/ro" --deny "$home/ro/secret" -- /bin/cat "$home/ro/f" "$home/ro/secret"
   grep -q hidden <<<"$out" && bad "deny-in-grant ($out)" || ok deny-in-grant
