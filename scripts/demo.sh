@@ -45,6 +45,10 @@ if "$capsule" doctor >/dev/null 2>&1; then
   "$capsule" call --caps examples/covenant --state "$state" wordcount dispatch '{"text": "one two three"}' || true
   "$capsule" policy set wordcount dispatch allow --caps examples/covenant --state "$state"
   echo "== (after capsule policy set wordcount dispatch allow)"
+  "$capsule" call --caps examples/covenant --state "$state" wordcount dispatch '{"text": "one two three"}' || true
+  # the agent's capabilities.required: Covenant's capability token for it
+  echo "== capsule token issue local tool.wordcount"
+  "$capsule" token issue local tool.wordcount --state "$state" | tail -n +2
   "$capsule" call --caps examples/covenant --state "$state" wordcount dispatch '{"text": "one two three"}'
   if [ -x examples/selu-text/capability ]; then
     echo

@@ -24,6 +24,7 @@ make -s -C "$root/examples/selu-text" >/dev/null
 cp -r "$root/examples/selu-text" "$work/caps/"
 state=$work/state
 "$capsule" policy set wordcount dispatch allow --caps "$work/caps" --state "$state"
+"$capsule" token issue local tool.wordcount --state "$state" >/dev/null # its capabilities.required
 "$capsule" policy set weather current allow --caps "$work/caps" --state "$state"
 "$capsule" policy set text-tools word_count allow --caps "$work/caps" --state "$state"
 # the direct server: the same binary on a host loopback port

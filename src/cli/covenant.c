@@ -264,6 +264,7 @@ static int issuer_of(struct gw_state *st, const struct cov_opts *o, struct gw_is
   int r = o->issuer ? gw_key_file_read(o->issuer, is->pubkey, sk, &err)
                     : gw_issuer_key(st, is->pubkey, NULL, &made, &err);
   sodium_memzero(sk, sizeof sk);
+  is->local = !o->issuer;
   return r < 0 ? cov_fail("dispatch", &err, CLI_EXIT_INVALID) : 0;
 }
 

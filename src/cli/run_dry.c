@@ -344,10 +344,17 @@ static void print_gvisor_enforcement(FILE *out, const struct cap_spec *spec)
           runsc, root ? "" : " --rootless");
   for (size_t i = 0; i < spec->n_grants; i++) {
     const struct cap_fs_grant *g = &spec->grants[i];
-    fprintf(out, "grant %-10s %s %s: OCI bind mount %s\n", cap_access_name(g->access),
+    fprintf(out, "grant %-10s %s %s: %s\n", cap_access_name(g->access),
             g->type == CAP_FS_FILE ? "file" : "dir ", g->path,
-            g->access == CAP_ACCESS_READ ? "read-only" : "read-write");
+            g->access == CAP_ACCESS_READ    ? "OCI bind mount read-only"
+            : g->access == CAP_ACCESS_WRITE ? "REFUSED: write-only needs Landlock (the run fails, "
+                                              "exit 3)"
+                                            : "OCI bind mount read-write");
   }
+  if (spec->sandbox.private_tmp)
+    fprintf(out, "/tmp: a private tmpfs in the Sentry, size=%llu bytes\n",
+            (unsigned long long)(spec->limits.disk_bytes ? spec->limits.disk_bytes
+                                                         : SANDBOX_TMP_DEFAULT_BYTES));
   for (size_t i = 0; i < spec->deny.len; i++)
     fprintf(out, "deny %s: covered by an empty read-only tmpfs (a file: /dev/null)\n",
             spec->deny.v[i]);

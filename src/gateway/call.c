@@ -701,7 +701,11 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   if (o == GW_OUTCOME_OK && !call->mcp_method)
     o = step_validate(&c, err);
   bool covenant = c.spec && c.spec->format == CAP_FORMAT_COVENANT, ran = false;
-  if (o == GW_OUTCOME_OK && covenant) /* tokens (dispatch) and budget */
+  struct gw_issuer local = {0};
+  if (o == GW_OUTCOME_OK && covenant && !measured.issuer) /* every front door's caller */
+    if ((o = gw_covenant_local_issuer(st, call->user, &local, err)) == GW_OUTCOME_OK)
+      measured.issuer = c.with_ids.issuer = &local; /* c.call is one of them */
+  if (o == GW_OUTCOME_OK && covenant)               /* tokens and budget */
     o = gw_covenant_gate(st, c.call, c.spec, c.args->root, &c.rec, err);
   if (o == GW_OUTCOME_OK)
     o = step_credentials(&c, err);
@@ -718,5 +722,6 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   free_secrets(&c);
   cap_doc_free(c.args);
   gw_tools_free(&c.dynamic);
+  free((char *)local.display);
   return o;
 }

@@ -56,9 +56,10 @@ struct gw_call {
   /* sandbox_options.id_base: set by gw_call itself (as root, the
    * capability's own host ids, gw_state_id_range); callers leave it 0 */
   uint32_t id_base;
-  /* a Covenant dispatch's issuer (capsule dispatch): its capability tokens
-   * must hold the agent's required actions (gateway/tokens.h), and the
-   * agent reads it in its request line; NULL for `capsule call` */
+  /* a Covenant agent's issuer: its capability tokens must hold the agent's
+   * required actions (gateway/tokens.h), and the agent reads it in its
+   * request line; NULL: the local issuer key as "USER@local" (every front
+   * door: call, MCP, serve, gRPC), `dispatch --issuer` names another */
   const struct gw_issuer *issuer;
   /* set by gw_call itself: where a Covenant run leaves the CPU ms its
    * sandbox used (its budget is spent by them, gateway/budget.h) */
@@ -96,6 +97,7 @@ struct gw_mcp_relay {
 struct gw_issuer {
   unsigned char pubkey[32];
   const char *display; /* "LOGIN@local" */
+  bool local;          /* the state's own issuer key (`capsule token issue local ...`) */
 };
 
 struct gw_result {

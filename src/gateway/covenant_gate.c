@@ -47,11 +47,14 @@ static enum gw_outcome check_tokens(struct gw_state *st, const struct gw_call *c
   if (o == GW_OUTCOME_OK && check.missing.len) {
     char who[GW_KEY_B58];
     cap_base58_encode(call->issuer->pubkey, 32, who);
+    /* the fix names the subject as the operator types it: `local` for the
+     * state's own key (the same --state as the call's) */
     cap_error_set(err, EPERM,
                   "the issuer %s (%s) does not hold the capability %s that agent %s requires: "
-                  "%s; grant it with `capsule token issue %s %s`",
-                  call->issuer->display, who, check.missing.v[0], spec->id, check.why.v[0], who,
-                  check.missing.v[0]);
+                  "%s; grant it with `capsule token issue %s %s`%s",
+                  call->issuer->display, who, check.missing.v[0], spec->id, check.why.v[0],
+                  call->issuer->local ? "local" : who, check.missing.v[0],
+                  call->issuer->local ? " on the same state (--state)" : "");
     rec->decision = "capability-denied";
     o = GW_OUTCOME_DENIED;
   }
@@ -117,12 +120,27 @@ static enum gw_outcome check_budget(struct gw_state *st, const struct gw_call *c
   return o;
 }
 
+enum gw_outcome gw_covenant_local_issuer(struct gw_state *st, const char *user,
+                                         struct gw_issuer *out, struct cap_error *err)
+{
+  bool made;
+  *out = (struct gw_issuer){.local = true};
+  if (gw_issuer_key(st, out->pubkey, NULL, &made, err) < 0) {
+    cap_error_prefix(err, "the call's issuer (the local issuer key)");
+    return GW_OUTCOME_FAILED;
+  }
+  out->display = cap_xasprintf("%s@local", user && *user ? user : "user");
+  return GW_OUTCOME_OK;
+}
+
 enum gw_outcome gw_covenant_gate(struct gw_state *st, const struct gw_call *call,
                                  const struct cap_spec *spec, const struct cap_node *args,
                                  struct gw_audit_record *rec, struct cap_error *err)
 {
+  /* gw_call gives every call an issuer (the local one unless named); an
+   * agent declaring no actions has nothing to check or record */
   enum gw_outcome o = GW_OUTCOME_OK;
-  if (call->issuer)
+  if (spec->actions_required.len || spec->actions_optional.len)
     o = check_tokens(st, call, spec, priority_of(args), rec, err);
   if (o == GW_OUTCOME_OK && spec->budget_credits_per_hour)
     o = check_budget(st, call, spec, priority_of(args), rec, err);

@@ -60,6 +60,13 @@ static int ask(void *arg, const char *run_id, const char *choices, uint64_t dead
   return 0;
 }
 
+/* An operator's file named in the environment; unset or empty: none. */
+static const char *env_file(const char *name)
+{
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
 static void record(void *arg, const char *kind, const char *what)
 {
   struct glue *g = arg;
@@ -79,9 +86,9 @@ enum gw_outcome gw_hermes_call(const struct gw_call *call, struct gw_state *st,
   struct glue g = {call, st, spec};
   struct hermes_options o = {.base_url = getenv("HERMES_API_BASE_URL"),
                              .api_key = found ? key : NULL,
-                             .ca_file = getenv("HERMES_CA_FILE") && *getenv("HERMES_CA_FILE")
-                                            ? getenv("HERMES_CA_FILE")
-                                            : NULL,
+                             .tls = {.ca_file = env_file("HERMES_CA_FILE"),
+                                     .cert_file = env_file("HERMES_CLIENT_CERT"),
+                                     .key_file = env_file("HERMES_CLIENT_KEY")},
                              .ask = ask,
                              .record = record,
                              .arg = &g};

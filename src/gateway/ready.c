@@ -185,9 +185,23 @@ static enum gw_outcome hermes_ready(struct cap_error *why)
   if (!http_parse_url(base, &url))
     return cap_error_set(why, EINVAL, "HERMES_API_BASE_URL is not an http:// or https:// URL"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
-  const char *ca = getenv("HERMES_CA_FILE");
-  if (url.tls && ca && *ca && access(ca, R_OK) < 0)
-    return cap_error_set(why, errno, "HERMES_CA_FILE %s cannot be read (%s)", ca, strerror(errno)),
+  static const char *const files[] = {"HERMES_CA_FILE", "HERMES_CLIENT_CERT", "HERMES_CLIENT_KEY"};
+  for (size_t i = 0; url.tls && i < ARRAY_SIZE(files); i++) {
+    const char *f = getenv(files[i]);
+    if (f && *f && access(f, R_OK) < 0)
+      return cap_error_set(why, errno, "%s %s cannot be read (%s)", files[i], f, strerror(errno)),
+             GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  }
+  const char *cert = getenv("HERMES_CLIENT_CERT"), *key = getenv("HERMES_CLIENT_KEY");
+  if (!(cert && *cert) != !(key && *key))
+    return cap_error_set(why, EINVAL, "%s is set without %s: set both or neither",
+                         cert && *cert ? "HERMES_CLIENT_CERT" : "HERMES_CLIENT_KEY",
+                         cert && *cert ? "HERMES_CLIENT_KEY" : "HERMES_CLIENT_CERT"),
+           GW_OUTCOME_HOST_CANNOT_ENFORCE;
+  if (!url.tls && cert && *cert)
+    return cap_error_set(why, EINVAL,
+                         "HERMES_CLIENT_CERT is set but HERMES_API_BASE_URL is http://: a client "
+                         "certificate needs https://"),
            GW_OUTCOME_HOST_CANNOT_ENFORCE;
   return GW_OUTCOME_OK;
 }

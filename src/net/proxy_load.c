@@ -60,14 +60,14 @@ int64_t proxy_cpu_ms(struct proxy *p) { return p ? module->cpu_ms(p) : 0; }
 
 /* tls_client.h, through the same module: a struct tls_client exists only
  * once tls_client_open loaded it */
-int tls_client_open(int fd, const char *host, const char *ca_file, uint64_t deadline,
-                    struct tls_client **ret, struct cap_error *err)
+int tls_client_open(int fd, const char *host, const struct tls_client_files *files,
+                    uint64_t deadline, struct tls_client **ret, struct cap_error *err)
 {
   *ret = NULL;
   pthread_once(&module_once, module_load);
   if (!module)
     return cap_error_set(err, module_err.code, "%s", module_err.message);
-  return module->tls_open(fd, host, ca_file, deadline, ret, err);
+  return module->tls_open(fd, host, files, deadline, ret, err);
 }
 
 ssize_t tls_client_read(struct tls_client *c, void *buf, size_t len)

@@ -26,7 +26,7 @@ struct proxy_module {
   void (*stop)(struct proxy *p);
   int64_t (*cpu_ms)(struct proxy *p);
   /* tls_client.h */
-  int (*tls_open)(int fd, const char *host, const char *ca_file, uint64_t deadline,
+  int (*tls_open)(int fd, const char *host, const struct tls_client_files *files, uint64_t deadline,
                   struct tls_client **ret, struct cap_error *err);
   ssize_t (*tls_read)(struct tls_client *c, void *buf, size_t len);
   ssize_t (*tls_write)(struct tls_client *c, const void *buf, size_t len);

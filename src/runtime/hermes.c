@@ -59,7 +59,7 @@ static int call_json(struct run *r, const char *method, const char *suffix,
                      struct cap_doc **doc, struct cap_error *err)
 {
   struct hermes_http h;
-  int rc = hermes_http_call(&h, &r->spec->network, &r->url, r->o->ca_file, method, suffix,
+  int rc = hermes_http_call(&h, &r->spec->network, &r->url, &r->o->tls, method, suffix,
                             r->o->api_key, headers, body, soon(REQUEST_TIMEOUT_MS, deadline), err);
   if (rc == 0 && (h.status < 200 || h.status > 299)) {
     _cleanup_free_ char *said = answer_text(&h);
@@ -137,8 +137,8 @@ static void stop_run(struct run *r)
   struct hermes_http h;
   struct cap_error ignored = {0};
   uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + STOP_TIMEOUT_MS; /* past the run's deadline */
-  hermes_http_call(&h, &r->spec->network, &r->url, r->o->ca_file, "POST", suffix, r->o->api_key,
-                   NULL, NULL, until, &ignored);
+  hermes_http_call(&h, &r->spec->network, &r->url, &r->o->tls, "POST", suffix, r->o->api_key, NULL,
+                   NULL, until, &ignored);
   hermes_http_close(&h);
   cap_error_clear(&ignored);
 }
@@ -368,7 +368,7 @@ static void sse_open(struct run *r)
   _cleanup_free_ char *suffix = cap_xasprintf("/runs/%s/events", r->run_id);
   const char *headers[] = {"Accept: text/event-stream", NULL};
   struct cap_error err = {0};
-  r->sse_open = hermes_http_send(&r->sse, &r->spec->network, &r->url, r->o->ca_file, "GET", suffix,
+  r->sse_open = hermes_http_send(&r->sse, &r->spec->network, &r->url, &r->o->tls, "GET", suffix,
                                  r->o->api_key, headers, NULL, r->deadline, &err) == 0;
   cap_error_clear(&err);
   if (!r->sse_open)

@@ -18,11 +18,15 @@
 #include "core/node.h"
 #include "gateway/call.h"
 #include "manifest/model.h"
+#include "net/tls_client.h"
 
 struct hermes_options {
   const char *base_url; /* HERMES_API_BASE_URL, e.g. http://127.0.0.1:8642/v1 */
   const char *api_key;  /* HERMES_API_KEY, or NULL */
-  const char *ca_file;  /* HERMES_CA_FILE: CAs trusted besides the system's, or NULL */
+  /* HERMES_CA_FILE: CAs trusted besides the system's; HERMES_CLIENT_CERT and
+   * HERMES_CLIENT_KEY: capsule's certificate and key for mutual TLS (each
+   * NULL when not set) */
+  struct tls_client_files tls;
   /* approval_policy operator-prompt: asks the operator (capsule's approval
    * queue) and waits at most until deadline (CLOCK_MONOTONIC ms);
    * *approve when the operator approved */

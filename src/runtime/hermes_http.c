@@ -114,6 +114,21 @@ static int dial(const struct cap_network *net, const struct http_url *url, uint6
   return fd >= 0 ? fd : r;
 }
 
+/* What a refusal over capsule's client certificate asks of the operator. */
+static int certificate_refused(const struct tls_client_files *tls, struct cap_error *err)
+{
+  cap_error_clear(err);
+  if (tls && tls->cert_file)
+    return cap_error_set(err, EKEYREJECTED,
+                         "the Hermes endpoint refused capsule's client certificate %s "
+                         "(HERMES_CLIENT_CERT): it does not trust it; give one its CA signed",
+                         tls->cert_file);
+  return cap_error_set(err, EKEYREJECTED,
+                       "the Hermes endpoint requires a client certificate (mutual TLS) and "
+                       "none is set: set HERMES_CLIENT_CERT and HERMES_CLIENT_KEY to PEM files "
+                       "of a certificate its CA signed and its key");
+}
+
 static int write_all(const struct hermes_http *h, const char *data, size_t len, uint64_t deadline,
                      struct cap_error *err)
 {
@@ -122,6 +137,8 @@ static int write_all(const struct hermes_http *h, const char *data, size_t len, 
     if (poll(&pfd, 1, left_ms(deadline)) != 1)
       return cap_error_set(err, ETIMEDOUT, "the Hermes endpoint does not take the request");
     ssize_t n = h->tls ? tls_client_write(h->tls, data, len) : send(h->fd, data, len, MSG_NOSIGNAL);
+    if (h->tls && n == -EKEYREJECTED)
+      return certificate_refused(h->files, err);
     if (h->tls && n < 0 && n != -EAGAIN)
       return cap_error_errno(err, EPIPE, "cannot send to the Hermes endpoint");
     if (!h->tls && n < 0 && errno != EAGAIN && errno != EINTR)
@@ -135,10 +152,11 @@ static int write_all(const struct hermes_http *h, const char *data, size_t len, 
 }
 
 /* An https:// endpoint: the handshake, its certificate verified. */
-static int start_tls(struct hermes_http *h, const struct http_url *url, const char *ca_file,
-                     uint64_t deadline, struct cap_error *err)
+static int start_tls(struct hermes_http *h, const struct http_url *url,
+                     const struct tls_client_files *tls, uint64_t deadline, struct cap_error *err)
 {
-  int r = tls_client_open(h->fd, url->host, ca_file, deadline, &h->tls, err);
+  const char *ca_file = tls ? tls->ca_file : NULL;
+  int r = tls_client_open(h->fd, url->host, tls, deadline, &h->tls, err);
   if (r == -EACCES) {
     char why[512];
     snprintf(why, sizeof why, "%s", err->message);
@@ -149,17 +167,22 @@ static int start_tls(struct hermes_http *h, const struct http_url *url, const ch
                          "or use the name its certificate is for)",
                          url->host, url->port, why, ca_file ? " and " : "", ca_file ? ca_file : "");
   }
+  if (r == -EKEYREJECTED)
+    return certificate_refused(tls, err);
   if (r == -ENOENT)
     cap_error_prefix(err, "HERMES_CA_FILE");
+  else if (r == -ENOKEY)
+    cap_error_prefix(err, "HERMES_CLIENT_CERT, HERMES_CLIENT_KEY");
   else if (r < 0)
     cap_error_prefix(err, "the Hermes endpoint %s:%u", url->host, url->port);
   return r;
 }
 
 int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
-                     const struct http_url *url, const char *ca_file, const char *method,
-                     const char *suffix, const char *key, const char *const *headers,
-                     const char *body, uint64_t deadline, struct cap_error *err)
+                     const struct http_url *url, const struct tls_client_files *tls,
+                     const char *method, const char *suffix, const char *key,
+                     const char *const *headers, const char *body, uint64_t deadline,
+                     struct cap_error *err)
 {
   *h = (struct hermes_http){.fd = -1, .body_cap = RESPONSE_CAP};
   http_parser_init(&h->parser, HTTP_RESPONSE);
@@ -174,12 +197,18 @@ int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
       return cap_error_set(err, EINVAL,
                            "the credential HERMES_API_KEY holds a control character; set it "
                            "again without one");
+  if (!url->tls && tls && (tls->cert_file || tls->key_file))
+    return cap_error_set(err, EINVAL,
+                         "HERMES_CLIENT_CERT and HERMES_CLIENT_KEY are set but the Hermes "
+                         "endpoint %s:%u is http://: a client certificate needs https://",
+                         url->host, url->port);
   int fd = dial(net, url, deadline, err);
   if (fd < 0)
     return fd;
   h->fd = fd;
+  h->files = tls;
   if (url->tls) {
-    int t = start_tls(h, url, ca_file, deadline, err);
+    int t = start_tls(h, url, tls, deadline, err);
     if (t < 0)
       return t;
   }
@@ -223,6 +252,8 @@ int hermes_http_read(struct hermes_http *h, int wait_ms, uint64_t deadline, stru
   ssize_t n = h->tls ? tls_client_read(h->tls, buf, sizeof buf) : recv(h->fd, buf, sizeof buf, 0);
   if (h->tls && n == -EAGAIN)
     return 0;
+  if (h->tls && n == -EKEYREJECTED) /* TLS 1.3: after the client's handshake */
+    return certificate_refused(h->files, err);
   if (h->tls && n < 0)
     return cap_error_set(err, EPROTO, "the Hermes endpoint's TLS stream is broken");
   if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -245,11 +276,12 @@ int hermes_http_read(struct hermes_http *h, int wait_ms, uint64_t deadline, stru
 }
 
 int hermes_http_call(struct hermes_http *h, const struct cap_network *net,
-                     const struct http_url *url, const char *ca_file, const char *method,
-                     const char *suffix, const char *key, const char *const *headers,
-                     const char *body, uint64_t deadline, struct cap_error *err)
+                     const struct http_url *url, const struct tls_client_files *tls,
+                     const char *method, const char *suffix, const char *key,
+                     const char *const *headers, const char *body, uint64_t deadline,
+                     struct cap_error *err)
 {
-  int r = hermes_http_send(h, net, url, ca_file, method, suffix, key, headers, body, deadline, err);
+  int r = hermes_http_send(h, net, url, tls, method, suffix, key, headers, body, deadline, err);
   while (r == 0 && !h->complete) {
     r = hermes_http_read(h, -1, deadline, err);
     if (r == -ETIMEDOUT)

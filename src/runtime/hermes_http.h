@@ -23,10 +23,12 @@
 #include "net/http.h"
 
 struct tls_client;
+struct tls_client_files;
 
 struct hermes_http {
   int fd;
-  struct tls_client *tls; /* an https:// endpoint's session, else NULL */
+  struct tls_client *tls;               /* an https:// endpoint's session, else NULL */
+  const struct tls_client_files *files; /* its files (the caller's), or NULL */
   http_parser parser;
   http_parser_settings settings;
   int status;
@@ -38,22 +40,27 @@ struct hermes_http {
 /* Connects to url's host:port (after the egress check) and sends one
  * request: method, url->path + suffix, "Authorization: Bearer KEY" when
  * key, each extra header ("Name: value"), the JSON body when given.
- * ca_file: extra CAs (PEM) an https:// endpoint's certificate may chain
- * to, or NULL. deadline: CLOCK_MONOTONIC ms. An untrusted certificate, or
- * one for another name: -EACCES, nothing sent. */
+ * tls: an https:// endpoint's extra CAs (PEM) its certificate may chain
+ * to, and capsule's client certificate and key for mutual TLS (each
+ * NULL when not set; a client certificate with an http:// URL is an
+ * error). deadline: CLOCK_MONOTONIC ms. An untrusted certificate, or one
+ * for another name: -EACCES, nothing sent; a server refusing capsule's
+ * client certificate (or its lack): -EKEYREJECTED. */
 int hermes_http_send(struct hermes_http *h, const struct cap_network *net,
-                     const struct http_url *url, const char *ca_file, const char *method,
-                     const char *suffix, const char *key, const char *const *headers,
-                     const char *body, uint64_t deadline, struct cap_error *err);
+                     const struct http_url *url, const struct tls_client_files *tls,
+                     const char *method, const char *suffix, const char *key,
+                     const char *const *headers, const char *body, uint64_t deadline,
+                     struct cap_error *err);
 /* Reads what arrived (waiting up to wait_ms, and never past deadline):
  * 0 and more of the body (or the response complete), -ETIMEDOUT when
  * nothing came, another -errno when the response is broken or too big. */
 int hermes_http_read(struct hermes_http *h, int wait_ms, uint64_t deadline, struct cap_error *err);
 /* Sends and reads the whole response. */
 int hermes_http_call(struct hermes_http *h, const struct cap_network *net,
-                     const struct http_url *url, const char *ca_file, const char *method,
-                     const char *suffix, const char *key, const char *const *headers,
-                     const char *body, uint64_t deadline, struct cap_error *err);
+                     const struct http_url *url, const struct tls_client_files *tls,
+                     const char *method, const char *suffix, const char *key,
+                     const char *const *headers, const char *body, uint64_t deadline,
+                     struct cap_error *err);
 void hermes_http_close(struct hermes_http *h);
 
 /* Server-sent events: calls fn with the data of each whole frame in

@@ -23,8 +23,10 @@
  *   5. `runsc delete --force` when runsc was killed, the CPU counted, the
  *      directory and the cgroup removed.
  * Not carried: Landlock and capsule's seccomp filter (gVisor's Sentry is
- * the kernel the tool talks to; the deny-list goes in with --oci-seccomp),
- * a tmpfs size; the pids limit is RLIMIT_NPROC inside the Sentry. */
+ * the kernel the tool talks to; the deny-list goes in with --oci-seccomp):
+ * what needs Landlock alone (write-only grants, command lists) is refused
+ * (check_landlock_only). The private /tmp's size is runsc's tmpfs size=;
+ * the pids limit is RLIMIT_NPROC inside the Sentry. */
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -599,6 +601,8 @@ static int start_runsc(struct gv *g, const struct cap_spec *spec, const struct s
   return proxy_start(g->proxy, fds, want, err);
 }
 
+/* The private /tmp's size holds: runsc's tmpfs takes size= (and one
+ * that did not would refuse the unknown option, failing the run). */
 static void note_unenforced(const struct cap_spec *spec, struct sandbox_result *res)
 {
   char *u = res->unenforced;
@@ -608,17 +612,45 @@ static void note_unenforced(const struct cap_spec *spec, struct sandbox_result *
              "%sthe memory and CPU share limits (rootless gVisor makes no cgroup; memory as "
              "RLIMIT_DATA)",
              *u ? ", " : "");
-  if (spec->sandbox.private_tmp && spec->limits.disk_bytes)
-    snprintf(u + strlen(u), size - strlen(u), "%sthe size of /tmp (under gVisor)", *u ? ", " : "");
 }
 
-static int check_gvisor(const struct sandbox_options *opt, char **runsc, struct cap_error *err)
+/* What only Landlock (or capsule's supervisor) enforces in capsule's own
+ * sandbox has no counterpart in an OCI bundle for runsc: a write-only
+ * grant (a mount is read-only or read-write), command lists, opens put
+ * to the operator. Refused rather than run with less. */
+static int check_landlock_only(const struct cap_spec *spec, struct cap_error *err)
+{
+  for (size_t i = 0; i < spec->n_grants; i++)
+    if (spec->grants[i].access == CAP_ACCESS_WRITE)
+      return cap_error_set(err, ENOTSUP,
+                           "the write-only grant %s cannot hold under linux-gvisor: write-only "
+                           "needs Landlock, which gVisor's Sentry does not offer, and runsc can "
+                           "bind a path only read-only or read-write; grant it read-write "
+                           "(`capsule grant AGENT --rw PATH`) or read-only; refusing rather "
+                           "than running it with more",
+                           spec->grants[i].path);
+  if (spec->process.allowed_commands.len || spec->process.blocked_commands.len)
+    return cap_error_set(err, ENOTSUP,
+                         "allowed_commands/blocked_commands cannot hold under linux-gvisor (they "
+                         "need Landlock, which gVisor's Sentry does not offer); refusing");
+  if (spec->process.expand_opens)
+    return cap_error_set(err, ENOTSUP,
+                         "exec_strategy \"supervised\" cannot hold under linux-gvisor (capsule's "
+                         "supervisor cannot see the Sentry's opens); refusing");
+  return 0;
+}
+
+static int check_gvisor(const struct cap_spec *spec, const struct sandbox_options *opt,
+                        char **runsc, struct cap_error *err)
 {
   if (opt->has_connector || opt->rootfs || opt->on_started || opt->tty)
     return cap_error_set(err, ENOTSUP,
                          "capsule runs only per-call tools (Covenant agents) under linux-gvisor, "
                          "not a server, an image's root or a terminal; refusing rather than "
                          "running it with less isolation");
+  int r = check_landlock_only(spec, err);
+  if (r < 0)
+    return r;
   *runsc = sandbox_runsc_path();
   if (!*runsc)
     return cap_error_set(err, ENOTSUP,
@@ -636,7 +668,7 @@ int sandbox_gvisor_run(const struct cap_spec *spec, const struct sandbox_options
 {
   struct gv g = {
       .report = {-1, -1}, .pass = {-1, -1}, .io = RELAY_STDIO_INIT, .lock_fd = -1, .pidfd = -1};
-  int r = check_gvisor(opt, &g.runsc, err);
+  int r = check_gvisor(spec, opt, &g.runsc, err);
   if (r < 0)
     return gv_release(&g, r);
   static unsigned serial;

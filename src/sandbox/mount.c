@@ -67,7 +67,6 @@ struct mount_attr_ {
   uint64_t userns_fd;
 };
 
-#define DEFAULT_TMP_BYTES (64ull << 20)
 #define DEFAULT_SHM_BYTES (16ull << 20)
 
 static void touch(const char *path)
@@ -301,7 +300,7 @@ static void mount_dev(const char *root, uint64_t shm_bytes)
 static void temp_space(const struct cap_spec *spec, uint64_t *tmp, uint64_t *shm)
 {
   uint64_t disk = spec->limits.disk_bytes, mem = spec->limits.memory_bytes;
-  *tmp = disk ? disk : DEFAULT_TMP_BYTES;
+  *tmp = disk ? disk : SANDBOX_TMP_DEFAULT_BYTES;
   *shm = disk && disk < DEFAULT_SHM_BYTES ? disk : DEFAULT_SHM_BYTES;
   if (mem) {
     if (*shm > mem / 4)

@@ -27,8 +27,6 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/spawn_internal.h"
 
-#define OCI_TMP_DEFAULT (64ull << 20)
-
 static void string_array(struct cap_jw *w, const char *const *v, size_t n)
 {
   cap_jw_begin_array(w);
@@ -235,9 +233,9 @@ static int write_mounts(struct cap_jw *w, const struct cap_spec *spec,
   mount_entry(w, "/dev/shm", "tmpfs", "shm", shm, 5);
   if (spec->sandbox.private_tmp) {
     char size[48];
-    snprintf(
-        size, sizeof size, "size=%llu",
-        (unsigned long long)(spec->limits.disk_bytes ? spec->limits.disk_bytes : OCI_TMP_DEFAULT));
+    snprintf(size, sizeof size, "size=%llu",
+             (unsigned long long)(spec->limits.disk_bytes ? spec->limits.disk_bytes
+                                                          : SANDBOX_TMP_DEFAULT_BYTES));
     const char *tmp[] = {"nosuid", "nodev", "mode=1777", size, "noexec"};
     /* Selu's image /tmp is noexec, as a command list's is */
     bool noexec =
@@ -323,6 +321,49 @@ static void write_resources(struct cap_jw *w, const struct cap_spec *spec, bool 
   cap_jw_end_object(w);
 }
 
+/* Does a generated rule name clone3? */
+static bool names_clone3(const struct cap_node *rule)
+{
+  const struct cap_node *names = cap_node_get(rule, "names");
+  for (size_t i = 0; names && names->kind == CAP_NODE_ARRAY && i < names->u.arr.len; i++) {
+    const struct cap_node *n = names->u.arr.items[i];
+    if (n->kind == CAP_NODE_STRING && strcmp(n->u.str.ptr, "clone3") == 0)
+      return true;
+  }
+  return false;
+}
+
+/* The deny-list, spliced in as generated (seccomp_gen.c). For runsc
+ * without the clone3 rule: runsc (20221219) ignores errnoRet, so its
+ * ENOSYS (libc's cue to fall back to clone) reached the tool as EPERM and
+ * no thread started (node, python); the Sentry answers clone3 with ENOSYS
+ * itself, so nothing is lost. */
+static void write_seccomp(struct cap_jw *w, const struct cap_spec *spec, bool runsc)
+{
+  cap_jw_key(w, "seccomp");
+  cap_jw_begin_object(w);
+  cap_jw_key(w, "defaultAction");
+  cap_jw_string(w, "SCMP_ACT_ALLOW");
+  cap_jw_key(w, "architectures");
+  static const char *const arch[] = {SANDBOX_SECCOMP_OCI_ARCH};
+  string_array(w, arch, 1);
+  cap_jw_key(w, "syscalls");
+  _cleanup_free_ char *rules = sandbox_seccomp_oci_rules(!spec->process.ipc_full);
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  if (cap_json_parse(doc, rules, strlen(rules), "seccomp", 0, &diags) < 0 ||
+      doc->root->kind != CAP_NODE_ARRAY)
+    abort(); /* generated at build time: never malformed */
+  cap_jw_begin_array(w);
+  for (size_t i = 0; i < doc->root->u.arr.len; i++)
+    if (!runsc || !names_clone3(doc->root->u.arr.items[i]))
+      cap_jw_node(w, doc->root->u.arr.items[i]);
+  cap_jw_end_array(w);
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+  cap_jw_end_object(w);
+}
+
 static void write_linux(struct cap_jw *w, const struct cap_spec *spec,
                         const struct sandbox_options *opt, const char *netns,
                         const struct sandbox_oci_runsc *runsc)
@@ -351,25 +392,7 @@ static void write_linux(struct cap_jw *w, const struct cap_spec *spec,
                                          "/proc/irq",    "/proc/sys", "/proc/sysrq-trigger"};
   cap_jw_key(w, "readonlyPaths");
   string_array(w, readonly, sizeof readonly / sizeof readonly[0]);
-  /* the deny-list, spliced in as generated (seccomp_gen.c) */
-  cap_jw_key(w, "seccomp");
-  cap_jw_begin_object(w);
-  cap_jw_key(w, "defaultAction");
-  cap_jw_string(w, "SCMP_ACT_ALLOW");
-  cap_jw_key(w, "architectures");
-  static const char *const arch[] = {SANDBOX_SECCOMP_OCI_ARCH};
-  string_array(w, arch, 1);
-  cap_jw_key(w, "syscalls");
-  _cleanup_free_ char *rules = sandbox_seccomp_oci_rules(!spec->process.ipc_full);
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags diags = {0};
-  if (cap_json_parse(doc, rules, strlen(rules), "seccomp", 0, &diags) == 0)
-    cap_jw_node(w, doc->root);
-  else
-    abort(); /* generated at build time: never malformed */
-  cap_diags_free(&diags);
-  cap_doc_free(doc);
-  cap_jw_end_object(w);
+  write_seccomp(w, spec, runsc != NULL);
   cap_jw_end_object(w);
 }
 

@@ -18,6 +18,8 @@
 
 #define SANDBOX_MAX_FORWARDS PROXY_MAX_FORWARDS
 #define SANDBOX_MAX_LISTENERS PROXY_MAX_LISTENERS
+/* the private /tmp's size when the manifest sets no disk limit */
+#define SANDBOX_TMP_DEFAULT_BYTES (64ull << 20)
 
 struct sandbox_running; /* a sandbox while it runs (see on_started) */
 

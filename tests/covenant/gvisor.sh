@@ -2,7 +2,9 @@
 # sandbox.backend = "linux-gvisor": a Covenant agent runs under gVisor's
 # runsc (its /proc/version is gVisor's, not the host's), with the grants
 # of capsule's own sandbox (a path not granted is absent, the package is
-# read-only, capsule's state is not there), its network off (a host
+# read-only, capsule's state is not there, the operator's read-only grant
+# read-only and its read-write one writable, a deny entry covered, the
+# private /tmp's size held; a write-only grant refused), its network off (a host
 # listener on loopback unreachable) or through capsule's egress proxy
 # (outbound-https-only: the proxy answers, a direct connection fails),
 # the wall clock and, as root, the CPU budget; without runsc it fails
@@ -21,6 +23,7 @@ runsc=$(command -v runsc) || { echo "SKIP: runsc is not installed (scripts/deps.
 work=$(mktemp -d /var/tmp/capsule-gvisor.XXXXXX)
 chmod 755 "$work"
 trap 'kill $srv 2>/dev/null; rm -rf "$work"' EXIT
+root=$(cd "$(dirname "$0")/../.." && pwd)
 [ -n "${KEEP:-}" ] && trap 'kill $srv 2>/dev/null' EXIT
 # can runsc run at all here? (ptrace platform, no network, no cgroups: the least it needs)
 if ! why=$(timeout 60 "$runsc" --root="$work/probe" --network=none --ignore-cgroups do /bin/true 2>&1); then
@@ -106,9 +109,24 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   sed -i 's/^\[sandbox\]/[settlement]\nbudget_credits_per_hour = 5\n[sandbox]/' "$caps/spend/agent.toml"
   agent "$caps" sleeper off 60000 'sleep 30; echo "{}"'
   agent "$caps" spinner off 1000 'while :; do :; done & while :; do :; done'
+  # the operator's grants (read-only, read-write) and the private /tmp's size
+  mkdir -p "$home/ro" "$home/rw" "$home/wo"
+  echo ro-content >"$home/ro/f"; echo hidden >"$home/ro/secret"; echo beside >"$home/beside"
+  chmod 777 "$home/rw"
+  agent "$caps" files off 20000 "
+if echo x >$home/ro/new 2>/dev/null; then r=yes; else r=no; fi
+if echo y >$home/rw/new 2>/dev/null; then w=yes; else w=no; fi
+b=\$(cat $home/beside 2>/dev/null || echo absent)
+if dd if=/dev/zero of=/tmp/big bs=1024 count=3072 2>/dev/null; then t=fits; else t=refused; fi
+rm -f /tmp/big
+if dd if=/dev/zero of=/tmp/small bs=1024 count=512 2>/dev/null; then s=fits; else s=refused; fi
+printf '{\"ro_read\":\"%s\",\"ro_write\":\"%s\",\"rw_write\":\"%s\",\"beside\":\"%s\",\"tmp_3mib\":\"%s\",\"tmp_512kib\":\"%s\",\"tmp_kib\":\"%s\"}\n' \
+  \"\$(cat $home/ro/f)\" \$r \$w \"\$b\" \$t \$s \$(df -k /tmp | tail -1 | awk '{print \$2}')"
+  sed -i 's/^memory_mb = 256/memory_mb = 256\ndisk_mb = 2/' "$caps/files/agent.toml"
+  printf 'filesystem = "ephemeral"\n' >>"$caps/files/agent.toml"
   [ "$who" = root ] || chown -R 65534:65534 "$home"
   local G=(--caps "$caps" --state "$state")
-  for a in inside grants netoff netproxy names spend sleeper spinner; do
+  for a in inside grants netoff netproxy names spend sleeper spinner files; do
     "${as[@]}" "$capsule" policy set "$a" dispatch allow "${G[@]}" >/dev/null
   done
 
@@ -119,6 +137,38 @@ echo \"{\\\"direct\\\":\\\"\$d\\\",\\\"proxy_answered\\\":\\\"\$c\\\",\\\"proxy\
   t gvisor-kernel 0 '"version":"Linux version 4\.4\.0 #1 SMP Sun Jan 10 15:06:54 PST 2016"' dispatch --agent inside hello "${G[@]}"
   t grants-hold 0 '"passwd":"absent","not_granted":"absent","state":"absent","package":"present","package_writable":"no"' \
     dispatch --agent grants x "${G[@]}"
+  # the operator's grants under runsc: only they are mounted, read-only where read-only
+  t grant-ro 0 "" grant files --read "$home/ro" "${G[@]}"
+  t grant-rw 0 "" grant files --rw "$home/rw" "${G[@]}"
+  t grants-as-granted 0 '"ro_read":"ro-content","ro_write":"no","rw_write":"yes","beside":"absent"' dispatch --agent files x "${G[@]}"
+  [ "$(cat "$home/rw/new" 2>/dev/null)" = y ] && ok rw-grant-reached-the-host || bad rw-grant-reached-the-host
+  [ ! -e "$home/ro/new" ] && ok ro-grant-untouched || bad ro-grant-untouched
+  # disk_mb = 2: the private /tmp is a 2 MiB tmpfs inside the Sentry (runsc's size=)
+  t tmp-size-holds 0 '"tmp_3mib":"refused","tmp_512kib":"fits","tmp_kib":"2048"' dispatch --agent files x "${G[@]}"
+  if grep -q "cannot enforce" <<<"$out"; then bad "tmp-size-not-warned ($out)"; else ok tmp-size-not-warned; fi
+  t dry-run-tmp-size 0 "^/tmp: a private tmpfs in the Sentry, size=2097152 bytes" run --dry-run --state "$state" --config "$caps/files/agent.toml" -- /bin/true
+  # write-only needs Landlock: refused under runsc, not run read-write
+  t grant-wo 0 "" grant files --write "$home/wo" "${G[@]}"
+  t write-only-refused 3 "the write-only grant $home/wo cannot hold under linux-gvisor: write-only needs Landlock.*grant it read-write" dispatch --agent files x "${G[@]}"
+  t write-only-refusal-audited 0 "files.dispatch .*the write-only grant $home/wo cannot hold" audit "${G[@]}"
+  t dry-run-write-only 0 "grant write +dir  $home/wo: REFUSED: write-only needs Landlock" run --dry-run --state "$state" --config "$caps/files/agent.toml" --allow-read "$home/ro" -- /bin/true
+  t revoke-wo 0 "" revoke files --write "$home/wo" "${G[@]}"
+  # threads start (capsule's clone3 rule is not given to runsc, which would answer EPERM)
+  t threads-start 0 "^thread ok" run --state "$state" --config "$caps/files/agent.toml" -- /usr/bin/python3 -c \
+    'import threading; t = threading.Thread(target=lambda: None); t.start(); t.join(); print("thread ok")'
+  # the bundled Node example, as its user runs it: policy, its token, a routed dispatch
+  if command -v node >/dev/null; then
+    cp -r "$root/examples/covenant/agents/summarize" "$caps/summarize"
+    [ "$who" = root ] || chown -R 65534:65534 "$caps/summarize"
+    t summarize-allow 0 "" policy set summarize dispatch allow "${G[@]}"
+    t summarize-token 0 '"action":"tool.summarize"' token issue local tool.summarize --state "$state"
+    t summarize-runs 0 '^\{"text":"summarize: Capsule runs agents\. It sandboxes them\. It audits every call\.","sources":\[\]\}$' \
+      dispatch "summarize: Capsule runs agents. It sandboxes them. It audits every call." "${G[@]}"
+    grep -q "routed to summarize" <<<"$out" && ok summarize-routed || bad "summarize-routed ($out)"
+  fi
+  # a deny entry inside a grant: covered (a file by /dev/null), the rest readable
+  t deny-leaves-the-rest 0 "^ro-content" run --state "$state" --config "$caps/files/agent.toml" --allow-read "$home/ro" --deny "$home/ro/secret" -- /bin/cat "$home/ro/f" "$home/ro/secret"
+  grep -q hidden <<<"$out" && bad "deny-in-grant ($out)" || ok deny-in-grant
   t network-off 0 '"direct":"refused"' dispatch --agent netoff x "${G[@]}"
   t egress-through-proxy 0 '"direct":"refused","proxy_answered":"403","proxy":"http://127.0.0.1:3128"' dispatch --agent netproxy x "${G[@]}"
   # the transparent path: capsule's resolver answers an allowed name inside gVisor

@@ -4,7 +4,9 @@
 # polling, the Idempotency-Key, the key as a sealed credential, tools
 # outside tools_allowed stopping the run, approval policies (auto-deny,
 # auto-once, operator-prompt through capsule's approval queue), the wall
-# clock stopping a run, egress rules applied to the endpoint, and a
+# clock stopping a run, egress rules applied to the endpoint, https://
+# endpoints (verified, and mutual TLS against `openssl s_server -Verify`
+# and the gateway requiring a client certificate), and a
 # gateway that hangs, drops the event stream, answers garbage or 500s;
 # the run's events in the audit log and in Covenant's export. As root, and
 # the plain run as uid 65534. Usage: hermes.sh CAPSULE
@@ -124,6 +126,68 @@ t garbage-audited 0 "hplain.dispatch .*is not a JSON object" audit "${G[@]}"
 t error-500-audited 0 "hplain.dispatch .*answered POST /runs with 500" audit "${G[@]}"
 t hang-audited 0 "hplain.dispatch .*did not answer POST /runs in time" audit "${G[@]}"
 
+# mutual TLS: servers that require a client certificate its CA ("cca")
+# signed: openssl s_server -Verify (TLS 1.3, and 1.2 where the refusal is
+# in the handshake itself) and the test gateway with CERT_REQUIRED
+mtls() {
+  echo "mutual TLS (HERMES_CLIENT_CERT, HERMES_CLIENT_KEY)"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=capsule test cca" \
+    -days 2 -keyout "$tls/cca.key" -out "$tls/cca.pem" 2>/dev/null
+  mkcert client "DNS:capsule-client" cca
+  mkcert stranger "DNS:capsule-client" rogue
+  chmod 600 "$tls/client.key" "$tls/stranger.key"
+  [ ${#as[@]} = 0 ] || chown 65534:65534 "$tls/client.key" "$tls/stranger.key"
+  local name args
+  for name in v13 v12; do
+    args=(); [ $name = v12 ] && args=(-no_tls1_3)
+    openssl s_server -accept 127.0.0.1:0 -www -Verify 1 -verify_return_error -CAfile "$tls/cca.pem" -cert "$tls/good.pem" \
+      -key "$tls/good.key" "${args[@]}" </dev/null >"$tls/s_server-$name.log" 2>&1 &
+    server="$server $!"
+  done
+  for name in v13 v12; do
+    for _ in $(seq 100); do grep -q '^ACCEPT' "$tls/s_server-$name.log" && break; sleep 0.1; done
+  done
+  HERMES_TEST_KEY=sekrit-key HERMES_TEST_TLS_CERT=$tls/good.pem HERMES_TEST_TLS_KEY=$tls/good.key \
+    HERMES_TEST_TLS_CLIENT_CA=$tls/cca.pem python3 "$here/hermes_server.py" >"$tls/mutual.port" 2>"$tls/mutual.log" &
+  server="$server $!"
+  for _ in $(seq 100); do [ -s "$tls/mutual.port" ] && break; sleep 0.1; done
+  export HERMES_CA_FILE=$tls/ca.pem
+  unset HERMES_CLIENT_CERT HERMES_CLIENT_KEY
+  local need='the Hermes endpoint requires a client certificate \(mutual TLS\) and none is set: set HERMES_CLIENT_CERT and HERMES_CLIENT_KEY'
+  for name in v13 v12; do
+    export HERMES_API_BASE_URL=https://127.0.0.1:$(sed -n 's/^ACCEPT .*:\([0-9]*\)$/\1/p' "$tls/s_server-$name.log")/v1
+    t "mtls-s_server-$name-refused-without" 1 "$need" dispatch --agent hplain "plain m" "${G[@]}"
+    HERMES_CLIENT_CERT=$tls/stranger.pem HERMES_CLIENT_KEY=$tls/stranger.key \
+      t "mtls-s_server-$name-refuses-a-stranger" 1 "refused capsule's client certificate $tls/stranger.pem \(HERMES_CLIENT_CERT\): it does not trust it" \
+      dispatch --agent hplain "plain m" "${G[@]}"
+    # accepted: s_server's -www page is no Hermes answer, but the TLS session stands
+    HERMES_CLIENT_CERT=$tls/client.pem HERMES_CLIENT_KEY=$tls/client.key \
+      t "mtls-s_server-$name-accepts-with" 1 "the Hermes endpoint" dispatch --agent hplain "plain m" "${G[@]}"
+    if grep -qiE "certificate|TLS|mutual" <<<"$out"; then bad "mtls-s_server-$name-session-stands ($out)"
+    else ok "mtls-s_server-$name-session-stands"; fi
+    # s_server verified the certificate capsule sent
+    grep -A1 "^depth=0 CN *= *client" "$tls/s_server-$name.log" | grep -q "verify return:1" &&
+      ok "mtls-s_server-$name-saw-the-client" || { bad "mtls-s_server-$name-saw-the-client"; tail -5 "$tls/s_server-$name.log"; }
+  done
+  export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/mutual.port")/v1
+  t mtls-gateway-refused-without 1 "$need" dispatch --agent hplain "plain m" "${G[@]}"
+  t mtls-refusal-audited 0 "hplain.dispatch .*requires a client certificate \(mutual TLS\)" audit "${G[@]}"
+  export HERMES_CLIENT_CERT=$tls/client.pem HERMES_CLIENT_KEY=$tls/client.key
+  t mtls-gateway-run 0 '^\{"text":"done: plain mtls","sources":\[\]\}$' dispatch --agent hplain "plain mtls" "${G[@]}"
+  chmod 644 "$tls/client.key"
+  t mtls-key-open-to-others 1 "HERMES_CLIENT_CERT, HERMES_CLIENT_KEY: $tls/client.key is a private key that others may read or write \(mode 0644\); .chmod 600" \
+    dispatch --agent hplain "plain m" "${G[@]}"
+  chmod 600 "$tls/client.key"
+  HERMES_CLIENT_KEY=$tls/stranger.key t mtls-key-mismatch 1 "the client key $tls/stranger.key is not the key of the certificate $tls/client.pem" \
+    dispatch --agent hplain "plain m" "${G[@]}"
+  HERMES_CLIENT_KEY= t mtls-cert-without-key 1 "a client certificate needs its key" dispatch --agent hplain "plain m" "${G[@]}"
+  HERMES_CLIENT_KEY= t mtls-cert-without-key-not-ready 0 "hplain .*not ready: HERMES_CLIENT_CERT is set without HERMES_CLIENT_KEY" list "${G[@]}"
+  HERMES_CLIENT_CERT=$tls/nope.pem t mtls-cert-missing-not-ready 0 "hplain .*not ready: HERMES_CLIENT_CERT $tls/nope.pem cannot be read" list "${G[@]}"
+  HERMES_API_BASE_URL=$base t mtls-needs-https 1 "HERMES_CLIENT_CERT and HERMES_CLIENT_KEY are set but the Hermes endpoint 127.0.0.1:[0-9]+ is http://" \
+    dispatch --agent hplain "plain m" "${G[@]}"
+  unset HERMES_CLIENT_CERT HERMES_CLIENT_KEY
+}
+
 echo "TLS (https:// endpoints)"
 if command -v openssl >/dev/null; then
   # a test CA made here: a certificate for 127.0.0.1 it signs, one it signs
@@ -189,8 +253,9 @@ while True: c.append(s.accept())' >"$tls/mute.port" &
   export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/good.port")/v1 HERMES_CA_FILE=$tls/missing.pem
   t tls-ca-file-missing 1 "HERMES_CA_FILE: cannot read the CA file $tls/missing.pem" dispatch --agent hplain "plain x" "${G[@]}"
   t tls-ca-file-missing-not-ready 0 "hplain .*not ready: HERMES_CA_FILE $tls/missing.pem cannot be read" list "${G[@]}"
+  mtls
   export HERMES_API_BASE_URL=$base
-  unset HERMES_CA_FILE
+  unset HERMES_CA_FILE HERMES_CLIENT_CERT HERMES_CLIENT_KEY
 else
   echo "  note: openssl is not installed: the TLS cases are skipped (scripts/deps.sh test installs it)"
 fi
@@ -232,6 +297,15 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
       t nobody-tls-run 0 '"done: plain tls y"' dispatch --agent hplain "plain tls y" "${N[@]}"
     HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/untrusted.port")/v1 HERMES_CA_FILE=$tls/ca.pem \
       t nobody-tls-untrusted 1 "the certificate of 127.0.0.1 is not trusted" dispatch --agent hplain "plain y" "${N[@]}"
+  fi
+  if [ -s "${tls:-/nonexistent}/mutual.port" ]; then # mutual TLS, its key the user's own
+    install -m 600 -o 65534 -g 65534 "$tls/client.key" "$work/nobody/client.key"
+    export HERMES_API_BASE_URL=https://127.0.0.1:$(cat "$tls/mutual.port")/v1 HERMES_CA_FILE=$tls/ca.pem
+    t nobody-mtls-refused-without 1 "requires a client certificate \(mutual TLS\) and none is set" dispatch --agent hplain "plain y" "${N[@]}"
+    HERMES_CLIENT_CERT=$tls/client.pem HERMES_CLIENT_KEY=$work/nobody/client.key \
+      t nobody-mtls-run 0 '"done: plain mtls y"' dispatch --agent hplain "plain mtls y" "${N[@]}"
+    export HERMES_API_BASE_URL=$base
+    unset HERMES_CA_FILE
   fi
 fi
 echo "hermes tests: $pass passed, $fail failed"

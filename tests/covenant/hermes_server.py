@@ -17,7 +17,9 @@ GET /v1/runs/{id}/events (SSE), POST /v1/runs/{id}/stop, POST
   twice      two approval requests, one after the other; completes with both
 GET /debug/log lists what the server saw (stops, approvals, keys, headers).
 With HERMES_TEST_KEY set, requests without "Authorization: Bearer KEY" get 401.
-With HERMES_TEST_TLS_CERT and HERMES_TEST_TLS_KEY (PEM files) it serves HTTPS.
+With HERMES_TEST_TLS_CERT and HERMES_TEST_TLS_KEY (PEM files) it serves HTTPS;
+with HERMES_TEST_TLS_CLIENT_CA too, only to clients with a certificate that CA
+signed (mutual TLS).
 Prints the port it listens on (127.0.0.1), then serves until killed."""
 import json
 import os
@@ -195,6 +197,9 @@ if os.environ.get("HERMES_TEST_TLS_CERT"):
     import ssl
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(os.environ["HERMES_TEST_TLS_CERT"], os.environ["HERMES_TEST_TLS_KEY"])
+    if os.environ.get("HERMES_TEST_TLS_CLIENT_CA"):
+        tls.verify_mode = ssl.CERT_REQUIRED
+        tls.load_verify_locations(os.environ["HERMES_TEST_TLS_CLIENT_CA"])
     server.socket = tls.wrap_socket(server.socket, server_side=True)
 print(server.server_address[1], flush=True)
 server.serve_forever()

@@ -106,6 +106,10 @@ t duplicate-ids 1 'capability id "echo" is also used by .*/dup/a/agent.toml' lis
 echo "policy"
 c blocked-by-default 4 "blocked by policy \(default\); allow it with .capsule policy set wordcount dispatch allow." call "${G[@]}" wordcount dispatch '{"text": "a b"}'
 t policy-set 0 "" policy set wordcount dispatch allow --caps "$caps" --state "$state"
+# the agent requires tool.wordcount (Covenant's capabilities.required): the
+# caller (the local issuer) holds a token for it, or the call is refused
+c no-token-refused 4 "the issuer [^ ]+@local \([1-9A-HJ-NP-Za-km-z]+\) does not hold the capability tool.wordcount that agent wordcount requires: no token grants it .*; grant it with .capsule token issue local tool.wordcount. on the same state" call "${G[@]}" wordcount dispatch '{"text": "one two three"}'
+t token-issue 0 '"action":"tool.wordcount"' token issue local tool.wordcount --state "$state"
 c allowed 0 '^\{"text":"3 words","sources":\[\]\}$' call "${G[@]}" wordcount dispatch '{"text": "one two three"}'
 t user-override 0 "" policy set wordcount dispatch block --user mallory --caps "$caps" --state "$state"
 c user-override-wins 4 "blocked by policy \(user\)" call "${G[@]}" --user mallory wordcount dispatch '{"text": "x"}'
@@ -184,7 +188,7 @@ if [ "$okp" = 8 ]; then ok parallel-calls; else bad "parallel-calls ($okp of 8)"
 
 echo "audit"
 # policy and credential changes are records of their own (decision: the kind)
-records=$(sqlite3 "$state/state.db" "SELECT count(*) FROM audit WHERE decision NOT IN ('policy-set', 'policy-rm', 'cred-set', 'cred-rm', 'approve', 'deny')")
+records=$(sqlite3 "$state/state.db" "SELECT count(*) FROM audit WHERE decision NOT IN ('policy-set', 'policy-rm', 'cred-set', 'cred-rm', 'approve', 'deny', 'token-issue', 'capability-check')")
 total=$(sqlite3 "$state/state.db" "SELECT count(*) FROM audit")
 if [ "$records" = "$calls" ]; then ok "one-record-per-call ($records)"; else bad "one-record-per-call ($records records, $calls calls)"; fi
 t audit-verify 0 "audit log verified: $total records" audit verify --state "$state"

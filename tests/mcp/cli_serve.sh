@@ -46,6 +46,9 @@ run_as() {
   call() { C call --caps "$caps" --state "$state" "$@" </dev/null >"$work/out" 2>"$work/err"; }
   C policy set --caps "$caps" --state "$state" wordcount dispatch allow >/dev/null
   call wordcount dispatch '{"text":"one two"}'
+  expect "$who: no-token-refused" 4 $? 'capsule token issue local tool.wordcount' "$work/err"
+  C token issue local tool.wordcount --state "$state" >/dev/null # wordcount requires it (Covenant)
+  call wordcount dispatch '{"text":"one two"}'
   expect "$who: alone" 0 $? '"2 words"' "$work/out"
   "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" 2>"$work/serve-$who.log" &
   local server=$!

@@ -76,6 +76,8 @@ run_as() { # run_as WHO: the client checks, then the audit
     "${wrap[@]}" "$capsule" policy set --caps "$caps" --state "$state" "$t" dispatch allow >/dev/null
   done
   "${wrap[@]}" "$capsule" policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
+  # wordcount requires tool.wordcount: the caller's token for it (Covenant)
+  "${wrap[@]}" "$capsule" token issue local tool.wordcount --state "$state" >/dev/null
   for f in $(seq 1 120 | xargs printf 'fn%03d ') do.it do_it "$long"; do
     "${wrap[@]}" "$capsule" policy set --caps "$caps" --state "$state" many "$f" allow >/dev/null
   done

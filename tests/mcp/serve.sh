@@ -56,6 +56,7 @@ run_as() {
   C() { "${wrap[@]}" "$capsule" "$@"; }
   for t in wordcount slow hang; do C policy set --caps "$caps" --state "$state" "$t" dispatch allow >/dev/null; done
   C policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
+  C token issue local tool.wordcount --state "$state" >/dev/null # wordcount requires it (Covenant)
   local t1 t2
   t1=$(C access issue alice --user alice --state "$state" 2>/dev/null)
   t2=$(C access issue bob --user bob --state "$state" 2>/dev/null)

@@ -36,6 +36,7 @@ chmod 755 "$a/run.sh"
 echo 'echo "{\"text\":\"benign\"}"' >"$deep/lib.sh"; chmod 644 "$deep/lib.sh"
 S=$tmp/state G=(--caps "$tmp/caps" --state "$S")
 "$capsule" policy set "${G[@]}" deep dispatch ask >/dev/null || exit 2
+"$capsule" token issue local tool.deep --state "$S" >/dev/null || exit 2 # the agent requires it
 out=$("$capsule" call "${G[@]}" deep dispatch '{"text":"x"}' 2>&1 </dev/null)
 id=$(grep -oE 'approval [0-9a-f]{8}' <<<"$out" | head -1 | cut -d' ' -f2)
 [ -n "$id" ] || { echo "setup: no pending approval: $out"; exit 2; }

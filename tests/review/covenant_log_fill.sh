@@ -33,6 +33,7 @@ printf '#!/bin/sh\nhead -c 50000000 /dev/zero >&2\necho %s\n' "'{\"text\":\"done
 chmod 755 "$a/spam.sh"
 S=$tmp/state
 "$capsule" policy set --caps "$tmp/caps" --state "$S" spam dispatch allow >/dev/null || exit 2
+"$capsule" token issue local tool.spam --state "$S" >/dev/null || exit 2 # the agent requires it
 for i in 1 2 3 4; do
   "$capsule" call --caps "$tmp/caps" --state "$S" spam dispatch '{"text":"x"}' >/dev/null 2>&1
 done

@@ -37,6 +37,7 @@ chmod -R a+rX "$D/caps"; chmod 755 "$D/caps/echoer/echo.sh"
 S=$D/state
 cap() { (cd /tmp && "$capsule" "$@" </dev/null); }
 cap policy set --state "$S" --caps "$D/caps" echoer dispatch ask >/dev/null 2>&1 || { echo "setup failed"; exit 2; }
+cap token issue local tool.echoer --state "$S" >/dev/null 2>&1 || { echo "setup failed (token)"; exit 2; }
 pad=$(printf '%5000s' '')
 args="{\"text\":\"summarize README.md\"$pad,\"parent\":\"HIDDEN-MEMBER-rm-rf-home\"}"
 cap call --state "$S" --caps "$D/caps" echoer dispatch "$args" >/dev/null 2>&1

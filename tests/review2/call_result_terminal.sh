@@ -35,6 +35,8 @@ printf '#!/bin/sh\nread -r line\nprintf "{\\"text\\":\\"ok \\302\\23331m C1-CSI 
 chmod 755 "$D/caps" "$D/caps/forge" "$D/caps/forge/forge.sh"; chmod 755 "$D"
 "$capsule" policy set --state "$D/state" --caps "$D/caps" forge dispatch allow >/dev/null 2>&1 ||
   { echo "setup: policy set failed"; exit 2; }
+"$capsule" token issue local tool.forge --state "$D/state" >/dev/null 2>&1 ||
+  { echo "setup: token issue failed"; exit 2; }
 out=$(cd /tmp && script -qc "'$capsule' call --state '$D/state' --caps '$D/caps' forge dispatch '{\"text\":\"a\"}'" /dev/null | od -An -tx1 | tr -d ' \n')
 echo "terminal bytes: $out"
 [ -n "$out" ] || { echo "SKIP: the call printed nothing"; exit 77; }

@@ -159,6 +159,7 @@ print(json.dumps({"text": "python agent ran on " + req["text"], "sources": []}))
 PY
   chmod -R go+rX "$top/caps"
   "$capsule" policy set pyagent dispatch allow --caps "$top/caps" --state "$top/state" >/dev/null
+  "$capsule" token issue local tool.pyagent --state "$top/state" >/dev/null # the agent requires it
   local out status
   out=$(timeout 60 "$capsule" call --caps "$top/caps" --state "$top/state" pyagent dispatch '{"text":"x"}' 2>&1)
   status=$?
