@@ -147,6 +147,8 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
     if (fd == -EPERM)
       return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
                            sa.sun_path);
+    if ((fd == -ENOENT || fd == -ECONNREFUSED) && req->warm_only)
+      return cap_error_set(err, EWOULDBLOCK, "%s has no instance running", req->spec->id);
     if (fd == -ENOENT || fd == -ECONNREFUSED)
       fd = start_keeper(req, &sa, deadline, err);
     else if (fd < 0)

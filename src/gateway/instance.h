@@ -40,6 +40,9 @@ struct gw_instance_request {
   char *const *argv;
   const char *workdir;
   uint32_t inside_id;
+  /* Lease only from a keeper already running: where one would be started
+   * (a fork whose child speaks gRPC), -EWOULDBLOCK instead (gw_call.warm_only) */
+  bool warm_only;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and

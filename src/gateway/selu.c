@@ -407,11 +407,16 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .rootfs = image.argv ? image.info.rootfs : NULL,
       .argv = image.argv,
       .workdir = image.info.config.working_dir ? image.info.config.working_dir : "/",
-      .inside_id = image.argv ? SELU_IMAGE_ID : 0};
+      .inside_id = image.argv ? SELU_IMAGE_ID : 0,
+      .warm_only = call->warm_only};
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0) {
     selu_run_free(&run);
+    if (r == -EWOULDBLOCK && call->warm_only) { /* nothing was sent: run it where one may start */
+      cap_error_clear(err);
+      return GW_OUTCOME_NOT_WARM;
+    }
     return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
   }
   struct selu_channel *ch = NULL;

@@ -56,6 +56,33 @@ if [ -S "$work/g.sock" ]; then
   drive "unix:$work/g.sock"
   if [ $selu = yes ]; then # a Selu call from a child of the gRPC process: it must not hang
     drive "unix:$work/g.sock" selu
+    # the instance is warm: its calls are made in the gRPC process itself,
+    # so they are answered with the call process stopped (SIGSTOP)
+    gproc=$(pgrep -P "$spid" | head -1)
+    cproc=$(pgrep -P "$gproc" | head -1)
+    if [ -n "$cproc" ] && kill -STOP "$cproc"; then
+      drive "unix:$work/g.sock" warm
+      "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count block >/dev/null
+      drive "unix:$work/g.sock" warm-blocked
+      kill -CONT "$cproc"
+    else
+      bad "the call process of serve --grpc (a child of $gproc) was not found"
+    fi
+    # policy ask is not the warm path's: the call process leaves one
+    # pending approval and one audit record
+    "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count ask >/dev/null
+    drive "unix:$work/g.sock" warm-ask
+    pending=$("$capsule" approvals --json --state "$state" 2>/dev/null | jq '[.[] | select(.capability == "text-tools")] | length')
+    [ "$pending" = 1 ] && ok "an ask through serve --grpc leaves one approval" ||
+      bad "an ask through serve --grpc leaves one approval (found ${pending:-none})"
+    asks=$("$capsule" audit --json --state "$state" 2>/dev/null |
+      jq '[.[] | select(.capability == "text-tools" and .decision == "approval-pending")] | length')
+    [ "$asks" = 1 ] && ok "the ask is audited once" || bad "the ask is audited once (found ${asks:-none})"
+    warm=$("$capsule" audit --json --state "$state" 2>/dev/null |
+      jq '[.[] | select(.capability == "text-tools" and .user == "alice")] | length')
+    [ "$warm" = 6 ] && ok "every text-tools call audited once" ||
+      bad "every text-tools call audited once (6 calls, found ${warm:-none})"
+    "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count allow >/dev/null
   else
     echo "  skip selu: build examples/selu-text (make build does)"
   fi
