@@ -29,6 +29,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/proctitle.h"
+#include "gateway/registry.h"
 #include "gateway/selu.h"
 #include "runtime/selu_rpc.h"
 #include "sandbox/sandbox.h"
@@ -57,6 +58,8 @@ struct keeper {
   int spare;                    /* a connection to the server made ahead of the next lease, or -1 */
   struct gw_instance_info info; /* what RUN_DIR/KEY.status says (capsule ps) */
   char status_path[4096];
+  int ino;                  /* inotify on the package's tree (gw_package_watch), or -1 */
+  unsigned char digest[32]; /* without inotify: the package's at the start */
 };
 
 /* Keeps KEY.status current: the state, the leases held, since when idle. */
@@ -338,6 +341,26 @@ static void refill_spare(struct keeper *k, const struct lease_loop *L)
   k->spare = fd >= 0 ? fd : -1;
 }
 
+/* Whether the package changed since the keeper started (an image's
+ * server never reads it): an event on its tree, or without inotify its
+ * digest recomputed. Asked before each lease, so a call made after an
+ * edit never reaches the server that started before it: the instance's
+ * key leaves the tree out (gw_instance_key), this keeper watches it. */
+static bool package_changed(struct keeper *k)
+{
+  if (k->req->rootfs)
+    return false;
+  if (k->ino >= 0) {
+    char buf[4096];
+    return read(k->ino, buf, sizeof buf) > 0 || errno != EAGAIN;
+  }
+  unsigned char now[32];
+  struct cap_error err = {0};
+  bool changed = gw_spec_digest(k->req->spec, now, &err) < 0 || memcmp(now, k->digest, 32) != 0;
+  cap_error_clear(&err);
+  return changed;
+}
+
 /* Grants waiting clients a connection to the server, in arrival order,
  * while there is room. */
 static void lease_grant(struct keeper *k, struct lease_loop *L)
@@ -346,6 +369,11 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
     struct client *cl = &L->clients[i];
     if (!cl->waiting)
       continue;
+    if (!L->dying && package_changed(k)) { /* refused as gone: the call starts a new one */
+      keeper_note("the package changed: new calls start a new instance; this one stops");
+      L->dying = true;
+      keeper_unpublish(k);
+    }
     cl->waiting = false;
     if (L->dying) {
       refuse(cl->fd, ECONNREFUSED, "the capability's server stopped listening");
@@ -606,14 +634,21 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
                      .report_lock = PTHREAD_MUTEX_INITIALIZER,
                      .publish_lock = PTHREAD_MUTEX_INITIALIZER,
                      .sandbox_end = -1,
-                     .cpu_budget_ms = spec->limits.cpu_ms_per_task};
+                     .cpu_budget_ms = spec->limits.cpu_ms_per_task,
+                     .ino = -1};
   if (req->wait_ms && req->wait_ms < k.startup_ms)
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
   keeper_status_begin(&k);
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);
-  close(lock_fd); /* published: later calls find this keeper */
+  close(lock_fd);     /* published: later calls find this keeper */
+  if (!req->rootfs) { /* before the server reads any of its package */
+    k.ino = gw_package_watch(spec->package_dir);
+    struct cap_error derr = {0};
+    if (k.ino < 0 && gw_spec_digest(spec, k.digest, &derr) < 0)
+      cap_error_clear(&derr); /* an unreadable package: the first lease retires the keeper */
+  }
   k.connector = pair[0];
   k.sandbox_end = pair[1];
 

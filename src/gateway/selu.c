@@ -349,8 +349,8 @@ static int selu_run_with_image(const struct gw_call *call, const struct cap_spec
   }
   r = volumes_within_bound(spec, run, err);
   if (r == 0)
-    r = gw_instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, true, run->env.v,
-                        run->env.len, key, err);
+    r = gw_instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, false,
+                        run->env.v, run->env.len, key, err); /* its keeper watches the tree */
   if (r < 0)
     selu_run_free(run);
   return r;
