@@ -3,7 +3,8 @@
  * thread, through gw_call with warm_only (policy, validation, credentials,
  * the warm instance, audit: the pipeline `capsule call` runs). No fork,
  * no state opened per call: a pool of state connections (one per call in
- * flight, kept for the next), the registry kept and swapped when serve
+ * flight, kept for the next), a gRPC channel per warm instance kept
+ * between calls (gateway/selu.h), the registry kept and swapped when serve
  * reloads (a call holds the one it started with), the state's private
  * paths resolved once. gRPC does not survive a fork, and this process
  * serves gRPC: whatever would fork a child that speaks it (starting an
@@ -22,6 +23,7 @@
 #include "front/serve_internal.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
+#include "gateway/selu.h"
 #include "gateway/state.h"
 #include "image/image.h"
 
@@ -41,6 +43,7 @@ struct serve_grpc_warm {
   size_t n_idle;
   char **hidden;
   size_t n_hidden;
+  struct gw_channels *channels; /* to the warm instances, kept between calls */
   char *logs, *run, *cache, *volumes, *images;
 };
 
@@ -119,6 +122,7 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
   w->cache = cap_xasprintf("%s/cache", opt->state_dir);
   w->volumes = cap_xasprintf("%s/volumes", opt->state_dir);
   w->images = image_store_dir(opt->state_dir);
+  w->channels = gw_channels_new();
   return w;
 }
 
@@ -157,6 +161,7 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
       .hidden = (const char *const *)w->hidden,
       .n_hidden = w->n_hidden,
       .warm_only = true,
+      .channels = w->channels,
   };
   struct gw_result res = {0};
   enum gw_outcome o = gw_call(&c, &r->reg, st, &res, &err);
@@ -184,6 +189,7 @@ void serve_grpc_warm_free(struct serve_grpc_warm *w)
   for (size_t i = 0; i < w->n_idle; i++)
     gw_state_close(w->idle[i]);
   registry_unref(w, w->reg);
+  gw_channels_free(w->channels);
   gw_state_private_paths_free(w->hidden, w->n_hidden);
   free(w->logs);
   free(w->run);

@@ -80,6 +80,9 @@ struct gw_call {
    * or was decided, and without an audit record: the caller runs it again
    * without warm_only, in a process of its own. */
   bool warm_only;
+  /* Selu: gRPC channels kept between calls (gateway/selu.h), or NULL: a
+   * new connection and channel per call */
+  struct gw_channels *channels;
 };
 
 /* What a front door's MCP client and a third-party MCP server exchange

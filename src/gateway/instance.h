@@ -43,6 +43,10 @@ struct gw_instance_request {
   /* Lease only from a keeper already running: where one would be started
    * (a fork whose child speaks gRPC), -EWOULDBLOCK instead (gw_call.warm_only) */
   bool warm_only;
+  /* The instance (gw_lease.instance) the caller keeps a connection to, or
+   * 0: when the keeper is that instance still, the lease comes without a
+   * new connection (fd -1) and the call goes on the kept one. */
+  uint64_t have_instance;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and
@@ -53,6 +57,7 @@ struct gw_lease {
   int control;
   int fd;
   int protocol;
+  uint64_t instance; /* names the keeper's server (random, not 0), or 0 from an older keeper */
 };
 
 /* Returns 0 with *lease filled, or -errno with err set (-ETIMEDOUT when

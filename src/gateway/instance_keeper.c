@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -58,6 +59,7 @@ struct keeper {
   int spare;                    /* a connection to the server made ahead of the next lease, or -1 */
   struct gw_instance_info info; /* what RUN_DIR/KEY.status says (capsule ps) */
   char status_path[4096];
+  uint64_t instance;        /* random, not 0: names this server to the calls keeping a channel */
   int ino;                  /* inotify on the package's tree (gw_package_watch), or -1 */
   unsigned char digest[32]; /* without inotify: the package's at the start */
 };
@@ -160,11 +162,13 @@ struct client {
   int fd;
   bool waiting, leased;
   uint64_t since; /* accepted at */
+  uint64_t have;  /* the instance it keeps a connection to, or 0 */
 };
 
-static void reply(int fd, int code, const char *message, int pass_fd, enum selu_protocol protocol)
+static void reply(int fd, int code, const char *message, int pass_fd, enum selu_protocol protocol,
+                  uint64_t instance)
 {
-  struct lease_reply rep = {.code = code, .protocol = (int32_t)protocol};
+  struct lease_reply rep = {.code = code, .protocol = (int32_t)protocol, .instance = instance};
   snprintf(rep.message, sizeof rep.message, "%s", message ? message : "");
   struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
   char control[CMSG_SPACE(sizeof(int))];
@@ -187,7 +191,7 @@ static void reply(int fd, int code, const char *message, int pass_fd, enum selu_
 /* A reply without a lease: code says why. */
 static void refuse(int fd, int code, const char *message)
 {
-  reply(fd, code, message, -1, SELU_PROTOCOL_UNKNOWN);
+  reply(fd, code, message, -1, SELU_PROTOCOL_UNKNOWN, 0);
 }
 
 /* No new client can reach this keeper once its socket is gone. */
@@ -271,11 +275,15 @@ static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, siz
     bool gone = false;
     short ev = i < polled ? p[i].revents : 0;
     if (ev & POLLIN) {
-      char c;
-      ssize_t got = recv(cl->fd, &c, 1, MSG_DONTWAIT);
-      if (got == 1 && c == 'L' && !cl->leased)
+      char m[1 + sizeof(uint64_t)];
+      ssize_t got = recv(cl->fd, m, sizeof m, MSG_DONTWAIT);
+      char c = got > 0 ? m[0] : 0;
+      if (got > 0 && c == 'L' && !cl->leased) {
         cl->waiting = true;
-      else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
+        cl->have = 0;
+        if (got == (ssize_t)sizeof m)
+          memcpy(&cl->have, m + 1, sizeof cl->have);
+      } else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
         L->stop_asked = gone = true;
       else if (got == 0 || (got < 0 && errno != EAGAIN))
         gone = true;
@@ -380,10 +388,11 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
       continue;
     }
     struct cap_error err = {0};
-    int fd = take_spare(k);
-    if (fd < 0)
+    bool kept = cl->have == k->instance; /* it keeps a connection to this server */
+    int fd = kept ? -1 : take_spare(k);
+    if (!kept && fd < 0)
       fd = sandbox_connect(k->connector, k->port, 2000, &err);
-    if (fd < 0) {
+    if (!kept && fd < 0) {
       keeper_note("cannot reach the server: %s; stopping this instance", err.message);
       refuse(cl->fd, ECONNREFUSED, "the capability's server stopped listening");
       cap_error_clear(&err);
@@ -391,8 +400,9 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
       keeper_unpublish(k); /* new calls start a new instance */
       continue;
     }
-    reply(cl->fd, 0, NULL, fd, k->protocol);
-    close(fd);
+    reply(cl->fd, 0, NULL, fd, k->protocol, k->instance);
+    if (fd >= 0)
+      close(fd);
     cl->leased = true;
     if (L->active++ == 0 && L->cpu_counted)
       L->busy_base = sandbox_cpu_ms(k->running);
@@ -640,6 +650,8 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
   keeper_status_begin(&k);
+  while (!k.instance)
+    randombytes_buf(&k.instance, sizeof k.instance);
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);
   close(lock_fd);     /* published: later calls find this keeper */

@@ -409,9 +409,16 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .workdir = image.info.config.working_dir ? image.info.config.working_dir : "/",
       .inside_id = image.argv ? SELU_IMAGE_ID : 0,
       .warm_only = call->warm_only};
+  size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
+  /* a kept channel is sized for the default output cap */
+  struct gw_channels *keep = call->output_cap ? NULL : call->channels;
+  struct gw_channel *kept = keep ? gw_channels_take(keep, key) : NULL;
+  struct selu_channel *ch = kept ? gw_channel_get(kept, &req.have_instance) : NULL;
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0) {
+    if (kept)
+      gw_channels_give(keep, kept);
     selu_run_free(&run);
     if (r == -EWOULDBLOCK && call->warm_only) { /* nothing was sent: run it where one may start */
       cap_error_clear(err);
@@ -419,10 +426,15 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
     }
     return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
   }
-  struct selu_channel *ch = NULL;
-  size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
-  r = selu_channel_open(lease.fd, cap + 1024, &ch, err);
-  lease.fd = -1; /* the channel's now */
+  if (lease.fd >= 0) { /* a new connection: a kept channel reaches another instance */
+    if (kept)
+      gw_channels_give(keep, kept);
+    kept = NULL;
+    r = selu_channel_open(lease.fd, cap + 1024, &ch, err);
+    lease.fd = -1; /* the channel's now */
+    if (r == 0 && keep && lease.instance)
+      kept = gw_channels_keep(keep, key, lease.instance, ch);
+  }
   if (r == 0) {
     struct selu_invoke_args a = {.tool = tool,
                                  .args_json = args,
@@ -438,7 +450,12 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       r = cap_error_set(err, ETIMEDOUT, "the server was stopped: %s", reason);
     }
   }
-  selu_channel_close(ch);
+  if (kept && r == -ECONNRESET) /* its server went away: the next call leases anew */
+    gw_channels_forget(keep, kept);
+  if (kept)
+    gw_channels_give(keep, kept);
+  else
+    selu_channel_close(ch);
   gw_lease_release(&lease);
   selu_run_free(&run);
   if (r < 0) {

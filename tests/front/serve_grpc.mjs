@@ -72,6 +72,12 @@ if (mode === 'warm') { // the call process is stopped: only the warm path answer
   r = await wcall({ text: 7 });
   r.res && /input schema/.test(r.res.error) ? ok('warm path validates the arguments')
     : bad('warm validation', JSON.stringify(r));
+  // at once, on the channel kept to the instance: each call gets its own answer
+  const texts = Array.from({ length: 8 }, (_, i) => Array(i + 1).fill('w').join(' '));
+  const all = await Promise.all(texts.map((text) => wcall({ text })));
+  const counts = all.map((x) => { try { return JSON.parse(x.res.result_json.toString()).words; } catch { return -1; } });
+  counts.every((c, i) => c === i + 1) ? ok('concurrent warm calls each get their own answer')
+    : bad('concurrent warm calls', JSON.stringify(counts));
   finish();
 }
 if (mode === 'warm-blocked' || mode === 'warm-ask') {
