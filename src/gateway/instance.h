@@ -94,9 +94,10 @@ struct gw_instance_info {
 
 /* "starting", "serving", "stopping". */
 const char *gw_instance_state_name(enum gw_instance_state s);
-/* Writes info to path atomically (path.tmp, then rename). Errors are
+/* Writes info to path atomically (path.tmp, then rename); a pid_start of
+ * 0 is read from /proc first, once (a keeper writes at every lease). Errors are
  * ignored: the status is for listing, never for serving. */
-void gw_instance_status_write(const char *path, const struct gw_instance_info *info);
+void gw_instance_status_write(const char *path, struct gw_instance_info *info);
 /* The instances of run_dir whose keeper is alive, sorted by capability;
  * *out (free it) holds *n. A missing run_dir is no instance. */
 int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t *n,

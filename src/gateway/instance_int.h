@@ -19,14 +19,16 @@
  * instance the caller keeps a connection to (struct gw_channels): the
  * keeper then grants the lease without a new connection. What the keeper
  * answers; an fd travels with 0 unless the caller's instance is this one.
- * instance is where an earlier capsule's keeper had the first bytes of an
- * empty message: 0, "none". */
+ * The size is an earlier capsule's, whose keepers and clients read the
+ * message where it was: instance is where its message ended (zeros with a
+ * lease: 0, "none"). */
 struct lease_reply {
-  int32_t code;      /* 0, or a positive errno */
-  int32_t protocol;  /* with a lease: the enum selu_protocol the server speaks */
-  uint64_t instance; /* with a lease: this keeper's instance (random, not 0), or 0 */
+  int32_t code;     /* 0, or a positive errno */
+  int32_t protocol; /* with a lease: the enum selu_protocol the server speaks */
   char message[472];
+  uint64_t instance; /* with a lease: this keeper's instance (random, not 0), or 0 */
 };
+_Static_assert(sizeof(struct lease_reply) == 488, "the lease reply's size is the wire's");
 
 /* Milliseconds until deadline, as poll wants them (0 when past). */
 static inline int ms_until(uint64_t deadline)
