@@ -79,6 +79,8 @@ static void keeper_status_begin(struct keeper *k)
   snprintf(k->status_path, sizeof k->status_path, "%s/%s.status", k->req->run_dir, k->req->key);
   k->info = (struct gw_instance_info){
       .pid = getpid(), .max_leases = k->max_active, .started_ms = cap_now_ms(CLOCK_REALTIME)};
+  while (!k->instance) /* what names this server to the calls keeping a channel to it */
+    randombytes_buf(&k->instance, sizeof k->instance);
   snprintf(k->info.capability, sizeof k->info.capability, "%s", k->req->spec->id);
   keeper_status(k, GW_INSTANCE_STARTING, 0);
 }
@@ -609,6 +611,34 @@ static void keeper_ended(struct keeper *k, int r, const struct sandbox_result *r
   }
 }
 
+/* stdin and stdout /dev/null (returned), stderr the log (*log; /dev/null
+ * when it cannot be opened). */
+static int keeper_stdio(const char *log_path, int *log)
+{
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  *log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (devnull < 0)
+    _exit(1);
+  if (*log < 0)
+    *log = devnull;
+  dup2(devnull, 0);
+  dup2(devnull, 1);
+  dup2(*log, 2);
+  return devnull;
+}
+
+/* The package's tree watched before the server reads any of it (an
+ * image's server never reads it), or its digest kept to compare. */
+static void keeper_watch(struct keeper *k)
+{
+  if (k->req->rootfs)
+    return;
+  k->ino = gw_package_watch(k->req->spec->package_dir);
+  struct cap_error err = {0};
+  if (k->ino < 0 && gw_spec_digest(k->req->spec, k->digest, &err) < 0)
+    cap_error_clear(&err); /* an unreadable package: the first lease retires the keeper */
+}
+
 void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
                     int status_fd, int lock_fd)
 {
@@ -620,15 +650,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
   close_all_but(keep, 2);
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
-  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  int log = open(req->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (devnull < 0)
-    _exit(1);
-  if (log < 0)
-    log = devnull;
-  dup2(devnull, 0);
-  dup2(devnull, 1);
-  dup2(log, 2);
+  int log, devnull = keeper_stdio(req->log_path, &log);
 
   const struct cap_spec *spec = req->spec;
   struct keeper k = {.req = req,
@@ -650,17 +672,10 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
   keeper_status_begin(&k);
-  while (!k.instance)
-    randombytes_buf(&k.instance, sizeof k.instance);
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);
-  close(lock_fd);     /* published: later calls find this keeper */
-  if (!req->rootfs) { /* before the server reads any of its package */
-    k.ino = gw_package_watch(spec->package_dir);
-    struct cap_error derr = {0};
-    if (k.ino < 0 && gw_spec_digest(spec, k.digest, &derr) < 0)
-      cap_error_clear(&derr); /* an unreadable package: the first lease retires the keeper */
-  }
+  close(lock_fd); /* published: later calls find this keeper */
+  keeper_watch(&k);
   k.connector = pair[0];
   k.sandbox_end = pair[1];
 

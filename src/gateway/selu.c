@@ -374,6 +374,54 @@ void gw_selu_image_spec(struct cap_spec *run_spec)
   run_spec->limits.disk_bytes = SELU_IMAGE_TMP_BYTES;
 }
 
+/* The channel a call goes on: kept between calls (gw_call.channels, for
+ * the default output cap it is sized for), or its own. */
+struct call_channel {
+  struct gw_channels *keep; /* NULL: a channel of the call's own */
+  struct gw_channel *kept;  /* the kept one it holds a reference to */
+  struct selu_channel *ch;
+};
+
+/* Before the lease: the channel kept for the instance, and which instance
+ * it reaches (0: none). */
+static uint64_t channel_before(const struct gw_call *call, const char *key, struct call_channel *c)
+{
+  uint64_t instance = 0;
+  *c = (struct call_channel){.keep = call->output_cap ? NULL : call->channels};
+  c->kept = c->keep ? gw_channels_take(c->keep, key) : NULL;
+  if (c->kept)
+    c->ch = gw_channel_get(c->kept, &instance);
+  return instance;
+}
+
+/* After the lease: a new connection is a new channel (kept, when the call
+ * keeps them); without one, the kept channel reaches the leased server. */
+static int channel_after(struct call_channel *c, const char *key, struct gw_lease *lease,
+                         size_t cap, struct cap_error *err)
+{
+  if (lease->fd < 0)
+    return 0;
+  if (c->kept) /* it reaches another instance */
+    gw_channels_give(c->keep, c->kept);
+  c->kept = NULL;
+  int r = selu_channel_open(lease->fd, cap + 1024, &c->ch, err);
+  lease->fd = -1; /* the channel's now */
+  if (r == 0 && c->keep && lease->instance)
+    c->kept = gw_channels_keep(c->keep, key, lease->instance, c->ch);
+  return r;
+}
+
+static void channel_done(struct call_channel *c, int r)
+{
+  if (c->kept && r == -ECONNRESET) /* its server went away: the next call leases anew */
+    gw_channels_forget(c->keep, c->kept);
+  if (c->kept)
+    gw_channels_give(c->keep, c->kept);
+  else
+    selu_channel_close(c->ch);
+  *c = (struct call_channel){0};
+}
+
 /* Invoke with the raw answer; the caller judges it. */
 static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_spec *spec,
                                   const char *tool, const char *args, char *const *env,
@@ -410,15 +458,12 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .inside_id = image.argv ? SELU_IMAGE_ID : 0,
       .warm_only = call->warm_only};
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
-  /* a kept channel is sized for the default output cap */
-  struct gw_channels *keep = call->output_cap ? NULL : call->channels;
-  struct gw_channel *kept = keep ? gw_channels_take(keep, key) : NULL;
-  struct selu_channel *ch = kept ? gw_channel_get(kept, &req.have_instance) : NULL;
+  struct call_channel cc;
+  req.have_instance = channel_before(call, key, &cc);
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0) {
-    if (kept)
-      gw_channels_give(keep, kept);
+    channel_done(&cc, 0);
     selu_run_free(&run);
     if (r == -EWOULDBLOCK && call->warm_only) { /* nothing was sent: run it where one may start */
       cap_error_clear(err);
@@ -426,15 +471,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
     }
     return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
   }
-  if (lease.fd >= 0) { /* a new connection: a kept channel reaches another instance */
-    if (kept)
-      gw_channels_give(keep, kept);
-    kept = NULL;
-    r = selu_channel_open(lease.fd, cap + 1024, &ch, err);
-    lease.fd = -1; /* the channel's now */
-    if (r == 0 && keep && lease.instance)
-      kept = gw_channels_keep(keep, key, lease.instance, ch);
-  }
+  r = channel_after(&cc, key, &lease, cap, err);
   if (r == 0) {
     struct selu_invoke_args a = {.tool = tool,
                                  .args_json = args,
@@ -443,19 +480,14 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                  .user_id = call->user ? call->user : "",
                                  .thread_id = call->thread_id ? call->thread_id : "",
                                  .capability_id = spec->id};
-    r = call_on_lease(call, spec, ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
+    r = call_on_lease(call, spec, cc.ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
     char reason[480];
     if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {
       cap_error_clear(err); /* the keeper stopped the server, and says why */
       r = cap_error_set(err, ETIMEDOUT, "the server was stopped: %s", reason);
     }
   }
-  if (kept && r == -ECONNRESET) /* its server went away: the next call leases anew */
-    gw_channels_forget(keep, kept);
-  if (kept)
-    gw_channels_give(keep, kept);
-  else
-    selu_channel_close(ch);
+  channel_done(&cc, r);
   gw_lease_release(&lease);
   selu_run_free(&run);
   if (r < 0) {
