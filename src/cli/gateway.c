@@ -426,6 +426,7 @@ static int exit_code(enum gw_outcome o)
   switch (o) {
   case GW_OUTCOME_OK: return CLI_EXIT_OK;
   case GW_OUTCOME_FAILED:
+  case GW_OUTCOME_NOT_WARM: /* never: the command line does not ask for warm_only */
   case GW_OUTCOME_KILLED_BY_LIMIT: return CLI_EXIT_INVALID;
   case GW_OUTCOME_HOST_CANNOT_ENFORCE: return CLI_EXIT_HOST;
   case GW_OUTCOME_DENIED:

@@ -43,7 +43,8 @@
 /* serve's handle on its gRPC process */
 struct serve_grpc {
   pid_t pid;
-  int reload_fd; /* a byte here: the call process reloads its registry */
+  int reload_fd;      /* a byte here: the call process reloads its registry */
+  int warm_reload_fd; /* and one here: the warm path reloads its own */
 };
 
 /* The gRPC process's own state */
@@ -53,6 +54,7 @@ struct grpc_proc {
   pthread_mutex_t mu; /* around st */
   struct gw_state *st;
   int calls; /* the call process's socket */
+  struct serve_grpc_warm *warm;
   bool stopping;
 };
 
@@ -107,6 +109,13 @@ static void answer_from(const struct grpc_serve_call *call, const struct serve_g
 static void answer_call(struct grpc_proc *g, const struct grpc_serve_call *call, const char *user,
                         struct grpc_serve_answer *a)
 {
+  struct serve_grpc_head warm_head;
+  char *warm_text = NULL;
+  if (!call->health && serve_grpc_warm_call(g->warm, call, user, &warm_head, &warm_text)) {
+    answer_from(call, &warm_head, warm_text, a);
+    free(warm_text);
+    return;
+  }
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) {
     a->status = GRPC_SERVE_INTERNAL;
@@ -181,7 +190,7 @@ static void report(int fd, int code, const char *msg)
 /* The gRPC process: its call process, its state, the server; then waits
  * for SIGTERM/SIGINT (blocked since serve's setup) and drains. */
 static _Noreturn void grpc_process(struct serve *sv, const struct serve_options *opt, int ready,
-                                   int reload_rd)
+                                   int reload_rd, int warm_reload_rd)
 {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   int theirs[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake}; /* serve's, not ours */
@@ -204,6 +213,7 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
   if (calls == 0) {
     close(sp[0]);
     close(ready);
+    close(warm_reload_rd);
     serve_grpc_calls(opt, &reg, sp[1], reload_rd);
   }
   close(sp[1]);
@@ -214,6 +224,7 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
     report(ready, calls < 0 ? errno : err.code, calls < 0 ? "cannot fork" : err.message);
     _exit(1);
   }
+  g.warm = serve_grpc_warm_new(opt, warm_reload_rd);
   struct grpc_serve_options o = {.address = opt->grpc_addr,
                                  .tls_cert = opt->tls_cert,
                                  .tls_key = opt->tls_key,
@@ -242,7 +253,7 @@ int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct s
                      struct cap_error *err)
 {
   *ret = NULL;
-  int ready[2], reload[2];
+  int ready[2], reload[2], warm_reload[2];
   if (pipe2(ready, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "cannot start the gRPC process");
   if (pipe2(reload, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -250,14 +261,23 @@ int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct s
     close(ready[1]);
     return cap_error_errno(err, errno, "cannot start the gRPC process");
   }
+  if (pipe2(warm_reload, O_CLOEXEC | O_NONBLOCK) < 0) {
+    int e = errno;
+    int fds[] = {ready[0], ready[1], reload[0], reload[1]};
+    for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+      close(fds[i]);
+    return cap_error_errno(err, e, "cannot start the gRPC process");
+  }
   pid_t pid = fork();
   if (pid == 0) {
     close(ready[0]);
     close(reload[1]);
-    grpc_process(sv, opt, ready[1], reload[0]);
+    close(warm_reload[1]);
+    grpc_process(sv, opt, ready[1], reload[0], warm_reload[0]);
   }
   close(ready[1]);
   close(reload[0]);
+  close(warm_reload[0]);
   int32_t code = EIO;
   char msg[1024] = "";
   ssize_t n = pid > 0 ? read(ready[0], &code, sizeof code) : -1;
@@ -268,6 +288,7 @@ int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct s
   close(ready[0]);
   if (pid < 0 || n != (ssize_t)sizeof code || code) {
     close(reload[1]);
+    close(warm_reload[1]);
     if (pid > 0)
       waitpid(pid, NULL, 0);
     return cap_error_set(err, code ? code : EIO, "%s",
@@ -276,15 +297,20 @@ int serve_grpc_start(struct serve *sv, const struct serve_options *opt, struct s
   struct serve_grpc *g = cap_xcalloc(1, sizeof *g);
   g->pid = pid;
   g->reload_fd = reload[1];
+  g->warm_reload_fd = warm_reload[1];
   *ret = g;
   return 0;
 }
 
 void serve_grpc_reloaded(struct serve_grpc *g)
 {
-  if (g && write(g->reload_fd, "r", 1) < 0) {
-    /* full: a reload is pending already */
-  }
+  if (!g)
+    return;
+  int fds[] = {g->reload_fd, g->warm_reload_fd};
+  for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+    if (write(fds[i], "r", 1) < 0) {
+      /* full: a reload is pending already */
+    }
 }
 
 void serve_grpc_stop(struct serve_grpc *g, int drain_ms)
@@ -310,5 +336,6 @@ void serve_grpc_stop(struct serve_grpc *g, int drain_ms)
     nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
   }
   close(g->reload_fd);
+  close(g->warm_reload_fd);
   free(g);
 }

@@ -110,10 +110,8 @@ static void send_back(int fd, enum gw_outcome o, int code, const char *text)
   }
 }
 
-/* The capability and tool a gRPC tool name means: --capability's tool, or
- * the longest prefix before a '.' that is a known capability. */
-static const struct cap_spec *resolve_name(const struct gw_registry *reg, const char *only,
-                                           const char *name, const char **tool)
+const struct cap_spec *serve_grpc_resolve(const struct gw_registry *reg, const char *only,
+                                          const char *name, const char **tool)
 {
   if (only) {
     *tool = name;
@@ -173,7 +171,7 @@ static _Noreturn void child(const struct serve_options *opt, const struct gw_reg
   if (health)
     child_health(opt, reg, st, f[FIELD_USER], out);
   const char *tool = NULL;
-  const struct cap_spec *spec = resolve_name(reg, opt->only, f[FIELD_TOOL], &tool);
+  const struct cap_spec *spec = serve_grpc_resolve(reg, opt->only, f[FIELD_TOOL], &tool);
   if (!spec) {
     _cleanup_free_ char *msg =
         cap_xasprintf("no capability for tool \"%s\" (name it CAPABILITY.TOOL)", f[FIELD_TOOL]);

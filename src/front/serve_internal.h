@@ -99,6 +99,24 @@ int serve_grpc_send(int sock, const struct grpc_serve_call *call, const char *us
  * reloading reg when a byte arrives on reload_fd. */
 _Noreturn void serve_grpc_calls(const struct serve_options *opt, struct gw_registry *reg, int sock,
                                 int reload_fd);
+/* The capability and tool a gRPC tool name means: --capability's (only)
+ * tool, or the longest prefix before a '.' that is a capability of reg. */
+struct cap_spec;
+const struct cap_spec *serve_grpc_resolve(const struct gw_registry *reg, const char *only,
+                                          const char *name, const char **tool);
+
+/* serve_grpc_warm.c: the gRPC process's warm path, on the call's own
+ * worker thread (any number at once): a Selu call on a running instance
+ * through the pipeline, with no fork and no state opened per call. false:
+ * the call needs more (gw_call.warm_only), nothing ran nor was audited,
+ * and it goes to the call process; true: *h and *text (owned) are its
+ * answer, as a call's child would send them. reload_fd (owned): a byte
+ * there, and the next call reloads the registry. */
+struct serve_grpc_warm;
+struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int reload_fd);
+bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_call *call,
+                          const char *user, struct serve_grpc_head *h, char **text);
+void serve_grpc_warm_free(struct serve_grpc_warm *w);
 
 /* serve_http.c, in the module capsule-serve-http.so (libmicrohttpd),
  * opened by serve_http_load.c on the first serve_http_start. The module

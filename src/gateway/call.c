@@ -169,6 +169,8 @@ static enum gw_outcome find_dynamic_tool(struct call_ctx *c, struct cap_error *e
   if (c->tool)
     return GW_OUTCOME_OK;
   gw_tools_free(&c->dynamic);
+  if (c->call->warm_only) /* discovery may start an instance */
+    return GW_OUTCOME_NOT_WARM;
   enum gw_outcome o = resolve_credentials(c, err);
   if (o == GW_OUTCOME_OK)
     o = c->spec->runtime.kind == CAP_RUNTIME_MCP
@@ -228,6 +230,8 @@ static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
     cap_buf_free(&have);
     return GW_OUTCOME_FAILED;
   }
+  if (call->warm_only && c->spec->runtime.kind != CAP_RUNTIME_GRPC)
+    return GW_OUTCOME_NOT_WARM; /* a sandbox of its own per call: a fresh process's */
   if (step_ids(c, err) != GW_OUTCOME_OK)
     return GW_OUTCOME_FAILED;
   if (call->mcp_method) { /* a request to the capability's MCP server: no tool */
@@ -407,6 +411,8 @@ static enum gw_outcome step_policy(struct call_ctx *c, struct cap_error *err)
                          "%s allow`",
                          c->spec->id, c->tool->name, source, c->spec->id, c->tool->name),
            GW_OUTCOME_DENIED;
+  if (policy == CAP_POLICY_ASK && c->call->warm_only)
+    return GW_OUTCOME_NOT_WARM; /* before an approval is taken or made */
   return policy == CAP_POLICY_ASK ? ask(c, source, err) : GW_OUTCOME_OK;
 }
 
@@ -716,7 +722,10 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   }
   if (ran && covenant)
     gw_covenant_settle(st, c.spec, cpu_ms);
-  o = step_audit(&c, o, start, err);
+  if (o == GW_OUTCOME_NOT_WARM) /* nothing ran: the caller runs the call again, audited then */
+    gw_inflight_end(&c.inflight);
+  else
+    o = step_audit(&c, o, start, err);
   res->json = c.out;
   res->terminal_on_success = c.out && c.tool && c.tool->terminal_on_success;
   free_secrets(&c);

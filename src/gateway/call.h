@@ -78,6 +78,17 @@ struct gw_call {
    * library never prints): text for the operator; NULL: not told. */
   void (*warn)(void *ctx, const char *text);
   void *warn_ctx;
+  /* Only what a long-lived multithreaded process may do (serve --grpc's
+   * warm path, which must never fork a child that speaks gRPC): a Selu
+   * tool on an instance already running, policy allow. Anything else (no
+   * instance yet, policy ask, a dynamic tool not yet discovered, another
+   * runtime) ends the call with GW_OUTCOME_NOT_WARM before anything ran
+   * or was decided, and without an audit record: the caller runs it again
+   * without warm_only, in a process of its own. */
+  bool warm_only;
+  /* Selu: gRPC channels kept between calls (gateway/selu.h), or NULL: a
+   * new connection and channel per call */
+  struct gw_channels *channels;
 };
 
 /* What a front door's MCP client and a third-party MCP server exchange
@@ -114,6 +125,7 @@ enum gw_outcome {
   GW_OUTCOME_DENIED,              /* blocked by policy, or its approval was denied */
   GW_OUTCOME_AWAITING_APPROVAL,   /* policy asks first, and an approval is pending */
   GW_OUTCOME_KILLED_BY_LIMIT,     /* the tool was stopped by a limit (wall clock, ...) */
+  GW_OUTCOME_NOT_WARM, /* gw_call.warm_only and the call needs more: nothing ran, nothing audited */
 };
 
 /* One call: *res is set on GW_OUTCOME_OK. */

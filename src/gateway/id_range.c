@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -136,6 +137,7 @@ struct registry {
   unsigned long long *live; /* mount namespaces a process is in now (read once) */
   size_t n_live;
   bool live_read;
+  struct stat read_sb; /* the file as read (st_ino 0: none) */
 };
 
 static void registry_release(struct registry *r)
@@ -407,6 +409,8 @@ static int registry_open(struct registry *r, struct taken *t, struct reg_self *s
   }
   if (rc == 0)
     rc = registry_file_ok(fd, path, err);
+  if (rc == 0 && fstat(fd, &r->read_sb) < 0)
+    r->read_sb.st_ino = 0;
   if (rc < 0) {
     if (fd >= 0)
       close(fd);
@@ -551,6 +555,53 @@ static bool paste_safe(const char *s)
          '\0';
 }
 
+/* Ranges this process found registered, and the registry file as it
+ * read it then: while the file is that one still (every write is a
+ * rename, a chmod or chown moves its ctime), its line is there and the
+ * check's answer stands, so a long-lived process (serve) skips reading
+ * the registry and /proc on each call. */
+#define SEEN_MAX 32
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct seen {
+  char *word, *state;
+  uint64_t base;
+  struct stat sb;
+} seen[SEEN_MAX];
+static size_t seen_next;
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+  return a->st_ino && a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+         a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+         a->st_mtim.tv_nsec == b->st_mtim.tv_nsec && a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+         a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Whether (word, base, state) was seen in the registry as it is now
+ * (sb NULL), or remember that it was in the file sb describes. */
+static bool seen_registered(const char *word, uint64_t base, const char *state,
+                            const struct stat *sb)
+{
+  struct stat now;
+  char path[PATH_MAX];
+  if (!sb && stat(registry_path(path, sizeof path, ""), &now) < 0)
+    return false;
+  bool found = false;
+  pthread_mutex_lock(&seen_mu);
+  for (size_t i = 0; i < SEEN_MAX && !found && !sb; i++)
+    found = seen[i].word && seen[i].base == base && strcmp(seen[i].word, word) == 0 &&
+            strcmp(seen[i].state, state) == 0 && same_file(&seen[i].sb, &now);
+  if (sb) {
+    struct seen *e = &seen[seen_next++ % SEEN_MAX];
+    free(e->word);
+    free(e->state);
+    *e = (struct seen){
+        .word = cap_xstrdup(word), .state = cap_xstrdup(state), .base = base, .sb = *sb};
+  }
+  pthread_mutex_unlock(&seen_mu);
+  return found;
+}
+
 /* A range the state recorded, checked against the registry: recorded
  * again when its line is missing (a moved state directory, or a range
  * older than the registry), refused when another state holds it now. */
@@ -560,8 +611,10 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
   int r = registry_state_path(st, &real, err);
   if (r < 0)
     return r;
-  struct registry reg;
   _cleanup_free_ char *word = registry_key(key);
+  if (seen_registered(word, base, real, NULL))
+    return 0;
+  struct registry reg;
   struct reg_self self = {.word = word, .base = base, .state = real, .where = where_of(real)};
   r = registry_open(&reg, NULL, &self, err);
   if (r < 0)
@@ -591,6 +644,8 @@ static int registered(struct gw_state *st, const char *key, uint32_t base, struc
     registry_put(&reg.kept, base, word, &self.where, real);
     reg.added = true;
   }
+  if (r == 0 && found && !reg.changed) /* the file read is the file there */
+    seen_registered(word, base, real, &reg.read_sb);
   if (r == 0)
     r = registry_store(&reg, err);
   registry_release(&reg);

@@ -147,6 +147,8 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
     if (fd == -EPERM)
       return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
                            sa.sun_path);
+    if ((fd == -ENOENT || fd == -ECONNREFUSED) && req->warm_only)
+      return cap_error_set(err, EWOULDBLOCK, "%s has no instance running", req->spec->id);
     if (fd == -ENOENT || fd == -ECONNREFUSED)
       fd = start_keeper(req, &sa, deadline, err);
     else if (fd < 0)
@@ -157,7 +159,10 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
     struct lease_reply rep = {0};
     int got_fd = -1;
     ssize_t n = -1;
-    if (send(fd, "L", 1, MSG_NOSIGNAL) == 1) {
+    char ask[1 + sizeof req->have_instance] = {'L'};
+    memcpy(ask + 1, &req->have_instance, sizeof req->have_instance);
+    size_t ask_len = req->have_instance ? sizeof ask : 1;
+    if (send(fd, ask, ask_len, MSG_NOSIGNAL) == (ssize_t)ask_len) {
       uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
       struct pollfd p = {.fd = fd, .events = POLLIN};
       if (t < deadline && poll(&p, 1, ms_until(deadline)) > 0) {
@@ -178,8 +183,10 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
                              req->spec->id, req->spec->runtime.max_concurrency);
       }
     }
-    if (n == (ssize_t)sizeof rep && rep.code == 0 && got_fd >= 0) {
-      *lease = (struct gw_lease){.control = fd, .fd = got_fd, .protocol = rep.protocol};
+    bool kept = req->have_instance && rep.instance == req->have_instance;
+    if (n == (ssize_t)sizeof rep && rep.code == 0 && (got_fd >= 0 || kept)) {
+      *lease = (struct gw_lease){
+          .control = fd, .fd = got_fd, .protocol = rep.protocol, .instance = rep.instance};
       return 0;
     }
     if (got_fd >= 0)

@@ -40,6 +40,13 @@ struct gw_instance_request {
   char *const *argv;
   const char *workdir;
   uint32_t inside_id;
+  /* Lease only from a keeper already running: where one would be started
+   * (a fork whose child speaks gRPC), -EWOULDBLOCK instead (gw_call.warm_only) */
+  bool warm_only;
+  /* The instance (gw_lease.instance) the caller keeps a connection to, or
+   * 0: when the keeper is that instance still, the lease comes without a
+   * new connection (fd -1) and the call goes on the kept one. */
+  uint64_t have_instance;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and
@@ -50,6 +57,7 @@ struct gw_lease {
   int control;
   int fd;
   int protocol;
+  uint64_t instance; /* names the keeper's server (random, not 0), or 0 from an older keeper */
 };
 
 /* Returns 0 with *lease filled, or -errno with err set (-ETIMEDOUT when
@@ -86,9 +94,10 @@ struct gw_instance_info {
 
 /* "starting", "serving", "stopping". */
 const char *gw_instance_state_name(enum gw_instance_state s);
-/* Writes info to path atomically (path.tmp, then rename). Errors are
+/* Writes info to path atomically (path.tmp, then rename); a pid_start of
+ * 0 is read from /proc first, once (a keeper writes at every lease). Errors are
  * ignored: the status is for listing, never for serving. */
-void gw_instance_status_write(const char *path, const struct gw_instance_info *info);
+void gw_instance_status_write(const char *path, struct gw_instance_info *info);
 /* The instances of run_dir whose keeper is alive, sorted by capability;
  * *out (free it) holds *n. A missing run_dir is no instance. */
 int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t *n,

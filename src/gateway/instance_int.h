@@ -15,12 +15,20 @@
 #define KEEPER_HOST "host: " /* the verdict's prefix when the host cannot enforce the sandbox */
 #define KEEPER_ASK_MS 5000   /* a client that neither asks nor holds a lease is dropped */
 
-/* What a keeper tells a client asking for a lease; an fd travels with 0. */
+/* A lease is asked with 'L', optionally followed by the 8 bytes of the
+ * instance the caller keeps a connection to (struct gw_channels): the
+ * keeper then grants the lease without a new connection. What the keeper
+ * answers; an fd travels with 0 unless the caller's instance is this one.
+ * The size is an earlier capsule's, whose keepers and clients read the
+ * message where it was: instance is where its message ended (zeros with a
+ * lease: 0, "none"). */
 struct lease_reply {
   int32_t code;     /* 0, or a positive errno */
   int32_t protocol; /* with a lease: the enum selu_protocol the server speaks */
-  char message[480];
+  char message[472];
+  uint64_t instance; /* with a lease: this keeper's instance (random, not 0), or 0 */
 };
+_Static_assert(sizeof(struct lease_reply) == 488, "the lease reply's size is the wire's");
 
 /* Milliseconds until deadline, as poll wants them (0 when past). */
 static inline int ms_until(uint64_t deadline)

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/proctitle.h"
+#include "gateway/registry.h"
 #include "gateway/selu.h"
 #include "runtime/selu_rpc.h"
 #include "sandbox/sandbox.h"
@@ -57,6 +59,9 @@ struct keeper {
   int spare;                    /* a connection to the server made ahead of the next lease, or -1 */
   struct gw_instance_info info; /* what RUN_DIR/KEY.status says (capsule ps) */
   char status_path[4096];
+  uint64_t instance;        /* random, not 0: names this server to the calls keeping a channel */
+  int ino;                  /* inotify on the package's tree (gw_package_watch), or -1 */
+  unsigned char digest[32]; /* without inotify: the package's at the start */
 };
 
 /* Keeps KEY.status current: the state, the leases held, since when idle. */
@@ -74,6 +79,8 @@ static void keeper_status_begin(struct keeper *k)
   snprintf(k->status_path, sizeof k->status_path, "%s/%s.status", k->req->run_dir, k->req->key);
   k->info = (struct gw_instance_info){
       .pid = getpid(), .max_leases = k->max_active, .started_ms = cap_now_ms(CLOCK_REALTIME)};
+  while (!k->instance) /* what names this server to the calls keeping a channel to it */
+    randombytes_buf(&k->instance, sizeof k->instance);
   snprintf(k->info.capability, sizeof k->info.capability, "%s", k->req->spec->id);
   keeper_status(k, GW_INSTANCE_STARTING, 0);
 }
@@ -157,11 +164,13 @@ struct client {
   int fd;
   bool waiting, leased;
   uint64_t since; /* accepted at */
+  uint64_t have;  /* the instance it keeps a connection to, or 0 */
 };
 
-static void reply(int fd, int code, const char *message, int pass_fd, enum selu_protocol protocol)
+static void reply(int fd, int code, const char *message, int pass_fd, enum selu_protocol protocol,
+                  uint64_t instance)
 {
-  struct lease_reply rep = {.code = code, .protocol = (int32_t)protocol};
+  struct lease_reply rep = {.code = code, .protocol = (int32_t)protocol, .instance = instance};
   snprintf(rep.message, sizeof rep.message, "%s", message ? message : "");
   struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
   char control[CMSG_SPACE(sizeof(int))];
@@ -184,7 +193,7 @@ static void reply(int fd, int code, const char *message, int pass_fd, enum selu_
 /* A reply without a lease: code says why. */
 static void refuse(int fd, int code, const char *message)
 {
-  reply(fd, code, message, -1, SELU_PROTOCOL_UNKNOWN);
+  reply(fd, code, message, -1, SELU_PROTOCOL_UNKNOWN, 0);
 }
 
 /* No new client can reach this keeper once its socket is gone. */
@@ -268,11 +277,15 @@ static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, siz
     bool gone = false;
     short ev = i < polled ? p[i].revents : 0;
     if (ev & POLLIN) {
-      char c;
-      ssize_t got = recv(cl->fd, &c, 1, MSG_DONTWAIT);
-      if (got == 1 && c == 'L' && !cl->leased)
+      char m[1 + sizeof(uint64_t)];
+      ssize_t got = recv(cl->fd, m, sizeof m, MSG_DONTWAIT);
+      char c = got > 0 ? m[0] : 0;
+      if (got > 0 && c == 'L' && !cl->leased) {
         cl->waiting = true;
-      else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
+        cl->have = 0;
+        if (got == (ssize_t)sizeof m)
+          memcpy(&cl->have, m + 1, sizeof cl->have);
+      } else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
         L->stop_asked = gone = true;
       else if (got == 0 || (got < 0 && errno != EAGAIN))
         gone = true;
@@ -338,6 +351,26 @@ static void refill_spare(struct keeper *k, const struct lease_loop *L)
   k->spare = fd >= 0 ? fd : -1;
 }
 
+/* Whether the package changed since the keeper started (an image's
+ * server never reads it): an event on its tree, or without inotify its
+ * digest recomputed. Asked before each lease, so a call made after an
+ * edit never reaches the server that started before it: the instance's
+ * key leaves the tree out (gw_instance_key), this keeper watches it. */
+static bool package_changed(struct keeper *k)
+{
+  if (k->req->rootfs)
+    return false;
+  if (k->ino >= 0) {
+    char buf[4096];
+    return read(k->ino, buf, sizeof buf) > 0 || errno != EAGAIN;
+  }
+  unsigned char now[32];
+  struct cap_error err = {0};
+  bool changed = gw_spec_digest(k->req->spec, now, &err) < 0 || memcmp(now, k->digest, 32) != 0;
+  cap_error_clear(&err);
+  return changed;
+}
+
 /* Grants waiting clients a connection to the server, in arrival order,
  * while there is room. */
 static void lease_grant(struct keeper *k, struct lease_loop *L)
@@ -346,16 +379,22 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
     struct client *cl = &L->clients[i];
     if (!cl->waiting)
       continue;
+    if (!L->dying && package_changed(k)) { /* refused as gone: the call starts a new one */
+      keeper_note("the package changed: new calls start a new instance; this one stops");
+      L->dying = true;
+      keeper_unpublish(k);
+    }
     cl->waiting = false;
     if (L->dying) {
       refuse(cl->fd, ECONNREFUSED, "the capability's server stopped listening");
       continue;
     }
     struct cap_error err = {0};
-    int fd = take_spare(k);
-    if (fd < 0)
+    bool kept = cl->have == k->instance; /* it keeps a connection to this server */
+    int fd = kept ? -1 : take_spare(k);
+    if (!kept && fd < 0)
       fd = sandbox_connect(k->connector, k->port, 2000, &err);
-    if (fd < 0) {
+    if (!kept && fd < 0) {
       keeper_note("cannot reach the server: %s; stopping this instance", err.message);
       refuse(cl->fd, ECONNREFUSED, "the capability's server stopped listening");
       cap_error_clear(&err);
@@ -363,8 +402,9 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
       keeper_unpublish(k); /* new calls start a new instance */
       continue;
     }
-    reply(cl->fd, 0, NULL, fd, k->protocol);
-    close(fd);
+    reply(cl->fd, 0, NULL, fd, k->protocol, k->instance);
+    if (fd >= 0)
+      close(fd);
     cl->leased = true;
     if (L->active++ == 0 && L->cpu_counted)
       L->busy_base = sandbox_cpu_ms(k->running);
@@ -571,6 +611,34 @@ static void keeper_ended(struct keeper *k, int r, const struct sandbox_result *r
   }
 }
 
+/* stdin and stdout /dev/null (returned), stderr the log (*log; /dev/null
+ * when it cannot be opened). */
+static int keeper_stdio(const char *log_path, int *log)
+{
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  *log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (devnull < 0)
+    _exit(1);
+  if (*log < 0)
+    *log = devnull;
+  dup2(devnull, 0);
+  dup2(devnull, 1);
+  dup2(*log, 2);
+  return devnull;
+}
+
+/* The package's tree watched before the server reads any of it (an
+ * image's server never reads it), or its digest kept to compare. */
+static void keeper_watch(struct keeper *k)
+{
+  if (k->req->rootfs)
+    return;
+  k->ino = gw_package_watch(k->req->spec->package_dir);
+  struct cap_error err = {0};
+  if (k->ino < 0 && gw_spec_digest(k->req->spec, k->digest, &err) < 0)
+    cap_error_clear(&err); /* an unreadable package: the first lease retires the keeper */
+}
+
 void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
                     int status_fd, int lock_fd)
 {
@@ -582,15 +650,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
   close_all_but(keep, 2);
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
-  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  int log = open(req->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (devnull < 0)
-    _exit(1);
-  if (log < 0)
-    log = devnull;
-  dup2(devnull, 0);
-  dup2(devnull, 1);
-  dup2(log, 2);
+  int log, devnull = keeper_stdio(req->log_path, &log);
 
   const struct cap_spec *spec = req->spec;
   struct keeper k = {.req = req,
@@ -606,7 +666,8 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
                      .report_lock = PTHREAD_MUTEX_INITIALIZER,
                      .publish_lock = PTHREAD_MUTEX_INITIALIZER,
                      .sandbox_end = -1,
-                     .cpu_budget_ms = spec->limits.cpu_ms_per_task};
+                     .cpu_budget_ms = spec->limits.cpu_ms_per_task,
+                     .ino = -1};
   if (req->wait_ms && req->wait_ms < k.startup_ms)
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
@@ -614,6 +675,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);
   close(lock_fd); /* published: later calls find this keeper */
+  keeper_watch(&k);
   k.connector = pair[0];
   k.sandbox_end = pair[1];
 

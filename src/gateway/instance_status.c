@@ -99,8 +99,10 @@ static bool keeper_alive(const struct gw_instance_info *info)
   return now && now == info->pid_start;
 }
 
-void gw_instance_status_write(const char *path, const struct gw_instance_info *info)
+void gw_instance_status_write(const char *path, struct gw_instance_info *info)
 {
+  if (!info->pid_start)
+    info->pid_start = proc_start(info->pid);
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
     return;
@@ -112,7 +114,7 @@ void gw_instance_status_write(const char *path, const struct gw_instance_info *i
           "started_ms=%llu\nidle_since_ms=%llu\npid_start=%llu\n",
           info->capability, info->pid, gw_instance_state_name(info->state), info->protocol,
           info->leases, info->max_leases, (unsigned long long)info->started_ms,
-          (unsigned long long)info->idle_since_ms, proc_start(info->pid));
+          (unsigned long long)info->idle_since_ms, info->pid_start);
   close(fd);
   if (rename(tmp, path) < 0)
     unlink(tmp);

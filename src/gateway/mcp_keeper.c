@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -57,8 +56,7 @@
 #define KEEPER_MAX_LINE (GW_DEFAULT_OUTPUT_CAP + 65536)
 #define KEEPER_MAX_PENDING 16 /* one call's requests in flight */
 #define KEEPER_READY "ready"
-#define KEEPER_RECHECK_MS 2000  /* without inotify: how often the package's digest is checked */
-#define KEEPER_MAX_WATCHES 8192 /* directories of a package watched at most */
+#define KEEPER_RECHECK_MS 2000 /* without inotify: how often the package's digest is checked */
 #define KEEPER_MAX 32 /* warm MCP servers per run directory; past them calls start their own */
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
@@ -486,46 +484,6 @@ static void on_started(void *ctx, struct sandbox_running *running)
   }
 }
 
-static int watch_dir(int ino, const char *path, int depth, size_t *n)
-{
-  if (depth > 64 || *n >= KEEPER_MAX_WATCHES ||
-      inotify_add_watch(ino, path,
-                        IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_DELETE_SELF |
-                            IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF | IN_ONLYDIR |
-                            IN_DONT_FOLLOW) < 0)
-    return -1;
-  (*n)++;
-  DIR *d = opendir(path);
-  if (!d)
-    return -1;
-  int r = 0;
-  struct dirent *e;
-  while (r == 0 && (e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-        (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
-      continue;
-    _cleanup_free_ char *sub = cap_xasprintf("%s/%s", path, e->d_name);
-    struct stat sb;
-    if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
-      r = watch_dir(ino, sub, depth + 1, n);
-  }
-  closedir(d);
-  return r;
-}
-
-/* inotify on every directory of the package (before the server reads
- * any of it), -1 when that cannot be had (then its digest is rechecked) */
-static int watch_package(const char *dir)
-{
-  int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  size_t n = 0;
-  if (ino >= 0 && watch_dir(ino, dir, 0, &n) < 0) {
-    close(ino);
-    ino = -1;
-  }
-  return ino;
-}
-
 static int listen_at(const char *path)
 {
   struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -569,7 +527,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   cap_proctitle_set("capsule-mcp", "capsule mcp-keeper %s", spec->id); /* never a call's args */
   struct keeper k = {
       .spec = spec, .status_fd = 3, .lock_fd = 4, .connector = -1, .next_id = 1, .path = path};
-  k.ino = watch_package(spec->package_dir);
+  k.ino = gw_package_watch(spec->package_dir);
   struct cap_error derr = {0};
   if (k.ino < 0 && gw_spec_digest(spec, k.digest, &derr) < 0)
     cap_error_clear(&derr); /* an unreadable package: the first recheck retires the keeper */

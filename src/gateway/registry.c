@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -221,4 +222,42 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
   }
   crypto_hash_sha256_final(&d.h, out);
   return 0;
+}
+
+static int watch_dir(int ino, const char *path, int depth, size_t *n)
+{
+  if (depth > 64 || *n >= GW_WATCH_MAX_DIRS ||
+      inotify_add_watch(ino, path,
+                        IN_MODIFY | IN_ATTRIB | IN_CREATE | IN_DELETE | IN_DELETE_SELF |
+                            IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF | IN_ONLYDIR |
+                            IN_DONT_FOLLOW) < 0)
+    return -1;
+  (*n)++;
+  DIR *d = opendir(path);
+  if (!d)
+    return -1;
+  int r = 0;
+  struct dirent *e;
+  while (r == 0 && (e = readdir(d))) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+        (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
+      continue;
+    _cleanup_free_ char *sub = cap_xasprintf("%s/%s", path, e->d_name);
+    struct stat sb;
+    if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
+      r = watch_dir(ino, sub, depth + 1, n);
+  }
+  closedir(d);
+  return r;
+}
+
+int gw_package_watch(const char *dir)
+{
+  int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  size_t n = 0;
+  if (ino >= 0 && watch_dir(ino, dir, 0, &n) < 0) {
+    close(ino);
+    ino = -1;
+  }
+  return ino;
 }

@@ -41,5 +41,14 @@ int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct ca
  * watches the tree itself, gateway/mcp_keeper.c). */
 int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char out[32],
                         struct cap_error *err);
+/* What a warm server's keeper watches instead of the tree
+ * (gateway/mcp_keeper.c, gateway/instance_keeper.c): an inotify
+ * descriptor (non-blocking) on every directory of the package dir, set up
+ * before the server reads any of it; readable once anything in it changed
+ * (an overflow too). -1 when that cannot be had (no inotify, more than
+ * GW_WATCH_MAX_DIRS directories, deeper than 64, an unreadable one): then
+ * the keeper compares gw_spec_digest instead. */
+#define GW_WATCH_MAX_DIRS 8192
+int gw_package_watch(const char *dir);
 
 #endif

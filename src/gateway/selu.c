@@ -357,8 +357,8 @@ static int selu_run_with_image(const struct gw_call *call, const struct cap_spec
   }
   r = volumes_within_bound(spec, run, err);
   if (r == 0)
-    r = gw_instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, true, run->env.v,
-                        run->env.len, key, err);
+    r = gw_instance_key(call, &run->spec, image->argv ? image->info.digest : NULL, false,
+                        run->env.v, run->env.len, key, err); /* its keeper watches the tree */
   if (r < 0)
     selu_run_free(run);
   return r;
@@ -380,6 +380,54 @@ void gw_selu_image_spec(struct cap_spec *run_spec)
   run_spec->sandbox.private_tmp = true;
   run_spec->limits.nofile = SELU_IMAGE_NOFILE;
   run_spec->limits.disk_bytes = SELU_IMAGE_TMP_BYTES;
+}
+
+/* The channel a call goes on: kept between calls (gw_call.channels, for
+ * the default output cap it is sized for), or its own. */
+struct call_channel {
+  struct gw_channels *keep; /* NULL: a channel of the call's own */
+  struct gw_channel *kept;  /* the kept one it holds a reference to */
+  struct selu_channel *ch;
+};
+
+/* Before the lease: the channel kept for the instance, and which instance
+ * it reaches (0: none). */
+static uint64_t channel_before(const struct gw_call *call, const char *key, struct call_channel *c)
+{
+  uint64_t instance = 0;
+  *c = (struct call_channel){.keep = call->output_cap ? NULL : call->channels};
+  c->kept = c->keep ? gw_channels_take(c->keep, key) : NULL;
+  if (c->kept)
+    c->ch = gw_channel_get(c->kept, &instance);
+  return instance;
+}
+
+/* After the lease: a new connection is a new channel (kept, when the call
+ * keeps them); without one, the kept channel reaches the leased server. */
+static int channel_after(struct call_channel *c, const char *key, struct gw_lease *lease,
+                         size_t cap, struct cap_error *err)
+{
+  if (lease->fd < 0)
+    return 0;
+  if (c->kept) /* it reaches another instance */
+    gw_channels_give(c->keep, c->kept);
+  c->kept = NULL;
+  int r = selu_channel_open(lease->fd, cap + 1024, &c->ch, err);
+  lease->fd = -1; /* the channel's now */
+  if (r == 0 && c->keep && lease->instance)
+    c->kept = gw_channels_keep(c->keep, key, lease->instance, c->ch);
+  return r;
+}
+
+static void channel_done(struct call_channel *c, int r)
+{
+  if (c->kept && r == -ECONNRESET) /* its server went away: the next call leases anew */
+    gw_channels_forget(c->keep, c->kept);
+  if (c->kept)
+    gw_channels_give(c->keep, c->kept);
+  else
+    selu_channel_close(c->ch);
+  *c = (struct call_channel){0};
 }
 
 /* Invoke with the raw answer; the caller judges it. */
@@ -415,17 +463,23 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .rootfs = image.argv ? image.info.rootfs : NULL,
       .argv = image.argv,
       .workdir = image.info.config.working_dir ? image.info.config.working_dir : "/",
-      .inside_id = image.argv ? SELU_IMAGE_ID : 0};
+      .inside_id = image.argv ? SELU_IMAGE_ID : 0,
+      .warm_only = call->warm_only};
+  size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
+  struct call_channel cc;
+  req.have_instance = channel_before(call, key, &cc);
   struct gw_lease lease;
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0) {
+    channel_done(&cc, 0);
     selu_run_free(&run);
+    if (r == -EWOULDBLOCK && call->warm_only) { /* nothing was sent: run it where one may start */
+      cap_error_clear(err);
+      return GW_OUTCOME_NOT_WARM;
+    }
     return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
   }
-  struct selu_channel *ch = NULL;
-  size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
-  r = selu_channel_open(lease.fd, cap + 1024, &ch, err);
-  lease.fd = -1; /* the channel's now */
+  r = channel_after(&cc, key, &lease, cap, err);
   if (r == 0) {
     struct selu_invoke_args a = {.tool = tool,
                                  .args_json = args,
@@ -434,14 +488,14 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                  .user_id = call->user ? call->user : "",
                                  .thread_id = call->thread_id ? call->thread_id : "",
                                  .capability_id = spec->id};
-    r = call_on_lease(call, spec, ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
+    r = call_on_lease(call, spec, cc.ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
     char reason[480];
     if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {
       cap_error_clear(err); /* the keeper stopped the server, and says why */
       r = cap_error_set(err, ETIMEDOUT, "the server was stopped: %s", reason);
     }
   }
-  selu_channel_close(ch);
+  channel_done(&cc, r);
   gw_lease_release(&lease);
   selu_run_free(&run);
   if (r < 0) {

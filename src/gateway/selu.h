@@ -8,10 +8,31 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "gateway/call.h"
 #include "manifest/model.h"
+
+/* gRPC channels to warm instances kept between calls (selu_channels.c),
+ * for a long-lived caller: gw_call.channels. Thread-safe. take: the
+ * channel kept for an instance key, referenced, or NULL (none, or its
+ * connection failed: then forgotten); get: its channel and the keeper's
+ * instance it reaches; keep: ch (owned from now) as the key's channel for
+ * that instance, replacing an older one (or the least recently used),
+ * returned referenced; forget: it is broken (the reference stays the
+ * caller's); give: the caller's reference back. */
+struct gw_channels;
+struct gw_channel;
+struct selu_channel;
+struct gw_channels *gw_channels_new(void);
+void gw_channels_free(struct gw_channels *c);
+struct gw_channel *gw_channels_take(struct gw_channels *c, const char *key);
+struct selu_channel *gw_channel_get(const struct gw_channel *e, uint64_t *instance);
+struct gw_channel *gw_channels_keep(struct gw_channels *c, const char *key, uint64_t instance,
+                                    struct selu_channel *ch);
+void gw_channels_forget(struct gw_channels *c, struct gw_channel *e);
+void gw_channels_give(struct gw_channels *c, struct gw_channel *e);
 
 /* Tools a dynamic capability reported; they own their schemas (doc). */
 struct gw_tools {

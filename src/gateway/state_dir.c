@@ -250,7 +250,12 @@ int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool crea
   unlinkat(st->dirfd, tmp, 0);
   if (r < 0 && !(create_only && e == EEXIST))
     return cap_error_errno(err, e ? e : EIO, "cannot write %s/%s", st->dir, st->hwm_name);
-  fsync(st->dirfd);
+  /* The first mark is made durable; a moved one need not be: after a
+   * crash the mark before it may be back, a lower bound as good as any
+   * (the records it adds are no more durable: SQLite's WAL syncs at
+   * checkpoints), while its own fsync above keeps it whole. */
+  if (create_only)
+    fsync(st->dirfd);
   return 0;
 }
 

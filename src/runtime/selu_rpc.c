@@ -8,6 +8,8 @@
 #include "runtime/selu_rpc_module.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
@@ -31,10 +33,12 @@
 #define CAPABILITY_STREAM "/selu.capability.v1.Capability/StreamInvoke"
 #define CAPABILITY_HEALTH "/selu.capability.v1.Capability/Healthcheck"
 
+/* A channel may carry several calls at once (from several threads): each
+ * call has its own completion queue (struct rpc). */
 struct selu_channel {
   grpc_channel *channel;
-  grpc_completion_queue *cq;
   size_t max_response;
+  int watch; /* the socket's duplicate: how a kept channel learns its peer hung up */
 };
 
 static int rpc_channel_open(int fd, size_t max_response, struct selu_channel **ret,
@@ -46,17 +50,20 @@ static int rpc_channel_open(int fd, size_t max_response, struct selu_channel **r
                        .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
                        .value.integer = max_response > INT_MAX ? INT_MAX : (int)max_response}};
   grpc_channel_args cargs = {.num_args = 1, .args = args};
+  int watch = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   grpc_channel *channel = grpc_channel_create_from_fd("capsule-selu", fd, creds, &cargs);
   grpc_channel_credentials_release(creds);
   if (!channel) {
+    if (watch >= 0)
+      close(watch);
     grpc_shutdown_blocking();
     return cap_error_set(err, EIO, "cannot open a gRPC channel on the capability's socket");
   }
   struct selu_channel *ch = cap_xcalloc(1, sizeof *ch);
   ch->channel = channel;
-  ch->cq = grpc_completion_queue_create_for_next(NULL);
   ch->max_response = max_response;
+  ch->watch = watch;
   *ret = ch;
   return 0;
 }
@@ -84,11 +91,8 @@ static void rpc_channel_close(struct selu_channel *ch)
   if (!ch)
     return;
   grpc_channel_destroy(ch->channel);
-  grpc_completion_queue_shutdown(ch->cq);
-  while (grpc_completion_queue_next(ch->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-         GRPC_QUEUE_SHUTDOWN)
-    ;
-  grpc_completion_queue_destroy(ch->cq);
+  if (ch->watch >= 0)
+    close(ch->watch);
   free(ch);
   if (defer)
     deferred++;
@@ -138,10 +142,11 @@ static int read_answer(grpc_byte_buffer *recv, const char *method, struct cap_bu
   return 0;
 }
 
-/* One call in flight on a channel (one at a time per channel): what the
- * unary, server-streaming and client-streaming calls share. */
+/* One call in flight on a channel: what the unary, server-streaming and
+ * client-streaming calls share. */
 struct rpc {
   struct selu_channel *ch;
+  grpc_completion_queue *cq; /* the call's own */
   const char *method;
   int timeout_ms;
   grpc_call *call;
@@ -154,10 +159,11 @@ struct rpc {
 static void rpc_begin(struct rpc *c, struct selu_channel *ch, const char *method, int timeout_ms)
 {
   *c = (struct rpc){.ch = ch, .method = method, .timeout_ms = timeout_ms};
+  c->cq = grpc_completion_queue_create_for_next(NULL);
   c->deadline =
       gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
   c->call =
-      grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, ch->cq,
+      grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
                                grpc_slice_from_static_string(method), NULL, c->deadline, NULL);
   grpc_metadata_array_init(&c->initial);
   grpc_metadata_array_init(&c->trailing);
@@ -171,6 +177,11 @@ static void rpc_end(struct rpc *c)
   grpc_metadata_array_destroy(&c->initial);
   grpc_metadata_array_destroy(&c->trailing);
   grpc_call_unref(c->call);
+  grpc_completion_queue_shutdown(c->cq);
+  while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN)
+    ;
+  grpc_completion_queue_destroy(c->cq);
 }
 
 /* A message to send (a copy of msg). */
@@ -200,11 +211,11 @@ static int rpc_batch(struct rpc *c, const grpc_op *ops, size_t n, struct cap_err
   if (grpc_call_start_batch(c->call, ops, n, (void *)c, NULL) != GRPC_CALL_OK)
     return cap_error_set(err, EIO, "cannot start the gRPC call %s", c->method);
   gpr_timespec wait = gpr_time_add(c->deadline, gpr_time_from_millis(2000, GPR_TIMESPAN));
-  grpc_event ev = grpc_completion_queue_next(c->ch->cq, wait, NULL);
+  grpc_event ev = grpc_completion_queue_next(c->cq, wait, NULL);
   if (ev.type == GRPC_OP_COMPLETE)
     return 0;
   grpc_call_cancel(c->call, NULL);
-  grpc_completion_queue_next(c->ch->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+  grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
   return cap_error_set(err, ETIMEDOUT, "no answer to %s", c->method);
 }
 
@@ -654,6 +665,15 @@ static int rpc_invoke(struct selu_channel *ch, enum selu_protocol proto, bool st
   return service_invoke(ch, a, timeout_ms, resp, err);
 }
 
+/* A kept channel's connection is not known broken: a channel made on a
+ * socket never reconnects (and gRPC reports no state for it), so its
+ * socket is asked: the peer hung up, or gRPC shut it. */
+static bool rpc_channel_usable(struct selu_channel *ch)
+{
+  struct pollfd p = {.fd = ch->watch, .events = POLLRDHUP};
+  return ch->watch >= 0 && poll(&p, 1, 0) >= 0 && !(p.revents & (POLLHUP | POLLERR | POLLRDHUP));
+}
+
 __attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_module_v2 = {
     .size = sizeof(struct selu_rpc_module),
     .channel_open = rpc_channel_open,
@@ -663,4 +683,5 @@ __attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_mod
     .artifact_upload = rpc_artifact_upload,
     .artifact_download = rpc_artifact_download,
     .defer_shutdown = rpc_defer_shutdown,
+    .channel_usable = rpc_channel_usable,
 };

@@ -46,6 +46,10 @@ void selu_rpc_defer_shutdown(void);
 int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret,
                       struct cap_error *err);
 void selu_channel_close(struct selu_channel *ch);
+/* Whether a channel kept between calls may take another: false once its
+ * connection failed or was shut (it never reconnects). A channel carries
+ * calls from several threads at once; closing waits for none of them. */
+bool selu_channel_usable(struct selu_channel *ch);
 
 /* The health check, and which contract the server speaks: with *proto
  * SELU_PROTOCOL_UNKNOWN it asks the orchestrator's Capability/Healthcheck

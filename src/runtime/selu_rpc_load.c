@@ -51,6 +51,11 @@ int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret, st
   return module->channel_open(fd, max_response, ret, err);
 }
 
+bool selu_channel_usable(struct selu_channel *ch)
+{
+  return module && ch && module->channel_usable(ch);
+}
+
 void selu_channel_close(struct selu_channel *ch)
 {
   if (ch) /* a channel exists only when the module is loaded */

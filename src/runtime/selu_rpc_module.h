@@ -29,6 +29,7 @@ struct selu_rpc_module {
   int (*artifact_download)(struct selu_channel *ch, const char *id, int timeout_ms,
                            struct selu_artifact *out, struct cap_error *err);
   void (*defer_shutdown)(void);
+  bool (*channel_usable)(struct selu_channel *ch);
 };
 
 #endif

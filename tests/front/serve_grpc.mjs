@@ -4,7 +4,9 @@
 // [MODE]. MODE "all" (the default) runs every check; "selu" calls the
 // C Selu example (text-tools) through both services; "ready" and
 // "not-ready" check the orchestrator's Healthcheck of a serve under
-// --capability; "reloaded" calls a capability added while serving.
+// --capability; "reloaded" calls a capability added while serving;
+// "warm" calls text-tools again (its instance warm, the call process
+// stopped), "warm-blocked" and "warm-ask" under those policies.
 // Prints "ok NAME" / "FAIL NAME: why" lines; exits 1 on a failure.
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -57,6 +59,32 @@ if (mode === 'selu') {
       JSON.parse(out).words === 3 ? ok(`a warm Selu tool through ${name}`) : bad(`selu ${name}`, JSON.stringify(r));
     } catch (e) { bad(`selu ${name}`, `${e} ${JSON.stringify(r)}`); }
   }
+  finish();
+}
+if (mode === 'warm') { // the call process is stopped: only the warm path answers
+  const wcall = (args) => new Promise((resolve) => {
+    orch.Invoke({ tool_name: 'text-tools.word_count', args_json: enc(args) }, meta(token),
+      { deadline: Date.now() + 30000 }, (err, res) => resolve({ err, res }));
+  });
+  let r = await wcall({ text: 'one two' });
+  r.res && !r.res.error && JSON.parse(r.res.result_json.toString()).words === 2
+    ? ok('a warm Selu call without the call process') : bad('warm call', JSON.stringify(r));
+  r = await wcall({ text: 7 });
+  r.res && /input schema/.test(r.res.error) ? ok('warm path validates the arguments')
+    : bad('warm validation', JSON.stringify(r));
+  // at once, on the channel kept to the instance: each call gets its own answer
+  const texts = Array.from({ length: 8 }, (_, i) => Array(i + 1).fill('w').join(' '));
+  const all = await Promise.all(texts.map((text) => wcall({ text })));
+  const counts = all.map((x) => { try { return JSON.parse(x.res.result_json.toString()).words; } catch { return -1; } });
+  counts.every((c, i) => c === i + 1) ? ok('concurrent warm calls each get their own answer')
+    : bad('concurrent warm calls', JSON.stringify(counts));
+  finish();
+}
+if (mode === 'warm-blocked' || mode === 'warm-ask') {
+  const r = await ocall('Invoke', { tool_name: 'text-tools.word_count', args_json: enc({ text: 'x' }) }, token);
+  const want = mode === 'warm-blocked' ? /blocked by policy/ : /approval required/;
+  r.err && r.err.code === grpc.status.PERMISSION_DENIED && want.test(r.err.details)
+    ? ok(`${mode}: PERMISSION_DENIED`) : bad(mode, JSON.stringify(r));
   finish();
 }
 if (mode === 'reloaded') {

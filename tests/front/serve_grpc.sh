@@ -56,6 +56,44 @@ if [ -S "$work/g.sock" ]; then
   drive "unix:$work/g.sock"
   if [ $selu = yes ]; then # a Selu call from a child of the gRPC process: it must not hang
     drive "unix:$work/g.sock" selu
+    # the instance is warm: its calls are made in the gRPC process itself,
+    # so they are answered with the call process stopped (SIGSTOP)
+    gproc=$(pgrep -P "$spid" | head -1)
+    cproc=$(pgrep -P "$gproc" | head -1)
+    if [ -n "$cproc" ] && kill -STOP "$cproc"; then
+      drive "unix:$work/g.sock" warm
+      "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count block >/dev/null
+      drive "unix:$work/g.sock" warm-blocked
+      kill -CONT "$cproc"
+      "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count allow >/dev/null
+      # a change in the package: the instance's keeper refuses its lease,
+      # the call process starts a new instance, and the warm path reaches
+      # the new one (not through the channel it kept to the old)
+      echo edited >"$caps/selu-text/added.txt"
+      drive "unix:$work/g.sock" selu
+      grep -q "the package changed" "$state/logs/text-tools.log" && ok "the edit retired the instance" ||
+        bad "the edit retired the instance (its log: $(tail -3 "$state/logs/text-tools.log"))"
+      kill -STOP "$cproc"
+      drive "unix:$work/g.sock" warm
+      kill -CONT "$cproc"
+    else
+      bad "the call process of serve --grpc (a child of $gproc) was not found"
+    fi
+    # policy ask is not the warm path's: the call process leaves one
+    # pending approval and one audit record
+    "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count ask >/dev/null
+    drive "unix:$work/g.sock" warm-ask
+    pending=$("$capsule" approvals --json --state "$state" 2>/dev/null | jq '[.[] | select(.capability == "text-tools")] | length')
+    [ "$pending" = 1 ] && ok "an ask through serve --grpc leaves one approval" ||
+      bad "an ask through serve --grpc leaves one approval (found ${pending:-none})"
+    asks=$("$capsule" audit --json --state "$state" 2>/dev/null |
+      jq '[.[] | select(.capability == "text-tools" and .decision == "approval-pending")] | length')
+    [ "$asks" = 1 ] && ok "the ask is audited once" || bad "the ask is audited once (found ${asks:-none})"
+    warm=$("$capsule" audit --json --state "$state" 2>/dev/null |
+      jq '[.[] | select(.capability == "text-tools" and .user == "alice")] | length')
+    [ "$warm" = 26 ] && ok "every text-tools call audited once" ||
+      bad "every text-tools call audited once (26 calls, found ${warm:-none})"
+    "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count allow >/dev/null
   else
     echo "  skip selu: build examples/selu-text (make build does)"
   fi

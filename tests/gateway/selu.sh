@@ -40,6 +40,7 @@ tools:
   - {name: env, description: Reads an environment variable., recommended_policy: allow,
      input_schema: {type: object, properties: {name: {type: string}}, required: [name]}}
   - {name: pid, description: Its process id., recommended_policy: allow, input_schema: {type: object}}
+  - {name: instance, description: Its instance id., recommended_policy: allow, input_schema: {type: object}}
   - {name: crash, description: Exits mid-call., recommended_policy: allow, input_schema: {type: object}}
   - {name: hang, description: Never answers., recommended_policy: allow, input_schema: {type: object}}
   - {name: garbage, description: Answers not JSON., recommended_policy: allow, input_schema: {type: object}}
@@ -86,6 +87,7 @@ cap selu-interp normal
 sed -i 's|command: \["./server", "--mode", "normal"\]|command: ["sh", "start.sh"]|' "$caps/selu-interp/manifest.yaml"
 printf 'export VERSION="$(cat version.txt)"; exec ./server --mode normal\n' >"$caps/selu-interp/start.sh"
 echo 1 >"$caps/selu-interp/version.txt"
+mkdir -p "$caps/selu-interp/lib/deeper" # as node_modules: a change deep in the tree counts
 cp -r "$root/examples/selu-text" "$caps/text" 2>/dev/null
 if [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ]; then
   cp -r "$root/examples/selu-node" "$caps/node"
@@ -250,7 +252,18 @@ if [ "$v3" = '{"value":"2-edited"}' ]; then ok interp-data-edit-restarts; else b
 printf 'export VERSION="edited-$(cat version.txt)"; exec ./server --mode normal\n' >"$caps/selu-interp/start.sh"
 v4=$(version)
 if [ "$v4" = '{"value":"edited-2-edited"}' ]; then ok interp-script-edit-restarts; else bad "interp-script-edit-restarts ($v4)"; fi
-calls=$((calls + 6))
+# the keeper watches the tree (inotify): a file added two levels down is a
+# new instance at the next call, and the new one is reused after
+p3=$("$capsule" call --caps "$caps" --state "$state" selu-interp instance '{}' 2>&1)
+echo x >"$caps/selu-interp/lib/deeper/added.js"
+p4=$("$capsule" call --caps "$caps" --state "$state" selu-interp instance '{}' 2>&1)
+p5=$("$capsule" call --caps "$caps" --state "$state" selu-interp instance '{}' 2>&1)
+if echo "$p4" | grep -q '"instance"' && [ "$p3" != "$p4" ] && [ "$p4" = "$p5" ]; then
+  ok interp-deep-edit-restarts
+else
+  bad "interp-deep-edit-restarts ($p3 / $p4 / $p5)"
+fi
+calls=$((calls + 9))
 
 echo "audit"
 # policy and credential changes are records of their own (decision: the kind)
