@@ -10,18 +10,19 @@
  * the ASan build under load). In a build with ASan, every allocation goes
  * through a read side of one lock here, and a fork takes its write side:
  * the fork happens between allocations, never inside one. Two more places
- * take libasan's allocator locks outside any allocation: a new thread's
- * start, covered by its creator holding the read side until the thread
- * runs, and a thread's end, where libasan hands the thread's cached
+ * take libasan's locks outside any allocation: a new thread's start (a
+ * fork waits until every thread created has started: until then its
+ * allocations pass the gate, so it cannot wait on the fork), and a
+ * thread's end, where libasan hands the thread's cached
  * chunks back: a thread about to end says so under the read side, and a
  * fork waits until every thread that said so is gone. The plain build
  * compiles none of this: cap_fork_prepare and friends are empty there. */
 #include "core/fork_gate.h"
 
 #if CAP_FORK_GATE
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ int __interceptor_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*
                                  void *arg);
 
 static pthread_rwlock_t gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static __thread bool gated;     /* the main thread, and threads once started */
 static __thread unsigned depth; /* this thread is inside an allocation */
 static __thread bool forking;   /* this thread holds the write side */
 static __thread bool ended;     /* this thread is ending, and said so: a fork waits for its end */
@@ -56,7 +58,7 @@ static void enter(void)
 {
   if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
     return;
-  if (depth++ == 0 && !forking && !ended)
+  if (depth++ == 0 && gated && !forking && !ended)
     pthread_rwlock_rdlock(&gate);
 }
 
@@ -64,7 +66,7 @@ static void leave(void)
 {
   if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
     return;
-  if (--depth == 0 && !forking && !ended)
+  if (--depth == 0 && gated && !forking && !ended)
     pthread_rwlock_unlock(&gate);
 }
 
@@ -113,20 +115,29 @@ static void wait_ended(void)
   pthread_mutex_unlock(&ending_mu);
 }
 
+static unsigned starting; /* threads created that have not started yet */
+
+/* With the write side held: wait until every thread created has started
+ * (bounded, as above) */
+static void wait_started(void)
+{
+  for (int n = 0; n < 50000 && __atomic_load_n(&starting, __ATOMIC_ACQUIRE); n++)
+    nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+}
+
 struct start {
   void *(*fn)(void *);
   void *arg;
-  sem_t running;
 };
 
 static void *thread_start(void *p)
 {
-  struct start *s = p;
-  void *(*fn)(void *) = s->fn;
-  void *arg = s->arg;
+  struct start s = *(struct start *)p;
+  gated = true;
+  free(p);
+  __atomic_sub_fetch(&starting, 1, __ATOMIC_RELEASE);
   pthread_setspecific(end_key, (void *)1);
-  sem_post(&s->running); /* s is the creator's: not touched after this */
-  return fn(arg);
+  return s.fn(s.arg);
 }
 
 void cap_fork_prepare(void)
@@ -136,6 +147,7 @@ void cap_fork_prepare(void)
     return;
   pthread_rwlock_wrlock(&gate);
   forking = true;
+  wait_started();
   wait_ended();
 }
 
@@ -159,6 +171,7 @@ void cap_fork_child(void)
 
 __attribute__((constructor)) static void gate_at_fork(void)
 {
+  gated = true;
   pthread_key_create(&end_key, thread_ends);
   pthread_atfork(cap_fork_prepare, cap_fork_parent, cap_fork_child);
   __atomic_store_n(&ready, true, __ATOMIC_RELAXED);
@@ -188,21 +201,24 @@ void *memalign(size_t align, size_t n) { GATED(__interceptor_memalign(align, n))
 void *valloc(size_t n) { GATED(__interceptor_valloc(n)); }
 char *strdup(const char *s) { GATED(__interceptor_strdup(s)); }
 char *strndup(const char *s, size_t n) { GATED(__interceptor_strndup(s, n)); }
-/* The creator keeps the read side until the thread runs: libasan's part
- * of a thread's start (its registry) is done by then */
+/* Counted as starting until it runs its function: libasan's part of its
+ * start (its registry) is done by then */
 int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
 {
   if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
     return __interceptor_pthread_create(t, a, fn, arg);
-  struct start s = {.fn = fn, .arg = arg};
-  sem_init(&s.running, 0, 0);
+  struct start *s = malloc(sizeof *s);
+  if (!s)
+    return EAGAIN;
+  *s = (struct start){.fn = fn, .arg = arg};
   enter();
-  int r = __interceptor_pthread_create(t, a, thread_start, &s);
-  if (r == 0)
-    while (sem_wait(&s.running) < 0)
-      ;
+  __atomic_add_fetch(&starting, 1, __ATOMIC_ACQ_REL);
+  int r = __interceptor_pthread_create(t, a, thread_start, s);
+  if (r != 0)
+    __atomic_sub_fetch(&starting, 1, __ATOMIC_ACQ_REL);
   leave();
-  sem_destroy(&s.running);
+  if (r != 0)
+    free(s);
   return r;
 }
 
