@@ -2,7 +2,9 @@
  * text anywhere in a record), newest first, 100 records a page (keyset
  * paging: "older" names the last sequence number shown), each record
  * with its own place in the chain (gateway/state_query.h), and on
- * request the whole chain verified as `capsule audit verify` does. */
+ * request the whole chain verified as `capsule audit verify` does. The
+ * egress log the same way (capability, user, decision, text in the host,
+ * method, path or reason; a call's decisions from its audit record). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +63,12 @@ static void verify_result(struct serve *sv, struct cap_buf *b)
   cap_error_clear(&err);
 }
 
-/* The link to the next page: the same filters, older than last. */
-static void older_link(struct cap_buf *b, const struct ui_request *rq, int64_t last)
+/* The link to the next page of path: the same filters, older than last. */
+static void older_link(struct cap_buf *b, const struct ui_request *rq, const char *path,
+                       int64_t last)
 {
-  cap_buf_puts(b, "<p><a id=\"older\" href=\"/audit?");
-  static const char *const keep[] = {"capability", "user", "decision", "q"};
+  cap_buf_printf(b, "<p><a id=\"older\" href=\"%s?", path);
+  static const char *const keep[] = {"capability", "user", "decision", "q", "call"};
   for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
     const char *v = ui_param(rq, keep[i]);
     if (!v || !*v)
@@ -119,6 +122,93 @@ void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_resp
     cap_buf_puts(b, "<p class=\"muted\" id=\"no-records\">No record matches.</p>");
   }
   if (more)
-    older_link(b, rq, p.last);
+    older_link(b, rq, "/audit", p.last);
+  ui_end(out);
+}
+
+/* ---- the egress log ---- */
+
+struct egress_page {
+  struct cap_buf *b;
+  int64_t last;
+  size_t n;
+};
+
+static void egress_row(void *arg, const struct gw_egress_record *r)
+{
+  struct egress_page *p = arg;
+  struct cap_buf *b = p->b;
+  p->last = r->seq;
+  p->n++;
+  cap_buf_printf(b, "<tr class=\"egress\" data-seq=\"%lld\"><td>%lld</td><td>", (long long)r->seq,
+                 (long long)r->seq);
+  const char *cells[] = {r->time, r->user, r->capability};
+  for (size_t i = 0; i < ARRAY_SIZE(cells); i++) {
+    ui_h(b, cells[i]);
+    cap_buf_puts(b, "</td><td>");
+  }
+  if (r->call_seq)
+    cap_buf_printf(b, "<a href=\"/egress?call=%lld\">%lld</a>", (long long)r->call_seq,
+                   (long long)r->call_seq);
+  cap_buf_printf(b, "</td><td class=\"decision %s\">",
+                 strcmp(r->decision, "allow") == 0 ? "ok" : "bad");
+  ui_h(b, r->decision);
+  cap_buf_puts(b, "</td><td>");
+  ui_h(b, r->kind);
+  cap_buf_puts(b, "</td><td>");
+  ui_h(b, r->host);
+  cap_buf_printf(b, "</td><td>%lld</td><td>", (long long)r->port);
+  ui_h(b, r->method);
+  if (*r->path) {
+    cap_buf_puts(b, " ");
+    ui_h(b, r->path);
+  }
+  cap_buf_puts(b, "</td><td>");
+  ui_h(b, r->credential);
+  cap_buf_printf(b, "</td><td>%lld / %lld</td><td>", (long long)r->bytes_up,
+                 (long long)r->bytes_down);
+  ui_h(b, r->reason);
+  if (r->count)
+    cap_buf_printf(b, " (%lld)", (long long)r->count);
+  cap_buf_puts(b, "</td></tr>\n");
+}
+
+void ui_page_egress(struct serve *sv, const struct ui_request *rq, struct ui_response *out)
+{
+  ui_begin(out, rq, "Egress log");
+  struct cap_buf *b = &out->body;
+  cap_buf_puts(b, "<form method=\"get\" action=\"/egress\" class=\"filters\">");
+  filter_input(b, rq, "capability", "capability");
+  filter_input(b, rq, "user", "user");
+  filter_input(b, rq, "decision", "decision");
+  filter_input(b, rq, "q", "host, path or reason");
+  filter_input(b, rq, "call", "call (audit seq)");
+  cap_buf_puts(b, "<button type=\"submit\" id=\"search\">Search</button></form>");
+  const char *before = ui_param(rq, "before"), *call = ui_param(rq, "call");
+  struct gw_egress_filter f = {.capability = ui_param(rq, "capability"),
+                               .user = ui_param(rq, "user"),
+                               .decision = ui_param(rq, "decision"),
+                               .text = ui_param(rq, "q"),
+                               .call_seq = call ? strtoll(call, NULL, 10) : 0,
+                               .before = before ? strtoll(before, NULL, 10) : 0};
+  static const char *const cols[] = {
+      "seq",  "time",    "user",       "capability",      "call",   "decision", "kind", "host",
+      "port", "request", "credential", "bytes up / down", "reason", NULL};
+  ui_thead(b, cols);
+  struct egress_page p = {.b = b};
+  bool more = false;
+  struct cap_error err = {0};
+  int r = gw_egress_query(sv->opt->st, &f, egress_row, &p, &more, &err);
+  cap_buf_puts(b, "</tbody></table>");
+  if (r < 0) {
+    cap_buf_puts(b, "<p class=\"error\">");
+    ui_h(b, err.message);
+    cap_buf_puts(b, "</p>");
+    cap_error_clear(&err);
+  } else if (!p.n) {
+    cap_buf_puts(b, "<p class=\"muted\" id=\"no-records\">No decision matches.</p>");
+  }
+  if (more)
+    older_link(b, rq, "/egress", p.last);
   ui_end(out);
 }

@@ -25,6 +25,7 @@ void ui_time(int64_t ms, char out[32]);
 
 typedef void (*ui_page_fn)(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
 void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
+void ui_page_egress(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
 void ui_page_talos(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
 void ui_page_covenant(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
 void ui_page_rollback(struct serve *sv, const struct ui_request *rq, struct ui_response *out);

@@ -36,9 +36,9 @@ void ui_h(struct cap_buf *b, const char *s)
 static const struct {
   const char *path, *label;
 } nav[] = {
-    {"/", "Capabilities"},  {"/approvals", "Approvals"},       {"/audit", "Audit"},
-    {"/talos", "Triggers"}, {"/covenant", "Budgets & tokens"}, {"/rollback", "Snapshots"},
-    {"/images", "Images"},
+    {"/", "Capabilities"},      {"/approvals", "Approvals"}, {"/audit", "Audit"},
+    {"/egress", "Egress"},      {"/talos", "Triggers"},      {"/covenant", "Budgets & tokens"},
+    {"/rollback", "Snapshots"}, {"/images", "Images"},
 };
 
 void ui_begin(struct ui_response *out, const struct ui_request *rq, const char *title)
@@ -475,7 +475,7 @@ static const struct {
     {"GET", "/approvals", page_approvals},  {"POST", "/approvals/decide", post_decide},
     {"GET", "/audit", ui_page_audit},       {"GET", "/talos", ui_page_talos},
     {"GET", "/covenant", ui_page_covenant}, {"GET", "/rollback", ui_page_rollback},
-    {"GET", "/images", ui_page_images},
+    {"GET", "/images", ui_page_images},     {"GET", "/egress", ui_page_egress},
 };
 
 void ui_page(struct serve *sv, const struct ui_request *rq, struct ui_response *out)

@@ -95,6 +95,18 @@ static const char schema_v7_plugins[] =
     "CREATE TABLE IF NOT EXISTS grants (capability TEXT NOT NULL, kind TEXT NOT NULL,"
     " value TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (capability, kind, value));";
 
+/* The egress log (gateway/egress_store.h): each decision of a call's
+ * egress proxy, stored in a batch after the call, linked to its audit
+ * record by call_seq (NULL: none was written). */
+static const char schema_v9_egress[] =
+    "CREATE TABLE IF NOT EXISTS egress (seq INTEGER PRIMARY KEY, time TEXT NOT NULL,"
+    " capability TEXT NOT NULL, user TEXT NOT NULL, call_seq INTEGER, decision TEXT NOT NULL,"
+    " kind TEXT, host TEXT, port INTEGER NOT NULL, method TEXT, path TEXT, credential TEXT,"
+    " reason TEXT, count INTEGER NOT NULL, bytes_up INTEGER NOT NULL,"
+    " bytes_down INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS egress_capability ON egress (capability, seq);"
+    "CREATE INDEX IF NOT EXISTS egress_call ON egress (call_seq);";
+
 /* A trigger's tool call carries its task configuration (Talos's
  * triggerConfig: values of the trigger's params, a JSON object), which the
  * trigger's filter reads (gateway/plugin_state.c). */
@@ -157,8 +169,10 @@ static const struct migration {
     {7, "plugin settings, trigger state, events and grants", NULL, schema_v7_plugins, NULL},
     /* Talos: a trigger call's task configuration, for the trigger's filter */
     {8, "trigger call parameters", NULL, NULL, add_trigger_params},
+    /* the egress proxy's decisions, per call */
+    {9, "the egress log", NULL, schema_v9_egress, NULL},
 };
-#define SCHEMA_VERSION 8
+#define SCHEMA_VERSION 9
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {
@@ -249,6 +263,7 @@ static int state_keys(struct gw_state *st, struct cap_error *err)
   st->keys = cap_secret_alloc(sizeof *st->keys);
   crypto_kdf_derive_from_key(st->keys->cred, sizeof st->keys->cred, 1, "capsule_", key);
   crypto_kdf_derive_from_key(st->keys->audit, sizeof st->keys->audit, 2, "capsule_", key);
+  crypto_auth_hmacsha256_init(&st->keys->audit_mac, st->keys->audit, sizeof st->keys->audit);
   sodium_memzero(key, sizeof key);
   return 0;
 }
@@ -376,6 +391,7 @@ void gw_state_close(struct gw_state *st)
   gw_db_close(st->db);
   free(st->url);
   cap_secret_free(st->keys, sizeof *st->keys);
+  gw_audit_seen_free(st);
   if (st->dirfd >= 0)
     close(st->dirfd);
   free(st->dir);

@@ -24,18 +24,59 @@
 
 /* ---- audit ---- */
 
-/* HMAC-SHA-256 over prev and every field, each length-prefixed. */
+/* v in decimal into out (no NUL); its length. */
+static size_t fmt_i64(char out[24], int64_t v)
+{
+  char tmp[24];
+  size_t n = 0, k = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do
+    tmp[n++] = (char)('0' + u % 10);
+  while ((u /= 10) != 0);
+  if (v < 0)
+    out[k++] = '-';
+  while (n)
+    out[k++] = tmp[--n];
+  return k;
+}
+
+/* What a record's MAC covers: prev and every field, each length-prefixed,
+ * appended to b (no printf: the dashboard builds one per record shown). */
+void gw_audit_mac_input(const struct gw_audit_record *r, struct cap_buf *b)
+{
+  char num[24];
+  const char *fields[] = {r->time,     r->user,    r->capability,  r->tool, r->args_hash,
+                          r->decision, r->outcome, r->result_hash, r->prev};
+  cap_buf_puts(b, "capsule-audit-v1 ");
+  cap_buf_append(b, num, fmt_i64(num, r->seq));
+  cap_buf_putc(b, ' ');
+  cap_buf_append(b, num, fmt_i64(num, r->duration_ms));
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    size_t n = strlen(fields[i]);
+    cap_buf_putc(b, ' ');
+    cap_buf_append(b, num, fmt_i64(num, (int64_t)n));
+    cap_buf_putc(b, ':');
+    cap_buf_append(b, fields[i], n);
+  }
+}
+
+/* HMAC-SHA-256 under the audit key, from its state after the key's block
+ * (made once at open: two of the hash's compressions saved per record). */
+void gw_audit_mac_bytes(const struct gw_state *st, const void *msg, size_t len, char out[65])
+{
+  crypto_auth_hmacsha256_state h = st->keys->audit_mac;
+  unsigned char mac[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256_update(&h, msg, len);
+  crypto_auth_hmacsha256_final(&h, mac);
+  sodium_memzero(&h, sizeof h);
+  sodium_bin2hex(out, 65, mac, sizeof mac);
+}
+
 void gw_audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65])
 {
   struct cap_buf b = {0};
-  const char *fields[] = {r->time,     r->user,    r->capability,  r->tool, r->args_hash,
-                          r->decision, r->outcome, r->result_hash, r->prev};
-  cap_buf_printf(&b, "capsule-audit-v1 %lld %lld", (long long)r->seq, (long long)r->duration_ms);
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-    cap_buf_printf(&b, " %zu:%s", strlen(fields[i]), fields[i]);
-  unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(mac, (const unsigned char *)b.data, b.len, st->keys->audit);
-  sodium_bin2hex(out, 65, mac, sizeof mac);
+  gw_audit_mac_input(r, &b);
+  gw_audit_mac_bytes(st, b.data, b.len, out);
   cap_buf_free(&b);
 }
 

@@ -119,6 +119,30 @@ try {
   fail("audit-filter-finds-record", e);
 }
 
+try {
+  // the egress log: a call whose requests the proxy refused; its decisions
+  // found by capability and decision, then by its call's link
+  const r = await run(["call", "--caps", caps, "--state", state, "net", "dispatch", '{"text":"browser"}']);
+  if (r.code !== 0) throw new Error(`net call exit ${r.code}: ${r.err}`);
+  await page.goto(url + "/egress", { waitUntil: "load" });
+  await page.type("#f-capability", "net");
+  await page.type("#f-decision", "deny");
+  await Promise.all([page.waitForNavigation(bound), page.click("#search")]);
+  const rows = await page.$$eval("tr.egress", (trs) =>
+    trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent)),
+  );
+  if (!rows.length) throw new Error("no decision found");
+  if (!rows.every((x) => x[3] === "net" && x[5] === "deny" && x[7] === "198.51.100.9"))
+    throw new Error(`rows: ${JSON.stringify(rows)}`);
+  if (!rows.some((x) => x[8] === "8081" && x[9].includes("p<b>8081"))) throw new Error(`rows: ${JSON.stringify(rows)}`);
+  await Promise.all([page.waitForNavigation(bound), page.click("tr.egress a")]);
+  const call = await page.$$eval("tr.egress", (trs) => trs.length);
+  if (call !== 2) throw new Error(`the call's decisions: ${call}`);
+  ok("egress-filter-finds-decision");
+} catch (e) {
+  fail("egress-filter-finds-decision", e);
+}
+
 if (violations.length) fail("no-csp-violations", violations[0]);
 else ok("no-csp-violations");
 await browser.close();

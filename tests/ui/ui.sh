@@ -6,15 +6,15 @@
 # headers, a missing or wrong CSRF token 403, a foreign Origin or Host
 # 403, sign-out and a revoked token ending the session, a hostile tool
 # argument escaped), the forms (a policy for everyone and a user's
-# override, bad ones 400), readiness, the listings; then
+# override, bad ones 400), readiness, the listings, the egress log; then
 # in a real browser (Debian's chromium driven by puppeteer-core,
 # tests/ui/browser.mjs): sign in, see a pending approval arrive live and
 # approve it while a `capsule call --wait-approval` waits in the
 # background, which then completes; change a policy and see it decide the next call; find an
-# audit record by filters. As root and as uid 65534 (the browser always
+# audit record by filters; find a call's refused egress by filters. As root and as uid 65534 (the browser always
 # runs as root: it only talks HTTP to the server). TLS (root): the cookie
 # is Secure, named __Host-capsule_ui. PostgreSQL (root, when installed):
-# the approvals and the audit search on a PostgreSQL state.
+# the approvals, the audit search and the egress log on a PostgreSQL state.
 # Usage: ui.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -47,15 +47,20 @@ bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
 wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
 
 caps=$work/caps
-agent() {
+agent() { # agent ID SCRIPT [NETWORK]
   mkdir -p "$caps/agents/$1"
-  printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" >"$caps/agents/$1/agent.toml"
+  printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "%s"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" "${3:-off}" >"$caps/agents/$1/agent.toml"
   printf '#!/bin/sh\n%s\n' "$2" >"$caps/agents/$1/run.sh"
   chmod 755 "$caps/agents/$1/run.sh"
   chmod -R a+rX "$caps"
 }
 agent asker 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
 agent echo 'IFS= read -r line; printf "{\"echo\":%s}\n" "$line"'
+# egress through the proxy (port 443 only): two requests it refuses, before
+# any packet leaves (TEST-NET-2 addresses, never reached)
+agent net 'IFS= read -r line
+for port in 80 8081; do curl -s -o /dev/null --max-time 20 "http://198.51.100.9:$port/p<b>$port" 2>/dev/null; done
+printf "{\"done\":true}\n"' outbound-https-only
 # an MCP server's capability: its tools are those its last discovery cached
 mkdir -p "$caps/mcp-filesystem" && cp "$root/examples/mcp-filesystem/capability.json" "$caps/mcp-filesystem/" && chmod -R a+rX "$caps"
 
@@ -161,6 +166,16 @@ curl_checks() {
   C token issue local tool.call.echo --state "$state" >/dev/null 2>&1
   curl -s -b "$jar" "$U/covenant" | grep -q '<td>tool.call.echo</td>' && ok "$who: covenant-token-listed" ||
     bad "$who: covenant-token-listed"
+  # the egress log: a call's refused requests stored with its record, found by filters
+  C call --caps "$caps" --state "$state" net dispatch '{"text":"out"}' >/dev/null 2>&1
+  curl -s -b "$jar" "$U/egress?capability=net&decision=deny&q=8081" >"$work/egress"
+  local callseq
+  callseq=$(grep -o 'href="/egress?call=[0-9]*"' "$work/egress" | head -1 | grep -o '[0-9]*')
+  [ "$(grep -c '<tr class="egress"' "$work/egress")" = 1 ] && grep -q '<td>198.51.100.9</td><td>8081</td>' "$work/egress" &&
+    grep -q 'p&lt;b&gt;8081' "$work/egress" && [ -n "$callseq" ] &&
+    [ "$(curl -s -b "$jar" "$U/egress?call=$callseq" | grep -c '<tr class="egress"')" = 2 ] &&
+    curl -s -b "$jar" "$U/audit?capability=net" | grep -q "data-seq=\"$callseq\"" &&
+    ok "$who: egress-log-filtered" || bad "$who: egress-log-filtered ($(grep -c '<tr' "$work/egress") rows, call $callseq)"
   local p codes=
   for p in /talos /rollback /images /audit "/audit?verify=1" /nope; do
     codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "$U$p")"
@@ -191,6 +206,7 @@ run_as() {
   echo "as $who:"
   C() { "${wrap[@]}" "$capsule" "$@"; }
   C policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
+  C policy set --caps "$caps" --state "$state" net dispatch allow >/dev/null
   local op user
   op=$(C access issue op --operator --state "$state" 2>/dev/null)
   user=$(C access issue alice --user alice --state "$state" 2>/dev/null)
@@ -258,6 +274,11 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
   curl -s -b "$jar" "$U/audit?q=asker&decision=ask-approved&verify=1" >"$work/page"
   [ "$(grep -c '<tr class="record"' "$work/page")" = 1 ] && grep -q '<td class="chain ok">ok</td>' "$work/page" &&
     grep -q 'The chain verifies' "$work/page" && ok "pg: audit-search-and-verify" || bad "pg: audit-search-and-verify"
+  C --state "$PGURL" policy set --caps "$caps" net dispatch allow >/dev/null
+  C --state "$PGURL" call --caps "$caps" net dispatch '{"text":"out"}' >/dev/null 2>&1
+  curl -s -b "$jar" "$U/egress?capability=net&decision=deny" >"$work/page"
+  [ "$(grep -c '<tr class="egress"' "$work/page")" = 2 ] && grep -q '<td>198.51.100.9</td><td>80</td>' "$work/page" &&
+    ok "pg: egress-log-filtered" || bad "pg: egress-log-filtered"
   kill -TERM "$server"
   wait "$server"
   pg_stop
