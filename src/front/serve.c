@@ -613,6 +613,7 @@ static const struct serve_hooks hooks = {.enqueue = serve_enqueue,
                                          .ui_login = ui_login,
                                          .ui_page = ui_page,
                                          .ui_pulse = ui_pulse,
+                                         .ui_wait = ui_wait,
                                          .ui_bound = ui_bound,
                                          .ui_log = ui_log};
 
@@ -672,6 +673,8 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
   if (r == 0 && opt->http_addr)
     r = serve_http_start(sv, &hooks, opt, &sv->http, err);
   if (r == 0 && opt->ui_addr)
+    r = ui_live_start(sv, err);
+  if (r == 0 && opt->ui_addr)
     r = serve_ui_start(sv, &hooks, opt, &sv->ui, err);
   return r;
 }
@@ -693,6 +696,7 @@ static void teardown(struct serve *sv)
   if (sv->http)
     serve_http_stop(sv->http); /* joins its threads */
   serve_ui_stop(sv->ui);
+  ui_live_stop(sv);
   drain_queue(sv);
   if (sv->listen_fd >= 0)
     close(sv->listen_fd);

@@ -114,7 +114,8 @@ struct serve_hooks {
   /* the dashboard (ui.c in the module, ui_pages.c here) */
   int (*ui_login)(struct serve *sv, const char *token, char **user);
   void (*ui_page)(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
-  uint64_t (*ui_pulse)(struct serve *sv);
+  void (*ui_pulse)(struct serve *sv, uint64_t out[2]);
+  uint64_t (*ui_wait)(struct serve *sv, uint64_t seen, int timeout_ms);
   void (*ui_bound)(struct serve *sv, const char *addr); /* the address listened on */
   void (*ui_log)(struct serve *sv, const char *msg, const char *user);
 };

@@ -437,12 +437,15 @@ static enum MHD_Result page(struct serve_ui *u, struct MHD_Connection *c, const 
   return send_answer(c, &a);
 }
 
-/* ---- the live stream: an event when the pending approvals change ---- */
+/* ---- the live stream: an event when the pending approvals or the audit
+ * log's head change ---- */
 
 struct stream_state {
   struct serve_ui *u;
   char sid[65];
-  uint64_t pulse;
+  uint64_t pulse[2]; /* the approvals' digest, the audit log's head */
+  uint64_t moved;    /* ui_wait's count */
+  int quiet;         /* seconds since the state was last read */
   bool started;
   struct cap_buf pending;
   size_t off;
@@ -457,6 +460,44 @@ static bool sess_alive(struct serve_ui *u, const char *sid)
   return alive;
 }
 
+/* The next events: once a second the session and serve are checked; the
+ * state is read when ui_wait says something may have changed (on
+ * PostgreSQL, a notification; on SQLite, every second), and at least every
+ * QUIET_LOOK_S seconds besides. */
+#define QUIET_LOOK_S 15
+
+static void next_events(struct stream_state *st)
+{
+  bool look = !st->started;
+  if (st->started) {
+    uint64_t moved = st->u->hooks->ui_wait(st->u->sv, st->moved, 1000);
+    look = moved != st->moved || ++st->quiet >= QUIET_LOOK_S;
+    st->moved = moved;
+  }
+  uint64_t now[2] = {st->pulse[0], st->pulse[1]};
+  if (look) {
+    st->u->hooks->ui_pulse(st->u->sv, now);
+    st->quiet = 0;
+  }
+  const char *retry = st->started ? "" : "retry: 2000\n";
+  bool sent = false;
+  if (!st->started || now[0] != st->pulse[0]) {
+    cap_buf_printf(&st->pending, "%sevent: approvals\ndata: %llu\n\n", retry,
+                   (unsigned long long)now[0]);
+    retry = "";
+    sent = true;
+  }
+  if (!st->started || now[1] != st->pulse[1]) {
+    cap_buf_printf(&st->pending, "%sevent: audit\ndata: %llu\n\n", retry,
+                   (unsigned long long)now[1]);
+    sent = true;
+  }
+  if (!sent)
+    cap_buf_puts(&st->pending, ": keepalive\n\n");
+  st->started = true;
+  memcpy(st->pulse, now, sizeof now);
+}
+
 static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
   (void)pos;
@@ -464,19 +505,12 @@ static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
   if (st->off >= st->pending.len) {
     cap_buf_free(&st->pending);
     st->off = 0;
-    if (st->started)
-      sleep(1);
     if (__atomic_load_n(&st->u->stopping, __ATOMIC_ACQUIRE) || st->u->hooks->stopping(st->u->sv) ||
         !sess_alive(st->u, st->sid))
       return MHD_CONTENT_READER_END_OF_STREAM;
-    uint64_t now = st->u->hooks->ui_pulse(st->u->sv);
-    if (!st->started || now != st->pulse)
-      cap_buf_printf(&st->pending, "%sevent: approvals\ndata: %llu\n\n",
-                     st->started ? "" : "retry: 2000\n", (unsigned long long)now);
-    else
-      cap_buf_puts(&st->pending, ": keepalive\n\n");
-    st->started = true;
-    st->pulse = now;
+    next_events(st);
+    if (__atomic_load_n(&st->u->stopping, __ATOMIC_ACQUIRE) || st->u->hooks->stopping(st->u->sv))
+      return MHD_CONTENT_READER_END_OF_STREAM;
   }
   size_t n = st->pending.len - st->off < max ? st->pending.len - st->off : max;
   memcpy(buf, st->pending.data + st->off, n);

@@ -85,6 +85,23 @@ static void older_link(struct cap_buf *b, const struct ui_request *rq, const cha
   cap_buf_printf(b, "before=%lld\">Older records</a></p>", (long long)last);
 }
 
+static void head_of(void *arg, const struct gw_audit_record *r, enum gw_chain_status chain)
+{
+  (void)chain;
+  *(int64_t *)arg = r->seq;
+}
+
+int64_t ui_audit_head(struct serve *sv)
+{
+  struct gw_audit_filter f = {.limit = 1};
+  int64_t head = 0;
+  bool more = false;
+  struct cap_error err = {0};
+  gw_audit_query(sv->opt->st, &f, head_of, &head, &more, &err);
+  cap_error_clear(&err);
+  return head;
+}
+
 void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_response *out)
 {
   ui_begin(out, rq, "Audit log");
@@ -123,6 +140,9 @@ void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_resp
   }
   if (more)
     older_link(b, rq, "/audit", p.last);
+  if (!before) /* the newest page follows the log (ui.js) */
+    cap_buf_printf(b, "<p id=\"audit-live\" class=\"notice\" data-head=\"%lld\" hidden></p>",
+                   (long long)ui_audit_head(sv));
   ui_end(out);
 }
 

@@ -564,12 +564,20 @@ int gw_db_notify(struct gw_db *db, const char *channel, const char *payload)
 
 int gw_db_wait_notify(struct gw_db *db, const char *channel, int timeout_ms)
 {
+  int r = gw_db_wait_notify_any(db, &channel, 1, timeout_ms);
+  return r > 0 ? 1 : r;
+}
+
+int gw_db_wait_notify_any(struct gw_db *db, const char *const *channels, size_t n, int timeout_ms)
+{
   if (db->kind != GW_DB_POSTGRES)
     return -ENOTSUP;
+  if (n == 0 || n > 8)
+    return -EINVAL;
   pthread_mutex_lock(&db->mu);
   int r = -1;
   if (!db->pg->broken(db->conn) || (!db->in_tx && db->pg->reset(db->conn)))
-    r = db->pg->wait_notify(db->conn, channel, timeout_ms);
+    r = db->pg->wait_notify(db->conn, channels, n, timeout_ms);
   if (r < 0)
     pg_fail(db);
   pthread_mutex_unlock(&db->mu);

@@ -682,3 +682,10 @@ int gw_cred_list(struct gw_state *st, gw_cred_fn fn, void *arg, struct cap_error
 /* ---- for the modules that keep their own tables here ---- */
 
 struct gw_db *gw_state_db(struct gw_state *st) { return st->db; }
+
+int gw_state_listener(struct gw_state *st, struct gw_db **ret, struct cap_error *err)
+{
+  if (!st->url)
+    return -ENOTSUP;
+  return gw_db_open_pg(st->url, ret, err);
+}

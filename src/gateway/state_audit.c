@@ -165,6 +165,9 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
       return e;
     cap_error_clear(err); /* the server committed it and went away before saying so */
   }
+  /* PostgreSQL: a dashboard following the log (LISTEN) sees it now; best
+   * effort, outside the writers' lock (a no-op on SQLite) */
+  gw_db_notify(st->db, GW_AUDIT_CHANNEL, seq);
   return advance_mark(st, r, err);
 }
 

@@ -120,6 +120,24 @@ try {
 }
 
 try {
+  // the audit page follows the log: a record appended by another process
+  // (a call) offers a link to it without a reload
+  await page.goto(url + "/audit", { waitUntil: "load" });
+  await page.waitForFunction(() => document.body.dataset.live === "1", bound);
+  if (await page.$("#audit-new")) throw new Error("a new-records link before any new record");
+  const marker = `live-audit-${Date.now()}`;
+  const r = await call(JSON.stringify({ text: marker }));
+  if (r.code !== 0) throw new Error(`call exit ${r.code}: ${r.err}`);
+  await page.waitForSelector("#audit-new", bound);
+  await Promise.all([page.waitForNavigation(bound), page.click("#audit-new")]);
+  const newest = await page.$eval("tr.record td:nth-child(4)", (td) => td.textContent);
+  if (newest !== "asker") throw new Error(`newest record's capability: ${newest}`);
+  ok("audit-live-new-record");
+} catch (e) {
+  fail("audit-live-new-record", e);
+}
+
+try {
   // the egress log: a call whose requests the proxy refused; its decisions
   // found by capability and decision, then by its call's link
   const r = await run(["call", "--caps", caps, "--state", state, "net", "dispatch", '{"text":"browser"}']);
