@@ -615,7 +615,11 @@ static const struct serve_hooks hooks = {.enqueue = serve_enqueue,
                                          .ui_pulse = ui_pulse,
                                          .ui_wait = ui_wait,
                                          .ui_bound = ui_bound,
-                                         .ui_log = ui_log};
+                                         .ui_log = ui_log,
+                                         .ui_sess_save = ui_sess_save,
+                                         .ui_sess_load = ui_sess_load,
+                                         .ui_sess_alive = ui_sess_alive,
+                                         .ui_sess_forget = ui_sess_forget};
 
 /* A gRPC address off this host needs TLS, or --insecure said aloud. */
 static int check_grpc_addr(const struct serve_options *opt, struct cap_error *err)

@@ -6,12 +6,12 @@
  * session (a cookie and a CSRF token for the form); POST /login with an
  * operator's access token replaces it with a new session (new id, new
  * CSRF token: no fixation) bound to the token's user. Sessions live here,
- * in memory: 256 random bits a cookie (HttpOnly, SameSite=Strict, Secure
- * and the __Host- prefix under TLS), ended by logout, 30 minutes idle or
- * 12 hours. Every POST carries the session's CSRF token (403 without it).
- * Every answer carries a strict Content-Security-Policy (scripts and
- * styles from this server's own files only, nothing inline), and is
- * never cached. */
+ * in memory, and the signed-in ones in the state too (hooks ui_sess_*),
+ * so that serve processes on one state share them: 256 random bits a cookie (HttpOnly,
+ * SameSite=Strict, Secure and the __Host- prefix under TLS), ended by logout, 30 minutes idle or 12
+ * hours. Every POST carries the session's CSRF token (403 without it). Every answer carries a
+ * strict Content-Security-Policy (scripts and styles from this server's own files only, nothing
+ * inline), and is never cached. */
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
@@ -90,6 +90,8 @@ static void sess_expire(struct serve_ui *u, uint64_t now)
       sess_drop(u, i);
 }
 
+static struct ui_sess *sess_load(struct serve_ui *u, const char *id, uint64_t now);
+
 static struct ui_sess *sess_find(struct serve_ui *u, const char *id)
 {
   uint64_t now = mono_ms();
@@ -99,7 +101,7 @@ static struct ui_sess *sess_find(struct serve_ui *u, const char *id)
       u->sessions[i].last_ms = now;
       return &u->sessions[i];
     }
-  return NULL;
+  return id && strlen(id) == 64 ? sess_load(u, id, now) : NULL;
 }
 
 /* The session used longest ago, among the signed-out ones only when
@@ -139,7 +141,39 @@ static struct ui_sess *sess_new(struct serve_ui *u, char *user, const char *toke
   s->user = user;
   s->token = token ? cap_xstrdup(token) : NULL;
   s->created_ms = s->last_ms = mono_ms();
+  if (user) /* signed in: every serve on the state honours it */
+    u->hooks->ui_sess_save(u->sv, s->id, s->csrf, user, token);
   return s;
+}
+
+/* A signed-in session another serve on the state began (or this one,
+ * before a restart), taken into the table. */
+static struct ui_sess *sess_load(struct serve_ui *u, const char *id, uint64_t now)
+{
+  char csrf[65];
+  char *user = NULL, *token = NULL;
+  uint64_t age = 0;
+  if (u->hooks->ui_sess_load(u->sv, id, csrf, &user, &token, &age) != 1)
+    return NULL;
+  sess_room(u, true);
+  struct ui_sess *s = &u->sessions[u->n++];
+  memcpy(s->id, id, 64);
+  s->id[64] = '\0';
+  memcpy(s->csrf, csrf, sizeof csrf);
+  sodium_memzero(csrf, sizeof csrf);
+  s->user = user;
+  s->token = token;
+  s->created_ms = now > age ? now - age : 0;
+  s->last_ms = now;
+  return s;
+}
+
+/* Ends a signed-in session here and in the state. */
+static void sess_end(struct serve_ui *u, struct ui_sess *s)
+{
+  if (s->user)
+    u->hooks->ui_sess_forget(u->sv, s->id);
+  sess_drop(u, (size_t)(s - u->sessions));
 }
 
 /* ---- answers ---- */
@@ -348,10 +382,12 @@ static struct ui_sess *recheck(struct serve_ui *u, struct ui_sess *s)
   int r = u->hooks->ui_login(u->sv, token, &user);
   sodium_memzero(token, strlen(token));
   free(user);
+  /* and not signed out through another serve on the state */
+  bool alive = r == 0 && u->hooks->ui_sess_alive(u->sv, sid);
   pthread_mutex_lock(&u->mu);
   s = sess_find(u, sid);
-  if (r < 0 && s) {
-    sess_drop(u, (size_t)(s - u->sessions));
+  if (!alive && s) {
+    sess_end(u, s);
     s = NULL;
   }
   return s;
@@ -400,7 +436,7 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
                 : redirect(c, "/login", cookie_gone(u));
   }
   if (post && strcmp(url, "/logout") == 0) {
-    sess_drop(u, (size_t)(s - u->sessions));
+    sess_end(u, s);
     pthread_mutex_unlock(&u->mu);
     return redirect(c, "/login", cookie_gone(u));
   }

@@ -72,6 +72,14 @@ void ui_pulse(struct serve *sv, uint64_t out[2]);
  * returns a count that moved if it may have (ui_live.c: PostgreSQL's
  * notifications; SQLite: once a second, always). */
 uint64_t ui_wait(struct serve *sv, uint64_t seen, int timeout_ms);
+/* Signed-in sessions in the state (ui_store.c; serve_hooks says what each
+ * does). */
+void ui_sess_save(struct serve *sv, const char *id, const char *csrf, const char *user,
+                  const char *token);
+int ui_sess_load(struct serve *sv, const char *id, char csrf[65], char **user, char **token,
+                 uint64_t *age_ms);
+bool ui_sess_alive(struct serve *sv, const char *id);
+void ui_sess_forget(struct serve *sv, const char *id);
 /* Who presents token: 0 and *user for an operator token; -EACCES for no
  * token, -EPERM for one that is not an operator's. */
 int ui_login(struct serve *sv, const char *token, char **user);

@@ -107,6 +107,13 @@ static const char schema_v9_egress[] =
     "CREATE INDEX IF NOT EXISTS egress_capability ON egress (capability, seq);"
     "CREATE INDEX IF NOT EXISTS egress_call ON egress (call_seq);";
 
+/* The dashboard's signed-in sessions, shared by every serve on the state
+ * (gateway/ui_session.h). */
+static const char schema_v10_ui_sessions[] =
+    "CREATE TABLE IF NOT EXISTS ui_sessions (id_sha256 TEXT PRIMARY KEY, user TEXT NOT NULL,"
+    " nonce BLOB NOT NULL, sealed BLOB NOT NULL, created_ms INTEGER NOT NULL,"
+    " last_ms INTEGER NOT NULL);";
+
 /* A trigger's tool call carries its task configuration (Talos's
  * triggerConfig: values of the trigger's params, a JSON object), which the
  * trigger's filter reads (gateway/plugin_state.c). */
@@ -171,8 +178,10 @@ static const struct migration {
     {8, "trigger call parameters", NULL, NULL, add_trigger_params},
     /* the egress proxy's decisions, per call */
     {9, "the egress log", NULL, schema_v9_egress, NULL},
+    /* serve --ui: sessions shared by several serve processes */
+    {10, "the dashboard's sessions", NULL, schema_v10_ui_sessions, NULL},
 };
-#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION 10
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {

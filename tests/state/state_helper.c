@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../unit/unit.h"
 #include "core/buf.h"
@@ -29,6 +30,7 @@
 #include "gateway/state.h"
 #include "gateway/state_query.h"
 #include "gateway/tokens.h"
+#include "gateway/ui_session.h"
 
 int unit_failures, unit_checks;
 
@@ -374,6 +376,48 @@ static void funcs_egress(struct gw_state *st)
   cap_error_clear(&err);
 }
 
+/* ---- the dashboard's sessions (schema 10) ---- */
+
+static void funcs_ui_sessions(struct gw_state *st)
+{
+  struct cap_error err = {0};
+  const char *id = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  struct gw_ui_session s = {.user = "alice", .token = "capsule_tok", .created_ms = 0};
+  memset(s.csrf, 'c', 64);
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  int64_t now = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+  s.created_ms = s.last_ms = now - 120000; /* two minutes ago: a touch moves it */
+  CHECK(gw_ui_session_put(st, id, &s, &err) == 0);
+  struct gw_ui_session got;
+  bool found = false, alive = false;
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && found);
+  CHECK_STR(got.user, "alice");
+  CHECK_STR(got.token, "capsule_tok");
+  CHECK(memcmp(got.csrf, s.csrf, 64) == 0 && got.created_ms == now - 120000);
+  gw_ui_session_clear(&got);
+  CHECK(gw_ui_session_touch(st, id, 600000, 3600000, &alive, &err) == 0 && alive);
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && found);
+  CHECK(got.last_ms >= now); /* touched */
+  gw_ui_session_clear(&got);
+  /* the cookie's value is not in the table: only its hash */
+  struct gw_stmt *q = gw_db_prepare(gw_state_db(st), "SELECT count(*) FROM ui_sessions WHERE"
+                                                     " id_sha256 = ?");
+  gw_stmt_bind_text(q, 1, id);
+  CHECK(q && gw_stmt_step(q) == GW_DB_ROW && gw_stmt_int64(q, 0) == 0);
+  gw_stmt_finalize(q);
+  /* idle past its bound (20 minutes, of 10): gone, and removed */
+  CHECK(gw_ui_session_rm(st, id, &err) == 0);
+  s.created_ms = s.last_ms = now - 1200000;
+  CHECK(gw_ui_session_put(st, id, &s, &err) == 0);
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && !found);
+  CHECK(gw_ui_session_touch(st, id, 600000, 3600000, &alive, &err) == 0 && !alive);
+  CHECK(gw_ui_session_put(st, id, &s, &err) == 0);
+  CHECK(gw_ui_session_rm(st, id, &err) == 0);
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && !found);
+  cap_error_clear(&err);
+}
+
 static int funcs(const char *dir)
 {
   struct gw_state *st = open_state(dir);
@@ -382,6 +426,7 @@ static int funcs(const char *dir)
   funcs_access_budget_tokens(st);
   funcs_approvals_audit(st);
   funcs_egress(st);
+  funcs_ui_sessions(st);
   gw_state_close(st);
   printf("%d checks, %d failed\n", unit_checks, unit_failures);
   return unit_failures ? 1 : 0;

@@ -223,9 +223,22 @@ run_as() {
     done < <(cd "$root/tests" && node "$here/browser.mjs" "$chromium" "$U" "$op" "$caps" "$state" "${wrap[@]}" "$capsule" 2>"$work/browser-$who.err")
     [ -s "$work/browser-$who.err" ] && tail -20 "$work/browser-$who.err" | sed 's/^/         /'
   fi
+  local keep=$work/jar-keep-$who
+  rm -f "$keep"
+  sign_in "$keep" "$op" >/dev/null
   kill -TERM "$server"
   wait "$server"
   [ $? = 0 ] && ok "$who: sigterm-exits-0" || bad "$who: sigterm-exits-0"
+  # a signed-in session is in the state: the next serve honours it
+  if start "$state" "$work/serve2-$who.log" --ui 127.0.0.1:0; then
+    U=http://$url
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$keep" "$U/")" = 200 ] && ok "$who: session-outlives-restart" ||
+      bad "$who: session-outlives-restart"
+    kill -TERM "$server"
+    wait "$server"
+  else
+    bad "$who: serve-restarts"
+  fi
   C serve --caps "$caps" --state "$state" --ui 0.0.0.0:0 2>"$work/insecure.err"
   [ $? = 2 ] && grep -q -- "--ui 0.0.0.0:0 is not a loopback address" "$work/insecure.err" &&
     ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
@@ -289,6 +302,26 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
     done < <(cd "$root/tests" && node "$here/browser.mjs" "$chromium" "$U" "$op" "$caps" "$PGURL" "$capsule" 2>"$work/browser-pg.err")
     [ -s "$work/browser-pg.err" ] && tail -20 "$work/browser-pg.err" | sed 's/^/         /'
   fi
+  # a second serve on the same database (another host's, its own local
+  # directory): the session signed in on the first is honoured there, its
+  # forms accepted, and a sign-out there ends it on the first too
+  local first=$server U1=$U U2 jar2=$work/jar-pg2
+  if XDG_STATE_HOME=$work/pg-local2 start "$PGURL" "$work/serve-pg2.log" --ui 127.0.0.1:0; then
+    U2=http://$url U=http://$url
+    rm -f "$jar2"
+    [ "$(sign_in "$jar2" "$op")" = 303 ] &&
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" "$U1/")" = 200 ] &&
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$U1/" | csrf_of)&capability=echo&tool=dispatch&policy=allow" "$U2/policy")" = 303 ] &&
+      ok "pg: session-shared-by-two-serves" || bad "pg: session-shared-by-two-serves"
+    curl -s -o /dev/null -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$U2/" | csrf_of)" "$U2/logout"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" "$U1/")" = 303 ] && ok "pg: sign-out-ends-it-on-both" ||
+      bad "pg: sign-out-ends-it-on-both"
+    kill -TERM "$server"
+    wait "$server"
+  else
+    bad "pg: second-serve-starts"; cat "$work/serve-pg2.log"
+  fi
+  server=$first U=$U1
   C --state "$PGURL" call --caps "$caps" net dispatch '{"text":"out"}' >/dev/null 2>&1
   curl -s -b "$jar" "$U/egress?capability=net&decision=deny" >"$work/page"
   [ "$(grep -c '<tr class="egress"' "$work/page")" -ge 2 ] && grep -q '<td>198.51.100.9</td><td>80</td>' "$work/page" &&
