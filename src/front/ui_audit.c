@@ -16,7 +16,7 @@
 
 struct audit_page {
   struct cap_buf *b;
-  int64_t last;
+  int64_t first, last;
   size_t n;
 };
 
@@ -24,17 +24,24 @@ static void audit_row(void *arg, const struct gw_audit_record *r, enum gw_chain_
 {
   struct audit_page *p = arg;
   struct cap_buf *b = p->b;
+  if (!p->n++)
+    p->first = r->seq;
   p->last = r->seq;
-  p->n++;
-  cap_buf_printf(b, "<tr class=\"record\" data-seq=\"%lld\"><td>%lld</td><td>", (long long)r->seq,
-                 (long long)r->seq);
+  cap_buf_puts(b, "<tr class=\"record\" data-seq=\"");
+  cap_buf_put_i64(b, r->seq);
+  cap_buf_puts(b, "\"><td>");
+  cap_buf_put_i64(b, r->seq);
+  cap_buf_puts(b, "</td><td>");
   const char *cells[] = {r->time, r->user, r->capability, r->tool, r->decision, r->outcome};
   for (size_t i = 0; i < ARRAY_SIZE(cells); i++) {
     ui_h(b, cells[i]);
     cap_buf_puts(b, "</td><td>");
   }
-  cap_buf_printf(b, "%lld</td><td class=\"chain %s\">%s</td></tr>\n", (long long)r->duration_ms,
-                 chain == GW_CHAIN_OK ? "ok" : "bad", gw_chain_status_name(chain));
+  cap_buf_put_i64(b, r->duration_ms);
+  cap_buf_puts(b, chain == GW_CHAIN_OK ? "</td><td class=\"chain ok\">"
+                                       : "</td><td class=\"chain bad\">");
+  cap_buf_puts(b, gw_chain_status_name(chain));
+  cap_buf_puts(b, "</td></tr>\n");
 }
 
 static void filter_input(struct cap_buf *b, const struct ui_request *rq, const char *name,
@@ -140,9 +147,13 @@ void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_resp
   }
   if (more)
     older_link(b, rq, "/audit", p.last);
-  if (!before) /* the newest page follows the log (ui.js) */
-    cap_buf_printf(b, "<p id=\"audit-live\" class=\"notice\" data-head=\"%lld\" hidden></p>",
-                   (long long)ui_audit_head(sv));
+  if (!before) {                              /* the newest page follows the log (ui.js) */
+    bool any = f.capability && *f.capability; /* filtered: the head may not be shown */
+    any = any || (f.user && *f.user) || (f.decision && *f.decision) || (f.text && *f.text);
+    cap_buf_puts(b, "<p id=\"audit-live\" class=\"notice\" data-head=\"");
+    cap_buf_put_i64(b, any || r < 0 ? ui_audit_head(sv) : p.first);
+    cap_buf_puts(b, "\" hidden></p>");
+  }
   ui_end(out);
 }
 

@@ -24,40 +24,34 @@
 
 /* ---- audit ---- */
 
-/* v in decimal into out (no NUL); its length. */
-static size_t fmt_i64(char out[24], int64_t v)
-{
-  char tmp[24];
-  size_t n = 0, k = 0;
-  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  do
-    tmp[n++] = (char)('0' + u % 10);
-  while ((u /= 10) != 0);
-  if (v < 0)
-    out[k++] = '-';
-  while (n)
-    out[k++] = tmp[--n];
-  return k;
-}
-
 /* What a record's MAC covers: prev and every field, each length-prefixed,
- * appended to b (no printf: the dashboard builds one per record shown). */
+ * appended to b in one piece (no printf: the dashboard builds one per
+ * record shown). */
 void gw_audit_mac_input(const struct gw_audit_record *r, struct cap_buf *b)
 {
-  char num[24];
+  static const char tag[] = "capsule-audit-v1 ";
   const char *fields[] = {r->time,     r->user,    r->capability,  r->tool, r->args_hash,
                           r->decision, r->outcome, r->result_hash, r->prev};
-  cap_buf_puts(b, "capsule-audit-v1 ");
-  cap_buf_append(b, num, fmt_i64(num, r->seq));
-  cap_buf_putc(b, ' ');
-  cap_buf_append(b, num, fmt_i64(num, r->duration_ms));
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-    size_t n = strlen(fields[i]);
-    cap_buf_putc(b, ' ');
-    cap_buf_append(b, num, fmt_i64(num, (int64_t)n));
-    cap_buf_putc(b, ':');
-    cap_buf_append(b, fields[i], n);
+  enum { N = sizeof fields / sizeof fields[0] };
+  size_t lens[N], total = sizeof tag - 1 + 2 * 22;
+  for (size_t i = 0; i < N; i++)
+    total += (lens[i] = strlen(fields[i])) + 22;
+  cap_buf_reserve(b, total);
+  char *p = b->data + b->len;
+  memcpy(p, tag, sizeof tag - 1);
+  p += sizeof tag - 1;
+  p += cap_fmt_i64(p, r->seq);
+  *p++ = ' ';
+  p += cap_fmt_i64(p, r->duration_ms);
+  for (size_t i = 0; i < N; i++) {
+    *p++ = ' ';
+    p += cap_fmt_i64(p, (int64_t)lens[i]);
+    *p++ = ':';
+    memcpy(p, fields[i], lens[i]);
+    p += lens[i];
   }
+  b->len = (size_t)(p - b->data);
+  b->data[b->len] = '\0';
 }
 
 /* HMAC-SHA-256 under the audit key, from its state after the key's block

@@ -46,6 +46,15 @@ static const char *col(struct gw_stmt *s, int i)
   return v ? v : "";
 }
 
+/* Column i into out, cut to fit (no printf: a page copies 500 of them). */
+static void copy_col(char *out, size_t size, struct gw_stmt *s, int i)
+{
+  const char *v = col(s, i);
+  size_t n = strnlen(v, size - 1);
+  memcpy(out, v, n);
+  out[n] = '\0';
+}
+
 /* Records whose MAC this handle has checked, by sequence number (one slot
  * each, direct-mapped: a page's records never share one): the exact bytes
  * the MAC covered and the MAC they gave. A record shown again whose bytes
@@ -145,11 +154,11 @@ int gw_audit_query(struct gw_state *st, const struct gw_audit_filter *f, gw_audi
                                 .decision = col(s, 6),
                                 .duration_ms = gw_stmt_int64(s, 7),
                                 .outcome = col(s, 8)};
-    snprintf(r.time, sizeof r.time, "%s", col(s, 1));
-    snprintf(r.args_hash, sizeof r.args_hash, "%s", col(s, 5));
-    snprintf(r.result_hash, sizeof r.result_hash, "%s", col(s, 9));
-    snprintf(r.prev, sizeof r.prev, "%s", col(s, 10));
-    snprintf(r.hash, sizeof r.hash, "%s", col(s, 11));
+    copy_col(r.time, sizeof r.time, s, 1);
+    copy_col(r.args_hash, sizeof r.args_hash, s, 5);
+    copy_col(r.result_hash, sizeof r.result_hash, s, 9);
+    copy_col(r.prev, sizeof r.prev, s, 10);
+    copy_col(r.hash, sizeof r.hash, s, 11);
     const char *before = gw_stmt_is_null(s, 12) ? NULL : col(s, 12);
     fn(arg, &r, chain_of(st, &r, before));
   }
