@@ -272,7 +272,7 @@ static int state_keys(struct gw_state *st, struct cap_error *err)
   st->keys = cap_secret_alloc(sizeof *st->keys);
   crypto_kdf_derive_from_key(st->keys->cred, sizeof st->keys->cred, 1, "capsule_", key);
   crypto_kdf_derive_from_key(st->keys->audit, sizeof st->keys->audit, 2, "capsule_", key);
-  crypto_auth_hmacsha256_init(&st->keys->audit_mac, st->keys->audit, sizeof st->keys->audit);
+  cap_hmac_sha256_init(&st->keys->audit_mac, st->keys->audit, sizeof st->keys->audit);
   sodium_memzero(key, sizeof key);
   return 0;
 }

@@ -54,15 +54,13 @@ void gw_audit_mac_input(const struct gw_audit_record *r, struct cap_buf *b)
   b->data[b->len] = '\0';
 }
 
-/* HMAC-SHA-256 under the audit key, from its state after the key's block
- * (made once at open: two of the hash's compressions saved per record). */
+/* HMAC-SHA-256 under the audit key, from its states after the key's
+ * blocks (made once at open), on the CPU's SHA extensions where it has
+ * them (core/sha256.h): the same MAC as libsodium's, several times as fast. */
 void gw_audit_mac_bytes(const struct gw_state *st, const void *msg, size_t len, char out[65])
 {
-  crypto_auth_hmacsha256_state h = st->keys->audit_mac;
-  unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256_update(&h, msg, len);
-  crypto_auth_hmacsha256_final(&h, mac);
-  sodium_memzero(&h, sizeof h);
+  unsigned char mac[32];
+  cap_hmac_sha256(&st->keys->audit_mac, msg, len, mac);
   sodium_bin2hex(out, 65, mac, sizeof mac);
 }
 

@@ -12,6 +12,7 @@
 #include <sodium.h>
 
 #include "core/error.h"
+#include "core/sha256.h"
 #include "gateway/db.h"
 
 #define GW_KEY_BYTES 32
@@ -20,7 +21,7 @@
 struct gw_state_keys {
   unsigned char cred[GW_KEY_BYTES];
   unsigned char audit[GW_KEY_BYTES];
-  crypto_auth_hmacsha256_state audit_mac; /* HMAC under audit, its key block hashed */
+  struct cap_hmac_sha256 audit_mac; /* HMAC under audit, its key blocks hashed */
 };
 
 struct gw_state {
