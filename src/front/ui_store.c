@@ -1,9 +1,10 @@
 /* The dashboard's signed-in sessions in the state (the hooks ui_sess_*
  * of serve_internal.h over gateway/ui_session.h), under serve's state
  * lock: several serve processes on one state (several hosts on one
- * PostgreSQL) honour each other's sign-ins and sign-outs. A failure to
- * store is logged and leaves the session to this process alone; a
- * failure to read counts as no session (sign in again). */
+ * PostgreSQL) honour each other's sign-ins and sign-outs. A failure is
+ * logged; a session that could not be stored, or whose row cannot be
+ * read, counts as signed out at its next request (sign in again): the row
+ * is what says a session stands. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
