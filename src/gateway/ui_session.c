@@ -21,11 +21,14 @@ static int64_t wall_ms(void)
   return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* The row's key: "ui-session " and the id's SHA-256 (the associated data). */
-static void row_key(const char *id, char key[65], char ad[96])
+/* The row's key (the id's SHA-256) and the sealed part's associated data
+ * for user: the key and the user, so a row's user cannot be changed in
+ * the database without the seal failing. */
+static void row_key(const char *id, char key[65]) { gw_sha256_hex(id, strlen(id), key); }
+
+static char *row_ad(const char *key, const char *user)
 {
-  gw_sha256_hex(id, strlen(id), key);
-  snprintf(ad, 96, "capsule-ui-session %s", key);
+  return cap_xasprintf("capsule-ui-session %s %s", key, user);
 }
 
 void gw_ui_session_clear(struct gw_ui_session *s)
@@ -41,8 +44,9 @@ void gw_ui_session_clear(struct gw_ui_session *s)
 int gw_ui_session_put(struct gw_state *st, const char *id, const struct gw_ui_session *s,
                       struct cap_error *err)
 {
-  char key[65], ad[96];
-  row_key(id, key, ad);
+  char key[65];
+  row_key(id, key);
+  char *ad = row_ad(key, s->user);
   /* sealed: the CSRF token (64), then the access token */
   struct cap_buf plain = {0};
   cap_buf_append(&plain, s->csrf, 64);
@@ -56,6 +60,7 @@ int gw_ui_session_put(struct gw_state *st, const char *id, const struct gw_ui_se
                                              nonce, st->keys->cred);
   sodium_memzero(plain.data, plain.len);
   cap_buf_free(&plain);
+  free(ad);
   struct gw_stmt *q =
       gw_state_prep(st, "INSERT INTO ui_sessions VALUES (?, ?, ?, ?, ?, ?)", key, s->user, NULL);
   int rc = GW_DB_ERROR;
@@ -77,13 +82,17 @@ static bool ended(int64_t created, int64_t last, int64_t now, int64_t idle_ms, i
 }
 
 /* The sealed part of the row at hand into out. */
-static int unseal(struct gw_state *st, struct gw_stmt *q, const char *ad, struct gw_ui_session *out,
-                  struct cap_error *err)
+static int unseal(struct gw_state *st, struct gw_stmt *q, const char *key,
+                  struct gw_ui_session *out, struct cap_error *err)
 {
+  const char *user = gw_stmt_text(q, 0);
+  char *ad = row_ad(key, user ? user : "");
   const unsigned char *nonce = gw_stmt_blob(q, 1), *sealed = gw_stmt_blob(q, 2);
   int nlen = gw_stmt_bytes(q, 1), slen = gw_stmt_bytes(q, 2);
-  if (nlen != NONCE_BYTES || slen < (int)MAC_BYTES + 64)
+  if (nlen != NONCE_BYTES || slen < (int)MAC_BYTES + 64) {
+    free(ad);
     return cap_error_set(err, EBADMSG, "a dashboard session in the state is malformed");
+  }
   char *plain = cap_xmalloc((size_t)slen + 1);
   unsigned long long plen = 0;
   if (crypto_aead_xchacha20poly1305_ietf_decrypt(
@@ -101,6 +110,7 @@ static int unseal(struct gw_state *st, struct gw_stmt *q, const char *ad, struct
   out->token = cap_xstrdup(plain + 64);
   sodium_memzero(plain, (size_t)plen);
   free(plain);
+  free(ad);
   return 0;
 }
 
@@ -109,8 +119,8 @@ int gw_ui_session_get(struct gw_state *st, const char *id, int64_t idle_ms, int6
 {
   *out = (struct gw_ui_session){0};
   *found = false;
-  char key[65], ad[96];
-  row_key(id, key, ad);
+  char key[65];
+  row_key(id, key);
   struct gw_stmt *q = gw_state_prep(
       st, "SELECT user, nonce, sealed, created_ms, last_ms FROM ui_sessions WHERE id_sha256 = ?",
       key, NULL);
@@ -121,7 +131,7 @@ int gw_ui_session_get(struct gw_state *st, const char *id, int64_t idle_ms, int6
     out->created_ms = gw_stmt_int64(q, 3);
     out->last_ms = gw_stmt_int64(q, 4);
     gone = ended(out->created_ms, out->last_ms, wall_ms(), idle_ms, max_ms);
-    if (!gone && (r = unseal(st, q, ad, out, err)) == 0) {
+    if (!gone && (r = unseal(st, q, key, out, err)) == 0) {
       const char *user = gw_stmt_text(q, 0);
       out->user = cap_xstrdup(user ? user : "");
       *found = true;
@@ -140,8 +150,8 @@ int gw_ui_session_get(struct gw_state *st, const char *id, int64_t idle_ms, int6
 int gw_ui_session_touch(struct gw_state *st, const char *id, int64_t idle_ms, int64_t max_ms,
                         bool *alive, struct cap_error *err)
 {
-  char key[65], ad[96];
-  row_key(id, key, ad);
+  char key[65];
+  row_key(id, key);
   *alive = false;
   struct gw_stmt *q = gw_state_prep(
       st, "SELECT created_ms, last_ms FROM ui_sessions WHERE id_sha256 = ?", key, NULL);
@@ -168,8 +178,8 @@ int gw_ui_session_touch(struct gw_state *st, const char *id, int64_t idle_ms, in
 
 int gw_ui_session_rm(struct gw_state *st, const char *id, struct cap_error *err)
 {
-  char key[65], ad[96];
-  row_key(id, key, ad);
+  char key[65];
+  row_key(id, key);
   struct gw_stmt *q = gw_state_prep(st, "DELETE FROM ui_sessions WHERE id_sha256 = ?", key, NULL);
   int rc = q ? gw_stmt_step(q) : GW_DB_ERROR;
   gw_stmt_finalize(q);

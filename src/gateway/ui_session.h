@@ -5,7 +5,8 @@
  * cookie's value is never stored, as access tokens are not); the session's
  * CSRF token and the access token it signed in with (checked again on
  * every request, so a revoked token ends it everywhere) are sealed with
- * the state key (XChaCha20-Poly1305, the row's key as associated data).
+ * the state key (XChaCha20-Poly1305, the row's key and user as associated
+ * data: a user changed in the database fails the seal).
  * Times are wall-clock ms: a session ends idle_ms after its last use (the
  * row touched at most once a GW_UI_SESSION_TOUCH_MS) or max_ms after it
  * began, whichever comes first. Thread safety: that of the gw_state. */

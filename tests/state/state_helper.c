@@ -406,6 +406,10 @@ static void funcs_ui_sessions(struct gw_state *st)
   gw_stmt_bind_text(q, 1, id);
   CHECK(q && gw_stmt_step(q) == GW_DB_ROW && gw_stmt_int64(q, 0) == 0);
   gw_stmt_finalize(q);
+  /* a row whose user was changed in the database does not unseal */
+  CHECK(gw_db_exec(gw_state_db(st), "UPDATE ui_sessions SET user = 'mallory'") == GW_DB_OK);
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == -EBADMSG && !found);
+  cap_error_clear(&err);
   /* idle past its bound (20 minutes, of 10): gone, and removed */
   CHECK(gw_ui_session_rm(st, id, &err) == 0);
   s.created_ms = s.last_ms = now - 1200000;
