@@ -58,9 +58,9 @@ for k in $(seq 0 $((runs + 1))); do
   qs="$qs${qs:+$'\x1f'}$(sql '' '' '' '' $((mid - 1000 * (k + 1))))"
 done
 printf '%s\t%s\t%s\n' "deep page, first view" "$paths" "$qs" >>"$work/cases"
-echo "$n records, $runs runs each after 2 warm-up runs (mean; one keep-alive HTTP connection, one database connection):"
+echo "$n records, $runs runs each after 2 warm-up runs (mean and median; one keep-alive HTTP connection, one database connection):"
 python3 - "$url" "$cookie" "$state/state.db" "$runs" "$work/cases" <<'PY'
-import http.client, sqlite3, sys, time
+import http.client, sqlite3, statistics, sys, time
 url, cookie, db, runs, cases = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 host, port = url.rsplit(":", 1)
 http_conn = http.client.HTTPConnection(host, int(port))
@@ -75,22 +75,29 @@ def page(path):
 def query(sql):
     sql_conn.execute(sql).fetchall()
 
-def mean_ms(fn, args):
-    """args: one argument for every run, or a list of runs + 2 distinct ones"""
+def times_ms(fn, args):
+    """each run's time; args: one argument for every run, or a list of
+    runs + 2 distinct ones"""
     each = args if isinstance(args, list) else [args] * (runs + 2)
     for a in each[:2]:
         fn(a)
-    t = time.perf_counter()
+    out = []
     for a in each[2:runs + 2]:
+        t = time.perf_counter()
         fn(a)
-    return (time.perf_counter() - t) / runs * 1000
+        out.append((time.perf_counter() - t) * 1000)
+    return out
 
-print("| page | dashboard (ms) | its SQL directly (ms) | ratio |")
-print("|---|---|---|---|")
+# the mean, as before; the median too, which a shared machine's moments of
+# load move less
+print("| page | dashboard mean (ms) | SQL mean (ms) | ratio | dashboard median | SQL median | ratio |")
+print("|---|---|---|---|---|---|---|")
 for line in open(cases):
     name, path, sql = line.rstrip("\n").split("\t")
     if " " in path:  # distinct pages, one a run
         path, sql = path.split(" "), sql.split("\x1f")
-    p, q = mean_ms(page, path), mean_ms(query, sql)
-    print(f"| {name} | {p:.2f} | {q:.2f} | {p / q:.2f}x |")
+    p, q = times_ms(page, path), times_ms(query, sql)
+    pm, qm = statistics.mean(p), statistics.mean(q)
+    pd, qd = statistics.median(p), statistics.median(q)
+    print(f"| {name} | {pm:.2f} | {qm:.2f} | {pm / qm:.2f}x | {pd:.2f} | {qd:.2f} | {pd / qd:.2f}x |")
 PY
