@@ -51,7 +51,8 @@ for i in 1 2 3 4; do
 done
 done_calls() { cat "$work"/k?.out 2>/dev/null | wc -l; }
 # the restart once a fifth of the calls are done (no clock: a count)
-while [ "$(done_calls)" -lt $((total / 5)) ]; do sleep 0.2; done
+running() { local p; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+while [ "$(done_calls)" -lt $((total / 5)) ] && running; do sleep 0.2; done
 echo "  ($(done_calls) calls done: stopping the server)"
 pg_stop immediate
 pg_resume || bad "the server came back"
