@@ -14,16 +14,18 @@ set -u
 capsule=$(realpath "$1")
 here=$(dirname "$(realpath "$0")")
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (a network namespace of the test's own)"; exit 77; }
-command -v ip >/dev/null && command -v python3 >/dev/null || { echo "SKIP: needs ip and python3"; exit 77; }
+if ! command -v ip >/dev/null || ! command -v python3 >/dev/null; then echo "SKIP: needs ip and python3"; exit 77; fi
 "$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77; }
+# shellcheck source=tests/state/pg-lib.sh
 . "$here/pg-lib.sh"
 work=$(mktemp -d /var/tmp/capsule-egress-state.XXXXXX)
 chmod 755 "$work"
 ns=capsule-egst-$$ up=capsule-egup-$$ nsip=198.51.100.7 port=18080
 pids=()
+# shellcheck disable=SC2154 # p is the trap's own loop variable
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; pg_stop immediate; ip netns del "$ns" 2>/dev/null
       ip netns del "$up" 2>/dev/null; rm -rf "$work"' EXIT
-ip netns add "$ns" 2>/dev/null && ip netns add "$up" 2>/dev/null || { echo "SKIP: cannot create a network namespace"; exit 77; }
+if ! ip netns add "$ns" 2>/dev/null || ! ip netns add "$up" 2>/dev/null; then echo "SKIP: cannot create a network namespace"; exit 77; fi
 ip -n "$ns" link set lo up && ip -n "$up" link set lo up &&
   ip -n "$ns" link add cveth0 type veth peer name cveth1 netns "$up" &&
   ip -n "$ns" addr add 198.51.100.8/24 dev cveth0 && ip -n "$ns" link set cveth0 up &&
