@@ -54,7 +54,7 @@ char *cap_xasprintf(const char *fmt, ...)
   return cap_buf_steal(&b);
 }
 
-static void buf_reserve(struct cap_buf *b, size_t extra)
+void cap_buf_reserve(struct cap_buf *b, size_t extra)
 {
   if (b->len + extra + 1 <= b->cap)
     return;
@@ -67,7 +67,7 @@ static void buf_reserve(struct cap_buf *b, size_t extra)
 
 void cap_buf_append(struct cap_buf *b, const char *s, size_t n)
 {
-  buf_reserve(b, n);
+  cap_buf_reserve(b, n);
   if (n) /* an empty piece may come as NULL (protobuf's empty bytes) */
     memcpy(b->data + b->len, s, n);
   b->len += n;
@@ -86,7 +86,7 @@ void cap_buf_vprintf(struct cap_buf *b, const char *fmt, va_list ap)
   va_end(copy);
   if (n < 0)
     return;
-  buf_reserve(b, (size_t)n);
+  cap_buf_reserve(b, (size_t)n);
   vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
   b->len += (size_t)n;
 }
@@ -112,4 +112,25 @@ void cap_buf_free(struct cap_buf *b)
   free(b->data);
   b->data = NULL;
   b->len = b->cap = 0;
+}
+
+size_t cap_fmt_i64(char out[20], int64_t v)
+{
+  char tmp[20];
+  size_t n = 0, k = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do
+    tmp[n++] = (char)('0' + u % 10);
+  while ((u /= 10) != 0);
+  if (v < 0)
+    out[k++] = '-';
+  while (n)
+    out[k++] = tmp[--n];
+  return k;
+}
+
+void cap_buf_put_i64(struct cap_buf *b, int64_t v)
+{
+  char num[20];
+  cap_buf_append(b, num, cap_fmt_i64(num, v));
 }

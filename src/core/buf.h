@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct cap_buf {
   char *data; /* owned; NULL until the first append */
@@ -14,6 +15,9 @@ struct cap_buf {
 };
 
 void cap_buf_append(struct cap_buf *b, const char *s, size_t n);
+/* Room for extra more bytes (and the NUL) past len, for a writer that
+ * fills data + len itself and then moves len. */
+void cap_buf_reserve(struct cap_buf *b, size_t extra);
 void cap_buf_puts(struct cap_buf *b, const char *s);
 void cap_buf_putc(struct cap_buf *b, char c);
 void cap_buf_printf(struct cap_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -22,6 +26,11 @@ void cap_buf_vprintf(struct cap_buf *b, const char *fmt, va_list ap)
 /* Returns the contents (never NULL) and leaves the buffer empty; caller frees. */
 char *cap_buf_steal(struct cap_buf *b);
 void cap_buf_free(struct cap_buf *b);
+
+/* v in decimal into out (at most 20 bytes, no NUL); its length. No
+ * printf: for code that formats many numbers (the dashboard's pages). */
+size_t cap_fmt_i64(char out[20], int64_t v);
+void cap_buf_put_i64(struct cap_buf *b, int64_t v);
 
 /* Allocation helpers that abort on out-of-memory. */
 void *cap_xmalloc(size_t n);

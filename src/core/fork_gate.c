@@ -79,6 +79,18 @@ static pthread_key_t end_key;
 
 static bool thread_alive(pid_t tid) { return syscall(SYS_tgkill, getpid(), tid, 0) == 0; }
 
+/* Forgets the threads already gone */
+static void prune_ended(void)
+{
+  pthread_mutex_lock(&ending_mu);
+  size_t k = 0;
+  for (size_t i = 0; i < ENDING_MAX && ending[i]; i++)
+    if (thread_alive(ending[i]))
+      ending[k++] = ending[i];
+  memset(ending + k, 0, (ENDING_MAX - k) * sizeof *ending);
+  pthread_mutex_unlock(&ending_mu);
+}
+
 /* A thread's destructor: it runs before libasan's own, which defers itself
  * to the last round of destructors */
 static void thread_ends(void *unused)
@@ -99,7 +111,8 @@ static void thread_ends(void *unused)
       ended = true; /* what it frees from here on runs beside a fork's wait, not inside a fork */
       return;
     }
-    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL); /* full: a fork will empty it */
+    prune_ended(); /* full: the threads gone since the last fork make room */
+    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
   }
 }
 

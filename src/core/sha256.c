@@ -126,3 +126,41 @@ void cap_sha256_final(struct cap_sha256 *s, unsigned char out[32])
     out[4 * i + 3] = (uint8_t)s->u.own.h[i];
   }
 }
+
+void cap_hmac_sha256_init(struct cap_hmac_sha256 *h, const unsigned char *key, size_t len)
+{
+  unsigned char k[64] = {0}, pad[64];
+  if (len > sizeof k) { /* a long key is its hash */
+    struct cap_sha256 s;
+    cap_sha256_init(&s);
+    cap_sha256_update(&s, key, len);
+    cap_sha256_final(&s, k);
+    sodium_memzero(&s, sizeof s);
+  } else if (len) {
+    memcpy(k, key, len);
+  }
+  for (size_t i = 0; i < sizeof pad; i++)
+    pad[i] = k[i] ^ 0x36;
+  cap_sha256_init(&h->inner);
+  cap_sha256_update(&h->inner, pad, sizeof pad);
+  for (size_t i = 0; i < sizeof pad; i++)
+    pad[i] = k[i] ^ 0x5c;
+  cap_sha256_init(&h->outer);
+  cap_sha256_update(&h->outer, pad, sizeof pad);
+  sodium_memzero(k, sizeof k);
+  sodium_memzero(pad, sizeof pad);
+}
+
+void cap_hmac_sha256(const struct cap_hmac_sha256 *h, const void *msg, size_t len,
+                     unsigned char out[32])
+{
+  struct cap_sha256 s = h->inner;
+  unsigned char inner[32];
+  cap_sha256_update(&s, msg, len);
+  cap_sha256_final(&s, inner);
+  s = h->outer;
+  cap_sha256_update(&s, inner, sizeof inner);
+  cap_sha256_final(&s, out);
+  sodium_memzero(&s, sizeof s);
+  sodium_memzero(inner, sizeof inner);
+}

@@ -29,4 +29,16 @@ void cap_sha256_init(struct cap_sha256 *s);
 void cap_sha256_update(struct cap_sha256 *s, const void *data, size_t len);
 void cap_sha256_final(struct cap_sha256 *s, unsigned char out[32]);
 
+/* HMAC-SHA-256 (RFC 2104) on the same SHA-256: the key's inner and outer
+ * blocks hashed once (init), then each MAC copies those states, so a short
+ * message costs its own blocks and two more. The same MAC as libsodium's
+ * crypto_auth_hmacsha256 for the same key (tests/unit/test_core.c). The
+ * states are as secret as the key: keep them where the key is kept. */
+struct cap_hmac_sha256 {
+  struct cap_sha256 inner, outer;
+};
+void cap_hmac_sha256_init(struct cap_hmac_sha256 *h, const unsigned char *key, size_t len);
+void cap_hmac_sha256(const struct cap_hmac_sha256 *h, const void *msg, size_t len,
+                     unsigned char out[32]);
+
 #endif

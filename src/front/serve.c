@@ -613,8 +613,13 @@ static const struct serve_hooks hooks = {.enqueue = serve_enqueue,
                                          .ui_login = ui_login,
                                          .ui_page = ui_page,
                                          .ui_pulse = ui_pulse,
+                                         .ui_wait = ui_wait,
                                          .ui_bound = ui_bound,
-                                         .ui_log = ui_log};
+                                         .ui_log = ui_log,
+                                         .ui_sess_save = ui_sess_save,
+                                         .ui_sess_load = ui_sess_load,
+                                         .ui_sess_alive = ui_sess_alive,
+                                         .ui_sess_forget = ui_sess_forget};
 
 /* A gRPC address off this host needs TLS, or --insecure said aloud. */
 static int check_grpc_addr(const struct serve_options *opt, struct cap_error *err)
@@ -672,6 +677,8 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
   if (r == 0 && opt->http_addr)
     r = serve_http_start(sv, &hooks, opt, &sv->http, err);
   if (r == 0 && opt->ui_addr)
+    r = ui_live_start(sv, err);
+  if (r == 0 && opt->ui_addr)
     r = serve_ui_start(sv, &hooks, opt, &sv->ui, err);
   return r;
 }
@@ -693,6 +700,7 @@ static void teardown(struct serve *sv)
   if (sv->http)
     serve_http_stop(sv->http); /* joins its threads */
   serve_ui_stop(sv->ui);
+  ui_live_stop(sv);
   drain_queue(sv);
   if (sv->listen_fd >= 0)
     close(sv->listen_fd);

@@ -63,8 +63,14 @@ struct serve {
   bool queue_closed; /* under queue_mu: teardown took the last messages */
   struct serve_http *http;
   struct serve_ui *ui;
-  char *ui_addr; /* the dashboard's address, its port the one bound */
+  char *ui_addr;        /* the dashboard's address, its port the one bound */
+  struct ui_live *live; /* PostgreSQL: the live stream's listener (ui_live.c) */
 };
+
+/* The live stream's listener (ui_live.c): started with the dashboard,
+ * stopped after it. */
+int ui_live_start(struct serve *sv, struct cap_error *err);
+void ui_live_stop(struct serve *sv);
 
 /* "2026-11-25T22:00:00.123Z", now. */
 void serve_utc_now(char out[32]);

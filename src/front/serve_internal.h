@@ -132,9 +132,20 @@ struct serve_hooks {
   /* the dashboard (ui.c in the module, ui_pages.c here) */
   int (*ui_login)(struct serve *sv, const char *token, char **user);
   void (*ui_page)(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
-  uint64_t (*ui_pulse)(struct serve *sv);
+  void (*ui_pulse)(struct serve *sv, uint64_t out[2]);
+  uint64_t (*ui_wait)(struct serve *sv, uint64_t seen, int timeout_ms);
   void (*ui_bound)(struct serve *sv, const char *addr); /* the address listened on */
   void (*ui_log)(struct serve *sv, const char *msg, const char *user);
+  /* signed-in sessions kept in the state, shared by every serve on it
+   * (ui_store.c, gateway/ui_session.h): save a new one; load one this
+   * process does not hold (1 found, with *age_ms since it began; 0 not);
+   * whether it still stands (not signed out elsewhere, not ended); forget */
+  void (*ui_sess_save)(struct serve *sv, const char *id, const char *csrf, const char *key,
+                       const char *user, const char *token);
+  int (*ui_sess_load)(struct serve *sv, const char *id, char csrf[65], char key[65], char **user,
+                      char **token, uint64_t *age_ms);
+  bool (*ui_sess_alive)(struct serve *sv, const char *id);
+  void (*ui_sess_forget)(struct serve *sv, const char *id);
 };
 struct serve_http;
 int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,

@@ -11,9 +11,11 @@
  * every port of it, but only under the cookie's path: another service on
  * 127.0.0.1 the operator visits never receives the session's cookie
  * without knowing KEY, and an id that leaked anyway is refused without
- * its KEY (docs/dashboard.md). Sessions live here, in memory: 256 random
- * bits a cookie named with the port (HttpOnly, SameSite=Strict, Secure
- * and the __Secure- prefix under TLS), ended by logout, 30 minutes idle or
+ * its KEY (docs/dashboard.md). Sessions live here, in memory, and the
+ * signed-in ones (with their KEY) in the state too (hooks ui_sess_*), so
+ * that serve processes on one state share them: 256 random bits in a
+ * cookie capsule_ui (HttpOnly, SameSite=Strict, Secure and the __Secure-
+ * prefix under TLS), ended by logout, 30 minutes idle or
  * 12 hours. Every POST carries the session's CSRF token (403 without it).
  * Every answer carries a strict Content-Security-Policy (scripts and
  * styles from this server's own files only, nothing inline), and is
@@ -99,6 +101,8 @@ static void sess_expire(struct serve_ui *u, uint64_t now)
       sess_drop(u, i);
 }
 
+static struct ui_sess *sess_load(struct serve_ui *u, const char *id, uint64_t now);
+
 static struct ui_sess *sess_find(struct serve_ui *u, const char *id)
 {
   uint64_t now = mono_ms();
@@ -108,7 +112,7 @@ static struct ui_sess *sess_find(struct serve_ui *u, const char *id)
       u->sessions[i].last_ms = now;
       return &u->sessions[i];
     }
-  return NULL;
+  return id && strlen(id) == 64 ? sess_load(u, id, now) : NULL;
 }
 
 /* The session used longest ago, among the signed-out ones only when
@@ -149,7 +153,41 @@ static struct ui_sess *sess_new(struct serve_ui *u, char *user, const char *toke
   s->user = user;
   s->token = token ? cap_xstrdup(token) : NULL;
   s->created_ms = s->last_ms = mono_ms();
+  if (user) /* signed in: every serve on the state honours it */
+    u->hooks->ui_sess_save(u->sv, s->id, s->csrf, s->key, user, token);
   return s;
+}
+
+/* A signed-in session another serve on the state began (or this one,
+ * before a restart), taken into the table. */
+static struct ui_sess *sess_load(struct serve_ui *u, const char *id, uint64_t now)
+{
+  char csrf[65], key[65];
+  char *user = NULL, *token = NULL;
+  uint64_t age = 0;
+  if (u->hooks->ui_sess_load(u->sv, id, csrf, key, &user, &token, &age) != 1)
+    return NULL;
+  sess_room(u, true);
+  struct ui_sess *s = &u->sessions[u->n++];
+  memcpy(s->id, id, 64);
+  s->id[64] = '\0';
+  memcpy(s->csrf, csrf, sizeof csrf);
+  sodium_memzero(csrf, sizeof csrf);
+  memcpy(s->key, key, sizeof key);
+  sodium_memzero(key, sizeof key);
+  s->user = user;
+  s->token = token;
+  s->created_ms = now > age ? now - age : 0;
+  s->last_ms = now;
+  return s;
+}
+
+/* Ends a signed-in session here and in the state. */
+static void sess_end(struct serve_ui *u, struct ui_sess *s)
+{
+  if (s->user)
+    u->hooks->ui_sess_forget(u->sv, s->id);
+  sess_drop(u, (size_t)(s - u->sessions));
 }
 
 /* ---- answers ---- */
@@ -377,10 +415,12 @@ static struct ui_sess *recheck(struct serve_ui *u, struct ui_sess *s)
   int r = u->hooks->ui_login(u->sv, token, &user);
   sodium_memzero(token, strlen(token));
   free(user);
+  /* and not signed out through another serve on the state */
+  bool alive = r == 0 && u->hooks->ui_sess_alive(u->sv, sid);
   pthread_mutex_lock(&u->mu);
   s = sess_find(u, sid);
-  if (r < 0 && s) {
-    sess_drop(u, (size_t)(s - u->sessions));
+  if (!alive && s) {
+    sess_end(u, s);
     s = NULL;
   }
   return s;
@@ -433,7 +473,7 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
   }
   serve_conns_trust(&u->conns, c); /* a signed-in operator's: out of the pending share */
   if (post && strcmp(rest, "/logout") == 0) {
-    sess_drop(u, (size_t)(s - u->sessions));
+    sess_end(u, s);
     pthread_mutex_unlock(&u->mu);
     return redirect(c, "/login", cookie_gone(u, sess_key));
   }
@@ -476,12 +516,15 @@ static enum MHD_Result page(struct serve_ui *u, struct MHD_Connection *c, const 
   return send_answer(c, &a);
 }
 
-/* ---- the live stream: an event when the pending approvals change ---- */
+/* ---- the live stream: an event when the pending approvals or the audit
+ * log's head change ---- */
 
 struct stream_state {
   struct serve_ui *u;
   char sid[65];
-  uint64_t pulse;
+  uint64_t pulse[2]; /* the approvals' digest, the audit log's head */
+  uint64_t moved;    /* ui_wait's count */
+  int quiet;         /* seconds since the state was last read */
   bool started;
   struct cap_buf pending;
   size_t off;
@@ -496,6 +539,44 @@ static bool sess_alive(struct serve_ui *u, const char *sid)
   return alive;
 }
 
+/* The next events: once a second the session and serve are checked; the
+ * state is read when ui_wait says something may have changed (on
+ * PostgreSQL, a notification; on SQLite, every second), and at least every
+ * QUIET_LOOK_S seconds besides. */
+#define QUIET_LOOK_S 15
+
+static void next_events(struct stream_state *st)
+{
+  bool look = !st->started;
+  if (st->started) {
+    uint64_t moved = st->u->hooks->ui_wait(st->u->sv, st->moved, 1000);
+    look = moved != st->moved || ++st->quiet >= QUIET_LOOK_S;
+    st->moved = moved;
+  }
+  uint64_t now[2] = {st->pulse[0], st->pulse[1]};
+  if (look) {
+    st->u->hooks->ui_pulse(st->u->sv, now);
+    st->quiet = 0;
+  }
+  const char *retry = st->started ? "" : "retry: 2000\n";
+  bool sent = false;
+  if (!st->started || now[0] != st->pulse[0]) {
+    cap_buf_printf(&st->pending, "%sevent: approvals\ndata: %llu\n\n", retry,
+                   (unsigned long long)now[0]);
+    retry = "";
+    sent = true;
+  }
+  if (!st->started || now[1] != st->pulse[1]) {
+    cap_buf_printf(&st->pending, "%sevent: audit\ndata: %llu\n\n", retry,
+                   (unsigned long long)now[1]);
+    sent = true;
+  }
+  if (!sent)
+    cap_buf_puts(&st->pending, ": keepalive\n\n");
+  st->started = true;
+  memcpy(st->pulse, now, sizeof now);
+}
+
 static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
   (void)pos;
@@ -503,19 +584,12 @@ static ssize_t events_read(void *cls, uint64_t pos, char *buf, size_t max)
   if (st->off >= st->pending.len) {
     cap_buf_free(&st->pending);
     st->off = 0;
-    if (st->started)
-      sleep(1);
     if (__atomic_load_n(&st->u->stopping, __ATOMIC_ACQUIRE) || st->u->hooks->stopping(st->u->sv) ||
         !sess_alive(st->u, st->sid))
       return MHD_CONTENT_READER_END_OF_STREAM;
-    uint64_t now = st->u->hooks->ui_pulse(st->u->sv);
-    if (!st->started || now != st->pulse)
-      cap_buf_printf(&st->pending, "%sevent: approvals\ndata: %llu\n\n",
-                     st->started ? "" : "retry: 2000\n", (unsigned long long)now);
-    else
-      cap_buf_puts(&st->pending, ": keepalive\n\n");
-    st->started = true;
-    st->pulse = now;
+    next_events(st);
+    if (__atomic_load_n(&st->u->stopping, __ATOMIC_ACQUIRE) || st->u->hooks->stopping(st->u->sv))
+      return MHD_CONTENT_READER_END_OF_STREAM;
   }
   size_t n = st->pending.len - st->off < max ? st->pending.len - st->off : max;
   memcpy(buf, st->pending.data + st->off, n);
@@ -622,9 +696,10 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
   }
   int bound = MHD_get_daemon_info(u->d, MHD_DAEMON_INFO_BIND_PORT)->port;
   serve_guard_set_port(g, opt->ui_addr, bound);
-  /* named with the port: dashboards on two ports of one host keep their
-   * login forms' cookies apart (the paths keep the sessions apart) */
-  __atomic_store_n(&u->cookie, cap_xasprintf("%scapsule_ui_%d", g->tls ? "__Secure-" : "", bound),
+  /* one name whatever the port: serve processes behind one address, or
+   * restarted on another port, honour one another's sessions (the paths
+   * keep the sessions apart) */
+  __atomic_store_n(&u->cookie, cap_xasprintf("%scapsule_ui", g->tls ? "__Secure-" : ""),
                    __ATOMIC_RELEASE);
   const char *colon = strrchr(opt->ui_addr, ':');
   _cleanup_free_ char *addr =

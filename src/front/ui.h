@@ -75,8 +75,21 @@ size_t ui_form_parse(const char *body, size_t len, ui_form_fn fn, void *arg);
 /* Renders or applies (ui_pages.c). */
 struct serve;
 void ui_page(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
-/* A number that changes when the pending approvals do (the live stream). */
-uint64_t ui_pulse(struct serve *sv);
+/* What the live stream follows: [0] a number that changes when the
+ * pending approvals do, [1] the newest audit record's seq. */
+void ui_pulse(struct serve *sv, uint64_t out[2]);
+/* Waits up to timeout_ms for something the stream follows to change;
+ * returns a count that moved if it may have (ui_live.c: PostgreSQL's
+ * notifications; SQLite: once a second, always). */
+uint64_t ui_wait(struct serve *sv, uint64_t seen, int timeout_ms);
+/* Signed-in sessions in the state (ui_store.c; serve_hooks says what each
+ * does). */
+void ui_sess_save(struct serve *sv, const char *id, const char *csrf, const char *key,
+                  const char *user, const char *token);
+int ui_sess_load(struct serve *sv, const char *id, char csrf[65], char key[65], char **user,
+                 char **token, uint64_t *age_ms);
+bool ui_sess_alive(struct serve *sv, const char *id);
+void ui_sess_forget(struct serve *sv, const char *id);
 /* Who presents token: 0 and *user for an operator token; -EACCES for no
  * token, -EPERM for one that is not an operator's. */
 int ui_login(struct serve *sv, const char *token, char **user);

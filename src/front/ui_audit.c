@@ -2,7 +2,9 @@
  * text anywhere in a record), newest first, 100 records a page (keyset
  * paging: "older" names the last sequence number shown), each record
  * with its own place in the chain (gateway/state_query.h), and on
- * request the whole chain verified as `capsule audit verify` does. */
+ * request the whole chain verified as `capsule audit verify` does. The
+ * egress log the same way (capability, user, decision, text in the host,
+ * method, path or reason; a call's decisions from its audit record). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,7 @@
 
 struct audit_page {
   struct cap_buf *b;
-  int64_t last;
+  int64_t first, last;
   size_t n;
 };
 
@@ -22,17 +24,24 @@ static void audit_row(void *arg, const struct gw_audit_record *r, enum gw_chain_
 {
   struct audit_page *p = arg;
   struct cap_buf *b = p->b;
+  if (!p->n++)
+    p->first = r->seq;
   p->last = r->seq;
-  p->n++;
-  cap_buf_printf(b, "<tr class=\"record\" data-seq=\"%lld\"><td>%lld</td><td>", (long long)r->seq,
-                 (long long)r->seq);
+  cap_buf_puts(b, "<tr class=\"record\" data-seq=\"");
+  cap_buf_put_i64(b, r->seq);
+  cap_buf_puts(b, "\"><td>");
+  cap_buf_put_i64(b, r->seq);
+  cap_buf_puts(b, "</td><td>");
   const char *cells[] = {r->time, r->user, r->capability, r->tool, r->decision, r->outcome};
   for (size_t i = 0; i < ARRAY_SIZE(cells); i++) {
     ui_h(b, cells[i]);
     cap_buf_puts(b, "</td><td>");
   }
-  cap_buf_printf(b, "%lld</td><td class=\"chain %s\">%s</td></tr>\n", (long long)r->duration_ms,
-                 chain == GW_CHAIN_OK ? "ok" : "bad", gw_chain_status_name(chain));
+  cap_buf_put_i64(b, r->duration_ms);
+  cap_buf_puts(b, chain == GW_CHAIN_OK ? "</td><td class=\"chain ok\">"
+                                       : "</td><td class=\"chain bad\">");
+  cap_buf_puts(b, gw_chain_status_name(chain));
+  cap_buf_puts(b, "</td></tr>\n");
 }
 
 static void filter_input(struct cap_buf *b, const struct ui_request *rq, const char *name,
@@ -61,11 +70,12 @@ static void verify_result(struct serve *sv, struct cap_buf *b)
   cap_error_clear(&err);
 }
 
-/* The link to the next page: the same filters, older than last. */
-static void older_link(struct cap_buf *b, const struct ui_request *rq, int64_t last)
+/* The link to the next page of path: the same filters, older than last. */
+static void older_link(struct cap_buf *b, const struct ui_request *rq, const char *path,
+                       int64_t last)
 {
-  cap_buf_printf(b, "<p><a id=\"older\" href=\"%s/audit?", rq->base);
-  static const char *const keep[] = {"capability", "user", "decision", "q"};
+  cap_buf_printf(b, "<p><a id=\"older\" href=\"%s%s?", rq->base, path);
+  static const char *const keep[] = {"capability", "user", "decision", "q", "call"};
   for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
     const char *v = ui_param(rq, keep[i]);
     if (!v || !*v)
@@ -80,6 +90,23 @@ static void older_link(struct cap_buf *b, const struct ui_request *rq, int64_t l
     cap_buf_puts(b, "&amp;");
   }
   cap_buf_printf(b, "before=%lld\">Older records</a></p>", (long long)last);
+}
+
+static void head_of(void *arg, const struct gw_audit_record *r, enum gw_chain_status chain)
+{
+  (void)chain;
+  *(int64_t *)arg = r->seq;
+}
+
+int64_t ui_audit_head(struct serve *sv)
+{
+  struct gw_audit_filter f = {.limit = 1};
+  int64_t head = 0;
+  bool more = false;
+  struct cap_error err = {0};
+  gw_audit_query(sv->opt->st, &f, head_of, &head, &more, &err);
+  cap_error_clear(&err);
+  return head;
 }
 
 void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_response *out)
@@ -119,6 +146,101 @@ void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_resp
     cap_buf_puts(b, "<p class=\"muted\" id=\"no-records\">No record matches.</p>");
   }
   if (more)
-    older_link(b, rq, p.last);
+    older_link(b, rq, "/audit", p.last);
+  if (!before) {                              /* the newest page follows the log (ui.js) */
+    bool any = f.capability && *f.capability; /* filtered: the head may not be shown */
+    any = any || (f.user && *f.user) || (f.decision && *f.decision) || (f.text && *f.text);
+    cap_buf_puts(b, "<p id=\"audit-live\" class=\"notice\" data-head=\"");
+    cap_buf_put_i64(b, any || r < 0 ? ui_audit_head(sv) : p.first);
+    cap_buf_puts(b, "\" hidden></p>");
+  }
+  ui_end(out);
+}
+
+/* ---- the egress log ---- */
+
+struct egress_page {
+  struct cap_buf *b;
+  const char *base; /* the session's path */
+  int64_t last;
+  size_t n;
+};
+
+static void egress_row(void *arg, const struct gw_egress_record *r)
+{
+  struct egress_page *p = arg;
+  struct cap_buf *b = p->b;
+  p->last = r->seq;
+  p->n++;
+  cap_buf_printf(b, "<tr class=\"egress\" data-seq=\"%lld\"><td>%lld</td><td>", (long long)r->seq,
+                 (long long)r->seq);
+  const char *cells[] = {r->time, r->user, r->capability};
+  for (size_t i = 0; i < ARRAY_SIZE(cells); i++) {
+    ui_h(b, cells[i]);
+    cap_buf_puts(b, "</td><td>");
+  }
+  if (r->call_seq)
+    cap_buf_printf(b, "<a href=\"%s/egress?call=%lld\">%lld</a>", p->base, (long long)r->call_seq,
+                   (long long)r->call_seq);
+  cap_buf_printf(b, "</td><td class=\"decision %s\">",
+                 strcmp(r->decision, "allow") == 0 ? "ok" : "bad");
+  ui_h(b, r->decision);
+  cap_buf_puts(b, "</td><td>");
+  ui_h(b, r->kind);
+  cap_buf_puts(b, "</td><td>");
+  ui_h(b, r->host);
+  cap_buf_printf(b, "</td><td>%lld</td><td>", (long long)r->port);
+  ui_h(b, r->method);
+  if (*r->path) {
+    cap_buf_puts(b, " ");
+    ui_h(b, r->path);
+  }
+  cap_buf_puts(b, "</td><td>");
+  ui_h(b, r->credential);
+  cap_buf_printf(b, "</td><td>%lld / %lld</td><td>", (long long)r->bytes_up,
+                 (long long)r->bytes_down);
+  ui_h(b, r->reason);
+  if (r->count)
+    cap_buf_printf(b, " (%lld)", (long long)r->count);
+  cap_buf_puts(b, "</td></tr>\n");
+}
+
+void ui_page_egress(struct serve *sv, const struct ui_request *rq, struct ui_response *out)
+{
+  ui_begin(out, rq, "Egress log");
+  struct cap_buf *b = &out->body;
+  cap_buf_printf(b, "<form method=\"get\" action=\"%s/egress\" class=\"filters\">", rq->base);
+  filter_input(b, rq, "capability", "capability");
+  filter_input(b, rq, "user", "user");
+  filter_input(b, rq, "decision", "decision");
+  filter_input(b, rq, "q", "host, path or reason");
+  filter_input(b, rq, "call", "call (audit seq)");
+  cap_buf_puts(b, "<button type=\"submit\" id=\"search\">Search</button></form>");
+  const char *before = ui_param(rq, "before"), *call = ui_param(rq, "call");
+  struct gw_egress_filter f = {.capability = ui_param(rq, "capability"),
+                               .user = ui_param(rq, "user"),
+                               .decision = ui_param(rq, "decision"),
+                               .text = ui_param(rq, "q"),
+                               .call_seq = call ? strtoll(call, NULL, 10) : 0,
+                               .before = before ? strtoll(before, NULL, 10) : 0};
+  static const char *const cols[] = {
+      "seq",  "time",    "user",       "capability",      "call",   "decision", "kind", "host",
+      "port", "request", "credential", "bytes up / down", "reason", NULL};
+  ui_thead(b, cols);
+  struct egress_page p = {.b = b, .base = rq->base};
+  bool more = false;
+  struct cap_error err = {0};
+  int r = gw_egress_query(sv->opt->st, &f, egress_row, &p, &more, &err);
+  cap_buf_puts(b, "</tbody></table>");
+  if (r < 0) {
+    cap_buf_puts(b, "<p class=\"error\">");
+    ui_h(b, err.message);
+    cap_buf_puts(b, "</p>");
+    cap_error_clear(&err);
+  } else if (!p.n) {
+    cap_buf_puts(b, "<p class=\"muted\" id=\"no-records\">No decision matches.</p>");
+  }
+  if (more)
+    older_link(b, rq, "/egress", p.last);
   ui_end(out);
 }

@@ -25,6 +25,10 @@ void ui_time(int64_t ms, char out[32]);
 
 typedef void (*ui_page_fn)(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
 void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
+/* The newest audit record's seq (0: none), what the live stream reports
+ * (state lock held). */
+int64_t ui_audit_head(struct serve *sv);
+void ui_page_egress(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
 void ui_page_talos(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
 void ui_page_covenant(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
 void ui_page_rollback(struct serve *sv, const struct ui_request *rq, struct ui_response *out);

@@ -36,9 +36,9 @@ void ui_h(struct cap_buf *b, const char *s)
 static const struct {
   const char *path, *label;
 } nav[] = {
-    {"/", "Capabilities"},  {"/approvals", "Approvals"},       {"/audit", "Audit"},
-    {"/talos", "Triggers"}, {"/covenant", "Budgets & tokens"}, {"/rollback", "Snapshots"},
-    {"/images", "Images"},
+    {"/", "Capabilities"},      {"/approvals", "Approvals"}, {"/audit", "Audit"},
+    {"/egress", "Egress"},      {"/talos", "Triggers"},      {"/covenant", "Budgets & tokens"},
+    {"/rollback", "Snapshots"}, {"/images", "Images"},
 };
 
 void ui_begin(struct ui_response *out, const struct ui_request *rq, const char *title)
@@ -478,7 +478,7 @@ static const struct {
     {"GET", "/approvals", page_approvals},  {"POST", "/approvals/decide", post_decide},
     {"GET", "/audit", ui_page_audit},       {"GET", "/talos", ui_page_talos},
     {"GET", "/covenant", ui_page_covenant}, {"GET", "/rollback", ui_page_rollback},
-    {"GET", "/images", ui_page_images},
+    {"GET", "/images", ui_page_images},     {"GET", "/egress", ui_page_egress},
 };
 
 void ui_page(struct serve *sv, const struct ui_request *rq, struct ui_response *out)
@@ -497,20 +497,21 @@ void ui_page(struct serve *sv, const struct ui_request *rq, struct ui_response *
 
 static void pulse_id(void *arg, const struct gw_approval *a) { cap_buf_puts(arg, a->id); }
 
-uint64_t ui_pulse(struct serve *sv)
+void ui_pulse(struct serve *sv, uint64_t out[2])
 {
   /* a digest of the pending approvals' ids: a new one, or one gone, changes it */
   struct cap_buf ids = {0};
   struct cap_error err = {0};
   serve_lock_state(sv);
   gw_approval_list_pending(sv->opt->st, pulse_id, &ids, &err);
+  out[1] = (uint64_t)ui_audit_head(sv);
   serve_unlock_state(sv);
   cap_error_clear(&err);
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < ids.len; i++)
     h = (h ^ (unsigned char)ids.data[i]) * 1099511628211ull;
   cap_buf_free(&ids);
-  return h;
+  out[0] = h;
 }
 
 int ui_login(struct serve *sv, const char *token, char **user)

@@ -252,8 +252,10 @@ int gw_approval_create(struct gw_state *st, const struct gw_approval_call *call,
     gw_stmt_bind_int64(s, 10, ttl);
     gw_stmt_bind_int64(s, 11, now + ttl);
     int rc = gw_stmt_step(s);
-    if (rc == GW_DB_DONE)
+    if (rc == GW_DB_DONE) { /* a dashboard following the approvals (LISTEN) sees it now */
+      gw_db_notify(db, GW_APPROVAL_CHANNEL, id);
       return 0;
+    }
     if (rc != GW_DB_CONSTRAINT)
       break; /* else the id is taken: draw another */
   }

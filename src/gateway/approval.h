@@ -75,7 +75,8 @@ int gw_approval_resolve(struct gw_state *st, const char *id, bool approve,
  * status then (still GW_APPROVAL_PENDING on timeout, GW_APPROVAL_EXPIRED
  * once past its time to live). On PostgreSQL a decision on any gateway
  * wakes it (LISTEN/NOTIFY on GW_APPROVAL_CHANNEL), and it looks again
- * every second besides; on SQLite it looks five times a second. */
+ * every second besides; on SQLite it looks five times a second. A new
+ * approval is announced on the same channel (the dashboard's stream). */
 #define GW_APPROVAL_CHANNEL "capsule_approvals"
 int gw_approval_wait(struct gw_state *st, const char *id, int64_t timeout_ms,
                      enum gw_approval_status *status, struct cap_error *err);

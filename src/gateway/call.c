@@ -18,6 +18,7 @@
 #include "core/text.h"
 #include "gateway/approval.h"
 #include "gateway/covenant_gate.h"
+#include "gateway/egress_store.h"
 #include "gateway/hermes_call.h"
 #include "gateway/grants.h"
 #include "gateway/plugin_state.h"
@@ -77,8 +78,9 @@ struct call_ctx {
   char **handler; /* per secret: its value when delivered to a Talos handler */
   char *out;      /* the tool's JSON result */
   struct gw_audit_record rec;
-  struct gw_inflight inflight; /* the call's in-flight marker (gateway/state.h) */
-  struct gw_call with_ids;     /* the call with its id_base: what c->call points to once known */
+  struct gw_inflight inflight;    /* the call's in-flight marker (gateway/state.h) */
+  struct gw_call with_ids;        /* the call with its id_base: what c->call points to once known */
+  struct gw_egress_batch *egress; /* the proxy's decisions, stored after the record */
 };
 
 static void free_secrets(struct call_ctx *c)
@@ -660,6 +662,9 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   if (r < 0) /* not in the log: the marker keeps the record for the next open */
     gw_inflight_keep(&c->inflight, &c->rec);
   gw_inflight_end(&c->inflight); /* after the record: a kill in between repeats, never loses it */
+  if (r == 0 &&
+      gw_egress_write(c->st, c->egress, c->rec.capability, c->rec.user, c->rec.seq, &aerr) < 0)
+    r = -EIO; /* every egress decision is recorded, or the result is not handed out */
   if (r < 0) {
     cap_error_clear(err);
     cap_error_set(err, EIO, "%s; the call's result is withheld", aerr.message);
@@ -683,9 +688,13 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC), cpu_ms = 0;
   struct gw_call measured = *call;
   measured.cpu_ms = &cpu_ms;
+  struct gw_egress_batch *egress = cap_xmalloc(sizeof *egress);
+  gw_egress_batch_init(egress);
+  measured.egress_sink = &egress->sink;
   call = &measured;
   struct call_ctx c = {.call = call,
                        .reg = reg,
+                       .egress = egress,
                        .st = st,
                        .rec = {.user = call->user,
                                .capability = call->capability,
@@ -732,5 +741,7 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   cap_doc_free(c.args);
   gw_tools_free(&c.dynamic);
   free((char *)local.display);
+  gw_egress_batch_free(egress);
+  free(egress);
   return o;
 }

@@ -27,6 +27,8 @@
  * (MCP elicitation, front/mcp.h): it stands for the terminal's prompt. */
 enum gw_answer { GW_ANSWER_NONE, GW_ANSWER_YES, GW_ANSWER_NO };
 
+struct proxy_egress_sink;
+
 struct gw_call {
   const char *capability, *tool;
   const char *args; /* the arguments as JSON text */
@@ -64,6 +66,10 @@ struct gw_call {
   /* set by gw_call itself: where a Covenant run leaves the CPU ms its
    * sandbox used (its budget is spent by them, gateway/budget.h) */
   uint64_t *cpu_ms;
+  /* set by gw_call itself: where the call's egress proxy reports its
+   * decisions (net/proxy.h), stored with the call's audit record
+   * (gateway/egress_store.h); runtimes pass it as proxy_options.sink */
+  const struct proxy_egress_sink *egress_sink;
   /* A third-party MCP server's messages to its client relayed through a
    * front door (struct gw_mcp_relay); NULL: its requests are refused and
    * its notifications dropped. */

@@ -19,9 +19,17 @@
  * ("caps"), the one every writer of a capsule state takes */
 #define PG_WRITE_LOCK 0x63617073
 
+/* SQLite: statements kept prepared after their finalize (reset, their
+ * bindings cleared), found again by their text: the dashboard and the
+ * call pipeline prepare the same few statements again and again, and
+ * parsing and planning cost more than running most of them. */
+#define STMT_CACHE 16
+
 struct gw_db {
   enum gw_db_kind kind;
   sqlite3 *lite;
+  sqlite3_stmt *cache[STMT_CACHE];
+  unsigned cache_next; /* the slot replaced next when all are taken */
   /* PostgreSQL */
   const struct gw_db_pg_module *pg;
   struct gw_pg *conn;
@@ -219,6 +227,8 @@ void gw_db_close(struct gw_db *db)
   if (!db)
     return;
   if (db->kind == GW_DB_SQLITE) {
+    for (size_t i = 0; i < STMT_CACHE; i++)
+      sqlite3_finalize(db->cache[i]);
     sqlite3_close(db->lite);
   } else {
     db->pg->finish(db->conn);
@@ -313,7 +323,12 @@ struct gw_stmt *gw_db_prepare(struct gw_db *db, const char *sql)
 {
   if (db->kind == GW_DB_SQLITE) {
     sqlite3_stmt *ls = NULL;
-    if (sqlite3_prepare_v2(db->lite, sql, -1, &ls, NULL) != SQLITE_OK)
+    for (size_t i = 0; !ls && i < STMT_CACHE; i++)
+      if (db->cache[i] && strcmp(sqlite3_sql(db->cache[i]), sql) == 0) {
+        ls = db->cache[i];
+        db->cache[i] = NULL;
+      }
+    if (!ls && sqlite3_prepare_v2(db->lite, sql, -1, &ls, NULL) != SQLITE_OK)
       return NULL;
     struct gw_stmt *s = cap_xcalloc(1, sizeof *s);
     s->db = db;
@@ -528,12 +543,34 @@ int gw_stmt_bytes(struct gw_stmt *s, int i)
   return n;
 }
 
+/* A finished SQLite statement back into the cache (one of the same text
+ * already there: finalized). */
+static void keep_prepared(struct gw_db *db, sqlite3_stmt *ls)
+{
+  sqlite3_reset(ls);
+  sqlite3_clear_bindings(ls);
+  size_t free_slot = STMT_CACHE;
+  for (size_t i = 0; i < STMT_CACHE; i++) {
+    if (!db->cache[i]) {
+      free_slot = free_slot == STMT_CACHE ? i : free_slot;
+    } else if (strcmp(sqlite3_sql(db->cache[i]), sqlite3_sql(ls)) == 0) {
+      sqlite3_finalize(ls);
+      return;
+    }
+  }
+  if (free_slot == STMT_CACHE) {
+    free_slot = db->cache_next++ % STMT_CACHE;
+    sqlite3_finalize(db->cache[free_slot]);
+  }
+  db->cache[free_slot] = ls;
+}
+
 void gw_stmt_finalize(struct gw_stmt *s)
 {
   if (!s)
     return;
   if (s->lite) {
-    sqlite3_finalize(s->lite);
+    keep_prepared(s->db, s->lite);
   } else {
     drop_blobs(s);
     if (s->res)
@@ -564,12 +601,20 @@ int gw_db_notify(struct gw_db *db, const char *channel, const char *payload)
 
 int gw_db_wait_notify(struct gw_db *db, const char *channel, int timeout_ms)
 {
+  int r = gw_db_wait_notify_any(db, &channel, 1, timeout_ms);
+  return r > 0 ? 1 : r;
+}
+
+int gw_db_wait_notify_any(struct gw_db *db, const char *const *channels, size_t n, int timeout_ms)
+{
   if (db->kind != GW_DB_POSTGRES)
     return -ENOTSUP;
+  if (n == 0 || n > 8)
+    return -EINVAL;
   pthread_mutex_lock(&db->mu);
   int r = -1;
   if (!db->pg->broken(db->conn) || (!db->in_tx && db->pg->reset(db->conn)))
-    r = db->pg->wait_notify(db->conn, channel, timeout_ms);
+    r = db->pg->wait_notify(db->conn, channels, n, timeout_ms);
   if (r < 0)
     pg_fail(db);
   pthread_mutex_unlock(&db->mu);

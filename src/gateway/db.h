@@ -98,6 +98,9 @@ int gw_db_notify(struct gw_db *db, const char *channel, const char *payload);
  * held while it waits: a thread that waits long wants a handle (a
  * gw_state_open) of its own. */
 int gw_db_wait_notify(struct gw_db *db, const char *channel, int timeout_ms);
+/* The same on up to 8 channels at once: a bit per channel notified (bit
+ * i: channels[i]), 0 on timeout, negative on error. */
+int gw_db_wait_notify_any(struct gw_db *db, const char *const *channels, size_t n, int timeout_ms);
 /* A session-level advisory lock named by key, without waiting: 1 taken,
  * 0 held elsewhere; gw_db_unlock releases it. */
 int gw_db_try_lock(struct gw_db *db, int64_t key);

@@ -180,21 +180,25 @@ static int listen_once(struct gw_pg *c, const char *channel)
   return 0;
 }
 
-static int take_notify(struct gw_pg *c, const char *channel)
+/* Which of channels had a notification: a bit each (bit i: channels[i]). */
+static unsigned take_notify(struct gw_pg *c, const char *const *channels, size_t n)
 {
-  int got = 0;
-  PGnotify *n;
-  while ((n = PQnotifies(c->conn))) {
-    got |= strcmp(n->relname, channel) == 0;
-    PQfreemem(n);
+  unsigned got = 0;
+  PGnotify *note;
+  while ((note = PQnotifies(c->conn))) {
+    for (size_t i = 0; i < n; i++)
+      if (strcmp(note->relname, channels[i]) == 0)
+        got |= 1u << i;
+    PQfreemem(note);
   }
   return got;
 }
 
-static int pg_wait_notify(struct gw_pg *c, const char *channel, int timeout_ms)
+static int pg_wait_notify(struct gw_pg *c, const char *const *channels, size_t n, int timeout_ms)
 {
-  if (listen_once(c, channel) < 0)
-    return -1;
+  for (size_t i = 0; i < n; i++)
+    if (listen_once(c, channels[i]) < 0)
+      return -1;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
@@ -202,8 +206,9 @@ static int pg_wait_notify(struct gw_pg *c, const char *channel, int timeout_ms)
       set_msg(c, PQerrorMessage(c->conn), "08006");
       return -1;
     }
-    if (take_notify(c, channel))
-      return 1;
+    unsigned got = take_notify(c, channels, n);
+    if (got)
+      return (int)got;
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     long spent = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;

@@ -41,7 +41,9 @@ struct gw_db_pg_module {
   int64_t (*changes)(const struct gw_pg_res *r);
   void (*clear)(struct gw_pg_res *r);
   /* LISTEN (once per channel), then wait: 1 notified, 0 timeout, -1 error. */
-  int (*wait_notify)(struct gw_pg *c, const char *channel, int timeout_ms);
+  /* LISTENs on each of channels (n <= 8), then waits: a bit per channel
+   * notified (bit i: channels[i]), 0 on timeout, -1 on error */
+  int (*wait_notify)(struct gw_pg *c, const char *const *channels, size_t n, int timeout_ms);
 };
 
 #endif

@@ -95,6 +95,25 @@ static const char schema_v7_plugins[] =
     "CREATE TABLE IF NOT EXISTS grants (capability TEXT NOT NULL, kind TEXT NOT NULL,"
     " value TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (capability, kind, value));";
 
+/* The egress log (gateway/egress_store.h): each decision of a call's
+ * egress proxy, stored in a batch after the call, linked to its audit
+ * record by call_seq (NULL: none was written). */
+static const char schema_v9_egress[] =
+    "CREATE TABLE IF NOT EXISTS egress (seq INTEGER PRIMARY KEY, time TEXT NOT NULL,"
+    " capability TEXT NOT NULL, user TEXT NOT NULL, call_seq INTEGER, decision TEXT NOT NULL,"
+    " kind TEXT, host TEXT, port INTEGER NOT NULL, method TEXT, path TEXT, credential TEXT,"
+    " reason TEXT, count INTEGER NOT NULL, bytes_up INTEGER NOT NULL,"
+    " bytes_down INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS egress_capability ON egress (capability, seq);"
+    "CREATE INDEX IF NOT EXISTS egress_call ON egress (call_seq);";
+
+/* The dashboard's signed-in sessions, shared by every serve on the state
+ * (gateway/ui_session.h). */
+static const char schema_v10_ui_sessions[] =
+    "CREATE TABLE IF NOT EXISTS ui_sessions (id_sha256 TEXT PRIMARY KEY, user TEXT NOT NULL,"
+    " nonce BLOB NOT NULL, sealed BLOB NOT NULL, created_ms INTEGER NOT NULL,"
+    " last_ms INTEGER NOT NULL);";
+
 /* A trigger's tool call carries its task configuration (Talos's
  * triggerConfig: values of the trigger's params, a JSON object), which the
  * trigger's filter reads (gateway/plugin_state.c). */
@@ -157,8 +176,12 @@ static const struct migration {
     {7, "plugin settings, trigger state, events and grants", NULL, schema_v7_plugins, NULL},
     /* Talos: a trigger call's task configuration, for the trigger's filter */
     {8, "trigger call parameters", NULL, NULL, add_trigger_params},
+    /* the egress proxy's decisions, per call */
+    {9, "the egress log", NULL, schema_v9_egress, NULL},
+    /* serve --ui: sessions shared by several serve processes */
+    {10, "the dashboard's sessions", NULL, schema_v10_ui_sessions, NULL},
 };
-#define SCHEMA_VERSION 8
+#define SCHEMA_VERSION 10
 
 static int user_version(struct gw_state *st, int *v, struct cap_error *err)
 {
@@ -249,6 +272,7 @@ static int state_keys(struct gw_state *st, struct cap_error *err)
   st->keys = cap_secret_alloc(sizeof *st->keys);
   crypto_kdf_derive_from_key(st->keys->cred, sizeof st->keys->cred, 1, "capsule_", key);
   crypto_kdf_derive_from_key(st->keys->audit, sizeof st->keys->audit, 2, "capsule_", key);
+  cap_hmac_sha256_init(&st->keys->audit_mac, st->keys->audit, sizeof st->keys->audit);
   sodium_memzero(key, sizeof key);
   return 0;
 }
@@ -376,6 +400,7 @@ void gw_state_close(struct gw_state *st)
   gw_db_close(st->db);
   free(st->url);
   cap_secret_free(st->keys, sizeof *st->keys);
+  gw_audit_seen_free(st);
   if (st->dirfd >= 0)
     close(st->dirfd);
   free(st->dir);
@@ -666,3 +691,10 @@ int gw_cred_list(struct gw_state *st, gw_cred_fn fn, void *arg, struct cap_error
 /* ---- for the modules that keep their own tables here ---- */
 
 struct gw_db *gw_state_db(struct gw_state *st) { return st->db; }
+
+int gw_state_listener(struct gw_state *st, struct gw_db **ret, struct cap_error *err)
+{
+  if (!st->url)
+    return -ENOTSUP;
+  return gw_db_open_pg(st->url, ret, err);
+}

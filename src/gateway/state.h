@@ -147,6 +147,10 @@ void gw_secret_free(char *value);
  * (gateway/approval.h); owned by st, valid until gw_state_close. */
 struct gw_db;
 struct gw_db *gw_state_db(struct gw_state *st);
+/* A PostgreSQL state: a connection of its own to its database, for a
+ * thread that waits for notifications (gw_db_wait_notify_any); the caller
+ * closes it. -ENOTSUP for SQLite. */
+int gw_state_listener(struct gw_state *st, struct gw_db **ret, struct cap_error *err);
 
 /* ---- audit ---- */
 struct gw_audit_record {
@@ -162,6 +166,9 @@ struct gw_audit_record {
   char result_hash[65];    /* SHA-256 hex of the result, "" when none */
   char prev[65], hash[65]; /* set by append */
 };
+/* On PostgreSQL each append is announced (NOTIFY GW_AUDIT_CHANNEL, the
+ * record's seq) once committed, for the dashboard's live stream. */
+#define GW_AUDIT_CHANNEL "capsule_audit"
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err);
 /* A change the operator made, as a record of its own: decision is the
  * kind ("policy-set", "policy-rm", "cred-set", "cred-rm", "approve",

@@ -24,18 +24,51 @@
 
 /* ---- audit ---- */
 
-/* HMAC-SHA-256 over prev and every field, each length-prefixed. */
+/* What a record's MAC covers: prev and every field, each length-prefixed,
+ * appended to b in one piece (no printf: the dashboard builds one per
+ * record shown). */
+void gw_audit_mac_input(const struct gw_audit_record *r, struct cap_buf *b)
+{
+  static const char tag[] = "capsule-audit-v1 ";
+  const char *fields[] = {r->time,     r->user,    r->capability,  r->tool, r->args_hash,
+                          r->decision, r->outcome, r->result_hash, r->prev};
+  enum { N = sizeof fields / sizeof fields[0] };
+  size_t lens[N], total = sizeof tag - 1 + 2 * 22;
+  for (size_t i = 0; i < N; i++)
+    total += (lens[i] = strlen(fields[i])) + 22;
+  cap_buf_reserve(b, total);
+  char *p = b->data + b->len;
+  memcpy(p, tag, sizeof tag - 1);
+  p += sizeof tag - 1;
+  p += cap_fmt_i64(p, r->seq);
+  *p++ = ' ';
+  p += cap_fmt_i64(p, r->duration_ms);
+  for (size_t i = 0; i < N; i++) {
+    *p++ = ' ';
+    p += cap_fmt_i64(p, (int64_t)lens[i]);
+    *p++ = ':';
+    memcpy(p, fields[i], lens[i]);
+    p += lens[i];
+  }
+  b->len = (size_t)(p - b->data);
+  b->data[b->len] = '\0';
+}
+
+/* HMAC-SHA-256 under the audit key, from its states after the key's
+ * blocks (made once at open), on the CPU's SHA extensions where it has
+ * them (core/sha256.h): the same MAC as libsodium's, several times as fast. */
+void gw_audit_mac_bytes(const struct gw_state *st, const void *msg, size_t len, char out[65])
+{
+  unsigned char mac[32];
+  cap_hmac_sha256(&st->keys->audit_mac, msg, len, mac);
+  sodium_bin2hex(out, 65, mac, sizeof mac);
+}
+
 void gw_audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65])
 {
   struct cap_buf b = {0};
-  const char *fields[] = {r->time,     r->user,    r->capability,  r->tool, r->args_hash,
-                          r->decision, r->outcome, r->result_hash, r->prev};
-  cap_buf_printf(&b, "capsule-audit-v1 %lld %lld", (long long)r->seq, (long long)r->duration_ms);
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-    cap_buf_printf(&b, " %zu:%s", strlen(fields[i]), fields[i]);
-  unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(mac, (const unsigned char *)b.data, b.len, st->keys->audit);
-  sodium_bin2hex(out, 65, mac, sizeof mac);
+  gw_audit_mac_input(r, &b);
+  gw_audit_mac_bytes(st, b.data, b.len, out);
   cap_buf_free(&b);
 }
 
@@ -124,6 +157,9 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
       return e;
     cap_error_clear(err); /* the server committed it and went away before saying so */
   }
+  /* PostgreSQL: a dashboard following the log (LISTEN) sees it now; best
+   * effort, outside the writers' lock (a no-op on SQLite) */
+  gw_db_notify(st->db, GW_AUDIT_CHANNEL, seq);
   return advance_mark(st, r, err);
 }
 

@@ -9,7 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <sodium.h>
+
 #include "core/error.h"
+#include "core/sha256.h"
 #include "gateway/db.h"
 
 #define GW_KEY_BYTES 32
@@ -18,6 +21,7 @@
 struct gw_state_keys {
   unsigned char cred[GW_KEY_BYTES];
   unsigned char audit[GW_KEY_BYTES];
+  struct cap_hmac_sha256 audit_mac; /* HMAC under audit, its key blocks hashed */
 };
 
 struct gw_state {
@@ -30,7 +34,11 @@ struct gw_state {
   char *dir;
   int dirfd; /* the state directory, as checked */
   struct gw_state_keys *keys;
+  struct gw_audit_seen *seen; /* records whose MAC the dashboard checked (state_query.c) */
 };
+
+/* Frees st->seen (state_query.c). */
+void gw_audit_seen_free(struct gw_state *st);
 
 int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *what);
 struct gw_stmt *gw_state_prep(struct gw_state *st, const char *sql, ...);
@@ -57,8 +65,12 @@ int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool crea
 /* Exclusive lock serialising mark updates; returns an fd to close. */
 int gw_hwm_lock(const struct gw_state *st, struct cap_error *err);
 
-/* A record's hash: HMAC-SHA-256 over its fields and prev (state_audit.c). */
+/* A record's hash: HMAC-SHA-256 over its fields and prev (state_audit.c):
+ * the bytes it covers (appended to b), their MAC, both at once. */
 struct gw_audit_record;
+struct cap_buf;
+void gw_audit_mac_input(const struct gw_audit_record *r, struct cap_buf *b);
+void gw_audit_mac_bytes(const struct gw_state *st, const void *msg, size_t len, char out[65]);
 void gw_audit_mac(const struct gw_state *st, const struct gw_audit_record *r, char out[65]);
 
 /* After the schema's migrations: a mark for a log that has none yet (a new

@@ -1,5 +1,5 @@
 /* Queries the dashboard makes of the state (front/ui_audit.c): the audit
- * log searched and filtered, newest first, a page at a time (keyset: the
+ * log and the egress log searched and filtered, newest first, a page at a time (keyset: the
  * records before a sequence number, so a page costs the same at any depth
  * of a log of millions), each record with its own chain check. Kept apart
  * from the state's writers so a second backend ports them as one piece.
@@ -45,5 +45,23 @@ typedef void (*gw_audit_row_fn)(void *arg, const struct gw_audit_record *r,
 /* The records f selects, newest first; *more: older ones match too. */
 int gw_audit_query(struct gw_state *st, const struct gw_audit_filter *f, gw_audit_row_fn fn,
                    void *arg, bool *more, struct cap_error *err);
+
+/* The egress log (gateway/egress_store.h), newest first, keyset pages as
+ * the audit log's. text: found in the host, method, path or reason. */
+struct gw_egress_filter {
+  const char *capability, *user, *decision, *text;
+  int64_t call_seq; /* only this call's decisions; 0: any */
+  int64_t before;   /* only rows with seq < before; 0: from the newest */
+  size_t limit;     /* at most this many (0: 100) */
+};
+struct gw_egress_record {
+  int64_t seq, call_seq; /* call_seq 0: no audit record */
+  const char *time, *capability, *user, *decision;
+  const char *kind, *host, *method, *path, *credential, *reason; /* "" where none */
+  int64_t port, count, bytes_up, bytes_down;
+};
+typedef void (*gw_egress_row_fn)(void *arg, const struct gw_egress_record *r);
+int gw_egress_query(struct gw_state *st, const struct gw_egress_filter *f, gw_egress_row_fn fn,
+                    void *arg, bool *more, struct cap_error *err);
 
 #endif

@@ -108,6 +108,63 @@ static void format_line(const struct event *ev, const char *decision, const char
   cap_buf_putc(b, '\n');
 }
 
+static const char *const decision_names[] = {"allow", "deny", "suppressed"};
+
+/* s escaped as the log writes it (NULL stays NULL). */
+static char *cleaned(const char *s)
+{
+  if (!s)
+    return NULL;
+  struct cap_buf b = {0};
+  clean_text(s, &b);
+  cap_buf_putc(&b, '\0');
+  return b.data;
+}
+
+/* The decision handed to the sink, its strings escaped (locked). */
+static void to_sink(struct proxy *px, const struct event *ev, enum proxy_decision d,
+                    const char *why, long long count)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  char *host = cleaned(ev->host), *method = cleaned(ev->method), *path = cleaned(ev->path),
+       *route = cleaned(ev->route), *reason = cleaned(why);
+  struct proxy_egress_event out = {
+      .decision = d,
+      .time_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+      .kind = ev->kind,
+      .host = host,
+      .port = ev->port,
+      .method = method,
+      .path = path,
+      .credential = route,
+      .reason = reason,
+      .count = count,
+      .bytes_up = ev->bytes_up,
+      .bytes_down = ev->bytes_down,
+  };
+  px->opt.sink->event(px->opt.sink->arg, &out);
+  free(host);
+  free(method);
+  free(path);
+  free(route);
+  free(reason);
+}
+
+/* One decision to the file and to the sink (locked). */
+static void emit(struct proxy *px, const struct event *ev, enum proxy_decision d, const char *why,
+                 long long count)
+{
+  if (px->opt.log) {
+    struct cap_buf b = {0};
+    format_line(ev, decision_names[d], why, count, &b);
+    write_line(px, &b);
+    cap_buf_free(&b);
+  }
+  if (px->opt.sink)
+    to_sink(px, ev, d, why, count);
+}
+
 /* Whether the token bucket has a line to spend now (locked). */
 static bool take_token(struct egress_log *lg, int64_t now)
 {
@@ -130,7 +187,6 @@ static bool take_token(struct egress_log *lg, int64_t now)
 static void flush_counts(struct proxy *px, int64_t now, bool force)
 {
   struct egress_log *lg = &px->log;
-  struct cap_buf b = {0};
   if (lg->repeats && (force || take_token(lg, now))) {
     struct event ev = {.kind = lg->last.kind,
                        .host = lg->last_host,
@@ -139,7 +195,7 @@ static void flush_counts(struct proxy *px, int64_t now, bool force)
     char *why = cap_xasprintf("%lld more denials of %s %s:%u suppressed: %s", lg->repeats,
                               ev.method ? ev.method : "CONNECT", ev.host ? ev.host : "?", ev.port,
                               lg->last_reason);
-    format_line(&ev, "suppressed", why, lg->repeats, &b);
+    emit(px, &ev, PROXY_SUPPRESSED, why, lg->repeats);
     if (px->opt.verbose)
       fprintf(stderr, "capsule: egress: %lld more denials of the one above suppressed\n",
               lg->repeats);
@@ -154,13 +210,10 @@ static void flush_counts(struct proxy *px, int64_t now, bool force)
     char *why = cap_xasprintf("%lld log lines dropped by the rate limit (%d a second after a "
                               "burst of %d)",
                               lg->dropped, LOG_RATE, LOG_BURST);
-    format_line(&ev, "suppressed", why, lg->dropped, &b);
+    emit(px, &ev, PROXY_SUPPRESSED, why, lg->dropped);
     free(why);
     lg->dropped = 0;
   }
-  if (b.len)
-    write_line(px, &b);
-  cap_buf_free(&b);
 }
 
 /* Whether this denial repeats the last one written (locked). */
@@ -207,7 +260,7 @@ static void print_denial(const struct event *ev, const char *why)
 
 void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, const char *why)
 {
-  if (!px->opt.log && !px->opt.verbose)
+  if (!px->opt.log && !px->opt.verbose && !px->opt.sink)
     return;
   pthread_mutex_lock(&px->log_lock);
   struct egress_log *lg = &px->log;
@@ -226,12 +279,7 @@ void proxy_log_event(struct proxy *px, const struct event *ev, bool allowed, con
   } else {
     if (px->opt.verbose && !allowed)
       print_denial(ev, why);
-    if (px->opt.log) {
-      struct cap_buf b = {0};
-      format_line(ev, allowed ? "allow" : "deny", why, 0, &b);
-      write_line(px, &b);
-      cap_buf_free(&b);
-    }
+    emit(px, ev, allowed ? PROXY_ALLOW : PROXY_DENY, why, 0);
   }
   pthread_mutex_unlock(&px->log_lock);
 }

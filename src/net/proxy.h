@@ -60,13 +60,36 @@ struct proxy_resolve {
   const char *addr; /* an IPv4 or IPv6 literal */
 };
 
+/* One egress decision as the log records it, for a sink beside the file
+ * (the gateway's state: gateway/egress_store.h). Strings are the log's
+ * escaped forms (printable, each at most about 1 KiB), valid only during
+ * the call; NULL where a field does not apply. A "suppressed" decision
+ * sums up count denials the log coalesced or dropped. */
+enum proxy_decision { PROXY_ALLOW, PROXY_DENY, PROXY_SUPPRESSED };
+struct proxy_egress_event {
+  enum proxy_decision decision;
+  int64_t time_ms; /* CLOCK_REALTIME */
+  const char *kind, *host;
+  unsigned port;
+  const char *method, *path, *credential, *reason;
+  long long count, bytes_up, bytes_down;
+};
+/* Called under the log's lock, from the proxy's threads: it must only
+ * copy the event somewhere (a batch written later), never block on I/O.
+ * It sees what the file sees, after the same coalescing and rate limit. */
+struct proxy_egress_sink {
+  void (*event)(void *arg, const struct proxy_egress_event *ev);
+  void *arg;
+};
+
 struct proxy_options {
   const struct proxy_store *store;     /* NULL: bare-name sources are refused */
   const struct proxy_resolve *resolve; /* n_resolve entries; outlive the proxy */
   size_t n_resolve;
-  bool allow_private; /* reach loopback and private ranges (development, tests) */
-  FILE *log;          /* egress decisions as JSON lines, or NULL */
-  bool verbose;       /* denials on stderr as they happen */
+  bool allow_private;                   /* reach loopback and private ranges (development, tests) */
+  FILE *log;                            /* egress decisions as JSON lines, or NULL */
+  const struct proxy_egress_sink *sink; /* the same decisions, or NULL; outlives the proxy */
+  bool verbose;                         /* denials on stderr as they happen */
 };
 
 /* Reads the credential routes' secrets and, when any host needs TLS

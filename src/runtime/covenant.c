@@ -198,6 +198,8 @@ enum gw_outcome covenant_run_line(const struct gw_call *call, const struct cap_s
       .n_hidden = call->n_hidden,
       .id_base = call->id_base,
       .log_max_bytes = gw_tool_log_bound(spec), /* a call cannot fill the disk */
+
+      .proxy = {.sink = call->egress_sink}, /* the call's egress log */
   };
   struct sandbox_result res;
   struct rusage before, after; /* the sandbox is this process's child, reaped in sandbox_run */

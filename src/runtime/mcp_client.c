@@ -420,6 +420,8 @@ enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_
       .log_max_bytes = gw_tool_log_bound(spec), /* a call cannot fill the disk */
       .on_started = on_started,
       .on_started_ctx = &x,
+
+      .proxy = {.sink = call->egress_sink}, /* the call's egress log */
   };
   struct sandbox_result res = {0};
   int r = sandbox_run(&run_spec, &opt, &res, err);

@@ -55,11 +55,11 @@ check "Origin of another scheme" 403 \
 check "the policy after all the refused forms" unchanged "$r"
 # a session id the attacker chose is not adopted
 chosen=$(printf 'a%.0s' $(seq 1 64))
-set_cookie=$(curl -s -D - -o /dev/null -b "capsule_ui_$port=$chosen" "$U/login" | tr -d '\r' | grep -i '^Set-Cookie:')
+set_cookie=$(curl -s -D - -o /dev/null -b "capsule_ui=$chosen" "$U/login" | tr -d '\r' | grep -i '^Set-Cookie:')
 grep -q "$chosen" <<<"$set_cookie" && r=adopted || r=new
 check "a planted session id at /login" new "$r"
 fake=$work/fake
-printf '127.0.0.1\tFALSE\t/\tFALSE\t0\tcapsule_ui_%s\t%s\n' "$port" "$chosen" >"$fake"
+printf '127.0.0.1\tFALSE\t/\tFALSE\t0\tcapsule_ui\t%s\n' "$chosen" >"$fake"
 c=$(curl -s -o /dev/null -w '%{http_code}' -b "$fake" -c "$fake" --data-urlencode "csrf=$(curl -s -b "$fake" -c "$fake" "$U/login" | csrf_of)" \
   --data-urlencode "token=$op" "$U/login")
 # the signed-in session's cookie (under its /s/KEY path) is a new id
@@ -77,11 +77,11 @@ check "events with a signed-out session" 303 "$(code --max-time 5 -b "$work/anon
 # the signed-out session's id under a session path (its own KEY unknown)
 anon=$(awk -F'\t' '$3 == "/login" {print $7}' "$work/anon")
 check "a signed-out session's id under ${B#$U}events" 303 \
-  "$(code --max-time 5 -H "Cookie: capsule_ui_$port=$anon" "${B}events")"
+  "$(code --max-time 5 -H "Cookie: capsule_ui=$anon" "${B}events")"
 # a signed-in session's id under another session's path
 sid=$(awk -F'\t' '$3 ~ /^\/s\// {print $7}' "$jar" | tail -1)
 check "a session's id under another session's path" 303 \
-  "$(code -H "Cookie: capsule_ui_$port=$sid" "$(ui_base "$other")approvals")"
+  "$(code -H "Cookie: capsule_ui=$sid" "$(ui_base "$other")approvals")"
 # headers on every answer
 for path in /login /nonexistent /static/ui.css; do
   h=$(curl -s -D - -o /dev/null -b "$jar" "$U$path" | tr -d '\r')

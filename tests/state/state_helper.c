@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../unit/unit.h"
 #include "core/buf.h"
@@ -24,10 +25,12 @@
 #include "gateway/approval.h"
 #include "gateway/budget.h"
 #include "gateway/db.h"
+#include "gateway/egress_store.h"
 #include "gateway/plugin_state.h"
 #include "gateway/state.h"
 #include "gateway/state_query.h"
 #include "gateway/tokens.h"
+#include "gateway/ui_session.h"
 
 int unit_failures, unit_checks;
 
@@ -276,6 +279,151 @@ static void funcs_approvals_audit(struct gw_state *st)
   cap_error_clear(&err);
 }
 
+/* ---- the egress log (schema 9) ---- */
+
+struct egress_seen {
+  int n, allow, deny, suppressed;
+  int64_t last_seq, call, count, bytes_up;
+  char host[64], method[16], credential[16];
+};
+
+static void see_egress(void *arg, const struct gw_egress_record *r)
+{
+  struct egress_seen *e = arg;
+  e->n++;
+  e->last_seq = r->seq;
+  e->call = r->call_seq;
+  if (strcmp(r->decision, "allow") == 0) {
+    e->allow++;
+    e->bytes_up = r->bytes_up;
+    snprintf(e->method, sizeof e->method, "%s", r->method);
+    snprintf(e->credential, sizeof e->credential, "%s", r->credential);
+  } else if (strcmp(r->decision, "deny") == 0) {
+    e->deny++;
+  } else {
+    e->suppressed++;
+    e->count = r->count;
+  }
+  snprintf(e->host, sizeof e->host, "%s", r->host);
+}
+
+static void funcs_egress(struct gw_state *st)
+{
+  struct cap_error err = {0};
+  struct gw_egress_batch b;
+  gw_egress_batch_init(&b);
+  /* as the proxy hands them over: a tunnel allowed (no method, path or
+   * credential), a request refused */
+  struct proxy_egress_event ev = {.decision = PROXY_ALLOW,
+                                  .time_ms = 1764115200123,
+                                  .kind = "tunnel",
+                                  .host = "api.example.org",
+                                  .port = 443,
+                                  .reason = "tunnel closed",
+                                  .bytes_up = 517,
+                                  .bytes_down = 4096};
+  b.sink.event(b.sink.arg, &ev);
+  ev = (struct proxy_egress_event){.decision = PROXY_DENY,
+                                   .time_ms = 1764115200200,
+                                   .kind = "http",
+                                   .host = "evil.example",
+                                   .port = 80,
+                                   .method = "GET",
+                                   .path = "/x?q=1",
+                                   .reason = "not in the allowlist"};
+  b.sink.event(b.sink.arg, &ev);
+  CHECK(gw_egress_write(st, &b, "c", "bob", 7, &err) == 0);
+  CHECK(b.n == 0);
+  struct egress_seen e = {0};
+  bool more = false;
+  struct gw_egress_filter f = {.capability = "c"};
+  CHECK(gw_egress_query(st, &f, see_egress, &e, &more, &err) == 0 && e.n == 2 && !more);
+  CHECK(e.allow == 1 && e.deny == 1 && e.bytes_up == 517 && e.call == 7);
+  CHECK_STR(e.method, ""); /* NULL read back as "" */
+  CHECK_STR(e.credential, "");
+  e = (struct egress_seen){0};
+  f = (struct gw_egress_filter){.decision = "deny", .text = "/x?q"};
+  CHECK(gw_egress_query(st, &f, see_egress, &e, &more, &err) == 0 && e.n == 1);
+  CHECK_STR(e.host, "evil.example");
+  /* past the batch's bound: one summary row, the rest counted */
+  for (int i = 0; i < GW_EGRESS_BATCH_MAX + 10; i++) {
+    ev = (struct proxy_egress_event){.decision = PROXY_DENY,
+                                     .kind = "connect",
+                                     .host = "h",
+                                     .port = (unsigned)i % 65536,
+                                     .reason = "r"};
+    b.sink.event(b.sink.arg, &ev);
+  }
+  CHECK(gw_egress_write(st, &b, "flood", "", 0, &err) == 0);
+  e = (struct egress_seen){0};
+  f = (struct gw_egress_filter){.capability = "flood", .decision = "suppressed"};
+  CHECK(gw_egress_query(st, &f, see_egress, &e, &more, &err) == 0 && e.n == 1 && e.count == 10);
+  CHECK(e.call == 0); /* no audit record: NULL */
+  /* keyset pages: 100, then older ones, none shown twice */
+  e = (struct egress_seen){0};
+  f = (struct gw_egress_filter){.capability = "flood", .limit = 100};
+  CHECK(gw_egress_query(st, &f, see_egress, &e, &more, &err) == 0 && e.n == 100 && more);
+  int64_t first_page_end = e.last_seq;
+  e = (struct egress_seen){0};
+  f.before = first_page_end;
+  f.limit = GW_EGRESS_BATCH_MAX;
+  CHECK(gw_egress_query(st, &f, see_egress, &e, &more, &err) == 0);
+  CHECK(e.n == GW_EGRESS_BATCH_MAX + 1 - 100 && !more);
+  e = (struct egress_seen){0};
+  f = (struct gw_egress_filter){.call_seq = 7};
+  CHECK(gw_egress_query(st, &f, see_egress, &e, &more, &err) == 0 && e.n == 2);
+  gw_egress_batch_free(&b);
+  cap_error_clear(&err);
+}
+
+/* ---- the dashboard's sessions (schema 10) ---- */
+
+static void funcs_ui_sessions(struct gw_state *st)
+{
+  struct cap_error err = {0};
+  const char *id = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  struct gw_ui_session s = {.user = "alice", .token = "capsule_tok", .created_ms = 0};
+  memset(s.csrf, 'c', 64);
+  memset(s.path_key, 'k', 64);
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  int64_t now = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+  s.created_ms = s.last_ms = now - 120000; /* two minutes ago: a touch moves it */
+  CHECK(gw_ui_session_put(st, id, &s, &err) == 0);
+  struct gw_ui_session got;
+  bool found = false, alive = false;
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && found);
+  CHECK_STR(got.user, "alice");
+  CHECK_STR(got.token, "capsule_tok");
+  CHECK(memcmp(got.csrf, s.csrf, 64) == 0 && got.created_ms == now - 120000);
+  CHECK(memcmp(got.path_key, s.path_key, 64) == 0 && got.path_key[64] == '\0');
+  gw_ui_session_clear(&got);
+  CHECK(gw_ui_session_touch(st, id, 600000, 3600000, &alive, &err) == 0 && alive);
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && found);
+  CHECK(got.last_ms >= now); /* touched */
+  gw_ui_session_clear(&got);
+  /* the cookie's value is not in the table: only its hash */
+  struct gw_stmt *q = gw_db_prepare(gw_state_db(st), "SELECT count(*) FROM ui_sessions WHERE"
+                                                     " id_sha256 = ?");
+  gw_stmt_bind_text(q, 1, id);
+  CHECK(q && gw_stmt_step(q) == GW_DB_ROW && gw_stmt_int64(q, 0) == 0);
+  gw_stmt_finalize(q);
+  /* a row whose user was changed in the database does not unseal */
+  CHECK(gw_db_exec(gw_state_db(st), "UPDATE ui_sessions SET user = 'mallory'") == GW_DB_OK);
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == -EBADMSG && !found);
+  cap_error_clear(&err);
+  /* idle past its bound (20 minutes, of 10): gone, and removed */
+  CHECK(gw_ui_session_rm(st, id, &err) == 0);
+  s.created_ms = s.last_ms = now - 1200000;
+  CHECK(gw_ui_session_put(st, id, &s, &err) == 0);
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && !found);
+  CHECK(gw_ui_session_touch(st, id, 600000, 3600000, &alive, &err) == 0 && !alive);
+  CHECK(gw_ui_session_put(st, id, &s, &err) == 0);
+  CHECK(gw_ui_session_rm(st, id, &err) == 0);
+  CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && !found);
+  cap_error_clear(&err);
+}
+
 static int funcs(const char *dir)
 {
   struct gw_state *st = open_state(dir);
@@ -283,6 +431,8 @@ static int funcs(const char *dir)
   funcs_plugins(st);
   funcs_access_budget_tokens(st);
   funcs_approvals_audit(st);
+  funcs_egress(st);
+  funcs_ui_sessions(st);
   gw_state_close(st);
   printf("%d checks, %d failed\n", unit_checks, unit_failures);
   return unit_failures ? 1 : 0;

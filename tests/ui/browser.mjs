@@ -46,7 +46,7 @@ try {
   if (!/^\/s\/[0-9a-f]{64}\/$/.test(home)) throw new Error(`after sign-in at ${page.url()}`);
   base = url + home.slice(0, -1);
   const cookies = await page.cookies();
-  const c = cookies.find((x) => x.name.startsWith("capsule_ui_") && x.path === home.slice(0, -1));
+  const c = cookies.find((x) => x.name === "capsule_ui" && x.path === home.slice(0, -1));
   if (!c || !c.httpOnly || c.sameSite !== "Strict") throw new Error(`cookie ${JSON.stringify(cookies)}`);
   if (await page.evaluate(() => document.cookie.includes("capsule_ui")))
     throw new Error("the session cookie is readable from script");
@@ -68,7 +68,7 @@ try {
   const there = `http://127.0.0.1:${other.address().port}`;
   for (const p of ["/", "/login", "/approvals", "/s/"]) await page.goto(there + p, { waitUntil: "load" });
   other.close();
-  const sid = (await page.cookies(base + "/")).find((x) => x.name.startsWith("capsule_ui_"));
+  const sid = (await page.cookies(base + "/")).find((x) => x.name === "capsule_ui");
   if (!sid) throw new Error("no session cookie to look for");
   if (seen.length < 4) throw new Error(`the other service saw ${seen.length} requests`);
   if (seen.some((c) => c.includes(sid.value))) throw new Error(`the session id was sent: ${seen.join(" | ")}`);
@@ -144,6 +144,48 @@ try {
   ok("audit-filter-finds-record");
 } catch (e) {
   fail("audit-filter-finds-record", e);
+}
+
+try {
+  // the audit page follows the log: a record appended by another process
+  // (a call) offers a link to it without a reload
+  await page.goto(base + "/audit", { waitUntil: "load" });
+  await page.waitForFunction(() => document.body.dataset.live === "1", bound);
+  if (await page.$("#audit-new")) throw new Error("a new-records link before any new record");
+  const marker = `live-audit-${Date.now()}`;
+  const r = await call(JSON.stringify({ text: marker }));
+  if (r.code !== 0) throw new Error(`call exit ${r.code}: ${r.err}`);
+  await page.waitForSelector("#audit-new", bound);
+  await Promise.all([page.waitForNavigation(bound), page.click("#audit-new")]);
+  const newest = await page.$eval("tr.record td:nth-child(4)", (td) => td.textContent);
+  if (newest !== "asker") throw new Error(`newest record's capability: ${newest}`);
+  ok("audit-live-new-record");
+} catch (e) {
+  fail("audit-live-new-record", e);
+}
+
+try {
+  // the egress log: a call whose requests the proxy refused; its decisions
+  // found by capability and decision, then by its call's link
+  const r = await run(["call", "--caps", caps, "--state", state, "net", "dispatch", '{"text":"browser"}']);
+  if (r.code !== 0) throw new Error(`net call exit ${r.code}: ${r.err}`);
+  await page.goto(base + "/egress", { waitUntil: "load" });
+  await page.type("#f-capability", "net");
+  await page.type("#f-decision", "deny");
+  await Promise.all([page.waitForNavigation(bound), page.click("#search")]);
+  const rows = await page.$$eval("tr.egress", (trs) =>
+    trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent)),
+  );
+  if (!rows.length) throw new Error("no decision found");
+  if (!rows.every((x) => x[3] === "net" && x[5] === "deny" && x[7] === "198.51.100.9"))
+    throw new Error(`rows: ${JSON.stringify(rows)}`);
+  if (!rows.some((x) => x[8] === "8081" && x[9].includes("p<b>8081"))) throw new Error(`rows: ${JSON.stringify(rows)}`);
+  await Promise.all([page.waitForNavigation(bound), page.click("tr.egress a")]);
+  const call = await page.$$eval("tr.egress", (trs) => trs.length);
+  if (call !== 2) throw new Error(`the call's decisions: ${call}`);
+  ok("egress-filter-finds-decision");
+} catch (e) {
+  fail("egress-filter-finds-decision", e);
 }
 
 if (violations.length) fail("no-csp-violations", violations[0]);

@@ -6,16 +6,16 @@
 # headers, a missing or wrong CSRF token 403, a foreign Origin or Host
 # 403, sign-out and a revoked token ending the session, a hostile tool
 # argument escaped), the forms (a policy for everyone and a user's
-# override, bad ones 400), readiness, the listings; then
+# override, bad ones 400), readiness, the listings, the egress log; then
 # in a real browser (Debian's chromium driven by puppeteer-core,
 # tests/ui/browser.mjs): sign in, visit another local service on another
 # port (the session's cookie is not sent to it), see a pending approval arrive live and
 # approve it while a `capsule call --wait-approval` waits in the
 # background, which then completes; change a policy and see it decide the next call; find an
-# audit record by filters. As root and as uid 65534 (the browser always
+# audit record by filters; find a call's refused egress by filters. As root and as uid 65534 (the browser always
 # runs as root: it only talks HTTP to the server). TLS (root): the cookie
-# is Secure, named __Secure-capsule_ui_PORT. PostgreSQL (root, when installed):
-# the approvals and the audit search on a PostgreSQL state.
+# is Secure, named __Secure-capsule_ui. PostgreSQL (root, when installed):
+# the approvals, the audit search and the egress log on a PostgreSQL state.
 # Usage: ui.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -48,15 +48,20 @@ bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
 wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
 
 caps=$work/caps
-agent() {
+agent() { # agent ID SCRIPT [NETWORK]
   mkdir -p "$caps/agents/$1"
-  printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" >"$caps/agents/$1/agent.toml"
+  printf '[agent]\nid = "%s"\nname = "%s"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "%s"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' "$1" "$1" "${3:-off}" >"$caps/agents/$1/agent.toml"
   printf '#!/bin/sh\n%s\n' "$2" >"$caps/agents/$1/run.sh"
   chmod 755 "$caps/agents/$1/run.sh"
   chmod -R a+rX "$caps"
 }
 agent asker 'IFS= read -r line; printf "{\"got\":%s}\n" "$line"'
 agent echo 'IFS= read -r line; printf "{\"echo\":%s}\n" "$line"'
+# egress through the proxy (port 443 only): two requests it refuses, before
+# any packet leaves (TEST-NET-2 addresses, never reached)
+agent net 'IFS= read -r line
+for port in 80 8081; do curl -s -o /dev/null --max-time 20 "http://198.51.100.9:$port/p<b>$port" 2>/dev/null; done
+printf "{\"done\":true}\n"' outbound-https-only
 # an MCP server's capability: its tools are those its last discovery cached
 mkdir -p "$caps/mcp-filesystem" && cp "$root/examples/mcp-filesystem/capability.json" "$caps/mcp-filesystem/" && chmod -R a+rX "$caps"
 
@@ -99,10 +104,10 @@ curl_checks() {
   [ "$(sign_in "$jar" "capsule_$(printf '%064d' 7)")" = 401 ] && ok "$who: unknown-token-401" || bad "$who: unknown-token-401"
   [ "$(sign_in "$jar" "$user")" = 401 ] && ok "$who: non-operator-token-401" || bad "$who: non-operator-token-401"
   local before after
-  before=$(awk -F'\t' '$3 == "/login" && $6 ~ /^capsule_ui_/ {print $7}' "$jar")
+  before=$(awk -F'\t' '$3 == "/login" && $6 == "capsule_ui" {print $7}' "$jar")
   h=$(curl -s -D - -o /dev/null -c "$jar" -b "$jar" --data-urlencode "csrf=$(curl -s -b "$jar" "$U/login" | csrf_of)" \
     --data-urlencode "token=$op" "$U/login")
-  after=$(awk -F'\t' '$3 ~ /^\/s\// && $6 ~ /^capsule_ui_/ {print $7}' "$jar")
+  after=$(awk -F'\t' '$3 ~ /^\/s\// && $6 == "capsule_ui" {print $7}' "$jar")
   local B
   B=$(ui_base "$jar")
   grep -q '^HTTP/1.1 303' <<<"$h" && ok "$who: operator-signs-in" || bad "$who: operator-signs-in"
@@ -167,6 +172,16 @@ curl_checks() {
   C token issue local tool.call.echo --state "$state" >/dev/null 2>&1
   curl -s -b "$jar" "${B}covenant" | grep -q '<td>tool.call.echo</td>' && ok "$who: covenant-token-listed" ||
     bad "$who: covenant-token-listed"
+  # the egress log: a call's refused requests stored with its record, found by filters
+  C call --caps "$caps" --state "$state" net dispatch '{"text":"out"}' >/dev/null 2>&1
+  curl -s -b "$jar" "${B}egress?capability=net&decision=deny&q=8081" >"$work/egress"
+  local callseq
+  callseq=$(grep -o 'href="/egress?call=[0-9]*"' "$work/egress" | head -1 | grep -o '[0-9]*')
+  [ "$(grep -c '<tr class="egress"' "$work/egress")" = 1 ] && grep -q '<td>198.51.100.9</td><td>8081</td>' "$work/egress" &&
+    grep -q 'p&lt;b&gt;8081' "$work/egress" && [ -n "$callseq" ] &&
+    [ "$(curl -s -b "$jar" "${B}egress?call=$callseq" | grep -c '<tr class="egress"')" = 2 ] &&
+    curl -s -b "$jar" "${B}audit?capability=net" | grep -q "data-seq=\"$callseq\"" &&
+    ok "$who: egress-log-filtered" || bad "$who: egress-log-filtered ($(grep -c '<tr' "$work/egress") rows, call $callseq)"
   local p codes=
   for p in /talos /rollback /images /audit "/audit?verify=1" /nope; do
     codes="$codes $(curl -s -o /dev/null -w '%{http_code}' -b "$jar" "${B%/}$p")"
@@ -198,6 +213,7 @@ run_as() {
   echo "as $who:"
   C() { "${wrap[@]}" "$capsule" "$@"; }
   C policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
+  C policy set --caps "$caps" --state "$state" net dispatch allow >/dev/null
   local op user
   op=$(C access issue op --operator --state "$state" 2>/dev/null)
   user=$(C access issue alice --user alice --state "$state" 2>/dev/null)
@@ -214,9 +230,22 @@ run_as() {
     done < <(cd "$root/tests" && node "$here/browser.mjs" "$chromium" "$U" "$op" "$caps" "$state" "${wrap[@]}" "$capsule" 2>"$work/browser-$who.err")
     [ -s "$work/browser-$who.err" ] && tail -20 "$work/browser-$who.err" | sed 's/^/         /'
   fi
+  local keep=$work/jar-keep-$who
+  rm -f "$keep"
+  sign_in "$keep" "$op" >/dev/null
   kill -TERM "$server"
   wait "$server"
   [ $? = 0 ] && ok "$who: sigterm-exits-0" || bad "$who: sigterm-exits-0"
+  # a signed-in session is in the state: the next serve honours it
+  if start "$state" "$work/serve2-$who.log" --ui 127.0.0.1:0; then
+    U=http://$url
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$keep" "$(ui_base "$keep")")" = 200 ] && ok "$who: session-outlives-restart" ||
+      bad "$who: session-outlives-restart"
+    kill -TERM "$server"
+    wait "$server"
+  else
+    bad "$who: serve-restarts"
+  fi
   C serve --caps "$caps" --state "$state" --ui 0.0.0.0:0 2>"$work/insecure.err"
   [ $? = 2 ] && grep -q -- "--ui 0.0.0.0:0 is not a loopback address" "$work/insecure.err" &&
     ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
@@ -236,7 +265,7 @@ tls() { # the cookie of an HTTPS dashboard is Secure, with the __Secure- prefix 
   local csrf h
   csrf=$(curl -s --cacert "$work/cert.pem" -c "$jar" "$U/login" | csrf_of)
   h=$(curl -s -D - -o /dev/null --cacert "$work/cert.pem" -b "$jar" --data-urlencode "csrf=$csrf" --data-urlencode "token=$op" "$U/login")
-  grep -qi "^Set-Cookie: __Secure-capsule_ui_${url##*:}=[0-9a-f]\{64\}; Path=/s/[0-9a-f]\{64\}; HttpOnly; SameSite=Strict; Secure" <<<"$h" &&
+  grep -qi "^Set-Cookie: __Secure-capsule_ui=[0-9a-f]\{64\}; Path=/s/[0-9a-f]\{64\}; HttpOnly; SameSite=Strict; Secure" <<<"$h" &&
     ok "tls: cookie-secure-prefix" || bad "tls: cookie-secure-prefix ($(grep -i set-cookie <<<"$h"))"
   kill -TERM "$server"
   wait "$server"
@@ -267,6 +296,45 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
   curl -s -b "$jar" "${B}audit?q=asker&decision=ask-approved&verify=1" >"$work/page"
   [ "$(grep -c '<tr class="record"' "$work/page")" = 1 ] && grep -q '<td class="chain ok">ok</td>' "$work/page" &&
     grep -q 'The chain verifies' "$work/page" && ok "pg: audit-search-and-verify" || bad "pg: audit-search-and-verify"
+  C --state "$PGURL" policy set --caps "$caps" net dispatch allow >/dev/null
+  # the live stream on NOTIFY: serve's listener has its own connection,
+  # LISTENing on the approvals' and the audit log's channels
+  listening() { [ "$(pg_as "$pg_bin/psql" -h "$PGSOCK" -U capsule -At -c \
+    "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"capsule_audit\"'" capsule)" -ge 1 ]; }
+  wait_for listening && ok "pg: dashboard-listens" || bad "pg: dashboard-listens"
+  if [ -n "$browser" ]; then # approvals and the audit log live, through NOTIFY
+    while IFS= read -r line; do
+      case $line in
+        "ok "*) ok "pg: browser: ${line#ok }" ;;
+        *) bad "pg: browser: $line" ;;
+      esac
+    done < <(cd "$root/tests" && node "$here/browser.mjs" "$chromium" "$U" "$op" "$caps" "$PGURL" "$capsule" 2>"$work/browser-pg.err")
+    [ -s "$work/browser-pg.err" ] && tail -20 "$work/browser-pg.err" | sed 's/^/         /'
+  fi
+  # a second serve on the same database (another host's, its own local
+  # directory): the session signed in on the first is honoured there, its
+  # forms accepted, and a sign-out there ends it on the first too
+  local first=$server U1=$U U2 B1 B2 jar2=$work/jar-pg2
+  if XDG_STATE_HOME=$work/pg-local2 start "$PGURL" "$work/serve-pg2.log" --ui 127.0.0.1:0; then
+    U2=http://$url U=http://$url
+    rm -f "$jar2"
+    [ "$(sign_in "$jar2" "$op")" = 303 ] && B2=$(ui_base "$jar2") && B1=$U1${B2#"$U2"} &&
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" "$B1")" = 200 ] &&
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$B1" | csrf_of)&capability=echo&tool=dispatch&policy=allow" "${B2}policy")" = 303 ] &&
+      ok "pg: session-shared-by-two-serves" || bad "pg: session-shared-by-two-serves"
+    curl -s -o /dev/null -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$B2" | csrf_of)" "${B2}logout"
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" "$B1")" = 303 ] && ok "pg: sign-out-ends-it-on-both" ||
+      bad "pg: sign-out-ends-it-on-both"
+    kill -TERM "$server"
+    wait "$server"
+  else
+    bad "pg: second-serve-starts"; cat "$work/serve-pg2.log"
+  fi
+  server=$first U=$U1
+  C --state "$PGURL" call --caps "$caps" net dispatch '{"text":"out"}' >/dev/null 2>&1
+  curl -s -b "$jar" "${B}egress?capability=net&decision=deny" >"$work/page"
+  [ "$(grep -c '<tr class="egress"' "$work/page")" -ge 2 ] && grep -q '<td>198.51.100.9</td><td>80</td>' "$work/page" &&
+    ok "pg: egress-log-filtered" || bad "pg: egress-log-filtered"
   kill -TERM "$server"
   wait "$server"
   pg_stop

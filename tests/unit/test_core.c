@@ -339,7 +339,34 @@ static void test_sha256(void)
   CHECK(bad == 0);
 }
 
-UNIT_MAIN(test_sha256, test_json_positions, test_jsonc_blank, test_json_columns_count_characters,
-          test_json_errors, test_json_depth_limit, test_json_nul_and_escapes,
-          test_node_equal_numbers, test_json_big_numbers_keep_text, test_pretty_writer, test_utf8,
-          test_textpos, test_diags_sorted_and_capped, test_mkdir_p)
+/* HMAC-SHA-256 on capsule's SHA-256 is libsodium's, for keys of every
+ * length class and messages across block boundaries. */
+static void test_hmac_sha256(void)
+{
+  static unsigned char key[100], msg[300];
+  for (size_t i = 0; i < sizeof key; i++)
+    key[i] = (unsigned char)(i * 7 + 1);
+  for (size_t i = 0; i < sizeof msg; i++)
+    msg[i] = (unsigned char)(i * 13 + 5);
+  static const size_t klens[] = {0, 1, 32, 64, 65, 100};
+  int bad = 0;
+  for (size_t k = 0; k < sizeof klens / sizeof klens[0]; k++) {
+    struct cap_hmac_sha256 h;
+    cap_hmac_sha256_init(&h, key, klens[k]);
+    for (size_t len = 0; len <= sizeof msg; len += len < 130 ? 1 : 17) {
+      unsigned char want[32], got[32];
+      crypto_auth_hmacsha256_state s;
+      crypto_auth_hmacsha256_init(&s, key, klens[k]);
+      crypto_auth_hmacsha256_update(&s, msg, len);
+      crypto_auth_hmacsha256_final(&s, want);
+      cap_hmac_sha256(&h, msg, len, got);
+      bad += memcmp(want, got, 32) != 0;
+    }
+  }
+  CHECK(bad == 0);
+}
+
+UNIT_MAIN(test_sha256, test_hmac_sha256, test_json_positions, test_jsonc_blank,
+          test_json_columns_count_characters, test_json_errors, test_json_depth_limit,
+          test_json_nul_and_escapes, test_node_equal_numbers, test_json_big_numbers_keep_text,
+          test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped, test_mkdir_p)

@@ -1,0 +1,174 @@
+/* The egress log's batch and its writer (egress_store.h). */
+#include "gateway/egress_store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/buf.h"
+#include "gateway/state_int.h"
+
+const char *gw_egress_decision_name(enum proxy_decision d)
+{
+  static const char *const names[] = {"allow", "deny", "suppressed"};
+  return names[d];
+}
+
+static char *dup_or_null(const char *s) { return s ? cap_xstrdup(s) : NULL; }
+
+/* The sink's function: a copy of ev in the batch (the proxy's thread). */
+static void batch_event(void *arg, const struct proxy_egress_event *ev)
+{
+  struct gw_egress_batch *b = arg;
+  pthread_mutex_lock(&b->lock);
+  if (b->n == GW_EGRESS_BATCH_MAX) {
+    b->over += ev->count ? ev->count : 1;
+    pthread_mutex_unlock(&b->lock);
+    return;
+  }
+  if (b->n == b->cap) {
+    b->cap = b->cap ? b->cap * 2 : 16;
+    b->rows = cap_xrealloc(b->rows, b->cap * sizeof *b->rows);
+  }
+  b->rows[b->n++] = (struct gw_egress_row){
+      .time_ms = ev->time_ms,
+      .decision = ev->decision,
+      .kind = dup_or_null(ev->kind),
+      .host = dup_or_null(ev->host),
+      .method = dup_or_null(ev->method),
+      .path = dup_or_null(ev->path),
+      .credential = dup_or_null(ev->credential),
+      .reason = dup_or_null(ev->reason),
+      .port = ev->port,
+      .count = ev->count,
+      .bytes_up = ev->bytes_up,
+      .bytes_down = ev->bytes_down,
+  };
+  pthread_mutex_unlock(&b->lock);
+}
+
+void gw_egress_batch_init(struct gw_egress_batch *b)
+{
+  *b = (struct gw_egress_batch){.sink = {.event = batch_event, .arg = b}};
+  pthread_mutex_init(&b->lock, NULL);
+}
+
+static void clear_rows(struct gw_egress_batch *b)
+{
+  for (size_t i = 0; i < b->n; i++) {
+    struct gw_egress_row *r = &b->rows[i];
+    free(r->kind);
+    free(r->host);
+    free(r->method);
+    free(r->path);
+    free(r->credential);
+    free(r->reason);
+  }
+  b->n = 0;
+  b->over = 0;
+}
+
+void gw_egress_batch_free(struct gw_egress_batch *b)
+{
+  if (!b->sink.event)
+    return; /* never initialised */
+  clear_rows(b);
+  free(b->rows);
+  b->rows = NULL;
+  b->cap = 0;
+  pthread_mutex_destroy(&b->lock);
+  b->sink.event = NULL;
+}
+
+static void text_or_null(struct gw_stmt *s, int i, const char *v)
+{
+  if (v)
+    gw_stmt_bind_text(s, i, v);
+}
+
+static void format_time(int64_t ms, char out[32])
+{
+  time_t sec = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&sec, &tm);
+  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+}
+
+/* One row through the prepared INSERT. */
+static int insert_row(struct gw_stmt *s, const struct gw_egress_row *r, const char *capability,
+                      const char *user, int64_t call_seq)
+{
+  char when[32];
+  format_time(r->time_ms, when);
+  gw_stmt_bind_text(s, 1, when);
+  gw_stmt_bind_text(s, 2, capability);
+  gw_stmt_bind_text(s, 3, user);
+  if (call_seq > 0)
+    gw_stmt_bind_int64(s, 4, call_seq);
+  gw_stmt_bind_text(s, 5, gw_egress_decision_name(r->decision));
+  text_or_null(s, 6, r->kind);
+  text_or_null(s, 7, r->host);
+  gw_stmt_bind_int64(s, 8, r->port);
+  text_or_null(s, 9, r->method);
+  text_or_null(s, 10, r->path);
+  text_or_null(s, 11, r->credential);
+  text_or_null(s, 12, r->reason);
+  gw_stmt_bind_int64(s, 13, r->count);
+  gw_stmt_bind_int64(s, 14, r->bytes_up);
+  gw_stmt_bind_int64(s, 15, r->bytes_down);
+  int rc = gw_stmt_step(s);
+  return rc == GW_DB_DONE ? 0 : -1;
+}
+
+static int insert_rows(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
+                       const char *user, int64_t call_seq)
+{
+  static const char sql[] =
+      "INSERT INTO egress (time, capability, user, call_seq, decision, kind, host, port, method,"
+      " path, credential, reason, count, bytes_up, bytes_down)"
+      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+  int r = 0;
+  for (size_t i = 0; r == 0 && i < b->n; i++) {
+    /* a statement per row: binding NULL is leaving a value unbound */
+    struct gw_stmt *s = gw_db_prepare(st->db, sql);
+    r = s ? insert_row(s, &b->rows[i], capability, user, call_seq) : -1;
+    gw_stmt_finalize(s);
+  }
+  return r;
+}
+
+int gw_egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
+                    const char *user, int64_t call_seq, struct cap_error *err)
+{
+  pthread_mutex_lock(&b->lock);
+  if (b->over) { /* the rows past the bound, as one */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    b->rows = cap_xrealloc(b->rows, (b->n + 1) * sizeof *b->rows);
+    b->rows[b->n++] = (struct gw_egress_row){
+        .time_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+        .decision = PROXY_SUPPRESSED,
+        .reason = cap_xasprintf("%lld decisions past this call's %d rows were not stored", b->over,
+                                GW_EGRESS_BATCH_MAX),
+        .count = b->over};
+    b->cap = b->n;
+  }
+  int r = 0;
+  if (b->n) {
+    if (gw_db_exec(st->db, "BEGIN") != GW_DB_OK)
+      r = -1;
+    if (r == 0)
+      r = insert_rows(st, b, capability, user, call_seq);
+    if (r == 0 && gw_db_exec(st->db, "COMMIT") != GW_DB_OK)
+      r = -1;
+    if (r < 0) {
+      r = gw_state_db_error(st, err, "cannot store the call's egress log");
+      gw_db_exec(st->db, "ROLLBACK");
+    }
+  }
+  clear_rows(b);
+  pthread_mutex_unlock(&b->lock);
+  return r;
+}

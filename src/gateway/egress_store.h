@@ -1,0 +1,50 @@
+/* The egress log in the state: the decisions of a call's egress proxy
+ * (net/proxy.h's sink) gathered in memory while the call runs, then
+ * written in one transaction after its audit record, each row naming the
+ * call's record (table egress, schema version 9). The proxy's threads
+ * only copy an event into the batch under its mutex: the database is never
+ * touched on the proxy's path. A batch keeps at most GW_EGRESS_BATCH_MAX
+ * rows (the proxy's own rate limit keeps most calls far below); the rest
+ * are counted and stored as one "suppressed" row. Reading it back is
+ * gw_egress_query (state_query.h). */
+#ifndef CAPSULE_GATEWAY_EGRESS_STORE_H
+#define CAPSULE_GATEWAY_EGRESS_STORE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "gateway/state.h"
+#include "net/proxy.h"
+
+#define GW_EGRESS_BATCH_MAX 4096
+
+struct gw_egress_row {
+  int64_t time_ms;
+  enum proxy_decision decision;
+  char *kind, *host, *method, *path, *credential, *reason;
+  unsigned port;
+  long long count, bytes_up, bytes_down;
+};
+
+struct gw_egress_batch {
+  pthread_mutex_t lock;
+  struct gw_egress_row *rows;
+  size_t n, cap;
+  long long over;                /* decisions past GW_EGRESS_BATCH_MAX */
+  struct proxy_egress_sink sink; /* hands events to this batch */
+};
+
+void gw_egress_batch_init(struct gw_egress_batch *b);
+void gw_egress_batch_free(struct gw_egress_batch *b);
+
+/* "allow", "deny", "suppressed". */
+const char *gw_egress_decision_name(enum proxy_decision d);
+
+/* Writes b's rows (then empties b) for capability and user, linked to the
+ * audit record call_seq (0: none). Nothing to write: no transaction. */
+int gw_egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
+                    const char *user, int64_t call_seq, struct cap_error *err);
+
+#endif
