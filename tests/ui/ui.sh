@@ -176,7 +176,7 @@ curl_checks() {
   C call --caps "$caps" --state "$state" net dispatch '{"text":"out"}' >/dev/null 2>&1
   curl -s -b "$jar" "${B}egress?capability=net&decision=deny&q=8081" >"$work/egress"
   local callseq
-  callseq=$(grep -o 'href="/egress?call=[0-9]*"' "$work/egress" | head -1 | grep -o '[0-9]*')
+  callseq=$(grep -o 'href="/s/[0-9a-f]*/egress?call=[0-9]*"' "$work/egress" | head -1 | sed 's/.*call=\([0-9]*\)"/\1/')
   [ "$(grep -c '<tr class="egress"' "$work/egress")" = 1 ] && grep -q '<td>198.51.100.9</td><td>8081</td>' "$work/egress" &&
     grep -q 'p&lt;b&gt;8081' "$work/egress" && [ -n "$callseq" ] &&
     [ "$(curl -s -b "$jar" "${B}egress?call=$callseq" | grep -c '<tr class="egress"')" = 2 ] &&
