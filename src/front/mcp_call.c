@@ -13,6 +13,7 @@
  * "mcp_error": "JSON"} (the last two: the server's own answer). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +27,18 @@
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "front/mcp_internal.h"
+#include "gateway/instance.h"
 
 #define PROGRESS_EVERY_MS 1000
 #define KILL_GRACE_MS 5000
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
+
+struct mcp_job;
+static void job_free(struct mcp_job *j);
+
+/* A child or a thread runs it (else it waits for the client's answer) */
+static bool running(const struct mcp_run *r) { return r->pid || r->threaded; }
 
 static void run_free(struct mcp_run *r)
 {
@@ -46,6 +54,7 @@ static void run_free(struct mcp_run *r)
   free(r->report);
   cap_buf_free(&r->line);
   mcp_run_free_asked(r);
+  job_free(r->job);
   free(r);
 }
 
@@ -196,10 +205,62 @@ static void report(int fd, enum gw_outcome o, const struct cap_error *err, const
   cap_buf_free(&b);
 }
 
+/* What a call's pipeline reads of its session and its run: a child reads
+ * its copy of the session; a thread (the warm path) gets copies of what
+ * the session may change while it runs, and the registry held. */
+struct mcp_job {
+  const struct mcp_config *cfg;
+  const struct gw_registry *reg;
+  const struct mcp_session *s; /* gather only: in a child */
+  char *client_caps, *log_level;
+  const struct mcp_run *r; /* lives until the run is joined */
+  enum gw_answer answer;
+  bool threaded;
+  int fd;
+  void *held; /* the registry's hold (mcp_config.reg_hold) */
+};
+
+/* The pipeline on st (NULL: err says why there is none), its report on fd:
+ * the one body of a call, in a child or in a thread. */
+static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct cap_error *err)
+{
+  const struct mcp_run *r = j->r;
+  enum gw_outcome o = GW_OUTCOME_FAILED;
+  struct gw_result res = {0};
+  struct gw_mcp_relay relay = {.fd = j->fd,
+                               .client_caps = j->client_caps,
+                               .progress_token = r->token_json,
+                               .log_level = j->log_level};
+  if (st) {
+    struct gw_call call = j->cfg->base;
+    call.capability = r->cap;
+    call.tool = r->tool;
+    call.args = r->args;
+    call.args_len = strlen(r->args);
+    call.may_prompt = false;
+    call.answer = j->answer;
+    call.mcp_method = r->method;
+    if (r->deadline_ms)
+      call.deadline_ms = r->deadline_ms;
+    call.relay = r->relayed ? &relay : NULL;
+    call.warm_only = j->threaded;
+    if (!j->threaded) /* a child's state is its own (and its copy of the lock is held) */
+      call.state_lock = NULL;
+    if (r->gather) { /* every MCP-server capability's list, merged */
+      mcp_gather_run(j->s, st, &call, r->method, &relay);
+      o = GW_OUTCOME_OK;
+    } else
+      o = gw_call(&call, j->reg, st, &res, err);
+  }
+  report(j->fd, o, err, res.json, res.terminal_on_success, &relay);
+  free(res.json);
+  free(relay.raw_result);
+  free(relay.raw_error);
+}
+
 /* In the child: its own state connection (SQLite's must not cross a
  * fork), stdin and stdout away from the transport, then the pipeline. */
-static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r,
-                            enum gw_answer answer, int fd, pid_t parent)
+static _Noreturn void child(const struct mcp_job *j, pid_t parent)
 {
   /* the session gone, its calls stop (their sandboxes die with them) */
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
@@ -215,34 +276,85 @@ static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r
   sigprocmask(SIG_SETMASK, &none, NULL);
   struct cap_error err = {0};
   struct gw_state *st = NULL;
-  enum gw_outcome o = GW_OUTCOME_FAILED;
-  struct gw_result res = {0};
-  struct gw_mcp_relay relay = {.fd = fd,
-                               .client_caps = s->client_caps,
-                               .progress_token = r->token_json,
-                               .log_level = s->log_level};
-  if (!s->cfg->state_dir)
+  if (!j->cfg->state_dir)
     cap_error_set(&err, EINVAL, "no state directory to run calls with");
-  else if (gw_state_open(s->cfg->state_dir, &st, &err) == 0) {
-    struct gw_call call = s->cfg->base;
-    call.capability = r->cap;
-    call.tool = r->tool;
-    call.args = r->args;
-    call.args_len = strlen(r->args);
-    call.may_prompt = false;
-    call.answer = answer;
-    call.mcp_method = r->method;
-    if (r->deadline_ms)
-      call.deadline_ms = r->deadline_ms;
-    call.relay = r->relayed ? &relay : NULL;
-    if (r->gather) { /* every MCP-server capability's list, merged */
-      mcp_gather_run(s, st, &call, r->method, &relay);
-      o = GW_OUTCOME_OK;
-    } else
-      o = gw_call(&call, s->cfg->reg, st, &res, &err);
-  }
-  report(fd, o, &err, res.json, res.terminal_on_success, &relay);
+  else if (gw_state_open(j->cfg->state_dir, &st, &err) < 0)
+    st = NULL;
+  run_pipeline(j, st, &err);
   _exit(0);
+}
+
+static void *call_thread(void *arg)
+{
+  struct mcp_job *j = arg;
+  struct cap_error err = {0};
+  run_pipeline(j, j->cfg->st, &err);
+  cap_error_clear(&err);
+  close(j->fd); /* the session reads the end of the report */
+  j->fd = -1;
+  return NULL;
+}
+
+static void job_free(struct mcp_job *j)
+{
+  if (!j)
+    return;
+  if (j->held)
+    j->cfg->reg_release(j->cfg->reg_ctx, j->held);
+  if (j->fd >= 0)
+    close(j->fd);
+  free(j->client_caps);
+  free(j->log_level);
+  free(j);
+}
+
+/* Whether a warm server answers this run, so that a thread of this
+ * process may run its pipeline: a third-party MCP server's keeper is
+ * alive for the capability (the first call, or one after the keeper
+ * idled out, runs in a child, which starts it). */
+static bool warm_in_process(const struct mcp_session *s, const struct mcp_run *r)
+{
+  const struct mcp_config *cfg = s->cfg;
+  if (!cfg->base.state_lock || !cfg->st || !cfg->reg_hold || !cfg->base.run_dir || r->gather ||
+      !r->relayed || getenv("CAPSULE_MCP_COLD"))
+    return false;
+  const struct cap_spec *spec = gw_registry_find(cfg->reg, r->cap);
+  if (!spec || spec->runtime.kind != CAP_RUNTIME_MCP)
+    return false;
+  struct gw_instance_info *list = NULL;
+  size_t n = 0;
+  struct cap_error err = {0};
+  bool warm = false;
+  if (gw_instance_list(cfg->base.run_dir, &list, &n, &err) == 0)
+    for (size_t i = 0; i < n && !warm; i++)
+      warm = strcmp(list[i].protocol, "mcp") == 0 && strcmp(list[i].capability, spec->id) == 0 &&
+             list[i].state == GW_INSTANCE_SERVING;
+  cap_error_clear(&err);
+  free(list);
+  return warm;
+}
+
+/* The warm path: the pipeline in a thread on the session's state; false
+ * (j as it was) when no thread can be had. */
+static bool start_thread(struct mcp_session *s, struct mcp_run *r, struct mcp_job *j)
+{
+  j->threaded = true;
+  j->held = s->cfg->reg_hold(s->cfg->reg_ctx);
+  j->client_caps = s->client_caps ? cap_xstrdup(s->client_caps) : NULL;
+  j->log_level = s->log_level ? cap_xstrdup(s->log_level) : NULL;
+  if (pthread_create(&r->thread, NULL, call_thread, j) == 0) {
+    r->threaded = true;
+    r->job = j;
+    return true;
+  }
+  s->cfg->reg_release(s->cfg->reg_ctx, j->held);
+  free(j->client_caps);
+  free(j->log_level);
+  j->threaded = false;
+  j->held = NULL;
+  j->client_caps = s->client_caps;
+  j->log_level = s->log_level;
+  return false;
 }
 
 void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer)
@@ -252,18 +364,34 @@ void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answ
     send_tool_error(s, r->id_json, "cannot start the call: no pipe");
     return drop(s, r);
   }
-  pid_t parent = getpid(), pid = fork();
+  struct mcp_job *j = cap_xcalloc(1, sizeof *j);
+  *j = (struct mcp_job){.cfg = s->cfg,
+                        .reg = s->cfg->reg,
+                        .s = s,
+                        .client_caps = s->client_caps, /* borrowed, unless threaded */
+                        .log_level = s->log_level,
+                        .r = r,
+                        .answer = answer,
+                        .fd = p[1]};
+  bool threaded = warm_in_process(s, r) && start_thread(s, r, j);
+  pid_t pid = 0;
+  if (!threaded) {
+    pid_t parent = getpid();
+    pid = fork();
+    if (pid == 0) {
+      close(p[0]);
+      child(j, parent);
+    }
+    free(j); /* the child had its copy; it borrows the session's strings */
+  }
   if (pid < 0) {
     close(p[0]);
     close(p[1]);
     send_tool_error(s, r->id_json, "cannot start the call: fork failed");
     return drop(s, r);
   }
-  if (pid == 0) {
-    close(p[0]);
-    child(s, r, answer, p[1], parent);
-  }
-  close(p[1]);
+  if (!threaded)
+    close(p[1]);
   fcntl(p[0], F_SETFL, O_NONBLOCK);
   r->pid = pid;
   r->fd = p[0];
@@ -312,7 +440,7 @@ void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *m
     return;
   struct mcp_run *r = NULL;
   for (size_t i = 0; i < MCP_MAX_RUNNING && !r; i++)
-    if (s->runs[i] && !s->runs[i]->pid && s->runs[i]->elicit_id == id)
+    if (s->runs[i] && !running(s->runs[i]) && s->runs[i]->elicit_id == id)
       r = s->runs[i];
   if (!r)
     return; /* an answer to nothing we asked (or to a cancelled call) */
@@ -459,9 +587,9 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
 {
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
-    if (!r || r->cancelled || strcmp(r->id_json, id_json) != 0 || (only_waiting && r->pid))
+    if (!r || r->cancelled || strcmp(r->id_json, id_json) != 0 || (only_waiting && running(r)))
       continue;
-    if (!r->pid) { /* still waiting for the client's answer: nothing ran */
+    if (!running(r)) { /* still waiting for the client's answer: nothing ran */
       s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
       drop(s, r);
       continue;
@@ -469,6 +597,10 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
     r->cancelled = true;
     if (r->relayed) /* the server is told first, as MCP says */
       mcp_relay_cancel(r);
+    if (r->threaded) { /* its exchange ends when the relay does; the report still comes */
+      shutdown(r->fd, SHUT_WR);
+      continue;
+    }
     kill(r->pid, SIGTERM);
     r->kill_at_ms = now_ms() + KILL_GRACE_MS;
   }
@@ -569,9 +701,13 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
       continue;
     if (drain(s, r)) {
       int status = 0;
-      while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
-        ;
+      if (r->threaded) /* it closed its end last */
+        pthread_join(r->thread, NULL);
+      else
+        while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
+          ;
       r->pid = 0;
+      r->threaded = false;
       finish(s, r, status);
       continue;
     }
@@ -592,10 +728,39 @@ size_t mcp_session_busy(const struct mcp_session *s)
   return k;
 }
 
+/* The threads' runs end: the server told as by a cancellation, the
+ * relay closed both ways (which ends a warm exchange, and any write of
+ * the thread's), then each joined without the state lock, which they
+ * need to audit. */
+static void stop_threads(struct mcp_session *s)
+{
+  bool any = false;
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    if (!r || !r->threaded)
+      continue;
+    if (!r->cancelled && r->relayed)
+      mcp_relay_cancel(r);
+    shutdown(r->fd, SHUT_RDWR);
+    any = true;
+  }
+  const struct gw_state_lock *lock = s->cfg->base.state_lock;
+  if (!any || !lock)
+    return;
+  lock->release(lock->ctx);
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
+    if (s->runs[i] && s->runs[i]->threaded) {
+      pthread_join(s->runs[i]->thread, NULL);
+      s->runs[i]->threaded = false;
+    }
+  lock->acquire(lock->ctx);
+}
+
 /* Stops what still runs: SIGTERM, up to KILL_GRACE_MS for it to end (its
- * pipeline then audits it), SIGKILL. */
+ * pipeline then audits it), SIGKILL; a thread's run as stop_threads says. */
 void mcp_runs_free(struct mcp_session *s)
 {
+  stop_threads(s);
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) /* once: a second one could end the child */
     if (s->runs[i] && s->runs[i]->pid && !s->runs[i]->cancelled) /* between its record and */
       kill(s->runs[i]->pid, SIGTERM); /* its marker's removal: a second, "interrupted" record */

@@ -4,6 +4,7 @@
 #ifndef CAPSULE_FRONT_MCP_INTERNAL_H
 #define CAPSULE_FRONT_MCP_INTERNAL_H
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "core/buf.h"
@@ -58,8 +59,9 @@ struct mcp_asked {
   char *theirs;
 };
 
-/* A call in flight: a child process running gw_call, or one waiting for
- * the client's answer to our elicitation. */
+/* A call in flight: a child process (or, on the warm path, a thread)
+ * running gw_call, or one waiting for the client's answer to our
+ * elicitation. */
 struct mcp_run {
   const char *method;   /* NULL: tools/call; else an MCP request relayed to the server (static) */
   bool gather;          /* method runs on every MCP-server capability (mcp_gather.c) */
@@ -76,6 +78,9 @@ struct mcp_run {
   char *args;          /* the arguments, JSON text */
   int64_t elicit_id;   /* our elicitation/create request's id; 0 when none */
   pid_t pid;           /* the child, or 0 */
+  bool threaded;       /* the warm path: a thread of this process runs it (mcp_call.c) */
+  pthread_t thread;
+  struct mcp_job *job; /* what the thread reads (owned; freed once it is joined) */
   int fd;              /* the child's report; -1 */
   uint64_t started_ms; /* monotonic */
   uint64_t next_progress_ms;

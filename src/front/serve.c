@@ -157,6 +157,23 @@ static void sess_send(void *ctx, const char *for_id, bool final, const char *jso
     drop_route(x, r);
 }
 
+/* A warm call's thread holds the registry it started with (mcp.h) */
+static void *sess_reg_hold(void *ctx)
+{
+  struct sess *x = ctx;
+  x->gen->refs++;
+  return x->gen;
+}
+
+static void sess_reg_release(void *ctx, void *held)
+{
+  (void)ctx;
+  gen_unref(held);
+}
+
+static void call_lock_acquire(void *ctx) { pthread_mutex_lock(&((struct serve *)ctx)->state_mu); }
+static void call_lock_release(void *ctx) { pthread_mutex_unlock(&((struct serve *)ctx)->state_mu); }
+
 static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *user)
 {
   struct sess *x = cap_xcalloc(1, sizeof *x);
@@ -177,7 +194,11 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .server_version = sv->opt->version,
       .list_changed = !http,  /* HTTP offers no stream outside requests to carry it */
       .local_methods = !http, /* the CLI's capsule/call: its peer is who SO_PEERCRED says */
+      .reg_hold = sess_reg_hold,
+      .reg_release = sess_reg_release,
+      .reg_ctx = x,
       .base = {.user = x->user,
+               .state_lock = &sv->call_lock,
                .deadline_ms = sv->opt->deadline_ms,
                .log_dir = sv->logs,
                .run_dir = sv->run,
@@ -635,6 +656,8 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
   sv->opt = opt;
   pthread_mutex_init(&sv->state_mu, NULL);
   pthread_mutex_init(&sv->queue_mu, NULL);
+  sv->call_lock =
+      (struct gw_state_lock){.acquire = call_lock_acquire, .release = call_lock_release, .ctx = sv};
   sv->listen_fd = sv->inotify_fd = -1;
   sv->logs = cap_xasprintf("%s/logs", opt->state_dir);
   sv->run = cap_xasprintf("%s/run", opt->state_dir);

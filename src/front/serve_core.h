@@ -47,6 +47,7 @@ struct serve {
   struct serve_grpc *grpc; /* --grpc, or NULL */
   const struct serve_options *opt;
   pthread_mutex_t state_mu, queue_mu;
+  struct gw_state_lock call_lock; /* state_mu, for the warm calls' threads (gateway/call.h) */
   struct inbound *head, *tail;
   int wake; /* eventfd */
   bool stopping;

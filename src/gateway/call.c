@@ -169,6 +169,10 @@ static enum gw_outcome find_dynamic_tool(struct call_ctx *c, struct cap_error *e
   if (c->tool)
     return GW_OUTCOME_OK;
   gw_tools_free(&c->dynamic);
+  if (c->call->warm_only) /* discovery starts the server for itself */
+    return cap_error_set(err, ENOENT, "%s has no tool %s as last discovered", c->spec->id,
+                         c->call->tool),
+           GW_OUTCOME_FAILED;
   enum gw_outcome o = resolve_credentials(c, err);
   if (o == GW_OUTCOME_OK)
     o = c->spec->runtime.kind == CAP_RUNTIME_MCP
@@ -571,6 +575,18 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   return o;
 }
 
+static void state_acquire(const struct gw_call *call)
+{
+  if (call->state_lock)
+    call->state_lock->acquire(call->state_lock->ctx);
+}
+
+static void state_release(const struct gw_call *call)
+{
+  if (call->state_lock)
+    call->state_lock->release(call->state_lock->ctx);
+}
+
 /* A third-party MCP server: for a front door's call (c->call->relay) on
  * its warm server (gateway/mcp_keeper.c) when one can be had, else on one
  * started for this call alone. */
@@ -585,12 +601,17 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
        attempt++) {
     struct cap_error kerr = {0};
     _cleanup_close_ int warm = gw_mcp_keeper_connect(call, spec, c->env, c->n_env, &kerr);
+    if (warm < 0 && call->warm_only)
+      return cap_error_set(err, -warm, "no warm server for %s: %s", spec->id, kerr.message),
+             cap_error_clear(&kerr), GW_OUTCOME_FAILED;
     cap_error_clear(&kerr);
     if (warm < 0)
-      break; /* without a warm server, the call starts its own */
+      break;             /* without a warm server, the call starts its own */
+    state_release(call); /* the exchange does not touch the state */
     enum gw_outcome o =
         params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, err)
                : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, err);
+    state_acquire(call);
     if (o == GW_OUTCOME_FAILED && err->code == ECONNABORTED) {
       cap_error_clear(err);
       continue;
@@ -599,6 +620,11 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
       call->relay->raw_result = cap_xstrdup(c->out);
     return o;
   }
+  if (call->warm_only)
+    return cap_error_set(err, ECONNABORTED,
+                         "%s's warm server ended twice before it took the call; try again",
+                         spec->id),
+           GW_OUTCOME_FAILED;
   if (!params)
     return mcp_client_call(call, spec, c->env, c->n_env, &c->out, err);
   enum gw_outcome o =
@@ -611,6 +637,9 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
 static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
                                    struct cap_error *err)
 {
+  if (c->call->warm_only && spec->runtime.kind != CAP_RUNTIME_MCP)
+    return cap_error_set(err, ENOTSUP, "%s has no warm server to answer in this process", spec->id),
+           GW_OUTCOME_FAILED;
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_JSONL:
     return covenant_run(c->call, spec, c->args->root, c->env, c->n_env, &c->out, err);
@@ -670,8 +699,21 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   return o;
 }
 
+static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_registry *reg,
+                                  struct gw_state *st, struct gw_result *res,
+                                  struct cap_error *err);
+
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
+{
+  state_acquire(call);
+  enum gw_outcome o = call_steps(call, reg, st, res, err);
+  state_release(call);
+  return o;
+}
+
+static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_registry *reg,
+                                  struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
   *res = (struct gw_result){0};
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC), cpu_ms = 0;

@@ -23,6 +23,15 @@
 #define GW_DEFAULT_DEADLINE_MS 120000
 #define GW_DEFAULT_OUTPUT_CAP (16u << 20)
 
+/* A state connection shared with other threads (capsule serve's): gw_call
+ * holds the lock while it uses the state, and lets it go while a warm
+ * server answers (gw_call.warm_only), so the connection stays one. */
+struct gw_state_lock {
+  void (*acquire)(void *ctx);
+  void (*release)(void *ctx);
+  void *ctx;
+};
+
 /* The human's answer to `ask`, obtained by a front door before the call
  * (MCP elicitation, front/mcp.h): it stands for the terminal's prompt. */
 enum gw_answer { GW_ANSWER_NONE, GW_ANSWER_YES, GW_ANSWER_NO };
@@ -72,6 +81,13 @@ struct gw_call {
    * params; the tool is not looked up, no policy applies (the capability
    * is served), and the audit record names the method as the tool. */
   const char *mcp_method;
+  /* NULL: the state is the caller's alone; else taken around its use */
+  const struct gw_state_lock *state_lock;
+  /* The call runs in a long-lived process's thread (serve's warm path):
+   * only a warm server may answer it (a third-party MCP server's
+   * keeper, gateway/mcp_keeper.c); no sandbox is started for the call
+   * alone, which would need a process of its own. */
+  bool warm_only;
 };
 
 /* What a front door's MCP client and a third-party MCP server exchange

@@ -669,9 +669,15 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
   if (r < 0 || !create)
     return r;
   if (*base) {
+    _cleanup_free_ char *seen = cap_xasprintf("%u %s", (unsigned)*base, key);
+    for (size_t i = 0; i < st->ids_seen.len; i++)
+      if (strcmp(st->ids_seen.v[i], seen) == 0)
+        return 0;
     r = registered(st, key, *base, err);
     if (r < 0)
       *base = 0;
+    else
+      cap_strv_push(&st->ids_seen, seen);
     return r;
   }
   /* under the write lock: another capsule may be allocating too */

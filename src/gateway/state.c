@@ -374,6 +374,7 @@ void gw_state_close(struct gw_state *st)
   if (!st)
     return;
   gw_db_close(st->db);
+  cap_strv_free(&st->ids_seen);
   free(st->url);
   cap_secret_free(st->keys, sizeof *st->keys);
   if (st->dirfd >= 0)

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "gateway/db.h"
+#include "manifest/model.h"
 
 #define GW_KEY_BYTES 32
 
@@ -30,6 +31,9 @@ struct gw_state {
   char *dir;
   int dirfd; /* the state directory, as checked */
   struct gw_state_keys *keys;
+  /* id ranges this connection found registered (gw_state_id_range):
+   * a long-lived process (serve) checks the host's registry once a key */
+  struct cap_strv ids_seen; /* "BASE KEY" */
 };
 
 int gw_state_db_error(struct gw_state *st, struct cap_error *err, const char *what);
