@@ -26,6 +26,7 @@
 #include "front/serve_internal.h"
 
 #define KEEPALIVE_MS 1000
+#define ANSWER_SOON_MS 50
 
 /* Per-token rate limits: a bucket of 2*rate requests refilled at rate a
  * second; a token past it gets 429. Only authenticated tokens get a
@@ -224,6 +225,29 @@ static bool known_version(const char *v)
   return false;
 }
 
+/* A call whose answer is its only message within ANSWER_SOON_MS (a warm
+ * server's, typically) is answered with that JSON object, which the
+ * transport allows the server to choose: the client reads a complete
+ * body and keeps its connection, where an SSE stream costs a stream's
+ * set-up and often the connection. Anything sent before the answer
+ * (progress, logging, a request to the client), or a longer call, gets
+ * the SSE stream, whose keep-alive comments also show a client that left.
+ * Called with st->mu held. */
+static bool answered_soon(struct stream *st)
+{
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += ANSWER_SOON_MS * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  while (st->head == st->n && !st->done)
+    if (pthread_cond_timedwait(&st->cv, &st->mu, &until) == ETIMEDOUT)
+      break;
+  return st->done && st->n - st->head == 1 && !st->http_status;
+}
+
 /* The answer once the main thread has it: the refusal, the JSON, or an
  * SSE stream for a call. */
 static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool sse)
@@ -233,6 +257,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
    * then, its messages as they come); anything else waits for its answer */
   while (st->head == st->n && !st->done && !(sse && st->accepted))
     pthread_cond_wait(&st->cv, &st->mu);
+  if (sse && !st->http_status && answered_soon(st))
+    sse = false; /* the answer alone, as JSON: nothing came before it */
   _cleanup_free_ char *session = st->session_id ? cap_xstrdup(st->session_id) : NULL;
   int status = st->http_status;
   _cleanup_free_ char *error = st->error ? cap_xstrdup(st->error) : NULL;
