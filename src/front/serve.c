@@ -622,6 +622,7 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
 }
 
 static void ui_bound(struct serve *sv, const char *addr) { sv->ui_addr = cap_xstrdup(addr); }
+static void http_bound(struct serve *sv, const char *addr) { sv->http_addr = cap_xstrdup(addr); }
 
 static void ui_log(struct serve *sv, const char *msg, const char *user)
 {
@@ -635,6 +636,7 @@ static const struct serve_hooks hooks = {.enqueue = serve_enqueue,
                                          .ui_page = ui_page,
                                          .ui_pulse = ui_pulse,
                                          .ui_bound = ui_bound,
+                                         .http_bound = http_bound,
                                          .ui_log = ui_log};
 
 /* A gRPC address off this host needs TLS, or --insecure said aloud. */
@@ -733,7 +735,7 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   int r = setup(&sv, opt, err);
   if (r == 0) {
     serve_write_status(&sv);
-    serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", opt->http_addr);
+    serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", sv.http_addr);
     if (sv.ui_addr)
       serve_log(&sv, "info", "serving the dashboard", "ui", sv.ui_addr, NULL, NULL);
     if (opt->grpc_addr)
@@ -756,5 +758,6 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.socket_path);
   free(sv.status_path);
   free(sv.ui_addr);
+  free(sv.http_addr);
   return r;
 }

@@ -64,7 +64,8 @@ struct serve {
   bool queue_closed; /* under queue_mu: teardown took the last messages */
   struct serve_http *http;
   struct serve_ui *ui;
-  char *ui_addr; /* the dashboard's address, its port the one bound */
+  char *ui_addr;   /* the dashboard's address, its port the one bound */
+  char *http_addr; /* --mcp-http's, likewise */
 };
 
 /* "2026-11-25T22:00:00.123Z", now. */

@@ -482,9 +482,11 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
     return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
                          opt->http_addr);
   }
+  int bound = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT)->port;
   if (port == 0) /* any free port: the Host values name the one bound */
-    serve_guard_set_port(g, opt->http_addr,
-                         MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT)->port);
+    serve_guard_set_port(g, opt->http_addr, bound);
+  _cleanup_free_ char *addr = serve_guard_bound_addr(opt->http_addr, bound);
+  hooks->http_bound(sv, addr);
   *ret = h;
   return 0;
 }

@@ -115,7 +115,8 @@ struct serve_hooks {
   int (*ui_login)(struct serve *sv, const char *token, char **user);
   void (*ui_page)(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
   uint64_t (*ui_pulse)(struct serve *sv);
-  void (*ui_bound)(struct serve *sv, const char *addr); /* the address listened on */
+  void (*ui_bound)(struct serve *sv, const char *addr);   /* the address listened on */
+  void (*http_bound)(struct serve *sv, const char *addr); /* --mcp-http's, its port the one bound */
   void (*ui_log)(struct serve *sv, const char *msg, const char *user);
 };
 struct serve_http;

@@ -574,9 +574,7 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
   }
   int bound = MHD_get_daemon_info(u->d, MHD_DAEMON_INFO_BIND_PORT)->port;
   serve_guard_set_port(g, opt->ui_addr, bound);
-  const char *colon = strrchr(opt->ui_addr, ':');
-  _cleanup_free_ char *addr =
-      cap_xasprintf("%.*s:%d", (int)(colon - opt->ui_addr), opt->ui_addr, bound);
+  _cleanup_free_ char *addr = serve_guard_bound_addr(opt->ui_addr, bound);
   hooks->ui_bound(sv, addr);
   *ret = u;
   return 0;

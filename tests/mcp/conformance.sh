@@ -70,16 +70,15 @@ run_as() {
   for t in $tools; do C policy set --caps "$caps" --state "$state" conformance "$t" allow >/dev/null; done
   local token port server=
   token=$(C access issue conformance --user conformance --state "$state" 2>/dev/null)
-  for _ in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
-    "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --capability conformance \
-      --mcp-http "127.0.0.1:$port" --rate 100000 2>"$work/serve-$who.log" &
-    server=$!
-    pids+=("$server")
-    if wait_for C serve status --state "$state" >/dev/null 2>&1; then break; fi
-    server=
-  done
-  [ -n "$server" ] && ok "$who: serve-starts" || { bad "$who: serve-starts"; cat "$work/serve-$who.log"; return; }
+  # port 0: a free one, which `serve status` names (no collision to retry)
+  "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --capability conformance \
+    --mcp-http "127.0.0.1:0" --rate 100000 2>"$work/serve-$who.log" &
+  server=$!
+  pids+=("$server")
+  wait_for C serve status --state "$state" >/dev/null 2>&1 || server=
+  port=$(C serve status --state "$state" --json 2>/dev/null | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
+  [ -n "$server" ] && [ -n "$port" ] && [ "$port" != 0 ] && ok "$who: serve-starts" ||
+    { bad "$who: serve-starts (port ${port:-none})"; cat "$work/serve-$who.log"; return; }
   (cd "$work" && CAPSULE_CONFORMANCE_TOKEN=$token "$node22" --import "$here/conformance-auth.mjs" "$suite" server \
     --url "http://127.0.0.1:$port/mcp" --suite active \
     --expected-failures "$here/conformance-expected-failures.yaml" >"$work/suite-$who.log" 2>&1)

@@ -24,9 +24,9 @@ chmod 755 "$work"
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
 export CAPSULE_STATE_KEY=
-pass=0 fail=0
+pass=0 fail=0 failed=()
 ok() { echo "  ok   $1"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+bad() { echo "  FAIL $1"; fail=$((fail + 1)); failed+=("$1"); }
 
 caps=$work/caps
 agent() {
@@ -46,7 +46,7 @@ sed -i 's/cpu_ms_per_task = 5000/cpu_ms_per_task = 120000/' "$caps/agents/hang/a
 
 # waits up to 20 s for a condition (a server starting, a reload): no
 # timing is asserted, only that it happens
-wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
+wait_for() { for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done; return 1; }
 
 run_as() {
   local who=$1 state=$work/state-$1 wrap=()
@@ -60,15 +60,15 @@ run_as() {
   t1=$(C access issue alice --user alice --state "$state" 2>/dev/null)
   t2=$(C access issue bob --user bob --state "$state" 2>/dev/null)
   local port server=
-  for _ in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
-    "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:$port" --rate 100000 2>"$work/serve-$who.log" &
-    server=$!
-    pids+=("$server")
-    if wait_for C serve status --state "$state" >/dev/null 2>&1; then break; fi
-    server=
-  done
+  # port 0: a free one, which `serve status` names (no collision to retry)
+  "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:0" --rate 100000 2>"$work/serve-$who.log" &
+  server=$!
+  pids+=("$server")
+  wait_for C serve status --state "$state" >/dev/null 2>&1 || server=
   [ -n "$server" ] && ok "$who: serve-starts" || { bad "$who: serve-starts"; cat "$work/serve-$who.log"; return; }
+  port=$(C serve status --state "$state" --json | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
+  [ -n "$port" ] && [ "$port" != 0 ] && C serve status --state "$state" | grep -q "^mcp_http  *127.0.0.1:$port\$" &&
+    ok "$who: status-names-bound-port" || { bad "$who: status-names-bound-port ($port)"; C serve status --state "$state"; return; }
   C serve status --state "$state" --json | grep -q '"state":"serving"' && ok "$who: status-json" || bad "$who: status-json"
   [ "$(stat -c %a "$state/serve.sock")" = 600 ] && ok "$who: socket-0600" || bad "$who: socket-0600"
   C serve --caps "$caps" --state "$state" >/dev/null 2>"$work/second.err"
@@ -151,4 +151,5 @@ tls
 if [ "$(id -u)" = 0 ] && [ -z "${ASAN_OPTIONS:-}" ] &&
   setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then run_as nobody; fi
 echo "serve: $pass passed, $fail failed"
+for f in "${failed[@]}"; do echo "FAILED: $f"; done # again at the end: a log cut short names them
 [ "$fail" = 0 ]
