@@ -213,9 +213,9 @@ struct mcp_job {
   const struct gw_registry *reg;
   const struct mcp_session *s; /* gather only: in a child */
   char *client_caps, *log_level;
-  const struct mcp_run *r; /* lives until the run is joined */
+  struct mcp_run *r; /* lives until the run is joined (the thread sets its run_pid) */
   enum gw_answer answer;
-  bool threaded;
+  enum run_where where;
   int fd;
   void *held; /* the registry's hold (mcp_config.reg_hold) */
 };
@@ -224,7 +224,7 @@ struct mcp_job {
  * the one body of a call, in a child or in a thread. */
 static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct cap_error *err)
 {
-  const struct mcp_run *r = j->r;
+  struct mcp_run *r = j->r;
   enum gw_outcome o = GW_OUTCOME_FAILED;
   struct gw_result res = {0};
   struct gw_mcp_relay relay = {.fd = j->fd,
@@ -243,8 +243,10 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
     if (r->deadline_ms)
       call.deadline_ms = r->deadline_ms;
     call.relay = r->relayed ? &relay : NULL;
-    call.warm_only = j->threaded;
-    if (!j->threaded) /* a child's state is its own (and its copy of the lock is held) */
+    call.warm_only = j->where != RUN_CHILD; /* no sandbox started in a thread */
+    call.run_apart = j->where == RUN_APART;
+    call.run_pid = &r->run_pid; /* read by the session's thread */
+    if (j->where == RUN_CHILD)  /* a child's state is its own (and its copy of the lock is held) */
       call.state_lock = NULL;
     if (r->gather) { /* every MCP-server capability's list, merged */
       mcp_gather_run(j->s, st, &call, r->method, &relay);
@@ -308,19 +310,8 @@ static void job_free(struct mcp_job *j)
   free(j);
 }
 
-/* Whether a warm server answers this run, so that a thread of this
- * process may run its pipeline: a third-party MCP server's keeper is
- * alive for the capability (the first call, or one after the keeper
- * idled out, runs in a child, which starts it). */
-static bool warm_in_process(const struct mcp_session *s, const struct mcp_run *r)
+static bool mcp_keeper_live(const struct mcp_config *cfg, const struct cap_spec *spec)
 {
-  const struct mcp_config *cfg = s->cfg;
-  if (!cfg->base.state_lock || !cfg->st || !cfg->reg_hold || !cfg->base.run_dir || r->gather ||
-      !r->relayed || getenv("CAPSULE_MCP_COLD"))
-    return false;
-  const struct cap_spec *spec = gw_registry_find(cfg->reg, r->cap);
-  if (!spec || spec->runtime.kind != CAP_RUNTIME_MCP)
-    return false;
   struct gw_instance_info *list = NULL;
   size_t n = 0;
   struct cap_error err = {0};
@@ -334,11 +325,37 @@ static bool warm_in_process(const struct mcp_session *s, const struct mcp_run *r
   return warm;
 }
 
+/* Where a run's pipeline runs: in a child process of its own (which opens
+ * its own state), or, in serve (a state shared under a lock), in a thread
+ * of this process on that state: for a third-party MCP server whose
+ * keeper is alive (the first call, or one after the keeper idled out,
+ * runs in a child, which starts it), the warm server answering in the
+ * thread; for a Covenant agent or a Selu server whose tool is known, the
+ * run step alone in a child process (gw_run_apart). Talos functions
+ * (their run reads and renews settings and OAuth tokens in the state) and
+ * Hermes runs (approvals) keep a child of their own. */
+static enum run_where where_to_run(const struct mcp_session *s, const struct mcp_run *r)
+{
+  const struct mcp_config *cfg = s->cfg;
+  if (!cfg->base.state_lock || !cfg->st || !cfg->reg_hold || !cfg->base.run_dir || r->gather ||
+      getenv("CAPSULE_MCP_COLD"))
+    return RUN_CHILD;
+  const struct cap_spec *spec = gw_registry_find(cfg->reg, r->cap);
+  if (!spec)
+    return RUN_CHILD;
+  if (spec->runtime.kind == CAP_RUNTIME_MCP)
+    return r->relayed && mcp_keeper_live(cfg, spec) ? RUN_WARM : RUN_CHILD;
+  if (spec->runtime.kind == CAP_RUNTIME_JSONL || spec->runtime.kind == CAP_RUNTIME_GRPC)
+    return r->tool_known && !r->method ? RUN_APART : RUN_CHILD;
+  return RUN_CHILD;
+}
+
 /* The warm path: the pipeline in a thread on the session's state; false
  * (j as it was) when no thread can be had. */
-static bool start_thread(struct mcp_session *s, struct mcp_run *r, struct mcp_job *j)
+static bool start_thread(struct mcp_session *s, struct mcp_run *r, struct mcp_job *j,
+                         enum run_where where)
 {
-  j->threaded = true;
+  j->where = where;
   j->held = s->cfg->reg_hold(s->cfg->reg_ctx);
   j->client_caps = s->client_caps ? cap_xstrdup(s->client_caps) : NULL;
   j->log_level = s->log_level ? cap_xstrdup(s->log_level) : NULL;
@@ -350,7 +367,7 @@ static bool start_thread(struct mcp_session *s, struct mcp_run *r, struct mcp_jo
   s->cfg->reg_release(s->cfg->reg_ctx, j->held);
   free(j->client_caps);
   free(j->log_level);
-  j->threaded = false;
+  j->where = RUN_CHILD;
   j->held = NULL;
   j->client_caps = s->client_caps;
   j->log_level = s->log_level;
@@ -373,7 +390,8 @@ void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answ
                         .r = r,
                         .answer = answer,
                         .fd = p[1]};
-  bool threaded = warm_in_process(s, r) && start_thread(s, r, j);
+  enum run_where where = where_to_run(s, r);
+  bool threaded = where != RUN_CHILD && start_thread(s, r, j, where);
   pid_t pid = 0;
   if (!threaded) {
     pid_t parent = getpid();
@@ -515,6 +533,7 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   r->token_json = progress_token(params);
   r->tool = cap_xstrdup(m->tool->name);
   r->relayed = m->spec->runtime.kind == CAP_RUNTIME_MCP;
+  r->tool_known = true;
   struct cap_buf a = {0};
   struct cap_jw w;
   cap_jw_init(&w, &a, false);
@@ -576,11 +595,31 @@ void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_no
     t = gw_tools_find(&cached, r->tool);
   cap_error_clear(&ignored);
   r->relayed = spec && spec->runtime.kind == CAP_RUNTIME_MCP;
+  r->tool_known = t != NULL;
   bool ask = t && s->client_elicits && asks(s, spec, t);
   gw_tools_free(&cached);
   if (ask)
     return elicit(s, r);
   mcp_run_start(s, r, GW_ANSWER_NONE);
+}
+
+/* A cancelled run apart: SIGTERM to its run step's child once there is
+ * one (the pipeline in the thread then audits what the run became),
+ * SIGKILL KILL_GRACE_MS later. A pid read here is the child's or a zombie's:
+ * the thread clears it before it reaps the child. */
+static void signal_apart(struct mcp_run *r, uint64_t now)
+{
+  pid_t pid = __atomic_load_n(&r->run_pid, __ATOMIC_ACQUIRE);
+  if (!pid)
+    return;
+  if (!r->term_sent) {
+    kill(pid, SIGTERM);
+    r->term_sent = true;
+    r->kill_at_ms = now + KILL_GRACE_MS;
+  } else if (r->kill_at_ms && now >= r->kill_at_ms) {
+    kill(pid, SIGKILL);
+    r->kill_at_ms = 0;
+  }
 }
 
 void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting)
@@ -597,8 +636,12 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
     r->cancelled = true;
     if (r->relayed) /* the server is told first, as MCP says */
       mcp_relay_cancel(r);
-    if (r->threaded) { /* its exchange ends when the relay does; the report still comes */
+    if (r->threaded && r->relayed) { /* its exchange ends when the relay does; the report comes */
       shutdown(r->fd, SHUT_WR);
+      continue;
+    }
+    if (r->threaded) { /* its run step's child, once it has one */
+      signal_apart(r, now_ms());
       continue;
     }
     kill(r->pid, SIGTERM);
@@ -635,6 +678,8 @@ size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, i
     uint64_t due = r->token_json && !r->cancelled && !r->relayed ? r->next_progress_ms : 0;
     if (r->kill_at_ms && (!due || r->kill_at_ms < due))
       due = r->kill_at_ms;
+    if (r->threaded && r->cancelled && !r->relayed && !r->term_sent)
+      due = now + 100; /* its run step's child may be about to start */
     if (due && (!next || due < next))
       next = due;
   }
@@ -699,9 +744,11 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
     struct mcp_run *r = s->runs[i];
     if (!r || r->fd < 0)
       continue;
-    if (drain(s, r)) {
+    /* a thread's report is its last word: a child forked meanwhile (by
+     * another call) may hold a copy of its end, so its EOF can come late */
+    if (drain(s, r) || (r->threaded && r->report)) {
       int status = 0;
-      if (r->threaded) /* it closed its end last */
+      if (r->threaded) /* it closes its end and returns once the report is sent */
         pthread_join(r->thread, NULL);
       else
         while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
@@ -711,7 +758,9 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
       finish(s, r, status);
       continue;
     }
-    if (r->kill_at_ms && now >= r->kill_at_ms) {
+    if (r->threaded && r->cancelled && !r->relayed)
+      signal_apart(r, now);
+    else if (r->pid && r->kill_at_ms && now >= r->kill_at_ms) {
       kill(r->pid, SIGKILL);
       r->kill_at_ms = 0;
     }
@@ -728,10 +777,10 @@ size_t mcp_session_busy(const struct mcp_session *s)
   return k;
 }
 
-/* The threads' runs end: the server told as by a cancellation, the
- * relay closed both ways (which ends a warm exchange, and any write of
- * the thread's), then each joined without the state lock, which they
- * need to audit. */
+/* The threads' runs end: a warm one's server told as by a cancellation
+ * and its relay closed both ways (which ends the exchange, and any write
+ * of the thread's); a run apart's child stopped (signal_apart); each
+ * joined without the state lock, which they need to audit. */
 static void stop_threads(struct mcp_session *s)
 {
   bool any = false;
@@ -741,18 +790,31 @@ static void stop_threads(struct mcp_session *s)
       continue;
     if (!r->cancelled && r->relayed)
       mcp_relay_cancel(r);
-    shutdown(r->fd, SHUT_RDWR);
+    if (r->relayed)
+      shutdown(r->fd, SHUT_RDWR);
+    r->cancelled = true;
     any = true;
   }
   const struct gw_state_lock *lock = s->cfg->base.state_lock;
   if (!any || !lock)
     return;
   lock->release(lock->ctx);
-  for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
-    if (s->runs[i] && s->runs[i]->threaded) {
-      pthread_join(s->runs[i]->thread, NULL);
-      s->runs[i]->threaded = false;
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    while (r && r->threaded) {
+      if (!r->relayed)
+        signal_apart(r, now_ms());
+      struct timespec t;
+      clock_gettime(CLOCK_REALTIME, &t);
+      t.tv_nsec += 100 * 1000000L;
+      if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+      }
+      if (pthread_timedjoin_np(r->thread, NULL, &t) == 0)
+        r->threaded = false;
     }
+  }
   lock->acquire(lock->ctx);
 }
 

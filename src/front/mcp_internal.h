@@ -59,6 +59,13 @@ struct mcp_asked {
   char *theirs;
 };
 
+/* Where a run's pipeline runs (mcp_call.c, where_to_run) */
+enum run_where {
+  RUN_CHILD, /* a child process, which opens its own state */
+  RUN_WARM,  /* a thread of this process; a warm server answers */
+  RUN_APART, /* a thread of this process; the run step alone in a child (gw_run_apart) */
+};
+
 /* A call in flight: a child process (or, on the warm path, a thread)
  * running gw_call, or one waiting for the client's answer to our
  * elicitation. */
@@ -78,7 +85,10 @@ struct mcp_run {
   char *args;          /* the arguments, JSON text */
   int64_t elicit_id;   /* our elicitation/create request's id; 0 when none */
   pid_t pid;           /* the child, or 0 */
-  bool threaded;       /* the warm path: a thread of this process runs it (mcp_call.c) */
+  bool threaded;       /* a thread of this process runs it (RUN_WARM, RUN_APART) */
+  bool tool_known;     /* the tool was found (in the name table, or a capability's) */
+  pid_t run_pid;       /* RUN_APART: the run step's child while it runs (atomic), else 0 */
+  bool term_sent;      /* RUN_APART cancelled: SIGTERM reached its run step's child */
   pthread_t thread;
   struct mcp_job *job; /* what the thread reads (owned; freed once it is joined) */
   int fd;              /* the child's report; -1 */

@@ -565,12 +565,35 @@ void gw_talos_config_free(struct gw_talos_config *cfg, const struct cap_spec *sp
 static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
                                    struct cap_error *err);
 
+/* The runtimes whose run touches no state: a run apart may carry them */
+static bool runs_apart(const struct gw_call *call, const struct cap_spec *spec)
+{
+  return call->run_apart &&
+         (spec->runtime.kind == CAP_RUNTIME_JSONL || spec->runtime.kind == CAP_RUNTIME_GRPC);
+}
+
+struct apart {
+  struct call_ctx *c;
+  const struct cap_spec *spec;
+};
+
+static enum gw_outcome run_apart_step(void *arg, char **out, struct cap_error *err)
+{
+  struct apart *a = arg;
+  enum gw_outcome o = run_granted(a->c, a->spec, err);
+  *out = steal_pointer(&a->c->out);
+  return o;
+}
+
 static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
 {
   struct gw_granted g;
   if (gw_spec_with_grants(c->st, c->spec, &g, err) < 0)
     return GW_OUTCOME_FAILED;
-  enum gw_outcome o = run_granted(c, &g.spec, err);
+  struct apart a = {.c = c, .spec = &g.spec};
+  enum gw_outcome o = runs_apart(c->call, &g.spec)
+                          ? gw_run_apart(c->call, run_apart_step, &a, &c->out, err)
+                          : run_granted(c, &g.spec, err);
   gw_granted_free(&g);
   return o;
 }
@@ -637,7 +660,7 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
 static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
                                    struct cap_error *err)
 {
-  if (c->call->warm_only && spec->runtime.kind != CAP_RUNTIME_MCP)
+  if (c->call->warm_only && spec->runtime.kind != CAP_RUNTIME_MCP && !runs_apart(c->call, spec))
     return cap_error_set(err, ENOTSUP, "%s has no warm server to answer in this process", spec->id),
            GW_OUTCOME_FAILED;
   switch (spec->runtime.kind) {

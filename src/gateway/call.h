@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gateway/registry.h"
 #include "gateway/state.h"
@@ -88,6 +89,13 @@ struct gw_call {
    * keeper, gateway/mcp_keeper.c); no sandbox is started for the call
    * alone, which would need a process of its own. */
   bool warm_only;
+  /* The same thread, for a tool run in a fresh sandbox per call (a
+   * Covenant agent, a Selu server): the run step in a child process of
+   * its own (gw_run_apart), the rest here, on this state connection;
+   * *run_pid holds that child's pid while it runs (0 otherwise), for the
+   * caller to stop it with SIGTERM. */
+  bool run_apart;
+  pid_t *run_pid;
 };
 
 /* What a front door's MCP client and a third-party MCP server exchange
@@ -128,6 +136,14 @@ enum gw_outcome {
 /* One call: *res is set on GW_OUTCOME_OK. */
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err);
+
+/* One run step, for gw_run_apart: *out (allocated) on GW_OUTCOME_OK. */
+typedef enum gw_outcome (*gw_run_fn)(void *arg, char **out, struct cap_error *err);
+/* fn(arg) in a child process forked now (call->state_lock held, let go
+ * while it runs); what it produced (its outcome, error, *out, the relay's
+ * raw answer, *call->cpu_ms) carried back. gateway/call_apart.c. */
+enum gw_outcome gw_run_apart(const struct gw_call *call, gw_run_fn fn, void *arg, char **out,
+                             struct cap_error *err);
 
 /* The path of the capability's stderr log in log_dir (made 0700 when
  * missing), rotated first when it has grown past its bound (the smaller of

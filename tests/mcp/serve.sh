@@ -88,6 +88,30 @@ run_as() {
   audit=$(C audit --state "$state")
   grep -Eq ' alice wordcount\.dispatch allow [0-9]+ms ok' <<<"$audit" && ok "$who: audited-as-token-user" || bad "$who: audited-as-token-user"
   grep -Eq ' bob asker\.dispatch ask-approved ' <<<"$audit" && ok "$who: elicited-as-token-user" || bad "$who: elicited-as-token-user"
+  # a Covenant call runs its pipeline in serve, on serve's state
+  # connection; only its run step is a child (docs/serve.md "Where a call
+  # runs"): while it runs, serve has a child, and no child holds the state
+  # database open
+  local hdr=(-H "Authorization: Bearer $t1" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
+  local sid
+  sid=$(curl -s -D - -o /dev/null "${hdr[@]}" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+    "http://127.0.0.1:$port/mcp" | tr -d '\r' | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: //p')
+  curl -s -o "$work/apart-$who.out" "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-11-25' \
+    -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow__dispatch","arguments":{"text":"apart"}}}' \
+    "http://127.0.0.1:$port/mcp" &
+  local caller=$! kids=
+  serve_kids() { kids=$(ps -o pid= --ppid "$server" | tr -d ' '); [ -n "$kids" ]; }
+  if wait_for serve_kids; then
+    local opened=
+    for k in $kids; do
+      ls -l "/proc/$k/fd/" 2>/dev/null | grep -q 'state\.db' && opened="$opened $k"
+    done
+    [ -z "$opened" ] && ok "$who: call-run-apart-no-state-open" || bad "$who: call-run-apart-no-state-open (children with state.db open:$opened)"
+  else
+    bad "$who: call-run-apart-no-state-open (no child of serve ran the call)"
+  fi
+  wait "$caller"
+  grep -q '"isError":false' "$work/apart-$who.out" && ok "$who: call-run-apart-answered" || { bad "$who: call-run-apart-answered"; cat "$work/apart-$who.out"; }
   # a capability added while serving: an open session on the socket is
   # told its list changed and lists it; a new session lists it
   rm -f "$work/ready-$who"
