@@ -1,16 +1,15 @@
 /* tools/call (front/mcp.h): the name found in the table, policy `ask`
  * put to the human through the client's elicitation when it declared it,
  * then gw_call (the one pipeline: policy, validation, credentials,
- * sandbox, audit) in a child process, so that the session keeps serving
- * while the tool runs, reports progress, and a notifications/cancelled
- * can stop the run: SIGTERM to the child, which its sandbox supervisor
- * forwards to the tool (a child killed before the pipeline's own record
- * leaves the in-flight marker that gateway/state.h turns into an
- * interrupted record), SIGKILL 5 s later. The child talks on a stream
- * socket, one JSON object a line: a third-party MCP server's messages
- * for the client (mcp_relay.c) while it runs, then its report:
- * {"outcome": N, "error": "...", "result": "JSON", "mcp_result": "JSON",
- * "mcp_error": "JSON"} (the last two: the server's own answer). */
+ * sandbox, audit) where mcp_run.c says (a child process, or in serve a
+ * thread), so that the session keeps serving while the tool runs,
+ * reports progress, and a notifications/cancelled can stop the run:
+ * SIGTERM to the child (or to a thread's run step's child), which its
+ * sandbox supervisor forwards to the tool (a child killed before the
+ * pipeline's own record leaves the in-flight marker that gateway/state.h
+ * turns into an interrupted record), SIGKILL 5 s later; a warm server's
+ * exchange ends when its relay is closed. Then the report becomes the
+ * answer: the result as structuredContent and text, or the error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,15 +25,8 @@
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "front/mcp_internal.h"
-#include "gateway/instance.h"
-
-#define PROGRESS_EVERY_MS 1000
-#define KILL_GRACE_MS 5000
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
-
-struct mcp_job;
-static void job_free(struct mcp_job *j);
 
 /* A child or a thread runs it (else it waits for the client's answer) */
 static bool running(const struct mcp_run *r) { return r->pid || r->threaded; }
@@ -54,11 +45,11 @@ static void run_free(struct mcp_run *r)
   free(r->report);
   cap_buf_free(&r->line);
   mcp_run_free_asked(r);
-  job_free(r->job);
+  mcp_job_free(r->job);
   free(r);
 }
 
-static void drop(struct mcp_session *s, struct mcp_run *r)
+void mcp_run_drop(struct mcp_session *s, struct mcp_run *r)
 {
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
     if (s->runs[i] == r)
@@ -68,7 +59,7 @@ static void drop(struct mcp_session *s, struct mcp_run *r)
 
 /* ---- results ---- */
 
-static void send_tool_error(struct mcp_session *s, const char *id, const char *message)
+void mcp_send_tool_error(struct mcp_session *s, const char *id, const char *message)
 {
   struct cap_buf b = {0};
   cap_buf_printf(&b,
@@ -85,7 +76,7 @@ static void send_tool_result(struct mcp_session *s, const char *id, const char *
 {
   _cleanup_free_ char *canon = cap_json_canonical(json, strlen(json));
   if (!canon)
-    return send_tool_error(s, id, "the tool's result is not JSON");
+    return mcp_send_tool_error(s, id, "the tool's result is not JSON");
   struct cap_buf b = {0};
   cap_buf_printf(&b,
                  "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\","
@@ -119,7 +110,7 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
   if (r->cancelled) {    /* a cancelled request gets no answer */
     s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
     s->modern = false;
-    return drop(s, r);
+    return mcp_run_drop(s, r);
   }
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags diags = {0};
@@ -157,264 +148,18 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
   } else if (ok && result && result->kind == CAP_NODE_STRING) {
     send_tool_result(s, r->id_json, result->u.str.ptr);
   } else if (error && error->kind == CAP_NODE_STRING) {
-    send_tool_error(s, r->id_json, error->u.str.ptr);
+    mcp_send_tool_error(s, r->id_json, error->u.str.ptr);
   } else {
     _cleanup_free_ char *m = cap_xasprintf(
         "the call's process ended without a result (%s %d); `capsule audit` shows the call",
         WIFSIGNALED(status) ? "signal" : "status",
         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    send_tool_error(s, r->id_json, m);
+    mcp_send_tool_error(s, r->id_json, m);
   }
   cap_diags_free(&diags);
   cap_doc_free(doc);
-  drop(s, r);
+  mcp_run_drop(s, r);
   s->modern = false;
-}
-
-/* ---- the child ---- */
-
-static void report(int fd, enum gw_outcome o, const struct cap_error *err, const char *json,
-                   bool terminal, const struct gw_mcp_relay *relay)
-{
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_begin_object(&w);
-  cap_jw_key(&w, "outcome");
-  cap_jw_int(&w, o);
-  cap_jw_key(&w, "error");
-  cap_jw_string_or_null(&w, o == GW_OUTCOME_OK ? NULL : err->message ? err->message : "failed");
-  cap_jw_key(&w, "result");
-  cap_jw_string_or_null(&w, json);
-  cap_jw_key(&w, "terminal_on_success");
-  cap_jw_bool(&w, terminal);
-  cap_jw_key(&w, "mcp_result");
-  cap_jw_string_or_null(&w, relay->raw_result);
-  cap_jw_key(&w, "mcp_error");
-  cap_jw_string_or_null(&w, relay->raw_error);
-  cap_jw_end_object(&w);
-  cap_buf_putc(&b, '\n');
-  for (size_t off = 0; off < b.len;) {
-    ssize_t n = write(fd, b.data + off, b.len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    off += (size_t)n;
-  }
-  cap_buf_free(&b);
-}
-
-/* What a call's pipeline reads of its session and its run: a child reads
- * its copy of the session; a thread (the warm path) gets copies of what
- * the session may change while it runs, and the registry held. */
-struct mcp_job {
-  const struct mcp_config *cfg;
-  const struct gw_registry *reg;
-  const struct mcp_session *s; /* gather only: in a child */
-  char *client_caps, *log_level;
-  struct mcp_run *r; /* lives until the run is joined (the thread sets its run_pid) */
-  enum gw_answer answer;
-  enum run_where where;
-  int fd;
-  void *held; /* the registry's hold (mcp_config.reg_hold) */
-};
-
-/* The pipeline on st (NULL: err says why there is none), its report on fd:
- * the one body of a call, in a child or in a thread. */
-static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct cap_error *err)
-{
-  struct mcp_run *r = j->r;
-  enum gw_outcome o = GW_OUTCOME_FAILED;
-  struct gw_result res = {0};
-  struct gw_mcp_relay relay = {.fd = j->fd,
-                               .client_caps = j->client_caps,
-                               .progress_token = r->token_json,
-                               .log_level = j->log_level};
-  if (st) {
-    struct gw_call call = j->cfg->base;
-    call.capability = r->cap;
-    call.tool = r->tool;
-    call.args = r->args;
-    call.args_len = strlen(r->args);
-    call.may_prompt = false;
-    call.answer = j->answer;
-    call.mcp_method = r->method;
-    if (r->deadline_ms)
-      call.deadline_ms = r->deadline_ms;
-    call.relay = r->relayed ? &relay : NULL;
-    call.warm_only = j->where != RUN_CHILD; /* no sandbox started in a thread */
-    call.run_apart = j->where == RUN_APART;
-    call.run_pid = &r->run_pid; /* read by the session's thread */
-    if (j->where == RUN_CHILD)  /* a child's state is its own (and its copy of the lock is held) */
-      call.state_lock = NULL;
-    if (r->gather) { /* every MCP-server capability's list, merged */
-      mcp_gather_run(j->s, st, &call, r->method, &relay);
-      o = GW_OUTCOME_OK;
-    } else
-      o = gw_call(&call, j->reg, st, &res, err);
-  }
-  report(j->fd, o, err, res.json, res.terminal_on_success, &relay);
-  free(res.json);
-  free(relay.raw_result);
-  free(relay.raw_error);
-}
-
-/* In the child: its own state connection (SQLite's must not cross a
- * fork), stdin and stdout away from the transport, then the pipeline. */
-static _Noreturn void child(const struct mcp_job *j, pid_t parent)
-{
-  /* the session gone, its calls stop (their sandboxes die with them) */
-  if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
-    _exit(1);
-  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null >= 0)
-    dup2(null, STDIN_FILENO);
-  dup2(STDERR_FILENO, STDOUT_FILENO); /* nothing may reach the protocol's stream */
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGPIPE, SIG_DFL);
-  sigset_t none; /* a server may block signals it reads through a signalfd */
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  struct cap_error err = {0};
-  struct gw_state *st = NULL;
-  if (!j->cfg->state_dir)
-    cap_error_set(&err, EINVAL, "no state directory to run calls with");
-  else if (gw_state_open(j->cfg->state_dir, &st, &err) < 0)
-    st = NULL;
-  run_pipeline(j, st, &err);
-  _exit(0);
-}
-
-static void *call_thread(void *arg)
-{
-  struct mcp_job *j = arg;
-  struct cap_error err = {0};
-  run_pipeline(j, j->cfg->st, &err);
-  cap_error_clear(&err);
-  close(j->fd); /* the session reads the end of the report */
-  j->fd = -1;
-  return NULL;
-}
-
-static void job_free(struct mcp_job *j)
-{
-  if (!j)
-    return;
-  if (j->held)
-    j->cfg->reg_release(j->cfg->reg_ctx, j->held);
-  if (j->fd >= 0)
-    close(j->fd);
-  free(j->client_caps);
-  free(j->log_level);
-  free(j);
-}
-
-static bool mcp_keeper_live(const struct mcp_config *cfg, const struct cap_spec *spec)
-{
-  struct gw_instance_info *list = NULL;
-  size_t n = 0;
-  struct cap_error err = {0};
-  bool warm = false;
-  if (gw_instance_list(cfg->base.run_dir, &list, &n, &err) == 0)
-    for (size_t i = 0; i < n && !warm; i++)
-      warm = strcmp(list[i].protocol, "mcp") == 0 && strcmp(list[i].capability, spec->id) == 0 &&
-             list[i].state == GW_INSTANCE_SERVING;
-  cap_error_clear(&err);
-  free(list);
-  return warm;
-}
-
-/* Where a run's pipeline runs: in a child process of its own (which opens
- * its own state), or, in serve (a state shared under a lock), in a thread
- * of this process on that state: for a third-party MCP server whose
- * keeper is alive (the first call, or one after the keeper idled out,
- * runs in a child, which starts it), the warm server answering in the
- * thread; for a Covenant agent or a Selu server whose tool is known, the
- * run step alone in a child process (gw_run_apart). Talos functions
- * (their run reads and renews settings and OAuth tokens in the state) and
- * Hermes runs (approvals) keep a child of their own. */
-static enum run_where where_to_run(const struct mcp_session *s, const struct mcp_run *r)
-{
-  const struct mcp_config *cfg = s->cfg;
-  if (!cfg->base.state_lock || !cfg->st || !cfg->reg_hold || !cfg->base.run_dir || r->gather ||
-      getenv("CAPSULE_MCP_COLD"))
-    return RUN_CHILD;
-  const struct cap_spec *spec = gw_registry_find(cfg->reg, r->cap);
-  if (!spec)
-    return RUN_CHILD;
-  if (spec->runtime.kind == CAP_RUNTIME_MCP)
-    return r->relayed && mcp_keeper_live(cfg, spec) ? RUN_WARM : RUN_CHILD;
-  if (spec->runtime.kind == CAP_RUNTIME_JSONL || spec->runtime.kind == CAP_RUNTIME_GRPC)
-    return r->tool_known && !r->method ? RUN_APART : RUN_CHILD;
-  return RUN_CHILD;
-}
-
-/* The warm path: the pipeline in a thread on the session's state; false
- * (j as it was) when no thread can be had. */
-static bool start_thread(struct mcp_session *s, struct mcp_run *r, struct mcp_job *j,
-                         enum run_where where)
-{
-  j->where = where;
-  j->held = s->cfg->reg_hold(s->cfg->reg_ctx);
-  j->client_caps = s->client_caps ? cap_xstrdup(s->client_caps) : NULL;
-  j->log_level = s->log_level ? cap_xstrdup(s->log_level) : NULL;
-  if (pthread_create(&r->thread, NULL, call_thread, j) == 0) {
-    r->threaded = true;
-    r->job = j;
-    return true;
-  }
-  s->cfg->reg_release(s->cfg->reg_ctx, j->held);
-  free(j->client_caps);
-  free(j->log_level);
-  j->where = RUN_CHILD;
-  j->held = NULL;
-  j->client_caps = s->client_caps;
-  j->log_level = s->log_level;
-  return false;
-}
-
-void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer)
-{
-  int p[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0) {
-    send_tool_error(s, r->id_json, "cannot start the call: no pipe");
-    return drop(s, r);
-  }
-  struct mcp_job *j = cap_xcalloc(1, sizeof *j);
-  *j = (struct mcp_job){.cfg = s->cfg,
-                        .reg = s->cfg->reg,
-                        .s = s,
-                        .client_caps = s->client_caps, /* borrowed, unless threaded */
-                        .log_level = s->log_level,
-                        .r = r,
-                        .answer = answer,
-                        .fd = p[1]};
-  enum run_where where = where_to_run(s, r);
-  bool threaded = where != RUN_CHILD && start_thread(s, r, j, where);
-  pid_t pid = 0;
-  if (!threaded) {
-    pid_t parent = getpid();
-    pid = fork();
-    if (pid == 0) {
-      close(p[0]);
-      child(j, parent);
-    }
-    free(j); /* the child had its copy; it borrows the session's strings */
-  }
-  if (pid < 0) {
-    close(p[0]);
-    close(p[1]);
-    send_tool_error(s, r->id_json, "cannot start the call: fork failed");
-    return drop(s, r);
-  }
-  if (!threaded)
-    close(p[1]);
-  fcntl(p[0], F_SETFL, O_NONBLOCK);
-  r->pid = pid;
-  r->fd = p[0];
-  r->started_ms = now_ms();
-  r->next_progress_ms = r->started_ms + PROGRESS_EVERY_MS;
 }
 
 /* ---- ask through the client ---- */
@@ -529,7 +274,8 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   }
   struct mcp_run *r = mcp_run_new(s, id, m->spec->id);
   if (!r)
-    return send_tool_error(s, id, "too many calls in flight in this session; wait for one to end");
+    return mcp_send_tool_error(s, id,
+                               "too many calls in flight in this session; wait for one to end");
   r->token_json = progress_token(params);
   r->tool = cap_xstrdup(m->tool->name);
   r->relayed = m->spec->runtime.kind == CAP_RUNTIME_MCP;
@@ -603,25 +349,6 @@ void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_no
   mcp_run_start(s, r, GW_ANSWER_NONE);
 }
 
-/* A cancelled run apart: SIGTERM to its run step's child once there is
- * one (the pipeline in the thread then audits what the run became),
- * SIGKILL KILL_GRACE_MS later. A pid read here is the child's or a zombie's:
- * the thread clears it before it reaps the child. */
-static void signal_apart(struct mcp_run *r, uint64_t now)
-{
-  pid_t pid = __atomic_load_n(&r->run_pid, __ATOMIC_ACQUIRE);
-  if (!pid)
-    return;
-  if (!r->term_sent) {
-    kill(pid, SIGTERM);
-    r->term_sent = true;
-    r->kill_at_ms = now + KILL_GRACE_MS;
-  } else if (r->kill_at_ms && now >= r->kill_at_ms) {
-    kill(pid, SIGKILL);
-    r->kill_at_ms = 0;
-  }
-}
-
 void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting)
 {
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
@@ -630,7 +357,7 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
       continue;
     if (!running(r)) { /* still waiting for the client's answer: nothing ran */
       s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
-      drop(s, r);
+      mcp_run_drop(s, r);
       continue;
     }
     r->cancelled = true;
@@ -641,11 +368,11 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
       continue;
     }
     if (r->threaded) { /* its run step's child, once it has one */
-      signal_apart(r, now_ms());
+      mcp_run_signal_apart(r, now_ms());
       continue;
     }
     kill(r->pid, SIGTERM);
-    r->kill_at_ms = now_ms() + KILL_GRACE_MS;
+    r->kill_at_ms = now_ms() + MCP_KILL_GRACE_MS;
   }
 }
 
@@ -696,7 +423,7 @@ static void progress(struct mcp_session *s, struct mcp_run *r, uint64_t now)
                  r->token_json, (long long)++r->progress,
                  (unsigned long long)((now - r->started_ms) / 1000));
   mcp_send_buf(s, r->id_json, false, &b);
-  r->next_progress_ms = now + PROGRESS_EVERY_MS;
+  r->next_progress_ms = now + MCP_PROGRESS_EVERY_MS;
 }
 
 /* Each full line the child sent: a relayed message, or its report. */
@@ -759,7 +486,7 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
       continue;
     }
     if (r->threaded && r->cancelled && !r->relayed)
-      signal_apart(r, now);
+      mcp_run_signal_apart(r, now);
     else if (r->pid && r->kill_at_ms && now >= r->kill_at_ms) {
       kill(r->pid, SIGKILL);
       r->kill_at_ms = 0;
@@ -777,56 +504,15 @@ size_t mcp_session_busy(const struct mcp_session *s)
   return k;
 }
 
-/* The threads' runs end: a warm one's server told as by a cancellation
- * and its relay closed both ways (which ends the exchange, and any write
- * of the thread's); a run apart's child stopped (signal_apart); each
- * joined without the state lock, which they need to audit. */
-static void stop_threads(struct mcp_session *s)
-{
-  bool any = false;
-  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
-    struct mcp_run *r = s->runs[i];
-    if (!r || !r->threaded)
-      continue;
-    if (!r->cancelled && r->relayed)
-      mcp_relay_cancel(r);
-    if (r->relayed)
-      shutdown(r->fd, SHUT_RDWR);
-    r->cancelled = true;
-    any = true;
-  }
-  const struct gw_state_lock *lock = s->cfg->base.state_lock;
-  if (!any || !lock)
-    return;
-  lock->release(lock->ctx);
-  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
-    struct mcp_run *r = s->runs[i];
-    while (r && r->threaded) {
-      if (!r->relayed)
-        signal_apart(r, now_ms());
-      struct timespec t;
-      clock_gettime(CLOCK_REALTIME, &t);
-      t.tv_nsec += 100 * 1000000L;
-      if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-      }
-      if (pthread_timedjoin_np(r->thread, NULL, &t) == 0)
-        r->threaded = false;
-    }
-  }
-  lock->acquire(lock->ctx);
-}
-
-/* Stops what still runs: SIGTERM, up to KILL_GRACE_MS for it to end (its
+/* Stops what still runs: SIGTERM, up to MCP_KILL_GRACE_MS for it to end (its
  * pipeline then audits it), SIGKILL; a thread's run as stop_threads says. */
 void mcp_runs_free(struct mcp_session *s)
 {
-  stop_threads(s);
+  mcp_runs_stop_threads(s);
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) /* once: a second one could end the child */
     if (s->runs[i] && s->runs[i]->pid && !s->runs[i]->cancelled) /* between its record and */
       kill(s->runs[i]->pid, SIGTERM); /* its marker's removal: a second, "interrupted" record */
-  uint64_t until = now_ms() + KILL_GRACE_MS;
+  uint64_t until = now_ms() + MCP_KILL_GRACE_MS;
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
     if (!r)
@@ -840,6 +526,6 @@ void mcp_runs_free(struct mcp_session *s)
       while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
         ;
     }
-    drop(s, r);
+    mcp_run_drop(s, r);
   }
 }
