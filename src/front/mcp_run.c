@@ -186,10 +186,10 @@ static bool mcp_keeper_live(const struct mcp_config *cfg, const struct cap_spec 
  * of this process on that state: for a third-party MCP server whose
  * keeper is alive (the first call, or one after the keeper idled out,
  * runs in a child, which starts it), the warm server answering in the
- * thread; for a Covenant agent or a Selu server whose tool is known, the
- * run step alone in a child process (gw_run_apart). Talos functions
- * (their run reads and renews settings and OAuth tokens in the state) and
- * Hermes runs (approvals) keep a child of their own. */
+ * thread; for a Covenant agent, a Selu server or a Talos function without
+ * OAuth whose tool is known, the run step alone in a child process
+ * (gw_run_apart). Talos functions with OAuth (their run renews tokens in
+ * the state) and Hermes runs (approvals) keep a child of their own. */
 static enum run_where where_to_run(const struct mcp_session *s, const struct mcp_run *r)
 {
   const struct mcp_config *cfg = s->cfg;
@@ -201,7 +201,7 @@ static enum run_where where_to_run(const struct mcp_session *s, const struct mcp
     return RUN_CHILD;
   if (spec->runtime.kind == CAP_RUNTIME_MCP)
     return r->relayed && mcp_keeper_live(cfg, spec) ? RUN_WARM : RUN_CHILD;
-  if (spec->runtime.kind == CAP_RUNTIME_JSONL || spec->runtime.kind == CAP_RUNTIME_GRPC)
+  if (gw_runs_apart(spec))
     return r->tool_known && !r->method ? RUN_APART : RUN_CHILD;
   return RUN_CHILD;
 }

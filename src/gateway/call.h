@@ -137,6 +137,10 @@ enum gw_outcome {
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err);
 
+/* Whether a run apart (gw_call.run_apart) can carry spec's runtime: a
+ * Covenant agent, a Selu server, a Talos function without OAuth. */
+bool gw_runs_apart(const struct cap_spec *spec);
+
 /* One run step, for gw_run_apart: *out (allocated) on GW_OUTCOME_OK. */
 typedef enum gw_outcome (*gw_run_fn)(void *arg, char **out, struct cap_error *err);
 /* fn(arg) in a child process forked now (call->state_lock held, let go

@@ -112,6 +112,25 @@ run_as() {
   fi
   wait "$caller"
   grep -q '"isError":false' "$work/apart-$who.out" && ok "$who: call-run-apart-answered" || { bad "$who: call-run-apart-answered"; cat "$work/apart-$who.out"; }
+  # a Talos function without OAuth runs apart too: its setting, read in
+  # serve before the fork, reaches the handler in the child
+  mkdir -p "$caps/adder"
+  printf '%s\n' '{"id": "adder", "name": "Adder", "description": "Adds.", "version": "1.0.0",' \
+    ' "settings": [{"name": "bonus", "label": "Bonus", "type": "number", "default": "0"}],' \
+    ' "functions": [{"name": "add", "description": "Adds.", "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}]}' \
+    >"$caps/adder/manifest.json"
+  echo 'export async function add({ a }, config) { return { sum: a + Number(config.bonus) }; }' >"$caps/adder/index.mjs"
+  chmod -R a+rX "$caps/adder"
+  C policy set --caps "$caps" --state "$state" adder add allow >/dev/null
+  C config set --caps "$caps" --state "$state" adder bonus 100 >/dev/null
+  talos_listed() { curl -s "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-11-25' \
+    -d '{"jsonrpc":"2.0","id":3,"method":"tools/list"}' "http://127.0.0.1:$port/mcp" | grep -q adder__add; }
+  wait_for talos_listed
+  curl -s -o "$work/talos-$who.out" "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-11-25' \
+    -d '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"adder__add","arguments":{"a":1}}}' \
+    "http://127.0.0.1:$port/mcp"
+  grep -q '"structuredContent":{"sum":101}' "$work/talos-$who.out" && ok "$who: talos-run-apart-settings" ||
+    { bad "$who: talos-run-apart-settings"; cat "$work/talos-$who.out"; }
   # a capability added while serving: an open session on the socket is
   # told its list changed and lists it; a new session lists it
   rm -f "$work/ready-$who"
@@ -133,7 +152,7 @@ run_as() {
   [ ! -e "$state/serve.sock" ] && ok "$who: socket-removed" || bad "$who: socket-removed"
   C serve --caps "$caps" --state "$state" --mcp-http "0.0.0.0:$port" 2>"$work/insecure.err"
   [ $? = 2 ] && grep -q "not a loopback address" "$work/insecure.err" && ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
-  rm -rf "$caps/agents/added"
+  rm -rf "$caps/agents/added" "$caps/adder"
 }
 
 tls() { # HTTPS with --tls-cert/--tls-key: a client trusting the certificate talks; plain HTTP does not
