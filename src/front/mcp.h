@@ -45,6 +45,14 @@ struct mcp_config {
   const char *server_version; /* serverInfo.version */
   bool list_changed;          /* the transport carries notifications/tools/list_changed */
   bool local_methods;         /* capsule/call is offered (serve's unix socket: the CLI) */
+  /* The warm path (serve): with base.state_lock set, st shared with other
+   * threads and these two given, a call a warm server answers runs the
+   * pipeline in a thread of this process on st, not in a child; the
+   * registry it started with is held (reg_hold: a token for reg_release)
+   * until it ends. Called on the session's thread only. */
+  void *(*reg_hold)(void *ctx);
+  void (*reg_release)(void *ctx, void *held);
+  void *reg_ctx;
 };
 
 struct mcp_io {

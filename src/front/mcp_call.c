@@ -1,23 +1,22 @@
 /* tools/call (front/mcp.h): the name found in the table, policy `ask`
  * put to the human through the client's elicitation when it declared it,
  * then gw_call (the one pipeline: policy, validation, credentials,
- * sandbox, audit) in a child process, so that the session keeps serving
- * while the tool runs, reports progress, and a notifications/cancelled
- * can stop the run: SIGTERM to the child, which its sandbox supervisor
- * forwards to the tool (a child killed before the pipeline's own record
- * leaves the in-flight marker that gateway/state.h turns into an
- * interrupted record), SIGKILL 5 s later. The child talks on a stream
- * socket, one JSON object a line: a third-party MCP server's messages
- * for the client (mcp_relay.c) while it runs, then its report:
- * {"outcome": N, "error": "...", "result": "JSON", "mcp_result": "JSON",
- * "mcp_error": "JSON"} (the last two: the server's own answer). */
+ * sandbox, audit) where mcp_run.c says (a child process, or in serve a
+ * thread), so that the session keeps serving while the tool runs,
+ * reports progress, and a notifications/cancelled can stop the run:
+ * SIGTERM to the child (or to a thread's run step's child), which its
+ * sandbox supervisor forwards to the tool (a child killed before the
+ * pipeline's own record leaves the in-flight marker that gateway/state.h
+ * turns into an interrupted record), SIGKILL 5 s later; a warm server's
+ * exchange ends when its relay is closed. Then the report becomes the
+ * answer: the result as structuredContent and text, or the error. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,10 +26,10 @@
 #include "core/clock.h"
 #include "front/mcp_internal.h"
 
-#define PROGRESS_EVERY_MS 1000
-#define KILL_GRACE_MS 5000
-
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
+
+/* A child or a thread runs it (else it waits for the client's answer) */
+static bool running(const struct mcp_run *r) { return r->pid || r->threaded; }
 
 static void run_free(struct mcp_run *r)
 {
@@ -46,10 +45,11 @@ static void run_free(struct mcp_run *r)
   free(r->report);
   cap_buf_free(&r->line);
   mcp_run_free_asked(r);
+  mcp_job_free(r->job);
   free(r);
 }
 
-static void drop(struct mcp_session *s, struct mcp_run *r)
+void mcp_run_drop(struct mcp_session *s, struct mcp_run *r)
 {
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
     if (s->runs[i] == r)
@@ -59,7 +59,7 @@ static void drop(struct mcp_session *s, struct mcp_run *r)
 
 /* ---- results ---- */
 
-static void send_tool_error(struct mcp_session *s, const char *id, const char *message)
+void mcp_send_tool_error(struct mcp_session *s, const char *id, const char *message)
 {
   struct cap_buf b = {0};
   cap_buf_printf(&b,
@@ -76,7 +76,7 @@ static void send_tool_result(struct mcp_session *s, const char *id, const char *
 {
   _cleanup_free_ char *canon = cap_json_canonical(json, strlen(json));
   if (!canon)
-    return send_tool_error(s, id, "the tool's result is not JSON");
+    return mcp_send_tool_error(s, id, "the tool's result is not JSON");
   struct cap_buf b = {0};
   cap_buf_printf(&b,
                  "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\","
@@ -110,7 +110,7 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
   if (r->cancelled) {    /* a cancelled request gets no answer */
     s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
     s->modern = false;
-    return drop(s, r);
+    return mcp_run_drop(s, r);
   }
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags diags = {0};
@@ -148,127 +148,18 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
   } else if (ok && result && result->kind == CAP_NODE_STRING) {
     send_tool_result(s, r->id_json, result->u.str.ptr);
   } else if (error && error->kind == CAP_NODE_STRING) {
-    send_tool_error(s, r->id_json, error->u.str.ptr);
+    mcp_send_tool_error(s, r->id_json, error->u.str.ptr);
   } else {
     _cleanup_free_ char *m = cap_xasprintf(
         "the call's process ended without a result (%s %d); `capsule audit` shows the call",
         WIFSIGNALED(status) ? "signal" : "status",
         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    send_tool_error(s, r->id_json, m);
+    mcp_send_tool_error(s, r->id_json, m);
   }
   cap_diags_free(&diags);
   cap_doc_free(doc);
-  drop(s, r);
+  mcp_run_drop(s, r);
   s->modern = false;
-}
-
-/* ---- the child ---- */
-
-static void report(int fd, enum gw_outcome o, const struct cap_error *err, const char *json,
-                   bool terminal, const struct gw_mcp_relay *relay)
-{
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_begin_object(&w);
-  cap_jw_key(&w, "outcome");
-  cap_jw_int(&w, o);
-  cap_jw_key(&w, "error");
-  cap_jw_string_or_null(&w, o == GW_OUTCOME_OK ? NULL : err->message ? err->message : "failed");
-  cap_jw_key(&w, "result");
-  cap_jw_string_or_null(&w, json);
-  cap_jw_key(&w, "terminal_on_success");
-  cap_jw_bool(&w, terminal);
-  cap_jw_key(&w, "mcp_result");
-  cap_jw_string_or_null(&w, relay->raw_result);
-  cap_jw_key(&w, "mcp_error");
-  cap_jw_string_or_null(&w, relay->raw_error);
-  cap_jw_end_object(&w);
-  cap_buf_putc(&b, '\n');
-  for (size_t off = 0; off < b.len;) {
-    ssize_t n = write(fd, b.data + off, b.len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    off += (size_t)n;
-  }
-  cap_buf_free(&b);
-}
-
-/* In the child: its own state connection (SQLite's must not cross a
- * fork), stdin and stdout away from the transport, then the pipeline. */
-static _Noreturn void child(const struct mcp_session *s, const struct mcp_run *r,
-                            enum gw_answer answer, int fd, pid_t parent)
-{
-  /* the session gone, its calls stop (their sandboxes die with them) */
-  if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
-    _exit(1);
-  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null >= 0)
-    dup2(null, STDIN_FILENO);
-  dup2(STDERR_FILENO, STDOUT_FILENO); /* nothing may reach the protocol's stream */
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGPIPE, SIG_DFL);
-  sigset_t none; /* a server may block signals it reads through a signalfd */
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  struct cap_error err = {0};
-  struct gw_state *st = NULL;
-  enum gw_outcome o = GW_OUTCOME_FAILED;
-  struct gw_result res = {0};
-  struct gw_mcp_relay relay = {.fd = fd,
-                               .client_caps = s->client_caps,
-                               .progress_token = r->token_json,
-                               .log_level = s->log_level};
-  if (!s->cfg->state_dir)
-    cap_error_set(&err, EINVAL, "no state directory to run calls with");
-  else if (gw_state_open(s->cfg->state_dir, &st, &err) == 0) {
-    struct gw_call call = s->cfg->base;
-    call.capability = r->cap;
-    call.tool = r->tool;
-    call.args = r->args;
-    call.args_len = strlen(r->args);
-    call.may_prompt = false;
-    call.answer = answer;
-    call.mcp_method = r->method;
-    if (r->deadline_ms)
-      call.deadline_ms = r->deadline_ms;
-    call.relay = r->relayed ? &relay : NULL;
-    if (r->gather) { /* every MCP-server capability's list, merged */
-      mcp_gather_run(s, st, &call, r->method, &relay);
-      o = GW_OUTCOME_OK;
-    } else
-      o = gw_call(&call, s->cfg->reg, st, &res, &err);
-  }
-  report(fd, o, &err, res.json, res.terminal_on_success, &relay);
-  _exit(0);
-}
-
-void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer)
-{
-  int p[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0) {
-    send_tool_error(s, r->id_json, "cannot start the call: no pipe");
-    return drop(s, r);
-  }
-  pid_t parent = getpid(), pid = fork();
-  if (pid < 0) {
-    close(p[0]);
-    close(p[1]);
-    send_tool_error(s, r->id_json, "cannot start the call: fork failed");
-    return drop(s, r);
-  }
-  if (pid == 0) {
-    close(p[0]);
-    child(s, r, answer, p[1], parent);
-  }
-  close(p[1]);
-  fcntl(p[0], F_SETFL, O_NONBLOCK);
-  r->pid = pid;
-  r->fd = p[0];
-  r->started_ms = now_ms();
-  r->next_progress_ms = r->started_ms + PROGRESS_EVERY_MS;
 }
 
 /* ---- ask through the client ---- */
@@ -312,7 +203,7 @@ void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *m
     return;
   struct mcp_run *r = NULL;
   for (size_t i = 0; i < MCP_MAX_RUNNING && !r; i++)
-    if (s->runs[i] && !s->runs[i]->pid && s->runs[i]->elicit_id == id)
+    if (s->runs[i] && !running(s->runs[i]) && s->runs[i]->elicit_id == id)
       r = s->runs[i];
   if (!r)
     return; /* an answer to nothing we asked (or to a cancelled call) */
@@ -383,10 +274,12 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   }
   struct mcp_run *r = mcp_run_new(s, id, m->spec->id);
   if (!r)
-    return send_tool_error(s, id, "too many calls in flight in this session; wait for one to end");
+    return mcp_send_tool_error(s, id,
+                               "too many calls in flight in this session; wait for one to end");
   r->token_json = progress_token(params);
   r->tool = cap_xstrdup(m->tool->name);
   r->relayed = m->spec->runtime.kind == CAP_RUNTIME_MCP;
+  r->tool_known = true;
   struct cap_buf a = {0};
   struct cap_jw w;
   cap_jw_init(&w, &a, false);
@@ -448,6 +341,7 @@ void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_no
     t = gw_tools_find(&cached, r->tool);
   cap_error_clear(&ignored);
   r->relayed = spec && spec->runtime.kind == CAP_RUNTIME_MCP;
+  r->tool_known = t != NULL;
   bool ask = t && s->client_elicits && asks(s, spec, t);
   gw_tools_free(&cached);
   if (ask)
@@ -459,18 +353,26 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
 {
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
-    if (!r || r->cancelled || strcmp(r->id_json, id_json) != 0 || (only_waiting && r->pid))
+    if (!r || r->cancelled || strcmp(r->id_json, id_json) != 0 || (only_waiting && running(r)))
       continue;
-    if (!r->pid) { /* still waiting for the client's answer: nothing ran */
+    if (!running(r)) { /* still waiting for the client's answer: nothing ran */
       s->io.send(s->io.ctx, r->id_json, true, NULL, 0);
-      drop(s, r);
+      mcp_run_drop(s, r);
       continue;
     }
     r->cancelled = true;
     if (r->relayed) /* the server is told first, as MCP says */
       mcp_relay_cancel(r);
+    if (r->threaded && r->relayed) { /* its exchange ends when the relay does; the report comes */
+      shutdown(r->fd, SHUT_WR);
+      continue;
+    }
+    if (r->threaded) { /* its run step's child, once it has one */
+      mcp_run_signal_apart(r, now_ms());
+      continue;
+    }
     kill(r->pid, SIGTERM);
-    r->kill_at_ms = now_ms() + KILL_GRACE_MS;
+    r->kill_at_ms = now_ms() + MCP_KILL_GRACE_MS;
   }
 }
 
@@ -503,6 +405,8 @@ size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, i
     uint64_t due = r->token_json && !r->cancelled && !r->relayed ? r->next_progress_ms : 0;
     if (r->kill_at_ms && (!due || r->kill_at_ms < due))
       due = r->kill_at_ms;
+    if (r->threaded && r->cancelled && !r->relayed && !r->term_sent)
+      due = now + 100; /* its run step's child may be about to start */
     if (due && (!next || due < next))
       next = due;
   }
@@ -519,7 +423,7 @@ static void progress(struct mcp_session *s, struct mcp_run *r, uint64_t now)
                  r->token_json, (long long)++r->progress,
                  (unsigned long long)((now - r->started_ms) / 1000));
   mcp_send_buf(s, r->id_json, false, &b);
-  r->next_progress_ms = now + PROGRESS_EVERY_MS;
+  r->next_progress_ms = now + MCP_PROGRESS_EVERY_MS;
 }
 
 /* Each full line the child sent: a relayed message, or its report. */
@@ -567,15 +471,23 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
     struct mcp_run *r = s->runs[i];
     if (!r || r->fd < 0)
       continue;
-    if (drain(s, r)) {
+    /* a thread's report is its last word: a child forked meanwhile (by
+     * another call) may hold a copy of its end, so its EOF can come late */
+    if (drain(s, r) || (r->threaded && r->report)) {
       int status = 0;
-      while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
-        ;
+      if (r->threaded) /* it closes its end and returns once the report is sent */
+        pthread_join(r->thread, NULL);
+      else
+        while (waitpid(r->pid, &status, 0) < 0 && errno == EINTR)
+          ;
       r->pid = 0;
+      r->threaded = false;
       finish(s, r, status);
       continue;
     }
-    if (r->kill_at_ms && now >= r->kill_at_ms) {
+    if (r->threaded && r->cancelled && !r->relayed)
+      mcp_run_signal_apart(r, now);
+    else if (r->pid && r->kill_at_ms && now >= r->kill_at_ms) {
       kill(r->pid, SIGKILL);
       r->kill_at_ms = 0;
     }
@@ -592,14 +504,15 @@ size_t mcp_session_busy(const struct mcp_session *s)
   return k;
 }
 
-/* Stops what still runs: SIGTERM, up to KILL_GRACE_MS for it to end (its
- * pipeline then audits it), SIGKILL. */
+/* Stops what still runs: SIGTERM, up to MCP_KILL_GRACE_MS for it to end (its
+ * pipeline then audits it), SIGKILL; a thread's run as stop_threads says. */
 void mcp_runs_free(struct mcp_session *s)
 {
+  mcp_runs_stop_threads(s);
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) /* once: a second one could end the child */
     if (s->runs[i] && s->runs[i]->pid && !s->runs[i]->cancelled) /* between its record and */
       kill(s->runs[i]->pid, SIGTERM); /* its marker's removal: a second, "interrupted" record */
-  uint64_t until = now_ms() + KILL_GRACE_MS;
+  uint64_t until = now_ms() + MCP_KILL_GRACE_MS;
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
     if (!r)
@@ -613,6 +526,6 @@ void mcp_runs_free(struct mcp_session *s)
       while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
         ;
     }
-    drop(s, r);
+    mcp_run_drop(s, r);
   }
 }

@@ -4,6 +4,7 @@
 #ifndef CAPSULE_FRONT_MCP_INTERNAL_H
 #define CAPSULE_FRONT_MCP_INTERNAL_H
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include "core/buf.h"
@@ -40,8 +41,10 @@ struct mcp_table {
   bool built;
 };
 
-#define MCP_MAX_ASKED 8     /* a server's requests to the client in flight per call */
-#define MCP_MAX_ROUTES 4096 /* prompts and resources of servers routed per session */
+#define MCP_KILL_GRACE_MS 5000     /* a stopped run's grace before SIGKILL */
+#define MCP_PROGRESS_EVERY_MS 1000 /* a run with a progress token: a notification this often */
+#define MCP_MAX_ASKED 8            /* a server's requests to the client in flight per call */
+#define MCP_MAX_ROUTES 4096        /* prompts and resources of servers routed per session */
 
 /* Where a prompt (CAPABILITY__NAME) or a resource (its URI) of a
  * third-party MCP server leads (mcp_gather.c) */
@@ -58,8 +61,18 @@ struct mcp_asked {
   char *theirs;
 };
 
-/* A call in flight: a child process running gw_call, or one waiting for
- * the client's answer to our elicitation. */
+/* Where a run's pipeline runs (mcp_call.c, where_to_run) */
+enum run_where {
+  RUN_CHILD, /* a child process, which opens its own state */
+  RUN_WARM,  /* a thread of this process; a warm server answers */
+  RUN_APART, /* a thread of this process; the run step alone in a child (gw_run_apart) */
+};
+
+struct mcp_job; /* what a run's pipeline reads (mcp_run.c) */
+
+/* A call in flight: a child process (or, on the warm path, a thread)
+ * running gw_call, or one waiting for the client's answer to our
+ * elicitation. */
 struct mcp_run {
   const char *method;   /* NULL: tools/call; else an MCP request relayed to the server (static) */
   bool gather;          /* method runs on every MCP-server capability (mcp_gather.c) */
@@ -76,6 +89,12 @@ struct mcp_run {
   char *args;          /* the arguments, JSON text */
   int64_t elicit_id;   /* our elicitation/create request's id; 0 when none */
   pid_t pid;           /* the child, or 0 */
+  bool threaded;       /* a thread of this process runs it (RUN_WARM, RUN_APART) */
+  bool tool_known;     /* the tool was found (in the name table, or a capability's) */
+  pid_t run_pid;       /* RUN_APART: the run step's child while it runs (atomic), else 0 */
+  bool term_sent;      /* RUN_APART cancelled: SIGTERM reached its run step's child */
+  pthread_t thread;
+  struct mcp_job *job; /* what the thread reads (owned; freed once it is joined) */
   int fd;              /* the child's report; -1 */
   uint64_t started_ms; /* monotonic */
   uint64_t next_progress_ms;
@@ -155,7 +174,18 @@ void mcp_runs_free(struct mcp_session *s);
 void mcp_forward(struct mcp_session *s, const char *id_json, const struct cap_node *params,
                  const char *method);
 struct mcp_run *mcp_run_new(struct mcp_session *s, const char *id_json, const char *cap);
+/* Where the run's pipeline runs and its start (mcp_run.c) */
 void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer);
+void mcp_job_free(struct mcp_job *j);
+/* A cancelled RUN_APART run: SIGTERM to its run step's child, SIGKILL
+ * MCP_KILL_GRACE_MS later (called again until then) */
+void mcp_run_signal_apart(struct mcp_run *r, uint64_t now);
+/* Every thread's run of the session stopped and joined (the state lock
+ * let go meanwhile) */
+void mcp_runs_stop_threads(struct mcp_session *s);
+/* Frees the run and its slot; a tool error as the request's answer */
+void mcp_run_drop(struct mcp_session *s, struct mcp_run *r);
+void mcp_send_tool_error(struct mcp_session *s, const char *id_json, const char *message);
 
 /* The relay (mcp_relay.c): a line the call's child sent ({"relay": MSG}, owned); the client's
  * answer to a relayed request (true when it was one); the served

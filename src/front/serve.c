@@ -157,6 +157,23 @@ static void sess_send(void *ctx, const char *for_id, bool final, const char *jso
     drop_route(x, r);
 }
 
+/* A warm call's thread holds the registry it started with (mcp.h) */
+static void *sess_reg_hold(void *ctx)
+{
+  struct sess *x = ctx;
+  x->gen->refs++;
+  return x->gen;
+}
+
+static void sess_reg_release(void *ctx, void *held)
+{
+  (void)ctx;
+  gen_unref(held);
+}
+
+static void call_lock_acquire(void *ctx) { pthread_mutex_lock(&((struct serve *)ctx)->state_mu); }
+static void call_lock_release(void *ctx) { pthread_mutex_unlock(&((struct serve *)ctx)->state_mu); }
+
 static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *user)
 {
   struct sess *x = cap_xcalloc(1, sizeof *x);
@@ -177,7 +194,11 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .server_version = sv->opt->version,
       .list_changed = !http,  /* HTTP offers no stream outside requests to carry it */
       .local_methods = !http, /* the CLI's capsule/call: its peer is who SO_PEERCRED says */
+      .reg_hold = sess_reg_hold,
+      .reg_release = sess_reg_release,
+      .reg_ctx = x,
       .base = {.user = x->user,
+               .state_lock = &sv->call_lock,
                .deadline_ms = sv->opt->deadline_ms,
                .log_dir = sv->logs,
                .run_dir = sv->run,
@@ -601,6 +622,7 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
 }
 
 static void ui_bound(struct serve *sv, const char *addr) { sv->ui_addr = cap_xstrdup(addr); }
+static void http_bound(struct serve *sv, const char *addr) { sv->http_addr = cap_xstrdup(addr); }
 
 static void ui_log(struct serve *sv, const char *msg, const char *user)
 {
@@ -615,6 +637,7 @@ static const struct serve_hooks hooks = {.enqueue = serve_enqueue,
                                          .ui_pulse = ui_pulse,
                                          .ui_wait = ui_wait,
                                          .ui_bound = ui_bound,
+                                         .http_bound = http_bound,
                                          .ui_log = ui_log,
                                          .ui_sess_save = ui_sess_save,
                                          .ui_sess_load = ui_sess_load,
@@ -640,6 +663,8 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
   sv->opt = opt;
   pthread_mutex_init(&sv->state_mu, NULL);
   pthread_mutex_init(&sv->queue_mu, NULL);
+  sv->call_lock =
+      (struct gw_state_lock){.acquire = call_lock_acquire, .release = call_lock_release, .ctx = sv};
   sv->listen_fd = sv->inotify_fd = -1;
   sv->logs = cap_xasprintf("%s/logs", opt->state_dir);
   sv->run = cap_xasprintf("%s/run", opt->state_dir);
@@ -718,7 +743,7 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   int r = setup(&sv, opt, err);
   if (r == 0) {
     serve_write_status(&sv);
-    serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", opt->http_addr);
+    serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", sv.http_addr);
     if (sv.ui_addr)
       serve_log(&sv, "info", "serving the dashboard", "ui", sv.ui_addr, NULL, NULL);
     if (opt->grpc_addr)
@@ -741,5 +766,6 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.socket_path);
   free(sv.status_path);
   free(sv.ui_addr);
+  free(sv.http_addr);
   return r;
 }

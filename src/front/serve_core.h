@@ -47,6 +47,7 @@ struct serve {
   struct serve_grpc *grpc; /* --grpc, or NULL */
   const struct serve_options *opt;
   pthread_mutex_t state_mu, queue_mu;
+  struct gw_state_lock call_lock; /* state_mu, for the warm calls' threads (gateway/call.h) */
   struct inbound *head, *tail;
   int wake; /* eventfd */
   bool stopping;
@@ -64,6 +65,7 @@ struct serve {
   struct serve_http *http;
   struct serve_ui *ui;
   char *ui_addr;        /* the dashboard's address, its port the one bound */
+  char *http_addr;      /* --mcp-http's, likewise */
   struct ui_live *live; /* PostgreSQL: the live stream's listener (ui_live.c) */
 };
 

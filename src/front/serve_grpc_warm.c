@@ -1,6 +1,6 @@
 /* serve --grpc's warm path (serve_internal.h): a Selu tool whose instance
  * runs already is called in the gRPC process itself, on the call's worker
- * thread, through gw_call with warm_only (policy, validation, credentials,
+ * thread, through gw_call with selu_warm_only (policy, validation, credentials,
  * the warm instance, audit: the pipeline `capsule call` runs). No fork,
  * no state opened per call: a pool of state connections (one per call in
  * flight, kept for the next), a gRPC channel per warm instance kept
@@ -160,7 +160,7 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
       .thread_id = call->thread_id && *call->thread_id ? call->thread_id : NULL,
       .hidden = (const char *const *)w->hidden,
       .n_hidden = w->n_hidden,
-      .warm_only = true,
+      .selu_warm_only = true,
       .channels = w->channels,
   };
   struct gw_result res = {0};

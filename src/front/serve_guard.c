@@ -71,6 +71,13 @@ void serve_guard_set_port(struct serve_guard *g, const char *addr, int port)
   g->hosts[g->n_hosts++] = cap_xasprintf("%.*s:%d", (int)(colon - addr), addr, port);
 }
 
+char *serve_guard_bound_addr(const char *addr, int port)
+{
+  const char *colon = strrchr(addr, ':');
+  return cap_xasprintf("%.*s:%d", (int)(colon ? colon - addr : (ptrdiff_t)strlen(addr)), addr,
+                       port);
+}
+
 static int read_tls(struct serve_guard *g, const struct serve_options *opt, struct cap_error *err)
 {
   size_t len;

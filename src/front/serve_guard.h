@@ -33,6 +33,9 @@ int serve_guard_init(struct serve_guard *g, const char *option, const char *addr
                      const struct serve_options *opt, struct cap_error *err);
 /* The Host values once the port is known (the bound one, for port 0). */
 void serve_guard_set_port(struct serve_guard *g, const char *addr, int port);
+/* ADDR (HOST:PORT) with the port bound instead of its own (0: any free
+ * one), as `serve status` shows it. The caller frees it. */
+char *serve_guard_bound_addr(const char *addr, int port);
 bool serve_guard_host_ok(const struct serve_guard *g, const char *host);
 /* The request's Host header; NULL unless there is exactly one (RFC 9112:
  * several are a 400; the checks must not read one and a proxy another). */

@@ -37,6 +37,7 @@
 #define HTTP_CONN_PENDING 64
 #define HTTP_CONN_PER_OWNER 16
 #define HTTP_CONN_TRUSTED_TIMEOUT_S 60
+#define ANSWER_SOON_MS 50
 
 /* Per-token rate limits: a bucket of 2*rate requests refilled at rate a
  * second; a token past it gets 429. Only authenticated tokens get a
@@ -237,6 +238,29 @@ static bool known_version(const char *v)
   return false;
 }
 
+/* A call whose answer is its only message within ANSWER_SOON_MS (a warm
+ * server's, typically) is answered with that JSON object, which the
+ * transport allows the server to choose: the client reads a complete
+ * body and keeps its connection, where an SSE stream costs a stream's
+ * set-up and often the connection. Anything sent before the answer
+ * (progress, logging, a request to the client), or a longer call, gets
+ * the SSE stream, whose keep-alive comments also show a client that left.
+ * Called with st->mu held. */
+static bool answered_soon(struct stream *st)
+{
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += ANSWER_SOON_MS * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  while (st->head == st->n && !st->done)
+    if (pthread_cond_timedwait(&st->cv, &st->mu, &until) == ETIMEDOUT)
+      break;
+  return st->done && st->n - st->head == 1 && !st->http_status;
+}
+
 /* The answer once the main thread has it: the refusal, the JSON, or an
  * SSE stream for a call. */
 static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool sse)
@@ -246,6 +270,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
    * then, its messages as they come); anything else waits for its answer */
   while (st->head == st->n && !st->done && !(sse && st->accepted))
     pthread_cond_wait(&st->cv, &st->mu);
+  if (sse && !st->http_status && answered_soon(st))
+    sse = false; /* the answer alone, as JSON: nothing came before it */
   _cleanup_free_ char *session = st->session_id ? cap_xstrdup(st->session_id) : NULL;
   int status = st->http_status;
   _cleanup_free_ char *error = st->error ? cap_xstrdup(st->error) : NULL;
@@ -476,9 +502,11 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
     return cap_error_set(err, EADDRNOTAVAIL, "cannot listen on %s (in use, or not this host's)",
                          opt->http_addr);
   }
+  int bound = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT)->port;
   if (port == 0) /* any free port: the Host values name the one bound */
-    serve_guard_set_port(g, opt->http_addr,
-                         MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT)->port);
+    serve_guard_set_port(g, opt->http_addr, bound);
+  _cleanup_free_ char *addr = serve_guard_bound_addr(opt->http_addr, bound);
+  hooks->http_bound(sv, addr);
   __atomic_store_n(&h->ready, true, __ATOMIC_RELEASE);
   *ret = h;
   return 0;

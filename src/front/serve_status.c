@@ -65,7 +65,7 @@ void serve_write_status(struct serve *sv)
   cap_jw_key(&w, "socket");
   cap_jw_string(&w, sv->socket_path);
   cap_jw_key(&w, "mcp_http");
-  cap_jw_string_or_null(&w, sv->opt->http_addr);
+  cap_jw_string_or_null(&w, sv->http_addr);
   cap_jw_key(&w, "ui");
   cap_jw_string_or_null(&w, sv->ui_addr);
   cap_jw_key(&w, "caps");

@@ -701,9 +701,7 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
    * keep the sessions apart) */
   __atomic_store_n(&u->cookie, cap_xasprintf("%scapsule_ui", g->tls ? "__Secure-" : ""),
                    __ATOMIC_RELEASE);
-  const char *colon = strrchr(opt->ui_addr, ':');
-  _cleanup_free_ char *addr =
-      cap_xasprintf("%.*s:%d", (int)(colon - opt->ui_addr), opt->ui_addr, bound);
+  _cleanup_free_ char *addr = serve_guard_bound_addr(opt->ui_addr, bound);
   hooks->ui_bound(sv, addr);
   *ret = u;
   return 0;

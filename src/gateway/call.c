@@ -81,6 +81,7 @@ struct call_ctx {
   struct gw_inflight inflight;    /* the call's in-flight marker (gateway/state.h) */
   struct gw_call with_ids;        /* the call with its id_base: what c->call points to once known */
   struct gw_egress_batch *egress; /* the proxy's decisions, stored after the record */
+  struct gw_talos_config *talos;  /* a run apart's Talos settings, read before its fork */
 };
 
 static void free_secrets(struct call_ctx *c)
@@ -171,8 +172,12 @@ static enum gw_outcome find_dynamic_tool(struct call_ctx *c, struct cap_error *e
   if (c->tool)
     return GW_OUTCOME_OK;
   gw_tools_free(&c->dynamic);
-  if (c->call->warm_only) /* discovery may start an instance */
+  if (c->call->selu_warm_only) /* discovery may start an instance */
     return GW_OUTCOME_NOT_WARM;
+  if (c->call->warm_only) /* discovery starts the server for itself */
+    return cap_error_set(err, ENOENT, "%s has no tool %s as last discovered", c->spec->id,
+                         c->call->tool),
+           GW_OUTCOME_FAILED;
   enum gw_outcome o = resolve_credentials(c, err);
   if (o == GW_OUTCOME_OK)
     o = c->spec->runtime.kind == CAP_RUNTIME_MCP
@@ -232,7 +237,7 @@ static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
     cap_buf_free(&have);
     return GW_OUTCOME_FAILED;
   }
-  if (call->warm_only && c->spec->runtime.kind != CAP_RUNTIME_GRPC)
+  if (call->selu_warm_only && c->spec->runtime.kind != CAP_RUNTIME_GRPC)
     return GW_OUTCOME_NOT_WARM; /* a sandbox of its own per call: a fresh process's */
   if (step_ids(c, err) != GW_OUTCOME_OK)
     return GW_OUTCOME_FAILED;
@@ -413,7 +418,7 @@ static enum gw_outcome step_policy(struct call_ctx *c, struct cap_error *err)
                          "%s allow`",
                          c->spec->id, c->tool->name, source, c->spec->id, c->tool->name),
            GW_OUTCOME_DENIED;
-  if (policy == CAP_POLICY_ASK && c->call->warm_only)
+  if (policy == CAP_POLICY_ASK && c->call->selu_warm_only)
     return GW_OUTCOME_NOT_WARM; /* before an approval is taken or made */
   return policy == CAP_POLICY_ASK ? ask(c, source, err) : GW_OUTCOME_OK;
 }
@@ -460,123 +465,72 @@ static enum gw_outcome step_validate(struct call_ctx *c, struct cap_error *err)
 
 /* ---- run ---- */
 
-/* Renewed OAuth tokens (talos_oauth.store), sealed in the state where the
- * refresh token is: the user's row when there is one, else the system's. */
-static void oauth_store(void *arg, const char *access, const char *refresh, const char *expiry)
-{
-  struct gw_talos_config *cfg = arg;
-  struct cap_error err = {0};
-  char *mine = NULL;
-  bool user_row = false;
-  gw_cred_get(cfg->st, cfg->cap, "refresh_token", CAP_SCOPE_USER, cfg->user, &mine, &user_row,
-              &err);
-  gw_secret_free(mine);
-  cap_error_clear(&err);
-  enum cap_secret_scope scope = user_row ? CAP_SCOPE_USER : CAP_SCOPE_SYSTEM;
-  const char *u = user_row ? cfg->user : NULL;
-  const char *const pairs[][2] = {
-      {"access_token", access}, {"refresh_token", refresh}, {"token_expiry", expiry}};
-  for (size_t i = 0; i < ARRAY_SIZE(pairs); i++)
-    if (pairs[i][1] && gw_cred_set(cfg->st, cfg->cap, pairs[i][0], scope, u, pairs[i][1],
-                                   strlen(pairs[i][1]), &err) < 0)
-      cap_error_clear(&err); /* the next call refreshes again */
-}
-
-static int oauth_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
-                      struct gw_talos_config *cfg, struct cap_error *err)
-{
-  int r = gw_setting_get(st, spec->id, user, GW_SETTING_OAUTH_TOKEN_URL, &cfg->token_url, err);
-  for (size_t i = 0; r == 0 && i < TALOS_OAUTH_N; i++) {
-    bool found = false;
-    r = gw_cred_lookup(st, spec->id, talos_oauth_names[i], user, &cfg->oauth.values[i], &found,
-                       err);
-  }
-  cfg->oauth.token_url = cfg->token_url;
-  cfg->oauth.store = oauth_store;
-  cfg->oauth.store_arg = cfg;
-  cfg->st = st;
-  cfg->cap = spec->id;
-  cfg->user = user;
-  cfg->in.oauth = &cfg->oauth;
-  return r;
-}
-
-int gw_talos_config_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
-                         char *const *secrets, struct gw_talos_config *cfg, struct cap_error *err)
-{
-  *cfg = (struct gw_talos_config){0};
-  cfg->settings = cap_xcalloc(spec->n_settings + 1, sizeof *cfg->settings);
-  int r = 0;
-  for (size_t i = 0; r == 0 && i < spec->n_settings; i++)
-    r = gw_setting_get(st, spec->id, user, spec->settings[i].name, &cfg->settings[i], err);
-  if (r == 0)
-    r = gw_setting_get(st, spec->id, user, GW_SETTING_NODE_PATH, &cfg->node_path, err);
-  cfg->in = (struct talos_input){
-      .secrets = secrets, .settings = cfg->settings, .node_path = cfg->node_path};
-  if (r == 0 && spec->talos.has_oauth && secrets) /* a run, not a readiness probe */
-    r = oauth_load(st, spec, user, cfg, err);
-  if (r < 0)
-    gw_talos_config_free(cfg, spec);
-  return r;
-}
-
-int gw_talos_secrets_load(struct gw_state *st, const struct cap_spec *spec, const char *user,
-                          char ***out, struct cap_error *err)
-{
-  char **v = cap_xcalloc(spec->n_secrets + 1, sizeof *v);
-  int r = 0;
-  for (size_t i = 0; r == 0 && i < spec->n_secrets; i++) {
-    bool found = false;
-    r = gw_cred_lookup(st, spec->id, spec->secrets[i].name, user, &v[i], &found, err);
-    if (r == 0 && !found && spec->secrets[i].required) {
-      _cleanup_free_ char *qid = cap_shell_quote(spec->id);
-      _cleanup_free_ char *qname = cap_shell_quote(spec->secrets[i].name);
-      _cleanup_free_ char *quser = cap_shell_quote(user);
-      r = cap_error_set(err, ENOENT,
-                        "credential %s is not set for user %s; set it with `capsule cred set %s "
-                        "%s --scope user --user %s` (the value on stdin)",
-                        spec->secrets[i].name, user, qid, qname, quser);
-    }
-  }
-  if (r < 0) {
-    gw_talos_secrets_free(v, spec);
-    v = NULL;
-  }
-  *out = v;
-  return r;
-}
-
-void gw_talos_secrets_free(char **secrets, const struct cap_spec *spec)
-{
-  for (size_t i = 0; secrets && i < spec->n_secrets; i++)
-    gw_secret_free(secrets[i]);
-  free(secrets);
-}
-
-void gw_talos_config_free(struct gw_talos_config *cfg, const struct cap_spec *spec)
-{
-  for (size_t i = 0; cfg->settings && i < spec->n_settings; i++)
-    free(cfg->settings[i]);
-  free(cfg->settings);
-  free(cfg->node_path);
-  free(cfg->token_url);
-  for (size_t i = 0; i < TALOS_OAUTH_N; i++)
-    gw_secret_free(cfg->oauth.values[i]);
-  *cfg = (struct gw_talos_config){0};
-}
-
 /* The run, in the capability's sandbox with the operator's grants added. */
 static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
                                    struct cap_error *err);
+
+/* The runtimes whose run touches no state: a run apart may carry them (a
+ * Talos function's settings are read before the fork; one with OAuth
+ * renews its tokens in the state while it runs) */
+bool gw_runs_apart(const struct cap_spec *spec)
+{
+  return spec->runtime.kind == CAP_RUNTIME_JSONL || spec->runtime.kind == CAP_RUNTIME_GRPC ||
+         (spec->runtime.kind == CAP_RUNTIME_TALOS_NODE && !spec->talos.has_oauth);
+}
+
+static bool runs_apart(const struct gw_call *call, const struct cap_spec *spec)
+{
+  return call->run_apart && gw_runs_apart(spec);
+}
+
+struct apart {
+  struct call_ctx *c;
+  const struct cap_spec *spec;
+};
+
+static enum gw_outcome run_apart_step(void *arg, char **out, struct cap_error *err)
+{
+  struct apart *a = arg;
+  enum gw_outcome o = run_granted(a->c, a->spec, err);
+  *out = steal_pointer(&a->c->out);
+  return o;
+}
 
 static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
 {
   struct gw_granted g;
   if (gw_spec_with_grants(c->st, c->spec, &g, err) < 0)
     return GW_OUTCOME_FAILED;
-  enum gw_outcome o = run_granted(c, &g.spec, err);
+  struct apart a = {.c = c, .spec = &g.spec};
+  struct gw_talos_config talos;
+  enum gw_outcome o = GW_OUTCOME_OK;
+  bool apart = runs_apart(c->call, &g.spec);
+  if (apart && g.spec.runtime.kind == CAP_RUNTIME_TALOS_NODE) {
+    if (gw_talos_config_load(c->st, &g.spec, c->call->user, c->handler, &talos, err) < 0)
+      o = GW_OUTCOME_FAILED;
+    else
+      c->talos = &talos;
+  }
+  if (o == GW_OUTCOME_OK)
+    o = apart ? gw_run_apart(c->call, run_apart_step, &a, &c->out, err)
+              : run_granted(c, &g.spec, err);
+  if (c->talos)
+    gw_talos_config_free(c->talos, &g.spec);
+  c->talos = NULL;
   gw_granted_free(&g);
   return o;
+}
+
+static void state_acquire(const struct gw_call *call)
+{
+  if (call->state_lock)
+    call->state_lock->acquire(call->state_lock->ctx);
+}
+
+static void state_release(const struct gw_call *call)
+{
+  if (call->state_lock)
+    call->state_lock->release(call->state_lock->ctx);
 }
 
 /* A third-party MCP server: for a front door's call (c->call->relay) on
@@ -593,12 +547,17 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
        attempt++) {
     struct cap_error kerr = {0};
     _cleanup_close_ int warm = gw_mcp_keeper_connect(call, spec, c->env, c->n_env, &kerr);
+    if (warm < 0 && call->warm_only)
+      return cap_error_set(err, -warm, "no warm server for %s: %s", spec->id, kerr.message),
+             cap_error_clear(&kerr), GW_OUTCOME_FAILED;
     cap_error_clear(&kerr);
     if (warm < 0)
-      break; /* without a warm server, the call starts its own */
+      break;             /* without a warm server, the call starts its own */
+    state_release(call); /* the exchange does not touch the state */
     enum gw_outcome o =
         params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, err)
                : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, err);
+    state_acquire(call);
     if (o == GW_OUTCOME_FAILED && err->code == ECONNABORTED) {
       cap_error_clear(err);
       continue;
@@ -607,6 +566,11 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
       call->relay->raw_result = cap_xstrdup(c->out);
     return o;
   }
+  if (call->warm_only)
+    return cap_error_set(err, ECONNABORTED,
+                         "%s's warm server ended twice before it took the call; try again",
+                         spec->id),
+           GW_OUTCOME_FAILED;
   if (!params)
     return mcp_client_call(call, spec, c->env, c->n_env, &c->out, err);
   enum gw_outcome o =
@@ -619,6 +583,9 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
 static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
                                    struct cap_error *err)
 {
+  if (c->call->warm_only && spec->runtime.kind != CAP_RUNTIME_MCP && !runs_apart(c->call, spec))
+    return cap_error_set(err, ENOTSUP, "%s has no warm server to answer in this process", spec->id),
+           GW_OUTCOME_FAILED;
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_JSONL:
     return covenant_run(c->call, spec, c->args->root, c->env, c->n_env, &c->out, err);
@@ -628,6 +595,8 @@ static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *sp
     return gw_selu_invoke(c->call, spec, c->tool->name, args, c->env, c->n_env, &c->out, err);
   }
   case CAP_RUNTIME_TALOS_NODE: {
+    if (c->talos) /* read before a run apart's fork: the child has no state */
+      return talos_run(c->call, spec, c->tool, c->args->root, &c->talos->in, &c->out, err);
     struct gw_talos_config cfg;
     if (gw_talos_config_load(c->st, spec, c->call->user, c->handler, &cfg, err) < 0)
       return GW_OUTCOME_FAILED;
@@ -681,8 +650,21 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   return o;
 }
 
+static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_registry *reg,
+                                  struct gw_state *st, struct gw_result *res,
+                                  struct cap_error *err);
+
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
+{
+  state_acquire(call);
+  enum gw_outcome o = call_steps(call, reg, st, res, err);
+  state_release(call);
+  return o;
+}
+
+static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_registry *reg,
+                                  struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
   *res = (struct gw_result){0};
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC), cpu_ms = 0;

@@ -16,12 +16,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gateway/registry.h"
 #include "gateway/state.h"
 
 #define GW_DEFAULT_DEADLINE_MS 120000
 #define GW_DEFAULT_OUTPUT_CAP (16u << 20)
+
+/* A state connection shared with other threads (capsule serve's): gw_call
+ * holds the lock while it uses the state, and lets it go while a warm
+ * server answers (gw_call.warm_only), so the connection stays one. */
+struct gw_state_lock {
+  void (*acquire)(void *ctx);
+  void (*release)(void *ctx);
+  void *ctx;
+};
 
 /* The human's answer to `ask`, obtained by a front door before the call
  * (MCP elicitation, front/mcp.h): it stands for the terminal's prompt. */
@@ -84,17 +94,31 @@ struct gw_call {
    * library never prints): text for the operator; NULL: not told. */
   void (*warn)(void *ctx, const char *text);
   void *warn_ctx;
-  /* Only what a long-lived multithreaded process may do (serve --grpc's
-   * warm path, which must never fork a child that speaks gRPC): a Selu
+  /* Only what serve --grpc's warm path may do (a process that must never
+   * fork a child that speaks gRPC): a Selu
    * tool on an instance already running, policy allow. Anything else (no
    * instance yet, policy ask, a dynamic tool not yet discovered, another
    * runtime) ends the call with GW_OUTCOME_NOT_WARM before anything ran
    * or was decided, and without an audit record: the caller runs it again
    * without warm_only, in a process of its own. */
-  bool warm_only;
+  bool selu_warm_only;
   /* Selu: gRPC channels kept between calls (gateway/selu.h), or NULL: a
    * new connection and channel per call */
   struct gw_channels *channels;
+  /* NULL: the state is the caller's alone; else taken around its use */
+  const struct gw_state_lock *state_lock;
+  /* The call runs in a long-lived process's thread (serve's warm path):
+   * only a warm server may answer it (a third-party MCP server's
+   * keeper, gateway/mcp_keeper.c); no sandbox is started for the call
+   * alone, which would need a process of its own. */
+  bool warm_only;
+  /* The same thread, for a tool run in a fresh sandbox per call (a
+   * Covenant agent, a Selu server): the run step in a child process of
+   * its own (gw_run_apart), the rest here, on this state connection;
+   * *run_pid holds that child's pid while it runs (0 otherwise), for the
+   * caller to stop it with SIGTERM. */
+  bool run_apart;
+  pid_t *run_pid;
 };
 
 /* What a front door's MCP client and a third-party MCP server exchange
@@ -137,6 +161,18 @@ enum gw_outcome {
 /* One call: *res is set on GW_OUTCOME_OK. */
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err);
+
+/* Whether a run apart (gw_call.run_apart) can carry spec's runtime: a
+ * Covenant agent, a Selu server, a Talos function without OAuth. */
+bool gw_runs_apart(const struct cap_spec *spec);
+
+/* One run step, for gw_run_apart: *out (allocated) on GW_OUTCOME_OK. */
+typedef enum gw_outcome (*gw_run_fn)(void *arg, char **out, struct cap_error *err);
+/* fn(arg) in a child process forked now (call->state_lock held, let go
+ * while it runs); what it produced (its outcome, error, *out, the relay's
+ * raw answer, *call->cpu_ms) carried back. gateway/call_apart.c. */
+enum gw_outcome gw_run_apart(const struct gw_call *call, gw_run_fn fn, void *arg, char **out,
+                             struct cap_error *err);
 
 /* The path of the capability's stderr log in log_dir (made 0700 when
  * missing), rotated first when it has grown past its bound (the smaller of

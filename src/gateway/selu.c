@@ -464,7 +464,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .argv = image.argv,
       .workdir = image.info.config.working_dir ? image.info.config.working_dir : "/",
       .inside_id = image.argv ? SELU_IMAGE_ID : 0,
-      .warm_only = call->warm_only};
+      .warm_only = call->selu_warm_only};
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   struct call_channel cc;
   req.have_instance = channel_before(call, key, &cc);
@@ -473,7 +473,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   if (r < 0) {
     channel_done(&cc, 0);
     selu_run_free(&run);
-    if (r == -EWOULDBLOCK && call->warm_only) { /* nothing was sent: run it where one may start */
+    if (r == -EWOULDBLOCK &&
+        call->selu_warm_only) { /* nothing was sent: run it where one may start */
       cap_error_clear(err);
       return GW_OUTCOME_NOT_WARM;
     }

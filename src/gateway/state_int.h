@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "gateway/db.h"
+#include "manifest/model.h"
 
 #define GW_KEY_BYTES 32
 

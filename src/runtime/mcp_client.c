@@ -124,6 +124,13 @@ static char *next_line(struct exchange *x)
       continue; /* the deadline, checked above */
     if (x->relay_fd >= 0 && p[1].revents)
       relay_read(x);
+    if (x->relay_fd < 0 && x->relay && x->conn < 0) {
+      /* warm, and the front door stopped the call (it closed the relay
+       * after notifications/cancelled): leaving the keeper's connection
+       * cancels what is still in flight on the server */
+      x->error = cap_xstrdup("the call was cancelled by the client");
+      return NULL;
+    }
     if (!p[0].revents)
       continue;
     char buf[65536];
@@ -177,7 +184,7 @@ static bool await_response(struct exchange *x, int64_t id)
   for (;;) {
     _cleanup_free_ char *line = next_line(x);
     if (!line) {
-      if (!x->timed_out)
+      if (!x->timed_out && !x->error)
         x->error = cap_xstrdup(x->pending.len > x->cap
                                    ? "the server's answer is larger than the output cap"
                                    : "the server exited before it answered");
@@ -243,8 +250,9 @@ static void exchange_warm(struct exchange *x, const char *req)
   static const char hello[] = "{\"keeper\":";
   _cleanup_free_ char *taken = next_line(x);
   if (!taken || strncmp(taken, hello, sizeof hello - 1) != 0) {
-    x->not_taken = !x->timed_out;
-    x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
+    x->not_taken = !x->timed_out && !x->error; /* else cancelled, or out of time */
+    if (!x->error)
+      x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
     return;
   }
   _cleanup_free_ char *level =

@@ -143,7 +143,10 @@ async function modern() {
   const dj = d.status === 200 ? JSON.parse(d.body) : {};
   check('http-modern-discover', dj.result?.supportedVersions?.includes('2026-07-28') && !d.headers['mcp-session-id'], `${d.status} ${d.body}`);
   const c = await raw('POST', JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'wordcount__dispatch', arguments: { text: 'a' }, _meta: meta } }), { ...h, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'wordcount__dispatch' });
-  const data = c.body.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+  // an SSE stream, or (an answer that came at once) the JSON object alone
+  const data = /application\/json/.test(c.headers?.['content-type'] || '')
+    ? [JSON.parse(c.body)]
+    : c.body.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
   const res = data.find((x) => x.id === 2);
   check('http-modern-call', res?.result?.resultType === 'complete' && res?.result?.structuredContent?.text === '1 words', `${c.status} ${c.body}`);
   // 2026-07-28: closing the stream cancels the call (serve.sh finds it audited as stopped)

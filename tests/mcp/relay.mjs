@@ -115,7 +115,7 @@ const old = await served();
 const now = new Date();
 utimesSync(`${caps}/conformance/server.mjs`, now, now);
 let fresh = old;
-for (let i = 0; i < 100 && fresh.instance === old.instance; i++) {
+for (let i = 0; i < 600 && fresh.instance === old.instance; i++) { // generous: a loaded ASan build
   await new Promise((res) => setTimeout(res, 100));
   fresh = await served();
 }
@@ -179,7 +179,7 @@ await c.close();
 const audit = () =>
   JSON.parse(execFileSync(wrapper[0] ?? capsule, [...wrapper.slice(1), ...(wrapper.length ? [capsule] : []), 'audit', '--json', '--state', state]));
 let recs = [];
-for (let i = 0; i < 100; i++) {
+for (let i = 0; i < 600; i++) {
   recs = audit();
   if (recs.some((x) => x.tool === 'test_sampling' && x.outcome !== 'ok' && x.decision === 'allow')) break;
   await new Promise((res) => setTimeout(res, 100));

@@ -24,9 +24,9 @@ chmod 755 "$work"
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
 export CAPSULE_STATE_KEY=
-pass=0 fail=0
+pass=0 fail=0 failed=()
 ok() { echo "  ok   $1"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+bad() { echo "  FAIL $1"; fail=$((fail + 1)); failed+=("$1"); }
 
 caps=$work/caps
 agent() {
@@ -46,7 +46,7 @@ sed -i 's/cpu_ms_per_task = 5000/cpu_ms_per_task = 120000/' "$caps/agents/hang/a
 
 # waits up to 20 s for a condition (a server starting, a reload): no
 # timing is asserted, only that it happens
-wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
+wait_for() { for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done; return 1; }
 
 run_as() {
   local who=$1 state=$work/state-$1 wrap=()
@@ -61,15 +61,15 @@ run_as() {
   t1=$(C access issue alice --user alice --state "$state" 2>/dev/null)
   t2=$(C access issue bob --user bob --state "$state" 2>/dev/null)
   local port server=
-  for _ in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
-    "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:$port" --rate 100000 2>"$work/serve-$who.log" &
-    server=$!
-    pids+=("$server")
-    if wait_for C serve status --state "$state" >/dev/null 2>&1; then break; fi
-    server=
-  done
+  # port 0: a free one, which `serve status` names (no collision to retry)
+  "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:0" --rate 100000 2>"$work/serve-$who.log" &
+  server=$!
+  pids+=("$server")
+  wait_for C serve status --state "$state" >/dev/null 2>&1 || server=
   [ -n "$server" ] && ok "$who: serve-starts" || { bad "$who: serve-starts"; cat "$work/serve-$who.log"; return; }
+  port=$(C serve status --state "$state" --json | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
+  [ -n "$port" ] && [ "$port" != 0 ] && C serve status --state "$state" | grep -q "^mcp_http  *127.0.0.1:$port\$" &&
+    ok "$who: status-names-bound-port" || { bad "$who: status-names-bound-port ($port)"; C serve status --state "$state"; return; }
   C serve status --state "$state" --json | grep -q '"state":"serving"' && ok "$who: status-json" || bad "$who: status-json"
   [ "$(stat -c %a "$state/serve.sock")" = 600 ] && ok "$who: socket-0600" || bad "$who: socket-0600"
   C serve --caps "$caps" --state "$state" >/dev/null 2>"$work/second.err"
@@ -89,6 +89,49 @@ run_as() {
   audit=$(C audit --state "$state")
   grep -Eq ' alice wordcount\.dispatch allow [0-9]+ms ok' <<<"$audit" && ok "$who: audited-as-token-user" || bad "$who: audited-as-token-user"
   grep -Eq ' bob asker\.dispatch ask-approved ' <<<"$audit" && ok "$who: elicited-as-token-user" || bad "$who: elicited-as-token-user"
+  # a Covenant call runs its pipeline in serve, on serve's state
+  # connection; only its run step is a child (docs/serve.md "Where a call
+  # runs"): while it runs, serve has a child, and no child holds the state
+  # database open
+  local hdr=(-H "Authorization: Bearer $t1" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
+  local sid
+  sid=$(curl -s -D - -o /dev/null "${hdr[@]}" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+    "http://127.0.0.1:$port/mcp" | tr -d '\r' | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: //p')
+  curl -s -o "$work/apart-$who.out" "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-11-25' \
+    -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow__dispatch","arguments":{"text":"apart"}}}' \
+    "http://127.0.0.1:$port/mcp" &
+  local caller=$! kids=
+  serve_kids() { kids=$(ps -o pid= --ppid "$server" | tr -d ' '); [ -n "$kids" ]; }
+  if wait_for serve_kids; then
+    local opened=
+    for k in $kids; do
+      ls -l "/proc/$k/fd/" 2>/dev/null | grep -q 'state\.db' && opened="$opened $k"
+    done
+    [ -z "$opened" ] && ok "$who: call-run-apart-no-state-open" || bad "$who: call-run-apart-no-state-open (children with state.db open:$opened)"
+  else
+    bad "$who: call-run-apart-no-state-open (no child of serve ran the call)"
+  fi
+  wait "$caller"
+  grep -q '"isError":false' "$work/apart-$who.out" && ok "$who: call-run-apart-answered" || { bad "$who: call-run-apart-answered"; cat "$work/apart-$who.out"; }
+  # a Talos function without OAuth runs apart too: its setting, read in
+  # serve before the fork, reaches the handler in the child
+  mkdir -p "$caps/adder"
+  printf '%s\n' '{"id": "adder", "name": "Adder", "description": "Adds.", "version": "1.0.0",' \
+    ' "settings": [{"name": "bonus", "label": "Bonus", "type": "number", "default": "0"}],' \
+    ' "functions": [{"name": "add", "description": "Adds.", "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}]}' \
+    >"$caps/adder/manifest.json"
+  echo 'export async function add({ a }, config) { return { sum: a + Number(config.bonus) }; }' >"$caps/adder/index.mjs"
+  chmod -R a+rX "$caps/adder"
+  C policy set --caps "$caps" --state "$state" adder add allow >/dev/null
+  C config set --caps "$caps" --state "$state" adder bonus 100 >/dev/null
+  talos_listed() { curl -s "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-11-25' \
+    -d '{"jsonrpc":"2.0","id":3,"method":"tools/list"}' "http://127.0.0.1:$port/mcp" | grep -q adder__add; }
+  wait_for talos_listed
+  curl -s -o "$work/talos-$who.out" "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-11-25' \
+    -d '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"adder__add","arguments":{"a":1}}}' \
+    "http://127.0.0.1:$port/mcp"
+  grep -q '"structuredContent":{"sum":101}' "$work/talos-$who.out" && ok "$who: talos-run-apart-settings" ||
+    { bad "$who: talos-run-apart-settings"; cat "$work/talos-$who.out"; }
   # a capability added while serving: an open session on the socket is
   # told its list changed and lists it; a new session lists it
   rm -f "$work/ready-$who"
@@ -110,7 +153,7 @@ run_as() {
   [ ! -e "$state/serve.sock" ] && ok "$who: socket-removed" || bad "$who: socket-removed"
   C serve --caps "$caps" --state "$state" --mcp-http "0.0.0.0:$port" 2>"$work/insecure.err"
   [ $? = 2 ] && grep -q "not a loopback address" "$work/insecure.err" && ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
-  rm -rf "$caps/agents/added"
+  rm -rf "$caps/agents/added" "$caps/adder"
 }
 
 tls() { # HTTPS with --tls-cert/--tls-key: a client trusting the certificate talks; plain HTTP does not
@@ -152,4 +195,5 @@ tls
 if [ "$(id -u)" = 0 ] && [ -z "${ASAN_OPTIONS:-}" ] &&
   setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$capsule" 2>/dev/null; then run_as nobody; fi
 echo "serve: $pass passed, $fail failed"
+for f in "${failed[@]}"; do echo "FAILED: $f"; done # again at the end: a log cut short names them
 [ "$fail" = 0 ]

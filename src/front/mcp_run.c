@@ -1,0 +1,333 @@
+/* Where a call's pipeline runs (front/mcp_internal.h, enum run_where):
+ * a child process per call, which opens its own state and runs gw_call
+ * (the transport's process stays free, progress is sent while it runs,
+ * SIGTERM stops it); or, in serve, a thread of serve's own process on its
+ * state connection, for a call a warm MCP server answers (RUN_WARM) or
+ * whose run step alone runs in a child (RUN_APART, gw_run_apart). Both
+ * run the one body, run_pipeline, and report the same way: the call's
+ * socket carries a third-party MCP server's messages for the client
+ * (mcp_relay.c) while it runs, then the report, one JSON line:
+ * {"outcome": N, "error": "...", "result": "JSON", "mcp_result": "JSON",
+ * "mcp_error": "JSON"} (the last two: the server's own answer). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "core/clock.h"
+#include "front/mcp_internal.h"
+#include "gateway/instance.h"
+
+static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
+
+static void report(int fd, enum gw_outcome o, const struct cap_error *err, const char *json,
+                   bool terminal, const struct gw_mcp_relay *relay)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "outcome");
+  cap_jw_int(&w, o);
+  cap_jw_key(&w, "error");
+  cap_jw_string_or_null(&w, o == GW_OUTCOME_OK ? NULL : err->message ? err->message : "failed");
+  cap_jw_key(&w, "result");
+  cap_jw_string_or_null(&w, json);
+  cap_jw_key(&w, "terminal_on_success");
+  cap_jw_bool(&w, terminal);
+  cap_jw_key(&w, "mcp_result");
+  cap_jw_string_or_null(&w, relay->raw_result);
+  cap_jw_key(&w, "mcp_error");
+  cap_jw_string_or_null(&w, relay->raw_error);
+  cap_jw_end_object(&w);
+  cap_buf_putc(&b, '\n');
+  for (size_t off = 0; off < b.len;) {
+    ssize_t n = write(fd, b.data + off, b.len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    off += (size_t)n;
+  }
+  cap_buf_free(&b);
+}
+
+/* What a call's pipeline reads of its session and its run: a child reads
+ * its copy of the session; a thread (the warm path) gets copies of what
+ * the session may change while it runs, and the registry held. */
+struct mcp_job {
+  const struct mcp_config *cfg;
+  const struct gw_registry *reg;
+  const struct mcp_session *s; /* gather only: in a child */
+  char *client_caps, *log_level;
+  struct mcp_run *r; /* lives until the run is joined (the thread sets its run_pid) */
+  enum gw_answer answer;
+  enum run_where where;
+  int fd;
+  void *held; /* the registry's hold (mcp_config.reg_hold) */
+};
+
+/* The pipeline on st (NULL: err says why there is none), its report on fd:
+ * the one body of a call, in a child or in a thread. */
+static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct cap_error *err)
+{
+  struct mcp_run *r = j->r;
+  enum gw_outcome o = GW_OUTCOME_FAILED;
+  struct gw_result res = {0};
+  struct gw_mcp_relay relay = {.fd = j->fd,
+                               .client_caps = j->client_caps,
+                               .progress_token = r->token_json,
+                               .log_level = j->log_level};
+  if (st) {
+    struct gw_call call = j->cfg->base;
+    call.capability = r->cap;
+    call.tool = r->tool;
+    call.args = r->args;
+    call.args_len = strlen(r->args);
+    call.may_prompt = false;
+    call.answer = j->answer;
+    call.mcp_method = r->method;
+    if (r->deadline_ms)
+      call.deadline_ms = r->deadline_ms;
+    call.relay = r->relayed ? &relay : NULL;
+    call.warm_only = j->where != RUN_CHILD; /* no sandbox started in a thread */
+    call.run_apart = j->where == RUN_APART;
+    call.run_pid = &r->run_pid; /* read by the session's thread */
+    if (j->where == RUN_CHILD)  /* a child's state is its own (and its copy of the lock is held) */
+      call.state_lock = NULL;
+    if (r->gather) { /* every MCP-server capability's list, merged */
+      mcp_gather_run(j->s, st, &call, r->method, &relay);
+      o = GW_OUTCOME_OK;
+    } else
+      o = gw_call(&call, j->reg, st, &res, err);
+  }
+  report(j->fd, o, err, res.json, res.terminal_on_success, &relay);
+  free(res.json);
+  free(relay.raw_result);
+  free(relay.raw_error);
+}
+
+/* In the child: its own state connection (SQLite's must not cross a
+ * fork), stdin and stdout away from the transport, then the pipeline. */
+static _Noreturn void child(const struct mcp_job *j, pid_t parent)
+{
+  /* the session gone, its calls stop (their sandboxes die with them) */
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+    _exit(1);
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null >= 0)
+    dup2(null, STDIN_FILENO);
+  dup2(STDERR_FILENO, STDOUT_FILENO); /* nothing may reach the protocol's stream */
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none; /* a server may block signals it reads through a signalfd */
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  struct cap_error err = {0};
+  struct gw_state *st = NULL;
+  if (!j->cfg->state_dir)
+    cap_error_set(&err, EINVAL, "no state directory to run calls with");
+  else if (gw_state_open(j->cfg->state_dir, &st, &err) < 0)
+    st = NULL;
+  run_pipeline(j, st, &err);
+  _exit(0);
+}
+
+static void *call_thread(void *arg)
+{
+  struct mcp_job *j = arg;
+  struct cap_error err = {0};
+  run_pipeline(j, j->cfg->st, &err);
+  cap_error_clear(&err);
+  close(j->fd); /* the session reads the end of the report */
+  j->fd = -1;
+  return NULL;
+}
+
+void mcp_job_free(struct mcp_job *j)
+{
+  if (!j)
+    return;
+  if (j->held)
+    j->cfg->reg_release(j->cfg->reg_ctx, j->held);
+  if (j->fd >= 0)
+    close(j->fd);
+  free(j->client_caps);
+  free(j->log_level);
+  free(j);
+}
+
+static bool mcp_keeper_live(const struct mcp_config *cfg, const struct cap_spec *spec)
+{
+  struct gw_instance_info *list = NULL;
+  size_t n = 0;
+  struct cap_error err = {0};
+  bool warm = false;
+  if (gw_instance_list(cfg->base.run_dir, &list, &n, &err) == 0)
+    for (size_t i = 0; i < n && !warm; i++)
+      warm = strcmp(list[i].protocol, "mcp") == 0 && strcmp(list[i].capability, spec->id) == 0 &&
+             list[i].state == GW_INSTANCE_SERVING;
+  cap_error_clear(&err);
+  free(list);
+  return warm;
+}
+
+/* Where a run's pipeline runs: in a child process of its own (which opens
+ * its own state), or, in serve (a state shared under a lock), in a thread
+ * of this process on that state: for a third-party MCP server whose
+ * keeper is alive (the first call, or one after the keeper idled out,
+ * runs in a child, which starts it), the warm server answering in the
+ * thread; for a Covenant agent, a Selu server or a Talos function without
+ * OAuth whose tool is known, the run step alone in a child process
+ * (gw_run_apart). Talos functions with OAuth (their run renews tokens in
+ * the state) and Hermes runs (approvals) keep a child of their own. */
+static enum run_where where_to_run(const struct mcp_session *s, const struct mcp_run *r)
+{
+  const struct mcp_config *cfg = s->cfg;
+  if (!cfg->base.state_lock || !cfg->st || !cfg->reg_hold || !cfg->base.run_dir || r->gather ||
+      getenv("CAPSULE_MCP_COLD"))
+    return RUN_CHILD;
+  const struct cap_spec *spec = gw_registry_find(cfg->reg, r->cap);
+  if (!spec)
+    return RUN_CHILD;
+  if (spec->runtime.kind == CAP_RUNTIME_MCP)
+    return r->relayed && mcp_keeper_live(cfg, spec) ? RUN_WARM : RUN_CHILD;
+  if (gw_runs_apart(spec))
+    return r->tool_known && !r->method ? RUN_APART : RUN_CHILD;
+  return RUN_CHILD;
+}
+
+/* The warm path: the pipeline in a thread on the session's state; false
+ * (j as it was) when no thread can be had. */
+static bool start_thread(struct mcp_session *s, struct mcp_run *r, struct mcp_job *j,
+                         enum run_where where)
+{
+  j->where = where;
+  j->held = s->cfg->reg_hold(s->cfg->reg_ctx);
+  j->client_caps = s->client_caps ? cap_xstrdup(s->client_caps) : NULL;
+  j->log_level = s->log_level ? cap_xstrdup(s->log_level) : NULL;
+  if (pthread_create(&r->thread, NULL, call_thread, j) == 0) {
+    r->threaded = true;
+    r->job = j;
+    return true;
+  }
+  s->cfg->reg_release(s->cfg->reg_ctx, j->held);
+  free(j->client_caps);
+  free(j->log_level);
+  j->where = RUN_CHILD;
+  j->held = NULL;
+  j->client_caps = s->client_caps;
+  j->log_level = s->log_level;
+  return false;
+}
+
+void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer)
+{
+  int p[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0) {
+    mcp_send_tool_error(s, r->id_json, "cannot start the call: no pipe");
+    return mcp_run_drop(s, r);
+  }
+  struct mcp_job *j = cap_xcalloc(1, sizeof *j);
+  *j = (struct mcp_job){.cfg = s->cfg,
+                        .reg = s->cfg->reg,
+                        .s = s,
+                        .client_caps = s->client_caps, /* borrowed, unless threaded */
+                        .log_level = s->log_level,
+                        .r = r,
+                        .answer = answer,
+                        .fd = p[1]};
+  enum run_where where = where_to_run(s, r);
+  bool threaded = where != RUN_CHILD && start_thread(s, r, j, where);
+  pid_t pid = 0;
+  if (!threaded) {
+    pid_t parent = getpid();
+    pid = fork();
+    if (pid == 0) {
+      close(p[0]);
+      child(j, parent);
+    }
+    free(j); /* the child had its copy; it borrows the session's strings */
+  }
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    mcp_send_tool_error(s, r->id_json, "cannot start the call: fork failed");
+    return mcp_run_drop(s, r);
+  }
+  if (!threaded)
+    close(p[1]);
+  fcntl(p[0], F_SETFL, O_NONBLOCK);
+  r->pid = pid;
+  r->fd = p[0];
+  r->started_ms = now_ms();
+  r->next_progress_ms = r->started_ms + MCP_PROGRESS_EVERY_MS;
+}
+
+/* A cancelled run apart: SIGTERM to its run step's child once there is
+ * one (the pipeline in the thread then audits what the run became),
+ * SIGKILL MCP_KILL_GRACE_MS later. A pid read here is the child's or a zombie's:
+ * the thread clears it before it reaps the child. */
+void mcp_run_signal_apart(struct mcp_run *r, uint64_t now)
+{
+  pid_t pid = __atomic_load_n(&r->run_pid, __ATOMIC_ACQUIRE);
+  if (!pid)
+    return;
+  if (!r->term_sent) {
+    kill(pid, SIGTERM);
+    r->term_sent = true;
+    r->kill_at_ms = now + MCP_KILL_GRACE_MS;
+  } else if (r->kill_at_ms && now >= r->kill_at_ms) {
+    kill(pid, SIGKILL);
+    r->kill_at_ms = 0;
+  }
+}
+/* The threads' runs end: a warm one's server told as by a cancellation
+ * and its relay closed both ways (which ends the exchange, and any write
+ * of the thread's); a run apart's child stopped (signal_apart); each
+ * joined without the state lock, which they need to audit. */
+void mcp_runs_stop_threads(struct mcp_session *s)
+{
+  bool any = false;
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    if (!r || !r->threaded)
+      continue;
+    if (!r->cancelled && r->relayed)
+      mcp_relay_cancel(r);
+    if (r->relayed)
+      shutdown(r->fd, SHUT_RDWR);
+    r->cancelled = true;
+    any = true;
+  }
+  const struct gw_state_lock *lock = s->cfg->base.state_lock;
+  if (!any || !lock)
+    return;
+  lock->release(lock->ctx);
+  for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
+    struct mcp_run *r = s->runs[i];
+    while (r && r->threaded) {
+      if (!r->relayed)
+        mcp_run_signal_apart(r, now_ms());
+      struct timespec t;
+      clock_gettime(CLOCK_REALTIME, &t);
+      t.tv_nsec += 100 * 1000000L;
+      if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+      }
+      if (pthread_timedjoin_np(r->thread, NULL, &t) == 0)
+        r->threaded = false;
+    }
+  }
+  lock->acquire(lock->ctx);
+}
