@@ -134,7 +134,7 @@ struct serve_hooks {
   void (*ui_page)(struct serve *sv, const struct ui_request *rq, struct ui_response *out);
   void (*ui_pulse)(struct serve *sv, uint64_t out[2]);
   uint64_t (*ui_wait)(struct serve *sv, uint64_t seen, int timeout_ms);
-  void (*ui_bound)(struct serve *sv, const char *addr); /* the address listened on */
+  void (*ui_bound)(struct serve *sv, const char *addr);   /* the address listened on */
   void (*http_bound)(struct serve *sv, const char *addr); /* --mcp-http's, its port the one bound */
   void (*ui_log)(struct serve *sv, const char *msg, const char *user);
   /* signed-in sessions kept in the state, shared by every serve on it

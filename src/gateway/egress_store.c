@@ -48,6 +48,24 @@ static void batch_event(void *arg, const struct proxy_egress_event *ev)
   pthread_mutex_unlock(&b->lock);
 }
 
+struct gw_egress_batch *gw_egress_batch_of(const struct proxy_egress_sink *s)
+{
+  return s && s->event == batch_event ? s->arg : NULL;
+}
+
+void gw_egress_batch_add(struct gw_egress_batch *b, const struct gw_egress_row *r, long long over)
+{
+  pthread_mutex_lock(&b->lock);
+  b->over += over;
+  if (r && b->n == b->cap) {
+    b->cap = b->cap ? b->cap * 2 : 16;
+    b->rows = cap_xrealloc(b->rows, b->cap * sizeof *b->rows);
+  }
+  if (r)
+    b->rows[b->n++] = *r;
+  pthread_mutex_unlock(&b->lock);
+}
+
 void gw_egress_batch_init(struct gw_egress_batch *b)
 {
   *b = (struct gw_egress_batch){.sink = {.event = batch_event, .arg = b}};

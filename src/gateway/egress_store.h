@@ -37,6 +37,11 @@ struct gw_egress_batch {
 };
 
 void gw_egress_batch_init(struct gw_egress_batch *b);
+/* The batch a sink hands its events to, or NULL: not a batch's sink. */
+struct gw_egress_batch *gw_egress_batch_of(const struct proxy_egress_sink *s);
+/* Takes r (its strings) into b, as the sink would have (a run apart's
+ * decisions, sent back by its process: gateway/call_apart.c). */
+void gw_egress_batch_add(struct gw_egress_batch *b, const struct gw_egress_row *r, long long over);
 void gw_egress_batch_free(struct gw_egress_batch *b);
 
 /* "allow", "deny", "suppressed". */
