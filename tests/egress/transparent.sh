@@ -188,6 +188,23 @@ print('smtp', code, msg.decode()); s.quit()"
   if [ -n "$pgport" ]; then
     check "$who" psql 0 "^42$" $(run_main pg) -- psql "host=db.test port=$pgport user=postgres dbname=postgres sslmode=disable connect_timeout=10" -Atc 'select 42'
   fi
+  # connects from 40 threads one after another and 8 at once (each a
+  # thread the supervisor has not seen: its kept pidfds are evicted and
+  # reused), each one's own socket connected; a refused port among them
+  check "$who" threads-connect 0 "^48 ok, refused$" $(run_main threads) -- $py -c "
+import socket, threading
+res = []
+def one():
+    s = socket.create_connection(('plain.test', $http), timeout=20)
+    s.sendall(b'GET /t HTTP/1.0\\r\\nHost: plain.test\\r\\n\\r\\n')
+    res.append(b'GET /t' in s.makefile('rb').read())
+for i in range(40):
+    t = threading.Thread(target=one); t.start(); t.join()
+ts = [threading.Thread(target=one) for i in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+try: socket.create_connection((socket.gethostbyname('plain.test'), $spare), timeout=10); r = 'connected'
+except (ConnectionRefusedError, PermissionError): r = 'refused'
+print(sum(res), 'ok,', r)"
   # refusals: a port the name may not use, a forbidden address host-side,
   # a rebinding name (one of its addresses forbidden), an SNI for another name
   check "$who" port-not-allowed 0 "^refused$" $(run_main refuse) -- $py -c "
