@@ -15,7 +15,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +36,11 @@ struct cache_entry {
 struct dns_cache {
   struct dns_client_config cfg;
   pthread_mutex_t lock;
+  /* the hosts file as last read (under lock), and what it was then */
+  char *hosts;
+  size_t hosts_len;
+  struct stat hosts_st;
+  bool hosts_read;
   uint64_t clock; /* use counter, for eviction */
   struct cache_entry entries[DNS_CACHE_NAMES];
 };
@@ -106,6 +113,104 @@ void dns_config_read(const char *path, struct dns_client_config *cfg)
     close(fd);
   }
   dns_config_parse(text, len, cfg);
+}
+
+/* ---- the hosts file ---- */
+
+static bool same_name(const char *a, size_t alen, const char *b)
+{
+  if (alen && a[alen - 1] == '.')
+    alen--;
+  return strlen(b) == alen && strncasecmp(a, b, alen) == 0;
+}
+
+/* One line's address and names: its address into out[*n] when name is
+ * among its names. */
+static void hosts_line(const char *line, size_t len, const char *name, struct sockaddr_storage *out,
+                       size_t *n, size_t max)
+{
+  const char *hash = memchr(line, '#', len);
+  if (hash)
+    len = (size_t)(hash - line);
+  char addr[INET6_ADDRSTRLEN];
+  size_t at = 0, field = 0;
+  bool match = false;
+  while (at < len) {
+    while (at < len && (line[at] == ' ' || line[at] == '\t' || line[at] == '\r'))
+      at++;
+    size_t start = at;
+    while (at < len && line[at] != ' ' && line[at] != '\t' && line[at] != '\r')
+      at++;
+    if (at == start)
+      break;
+    if (field++ == 0) {
+      if (at - start >= sizeof addr)
+        return;
+      memcpy(addr, line + start, at - start);
+      addr[at - start] = '\0';
+    } else if (same_name(line + start, at - start, name)) {
+      match = true;
+    }
+  }
+  if (!match || *n == max)
+    return;
+  memset(&out[*n], 0, sizeof out[*n]);
+  struct sockaddr_in *v4 = (struct sockaddr_in *)&out[*n];
+  struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&out[*n];
+  if (inet_pton(AF_INET, addr, &v4->sin_addr) == 1)
+    v4->sin_family = AF_INET;
+  else if (inet_pton(AF_INET6, addr, &v6->sin6_addr) == 1) /* "fe80::1%lo": skipped */
+    v6->sin6_family = AF_INET6;
+  else
+    return;
+  (*n)++;
+}
+
+size_t dns_hosts_find(const char *text, size_t len, const char *name, struct sockaddr_storage *out,
+                      size_t max)
+{
+  size_t n = 0;
+  for (size_t at = 0; at < len && n < max;) {
+    const char *nl = memchr(text + at, '\n', len - at);
+    size_t l = nl ? (size_t)(nl - (text + at)) : len - at;
+    hosts_line(text + at, l, name, out, &n, max);
+    at += l + 1;
+  }
+  return n;
+}
+
+/* The hosts file read again when it changed (locked): one stat a lookup.
+ * Unreadable or gone: no entries. At most 1 MiB is read. */
+static void hosts_refresh(struct dns_cache *c)
+{
+  const char *path = c->cfg.hosts_path ? c->cfg.hosts_path : "/etc/hosts";
+  struct stat st;
+  if (stat(path, &st) < 0) {
+    c->hosts_len = 0;
+    c->hosts_read = false;
+    return;
+  }
+  if (c->hosts_read && st.st_ino == c->hosts_st.st_ino && st.st_dev == c->hosts_st.st_dev &&
+      st.st_size == c->hosts_st.st_size && st.st_mtim.tv_sec == c->hosts_st.st_mtim.tv_sec &&
+      st.st_mtim.tv_nsec == c->hosts_st.st_mtim.tv_nsec)
+    return;
+  c->hosts_len = 0;
+  c->hosts_read = true;
+  c->hosts_st = st;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  size_t cap = (size_t)st.st_size < (1u << 20) ? (size_t)st.st_size + 1 : 1u << 20;
+  c->hosts = cap_xrealloc(c->hosts, cap);
+  for (ssize_t r;
+       c->hosts_len < cap && (r = read(fd, c->hosts + c->hosts_len, cap - c->hosts_len));) {
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      break;
+    c->hosts_len += (size_t)r;
+  }
+  close(fd);
 }
 
 /* ---- one exchange ---- */
@@ -277,6 +382,7 @@ void dns_cache_free(struct dns_cache *c)
   if (!c)
     return;
   pthread_mutex_destroy(&c->lock);
+  free(c->hosts);
   free(c);
 }
 
@@ -362,6 +468,13 @@ int dns_cache_lookup(struct dns_cache *c, const char *name, uint64_t now_ms,
     key[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + ('a' - 'A') : name[i]);
   key[len] = '\0';
   pthread_mutex_lock(&c->lock);
+  hosts_refresh(c);
+  size_t pinned = dns_hosts_find(c->hosts, c->hosts_len, key, out, max);
+  if (pinned) {
+    pthread_mutex_unlock(&c->lock);
+    *from = DNS_FROM_HOSTS;
+    return (int)pinned;
+  }
   struct cache_entry *e = cache_find(c, key, now_ms);
   if (e) {
     size_t n = e->n < max ? e->n : max;

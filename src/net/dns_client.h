@@ -3,10 +3,12 @@
  * and a cache that keeps each answer for its TTL, so a connection to an
  * allowed name costs no DNS round trip while the answer is fresh and
  * always sees the current one after (getaddrinfo gives no TTL, so nothing
- * could be cached through it). When no nameserver answers, or none knows
- * the name (/etc/hosts entries, search domains), getaddrinfo answers,
- * uncached. The addresses are only found here: every refusal (metadata,
- * private, the host's own) is the caller's, on every use, cached or not. */
+ * could be cached through it). /etc/hosts comes first, as nsswitch's
+ * "files dns" has it (read again when it changes). When no nameserver
+ * answers, or none knows the name (search domains, mDNS, other NSS
+ * sources), getaddrinfo answers, uncached. The addresses are only found
+ * here: every refusal (metadata, private, the host's own) is the
+ * caller's, on every use, cached or not. */
 #ifndef CAPSULE_NET_DNS_CLIENT_H
 #define CAPSULE_NET_DNS_CLIENT_H
 
@@ -30,6 +32,7 @@ struct dns_client_config {
   int attempts;             /* rounds over all servers (attempts:) */
   dns_fallback_fn fallback; /* NULL: getaddrinfo */
   void *fallback_arg;
+  const char *hosts_path; /* NULL: /etc/hosts, read before any query */
 };
 
 /* resolv.conf's text[0..len): "nameserver ADDR" lines (IPv4 or IPv6
@@ -41,8 +44,14 @@ void dns_config_parse(const char *text, size_t len, struct dns_client_config *cf
  * the fallback answers. */
 void dns_config_read(const char *path, struct dns_client_config *cfg);
 
+/* name's addresses in hosts-file text[0..len) ("ADDR NAME [ALIAS...]"
+ * lines, '#' comments; every line naming it, in order; port 0) into
+ * out[0..max): the count. */
+size_t dns_hosts_find(const char *text, size_t len, const char *name, struct sockaddr_storage *out,
+                      size_t max);
+
 /* Where dns_cache_lookup's answer came from. */
-enum dns_source { DNS_FROM_CACHE, DNS_FROM_SERVER, DNS_FROM_FALLBACK };
+enum dns_source { DNS_FROM_HOSTS, DNS_FROM_CACHE, DNS_FROM_SERVER, DNS_FROM_FALLBACK };
 
 struct dns_cache;
 struct dns_cache *dns_cache_new(const struct dns_client_config *cfg);

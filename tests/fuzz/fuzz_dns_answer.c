@@ -1,7 +1,8 @@
 /* libFuzzer target for the host side's DNS client (src/net/dns_answer.c,
  * src/net/dns_client.c's resolv.conf reader): the input is a datagram as
  * a nameserver (or anyone spoofing one) could send it, read as the answer
- * to capsule's A and AAAA queries for example.com, and as resolv.conf text.
+ * to capsule's A and AAAA queries for example.com, and as resolv.conf and
+ * hosts-file text.
  * Whatever the bytes, nothing may be read out of bounds, an answer holds
  * addresses exactly when it says so (at most DNS_ANSWER_MAX), and TTLs
  * stay within the cap. */
@@ -35,6 +36,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     abort();
   for (size_t i = 0; i < cfg.n_ns; i++)
     if (cfg.ns[i].ss_family != AF_INET && cfg.ns[i].ss_family != AF_INET6)
+      abort();
+  struct sockaddr_storage out[4];
+  size_t n = dns_hosts_find((const char *)data, size, "example.com", out, 4);
+  if (n > 4)
+    abort();
+  for (size_t i = 0; i < n; i++)
+    if (out[i].ss_family != AF_INET && out[i].ss_family != AF_INET6)
       abort();
   return 0;
 }

@@ -84,6 +84,7 @@ soa = b"\xc0\x14" + struct.pack(">HHIH", 6, 1, 900, 28) + b"\x01a\xc0\x14\x01b\x
 sys.stdout.buffer.write(h + q + cname + a + soa)' >"$work/dns_answer/cname" 2>/dev/null || true
 printf '\022\064\203\200\000\001\000\000\000\000\000\000\007example\003com\000\000\034\000\001' >"$work/dns_answer/tc"
 printf 'nameserver 192.0.2.53\nnameserver ::1\noptions timeout:1 attempts:3 ndots:2\nsearch example\n' >"$work/dns_answer/resolv"
+printf '127.0.0.1 localhost\n::1 localhost ip6-localhost # x\n192.0.2.1\texample.com. www\n' >"$work/dns_answer/hosts"
 tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
 printf '!{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}\n{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-01-01"}}}\n' >"$work/mcp/modern"
 

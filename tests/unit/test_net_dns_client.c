@@ -7,6 +7,7 @@
  * in, so nothing here waits for a TTL to run out. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -250,6 +251,7 @@ static void config_for(struct dns_client_config *cfg, uint16_t port, dns_fallbac
   dns_config_parse(text, strlen(text), cfg);
   ((struct sockaddr_in *)&cfg->ns[0])->sin_port = htons(port);
   cfg->fallback = fb;
+  cfg->hosts_path = "/nonexistent/hosts"; /* the host's own entries play no part */
 }
 
 /* The first address of name at now as text ("" when none), *from set. */
@@ -387,6 +389,48 @@ static void test_parse(void)
   CHECK(dns_parse_answer(q, qn, 0x4242, "alias.test", DNS_TYPE_A, &a) == DNS_ANS_MALFORMED);
 }
 
+/* The hosts file comes first, and is read again when it changes. */
+static void test_hosts(void)
+{
+  char path[] = "/tmp/capsule-test-hosts.XXXXXX";
+  int fd = mkstemp(path);
+  const char *one =
+      "# pinned names\n192.0.2.99 pinned.test alias.test # a comment\n"
+      "2001:db8::5\tPinned.Test.\n#192.0.2.98 commented.test\nnot-an-address x.test\n";
+  CHECK(fd >= 0 && write(fd, one, strlen(one)) == (ssize_t)strlen(one));
+  close(fd);
+  struct dns_client_config cfg;
+  config_for(&cfg, fake_port, fake_fallback);
+  cfg.hosts_path = path;
+  struct dns_cache *c = dns_cache_new(&cfg);
+  enum dns_source from;
+  int n;
+  CHECK_STR(first(c, "PINNED.test", 0, &n, &from), "192.0.2.99");
+  CHECK(n == 2 && from == DNS_FROM_HOSTS);
+  CHECK_STR(first(c, "alias.test", 0, &n, &from), "192.0.2.99"); /* not DNS's 192.0.2.7 */
+  CHECK(n == 1 && from == DNS_FROM_HOSTS);
+  first(c, "commented.test", 0, &n, &from);
+  CHECK(n == -ENOENT && from == DNS_FROM_FALLBACK);
+  first(c, "x.test", 0, &n, &from);
+  CHECK(n == -ENOENT);
+  /* rewritten (another size): read again, alias.test is DNS's again */
+  const char *two = "192.0.2.100 pinned.test\n";
+  fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  CHECK(fd >= 0 && write(fd, two, strlen(two)) == (ssize_t)strlen(two));
+  close(fd);
+  CHECK_STR(first(c, "pinned.test", 0, &n, &from), "192.0.2.100");
+  CHECK(n == 1 && from == DNS_FROM_HOSTS);
+  CHECK_STR(first(c, "alias.test", 0, &n, &from), "192.0.2.7");
+  CHECK(from == DNS_FROM_SERVER);
+  unlink(path);
+  first(c, "pinned.test", 0, &n, &from); /* gone: no entries */
+  CHECK(n == -ENOENT && from == DNS_FROM_FALLBACK);
+  dns_cache_free(c);
+  struct sockaddr_storage out[2];
+  CHECK(dns_hosts_find("1.2.3.4 a\n5.6.7.8 a\n9.9.9.9 a\n", 30, "a", out, 2) == 2);
+  CHECK(dns_hosts_find("1.2.3.4", 7, "1.2.3.4", out, 2) == 0); /* an address is not a name */
+}
+
 static void test_fake(void)
 {
   pthread_t t;
@@ -397,6 +441,7 @@ static void test_fake(void)
   test_parse();
   test_ttl_and_chains();
   test_no_answer();
+  test_hosts();
   if (write(stop_pipe[1], "x", 1) == 1)
     pthread_join(t, NULL);
   close(udp_fd);
