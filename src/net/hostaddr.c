@@ -16,12 +16,22 @@
 
 #include "core/buf.h"
 
+#define ROUTES_KEPT 64
+
 struct host_addrs {
   pthread_mutex_t lock;
-  int netlink;        /* address change events, or -1: then re-read on every check */
+  int netlink;        /* address and route change events, or -1: then re-read on every check */
   bool stale;         /* an event arrived (or was lost): re-read before the next answer */
   struct in6_addr *v; /* every address, IPv4 ones as IPv4-mapped IPv6 */
   size_t n, cap;
+  /* the kernel's routing verdicts (RTM_GETROUTE) since the last event,
+   * so a destination asked about again costs no netlink round trip */
+  struct {
+    struct in6_addr a;
+    bool local;
+  } routes[ROUTES_KEPT];
+  size_t n_routes, next_route;
+  uint64_t generation; /* reloads so far: a verdict asked across one is not kept */
 };
 
 /* a = the address sa holds, IPv4 in mapped form; false for other families */
@@ -66,6 +76,8 @@ static void reload(struct host_addrs *h)
   }
   freeifaddrs(list);
   h->stale = false;
+  h->n_routes = 0; /* a route may have changed too */
+  h->generation++;
 }
 
 /* Empties the event socket (locked): any message, or a lost one
@@ -92,9 +104,15 @@ int host_addrs_new(struct host_addrs **ret)
   struct host_addrs *h = cap_xcalloc(1, sizeof *h);
   pthread_mutex_init(&h->lock, NULL);
   h->netlink = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+  /* addresses, routes (`ip route add local ...`) and policy rules: any
+   * of them can change which destinations are this machine */
   struct sockaddr_nl nl = {.nl_family = AF_NETLINK,
-                           .nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR};
-  if (h->netlink >= 0 && bind(h->netlink, (struct sockaddr *)&nl, sizeof nl) < 0) {
+                           .nl_groups = RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR |
+                                        RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE | RTMGRP_IPV4_RULE};
+  int v6_rules = RTNLGRP_IPV6_RULE;
+  if (h->netlink >= 0 && (bind(h->netlink, (struct sockaddr *)&nl, sizeof nl) < 0 ||
+                          setsockopt(h->netlink, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &v6_rules,
+                                     sizeof v6_rules) < 0)) {
     close(h->netlink);
     h->netlink = -1;
   }
@@ -118,6 +136,43 @@ bool host_addrs_contains(struct host_addrs *h, const struct sockaddr *sa)
     found = memcmp(&h->v[i], &a, sizeof a) == 0;
   pthread_mutex_unlock(&h->lock);
   return found;
+}
+
+bool host_addrs_local(struct host_addrs *h, const struct sockaddr *sa)
+{
+  struct in6_addr a;
+  if (!h || h->netlink < 0 || !as_v6(sa, &a)) /* no events: nothing may be kept */
+    return host_addrs_contains(h, sa) || host_route_local(sa);
+  pthread_mutex_lock(&h->lock);
+  drain_events(h);
+  if (h->stale)
+    reload(h);
+  bool found = false;
+  for (size_t i = 0; i < h->n && !found; i++)
+    found = memcmp(&h->v[i], &a, sizeof a) == 0;
+  for (size_t i = 0; i < h->n_routes && !found; i++)
+    if (memcmp(&h->routes[i].a, &a, sizeof a) == 0) {
+      found = h->routes[i].local;
+      pthread_mutex_unlock(&h->lock);
+      return found;
+    }
+  uint64_t generation = h->generation;
+  pthread_mutex_unlock(&h->lock);
+  if (found)
+    return true;
+  /* asked without the lock; kept only if no event came meanwhile (one
+   * queued before the answer leaves the list stale, or reloaded by another
+   * thread: a new generation) */
+  bool local = host_route_local(sa);
+  pthread_mutex_lock(&h->lock);
+  drain_events(h);
+  if (!h->stale && h->generation == generation) {
+    size_t slot = h->n_routes < ROUTES_KEPT ? h->n_routes++ : h->next_route++ % ROUTES_KEPT;
+    h->routes[slot].a = a;
+    h->routes[slot].local = local;
+  }
+  pthread_mutex_unlock(&h->lock);
+  return local;
 }
 
 bool host_addrs_same(const struct sockaddr *a, const struct sockaddr *b)

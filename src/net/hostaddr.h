@@ -3,7 +3,8 @@
  * refuse them as it refuses loopback: a service bound to the host's eth0
  * address is no more the tool's to reach than one on 127.0.0.1. Read at
  * start and again after every address change the kernel announces on a
- * NETLINK_ROUTE socket (RTMGRP_IPV4_IFADDR, RTMGRP_IPV6_IFADDR); without
+ * NETLINK_ROUTE socket (RTMGRP_IPV4_IFADDR, RTMGRP_IPV6_IFADDR, and the
+ * route and rule groups for host_addrs_local's kept verdicts); without
  * that socket, re-read on every check. Thread-safe. */
 #ifndef CAPSULE_NET_HOSTADDR_H
 #define CAPSULE_NET_HOSTADDR_H
@@ -21,6 +22,11 @@ int host_addrs_new(struct host_addrs **ret);
 bool host_addrs_contains(struct host_addrs *h, const struct sockaddr *sa);
 
 void host_addrs_free(struct host_addrs *h);
+
+/* Whether sa's address is this machine's: host_addrs_contains or
+ * host_route_local, the kernel's verdict kept until the next address,
+ * route or rule event (with no event socket, asked every time). */
+bool host_addrs_local(struct host_addrs *h, const struct sockaddr *sa);
 
 /* Whether the kernel would deliver to sa's address locally (a route of type
  * local: the interface addresses, and also a whole prefix routed to this

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "net/dns_client.h"
 #include "net/hostaddr.h"
 #include "net/proxy_internal.h"
 #include "net/tls.h"
@@ -375,6 +376,7 @@ static void proxy_free(struct proxy *px)
   free(px->bundle);
   tls_ca_free(px->ca);
   host_addrs_free(px->host_addrs);
+  dns_cache_free(px->dns);
   egress_plan_free(&px->plan);
   proxy_log_flush(px);
   pthread_mutex_destroy(&px->log_lock);
@@ -490,6 +492,9 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
    * exists in the sandbox's pid 1 */
   if (!px->opt.allow_private)
     host_addrs_new(&px->host_addrs);
+  struct dns_client_config dns;
+  dns_config_read("/etc/resolv.conf", &dns);
+  px->dns = dns_cache_new(&dns);
   /* acceptors accept without blocking: another may have taken it */
   for (size_t i = 0; i < n; i++)
     if (accepted_by_workers(px, i))

@@ -78,6 +78,7 @@ struct proxy {
   struct proxy_options opt;
   struct tls_ca *ca;             /* NULL when nothing is intercepted */
   struct host_addrs *host_addrs; /* refused like loopback */
+  struct dns_cache *dns;         /* the host side's resolver (dns_client.h) */
   char *bundle;
   size_t bundle_len;
   struct route_secret *secrets; /* one per spec->routes[] */

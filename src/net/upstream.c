@@ -12,6 +12,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
+#include "net/dns_client.h"
 #include "net/hostaddr.h"
 #include "net/proxy_internal.h"
 #include "net/rules.h"
@@ -127,6 +129,14 @@ static const char *resolve_override(const struct proxy *px, const char *host)
   return host;
 }
 
+static void set_port(struct sockaddr_storage *sa, uint16_t port)
+{
+  if (sa->ss_family == AF_INET)
+    ((struct sockaddr_in *)sa)->sin_port = htons(port);
+  else if (sa->ss_family == AF_INET6)
+    ((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+}
+
 /* Resolves host (a literal skips the resolver; --resolve's entries stand
  * for the literal they name) into d, and refuses when ANY
  * address it resolves to is forbidden: a name that also points at the
@@ -153,19 +163,17 @@ int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest
       return -ENOENT;
     }
   } else if (!add_literal(d, host, port)) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    char service[8];
-    snprintf(service, sizeof service, "%u", port);
-    if (getaddrinfo(host, service, &hints, &res) != 0) {
+    /* capsule's own queries, kept for their TTL (dns_client.h) */
+    enum dns_source from;
+    int n = dns_cache_lookup(px->dns, host, cap_now_ms(CLOCK_MONOTONIC), d->addrs, DEST_MAX_ADDRS,
+                             &from);
+    if (n <= 0) {
       *why = "the host name does not resolve";
       return -ENOENT;
     }
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-      if (d->n == DEST_MAX_ADDRS || ai->ai_addrlen > sizeof d->addrs[0])
-        break;
-      memcpy(&d->addrs[d->n++], ai->ai_addr, ai->ai_addrlen);
-    }
-    freeaddrinfo(res);
+    d->n = (size_t)n;
+    for (size_t i = 0; i < d->n; i++) /* the cache holds addresses; the port is this call's */
+      set_port(&d->addrs[i], port);
   }
   for (size_t i = 0; i < d->n; i++)
     if (net_address_forbidden((const struct sockaddr *)&d->addrs[i], px->opt.allow_private)) {
@@ -175,8 +183,7 @@ int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest
     }
   /* the host's own interface addresses are its loopback by another name */
   for (size_t i = 0; i < d->n && !px->opt.allow_private; i++)
-    if (host_addrs_contains(px->host_addrs, (const struct sockaddr *)&d->addrs[i]) ||
-        host_route_local((const struct sockaddr *)&d->addrs[i])) {
+    if (host_addrs_local(px->host_addrs, (const struct sockaddr *)&d->addrs[i])) {
       *why = "the host resolves to an address capsule never connects to "
              "(one this machine answers for itself: an interface address or a local route)";
       return -EACCES;
@@ -243,15 +250,16 @@ static bool resolves_into(struct proxy *px, const char *name, const struct dest 
           return true;
     return false;
   }
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-  if (getaddrinfo(name, NULL, &hints, &res) != 0)
-    return false;
-  bool found = false;
-  for (struct addrinfo *ai = res; ai && !found; ai = ai->ai_next)
-    for (size_t i = 0; i < d->n && !found; i++)
-      found = host_addrs_same(ai->ai_addr, (const struct sockaddr *)&d->addrs[i]);
-  freeaddrinfo(res);
-  return found;
+  struct sockaddr_storage addrs[DEST_MAX_ADDRS];
+  enum dns_source from;
+  int n =
+      dns_cache_lookup(px->dns, name, cap_now_ms(CLOCK_MONOTONIC), addrs, DEST_MAX_ADDRS, &from);
+  for (int i = 0; i < n; i++)
+    for (size_t k = 0; k < d->n; k++)
+      if (host_addrs_same((const struct sockaddr *)&addrs[i],
+                          (const struct sockaddr *)&d->addrs[k]))
+        return true;
+  return false;
 }
 
 size_t proxy_endpoints_at(struct proxy *px, const struct dest *d, uint16_t port,

@@ -93,6 +93,9 @@ void supervise_unref(struct supervise *sup)
   }
   if (sup->listener >= 0)
     close(sup->listener);
+  for (size_t i = 0; i < sup->n_pidfds; i++)
+    close(sup->pidfds[i].fd);
+  pthread_mutex_destroy(&sup->pidfd_lock);
   pthread_mutex_destroy(&sup->lock);
   pthread_mutex_destroy(&sup->recv_lock);
   free(sup);
@@ -136,6 +139,7 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec,
   sup->stop[0] = sup->stop[1] = -1;
   pthread_mutex_init(&sup->lock, NULL);
   pthread_mutex_init(&sup->recv_lock, NULL);
+  pthread_mutex_init(&sup->pidfd_lock, NULL);
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0 ||
       pipe2(sup->stop, O_CLOEXEC) < 0) {
     int e = errno;
@@ -275,16 +279,79 @@ static pid_t thread_group_of(pid_t tid)
   return tgid;
 }
 
+/* fd of thread tid through its kept pidfd (under pidfd_lock): the
+ * socket, -EBADF (the thread has no such fd), or -ESRCH when no pidfd is
+ * kept for tid or its thread is gone (then it is dropped). A kept
+ * PIDFD_THREAD pidfd whose thread lives names the one thread that has
+ * that tid now: the asker, if it still waits (the caller checks). */
+static int kept_getfd(struct supervise *sup, pid_t tid, int fd)
+{
+  int r = -ESRCH;
+  pthread_mutex_lock(&sup->pidfd_lock);
+  for (size_t i = 0; i < sup->n_pidfds; i++) {
+    if (sup->pidfds[i].tid != tid)
+      continue;
+    int sock = (int)syscall(__NR_pidfd_getfd, sup->pidfds[i].fd, fd, 0);
+    if (sock >= 0 || errno != ESRCH) {
+      r = sock >= 0 ? sock : -EBADF;
+      break;
+    }
+    close(sup->pidfds[i].fd); /* that thread is gone: another may get its tid */
+    sup->pidfds[i] = sup->pidfds[--sup->n_pidfds];
+    break;
+  }
+  pthread_mutex_unlock(&sup->pidfd_lock);
+  return r;
+}
+
+/* Keeps pidfd (a PIDFD_THREAD one for tid), or closes it. */
+static void keep_pidfd(struct supervise *sup, pid_t tid, int pidfd)
+{
+  pthread_mutex_lock(&sup->pidfd_lock);
+  for (size_t i = 0; i < sup->n_pidfds; i++)
+    if (sup->pidfds[i].tid == tid) { /* another pool thread kept one meanwhile */
+      pthread_mutex_unlock(&sup->pidfd_lock);
+      close(pidfd);
+      return;
+    }
+  size_t slot;
+  if (sup->n_pidfds < SUPERVISE_PIDFDS_KEPT) {
+    slot = sup->n_pidfds++;
+  } else { /* full: the oldest kept goes */
+    slot = sup->next_pidfd++ % SUPERVISE_PIDFDS_KEPT;
+    close(sup->pidfds[slot].fd);
+  }
+  sup->pidfds[slot].tid = tid;
+  sup->pidfds[slot].fd = pidfd;
+  pthread_mutex_unlock(&sup->pidfd_lock);
+}
+
 /* The tool's socket at fd (the one there now), or -errno. */
 static int take_socket(const struct job *j, int fd)
 {
   pid_t pid = (pid_t)j->req.pid;
-  _cleanup_close_ int pidfd = (int)syscall(__NR_pidfd_open, pid, PIDFD_THREAD_);
-  if (pidfd < 0 && errno == EINVAL)
+  int sock = kept_getfd(j->sup, pid, fd);
+  if (sock != -ESRCH) {
+    if (sock >= 0 && !still_waiting(j)) { /* the asker left; its tid may be another's */
+      close(sock);
+      return -ESRCH;
+    }
+    return sock;
+  }
+  int pidfd = (int)syscall(__NR_pidfd_open, pid, PIDFD_THREAD_);
+  bool thread = pidfd >= 0;
+  if (pidfd < 0 && errno == EINVAL) /* before 6.9: the leader's, never kept */
     pidfd = (int)syscall(__NR_pidfd_open, thread_group_of(pid), 0);
-  if (pidfd < 0 || !still_waiting(j)) /* the pid named the task that asked */
+  if (pidfd < 0 || !still_waiting(j)) { /* the pid named the task that asked */
+    if (pidfd >= 0)
+      close(pidfd);
     return -ESRCH;
-  int sock = (int)syscall(__NR_pidfd_getfd, pidfd, fd, 0);
+  }
+  sock = (int)syscall(__NR_pidfd_getfd, pidfd, fd, 0);
+  if (thread && sock >= 0)
+    keep_pidfd(j->sup, pid, pidfd);
+  else
+    close(pidfd);
   return sock < 0 ? -EBADF : sock;
 }
 

@@ -16,6 +16,7 @@
 
 #define SUPERVISE_MAX_IN_FLIGHT 64 /* requests served at once; more answer EAGAIN */
 #define SUPERVISE_MAX_GRANTED 64
+#define SUPERVISE_PIDFDS_KEPT 16
 
 struct socket_id {
   dev_t dev;
@@ -57,6 +58,15 @@ struct supervise {
   size_t n_ports;
   struct socket_id granted[SUPERVISE_MAX_GRANTED];
   size_t n_granted;
+  /* pidfds of the tool's threads that asked (PIDFD_THREAD ones only),
+   * under pidfd_lock: a connect from a thread seen before costs no
+   * pidfd_open and close (about 10 us here) */
+  pthread_mutex_t pidfd_lock;
+  struct {
+    pid_t tid;
+    int fd;
+  } pidfds[SUPERVISE_PIDFDS_KEPT];
+  size_t n_pidfds, next_pidfd;
   /* expansion (supervise_open.c) */
   enum sandbox_expand_verdict (*ask)(void *ctx, const struct sandbox_expansion *req);
   void (*record)(void *ctx, const struct sandbox_expansion *req, enum sandbox_expand_verdict v);

@@ -118,7 +118,8 @@ as_user_ns() {
   local who=$1; shift
   local pre=()
   [ -n "${in_ns:-}" ] && pre=(ip netns exec "$in_ns")
-  if [ "$who" = root ]; then "${pre[@]}" "$@"
+  # root's default state its own: not the host's, which another capsule may have migrated
+  if [ "$who" = root ]; then XDG_STATE_HOME=$work/xdg-state "${pre[@]}" "$@"
   else "${pre[@]}" setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; fi
 }
 

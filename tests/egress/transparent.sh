@@ -98,7 +98,9 @@ if [ "$(id -u)" = 0 ] && ip netns add "capsule-rebind-$$" 2>/dev/null; then
   ip netns exec "$rns" "$py" "$here/rebind_dns.py" 127.0.0.1 169.254.169.254 >"$work/dns.out" & pids+=($!)
   ip netns exec "$rns" "$py" -m http.server --bind 127.0.0.1 --directory "$work/www" 18080 >/dev/null 2>&1 & pids+=($!)
   for _ in $(seq 50); do [ -s "$work/dns.out" ] && break; sleep 0.1; done
-  m rebind '"network": {"mode": "proxy", "endpoints": [{"host": "rebind-root.test:18080"}, {"host": "rebind-nobody.test:18080"}]}'
+  eps=""
+  for n in rebind keep short alias; do eps="$eps{\"host\": \"$n-root.test:18080\"}, {\"host\": \"$n-nobody.test:18080\"}, "; done
+  m rebind '"network": {"mode": "proxy", "endpoints": ['"${eps%, }"']}'
 else
   echo "note: the real-rebinding test needs root and ip netns; skipped"
 fi
@@ -186,6 +188,23 @@ print('smtp', code, msg.decode()); s.quit()"
   if [ -n "$pgport" ]; then
     check "$who" psql 0 "^42$" $(run_main pg) -- psql "host=db.test port=$pgport user=postgres dbname=postgres sslmode=disable connect_timeout=10" -Atc 'select 42'
   fi
+  # connects from 40 threads one after another and 8 at once (each a
+  # thread the supervisor has not seen: its kept pidfds are evicted and
+  # reused), each one's own socket connected; a refused port among them
+  check "$who" threads-connect 0 "^48 ok, refused$" $(run_main threads) -- $py -c "
+import socket, threading
+res = []
+def one():
+    s = socket.create_connection(('plain.test', $http), timeout=20)
+    s.sendall(b'GET /t HTTP/1.0\\r\\nHost: plain.test\\r\\n\\r\\n')
+    res.append(b'GET /t' in s.makefile('rb').read())
+for i in range(40):
+    t = threading.Thread(target=one); t.start(); t.join()
+ts = [threading.Thread(target=one) for i in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+try: socket.create_connection((socket.gethostbyname('plain.test'), $spare), timeout=10); r = 'connected'
+except (ConnectionRefusedError, PermissionError): r = 'refused'
+print(sum(res), 'ok,', r)"
   # refusals: a port the name may not use, a forbidden address host-side,
   # a rebinding name (one of its addresses forbidden), an SNI for another name
   check "$who" port-not-allowed 0 "^refused$" $(run_main refuse) -- $py -c "
@@ -258,6 +277,23 @@ s.mail('a@x.test'); s.rcpt('b@x.test'); code, msg = s.data('hi\r\n'); print('smt
        grep -q '"host":"rebind-'"$who"'.test".*never connects to' "$work/logs/rns-$who.log"; then
       ok "$who" dns-rebinding-resolved-once
     else bad "$who" "dns-rebinding-resolved-once"; echo "$out" | head -5 | sed 's/^/         /'; cat "$work/logs/rns-$who.log" 2>/dev/null | head -3 | sed 's/^/         /'; fi
+    # capsule's own queries keep an answer for its TTL: asked once in 300 s
+    # (the second answer, the metadata address, is never seen), asked again
+    # after 1 s has run out (and that answer refused); a CNAME to a
+    # forbidden address refused
+    out=$(cd "$work" && in_rns "$who" timeout 60 "$capsule" run --config "$work/rebind.json" $P \
+      --egress-log "$work/logs/ttl-$who.log" -- sh -c "$C http://keep-$who.test:18080/x; $C http://keep-$who.test:18080/x; $C http://short-$who.test:18080/x; sleep 3; $C http://short-$who.test:18080/x; echo rc=\$?; $C http://alias-$who.test:18080/x; echo rc=\$?" 2>&1 </dev/null)
+    if [ "$(echo "$out" | grep -c '^rebind-ok$')" = 3 ] && [ "$(grep -c "^query keep-$who.test 1$" "$work/dns.out")" = 1 ]; then
+      ok "$who" dns-ttl-kept
+    else bad "$who" "dns-ttl-kept"; echo "$out" | head -8 | sed 's/^/         /'; grep "keep-$who" "$work/dns.out" | sed 's/^/         /'; fi
+    if [ "$(grep -c "^query short-$who.test 1$" "$work/dns.out")" = 2 ] &&
+       grep -q '"host":"short-'"$who"'.test".*never connects to' "$work/logs/ttl-$who.log"; then
+      ok "$who" dns-ttl-expired-refused
+    else bad "$who" "dns-ttl-expired-refused"; echo "$out" | head -8 | sed 's/^/         /'; grep "short-$who" "$work/dns.out" | sed 's/^/         /'; fi
+    if [ "$(echo "$out" | grep -cE '^rc=(52|56)$')" = 2 ] &&
+       grep -q '"host":"alias-'"$who"'.test".*never connects to' "$work/logs/ttl-$who.log"; then
+      ok "$who" dns-cname-to-forbidden-refused
+    else bad "$who" "dns-cname-to-forbidden-refused"; echo "$out" | head -8 | sed 's/^/         /'; cat "$work/logs/ttl-$who.log" 2>/dev/null | head -5 | sed 's/^/         /'; fi
   fi
   # a name allowed on any port: every port captured (nftables redirect) where doctor says so
   if [ "$capture" = yes ]; then

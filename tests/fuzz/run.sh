@@ -71,6 +71,20 @@ s = c.wrap_bio(ssl.MemoryBIO(), o, server_hostname="imap.mail.me.com")
 try: s.do_handshake()
 except ssl.SSLWantReadError: pass
 sys.stdout.buffer.write(o.read())' >"$work/sni/hello" 2>/dev/null || true
+# a nameserver's answers: a CNAME chain (compressed) to an A record with an
+# SOA, a truncated one, and resolv.conf text
+mkdir -p "$work/dns_answer"
+python3 -c '
+import struct, sys
+q = b"\x07example\x03com\x00" + struct.pack(">HH", 1, 1)
+h = struct.pack(">HHHHHH", 0x1234, 0x8180, 1, 2, 1, 0)
+cname = b"\xc0\x0c" + struct.pack(">HHIH", 5, 1, 300, 6) + b"\x03www\xc0\x0c"
+a = b"\xc0\x29" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([192, 0, 2, 1])
+soa = b"\xc0\x14" + struct.pack(">HHIH", 6, 1, 900, 28) + b"\x01a\xc0\x14\x01b\xc0\x14" + struct.pack(">IIIII", 1, 2, 3, 4, 30)
+sys.stdout.buffer.write(h + q + cname + a + soa)' >"$work/dns_answer/cname" 2>/dev/null || true
+printf '\022\064\203\200\000\001\000\000\000\000\000\000\007example\003com\000\000\034\000\001' >"$work/dns_answer/tc"
+printf 'nameserver 192.0.2.53\nnameserver ::1\noptions timeout:1 attempts:3 ndots:2\nsearch example\n' >"$work/dns_answer/resolv"
+printf '127.0.0.1 localhost\n::1 localhost ip6-localhost # x\n192.0.2.1\texample.com. www\n' >"$work/dns_answer/hosts"
 tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
 printf '!{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}\n{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-01-01"}}}\n' >"$work/mcp/modern"
 
@@ -89,7 +103,7 @@ printf '{"relay":{"jsonrpc":"2.0","method":"notifications/message","params":{"le
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns sni grpc_msg state_sql ui_form id_registry mcp_relay}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg state_sql ui_form id_registry mcp_relay}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

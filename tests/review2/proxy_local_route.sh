@@ -39,4 +39,28 @@ echo "local-route address: $out"
 if grep -q "HOST-ONLY-SERVICE-$$" <<<"$out"; then
   echo "VULNERABLE: the tool reached a host-only service through a local-route address"; exit 1
 fi
+# a local route added while a run goes on is seen at once: the proxy keeps
+# the kernel's routing verdicts (src/net/hostaddr.c) only until the next
+# route event. The tool asks for 192.0.2.7 (no route yet: not this
+# machine's, kept), the route is added, the tool asks again.
+mkdir -m 777 "$d/hs"
+cat >"$d/cap.json" <<JSON
+{"version": "0.1.0", "filesystem": {"grants": [{"path": "$d/hs", "access": "readwrite"}]},
+ "network": {"mode": "proxy", "allow_domains": ["192.0.2.7"]}}
+JSON
+chmod 755 "$d"
+(cd /tmp && x "$capsule" run --config "$d/cap.json" -- sh -c "
+  curl -s -m 10 http://192.0.2.7:$port/index.html >/dev/null 2>&1; touch '$d/hs/asked'
+  for i in \$(seq 600); do [ -e '$d/hs/go' ] && break; sleep 0.1; done
+  curl -s -m 10 http://192.0.2.7:$port/index.html" >"$d/later" 2>&1 </dev/null) &
+run=$!
+for _ in $(seq 600); do [ -e "$d/hs/asked" ] && break; sleep 0.1; done
+[ -e "$d/hs/asked" ] || { echo "the tool's first request never ended"; cat "$d/later"; exit 1; }
+x ip route add local 192.0.2.0/24 dev lo table local || { echo "cannot add the second local route"; exit 1; }
+touch "$d/hs/go"
+wait "$run"
+echo "local route added during the run: $(head -c 300 "$d/later")"
+if grep -q "HOST-ONLY-SERVICE-$$" "$d/later"; then
+  echo "VULNERABLE: a routing verdict kept across a route change let the tool reach a host-only service"; exit 1
+fi
 echo blocked; exit 0
