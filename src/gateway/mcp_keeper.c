@@ -190,6 +190,7 @@ struct keeper {
   const char *path;             /* the socket's */
   int lock_fd;                  /* held while this keeper takes calls */
   int ino;                      /* inotify on the package's tree, or -1 */
+  struct gw_package_id pkg;     /* with it: the package dir's identity then */
   unsigned char digest[32];     /* without inotify: the package's at the start */
   bool retired;                 /* the package changed: a new keeper took the name */
 };
@@ -370,11 +371,14 @@ static bool serve_call(struct keeper *k, int conn)
   return !k->out.eof;
 }
 
-/* Whether the package changed since the keeper started: an inotify event
- * on its tree, or (without inotify) its digest recomputed. */
+/* Whether the package changed since the keeper started: its path naming
+ * another directory or an inotify event on its tree, or (without inotify)
+ * its digest recomputed. */
 static bool package_changed(struct keeper *k, bool ino_ready)
 {
   if (k->ino >= 0) {
+    if (gw_package_moved(k->spec->package_dir, &k->pkg))
+      return true;
     if (!ino_ready)
       return false;
     char buf[4096];
@@ -527,7 +531,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   cap_proctitle_set("capsule-mcp", "capsule mcp-keeper %s", spec->id); /* never a call's args */
   struct keeper k = {
       .spec = spec, .status_fd = 3, .lock_fd = 4, .connector = -1, .next_id = 1, .path = path};
-  k.ino = gw_package_watch(spec->package_dir);
+  k.ino = gw_package_watch(spec->package_dir, &k.pkg);
   struct cap_error derr = {0};
   if (k.ino < 0 && gw_spec_digest(spec, k.digest, &derr) < 0)
     cap_error_clear(&derr); /* an unreadable package: the first recheck retires the keeper */
