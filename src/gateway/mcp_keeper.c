@@ -392,8 +392,13 @@ static bool package_changed(struct keeper *k, bool ino_ready)
 }
 
 /* The package changed: new calls go to a new keeper (the socket's name
- * and the lock are given up at once), the calls already waiting in the
- * backlog are served by this server, then it stops. */
+ * and the lock are given up at once), and so do the calls already waiting
+ * in the backlog: the listener closed, each ends before this keeper took
+ * it, which its caller takes as "start a new one" (gw_call's second
+ * attempt). A change found only when a call came (the package's path
+ * naming another directory, a digest) must not be served by the old
+ * code, and a call may have come just after an edit whose event is read
+ * with it. */
 static void retire(struct keeper *k, const char *path)
 {
   struct stat a, b;
@@ -404,12 +409,8 @@ static void retire(struct keeper *k, const char *path)
   k->retired = true; /* the status file is the next keeper's now */
   close(k->lock_fd);
   k->lock_fd = -1;
-  fcntl(k->listener, F_SETFL, O_NONBLOCK);
-  int conn;
-  while (!k->out.eof && (conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-    serve_call(k, conn);
-    close(conn);
-  }
+  close(k->listener);
+  k->listener = -1;
 }
 
 /* Calls, one at a time, until idle, the server's exit, or a change */

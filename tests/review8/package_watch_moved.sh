@@ -11,13 +11,16 @@
 # snapshot, pnpm's store) raised none either. The per-call digest it
 # replaced saw all three. Scenario, as root and as uid 65534: a server
 # that reports version.txt; each replacement must reach the next call.
-# Exits 1 when a call is answered by the old code, 0 blocked, 77 skip.
+# The same for a warm MCP server's keeper, whose first call after the
+# move was still served by the old server. Exits 1 when a call is answered
+# by the old code, 0 blocked, 77 skip.
 # Usage: package_watch_moved.sh CAPSULE [SELU_FAULT_SERVER]
 set -u
 capsule=$(realpath "${1:-build/capsule}")
 fault=$(realpath "${2:-$(dirname "$capsule")/../../tests/gateway/selu_fault}" 2>/dev/null)
 [ -f "$fault" ] || fault=$(realpath "$(dirname "$capsule")/tests/gateway/selu_fault" 2>/dev/null)
 [ -x "$fault" ] || { echo "SKIP: no selu_fault server (ninja -C build tests/gateway/selu_fault)"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: no python3 (the MCP server and client)"; exit 77; }
 "$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review8-watch.XXXXXX)
 chmod 755 "$W"
@@ -50,6 +53,61 @@ x-capsule:
 YAML
   printf 'export VERSION="$(cat version.txt)"; exec ./server --mode normal\n' >"$1/start.sh"
   echo "$3" >"$1/version.txt"
+}
+
+# a third-party MCP server reporting version.txt as read at its start, and
+# a client: `capsule mcp` (its keeper outlives it), one tools/call
+cat >"$W/mcp_server.py" <<'PY'
+import json, sys
+VERSION = open("version.txt").read().strip()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    meth = m.get("method")
+    if meth == "initialize":
+        res = {"protocolVersion": m["params"].get("protocolVersion", "2025-06-18"),
+               "capabilities": {"tools": {}}, "serverInfo": {"name": "v", "version": "1"}}
+    elif meth == "tools/list":
+        res = {"tools": [{"name": "ver", "description": "Its version.", "inputSchema": {"type": "object"}}]}
+    elif meth == "tools/call":
+        res = {"content": [{"type": "text", "text": VERSION}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "error": {"code": -32601, "message": "no"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": res}), flush=True)
+PY
+cat >"$W/mcp_drive.py" <<'PY'
+import json, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def send(m):
+    p.stdin.write(json.dumps(m) + "\n")
+    p.stdin.flush()
+def wait(i):
+    for line in p.stdout:
+        m = json.loads(line)
+        if m.get("id") == i:
+            return m
+    return {}
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+wait(1)
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+names = [t["name"] for t in wait(2).get("result", {}).get("tools", []) if t["name"].endswith("ver")]
+send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": names[0] if names else "ver", "arguments": {}}})
+r = wait(3)
+text = "".join(c.get("text", "") for c in r.get("result", {}).get("content", []))
+print('{"value":"%s"}' % text if text else json.dumps(r))
+p.stdin.close()
+p.wait()
+PY
+chmod 644 "$W"/*.py
+# mpkg DIR VERSION: that MCP server's package
+mpkg() {
+  mkdir -p "$1"
+  cp "$W/mcp_server.py" "$1/server.py"
+  echo '{"version": "0.1.0", "network": {"mode": "blocked"}, "x-capsule": {"mcp_server": ["python3", "server.py"]}}' >"$1/capability.json"
+  echo "$2" >"$1/version.txt"
 }
 
 fail=0
@@ -86,6 +144,16 @@ scenario() {
   check hardlink-warm "$(v "$d/hl" wc "$@")" 1
   "$@" sh -c "echo 3 >'$d/outside-link'"
   check hardlink-edited "$(v "$d/hl" wc "$@")" 3
+  # 4. a warm MCP server's keeper (through `capsule mcp`): the parent renamed
+  "$@" bash -c "$(declare -f mpkg); W='$W'; mpkg '$d/mcaps/wm' 1"
+  "$@" "$capsule" call --caps "$d/mcaps" --state "$d/s" wm ver '{}' >/dev/null 2>&1 # discovers the tool
+  "$@" "$capsule" policy set --caps "$d/mcaps" --state "$d/s" wm ver allow >/dev/null
+  m() { "$@" timeout 120 python3 "$W/mcp_drive.py" "$capsule" mcp --caps "$d/mcaps" --state "$d/s" 2>/dev/null </dev/null; }
+  check mcp-start "$(m "$@")" 1
+  check mcp-warm "$(m "$@")" 1
+  "$@" mv "$d/mcaps" "$d/mcaps.old"
+  "$@" bash -c "$(declare -f mpkg); W='$W'; mpkg '$d/mcaps/wm' 2"
+  check mcp-parent-renamed "$(m "$@")" 2
 }
 scenario root env
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
