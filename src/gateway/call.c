@@ -546,18 +546,22 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
   for (int attempt = 0; attempt < 2 && call->relay && call->run_dir && !getenv("CAPSULE_MCP_COLD");
        attempt++) {
     struct cap_error kerr = {0};
+    /* neither reaching the keeper, nor starting one (its server's
+     * initialize), nor the exchange touches the state, and each may wait:
+     * serve's other calls and pages go on meanwhile */
+    state_release(call);
     _cleanup_close_ int warm = gw_mcp_keeper_connect(call, spec, c->env, c->n_env, &kerr);
+    enum gw_outcome o = GW_OUTCOME_FAILED;
+    if (warm >= 0)
+      o = params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, err)
+                 : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, err);
+    state_acquire(call);
     if (warm < 0 && call->warm_only)
       return cap_error_set(err, -warm, "no warm server for %s: %s", spec->id, kerr.message),
              cap_error_clear(&kerr), GW_OUTCOME_FAILED;
     cap_error_clear(&kerr);
     if (warm < 0)
-      break;             /* without a warm server, the call starts its own */
-    state_release(call); /* the exchange does not touch the state */
-    enum gw_outcome o =
-        params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, err)
-               : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, err);
-    state_acquire(call);
+      break; /* without a warm server, the call starts its own */
     if (o == GW_OUTCOME_FAILED && err->code == ECONNABORTED) {
       cap_error_clear(err);
       continue;

@@ -61,6 +61,7 @@ struct keeper {
   char status_path[4096];
   uint64_t instance;        /* random, not 0: names this server to the calls keeping a channel */
   int ino;                  /* inotify on the package's tree (gw_package_watch), or -1 */
+  struct gw_package_id pkg; /* with it: the package dir's identity then */
   unsigned char digest[32]; /* without inotify: the package's at the start */
 };
 
@@ -354,15 +355,17 @@ static void refill_spare(struct keeper *k, const struct lease_loop *L)
 }
 
 /* Whether the package changed since the keeper started (an image's
- * server never reads it): an event on its tree, or without inotify its
- * digest recomputed. Asked before each lease, so a call made after an
- * edit never reaches the server that started before it: the instance's
- * key leaves the tree out (gw_instance_key), this keeper watches it. */
+ * server never reads it): its path naming another directory or an event
+ * on its tree, or without inotify its digest recomputed. Asked before each lease, so a call made
+ * after an edit never reaches the server that started before it: the instance's key leaves the tree
+ * out (gw_instance_key), this keeper watches it. */
 static bool package_changed(struct keeper *k)
 {
   if (k->req->rootfs)
     return false;
   if (k->ino >= 0) {
+    if (gw_package_moved(k->req->spec->package_dir, &k->pkg))
+      return true; /* the path names another directory: no event on the watched one */
     char buf[4096];
     return read(k->ino, buf, sizeof buf) > 0 || errno != EAGAIN;
   }
@@ -635,7 +638,7 @@ static void keeper_watch(struct keeper *k)
 {
   if (k->req->rootfs)
     return;
-  k->ino = gw_package_watch(k->req->spec->package_dir);
+  k->ino = gw_package_watch(k->req->spec->package_dir, &k->pkg);
   struct cap_error err = {0};
   if (k->ino < 0 && gw_spec_digest(k->req->spec, k->digest, &err) < 0)
     cap_error_clear(&err); /* an unreadable package: the first lease retires the keeper */

@@ -190,6 +190,7 @@ struct keeper {
   const char *path;             /* the socket's */
   int lock_fd;                  /* held while this keeper takes calls */
   int ino;                      /* inotify on the package's tree, or -1 */
+  struct gw_package_id pkg;     /* with it: the package dir's identity then */
   unsigned char digest[32];     /* without inotify: the package's at the start */
   bool retired;                 /* the package changed: a new keeper took the name */
 };
@@ -370,11 +371,14 @@ static bool serve_call(struct keeper *k, int conn)
   return !k->out.eof;
 }
 
-/* Whether the package changed since the keeper started: an inotify event
- * on its tree, or (without inotify) its digest recomputed. */
+/* Whether the package changed since the keeper started: its path naming
+ * another directory or an inotify event on its tree, or (without inotify)
+ * its digest recomputed. */
 static bool package_changed(struct keeper *k, bool ino_ready)
 {
   if (k->ino >= 0) {
+    if (gw_package_moved(k->spec->package_dir, &k->pkg))
+      return true;
     if (!ino_ready)
       return false;
     char buf[4096];
@@ -388,8 +392,13 @@ static bool package_changed(struct keeper *k, bool ino_ready)
 }
 
 /* The package changed: new calls go to a new keeper (the socket's name
- * and the lock are given up at once), the calls already waiting in the
- * backlog are served by this server, then it stops. */
+ * and the lock are given up at once), and so do the calls already waiting
+ * in the backlog: the listener closed, each ends before this keeper took
+ * it, which its caller takes as "start a new one" (gw_call's second
+ * attempt). A change found only when a call came (the package's path
+ * naming another directory, a digest) must not be served by the old
+ * code, and a call may have come just after an edit whose event is read
+ * with it. */
 static void retire(struct keeper *k, const char *path)
 {
   struct stat a, b;
@@ -400,12 +409,8 @@ static void retire(struct keeper *k, const char *path)
   k->retired = true; /* the status file is the next keeper's now */
   close(k->lock_fd);
   k->lock_fd = -1;
-  fcntl(k->listener, F_SETFL, O_NONBLOCK);
-  int conn;
-  while (!k->out.eof && (conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
-    serve_call(k, conn);
-    close(conn);
-  }
+  close(k->listener);
+  k->listener = -1;
 }
 
 /* Calls, one at a time, until idle, the server's exit, or a change */
@@ -527,7 +532,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   cap_proctitle_set("capsule-mcp", "capsule mcp-keeper %s", spec->id); /* never a call's args */
   struct keeper k = {
       .spec = spec, .status_fd = 3, .lock_fd = 4, .connector = -1, .next_id = 1, .path = path};
-  k.ino = gw_package_watch(spec->package_dir);
+  k.ino = gw_package_watch(spec->package_dir, &k.pkg);
   struct cap_error derr = {0};
   if (k.ino < 0 && gw_spec_digest(spec, k.digest, &derr) < 0)
     cap_error_clear(&derr); /* an unreadable package: the first recheck retires the keeper */

@@ -224,6 +224,8 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
   return 0;
 }
 
+/* Watches path's directories; -1 (give up: the digest sees what a watch
+ * cannot) past the bounds or at a file with more than one link */
 static int watch_dir(int ino, const char *path, int depth, size_t *n)
 {
   if (depth > 64 || *n >= GW_WATCH_MAX_DIRS ||
@@ -239,25 +241,48 @@ static int watch_dir(int ino, const char *path, int depth, size_t *n)
   int r = 0;
   struct dirent *e;
   while (r == 0 && (e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-        (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN))
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
       continue;
-    _cleanup_free_ char *sub = cap_xasprintf("%s/%s", path, e->d_name);
     struct stat sb;
-    if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
-      r = watch_dir(ino, sub, depth + 1, n);
+    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+      continue; /* gone meanwhile: the parent's watch has the event */
+    if (!S_ISDIR(sb.st_mode)) {
+      if (sb.st_nlink > 1) /* written through another name, outside the watched tree */
+        r = -1;
+      continue;
+    }
+    _cleanup_free_ char *sub = cap_xasprintf("%s/%s", path, e->d_name);
+    r = watch_dir(ino, sub, depth + 1, n);
   }
   closedir(d);
   return r;
 }
 
-int gw_package_watch(const char *dir)
+static bool package_id(const char *dir, struct gw_package_id *id)
 {
+  struct stat sb;
+  if (stat(dir, &sb) < 0)
+    return false;
+  *id = (struct gw_package_id){.dev = sb.st_dev, .ino = sb.st_ino};
+  return true;
+}
+
+int gw_package_watch(const char *dir, struct gw_package_id *at)
+{
+  if (!package_id(dir, at))
+    return -1;
   int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   size_t n = 0;
-  if (ino >= 0 && watch_dir(ino, dir, 0, &n) < 0) {
+  /* the identity taken again after the walk: a swap during it is a change */
+  if (ino >= 0 && (watch_dir(ino, dir, 0, &n) < 0 || gw_package_moved(dir, at))) {
     close(ino);
     ino = -1;
   }
   return ino;
+}
+
+bool gw_package_moved(const char *dir, const struct gw_package_id *at)
+{
+  struct gw_package_id now;
+  return !package_id(dir, &now) || now.dev != at->dev || now.ino != at->ino;
 }

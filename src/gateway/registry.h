@@ -6,7 +6,9 @@
 #ifndef CAPSULE_GATEWAY_REGISTRY_H
 #define CAPSULE_GATEWAY_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "core/diag.h"
 #include "core/error.h"
@@ -45,10 +47,20 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
  * (gateway/mcp_keeper.c, gateway/instance_keeper.c): an inotify
  * descriptor (non-blocking) on every directory of the package dir, set up
  * before the server reads any of it; readable once anything in it changed
- * (an overflow too). -1 when that cannot be had (no inotify, more than
- * GW_WATCH_MAX_DIRS directories, deeper than 64, an unreadable one): then
- * the keeper compares gw_spec_digest instead. */
+ * (an overflow too). A watch follows inodes, not the path the capability
+ * names: *at holds the package dir's identity when the watch began, and
+ * gw_package_moved says whether the path names another directory since (a
+ * parent renamed and replaced, a symlinked parent switched: no event on
+ * the watched tree). -1 when that cannot be had (no inotify, more than
+ * GW_WATCH_MAX_DIRS directories, deeper than 64, an unreadable one, a file
+ * with another hard link, whose edits through that link raise no event
+ * here): then the keeper compares gw_spec_digest instead. */
 #define GW_WATCH_MAX_DIRS 8192
-int gw_package_watch(const char *dir);
+struct gw_package_id {
+  dev_t dev;
+  ino_t ino;
+};
+int gw_package_watch(const char *dir, struct gw_package_id *at);
+bool gw_package_moved(const char *dir, const struct gw_package_id *at);
 
 #endif

@@ -47,6 +47,8 @@ scripts=(
   ../review7/mcp_relay_notify.sh ../review7/pg_url_password.sh
   ../review7/state_null_row.sh ../review7/migrate_column_injection.sh
   ../review7/pg_hostile_meta.sh ../review7/state_url_ps.sh
+  # the eighth's (tests/review8/)
+  ../review8/package_watch_moved.sh ../review8/warm_connect_state_lock.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
