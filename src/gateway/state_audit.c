@@ -425,6 +425,68 @@ static int lock_marker(int fd, bool wait)
   return fcntl(fd, wait ? F_SETLKW : F_SETLK, &l) < 0 ? -errno : 0;
 }
 
+/* Spare marker files: a recorded marker is emptied and kept under a spare
+ * name (recover_one) for the next marker to take, since creating a file
+ * (a new inode) costs far more on ext4 than renaming one, on the way of
+ * every `capsule run`. At most SPARE_SLOTS of them; a dot name, so a
+ * capsule that does not know of them drops them as unnamed markers. */
+#define SPARE_PREFIX ".spare-"
+#define SPARE_SLOTS 64
+#define SPARE_TRIES 3
+
+/* Takes happen one at a time in a process: POSIX locks never conflict
+ * within one, and a second descriptor of a marker another thread has just
+ * taken, once closed, would drop that marker's lock. */
+static pthread_mutex_t take_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool spare_name(const char *name)
+{
+  return strncmp(name, SPARE_PREFIX, sizeof SPARE_PREFIX - 1) == 0;
+}
+
+/* A spare renamed to tmp, locked first (another process's taker, or a
+ * capsule dropping unnamed markers, has to get the lock too), and checked
+ * to be the file under the spare's name still. -1 when there is none. */
+static int take_spare(int dir, const char *tmp, unsigned start)
+{
+  int fd = -1;
+  pthread_mutex_lock(&take_lock);
+  for (unsigned i = 0; i < SPARE_TRIES && fd < 0; i++) {
+    char spare[32];
+    snprintf(spare, sizeof spare, SPARE_PREFIX "%u", (start + i) % SPARE_SLOTS);
+    fd = openat(dir, spare, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat a, b;
+    if (fd >= 0 && (lock_marker(fd, false) < 0 || fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) ||
+                    a.st_nlink != 1 || fstatat(dir, spare, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    a.st_ino != b.st_ino || a.st_dev != b.st_dev ||
+                    renameat2(dir, spare, dir, tmp, RENAME_NOREPLACE) < 0)) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  pthread_mutex_unlock(&take_lock);
+  return fd;
+}
+
+/* A recorded marker (fd: it, locked) emptied and kept as a spare in the
+ * first free slot from *slot on (one pass over the slots per recovery),
+ * or removed when there is none. */
+static void recycle_marker(int dir, const char *name, int fd, unsigned *slot)
+{
+  if (ftruncate(fd, 0) == 0)
+    for (; *slot < SPARE_SLOTS; (*slot)++) {
+      char spare[32];
+      snprintf(spare, sizeof spare, SPARE_PREFIX "%u", *slot);
+      if (renameat2(dir, name, dir, spare, RENAME_NOREPLACE) == 0) {
+        (*slot)++;
+        return;
+      }
+      if (errno != EEXIST)
+        break;
+    }
+  unlinkat(dir, name, 0);
+}
+
 static int inflight_dir(int statefd)
 {
   mkdirat(statefd, "run", 0700);
@@ -474,7 +536,9 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
   own_marker(name, true);
   /* locked before it has its name: a marker under its name is always
    * either locked by its call or abandoned */
-  int fd = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = take_spare(dir, tmp, rnd[0]);
+  if (fd < 0)
+    fd = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     own_marker(name, false);
     return cap_error_errno(err, errno, "cannot record the call as in flight");
@@ -528,12 +592,13 @@ static void flush_when_many(int dirfd, const char *statedir)
     return;
   dfd = -1;
   size_t k = 0;
-  while (readdir(d) && k <= FINISHED_MARKERS_MAX + 2)
-    k++;
+  struct dirent *e;
+  while ((e = readdir(d)) && k <= FINISHED_MARKERS_MAX)
+    k += e->d_name[0] != '.'; /* named markers: not spares, nor ones being made */
   closedir(d);
   struct gw_state *st = NULL;
   struct cap_error err = {0};
-  if (k > FINISHED_MARKERS_MAX + 2 && gw_state_open(statedir, &st, &err) == 0)
+  if (k > FINISHED_MARKERS_MAX && gw_state_open(statedir, &st, &err) == 0)
     gw_state_close(st); /* its open recorded them */
   cap_error_clear(&err);
 }
@@ -615,7 +680,7 @@ static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
 
 /* One marker: when its lock is free and it is still the file under its
  * name (another process may have recorded and removed it), its record. */
-static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n,
+static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n, unsigned *slot,
                        struct cap_error *err)
 {
   _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -627,7 +692,7 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
     return 0;
   int r = inflight_record(st, fd, err);
   if (r == 0) {
-    unlinkat(dir, name, 0);
+    recycle_marker(dir, name, fd, slot);
     (*n)++;
   }
   return r < 0 ? r : 0;
@@ -682,7 +747,7 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
     if (own_marker_has(e->d_name + (e->d_name[0] == '.')))
       continue; /* this process's: opening it would drop its lock */
     if (e->d_name[0] == '.') {
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !spare_name(e->d_name))
         drop_unnamed(dirfd(d), e->d_name);
       continue;
     }
@@ -695,9 +760,10 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
   if (k) /* qsort takes no NULL, even for none */
     qsort(v, k, sizeof *v, marker_cmp);
   int r = 0;
+  unsigned slot = 0;
   for (size_t i = 0; i < k; i++) {
     if (r == 0)
-      r = recover_one(st, dirfd(d), v[i].name, n, err);
+      r = recover_one(st, dirfd(d), v[i].name, n, &slot, err);
     free(v[i].name);
   }
   free(v);
