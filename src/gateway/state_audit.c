@@ -425,12 +425,13 @@ static int lock_marker(int fd, bool wait)
   return fcntl(fd, wait ? F_SETLKW : F_SETLK, &l) < 0 ? -errno : 0;
 }
 
-/* Spare marker files: a recorded marker is emptied and kept under a spare
- * name (recover_one) for the next marker to take, since creating a file
- * (a new inode) costs far more on ext4 than renaming one, on the way of
- * every `capsule run`. At most SPARE_SLOTS of them; a dot name, so a
- * capsule that does not know of them drops them as unnamed markers. */
-#define SPARE_PREFIX ".spare-"
+/* Spare marker files: a recorded marker is emptied and kept in
+ * STATE/run/spares (recover_one) for the next marker to take, since
+ * creating a file (a new inode) costs far more on ext4 than renaming one,
+ * on the way of every `capsule run`. At most SPARE_SLOTS of them, named by
+ * slot; a directory of their own, which no capsule counts or records
+ * markers from. */
+#define SPARE_DIR "run/spares"
 #define SPARE_SLOTS 64
 #define SPARE_TRIES 3
 
@@ -439,27 +440,22 @@ static int lock_marker(int fd, bool wait)
  * taken, once closed, would drop that marker's lock. */
 static pthread_mutex_t take_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static bool spare_name(const char *name)
-{
-  return strncmp(name, SPARE_PREFIX, sizeof SPARE_PREFIX - 1) == 0;
-}
-
-/* A spare renamed to tmp, locked first (another process's taker, or a
- * capsule dropping unnamed markers, has to get the lock too), and checked
- * to be the file under the spare's name still. -1 when there is none. */
-static int take_spare(int dir, const char *tmp, unsigned start)
+/* A spare renamed to tmp in dir (the markers' directory), locked first (a
+ * taker in another process has to get the lock too) and checked to be the
+ * file under the spare's name still. -1 when there is none. */
+static int take_spare(int statefd, int dir, const char *tmp, unsigned start)
 {
   int fd = -1;
   pthread_mutex_lock(&take_lock);
   for (unsigned i = 0; i < SPARE_TRIES && fd < 0; i++) {
     char spare[32];
-    snprintf(spare, sizeof spare, SPARE_PREFIX "%u", (start + i) % SPARE_SLOTS);
-    fd = openat(dir, spare, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    snprintf(spare, sizeof spare, SPARE_DIR "/%u", (start + i) % SPARE_SLOTS);
+    fd = openat(statefd, spare, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat a, b;
     if (fd >= 0 && (lock_marker(fd, false) < 0 || fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) ||
-                    a.st_nlink != 1 || fstatat(dir, spare, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    a.st_nlink != 1 || fstatat(statefd, spare, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
                     a.st_ino != b.st_ino || a.st_dev != b.st_dev ||
-                    renameat2(dir, spare, dir, tmp, RENAME_NOREPLACE) < 0)) {
+                    renameat2(statefd, spare, dir, tmp, RENAME_NOREPLACE) < 0)) {
       close(fd);
       fd = -1;
     }
@@ -468,16 +464,18 @@ static int take_spare(int dir, const char *tmp, unsigned start)
   return fd;
 }
 
-/* A recorded marker (fd: it, locked) emptied and kept as a spare in the
- * first free slot from *slot on (one pass over the slots per recovery),
- * or removed when there is none. */
-static void recycle_marker(int dir, const char *name, int fd, unsigned *slot)
+/* A recorded marker (name in dir; fd: it, locked) emptied and kept as a
+ * spare in the first free slot from *slot on (one pass over the slots per
+ * recovery), or removed when there is none. */
+static void recycle_marker(int statefd, int dir, const char *name, int fd, unsigned *slot)
 {
+  if (*slot == 0)
+    mkdirat(statefd, SPARE_DIR, 0700);
   if (ftruncate(fd, 0) == 0)
     for (; *slot < SPARE_SLOTS; (*slot)++) {
       char spare[32];
-      snprintf(spare, sizeof spare, SPARE_PREFIX "%u", *slot);
-      if (renameat2(dir, name, dir, spare, RENAME_NOREPLACE) == 0) {
+      snprintf(spare, sizeof spare, SPARE_DIR "/%u", *slot);
+      if (renameat2(dir, name, statefd, spare, RENAME_NOREPLACE) == 0) {
         (*slot)++;
         return;
       }
@@ -536,7 +534,7 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
   own_marker(name, true);
   /* locked before it has its name: a marker under its name is always
    * either locked by its call or abandoned */
-  int fd = take_spare(dir, tmp, rnd[0]);
+  int fd = take_spare(statefd, dir, tmp, rnd[0]);
   if (fd < 0)
     fd = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
@@ -592,13 +590,12 @@ static void flush_when_many(int dirfd, const char *statedir)
     return;
   dfd = -1;
   size_t k = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) && k <= FINISHED_MARKERS_MAX)
-    k += e->d_name[0] != '.'; /* named markers: not spares, nor ones being made */
+  while (readdir(d) && k <= FINISHED_MARKERS_MAX + 2)
+    k++;
   closedir(d);
   struct gw_state *st = NULL;
   struct cap_error err = {0};
-  if (k > FINISHED_MARKERS_MAX && gw_state_open(statedir, &st, &err) == 0)
+  if (k > FINISHED_MARKERS_MAX + 2 && gw_state_open(statedir, &st, &err) == 0)
     gw_state_close(st); /* its open recorded them */
   cap_error_clear(&err);
 }
@@ -692,7 +689,7 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
     return 0;
   int r = inflight_record(st, fd, err);
   if (r == 0) {
-    recycle_marker(dir, name, fd, slot);
+    recycle_marker(st->dirfd, dir, name, fd, slot);
     (*n)++;
   }
   return r < 0 ? r : 0;
@@ -747,7 +744,7 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
     if (own_marker_has(e->d_name + (e->d_name[0] == '.')))
       continue; /* this process's: opening it would drop its lock */
     if (e->d_name[0] == '.') {
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !spare_name(e->d_name))
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
         drop_unnamed(dirfd(d), e->d_name);
       continue;
     }

@@ -52,10 +52,10 @@ audit_json >/dev/null
 n=$(audit_json | jq '[.[] | select(.outcome == "interrupted")] | length')
 [ "$n" = 1 ] && ok interrupted-not-repeated || bad "interrupted-not-repeated ($n)"
 # recorded, its file kept empty as a spare for the next marker (or removed)
-[ -z "$(ls -A "$state/run/calls" 2>/dev/null | grep -v '^\.spare-')" ] && ok marker-removed ||
+[ -z "$(ls -A "$state/run/calls" 2>/dev/null)" ] && ok marker-removed ||
   bad marker-removed "$(ls -A "$state/run/calls")"
-spares_empty() { for f in "$1"/run/calls/.spare-*; do [ ! -s "$f" ] || return 1; done; }
-spares_empty "$state" && ok spares-empty || bad spares-empty "$(ls -la "$state/run/calls")"
+spares_empty() { for f in "$1"/run/spares/*; do [ ! -s "$f" ] || return 1; done; }
+spares_empty "$state" && ok spares-empty || bad spares-empty "$(ls -la "$state/run/spares")"
 t interrupted-verifies 0 "^audit log verified: [0-9]+ records" audit verify --state "$state"
 t interrupted-text 0 "slow.dispatch allow [0-9]+ms interrupted$" audit --state "$state"
 # a marker never named (its capsule killed while making it): removed once
@@ -247,12 +247,12 @@ jq -e '.[2].tool == "true" and .[2].outcome == "exit 0"' <<<"$runs" >/dev/null &
 # the recorded markers' files became spares; with every slot filled, the
 # next runs take them (no new file), and a spare is never recorded: one
 # record per run, each once
-ls -A "$rstate/run/calls" | grep -q '^\.spare-' && spares_empty "$rstate" &&
-  ok run-markers-kept-as-spares || bad run-markers-kept-as-spares "$(ls -lia "$rstate/run/calls")"
-for i in $(seq 0 63); do [ -e "$rstate/run/calls/.spare-$i" ] || : >"$rstate/run/calls/.spare-$i"; done
-spare_inodes=$(stat -c %i "$rstate"/run/calls/.spare-* 2>/dev/null | sort)
+[ -n "$(ls -A "$rstate/run/spares" 2>/dev/null)" ] && spares_empty "$rstate" &&
+  ok run-markers-kept-as-spares || bad run-markers-kept-as-spares "$(ls -lia "$rstate/run/spares")"
+for i in $(seq 0 63); do [ -e "$rstate/run/spares/$i" ] || : >"$rstate/run/spares/$i"; done
+spare_inodes=$(stat -c %i "$rstate"/run/spares/* 2>/dev/null | sort)
 for i in 1 2 3 4 5; do (cd "$work" && "$capsule" run --state "$rstate" -- /bin/true >/dev/null 2>&1); done
-marker_inodes=$(stat -c %i "$rstate"/run/calls/[!.]* 2>/dev/null | sort)
+marker_inodes=$(stat -c %i "$rstate"/run/calls/* 2>/dev/null | sort)
 [ -n "$marker_inodes" ] && [ -n "$(comm -12 <(echo "$spare_inodes") <(echo "$marker_inodes"))" ] &&
   ok run-marker-took-a-spare || bad run-marker-took-a-spare "spares $spare_inodes; markers $marker_inodes"
 runs=$("$capsule" audit --json --state "$rstate" 2>/dev/null)
