@@ -440,10 +440,14 @@ static int lock_marker(int fd, bool wait)
  * taken, once closed, would drop that marker's lock. */
 static pthread_mutex_t take_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* A spare renamed to tmp in dir (the markers' directory), locked first (a
- * taker in another process has to get the lock too) and checked to be the
- * file under the spare's name still. -1 when there is none. */
-static int take_spare(int statefd, int dir, const char *tmp, unsigned start)
+/* A spare renamed to name in dir (the markers' directory), locked first
+ * (a taker in another process has to get the lock too) and checked to be
+ * the file under the spare's name still, and empty. It goes to the
+ * marker's own name at once: locked before it has it, so a marker under
+ * its name is still either locked by its call or abandoned, and one
+ * abandoned before it was written records nothing. -1 when there is
+ * none. */
+static int take_spare(int statefd, int dir, const char *name, unsigned start)
 {
   int fd = -1;
   pthread_mutex_lock(&take_lock);
@@ -452,10 +456,11 @@ static int take_spare(int statefd, int dir, const char *tmp, unsigned start)
     snprintf(spare, sizeof spare, SPARE_DIR "/%u", (start + i) % SPARE_SLOTS);
     fd = openat(statefd, spare, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat a, b;
-    if (fd >= 0 && (lock_marker(fd, false) < 0 || fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) ||
-                    a.st_nlink != 1 || fstatat(statefd, spare, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
-                    a.st_ino != b.st_ino || a.st_dev != b.st_dev ||
-                    renameat2(statefd, spare, dir, tmp, RENAME_NOREPLACE) < 0)) {
+    if (fd >= 0 &&
+        (lock_marker(fd, false) < 0 || fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) ||
+         a.st_nlink != 1 || a.st_size != 0 ||
+         fstatat(statefd, spare, &b, AT_SYMLINK_NOFOLLOW) < 0 || a.st_ino != b.st_ino ||
+         a.st_dev != b.st_dev || renameat2(statefd, spare, dir, name, RENAME_NOREPLACE) < 0)) {
       close(fd);
       fd = -1;
     }
@@ -487,6 +492,9 @@ static void recycle_marker(int statefd, int dir, const char *name, int fd, unsig
 
 static int inflight_dir(int statefd)
 {
+  int fd = openat(statefd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0 || errno != ENOENT)
+    return fd;
   mkdirat(statefd, "run", 0700);
   mkdirat(statefd, INFLIGHT_DIR, 0700);
   return openat(statefd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -533,22 +541,24 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
   snprintf(tmp, sizeof tmp, ".%s", name);
   own_marker(name, true);
   /* locked before it has its name: a marker under its name is always
-   * either locked by its call or abandoned */
-  int fd = take_spare(statefd, dir, tmp, rnd[0]);
-  if (fd < 0)
+   * either locked by its call or abandoned (a spare is taken locked, under
+   * its name at once) */
+  int fd = take_spare(statefd, dir, name, rnd[0]);
+  bool spare = fd >= 0;
+  if (!spare)
     fd = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     own_marker(name, false);
     return cap_error_errno(err, errno, "cannot record the call as in flight");
   }
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
-  int e = lock_marker(fd, true);
+  int e = spare ? 0 : lock_marker(fd, true);
   if (e == 0)
     e = inflight_write(fd, r, m->start_ms, false);
-  if (e == 0 && renameat(dir, tmp, dir, name) < 0)
+  if (e == 0 && !spare && renameat(dir, tmp, dir, name) < 0)
     e = -errno;
   if (e < 0) {
-    unlinkat(dir, tmp, 0);
+    unlinkat(dir, spare ? name : tmp, 0);
     close(fd);
     own_marker(name, false);
     return cap_error_errno(err, -e, "cannot record the call as in flight");
