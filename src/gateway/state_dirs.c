@@ -144,6 +144,15 @@ void gw_state_remember_dir(const char *dir)
 
 size_t gw_state_private_paths(const char *state_dir, char ***ret)
 {
+  struct cap_path_cache *cache = cap_xcalloc(1, sizeof *cache);
+  size_t n = gw_state_private_paths_cached(state_dir, cache, ret);
+  free(cache);
+  return n;
+}
+
+size_t gw_state_private_paths_cached(const char *state_dir, struct cap_path_cache *cache,
+                                     char ***ret)
+{
   struct dir_list l = {0};
   _cleanup_free_ char *dflt = gw_state_default_dir();
   /* a state directory that does not exist yet is made now, 0700, so that
@@ -160,7 +169,6 @@ size_t gw_state_private_paths(const char *state_dir, char ***ret)
       home && *home == '/' ? cap_xasprintf("%s/.config/capsule", home) : NULL;
   make_dir(config);
   make_dir(home_config);
-  struct cap_path_cache *cache = cap_xcalloc(1, sizeof *cache);
   add_dir(&l, cache, state_dir);
   add_dir(&l, cache, dflt);
   add_dir(&l, cache, getenv("CAPSULE_STATE"));
@@ -175,7 +183,6 @@ size_t gw_state_private_paths(const char *state_dir, char ***ret)
     if (line[0] == '/' && !add_dir(&l, cache, line))
       gone++; /* no longer there (a dangling link too, as stat says) */
   }
-  free(cache);
   if (gone)
     prune_list(path);
   *ret = l.v;

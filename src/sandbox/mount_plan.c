@@ -445,10 +445,12 @@ static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *sp
   int r = 0;
   for (size_t i = 0; i < spec->deny.len && r == 0; i++)
     r = plan_mask(plan, spec->deny.v[i], "deny entry", MASK_DENY, err);
-  struct cap_path_cache *cache = opt->n_hidden ? cap_xcalloc(1, sizeof *cache) : NULL;
+  struct cap_path_cache *own =
+      opt->n_hidden && !opt->hidden_cache ? cap_xcalloc(1, sizeof *own) : NULL;
   for (size_t i = 0; i < opt->n_hidden && r == 0; i++)
-    r = plan_mask_in(plan, cache, opt->hidden[i], "capsule's state", MASK_STATE, err);
-  free(cache);
+    r = plan_mask_in(plan, opt->hidden_cache ? opt->hidden_cache : own, opt->hidden[i],
+                     "capsule's state", MASK_STATE, err);
+  free(own);
   for (size_t i = 0; i < spec->process.blocked_commands.len && r == 0; i++)
     r = plan_mask_command(plan, spec->process.blocked_commands.v[i], err);
   if (r == 0)
