@@ -18,6 +18,7 @@
 #include "cli/run.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/fs.h"
 #include "gateway/grants.h"
 #include "gateway/state.h"
 #include "manifest/load.h"
@@ -650,8 +651,12 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
     return rb;
   }
   char **hidden = NULL; /* capsule's state stays out of sight even under a granted $HOME */
-  opt.n_hidden = gw_state_private_paths(a->state, &hidden);
+  /* resolved now, for this run's mask plan a moment later: what was found
+   * not to be a link is not asked again there */
+  struct cap_path_cache *hidden_cache = cap_xcalloc(1, sizeof *hidden_cache);
+  opt.n_hidden = gw_state_private_paths_cached(a->state, hidden_cache, &hidden);
   opt.hidden = (const char *const *)hidden;
+  opt.hidden_cache = hidden_cache;
   struct run_audit audit = {.marker.fd = -1};
   run_audit_begin(spec, a, &rs, &open_err, &audit);
   static struct run_expand expand; /* see run.h */
@@ -663,6 +668,7 @@ static int run_execute(const struct cap_spec *spec, const struct run_args *a)
   run_state_close(&rs);
   run_rollback_after(&rollback, rollback_store);
   gw_state_private_paths_free(hidden, opt.n_hidden);
+  free(hidden_cache);
   int status = run_report(spec, r, &res, &err);
   cap_error_clear(&err);
   if (log)

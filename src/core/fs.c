@@ -2,8 +2,11 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int try_mkdir(const char *path, mode_t mode)
 {
@@ -37,4 +40,59 @@ int cap_mkdir_p(const char *path, mode_t mode)
     end += 1 + strlen(end + 1);
   }
   return r;
+}
+
+static bool cache_has(const struct cap_path_cache *c, const char *p, size_t len)
+{
+  for (size_t i = 0; i < c->n; i++)
+    if (strlen(c->text + c->off[i]) == len && memcmp(c->text + c->off[i], p, len) == 0)
+      return true;
+  return false;
+}
+
+static void cache_add(struct cap_path_cache *c, const char *p, size_t len)
+{
+  if (c->n == sizeof c->off / sizeof c->off[0] || c->used + len + 1 > sizeof c->text)
+    return;
+  memcpy(c->text + c->used, p, len);
+  c->text[c->used + len] = '\0';
+  c->off[c->n++] = (unsigned short)c->used;
+  c->used += len + 1;
+}
+
+/* An absolute path of plain components only (no ".", "..", empty ones or
+ * a trailing slash): what the cached walk takes. */
+static bool plain_path(const char *p, size_t len)
+{
+  if (p[0] != '/' || len < 2 || len >= PATH_MAX || p[len - 1] == '/')
+    return false;
+  for (size_t i = 0; i < len; i++)
+    if (p[i] == '/' && (p[i + 1] == '/' ||
+                        (p[i + 1] == '.' && (p[i + 2] == '/' || p[i + 2] == '\0' ||
+                                             (p[i + 2] == '.' && (p[i + 3] == '/' || !p[i + 3]))))))
+      return false;
+  return true;
+}
+
+int cap_realpath_cached(struct cap_path_cache *cache, const char *path, char out[PATH_MAX])
+{
+  size_t len = strlen(path);
+  if (!plain_path(path, len))
+    return realpath(path, out) ? 0 : -errno;
+  char prefix[PATH_MAX], one;
+  for (size_t end = 1; end <= len; end++) {
+    if (end < len && path[end] != '/')
+      continue;
+    if (cache_has(cache, path, end))
+      continue;
+    memcpy(prefix, path, end);
+    prefix[end] = '\0';
+    if (readlink(prefix, &one, 1) >= 0) /* a link: resolved the long way */
+      return realpath(path, out) ? 0 : -errno;
+    if (errno != EINVAL)
+      return -errno;
+    cache_add(cache, path, end);
+  }
+  memcpy(out, path, len + 1);
+  return 0;
 }

@@ -1,8 +1,11 @@
-/* Small file-system helpers shared by the sandbox and the gateway. No
- * allocation: safe in the sandbox's child between clone and exec. */
+/* Small file-system helpers shared by the sandbox and the gateway, for the
+ * parent's side. cap_mkdir_p allocates nothing: safe in the sandbox's
+ * child between clone and exec too. */
 #ifndef CAPSULE_CORE_FS_H
 #define CAPSULE_CORE_FS_H
 
+#include <limits.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 /* mkdir -p: path and its missing parents, each with mode. The path itself
@@ -11,5 +14,22 @@
  * 0 when the path exists afterwards as anything (the caller checks what),
  * else -errno. */
 int cap_mkdir_p(const char *path, mode_t mode);
+
+/* Directories already found not to be symlinks, for a batch of
+ * cap_realpath_cached calls made together (the state directories to mask:
+ * dozens of paths under the same few parents). Zero-initialised; lives
+ * as long as the batch, so a later batch looks again. */
+struct cap_path_cache {
+  size_t n, used;
+  unsigned short off[128];
+  char text[8192];
+};
+
+/* realpath(path, out), with the same answers and errors (readlink of
+ * every component, as glibc's realpath does), but a component the cache
+ * knows is not a link is not asked again. A path with a symlink, ".",
+ * "..", "//" or a trailing slash is handed to realpath itself. 0 or
+ * -errno. */
+int cap_realpath_cached(struct cap_path_cache *cache, const char *path, char out[PATH_MAX]);
 
 #endif

@@ -31,6 +31,7 @@
 #include "core/cleanup.h"
 #include "gateway/state.h"
 #include "gateway/id_taken.h"
+#include "gateway/id_registry_line.h"
 #include "gateway/state_int.h"
 
 static bool base_valid(int64_t b)
@@ -88,17 +89,6 @@ static int recorded(struct gw_state *st, struct taken *t, struct cap_error *err)
  * under another path, is known by its device and inode and gets a line
  * of its own for the same range. */
 #define REGISTRY_DIR "/var/lib/capsule"
-
-/* The registry's format, named by its marker line "0 KEY /" (KEY
- * REGISTRY_MARK followed by the number). The marker reads as an ordinary
- * line to every earlier capsule (base 0 is no range; "/" always exists),
- * so none of them drops it. A capsule refuses to rewrite a registry
- * marked with a later format than its own, or holding a line it cannot
- * read: it would drop lines a newer capsule wrote (and hand their ranges
- * out again). A later format must keep "BASE WORD /PATH" readable to
- * this one or raise the number. */
-#define REGISTRY_FORMAT 2u
-#define REGISTRY_MARK "capsule-id-ranges-format-"
 
 /* The registry's directory: /var/lib/capsule, or a test's own
  * (CAPSULE_TEST_ID_REGISTRY_DIR, so suites never touch the host's). */
@@ -165,12 +155,6 @@ static int registry_file_ok(int fd, const char *path, struct cap_error *err)
                        path, fd < 0 ? strerror(e) : "refused");
 }
 
-/* Where a line's state directory is: the mount namespace it was written
- * in and the directory's device and inode (all 0: an older line). */
-struct reg_where {
-  unsigned long long mnt, dev, ino;
-};
-
 static unsigned long long own_mount_ns(void)
 {
   struct stat sb;
@@ -187,62 +171,6 @@ static struct reg_where where_of(const char *real)
     w.ino = (unsigned long long)sb.st_ino;
   }
   return w;
-}
-
-/* One line "BASE KEY[@M:D:I] STATE-DIR" parsed in place: false for a
- * malformed one. The where-part rides on the key's word, so a capsule
- * that knows only "BASE KEY STATE-DIR" reads the same path and keeps the
- * line (it takes KEY@M:D:I for a key of its own). */
-static bool registry_line(char *line, uint64_t *base, char **key, struct reg_where *where,
-                          char **state)
-{
-  unsigned long long b;
-  int k = 0, ke = 0, at = 0;
-  line[strcspn(line, "\n")] = '\0';
-  if (sscanf(line, "%llu %n%*s%n %n", &b, &k, &ke, &at) != 1 || !k || !ke || !at)
-    return false;
-  line[ke] = '\0';
-  *base = b;
-  *key = line + k;
-  *where = (struct reg_where){0};
-  char *sep = strrchr(*key, '@'); /* a key's own '@' is written %40 */
-  int n = 0;
-  if (sep && sscanf(sep, "@%llu:%llu:%llu%n", &where->mnt, &where->dev, &where->ino, &n) == 3 &&
-      sep[n] == '\0')
-    *sep = '\0';
-  else
-    *where = (struct reg_where){0};
-  *state = line + at; /* the rest of the line: it may hold spaces */
-  /* an empty key ("B @M:D:I /dir") would be written back as "B  /dir",
-   * which reads as the key "/dir" and no state (tests/fuzz) */
-  return **key && **state == '/';
-}
-
-static void registry_put(struct cap_buf *b, uint64_t base, const char *word,
-                         const struct reg_where *w, const char *state)
-{
-  if (w->mnt || w->dev || w->ino)
-    cap_buf_printf(b, "%llu %s@%llu:%llu:%llu %s\n", (unsigned long long)base, word, w->mnt, w->dev,
-                   w->ino, state);
-  else
-    cap_buf_printf(b, "%llu %s %s\n", (unsigned long long)base, word, state);
-}
-
-/* KEY as the registry writes it: one word. A key is a folder's name for
- * nono and Talos capabilities, which may hold spaces, tabs or newlines:
- * those bytes, every control byte, '%' and '@' (which separates the
- * where-part) are written %XX, so that the
- * line reads back as written (a key with none of them is unchanged). */
-static char *registry_key(const char *key)
-{
-  struct cap_buf b = {0};
-  for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-    if (*p <= ' ' || *p == 0x7f || *p == '%' || *p == '@')
-      cap_buf_printf(&b, "%%%02X", *p);
-    else
-      cap_buf_putc(&b, (char)*p);
-  }
-  return b.data ? cap_buf_steal(&b) : cap_xstrdup("");
 }
 
 /* What registered() looks for: a state directory's range. */
@@ -272,18 +200,6 @@ static void registry_match(struct reg_self *self, const char *k, uint64_t b,
     self->alias = true;
   else if (b < self->base + GW_ID_RANGE_SIZE && self->base < b + GW_ID_RANGE_SIZE)
     self->conflict = true;
-}
-
-/* The format a marker line (base 0, key REGISTRY_MARK + N) names; 0
- * for any other line. */
-static unsigned registry_marker(uint64_t base, const char *key)
-{
-  size_t n = strlen(REGISTRY_MARK);
-  if (base != 0 || strncmp(key, REGISTRY_MARK, n) != 0)
-    return 0;
-  char *end;
-  unsigned long v = strtoul(key + n, &end, 10);
-  return *end || v == 0 || v > 1000000 ? 1000000 : (unsigned)v; /* unreadable: later */
 }
 
 /* Whether a process lives in the mount namespace mnt now (this one
@@ -668,7 +584,7 @@ static uint32_t registry_find(const char *key, const char *dir)
   size_t size = 0;
   uint32_t found = 0;
   unsigned long long mnt = own_mount_ns();
-  size_t real_len = strlen(real);
+  size_t real_len = strlen(real), word_len = strlen(word);
   ssize_t n;
   while ((n = getline(&line, &size, f)) >= 0) {
     uint64_t b;
@@ -679,6 +595,10 @@ static uint32_t registry_find(const char *key, const char *dir)
     n -= n > 0 && line[n - 1] == '\n';
     if ((size_t)n <= real_len || !isspace((unsigned char)line[(size_t)n - real_len - 1]) ||
         memcmp(line + (size_t)n - real_len, real, real_len) != 0)
+      continue;
+    /* nor one of another key (a state directory's lines hold every
+     * capability's range: hundreds in a test host's default state) */
+    if (registry_other_key(line, (size_t)n, word, word_len))
       continue;
     /* only a line written in this mount namespace: a path names another
      * directory in another one (an older line goes the full path, which

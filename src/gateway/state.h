@@ -37,6 +37,12 @@ char *gw_config_dir(void);
  * runs), and every one this user's capsule has opened (state_dirs.c): how many, in *ret (allocated;
  * free with gw_state_private_paths_free). */
 size_t gw_state_private_paths(const char *state_dir, char ***ret);
+/* The same, the components found not to be links kept in *cache (see
+ * core/fs.h), for a sandbox started right after (sandbox_options.
+ * hidden_cache): its mask plan does not ask them again. */
+struct cap_path_cache;
+size_t gw_state_private_paths_cached(const char *state_dir, struct cap_path_cache *cache,
+                                     char ***ret);
 void gw_state_private_paths_free(char **paths, size_t n);
 /* Records dir in the default state directory's list (best effort). */
 void gw_state_remember_dir(const char *dir);

@@ -39,20 +39,29 @@ static bool listed(char *const *out, size_t n, const char *real)
   return false;
 }
 
-static void add_dir(struct dir_list *l, const char *dir)
+/* Adds dir's real path; false when dir does not exist (ENOENT). The
+ * listed directories share a few parents (/tmp, /var/tmp): the cache
+ * spares resolving them again for each. */
+static bool add_dir(struct dir_list *l, struct cap_path_cache *cache, const char *dir)
 {
   if (!dir || !*dir)
-    return;
-  char *real = realpath(dir, NULL);
-  if (!real && errno != ENOENT && errno != ENOTDIR && dir[0] == '/')
+    return true;
+  char buf[PATH_MAX];
+  int r = cap_realpath_cached(cache, dir, buf);
+  char *real = r == 0 ? cap_xstrdup(buf) : NULL;
+  errno = -r;
+  if (r == -ENOENT)
+    return false;
+  if (!real && errno != ENOTDIR && dir[0] == '/')
     real = cap_xstrdup(dir); /* unresolvable now (a parent made unsearchable, say): the sandbox's
                                 mask plan resolves it again and refuses to run without it */
   if (!real || listed(l->v, l->n, real)) {
     free(real);
-    return;
+    return true;
   }
   l->v = cap_xrealloc(l->v, (l->n + 1) * sizeof *l->v);
   l->v[l->n++] = real;
+  return true;
 }
 
 /* Makes dir (and its missing parents) 0700 when it does not exist. */
@@ -135,6 +144,15 @@ void gw_state_remember_dir(const char *dir)
 
 size_t gw_state_private_paths(const char *state_dir, char ***ret)
 {
+  struct cap_path_cache *cache = cap_xcalloc(1, sizeof *cache);
+  size_t n = gw_state_private_paths_cached(state_dir, cache, ret);
+  free(cache);
+  return n;
+}
+
+size_t gw_state_private_paths_cached(const char *state_dir, struct cap_path_cache *cache,
+                                     char ***ret)
+{
   struct dir_list l = {0};
   _cleanup_free_ char *dflt = gw_state_default_dir();
   /* a state directory that does not exist yet is made now, 0700, so that
@@ -151,22 +169,19 @@ size_t gw_state_private_paths(const char *state_dir, char ***ret)
       home && *home == '/' ? cap_xasprintf("%s/.config/capsule", home) : NULL;
   make_dir(config);
   make_dir(home_config);
-  add_dir(&l, state_dir);
-  add_dir(&l, dflt);
-  add_dir(&l, getenv("CAPSULE_STATE"));
-  add_dir(&l, config);
-  add_dir(&l, home_config);
+  add_dir(&l, cache, state_dir);
+  add_dir(&l, cache, dflt);
+  add_dir(&l, cache, getenv("CAPSULE_STATE"));
+  add_dir(&l, cache, config);
+  add_dir(&l, cache, home_config);
   _cleanup_free_ char *path = list_path();
   _cleanup_fclose_ FILE *f = fopen(path, "re");
   char line[PATH_MAX + 2];
   size_t gone = 0;
   while (f && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
-    struct stat st;
-    if (line[0] == '/' && stat(line, &st) < 0 && errno == ENOENT)
-      gone++;
-    else if (line[0] == '/')
-      add_dir(&l, line);
+    if (line[0] == '/' && !add_dir(&l, cache, line))
+      gone++; /* no longer there (a dangling link too, as stat says) */
   }
   if (gone)
     prune_list(path);

@@ -24,6 +24,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/fs.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/spawn_internal.h"
 
@@ -267,12 +268,17 @@ static int plan_absent_deny(struct sandbox_mount_plan *plan, const char *host, c
   }
 }
 
-static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const char *why,
-                     enum mask_kind kind, struct cap_error *err)
+/* cache: directories found not to be links in this batch of masks (the
+ * state directories), or NULL. */
+static int plan_mask_in(struct sandbox_mount_plan *plan, struct cap_path_cache *cache,
+                        const char *path, const char *why, enum mask_kind kind,
+                        struct cap_error *err)
 {
   _cleanup_free_ char *host = sandbox_expand_path(path);
-  _cleanup_free_ char *real = realpath(host, NULL);
-  if (!real) {
+  char real[PATH_MAX];
+  int rr = cache ? cap_realpath_cached(cache, host, real) : realpath(host, real) ? 0 : -errno;
+  if (rr < 0) {
+    errno = -rr;
     /* nothing there to show: absent (its ancestors are pinned, so a tool
      * cannot have moved it away). A directory on the way that the caller
      * cannot search is no reason to skip the mask: the tool may be the one
@@ -297,6 +303,12 @@ static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const ch
                            host, why);
   }
   return plan_mask_real(plan, real, why, path, kind, err);
+}
+
+static int plan_mask(struct sandbox_mount_plan *plan, const char *path, const char *why,
+                     enum mask_kind kind, struct cap_error *err)
+{
+  return plan_mask_in(plan, NULL, path, why, kind, err);
 }
 
 /* /sys shows the host (cgroup trees, host pids, devices) to a tool granted
@@ -433,8 +445,12 @@ static int plan_masks(struct sandbox_mount_plan *plan, const struct cap_spec *sp
   int r = 0;
   for (size_t i = 0; i < spec->deny.len && r == 0; i++)
     r = plan_mask(plan, spec->deny.v[i], "deny entry", MASK_DENY, err);
+  struct cap_path_cache *own =
+      opt->n_hidden && !opt->hidden_cache ? cap_xcalloc(1, sizeof *own) : NULL;
   for (size_t i = 0; i < opt->n_hidden && r == 0; i++)
-    r = plan_mask(plan, opt->hidden[i], "capsule's state", MASK_STATE, err);
+    r = plan_mask_in(plan, opt->hidden_cache ? opt->hidden_cache : own, opt->hidden[i],
+                     "capsule's state", MASK_STATE, err);
+  free(own);
   for (size_t i = 0; i < spec->process.blocked_commands.len && r == 0; i++)
     r = plan_mask_command(plan, spec->process.blocked_commands.v[i], err);
   if (r == 0)

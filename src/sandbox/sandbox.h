@@ -16,6 +16,8 @@
 #include "manifest/model.h"
 #include "net/proxy.h"
 
+struct cap_path_cache; /* core/fs.h */
+
 #define SANDBOX_MAX_FORWARDS PROXY_MAX_FORWARDS
 #define SANDBOX_MAX_LISTENERS PROXY_MAX_LISTENERS
 /* the private /tmp's size when the manifest sets no disk limit */
@@ -71,6 +73,11 @@ struct sandbox_options {
    * capsule's own state (its key, sealed credentials, instance sockets). */
   const char *const *hidden;
   size_t n_hidden;
+  /* When hidden was resolved just before (gw_state_private_paths_cached,
+   * in the same process, right before sandbox_run): the components found
+   * not to be links then, which the mask plan does not ask again. NULL
+   * for a list kept from earlier (serve's): every path resolved anew. */
+  struct cap_path_cache *hidden_cache;
   /* Called in the caller's process once the sandbox runs, before
    * sandbox_run waits for it: where a caller may start threads. The
    * handle stays valid until sandbox_run returns. */

@@ -51,7 +51,11 @@ n=$(audit_json | jq '[.[] | select(.capability == "slow" and .tool == "dispatch"
 audit_json >/dev/null
 n=$(audit_json | jq '[.[] | select(.outcome == "interrupted")] | length')
 [ "$n" = 1 ] && ok interrupted-not-repeated || bad "interrupted-not-repeated ($n)"
-[ -z "$(ls -A "$state/run/calls" 2>/dev/null)" ] && ok marker-removed || bad marker-removed
+# recorded, its file kept empty as a spare for the next marker (or removed)
+[ -z "$(ls -A "$state/run/calls" 2>/dev/null)" ] && ok marker-removed ||
+  bad marker-removed "$(ls -A "$state/run/calls")"
+spares_empty() { for f in "$1"/run/spares/*; do [ ! -s "$f" ] || return 1; done; }
+spares_empty "$state" && ok spares-empty || bad spares-empty "$(ls -la "$state/run/spares")"
 t interrupted-verifies 0 "^audit log verified: [0-9]+ records" audit verify --state "$state"
 t interrupted-text 0 "slow.dispatch allow [0-9]+ms interrupted$" audit --state "$state"
 # a marker never named (its capsule killed while making it): removed once
@@ -240,6 +244,21 @@ jq -e '.[2].tool == "true" and .[2].outcome == "exit 0"' <<<"$runs" >/dev/null &
   ok run-manifest-recorded || bad run-manifest-recorded "$(jq -c '.[2]' <<<"$runs")"
 [ -z "$(ls "$rstate/run/calls" 2>/dev/null)" ] && "$capsule" audit verify --state "$rstate" >/dev/null 2>&1 &&
   ok run-markers-recorded-and-chain-verifies || bad run-markers-recorded-and-chain-verifies
+# the recorded markers' files became spares; with every slot filled, the
+# next runs take them (no new file), and a spare is never recorded: one
+# record per run, each once
+[ -n "$(ls -A "$rstate/run/spares" 2>/dev/null)" ] && spares_empty "$rstate" &&
+  ok run-markers-kept-as-spares || bad run-markers-kept-as-spares "$(ls -lia "$rstate/run/spares")"
+for i in $(seq 0 63); do [ -e "$rstate/run/spares/$i" ] || : >"$rstate/run/spares/$i"; done
+spare_inodes=$(stat -c %i "$rstate"/run/spares/* 2>/dev/null | sort)
+for i in 1 2 3 4 5; do (cd "$work" && "$capsule" run --state "$rstate" -- /bin/true >/dev/null 2>&1); done
+marker_inodes=$(stat -c %i "$rstate"/run/calls/* 2>/dev/null | sort)
+[ -n "$marker_inodes" ] && [ -n "$(comm -12 <(echo "$spare_inodes") <(echo "$marker_inodes"))" ] &&
+  ok run-marker-took-a-spare || bad run-marker-took-a-spare "spares $spare_inodes; markers $marker_inodes"
+runs=$("$capsule" audit --json --state "$rstate" 2>/dev/null)
+jq -e 'length == 8 and ([.[3:][] | select(.tool == "true" and .outcome == "exit 0")] | length) == 5' \
+  <<<"$runs" >/dev/null && "$capsule" audit verify --state "$rstate" >/dev/null 2>&1 &&
+  ok spare-runs-recorded-once || bad spare-runs-recorded-once "$(jq -c '.[] | [.tool, .outcome]' <<<"$runs")"
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
   nstate=$work/nobody-state
   mkdir -p "$nstate" && chown 65534:65534 "$nstate" && chmod 700 "$nstate"

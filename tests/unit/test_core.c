@@ -290,6 +290,52 @@ static void test_mkdir_p(void)
   umask(022);
 }
 
+/* cap_realpath_cached gives what realpath gives (the path, or the same
+ * errno) for plain paths, links on the way or at the end, dangling and
+ * looping links, a file in the way, ".", ".." and doubled slashes, with
+ * one cache shared by all of them; and a fresh cache sees a directory
+ * that became a link. */
+static void test_realpath_cached(void)
+{
+  char base[] = "/tmp/capsule-unit-rp.XXXXXX";
+  CHECK(mkdtemp(base) != NULL);
+  char p[512];
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && mkdir -p d/e/f x && ln -s d l && ln -s e d/le && ln -s missing dangle && "
+           "ln -s loop loop && touch d/file",
+           base);
+  CHECK(system(cmd) == 0);
+  const char *rel[] = {"",          "/d",           "/d/e/f",  "/l/e/f",  "/d/le/f",  "/l",
+                       "/dangle",   "/dangle/x",    "/loop",   "/loop/x", "/missing", "/d/file",
+                       "/d/file/x", "/d/./e",       "/d/../x", "//d//e",  "/d/e/",    "/d/e/f/.",
+                       "/d/e/f/..", "/x/../d/le/f", "/d/.e",   "/d/..e"};
+  struct cap_path_cache cache = {0};
+  for (int round = 0; round < 2; round++) /* the second with everything cached */
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+      snprintf(p, sizeof p, "%s%s", base, rel[i]);
+      char want[PATH_MAX], got[PATH_MAX];
+      errno = 0;
+      int want_r = realpath(p, want) ? 0 : -errno;
+      int got_r = cap_realpath_cached(&cache, p, got);
+      if (got_r != want_r || (got_r == 0 && strcmp(want, got) != 0))
+        fprintf(stderr, "realpath_cached(%s): %d %s, realpath: %d %s\n", p, got_r, got_r ? "" : got,
+                want_r, want_r ? "" : want);
+      CHECK(got_r == want_r && (got_r != 0 || strcmp(want, got) == 0));
+    }
+  /* d/e replaced by a link to x: a new batch resolves it again */
+  snprintf(cmd, sizeof cmd, "cd '%s' && mv d/e e2 && ln -s ../x d/e", base);
+  CHECK(system(cmd) == 0);
+  struct cap_path_cache fresh = {0};
+  char got[PATH_MAX], want[PATH_MAX];
+  snprintf(p, sizeof p, "%s/d/e", base);
+  CHECK(cap_realpath_cached(&fresh, p, got) == 0);
+  snprintf(want, sizeof want, "%s/x", base);
+  CHECK(strcmp(got, want) == 0);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+  CHECK(system(cmd) == 0);
+}
+
 static void hex32(const unsigned char d[32], char out[65])
 {
   for (int i = 0; i < 32; i++)
@@ -369,4 +415,5 @@ static void test_hmac_sha256(void)
 UNIT_MAIN(test_sha256, test_hmac_sha256, test_json_positions, test_jsonc_blank,
           test_json_columns_count_characters, test_json_errors, test_json_depth_limit,
           test_json_nul_and_escapes, test_node_equal_numbers, test_json_big_numbers_keep_text,
-          test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped, test_mkdir_p)
+          test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped, test_mkdir_p,
+          test_realpath_cached)
