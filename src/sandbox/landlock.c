@@ -368,7 +368,15 @@ static int add_ports(int ruleset, const struct cap_spec *spec, struct cap_error 
 
 int landlock_check_needed(const struct cap_spec *spec, struct cap_error *err)
 {
-  if (landlock_abi() > 0)
+  int abi = landlock_abi();
+  /* as nono: allow_same_sandbox promises scoping and fails closed without
+   * it; isolated (the default) goes on with the pid namespace alone */
+  if (abi < 6 && spec->process.signal_mode == CAP_MODE_SAME_SANDBOX)
+    return cap_error_set(err, ENOTSUP,
+                         "signal_mode \"allow_same_sandbox\" needs Landlock signal scoping (ABI "
+                         "6, Linux 6.12), which this kernel does not offer (ABI %d)",
+                         abi);
+  if (abi > 0)
     return 0;
   /* a mount is read-only or read-write: a write-only grant would be bound
    * read-write, more than declared */
@@ -391,15 +399,9 @@ int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan 
                    const char *command, bool image_root, struct cap_error *err)
 {
   int abi = landlock_abi();
-  /* as nono: allow_same_sandbox promises scoping and fails closed without
-   * it; isolated (the default) goes on with the pid namespace alone */
-  if (abi < 6 && spec->process.signal_mode == CAP_MODE_SAME_SANDBOX)
-    return cap_error_set(err, ENOTSUP,
-                         "signal_mode \"allow_same_sandbox\" needs Landlock signal scoping (ABI "
-                         "6, Linux 6.12), which this kernel does not offer (ABI %d)",
-                         abi > 0 ? abi : 0);
-  if (abi <= 0) /* the mount tree and namespaces still enforce the grants */
-    return landlock_check_needed(spec, err); /* again: the parent checked first */
+  int r = landlock_check_needed(spec, err); /* again: the parent checked first */
+  if (r < 0 || abi <= 0) /* the mount tree and namespaces still enforce the grants */
+    return r;
   uint64_t handled = fs_rights_for_abi(abi);
   struct ll_ruleset_attr attr = {.handled_access_fs = handled};
   size_t attr_size = sizeof(uint64_t);
@@ -420,7 +422,7 @@ int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan 
   if (ruleset < 0)
     return cap_error_errno(err, errno, "landlock: cannot create a ruleset");
   struct ll_denies denies = {plan ? plan->masks : NULL, plan ? plan->n_masks : 0};
-  int r = add_grants(ruleset, spec, &denies, handled, err);
+  r = add_grants(ruleset, spec, &denies, handled, err);
   if (r == 0 && spec->process.allowed_commands.len)
     r = add_allowed_commands(ruleset, spec, command, handled, err);
   if (r == 0)

@@ -5,7 +5,8 @@
 # declared. A write-only grant is bound read-write by the mount tree (a
 # mount is read-only or read-write), so without Landlock its files would
 # be readable: the run is refused with exit 3 naming the grant. Command
-# lists likewise. Read and read-write grants still run (the mount tree
+# lists likewise, and signal_mode allow_same_sandbox (Landlock's signal
+# scoping; before, a setup failure with exit 1). Read and read-write grants still run (the mount tree
 # and namespaces hold them), and --dry-run says the write-only grant is
 # refused. Before the fix the write-only run exited 0 and printed the
 # file. As root and uid 65534. Usage: no_landlock.sh CAPSULE HOSTILE
@@ -46,7 +47,10 @@ for who in "${users[@]}"; do
   cat >"$d/cmdlist.json" <<JSON
 {"version": "0.1.0", "process": {"allowed_commands": ["cat"]}}
 JSON
-  chmod a+r "$d/cmdlist.json"
+  cat >"$d/same.json" <<JSON
+{"version": "0.1.0", "process": {"signal_mode": "allow_same_sandbox"}}
+JSON
+  chmod a+r "$d/cmdlist.json" "$d/same.json"
   echo "as $who (Landlock forced off):"
   # the hook holds: dry run sees no Landlock
   expect "$who" "dry run: no Landlock, write-only refused" 0 \
@@ -61,6 +65,9 @@ JSON
   expect "$who" "command lists refused (exit 3)" 3 \
     "allowed_commands/blocked_commands need Landlock" -- \
     --config "$d/cmdlist.json" -- /bin/cat /etc/hostname
+  expect "$who" "signal_mode allow_same_sandbox refused (exit 3)" 3 \
+    'signal_mode "allow_same_sandbox" needs Landlock signal scoping' -- \
+    --config "$d/same.json" -- /bin/true
   # what the mount tree holds alone still runs
   expect "$who" "read and read-write grants still run" 0 '^ro-ok$' -- \
     --allow-read "$d/ro" --allow-rw "$d/rw" -- /bin/sh -c "cat $d/ro/f && echo x >$d/rw/x"
