@@ -122,8 +122,8 @@ int cmd_doctor(int argc, char **argv)
            abi >= 6 ? ", signal and abstract-socket scoping" : "");
   row("Landlock", abi > 0,
       abi > 0 ? detail
-              : "missing: second filesystem layer off; "
-                "boot with lsm=landlock");
+              : "missing: second filesystem layer off, write-only grants and command "
+                "lists refused; boot with lsm=landlock");
   row("seccomp", true, "deny-list of escape syscalls, BPF compiled at build time");
 
   limit_rows();

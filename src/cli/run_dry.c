@@ -274,6 +274,12 @@ static void print_enforcement(FILE *out, const struct cap_spec *spec)
   fprintf(out, "# how each right is enforced on this host\n");
   for (size_t i = 0; i < spec->n_grants; i++) {
     const struct cap_fs_grant *g = &spec->grants[i];
+    if (abi <= 0 && g->access == CAP_ACCESS_WRITE) { /* landlock_check_needed */
+      fprintf(out,
+              "grant %-10s %s %s: REFUSED: write-only needs Landlock (the run fails, exit 3)\n",
+              cap_access_name(g->access), g->type == CAP_FS_FILE ? "file" : "dir ", g->path);
+      continue;
+    }
     fprintf(out, "grant %-10s %s %s: bind mount %s, nosuid, nodev + %s\n",
             cap_access_name(g->access), g->type == CAP_FS_FILE ? "file" : "dir ", g->path,
             g->access == CAP_ACCESS_READ ? "read-only (recursive)" : "read-write", landlock);

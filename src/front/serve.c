@@ -198,6 +198,8 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .reg_release = sess_reg_release,
       .reg_ctx = x,
       .base = {.user = x->user,
+               .warn = serve_call_warn,
+               .warn_ctx = (void *)sv->opt,
                .state_lock = &sv->call_lock,
                .deadline_ms = sv->opt->deadline_ms,
                .log_dir = sv->logs,

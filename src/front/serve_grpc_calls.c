@@ -198,6 +198,8 @@ static _Noreturn void child(const struct serve_options *opt, const struct gw_reg
       .image_dir = images,
       .session_id = *f[FIELD_SESSION] ? f[FIELD_SESSION] : NULL,
       .thread_id = *f[FIELD_THREAD] ? f[FIELD_THREAD] : NULL,
+      .warn = serve_call_warn,
+      .warn_ctx = (void *)opt,
   };
   char **hidden = NULL;
   c.n_hidden = gw_state_private_paths(opt->state_dir, &hidden);

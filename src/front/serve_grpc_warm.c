@@ -162,6 +162,8 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
       .n_hidden = w->n_hidden,
       .selu_warm_only = true,
       .channels = w->channels,
+      .warn = serve_call_warn,
+      .warn_ctx = (void *)w->opt,
   };
   struct gw_result res = {0};
   enum gw_outcome o = gw_call(&c, &r->reg, st, &res, &err);

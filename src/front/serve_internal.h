@@ -68,6 +68,10 @@ char *serve_authenticate(struct serve *sv, const char *token);
 void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
                const char *k2, const char *v2);
 bool serve_stopping(struct serve *sv);
+/* gw_call.warn for the calls serve runs, ctx its struct serve_options: a
+ * line of its log, level "warning", msg "this host cannot enforce", the
+ * text as "detail" (from a call's child process too: one write). */
+void serve_call_warn(void *ctx, const char *text);
 /* The state lock, which the main thread holds while it works (SQLite
  * included): held around a fork, no other thread is inside SQLite. */
 void serve_lock_state(struct serve *sv);

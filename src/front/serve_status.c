@@ -23,10 +23,10 @@ void serve_utc_now(char out[32])
   snprintf(out, 32, "%.19s.%03dZ", s, (int)(t.tv_nsec / 1000000) % 1000);
 }
 
-void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
-               const char *k2, const char *v2)
+static void log_line(const struct serve_options *opt, const char *level, const char *msg,
+                     const char *k1, const char *v1, const char *k2, const char *v2)
 {
-  if (!sv->opt->log)
+  if (!opt->log)
     return;
   char now[32];
   serve_utc_now(now);
@@ -42,8 +42,19 @@ void serve_log(struct serve *sv, const char *level, const char *msg, const char 
       cap_jw_string(&w, values[i]);
     }
   cap_jw_end_object(&w);
-  sv->opt->log(sv->opt->log_ctx, b.data);
+  opt->log(opt->log_ctx, b.data);
   cap_buf_free(&b);
+}
+
+void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
+               const char *k2, const char *v2)
+{
+  log_line(sv->opt, level, msg, k1, v1, k2, v2);
+}
+
+void serve_call_warn(void *ctx, const char *text)
+{
+  log_line(ctx, "warning", "this host cannot enforce", "detail", text, NULL, NULL);
 }
 
 char *serve_status_path(const char *state_dir) { return cap_xasprintf("%s/serve.json", state_dir); }

@@ -2,9 +2,11 @@
  * per connection, in the module capsule-serve-http.so. Every request:
  * the Host must be the address served and an Origin, when sent, this
  * server's own (403); then either a static asset, the login, or a page
- * for a signed-in operator. Sign-in: GET /login gives an anonymous
- * session (a cookie scoped to /login and a CSRF token for the form);
- * POST /login with an operator's access token replaces it with a new
+ * for a signed-in operator. Sign-in: GET /login gives the form a cookie
+ * scoped to /login (its issue time and 192 random bits) and a CSRF token
+ * that is that cookie's MAC under a key of this process: nothing is kept
+ * for it, so no flood of forms can push out a sign-in in progress;
+ * POST /login with an operator's access token makes a new
  * session (new id, new CSRF token: no fixation) bound to the token's user
  * and to a path of its own, /s/KEY (KEY 256 random bits): its pages live
  * there and its cookie has Path=/s/KEY. Browsers send a host's cookies to
@@ -34,6 +36,7 @@
 
 #include "core/cleanup.h"
 #include "core/escape.h"
+#include "core/sha256.h"
 #include "core/text.h"
 #include "front/serve_conn.h"
 #include "front/serve_guard.h"
@@ -48,7 +51,7 @@
 struct ui_sess {
   char id[65], csrf[65];
   char key[65]; /* signed in: its path is /s/KEY */
-  char *user;   /* NULL: signed out (the login form's session) */
+  char *user;   /* the operator signed in */
   char *token;  /* the one it signed in with, checked again on each request */
   uint64_t created_ms, last_ms;
 };
@@ -61,7 +64,8 @@ struct serve_ui {
   pthread_mutex_t mu;
   struct ui_sess sessions[UI_MAX_SESSIONS];
   size_t n;
-  char *cookie; /* its name */
+  struct cap_hmac_sha256 form_mac; /* the login form's CSRF tokens: form_csrf */
+  char *cookie;                    /* its name */
   bool stopping;
   struct serve_conns conns; /* pending and trusted connections (serve_conn.h) */
 };
@@ -115,37 +119,53 @@ static struct ui_sess *sess_find(struct serve_ui *u, const char *id)
   return id && strlen(id) == 64 ? sess_load(u, id, now) : NULL;
 }
 
-/* The session used longest ago, among the signed-out ones only when
- * anon; SIZE_MAX when there is none. */
-static size_t sess_oldest(const struct serve_ui *u, bool anon, size_t *n_anon)
+/* Room for one more signed-in session: the one used longest ago goes
+ * (only signed-in sessions are kept: signing in needs a token). */
+static void sess_room(struct serve_ui *u)
 {
-  size_t old = SIZE_MAX;
-  *n_anon = 0;
-  for (size_t i = 0; i < u->n; i++) {
-    *n_anon += !u->sessions[i].user;
-    if ((!anon || !u->sessions[i].user) &&
-        (old == SIZE_MAX || u->sessions[i].last_ms < u->sessions[old].last_ms))
+  if (u->n < UI_MAX_SESSIONS)
+    return;
+  size_t old = 0;
+  for (size_t i = 1; i < u->n; i++)
+    if (u->sessions[i].last_ms < u->sessions[old].last_ms)
       old = i;
-  }
-  return old;
+  sess_drop(u, old);
 }
 
-/* Room for one more: the login form's sessions (anyone can make one)
- * hold at most half the table and make room among themselves, so no
- * number of them signs an operator out; a sign-in takes a signed-out
- * session's place first. */
-static void sess_room(struct serve_ui *u, bool signing_in)
+/* The login form's cookie: its issue time (16 hex digits, ms) and 192
+ * random bits; its CSRF token the cookie's MAC. */
+static void form_cookie_new(char out[65])
 {
-  size_t n_anon, old = sess_oldest(u, true, &n_anon);
-  if (!signing_in && n_anon >= UI_MAX_SESSIONS / 2)
-    sess_drop(u, old);
-  else if (u->n == UI_MAX_SESSIONS)
-    sess_drop(u, old != SIZE_MAX ? old : sess_oldest(u, false, &n_anon));
+  random_hex(out);
+  char t[17];
+  snprintf(t, sizeof t, "%016llx", (unsigned long long)mono_ms());
+  memcpy(out, t, 16);
+}
+
+static void form_csrf(const struct serve_ui *u, const char *cookie, char out[65])
+{
+  unsigned char mac[32];
+  cap_hmac_sha256(&u->form_mac, cookie, 64, mac);
+  sodium_bin2hex(out, 65, mac, sizeof mac);
+}
+
+/* A login form's cookie issued less than UI_SESSION_IDLE_MS ago (what
+ * makes it this process's is its CSRF token: form_csrf). */
+static bool form_fresh(const char *cookie)
+{
+  if (!cookie || strlen(cookie) != 64 || strspn(cookie, "0123456789abcdef") != 64)
+    return false;
+  char t[17];
+  memcpy(t, cookie, 16);
+  t[16] = '\0';
+  unsigned long long issued = strtoull(t, NULL, 16);
+  uint64_t now = mono_ms();
+  return issued <= now && now - issued <= UI_SESSION_IDLE_MS;
 }
 
 static struct ui_sess *sess_new(struct serve_ui *u, char *user, const char *token)
 {
-  sess_room(u, user != NULL);
+  sess_room(u);
   struct ui_sess *s = &u->sessions[u->n++];
   random_hex(s->id);
   random_hex(s->csrf);
@@ -153,8 +173,8 @@ static struct ui_sess *sess_new(struct serve_ui *u, char *user, const char *toke
   s->user = user;
   s->token = token ? cap_xstrdup(token) : NULL;
   s->created_ms = s->last_ms = mono_ms();
-  if (user) /* signed in: every serve on the state honours it */
-    u->hooks->ui_sess_save(u->sv, s->id, s->csrf, s->key, user, token);
+  /* every serve on the state honours it */
+  u->hooks->ui_sess_save(u->sv, s->id, s->csrf, s->key, user, token);
   return s;
 }
 
@@ -167,7 +187,7 @@ static struct ui_sess *sess_load(struct serve_ui *u, const char *id, uint64_t no
   uint64_t age = 0;
   if (u->hooks->ui_sess_load(u->sv, id, csrf, key, &user, &token, &age) != 1)
     return NULL;
-  sess_room(u, true);
+  sess_room(u);
   struct ui_sess *s = &u->sessions[u->n++];
   memcpy(s->id, id, 64);
   s->id[64] = '\0';
@@ -185,8 +205,7 @@ static struct ui_sess *sess_load(struct serve_ui *u, const char *id, uint64_t no
 /* Ends a signed-in session here and in the state. */
 static void sess_end(struct serve_ui *u, struct ui_sess *s)
 {
-  if (s->user)
-    u->hooks->ui_sess_forget(u->sv, s->id);
+  u->hooks->ui_sess_forget(u->sv, s->id);
   sess_drop(u, (size_t)(s - u->sessions));
 }
 
@@ -240,12 +259,17 @@ static enum MHD_Result redirect(struct MHD_Connection *c, const char *to, char *
   return send_answer(c, &a);
 }
 
-/* The cookie of session s: a signed-in session's under its own path, the
- * login form's under /login. */
+/* The cookie of session s, under its own path /s/KEY; the login form's
+ * (value) under /login. */
 static char *cookie_for(const struct serve_ui *u, const struct ui_sess *s)
 {
-  return cap_xasprintf("%s=%s; Path=%s%s; HttpOnly; SameSite=Strict%s", u->cookie, s->id,
-                       s->user ? "/s/" : "/login", s->user ? s->key : "",
+  return cap_xasprintf("%s=%s; Path=/s/%s; HttpOnly; SameSite=Strict%s", u->cookie, s->id, s->key,
+                       u->guard.tls ? "; Secure" : "");
+}
+
+static char *cookie_form(const struct serve_ui *u, const char *value)
+{
+  return cap_xasprintf("%s=%s; Path=/login; HttpOnly; SameSite=Strict%s", u->cookie, value,
                        u->guard.tls ? "; Secure" : "");
 }
 
@@ -375,23 +399,23 @@ static enum MHD_Result asset(struct MHD_Connection *c, const char *url)
   return send_answer(c, &a);
 }
 
+/* POST /login, its form's cookie and CSRF token checked (form_valid),
+ * with u->mu not held. */
 static enum MHD_Result do_login(struct serve_ui *u, struct MHD_Connection *c, struct ui_req *q,
-                                struct ui_sess *s)
+                                const char *csrf)
 {
   const char *token = param(q, "token");
   char *user = NULL;
   int r = token ? u->hooks->ui_login(u->sv, token, &user) : -EACCES;
   if (r < 0) {
-    _cleanup_free_ char *csrf = cap_xstrdup(s->csrf);
-    pthread_mutex_unlock(&u->mu);
     return login_page(c, MHD_HTTP_UNAUTHORIZED, csrf,
                       r == -EPERM ? "That token is not an operator's (capsule access issue NAME "
                                     "--operator)."
                                   : "Unknown or revoked token.",
                       NULL);
   }
-  sess_drop(u, (size_t)(s - u->sessions)); /* a new id once signed in */
-  s = sess_new(u, user, token);
+  pthread_mutex_lock(&u->mu);
+  struct ui_sess *s = sess_new(u, user, token); /* a new id, not the form's */
   char *cookie = cookie_for(u, s);
   _cleanup_free_ char *home = cap_xasprintf("/s/%s/", s->key);
   pthread_mutex_unlock(&u->mu);
@@ -427,18 +451,49 @@ static struct ui_sess *recheck(struct serve_ui *u, struct ui_sess *s)
 }
 static enum MHD_Result events(struct serve_ui *u, struct MHD_Connection *c, const char *sid);
 
+/* /login: the form (its cookie kept while valid), or the sign-in. */
+static enum MHD_Result login_route(struct serve_ui *u, struct MHD_Connection *c, bool post,
+                                   const char *cookie, struct ui_req *q)
+{
+  char csrf[65];
+  bool keep = form_fresh(cookie);
+  if (keep)
+    form_csrf(u, cookie, csrf);
+  const char *sent = post ? param(q, "csrf") : NULL;
+  if (post && !keep)
+    return plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login");
+  if (post && sent && strlen(sent) == 64 && sodium_memcmp(sent, csrf, 64) == 0)
+    return do_login(u, c, q, csrf);
+  /* the form (again, after a POST with a token not its cookie's: a form
+   * another serve process showed, or forged), with a new cookie */
+  char fresh[65];
+  if (post || !keep) {
+    form_cookie_new(fresh);
+    form_csrf(u, fresh, csrf);
+  }
+  return login_page(c, post ? MHD_HTTP_FORBIDDEN : MHD_HTTP_OK, csrf,
+                    post ? "The form's CSRF token is missing or not this form's: sign in again."
+                         : NULL,
+                    post || !keep ? cookie_form(u, fresh) : NULL);
+}
+
 /* Everything but the assets, with u->mu held (released here). */
 static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const char *url,
                              const char *method, struct ui_req *q)
 {
   bool post = strcmp(method, "POST") == 0, login = strcmp(url, "/login") == 0;
+  const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, u->cookie);
+  if (login) {
+    pthread_mutex_unlock(&u->mu);
+    return login_route(u, c, post, cookie, q);
+  }
   const char *key = NULL, *rest = session_path(url, &key);
-  struct ui_sess *s = sess_find(u, MHD_lookup_connection_value(c, MHD_COOKIE_KIND, u->cookie));
-  /* the login form's session at /login only, a signed-in one under its
-   * own path only: an id without its KEY is worth nothing */
-  if (s && (login ? s->user != NULL : !rest || !s->user || sodium_memcmp(s->key, key, 64) != 0))
+  struct ui_sess *s = sess_find(u, cookie);
+  /* a signed-in session under its own path only: an id without its KEY
+   * is worth nothing */
+  if (s && (!rest || sodium_memcmp(s->key, key, 64) != 0))
     s = NULL;
-  if (!s && (post || !login)) {
+  if (!s) {
     pthread_mutex_unlock(&u->mu);
     return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: sign in at /login")
                 : redirect(c, "/login", NULL);
@@ -451,18 +506,6 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
                    "Forbidden: the form's CSRF token is missing or not this session's "
                    "(reload the page)");
     }
-  }
-  if (login) {
-    if (post)
-      return do_login(u, c, q, s);
-    char *cookie = NULL;
-    if (!s) {
-      s = sess_new(u, NULL, NULL);
-      cookie = cookie_for(u, s);
-    }
-    _cleanup_free_ char *csrf = cap_xstrdup(s->csrf);
-    pthread_mutex_unlock(&u->mu);
-    return login_page(c, MHD_HTTP_OK, csrf, NULL, cookie);
   }
   char sess_key[65];
   memcpy(sess_key, s->key, sizeof sess_key);
@@ -676,6 +719,11 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
   u->sv = sv;
   u->hooks = hooks;
   pthread_mutex_init(&u->mu, NULL);
+  unsigned char form_key[32];
+  if (getrandom(form_key, sizeof form_key, 0) != sizeof form_key)
+    abort(); /* as random_hex */
+  cap_hmac_sha256_init(&u->form_mac, form_key, sizeof form_key);
+  sodium_memzero(form_key, sizeof form_key);
   serve_conns_init(&u->conns, UI_CONN_PENDING, UI_CONN_PER_OWNER, UI_CONN_TRUSTED_TIMEOUT_S);
   int port = serve_guard_init(&u->guard, "--ui", opt->ui_addr, opt, err);
   if (port < 0) {

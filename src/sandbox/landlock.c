@@ -86,6 +86,10 @@ struct ll_net_port_attr {
 
 int landlock_abi(void)
 {
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/no_landlock.sh: a host without Landlock */
+  if (getenv("CAPSULE_TEST_NO_LANDLOCK"))
+    return 0;
+#endif
   long abi = syscall(__NR_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
   return abi < 0 ? 0 : (int)abi;
 }
@@ -362,8 +366,7 @@ static int add_ports(int ruleset, const struct cap_spec *spec, struct cap_error 
   return r;
 }
 
-int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan *plan,
-                   const char *command, bool image_root, struct cap_error *err)
+int landlock_check_needed(const struct cap_spec *spec, struct cap_error *err)
 {
   int abi = landlock_abi();
   /* as nono: allow_same_sandbox promises scoping and fails closed without
@@ -372,16 +375,33 @@ int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan 
     return cap_error_set(err, ENOTSUP,
                          "signal_mode \"allow_same_sandbox\" needs Landlock signal scoping (ABI "
                          "6, Linux 6.12), which this kernel does not offer (ABI %d)",
-                         abi > 0 ? abi : 0);
-  if (abi <= 0) {
-    /* the mount tree and namespaces still enforce the grants; only the
-     * command lists depend on Landlock alone, so only they fail closed */
-    if (spec->process.allowed_commands.len || spec->process.blocked_commands.len)
-      return cap_error_set(err, ENOTSUP,
-                           "allowed_commands/blocked_commands need Landlock, which this kernel "
-                           "does not offer (enable it with lsm=landlock)");
+                         abi);
+  if (abi > 0)
     return 0;
-  }
+  /* a mount is read-only or read-write: a write-only grant would be bound
+   * read-write, more than declared */
+  for (size_t i = 0; i < spec->n_grants; i++)
+    if (spec->grants[i].access == CAP_ACCESS_WRITE)
+      return cap_error_set(err, ENOTSUP,
+                           "the write-only grant %s needs Landlock, which this kernel does not "
+                           "offer (enable it with lsm=landlock); without it the grant would be "
+                           "readable too: grant it read-write or read-only; refusing rather than "
+                           "running with more than declared",
+                           spec->grants[i].path);
+  if (spec->process.allowed_commands.len || spec->process.blocked_commands.len)
+    return cap_error_set(err, ENOTSUP,
+                         "allowed_commands/blocked_commands need Landlock, which this kernel "
+                         "does not offer (enable it with lsm=landlock)");
+  return 0;
+}
+
+int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan *plan,
+                   const char *command, bool image_root, struct cap_error *err)
+{
+  int abi = landlock_abi();
+  int r = landlock_check_needed(spec, err); /* again: the parent checked first */
+  if (r < 0 || abi <= 0) /* the mount tree and namespaces still enforce the grants */
+    return r;
   uint64_t handled = fs_rights_for_abi(abi);
   struct ll_ruleset_attr attr = {.handled_access_fs = handled};
   size_t attr_size = sizeof(uint64_t);
@@ -402,7 +422,7 @@ int landlock_apply(const struct cap_spec *spec, const struct sandbox_mount_plan 
   if (ruleset < 0)
     return cap_error_errno(err, errno, "landlock: cannot create a ruleset");
   struct ll_denies denies = {plan ? plan->masks : NULL, plan ? plan->n_masks : 0};
-  int r = add_grants(ruleset, spec, &denies, handled, err);
+  r = add_grants(ruleset, spec, &denies, handled, err);
   if (r == 0 && spec->process.allowed_commands.len)
     r = add_allowed_commands(ruleset, spec, command, handled, err);
   if (r == 0)

@@ -578,7 +578,8 @@ static int check_request(const struct cap_spec *spec, const struct sandbox_optio
     return cap_error_set(err, EINVAL,
                          "network.ports.localhost lists %zu ports; capsule forwards at most %d",
                          spec->network.localhost.len, SANDBOX_MAX_FORWARDS);
-  return 0;
+  int r = landlock_check_needed(spec, err); /* what only Landlock holds: exit 3 */
+  return r < 0 ? cap_error_outcome(err, CAP_OUTCOME_HOST) : 0;
 }
 
 /* The mount plan (resolved with the caller's rights), the connect()

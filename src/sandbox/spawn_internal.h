@@ -93,6 +93,10 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
 
 /* --- layers, used inside the new namespaces --- */
 
+/* -ENOTSUP naming what this kernel's Landlock cannot hold (without it: a
+ * write-only grant, command lists; below ABI 6: signal_mode
+ * allow_same_sandbox), else 0. Refused before set-up (exit 3). */
+int landlock_check_needed(const struct cap_spec *spec, struct cap_error *err);
 /* Restricts this process (and its children) to the grants; needs
  * no_new_privs. `command` is the program about to be exec'd: with an
  * allowed_commands list, only those programs (and this one) may be

@@ -42,6 +42,7 @@ scripts=(
   ../review6/volume_quota.sh
   # the seventh's (tests/review7/)
   ../review7/ui_session_flood.sh ../review7/ui_hostile_row.sh ../review7/ui_probes.sh
+  ../review7/ui_signin_flood.sh
   ../review7/ui_conn_hog.sh ../review7/ui_cookie_port.sh ../review7/mcp_conn_hog.sh
   ../review7/call_socket_forged.sh ../review7/call_socket_probes.sh ../review7/grpc_fds.sh
   ../review7/mcp_relay_notify.sh ../review7/pg_url_password.sh

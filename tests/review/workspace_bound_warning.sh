@@ -4,7 +4,8 @@
 # call, not a quota (a quota needs root: loop devices), and only `capsule
 # doctor` said so: `capsule call` ran the tool silently, as if the bound
 # held. Now the call warns on stderr, once: "this host cannot enforce:
-# ... workspace bound ...". As root, where the bound is a quota (loop
+# ... workspace bound ...". Through `capsule serve`, a warning line in
+# serve's JSON log, once a call. As root, where the bound is a quota (loop
 # devices, mkfs.ext4), no warning.
 # Exits 1 while the unprivileged call is silent (or root's warns
 # wrongly, or either warns twice), 0 said, 77 cannot run.
@@ -41,6 +42,11 @@ x-capsule:
   idle_timeout_ms: 20000
   workspace_max_mb: 8
 YAML
+# a cache (no session needed, so callable through serve's MCP) under the same bound
+mkdir -p "$W/caps/wc"
+cp "$fault" "$W/caps/wc/server"
+sed -e 's/^id: ws/id: wc/' -e 's|example/ws:|example/wc:|' -e 's/^filesystem: workspace/filesystem: none\ncache: {enabled: true}/' \
+  -e "s|/caps/ws/server|/caps/wc/server|" "$W/caps/ws/manifest.yaml" >"$W/caps/wc/manifest.yaml"
 chmod -R a+rX "$W/caps"
 mkdir -m 700 "$W/s-nobody" "$W/s-root"
 chown 65534:65534 "$W/s-nobody"
@@ -58,6 +64,34 @@ grep -q "No such file" <<<"$out" || { echo "SKIP: the call did not reach the too
 n=$(grep -c "cannot enforce: .*workspace bound of 8388608 bytes" <<<"$out")
 if [ "$n" != 1 ]; then
   echo "OPEN: uid 65534's call said the unenforced workspace bound $n times (want once)"; rc=1
+fi
+# the same call through a running `capsule serve` (serve runs the
+# pipeline): the warning is a line of serve's JSON log, once a call
+# (before, serve's calls said nothing)
+"${nobody[@]}" "$capsule" serve --caps "$W/caps" --state "$W/s-nobody" 2>"$W/serve.log" </dev/null &
+server=$!
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; stop; unmount_under "$W"; rm -rf "$W"' EXIT
+for _ in $(seq 1 300); do
+  grep -q '"msg":"serving"' "$W/serve.log" 2>/dev/null && break
+  sleep 0.1
+done
+if grep -q '"msg":"serving"' "$W/serve.log"; then
+  out=$(cd "$W" && timeout 120 "${nobody[@]}" "$capsule" call --caps "$W/caps" --state "$W/s-nobody" \
+    wc read '{"path": "/cache/none"}' 2>&1 </dev/null)
+  echo "uid 65534 through serve: $out"
+  for _ in $(seq 1 100); do # the line is written before the answer; allow a slow log
+    grep -q '"msg":"this host cannot enforce"' "$W/serve.log" && break
+    sleep 0.1
+  done
+  grep -q '"session started","socket"' "$W/serve.log" ||
+    { echo "OPEN: the call did not go through serve"; cat "$W/serve.log"; rc=1; }
+  n=$(grep -c '"level":"warning","msg":"this host cannot enforce","detail":"wc.s workspace bound of 8388608 bytes' "$W/serve.log")
+  if [ "$n" != 1 ]; then
+    echo "OPEN: serve logged the unenforced workspace bound $n times (want once)"; cat "$W/serve.log"; rc=1
+  fi
+  kill "$server"; wait "$server" 2>/dev/null; server=
+else
+  echo "OPEN: capsule serve did not start"; cat "$W/serve.log"; rc=1
 fi
 if [ -e /dev/loop-control ] && command -v mkfs.ext4 >/dev/null; then
   out=$(call root)
