@@ -34,7 +34,9 @@ export XDG_STATE_HOME=$work/xdg
 mkdir -p "$work/caps" "$XDG_STATE_HOME"
 # durable as bench/scale's (fsync on, synchronous_commit off); the page
 # only reads
-PG_DURABILITY="-c synchronous_commit=off" pg_start "$work" >/dev/null
+# PG_EXTRA: more server settings (e.g. "-c log_statement=all" with KEEP=1:
+# every statement the page sends, in $work/pg.log)
+PG_DURABILITY="-c synchronous_commit=off ${PG_EXTRA:-}" pg_start "$work" >/dev/null
 url=$PGURL
 psql_() { pg_as "$pg_bin/psql" -h "$PGSOCK" -U capsule -d capsule -v ON_ERROR_STOP=1 -q "$@"; }
 echo "filling $n records..."
