@@ -88,7 +88,7 @@ while IFS=$'\t' read -r name _ q; do
   psql_ -At -c "EXPLAIN (ANALYZE, COSTS OFF) $q" | sed 's/^/   /'
 done <"$work/cases" >"$work/explain"
 [ -n "${EXPLAIN:-}" ] && cat "$work/explain"
-echo "$n records on PostgreSQL, $runs runs each after 2 warm-up runs (mean and median; one keep-alive HTTP connection; one psql session, \\timing):"
+echo "$n records on PostgreSQL, $runs runs each in 5 rounds taking turns, 2 warm-up runs a round (mean and median; one keep-alive HTTP connection; a psql session a round, \\timing):"
 PSQL="$pg_bin/psql -h $PGSOCK -U capsule -d capsule -X -q" python3 - "$ui" "$cookie" "$runs" "$work/cases" "$work" <<'PY'
 import http.client, os, re, shlex, statistics, subprocess, sys, time
 ui, cookie, runs, cases, work = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -101,29 +101,46 @@ def page(path):
     body = r.read()
     assert r.status == 200 and b'class="record"' in body, (path, r.status)
 
-def page_times(args):
-    each = args if isinstance(args, list) else [args] * (runs + 2)
+def page_times(each):
     for a in each[:2]:
         page(a)
     out = []
-    for a in each[2:runs + 2]:
+    for a in each[2:]:
         t = time.perf_counter()
         page(a)
         out.append((time.perf_counter() - t) * 1000)
     return out
 
-def sql_times(args):
+def sql_times(each):
     """one psql session: \\timing on, the rows to /dev/null, every
     statement's "Time: X ms" read back (the first 2 are the warm-up)"""
-    each = args if isinstance(args, list) else [args] * (runs + 2)
-    script = "\\timing on\n\\o /dev/null\n" + "\n".join(each[:runs + 2]) + "\n"
+    script = "\\timing on\n\\o /dev/null\n" + "\n".join(each) + "\n"
     cmd = shlex.split(os.environ["PSQL"])
     if os.getuid() == 0:
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] + cmd
     out = subprocess.run(cmd, input=script, capture_output=True, text=True, check=True).stdout
     t = [float(x) for x in re.findall(r"^Time: ([0-9.]+) ms", out, re.M)]
-    assert len(t) == runs + 2, out
+    assert len(t) == len(each), out
     return t[2:]
+
+# in rounds, the two sides taking turns (2 warm-up runs each, then a
+# share of the runs), so that a moment of load on the shared machine
+# lands on both alike
+ROUNDS = min(5, runs)
+def both(path, sql):
+    distinct = isinstance(path, list)
+    p, q = [], []
+    for r in range(ROUNDS):
+        n = runs // ROUNDS + (1 if r < runs % ROUNDS else 0)
+        if distinct:  # runs + 2 distinct pages: each run another (warm-ups repeat the first)
+            lo = 2 + sum(runs // ROUNDS + (1 if k < runs % ROUNDS else 0) for k in range(r))
+            pa = path[:2] + path[lo:lo + n]
+            sa = sql[:2] + sql[lo:lo + n]
+        else:
+            pa, sa = [path] * (n + 2), [sql] * (n + 2)
+        p += page_times(pa)
+        q += sql_times(sa)
+    return p, q
 
 print("| page | dashboard mean (ms) | psql mean (ms) | ratio | dashboard median | psql median | ratio |")
 print("|---|---|---|---|---|---|---|")
@@ -131,7 +148,7 @@ for line in open(cases):
     name, path, sql = line.rstrip("\n").split("\t")
     if " " in path:
         path, sql = path.split(" "), sql.split("\x1f")
-    p, q = page_times(path), sql_times(sql)
+    p, q = both(path, sql)
     pm, qm = statistics.mean(p), statistics.mean(q)
     pd, qd = statistics.median(p), statistics.median(q)
     print(f"| {name} | {pm:.2f} | {qm:.2f} | {pm / qm:.2f}x | {pd:.2f} | {qd:.2f} | {pd / qd:.2f}x |")
