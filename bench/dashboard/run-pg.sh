@@ -78,7 +78,9 @@ done >"$work/cases"
 paths= qs=
 for k in $(seq 0 $((runs + 1))); do
   paths="$paths${paths:+ }$base/audit?before=$((mid - 1000 * (k + 1)))"
-  qs="$qs${qs:+$'\x1f'}$(sql '' '' '' '' $((mid - 1000 * (k + 1))))"
+  # psql's own untouched records (500 before the page's): neither side finds
+  # its page in PostgreSQL's buffers warmed by the other
+  qs="$qs${qs:+$'\x1f'}$(sql '' '' '' '' $((mid - 1000 * (k + 1) - 500)))"
 done
 printf '%s\t%s\t%s\n' "deep page, first view" "$paths" "$qs" >>"$work/cases"
 # EXPLAIN ANALYZE of each case's statement, for the record
