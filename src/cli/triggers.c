@@ -111,7 +111,7 @@ void triggers_call_on_event(const struct poll_env *e, const char *cap, const cha
 /* The event's own audit record: who, which trigger, the event's hash. */
 int triggers_audit_event(struct gw_state *st, const char *user, const struct cap_spec *spec,
                          const struct cap_trigger *t, const char *event, int64_t seq,
-                         struct cap_error *err)
+                         int64_t *audit_seq, struct cap_error *err)
 {
   _cleanup_free_ char *tool = cap_xasprintf("trigger:%s", t->local_id);
   _cleanup_free_ char *outcome = cap_xasprintf("event %lld", (long long)seq);
@@ -122,7 +122,10 @@ int triggers_audit_event(struct gw_state *st, const char *user, const struct cap
                                 .outcome = outcome};
   gw_sha256_hex("", 0, rec.args_hash);
   gw_sha256_hex(event, strlen(event), rec.result_hash);
-  return gw_audit_append(st, &rec, err);
+  int r = gw_audit_append(st, &rec, err);
+  if (r == 0 && audit_seq)
+    *audit_seq = rec.seq;
+  return r;
 }
 
 /* One poll: state in, {event, newState} out, stored together; the event
@@ -174,7 +177,7 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   _cleanup_free_ char *shown = cap_json_canonical(event, strlen(event));
   printf("%s\n", shown ? shown : event);
   fflush(stdout);
-  if (triggers_audit_event(e->st, user, spec, t, event, seq, err) < 0)
+  if (triggers_audit_event(e->st, user, spec, t, event, seq, NULL, err) < 0)
     return GW_OUTCOME_FAILED;
   if (call_cap && call_tool && pass)
     triggers_call_on_event(e, call_cap, call_tool, event);

@@ -68,6 +68,23 @@ void gw_egress_batch_add(struct gw_egress_batch *b, const struct gw_egress_row *
   pthread_mutex_unlock(&b->lock);
 }
 
+void gw_egress_batch_take(struct gw_egress_batch *b, struct gw_egress_batch *into)
+{
+  pthread_mutex_lock(&b->lock);
+  struct gw_egress_row *rows = b->rows;
+  size_t n = b->n;
+  long long over = b->over;
+  b->rows = NULL;
+  b->n = b->cap = 0;
+  b->over = 0;
+  pthread_mutex_unlock(&b->lock);
+  for (size_t i = 0; i < n; i++)
+    gw_egress_batch_add(into, &rows[i], 0); /* its strings now into's */
+  if (over)
+    gw_egress_batch_add(into, NULL, over);
+  free(rows);
+}
+
 void gw_egress_batch_init(struct gw_egress_batch *b)
 {
   *b = (struct gw_egress_batch){.sink = {.event = batch_event, .arg = b}};

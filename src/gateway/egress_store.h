@@ -44,6 +44,11 @@ struct gw_egress_batch *gw_egress_batch_of(const struct proxy_egress_sink *s);
  * decisions, sent back by its process: gateway/call_apart.c). */
 void gw_egress_batch_add(struct gw_egress_batch *b, const struct gw_egress_row *r, long long over);
 void gw_egress_batch_free(struct gw_egress_batch *b);
+/* Moves b's rows (and what went past its bound) to into, under b's lock
+ * only: a batch still taking decisions is written from into, the proxy's
+ * threads never waiting on the database (a Talos push subscription's,
+ * written at each event). */
+void gw_egress_batch_take(struct gw_egress_batch *b, struct gw_egress_batch *into);
 
 /* A batch between processes: a run apart's, sent back with its result
  * (gateway/call_apart.c), and a warm instance's lease, sent back by its
