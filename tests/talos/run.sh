@@ -149,7 +149,8 @@ JSON
 {"id": "pusher", "name": "Pusher", "description": "A push trigger.", "version": "1.0.0",
  "triggers": [{"id": "ping", "label": "Ping", "params": [{"key": "cooldown_seconds", "label": "Cooldown", "type": "number", "default": 60}, {"key": "min", "label": "Minimum", "type": "number"}]},
               {"id": "broken", "label": "Subscribe throws"},
-              {"id": "fetcher", "label": "Asks for a host it may not reach, then emits"}],
+              {"id": "fetcher", "label": "Asks for a host it may not reach, then emits"},
+              {"id": "fetchpoll", "label": "Polled: asks for a host it may not reach"}],
  "functions": [{"name": "noop", "description": "Nothing.", "parameters": {"type": "object"}}]}
 JSON
   cat >"$d/pusher/index.ts" <<'TS'
@@ -170,6 +171,12 @@ export const triggers = {
       try { await fetch("http://198.51.100.9:8081/feed"); } catch { /* refused by the proxy */ }
       emit({ summary: "fetched" });
       return () => {};
+    },
+  },
+  fetchpoll: {
+    async poll() {
+      try { await fetch("http://198.51.100.9:8082/feed"); } catch { /* refused by the proxy */ }
+      return { event: { summary: "polled" }, newState: {} };
     },
   },
 };
@@ -442,6 +449,11 @@ suite() {
   if echo "$erows" | grep -qx "deny|198.51.100.9|8081|trigger:fetcher|trigger"; then ok "$who: push-egress-with-its-event"
   else bad "$who: push-egress-with-its-event"; echo "$erows" | head -5 | sed 's/^/         /'; fi
   "${R[@]}" "$capsule" triggers disable pusher fetcher "${G[@]}" >/dev/null
+  # a poll's egress: stored with the audit record of the event it found
+  tt poll-fetches 0 '"summary":"polled"' triggers poll pusher fetchpoll "${G[@]}"
+  erows=$("${R[@]}" sqlite3 "$db" "SELECT e.decision, e.host, e.port, a.tool, a.decision FROM egress e LEFT JOIN audit a ON a.seq = e.call_seq WHERE e.capability = 'pusher' ORDER BY e.seq")
+  if echo "$erows" | grep -qx "deny|198.51.100.9|8082|trigger:fetchpoll|trigger"; then ok "$who: poll-egress-with-its-event"
+  else bad "$who: poll-egress-with-its-event"; echo "$erows" | head -5 | sed 's/^/         /'; fi
   tt push-disable 0 "pusher:ping disabled" triggers disable pusher ping "${G[@]}"
   "${R[@]}" "$capsule" triggers disable pusher broken "${G[@]}" >/dev/null
 }
