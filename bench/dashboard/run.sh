@@ -35,14 +35,17 @@ U=http://$url
 jar=$work/jar
 csrf=$(curl -s -c "$jar" "$U/login" | grep -o '[0-9a-f]\{64\}' | head -1)
 curl -s -o /dev/null -b "$jar" -c "$jar" --data-urlencode "csrf=$csrf" --data-urlencode "token=$op" "$U/login"
+# a signed-in session's pages are under its own path, /s/KEY (docs/dashboard.md)
+cookie=$(awk '$6 == "capsule_ui" && $3 ~ /^\/s\// {print $7}' "$jar")
+base=$(awk '$6 == "capsule_ui" && $3 ~ /^\/s\// {print $3}' "$jar")
+[ -n "$cookie" ] || { echo "cannot sign in to the dashboard at $U"; exit 1; }
 
 mid=$((n / 2))
 # the statement the audit page prepares (gw_audit_query_sql), its values in place
 sql() { "$build/bench/dashboard_fill" --sql "$@"; }
 names=("newest 100" "deep page" "filter cap+user+decision" "text search")
-pages=("/audit" "/audit?before=$mid" "/audit?capability=cap9&user=user7&decision=block" "/audit?q=needle")
+pages=("$base/audit" "$base/audit?before=$mid" "$base/audit?capability=cap9&user=user7&decision=block" "$base/audit?q=needle")
 sqls=("$(sql '' '' '' '' 0)" "$(sql '' '' '' '' $mid)" "$(sql cap9 user7 block '' 0)" "$(sql '' '' '' needle 0)")
-cookie=$(awk '$6 == "capsule_ui" {print $7}' "$jar")
 for i in "${!names[@]}"; do
   curl -s -b "$jar" -o "$work/page" "$U${pages[$i]}"
   grep -q 'class="record"' "$work/page" || { echo "the page ${pages[$i]} shows no record"; exit 1; }
@@ -54,7 +57,7 @@ done >"$work/cases"
 # its records have been checked: serve remembers a record's bytes and MAC)
 paths= qs=
 for k in $(seq 0 $((runs + 1))); do
-  paths="$paths${paths:+ }/audit?before=$((mid - 1000 * (k + 1)))"
+  paths="$paths${paths:+ }$base/audit?before=$((mid - 1000 * (k + 1)))"
   qs="$qs${qs:+$'\x1f'}$(sql '' '' '' '' $((mid - 1000 * (k + 1))))"
 done
 printf '%s\t%s\t%s\n' "deep page, first view" "$paths" "$qs" >>"$work/cases"

@@ -29,6 +29,7 @@
 #include "core/escape.h"
 #include "core/json.h"
 #include "gateway/call.h"
+#include "gateway/egress_store.h"
 #include "gateway/grants.h"
 #include "gateway/plugin_state.h"
 #include "runtime/talos.h"
@@ -111,7 +112,7 @@ void triggers_call_on_event(const struct poll_env *e, const char *cap, const cha
 /* The event's own audit record: who, which trigger, the event's hash. */
 int triggers_audit_event(struct gw_state *st, const char *user, const struct cap_spec *spec,
                          const struct cap_trigger *t, const char *event, int64_t seq,
-                         struct cap_error *err)
+                         int64_t *audit_seq, struct cap_error *err)
 {
   _cleanup_free_ char *tool = cap_xasprintf("trigger:%s", t->local_id);
   _cleanup_free_ char *outcome = cap_xasprintf("event %lld", (long long)seq);
@@ -122,13 +123,18 @@ int triggers_audit_event(struct gw_state *st, const char *user, const struct cap
                                 .outcome = outcome};
   gw_sha256_hex("", 0, rec.args_hash);
   gw_sha256_hex(event, strlen(event), rec.result_hash);
-  return gw_audit_append(st, &rec, err);
+  int r = gw_audit_append(st, &rec, err);
+  if (r == 0 && audit_seq)
+    *audit_seq = rec.seq;
+  return r;
 }
 
 /* One poll: state in, {event, newState} out, stored together; the event
- * printed (one JSON line), audited, and handed to the attached call. */
-static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec *spec,
-                                 const struct cap_trigger *t, struct cap_error *err)
+ * printed (one JSON line), audited (*audit_seq), and handed to the
+ * attached call. The poll's egress decisions go to egress. */
+static enum gw_outcome poll_run(const struct poll_env *e, const struct cap_spec *spec,
+                                const struct cap_trigger *t, struct gw_egress_batch *egress,
+                                int64_t *audit_seq, struct cap_error *err)
 {
   const char *user = e->o->user;
   char **secrets = NULL;
@@ -154,6 +160,7 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
       .cache_dir = e->cache,
       .hidden = (const char *const *)e->hidden,
       .n_hidden = e->n_hidden,
+      .egress_sink = &egress->sink,
   };
   struct gw_granted g;
   enum gw_outcome o = GW_OUTCOME_FAILED;
@@ -174,7 +181,7 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
   _cleanup_free_ char *shown = cap_json_canonical(event, strlen(event));
   printf("%s\n", shown ? shown : event);
   fflush(stdout);
-  if (triggers_audit_event(e->st, user, spec, t, event, seq, err) < 0)
+  if (triggers_audit_event(e->st, user, spec, t, event, seq, audit_seq, err) < 0)
     return GW_OUTCOME_FAILED;
   if (call_cap && call_tool && pass)
     triggers_call_on_event(e, call_cap, call_tool, event);
@@ -182,6 +189,26 @@ static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec
     fprintf(stderr, "capsule triggers: %s.%s not called: the trigger's filter declined the event\n",
             call_cap, call_tool);
   return GW_OUTCOME_OK;
+}
+
+/* A poll, and its egress decisions stored after it (docs/state.md): with
+ * its event's audit record, or with none when it found no event. */
+static enum gw_outcome poll_once(const struct poll_env *e, const struct cap_spec *spec,
+                                 const struct cap_trigger *t, struct cap_error *err)
+{
+  struct gw_egress_batch egress;
+  gw_egress_batch_init(&egress);
+  int64_t audit_seq = 0;
+  enum gw_outcome o = poll_run(e, spec, t, &egress, &audit_seq, err);
+  struct cap_error werr = {0};
+  if (gw_egress_write(e->st, &egress, spec->id, e->o->user, audit_seq, &werr) < 0) {
+    fprintf(stderr, "capsule triggers: %s: the poll's egress log was not stored: ", t->id);
+    cap_escape_fput(stderr, werr.message ? werr.message : "failed", 4096);
+    fputc('\n', stderr);
+  }
+  cap_error_clear(&werr);
+  gw_egress_batch_free(&egress);
+  return o;
 }
 
 static int outcome_exit(enum gw_outcome o)

@@ -29,10 +29,11 @@ extern volatile sig_atomic_t triggers_stopping;
  * through the call pipeline; the outcome on stderr. */
 void triggers_call_on_event(const struct poll_env *e, const char *cap, const char *tool,
                             const char *event);
-/* An event's audit record (decision "trigger", outcome "event SEQ"). */
+/* An event's audit record (decision "trigger", outcome "event SEQ");
+ * *audit_seq (when not NULL) its sequence number. */
 int triggers_audit_event(struct gw_state *st, const char *user, const struct cap_spec *spec,
                          const struct cap_trigger *t, const char *event, int64_t seq,
-                         struct cap_error *err);
+                         int64_t *audit_seq, struct cap_error *err);
 
 /* ---- push triggers (triggers_push.c) ---- */
 struct push_sub {

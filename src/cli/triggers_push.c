@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/escape.h"
 #include "core/json.h"
+#include "gateway/egress_store.h"
 #include "gateway/grants.h"
 #include "runtime/talos.h"
 
@@ -85,7 +86,25 @@ struct sub {
   char *call_cap, *call_tool;
   uint64_t cooldown_ms, last_call_ms;
   bool called;
+  struct gw_egress_batch egress; /* the subscription's egress decisions since the last event */
 };
+
+/* The subscription's egress decisions so far, stored with the audit
+ * record audit_seq (an event's; 0: none, at the subscription's end). */
+static void store_egress(struct sub *s, int64_t audit_seq)
+{
+  struct gw_egress_batch now;
+  gw_egress_batch_init(&now);
+  gw_egress_batch_take(&s->egress, &now); /* the proxy's threads keep adding to s->egress */
+  struct cap_error err = {0};
+  if (gw_egress_write(s->e.st, &now, s->spec->id, s->e.o->user, audit_seq, &err) < 0) {
+    fprintf(stderr, "capsule triggers run: %s: its egress log was not stored: ", s->t->id);
+    cap_escape_fput(stderr, err.message ? err.message : "failed", 4096);
+    fputc('\n', stderr);
+  }
+  cap_error_clear(&err);
+  gw_egress_batch_free(&now);
+}
 
 /* Talos's getCooldownSeconds: the task config's cooldown_seconds when a
  * number above 0, else 60 s. */
@@ -110,17 +129,18 @@ static void on_event(void *arg, const char *event, bool pass)
   struct sub *s = arg;
   struct cap_error err = {0};
   _cleanup_free_ char *state = NULL;
-  int64_t seq = 0;
+  int64_t seq = 0, audit_seq = 0;
   const char *user = s->e.o->user;
   if (gw_trigger_state_get(s->e.st, s->spec->id, s->t->local_id, user, &state, &err) < 0 ||
       gw_trigger_commit(s->e.st, s->spec->id, s->t->local_id, user, state, event, &seq, &err) < 0 ||
-      triggers_audit_event(s->e.st, user, s->spec, s->t, event, seq, &err) < 0) {
+      triggers_audit_event(s->e.st, user, s->spec, s->t, event, seq, &audit_seq, &err) < 0) {
     fprintf(stderr, "capsule triggers run: %s: an event was not stored: ", s->t->id);
     cap_escape_fput(stderr, err.message ? err.message : "failed", 4096);
     fputc('\n', stderr);
     cap_error_clear(&err);
     return;
   }
+  store_egress(s, audit_seq); /* what the subscription did leading to this event */
   _cleanup_free_ char *shown = cap_json_canonical(event, strlen(event));
   printf("%s\n", shown ? shown : event);
   fflush(stdout);
@@ -164,6 +184,7 @@ static enum gw_outcome subscribe_here(struct sub *s, struct cap_error *err)
       .cache_dir = s->e.cache,
       .hidden = (const char *const *)s->e.hidden,
       .n_hidden = s->e.n_hidden,
+      .egress_sink = &s->egress.sink,
   };
   struct gw_granted g;
   enum gw_outcome o = GW_OUTCOME_FAILED;
@@ -186,8 +207,11 @@ static void subscription_main(const struct poll_env *e, const struct push_sub *p
     _exit(CLI_EXIT_INVALID);
   struct sub s = {.e = *e, .spec = p->spec, .t = p->trigger};
   s.e.st = st;
+  gw_egress_batch_init(&s.egress);
   struct cap_error err = {0};
   enum gw_outcome o = subscribe_here(&s, &err);
+  store_egress(&s, 0); /* after the last event: with no record */
+  gw_egress_batch_free(&s.egress);
   if (o != GW_OUTCOME_OK) {
     fprintf(stderr, "capsule triggers run: %s: the subscription ended: ", p->trigger->id);
     cap_escape_fput(stderr, err.message ? err.message : "failed", 4096);

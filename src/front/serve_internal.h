@@ -144,12 +144,13 @@ struct serve_hooks {
   /* signed-in sessions kept in the state, shared by every serve on it
    * (ui_store.c, gateway/ui_session.h): save a new one; load one this
    * process does not hold (1 found, with *age_ms since it began; 0 not);
-   * whether it still stands (not signed out elsewhere, not ended); forget */
+   * whether it still stands (not signed out elsewhere, not ended, and
+   * token still an operator's: one statement); forget */
   void (*ui_sess_save)(struct serve *sv, const char *id, const char *csrf, const char *key,
                        const char *user, const char *token);
   int (*ui_sess_load)(struct serve *sv, const char *id, char csrf[65], char key[65], char **user,
                       char **token, uint64_t *age_ms);
-  bool (*ui_sess_alive)(struct serve *sv, const char *id);
+  bool (*ui_sess_alive)(struct serve *sv, const char *id, const char *token);
   void (*ui_sess_forget)(struct serve *sv, const char *id);
 };
 struct serve_http;

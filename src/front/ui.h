@@ -88,7 +88,7 @@ void ui_sess_save(struct serve *sv, const char *id, const char *csrf, const char
                   const char *user, const char *token);
 int ui_sess_load(struct serve *sv, const char *id, char csrf[65], char key[65], char **user,
                  char **token, uint64_t *age_ms);
-bool ui_sess_alive(struct serve *sv, const char *id);
+bool ui_sess_alive(struct serve *sv, const char *id, const char *token);
 void ui_sess_forget(struct serve *sv, const char *id);
 /* Who presents token: 0 and *user for an operator token; -EACCES for no
  * token, -EPERM for one that is not an operator's. */

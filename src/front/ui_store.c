@@ -68,12 +68,13 @@ int ui_sess_load(struct serve *sv, const char *id, char csrf[65], char key[65], 
   return 1;
 }
 
-bool ui_sess_alive(struct serve *sv, const char *id)
+bool ui_sess_alive(struct serve *sv, const char *id, const char *token)
 {
   bool alive = false;
   struct cap_error err = {0};
   serve_lock_state(sv);
-  int r = gw_ui_session_touch(sv->opt->st, id, UI_SESSION_IDLE_MS, UI_SESSION_MAX_MS, &alive, &err);
+  int r = gw_ui_session_touch(sv->opt->st, id, token, UI_SESSION_IDLE_MS, UI_SESSION_MAX_MS, &alive,
+                              &err);
   serve_unlock_state(sv);
   if (r < 0)
     warn(sv, &err);

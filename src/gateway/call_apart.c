@@ -52,62 +52,6 @@ static bool get_text(const char **p, const char *end, char **out)
   return true;
 }
 
-/* The egress proxy's decisions in the child's batch: a count, what went
- * past the batch's bound, then each row's numbers and texts */
-static void put_egress(struct cap_buf *b, const struct gw_call *call)
-{
-  struct gw_egress_batch *e = gw_egress_batch_of(call->egress_sink);
-  int64_t head[2] = {e ? (int64_t)e->n : 0, e ? e->over : 0};
-  cap_buf_append(b, (const char *)head, sizeof head);
-  for (size_t i = 0; e && i < e->n; i++) {
-    const struct gw_egress_row *r = &e->rows[i];
-    int64_t nums[6] = {r->time_ms, r->decision, r->port, r->count, r->bytes_up, r->bytes_down};
-    cap_buf_append(b, (const char *)nums, sizeof nums);
-    const char *texts[] = {r->kind, r->host, r->method, r->path, r->credential, r->reason};
-    for (size_t k = 0; k < ARRAY_SIZE(texts); k++)
-      put_text(b, texts[k]);
-  }
-}
-
-static bool get_egress(const char **p, const char *end, const struct gw_call *call)
-{
-  struct gw_egress_batch *e = gw_egress_batch_of(call->egress_sink);
-  int64_t head[2];
-  if ((size_t)(end - *p) < sizeof head)
-    return false;
-  memcpy(head, *p, sizeof head);
-  *p += sizeof head;
-  if (head[0] < 0 || head[0] > GW_EGRESS_BATCH_MAX || head[1] < 0)
-    return false;
-  if (e)
-    gw_egress_batch_add(e, NULL, head[1]);
-  for (int64_t i = 0; i < head[0]; i++) {
-    int64_t nums[6];
-    if ((size_t)(end - *p) < sizeof nums)
-      return false;
-    memcpy(nums, *p, sizeof nums);
-    *p += sizeof nums;
-    struct gw_egress_row r = {.time_ms = nums[0],
-                              .decision = (enum proxy_decision)nums[1],
-                              .port = (unsigned)nums[2],
-                              .count = nums[3],
-                              .bytes_up = nums[4],
-                              .bytes_down = nums[5]};
-    char **texts[] = {&r.kind, &r.host, &r.method, &r.path, &r.credential, &r.reason};
-    bool ok = nums[1] >= PROXY_ALLOW && nums[1] <= PROXY_SUPPRESSED;
-    for (size_t k = 0; k < ARRAY_SIZE(texts); k++)
-      ok = ok && get_text(p, end, texts[k]);
-    if (ok && e)
-      gw_egress_batch_add(e, &r, 0);
-    else
-      for (size_t k = 0; k < ARRAY_SIZE(texts); k++)
-        free(*texts[k]);
-    if (!ok)
-      return false;
-  }
-  return true;
-}
-
 static _Noreturn void child(const struct gw_call *call, gw_run_fn fn, void *arg, int fd,
                             pid_t parent)
 {
@@ -142,7 +86,7 @@ static _Noreturn void child(const struct gw_call *call, gw_run_fn fn, void *arg,
   put_text(&b, out);
   put_text(&b, call->relay ? call->relay->raw_result : NULL);
   put_text(&b, call->relay ? call->relay->raw_error : NULL);
-  put_egress(&b, call);
+  gw_egress_batch_encode(gw_egress_batch_of(call->egress_sink), &b); /* the proxy's decisions */
   for (size_t off = 0; off < b.len;) {
     ssize_t n = write(fd, b.data + off, b.len - off);
     if (n < 0 && errno == EINTR)
@@ -169,7 +113,7 @@ static bool take(const struct cap_buf *b, const struct gw_call *call, enum gw_ou
   char *message = NULL, *raw_result = NULL, *raw_error = NULL;
   bool ok = get_text(&p, end, &message) && get_text(&p, end, out) &&
             get_text(&p, end, &raw_result) && get_text(&p, end, &raw_error) &&
-            get_egress(&p, end, call);
+            gw_egress_batch_decode(gw_egress_batch_of(call->egress_sink), &p, end);
   if (ok) {
     *o = (enum gw_outcome)head[0];
     if (*o != GW_OUTCOME_OK)

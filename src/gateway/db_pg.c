@@ -5,6 +5,7 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,15 @@
 
 #define VISIBLE __attribute__((visibility("default")))
 
+/* Statements with parameters are prepared once per session (as SQLite's
+ * stay prepared per connection, db.c): a dashboard page's or a call's
+ * statements are then parsed and planned once, not on every request. */
+#define PREPARED_MAX 64
+
 struct gw_pg {
   PGconn *conn;
+  char *prepared[PREPARED_MAX]; /* by the number in its name, capsule_N; NULL: dropped */
+  size_t n_prepared;
   char msg[512];
   char state[6];
   char **listening; /* channels LISTENed on this connection */
@@ -86,21 +94,74 @@ static void forget_listening(struct gw_pg *c)
   c->n_listening = 0;
 }
 
+/* A new session has nothing prepared. */
+static void forget_prepared(struct gw_pg *c)
+{
+  for (size_t i = 0; i < c->n_prepared; i++)
+    free(c->prepared[i]);
+  c->n_prepared = 0;
+}
+
 static void pg_finish(struct gw_pg *c)
 {
   if (!c)
     return;
   PQfinish(c->conn);
   forget_listening(c);
+  forget_prepared(c);
   free(c);
+}
+
+/* The number of sql's prepared statement on this session, prepared on its
+ * first use; -1 where it is not (the cache full, a transaction already
+ * failed, or preparing failed: it then runs unprepared, and fails there
+ * as it would have). */
+static int prepared(struct gw_pg *c, const char *sql, int n)
+{
+  for (size_t i = 0; i < c->n_prepared; i++)
+    if (c->prepared[i] && strcmp(c->prepared[i], sql) == 0)
+      return (int)i;
+  if (c->n_prepared == PREPARED_MAX || PQtransactionStatus(c->conn) != PQTRANS_IDLE)
+    return -1; /* inside a transaction a failed PREPARE would abort it */
+  char name[32];
+  snprintf(name, sizeof name, "capsule_%zu", c->n_prepared);
+  char *copy = strdup(sql);
+  PGresult *r = copy ? PQprepare(c->conn, name, sql, n, NULL) : NULL;
+  bool ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  c->prepared[c->n_prepared++] = ok ? copy : NULL; /* the name is spent either way */
+  if (!ok)
+    free(copy);
+  return ok ? (int)c->n_prepared - 1 : -1;
+}
+
+static PGresult *run(struct gw_pg *c, const char *sql, int n, const char *const *params)
+{
+  if (n == 0 && !params)
+    return PQexec(c->conn, sql);
+  int k = prepared(c, sql, n);
+  if (k < 0)
+    return PQexecParams(c->conn, sql, n, NULL, params, NULL, NULL, 0);
+  char name[32];
+  snprintf(name, sizeof name, "capsule_%d", k);
+  PGresult *r = PQexecPrepared(c->conn, name, n, params, NULL, NULL, 0);
+  const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  if (state && strcmp(state, "0A000") == 0 && PQtransactionStatus(c->conn) == PQTRANS_IDLE) {
+    /* "cached plan must not change result type": a table changed under
+     * it (another gateway's migration); dropped, and run afresh */
+    free(c->prepared[k]);
+    c->prepared[k] = NULL;
+    PQclear(r);
+    r = PQexecParams(c->conn, sql, n, NULL, params, NULL, NULL, 0);
+  }
+  return r;
 }
 
 static enum gw_pg_status pg_query(struct gw_pg *c, const char *sql, int n,
                                   const char *const *params, struct gw_pg_res **res)
 {
   *res = NULL;
-  PGresult *r = n == 0 && !params ? PQexec(c->conn, sql)
-                                  : PQexecParams(c->conn, sql, n, NULL, params, NULL, NULL, 0);
+  PGresult *r = run(c, sql, n, params);
   ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
     *res = (struct gw_pg_res *)r;
@@ -119,7 +180,8 @@ static bool pg_broken(struct gw_pg *c) { return PQstatus(c->conn) != CONNECTION_
 static bool pg_reset(struct gw_pg *c)
 {
   PQreset(c->conn);
-  forget_listening(c); /* a new session listens to nothing */
+  forget_listening(c); /* a new session listens to nothing, */
+  forget_prepared(c);  /* has nothing prepared */
   if (PQstatus(c->conn) == CONNECTION_OK)
     return true;
   set_msg(c, PQerrorMessage(c->conn), "08006");

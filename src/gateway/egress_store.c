@@ -1,6 +1,8 @@
 /* The egress log's batch and its writer (egress_store.h). */
 #include "gateway/egress_store.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,23 @@ void gw_egress_batch_add(struct gw_egress_batch *b, const struct gw_egress_row *
   pthread_mutex_unlock(&b->lock);
 }
 
+void gw_egress_batch_take(struct gw_egress_batch *b, struct gw_egress_batch *into)
+{
+  pthread_mutex_lock(&b->lock);
+  struct gw_egress_row *rows = b->rows;
+  size_t n = b->n;
+  long long over = b->over;
+  b->rows = NULL;
+  b->n = b->cap = 0;
+  b->over = 0;
+  pthread_mutex_unlock(&b->lock);
+  for (size_t i = 0; i < n; i++)
+    gw_egress_batch_add(into, &rows[i], 0); /* its strings now into's */
+  if (over)
+    gw_egress_batch_add(into, NULL, over);
+  free(rows);
+}
+
 void gw_egress_batch_init(struct gw_egress_batch *b)
 {
   *b = (struct gw_egress_batch){.sink = {.event = batch_event, .arg = b}};
@@ -97,6 +116,92 @@ void gw_egress_batch_free(struct gw_egress_batch *b)
   b->cap = 0;
   pthread_mutex_destroy(&b->lock);
   b->sink.event = NULL;
+}
+
+/* ---- a batch between processes ---- */
+
+#define NO_TEXT UINT32_MAX
+
+static void put_text(struct cap_buf *b, const char *s)
+{
+  uint32_t n = s ? (uint32_t)strlen(s) : NO_TEXT;
+  cap_buf_append(b, (const char *)&n, sizeof n);
+  if (s)
+    cap_buf_append(b, s, n);
+}
+
+static bool get_text(const char **p, const char *end, char **out)
+{
+  uint32_t n;
+  *out = NULL;
+  if ((size_t)(end - *p) < sizeof n)
+    return false;
+  memcpy(&n, *p, sizeof n);
+  *p += sizeof n;
+  if (n == NO_TEXT)
+    return true;
+  if ((size_t)(end - *p) < n || memchr(*p, '\0', n))
+    return false;
+  *out = cap_xstrndup(*p, n);
+  *p += n;
+  return true;
+}
+
+void gw_egress_batch_encode(struct gw_egress_batch *b, struct cap_buf *out)
+{
+  if (b)
+    pthread_mutex_lock(&b->lock);
+  int64_t head[2] = {b ? (int64_t)b->n : 0, b ? b->over : 0};
+  cap_buf_append(out, (const char *)head, sizeof head);
+  for (size_t i = 0; b && i < b->n; i++) {
+    const struct gw_egress_row *r = &b->rows[i];
+    int64_t nums[6] = {r->time_ms, r->decision, r->port, r->count, r->bytes_up, r->bytes_down};
+    cap_buf_append(out, (const char *)nums, sizeof nums);
+    const char *texts[] = {r->kind, r->host, r->method, r->path, r->credential, r->reason};
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+      put_text(out, texts[k]);
+  }
+  if (b)
+    pthread_mutex_unlock(&b->lock);
+}
+
+bool gw_egress_batch_decode(struct gw_egress_batch *b, const char **p, const char *end)
+{
+  int64_t head[2];
+  if ((size_t)(end - *p) < sizeof head)
+    return false;
+  memcpy(head, *p, sizeof head);
+  *p += sizeof head;
+  if (head[0] < 0 || head[0] > GW_EGRESS_BATCH_MAX || head[1] < 0)
+    return false;
+  if (b && head[1])
+    gw_egress_batch_add(b, NULL, head[1]);
+  for (int64_t i = 0; i < head[0]; i++) {
+    int64_t nums[6];
+    if ((size_t)(end - *p) < sizeof nums)
+      return false;
+    memcpy(nums, *p, sizeof nums);
+    *p += sizeof nums;
+    struct gw_egress_row r = {.time_ms = nums[0],
+                              .decision = (enum proxy_decision)nums[1],
+                              .port = (unsigned)nums[2],
+                              .count = nums[3],
+                              .bytes_up = nums[4],
+                              .bytes_down = nums[5]};
+    char **texts[] = {&r.kind, &r.host, &r.method, &r.path, &r.credential, &r.reason};
+    bool ok = nums[1] >= PROXY_ALLOW && nums[1] <= PROXY_SUPPRESSED;
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+      ok = ok && get_text(p, end, texts[k]);
+    if (ok && b) {
+      gw_egress_batch_add(b, &r, 0);
+      continue;
+    }
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+      free(*texts[k]);
+    if (!ok)
+      return false;
+  }
+  return true;
 }
 
 static void text_or_null(struct gw_stmt *s, int i, const char *v)

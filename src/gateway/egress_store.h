@@ -11,6 +11,7 @@
 #define CAPSULE_GATEWAY_EGRESS_STORE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,21 @@ struct gw_egress_batch *gw_egress_batch_of(const struct proxy_egress_sink *s);
  * decisions, sent back by its process: gateway/call_apart.c). */
 void gw_egress_batch_add(struct gw_egress_batch *b, const struct gw_egress_row *r, long long over);
 void gw_egress_batch_free(struct gw_egress_batch *b);
+/* Moves b's rows (and what went past its bound) to into, under b's lock
+ * only: a batch still taking decisions is written from into, the proxy's
+ * threads never waiting on the database (a Talos push subscription's,
+ * written at each event). */
+void gw_egress_batch_take(struct gw_egress_batch *b, struct gw_egress_batch *into);
+
+/* A batch between processes: a run apart's, sent back with its result
+ * (gateway/call_apart.c), and a warm instance's lease, sent back by its
+ * keeper at the lease's end (gateway/instance_keeper.c). encode appends
+ * b's rows to out (b NULL: none); decode adds those at *p (up to end) to
+ * b (NULL: skipped), moving *p past them; false when they are malformed
+ * (rows before the fault are kept). */
+struct cap_buf;
+void gw_egress_batch_encode(struct gw_egress_batch *b, struct cap_buf *out);
+bool gw_egress_batch_decode(struct gw_egress_batch *b, const char **p, const char *end);
 
 /* "allow", "deny", "suppressed". */
 const char *gw_egress_decision_name(enum proxy_decision d);

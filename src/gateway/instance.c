@@ -185,8 +185,12 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
     }
     bool kept = req->have_instance && rep.instance == req->have_instance;
     if (n == (ssize_t)sizeof rep && rep.code == 0 && (got_fd >= 0 || kept)) {
-      *lease = (struct gw_lease){
-          .control = fd, .fd = got_fd, .protocol = rep.protocol, .instance = rep.instance};
+      rep.message[sizeof rep.message - 1] = '\0';
+      *lease = (struct gw_lease){.control = fd,
+                                 .fd = got_fd,
+                                 .protocol = rep.protocol,
+                                 .instance = rep.instance,
+                                 .egress = strcmp(rep.message, KEEPER_EGRESS_OFFER) == 0};
       return 0;
     }
     if (got_fd >= 0)
@@ -214,6 +218,32 @@ bool gw_lease_reason(struct gw_lease *lease, char *buf, size_t size)
   rep.message[sizeof rep.message - 1] = '\0';
   snprintf(buf, size, "%s", rep.message);
   return true;
+}
+
+bool gw_lease_egress(struct gw_lease *lease, struct gw_egress_batch *b, uint64_t wait_ms)
+{
+  if (!lease->egress || lease->control < 0 || !b || send(lease->control, "E", 1, MSG_NOSIGNAL) != 1)
+    return false;
+  uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + wait_ms;
+  _cleanup_free_ char *msg = cap_xmalloc(KEEPER_EGRESS_CHUNK + 5);
+  struct cap_buf got = {0};
+  bool last = false;
+  while (!last) {
+    struct pollfd p = {.fd = lease->control, .events = POLLIN};
+    if (poll(&p, 1, ms_until(deadline)) <= 0)
+      break;
+    ssize_t n = recv(lease->control, msg, KEEPER_EGRESS_CHUNK + 5, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+      break;
+    if (n < 5 || memcmp(msg, KEEPER_EGRESS_MAGIC, 4) != 0)
+      continue; /* a lease reply (why the server stopped): not the decisions */
+    cap_buf_append(&got, msg + 5, (size_t)n - 5);
+    last = msg[4] == 1;
+  }
+  const char *p = got.data ? got.data : "";
+  bool ok = last && gw_egress_batch_decode(b, &p, p + got.len);
+  cap_buf_free(&got);
+  return ok;
 }
 
 void gw_lease_release(struct gw_lease *lease)

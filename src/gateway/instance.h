@@ -58,6 +58,7 @@ struct gw_lease {
   int fd;
   int protocol;
   uint64_t instance; /* names the keeper's server (random, not 0), or 0 from an older keeper */
+  bool egress;       /* its keeper hands back the lease's egress decisions (gw_lease_egress) */
 };
 
 /* Returns 0 with *lease filled, or -errno with err set (-ETIMEDOUT when
@@ -71,6 +72,12 @@ int gw_instance_check_run_dir(const char *dir, struct cap_error *err);
 /* Why the keeper ended this lease's server, when it did (the CPU budget):
  * true with the reason in buf. */
 bool gw_lease_reason(struct gw_lease *lease, char *buf, size_t size);
+/* When the call on the lease is done, before gw_lease_release: the
+ * egress decisions its keeper's proxy gave this lease (docs/state.md, "A
+ * warm instance's egress") added to b. Waits up to wait_ms; false when
+ * none came back (an older keeper, no batch, the keeper gone). */
+struct gw_egress_batch;
+bool gw_lease_egress(struct gw_lease *lease, struct gw_egress_batch *b, uint64_t wait_ms);
 /* Ends the lease (closes control; fd is the caller's, already given away
  * or closed). */
 void gw_lease_release(struct gw_lease *lease);

@@ -3,11 +3,13 @@
 #ifndef CAPSULE_GATEWAY_INSTANCE_INT_H
 #define CAPSULE_GATEWAY_INSTANCE_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/un.h>
 #include <time.h>
 
 #include "core/clock.h"
+#include "gateway/egress_store.h"
 #include "gateway/instance.h"
 
 #define KEEPER_MAX_CLIENTS 256
@@ -29,6 +31,35 @@ struct lease_reply {
   uint64_t instance; /* with a lease: this keeper's instance (random, not 0), or 0 */
 };
 _Static_assert(sizeof(struct lease_reply) == 488, "the lease reply's size is the wire's");
+
+/* The egress log of a warm instance's calls (docs/state.md, "A warm
+ * instance's egress"). A keeper that keeps it grants a lease with
+ * KEEPER_EGRESS_OFFER as its reply's message; the call, when done, sends
+ * 'E' on its control socket and the keeper answers with the lease's
+ * decisions (gw_egress_batch_encode) in messages of at most
+ * KEEPER_EGRESS_CHUNK bytes after a 5-byte head: KEEPER_EGRESS_MAGIC,
+ * then 1 on the last message, else 0. */
+#define KEEPER_EGRESS_OFFER "egress"
+#define KEEPER_EGRESS_MAGIC "EGRS"
+#define KEEPER_EGRESS_CHUNK 32768
+
+/* The keeper's side (instance_egress.c). Its proxy's sink hands each
+ * decision to the oldest lease held when it is made, or while none is
+ * held to the next lease granted. The proxy's threads call the sink; the
+ * keeper's loop grants and ends. */
+struct keeper_egress {
+  pthread_mutex_t lock;
+  struct gw_egress_batch *held[KEEPER_MAX_CLIENTS]; /* the leases' batches, oldest first */
+  size_t n;
+  struct gw_egress_batch *next; /* the next lease's: what came while none was held */
+  struct proxy_egress_sink sink;
+};
+void keeper_egress_init(struct keeper_egress *e);
+/* A lease granted: its batch (what came while none was held is in it). */
+struct gw_egress_batch *keeper_egress_grant(struct keeper_egress *e);
+/* A lease ended: b no longer takes decisions; they are sent on fd
+ * (-1: dropped, the caller is gone), then b is freed. */
+void keeper_egress_end(struct keeper_egress *e, struct gw_egress_batch *b, int fd);
 
 /* Milliseconds until deadline, as poll wants them (0 when past). */
 static inline int ms_until(uint64_t deadline)

@@ -59,10 +59,11 @@ struct keeper {
   int spare;                    /* a connection to the server made ahead of the next lease, or -1 */
   struct gw_instance_info info; /* what RUN_DIR/KEY.status says (capsule ps) */
   char status_path[4096];
-  uint64_t instance;        /* random, not 0: names this server to the calls keeping a channel */
-  int ino;                  /* inotify on the package's tree (gw_package_watch), or -1 */
-  struct gw_package_id pkg; /* with it: the package dir's identity then */
-  unsigned char digest[32]; /* without inotify: the package's at the start */
+  uint64_t instance;           /* random, not 0: names this server to the calls keeping a channel */
+  int ino;                     /* inotify on the package's tree (gw_package_watch), or -1 */
+  struct gw_package_id pkg;    /* with it: the package dir's identity then */
+  unsigned char digest[32];    /* without inotify: the package's at the start */
+  struct keeper_egress egress; /* the proxy's decisions, by lease (instance_egress.c) */
 };
 
 /* Keeps KEY.status current: the state, the leases held, since when idle. */
@@ -166,8 +167,9 @@ static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
 struct client {
   int fd;
   bool waiting, leased;
-  uint64_t since; /* accepted at */
-  uint64_t have;  /* the instance it keeps a connection to, or 0 */
+  uint64_t since;                 /* accepted at */
+  uint64_t have;                  /* the instance it keeps a connection to, or 0 */
+  struct gw_egress_batch *egress; /* with a lease: its egress decisions */
 };
 
 static void reply(int fd, int code, const char *message, int pass_fd, enum selu_protocol protocol,
@@ -272,7 +274,8 @@ static int lease_timeout(struct keeper *k, struct lease_loop *L)
 
 /* Reads what each polled client said (a lease request, or its end) and
  * drops the gone and the silent, keeping arrival order. */
-static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, size_t polled)
+static void lease_read_clients(struct keeper *k, struct lease_loop *L, const struct pollfd *p,
+                               size_t polled)
 {
   size_t kept = 0;
   for (size_t i = 0; i < L->n; i++) {
@@ -288,6 +291,9 @@ static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, siz
         cl->have = 0;
         if (got == (ssize_t)sizeof m)
           memcpy(&cl->have, m + 1, sizeof cl->have);
+      } else if (got == 1 && c == 'E' && cl->leased && cl->egress) { /* the call is done */
+        keeper_egress_end(&k->egress, cl->egress, cl->fd);
+        cl->egress = NULL;
       } else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
         L->stop_asked = gone = true;
       else if (got == 0 || (got < 0 && errno != EAGAIN))
@@ -301,6 +307,7 @@ static void lease_read_clients(struct lease_loop *L, const struct pollfd *p, siz
     if (gone) {
       if (cl->leased)
         L->active--;
+      keeper_egress_end(&k->egress, cl->egress, -1); /* a call gone without asking: dropped */
       close(cl->fd);
       L->last = cap_now_ms(CLOCK_MONOTONIC);
     } else {
@@ -407,7 +414,8 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
       keeper_unpublish(k); /* new calls start a new instance */
       continue;
     }
-    reply(cl->fd, 0, NULL, fd, k->protocol, k->instance);
+    cl->egress = keeper_egress_grant(&k->egress);
+    reply(cl->fd, 0, KEEPER_EGRESS_OFFER, fd, k->protocol, k->instance);
     if (fd >= 0)
       close(fd);
     cl->leased = true;
@@ -452,6 +460,7 @@ static void lease_stop_asked(struct keeper *k, struct lease_loop *L)
   for (size_t i = 0; i < L->n; i++) {
     if (L->clients[i].leased || L->clients[i].waiting)
       refuse(L->clients[i].fd, ECONNRESET, "the instance was stopped (capsule stop)");
+    keeper_egress_end(&k->egress, L->clients[i].egress, -1);
     close(L->clients[i].fd);
   }
   L->n = 0;
@@ -510,7 +519,7 @@ static void *keeper_serve(void *arg)
         close(c);
     }
     uint32_t was_active = L.active;
-    lease_read_clients(&L, p + first_client, polled);
+    lease_read_clients(k, &L, p + first_client, polled);
     if (L.stop_asked) {
       lease_stop_asked(k, &L);
       return NULL;
@@ -677,6 +686,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
   keeper_status_begin(&k);
+  keeper_egress_init(&k.egress);
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);
   close(lock_fd); /* published: later calls find this keeper */
@@ -709,6 +719,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
       .on_started = keeper_started,
       .on_started_ctx = &start,
       .id_base = req->id_base,
+      .proxy = {.sink = &k.egress.sink}, /* its decisions go to the calls' egress log */
   };
   keeper_note("starting %s (%s)", spec->id, cmd[0]);
   struct sandbox_result res;

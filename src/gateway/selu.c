@@ -16,6 +16,7 @@
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/json.h"
+#include "gateway/egress_store.h"
 #include "gateway/instance.h"
 #include "gateway/registry.h"
 #include "gateway/selu_int.h"
@@ -497,6 +498,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
     }
   }
   channel_done(&cc, r);
+  /* the server's egress decisions during the call, for its audit record */
+  gw_lease_egress(&lease, gw_egress_batch_of(call->egress_sink), 5000);
   gw_lease_release(&lease);
   selu_run_free(&run);
   if (r < 0) {

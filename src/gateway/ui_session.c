@@ -150,21 +150,28 @@ int gw_ui_session_get(struct gw_state *st, const char *id, int64_t idle_ms, int6
   return r;
 }
 
-int gw_ui_session_touch(struct gw_state *st, const char *id, int64_t idle_ms, int64_t max_ms,
-                        bool *alive, struct cap_error *err)
+int gw_ui_session_touch(struct gw_state *st, const char *id, const char *token, int64_t idle_ms,
+                        int64_t max_ms, bool *alive, struct cap_error *err)
 {
-  char key[65];
+  char key[65], hash[65] = "";
   row_key(id, key);
+  if (token)
+    gw_sha256_hex(token, strlen(token), hash);
   *alive = false;
-  struct gw_stmt *q = gw_state_prep(
-      st, "SELECT created_ms, last_ms FROM ui_sessions WHERE id_sha256 = ?", key, NULL);
+  /* the token's access row beside the session's: an operator's, with a user */
+  struct gw_stmt *q =
+      gw_state_prep(st,
+                    "SELECT s.created_ms, s.last_ms, a.operator, a.user FROM ui_sessions s"
+                    " LEFT JOIN access a ON a.token_sha256 = ?2 WHERE s.id_sha256 = ?1",
+                    key, hash, NULL);
   int rc = q ? gw_stmt_step(q) : GW_DB_ERROR;
   int64_t created = rc == GW_DB_ROW ? gw_stmt_int64(q, 0) : 0,
           last = rc == GW_DB_ROW ? gw_stmt_int64(q, 1) : 0, now = wall_ms();
+  bool operator_ = rc == GW_DB_ROW && !gw_stmt_is_null(q, 3) && gw_stmt_int(q, 2) != 0;
   gw_stmt_finalize(q);
   if (rc != GW_DB_ROW && rc != GW_DB_DONE)
     return gw_state_db_error(st, err, "cannot read the dashboard sessions");
-  if (rc == GW_DB_DONE)
+  if (rc == GW_DB_DONE || (token && !operator_))
     return 0;
   if (ended(created, last, now, idle_ms, max_ms))
     return gw_ui_session_rm(st, id, err);

@@ -37,9 +37,12 @@ int gw_ui_session_put(struct gw_state *st, const char *id, const struct gw_ui_se
 int gw_ui_session_get(struct gw_state *st, const char *id, int64_t idle_ms, int64_t max_ms,
                       struct gw_ui_session *out, bool *found, struct cap_error *err);
 /* Whether the session is still there and has not ended; its last use
- * moved to now when it was stored more than GW_UI_SESSION_TOUCH_MS ago. */
-int gw_ui_session_touch(struct gw_state *st, const char *id, int64_t idle_ms, int64_t max_ms,
-                        bool *alive, struct cap_error *err);
+ * moved to now when it was stored more than GW_UI_SESSION_TOUCH_MS ago.
+ * token (NULL: not asked): and it is still an operator's access token
+ * (gateway/access.h), read in the same statement (one round trip to a
+ * PostgreSQL state for a dashboard request's checks). */
+int gw_ui_session_touch(struct gw_state *st, const char *id, const char *token, int64_t idle_ms,
+                        int64_t max_ms, bool *alive, struct cap_error *err);
 /* Ends it (sign-out, a revoked token). */
 int gw_ui_session_rm(struct gw_state *st, const char *id, struct cap_error *err);
 

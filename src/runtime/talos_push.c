@@ -111,6 +111,7 @@ enum gw_outcome talos_stream_run(const struct gw_call *call, const struct cap_sp
       .log_max_bytes = gw_tool_log_bound(run_spec),
       .on_started = on_started,
       .on_started_ctx = &s,
+      .proxy = {.sink = call->egress_sink}, /* the subscription's egress log */
   };
   struct sandbox_result res;
   int r = sandbox_run(run_spec, &opt, &res, err);

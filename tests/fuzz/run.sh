@@ -100,10 +100,20 @@ printf 'csrf=%064d&capability=a%%2Eb&tool=x+y&policy=allow&user=&bad=%%zz%%4&=v&
 
 mkdir -p "$work/mcp_relay"
 printf '{"relay":{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}}\n{"relay":{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{"messages":[]}}}\nC{"jsonrpc":"2.0","id":1,"result":{"role":"assistant"}}\n{"relay":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":7,"progress":1}}}\n{"relay":{"jsonrpc":"2.0","id":"s","method":"tools/call"}}\n' >"$work/mcp_relay/relay"
+# an egress batch of two rows (one allowed, one refused, texts and a NULL)
+mkdir -p "$work/egress_batch"
+python3 -c 'import struct,sys
+def t(x): return struct.pack("<I", 0xffffffff) if x is None else struct.pack("<I", len(x)) + x
+rows = [(1764100000000, 0, 443, 0, 120, 100204, [b"http", b"example.com", b"GET", b"/big", None, b"allowed"]),
+        (1764100000001, 1, 8081, 0, 0, 0, [b"http", b"example.com", b"GET", b"/x", None, b"not in the allowlist"])]
+out = struct.pack("<qq", len(rows), 3)
+for r in rows:
+    out += struct.pack("<6q", *r[:6]) + b"".join(t(x) for x in r[6])
+sys.stdout.buffer.write(out)' >"$work/egress_batch/two" 2>/dev/null || true
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg state_sql ui_form id_registry mcp_relay}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg state_sql ui_form id_registry mcp_relay egress_batch}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

@@ -8,7 +8,12 @@
 # joined by a veth pair to another where 198.51.100.7 stands in for a host
 # on the network; the agent fetches a 100 KB file from a server there
 # (allowed, its bytes counted) and asks for a port the grant does not name
-# (refused before anything is sent). Needs root (ip netns).
+# (refused before anything is sent). Then the same from a warm Selu
+# instance (tests/state/egress_selu.js on Node, skipped without node or
+# examples/selu-node/node_modules): its keeper's proxy serves the calls
+# leased on it, and each call's two decisions are stored with that call's
+# audit record, the first call (which starts the instance) and the next
+# (on the warm one) apart. Needs root (ip netns).
 # Usage: egress.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -49,6 +54,34 @@ curl -s -o /dev/null --max-time 30 http://$nsip:$((port + 1))/refused
 printf '{"got":%s}\n' "\$got"
 SH
 chmod -R a+rX "$caps" && chmod 755 "$caps/agents/fetch/run.sh"
+# the warm Selu server (its package holds what it runs: the protos, node_modules)
+node_dir=$here/../../examples/selu-node
+selu=
+if command -v node >/dev/null && [ -d "$node_dir/node_modules/@grpc/grpc-js" ]; then
+  selu=$caps/egress-selu
+  mkdir -p "$selu" && cp "$here/egress_selu.js" "$selu/server.js" && cp -r "$node_dir/node_modules" "$selu/" &&
+    cp "$here/../../proto/selu/capability/v1/capability.proto" "$selu/" &&
+    cp "$here/../../proto/selu/orchestrator/capability.proto" "$selu/orchestrator.proto"
+  cat >"$selu/manifest.yaml" <<YAML
+id: egress-selu
+class: tool
+image: example/egress-selu:0.1.0
+tools:
+  - name: fetch
+    description: Two requests through the egress proxy
+    input_schema: {type: object, properties: {allowed: {type: string}, refused: {type: string}}}
+network:
+  mode: allowlist
+  hosts: ["$nsip:$port"]
+filesystem: none
+resources:
+  max_memory_mb: 256
+  pids_limit: 64
+x-capsule:
+  command: ["node", "server.js"]
+YAML
+  chmod -R a+rX "$selu"
+fi
 
 pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
@@ -76,6 +109,38 @@ check() {
   echo "$out" | grep -qx "deny|$nsip|$((port + 1))|0|$seq" && ok "$name: refused-recorded" ||
     bad "$name: refused-recorded" "$out"
   [ "$(echo "$out" | wc -l)" = 2 ] && ok "$name: one-row-per-decision" || bad "$name: one-row-per-decision" "$out"
+  [ -n "$selu" ] && check_selu "$@"
+}
+
+# the warm Selu instance: two calls, each call's rows naming it
+check_selu() {
+  local name=$1-selu who=$2 state=$3 rows=$4 out seqs k
+  as "$who" "$capsule" policy set egress-selu fetch allow --caps "$caps" --state "$state" >/dev/null ||
+    { bad "$name: setup"; return; }
+  # each call refused on a port of its own: a denial repeating the one
+  # before within 10 s is only counted by the proxy (a "suppressed" row
+  # later, docs/egress.md), whichever call made it
+  for k in 1 2; do
+    local args="{\"allowed\":\"http://$nsip:$port/big\",\"refused\":\"http://$nsip:$((port + k))/refused\"}"
+    out=$(as "$who" "$capsule" call --caps "$caps" --state "$state" egress-selu fetch "$args" 2>&1 </dev/null)
+    [ "$out" = '{"got":100000,"refused":403}' ] && ok "$name: call-$k-fetches" || bad "$name: call-$k-fetches" "$out"
+  done
+  as "$who" "$capsule" stop egress-selu --state "$state" >/dev/null 2>&1 ||
+    bad "$name: the instance stops (capsule stop)"
+  seqs=$(as "$who" "$capsule" audit --json --state "$state" 2>/dev/null |
+    python3 -c 'import json,sys; print(" ".join(str(r["seq"]) for r in json.load(sys.stdin) if r["capability"] == "egress-selu" and r["tool"] == "fetch" and r["decision"] == "allow"))')
+  set -- $seqs
+  [ $# = 2 ] || { bad "$name: two audit records ($seqs)"; return; }
+  out=$(cap=egress-selu $rows)
+  local want
+  want=$(printf 'allow|%s|%s|100000|%s\ndeny|%s|%s|0|%s\nallow|%s|%s|100000|%s\ndeny|%s|%s|0|%s' \
+    "$nsip" "$port" "$1" "$nsip" "$((port + 1))" "$1" "$nsip" "$port" "$2" "$nsip" "$((port + 2))" "$2")
+  # bytes_down is the response's whole size (headers too): compared apart
+  # within a call the two may come in either order (an allowed request is
+  # logged once its response has ended): by call, then decision
+  out=$(echo "$out" | sed -E 's/^allow\|([^|]*)\|([^|]*)\|1[0-9]{5}\|/allow|\1|\2|100000|/' | sort -t'|' -k5,5n -k1,1)
+  [ "$out" = "$want" ] &&
+    ok "$name: each-call-its-own-rows" || bad "$name: each-call-its-own-rows (calls $1 $2)" "$out"
 }
 
 echo "SQLite"
@@ -84,8 +149,8 @@ for who in root nobody; do
   mkdir -m 700 "$st"
   [ "$who" = nobody ] && chown 65534:65534 "$st"
   lite() { python3 -c 'import sqlite3,sys
-for r in sqlite3.connect(sys.argv[1]).execute("SELECT decision, host, port, bytes_down, call_seq FROM egress WHERE capability = ? ORDER BY seq", ("fetch",)):
-    print("|".join(map(str, r)))' "$st/state.db"; }
+for r in sqlite3.connect(sys.argv[1]).execute("SELECT decision, host, port, bytes_down, call_seq FROM egress WHERE capability = ? ORDER BY seq", (sys.argv[2],)):
+    print("|".join(map(str, r)))' "$st/state.db" "${cap:-fetch}"; }
   check "sqlite-$who" "$who" "$st" lite
 done
 
@@ -100,7 +165,7 @@ else
     # the gateway's own files (its high-water mark) in a directory of its own
     mkdir -m 700 "$work/xdg-$who" && [ "$who" = nobody ] && chown 65534:65534 "$work/xdg-$who"
     pgrows() { pg_as "$pg_bin/psql" -h "$PGSOCK" -U capsule -At -q -c \
-      "SELECT decision, host, port, bytes_down, call_seq FROM egress WHERE capability = 'fetch' ORDER BY seq" "e$who"; }
+      "SELECT decision, host, port, bytes_down, call_seq FROM egress WHERE capability = '${cap:-fetch}' ORDER BY seq" "e$who"; }
     XDG_STATE_HOME=$work/xdg-$who check "postgres-$who" "$who" "$url" pgrows
   done
 fi

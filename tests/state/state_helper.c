@@ -398,10 +398,23 @@ static void funcs_ui_sessions(struct gw_state *st)
   CHECK(memcmp(got.csrf, s.csrf, 64) == 0 && got.created_ms == now - 120000);
   CHECK(memcmp(got.path_key, s.path_key, 64) == 0 && got.path_key[64] == '\0');
   gw_ui_session_clear(&got);
-  CHECK(gw_ui_session_touch(st, id, 600000, 3600000, &alive, &err) == 0 && alive);
+  CHECK(gw_ui_session_touch(st, id, NULL, 600000, 3600000, &alive, &err) == 0 && alive);
   CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && found);
   CHECK(got.last_ms >= now); /* touched */
   gw_ui_session_clear(&got);
+  /* with its token: standing while the token is an operator's, in one statement */
+  char op_tok[GW_ACCESS_TOKEN_LEN + 1], user_tok[GW_ACCESS_TOKEN_LEN + 1];
+  CHECK(gw_access_issue(st, "ui-op", "alice", true, op_tok, &err) == 0);
+  CHECK(gw_access_issue(st, "ui-user", "bob", false, user_tok, &err) == 0);
+  CHECK(gw_ui_session_touch(st, id, op_tok, 600000, 3600000, &alive, &err) == 0 && alive);
+  CHECK(gw_ui_session_touch(st, id, user_tok, 600000, 3600000, &alive, &err) == 0 && !alive);
+  CHECK(gw_ui_session_touch(st, id, "capsule_none", 600000, 3600000, &alive, &err) == 0 && !alive);
+  bool had = false;
+  CHECK(gw_access_revoke(st, "ui-op", &had, &err) == 0 && had);
+  CHECK(gw_ui_session_touch(st, id, op_tok, 600000, 3600000, &alive, &err) == 0 && !alive);
+  CHECK(gw_access_revoke(st, "ui-user", &had, &err) == 0 && had);
+  CHECK(gw_ui_session_touch(st, "no-such-session", NULL, 600000, 3600000, &alive, &err) == 0 &&
+        !alive);
   /* the cookie's value is not in the table: only its hash */
   struct gw_stmt *q = gw_db_prepare(gw_state_db(st), "SELECT count(*) FROM ui_sessions WHERE"
                                                      " id_sha256 = ?");
@@ -417,7 +430,7 @@ static void funcs_ui_sessions(struct gw_state *st)
   s.created_ms = s.last_ms = now - 1200000;
   CHECK(gw_ui_session_put(st, id, &s, &err) == 0);
   CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && !found);
-  CHECK(gw_ui_session_touch(st, id, 600000, 3600000, &alive, &err) == 0 && !alive);
+  CHECK(gw_ui_session_touch(st, id, NULL, 600000, 3600000, &alive, &err) == 0 && !alive);
   CHECK(gw_ui_session_put(st, id, &s, &err) == 0);
   CHECK(gw_ui_session_rm(st, id, &err) == 0);
   CHECK(gw_ui_session_get(st, id, 600000, 3600000, &got, &found, &err) == 0 && !found);

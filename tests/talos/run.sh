@@ -148,7 +148,9 @@ JSON
   cat >"$d/pusher/manifest.json" <<'JSON'
 {"id": "pusher", "name": "Pusher", "description": "A push trigger.", "version": "1.0.0",
  "triggers": [{"id": "ping", "label": "Ping", "params": [{"key": "cooldown_seconds", "label": "Cooldown", "type": "number", "default": 60}, {"key": "min", "label": "Minimum", "type": "number"}]},
-              {"id": "broken", "label": "Subscribe throws"}],
+              {"id": "broken", "label": "Subscribe throws"},
+              {"id": "fetcher", "label": "Asks for a host it may not reach, then emits"},
+              {"id": "fetchpoll", "label": "Polled: asks for a host it may not reach"}],
  "functions": [{"name": "noop", "description": "Nothing.", "parameters": {"type": "object"}}]}
 JSON
   cat >"$d/pusher/index.ts" <<'TS'
@@ -164,6 +166,19 @@ export const triggers = {
     filter(event: { data: { n: number } }, cfg: { min?: number }) { return event.data.n >= (cfg.min ?? 0); },
   },
   broken: { async subscribe() { throw new Error("cannot reach the feed"); } },
+  fetcher: {
+    async subscribe(_c: Record<string, string>, _s: Record<string, string>, emit: Emit) {
+      try { await fetch("http://198.51.100.9:8081/feed"); } catch { /* refused by the proxy */ }
+      emit({ summary: "fetched" });
+      return () => {};
+    },
+  },
+  fetchpoll: {
+    async poll() {
+      try { await fetch("http://198.51.100.9:8082/feed"); } catch { /* refused by the proxy */ }
+      return { event: { summary: "polled" }, newState: {} };
+    },
+  },
 };
 TS
   mkdir -p "$d/net"
@@ -403,12 +418,18 @@ suite() {
   tt push-enable 0 "pusher:ping enabled" triggers enable pusher ping "${G[@]}"
   tt push-on 0 'pusher:ping on each event: call named.add with params \{"cooldown_seconds":60,"min":3\}' triggers on pusher ping --call named add --param min=3 "${G[@]}"
   tt push-enable-broken 0 "pusher:broken enabled" triggers enable pusher broken "${G[@]}"
+  # a subscription's egress: granted one host:port, it asks for another
+  # port (refused by the proxy, nothing sent), then emits: the refusal is
+  # stored with that event's audit record
+  "${R[@]}" "$capsule" grant pusher --host 198.51.100.9:8080 "${G[@]}" >/dev/null
+  tt push-enable-fetcher 0 "pusher:fetcher enabled" triggers enable pusher fetcher "${G[@]}"
   local plog=$dir/push.log pevents
   before=$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")
   "${R[@]}" "$capsule" triggers run "${G[@]}" >"$dir/push.out" 2>"$plog" &
   pid=$!
   n=0
-  while [ $n -lt 600 ] && [ "$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")" -lt $((before + 5)) ]; do sleep 0.2; n=$((n + 1)); done
+  while [ $n -lt 600 ] && { [ "$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")" -lt $((before + 5)) ] ||
+    [ "$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher' AND trigger = 'fetcher'")" = 0 ]; }; do sleep 0.2; n=$((n + 1)); done
   stop $pid; st=$?
   pevents=$("${R[@]}" sqlite3 "$db" "SELECT count(*) FROM events WHERE capability = 'pusher'")
   if [ $st = 0 ] && grep -q "stopped (SIGTERM)" "$plog" && [ "$pevents" -ge $((before + 5)) ]; then ok "$who: push-events-stored-and-stops"
@@ -423,6 +444,16 @@ suite() {
   else bad "$who: push-subscribe-throws-logged"; fi
   if "${R[@]}" grep -q "unsubscribed after" "$state/logs/pusher.log"; then ok "$who: push-unsubscribed-on-sigterm"; else bad "$who: push-unsubscribed-on-sigterm"; fi
   tt push-event-audited 0 "pusher\.trigger:ping +trigger " audit "${G[@]}"
+  local erows
+  erows=$("${R[@]}" sqlite3 "$db" "SELECT e.decision, e.host, e.port, a.tool, a.decision FROM egress e LEFT JOIN audit a ON a.seq = e.call_seq WHERE e.capability = 'pusher' ORDER BY e.seq")
+  if echo "$erows" | grep -qx "deny|198.51.100.9|8081|trigger:fetcher|trigger"; then ok "$who: push-egress-with-its-event"
+  else bad "$who: push-egress-with-its-event"; echo "$erows" | head -5 | sed 's/^/         /'; fi
+  "${R[@]}" "$capsule" triggers disable pusher fetcher "${G[@]}" >/dev/null
+  # a poll's egress: stored with the audit record of the event it found
+  tt poll-fetches 0 '"summary":"polled"' triggers poll pusher fetchpoll "${G[@]}"
+  erows=$("${R[@]}" sqlite3 "$db" "SELECT e.decision, e.host, e.port, a.tool, a.decision FROM egress e LEFT JOIN audit a ON a.seq = e.call_seq WHERE e.capability = 'pusher' ORDER BY e.seq")
+  if echo "$erows" | grep -qx "deny|198.51.100.9|8082|trigger:fetchpoll|trigger"; then ok "$who: poll-egress-with-its-event"
+  else bad "$who: poll-egress-with-its-event"; echo "$erows" | head -5 | sed 's/^/         /'; fi
   tt push-disable 0 "pusher:ping disabled" triggers disable pusher ping "${G[@]}"
   "${R[@]}" "$capsule" triggers disable pusher broken "${G[@]}" >/dev/null
 }
