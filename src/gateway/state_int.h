@@ -73,7 +73,7 @@ int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool crea
  * gw_hwm_lock. */
 #define GW_HWM_SYNC_MS 200
 int gw_hwm_advance(struct gw_state *st, const struct gw_hwm *mark, struct cap_error *err);
-/* Makes a mark this handle moved durable (the database's log first). */
+/* Makes a mark this handle moved durable. */
 void gw_hwm_sync(struct gw_state *st);
 /* Exclusive lock serialising mark updates; returns an fd to close. */
 int gw_hwm_lock(const struct gw_state *st, struct cap_error *err);
