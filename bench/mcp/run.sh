@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # MCP over Streamable HTTP: tools/call calls/s through `capsule serve
 # --mcp-http` (bearer token, policy, argument validation, the sandboxed
-# tool, the audit record) beside the official TypeScript SDK's own server
-# serving the same trivial tool with no policy at all (bench/mcp/
-# sdk_server.mjs), the same client (bench/mcp/client.mjs, the SDK's
-# Client) in the same run, one caller and 8 callers on one session, each
-# side twice, interleaved. capsule's tools: `test_simple_text` of
-# examples/mcp-conformance (the SDK's own server behind capsule, kept
-# warm) and, when examples/selu-text builds, the warm Selu C server's
-# `word_count`. Then each server's idle RSS (VmRSS) right after start.
-# Usage: bench/mcp/run.sh [CAPSULE]   (N calls per measure: N=500)
+# tool's warm server, the audit record) beside the official TypeScript
+# SDK's own server serving the same trivial tool with no policy at all
+# (bench/mcp/sdk_server.mjs), the same light client for both in the same
+# run: wrk (Debian's, one thread) with bench/mcp/call.lua, POSTing
+# tools/call on one session initialized beforehand (curl), 1 and 8
+# connections, each side D seconds, twice, interleaved. So the servers are
+# measured, not the client (the SDK's own Client spends ~3 ms of CPU a
+# call: it capped both sides on 2 cores). capsule's tools:
+# `test_simple_text` of examples/mcp-c (a tiny MCP server in C, kept warm
+# by capsule), the same tool of examples/mcp-conformance (the SDK's own
+# server behind capsule) and, when examples/selu-text builds, the warm
+# Selu C server's `word_count`. Then each server's idle RSS (VmRSS).
+# Usage: bench/mcp/run.sh [CAPSULE]   (D seconds a measure: D=4)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 capsule=$(realpath "${1:-$root/build/capsule}")
-n=${N:-500}
+d=${D:-4}
 here=$root/bench/mcp
 export NODE_PATH=$root/tests/node_modules
+command -v wrk >/dev/null || { echo "bench/mcp: needs wrk (apt-get install wrk; scripts/deps.sh bench)" >&2; exit 2; }
 [ -d "$root/tests/node_modules/@modelcontextprotocol/sdk" ] || { echo "bench/mcp: tests/node_modules lacks the SDK (scripts/deps.sh test)" >&2; exit 2; }
 [ -d "$root/examples/mcp-conformance/node_modules/@modelcontextprotocol/sdk" ] || { echo "bench/mcp: examples/mcp-conformance lacks its modules (scripts/deps.sh test)" >&2; exit 2; }
+make -s -C "$root/examples/mcp-c" >/dev/null || { echo "bench/mcp: examples/mcp-c does not build (libjansson-dev)" >&2; exit 2; }
 work=$(mktemp -d /var/tmp/capsule-bench-mcp.XXXXXX)
 chmod 755 "$work"
 pids=()
@@ -31,11 +37,14 @@ keepers() {
 trap 'for p in "${pids[@]}" $(keepers); do kill "$p" 2>/dev/null; done; "$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1; rm -rf "$work"' EXIT
 mkdir -p "$work/caps"
 cp -a "$root/examples/mcp-conformance" "$work/caps/conformance"
+cp -a "$root/examples/mcp-c" "$work/caps/mcp-c"
 selu=
 if make -s -C "$root/examples/selu-text" >/dev/null 2>&1; then cp -r "$root/examples/selu-text" "$work/caps/"; selu=1; fi
 C=(--caps "$work/caps" --state "$work/state")
-"$capsule" call "${C[@]}" conformance test_simple_text '{}' >/dev/null 2>&1 || true # discovery
-"$capsule" policy set "${C[@]}" conformance test_simple_text allow >/dev/null
+for cap in conformance mcp-c; do # discovery: an MCP server's tools are what it lists
+  "$capsule" call "${C[@]}" "$cap" test_simple_text '{}' >/dev/null 2>&1 || true
+  "$capsule" policy set "${C[@]}" "$cap" test_simple_text allow >/dev/null
+done
 [ -n "$selu" ] && "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
 token=$("$capsule" access issue bench --state "$work/state")
 port() { echo $((20000 + RANDOM % 20000)); }
@@ -54,15 +63,36 @@ for _ in $(seq 1 100); do
 done
 sleep 1
 echo "idle RSS: capsule serve $(rss "$serve_pid") KiB, SDK server $(rss "$sdk_pid") KiB"
-measure() { # NAME URL TOOL ARGS CONC [TOKEN]
-  printf '%-44s conc %s: %s calls/s\n' "$1" "$5" "$(node "$here/client.mjs" "$2" "$3" "$4" "$n" "$5" "${6:-}")"
+H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
+session() { # URL [TOKEN]: a new session's id, initialized
+  local auth=() id
+  [ -n "${2:-}" ] && auth=(-H "Authorization: Bearer $2")
+  id=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" "${auth[@]}" --data \
+    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}' \
+    "$1" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
+  [ -n "$id" ] || { echo "bench/mcp: $1 gave no session" >&2; return 1; }
+  curl -sS -m 60 -o /dev/null "${H[@]}" "${auth[@]}" -H "Mcp-Session-Id: $id" -H 'MCP-Protocol-Version: 2025-06-18' \
+    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$1"
+  echo "$id"
 }
+blast() { # SECONDS URL TOOL ARGS EXPECT CONC SESSION [TOKEN]
+  MCP_SESSION=$7 MCP_TOOL=$3 MCP_ARGS=$4 MCP_EXPECT=$5 MCP_TOKEN=${8:-} \
+    wrk -t1 -c"$6" -d"$1s" --timeout 30s -s "$here/call.lua" "$2" | tail -1
+}
+measure() { # NAME URL TOOL ARGS EXPECT CONC [TOKEN]
+  local sid
+  sid=$(session "$2" "${7:-}")
+  blast 1 "$2" "$3" "$4" "$5" "$6" "$sid" "${7:-}" >/dev/null # warm-up (and a cold start)
+  printf '%-44s conc %s: %s\n' "$1" "$6" "$(blast "$d" "$2" "$3" "$4" "$5" "$6" "$sid" "${7:-}")"
+}
+simple='simple text response for testing'
 for round in 1 2; do
-  echo "round $round ($n calls each):"
+  echo "round $round ($d s each):"
   for conc in 1 8; do
-    measure "SDK server, test_simple_text" "http://127.0.0.1:$sport/mcp" test_simple_text '{}' "$conc"
-    measure "capsule serve, conformance (warm MCP server)" "http://127.0.0.1:$cport/mcp" conformance__test_simple_text '{}' "$conc" "$token"
-    [ -n "$selu" ] && measure "capsule serve, text-tools (warm Selu, C)" "http://127.0.0.1:$cport/mcp" text-tools__word_count '{"text":"a b c"}' "$conc" "$token"
+    measure "SDK server, test_simple_text" "http://127.0.0.1:$sport/mcp" test_simple_text '{}' "$simple" "$conc"
+    measure "capsule serve, mcp-c (warm MCP server, C)" "http://127.0.0.1:$cport/mcp" mcp-c__test_simple_text '{}' "$simple" "$conc" "$token"
+    measure "capsule serve, conformance (warm SDK server)" "http://127.0.0.1:$cport/mcp" conformance__test_simple_text '{}' "$simple" "$conc" "$token"
+    [ -n "$selu" ] && measure "capsule serve, text-tools (warm Selu, C)" "http://127.0.0.1:$cport/mcp" text-tools__word_count '{"text":"a b c"}' '"words' "$conc" "$token"
   done
 done
 echo "RSS after the run: capsule serve $(rss "$serve_pid") KiB, SDK server $(rss "$sdk_pid") KiB"

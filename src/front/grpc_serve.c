@@ -1,6 +1,8 @@
 /* The gRPC server, built as the shared module capsule-grpc-serve.so (see
- * grpc_serve_module.h): gRPC's core API, one thread taking calls and one
- * worker thread per call, each with a completion queue of its own; the
+ * grpc_serve_module.h): gRPC's core API, one thread taking calls and a
+ * pool of worker threads answering them, each call with a completion
+ * queue of its own; a worker idle for WORKER_IDLE_MS ends (a thread
+ * started per call cost every call its start and its stack); the
  * messages are grpc_serve_msg.c's. */
 #include "front/grpc_serve_module.h"
 
@@ -22,6 +24,7 @@
 
 #define DEFAULT_MAX_CALLS 64
 #define DEFAULT_MAX_MESSAGE (4u << 20)
+#define WORKER_IDLE_MS 10000
 
 struct grpc_serve {
   grpc_server *server;
@@ -30,7 +33,12 @@ struct grpc_serve {
   struct grpc_serve_options opt;
   pthread_mutex_t lock;
   pthread_cond_t idle;
-  unsigned active; /* worker threads running */
+  pthread_cond_t work;         /* a call queued, or stopping */
+  struct pending *queue, *end; /* calls taken, no worker on them yet */
+  unsigned active;             /* worker threads running */
+  unsigned waiting;            /* of them, waiting for a call */
+  unsigned calls;              /* calls queued or being answered (at most max_calls) */
+  unsigned queued;
   bool stopping;
 };
 
@@ -41,6 +49,7 @@ struct pending {
   grpc_call_details details;
   grpc_metadata_array md;
   grpc_completion_queue *cq; /* this call's batches */
+  struct pending *next;      /* in the queue */
 };
 
 static int shutdown_tag; /* its address marks the server's shutdown notice */
@@ -165,9 +174,8 @@ static void answer_free(struct grpc_serve_answer *a)
   free(a->error);
 }
 
-static void *worker(void *arg)
+static void answer_call(struct pending *p)
 {
-  struct pending *p = arg;
   struct grpc_serve *s = p->s;
   struct grpc_serve_answer a = {0};
   enum grpc_serve_method method = GRPC_SERVE_INVOKE;
@@ -209,7 +217,46 @@ static void *worker(void *arg)
   }
   answer_free(&a);
   pending_free(p);
+}
+
+static struct timespec in_ms(int ms)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_sec += ms / 1000;
+  t.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}
+
+/* Answers the queued calls, then waits for more until idle too long or
+ * the server stops. */
+static void *worker(void *arg)
+{
+  struct grpc_serve *s = arg;
   pthread_mutex_lock(&s->lock);
+  for (;;) {
+    struct timespec until = in_ms(WORKER_IDLE_MS);
+    int r = 0;
+    while (!s->queue && !s->stopping && r != ETIMEDOUT) {
+      s->waiting++;
+      r = pthread_cond_timedwait(&s->work, &s->lock, &until);
+      s->waiting--;
+    }
+    struct pending *p = s->queue;
+    if (!p)
+      break;
+    if (!(s->queue = p->next))
+      s->end = NULL;
+    s->queued--;
+    pthread_mutex_unlock(&s->lock);
+    answer_call(p);
+    pthread_mutex_lock(&s->lock);
+    s->calls--;
+  }
   s->active--;
   pthread_cond_broadcast(&s->idle);
   pthread_mutex_unlock(&s->lock);
@@ -224,6 +271,51 @@ static void refuse(struct pending *p)
   respond(p, GRPC_SERVE_INVOKE, &a, false);
   answer_free(&a);
   pending_free(p);
+}
+
+/* Queues a call for a waiting worker, or a new one: false when there
+ * are max_calls already, or no thread to answer it. The thread starts
+ * outside the lock (a thread's start allocates: in the ASan build it may
+ * wait for a fork, core/fork_gate.h). */
+static bool dispatch(struct grpc_serve *s, struct pending *got)
+{
+  pthread_mutex_lock(&s->lock);
+  bool ok = s->calls < s->opt.max_calls, spawn = ok && s->waiting <= s->queued;
+  if (ok) {
+    got->next = NULL;
+    *(s->end ? &s->end->next : &s->queue) = got;
+    s->end = got;
+    s->queued++;
+    s->calls++;
+    s->active += spawn;
+    pthread_cond_signal(&s->work);
+  }
+  pthread_mutex_unlock(&s->lock);
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (spawn && pthread_create(&t, &attr, worker, s) != 0) {
+    pthread_mutex_lock(&s->lock);
+    if (--s->active == 0) { /* no worker takes it: still queued, taken back */
+      struct pending **q = &s->queue;
+      while (*q && *q != got)
+        q = &(*q)->next;
+      if (*q) {
+        *q = got->next;
+        s->end = NULL;
+        for (struct pending *e = s->queue; e; e = e->next)
+          s->end = e;
+        s->queued--;
+        s->calls--;
+        ok = false;
+      }
+    }
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+  }
+  pthread_attr_destroy(&attr);
+  return ok;
 }
 
 static void *accept_loop(void *arg)
@@ -254,24 +346,8 @@ static void *accept_loop(void *arg)
       pending_free(got);
       continue;
     }
-    pthread_mutex_lock(&s->lock);
-    bool room = s->active < s->opt.max_calls;
-    if (room)
-      s->active++;
-    pthread_mutex_unlock(&s->lock);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (!room || pthread_create(&t, &attr, worker, got) != 0) {
-      if (room) {
-        pthread_mutex_lock(&s->lock);
-        s->active--;
-        pthread_mutex_unlock(&s->lock);
-      }
+    if (!dispatch(s, got))
       refuse(got);
-    }
-    pthread_attr_destroy(&attr);
   }
   if (p)
     pending_free(p);
@@ -338,6 +414,7 @@ static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve *
     s->opt.max_message = DEFAULT_MAX_MESSAGE;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->idle, NULL);
+  pthread_cond_init(&s->work, NULL);
   grpc_arg args[2] = {
       {.type = GRPC_ARG_INTEGER,
        .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
@@ -409,6 +486,7 @@ static void serve_stop(struct grpc_serve *s, int drain_ms)
     return;
   pthread_mutex_lock(&s->lock);
   s->stopping = true;
+  pthread_cond_broadcast(&s->work); /* the waiting workers end */
   pthread_mutex_unlock(&s->lock);
   grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
   wait_idle(s, drain_ms);
@@ -419,6 +497,7 @@ static void serve_stop(struct grpc_serve *s, int drain_ms)
   grpc_server_destroy(s->server);
   grpc_completion_queue_destroy(s->cq);
   pthread_cond_destroy(&s->idle);
+  pthread_cond_destroy(&s->work);
   pthread_mutex_destroy(&s->lock);
   free(s);
   grpc_shutdown();

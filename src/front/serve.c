@@ -744,6 +744,7 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   struct serve sv = {0};
   int r = setup(&sv, opt, err);
   if (r == 0) {
+    gw_inflight_spares(true); /* a call's marker without a file made per call */
     serve_write_status(&sv);
     serve_log(&sv, "info", "serving", "socket", sv.socket_path, "mcp_http", sv.http_addr);
     if (sv.ui_addr)
@@ -756,6 +757,7 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
     serve_log(&sv, "info", "stopped", NULL, NULL, NULL, NULL);
   }
   teardown(&sv);
+  gw_inflight_spares(false);
   int fds[] = {sv.wake, sv.signal_fd, sv.inotify_fd};
   for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
     if (fds[i] >= 0)

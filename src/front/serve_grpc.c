@@ -225,6 +225,7 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
     _exit(1);
   }
   g.warm = serve_grpc_warm_new(opt, warm_reload_rd);
+  gw_inflight_spares(true); /* a call's marker without a file made per call */
   struct grpc_serve_options o = {.address = opt->grpc_addr,
                                  .tls_cert = opt->tls_cert,
                                  .tls_key = opt->tls_key,
@@ -246,6 +247,9 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
     ;
   __atomic_store_n(&g.stopping, true, __ATOMIC_RELEASE);
   grpc_serve_stop(srv, (int)(opt->drain_ms ? opt->drain_ms : SERVE_DRAIN_MS));
+  gw_inflight_spares(false);
+  serve_grpc_warm_close_states(g.warm);
+  gw_state_close(g.st);
   _exit(0);
 }
 

@@ -184,6 +184,16 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
   return true;
 }
 
+void serve_grpc_warm_close_states(struct serve_grpc_warm *w)
+{
+  pthread_mutex_lock(&w->mu);
+  size_t n = w->n_idle;
+  w->n_idle = 0;
+  pthread_mutex_unlock(&w->mu);
+  for (size_t i = 0; i < n; i++)
+    gw_state_close(w->idle[i]);
+}
+
 void serve_grpc_warm_free(struct serve_grpc_warm *w)
 {
   if (!w)

@@ -121,6 +121,9 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
 bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_call *call,
                           const char *user, struct serve_grpc_head *h, char **text);
 void serve_grpc_warm_free(struct serve_grpc_warm *w);
+/* Closes the idle state connections (the audit mark's last batch made
+ * durable), at the gRPC process's exit. */
+void serve_grpc_warm_close_states(struct serve_grpc_warm *w);
 
 /* serve_http.c, in the module capsule-serve-http.so (libmicrohttpd),
  * opened by serve_http_load.c on the first serve_http_start. The module

@@ -56,7 +56,8 @@
 #define KEEPER_MAX_LINE (GW_DEFAULT_OUTPUT_CAP + 65536)
 #define KEEPER_MAX_PENDING 16 /* one call's requests in flight */
 #define KEEPER_READY "ready"
-#define KEEPER_RECHECK_MS 2000 /* without inotify: how often the package's digest is checked */
+#define KEEPER_RECHECK_MS 2000      /* without inotify: how often the package's digest is checked */
+#define KEEPER_STATUS_SETTLE_MS 100 /* a call's end shown in the status file this much later */
 #define KEEPER_MAX 32 /* warm MCP servers per run directory; past them calls start their own */
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
@@ -193,6 +194,8 @@ struct keeper {
   struct gw_package_id pkg;     /* with it: the package dir's identity then */
   unsigned char digest[32];     /* without inotify: the package's at the start */
   bool retired;                 /* the package changed: a new keeper took the name */
+  bool shown_busy;              /* the status file says a call is in */
+  uint64_t idle_since;          /* when the last call ended (CLOCK_REALTIME ms) */
 };
 
 /* Keeps the status file current (gateway/instance.h): `capsule ps` lists
@@ -203,7 +206,8 @@ static void keeper_status(struct keeper *k, enum gw_instance_state state, bool b
     return;
   k->info.state = state;
   k->info.leases = busy;
-  k->info.idle_since_ms = busy ? 0 : cap_now_ms(CLOCK_REALTIME);
+  k->info.idle_since_ms = busy ? 0 : k->idle_since ? k->idle_since : cap_now_ms(CLOCK_REALTIME);
+  k->shown_busy = busy;
   gw_instance_status_write(k->status_path, &k->info);
 }
 
@@ -424,6 +428,8 @@ static void serve_calls(struct keeper *k)
     int wait = (int)(idle_until - t);
     if (k->ino < 0 && wait > KEEPER_RECHECK_MS)
       wait = KEEPER_RECHECK_MS;
+    if (k->shown_busy) /* shown idle once no call came for a moment */
+      wait = wait < KEEPER_STATUS_SETTLE_MS ? wait : KEEPER_STATUS_SETTLE_MS;
     struct pollfd p[3] = {{.fd = k->listener, .events = POLLIN},
                           {.fd = k->out.fd, .events = POLLIN},
                           {.fd = k->ino, .events = POLLIN}};
@@ -442,15 +448,18 @@ static void serve_calls(struct keeper *k)
       if (k->out.eof)
         return; /* the server exited */
     }
+    if (k->shown_busy && (r == 0 || !p[0].revents))
+      keeper_status(k, GW_INSTANCE_SERVING, false);
     if (r <= 0 || !p[0].revents)
       continue;
     int conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
     if (conn < 0)
       continue;
-    keeper_status(k, GW_INSTANCE_SERVING, true);
+    if (!k->shown_busy) /* a burst of calls: one status write at its start, one after */
+      keeper_status(k, GW_INSTANCE_SERVING, true);
     bool alive = serve_call(k, conn);
     close(conn);
-    keeper_status(k, GW_INSTANCE_SERVING, false);
+    k->idle_since = cap_now_ms(CLOCK_REALTIME);
     if (!alive)
       return;
     idle_until = now_ms() + KEEPER_IDLE_MS;

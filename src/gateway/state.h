@@ -205,6 +205,12 @@ struct gw_inflight {
 };
 int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
                       struct cap_error *err);
+/* Whether this process keeps its ended calls' markers (at most 8, under
+ * dot names, locked) for its next calls instead of creating and removing
+ * a file per call: for a long-running front door (serve). false removes
+ * those kept; a process killed leaves them to the recovery of unnamed
+ * markers (removed once their lock is free and they are old). */
+void gw_inflight_spares(bool on);
 /* Rewrites the marker's fields (e.g. the decision, once made). */
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
 /* Removes the marker (the call's own record is then written). No-op on

@@ -2,12 +2,11 @@
  * derived from the state key) over the previous hash and the record; the
  * chain's head MACed in meta; and a high-water mark outside the database
  * (DIR/audit-hwm: record count and head hash, MACed) so that deleting,
- * truncating or rolling back the database shows as a gap. */
-#include <dirent.h>
+ * truncating or rolling back the database shows as a gap. The markers
+ * of calls in flight are state_inflight.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +159,16 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
   /* PostgreSQL: a dashboard following the log (LISTEN) sees it now; best
    * effort, outside the writers' lock (a no-op on SQLite) */
   gw_db_notify(st->db, GW_AUDIT_CHANNEL, seq);
-  return advance_mark(st, r, err);
+  int m = advance_mark(st, r, err);
+  if (m < 0 && gw_db_fault(st->db) == GW_DB_FAULT_CONNECTION) {
+    /* the record is in; the server went away before the mark's check of
+     * it: the mark stays behind (a lower bound, moved on by the next
+     * record), and the call is not failed for it (its marker would then
+     * be recorded again, as interrupted) */
+    cap_error_clear(err);
+    m = 0;
+  }
+  return m;
 }
 
 int gw_audit_change(struct gw_state *st, const char *kind, const char *who, const char *capability,
@@ -323,6 +331,12 @@ int gw_audit_verify(struct gw_state *st, size_t *n, struct cap_error *err)
   struct gw_hwm mark;
   enum gw_hwm_status status;
   int r = gw_hwm_read(st, &mark, &status, err);
+  /* the mark moves in place: a read that met a write half done is read
+   * again (a forged mark stays forged) */
+  for (int i = 0; r == 0 && status == GW_HWM_FORGED && i < 3; i++) {
+    nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
+    r = gw_hwm_read(st, &mark, &status, err);
+  }
   if (r < 0)
     return r;
   /* one snapshot: appends by other processes do not tear the walk */
@@ -366,414 +380,5 @@ static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
     return r;
   struct gw_hwm next = {.seq = rec->seq};
   snprintf(next.hash, sizeof next.hash, "%s", rec->hash);
-  return gw_hwm_write(st, &next, false, err);
-}
-
-/* ---- calls in flight ----
- * A call is recorded as in flight before it runs: a marker file
- * STATE/run/calls/<random>, holding the audit record's fields (NUL
- * separated), the start time and the pid, write-locked for the call's
- * life. The lock goes with the process: a capsule killed mid-call leaves
- * a marker whose lock is free, and the next process that opens the state
- * turns it into one audit record with outcome "interrupted". A POSIX
- * record lock (fcntl F_SETLK), not flock: it belongs to the process, so
- * the sandbox's pid 1 or a warm instance's keeper forked during the call
- * does not hold it on after capsule is gone. Within one process such a
- * lock never conflicts, so a process skips the markers with its own pid. */
-
-#define INFLIGHT_DIR "run/calls"
-
-/* The markers this process holds (begun, not yet finished or ended). Its
- * own recovery never opens them: closing any descriptor of a file drops
- * every POSIX lock the process holds on it, and the marker would then look
- * abandoned to every other capsule while its call or run goes on (a run
- * opens its state mid-run to read a credential). */
-static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
-static char **own_names;
-static size_t n_own;
-
-static void own_marker(const char *name, bool held)
-{
-  pthread_mutex_lock(&own_lock);
-  if (held) {
-    own_names = cap_xrealloc(own_names, (n_own + 1) * sizeof *own_names);
-    own_names[n_own++] = cap_xstrdup(name);
-  }
-  for (size_t i = 0; !held && i < n_own; i++)
-    if (strcmp(own_names[i], name) == 0) {
-      free(own_names[i]);
-      own_names[i] = own_names[--n_own];
-      break;
-    }
-  pthread_mutex_unlock(&own_lock);
-}
-
-static bool own_marker_has(const char *name)
-{
-  bool found = false;
-  pthread_mutex_lock(&own_lock);
-  for (size_t i = 0; i < n_own && !found; i++)
-    found = strcmp(own_names[i], name) == 0;
-  pthread_mutex_unlock(&own_lock);
-  return found;
-}
-
-/* The whole file write-locked by this process; wait or not. */
-static int lock_marker(int fd, bool wait)
-{
-  struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-  return fcntl(fd, wait ? F_SETLKW : F_SETLK, &l) < 0 ? -errno : 0;
-}
-
-/* Spare marker files: a recorded marker is emptied and kept in
- * STATE/run/spares (recover_one) for the next marker to take, since
- * creating a file (a new inode) costs far more on ext4 than renaming one,
- * on the way of every `capsule run`. At most SPARE_SLOTS of them, named by
- * slot; a directory of their own, which no capsule counts or records
- * markers from. */
-#define SPARE_DIR "run/spares"
-#define SPARE_SLOTS 64
-#define SPARE_TRIES 3
-
-/* Takes happen one at a time in a process: POSIX locks never conflict
- * within one, and a second descriptor of a marker another thread has just
- * taken, once closed, would drop that marker's lock. */
-static pthread_mutex_t take_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* A spare renamed to name in dir (the markers' directory), locked first
- * (a taker in another process has to get the lock too) and checked to be
- * the file under the spare's name still, and empty. It goes to the
- * marker's own name at once: locked before it has it, so a marker under
- * its name is still either locked by its call or abandoned, and one
- * abandoned before it was written records nothing. -1 when there is
- * none. */
-static int take_spare(int statefd, int dir, const char *name, unsigned start)
-{
-  int fd = -1;
-  pthread_mutex_lock(&take_lock);
-  for (unsigned i = 0; i < SPARE_TRIES && fd < 0; i++) {
-    char spare[32];
-    snprintf(spare, sizeof spare, SPARE_DIR "/%u", (start + i) % SPARE_SLOTS);
-    fd = openat(statefd, spare, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    struct stat a, b;
-    if (fd >= 0 &&
-        (lock_marker(fd, false) < 0 || fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) ||
-         a.st_nlink != 1 || a.st_size != 0 ||
-         fstatat(statefd, spare, &b, AT_SYMLINK_NOFOLLOW) < 0 || a.st_ino != b.st_ino ||
-         a.st_dev != b.st_dev || renameat2(statefd, spare, dir, name, RENAME_NOREPLACE) < 0)) {
-      close(fd);
-      fd = -1;
-    }
-  }
-  pthread_mutex_unlock(&take_lock);
-  return fd;
-}
-
-/* A recorded marker (name in dir; fd: it, locked) emptied and kept as a
- * spare in the first free slot from *slot on (one pass over the slots per
- * recovery), or removed when there is none. */
-static void recycle_marker(int statefd, int dir, const char *name, int fd, unsigned *slot)
-{
-  if (*slot == 0)
-    mkdirat(statefd, SPARE_DIR, 0700);
-  if (ftruncate(fd, 0) == 0)
-    for (; *slot < SPARE_SLOTS; (*slot)++) {
-      char spare[32];
-      snprintf(spare, sizeof spare, SPARE_DIR "/%u", *slot);
-      if (renameat2(dir, name, statefd, spare, RENAME_NOREPLACE) == 0) {
-        (*slot)++;
-        return;
-      }
-      if (errno != EEXIST)
-        break;
-    }
-  unlinkat(dir, name, 0);
-}
-
-static int inflight_dir(int statefd)
-{
-  int fd = openat(statefd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd >= 0 || errno != ENOENT)
-    return fd;
-  mkdirat(statefd, "run", 0700);
-  mkdirat(statefd, INFLIGHT_DIR, 0700);
-  return openat(statefd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-}
-
-/* The marker's fields, NUL-separated: a tag, user, capability, tool,
- * arguments' hash, decision, start (ms), pid; a finished one
- * (gw_inflight_finish) adds outcome, duration (ms) and the result's hash. */
-static int inflight_write(int fd, const struct gw_audit_record *rec, uint64_t start_ms,
-                          bool finished)
-{
-  struct cap_buf b = {0};
-  const char *fields[] = {rec->user, rec->capability, rec->tool, rec->args_hash, rec->decision};
-  cap_buf_puts(&b, "capsule-inflight-v1");
-  for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
-    cap_buf_putc(&b, '\0');
-    cap_buf_puts(&b, fields[i]);
-  }
-  cap_buf_printf(&b, "%c%llu%c%d", '\0', (unsigned long long)start_ms, '\0', (int)getpid());
-  cap_buf_putc(&b, '\0');
-  if (finished)
-    cap_buf_printf(&b, "%s%c%lld%c%s%c", rec->outcome ? rec->outcome : "ok", '\0',
-                   (long long)rec->duration_ms, '\0', rec->result_hash, '\0');
-  /* over the old text, then cut: a kill in between leaves the new fields
-   * first, never an empty marker */
-  int r = pwrite(fd, b.data, b.len, 0) == (ssize_t)b.len && ftruncate(fd, (off_t)b.len) == 0
-              ? 0
-              : -errno;
-  cap_buf_free(&b);
-  return r;
-}
-
-static int inflight_begin(int statefd, const char *statedir, const struct gw_audit_record *r,
-                          struct gw_inflight *m, struct cap_error *err)
-{
-  *m = (struct gw_inflight){.fd = -1};
-  _cleanup_close_ int dir = inflight_dir(statefd);
-  if (dir < 0)
-    return cap_error_errno(err, errno, "cannot create %s/" INFLIGHT_DIR, statedir);
-  unsigned char rnd[12];
-  randombytes_buf(rnd, sizeof rnd);
-  char name[32], tmp[40];
-  sodium_bin2hex(name, sizeof name, rnd, sizeof rnd);
-  snprintf(tmp, sizeof tmp, ".%s", name);
-  own_marker(name, true);
-  /* locked before it has its name: a marker under its name is always
-   * either locked by its call or abandoned (a spare is taken locked, under
-   * its name at once) */
-  int fd = take_spare(statefd, dir, name, rnd[0]);
-  bool spare = fd >= 0;
-  if (!spare)
-    fd = openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    own_marker(name, false);
-    return cap_error_errno(err, errno, "cannot record the call as in flight");
-  }
-  m->start_ms = cap_now_ms(CLOCK_REALTIME);
-  int e = spare ? 0 : lock_marker(fd, true);
-  if (e == 0)
-    e = inflight_write(fd, r, m->start_ms, false);
-  if (e == 0 && !spare && renameat(dir, tmp, dir, name) < 0)
-    e = -errno;
-  if (e < 0) {
-    unlinkat(dir, spare ? name : tmp, 0);
-    close(fd);
-    own_marker(name, false);
-    return cap_error_errno(err, -e, "cannot record the call as in flight");
-  }
-  m->fd = fd;
-  m->name = cap_xstrdup(name);
-  m->dirfd = fcntl(statefd, F_DUPFD_CLOEXEC, 0); /* dup() would drop O_CLOEXEC: the tool */
-  return 0;
-}
-
-int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
-                      struct cap_error *err)
-{
-  return inflight_begin(st->dirfd, st->dir, r, m, err);
-}
-
-int gw_inflight_begin_at(int statefd, const char *dir, const struct gw_audit_record *r,
-                         struct gw_inflight *m, struct cap_error *err)
-{
-  return inflight_begin(statefd, dir, r, m, err);
-}
-
-void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r)
-{
-  if (m->fd >= 0)
-    inflight_write(m->fd, r, m->start_ms, false);
-}
-
-/* Finished markers wait for a state open; more than this many and the
- * run that finishes one opens the state itself (a host that only runs
- * `capsule run` would otherwise gather them without end). */
-#define FINISHED_MARKERS_MAX 64
-
-static void flush_when_many(int dirfd, const char *statedir)
-{
-  _cleanup_close_ int dfd = openat(dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-  if (!d)
-    return;
-  dfd = -1;
-  size_t k = 0;
-  while (readdir(d) && k <= FINISHED_MARKERS_MAX + 2)
-    k++;
-  closedir(d);
-  struct gw_state *st = NULL;
-  struct cap_error err = {0};
-  if (k > FINISHED_MARKERS_MAX + 2 && gw_state_open(statedir, &st, &err) == 0)
-    gw_state_close(st); /* its open recorded them */
-  cap_error_clear(&err);
-}
-
-void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
-                        const char *statedir)
-{
-  if (m->fd < 0)
-    return;
-  struct gw_audit_record done = *r;
-  uint64_t now = cap_now_ms(CLOCK_REALTIME);
-  done.duration_ms = now > m->start_ms ? (int64_t)(now - m->start_ms) : 0;
-  inflight_write(m->fd, &done, m->start_ms, true);
-  close(m->fd); /* the lock goes with it: the next gw_state_open records it */
-  own_marker(m->name, false);
-  if (statedir)
-    flush_when_many(m->dirfd, statedir);
-  close(m->dirfd);
-  free(m->name);
-  *m = (struct gw_inflight){.fd = -1};
-}
-
-void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
-{
-  gw_inflight_finish(m, r, NULL);
-}
-
-void gw_inflight_end(struct gw_inflight *m)
-{
-  if (m->fd < 0)
-    return;
-  _cleanup_free_ char *path = cap_xasprintf(INFLIGHT_DIR "/%s", m->name);
-  unlinkat(m->dirfd, path, 0); /* before the lock goes: no one takes it for abandoned */
-  close(m->fd);
-  own_marker(m->name, false);
-  close(m->dirfd);
-  free(m->name);
-  *m = (struct gw_inflight){.fd = -1};
-}
-
-/* An abandoned marker's record: fields as the call last wrote them.
- * Returns 1 for a marker of this process's own (a call still running). */
-static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
-{
-  char buf[8192];
-  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-  if (n <= 0)
-    return 0; /* killed before it wrote: nothing to say about it */
-  buf[n] = '\0';
-  const char *f[11] = {0};
-  size_t k = 0;
-  for (char *p = buf; p < buf + n && k < ARRAY_SIZE(f); p += strlen(p) + 1)
-    f[k++] = p;
-  if (k < 8 || strcmp(f[0], "capsule-inflight-v1") != 0)
-    return 0;
-  bool finished = k == 11;
-  if (!finished && strtol(f[7], NULL, 10) == (long)getpid())
-    return 1;
-  uint64_t start = strtoull(f[6], NULL, 10), now = cap_now_ms(CLOCK_REALTIME);
-  struct gw_audit_record rec = {.user = f[1],
-                                .capability = f[2],
-                                .tool = f[3],
-                                .decision = f[5],
-                                .outcome = finished ? f[8] : "interrupted",
-                                .duration_ms = finished      ? strtoll(f[9], NULL, 10)
-                                               : now > start ? (int64_t)(now - start)
-                                                             : 0};
-  snprintf(rec.args_hash, sizeof rec.args_hash, "%s", f[4]);
-  /* a run's user, "#UID" (a user name never starts with '#'): its name */
-  char *end = NULL;
-  unsigned long uid = f[1][0] == '#' ? strtoul(f[1] + 1, &end, 10) : 0;
-  struct passwd *pw = end && end != f[1] + 1 && !*end ? getpwuid((uid_t)uid) : NULL;
-  if (pw)
-    rec.user = pw->pw_name;
-  if (finished)
-    snprintf(rec.result_hash, sizeof rec.result_hash, "%s", f[10]);
-  return gw_audit_append(st, &rec, err);
-}
-
-/* One marker: when its lock is free and it is still the file under its
- * name (another process may have recorded and removed it), its record. */
-static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n, unsigned *slot,
-                       struct cap_error *err)
-{
-  _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0 || lock_marker(fd, false) < 0)
-    return 0; /* gone, or its call is still running */
-  struct stat a, b;
-  if (fstat(fd, &a) < 0 || fstatat(dir, name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
-      a.st_ino != b.st_ino || a.st_dev != b.st_dev)
-    return 0;
-  int r = inflight_record(st, fd, err);
-  if (r == 0) {
-    recycle_marker(st->dirfd, dir, name, fd, slot);
-    (*n)++;
-  }
-  return r < 0 ? r : 0;
-}
-
-/* A dot name is a marker still being made, or one whose capsule was
- * killed before its call began (nothing ran: no record). Removed once its
- * lock is free and it is older than any making takes. */
-#define UNNAMED_MARKER_AGE_S 600
-static void drop_unnamed(int dir, const char *name)
-{
-  _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  struct stat sb;
-  if (fd >= 0 && lock_marker(fd, false) == 0 && fstat(fd, &sb) == 0 &&
-      sb.st_mtime + UNNAMED_MARKER_AGE_S < time(NULL))
-    unlinkat(dir, name, 0);
-}
-
-struct marker_name {
-  struct timespec mtime;
-  char *name;
-};
-
-static int marker_cmp(const void *a, const void *b)
-{
-  const struct timespec *x = &((const struct marker_name *)a)->mtime;
-  const struct timespec *y = &((const struct marker_name *)b)->mtime;
-  if (x->tv_sec != y->tv_sec)
-    return x->tv_sec < y->tv_sec ? -1 : 1;
-  return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
-}
-
-int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err)
-{
-  *n = 0;
-  int dfd = openat(st->dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (dfd < 0)
-    return errno == ENOENT ? 0
-                           : cap_error_errno(err, errno, "cannot read %s/" INFLIGHT_DIR, st->dir);
-  DIR *d = fdopendir(dfd);
-  if (!d) {
-    close(dfd);
-    return cap_error_errno(err, errno, "cannot read %s/" INFLIGHT_DIR, st->dir);
-  }
-  /* in the order they were last written (a finished run's marker: when it
-   * ended), so the records follow one another as the calls did */
-  struct marker_name *v = NULL;
-  size_t k = 0, cap = 0;
-  struct dirent *e;
-  struct stat sb;
-  while ((e = readdir(d))) {
-    if (own_marker_has(e->d_name + (e->d_name[0] == '.')))
-      continue; /* this process's: opening it would drop its lock */
-    if (e->d_name[0] == '.') {
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-        drop_unnamed(dirfd(d), e->d_name);
-      continue;
-    }
-    if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
-      continue;
-    if (k == cap)
-      v = cap_xrealloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
-    v[k++] = (struct marker_name){.mtime = sb.st_mtim, .name = cap_xstrdup(e->d_name)};
-  }
-  if (k) /* qsort takes no NULL, even for none */
-    qsort(v, k, sizeof *v, marker_cmp);
-  int r = 0;
-  unsigned slot = 0;
-  for (size_t i = 0; i < k; i++) {
-    if (r == 0)
-      r = recover_one(st, dirfd(d), v[i].name, n, &slot, err);
-    free(v[i].name);
-  }
-  free(v);
-  closedir(d);
-  return r;
+  return gw_hwm_advance(st, &next, err);
 }

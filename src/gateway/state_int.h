@@ -36,6 +36,10 @@ struct gw_state {
   int dirfd; /* the state directory, as checked */
   struct gw_state_keys *keys;
   struct gw_audit_seen *seen; /* records whose MAC the dashboard checked (state_query.c) */
+  /* the mark's group commit (state_dir.c): when this handle last made it
+   * durable, and whether it moved since */
+  uint64_t hwm_synced_ms;
+  bool hwm_dirty;
 };
 
 /* Frees st->seen (state_query.c). */
@@ -63,6 +67,14 @@ int gw_hwm_read(const struct gw_state *st, struct gw_hwm *out, enum gw_hwm_statu
  * when there is none yet. */
 int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool create_only,
                  struct cap_error *err);
+/* Moves an existing mark in place (never creates one: a missing mark is
+ * evidence), written at once but made durable in batches: at most every
+ * GW_HWM_SYNC_MS by the appender that passes, and at gw_hwm_sync. Under
+ * gw_hwm_lock. */
+#define GW_HWM_SYNC_MS 200
+int gw_hwm_advance(struct gw_state *st, const struct gw_hwm *mark, struct cap_error *err);
+/* Makes a mark this handle moved durable. */
+void gw_hwm_sync(struct gw_state *st);
 /* Exclusive lock serialising mark updates; returns an fd to close. */
 int gw_hwm_lock(const struct gw_state *st, struct cap_error *err);
 

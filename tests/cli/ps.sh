@@ -50,6 +50,11 @@ suite() {
   if "${as[@]}" "$capsule" call --caps "$caps" --state "$state" warm echo "{\"token\":\"$secret\"}" >/dev/null 2>"$work/err"
   then ok call-starts-keeper; else bad call-starts-keeper; head -3 "$work/err"; fi
 
+  # the keeper shows a lease's end in its status file a moment later
+  for _ in $(seq 1 100); do
+    "${as[@]}" "$capsule" ps --state "$state" 2>/dev/null | grep -qE ' 0/[0-9]+ ' && break
+    sleep 0.1
+  done
   json=$("${as[@]}" "$capsule" ps --json --state "$state")
   pid=$(python3 -c '
 import json, sys
