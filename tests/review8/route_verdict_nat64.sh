@@ -24,8 +24,9 @@ if [ -z "${CAPSULE_REVIEW8_NETNS:-}" ]; then
   CAPSULE_REVIEW8_NETNS=1 exec unshare -n -- "$0" "$capsule"
   echo "SKIP: cannot create a network namespace"; exit 77
 fi
-ip link set lo up && ip route add local 203.0.113.0/24 dev lo ||
-  { echo "SKIP: cannot add a local route in the test's namespace"; exit 77; }
+if ! { ip link set lo up && ip route add local 203.0.113.0/24 dev lo; }; then
+  echo "SKIP: cannot add a local route in the test's namespace"; exit 77
+fi
 "$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review8-route.XXXXXX)
 chmod 755 "$W"
