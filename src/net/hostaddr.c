@@ -138,10 +138,25 @@ bool host_addrs_contains(struct host_addrs *h, const struct sockaddr *sa)
   return found;
 }
 
+/* The destination host_route_local asks the kernel about, as the key of
+ * its kept verdict: an IPv4 address and its mapped form are asked as the
+ * IPv4 address, any other IPv6 address as itself. Not as_v6's form: the
+ * IPv4-compatible or NAT64 address of 203.0.113.1 is asked as an IPv6
+ * route, and that verdict is not 203.0.113.1's (tests/review8/
+ * route_verdict_nat64.sh). */
+static bool route_key(const struct sockaddr *sa, struct in6_addr *k)
+{
+  if (sa->sa_family == AF_INET6) {
+    *k = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return true;
+  }
+  return as_v6(sa, k);
+}
+
 bool host_addrs_local(struct host_addrs *h, const struct sockaddr *sa)
 {
-  struct in6_addr a;
-  if (!h || h->netlink < 0 || !as_v6(sa, &a)) /* no events: nothing may be kept */
+  struct in6_addr a, key;
+  if (!h || h->netlink < 0 || !as_v6(sa, &a) || !route_key(sa, &key)) /* no events: none kept */
     return host_addrs_contains(h, sa) || host_route_local(sa);
   pthread_mutex_lock(&h->lock);
   drain_events(h);
@@ -151,7 +166,7 @@ bool host_addrs_local(struct host_addrs *h, const struct sockaddr *sa)
   for (size_t i = 0; i < h->n && !found; i++)
     found = memcmp(&h->v[i], &a, sizeof a) == 0;
   for (size_t i = 0; i < h->n_routes && !found; i++)
-    if (memcmp(&h->routes[i].a, &a, sizeof a) == 0) {
+    if (memcmp(&h->routes[i].a, &key, sizeof key) == 0) {
       found = h->routes[i].local;
       pthread_mutex_unlock(&h->lock);
       return found;
@@ -168,7 +183,7 @@ bool host_addrs_local(struct host_addrs *h, const struct sockaddr *sa)
   drain_events(h);
   if (!h->stale && h->generation == generation) {
     size_t slot = h->n_routes < ROUTES_KEPT ? h->n_routes++ : h->next_route++ % ROUTES_KEPT;
-    h->routes[slot].a = a;
+    h->routes[slot].a = key;
     h->routes[slot].local = local;
   }
   pthread_mutex_unlock(&h->lock);

@@ -50,6 +50,7 @@ scripts=(
   ../review7/pg_hostile_meta.sh ../review7/state_url_ps.sh
   # the eighth's (tests/review8/)
   ../review8/package_watch_moved.sh ../review8/warm_connect_state_lock.sh
+  ../review8/route_verdict_nat64.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
