@@ -54,6 +54,7 @@ $(ASAN_BUILD)/build.ninja:
 test-asan: $(ASAN_BUILD)/build.ninja
 	ninja -C $(ASAN_BUILD)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  LSAN_OPTIONS=print_suppressions=0 \
 	  meson test -C $(ASAN_BUILD) --print-errorlogs --no-suite slow
 
 $(FUZZ_BUILD)/build.ninja:

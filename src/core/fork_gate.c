@@ -47,10 +47,14 @@ int __interceptor_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*
                                  void *arg);
 
 static pthread_rwlock_t gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
-static __thread bool gated;     /* the main thread, and threads once started */
-static __thread unsigned depth; /* this thread is inside an allocation */
-static __thread bool forking;   /* this thread holds the write side */
-static __thread bool ended;     /* this thread is ending, and said so: a fork waits for its end */
+static __thread __attribute__((
+    tls_model("initial-exec"))) bool gated; /* the main thread, and threads once started */
+static __thread __attribute__((
+    tls_model("initial-exec"))) unsigned depth; /* this thread is inside an allocation */
+static __thread
+    __attribute__((tls_model("initial-exec"))) bool forking; /* this thread holds the write side */
+static __thread __attribute__((tls_model(
+    "initial-exec"))) bool ended; /* this thread is ending, and said so: a fork waits for its end */
 
 static bool ready; /* set by the constructor: before it (the loader, libasan's start) no TLS */
 
