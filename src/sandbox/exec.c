@@ -82,7 +82,6 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
   if (spec->limits.nofile)
     set_rlimit(RLIMIT_NOFILE, spec->limits.nofile);
   set_rlimit(RLIMIT_CORE, 0);
-  limits_apply_rlimits(lim, spec);
 
   CHILD_TRY(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs: %s", strerror(errno));
   struct cap_error err = {0};
@@ -139,6 +138,9 @@ sandbox_exec_command(const struct cap_spec *spec, const struct sandbox_options *
    * 5.11 knows no CLOSE_RANGE_CLOEXEC: each descriptor is marked instead */
   if (syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     mark_cloexec_from(3);
+  /* the fallback limits last, when nothing of capsule's allocates any more
+   * (a sanitizer build's runtime maps memory for its bookkeeping) */
+  limits_apply_rlimits(lim, spec);
   execvp(opt->argv[0], opt->argv);
   sandbox_child_fail("%ccannot run %s: %s", SANDBOX_REPORT_EXEC, opt->argv[0], strerror(errno));
 }
