@@ -101,6 +101,7 @@ static int unseal(struct gw_state *st, struct gw_stmt *q, const char *key,
           (const unsigned char *)ad, strlen(ad), nonce, st->keys->cred) != 0 ||
       plen < 128) {
     free(plain);
+    free(ad);
     return cap_error_set(err, EBADMSG,
                          "a dashboard session in the state cannot be unsealed: the state key is "
                          "not the one it was stored with, or the row was tampered with");
