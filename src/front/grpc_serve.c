@@ -187,6 +187,10 @@ static int recv_chunk(struct grpc_serve_stream *s, struct grpc_serve_chunk *c)
       return -1;
     }
   }
+  if (!in && grpc_call_failed_before_recv_message(s->p->call)) { /* cancelled, not ended */
+    s->failed = true;
+    return -1;
+  }
   if (!in) {
     s->ended = true;
     return 0;
@@ -240,8 +244,9 @@ static grpc_byte_buffer *answer_message(enum grpc_serve_method method,
   return buffer_of(buf, len);
 }
 
-/* Sends the answer (message, status) and waits for the client's close. */
-static void respond(struct pending *p, enum grpc_serve_method method,
+/* Sends the answer (message, status) and waits for the client's close:
+ * whether it went, the call not cancelled first. */
+static bool respond(struct pending *p, enum grpc_serve_method method,
                     const struct grpc_serve_answer *a, bool sent_metadata)
 {
   int cancelled = 0;
@@ -261,10 +266,11 @@ static void respond(struct pending *p, enum grpc_serve_method method,
   ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
   ops[n].data.send_status_from_server.status = (grpc_status_code)a->status;
   ops[n++].data.send_status_from_server.status_details = &details;
-  batch(p, ops, n);
+  bool went = batch(p, ops, n) && !cancelled;
   grpc_slice_unref(details);
   if (msg)
     grpc_byte_buffer_destroy(msg);
+  return went;
 }
 
 static void answer_free(struct grpc_serve_answer *a)
@@ -319,7 +325,9 @@ static void answer_call(struct pending *p)
     } else {
       s->opt.handler(s->opt.arg, &call, &a);
     }
-    respond(p, method, &a, true);
+    bool went = respond(p, method, &a, true);
+    if (a.finish)
+      a.finish(a.finish_ctx, went);
     stream_free(&stream);
     grpc_serve_request_free(&req);
     gpr_free(bearer);

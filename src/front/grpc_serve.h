@@ -94,6 +94,11 @@ struct grpc_serve_answer {
    * size_bytes, error its error; DownloadOutputArtifact: only the status
    * (the chunks are sent) */
   uint64_t size;
+  /* Called (when set) once the answer went, or did not: the client
+   * cancelled the call first (an upload it gave up on after its last
+   * chunk is undone this way); finish_ctx is the handler's. */
+  void (*finish)(void *ctx, bool delivered);
+  void *finish_ctx;
 };
 
 /* Called on a worker thread, several at once (up to max_calls). */

@@ -17,7 +17,6 @@
 #include "gateway/state.h"
 
 #define CHUNK_BYTES (256u << 10) /* what Selu's orchestrator sends */
-#define NAME_MAX_BYTES 200
 
 static void audit(const struct serve_grpc_artifacts *x, const char *kind, const char *user,
                   const char *capability, const char *id, const char *what)
@@ -29,43 +28,28 @@ static void audit(const struct serve_grpc_artifacts *x, const char *kind, const 
   cap_error_clear(&err); /* the artifact is stored or sent either way; serve's log has the state */
 }
 
-/* A client's file name as capsule keeps it: its last path component,
- * controls replaced, not hidden, at most NAME_MAX_BYTES (whole UTF-8
- * characters); "upload.bin" when nothing is left. */
-static char *clean_name(const char *name)
-{
-  const char *base = name;
-  for (const char *c = name; *c; c++)
-    if (*c == '/' || *c == '\\')
-      base = c + 1;
-  struct cap_buf b = {0};
-  size_t n = strlen(base);
-  if (n > NAME_MAX_BYTES) {
-    n = NAME_MAX_BYTES;
-    while (n && ((unsigned char)base[n] & 0xc0) == 0x80)
-      n--;
-  }
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)base[i];
-    cap_buf_putc(&b, ch < 0x20 || ch == 0x7f || (i == 0 && ch == '.') ? '_' : (char)ch);
-  }
-  if (!b.len)
-    cap_buf_puts(&b, "upload.bin");
-  return cap_buf_steal(&b);
-}
-
-/* A client's media type, or application/octet-stream for one that is not
- * printable ASCII of at most 127 bytes with a '/'. */
-static const char *clean_mime(const char *mime)
-{
-  size_t n = strlen(mime);
-  bool ok = n > 2 && n < 128 && strchr(mime, '/');
-  for (size_t i = 0; ok && i < n; i++)
-    ok = mime[i] >= 0x20 && mime[i] < 0x7f && mime[i] != '"' && mime[i] != '\\';
-  return ok ? mime : "application/octet-stream";
-}
-
 static void refuse(struct grpc_serve_answer *a, const char *why) { a->error = cap_xstrdup(why); }
+
+/* An upload whose answer may not reach its client */
+struct unsent {
+  const struct serve_grpc_artifacts *x;
+  char *user, *id;
+};
+
+/* The client cancelled before it got the id (a client may end its stream
+ * and cancel at once): nobody can name the artifact, so it goes. */
+static void upload_finish(void *ctx, bool delivered)
+{
+  struct unsent *u = ctx;
+  if (!delivered) {
+    gw_artifact_remove(u->x->store, u->user, u->id);
+    audit(u->x, "artifact-upload", u->user, u->x->only, u->id,
+          "removed: the client cancelled before it had the id");
+  }
+  free(u->user);
+  free(u->id);
+  free(u);
+}
 
 void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_serve_call *call,
                        const char *user, struct grpc_serve_answer *a)
@@ -79,8 +63,8 @@ void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_s
     return;
   }
   /* the first chunk names the file (Selu: "required on first chunk") */
-  _cleanup_free_ char *name = clean_name(got ? c.filename : "");
-  _cleanup_free_ char *mime = cap_xstrdup(clean_mime(got ? c.mime_type : ""));
+  _cleanup_free_ char *name = cap_xstrdup(got && *c.filename ? c.filename : "upload.bin");
+  _cleanup_free_ char *mime = cap_xstrdup(got ? c.mime_type : "");
   struct cap_error err = {0};
   struct gw_artifact_writer *w = NULL;
   int r = gw_artifact_begin(x->store, user, name, mime, &w, &err);
@@ -104,7 +88,7 @@ void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_s
   else if (w)
     gw_artifact_abort(w);
   if (r < 0) {
-    _cleanup_free_ char *what = cap_xasprintf("refused %s: %s", name, err.message);
+    _cleanup_free_ char *what = cap_xasprintf("refused %.200s: %s", name, err.message);
     audit(x, "artifact-upload", user, x->only, NULL, what);
     refuse(a, err.message);
     a->size = size;
@@ -116,6 +100,10 @@ void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_s
   audit(x, "artifact-upload", user, x->only, meta.id, what);
   a->result = cap_xstrdup(meta.id);
   a->size = meta.size;
+  struct unsent *u = cap_xcalloc(1, sizeof *u);
+  *u = (struct unsent){.x = x, .user = cap_xstrdup(user), .id = cap_xstrdup(meta.id)};
+  a->finish = upload_finish;
+  a->finish_ctx = u;
   gw_artifact_meta_free(&meta);
 }
 

@@ -265,6 +265,44 @@ static void sweep(int dfd, size_t *count, uint64_t *bytes)
 
 /* ---- writing ---- */
 
+#define NAME_MAX_BYTES 200
+
+/* A file name as the store keeps it: its last path component, controls
+ * replaced, not hidden, at most NAME_MAX_BYTES (whole UTF-8 characters);
+ * "artifact.bin" when nothing is left. */
+static char *clean_name(const char *name)
+{
+  const char *base = name ? name : "";
+  for (const char *c = base; *c; c++)
+    if (*c == '/' || *c == '\\')
+      base = c + 1;
+  size_t n = strlen(base);
+  if (n > NAME_MAX_BYTES) {
+    n = NAME_MAX_BYTES;
+    while (n && ((unsigned char)base[n] & 0xc0) == 0x80)
+      n--;
+  }
+  struct cap_buf b = {0};
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)base[i];
+    cap_buf_putc(&b, ch < 0x20 || ch == 0x7f || (i == 0 && ch == '.') ? '_' : (char)ch);
+  }
+  if (!b.len)
+    cap_buf_puts(&b, "artifact.bin");
+  return cap_buf_steal(&b);
+}
+
+/* A media type, or application/octet-stream for one that is not
+ * printable ASCII of at most 127 bytes with a '/'. */
+static const char *clean_mime(const char *mime)
+{
+  size_t n = mime ? strlen(mime) : 0;
+  bool ok = n > 2 && n < 128 && strchr(mime, '/');
+  for (size_t i = 0; ok && i < n; i++)
+    ok = mime[i] >= 0x20 && mime[i] < 0x7f && mime[i] != '"' && mime[i] != '\\';
+  return ok ? mime : "application/octet-stream";
+}
+
 static int new_id(char id[GW_ARTIFACT_ID_LEN + 1], struct cap_error *err)
 {
   unsigned char b[16];
@@ -312,8 +350,8 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
     return r;
   }
   w->user = cap_xstrdup(user);
-  w->filename = cap_xstrdup(filename && *filename ? filename : "artifact.bin");
-  w->mime_type = cap_xstrdup(mime_type && *mime_type ? mime_type : "application/octet-stream");
+  w->filename = clean_name(filename);
+  w->mime_type = cap_xstrdup(clean_mime(mime_type));
   *ret = w;
   return 0;
 }
@@ -480,4 +518,17 @@ int gw_artifact_read(const char *store, const char *user, const char *id,
   *data = buf;
   *len = got;
   return 0;
+}
+
+void gw_artifact_remove(const char *store, const char *user, const char *id)
+{
+  if (!gw_artifact_id_valid(id))
+    return;
+  struct cap_error ignored = {0};
+  _cleanup_close_ int dfd = user_dir(store, user, false, &ignored);
+  cap_error_clear(&ignored);
+  struct gw_artifact_meta m = {0};
+  if (dfd >= 0 && meta_read(dfd, id, &m) && strcmp(m.user, user) == 0)
+    remove_artifact(dfd, id);
+  gw_artifact_meta_free(&m);
 }

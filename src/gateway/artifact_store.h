@@ -44,11 +44,12 @@ char *gw_artifact_store_dir(const char *state_dir);
 /* Whether id has the form of one this store issues. */
 bool gw_artifact_id_valid(const char *id);
 
-/* An artifact being written. begin sweeps the user's expired artifacts
- * and refuses (-EDQUOT, err saying which bound) a user at its count or
- * bytes; write refuses (-EFBIG) bytes past GW_ARTIFACT_MAX_BYTES or the
- * user's bytes left; commit names it (meta, filled) and frees w; abort
- * removes what was written and frees w. */
+/* An artifact being written, named filename (kept as its last path
+ * component, controls replaced, at most 200 bytes) of mime_type (one that
+ * is not printable ASCII with a '/': application/octet-stream). begin sweeps the user's expired
+ * artifacts and refuses (-EDQUOT, err saying which bound) a user at its count or bytes; write
+ * refuses (-EFBIG) bytes past GW_ARTIFACT_MAX_BYTES or the user's bytes left; commit names it
+ * (meta, filled) and frees w; abort removes what was written and frees w. */
 struct gw_artifact_writer;
 int gw_artifact_begin(const char *store, const char *user, const char *filename,
                       const char *mime_type, struct gw_artifact_writer **w, struct cap_error *err);
@@ -72,6 +73,9 @@ struct cap_node;
  * object with a string "capability_artifact_id"), as Selu's orchestrator
  * hands a capability its attachments. */
 size_t gw_artifact_refs(const struct cap_node *args);
+
+/* Removes the user's artifact id (nothing when it is not the user's). */
+void gw_artifact_remove(const char *store, const char *user, const char *id);
 
 /* An ID.meta's text, and back: parse fills m (the id is the caller's) and
  * returns false for text that is not one format wrote (missing or mistyped

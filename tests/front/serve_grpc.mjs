@@ -158,6 +158,29 @@ if (mode === 'artifacts') { // the Node Selu example (node-tools) behind serve, 
     ? ok('another user cannot attach it') : bad('other user attach', JSON.stringify(r));
   r = await download('../' + id, token);
   r.chunks.length === 1 && /not found/.test(r.chunks[0].error) ? ok('an id of another form: not found') : bad('bad id', JSON.stringify(r));
+  // at once: each upload its own id and bytes
+  const many = await Promise.all(Array.from({ length: 6 }, (_, i) =>
+    upload([{ filename: `m${i}.txt`, data: Buffer.from(`n${i}`.repeat(1000 * (i + 1))) }], token)));
+  const ids = many.map((x) => x.res && x.res.capability_artifact_id);
+  const back = await Promise.all(ids.map((x) => download(x, token)));
+  new Set(ids).size === 6 && back.every((x, i) => Buffer.concat(x.chunks.map((c) => c.data)).toString() === `n${i}`.repeat(1000 * (i + 1)))
+    ? ok('concurrent uploads: each its own id and bytes') : bad('concurrent uploads', JSON.stringify(ids));
+  // bytes that are not an UploadInputArtifactChunk: INVALID_ARGUMENT
+  const raw = new grpc.Client(target, grpc.credentials.createInsecure());
+  r = await new Promise((resolve) => {
+    const s = raw.makeClientStreamRequest('/selu.capability.v1.Capability/UploadInputArtifact', (b) => b, (b) => b,
+      meta(token), { deadline: Date.now() + 60000 }, (err, res) => resolve({ err, res }));
+    s.write(Buffer.from([0x0a, 0x05, 0x61]));
+    s.end();
+  });
+  raw.close();
+  r.err && r.err.code === grpc.status.INVALID_ARGUMENT ? ok('a chunk that is not one: INVALID_ARGUMENT') : bad('malformed chunk', JSON.stringify(r));
+  // a client that gives up: nothing half-written kept (the shell looks)
+  await new Promise((resolve) => {
+    const s = orch.UploadInputArtifact(meta(token), { deadline: Date.now() + 60000 }, () => resolve());
+    s.write({ filename: 'gave-up.txt', data: Buffer.alloc(100000, 65) });
+    setTimeout(() => s.cancel(), 200);
+  });
   // bounded: past 32 MiB the upload is refused, nothing kept
   const big = Buffer.alloc(256 << 10, 120);
   r = await upload([{ filename: 'big.bin' }, ...Array.from({ length: 130 }, () => ({ data: big }))], token);

@@ -131,8 +131,15 @@ if [ -S "$work/g.sock" ]; then
   [ -n "$f" ] && [ "$(stat -c %a "$f")" = 600 ] && [ "$(stat -c %a "$(dirname "$f")")" = 700 ] &&
     ok "an upload is stored in the state's run area, 0600 in a 0700 directory" ||
     bad "an upload is stored in the state's run area (found: ${f:-nothing} $(ls -la "$state/run/artifacts" 2>&1 | head -3))"
-  ls "$state"/run/artifacts/*/ | grep -q 'part$' && bad "no half-written artifact left: $(ls "$state"/run/artifacts/*/)" ||
-    ok "no half-written artifact left (the refused upload's removed)"
+  parts() { ls -A "$state"/run/artifacts/*/ | grep -c 'part$'; }
+  for _ in $(seq 100); do [ "$(parts)" = 0 ] && break; sleep 0.1; done
+  [ "$(parts)" = 0 ] && ok "no half-written artifact left (the refused and abandoned uploads removed)" ||
+    bad "no half-written artifact left: $(ls -A "$state"/run/artifacts/*/ | grep part)"
+  # (an upload its client ended and cancelled at once may be kept or not:
+  # gRPC cannot tell the two apart until the answer goes)
+  d=$(ls "$state"/run/artifacts/*/ | sed -n 's/\.data$//p' | sort) m=$(ls "$state"/run/artifacts/*/ | sed -n 's/\.meta$//p' | sort)
+  [ "$d" = "$m" ] && [ "$(wc -l <<<"$m")" -ge 19 ] && ok "every stored artifact has its record and bytes ($(wc -l <<<"$m"))" ||
+    bad "every stored artifact has its record and bytes: $(diff <(echo "$d") <(echo "$m"))"
   audit=$("$capsule" audit --json --state "$state" 2>/dev/null)
   for want in "artifact-upload $up stored in.txt" "artifact-in $up in.txt" "artifact-out $made stored out.txt" \
     "artifact-download $made sent out.txt" "artifact-download $made refused"; do
