@@ -149,6 +149,10 @@ if (mode === 'artifacts') { // the Node Selu example (node-tools) behind serve, 
     JSON.parse(r.res.result_json.toString()).files[0].text === 'made by the tool'
       ? ok('an output artifact attached to a later call') : bad('output back in', JSON.stringify(r));
   } catch (e) { bad('output back in', `${e} ${JSON.stringify(r)}`); }
+  // a Selu tool speaking the seed's contract has no artifacts: refused, naming why
+  r = await ocall('Invoke', { tool_name: 'node-seed.read_attachments', args_json: enc({ attachments: [entry] }) }, token);
+  r.res && /speaks the seed's CapabilityService, which has no artifacts/.test(r.res.error)
+    ? ok('attachments to a Selu tool of the seed\'s contract: a clear error') : bad('seed attachments', JSON.stringify(r));
   // another user's token: not found, whatever the id
   r = await download(outId, other);
   !r.err && r.chunks.length === 1 && /not found or expired/.test(r.chunks[0].error) && r.chunks[0].data.length === 0

@@ -52,8 +52,13 @@ fi
 cp -r "$root/examples/selu-node" "$caps/node-tools"
 cp "$root/proto/selu/capability/v1/capability.proto" "$caps/node-tools/capability.proto"
 cp "$root/proto/selu/orchestrator/capability.proto" "$caps/node-tools/orchestrator.proto"
+# and the same speaking only the seed's contract, which has no artifacts
+cp -r "$caps/node-tools" "$caps/node-seed"
+sed -i -e 's/^id: node-tools/id: node-seed/' \
+  -e 's|command: \["node", "server.js"\]|command: ["node", "server.js", "--protocol", "service"]|' "$caps/node-seed/manifest.yaml"
 for t in read_attachments make_file; do # discovered on the first call
   "$capsule" policy set --caps "$caps" --state "$state" --force node-tools "$t" allow >/dev/null
+  "$capsule" policy set --caps "$caps" --state "$state" --force node-seed "$t" allow >/dev/null
 done
 # a Talos function, whose arguments may carry attachments it cannot take
 mkdir -p "$caps/talk"
@@ -163,7 +168,7 @@ if [ -S "$work/g.sock" ]; then
   fi
   agent late
   "$capsule" policy set --caps "$caps" --state "$state" late dispatch allow >/dev/null
-  n=5; [ $selu = yes ] && n=6
+  n=6; [ $selu = yes ] && n=7
   for _ in $(seq 100); do grep -q "\"registry loaded\".*\"capabilities\":\"$n\"" "$work/serve.log" && break; sleep 0.1; done
   drive "unix:$work/g.sock" reloaded
   audit=$("$capsule" audit --json --state "$state" 2>/dev/null)
