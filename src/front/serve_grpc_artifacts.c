@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -17,6 +18,7 @@
 #include "gateway/state.h"
 
 #define CHUNK_BYTES (256u << 10) /* what Selu's orchestrator sends */
+#define SWEEP_EVERY_S 600
 
 static void audit(const struct serve_grpc_artifacts *x, const char *kind, const char *user,
                   const char *capability, const char *id, const char *what)
@@ -51,9 +53,21 @@ static void upload_finish(void *ctx, bool delivered)
   free(u);
 }
 
+/* Every user's expired artifacts go at most every SWEEP_EVERY_S (an
+ * upload sweeps its own user's as it starts). */
+static void sweep_now_and_then(const struct serve_grpc_artifacts *x)
+{
+  static int64_t last; /* unix seconds of the last sweep */
+  int64_t now = (int64_t)time(NULL), was = __atomic_load_n(&last, __ATOMIC_RELAXED);
+  if (now - was >= SWEEP_EVERY_S &&
+      __atomic_compare_exchange_n(&last, &was, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    gw_artifact_sweep_all(x->store);
+}
+
 void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_serve_call *call,
                        const char *user, struct grpc_serve_answer *a)
 {
+  sweep_now_and_then(x);
   struct grpc_serve_chunk c;
   int got = call->recv_chunk(call->stream, &c);
   if (got < 0) {

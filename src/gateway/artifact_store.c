@@ -532,3 +532,26 @@ void gw_artifact_remove(const char *store, const char *user, const char *id)
     remove_artifact(dfd, id);
   gw_artifact_meta_free(&m);
 }
+
+void gw_artifact_sweep_all(const char *store)
+{
+  int sfd = open(store, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = sfd >= 0 ? fdopendir(sfd) : NULL;
+  if (!d) {
+    if (sfd >= 0)
+      close(sfd);
+    return;
+  }
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.')
+      continue;
+    int dfd = openat(sfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+      continue;
+    size_t count;
+    uint64_t bytes;
+    sweep(dfd, &count, &bytes); /* the directory stays: an upload may be opening it */
+    close(dfd);
+  }
+  closedir(d);
+}

@@ -11,7 +11,7 @@
  * Bounded: GW_ARTIFACT_MAX_BYTES an artifact, GW_ARTIFACT_USER_BYTES and
  * GW_ARTIFACT_USER_COUNT a user; an artifact lives GW_ARTIFACT_TTL_S (what
  * Selu's orchestrator keeps its own), swept when the user stores another
- * and refused when opened past it. */
+ * (and every user's now and then) and refused when opened past it. */
 #ifndef CAPSULE_GATEWAY_ARTIFACT_STORE_H
 #define CAPSULE_GATEWAY_ARTIFACT_STORE_H
 
@@ -73,6 +73,11 @@ struct cap_node;
  * object with a string "capability_artifact_id"), as Selu's orchestrator
  * hands a capability its attachments. */
 size_t gw_artifact_refs(const struct cap_node *args);
+
+/* Every user's expired artifacts removed: what serve --grpc does at its
+ * first upload and every 10 minutes of uploads after, so that a user who
+ * stores nothing more does not keep them on disk. */
+void gw_artifact_sweep_all(const char *store);
 
 /* Removes the user's artifact id (nothing when it is not the user's). */
 void gw_artifact_remove(const char *store, const char *user, const char *id);

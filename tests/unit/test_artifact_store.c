@@ -118,6 +118,38 @@ static void test_bounds(void)
   gw_artifact_meta_free(&m);
 }
 
+/* Another user's expired artifact goes with a sweep of the whole store. */
+static void test_sweep_all(void)
+{
+  struct gw_artifact_meta m = {0};
+  CHECK(put("frank", "old", 3, &m) == 0);
+  char path[600] = "";
+  DIR *d = opendir(store);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s/%s.meta", store, e->d_name, m.id);
+    if (e->d_name[0] != '.' && access(p, F_OK) == 0)
+      snprintf(path, sizeof path, "%s", p);
+  }
+  if (d)
+    closedir(d);
+  gw_artifact_sweep_all(store);
+  CHECK(path[0] && access(path, F_OK) == 0); /* alive: kept */
+  FILE *f = fopen(path, "we");
+  if (f) {
+    fprintf(f, "{\"user\":\"frank\",\"filename\":\"f\",\"mime_type\":\"t/p\",\"origin\":"
+               "\"upload\",\"source_id\":null,\"size\":3,\"created\":1}");
+    fclose(f);
+  }
+  gw_artifact_sweep_all(store);
+  CHECK(access(path, F_OK) < 0);
+  path[strlen(path) - 4] = '\0';
+  strcat(path, "data");
+  CHECK(access(path, F_OK) < 0);
+  gw_artifact_meta_free(&m);
+}
+
 static void cleanup(void)
 {
   char cmd[256];
@@ -131,4 +163,4 @@ static void setup(void)
   snprintf(store, sizeof store, "%s/run/artifacts", root);
 }
 
-UNIT_MAIN(setup, test_ids, test_round_trip, test_bounds, cleanup)
+UNIT_MAIN(setup, test_ids, test_round_trip, test_bounds, test_sweep_all, cleanup)
