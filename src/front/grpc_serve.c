@@ -5,7 +5,7 @@
  * started per call cost every call its start and its stack); the
  * messages are grpc_serve_msg.c's. The artifact calls stream: the handler
  * pulls an upload's chunks (recv_chunk) and pushes a download's
- * (send_chunk), each within GRPC_SERVE_STREAM_IDLE_MS, as is a call's
+ * (send_chunk), each within the options' stream_idle_ms, as is a call's
  * first message. */
 #include "front/grpc_serve_module.h"
 
@@ -180,7 +180,7 @@ static int recv_chunk(struct grpc_serve_stream *s, struct grpc_serve_chunk *c)
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &in;
-    if (!batch_within(s->p, &op, 1, GRPC_SERVE_STREAM_IDLE_MS)) {
+    if (!batch_within(s->p, &op, 1, s->p->s->opt.stream_idle_ms)) {
       s->failed = true;
       if (in)
         grpc_byte_buffer_destroy(in);
@@ -219,7 +219,7 @@ static bool send_chunk(struct grpc_serve_stream *s, const struct grpc_serve_chun
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_SEND_MESSAGE;
   op.data.send_message.send_message = bb;
-  bool ok = batch_within(s->p, &op, 1, GRPC_SERVE_STREAM_IDLE_MS);
+  bool ok = batch_within(s->p, &op, 1, s->p->s->opt.stream_idle_ms);
   grpc_byte_buffer_destroy(bb);
   s->failed = !ok;
   return ok;
@@ -300,7 +300,7 @@ static void answer_call(struct pending *p)
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[1].op = GRPC_OP_RECV_MESSAGE;
     ops[1].data.recv_message.recv_message = &in;
-    bool got = batch_within(p, ops, 2, GRPC_SERVE_STREAM_IDLE_MS);
+    bool got = batch_within(p, ops, 2, s->opt.stream_idle_ms);
     struct grpc_serve_stream stream = {.p = p};
     if (got && method == GRPC_SERVE_CAP_UPLOAD) { /* the first chunk, or none */
       stream.first = in;
@@ -533,6 +533,8 @@ static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve *
     s->opt.max_calls = DEFAULT_MAX_CALLS;
   if (!s->opt.max_message)
     s->opt.max_message = DEFAULT_MAX_MESSAGE;
+  if (s->opt.stream_idle_ms <= 0)
+    s->opt.stream_idle_ms = GRPC_SERVE_STREAM_IDLE_MS;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->idle, NULL);
   pthread_cond_init(&s->work, NULL);

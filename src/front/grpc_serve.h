@@ -74,9 +74,9 @@ struct grpc_serve_call {
   /* The artifact calls' stream: recv_chunk (UploadInputArtifact) gives
    * the next chunk, 1, or 0 at the client's end of the stream, -1 when
    * the stream failed (the client went away, sent a message that is not
-   * a chunk, or sent none for GRPC_SERVE_STREAM_IDLE_MS); send_chunk
+   * a chunk, or sent none for the options' stream_idle_ms); send_chunk
    * (DownloadOutputArtifact) sends one, false when the client is gone or
-   * did not take it within GRPC_SERVE_STREAM_IDLE_MS. NULL otherwise. */
+   * did not take it within stream_idle_ms. NULL otherwise. */
   struct grpc_serve_stream *stream;
   int (*recv_chunk)(struct grpc_serve_stream *s, struct grpc_serve_chunk *c);
   bool (*send_chunk)(struct grpc_serve_stream *s, const struct grpc_serve_chunk *c);
@@ -110,6 +110,8 @@ struct grpc_serve_options {
   const char *tls_cert, *tls_key; /* PEM files: TLS; both NULL: plaintext */
   unsigned max_calls;             /* calls at once; more are refused (0: 64) */
   size_t max_message;             /* bytes of a request (0: 4 MiB) */
+  int stream_idle_ms; /* a call's first message, a stream's next: within this, else the call is
+                         cancelled (0: GRPC_SERVE_STREAM_IDLE_MS) */
   grpc_serve_handler handler;
   void *arg;
 };
