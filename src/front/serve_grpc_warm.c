@@ -21,6 +21,7 @@
 #include "front/grpc_serve.h"
 #include "front/serve_core.h"
 #include "front/serve_internal.h"
+#include "gateway/artifact_store.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
 #include "gateway/selu.h"
@@ -44,7 +45,7 @@ struct serve_grpc_warm {
   char **hidden;
   size_t n_hidden;
   struct gw_channels *channels; /* to the warm instances, kept between calls */
-  char *logs, *run, *cache, *volumes, *images;
+  char *logs, *run, *cache, *volumes, *images, *artifacts;
 };
 
 static struct warm_registry *registry_load(const char *dir)
@@ -122,6 +123,7 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
   w->cache = cap_xasprintf("%s/cache", opt->state_dir);
   w->volumes = cap_xasprintf("%s/volumes", opt->state_dir);
   w->images = image_store_dir(opt->state_dir);
+  w->artifacts = gw_artifact_store_dir(opt->state_dir);
   w->channels = gw_channels_new();
   return w;
 }
@@ -156,6 +158,7 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
       .cache_dir = w->cache,
       .volumes_dir = w->volumes,
       .image_dir = w->images,
+      .artifact_store = w->artifacts,
       .session_id = call->session_id && *call->session_id ? call->session_id : NULL,
       .thread_id = call->thread_id && *call->thread_id ? call->thread_id : NULL,
       .hidden = (const char *const *)w->hidden,
@@ -208,6 +211,7 @@ void serve_grpc_warm_free(struct serve_grpc_warm *w)
   free(w->cache);
   free(w->volumes);
   free(w->images);
+  free(w->artifacts);
   close(w->reload_fd);
   pthread_mutex_destroy(&w->mu);
   free(w);
