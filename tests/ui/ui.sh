@@ -15,7 +15,9 @@
 # audit record by filters; find a call's refused egress by filters. As root and as uid 65534 (the browser always
 # runs as root: it only talks HTTP to the server). TLS (root): the cookie
 # is Secure, named __Secure-capsule_ui. PostgreSQL (root, when installed):
-# the approvals, the audit search and the egress log on a PostgreSQL state.
+# the approvals, the audit search and the egress log on a PostgreSQL state;
+# two serves on it share sessions, and a sign-out or a revoked token on
+# one ends the session on the other through its notification.
 # Usage: ui.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -278,6 +280,9 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
   local url=$PGURL op jar=$work/jar-pg id
   wrap=()
   export CAPSULE_STATE_KEY=$(printf '%064d' 42) XDG_STATE_HOME=$work/pg-local # its local files
+  # a session checked in the state is vouched for 10 minutes here (2 s by
+  # default): what ends one on the other serve below is the notification
+  export CAPSULE_UI_VOUCH_MS=600000
   C() { "$capsule" "$@"; }
   C --state "$url" policy set --caps "$caps" asker dispatch ask >/dev/null
   op=$(C --state "$url" access issue op --operator 2>/dev/null)
@@ -298,9 +303,10 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
     grep -q 'The chain verifies' "$work/page" && ok "pg: audit-search-and-verify" || bad "pg: audit-search-and-verify"
   C --state "$PGURL" policy set --caps "$caps" net dispatch allow >/dev/null
   # the live stream on NOTIFY: serve's listener has its own connection,
-  # LISTENing on the approvals' and the audit log's channels
+  # LISTENing on the approvals', the audit log's and then the access
+  # channel (its last statement)
   listening() { [ "$(pg_as "$pg_bin/psql" -h "$PGSOCK" -U capsule -At -c \
-    "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"capsule_audit\"'" capsule)" -ge 1 ]; }
+    "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"capsule_access\"'" capsule)" -ge 1 ]; }
   wait_for listening && ok "pg: dashboard-listens" || bad "pg: dashboard-listens"
   if [ -n "$browser" ]; then # approvals and the audit log live, through NOTIFY
     while IFS= read -r line; do
@@ -323,8 +329,20 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
       [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$B1" | csrf_of)&capability=echo&tool=dispatch&policy=allow" "${B2}policy")" = 303 ] &&
       ok "pg: session-shared-by-two-serves" || bad "pg: session-shared-by-two-serves"
     curl -s -o /dev/null -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$B2" | csrf_of)" "${B2}logout"
-    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" "$B1")" = 303 ] && ok "pg: sign-out-ends-it-on-both" ||
-      bad "pg: sign-out-ends-it-on-both"
+    # the first serve vouched for the session: it checks it again once it
+    # hears the sign-out (NOTIFY), long before its 10 minutes
+    refused() { [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$1" "$2")" = 303 ]; }
+    wait_for refused "$jar2" "$B1" && ok "pg: sign-out-ends-it-on-both" || bad "pg: sign-out-ends-it-on-both"
+    # a token revoked from the command line ends its sessions on both
+    local op3 jar3=$work/jar-pg3 B3
+    op3=$(C --state "$PGURL" access issue op3 --operator 2>/dev/null)
+    rm -f "$jar3"
+    [ "$(sign_in "$jar3" "$op3")" = 303 ] && B3=$(ui_base "$jar3") &&
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar3" "$U1${B3#"$U2"}")" = 200 ] &&
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar3" "$B3")" = 200 ] &&
+      C --state "$PGURL" access revoke op3 >/dev/null 2>&1 &&
+      wait_for refused "$jar3" "$U1${B3#"$U2"}" && wait_for refused "$jar3" "$B3" &&
+      ok "pg: revoked-token-ends-it-on-both" || bad "pg: revoked-token-ends-it-on-both"
     kill -TERM "$server"
     wait "$server"
   else
