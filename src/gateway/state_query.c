@@ -1,7 +1,6 @@
 /* The dashboard's reads of the state (state_query.h). */
 #include "gateway/state_query.h"
 
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,13 +116,27 @@ static void mac_of(struct gw_state *st, const struct gw_audit_record *r, char ma
   memcpy(sl->mac, mac, 65);
 }
 
+/* Whether two MACs in hex are the same, in constant time (as
+ * sodium_memcmp, eight words at a time rather than a byte). */
+static bool mac_equal(const char *a, const char *b)
+{
+  uint64_t diff = 0;
+  for (size_t i = 0; i < 64; i += 8) {
+    uint64_t x, y;
+    memcpy(&x, a + i, 8);
+    memcpy(&y, b + i, 8);
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
 static enum gw_chain_status chain_of(struct gw_state *st, const struct gw_audit_record *r,
                                      const char *before)
 {
   static const char zero[] = "0000000000000000000000000000000000000000000000000000000000000000";
   char mac[65];
   mac_of(st, r, mac);
-  if (sodium_memcmp(mac, r->hash, 64) != 0)
+  if (strlen(r->hash) != 64 || !mac_equal(mac, r->hash))
     return GW_CHAIN_EDITED;
   const char *want = r->seq == 1 ? zero : before;
   return want && strcmp(want, r->prev) == 0 ? GW_CHAIN_OK : GW_CHAIN_UNLINKED;
