@@ -83,7 +83,9 @@ static void deadline_in(struct timespec *t, int ms)
 static void *listen_main(void *arg)
 {
   struct ui_live *l = arg;
-  static const char *const channels[] = {GW_APPROVAL_CHANNEL, GW_AUDIT_CHANNEL, GW_ACCESS_CHANNEL};
+  enum { APPROVALS, AUDIT, ACCESS, N_CHANNELS }; /* a bit each in what the wait returns */
+  static const char *const channels[N_CHANNELS] = {
+      [APPROVALS] = GW_APPROVAL_CHANNEL, [AUDIT] = GW_AUDIT_CHANNEL, [ACCESS] = GW_ACCESS_CHANNEL};
   for (;;) {
     pthread_mutex_lock(&l->mu);
     bool stop = l->stop;
@@ -91,12 +93,12 @@ static void *listen_main(void *arg)
     if (stop)
       return NULL;
     /* a second at a time: the stop is seen within one */
-    int r = gw_db_wait_notify_any(l->db, channels, 3, 1000);
+    int r = gw_db_wait_notify_any(l->db, channels, N_CHANNELS, 1000);
     pthread_mutex_lock(&l->mu);
     /* r >= 0: the LISTENs stood from the wait's start (made again there
      * after a failure, whose epoch moved before) */
     l->hearing = r >= 0;
-    if (r < 0 || (r & 4))
+    if (r < 0 || (r & 1 << ACCESS))
       l->epoch++; /* every session is checked again */
     if (r == 0) {
       pthread_mutex_unlock(&l->mu);
