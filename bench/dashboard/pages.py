@@ -3,6 +3,7 @@ pages over one keep-alive HTTP connection with the signed-in session's
 cookie, the cases lib.sh wrote, and the table of results."""
 import http.client
 import statistics
+import time
 
 
 def page_getter(ui, cookie):
@@ -17,6 +18,41 @@ def page_getter(ui, cookie):
         assert r.status == 200 and b'class="record"' in body, (path, r.status)
 
     return page
+
+
+def timed(fn, each):
+    """fn run on each argument, its times (ms) after the first 2 (the
+    warm-up)"""
+    for a in each[:2]:
+        fn(a)
+    out = []
+    for a in each[2:]:
+        t = time.perf_counter()
+        fn(a)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def in_rounds(page_times, sql_times, path, sql, runs, rounds=5):
+    """both sides timed in rounds, taking turns (2 warm-up runs each, then
+    a share of the runs), so that a moment of load on the shared machine
+    lands on both alike; page_times and sql_times: a list of arguments
+    (the first 2 the warm-up) to their times. For distinct pages (lists
+    of runs + 2: each run another), the warm-ups repeat the first two."""
+    rounds = min(rounds, runs)
+    distinct = isinstance(path, list)
+    p, q = [], []
+    lo = 2
+    for r in range(rounds):
+        n = runs // rounds + (1 if r < runs % rounds else 0)
+        if distinct:
+            pa, sa = path[:2] + path[lo:lo + n], sql[:2] + sql[lo:lo + n]
+            lo += n
+        else:
+            pa, sa = [path] * (n + 2), [sql] * (n + 2)
+        p += page_times(pa)
+        q += sql_times(sa)
+    return p, q
 
 
 def read_cases(path):

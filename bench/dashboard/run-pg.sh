@@ -59,20 +59,10 @@ done <"$work/cases" >"$work/explain"
 echo "$n records on PostgreSQL, $runs runs each in 5 rounds taking turns, 2 warm-up runs a round (mean and median; one keep-alive HTTP connection; a psql session a round, \\timing):"
 PSQL="$pg_bin/psql -h $PGSOCK -U capsule -d capsule -X -q" PYTHONPATH=$root/bench/dashboard \
   python3 - "$ui" "$cookie" "$runs" "$work/cases" <<'PY'
-import os, re, shlex, subprocess, sys, time
+import os, re, shlex, subprocess, sys
 import pages
 ui, cookie, runs, cases = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 page = pages.page_getter(ui, cookie)
-
-def page_times(each):
-    for a in each[:2]:
-        page(a)
-    out = []
-    for a in each[2:]:
-        t = time.perf_counter()
-        page(a)
-        out.append((time.perf_counter() - t) * 1000)
-    return out
 
 def sql_times(each):
     """one psql session: \\timing on, the rows to /dev/null, every
@@ -86,26 +76,7 @@ def sql_times(each):
     assert len(t) == len(each), out
     return t[2:]
 
-# in rounds, the two sides taking turns (2 warm-up runs each, then a
-# share of the runs), so that a moment of load on the shared machine
-# lands on both alike
-ROUNDS = min(5, runs)
-def both(path, sql):
-    distinct = isinstance(path, list)
-    p, q = [], []
-    for r in range(ROUNDS):
-        n = runs // ROUNDS + (1 if r < runs % ROUNDS else 0)
-        if distinct:  # runs + 2 distinct pages: each run another (warm-ups repeat the first)
-            lo = 2 + sum(runs // ROUNDS + (1 if k < runs % ROUNDS else 0) for k in range(r))
-            pa = path[:2] + path[lo:lo + n]
-            sa = sql[:2] + sql[lo:lo + n]
-        else:
-            pa, sa = [path] * (n + 2), [sql] * (n + 2)
-        p += page_times(pa)
-        q += sql_times(sa)
-    return p, q
-
 pages.print_header("psql")
 for name, path, sql in pages.read_cases(cases):
-    pages.print_row(name, *both(path, sql))
+    pages.print_row(name, *pages.in_rounds(lambda each: pages.timed(page, each), sql_times, path, sql, runs))
 PY

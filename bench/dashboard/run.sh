@@ -23,9 +23,9 @@ echo "filling $n records..."
 ui_serve "$state"
 # the statement the audit page prepares (gw_audit_query_sql), its values in place
 ui_cases --sql 0
-echo "$n records, $runs runs each after 2 warm-up runs (mean and median; one keep-alive HTTP connection, one database connection):"
+echo "$n records, $runs runs each in 5 rounds taking turns, 2 warm-up runs a round (mean and median; one keep-alive HTTP connection, one database connection):"
 PYTHONPATH=$root/bench/dashboard python3 - "$ui" "$cookie" "$state/state.db" "$runs" "$work/cases" <<'PY'
-import sqlite3, sys, time
+import sqlite3, sys
 import pages
 ui, cookie, db, runs, cases = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 page = pages.page_getter(ui, cookie)
@@ -34,20 +34,8 @@ sql_conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
 def query(sql):
     sql_conn.execute(sql).fetchall()
 
-def times_ms(fn, args):
-    """each run's time; args: one argument for every run, or a list of
-    runs + 2 distinct ones"""
-    each = args if isinstance(args, list) else [args] * (runs + 2)
-    for a in each[:2]:
-        fn(a)
-    out = []
-    for a in each[2:runs + 2]:
-        t = time.perf_counter()
-        fn(a)
-        out.append((time.perf_counter() - t) * 1000)
-    return out
-
 pages.print_header("SQL")
 for name, path, sql in pages.read_cases(cases):
-    pages.print_row(name, times_ms(page, path), times_ms(query, sql))
+    pages.print_row(name, *pages.in_rounds(lambda each: pages.timed(page, each),
+                                           lambda each: pages.timed(query, each), path, sql, runs))
 PY
