@@ -17,7 +17,8 @@
 # is Secure, named __Secure-capsule_ui. PostgreSQL (root, when installed):
 # the approvals, the audit search and the egress log on a PostgreSQL state;
 # two serves on it share sessions, and a sign-out or a revoked token on
-# one ends the session on the other through its notification.
+# one ends the session on the other through its notification; a token
+# revoked while the listener's connection was cut ends it too.
 # Usage: ui.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -85,6 +86,9 @@ csrf_of() { grep -o 'name="csrf" value="[0-9a-f]*"' | head -1 | grep -o '[0-9a-f
 
 # the signed-in session's pages in jar: $U/s/KEY/ (its cookie's path)
 ui_base() { echo "$U$(awk -F'\t' '$3 ~ /^\/s\// {p = $3} END {print p}' "$1")/"; }
+
+# a session's page (jar, URL) sent to /login
+refused() { [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$1" "$2")" = 303 ]; }
 
 # signs in with token into the cookie jar; prints the final status
 sign_in() {
@@ -331,7 +335,6 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
     curl -s -o /dev/null -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$B2" | csrf_of)" "${B2}logout"
     # the first serve vouched for the session: it checks it again once it
     # hears the sign-out (NOTIFY), long before its 10 minutes
-    refused() { [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$1" "$2")" = 303 ]; }
     wait_for refused "$jar2" "$B1" && ok "pg: sign-out-ends-it-on-both" || bad "pg: sign-out-ends-it-on-both"
     # a token revoked from the command line ends its sessions on both
     local op3 jar3=$work/jar-pg3 B3
@@ -349,6 +352,18 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
     bad "pg: second-serve-starts"; cat "$work/serve-pg2.log"
   fi
   server=$first U=$U1
+  # the listener's connection cut (its backend ended): every vouch is void
+  # then, so a token revoked before it listens again (its notification
+  # unheard) still ends the session, asked a while after it listens again
+  local op4 jar4=$work/jar-pg4 B4
+  op4=$(C --state "$PGURL" access issue op4 --operator 2>/dev/null)
+  rm -f "$jar4"
+  [ "$(sign_in "$jar4" "$op4")" = 303 ] && B4=$(ui_base "$jar4") &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar4" "$B4")" = 200 ] &&
+    pg_as "$pg_bin/psql" -h "$PGSOCK" -U capsule -At -c \
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'" capsule >/dev/null &&
+    C --state "$PGURL" access revoke op4 >/dev/null 2>&1 && wait_for listening && sleep 2 &&
+    wait_for refused "$jar4" "$B4" && ok "pg: revoked-while-listener-away" || bad "pg: revoked-while-listener-away"
   C --state "$PGURL" call --caps "$caps" net dispatch '{"text":"out"}' >/dev/null 2>&1
   curl -s -b "$jar" "${B}egress?capability=net&decision=deny" >"$work/page"
   [ "$(grep -c '<tr class="egress"' "$work/page")" -ge 2 ] && grep -q '<td>198.51.100.9</td><td>80</td>' "$work/page" &&
