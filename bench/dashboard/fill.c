@@ -45,7 +45,6 @@ static int print_sql(char **v, enum gw_db_kind kind)
       values[n++] = v[k];
   if (f.before > 0)
     values[n++] = v[4];
-  values[n++] = "101";
   size_t used = 0;
   for (const char *c = sql.data; *c; c++) {
     if (*c != '?') {

@@ -21,6 +21,10 @@
 #define UI_SESSION_IDLE_MS (30 * 60 * 1000)
 #define UI_SESSION_MAX_MS (12 * 60 * 60 * 1000)
 #define UI_MAX_SESSIONS 256
+/* How long a session found standing in a PostgreSQL state is taken as
+ * standing without asking again, unless a revocation or sign-out is heard
+ * meanwhile (ui_live.c) */
+#define UI_SESSION_VOUCH_MS 2000
 #define UI_MAX_BODY 65536
 #define UI_MAX_FIELDS 64
 /* Connections (front/serve_conn.h): at most UI_CONN_MAX, of which
@@ -90,6 +94,17 @@ int ui_sess_load(struct serve *sv, const char *id, char csrf[65], char key[65], 
                  char **token, uint64_t *age_ms);
 bool ui_sess_alive(struct serve *sv, const char *id, const char *token);
 void ui_sess_forget(struct serve *sv, const char *id);
+/* Session checks serve may skip (ui_live.c, PostgreSQL only): whether the
+ * session id signed in with token was found standing less than
+ * UI_SESSION_VOUCH_MS ago with nothing heard since; the epoch to pass to
+ * ui_live_vouch (0: none can be vouched for) and *at_ms, taken before a
+ * check; the check's success recorded; every vouch void (a sign-out
+ * here). */
+bool ui_live_vouched(struct serve *sv, const char *id, const char *token);
+uint64_t ui_live_epoch(struct serve *sv, uint64_t *at_ms);
+void ui_live_vouch(struct serve *sv, const char *id, const char *token, uint64_t epoch,
+                   uint64_t at_ms);
+void ui_live_revoked(struct serve *sv);
 /* Who presents token: 0 and *user for an operator token; -EACCES for no
  * token, -EPERM for one that is not an operator's. */
 int ui_login(struct serve *sv, const char *token, char **user);

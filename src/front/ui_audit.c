@@ -44,12 +44,49 @@ static void audit_row(void *arg, const struct gw_audit_record *r, enum gw_chain_
   cap_buf_puts(b, "</td></tr>\n");
 }
 
-static void filter_input(struct cap_buf *b, const struct ui_request *rq, const char *name,
-                         const char *label)
+/* What a page of 100 records takes (about 23 KB): made room for at once
+ * rather than by ten doublings. */
+#define LOG_PAGE_BYTES 32768
+
+/* A log page's filters: the query parameter and its label. */
+struct log_filter {
+  const char *name, *label;
+};
+
+static const struct log_filter audit_filters[] = {
+    {"capability", "capability"}, {"user", "user"}, {"decision", "decision"}, {"q", "text"}};
+static const struct log_filter egress_filters[] = {{"capability", "capability"},
+                                                   {"user", "user"},
+                                                   {"decision", "decision"},
+                                                   {"q", "host, path or reason"},
+                                                   {"call", "call (audit seq)"}};
+
+/* A log page: its path, filters, and what it says when nothing matches. */
+struct log_view {
+  const char *path;
+  const struct log_filter *filters;
+  size_t n;
+  const char *none;
+};
+static const struct log_view audit_view = {"/audit", audit_filters, ARRAY_SIZE(audit_filters),
+                                           "No record matches."};
+static const struct log_view egress_view = {"/egress", egress_filters, ARRAY_SIZE(egress_filters),
+                                            "No decision matches."};
+
+/* The form of v's filters, each holding the value given; buttons after
+ * the search button. */
+static void filter_form(struct cap_buf *b, const struct ui_request *rq, const struct log_view *v,
+                        const char *buttons)
 {
-  cap_buf_printf(b, "<label>%s <input name=\"%s\" id=\"f-%s\" value=\"", label, name, name);
-  ui_h(b, ui_param(rq, name));
-  cap_buf_puts(b, "\" size=\"14\"></label>");
+  const struct log_filter *f = v->filters;
+  cap_buf_printf(b, "<form method=\"get\" action=\"%s%s\" class=\"filters\">", rq->base, v->path);
+  for (size_t i = 0; i < v->n; i++) {
+    cap_buf_printf(b, "<label>%s <input name=\"%s\" id=\"f-%s\" value=\"", f[i].label, f[i].name,
+                   f[i].name);
+    ui_h(b, ui_param(rq, f[i].name));
+    cap_buf_puts(b, "\" size=\"14\"></label>");
+  }
+  cap_buf_printf(b, "<button type=\"submit\" id=\"search\">Search</button>%s</form>", buttons);
 }
 
 static void verify_result(struct serve *sv, struct cap_buf *b)
@@ -70,18 +107,17 @@ static void verify_result(struct serve *sv, struct cap_buf *b)
   cap_error_clear(&err);
 }
 
-/* The link to the next page of path: the same filters, older than last. */
-static void older_link(struct cap_buf *b, const struct ui_request *rq, const char *path,
+/* The link to v's next page: the same filters, older than last. */
+static void older_link(struct cap_buf *b, const struct ui_request *rq, const struct log_view *v,
                        int64_t last)
 {
-  cap_buf_printf(b, "<p><a id=\"older\" href=\"%s%s?", rq->base, path);
-  static const char *const keep[] = {"capability", "user", "decision", "q", "call"};
-  for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
-    const char *v = ui_param(rq, keep[i]);
-    if (!v || !*v)
+  cap_buf_printf(b, "<p><a id=\"older\" href=\"%s%s?", rq->base, v->path);
+  for (size_t i = 0; i < v->n; i++) {
+    const char *val = ui_param(rq, v->filters[i].name);
+    if (!val || !*val)
       continue;
-    cap_buf_printf(b, "%s=", keep[i]);
-    for (const unsigned char *c = (const unsigned char *)v; *c; c++)
+    cap_buf_printf(b, "%s=", v->filters[i].name);
+    for (const unsigned char *c = (const unsigned char *)val; *c; c++)
       if ((*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
           strchr("-_.~", *c))
         cap_buf_putc(b, (char)*c);
@@ -90,6 +126,24 @@ static void older_link(struct cap_buf *b, const struct ui_request *rq, const cha
     cap_buf_puts(b, "&amp;");
   }
   cap_buf_printf(b, "before=%lld\">Older records</a></p>", (long long)last);
+}
+
+/* After v's rows: the table closed, the query's error or that nothing
+ * matched, the link to older rows with the same filters. */
+static void table_end(struct cap_buf *b, const struct ui_request *rq, const struct log_view *v,
+                      int r, struct cap_error *err, size_t shown, bool more, int64_t last)
+{
+  cap_buf_puts(b, "</tbody></table>");
+  if (r < 0) {
+    cap_buf_puts(b, "<p class=\"error\">");
+    ui_h(b, err->message);
+    cap_buf_puts(b, "</p>");
+    cap_error_clear(err);
+  } else if (!shown) {
+    cap_buf_printf(b, "<p class=\"muted\" id=\"no-records\">%s</p>", v->none);
+  }
+  if (more)
+    older_link(b, rq, v, last);
 }
 
 static void head_of(void *arg, const struct gw_audit_record *r, enum gw_chain_status chain)
@@ -111,16 +165,12 @@ int64_t ui_audit_head(struct serve *sv)
 
 void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_response *out)
 {
+  cap_buf_reserve(&out->body, LOG_PAGE_BYTES);
   ui_begin(out, rq, "Audit log");
   struct cap_buf *b = &out->body;
-  cap_buf_printf(b, "<form method=\"get\" action=\"%s/audit\" class=\"filters\">", rq->base);
-  filter_input(b, rq, "capability", "capability");
-  filter_input(b, rq, "user", "user");
-  filter_input(b, rq, "decision", "decision");
-  filter_input(b, rq, "q", "text");
-  cap_buf_puts(b, "<button type=\"submit\" id=\"search\">Search</button> <button type=\"submit\" "
-                  "name=\"verify\" value=\"1\" id=\"verify-chain\">Verify the chain</button>"
-                  "</form>");
+  filter_form(b, rq, &audit_view,
+              " <button type=\"submit\" name=\"verify\" value=\"1\" id=\"verify-chain\">Verify "
+              "the chain</button>");
   if (ui_param(rq, "verify"))
     verify_result(sv, b);
   const char *before = ui_param(rq, "before");
@@ -136,17 +186,7 @@ void ui_page_audit(struct serve *sv, const struct ui_request *rq, struct ui_resp
   bool more = false;
   struct cap_error err = {0};
   int r = gw_audit_query(sv->opt->st, &f, audit_row, &p, &more, &err);
-  cap_buf_puts(b, "</tbody></table>");
-  if (r < 0) {
-    cap_buf_puts(b, "<p class=\"error\">");
-    ui_h(b, err.message);
-    cap_buf_puts(b, "</p>");
-    cap_error_clear(&err);
-  } else if (!p.n) {
-    cap_buf_puts(b, "<p class=\"muted\" id=\"no-records\">No record matches.</p>");
-  }
-  if (more)
-    older_link(b, rq, "/audit", p.last);
+  table_end(b, rq, &audit_view, r, &err, p.n, more, p.last);
   if (!before) {                              /* the newest page follows the log (ui.js) */
     bool any = f.capability && *f.capability; /* filtered: the head may not be shown */
     any = any || (f.user && *f.user) || (f.decision && *f.decision) || (f.text && *f.text);
@@ -207,15 +247,10 @@ static void egress_row(void *arg, const struct gw_egress_record *r)
 
 void ui_page_egress(struct serve *sv, const struct ui_request *rq, struct ui_response *out)
 {
+  cap_buf_reserve(&out->body, LOG_PAGE_BYTES);
   ui_begin(out, rq, "Egress log");
   struct cap_buf *b = &out->body;
-  cap_buf_printf(b, "<form method=\"get\" action=\"%s/egress\" class=\"filters\">", rq->base);
-  filter_input(b, rq, "capability", "capability");
-  filter_input(b, rq, "user", "user");
-  filter_input(b, rq, "decision", "decision");
-  filter_input(b, rq, "q", "host, path or reason");
-  filter_input(b, rq, "call", "call (audit seq)");
-  cap_buf_puts(b, "<button type=\"submit\" id=\"search\">Search</button></form>");
+  filter_form(b, rq, &egress_view, "");
   const char *before = ui_param(rq, "before"), *call = ui_param(rq, "call");
   struct gw_egress_filter f = {.capability = ui_param(rq, "capability"),
                                .user = ui_param(rq, "user"),
@@ -231,16 +266,6 @@ void ui_page_egress(struct serve *sv, const struct ui_request *rq, struct ui_res
   bool more = false;
   struct cap_error err = {0};
   int r = gw_egress_query(sv->opt->st, &f, egress_row, &p, &more, &err);
-  cap_buf_puts(b, "</tbody></table>");
-  if (r < 0) {
-    cap_buf_puts(b, "<p class=\"error\">");
-    ui_h(b, err.message);
-    cap_buf_puts(b, "</p>");
-    cap_error_clear(&err);
-  } else if (!p.n) {
-    cap_buf_puts(b, "<p class=\"muted\" id=\"no-records\">No decision matches.</p>");
-  }
-  if (more)
-    older_link(b, rq, "/egress", p.last);
+  table_end(b, rq, &egress_view, r, &err, p.n, more, p.last);
   ui_end(out);
 }

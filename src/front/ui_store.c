@@ -4,7 +4,8 @@
  * PostgreSQL) honour each other's sign-ins and sign-outs. A failure is
  * logged; a session that could not be stored, or whose row cannot be
  * read, counts as signed out at its next request (sign in again): the row
- * is what says a session stands. */
+ * is what says a session stands (on PostgreSQL, a check is taken as
+ * standing for a short while: ui_live.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -68,8 +69,14 @@ int ui_sess_load(struct serve *sv, const char *id, char csrf[65], char key[65], 
   return 1;
 }
 
+/* On PostgreSQL a check that found the session standing vouches for it
+ * a short while (ui_live.c): a page then costs no round trip of its own
+ * for it. */
 bool ui_sess_alive(struct serve *sv, const char *id, const char *token)
 {
+  if (ui_live_vouched(sv, id, token))
+    return true;
+  uint64_t at = 0, epoch = ui_live_epoch(sv, &at); /* before the check */
   bool alive = false;
   struct cap_error err = {0};
   serve_lock_state(sv);
@@ -78,11 +85,14 @@ bool ui_sess_alive(struct serve *sv, const char *id, const char *token)
   serve_unlock_state(sv);
   if (r < 0)
     warn(sv, &err);
+  if (alive)
+    ui_live_vouch(sv, id, token, epoch, at);
   return alive;
 }
 
 void ui_sess_forget(struct serve *sv, const char *id)
 {
+  ui_live_revoked(sv); /* at once here; elsewhere when they hear it */
   struct cap_error err = {0};
   serve_lock_state(sv);
   int r = gw_ui_session_rm(sv->opt->st, id, &err);

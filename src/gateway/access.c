@@ -60,7 +60,11 @@ int gw_access_revoke(struct gw_state *st, const char *name, bool *found, struct 
   if (rc == GW_DB_ROW)
     rc = gw_stmt_step(s);
   gw_stmt_finalize(s);
-  return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot revoke the access token");
+  if (rc != GW_DB_DONE)
+    return gw_state_db_error(st, err, "cannot revoke the access token");
+  if (*found) /* the dashboards signed in with it (ui_live.c) */
+    gw_db_notify(st->db, GW_ACCESS_CHANNEL, name);
+  return 0;
 }
 
 int gw_access_list(struct gw_state *st, gw_access_fn fn, void *arg, struct cap_error *err)

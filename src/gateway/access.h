@@ -14,6 +14,10 @@
 
 #define GW_ACCESS_PREFIX "capsule_"
 #define GW_ACCESS_TOKEN_LEN (sizeof GW_ACCESS_PREFIX - 1 + 64) /* the prefix, 64 hex digits */
+/* On PostgreSQL a token revoked, or a dashboard session ended
+ * (gateway/ui_session.h), is announced on this channel (NOTIFY, at the
+ * commit): a serve that took a session as standing checks it again. */
+#define GW_ACCESS_CHANNEL "capsule_access"
 
 struct gw_access {
   const char *name, *user, *created;

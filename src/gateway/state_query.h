@@ -34,9 +34,9 @@ enum gw_chain_status {
 const char *gw_chain_status_name(enum gw_chain_status s);
 
 /* The SQL gw_audit_query prepares for f on a database of kind (its
- * parameters in the order capability, user, decision, text, before,
- * limit; those not given are left out), appended to out: what
- * bench/dashboard runs directly. */
+ * parameters in the order capability, user, decision, text, before;
+ * those not given are left out; the limit written in), appended to out:
+ * what bench/dashboard runs directly. */
 struct cap_buf;
 void gw_audit_query_sql(const struct gw_audit_filter *f, enum gw_db_kind kind, struct cap_buf *out);
 

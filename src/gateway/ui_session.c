@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/buf.h"
+#include "gateway/access.h"
 #include "gateway/state_int.h"
 
 #define NONCE_BYTES crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
@@ -194,6 +195,8 @@ int gw_ui_session_rm(struct gw_state *st, const char *id, struct cap_error *err)
   struct gw_stmt *q = gw_state_prep(st, "DELETE FROM ui_sessions WHERE id_sha256 = ?", key, NULL);
   int rc = q ? gw_stmt_step(q) : GW_DB_ERROR;
   gw_stmt_finalize(q);
+  if (rc == GW_DB_DONE) /* every serve that took it as standing checks it again */
+    gw_db_notify(st->db, GW_ACCESS_CHANNEL, key);
   /* and every other one that has ended long since (no sweeper runs) */
   q = gw_state_prep(st, "DELETE FROM ui_sessions WHERE last_ms < ?", NULL);
   if (q) {

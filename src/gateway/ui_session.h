@@ -43,7 +43,8 @@ int gw_ui_session_get(struct gw_state *st, const char *id, int64_t idle_ms, int6
  * PostgreSQL state for a dashboard request's checks). */
 int gw_ui_session_touch(struct gw_state *st, const char *id, const char *token, int64_t idle_ms,
                         int64_t max_ms, bool *alive, struct cap_error *err);
-/* Ends it (sign-out, a revoked token). */
+/* Ends it (sign-out, a revoked token); on PostgreSQL announced on
+ * GW_ACCESS_CHANNEL (gateway/access.h). */
 int gw_ui_session_rm(struct gw_state *st, const char *id, struct cap_error *err);
 
 #endif

@@ -15,7 +15,10 @@
 # audit record by filters; find a call's refused egress by filters. As root and as uid 65534 (the browser always
 # runs as root: it only talks HTTP to the server). TLS (root): the cookie
 # is Secure, named __Secure-capsule_ui. PostgreSQL (root, when installed):
-# the approvals, the audit search and the egress log on a PostgreSQL state.
+# the approvals, the audit search and the egress log on a PostgreSQL state;
+# two serves on it share sessions, and a sign-out or a revoked token on
+# one ends the session on the other through its notification; a token
+# revoked while the listener's connection was cut ends it too.
 # Usage: ui.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -83,6 +86,9 @@ csrf_of() { grep -o 'name="csrf" value="[0-9a-f]*"' | head -1 | grep -o '[0-9a-f
 
 # the signed-in session's pages in jar: $U/s/KEY/ (its cookie's path)
 ui_base() { echo "$U$(awk -F'\t' '$3 ~ /^\/s\// {p = $3} END {print p}' "$1")/"; }
+
+# a session's page (jar, URL) sent to /login
+refused() { [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$1" "$2")" = 303 ]; }
 
 # signs in with token into the cookie jar; prints the final status
 sign_in() {
@@ -278,6 +284,9 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
   local url=$PGURL op jar=$work/jar-pg id
   wrap=()
   export CAPSULE_STATE_KEY=$(printf '%064d' 42) XDG_STATE_HOME=$work/pg-local # its local files
+  # a session checked in the state is vouched for 10 minutes here (2 s by
+  # default): what ends one on the other serve below is the notification
+  export CAPSULE_UI_VOUCH_MS=600000
   C() { "$capsule" "$@"; }
   C --state "$url" policy set --caps "$caps" asker dispatch ask >/dev/null
   op=$(C --state "$url" access issue op --operator 2>/dev/null)
@@ -298,9 +307,10 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
     grep -q 'The chain verifies' "$work/page" && ok "pg: audit-search-and-verify" || bad "pg: audit-search-and-verify"
   C --state "$PGURL" policy set --caps "$caps" net dispatch allow >/dev/null
   # the live stream on NOTIFY: serve's listener has its own connection,
-  # LISTENing on the approvals' and the audit log's channels
+  # LISTENing on the approvals', the audit log's and then the access
+  # channel (its last statement)
   listening() { [ "$(pg_as "$pg_bin/psql" -h "$PGSOCK" -U capsule -At -c \
-    "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"capsule_audit\"'" capsule)" -ge 1 ]; }
+    "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN \"capsule_access\"'" capsule)" -ge 1 ]; }
   wait_for listening && ok "pg: dashboard-listens" || bad "pg: dashboard-listens"
   if [ -n "$browser" ]; then # approvals and the audit log live, through NOTIFY
     while IFS= read -r line; do
@@ -323,14 +333,37 @@ pg() { # the same pages on a PostgreSQL state (tests/state/pg-lib.sh: a throwawa
       [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$B1" | csrf_of)&capability=echo&tool=dispatch&policy=allow" "${B2}policy")" = 303 ] &&
       ok "pg: session-shared-by-two-serves" || bad "pg: session-shared-by-two-serves"
     curl -s -o /dev/null -b "$jar2" -d "csrf=$(curl -s -b "$jar2" "$B2" | csrf_of)" "${B2}logout"
-    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar2" "$B1")" = 303 ] && ok "pg: sign-out-ends-it-on-both" ||
-      bad "pg: sign-out-ends-it-on-both"
+    # the first serve vouched for the session: it checks it again once it
+    # hears the sign-out (NOTIFY), long before its 10 minutes
+    wait_for refused "$jar2" "$B1" && ok "pg: sign-out-ends-it-on-both" || bad "pg: sign-out-ends-it-on-both"
+    # a token revoked from the command line ends its sessions on both
+    local op3 jar3=$work/jar-pg3 B3
+    op3=$(C --state "$PGURL" access issue op3 --operator 2>/dev/null)
+    rm -f "$jar3"
+    [ "$(sign_in "$jar3" "$op3")" = 303 ] && B3=$(ui_base "$jar3") &&
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar3" "$U1${B3#"$U2"}")" = 200 ] &&
+      [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar3" "$B3")" = 200 ] &&
+      C --state "$PGURL" access revoke op3 >/dev/null 2>&1 &&
+      wait_for refused "$jar3" "$U1${B3#"$U2"}" && wait_for refused "$jar3" "$B3" &&
+      ok "pg: revoked-token-ends-it-on-both" || bad "pg: revoked-token-ends-it-on-both"
     kill -TERM "$server"
     wait "$server"
   else
     bad "pg: second-serve-starts"; cat "$work/serve-pg2.log"
   fi
   server=$first U=$U1
+  # the listener's connection cut (its backend ended): every vouch is void
+  # then, so a token revoked before it listens again (its notification
+  # unheard) still ends the session, asked a while after it listens again
+  local op4 jar4=$work/jar-pg4 B4
+  op4=$(C --state "$PGURL" access issue op4 --operator 2>/dev/null)
+  rm -f "$jar4"
+  [ "$(sign_in "$jar4" "$op4")" = 303 ] && B4=$(ui_base "$jar4") &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -b "$jar4" "$B4")" = 200 ] &&
+    pg_as "$pg_bin/psql" -h "$PGSOCK" -U capsule -At -c \
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'" capsule >/dev/null &&
+    C --state "$PGURL" access revoke op4 >/dev/null 2>&1 && wait_for listening && sleep 2 &&
+    wait_for refused "$jar4" "$B4" && ok "pg: revoked-while-listener-away" || bad "pg: revoked-while-listener-away"
   C --state "$PGURL" call --caps "$caps" net dispatch '{"text":"out"}' >/dev/null 2>&1
   curl -s -b "$jar" "${B}egress?capability=net&decision=deny" >"$work/page"
   [ "$(grep -c '<tr class="egress"' "$work/page")" -ge 2 ] && grep -q '<td>198.51.100.9</td><td>80</td>' "$work/page" &&
