@@ -125,17 +125,30 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   return fd;
 }
 
+/* Whether a lease reply's message (space-separated words) holds word. */
+static bool offers(const char *message, const char *word)
+{
+  size_t n = strlen(word);
+  for (const char *p = message; (p = strstr(p, word)); p += n)
+    if ((p == message || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+      return true;
+  return false;
+}
+
 int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *lease,
                       struct cap_error *err)
 {
   *lease = (struct gw_lease){.control = -1, .fd = -1};
+  int kept = req->control; /* a connection kept from the last lease: asked first */
   struct sockaddr_un sa;
   int r = socket_path(req, &sa, err);
-  if (r < 0)
+  if (r == 0 && kept < 0)
+    r = gw_instance_check_run_dir(req->run_dir, err);
+  if (r < 0) {
+    if (kept >= 0)
+      close(kept);
     return r;
-  r = gw_instance_check_run_dir(req->run_dir, err);
-  if (r < 0)
-    return r;
+  }
   uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + (req->wait_ms ? req->wait_ms : 30000);
   /* an instance that went away between connect and lease is started anew:
    * nothing was sent to it yet, so retrying is safe. Twice: a keeper
@@ -143,7 +156,11 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
    * finds its server gone and it unpublishes, so the first retry may
    * reach it again. */
   for (int attempt = 0; attempt < LEASE_ATTEMPTS; attempt++) {
-    int fd = gw_instance_connect(&sa, deadline);
+    /* a kept connection that fails is not an attempt: nothing reached the server */
+    int fd = kept >= 0 ? kept : gw_instance_connect(&sa, deadline);
+    if (kept >= 0)
+      attempt--;
+    kept = -1;
     if (fd == -EPERM)
       return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
                            sa.sun_path);
@@ -183,14 +200,15 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
                              req->spec->id, req->spec->runtime.max_concurrency);
       }
     }
-    bool kept = req->have_instance && rep.instance == req->have_instance;
-    if (n == (ssize_t)sizeof rep && rep.code == 0 && (got_fd >= 0 || kept)) {
+    bool same = req->have_instance && rep.instance == req->have_instance;
+    if (n == (ssize_t)sizeof rep && rep.code == 0 && (got_fd >= 0 || same)) {
       rep.message[sizeof rep.message - 1] = '\0';
       *lease = (struct gw_lease){.control = fd,
                                  .fd = got_fd,
                                  .protocol = rep.protocol,
                                  .instance = rep.instance,
-                                 .egress = strcmp(rep.message, KEEPER_EGRESS_OFFER) == 0};
+                                 .egress = offers(rep.message, KEEPER_EGRESS_OFFER),
+                                 .keep = offers(rep.message, KEEPER_KEEP)};
       return 0;
     }
     if (got_fd >= 0)
@@ -244,6 +262,17 @@ bool gw_lease_egress(struct gw_lease *lease, struct gw_egress_batch *b, uint64_t
   bool ok = last && gw_egress_batch_decode(b, &p, p + got.len);
   cap_buf_free(&got);
   return ok;
+}
+
+int gw_lease_release_keep(struct gw_lease *lease)
+{
+  int fd = -1;
+  if (lease->keep && lease->control >= 0 && send(lease->control, "R", 1, MSG_NOSIGNAL) == 1) {
+    fd = lease->control;
+    lease->control = -1;
+  }
+  gw_lease_release(lease);
+  return fd;
 }
 
 void gw_lease_release(struct gw_lease *lease)
