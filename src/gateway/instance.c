@@ -125,6 +125,32 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   return fd;
 }
 
+/* Asks the keeper on fd for a lease: the reply's size (-1: none came, the
+ * keeper gone), its passed connection in *got_fd; -ETIMEDOUT when no
+ * reply came by the deadline. */
+static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline, struct lease_reply *rep,
+                         int *got_fd)
+{
+  char ask[1 + sizeof have_instance] = {'L'};
+  memcpy(ask + 1, &have_instance, sizeof have_instance);
+  size_t ask_len = have_instance ? sizeof ask : 1;
+  if (send(fd, ask, ask_len, MSG_NOSIGNAL) != (ssize_t)ask_len)
+    return -1;
+  uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0)
+    return -ETIMEDOUT;
+  struct iovec iov = {.iov_base = rep, .iov_len = sizeof *rep};
+  char control[CMSG_SPACE(sizeof(int))];
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+  if (cm && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
+    memcpy(got_fd, CMSG_DATA(cm), sizeof(int));
+  return n < 0 ? -1 : n;
+}
+
 /* Whether a lease reply's message (space-separated words) holds word. */
 static bool offers(const char *message, const char *word)
 {
@@ -175,30 +201,12 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
       return fd;
     struct lease_reply rep = {0};
     int got_fd = -1;
-    ssize_t n = -1;
-    char ask[1 + sizeof req->have_instance] = {'L'};
-    memcpy(ask + 1, &req->have_instance, sizeof req->have_instance);
-    size_t ask_len = req->have_instance ? sizeof ask : 1;
-    if (send(fd, ask, ask_len, MSG_NOSIGNAL) == (ssize_t)ask_len) {
-      uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
-      struct pollfd p = {.fd = fd, .events = POLLIN};
-      if (t < deadline && poll(&p, 1, ms_until(deadline)) > 0) {
-        struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
-        char control[CMSG_SPACE(sizeof(int))];
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = control,
-                             .msg_controllen = sizeof control};
-        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-        struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-        if (cm && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
-          memcpy(&got_fd, CMSG_DATA(cm), sizeof(int));
-      } else {
-        close(fd);
-        return cap_error_set(err, ETIMEDOUT,
-                             "no free slot on %s's server in time (at most %u calls at once)",
-                             req->spec->id, req->spec->runtime.max_concurrency);
-      }
+    ssize_t n = ask_lease(fd, req->have_instance, deadline, &rep, &got_fd);
+    if (n == -ETIMEDOUT) {
+      close(fd);
+      return cap_error_set(err, ETIMEDOUT,
+                           "no free slot on %s's server in time (at most %u calls at once)",
+                           req->spec->id, req->spec->runtime.max_concurrency);
     }
     bool same = req->have_instance && rep.instance == req->have_instance;
     if (n == (ssize_t)sizeof rep && rep.code == 0 && (got_fd >= 0 || same)) {

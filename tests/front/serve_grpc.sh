@@ -58,8 +58,13 @@ if [ -S "$work/g.sock" ]; then
     drive "unix:$work/g.sock" selu
     # the instance is warm: its calls are made in the gRPC process itself,
     # so they are answered with the call process stopped (SIGSTOP)
-    gproc=$(pgrep -P "$spid" | head -1)
-    cproc=$(pgrep -P "$gproc" | head -1)
+    # serve's children: the gRPC process (its call process its child) and
+    # the warm Selu process of the MCP doors (no child)
+    gproc= cproc=
+    for p in $(pgrep -P "$spid"); do
+      c=$(pgrep -P "$p" | head -1)
+      [ -n "$c" ] && gproc=$p cproc=$c
+    done
     if [ -n "$cproc" ] && kill -STOP "$cproc"; then
       drive "unix:$work/g.sock" warm
       "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count block >/dev/null
