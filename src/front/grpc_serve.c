@@ -189,12 +189,12 @@ static void answer_call(struct pending *p)
     respond(p, method, &a, false);
   } else {
     grpc_byte_buffer *in = NULL;
-    grpc_op ops[2];
+    grpc_op ops[1];
     memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_RECV_MESSAGE;
-    ops[1].data.recv_message.recv_message = &in;
-    bool got = batch(p, ops, 2);
+    /* the initial metadata goes with the answer: one write, one read for the client */
+    ops[0].op = GRPC_OP_RECV_MESSAGE;
+    ops[0].data.recv_message.recv_message = &in;
+    bool got = batch(p, ops, 1);
     grpc_slice body = message_slice(in);
     struct grpc_serve_request req = {0};
     char *bearer = bearer_of(&p->md), *peer = grpc_call_get_peer(p->call);
@@ -207,7 +207,7 @@ static void answer_call(struct pending *p)
     } else {
       s->opt.handler(s->opt.arg, &call, &a);
     }
-    respond(p, method, &a, true);
+    respond(p, method, &a, false);
     grpc_serve_request_free(&req);
     gpr_free(bearer);
     gpr_free(peer);

@@ -21,6 +21,7 @@
 #include "front/grpc_serve.h"
 #include "front/serve_core.h"
 #include "front/serve_internal.h"
+#include "gateway/access.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
 #include "gateway/selu.h"
@@ -209,6 +210,18 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
   }
   cap_error_clear(&err);
   return true;
+}
+
+int serve_grpc_warm_access(struct serve_grpc_warm *w, const char *token, char **user)
+{
+  struct cap_error err = {0};
+  struct gw_state *st = state_take(w, &err);
+  bool op = false;
+  int r = st ? gw_access_check(st, token, user, &op, &err) : -EIO;
+  if (st)
+    state_give(w, st);
+  cap_error_clear(&err);
+  return r;
 }
 
 void serve_grpc_warm_close_states(struct serve_grpc_warm *w)

@@ -135,6 +135,10 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
 bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_call *call,
                           const char *user, struct serve_grpc_head *h, char **text);
 void serve_grpc_warm_free(struct serve_grpc_warm *w);
+/* A bearer token checked on a pooled connection (the one the call then
+ * takes: its page cache current, no other lock): 0 with *user (owned),
+ * -EACCES for no such token, another -errno when it could not be read. */
+int serve_grpc_warm_access(struct serve_grpc_warm *w, const char *token, char **user);
 /* One call on the warm path by capability id (serve_grpc_mcp.c's):
  * GW_OUTCOME_NOT_WARM when it needs more (nothing ran nor was audited),
  * else the pipeline's outcome, result (res->json, owned) and error. */
