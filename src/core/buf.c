@@ -134,3 +134,30 @@ void cap_buf_put_i64(struct cap_buf *b, int64_t v)
   char num[20];
   cap_buf_append(b, num, cap_fmt_i64(num, v));
 }
+
+#define NO_TEXT UINT32_MAX
+
+void cap_buf_put_text(struct cap_buf *b, const char *s)
+{
+  uint32_t n = s ? (uint32_t)strlen(s) : NO_TEXT;
+  cap_buf_append(b, (const char *)&n, sizeof n);
+  if (s)
+    cap_buf_append(b, s, n);
+}
+
+bool cap_buf_get_text(const char **p, const char *end, char **out)
+{
+  uint32_t n;
+  *out = NULL;
+  if ((size_t)(end - *p) < sizeof n)
+    return false;
+  memcpy(&n, *p, sizeof n);
+  *p += sizeof n;
+  if (n == NO_TEXT)
+    return true;
+  if ((size_t)(end - *p) < n || memchr(*p, '\0', n))
+    return false;
+  *out = cap_xstrndup(*p, n);
+  *p += n;
+  return true;
+}

@@ -5,6 +5,7 @@
 #define CAPSULE_CORE_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,13 @@ void cap_buf_free(struct cap_buf *b);
  * printf: for code that formats many numbers (the dashboard's pages). */
 size_t cap_fmt_i64(char out[20], int64_t v);
 void cap_buf_put_i64(struct cap_buf *b, int64_t v);
+
+/* A text between processes of capsule's own: a 32-bit length in host
+ * order then the bytes, NULL as a length of UINT32_MAX. get reads one at
+ * *p (up to end) into *out (NULL for NULL), moving *p past it; false when
+ * it is cut short or holds a NUL (*out then NULL). */
+void cap_buf_put_text(struct cap_buf *b, const char *s);
+bool cap_buf_get_text(const char **p, const char *end, char **out);
 
 /* Allocation helpers that abort on out-of-memory. */
 void *cap_xmalloc(size_t n);

@@ -3,7 +3,10 @@
  * pool of worker threads answering them, each call with a completion
  * queue of its own; a worker idle for WORKER_IDLE_MS ends (a thread
  * started per call cost every call its start and its stack); the
- * messages are grpc_serve_msg.c's. */
+ * messages are grpc_serve_msg.c's. The artifact calls stream: the handler
+ * pulls an upload's chunks (recv_chunk) and pushes a download's
+ * (send_chunk), each within the options' stream_idle_ms, as is a call's
+ * first message. */
 #include "front/grpc_serve_module.h"
 
 #include <errno.h>
@@ -87,6 +90,23 @@ static bool batch(struct pending *p, grpc_op *ops, size_t n)
   return ev.type == GRPC_OP_COMPLETE && ev.success;
 }
 
+/* The same within ms: past it the call is cancelled (a client that sends
+ * nothing, or takes nothing, does not hold a worker), and fails. */
+static bool batch_within(struct pending *p, grpc_op *ops, size_t n, int ms)
+{
+  if (grpc_call_start_batch(p->call, ops, n, p, NULL) != GRPC_CALL_OK)
+    return false;
+  grpc_event ev = grpc_completion_queue_next(
+      p->cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN)),
+      NULL);
+  if (ev.type == GRPC_QUEUE_TIMEOUT) {
+    grpc_call_cancel(p->call, NULL);
+    grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    return false;
+  }
+  return ev.type == GRPC_OP_COMPLETE && ev.success;
+}
+
 static char *slice_str(grpc_slice s)
 {
   return grpc_slice_to_c_string(s); /* gpr_malloc'd, freed with gpr_free */
@@ -125,14 +145,8 @@ static grpc_slice message_slice(grpc_byte_buffer *bb)
   return s;
 }
 
-/* The answer's message for the method, NULL when the status is not OK. */
-static grpc_byte_buffer *answer_message(enum grpc_serve_method method,
-                                        const struct grpc_serve_answer *a)
+static grpc_byte_buffer *buffer_of(uint8_t *buf, size_t len)
 {
-  if (a->status != GRPC_SERVE_OK)
-    return NULL;
-  size_t len = 0;
-  uint8_t *buf = grpc_serve_encode(method, a, &len);
   grpc_slice sl = grpc_slice_from_copied_buffer((const char *)buf, len);
   free(buf);
   grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
@@ -140,8 +154,99 @@ static grpc_byte_buffer *answer_message(enum grpc_serve_method method,
   return bb;
 }
 
-/* Sends the answer (message, status) and waits for the client's close. */
-static void respond(struct pending *p, enum grpc_serve_method method,
+/* ---- the artifact calls' streams ---- */
+
+struct grpc_serve_stream {
+  struct pending *p;
+  grpc_byte_buffer *first; /* the first message, received with the call's first batch */
+  bool first_pending, ended, failed;
+  void *msg; /* the chunk given last */
+};
+
+static int recv_chunk(struct grpc_serve_stream *s, struct grpc_serve_chunk *c)
+{
+  memset(c, 0, sizeof *c);
+  grpc_serve_chunk_free(s->msg);
+  s->msg = NULL;
+  if (s->failed || s->ended)
+    return s->failed ? -1 : 0;
+  grpc_byte_buffer *in = NULL;
+  if (s->first_pending) {
+    in = s->first;
+    s->first = NULL;
+    s->first_pending = false;
+  } else {
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &in;
+    if (!batch_within(s->p, &op, 1, s->p->s->opt.stream_idle_ms)) {
+      s->failed = true;
+      if (in)
+        grpc_byte_buffer_destroy(in);
+      return -1;
+    }
+  }
+  if (!in && grpc_call_failed_before_recv_message(s->p->call)) { /* cancelled, not ended */
+    s->failed = true;
+    return -1;
+  }
+  if (!in) {
+    s->ended = true;
+    return 0;
+  }
+  grpc_slice body = message_slice(in);
+  grpc_byte_buffer_destroy(in);
+  bool ok =
+      grpc_serve_decode_chunk(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), c, &s->msg);
+  grpc_slice_unref(body);
+  if (!ok) {
+    s->failed = true;
+    memset(c, 0, sizeof *c);
+    return -1;
+  }
+  return 1;
+}
+
+static bool send_chunk(struct grpc_serve_stream *s, const struct grpc_serve_chunk *c)
+{
+  if (s->failed)
+    return false;
+  size_t len = 0;
+  uint8_t *buf = grpc_serve_encode_chunk(c, &len);
+  grpc_byte_buffer *bb = buffer_of(buf, len);
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_SEND_MESSAGE;
+  op.data.send_message.send_message = bb;
+  bool ok = batch_within(s->p, &op, 1, s->p->s->opt.stream_idle_ms);
+  grpc_byte_buffer_destroy(bb);
+  s->failed = !ok;
+  return ok;
+}
+
+static void stream_free(struct grpc_serve_stream *s)
+{
+  grpc_serve_chunk_free(s->msg);
+  if (s->first)
+    grpc_byte_buffer_destroy(s->first);
+}
+
+/* The answer's message for the method, NULL when the status is not OK
+ * (or the method's messages are sent as they come). */
+static grpc_byte_buffer *answer_message(enum grpc_serve_method method,
+                                        const struct grpc_serve_answer *a)
+{
+  if (a->status != GRPC_SERVE_OK || method == GRPC_SERVE_CAP_DOWNLOAD)
+    return NULL;
+  size_t len = 0;
+  uint8_t *buf = grpc_serve_encode(method, a, &len);
+  return buffer_of(buf, len);
+}
+
+/* Sends the answer (message, status) and waits for the client's close:
+ * whether it went, the call not cancelled first. */
+static bool respond(struct pending *p, enum grpc_serve_method method,
                     const struct grpc_serve_answer *a, bool sent_metadata)
 {
   int cancelled = 0;
@@ -161,10 +266,11 @@ static void respond(struct pending *p, enum grpc_serve_method method,
   ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
   ops[n].data.send_status_from_server.status = (grpc_status_code)a->status;
   ops[n++].data.send_status_from_server.status_details = &details;
-  batch(p, ops, n);
+  bool went = batch(p, ops, n) && !cancelled;
   grpc_slice_unref(details);
   if (msg)
     grpc_byte_buffer_destroy(msg);
+  return went;
 }
 
 static void answer_free(struct grpc_serve_answer *a)
@@ -189,17 +295,29 @@ static void answer_call(struct pending *p)
     respond(p, method, &a, false);
   } else {
     grpc_byte_buffer *in = NULL;
-    grpc_op ops[1];
+    grpc_op ops[2];
     memset(ops, 0, sizeof ops);
-    /* the initial metadata goes with the answer: one write, one read for the client */
-    ops[0].op = GRPC_OP_RECV_MESSAGE;
-    ops[0].data.recv_message.recv_message = &in;
-    bool got = batch(p, ops, 1);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_RECV_MESSAGE;
+    ops[1].data.recv_message.recv_message = &in;
+    bool got = batch_within(p, ops, 2, s->opt.stream_idle_ms);
+    struct grpc_serve_stream stream = {.p = p};
+    if (got && method == GRPC_SERVE_CAP_UPLOAD) { /* the first chunk, or none */
+      stream.first = in;
+      stream.first_pending = true;
+      in = NULL;
+    }
     grpc_slice body = message_slice(in);
     struct grpc_serve_request req = {0};
     char *bearer = bearer_of(&p->md), *peer = grpc_call_get_peer(p->call);
-    struct grpc_serve_call call = {.method = method, .bearer = bearer, .peer = peer};
-    if (!got || !in ||
+    struct grpc_serve_call call = {
+        .method = method,
+        .bearer = bearer,
+        .peer = peer,
+        .stream = &stream,
+        .recv_chunk = method == GRPC_SERVE_CAP_UPLOAD ? recv_chunk : NULL,
+        .send_chunk = method == GRPC_SERVE_CAP_DOWNLOAD ? send_chunk : NULL};
+    if (!got || (!in && method != GRPC_SERVE_CAP_UPLOAD) ||
         !grpc_serve_decode(method, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &req,
                            &call)) {
       a.status = GRPC_SERVE_INVALID_ARGUMENT;
@@ -207,7 +325,10 @@ static void answer_call(struct pending *p)
     } else {
       s->opt.handler(s->opt.arg, &call, &a);
     }
-    respond(p, method, &a, false);
+    bool went = respond(p, method, &a, true);
+    if (a.finish)
+      a.finish(a.finish_ctx, went);
+    stream_free(&stream);
     grpc_serve_request_free(&req);
     gpr_free(bearer);
     gpr_free(peer);
@@ -412,6 +533,8 @@ static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve *
     s->opt.max_calls = DEFAULT_MAX_CALLS;
   if (!s->opt.max_message)
     s->opt.max_message = DEFAULT_MAX_MESSAGE;
+  if (s->opt.stream_idle_ms <= 0)
+    s->opt.stream_idle_ms = GRPC_SERVE_STREAM_IDLE_MS;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->idle, NULL);
   pthread_cond_init(&s->work, NULL);

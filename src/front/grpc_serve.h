@@ -1,6 +1,7 @@
 /* The gRPC front door: Selu's two capability contracts, the seed's
  * CapabilityService (Invoke, HealthCheck) and the orchestrator's current
- * Capability (Invoke, StreamInvoke, Healthcheck), served on a TCP or unix
+ * Capability (Invoke, StreamInvoke, Healthcheck, UploadInputArtifact,
+ * DownloadOutputArtifact), served on a TCP or unix
  * address, each call handed to the caller's
  * handler on a worker thread of its own. The server lives in the module
  * capsule-grpc-serve.so (grpc_serve_module.h; libgrpc is mapped only by a
@@ -16,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/error.h"
 
@@ -35,12 +37,28 @@ enum grpc_serve_status {
 /* The methods served: the seed's CapabilityService and the orchestrator's
  * Capability (both in package selu.capability.v1). */
 enum grpc_serve_method {
-  GRPC_SERVE_INVOKE,     /* CapabilityService/Invoke */
-  GRPC_SERVE_HEALTH,     /* CapabilityService/HealthCheck */
-  GRPC_SERVE_CAP_INVOKE, /* Capability/Invoke */
-  GRPC_SERVE_CAP_STREAM, /* Capability/StreamInvoke: the answer as one chunk */
-  GRPC_SERVE_CAP_HEALTH, /* Capability/Healthcheck */
+  GRPC_SERVE_INVOKE,       /* CapabilityService/Invoke */
+  GRPC_SERVE_HEALTH,       /* CapabilityService/HealthCheck */
+  GRPC_SERVE_CAP_INVOKE,   /* Capability/Invoke */
+  GRPC_SERVE_CAP_STREAM,   /* Capability/StreamInvoke: the answer as one chunk */
+  GRPC_SERVE_CAP_HEALTH,   /* Capability/Healthcheck */
+  GRPC_SERVE_CAP_UPLOAD,   /* Capability/UploadInputArtifact: chunks in, an id out */
+  GRPC_SERVE_CAP_DOWNLOAD, /* Capability/DownloadOutputArtifact: an id in, chunks out */
 };
+
+/* An artifact's chunk: UploadInputArtifactChunk (filename, mime_type,
+ * data) in, ArtifactChunk (all) out. Received, the strings and data live
+ * until the next recv_chunk. */
+struct grpc_serve_chunk {
+  const char *filename, *mime_type; /* "" when the chunk does not say */
+  const uint8_t *data;
+  size_t len;
+  bool done;
+  const char *error; /* sent: NULL or "" for none */
+};
+
+/* The stream of an artifact call, what recv_chunk and send_chunk act on */
+struct grpc_serve_stream;
 
 struct grpc_serve_call {
   enum grpc_serve_method method;
@@ -52,7 +70,19 @@ struct grpc_serve_call {
   const char *session_id, *thread_id; /* the orchestrator's fields, or context's; NULL: none */
   const char *bearer;                 /* the token of "authorization: Bearer TOKEN", or NULL */
   const char *peer;                   /* the client's address, as gRPC names it */
+  const char *artifact_id;            /* DownloadOutputArtifact's capability_artifact_id */
+  /* The artifact calls' stream: recv_chunk (UploadInputArtifact) gives
+   * the next chunk, 1, or 0 at the client's end of the stream, -1 when
+   * the stream failed (the client went away, sent a message that is not
+   * a chunk, or sent none for the options' stream_idle_ms); send_chunk
+   * (DownloadOutputArtifact) sends one, false when the client is gone or
+   * did not take it within stream_idle_ms. NULL otherwise. */
+  struct grpc_serve_stream *stream;
+  int (*recv_chunk)(struct grpc_serve_stream *s, struct grpc_serve_chunk *c);
+  bool (*send_chunk)(struct grpc_serve_stream *s, const struct grpc_serve_chunk *c);
 };
+
+#define GRPC_SERVE_STREAM_IDLE_MS 30000
 
 struct grpc_serve_answer {
   enum grpc_serve_status status; /* not OK: the call fails with it */
@@ -60,6 +90,15 @@ struct grpc_serve_answer {
   char *result;                  /* Invoke: the JSON result */
   bool success;                  /* Invoke: the tool succeeded; Health: healthy */
   char *error;                   /* Invoke: the tool's error when !success; Health: why not */
+  /* UploadInputArtifact: result is the capability_artifact_id, size its
+   * size_bytes, error its error; DownloadOutputArtifact: only the status
+   * (the chunks are sent) */
+  uint64_t size;
+  /* Called (when set) once the answer went, or did not: the client
+   * cancelled the call first (an upload it gave up on after its last
+   * chunk is undone this way); finish_ctx is the handler's. */
+  void (*finish)(void *ctx, bool delivered);
+  void *finish_ctx;
 };
 
 /* Called on a worker thread, several at once (up to max_calls). */
@@ -71,6 +110,8 @@ struct grpc_serve_options {
   const char *tls_cert, *tls_key; /* PEM files: TLS; both NULL: plaintext */
   unsigned max_calls;             /* calls at once; more are refused (0: 64) */
   size_t max_message;             /* bytes of a request (0: 4 MiB) */
+  int stream_idle_ms; /* a call's first message, a stream's next: within this, else the call is
+                         cancelled (0: GRPC_SERVE_STREAM_IDLE_MS) */
   grpc_serve_handler handler;
   void *arg;
 };

@@ -17,6 +17,8 @@ static const struct {
     {"/selu.capability.v1.Capability/Invoke", GRPC_SERVE_CAP_INVOKE},
     {"/selu.capability.v1.Capability/StreamInvoke", GRPC_SERVE_CAP_STREAM},
     {"/selu.capability.v1.Capability/Healthcheck", GRPC_SERVE_CAP_HEALTH},
+    {"/selu.capability.v1.Capability/UploadInputArtifact", GRPC_SERVE_CAP_UPLOAD},
+    {"/selu.capability.v1.Capability/DownloadOutputArtifact", GRPC_SERVE_CAP_DOWNLOAD},
 };
 
 bool grpc_serve_method_of(const char *path, size_t len, enum grpc_serve_method *method)
@@ -76,6 +78,18 @@ static bool decode_orchestrator(const uint8_t *data, size_t len, struct grpc_ser
   return true; /* config_json is not read: capsule injects the credentials it holds */
 }
 
+static bool decode_download(const uint8_t *data, size_t len, struct grpc_serve_request *req,
+                            struct grpc_serve_call *call)
+{
+  Selu__Orchestrator__V1__DownloadOutputArtifactRequest *m =
+      selu__orchestrator__v1__download_output_artifact_request__unpack(NULL, len, data);
+  if (!m)
+    return false;
+  req->msg = m;
+  call->artifact_id = m->capability_artifact_id;
+  return true;
+}
+
 bool grpc_serve_decode(enum grpc_serve_method method, const uint8_t *data, size_t len,
                        struct grpc_serve_request *req, struct grpc_serve_call *call)
 {
@@ -90,6 +104,8 @@ bool grpc_serve_decode(enum grpc_serve_method method, const uint8_t *data, size_
   case GRPC_SERVE_INVOKE: return decode_seed(data, len, req, call);
   case GRPC_SERVE_CAP_INVOKE:
   case GRPC_SERVE_CAP_STREAM: return decode_orchestrator(data, len, req, call);
+  case GRPC_SERVE_CAP_UPLOAD: return true; /* its chunks are grpc_serve_decode_chunk's */
+  case GRPC_SERVE_CAP_DOWNLOAD: return decode_download(data, len, req, call);
   }
   return false;
 }
@@ -98,6 +114,8 @@ void grpc_serve_request_free(struct grpc_serve_request *req)
 {
   if (req->msg && req->method == GRPC_SERVE_INVOKE)
     selu__capability__v1__invoke_request__free_unpacked(req->msg, NULL);
+  else if (req->msg && req->method == GRPC_SERVE_CAP_DOWNLOAD)
+    selu__orchestrator__v1__download_output_artifact_request__free_unpacked(req->msg, NULL);
   else if (req->msg)
     selu__orchestrator__v1__invoke_request__free_unpacked(req->msg, NULL);
   free(req->keys);
@@ -160,7 +178,46 @@ uint8_t *grpc_serve_encode(enum grpc_serve_method method, const struct grpc_serv
     c.error = a->success ? (char *)"" : failure(a);
     return pack(&c.base, len);
   }
+  case GRPC_SERVE_CAP_UPLOAD: {
+    Selu__Orchestrator__V1__UploadInputArtifactResponse r =
+        SELU__ORCHESTRATOR__V1__UPLOAD_INPUT_ARTIFACT_RESPONSE__INIT;
+    r.capability_artifact_id = a->result ? a->result : (char *)"";
+    r.size_bytes = a->size;
+    r.error = a->error ? a->error : (char *)"";
+    return pack(&r.base, len);
+  }
+  case GRPC_SERVE_CAP_DOWNLOAD: break;
   }
   *len = 0;
   return NULL;
+}
+
+bool grpc_serve_decode_chunk(const uint8_t *data, size_t len, struct grpc_serve_chunk *c,
+                             void **msg)
+{
+  Selu__Orchestrator__V1__UploadInputArtifactChunk *m =
+      selu__orchestrator__v1__upload_input_artifact_chunk__unpack(NULL, len, data);
+  *msg = m;
+  if (!m)
+    return false;
+  *c = (struct grpc_serve_chunk){
+      .filename = m->filename, .mime_type = m->mime_type, .data = m->data.data, .len = m->data.len};
+  return true;
+}
+
+void grpc_serve_chunk_free(void *msg)
+{
+  if (msg)
+    selu__orchestrator__v1__upload_input_artifact_chunk__free_unpacked(msg, NULL);
+}
+
+uint8_t *grpc_serve_encode_chunk(const struct grpc_serve_chunk *c, size_t *len)
+{
+  Selu__Orchestrator__V1__ArtifactChunk m = SELU__ORCHESTRATOR__V1__ARTIFACT_CHUNK__INIT;
+  m.data = (ProtobufCBinaryData){.len = c->len, .data = (uint8_t *)(c->len ? c->data : NULL)};
+  m.filename = (char *)(c->filename ? c->filename : "");
+  m.mime_type = (char *)(c->mime_type ? c->mime_type : "");
+  m.done = c->done;
+  m.error = (char *)(c->error ? c->error : "");
+  return pack(&m.base, len);
 }

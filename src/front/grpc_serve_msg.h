@@ -29,7 +29,16 @@ bool grpc_serve_method_of(const char *path, size_t len, enum grpc_serve_method *
 bool grpc_serve_decode(enum grpc_serve_method method, const uint8_t *data, size_t len,
                        struct grpc_serve_request *req, struct grpc_serve_call *call);
 void grpc_serve_request_free(struct grpc_serve_request *req);
-/* The answer's message (malloc'd, *len bytes), the method's response. */
+/* An UploadInputArtifactChunk decoded into c, whose strings and data point
+ * into *msg (freed with grpc_serve_chunk_free); false for bytes that are
+ * not one. */
+bool grpc_serve_decode_chunk(const uint8_t *data, size_t len, struct grpc_serve_chunk *c,
+                             void **msg);
+void grpc_serve_chunk_free(void *msg);
+/* An ArtifactChunk's message (malloc'd, *len bytes). */
+uint8_t *grpc_serve_encode_chunk(const struct grpc_serve_chunk *c, size_t *len);
+/* The answer's message (malloc'd, *len bytes), the method's response;
+ * NULL for DownloadOutputArtifact, whose chunks are sent as they come. */
 uint8_t *grpc_serve_encode(enum grpc_serve_method method, const struct grpc_serve_answer *a,
                            size_t *len);
 

@@ -16,7 +16,7 @@
  * healthy while serve serves; under --capability, when that capability
  * is ready (gw_ready, in a child). The orchestrator's config_json is not
  * read: the credentials are the ones capsule holds, injected as each
- * manifest says. */
+ * manifest says. The artifact calls are serve_grpc_artifacts.c's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -34,8 +34,10 @@
 #include "core/cleanup.h"
 #include "front/grpc_serve.h"
 #include "front/serve_core.h"
+#include "front/serve_grpc_artifacts.h"
 #include "front/serve_internal.h"
 #include "gateway/access.h"
+#include "gateway/artifact_store.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
@@ -55,6 +57,7 @@ struct grpc_proc {
   struct gw_state *st;
   int calls; /* the call process's socket */
   struct serve_grpc_warm *warm;
+  struct serve_grpc_artifacts artifacts; /* the artifact calls (serve_grpc_artifacts.h) */
   bool stopping;
 };
 
@@ -175,9 +178,18 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     a->status_message = cap_xstrdup("capsule serve is stopping");
     return;
   }
+  if (call->method == GRPC_SERVE_CAP_UPLOAD || call->method == GRPC_SERVE_CAP_DOWNLOAD) {
+    (call->method == GRPC_SERVE_CAP_UPLOAD ? serve_grpc_upload
+                                           : serve_grpc_download)(&g->artifacts, call, user, a);
+    return;
+  }
   if (!call->health)
     serve_log(g->sv, "info", "grpc call", "tool", call->tool_name, "user", user);
+  if (!call->health && !serve_grpc_artifacts_in(&g->artifacts, call, user, a))
+    return;
   answer_call(g, call, user, a);
+  if (!call->health && a->success)
+    serve_grpc_artifacts_out(&g->artifacts, call, user, a->result);
 }
 
 /* Tells serve how the start went: 0, or an errno and its message. */
@@ -228,6 +240,8 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
     _exit(1);
   }
   g.warm = serve_grpc_warm_new(opt, warm_reload_rd);
+  g.artifacts = (struct serve_grpc_artifacts){
+      .store = gw_artifact_store_dir(opt->state_dir), .st = g.st, .mu = &g.mu, .only = opt->only};
   gw_inflight_spares(true); /* a call's marker without a file made per call */
   struct grpc_serve_options o = {.address = opt->grpc_addr,
                                  .tls_cert = opt->tls_cert,

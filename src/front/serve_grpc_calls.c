@@ -27,6 +27,7 @@
 #include "core/cleanup.h"
 #include "front/grpc_serve.h"
 #include "front/serve_internal.h"
+#include "gateway/artifact_store.h"
 #include "gateway/call.h"
 #include "gateway/ready.h"
 #include "gateway/registry.h"
@@ -183,6 +184,7 @@ static _Noreturn void child(const struct serve_options *opt, const struct gw_reg
   _cleanup_free_ char *cache = cap_xasprintf("%s/cache", opt->state_dir);
   _cleanup_free_ char *volumes = cap_xasprintf("%s/volumes", opt->state_dir);
   _cleanup_free_ char *images = image_store_dir(opt->state_dir);
+  _cleanup_free_ char *artifacts = gw_artifact_store_dir(opt->state_dir);
   const char *args = *f[FIELD_PARAMETERS] ? f[FIELD_PARAMETERS] : "{}";
   struct gw_call c = {
       .capability = spec->id,
@@ -196,6 +198,7 @@ static _Noreturn void child(const struct serve_options *opt, const struct gw_reg
       .cache_dir = cache,
       .volumes_dir = volumes,
       .image_dir = images,
+      .artifact_store = artifacts,
       .session_id = *f[FIELD_SESSION] ? f[FIELD_SESSION] : NULL,
       .thread_id = *f[FIELD_THREAD] ? f[FIELD_THREAD] : NULL,
       .warn = serve_call_warn,

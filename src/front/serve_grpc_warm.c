@@ -22,6 +22,7 @@
 #include "front/serve_core.h"
 #include "front/serve_internal.h"
 #include "gateway/access.h"
+#include "gateway/artifact_store.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
 #include "gateway/selu.h"
@@ -45,7 +46,7 @@ struct serve_grpc_warm {
   char **hidden;
   size_t n_hidden;
   struct gw_channels *channels; /* to the warm instances, kept between calls */
-  char *logs, *run, *cache, *volumes, *images;
+  char *logs, *run, *cache, *volumes, *images, *artifacts;
 };
 
 static struct warm_registry *registry_load(const char *dir)
@@ -123,6 +124,7 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
   w->cache = cap_xasprintf("%s/cache", opt->state_dir);
   w->volumes = cap_xasprintf("%s/volumes", opt->state_dir);
   w->images = image_store_dir(opt->state_dir);
+  w->artifacts = gw_artifact_store_dir(opt->state_dir);
   w->channels = gw_channels_new();
   return w;
 }
@@ -148,6 +150,7 @@ static enum gw_outcome warm_run(struct serve_grpc_warm *w, struct warm_registry 
       .cache_dir = w->cache,
       .volumes_dir = w->volumes,
       .image_dir = w->images,
+      .artifact_store = w->artifacts,
       .session_id = in->session_id,
       .thread_id = in->thread_id,
       .hidden = (const char *const *)w->hidden,
@@ -248,6 +251,7 @@ void serve_grpc_warm_free(struct serve_grpc_warm *w)
   free(w->cache);
   free(w->volumes);
   free(w->images);
+  free(w->artifacts);
   close(w->reload_fd);
   pthread_mutex_destroy(&w->mu);
   free(w);

@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/text.h"
 #include "gateway/approval.h"
+#include "gateway/artifact_store.h"
 #include "gateway/covenant_gate.h"
 #include "gateway/egress_store.h"
 #include "gateway/hermes_call.h"
@@ -589,6 +590,14 @@ static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *sp
 {
   if (c->call->warm_only && spec->runtime.kind != CAP_RUNTIME_MCP && !runs_apart(c->call, spec))
     return cap_error_set(err, ENOTSUP, "%s has no warm server to answer in this process", spec->id),
+           GW_OUTCOME_FAILED;
+  if (c->call->artifact_store && spec->runtime.kind != CAP_RUNTIME_GRPC &&
+      gw_artifact_refs(c->args->root))
+    return cap_error_set(err, ENOTSUP,
+                         "%s is not a Selu capability: it takes no attachments (the arguments' "
+                         "\"attachments\" name artifacts, which capsule hands to Selu "
+                         "capabilities only)",
+                         spec->id),
            GW_OUTCOME_FAILED;
   switch (spec->runtime.kind) {
   case CAP_RUNTIME_JSONL:

@@ -63,6 +63,12 @@ struct gw_call {
   const char *const *attach;
   size_t n_attach;
   const char *artifacts_dir;
+  /* serve --grpc's artifact store (gateway/artifact_store.h), or NULL: the
+   * arguments' "attachments" that name its artifacts (the user's) are
+   * uploaded to a Selu capability speaking the orchestrator's contract
+   * (any other capability refuses the call), and the result's artifacts
+   * are downloaded into it, named by the store's ids */
+  const char *artifact_store;
   const char *const *hidden; /* masked in every sandbox: capsule's state (gw_state_private_paths) */
   size_t n_hidden;
   /* sandbox_options.id_base: set by gw_call itself (as root, the

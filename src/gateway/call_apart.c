@@ -26,32 +26,6 @@
 #include "gateway/call.h"
 #include "gateway/egress_store.h"
 
-#define NO_TEXT UINT32_MAX
-
-static void put_text(struct cap_buf *b, const char *s)
-{
-  uint32_t n = s ? (uint32_t)strlen(s) : NO_TEXT;
-  cap_buf_append(b, (const char *)&n, sizeof n);
-  if (s)
-    cap_buf_append(b, s, n);
-}
-
-static bool get_text(const char **p, const char *end, char **out)
-{
-  uint32_t n;
-  if ((size_t)(end - *p) < sizeof n)
-    return false;
-  memcpy(&n, *p, sizeof n);
-  *p += sizeof n;
-  if (n == NO_TEXT)
-    return true;
-  if ((size_t)(end - *p) < n)
-    return false;
-  *out = cap_xstrndup(*p, n);
-  *p += n;
-  return true;
-}
-
 static _Noreturn void child(const struct gw_call *call, gw_run_fn fn, void *arg, int fd,
                             pid_t parent)
 {
@@ -82,10 +56,10 @@ static _Noreturn void child(const struct gw_call *call, gw_run_fn fn, void *arg,
   uint64_t cpu = call->cpu_ms ? *call->cpu_ms : 0;
   cap_buf_append(&b, (const char *)head, sizeof head);
   cap_buf_append(&b, (const char *)&cpu, sizeof cpu);
-  put_text(&b, err.message);
-  put_text(&b, out);
-  put_text(&b, call->relay ? call->relay->raw_result : NULL);
-  put_text(&b, call->relay ? call->relay->raw_error : NULL);
+  cap_buf_put_text(&b, err.message);
+  cap_buf_put_text(&b, out);
+  cap_buf_put_text(&b, call->relay ? call->relay->raw_result : NULL);
+  cap_buf_put_text(&b, call->relay ? call->relay->raw_error : NULL);
   gw_egress_batch_encode(gw_egress_batch_of(call->egress_sink), &b); /* the proxy's decisions */
   for (size_t off = 0; off < b.len;) {
     ssize_t n = write(fd, b.data + off, b.len - off);
@@ -111,8 +85,8 @@ static bool take(const struct cap_buf *b, const struct gw_call *call, enum gw_ou
   memcpy(&cpu, p + sizeof head, sizeof cpu);
   p += sizeof head + sizeof cpu;
   char *message = NULL, *raw_result = NULL, *raw_error = NULL;
-  bool ok = get_text(&p, end, &message) && get_text(&p, end, out) &&
-            get_text(&p, end, &raw_result) && get_text(&p, end, &raw_error) &&
+  bool ok = cap_buf_get_text(&p, end, &message) && cap_buf_get_text(&p, end, out) &&
+            cap_buf_get_text(&p, end, &raw_result) && cap_buf_get_text(&p, end, &raw_error) &&
             gw_egress_batch_decode(gw_egress_batch_of(call->egress_sink), &p, end);
   if (ok) {
     *o = (enum gw_outcome)head[0];

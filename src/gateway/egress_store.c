@@ -120,33 +120,6 @@ void gw_egress_batch_free(struct gw_egress_batch *b)
 
 /* ---- a batch between processes ---- */
 
-#define NO_TEXT UINT32_MAX
-
-static void put_text(struct cap_buf *b, const char *s)
-{
-  uint32_t n = s ? (uint32_t)strlen(s) : NO_TEXT;
-  cap_buf_append(b, (const char *)&n, sizeof n);
-  if (s)
-    cap_buf_append(b, s, n);
-}
-
-static bool get_text(const char **p, const char *end, char **out)
-{
-  uint32_t n;
-  *out = NULL;
-  if ((size_t)(end - *p) < sizeof n)
-    return false;
-  memcpy(&n, *p, sizeof n);
-  *p += sizeof n;
-  if (n == NO_TEXT)
-    return true;
-  if ((size_t)(end - *p) < n || memchr(*p, '\0', n))
-    return false;
-  *out = cap_xstrndup(*p, n);
-  *p += n;
-  return true;
-}
-
 void gw_egress_batch_encode(struct gw_egress_batch *b, struct cap_buf *out)
 {
   if (b)
@@ -159,7 +132,7 @@ void gw_egress_batch_encode(struct gw_egress_batch *b, struct cap_buf *out)
     cap_buf_append(out, (const char *)nums, sizeof nums);
     const char *texts[] = {r->kind, r->host, r->method, r->path, r->credential, r->reason};
     for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
-      put_text(out, texts[k]);
+      cap_buf_put_text(out, texts[k]);
   }
   if (b)
     pthread_mutex_unlock(&b->lock);
@@ -191,7 +164,7 @@ bool gw_egress_batch_decode(struct gw_egress_batch *b, const char **p, const cha
     char **texts[] = {&r.kind, &r.host, &r.method, &r.path, &r.credential, &r.reason};
     bool ok = nums[1] >= PROXY_ALLOW && nums[1] <= PROXY_SUPPRESSED;
     for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
-      ok = ok && get_text(p, end, texts[k]);
+      ok = ok && cap_buf_get_text(p, end, texts[k]);
     if (ok && b) {
       gw_egress_batch_add(b, &r, 0);
       continue;

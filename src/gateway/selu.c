@@ -256,15 +256,32 @@ static int call_on_lease(const struct gw_call *call, const struct cap_spec *spec
                          "%s speaks the seed's CapabilityService, which has no artifacts: "
                          "--attach and --artifacts need the orchestrator's Capability service",
                          spec->id);
-  _cleanup_free_ char *args = NULL;
+  _cleanup_free_ char *args = NULL, *stored = NULL;
   int r = 0;
-  if (call->n_attach) {
+  if (call->artifact_store && strstr(a->args_json, "capability_artifact_id")) {
+    r = protocol == SELU_PROTOCOL_CAPABILITY
+            ? gw_selu_attach_stored(ch, call, a->args_json, time_left(start, deadline_ms), &stored,
+                                    err)
+            : gw_selu_attach_refused(spec, a->args_json, err);
+    if (stored)
+      a->args_json = stored;
+  }
+  if (r == 0 && call->n_attach) {
     r = gw_selu_attach(ch, call, a->args_json, time_left(start, deadline_ms), cap, &args, err);
     a->args_json = args;
   }
   if (r == 0)
     r = selu_invoke(ch, (enum selu_protocol)protocol, spec->runtime.stream_invoke, a,
                     time_left(start, deadline_ms), resp, err);
+  if (r == 0 && resp->success && call->artifact_store && protocol == SELU_PROTOCOL_CAPABILITY) {
+    char *captured = NULL;
+    r = gw_selu_capture_stored(ch, call, resp->result, time_left(start, deadline_ms), &captured,
+                               err);
+    if (captured) {
+      free(resp->result);
+      resp->result = captured;
+    }
+  }
   if (r == 0 && resp->success && call->artifacts_dir) {
     char *captured = NULL;
     r = gw_selu_capture(ch, call, resp->result, time_left(start, deadline_ms), &captured, err);

@@ -26,6 +26,7 @@
 #include "core/diag.h"
 #include "core/json.h"
 #include "core/text.h"
+#include "gateway/artifact_store.h"
 #include "gateway/selu_int.h"
 
 /* name reduced to one path component: its last part, without controls,
@@ -90,9 +91,27 @@ static const char *str_member(const struct cap_node *obj, const char *key)
 struct capture {
   struct selu_channel *ch;
   const char *dir;
+  const char *store, *user, *origin; /* serve --grpc: into its artifact store instead */
   int timeout_ms;
   size_t n;
 };
+
+/* The artifact into the store (serve --grpc's): its new id (*id, owned). */
+static int store_one(const struct capture *c, const char *name, const char *source_id,
+                     const struct selu_artifact *a, char **id, struct cap_error *err)
+{
+  struct gw_artifact_writer *w = NULL;
+  _cleanup_free_ char *safe = safe_name(name);
+  int r = gw_artifact_begin(c->store, c->user, safe, a->mime_type, &w, err);
+  if (r == 0 && (r = gw_artifact_write(w, a->data, a->len, err)) < 0)
+    gw_artifact_abort(w);
+  struct gw_artifact_meta meta;
+  if (r == 0 && (r = gw_artifact_commit(w, c->origin, source_id, &meta, err)) == 0) {
+    *id = cap_xstrdup(meta.id);
+    gw_artifact_meta_free(&meta);
+  }
+  return r;
+}
 
 /* One entry: downloaded and written as {its fields but the id, path,
  * size_bytes}; one without a capability_artifact_id as it is. */
@@ -107,10 +126,11 @@ static int capture_one(struct capture *c, struct cap_jw *w, const struct cap_nod
   }
   struct selu_artifact a;
   int r = selu_artifact_download(c->ch, id, c->timeout_ms, &a, err);
-  _cleanup_free_ char *path = NULL;
+  _cleanup_free_ char *path = NULL, *stored = NULL;
   if (r == 0) {
     const char *name = str_member(item, "filename");
-    r = save_new(c->dir, name ? name : a.filename, &a, &path, err);
+    r = c->store ? store_one(c, name ? name : a.filename, id, &a, &stored, err)
+                 : save_new(c->dir, name ? name : a.filename, &a, &path, err);
   }
   if (r < 0) {
     selu_artifact_free(&a);
@@ -129,8 +149,8 @@ static int capture_one(struct capture *c, struct cap_jw *w, const struct cap_nod
     cap_jw_key(w, "mime_type");
     cap_jw_string(w, a.mime_type);
   }
-  cap_jw_key(w, "path");
-  cap_jw_string(w, path);
+  cap_jw_key(w, stored ? "capability_artifact_id" : "path");
+  cap_jw_string(w, stored ? stored : path);
   cap_jw_key(w, "size_bytes");
   cap_jw_int(w, (int64_t)a.len);
   cap_jw_end_object(w);
@@ -139,10 +159,12 @@ static int capture_one(struct capture *c, struct cap_jw *w, const struct cap_nod
   return 0;
 }
 
-int gw_selu_capture(struct selu_channel *ch, const struct gw_call *call, const char *result,
-                    int timeout_ms, char **out, struct cap_error *err)
+/* The result's "artifact"/"artifacts" entries, each through capture_one. */
+static int capture_result(struct capture *c, const char *result, char **out, struct cap_error *err)
 {
   *out = NULL;
+  if (!strstr(result, "capability_artifact_id")) /* names none: not parsed */
+    return 0;
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags diags = {0};
   int r = cap_json_parse(doc, result, strlen(result), "result", 0, &diags);
@@ -152,7 +174,6 @@ int gw_selu_capture(struct selu_channel *ch, const struct gw_call *call, const c
     cap_doc_free(doc);
     return 0;
   }
-  struct capture c = {.ch = ch, .dir = call->artifacts_dir, .timeout_ms = timeout_ms};
   struct cap_buf b = {0};
   struct cap_jw w;
   cap_jw_init(&w, &b, false);
@@ -162,11 +183,11 @@ int gw_selu_capture(struct selu_channel *ch, const struct gw_call *call, const c
     const struct cap_member *m = &root->u.obj.items[i];
     cap_jw_key(&w, m->key);
     if (strcmp(m->key, "artifact") == 0) {
-      r = capture_one(&c, &w, m->value, err);
+      r = capture_one(c, &w, m->value, err);
     } else if (strcmp(m->key, "artifacts") == 0 && m->value->kind == CAP_NODE_ARRAY) {
       cap_jw_begin_array(&w);
       for (size_t k = 0; k < m->value->u.arr.len && r == 0; k++)
-        r = capture_one(&c, &w, m->value->u.arr.items[k], err);
+        r = capture_one(c, &w, m->value->u.arr.items[k], err);
       cap_jw_end_array(&w);
     } else {
       cap_jw_node(&w, m->value);
@@ -174,10 +195,29 @@ int gw_selu_capture(struct selu_channel *ch, const struct gw_call *call, const c
   }
   cap_jw_end_object(&w);
   cap_doc_free(doc);
-  if (r == 0 && c.n)
+  if (r == 0 && c->n)
     *out = cap_buf_steal(&b);
   cap_buf_free(&b);
   return r;
+}
+
+int gw_selu_capture(struct selu_channel *ch, const struct gw_call *call, const char *result,
+                    int timeout_ms, char **out, struct cap_error *err)
+{
+  struct capture c = {.ch = ch, .dir = call->artifacts_dir, .timeout_ms = timeout_ms};
+  return capture_result(&c, result, out, err);
+}
+
+int gw_selu_capture_stored(struct selu_channel *ch, const struct gw_call *call, const char *result,
+                           int timeout_ms, char **out, struct cap_error *err)
+{
+  _cleanup_free_ char *origin = cap_xasprintf("%s.%s", call->capability, call->tool);
+  struct capture c = {.ch = ch,
+                      .store = call->artifact_store,
+                      .user = call->user ? call->user : "",
+                      .origin = origin,
+                      .timeout_ms = timeout_ms};
+  return capture_result(&c, result, out, err);
 }
 
 /* The attachments' entries, each file uploaded. */
@@ -247,4 +287,106 @@ int gw_selu_attach(struct selu_channel *ch, const struct gw_call *call, const ch
     *out = cap_buf_steal(&b);
   cap_buf_free(&b);
   return r;
+}
+
+/* One "attachments" entry naming an artifact of the store: its bytes
+ * uploaded on ch, the entry rewritten with the capability's id for it. */
+static int attach_stored_one(struct selu_channel *ch, const struct gw_call *call,
+                             const struct cap_node *item, size_t index, int timeout_ms,
+                             struct cap_jw *w, struct cap_error *err)
+{
+  const char *id = str_member(item, "capability_artifact_id");
+  struct gw_artifact_meta meta;
+  char *data = NULL;
+  size_t len = 0;
+  int r = gw_artifact_read(call->artifact_store, call->user ? call->user : "", id, &meta, &data,
+                           &len, err);
+  _cleanup_free_ char *theirs = NULL;
+  if (r == 0) {
+    r = selu_artifact_upload(ch, meta.filename, meta.mime_type, data, len, timeout_ms, &theirs,
+                             err);
+    free(data);
+  }
+  if (r < 0)
+    return cap_error_prefix(err, "attachments[%zu]", index), r;
+  cap_jw_begin_object(w);
+  for (size_t i = 0; i < item->u.obj.len; i++) {
+    const struct cap_member *m = &item->u.obj.items[i];
+    if (strcmp(m->key, "capability_artifact_id") == 0 || strcmp(m->key, "filename") == 0 ||
+        strcmp(m->key, "mime_type") == 0 || strcmp(m->key, "size_bytes") == 0)
+      continue;
+    cap_jw_key(w, m->key);
+    cap_jw_node(w, m->value);
+  }
+  cap_jw_key(w, "filename");
+  cap_jw_string(w, meta.filename);
+  cap_jw_key(w, "mime_type");
+  cap_jw_string(w, meta.mime_type);
+  cap_jw_key(w, "size_bytes");
+  cap_jw_int(w, (int64_t)len);
+  cap_jw_key(w, "capability_artifact_id");
+  cap_jw_string(w, theirs);
+  cap_jw_end_object(w);
+  gw_artifact_meta_free(&meta);
+  return 0;
+}
+
+int gw_selu_attach_stored(struct selu_channel *ch, const struct gw_call *call, const char *args,
+                          int timeout_ms, char **out, struct cap_error *err)
+{
+  *out = NULL;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(doc, args, strlen(args), "args", 0, &diags);
+  cap_diags_free(&diags);
+  const struct cap_node *root = r == 0 ? doc->root : NULL;
+  if (!root || gw_artifact_refs(root) == 0) {
+    cap_doc_free(doc);
+    return 0;
+  }
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  r = 0;
+  for (size_t i = 0; i < root->u.obj.len && r == 0; i++) {
+    const struct cap_member *m = &root->u.obj.items[i];
+    cap_jw_key(&w, m->key);
+    if (strcmp(m->key, "attachments") != 0 || m->value->kind != CAP_NODE_ARRAY) {
+      cap_jw_node(&w, m->value);
+      continue;
+    }
+    cap_jw_begin_array(&w);
+    for (size_t k = 0; k < m->value->u.arr.len && r == 0; k++) {
+      const struct cap_node *item = m->value->u.arr.items[k];
+      if (item->kind == CAP_NODE_OBJECT && str_member(item, "capability_artifact_id"))
+        r = attach_stored_one(ch, call, item, k, timeout_ms, &w, err);
+      else
+        cap_jw_node(&w, item);
+    }
+    cap_jw_end_array(&w);
+  }
+  cap_jw_end_object(&w);
+  cap_doc_free(doc);
+  if (r == 0)
+    *out = cap_buf_steal(&b);
+  cap_buf_free(&b);
+  return r;
+}
+
+int gw_selu_attach_refused(const struct cap_spec *spec, const char *args, struct cap_error *err)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  size_t n = cap_json_parse(doc, args, strlen(args), "args", 0, &diags) == 0
+                 ? gw_artifact_refs(doc->root)
+                 : 0;
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+  if (!n)
+    return 0;
+  return cap_error_set(err, ENOTSUP,
+                       "%s speaks the seed's CapabilityService, which has no artifacts: the "
+                       "arguments' attachments need the orchestrator's Capability service",
+                       spec->id);
 }

@@ -18,8 +18,11 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "capability.pb-c.h"
@@ -50,6 +53,11 @@ static int rpc_channel_open(int fd, size_t max_response, struct selu_channel **r
                        .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
                        .value.integer = max_response > INT_MAX ? INT_MAX : (int)max_response}};
   grpc_channel_args cargs = {.num_args = 1, .args = args};
+  /* gRPC sets TCP_NODELAY on the sockets it makes, not on this one: a
+   * call of several writes (an artifact's upload) would wait out the
+   * peer's delayed ACK (40 ms) at each. A unix socket has no Nagle. */
+  int one = 1;
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   int watch = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   grpc_channel_credentials *creds = grpc_insecure_credentials_create();
   grpc_channel *channel = grpc_channel_create_from_fd("capsule-selu", fd, creds, &cargs);

@@ -3,10 +3,11 @@
 # capsule-grpc-serve.so) against the official Node gRPC client with Selu's
 # proto: plaintext on loopback TCP, on a unix socket, and TLS; bearer
 # tokens, unknown methods, malformed and oversized messages, bounded
-# concurrency, and a SIGTERM that lets calls in progress finish.
-# Usage: grpc.sh DRIVER PROTO
+# concurrency, and a SIGTERM that lets calls in progress finish; the
+# artifact calls' streams with the orchestrator's proto (stalls included).
+# Usage: grpc.sh DRIVER PROTO ORCHESTRATOR_PROTO
 set -u
-driver=$1 proto=$2
+driver=$1 proto=$2 orch=$3
 here=$(cd "$(dirname "$0")" && pwd)
 command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
 [ -d "$here/../../examples/selu-node/node_modules/@grpc/grpc-js" ] ||
@@ -62,6 +63,22 @@ if start "127.0.0.1:0" "$token"; then
   wait "$cpid" && grep -q "^ok drain" "$work/drain" && ok "drain: SIGTERM lets the call in progress finish" ||
     bad "drain: $(cat "$work/drain")"
 else bad "drain: start"; fi
+
+label=streams # the artifact calls' streams, with the orchestrator's proto
+if start "unix:$work/s.sock" "$token"; then
+  out=$(node "$here/grpc_streams.mjs" "$orch" "unix:$work/s.sock" "$token" 2>&1)
+  while IFS= read -r line; do
+    case $line in
+    ok\ *) ok "$label: ${line#ok }" ;;
+    FAIL\ *) bad "$label: ${line#FAIL }" ;;
+    *) [ -n "$line" ] && echo "         $line" ;;
+    esac
+  done <<<"$out"
+  for _ in $(seq 100); do grep -q "upload failed after 1 chunks" "$work/out" && break; sleep 0.1; done
+  grep -q "upload failed after 1 chunks" "$work/out" && ok "streams: the handler saw the stalled stream fail" ||
+    bad "streams: the handler saw the stalled stream fail: $(cat "$work/out")"
+  kill -TERM "$dpid"; wait "$dpid"
+else bad "streams: start"; fi
 
 label=unix
 if start "unix:$work/g.sock" "$token"; then

@@ -3,8 +3,12 @@
  * printing "port N" once it listens. The handler: a call without the
  * token is UNAUTHENTICATED; HealthCheck is healthy; Invoke of "echo"
  * answers {"tool":...,"parameters":...,"context":{...}}, of "fail" a tool
- * error, of "slow" the same after 300 ms, anything else NOT_FOUND. */
+ * error, of "slow" the same after 300 ms, anything else NOT_FOUND;
+ * UploadInputArtifact answers the chunks' count and first name and the
+ * bytes' sum, DownloadOutputArtifact of "N" sends N chunks; a stream
+ * idle 1 s is cancelled. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +30,44 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
   }
   if (call->method == GRPC_SERVE_HEALTH) {
     a->success = true;
+    return;
+  }
+  if (call->method == GRPC_SERVE_CAP_UPLOAD) { /* the chunks counted and summed */
+    struct grpc_serve_chunk c;
+    int n = 0, got;
+    char first[128] = "";
+    while ((got = call->recv_chunk(call->stream, &c)) > 0) {
+      if (!n++)
+        snprintf(first, sizeof first, "%s %s", c.filename, c.mime_type);
+      a->size += c.len;
+    }
+    if (got < 0) {
+      printf("upload failed after %d chunks\n", n); /* the stall test waits for this line */
+      fflush(stdout);
+      a->status = GRPC_SERVE_INVALID_ARGUMENT;
+      a->status_message = cap_xstrdup("the stream failed");
+      return;
+    }
+    a->result = cap_xasprintf("%d chunks, first %s", n, first);
+    return;
+  }
+  if (call->method == GRPC_SERVE_CAP_DOWNLOAD) { /* "N": N chunks "0".."N-1", the last done */
+    int n = atoi(call->artifact_id);
+    for (int i = 0; i < n; i++) {
+      char d[16];
+      snprintf(d, sizeof d, "%d", i);
+      struct grpc_serve_chunk c = {.data = (const uint8_t *)d,
+                                   .len = strlen(d),
+                                   .filename = i ? "" : "n.txt",
+                                   .mime_type = i ? "" : "text/plain",
+                                   .done = i == n - 1};
+      if (!call->send_chunk(call->stream, &c))
+        break;
+    }
+    if (n <= 0) {
+      struct grpc_serve_chunk e = {.done = true, .error = "no such artifact"};
+      call->send_chunk(call->stream, &e);
+    }
     return;
   }
   if (strcmp(call->tool_name, "slow") == 0) {
@@ -74,6 +116,7 @@ int main(int argc, char **argv)
                                    .tls_key = argc == 5 ? argv[4] : NULL,
                                    .max_calls = 8,
                                    .max_message = 1 << 20,
+                                   .stream_idle_ms = 1000, /* the stall tests' */
                                    .handler = handler};
   struct grpc_serve *s = NULL;
   struct cap_error err = {0};

@@ -4,7 +4,8 @@
 # call (its user is the call's and the audit's), CAPABILITY.TOOL names,
 # validation, policy block, unknown tools, concurrent calls, SIGTERM.
 # The orchestrator's Capability service on the same address; a capability
-# added while serving; Healthcheck under --capability reports readiness.
+# added while serving; Healthcheck under --capability reports readiness;
+# the orchestrator's artifact calls with the Node Selu example (node-tools).
 # Usage: serve_grpc.sh CAPSULE PROTO ORCHESTRATOR_PROTO
 set -u
 source "$(dirname "$0")/../lib/gateway.sh"
@@ -28,6 +29,7 @@ agent() { # ID: a Covenant agent in sh answering {"got": REQUEST}
 drive() { # TARGET [MODE]: serve_grpc.mjs's lines as checks
   local out line
   out=$(node "$here/serve_grpc.mjs" "$proto" "$orch" "$1" "$token" "${2:-all}" 2>&1)
+  printf '%s\n' "$out" >"$work/drive.out"
   while IFS= read -r line; do
     case $line in
     ok\ *) ok "${line#ok }" ;;
@@ -35,6 +37,16 @@ drive() { # TARGET [MODE]: serve_grpc.mjs's lines as checks
     *) [ -n "$line" ] && echo "         $line" ;;
     esac
   done <<<"$out"
+}
+# serve's children: the gRPC process (its call process its child) and
+# the warm Selu process of the MCP doors (no child): gproc and cproc
+find_cproc() {
+  gproc= cproc=
+  local p c
+  for p in $(pgrep -P "$spid"); do
+    c=$(pgrep -P "$p" | head -1)
+    [ -n "$c" ] && gproc=$p cproc=$c
+  done
 }
 agent echo
 agent blocked
@@ -45,6 +57,25 @@ if [ -x "$root/examples/selu-text/capability" ]; then
   "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count allow >/dev/null
   selu=yes
 fi
+# the Node Selu example, whose tools take and make artifacts (its modules
+# are the ones the client uses)
+cp -r "$root/examples/selu-node" "$caps/node-tools"
+cp "$root/proto/selu/capability/v1/capability.proto" "$caps/node-tools/capability.proto"
+cp "$root/proto/selu/orchestrator/capability.proto" "$caps/node-tools/orchestrator.proto"
+# and the same speaking only the seed's contract, which has no artifacts
+cp -r "$caps/node-tools" "$caps/node-seed"
+sed -i -e 's/^id: node-tools/id: node-seed/' \
+  -e 's|command: \["node", "server.js"\]|command: ["node", "server.js", "--protocol", "service"]|' "$caps/node-seed/manifest.yaml"
+for t in read_attachments make_file; do # discovered on the first call
+  "$capsule" policy set --caps "$caps" --state "$state" --force node-tools "$t" allow >/dev/null
+  "$capsule" policy set --caps "$caps" --state "$state" --force node-seed "$t" allow >/dev/null
+done
+# a Talos function, whose arguments may carry attachments it cannot take
+mkdir -p "$caps/talk"
+printf '%s\n' '{"id": "talk", "name": "Talk", "description": "Says.", "version": "1.0.0",' \
+  ' "functions": [{"name": "say", "description": "Says.", "parameters": {"type": "object"}}]}' >"$caps/talk/manifest.json"
+echo 'export async function say(args) { return args; }' >"$caps/talk/index.mjs"
+"$capsule" policy set --caps "$caps" --state "$state" talk say allow >/dev/null
 "$capsule" policy set --caps "$caps" --state "$state" echo dispatch allow >/dev/null
 "$capsule" policy set --caps "$caps" --state "$state" blocked dispatch block >/dev/null
 token=$("$capsule" access issue grpc-test --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
@@ -58,13 +89,7 @@ if [ -S "$work/g.sock" ]; then
     drive "unix:$work/g.sock" selu
     # the instance is warm: its calls are made in the gRPC process itself,
     # so they are answered with the call process stopped (SIGSTOP)
-    # serve's children: the gRPC process (its call process its child) and
-    # the warm Selu process of the MCP doors (no child)
-    gproc= cproc=
-    for p in $(pgrep -P "$spid"); do
-      c=$(pgrep -P "$p" | head -1)
-      [ -n "$c" ] && gproc=$p cproc=$c
-    done
+    find_cproc
     if [ -n "$cproc" ] && kill -STOP "$cproc"; then
       drive "unix:$work/g.sock" warm
       "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count block >/dev/null
@@ -102,9 +127,56 @@ if [ -S "$work/g.sock" ]; then
   else
     echo "  skip selu: build examples/selu-text (make build does)"
   fi
+  # the orchestrator's artifact calls: up, into a Selu tool, out of one,
+  # down; through the call process, then (its instance warm) without it
+  other=$("$capsule" access issue grpc-other --user bob --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
+  OTHER_TOKEN=$other drive "unix:$work/g.sock" artifacts
+  up=$(sed -n 's/^uploaded //p' "$work/drive.out") made=$(sed -n 's/^made //p' "$work/drive.out")
+  find_cproc
+  if [ -n "$cproc" ] && kill -STOP "$cproc"; then
+    echo "  (the call process stopped: the warm path)"
+    OTHER_TOKEN=$other drive "unix:$work/g.sock" artifacts
+    kill -CONT "$cproc"
+  else
+    bad "the call process of serve --grpc (a child of $gproc) was not found"
+  fi
+  f=$(ls "$state"/run/artifacts/*/"$up.data" 2>/dev/null | head -1)
+  [ -n "$f" ] && [ "$(stat -c %a "$f")" = 600 ] && [ "$(stat -c %a "$(dirname "$f")")" = 700 ] &&
+    ok "an upload is stored in the state's run area, 0600 in a 0700 directory" ||
+    bad "an upload is stored in the state's run area (found: ${f:-nothing} $(ls -la "$state/run/artifacts" 2>&1 | head -3))"
+  parts() { ls -A "$state"/run/artifacts/*/ | grep -c 'part$'; }
+  for _ in $(seq 100); do [ "$(parts)" = 0 ] && break; sleep 0.1; done
+  [ "$(parts)" = 0 ] && ok "no half-written artifact left (the refused and abandoned uploads removed)" ||
+    bad "no half-written artifact left: $(ls -A "$state"/run/artifacts/*/ | grep part)"
+  # (an upload its client ended and cancelled at once may be kept or not:
+  # gRPC cannot tell the two apart until the answer goes)
+  d=$(ls "$state"/run/artifacts/*/ | sed -n 's/\.data$//p' | sort) m=$(ls "$state"/run/artifacts/*/ | sed -n 's/\.meta$//p' | sort)
+  [ "$d" = "$m" ] && [ "$(wc -l <<<"$m")" -ge 19 ] && ok "every stored artifact has its record and bytes ($(wc -l <<<"$m"))" ||
+    bad "every stored artifact has its record and bytes: $(diff <(echo "$d") <(echo "$m"))"
+  audit=$("$capsule" audit --json --state "$state" 2>/dev/null)
+  for want in "artifact-upload $up stored in.txt" "artifact-in $up in.txt" "artifact-out $made stored out.txt" \
+    "artifact-download $made sent out.txt" "artifact-download $made refused"; do
+    set -- $want ""
+    jq -e --arg d "$1" --arg id "$2" --arg w "$3 $4" \
+      '[.[] | select(.decision == $d and .tool == $id and (.outcome | startswith($w | rtrimstr(" "))))] | length >= 1' \
+      <<<"$audit" >/dev/null && ok "audited: $1 $3 $4" || bad "audited: $1 $2 $3 $4"
+  done
+  jq -e '[.[] | select(.decision == "artifact-upload" and (.outcome | startswith("refused big.bin")))] | length == 2' \
+    <<<"$audit" >/dev/null && ok "audited: the refused uploads" || bad "audited: the refused uploads"
+  jq -e --arg id "$made" --arg up "$up" '[.[] | select(.user == "bob" and ((.decision == "artifact-download" and .tool == $id) or
+    (.decision == "artifact-in" and .tool == $up)) and (.outcome | startswith("refused")))] | length == 2' \
+    <<<"$audit" >/dev/null && ok "audited: the other user's attempts, as that user" || bad "audited: the other user's attempts"
+  meta=$(ls "$state"/run/artifacts/*/"$made.meta" 2>/dev/null | head -1)
+  if [ -n "$meta" ]; then # aged past its life (6 hours)
+    sed -i 's/"created":[0-9]*/"created":1000/' "$meta"
+    ARTIFACT_ID=$made drive "unix:$work/g.sock" expired
+    [ ! -e "$meta" ] && ok "an expired artifact is removed" || bad "an expired artifact is removed"
+  else
+    bad "the output artifact's record is in the store"
+  fi
   agent late
   "$capsule" policy set --caps "$caps" --state "$state" late dispatch allow >/dev/null
-  n=3; [ $selu = yes ] && n=4
+  n=6; [ $selu = yes ] && n=7
   for _ in $(seq 100); do grep -q "\"registry loaded\".*\"capabilities\":\"$n\"" "$work/serve.log" && break; sleep 0.1; done
   drive "unix:$work/g.sock" reloaded
   audit=$("$capsule" audit --json --state "$state" 2>/dev/null)

@@ -91,6 +91,12 @@ printf '!{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"
 mkdir -p "$work/grpc_msg" # a method's number, then its request: the orchestrator's, the seed's
 printf '\002\012\015echo.dispatch\022\014{"text":"h"}\042\001s\062\001t' >"$work/grpc_msg/orchestrator"
 printf '\000\012\001x\022\002{}\032\020\012\012session_id\022\002s1' >"$work/grpc_msg/seed"
+printf '\005\012\006in.txt\022\012text/plain\032\005hello' >"$work/grpc_msg/upload"
+printf '\006\012\061capsule-artifact-0123456789abcdef0123456789abcdef' >"$work/grpc_msg/download"
+mkdir -p "$work/artifact_meta" # a store's record; arguments with attachments
+printf '{"user":"alice","filename":"in.txt","mime_type":"text/plain","origin":"upload","source_id":null,"size":5,"created":1764136800}' >"$work/artifact_meta/upload"
+printf '{"user":"bob","filename":"out.txt","mime_type":"text/plain","origin":"node-tools.make_file","source_id":"art-1","size":16,"created":1}' >"$work/artifact_meta/output"
+printf '{"attachments":[{"filename":"a","capability_artifact_id":"capsule-artifact-0123456789abcdef0123456789abcdef"},7,{"capability_artifact_id":1}]}' >"$work/artifact_meta/args"
 mkdir -p "$work/state_sql"
 printf "INSERT OR IGNORE INTO meta VALUES ('a?', ?); SELECT user, \"user\" FROM t WHERE x = ?3 -- c\n ORDER BY rowid" >"$work/state_sql/sql"
 printf 'CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, b BLOB) /* user */' >"$work/state_sql/ddl"
@@ -113,7 +119,7 @@ sys.stdout.buffer.write(out)' >"$work/egress_batch/two" 2>/dev/null || true
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg state_sql ui_form id_registry mcp_relay egress_batch}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay egress_batch}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

@@ -32,31 +32,7 @@ mcp() {
     -d "$init" "http://127.0.0.1:$port/mcp"
 }
 [ "$(mcp)" = 200 ] || { cat "$work/serve.log"; echo "SKIP: no MCP answer on port $port"; exit 77; }
-"${as_nobody[@]}" "$py" -c '
-import socket, sys, time, select
-port = int(sys.argv[1])
-def hold():
-    while True:
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=5)
-            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % port)  # never finished
-            s.setblocking(False)
-            return s
-        except OSError:
-            time.sleep(0.01)
-held = [hold() for _ in range(100)]
-print("holding", len(held), flush=True)
-end = time.time() + 120
-while time.time() < end:
-    r, _, _ = select.select(held, [], [], 0.2)
-    for s in r:
-        try:
-            gone = s.recv(4096) == b""
-        except OSError:
-            gone = True
-        if gone:
-            held.remove(s); s.close(); held.append(hold())
-' "$port" >"$work/hog.out" 2>&1 &
+"${as_nobody[@]}" "$py" - "$port" 100 'POST /mcp HTTP/1.1' <"$(dirname "$0")/conn_hog.py" >"$work/hog.out" 2>&1 &
 hog=$!
 for _ in $(seq 1 300); do grep -q holding "$work/hog.out" && break; sleep 0.1; done
 grep -q holding "$work/hog.out" || { kill "$hog"; echo "SKIP: the attacker could not connect"; exit 77; }

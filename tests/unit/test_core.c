@@ -412,7 +412,37 @@ static void test_hmac_sha256(void)
   CHECK(bad == 0);
 }
 
-UNIT_MAIN(test_sha256, test_hmac_sha256, test_json_positions, test_jsonc_blank,
+static void test_buf_text(void)
+{
+  struct cap_buf b = {0};
+  cap_buf_put_text(&b, "one");
+  cap_buf_put_text(&b, NULL);
+  cap_buf_put_text(&b, "");
+  const char *p = b.data, *end = b.data + b.len;
+  char *a = NULL, *n = (char *)"x", *e = NULL;
+  CHECK(cap_buf_get_text(&p, end, &a) && cap_buf_get_text(&p, end, &n) &&
+        cap_buf_get_text(&p, end, &e));
+  CHECK_STR(a, "one");
+  CHECK(n == NULL);
+  CHECK_STR(e, "");
+  CHECK(p == end);
+  char *cut = (char *)"x";
+  CHECK(!cap_buf_get_text(&p, end, &cut) && cut == NULL); /* nothing left */
+  free(a);
+  free(e);
+  /* a length past the end, and a text holding a NUL, are refused */
+  p = b.data;
+  CHECK(!cap_buf_get_text(&p, b.data + 5, &a) && a == NULL);
+  cap_buf_free(&b);
+  uint32_t len = 3;
+  cap_buf_append(&b, (const char *)&len, sizeof len);
+  cap_buf_append(&b, "a\0b", 3);
+  p = b.data;
+  CHECK(!cap_buf_get_text(&p, b.data + b.len, &a) && a == NULL);
+  cap_buf_free(&b);
+}
+
+UNIT_MAIN(test_sha256, test_buf_text, test_hmac_sha256, test_json_positions, test_jsonc_blank,
           test_json_columns_count_characters, test_json_errors, test_json_depth_limit,
           test_json_nul_and_escapes, test_node_equal_numbers, test_json_big_numbers_keep_text,
           test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped, test_mkdir_p,

@@ -1,0 +1,166 @@
+/* The artifact store of serve --grpc (gateway/artifact_store.h): ids,
+ * the user's scope, the bounds, expiry, a write abandoned. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "gateway/artifact_store.h"
+#include "unit.h"
+
+static char root[] = "/tmp/capsule-artifacts-XXXXXX";
+static char store[sizeof root + 32];
+
+static int put(const char *user, const char *data, size_t len, struct gw_artifact_meta *m)
+{
+  struct gw_artifact_writer *w = NULL;
+  struct cap_error err = {0};
+  int r = gw_artifact_begin(store, user, "f.txt", "text/plain", &w, &err);
+  if (r == 0 && (r = gw_artifact_write(w, data, len, &err)) < 0)
+    gw_artifact_abort(w);
+  if (r == 0)
+    r = gw_artifact_commit(w, "upload", NULL, m, &err);
+  cap_error_clear(&err);
+  return r;
+}
+
+static void test_ids(void)
+{
+  CHECK(gw_artifact_id_valid(GW_ARTIFACT_ID_PREFIX "0123456789abcdef0123456789abcdef"));
+  CHECK(!gw_artifact_id_valid(GW_ARTIFACT_ID_PREFIX "0123456789abcdef0123456789abcdeF"));
+  CHECK(!gw_artifact_id_valid(GW_ARTIFACT_ID_PREFIX "0123456789abcdef0123456789abcde"));
+  CHECK(!gw_artifact_id_valid("../" GW_ARTIFACT_ID_PREFIX "0123456789abcdef0123456789abcd"));
+  CHECK(!gw_artifact_id_valid(NULL));
+}
+
+static void test_round_trip(void)
+{
+  struct gw_artifact_meta a = {0}, b = {0}, got = {0};
+  CHECK(put("alice", "hello", 5, &a) == 0);
+  CHECK(put("alice", "hello", 5, &b) == 0);
+  CHECK(gw_artifact_id_valid(a.id) && strcmp(a.id, b.id) != 0);
+  char *data = NULL;
+  size_t len = 0;
+  struct cap_error err = {0};
+  CHECK(gw_artifact_read(store, "alice", a.id, &got, &data, &len, &err) == 0);
+  CHECK(len == 5 && data && memcmp(data, "hello", 5) == 0);
+  CHECK_STR(got.filename, "f.txt");
+  CHECK_STR(got.mime_type, "text/plain");
+  CHECK_STR(got.origin, "upload");
+  free(data);
+  gw_artifact_meta_free(&got);
+  /* another user's: not found, as an unknown id is */
+  CHECK(gw_artifact_read(store, "bob", a.id, &got, &data, &len, &err) == -ENOENT);
+  CHECK(err.message && strstr(err.message, "not found or expired"));
+  cap_error_clear(&err);
+  CHECK(gw_artifact_read(store, "alice", "../x", &got, &data, &len, &err) == -ENOENT);
+  cap_error_clear(&err);
+  /* expired: refused, and removed */
+  char path[512];
+  snprintf(path, sizeof path, "%s", store);
+  DIR *d = opendir(store);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.')
+      snprintf(path, sizeof path, "%s/%s/%s.meta", store, e->d_name, b.id);
+  if (d)
+    closedir(d);
+  FILE *f = fopen(path, "we");
+  CHECK(f != NULL);
+  if (f) {
+    fprintf(f,
+            "{\"user\":\"alice\",\"filename\":\"f\",\"mime_type\":\"t/p\",\"origin\":\"upload\","
+            "\"source_id\":null,\"size\":5,\"created\":%lld}",
+            (long long)time(NULL) - GW_ARTIFACT_TTL_S - 10);
+    fclose(f);
+  }
+  CHECK(gw_artifact_read(store, "alice", b.id, &got, &data, &len, &err) == -ENOENT);
+  cap_error_clear(&err);
+  CHECK(access(path, F_OK) < 0);
+  gw_artifact_meta_free(&a);
+  gw_artifact_meta_free(&b);
+}
+
+static void test_bounds(void)
+{
+  /* one artifact past GW_ARTIFACT_MAX_BYTES: refused, nothing left */
+  struct gw_artifact_writer *w = NULL;
+  struct cap_error err = {0};
+  CHECK(gw_artifact_begin(store, "carol", "big", NULL, &w, &err) == 0);
+  static char mib[1 << 20];
+  int r = 0;
+  for (uint64_t n = 0; r == 0 && n <= GW_ARTIFACT_MAX_BYTES; n += sizeof mib)
+    r = gw_artifact_write(w, mib, sizeof mib, &err);
+  CHECK(r == -EFBIG && strstr(err.message, "larger than"));
+  cap_error_clear(&err);
+  gw_artifact_abort(w);
+  /* the count a user may hold */
+  struct gw_artifact_meta m;
+  int stored = 0;
+  for (int i = 0; i < GW_ARTIFACT_USER_COUNT + 1; i++) {
+    memset(&m, 0, sizeof m);
+    if (put("dave", "x", 1, &m) == 0)
+      stored++;
+    gw_artifact_meta_free(&m);
+  }
+  CHECK(stored == GW_ARTIFACT_USER_COUNT);
+  CHECK(gw_artifact_begin(store, "dave", "x", NULL, &w, &err) == -EDQUOT);
+  CHECK(err.message && strstr(err.message, "the most capsule keeps"));
+  cap_error_clear(&err);
+  /* another user is not bounded by dave's */
+  CHECK(put("erin", "y", 1, &m) == 0);
+  gw_artifact_meta_free(&m);
+}
+
+/* Another user's expired artifact goes with a sweep of the whole store. */
+static void test_sweep_all(void)
+{
+  struct gw_artifact_meta m = {0};
+  CHECK(put("frank", "old", 3, &m) == 0);
+  char path[600] = "";
+  DIR *d = opendir(store);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s/%s.meta", store, e->d_name, m.id);
+    if (e->d_name[0] != '.' && access(p, F_OK) == 0)
+      snprintf(path, sizeof path, "%s", p);
+  }
+  if (d)
+    closedir(d);
+  gw_artifact_sweep_all(store);
+  CHECK(path[0] && access(path, F_OK) == 0); /* alive: kept */
+  FILE *f = fopen(path, "we");
+  if (f) {
+    fprintf(f, "{\"user\":\"frank\",\"filename\":\"f\",\"mime_type\":\"t/p\",\"origin\":"
+               "\"upload\",\"source_id\":null,\"size\":3,\"created\":1}");
+    fclose(f);
+  }
+  gw_artifact_sweep_all(store);
+  CHECK(access(path, F_OK) < 0);
+  path[strlen(path) - 4] = '\0';
+  strcat(path, "data");
+  CHECK(access(path, F_OK) < 0);
+  gw_artifact_meta_free(&m);
+}
+
+static void cleanup(void)
+{
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  CHECK(system(cmd) == 0);
+}
+
+static void setup(void)
+{
+  CHECK(mkdtemp(root) != NULL);
+  snprintf(store, sizeof store, "%s/run/artifacts", root);
+}
+
+UNIT_MAIN(setup, test_ids, test_round_trip, test_bounds, test_sweep_all, cleanup)
