@@ -245,6 +245,11 @@ int gw_hwm_read(const struct gw_state *st, struct gw_hwm *out, enum gw_hwm_statu
 
 int gw_hwm_hold(struct gw_state *st, struct cap_error *err)
 {
+  if (strcmp(st->hwm_held_name, st->hwm_name) != 0) { /* renamed since: the new name's */
+    gw_hwm_forget(st);
+    st->hwm_text[0] = '\0';
+    snprintf(st->hwm_held_name, sizeof st->hwm_held_name, "%s", st->hwm_name);
+  }
   if (!st->hwm_lock1) {
     int fd = gw_hwm_lock(st, err);
     if (fd < 0)

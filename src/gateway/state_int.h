@@ -45,6 +45,7 @@ struct gw_state {
    * wrote it, so a mark found as it was left is not verified again */
   int hwm_lock1, hwm_fd1;
   char hwm_text[256];
+  char hwm_held_name[48]; /* the hwm_name they are of (a migration names it later) */
 };
 
 /* Frees st->seen (state_query.c). */
