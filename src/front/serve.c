@@ -508,7 +508,7 @@ static int load(struct serve *sv, struct cap_error *err)
   snprintf(n, sizeof n, "%zu", g->reg.n);
   serve_log(sv, "info", "registry loaded", "capabilities", n, "problems", problems);
   serve_grpc_reloaded(sv->grpc);
-  serve_selu_follow(sv, &g->reg); /* forks at setup, or under the state lock */
+  serve_selu_reloaded(sv->selu);
   sv->status_dirty = true;
   rewatch(sv);
   return 0;
@@ -698,6 +698,8 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
                       opt->only, opt->caps_dir);
   if (r == 0)
     r = check_alone(sv, err);
+  if (r == 0) /* forks: while serve has no other thread, listener or connection */
+    serve_selu_start(sv, &sv->cur->reg);
   if (r == 0)
     r = listen_unix(sv, err);
   if (r == 0 && opt->grpc_addr)

@@ -22,7 +22,6 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,9 +47,10 @@ struct warm_ans {
   uint32_t terminal, len[2];
 };
 
-/* serve's handle, made at the first registry with a Selu capability and
- * kept until serve ends; the process in it is started anew (at a reload)
- * when it died. */
+/* serve's handle, made at its start when the registry has a Selu
+ * capability, kept until serve ends. A process that died is not started
+ * again (forking it later would hand it serve's connections and
+ * listeners): the calls then run apart. */
 struct serve_selu {
   pthread_mutex_t mu; /* around all below: serve's main thread and the calls' threads */
   pid_t pid;          /* 0: no process */
@@ -228,15 +228,17 @@ static void drain(struct warm_proc *p, uint64_t drain_ms)
 
 /* Takes connections until serve closes ctl or SIGTERM/SIGINT come (they
  * are blocked since serve's setup), then drains. */
-static _Noreturn void warm_process(const struct serve_options *opt, int ctl, int reload_rd)
+static _Noreturn void warm_process(struct serve *sv, int ctl, int reload_rd)
 {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
-  /* serve's descriptors are not ours (its listeners, its state's
-   * database: the warm path opens its own): all closed but stdio */
-  int lo = ctl < reload_rd ? ctl : reload_rd, hi = ctl < reload_rd ? reload_rd : ctl;
-  syscall(SYS_close_range, 3U, (unsigned)lo - 1, 0U);
-  syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0U);
-  syscall(SYS_close_range, (unsigned)hi + 1, ~0U, 0U);
+  /* serve's descriptors, not ours; its state's stay open, as SQLite's
+   * memory of them (this process opens connections of its own to the
+   * same files, and SQLite shares what it knows per file in a process) */
+  int theirs[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake};
+  for (size_t i = 0; i < ARRAY_SIZE(theirs); i++)
+    if (theirs[i] >= 0)
+      close(theirs[i]);
+  const struct serve_options *opt = sv->opt;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -263,7 +265,7 @@ static _Noreturn void warm_process(const struct serve_options *opt, int ctl, int
 /* ---- in serve ---- */
 
 /* Forks the process into s (no process in it). */
-static int selu_spawn(struct serve_selu *s, const struct serve_options *opt, struct cap_error *err)
+static int selu_spawn(struct serve *sv, struct serve_selu *s, struct cap_error *err)
 {
   int sp[2], reload[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
@@ -278,7 +280,7 @@ static int selu_spawn(struct serve_selu *s, const struct serve_options *opt, str
   if (pid == 0) {
     close(sp[0]);
     close(reload[1]);
-    warm_process(opt, sp[1], reload[0]);
+    warm_process(sv, sp[1], reload[0]);
   }
   int e = errno;
   close(sp[1]);
@@ -319,29 +321,29 @@ static bool has_selu(const struct gw_registry *reg)
   return false;
 }
 
-void serve_selu_follow(struct serve *sv, const struct gw_registry *reg)
+void serve_selu_start(struct serve *sv, const struct gw_registry *reg)
 {
-  struct serve_selu *s = sv->selu;
-  if (s && s->pid && waitpid(s->pid, NULL, WNOHANG) == s->pid)
-    selu_drop(s); /* died: a new one */
-  if (s && s->pid) {
-    if (write(s->reload_fd, "r", 1) < 0) {
-      /* full: a reload is pending already */
-    }
-    return;
-  }
   if (!has_selu(reg))
     return;
-  if (!s) {
-    s = cap_xcalloc(1, sizeof *s);
-    pthread_mutex_init(&s->mu, NULL);
-    __atomic_store_n(&sv->selu, s, __ATOMIC_RELEASE);
-  }
+  struct serve_selu *s = cap_xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
   struct cap_error err = {0};
-  if (selu_spawn(s, sv->opt, &err) < 0)
+  if (selu_spawn(sv, s, &err) < 0)
     serve_log(sv, "error", "no warm Selu process: Selu calls run apart", "error", err.message, NULL,
               NULL);
   cap_error_clear(&err);
+  __atomic_store_n(&sv->selu, s, __ATOMIC_RELEASE);
+}
+
+void serve_selu_reloaded(struct serve_selu *s)
+{
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->mu);
+  if (s->pid && write(s->reload_fd, "r", 1) < 0) {
+    /* full: a reload is pending already */
+  }
+  pthread_mutex_unlock(&s->mu);
 }
 
 /* A connection to the warm process: an idle one, or a new one passed to it. */

@@ -90,13 +90,14 @@ void serve_grpc_stop(struct serve_grpc *g, int drain_ms);
 
 /* serve_grpc_mcp.c: serve's warm Selu process, the MCP doors' Selu calls
  * on a running instance made there without a fork (mcp_config.selu_warm
- * is serve_selu_call, its ctx serve). follow: at each registry load (at
- * setup, before any thread; at a reload, under the state lock), the
- * process is told, or forked when the registry has a Selu capability and
- * there is none (or it died). stop: its calls in flight finish (up to
- * drain_ms, then it is killed), and the handle is freed. */
+ * is serve_selu_call, its ctx serve). start: at serve's start, before any
+ * thread, listener or connection, when reg has a Selu capability (forks;
+ * a failure is logged, and Selu calls run apart); reloaded: serve's
+ * registry was loaded again; stop: its calls in flight finish (up to
+ * drain_ms, then it is killed), and the handle is freed (NULL is fine). */
 struct serve_selu;
-void serve_selu_follow(struct serve *sv, const struct gw_registry *reg);
+void serve_selu_start(struct serve *sv, const struct gw_registry *reg);
+void serve_selu_reloaded(struct serve_selu *s);
 enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
                                 const struct gw_call *call, struct gw_result *res,
                                 struct cap_error *err);
