@@ -452,7 +452,7 @@ void serve_selu_stop(struct serve_selu *s, int drain_ms)
     return;
   pid_t pid = s->pid;
   selu_drop(s); /* its connections and ctl closed: the process drains and ends */
-  if (pid) /* and told so, should another process hold a copy of ctl */
+  if (pid)      /* and told so, should another process hold a copy of ctl */
     kill(pid, SIGTERM);
   uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)drain_ms + 5000;
   while (pid) {
