@@ -1,7 +1,8 @@
 // One kept gRPC connection per target, calls interleaved one by one
-// (direct, through serve, direct, ...) so load lands on both alike:
-// node grpc.mjs PROTO DIRECT_TARGET SERVE_TARGET TOKEN N. Prints one JSON
-// object: the p50 and p90 of each, in ms.
+// (direct, through serve, [through the other serve,] direct, ...) so load
+// lands on all alike: node grpc.mjs PROTO DIRECT_TARGET SERVE_TARGET TOKEN
+// N [OTHER_TARGET OTHER_TOKEN]. Prints one JSON object: the p50 and p90 of
+// each, in ms.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,27 +11,28 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(path.join(here, '../../examples/selu-node/package.json'));
 const grpc = require('@grpc/grpc-js');
 const loader = require('@grpc/proto-loader');
-const [protoPath, direct, served, token, n] = process.argv.slice(2);
+const [protoPath, direct, served, token, n, other, otherToken] = process.argv.slice(2);
 const def = loader.loadSync(protoPath, { keepCase: true, defaults: true });
 const pkg = grpc.loadPackageDefinition(def).selu.capability.v1;
-const a = new pkg.Capability(direct, grpc.credentials.createInsecure());
-const b = new pkg.Capability(served, grpc.credentials.createInsecure());
-const meta = new grpc.Metadata();
-meta.add('authorization', `Bearer ${token}`);
+const meta = (t) => { const m = new grpc.Metadata(); m.add('authorization', `Bearer ${t}`); return m; };
+const targets = [
+  { name: 'direct', c: new pkg.Capability(direct, grpc.credentials.createInsecure()), tool: 'word_count', md: new grpc.Metadata() },
+  { name: 'serve', c: new pkg.Capability(served, grpc.credentials.createInsecure()), tool: 'text-tools.word_count', md: meta(token) },
+];
+if (other) targets.push({ name: 'other', c: new pkg.Capability(other, grpc.credentials.createInsecure()), tool: 'text-tools.word_count', md: meta(otherToken) });
 const args = Buffer.from('{"text": "one two three four five"}');
-const once = (c, tool) => new Promise((resolve, reject) => {
+const once = (t) => new Promise((resolve, reject) => {
   const t0 = process.hrtime.bigint();
-  c.Invoke({ tool_name: tool, args_json: args }, meta, { deadline: Date.now() + 60000 }, (err, res) => {
+  t.c.Invoke({ tool_name: t.tool, args_json: args }, t.md, { deadline: Date.now() + 60000 }, (err, res) => {
     if (err || res.error) reject(new Error(err ? err.message : res.error));
     else resolve(Number(process.hrtime.bigint() - t0) / 1e6);
   });
 });
-const da = [], db = [];
-for (let i = 0; i < 5; i++) { await once(a, 'word_count'); await once(b, 'text-tools.word_count'); }
-for (let i = 0; i < Number(n); i++) {
-  da.push(await once(a, 'word_count'));
-  db.push(await once(b, 'text-tools.word_count'));
-}
+for (let i = 0; i < 5; i++) for (const t of targets) await once(t);
+const times = targets.map(() => []);
+for (let i = 0; i < Number(n); i++) for (const [k, t] of targets.entries()) times[k].push(await once(t));
 const q = (xs, p) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor((s.length - 1) * p)]; };
-console.log(JSON.stringify({ direct_p50: q(da, 0.5), direct_p90: q(da, 0.9), serve_p50: q(db, 0.5), serve_p90: q(db, 0.9), n: Number(n) }));
-a.close(); b.close();
+const out = { n: Number(n) };
+for (const [k, t] of targets.entries()) { out[`${t.name}_p50`] = q(times[k], 0.5); out[`${t.name}_p90`] = q(times[k], 0.9); }
+console.log(JSON.stringify(out));
+for (const t of targets) t.c.close();

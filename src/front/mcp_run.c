@@ -107,8 +107,13 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
     if (r->gather) { /* every MCP-server capability's list, merged */
       mcp_gather_run(j->s, st, &call, r->method, &relay);
       o = GW_OUTCOME_OK;
-    } else
-      o = gw_call(&call, j->reg, st, &res, err);
+    } else {
+      o = GW_OUTCOME_NOT_WARM;
+      if (j->where == RUN_APART && j->cfg->selu_warm) /* a warm Selu instance, no fork */
+        o = j->cfg->selu_warm(j->cfg->selu_warm_ctx, j->reg, &call, &res, err);
+      if (o == GW_OUTCOME_NOT_WARM)
+        o = gw_call(&call, j->reg, st, &res, err);
+    }
   }
   report(j->fd, o, err, res.json, res.terminal_on_success, &relay);
   free(res.json);

@@ -197,6 +197,8 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
       .reg_hold = sess_reg_hold,
       .reg_release = sess_reg_release,
       .reg_ctx = x,
+      .selu_warm = serve_selu_call,
+      .selu_warm_ctx = sv,
       .base = {.user = x->user,
                .warn = serve_call_warn,
                .warn_ctx = (void *)sv->opt,
@@ -506,6 +508,7 @@ static int load(struct serve *sv, struct cap_error *err)
   snprintf(n, sizeof n, "%zu", g->reg.n);
   serve_log(sv, "info", "registry loaded", "capabilities", n, "problems", problems);
   serve_grpc_reloaded(sv->grpc);
+  serve_selu_reloaded(sv->selu);
   sv->status_dirty = true;
   rewatch(sv);
   return 0;
@@ -695,6 +698,8 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
                       opt->only, opt->caps_dir);
   if (r == 0)
     r = check_alone(sv, err);
+  if (r == 0) /* forks: while serve has no other thread, listener or connection */
+    serve_selu_start(sv, &sv->cur->reg);
   if (r == 0)
     r = listen_unix(sv, err);
   if (r == 0 && opt->grpc_addr)
@@ -729,6 +734,7 @@ static void teardown(struct serve *sv)
   serve_ui_stop(sv->ui);
   ui_live_stop(sv);
   drain_queue(sv);
+  serve_selu_stop(sv->selu, SERVE_DRAIN_MS);
   if (sv->listen_fd >= 0)
     close(sv->listen_fd);
   if (sv->bound) { /* only what this serve made */

@@ -45,6 +45,7 @@ struct sess {
 
 struct serve {
   struct serve_grpc *grpc; /* --grpc, or NULL */
+  struct serve_selu *selu; /* the warm Selu process (serve_grpc_mcp.c), or NULL */
   const struct serve_options *opt;
   pthread_mutex_t state_mu, queue_mu;
   struct gw_state_lock call_lock; /* state_mu, for the warm calls' threads (gateway/call.h) */

@@ -21,6 +21,7 @@
 #include "front/grpc_serve.h"
 #include "front/serve_core.h"
 #include "front/serve_internal.h"
+#include "gateway/access.h"
 #include "gateway/artifact_store.h"
 #include "gateway/call.h"
 #include "gateway/registry.h"
@@ -128,6 +129,55 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
   return w;
 }
 
+/* The call on spec (of r's registry) with selu_warm_only, on a pooled
+ * state connection. */
+static enum gw_outcome warm_run(struct serve_grpc_warm *w, struct warm_registry *r,
+                                const struct cap_spec *spec, const struct serve_warm_call *in,
+                                struct gw_result *res, struct cap_error *err)
+{
+  struct gw_state *st = state_take(w, err);
+  if (!st) /* a process of its own says why, opening its own */
+    return GW_OUTCOME_NOT_WARM;
+  struct gw_call c = {
+      .capability = spec->id,
+      .tool = in->tool,
+      .args = in->args,
+      .args_len = in->args_len,
+      .user = in->user,
+      .deadline_ms = in->deadline_ms ? in->deadline_ms : w->opt->deadline_ms,
+      .log_dir = w->logs,
+      .run_dir = w->run,
+      .cache_dir = w->cache,
+      .volumes_dir = w->volumes,
+      .image_dir = w->images,
+      .artifact_store = w->artifacts,
+      .session_id = in->session_id,
+      .thread_id = in->thread_id,
+      .hidden = (const char *const *)w->hidden,
+      .n_hidden = w->n_hidden,
+      .selu_warm_only = true,
+      .channels = w->channels,
+      .warn = serve_call_warn,
+      .warn_ctx = (void *)w->opt,
+  };
+  enum gw_outcome o = gw_call(&c, &r->reg, st, res, err);
+  state_give(w, st);
+  return o;
+}
+
+enum gw_outcome serve_grpc_warm_run(struct serve_grpc_warm *w, const struct serve_warm_call *in,
+                                    struct gw_result *res, struct cap_error *err)
+{
+  *res = (struct gw_result){0};
+  struct warm_registry *r = registry_take(w);
+  const struct cap_spec *spec = gw_registry_find(&r->reg, in->capability);
+  enum gw_outcome o = GW_OUTCOME_NOT_WARM; /* not found here: its message, or its sandbox: cold */
+  if (spec && spec->runtime.kind == CAP_RUNTIME_GRPC)
+    o = warm_run(w, r, spec, in, res, err);
+  registry_unref(w, r);
+  return o;
+}
+
 bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_call *call,
                           const char *user, struct serve_grpc_head *h, char **text)
 {
@@ -138,39 +188,17 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
     registry_unref(w, r);
     return false;
   }
-  struct cap_error err = {0};
-  struct gw_state *st = state_take(w, &err);
-  if (!st) { /* the call process says why, opening its own */
-    cap_error_clear(&err);
-    registry_unref(w, r);
-    return false;
-  }
   const char *args = call->parameters && *call->parameters ? call->parameters : "{}";
-  struct gw_call c = {
-      .capability = spec->id,
+  struct serve_warm_call in = {
       .tool = tool,
       .args = args,
       .args_len = strlen(args),
       .user = user,
-      .deadline_ms = w->opt->deadline_ms,
-      .log_dir = w->logs,
-      .run_dir = w->run,
-      .cache_dir = w->cache,
-      .volumes_dir = w->volumes,
-      .image_dir = w->images,
-      .artifact_store = w->artifacts,
       .session_id = call->session_id && *call->session_id ? call->session_id : NULL,
-      .thread_id = call->thread_id && *call->thread_id ? call->thread_id : NULL,
-      .hidden = (const char *const *)w->hidden,
-      .n_hidden = w->n_hidden,
-      .selu_warm_only = true,
-      .channels = w->channels,
-      .warn = serve_call_warn,
-      .warn_ctx = (void *)w->opt,
-  };
+      .thread_id = call->thread_id && *call->thread_id ? call->thread_id : NULL};
   struct gw_result res = {0};
-  enum gw_outcome o = gw_call(&c, &r->reg, st, &res, &err);
-  state_give(w, st);
+  struct cap_error err = {0};
+  enum gw_outcome o = warm_run(w, r, spec, &in, &res, &err);
   registry_unref(w, r);
   if (o == GW_OUTCOME_NOT_WARM) {
     cap_error_clear(&err);
@@ -185,6 +213,18 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
   }
   cap_error_clear(&err);
   return true;
+}
+
+int serve_grpc_warm_access(struct serve_grpc_warm *w, const char *token, char **user)
+{
+  struct cap_error err = {0};
+  struct gw_state *st = state_take(w, &err);
+  bool op = false;
+  int r = st ? gw_access_check(st, token, user, &op, &err) : -EIO;
+  if (st)
+    state_give(w, st);
+  cap_error_clear(&err);
+  return r;
 }
 
 void serve_grpc_warm_close_states(struct serve_grpc_warm *w)

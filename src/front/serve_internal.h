@@ -88,6 +88,21 @@ void serve_grpc_reloaded(struct serve_grpc *g);
 /* Stops taking calls, lets those in flight finish up to drain_ms. */
 void serve_grpc_stop(struct serve_grpc *g, int drain_ms);
 
+/* serve_grpc_mcp.c: serve's warm Selu process, the MCP doors' Selu calls
+ * on a running instance made there without a fork (mcp_config.selu_warm
+ * is serve_selu_call, its ctx serve). start: at serve's start, before any
+ * thread, listener or connection, when reg has a Selu capability (forks;
+ * a failure is logged, and Selu calls run apart); reloaded: serve's
+ * registry was loaded again; stop: its calls in flight finish (up to
+ * drain_ms, then it is killed), and the handle is freed (NULL is fine). */
+struct serve_selu;
+void serve_selu_start(struct serve *sv, const struct gw_registry *reg);
+void serve_selu_reloaded(struct serve_selu *s);
+enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
+                                const struct gw_call *call, struct gw_result *res,
+                                struct cap_error *err);
+void serve_selu_stop(struct serve_selu *s, int drain_ms);
+
 /* serve_grpc_calls.c: the gRPC process's call process. What a call's
  * child sends back on its pipe: this head, then the result or the error's
  * message. */
@@ -121,6 +136,22 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
 bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_call *call,
                           const char *user, struct serve_grpc_head *h, char **text);
 void serve_grpc_warm_free(struct serve_grpc_warm *w);
+/* A bearer token checked on a pooled connection (the one the call then
+ * takes: its page cache current, no other lock): 0 with *user (owned),
+ * -EACCES for no such token, another -errno when it could not be read. */
+int serve_grpc_warm_access(struct serve_grpc_warm *w, const char *token, char **user);
+/* One call on the warm path by capability id (serve_grpc_mcp.c's):
+ * GW_OUTCOME_NOT_WARM when it needs more (nothing ran nor was audited),
+ * else the pipeline's outcome, result (res->json, owned) and error. */
+struct serve_warm_call {
+  const char *capability, *tool, *args, *user;
+  size_t args_len;
+  uint64_t deadline_ms; /* 0: serve's */
+  const char *session_id, *thread_id;
+};
+struct gw_result;
+enum gw_outcome serve_grpc_warm_run(struct serve_grpc_warm *w, const struct serve_warm_call *in,
+                                    struct gw_result *res, struct cap_error *err);
 /* Closes the idle state connections (the audit mark's last batch made
  * durable), at the gRPC process's exit. */
 void serve_grpc_warm_close_states(struct serve_grpc_warm *w);

@@ -125,17 +125,56 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   return fd;
 }
 
+/* Asks the keeper on fd for a lease: the reply's size (-1: none came, the
+ * keeper gone), its passed connection in *got_fd; -ETIMEDOUT when no
+ * reply came by the deadline. */
+static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline, struct lease_reply *rep,
+                         int *got_fd)
+{
+  char ask[1 + sizeof have_instance] = {'L'};
+  memcpy(ask + 1, &have_instance, sizeof have_instance);
+  size_t ask_len = have_instance ? sizeof ask : 1;
+  if (send(fd, ask, ask_len, MSG_NOSIGNAL) != (ssize_t)ask_len)
+    return -1;
+  uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0)
+    return -ETIMEDOUT;
+  struct iovec iov = {.iov_base = rep, .iov_len = sizeof *rep};
+  char control[CMSG_SPACE(sizeof(int))];
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+  if (cm && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
+    memcpy(got_fd, CMSG_DATA(cm), sizeof(int));
+  return n < 0 ? -1 : n;
+}
+
+/* Whether a lease reply's message (space-separated words) holds word. */
+static bool offers(const char *message, const char *word)
+{
+  size_t n = strlen(word);
+  for (const char *p = message; (p = strstr(p, word)); p += n)
+    if ((p == message || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+      return true;
+  return false;
+}
+
 int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *lease,
                       struct cap_error *err)
 {
   *lease = (struct gw_lease){.control = -1, .fd = -1};
+  int kept = req->control; /* a connection kept from the last lease: asked first */
   struct sockaddr_un sa;
   int r = socket_path(req, &sa, err);
-  if (r < 0)
+  if (r == 0 && kept < 0)
+    r = gw_instance_check_run_dir(req->run_dir, err);
+  if (r < 0) {
+    if (kept >= 0)
+      close(kept);
     return r;
-  r = gw_instance_check_run_dir(req->run_dir, err);
-  if (r < 0)
-    return r;
+  }
   uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + (req->wait_ms ? req->wait_ms : 30000);
   /* an instance that went away between connect and lease is started anew:
    * nothing was sent to it yet, so retrying is safe. Twice: a keeper
@@ -143,7 +182,11 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
    * finds its server gone and it unpublishes, so the first retry may
    * reach it again. */
   for (int attempt = 0; attempt < LEASE_ATTEMPTS; attempt++) {
-    int fd = gw_instance_connect(&sa, deadline);
+    /* a kept connection that fails is not an attempt: nothing reached the server */
+    int fd = kept >= 0 ? kept : gw_instance_connect(&sa, deadline);
+    if (kept >= 0)
+      attempt--;
+    kept = -1;
     if (fd == -EPERM)
       return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
                            sa.sun_path);
@@ -158,39 +201,22 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
       return fd;
     struct lease_reply rep = {0};
     int got_fd = -1;
-    ssize_t n = -1;
-    char ask[1 + sizeof req->have_instance] = {'L'};
-    memcpy(ask + 1, &req->have_instance, sizeof req->have_instance);
-    size_t ask_len = req->have_instance ? sizeof ask : 1;
-    if (send(fd, ask, ask_len, MSG_NOSIGNAL) == (ssize_t)ask_len) {
-      uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
-      struct pollfd p = {.fd = fd, .events = POLLIN};
-      if (t < deadline && poll(&p, 1, ms_until(deadline)) > 0) {
-        struct iovec iov = {.iov_base = &rep, .iov_len = sizeof rep};
-        char control[CMSG_SPACE(sizeof(int))];
-        struct msghdr msg = {.msg_iov = &iov,
-                             .msg_iovlen = 1,
-                             .msg_control = control,
-                             .msg_controllen = sizeof control};
-        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-        struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-        if (cm && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int)))
-          memcpy(&got_fd, CMSG_DATA(cm), sizeof(int));
-      } else {
-        close(fd);
-        return cap_error_set(err, ETIMEDOUT,
-                             "no free slot on %s's server in time (at most %u calls at once)",
-                             req->spec->id, req->spec->runtime.max_concurrency);
-      }
+    ssize_t n = ask_lease(fd, req->have_instance, deadline, &rep, &got_fd);
+    if (n == -ETIMEDOUT) {
+      close(fd);
+      return cap_error_set(err, ETIMEDOUT,
+                           "no free slot on %s's server in time (at most %u calls at once)",
+                           req->spec->id, req->spec->runtime.max_concurrency);
     }
-    bool kept = req->have_instance && rep.instance == req->have_instance;
-    if (n == (ssize_t)sizeof rep && rep.code == 0 && (got_fd >= 0 || kept)) {
+    bool same = req->have_instance && rep.instance == req->have_instance;
+    if (n == (ssize_t)sizeof rep && rep.code == 0 && (got_fd >= 0 || same)) {
       rep.message[sizeof rep.message - 1] = '\0';
       *lease = (struct gw_lease){.control = fd,
                                  .fd = got_fd,
                                  .protocol = rep.protocol,
                                  .instance = rep.instance,
-                                 .egress = strcmp(rep.message, KEEPER_EGRESS_OFFER) == 0};
+                                 .egress = offers(rep.message, KEEPER_EGRESS_OFFER),
+                                 .keep = offers(rep.message, KEEPER_KEEP)};
       return 0;
     }
     if (got_fd >= 0)
@@ -244,6 +270,17 @@ bool gw_lease_egress(struct gw_lease *lease, struct gw_egress_batch *b, uint64_t
   bool ok = last && gw_egress_batch_decode(b, &p, p + got.len);
   cap_buf_free(&got);
   return ok;
+}
+
+int gw_lease_release_keep(struct gw_lease *lease)
+{
+  int fd = -1;
+  if (lease->keep && lease->control >= 0 && send(lease->control, "R", 1, MSG_NOSIGNAL) == 1) {
+    fd = lease->control;
+    lease->control = -1;
+  }
+  gw_lease_release(lease);
+  return fd;
 }
 
 void gw_lease_release(struct gw_lease *lease)

@@ -47,6 +47,9 @@ struct gw_instance_request {
    * 0: when the keeper is that instance still, the lease comes without a
    * new connection (fd -1) and the call goes on the kept one. */
   uint64_t have_instance;
+  /* A connection to the keeper kept from an earlier lease
+   * (gw_lease_release_keep; owned from now), tried first, or -1. */
+  int control;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and
@@ -59,6 +62,7 @@ struct gw_lease {
   int protocol;
   uint64_t instance; /* names the keeper's server (random, not 0), or 0 from an older keeper */
   bool egress;       /* its keeper hands back the lease's egress decisions (gw_lease_egress) */
+  bool keep;         /* its keeper takes the lease's end without the connection's */
 };
 
 /* Returns 0 with *lease filled, or -errno with err set (-ETIMEDOUT when
@@ -78,6 +82,11 @@ bool gw_lease_reason(struct gw_lease *lease, char *buf, size_t size);
  * none came back (an older keeper, no batch, the keeper gone). */
 struct gw_egress_batch;
 bool gw_lease_egress(struct gw_lease *lease, struct gw_egress_batch *b, uint64_t wait_ms);
+/* Ends the lease (as gw_lease_release) but keeps the connection to the
+ * keeper for the next lease of the same key (gw_instance_request.control):
+ * the connection, or -1 when it cannot be kept (an older keeper, the
+ * connection gone). */
+int gw_lease_release_keep(struct gw_lease *lease);
 /* Ends the lease (closes control; fd is the caller's, already given away
  * or closed). */
 void gw_lease_release(struct gw_lease *lease);

@@ -40,6 +40,11 @@ _Static_assert(sizeof(struct lease_reply) == 488, "the lease reply's size is the
  * KEEPER_EGRESS_CHUNK bytes after a 5-byte head: KEEPER_EGRESS_MAGIC,
  * then 1 on the last message, else 0. */
 #define KEEPER_EGRESS_OFFER "egress"
+/* A keeper that takes 'R' (the lease ends, its connection stays for the
+ * next 'L') says so with this word in its reply's message ("keep", or
+ * "egress keep" with its egress offered, which only a proxied server's
+ * keeper does: a server without a proxy makes no decisions). */
+#define KEEPER_KEEP "keep"
 #define KEEPER_EGRESS_MAGIC "EGRS"
 #define KEEPER_EGRESS_CHUNK 32768
 

@@ -322,6 +322,12 @@ static void lease_read_clients(struct keeper *k, struct lease_loop *L, const str
       } else if (got == 1 && c == 'E' && cl->leased && cl->egress) { /* the call is done */
         keeper_egress_end(&k->egress, cl->egress, cl->fd);
         cl->egress = NULL;
+      } else if (got == 1 && c == 'R' && cl->leased) { /* done; the connection kept for the next */
+        keeper_egress_end(&k->egress, cl->egress, -1);
+        cl->egress = NULL;
+        cl->leased = false;
+        cl->since = L->last = cap_now_ms(CLOCK_MONOTONIC);
+        L->active--;
       } else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
         L->stop_asked = gone = true;
       else if (got == 0 || (got < 0 && errno != EAGAIN))
@@ -442,8 +448,10 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
       keeper_unpublish(k); /* new calls start a new instance */
       continue;
     }
-    cl->egress = keeper_egress_grant(&k->egress);
-    reply(cl->fd, 0, KEEPER_EGRESS_OFFER, fd, k->protocol, k->instance);
+    bool proxied = k->req->spec->network.mode == CAP_NET_PROXY;
+    cl->egress = proxied ? keeper_egress_grant(&k->egress) : NULL;
+    reply(cl->fd, 0, proxied ? KEEPER_EGRESS_OFFER " " KEEPER_KEEP : KEEPER_KEEP, fd, k->protocol,
+          k->instance);
     if (fd >= 0)
       close(fd);
     cl->leased = true;

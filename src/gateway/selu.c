@@ -482,7 +482,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .argv = image.argv,
       .workdir = image.info.config.working_dir ? image.info.config.working_dir : "/",
       .inside_id = image.argv ? SELU_IMAGE_ID : 0,
-      .warm_only = call->selu_warm_only};
+      .warm_only = call->selu_warm_only,
+      .control = call->channels ? gw_channels_take_control(call->channels, key) : -1};
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   struct call_channel cc;
   req.have_instance = channel_before(call, key, &cc);
@@ -517,7 +518,10 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   channel_done(&cc, r);
   /* the server's egress decisions during the call, for its audit record */
   gw_lease_egress(&lease, gw_egress_batch_of(call->egress_sink), 5000);
-  gw_lease_release(&lease);
+  if (call->channels && r == 0) /* the keeper's connection for the next lease */
+    gw_channels_keep_control(call->channels, key, gw_lease_release_keep(&lease));
+  else
+    gw_lease_release(&lease);
   selu_run_free(&run);
   if (r < 0) {
     if (log_path)

@@ -33,6 +33,12 @@ struct gw_channel *gw_channels_keep(struct gw_channels *c, const char *key, uint
                                     struct selu_channel *ch);
 void gw_channels_forget(struct gw_channels *c, struct gw_channel *e);
 void gw_channels_give(struct gw_channels *c, struct gw_channel *e);
+/* Connections to the keepers kept between leases (gw_lease_release_keep),
+ * by instance key: keep_control takes fd (-1: nothing), the oldest closed
+ * past the table's room; take_control returns one for key still open and
+ * silent (owned by the caller), or -1. */
+void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd);
+int gw_channels_take_control(struct gw_channels *c, const char *key);
 
 /* Tools a dynamic capability reported; they own their schemas (doc). */
 struct gw_tools {

@@ -7,16 +7,19 @@
  * failed, gets a new connection and channel. Entries are reference
  * counted: a channel replaced or evicted while calls are on it closes
  * after the last of them. */
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/buf.h"
 #include "gateway/selu.h"
 #include "runtime/selu_rpc.h"
 
 #define CHANNELS_MAX 64 /* instances with a kept channel; the least recently used goes */
+#define CONTROLS_MAX 16 /* connections to keepers kept between leases; the oldest goes */
 
 struct gw_channel {
   char key[33];
@@ -26,9 +29,16 @@ struct gw_channel {
   uint64_t used; /* a tick of the last take */
 };
 
+struct gw_control {
+  char key[33];
+  int fd; /* -1: a free slot */
+  uint64_t used;
+};
+
 struct gw_channels {
   pthread_mutex_t mu;
   struct gw_channel *slot[CHANNELS_MAX];
+  struct gw_control control[CONTROLS_MAX];
   uint64_t tick;
 };
 
@@ -36,6 +46,8 @@ struct gw_channels *gw_channels_new(void)
 {
   struct gw_channels *c = cap_xcalloc(1, sizeof *c);
   pthread_mutex_init(&c->mu, NULL);
+  for (size_t i = 0; i < CONTROLS_MAX; i++)
+    c->control[i].fd = -1;
   return c;
 }
 
@@ -123,10 +135,52 @@ void gw_channels_give(struct gw_channels *c, struct gw_channel *e)
   pthread_mutex_unlock(&c->mu);
 }
 
+void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd)
+{
+  if (fd < 0)
+    return;
+  int drop = -1;
+  pthread_mutex_lock(&c->mu);
+  size_t at = 0;
+  for (size_t i = 0; i < CONTROLS_MAX; i++) /* a free slot, else the oldest */
+    if (c->control[i].fd < 0 ||
+        (c->control[at].fd >= 0 && c->control[i].used < c->control[at].used))
+      at = i;
+  drop = c->control[at].fd;
+  snprintf(c->control[at].key, sizeof c->control[at].key, "%s", key);
+  c->control[at].fd = fd;
+  c->control[at].used = ++c->tick;
+  pthread_mutex_unlock(&c->mu);
+  if (drop >= 0)
+    close(drop);
+}
+
+int gw_channels_take_control(struct gw_channels *c, const char *key)
+{
+  int fd = -1;
+  pthread_mutex_lock(&c->mu);
+  for (size_t i = 0; i < CONTROLS_MAX && fd < 0; i++)
+    if (c->control[i].fd >= 0 && strcmp(c->control[i].key, key) == 0) {
+      fd = c->control[i].fd;
+      c->control[i].fd = -1;
+    }
+  pthread_mutex_unlock(&c->mu);
+  /* the keeper closed it (idle, gone) or said something unasked: not reused */
+  struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+  if (fd >= 0 && (poll(&p, 1, 0) != 0 || p.revents)) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
 void gw_channels_free(struct gw_channels *c)
 {
   if (!c)
     return;
+  for (size_t i = 0; i < CONTROLS_MAX; i++)
+    if (c->control[i].fd >= 0)
+      close(c->control[i].fd);
   for (size_t i = 0; i < CHANNELS_MAX; i++)
     if (c->slot[i])
       unref_locked(c->slot[i]);

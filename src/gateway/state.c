@@ -399,6 +399,7 @@ void gw_state_close(struct gw_state *st)
     return;
   if (st->dirfd >= 0)
     gw_hwm_sync(st); /* the group commit's last batch */
+  gw_hwm_forget(st);
   gw_db_close(st->db);
   free(st->url);
   cap_secret_free(st->keys, sizeof *st->keys);

@@ -202,14 +202,16 @@ struct gw_inflight {
   int fd, dirfd;
   char *name;
   uint64_t start_ms;
+  size_t len; /* what the marker's file holds */
 };
 int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
                       struct cap_error *err);
 /* Whether this process keeps its ended calls' markers (at most 8, under
- * dot names, locked) for its next calls instead of creating and removing
- * a file per call: for a long-running front door (serve). false removes
- * those kept; a process killed leaves them to the recovery of unnamed
- * markers (removed once their lock is free and they are old). */
+ * their names, locked, their tag spoilt so they record nothing) for its
+ * next calls instead of creating and removing a file per call: for a
+ * long-running front door (serve). false removes those kept; a process
+ * killed leaves them to the recovery, which records nothing of them and
+ * keeps them as spare files. */
 void gw_inflight_spares(bool on);
 /* Rewrites the marker's fields (e.g. the decision, once made). */
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);

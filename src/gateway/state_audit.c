@@ -367,18 +367,25 @@ int gw_audit_init_mark(struct gw_state *st, struct cap_error *err)
 static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
                         struct cap_error *err)
 {
-  _cleanup_close_ int lock = gw_hwm_lock(st, err);
-  if (lock < 0)
-    return lock;
+  int r = gw_hwm_hold(st, err);
+  if (r < 0)
+    return r;
   struct gw_hwm mark;
   enum gw_hwm_status status;
-  int r = gw_hwm_read(st, &mark, &status, err);
+  r = gw_hwm_read_held(st, &mark, &status, err);
   if (r < 0 || status != GW_HWM_OK || mark.seq >= rec->seq)
-    return r;
+    goto out;
+  /* the mark names the record this one follows, as read in its
+   * transaction: that record is in the log, no need to look it up */
+  bool follows = mark.seq == rec->seq - 1 && strcmp(mark.hash, rec->prev) == 0;
   char have[65] = "";
-  if (mark.seq > 0 && ((r = record_hash(st, mark.seq, have, err)) < 0 || strcmp(have, mark.hash)))
-    return r;
+  if (mark.seq > 0 && !follows &&
+      ((r = record_hash(st, mark.seq, have, err)) < 0 || strcmp(have, mark.hash)))
+    goto out;
   struct gw_hwm next = {.seq = rec->seq};
   snprintf(next.hash, sizeof next.hash, "%s", rec->hash);
-  return gw_hwm_advance(st, &next, err);
+  r = gw_hwm_advance(st, &next, err);
+out:
+  gw_hwm_release(st);
+  return r;
 }

@@ -204,6 +204,27 @@ static void hwm_mac(const struct gw_state *st, const struct gw_hwm *m, char out[
   sodium_bin2hex(out, 65, mac, sizeof mac);
 }
 
+/* The mark's text (buf, NUL-terminated) read into out and checked. */
+static void hwm_parse(const struct gw_state *st, const char *buf, struct gw_hwm *out,
+                      enum gw_hwm_status *status)
+{
+  long long seq = -1;
+  char hash[65] = "", mac[65] = "", want[65];
+  *status = GW_HWM_FORGED;
+  if (sscanf(buf, "capsule-audit-hwm-v1 %lld %64[0-9a-f] %64[0-9a-f]", &seq, hash, mac) != 3 ||
+      seq < 0)
+    return;
+  out->seq = seq;
+  memcpy(out->hash, hash, sizeof hash);
+  if (st->hwm_text[0] && strcmp(buf, st->hwm_text) == 0) {
+    *status = GW_HWM_OK; /* as this handle wrote it, MAC and all */
+    return;
+  }
+  hwm_mac(st, out, want);
+  if (sodium_memcmp(want, mac, 64) == 0)
+    *status = GW_HWM_OK;
+}
+
 int gw_hwm_read(const struct gw_state *st, struct gw_hwm *out, enum gw_hwm_status *status,
                 struct cap_error *err)
 {
@@ -218,17 +239,68 @@ int gw_hwm_read(const struct gw_state *st, struct gw_hwm *out, enum gw_hwm_statu
   char buf[256];
   ssize_t n = read(fd, buf, sizeof buf - 1);
   buf[n > 0 ? n : 0] = '\0';
-  long long seq = -1;
-  char hash[65] = "", mac[65] = "", want[65];
-  *status = GW_HWM_FORGED;
-  if (sscanf(buf, "capsule-audit-hwm-v1 %lld %64[0-9a-f] %64[0-9a-f]", &seq, hash, mac) != 3 ||
-      seq < 0)
+  hwm_parse(st, buf, out, status);
+  return 0;
+}
+
+int gw_hwm_hold(struct gw_state *st, struct cap_error *err)
+{
+  if (strcmp(st->hwm_held_name, st->hwm_name) != 0) { /* renamed since: the new name's */
+    gw_hwm_forget(st);
+    st->hwm_text[0] = '\0';
+    snprintf(st->hwm_held_name, sizeof st->hwm_held_name, "%s", st->hwm_name);
+  }
+  if (!st->hwm_lock1) {
+    int fd = gw_hwm_lock(st, err);
+    if (fd < 0)
+      return fd;
+    st->hwm_lock1 = fd + 1;
     return 0;
-  out->seq = seq;
-  memcpy(out->hash, hash, sizeof hash);
-  hwm_mac(st, out, want);
-  if (sodium_memcmp(want, mac, 64) == 0)
-    *status = GW_HWM_OK;
+  }
+  if (flock(st->hwm_lock1 - 1, LOCK_EX) < 0)
+    return cap_error_errno(err, errno, "cannot lock %s/%s.lock", st->dir, st->hwm_name);
+  return 0;
+}
+
+void gw_hwm_release(struct gw_state *st)
+{
+  if (st->hwm_lock1)
+    flock(st->hwm_lock1 - 1, LOCK_UN);
+}
+
+void gw_hwm_forget(struct gw_state *st)
+{
+  if (st->hwm_lock1)
+    close(st->hwm_lock1 - 1);
+  if (st->hwm_fd1)
+    close(st->hwm_fd1 - 1);
+  st->hwm_lock1 = st->hwm_fd1 = 0;
+}
+
+int gw_hwm_read_held(struct gw_state *st, struct gw_hwm *out, enum gw_hwm_status *status,
+                     struct cap_error *err)
+{
+  memset(out, 0, sizeof *out);
+  struct stat sb;
+  if (st->hwm_fd1 && (fstat(st->hwm_fd1 - 1, &sb) < 0 || sb.st_nlink == 0)) {
+    close(st->hwm_fd1 - 1); /* replaced or removed since: the name again */
+    st->hwm_fd1 = 0;
+  }
+  if (!st->hwm_fd1) {
+    /* no O_CREAT: a mark deleted since it was read stays missing */
+    int fd = openat(st->dirfd, st->hwm_name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ENOENT) {
+      *status = GW_HWM_MISSING;
+      return 0;
+    }
+    if (fd < 0)
+      return cap_error_errno(err, errno, "cannot read %s/%s", st->dir, st->hwm_name);
+    st->hwm_fd1 = fd + 1;
+  }
+  char buf[256];
+  ssize_t n = pread(st->hwm_fd1 - 1, buf, sizeof buf - 1, 0);
+  buf[n > 0 ? n : 0] = '\0';
+  hwm_parse(st, buf, out, status);
   return 0;
 }
 
@@ -275,19 +347,19 @@ int gw_hwm_advance(struct gw_state *st, const struct gw_hwm *mark, struct cap_er
   hwm_mac(st, mark, mac);
   int len = snprintf(text, sizeof text, "capsule-audit-hwm-v1 %lld %s %s\n", (long long)mark->seq,
                      mark->hash, mac);
-  /* no O_CREAT: a mark deleted since it was read stays missing */
-  _cleanup_close_ int fd = openat(st->dirfd, st->hwm_name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0)
-    return errno == ENOENT
-               ? 0
-               : cap_error_errno(err, errno, "cannot write %s/%s", st->dir, st->hwm_name);
+  if (!st->hwm_fd1) /* read by gw_hwm_read_held first: missing */
+    return 0;
+  int fd = st->hwm_fd1 - 1;
   /* in place, one write of one line that only grows with seq (a shorter
    * one, from a mark written otherwise, is cut after): no name changes,
    * so an unsynced mark is the old line or the new one, never an empty file */
   struct stat sb;
   if (pwrite(fd, text, (size_t)len, 0) != len ||
-      (fstat(fd, &sb) == 0 && sb.st_size > len && ftruncate(fd, len) < 0))
+      (fstat(fd, &sb) == 0 && sb.st_size > len && ftruncate(fd, len) < 0)) {
+    st->hwm_text[0] = '\0';
     return cap_error_errno(err, errno ? errno : EIO, "cannot write %s/%s", st->dir, st->hwm_name);
+  }
+  memcpy(st->hwm_text, text, (size_t)len + 1);
   st->hwm_dirty = true;
   if (cap_now_ms(CLOCK_MONOTONIC) - st->hwm_synced_ms >= GW_HWM_SYNC_MS)
     sync_mark(st, fd);

@@ -150,9 +150,10 @@ static int inflight_dir(int statefd)
 
 /* The marker's fields, NUL-separated: a tag, user, capability, tool,
  * arguments' hash, decision, start (ms), pid; a finished one
- * (gw_inflight_finish) adds outcome, duration (ms) and the result's hash. */
-static int inflight_write(int fd, const struct gw_audit_record *rec, uint64_t start_ms,
-                          bool finished)
+ * (gw_inflight_finish) adds outcome, duration (ms) and the result's hash.
+ * Over the old text, then cut when the old was longer (m->len): a kill in
+ * between leaves the new fields first, never an empty marker. */
+static int inflight_write(struct gw_inflight *m, const struct gw_audit_record *rec, bool finished)
 {
   struct cap_buf b = {0};
   const char *fields[] = {rec->user, rec->capability, rec->tool, rec->args_hash, rec->decision};
@@ -161,31 +162,37 @@ static int inflight_write(int fd, const struct gw_audit_record *rec, uint64_t st
     cap_buf_putc(&b, '\0');
     cap_buf_puts(&b, fields[i]);
   }
-  cap_buf_printf(&b, "%c%llu%c%d", '\0', (unsigned long long)start_ms, '\0', (int)getpid());
+  cap_buf_printf(&b, "%c%llu%c%d", '\0', (unsigned long long)m->start_ms, '\0', (int)getpid());
   cap_buf_putc(&b, '\0');
   if (finished)
     cap_buf_printf(&b, "%s%c%lld%c%s%c", rec->outcome ? rec->outcome : "ok", '\0',
                    (long long)rec->duration_ms, '\0', rec->result_hash, '\0');
-  /* over the old text, then cut: a kill in between leaves the new fields
-   * first, never an empty marker */
-  int r = pwrite(fd, b.data, b.len, 0) == (ssize_t)b.len && ftruncate(fd, (off_t)b.len) == 0
+  int r = pwrite(m->fd, b.data, b.len, 0) == (ssize_t)b.len &&
+                  (m->len <= b.len || ftruncate(m->fd, (off_t)b.len) == 0)
               ? 0
               : -errno;
+  if (r == 0)
+    m->len = b.len;
   cap_buf_free(&b);
   return r;
 }
 
-/* Markers of ended calls kept for the next calls of this process, under
- * a dot name, still locked and still in own_names (so no recovery here
- * opens them; another process's leaves a locked dot name alone): a
- * call's marker then costs two renames instead of a file created and
- * removed (a create on a busy disk was 0.1-0.4 ms of a warm call). Of
- * the process that made them: a forked child holds none of their locks. */
+/* Markers of ended calls kept for the next calls of this process: parked
+ * under their own names, still locked and still in own_names (so no
+ * recovery here opens them, and another process's skips a locked one),
+ * their tag's first byte overwritten so that a parked marker records
+ * nothing once its lock is free (inflight_record reads no tag: the
+ * process died between calls). A call's marker then costs a write at its
+ * begin and one byte at its end instead of a file created and removed (a
+ * create on a busy disk was 0.1-0.4 ms of a warm call), or renamed twice.
+ * Of the process that made them: a forked child holds none of their
+ * locks. Keyed by the state directory (its device and inode). */
 #define SPARE_MARKERS 8
 struct spare_marker {
-  int fd, dir; /* the marker, and its directory */
+  int fd, statefd; /* the marker, and its state directory (the call's dirfd) */
   dev_t dev;
-  ino_t ino; /* of the run/calls directory it is in */
+  ino_t ino;  /* of the state directory */
+  size_t len; /* what the marker's file holds */
   char name[32];
 };
 static struct spare_marker spares[SPARE_MARKERS];
@@ -204,11 +211,11 @@ void gw_inflight_spares(bool on)
   spares_pid = getpid();
   pthread_mutex_unlock(&own_lock);
   for (size_t i = 0; i < n; i++) { /* removed before their locks go */
-    char tmp[40];
-    snprintf(tmp, sizeof tmp, ".%s", drop[i].name);
-    unlinkat(drop[i].dir, tmp, 0);
+    char path[48];
+    snprintf(path, sizeof path, INFLIGHT_DIR "/%s", drop[i].name);
+    unlinkat(drop[i].statefd, path, 0);
     close(drop[i].fd);
-    close(drop[i].dir);
+    close(drop[i].statefd);
     own_marker(drop[i].name, false);
   }
 }
@@ -229,15 +236,6 @@ static bool spare_take(const struct stat *dir, struct spare_marker *out)
   return got;
 }
 
-/* Whether an ended marker would be kept (checked before its rename). */
-static bool spare_room(void)
-{
-  pthread_mutex_lock(&own_lock);
-  bool room = spares_on && spares_pid == getpid() && n_spares < SPARE_MARKERS;
-  pthread_mutex_unlock(&own_lock);
-  return room;
-}
-
 static bool spare_give(const struct spare_marker *m)
 {
   bool kept = false;
@@ -250,27 +248,32 @@ static bool spare_give(const struct spare_marker *m)
   return kept;
 }
 
-/* A spare marker made the call's: written, then under its name. */
-static int inflight_reuse(int dir, const struct stat *dsb, const struct gw_audit_record *r,
-                          struct gw_inflight *m)
+/* A parked marker made the call's: written in place. Its file must still
+ * be linked (a state directory removed under it would hide the call). */
+static int inflight_reuse(int statefd, const struct gw_audit_record *r, struct gw_inflight *m)
 {
+  struct stat dsb, fsb;
   struct spare_marker sp;
-  if (!spare_take(dsb, &sp))
+  if (fstat(statefd, &dsb) < 0 || !spare_take(&dsb, &sp))
     return -ENOENT;
-  char tmp[40];
-  snprintf(tmp, sizeof tmp, ".%s", sp.name);
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
-  int e = inflight_write(sp.fd, r, m->start_ms, false);
-  if (e == 0 && renameat(dir, tmp, dir, sp.name) < 0)
-    e = -errno;
-  close(sp.dir);
+  m->len = sp.len;
+  int e = fstat(sp.fd, &fsb) < 0 || fsb.st_nlink == 0 ? -ENOENT : 0;
+  if (e == 0) {
+    m->fd = sp.fd;
+    e = inflight_write(m, r, false);
+  }
   if (e < 0) { /* dropped: a new one is made */
-    unlinkat(dir, tmp, 0);
+    char path[48];
+    snprintf(path, sizeof path, INFLIGHT_DIR "/%s", sp.name);
+    unlinkat(sp.statefd, path, 0);
     close(sp.fd);
+    close(sp.statefd);
     own_marker(sp.name, false);
+    *m = (struct gw_inflight){.fd = -1};
     return e;
   }
-  m->fd = sp.fd;
+  m->dirfd = sp.statefd;
   m->name = cap_xstrdup(sp.name);
   return 0;
 }
@@ -279,14 +282,11 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
                           struct gw_inflight *m, struct cap_error *err)
 {
   *m = (struct gw_inflight){.fd = -1};
+  if (inflight_reuse(statefd, r, m) == 0)
+    return 0;
   _cleanup_close_ int dir = inflight_dir(statefd);
   if (dir < 0)
     return cap_error_errno(err, errno, "cannot create %s/" INFLIGHT_DIR, statedir);
-  struct stat dsb;
-  if (fstat(dir, &dsb) == 0 && inflight_reuse(dir, &dsb, r, m) == 0) {
-    m->dirfd = fcntl(statefd, F_DUPFD_CLOEXEC, 0);
-    return 0;
-  }
   unsigned char rnd[12];
   randombytes_buf(rnd, sizeof rnd);
   char name[32], tmp[40];
@@ -304,19 +304,20 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
     own_marker(name, false);
     return cap_error_errno(err, errno, "cannot record the call as in flight");
   }
+  m->fd = fd;
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
   int e = spare ? 0 : lock_marker(fd, true);
   if (e == 0)
-    e = inflight_write(fd, r, m->start_ms, false);
+    e = inflight_write(m, r, false);
   if (e == 0 && !spare && renameat(dir, tmp, dir, name) < 0)
     e = -errno;
   if (e < 0) {
     unlinkat(dir, spare ? name : tmp, 0);
     close(fd);
     own_marker(name, false);
+    *m = (struct gw_inflight){.fd = -1};
     return cap_error_errno(err, -e, "cannot record the call as in flight");
   }
-  m->fd = fd;
   m->name = cap_xstrdup(name);
   m->dirfd = fcntl(statefd, F_DUPFD_CLOEXEC, 0); /* dup() would drop O_CLOEXEC: the tool */
   return 0;
@@ -337,7 +338,7 @@ int gw_inflight_begin_at(int statefd, const char *dir, const struct gw_audit_rec
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r)
 {
   if (m->fd >= 0)
-    inflight_write(m->fd, r, m->start_ms, false);
+    inflight_write(m, r, false);
 }
 
 /* Finished markers wait for a state open; more than this many and the
@@ -371,7 +372,7 @@ void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
   struct gw_audit_record done = *r;
   uint64_t now = cap_now_ms(CLOCK_REALTIME);
   done.duration_ms = now > m->start_ms ? (int64_t)(now - m->start_ms) : 0;
-  inflight_write(m->fd, &done, m->start_ms, true);
+  inflight_write(m, &done, true);
   close(m->fd); /* the lock goes with it: the next gw_state_open records it */
   own_marker(m->name, false);
   if (statedir)
@@ -386,38 +387,26 @@ void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
   gw_inflight_finish(m, r, NULL);
 }
 
-/* The ended call's marker kept as a spare: back under its dot name, its
- * lock held. False when it is not kept. */
-static bool inflight_spare(struct gw_inflight *m)
+/* The ended call's marker parked for the next call: its tag's first byte
+ * overwritten (it records nothing now), its lock held. False when it is
+ * not kept. */
+static bool inflight_park(struct gw_inflight *m)
 {
-  _cleanup_close_ int dir =
-      openat(m->dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   struct stat dsb;
-  struct spare_marker sp = {.fd = m->fd};
-  char tmp[40];
-  if (!spare_room() || dir < 0 || fstat(dir, &dsb) < 0 || strlen(m->name) >= sizeof sp.name)
+  struct spare_marker sp = {.fd = m->fd, .statefd = m->dirfd, .len = m->len};
+  if (m->dirfd < 0 || strlen(m->name) >= sizeof sp.name || fstat(m->dirfd, &dsb) < 0)
     return false;
   snprintf(sp.name, sizeof sp.name, "%s", m->name);
-  snprintf(tmp, sizeof tmp, ".%s", m->name);
   sp.dev = dsb.st_dev;
   sp.ino = dsb.st_ino;
-  sp.dir = dir;
-  if (renameat(dir, m->name, dir, tmp) < 0)
-    return false;
-  if (!spare_give(&sp)) {
-    unlinkat(dir, tmp, 0);
-    return false;
-  }
-  dir = -1; /* the spare's now */
-  return true;
+  return pwrite(m->fd, "-", 1, 0) == 1 && spare_give(&sp);
 }
 
 void gw_inflight_end(struct gw_inflight *m)
 {
   if (m->fd < 0)
     return;
-  if (inflight_spare(m)) {
-    close(m->dirfd);
+  if (inflight_park(m)) {
     free(m->name);
     *m = (struct gw_inflight){.fd = -1};
     return;

@@ -40,6 +40,12 @@ struct gw_state {
    * durable, and whether it moved since */
   uint64_t hwm_synced_ms;
   bool hwm_dirty;
+  /* kept between appends (gw_hwm_hold): the mark's lock and the mark,
+   * each descriptor + 1 (0: not open); the mark's text as this handle last
+   * wrote it, so a mark found as it was left is not verified again */
+  int hwm_lock1, hwm_fd1;
+  char hwm_text[256];
+  char hwm_held_name[48]; /* the hwm_name they are of (a migration names it later) */
 };
 
 /* Frees st->seen (state_query.c). */
@@ -73,6 +79,15 @@ int gw_hwm_write(const struct gw_state *st, const struct gw_hwm *mark, bool crea
  * gw_hwm_lock. */
 #define GW_HWM_SYNC_MS 200
 int gw_hwm_advance(struct gw_state *st, const struct gw_hwm *mark, struct cap_error *err);
+/* The appender's side: the mark's lock taken on a descriptor kept by st,
+ * the mark read on one kept too (opened again when its file was replaced
+ * or removed: a removed mark stays missing), released; gw_hwm_forget
+ * closes them (gw_state_close). */
+int gw_hwm_hold(struct gw_state *st, struct cap_error *err);
+int gw_hwm_read_held(struct gw_state *st, struct gw_hwm *out, enum gw_hwm_status *status,
+                     struct cap_error *err);
+void gw_hwm_release(struct gw_state *st);
+void gw_hwm_forget(struct gw_state *st);
 /* Makes a mark this handle moved durable. */
 void gw_hwm_sync(struct gw_state *st);
 /* Exclusive lock serialising mark updates; returns an fd to close. */

@@ -38,6 +38,16 @@ drive() { # TARGET [MODE]: serve_grpc.mjs's lines as checks
     esac
   done <<<"$out"
 }
+# serve's children: the gRPC process (its call process its child) and
+# the warm Selu process of the MCP doors (no child): gproc and cproc
+find_cproc() {
+  gproc= cproc=
+  local p c
+  for p in $(pgrep -P "$spid"); do
+    c=$(pgrep -P "$p" | head -1)
+    [ -n "$c" ] && gproc=$p cproc=$c
+  done
+}
 agent echo
 agent blocked
 root=$(cd "$here/../.." && pwd)
@@ -79,8 +89,7 @@ if [ -S "$work/g.sock" ]; then
     drive "unix:$work/g.sock" selu
     # the instance is warm: its calls are made in the gRPC process itself,
     # so they are answered with the call process stopped (SIGSTOP)
-    gproc=$(pgrep -P "$spid" | head -1)
-    cproc=$(pgrep -P "$gproc" | head -1)
+    find_cproc
     if [ -n "$cproc" ] && kill -STOP "$cproc"; then
       drive "unix:$work/g.sock" warm
       "$capsule" policy set --caps "$caps" --state "$state" text-tools word_count block >/dev/null
@@ -123,8 +132,7 @@ if [ -S "$work/g.sock" ]; then
   other=$("$capsule" access issue grpc-other --user bob --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
   OTHER_TOKEN=$other drive "unix:$work/g.sock" artifacts
   up=$(sed -n 's/^uploaded //p' "$work/drive.out") made=$(sed -n 's/^made //p' "$work/drive.out")
-  gproc=$(pgrep -P "$spid" | head -1)
-  cproc=$(pgrep -P "$gproc" | head -1)
+  find_cproc
   if [ -n "$cproc" ] && kill -STOP "$cproc"; then
     echo "  (the call process stopped: the warm path)"
     OTHER_TOKEN=$other drive "unix:$work/g.sock" artifacts

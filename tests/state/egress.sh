@@ -13,7 +13,10 @@
 # examples/selu-node/node_modules): its keeper's proxy serves the calls
 # leased on it, and each call's two decisions are stored with that call's
 # audit record, the first call (which starts the instance) and the next
-# (on the warm one) apart. Needs root (ip netns).
+# (on the warm one) apart; on SQLite, three more through a running serve
+# (`capsule call` by its socket: the later calls made in serve's warm Selu
+# process, the keeper's connection kept between leases), each with its own
+# rows. Needs root (ip netns).
 # Usage: egress.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
@@ -141,6 +144,41 @@ check_selu() {
   out=$(echo "$out" | sed -E 's/^allow\|([^|]*)\|([^|]*)\|1[0-9]{5}\|/allow|\1|\2|100000|/' | sort -t'|' -k5,5n -k1,1)
   [ "$out" = "$want" ] &&
     ok "$name: each-call-its-own-rows" || bad "$name: each-call-its-own-rows (calls $1 $2)" "$out"
+  [ -d "$state" ] && check_selu_serve "${name%-selu}" "$who" "$state" "$rows"
+}
+
+# through a running serve (SQLite): `capsule call` goes by serve's socket;
+# the first call starts the instance, the next are made in serve's warm
+# Selu process, its connection to the keeper kept between leases: each
+# call still gets its own rows
+check_selu_serve() {
+  local name=$1-serve who=$2 state=$3 rows=$4 out spid k seqs want=
+  local priv=()
+  [ "$who" = root ] || priv=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+  # exec'd all the way (not the function as in a subshell): $! is serve
+  ip netns exec "$ns" "${priv[@]}" "$capsule" serve --caps "$caps" --state "$state" \
+    </dev/null >/dev/null 2>"$work/serve-$1.log" &
+  spid=$!
+  for _ in $(seq 300); do as "$who" "$capsule" serve status --state "$state" >/dev/null 2>&1 && break; sleep 0.1; done
+  for k in 3 4 5; do
+    local args="{\"allowed\":\"http://$nsip:$port/big\",\"refused\":\"http://$nsip:$((port + k))/refused\"}"
+    out=$(as "$who" "$capsule" call --caps "$caps" --state "$state" egress-selu fetch "$args" 2>&1 </dev/null)
+    [ "$out" = '{"got":100000,"refused":403}' ] && ok "$name: call-$k-fetches" || bad "$name: call-$k-fetches" "$out"
+  done
+  kill -TERM "$spid"; wait "$spid"
+  as "$who" "$capsule" stop egress-selu --state "$state" >/dev/null 2>&1
+  seqs=$(as "$who" "$capsule" audit --json --state "$state" 2>/dev/null |
+    python3 -c 'import json,sys; print(" ".join([str(r["seq"]) for r in json.load(sys.stdin) if r["capability"] == "egress-selu" and r["tool"] == "fetch" and r["decision"] == "allow"][-3:]))')
+  set -- $seqs
+  [ $# = 3 ] || { bad "$name: three audit records ($seqs)"; return; }
+  for k in 3 4 5; do
+    want="$want$(printf 'allow|%s|%s|100000|%s\ndeny|%s|%s|0|%s' "$nsip" "$port" "$1" "$nsip" "$((port + k))" "$1")
+"
+    shift
+  done
+  out=$(cap=egress-selu $rows | sed -E 's/^allow\|([^|]*)\|([^|]*)\|1[0-9]{5}\|/allow|\1|\2|100000|/' |
+    sort -t'|' -k5,5n -k1,1 | tail -6)
+  [ "$out" = "${want%$'\n'}" ] && ok "$name: each-call-its-own-rows" || bad "$name: each-call-its-own-rows ($seqs)" "$out"
 }
 
 echo "SQLite"

@@ -1,0 +1,471 @@
+/* serve's warm Selu process (serve_internal.h, serve_selu_*): the MCP
+ * doors' Selu calls on a running instance made without a fork, as
+ * serve --grpc makes its own (serve_grpc_warm.c: gw_call with
+ * selu_warm_only, pooled state connections, a gRPC channel and the
+ * keeper's connection kept per instance). gRPC does not survive a fork,
+ * and serve forks its other calls' children, so the calls are made in a
+ * process of their own, forked by serve at its start before any thread:
+ * serve's thread for the call (mcp_run.c, a run apart's) hands it over on
+ * a connection to this process (kept for the next call, one per call in
+ * flight: a thread of this process each), and reads back the outcome.
+ * What needs more (no instance running, policy ask, a dynamic tool not
+ * known) comes back GW_OUTCOME_NOT_WARM, unaudited, and runs apart as
+ * before. A warm call is not stopped by a cancellation: it runs to its
+ * deadline on the shared instance, and is audited. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "core/clock.h"
+#include "front/serve_core.h"
+#include "front/serve_internal.h"
+#include "gateway/call.h"
+#include "gateway/registry.h"
+
+#define SELU_IDLE_CONNS 16        /* connections kept between calls; more at once make more */
+#define SELU_FIELD_MAX (64 << 20) /* a request's or answer's field at most */
+
+/* The request's head, then capability, tool, user and args (no NULs). */
+struct warm_req {
+  uint32_t len[4];
+  uint64_t deadline_ms;
+};
+/* The answer's head, then the error's message and the result. */
+struct warm_ans {
+  int32_t outcome, code;
+  uint32_t terminal, len[2];
+};
+
+/* serve's handle, made at its start when the registry has a Selu
+ * capability, kept until serve ends. A process that died is not started
+ * again (forking it later would hand it serve's connections and
+ * listeners): the calls then run apart. */
+struct serve_selu {
+  pthread_mutex_t mu; /* around all below: serve's main thread and the calls' threads */
+  pid_t pid;          /* 0: no process */
+  int ctl;            /* SCM_RIGHTS: a new connection for the process */
+  int reload_fd;      /* a byte: serve reloaded */
+  int idle[SELU_IDLE_CONNS];
+  size_t n_idle;
+};
+
+static bool write_all(int fd, const void *buf, size_t len)
+{
+  for (const char *p = buf; len;) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    p += n;
+    len -= (size_t)n;
+  }
+  return true;
+}
+
+static bool read_all(int fd, void *buf, size_t len)
+{
+  for (char *p = buf; len;) {
+    ssize_t n = read(fd, p, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    p += n;
+    len -= (size_t)n;
+  }
+  return true;
+}
+
+/* A field of len bytes, NUL-terminated (NULL when it cannot be read). */
+static char *read_field(int fd, uint32_t len)
+{
+  if (len > SELU_FIELD_MAX)
+    return NULL;
+  char *s = cap_xmalloc((size_t)len + 1);
+  if (!read_all(fd, s, len)) {
+    free(s);
+    return NULL;
+  }
+  s[len] = '\0';
+  return s;
+}
+
+/* ---- in the warm process ---- */
+
+struct warm_proc {
+  struct serve_grpc_warm *warm;
+  pthread_mutex_t mu;
+  pthread_cond_t done;
+  unsigned conns; /* connection threads running */
+};
+
+struct conn_arg {
+  struct warm_proc *p;
+  int fd;
+};
+
+static bool answer(int fd, enum gw_outcome o, const struct cap_error *err,
+                   const struct gw_result *res)
+{
+  const char *msg = o == GW_OUTCOME_OK ? "" : err->message ? err->message : "failed";
+  const char *json = res->json ? res->json : "";
+  struct warm_ans a = {.outcome = (int32_t)o,
+                       .code = err->code,
+                       .terminal = res->terminal_on_success,
+                       .len = {(uint32_t)strlen(msg), (uint32_t)strlen(json)}};
+  return write_all(fd, &a, sizeof a) && write_all(fd, msg, a.len[0]) &&
+         write_all(fd, json, a.len[1]);
+}
+
+/* One request on fd: false when the connection is done. */
+static bool serve_one(struct warm_proc *p, int fd)
+{
+  struct warm_req q;
+  if (!read_all(fd, &q, sizeof q))
+    return false;
+  char *f[4] = {0};
+  bool ok = true;
+  for (size_t i = 0; i < 4 && ok; i++)
+    ok = (f[i] = read_field(fd, q.len[i])) != NULL;
+  if (ok) {
+    struct serve_warm_call in = {.capability = f[0],
+                                 .tool = f[1],
+                                 .user = f[2],
+                                 .args = f[3],
+                                 .args_len = q.len[3],
+                                 .deadline_ms = q.deadline_ms};
+    struct gw_result res = {0};
+    struct cap_error err = {0};
+    enum gw_outcome o = serve_grpc_warm_run(p->warm, &in, &res, &err);
+    ok = answer(fd, o, &err, &res);
+    free(res.json);
+    cap_error_clear(&err);
+  }
+  for (size_t i = 0; i < 4; i++)
+    free(f[i]);
+  return ok;
+}
+
+static void *conn_thread(void *arg)
+{
+  struct conn_arg *c = arg;
+  while (serve_one(c->p, c->fd))
+    ;
+  close(c->fd);
+  pthread_mutex_lock(&c->p->mu);
+  c->p->conns--;
+  pthread_cond_broadcast(&c->p->done);
+  pthread_mutex_unlock(&c->p->mu);
+  free(c);
+  return NULL;
+}
+
+/* A connection passed on ctl: a thread for it. False when ctl is done. */
+static bool take_conn(struct warm_proc *p, int ctl)
+{
+  char byte;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  char control[CMSG_SPACE(sizeof(int))];
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  ssize_t n = recvmsg(ctl, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN))
+    return true;
+  if (n <= 0)
+    return false;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
+    return true;
+  struct conn_arg *c = cap_xmalloc(sizeof *c);
+  c->p = p;
+  memcpy(&c->fd, CMSG_DATA(cm), sizeof(int));
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_mutex_lock(&p->mu);
+  p->conns++;
+  pthread_mutex_unlock(&p->mu);
+  pthread_t t;
+  if (pthread_create(&t, &attr, conn_thread, c) != 0) { /* serve's side sees it closed */
+    close(c->fd);
+    free(c);
+    pthread_mutex_lock(&p->mu);
+    p->conns--;
+    pthread_mutex_unlock(&p->mu);
+  }
+  pthread_attr_destroy(&attr);
+  return true;
+}
+
+/* The calls in flight end (their deadlines bound them), up to drain_ms. */
+static void drain(struct warm_proc *p, uint64_t drain_ms)
+{
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)(drain_ms / 1000);
+  until.tv_nsec += (long)(drain_ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&p->mu);
+  while (p->conns && pthread_cond_timedwait(&p->done, &p->mu, &until) != ETIMEDOUT)
+    ;
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* Takes connections until serve closes ctl or SIGTERM/SIGINT come (they
+ * are blocked since serve's setup), then drains. */
+static _Noreturn void warm_process(struct serve *sv, int ctl, int reload_rd)
+{
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  /* serve's descriptors, not ours; its state's stay open, as SQLite's
+   * memory of them (this process opens connections of its own to the
+   * same files, and SQLite shares what it knows per file in a process) */
+  int theirs[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake};
+  for (size_t i = 0; i < ARRAY_SIZE(theirs); i++)
+    if (theirs[i] >= 0)
+      close(theirs[i]);
+  const struct serve_options *opt = sv->opt;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  struct warm_proc p = {.warm = serve_grpc_warm_new(opt, reload_rd)};
+  pthread_mutex_init(&p.mu, NULL);
+  pthread_cond_init(&p.done, NULL);
+  gw_inflight_spares(true); /* a call's marker without a file made per call */
+  for (;;) {
+    struct pollfd fds[2] = {{.fd = ctl, .events = POLLIN}, {.fd = sig, .events = POLLIN}};
+    if (poll(fds, sig >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+      break;
+    if ((fds[1].revents & POLLIN) || (fds[0].revents && !take_conn(&p, ctl)))
+      break;
+  }
+  close(ctl);
+  drain(&p, opt->drain_ms ? opt->drain_ms : SERVE_DRAIN_MS);
+  gw_inflight_spares(false);
+  serve_grpc_warm_close_states(p.warm);
+  _exit(0);
+}
+
+/* ---- in serve ---- */
+
+/* Forks the process into s (no process in it). */
+static int selu_spawn(struct serve *sv, struct serve_selu *s, struct cap_error *err)
+{
+  int sp[2], reload[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+    return cap_error_errno(err, errno, "cannot start serve's warm Selu process");
+  if (pipe2(reload, O_CLOEXEC | O_NONBLOCK) < 0) {
+    int e = errno;
+    close(sp[0]);
+    close(sp[1]);
+    return cap_error_errno(err, e, "cannot start serve's warm Selu process");
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sp[0]);
+    close(reload[1]);
+    warm_process(sv, sp[1], reload[0]);
+  }
+  int e = errno;
+  close(sp[1]);
+  close(reload[0]);
+  if (pid < 0) {
+    close(sp[0]);
+    close(reload[1]);
+    return cap_error_errno(err, e, "cannot fork serve's warm Selu process");
+  }
+  pthread_mutex_lock(&s->mu);
+  s->pid = pid;
+  s->ctl = sp[0];
+  s->reload_fd = reload[1];
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+/* The process gone (dead, or ended: wait its exit): nothing in s. */
+static void selu_drop(struct serve_selu *s)
+{
+  pthread_mutex_lock(&s->mu);
+  for (size_t i = 0; i < s->n_idle; i++)
+    close(s->idle[i]);
+  s->n_idle = 0;
+  if (s->pid) {
+    close(s->ctl);
+    close(s->reload_fd);
+  }
+  s->pid = 0;
+  pthread_mutex_unlock(&s->mu);
+}
+
+static bool has_selu(const struct gw_registry *reg)
+{
+  for (size_t i = 0; i < reg->n; i++)
+    if (reg->caps[i]->runtime.kind == CAP_RUNTIME_GRPC)
+      return true;
+  return false;
+}
+
+void serve_selu_start(struct serve *sv, const struct gw_registry *reg)
+{
+  if (!has_selu(reg))
+    return;
+  struct serve_selu *s = cap_xcalloc(1, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
+  struct cap_error err = {0};
+  if (selu_spawn(sv, s, &err) < 0)
+    serve_log(sv, "error", "no warm Selu process: Selu calls run apart", "error", err.message, NULL,
+              NULL);
+  cap_error_clear(&err);
+  __atomic_store_n(&sv->selu, s, __ATOMIC_RELEASE);
+}
+
+void serve_selu_reloaded(struct serve_selu *s)
+{
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->mu);
+  if (s->pid && write(s->reload_fd, "r", 1) < 0) {
+    /* full: a reload is pending already */
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* A connection to the warm process: an idle one, or a new one passed to it. */
+static int conn_take(struct serve_selu *s)
+{
+  pthread_mutex_lock(&s->mu);
+  int fd = s->n_idle ? s->idle[--s->n_idle] : -1, ctl = s->pid ? s->ctl : -1;
+  pthread_mutex_unlock(&s->mu);
+  int sp[2];
+  if (fd >= 0 || ctl < 0)
+    return fd;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+    return -1;
+  char byte = 'c';
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  char control[CMSG_SPACE(sizeof(int))];
+  memset(control, 0, sizeof control);
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &sp[1], sizeof(int));
+  pthread_mutex_lock(&s->mu); /* ctl stays while held: a restart swaps it under mu */
+  bool sent = s->pid && s->ctl == ctl && sendmsg(ctl, &msg, MSG_NOSIGNAL) == 1;
+  pthread_mutex_unlock(&s->mu);
+  close(sp[1]);
+  if (!sent) {
+    close(sp[0]);
+    return -1;
+  }
+  return sp[0];
+}
+
+static void conn_give(struct serve_selu *s, int fd)
+{
+  pthread_mutex_lock(&s->mu);
+  bool kept = s->n_idle < SELU_IDLE_CONNS;
+  if (kept)
+    s->idle[s->n_idle++] = fd;
+  pthread_mutex_unlock(&s->mu);
+  if (!kept)
+    close(fd);
+}
+
+static bool send_request(int fd, const struct gw_call *call)
+{
+  const char *f[4] = {call->capability, call->tool, call->user ? call->user : "", call->args};
+  size_t n[4] = {strlen(f[0]), strlen(f[1]), strlen(f[2]), call->args_len};
+  struct warm_req q = {.deadline_ms = call->deadline_ms};
+  for (size_t i = 0; i < 4; i++) {
+    if (n[i] > SELU_FIELD_MAX || memchr(f[i], '\0', n[i]))
+      return false; /* not this path's: the pipeline says why */
+    q.len[i] = (uint32_t)n[i];
+  }
+  bool ok = write_all(fd, &q, sizeof q);
+  for (size_t i = 0; i < 4 && ok; i++)
+    ok = write_all(fd, f[i], n[i]);
+  return ok;
+}
+
+enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
+                                const struct gw_call *call, struct gw_result *res,
+                                struct cap_error *err)
+{
+  struct serve_selu *s = __atomic_load_n(&((struct serve *)ctx)->selu, __ATOMIC_ACQUIRE);
+  *res = (struct gw_result){0};
+  const struct cap_spec *spec = gw_registry_find(reg, call->capability);
+  if (!s || !spec || spec->runtime.kind != CAP_RUNTIME_GRPC || call->mcp_method ||
+      call->answer != GW_ANSWER_NONE)
+    return GW_OUTCOME_NOT_WARM; /* a client's answer to an ask: the pipeline's own */
+  int fd = conn_take(s);
+  if (fd < 0)
+    return GW_OUTCOME_NOT_WARM;
+  if (!send_request(fd, call)) { /* nothing ran */
+    close(fd);
+    return GW_OUTCOME_NOT_WARM;
+  }
+  struct warm_ans a;
+  char *msg = NULL, *json = NULL;
+  if (!read_all(fd, &a, sizeof a) || !(msg = read_field(fd, a.len[0])) ||
+      !(json = read_field(fd, a.len[1]))) {
+    close(fd); /* it may have run: audited there as interrupted, never run twice */
+    free(msg);
+    return cap_error_set(err, ECONNABORTED,
+                         "serve's warm Selu process ended during the call; try again"),
+           GW_OUTCOME_FAILED;
+  }
+  conn_give(s, fd);
+  enum gw_outcome o = (enum gw_outcome)a.outcome;
+  if (o != GW_OUTCOME_OK && o != GW_OUTCOME_NOT_WARM)
+    cap_error_set(err, a.code ? a.code : EIO, "%s", msg);
+  if (o == GW_OUTCOME_OK && a.len[1]) {
+    res->json = steal_pointer(&json);
+    res->terminal_on_success = a.terminal != 0;
+  }
+  free(msg);
+  free(json);
+  return o;
+}
+
+void serve_selu_stop(struct serve_selu *s, int drain_ms)
+{
+  if (!s)
+    return;
+  pid_t pid = s->pid;
+  selu_drop(s); /* its connections and ctl closed: the process drains and ends */
+  if (pid)      /* and told so, should another process hold a copy of ctl */
+    kill(pid, SIGTERM);
+  uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)drain_ms + 5000;
+  while (pid) {
+    pid_t r = waitpid(pid, NULL, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR))
+      break;
+    if (cap_now_ms(CLOCK_MONOTONIC) > until) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      break;
+    }
+    nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
+  }
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}

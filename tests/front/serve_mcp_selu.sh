@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# A Selu tool called over MCP Streamable HTTP through `capsule serve
+# --mcp-http` (curl as the client): the first call starts the instance;
+# the calls on the running instance are answered by serve's warm Selu
+# process with no fork (as root with strace: no process created by serve
+# while they run), each audited once, validation and policy applied; a
+# warm call whose process is killed mid-call is audited once as
+# interrupted, and serve answers the next calls apart (a reload too); a
+# killed serve leaves no record of the markers it kept between calls. Usage: serve_mcp_selu.sh CAPSULE
+set -u
+source "$(dirname "$0")/../lib/gateway.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
+command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
+[ -x "$root/examples/selu-text/capability" ] ||
+  { echo "SKIP: examples/selu-text is not built (make build builds it)"; exit 77; }
+work=$(mktemp -d /var/tmp/capsule-serve-mcp-selu.XXXXXX)
+chmod 755 "$work"
+spid= keeper=
+cleanup() {
+  [ -n "$keeper" ] && kill -CONT "$keeper" 2>/dev/null
+  [ -n "$spid" ] && { pkill -9 -P "$spid" 2>/dev/null; kill -9 "$spid" 2>/dev/null; }
+  "$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+caps=$work/caps state=$work/state
+C=(--caps "$caps" --state "$state")
+mkdir -p "$caps"
+cp -r "$root/examples/selu-text" "$caps/selu-text"
+"$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
+token=$("$capsule" access issue selu-test --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
+# waits up to 60 s for a condition: nothing about timing is asserted
+wait_for() { for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done; return 1; }
+start_serve() {
+  "$capsule" serve "${C[@]}" --mcp-http 127.0.0.1:0 --rate 100000 2>>"$work/serve.log" &
+  spid=$!
+  wait_for "$capsule" serve status --state "$state" >/dev/null 2>&1
+  port=$("$capsule" serve status --state "$state" --json | jq -r '.mcp_http' | sed 's/.*://')
+  H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
+    -H "Authorization: Bearer $token")
+  url=http://127.0.0.1:$port/mcp
+  sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" --data \
+    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+    "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
+  curl -sS -m 60 -o /dev/null "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' \
+    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$url"
+  [ -n "$sid" ]
+}
+call() { # ID ARGS_JSON: the answer's JSON-RPC message (SSE or JSON)
+  curl -sS -m 120 "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' --data \
+    "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"tools/call\",\"params\":{\"name\":\"text-tools__word_count\",\"arguments\":$2}}" \
+    "$url" | sed -n 's/^data: //p; /^{/p' | tail -1
+}
+words() { jq -e '.result.isError == false and .result.structuredContent.words == 3' >/dev/null <<<"$1"; }
+records() { "$capsule" audit --json --state "$state" 2>/dev/null | jq "[.[] | select(.capability == \"text-tools\" and $1)] | length"; }
+
+start_serve && ok "serve listens" || { bad "serve listens: $(tail -3 "$work/serve.log")"; finish "serve mcp selu"; exit; }
+words "$(call 1 '{"text":"a b c"}')" && ok "the first call starts the instance and answers" ||
+  bad "the first call starts the instance and answers"
+warm_proc() { [ -n "$(pgrep -P "$spid")" ]; }
+wait_for warm_proc && ok "serve has its warm Selu process" || bad "serve has its warm Selu process"
+
+# the warm calls: no process made by serve meanwhile (its threads only)
+traced=no
+if [ "$(id -u)" = 0 ] && command -v strace >/dev/null; then
+  tids=$(ls "/proc/$spid/task" | sed 's/^/-p /')
+  # shellcheck disable=SC2086
+  strace -f -qq -e trace=fork,vfork,clone,clone3 -o "$work/strace.out" $tids 2>"$work/strace.err" &
+  tracer=$!
+  attached() { grep -q "^TracerPid:[[:space:]]*$tracer" "/proc/$spid/status"; }
+  if wait_for attached; then traced=yes; else kill "$tracer" 2>/dev/null; wait "$tracer" 2>/dev/null; fi
+fi
+n=0
+for i in 2 3 4 5 6; do words "$(call $i '{"text":"a b c"}')" && n=$((n + 1)); done
+[ $n = 5 ] && ok "five warm calls answered" || bad "five warm calls answered ($n)"
+if [ $traced = yes ]; then
+  kill "$tracer"; wait "$tracer" 2>/dev/null
+  forks=$(grep -E 'fork\(|clone3?\(' "$work/strace.out" | grep -v CLONE_THREAD)
+  threads=$(grep -c CLONE_THREAD "$work/strace.out")
+  # the trace saw the calls' threads start, and nothing else
+  [ -z "$forks" ] && [ "$threads" -ge 1 ] && ok "no fork for a warm call" ||
+    bad "no fork for a warm call (threads $threads): $(head -3 <<<"$forks")"
+else
+  echo "  skip the fork check: it needs root and strace (attached)"
+fi
+[ "$(records '.user == "alice"')" = 6 ] && ok "every call audited once" ||
+  bad "every call audited once (6 calls, found $(records '.user == "alice"'))"
+bad_args=$(call 7 '{"text":3}')
+jq -e '.result.isError == true' >/dev/null <<<"$bad_args" && grep -q "input schema" <<<"$bad_args" &&
+  ok "invalid arguments refused" || bad "invalid arguments refused: $bad_args"
+[ "$(records '.decision == "refused"')" = 1 ] && ok "the refusal audited" || bad "the refusal audited"
+"$capsule" policy set "${C[@]}" text-tools word_count block >/dev/null
+blocked=$(call 8 '{"text":"a b c"}')
+jq -e '.result.isError == true' >/dev/null <<<"$blocked" && grep -q "blocked by policy" <<<"$blocked" &&
+  ok "policy block applies to a warm call" || bad "policy block applies to a warm call: $blocked"
+"$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
+
+# the warm process killed mid-call (its lease held up: the keeper
+# stopped): one interrupted record, and the next call runs apart
+keeper=$("$capsule" ps --json --state "$state" | jq -r '.[] | select(.capability == "text-tools") | .pid' | head -1)
+wproc=$(pgrep -P "$spid" | head -1)
+if [ -n "$keeper" ] && [ -n "$wproc" ] && kill -STOP "$keeper"; then
+  call 9 '{"text":"a b c"}' >"$work/killed.out" &
+  caller=$!
+  in_flight() { grep -lsa '^capsule-inflight-v1' "$state"/run/calls/* >/dev/null; }
+  wait_for in_flight || bad "the warm call's marker (none in flight)"
+  kill -9 "$wproc"
+  wait "$caller"
+  kill -CONT "$keeper"
+  keeper=
+  jq -e '.result.isError == true' >/dev/null <"$work/killed.out" && ok "the killed call answers an error" ||
+    bad "the killed call answers an error: $(cat "$work/killed.out")"
+  [ "$(records '.outcome == "interrupted"')" = 1 ] && ok "the killed call audited once as interrupted" ||
+    bad "the killed call audited once as interrupted (found $(records '.outcome == "interrupted"'))"
+  words "$(call 10 '{"text":"a b c"}')" && ok "without the warm process, the call runs apart" ||
+    bad "without the warm process, the call runs apart"
+  # a reload while it is gone: serve goes on, the calls still run apart
+  # (a process forked later would hold serve's listeners and connections)
+  mkdir -p "$caps/selu-copy" && cp -r "$caps/selu-text/." "$caps/selu-copy/" &&
+    sed -i 's/^id: .*/id: text-copy/' "$caps/selu-copy/manifest.yaml"
+  reloaded() { [ "$(grep -c '"registry loaded"' "$work/serve.log")" -ge 2 ]; }
+  wait_for reloaded && words "$(call 11 '{"text":"a b c"}')" &&
+    ok "after a reload, calls run apart" || bad "after a reload, calls run apart"
+else
+  bad "the instance's keeper or the warm process was not found (keeper ${keeper:-none}, process ${wproc:-none})"
+fi
+
+# serve killed between calls: the markers it kept record nothing
+pkill -9 -P "$spid"
+kill -9 "$spid"
+wait "$spid" 2>/dev/null
+spid=
+n=$(records '.outcome == "interrupted"')
+[ "$n" = 1 ] && ok "a killed serve's kept markers record nothing" ||
+  bad "a killed serve's kept markers record nothing ($n interrupted)"
+t "the chain verifies" 0 "^audit log verified" audit verify --state "$state"
+rm -f "$state/serve.sock" "$state/serve.status"
+start_serve && words "$(call 12 '{"text":"a b c"}')" && ok "serve again after the kill" ||
+  bad "serve again after the kill"
+kill -TERM "$spid"; wait "$spid"; st=$?
+[ "$st" = 0 ] && ok "SIGTERM stops serve" || bad "SIGTERM stops serve (exit $st)"
+spid=
+finish "serve mcp selu"
