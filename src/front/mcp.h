@@ -13,7 +13,9 @@
  * elicitation/create (policy ask, when the client declared elicitation)
  * and to the requests of third-party MCP servers relayed to the client
  * (front/mcp_relay.c), which also serves resources, prompts and
- * completion with --capability naming such a server. Tool names: CAPABILITY__TOOL from
+ * completion with --capability naming such a server, and subscriptions
+ * to its resources (front/mcp_subscribe.c: their updates are sent
+ * outside any request, for_id NULL). Tool names: CAPABILITY__TOOL from
  * a table (front/mcp_tools.c), or the tools' own names with one capability.
  *
  * Ownership: the session borrows cfg (and everything it points to) for

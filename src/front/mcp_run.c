@@ -50,7 +50,26 @@ static void report(int fd, enum gw_outcome o, const struct cap_error *err, const
   cap_jw_string_or_null(&w, relay->raw_error);
   cap_jw_end_object(&w);
   cap_buf_putc(&b, '\n');
-  for (size_t off = 0; off < b.len;) {
+  size_t off = 0;
+  if (relay->watching) { /* the watcher's connection rides with the report's first bytes */
+    union {
+      struct cmsghdr h;
+      char space[CMSG_SPACE(sizeof(int))];
+    } u = {0};
+    struct iovec iov = {.iov_base = b.data, .iov_len = b.len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &relay->watch_fd, sizeof(int));
+    ssize_t n;
+    while ((n = sendmsg(fd, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+      ;
+    off = n > 0 ? (size_t)n : 0;
+  }
+  while (off < b.len) {
     ssize_t n = write(fd, b.data + off, b.len - off);
     if (n < 0 && errno == EINTR)
       continue;
@@ -86,7 +105,8 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
   struct gw_mcp_relay relay = {.fd = j->fd,
                                .client_caps = j->client_caps,
                                .progress_token = r->token_json,
-                               .log_level = j->log_level};
+                               .log_level = j->log_level,
+                               .want_watch = r->want_watch};
   if (st) {
     struct gw_call call = j->cfg->base;
     call.capability = r->cap;
@@ -111,6 +131,8 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
       o = gw_call(&call, j->reg, st, &res, err);
   }
   report(j->fd, o, err, res.json, res.terminal_on_success, &relay);
+  if (relay.watching)
+    close(relay.watch_fd); /* the session has its own copy */
   free(res.json);
   free(relay.raw_result);
   free(relay.raw_error);

@@ -40,6 +40,7 @@ struct sess {
   struct mcp_session *s;
   struct route *routes;
   size_t n_routes;
+  struct stream *listen; /* HTTP: its GET stream (what belongs to no request), or NULL */
   uint64_t last_ms;
 };
 
@@ -73,6 +74,15 @@ struct serve {
  * stopped after it. */
 int ui_live_start(struct serve *sv, struct cap_error *err);
 void ui_live_stop(struct serve *sv);
+
+/* A session (serve.c): an HTTP one, or the unix socket's on fd. */
+struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *user);
+/* The unix socket (serve_unix.c): listening on sv->socket_path; another
+ * serve on this state refused; a connection taken; what it sent read. */
+int serve_listen_unix(struct serve *sv, struct cap_error *err);
+int serve_check_alone(struct serve *sv, struct cap_error *err);
+void serve_accept_unix(struct serve *sv);
+void serve_read_unix(struct sess *x);
 
 /* "2026-11-25T22:00:00.123Z", now. */
 void serve_utc_now(char out[32]);

@@ -45,7 +45,9 @@ void stream_push(struct stream *s, const char *json, size_t len, bool final);
 void stream_fail(struct stream *s, int http_status, const char *error);
 void stream_finish(struct stream *s);
 
-enum inbound_kind { INBOUND_MESSAGE, INBOUND_DELETE };
+/* a POST's message; a DELETE (the session ends); a GET (the session's
+ * stream for what belongs to no request) */
+enum inbound_kind { INBOUND_MESSAGE, INBOUND_DELETE, INBOUND_LISTEN };
 
 /* One HTTP message for the main thread. */
 struct inbound {

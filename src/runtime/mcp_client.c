@@ -21,6 +21,8 @@
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "core/json.h"
+#include "core/text.h"
+#include "gateway/egress_store.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/sandbox.h"
 
@@ -41,6 +43,8 @@ struct exchange {
   char *error;  /* why there is none */
   bool timed_out, rpc_error;
   bool not_taken; /* warm: the keeper ended before it took this call (nothing was sent) */
+  bool warm;
+  struct gw_egress_batch *egress; /* warm: the call's, for the keeper's proxy's decisions */
 };
 
 static bool send_line(struct exchange *x, const char *text)
@@ -177,6 +181,25 @@ static char *node_json(const struct cap_node *n)
   return b.data ? b.data : cap_xstrdup("null");
 }
 
+/* A warm server's egress decisions while this call was its oldest, sent
+ * by the keeper as {"egress":"HEX"} (gateway/mcp_keeper_route.c): into
+ * the call's batch, stored with its audit record. */
+static void take_egress(struct exchange *x, const struct cap_node *hex)
+{
+  if (!x->egress || hex->kind != CAP_NODE_STRING || hex->u.str.len % 2)
+    return;
+  size_t n = hex->u.str.len / 2;
+  _cleanup_free_ char *bin = cap_xmalloc(n + 1);
+  for (size_t i = 0; i < n; i++) {
+    int hi = cap_hex_digit(hex->u.str.ptr[2 * i]), lo = cap_hex_digit(hex->u.str.ptr[2 * i + 1]);
+    if (hi < 0 || lo < 0 || hi > 15 || lo > 15)
+      return;
+    bin[i] = (char)(hi << 4 | lo);
+  }
+  const char *p = bin;
+  gw_egress_batch_decode(x->egress, &p, bin + n);
+}
+
 /* Reads until the response to request `id`: true with x->result, or
  * false with x->error (or timed_out). */
 static bool await_response(struct exchange *x, int64_t id)
@@ -201,6 +224,12 @@ static bool await_response(struct exchange *x, int64_t id)
     }
     const struct cap_node *rid = cap_node_get(m, "id");
     const struct cap_node *method = cap_node_get(m, "method");
+    const struct cap_node *egress = x->warm ? cap_node_get(m, "egress") : NULL;
+    if (egress && !rid && !method) { /* the keeper's, never the server's (it has neither) */
+      take_egress(x, egress);
+      cap_doc_free(doc);
+      continue;
+    }
     if (method && method->kind == CAP_NODE_STRING && x->relay_fd >= 0) {
       /* a notification or a request for the front door's client */
       _cleanup_free_ char *text = node_json(m); /* wrapped: it cannot pass for the report */
@@ -465,7 +494,9 @@ enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, cons
                        .method = method,
                        .params = params,
                        .relay = call->relay,
-                       .relay_fd = call->relay ? call->relay->fd : -1};
+                       .relay_fd = call->relay ? call->relay->fd : -1,
+                       .warm = true,
+                       .egress = call->egress_sink ? gw_egress_batch_of(call->egress_sink) : NULL};
   sigset_t old;
   pthread_sigmask(SIG_SETMASK, NULL, &old);
   block_sigpipe();
