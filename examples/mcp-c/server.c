@@ -5,7 +5,7 @@
  * bumps the resource test://counter and, a moment after its answer (so
  * between calls), tells a subscriber notifications/resources/updated;
  * `connect`, which asks the egress proxy ($HTTPS_PROXY) for a tunnel to
- * host:port and answers its status line. It is the cheap trivial tool
+ * host:port and answers its status line; `wait`, a slow tool. It is the cheap trivial tool
  * bench/mcp/run.sh calls through `capsule serve`, beside the official
  * TypeScript SDK's own server serving the same tool. Debian:
  * libjansson-dev. */
@@ -71,19 +71,29 @@ static json_t *initialize(json_t *params)
                    "capsule-example-mcp-c", "version", "0.1.0");
 }
 
+static json_t *tool(const char *name, const char *description, json_t *schema)
+{
+  return json_pack("{s:s, s:s, s:o}", "name", name, "description", description, "inputSchema",
+                   schema);
+}
+
 static json_t *tools_list(void)
 {
+  json_t *none = json_pack("{s:s, s:{}}", "type", "object", "properties");
   return json_pack(
-      "{s:[{s:s, s:s, s:{s:s, s:{}}}, {s:s, s:s, s:{s:s, s:{s:{s:s}}, s:[s]}},"
-      " {s:s, s:s, s:{s:s, s:{}}}, {s:s, s:s, s:{s:s, s:{s:{s:s}, s:{s:s}}, s:[s, s]}}]}",
-      "tools", "name", "test_simple_text", "description", "Returns simple text", "inputSchema",
-      "type", "object", "properties", "name", "echo", "description", "Returns the text it is given",
-      "inputSchema", "type", "object", "properties", "text", "type", "string", "required", "text",
-      "name", "touch", "description", "Bumps test://counter; a subscriber is told a moment later",
-      "inputSchema", "type", "object", "properties", "name", "connect", "description",
-      "Asks the egress proxy for a tunnel to host:port; answers its status line", "inputSchema",
-      "type", "object", "properties", "host", "type", "string", "port", "type", "integer",
-      "required", "host", "port");
+      "{s:[o, o, o, o, o]}", "tools", tool("test_simple_text", "Returns simple text", none),
+      tool("echo", "Returns the text it is given",
+           json_pack("{s:s, s:{s:{s:s}}, s:[s]}", "type", "object", "properties", "text", "type",
+                     "string", "required", "text")),
+      tool("touch", "Bumps test://counter; a subscriber is told a moment later",
+           json_deep_copy(none)),
+      tool("connect", "Asks the egress proxy for a tunnel to host:port; answers its status line",
+           json_pack("{s:s, s:{s:{s:s}, s:{s:s}}, s:[s, s]}", "type", "object", "properties",
+                     "host", "type", "string", "port", "type", "integer", "required", "host",
+                     "port")),
+      tool("wait", "Answers after ms milliseconds (at most 60000)",
+           json_pack("{s:s, s:{s:{s:s}}, s:[s]}", "type", "object", "properties", "ms", "type",
+                     "integer", "required", "ms")));
 }
 
 /* The proxy's answer to CONNECT host:port, or why there is none */
@@ -142,6 +152,19 @@ static void tools_call(json_t *id, json_t *params)
     send_result(id, text_result(text));
     if (counter_subscribed)
       update_at = now_ms() + UPDATE_AFTER_MS;
+  } else if (name && strcmp(name, "wait") == 0) {
+    long long ms = json_integer_value(json_object_get(args, "ms"));
+    struct timespec t = {.tv_sec = (ms > 60000 ? 60000
+                                    : ms < 0   ? 0
+                                               : ms) /
+                                   1000,
+                         .tv_nsec = ((ms > 60000 ? 60000
+                                      : ms < 0   ? 0
+                                                 : ms) %
+                                     1000) *
+                                    1000000};
+    nanosleep(&t, NULL); /* the server does nothing else meanwhile: a slow tool */
+    send_result(id, text_result("waited"));
   } else if (name && strcmp(name, "connect") == 0 &&
              json_is_string(json_object_get(args, "host"))) {
     char status[512];

@@ -106,7 +106,7 @@ static bool send_raw(struct mcp_session *s, const char *id, const struct cap_nod
 }
 
 /* What the child reported, once it is gone. */
-static void finish(struct mcp_session *s, struct mcp_run *r, int status)
+void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status)
 {
   s->modern = r->modern; /* the answer in the form it was asked in */
   if (r->cancelled) {    /* a cancelled request gets no answer */
@@ -511,7 +511,7 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
           ;
       r->pid = 0;
       r->threaded = false;
-      finish(s, r, status);
+      mcp_run_finish(s, r, status);
       continue;
     }
     if (r->threaded && r->cancelled && !r->relayed)

@@ -207,6 +207,9 @@ void mcp_run_signal_apart(struct mcp_run *r, uint64_t now);
 /* Every thread's run of the session stopped and joined (the state lock
  * let go meanwhile) */
 void mcp_runs_stop_threads(struct mcp_session *s);
+/* The run's report (r->report) as the request's answer, the run freed
+ * (mcp_call.c) */
+void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status);
 /* Frees the run and its slot; a tool error as the request's answer */
 void mcp_run_drop(struct mcp_session *s, struct mcp_run *r);
 void mcp_send_tool_error(struct mcp_session *s, const char *id_json, const char *message);

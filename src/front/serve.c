@@ -235,6 +235,7 @@ static void sess_free(struct sess *x)
 {
   mcp_session_free(x->s); /* stops its calls */
   listen_end(x);
+  serve_fast_end(x);
   while (x->n_routes)
     drop_route(x, &x->routes[0]);
   free(x->routes);
@@ -279,7 +280,8 @@ static void reap(struct serve *sv)
   uint64_t now = now_ms();
   for (struct sess **p = &sv->sessions; *p;) {
     struct sess *x = *p;
-    if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s))
+    if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s) &&
+        !x->n_fast)
       x->dead = true;
     if (x->sessionless && !x->n_routes && !mcp_session_busy(x->s))
       x->dead = true;
@@ -296,7 +298,7 @@ static void reap(struct serve *sv)
   }
 }
 
-static struct sess *find_sess(struct serve *sv, const char *id)
+struct sess *serve_find_sess(struct serve *sv, const char *id)
 {
   for (struct sess *x = sv->sessions; x; x = x->next)
     if (x->http && !x->dead && strcmp(x->id, id) == 0)
@@ -317,7 +319,7 @@ static void add_route(struct sess *x, struct inbound *in)
 
 static void on_inbound(struct serve *sv, struct inbound *in)
 {
-  struct sess *x = in->session_id ? find_sess(sv, in->session_id) : NULL;
+  struct sess *x = in->session_id ? serve_find_sess(sv, in->session_id) : NULL;
   if (in->session_id && !x) {
     if (in->stream)
       stream_fail(in->stream, 404, "Session not found: start a new one with initialize");
@@ -366,6 +368,8 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     pthread_mutex_unlock(&in->stream->mu);
   }
   add_route(x, in);
+  if (x->n_fast && serve_fast_cancel(x, in->body, in->len))
+    return;
   mcp_session_receive(x->s, in->body, in->len);
   if (!in->session_id && !x->sessionless) {
     if (mcp_session_initialized(x->s))
@@ -499,7 +503,7 @@ static void on_signal(struct serve *sv, uint64_t *drain_until)
 
 static size_t busy(const struct serve *sv)
 {
-  size_t k = 0;
+  size_t k = sv->fast_in_flight;
   for (struct sess *x = sv->sessions; x; x = x->next)
     k += mcp_session_busy(x->s);
   return k;
@@ -569,6 +573,7 @@ static void ui_log(struct serve *sv, const char *msg, const char *user)
 }
 
 static const struct serve_hooks hooks = {.enqueue = serve_enqueue,
+                                         .fast_call = serve_fast_call,
                                          .authenticate = serve_authenticate,
                                          .stopping = serve_stopping,
                                          .ui_login = ui_login,

@@ -323,7 +323,8 @@ static bool answered_later(const char *method)
 /* What the body is: a request (its id and method), or not. */
 struct parsed {
   bool object, request, initialize, call;
-  bool modern; /* its _meta names 2026-07-28: no session */
+  bool tools_call; /* may be answered on this thread (serve_hooks.fast_call) */
+  bool modern;     /* its _meta names 2026-07-28: no session */
   char *id_json;
 };
 
@@ -340,6 +341,7 @@ static void classify(const char *body, size_t len, struct parsed *p)
       p->request = true;
       p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
       p->call = answered_later(m->u.str.ptr);
+      p->tools_call = strcmp(m->u.str.ptr, "tools/call") == 0;
       const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
       p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};
@@ -371,6 +373,15 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
     free(p.id_json);
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000,
                   "Bad Request: an Mcp-Session-Id header is required (initialize first)");
+  }
+  char *fast = NULL; /* a warm server's call, answered here */
+  if (p.tools_call && session && !p.modern &&
+      h->hooks->fast_call(h->sv, session, q->user, q->body.data, q->body.len, &fast)) {
+    free(p.id_json);
+    enum MHD_Result r = fast ? reply(c, MHD_HTTP_OK, "application/json", fast, NULL)
+                             : reply(c, MHD_HTTP_ACCEPTED, "", "", NULL);
+    free(fast);
+    return r;
   }
   struct inbound *in = cap_xcalloc(1, sizeof *in);
   in->kind = INBOUND_MESSAGE;

@@ -157,6 +157,11 @@ struct serve_hooks {
                       char **token, uint64_t *age_ms);
   bool (*ui_sess_alive)(struct serve *sv, const char *id, const char *token);
   void (*ui_sess_forget)(struct serve *sv, const char *id);
+  /* A tools/call on session answered on this thread when it can be
+   * (serve_fast.c, mcp.h's fast path): true with *answer (allocated; NULL:
+   * cancelled, no answer); false: enqueue it */
+  bool (*fast_call)(struct serve *sv, const char *session, const char *user, const char *body,
+                    size_t len, char **answer);
 };
 struct serve_http;
 int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,

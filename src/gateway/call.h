@@ -138,6 +138,11 @@ struct gw_mcp_relay {
    * watching set, watch_fd is it (the caller owns it) */
   bool want_watch, watching;
   int watch_fd;
+  /* fd -1: the server's messages are not relayed (its requests refused,
+   * its notifications dropped); then with cancellable, cancel_fd readable
+   * (or closed) stops the call as a cancellation */
+  bool cancellable;
+  int cancel_fd;
 };
 
 struct gw_issuer {

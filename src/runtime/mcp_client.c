@@ -119,16 +119,18 @@ static char *next_line(struct exchange *x)
       x->timed_out = true;
       return NULL;
     }
-    struct pollfd p[2] = {{.fd = x->out_r, .events = POLLIN},
-                          {.fd = x->relay_fd, .events = POLLIN}};
-    int r = poll(p, x->relay_fd >= 0 ? 2 : 1, (int)(x->deadline - now));
+    bool cancellable = x->relay && x->relay->cancellable;
+    struct pollfd p[3] = {{.fd = x->out_r, .events = POLLIN},
+                          {.fd = x->relay_fd, .events = POLLIN},
+                          {.fd = cancellable ? x->relay->cancel_fd : -1, .events = POLLIN}};
+    int r = poll(p, 3, (int)(x->deadline - now));
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
       continue; /* the deadline, checked above */
     if (x->relay_fd >= 0 && p[1].revents)
       relay_read(x);
-    if (x->relay_fd < 0 && x->relay && x->conn < 0) {
+    if (p[2].revents || (x->relay_fd < 0 && x->relay && x->relay->fd >= 0 && x->conn < 0)) {
       /* warm, and the front door stopped the call (it closed the relay
        * after notifications/cancelled): leaving the keeper's connection
        * cancels what is still in flight on the server */

@@ -8,7 +8,9 @@
 #   proxy (`connect`: a CONNECT the proxy denies) are stored against the
 #   call that made them, one row per call, each naming its audit record;
 # - calls at once on one session and server: each answered with its own
-#   text, one audit record per call, `audit verify` passing.
+#   text, one audit record per call, `audit verify` passing;
+# - a call answered on serve's fast path (the HTTP thread), cancelled by
+#   notifications/cancelled: no answer, audited, the server serving on.
 # As root and as uid 65534.
 # Usage: warm_watch.sh CAPSULE
 set -u
@@ -39,6 +41,7 @@ call() { # ID TOOL ARGS
   post "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"tools/call\",\"params\":{\"name\":\"$2\",\"arguments\":$3}}"
 }
 wait_for() { for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done; return 1; }
+keeper_busy() { "${wrap[@]}" "$capsule" ps --state "$1" 2>/dev/null | grep -Eq "^$2 +[0-9]+ +serving +mcp +1/"; }
 
 run_as() {
   local who=$1 state=$work/state-$1 caps=$work/caps-$1
@@ -57,7 +60,7 @@ run_as() {
   local G=(--caps "$caps" --state "$state")
   for cap in mcp-c mcp-net; do
     C call "${G[@]}" "$cap" test_simple_text '{}' >/dev/null 2>&1 # discovers its tools
-    for t in test_simple_text echo touch connect; do C policy set "${G[@]}" "$cap" "$t" allow >/dev/null; done
+    for t in test_simple_text echo touch connect wait; do C policy set "${G[@]}" "$cap" "$t" allow >/dev/null; done
   done
   token=$(C access issue t --state "$state" 2>/dev/null)
   "${wrap[@]}" "$capsule" serve "${G[@]}" --mcp-http 127.0.0.1:0 2>"$work/serve-$who.log" &
@@ -117,6 +120,25 @@ run_as() {
 import json, sys
 print(sum(1 for r in json.load(sys.stdin) if r["capability"] == "mcp-c" and r["tool"] == "echo" and not r["decision"].startswith("policy")))')
   [ "$n" = 8 ] && ok "$who: one-audit-record-per-call" || bad "$who: one-audit-record-per-call ($n, not 8)"
+  # a call on serve's fast path (this client declared nothing: answered on
+  # the HTTP thread) cancelled by notifications/cancelled: no answer (202),
+  # the server told, the call audited as not ok
+  curl -sS -m 120 -o "$work/cancel-$who" -w '%{http_code}' "${H[@]}" -H "Authorization: Bearer $token" \
+    -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' \
+    --data '{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"mcp-c__wait","arguments":{"ms":20000}}}' \
+    "$url" >"$work/cancel-code-$who" 2>&1 &
+  local waiter=$!
+  wait_for keeper_busy "$state" mcp-c
+  post '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":30,"reason":"the test"}}' >/dev/null
+  wait "$waiter"
+  if [ "$(cat "$work/cancel-code-$who")" = 202 ] && [ ! -s "$work/cancel-$who" ]; then ok "$who: fast-call-cancelled-no-answer"
+  else bad "$who: fast-call-cancelled-no-answer (HTTP $(cat "$work/cancel-code-$who"): $(head -c 200 "$work/cancel-$who"))"; fi
+  n=$(C audit --json --state "$state" 2>/dev/null | python3 -c '
+import json, sys
+print(sum(1 for r in json.load(sys.stdin) if r["tool"] == "wait" and r["decision"] == "allow" and r["outcome"] != "ok"))')
+  [ "$n" = 1 ] && ok "$who: fast-call-cancel-audited" || bad "$who: fast-call-cancel-audited ($n records)"
+  body=$(call 31 mcp-c__echo '{"text":"after the cancel"}')
+  grep -q 'after the cancel' <<<"$body" && ok "$who: serves-after-cancel" || bad "$who: serves-after-cancel (${body:0:200})"
   C audit verify --state "$state" >/dev/null 2>&1 && ok "$who: audit-verifies" || bad "$who: audit-verifies"
   kill "${pids[@]}" 2>/dev/null
   wait "${pids[@]}" 2>/dev/null
