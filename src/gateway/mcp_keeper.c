@@ -246,7 +246,7 @@ static void serve_calls(struct keeper *k)
     }
     if (r > 0 && !pump(k, p, n))
       return; /* the server exited */
-    if (k->shown_busy && !keeper_calls(k) && (r == 0 || !p[0].revents))
+    if (k->shown_busy && !keeper_calls(k) && r == 0) /* no call for a moment: shown idle */
       keeper_status(k, GW_INSTANCE_SERVING, false);
     if (r > 0 && p[0].revents && !k->retired)
       accept_call(k);
