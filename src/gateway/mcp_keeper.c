@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,7 +246,7 @@ static void serve_calls(struct keeper *k)
         }
     }
     if (r > 0 && !pump(k, p, n))
-      return; /* the server exited */
+      return;                                        /* the server exited */
     if (k->shown_busy && !keeper_calls(k) && r == 0) /* no call for a moment: shown idle */
       keeper_status(k, GW_INSTANCE_SERVING, false);
     if (r > 0 && p[0].revents && !k->retired)
@@ -485,15 +486,90 @@ static size_t live_keepers(const char *run_dir)
   return n;
 }
 
+/* The server names computed before (gw_instance_key reads the manifest
+ * and the run directory's salt and checks the directory): by what the
+ * name is made of that a call may change (the run directory, the
+ * capability, its manifest's path, the program's file, the credentials,
+ * the user and session), the last name, tried first. A keeper that
+ * retired after a change in its package, or ended, has left its socket:
+ * the name is then computed anew. */
+static struct {
+  pthread_mutex_t mu;
+  struct {
+    unsigned char in[16];
+    char key[33];
+  } seen[32];
+  size_t next;
+} names = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void name_inputs(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
+                        size_t n_env, unsigned char out[16])
+{
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, NULL, 0, 16);
+  const char *parts[] = {call->run_dir,
+                         spec->id,
+                         spec->source_path,
+                         call->user ? call->user : "",
+                         call->session_id ? call->session_id : "",
+                         spec->runtime.command.len ? spec->runtime.command.v[0] : ""};
+  for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+    crypto_generichash_update(&st, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
+  struct stat sb; /* an upgraded interpreter is another server */
+  if (parts[5][0] == '/' && stat(parts[5], &sb) == 0) {
+    int64_t id[4] = {(int64_t)sb.st_ino, (int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec,
+                     (int64_t)sb.st_mtim.tv_nsec};
+    crypto_generichash_update(&st, (const unsigned char *)id, sizeof id);
+  }
+  for (size_t i = 0; i < n_env; i++)
+    crypto_generichash_update(&st, (const unsigned char *)env[i], strlen(env[i]) + 1);
+  crypto_generichash_final(&st, out, 16);
+}
+
+static bool name_seen(const unsigned char in[16], char key[33])
+{
+  bool found = false;
+  pthread_mutex_lock(&names.mu);
+  for (size_t i = 0; i < ARRAY_SIZE(names.seen) && !found; i++)
+    if (names.seen[i].key[0] && memcmp(names.seen[i].in, in, 16) == 0) {
+      memcpy(key, names.seen[i].key, 33);
+      found = true;
+    }
+  pthread_mutex_unlock(&names.mu);
+  return found;
+}
+
+static void name_keep(const unsigned char in[16], const char key[33])
+{
+  pthread_mutex_lock(&names.mu);
+  size_t i = 0;
+  while (i < ARRAY_SIZE(names.seen) && memcmp(names.seen[i].in, in, 16) != 0)
+    i++;
+  if (i == ARRAY_SIZE(names.seen))
+    i = names.next++ % ARRAY_SIZE(names.seen);
+  memcpy(names.seen[i].in, in, 16);
+  memcpy(names.seen[i].key, key, 33);
+  pthread_mutex_unlock(&names.mu);
+}
+
 int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                           size_t n_env, struct cap_error *err)
 {
   char key[33];
   if (!call->run_dir)
     return cap_error_set(err, EINVAL, "no run directory for warm servers");
+  unsigned char in[16];
+  name_inputs(call, spec, env, n_env, in);
+  if (name_seen(in, key)) { /* its keeper, when it still serves that name */
+    _cleanup_free_ char *seen = cap_xasprintf("%s/%s.mcp.sock", call->run_dir, key);
+    int fd = strlen(seen) < sizeof(((struct sockaddr_un *)0)->sun_path) ? connect_to(seen) : -1;
+    if (fd >= 0)
+      return fd;
+  }
   int r = gw_instance_key(call, spec, NULL, false, env, n_env, key, err); /* the keeper watches */
   if (r < 0)
     return r;
+  name_keep(in, key);
   _cleanup_free_ char *path = cap_xasprintf("%s/%s.mcp.sock", call->run_dir, key);
   if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
     return cap_error_set(err, ENAMETOOLONG, "the run directory's path is too long for a socket");

@@ -273,11 +273,20 @@ static bool offers_logging(const char *init_result)
 }
 
 /* A warm server's keeper (gateway/mcp_keeper.c) has initialized it: the
- * session's level, then the request. */
+ * session's level, then the request, sent at once (they wait in the
+ * connection until the keeper takes it: no round trip first). */
 static void exchange_warm(struct exchange *x, const char *req)
 {
-  /* the keeper's first line says it took the call: before it, a keeper
-   * that ends (its server exited) has read nothing of it */
+  _cleanup_free_ char *level =
+      x->relay && x->relay->log_level /* answered with id 3: not awaited */
+          ? cap_xasprintf("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
+                          "\"params\":{\"level\":%s}}",
+                          x->relay->log_level)
+          : NULL;
+  bool sent = (!level || send_line(x, level)) && send_line(x, req);
+  /* the keeper's first line says it took the call: a keeper that ends
+   * before it (its server exited) has read nothing of it, and the call
+   * may go to the next one */
   static const char hello[] = "{\"keeper\":";
   _cleanup_free_ char *taken = next_line(x);
   if (!taken || strncmp(taken, hello, sizeof hello - 1) != 0) {
@@ -286,13 +295,7 @@ static void exchange_warm(struct exchange *x, const char *req)
       x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
     return;
   }
-  _cleanup_free_ char *level =
-      x->relay && x->relay->log_level /* answered with id 3: not awaited */
-          ? cap_xasprintf("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
-                          "\"params\":{\"level\":%s}}",
-                          x->relay->log_level)
-          : NULL;
-  if ((level && !send_line(x, level)) || !send_line(x, req))
+  if (!sent)
     x->error = cap_xstrdup("the warm server's keeper is gone (the server exited)");
   else
     await_response(x, MCP_CLIENT_REQUEST_ID);
