@@ -316,9 +316,10 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
   } else if (method && id) {
     request_from_conn(k, c, m, id);
   } else if (method && strcmp(method, "notifications/cancelled") == 0) {
-    _cleanup_free_ char *rid = node_text(cap_node_get(cap_node_get(m, "params"), "requestId"));
+    const struct cap_node *named = cap_node_get(cap_node_get(m, "params"), "requestId");
+    _cleanup_free_ char *rid = named ? node_text(named) : NULL; /* none: nothing to cancel */
     static const char *const path[] = {"params", "requestId"};
-    for (size_t i = 0; i < KEEPER_MAX_PENDING; i++)
+    for (size_t i = 0; rid && i < KEEPER_MAX_PENDING; i++)
       if (k->pending[i].theirs && k->pending[i].conn == c &&
           strcmp(k->pending[i].theirs, rid) == 0) {
         char ours[24];
