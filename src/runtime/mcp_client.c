@@ -47,24 +47,19 @@ struct exchange {
   struct gw_egress_batch *egress; /* warm: the call's, for the keeper's proxy's decisions */
 };
 
-static bool send_line(struct exchange *x, const char *text)
+/* write(2), as send(2) with MSG_NOSIGNAL on a socket: a warm server's
+ * keeper that is gone leaves EPIPE, not a SIGPIPE pending for when the
+ * caller's signal mask is put back */
+static ssize_t write_quiet(int fd, const void *p, size_t len)
 {
-  size_t len = strlen(text), off = 0;
-  while (off < len) {
-    ssize_t n = write(x->in_w, text + off, len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    off += (size_t)n;
-  }
-  return write(x->in_w, "\n", 1) == 1;
+  ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+  return n < 0 && errno == ENOTSOCK ? write(fd, p, len) : n;
 }
 
 static bool write_all(int fd, const char *p, size_t len)
 {
   while (len) {
-    ssize_t n = write(fd, p, len);
+    ssize_t n = write_quiet(fd, p, len);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
@@ -73,6 +68,11 @@ static bool write_all(int fd, const char *p, size_t len)
     len -= (size_t)n;
   }
   return true;
+}
+
+static bool send_line(struct exchange *x, const char *text)
+{
+  return write_all(x->in_w, text, strlen(text)) && write_all(x->in_w, "\n", 1);
 }
 
 /* What the front door sent (its client's answers to the server's
