@@ -12,7 +12,9 @@
 # `test_simple_text` of examples/mcp-c (a tiny MCP server in C, kept warm
 # by capsule), the same tool of examples/mcp-conformance (the SDK's own
 # server behind capsule) and, when examples/selu-text builds, the warm
-# Selu C server's `word_count`. Then each server's idle RSS (VmRSS).
+# Selu C server's `word_count`. For capsule's rows, the CPU (user and
+# system, from /proc) serve and the warm servers' keepers spent a call.
+# Then each server's idle RSS (VmRSS).
 # Usage: bench/mcp/run.sh [CAPSULE]   (D seconds a measure: D=4)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -79,11 +81,24 @@ blast() { # SECONDS URL TOOL ARGS EXPECT CONC SESSION [TOKEN]
   MCP_SESSION=$7 MCP_TOOL=$3 MCP_ARGS=$4 MCP_EXPECT=$5 MCP_TOKEN=${8:-} \
     wrk -t1 -c"$6" -d"$1s" --timeout 30s -s "$here/call.lua" "$2" | tail -1
 }
+tck=$(getconf CLK_TCK)
+cpu() { # PID...: their user and system CPU so far, in clock ticks
+  local t=0 p
+  for p in "$@"; do [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+  echo "$t"
+}
 measure() { # NAME URL TOOL ARGS EXPECT CONC [TOKEN]
-  local sid
+  local sid out s0 k0 ks n
   sid=$(session "$2" "${7:-}")
   blast 1 "$2" "$3" "$4" "$5" "$6" "$sid" "${7:-}" >/dev/null # warm-up (and a cold start)
-  printf '%-44s conc %s: %s\n' "$1" "$6" "$(blast "$d" "$2" "$3" "$4" "$5" "$6" "$sid" "${7:-}")"
+  ks=$(keepers)
+  s0=$(cpu "$serve_pid") k0=$(cpu $ks)
+  out=$(blast "$d" "$2" "$3" "$4" "$5" "$6" "$sid" "${7:-}")
+  n=$(sed -n 's/.* \([0-9]*\) ok,.*/\1/p' <<<"$out")
+  if [ -n "${7:-}" ] && [ "${n:-0}" -gt 0 ]; then # capsule: its processes' CPU a call
+    out="$out; CPU a call: serve $(( ($(cpu "$serve_pid") - s0) * 1000000 / tck / n )) us, keepers $(( ($(cpu $ks) - k0) * 1000000 / tck / n )) us"
+  fi
+  printf '%-44s conc %s: %s\n' "$1" "$6" "$out"
 }
 simple='simple text response for testing'
 for round in 1 2; do

@@ -128,6 +128,22 @@ static void record_client_caps(struct mcp_session *s, const struct cap_node *cap
   s->client_roots = cap_node_get(caps, "roots") != NULL;
 }
 
+/* One capability offered: resources with subscriptions and their list's
+ * changes (mcp_subscribe.c: the server's own answer says whether it
+ * takes them) */
+static void write_offer(struct cap_jw *w, const char *name)
+{
+  cap_jw_key(w, name);
+  cap_jw_begin_object(w);
+  if (strcmp(name, "resources") == 0) {
+    cap_jw_key(w, "subscribe");
+    cap_jw_bool(w, true);
+    cap_jw_key(w, "listChanged");
+    cap_jw_bool(w, true);
+  }
+  cap_jw_end_object(w);
+}
+
 /* With --capability naming a third-party MCP server, what it may offer
  * is relayed: declared here, answered by the server (its -32601 for what
  * it lacks). */
@@ -135,11 +151,8 @@ static void write_relayed_caps(struct mcp_session *s, struct cap_jw *w)
 {
   if (!mcp_served_server(s) && mcp_gather_wanted(s)) { /* every server's (mcp_gather.c) */
     static const char *const gathered[] = {"logging", "prompts", "resources"};
-    for (size_t i = 0; i < ARRAY_SIZE(gathered); i++) {
-      cap_jw_key(w, gathered[i]);
-      cap_jw_begin_object(w);
-      cap_jw_end_object(w);
-    }
+    for (size_t i = 0; i < ARRAY_SIZE(gathered); i++)
+      write_offer(w, gathered[i]);
     return;
   }
   if (!mcp_served_server(s)) {
@@ -151,11 +164,8 @@ static void write_relayed_caps(struct mcp_session *s, struct cap_jw *w)
     return;
   }
   static const char *const relayed[] = {"logging", "prompts", "resources", "completions"};
-  for (size_t i = 0; i < ARRAY_SIZE(relayed); i++) {
-    cap_jw_key(w, relayed[i]);
-    cap_jw_begin_object(w);
-    cap_jw_end_object(w);
-  }
+  for (size_t i = 0; i < ARRAY_SIZE(relayed); i++)
+    write_offer(w, relayed[i]);
 }
 
 static void write_server_info(struct mcp_session *s, struct cap_jw *w)
@@ -319,6 +329,8 @@ static const struct method methods[] = {
     {"resources/list", on_resources_list, NULL, false},
     {"resources/templates/list", on_resource_templates, NULL, false},
     {"resources/read", on_resources_read, NULL, false},
+    {"resources/subscribe", mcp_resources_subscribe, NULL, false},
+    {"resources/unsubscribe", mcp_resources_unsubscribe, NULL, false},
     {"prompts/list", mcp_prompts_list, NULL, false},
     {"prompts/get", mcp_prompts_get, NULL, false},
     {"completion/complete", on_complete, NULL, false},
@@ -469,6 +481,7 @@ void mcp_session_free(struct mcp_session *s)
   mcp_runs_free(s);
   mcp_table_free(&s->table);
   mcp_routes_free(s);
+  mcp_watch_free(s);
   free(s->client_caps);
   free(s->log_level);
   free(s);

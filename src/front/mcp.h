@@ -13,7 +13,9 @@
  * elicitation/create (policy ask, when the client declared elicitation)
  * and to the requests of third-party MCP servers relayed to the client
  * (front/mcp_relay.c), which also serves resources, prompts and
- * completion with --capability naming such a server. Tool names: CAPABILITY__TOOL from
+ * completion with --capability naming such a server, and subscriptions
+ * to its resources (front/mcp_subscribe.c: their updates are sent
+ * outside any request, for_id NULL). Tool names: CAPABILITY__TOOL from
  * a table (front/mcp_tools.c), or the tools' own names with one capability.
  *
  * Ownership: the session borrows cfg (and everything it points to) for
@@ -100,5 +102,24 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
 bool mcp_session_initialized(const struct mcp_session *s);
 /* Calls still running, or waiting for the client's answer. */
 size_t mcp_session_busy(const struct mcp_session *s);
+
+/* serve's fast path: a tools/call a warm MCP server answers, run on the
+ * thread that received it rather than through the session's loop, the
+ * same pipeline (policy, validation, credentials, the warm server, the
+ * audit record) and the same answer. take, on the session's thread (its
+ * lock held): the call, when the session's path would run it so and
+ * nothing could come before its answer (a warm third-party MCP server's
+ * tool, no progress token, a client that declared no sampling,
+ * elicitation or roots and set no log level, not the 2026-07-28 form);
+ * NULL: the message goes the usual way. run, on any thread, without the
+ * session (which may end meanwhile): *answer the JSON-RPC answer
+ * (allocated), NULL when cancel_fd turned readable (a cancellation: no
+ * answer). free, on the session's thread. */
+struct mcp_fast;
+struct mcp_fast *mcp_fast_take(struct mcp_session *s, const char *msg, size_t len);
+void mcp_fast_run(struct mcp_fast *f, int cancel_fd, char **answer);
+void mcp_fast_free(struct mcp_fast *f);
+/* The call's request id (JSON text), until run */
+const char *mcp_fast_id(const struct mcp_fast *f);
 
 #endif

@@ -37,6 +37,8 @@ static void run_free(struct mcp_run *r)
     return;
   if (r->fd >= 0)
     close(r->fd);
+  if (r->watch_fd >= 0)
+    close(r->watch_fd);
   free(r->id_json);
   free(r->token_json);
   free(r->cap);
@@ -104,7 +106,7 @@ static bool send_raw(struct mcp_session *s, const char *id, const struct cap_nod
 }
 
 /* What the child reported, once it is gone. */
-static void finish(struct mcp_session *s, struct mcp_run *r, int status)
+void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status)
 {
   s->modern = r->modern; /* the answer in the form it was asked in */
   if (r->cancelled) {    /* a cancelled request gets no answer */
@@ -135,6 +137,9 @@ static void finish(struct mcp_session *s, struct mcp_run *r, int status)
     mcp_send_error(s, r->id_json, MCP_INTERNAL_ERROR, m, NULL);
   } else if (r->gather && ok && raw && raw->kind == CAP_NODE_STRING) {
     mcp_gather_learn(s, r->method, raw->u.str.ptr); /* where prompts/get and resources/read go */
+    send_raw(s, r->id_json, raw, false);
+  } else if (r->method && ok && r->want_watch) {
+    mcp_watch_subscribed(s, r); /* resources/subscribe: the session watches the server */
     send_raw(s, r->id_json, raw, false);
   } else if (r->method && (send_raw(s, r->id_json, ok ? raw : NULL, false) ||
                            send_raw(s, r->id_json, raw_e, true))) {
@@ -246,6 +251,7 @@ struct mcp_run *mcp_run_new(struct mcp_session *s, const char *id_json, const ch
     return NULL;
   struct mcp_run *r = cap_xcalloc(1, sizeof *r);
   r->fd = -1;
+  r->watch_fd = -1;
   r->id_json = cap_xstrdup(id_json);
   r->cap = cap_xstrdup(cap);
   r->modern = s->modern;
@@ -411,7 +417,7 @@ size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, i
       next = due;
   }
   *timeout_ms = !next ? -1 : next <= now ? 0 : (int)(next - now);
-  return n;
+  return n + mcp_watch_poll(s, fds + n, n < max ? max - n : 0);
 }
 
 static void progress(struct mcp_session *s, struct mcp_run *r, uint64_t now)
@@ -444,12 +450,36 @@ static void lines(struct mcp_session *s, struct mcp_run *r)
   }
 }
 
+/* read(2) of the run's socket, taking a watcher's connection that rides
+ * with the report (mcp_run.c) into r->watch_fd */
+static ssize_t read_report(struct mcp_run *r, char *buf, size_t len)
+{
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct iovec iov = {.iov_base = buf, .iov_len = len};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
+  ssize_t n = recvmsg(r->fd, &mh, MSG_CMSG_CLOEXEC);
+  for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(sizeof(int))) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      if (r->watch_fd >= 0)
+        close(r->watch_fd);
+      r->watch_fd = fd;
+    }
+  return n;
+}
+
 /* Reads what the child wrote; true at its end. */
 static bool drain(struct mcp_session *s, struct mcp_run *r)
 {
   char buf[65536];
   for (;;) {
-    ssize_t n = read(r->fd, buf, sizeof buf);
+    ssize_t n = read_report(r, buf, sizeof buf);
     if (n > 0) {
       cap_buf_append(&r->line, buf, (size_t)n);
       if (s)
@@ -464,8 +494,7 @@ static bool drain(struct mcp_session *s, struct mcp_run *r)
 
 void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t n)
 {
-  (void)fds;
-  (void)n;
+  mcp_watch_events(s, fds, n);
   uint64_t now = now_ms();
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
@@ -482,7 +511,7 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
           ;
       r->pid = 0;
       r->threaded = false;
-      finish(s, r, status);
+      mcp_run_finish(s, r, status);
       continue;
     }
     if (r->threaded && r->cancelled && !r->relayed)

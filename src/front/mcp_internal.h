@@ -101,7 +101,25 @@ struct mcp_run {
   uint64_t kill_at_ms; /* cancelled: SIGKILL at this time when still alive; 0 */
   int64_t progress;
   bool cancelled;
-  bool modern; /* asked in the 2026-07-28 form */
+  bool modern;     /* asked in the 2026-07-28 form */
+  bool want_watch; /* resources/subscribe: keep the warm server's connection */
+  int watch_fd;    /* that connection, handed back with the report; -1 */
+};
+
+#define MCP_MAX_SUBSCRIPTIONS 64 /* resources subscribed per session */
+#define MCP_MAX_WATCHES 8        /* servers watched per session */
+
+/* A resource the client subscribed to (mcp_subscribe.c) */
+struct mcp_subscription {
+  char *cap, *uri;
+};
+
+/* A connection to a warm server's keeper kept for what it says between
+ * calls (notifications/resources/updated...) */
+struct mcp_watch {
+  char *cap;
+  int fd;
+  struct cap_buf in;
 };
 
 struct mcp_session {
@@ -121,6 +139,8 @@ struct mcp_session {
   struct mcp_run *runs[MCP_MAX_RUNNING];
   struct mcp_route *routes; /* from the last gathered lists */
   size_t n_routes;
+  struct mcp_subscription subs[MCP_MAX_SUBSCRIPTIONS];
+  struct mcp_watch watches[MCP_MAX_WATCHES];
 };
 
 /* Sending */
@@ -174,6 +194,10 @@ void mcp_runs_free(struct mcp_session *s);
 void mcp_forward(struct mcp_session *s, const char *id_json, const struct cap_node *params,
                  const char *method);
 struct mcp_run *mcp_run_new(struct mcp_session *s, const char *id_json, const char *cap);
+/* A run of method on cap's MCP server (args taken), not started; NULL
+ * (answered with an error) when the session has too many in flight */
+struct mcp_run *mcp_relayed_run(struct mcp_session *s, const char *id, char *args,
+                                const char *method, const char *cap);
 /* Where the run's pipeline runs and its start (mcp_run.c) */
 void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answer);
 void mcp_job_free(struct mcp_job *j);
@@ -183,6 +207,9 @@ void mcp_run_signal_apart(struct mcp_run *r, uint64_t now);
 /* Every thread's run of the session stopped and joined (the state lock
  * let go meanwhile) */
 void mcp_runs_stop_threads(struct mcp_session *s);
+/* The run's report (r->report) as the request's answer, the run freed
+ * (mcp_call.c) */
+void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status);
 /* Frees the run and its slot; a tool error as the request's answer */
 void mcp_run_drop(struct mcp_session *s, struct mcp_run *r);
 void mcp_send_tool_error(struct mcp_session *s, const char *id_json, const char *message);
@@ -195,5 +222,16 @@ bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *
 void mcp_relay_cancel(struct mcp_run *r);
 const struct cap_spec *mcp_served_server(const struct mcp_session *s);
 void mcp_run_free_asked(struct mcp_run *r);
+
+/* Subscriptions (mcp_subscribe.c): resources/subscribe relayed to the
+ * server, whose warm connection the session then keeps (a watcher's);
+ * resources/unsubscribe; what the watchers bring, to the client */
+void mcp_resources_subscribe(struct mcp_session *s, const char *id, const struct cap_node *params);
+void mcp_resources_unsubscribe(struct mcp_session *s, const char *id,
+                               const struct cap_node *params);
+void mcp_watch_subscribed(struct mcp_session *s, struct mcp_run *r);
+size_t mcp_watch_poll(struct mcp_session *s, struct pollfd *fds, size_t max);
+void mcp_watch_events(struct mcp_session *s, const struct pollfd *fds, size_t n);
+void mcp_watch_free(struct mcp_session *s);
 
 #endif

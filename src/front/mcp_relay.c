@@ -280,8 +280,8 @@ void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *p
   mcp_forward_to(s, id, cap_buf_steal(&a), method, spec->id);
 }
 
-static struct mcp_run *relayed_run(struct mcp_session *s, const char *id, char *args,
-                                   const char *method, const char *cap)
+struct mcp_run *mcp_relayed_run(struct mcp_session *s, const char *id, char *args,
+                                const char *method, const char *cap)
 {
   struct mcp_run *r = mcp_run_new(s, id, cap);
   if (!r) {
@@ -300,14 +300,14 @@ static struct mcp_run *relayed_run(struct mcp_session *s, const char *id, char *
 void mcp_forward_to(struct mcp_session *s, const char *id, char *args, const char *method,
                     const char *cap)
 {
-  struct mcp_run *r = relayed_run(s, id, args, method, cap);
+  struct mcp_run *r = mcp_relayed_run(s, id, args, method, cap);
   if (r)
     mcp_run_start(s, r, GW_ANSWER_NONE);
 }
 
 void mcp_gather_start(struct mcp_session *s, const char *id, const char *method)
 {
-  struct mcp_run *r = relayed_run(s, id, cap_xstrdup("{}"), method, "");
+  struct mcp_run *r = mcp_relayed_run(s, id, cap_xstrdup("{}"), method, "");
   if (!r)
     return;
   r->gather = true;

@@ -11,6 +11,7 @@
  * "mcp_error": "JSON"} (the last two: the server's own answer). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,8 +30,9 @@
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
 
-static void report(int fd, enum gw_outcome o, const struct cap_error *err, const char *json,
-                   bool terminal, const struct gw_mcp_relay *relay)
+/* The report on fd, or (fd -1) into *out */
+static void report(int fd, struct cap_buf *out, enum gw_outcome o, const struct cap_error *err,
+                   const char *json, bool terminal, const struct gw_mcp_relay *relay)
 {
   struct cap_buf b = {0};
   struct cap_jw w;
@@ -49,8 +51,31 @@ static void report(int fd, enum gw_outcome o, const struct cap_error *err, const
   cap_jw_key(&w, "mcp_error");
   cap_jw_string_or_null(&w, relay->raw_error);
   cap_jw_end_object(&w);
+  if (fd < 0) {
+    *out = b;
+    return;
+  }
   cap_buf_putc(&b, '\n');
-  for (size_t off = 0; off < b.len;) {
+  size_t off = 0;
+  if (relay->watching) { /* the watcher's connection rides with the report's first bytes */
+    union {
+      struct cmsghdr h;
+      char space[CMSG_SPACE(sizeof(int))];
+    } u = {0};
+    struct iovec iov = {.iov_base = b.data, .iov_len = b.len};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &relay->watch_fd, sizeof(int));
+    ssize_t n;
+    while ((n = sendmsg(fd, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+      ;
+    off = n > 0 ? (size_t)n : 0;
+  }
+  while (off < b.len) {
     ssize_t n = write(fd, b.data + off, b.len - off);
     if (n < 0 && errno == EINTR)
       continue;
@@ -72,7 +97,9 @@ struct mcp_job {
   struct mcp_run *r; /* lives until the run is joined (the thread sets its run_pid) */
   enum gw_answer answer;
   enum run_where where;
-  int fd;
+  int fd;        /* the report's, and the relay's; -1: the report into out */
+  int cancel_fd; /* with fd -1: readable, the call is cancelled; -1: none */
+  struct cap_buf *out;
   void *held; /* the registry's hold (mcp_config.reg_hold) */
 };
 
@@ -86,7 +113,10 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
   struct gw_mcp_relay relay = {.fd = j->fd,
                                .client_caps = j->client_caps,
                                .progress_token = r->token_json,
-                               .log_level = j->log_level};
+                               .log_level = j->log_level,
+                               .want_watch = r->want_watch,
+                               .cancellable = j->cancel_fd >= 0,
+                               .cancel_fd = j->cancel_fd};
   if (st) {
     struct gw_call call = j->cfg->base;
     call.capability = r->cap;
@@ -115,7 +145,9 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
         o = gw_call(&call, j->reg, st, &res, err);
     }
   }
-  report(j->fd, o, err, res.json, res.terminal_on_success, &relay);
+  report(j->fd, j->out, o, err, res.json, res.terminal_on_success, &relay);
+  if (relay.watching)
+    close(relay.watch_fd); /* the session has its own copy */
   free(res.json);
   free(relay.raw_result);
   free(relay.raw_error);
@@ -171,8 +203,52 @@ void mcp_job_free(struct mcp_job *j)
   free(j);
 }
 
+/* Whether a keeper serves spec's server now: its status file says so.
+ * A "yes" is kept for LIVE_KEPT_MS (a burst of calls reads the run
+ * directory once): a keeper that ended meanwhile is started anew by the
+ * call that finds it gone, as when it ends between this check and the
+ * call. */
+#define LIVE_KEPT_MS 1000
+static struct {
+  pthread_mutex_t mu;
+  struct {
+    char *run_dir, *id;
+    uint64_t until;
+  } seen[16];
+} live = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static bool live_seen(const char *run_dir, const char *id, bool record)
+{
+  uint64_t now = now_ms();
+  bool found = false;
+  pthread_mutex_lock(&live.mu);
+  size_t slot = 0;
+  for (size_t i = 0; i < ARRAY_SIZE(live.seen) && !found; i++) {
+    if (live.seen[i].id && strcmp(live.seen[i].id, id) == 0 &&
+        strcmp(live.seen[i].run_dir, run_dir) == 0) {
+      found = live.seen[i].until > now;
+      slot = i;
+      if (record)
+        live.seen[i].until = now + LIVE_KEPT_MS;
+      record = false;
+    } else if (live.seen[i].until < live.seen[slot].until)
+      slot = i; /* the oldest, replaced if this one is new */
+  }
+  if (record) {
+    free(live.seen[slot].run_dir);
+    free(live.seen[slot].id);
+    live.seen[slot].run_dir = cap_xstrdup(run_dir);
+    live.seen[slot].id = cap_xstrdup(id);
+    live.seen[slot].until = now + LIVE_KEPT_MS;
+  }
+  pthread_mutex_unlock(&live.mu);
+  return found;
+}
+
 static bool mcp_keeper_live(const struct mcp_config *cfg, const struct cap_spec *spec)
 {
+  if (live_seen(cfg->base.run_dir, spec->id, false))
+    return true;
   struct gw_instance_info *list = NULL;
   size_t n = 0;
   struct cap_error err = {0};
@@ -183,6 +259,8 @@ static bool mcp_keeper_live(const struct mcp_config *cfg, const struct cap_spec 
              list[i].state == GW_INSTANCE_SERVING;
   cap_error_clear(&err);
   free(list);
+  if (warm)
+    live_seen(cfg->base.run_dir, spec->id, true);
   return warm;
 }
 
@@ -250,7 +328,8 @@ void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answ
                         .log_level = s->log_level,
                         .r = r,
                         .answer = answer,
-                        .fd = p[1]};
+                        .fd = p[1],
+                        .cancel_fd = -1};
   enum run_where where = where_to_run(s, r);
   bool threaded = where != RUN_CHILD && start_thread(s, r, j, where);
   pid_t pid = 0;
@@ -336,3 +415,140 @@ void mcp_runs_stop_threads(struct mcp_session *s)
   }
   lock->acquire(lock->ctx);
 }
+
+/* ---- serve's fast path (mcp.h) ---- */
+
+struct mcp_fast {
+  struct mcp_config cfg; /* a copy: the session may end while the call runs */
+  char *user;
+  struct mcp_run *r; /* its id, capability, tool, arguments */
+  void *held;        /* the registry's hold */
+};
+
+/* A tools/call's params as the fast path takes them: a name, arguments
+ * (an object, or none), no progress token, not the 2026-07-28 form */
+static const struct cap_node *fast_params(const struct cap_node *m, const char **name)
+{
+  const struct cap_node *v = cap_node_get(m, "jsonrpc"), *method = cap_node_get(m, "method"),
+                        *id = cap_node_get(m, "id"), *params = cap_node_get(m, "params");
+  if (!v || v->kind != CAP_NODE_STRING || strcmp(v->u.str.ptr, "2.0") != 0 || !method ||
+      method->kind != CAP_NODE_STRING || strcmp(method->u.str.ptr, "tools/call") != 0 || !id ||
+      (id->kind != CAP_NODE_STRING && id->kind != CAP_NODE_INT) || !params ||
+      params->kind != CAP_NODE_OBJECT)
+    return NULL;
+  const struct cap_node *n = cap_node_get(params, "name"),
+                        *args = cap_node_get(params, "arguments"),
+                        *meta = cap_node_get(params, "_meta");
+  if (!n || n->kind != CAP_NODE_STRING || (args && args->kind != CAP_NODE_OBJECT) ||
+      cap_node_get(meta, "progressToken") || cap_node_get(meta, MCP_META_VERSION))
+    return NULL;
+  *name = n->u.str.ptr;
+  return params;
+}
+
+static char *node_json(const struct cap_node *n)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_node(&w, n);
+  return cap_buf_steal(&b);
+}
+
+/* Whether the session's own path would run this call as the fast path
+ * does: a warm MCP server's tool, nothing the client could be asked or
+ * told while it runs (no sampling, elicitation, roots, log level). */
+static const struct mcp_tool *fast_tool(struct mcp_session *s, const char *name)
+{
+  const struct mcp_config *cfg = s->cfg;
+  if (!s->initialized || s->client_elicits || s->client_samples || s->client_elicits_any ||
+      s->client_roots || s->log_level || !cfg->base.state_lock || !cfg->st || !cfg->reg_hold ||
+      !cfg->base.run_dir || getenv("CAPSULE_MCP_COLD"))
+    return NULL;
+  mcp_table_build(s);
+  const struct mcp_tool *m = mcp_table_find(&s->table, name);
+  return m && m->spec->runtime.kind == CAP_RUNTIME_MCP && mcp_keeper_live(cfg, m->spec) ? m : NULL;
+}
+
+struct mcp_fast *mcp_fast_take(struct mcp_session *s, const char *msg, size_t len)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  const char *name = NULL;
+  const struct cap_node *params =
+      cap_json_parse(doc, msg, len, "message", 64, &d) == 0 && doc->root->kind == CAP_NODE_OBJECT
+          ? fast_params(doc->root, &name)
+          : NULL;
+  cap_diags_free(&d);
+  const struct mcp_tool *m = params ? fast_tool(s, name) : NULL;
+  if (!m) {
+    cap_doc_free(doc);
+    return NULL;
+  }
+  struct mcp_fast *f = cap_xcalloc(1, sizeof *f);
+  f->cfg = *s->cfg;
+  f->user = s->cfg->base.user ? cap_xstrdup(s->cfg->base.user) : NULL;
+  f->cfg.base.user = f->user;
+  f->held = s->cfg->reg_hold(s->cfg->reg_ctx);
+  struct mcp_run *r = cap_xcalloc(1, sizeof *r);
+  *r = (struct mcp_run){.id_json = node_json(cap_node_get(doc->root, "id")),
+                        .cap = cap_xstrdup(m->spec->id),
+                        .tool = cap_xstrdup(m->tool->name),
+                        .relayed = true,
+                        .tool_known = true,
+                        .fd = -1,
+                        .watch_fd = -1};
+  const struct cap_node *args = cap_node_get(params, "arguments");
+  r->args = args ? node_json(args) : cap_xstrdup("{}");
+  f->r = r;
+  cap_doc_free(doc);
+  return f;
+}
+
+static void fast_capture(void *ctx, const char *for_id, bool final, const char *json, size_t len)
+{
+  (void)for_id;
+  char **answer = ctx;
+  if (final && json && !*answer)
+    *answer = cap_xstrndup(json, len);
+}
+
+void mcp_fast_run(struct mcp_fast *f, int cancel_fd, char **answer)
+{
+  *answer = NULL;
+  struct cap_buf out = {0};
+  struct mcp_job j = {.cfg = &f->cfg,
+                      .reg = f->cfg.reg,
+                      .r = f->r,
+                      .answer = GW_ANSWER_NONE,
+                      .where = RUN_WARM,
+                      .fd = -1,
+                      .cancel_fd = cancel_fd,
+                      .out = &out};
+  struct cap_error err = {0};
+  run_pipeline(&j, f->cfg.st, &err);
+  cap_error_clear(&err);
+  struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
+  f->r->cancelled = poll(&p, 1, 0) > 0; /* a cancelled request gets no answer */
+  f->r->report = cap_buf_steal(&out);
+  /* the session's own answer, from the report, as its path makes it */
+  struct mcp_session answering = {.io = {.send = fast_capture, .ctx = answer}};
+  mcp_run_finish(&answering, f->r, 0); /* frees the run */
+  f->r = NULL;
+}
+
+void mcp_fast_free(struct mcp_fast *f)
+{
+  if (!f)
+    return;
+  if (f->held)
+    f->cfg.reg_release(f->cfg.reg_ctx, f->held);
+  if (f->r) {
+    struct mcp_session none = {0};
+    mcp_run_drop(&none, f->r);
+  }
+  free(f->user);
+  free(f);
+}
+
+const char *mcp_fast_id(const struct mcp_fast *f) { return f->r ? f->r->id_json : ""; }

@@ -149,8 +149,10 @@ static void sess_send(void *ctx, const char *for_id, bool final, const char *jso
     return;
   }
   struct route *r = for_id ? find_route(x, for_id) : NULL;
+  if (!r && !for_id && json && x->listen) /* the session's own: on its GET stream */
+    stream_push(x->listen, json, len, false);
   if (!r)
-    return; /* nothing waits for it (no GET stream is offered) */
+    return; /* nothing waits for it (no GET stream is open) */
   if (json)
     stream_push(r->stream, json, len, final);
   if (final)
@@ -174,7 +176,7 @@ static void sess_reg_release(void *ctx, void *held)
 static void call_lock_acquire(void *ctx) { pthread_mutex_lock(&((struct serve *)ctx)->state_mu); }
 static void call_lock_release(void *ctx) { pthread_mutex_unlock(&((struct serve *)ctx)->state_mu); }
 
-static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *user)
+struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *user)
 {
   struct sess *x = cap_xcalloc(1, sizeof *x);
   x->sv = sv;
@@ -222,9 +224,20 @@ static struct sess *sess_new(struct serve *sv, bool http, int fd, const char *us
   return x;
 }
 
+static void listen_end(struct sess *x)
+{
+  if (!x->listen)
+    return;
+  stream_finish(x->listen);
+  stream_unref(x->listen);
+  x->listen = NULL;
+}
+
 static void sess_free(struct sess *x)
 {
   mcp_session_free(x->s); /* stops its calls */
+  listen_end(x);
+  serve_fast_end(x);
   while (x->n_routes)
     drop_route(x, &x->routes[0]);
   free(x->routes);
@@ -242,6 +255,13 @@ static void sess_free(struct sess *x)
  * a disconnection is not a cancellation). */
 static void closed_streams(struct sess *x)
 {
+  if (x->listen) {
+    pthread_mutex_lock(&x->listen->mu);
+    bool gone = x->listen->closed;
+    pthread_mutex_unlock(&x->listen->mu);
+    if (gone)
+      listen_end(x);
+  }
   for (size_t i = 0; i < x->n_routes;) {
     struct stream *st = x->routes[i].stream;
     pthread_mutex_lock(&st->mu);
@@ -262,7 +282,8 @@ static void reap(struct serve *sv)
   uint64_t now = now_ms();
   for (struct sess **p = &sv->sessions; *p;) {
     struct sess *x = *p;
-    if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s))
+    if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s) &&
+        !x->n_fast)
       x->dead = true;
     if (x->sessionless && !x->n_routes && !mcp_session_busy(x->s))
       x->dead = true;
@@ -279,7 +300,7 @@ static void reap(struct serve *sv)
   }
 }
 
-static struct sess *find_sess(struct serve *sv, const char *id)
+struct sess *serve_find_sess(struct serve *sv, const char *id)
 {
   for (struct sess *x = sv->sessions; x; x = x->next)
     if (x->http && !x->dead && strcmp(x->id, id) == 0)
@@ -300,7 +321,7 @@ static void add_route(struct sess *x, struct inbound *in)
 
 static void on_inbound(struct serve *sv, struct inbound *in)
 {
-  struct sess *x = in->session_id ? find_sess(sv, in->session_id) : NULL;
+  struct sess *x = in->session_id ? serve_find_sess(sv, in->session_id) : NULL;
   if (in->session_id && !x) {
     if (in->stream)
       stream_fail(in->stream, 404, "Session not found: start a new one with initialize");
@@ -316,13 +337,24 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     stream_fail(in->stream, 200, NULL);
     return;
   }
+  if (in->kind == INBOUND_LISTEN) { /* one GET stream a session: a new one replaces it */
+    listen_end(x);
+    x->last_ms = now_ms();
+    pthread_mutex_lock(&in->stream->mu);
+    in->stream->accepted = true;
+    pthread_cond_broadcast(&in->stream->cv);
+    pthread_mutex_unlock(&in->stream->mu);
+    x->listen = in->stream;
+    in->stream = NULL;
+    return;
+  }
   if (!x) { /* initialize, or a sessionless request */
     if (sv->n_sessions >= SERVE_MAX_SESSIONS || sv->stopping) {
       if (in->stream)
         stream_fail(in->stream, 503, "too many sessions; try again later");
       return;
     }
-    x = sess_new(sv, true, -1, in->user);
+    x = serve_sess_new(sv, true, -1, in->user);
     x->sessionless = in->sessionless;
     if (!x->sessionless && in->stream) {
       pthread_mutex_lock(&in->stream->mu);
@@ -338,6 +370,8 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     pthread_mutex_unlock(&in->stream->mu);
   }
   add_route(x, in);
+  if (x->n_fast && serve_fast_cancel(x, in->body, in->len))
+    return;
   mcp_session_receive(x->s, in->body, in->len);
   if (!in->session_id && !x->sessionless) {
     if (mcp_session_initialized(x->s))
@@ -362,99 +396,6 @@ static void drain_queue(struct serve *sv)
     on_inbound(sv, in);
     inbound_free(in);
     in = next;
-  }
-}
-
-/* ---- the unix socket: newline-delimited JSON-RPC, SO_PEERCRED ---- */
-
-static int listen_unix(struct serve *sv, struct cap_error *err)
-{
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  if (strlen(sv->socket_path) >= sizeof a.sun_path)
-    return cap_error_set(err, ENAMETOOLONG, "the socket path %s is too long", sv->socket_path);
-  strcpy(a.sun_path, sv->socket_path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0)
-    return cap_error_errno(err, errno, "socket");
-  unlink(sv->socket_path); /* a stale one: the status file says whether one runs */
-  mode_t old = umask(0177);
-  int r = bind(fd, (struct sockaddr *)&a, sizeof a);
-  umask(old);
-  if (r < 0 || chmod(sv->socket_path, 0600) < 0 || listen(fd, 64) < 0) {
-    r = cap_error_errno(err, errno, "cannot listen on %s", sv->socket_path);
-    close(fd);
-    return r;
-  }
-  sv->listen_fd = fd;
-  sv->bound = true;
-  return 0;
-}
-
-/* Another serve on this state: its status file names a live process. */
-static int check_alone(struct serve *sv, struct cap_error *err)
-{
-  char *text = NULL;
-  size_t len = 0;
-  struct cap_error ignored = {0};
-  if (cap_read_file(sv->status_path, 65536, &text, &len, &ignored) < 0) {
-    cap_error_clear(&ignored);
-    return 0;
-  }
-  const char *p = strstr(text, "\"pid\":");
-  long pid = p ? strtol(p + 6, NULL, 10) : 0;
-  free(text);
-  if (pid > 0 && pid != getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-    return cap_error_set(err, EADDRINUSE,
-                         "capsule serve already runs on this state (pid %ld); `capsule serve "
-                         "status` shows it",
-                         pid);
-  return 0;
-}
-
-static void accept_unix(struct serve *sv)
-{
-  int fd = accept4(sv->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (fd < 0)
-    return;
-  struct ucred cred;
-  socklen_t len = sizeof cred;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-      sv->n_sessions >= SERVE_MAX_SESSIONS) {
-    close(fd);
-    return;
-  }
-  struct passwd *pw = getpwuid(cred.uid);
-  char uid[32];
-  snprintf(uid, sizeof uid, "%u", (unsigned)cred.uid);
-  struct sess *x = sess_new(sv, false, fd, pw ? pw->pw_name : uid);
-  serve_log(sv, "info", "session started", "socket", sv->socket_path, "user", x->user);
-}
-
-static void read_unix(struct sess *x)
-{
-  char buf[65536];
-  ssize_t n = read(x->fd, buf, sizeof buf);
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-    x->dead = true;
-    return;
-  }
-  for (ssize_t i = 0; i < n;) {
-    char *nl = memchr(buf + i, '\n', (size_t)(n - i));
-    size_t end = nl ? (size_t)(nl - buf) : (size_t)n;
-    if (!x->skipping)
-      cap_buf_append(&x->line, buf + i, end - (size_t)i);
-    if (!x->skipping && x->line.len > MCP_MAX_MESSAGE) {
-      mcp_session_receive(x->s, x->line.data, x->line.len); /* the size error */
-      cap_buf_free(&x->line);
-      x->skipping = true;
-    }
-    if (nl) {
-      if (!x->skipping && x->line.len)
-        mcp_session_receive(x->s, x->line.data, x->line.len);
-      cap_buf_free(&x->line);
-      x->skipping = false;
-    }
-    i = (ssize_t)end + (nl ? 1 : 0);
   }
 }
 
@@ -565,7 +506,7 @@ static void on_signal(struct serve *sv, uint64_t *drain_until)
 
 static size_t busy(const struct serve *sv)
 {
-  size_t k = 0;
+  size_t k = sv->fast_in_flight;
   for (struct sess *x = sv->sessions; x; x = x->next)
     k += mcp_session_busy(x->s);
   return k;
@@ -605,11 +546,11 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
   if (fds[0].revents)
     drain_queue(sv);
   if (fds[3].revents && sv->listen_fd >= 0)
-    accept_unix(sv);
+    serve_accept_unix(sv);
   for (size_t i = 4; i < n; i++)
     for (struct sess *x = sv->sessions; fds[i].revents && x; x = x->next)
       if (!x->http && x->fd == fds[i].fd && !x->dead)
-        read_unix(x);
+        serve_read_unix(x);
   for (struct sess *x = sv->sessions; x; x = x->next) {
     mcp_session_events(x->s, NULL, 0);
     if (x->http)
@@ -635,6 +576,7 @@ static void ui_log(struct serve *sv, const char *msg, const char *user)
 }
 
 static const struct serve_hooks hooks = {.enqueue = serve_enqueue,
+                                         .fast_call = serve_fast_call,
                                          .authenticate = serve_authenticate,
                                          .stopping = serve_stopping,
                                          .ui_login = ui_login,
@@ -697,11 +639,11 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
     r = cap_error_set(err, ENOENT, "no capability \"%s\" in %s; `capsule list` shows them",
                       opt->only, opt->caps_dir);
   if (r == 0)
-    r = check_alone(sv, err);
+    r = serve_check_alone(sv, err);
   if (r == 0) /* forks: while serve has no other thread, listener or connection */
     serve_selu_start(sv, &sv->cur->reg);
   if (r == 0)
-    r = listen_unix(sv, err);
+    r = serve_listen_unix(sv, err);
   if (r == 0 && opt->grpc_addr)
     r = check_grpc_addr(opt, err);
   if (r == 0 && opt->grpc_addr) /* forks: while serve has no other thread */

@@ -25,6 +25,13 @@ struct route {
   struct stream *stream;
 };
 
+/* A call on serve's fast path (serve_fast.c): closing cancel stops it */
+struct fast_entry {
+  const void *key;
+  char *id;
+  int cancel;
+};
+
 struct sess {
   struct sess *next;
   struct serve *sv;
@@ -40,6 +47,9 @@ struct sess {
   struct mcp_session *s;
   struct route *routes;
   size_t n_routes;
+  struct stream *listen;   /* HTTP: its GET stream (what belongs to no request), or NULL */
+  struct fast_entry *fast; /* its calls on the fast path */
+  size_t n_fast;
   uint64_t last_ms;
 };
 
@@ -65,15 +75,34 @@ struct serve {
   bool queue_closed; /* under queue_mu: teardown took the last messages */
   struct serve_http *http;
   struct serve_ui *ui;
-  char *ui_addr;        /* the dashboard's address, its port the one bound */
-  char *http_addr;      /* --mcp-http's, likewise */
-  struct ui_live *live; /* PostgreSQL: the live stream's listener (ui_live.c) */
+  char *ui_addr;         /* the dashboard's address, its port the one bound */
+  char *http_addr;       /* --mcp-http's, likewise */
+  struct ui_live *live;  /* PostgreSQL: the live stream's listener (ui_live.c) */
+  size_t fast_in_flight; /* calls on the fast path (under state_mu) */
 };
 
 /* The live stream's listener (ui_live.c): started with the dashboard,
  * stopped after it. */
 int ui_live_start(struct serve *sv, struct cap_error *err);
 void ui_live_stop(struct serve *sv);
+
+/* The fast path (serve_fast.c): serve_hooks.fast_call; a session's
+ * notifications/cancelled for one of its fast calls (true: it was one);
+ * its fast calls stopped as it ends. */
+bool serve_fast_call(struct serve *sv, const char *session, const char *user, const char *body,
+                     size_t len, char **answer);
+bool serve_fast_cancel(struct sess *x, const char *body, size_t len);
+void serve_fast_end(struct sess *x);
+struct sess *serve_find_sess(struct serve *sv, const char *id);
+
+/* A session (serve.c): an HTTP one, or the unix socket's on fd. */
+struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *user);
+/* The unix socket (serve_unix.c): listening on sv->socket_path; another
+ * serve on this state refused; a connection taken; what it sent read. */
+int serve_listen_unix(struct serve *sv, struct cap_error *err);
+int serve_check_alone(struct serve *sv, struct cap_error *err);
+void serve_accept_unix(struct serve *sv);
+void serve_read_unix(struct sess *x);
 
 /* "2026-11-25T22:00:00.123Z", now. */
 void serve_utc_now(char out[32]);

@@ -6,8 +6,9 @@
  * tools/call an SSE stream carrying its progress, its elicitation and
  * then its result (with a comment every second, so a client that left is
  * seen soon and idle proxies keep it). Sessions are Mcp-Session-Id; a session is
- * its token's user's alone. No GET stream is offered (405): nothing is
- * sent outside a request. Built as a module (capsule-serve-http.so, with
+ * its token's user's alone. A GET (Accept: text/event-stream) opens the
+ * session's own SSE stream, for what belongs to no request (a subscribed
+ * resource's update). Built as a module (capsule-serve-http.so, with
  * libmicrohttpd and GnuTLS) that serve_http_load.c opens when serve is
  * asked for HTTP: no other process maps them. */
 #include <arpa/inet.h>
@@ -97,7 +98,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
   if (status == MHD_HTTP_TOO_MANY_REQUESTS)
     MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
   if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST, DELETE");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
   enum MHD_Result ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ret;
@@ -322,7 +323,8 @@ static bool answered_later(const char *method)
 /* What the body is: a request (its id and method), or not. */
 struct parsed {
   bool object, request, initialize, call;
-  bool modern; /* its _meta names 2026-07-28: no session */
+  bool tools_call; /* may be answered on this thread (serve_hooks.fast_call) */
+  bool modern;     /* its _meta names 2026-07-28: no session */
   char *id_json;
 };
 
@@ -339,6 +341,7 @@ static void classify(const char *body, size_t len, struct parsed *p)
       p->request = true;
       p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
       p->call = answered_later(m->u.str.ptr);
+      p->tools_call = strcmp(m->u.str.ptr, "tools/call") == 0;
       const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
       p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};
@@ -370,6 +373,15 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
     free(p.id_json);
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000,
                   "Bad Request: an Mcp-Session-Id header is required (initialize first)");
+  }
+  char *fast = NULL; /* a warm server's call, answered here */
+  if (p.tools_call && session && !p.modern &&
+      h->hooks->fast_call(h->sv, session, q->user, q->body.data, q->body.len, &fast)) {
+    free(p.id_json);
+    enum MHD_Result r = fast ? reply(c, MHD_HTTP_OK, "application/json", fast, NULL)
+                             : reply(c, MHD_HTTP_ACCEPTED, "", "", NULL);
+    free(fast);
+    return r;
   }
   struct inbound *in = cap_xcalloc(1, sizeof *in);
   in->kind = INBOUND_MESSAGE;
@@ -413,6 +425,30 @@ static enum MHD_Result on_delete(struct serve_http *h, struct MHD_Connection *c,
   return r;
 }
 
+/* The session's GET stream: what belongs to no request (a subscribed
+ * resource's update), as SSE, until the client leaves or the session
+ * ends; a new one replaces it. */
+static enum MHD_Result on_get(struct serve_http *h, struct MHD_Connection *c, struct req *q,
+                              const char *session)
+{
+  const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+  if (!accept || !strstr(accept, "text/event-stream"))
+    return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "", "", NULL);
+  if (!session)
+    return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: no Mcp-Session-Id");
+  struct inbound *in = cap_xcalloc(1, sizeof *in);
+  in->kind = INBOUND_LISTEN;
+  in->session_id = cap_xstrdup(session);
+  in->user = cap_xstrdup(q->user);
+  struct stream *st = stream_new();
+  st->refs++;
+  in->stream = st;
+  h->hooks->enqueue(h->sv, in);
+  enum MHD_Result r = answer(c, st, true);
+  stream_unref(st);
+  return r;
+}
+
 /* The first call for a request: every check that needs no body. */
 static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, const char *url,
                              const char *method, void **con_cls)
@@ -440,7 +476,7 @@ static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, con
     free(user);
     return refuse(c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, "the server is stopping");
   }
-  if (strcmp(method, "POST") && strcmp(method, "DELETE")) {
+  if (strcmp(method, "POST") && strcmp(method, "DELETE") && strcmp(method, "GET")) {
     free(user);
     return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "", "", NULL);
   }
@@ -472,6 +508,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return MHD_YES;
   }
   const char *session = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Session-Id");
+  if (strcmp(method, "GET") == 0)
+    return on_get(h, c, q, session);
   return strcmp(method, "DELETE") == 0 ? on_delete(h, c, q, session) : on_post(h, c, q, session);
 }
 

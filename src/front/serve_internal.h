@@ -45,7 +45,9 @@ void stream_push(struct stream *s, const char *json, size_t len, bool final);
 void stream_fail(struct stream *s, int http_status, const char *error);
 void stream_finish(struct stream *s);
 
-enum inbound_kind { INBOUND_MESSAGE, INBOUND_DELETE };
+/* a POST's message; a DELETE (the session ends); a GET (the session's
+ * stream for what belongs to no request) */
+enum inbound_kind { INBOUND_MESSAGE, INBOUND_DELETE, INBOUND_LISTEN };
 
 /* One HTTP message for the main thread. */
 struct inbound {
@@ -186,6 +188,11 @@ struct serve_hooks {
                       char **token, uint64_t *age_ms);
   bool (*ui_sess_alive)(struct serve *sv, const char *id, const char *token);
   void (*ui_sess_forget)(struct serve *sv, const char *id);
+  /* A tools/call on session answered on this thread when it can be
+   * (serve_fast.c, mcp.h's fast path): true with *answer (allocated; NULL:
+   * cancelled, no answer); false: enqueue it */
+  bool (*fast_call)(struct serve *sv, const char *session, const char *user, const char *body,
+                    size_t len, char **answer);
 };
 struct serve_http;
 int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,

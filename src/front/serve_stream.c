@@ -5,6 +5,8 @@
 
 #include "front/serve_internal.h"
 
+#define STREAM_MAX_QUEUED 4096 /* messages waiting for a slow reader; more are dropped */
+
 struct stream *stream_new(void)
 {
   struct stream *s = cap_xcalloc(1, sizeof *s);
@@ -36,6 +38,12 @@ void stream_unref(struct stream *s)
 void stream_push(struct stream *s, const char *json, size_t len, bool final)
 {
   pthread_mutex_lock(&s->mu);
+  if (s->head && s->head == s->n) /* all sent (a long-lived GET stream): the list starts over */
+    s->head = s->n = 0;
+  if (s->n - s->head >= STREAM_MAX_QUEUED && !final) { /* a client that reads nothing */
+    pthread_mutex_unlock(&s->mu);
+    return;
+  }
   s->msgs = cap_xrealloc(s->msgs, (s->n + 1) * sizeof *s->msgs);
   s->lens = cap_xrealloc(s->lens, (s->n + 1) * sizeof *s->lens);
   s->msgs[s->n] = cap_xstrndup(json, len);

@@ -569,6 +569,11 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
     }
     if (o == GW_OUTCOME_OK && params && call->relay)
       call->relay->raw_result = cap_xstrdup(c->out);
+    if (o == GW_OUTCOME_OK && call->relay->want_watch && gw_mcp_keeper_watch(warm)) {
+      call->relay->watch_fd = warm; /* what the server says between calls */
+      warm = -1;
+      call->relay->watching = true;
+    }
     return o;
   }
   if (call->warm_only)

@@ -139,6 +139,16 @@ struct gw_mcp_relay {
   /* out (owned by the caller): the server's result or error object as it
    * sent it; withheld (NULL) when the call could not be audited */
   char *raw_result, *raw_error;
+  /* in: keep the warm server's connection when the request succeeds
+   * (resources/subscribe), made a watcher's (gateway/mcp_keeper.c); out:
+   * watching set, watch_fd is it (the caller owns it) */
+  bool want_watch, watching;
+  int watch_fd;
+  /* fd -1: the server's messages are not relayed (its requests refused,
+   * its notifications dropped); then with cancellable, cancel_fd readable
+   * (or closed) stops the call as a cancellation */
+  bool cancellable;
+  int cancel_fd;
 };
 
 struct gw_issuer {

@@ -2,27 +2,26 @@
  * for the calls of MCP front doors (capsule serve, capsule mcp), a keeper
  * process per server name (gw_instance_key: the capability, what it runs,
  * its credentials, the user) runs the server in the capability's sandbox,
- * initializes it once, and serves one call's exchange at a time on a unix
- * socket in the run directory (RUN/KEY.mcp.sock, 0600), so the server
- * keeps its state between calls and one call's messages (a sampling
- * request, a log line) are that call's alone. Bounds: one server per
- * name, at most KEEPER_MAX keepers per run directory (past them a call
- * starts a server of its own), calls taken in turn (the others wait in
+ * initializes it once, and serves calls on a unix socket in the run
+ * directory (RUN/KEY.mcp.sock, 0600), several at once, a connection each
+ * (mcp_keeper_route.c: ids renumbered, answers and progress to the call
+ * that asked, the egress proxy's decisions to the oldest call), so the
+ * server keeps its state between calls and answers them as they come, as
+ * it would a client's pipelined requests. A front door may also hold a
+ * watcher's connection: what the server says of its resources and lists
+ * between calls reaches it. Bounds: one server per name, at most
+ * KEEPER_MAX keepers per run directory (past them a call starts a server
+ * of its own), KEEPER_MAX_CONNS connections at once (the others wait in
  * the socket's backlog, within their own deadlines), the keeper and its
- * sandbox gone after KEEPER_IDLE_MS without a call. A server that exits (a crash) ends its
- * keeper: the call in flight fails, and the next call starts a new one.
- *
- * Between the call and the server the keeper rewrites ids: the call's
- * requests get server ids of the keeper's (ids must not repeat on one
- * server), answers go back under the call's; the server's own requests
- * and notifications, and the call's answers to them, pass unchanged. A
- * call that ends with a request in flight (its process stopped: a
- * cancellation) gets notifications/cancelled sent to the server for it. */
+ * sandbox gone after KEEPER_IDLE_MS without a call or a watcher. A server
+ * that exits (a crash) ends its keeper: the calls in flight fail, and the
+ * next call starts a new one. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +41,7 @@
 #include "core/json.h"
 #include "core/proctitle.h"
 #include "gateway/instance.h"
+#include "gateway/mcp_keeper_int.h"
 #include "gateway/selu.h"
 #include "runtime/mcp_client.h"
 #include "sandbox/mount_plan.h"
@@ -53,150 +53,12 @@
 
 #define KEEPER_IDLE_MS (5 * 60 * 1000)
 #define KEEPER_INIT_MS 60000
-#define KEEPER_MAX_LINE (GW_DEFAULT_OUTPUT_CAP + 65536)
-#define KEEPER_MAX_PENDING 16 /* one call's requests in flight */
 #define KEEPER_READY "ready"
 #define KEEPER_RECHECK_MS 2000      /* without inotify: how often the package's digest is checked */
 #define KEEPER_STATUS_SETTLE_MS 100 /* a call's end shown in the status file this much later */
 #define KEEPER_MAX 32 /* warm MCP servers per run directory; past them calls start their own */
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
-
-/* ---- lines ---- */
-
-struct lines {
-  int fd;
-  struct cap_buf buf;
-  bool eof;
-};
-
-/* A full line out of l->buf (allocated), else NULL */
-static char *take_line(struct lines *l)
-{
-  char *nl = l->buf.len ? memchr(l->buf.data, '\n', l->buf.len) : NULL;
-  if (!nl) {
-    if (l->buf.len > KEEPER_MAX_LINE) /* a line this long is nobody's message: dropped */
-      l->buf.len = 0;
-    return NULL;
-  }
-  size_t k = (size_t)(nl - l->buf.data);
-  char *line = cap_xstrndup(l->buf.data, k);
-  memmove(l->buf.data, nl + 1, l->buf.len - k - 1);
-  l->buf.len -= k + 1;
-  return line;
-}
-
-static void fill(struct lines *l)
-{
-  char buf[65536];
-  ssize_t n = read(l->fd, buf, sizeof buf);
-  if (n > 0)
-    cap_buf_append(&l->buf, buf, (size_t)n);
-  else if (n == 0 || (errno != EINTR && errno != EAGAIN))
-    l->eof = true;
-}
-
-static bool put_line(int fd, const char *text, size_t len)
-{
-  struct cap_buf b = {0};
-  cap_buf_append(&b, text, len);
-  cap_buf_putc(&b, '\n');
-  size_t off = 0;
-  while (off < b.len) {
-    ssize_t n = send(fd, b.data + off, b.len - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == ENOTSOCK)
-      n = write(fd, b.data + off, b.len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    off += (size_t)n;
-  }
-  bool ok = off == b.len;
-  cap_buf_free(&b);
-  return ok;
-}
-
-/* id_json (an id as JSON text: an integer or a string) written as a value */
-static void write_id(struct cap_jw *w, const char *id_json)
-{
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags d = {0};
-  if (cap_json_parse(doc, id_json, strlen(id_json), "id", 4, &d) == 0)
-    cap_jw_node(w, doc->root);
-  else
-    cap_jw_null(w);
-  cap_diags_free(&d);
-  cap_doc_free(doc);
-}
-
-/* msg as JSON text with its "id" (or params.requestId) replaced by id_json */
-static char *with_id(const struct cap_node *msg, const char *key, const char *id_json)
-{
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_begin_object(&w);
-  for (size_t i = 0; i < msg->u.obj.len; i++) {
-    const struct cap_member *m = &msg->u.obj.items[i];
-    cap_jw_key(&w, m->key);
-    if (strcmp(m->key, "params") == 0 && strcmp(key, "requestId") == 0 &&
-        m->value->kind == CAP_NODE_OBJECT) {
-      cap_jw_begin_object(&w);
-      for (size_t k = 0; k < m->value->u.obj.len; k++) {
-        const struct cap_member *p = &m->value->u.obj.items[k];
-        cap_jw_key(&w, p->key);
-        if (strcmp(p->key, "requestId") == 0)
-          write_id(&w, id_json);
-        else
-          cap_jw_node(&w, p->value);
-      }
-      cap_jw_end_object(&w);
-    } else if (strcmp(m->key, key) == 0)
-      write_id(&w, id_json);
-    else
-      cap_jw_node(&w, m->value);
-  }
-  cap_jw_end_object(&w);
-  return cap_buf_steal(&b);
-}
-
-static char *node_text(const struct cap_node *n)
-{
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_node(&w, n);
-  return cap_buf_steal(&b);
-}
-
-/* ---- the keeper ---- */
-
-struct pending {
-  char *theirs; /* the call's id (JSON text) */
-  int64_t ours; /* the server's */
-};
-
-struct keeper {
-  const struct cap_spec *spec;
-  int in_w, connector, listener, status_fd;
-  int child[3]; /* the sandbox's ends: closed once it runs */
-  struct lines out;
-  int64_t next_id;
-  struct pending pending[KEEPER_MAX_PENDING];
-  pthread_t thread;
-  bool started;
-  char status_path[4096];       /* RUN/KEY.mcp.status: what `capsule ps` lists */
-  struct gw_instance_info info; /* its content */
-  const char *path;             /* the socket's */
-  int lock_fd;                  /* held while this keeper takes calls */
-  int ino;                      /* inotify on the package's tree, or -1 */
-  struct gw_package_id pkg;     /* with it: the package dir's identity then */
-  unsigned char digest[32];     /* without inotify: the package's at the start */
-  bool retired;                 /* the package changed: a new keeper took the name */
-  bool shown_busy;              /* the status file says a call is in */
-  uint64_t idle_since;          /* when the last call ended (CLOCK_REALTIME ms) */
-};
 
 /* Keeps the status file current (gateway/instance.h): `capsule ps` lists
  * the keeper, `capsule stop` ends it (SIGTERM: it speaks no stop request) */
@@ -231,17 +93,17 @@ static bool initialize(struct keeper *k)
       "\"name\":\"capsule\",\"version\":\"%s\"}}}",
       (long long)k->next_id, MCP_CLIENT_PROTOCOL, CAPSULE_VERSION);
   int64_t id = k->next_id++;
-  if (!put_line(k->in_w, init, strlen(init)))
+  if (!keeper_put_line(k->in_w, init, strlen(init)))
     return false;
   uint64_t deadline = now_ms() + KEEPER_INIT_MS;
   for (;;) {
-    _cleanup_free_ char *line = take_line(&k->out);
+    _cleanup_free_ char *line = keeper_take_line(&k->out);
     if (!line) {
       uint64_t t = now_ms();
       struct pollfd p = {.fd = k->out.fd, .events = POLLIN};
       if (k->out.eof || t >= deadline || poll(&p, 1, (int)(deadline - t)) <= 0)
         return false;
-      fill(&k->out);
+      keeper_fill(&k->out);
       continue;
     }
     struct cap_doc *doc = cap_doc_new();
@@ -254,125 +116,9 @@ static bool initialize(struct keeper *k)
     cap_doc_free(doc);
     if (answered) {
       static const char done[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
-      return put_line(k->in_w, done, sizeof done - 1);
+      return keeper_put_line(k->in_w, done, sizeof done - 1);
     }
   }
-}
-
-/* A line from the call: its requests renumbered, the rest as is */
-static void from_call(struct keeper *k, const char *line)
-{
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags d = {0};
-  const struct cap_node *m = cap_json_parse(doc, line, strlen(line), "call", 64, &d) == 0 &&
-                                     doc->root->kind == CAP_NODE_OBJECT
-                                 ? doc->root
-                                 : NULL;
-  cap_diags_free(&d);
-  const struct cap_node *id = m ? cap_node_get(m, "id") : NULL;
-  const struct cap_node *method = m ? cap_node_get(m, "method") : NULL;
-  if (m && method && id) { /* a request: the server's id for it */
-    struct pending *slot = NULL;
-    for (size_t i = 0; i < KEEPER_MAX_PENDING && !slot; i++)
-      if (!k->pending[i].theirs)
-        slot = &k->pending[i];
-    if (slot) {
-      slot->theirs = node_text(id);
-      slot->ours = k->next_id++;
-      char ours[24];
-      snprintf(ours, sizeof ours, "%lld", (long long)slot->ours);
-      _cleanup_free_ char *text = with_id(m, "id", ours);
-      put_line(k->in_w, text, strlen(text));
-    }
-  } else if (m && method && method->kind == CAP_NODE_STRING &&
-             strcmp(method->u.str.ptr, "notifications/cancelled") == 0) {
-    _cleanup_free_ char *rid = node_text(cap_node_get(cap_node_get(m, "params"), "requestId"));
-    for (size_t i = 0; i < KEEPER_MAX_PENDING; i++)
-      if (k->pending[i].theirs && strcmp(k->pending[i].theirs, rid) == 0) {
-        char ours[24];
-        snprintf(ours, sizeof ours, "%lld", (long long)k->pending[i].ours);
-        _cleanup_free_ char *text = with_id(m, "requestId", ours);
-        put_line(k->in_w, text, strlen(text));
-      }
-  } else if (m) { /* a notification, or an answer to the server's request */
-    put_line(k->in_w, line, strlen(line));
-  }
-  cap_doc_free(doc);
-}
-
-/* A line from the server: answers to the call's requests under its ids */
-static void from_server(struct keeper *k, int conn, const char *line)
-{
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags d = {0};
-  const struct cap_node *m = cap_json_parse(doc, line, strlen(line), "server", 64, &d) == 0 &&
-                                     doc->root->kind == CAP_NODE_OBJECT
-                                 ? doc->root
-                                 : NULL;
-  cap_diags_free(&d);
-  const struct cap_node *id = m ? cap_node_get(m, "id") : NULL;
-  if (m && !cap_node_get(m, "method") && id && id->kind == CAP_NODE_INT) {
-    for (size_t i = 0; i < KEEPER_MAX_PENDING; i++) {
-      struct pending *p = &k->pending[i];
-      if (!p->theirs || p->ours != id->u.num.i)
-        continue;
-      _cleanup_free_ char *text = conn >= 0 ? with_id(m, "id", p->theirs) : NULL;
-      if (text)
-        put_line(conn, text, strlen(text));
-      free(p->theirs);
-      *p = (struct pending){0};
-    }
-  } else if (m && conn >= 0) { /* the server's notification or request: this call's */
-    put_line(conn, line, strlen(line));
-  }
-  cap_doc_free(doc);
-}
-
-/* The call has gone: what it left in flight is cancelled */
-static void call_ended(struct keeper *k)
-{
-  for (size_t i = 0; i < KEEPER_MAX_PENDING; i++) {
-    struct pending *p = &k->pending[i];
-    if (!p->theirs)
-      continue;
-    _cleanup_free_ char *text = cap_xasprintf(
-        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
-        "%lld,\"reason\":\"the call ended\"}}",
-        (long long)p->ours);
-    put_line(k->in_w, text, strlen(text));
-    free(p->theirs);
-    *p = (struct pending){0};
-  }
-}
-
-/* One call's exchange; false when the server is gone */
-static bool serve_call(struct keeper *k, int conn)
-{
-  static const char taken[] = "{\"keeper\":\"taken\"}"; /* the call may not be retried now */
-  if (!put_line(conn, taken, sizeof taken - 1))
-    return true;
-  struct lines in = {.fd = conn};
-  while (!k->out.eof && !in.eof) {
-    char *line;
-    while ((line = take_line(&k->out))) {
-      from_server(k, conn, line);
-      free(line);
-    }
-    while ((line = take_line(&in))) {
-      from_call(k, line);
-      free(line);
-    }
-    struct pollfd p[2] = {{.fd = k->out.fd, .events = POLLIN}, {.fd = conn, .events = POLLIN}};
-    if (poll(p, 2, -1) < 0 && errno != EINTR)
-      break;
-    if (p[0].revents)
-      fill(&k->out);
-    if (p[1].revents)
-      fill(&in);
-  }
-  call_ended(k);
-  cap_buf_free(&in.buf);
-  return !k->out.eof;
 }
 
 /* Whether the package changed since the keeper started: its path naming
@@ -417,52 +163,94 @@ static void retire(struct keeper *k, const char *path)
   k->listener = -1;
 }
 
-/* Calls, one at a time, until idle, the server's exit, or a change */
+static void accept_call(struct keeper *k)
+{
+  /* blocking: a line is written whole, as a slow reader takes it (it reads as it goes) */
+  int conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
+  if (conn < 0)
+    return;
+  static const char taken[] = "{\"keeper\":\"taken\"}"; /* the call may not be retried now */
+  if (!keeper_put_line(conn, taken, sizeof taken - 1)) {
+    close(conn);
+    return;
+  }
+  if (keeper_conn_add(k, conn) && !k->shown_busy) /* a burst: one status write at its start */
+    keeper_status(k, GW_INSTANCE_SERVING, true);
+}
+
+/* Reads what every connection and the server sent; false once the server
+ * is gone. */
+static bool pump(struct keeper *k, const struct pollfd *p, size_t n_conns)
+{
+  if (p[1].revents) {
+    keeper_fill(&k->out);
+    char *line;
+    while ((line = keeper_take_line(&k->out))) {
+      keeper_from_server(k, line);
+      free(line);
+    }
+  }
+  struct keeper_conn *polled[KEEPER_MAX_CONNS];
+  memcpy(polled, k->conns, n_conns * sizeof *polled); /* a drop moves the list */
+  for (size_t i = 0; i < n_conns; i++) {
+    struct keeper_conn *c = polled[i];
+    if (!p[3 + i].revents)
+      continue;
+    keeper_fill(&c->in);
+    char *line;
+    while ((line = keeper_take_line(&c->in))) {
+      keeper_from_conn(k, c, line);
+      free(line);
+    }
+    if (c->in.eof) {
+      keeper_conn_drop(k, c);
+      if (!keeper_calls(k))
+        k->idle_since = cap_now_ms(CLOCK_REALTIME);
+    }
+  }
+  return !k->out.eof;
+}
+
+/* Calls, as they come, until idle, the server's exit, or a change (then
+ * the calls connected are finished first) */
 static void serve_calls(struct keeper *k)
 {
   uint64_t idle_until = now_ms() + KEEPER_IDLE_MS;
   for (;;) {
     uint64_t t = now_ms();
-    if (t >= idle_until)
-      return; /* idle: the server is stopped */
+    if (k->n_conns)
+      idle_until = t + KEEPER_IDLE_MS;
+    else if (t >= idle_until || k->retired)
+      return; /* idle (or retired, its calls done): the server is stopped */
     int wait = (int)(idle_until - t);
     if (k->ino < 0 && wait > KEEPER_RECHECK_MS)
       wait = KEEPER_RECHECK_MS;
     if (k->shown_busy) /* shown idle once no call came for a moment */
       wait = wait < KEEPER_STATUS_SETTLE_MS ? wait : KEEPER_STATUS_SETTLE_MS;
-    struct pollfd p[3] = {{.fd = k->listener, .events = POLLIN},
-                          {.fd = k->out.fd, .events = POLLIN},
-                          {.fd = k->ino, .events = POLLIN}};
-    int r = poll(p, 3, wait);
+    struct pollfd p[3 + KEEPER_MAX_CONNS] = {
+        {.fd = k->n_conns < KEEPER_MAX_CONNS ? k->listener : -1, .events = POLLIN},
+        {.fd = k->out.fd, .events = POLLIN},
+        {.fd = k->ino, .events = POLLIN}};
+    size_t n = k->n_conns;
+    for (size_t i = 0; i < n; i++)
+      p[3 + i] = (struct pollfd){.fd = k->conns[i]->fd, .events = POLLIN};
+    int r = poll(p, 3 + n, wait);
     if (r < 0 && errno != EINTR)
       return;
-    if (package_changed(k, k->ino >= 0 && p[2].revents))
-      return retire(k, k->path);
-    if (p[1].revents) { /* between calls: nobody's, dropped */
-      fill(&k->out);
-      char *line;
-      while ((line = take_line(&k->out))) {
-        from_server(k, -1, line);
-        free(line);
-      }
-      if (k->out.eof)
-        return; /* the server exited */
+    if (!k->retired && package_changed(k, k->ino >= 0 && p[2].revents)) {
+      retire(k, k->path);
+      for (size_t i = n; i-- > 0;) /* watchers go to the new keeper; calls finish here */
+        if (k->conns[i]->watch) {
+          keeper_conn_drop(k, k->conns[i]);
+          n--;
+        }
     }
-    if (k->shown_busy && (r == 0 || !p[0].revents))
+    if (r > 0 && !pump(k, p, n))
+      return;                                        /* the server exited */
+    if (k->shown_busy && !keeper_calls(k) && r == 0) /* no call for a moment: shown idle */
       keeper_status(k, GW_INSTANCE_SERVING, false);
-    if (r <= 0 || !p[0].revents)
-      continue;
-    int conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
-    if (conn < 0)
-      continue;
-    if (!k->shown_busy) /* a burst of calls: one status write at its start, one after */
-      keeper_status(k, GW_INSTANCE_SERVING, true);
-    bool alive = serve_call(k, conn);
-    close(conn);
-    k->idle_since = cap_now_ms(CLOCK_REALTIME);
-    if (!alive)
-      return;
-    idle_until = now_ms() + KEEPER_IDLE_MS;
+    if (r > 0 && p[0].revents && !k->retired)
+      accept_call(k);
   }
 }
 
@@ -541,6 +329,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   cap_proctitle_set("capsule-mcp", "capsule mcp-keeper %s", spec->id); /* never a call's args */
   struct keeper k = {
       .spec = spec, .status_fd = 3, .lock_fd = 4, .connector = -1, .next_id = 1, .path = path};
+  keeper_route_init(&k);
   k.ino = gw_package_watch(spec->package_dir, &k.pkg);
   struct cap_error derr = {0};
   if (k.ino < 0 && gw_spec_digest(spec, k.digest, &derr) < 0)
@@ -591,6 +380,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
       .log_max_bytes = gw_tool_log_bound(spec),
       .on_started = on_started,
       .on_started_ctx = &k,
+      .proxy = {.sink = &k.egress_sink}, /* its decisions go to the calls' egress log */
   };
   struct sandbox_result res = {0};
   struct cap_error err = {0};
@@ -696,15 +486,90 @@ static size_t live_keepers(const char *run_dir)
   return n;
 }
 
+/* The server names computed before (gw_instance_key reads the manifest
+ * and the run directory's salt and checks the directory): by what the
+ * name is made of that a call may change (the run directory, the
+ * capability, its manifest's path, the program's file, the credentials,
+ * the user and session), the last name, tried first. A keeper that
+ * retired after a change in its package, or ended, has left its socket:
+ * the name is then computed anew. */
+static struct {
+  pthread_mutex_t mu;
+  struct {
+    unsigned char in[16];
+    char key[33];
+  } seen[32];
+  size_t next;
+} names = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void name_inputs(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
+                        size_t n_env, unsigned char out[16])
+{
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, NULL, 0, 16);
+  const char *parts[] = {call->run_dir,
+                         spec->id,
+                         spec->source_path,
+                         call->user ? call->user : "",
+                         call->session_id ? call->session_id : "",
+                         spec->runtime.command.len ? spec->runtime.command.v[0] : ""};
+  for (size_t i = 0; i < ARRAY_SIZE(parts); i++)
+    crypto_generichash_update(&st, (const unsigned char *)parts[i], strlen(parts[i]) + 1);
+  struct stat sb; /* an upgraded interpreter is another server */
+  if (parts[5][0] == '/' && stat(parts[5], &sb) == 0) {
+    int64_t id[4] = {(int64_t)sb.st_ino, (int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec,
+                     (int64_t)sb.st_mtim.tv_nsec};
+    crypto_generichash_update(&st, (const unsigned char *)id, sizeof id);
+  }
+  for (size_t i = 0; i < n_env; i++)
+    crypto_generichash_update(&st, (const unsigned char *)env[i], strlen(env[i]) + 1);
+  crypto_generichash_final(&st, out, 16);
+}
+
+static bool name_seen(const unsigned char in[16], char key[33])
+{
+  bool found = false;
+  pthread_mutex_lock(&names.mu);
+  for (size_t i = 0; i < ARRAY_SIZE(names.seen) && !found; i++)
+    if (names.seen[i].key[0] && memcmp(names.seen[i].in, in, 16) == 0) {
+      memcpy(key, names.seen[i].key, 33);
+      found = true;
+    }
+  pthread_mutex_unlock(&names.mu);
+  return found;
+}
+
+static void name_keep(const unsigned char in[16], const char key[33])
+{
+  pthread_mutex_lock(&names.mu);
+  size_t i = 0;
+  while (i < ARRAY_SIZE(names.seen) && memcmp(names.seen[i].in, in, 16) != 0)
+    i++;
+  if (i == ARRAY_SIZE(names.seen))
+    i = names.next++ % ARRAY_SIZE(names.seen);
+  memcpy(names.seen[i].in, in, 16);
+  memcpy(names.seen[i].key, key, 33);
+  pthread_mutex_unlock(&names.mu);
+}
+
 int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                           size_t n_env, struct cap_error *err)
 {
   char key[33];
   if (!call->run_dir)
     return cap_error_set(err, EINVAL, "no run directory for warm servers");
+  unsigned char in[16];
+  name_inputs(call, spec, env, n_env, in);
+  if (name_seen(in, key)) { /* its keeper, when it still serves that name */
+    _cleanup_free_ char *seen = cap_xasprintf("%s/%s.mcp.sock", call->run_dir, key);
+    int fd = strlen(seen) < sizeof(((struct sockaddr_un *)0)->sun_path) ? connect_to(seen) : -1;
+    if (fd >= 0)
+      return fd;
+  }
   int r = gw_instance_key(call, spec, NULL, false, env, n_env, key, err); /* the keeper watches */
   if (r < 0)
     return r;
+  name_keep(in, key);
   _cleanup_free_ char *path = cap_xasprintf("%s/%s.mcp.sock", call->run_dir, key);
   if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
     return cap_error_set(err, ENAMETOOLONG, "the run directory's path is too long for a socket");
@@ -736,4 +601,10 @@ int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spe
     return r;
   fd = connect_to(path);
   return fd >= 0 ? fd : cap_error_errno(err, -fd, "cannot reach %s's warm server", spec->id);
+}
+
+bool gw_mcp_keeper_watch(int fd)
+{
+  static const char watch[] = "{\"keeper\":\"watch\"}";
+  return keeper_put_line(fd, watch, sizeof watch - 1);
 }

@@ -120,5 +120,9 @@ int gw_instance_key(const struct gw_call *call, const struct cap_spec *spec,
  * server for this call alone). */
 int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                           size_t n_env, struct cap_error *err);
+/* Makes fd (gw_mcp_keeper_connect's, its exchange done) a watcher's: what
+ * the server says of its resources and lists between calls comes on it
+ * (gateway/mcp_keeper_route.c). false: the keeper is gone. */
+bool gw_mcp_keeper_watch(int fd);
 
 #endif

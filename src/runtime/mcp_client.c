@@ -21,6 +21,8 @@
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "core/json.h"
+#include "core/text.h"
+#include "gateway/egress_store.h"
 #include "sandbox/mount_plan.h"
 #include "sandbox/sandbox.h"
 
@@ -41,26 +43,23 @@ struct exchange {
   char *error;  /* why there is none */
   bool timed_out, rpc_error;
   bool not_taken; /* warm: the keeper ended before it took this call (nothing was sent) */
+  bool warm;
+  struct gw_egress_batch *egress; /* warm: the call's, for the keeper's proxy's decisions */
 };
 
-static bool send_line(struct exchange *x, const char *text)
+/* write(2), as send(2) with MSG_NOSIGNAL on a socket: a warm server's
+ * keeper that is gone leaves EPIPE, not a SIGPIPE pending for when the
+ * caller's signal mask is put back */
+static ssize_t write_quiet(int fd, const void *p, size_t len)
 {
-  size_t len = strlen(text), off = 0;
-  while (off < len) {
-    ssize_t n = write(x->in_w, text + off, len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    off += (size_t)n;
-  }
-  return write(x->in_w, "\n", 1) == 1;
+  ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+  return n < 0 && errno == ENOTSOCK ? write(fd, p, len) : n;
 }
 
 static bool write_all(int fd, const char *p, size_t len)
 {
   while (len) {
-    ssize_t n = write(fd, p, len);
+    ssize_t n = write_quiet(fd, p, len);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
@@ -69,6 +68,11 @@ static bool write_all(int fd, const char *p, size_t len)
     len -= (size_t)n;
   }
   return true;
+}
+
+static bool send_line(struct exchange *x, const char *text)
+{
+  return write_all(x->in_w, text, strlen(text)) && write_all(x->in_w, "\n", 1);
 }
 
 /* What the front door sent (its client's answers to the server's
@@ -115,16 +119,18 @@ static char *next_line(struct exchange *x)
       x->timed_out = true;
       return NULL;
     }
-    struct pollfd p[2] = {{.fd = x->out_r, .events = POLLIN},
-                          {.fd = x->relay_fd, .events = POLLIN}};
-    int r = poll(p, x->relay_fd >= 0 ? 2 : 1, (int)(x->deadline - now));
+    bool cancellable = x->relay && x->relay->cancellable;
+    struct pollfd p[3] = {{.fd = x->out_r, .events = POLLIN},
+                          {.fd = x->relay_fd, .events = POLLIN},
+                          {.fd = cancellable ? x->relay->cancel_fd : -1, .events = POLLIN}};
+    int r = poll(p, 3, (int)(x->deadline - now));
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0)
       continue; /* the deadline, checked above */
     if (x->relay_fd >= 0 && p[1].revents)
       relay_read(x);
-    if (x->relay_fd < 0 && x->relay && x->conn < 0) {
+    if (p[2].revents || (x->relay_fd < 0 && x->relay && x->relay->fd >= 0 && x->conn < 0)) {
       /* warm, and the front door stopped the call (it closed the relay
        * after notifications/cancelled): leaving the keeper's connection
        * cancels what is still in flight on the server */
@@ -177,6 +183,25 @@ static char *node_json(const struct cap_node *n)
   return b.data ? b.data : cap_xstrdup("null");
 }
 
+/* A warm server's egress decisions while this call was its oldest, sent
+ * by the keeper as {"egress":"HEX"} (gateway/mcp_keeper_route.c): into
+ * the call's batch, stored with its audit record. */
+static void take_egress(struct exchange *x, const struct cap_node *hex)
+{
+  if (!x->egress || hex->kind != CAP_NODE_STRING || hex->u.str.len % 2)
+    return;
+  size_t n = hex->u.str.len / 2;
+  _cleanup_free_ char *bin = cap_xmalloc(n + 1);
+  for (size_t i = 0; i < n; i++) {
+    int hi = cap_hex_digit(hex->u.str.ptr[2 * i]), lo = cap_hex_digit(hex->u.str.ptr[2 * i + 1]);
+    if (hi < 0 || lo < 0 || hi > 15 || lo > 15)
+      return;
+    bin[i] = (char)(hi << 4 | lo);
+  }
+  const char *p = bin;
+  gw_egress_batch_decode(x->egress, &p, bin + n);
+}
+
 /* Reads until the response to request `id`: true with x->result, or
  * false with x->error (or timed_out). */
 static bool await_response(struct exchange *x, int64_t id)
@@ -201,6 +226,12 @@ static bool await_response(struct exchange *x, int64_t id)
     }
     const struct cap_node *rid = cap_node_get(m, "id");
     const struct cap_node *method = cap_node_get(m, "method");
+    const struct cap_node *egress = x->warm ? cap_node_get(m, "egress") : NULL;
+    if (egress && !rid && !method) { /* the keeper's, never the server's (it has neither) */
+      take_egress(x, egress);
+      cap_doc_free(doc);
+      continue;
+    }
     if (method && method->kind == CAP_NODE_STRING && x->relay_fd >= 0) {
       /* a notification or a request for the front door's client */
       _cleanup_free_ char *text = node_json(m); /* wrapped: it cannot pass for the report */
@@ -242,11 +273,20 @@ static bool offers_logging(const char *init_result)
 }
 
 /* A warm server's keeper (gateway/mcp_keeper.c) has initialized it: the
- * session's level, then the request. */
+ * session's level, then the request, sent at once (they wait in the
+ * connection until the keeper takes it: no round trip first). */
 static void exchange_warm(struct exchange *x, const char *req)
 {
-  /* the keeper's first line says it took the call: before it, a keeper
-   * that ends (its server exited) has read nothing of it */
+  _cleanup_free_ char *level =
+      x->relay && x->relay->log_level /* answered with id 3: not awaited */
+          ? cap_xasprintf("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
+                          "\"params\":{\"level\":%s}}",
+                          x->relay->log_level)
+          : NULL;
+  bool sent = (!level || send_line(x, level)) && send_line(x, req);
+  /* the keeper's first line says it took the call: a keeper that ends
+   * before it (its server exited) has read nothing of it, and the call
+   * may go to the next one */
   static const char hello[] = "{\"keeper\":";
   _cleanup_free_ char *taken = next_line(x);
   if (!taken || strncmp(taken, hello, sizeof hello - 1) != 0) {
@@ -255,13 +295,7 @@ static void exchange_warm(struct exchange *x, const char *req)
       x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
     return;
   }
-  _cleanup_free_ char *level =
-      x->relay && x->relay->log_level /* answered with id 3: not awaited */
-          ? cap_xasprintf("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
-                          "\"params\":{\"level\":%s}}",
-                          x->relay->log_level)
-          : NULL;
-  if ((level && !send_line(x, level)) || !send_line(x, req))
+  if (!sent)
     x->error = cap_xstrdup("the warm server's keeper is gone (the server exited)");
   else
     await_response(x, MCP_CLIENT_REQUEST_ID);
@@ -465,7 +499,9 @@ enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, cons
                        .method = method,
                        .params = params,
                        .relay = call->relay,
-                       .relay_fd = call->relay ? call->relay->fd : -1};
+                       .relay_fd = call->relay ? call->relay->fd : -1,
+                       .warm = true,
+                       .egress = call->egress_sink ? gw_egress_batch_of(call->egress_sink) : NULL};
   sigset_t old;
   pthread_sigmask(SIG_SETMASK, NULL, &old);
   block_sigpipe();

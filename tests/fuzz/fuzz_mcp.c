@@ -43,6 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
     mcp_session_receive(s, p, len);
+    mcp_fast_free(mcp_fast_take(s, p, len)); /* serve's fast path reads it first */
     p += len + (nl ? 1 : 0);
   }
   mcp_session_free(s);

@@ -119,7 +119,15 @@ sys.stdout.buffer.write(out)' >"$work/egress_batch/two" 2>/dev/null || true
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay egress_batch}; do
+mkdir -p "$work/mcp_keeper"
+printf '%s\n' '1{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"progressToken":"t"}}}' \
+  '2{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{}}' \
+  'S{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}' \
+  'S{"jsonrpc":"2.0","id":1,"result":{}}' 'S{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"u"}}' \
+  'S{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage"}' \
+  '1{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}' 'W{"jsonrpc":"2.0","id":5,"result":{}}' \
+  >"$work/mcp_keeper/calls"
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

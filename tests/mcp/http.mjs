@@ -76,8 +76,10 @@ async function refusals() {
   check('no-session-400', nosession.status === 400, `${nosession.status}`);
   const unknown = await raw('POST', '{"jsonrpc":"2.0","id":2,"method":"tools/list"}', { ...auth(token), 'Mcp-Session-Id': 'f'.repeat(32) });
   check('unknown-session-404', unknown.status === 404, `${unknown.status}`);
-  const get = await raw('GET', undefined, auth(token));
-  check('get-405', get.status === 405, `${get.status}`);
+  const get = await raw('GET', undefined, { ...auth(token), Accept: 'application/json' });
+  check('get-without-event-stream-405', get.status === 405, `${get.status}`);
+  const getNoSession = await raw('GET', undefined, { ...auth(token), Accept: 'text/event-stream' });
+  check('get-stream-needs-session-400', getNoSession.status === 400, `${getNoSession.status}`);
   const path = await raw('POST', init, auth(token)).then(() => new Promise((resolve) => {
     const u = new URL(url);
     http.request({ host: u.hostname, port: u.port, path: '/other', method: 'POST', headers: auth(token) }, (res) => { res.resume(); resolve(res.statusCode); }).end('{}');

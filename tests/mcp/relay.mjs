@@ -87,11 +87,19 @@ try {
 } catch (e) {
   check('server-error-passed-on', e.code === -32002 && /no-such-resource/.test(e.message), `${e.code} ${e.message}`);
 }
+// subscriptions (their updates between calls: tests/mcp/warm_watch.sh)
 try {
   await c.subscribeResource({ uri: 'test://watched-resource' });
-  check('subscribe-not-offered', false, 'accepted');
+  await c.unsubscribeResource({ uri: 'test://watched-resource' });
+  check('subscribe-and-unsubscribe', true, '');
 } catch (e) {
-  check('subscribe-not-offered', e.code === -32601, `${e.code} ${e.message}`);
+  check('subscribe-and-unsubscribe', false, `${e.code} ${e.message}`);
+}
+try {
+  await c.subscribeResource({});
+  check('subscribe-needs-uri', false, 'accepted');
+} catch (e) {
+  check('subscribe-needs-uri', e.code === -32602, `${e.code} ${e.message}`);
 }
 // the server is kept warm between calls, and started anew after it exits
 const served = async () => (await c.callTool({ name: 'served_calls', arguments: {} })).structuredContent || {};

@@ -1,0 +1,116 @@
+/* serve's fast path (serve_core.h, mcp.h's mcp_fast_*): a tools/call
+ * that a warm third-party MCP server answers, with nothing to tell the
+ * client before its answer, runs on the HTTP thread that received it:
+ * the session's checks and the call's copy taken under the state lock,
+ * then the pipeline (which takes that lock around its uses of the state,
+ * as the warm path's threads do) and the answer, with no hop through the
+ * main loop, no thread and no socket per call. Cancellation: the call's
+ * entry in its session holds a pipe's write end; notifications/cancelled
+ * naming it, or the session's end, closes it, which stops the call (the
+ * warm server is told, the call audited as cancelled) and leaves it
+ * without an answer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "core/clock.h"
+#include "core/json.h"
+#include "front/serve_core.h"
+
+static void entry_drop(struct sess *x, size_t i)
+{
+  if (x->fast[i].cancel >= 0)
+    close(x->fast[i].cancel);
+  free(x->fast[i].id);
+  x->fast[i] = x->fast[--x->n_fast];
+}
+
+/* Under the state lock: the call registered with its session */
+static void entry_add(struct sess *x, const struct mcp_fast *f, int cancel)
+{
+  x->fast = cap_xrealloc(x->fast, (x->n_fast + 1) * sizeof *x->fast);
+  x->fast[x->n_fast++] =
+      (struct fast_entry){.key = f, .id = cap_xstrdup(mcp_fast_id(f)), .cancel = cancel};
+}
+
+bool serve_fast_call(struct serve *sv, const char *session, const char *user, const char *body,
+                     size_t len, char **answer)
+{
+  *answer = NULL;
+  if (serve_stopping(sv))
+    return false;
+  int cancel[2] = {-1, -1};
+  pthread_mutex_lock(&sv->state_mu);
+  struct sess *x = serve_find_sess(sv, session);
+  struct mcp_fast *f = x && !x->sessionless && strcmp(x->user, user) == 0 && !sv->stopping
+                           ? mcp_fast_take(x->s, body, len)
+                           : NULL;
+  if (f && pipe2(cancel, O_CLOEXEC) < 0) {
+    mcp_fast_free(f);
+    f = NULL;
+  }
+  if (f) {
+    entry_add(x, f, cancel[1]);
+    x->last_ms = cap_now_ms(CLOCK_MONOTONIC);
+    sv->fast_in_flight++;
+  }
+  pthread_mutex_unlock(&sv->state_mu);
+  if (!f)
+    return false;
+  mcp_fast_run(f, cancel[0], answer);
+  close(cancel[0]);
+  pthread_mutex_lock(&sv->state_mu);
+  x = serve_find_sess(sv, session); /* it may have ended meanwhile */
+  for (size_t i = 0; x && i < x->n_fast; i++)
+    if (x->fast[i].key == f) {
+      entry_drop(x, i);
+      break;
+    }
+  mcp_fast_free(f);
+  sv->fast_in_flight--;
+  pthread_mutex_unlock(&sv->state_mu);
+  return true;
+}
+
+bool serve_fast_cancel(struct sess *x, const char *body, size_t len)
+{
+  static const char method[] = "notifications/cancelled";
+  if (!memmem(body, len, method, sizeof method - 1))
+    return false;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  const struct cap_node *m =
+      cap_json_parse(doc, body, len, "message", 64, &d) == 0 && doc->root->kind == CAP_NODE_OBJECT
+          ? doc->root
+          : NULL;
+  cap_diags_free(&d);
+  const struct cap_node *name = m ? cap_node_get(m, "method") : NULL;
+  const struct cap_node *rid = cap_node_get(cap_node_get(m, "params"), "requestId");
+  bool taken = false;
+  if (name && name->kind == CAP_NODE_STRING && strcmp(name->u.str.ptr, method) == 0 && rid) {
+    struct cap_buf b = {0};
+    struct cap_jw w;
+    cap_jw_init(&w, &b, false);
+    cap_jw_node(&w, rid);
+    for (size_t i = 0; i < x->n_fast && !taken; i++)
+      if (x->fast[i].id && b.data && strcmp(x->fast[i].id, b.data) == 0) {
+        close(x->fast[i].cancel); /* its call sees the pipe's end */
+        x->fast[i].cancel = -1;
+        taken = true;
+      }
+    cap_buf_free(&b);
+  }
+  cap_doc_free(doc);
+  return taken;
+}
+
+void serve_fast_end(struct sess *x)
+{
+  while (x->n_fast) /* each call sees its pipe's end: stopped, audited */
+    entry_drop(x, x->n_fast - 1);
+  free(x->fast);
+  x->fast = NULL;
+}

@@ -1,0 +1,426 @@
+/* What passes between the calls connected to a warm MCP server's keeper
+ * and the server (mcp_keeper_int.h). Several calls at once, each on its
+ * own connection: their requests get server ids of the keeper's (ids must
+ * not repeat on one server) and answers go back under the caller's, on
+ * the connection that asked; a progress token is replaced by the server
+ * id of its request and restored in the server's progress. What names no
+ * call (a log line, the server's own requests) goes to the oldest call
+ * connected, as it did to the one call served at a time; what the server
+ * says of its resources and lists (notifications/resources/updated,
+ * .../list_changed) goes to the watchers (a front door's channel held
+ * between calls), or with none to the oldest call. The egress proxy's
+ * decisions go to the oldest call's batch, sent back as a line
+ * {"egress":"HEX"} before the answer to its request. A connection that
+ * ends with requests in flight gets notifications/cancelled sent to the
+ * server for each. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/cleanup.h"
+#include "core/json.h"
+#include "gateway/call.h"
+#include "gateway/mcp_keeper_int.h"
+
+#define KEEPER_MAX_LINE (GW_DEFAULT_OUTPUT_CAP + 65536)
+
+/* ---- lines ---- */
+
+char *keeper_take_line(struct lines *l)
+{
+  char *nl = l->buf.len ? memchr(l->buf.data, '\n', l->buf.len) : NULL;
+  if (!nl) {
+    if (l->buf.len > KEEPER_MAX_LINE) /* a line this long is nobody's message: dropped */
+      l->buf.len = 0;
+    return NULL;
+  }
+  size_t k = (size_t)(nl - l->buf.data);
+  char *line = cap_xstrndup(l->buf.data, k);
+  memmove(l->buf.data, nl + 1, l->buf.len - k - 1);
+  l->buf.len -= k + 1;
+  return line;
+}
+
+void keeper_fill(struct lines *l)
+{
+  char buf[65536];
+  ssize_t n = read(l->fd, buf, sizeof buf);
+  if (n > 0)
+    cap_buf_append(&l->buf, buf, (size_t)n);
+  else if (n == 0 || (errno != EINTR && errno != EAGAIN))
+    l->eof = true;
+}
+
+bool keeper_put_line(int fd, const char *text, size_t len)
+{
+  struct cap_buf b = {0};
+  cap_buf_append(&b, text, len);
+  cap_buf_putc(&b, '\n');
+  size_t off = 0;
+  while (off < b.len) {
+    ssize_t n = send(fd, b.data + off, b.len - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK)
+      n = write(fd, b.data + off, b.len - off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    off += (size_t)n;
+  }
+  bool ok = off == b.len;
+  cap_buf_free(&b);
+  return ok;
+}
+
+/* ---- messages ---- */
+
+static struct cap_doc *parse_object(const char *line, const char *what, const struct cap_node **msg)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  *msg = cap_json_parse(doc, line, strlen(line), what, 64, &d) == 0 &&
+                 doc->root->kind == CAP_NODE_OBJECT
+             ? doc->root
+             : NULL;
+  cap_diags_free(&d);
+  return doc;
+}
+
+/* json (a value as JSON text) written as a value */
+static void write_json(struct cap_jw *w, const char *json)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  if (cap_json_parse(doc, json, strlen(json), "id", 4, &d) == 0)
+    cap_jw_node(w, doc->root);
+  else
+    cap_jw_null(w);
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
+/* n written with the member at path (depth keys) replaced by json */
+static void write_with(struct cap_jw *w, const struct cap_node *n, const char *const *path,
+                       size_t depth, const char *json)
+{
+  if (!depth) {
+    write_json(w, json);
+    return;
+  }
+  if (n->kind != CAP_NODE_OBJECT) {
+    cap_jw_node(w, n);
+    return;
+  }
+  cap_jw_begin_object(w);
+  for (size_t i = 0; i < n->u.obj.len; i++) {
+    const struct cap_member *m = &n->u.obj.items[i];
+    cap_jw_key(w, m->key);
+    if (strcmp(m->key, path[0]) == 0)
+      write_with(w, m->value, path + 1, depth - 1, json);
+    else
+      cap_jw_node(w, m->value);
+  }
+  cap_jw_end_object(w);
+}
+
+/* msg as JSON text with the member at path replaced by json */
+static char *rewritten(const struct cap_node *msg, const char *const *path, size_t depth,
+                       const char *json)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  write_with(&w, msg, path, depth, json);
+  return cap_buf_steal(&b);
+}
+
+static char *node_text(const struct cap_node *n)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_node(&w, n);
+  return cap_buf_steal(&b);
+}
+
+static void send_rewritten(int fd, const struct cap_node *msg, const char *const *path,
+                           size_t depth, const char *json)
+{
+  _cleanup_free_ char *text = rewritten(msg, path, depth, json);
+  keeper_put_line(fd, text, strlen(text));
+}
+
+static const char *method_of(const struct cap_node *m)
+{
+  const struct cap_node *method = cap_node_get(m, "method");
+  return method && method->kind == CAP_NODE_STRING ? method->u.str.ptr : NULL;
+}
+
+/* ---- connections ---- */
+
+static void egress_event(void *arg, const struct proxy_egress_event *ev)
+{
+  struct keeper *k = arg;
+  pthread_mutex_lock(&k->egress_lock);
+  struct gw_egress_batch *b = k->egress_next;
+  for (size_t i = 0; i < k->n_conns; i++) /* in accept order: the first call is the oldest */
+    if (!k->conns[i]->watch) {
+      b = k->conns[i]->egress;
+      break;
+    }
+  b->sink.event(b->sink.arg, ev);
+  pthread_mutex_unlock(&k->egress_lock);
+}
+
+static struct gw_egress_batch *batch_new(void)
+{
+  struct gw_egress_batch *b = cap_xmalloc(sizeof *b);
+  gw_egress_batch_init(b);
+  return b;
+}
+
+static void batch_free(struct gw_egress_batch *b)
+{
+  if (b)
+    gw_egress_batch_free(b);
+  free(b);
+}
+
+void keeper_route_init(struct keeper *k)
+{
+  pthread_mutex_init(&k->egress_lock, NULL);
+  k->egress_next = batch_new();
+  k->egress_sink = (struct proxy_egress_sink){.event = egress_event, .arg = k};
+}
+
+bool keeper_conn_add(struct keeper *k, int fd)
+{
+  if (k->n_conns >= KEEPER_MAX_CONNS) {
+    close(fd);
+    return false;
+  }
+  struct keeper_conn *c = cap_xcalloc(1, sizeof *c);
+  *c = (struct keeper_conn){.fd = fd, .in = {.fd = fd}, .serial = k->next_serial++};
+  struct gw_egress_batch *fresh = batch_new();
+  pthread_mutex_lock(&k->egress_lock);
+  c->egress = k->egress_next; /* what came with no call in: the next call's */
+  k->egress_next = fresh;
+  k->conns[k->n_conns++] = c;
+  pthread_mutex_unlock(&k->egress_lock);
+  return true;
+}
+
+void keeper_conn_drop(struct keeper *k, struct keeper_conn *c)
+{
+  for (size_t i = 0; i < KEEPER_MAX_PENDING; i++) {
+    struct keeper_pending *p = &k->pending[i];
+    if (!p->theirs || p->conn != c)
+      continue;
+    _cleanup_free_ char *text = cap_xasprintf(
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
+        "%lld,\"reason\":\"the call ended\"}}",
+        (long long)p->ours);
+    keeper_put_line(k->in_w, text, strlen(text));
+    free(p->theirs);
+    free(p->token);
+    *p = (struct keeper_pending){0};
+  }
+  pthread_mutex_lock(&k->egress_lock);
+  for (size_t i = 0; i < k->n_conns; i++)
+    if (k->conns[i] == c) {
+      memmove(&k->conns[i], &k->conns[i + 1], (k->n_conns - i - 1) * sizeof *k->conns);
+      k->n_conns--;
+      break;
+    }
+  pthread_mutex_unlock(&k->egress_lock);
+  batch_free(c->egress); /* a call gone without its answer: its decisions dropped */
+  close(c->fd);
+  cap_buf_free(&c->in.buf);
+  free(c);
+}
+
+size_t keeper_calls(const struct keeper *k)
+{
+  size_t n = 0;
+  for (size_t i = 0; i < k->n_conns; i++)
+    n += !k->conns[i]->watch;
+  return n;
+}
+
+static struct keeper_conn *oldest_call(const struct keeper *k)
+{
+  for (size_t i = 0; i < k->n_conns; i++)
+    if (!k->conns[i]->watch)
+      return k->conns[i];
+  return NULL;
+}
+
+/* ---- from a connection ---- */
+
+static void request_from_conn(struct keeper *k, struct keeper_conn *c, const struct cap_node *m,
+                              const struct cap_node *id)
+{
+  struct keeper_pending *slot = NULL;
+  for (size_t i = 0; i < KEEPER_MAX_PENDING && !slot; i++)
+    if (!k->pending[i].theirs)
+      slot = &k->pending[i];
+  if (!slot) { /* more in flight than the server is given at once */
+    _cleanup_free_ char *theirs = node_text(id);
+    _cleanup_free_ char *text = cap_xasprintf(
+        "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32603,\"message\":\"the warm "
+        "server has %d requests in flight; try again\"}}",
+        theirs, KEEPER_MAX_PENDING);
+    keeper_put_line(c->fd, text, strlen(text));
+    return;
+  }
+  slot->theirs = node_text(id);
+  slot->ours = k->next_id++;
+  slot->conn = c;
+  char ours[24];
+  snprintf(ours, sizeof ours, "%lld", (long long)slot->ours);
+  static const char *const id_path[] = {"id"};
+  static const char *const token_path[] = {"params", "_meta", "progressToken"};
+  const struct cap_node *token =
+      cap_node_get(cap_node_get(cap_node_get(m, "params"), "_meta"), "progressToken");
+  if (!token)
+    return send_rewritten(k->in_w, m, id_path, 1, ours);
+  slot->token = node_text(token); /* two calls' tokens may be alike: the server sees ours */
+  _cleanup_free_ char *renumbered = rewritten(m, id_path, 1, ours);
+  const struct cap_node *again = NULL;
+  struct cap_doc *doc = parse_object(renumbered, "call", &again);
+  if (again)
+    send_rewritten(k->in_w, again, token_path, 3, ours);
+  cap_doc_free(doc);
+}
+
+void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
+{
+  const struct cap_node *m;
+  struct cap_doc *doc = parse_object(line, "call", &m);
+  const struct cap_node *id = m ? cap_node_get(m, "id") : NULL;
+  const char *method = m ? method_of(m) : NULL;
+  const struct cap_node *keeper = m ? cap_node_get(m, "keeper") : NULL;
+  if (keeper && keeper->kind == CAP_NODE_STRING && strcmp(keeper->u.str.ptr, "watch") == 0) {
+    if (k->n_conns - keeper_calls(k) >= KEEPER_MAX_WATCHERS) { /* no room: its watcher sees EOF */
+      shutdown(c->fd, SHUT_RDWR);
+      c->in.eof = true;
+      cap_doc_free(doc);
+      return;
+    }
+    pthread_mutex_lock(&k->egress_lock);
+    c->watch = true; /* a channel, not a call: no egress of its own */
+    pthread_mutex_unlock(&k->egress_lock);
+  } else if (method && id) {
+    request_from_conn(k, c, m, id);
+  } else if (method && strcmp(method, "notifications/cancelled") == 0) {
+    const struct cap_node *named = cap_node_get(cap_node_get(m, "params"), "requestId");
+    _cleanup_free_ char *rid = named ? node_text(named) : NULL; /* none: nothing to cancel */
+    static const char *const path[] = {"params", "requestId"};
+    for (size_t i = 0; rid && i < KEEPER_MAX_PENDING; i++)
+      if (k->pending[i].theirs && k->pending[i].conn == c &&
+          strcmp(k->pending[i].theirs, rid) == 0) {
+        char ours[24];
+        snprintf(ours, sizeof ours, "%lld", (long long)k->pending[i].ours);
+        send_rewritten(k->in_w, m, path, 2, ours);
+      }
+  } else if (m) { /* a notification, or an answer to the server's request */
+    keeper_put_line(k->in_w, line, strlen(line));
+  }
+  cap_doc_free(doc);
+}
+
+/* ---- from the server ---- */
+
+/* The call's egress decisions so far, as a line before its answer */
+static void send_egress(struct keeper *k, struct keeper_conn *c)
+{
+  struct gw_egress_batch *fresh = batch_new();
+  pthread_mutex_lock(&k->egress_lock);
+  struct gw_egress_batch *b = c->egress;
+  c->egress = fresh;
+  pthread_mutex_unlock(&k->egress_lock);
+  if (b->n || b->over) {
+    struct cap_buf bin = {0}, line = {0};
+    gw_egress_batch_encode(b, &bin);
+    cap_buf_puts(&line, "{\"egress\":\"");
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < bin.len; i++) {
+      unsigned char ch = (unsigned char)bin.data[i];
+      cap_buf_putc(&line, hex[ch >> 4]);
+      cap_buf_putc(&line, hex[ch & 15]);
+    }
+    cap_buf_puts(&line, "\"}");
+    keeper_put_line(c->fd, line.data, line.len);
+    cap_buf_free(&bin);
+    cap_buf_free(&line);
+  }
+  batch_free(b);
+}
+
+static void answer_from_server(struct keeper *k, const struct cap_node *m, int64_t id)
+{
+  for (size_t i = 0; i < KEEPER_MAX_PENDING; i++) {
+    struct keeper_pending *p = &k->pending[i];
+    if (!p->theirs || p->ours != id)
+      continue;
+    send_egress(k, p->conn);
+    static const char *const path[] = {"id"};
+    send_rewritten(p->conn->fd, m, path, 1, p->theirs);
+    free(p->theirs);
+    free(p->token);
+    *p = (struct keeper_pending){0};
+    return;
+  }
+}
+
+/* The server's progress for a request's token: to that request's call */
+static bool progress_from_server(struct keeper *k, const struct cap_node *m)
+{
+  const struct cap_node *t = cap_node_get(cap_node_get(m, "params"), "progressToken");
+  if (!t || t->kind != CAP_NODE_INT)
+    return false;
+  for (size_t i = 0; i < KEEPER_MAX_PENDING; i++) {
+    struct keeper_pending *p = &k->pending[i];
+    if (p->theirs && p->token && p->ours == t->u.num.i) {
+      static const char *const path[] = {"params", "progressToken"};
+      send_rewritten(p->conn->fd, m, path, 2, p->token);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* What the server says of its resources and lists, for whoever watches */
+static bool for_watchers(const char *method)
+{
+  size_t n = strlen(method);
+  static const char changed[] = "/list_changed";
+  return strncmp(method, "notifications/resources/", 24) == 0 ||
+         (n > sizeof changed - 1 && strcmp(method + n - (sizeof changed - 1), changed) == 0);
+}
+
+void keeper_from_server(struct keeper *k, const char *line)
+{
+  const struct cap_node *m;
+  struct cap_doc *doc = parse_object(line, "server", &m);
+  const struct cap_node *id = m ? cap_node_get(m, "id") : NULL;
+  const char *method = m ? method_of(m) : NULL;
+  if (m && !cap_node_get(m, "method") && id && id->kind == CAP_NODE_INT) {
+    answer_from_server(k, m, id->u.num.i);
+  } else if (method && strcmp(method, "notifications/progress") == 0 &&
+             progress_from_server(k, m)) {
+    /* sent to its call */
+  } else if (method) {
+    bool watched = false;
+    for (size_t i = 0; i < k->n_conns && for_watchers(method); i++)
+      if (k->conns[i]->watch)
+        watched = keeper_put_line(k->conns[i]->fd, line, strlen(line)) || watched;
+    struct keeper_conn *c = watched ? NULL : oldest_call(k);
+    if (c) /* the server's notification or request: the oldest call's */
+      keeper_put_line(c->fd, line, strlen(line));
+  }
+  cap_doc_free(doc);
+}
