@@ -51,6 +51,8 @@ scripts=(
   # the eighth's (tests/review8/)
   ../review8/package_watch_moved.sh ../review8/warm_connect_state_lock.sh
   ../review8/route_verdict_nat64.sh
+  # the ninth's (tests/review9/)
+  ../review9/unauth_worker_hog.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
