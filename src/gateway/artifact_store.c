@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -22,12 +23,17 @@
 #define META_MAX 16384
 #define NOT_FOUND "artifact %s not found or expired (artifacts live 6 hours, for their user only)"
 
+/* The bytes a writer reserves at a time: its part file is grown to them
+ * (sparse) under the user's lock, so that writers at once see each
+ * other's room in the directory's sizes */
+#define RESERVE_STEP ((uint64_t)4 << 20)
+
 struct gw_artifact_writer {
   int dfd, fd;
   char id[GW_ARTIFACT_ID_LEN + 1];
   char part[GW_ARTIFACT_ID_LEN + 8];
   char *user, *filename, *mime_type;
-  uint64_t size, limit;
+  uint64_t size, reserved;
 };
 
 void gw_artifact_meta_free(struct gw_artifact_meta *m)
@@ -224,7 +230,8 @@ static bool name_id(const char *name, const char *suffix, char id[GW_ARTIFACT_ID
 
 /* Removes the expired artifacts (and anything else older than their
  * life: a half-written one), and counts the live ones and their bytes
- * (those being written included). */
+ * (those being written included, as their room reserved). Called with
+ * the user's lock (flock on the directory) held. */
 static void sweep(int dfd, size_t *count, uint64_t *bytes)
 {
   *count = 0;
@@ -255,10 +262,12 @@ static void sweep(int dfd, size_t *count, uint64_t *bytes)
       continue;
     if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue;
-    if (now - st.st_mtime > GW_ARTIFACT_TTL_S + 60) /* an orphan, or a write abandoned */
+    if (now - st.st_mtime > GW_ARTIFACT_TTL_S + 60) { /* an orphan, or a write abandoned */
       unlinkat(dfd, e->d_name, 0);
-    else if (S_ISREG(st.st_mode))
+    } else if (S_ISREG(st.st_mode)) {
       *bytes += (uint64_t)st.st_size;
+      *count += e->d_name[0] == '.' && name_id(e->d_name + 1, ".part", id); /* being written */
+    }
   }
   closedir(d);
 }
@@ -323,9 +332,11 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
     return dfd;
   size_t count;
   uint64_t bytes;
+  flock(dfd,
+        LOCK_EX); /* the count and the part file made at once: uploads at once see each other */
   sweep(dfd, &count, &bytes);
   if (count >= GW_ARTIFACT_USER_COUNT || bytes >= GW_ARTIFACT_USER_BYTES) {
-    close(dfd);
+    close(dfd); /* and its lock */
     return cap_error_set(err, EDQUOT,
                          "%s holds %zu artifacts of %llu bytes, the most capsule keeps for a user "
                          "(%d, %llu bytes); they expire %d hours after they were stored",
@@ -334,9 +345,6 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
   }
   struct gw_artifact_writer *w = cap_xcalloc(1, sizeof *w);
   w->dfd = dfd;
-  w->limit = GW_ARTIFACT_USER_BYTES - bytes;
-  if (w->limit > GW_ARTIFACT_MAX_BYTES)
-    w->limit = GW_ARTIFACT_MAX_BYTES;
   int r = new_id(w->id, err);
   if (r == 0) {
     snprintf(w->part, sizeof w->part, ".%s.part", w->id);
@@ -344,6 +352,7 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
     if (w->fd < 0)
       r = cap_error_errno(err, errno, "cannot write into the artifact store %s", store);
   }
+  flock(dfd, LOCK_UN);
   if (r < 0) {
     close(dfd);
     free(w);
@@ -356,15 +365,49 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
   return 0;
 }
 
+/* Room for the artifact to hold need bytes, taken under the user's lock
+ * against what the user's other artifacts, stored and being written,
+ * hold: the part file grown (sparse) to the room reserved, RESERVE_STEP
+ * at a time. */
+static int reserve(struct gw_artifact_writer *w, uint64_t need, struct cap_error *err)
+{
+  flock(w->dfd, LOCK_EX);
+  size_t count;
+  uint64_t bytes, mine = 0;
+  sweep(w->dfd, &count, &bytes);
+  struct stat st;
+  if (fstat(w->fd, &st) == 0)
+    mine = (uint64_t)st.st_size;
+  uint64_t others = bytes > mine ? bytes - mine : 0;
+  uint64_t room = others < GW_ARTIFACT_USER_BYTES ? GW_ARTIFACT_USER_BYTES - others : 0;
+  if (room > GW_ARTIFACT_MAX_BYTES)
+    room = GW_ARTIFACT_MAX_BYTES;
+  uint64_t want = (need + RESERVE_STEP - 1) / RESERVE_STEP * RESERVE_STEP;
+  int r = 0;
+  if (need > room)
+    r = cap_error_set(err, EFBIG,
+                      "the artifact is larger than %llu bytes, the most capsule keeps (%llu a "
+                      "file, %llu for all of a user's)",
+                      (unsigned long long)room, (unsigned long long)GW_ARTIFACT_MAX_BYTES,
+                      (unsigned long long)GW_ARTIFACT_USER_BYTES);
+  else if (ftruncate(w->fd, (off_t)(want < room ? want : room)) < 0)
+    r = cap_error_errno(err, errno, "cannot write the artifact");
+  else
+    w->reserved = want < room ? want : room;
+  flock(w->dfd, LOCK_UN);
+  return r;
+}
+
 int gw_artifact_write(struct gw_artifact_writer *w, const void *data, size_t len,
                       struct cap_error *err)
 {
-  if (len > w->limit - w->size)
-    return cap_error_set(err, EFBIG,
-                         "the artifact is larger than %llu bytes, the most capsule keeps (%llu a "
-                         "file, %llu for all of a user's)",
-                         (unsigned long long)w->limit, (unsigned long long)GW_ARTIFACT_MAX_BYTES,
-                         (unsigned long long)GW_ARTIFACT_USER_BYTES);
+  if (len > GW_ARTIFACT_MAX_BYTES - w->size)
+    return cap_error_set(
+        err, EFBIG, "the artifact is larger than %llu bytes, the most capsule keeps for a file",
+        (unsigned long long)GW_ARTIFACT_MAX_BYTES);
+  int r = w->size + len > w->reserved ? reserve(w, w->size + len, err) : 0;
+  if (r < 0)
+    return r;
   for (size_t off = 0; off < len;) {
     ssize_t n = write(w->fd, (const char *)data + off, len - off);
     if (n < 0 && errno == EINTR)
@@ -424,7 +467,9 @@ int gw_artifact_commit(struct gw_artifact_writer *w, const char *origin, const c
   int r = 0;
   char data[GW_ARTIFACT_ID_LEN + 8];
   snprintf(data, sizeof data, "%s.data", w->id);
-  if (close(w->fd) < 0)
+  if (ftruncate(w->fd, (off_t)w->size) < 0) /* the room reserved past its bytes */
+    r = cap_error_errno(err, errno, "cannot write the artifact");
+  if (close(w->fd) < 0 && r == 0)
     r = cap_error_errno(err, errno, "cannot write the artifact");
   w->fd = -1;
   if (r == 0 && renameat(w->dfd, w->part, w->dfd, data) < 0)
@@ -550,8 +595,9 @@ void gw_artifact_sweep_all(const char *store)
       continue;
     size_t count;
     uint64_t bytes;
+    flock(dfd, LOCK_EX);
     sweep(dfd, &count, &bytes); /* the directory stays: an upload may be opening it */
-    close(dfd);
+    close(dfd);                 /* and its lock */
   }
   closedir(d);
 }

@@ -52,7 +52,7 @@ scripts=(
   ../review8/package_watch_moved.sh ../review8/warm_connect_state_lock.sh
   ../review8/route_verdict_nat64.sh
   # the ninth's (tests/review9/)
-  ../review9/unauth_worker_hog.sh
+  ../review9/unauth_worker_hog.sh ../review9/store_quota_race.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
