@@ -212,6 +212,15 @@ bool serve_grpc_artifacts_in(const struct serve_grpc_artifacts *x,
   struct cap_doc *doc = parse(call->parameters);
   const struct cap_node *list = doc ? cap_node_get(doc->root, "attachments") : NULL;
   bool ok = true;
+  size_t refs = doc ? gw_artifact_refs(doc->root) : 0;
+  if (refs > GW_ARTIFACT_USER_COUNT) { /* a user has no more: some named twice */
+    a->error = cap_xasprintf("attachments: %zu entries name artifacts, more than a user holds "
+                             "(%d); name each once",
+                             refs, GW_ARTIFACT_USER_COUNT);
+    audit(x, "artifact-in", user, call->tool_name, NULL, a->error);
+    ok = false;
+    list = NULL;
+  }
   for (size_t i = 0; ok && list && list->kind == CAP_NODE_ARRAY && i < list->u.arr.len; i++) {
     const char *id = id_of(list->u.arr.items[i]);
     if (!id)
