@@ -94,6 +94,9 @@ struct capture {
   const char *store, *user, *origin; /* serve --grpc: into its artifact store instead */
   int timeout_ms;
   size_t n;
+  char **stored; /* the store's ids written so far: removed when the capture fails */
+  size_t n_stored;
+  size_t output_cap; /* the store's: the result naming its ids must stay within it */
 };
 
 /* The artifact into the store (serve --grpc's): its new id (*id, owned). */
@@ -111,6 +114,20 @@ static int store_one(const struct capture *c, const char *name, const char *sour
     gw_artifact_meta_free(&meta);
   }
   return r;
+}
+
+/* The result's artifacts stored before the capture failed: nobody is told
+ * their ids, so they go. */
+static void forget_stored(struct capture *c, bool remove)
+{
+  for (size_t i = 0; i < c->n_stored; i++) {
+    if (remove)
+      gw_artifact_remove(c->store, c->user, c->stored[i]);
+    free(c->stored[i]);
+  }
+  free(c->stored);
+  c->stored = NULL;
+  c->n_stored = 0;
 }
 
 /* One entry: downloaded and written as {its fields but the id, path,
@@ -135,6 +152,10 @@ static int capture_one(struct capture *c, struct cap_jw *w, const struct cap_nod
   if (r < 0) {
     selu_artifact_free(&a);
     return cap_error_prefix(err, "artifact %s", id), r;
+  }
+  if (stored) {
+    c->stored = cap_xrealloc(c->stored, (c->n_stored + 1) * sizeof *c->stored);
+    c->stored[c->n_stored++] = cap_xstrdup(stored);
   }
   cap_jw_begin_object(w);
   for (size_t i = 0; i < item->u.obj.len; i++) {
@@ -195,9 +216,15 @@ static int capture_result(struct capture *c, const char *result, char **out, str
   }
   cap_jw_end_object(&w);
   cap_doc_free(doc);
+  if (r == 0 && c->output_cap && b.len > c->output_cap) /* the call would fail for it, later */
+    r = cap_error_set(err, EFBIG,
+                      "the result naming its artifacts by capsule's ids is %zu bytes, more than "
+                      "the output cap (%zu)",
+                      b.len, c->output_cap);
   if (r == 0 && c->n)
     *out = cap_buf_steal(&b);
   cap_buf_free(&b);
+  forget_stored(c, r < 0);
   return r;
 }
 
@@ -216,7 +243,8 @@ int gw_selu_capture_stored(struct selu_channel *ch, const struct gw_call *call, 
                       .store = call->artifact_store,
                       .user = call->user ? call->user : "",
                       .origin = origin,
-                      .timeout_ms = timeout_ms};
+                      .timeout_ms = timeout_ms,
+                      .output_cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP};
   return capture_result(&c, result, out, err);
 }
 

@@ -53,7 +53,7 @@ scripts=(
   ../review8/route_verdict_nat64.sh
   # the ninth's (tests/review9/)
   ../review9/unauth_worker_hog.sh ../review9/store_quota_race.sh
-  ../review9/attach_flood.sh
+  ../review9/attach_flood.sh ../review9/selu_capture_orphans.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
