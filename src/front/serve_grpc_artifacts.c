@@ -102,7 +102,8 @@ void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_s
   else if (w)
     gw_artifact_abort(w);
   if (r < 0) {
-    _cleanup_free_ char *what = cap_xasprintf("refused %.200s: %s", name, err.message);
+    _cleanup_free_ char *clean = gw_artifact_clean_name(name);
+    _cleanup_free_ char *what = cap_xasprintf("refused %s: %s", clean, err.message);
     audit(x, "artifact-upload", user, x->only, NULL, what);
     refuse(a, err.message);
     a->size = size;

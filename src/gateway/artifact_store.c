@@ -16,6 +16,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
+#include "core/escape.h"
 #include "core/json.h"
 #include "core/node.h"
 #include "gateway/state.h"
@@ -276,10 +277,13 @@ static void sweep(int dfd, size_t *count, uint64_t *bytes)
 
 #define NAME_MAX_BYTES 200
 
-/* A file name as the store keeps it: its last path component, controls
- * replaced, not hidden, at most NAME_MAX_BYTES (whole UTF-8 characters);
+/* A file name as the store keeps it: its last path component, not
+ * hidden, at most NAME_MAX_BYTES (whole UTF-8 characters), each control,
+ * bidi or invisible formatting character and each byte that is not UTF-8
+ * (core/escape.h's) replaced by '_', so that it is text every reader takes
+ * (a PostgreSQL audit record, a protobuf string) and shows as it is;
  * "artifact.bin" when nothing is left. */
-static char *clean_name(const char *name)
+char *gw_artifact_clean_name(const char *name)
 {
   const char *base = name ? name : "";
   for (const char *c = base; *c; c++)
@@ -292,9 +296,15 @@ static char *clean_name(const char *name)
       n--;
   }
   struct cap_buf b = {0};
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)base[i];
-    cap_buf_putc(&b, ch < 0x20 || ch == 0x7f || (i == 0 && ch == '.') ? '_' : (char)ch);
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    enum cap_text_kind kind;
+    size_t u = cap_escape_scan(base + i, n - i, &cp, &kind);
+    if (kind != CAP_TEXT_PLAIN || (i == 0 && base[i] == '.'))
+      cap_buf_putc(&b, '_');
+    else
+      cap_buf_append(&b, base + i, u);
+    i += u;
   }
   if (!b.len)
     cap_buf_puts(&b, "artifact.bin");
@@ -359,7 +369,7 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
     return r;
   }
   w->user = cap_xstrdup(user);
-  w->filename = clean_name(filename);
+  w->filename = gw_artifact_clean_name(filename);
   w->mime_type = cap_xstrdup(clean_mime(mime_type));
   *ret = w;
   return 0;

@@ -54,7 +54,7 @@ if (mode === 'hog') { // HOG_N calls without a token that send nothing, held HOG
 }
 if (mode === 'health') { out(await health()); process.exit(0); }
 if (mode === 'upload') { // UPLOAD_NAME, UPLOAD_BYTES
-  const r = await upload([{ filename: env.UPLOAD_NAME || 'a.txt', mime_type: 'text/plain',
+  const r = await upload([{ filename: env.UPLOAD_NAME_JSON ? JSON.parse(env.UPLOAD_NAME_JSON) : env.UPLOAD_NAME || 'a.txt', mime_type: 'text/plain',
     data: Buffer.alloc(Number(env.UPLOAD_BYTES || 3), 0x61) }]);
   out(r);
   process.exit(0);
