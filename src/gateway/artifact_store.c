@@ -453,6 +453,11 @@ void gw_artifact_abort(struct gw_artifact_writer *w)
 static int meta_write(int dfd, const struct gw_artifact_meta *m, struct cap_error *err)
 {
   _cleanup_free_ char *text = gw_artifact_meta_format(m);
+  if (strlen(text) >= META_MAX) /* meta_read would not take it: stored, then never found */
+    return cap_error_set(err, ENAMETOOLONG,
+                         "the artifact's record is %zu bytes, more than the store keeps (%d): "
+                         "the tool's name or its own id for the artifact is too long",
+                         strlen(text), META_MAX);
   char part[GW_ARTIFACT_ID_LEN + 16], name[GW_ARTIFACT_ID_LEN + 8];
   snprintf(part, sizeof part, ".%s.mpart", m->id);
   snprintf(name, sizeof name, "%s.meta", m->id);
