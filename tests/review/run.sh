@@ -55,7 +55,7 @@ scripts=(
   ../review9/unauth_worker_hog.sh ../review9/store_quota_race.sh
   ../review9/attach_flood.sh ../review9/selu_capture_orphans.sh
   ../review9/artifact_name_audit.sh ../review9/selu_long_id.sh
-  ../review9/selu_error_audit_pg.sh
+  ../review9/selu_error_audit_pg.sh ../review9/artifact_probes.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

@@ -101,5 +101,47 @@ if (mode === 'attach-many') { // one upload named ATTACH_N times in an echo call
   process.exit(0);
 }
 if (mode === 'invoke') { out(await invoke(env.TOOL, JSON.parse(env.ARGS || '{}'))); process.exit(0); }
+const download = (id, t = token, cancelAfter = 0) => new Promise((resolve) => {
+  const chunks = [];
+  const s = orch.DownloadOutputArtifact({ capability_artifact_id: id }, meta(t), { deadline: Date.now() + 60000 });
+  s.on('data', (c) => { chunks.push(c); if (cancelAfter && chunks.length >= cancelAfter) s.cancel(); });
+  s.on('error', (err) => resolve({ err: errOf(err), chunks }));
+  s.on('end', () => resolve({ chunks }));
+});
+if (mode === 'probes') { // attempts; one JSON line each
+  const names = ['../../../../tmp/r9-escape', '/etc/r9-passwd', '..', '.hidden', 'a\\..\\b', 'x'.repeat(5000)];
+  for (const n of names) {
+    const r = await upload([{ filename: n, data: Buffer.from('n') }]);
+    out({ probe: 'name', sent: n.slice(0, 40), id: r.res && r.res.capability_artifact_id, err: r.err });
+  }
+  const mine = (await upload([{ filename: 'alice.txt', data: Buffer.from('secret') }])).res.capability_artifact_id;
+  const theirs = await download(mine, env.OTHER_TOKEN);
+  out({ probe: 'other-user', got: theirs.chunks.map((c) => c.data.toString() + c.error).join(''), err: theirs.err });
+  for (const id of ['../' + mine, mine + '/../x', mine.toUpperCase(), mine + '\n', 'capsule-artifact-' + '0'.repeat(32)]) {
+    const r = await download(id);
+    out({ probe: 'id', sent: id, got: r.chunks.map((c) => c.data.toString() + '|' + c.error).join('') });
+  }
+  // a chunk that is not an UploadInputArtifactChunk: raw bytes
+  const raw = await new Promise((resolve) => {
+    const s = orch.makeClientStreamRequest('/selu.capability.v1.Capability/UploadInputArtifact', (b) => b, (b) => b,
+      meta(token), { deadline: Date.now() + 20000 }, (err, res) => resolve({ err: errOf(err), res }));
+    s.write(Buffer.from([0xff, 0xff, 0xff, 0x0f]));
+    s.end();
+  });
+  out({ probe: 'garbage', err: raw.err });
+  const big = await upload([{ filename: 'big.bin', data: Buffer.alloc((4 << 20) + 10) }]);
+  out({ probe: 'oversize', err: big.err, res: big.res });
+  // cancelled mid-stream, both ways
+  const big3 = (await upload([{ filename: 'three.bin', data: Buffer.alloc(3 << 20, 1) }])).res.capability_artifact_id;
+  await Promise.all(Array.from({ length: 30 }, () => download(big3, token, 1)));
+  await Promise.all(Array.from({ length: 30 }, () => new Promise((resolve) => {
+    const c = mk();
+    const s = c.UploadInputArtifact(meta(token), { deadline: Date.now() + 20000 }, () => { c.close(); resolve(); });
+    s.write({ filename: 'cut.bin', data: Buffer.alloc(1 << 20) });
+    setTimeout(() => s.cancel(), 300);
+  })));
+  out({ probe: 'cancels', health: await health() });
+  process.exit(0);
+}
 console.error(`unknown mode ${mode}`);
 process.exit(2);
