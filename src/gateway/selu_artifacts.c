@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -325,18 +326,28 @@ static int attach_stored_one(struct selu_channel *ch, const struct gw_call *call
 {
   const char *id = str_member(item, "capability_artifact_id");
   struct gw_artifact_meta meta;
-  char *data = NULL;
-  size_t len = 0;
-  int r = gw_artifact_read(call->artifact_store, call->user ? call->user : "", id, &meta, &data,
-                           &len, err);
-  _cleanup_free_ char *theirs = NULL;
-  if (r == 0) {
-    r = selu_artifact_upload(ch, meta.filename, meta.mime_type, data, len, timeout_ms, &theirs,
-                             err);
-    free(data);
+  int fd = -1;
+  int r = gw_artifact_open(call->artifact_store, call->user ? call->user : "", id, &meta, &fd, err);
+  /* mapped, not read: calls at once would each hold up to 32 MiB of the
+   * process's memory (the store's files are never written in place) */
+  size_t len = r == 0 ? (size_t)meta.size : 0;
+  void *data = NULL;
+  if (r == 0 && len && (data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+    data = NULL;
+    r = cap_error_errno(err, errno, "cannot read artifact %s", id);
   }
-  if (r < 0)
+  if (fd >= 0)
+    close(fd);
+  _cleanup_free_ char *theirs = NULL;
+  if (r == 0)
+    r = selu_artifact_upload(ch, meta.filename, meta.mime_type, data ? data : "", len, timeout_ms,
+                             &theirs, err);
+  if (data)
+    munmap(data, len);
+  if (r < 0) {
+    gw_artifact_meta_free(&meta);
     return cap_error_prefix(err, "attachments[%zu]", index), r;
+  }
   cap_jw_begin_object(w);
   for (size_t i = 0; i < item->u.obj.len; i++) {
     const struct cap_member *m = &item->u.obj.items[i];

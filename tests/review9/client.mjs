@@ -100,6 +100,17 @@ if (mode === 'attach-many') { // one upload named ATTACH_N times in an echo call
   out({ id, err: r.err, error: r.res && r.res.error && r.res.error.slice(0, 300) });
   process.exit(0);
 }
+if (mode === 'attach-big') { // ATTACH_N calls at once, each attaching one upload of ATTACH_BYTES to TOOL
+  const part = Buffer.alloc(2 << 20, 0x63);
+  const u = await upload([{ filename: 'big.bin' },
+    ...Array.from({ length: Math.ceil(Number(env.ATTACH_BYTES) / part.length) }, () => ({ data: part }))]);
+  const id = u.res && u.res.capability_artifact_id;
+  if (!id) { out({ failed: u }); process.exit(2); }
+  const rs = await Promise.all(Array.from({ length: Number(env.ATTACH_N) },
+    () => invoke(env.TOOL, { attachments: [{ capability_artifact_id: id }] })));
+  out({ id, results: rs.map((r) => (r.err ? r.err.details : r.res.error || r.res.result).replace(/^.*log: [^)]*\): /, '').slice(0, 120)).slice(0, 3) });
+  process.exit(0);
+}
 if (mode === 'invoke') { out(await invoke(env.TOOL, JSON.parse(env.ARGS || '{}'))); process.exit(0); }
 const download = (id, t = token, cancelAfter = 0) => new Promise((resolve) => {
   const chunks = [];
