@@ -7,7 +7,8 @@
 # (one artifact, sparse on disk) and 250 artifacts; 12 uploads of 2 MiB
 # begun together must not take her past 256 MiB, and 12 tiny ones past
 # 256 artifacts. Exits 1 while either bound is passed, 0 blocked, 77
-# cannot run. Usage: store_quota_race.sh CAPSULE
+# cannot run. Then again with capsule as uid 65534.
+# Usage: store_quota_race.sh CAPSULE
 capsule=$(realpath "${1:-build/capsule}")
 . "$(dirname "$0")/lib.sh"
 command -v truncate >/dev/null || { echo "SKIP: no truncate"; exit 77; }
@@ -20,6 +21,7 @@ plant() { # ID SIZE: an artifact of alice's as an upload leaves it (bytes sparse
   printf '{"user":"alice","filename":"p.bin","mime_type":"application/octet-stream","origin":"upload","source_id":null,"size":%s,"created":%s}' \
     "$2" "$(date +%s)" >"$dir/$1.meta"
   chmod 600 "$dir/$1.data" "$dir/$1.meta"
+  if [ "${R9_NOBODY:-}" = 1 ]; then chown 65534:65534 "$dir/$1.data" "$dir/$1.meta"; fi
 }
 plant capsule-artifact-$(printf '%032x' 1) $((250 << 20))
 used() { find "$dir" -maxdepth 1 -type f -name '*.data' -printf '%s\n' | awk '{s += $1} END {print s}'; }
@@ -41,5 +43,4 @@ if [ "$n" -gt 256 ]; then
   echo "VULNERABLE: alice holds $n artifacts, past her 256"
   vulnerable=1
 fi
-[ "$vulnerable" = 0 ] && { echo blocked; exit 0; }
-exit 1
+finish9 "$vulnerable"
