@@ -23,7 +23,7 @@ command -v node >/dev/null && command -v jq >/dev/null || { echo "SKIP: needs no
 [ -n "$pg_bin" ] || { echo "SKIP: PostgreSQL is not installed"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review9-pg.XXXXXX)
 spid=
-trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; pg_stop immediate; rm -rf "$W"' EXIT
+trap '[ -n "$spid" ] && kill -TERM "$spid" 2>/dev/null; sleep 1; pg_stop immediate; rm -rf "$W"' EXIT
 pg_start "$W" || { echo "SKIP: cannot start PostgreSQL"; exit 77; }
 export XDG_STATE_HOME=$W/home CAPSULE_STATE_KEY=$(printf '%064d' 1)
 mkdir -p "$W/caps"

@@ -15,7 +15,22 @@ command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review9.XXXXXX)
 chmod 755 "$W"
 spid=
-cleanup9() { [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; sleep 0.3; rm -rf "$W"; }
+under9() { # DIR: the processes holding a file under DIR (a Selu tool's keeper)
+  local f l
+  for f in /proc/[0-9]*/fd/*; do
+    l=$(readlink "$f" 2>/dev/null) || continue
+    case $l in "$1"/*) f=${f#/proc/}; echo "${f%%/*}" ;; esac
+  done | sort -u | grep -vx "$$"
+}
+cleanup9() { # serve drains (its gRPC and call processes with it), else is killed; then the keepers
+  if [ -n "$spid" ] && kill -TERM "$spid" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$spid" 2>/dev/null
+  fi
+  for p in $(under9 "$W"); do kill -TERM "$p" 2>/dev/null; done
+  sleep 0.3
+  rm -rf "$W"
+}
 trap cleanup9 EXIT
 export CAPSULE_STATE_KEY=
 caps=$W/caps state=$W/state sock=$W/g.sock
@@ -36,7 +51,13 @@ token=$(cap9 access issue r9 --user alice --state "$state" 2>/dev/null | grep -o
 other=$(cap9 access issue r9b --user bob --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
 [ -n "$token" ] && [ -n "$other" ] || { echo "SKIP: cannot issue tokens"; exit 77; }
 start_serve() { # [ARGS...]: serve --grpc on $sock, reachable by any local user
-  as9 "$capsule" serve --caps "$caps" --state "$state" --grpc "unix:$sock" "$@" 2>"$W/serve.log" &
+  # started here, not through as9 (a function: $! would be its subshell's)
+  if [ "${R9_NOBODY:-}" = 1 ]; then
+    setpriv --reuid=65534 --regid=65534 --clear-groups -- env HOME="$W" \
+      "$capsule" serve --caps "$caps" --state "$state" --grpc "unix:$sock" "$@" 2>"$W/serve.log" &
+  else
+    "$capsule" serve --caps "$caps" --state "$state" --grpc "unix:$sock" "$@" 2>"$W/serve.log" &
+  fi
   spid=$!
   for _ in $(seq 400); do [ -S "$sock" ] && break; sleep 0.05; done
   [ -S "$sock" ] || { tail -5 "$W/serve.log"; echo "SKIP: serve --grpc did not start"; exit 77; }

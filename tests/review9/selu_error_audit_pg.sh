@@ -20,7 +20,14 @@ command -v node >/dev/null && command -v jq >/dev/null || { echo "SKIP: needs no
 [ -n "$pg_bin" ] || { echo "SKIP: PostgreSQL is not installed"; exit 77; }
 W=$(mktemp -d /var/tmp/capsule-review9-pg.XXXXXX)
 spid=
-trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; pg_stop immediate; rm -rf "$W"' EXIT
+keepers() { # the Selu tool's keepers: processes holding a file under $W
+  local f l
+  for f in /proc/[0-9]*/fd/*; do
+    l=$(readlink "$f" 2>/dev/null) || continue
+    case $l in "$W"/home/*) f=${f#/proc/}; echo "${f%%/*}" ;; esac
+  done | sort -u | grep -vx "$$"
+}
+trap '[ -n "$spid" ] && kill -TERM "$spid" 2>/dev/null; sleep 1; for p in $(keepers); do kill -TERM "$p" 2>/dev/null; done; pg_stop immediate; rm -rf "$W"' EXIT
 pg_start "$W" || { echo "SKIP: cannot start PostgreSQL"; exit 77; }
 export XDG_STATE_HOME=$W/home CAPSULE_STATE_KEY=$(printf '%064d' 1)
 capsule=$capsule caps=$W/caps state=$PGURL
