@@ -52,6 +52,7 @@ struct pending {
   grpc_call_details details;
   grpc_metadata_array md;
   grpc_completion_queue *cq; /* this call's batches */
+  char *user;                /* the options' authenticate's answer */
   struct pending *next;      /* in the queue */
 };
 
@@ -78,6 +79,7 @@ static void pending_free(struct pending *p)
          GRPC_QUEUE_SHUTDOWN)
     ;
   grpc_completion_queue_destroy(p->cq);
+  free(p->user);
   free(p);
 }
 
@@ -280,6 +282,25 @@ static void answer_free(struct grpc_serve_answer *a)
   free(a->error);
 }
 
+/* The call's token checked before anything is read from the call: false
+ * with a filled (UNAUTHENTICATED) when the options' authenticate refused
+ * it. */
+static bool admitted(struct pending *p, struct grpc_serve_answer *a)
+{
+  const struct grpc_serve_options *o = &p->s->opt;
+  if (!o->authenticate)
+    return true;
+  char *bearer = bearer_of(&p->md);
+  p->user = o->authenticate(o->arg, bearer);
+  gpr_free(bearer);
+  if (p->user)
+    return true;
+  a->status = GRPC_SERVE_UNAUTHENTICATED;
+  a->status_message = cap_xstrdup(o->unauthenticated_message ? o->unauthenticated_message
+                                                             : "a bearer token is needed");
+  return false;
+}
+
 static void answer_call(struct pending *p)
 {
   struct grpc_serve *s = p->s;
@@ -292,6 +313,8 @@ static void answer_call(struct pending *p)
     a.status = GRPC_SERVE_UNIMPLEMENTED;
     a.status_message = cap_xasprintf("capsule serves no method %.200s", m);
     gpr_free(m);
+    respond(p, method, &a, false);
+  } else if (!admitted(p, &a)) {
     respond(p, method, &a, false);
   } else {
     grpc_byte_buffer *in = NULL;
@@ -313,6 +336,7 @@ static void answer_call(struct pending *p)
     struct grpc_serve_call call = {
         .method = method,
         .bearer = bearer,
+        .user = p->user,
         .peer = peer,
         .stream = &stream,
         .recv_chunk = method == GRPC_SERVE_CAP_UPLOAD ? recv_chunk : NULL,

@@ -69,8 +69,9 @@ struct grpc_serve_call {
   size_t n_context;
   const char *session_id, *thread_id; /* the orchestrator's fields, or context's; NULL: none */
   const char *bearer;                 /* the token of "authorization: Bearer TOKEN", or NULL */
-  const char *peer;                   /* the client's address, as gRPC names it */
-  const char *artifact_id;            /* DownloadOutputArtifact's capability_artifact_id */
+  const char *user;        /* what the options' authenticate answered for it, or NULL without one */
+  const char *peer;        /* the client's address, as gRPC names it */
+  const char *artifact_id; /* DownloadOutputArtifact's capability_artifact_id */
   /* The artifact calls' stream: recv_chunk (UploadInputArtifact) gives
    * the next chunk, 1, or 0 at the client's end of the stream, -1 when
    * the stream failed (the client went away, sent a message that is not
@@ -114,6 +115,12 @@ struct grpc_serve_options {
                          cancelled (0: GRPC_SERVE_STREAM_IDLE_MS) */
   grpc_serve_handler handler;
   void *arg;
+  /* The bearer token's user (malloc'd), or NULL: the call is refused
+   * UNAUTHENTICATED with unauthenticated_message before its first message
+   * is taken, so a peer without a token holds no call's worker while it
+   * sends nothing (up to stream_idle_ms each). NULL: the handler's. */
+  char *(*authenticate)(void *arg, const char *bearer);
+  const char *unauthenticated_message;
 };
 
 struct grpc_serve;

@@ -156,16 +156,24 @@ static char *authenticate(struct grpc_proc *g, const char *token)
   return r == 0 ? user : NULL;
 }
 
+#define UNAUTHENTICATED                                                                            \
+  "a bearer token is needed (metadata `authorization: Bearer TOKEN`; `capsule access issue NAME` " \
+  "makes one)"
+
+/* The server's authenticate: before the call's first message is read. */
+static char *admit(void *arg, const char *bearer)
+{
+  return bearer ? authenticate(arg, bearer) : NULL;
+}
+
 static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_serve_answer *a)
 {
   struct grpc_proc *g = arg;
-  _cleanup_free_ char *user = call->bearer ? authenticate(g, call->bearer) : NULL;
+  const char *user = call->user; /* admit's */
   bool stopping = __atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE);
   if (!user) {
     a->status = GRPC_SERVE_UNAUTHENTICATED;
-    a->status_message = cap_xstrdup(
-        "a bearer token is needed (metadata `authorization: Bearer TOKEN`; `capsule access "
-        "issue NAME` makes one)");
+    a->status_message = cap_xstrdup(UNAUTHENTICATED);
     return;
   }
   if (call->health && (stopping || !g->opt->only)) {
@@ -247,7 +255,9 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
                                  .tls_cert = opt->tls_cert,
                                  .tls_key = opt->tls_key,
                                  .handler = handler,
-                                 .arg = &g};
+                                 .arg = &g,
+                                 .authenticate = admit,
+                                 .unauthenticated_message = UNAUTHENTICATED};
   struct grpc_serve *srv = NULL;
   int port = 0;
   if (grpc_serve_start(&o, &srv, &port, &err) < 0) {

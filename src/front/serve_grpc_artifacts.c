@@ -32,6 +32,15 @@ static void audit(const struct serve_grpc_artifacts *x, const char *kind, const 
 
 static void refuse(struct grpc_serve_answer *a, const char *why) { a->error = cap_xstrdup(why); }
 
+/* A name or a tool's id in a record's text, set apart from capsule's own
+ * words: JSON-quoted (malloc'd), so no name reads as another event. */
+static char *q(const char *s)
+{
+  struct cap_buf b = {0};
+  cap_json_quote(&b, s ? s : "", s ? strlen(s) : 0);
+  return cap_buf_steal(&b);
+}
+
 /* An upload whose answer may not reach its client */
 struct unsent {
   const struct serve_grpc_artifacts *x;
@@ -102,15 +111,17 @@ void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_s
   else if (w)
     gw_artifact_abort(w);
   if (r < 0) {
-    _cleanup_free_ char *what = cap_xasprintf("refused %.200s: %s", name, err.message);
+    _cleanup_free_ char *clean = gw_artifact_clean_name(name), *qn = q(clean);
+    _cleanup_free_ char *what = cap_xasprintf("refused %s: %s", qn, err.message);
     audit(x, "artifact-upload", user, x->only, NULL, what);
     refuse(a, err.message);
     a->size = size;
     cap_error_clear(&err);
     return;
   }
+  _cleanup_free_ char *qn = q(meta.filename);
   _cleanup_free_ char *what =
-      cap_xasprintf("stored %s (%s, %" PRIu64 " bytes)", meta.filename, meta.mime_type, meta.size);
+      cap_xasprintf("stored %s (%s, %" PRIu64 " bytes)", qn, meta.mime_type, meta.size);
   audit(x, "artifact-upload", user, x->only, meta.id, what);
   a->result = cap_xstrdup(meta.id);
   a->size = meta.size;
@@ -175,9 +186,10 @@ void serve_grpc_download(const struct serve_grpc_artifacts *x, const struct grpc
   }
   bool ok = send_all(call, &meta, fd, &err);
   close(fd);
-  _cleanup_free_ char *what = ok ? cap_xasprintf("sent %s (%s, %" PRIu64 " bytes)", meta.filename,
-                                                 meta.mime_type, meta.size)
-                                 : cap_xasprintf("not sent: %s", err.message);
+  _cleanup_free_ char *qn = q(meta.filename);
+  _cleanup_free_ char *what =
+      ok ? cap_xasprintf("sent %s (%s, %" PRIu64 " bytes)", qn, meta.mime_type, meta.size)
+         : cap_xasprintf("not sent: %s", err.message);
   audit(x, "artifact-download", user, x->only, meta.id, what);
   cap_error_clear(&err);
   gw_artifact_meta_free(&meta);
@@ -212,6 +224,15 @@ bool serve_grpc_artifacts_in(const struct serve_grpc_artifacts *x,
   struct cap_doc *doc = parse(call->parameters);
   const struct cap_node *list = doc ? cap_node_get(doc->root, "attachments") : NULL;
   bool ok = true;
+  size_t refs = doc ? gw_artifact_refs(doc->root) : 0;
+  if (refs > GW_ARTIFACT_USER_COUNT) { /* a user has no more: some named twice */
+    a->error = cap_xasprintf("attachments: %zu entries name artifacts, more than a user holds "
+                             "(%d); name each once",
+                             refs, GW_ARTIFACT_USER_COUNT);
+    audit(x, "artifact-in", user, call->tool_name, NULL, a->error);
+    ok = false;
+    list = NULL;
+  }
   for (size_t i = 0; ok && list && list->kind == CAP_NODE_ARRAY && i < list->u.arr.len; i++) {
     const char *id = id_of(list->u.arr.items[i]);
     if (!id)
@@ -220,8 +241,9 @@ bool serve_grpc_artifacts_in(const struct serve_grpc_artifacts *x,
     int fd = -1;
     struct cap_error err = {0};
     ok = gw_artifact_open(x->store, user, id, &meta, &fd, &err) == 0;
+    _cleanup_free_ char *qn = ok ? q(meta.filename) : NULL;
     _cleanup_free_ char *what = ok ? cap_xasprintf("%s (%s, %" PRIu64 " bytes) in the arguments",
-                                                   meta.filename, meta.mime_type, meta.size)
+                                                   qn, meta.mime_type, meta.size)
                                    : cap_xasprintf("refused: %s", err.message);
     audit(x, "artifact-in", user, call->tool_name, gw_artifact_id_valid(id) ? id : NULL, what);
     if (!ok)
@@ -246,9 +268,10 @@ static void audit_out(const struct serve_grpc_artifacts *x, const struct grpc_se
   if (id && gw_artifact_open(x->store, user, id, &meta, &fd, &err) == 0) {
     close(fd);
     if (strcmp(meta.origin, "upload") != 0) {
-      _cleanup_free_ char *what = cap_xasprintf(
-          "stored %s (%s, %" PRIu64 " bytes) from %s's artifact %s", meta.filename, meta.mime_type,
-          meta.size, meta.origin, meta.source_id ? meta.source_id : "");
+      _cleanup_free_ char *qn = q(meta.filename), *qs = q(meta.source_id);
+      _cleanup_free_ char *what =
+          cap_xasprintf("stored %s (%s, %" PRIu64 " bytes) from %s's artifact %s", qn,
+                        meta.mime_type, meta.size, meta.origin, qs);
       audit(x, "artifact-out", user, call->tool_name, meta.id, what);
     }
     gw_artifact_meta_free(&meta);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -15,6 +16,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
+#include "core/escape.h"
 #include "core/json.h"
 #include "core/node.h"
 #include "gateway/state.h"
@@ -22,12 +24,17 @@
 #define META_MAX 16384
 #define NOT_FOUND "artifact %s not found or expired (artifacts live 6 hours, for their user only)"
 
+/* The bytes a writer reserves at a time: its part file is grown to them
+ * (sparse) under the user's lock, so that writers at once see each
+ * other's room in the directory's sizes */
+#define RESERVE_STEP ((uint64_t)4 << 20)
+
 struct gw_artifact_writer {
   int dfd, fd;
   char id[GW_ARTIFACT_ID_LEN + 1];
   char part[GW_ARTIFACT_ID_LEN + 8];
   char *user, *filename, *mime_type;
-  uint64_t size, limit;
+  uint64_t size, reserved;
 };
 
 void gw_artifact_meta_free(struct gw_artifact_meta *m)
@@ -224,7 +231,8 @@ static bool name_id(const char *name, const char *suffix, char id[GW_ARTIFACT_ID
 
 /* Removes the expired artifacts (and anything else older than their
  * life: a half-written one), and counts the live ones and their bytes
- * (those being written included). */
+ * (those being written included, as their room reserved). Called with
+ * the user's lock (flock on the directory) held. */
 static void sweep(int dfd, size_t *count, uint64_t *bytes)
 {
   *count = 0;
@@ -255,10 +263,12 @@ static void sweep(int dfd, size_t *count, uint64_t *bytes)
       continue;
     if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
       continue;
-    if (now - st.st_mtime > GW_ARTIFACT_TTL_S + 60) /* an orphan, or a write abandoned */
+    if (now - st.st_mtime > GW_ARTIFACT_TTL_S + 60) { /* an orphan, or a write abandoned */
       unlinkat(dfd, e->d_name, 0);
-    else if (S_ISREG(st.st_mode))
+    } else if (S_ISREG(st.st_mode)) {
       *bytes += (uint64_t)st.st_size;
+      *count += e->d_name[0] == '.' && name_id(e->d_name + 1, ".part", id); /* being written */
+    }
   }
   closedir(d);
 }
@@ -267,10 +277,13 @@ static void sweep(int dfd, size_t *count, uint64_t *bytes)
 
 #define NAME_MAX_BYTES 200
 
-/* A file name as the store keeps it: its last path component, controls
- * replaced, not hidden, at most NAME_MAX_BYTES (whole UTF-8 characters);
+/* A file name as the store keeps it: its last path component, not
+ * hidden, at most NAME_MAX_BYTES (whole UTF-8 characters), each control,
+ * bidi or invisible formatting character and each byte that is not UTF-8
+ * (core/escape.h's) replaced by '_', so that it is text every reader takes
+ * (a PostgreSQL audit record, a protobuf string) and shows as it is;
  * "artifact.bin" when nothing is left. */
-static char *clean_name(const char *name)
+char *gw_artifact_clean_name(const char *name)
 {
   const char *base = name ? name : "";
   for (const char *c = base; *c; c++)
@@ -283,9 +296,15 @@ static char *clean_name(const char *name)
       n--;
   }
   struct cap_buf b = {0};
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)base[i];
-    cap_buf_putc(&b, ch < 0x20 || ch == 0x7f || (i == 0 && ch == '.') ? '_' : (char)ch);
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    enum cap_text_kind kind;
+    size_t u = cap_escape_scan(base + i, n - i, &cp, &kind);
+    if (kind != CAP_TEXT_PLAIN || (i == 0 && base[i] == '.'))
+      cap_buf_putc(&b, '_');
+    else
+      cap_buf_append(&b, base + i, u);
+    i += u;
   }
   if (!b.len)
     cap_buf_puts(&b, "artifact.bin");
@@ -323,9 +342,11 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
     return dfd;
   size_t count;
   uint64_t bytes;
+  flock(dfd,
+        LOCK_EX); /* the count and the part file made at once: uploads at once see each other */
   sweep(dfd, &count, &bytes);
   if (count >= GW_ARTIFACT_USER_COUNT || bytes >= GW_ARTIFACT_USER_BYTES) {
-    close(dfd);
+    close(dfd); /* and its lock */
     return cap_error_set(err, EDQUOT,
                          "%s holds %zu artifacts of %llu bytes, the most capsule keeps for a user "
                          "(%d, %llu bytes); they expire %d hours after they were stored",
@@ -334,9 +355,6 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
   }
   struct gw_artifact_writer *w = cap_xcalloc(1, sizeof *w);
   w->dfd = dfd;
-  w->limit = GW_ARTIFACT_USER_BYTES - bytes;
-  if (w->limit > GW_ARTIFACT_MAX_BYTES)
-    w->limit = GW_ARTIFACT_MAX_BYTES;
   int r = new_id(w->id, err);
   if (r == 0) {
     snprintf(w->part, sizeof w->part, ".%s.part", w->id);
@@ -344,27 +362,62 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
     if (w->fd < 0)
       r = cap_error_errno(err, errno, "cannot write into the artifact store %s", store);
   }
+  flock(dfd, LOCK_UN);
   if (r < 0) {
     close(dfd);
     free(w);
     return r;
   }
   w->user = cap_xstrdup(user);
-  w->filename = clean_name(filename);
+  w->filename = gw_artifact_clean_name(filename);
   w->mime_type = cap_xstrdup(clean_mime(mime_type));
   *ret = w;
   return 0;
 }
 
+/* Room for the artifact to hold need bytes, taken under the user's lock
+ * against what the user's other artifacts, stored and being written,
+ * hold: the part file grown (sparse) to the room reserved, RESERVE_STEP
+ * at a time. */
+static int reserve(struct gw_artifact_writer *w, uint64_t need, struct cap_error *err)
+{
+  flock(w->dfd, LOCK_EX);
+  size_t count;
+  uint64_t bytes, mine = 0;
+  sweep(w->dfd, &count, &bytes);
+  struct stat st;
+  if (fstat(w->fd, &st) == 0)
+    mine = (uint64_t)st.st_size;
+  uint64_t others = bytes > mine ? bytes - mine : 0;
+  uint64_t room = others < GW_ARTIFACT_USER_BYTES ? GW_ARTIFACT_USER_BYTES - others : 0;
+  if (room > GW_ARTIFACT_MAX_BYTES)
+    room = GW_ARTIFACT_MAX_BYTES;
+  uint64_t want = (need + RESERVE_STEP - 1) / RESERVE_STEP * RESERVE_STEP;
+  int r = 0;
+  if (need > room)
+    r = cap_error_set(err, EFBIG,
+                      "the artifact is larger than %llu bytes, the most capsule keeps (%llu a "
+                      "file, %llu for all of a user's)",
+                      (unsigned long long)room, (unsigned long long)GW_ARTIFACT_MAX_BYTES,
+                      (unsigned long long)GW_ARTIFACT_USER_BYTES);
+  else if (ftruncate(w->fd, (off_t)(want < room ? want : room)) < 0)
+    r = cap_error_errno(err, errno, "cannot write the artifact");
+  else
+    w->reserved = want < room ? want : room;
+  flock(w->dfd, LOCK_UN);
+  return r;
+}
+
 int gw_artifact_write(struct gw_artifact_writer *w, const void *data, size_t len,
                       struct cap_error *err)
 {
-  if (len > w->limit - w->size)
-    return cap_error_set(err, EFBIG,
-                         "the artifact is larger than %llu bytes, the most capsule keeps (%llu a "
-                         "file, %llu for all of a user's)",
-                         (unsigned long long)w->limit, (unsigned long long)GW_ARTIFACT_MAX_BYTES,
-                         (unsigned long long)GW_ARTIFACT_USER_BYTES);
+  if (len > GW_ARTIFACT_MAX_BYTES - w->size)
+    return cap_error_set(
+        err, EFBIG, "the artifact is larger than %llu bytes, the most capsule keeps for a file",
+        (unsigned long long)GW_ARTIFACT_MAX_BYTES);
+  int r = w->size + len > w->reserved ? reserve(w, w->size + len, err) : 0;
+  if (r < 0)
+    return r;
   for (size_t off = 0; off < len;) {
     ssize_t n = write(w->fd, (const char *)data + off, len - off);
     if (n < 0 && errno == EINTR)
@@ -400,6 +453,11 @@ void gw_artifact_abort(struct gw_artifact_writer *w)
 static int meta_write(int dfd, const struct gw_artifact_meta *m, struct cap_error *err)
 {
   _cleanup_free_ char *text = gw_artifact_meta_format(m);
+  if (strlen(text) >= META_MAX) /* meta_read would not take it: stored, then never found */
+    return cap_error_set(err, ENAMETOOLONG,
+                         "the artifact's record is %zu bytes, more than the store keeps (%d): "
+                         "the tool's name or its own id for the artifact is too long",
+                         strlen(text), META_MAX);
   char part[GW_ARTIFACT_ID_LEN + 16], name[GW_ARTIFACT_ID_LEN + 8];
   snprintf(part, sizeof part, ".%s.mpart", m->id);
   snprintf(name, sizeof name, "%s.meta", m->id);
@@ -424,7 +482,9 @@ int gw_artifact_commit(struct gw_artifact_writer *w, const char *origin, const c
   int r = 0;
   char data[GW_ARTIFACT_ID_LEN + 8];
   snprintf(data, sizeof data, "%s.data", w->id);
-  if (close(w->fd) < 0)
+  if (ftruncate(w->fd, (off_t)w->size) < 0) /* the room reserved past its bytes */
+    r = cap_error_errno(err, errno, "cannot write the artifact");
+  if (close(w->fd) < 0 && r == 0)
     r = cap_error_errno(err, errno, "cannot write the artifact");
   w->fd = -1;
   if (r == 0 && renameat(w->dfd, w->part, w->dfd, data) < 0)
@@ -550,8 +610,9 @@ void gw_artifact_sweep_all(const char *store)
       continue;
     size_t count;
     uint64_t bytes;
+    flock(dfd, LOCK_EX);
     sweep(dfd, &count, &bytes); /* the directory stays: an upload may be opening it */
-    close(dfd);
+    close(dfd);                 /* and its lock */
   }
   closedir(d);
 }

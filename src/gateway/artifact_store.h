@@ -45,12 +45,16 @@ char *gw_artifact_store_dir(const char *state_dir);
 bool gw_artifact_id_valid(const char *id);
 
 /* An artifact being written, named filename (kept as its last path
- * component, controls replaced, at most 200 bytes) of mime_type (one that
+ * component, as gw_artifact_clean_name keeps it) of mime_type (one that
  * is not printable ASCII with a '/': application/octet-stream). begin sweeps the user's expired
  * artifacts and refuses (-EDQUOT, err saying which bound) a user at its count or bytes; write
  * refuses (-EFBIG) bytes past GW_ARTIFACT_MAX_BYTES or the user's bytes left; commit names it
  * (meta, filled) and frees w; abort removes what was written and frees w. */
 struct gw_artifact_writer;
+/* The name as begin keeps it (malloc'd): its last path component, not
+ * hidden, at most 200 bytes, what core/escape.h escapes (controls, bidi,
+ * bytes that are not UTF-8) replaced by '_'. */
+char *gw_artifact_clean_name(const char *name);
 int gw_artifact_begin(const char *store, const char *user, const char *filename,
                       const char *mime_type, struct gw_artifact_writer **w, struct cap_error *err);
 int gw_artifact_write(struct gw_artifact_writer *w, const void *data, size_t len,

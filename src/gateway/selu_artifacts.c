@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,6 +95,9 @@ struct capture {
   const char *store, *user, *origin; /* serve --grpc: into its artifact store instead */
   int timeout_ms;
   size_t n;
+  char **stored; /* the store's ids written so far: removed when the capture fails */
+  size_t n_stored;
+  size_t output_cap; /* the store's: the result naming its ids must stay within it */
 };
 
 /* The artifact into the store (serve --grpc's): its new id (*id, owned). */
@@ -111,6 +115,20 @@ static int store_one(const struct capture *c, const char *name, const char *sour
     gw_artifact_meta_free(&meta);
   }
   return r;
+}
+
+/* The result's artifacts stored before the capture failed: nobody is told
+ * their ids, so they go. */
+static void forget_stored(struct capture *c, bool remove)
+{
+  for (size_t i = 0; i < c->n_stored; i++) {
+    if (remove)
+      gw_artifact_remove(c->store, c->user, c->stored[i]);
+    free(c->stored[i]);
+  }
+  free(c->stored);
+  c->stored = NULL;
+  c->n_stored = 0;
 }
 
 /* One entry: downloaded and written as {its fields but the id, path,
@@ -135,6 +153,10 @@ static int capture_one(struct capture *c, struct cap_jw *w, const struct cap_nod
   if (r < 0) {
     selu_artifact_free(&a);
     return cap_error_prefix(err, "artifact %s", id), r;
+  }
+  if (stored) {
+    c->stored = cap_xrealloc(c->stored, (c->n_stored + 1) * sizeof *c->stored);
+    c->stored[c->n_stored++] = cap_xstrdup(stored);
   }
   cap_jw_begin_object(w);
   for (size_t i = 0; i < item->u.obj.len; i++) {
@@ -195,9 +217,15 @@ static int capture_result(struct capture *c, const char *result, char **out, str
   }
   cap_jw_end_object(&w);
   cap_doc_free(doc);
+  if (r == 0 && c->output_cap && b.len > c->output_cap) /* the call would fail for it, later */
+    r = cap_error_set(err, EFBIG,
+                      "the result naming its artifacts by capsule's ids is %zu bytes, more than "
+                      "the output cap (%zu)",
+                      b.len, c->output_cap);
   if (r == 0 && c->n)
     *out = cap_buf_steal(&b);
   cap_buf_free(&b);
+  forget_stored(c, r < 0);
   return r;
 }
 
@@ -216,7 +244,8 @@ int gw_selu_capture_stored(struct selu_channel *ch, const struct gw_call *call, 
                       .store = call->artifact_store,
                       .user = call->user ? call->user : "",
                       .origin = origin,
-                      .timeout_ms = timeout_ms};
+                      .timeout_ms = timeout_ms,
+                      .output_cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP};
   return capture_result(&c, result, out, err);
 }
 
@@ -297,18 +326,28 @@ static int attach_stored_one(struct selu_channel *ch, const struct gw_call *call
 {
   const char *id = str_member(item, "capability_artifact_id");
   struct gw_artifact_meta meta;
-  char *data = NULL;
-  size_t len = 0;
-  int r = gw_artifact_read(call->artifact_store, call->user ? call->user : "", id, &meta, &data,
-                           &len, err);
-  _cleanup_free_ char *theirs = NULL;
-  if (r == 0) {
-    r = selu_artifact_upload(ch, meta.filename, meta.mime_type, data, len, timeout_ms, &theirs,
-                             err);
-    free(data);
+  int fd = -1;
+  int r = gw_artifact_open(call->artifact_store, call->user ? call->user : "", id, &meta, &fd, err);
+  /* mapped, not read: calls at once would each hold up to 32 MiB of the
+   * process's memory (the store's files are never written in place) */
+  size_t len = r == 0 ? (size_t)meta.size : 0;
+  void *data = NULL;
+  if (r == 0 && len && (data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+    data = NULL;
+    r = cap_error_errno(err, errno, "cannot read artifact %s", id);
   }
-  if (r < 0)
+  if (fd >= 0)
+    close(fd);
+  _cleanup_free_ char *theirs = NULL;
+  if (r == 0)
+    r = selu_artifact_upload(ch, meta.filename, meta.mime_type, data ? data : "", len, timeout_ms,
+                             &theirs, err);
+  if (data)
+    munmap(data, len);
+  if (r < 0) {
+    gw_artifact_meta_free(&meta);
     return cap_error_prefix(err, "attachments[%zu]", index), r;
+  }
   cap_jw_begin_object(w);
   for (size_t i = 0; i < item->u.obj.len; i++) {
     const struct cap_member *m = &item->u.obj.items[i];

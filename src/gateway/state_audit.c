@@ -18,6 +18,8 @@
 #include "core/buf.h"
 #include "core/clock.h"
 #include "core/cleanup.h"
+#include "core/escape.h"
+#include "core/text.h"
 #include "gateway/state.h"
 #include "gateway/state_int.h"
 
@@ -119,7 +121,7 @@ static bool landed(struct gw_state *st, const struct gw_audit_record *r)
   return in;
 }
 
-int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
+static int append_record(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
 {
   if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot append to the audit log");
@@ -169,6 +171,48 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
     m = 0;
   }
   return m;
+}
+
+/* s as text the database takes (*owned, or s itself when it is): each
+ * byte that is not UTF-8 as U+FFFD. PostgreSQL refuses such bytes in a
+ * UTF8 database, and the record would be lost: a tool's error text, a
+ * name a client sent, are anyone's bytes. */
+static const char *as_text(const char *s, char **owned)
+{
+  *owned = NULL;
+  if (!s || cap_utf8_valid(s, strlen(s), NULL))
+    return s;
+  struct cap_buf b = {0};
+  for (size_t i = 0, n = strlen(s); i < n;) {
+    uint32_t cp;
+    enum cap_text_kind kind;
+    size_t u = cap_escape_scan(s + i, n - i, &cp, &kind);
+    if (kind == CAP_TEXT_INVALID || kind == CAP_TEXT_CUT) {
+      cap_buf_puts(&b, "\xef\xbf\xbd");
+      u = 1;
+    } else {
+      cap_buf_append(&b, s + i, u);
+    }
+    i += u;
+  }
+  return *owned = cap_buf_steal(&b);
+}
+
+int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
+{
+  const char **text[] = {&r->user, &r->capability, &r->tool, &r->decision, &r->outcome};
+  const char *was[ARRAY_SIZE(text)];
+  char *owned[ARRAY_SIZE(text)];
+  for (size_t i = 0; i < ARRAY_SIZE(text); i++) {
+    was[i] = *text[i];
+    *text[i] = as_text(was[i], &owned[i]);
+  }
+  int ret = append_record(st, r, err);
+  for (size_t i = 0; i < ARRAY_SIZE(text); i++) {
+    *text[i] = was[i];
+    free(owned[i]);
+  }
+  return ret;
 }
 
 int gw_audit_change(struct gw_state *st, const char *kind, const char *who, const char *capability,

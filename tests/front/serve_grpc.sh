@@ -158,10 +158,10 @@ if [ -S "$work/g.sock" ]; then
     "artifact-download $made sent out.txt" "artifact-download $made refused"; do
     set -- $want ""
     jq -e --arg d "$1" --arg id "$2" --arg w "$3 $4" \
-      '[.[] | select(.decision == $d and .tool == $id and (.outcome | startswith($w | rtrimstr(" "))))] | length >= 1' \
+      '[.[] | select(.decision == $d and .tool == $id and (.outcome | gsub("\""; "") | startswith($w | rtrimstr(" "))))] | length >= 1' \
       <<<"$audit" >/dev/null && ok "audited: $1 $3 $4" || bad "audited: $1 $2 $3 $4"
   done
-  jq -e '[.[] | select(.decision == "artifact-upload" and (.outcome | startswith("refused big.bin")))] | length == 2' \
+  jq -e '[.[] | select(.decision == "artifact-upload" and (.outcome | startswith("refused \"big.bin\"")))] | length == 2' \
     <<<"$audit" >/dev/null && ok "audited: the refused uploads" || bad "audited: the refused uploads"
   jq -e --arg id "$made" --arg up "$up" '[.[] | select(.user == "bob" and ((.decision == "artifact-download" and .tool == $id) or
     (.decision == "artifact-in" and .tool == $up)) and (.outcome | startswith("refused")))] | length == 2' \

@@ -51,6 +51,12 @@ scripts=(
   # the eighth's (tests/review8/)
   ../review8/package_watch_moved.sh ../review8/warm_connect_state_lock.sh
   ../review8/route_verdict_nat64.sh
+  # the ninth's (tests/review9/)
+  ../review9/unauth_worker_hog.sh ../review9/store_quota_race.sh
+  ../review9/attach_flood.sh ../review9/selu_capture_orphans.sh
+  ../review9/artifact_name_audit.sh ../review9/selu_long_id.sh
+  ../review9/selu_error_audit_pg.sh ../review9/artifact_probes.sh
+  ../review9/attach_memory.sh ../review9/audit_name_spoof.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

@@ -150,6 +150,74 @@ static void test_sweep_all(void)
   gw_artifact_meta_free(&m);
 }
 
+/* The directory holding a part file being written (the writer's user's). */
+static void writing_dir(char *out, size_t size)
+{
+  out[0] = '\0';
+  DIR *d = opendir(store);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", store, e->d_name);
+    DIR *u = e->d_name[0] != '.' ? opendir(p) : NULL;
+    for (struct dirent *f; u && (f = readdir(u));)
+      if (strlen(f->d_name) > 5 && strcmp(f->d_name + strlen(f->d_name) - 5, ".part") == 0)
+        snprintf(out, size, "%s", p);
+    if (u)
+      closedir(u);
+  }
+  if (d)
+    closedir(d);
+}
+
+/* Writers begun at once share the user's bounds (hostile review 9,
+ * tests/review9/store_quota_race.sh): each counts from its start and
+ * reserves its room before it writes. */
+static void test_writers_at_once(void)
+{
+  struct gw_artifact_writer *w0 = NULL, *a = NULL, *b = NULL;
+  struct cap_error err = {0};
+  CHECK(gw_artifact_begin(store, "gina", "x", NULL, &w0, &err) == 0);
+  char dir[600], path[700];
+  writing_dir(dir, sizeof dir);
+  CHECK(dir[0] != '\0');
+  gw_artifact_abort(w0);
+  /* gina holds 250 MiB (one artifact, sparse) */
+  const char *id = GW_ARTIFACT_ID_PREFIX "00000000000000000000000000000001";
+  snprintf(path, sizeof path, "%s/%s.data", dir, id);
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  CHECK(fd >= 0 && ftruncate(fd, (off_t)250 << 20) == 0);
+  if (fd >= 0)
+    close(fd);
+  snprintf(path, sizeof path, "%s/%s.meta", dir, id);
+  FILE *f = fopen(path, "we");
+  if (f) {
+    fprintf(f,
+            "{\"user\":\"gina\",\"filename\":\"f\",\"mime_type\":\"t/p\",\"origin\":"
+            "\"upload\",\"source_id\":null,\"size\":%d,\"created\":%lld}",
+            250 << 20, (long long)time(NULL));
+    fclose(f);
+  }
+  CHECK(gw_artifact_begin(store, "gina", "a", NULL, &a, &err) == 0);
+  CHECK(gw_artifact_begin(store, "gina", "b", NULL, &b, &err) == 0);
+  static char four[4 << 20];
+  CHECK(gw_artifact_write(a, four, sizeof four, &err) == 0);
+  CHECK(gw_artifact_write(b, four, sizeof four, &err) == -EFBIG); /* 258 MiB */
+  cap_error_clear(&err);
+  gw_artifact_abort(a);
+  gw_artifact_abort(b);
+  /* the count: a part file is an artifact from its start */
+  struct gw_artifact_meta m;
+  for (int i = 0; i < GW_ARTIFACT_USER_COUNT - 1; i++) {
+    memset(&m, 0, sizeof m);
+    CHECK(put("hank", "x", 1, &m) == 0);
+    gw_artifact_meta_free(&m);
+  }
+  CHECK(gw_artifact_begin(store, "hank", "a", NULL, &a, &err) == 0);
+  CHECK(gw_artifact_begin(store, "hank", "b", NULL, &b, &err) == -EDQUOT);
+  cap_error_clear(&err);
+  gw_artifact_abort(a);
+}
+
 static void cleanup(void)
 {
   char cmd[256];
@@ -163,4 +231,5 @@ static void setup(void)
   snprintf(store, sizeof store, "%s/run/artifacts", root);
 }
 
-UNIT_MAIN(setup, test_ids, test_round_trip, test_bounds, test_sweep_all, cleanup)
+UNIT_MAIN(setup, test_ids, test_round_trip, test_bounds, test_sweep_all, test_writers_at_once,
+          cleanup)
