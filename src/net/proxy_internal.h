@@ -101,6 +101,10 @@ struct proxy {
   size_t n_workers, idle_workers;
   size_t acceptors; /* workers waiting in epoll_wait on the accepted listeners */
   bool stopping;
+  bool supervised;         /* proxy_expect_supervisor: no acceptors, the poll thread sweeps */
+  size_t held;             /* proxy_hold's, not yet released */
+  size_t serving_held;     /* of those, serving a connection on their own thread */
+  struct worker *spare;    /* buffers for held threads, kept between connections */
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */
   size_t q_head, q_len;
   struct slot slots[MAX_CONNS];

@@ -54,6 +54,11 @@ struct supervise {
   uid_t tool_uid;
   gid_t tool_gid;
   bool check_tcp; /* Landlock handles TCP: mirror its ports */
+  /* the sandbox's egress proxy (supervise_attach_proxy), under proxy_lock:
+   * a connection made to one of its listeners is served by the thread
+   * that made it */
+  pthread_mutex_t proxy_lock;
+  struct proxy *proxy;
   uint16_t ports[SANDBOX_MAX_LISTENERS];
   size_t n_ports;
   struct socket_id granted[SUPERVISE_MAX_GRANTED];
