@@ -43,7 +43,7 @@ static void serve_forward(struct worker *w, int fd, uint16_t port)
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ai.ai_addr = (struct sockaddr *)&a;
   ai.ai_addrlen = sizeof a;
-  int up = proxy_connect_bounded(&ai);
+  int up = proxy_connect_bounded(&ai, &w->spare_up);
   if (up < 0) {
     proxy_log_event(w->px, &ev, false, "nothing accepts on this port of the host's loopback");
     return;
@@ -176,6 +176,9 @@ static void serve_slot(struct worker *w, size_t slot)
       close(w->pipes[i][1]);
       w->pipes[i][0] = w->pipes[i][1] = -1;
     }
+  /* the next connection's upstream socket, made now (one per thread) */
+  if (w->spare_up < 0)
+    w->spare_up = proxy_spare_socket();
   pthread_mutex_lock(&px->lock);
   close(px->slots[slot].client);
   if (px->slots[slot].upstream >= 0)
@@ -257,6 +260,8 @@ static void *worker_main(void *arg)
       close(w->pipes[i][0]);
       close(w->pipes[i][1]);
     }
+  if (w->spare_up >= 0)
+    close(w->spare_up);
   close(w->epfd);
   return NULL; /* proxy_stop joins the thread and frees w */
 }
@@ -270,6 +275,7 @@ static bool spawn_worker(struct proxy *px)
   struct worker *w = cap_xcalloc(1, sizeof *w);
   w->px = px;
   w->pipes[0][0] = w->pipes[0][1] = w->pipes[1][0] = w->pipes[1][1] = -1;
+  w->spare_up = -1;
   /* its own epoll set: EPOLLEXCLUSIVE wakes one set per connection */
   w->epfd = epoll_create1(EPOLL_CLOEXEC);
   bool watched = w->epfd >= 0;
@@ -465,6 +471,7 @@ static struct worker *borrow_worker(struct proxy *px)
   w->epfd = -1;
   w->cpu_clock = (clockid_t)-1;
   w->pipes[0][0] = w->pipes[0][1] = w->pipes[1][0] = w->pipes[1][1] = -1;
+  w->spare_up = -1;
   return w;
 }
 
@@ -479,6 +486,7 @@ static int64_t thread_cpu_ns(void)
 void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t len)
 {
   size_t index = 0;
+  bool tls = false;
   int fd = dest->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)
                ? accept_made(px, (const struct sockaddr_in *)dest, &index)
                : -1;
@@ -500,9 +508,19 @@ void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t le
       serve_slot(w, slot); /* unlocks while serving */
       px->retired_cpu_ns += thread_cpu_ns() - cpu;
       px->serving_held--;
+      tls = w->tls;
+      w->tls = false;
       w->next = px->spare;
       px->spare = w;
     }
+  }
+  /* the thread is the supervisor's, detached, and may end as capsule
+   * does: OpenSSL's state of this thread is freed now, not at its exit
+   * (a leak to LeakSanitizer when capsule exits first) */
+  if (tls) {
+    pthread_mutex_unlock(&px->lock);
+    OPENSSL_thread_stop();
+    pthread_mutex_lock(&px->lock);
   }
   px->held--;
   pthread_cond_broadcast(&px->idle);
@@ -514,6 +532,8 @@ static void proxy_free(struct proxy *px)
   while (px->spare) {
     struct worker *w = px->spare;
     px->spare = w->next;
+    if (w->spare_up >= 0)
+      close(w->spare_up);
     free(w);
   }
   proxy_wipe_secrets(px);

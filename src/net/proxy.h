@@ -115,10 +115,11 @@ void proxy_scrub(struct proxy *p);
  * egress plan's listeners[] (egress_plan.h), when n says they are there. */
 int proxy_start(struct proxy *p, const int *fds, size_t n, struct cap_error *err);
 
-/* CPU time (ms) the proxy's workers have spent so far on this proxy's
- * connections, user and system (the splice and socket calls they make
- * included), for the sandbox's CPU budget: every worker of a proxy serves
- * that one sandbox. Not counted: the thread that accepts ports.localhost
+/* CPU time (ms) the proxy's workers (and the connect supervisor's threads
+ * while they serve a connection they made) have spent so far on this
+ * proxy's connections, user and system (the splice and socket calls they
+ * make included), for the sandbox's CPU budget: every worker of a proxy
+ * serves that one sandbox. Not counted: the thread that accepts ports.localhost
  * connections (an accept each) and kernel work done outside the workers'
  * own calls (softirq packet processing). 0 for NULL. */
 int64_t proxy_cpu_ms(struct proxy *p);
