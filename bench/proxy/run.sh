@@ -6,7 +6,9 @@
 # tunnel, and the transparent path: no proxy at all, the upstream's name's
 # synthetic address inside the sandbox, forwarded by capsule). Both ends are
 # bench/proxy/blast.c, so neither is the bottleneck.
-# Rounds interleave the setups; medians and ratios to direct are printed.
+# Rounds (5) interleave the setups; medians, ratios to direct and the
+# median over rounds of the latency added to direct's in the same round
+# are printed.
 # When @anthropic-ai/sandbox-runtime installs from npm, its proxy (a Node
 # HTTP proxy on the host, bridged into bwrap with socat) is measured too.
 # With a second build (BASELINE: another checkout's, say main's), its
@@ -19,7 +21,7 @@ baseline=""
 [ -n "${2:-}" ] && baseline=$(realpath "$2")
 bytes=${BYTES:-1073741824}
 count=${COUNT:-2000}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-5}
 out=$(mktemp -d /var/tmp/capsule-bench-proxy.XXXXXX)
 chmod 755 "$out"
 pids=()
@@ -126,18 +128,21 @@ for r in $(seq "$rounds"); do
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 table() {
-  local l=$1 fd rd
+  local l=$1 fd
   fd=$(echo "${res[$l-fetch-direct]}" | median)
-  rd=$(echo "${res[$l-rate-direct]}" | median)
   echo
-  echo "| $2 | throughput MB/s | of direct | request on a new connection, median µs | added µs |"
+  echo "| $2 | throughput MB/s | of direct | request on a new connection, median µs | added µs (median of rounds' differences) |"
   echo "|---|---|---|---|---|"
   for k in direct http connect transparent http0 connect0 transparent0 srt; do
     [ -n "${res[$l-fetch-$k]:-}" ] || continue
-    local f lat
+    local f lat added
     f=$(echo "${res[$l-fetch-$k]}" | median)
     lat=$(echo "${res[$l-rate-$k]}" | median)
-    awk -v k="$k" -v f="$f" -v fd="$fd" -v l="$lat" -v rd="$rd" 'BEGIN {
+    # added: the median over rounds of this setup's latency less direct's
+    # in the same round (paired: the machine's load moves both)
+    added=$(paste <(echo "${res[$l-rate-$k]}" | tr ' ' '\n' | grep -v '^$') \
+      <(echo "${res[$l-rate-direct]}" | tr ' ' '\n' | grep -v '^$') | awk '{print $1 - $2}' | median)
+    awk -v k="$k" -v f="$f" -v fd="$fd" -v l="$lat" -v a="$added" 'BEGIN {
       name = "sandbox-runtime proxy (socat bridge)"
       if (k == "direct") name = "direct"
       if (k == "http") name = "capsule proxy, absolute-form HTTP"
@@ -146,7 +151,7 @@ table() {
       if (k == "http0") name = "baseline build: absolute-form HTTP"
       if (k == "connect0") name = "baseline build: CONNECT tunnel"
       if (k == "transparent0") name = "baseline build: transparent path"
-      printf "| %s | %.0f | %.0f%% | %.1f | %+.1f |\n", name, f, 100 * f / fd, l, l - rd }'
+      printf "| %s | %.0f | %.0f%% | %.1f | %+.1f |\n", name, f, 100 * f / fd, l, a }'
   done
 }
 table loopback "upstream on host loopback ($((bytes / 1048576)) MiB)"
