@@ -91,6 +91,10 @@ struct supervise {
 void supervise_unref(struct supervise *sup);
 /* Answers a notification: result < 0 an errno, else the value. */
 void supervise_answer(const struct supervise *sup, uint64_t id, int result);
+/* supervise_pidfd.c: the tool's socket at fd (the one there now) of
+ * thread pid, which asked notification id, or -errno. Whether the asker
+ * still waits once the socket is taken is the caller's to check. */
+int supervise_take_socket(struct supervise *sup, pid_t pid, uint64_t id, int fd);
 /* Whether the task that sent notification id still waits for it. */
 bool supervise_still_waiting(const struct supervise *sup, uint64_t id);
 /* Runs fn(arg) in a detached thread holding a reference to sup and one of
