@@ -487,9 +487,16 @@ void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t le
 {
   size_t index = 0;
   bool tls = false;
-  int fd = dest->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)
-               ? accept_made(px, (const struct sockaddr_in *)dest, &index)
-               : -1;
+  struct sockaddr_in v4 = {.sin_family = AF_INET};
+  const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)dest;
+  if (dest->sa_family == AF_INET && len >= sizeof v4) {
+    memcpy(&v4, dest, sizeof v4);
+  } else if (dest->sa_family == AF_INET6 && len >= sizeof *v6 &&
+             IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) { /* a dual-stack socket (Java's) */
+    memcpy(&v4.sin_addr, &v6->sin6_addr.s6_addr[12], 4);
+    v4.sin_port = v6->sin6_port;
+  }
+  int fd = v4.sin_port ? accept_made(px, &v4, &index) : -1;
   pthread_mutex_lock(&px->lock);
   if (fd >= 0 && px->stopping) {
     close(fd);
