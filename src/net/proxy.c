@@ -209,6 +209,13 @@ int64_t proxy_cpu_ms(struct proxy *px)
     if (!w->ended && w->cpu_clock != (clockid_t)-1 && clock_gettime(w->cpu_clock, &ts) == 0)
       ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   }
+  /* a supervisor's thread serving: what it spent since it began (it adds
+   * the whole to retired_cpu_ns and leaves this list under this lock) */
+  for (const struct worker *w = px->lent; w; w = w->next) {
+    struct timespec ts;
+    if (w->cpu_clock != (clockid_t)-1 && clock_gettime(w->cpu_clock, &ts) == 0)
+      ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - w->cpu_start;
+  }
   pthread_mutex_unlock(&px->lock);
   return ns / 1000000;
 }
@@ -511,9 +518,17 @@ void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t le
     if (slot != SIZE_MAX) {
       struct worker *w = borrow_worker(px);
       px->serving_held++;
-      int64_t cpu = thread_cpu_ns();
+      if (pthread_getcpuclockid(pthread_self(), &w->cpu_clock) != 0)
+        w->cpu_clock = (clockid_t)-1; /* counted when it is done only */
+      w->cpu_start = thread_cpu_ns();
+      w->next = px->lent;
+      px->lent = w;
       serve_slot(w, slot); /* unlocks while serving */
-      px->retired_cpu_ns += thread_cpu_ns() - cpu;
+      px->retired_cpu_ns += thread_cpu_ns() - w->cpu_start;
+      struct worker **at = &px->lent;
+      while (*at != w)
+        at = &(*at)->next;
+      *at = w->next;
       px->serving_held--;
       tls = w->tls;
       w->tls = false;

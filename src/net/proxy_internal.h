@@ -105,6 +105,7 @@ struct proxy {
   size_t held;             /* proxy_hold's, not yet released */
   size_t serving_held;     /* of those, serving a connection on their own thread */
   struct worker *spare;    /* buffers for held threads, kept between connections */
+  struct worker *lent;     /* those serving now: their CPU counts as it is spent */
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */
   size_t q_head, q_len;
   struct slot slots[MAX_CONNS];
@@ -128,6 +129,7 @@ struct worker {
   struct worker *next; /* px->workers, under px->lock */
   pthread_t thread;
   clockid_t cpu_clock;     /* this thread's CPU clock, valid until it ends */
+  int64_t cpu_start;       /* lent to a supervisor's thread: its clock when it began */
   int epfd;                /* its epoll set of the listeners acceptors watch */
   bool ended;              /* its CPU is in px->retired_cpu_ns (under px->lock) */
   size_t slot;             /* the connection being served */
