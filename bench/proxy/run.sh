@@ -6,16 +6,22 @@
 # tunnel, and the transparent path: no proxy at all, the upstream's name's
 # synthetic address inside the sandbox, forwarded by capsule). Both ends are
 # bench/proxy/blast.c, so neither is the bottleneck.
-# Rounds interleave the setups; medians and ratios to direct are printed.
+# Rounds (5) interleave the setups; medians, ratios to direct and the
+# median over rounds of the latency added to direct's in the same round
+# are printed.
 # When @anthropic-ai/sandbox-runtime installs from npm, its proxy (a Node
 # HTTP proxy on the host, bridged into bwrap with socat) is measured too.
-# Usage: bench/proxy/run.sh [CAPSULE]   env: BYTES, COUNT, ROUNDS
+# With a second build (BASELINE: another checkout's, say main's), its
+# three capsule paths are measured in the same rounds beside the first's.
+# Usage: bench/proxy/run.sh [CAPSULE [BASELINE]]   env: BYTES, COUNT, ROUNDS
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 capsule=$(realpath "${1:-$root/build/capsule}")
+baseline=""
+[ -n "${2:-}" ] && baseline=$(realpath "$2")
 bytes=${BYTES:-1073741824}
 count=${COUNT:-2000}
-rounds=${ROUNDS:-3}
+rounds=${ROUNDS:-5}
 out=$(mktemp -d /var/tmp/capsule-bench-proxy.XXXXXX)
 chmod 755 "$out"
 pids=()
@@ -56,8 +62,12 @@ JSON
 # the transparent path's synthetic addresses: one per name, in the order
 # the manifest lists them (net/egress_plan.h)
 declare -A synthetic=([127.0.0.1]=127.77.0.1 [10.211.0.2]=127.77.0.2)
-in_capsule() {
-  "$capsule" run --config "$out/cap.json" --proxy-allow-private --resolve up.bench:127.0.0.1 \
+in_capsule() { in_build "$capsule" "$@"; }
+in_baseline() { in_build "$baseline" "$@"; }
+in_build() {
+  local build=$1
+  shift
+  "$build" run --config "$out/cap.json" --proxy-allow-private --resolve up.bench:127.0.0.1 \
     --resolve link.bench:10.211.0.2 -- "$out/blast" "$@"
 }
 
@@ -93,11 +103,21 @@ measure() {
   add "$l-fetch-http" "$(in_capsule fetch "$h" "$port" "$b" 3128 | cut -d' ' -f1)"
   add "$l-fetch-connect" "$(in_capsule fetch "$h" "$port" "$b" 3128 connect | cut -d' ' -f1)"
   add "$l-fetch-transparent" "$(in_capsule fetch "${synthetic[$h]}" "$port" "$b" | cut -d' ' -f1)"
+  if [ -n "$baseline" ]; then
+    add "$l-fetch-http0" "$(in_baseline fetch "$h" "$port" "$b" 3128 | cut -d' ' -f1)"
+    add "$l-fetch-connect0" "$(in_baseline fetch "$h" "$port" "$b" 3128 connect | cut -d' ' -f1)"
+    add "$l-fetch-transparent0" "$(in_baseline fetch "${synthetic[$h]}" "$port" "$b" | cut -d' ' -f1)"
+  fi
   [ -n "$srt" ] && [ "$l" = loopback ] && add "$l-fetch-srt" "$(in_srt fetch "$h" "$port" "$b" | cut -d' ' -f1)"
   add "$l-rate-direct" "$("$out/blast" rate "$h" "$port" "$count" | cut -d' ' -f2)"
   add "$l-rate-http" "$(in_capsule rate "$h" "$port" "$count" 3128 | cut -d' ' -f2)"
   add "$l-rate-connect" "$(in_capsule rate "$h" "$port" "$count" 3128 connect | cut -d' ' -f2)"
   add "$l-rate-transparent" "$(in_capsule rate "${synthetic[$h]}" "$port" "$count" | cut -d' ' -f2)"
+  if [ -n "$baseline" ]; then
+    add "$l-rate-http0" "$(in_baseline rate "$h" "$port" "$count" 3128 | cut -d' ' -f2)"
+    add "$l-rate-connect0" "$(in_baseline rate "$h" "$port" "$count" 3128 connect | cut -d' ' -f2)"
+    add "$l-rate-transparent0" "$(in_baseline rate "${synthetic[$h]}" "$port" "$count" | cut -d' ' -f2)"
+  fi
   [ -n "$srt" ] && [ "$l" = loopback ] && add "$l-rate-srt" "$(in_srt rate "$h" "$port" "$count" | cut -d' ' -f2)"
   return 0
 }
@@ -108,26 +128,32 @@ for r in $(seq "$rounds"); do
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 table() {
-  local l=$1 fd rd
+  local l=$1 fd
   fd=$(echo "${res[$l-fetch-direct]}" | median)
-  rd=$(echo "${res[$l-rate-direct]}" | median)
   echo
-  echo "| $2 | throughput MB/s | of direct | request on a new connection, median µs | added µs |"
+  echo "| $2 | throughput MB/s | of direct | request on a new connection, median µs | added µs (median of rounds' differences) |"
   echo "|---|---|---|---|---|"
-  for k in direct http connect transparent srt; do
+  for k in direct http connect transparent http0 connect0 transparent0 srt; do
     [ -n "${res[$l-fetch-$k]:-}" ] || continue
-    local f lat
+    local f lat added
     f=$(echo "${res[$l-fetch-$k]}" | median)
     lat=$(echo "${res[$l-rate-$k]}" | median)
-    awk -v k="$k" -v f="$f" -v fd="$fd" -v l="$lat" -v rd="$rd" 'BEGIN {
+    # added: the median over rounds of this setup's latency less direct's
+    # in the same round (paired: the machine's load moves both)
+    added=$(paste <(echo "${res[$l-rate-$k]}" | tr ' ' '\n' | grep -v '^$') \
+      <(echo "${res[$l-rate-direct]}" | tr ' ' '\n' | grep -v '^$') | awk '{print $1 - $2}' | median)
+    awk -v k="$k" -v f="$f" -v fd="$fd" -v l="$lat" -v a="$added" 'BEGIN {
       name = "sandbox-runtime proxy (socat bridge)"
       if (k == "direct") name = "direct"
       if (k == "http") name = "capsule proxy, absolute-form HTTP"
       if (k == "connect") name = "capsule proxy, CONNECT tunnel"
       if (k == "transparent") name = "capsule transparent path (no proxy in the tool)"
-      printf "| %s | %.0f | %.0f%% | %.1f | %+.1f |\n", name, f, 100 * f / fd, l, l - rd }'
+      if (k == "http0") name = "baseline build: absolute-form HTTP"
+      if (k == "connect0") name = "baseline build: CONNECT tunnel"
+      if (k == "transparent0") name = "baseline build: transparent path"
+      printf "| %s | %.0f | %.0f%% | %.1f | %+.1f |\n", name, f, 100 * f / fd, l, a }'
   done
 }
 table loopback "upstream on host loopback ($((bytes / 1048576)) MiB)"
 [ -n "$link" ] && table link "upstream behind a 1 Gbit/s veth link ($((bytes / 8388608)) MiB)"
-echo "($rounds rounds; $count requests per latency run)"
+echo "($rounds rounds; $count requests per latency run${baseline:+; baseline build $baseline})"

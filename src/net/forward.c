@@ -261,7 +261,7 @@ static bool open_upstream(struct forwarding *f, struct stream *up)
 {
   struct proxy *px = f->w->px;
   const char *why = NULL;
-  int fd = f->up_fd >= 0 ? f->up_fd : proxy_connect_dest(f->dest, &why);
+  int fd = f->up_fd >= 0 ? f->up_fd : proxy_connect_dest(f->w, f->dest, &why);
   if (fd < 0) {
     proxy_deny(px, f->client, f->ev, dial_status(fd), why);
     return false;
@@ -271,6 +271,7 @@ static bool open_upstream(struct forwarding *f, struct stream *up)
   *up = (struct stream){.fd = fd};
   if (!f->t->tls)
     return true;
+  f->w->tls = true;
   up->ssl = SSL_new(tls_client_ctx(px->ca));
   if (!up->ssl || tls_client_expect_host(up->ssl, f->t->host) < 0 || SSL_set_fd(up->ssl, fd) != 1 ||
       SSL_connect(up->ssl) != 1) {
@@ -451,6 +452,7 @@ void proxy_intercept(struct worker *w, struct stream *client, const char *host, 
                      const struct dest *d, struct event *ev, bool announce)
 {
   struct proxy *px = w->px;
+  w->tls = true;
   SSL_CTX *ctx = tls_ca_server_ctx(px->ca, host);
   SSL *ssl = ctx ? SSL_new(ctx) : NULL;
   SSL_CTX_free(ctx);
@@ -512,7 +514,7 @@ static void handle_connect(struct worker *w, struct stream *client, struct http_
     proxy_intercept(w, client, host, port, &d, ev, true);
     return;
   }
-  int up = proxy_connect_dest(&d, &why);
+  int up = proxy_connect_dest(w, &d, &why);
   if (up < 0) {
     proxy_deny(px, client, ev, dial_status(up), why);
     return;

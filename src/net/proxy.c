@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <poll.h>
@@ -42,7 +43,7 @@ static void serve_forward(struct worker *w, int fd, uint16_t port)
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ai.ai_addr = (struct sockaddr *)&a;
   ai.ai_addrlen = sizeof a;
-  int up = proxy_connect_bounded(&ai);
+  int up = proxy_connect_bounded(&ai, &w->spare_up);
   if (up < 0) {
     proxy_log_event(w->px, &ev, false, "nothing accepts on this port of the host's loopback");
     return;
@@ -175,6 +176,9 @@ static void serve_slot(struct worker *w, size_t slot)
       close(w->pipes[i][1]);
       w->pipes[i][0] = w->pipes[i][1] = -1;
     }
+  /* the next connection's upstream socket, made now (one per thread) */
+  if (w->spare_up < 0)
+    w->spare_up = proxy_spare_socket();
   pthread_mutex_lock(&px->lock);
   close(px->slots[slot].client);
   if (px->slots[slot].upstream >= 0)
@@ -205,6 +209,13 @@ int64_t proxy_cpu_ms(struct proxy *px)
     if (!w->ended && w->cpu_clock != (clockid_t)-1 && clock_gettime(w->cpu_clock, &ts) == 0)
       ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   }
+  /* a supervisor's thread serving: what it spent since it began (it adds
+   * the whole to retired_cpu_ns and leaves this list under this lock) */
+  for (const struct worker *w = px->lent; w; w = w->next) {
+    struct timespec ts;
+    if (w->cpu_clock != (clockid_t)-1 && clock_gettime(w->cpu_clock, &ts) == 0)
+      ns += (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - w->cpu_start;
+  }
   pthread_mutex_unlock(&px->lock);
   return ns / 1000000;
 }
@@ -224,7 +235,7 @@ static void *worker_main(void *arg)
     }
     if (px->stopping)
       break;
-    if (px->acceptors < MAX_ACCEPTORS) {
+    if (!px->supervised && px->acceptors < MAX_ACCEPTORS) {
       px->acceptors++;
       pthread_mutex_unlock(&px->lock);
       size_t index = 0;
@@ -256,6 +267,8 @@ static void *worker_main(void *arg)
       close(w->pipes[i][0]);
       close(w->pipes[i][1]);
     }
+  if (w->spare_up >= 0)
+    close(w->spare_up);
   close(w->epfd);
   return NULL; /* proxy_stop joins the thread and frees w */
 }
@@ -269,12 +282,13 @@ static bool spawn_worker(struct proxy *px)
   struct worker *w = cap_xcalloc(1, sizeof *w);
   w->px = px;
   w->pipes[0][0] = w->pipes[0][1] = w->pipes[1][0] = w->pipes[1][1] = -1;
+  w->spare_up = -1;
   /* its own epoll set: EPOLLEXCLUSIVE wakes one set per connection */
   w->epfd = epoll_create1(EPOLL_CLOEXEC);
   bool watched = w->epfd >= 0;
   for (size_t i = 0; watched && i < px->n_listen; i++) {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.u32 = (uint32_t)i};
-    watched = !accepted_by_workers(px, i) ||
+    watched = px->supervised || !accepted_by_workers(px, i) ||
               epoll_ctl(w->epfd, EPOLL_CTL_ADD, px->listen_fds[i], &ev) == 0;
   }
   struct epoll_event stop = {.events = EPOLLIN, .data.u32 = STOP_INDEX};
@@ -327,6 +341,23 @@ static enum slot_kind listener_kind(const struct proxy *px, size_t i, size_t *ar
   return *arg == px->plan.n_listeners ? SLOT_CAPTURE : SLOT_TRANSPARENT;
 }
 
+/* With the connect supervisor serving what it connects: whatever waits on
+ * the listeners no acceptor watches, queued for a worker (listeners the
+ * acceptors would watch are non-blocking). */
+static void sweep_listeners(struct proxy *px)
+{
+  for (size_t i = 0; i < px->n_listen; i++) {
+    if (!accepted_by_workers(px, i))
+      continue;
+    for (int k = 0; k < ACCEPT_BATCH; k++) {
+      int fd = accept4(px->listen_fds[i], NULL, NULL, SOCK_CLOEXEC);
+      if (fd < 0)
+        break;
+      queue_connection(px, fd, i);
+    }
+  }
+}
+
 /* The poll thread: every listener but the proxy's; connections queued for
  * a worker, the resolver's datagrams answered here (each is one small
  * parse and one sendto). */
@@ -344,7 +375,9 @@ static void *accept_loop(void *arg)
     p[i] = (struct pollfd){.fd = px->listen_fds[1 + i], .events = POLLIN};
   p[n] = (struct pollfd){.fd = px->stop_pipe[0], .events = POLLIN};
   for (;;) {
-    if (poll(p, n + 1, -1) < 0 && errno != EINTR)
+    if (px->supervised)
+      sweep_listeners(px);
+    if (poll(p, n + 1, px->supervised ? PROXY_SWEEP_MS : -1) < 0 && errno != EINTR)
       return NULL;
     if (p[n].revents)
       return NULL;
@@ -366,8 +399,165 @@ static void *accept_loop(void *arg)
   }
 }
 
+/* ---- connections the connect supervisor made (proxy.h) ---- */
+
+void proxy_expect_supervisor(struct proxy *px) { px->supervised = true; }
+
+bool proxy_hold(struct proxy *px)
+{
+  pthread_mutex_lock(&px->lock);
+  bool ok = __atomic_load_n(&px->started, __ATOMIC_ACQUIRE) && !px->stopping;
+  if (ok)
+    px->held++;
+  pthread_mutex_unlock(&px->lock);
+  return ok;
+}
+
+/* The listeners a connection to dest may be waiting on (at most 2, into
+ * out): the proxy's, the resolver's TCP, a synthetic address's port or the
+ * capture listener (both, when the redirect may or may not be loaded). */
+static size_t listeners_at(const struct proxy *px, const struct sockaddr_in *dest, size_t out[2])
+{
+  size_t forwards = px->spec->network.localhost.len, n = 0;
+  uint32_t a = ntohl(dest->sin_addr.s_addr);
+  uint16_t port = ntohs(dest->sin_port);
+  bool planned = px->n_listen > 1 + forwards;
+  size_t capture = forwards + 3 + px->plan.n_listeners;
+  if (a == INADDR_LOOPBACK && port == PROXY_PORT) {
+    out[n++] = 0;
+  } else if (planned && a == (INADDR_LOOPBACK | 53) && port == EGRESS_DNS_PORT) {
+    out[n++] = forwards + 2; /* 127.0.0.53 */
+  } else if (planned && a == INADDR_LOOPBACK && port == EGRESS_CAPTURE_PORT && px->plan.capture) {
+    out[n++] = capture;
+  } else if (planned && (a >> 16) == (127u << 8 | 77u)) {
+    const struct egress_name *name =
+        egress_plan_by_addr(&px->plan, (const uint8_t *)&dest->sin_addr);
+    if (name && px->plan.capture)
+      out[n++] = capture; /* the redirect sends every port there */
+    for (size_t k = 0; name && k < px->plan.n_listeners; k++)
+      if (&px->plan.names[px->plan.listeners[k].name] == name && px->plan.listeners[k].port == port)
+        out[n++] = forwards + 3 + k;
+  }
+  return n;
+}
+
+/* The connection just made to dest, accepted: its fd (*index: on which
+ * listener), or -1. The kernel has queued it by the time the connect
+ * returned, but for a softirq that runs late: a short wait then. */
+static int accept_made(struct proxy *px, const struct sockaddr_in *dest, size_t *index)
+{
+  size_t at[2];
+  size_t n = listeners_at(px, dest, at);
+  for (int round = 0; n && round < 2; round++) {
+    for (size_t k = 0; k < n; k++) {
+      int fd = accept4(px->listen_fds[at[k]], NULL, NULL, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        *index = at[k];
+        return fd;
+      }
+    }
+    struct pollfd p[2];
+    for (size_t k = 0; k < n; k++)
+      p[k] = (struct pollfd){.fd = px->listen_fds[at[k]], .events = POLLIN};
+    if (round == 0 && poll(p, n, 5) <= 0)
+      break; /* taken by another thread, or the sweep's */
+  }
+  return -1;
+}
+
+/* A worker's buffers for a thread of the supervisor's (locked). */
+static struct worker *borrow_worker(struct proxy *px)
+{
+  struct worker *w = px->spare;
+  if (w) {
+    px->spare = w->next;
+    return w;
+  }
+  w = cap_xcalloc(1, sizeof *w);
+  w->px = px;
+  w->epfd = -1;
+  w->cpu_clock = (clockid_t)-1;
+  w->pipes[0][0] = w->pipes[0][1] = w->pipes[1][0] = w->pipes[1][1] = -1;
+  w->spare_up = -1;
+  return w;
+}
+
+static int64_t thread_cpu_ns(void)
+{
+  struct timespec ts;
+  return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0
+             ? (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec
+             : 0;
+}
+
+void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t len)
+{
+  size_t index = 0;
+  bool tls = false;
+  struct sockaddr_in v4 = {.sin_family = AF_INET};
+  const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)dest;
+  if (dest->sa_family == AF_INET && len >= sizeof v4) {
+    memcpy(&v4, dest, sizeof v4);
+  } else if (dest->sa_family == AF_INET6 && len >= sizeof *v6 &&
+             IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) { /* a dual-stack socket (Java's) */
+    memcpy(&v4.sin_addr, &v6->sin6_addr.s6_addr[12], 4);
+    v4.sin_port = v6->sin6_port;
+  }
+  int fd = v4.sin_port ? accept_made(px, &v4, &index) : -1;
+  pthread_mutex_lock(&px->lock);
+  if (fd >= 0 && px->stopping) {
+    close(fd);
+  } else if (fd >= 0 && px->serving_held >= PROXY_MAX_HELD) {
+    pthread_mutex_unlock(&px->lock);
+    queue_connection(px, fd, index);
+    pthread_mutex_lock(&px->lock);
+  } else if (fd >= 0) {
+    size_t arg;
+    enum slot_kind kind = listener_kind(px, index, &arg);
+    size_t slot = claim_slot(px, fd, kind, arg);
+    if (slot != SIZE_MAX) {
+      struct worker *w = borrow_worker(px);
+      px->serving_held++;
+      if (pthread_getcpuclockid(pthread_self(), &w->cpu_clock) != 0)
+        w->cpu_clock = (clockid_t)-1; /* counted when it is done only */
+      w->cpu_start = thread_cpu_ns();
+      w->next = px->lent;
+      px->lent = w;
+      serve_slot(w, slot); /* unlocks while serving */
+      px->retired_cpu_ns += thread_cpu_ns() - w->cpu_start;
+      struct worker **at = &px->lent;
+      while (*at != w)
+        at = &(*at)->next;
+      *at = w->next;
+      px->serving_held--;
+      tls = w->tls;
+      w->tls = false;
+      w->next = px->spare;
+      px->spare = w;
+    }
+  }
+  /* the thread is the supervisor's, detached, and may end as capsule
+   * does: OpenSSL's state of this thread is freed now, not at its exit
+   * (a leak to LeakSanitizer when capsule exits first) */
+  if (tls) {
+    pthread_mutex_unlock(&px->lock);
+    OPENSSL_thread_stop();
+    pthread_mutex_lock(&px->lock);
+  }
+  px->held--;
+  pthread_cond_broadcast(&px->idle);
+  pthread_mutex_unlock(&px->lock);
+}
+
 static void proxy_free(struct proxy *px)
 {
+  while (px->spare) {
+    struct worker *w = px->spare;
+    px->spare = w->next;
+    if (w->spare_up >= 0)
+      close(w->spare_up);
+    free(w);
+  }
   proxy_wipe_secrets(px);
   free(px->secrets);
   for (size_t i = 0; i < px->n_tool_env; i++)
@@ -488,6 +678,14 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
   px->n_listen = n;
   for (size_t i = 0; i < n; i++) /* accepted connections inherit them: no calls per connection */
     proxy_set_timeouts(fds[i], STREAM_TIMEOUT_S);
+  /* a proxy client always speaks first: an acceptor is woken with its
+   * request there, one wake-up and one empty read fewer per connection (a
+   * silent one is accepted after IO_TIMEOUT_MS and then waited for as
+   * before); the connect supervisor's thread accepts what it connected at
+   * once instead, and waits for the request itself */
+  int defer = IO_TIMEOUT_MS / 1000;
+  if (!px->supervised)
+    setsockopt(fds[0], IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof defer);
   /* made here, after the sandbox was forked: its event socket never
    * exists in the sandbox's pid 1 */
   if (!px->opt.allow_private)
@@ -509,7 +707,7 @@ int proxy_start(struct proxy *px, const int *fds, size_t n, struct cap_error *er
   pthread_sigmask(SIG_BLOCK, &all, &old);
   bool ok = pthread_create(&px->thread, NULL, accept_loop, px) == 0;
   if (ok) {
-    px->started = true;
+    __atomic_store_n(&px->started, true, __ATOMIC_RELEASE);
     pthread_mutex_lock(&px->lock);
     ok = spawn_worker(px); /* the first acceptor */
     pthread_mutex_unlock(&px->lock);
@@ -547,7 +745,7 @@ void proxy_stop(struct proxy *px)
       /* a new pipe always takes a byte */
     }
     pthread_cond_broadcast(&px->work);
-    while (px->n_workers)
+    while (px->n_workers || px->held)
       pthread_cond_wait(&px->idle, &px->lock);
     pthread_mutex_unlock(&px->lock);
     while (px->workers) {

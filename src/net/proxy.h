@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 #include "core/error.h"
 #include "manifest/model.h"
@@ -114,13 +115,35 @@ void proxy_scrub(struct proxy *p);
  * egress plan's listeners[] (egress_plan.h), when n says they are there. */
 int proxy_start(struct proxy *p, const int *fds, size_t n, struct cap_error *err);
 
-/* CPU time (ms) the proxy's workers have spent so far on this proxy's
- * connections, user and system (the splice and socket calls they make
- * included), for the sandbox's CPU budget: every worker of a proxy serves
- * that one sandbox. Not counted: the thread that accepts ports.localhost
+/* CPU time (ms) the proxy's workers (and the connect supervisor's threads
+ * while they serve a connection they made) have spent so far on this
+ * proxy's connections, user and system (the splice and socket calls they
+ * make included), for the sandbox's CPU budget: every worker of a proxy
+ * serves that one sandbox. Not counted: the thread that accepts ports.localhost
  * connections (an accept each) and kernel work done outside the workers'
  * own calls (softirq packet processing). 0 for NULL. */
 int64_t proxy_cpu_ms(struct proxy *p);
+
+/* Connections capsule's connect supervisor makes (sandbox/supervise.h):
+ * below Landlock ABI 9 every connect of the tool is performed by a thread
+ * of capsule's, which then serves the connection it made itself (no other
+ * thread woken, no hand-off). proxy_expect_supervisor, before proxy_start,
+ * says so: then no worker waits on the listeners, and the poll thread
+ * sweeps them every PROXY_SWEEP_MS for a connection made otherwise (TCP
+ * Fast Open's sendto) or left behind. */
+#define PROXY_SWEEP_MS 100
+void proxy_expect_supervisor(struct proxy *p);
+/* A hold on p for proxy_connected: false when p is not serving (not
+ * started yet, or stopping). proxy_stop waits until every hold is
+ * released. */
+bool proxy_hold(struct proxy *p);
+/* Releases the hold, after the tool's connect to dest (inside the
+ * sandbox's namespace) was made and answered: accepts that connection
+ * from the listener at dest and serves it on the calling thread to its
+ * end, or queues it for a worker when PROXY_MAX_HELD threads already
+ * serve so. Nothing when dest is no listener of p's. */
+#define PROXY_MAX_HELD 8
+void proxy_connected(struct proxy *p, const struct sockaddr *dest, socklen_t len);
 
 /* Stops serving (when started), ends every connection, frees p. */
 void proxy_stop(struct proxy *p);

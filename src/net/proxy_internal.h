@@ -101,6 +101,11 @@ struct proxy {
   size_t n_workers, idle_workers;
   size_t acceptors; /* workers waiting in epoll_wait on the accepted listeners */
   bool stopping;
+  bool supervised;         /* proxy_expect_supervisor: no acceptors, the poll thread sweeps */
+  size_t held;             /* proxy_hold's, not yet released */
+  size_t serving_held;     /* of those, serving a connection on their own thread */
+  struct worker *spare;    /* buffers for held threads, kept between connections */
+  struct worker *lent;     /* those serving now: their CPU counts as it is spent */
   size_t queue[MAX_CONNS]; /* slots waiting for a worker */
   size_t q_head, q_len;
   struct slot slots[MAX_CONNS];
@@ -124,10 +129,13 @@ struct worker {
   struct worker *next; /* px->workers, under px->lock */
   pthread_t thread;
   clockid_t cpu_clock;     /* this thread's CPU clock, valid until it ends */
+  int64_t cpu_start;       /* lent to a supervisor's thread: its clock when it began */
   int epfd;                /* its epoll set of the listeners acceptors watch */
   bool ended;              /* its CPU is in px->retired_cpu_ns (under px->lock) */
   size_t slot;             /* the connection being served */
   int pipes[2][2];         /* splice pipes, one per direction; -1 until used */
+  int spare_up;            /* proxy_spare_socket's, for the next dial; -1 */
+  bool tls;                /* OpenSSL was used on this thread for the connection */
   bool bulk[2];            /* this direction moved a full small buffer: splice it */
   char small[16384];       /* the first bytes of each direction, copied */
   struct http_request req; /* the request being parsed */
@@ -141,8 +149,14 @@ ssize_t proxy_stream_read(struct stream *s, char *buf, size_t n);
 /* Writes all of buf[0..n); false on error. */
 bool proxy_stream_write(struct stream *s, const char *buf, size_t n);
 void proxy_set_timeouts(int fd, int seconds);
-/* connect() with a deadline; a connected fd, or -1 */
-int proxy_connect_bounded(const struct addrinfo *ai);
+/* connect() with a deadline; a connected fd, or -1. spare: an IPv4 socket
+ * made ahead by proxy_spare_socket (used for an IPv4 address, and then
+ * *spare is -1), or NULL. */
+int proxy_connect_bounded(const struct addrinfo *ai, int *spare);
+/* An IPv4 TCP socket with the timeouts proxy_connect_bounded sets, or -1:
+ * made after a connection is done with, so that the next one's dial is
+ * one connect (a socket and its options cost about 5 us here). */
+int proxy_spare_socket(void);
 /* Where a host name led: the addresses checked, then connected to. */
 #define DEST_MAX_ADDRS 16
 struct dest {
@@ -154,9 +168,9 @@ struct dest {
  * -ENOENT when the name does not resolve (502). */
 int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest *d,
                   const char **why);
-/* Connects to the first of d's addresses that accepts: the fd, or
- * -ECONNREFUSED with *why set. */
-int proxy_connect_dest(const struct dest *d, const char **why);
+/* Connects to the first of d's addresses that accepts (with w's spare
+ * socket for an IPv4 one): the fd, or -ECONNREFUSED with *why set. */
+int proxy_connect_dest(struct worker *w, const struct dest *d, const char **why);
 /* The endpoints with L7 rules (at most max, into out) whose host, for
  * port, resolves to any of d's addresses: the same server by another
  * name. Patterns (*.x) name no address and are skipped. */

@@ -58,6 +58,19 @@ void proxy_stop(struct proxy *p)
 
 int64_t proxy_cpu_ms(struct proxy *p) { return p ? module->cpu_ms(p) : 0; }
 
+void proxy_expect_supervisor(struct proxy *p)
+{
+  if (p)
+    module->expect_supervisor(p);
+}
+
+bool proxy_hold(struct proxy *p) { return p && module->hold(p); }
+
+void proxy_connected(struct proxy *p, const struct sockaddr *dest, socklen_t len)
+{
+  module->connected(p, dest, len);
+}
+
 /* tls_client.h, through the same module: a struct tls_client exists only
  * once tls_client_open loaded it */
 int tls_client_open(int fd, const char *host, const struct tls_client_files *files,

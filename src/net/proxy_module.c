@@ -15,4 +15,7 @@ __attribute__((visibility("default"))) const struct proxy_module proxy_module_v1
     .tls_write = tls_client_write,
     .tls_pending = tls_client_pending,
     .tls_free = tls_client_free,
+    .expect_supervisor = proxy_expect_supervisor,
+    .hold = proxy_hold,
+    .connected = proxy_connected,
 };

@@ -32,6 +32,10 @@ struct proxy_module {
   ssize_t (*tls_write)(struct tls_client *c, const void *buf, size_t len);
   size_t (*tls_pending)(const struct tls_client *c);
   void (*tls_free)(struct tls_client *c);
+  /* proxy.h: connections the connect supervisor made */
+  void (*expect_supervisor)(struct proxy *p);
+  bool (*hold)(struct proxy *p);
+  void (*connected)(struct proxy *p, const struct sockaddr *dest, socklen_t len);
 };
 
 #endif

@@ -170,7 +170,7 @@ static void serve_spliced(struct worker *w, struct stream *client, const char *n
   bool client_first = recv(client->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
   int up = -1;
   if (!client_first) {
-    up = proxy_connect_dest(d, &why);
+    up = proxy_connect_dest(w, d, &why);
     if (up < 0) {
       proxy_log_event(px, ev, false, why);
       return;
@@ -196,7 +196,7 @@ static void serve_spliced(struct worker *w, struct stream *client, const char *n
     }
   }
   if (up < 0) {
-    up = proxy_connect_dest(d, &why);
+    up = proxy_connect_dest(w, d, &why);
     if (up < 0) {
       proxy_log_event(px, ev, false, why);
       return;

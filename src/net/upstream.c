@@ -69,18 +69,37 @@ void proxy_set_timeouts(int fd, int seconds)
 
 /* connect() with a deadline, so an upstream that never answers cannot hold
  * a proxy thread (and capsule's exit) for the kernel's two-minute SYN retry. */
-int proxy_connect_bounded(const struct addrinfo *ai)
+/* A socket for ai with its timeouts: a blocking connect bounded by
+ * SO_SNDTIMEO (no poll round and no flag changes when the upstream
+ * answers at once, the common case), then STREAM_TIMEOUT_S both ways. */
+static int bounded_socket(int family, int type, int protocol)
 {
-  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+  int fd = socket(family, type | SOCK_CLOEXEC, protocol);
   if (fd < 0)
     return -1;
-  /* a blocking connect bounded by SO_SNDTIMEO: no poll round and no flag
-   * changes when the upstream answers at once (the common case) */
   struct timeval bound = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
                           .tv_usec = (CONNECT_TIMEOUT_MS % 1000) * 1000};
   struct timeval stream = {.tv_sec = STREAM_TIMEOUT_S};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &stream, sizeof stream);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
+  return fd;
+}
+
+int proxy_spare_socket(void) { return bounded_socket(AF_INET, SOCK_STREAM, 0); }
+
+int proxy_connect_bounded(const struct addrinfo *ai, int *spare)
+{
+  int fd;
+  if (spare && *spare >= 0 && ai->ai_family == AF_INET && ai->ai_socktype == SOCK_STREAM &&
+      ai->ai_protocol == 0) {
+    fd = *spare;
+    *spare = -1;
+  } else {
+    fd = bounded_socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (fd < 0)
+      return -1;
+  }
+  struct timeval stream = {.tv_sec = STREAM_TIMEOUT_S};
   if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
     struct pollfd p = {.fd = fd, .events = POLLOUT};
     int soerr = 0;
@@ -191,7 +210,7 @@ int proxy_resolve(struct proxy *px, const char *host, uint16_t port, struct dest
   return 0;
 }
 
-int proxy_connect_dest(const struct dest *d, const char **why)
+int proxy_connect_dest(struct worker *w, const struct dest *d, const char **why)
 {
   for (size_t i = 0; i < d->n; i++) {
     const struct sockaddr *sa = (const struct sockaddr *)&d->addrs[i];
@@ -200,7 +219,7 @@ int proxy_connect_dest(const struct dest *d, const char **why)
                           .ai_addr = (struct sockaddr *)sa,
                           .ai_addrlen = sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                                                  : sizeof(struct sockaddr_in6)};
-    int fd = proxy_connect_bounded(&ai);
+    int fd = proxy_connect_bounded(&ai, &w->spare_up);
     if (fd >= 0)
       return fd;
   }

@@ -326,6 +326,7 @@ static int launch_release(struct launch *l, int r)
   l->charged_ms = proxy_cpu_ms(l->charged);
   l->charged = NULL;
   pthread_mutex_unlock(&charge_lock);
+  supervise_attach_proxy(l->sup, NULL); /* no thread of its starts serving any more */
   proxy_stop(l->proxy); /* after the child is gone: no connection is left to serve */
   l->proxy = NULL;
   sandbox_mount_plan_free(l->plan);
@@ -498,6 +499,7 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
       r = cap_error_set(err, EPROTO, "the sandbox did not hand over the proxy sockets");
   }
   if (r == 0 && l->proxy) {
+    supervise_attach_proxy(l->sup, l->proxy); /* its connects served where they are made */
     r = proxy_start(l->proxy, l->listen_fds, l->n_listen, err);
     l->n_listen = 0; /* the proxy owns them now, even when it failed */
   }

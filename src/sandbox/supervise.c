@@ -62,16 +62,12 @@
 #include "sandbox/supervise.h"
 #include "sandbox/supervise_internal.h"
 
-#ifndef __NR_pidfd_open
-#define __NR_pidfd_open 434
-#endif
 #ifndef __NR_pidfd_getfd
 #define __NR_pidfd_getfd 438
 #endif
 #ifndef __NR_openat2
 #define __NR_openat2 437
 #endif
-#define PIDFD_THREAD_ O_EXCL          /* 6.9: a pidfd for a thread, not only a leader */
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS /* 6.6 */
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
@@ -96,6 +92,7 @@ void supervise_unref(struct supervise *sup)
   for (size_t i = 0; i < sup->n_pidfds; i++)
     close(sup->pidfds[i].fd);
   pthread_mutex_destroy(&sup->pidfd_lock);
+  pthread_mutex_destroy(&sup->proxy_lock);
   pthread_mutex_destroy(&sup->lock);
   pthread_mutex_destroy(&sup->recv_lock);
   free(sup);
@@ -140,6 +137,7 @@ int supervise_prepare(struct supervise **ret, const struct cap_spec *spec,
   pthread_mutex_init(&sup->lock, NULL);
   pthread_mutex_init(&sup->recv_lock, NULL);
   pthread_mutex_init(&sup->pidfd_lock, NULL);
+  pthread_mutex_init(&sup->proxy_lock, NULL);
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sup->channel) < 0 ||
       pipe2(sup->stop, O_CLOEXEC) < 0) {
     int e = errno;
@@ -264,97 +262,6 @@ static bool still_waiting(const struct job *j)
   return supervise_still_waiting(j->sup, j->req.id);
 }
 
-/* The tool's thread group leader, for kernels whose pidfds name leaders only. */
-static pid_t thread_group_of(pid_t tid)
-{
-  char path[64], line[128];
-  snprintf(path, sizeof path, "/proc/%d/status", tid);
-  FILE *f = fopen(path, "re");
-  pid_t tgid = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "Tgid: %d", &tgid) == 1)
-      break;
-  if (f)
-    fclose(f);
-  return tgid;
-}
-
-/* fd of thread tid through its kept pidfd (under pidfd_lock): the
- * socket, -EBADF (the thread has no such fd), or -ESRCH when no pidfd is
- * kept for tid or its thread is gone (then it is dropped). A kept
- * PIDFD_THREAD pidfd whose thread lives names the one thread that has
- * that tid now: the asker, if it still waits (the caller checks). */
-static int kept_getfd(struct supervise *sup, pid_t tid, int fd)
-{
-  int r = -ESRCH;
-  pthread_mutex_lock(&sup->pidfd_lock);
-  for (size_t i = 0; i < sup->n_pidfds; i++) {
-    if (sup->pidfds[i].tid != tid)
-      continue;
-    int sock = (int)syscall(__NR_pidfd_getfd, sup->pidfds[i].fd, fd, 0);
-    if (sock >= 0 || errno != ESRCH) {
-      r = sock >= 0 ? sock : -EBADF;
-      break;
-    }
-    close(sup->pidfds[i].fd); /* that thread is gone: another may get its tid */
-    sup->pidfds[i] = sup->pidfds[--sup->n_pidfds];
-    break;
-  }
-  pthread_mutex_unlock(&sup->pidfd_lock);
-  return r;
-}
-
-/* Keeps pidfd (a PIDFD_THREAD one for tid), or closes it. */
-static void keep_pidfd(struct supervise *sup, pid_t tid, int pidfd)
-{
-  pthread_mutex_lock(&sup->pidfd_lock);
-  for (size_t i = 0; i < sup->n_pidfds; i++)
-    if (sup->pidfds[i].tid == tid) { /* another pool thread kept one meanwhile */
-      pthread_mutex_unlock(&sup->pidfd_lock);
-      close(pidfd);
-      return;
-    }
-  size_t slot;
-  if (sup->n_pidfds < SUPERVISE_PIDFDS_KEPT) {
-    slot = sup->n_pidfds++;
-  } else { /* full: the oldest kept goes */
-    slot = sup->next_pidfd++ % SUPERVISE_PIDFDS_KEPT;
-    close(sup->pidfds[slot].fd);
-  }
-  sup->pidfds[slot].tid = tid;
-  sup->pidfds[slot].fd = pidfd;
-  pthread_mutex_unlock(&sup->pidfd_lock);
-}
-
-/* The tool's socket at fd (the one there now), or -errno. */
-static int take_socket(const struct job *j, int fd)
-{
-  pid_t pid = (pid_t)j->req.pid;
-  int sock = kept_getfd(j->sup, pid, fd);
-  if (sock != -ESRCH) {
-    if (sock >= 0 && !still_waiting(j)) { /* the asker left; its tid may be another's */
-      close(sock);
-      return -ESRCH;
-    }
-    return sock;
-  }
-  int pidfd = (int)syscall(__NR_pidfd_open, pid, PIDFD_THREAD_);
-  bool thread = pidfd >= 0;
-  if (pidfd < 0 && errno == EINVAL) /* before 6.9: the leader's, never kept */
-    pidfd = (int)syscall(__NR_pidfd_open, thread_group_of(pid), 0);
-  if (pidfd < 0 || !still_waiting(j)) { /* the pid named the task that asked */
-    if (pidfd >= 0)
-      close(pidfd);
-    return -ESRCH;
-  }
-  sock = (int)syscall(__NR_pidfd_getfd, pidfd, fd, 0);
-  if (thread && sock >= 0)
-    keep_pidfd(j->sup, pid, pidfd);
-  else
-    close(pidfd);
-  return sock < 0 ? -EBADF : sock;
-}
-
 /* What the decision needs from the sandbox, taken with capsule's rights
  * before the thread gives them up: the tool's root and working directory,
  * and the devices of the filesystems the sandbox mounted for itself (its
@@ -467,21 +374,26 @@ static bool tcp_port_allowed(const struct supervise *sup, const struct sockaddr_
   return false;
 }
 
-static int decide_and_connect(const struct job *j, const struct view *v, int sock, int domain,
-                              const struct sockaddr_storage *addr, socklen_t len)
+static int sock_type(int sock)
 {
   int type = 0;
   socklen_t ol = sizeof type;
   getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &ol);
+  return type;
+}
+
+static int decide_and_connect(const struct job *j, const struct view *v, int sock, int domain,
+                              const struct sockaddr_storage *addr, socklen_t len)
+{
   bool unix_named = domain == AF_UNIX && len > offsetof(struct sockaddr_un, sun_path) &&
                     addr->ss_family == AF_UNIX;
   if (unix_named && ((const struct sockaddr_un *)addr)->sun_path[0] != '\0')
     return connect_unix_path(j, v, sock, (const struct sockaddr_un *)addr, len);
   if (unix_named && !j->sup->own_netns)
     return -EPERM; /* the host's abstract names: Landlock's scoping answer */
-  if (j->sup->check_tcp && (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM &&
+  if (j->sup->check_tcp && (domain == AF_INET || domain == AF_INET6) &&
       len >= sizeof(struct sockaddr_in) && addr->ss_family == domain &&
-      !tcp_port_allowed(j->sup, addr))
+      !tcp_port_allowed(j->sup, addr) && sock_type(sock) == SOCK_STREAM)
     return -EACCES;
   /* netlink: a peer or groups need CAP_NET_ADMIN, which capsule may hold
    * over the sandbox's namespace (it owns its user namespace) */
@@ -502,7 +414,7 @@ static int prepare_connect(struct job *j)
   if (len < 0 || (size_t)len > sizeof j->addr)
     return -EINVAL;
   j->len = (socklen_t)len;
-  j->sock = take_socket(j, fd);
+  j->sock = supervise_take_socket(j->sup, (pid_t)j->req.pid, j->req.id, fd);
   if (j->sock < 0)
     return j->sock;
   socklen_t ol = sizeof j->domain;
@@ -545,8 +457,9 @@ static bool needs_tool_ids(const struct job *j)
 }
 
 /* Its second half: the decision and the connect on what was taken (as the
- * tool's ids when needs_tool_ids: then this thread keeps them). Closes
- * what prepare_connect took. */
+ * tool's ids when needs_tool_ids: then this thread keeps them). Releases
+ * what prepare_connect took but the socket, which the caller closes once
+ * the tool is answered (finish_release): the tool waits for no close. */
 static int finish_connect(struct job *j)
 {
   struct view none = {.root = -1, .cwd = -1};
@@ -557,9 +470,13 @@ static int finish_connect(struct job *j)
   view_close(v);
   free(j->view);
   j->view = NULL;
+  return r;
+}
+
+static void finish_release(struct job *j)
+{
   close(j->sock);
   j->sock = -1;
-  return r;
 }
 
 void supervise_answer(const struct supervise *sup, uint64_t id, int result)
@@ -626,6 +543,7 @@ static void *tool_ids_main(void *p)
   struct job *j = p;
   struct supervise *sup = j->sup;
   supervise_answer(sup, j->req.id, finish_connect(j));
+  finish_release(j);
   free(j);
   supervise_worker_done(sup);
   return NULL;
@@ -682,6 +600,30 @@ void supervise_worker_done(struct supervise *sup)
   supervise_unref(sup);
 }
 
+void supervise_attach_proxy(struct supervise *sup, struct proxy *px)
+{
+  if (!sup || !(sup->traps & SUPERVISE_TRAP_CONNECT) || !sup->own_netns)
+    return;
+  pthread_mutex_lock(&sup->proxy_lock);
+  sup->proxy = px;
+  pthread_mutex_unlock(&sup->proxy_lock);
+  if (px)
+    proxy_expect_supervisor(px);
+}
+
+/* A connection this thread just made for the tool, to addr in the
+ * sandbox's namespace: when it is to a listener of the sandbox's proxy,
+ * served here to its end, so that no other thread is woken for it (the
+ * thread that waits for the next notification is there already). */
+static void serve_made(struct supervise *sup, const struct sockaddr_storage *addr, socklen_t len)
+{
+  pthread_mutex_lock(&sup->proxy_lock);
+  struct proxy *px = sup->proxy && proxy_hold(sup->proxy) ? sup->proxy : NULL;
+  pthread_mutex_unlock(&sup->proxy_lock);
+  if (px)
+    proxy_connected(px, (const struct sockaddr *)addr, len);
+}
+
 /* One notification taken (locked): performed (a connect here, an open by
  * supervise_open.c), or answered EAGAIN past SUPERVISE_MAX_IN_FLIGHT at
  * once. */
@@ -716,8 +658,15 @@ static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
     r = finish_connect(&j);
   }
   supervise_answer(sup, j.req.id, r);
+  if (j.sock >= 0)
+    finish_release(&j);
   pthread_mutex_lock(&sup->lock);
   sup->busy--;
+  if (r == 0 && (j.domain == AF_INET || j.domain == AF_INET6)) {
+    pthread_mutex_unlock(&sup->lock);
+    serve_made(sup, &j.addr, j.len);
+    pthread_mutex_lock(&sup->lock);
+  }
 }
 
 static void *pool_main(void *p)

@@ -72,6 +72,14 @@ int supervise_fd(const struct supervise *sup);
  * notification and every later one. */
 void supervise_serve(struct supervise *sup, short revents);
 
+/* The sandbox's egress proxy, before proxy_start (NULL detaches it, before
+ * proxy_stop): when this supervisor performs the tool's connects in a
+ * network namespace of the sandbox's own, the thread that made a connection
+ * to one of the proxy's listeners serves it itself (proxy_connected), and
+ * the proxy is told so (proxy_expect_supervisor). */
+struct proxy;
+void supervise_attach_proxy(struct supervise *sup, struct proxy *px);
+
 /* Stops the pool and releases the supervisor; connects and opens still in
  * flight finish on their own. */
 void supervise_free(struct supervise *sup);

@@ -54,6 +54,11 @@ struct supervise {
   uid_t tool_uid;
   gid_t tool_gid;
   bool check_tcp; /* Landlock handles TCP: mirror its ports */
+  /* the sandbox's egress proxy (supervise_attach_proxy), under proxy_lock:
+   * a connection made to one of its listeners is served by the thread
+   * that made it */
+  pthread_mutex_t proxy_lock;
+  struct proxy *proxy;
   uint16_t ports[SANDBOX_MAX_LISTENERS];
   size_t n_ports;
   struct socket_id granted[SUPERVISE_MAX_GRANTED];
@@ -86,6 +91,10 @@ struct supervise {
 void supervise_unref(struct supervise *sup);
 /* Answers a notification: result < 0 an errno, else the value. */
 void supervise_answer(const struct supervise *sup, uint64_t id, int result);
+/* supervise_pidfd.c: the tool's socket at fd (the one there now) of
+ * thread pid, which asked notification id, or -errno. Whether the asker
+ * still waits once the socket is taken is the caller's to check. */
+int supervise_take_socket(struct supervise *sup, pid_t pid, uint64_t id, int fd);
 /* Whether the task that sent notification id still waits for it. */
 bool supervise_still_waiting(const struct supervise *sup, uint64_t id);
 /* Runs fn(arg) in a detached thread holding a reference to sup and one of

@@ -205,6 +205,15 @@ ts = [threading.Thread(target=one) for i in range(8)]
 try: socket.create_connection((socket.gethostbyname('plain.test'), $spare), timeout=10); r = 'connected'
 except (ConnectionRefusedError, PermissionError): r = 'refused'
 print(sum(res), 'ok,', r)"
+  # a connection the connect supervisor never sees (TCP Fast Open's
+  # sendto connects without connect()): still served, by the listeners'
+  # sweep, and still checked
+  check "$who" tcp-fast-open 0 "^b'GET /tfo host=plain\.test:$http'$" $(run_main tfo) -- $py -c "
+import socket
+s = socket.socket()
+s.sendto(b'GET /tfo HTTP/1.0\\r\\nHost: plain.test\\r\\n\\r\\n', socket.MSG_FASTOPEN, (socket.gethostbyname('plain.test'), $http))
+print(s.makefile('rb').read().split(b'\\r\\n\\r\\n', 1)[-1].strip())"
+  check_log "$who" tcp-fast-open-logged '"decision":"allow","kind":"transparent","host":"plain.test"' tfo
   # refusals: a port the name may not use, a forbidden address host-side,
   # a rebinding name (one of its addresses forbidden), an SNI for another name
   check "$who" port-not-allowed 0 "^refused$" $(run_main refuse) -- $py -c "
