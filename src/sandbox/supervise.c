@@ -662,7 +662,10 @@ static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
     finish_release(&j);
   pthread_mutex_lock(&sup->lock);
   sup->busy--;
-  if (r == 0 && (j.domain == AF_INET || j.domain == AF_INET6)) {
+  /* a non-blocking connect (curl's, Node's, Go's) answers EINPROGRESS
+   * with the handshake under way on loopback: served here too, or the
+   * sweep would find it only up to PROXY_SWEEP_MS later */
+  if ((r == 0 || r == -EINPROGRESS) && (j.domain == AF_INET || j.domain == AF_INET6)) {
     pthread_mutex_unlock(&sup->lock);
     serve_made(sup, &j.addr, j.len);
     pthread_mutex_lock(&sup->lock);
