@@ -658,14 +658,18 @@ static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
     r = finish_connect(&j);
   }
   supervise_answer(sup, j.req.id, r);
+  /* a non-blocking connect (curl's, Node's, Go's) answers EINPROGRESS
+   * with the handshake under way on loopback: served here too, or the
+   * sweep would find it only up to PROXY_SWEEP_MS later; a UDP connect
+   * (glibc's resolver, to 127.0.0.53:53 at each query) has nothing to
+   * accept, and would hold this thread for accept_made's wait */
+  bool made = (r == 0 || r == -EINPROGRESS) && (j.domain == AF_INET || j.domain == AF_INET6) &&
+              j.sock >= 0 && sock_type(j.sock) == SOCK_STREAM;
   if (j.sock >= 0)
     finish_release(&j);
   pthread_mutex_lock(&sup->lock);
   sup->busy--;
-  /* a non-blocking connect (curl's, Node's, Go's) answers EINPROGRESS
-   * with the handshake under way on loopback: served here too, or the
-   * sweep would find it only up to PROXY_SWEEP_MS later */
-  if ((r == 0 || r == -EINPROGRESS) && (j.domain == AF_INET || j.domain == AF_INET6)) {
+  if (made) {
     pthread_mutex_unlock(&sup->lock);
     serve_made(sup, &j.addr, j.len);
     pthread_mutex_lock(&sup->lock);
