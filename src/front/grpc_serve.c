@@ -1,8 +1,9 @@
 /* The gRPC server, built as the shared module capsule-grpc-serve.so (see
- * grpc_serve_module.h): gRPC's core API, one thread taking calls and a
- * pool of worker threads answering them, each call with a completion
- * queue of its own; a worker idle for WORKER_IDLE_MS ends (a thread
- * started per call cost every call its start and its stack); the
+ * grpc_serve_module.h): gRPC's core API, a pool of worker threads of
+ * which one at a time takes calls and answers the one it took itself
+ * (worker: leader and followers), each call with a completion queue of
+ * its own; a worker idle for WORKER_IDLE_MS ends (a thread started per
+ * call cost every call its start and its stack); the
  * messages are grpc_serve_msg.c's. The artifact calls stream: the handler
  * pulls an upload's chunks (recv_chunk) and pushes a download's
  * (send_chunk), each within the options' stream_idle_ms, as is a call's
@@ -32,16 +33,16 @@
 struct grpc_serve {
   grpc_server *server;
   grpc_completion_queue *cq; /* calls arriving, and the shutdown's notice */
-  pthread_t thread;
   struct grpc_serve_options opt;
   pthread_mutex_t lock;
-  pthread_cond_t idle;
-  pthread_cond_t work;         /* a call queued, or stopping */
-  struct pending *queue, *end; /* calls taken, no worker on them yet */
-  unsigned active;             /* worker threads running */
-  unsigned waiting;            /* of them, waiting for a call */
-  unsigned calls;              /* calls queued or being answered (at most max_calls) */
-  unsigned queued;
+  pthread_cond_t idle;    /* calls or active went down */
+  pthread_cond_t work;    /* the lead is free, or stopping */
+  struct pending *posted; /* the request for the next call (the leader's) */
+  unsigned active;        /* worker threads running */
+  unsigned waiting;       /* of them, waiting to lead */
+  unsigned calls;         /* calls being answered (at most max_calls) */
+  bool leader;            /* a thread takes calls from cq */
+  bool cq_done;           /* cq has shut down: no one leads any more */
   bool stopping;
 };
 
@@ -377,37 +378,6 @@ static struct timespec in_ms(int ms)
   return t;
 }
 
-/* Answers the queued calls, then waits for more until idle too long or
- * the server stops. */
-static void *worker(void *arg)
-{
-  struct grpc_serve *s = arg;
-  pthread_mutex_lock(&s->lock);
-  for (;;) {
-    struct timespec until = in_ms(WORKER_IDLE_MS);
-    int r = 0;
-    while (!s->queue && !s->stopping && r != ETIMEDOUT) {
-      s->waiting++;
-      r = pthread_cond_timedwait(&s->work, &s->lock, &until);
-      s->waiting--;
-    }
-    struct pending *p = s->queue;
-    if (!p)
-      break;
-    if (!(s->queue = p->next))
-      s->end = NULL;
-    s->queued--;
-    pthread_mutex_unlock(&s->lock);
-    answer_call(p);
-    pthread_mutex_lock(&s->lock);
-    s->calls--;
-  }
-  s->active--;
-  pthread_cond_broadcast(&s->idle);
-  pthread_mutex_unlock(&s->lock);
-  return NULL;
-}
-
 /* A call past the limit: refused at once, on this thread. */
 static void refuse(struct pending *p)
 {
@@ -418,84 +388,118 @@ static void refuse(struct pending *p)
   pending_free(p);
 }
 
-/* Queues a call for a waiting worker, or a new one: false when there
- * are max_calls already, or no thread to answer it. The thread starts
- * outside the lock (a thread's start allocates: in the ASan build it may
- * wait for a fork, core/fork_gate.h). */
-static bool dispatch(struct grpc_serve *s, struct pending *got)
+/* The leader's part: keeps a request for the next call posted and waits
+ * on the server's queue until a call comes that is within max_calls
+ * (counted in calls; those past it refused here), or NULL once the
+ * queue has shut down. */
+static struct pending *take(struct grpc_serve *s)
 {
-  pthread_mutex_lock(&s->lock);
-  bool ok = s->calls < s->opt.max_calls, spawn = ok && s->waiting <= s->queued;
-  if (ok) {
-    got->next = NULL;
-    *(s->end ? &s->end->next : &s->queue) = got;
-    s->end = got;
-    s->queued++;
-    s->calls++;
-    s->active += spawn;
-    pthread_cond_signal(&s->work);
-  }
-  pthread_mutex_unlock(&s->lock);
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  if (spawn && pthread_create(&t, &attr, worker, s) != 0) {
-    pthread_mutex_lock(&s->lock);
-    if (--s->active == 0) { /* no worker takes it: still queued, taken back */
-      struct pending **q = &s->queue;
-      while (*q && *q != got)
-        q = &(*q)->next;
-      if (*q) {
-        *q = got->next;
-        s->end = NULL;
-        for (struct pending *e = s->queue; e; e = e->next)
-          s->end = e;
-        s->queued--;
-        s->calls--;
-        ok = false;
-      }
-    }
-    pthread_cond_broadcast(&s->idle);
-    pthread_mutex_unlock(&s->lock);
-  }
-  pthread_attr_destroy(&attr);
-  return ok;
-}
-
-static void *accept_loop(void *arg)
-{
-  struct grpc_serve *s = arg;
-  struct pending *p = NULL;
   for (;;) {
     pthread_mutex_lock(&s->lock);
     bool stopping = s->stopping;
     pthread_mutex_unlock(&s->lock);
-    if (!p && !stopping) {
-      p = pending_new(s);
-      if (grpc_server_request_call(s->server, &p->call, &p->details, &p->md, p->cq, s->cq, p) !=
-          GRPC_CALL_OK) {
+    if (!s->posted && !stopping) {
+      struct pending *p = pending_new(s);
+      if (grpc_server_request_call(s->server, &p->call, &p->details, &p->md, p->cq, s->cq, p) ==
+          GRPC_CALL_OK)
+        s->posted = p;
+      else
         pending_free(p);
-        p = NULL;
-      }
     }
     grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
     if (ev.type == GRPC_QUEUE_SHUTDOWN)
-      break;
+      return NULL;
     if (ev.tag == &shutdown_tag)
       continue; /* the queue's shutdown follows */
     struct pending *got = ev.tag;
-    if (got == p)
-      p = NULL;
+    if (got == s->posted)
+      s->posted = NULL;
     if (!ev.success) { /* a request the shutdown cancelled */
       pending_free(got);
       continue;
     }
-    if (!dispatch(s, got))
-      refuse(got);
+    pthread_mutex_lock(&s->lock);
+    bool room = s->calls < s->opt.max_calls;
+    s->calls += room;
+    pthread_mutex_unlock(&s->lock);
+    if (room)
+      return got;
+    refuse(got);
   }
-  if (p)
-    pending_free(p);
+}
+
+static void *worker(void *arg);
+
+/* A new worker thread, detached (counted in active by the caller): 0 or
+ * pthread_create's error. It
+ * starts outside the lock (a thread's start allocates: in the ASan build
+ * it may wait for a fork, core/fork_gate.h). */
+static int start_worker(struct grpc_serve *s)
+{
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int e = pthread_create(&t, &attr, worker, s);
+  pthread_attr_destroy(&attr);
+  return e;
+}
+
+/* Leader and followers: one thread at a time (the leader) takes calls
+ * from the server's queue; the call it takes it answers itself, on this
+ * thread, once it has handed the lead to a waiting thread (or a new one).
+ * A call thus starts on the thread that gRPC woke, with no hand-off to
+ * another; the next leader's wake-up is not on the call's path. A
+ * follower idle for WORKER_IDLE_MS ends; the leader leads until the
+ * queue shuts down. */
+static void *worker(void *arg)
+{
+  struct grpc_serve *s = arg;
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    if (!s->leader && !s->cq_done) {
+      s->leader = true;
+      pthread_mutex_unlock(&s->lock);
+      struct pending *got = take(s);
+      pthread_mutex_lock(&s->lock);
+      s->leader = false;
+      if (!got) {
+        s->cq_done = true;
+        pthread_cond_broadcast(&s->work);
+        continue;
+      }
+      bool spawn = s->waiting == 0;
+      if (spawn)
+        s->active++;
+      else
+        pthread_cond_signal(&s->work);
+      pthread_mutex_unlock(&s->lock);
+      if (spawn && start_worker(s) != 0) { /* no one leads until this call is answered */
+        pthread_mutex_lock(&s->lock);
+        s->active--;
+        pthread_mutex_unlock(&s->lock);
+      }
+      answer_call(got);
+      pthread_mutex_lock(&s->lock);
+      s->calls--;
+      pthread_cond_broadcast(&s->idle);
+      continue;
+    }
+    if (s->cq_done || s->stopping)
+      break; /* another leads (or the queue is done): this one is not needed */
+    struct timespec until = in_ms(WORKER_IDLE_MS);
+    int r = 0;
+    while (s->leader && !s->stopping && !s->cq_done && r != ETIMEDOUT) {
+      s->waiting++;
+      r = pthread_cond_timedwait(&s->work, &s->lock, &until);
+      s->waiting--;
+    }
+    if (r == ETIMEDOUT && s->leader)
+      break;
+  }
+  s->active--;
+  pthread_cond_broadcast(&s->idle);
+  pthread_mutex_unlock(&s->lock);
   return NULL;
 }
 
@@ -588,8 +592,9 @@ static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve *
                          opt->address);
   }
   grpc_server_start(s->server);
-  if (pthread_create(&s->thread, NULL, accept_loop, s) != 0) {
-    int e = errno;
+  s->active = 1;
+  int e = start_worker(s);
+  if (e != 0) {
     grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
     grpc_server_cancel_all_calls(s->server);
     grpc_completion_queue_shutdown(s->cq);
@@ -607,7 +612,8 @@ static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve *
   return 0;
 }
 
-static void wait_idle(struct grpc_serve *s, int ms)
+/* Waits until *n (calls, or active) is 0, at most ms (< 0: no bound). */
+static void wait_none(struct grpc_serve *s, const unsigned *n, int ms)
 {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
@@ -618,7 +624,7 @@ static void wait_idle(struct grpc_serve *s, int ms)
     until.tv_nsec -= 1000000000L;
   }
   pthread_mutex_lock(&s->lock);
-  while (s->active) {
+  while (*n) {
     if (ms < 0)
       pthread_cond_wait(&s->idle, &s->lock);
     else if (pthread_cond_timedwait(&s->idle, &s->lock, &until) == ETIMEDOUT)
@@ -636,11 +642,13 @@ static void serve_stop(struct grpc_serve *s, int drain_ms)
   pthread_cond_broadcast(&s->work); /* the waiting workers end */
   pthread_mutex_unlock(&s->lock);
   grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
-  wait_idle(s, drain_ms);
+  wait_none(s, &s->calls, drain_ms);
   grpc_server_cancel_all_calls(s->server);
-  wait_idle(s, -1); /* each handler's own deadline bounds this */
+  wait_none(s, &s->calls, -1); /* each handler's own deadline bounds this */
   grpc_completion_queue_shutdown(s->cq);
-  pthread_join(s->thread, NULL);
+  wait_none(s, &s->active, -1); /* the leader ends at the queue's shutdown, the rest at once */
+  if (s->posted)
+    pending_free(s->posted);
   grpc_server_destroy(s->server);
   grpc_completion_queue_destroy(s->cq);
   pthread_cond_destroy(&s->idle);

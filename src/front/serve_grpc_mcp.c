@@ -4,7 +4,9 @@
  * selu_warm_only, pooled state connections, a gRPC channel and the
  * keeper's connection kept per instance). gRPC does not survive a fork,
  * and serve forks its other calls' children, so the calls are made in a
- * process of their own, forked by serve at its start before any thread:
+ * process of their own, forked by a spawner (itself forked by serve at
+ * its start, before any thread, listener or connection) then and again
+ * whenever it died:
  * serve's thread for the call (mcp_run.c, a run apart's) hands it over on
  * a connection to this process (kept for the next call, one per call in
  * flight: a thread of this process each), and reads back the outcome.
@@ -35,6 +37,8 @@
 
 #define SELU_IDLE_CONNS 16        /* connections kept between calls; more at once make more */
 #define SELU_FIELD_MAX (64 << 20) /* a request's or answer's field at most */
+#define SELU_RESPAWN_MS 1000      /* a warm process started at most this often */
+#define SELU_SPAWN_WAIT_MS 5000   /* the spawner's answer awaited at most */
 
 /* The request's head, then capability, tool, user and args (no NULs). */
 struct warm_req {
@@ -48,14 +52,19 @@ struct warm_ans {
 };
 
 /* serve's handle, made at its start when the registry has a Selu
- * capability, kept until serve ends. A process that died is not started
- * again (forking it later would hand it serve's connections and
- * listeners): the calls then run apart. */
+ * capability, kept until serve ends. A process that died is started
+ * again by the spawner (forked at serve's start: no connection or
+ * listener of serve's in it) at the next call, at most one a
+ * SELU_RESPAWN_MS; meanwhile the calls run apart. */
 struct serve_selu {
   pthread_mutex_t mu; /* around all below: serve's main thread and the calls' threads */
-  pid_t pid;          /* 0: no process */
-  int ctl;            /* SCM_RIGHTS: a new connection for the process */
-  int reload_fd;      /* a byte: serve reloaded */
+  int spawner;        /* to the spawner, or -1 */
+  pid_t spawner_pid;
+  uint64_t spawned_ms; /* when a process was last asked for */
+  unsigned gen;        /* the process's generation: its connections' */
+  pid_t pid;           /* 0: no process */
+  int ctl;             /* SCM_RIGHTS: a new connection for the process */
+  int reload_fd;       /* a byte: serve reloaded */
   int idle[SELU_IDLE_CONNS];
   size_t n_idle;
 };
@@ -230,14 +239,7 @@ static void drain(struct warm_proc *p, uint64_t drain_ms)
  * are blocked since serve's setup), then drains. */
 static _Noreturn void warm_process(struct serve *sv, int ctl, int reload_rd)
 {
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  /* serve's descriptors, not ours; its state's stay open, as SQLite's
-   * memory of them (this process opens connections of its own to the
-   * same files, and SQLite shares what it knows per file in a process) */
-  int theirs[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake};
-  for (size_t i = 0; i < ARRAY_SIZE(theirs); i++)
-    if (theirs[i] >= 0)
-      close(theirs[i]);
+  prctl(PR_SET_PDEATHSIG, SIGTERM); /* the spawner's death */
   const struct serve_options *opt = sv->opt;
   sigset_t set;
   sigemptyset(&set);
@@ -264,41 +266,166 @@ static _Noreturn void warm_process(struct serve *sv, int ctl, int reload_rd)
 
 /* ---- in serve ---- */
 
-/* Forks the process into s (no process in it). */
-static int selu_spawn(struct serve *sv, struct serve_selu *s, struct cap_error *err)
+/* ---- the spawner: forks the warm processes ---- */
+
+/* Its reply to a request ('s'): the new process's pid, with its ctl and
+ * reload descriptors (SCM_RIGHTS); pid 0 when it could not fork. */
+static void spawn_one(struct serve *sv, int sock, pid_t *last)
 {
-  int sp[2], reload[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
-    return cap_error_errno(err, errno, "cannot start serve's warm Selu process");
-  if (pipe2(reload, O_CLOEXEC | O_NONBLOCK) < 0) {
-    int e = errno;
-    close(sp[0]);
-    close(sp[1]);
-    return cap_error_errno(err, e, "cannot start serve's warm Selu process");
-  }
-  pid_t pid = fork();
+  int sp[2] = {-1, -1}, reload[2] = {-1, -1};
+  pid_t pid = -1;
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) == 0 &&
+      pipe2(reload, O_CLOEXEC | O_NONBLOCK) == 0)
+    pid = fork();
   if (pid == 0) {
+    close(sock);
     close(sp[0]);
     close(reload[1]);
     warm_process(sv, sp[1], reload[0]);
   }
+  int32_t got = pid > 0 ? (int32_t)pid : 0;
+  int fds[2] = {sp[0], reload[1]};
+  struct iovec iov = {.iov_base = &got, .iov_len = sizeof got};
+  char control[CMSG_SPACE(sizeof fds)];
+  memset(control, 0, sizeof control);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (got) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof fds);
+    memcpy(CMSG_DATA(cm), fds, sizeof fds);
+    *last = pid;
+  }
+  (void)sendmsg(sock, &msg, MSG_NOSIGNAL);
+  int all[4] = {sp[0], sp[1], reload[0], reload[1]};
+  for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+    if (all[i] >= 0)
+      close(all[i]);
+}
+
+/* Forked by serve at its start, before any thread, listener or
+ * connection, and single-threaded: each warm process is forked from it,
+ * so one forked after serve has listeners and connections holds none of
+ * them. Ends when serve closes sock (or dies), its warm process told to
+ * stop and waited for (drain_ms, then killed). */
+static _Noreturn void spawner_main(struct serve *sv, int sock)
+{
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  /* serve's descriptors, not ours; its state's stay open, as SQLite's
+   * memory of them (a warm process opens connections of its own to the
+   * same files, and SQLite shares what it knows per file in a process) */
+  int *theirs[] = {&sv->listen_fd, &sv->inotify_fd, &sv->signal_fd, &sv->wake};
+  for (size_t i = 0; i < ARRAY_SIZE(theirs); i++) {
+    if (*theirs[i] >= 0)
+      close(*theirs[i]);
+    *theirs[i] = -1;
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  pid_t last = 0;
+  for (;;) {
+    struct pollfd fds[2] = {{.fd = sock, .events = POLLIN}, {.fd = sig, .events = POLLIN}};
+    if (poll(fds, sig >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+      break;
+    char c;
+    if ((fds[1].revents & POLLIN) || (fds[0].revents && recv(sock, &c, 1, 0) <= 0))
+      break;
+    while (waitpid(-1, NULL, WNOHANG) > 0) /* the processes that died */
+      ;
+    if (fds[0].revents)
+      spawn_one(sv, sock, &last);
+  }
+  if (last)
+    kill(last, SIGTERM);
+  uint64_t drain_ms = sv->opt->drain_ms ? (uint64_t)sv->opt->drain_ms : SERVE_DRAIN_MS;
+  uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + drain_ms + 4000;
+  while (waitpid(-1, NULL, WNOHANG) >= 0) {
+    if (last && cap_now_ms(CLOCK_MONOTONIC) > until) {
+      kill(last, SIGKILL);
+      last = 0;
+    }
+    nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
+  }
+  _exit(0);
+}
+
+/* ---- in serve ---- */
+
+/* Forks the spawner into s. */
+static int spawner_start(struct serve *sv, struct serve_selu *s, struct cap_error *err)
+{
+  int sp[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+    return cap_error_errno(err, errno, "cannot start serve's warm Selu process");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sp[0]);
+    spawner_main(sv, sp[1]);
+  }
   int e = errno;
   close(sp[1]);
-  close(reload[0]);
   if (pid < 0) {
     close(sp[0]);
-    close(reload[1]);
     return cap_error_errno(err, e, "cannot fork serve's warm Selu process");
   }
-  pthread_mutex_lock(&s->mu);
-  s->pid = pid;
-  s->ctl = sp[0];
-  s->reload_fd = reload[1];
-  pthread_mutex_unlock(&s->mu);
+  s->spawner = sp[0];
+  s->spawner_pid = pid;
   return 0;
 }
 
-/* The process gone (dead, or ended: wait its exit): nothing in s. */
+/* A new warm process from the spawner into s (no process in it), s->mu
+ * held; at most one a SELU_RESPAWN_MS. */
+static bool selu_spawn(struct serve_selu *s)
+{
+  uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+  if (s->spawner < 0 || (s->spawned_ms && now - s->spawned_ms < SELU_RESPAWN_MS))
+    return false;
+  s->spawned_ms = now;
+  struct pollfd p = {.fd = s->spawner, .events = POLLIN};
+  int32_t pid = 0;
+  int fds[2] = {-1, -1};
+  struct iovec iov = {.iov_base = &pid, .iov_len = sizeof pid};
+  char control[CMSG_SPACE(sizeof fds)];
+  struct msghdr msg = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof control};
+  if (send(s->spawner, "s", 1, MSG_NOSIGNAL) != 1 || poll(&p, 1, SELU_SPAWN_WAIT_MS) != 1 ||
+      recvmsg(s->spawner, &msg, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof pid || pid <= 0)
+    return false;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+  if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof fds))
+    return false;
+  memcpy(fds, CMSG_DATA(cm), sizeof fds);
+  s->pid = pid;
+  s->ctl = fds[0];
+  s->reload_fd = fds[1];
+  s->gen++;
+  return true;
+}
+
+/* The process of generation gen found gone (a connection to it failed):
+ * its descriptors closed; the next call asks for a new one. */
+static void selu_lost(struct serve_selu *s, unsigned gen)
+{
+  pthread_mutex_lock(&s->mu);
+  if (s->pid && s->gen == gen) {
+    for (size_t i = 0; i < s->n_idle; i++)
+      close(s->idle[i]);
+    s->n_idle = 0;
+    close(s->ctl);
+    close(s->reload_fd);
+    s->pid = 0;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* serve stopping: the connections, ctl and the spawner's socket closed (the process drains and
+ * ends, the spawner waits for it and ends): nothing in s. */
 static void selu_drop(struct serve_selu *s)
 {
   pthread_mutex_lock(&s->mu);
@@ -310,6 +437,9 @@ static void selu_drop(struct serve_selu *s)
     close(s->reload_fd);
   }
   s->pid = 0;
+  if (s->spawner >= 0) /* no process asked for any more; it waits for the last, then ends */
+    close(s->spawner);
+  s->spawner = -1;
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -326,11 +456,15 @@ void serve_selu_start(struct serve *sv, const struct gw_registry *reg)
   if (!has_selu(reg))
     return;
   struct serve_selu *s = cap_xcalloc(1, sizeof *s);
+  s->spawner = -1;
   pthread_mutex_init(&s->mu, NULL);
   struct cap_error err = {0};
-  if (selu_spawn(sv, s, &err) < 0)
+  if (spawner_start(sv, s, &err) < 0)
     serve_log(sv, "error", "no warm Selu process: Selu calls run apart", "error", err.message, NULL,
               NULL);
+  else if (!selu_spawn(s))
+    serve_log(sv, "error", "no warm Selu process yet: Selu calls run apart until one starts", NULL,
+              NULL, NULL, NULL);
   cap_error_clear(&err);
   __atomic_store_n(&sv->selu, s, __ATOMIC_RELEASE);
 }
@@ -346,11 +480,16 @@ void serve_selu_reloaded(struct serve_selu *s)
   pthread_mutex_unlock(&s->mu);
 }
 
-/* A connection to the warm process: an idle one, or a new one passed to it. */
-static int conn_take(struct serve_selu *s)
+/* A connection to the warm process (of generation *gen): an idle one, or
+ * a new one passed to it, the process started again first if it is
+ * gone. */
+static int conn_take(struct serve_selu *s, unsigned *gen)
 {
   pthread_mutex_lock(&s->mu);
+  if (!s->n_idle && !s->pid)
+    selu_spawn(s);
   int fd = s->n_idle ? s->idle[--s->n_idle] : -1, ctl = s->pid ? s->ctl : -1;
+  *gen = s->gen;
   pthread_mutex_unlock(&s->mu);
   int sp[2];
   if (fd >= 0 || ctl < 0)
@@ -369,20 +508,21 @@ static int conn_take(struct serve_selu *s)
   cm->cmsg_len = CMSG_LEN(sizeof(int));
   memcpy(CMSG_DATA(cm), &sp[1], sizeof(int));
   pthread_mutex_lock(&s->mu); /* ctl stays while held: a restart swaps it under mu */
-  bool sent = s->pid && s->ctl == ctl && sendmsg(ctl, &msg, MSG_NOSIGNAL) == 1;
+  bool sent = s->pid && s->gen == *gen && sendmsg(ctl, &msg, MSG_NOSIGNAL) == 1;
   pthread_mutex_unlock(&s->mu);
   close(sp[1]);
   if (!sent) {
     close(sp[0]);
+    selu_lost(s, *gen);
     return -1;
   }
   return sp[0];
 }
 
-static void conn_give(struct serve_selu *s, int fd)
+static void conn_give(struct serve_selu *s, int fd, unsigned gen)
 {
   pthread_mutex_lock(&s->mu);
-  bool kept = s->n_idle < SELU_IDLE_CONNS;
+  bool kept = s->n_idle < SELU_IDLE_CONNS && s->gen == gen && s->pid;
   if (kept)
     s->idle[s->n_idle++] = fd;
   pthread_mutex_unlock(&s->mu);
@@ -416,24 +556,30 @@ enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
   if (!s || !spec || spec->runtime.kind != CAP_RUNTIME_GRPC || call->mcp_method ||
       call->answer != GW_ANSWER_NONE)
     return GW_OUTCOME_NOT_WARM; /* a client's answer to an ask: the pipeline's own */
-  int fd = conn_take(s);
+  unsigned gen = 0;
+  int fd = conn_take(s, &gen);
+  if (fd >= 0 && !send_request(fd, call)) { /* nothing ran: its process gone, taken again */
+    close(fd);
+    selu_lost(s, gen);
+    if ((fd = conn_take(s, &gen)) >= 0 && !send_request(fd, call)) {
+      close(fd);
+      fd = -1;
+    }
+  }
   if (fd < 0)
     return GW_OUTCOME_NOT_WARM;
-  if (!send_request(fd, call)) { /* nothing ran */
-    close(fd);
-    return GW_OUTCOME_NOT_WARM;
-  }
   struct warm_ans a;
   char *msg = NULL, *json = NULL;
   if (!read_all(fd, &a, sizeof a) || !(msg = read_field(fd, a.len[0])) ||
       !(json = read_field(fd, a.len[1]))) {
     close(fd); /* it may have run: audited there as interrupted, never run twice */
+    selu_lost(s, gen);
     free(msg);
     return cap_error_set(err, ECONNABORTED,
                          "serve's warm Selu process ended during the call; try again"),
            GW_OUTCOME_FAILED;
   }
-  conn_give(s, fd);
+  conn_give(s, fd, gen);
   enum gw_outcome o = (enum gw_outcome)a.outcome;
   if (o != GW_OUTCOME_OK && o != GW_OUTCOME_NOT_WARM)
     cap_error_set(err, a.code ? a.code : EIO, "%s", msg);
@@ -454,7 +600,10 @@ void serve_selu_stop(struct serve_selu *s, int drain_ms)
   selu_drop(s); /* its connections and ctl closed: the process drains and ends */
   if (pid)      /* and told so, should another process hold a copy of ctl */
     kill(pid, SIGTERM);
-  uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)drain_ms + 5000;
+  pid = s->spawner_pid;
+  if (pid) /* told so too, should a child of serve hold a copy of its socket */
+    kill(pid, SIGTERM);
+  uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)drain_ms + 6000;
   while (pid) {
     pid_t r = waitpid(pid, NULL, WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR))

@@ -5,8 +5,9 @@
 # process with no fork (as root with strace: no process created by serve
 # while they run), each audited once, validation and policy applied; a
 # warm call whose process is killed mid-call is audited once as
-# interrupted, and serve answers the next calls apart (a reload too); a
-# killed serve leaves no record of the markers it kept between calls. Usage: serve_mcp_selu.sh CAPSULE
+# interrupted, and the next call is answered by a new warm process
+# (serve's spawner forks it; a reload too); a killed serve leaves no
+# record of the markers it kept between calls. Usage: serve_mcp_selu.sh CAPSULE
 set -u
 source "$(dirname "$0")/../lib/gateway.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,9 +21,15 @@ chmod 755 "$work"
 spid= keeper=
 cleanup() {
   [ -n "$keeper" ] && kill -CONT "$keeper" 2>/dev/null
-  [ -n "$spid" ] && { pkill -9 -P "$spid" 2>/dev/null; kill -9 "$spid" 2>/dev/null; }
+  [ -n "$spid" ] && { kill_tree; kill -9 "$spid" 2>/dev/null; }
   "$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1
   rm -rf "$work"
+}
+# serve's children (the spawner), their children (the warm process)
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$spid"); do pkill -9 -P "$c" 2>/dev/null; done
+  pkill -9 -P "$spid" 2>/dev/null
 }
 trap cleanup EXIT
 caps=$work/caps state=$work/state
@@ -59,7 +66,11 @@ records() { "$capsule" audit --json --state "$state" 2>/dev/null | jq "[.[] | se
 start_serve && ok "serve listens" || { bad "serve listens: $(tail -3 "$work/serve.log")"; finish "serve mcp selu"; exit; }
 words "$(call 1 '{"text":"a b c"}')" && ok "the first call starts the instance and answers" ||
   bad "the first call starts the instance and answers"
-warm_proc() { [ -n "$(pgrep -P "$spid")" ]; }
+# the spawner is serve's first child (forked at its start), the warm
+# process the spawner's
+spawner() { pgrep -P "$spid" | head -1; }
+warm_pid() { local sp; sp=$(spawner); [ -n "$sp" ] && pgrep -P "$sp" | head -1; }
+warm_proc() { [ -n "$(warm_pid)" ]; }
 wait_for warm_proc && ok "serve has its warm Selu process" || bad "serve has its warm Selu process"
 
 # the warm calls: no process made by serve meanwhile (its threads only)
@@ -98,9 +109,10 @@ jq -e '.result.isError == true' >/dev/null <<<"$blocked" && grep -q "blocked by 
 "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
 
 # the warm process killed mid-call (its lease held up: the keeper
-# stopped): one interrupted record, and the next call runs apart
+# stopped): one interrupted record, and the next call is answered by a
+# new warm process
 keeper=$("$capsule" ps --json --state "$state" | jq -r '.[] | select(.capability == "text-tools") | .pid' | head -1)
-wproc=$(pgrep -P "$spid" | head -1)
+wproc=$(warm_pid)
 if [ -n "$keeper" ] && [ -n "$wproc" ] && kill -STOP "$keeper"; then
   call 9 '{"text":"a b c"}' >"$work/killed.out" &
   caller=$!
@@ -114,21 +126,33 @@ if [ -n "$keeper" ] && [ -n "$wproc" ] && kill -STOP "$keeper"; then
     bad "the killed call answers an error: $(cat "$work/killed.out")"
   [ "$(records '.outcome == "interrupted"')" = 1 ] && ok "the killed call audited once as interrupted" ||
     bad "the killed call audited once as interrupted (found $(records '.outcome == "interrupted"'))"
-  words "$(call 10 '{"text":"a b c"}')" && ok "without the warm process, the call runs apart" ||
-    bad "without the warm process, the call runs apart"
-  # a reload while it is gone: serve goes on, the calls still run apart
-  # (a process forked later would hold serve's listeners and connections)
+  sleep 1.1 # serve starts a warm process at most once a second
+  words "$(call 10 '{"text":"a b c"}')" && ok "after the warm process died, the call answers" ||
+    bad "after the warm process died, the call answers"
+  # the new process answered it: a thread of its own per connection
+  nproc=$(warm_pid)
+  [ -n "$nproc" ] && [ "$nproc" != "$wproc" ] && [ "$(ls "/proc/$nproc/task" | wc -l)" -ge 2 ] &&
+    ok "a new warm process answered it" ||
+    bad "a new warm process answered it (was $wproc, now ${nproc:-none})"
+  # it holds none of serve's sockets (the spawner forked it, not serve)
+  serve_socks=$(find "/proc/$spid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | sort -u)
+  warm_socks=$(find "/proc/$nproc/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | sort -u)
+  shared=$(comm -12 <(echo "$serve_socks") <(echo "$warm_socks") | grep -c socket)
+  # serve's end of its connections to the process are its own: none shared
+  [ "$shared" = 0 ] && ok "the new warm process holds none of serve's sockets" ||
+    bad "the new warm process holds none of serve's sockets ($shared shared)"
+  # a reload: the warm process reloads too, the calls still answered
   mkdir -p "$caps/selu-copy" && cp -r "$caps/selu-text/." "$caps/selu-copy/" &&
     sed -i 's/^id: .*/id: text-copy/' "$caps/selu-copy/manifest.yaml"
   reloaded() { [ "$(grep -c '"registry loaded"' "$work/serve.log")" -ge 2 ]; }
   wait_for reloaded && words "$(call 11 '{"text":"a b c"}')" &&
-    ok "after a reload, calls run apart" || bad "after a reload, calls run apart"
+    ok "after a reload, calls answered" || bad "after a reload, calls answered"
 else
   bad "the instance's keeper or the warm process was not found (keeper ${keeper:-none}, process ${wproc:-none})"
 fi
 
 # serve killed between calls: the markers it kept record nothing
-pkill -9 -P "$spid"
+kill_tree
 kill -9 "$spid"
 wait "$spid" 2>/dev/null
 spid=
