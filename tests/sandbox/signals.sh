@@ -33,6 +33,18 @@ case_() {
   local pid=$!
   for _ in $(seq 300); do grep -q ready "$out" && break; sleep 0.1; done
   kill "-$sig" "$pid"
+  # bounded: a signal lost shows where capsule and its sandbox wait, then fails
+  local waited=0
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 1200 ]; do sleep 0.1; waited=$((waited + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "  capsule (pid $pid) still runs 120 s after SIG$sig; its processes and threads:"
+    ps -eLo pid,ppid,lwp,stat,wchan:24,args | awk -v p="$pid" 'NR == 1 || $1 == p || $2 == p' | sed 's/^/         /'
+    for t in /proc/"$pid"/task/*; do
+      echo "         thread ${t##*/}: $(grep -E '^Sig(Pnd|Blk|Ign|Cgt)|^ShdPnd' "$t/status" | tr '\n' ' ')"
+      sed 's/^/           /' "$t/stack" 2>/dev/null | head -8
+    done
+    pkill -KILL -P "$pid" 2>/dev/null; kill -KILL "$pid" 2>/dev/null
+  fi
   wait "$pid"
   local status=$?
   if [ "$status" = 3 ] && grep -q got-signal "$out"; then
