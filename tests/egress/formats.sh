@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The transparent egress path from the formats a gateway calls: a Covenant
 # agent (stdio JSONL, curl --noproxy '*') and a Talos plugin (Node's
-# built-in fetch, which ignores HTTP_PROXY), each granted one host:port by
+# http module, which never uses a proxy), each granted one host:port by
 # the operator (capsule grant), reach that name through the sandbox's
 # resolver and its synthetic address, and are refused a name they were not
 # granted (NXDOMAIN inside) and a port of the granted name they were not
@@ -76,22 +76,28 @@ SH
 }
 agent cov off
 agent covhttps outbound-https-only
-# Talos: a plugin whose handler uses Node's built-in fetch
+# Talos: a plugin whose handler uses Node's http module
 if command -v node >/dev/null; then
   mkdir -p "$caps/tal"
   cat >"$caps/tal/manifest.json" <<'JSON'
-{"id": "tal", "name": "Tal", "description": "Fetches with Node's built-in fetch.", "version": "1.0.0",
+{"id": "tal", "name": "Tal", "description": "Fetches with Node's http module.", "version": "1.0.0",
  "functions": [{"name": "get", "description": "Fetches.",
    "parameters": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}}]}
 JSON
   cat >"$caps/tal/index.mjs" <<'JS'
-export async function get({ url }) {
-  try {
-    const r = await fetch(url);
-    return { status: r.status, length: (await r.text()).length };
-  } catch (e) {
-    return { failed: String(e?.message), cause: String(e?.cause?.code ?? e?.cause?.message ?? "") };
-  }
+import { get as httpGet } from 'node:http';
+// node:http never uses a proxy (the shim points fetch at capsule's proxy
+// when undici is installed): the kind of client the transparent path is for
+export function get({ url }) {
+  return new Promise((resolve) => {
+    const req = httpGet(url, (r) => {
+      let n = 0;
+      r.on('data', (d) => { n += d.length; });
+      r.on('end', () => resolve({ status: r.statusCode, length: n }));
+    });
+    req.setTimeout(20000, () => req.destroy(new Error('timed out')));
+    req.on('error', (e) => resolve({ failed: `request failed: ${e.message}`, cause: String(e.code ?? '') }));
+  });
 }
 JS
 else
@@ -136,11 +142,11 @@ for who in root nobody; do
       bad "$who: talos setup"
     fi
     out=$(as "$who" "$capsule" call "${G[@]}" tal get "{\"url\":\"http://up.test:$port/big\"}" 2>&1 </dev/null)
-    expect "$who: talos-fetch-transparent" "$out" '"status": ?200,"length": ?5000'
+    expect "$who: talos-http-transparent" "$out" '"status": ?200,"length": ?5000'
     out=$(as "$who" "$capsule" call "${G[@]}" tal get "{\"url\":\"http://other.test:$port/big\"}" 2>&1 </dev/null)
-    expect "$who: talos-fetch-other-name-refused" "$out" '"failed": ?"fetch failed[^"]*","cause": ?"ENOTFOUND"'
+    expect "$who: talos-http-other-name-refused" "$out" '"failed": ?"request failed[^"]*","cause": ?"ENOTFOUND"'
     out=$(as "$who" "$capsule" call "${G[@]}" tal get "{\"url\":\"http://up.test:$((port + 1))/big\"}" 2>&1 </dev/null)
-    expect "$who: talos-fetch-other-port-refused" "$out" '"failed": ?"fetch failed[^"]*","cause": ?"(EACCES|ECONNREFUSED)"'
+    expect "$who: talos-http-other-port-refused" "$out" '"failed": ?"request failed[^"]*","cause": ?"(EACCES|ECONNREFUSED)"'
   fi
   # the egress rows: the transparent connection allowed, counted with its bytes
   rows=$(python3 -c 'import sqlite3,sys

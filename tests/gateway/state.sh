@@ -158,14 +158,14 @@ pids=(); for i in $(seq 8); do blocked 2 "$A" & pids+=($!); done; wait "${pids[@
 t hwm-concurrent 0 "audit log verified: 21 records" audit verify --state "$A"
 if grep -q "^capsule-audit-hwm-v1 21 " "$A/audit-hwm"; then ok hwm-at-head; else bad "hwm-at-head ($(cut -c1-30 "$A/audit-hwm"))"; fi
 
-echo "audit text output escapes control characters; --json stays exact"
+echo "audit text output escapes control characters (invalid UTF-8 stored as U+FFFD); --json stays exact"
 E=$work/esc
 forged=$'t\n99 2026-01-01T00:00:00.000Z root noop.dispatch allow 1ms ok\e[2J\xff\xe2\x80\xae'
 "$capsule" call --caps "$caps" --state "$E" noop "$forged" '{}' >/dev/null 2>&1
 "$capsule" call --caps "$caps" --state "$E" noop dispatch '{}' >/dev/null 2>&1
 out=$("$capsule" audit --state "$E" 2>&1)
 if [ "$(printf '%s\n' "$out" | wc -l)" = 2 ] && ! printf '%s' "$out" | grep -q $'\e' &&
-   printf '%s' "$out" | grep -qF 'noop.t\n99 2026' && printf '%s' "$out" | grep -qF '\x1b[2J\xff\u{202e}'; then
+   printf '%s' "$out" | grep -qF 'noop.t\n99 2026' && printf '%s' "$out" | grep -qF '\x1b[2J'$'\xef\xbf\xbd''\u{202e}'; then
   ok audit-text-escaped
 else bad audit-text-escaped; printf '%s\n' "$out" | head -4 | cat -A | sed 's/^/         /'; fi
 "$capsule" audit --json --state "$E" >"$work/esc.json" 2>&1

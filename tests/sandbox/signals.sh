@@ -24,8 +24,11 @@ case_() {
   local out=$work/$who-$name.out
   : >"$out"; chmod 666 "$out"
   # $! must be capsule itself: setpriv execs it, a shell function would not
-  local prefix=()
-  [ "$who" = root ] || prefix=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+  # the signals' default actions: a test run under nohup or in a background
+  # job inherits SIGHUP/SIGINT ignored, and a shell cannot trap a signal
+  # ignored on entry, so the tool would never see one (exec keeps pid)
+  local prefix=(env --default-signal=HUP,INT,TERM)
+  [ "$who" = root ] || prefix+=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
   # a state of the test's own (the default one is shared with other runs)
   mkdir -p "$work/state-$who"
   [ "$who" = root ] || chown 65534:65534 "$work/state-$who"
