@@ -9,7 +9,8 @@
 # name. Refused: a name outside the pattern (NXDOMAIN), a port outside,
 # an SNI for another name; past 1024 names the resolver answers SERVFAIL
 # and the names given keep theirs. Upstreams are local (tservers.py),
-# reached by name through --resolve. As root and uid 65534.
+# reached by name through --resolve. An endpoint pattern with L7 rules is
+# intercepted on the transparent path too. As root and uid 65534.
 # Usage: patterns.sh CAPSULE HOSTILE
 set -u
 # shellcheck source=../lib/sandbox.sh
@@ -53,6 +54,8 @@ printf '{"version": "0.1.0", %s, "network": {"mode": "proxy", "allow_domains": [
   "$grant" "$https" "$http" >"$work/pat.json"
 printf '{"version": "0.1.0", %s, "network": {"mode": "proxy", "endpoints": [{"host": "*.pat.test:%s"}]}}\n' \
   "$grant" "$https" >"$work/endpoint.json"
+printf '{"version": "0.1.0", "network": {"mode": "proxy", "endpoints": [{"host": "*.pat.test:%s", "rules": [{"method": "GET", "path": "/allowed/**"}]}]}}\n' \
+  "$https" >"$work/ruled.json"
 R="--resolve a.pat.test:127.0.0.1 --resolve b.pat.test:127.0.0.1 --proxy-allow-private"
 
 pass=0 fail=0
@@ -92,6 +95,10 @@ echo "a=$a b=$b again=$c bare=$bare other=$other"'
   check "$who" endpoint-pattern 0 "^GET /e host=a\.pat\.test:$https rc=(52|56)$" $(run endpoint ep) -- sh -c \
     "echo \$($C https://a.pat.test:$https/e) \$($C http://a.pat.test:$http/e >/dev/null 2>&1; echo rc=\$?)"
   check_log "$who" port-outside-logged '"decision":"deny","kind":"transparent","host":"a.pat.test","port":'"$http"'.*allowlist' ep
+  # an endpoint pattern with L7 rules: TLS terminated with the session CA
+  # (the tool trusts it through CURL_CA_BUNDLE), the rules hold
+  check "$who" ruled-pattern 0 "^GET /allowed/r host=b\.pat\.test:$https 403$" $(run ruled ruled) -- sh -c \
+    "echo \$(curl -sS --max-time 30 --noproxy '*' https://b.pat.test:$https/allowed/r) \$(curl -s -o /dev/null -w '%{http_code}' --max-time 30 --noproxy '*' https://b.pat.test:$https/admin)"
   # refusals: a port outside, an SNI for another name, a name outside
   check "$who" port-outside 0 "^rc=(52|56)$" $(run pat port) -- sh -c "$C http://a.pat.test:$spare/x; echo rc=\$?"
   check "$who" sni-mismatch 0 "^refused$" $(run pat sni) -- $py -c "
