@@ -19,7 +19,7 @@
 set -u
 capsule=$(realpath "$1")
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces of the test's own)"; exit 77; }
-for tool in ip python3 curl unshare setpriv; do
+for tool in ip python3 curl unshare setpriv openssl; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
 done
 "$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77; }
