@@ -146,12 +146,13 @@ int cmd_doctor(int argc, char **argv)
           : "needs the network namespace");
   row("any-port names", capture,
       capture ? "an nftables redirect in the sandbox's namespace (nft) sends every port of a "
-                "name allowed on any port to capsule; Landlock then leaves TCP connect to it"
+                "name allowed on any port, and of a pattern's name (an on-demand address), to "
+                "capsule; Landlock then leaves TCP connect to it"
       : capture_nft()
           ? "nft cannot load a redirect here (no nf_tables): a name allowed on any port is "
-            "reached on 80, 443 and ports.connect only"
+            "reached on 80, 443 and ports.connect only, a pattern's names through the proxy only"
           : "no nft binary: a name allowed on any port is reached on 80, 443 and ports.connect "
-            "only (install nftables)");
+            "only, a pattern's names through the proxy only (install nftables)");
   gvisor_row();
   return all ? CLI_EXIT_OK : CLI_EXIT_HOST;
 }

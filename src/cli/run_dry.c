@@ -136,6 +136,9 @@ static void print_grants(FILE *out, const struct cap_spec *spec, uint32_t id_bas
     fprintf(out, "deny:         %s\n", spec->deny.v[i]);
 }
 
+#define POOL_MAX_TEXT_(n) #n
+#define POOL_MAX_TEXT POOL_MAX_TEXT_(EGRESS_POOL_MAX)
+
 /* The transparent path (net/egress_plan.h): the resolver, then each
  * name's synthetic address and the ports listened on. */
 static void print_transparent(FILE *out, const struct cap_spec *spec)
@@ -157,9 +160,16 @@ static void print_transparent(FILE *out, const struct cap_spec *spec)
                                     : " (allowed on any port, but no nft here: only these)");
     cap_buf_free(&ports);
   }
+  bool capture = capture_planned(spec);
   if (plan.n_dropped)
-    fprintf(out, "transparent:  %zu more names or ports past the limit: through the proxy only\n",
-            plan.n_dropped);
+    fprintf(out, "transparent:  %zu more names or ports past the limit: %s\n", plan.n_dropped,
+            capture ? "names on demand (below), ports through the proxy only"
+                    : "through the proxy only");
+  if (plan.pool)
+    fprintf(out, "transparent:  names under a pattern: %s\n",
+            capture ? "on demand from " EGRESS_POOL_NET " (up to " POOL_MAX_TEXT
+                      " names, every allowed port: nftables redirect)"
+                    : "through the proxy only (no nft here to redirect on-demand addresses)");
   egress_plan_free(&plan);
 }
 

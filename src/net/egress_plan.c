@@ -60,6 +60,7 @@ static size_t add_name(struct egress_plan *plan, const char *name)
     return i;
   if (plan->n_names == EGRESS_MAX_NAMES) {
     plan->n_dropped++;
+    plan->pool = plan->capture = true; /* on demand instead */
     return SIZE_MAX;
   }
   i = plan->n_names++;
@@ -87,6 +88,8 @@ static void add_host(struct egress_plan *plan, const struct cap_network *net, co
 {
   char name[256];
   uint16_t named_port;
+  if (host && (host[0] == '.' || strchr(host, '*')))
+    plan->pool = plan->capture = true; /* a pattern: its names on demand */
   if (!exact_name(host, name, &named_port))
     return;
   if (named_port)
@@ -113,6 +116,7 @@ void egress_plan_build(const struct cap_spec *spec, struct egress_plan *plan)
   const struct cap_network *net = &spec->network;
   if (net->mode != CAP_NET_PROXY)
     return;
+  plan->net = net;
   for (size_t i = 0; i < net->n_endpoints; i++)
     add_host(plan, net, net->endpoints[i].host, 0);
   for (size_t i = 0; i < net->allow_domains.len; i++)
@@ -139,9 +143,71 @@ const struct egress_name *egress_plan_by_addr(const struct egress_plan *plan, co
   return n >= 1 && n <= plan->n_names ? &plan->names[n - 1] : NULL;
 }
 
-enum egress_dns_outcome egress_plan_answer(const struct egress_plan *plan, const uint8_t *msg,
-                                           size_t len, uint8_t *out, size_t size, size_t *out_len,
-                                           char *name)
+void egress_pool_init(struct egress_pool *pool)
+{
+  memset(pool, 0, sizeof *pool);
+  pthread_mutex_init(&pool->lock, NULL);
+}
+
+void egress_pool_free(struct egress_pool *pool)
+{
+  for (size_t i = 0; i < pool->n; i++)
+    free(pool->names[i]);
+  pool->n = 0;
+  pthread_mutex_destroy(&pool->lock);
+}
+
+static void pool_addr(size_t i, uint8_t addr[4])
+{
+  size_t n = i + 1; /* 127.77.128.1 onwards */
+  addr[0] = 127;
+  addr[1] = 77;
+  addr[2] = (uint8_t)(128 + (n >> 8));
+  addr[3] = (uint8_t)n;
+}
+
+const char *egress_pool_by_addr(struct egress_pool *pool, const uint8_t addr[4])
+{
+  if (addr[0] != 127 || addr[1] != 77 || addr[2] < 128)
+    return NULL;
+  size_t n = (size_t)(addr[2] - 128) << 8 | addr[3];
+  pthread_mutex_lock(&pool->lock);
+  const char *name = n >= 1 && n <= pool->n ? pool->names[n - 1] : NULL;
+  pthread_mutex_unlock(&pool->lock);
+  return name;
+}
+
+/* name's on-demand address into addr, given now when it has none; false
+ * when the pool is full. */
+static bool pool_take(struct egress_pool *pool, const char *name, uint8_t addr[4])
+{
+  pthread_mutex_lock(&pool->lock);
+  size_t i = 0;
+  while (i < pool->n && strcmp(pool->names[i], name) != 0)
+    i++;
+  bool ok = i < pool->n || pool->n < EGRESS_POOL_MAX;
+  if (ok && i == pool->n)
+    pool->names[pool->n++] = cap_xstrdup(name);
+  pthread_mutex_unlock(&pool->lock);
+  if (ok)
+    pool_addr(i, addr);
+  return ok;
+}
+
+/* Whether name may get an on-demand address: the plan has a pool, the
+ * name is a host name (not an IP literal, not localhost) and some entry
+ * of the allowlist names it. */
+static bool pool_covers(const struct egress_plan *plan, const char *name)
+{
+  char norm[256];
+  uint16_t port;
+  return plan->pool && plan->net && exact_name(name, norm, &port) && !port &&
+         net_host_listed(plan->net, norm);
+}
+
+enum egress_dns_outcome egress_plan_answer(const struct egress_plan *plan, struct egress_pool *pool,
+                                           const uint8_t *msg, size_t len, uint8_t *out,
+                                           size_t size, size_t *out_len, char *name)
 {
   struct dns_question q;
   enum dns_parse p = dns_parse_query(msg, len, &q);
@@ -160,13 +226,24 @@ enum egress_dns_outcome egress_plan_answer(const struct egress_plan *plan, const
     return EGRESS_DNS_REFUSED;
   }
   size_t i = find_name(plan, q.name);
-  if (i == SIZE_MAX) {
+  uint8_t given[4];
+  const uint8_t *addr = NULL;
+  if (i != SIZE_MAX) {
+    addr = plan->names[i].addr;
+  } else if (!pool || !pool_covers(plan, q.name)) {
     *out_len = dns_build_answer(msg, &q, DNS_NXDOMAIN, NULL, 0, out, size);
     return EGRESS_DNS_REFUSED;
+  } else if (q.qtype == DNS_TYPE_A) { /* only an A query spends an address */
+    if (!pool_take(pool, q.name, given)) {
+      *out_len = dns_build_answer(msg, &q, DNS_SERVFAIL, NULL, 0, out, size);
+      return EGRESS_DNS_FULL;
+    }
+    addr = given;
   }
   /* A: the synthetic address; any other type (AAAA, HTTPS, MX): NODATA,
    * so a client falls back to A instead of giving up on the name */
-  const uint8_t *addr = q.qtype == DNS_TYPE_A ? plan->names[i].addr : NULL;
+  if (q.qtype != DNS_TYPE_A)
+    addr = NULL;
   *out_len = dns_build_answer(msg, &q, DNS_NOERROR, addr, EGRESS_DNS_TTL, out, size);
   return EGRESS_DNS_ANSWERED;
 }

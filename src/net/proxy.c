@@ -416,7 +416,7 @@ bool proxy_hold(struct proxy *px)
 /* The listeners a connection to dest may be waiting on (at most 2, into
  * out): the proxy's, the resolver's TCP, a synthetic address's port or the
  * capture listener (both, when the redirect may or may not be loaded). */
-static size_t listeners_at(const struct proxy *px, const struct sockaddr_in *dest, size_t out[2])
+static size_t listeners_at(struct proxy *px, const struct sockaddr_in *dest, size_t out[2])
 {
   size_t forwards = px->spec->network.localhost.len, n = 0;
   uint32_t a = ntohl(dest->sin_addr.s_addr);
@@ -432,7 +432,8 @@ static size_t listeners_at(const struct proxy *px, const struct sockaddr_in *des
   } else if (planned && (a >> 16) == (127u << 8 | 77u)) {
     const struct egress_name *name =
         egress_plan_by_addr(&px->plan, (const uint8_t *)&dest->sin_addr);
-    if (name && px->plan.capture)
+    if ((name || egress_pool_by_addr(&px->pool, (const uint8_t *)&dest->sin_addr)) &&
+        px->plan.capture)
       out[n++] = capture; /* the redirect sends every port there */
     for (size_t k = 0; name && k < px->plan.n_listeners; k++)
       if (&px->plan.names[px->plan.listeners[k].name] == name && px->plan.listeners[k].port == port)
@@ -568,6 +569,7 @@ static void proxy_free(struct proxy *px)
   host_addrs_free(px->host_addrs);
   dns_cache_free(px->dns);
   egress_plan_free(&px->plan);
+  egress_pool_free(&px->pool);
   proxy_log_flush(px);
   pthread_mutex_destroy(&px->log_lock);
   pthread_mutex_destroy(&px->lock);
@@ -589,6 +591,8 @@ int proxy_new(const struct cap_spec *spec, const struct proxy_options *opt, stru
   pthread_cond_init(&px->idle, NULL);
   pthread_cond_init(&px->work, NULL);
   egress_plan_build(spec, &px->plan);
+  egress_pool_init(&px->pool);
+  px->pool_on = px->plan.pool && px->plan.capture && opt->pool;
   px->secrets = cap_xcalloc(spec->n_routes + 1, sizeof *px->secrets);
   px->tool_env = cap_xcalloc(spec->n_routes + 1, sizeof *px->tool_env);
   for (size_t i = 0; i < spec->n_routes; i++) {

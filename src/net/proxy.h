@@ -91,6 +91,7 @@ struct proxy_options {
   FILE *log;                            /* egress decisions as JSON lines, or NULL */
   const struct proxy_egress_sink *sink; /* the same decisions, or NULL; outlives the proxy */
   bool verbose;                         /* denials on stderr as they happen */
+  bool pool; /* the capture redirect is loaded: patterns' names get on-demand addresses */
 };
 
 /* Reads the credential routes' secrets and, when any host needs TLS

@@ -88,6 +88,8 @@ struct proxy {
   struct egress_log log; /* under log_lock */
 
   struct egress_plan plan; /* the transparent path (egress_plan.h) */
+  struct egress_pool pool; /* its on-demand names */
+  bool pool_on;            /* plan.pool and opt.pool: the resolver gives them */
   int listen_fds[PROXY_MAX_LISTENERS];
   size_t n_listen;
   int stop_pipe[2];

@@ -100,6 +100,25 @@ bool net_host_allowed(const struct cap_network *net, const char *host, uint16_t 
   return false;
 }
 
+bool net_host_listed(const struct cap_network *net, const char *host)
+{
+  if (net->mode != CAP_NET_PROXY || !host || !net_host_valid(host))
+    return false;
+  size_t n = host_len(host);
+  for (size_t i = 0; i < net->n_endpoints; i++) {
+    const char *h = net->endpoints[i].host;
+    const char *colon = strrchr(h, ':');
+    if (pattern_matches(h, colon ? (size_t)(colon - h) : strlen(h), host, n))
+      return true;
+  }
+  for (size_t i = 0; i < net->allow_domains.len; i++) {
+    const char *d = net->allow_domains.v[i];
+    if (pattern_matches(d, strlen(d), host, n))
+      return true;
+  }
+  return false;
+}
+
 static bool ipv4_forbidden(uint32_t a, bool allow_private)
 {
   uint8_t b0 = (uint8_t)(a >> 24), b1 = (uint8_t)(a >> 16);

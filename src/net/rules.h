@@ -26,6 +26,12 @@ bool net_host_valid(const char *host);
 bool net_host_allowed(const struct cap_network *net, const char *host, uint16_t port,
                       const struct cap_endpoint **ret_endpoint);
 
+/* Whether some entry of net's allowlist (proxy mode; an endpoint or an
+ * allow_domains name or pattern) names host, on whatever port: the
+ * resolver's test for a name it may give an on-demand address
+ * (egress_plan.h). net_host_allowed still decides each connection. */
+bool net_host_listed(const struct cap_network *net, const char *host);
+
 /* Addresses the proxy refuses whatever the allowlist says: unspecified,
  * link-local (cloud metadata 169.254.169.254 and fd00:ec2::254 among them),
  * multicast, broadcast; and unless allow_private: loopback, RFC 1918,

@@ -1,9 +1,9 @@
 /* The transparent path: a connection the tool made to a synthetic address
  * (egress_plan.h) without any proxy support. The address stands for one
  * allowed name and the listener for one port, so the destination is known
- * before a byte is read: it is checked like a CONNECT (allowlist or route,
- * then resolved once on the host side with every refusal of
- * proxy_resolve), and then
+ * before a byte is read (an on-demand address, through the capture
+ * listener, stands for the pattern's name it was given to): it is checked like a CONNECT (allowlist
+ * or route, then resolved once on the host side with every refusal of proxy_resolve), and then
  *  - for a host with L7 rules or a credential route, the client must speak
  *    first: TLS (its SNI, when sent, must be the name) is terminated with
  *    the session CA and one request served as proxy_intercept does; plain
@@ -242,14 +242,18 @@ void proxy_serve_captured(struct worker *w, int fd)
 {
   struct sockaddr_in orig;
   socklen_t len = sizeof orig;
-  const struct egress_name *n = NULL;
+  const char *name = NULL;
   if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &len) == 0 && len == sizeof orig &&
-      orig.sin_family == AF_INET)
-    n = egress_plan_by_addr(&w->px->plan, (const uint8_t *)&orig.sin_addr);
-  if (!n) { /* not a redirected connection to a synthetic address */
+      orig.sin_family == AF_INET) {
+    const struct egress_name *n =
+        egress_plan_by_addr(&w->px->plan, (const uint8_t *)&orig.sin_addr);
+    /* else an address the resolver gave a pattern's name */
+    name = n ? n->name : egress_pool_by_addr(&w->px->pool, (const uint8_t *)&orig.sin_addr);
+  }
+  if (!name) { /* not a redirected connection to a synthetic address */
     struct event ev = {.kind = "transparent", .host = "(unknown address)"};
     proxy_log_event(w->px, &ev, false, "no synthetic address is this connection's destination");
     return;
   }
-  serve_name(w, fd, n->name, ntohs(orig.sin_port));
+  serve_name(w, fd, name, ntohs(orig.sin_port));
 }

@@ -647,7 +647,9 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   l.as_root = geteuid() == 0;
   /* the proxy first: its secrets are read (and a missing one reported)
    * before anything runs, and its CA bundle goes into the sandbox */
-  r = proxied ? proxy_new(spec, &opt->proxy, &l.proxy, err) : 0;
+  struct proxy_options popt = opt->proxy;
+  popt.pool = capture_planned(spec); /* the redirect that brings on-demand addresses */
+  r = proxied ? proxy_new(spec, &popt, &l.proxy, err) : 0;
   if (r < 0)
     return r;
   r = prepare_host_side(&l, spec, opt->on_started != NULL, err); /* a caller counting CPU */

@@ -5,8 +5,11 @@
 # the operator (capsule grant), reach that name through the sandbox's
 # resolver and its synthetic address, and are refused a name they were not
 # granted (NXDOMAIN inside) and a port of the granted name they were not
-# granted; a Covenant agent with outbound-https-only and a grant too. No
-# proxy variable is used: each client is told to ignore it or never reads
+# granted; a Covenant agent with outbound-https-only and a grant too, which
+# also reaches two names on 443 (HTTPS, 198.51.100.7) through on-demand
+# addresses where the capture redirect works (doctor), and is refused
+# another port of those names and a ClientHello naming one sent to the
+# other's address. No proxy variable is used: each client is told to ignore it or never reads
 # it. capsule runs in a network namespace of the test's own (198.51.100.8,
 # TEST-NET-2), joined by a veth pair to another where 198.51.100.7 serves
 # HTTP; the granted name is resolved host-side from an /etc/hosts bound
@@ -16,7 +19,7 @@
 set -u
 capsule=$(realpath "$1")
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (network namespaces of the test's own)"; exit 77; }
-for tool in ip python3 curl unshare setpriv; do
+for tool in ip python3 curl unshare setpriv openssl; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
 done
 "$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77; }
@@ -43,13 +46,33 @@ for p in "$port" $((port + 1)); do
   ip netns exec "$up" python3 -m http.server --bind "$nsip" --directory "$work/www" "$p" >/dev/null 2>&1 &
   pids+=($!)
 done
+# HTTPS on 443 for outbound-https-only's names (a self-signed certificate:
+# the agent's curl -k still sends the name as SNI, which capsule checks)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$work/srv.key" \
+  -out "$work/srv.pem" -days 2 -subj /CN=a.pat.test -addext 'subjectAltName=DNS:*.pat.test' 2>/dev/null ||
+  { echo "FAIL: cannot make the test certificate"; exit 1; }
+ip netns exec "$up" python3 -c '
+import functools, http.server, ssl, sys
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[2])
+http.server.SimpleHTTPRequestHandler.log_message = lambda *a: None
+s = http.server.ThreadingHTTPServer((sys.argv[1], 443), h)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+c.load_cert_chain(sys.argv[3], sys.argv[4])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+s.serve_forever()' "$nsip" "$work/www" "$work/srv.pem" "$work/srv.key" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do
+  ip netns exec "$ns" python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], 443), 1)' \
+    "$nsip" 2>/dev/null && break
+  sleep 0.2
+done
 for _ in $(seq 100); do
   ip netns exec "$ns" python3 -c 'import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), 1)' \
     "$nsip" $((port + 1)) 2>/dev/null && break
   sleep 0.2
 done
 # capsule's host side resolves the names from this file (before any DNS)
-printf '127.0.0.1 localhost\n%s up.test other.test\n' "$nsip" >"$work/hosts"
+printf '127.0.0.1 localhost\n%s up.test other.test a.pat.test b.pat.test\n' "$nsip" >"$work/hosts"
 chmod 644 "$work/hosts"
 CAPSULE_STATE_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export CAPSULE_STATE_KEY
@@ -70,7 +93,11 @@ got=\$(c http://up.test:$port/big | wc -c)
 c -o /dev/null http://other.test:$port/big; other=\$?
 c -o /dev/null http://up.test:$((port + 1))/big; port=\$?
 addr=\$(getent hosts up.test | cut -d' ' -f1)
-printf '{"got":%s,"other":%s,"port":%s,"addr":"%s","proxy":"%s"}\n' "\$got" "\$other" "\$port" "\$addr" "\${HTTP_PROXY:-}"
+ha=\$(c -k https://a.pat.test/big | wc -c)
+hb=\$(c -k https://b.pat.test/big | wc -c)
+c -o /dev/null http://a.pat.test:$port/big; hport=\$?
+c -k -o /dev/null --connect-to a.pat.test:443:b.pat.test:443 https://a.pat.test/big; sni=\$?
+printf '{"got":%s,"other":%s,"port":%s,"addr":"%s","proxy":"%s","https":"%s,%s","hport":%s,"sni":%s}\n' "\$got" "\$other" "\$port" "\$addr" "\${HTTP_PROXY:-}" "\$ha" "\$hb" "\$hport" "\$sni"
 SH
   chmod 755 "$caps/agents/$1/run.sh"
 }
@@ -105,6 +132,9 @@ else
 fi
 chmod -R a+rX "$caps"
 
+capture=no
+"$capsule" doctor 2>/dev/null | grep -qE '^ +any-port names +yes' && capture=yes
+[ "$capture" = yes ] || echo "note: doctor says there is no capture redirect here: outbound-https-only's names are proxy only (NXDOMAIN inside)"
 pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
 bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | head -8 | sed 's/^/         /'; }
@@ -132,9 +162,18 @@ for who in root nobody; do
     out=$(as "$who" "$capsule" call "${G[@]}" "$a" dispatch '{"text":"x"}' 2>&1 </dev/null)
     # 5000 bytes through the synthetic address, no proxy in the agent's
     # way; other.test has no address inside (curl 6), the other port is
-    # refused (curl 7)
+    # refused (curl 7). outbound-https-only with the capture redirect:
+    # a.pat.test and b.pat.test on 443 through on-demand addresses (5000
+    # bytes each); other.test (an on-demand address too), a.pat.test on
+    # another port and up.test's other port (redirected like every port)
+    # refused by capsule (curl 52 or 56); a ClientHello for a.pat.test
+    # sent to b.pat.test's address refused (35, 52 or 56)
+    rest='"https":"0,0","hport":6,"sni":6' other=6 oport=7
+    if [ "$a" = covhttps ] && [ "$capture" = yes ]; then
+      rest='"https":"5000,5000","hport":(52|56),"sni":(35|52|56)' other='(52|56)' oport='(52|56)'
+    fi
     expect "$who: $a-covenant-transparent" "$out" \
-      '^\{"got":5000,"other":6,"port":7,"addr":"127\.77\.0\.[0-9]+","proxy":"http://127\.0\.0\.1:3128"\}$'
+      '^\{"got":5000,"other":'"$other"',"port":'"$oport"',"addr":"127\.77\.0\.[0-9]+","proxy":"http://127\.0\.0\.1:3128",'"$rest"'\}$'
   done
   if command -v node >/dev/null; then
     if ! as "$who" "$capsule" policy set tal get allow "${G[@]}" >/dev/null ||

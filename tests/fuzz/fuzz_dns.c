@@ -3,7 +3,7 @@
  * the sandbox could send it. Whatever the bytes, the parser must not read
  * out of bounds, a name it returns must be one the plan could hold, and an
  * answer must fit its buffer, echo the query's id and answer only allowed
- * names with an address. */
+ * names with an address (a pattern's from the on-demand pool). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +15,21 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct egress_plan plan;
+static struct egress_pool pool; /* fills up: SERVFAIL afterwards, checked too */
+static struct cap_spec *spec;   /* the plan points into it */
 
 static void plan_once(void)
 {
   static int done;
   if (done++)
     return;
-  struct cap_spec *spec = cap_spec_new(CAP_FORMAT_NONO);
+  spec = cap_spec_new(CAP_FORMAT_NONO);
   spec->network.mode = CAP_NET_PROXY;
   cap_strv_push(&spec->network.allow_domains, "example.com");
   cap_strv_push(&spec->network.allow_domains, "imap.mail.me.com:993");
   cap_strv_push(&spec->network.allow_domains, "*.wild.example");
   egress_plan_build(spec, &plan);
-  cap_spec_free(spec);
+  egress_pool_init(&pool);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -46,7 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   uint8_t out[DNS_MESSAGE_MAX];
   size_t len;
   char name[DNS_NAME_MAX];
-  enum egress_dns_outcome o = egress_plan_answer(&plan, data, size, out, sizeof out, &len, name);
+  enum egress_dns_outcome o =
+      egress_plan_answer(&plan, &pool, data, size, out, sizeof out, &len, name);
   if (len > sizeof out || (o == EGRESS_DNS_NONE && len))
     abort();
   if (len) {
@@ -55,8 +58,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool has_answer = out[7] != 0;
     if (has_answer && (o != EGRESS_DNS_ANSWERED || q.qtype != DNS_TYPE_A))
       abort();
+    size_t n = strlen(name), w = strlen(".wild.example");
+    bool wild = n > w && strcmp(name + n - w, ".wild.example") == 0;
     if (o == EGRESS_DNS_ANSWERED && strcmp(name, "example.com") != 0 &&
-        strcmp(name, "imap.mail.me.com") != 0)
+        strcmp(name, "imap.mail.me.com") != 0 && !wild)
+      abort();
+    /* an on-demand address is the pool's, and stands for the name asked */
+    if (has_answer && wild &&
+        (len < 16 || out[len - 4] != 127 || out[len - 3] != 77 || out[len - 2] < 128 ||
+         !egress_pool_by_addr(&pool, out + len - 4) ||
+         strcmp(egress_pool_by_addr(&pool, out + len - 4), name) != 0))
+      abort();
+    if (o == EGRESS_DNS_FULL && (!wild || pool.n != EGRESS_POOL_MAX || has_answer))
       abort();
   }
   return 0;

@@ -1,6 +1,7 @@
 /* Unit tests for the transparent path's pure parts: the DNS wire format
  * (src/net/dns.c), the ClientHello's server name (src/net/sni.c) and the
  * plan with the resolver's answers (src/net/egress_plan.c). */
+#include <stdio.h>
 #include <string.h>
 
 #include "manifest/model.h"
@@ -93,6 +94,62 @@ static struct cap_spec *spec_with(const char *const *hosts, size_t n, const uint
   return spec;
 }
 
+/* The A answer's address (the last 4 bytes), or NULL when none. */
+static const uint8_t *answer_addr(const uint8_t *out, size_t len)
+{
+  return len >= 16 && out[7] == 1 ? out + len - 4 : NULL;
+}
+
+/* On-demand addresses for the names plan's patterns cover. */
+static void test_pool(const struct egress_plan *plan)
+{
+  struct egress_pool pool;
+  egress_pool_init(&pool);
+  uint8_t m[600], out[DNS_MESSAGE_MAX];
+  char name[DNS_NAME_MAX];
+  size_t len, n = query("X.Wild.example", DNS_TYPE_A, m);
+  CHECK(egress_plan_answer(plan, &pool, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
+  const uint8_t *a = answer_addr(out, len);
+  CHECK(a && memcmp(a, (uint8_t[]){127, 77, 128, 1}, 4) == 0);
+  n = query("b.suffix.example", DNS_TYPE_A, m);
+  CHECK(egress_plan_answer(plan, &pool, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
+  a = answer_addr(out, len);
+  CHECK(a && memcmp(a, (uint8_t[]){127, 77, 128, 2}, 4) == 0);
+  n = query("x.wild.example", DNS_TYPE_A, m); /* asked again: the same address */
+  CHECK(egress_plan_answer(plan, &pool, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
+  a = answer_addr(out, len);
+  CHECK(a && memcmp(a, (uint8_t[]){127, 77, 128, 1}, 4) == 0);
+  n = query("y.wild.example", DNS_TYPE_AAAA, m); /* NODATA, and no address spent */
+  CHECK(egress_plan_answer(plan, &pool, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
+  CHECK(len == n && (out[3] & 0xF) == DNS_NOERROR && out[7] == 0 && pool.n == 2);
+  static const char *const outside[] = {"wild.example", "suffix.example", "evil.example",
+                                        "x.wild.example.evil", "10.0.0.2"};
+  for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++) {
+    n = query(outside[i], DNS_TYPE_A, m);
+    CHECK(egress_plan_answer(plan, &pool, m, n, out, sizeof out, &len, name) == EGRESS_DNS_REFUSED);
+    CHECK((out[3] & 0xF) == DNS_NXDOMAIN && pool.n == 2);
+  }
+  CHECK_STR(egress_pool_by_addr(&pool, (uint8_t[]){127, 77, 128, 2}), "b.suffix.example");
+  CHECK(egress_pool_by_addr(&pool, (uint8_t[]){127, 77, 128, 3}) == NULL);
+  CHECK(egress_pool_by_addr(&pool, (uint8_t[]){127, 77, 0, 1}) == NULL);
+  /* filled: SERVFAIL past EGRESS_POOL_MAX names, the ones given kept */
+  char many[64];
+  for (size_t i = pool.n; i < EGRESS_POOL_MAX; i++) {
+    snprintf(many, sizeof many, "n%zu.wild.example", i);
+    n = query(many, DNS_TYPE_A, m);
+    CHECK(egress_plan_answer(plan, &pool, m, n, out, sizeof out, &len, name) ==
+          EGRESS_DNS_ANSWERED);
+  }
+  CHECK(pool.n == EGRESS_POOL_MAX);
+  CHECK_STR(egress_pool_by_addr(&pool, (uint8_t[]){127, 77, 128 + 4, 0}), many);
+  n = query("one-more.wild.example", DNS_TYPE_A, m);
+  CHECK(egress_plan_answer(plan, &pool, m, n, out, sizeof out, &len, name) == EGRESS_DNS_FULL);
+  CHECK(len == n && (out[3] & 0xF) == DNS_SERVFAIL && out[7] == 0);
+  n = query("x.wild.example", DNS_TYPE_A, m);
+  CHECK(egress_plan_answer(plan, &pool, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
+  egress_pool_free(&pool);
+}
+
 static void test_plan(void)
 {
   static const char *const hosts[] = {"Good.Example.", "*.wild.example", ".suffix.example",
@@ -115,18 +172,20 @@ static void test_plan(void)
   uint8_t m[600], out[DNS_MESSAGE_MAX];
   size_t len, n = query("IMAP.example", DNS_TYPE_A, m);
   char name[DNS_NAME_MAX];
-  CHECK(egress_plan_answer(&plan, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
+  CHECK(egress_plan_answer(&plan, NULL, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
   CHECK(len == n + 16 && (out[3] & 0xF) == DNS_NOERROR && out[7] == 1);
   CHECK(memcmp(out + len - 4, (uint8_t[]){127, 77, 0, 2}, 4) == 0);
   n = query("imap.example", DNS_TYPE_AAAA, m);
-  CHECK(egress_plan_answer(&plan, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
+  CHECK(egress_plan_answer(&plan, NULL, m, n, out, sizeof out, &len, name) == EGRESS_DNS_ANSWERED);
   CHECK(len == n && (out[3] & 0xF) == DNS_NOERROR && out[7] == 0);
   n = query("evil.example", DNS_TYPE_A, m);
-  CHECK(egress_plan_answer(&plan, m, n, out, sizeof out, &len, name) == EGRESS_DNS_REFUSED);
+  CHECK(egress_plan_answer(&plan, NULL, m, n, out, sizeof out, &len, name) == EGRESS_DNS_REFUSED);
   CHECK(len == n && (out[3] & 0xF) == DNS_NXDOMAIN && out[7] == 0);
   CHECK_STR(name, "evil.example");
-  n = query("x.wild.example", DNS_TYPE_A, m); /* patterns: the proxy's alone */
-  CHECK(egress_plan_answer(&plan, m, n, out, sizeof out, &len, name) == EGRESS_DNS_REFUSED);
+  n = query("x.wild.example", DNS_TYPE_A, m); /* patterns: without a pool, the proxy's alone */
+  CHECK(egress_plan_answer(&plan, NULL, m, n, out, sizeof out, &len, name) == EGRESS_DNS_REFUSED);
+  CHECK(plan.pool && plan.capture);
+  test_pool(&plan);
   egress_plan_free(&plan);
   cap_spec_free(spec);
 
@@ -136,6 +195,7 @@ static void test_plan(void)
   spec = spec_with(one, 1, ports, 2);
   egress_plan_build(spec, &plan);
   CHECK(plan.n_names == 1 && !plan.names[0].any_port && plan.n_listeners == 2);
+  CHECK(!plan.pool && !plan.capture);
   CHECK(plan.listeners[0].port == 5432 && plan.listeners[1].port == 6432);
   egress_plan_free(&plan);
   spec->network.mode = CAP_NET_BLOCKED;
