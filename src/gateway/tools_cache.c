@@ -4,8 +4,9 @@
  * tool's schema to find its own. A version is the file's device, inode,
  * size, modification and change times as its open descriptor says
  * (gw_tools_cache_store writes a new file and renames it over the old;
- * any edit in place moves the times); what is read is what that
- * descriptor reads, so a version never keeps another's tools. An MCP
+ * any edit in place moves the times), looked up with one stat; a new
+ * version is what its open descriptor reads, keyed as that descriptor
+ * says, so a version never keeps another's tools. An MCP
  * server's tools lose their own policy (gw_tools_drop_server_policy):
  * the runtime is part of the key. */
 #include <errno.h>
@@ -139,15 +140,18 @@ const struct gw_tools *gw_tools_cached_hold(const char *cache_dir, const struct 
   if (!cache_dir)
     return NULL;
   _cleanup_free_ char *path = cap_xasprintf("%s/%s.tools.json", cache_dir, spec->id);
-  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
   struct stat sb;
-  if (fd < 0 || fstat(fd, &sb) < 0)
+  if (stat(path, &sb) < 0)
     return NULL;
   pthread_mutex_lock(&mu);
   struct held *h = find(path, spec->runtime.kind, &sb);
   pthread_mutex_unlock(&mu);
-  if (!h)
+  if (!h) { /* a version of its own: what its descriptor reads */
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) < 0)
+      return NULL;
     h = load(path, spec->runtime.kind, fd, &sb);
+  }
   *hold = h;
   return h ? &h->t : NULL;
 }
