@@ -33,7 +33,8 @@ keepers() {
   local f l
   for f in /proc/[0-9]*/fd/*; do
     l=$(readlink "$f" 2>/dev/null) || continue
-    case $l in "$work"/*.mcp.lock* | "$work"/*.lock) f=${f#/proc/}; echo "${f%%/*}" ;; esac
+    # serve itself holds STATE/audit-hwm.lock: not a keeper
+    case $l in "$work"/*.mcp.lock* | "$work"/*.lock) f=${f#/proc/}; [ "${f%%/*}" = "${serve_pid:-}" ] || echo "${f%%/*}" ;; esac
   done | sort -u
 }
 trap 'for p in "${pids[@]}" $(keepers); do kill "$p" 2>/dev/null; done; "$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1; rm -rf "$work"' EXIT

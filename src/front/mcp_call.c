@@ -340,16 +340,16 @@ void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_no
   r->args = cap_buf_steal(&a);
   const struct cap_spec *spec = gw_registry_find(s->cfg->reg, r->cap);
   const struct cap_tool *t = spec ? gw_spec_tool(spec, r->tool) : NULL;
-  struct gw_tools cached = {0}; /* a dynamic capability's tools, as last discovered */
-  struct cap_error ignored = {0};
-  if (spec && !t && spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC &&
-      gw_selu_cached_tools(s->cfg->base.cache_dir, spec, &cached, &ignored) == 0)
-    t = gw_tools_find(&cached, r->tool);
-  cap_error_clear(&ignored);
+  void *cached = NULL; /* a dynamic capability's tools, as last discovered */
+  const struct gw_tools *found = spec && !t && spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC
+                                     ? gw_tools_cached_hold(s->cfg->base.cache_dir, spec, &cached)
+                                     : NULL;
+  if (found)
+    t = gw_tools_find(found, r->tool);
   r->relayed = spec && spec->runtime.kind == CAP_RUNTIME_MCP;
   r->tool_known = t != NULL;
   bool ask = t && s->client_elicits && asks(s, spec, t);
-  gw_tools_free(&cached);
+  gw_tools_unhold(cached);
   if (ask)
     return elicit(s, r);
   mcp_run_start(s, r, GW_ANSWER_NONE);

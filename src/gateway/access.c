@@ -1,10 +1,23 @@
 /* Access tokens (gateway/access.h): the `access` table of the state
- * database (schema version 5, state.c). */
+ * database (schema version 5, state.c).
+ *
+ * A SQLite state's handle keeps the tokens it found valid (their hash,
+ * user and operator flag) until an access token is revoked: every revoke
+ * appends a byte to STATE/access-changes after its commit, and a check
+ * first looks at that file's inode, size and change time (one fstatat):
+ * when they moved, or the file went away, the kept tokens are dropped
+ * and the table read again, so a revoke stops its token on the next
+ * request. A PostgreSQL state is shared by hosts whose files differ: its
+ * checks always read the table. */
 #include "gateway/access.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sodium.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/buf.h"
 #include "gateway/state_int.h"
@@ -51,6 +64,103 @@ int gw_access_issue(struct gw_state *st, const char *name, const char *user, boo
   return gw_state_db_error(st, err, "cannot store the access token");
 }
 
+#define ACCESS_CHANGES "access-changes"
+
+enum { KEPT = 16 };
+
+struct gw_access_cache {
+  bool have;      /* stamp read */
+  struct stat at; /* access-changes as the kept tokens were read (st_ino 0: missing) */
+  size_t n, next;
+  struct kept {
+    char hash[65];
+    char *user;
+    bool operator_;
+  } v[KEPT];
+};
+
+static void cache_drop(struct gw_access_cache *c)
+{
+  for (size_t i = 0; i < c->n; i++) {
+    free(c->v[i].user);
+    c->v[i].user = NULL;
+  }
+  c->n = c->next = 0;
+}
+
+void gw_access_cache_free(struct gw_state *st)
+{
+  if (st->access_cache)
+    cache_drop(st->access_cache);
+  free(st->access_cache);
+  st->access_cache = NULL;
+}
+
+/* The handle's kept tokens, valid against access-changes now (emptied when
+ * it moved); NULL for a state that keeps none. */
+static struct gw_access_cache *cache_now(struct gw_state *st)
+{
+  if (st->url || st->dirfd < 0)
+    return NULL;
+  if (!st->access_cache)
+    st->access_cache = cap_xcalloc(1, sizeof *st->access_cache);
+  struct gw_access_cache *c = st->access_cache;
+  struct stat sb;
+  if (fstatat(st->dirfd, ACCESS_CHANGES, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+    memset(&sb, 0, sizeof sb); /* missing (or unreadable): a stamp of its own */
+  if (!c->have || sb.st_dev != c->at.st_dev || sb.st_ino != c->at.st_ino ||
+      sb.st_size != c->at.st_size || sb.st_ctim.tv_sec != c->at.st_ctim.tv_sec ||
+      sb.st_ctim.tv_nsec != c->at.st_ctim.tv_nsec) {
+    cache_drop(c);
+    c->at = sb;
+    c->have = true;
+  }
+  return c;
+}
+
+static const struct kept *cache_find(const struct gw_access_cache *c, const char *hash)
+{
+  for (size_t i = 0; c && i < c->n; i++)
+    if (sodium_memcmp(c->v[i].hash, hash, 64) == 0)
+      return &c->v[i];
+  return NULL;
+}
+
+static void cache_add(struct gw_access_cache *c, const char *hash, const char *user, bool op)
+{
+  if (!c)
+    return;
+  struct kept *k = c->n < KEPT ? &c->v[c->n++] : &c->v[c->next++ % KEPT];
+  free(k->user); /* a replaced one's */
+  memcpy(k->hash, hash, 65);
+  k->user = cap_xstrdup(user);
+  k->operator_ = op;
+}
+
+/* After a revoke's commit: the serves on this state drop the tokens they
+ * kept. 0, or the error that leaves them keeping it. */
+static int announce_revoke(struct gw_state *st, struct cap_error *err)
+{
+  if (st->url || st->dirfd < 0)
+    return 0;
+  int fd = openat(st->dirfd, ACCESS_CHANGES, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                  0600);
+  bool ok = fd >= 0 && write(fd, "\n", 1) == 1;
+  int e = errno;
+  if (fd >= 0)
+    close(fd);
+  /* another user's file (e.g. made by root in a state of its own user's):
+   * gone is a change too, and takes only the directory's permission */
+  if (!ok && fd < 0 && (e == EACCES || e == EPERM) && unlinkat(st->dirfd, ACCESS_CHANGES, 0) == 0)
+    ok = true;
+  if (!ok)
+    return cap_error_errno(err, e ? e : EIO,
+                           "the token is revoked, but a running `capsule serve` on this state "
+                           "may accept it until restarted: cannot write %s/%s",
+                           st->dir, ACCESS_CHANGES);
+  return 0;
+}
+
 int gw_access_revoke(struct gw_state *st, const char *name, bool *found, struct cap_error *err)
 {
   struct gw_stmt *s =
@@ -64,7 +174,7 @@ int gw_access_revoke(struct gw_state *st, const char *name, bool *found, struct 
     return gw_state_db_error(st, err, "cannot revoke the access token");
   if (*found) /* the dashboards signed in with it (ui_live.c) */
     gw_db_notify(st->db, GW_ACCESS_CHANNEL, name);
-  return 0;
+  return *found ? announce_revoke(st, err) : 0;
 }
 
 int gw_access_list(struct gw_state *st, gw_access_fn fn, void *arg, struct cap_error *err)
@@ -88,6 +198,13 @@ int gw_access_check(struct gw_state *st, const char *token, char **user, bool *o
 {
   char hash[65];
   gw_sha256_hex(token, strlen(token), hash);
+  struct gw_access_cache *c = cache_now(st); /* before the table is read */
+  const struct kept *k = cache_find(c, hash);
+  if (k) {
+    *user = cap_xstrdup(k->user);
+    *operator_ = k->operator_;
+    return 0;
+  }
   struct gw_stmt *s =
       gw_state_prep(st, "SELECT user, operator FROM access WHERE token_sha256 = ?", hash, NULL);
   int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
@@ -95,6 +212,7 @@ int gw_access_check(struct gw_state *st, const char *token, char **user, bool *o
   if (u) {
     *user = cap_xstrdup(u);
     *operator_ = gw_stmt_int(s, 1) != 0;
+    cache_add(c, hash, u, *operator_);
   }
   gw_stmt_finalize(s);
   if (rc == GW_DB_ROW && !u) /* NOT NULL in the schema; the database is not ours to trust */

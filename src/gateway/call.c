@@ -72,9 +72,11 @@ struct call_ctx {
   struct gw_state *st;
   const struct cap_spec *spec;
   const struct cap_tool *tool;
-  struct gw_tools dynamic; /* a dynamic capability's tools */
-  struct cap_doc *args;    /* the parsed arguments */
-  char **env;              /* NAME=value, for the environment */
+  struct gw_tools dynamic;       /* a dynamic capability's tools, as discovered for this call */
+  const struct gw_tools *cached; /* or as last discovered (gw_tools_cached_hold) */
+  void *cached_hold;
+  struct cap_doc *args; /* the parsed arguments */
+  char **env;           /* NAME=value, for the environment */
   size_t n_env;
   char **handler; /* per secret: its value when delivered to a Talos handler */
   char *out;      /* the tool's JSON result */
@@ -166,13 +168,12 @@ static bool is_dynamic(const struct cap_spec *spec)
  * needs its credentials to start). */
 static enum gw_outcome find_dynamic_tool(struct call_ctx *c, struct cap_error *err)
 {
-  struct cap_error ignored = {0};
-  gw_selu_cached_tools(c->call->cache_dir, c->spec, &c->dynamic, &ignored);
-  cap_error_clear(&ignored);
-  c->tool = gw_tools_find(&c->dynamic, c->call->tool);
+  c->cached = gw_tools_cached_hold(c->call->cache_dir, c->spec, &c->cached_hold);
+  c->tool = c->cached ? gw_tools_find(c->cached, c->call->tool) : NULL;
   if (c->tool)
     return GW_OUTCOME_OK;
-  gw_tools_free(&c->dynamic);
+  gw_tools_unhold(c->cached_hold);
+  c->cached = c->cached_hold = NULL;
   if (c->call->selu_warm_only) /* discovery may start an instance */
     return GW_OUTCOME_NOT_WARM;
   if (c->call->warm_only) /* discovery starts the server for itself */
@@ -740,6 +741,7 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   free_secrets(&c);
   cap_doc_free(c.args);
   gw_tools_free(&c.dynamic);
+  gw_tools_unhold(c.cached_hold);
   free((char *)local.display);
   gw_egress_batch_free(egress);
   free(egress);

@@ -23,7 +23,7 @@
  * bindings cleared), found again by their text: the dashboard and the
  * call pipeline prepare the same few statements again and again, and
  * parsing and planning cost more than running most of them. */
-#define STMT_CACHE 16
+#define STMT_CACHE 32
 
 struct gw_db {
   enum gw_db_kind kind;
@@ -241,6 +241,15 @@ int gw_db_exec(struct gw_db *db, const char *sql)
 {
   if (db->kind == GW_DB_POSTGRES)
     return pg_exec(db, sql);
+  /* a transaction's own words, as often as calls: kept prepared (the
+   * cache), not parsed again by sqlite3_exec */
+  if (strcmp(sql, "BEGIN IMMEDIATE") == 0 || strcmp(sql, "COMMIT") == 0 ||
+      strcmp(sql, "ROLLBACK") == 0) {
+    struct gw_stmt *s = gw_db_prepare(db, sql);
+    int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+    gw_stmt_finalize(s);
+    return rc == GW_DB_DONE ? GW_DB_OK : GW_DB_ERROR;
+  }
   return sqlite3_exec(db->lite, sql, NULL, NULL, NULL) == SQLITE_OK ? GW_DB_OK : GW_DB_ERROR;
 }
 

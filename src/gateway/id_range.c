@@ -397,11 +397,64 @@ static int registry_store(struct registry *r, struct cap_error *err)
 }
 
 /* The state directory's path as the registry records it. */
+/* realpath of a directory, kept between calls (a call resolves its
+ * package's and its state's directory, each several system calls): a kept
+ * answer stands while the path and the answer still name the same
+ * directory (device and inode: a directory has one place, so the answer
+ * is still its path), checked with two stats. */
+enum { REAL_KEPT = 16 };
+static pthread_mutex_t real_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct real_kept {
+  char *path, *real;
+  dev_t dev;
+  ino_t ino;
+} real_kept[REAL_KEPT];
+static unsigned real_next;
+
+static bool same_dir(const struct stat *a, const struct real_kept *k)
+{
+  return S_ISDIR(a->st_mode) && a->st_dev == k->dev && a->st_ino == k->ino;
+}
+
+static char *real_dir(const char *path)
+{
+  struct stat sb, rb;
+  if (stat(path, &sb) < 0 || !S_ISDIR(sb.st_mode))
+    return realpath(path, NULL);
+  char *out = NULL;
+  pthread_mutex_lock(&real_mu);
+  for (size_t i = 0; i < REAL_KEPT && !out; i++) {
+    struct real_kept *k = &real_kept[i];
+    if (k->path && strcmp(k->path, path) == 0 && same_dir(&sb, k) && stat(k->real, &rb) == 0 &&
+        same_dir(&rb, k))
+      out = cap_xstrdup(k->real);
+  }
+  pthread_mutex_unlock(&real_mu);
+  if (out)
+    return out;
+  out = realpath(path, NULL);
+  if (!out || stat(out, &rb) < 0 || rb.st_dev != sb.st_dev || rb.st_ino != sb.st_ino)
+    return out; /* moved meanwhile: not kept */
+  pthread_mutex_lock(&real_mu);
+  struct real_kept *k = NULL;
+  for (size_t i = 0; i < REAL_KEPT && !k; i++)
+    if (!real_kept[i].path || strcmp(real_kept[i].path, path) == 0)
+      k = &real_kept[i];
+  if (!k)
+    k = &real_kept[real_next++ % REAL_KEPT];
+  free(k->path);
+  free(k->real);
+  *k = (struct real_kept){
+      .path = cap_xstrdup(path), .real = cap_xstrdup(out), .dev = sb.st_dev, .ino = sb.st_ino};
+  pthread_mutex_unlock(&real_mu);
+  return out;
+}
+
 static int registry_state_path(struct gw_state *st, char **out, struct cap_error *err)
 {
   /* never the path as given: a relative one would name nothing to the
    * next capsule, which would drop the line and hand the range out */
-  char *real = realpath(st->dir, NULL);
+  char *real = real_dir(st->dir);
   if (!real)
     return cap_error_errno(err, errno,
                            "cannot resolve the state directory %s to record its id range", st->dir);
@@ -628,7 +681,7 @@ static char *range_key(const struct gw_state *st, const char *key)
 
 char *gw_id_range_key(const char *id, const char *package_dir)
 {
-  _cleanup_free_ char *real = package_dir ? realpath(package_dir, NULL) : NULL;
+  _cleanup_free_ char *real = package_dir ? real_dir(package_dir) : NULL;
   const char *where = real ? real : package_dir ? package_dir : "";
   char hex[65];
   gw_sha256_hex(where, strlen(where), hex);

@@ -67,6 +67,14 @@ void gw_tools_drop_server_policy(struct gw_tools *t);
 void gw_tools_cache_store(const char *cache_dir, const struct cap_spec *spec, const char *text);
 int gw_selu_cached_tools(const char *cache_dir, const struct cap_spec *spec, struct gw_tools *out,
                          struct cap_error *err);
+/* The same, parsed and compiled once per version of the cache file
+ * (its inode, size and times: gw_tools_cache_store renames a new one in)
+ * and shared between calls and threads: NULL when there is none (or it
+ * does not parse), else tools valid until gw_tools_unhold(*hold).
+ * gateway/tools_cache.c. */
+const struct gw_tools *gw_tools_cached_hold(const char *cache_dir, const struct cap_spec *spec,
+                                            void **hold);
+void gw_tools_unhold(void *hold);
 /* Asks the capability's discovery tool (starting an instance with env) and
  * caches the answer. */
 /* An MCP server capability's tools (tools/list), cached like the Selu

@@ -45,8 +45,12 @@ struct gw_state {
    * wrote it, so a mark found as it was left is not verified again */
   int hwm_lock1, hwm_fd1;
   char hwm_text[256];
-  char hwm_held_name[48]; /* the hwm_name they are of (a migration names it later) */
+  char hwm_held_name[48];               /* the hwm_name they are of (a migration names it later) */
+  struct gw_access_cache *access_cache; /* tokens checked since the last revoke (access.c) */
 };
+
+/* Frees st->access_cache (access.c). */
+void gw_access_cache_free(struct gw_state *st);
 
 /* Frees st->seen (state_query.c). */
 void gw_audit_seen_free(struct gw_state *st);

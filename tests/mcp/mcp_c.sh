@@ -72,6 +72,34 @@ run_as() {
     grep -q "\"text\":\"call $i\"" <<<"$body" && ! grep -q '"isError":true' <<<"$body" && good=$((good + 1))
   done
   [ "$good" = 5 ] && ok "$who: serve-calls-answered" || bad "$who: serve-calls-answered ($good of 5; last: ${body:0:200})"
+  body=$(post "$url" "$token" "$sid" '{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"mcp-c__echo","arguments":{}}}')
+  grep -q 'missing required property' <<<"$body" && grep -q '"isError":true' <<<"$body" && ok "$who: serve-schema-refused" || bad "$who: serve-schema-refused (${body:0:200})"
+  # the tools as last discovered, changed: serve's compiled schemas follow the file
+  local cache
+  cache=$(find "$state" -name 'mcp-c.tools.json' | head -1)
+  if [ -n "$cache" ] && python3 - "$cache" <<'PY'
+import json, sys
+p = sys.argv[1]
+d = json.load(open(p))
+tools = d["tools"] if isinstance(d, dict) else d
+for t in tools:
+    if t["name"] == "echo":
+        (t.get("inputSchema") or t.get("input_schema"))["properties"]["text"]["maxLength"] = 3
+json.dump(d, open(p + ".new", "w"))
+PY
+  then
+    mv "$cache.new" "$cache"
+    body=$(post "$url" "$token" "$sid" '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mcp-c__echo","arguments":{"text":"long"}}}')
+    grep -q '"isError":true' <<<"$body" && grep -qi 'maxLength' <<<"$body" && ok "$who: serve-schema-follows-cache" || bad "$who: serve-schema-follows-cache (${body:0:300})"
+  else
+    bad "$who: serve-schema-follows-cache (no mcp-c.tools.json under $state, or not rewritable)"
+  fi
+  # a revoked token stops on its next request, kept or not
+  "${wrap[@]}" "$capsule" access revoke t --state "$state" >/dev/null 2>&1
+  local code
+  code=$(curl -sS -m 60 -o /dev/null -w '%{http_code}' "${H[@]}" -H "Authorization: Bearer $token" -H "Mcp-Session-Id: $sid" \
+    -H 'MCP-Protocol-Version: 2025-06-18' --data '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"mcp-c__echo","arguments":{"text":"x"}}}' "$url")
+  [ "$code" = 401 ] && ok "$who: serve-revoked-token-refused" || bad "$who: serve-revoked-token-refused (HTTP $code, not 401)"
   # the warm keeper lists itself; shown idle (0 leases) once the calls stopped
   local ps=""
   for _ in $(seq 1 100); do
@@ -80,13 +108,13 @@ run_as() {
     sleep 0.1
   done
   grep -Eq '^mcp-c +[0-9]+ +serving +mcp +0/' <<<"$ps" && ok "$who: keeper-shown-idle" || { bad "$who: keeper-shown-idle"; echo "$ps" | sed 's/^/         /'; }
-  # four calls by `capsule call` (one blocked, one refused) and five through serve
+  # four calls by `capsule call` (one blocked, one refused) and seven through serve (two refused)
   t "$who" audit-verifies 0 'audit log verified: [0-9]+ records' audit verify --state "$state"
   local n
   n=$("${wrap[@]}" "$capsule" audit --json --state "$state" 2>/dev/null | python3 -c '
 import json, sys
 print(sum(1 for r in json.load(sys.stdin) if r["capability"] == "mcp-c" and not r["decision"].startswith("policy")))')
-  [ "$n" = 9 ] && ok "$who: audit-one-record-per-call" || bad "$who: audit-one-record-per-call ($n, not 9)"
+  [ "$n" = 11 ] && ok "$who: audit-one-record-per-call" || bad "$who: audit-one-record-per-call ($n, not 11)"
   kill "${pids[@]}" 2>/dev/null
   wait "${pids[@]}" 2>/dev/null
   pids=()

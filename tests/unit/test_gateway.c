@@ -11,6 +11,7 @@
 #include "gateway/volumes.h"
 #include "gateway/approval.h"
 #include "gateway/registry.h"
+#include "gateway/selu.h"
 #include "gateway/state.h"
 #include "unit.h"
 
@@ -203,4 +204,42 @@ static void test_volume_names(void)
   CHECK(system(cmd) == 0);
 }
 
-UNIT_MAIN(test_spec_digest, test_approval_life, test_volume_names)
+/* gw_tools_cached_hold: one compiled version shared while the file stays,
+ * a new one when a new file is renamed in, none without a file */
+static void test_tools_cache(void)
+{
+  char dir[] = "/tmp/capsule-unit-tools.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  struct cap_spec *spec = cap_spec_new(CAP_FORMAT_SELU);
+  spec->id = cap_xstrdup("dyn");
+  spec->runtime.kind = CAP_RUNTIME_GRPC;
+  void *h1 = NULL, *h2 = NULL, *h3 = NULL;
+  CHECK(gw_tools_cached_hold(dir, spec, &h1) == NULL && h1 == NULL);
+  gw_tools_cache_store(dir, spec,
+                       "[{\"name\":\"a\",\"input_schema\":{\"type\":\"object\"},"
+                       "\"recommended_policy\":\"allow\"}]");
+  const struct gw_tools *t1 = gw_tools_cached_hold(dir, spec, &h1);
+  const struct gw_tools *t2 = gw_tools_cached_hold(dir, spec, &h2);
+  CHECK(t1 && t1 == t2 && t1->n == 1 && gw_tools_find(t1, "a") &&
+        gw_tools_find(t1, "a")->policy == CAP_POLICY_ALLOW);
+  spec->runtime.kind = CAP_RUNTIME_MCP; /* an MCP server's: no policy of its own */
+  const struct gw_tools *m = gw_tools_cached_hold(dir, spec, &h3);
+  CHECK(m && m != t1 && gw_tools_find(m, "a")->policy == CAP_POLICY_BLOCK);
+  gw_tools_unhold(h3);
+  spec->runtime.kind = CAP_RUNTIME_GRPC;
+  gw_tools_cache_store(dir, spec, "[{\"name\":\"b\",\"input_schema\":{\"type\":\"object\"}}]");
+  const struct gw_tools *t3 = gw_tools_cached_hold(dir, spec, &h3);
+  CHECK(t3 && t3 != t1 && t3->n == 1 && gw_tools_find(t3, "b") && !gw_tools_find(t3, "a"));
+  CHECK(gw_tools_find(t1, "a")); /* the old version, still held, intact */
+  gw_tools_unhold(h1);
+  gw_tools_unhold(h2);
+  gw_tools_unhold(h3);
+  char path[512];
+  snprintf(path, sizeof path, "%s/dyn.tools.json", dir);
+  write_file(path, "not json");
+  CHECK(gw_tools_cached_hold(dir, spec, &h1) == NULL && h1 == NULL);
+  CHECK(unlink(path) == 0 && rmdir(dir) == 0);
+  cap_spec_free(spec);
+}
+
+UNIT_MAIN(test_spec_digest, test_approval_life, test_volume_names, test_tools_cache)
