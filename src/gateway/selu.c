@@ -140,6 +140,7 @@ struct selu_run {
   char *config_json;
   const char *session; /* what the server sees as session_id */
   char session_buf[37];
+  bool unbounded; /* its workspace bound only checked: warned once leased */
 };
 
 static void selu_run_free(struct selu_run *run)
@@ -169,6 +170,19 @@ static char *config_json(char *const *env, size_t n_env)
   return cap_buf_steal(&b);
 }
 
+/* What this host cannot enforce of the run, said once the call is its:
+ * not by a warm-only attempt that hands the call on (it would say it twice). */
+static void selu_run_warn(const struct gw_call *call, const struct selu_run *run)
+{
+  if (!run->unbounded || !call->warn)
+    return;
+  _cleanup_free_ char *w = cap_xasprintf(
+      "%s's workspace bound of %llu bytes is checked before each call, not enforced while it "
+      "runs (a quota needs root: capsule doctor, \"Selu workspace bound\")",
+      run->spec.id, (unsigned long long)run->spec.limits.workspace_bytes);
+  call->warn(call->warn_ctx, w);
+}
+
 static int selu_run_prepare(const struct gw_call *call, const struct cap_spec *spec,
                             char *const *env, size_t n_env, struct selu_run *run,
                             struct cap_error *err)
@@ -179,18 +193,10 @@ static int selu_run_prepare(const struct gw_call *call, const struct cap_spec *s
     gw_uuid4(run->session_buf);
     run->session = run->session_buf;
   }
-  bool unbounded;
   int r = gw_volumes_bind(spec, call->volumes_dir, call->user, call->session_id, &run->grants,
-                          &run->n_grants, &run->dirs, &unbounded, err);
+                          &run->n_grants, &run->dirs, &run->unbounded, err);
   if (r < 0)
     return r;
-  if (unbounded && call->warn) {
-    _cleanup_free_ char *w = cap_xasprintf(
-        "%s's workspace bound of %llu bytes is checked before each call, not enforced while it "
-        "runs (a quota needs root: capsule doctor, \"Selu workspace bound\")",
-        spec->id, (unsigned long long)spec->limits.workspace_bytes);
-    call->warn(call->warn_ctx, w);
-  }
   run->spec.grants = run->grants;
   run->spec.n_grants = run->n_grants;
   _cleanup_free_ char *id = cap_xasprintf("SELU_CAPABILITY_ID=%s", spec->id);
@@ -449,6 +455,22 @@ static void channel_done(struct call_channel *c, int r)
 }
 
 /* Invoke with the raw answer; the caller judges it. */
+/* No lease (r): a warm-only call with no instance running is handed on,
+ * nothing sent and nothing said; otherwise the call failed here. */
+static enum gw_outcome lease_refused(const struct gw_call *call, struct selu_run *run, int r,
+                                     struct cap_error *err)
+{
+  bool declined = r == -EWOULDBLOCK && call->selu_warm_only;
+  if (!declined)
+    selu_run_warn(call, run);
+  selu_run_free(run);
+  if (declined) {
+    cap_error_clear(err);
+    return GW_OUTCOME_NOT_WARM;
+  }
+  return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+}
+
 static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_spec *spec,
                                   const char *tool, const char *args, char *const *env,
                                   size_t n_env, struct selu_response *resp, struct cap_error *err)
@@ -491,14 +513,9 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   int r = gw_instance_lease(&req, &lease, err);
   if (r < 0) {
     channel_done(&cc, 0);
-    selu_run_free(&run);
-    if (r == -EWOULDBLOCK &&
-        call->selu_warm_only) { /* nothing was sent: run it where one may start */
-      cap_error_clear(err);
-      return GW_OUTCOME_NOT_WARM;
-    }
-    return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
+    return lease_refused(call, &run, r, err);
   }
+  selu_run_warn(call, &run);
   r = channel_after(&cc, key, &lease, cap, err);
   if (r == 0) {
     struct selu_invoke_args a = {.tool = tool,
