@@ -407,22 +407,31 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   return r;
 }
 
-static enum MHD_Result on_delete(struct serve_http *h, struct MHD_Connection *c, struct req *q,
-                                 const char *session)
+/* A session's DELETE or GET stream, handed to serve's main thread, the
+ * answer streamed (sse: as server-sent events). */
+static enum MHD_Result enqueue_session(struct serve_http *h, struct MHD_Connection *c,
+                                       struct req *q, const char *session, enum inbound_kind kind,
+                                       bool sse)
 {
   if (!session)
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: no Mcp-Session-Id");
   struct inbound *in = cap_xcalloc(1, sizeof *in);
-  in->kind = INBOUND_DELETE;
+  in->kind = kind;
   in->session_id = cap_xstrdup(session);
   in->user = cap_xstrdup(q->user);
   struct stream *st = stream_new();
   st->refs++;
   in->stream = st;
   h->hooks->enqueue(h->sv, in);
-  enum MHD_Result r = answer(c, st, false);
+  enum MHD_Result r = answer(c, st, sse);
   stream_unref(st);
   return r;
+}
+
+static enum MHD_Result on_delete(struct serve_http *h, struct MHD_Connection *c, struct req *q,
+                                 const char *session)
+{
+  return enqueue_session(h, c, q, session, INBOUND_DELETE, false);
 }
 
 /* The session's GET stream: what belongs to no request (a subscribed
@@ -434,19 +443,7 @@ static enum MHD_Result on_get(struct serve_http *h, struct MHD_Connection *c, st
   const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
   if (!accept || !strstr(accept, "text/event-stream"))
     return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "", "", NULL);
-  if (!session)
-    return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: no Mcp-Session-Id");
-  struct inbound *in = cap_xcalloc(1, sizeof *in);
-  in->kind = INBOUND_LISTEN;
-  in->session_id = cap_xstrdup(session);
-  in->user = cap_xstrdup(q->user);
-  struct stream *st = stream_new();
-  st->refs++;
-  in->stream = st;
-  h->hooks->enqueue(h->sv, in);
-  enum MHD_Result r = answer(c, st, true);
-  stream_unref(st);
-  return r;
+  return enqueue_session(h, c, q, session, INBOUND_LISTEN, true);
 }
 
 /* The first call for a request: every check that needs no body. */
