@@ -497,9 +497,12 @@ static void *worker(void *arg)
     if (r == ETIMEDOUT && s->leader)
       break;
   }
-  s->active--;
+  unsigned left = --s->active;
+  bool stopping = s->stopping || s->cq_done;
   pthread_cond_broadcast(&s->idle);
   pthread_mutex_unlock(&s->lock);
+  if (!stopping && s->opt.workers_shrank)
+    s->opt.workers_shrank(s->opt.arg, left);
   return NULL;
 }
 

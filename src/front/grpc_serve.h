@@ -121,6 +121,10 @@ struct grpc_serve_options {
    * sends nothing (up to stream_idle_ms each). NULL: the handler's. */
   char *(*authenticate)(void *arg, const char *bearer);
   const char *unauthenticated_message;
+  /* Called (may be NULL) when an idle worker ends, with the workers left:
+   * what the handler keeps per worker (pooled connections) can shrink to
+   * that, so a burst's resources do not outlive it. */
+  void (*workers_shrank)(void *arg, unsigned workers);
 };
 
 struct grpc_serve;

@@ -166,6 +166,14 @@ static char *admit(void *arg, const char *bearer)
   return bearer ? authenticate(arg, bearer) : NULL;
 }
 
+/* A burst's pooled state connections end with its workers: one kept per
+ * worker left, each worker's call holding one at a time. */
+static void workers_shrank(void *arg, unsigned workers)
+{
+  struct grpc_proc *g = arg;
+  serve_grpc_warm_trim_states(g->warm, workers);
+}
+
 static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_serve_answer *a)
 {
   struct grpc_proc *g = arg;
@@ -257,6 +265,7 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
                                  .handler = handler,
                                  .arg = &g,
                                  .authenticate = admit,
+                                 .workers_shrank = workers_shrank,
                                  .unauthenticated_message = UNAUTHENTICATED};
   struct grpc_serve *srv = NULL;
   int port = 0;

@@ -227,15 +227,19 @@ int serve_grpc_warm_access(struct serve_grpc_warm *w, const char *token, char **
   return r;
 }
 
-void serve_grpc_warm_close_states(struct serve_grpc_warm *w)
+void serve_grpc_warm_trim_states(struct serve_grpc_warm *w, size_t keep)
 {
+  struct gw_state *gone[WARM_IDLE_STATES];
   pthread_mutex_lock(&w->mu);
-  size_t n = w->n_idle;
-  w->n_idle = 0;
+  size_t n = 0;
+  while (w->n_idle > keep)
+    gone[n++] = w->idle[--w->n_idle];
   pthread_mutex_unlock(&w->mu);
   for (size_t i = 0; i < n; i++)
-    gw_state_close(w->idle[i]);
+    gw_state_close(gone[i]);
 }
+
+void serve_grpc_warm_close_states(struct serve_grpc_warm *w) { serve_grpc_warm_trim_states(w, 0); }
 
 void serve_grpc_warm_free(struct serve_grpc_warm *w)
 {

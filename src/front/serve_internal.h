@@ -157,6 +157,9 @@ enum gw_outcome serve_grpc_warm_run(struct serve_grpc_warm *w, const struct serv
 /* Closes the idle state connections (the audit mark's last batch made
  * durable), at the gRPC process's exit. */
 void serve_grpc_warm_close_states(struct serve_grpc_warm *w);
+/* Closes idle state connections beyond keep (a burst's, once its workers
+ * have ended). */
+void serve_grpc_warm_trim_states(struct serve_grpc_warm *w, size_t keep);
 
 /* serve_http.c, in the module capsule-serve-http.so (libmicrohttpd),
  * opened by serve_http_load.c on the first serve_http_start. The module
