@@ -26,6 +26,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/escape.h"
+#include "core/io.h"
 #include "core/json.h"
 #include "core/text.h"
 
@@ -106,16 +107,7 @@ static int connect_to(const char *path, const struct server_id *who)
 static bool send_line(int fd, struct cap_buf *b)
 {
   cap_buf_putc(b, '\n');
-  size_t off = 0;
-  while (off < b->len) {
-    ssize_t n = send(fd, b->data + off, b->len - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    off += (size_t)n;
-  }
-  bool ok = off == b->len;
+  bool ok = cap_write_all(fd, b->data, b->len, CAP_IO_NOSIGPIPE) == 0;
   cap_buf_free(b);
   return ok;
 }

@@ -24,6 +24,7 @@
 
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/io.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "front/serve_core.h"
@@ -118,24 +119,11 @@ static void drop_route(struct sess *x, struct route *r)
   *r = x->routes[--x->n_routes];
 }
 
+/* A slow reader gets 5 s each time it fills, then loses its session. */
 static void write_all(struct sess *x, const char *data, size_t len)
 {
-  while (len && !x->dead) {
-    ssize_t n = write(x->fd, data, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && errno == EAGAIN) { /* a slow reader gets 5 s, then loses its session */
-      struct pollfd p = {.fd = x->fd, .events = POLLOUT};
-      if (poll(&p, 1, 5000) > 0)
-        continue;
-    }
-    if (n <= 0) {
-      x->dead = true;
-      break;
-    }
-    data += n;
-    len -= (size_t)n;
-  }
+  if (!x->dead && cap_write_all_wait(x->fd, data, len, 0, 5000) < 0)
+    x->dead = true;
 }
 
 static void sess_send(void *ctx, const char *for_id, bool final, const char *json, size_t len)

@@ -32,6 +32,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "front/grpc_serve.h"
 #include "front/serve_core.h"
 #include "front/serve_grpc_artifacts.h"
@@ -64,15 +65,8 @@ struct grpc_proc {
 /* Reads the child's answer (until it closes the pipe). */
 static bool read_back(int fd, struct serve_grpc_head *h, struct cap_buf *text)
 {
-  size_t got = 0;
-  while (got < sizeof *h) {
-    ssize_t n = read(fd, (char *)h + got, sizeof *h - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    got += (size_t)n;
-  }
+  if (cap_read_all(fd, h, sizeof *h) < 0)
+    return false;
   char buf[65536];
   for (;;) {
     ssize_t n = read(fd, buf, sizeof buf);

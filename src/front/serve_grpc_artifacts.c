@@ -12,6 +12,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
+#include "core/io.h"
 #include "core/json.h"
 #include "core/node.h"
 #include "gateway/artifact_store.h"
@@ -141,22 +142,16 @@ static bool send_all(const struct grpc_serve_call *call, const struct gw_artifac
   bool first = true;
   for (;;) {
     size_t want = m->size - sent < CHUNK_BYTES ? (size_t)(m->size - sent) : CHUNK_BYTES;
-    size_t got = 0;
-    while (got < want) {
-      ssize_t n = read(fd, buf + got, want - got);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        cap_error_errno(err, n < 0 ? errno : EIO, "cannot read artifact %s", m->id);
-        struct grpc_serve_chunk e = {.done = true, .error = err->message};
-        call->send_chunk(call->stream, &e);
-        return false;
-      }
-      got += (size_t)n;
+    int r = cap_read_all(fd, buf, want);
+    if (r < 0) {
+      cap_error_errno(err, -r, "cannot read artifact %s", m->id);
+      struct grpc_serve_chunk e = {.done = true, .error = err->message};
+      call->send_chunk(call->stream, &e);
+      return false;
     }
-    sent += got;
+    sent += want;
     struct grpc_serve_chunk c = {.data = buf,
-                                 .len = got,
+                                 .len = want,
                                  .filename = first ? m->filename : "",
                                  .mime_type = first ? m->mime_type : "",
                                  .done = sent == m->size};

@@ -25,6 +25,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "front/grpc_serve.h"
 #include "front/serve_internal.h"
 #include "gateway/artifact_store.h"
@@ -57,16 +58,7 @@ int serve_grpc_send(int sock, const struct grpc_serve_call *call, const char *us
   put_field(&b, call->session_id);
   put_field(&b, call->thread_id);
   int mfd = memfd_create("capsule-grpc-call", MFD_CLOEXEC);
-  int r = 0;
-  for (size_t off = 0; mfd >= 0 && off < b.len && r == 0;) {
-    ssize_t n = write(mfd, b.data + off, b.len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      r = -(n < 0 ? errno : EIO);
-    else
-      off += (size_t)n;
-  }
+  int r = mfd >= 0 ? cap_write_all(mfd, b.data, b.len, 0) : 0;
   cap_buf_free(&b);
   if (mfd < 0)
     return -errno;

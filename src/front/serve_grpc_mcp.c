@@ -30,6 +30,7 @@
 
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/io.h"
 #include "front/serve_core.h"
 #include "front/serve_internal.h"
 #include "gateway/call.h"
@@ -69,41 +70,13 @@ struct serve_selu {
   size_t n_idle;
 };
 
-static bool write_all(int fd, const void *buf, size_t len)
-{
-  for (const char *p = buf; len;) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    p += n;
-    len -= (size_t)n;
-  }
-  return true;
-}
-
-static bool read_all(int fd, void *buf, size_t len)
-{
-  for (char *p = buf; len;) {
-    ssize_t n = read(fd, p, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    p += n;
-    len -= (size_t)n;
-  }
-  return true;
-}
-
 /* A field of len bytes, NUL-terminated (NULL when it cannot be read). */
 static char *read_field(int fd, uint32_t len)
 {
   if (len > SELU_FIELD_MAX)
     return NULL;
   char *s = cap_xmalloc((size_t)len + 1);
-  if (!read_all(fd, s, len)) {
+  if (cap_read_all(fd, s, len) < 0) {
     free(s);
     return NULL;
   }
@@ -134,15 +107,16 @@ static bool answer(int fd, enum gw_outcome o, const struct cap_error *err,
                        .code = err->code,
                        .terminal = res->terminal_on_success,
                        .len = {(uint32_t)strlen(msg), (uint32_t)strlen(json)}};
-  return write_all(fd, &a, sizeof a) && write_all(fd, msg, a.len[0]) &&
-         write_all(fd, json, a.len[1]);
+  return cap_write_all(fd, &a, sizeof a, CAP_IO_NOSIGPIPE) == 0 &&
+         cap_write_all(fd, msg, a.len[0], CAP_IO_NOSIGPIPE) == 0 &&
+         cap_write_all(fd, json, a.len[1], CAP_IO_NOSIGPIPE) == 0;
 }
 
 /* One request on fd: false when the connection is done. */
 static bool serve_one(struct warm_proc *p, int fd)
 {
   struct warm_req q;
-  if (!read_all(fd, &q, sizeof q))
+  if (cap_read_all(fd, &q, sizeof q) < 0)
     return false;
   char *f[4] = {0};
   bool ok = true;
@@ -540,9 +514,9 @@ static bool send_request(int fd, const struct gw_call *call)
       return false; /* not this path's: the pipeline says why */
     q.len[i] = (uint32_t)n[i];
   }
-  bool ok = write_all(fd, &q, sizeof q);
+  bool ok = cap_write_all(fd, &q, sizeof q, CAP_IO_NOSIGPIPE) == 0;
   for (size_t i = 0; i < 4 && ok; i++)
-    ok = write_all(fd, f[i], n[i]);
+    ok = cap_write_all(fd, f[i], n[i], CAP_IO_NOSIGPIPE) == 0;
   return ok;
 }
 
@@ -570,7 +544,7 @@ enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
     return GW_OUTCOME_NOT_WARM;
   struct warm_ans a;
   char *msg = NULL, *json = NULL;
-  if (!read_all(fd, &a, sizeof a) || !(msg = read_field(fd, a.len[0])) ||
+  if (cap_read_all(fd, &a, sizeof a) < 0 || !(msg = read_field(fd, a.len[0])) ||
       !(json = read_field(fd, a.len[1]))) {
     close(fd); /* it may have run: audited there as interrupted, never run twice */
     selu_lost(s, gen);

@@ -17,6 +17,7 @@
 #include "core/cleanup.h"
 #include "core/diag.h"
 #include "core/escape.h"
+#include "core/io.h"
 #include "core/json.h"
 #include "core/node.h"
 #include "gateway/state.h"
@@ -187,19 +188,9 @@ static bool meta_read(int dfd, const char *id, struct gw_artifact_meta *m)
   if (fd < 0)
     return false;
   char buf[META_MAX];
-  size_t got = 0;
-  for (;;) {
-    ssize_t n = read(fd, buf + got, sizeof buf - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return false;
-    if (n == 0)
-      break;
-    got += (size_t)n;
-    if (got == sizeof buf)
-      return false;
-  }
+  size_t got;
+  if (cap_read_upto(fd, buf, sizeof buf, &got) < 0 || got == sizeof buf)
+    return false;
   snprintf(m->id, sizeof m->id, "%s", id);
   return gw_artifact_meta_parse(buf, got, m);
 }
@@ -418,14 +409,9 @@ int gw_artifact_write(struct gw_artifact_writer *w, const void *data, size_t len
   int r = w->size + len > w->reserved ? reserve(w, w->size + len, err) : 0;
   if (r < 0)
     return r;
-  for (size_t off = 0; off < len;) {
-    ssize_t n = write(w->fd, (const char *)data + off, len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return cap_error_errno(err, n < 0 ? errno : EIO, "cannot write the artifact");
-    off += (size_t)n;
-  }
+  r = cap_write_all(w->fd, data, len, 0);
+  if (r < 0)
+    return cap_error_errno(err, -r, "cannot write the artifact");
   w->size += len;
   return 0;
 }
@@ -557,26 +543,18 @@ int gw_artifact_read(const char *store, const char *user, const char *id,
   if (r < 0)
     return r;
   char *buf = cap_xmalloc(meta->size + 1);
-  size_t got = 0;
-  while (got < meta->size) {
-    ssize_t n = read(fd, buf + got, meta->size - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      r = cap_error_errno(err, n < 0 ? errno : EIO, "cannot read artifact %s", id);
-      break;
-    }
-    got += (size_t)n;
-  }
+  r = cap_read_all(fd, buf, meta->size);
+  if (r < 0)
+    cap_error_errno(err, -r, "cannot read artifact %s", id);
   close(fd);
   if (r < 0) {
     free(buf);
     gw_artifact_meta_free(meta);
     return r;
   }
-  buf[got] = '\0';
+  buf[meta->size] = '\0';
   *data = buf;
-  *len = got;
+  *len = meta->size;
   return 0;
 }
 

@@ -23,6 +23,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "gateway/call.h"
 #include "gateway/egress_store.h"
 
@@ -61,14 +62,7 @@ static _Noreturn void child(const struct gw_call *call, gw_run_fn fn, void *arg,
   cap_buf_put_text(&b, call->relay ? call->relay->raw_result : NULL);
   cap_buf_put_text(&b, call->relay ? call->relay->raw_error : NULL);
   gw_egress_batch_encode(gw_egress_batch_of(call->egress_sink), &b); /* the proxy's decisions */
-  for (size_t off = 0; off < b.len;) {
-    ssize_t n = write(fd, b.data + off, b.len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    off += (size_t)n;
-  }
+  cap_write_all(fd, b.data, b.len, 0); /* a parent that is gone reads nothing */
   _exit(0);
 }
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "core/json.h"
 #include "gateway/call.h"
 #include "gateway/mcp_keeper_int.h"
@@ -59,18 +60,7 @@ bool keeper_put_line(int fd, const char *text, size_t len)
   struct cap_buf b = {0};
   cap_buf_append(&b, text, len);
   cap_buf_putc(&b, '\n');
-  size_t off = 0;
-  while (off < b.len) {
-    ssize_t n = send(fd, b.data + off, b.len - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == ENOTSOCK)
-      n = write(fd, b.data + off, b.len - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    off += (size_t)n;
-  }
-  bool ok = off == b.len;
+  bool ok = cap_write_all(fd, b.data, b.len, CAP_IO_NOSIGPIPE) == 0;
   cap_buf_free(&b);
   return ok;
 }

@@ -20,6 +20,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "image/image_internal.h"
 
 #define COPY_CHUNK (1u << 20)
@@ -68,25 +69,16 @@ static int hash_fd(int fd, int out, char digest[72], int64_t *size)
   crypto_hash_sha256_init(&st);
   _cleanup_free_ unsigned char *buf = cap_xmalloc(COPY_CHUNK);
   *size = 0;
-  for (;;) {
-    ssize_t k = read(fd, buf, COPY_CHUNK);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0)
-      return -errno;
-    if (k == 0)
-      break;
+  ssize_t k;
+  while ((k = cap_read_some(fd, buf, COPY_CHUNK)) > 0) {
     crypto_hash_sha256_update(&st, buf, (size_t)k);
-    for (ssize_t done = 0; out >= 0 && done < k;) {
-      ssize_t w = write(out, buf + done, (size_t)(k - done));
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w <= 0)
-        return w < 0 ? -errno : -EIO;
-      done += w;
-    }
+    int w = out >= 0 ? cap_write_all(out, buf, (size_t)k, 0) : 0;
+    if (w < 0)
+      return w;
     *size += k;
   }
+  if (k < 0)
+    return (int)k;
   unsigned char h[crypto_hash_sha256_BYTES];
   crypto_hash_sha256_final(&st, h);
   memcpy(digest, "sha256:", 7);

@@ -42,6 +42,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "image/image_internal.h"
 #include "image/layer_internal.h"
 
@@ -266,15 +267,9 @@ static int write_data(int fd, struct layer_reader *r, uint64_t size)
     if (k <= 0)
       return k < 0 ? (int)k : -EPIPE;
     size -= (uint64_t)k;
-    while (k) {
-      ssize_t w = write(fd, p, (size_t)k);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w <= 0)
-        return w < 0 ? -errno : -EIO;
-      p += w;
-      k -= w;
-    }
+    int w = cap_write_all(fd, p, (size_t)k, 0);
+    if (w < 0)
+      return w;
   }
   return 0;
 }

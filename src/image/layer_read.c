@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/io.h"
 #include "image/layer_internal.h"
 
 #define IN_CHUNK (1u << 20)
@@ -52,20 +53,6 @@ void layer_reader_free(struct layer_reader *r)
   r->zs = NULL;
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return w < 0 ? -errno : -EIO;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Up to n raw bytes of the blob into buf, hashed and copied; 0 at its end. */
 static ssize_t raw_read(struct layer_reader *r, unsigned char *buf, size_t n)
 {
@@ -87,7 +74,7 @@ static ssize_t raw_read(struct layer_reader *r, unsigned char *buf, size_t n)
   crypto_hash_sha256_update(&r->sha, buf, (size_t)k);
   r->raw_bytes += k;
   if (r->copy >= 0) {
-    int w = write_all(r->copy, buf, (size_t)k);
+    int w = cap_write_all(r->copy, buf, (size_t)k, 0);
     if (w < 0)
       return r->fault = w, r->copy_fault = true, w;
   }

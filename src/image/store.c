@@ -15,6 +15,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "image/image_internal.h"
 
 extern char **environ;
@@ -37,15 +38,8 @@ char *image_read_file(int dirfd, const char *path, size_t max, size_t *len)
     return NULL;
   }
   char *data = cap_xmalloc((size_t)st.st_size + 1);
-  size_t done = 0;
-  while (done < (size_t)st.st_size) {
-    ssize_t k = read(fd, data + done, (size_t)st.st_size - done);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      break;
-    done += (size_t)k;
-  }
+  size_t done;
+  cap_read_upto(fd, data, (size_t)st.st_size, &done); /* a failed read: what came before it */
   data[done] = '\0';
   *len = done;
   return data;

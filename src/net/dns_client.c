@@ -24,6 +24,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/io.h"
 #include "net/dns_answer.h"
 
 struct cache_entry {
@@ -103,13 +104,7 @@ void dns_config_read(const char *path, struct dns_client_config *cfg)
   size_t len = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
-    for (ssize_t r; len < sizeof text && (r = read(fd, text + len, sizeof text - len)) != 0;) {
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r < 0)
-        break;
-      len += (size_t)r;
-    }
+    cap_read_upto(fd, text, sizeof text, &len); /* a failed read: what came before it */
     close(fd);
   }
   dns_config_parse(text, len, cfg);
@@ -202,14 +197,7 @@ static void hosts_refresh(struct dns_cache *c)
     return;
   size_t cap = (size_t)st.st_size < (1u << 20) ? (size_t)st.st_size + 1 : 1u << 20;
   c->hosts = cap_xrealloc(c->hosts, cap);
-  for (ssize_t r;
-       c->hosts_len < cap && (r = read(fd, c->hosts + c->hosts_len, cap - c->hosts_len));) {
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0)
-      break;
-    c->hosts_len += (size_t)r;
-  }
+  cap_read_upto(fd, c->hosts, cap, &c->hosts_len); /* a failed read: what came before it */
   close(fd);
 }
 

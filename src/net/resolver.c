@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/io.h"
 #include "net/dns.h"
 #include "net/proxy_internal.h"
 
@@ -54,20 +55,6 @@ void proxy_dns_udp(struct proxy *px, int fd)
   }
 }
 
-static bool read_all(int fd, uint8_t *buf, size_t n)
-{
-  while (n) {
-    ssize_t r = recv(fd, buf, n, 0);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return false;
-    buf += r;
-    n -= (size_t)r;
-  }
-  return true;
-}
-
 void proxy_dns_tcp(struct worker *w, int fd)
 {
   struct proxy *px = w->px;
@@ -76,10 +63,10 @@ void proxy_dns_tcp(struct worker *w, int fd)
   char name[DNS_NAME_MAX];
   for (int q = 0; q < TCP_QUERIES; q++) {
     uint8_t prefix[2];
-    if (!read_all(fd, prefix, 2))
+    if (cap_read_all(fd, prefix, 2) < 0)
       return;
     size_t len = (size_t)prefix[0] << 8 | prefix[1];
-    if (len > DNS_MESSAGE_MAX || !read_all(fd, in, len))
+    if (len > DNS_MESSAGE_MAX || cap_read_all(fd, in, len) < 0)
       return; /* a query no stub resolver sends: the connection ends */
     size_t out_len;
     enum egress_dns_outcome o = egress_plan_answer(&px->plan, px->pool_on ? &px->pool : NULL, in,

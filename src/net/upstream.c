@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/io.h"
 #include "net/dns_client.h"
 #include "net/hostaddr.h"
 #include "net/proxy_internal.h"
@@ -38,22 +39,14 @@ ssize_t proxy_stream_read(struct stream *s, char *buf, size_t n)
 
 bool proxy_stream_write(struct stream *s, const char *buf, size_t n)
 {
+  if (!s->ssl)
+    return cap_write_all(s->fd, buf, n, CAP_IO_NOSIGPIPE) == 0;
   while (n) {
-    if (s->ssl) {
-      size_t w = 0;
-      if (SSL_write_ex(s->ssl, buf, n, &w) != 1)
-        return false;
-      buf += w;
-      n -= w;
-    } else {
-      ssize_t w = send(s->fd, buf, n, MSG_NOSIGNAL);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w <= 0)
-        return false;
-      buf += w;
-      n -= (size_t)w;
-    }
+    size_t w = 0;
+    if (SSL_write_ex(s->ssl, buf, n, &w) != 1)
+      return false;
+    buf += w;
+    n -= w;
   }
   return true;
 }

@@ -20,6 +20,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/io.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "gateway/egress_store.h"
@@ -47,27 +48,12 @@ struct exchange {
   struct gw_egress_batch *egress; /* warm: the call's, for the keeper's proxy's decisions */
 };
 
-/* write(2), as send(2) with MSG_NOSIGNAL on a socket: a warm server's
- * keeper that is gone leaves EPIPE, not a SIGPIPE pending for when the
- * caller's signal mask is put back */
-static ssize_t write_quiet(int fd, const void *p, size_t len)
-{
-  ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-  return n < 0 && errno == ENOTSOCK ? write(fd, p, len) : n;
-}
-
+/* send(2) with MSG_NOSIGNAL on a socket: a warm server's keeper that is
+ * gone leaves EPIPE, not a SIGPIPE pending for when the caller's signal
+ * mask is put back */
 static bool write_all(int fd, const char *p, size_t len)
 {
-  while (len) {
-    ssize_t n = write_quiet(fd, p, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return false;
-    p += n;
-    len -= (size_t)n;
-  }
-  return true;
+  return cap_write_all(fd, p, len, CAP_IO_NOSIGPIPE) == 0;
 }
 
 static bool send_line(struct exchange *x, const char *text)

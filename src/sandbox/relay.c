@@ -10,27 +10,16 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/io.h"
 
 #define RELAY_CHUNK 65536
 
-/* Writes all of buf to fd, waiting when fd is nonblocking and full. */
+/* Writes all of buf to fd, waiting when fd is nonblocking and full. A
+ * terminal that takes nothing for a second loses the rest; a destination
+ * that is gone, all of it: the tool's output goes nowhere. */
 static void write_all(int fd, const char *buf, size_t len)
 {
-  while (len) {
-    ssize_t w = write(fd, buf, len);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0 && errno == EAGAIN) {
-      struct pollfd p = {.fd = fd, .events = POLLOUT};
-      if (poll(&p, 1, 1000) <= 0)
-        return; /* a terminal that takes nothing for a second loses the rest */
-      continue;
-    }
-    if (w <= 0)
-      return; /* the destination is gone: the tool's output goes nowhere */
-    buf += w;
-    len -= (size_t)w;
-  }
+  cap_write_all_wait(fd, buf, len, 0, 1000);
 }
 
 /* Writes what the tool sent, escaped for a terminal or up to the cap. */

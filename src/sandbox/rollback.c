@@ -23,6 +23,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "core/json.h"
 #include "core/sha256.h"
 #include "core/text.h"
@@ -190,24 +191,17 @@ static int hash_pass(unsigned char *buf, int fd, int out, char hex[65], uint64_t
   cap_sha256_init(&h);
   if (lseek(fd, 0, SEEK_CUR) != 0 && lseek(fd, 0, SEEK_SET) < 0)
     return -errno;
-  for (;;) {
-    ssize_t n = read(fd, buf, RB_READ_CHUNK);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return -errno;
-    if (n == 0)
-      break;
+  ssize_t n;
+  while ((n = cap_read_some(fd, buf, RB_READ_CHUNK)) > 0) {
     cap_sha256_update(&h, buf, (size_t)n);
     if (bytes)
       *bytes += (uint64_t)n;
-    for (ssize_t done = 0; out >= 0 && done < n;) {
-      ssize_t w = write(out, buf + done, (size_t)(n - done));
-      if (w < 0 && errno != EINTR)
-        return -errno;
-      done += w > 0 ? w : 0;
-    }
+    int w = out >= 0 ? cap_write_all(out, buf, (size_t)n, 0) : 0;
+    if (w < 0)
+      return w;
   }
+  if (n < 0)
+    return (int)n;
   unsigned char d[32];
   cap_sha256_final(&h, d);
   hex_of(d, hex);

@@ -43,6 +43,7 @@
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "core/fork_gate.h"
+#include "core/io.h"
 #include "core/text.h"
 #include "net/proxy.h"
 #include "sandbox/capture.h"
@@ -346,16 +347,11 @@ static int launch_release(struct launch *l, int r)
 
 size_t sandbox_read_report(int fd, char *msg, size_t size)
 {
-  ssize_t n, got = 0;
-  while (got < (ssize_t)size - 1 && (n = read(fd, msg + got, size - 1 - (size_t)got)) != 0) {
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      break;
-    got += n;
-  }
+  size_t got = 0;
+  if (size)
+    cap_read_upto(fd, msg, size - 1, &got); /* what came before a failed read is the report */
   msg[got] = '\0';
-  return (size_t)got;
+  return got;
 }
 
 /* Waits for the child's verdict on its setup: EOF at exec (the pipe is
