@@ -25,6 +25,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
+#include "core/io.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "gateway/artifact_store.h"
@@ -64,16 +65,11 @@ static int save_new(const char *dir, const char *name, const struct selu_artifac
       continue;
     if (fd < 0)
       return cap_error_errno(err, errno, "cannot create %s/%s", dir, file);
-    size_t off = 0;
-    while (off < a->len) {
-      ssize_t w = write(fd, a->data + off, a->len - off);
-      if (w <= 0) {
-        int e = w < 0 ? errno : EIO;
-        close(fd);
-        unlinkat(dfd, file, 0);
-        return cap_error_errno(err, e, "cannot write %s/%s", dir, file);
-      }
-      off += (size_t)w;
+    int w = cap_write_all(fd, a->data, a->len, 0);
+    if (w < 0) {
+      close(fd);
+      unlinkat(dfd, file, 0);
+      return cap_error_errno(err, -w, "cannot write %s/%s", dir, file);
     }
     if (close(fd) < 0)
       return cap_error_errno(err, errno, "cannot write %s/%s", dir, file);
@@ -87,6 +83,52 @@ static const char *str_member(const struct cap_node *obj, const char *key)
 {
   const struct cap_node *v = cap_node_get(obj, key);
   return v && v->kind == CAP_NODE_STRING ? v->u.str.ptr : NULL;
+}
+
+/* text parsed as JSON into a new document (the caller frees it); *root is
+ * its value, NULL when it is not JSON. */
+static struct cap_doc *parse_json(const char *text, const char *name, const struct cap_node **root)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  int r = cap_json_parse(doc, text, strlen(text), name, 0, &diags);
+  cap_diags_free(&diags);
+  *root = r == 0 ? doc->root : NULL;
+  return doc;
+}
+
+/* Writes one entry: rewritten, or as it is. index is its place in its
+ * array (0 for a lone entry). */
+typedef int (*entry_fn)(void *ctx, struct cap_jw *w, const struct cap_node *item, size_t index,
+                        struct cap_error *err);
+
+/* root, an object, written into b anew: the value of its member `one`
+ * (when one is not NULL) and each item of its member `many` (when an
+ * array) through entry, the other members as they are. Stops at the first
+ * entry that fails (b is then the caller's to drop). */
+static int rewrite_entries(const struct cap_node *root, const char *one, const char *many,
+                           entry_fn entry, void *ctx, struct cap_buf *b, struct cap_error *err)
+{
+  struct cap_jw w;
+  cap_jw_init(&w, b, false);
+  cap_jw_begin_object(&w);
+  int r = 0;
+  for (size_t i = 0; i < root->u.obj.len && r == 0; i++) {
+    const struct cap_member *m = &root->u.obj.items[i];
+    cap_jw_key(&w, m->key);
+    if (one && strcmp(m->key, one) == 0) {
+      r = entry(ctx, &w, m->value, 0, err);
+    } else if (strcmp(m->key, many) == 0 && m->value->kind == CAP_NODE_ARRAY) {
+      cap_jw_begin_array(&w);
+      for (size_t k = 0; k < m->value->u.arr.len && r == 0; k++)
+        r = entry(ctx, &w, m->value->u.arr.items[k], k, err);
+      cap_jw_end_array(&w);
+    } else {
+      cap_jw_node(&w, m->value);
+    }
+  }
+  cap_jw_end_object(&w);
+  return r;
 }
 
 struct capture {
@@ -133,9 +175,11 @@ static void forget_stored(struct capture *c, bool remove)
 
 /* One entry: downloaded and written as {its fields but the id, path,
  * size_bytes}; one without a capability_artifact_id as it is. */
-static int capture_one(struct capture *c, struct cap_jw *w, const struct cap_node *item,
+static int capture_one(void *ctx, struct cap_jw *w, const struct cap_node *item, size_t index,
                        struct cap_error *err)
 {
+  struct capture *c = ctx;
+  (void)index;
   const char *id =
       item->kind == CAP_NODE_OBJECT ? str_member(item, "capability_artifact_id") : NULL;
   if (!id) {
@@ -187,35 +231,14 @@ static int capture_result(struct capture *c, const char *result, char **out, str
   *out = NULL;
   if (!strstr(result, "capability_artifact_id")) /* names none: not parsed */
     return 0;
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags diags = {0};
-  int r = cap_json_parse(doc, result, strlen(result), "result", 0, &diags);
-  cap_diags_free(&diags);
-  const struct cap_node *root = r == 0 ? doc->root : NULL;
+  const struct cap_node *root;
+  struct cap_doc *doc = parse_json(result, "result", &root);
   if (!root || root->kind != CAP_NODE_OBJECT) { /* not JSON: judged later */
     cap_doc_free(doc);
     return 0;
   }
   struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_begin_object(&w);
-  r = 0;
-  for (size_t i = 0; i < root->u.obj.len && r == 0; i++) {
-    const struct cap_member *m = &root->u.obj.items[i];
-    cap_jw_key(&w, m->key);
-    if (strcmp(m->key, "artifact") == 0) {
-      r = capture_one(c, &w, m->value, err);
-    } else if (strcmp(m->key, "artifacts") == 0 && m->value->kind == CAP_NODE_ARRAY) {
-      cap_jw_begin_array(&w);
-      for (size_t k = 0; k < m->value->u.arr.len && r == 0; k++)
-        r = capture_one(c, &w, m->value->u.arr.items[k], err);
-      cap_jw_end_array(&w);
-    } else {
-      cap_jw_node(&w, m->value);
-    }
-  }
-  cap_jw_end_object(&w);
+  int r = rewrite_entries(root, "artifact", "artifacts", capture_one, c, &b, err);
   cap_doc_free(doc);
   if (r == 0 && c->output_cap && b.len > c->output_cap) /* the call would fail for it, later */
     r = cap_error_set(err, EFBIG,
@@ -283,11 +306,8 @@ int gw_selu_attach(struct selu_channel *ch, const struct gw_call *call, const ch
                    int timeout_ms, size_t max, char **out, struct cap_error *err)
 {
   *out = NULL;
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags diags = {0};
-  int r = cap_json_parse(doc, args, strlen(args), "args", 0, &diags);
-  cap_diags_free(&diags);
-  const struct cap_node *root = r == 0 ? doc->root : NULL;
+  const struct cap_node *root;
+  struct cap_doc *doc = parse_json(args, "args", &root);
   if (!root || root->kind != CAP_NODE_OBJECT) {
     cap_doc_free(doc);
     return cap_error_set(err, EINVAL, "--attach needs arguments that are a JSON object");
@@ -308,7 +328,7 @@ int gw_selu_attach(struct selu_channel *ch, const struct gw_call *call, const ch
   cap_jw_begin_array(&w);
   for (size_t i = 0; had && had->kind == CAP_NODE_ARRAY && i < had->u.arr.len; i++)
     cap_jw_node(&w, had->u.arr.items[i]);
-  r = upload_all(ch, call, timeout_ms, max, &w, err);
+  int r = upload_all(ch, call, timeout_ms, max, &w, err);
   cap_jw_end_array(&w);
   cap_jw_end_object(&w);
   cap_doc_free(doc);
@@ -318,13 +338,26 @@ int gw_selu_attach(struct selu_channel *ch, const struct gw_call *call, const ch
   return r;
 }
 
+struct attach_stored {
+  struct selu_channel *ch;
+  const struct gw_call *call;
+  int timeout_ms;
+};
+
 /* One "attachments" entry naming an artifact of the store: its bytes
- * uploaded on ch, the entry rewritten with the capability's id for it. */
-static int attach_stored_one(struct selu_channel *ch, const struct gw_call *call,
-                             const struct cap_node *item, size_t index, int timeout_ms,
-                             struct cap_jw *w, struct cap_error *err)
+ * uploaded on ch, the entry rewritten with the capability's id for it;
+ * any other entry as it is. */
+static int attach_stored_one(void *ctx, struct cap_jw *w, const struct cap_node *item, size_t index,
+                             struct cap_error *err)
 {
-  const char *id = str_member(item, "capability_artifact_id");
+  const struct attach_stored *x = ctx;
+  const struct gw_call *call = x->call;
+  const char *id =
+      item->kind == CAP_NODE_OBJECT ? str_member(item, "capability_artifact_id") : NULL;
+  if (!id) {
+    cap_jw_node(w, item);
+    return 0;
+  }
   struct gw_artifact_meta meta;
   int fd = -1;
   int r = gw_artifact_open(call->artifact_store, call->user ? call->user : "", id, &meta, &fd, err);
@@ -340,8 +373,8 @@ static int attach_stored_one(struct selu_channel *ch, const struct gw_call *call
     close(fd);
   _cleanup_free_ char *theirs = NULL;
   if (r == 0)
-    r = selu_artifact_upload(ch, meta.filename, meta.mime_type, data ? data : "", len, timeout_ms,
-                             &theirs, err);
+    r = selu_artifact_upload(x->ch, meta.filename, meta.mime_type, data ? data : "", len,
+                             x->timeout_ms, &theirs, err);
   if (data)
     munmap(data, len);
   if (r < 0) {
@@ -374,38 +407,15 @@ int gw_selu_attach_stored(struct selu_channel *ch, const struct gw_call *call, c
                           int timeout_ms, char **out, struct cap_error *err)
 {
   *out = NULL;
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags diags = {0};
-  int r = cap_json_parse(doc, args, strlen(args), "args", 0, &diags);
-  cap_diags_free(&diags);
-  const struct cap_node *root = r == 0 ? doc->root : NULL;
-  if (!root || gw_artifact_refs(root) == 0) {
+  const struct cap_node *root;
+  struct cap_doc *doc = parse_json(args, "args", &root);
+  if (!root || gw_artifact_refs(root) == 0) { /* an object with stored ones, else as it is */
     cap_doc_free(doc);
     return 0;
   }
   struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_begin_object(&w);
-  r = 0;
-  for (size_t i = 0; i < root->u.obj.len && r == 0; i++) {
-    const struct cap_member *m = &root->u.obj.items[i];
-    cap_jw_key(&w, m->key);
-    if (strcmp(m->key, "attachments") != 0 || m->value->kind != CAP_NODE_ARRAY) {
-      cap_jw_node(&w, m->value);
-      continue;
-    }
-    cap_jw_begin_array(&w);
-    for (size_t k = 0; k < m->value->u.arr.len && r == 0; k++) {
-      const struct cap_node *item = m->value->u.arr.items[k];
-      if (item->kind == CAP_NODE_OBJECT && str_member(item, "capability_artifact_id"))
-        r = attach_stored_one(ch, call, item, k, timeout_ms, &w, err);
-      else
-        cap_jw_node(&w, item);
-    }
-    cap_jw_end_array(&w);
-  }
-  cap_jw_end_object(&w);
+  struct attach_stored x = {.ch = ch, .call = call, .timeout_ms = timeout_ms};
+  int r = rewrite_entries(root, NULL, "attachments", attach_stored_one, &x, &b, err);
   cap_doc_free(doc);
   if (r == 0)
     *out = cap_buf_steal(&b);
@@ -415,12 +425,9 @@ int gw_selu_attach_stored(struct selu_channel *ch, const struct gw_call *call, c
 
 int gw_selu_attach_refused(const struct cap_spec *spec, const char *args, struct cap_error *err)
 {
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags diags = {0};
-  size_t n = cap_json_parse(doc, args, strlen(args), "args", 0, &diags) == 0
-                 ? gw_artifact_refs(doc->root)
-                 : 0;
-  cap_diags_free(&diags);
+  const struct cap_node *root;
+  struct cap_doc *doc = parse_json(args, "args", &root);
+  size_t n = root ? gw_artifact_refs(root) : 0;
   cap_doc_free(doc);
   if (!n)
     return 0;
