@@ -16,20 +16,7 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 unset CAPSULE_CAPS CAPSULE_STATE
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$1" "$2"; }
-bad() { fail=$((fail + 1)); printf '  FAIL %-6s %s\n' "$1" "$2"; }
-
-# check WHO NAME WANT-STATUS WANT-OUTPUT-REGEX CAPSULE-ARGS... (stdout and
-# stderr together, from $dir, default $work)
-check() {
-  local who=$1 name=$2 want=$3 regex=$4; shift 4
-  local out status
-  out=$(cd "${dir:-$work}" && as_user "$who" timeout 60 "$capsule" "$@" 2>&1 </dev/null)
-  status=$?
-  if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$who" "$name"
-  else bad "$who" "$name (exit $status, want $want)"; echo "$out" | head -8 | sed 's/^/         /'; fi
-}
+# ok, bad and check: lib/sandbox.sh's
 # lines WHO NAME WANT-LINES CAPSULE-ARGS...: stderr has exactly that many lines
 lines() {
   local who=$1 name=$2 want=$3; shift 3

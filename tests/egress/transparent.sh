@@ -32,20 +32,11 @@ trap cleanup EXIT
 mkdir -m 1777 "$work/state"
 export XDG_STATE_HOME=$work/state
 
-(cd "$work" &&
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem \
-    -days 2 -subj /CN=capsule-test-ca 2>/dev/null &&
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout srv.key -out srv.csr \
-    -subj /CN=mail.test 2>/dev/null &&
-  printf 'subjectAltName=DNS:mail.test,DNS:web.test,DNS:ruled.test,DNS:other.test,DNS:any.test,DNS:cred.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >ext &&
-  openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 \
-    -extfile ext 2>/dev/null) || { echo "FAIL: cannot make the test certificates"; exit 1; }
-chmod 644 "$work"/*.pem
-export SSL_CERT_FILE=$work/ca.pem # capsule (outside) trusts the test CA
+# shellcheck source=../lib/egress.sh
+. "$(dirname "$0")/../lib/egress.sh"
+egress_certs mail.test mail.test web.test ruled.test other.test any.test cred.test
 
-"$py" "$here/tservers.py" "$work/srv.key" "$work/srv.pem" >"$work/ports" & pids+=($!)
-for _ in $(seq 50); do [ -s "$work/ports" ] && break; sleep 0.1; done
-port() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$work/ports" "$1"; }
+egress_servers
 http=$(port http) https=$(port https) https2=$(port https2) imaps=$(port imaps) smtp=$(port smtp) spare=$(port spare)
 [ -n "$spare" ] || { echo "FAIL: the test upstreams did not start"; exit 1; }
 
@@ -130,25 +121,8 @@ capture=no
 "$capsule" doctor 2>/dev/null | grep -qE '^ +any-port names +yes' && capture=yes
 [ "$capture" = yes ] || echo "note: doctor says any-port names are not captured here; those tests are skipped"
 
-pass=0 fail=0
-ok() { pass=$((pass + 1)); printf '  ok   %-6s %s\n' "$1" "$2"; }
-bad() { fail=$((fail + 1)); printf '  FAIL %-6s %s\n' "$1" "$2"; }
-# check WHO NAME WANT-STATUS WANT-OUTPUT-REGEX CAPSULE-ARGS...
-check() {
-  local who=$1 name=$2 want=$3 regex=$4; shift 4
-  local out status
-  out=$(cd "$work" && as_user "$who" timeout 60 "$capsule" "$@" 2>&1 </dev/null)
-  status=$?
-  if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$who" "$name"
-  else bad "$who" "$name (exit $status, want $want)"; echo "$out" | head -8 | sed 's/^/         /'; fi
-}
 C="curl -sS --max-time 20 --noproxy '*'"
 run_main() { echo run --config "$work/main.json" $R $P --egress-log "$work/logs/$1-$who.log"; }
-# check_log WHO NAME REGEX LOG: the egress log of the runs before says so
-check_log() {
-  if grep -qE -- "$3" "$work/logs/$4-$1.log" 2>/dev/null; then ok "$1" "$2"
-  else bad "$1" "$2 (log: $(tail -c 400 "$work/logs/$4-$1.log" 2>/dev/null))"; fi
-}
 mkdir -m 777 "$work/logs"
 
 for who in "${users[@]}"; do

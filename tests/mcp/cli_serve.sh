@@ -11,26 +11,12 @@
 # 65534.
 # Usage: cli_serve.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
-work=$(mktemp -d /var/tmp/capsule-cliserve.XXXXXX)
-chmod 755 "$work"
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$work" "$CAPSULE_STATE"' EXIT
-if ! "$capsule" run -- /bin/true 2>/dev/null; then
-  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
-fi
-export CAPSULE_STATE_KEY=
-pass=0 fail=0
-ok() { echo "  ok   $1"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+# shellcheck source=../lib/serve.sh
+. "$(dirname "$0")/../lib/serve.sh" "$1" cliserve
 expect() { # NAME WANT_RC GOT_RC [GREP_PATTERN FILE]
   if [ "$2" = "$3" ] && { [ $# -lt 5 ] || grep -q -- "$4" "$5"; }; then ok "$1"; else
     bad "$1 (exit $3, wanted $2)"; [ $# -ge 5 ] && cat "$5"; fi
 }
-wait_for() { for _ in $(seq 1 200); do "$@" && return 0; sleep 0.1; done; return 1; }
 caps=$work/caps
 mkdir -p "$caps/agents" "$work/other"
 cp -r "$root/examples/covenant/agents/wordcount" "$caps/agents/wordcount"
@@ -50,10 +36,8 @@ run_as() {
   C token issue local tool.wordcount --state "$state" >/dev/null # wordcount requires it (Covenant)
   call wordcount dispatch '{"text":"one two"}'
   expect "$who: alone" 0 $? '"2 words"' "$work/out"
-  "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" 2>"$work/serve-$who.log" &
-  local server=$!
-  pids+=("$server")
-  wait_for C serve status --state "$state" >/dev/null 2>&1 && ok "$who: serve-starts" || { bad "$who: serve-starts"; return; }
+  local server
+  serve_start --caps "$caps" --state "$state" && ok "$who: serve-starts" || { bad "$who: serve-starts"; return; }
   sessions() { grep -c '"session started"' "$work/serve-$who.log"; }
   call wordcount dispatch '{"text":"one two three"}'
   expect "$who: through-serve" 0 $? '"3 words"' "$work/out"

@@ -14,24 +14,13 @@
 # As root and as uid 65534.
 # Usage: warm_watch.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
 root=$(cd "$(dirname "$0")/../.." && pwd)
 command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
 command -v sqlite3 >/dev/null || { echo "SKIP: sqlite3 is not installed"; exit 77; }
 pkg-config --exists jansson 2>/dev/null || { echo "SKIP: libjansson-dev is not installed (scripts/deps.sh build)"; exit 77; }
 make -s -C "$root/examples/mcp-c" >/dev/null || { echo "FAIL: examples/mcp-c does not build"; exit 1; }
-export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
-work=$(mktemp -d /var/tmp/capsule-warm-watch.XXXXXX)
-chmod 755 "$work"
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; sleep 0.5; rm -rf "$work" "$CAPSULE_STATE"' EXIT
-if ! "$capsule" run -- /bin/true 2>/dev/null; then
-  echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
-fi
-export CAPSULE_STATE_KEY=
-pass=0 fail=0
-ok() { echo "  ok   $1"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+# shellcheck source=../lib/serve.sh
+. "$root/tests/lib/serve.sh" "$1" warm-watch
 H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
 post() { # BODY: the answer's body
   curl -sS -m 120 "${H[@]}" -H "Authorization: Bearer $token" -H "Mcp-Session-Id: $sid" \
@@ -40,7 +29,6 @@ post() { # BODY: the answer's body
 call() { # ID TOOL ARGS
   post "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"tools/call\",\"params\":{\"name\":\"$2\",\"arguments\":$3}}"
 }
-wait_for() { for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done; return 1; }
 keeper_busy() { "${wrap[@]}" "$capsule" ps --state "$1" 2>/dev/null | grep -Eq "^$2 +[0-9]+ +serving +mcp +1/"; }
 
 run_as() {
@@ -63,9 +51,7 @@ run_as() {
     for t in test_simple_text echo touch connect wait; do C policy set "${G[@]}" "$cap" "$t" allow >/dev/null; done
   done
   token=$(C access issue t --state "$state" 2>/dev/null)
-  "${wrap[@]}" "$capsule" serve "${G[@]}" --mcp-http 127.0.0.1:0 2>"$work/serve-$who.log" &
-  pids+=($!)
-  wait_for C serve status --state "$state" >/dev/null 2>&1
+  serve_start "${G[@]}" --mcp-http 127.0.0.1:0
   local port
   port=$(C serve status --state "$state" --json 2>/dev/null | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
   url=http://127.0.0.1:$port/mcp

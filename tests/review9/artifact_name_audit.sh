@@ -16,24 +16,9 @@
 set -u
 capsule=$(realpath "${1:-build/capsule}")
 root=$(cd "$(dirname "$0")/../.." && pwd)
-[ "$(id -u)" = 0 ] || { echo "SKIP: run as root (the PostgreSQL server runs as uid 65534)"; exit 77; }
-command -v node >/dev/null && command -v jq >/dev/null || { echo "SKIP: needs node and jq"; exit 77; }
-[ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] || { echo "SKIP: examples/selu-node's modules are not installed"; exit 77; }
-. "$root/tests/state/pg-lib.sh"
-[ -n "$pg_bin" ] || { echo "SKIP: PostgreSQL is not installed"; exit 77; }
-W=$(mktemp -d /var/tmp/capsule-review9-pg.XXXXXX)
-spid=
-trap '[ -n "$spid" ] && kill -TERM "$spid" 2>/dev/null; sleep 1; pg_stop immediate; rm -rf "$W"' EXIT
-pg_start "$W" || { echo "SKIP: cannot start PostgreSQL"; exit 77; }
-export XDG_STATE_HOME=$W/home CAPSULE_STATE_KEY=$(printf '%064d' 1)
-mkdir -p "$W/caps"
-"$capsule" --state "$PGURL" policy list >/dev/null 2>&1 || { echo "SKIP: cannot open the PostgreSQL state"; exit 77; }
-token=$("$capsule" --state "$PGURL" access issue r9 --user alice 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
-[ -n "$token" ] || { echo "SKIP: cannot issue a token"; exit 77; }
-"$capsule" --state "$PGURL" serve --caps "$W/caps" --grpc "unix:$W/g.sock" 2>"$W/serve.log" &
-spid=$!
-for _ in $(seq 400); do [ -S "$W/g.sock" ] && break; sleep 0.05; done
-[ -S "$W/g.sock" ] || { tail -3 "$W/serve.log"; echo "SKIP: serve --grpc did not start"; exit 77; }
+# shellcheck source=pg_lib.sh
+. "$root/tests/review9/pg_lib.sh"
+start_serve_pg
 out=$(UPLOAD_NAME_JSON='"a\ud800b\u202e.txt"' node "$root/tests/review9/client.mjs" \
   "$root/proto/selu/orchestrator/capability.proto" "unix:$W/g.sock" "$token" upload)
 id=$(jq -r '.res.capability_artifact_id // empty' <<<"$out")
