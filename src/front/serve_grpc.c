@@ -59,6 +59,7 @@ struct grpc_proc {
   int calls; /* the call process's socket */
   struct serve_grpc_warm *warm;
   struct serve_grpc_artifacts artifacts; /* the artifact calls (serve_grpc_artifacts.h) */
+  struct serve_grpc_streams streams;     /* the artifact streams open, per user */
   bool stopping;
 };
 
@@ -189,8 +190,7 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     return;
   }
   if (call->method == GRPC_SERVE_CAP_UPLOAD || call->method == GRPC_SERVE_CAP_DOWNLOAD) {
-    (call->method == GRPC_SERVE_CAP_UPLOAD ? serve_grpc_upload
-                                           : serve_grpc_download)(&g->artifacts, call, user, a);
+    serve_grpc_artifact_stream(&g->artifacts, call, user, a);
     return;
   }
   if (!call->health)
@@ -224,6 +224,7 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
       close(theirs[i]);
   struct grpc_proc g = {.sv = sv, .opt = opt};
   pthread_mutex_init(&g.mu, NULL);
+  pthread_mutex_init(&g.streams.mu, NULL);
   int sp[2];
   struct cap_error err = {0};
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
@@ -250,8 +251,12 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
     _exit(1);
   }
   g.warm = serve_grpc_warm_new(opt, warm_reload_rd);
-  g.artifacts = (struct serve_grpc_artifacts){
-      .store = gw_artifact_store_dir(opt->state_dir), .st = g.st, .mu = &g.mu, .only = opt->only};
+  g.artifacts = (struct serve_grpc_artifacts){.store = gw_artifact_store_dir(opt->state_dir),
+                                              .st = g.st,
+                                              .mu = &g.mu,
+                                              .only = opt->only,
+                                              .streams = &g.streams,
+                                              .sv = sv};
   gw_inflight_spares(true); /* a call's marker without a file made per call */
   struct grpc_serve_options o = {.address = opt->grpc_addr,
                                  .tls_cert = opt->tls_cert,

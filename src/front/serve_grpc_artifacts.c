@@ -15,6 +15,7 @@
 #include "core/io.h"
 #include "core/json.h"
 #include "core/node.h"
+#include "front/serve_internal.h"
 #include "gateway/artifact_store.h"
 #include "gateway/state.h"
 
@@ -64,18 +65,30 @@ static void upload_finish(void *ctx, bool delivered)
 }
 
 /* Every user's expired artifacts go at most every SWEEP_EVERY_S (an
- * upload sweeps its own user's as it starts). */
+ * upload sweeps its own user's as it starts); records the sweep could not
+ * read stay, said in serve's log. */
 static void sweep_now_and_then(const struct serve_grpc_artifacts *x)
 {
   static int64_t last; /* unix seconds of the last sweep */
   int64_t now = (int64_t)time(NULL), was = __atomic_load_n(&last, __ATOMIC_RELAXED);
-  if (now - was >= SWEEP_EVERY_S &&
-      __atomic_compare_exchange_n(&last, &was, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-    gw_artifact_sweep_all(x->store);
+  if (now - was < SWEEP_EVERY_S ||
+      !__atomic_compare_exchange_n(&last, &was, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    return;
+  struct gw_artifact_sweep_report rep;
+  gw_artifact_sweep_all(x->store, &rep);
+  if (!rep.unreadable)
+    return;
+  _cleanup_free_ char *n = cap_xasprintf("%zu", rep.unreadable);
+  _cleanup_free_ char *first = cap_xasprintf("%s: %s", rep.id, strerror(rep.error));
+  serve_log(x->sv, "warning",
+            "artifact records the sweep cannot read are kept until it can (fix the store's "
+            "permissions or disk)",
+            "records", n, "first", first);
 }
 
-void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_serve_call *call,
-                       const char *user, struct grpc_serve_answer *a)
+static void serve_grpc_upload(const struct serve_grpc_artifacts *x,
+                              const struct grpc_serve_call *call, const char *user,
+                              struct grpc_serve_answer *a)
 {
   sweep_now_and_then(x);
   struct grpc_serve_chunk c;
@@ -163,8 +176,9 @@ static bool send_all(const struct grpc_serve_call *call, const struct gw_artifac
   }
 }
 
-void serve_grpc_download(const struct serve_grpc_artifacts *x, const struct grpc_serve_call *call,
-                         const char *user, struct grpc_serve_answer *a)
+static void serve_grpc_download(const struct serve_grpc_artifacts *x,
+                                const struct grpc_serve_call *call, const char *user,
+                                struct grpc_serve_answer *a)
 {
   (void)a; /* the answer is the chunks; the status OK */
   const char *id = call->artifact_id ? call->artifact_id : "";
@@ -188,6 +202,57 @@ void serve_grpc_download(const struct serve_grpc_artifacts *x, const struct grpc
   audit(x, "artifact-download", user, x->only, meta.id, what);
   cap_error_clear(&err);
   gw_artifact_meta_free(&meta);
+}
+
+/* One more stream of user's: false when it has SERVE_GRPC_USER_STREAMS. */
+static bool stream_take(struct serve_grpc_streams *s, const char *user)
+{
+  pthread_mutex_lock(&s->mu);
+  size_t i = 0;
+  while (i < s->n_users && strcmp(s->users[i].user, user) != 0)
+    i++;
+  bool room = i == s->n_users || s->users[i].n < SERVE_GRPC_USER_STREAMS;
+  if (room && i == s->n_users) {
+    s->users = cap_xrealloc(s->users, (s->n_users + 1) * sizeof *s->users);
+    s->users[s->n_users++] = (struct serve_grpc_user_streams){.user = cap_xstrdup(user)};
+  }
+  if (room)
+    s->users[i].n++;
+  pthread_mutex_unlock(&s->mu);
+  return room;
+}
+
+static void stream_give(struct serve_grpc_streams *s, const char *user)
+{
+  pthread_mutex_lock(&s->mu);
+  for (size_t i = 0; i < s->n_users; i++) {
+    if (strcmp(s->users[i].user, user) != 0)
+      continue;
+    if (--s->users[i].n == 0) {
+      free(s->users[i].user);
+      s->users[i] = s->users[--s->n_users];
+    }
+    break;
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+void serve_grpc_artifact_stream(const struct serve_grpc_artifacts *x,
+                                const struct grpc_serve_call *call, const char *user,
+                                struct grpc_serve_answer *a)
+{
+  bool up = call->method == GRPC_SERVE_CAP_UPLOAD;
+  if (!stream_take(x->streams, user)) {
+    a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
+    a->status_message = cap_xasprintf(
+        "%s: this user has %d artifact streams open (uploads and downloads), the most one user "
+        "may have at once; retry when one has ended",
+        up ? "UploadInputArtifact" : "DownloadOutputArtifact", SERVE_GRPC_USER_STREAMS);
+    audit(x, up ? "artifact-upload" : "artifact-download", user, x->only, NULL, a->status_message);
+    return;
+  }
+  (up ? serve_grpc_upload : serve_grpc_download)(x, call, user, a);
+  stream_give(x->streams, user);
 }
 
 static struct cap_doc *parse(const char *text)

@@ -14,7 +14,12 @@
  *
  * Each stored, sent, named or refused artifact is an audit record of its
  * own (gw_audit_change): artifact-upload, artifact-download, artifact-in,
- * artifact-out, the artifact's id in the tool column. */
+ * artifact-out, the artifact's id in the tool column.
+ *
+ * A user has at most SERVE_GRPC_USER_STREAMS upload and download streams
+ * open at once (more are refused RESOURCE_EXHAUSTED): a stream holds one
+ * of the server's call slots (64) while it trickles, and one token holder
+ * is not to hold them all. */
 #ifndef CAPSULE_FRONT_SERVE_GRPC_ARTIFACTS_H
 #define CAPSULE_FRONT_SERVE_GRPC_ARTIFACTS_H
 
@@ -24,18 +29,35 @@
 #include "front/grpc_serve.h"
 
 struct gw_state;
+struct serve;
+
+#define SERVE_GRPC_USER_STREAMS 8
+
+/* The users with artifact streams open, and how many each (at most one
+ * entry per call slot). Zero-initialised but for mu. */
+struct serve_grpc_streams {
+  pthread_mutex_t mu;
+  struct serve_grpc_user_streams {
+    char *user;
+    unsigned n;
+  } * users;
+  size_t n_users;
+};
 
 struct serve_grpc_artifacts {
   char *store;         /* STATE/run/artifacts */
   struct gw_state *st; /* for the audit records */
   pthread_mutex_t *mu; /* around st */
   const char *only;    /* --capability, or NULL: the records' capability for up/downloads */
+  struct serve_grpc_streams *streams; /* the artifact streams open */
+  struct serve *sv;                   /* for serve's log */
 };
 
-void serve_grpc_upload(const struct serve_grpc_artifacts *x, const struct grpc_serve_call *call,
-                       const char *user, struct grpc_serve_answer *a);
-void serve_grpc_download(const struct serve_grpc_artifacts *x, const struct grpc_serve_call *call,
-                         const char *user, struct grpc_serve_answer *a);
+/* UploadInputArtifact or DownloadOutputArtifact (call->method), within the
+ * user's bound of streams at once. */
+void serve_grpc_artifact_stream(const struct serve_grpc_artifacts *x,
+                                const struct grpc_serve_call *call, const char *user,
+                                struct grpc_serve_answer *a);
 /* Before an invocation: true when its arguments name no artifact, or only
  * the user's (each audited); false with a answered (the call's error)
  * when one is not. */

@@ -179,20 +179,29 @@ static int user_dir(const char *store, const char *user, bool create, struct cap
   return fd;
 }
 
-/* The meta file name of id ("ID.meta") read and parsed into m. */
-static bool meta_read(int dfd, const char *id, struct gw_artifact_meta *m)
+/* The meta file of id ("ID.meta") read and parsed into m: 0, -EBADMSG for
+ * one read whole that is not a record (malformed, or past what a record
+ * is), else the -errno of its open or read (-ENOENT: gone; -EACCES, -EIO:
+ * not known to be anything). */
+static int meta_load(int dfd, const char *id, struct gw_artifact_meta *m)
 {
   char name[GW_ARTIFACT_ID_LEN + 8];
   snprintf(name, sizeof name, "%s.meta", id);
   _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
-    return false;
+    return errno == ELOOP ? -EBADMSG : -errno; /* a link is nothing the store made */
   char buf[META_MAX];
   size_t got;
-  if (cap_read_upto(fd, buf, sizeof buf, &got) < 0 || got == sizeof buf)
-    return false;
+  int r = cap_read_upto(fd, buf, sizeof buf, &got);
+  if (r < 0)
+    return r;
   snprintf(m->id, sizeof m->id, "%s", id);
-  return gw_artifact_meta_parse(buf, got, m);
+  return got < sizeof buf && gw_artifact_meta_parse(buf, got, m) ? 0 : -EBADMSG;
+}
+
+static bool meta_read(int dfd, const char *id, struct gw_artifact_meta *m)
+{
+  return meta_load(dfd, id, m) == 0;
 }
 
 static void remove_artifact(int dfd, const char *id)
@@ -220,11 +229,13 @@ static bool name_id(const char *name, const char *suffix, char id[GW_ARTIFACT_ID
   return gw_artifact_id_valid(id);
 }
 
-/* Removes the expired artifacts (and anything else older than their
- * life: a half-written one), and counts the live ones and their bytes
- * (those being written included, as their room reserved). Called with
- * the user's lock (flock on the directory) held. */
-static void sweep(int dfd, size_t *count, uint64_t *bytes)
+/* Removes the expired artifacts and those whose record is malformed (and
+ * anything else older than their life: a half-written one), and counts
+ * the live ones and their bytes (those being written included, as their
+ * room reserved). A record it cannot read (EACCES, EIO: perhaps for a
+ * moment) is kept, counted as live and told in report (when not NULL).
+ * Called with the user's lock (flock on the directory) held. */
+static void sweep(int dfd, size_t *count, uint64_t *bytes, struct gw_artifact_sweep_report *report)
 {
   *count = 0;
   *bytes = 0;
@@ -241,10 +252,18 @@ static void sweep(int dfd, size_t *count, uint64_t *bytes)
     struct gw_artifact_meta m = {0};
     if (!name_id(e->d_name, ".meta", id))
       continue;
-    if (!meta_read(dfd, id, &m) || expired(&m, now))
+    int r = meta_load(dfd, id, &m);
+    if (r == -EBADMSG || (r == 0 && expired(&m, now))) {
       remove_artifact(dfd, id);
-    else
+    } else if (r == 0) {
       (*count)++;
+    } else if (r != -ENOENT) { /* kept: not known to be expired */
+      (*count)++;
+      if (report && report->unreadable++ == 0) {
+        report->error = -r;
+        snprintf(report->id, sizeof report->id, "%s", id);
+      }
+    }
     gw_artifact_meta_free(&m);
   }
   rewinddir(d);
@@ -335,7 +354,7 @@ int gw_artifact_begin(const char *store, const char *user, const char *filename,
   uint64_t bytes;
   flock(dfd,
         LOCK_EX); /* the count and the part file made at once: uploads at once see each other */
-  sweep(dfd, &count, &bytes);
+  sweep(dfd, &count, &bytes, NULL);
   if (count >= GW_ARTIFACT_USER_COUNT || bytes >= GW_ARTIFACT_USER_BYTES) {
     close(dfd); /* and its lock */
     return cap_error_set(err, EDQUOT,
@@ -375,7 +394,7 @@ static int reserve(struct gw_artifact_writer *w, uint64_t need, struct cap_error
   flock(w->dfd, LOCK_EX);
   size_t count;
   uint64_t bytes, mine = 0;
-  sweep(w->dfd, &count, &bytes);
+  sweep(w->dfd, &count, &bytes, NULL);
   struct stat st;
   if (fstat(w->fd, &st) == 0)
     mine = (uint64_t)st.st_size;
@@ -571,8 +590,9 @@ void gw_artifact_remove(const char *store, const char *user, const char *id)
   gw_artifact_meta_free(&m);
 }
 
-void gw_artifact_sweep_all(const char *store)
+void gw_artifact_sweep_all(const char *store, struct gw_artifact_sweep_report *report)
 {
+  *report = (struct gw_artifact_sweep_report){0};
   int sfd = open(store, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   DIR *d = sfd >= 0 ? fdopendir(sfd) : NULL;
   if (!d) {
@@ -589,8 +609,8 @@ void gw_artifact_sweep_all(const char *store)
     size_t count;
     uint64_t bytes;
     flock(dfd, LOCK_EX);
-    sweep(dfd, &count, &bytes); /* the directory stays: an upload may be opening it */
-    close(dfd);                 /* and its lock */
+    sweep(dfd, &count, &bytes, report); /* the directory stays: an upload may be opening it */
+    close(dfd);                         /* and its lock */
   }
   closedir(d);
 }

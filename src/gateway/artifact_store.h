@@ -78,10 +78,20 @@ struct cap_node;
  * hands a capability its attachments. */
 size_t gw_artifact_refs(const struct cap_node *args);
 
-/* Every user's expired artifacts removed: what serve --grpc does at its
- * first upload and every 10 minutes of uploads after, so that a user who
- * stores nothing more does not keep them on disk. */
-void gw_artifact_sweep_all(const char *store);
+/* What a sweep kept without knowing: the records it could not read (an
+ * EACCES or EIO may pass), counted as live; the first one's errno and id. */
+struct gw_artifact_sweep_report {
+  size_t unreadable;
+  int error;
+  char id[GW_ARTIFACT_ID_LEN + 1];
+};
+
+/* Every user's expired artifacts removed, and those whose record is
+ * malformed (read, and not a record): what serve --grpc does at its first
+ * upload and every 10 minutes of uploads after, so that a user who stores
+ * nothing more does not keep them on disk. A record it cannot read is
+ * kept, and told in report. */
+void gw_artifact_sweep_all(const char *store, struct gw_artifact_sweep_report *report);
 
 /* Removes the user's artifact id (nothing when it is not the user's). */
 void gw_artifact_remove(const char *store, const char *user, const char *id);

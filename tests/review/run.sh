@@ -57,7 +57,7 @@ scripts=(
   ../review9/artifact_name_audit.sh ../review9/selu_long_id.sh
   ../review9/selu_error_audit_pg.sh ../review9/artifact_probes.sh
   ../review9/attach_memory.sh ../review9/audit_name_spoof.sh
-  ../review9/egress_supervisor_probes.sh
+  ../review9/egress_supervisor_probes.sh ../review9/artifact_stream_hog.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

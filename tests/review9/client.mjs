@@ -3,6 +3,7 @@
 // mode's parameters in the environment; prints one JSON line (or lines
 // the scripts read) and exits 0, or 2 when the client itself failed.
 import { createRequire } from 'node:module';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -26,6 +27,18 @@ const upload = (chunks, t = token, c = orch) => new Promise((resolve) => {
   for (const ch of chunks) s.write(ch);
   s.end();
 });
+// an upload begun on a channel of its own, its first chunk naming the file:
+// [the stream, a promise of its answer]
+const begin = (filename, ms) => {
+  const c = mk();
+  let s;
+  const done = new Promise((resolve) => {
+    s = c.UploadInputArtifact(meta(token), { deadline: Date.now() + ms },
+      (err, res) => { resolve({ err: errOf(err), res }); c.close(); });
+  });
+  s.write({ filename });
+  return [s, done];
+};
 const invoke = (tool, args, t = token) => new Promise((resolve) => {
   orch.Invoke({ tool_name: tool, args_json: Buffer.from(JSON.stringify(args)) }, meta(t),
     { deadline: Date.now() + 120000 }, (err, res) => resolve({ err: errOf(err), res: res && { result: res.result_json.toString(), error: res.error } }));
@@ -70,16 +83,8 @@ if (mode === 'uploads') { // UPLOADS_N sequential tiny uploads: how many stored
 }
 if (mode === 'concurrent') { // CONC_N uploads begun at once (their first chunk), then CONC_BYTES each
   const n = Number(env.CONC_N), bytes = Number(env.CONC_BYTES || 1);
-  const streams = [], done = [];
-  for (let i = 0; i < n; i++) {
-    const c = mk();
-    done.push(new Promise((resolve) => {
-      const s = c.UploadInputArtifact(meta(token), { deadline: Date.now() + 240000 },
-        (err, res) => { resolve({ err: errOf(err), res }); c.close(); });
-      s.write({ filename: `c${i}.bin` });
-      streams.push(s);
-    }));
-  }
+  const begun = Array.from({ length: n }, (_, i) => begin(`c${i}.bin`, 240000));
+  const streams = begun.map(([s]) => s), done = begun.map(([, d]) => d);
   await sleep(Number(env.CONC_WAIT_MS || 3000)); // every upload begun
   const data = Buffer.alloc(Math.min(bytes, 2 << 20), 0x62);
   for (const s of streams) {
@@ -89,6 +94,19 @@ if (mode === 'concurrent') { // CONC_N uploads begun at once (their first chunk)
   const rs = await Promise.all(done);
   out({ stored: rs.filter((r) => r.res && r.res.capability_artifact_id).length,
     refused: rs.filter((r) => !(r.res && r.res.capability_artifact_id)).map((r) => r.err || r.res.error).slice(0, 2) });
+  process.exit(0);
+}
+if (mode === 'hold') { // HOLD_N uploads begun (a first chunk each), kept alive (a byte every 2 s) until the file HOLD_UNTIL exists, then ended
+  const begun = Array.from({ length: Number(env.HOLD_N) }, (_, i) => begin(`h${i}.bin`, 300000));
+  const streams = begun.map(([s]) => s), done = begun.map(([, d]) => d);
+  while (!fs.existsSync(env.HOLD_UNTIL)) {
+    for (const s of streams) s.write({ data: Buffer.from('h') });
+    await sleep(2000);
+  }
+  for (const s of streams) s.end();
+  const rs = await Promise.all(done);
+  out({ stored: rs.filter((r) => r.res && r.res.capability_artifact_id).length,
+    failed: rs.filter((r) => !(r.res && r.res.capability_artifact_id)).map((r) => r.err || r.res.error).slice(0, 2) });
   process.exit(0);
 }
 if (mode === 'attach-many') { // one upload named ATTACH_N times in an echo call's attachments
@@ -119,6 +137,11 @@ const download = (id, t = token, cancelAfter = 0) => new Promise((resolve) => {
   s.on('error', (err) => resolve({ err: errOf(err), chunks }));
   s.on('end', () => resolve({ chunks }));
 });
+if (mode === 'download') { // DOWNLOAD_ID
+  const r = await download(env.DOWNLOAD_ID);
+  out({ err: r.err, got: r.chunks.map((c) => c.data.toString() + (c.error ? '|' + c.error : '')).join('') });
+  process.exit(0);
+}
 if (mode === 'probes') { // attempts; one JSON line each
   const names = ['../../../../tmp/r9-escape', '/etc/r9-passwd', '..', '.hidden', 'a\\..\\b', 'x'.repeat(5000)];
   for (const n of names) {
@@ -144,8 +167,9 @@ if (mode === 'probes') { // attempts; one JSON line each
   out({ probe: 'oversize', err: big.err, res: big.res });
   // cancelled mid-stream, both ways
   const big3 = (await upload([{ filename: 'three.bin', data: Buffer.alloc(3 << 20, 1) }])).res.capability_artifact_id;
-  await Promise.all(Array.from({ length: 30 }, () => download(big3, token, 1)));
-  await Promise.all(Array.from({ length: 30 }, () => new Promise((resolve) => {
+  // 30 each way, 8 at a time: the most streams one user may have open
+  for (let i = 0; i < 30; i += 8) await Promise.all(Array.from({ length: Math.min(8, 30 - i) }, () => download(big3, token, 1)));
+  for (let i = 0; i < 30; i += 8) await Promise.all(Array.from({ length: Math.min(8, 30 - i) }, () => new Promise((resolve) => {
     const c = mk();
     const s = c.UploadInputArtifact(meta(token), { deadline: Date.now() + 20000 }, () => { c.close(); resolve(); });
     s.write({ filename: 'cut.bin', data: Buffer.alloc(1 << 20) });
