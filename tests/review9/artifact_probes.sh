@@ -39,9 +39,10 @@ for _ in $(seq 100); do [ -z "$(ls -A "$dir" | grep 'part$')" ] && break; sleep 
 ls -A "$dir" | grep 'part$' && bad "a part file left"
 after=$(fds)
 # 60 streams were cancelled: a leak per stream shows as dozens; a few more
-# are the pool's (workers kept 10 s idle, pooled state connections), so
-# the count is given 40 s to settle and 8 of slack (a loaded CI machine)
+# are the pool's (workers kept 10 s idle, and the state connections pooled
+# for them, closed as they end), so the count is given 40 s to settle and
+# 8 of slack (a loaded CI machine)
 for _ in $(seq 200); do [ "$after" -le $((before + 8)) ] && break; sleep 0.2; after=$(fds); done
 echo "gRPC process descriptors: $before before, $after after"
-[ "$after" -le $((before + 8)) ] || bad "descriptors left: $before -> $after"
+[ "$after" -le $((before + 8)) ] || { bad "descriptors left: $before -> $after"; ls -l /proc/"$gproc"/fd | sed 's/.*-> //' | sort | uniq -c; }
 finish9 "$fail"
