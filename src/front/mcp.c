@@ -20,7 +20,7 @@ static const char *const versions[] = {"2025-11-25", "2025-06-18"};
 static void add_result_type(struct cap_buf *b)
 {
   const char *p = b->data ? strstr(b->data, "\"result\":{") : NULL;
-  if (!p)
+  if (!p || strncmp(p + 10, "\"resultType\":", 13) == 0) /* input_required (mcp_ask.c) */
     return;
   size_t at = (size_t)(p - b->data) + 10;
   struct cap_buf out = {0};
@@ -391,8 +391,12 @@ static void on_request(struct mcp_session *s, const char *id, const char *name,
                           "the revision " MCP_MODERN " in each request's _meta)",
                           NULL);
   s->modern = pv != NULL;
+  /* 2026-07-28: the client's capabilities are the request's own */
+  s->req_elicits = pv && declares_form_elicitation(
+                             cap_node_get(cap_node_get(params, "_meta"), MCP_META_CLIENT_CAPS));
   m->request(s, id, params);
   s->modern = false;
+  s->req_elicits = false;
 }
 
 static void on_message(struct mcp_session *s, const struct cap_node *msg)

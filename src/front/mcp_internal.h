@@ -25,6 +25,7 @@ enum {
 /* The sessionless revision: each request names it in its _meta */
 #define MCP_MODERN "2026-07-28"
 #define MCP_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define MCP_META_CLIENT_CAPS "io.modelcontextprotocol/clientCapabilities"
 
 /* One MCP tool: where its name leads. */
 struct mcp_tool {
@@ -44,6 +45,7 @@ struct mcp_table {
 #define MCP_KILL_GRACE_MS 5000     /* a stopped run's grace before SIGKILL */
 #define MCP_PROGRESS_EVERY_MS 1000 /* a run with a progress token: a notification this often */
 #define MCP_MAX_ASKED 8            /* a server's requests to the client in flight per call */
+#define MCP_ASK_TTL_MS 600000      /* a 2026-07-28 input_required's requestState: its life */
 #define MCP_MAX_ROUTES 4096        /* prompts and resources of servers routed per session */
 
 /* Where a prompt (CAPABILITY__NAME) or a resource (its URI) of a
@@ -128,6 +130,7 @@ struct mcp_session {
   bool initialized;
   const char *version; /* the negotiated revision */
   bool client_elicits; /* the client declared elicitation (form) */
+  bool req_elicits;    /* the 2026-07-28 request being answered declares it in its _meta */
   /* what the client declared that a relayed server may ask for, as a
    * capabilities object ({"sampling":{},"elicitation":{},"roots":{}}) */
   char *client_caps;
@@ -213,6 +216,11 @@ void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status);
 /* Frees the run and its slot; a tool error as the request's answer */
 void mcp_run_drop(struct mcp_session *s, struct mcp_run *r);
 void mcp_send_tool_error(struct mcp_session *s, const char *id_json, const char *message);
+/* The question policy `ask` puts to the human about run r (mcp_call.c) */
+char *mcp_ask_text(const struct mcp_session *s, const struct mcp_run *r);
+/* Policy `ask` on a 2026-07-28 tools/call: input_required, the call run
+ * on its answer, or the approval queue (mcp_ask.c) */
+void mcp_ask_modern(struct mcp_session *s, struct mcp_run *r, const struct cap_node *params);
 
 /* The relay (mcp_relay.c): a line the call's child sent ({"relay": MSG}, owned); the client's
  * answer to a relayed request (true when it was one); the served
