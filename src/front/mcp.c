@@ -334,6 +334,7 @@ static const struct method methods[] = {
     {"prompts/list", mcp_prompts_list, NULL, false},
     {"prompts/get", mcp_prompts_get, NULL, false},
     {"completion/complete", on_complete, NULL, false},
+    {"subscriptions/listen", mcp_listen, NULL, false},
     {"notifications/initialized", NULL, on_initialized, true},
     {"notifications/cancelled", NULL, mcp_call_cancel, true},
 };
@@ -462,6 +463,7 @@ bool mcp_session_initialized(const struct mcp_session *s) { return s->initialize
 void mcp_session_registry_changed(struct mcp_session *s)
 {
   mcp_table_free(&s->table);
+  mcp_listen_changed(s);
   if (!s->initialized || !s->cfg->list_changed)
     return;
   struct cap_buf b = {0};
@@ -486,6 +488,7 @@ void mcp_session_free(struct mcp_session *s)
   mcp_table_free(&s->table);
   mcp_routes_free(s);
   mcp_watch_free(s);
+  mcp_listens_free(s);
   free(s->client_caps);
   free(s->log_level);
   free(s);

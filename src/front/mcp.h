@@ -98,6 +98,11 @@ void mcp_session_registry_changed(struct mcp_session *s);
  * client's answer to an elicitation (its stream is gone: nothing can
  * answer it). */
 void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting);
+/* subscriptions/listen streams open (mcp_listen.c), which keep a
+ * sessionless session alive; at a stop, each is answered (the revision's
+ * graceful end) and closed. */
+size_t mcp_session_listening(const struct mcp_session *s);
+void mcp_session_listens_end(struct mcp_session *s);
 /* Whether initialize succeeded. */
 bool mcp_session_initialized(const struct mcp_session *s);
 /* Calls still running, or waiting for the client's answer. */

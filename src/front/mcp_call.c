@@ -363,6 +363,8 @@ void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_no
 
 void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting)
 {
+  if (mcp_listen_cancel(s, id_json)) /* a subscriptions/listen stream: no call */
+    return;
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
     if (!r || r->cancelled || strcmp(r->id_json, id_json) != 0 || (only_waiting && running(r)))

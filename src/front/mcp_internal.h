@@ -124,6 +124,14 @@ struct mcp_watch {
   struct cap_buf in;
 };
 
+#define MCP_MAX_LISTENS 8 /* subscriptions/listen streams open per session */
+
+/* A subscriptions/listen request open (mcp_listen.c) */
+struct mcp_listen {
+  char *id_json; /* its id, the subscription's; NULL: a free slot */
+  bool tools;    /* toolsListChanged honoured */
+};
+
 struct mcp_session {
   const struct mcp_config *cfg;
   struct mcp_io io;
@@ -144,6 +152,7 @@ struct mcp_session {
   size_t n_routes;
   struct mcp_subscription subs[MCP_MAX_SUBSCRIPTIONS];
   struct mcp_watch watches[MCP_MAX_WATCHES];
+  struct mcp_listen listens[MCP_MAX_LISTENS];
 };
 
 /* Sending */
@@ -241,5 +250,12 @@ void mcp_watch_subscribed(struct mcp_session *s, struct mcp_run *r);
 size_t mcp_watch_poll(struct mcp_session *s, struct pollfd *fds, size_t max);
 void mcp_watch_events(struct mcp_session *s, const struct pollfd *fds, size_t n);
 void mcp_watch_free(struct mcp_session *s);
+
+/* subscriptions/listen (mcp_listen.c): opened and acknowledged; told the
+ * registry changed; ended by the client (true when id_json was one) */
+void mcp_listen(struct mcp_session *s, const char *id, const struct cap_node *params);
+void mcp_listen_changed(struct mcp_session *s);
+bool mcp_listen_cancel(struct mcp_session *s, const char *id_json);
+void mcp_listens_free(struct mcp_session *s);
 
 #endif

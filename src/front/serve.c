@@ -283,7 +283,7 @@ static void reap(struct serve *sv)
   for (struct sess **p = &sv->sessions; *p;) {
     struct sess *x = *p;
     if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s) &&
-        !x->n_fast)
+        !x->n_fast && !mcp_session_listening(x->s))
       x->dead = true;
     if (x->sessionless && !x->n_routes && !mcp_session_busy(x->s))
       x->dead = true;
@@ -319,6 +319,24 @@ static void add_route(struct sess *x, struct inbound *in)
   in->stream = NULL; /* the route holds the reference now */
 }
 
+/* The subscriptions/listen streams user has open */
+static size_t listens_of(const struct serve *sv, const char *user)
+{
+  size_t k = 0;
+  for (const struct sess *x = sv->sessions; x; x = x->next)
+    if (!x->dead && strcmp(x->user, user) == 0)
+      k += mcp_session_listening(x->s);
+  return k;
+}
+
+/* Every subscriptions/listen stream answered and closed (the revision's
+ * graceful end): serve stops */
+static void listens_end(struct serve *sv)
+{
+  for (struct sess *x = sv->sessions; x; x = x->next)
+    mcp_session_listens_end(x->s);
+}
+
 static void on_inbound(struct serve *sv, struct inbound *in)
 {
   struct sess *x = in->session_id ? serve_find_sess(sv, in->session_id) : NULL;
@@ -346,6 +364,12 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     pthread_mutex_unlock(&in->stream->mu);
     x->listen = in->stream;
     in->stream = NULL;
+    return;
+  }
+  if (in->listen && in->stream && listens_of(sv, in->user) >= SERVE_MAX_LISTENS_PER_USER) {
+    stream_fail(in->stream, 429,
+                "Too Many Requests: this user has as many subscriptions/listen "
+                "streams open as serve allows; close one first");
     return;
   }
   if (!x) { /* initialize, or a sessionless request */
@@ -494,6 +518,7 @@ static void on_signal(struct serve *sv, uint64_t *drain_until)
       __atomic_store_n(&sv->stopping, true, __ATOMIC_RELEASE);
       *drain_until = now_ms() + (sv->opt->drain_ms ? sv->opt->drain_ms : SERVE_DRAIN_MS);
       serve_log(sv, "info", "draining", "signal", strsignal((int)si.ssi_signo), NULL, NULL);
+      listens_end(sv);
       if (sv->http)
         serve_http_quiesce(sv->http);
       serve_ui_quiesce(sv->ui);
@@ -663,6 +688,7 @@ static void teardown(struct serve *sv)
   serve_grpc_stop(sv->grpc, SERVE_DRAIN_MS);
   pthread_mutex_lock(&sv->state_mu);
   __atomic_store_n(&sv->stopping, true, __ATOMIC_RELEASE);
+  listens_end(sv);
   for (struct sess *x = sv->sessions; x; x = x->next)
     x->dead = true;
   reap(sv); /* stops what still runs; every stream ends */

@@ -313,7 +313,7 @@ static bool answered_later(const char *method)
 {
   static const char *const later[] = {
       "tools/call",   "resources/list", "resources/templates/list", "resources/read",
-      "prompts/list", "prompts/get",    "completion/complete"};
+      "prompts/list", "prompts/get",    "completion/complete",      "subscriptions/listen"};
   for (size_t i = 0; i < ARRAY_SIZE(later); i++)
     if (strcmp(method, later[i]) == 0)
       return true;
@@ -325,6 +325,7 @@ struct parsed {
   bool object, request, initialize, call;
   bool tools_call; /* may be answered on this thread (serve_hooks.fast_call) */
   bool modern;     /* its _meta names 2026-07-28: no session */
+  bool listen;     /* subscriptions/listen: a stream that stays open */
   char *id_json;
 };
 
@@ -342,6 +343,7 @@ static void classify(const char *body, size_t len, struct parsed *p)
       p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
       p->call = answered_later(m->u.str.ptr);
       p->tools_call = strcmp(m->u.str.ptr, "tools/call") == 0;
+      p->listen = strcmp(m->u.str.ptr, "subscriptions/listen") == 0;
       const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
       p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};
@@ -387,6 +389,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   in->kind = INBOUND_MESSAGE;
   in->session_id = p.initialize ? NULL : session ? cap_xstrdup(session) : NULL;
   in->sessionless = p.modern && !session;
+  in->listen = p.listen;
   in->user = cap_xstrdup(q->user);
   in->len = q->body.len;
   in->body = cap_buf_steal(&q->body);

@@ -4,12 +4,20 @@
 // policy `ask` as input_required (answered accept, decline, cancel; a
 // replayed or forged requestState), the approval queue for a client that
 // did not declare elicitation. Prints "ok NAME" or "FAIL NAME: why".
-// Usage: node modern.mjs URL TOKEN OTHER_TOKEN
-const [url, token, other] = process.argv.slice(2);
+// Then subscriptions/listen: acknowledged, notifications/tools/list_changed
+// when a capability appears in the caps directory (the shell adds it once
+// DIR/listening exists), the per-user bound (429) and a slot freed by a
+// client's close, the graceful end when serve stops (the shell sends
+// SIGTERM once DIR/stop exists).
+// Usage: node modern.mjs URL TOKEN OTHER_TOKEN DIR
+import fs from 'node:fs';
+
+const [url, token, other, dir] = process.argv.slice(2);
 const V = '2026-07-28';
 let nextId = 1;
 const ok = (name) => console.log(`ok ${name}`);
 const check = (name, cond, why) => console.log(cond ? `ok ${name}` : `FAIL ${name}: ${why}`);
+const fail = (name, why) => console.log(`FAIL ${name}: ${why}`);
 
 const meta = (caps) => ({
   'io.modelcontextprotocol/protocolVersion': V,
@@ -107,8 +115,115 @@ async function ask() {
   check('ask-no-answer-asks-again', r.body?.result?.resultType === 'input_required', JSON.stringify(r.body));
 }
 
+// A subscriptions/listen stream: its events as they come
+function listen(id, notifications, { tok = token } = {}) {
+  const ac = new AbortController();
+  const msg = { jsonrpc: '2.0', id, method: 'subscriptions/listen', params: { notifications, _meta: meta({}) } };
+  const events = [];
+  let wake = null;
+  const status = fetch(url, { method: 'POST', headers: headers(msg, tok), body: JSON.stringify(msg), signal: ac.signal })
+    .then(async (res) => {
+      if (!res.body || !(res.headers.get('content-type') || '').includes('text/event-stream')) {
+        events.push({ status: res.status, body: await res.text() });
+        wake?.();
+        return res.status;
+      }
+      const dec = new TextDecoder();
+      let buf = '';
+      try {
+        for await (const chunk of res.body) {
+          buf += dec.decode(chunk, { stream: true });
+          let at;
+          while ((at = buf.indexOf('\n\n')) >= 0) {
+            const ev = buf.slice(0, at);
+            buf = buf.slice(at + 2);
+            const data = ev.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
+            if (data) events.push(JSON.parse(data));
+            wake?.();
+          }
+        }
+      } catch { /* aborted */ }
+      events.push({ ended: true });
+      wake?.();
+      return res.status;
+    }, () => { events.push({ ended: true }); wake?.(); return 0; });
+  // the next event, within 60 s
+  let seen = 0;
+  const next = async (ms = 60000) => {
+    const until = Date.now() + ms;
+    while (seen >= events.length && Date.now() < until)
+      await new Promise((r) => { wake = r; setTimeout(r, 500); });
+    return seen < events.length ? events[seen++] : { timeout: true };
+  };
+  return { next, close: () => ac.abort(), status };
+}
+
+const sid = (m) => m?.params?._meta?.['io.modelcontextprotocol/subscriptionId'] ?? m?.result?._meta?.['io.modelcontextprotocol/subscriptionId'];
+const waitFile = async (f) => { for (let i = 0; i < 1200 && !fs.existsSync(f); i++) await new Promise((r) => setTimeout(r, 100)); };
+
+// A stream acknowledged, asked again while serve refuses it for the
+// bound (a client's close is seen within serve's keep-alive); null after 60 s
+async function opened(id, filter = { toolsListChanged: true }) {
+  for (let i = 0; i < 240; i++) {
+    const t = listen(id + i, filter);
+    const m = await t.next();
+    if (m.method === 'notifications/subscriptions/acknowledged') return t;
+    if (m.status !== 429) return null;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return null;
+}
+
+async function subscriptions() {
+  const l = listen(100, { toolsListChanged: true, promptsListChanged: true, resourceSubscriptions: ['file:///x'] });
+  let m = await l.next();
+  check('listen-acknowledged', m.method === 'notifications/subscriptions/acknowledged' && sid(m) === 100 &&
+    m.params.notifications.toolsListChanged === true && !('resourceSubscriptions' in m.params.notifications),
+    JSON.stringify(m));
+  fs.writeFileSync(`${dir}/listening`, '');
+  m = await l.next();
+  check('listen-list-changed', m.method === 'notifications/tools/list_changed' && sid(m) === 100, JSON.stringify(m));
+  const list = await post({ jsonrpc: '2.0', id: nextId++, method: 'tools/list', params: { _meta: meta({}) } });
+  const names = (list.body?.result?.tools ?? []).map((t) => t.name);
+  check('listen-new-tool-listed', names.includes('added__dispatch'), names.join(','));
+  m = await l.next(2000); // a stream tells nothing it was not asked for
+  check('listen-nothing-else', m.timeout === true || m.method === 'notifications/tools/list_changed', JSON.stringify(m));
+  l.close();
+  // the per-user bound: more streams than serve allows are refused; one a
+  // client closes frees its place
+  const many = [];
+  for (let i = 0; i < 16; i++) {
+    const t = await opened(200 + i * 100);
+    if (!t) return fail('listen-bounded-per-user', `stream ${i} not opened`);
+    many.push(t);
+  }
+  const over = listen(300, { toolsListChanged: true });
+  m = await over.next();
+  check('listen-bounded-per-user', m.status === 429, JSON.stringify(m));
+  const bob = listen(301, { toolsListChanged: true }, { tok: other });
+  m = await bob.next();
+  check('listen-bound-is-per-user', m.method === 'notifications/subscriptions/acknowledged', JSON.stringify(m));
+  bob.close();
+  many[0].close();
+  const again = await opened(400);
+  check('listen-close-frees-slot', again !== null, 'still refused 60 s after a close');
+  again?.close();
+  for (const t of many.slice(1)) t.close();
+  // serve stops: the stream is answered (the graceful end), then ends
+  await new Promise((r) => setTimeout(r, 100));
+  const last = await opened(500, {});
+  check('listen-empty-filter-acknowledged', last !== null, 'not opened');
+  if (!last) return;
+  fs.writeFileSync(`${dir}/stop`, '');
+  m = await last.next();
+  check('listen-graceful-end', m.id >= 500 && m.result?.resultType === 'complete' && sid(m) === m.id, JSON.stringify(m));
+  m = await last.next();
+  check('listen-stream-ends', m.ended === true, JSON.stringify(m));
+}
+
 try {
   await ask();
+  await subscriptions();
 } catch (e) {
   console.log(`FAIL exception: ${e.stack}`);
 }

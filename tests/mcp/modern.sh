@@ -46,6 +46,7 @@ run_as() {
   C() { "${wrap[@]}" "$capsule" "$@"; }
   C policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
   C policy set --caps "$caps" --state "$state" echo dispatch allow >/dev/null
+  C policy set --caps "$caps" --state "$state" --force added dispatch allow >/dev/null # added later
   local t1 t2 port server
   t1=$(C access issue alice --user alice --state "$state" 2>/dev/null)
   t2=$(C access issue bob --user bob --state "$state" 2>/dev/null)
@@ -54,13 +55,30 @@ run_as() {
   pids+=("$server")
   wait_for C serve status --state "$state" >/dev/null 2>&1 || { bad "$who: serve-starts"; cat "$work/serve-$who.log"; return; }
   port=$(C serve status --state "$state" --json | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
+  local sync=$work/sync-$who
+  mkdir -p "$sync" && chmod 777 "$sync"
+  (cd "$root/tests" && node "$here/modern.mjs" "http://127.0.0.1:$port/mcp" "$t1" "$t2" "$sync" \
+    >"$work/modern-$who.out" 2>"$work/modern-$who.err") &
+  local client=$!
+  pids+=("$client")
+  # a capability added while a subscriptions/listen stream is open
+  if wait_for test -e "$sync/listening"; then # made aside, then moved in: one change
+    caps=$work/aside agent added 'IFS= read -r line; echo "{}"'
+    mv "$work/aside/agents/added" "$caps/agents/added"
+  fi
+  # serve stopped while one is open: the client sees its graceful end
+  wait_for test -e "$sync/stop" || bad "$who: client-reached-stop"
+  kill -TERM "$server"
+  wait "$client"
+  wait "$server"
   while IFS= read -r line; do
     case $line in
       "ok "*) ok "$who: ${line#ok }" ;;
       *) bad "$who: $line" ;;
     esac
-  done < <(cd "$root/tests" && node "$here/modern.mjs" "http://127.0.0.1:$port/mcp" "$t1" "$t2" 2>"$work/modern-$who.err")
+  done <"$work/modern-$who.out"
   [ -s "$work/modern-$who.err" ] && tail -20 "$work/modern-$who.err" | sed 's/^/         /'
+  rm -rf "$caps/agents/added"
   # one row per decided call: the queued one pending, the accepted one
   # run, the declined and the cancelled ones denied; none for a question
   # asked, a replay or a forged state
@@ -77,8 +95,6 @@ run_as() {
   all=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).filter(r => r.capability === "asker" && r.decision !== "policy-set").length)' <<<"$audit")
   [ "$all" = 4 ] && ok "$who: audit-one-row-per-decided-call" || { bad "$who: audit-one-row-per-decided-call ($all rows)"; C audit --state "$state" | sed "s/^/         /"; }
   C audit verify --state "$state" >/dev/null 2>&1 && ok "$who: audit-verifies" || bad "$who: audit-verifies"
-  kill -TERM "$server"
-  wait "$server"
 }
 
 run_as root
