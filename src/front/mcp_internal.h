@@ -20,6 +20,7 @@ enum {
   MCP_INVALID_PARAMS = -32602,
   MCP_INTERNAL_ERROR = -32603,
   MCP_UNSUPPORTED_VERSION = -32022, /* 2026-07-28: UnsupportedProtocolVersionError */
+  MCP_HEADER_MISMATCH = -32020,     /* 2026-07-28: HeaderMismatchError (HTTP 400) */
 };
 
 /* The sessionless revision: each request names it in its _meta */

@@ -105,15 +105,23 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 }
 
 /* A JSON-RPC error body with id null, for refusals before the dispatcher. */
-static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, int code, const char *msg)
+/* A JSON-RPC error as the answer, for request id_json (NULL: none) */
+static enum MHD_Result refuse_id(struct MHD_Connection *c, unsigned status, int code,
+                                 const char *id_json, const char *msg)
 {
   struct cap_buf b = {0};
-  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":", code);
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":",
+                 id_json ? id_json : "null", code);
   cap_json_quote(&b, msg, strlen(msg));
   cap_buf_puts(&b, "}}");
   enum MHD_Result r = reply(c, status, "application/json", b.data, NULL);
   cap_buf_free(&b);
   return r;
+}
+
+static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, int code, const char *msg)
+{
+  return refuse_id(c, status, code, NULL, msg);
 }
 
 /* SSE: each message an event; a comment while nothing comes. */
@@ -327,9 +335,11 @@ struct parsed {
   bool modern;     /* its _meta names 2026-07-28: no session */
   bool listen;     /* subscriptions/listen: a stream that stays open */
   char *id_json;
+  char *mismatch; /* 2026-07-28: the headers disagree with the body (mcp_headers.c) */
 };
 
-static void classify(const char *body, size_t len, struct parsed *p)
+static void classify(const char *body, size_t len, const struct mcp_http_headers *hh,
+                     struct parsed *p)
 {
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags d = {0};
@@ -353,6 +363,7 @@ static void classify(const char *body, size_t len, struct parsed *p)
         cap_json_quote(&b, id->u.str.ptr, id->u.str.len);
       p->id_json = cap_buf_steal(&b);
     }
+    mcp_headers_match(doc->root, hh, &p->mismatch);
   }
   cap_diags_free(&d);
   cap_doc_free(doc);
@@ -367,10 +378,18 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   if (v && !known_version(v))
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: unsupported MCP-Protocol-Version");
   struct parsed p = {0};
-  classify(q->body.data ? q->body.data : "", q->body.len, &p);
+  struct mcp_http_headers hh = {v, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Method"),
+                                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Name")};
+  classify(q->body.data ? q->body.data : "", q->body.len, &hh, &p);
   if (!p.object) /* JSON-RPC batches are not MCP's since 2025-06-18 */
     return refuse(c, MHD_HTTP_BAD_REQUEST, q->body.len && q->body.data[0] == '[' ? -32600 : -32700,
                   "Parse error: the body must be one JSON-RPC message, a JSON object");
+  if (p.mismatch) {
+    enum MHD_Result r = refuse_id(c, MHD_HTTP_BAD_REQUEST, -32020, p.id_json, p.mismatch);
+    free(p.mismatch);
+    free(p.id_json);
+    return r;
+  }
   if (!p.initialize && !session && !p.modern) {
     free(p.id_json);
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000,

@@ -221,7 +221,38 @@ async function subscriptions() {
   check('listen-stream-ends', m.ended === true, JSON.stringify(m));
 }
 
+// The standard headers checked against the body: a mismatch, or one
+// missing, is HTTP 400 with HeaderMismatch (-32020) for that request
+async function headerChecks() {
+  const mismatch = (r) => r.status === 400 && r.body?.error?.code === -32020 && /Header mismatch/.test(r.body.error.message);
+  const echo = () => call('echo__dispatch', { text: 'h' }, {});
+  let m = echo();
+  let r = await post(m);
+  check('headers-matching-accepted', r.status === 200 && r.body?.result?.isError === false, JSON.stringify(r));
+  m = echo();
+  r = await post(m, { extra: { 'Mcp-Name': 'asker__dispatch' } });
+  check('headers-name-mismatch-400', mismatch(r) && r.body.id === m.id, JSON.stringify(r));
+  r = await post(echo(), { extra: { 'Mcp-Method': 'tools/list' } });
+  check('headers-method-mismatch-400', mismatch(r), JSON.stringify(r));
+  r = await post(echo(), { extra: { 'Mcp-Method': undefined } });
+  check('headers-method-missing-400', mismatch(r), JSON.stringify(r));
+  r = await post(echo(), { extra: { 'Mcp-Name': undefined } });
+  check('headers-name-missing-400', mismatch(r), JSON.stringify(r));
+  r = await post(echo(), { extra: { 'MCP-Protocol-Version': undefined } });
+  check('headers-version-missing-400', mismatch(r), JSON.stringify(r));
+  r = await post({ jsonrpc: '2.0', id: nextId++, method: 'tools/list', params: {} });
+  check('headers-version-without-meta-400', mismatch(r), JSON.stringify(r));
+  const b64 = (v) => `=?base64?${Buffer.from(v).toString('base64')}?=`;
+  r = await post(echo(), { extra: { 'Mcp-Name': b64('echo__dispatch') } });
+  check('headers-name-base64-accepted', r.status === 200 && r.body?.result?.isError === false, JSON.stringify(r));
+  r = await post(echo(), { extra: { 'Mcp-Name': b64('asker__dispatch') } });
+  check('headers-name-base64-mismatch-400', mismatch(r), JSON.stringify(r));
+  r = await post(echo(), { extra: { 'Mcp-Name': '=?base64?***?=' } });
+  check('headers-name-bad-base64-400', mismatch(r), JSON.stringify(r));
+}
+
 try {
+  await headerChecks();
   await ask();
   await subscriptions();
 } catch (e) {
