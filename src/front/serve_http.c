@@ -124,6 +124,23 @@ static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, int cod
   return refuse_id(c, status, code, NULL, msg);
 }
 
+/* 400 with the revision's UnsupportedProtocolVersionError: the versions
+ * served (supported, a JSON array) and the one asked for */
+static enum MHD_Result refuse_version(struct MHD_Connection *c, const char *id_json,
+                                      const char *supported, const char *requested)
+{
+  struct cap_buf b = {0};
+  cap_buf_printf(&b,
+                 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32022,\"message\":"
+                 "\"Unsupported protocol version\",\"data\":{\"supported\":%s,\"requested\":",
+                 id_json ? id_json : "null", supported);
+  cap_json_quote(&b, requested, strlen(requested));
+  cap_buf_puts(&b, "}}}");
+  enum MHD_Result r = reply(c, MHD_HTTP_BAD_REQUEST, "application/json", b.data, NULL);
+  cap_buf_free(&b);
+  return r;
+}
+
 /* SSE: each message an event; a comment while nothing comes. */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -376,7 +393,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
     return refuse(c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "the body is larger than 4 MiB");
   const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "MCP-Protocol-Version");
   if (v && !known_version(v))
-    return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: unsupported MCP-Protocol-Version");
+    return refuse_version(c, NULL, "[\"2026-07-28\",\"2025-11-25\",\"2025-06-18\"]", v);
   struct parsed p = {0};
   struct mcp_http_headers hh = {v, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Method"),
                                 MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Name")};
@@ -387,6 +404,11 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   if (p.mismatch) {
     enum MHD_Result r = refuse_id(c, MHD_HTTP_BAD_REQUEST, -32020, p.id_json, p.mismatch);
     free(p.mismatch);
+    free(p.id_json);
+    return r;
+  }
+  if (p.modern && v && strcmp(v, "2026-07-28") != 0) { /* the body's, matching the header */
+    enum MHD_Result r = refuse_version(c, p.id_json, "[\"2026-07-28\"]", v);
     free(p.id_json);
     return r;
   }

@@ -249,6 +249,14 @@ async function headerChecks() {
   check('headers-name-base64-mismatch-400', mismatch(r), JSON.stringify(r));
   r = await post(echo(), { extra: { 'Mcp-Name': '=?base64?***?=' } });
   check('headers-name-bad-base64-400', mismatch(r), JSON.stringify(r));
+  // a revision serve does not serve: 400 with UnsupportedProtocolVersionError
+  for (const v of ['2099-01-01', '2025-11-25']) {
+    m = echo();
+    m.params._meta['io.modelcontextprotocol/protocolVersion'] = v;
+    r = await post(m, { extra: { 'MCP-Protocol-Version': v } });
+    check(`headers-version-${v}-unsupported-400`, r.status === 400 && r.body?.error?.code === -32022 &&
+      r.body.error.data?.supported?.includes(V) && r.body.error.data.requested === v, JSON.stringify(r));
+  }
 }
 
 try {
