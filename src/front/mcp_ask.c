@@ -25,7 +25,7 @@
 #include "gateway/state.h"
 
 #define ASK_KEY "capsule_approval" /* our one input request's key */
-#define SPENT_MAX 1024             /* answered states remembered until they expire */
+#define SPENT_MAX 4096             /* answered states remembered until they expire */
 
 static unsigned char key[crypto_auth_hmacsha256_KEYBYTES];
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;

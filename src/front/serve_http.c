@@ -104,15 +104,17 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
   return ret;
 }
 
-/* A JSON-RPC error body with id null, for refusals before the dispatcher. */
-/* A JSON-RPC error as the answer, for request id_json (NULL: none) */
+/* A JSON-RPC error as the answer, for request id_json (NULL: none, as
+ * for refusals before the dispatcher), with data (JSON text) or none */
 static enum MHD_Result refuse_id(struct MHD_Connection *c, unsigned status, int code,
-                                 const char *id_json, const char *msg)
+                                 const char *id_json, const char *msg, const char *data_json)
 {
   struct cap_buf b = {0};
   cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":",
                  id_json ? id_json : "null", code);
   cap_json_quote(&b, msg, strlen(msg));
+  if (data_json)
+    cap_buf_printf(&b, ",\"data\":%s", data_json);
   cap_buf_puts(&b, "}}");
   enum MHD_Result r = reply(c, status, "application/json", b.data, NULL);
   cap_buf_free(&b);
@@ -121,7 +123,7 @@ static enum MHD_Result refuse_id(struct MHD_Connection *c, unsigned status, int 
 
 static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, int code, const char *msg)
 {
-  return refuse_id(c, status, code, NULL, msg);
+  return refuse_id(c, status, code, NULL, msg, NULL);
 }
 
 /* 400 with the revision's UnsupportedProtocolVersionError: the versions
@@ -129,15 +131,13 @@ static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, int cod
 static enum MHD_Result refuse_version(struct MHD_Connection *c, const char *id_json,
                                       const char *supported, const char *requested)
 {
-  struct cap_buf b = {0};
-  cap_buf_printf(&b,
-                 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32022,\"message\":"
-                 "\"Unsupported protocol version\",\"data\":{\"supported\":%s,\"requested\":",
-                 id_json ? id_json : "null", supported);
-  cap_json_quote(&b, requested, strlen(requested));
-  cap_buf_puts(&b, "}}}");
-  enum MHD_Result r = reply(c, MHD_HTTP_BAD_REQUEST, "application/json", b.data, NULL);
-  cap_buf_free(&b);
+  struct cap_buf data = {0};
+  cap_buf_printf(&data, "{\"supported\":%s,\"requested\":", supported);
+  cap_json_quote(&data, requested, strlen(requested));
+  cap_buf_putc(&data, '}');
+  enum MHD_Result r = refuse_id(c, MHD_HTTP_BAD_REQUEST, -32022, id_json,
+                                "Unsupported protocol version", data.data);
+  cap_buf_free(&data);
   return r;
 }
 
@@ -402,7 +402,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
     return refuse(c, MHD_HTTP_BAD_REQUEST, q->body.len && q->body.data[0] == '[' ? -32600 : -32700,
                   "Parse error: the body must be one JSON-RPC message, a JSON object");
   if (p.mismatch) {
-    enum MHD_Result r = refuse_id(c, MHD_HTTP_BAD_REQUEST, -32020, p.id_json, p.mismatch);
+    enum MHD_Result r = refuse_id(c, MHD_HTTP_BAD_REQUEST, -32020, p.id_json, p.mismatch, NULL);
     free(p.mismatch);
     free(p.id_json);
     return r;
