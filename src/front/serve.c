@@ -34,6 +34,7 @@
 #include "gateway/registry.h"
 
 #define IDLE_SESSION_MS (60 * 60 * 1000)
+#define LISTEN_FLUSH_MS 3000 /* at the stop: for listens' answers to reach their clients */
 #define RELOAD_SETTLE_MS 300
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
@@ -333,8 +334,39 @@ static size_t listens_of(const struct serve *sv, const char *user)
  * graceful end): serve stops */
 static void listens_end(struct serve *sv)
 {
-  for (struct sess *x = sv->sessions; x; x = x->next)
+  for (struct sess *x = sv->sessions; x; x = x->next) {
+    if (!mcp_session_listening(x->s))
+      continue;
+    for (size_t i = 0; x->sessionless && i < x->n_routes; i++) { /* its listen's stream */
+      pthread_mutex_lock(&x->routes[i].stream->mu);
+      x->routes[i].stream->refs++;
+      pthread_mutex_unlock(&x->routes[i].stream->mu);
+      sv->ended = cap_xrealloc(sv->ended, (sv->n_ended + 1) * sizeof *sv->ended);
+      sv->ended[sv->n_ended++] = x->routes[i].stream;
+    }
     mcp_session_listens_end(x->s);
+  }
+}
+
+/* The streams listens_end answered, sent or left by their clients (their
+ * responses freed: only our reference stays), within LISTEN_FLUSH_MS */
+static void listens_flushed(struct serve *sv)
+{
+  uint64_t until = now_ms() + LISTEN_FLUSH_MS;
+  for (size_t i = 0; i < sv->n_ended; i++) {
+    for (;;) {
+      pthread_mutex_lock(&sv->ended[i]->mu);
+      bool sent = sv->ended[i]->refs == 1;
+      pthread_mutex_unlock(&sv->ended[i]->mu);
+      if (sent || now_ms() >= until)
+        break;
+      poll(NULL, 0, 10);
+    }
+    stream_unref(sv->ended[i]);
+  }
+  free(sv->ended);
+  sv->ended = NULL;
+  sv->n_ended = 0;
 }
 
 static void on_inbound(struct serve *sv, struct inbound *in)
@@ -697,6 +729,7 @@ static void teardown(struct serve *sv)
   pthread_mutex_unlock(&sv->queue_mu);
   drain_queue(sv);
   pthread_mutex_unlock(&sv->state_mu);
+  listens_flushed(sv);
   if (sv->http)
     serve_http_stop(sv->http); /* joins its threads */
   serve_ui_stop(sv->ui);
