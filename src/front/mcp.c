@@ -347,6 +347,12 @@ static const struct method *find_method(const char *name)
   return NULL;
 }
 
+bool mcp_method_known(const char *name)
+{
+  const struct method *m = find_method(name);
+  return m && m->request;
+}
+
 /* A request id as JSON text: a string or an integer (MCP: never null). */
 static char *id_text(const struct cap_node *id)
 {

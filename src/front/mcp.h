@@ -112,6 +112,9 @@ struct mcp_http_headers {
   const char *method;  /* Mcp-Method */
   const char *name;    /* Mcp-Name, perhaps "=?base64?...?=" */
 };
+/* Whether the dispatcher has a request method of that name (over HTTP a
+ * 2026-07-28 request for another one is 404, as its transport says) */
+bool mcp_method_known(const char *name);
 struct cap_node;
 /* Whether h agrees with msg (the parsed body) as the revision requires
  * of a 2026-07-28 message (its _meta or MCP-Protocol-Version names it;

@@ -351,6 +351,7 @@ struct parsed {
   bool tools_call; /* may be answered on this thread (serve_hooks.fast_call) */
   bool modern;     /* its _meta names 2026-07-28: no session */
   bool listen;     /* subscriptions/listen: a stream that stays open */
+  bool unknown;    /* a method the dispatcher does not have */
   char *id_json;
   char *mismatch; /* 2026-07-28: the headers disagree with the body (mcp_headers.c) */
 };
@@ -371,6 +372,7 @@ static void classify(const char *body, size_t len, const struct mcp_http_headers
       p->call = answered_later(m->u.str.ptr);
       p->tools_call = strcmp(m->u.str.ptr, "tools/call") == 0;
       p->listen = strcmp(m->u.str.ptr, "subscriptions/listen") == 0;
+      p->unknown = !mcp_method_known(m->u.str.ptr);
       const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
       p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};
@@ -404,6 +406,14 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   if (p.mismatch) {
     enum MHD_Result r = refuse_id(c, MHD_HTTP_BAD_REQUEST, -32020, p.id_json, p.mismatch, NULL);
     free(p.mismatch);
+    free(p.id_json);
+    return r;
+  }
+  if (p.modern && p.unknown) { /* the transport's 404, which a legacy server's 404 lacks */
+    enum MHD_Result r = refuse_id(c, MHD_HTTP_NOT_FOUND, -32601, p.id_json,
+                                  "Method not found: tools/list and server/discover say what "
+                                  "this server offers",
+                                  NULL);
     free(p.id_json);
     return r;
   }

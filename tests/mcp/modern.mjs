@@ -249,6 +249,10 @@ async function headerChecks() {
   check('headers-name-base64-mismatch-400', mismatch(r), JSON.stringify(r));
   r = await post(echo(), { extra: { 'Mcp-Name': '=?base64?***?=' } });
   check('headers-name-bad-base64-400', mismatch(r), JSON.stringify(r));
+  // a method serve does not have: 404 with -32601 (the transport's way)
+  m = { jsonrpc: '2.0', id: nextId++, method: 'no/such', params: { _meta: meta({}) } };
+  r = await post(m);
+  check('method-unknown-404', r.status === 404 && r.body?.error?.code === -32601 && r.body.id === m.id, JSON.stringify(r));
   // a revision serve does not serve: 400 with UnsupportedProtocolVersionError
   for (const v of ['2099-01-01', '2025-11-25']) {
     m = echo();
