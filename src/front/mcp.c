@@ -20,7 +20,7 @@ static const char *const versions[] = {"2025-11-25", "2025-06-18"};
 static void add_result_type(struct cap_buf *b)
 {
   const char *p = b->data ? strstr(b->data, "\"result\":{") : NULL;
-  if (!p)
+  if (!p || strncmp(p + 10, "\"resultType\":", 13) == 0) /* input_required (mcp_ask.c) */
     return;
   size_t at = (size_t)(p - b->data) + 10;
   struct cap_buf out = {0};
@@ -334,6 +334,7 @@ static const struct method methods[] = {
     {"prompts/list", mcp_prompts_list, NULL, false},
     {"prompts/get", mcp_prompts_get, NULL, false},
     {"completion/complete", on_complete, NULL, false},
+    {"subscriptions/listen", mcp_listen, NULL, false},
     {"notifications/initialized", NULL, on_initialized, true},
     {"notifications/cancelled", NULL, mcp_call_cancel, true},
 };
@@ -344,6 +345,12 @@ static const struct method *find_method(const char *name)
     if (strcmp(methods[i].name, name) == 0)
       return &methods[i];
   return NULL;
+}
+
+bool mcp_method_known(const char *name)
+{
+  const struct method *m = find_method(name);
+  return m && m->request;
 }
 
 /* A request id as JSON text: a string or an integer (MCP: never null). */
@@ -391,8 +398,12 @@ static void on_request(struct mcp_session *s, const char *id, const char *name,
                           "the revision " MCP_MODERN " in each request's _meta)",
                           NULL);
   s->modern = pv != NULL;
+  /* 2026-07-28: the client's capabilities are the request's own */
+  s->req_elicits = pv && declares_form_elicitation(
+                             cap_node_get(cap_node_get(params, "_meta"), MCP_META_CLIENT_CAPS));
   m->request(s, id, params);
   s->modern = false;
+  s->req_elicits = false;
 }
 
 static void on_message(struct mcp_session *s, const struct cap_node *msg)
@@ -458,6 +469,7 @@ bool mcp_session_initialized(const struct mcp_session *s) { return s->initialize
 void mcp_session_registry_changed(struct mcp_session *s)
 {
   mcp_table_free(&s->table);
+  mcp_listen_changed(s);
   if (!s->initialized || !s->cfg->list_changed)
     return;
   struct cap_buf b = {0};
@@ -482,6 +494,7 @@ void mcp_session_free(struct mcp_session *s)
   mcp_table_free(&s->table);
   mcp_routes_free(s);
   mcp_watch_free(s);
+  mcp_listens_free(s);
   free(s->client_caps);
   free(s->log_level);
   free(s);

@@ -98,8 +98,29 @@ void mcp_session_registry_changed(struct mcp_session *s);
  * client's answer to an elicitation (its stream is gone: nothing can
  * answer it). */
 void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting);
+/* subscriptions/listen streams open (mcp_listen.c), which keep a
+ * sessionless session alive; at a stop, each is answered (the revision's
+ * graceful end) and closed. */
+size_t mcp_session_listening(const struct mcp_session *s);
+void mcp_session_listens_end(struct mcp_session *s);
 /* Whether initialize succeeded. */
 bool mcp_session_initialized(const struct mcp_session *s);
+
+/* The 2026-07-28 Streamable HTTP's standard headers (NULL: absent) */
+struct mcp_http_headers {
+  const char *version; /* MCP-Protocol-Version */
+  const char *method;  /* Mcp-Method */
+  const char *name;    /* Mcp-Name, perhaps "=?base64?...?=" */
+};
+/* Whether the dispatcher has a request method of that name (over HTTP a
+ * 2026-07-28 request for another one is 404, as its transport says) */
+bool mcp_method_known(const char *name);
+struct cap_node;
+/* Whether h agrees with msg (the parsed body) as the revision requires
+ * of a 2026-07-28 message (its _meta or MCP-Protocol-Version names it;
+ * any other passes): false with *why (the caller frees it), the text of
+ * the HeaderMismatch error (-32020, HTTP 400). mcp_headers.c */
+bool mcp_headers_match(const struct cap_node *msg, const struct mcp_http_headers *h, char **why);
 /* Calls still running, or waiting for the client's answer. */
 size_t mcp_session_busy(const struct mcp_session *s);
 

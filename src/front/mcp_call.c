@@ -181,24 +181,29 @@ static bool asks(const struct mcp_session *s, const struct cap_spec *spec,
   return policy == CAP_POLICY_ASK;
 }
 
-static void elicit(struct mcp_session *s, struct mcp_run *r)
+char *mcp_ask_text(const struct mcp_session *s, const struct mcp_run *r)
 {
-  r->elicit_id = s->next_id++;
   struct cap_buf msg = {0};
   cap_buf_printf(&msg, "capsule: %s wants to call the tool %s of the capability %s with ",
                  s->cfg->base.user ? s->cfg->base.user : "you", r->tool, r->cap);
   size_t n = strlen(r->args);
   cap_buf_append(&msg, r->args, n > 4000 ? 4000 : n);
   cap_buf_puts(&msg, n > 4000 ? "...\nAllow this call?" : "\nAllow this call?");
+  return cap_buf_steal(&msg);
+}
+
+static void elicit(struct mcp_session *s, struct mcp_run *r)
+{
+  r->elicit_id = s->next_id++;
+  _cleanup_free_ char *text = mcp_ask_text(s, r);
   struct cap_buf b = {0};
   cap_buf_printf(&b,
                  "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":\"elicitation/create\","
                  "\"params\":{%s\"message\":",
                  (long long)r->elicit_id,
                  strcmp(s->version, "2025-06-18") == 0 ? "" : "\"mode\":\"form\",");
-  cap_json_quote(&b, msg.data, msg.len);
+  cap_json_quote(&b, text, strlen(text));
   cap_buf_puts(&b, ",\"requestedSchema\":{\"type\":\"object\",\"properties\":{}}}}");
-  cap_buf_free(&msg);
   mcp_send_buf(s, r->id_json, false, &b); /* on the call's own stream */
 }
 
@@ -294,8 +299,9 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   else
     cap_buf_puts(&a, "{}");
   r->args = cap_buf_steal(&a);
-  if (s->client_elicits && !s->modern &&
-      asks(s, m->spec, m->tool)) /* 2026's input_required: not yet */
+  if (s->modern && asks(s, m->spec, m->tool)) /* input_required (mcp_ask.c), or the queue */
+    return mcp_ask_modern(s, r, params);
+  if (s->client_elicits && asks(s, m->spec, m->tool))
     return elicit(s, r);
   mcp_run_start(s, r, GW_ANSWER_NONE);
 }
@@ -357,6 +363,8 @@ void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_no
 
 void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_waiting)
 {
+  if (mcp_listen_cancel(s, id_json)) /* a subscriptions/listen stream: no call */
+    return;
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
     if (!r || r->cancelled || strcmp(r->id_json, id_json) != 0 || (only_waiting && running(r)))

@@ -20,11 +20,13 @@ enum {
   MCP_INVALID_PARAMS = -32602,
   MCP_INTERNAL_ERROR = -32603,
   MCP_UNSUPPORTED_VERSION = -32022, /* 2026-07-28: UnsupportedProtocolVersionError */
+  MCP_HEADER_MISMATCH = -32020,     /* 2026-07-28: HeaderMismatchError (HTTP 400) */
 };
 
 /* The sessionless revision: each request names it in its _meta */
 #define MCP_MODERN "2026-07-28"
 #define MCP_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define MCP_META_CLIENT_CAPS "io.modelcontextprotocol/clientCapabilities"
 
 /* One MCP tool: where its name leads. */
 struct mcp_tool {
@@ -44,6 +46,7 @@ struct mcp_table {
 #define MCP_KILL_GRACE_MS 5000     /* a stopped run's grace before SIGKILL */
 #define MCP_PROGRESS_EVERY_MS 1000 /* a run with a progress token: a notification this often */
 #define MCP_MAX_ASKED 8            /* a server's requests to the client in flight per call */
+#define MCP_ASK_TTL_MS 600000      /* a 2026-07-28 input_required's requestState: its life */
 #define MCP_MAX_ROUTES 4096        /* prompts and resources of servers routed per session */
 
 /* Where a prompt (CAPABILITY__NAME) or a resource (its URI) of a
@@ -122,12 +125,21 @@ struct mcp_watch {
   struct cap_buf in;
 };
 
+#define MCP_MAX_LISTENS 8 /* subscriptions/listen streams open per session */
+
+/* A subscriptions/listen request open (mcp_listen.c) */
+struct mcp_listen {
+  char *id_json; /* its id, the subscription's; NULL: a free slot */
+  bool tools;    /* toolsListChanged honoured */
+};
+
 struct mcp_session {
   const struct mcp_config *cfg;
   struct mcp_io io;
   bool initialized;
   const char *version; /* the negotiated revision */
   bool client_elicits; /* the client declared elicitation (form) */
+  bool req_elicits;    /* the 2026-07-28 request being answered declares it in its _meta */
   /* what the client declared that a relayed server may ask for, as a
    * capabilities object ({"sampling":{},"elicitation":{},"roots":{}}) */
   char *client_caps;
@@ -141,6 +153,7 @@ struct mcp_session {
   size_t n_routes;
   struct mcp_subscription subs[MCP_MAX_SUBSCRIPTIONS];
   struct mcp_watch watches[MCP_MAX_WATCHES];
+  struct mcp_listen listens[MCP_MAX_LISTENS];
 };
 
 /* Sending */
@@ -213,6 +226,11 @@ void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status);
 /* Frees the run and its slot; a tool error as the request's answer */
 void mcp_run_drop(struct mcp_session *s, struct mcp_run *r);
 void mcp_send_tool_error(struct mcp_session *s, const char *id_json, const char *message);
+/* The question policy `ask` puts to the human about run r (mcp_call.c) */
+char *mcp_ask_text(const struct mcp_session *s, const struct mcp_run *r);
+/* Policy `ask` on a 2026-07-28 tools/call: input_required, the call run
+ * on its answer, or the approval queue (mcp_ask.c) */
+void mcp_ask_modern(struct mcp_session *s, struct mcp_run *r, const struct cap_node *params);
 
 /* The relay (mcp_relay.c): a line the call's child sent ({"relay": MSG}, owned); the client's
  * answer to a relayed request (true when it was one); the served
@@ -233,5 +251,12 @@ void mcp_watch_subscribed(struct mcp_session *s, struct mcp_run *r);
 size_t mcp_watch_poll(struct mcp_session *s, struct pollfd *fds, size_t max);
 void mcp_watch_events(struct mcp_session *s, const struct pollfd *fds, size_t n);
 void mcp_watch_free(struct mcp_session *s);
+
+/* subscriptions/listen (mcp_listen.c): opened and acknowledged; told the
+ * registry changed; ended by the client (true when id_json was one) */
+void mcp_listen(struct mcp_session *s, const char *id, const struct cap_node *params);
+void mcp_listen_changed(struct mcp_session *s);
+bool mcp_listen_cancel(struct mcp_session *s, const char *id_json);
+void mcp_listens_free(struct mcp_session *s);
 
 #endif

@@ -35,6 +35,7 @@
 #include "gateway/registry.h"
 
 #define IDLE_SESSION_MS (60 * 60 * 1000)
+#define LISTEN_FLUSH_MS 3000 /* at the stop: for listens' answers to reach their clients */
 #define RELOAD_SETTLE_MS 300
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
@@ -271,7 +272,7 @@ static void reap(struct serve *sv)
   for (struct sess **p = &sv->sessions; *p;) {
     struct sess *x = *p;
     if (x->http && !x->dead && now - x->last_ms > IDLE_SESSION_MS && !mcp_session_busy(x->s) &&
-        !x->n_fast)
+        !x->n_fast && !mcp_session_listening(x->s))
       x->dead = true;
     if (x->sessionless && !x->n_routes && !mcp_session_busy(x->s))
       x->dead = true;
@@ -307,6 +308,55 @@ static void add_route(struct sess *x, struct inbound *in)
   in->stream = NULL; /* the route holds the reference now */
 }
 
+/* The subscriptions/listen streams user has open */
+static size_t listens_of(const struct serve *sv, const char *user)
+{
+  size_t k = 0;
+  for (const struct sess *x = sv->sessions; x; x = x->next)
+    if (!x->dead && strcmp(x->user, user) == 0)
+      k += mcp_session_listening(x->s);
+  return k;
+}
+
+/* Every subscriptions/listen stream answered and closed (the revision's
+ * graceful end): serve stops */
+static void listens_end(struct serve *sv)
+{
+  for (struct sess *x = sv->sessions; x; x = x->next) {
+    if (!mcp_session_listening(x->s))
+      continue;
+    for (size_t i = 0; x->sessionless && i < x->n_routes; i++) { /* its listen's stream */
+      pthread_mutex_lock(&x->routes[i].stream->mu);
+      x->routes[i].stream->refs++;
+      pthread_mutex_unlock(&x->routes[i].stream->mu);
+      sv->ended = cap_xrealloc(sv->ended, (sv->n_ended + 1) * sizeof *sv->ended);
+      sv->ended[sv->n_ended++] = x->routes[i].stream;
+    }
+    mcp_session_listens_end(x->s);
+  }
+}
+
+/* The streams listens_end answered, sent or left by their clients (their
+ * responses freed: only our reference stays), within LISTEN_FLUSH_MS */
+static void listens_flushed(struct serve *sv)
+{
+  uint64_t until = now_ms() + LISTEN_FLUSH_MS;
+  for (size_t i = 0; i < sv->n_ended; i++) {
+    for (;;) {
+      pthread_mutex_lock(&sv->ended[i]->mu);
+      bool sent = sv->ended[i]->refs == 1;
+      pthread_mutex_unlock(&sv->ended[i]->mu);
+      if (sent || now_ms() >= until)
+        break;
+      poll(NULL, 0, 10);
+    }
+    stream_unref(sv->ended[i]);
+  }
+  free(sv->ended);
+  sv->ended = NULL;
+  sv->n_ended = 0;
+}
+
 static void on_inbound(struct serve *sv, struct inbound *in)
 {
   struct sess *x = in->session_id ? serve_find_sess(sv, in->session_id) : NULL;
@@ -334,6 +384,12 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     pthread_mutex_unlock(&in->stream->mu);
     x->listen = in->stream;
     in->stream = NULL;
+    return;
+  }
+  if (in->listen && in->stream && listens_of(sv, in->user) >= SERVE_MAX_LISTENS_PER_USER) {
+    stream_fail(in->stream, 429,
+                "Too Many Requests: this user has as many subscriptions/listen "
+                "streams open as serve allows; close one first");
     return;
   }
   if (!x) { /* initialize, or a sessionless request */
@@ -482,6 +538,7 @@ static void on_signal(struct serve *sv, uint64_t *drain_until)
       __atomic_store_n(&sv->stopping, true, __ATOMIC_RELEASE);
       *drain_until = now_ms() + (sv->opt->drain_ms ? sv->opt->drain_ms : SERVE_DRAIN_MS);
       serve_log(sv, "info", "draining", "signal", strsignal((int)si.ssi_signo), NULL, NULL);
+      listens_end(sv);
       if (sv->http)
         serve_http_quiesce(sv->http);
       serve_ui_quiesce(sv->ui);
@@ -651,6 +708,7 @@ static void teardown(struct serve *sv)
   serve_grpc_stop(sv->grpc, SERVE_DRAIN_MS);
   pthread_mutex_lock(&sv->state_mu);
   __atomic_store_n(&sv->stopping, true, __ATOMIC_RELEASE);
+  listens_end(sv);
   for (struct sess *x = sv->sessions; x; x = x->next)
     x->dead = true;
   reap(sv); /* stops what still runs; every stream ends */
@@ -659,6 +717,7 @@ static void teardown(struct serve *sv)
   pthread_mutex_unlock(&sv->queue_mu);
   drain_queue(sv);
   pthread_mutex_unlock(&sv->state_mu);
+  listens_flushed(sv);
   if (sv->http)
     serve_http_stop(sv->http); /* joins its threads */
   serve_ui_stop(sv->ui);

@@ -19,6 +19,7 @@
 
 #define SERVE_DRAIN_MS 10000
 #define SERVE_MAX_SESSIONS 1000
+#define SERVE_MAX_LISTENS_PER_USER 16 /* subscriptions/listen streams open per user */
 #define SERVE_RATE 200
 
 struct serve_options {

@@ -79,6 +79,10 @@ struct serve {
   char *http_addr;       /* --mcp-http's, likewise */
   struct ui_live *live;  /* PostgreSQL: the live stream's listener (ui_live.c) */
   size_t fast_in_flight; /* calls on the fast path (under state_mu) */
+  /* subscriptions/listen streams answered at the stop: held until their
+   * clients have the answer (teardown waits for them, bounded) */
+  struct stream **ended;
+  size_t n_ended;
 };
 
 /* The live stream's listener (ui_live.c): started with the dashboard,

@@ -104,15 +104,40 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
   return ret;
 }
 
-/* A JSON-RPC error body with id null, for refusals before the dispatcher. */
-static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, int code, const char *msg)
+/* A JSON-RPC error as the answer, for request id_json (NULL: none, as
+ * for refusals before the dispatcher), with data (JSON text) or none */
+static enum MHD_Result refuse_id(struct MHD_Connection *c, unsigned status, int code,
+                                 const char *id_json, const char *msg, const char *data_json)
 {
   struct cap_buf b = {0};
-  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":", code);
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":",
+                 id_json ? id_json : "null", code);
   cap_json_quote(&b, msg, strlen(msg));
+  if (data_json)
+    cap_buf_printf(&b, ",\"data\":%s", data_json);
   cap_buf_puts(&b, "}}");
   enum MHD_Result r = reply(c, status, "application/json", b.data, NULL);
   cap_buf_free(&b);
+  return r;
+}
+
+static enum MHD_Result refuse(struct MHD_Connection *c, unsigned status, int code, const char *msg)
+{
+  return refuse_id(c, status, code, NULL, msg, NULL);
+}
+
+/* 400 with the revision's UnsupportedProtocolVersionError: the versions
+ * served (supported, a JSON array) and the one asked for */
+static enum MHD_Result refuse_version(struct MHD_Connection *c, const char *id_json,
+                                      const char *supported, const char *requested)
+{
+  struct cap_buf data = {0};
+  cap_buf_printf(&data, "{\"supported\":%s,\"requested\":", supported);
+  cap_json_quote(&data, requested, strlen(requested));
+  cap_buf_putc(&data, '}');
+  enum MHD_Result r = refuse_id(c, MHD_HTTP_BAD_REQUEST, -32022, id_json,
+                                "Unsupported protocol version", data.data);
+  cap_buf_free(&data);
   return r;
 }
 
@@ -313,7 +338,7 @@ static bool answered_later(const char *method)
 {
   static const char *const later[] = {
       "tools/call",   "resources/list", "resources/templates/list", "resources/read",
-      "prompts/list", "prompts/get",    "completion/complete"};
+      "prompts/list", "prompts/get",    "completion/complete",      "subscriptions/listen"};
   for (size_t i = 0; i < ARRAY_SIZE(later); i++)
     if (strcmp(method, later[i]) == 0)
       return true;
@@ -325,10 +350,14 @@ struct parsed {
   bool object, request, initialize, call;
   bool tools_call; /* may be answered on this thread (serve_hooks.fast_call) */
   bool modern;     /* its _meta names 2026-07-28: no session */
+  bool listen;     /* subscriptions/listen: a stream that stays open */
+  bool unknown;    /* a method the dispatcher does not have */
   char *id_json;
+  char *mismatch; /* 2026-07-28: the headers disagree with the body (mcp_headers.c) */
 };
 
-static void classify(const char *body, size_t len, struct parsed *p)
+static void classify(const char *body, size_t len, const struct mcp_http_headers *hh,
+                     struct parsed *p)
 {
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags d = {0};
@@ -342,6 +371,8 @@ static void classify(const char *body, size_t len, struct parsed *p)
       p->initialize = strcmp(m->u.str.ptr, "initialize") == 0;
       p->call = answered_later(m->u.str.ptr);
       p->tools_call = strcmp(m->u.str.ptr, "tools/call") == 0;
+      p->listen = strcmp(m->u.str.ptr, "subscriptions/listen") == 0;
+      p->unknown = !mcp_method_known(m->u.str.ptr);
       const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
       p->modern = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion") != NULL;
       struct cap_buf b = {0};
@@ -351,6 +382,7 @@ static void classify(const char *body, size_t len, struct parsed *p)
         cap_json_quote(&b, id->u.str.ptr, id->u.str.len);
       p->id_json = cap_buf_steal(&b);
     }
+    mcp_headers_match(doc->root, hh, &p->mismatch);
   }
   cap_diags_free(&d);
   cap_doc_free(doc);
@@ -363,12 +395,33 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
     return refuse(c, MHD_HTTP_CONTENT_TOO_LARGE, -32600, "the body is larger than 4 MiB");
   const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "MCP-Protocol-Version");
   if (v && !known_version(v))
-    return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: unsupported MCP-Protocol-Version");
+    return refuse_version(c, NULL, "[\"2026-07-28\",\"2025-11-25\",\"2025-06-18\"]", v);
   struct parsed p = {0};
-  classify(q->body.data ? q->body.data : "", q->body.len, &p);
+  struct mcp_http_headers hh = {v, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Method"),
+                                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Mcp-Name")};
+  classify(q->body.data ? q->body.data : "", q->body.len, &hh, &p);
   if (!p.object) /* JSON-RPC batches are not MCP's since 2025-06-18 */
     return refuse(c, MHD_HTTP_BAD_REQUEST, q->body.len && q->body.data[0] == '[' ? -32600 : -32700,
                   "Parse error: the body must be one JSON-RPC message, a JSON object");
+  if (p.mismatch) {
+    enum MHD_Result r = refuse_id(c, MHD_HTTP_BAD_REQUEST, -32020, p.id_json, p.mismatch, NULL);
+    free(p.mismatch);
+    free(p.id_json);
+    return r;
+  }
+  if (p.modern && p.unknown) { /* the transport's 404, which a legacy server's 404 lacks */
+    enum MHD_Result r = refuse_id(c, MHD_HTTP_NOT_FOUND, -32601, p.id_json,
+                                  "Method not found: tools/list and server/discover say what "
+                                  "this server offers",
+                                  NULL);
+    free(p.id_json);
+    return r;
+  }
+  if (p.modern && v && strcmp(v, "2026-07-28") != 0) { /* the body's, matching the header */
+    enum MHD_Result r = refuse_version(c, p.id_json, "[\"2026-07-28\"]", v);
+    free(p.id_json);
+    return r;
+  }
   if (!p.initialize && !session && !p.modern) {
     free(p.id_json);
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000,
@@ -387,6 +440,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   in->kind = INBOUND_MESSAGE;
   in->session_id = p.initialize ? NULL : session ? cap_xstrdup(session) : NULL;
   in->sessionless = p.modern && !session;
+  in->listen = p.listen;
   in->user = cap_xstrdup(q->user);
   in->len = q->body.len;
   in->body = cap_buf_steal(&q->body);

@@ -55,6 +55,7 @@ struct inbound {
   enum inbound_kind kind;
   char *session_id; /* NULL: an initialize, or a sessionless (2026-07-28) request */
   bool sessionless; /* 2026-07-28: a session for this request alone */
+  bool listen;      /* subscriptions/listen: bounded per user (SERVE_MAX_LISTENS_PER_USER) */
   char *user;       /* the token's */
   char *body;
   size_t len;

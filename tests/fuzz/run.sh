@@ -87,6 +87,7 @@ printf 'nameserver 192.0.2.53\nnameserver ::1\noptions timeout:1 attempts:3 ndot
 printf '127.0.0.1 localhost\n::1 localhost ip6-localhost # x\n192.0.2.1\texample.com. www\n' >"$work/dns_answer/hosts"
 tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
 printf '!{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}\n{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-01-01"}}}\n' >"$work/mcp/modern"
+printf 'H:2026-07-28\ttools/call\t=?base64?ZWNobw==?=\n{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}\nH:2026-07-28\tsubscriptions/listen\t\n{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}\n{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}\n' >"$work/mcp/headers"
 
 mkdir -p "$work/grpc_msg" # a method's number, then its request: the orchestrator's, the seed's
 printf '\002\012\015echo.dispatch\022\014{"text":"h"}\042\001s\062\001t' >"$work/grpc_msg/orchestrator"

@@ -212,11 +212,20 @@ async function malformed() {
     JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: { _meta: meta } }),
     JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'wordcount__dispatch', arguments: { text: 'a b c d' }, _meta: meta } }),
     JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } }),
-  ], 4);
+    JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'asker__dispatch', arguments: { text: 'stdio' },
+      _meta: { ...meta, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } } } }),
+    JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true }, _meta: meta } }),
+    JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 6 } }),
+  ], 6);
   const m = (id) => modern.answers.find((a) => a.id === id);
   check('modern-discover', m(1)?.result?.resultType === 'complete' && m(1)?.result?.supportedVersions?.includes('2026-07-28') && m(1)?.result?.serverInfo?.name === 'capsule', JSON.stringify(m(1)));
   check('modern-list', m(2)?.result?.resultType === 'complete' && m(2)?.result?.tools?.length === 100 && m(2)?.result?.nextCursor && m(2)?.result?.cacheScope === 'private', JSON.stringify(m(2))?.slice(0, 300));
   check('modern-call', m(3)?.result?.resultType === 'complete' && m(3)?.result?.structuredContent?.text === '4 words', JSON.stringify(m(3)));
+  check('modern-stdio-input-required', m(5)?.result?.resultType === 'input_required' &&
+    m(5).result.inputRequests?.capsule_approval?.method === 'elicitation/create' && typeof m(5).result.requestState === 'string', JSON.stringify(m(5)));
+  const ack = modern.answers.find((a) => a.method === 'notifications/subscriptions/acknowledged');
+  check('modern-stdio-listen', ack?.params?._meta?.['io.modelcontextprotocol/subscriptionId'] === 6 &&
+    ack.params.notifications.toolsListChanged === true && !m(6), JSON.stringify(ack));
   check('modern-unsupported-version', m(4)?.error?.code === -32022 && m(4)?.error?.data?.supported?.includes('2026-07-28') && m(4)?.error?.data?.requested === '2099-01-01', JSON.stringify(m(4)));
 
   const newer = await raw([JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2099-01-01', capabilities: {} } })]);

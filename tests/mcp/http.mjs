@@ -155,7 +155,8 @@ async function modern() {
   const u = new URL(url);
   await new Promise((resolve) => {
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: {
-      ...h, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' } }, (res) => { res.destroy(); resolve(); });
+      ...h, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'hang__dispatch', 'Content-Type': 'application/json',
+      Accept: 'application/json, text/event-stream' } }, (res) => { res.destroy(); resolve(); });
     req.on('error', () => resolve());
     req.end(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'hang__dispatch', arguments: { text: 'closed' }, _meta: meta } }));
   });
