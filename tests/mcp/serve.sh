@@ -103,9 +103,12 @@ run_as() {
   local caller=$! kids=
   serve_kids() { kids=$(ps -o pid= --ppid "$server" | tr -d ' '); [ -n "$kids" ]; }
   if wait_for serve_kids; then
-    local opened=
+    # a child seen right after its fork still holds what serve held,
+    # until its close_range a moment later: a descriptor that lasts is one
+    local opened= k
+    holds() { ls -l "/proc/$1/fd/" 2>/dev/null | grep -q 'state\.db'; }
     for k in $kids; do
-      ls -l "/proc/$k/fd/" 2>/dev/null | grep -q 'state\.db' && opened="$opened $k"
+      holds "$k" && { sleep 0.5; holds "$k"; } && opened="$opened $k"
     done
     [ -z "$opened" ] && ok "$who: call-run-apart-no-state-open" || bad "$who: call-run-apart-no-state-open (children with state.db open:$opened)"
   else
