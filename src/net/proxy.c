@@ -442,10 +442,20 @@ static size_t listeners_at(struct proxy *px, const struct sockaddr_in *dest, siz
   return n;
 }
 
-/* The connection just made to dest, accepted: its fd (*index: on which
- * listener), or -1. The kernel has queued it by the time the connect
- * returned, but for a softirq that runs late: a short wait then. */
-static int accept_made(struct proxy *px, const struct sockaddr_in *dest, size_t *index)
+/* Whether socket fd is a stream socket. */
+static bool is_stream(int fd)
+{
+  int type = 0;
+  socklen_t len = sizeof type;
+  return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+/* The connection just made to dest on socket made, accepted: its fd
+ * (*index: on which listener), or -1. The kernel has queued it by the
+ * time the connect returned, but for a softirq that runs late: a short
+ * wait then, for a stream socket only (a datagram's connect queues
+ * nothing). */
+static int accept_made(struct proxy *px, const struct sockaddr_in *dest, int made, size_t *index)
 {
   size_t at[2];
   size_t n = listeners_at(px, dest, at);
@@ -457,6 +467,8 @@ static int accept_made(struct proxy *px, const struct sockaddr_in *dest, size_t 
         return fd;
       }
     }
+    if (round == 0 && !is_stream(made))
+      break;
     struct pollfd p[2];
     for (size_t k = 0; k < n; k++)
       p[k] = (struct pollfd){.fd = px->listen_fds[at[k]], .events = POLLIN};
@@ -491,7 +503,7 @@ static int64_t thread_cpu_ns(void)
              : 0;
 }
 
-void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t len)
+void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t len, int *made)
 {
   size_t index = 0;
   bool tls = false;
@@ -504,7 +516,9 @@ void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t le
     memcpy(&v4.sin_addr, &v6->sin6_addr.s6_addr[12], 4);
     v4.sin_port = v6->sin6_port;
   }
-  int fd = v4.sin_port ? accept_made(px, &v4, &index) : -1;
+  int fd = v4.sin_port ? accept_made(px, &v4, *made, &index) : -1;
+  close(*made); /* the tool's close must end its connection: no copy kept */
+  *made = -1;
   pthread_mutex_lock(&px->lock);
   if (fd >= 0 && px->stopping) {
     close(fd);

@@ -142,9 +142,13 @@ bool proxy_hold(struct proxy *p);
  * sandbox's namespace) was made and answered: accepts that connection
  * from the listener at dest and serves it on the calling thread to its
  * end, or queues it for a worker when PROXY_MAX_HELD threads already
- * serve so. Nothing when dest is no listener of p's. */
+ * serve so. Nothing when dest is no listener of p's. *made: capsule's
+ * copy of the socket the connect was made on, closed here (set to -1)
+ * before the connection is served; its type is read only when nothing
+ * waits at the listener (a UDP connect, say to the resolver's 127.0.0.53,
+ * has nothing to accept, and is not waited for). */
 #define PROXY_MAX_HELD 8
-void proxy_connected(struct proxy *p, const struct sockaddr *dest, socklen_t len);
+void proxy_connected(struct proxy *p, const struct sockaddr *dest, socklen_t len, int *made);
 
 /* Stops serving (when started), ends every connection, frees p. */
 void proxy_stop(struct proxy *p);

@@ -66,9 +66,9 @@ void proxy_expect_supervisor(struct proxy *p)
 
 bool proxy_hold(struct proxy *p) { return p && module->hold(p); }
 
-void proxy_connected(struct proxy *p, const struct sockaddr *dest, socklen_t len)
+void proxy_connected(struct proxy *p, const struct sockaddr *dest, socklen_t len, int *made)
 {
-  module->connected(p, dest, len);
+  module->connected(p, dest, len, made);
 }
 
 /* tls_client.h, through the same module: a struct tls_client exists only

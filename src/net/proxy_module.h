@@ -35,7 +35,7 @@ struct proxy_module {
   /* proxy.h: connections the connect supervisor made */
   void (*expect_supervisor)(struct proxy *p);
   bool (*hold)(struct proxy *p);
-  void (*connected)(struct proxy *p, const struct sockaddr *dest, socklen_t len);
+  void (*connected)(struct proxy *p, const struct sockaddr *dest, socklen_t len, int *made);
 };
 
 #endif

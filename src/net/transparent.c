@@ -55,8 +55,10 @@ static int http_start(const char *buf, size_t n, size_t *want)
 }
 
 /* Peeks at the client's first bytes until they say what they are, within
- * IO_TIMEOUT_MS; a TLS ClientHello's server name into sni ("" when none). */
-static enum first_bytes peek_first(struct worker *w, int fd, char sni[SNI_NAME_MAX],
+ * IO_TIMEOUT_MS; a TLS ClientHello's server name into sni ("" when none).
+ * peeked: bytes a peek already put in w->buf (no second look at them), or
+ * -1. */
+static enum first_bytes peek_first(struct worker *w, int fd, ssize_t peeked, char sni[SNI_NAME_MAX],
                                    const char **why)
 {
   char *buf = w->buf;
@@ -68,7 +70,8 @@ static enum first_bytes peek_first(struct worker *w, int fd, char sni[SNI_NAME_M
   ssize_t seen = -1;
   bool lowered = false; /* SO_RCVLOWAT raised: set back before returning */
   for (;;) {
-    ssize_t n = recv(fd, buf, SNI_RECORD_MAX, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = peeked > 0 ? peeked : recv(fd, buf, SNI_RECORD_MAX, MSG_PEEK | MSG_DONTWAIT);
+    peeked = -1;
     size_t want = 0;
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
       break;
@@ -142,7 +145,7 @@ static void serve_intercepted(struct worker *w, struct stream *client, const cha
 {
   char sni[SNI_NAME_MAX];
   const char *why = NULL;
-  enum first_bytes first = peek_first(w, client->fd, sni, &why);
+  enum first_bytes first = peek_first(w, client->fd, -1, sni, &why);
   const char *refused = check_first(first, sni, name, why);
   if (!refused && first == FIRST_OTHER)
     refused = "this host has L7 rules or a credential route: only TLS or HTTP may reach it";
@@ -166,8 +169,9 @@ static void serve_spliced(struct worker *w, struct stream *client, const char *n
   struct proxy *px = w->px;
   const char *why = NULL;
   char sni[SNI_NAME_MAX];
-  char probe;
-  bool client_first = recv(client->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+  /* the first look is also peek_first's (one call fewer per connection) */
+  ssize_t peeked = recv(client->fd, w->buf, SNI_RECORD_MAX, MSG_PEEK | MSG_DONTWAIT);
+  bool client_first = peeked > 0;
   int up = -1;
   if (!client_first) {
     up = proxy_connect_dest(w, d, &why);
@@ -182,9 +186,10 @@ static void serve_spliced(struct worker *w, struct stream *client, const char *n
       return;
     }
     client_first = p[0].revents != 0;
+    peeked = -1;
   }
   if (client_first) { /* look before anything goes through */
-    enum first_bytes first = peek_first(w, client->fd, sni, &why);
+    enum first_bytes first = peek_first(w, client->fd, peeked, sni, &why);
     const char *refused = check_first(first, sni, name, why);
     if (refused) {
       proxy_log_event(px, ev, false, refused);

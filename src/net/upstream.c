@@ -358,8 +358,9 @@ void proxy_relay(struct worker *w, int a, int b, struct event *ev)
         continue;
       if (n < 0)
         return;
-      if (n == 0) { /* this side is done sending: tell the other, keep reading it */
-        shutdown(fds[1 - i], SHUT_WR);
+      if (n == 0) {           /* this side is done sending: tell the other, keep reading it */
+        if (p[1 - i].fd >= 0) /* else both are done: closing them tells them */
+          shutdown(fds[1 - i], SHUT_WR);
         p[i].fd = -1; /* poll ignores negative fds */
         open_directions--;
         continue;

@@ -611,17 +611,21 @@ void supervise_attach_proxy(struct supervise *sup, struct proxy *px)
     proxy_expect_supervisor(px);
 }
 
-/* A connection this thread just made for the tool, to addr in the
- * sandbox's namespace: when it is to a listener of the sandbox's proxy,
- * served here to its end, so that no other thread is woken for it (the
- * thread that waits for the next notification is there already). */
-static void serve_made(struct supervise *sup, const struct sockaddr_storage *addr, socklen_t len)
+/* A connection this thread just made for the tool on j's socket, to
+ * j's address in the sandbox's namespace: when it is to a listener of the
+ * sandbox's proxy, served here to its end, so that no other thread is
+ * woken for it (the thread that waits for the next notification is there
+ * already). The socket is released either way, before any serving. */
+static void serve_made(struct job *j)
 {
+  struct supervise *sup = j->sup;
   pthread_mutex_lock(&sup->proxy_lock);
   struct proxy *px = sup->proxy && proxy_hold(sup->proxy) ? sup->proxy : NULL;
   pthread_mutex_unlock(&sup->proxy_lock);
   if (px)
-    proxy_connected(px, (const struct sockaddr *)addr, len);
+    proxy_connected(px, (const struct sockaddr *)&j->addr, j->len, &j->sock);
+  if (j->sock >= 0)
+    finish_release(j);
 }
 
 /* One notification taken (locked): performed (a connect here, an open by
@@ -662,16 +666,17 @@ static void serve_locked(struct supervise *sup, const struct seccomp_notif *req)
    * with the handshake under way on loopback: served here too, or the
    * sweep would find it only up to PROXY_SWEEP_MS later; a UDP connect
    * (glibc's resolver, to 127.0.0.53:53 at each query) has nothing to
-   * accept, and would hold this thread for accept_made's wait */
-  bool made = (r == 0 || r == -EINPROGRESS) && (j.domain == AF_INET || j.domain == AF_INET6) &&
-              j.sock >= 0 && sock_type(j.sock) == SOCK_STREAM;
-  if (j.sock >= 0)
+   * accept: proxy_connected reads the socket's type before it would wait
+   * (only then: a TCP connect's connection is there to accept at once) */
+  bool made =
+      (r == 0 || r == -EINPROGRESS) && (j.domain == AF_INET || j.domain == AF_INET6) && j.sock >= 0;
+  if (!made && j.sock >= 0)
     finish_release(&j);
   pthread_mutex_lock(&sup->lock);
   sup->busy--;
   if (made) {
     pthread_mutex_unlock(&sup->lock);
-    serve_made(sup, &j.addr, j.len);
+    serve_made(&j);
     pthread_mutex_lock(&sup->lock);
   }
 }
