@@ -73,7 +73,21 @@ run_as() {
   expect "$who: through-serve-ask-pending" 4 $? "approval .* is pending" "$work/err"
   local id
   id=$(C approvals --state "$state" --json | sed -n 's/.*"id": *"\([0-9a-f]*\)".*/\1/p' | head -1)
-  C approve --state "$state" "$id" >/dev/null 2>&1
+  # approve through serve (its state connection; the session the caller's), as alone
+  local before_approve
+  before_approve=$(sessions)
+  C approve --state "$state" "$id" >"$work/out" 2>"$work/err"
+  expect "$who: approve-through-serve" 0 $? "^approved $id: wordcount.dispatch for user $name, asked by " "$work/out"
+  [ "$(sessions)" = $((before_approve + 1)) ] && ok "$who: approve-went-through-serve" ||
+    bad "$who: approve-went-through-serve ($(sessions) sessions, $before_approve before)"
+  grep -q '^  arguments: {"text":"p q"}$' "$work/out" && grep -q '^repeat the call to run it (once)$' "$work/out" &&
+    ok "$who: approve-through-serve-output" || { bad "$who: approve-through-serve-output"; cat "$work/out"; }
+  C approve --state "$state" "$id" >"$work/out" 2>"$work/err"
+  expect "$who: approve-through-serve-not-pending" 1 $? "approval $id is approved, not pending; nothing changed" "$work/err"
+  C deny --state "$state" 0badf00d >"$work/out" 2>"$work/err"
+  expect "$who: deny-through-serve-unknown" 1 $? "no approval 0badf00d; " "$work/err"
+  C audit --state "$state" --json | grep -q "\"approval $id for user $name\"" &&
+    ok "$who: approve-through-serve-audited" || bad "$who: approve-through-serve-audited"
   setsid "${wrap[@]}" "$capsule" call --caps "$caps" --state "$state" wordcount dispatch '{"text":"p q"}' </dev/null >"$work/out" 2>"$work/err"
   expect "$who: through-serve-approved" 0 $? '"2 words"' "$work/out"
   if command -v script >/dev/null; then
