@@ -358,6 +358,28 @@ static int64_t int_of(const struct cap_node *obj, const char *key)
   return n && n->kind == CAP_NODE_INT ? n->u.num.i : 0;
 }
 
+/* STATE/serve.key, which serve wrote (its owner's, a regular file of 64
+ * hex digits): what capsule/approve presents, proof that the caller can
+ * read the state directory as a decision alone must; NULL when it cannot
+ * be read */
+static char *operator_key(const struct common *o, const struct server_id *who)
+{
+  _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  _cleanup_free_ char *path = cap_xasprintf("%s/serve.key", o->state ? o->state : dflt);
+  struct stat sb;
+  char *text = NULL;
+  size_t len = 0;
+  struct cap_error err = {0};
+  if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != who->uid ||
+      cap_read_file(path, 64, &text, &len, &err) < 0 || len != 64 ||
+      strspn(text, "0123456789abcdef") != 64) {
+    cap_error_clear(&err);
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
 int cli_approve_via_serve(const struct common *o, const char *verb, const char *id, bool approve,
                           enum gw_approval_status *was, struct gw_approval *a, char **audit_error)
 {
@@ -369,8 +391,11 @@ int cli_approve_via_serve(const struct common *o, const char *verb, const char *
   _cleanup_close_ int fd = socket ? connect_to(socket, &who) : -1;
   if (fd < 0)
     return 0;
-  _cleanup_free_ char *params =
-      cap_xasprintf("{\"approval\":\"%s\",\"approve\":%s}", id, approve ? "true" : "false");
+  _cleanup_free_ char *key = operator_key(o, &who);
+  if (!key)
+    return 0; /* no key to read: alone, which says why the state cannot be used */
+  _cleanup_free_ char *params = cap_xasprintf("{\"approval\":\"%s\",\"approve\":%s,\"key\":\"%s\"}",
+                                              id, approve ? "true" : "false", key);
   struct cap_doc *doc = request(fd, "capsule/approve", params);
   const struct cap_node *res = doc ? cap_node_get(doc->root, "result") : NULL;
   const struct cap_node *status = cap_node_get(res, "was");

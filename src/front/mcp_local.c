@@ -5,9 +5,11 @@
  * (SO_PEERCRED), and what the CLI prints returned: {"was": N (enum
  * gw_approval_status), "approval": {...} when there was one, "audit_error":
  * ... when the change could not be audited}. The CLI has checked the
- * operator's rights as alone before it connects; the socket (0600, in the
- * state directory that every sandbox masks) admits only serve's user and
- * root. */
+ * operator's rights as alone before it connects; serve checks them again
+ * of the peer (gw_require_operator_peer: not a process in a sandbox),
+ * since the socket (0600, in the state directory every sandbox masks,
+ * unless --socket put it elsewhere) is the only other bound. */
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +52,22 @@ void mcp_capsule_approve(struct mcp_session *s, const char *id, const struct cap
                           "capsule/approve needs params.approval (an approval's id, 8 hex digits) "
                           "and params.approve (a boolean)",
                           NULL);
+  const struct cap_node *key = cap_node_get(params, "key");
+  const char *want = s->cfg->operator_key;
+  if (!want || !key || key->kind != CAP_NODE_STRING || key->u.str.len != strlen(want) ||
+      sodium_memcmp(key->u.str.ptr, want, strlen(want)) != 0)
+    return mcp_send_error(s, id, MCP_INVALID_REQUEST,
+                          "capsule/approve refused: params.key is not the one in the state "
+                          "directory (serve.key), which only the operator can read",
+                          NULL);
   struct cap_error err = {0};
+  if (!s->cfg->peer_pid ||
+      gw_require_operator_peer(s->cfg->peer_pid, "capsule/approve", &err) < 0) {
+    mcp_send_error(s, id, MCP_INVALID_REQUEST,
+                   err.message ? err.message : "capsule/approve: the peer is not known", NULL);
+    cap_error_clear(&err);
+    return;
+  }
   enum gw_approval_status was = GW_APPROVAL_NONE;
   struct gw_approval a = {0};
   if (gw_approval_resolve(s->cfg->st, which->u.str.ptr, approve->u.boolean, &was, &a, &err) < 0) {

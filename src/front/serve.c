@@ -699,6 +699,8 @@ static void teardown(struct serve *sv)
   if (sv->bound) { /* only what this serve made */
     unlink(sv->socket_path);
     unlink(sv->status_path);
+    if (sv->key_path)
+      unlink(sv->key_path);
   }
   gen_unref(sv->cur);
   gw_state_private_paths_free(sv->hidden, sv->n_hidden);
@@ -733,6 +735,7 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.volumes);
   free(sv.images);
   free(sv.socket_path);
+  free(sv.key_path);
   free(sv.status_path);
   free(sv.ui_addr);
   free(sv.http_addr);

@@ -87,6 +87,8 @@ struct serve {
   char *http_addr;       /* --mcp-http's, likewise */
   struct ui_live *live;  /* PostgreSQL: the live stream's listener (ui_live.c) */
   size_t fast_in_flight; /* calls on the fast path (under state_mu) */
+  char *key_path;        /* STATE/serve.key: what capsule/approve presents (serve_unix.c) */
+  char operator_key[65];
 };
 
 /* The live stream's listener (ui_live.c): started with the dashboard,
