@@ -113,13 +113,18 @@ static int resolve_approval(const char *verb, int argc, char **argv, bool approv
                                  "`capsule approvals` print it");
   if ((r = require_operator(verb, verb)))
     return r;
-  struct gw_state *st = NULL;
-  if ((r = open_state(&o, &st)))
-    return r;
-  struct cap_error err = {0};
   enum gw_approval_status was = GW_APPROVAL_NONE;
   struct gw_approval a = {0};
-  r = gw_approval_resolve(st, id, approve, &was, &a, &err);
+  _cleanup_free_ char *audit_error = NULL;
+  /* a running serve decides it on its state connection, as alone */
+  int via = cli_approve_via_serve(&o, verb, id, approve, &was, &a, &audit_error);
+  if (via < 0)
+    return CLI_EXIT_INVALID;
+  struct gw_state *st = NULL;
+  if (!via && (r = open_state(&o, &st)))
+    return r;
+  struct cap_error err = {0};
+  r = via ? 0 : gw_approval_resolve(st, id, approve, &was, &a, &err);
   bool done = r == 0 && was == GW_APPROVAL_PENDING;
   if (r < 0)
     cli_error(verb, err.message);
@@ -134,7 +139,10 @@ static int resolve_approval(const char *verb, int argc, char **argv, bool approv
     describe_approval(stdout, &a);
     printf("repeat the call to %s\n", approve ? "run it (once)" : "see it refused");
     _cleanup_free_ char *what = cap_xasprintf("approval %s for user %s", id, a.user);
-    if (audit_change(st, &o, verb, a.capability, a.tool, what))
+    if (via && audit_error) {
+      fprintf(stderr, "capsule: the change was made but cannot be audited: %s\n", audit_error);
+      done = false;
+    } else if (!via && audit_change(st, &o, verb, a.capability, a.tool, what))
       done = false;
   }
   gw_approval_clear(&a);

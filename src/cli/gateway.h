@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "gateway/approval.h"
 #include "gateway/call.h"
 #include "gateway/state.h"
 
@@ -74,6 +75,15 @@ char *cli_tool_log(const struct common *o, const char *cap, off_t *size);
  * capabilities (via_serve.c): true when it was made there (*code: the
  * exit status), false when there is none, or the call asks for what only
  * a call alone does (then the caller runs it itself). */
+/* `approve`/`deny` through a running `capsule serve` on the same state
+ * (via_serve.c; the capabilities do not matter to approvals): 1 when
+ * decided there (*was, *a as gw_approval_resolve gives them, *audit_error
+ * allocated when serve could not audit the change), 0 when there is none
+ * or --user names someone else (then the caller decides alone), -errno
+ * when serve failed (the error printed). The caller has checked the
+ * operator's rights as alone. */
+int cli_approve_via_serve(const struct common *o, const char *verb, const char *id, bool approve,
+                          enum gw_approval_status *was, struct gw_approval *a, char **audit_error);
 bool cli_call_via_serve(const struct common *o, const char *cap, const char *tool, const char *args,
                         int *code);
 

@@ -47,17 +47,18 @@ struct server_id {
   uid_t uid;
 };
 
-/* The socket of a serve that lives on this state and serves o->caps;
- * NULL when there is none. */
-static char *served_socket(const struct common *o, struct server_id *who)
+/* The socket of a serve that lives on this state and serves o->caps
+ * (with_caps: else any); NULL when there is none. */
+static char *served_socket(const struct common *o, bool with_caps, struct server_id *who)
 {
   _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
   _cleanup_free_ char *path = cap_xasprintf("%s/serve.json", o->state ? o->state : dflt);
-  _cleanup_free_ char *text = NULL, *caps = realpath(o->caps, NULL);
+  _cleanup_free_ char *text = NULL;
+  _cleanup_free_ char *caps = with_caps && o->caps ? realpath(o->caps, NULL) : NULL;
   size_t len = 0;
   struct cap_error err = {0};
   struct stat sb;
-  if (!caps || lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+  if ((with_caps && !caps) || lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode) ||
       cap_read_file(path, STATUS_MAX, &text, &len, &err) < 0) {
     cap_error_clear(&err);
     return NULL;
@@ -72,7 +73,7 @@ static char *served_socket(const struct common *o, struct server_id *who)
     bool lives = pid && pid->kind == CAP_NODE_INT && pid->u.num.i > 0 &&
                  (kill((pid_t)pid->u.num.i, 0) == 0 || errno == EPERM);
     if (lives && sock && sock->kind == CAP_NODE_STRING && served &&
-        served->kind == CAP_NODE_STRING && strcmp(served->u.str.ptr, caps) == 0) {
+        served->kind == CAP_NODE_STRING && (!caps || strcmp(served->u.str.ptr, caps) == 0)) {
       socket = cap_xstrdup(sock->u.str.ptr);
       who->pid = (pid_t)pid->u.num.i;
     }
@@ -280,7 +281,7 @@ bool cli_call_via_serve(const struct common *o, const char *cap, const char *too
   bool object = parse_json(doc, args, strlen(args), "arguments") &&
                 doc->root->kind == CAP_NODE_OBJECT; /* else the call alone says what is wrong */
   struct server_id who = {0};
-  _cleanup_free_ char *socket = object ? served_socket(o, &who) : NULL;
+  _cleanup_free_ char *socket = object ? served_socket(o, true, &who) : NULL;
   _cleanup_close_ int fd = socket ? connect_to(socket, &who) : -1;
   if (fd < 0) {
     cap_doc_free(doc);
@@ -295,4 +296,126 @@ bool cli_call_via_serve(const struct common *o, const char *cap, const char *too
     *code = await_answer(fd, o, cap, log, log_before);
   cap_doc_free(doc);
   return true;
+}
+
+/* initialize, then one request (id 2) of method with params (JSON text);
+ * serve's answer to it (a document the caller frees), NULL when the
+ * connection ended before it */
+static struct cap_doc *request(int fd, const char *method, const char *params)
+{
+  struct cap_buf b = {0};
+  cap_buf_printf(&b,
+                 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                 "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{"
+                 "\"name\":\"capsule\",\"version\":\"%s\"}}}",
+                 CAPSULE_VERSION);
+  if (!send_line(fd, &b))
+    return NULL;
+  cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+  if (!send_line(fd, &b))
+    return NULL;
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"%s\",\"params\":%s}", method,
+                 params);
+  if (!send_line(fd, &b))
+    return NULL;
+  struct cap_buf pending = {0};
+  struct cap_doc *answer = NULL;
+  while (!answer) {
+    _cleanup_free_ char *line = next_line(fd, &pending);
+    if (!line)
+      break;
+    struct cap_doc *doc = cap_doc_new();
+    const struct cap_node *id = parse_json(doc, line, strlen(line), "serve's message")
+                                    ? cap_node_get(doc->root, "id")
+                                    : NULL;
+    if (id && id->kind == CAP_NODE_INT && !cap_node_get(doc->root, "method") &&
+        (id->u.num.i == 2 || (id->u.num.i == 1 && cap_node_get(doc->root, "error"))))
+      answer = doc;
+    else
+      cap_doc_free(doc);
+  }
+  cap_buf_free(&pending);
+  return answer;
+}
+
+static char *string_of(const struct cap_node *obj, const char *key)
+{
+  const struct cap_node *n = cap_node_get(obj, key);
+  return cap_xstrdup(n && n->kind == CAP_NODE_STRING ? n->u.str.ptr : "");
+}
+
+static int64_t int_of(const struct cap_node *obj, const char *key)
+{
+  const struct cap_node *n = cap_node_get(obj, key);
+  return n && n->kind == CAP_NODE_INT ? n->u.num.i : 0;
+}
+
+/* STATE/serve.key, which serve wrote (its owner's, a regular file of 64
+ * hex digits): what capsule/approve presents, proof that the caller can
+ * read the state directory as a decision alone must; NULL when it cannot
+ * be read */
+static char *operator_key(const struct common *o, const struct server_id *who)
+{
+  _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  _cleanup_free_ char *path = cap_xasprintf("%s/serve.key", o->state ? o->state : dflt);
+  struct stat sb;
+  char *text = NULL;
+  size_t len = 0;
+  struct cap_error err = {0};
+  if (lstat(path, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != who->uid ||
+      cap_read_file(path, 64, &text, &len, &err) < 0 || len != 64 ||
+      strspn(text, "0123456789abcdef") != 64) {
+    cap_error_clear(&err);
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+int cli_approve_via_serve(const struct common *o, const char *verb, const char *id, bool approve,
+                          enum gw_approval_status *was, struct gw_approval *a, char **audit_error)
+{
+  const char *mode = getenv("CAPSULE_SERVE");
+  if ((mode && strcmp(mode, "off") == 0) || (o->user_given && strcmp(o->user, o->login) != 0))
+    return 0;
+  struct server_id who = {0};
+  _cleanup_free_ char *socket = served_socket(o, false, &who);
+  _cleanup_close_ int fd = socket ? connect_to(socket, &who) : -1;
+  if (fd < 0)
+    return 0;
+  _cleanup_free_ char *key = operator_key(o, &who);
+  if (!key)
+    return 0; /* no key to read: alone, which says why the state cannot be used */
+  _cleanup_free_ char *params = cap_xasprintf("{\"approval\":\"%s\",\"approve\":%s,\"key\":\"%s\"}",
+                                              id, approve ? "true" : "false", key);
+  struct cap_doc *doc = request(fd, "capsule/approve", params);
+  const struct cap_node *res = doc ? cap_node_get(doc->root, "result") : NULL;
+  const struct cap_node *status = cap_node_get(res, "was");
+  if (!status || status->kind != CAP_NODE_INT || status->u.num.i < GW_APPROVAL_NONE ||
+      status->u.num.i > GW_APPROVAL_VOID) {
+    const struct cap_node *m =
+        doc ? cap_node_get(cap_node_get(doc->root, "error"), "message") : NULL;
+    cli_error(verb, m && m->kind == CAP_NODE_STRING
+                        ? m->u.str.ptr
+                        : "the connection to capsule serve ended before its answer; `capsule "
+                          "approvals` shows whether the approval was decided");
+    cap_doc_free(doc);
+    return -EIO;
+  }
+  *was = (enum gw_approval_status)status->u.num.i;
+  const struct cap_node *ap = cap_node_get(res, "approval");
+  if (ap) {
+    snprintf(a->id, sizeof a->id, "%s", id);
+    a->capability = string_of(ap, "capability");
+    a->tool = string_of(ap, "tool");
+    a->user = string_of(ap, "user");
+    a->asked_by = string_of(ap, "asked_by");
+    a->args = string_of(ap, "arguments");
+    a->created_ms = int_of(ap, "created_ms");
+    a->expires_ms = int_of(ap, "expires_ms");
+  }
+  const struct cap_node *audit = cap_node_get(res, "audit_error");
+  *audit_error = audit && audit->kind == CAP_NODE_STRING ? cap_xstrdup(audit->u.str.ptr) : NULL;
+  cap_doc_free(doc);
+  return 1;
 }

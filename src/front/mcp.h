@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gateway/call.h"
 #include "gateway/registry.h"
@@ -47,6 +48,8 @@ struct mcp_config {
   const char *server_version; /* serverInfo.version */
   bool list_changed;          /* the transport carries notifications/tools/list_changed */
   bool local_methods;         /* capsule/call is offered (serve's unix socket: the CLI) */
+  pid_t peer_pid;             /* serve's unix socket: the peer's pid (SO_PEERCRED); else 0 */
+  const char *operator_key;   /* serve's unix socket: capsule/approve's key (STATE/serve.key) */
   /* The warm path (serve): with base.state_lock set, st shared with other
    * threads and these two given, a call a warm server answers runs the
    * pipeline in a thread of this process on st, not in a child; the

@@ -91,6 +91,7 @@ static void inbound_free(struct inbound *in)
   free(in->user);
   free(in->body);
   free(in->id_json);
+  free(in->last_event_id);
   free(in);
 }
 
@@ -115,6 +116,7 @@ static struct route *find_route(struct sess *x, const char *id)
 static void drop_route(struct sess *x, struct route *r)
 {
   stream_finish(r->stream);
+  serve_replay_keep(x, r->stream);
   stream_unref(r->stream);
   free(r->id);
   *r = x->routes[--x->n_routes];
@@ -139,11 +141,11 @@ static void sess_send(void *ctx, const char *for_id, bool final, const char *jso
   }
   struct route *r = for_id ? find_route(x, for_id) : NULL;
   if (!r && !for_id && json && x->listen) /* the session's own: on its GET stream */
-    stream_push(x->listen, json, len, false);
+    serve_replay_push(x, x->listen, json, len, false);
   if (!r)
     return; /* nothing waits for it (no GET stream is open) */
   if (json)
-    stream_push(r->stream, json, len, final);
+    serve_replay_push(x, r->stream, json, len, final);
   if (final)
     drop_route(x, r);
 }
@@ -218,6 +220,7 @@ static void listen_end(struct sess *x)
   if (!x->listen)
     return;
   stream_finish(x->listen);
+  serve_replay_keep(x, x->listen);
   stream_unref(x->listen);
   x->listen = NULL;
 }
@@ -230,6 +233,7 @@ static void sess_free(struct sess *x)
   while (x->n_routes)
     drop_route(x, &x->routes[0]);
   free(x->routes);
+  serve_replay_end(x);
   if (x->fd >= 0)
     close(x->fd);
   cap_buf_free(&x->line);
@@ -241,10 +245,11 @@ static void sess_free(struct sess *x)
 /* Streams their clients left: a 2026-07-28 request is cancelled by it
  * (the revision's way); any call still waiting for an elicitation answer
  * that can no longer come is dropped. A 2025 call runs on (the spec:
- * a disconnection is not a cancellation). */
+ * a disconnection is not a cancellation), its stream (resumable) kept
+ * for a GET with Last-Event-ID, as the GET stream is. */
 static void closed_streams(struct sess *x)
 {
-  if (x->listen) {
+  if (x->listen && !x->listen->resumable) {
     pthread_mutex_lock(&x->listen->mu);
     bool gone = x->listen->closed;
     pthread_mutex_unlock(&x->listen->mu);
@@ -256,7 +261,12 @@ static void closed_streams(struct sess *x)
     pthread_mutex_lock(&st->mu);
     bool closed = st->closed;
     pthread_mutex_unlock(&st->mu);
-    if (!closed) {
+    if (closed && st->resumable && !x->routes[i].cut) {
+      x->routes[i].cut = true;
+      mcp_session_cancel(x->s, x->routes[i].id, true);
+      continue; /* the route may be gone: its answer came */
+    }
+    if (!closed || st->resumable) {
       i++;
       continue;
     }
@@ -376,8 +386,13 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     return;
   }
   if (in->kind == INBOUND_LISTEN) { /* one GET stream a session: a new one replaces it */
-    listen_end(x);
     x->last_ms = now_ms();
+    if (in->last_event_id) { /* resumes the stream it names: the GET stream stays */
+      serve_replay_resume(x, in->last_event_id, in->stream);
+      return;
+    }
+    listen_end(x);
+    serve_replay_open(x, in->stream);
     pthread_mutex_lock(&in->stream->mu);
     in->stream->accepted = true;
     pthread_cond_broadcast(&in->stream->cv);
@@ -407,6 +422,8 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     }
   }
   x->last_ms = now_ms();
+  if (in->stream && in->sse && in->id_json)
+    serve_replay_open(x, in->stream);
   if (in->stream) { /* an SSE answer may start: progress and the result follow */
     pthread_mutex_lock(&in->stream->mu);
     in->stream->accepted = true;
@@ -729,6 +746,8 @@ static void teardown(struct serve *sv)
   if (sv->bound) { /* only what this serve made */
     unlink(sv->socket_path);
     unlink(sv->status_path);
+    if (sv->key_path)
+      unlink(sv->key_path);
   }
   gen_unref(sv->cur);
   gw_state_private_paths_free(sv->hidden, sv->n_hidden);
@@ -763,6 +782,7 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.volumes);
   free(sv.images);
   free(sv.socket_path);
+  free(sv.key_path);
   free(sv.status_path);
   free(sv.ui_addr);
   free(sv.http_addr);

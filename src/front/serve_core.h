@@ -23,6 +23,7 @@ struct gen {
 struct route {
   char *id;
   struct stream *stream;
+  bool cut; /* its reader left (a resumable stream: the call runs on) */
 };
 
 /* A call on serve's fast path (serve_fast.c): closing cancel stops it */
@@ -47,7 +48,14 @@ struct sess {
   struct mcp_session *s;
   struct route *routes;
   size_t n_routes;
-  struct stream *listen;   /* HTTP: its GET stream (what belongs to no request), or NULL */
+  struct stream *listen; /* HTTP: its GET stream (what belongs to no request), or NULL */
+  /* resumable streams (serve_replay.c): ended ones kept for a replay,
+   * the last event's number, the streams numbered, what is held */
+  struct stream **kept;
+  size_t n_kept;
+  uint64_t replay_seq;
+  unsigned replay_streams;
+  size_t replay_events, replay_bytes;
   struct fast_entry *fast; /* its calls on the fast path */
   size_t n_fast;
   uint64_t last_ms;
@@ -83,6 +91,8 @@ struct serve {
    * clients have the answer (teardown waits for them, bounded) */
   struct stream **ended;
   size_t n_ended;
+  char *key_path;        /* STATE/serve.key: what capsule/approve presents (serve_unix.c) */
+  char operator_key[65];
 };
 
 /* The live stream's listener (ui_live.c): started with the dashboard,
@@ -98,6 +108,17 @@ bool serve_fast_call(struct serve *sv, const char *session, const char *user, co
 bool serve_fast_cancel(struct sess *x, const char *body, size_t len);
 void serve_fast_end(struct sess *x);
 struct sess *serve_find_sess(struct serve *sv, const char *id);
+
+/* Resumable streams (serve_replay.c), on the main thread: st numbered
+ * before its request is accepted (not in a sessionless session); an
+ * event pushed, numbered and held (the session's bound then kept); an
+ * ended stream kept for a replay; all let go as the session ends; a GET
+ * with Last-Event-ID pointed at the stream it resumes, or refused (400). */
+void serve_replay_open(struct sess *x, struct stream *st);
+void serve_replay_push(struct sess *x, struct stream *st, const char *json, size_t len, bool final);
+void serve_replay_keep(struct sess *x, struct stream *st);
+void serve_replay_end(struct sess *x);
+void serve_replay_resume(struct sess *x, const char *last_event_id, struct stream *get);
 
 /* A session (serve.c): an HTTP one, or the unix socket's on fd. */
 struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *user);

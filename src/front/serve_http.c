@@ -39,6 +39,7 @@
 #define HTTP_CONN_PER_OWNER 16
 #define HTTP_CONN_TRUSTED_TIMEOUT_S 60
 #define ANSWER_SOON_MS 50
+#define SSE_RETRY_MS 1000 /* how long a client waits before it resumes a stream cut */
 
 /* Per-token rate limits: a bucket of 2*rate requests refilled at rate a
  * second; a token past it gets 429. Only authenticated tokens get a
@@ -64,9 +65,22 @@ struct serve_http {
   bool ready;               /* the Host values are final: requests are read */
 };
 
-/* Waits (s->mu held) until a message, the end, or ms pass. */
-static void wait_for(struct stream *s, int ms)
+/* One reader of a stream: an SSE answer (a POST's, a GET's, or a GET
+ * resuming a stream with Last-Event-ID). A newer reader of the stream
+ * ends it. */
+struct sse_reader {
+  struct stream *s; /* a reference */
+  unsigned gen;
+  uint64_t after; /* the newest event written */
+  struct cap_buf pending;
+  size_t pending_off;
+};
+
+/* Waits (s->mu held) until a message after r's, the end, a newer reader,
+ * or ms pass. */
+static void wait_for(struct sse_reader *r, int ms)
 {
+  struct stream *s = r->s;
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
   t.tv_sec += ms / 1000;
@@ -75,7 +89,7 @@ static void wait_for(struct stream *s, int ms)
     t.tv_sec++;
     t.tv_nsec -= 1000000000;
   }
-  while (s->head == s->n && !s->done)
+  while (stream_next(s, r->after) == s->n && !s->done && r->gen == s->reader)
     if (pthread_cond_timedwait(&s->cv, &s->mu, &t) == ETIMEDOUT)
       break;
 }
@@ -141,44 +155,114 @@ static enum MHD_Result refuse_version(struct MHD_Connection *c, const char *id_j
   return r;
 }
 
+/* One event into r->pending: a resumable stream's carries its id, and
+ * stays for a later reader; any other's is freed once written. */
+static void sse_event(struct sse_reader *r, size_t i)
+{
+  struct stream *s = r->s;
+  cap_buf_puts(&r->pending, "event: message\n");
+  if (s->resumable) {
+    char id[STREAM_ID_MAX];
+    stream_event_id(id, s->number, s->ev[i].seq);
+    cap_buf_printf(&r->pending, "id: %s\n", id);
+  }
+  cap_buf_puts(&r->pending, "data: ");
+  cap_buf_append(&r->pending, s->ev[i].json, s->ev[i].len);
+  cap_buf_puts(&r->pending, "\n\n");
+  r->after = s->ev[i].seq;
+  if (s->resumable) {
+    s->sent = r->after;
+  } else { /* i is head: nothing before it is held */
+    free(s->ev[i].json);
+    s->head = i + 1;
+  }
+}
+
 /* SSE: each message an event; a comment while nothing comes. */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
   (void)pos;
-  struct stream *s = cls;
+  struct sse_reader *r = cls;
+  struct stream *s = r->s;
   pthread_mutex_lock(&s->mu);
-  if (s->pending_off >= s->pending.len) {
-    cap_buf_free(&s->pending);
-    s->pending_off = 0;
-    wait_for(s, KEEPALIVE_MS);
-    if (s->head < s->n) {
-      cap_buf_puts(&s->pending, "event: message\ndata: ");
-      cap_buf_append(&s->pending, s->msgs[s->head], s->lens[s->head]);
-      cap_buf_puts(&s->pending, "\n\n");
-      free(s->msgs[s->head++]);
-    } else if (s->done) {
+  if (r->pending_off >= r->pending.len) {
+    cap_buf_free(&r->pending);
+    r->pending_off = 0;
+    if (r->gen == s->reader)
+      wait_for(r, KEEPALIVE_MS);
+    size_t i = stream_next(s, r->after);
+    if (r->gen != s->reader || (i == s->n && s->done)) { /* resumed elsewhere, or the end */
       pthread_mutex_unlock(&s->mu);
       return MHD_CONTENT_READER_END_OF_STREAM;
-    } else {
-      cap_buf_puts(&s->pending, ": keepalive\n\n");
     }
+    if (i < s->n)
+      sse_event(r, i);
+    else
+      cap_buf_puts(&r->pending, ": keepalive\n\n");
   }
-  size_t n = s->pending.len - s->pending_off;
+  size_t n = r->pending.len - r->pending_off;
   if (n > max)
     n = max;
-  memcpy(buf, s->pending.data + s->pending_off, n);
-  s->pending_off += n;
+  memcpy(buf, r->pending.data + r->pending_off, n);
+  r->pending_off += n;
   pthread_mutex_unlock(&s->mu);
   return (ssize_t)n;
 }
 
 static void sse_free(void *cls)
 {
-  struct stream *s = cls;
+  struct sse_reader *r = cls;
+  struct stream *s = r->s;
   pthread_mutex_lock(&s->mu);
-  s->closed = !s->done || s->head < s->n; /* left before the end */
+  if (r->gen == s->reader) /* left before the end (not replaced by a resumption) */
+    s->closed = !s->done || stream_next(s, r->after) < s->n;
   pthread_mutex_unlock(&s->mu);
+  cap_buf_free(&r->pending);
   stream_unref(s);
+  free(r);
+}
+
+/* The SSE response reading s (gen: a resumption's reader, which the main
+ * thread made current; 0: a new reader, made current here) after the
+ * event after. What the client is told first: how long to wait before it
+ * reconnects (retry, in ms), and on a POST's stream for a 2025-11-25
+ * client, the id to resume from before any message came (the revision's
+ * priming event; older clients cannot read its empty data). */
+static enum MHD_Result sse_response(struct MHD_Connection *c, struct stream *s, unsigned gen,
+                                    uint64_t after, bool prime, const char *session)
+{
+  struct sse_reader *r = cap_xcalloc(1, sizeof *r);
+  r->s = s;
+  r->after = after;
+  pthread_mutex_lock(&s->mu);
+  s->refs++; /* the reader's */
+  if (!gen) {
+    gen = ++s->reader;
+    s->closed = false;
+  }
+  r->gen = gen;
+  if (s->resumable && prime) {
+    char id[STREAM_ID_MAX];
+    stream_event_id(id, s->number, s->prime_seq);
+    cap_buf_printf(&r->pending, "id: %s\nretry: %d\ndata: \n\n", id, SSE_RETRY_MS);
+  } else if (s->resumable) {
+    cap_buf_printf(&r->pending, "retry: %d\n\n", SSE_RETRY_MS);
+  }
+  pthread_cond_broadcast(&s->cv); /* an older reader ends */
+  pthread_mutex_unlock(&s->mu);
+  struct MHD_Response *resp =
+      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, r, sse_free);
+  if (!resp) {
+    sse_free(r);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+  if (session)
+    MHD_add_response_header(resp, "Mcp-Session-Id", session);
+  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+  MHD_destroy_response(resp);
+  return ret;
 }
 
 /* ---- checks before the body ---- */
@@ -287,17 +371,35 @@ static bool answered_soon(struct stream *st)
   return st->done && st->n - st->head == 1 && !st->http_status;
 }
 
+/* A GET's stream the main thread pointed at the stream it resumes: that
+ * stream's SSE response, its events after the client's last. */
+static enum MHD_Result resumed(struct MHD_Connection *c, struct stream *st)
+{
+  struct stream *target = st->resume;
+  st->resume = NULL;
+  unsigned gen = st->resume_gen;
+  uint64_t after = st->resume_after;
+  pthread_mutex_unlock(&st->mu);
+  enum MHD_Result r = sse_response(c, target, gen, after, false, NULL);
+  stream_unref(target);
+  return r;
+}
+
 /* The answer once the main thread has it: the refusal, the JSON, or an
  * SSE stream for a call. */
-static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool sse)
+static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool sse, bool prime)
 {
   pthread_mutex_lock(&st->mu);
   /* a call's SSE answer starts once the request is taken (its headers
    * then, its messages as they come); anything else waits for its answer */
   while (st->head == st->n && !st->done && !(sse && st->accepted))
     pthread_cond_wait(&st->cv, &st->mu);
-  if (sse && !st->http_status && answered_soon(st))
-    sse = false; /* the answer alone, as JSON: nothing came before it */
+  if (st->resume)
+    return resumed(c, st);
+  if (sse && !st->http_status && answered_soon(st)) {
+    sse = false;       /* the answer alone, as JSON: nothing came before it */
+    st->closed = true; /* and no reader comes for its events: forgettable */
+  }
   _cleanup_free_ char *session = st->session_id ? cap_xstrdup(st->session_id) : NULL;
   int status = st->http_status;
   _cleanup_free_ char *error = st->error ? cap_xstrdup(st->error) : NULL;
@@ -305,7 +407,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
     while (!st->done)
       pthread_cond_wait(&st->cv, &st->mu);
   }
-  _cleanup_free_ char *last = !status && !sse && st->n ? cap_xstrdup(st->msgs[st->n - 1]) : NULL;
+  _cleanup_free_ char *last =
+      !status && !sse && st->n > st->head ? cap_xstrdup(st->ev[st->n - 1].json) : NULL;
   pthread_mutex_unlock(&st->mu);
   if (status)
     return error ? refuse(c, (unsigned)status, -32000, error)
@@ -313,22 +416,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
   if (!sse)
     return last ? reply(c, MHD_HTTP_OK, "application/json", last, session)
                 : reply(c, MHD_HTTP_ACCEPTED, "", "", session);
-  pthread_mutex_lock(&st->mu);
-  st->refs++; /* the response's */
-  pthread_mutex_unlock(&st->mu);
-  struct MHD_Response *r =
-      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_read, st, sse_free);
-  if (!r) {
-    stream_unref(st);
-    return MHD_NO;
-  }
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-  if (session)
-    MHD_add_response_header(r, "Mcp-Session-Id", session);
-  enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-  MHD_destroy_response(r);
-  return ret;
+  return sse_response(c, st, 0, 0, prime, session);
 }
 
 /* Requests answered once a child has run (a tool call, a request relayed
@@ -447,6 +535,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   if (!in->body)
     in->body = cap_xstrdup("");
   in->id_json = p.id_json;
+  in->sse = p.call;
   /* a notification or an answer to us: 202 at once */
   struct stream *st = p.request ? stream_new() : NULL;
   if (st) {
@@ -456,16 +545,20 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   h->hooks->enqueue(h->sv, in);
   if (!st)
     return reply(c, MHD_HTTP_ACCEPTED, "", "", NULL);
-  enum MHD_Result r = answer(c, st, p.call);
+  /* the priming event: for 2025-11-25 clients (the header names the
+   * session's version), whose readers accept an event with no data */
+  bool prime = v && strcmp(v, "2025-11-25") >= 0;
+  enum MHD_Result r = answer(c, st, p.call, prime);
   stream_unref(st);
   return r;
 }
 
 /* A session's DELETE or GET stream, handed to serve's main thread, the
- * answer streamed (sse: as server-sent events). */
+ * answer streamed (sse: as server-sent events; last_event_id: a GET's
+ * Last-Event-ID, the stream it resumes). */
 static enum MHD_Result enqueue_session(struct serve_http *h, struct MHD_Connection *c,
                                        struct req *q, const char *session, enum inbound_kind kind,
-                                       bool sse)
+                                       bool sse, const char *last_event_id)
 {
   if (!session)
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000, "Bad Request: no Mcp-Session-Id");
@@ -473,11 +566,12 @@ static enum MHD_Result enqueue_session(struct serve_http *h, struct MHD_Connecti
   in->kind = kind;
   in->session_id = cap_xstrdup(session);
   in->user = cap_xstrdup(q->user);
+  in->last_event_id = last_event_id ? cap_xstrdup(last_event_id) : NULL;
   struct stream *st = stream_new();
   st->refs++;
   in->stream = st;
   h->hooks->enqueue(h->sv, in);
-  enum MHD_Result r = answer(c, st, sse);
+  enum MHD_Result r = answer(c, st, sse, false);
   stream_unref(st);
   return r;
 }
@@ -485,19 +579,21 @@ static enum MHD_Result enqueue_session(struct serve_http *h, struct MHD_Connecti
 static enum MHD_Result on_delete(struct serve_http *h, struct MHD_Connection *c, struct req *q,
                                  const char *session)
 {
-  return enqueue_session(h, c, q, session, INBOUND_DELETE, false);
+  return enqueue_session(h, c, q, session, INBOUND_DELETE, false, NULL);
 }
 
 /* The session's GET stream: what belongs to no request (a subscribed
  * resource's update), as SSE, until the client leaves or the session
- * ends; a new one replaces it. */
+ * ends; a new one replaces it. With Last-Event-ID: the stream that event
+ * was on (the GET stream, or a POST's) resumed after it. */
 static enum MHD_Result on_get(struct serve_http *h, struct MHD_Connection *c, struct req *q,
                               const char *session)
 {
   const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
   if (!accept || !strstr(accept, "text/event-stream"))
     return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "", "", NULL);
-  return enqueue_session(h, c, q, session, INBOUND_LISTEN, true);
+  return enqueue_session(h, c, q, session, INBOUND_LISTEN, true,
+                         MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID"));
 }
 
 /* The first call for a request: every check that needs no body. */

@@ -19,31 +19,65 @@
 #include "front/mcp.h"
 #include "front/serve.h"
 
+/* One message on a stream: its JSON and its sequence number (a resumable
+ * stream's: the session's count, which its SSE id carries). */
+struct stream_event {
+  char *json;
+  size_t len;
+  uint64_t seq;
+};
+
 /* The messages for one HTTP request, from the main thread to the HTTP
- * thread that answers it. Reference counted (both threads hold it). */
+ * thread that answers it. Reference counted (both threads hold it).
+ * A resumable stream (a 2025 session's SSE stream: docs/serve.md
+ * "Resuming a stream") keeps its events after they are sent, until the
+ * session's replay bound forgets them (serve_replay.c), and may be read
+ * again by a later reader (a GET with Last-Event-ID), which replaces the
+ * one before it; any other stream's events are freed as they are sent. */
 struct stream {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int refs;
-  char **msgs; /* queued JSON messages */
-  size_t *lens;
+  struct stream_event *ev; /* ev[head..n): held */
   size_t n, head;
-  bool done;        /* the answer was queued, or the session is gone */
-  bool closed;      /* the client left before the answer */
-  bool accepted;    /* the main thread took the request (an SSE answer may start) */
-  int http_status;  /* set instead of messages: the request was refused */
-  char *error;      /* its reason */
-  char *session_id; /* the session an initialize opened */
-  /* what the HTTP side is in the middle of sending */
-  struct cap_buf pending;
-  size_t pending_off;
+  uint64_t last_seq; /* the newest event's */
+  bool done;         /* the answer was queued, or the session is gone */
+  bool closed;       /* the (current) reader left before the end */
+  bool accepted;     /* the main thread took the request (an SSE answer may start) */
+  int http_status;   /* set instead of messages: the request was refused */
+  char *error;       /* its reason */
+  char *session_id;  /* the session an initialize opened */
+  /* resumption, set by the main thread before it accepts the request */
+  bool resumable;
+  unsigned number;    /* the stream's number in its session: its ids' first half */
+  uint64_t prime_seq; /* the id its SSE answer starts with */
+  uint64_t forgot;    /* the newest event forgotten (0: none) */
+  uint64_t sent;      /* the newest event the current reader wrote */
+  unsigned reader;    /* the current reader's generation: an older one ends */
+  /* on a GET's stream that resumes another: that stream (a reference),
+   * the reader's generation and the last event the client has */
+  struct stream *resume;
+  unsigned resume_gen;
+  uint64_t resume_after;
 };
 
 struct stream *stream_new(void);
 void stream_unref(struct stream *s);
+/* seq: the event's number (a resumable stream's, from its session); 0:
+ * the stream's own count. false: not queued (a reader that reads
+ * nothing has STREAM_MAX_QUEUED waiting). */
+bool stream_push_event(struct stream *s, uint64_t seq, const char *json, size_t len, bool final);
 void stream_push(struct stream *s, const char *json, size_t len, bool final);
 void stream_fail(struct stream *s, int http_status, const char *error);
 void stream_finish(struct stream *s);
+/* With s->mu held: the index of the first event after seq held, or
+ * s->n. */
+size_t stream_next(const struct stream *s, uint64_t after);
+/* An SSE event id: "NUMBER-SEQ" (out holds 48 bytes); parsed back, 0 for
+ * anything else (-EINVAL). */
+#define STREAM_ID_MAX 48
+void stream_event_id(char out[STREAM_ID_MAX], unsigned number, uint64_t seq);
+int stream_parse_event_id(const char *id, unsigned *number, uint64_t *seq);
 
 /* a POST's message; a DELETE (the session ends); a GET (the session's
  * stream for what belongs to no request) */
@@ -61,6 +95,8 @@ struct inbound {
   size_t len;
   char *id_json;         /* a request's id, NULL for notifications and answers */
   struct stream *stream; /* where its answer goes (a reference), or NULL */
+  bool sse;              /* its answer may be an SSE stream (resumable in a session) */
+  char *last_event_id;   /* a GET's Last-Event-ID: the stream it resumes */
 };
 
 struct serve;

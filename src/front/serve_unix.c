@@ -2,8 +2,10 @@
  * the caller who SO_PEERCRED says, a session per connection; and the
  * check that no other serve runs on the state. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,25 @@
 
 #include "core/text.h"
 #include "front/serve_core.h"
+
+/* STATE/serve.key (0600): a random key `capsule approve` reads and
+ * presents with capsule/approve. The state directory is invisible in
+ * every sandbox: a process that can read the key could decide alone, as
+ * the CLI alone opens the state (a tool a socket grant lets reach the
+ * socket, whose connect capsule's supervisor makes, cannot). */
+static int write_key(struct serve *sv, struct cap_error *err)
+{
+  unsigned char raw[32];
+  randombytes_buf(raw, sizeof raw);
+  sodium_bin2hex(sv->operator_key, sizeof sv->operator_key, raw, sizeof raw);
+  sv->key_path = cap_xasprintf("%s/serve.key", sv->opt->state_dir);
+  unlink(sv->key_path);
+  int fd = open(sv->key_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && write(fd, sv->operator_key, 64) == 64;
+  if (fd >= 0)
+    close(fd);
+  return ok ? 0 : cap_error_errno(err, errno, "cannot write %s", sv->key_path);
+}
 
 int serve_listen_unix(struct serve *sv, struct cap_error *err)
 {
@@ -35,7 +56,7 @@ int serve_listen_unix(struct serve *sv, struct cap_error *err)
   }
   sv->listen_fd = fd;
   sv->bound = true;
-  return 0;
+  return write_key(sv, err);
 }
 
 /* Another serve on this state: its status file names a live process. */
@@ -75,6 +96,8 @@ void serve_accept_unix(struct serve *sv)
   char uid[32];
   snprintf(uid, sizeof uid, "%u", (unsigned)cred.uid);
   struct sess *x = serve_sess_new(sv, false, fd, pw ? pw->pw_name : uid);
+  x->cfg.peer_pid = cred.pid; /* capsule/approve checks who asks (mcp_local.c) */
+  x->cfg.operator_key = sv->operator_key;
   serve_log(sv, "info", "session started", "socket", sv->socket_path, "user", x->user);
 }
 

@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/text.h"
 #include "gateway/state_int.h"
 
 static const char table_sql[] =
@@ -436,5 +437,64 @@ int gw_require_operator(const char *what, struct cap_error *err)
                          "and UTS namespaces, hostname \"capsule\", no_new_privs and a seccomp "
                          "filter); approvals and policy come from the operator",
                          what);
+  return 0;
+}
+
+/* /proc/PID/FILE read whole (at most max bytes); NULL when it cannot be */
+static char *proc_file(pid_t pid, const char *file, size_t max, size_t *len)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+  char *text = NULL;
+  struct cap_error err = {0};
+  if (cap_read_file(path, max, &text, len, &err) < 0) {
+    cap_error_clear(&err);
+    return NULL;
+  }
+  return text;
+}
+
+/* The value of "NAME:\t..." in /proc/PID/status text, or -1 */
+static long status_field(const char *status, const char *name)
+{
+  size_t n = strlen(name);
+  for (const char *p = status; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    if (strncmp(p, name, n) == 0 && p[n] == ':')
+      return strtol(p + n + 1, NULL, 10);
+  return -1;
+}
+
+/* Whether pid's namespace NAME is another than this process's (or cannot
+ * be told) */
+static bool other_namespace(pid_t pid, const char *name)
+{
+  char path[64], self[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)pid, name);
+  snprintf(self, sizeof self, "/proc/self/ns/%s", name);
+  struct stat a, b;
+  return stat(path, &a) != 0 || stat(self, &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev;
+}
+
+int gw_require_operator_peer(pid_t pid, const char *what, struct cap_error *err)
+{
+  size_t len = 0;
+  _cleanup_free_ char *env = proc_file(pid, "environ", 1u << 20, &len);
+  for (size_t i = 0; env && i < len; i += strlen(env + i) + 1)
+    if (strncmp(env + i, "CAPSULE_SANDBOX=", 16) == 0 && env[i + 16])
+      return cap_error_set(err, EPERM,
+                           "%s refused: the process asking (pid %d) runs inside a capsule sandbox "
+                           "(CAPSULE_SANDBOX is set); approvals and policy come from the operator",
+                           what, (int)pid);
+  _cleanup_free_ char *status = proc_file(pid, "status", 1u << 16, &len);
+  if (!status)
+    return cap_error_set(err, EPERM, "%s refused: the process asking (pid %d) cannot be checked",
+                         what, (int)pid);
+  if (status_field(status, "NoNewPrivs") == 1 && status_field(status, "Seccomp") == 2 &&
+      other_namespace(pid, "user") && other_namespace(pid, "uts"))
+    return cap_error_set(err, EPERM,
+                         "%s refused: the process asking (pid %d) runs in a sandbox (its own "
+                         "user and UTS namespaces, no_new_privs and a seccomp filter); approvals "
+                         "and policy come from the operator",
+                         what, (int)pid);
   return 0;
 }

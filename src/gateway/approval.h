@@ -14,6 +14,7 @@
 #define CAPSULE_GATEWAY_APPROVAL_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -101,6 +102,12 @@ int gw_approval_void_for(struct gw_state *st, const char *cap, const char *tool,
  * kernel signs remain). The state directory being invisible in every
  * sandbox is the main defence; this is the second. */
 int gw_require_operator(const char *what, struct cap_error *err);
+/* The same of another process, pid (serve's unix socket's peer, as
+ * SO_PEERCRED names it): -EPERM when its environment has CAPSULE_SANDBOX,
+ * when it runs in other user and UTS namespaces than this process with
+ * no_new_privs and a seccomp filter (what a capsule sandbox gives the
+ * command it runs), or when it cannot be read (it left). */
+int gw_require_operator_peer(pid_t pid, const char *what, struct cap_error *err);
 
 /* True when id is 8 lower-case hex digits. */
 bool gw_approval_id_valid(const char *id);

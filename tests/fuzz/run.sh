@@ -43,6 +43,9 @@ printf ': keepalive\n\ndata: {"event":"tool.started","run_id":"r1","tool":"termi
 mkdir -p "$work/rollback_idx"
 printf '%s 0 12\n%s 12 0\n' "$(printf 'a%.0s' $(seq 64))" "$(printf '0%.0s' $(seq 64))" >"$work/rollback_idx/two"
 printf 'zz 1 2\n%s 18446744073709551615 2' "$(printf 'f%.0s' $(seq 64))" >"$work/rollback_idx/bad"
+mkdir -p "$work/event_id"
+printf '1086802836-12' >"$work/event_id/id"
+printf '4294967295-18446744073709551615' >"$work/event_id/max"
 mkdir -p "$work/volume_name"
 printf 'alice' >"$work/volume_name/plain"
 printf '%%2Fetc%%2F..%%00x/y..' >"$work/volume_name/encoded"
@@ -128,7 +131,7 @@ printf '%s\n' '1{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name"
   'S{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage"}' \
   '1{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}' 'W{"jsonrpc":"2.0","id":5,"result":{}}' \
   >"$work/mcp_keeper/calls"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch event_id}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

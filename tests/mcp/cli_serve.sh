@@ -57,9 +57,24 @@ run_as() {
   expect "$who: through-serve-ask-pending" 4 $? "approval .* is pending" "$work/err"
   local id
   id=$(C approvals --state "$state" --json | sed -n 's/.*"id": *"\([0-9a-f]*\)".*/\1/p' | head -1)
-  C approve --state "$state" "$id" >/dev/null 2>&1
+  # approve through serve (its state connection; the session the caller's), as alone
+  local before_approve
+  before_approve=$(sessions)
+  C approve --state "$state" "$id" >"$work/out" 2>"$work/err"
+  expect "$who: approve-through-serve" 0 $? "^approved $id: wordcount.dispatch for user $name, asked by " "$work/out"
+  [ "$(sessions)" = $((before_approve + 1)) ] && ok "$who: approve-went-through-serve" ||
+    bad "$who: approve-went-through-serve ($(sessions) sessions, $before_approve before)"
+  grep -q '^  arguments: {"text":"p q"}$' "$work/out" && grep -q '^repeat the call to run it (once)$' "$work/out" &&
+    ok "$who: approve-through-serve-output" || { bad "$who: approve-through-serve-output"; cat "$work/out"; }
+  C approve --state "$state" "$id" >"$work/out" 2>"$work/err"
+  expect "$who: approve-through-serve-not-pending" 1 $? "approval $id is approved, not pending; nothing changed" "$work/err"
+  C deny --state "$state" 0badf00d >"$work/out" 2>"$work/err"
+  expect "$who: deny-through-serve-unknown" 1 $? "no approval 0badf00d; " "$work/err"
+  C audit --state "$state" --json | grep -q "\"approval $id for user $name\"" &&
+    ok "$who: approve-through-serve-audited" || bad "$who: approve-through-serve-audited"
   setsid "${wrap[@]}" "$capsule" call --caps "$caps" --state "$state" wordcount dispatch '{"text":"p q"}' </dev/null >"$work/out" 2>"$work/err"
   expect "$who: through-serve-approved" 0 $? '"2 words"' "$work/out"
+  grep -q '"2 words"' "$work/out" || sed 's/^/         /' "$work/err"
   if command -v script >/dev/null; then
     local cmd="${wrap[*]} $capsule call --caps $caps --state $state wordcount dispatch '{\"text\":\"t u v\"}'"
     (sleep 1; echo y) | script -qec "$cmd" /dev/null >"$work/out" 2>&1
@@ -81,6 +96,38 @@ run_as() {
   kill "$server"; wait "$server" 2>/dev/null
   call wordcount dispatch '{"text":"after serve"}'
   expect "$who: alone-after-serve-stopped" 0 $? '"2 words"' "$work/out"
+  # a sandboxed process that reaches serve's socket (here a grant on it:
+  # --socket outside the state) cannot approve: it cannot read STATE/serve.key
+  if [ -x /usr/bin/python3 ]; then
+    local sockdir=$work/sock-$who sid_
+    mkdir -p "$sockdir" && chmod 700 "$sockdir"
+    [ "$who" = nobody ] && chown 65534:65534 "$sockdir"
+    "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --socket "$sockdir/s.sock" 2>>"$work/serve-$who.log" &
+    server=$!
+    pids+=("$server")
+    wait_for C serve status --state "$state" >/dev/null 2>&1
+    C policy set --caps "$caps" --state "$state" wordcount dispatch ask >/dev/null
+    setsid "${wrap[@]}" "$capsule" call --caps "$caps" --state "$state" wordcount dispatch '{"text":"r s"}' </dev/null >/dev/null 2>&1
+    id=$(C approvals --state "$state" --json | sed -n 's/.*"id": *"\([0-9a-f]*\)".*/\1/p' | head -1)
+    local probe='import socket, json, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rw")
+for m in [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}},
+          {"jsonrpc": "2.0", "method": "notifications/initialized"},
+          {"jsonrpc": "2.0", "id": 2, "method": "capsule/approve", "params": {"approval": sys.argv[2], "approve": True, "key": "0" * 64}}]:
+    f.write(json.dumps(m) + "\n"); f.flush()
+for line in f:
+    m = json.loads(line)
+    if m.get("id") == 2: print(json.dumps(m)); break'
+    C run --allow-rw "$sockdir/s.sock" -- /usr/bin/python3 -c "$probe" "$sockdir/s.sock" "$id" >"$work/out" 2>"$work/err"
+    if grep -q 'capsule/approve refused' "$work/out" && C approvals --state "$state" | grep -q "^$id "; then
+      ok "$who: sandboxed-approve-refused"
+    else bad "$who: sandboxed-approve-refused (id $id)"; cat "$work/out" "$work/err" | head -5; fi
+    C approve --state "$state" "$id" >"$work/out" 2>&1
+    expect "$who: operator-approves-after" 0 $? "^approved $id" "$work/out"
+    kill "$server"; wait "$server" 2>/dev/null
+    [ ! -e "$state/serve.key" ] && ok "$who: key-removed-at-exit" || bad "$who: key-removed-at-exit"
+    C policy set --caps "$caps" --state "$state" wordcount dispatch allow >/dev/null
+  fi
   C audit --state "$state" --json >"$work/audit"
   local n_calls
   n_calls=$(grep -c '"tool": "dispatch"' "$work/audit")

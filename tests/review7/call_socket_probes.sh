@@ -2,8 +2,8 @@
 # Attempts on `capsule call` through serve and serve's unix socket that are
 # blocked today, kept as regression tests: uid 65534 connecting to root's
 # serve socket put in /tmp (mode 0600), or calling with root's state;
-# capsule/call over HTTP with a valid token (only the unix socket offers
-# it); a capsule/call naming another user in its params (the caller is who
+# capsule/call and capsule/approve over HTTP with a valid token (only the
+# unix socket offers them); a capsule/call naming another user in its params (the caller is who
 # SO_PEERCRED says: the audit names root). Exits 1 when one works, 0 when
 # all are blocked, 77 cannot run.
 . "$(dirname "$0")/ui_lib.sh"
@@ -47,6 +47,11 @@ r=$(curl -s "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025
   -d '{"jsonrpc":"2.0","id":2,"method":"capsule/call","params":{"capability":"asker","tool":"dispatch","arguments":{"text":"x"}}}' "http://$http/mcp")
 grep -q -- '-32601' <<<"$r" && ! grep -q '"outcome"' <<<"$r" && r=refused || r="$r"
 check "capsule/call over HTTP" refused "$r"
+# capsule/approve (approve and deny through serve) is the unix socket's alone too
+r=$(curl -s "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' \
+  -d '{"jsonrpc":"2.0","id":3,"method":"capsule/approve","params":{"approval":"0badf00d","approve":true}}' "http://$http/mcp")
+grep -q -- '-32601' <<<"$r" && ! grep -q '"was"' <<<"$r" && r=refused || r="$r"
+check "capsule/approve over HTTP" refused "$r"
 # 3. a capsule/call naming someone else: the audit names root
 "$py" - "$sock" <<'PY' >/dev/null
 import json, socket, sys
