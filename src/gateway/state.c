@@ -405,6 +405,7 @@ void gw_state_close(struct gw_state *st)
   cap_secret_free(st->keys, sizeof *st->keys);
   gw_audit_seen_free(st);
   gw_access_cache_free(st);
+  gw_audit_group_free(st);
   if (st->dirfd >= 0)
     close(st->dirfd);
   free(st->dir);

@@ -47,7 +47,11 @@ struct gw_state {
   char hwm_text[256];
   char hwm_held_name[48];               /* the hwm_name they are of (a migration names it later) */
   struct gw_access_cache *access_cache; /* tokens checked since the last revoke (access.c) */
+  struct gw_audit_group *group;         /* the audit's group commit (state_group.c) */
 };
+
+/* Frees st->group (state_group.c). */
+void gw_audit_group_free(struct gw_state *st);
 
 /* Frees st->access_cache (access.c). */
 void gw_access_cache_free(struct gw_state *st);
