@@ -678,7 +678,9 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
   state_acquire(call);
+  gw_state_cache_begin(st); /* its reads kept while nothing changes */
   enum gw_outcome o = call_steps(call, reg, st, res, err);
+  gw_state_cache_end();
   state_release(call);
   return o;
 }

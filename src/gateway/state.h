@@ -188,6 +188,12 @@ int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs,
  * each returns once its own record is committed, or with the batch's
  * error. gateway/state_group.c. */
 struct gw_state_lock;
+/* A call this thread makes on st, begun and ended (gw_call's): within it
+ * the policies, grants and id ranges it reads are kept while the database
+ * does not change (gateway/state_cache.c); it sees every change committed
+ * before it began. */
+void gw_state_cache_begin(const struct gw_state *st);
+void gw_state_cache_end(void);
 int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock,
                            struct gw_audit_record *r, struct cap_error *err);
 /* A change the operator made, as a record of its own: decision is the

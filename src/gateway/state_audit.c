@@ -240,7 +240,10 @@ int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs,
       *at[i] = as_text(t[k].was[i], &t[k].owned[i]);
     }
   }
+  int64_t changes = gw_db_total_changes(st->db);
   int ret = n ? append_records(st, rs, n, err) : 0;
+  /* the log's rows: no read kept (state_cache.c) is of them */
+  gw_state_cache_quiet(st, gw_db_total_changes(st->db) - changes);
   for (size_t k = 0; k < n; k++)
     for (size_t i = 0; i < ARRAY_SIZE(t[k].at); i++) {
       *t[k].at[i] = t[k].was[i];
