@@ -680,7 +680,7 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   state_acquire(call);
   gw_state_cache_begin(st); /* its reads kept while nothing changes */
   enum gw_outcome o = call_steps(call, reg, st, res, err);
-  gw_state_cache_end();
+  gw_state_cache_end(st);
   state_release(call);
   return o;
 }

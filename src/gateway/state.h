@@ -192,8 +192,8 @@ struct gw_state_lock;
  * the policies, grants and id ranges it reads are kept while the database
  * does not change (gateway/state_cache.c); it sees every change committed
  * before it began. */
-void gw_state_cache_begin(const struct gw_state *st);
-void gw_state_cache_end(void);
+void gw_state_cache_begin(struct gw_state *st);
+void gw_state_cache_end(struct gw_state *st);
 int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock,
                            struct gw_audit_record *r, struct cap_error *err);
 /* A change the operator made, as a record of its own: decision is the

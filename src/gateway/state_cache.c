@@ -60,13 +60,18 @@ void gw_state_cache_quiet(struct gw_state *st, int64_t changes) { st->quiet_chan
 static _Thread_local const struct gw_state *call_st;
 static _Thread_local bool call_checked;
 
-void gw_state_cache_begin(const struct gw_state *st)
+void gw_state_cache_begin(struct gw_state *st)
 {
   call_st = st;
   call_checked = false;
+  st->calls++;
 }
 
-void gw_state_cache_end(void) { call_st = NULL; }
+void gw_state_cache_end(struct gw_state *st)
+{
+  call_st = NULL;
+  st->calls--;
+}
 
 /* The cache, its entries dropped when the database moved since they were
  * read; NULL when nothing is kept: outside a call, on PostgreSQL, after a

@@ -109,6 +109,7 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
     return gw_audit_append(st, r, err);
   struct gw_audit_group *g = group_of(st);
   struct pending me = {.rec = r};
+  bool others = st->calls > 1; /* other calls on their way here */
   /* the lock let go: the other calls reach this point and queue theirs
    * meanwhile, while the leader waits for the lock */
   lock->release(lock->ctx);
@@ -121,8 +122,9 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
   if (leader)
     g->leading = true;
   pthread_mutex_unlock(&g->mu);
-  if (leader) /* the calls woken for the lock as it was let go get to queue theirs
-                first (a mutex let go is mostly taken again by its last holder) */
+  if (leader && others) /* the calls woken for the lock as it was let go get to queue
+                           theirs first (a mutex let go is mostly taken again by its last
+                           holder) */
     sched_yield();
   lock->acquire(lock->ctx);
   if (leader) /* me among the batch: done when it returns */
