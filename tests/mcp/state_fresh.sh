@@ -3,8 +3,8 @@
 # --mcp-http` on a warm MCP server (examples/mcp-c's echo), a policy
 # changed by `capsule policy set` (another process), by a user's override
 # and its removal, applies to the very next call, each time, ten times
-# over; a call between the changes finds the same answer twice (kept).
-# As root and as uid 65534.
+# over (each state read twice between changes: the second call, on what
+# the first kept, answers the same). As root and as uid 65534.
 # Usage: state_fresh.sh CAPSULE
 set -u
 capsule=$(realpath "$1")
