@@ -646,7 +646,8 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   if (c->out)
     gw_sha256_hex(c->out, strlen(c->out), c->rec.result_hash);
   struct cap_error aerr = {0};
-  int r = gw_audit_append(c->st, &c->rec, &aerr);
+  /* in serve, with the records of the calls finishing together */
+  int r = gw_audit_append_shared(c->st, c->call->state_lock, &c->rec, &aerr);
   if (r < 0) /* not in the log: the marker keeps the record for the next open */
     gw_inflight_keep(&c->inflight, &c->rec);
   gw_inflight_end(&c->inflight); /* after the record: a kill in between repeats, never loses it */
@@ -677,7 +678,9 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
   state_acquire(call);
+  gw_state_cache_begin(st); /* its reads kept while nothing changes */
   enum gw_outcome o = call_steps(call, reg, st, res, err);
+  gw_state_cache_end(st);
   state_release(call);
   return o;
 }

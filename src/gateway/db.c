@@ -258,6 +258,23 @@ int64_t gw_db_changes(struct gw_db *db)
   return db->kind == GW_DB_SQLITE ? sqlite3_changes(db->lite) : db->changes;
 }
 
+int gw_db_version(struct gw_db *db, int64_t v[2])
+{
+  if (db->kind != GW_DB_SQLITE)
+    return -ENOTSUP;
+  struct gw_stmt *s = gw_db_prepare(db, "PRAGMA data_version");
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  v[0] = rc == GW_DB_ROW ? gw_stmt_int64(s, 0) : 0;
+  gw_stmt_finalize(s);
+  v[1] = sqlite3_total_changes64(db->lite);
+  return rc == GW_DB_ROW ? 0 : -EIO;
+}
+
+int64_t gw_db_total_changes(struct gw_db *db)
+{
+  return db->kind == GW_DB_SQLITE ? sqlite3_total_changes64(db->lite) : 0;
+}
+
 const char *gw_db_errmsg(struct gw_db *db)
 {
   return db->kind == GW_DB_SQLITE ? sqlite3_errmsg(db->lite) : db->msg;

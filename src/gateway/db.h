@@ -58,6 +58,12 @@ struct gw_stmt *gw_db_prepare(struct gw_db *db, const char *sql);
 int gw_db_exec(struct gw_db *db, const char *sql);
 /* Rows changed by the last INSERT, UPDATE or DELETE. */
 int64_t gw_db_changes(struct gw_db *db);
+/* SQLite: v[0] PRAGMA data_version (moves when another connection
+ * commits), v[1] the rows this connection changed so far; both as they
+ * were, nothing changed since. -ENOTSUP on PostgreSQL. */
+int gw_db_version(struct gw_db *db, int64_t v[2]);
+/* SQLite: the rows this connection changed so far (0 on PostgreSQL). */
+int64_t gw_db_total_changes(struct gw_db *db);
 const char *gw_db_errmsg(struct gw_db *db);
 enum gw_db_fault gw_db_fault(struct gw_db *db);
 

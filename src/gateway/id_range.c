@@ -39,7 +39,34 @@ static bool base_valid(int64_t b)
   return b >= RANGE_FIRST && b + GW_ID_RANGE_SIZE <= RANGE_END && b % GW_ID_RANGE_SIZE == 0;
 }
 
+static int lookup_read(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err);
+
 static int lookup(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
+{
+  /* a range once recorded, as last read while nothing changed since
+   * (gateway/state_cache.c) */
+  struct cap_buf ck = {0};
+  gw_state_cache_key(&ck, "id_range", &key, 1);
+  char *const *kept;
+  size_t n;
+  bool hit = gw_state_cache_get(st, ck.data, &kept, &n) && n == 1;
+  if (hit)
+    *base = (uint32_t)strtoul(kept[0], NULL, 10);
+  if (hit) {
+    cap_buf_free(&ck);
+    return 0;
+  }
+  int r = lookup_read(st, key, base, err);
+  if (r == 0 && *base) {
+    char text[16];
+    snprintf(text, sizeof text, "%u", *base);
+    gw_state_cache_put(st, ck.data, (const char *[]){text}, 1);
+  }
+  cap_buf_free(&ck);
+  return r;
+}
+
+static int lookup_read(struct gw_state *st, const char *key, uint32_t *base, struct cap_error *err)
 {
   struct gw_stmt *s =
       gw_state_prep(st, "SELECT base FROM id_ranges WHERE capability = ?", key, NULL);
@@ -706,7 +733,7 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
   struct gw_db *db = gw_state_db(st);
   if (gw_db_exec(db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot allocate an id range");
-  r = lookup(st, dbkey, base, err);
+  r = lookup_read(st, dbkey, base, err);
   if (r == 0 && !*base)
     r = allocate(st, key, dbkey, base, err);
   if (r == 0 && gw_db_exec(db, "COMMIT") != GW_DB_OK)

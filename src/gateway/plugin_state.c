@@ -302,21 +302,45 @@ int gw_grant_rm(struct gw_state *st, const char *cap, enum gw_grant_kind kind, c
                  found, "cannot remove the grant", err);
 }
 
+/* Rows of 4 (capability, kind, value, created) to fn. */
+static void grant_rows(char *const *row, size_t n, gw_grant_fn fn, void *arg)
+{
+  for (size_t i = 0; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; k++)
+      if (strcmp(row[i + 1], gw_grant_kind_names[k]) == 0)
+        fn(arg, row[i], (enum gw_grant_kind)k, row[i + 2], row[i + 3]);
+}
+
 int gw_grant_list(struct gw_state *st, const char *cap, gw_grant_fn fn, void *arg,
                   struct cap_error *err)
 {
+  /* a capability's, as last read while nothing changed since
+   * (gateway/state_cache.c): a call reads them each time */
+  struct cap_buf key = {0};
+  char *const *kept;
+  size_t n;
+  if (cap)
+    gw_state_cache_key(&key, "grants", &cap, 1);
+  if (cap && gw_state_cache_get(st, key.data, &kept, &n)) {
+    cap_buf_free(&key);
+    grant_rows(kept, n, fn, arg);
+    return 0;
+  }
   struct gw_stmt *s = gw_state_prep(st,
                                     "SELECT capability, kind, value, created FROM grants WHERE"
                                     " CAST(? AS TEXT) IS NULL OR capability = ? ORDER BY 1, 2, 3",
                                     cap, cap, NULL);
   int rc = GW_DB_ERROR;
-  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW) {
-    const char *kind = (const char *)gw_stmt_text(s, 1);
-    for (int k = 0; k < 4; k++)
-      if (strcmp(kind, gw_grant_kind_names[k]) == 0)
-        fn(arg, (const char *)gw_stmt_text(s, 0), (enum gw_grant_kind)k,
-           (const char *)gw_stmt_text(s, 2), (const char *)gw_stmt_text(s, 3));
-  }
+  struct cap_strv rows = {0};
+  while (s && (rc = gw_stmt_step(s)) == GW_DB_ROW)
+    for (int i = 0; i < 4; i++)
+      cap_strv_push(&rows, (const char *)gw_stmt_text(s, i));
   gw_stmt_finalize(s);
+  if (rc == GW_DB_DONE && cap)
+    gw_state_cache_put(st, key.data, (const char *const *)rows.v, rows.len);
+  cap_buf_free(&key);
+  if (rc == GW_DB_DONE)
+    grant_rows(rows.v, rows.len, fn, arg);
+  cap_strv_free(&rows);
   return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the grants");
 }

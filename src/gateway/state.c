@@ -405,6 +405,8 @@ void gw_state_close(struct gw_state *st)
   cap_secret_free(st->keys, sizeof *st->keys);
   gw_audit_seen_free(st);
   gw_access_cache_free(st);
+  gw_audit_group_free(st);
+  gw_state_cache_free(st);
   if (st->dirfd >= 0)
     close(st->dirfd);
   free(st->dir);
@@ -492,13 +494,28 @@ int gw_policy_rm(struct gw_state *st, const char *cap, const char *tool, const c
 int gw_policy_get(struct gw_state *st, const char *cap, const char *tool, const char *user,
                   enum cap_policy *policy, bool *found, struct cap_error *err)
 {
+  /* as last read while nothing changed since (state_cache.c) */
+  struct cap_buf key = {0};
+  gw_state_cache_key(&key, "policy", (const char *[]){cap, tool, user}, 3);
+  char *const *kept;
+  size_t n;
+  if (gw_state_cache_get(st, key.data, &kept, &n)) {
+    cap_buf_free(&key);
+    if ((*found = n == 1))
+      *policy = (enum cap_policy)policy_from(kept[0]);
+    return 0;
+  }
   struct gw_stmt *s = gw_state_prep(
       st, "SELECT decision FROM policies WHERE capability = ? AND tool = ? AND user = ?", cap, tool,
       user ? user : "", NULL);
   int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
   *found = rc == GW_DB_ROW;
+  const char *decision = *found ? (const char *)gw_stmt_text(s, 0) : NULL;
   if (*found)
-    *policy = (enum cap_policy)policy_from((const char *)gw_stmt_text(s, 0));
+    *policy = (enum cap_policy)policy_from(decision);
+  if (rc == GW_DB_ROW || rc == GW_DB_DONE)
+    gw_state_cache_put(st, key.data, &decision, *found ? 1 : 0);
+  cap_buf_free(&key);
   gw_stmt_finalize(s);
   return rc == GW_DB_ROW || rc == GW_DB_DONE
              ? 0

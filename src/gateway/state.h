@@ -176,6 +176,26 @@ struct gw_audit_record {
  * record's seq) once committed, for the dashboard's live stream. */
 #define GW_AUDIT_CHANNEL "capsule_audit"
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err);
+/* The records rs[0..n) appended in order in one transaction: all in, or
+ * none (0, or the one error); the chain's head and the high-water mark
+ * moved once, to the last. */
+int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs, size_t n,
+                         struct cap_error *err);
+/* gw_audit_append by a thread of a process whose threads share st under
+ * lock (gateway/call.h; held on entry and on return, let go meanwhile;
+ * NULL: gw_audit_append): the records of calls that get here together
+ * are appended in one transaction (gw_audit_append_many) by one of them;
+ * each returns once its own record is committed, or with the batch's
+ * error. gateway/state_group.c. */
+struct gw_state_lock;
+/* A call this thread makes on st, begun and ended (gw_call's): within it
+ * the policies, grants and id ranges it reads are kept while the database
+ * does not change (gateway/state_cache.c); it sees every change committed
+ * before it began. */
+void gw_state_cache_begin(struct gw_state *st);
+void gw_state_cache_end(struct gw_state *st);
+int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock,
+                           struct gw_audit_record *r, struct cap_error *err);
 /* A change the operator made, as a record of its own: decision is the
  * kind ("policy-set", "policy-rm", "cred-set", "cred-rm", "approve",
  * "deny"), user who made it, capability and tool (or credential name)

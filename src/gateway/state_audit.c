@@ -87,8 +87,8 @@ static void head_text(const struct gw_state *st, int64_t seq, const char *hash, 
   snprintf(out, size, "%lld %s %s", (long long)seq, hash, hex);
 }
 
-static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
-                        struct cap_error *err);
+static int advance_mark(struct gw_state *st, const struct gw_hwm *base,
+                        const struct gw_audit_record *rec, struct cap_error *err);
 
 /* The last record (seq 0 and a zero hash when the log is empty). */
 static int last_record(struct gw_state *st, struct gw_hwm *out, struct cap_error *err)
@@ -121,52 +121,73 @@ static bool landed(struct gw_state *st, const struct gw_audit_record *r)
   return in;
 }
 
-static int append_record(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
+/* Record r, the next after *last (which it becomes), inserted in the
+ * open transaction. */
+static int insert_record(struct gw_state *st, struct gw_audit_record *r, struct gw_hwm *last)
+{
+  r->seq = last->seq + 1;
+  snprintf(r->prev, sizeof r->prev, "%s", last->hash);
+  gw_state_now(r->time);
+  gw_audit_mac(st, r, r->hash);
+  char seq[24], dur[24];
+  snprintf(seq, sizeof seq, "%lld", (long long)r->seq);
+  snprintf(dur, sizeof dur, "%lld", (long long)r->duration_ms);
+  struct gw_stmt *ins =
+      gw_state_prep(st, "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", seq,
+                    r->time, r->user, r->capability, r->tool, r->args_hash, r->decision, dur,
+                    r->outcome, r->result_hash, r->prev, r->hash, NULL);
+  int rc = ins && gw_stmt_step(ins) == GW_DB_DONE ? GW_DB_DONE : GW_DB_ERROR;
+  gw_stmt_finalize(ins);
+  last->seq = r->seq;
+  snprintf(last->hash, sizeof last->hash, "%s", r->hash);
+  return rc;
+}
+
+/* The records rs[0..n) appended in order in one transaction (all in, or
+ * none), the chain's head and the high-water mark moved once, to the
+ * last of them. */
+static int append_records(struct gw_state *st, struct gw_audit_record *const *rs, size_t n,
+                          struct cap_error *err)
 {
   if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot append to the audit log");
-  struct gw_hwm last;
+  struct gw_hwm last, base;
   int rc = last_record(st, &last, err) == 0 ? GW_DB_DONE : GW_DB_ERROR;
-  r->seq = last.seq + 1;
-  snprintf(r->prev, sizeof r->prev, "%s", last.hash);
-  gw_state_now(r->time);
-  gw_audit_mac(st, r, r->hash);
-  char seq[24], dur[24], head[256];
-  snprintf(seq, sizeof seq, "%lld", (long long)r->seq);
-  snprintf(dur, sizeof dur, "%lld", (long long)r->duration_ms);
-  head_text(st, r->seq, r->hash, head, sizeof head);
-  struct gw_stmt *ins = NULL, *h = NULL;
+  base = last;
+  for (size_t i = 0; i < n && rc == GW_DB_DONE; i++)
+    rc = insert_record(st, rs[i], &last);
   if (rc == GW_DB_DONE) {
-    ins = gw_state_prep(st, "INSERT INTO audit VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", seq,
-                        r->time, r->user, r->capability, r->tool, r->args_hash, r->decision, dur,
-                        r->outcome, r->result_hash, r->prev, r->hash, NULL);
-    h = gw_state_prep(st,
-                      "INSERT INTO meta VALUES ('audit_head', ?) ON CONFLICT (key)"
-                      " DO UPDATE SET value = excluded.value",
-                      head, NULL);
-    rc = ins && h && gw_stmt_step(ins) == GW_DB_DONE && gw_stmt_step(h) == GW_DB_DONE ? GW_DB_DONE
-                                                                                      : GW_DB_ERROR;
+    char head[256];
+    head_text(st, last.seq, last.hash, head, sizeof head);
+    struct gw_stmt *h = gw_state_prep(st,
+                                      "INSERT INTO meta VALUES ('audit_head', ?) ON CONFLICT (key)"
+                                      " DO UPDATE SET value = excluded.value",
+                                      head, NULL);
+    rc = h && gw_stmt_step(h) == GW_DB_DONE ? GW_DB_DONE : GW_DB_ERROR;
+    gw_stmt_finalize(h);
   }
-  gw_stmt_finalize(ins);
-  gw_stmt_finalize(h);
   if (rc != GW_DB_DONE || gw_db_exec(st->db, "COMMIT") != GW_DB_OK) {
     cap_error_clear(err);
     bool lost = gw_db_fault(st->db) == GW_DB_FAULT_CONNECTION;
     int e = gw_state_db_error(st, err, "cannot append to the audit log");
     gw_db_exec(st->db, "ROLLBACK");
-    if (!lost || !landed(st, r))
+    if (!lost || !landed(st, rs[n - 1])) /* one transaction: the last in, all in */
       return e;
     cap_error_clear(err); /* the server committed it and went away before saying so */
   }
-  /* PostgreSQL: a dashboard following the log (LISTEN) sees it now; best
-   * effort, outside the writers' lock (a no-op on SQLite) */
-  gw_db_notify(st->db, GW_AUDIT_CHANNEL, seq);
-  int m = advance_mark(st, r, err);
+  /* PostgreSQL: a dashboard following the log (LISTEN) sees each now;
+   * best effort, outside the writers' lock (a no-op on SQLite) */
+  for (size_t i = 0; i < n; i++) {
+    char seq[24];
+    snprintf(seq, sizeof seq, "%lld", (long long)rs[i]->seq);
+    gw_db_notify(st->db, GW_AUDIT_CHANNEL, seq);
+  }
+  int m = advance_mark(st, &base, rs[n - 1], err);
   if (m < 0 && gw_db_fault(st->db) == GW_DB_FAULT_CONNECTION) {
-    /* the record is in; the server went away before the mark's check of
-     * it: the mark stays behind (a lower bound, moved on by the next
-     * record), and the call is not failed for it (its marker would then
-     * be recorded again, as interrupted) */
+    /* the records are in; the server went away before the mark's check
+     * of them: the mark stays behind (a lower bound, moved on by the next
+     * record), and the calls are not failed for it (their markers would
+     * then be recorded again, as interrupted) */
     cap_error_clear(err);
     m = 0;
   }
@@ -198,21 +219,43 @@ static const char *as_text(const char *s, char **owned)
   return *owned = cap_buf_steal(&b);
 }
 
+/* A record's text fields, as the database takes them while it is
+ * appended (as_text), then as the caller gave them. */
+struct as_texts {
+  const char **at[5];
+  const char *was[5];
+  char *owned[5];
+};
+
+int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs, size_t n,
+                         struct cap_error *err)
+{
+  struct as_texts *t = cap_xcalloc(n ? n : 1, sizeof *t);
+  for (size_t k = 0; k < n; k++) {
+    struct gw_audit_record *r = rs[k];
+    const char **at[] = {&r->user, &r->capability, &r->tool, &r->decision, &r->outcome};
+    for (size_t i = 0; i < ARRAY_SIZE(at); i++) {
+      t[k].at[i] = at[i];
+      t[k].was[i] = *at[i];
+      *at[i] = as_text(t[k].was[i], &t[k].owned[i]);
+    }
+  }
+  int64_t changes = gw_db_total_changes(st->db);
+  int ret = n ? append_records(st, rs, n, err) : 0;
+  /* the log's rows: no read kept (state_cache.c) is of them */
+  gw_state_cache_quiet(st, gw_db_total_changes(st->db) - changes);
+  for (size_t k = 0; k < n; k++)
+    for (size_t i = 0; i < ARRAY_SIZE(t[k].at); i++) {
+      *t[k].at[i] = t[k].was[i];
+      free(t[k].owned[i]);
+    }
+  free(t);
+  return ret;
+}
+
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
 {
-  const char **text[] = {&r->user, &r->capability, &r->tool, &r->decision, &r->outcome};
-  const char *was[ARRAY_SIZE(text)];
-  char *owned[ARRAY_SIZE(text)];
-  for (size_t i = 0; i < ARRAY_SIZE(text); i++) {
-    was[i] = *text[i];
-    *text[i] = as_text(was[i], &owned[i]);
-  }
-  int ret = append_record(st, r, err);
-  for (size_t i = 0; i < ARRAY_SIZE(text); i++) {
-    *text[i] = was[i];
-    free(owned[i]);
-  }
-  return ret;
+  return gw_audit_append_many(st, &r, 1, err);
 }
 
 int gw_audit_change(struct gw_state *st, const char *kind, const char *who, const char *capability,
@@ -405,11 +448,12 @@ int gw_audit_init_mark(struct gw_state *st, struct cap_error *err)
   return r < 0 ? r : gw_hwm_write(st, &mark, true, err);
 }
 
-/* Moves the mark to a newly committed record. A mark that is missing,
- * does not verify, is ahead, or names a record the log no longer holds is
+/* Moves the mark to a newly committed record, rec, appended after base
+ * (the last record its transaction read). A mark that is missing, does
+ * not verify, is ahead, or names a record the log no longer holds is
  * left as it is: it is the evidence verify reports. */
-static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
-                        struct cap_error *err)
+static int advance_mark(struct gw_state *st, const struct gw_hwm *base,
+                        const struct gw_audit_record *rec, struct cap_error *err)
 {
   int r = gw_hwm_hold(st, err);
   if (r < 0)
@@ -419,9 +463,9 @@ static int advance_mark(struct gw_state *st, const struct gw_audit_record *rec,
   r = gw_hwm_read_held(st, &mark, &status, err);
   if (r < 0 || status != GW_HWM_OK || mark.seq >= rec->seq)
     goto out;
-  /* the mark names the record this one follows, as read in its
+  /* the mark names the record these follow, as read in their
    * transaction: that record is in the log, no need to look it up */
-  bool follows = mark.seq == rec->seq - 1 && strcmp(mark.hash, rec->prev) == 0;
+  bool follows = mark.seq == base->seq && strcmp(mark.hash, base->hash) == 0;
   char have[65] = "";
   if (mark.seq > 0 && !follows &&
       ((r = record_hash(st, mark.seq, have, err)) < 0 || strcmp(have, mark.hash)))

@@ -47,7 +47,27 @@ struct gw_state {
   char hwm_text[256];
   char hwm_held_name[48];               /* the hwm_name they are of (a migration names it later) */
   struct gw_access_cache *access_cache; /* tokens checked since the last revoke (access.c) */
+  struct gw_audit_group *group;         /* the audit's group commit (state_group.c) */
+  struct gw_state_cache *cache;         /* reads kept while the database is unchanged */
+  int64_t quiet_changes;                /* rows the audit's appends changed (state_cache.c) */
+  unsigned calls; /* gw_call's on this handle at the moment (under its lock) */
 };
+
+/* Reads kept (state_cache.c): valid while no other connection committed
+ * (SQLite's data_version) and this one changed no row but the audit's;
+ * nothing kept on PostgreSQL. A key made by gw_state_cache_key; a hit's
+ * values are the cache's, valid until the next call into it; a miss is
+ * followed by the read and gw_state_cache_put of what it read. */
+struct cap_buf;
+void gw_state_cache_key(struct cap_buf *key, const char *kind, const char *const *parts, size_t n);
+bool gw_state_cache_get(struct gw_state *st, const char *key, char *const **vals, size_t *n);
+void gw_state_cache_put(struct gw_state *st, const char *key, const char *const *vals, size_t n);
+/* Rows changed by the audit's own appends: not a change of any read kept. */
+void gw_state_cache_quiet(struct gw_state *st, int64_t changes);
+void gw_state_cache_free(struct gw_state *st);
+
+/* Frees st->group (state_group.c). */
+void gw_audit_group_free(struct gw_state *st);
 
 /* Frees st->access_cache (access.c). */
 void gw_access_cache_free(struct gw_state *st);

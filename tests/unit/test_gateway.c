@@ -1,7 +1,9 @@
 /* Unit tests for the gateway's pieces that need no sandbox: the digest of what a capability runs
- * (gw_spec_digest) and the approvals' life cycle (gateway/approval.h). */
+ * (gw_spec_digest), the approvals' life cycle (gateway/approval.h), the state's kept reads
+ * (gateway/state_cache.c) and the audit's group commit (gateway/state_group.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -10,6 +12,8 @@
 #include "core/buf.h"
 #include "gateway/volumes.h"
 #include "gateway/approval.h"
+#include "gateway/call.h"
+#include "gateway/plugin_state.h"
 #include "gateway/registry.h"
 #include "gateway/selu.h"
 #include "gateway/state.h"
@@ -242,4 +246,153 @@ static void test_tools_cache(void)
   cap_spec_free(spec);
 }
 
-UNIT_MAIN(test_spec_digest, test_approval_life, test_volume_names, test_tools_cache)
+static struct gw_state *open_state(const char *dir)
+{
+  struct gw_state *st = NULL;
+  struct cap_error err = {0};
+  CHECK(gw_state_open(dir, &st, &err) == 0);
+  cap_error_clear(&err);
+  return st;
+}
+
+/* The policy st reads for c.t (operator's), 'n' when none. */
+static char policy_of(struct gw_state *st)
+{
+  enum cap_policy p = CAP_POLICY_BLOCK;
+  bool found = false;
+  struct cap_error err = {0};
+  CHECK(gw_policy_get(st, "c", "t", "", &p, &found, &err) == 0);
+  cap_error_clear(&err);
+  return !found ? 'n' : p == CAP_POLICY_ALLOW ? 'a' : p == CAP_POLICY_ASK ? 'q' : 'b';
+}
+
+static void count_grant(void *arg, const char *cap, enum gw_grant_kind kind, const char *value,
+                        const char *created)
+{
+  ++*(int *)arg;
+}
+
+static int grants_of(struct gw_state *st)
+{
+  int n = 0;
+  struct cap_error err = {0};
+  CHECK(gw_grant_list(st, "c", count_grant, &n, &err) == 0);
+  cap_error_clear(&err);
+  return n;
+}
+
+/* Reads kept within a call: another connection's change seen by the next
+ * call, this connection's own at once; the audit's appends keep them. */
+static void test_state_cache(void)
+{
+  char dir[] = "/tmp/capsule-unit-cache.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("CAPSULE_STATE_KEY", "", 1);
+  struct gw_state *a = open_state(dir), *b = a ? open_state(dir) : NULL;
+  struct cap_error err = {0};
+  if (!a || !b)
+    goto out;
+  gw_state_cache_begin(a);
+  CHECK(policy_of(a) == 'n' && grants_of(a) == 0);
+  CHECK(gw_policy_set(b, "c", "t", "", CAP_POLICY_ALLOW, &err) == 0);
+  CHECK(gw_grant_add(b, "c", GW_GRANT_HOST, "example.org", &err) == 0);
+  CHECK(policy_of(a) == 'n' && grants_of(a) == 0); /* kept: the call began before */
+  gw_state_cache_end(a);
+  gw_state_cache_begin(a); /* the next call sees them */
+  CHECK(policy_of(a) == 'a' && grants_of(a) == 1);
+  CHECK(gw_policy_set(a, "c", "t", "", CAP_POLICY_BLOCK, &err) == 0); /* its own: at once */
+  CHECK(policy_of(a) == 'b');
+  CHECK(gw_grant_add(a, "c", GW_GRANT_READ, "/srv", &err) == 0);
+  CHECK(grants_of(a) == 2 && policy_of(a) == 'b'); /* both kept again */
+  struct gw_audit_record r = {
+      .user = "u", .capability = "c", .tool = "t", .decision = "allow", .outcome = "ok"};
+  CHECK(gw_audit_append(a, &r, &err) == 0);
+  CHECK(gw_policy_set(b, "c", "t", "", CAP_POLICY_ASK, &err) == 0);
+  CHECK(policy_of(a) == 'b'); /* the audit's own rows did not drop what was kept */
+  gw_state_cache_end(a);
+  CHECK(policy_of(a) == 'q'); /* outside a call: read each time */
+  gw_state_cache_begin(a);
+  CHECK(policy_of(a) == 'q');
+  gw_state_cache_end(a);
+out:
+  cap_error_clear(&err);
+  gw_state_close(a);
+  gw_state_close(b);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+static pthread_mutex_t group_mu = PTHREAD_MUTEX_INITIALIZER;
+static void group_acquire(void *ctx) { pthread_mutex_lock(ctx); }
+static void group_release(void *ctx) { pthread_mutex_unlock(ctx); }
+static const struct gw_state_lock group_lock = {group_acquire, group_release, &group_mu};
+enum { GROUP_THREADS = 8, GROUP_EACH = 25 };
+
+struct appender {
+  struct gw_state *st;
+  int failed;
+  int64_t seqs[GROUP_EACH];
+};
+
+static void *append_some(void *arg)
+{
+  struct appender *ap = arg;
+  for (int i = 0; i < GROUP_EACH; i++) {
+    struct gw_audit_record r = {
+        .user = "u", .capability = "c", .tool = "t", .decision = "allow", .outcome = "ok"};
+    struct cap_error err = {0};
+    pthread_mutex_lock(&group_mu);
+    gw_state_cache_begin(ap->st); /* as gw_call: the others in flight are counted */
+    ap->failed += gw_audit_append_shared(ap->st, &group_lock, &r, &err) != 0;
+    gw_state_cache_end(ap->st);
+    pthread_mutex_unlock(&group_mu);
+    ap->seqs[i] = r.seq; /* set once committed */
+    cap_error_clear(&err);
+  }
+  return NULL;
+}
+
+/* Threads appending at once through the group commit: each record its
+ * own seq, the chain, head and mark verify. */
+static void test_audit_group(void)
+{
+  char dir[] = "/tmp/capsule-unit-group.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("CAPSULE_STATE_KEY", "", 1);
+  struct gw_state *st = open_state(dir);
+  if (!st)
+    return;
+  struct appender ap[GROUP_THREADS];
+  pthread_t t[GROUP_THREADS];
+  for (int i = 0; i < GROUP_THREADS; i++) {
+    ap[i] = (struct appender){.st = st};
+    CHECK(pthread_create(&t[i], NULL, append_some, &ap[i]) == 0);
+  }
+  static bool seen[GROUP_THREADS * GROUP_EACH + 1];
+  bool distinct = true;
+  for (int i = 0; i < GROUP_THREADS; i++) {
+    pthread_join(t[i], NULL);
+    CHECK(ap[i].failed == 0);
+    for (int j = 0; j < GROUP_EACH; j++) {
+      int64_t q = ap[i].seqs[j];
+      distinct = distinct && q >= 1 && q <= GROUP_THREADS * GROUP_EACH && !seen[q];
+      if (q >= 1 && q <= GROUP_THREADS * GROUP_EACH)
+        seen[q] = true;
+    }
+  }
+  CHECK(distinct);
+  size_t n = 0;
+  struct cap_error err = {0};
+  CHECK(gw_audit_verify(st, &n, &err) == 0 && n == GROUP_THREADS * GROUP_EACH);
+  if (err.message)
+    fprintf(stderr, "audit verify: %s\n", err.message);
+  cap_error_clear(&err);
+  gw_state_close(st);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+UNIT_MAIN(test_spec_digest, test_approval_life, test_volume_names, test_tools_cache,
+          test_state_cache, test_audit_group)

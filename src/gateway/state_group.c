@@ -1,0 +1,133 @@
+/* Group commit of the audit (gateway/state.h, gw_audit_append_shared):
+ * in a process whose threads share one state handle under a lock (serve),
+ * the records of calls that finish together are appended in one
+ * transaction by one of them, the leader, while the others wait; each
+ * call returns once its own record is committed, so no answer leaves
+ * before its record is in. The chain, its head and the high-water mark
+ * are gw_audit_append_many's: exactly as for records appended one by
+ * one. Split from state_audit.c. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "core/buf.h"
+#include "core/cleanup.h"
+#include "gateway/call.h"
+#include "gateway/state.h"
+#include "gateway/state_int.h"
+
+/* A record waiting for its transaction, on its caller's stack. */
+struct pending {
+  struct gw_audit_record *rec;
+  struct pending *next;
+  int rc;
+  struct cap_error err;
+  bool done; /* committed, or failed: rc and err say */
+};
+
+struct gw_audit_group {
+  pthread_mutex_t mu; /* the queue, leading, each pending's outcome */
+  pthread_cond_t cv;  /* a batch done */
+  struct pending *head, **tail;
+  bool leading; /* a caller is appending the queue (or waits for the state to) */
+};
+
+void gw_audit_group_free(struct gw_state *st)
+{
+  if (!st->group)
+    return;
+  pthread_mutex_destroy(&st->group->mu);
+  pthread_cond_destroy(&st->group->cv);
+  free(st->group);
+  st->group = NULL;
+}
+
+/* Under the state lock: st's group, made on first use. */
+static struct gw_audit_group *group_of(struct gw_state *st)
+{
+  if (!st->group) {
+    struct gw_audit_group *g = cap_xcalloc(1, sizeof *g);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->tail = &g->head;
+    st->group = g;
+  }
+  return st->group;
+}
+
+static int outcome(struct pending *me, struct cap_error *err)
+{
+  if (me->rc < 0 && err) {
+    cap_error_set(err, me->err.code ? me->err.code : EIO, "%s",
+                  me->err.message ? me->err.message : "cannot append to the audit log");
+    err->outcome = me->err.outcome;
+  }
+  cap_error_clear(&me->err);
+  return me->rc;
+}
+
+/* The leader, holding the state lock: every record queued so far in one
+ * transaction, each one's outcome set, the next leader let in. */
+static void lead(struct gw_state *st, struct gw_audit_group *g)
+{
+  pthread_mutex_lock(&g->mu);
+  struct pending *batch = g->head;
+  g->head = NULL;
+  g->tail = &g->head;
+  pthread_mutex_unlock(&g->mu);
+  size_t n = 0;
+  for (struct pending *p = batch; p; p = p->next)
+    n++;
+  _cleanup_free_ struct gw_audit_record **recs = cap_xcalloc(n ? n : 1, sizeof *recs);
+  n = 0;
+  for (struct pending *p = batch; p; p = p->next)
+    recs[n++] = p->rec;
+  struct cap_error berr = {0};
+  int rc = gw_audit_append_many(st, recs, n, &berr);
+  pthread_mutex_lock(&g->mu);
+  for (struct pending *p = batch, *next; p; p = next) {
+    next = p->next; /* p is its caller's once done */
+    p->rc = rc;
+    if (rc < 0) {
+      cap_error_set(&p->err, berr.code ? berr.code : EIO, "%s",
+                    berr.message ? berr.message : "cannot append to the audit log");
+      p->err.outcome = berr.outcome;
+    }
+    p->done = true;
+  }
+  g->leading = false;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+  cap_error_clear(&berr);
+}
+
+int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock,
+                           struct gw_audit_record *r, struct cap_error *err)
+{
+  if (!lock)
+    return gw_audit_append(st, r, err);
+  struct gw_audit_group *g = group_of(st);
+  struct pending me = {.rec = r};
+  bool others = st->calls > 1; /* other calls on their way here */
+  /* the lock let go: the other calls reach this point and queue theirs
+   * meanwhile, while the leader waits for the lock */
+  lock->release(lock->ctx);
+  pthread_mutex_lock(&g->mu);
+  *g->tail = &me;
+  g->tail = &me.next;
+  while (!me.done && g->leading)
+    pthread_cond_wait(&g->cv, &g->mu);
+  bool leader = !me.done;
+  if (leader)
+    g->leading = true;
+  pthread_mutex_unlock(&g->mu);
+  if (leader && others) /* the calls woken for the lock as it was let go get to queue
+                           theirs first (a mutex let go is mostly taken again by its last
+                           holder) */
+    sched_yield();
+  lock->acquire(lock->ctx);
+  if (leader) /* me among the batch: done when it returns */
+    lead(st, g);
+  return outcome(&me, err);
+}
