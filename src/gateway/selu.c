@@ -531,7 +531,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                  .session_id = run.session,
                                  .user_id = call->user ? call->user : "",
                                  .thread_id = call->thread_id ? call->thread_id : "",
-                                 .capability_id = spec->id};
+                                 .capability_id = spec->id,
+                                 .cancel = call->cancel};
     r = call_on_lease(call, spec, cc.ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
     char reason[480];
     if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {
