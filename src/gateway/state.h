@@ -213,6 +213,14 @@ int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, stru
  * killed leaves them to the recovery, which records nothing of them and
  * keeps them as spare files. */
 void gw_inflight_spares(bool on);
+
+/* state_read.c: the reads a call makes between its resolve and its run
+ * (policy, credentials, grants) in one read transaction, for a caller
+ * that makes no write meanwhile: true when one began (SQLite), and then
+ * gw_state_read_end before any write or a wait. Nothing read is kept
+ * past it. */
+bool gw_state_read_begin(struct gw_state *st);
+void gw_state_read_end(struct gw_state *st);
 /* Rewrites the marker's fields (e.g. the decision, once made). */
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
 /* Removes the marker (the call's own record is then written). No-op on

@@ -125,6 +125,16 @@ blocked=$(call 8 '{"text":"a b c"}')
 jq -e '.result.isError == true' >/dev/null <<<"$blocked" && grep -q "blocked by policy" <<<"$blocked" &&
   ok "policy block applies to a warm call" || bad "policy block applies to a warm call: $blocked"
 "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
+# never a stale policy: each change seen by the very next warm call
+flips=0
+for i in 1 2 3; do
+  "$capsule" policy set "${C[@]}" text-tools word_count block >/dev/null
+  grep -q "blocked by policy" <<<"$(call $((80 + 2 * i)) '{"text":"a b c"}')" && flips=$((flips + 1))
+  "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
+  words "$(call $((81 + 2 * i)) '{"text":"a b c"}')" && flips=$((flips + 1))
+done
+[ $flips = 6 ] && ok "each policy change applies to the next warm call" ||
+  bad "each policy change applies to the next warm call ($flips of 6)"
 
 # the warm process killed mid-call (its lease held up: the keeper
 # stopped): one interrupted record, and the next call is answered by a
