@@ -227,6 +227,10 @@ elif slow_ok 20 && wait_for warm_proc && slow_ok 21; then
     bad "the hang call is in flight (no marker)"
   fi
   kill "$hang" 2>/dev/null; wait "$hang" 2>/dev/null
+  # the first call's marker ended (its record comes just before), so the
+  # marker looked for next is the second call's
+  no_hang() { ! hang_in_flight; }
+  wait_for no_hang || bad "the cancelled call's marker ends"
   # 2026-07-28: the request's stream closed cancels it
   meta='{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
   curl -sS -m 120 -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
