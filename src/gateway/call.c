@@ -229,7 +229,11 @@ static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
     return GW_OUTCOME_OK;
   c->with_ids = *c->call;
   _cleanup_free_ char *key = gw_id_range_key(c->spec->id, c->spec->package_dir);
-  if (gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err) < 0) {
+  uint32_t found = 0;
+  int r = c->reading ? gw_state_id_range(c->st, key, false, &found, err) : 0;
+  if (r == 0 && c->reading && !found) /* a new range takes the write lock: not in a read */
+    reads_done(c);
+  if (r < 0 || gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err) < 0) {
     cap_error_prefix(err, "cannot allocate capability %s's host ids", c->spec->id);
     return GW_OUTCOME_FAILED;
   }
@@ -721,11 +725,12 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   struct cap_error ignored = {0};
   gw_inflight_begin(st, &c.rec, &c.inflight, &ignored);
   cap_error_clear(&ignored);
-  enum gw_outcome o = step_resolve(&c, err);
-  /* a warm Selu call writes nothing until its audit: policy, credentials
-   * and grants read in one transaction (serve's pooled connections) */
-  if (o == GW_OUTCOME_OK && call->selu_warm_only && !call->mcp_method)
+  /* a warm Selu call writes nothing until its audit (but a new id
+   * range): its id range, policy, credentials and grants read in one
+   * transaction (serve's pooled connections) */
+  if (call->selu_warm_only && !call->mcp_method)
     c.reading = gw_state_read_begin(st);
+  enum gw_outcome o = step_resolve(&c, err);
   if (o == GW_OUTCOME_OK && call->mcp_method)
     c.rec.decision = "mcp-request"; /* no tool, no policy: the capability is served */
   else if (o == GW_OUTCOME_OK)
