@@ -214,8 +214,8 @@ int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, stru
  * keeps them as spare files. */
 void gw_inflight_spares(bool on);
 
-/* state_read.c: the reads a call makes between its resolve and its run
- * (policy, credentials, grants) in one read transaction, for a caller
+/* state_read.c: the reads a call makes before its run (id range,
+ * policy, credentials, grants) in one read transaction, for a caller
  * that makes no write meanwhile: true when one began (SQLite), and then
  * gw_state_read_end before any write or a wait. Nothing read is kept
  * past it. */
