@@ -213,14 +213,6 @@ int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, stru
  * killed leaves them to the recovery, which records nothing of them and
  * keeps them as spare files. */
 void gw_inflight_spares(bool on);
-
-/* state_read.c: the reads a call makes before its run (id range,
- * policy, credentials, grants) in one read transaction, for a caller
- * that makes no write meanwhile: true when one began (SQLite), and then
- * gw_state_read_end before any write or a wait. Nothing read is kept
- * past it. */
-bool gw_state_read_begin(struct gw_state *st);
-void gw_state_read_end(struct gw_state *st);
 /* Rewrites the marker's fields (e.g. the decision, once made). */
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
 /* Removes the marker (the call's own record is then written). No-op on
@@ -246,5 +238,13 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
 
 /* SHA-256 of data as 64 hex digits into out[65]. */
 void gw_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* state_read.c: the reads a call makes before its run (id range,
+ * policy, credentials, grants) in one read transaction, for a caller
+ * that makes no write meanwhile: true when one began (SQLite), and then
+ * gw_state_read_end before any write or a wait. Nothing read is kept
+ * past it. */
+bool gw_state_read_begin(struct gw_state *st);
+void gw_state_read_end(struct gw_state *st);
 
 #endif
