@@ -60,9 +60,11 @@ struct mcp_config {
   void *reg_ctx;
   /* serve: a Selu call that runs apart is first offered here (a warm
    * instance answering in serve's warm Selu process, no fork);
-   * GW_OUTCOME_NOT_WARM: nothing ran, it runs apart. NULL: none. */
+   * GW_OUTCOME_NOT_WARM: nothing ran, it runs apart. cancel_fd readable
+   * (its peer shut for writing, or closed) cancels the call; -1: none.
+   * NULL: none. */
   enum gw_outcome (*selu_warm)(void *ctx, const struct gw_registry *reg, const struct gw_call *call,
-                               struct gw_result *res, struct cap_error *err);
+                               int cancel_fd, struct gw_result *res, struct cap_error *err);
   void *selu_warm_ctx;
 };
 

@@ -96,6 +96,7 @@ struct mcp_run {
   bool tool_known;     /* the tool was found (in the name table, or a capability's) */
   pid_t run_pid;       /* RUN_APART: the run step's child while it runs (atomic), else 0 */
   bool term_sent;      /* RUN_APART cancelled: SIGTERM reached its run step's child */
+  bool cancel_told;    /* RUN_APART cancelled: fd shut for writing (a warm Selu call's signal) */
   pthread_t thread;
   struct mcp_job *job; /* what the thread reads (owned; freed once it is joined) */
   int fd;              /* the child's report; -1 */

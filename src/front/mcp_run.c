@@ -139,8 +139,9 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
       o = GW_OUTCOME_OK;
     } else {
       o = GW_OUTCOME_NOT_WARM;
-      if (j->where == RUN_APART && j->cfg->selu_warm) /* a warm Selu instance, no fork */
-        o = j->cfg->selu_warm(j->cfg->selu_warm_ctx, j->reg, &call, &res, err);
+      if (j->where == RUN_APART && j->cfg->selu_warm) /* a warm Selu instance, no fork; */
+        o = j->cfg->selu_warm(j->cfg->selu_warm_ctx, j->reg, &call, /* cancelled: fd's EOF */
+                              r->relayed ? -1 : j->fd, &res, err);
       if (o == GW_OUTCOME_NOT_WARM)
         o = gw_call(&call, j->reg, st, &res, err);
     }
@@ -363,6 +364,9 @@ void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answ
  * the thread clears it before it reaps the child. */
 void mcp_run_signal_apart(struct mcp_run *r, uint64_t now)
 {
+  if (!r->cancel_told && r->fd >= 0) /* a call in serve's warm Selu process: its EOF */
+    shutdown(r->fd, SHUT_WR);
+  r->cancel_told = true;
   pid_t pid = __atomic_load_n(&r->run_pid, __ATOMIC_ACQUIRE);
   if (!pid)
     return;

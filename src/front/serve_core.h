@@ -91,7 +91,7 @@ struct serve {
    * clients have the answer (teardown waits for them, bounded) */
   struct stream **ended;
   size_t n_ended;
-  char *key_path;        /* STATE/serve.key: what capsule/approve presents (serve_unix.c) */
+  char *key_path; /* STATE/serve.key: what capsule/approve presents (serve_unix.c) */
   char operator_key[65];
 };
 

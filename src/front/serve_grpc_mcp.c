@@ -12,8 +12,10 @@
  * flight: a thread of this process each), and reads back the outcome.
  * What needs more (no instance running, policy ask, a dynamic tool not
  * known) comes back GW_OUTCOME_NOT_WARM, unaudited, and runs apart as
- * before. A warm call is not stopped by a cancellation: it runs to its
- * deadline on the shared instance, and is audited. */
+ * before. A cancellation (mcp_config.selu_warm's cancel_fd) shuts
+ * serve's side of the call's connection for writing; the warm process's
+ * watcher sees it and cancels the instance's gRPC call, which is audited
+ * as cancelled by the client; the connection is not kept. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,6 +23,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -28,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cancel.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
 #include "core/io.h"
@@ -86,11 +90,26 @@ static char *read_field(int fd, uint32_t len)
 
 /* ---- in the warm process ---- */
 
+/* A call in flight, watched for its cancellation: serve shuts its side
+ * of the connection for writing (or it closes), the connection turns
+ * readable, and the watcher fires the call's token (the instance's gRPC
+ * call cancelled). seq tells a registration from a later one on the same
+ * descriptor number. */
+struct watched {
+  int fd;
+  uint32_t seq;
+  struct cap_cancel *cancel;
+};
+
 struct warm_proc {
   struct serve_grpc_warm *warm;
   pthread_mutex_t mu;
   pthread_cond_t done;
   unsigned conns; /* connection threads running */
+  int watch_ep;   /* the calls in flight's connections (EPOLLONESHOT); -1: none watched */
+  uint32_t seq;
+  struct watched *watched; /* under mu */
+  size_t n_watched, cap_watched;
 };
 
 struct conn_arg {
@@ -112,6 +131,57 @@ static bool answer(int fd, enum gw_outcome o, const struct cap_error *err,
          cap_write_all(fd, json, a.len[1], CAP_IO_NOSIGPIPE) == 0;
 }
 
+/* The watcher: fires the token of a call whose connection turned
+ * readable (nothing more comes on it but its end). */
+static void *watch_thread(void *arg)
+{
+  struct warm_proc *p = arg;
+  for (;;) {
+    struct epoll_event ev[16];
+    int n = epoll_wait(p->watch_ep, ev, ARRAY_SIZE(ev), -1);
+    if (n < 0 && errno != EINTR)
+      return NULL;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < n; i++)
+      for (size_t k = 0; k < p->n_watched; k++)
+        if (p->watched[k].fd == (int)(uint32_t)ev[i].data.u64 &&
+            p->watched[k].seq == (uint32_t)(ev[i].data.u64 >> 32))
+          cap_cancel_fire(p->watched[k].cancel);
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
+/* fd's call watched for its cancellation until unwatch; false when it
+ * cannot be (the call then runs uncancellable). */
+static bool watch(struct warm_proc *p, int fd, struct cap_cancel *cancel)
+{
+  pthread_mutex_lock(&p->mu);
+  if (p->n_watched == p->cap_watched) {
+    p->cap_watched = p->cap_watched ? 2 * p->cap_watched : 16;
+    p->watched = cap_xrealloc(p->watched, p->cap_watched * sizeof *p->watched);
+  }
+  uint32_t seq = ++p->seq;
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+                           .data.u64 = ((uint64_t)seq << 32) | (uint32_t)fd};
+  bool ok = p->watch_ep >= 0 && epoll_ctl(p->watch_ep, EPOLL_CTL_ADD, fd, &ev) == 0;
+  if (ok)
+    p->watched[p->n_watched++] = (struct watched){.fd = fd, .seq = seq, .cancel = cancel};
+  pthread_mutex_unlock(&p->mu);
+  return ok;
+}
+
+static void unwatch(struct warm_proc *p, int fd)
+{
+  pthread_mutex_lock(&p->mu);
+  epoll_ctl(p->watch_ep, EPOLL_CTL_DEL, fd, NULL);
+  for (size_t k = 0; k < p->n_watched; k++)
+    if (p->watched[k].fd == fd) {
+      p->watched[k] = p->watched[--p->n_watched];
+      break;
+    }
+  pthread_mutex_unlock(&p->mu);
+}
+
 /* One request on fd: false when the connection is done. */
 static bool serve_one(struct warm_proc *p, int fd)
 {
@@ -129,9 +199,16 @@ static bool serve_one(struct warm_proc *p, int fd)
                                  .args = f[3],
                                  .args_len = q.len[3],
                                  .deadline_ms = q.deadline_ms};
+    struct cap_cancel cancel;
+    cap_cancel_init(&cancel);
+    bool watched = watch(p, fd, &cancel);
+    in.cancel = watched ? &cancel : NULL;
     struct gw_result res = {0};
     struct cap_error err = {0};
     enum gw_outcome o = serve_grpc_warm_run(p->warm, &in, &res, &err);
+    if (watched)
+      unwatch(p, fd);
+    cap_cancel_destroy(&cancel);
     ok = answer(fd, o, &err, &res);
     free(res.json);
     cap_error_clear(&err);
@@ -220,9 +297,15 @@ static _Noreturn void warm_process(struct serve *sv, int ctl, int reload_rd)
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   int sig = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  struct warm_proc p = {.warm = serve_grpc_warm_new(opt, reload_rd)};
+  struct warm_proc p = {.warm = serve_grpc_warm_new(opt, reload_rd),
+                        .watch_ep = epoll_create1(EPOLL_CLOEXEC)};
   pthread_mutex_init(&p.mu, NULL);
   pthread_cond_init(&p.done, NULL);
+  pthread_t watcher;
+  if (p.watch_ep >= 0 && pthread_create(&watcher, NULL, watch_thread, &p) != 0) {
+    close(p.watch_ep); /* calls run, not cancellable */
+    p.watch_ep = -1;
+  }
   gw_inflight_spares(true); /* a call's marker without a file made per call */
   for (;;) {
     struct pollfd fds[2] = {{.fd = ctl, .events = POLLIN}, {.fd = sig, .events = POLLIN}};
@@ -520,8 +603,29 @@ static bool send_request(int fd, const struct gw_call *call)
   return ok;
 }
 
+/* Waits for the answer on fd; cancel_fd readable first (the call
+ * cancelled): fd shut for writing, which the warm process's watcher
+ * sees, then the answer awaited all the same (the call's record is
+ * written there). True when the call was cancelled. */
+static bool await_answer(int fd, int cancel_fd)
+{
+  bool cancelled = false;
+  while (cancel_fd >= 0 && !cancelled) {
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = cancel_fd, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0 && errno != EINTR)
+      break;
+    if (p[0].revents)
+      break;
+    if (p[1].revents) {
+      shutdown(fd, SHUT_WR);
+      cancelled = true;
+    }
+  }
+  return cancelled;
+}
+
 enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
-                                const struct gw_call *call, struct gw_result *res,
+                                const struct gw_call *call, int cancel_fd, struct gw_result *res,
                                 struct cap_error *err)
 {
   struct serve_selu *s = __atomic_load_n(&((struct serve *)ctx)->selu, __ATOMIC_ACQUIRE);
@@ -542,6 +646,7 @@ enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
   }
   if (fd < 0)
     return GW_OUTCOME_NOT_WARM;
+  bool cancelled = await_answer(fd, cancel_fd);
   struct warm_ans a;
   char *msg = NULL, *json = NULL;
   if (cap_read_all(fd, &a, sizeof a) < 0 || !(msg = read_field(fd, a.len[0])) ||
@@ -553,7 +658,10 @@ enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
                          "serve's warm Selu process ended during the call; try again"),
            GW_OUTCOME_FAILED;
   }
-  conn_give(s, fd, gen);
+  if (cancelled) /* shut: never used again */
+    close(fd);
+  else
+    conn_give(s, fd, gen);
   enum gw_outcome o = (enum gw_outcome)a.outcome;
   if (o != GW_OUTCOME_OK && o != GW_OUTCOME_NOT_WARM)
     cap_error_set(err, a.code ? a.code : EIO, "%s", msg);

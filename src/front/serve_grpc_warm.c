@@ -157,6 +157,7 @@ static enum gw_outcome warm_run(struct serve_grpc_warm *w, struct warm_registry 
       .n_hidden = w->n_hidden,
       .selu_warm_only = true,
       .channels = w->channels,
+      .cancel = in->cancel,
       .warn = serve_call_warn,
       .warn_ctx = (void *)w->opt,
   };

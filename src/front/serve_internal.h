@@ -138,7 +138,7 @@ struct serve_selu;
 void serve_selu_start(struct serve *sv, const struct gw_registry *reg);
 void serve_selu_reloaded(struct serve_selu *s);
 enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
-                                const struct gw_call *call, struct gw_result *res,
+                                const struct gw_call *call, int cancel_fd, struct gw_result *res,
                                 struct cap_error *err);
 void serve_selu_stop(struct serve_selu *s, int drain_ms);
 
@@ -187,6 +187,7 @@ struct serve_warm_call {
   size_t args_len;
   uint64_t deadline_ms; /* 0: serve's */
   const char *session_id, *thread_id;
+  struct cap_cancel *cancel; /* fired: the call on the instance cancelled; NULL: none */
 };
 struct gw_result;
 enum gw_outcome serve_grpc_warm_run(struct serve_grpc_warm *w, const struct serve_warm_call *in,

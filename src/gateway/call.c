@@ -85,7 +85,17 @@ struct call_ctx {
   struct gw_call with_ids;        /* the call with its id_base: what c->call points to once known */
   struct gw_egress_batch *egress; /* the proxy's decisions, stored after the record */
   struct gw_talos_config *talos;  /* a run apart's Talos settings, read before its fork */
+  bool reading; /* a read transaction holds its reads (gw_state_read_begin) until the run */
 };
+
+/* The call's reads done: its read transaction, if any, ended (before the
+ * run waits and the audit writes). */
+static void reads_done(struct call_ctx *c)
+{
+  if (c->reading)
+    gw_state_read_end(c->st);
+  c->reading = false;
+}
 
 static void free_secrets(struct call_ctx *c)
 {
@@ -219,7 +229,11 @@ static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
     return GW_OUTCOME_OK;
   c->with_ids = *c->call;
   _cleanup_free_ char *key = gw_id_range_key(c->spec->id, c->spec->package_dir);
-  if (gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err) < 0) {
+  uint32_t found = 0;
+  int r = c->reading ? gw_state_id_range(c->st, key, false, &found, err) : 0;
+  if (r == 0 && c->reading && !found) /* a new range takes the write lock: not in a read */
+    reads_done(c);
+  if (r < 0 || gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err) < 0) {
     cap_error_prefix(err, "cannot allocate capability %s's host ids", c->spec->id);
     return GW_OUTCOME_FAILED;
   }
@@ -501,7 +515,9 @@ static enum gw_outcome run_apart_step(void *arg, char **out, struct cap_error *e
 static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
 {
   struct gw_granted g;
-  if (gw_spec_with_grants(c->st, c->spec, &g, err) < 0)
+  int r = gw_spec_with_grants(c->st, c->spec, &g, err);
+  reads_done(c);
+  if (r < 0)
     return GW_OUTCOME_FAILED;
   struct apart a = {.c = c, .spec = &g.spec};
   struct gw_talos_config talos;
@@ -712,6 +728,11 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   struct cap_error ignored = {0};
   gw_inflight_begin(st, &c.rec, &c.inflight, &ignored);
   cap_error_clear(&ignored);
+  /* a warm Selu call writes nothing until its audit (but a new id
+   * range): its id range, policy, credentials and grants read in one
+   * transaction (serve's pooled connections) */
+  if (call->selu_warm_only && !call->mcp_method)
+    c.reading = gw_state_read_begin(st);
   enum gw_outcome o = step_resolve(&c, err);
   if (o == GW_OUTCOME_OK && call->mcp_method)
     c.rec.decision = "mcp-request"; /* no tool, no policy: the capability is served */
@@ -733,6 +754,7 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
     o = step_run(&c, err);
     ran = true;
   }
+  reads_done(&c);
   if (ran && covenant)
     gw_covenant_settle(st, c.spec, cpu_ms);
   if (o == GW_OUTCOME_NOT_WARM) /* nothing ran: the caller runs the call again, audited then */

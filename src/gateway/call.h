@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/cancel.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
 
@@ -125,6 +126,10 @@ struct gw_call {
    * caller to stop it with SIGTERM. */
   bool run_apart;
   pid_t *run_pid;
+  /* Selu: fired by another thread, the call on the instance is cancelled
+   * (the server told) and audited as failed, cancelled by the client;
+   * NULL: not cancellable (core/cancel.h) */
+  struct cap_cancel *cancel;
 };
 
 /* What a front door's MCP client and a third-party MCP server exchange

@@ -53,10 +53,14 @@ int gw_instance_connect(const struct sockaddr_un *sa, uint64_t deadline)
 
 int gw_instance_check_run_dir(const char *dir, struct cap_error *err)
 {
-  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-    return cap_error_errno(err, errno, "cannot create %s", dir);
   struct stat sb;
-  if (lstat(dir, &sb) < 0)
+  int r = lstat(dir, &sb); /* made only when missing: a long-lived caller checks it every call */
+  if (r < 0 && errno == ENOENT) {
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+      return cap_error_errno(err, errno, "cannot create %s", dir);
+    r = lstat(dir, &sb);
+  }
+  if (r < 0)
     return cap_error_errno(err, errno, "cannot read %s", dir);
   if (!S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 077))
     return cap_error_set(err, EPERM,

@@ -13,6 +13,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/filememo.h"
 #include "core/text.h"
 #include "manifest/load.h"
 
@@ -188,8 +189,10 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
   digest_str(&d, tree ? "capsule-spec-digest-v1" : "capsule-spec-digest-manifest-v1");
   digest_str(&d, spec->id);
   char *manifest = NULL;
-  size_t len = 0;
-  int r = cap_read_file(spec->source_path, 16u << 20, &manifest, &len, err);
+  size_t len = 0; /* kept while unchanged: a long-lived caller digests it every call */
+  int r = cap_filememo_read(spec->source_path, false, 16u << 20, &manifest, &len);
+  if (r < 0)
+    r = cap_read_file(spec->source_path, 16u << 20, &manifest, &len, err); /* its message */
   if (r < 0)
     return r;
   digest_field(&d, manifest, len);

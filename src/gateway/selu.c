@@ -15,6 +15,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/diag.h"
+#include "core/filememo.h"
 #include "core/json.h"
 #include "gateway/egress_store.h"
 #include "gateway/instance.h"
@@ -51,12 +52,18 @@ static char *read_small_file(const char *path, size_t *len)
 static void run_salt(const char *run_dir, unsigned char salt[32])
 {
   _cleanup_free_ char *path = cap_xasprintf("%s/salt", run_dir);
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  ssize_t got = fd >= 0 ? read(fd, salt, 32) : -1;
-  if (fd >= 0)
-    close(fd);
+  char *kept = NULL; /* kept while the file is the same (core/filememo.h) */
+  size_t len = 0;
+  int r = cap_filememo_read(path, true, 64, &kept, &len);
+  ssize_t got = r == 0 ? (ssize_t)len : r == -EFBIG ? 0 : -1; /* -1: none to replace */
+  if (got == 32)
+    memcpy(salt, kept, 32);
+  if (kept)
+    sodium_memzero(kept, len);
+  free(kept);
   if (got == 32)
     return;
+  int fd;
   randombytes_buf(salt, 32);
   _cleanup_free_ char *tmp = cap_xasprintf("%s/salt.%d", run_dir, (int)getpid());
   fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -524,7 +531,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                  .session_id = run.session,
                                  .user_id = call->user ? call->user : "",
                                  .thread_id = call->thread_id ? call->thread_id : "",
-                                 .capability_id = spec->id};
+                                 .capability_id = spec->id,
+                                 .cancel = call->cancel};
     r = call_on_lease(call, spec, cc.ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
     char reason[480];
     if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {

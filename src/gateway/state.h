@@ -259,4 +259,12 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
 /* SHA-256 of data as 64 hex digits into out[65]. */
 void gw_sha256_hex(const void *data, size_t len, char out[65]);
 
+/* state_read.c: the reads a call makes before its run (id range,
+ * policy, credentials, grants) in one read transaction, for a caller
+ * that makes no write meanwhile: true when one began (SQLite), and then
+ * gw_state_read_end before any write or a wait. Nothing read is kept
+ * past it. */
+bool gw_state_read_begin(struct gw_state *st);
+void gw_state_read_end(struct gw_state *st);
+
 #endif

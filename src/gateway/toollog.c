@@ -27,10 +27,12 @@ char *gw_tool_log_prepare(const char *log_dir, const struct cap_spec *spec)
 {
   if (!log_dir)
     return NULL;
-  mkdir(log_dir, 0700);
   char *path = cap_xasprintf("%s/%s.log", log_dir, spec->id);
   struct stat st;
-  if (stat(path, &st) == 0 && (uint64_t)st.st_size >= rotate_at(spec)) {
+  int r = stat(path, &st);
+  if (r < 0 && errno == ENOENT) /* the directory made only when the log is missing */
+    mkdir(log_dir, 0700);
+  if (r == 0 && (uint64_t)st.st_size >= rotate_at(spec)) {
     char *old = cap_xasprintf("%s.1", path);
     rename(path, old); /* a concurrent call may rotate first: either is fine */
     free(old);

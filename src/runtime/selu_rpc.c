@@ -27,6 +27,7 @@
 
 #include "capability.pb-c.h"
 #include "core/buf.h"
+#include "core/cancel.h"
 #include "orchestrator.pb-c.h"
 
 /* the wire's method paths: both services live in package selu.capability.v1 */
@@ -162,6 +163,7 @@ struct rpc {
   grpc_metadata_array initial, trailing;
   grpc_status_code status;
   grpc_slice details;
+  struct cap_cancel *cancel; /* NULL: not cancellable */
 };
 
 static void rpc_begin(struct rpc *c, struct selu_channel *ch, const char *method, int timeout_ms)
@@ -214,12 +216,19 @@ static grpc_op recv_status(struct rpc *c)
 /* Runs one batch and waits for it until the call's deadline (and a little
  * longer: the deadline itself ends the call first). On a timeout the call
  * is cancelled and its batch drained. */
+static void rpc_stop(void *call) { grpc_call_cancel(call, NULL); }
+
 static int rpc_batch(struct rpc *c, const grpc_op *ops, size_t n, struct cap_error *err)
 {
-  if (grpc_call_start_batch(c->call, ops, n, (void *)c, NULL) != GRPC_CALL_OK)
+  if (!cap_cancel_arm(c->cancel, rpc_stop, c->call)) /* cancelled before it started */
+    return cap_error_set(err, ECANCELED, "the call was cancelled by the client");
+  if (grpc_call_start_batch(c->call, ops, n, (void *)c, NULL) != GRPC_CALL_OK) {
+    cap_cancel_disarm(c->cancel);
     return cap_error_set(err, EIO, "cannot start the gRPC call %s", c->method);
+  }
   gpr_timespec wait = gpr_time_add(c->deadline, gpr_time_from_millis(2000, GPR_TIMESPAN));
   grpc_event ev = grpc_completion_queue_next(c->cq, wait, NULL);
+  cap_cancel_disarm(c->cancel);
   if (ev.type == GRPC_OP_COMPLETE)
     return 0;
   grpc_call_cancel(c->call, NULL);
@@ -231,6 +240,8 @@ static int rpc_batch(struct rpc *c, const grpc_op *ops, size_t n, struct cap_err
 static int rpc_answer(struct rpc *c, grpc_byte_buffer *recv, struct cap_buf *out,
                       struct cap_error *err)
 {
+  if (c->status == GRPC_STATUS_CANCELLED && cap_cancel_fired(c->cancel))
+    return cap_error_set(err, ECANCELED, "the call was cancelled by the client");
   if (c->status != GRPC_STATUS_OK)
     return status_error(c->status, c->details, c->method, c->timeout_ms, err);
   if (!recv)
@@ -240,10 +251,12 @@ static int rpc_answer(struct rpc *c, grpc_byte_buffer *recv, struct cap_buf *out
 
 /* One unary call: request bytes in, response bytes out (*out owned). */
 static int unary(struct selu_channel *ch, const char *method, const uint8_t *req, size_t req_len,
-                 int timeout_ms, struct cap_buf *out, struct cap_error *err)
+                 int timeout_ms, struct cap_cancel *cancel, struct cap_buf *out,
+                 struct cap_error *err)
 {
   struct rpc c;
   rpc_begin(&c, ch, method, timeout_ms);
+  c.cancel = cancel;
   grpc_byte_buffer *send = message(req, req_len), *recv = NULL;
   grpc_op ops[6];
   memset(ops, 0, sizeof ops);
@@ -303,11 +316,12 @@ static int stream_read(struct rpc *c, stream_fn on_msg, void *ctx, bool *done,
 
 /* One server-streaming call: the request out, then on_msg for each answer. */
 static int server_stream(struct selu_channel *ch, const char *method, const uint8_t *req,
-                         size_t req_len, int timeout_ms, stream_fn on_msg, void *ctx,
-                         struct cap_error *err)
+                         size_t req_len, int timeout_ms, struct cap_cancel *cancel,
+                         stream_fn on_msg, void *ctx, struct cap_error *err)
 {
   struct rpc c;
   rpc_begin(&c, ch, method, timeout_ms);
+  c.cancel = cancel;
   grpc_byte_buffer *send = message(req, req_len);
   grpc_op ops[4];
   memset(ops, 0, sizeof ops);
@@ -345,7 +359,7 @@ static int health_call(struct selu_channel *ch, const char *method,
                        struct cap_error *err)
 {
   struct cap_buf out = {0};
-  int r = unary(ch, method, (const uint8_t *)"", 0, timeout_ms, &out, err);
+  int r = unary(ch, method, (const uint8_t *)"", 0, timeout_ms, NULL, &out, err);
   ProtobufCMessage *m =
       r == 0 ? protobuf_c_message_unpack(answer, NULL, out.len, (const uint8_t *)out.data) : NULL;
   const ProtobufCFieldDescriptor *f =
@@ -395,7 +409,7 @@ static int service_invoke(struct selu_channel *ch, const struct selu_invoke_args
   uint8_t *buf = cap_xmalloc(len + 1);
   selu__capability__v1__invoke_request__pack(&req, buf);
   struct cap_buf out = {0};
-  int r = unary(ch, SERVICE_INVOKE, buf, len, timeout_ms, &out, err);
+  int r = unary(ch, SERVICE_INVOKE, buf, len, timeout_ms, a->cancel, &out, err);
   free(buf);
   if (r == 0) {
     Selu__Capability__V1__InvokeResponse *m =
@@ -473,13 +487,13 @@ static int capability_invoke(struct selu_channel *ch, bool stream, const struct 
   int r;
   if (!stream) {
     struct cap_buf out = {0};
-    r = unary(ch, CAPABILITY_INVOKE, buf, len, timeout_ms, &out, err);
+    r = unary(ch, CAPABILITY_INVOKE, buf, len, timeout_ms, a->cancel, &out, err);
     if (r == 0)
       r = capability_answer(&out, resp, err);
     cap_buf_free(&out);
   } else {
     struct chunks c = {0};
-    r = server_stream(ch, CAPABILITY_STREAM, buf, len, timeout_ms, on_chunk, &c, err);
+    r = server_stream(ch, CAPABILITY_STREAM, buf, len, timeout_ms, a->cancel, on_chunk, &c, err);
     if (r == 0)
       r = answer_text((const uint8_t *)(c.data.data ? c.data.data : ""), c.data.len,
                       "StreamInvoke data", &resp->result, err);
@@ -618,7 +632,8 @@ static int rpc_artifact_download(struct selu_channel *ch, const char *id, int ti
   size_t len = selu__orchestrator__v1__download_output_artifact_request__get_packed_size(&req);
   uint8_t *buf = cap_xmalloc(len + 1);
   selu__orchestrator__v1__download_output_artifact_request__pack(&req, buf);
-  int r = server_stream(ch, CAPABILITY_DOWNLOAD, buf, len, timeout_ms, on_artifact_chunk, out, err);
+  int r = server_stream(ch, CAPABILITY_DOWNLOAD, buf, len, timeout_ms, NULL, on_artifact_chunk, out,
+                        err);
   free(buf);
   if (r == 0 && !out->len) /* as Selu's orchestrator: an artifact has bytes */
     r = cap_error_set(err, EPROTO, "the capability's artifact %s has no data", id);

@@ -67,11 +67,15 @@ int selu_health(struct selu_channel *ch, int timeout_ms, enum selu_protocol *pro
  * args_json as tool_name and parameters, and a context map of session_id
  * and user_id; Capability gets every field but user_id (config_json: the
  * capability's declared credentials as a JSON object). */
+struct cap_cancel;
 struct selu_invoke_args {
   const char *tool;
   const char *args_json;
   const char *config_json; /* NULL: "{}" */
   const char *session_id, *user_id, *thread_id, *capability_id;
+  /* fired while the call runs: the call cancelled on the server
+   * (RST_STREAM), -ECANCELED; NULL: not cancellable */
+  struct cap_cancel *cancel;
 };
 
 struct selu_response {

@@ -7,7 +7,11 @@
 # warm call whose process is killed mid-call is audited once as
 # interrupted, and the next call is answered by a new warm process
 # (serve's spawner forks it; a reload too); a killed serve leaves no
-# record of the markers it kept between calls. Usage: serve_mcp_selu.sh CAPSULE
+# record of the markers it kept between calls; a warm call that never
+# answers (tests/gateway/selu_fault.c's hang) cancelled by
+# notifications/cancelled, and one by a 2026-07-28 request's stream
+# closed, each stopped and audited once as cancelled by the client, the
+# instance answering the next call. Usage: serve_mcp_selu.sh CAPSULE [SELU_FAULT]
 set -u
 source "$(dirname "$0")/../lib/gateway.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +40,20 @@ caps=$work/caps state=$work/state
 C=(--caps "$caps" --state "$state")
 mkdir -p "$caps"
 cp -r "$root/examples/selu-text" "$caps/selu-text"
+fault=${2:-}
+if [ -n "$fault" ]; then # a server whose hang tool never answers
+  mkdir -p "$caps/selu-slow"
+  cp "$fault" "$caps/selu-slow/server"
+  cat >"$caps/selu-slow/manifest.yaml" <<'YAML'
+id: selu-slow
+image: example/selu-slow:1.0
+tools:
+  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
+  - {name: hang, description: Never answers., recommended_policy: allow, input_schema: {type: object}}
+x-capsule:
+  command: ["./server"]
+YAML
+fi
 "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
 token=$("$capsule" access issue selu-test --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
 # waits up to 60 s for a condition: nothing about timing is asserted
@@ -107,6 +125,16 @@ blocked=$(call 8 '{"text":"a b c"}')
 jq -e '.result.isError == true' >/dev/null <<<"$blocked" && grep -q "blocked by policy" <<<"$blocked" &&
   ok "policy block applies to a warm call" || bad "policy block applies to a warm call: $blocked"
 "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
+# never a stale policy: each change seen by the very next warm call
+flips=0
+for i in 1 2 3; do
+  "$capsule" policy set "${C[@]}" text-tools word_count block >/dev/null
+  grep -q "blocked by policy" <<<"$(call $((80 + 2 * i)) '{"text":"a b c"}')" && flips=$((flips + 1))
+  "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
+  words "$(call $((81 + 2 * i)) '{"text":"a b c"}')" && flips=$((flips + 1))
+done
+[ $flips = 6 ] && ok "each policy change applies to the next warm call" ||
+  bad "each policy change applies to the next warm call ($flips of 6)"
 
 # the warm process killed mid-call (its lease held up: the keeper
 # stopped): one interrupted record, and the next call is answered by a
@@ -163,6 +191,71 @@ t "the chain verifies" 0 "^audit log verified" audit verify --state "$state"
 rm -f "$state/serve.sock" "$state/serve.status"
 start_serve && words "$(call 12 '{"text":"a b c"}')" && ok "serve again after the kill" ||
   bad "serve again after the kill"
+
+# cancelling a warm call: the hang tool never answers (its deadline is
+# serve's, minutes away); a cancellation must stop it, audited once as
+# cancelled by the client, and the instance answers the next call
+slow_records() { "$capsule" audit --json --state "$state" 2>/dev/null | jq "[.[] | select(.capability == \"selu-slow\" and $1)] | length"; }
+cancelled_records() { slow_records '.tool == "hang" and (.outcome | test("cancelled by the client"))'; }
+n_cancelled() { [ "$(cancelled_records)" = "$1" ]; }
+hang_in_flight() { # a live marker (NUL-separated fields) of a selu-slow.hang call
+  local f
+  for f in "$state"/run/calls/*; do
+    [ -f "$f" ] && tr '\0' ' ' <"$f" | grep -q '^capsule-inflight-v1 .* selu-slow hang ' && return 0
+  done
+  return 1
+}
+slow_call() { # ID TOOL [PROTOCOL-ARGS...]: a call's answer
+  local id=$1 tool=$2
+  curl -sS -m 120 "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' --data \
+    "{\"jsonrpc\":\"2.0\",\"id\":$id,\"method\":\"tools/call\",\"params\":{\"name\":\"selu-slow__$tool\",\"arguments\":{}}}" \
+    "$url" | sed -n 's/^data: //p; /^{/p' | tail -1
+}
+slow_ok() { jq -e '.result.isError == false' >/dev/null <<<"$(slow_call "$1" ok)"; }
+if [ -z "$fault" ]; then
+  echo "  skip the cancellation checks: no selu_fault server given"
+elif slow_ok 20 && wait_for warm_proc && slow_ok 21; then
+  ok "the slow capability answers, warm"
+  slow_call 22 hang >"$work/hang1.out" 2>&1 &
+  hang=$!
+  if wait_for hang_in_flight; then
+    curl -sS -m 60 -o /dev/null "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' \
+      --data '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":22,"reason":"test"}}' "$url"
+    wait_for n_cancelled 1 && ok "notifications/cancelled stops a warm Selu call, audited as cancelled" ||
+      bad "notifications/cancelled stops a warm Selu call, audited as cancelled (records: $(slow_records '.tool == "hang"'), cancelled $(cancelled_records); $(tail -2 "$work/serve.log"))"
+  else
+    bad "the hang call is in flight (no marker)"
+  fi
+  kill "$hang" 2>/dev/null; wait "$hang" 2>/dev/null
+  # the first call's marker ended (its record comes just before), so the
+  # marker looked for next is the second call's
+  no_hang() { ! hang_in_flight; }
+  wait_for no_hang || bad "the cancelled call's marker ends"
+  # 2026-07-28: the request's stream closed cancels it
+  meta='{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+  curl -sS -m 120 -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    -H "Authorization: Bearer $token" -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' \
+    -H 'Mcp-Name: selu-slow__hang' --data \
+    "{\"jsonrpc\":\"2.0\",\"id\":23,\"method\":\"tools/call\",\"params\":{\"name\":\"selu-slow__hang\",\"arguments\":{},\"_meta\":$meta}}" \
+    "$url" >"$work/hang2.out" 2>&1 &
+  hang=$!
+  if wait_for hang_in_flight; then
+    kill "$hang"; wait "$hang" 2>/dev/null
+    wait_for n_cancelled 2 && ok "a 2026 request's stream closed stops a warm Selu call, audited as cancelled" ||
+      bad "a 2026 request's stream closed stops a warm Selu call, audited as cancelled (cancelled $(cancelled_records))"
+  else
+    kill "$hang" 2>/dev/null; wait "$hang" 2>/dev/null
+    bad "the 2026 hang call is in flight (no marker)"
+  fi
+  [ "$(slow_records '.tool == "hang"')" = 2 ] && ok "each cancelled call audited once" ||
+    bad "each cancelled call audited once ($(slow_records '.tool == "hang"'))"
+  slow_ok 24 && ok "after the cancellations, the instance answers" ||
+    bad "after the cancellations, the instance answers"
+else
+  bad "the slow capability answers, warm"
+fi
+t "the chain verifies after the cancellations" 0 "^audit log verified" audit verify --state "$state"
+
 kill -TERM "$spid"; wait "$spid"; st=$?
 [ "$st" = 0 ] && ok "SIGTERM stops serve" || bad "SIGTERM stops serve (exit $st)"
 spid=
