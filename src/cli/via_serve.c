@@ -205,16 +205,23 @@ static bool has_terminal(void)
   return fd >= 0 && isatty(fd);
 }
 
-/* initialize, then capsule/call: the messages this call sends */
+static char *operator_key(const struct common *o, const struct server_id *who);
+
+/* initialize, then capsule/call: the messages this call sends; with key
+ * (STATE/serve.key, read when there is a terminal to ask on), elicitation
+ * declared, which serve honours on its socket only with the key */
 static bool send_call(int fd, const struct common *o, const char *cap, const char *tool,
-                      const struct cap_node *args)
+                      const struct cap_node *args, const char *key)
 {
   struct cap_buf b = {0};
   cap_buf_printf(&b,
                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
                  "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{%s},\"clientInfo\":{"
-                 "\"name\":\"capsule call\",\"version\":\"%s\"}}}",
-                 has_terminal() ? "\"elicitation\":{}" : "", CAPSULE_VERSION);
+                 "\"name\":\"capsule call\",\"version\":\"%s\"}",
+                 key ? "\"elicitation\":{}" : "", CAPSULE_VERSION);
+  if (key)
+    cap_buf_printf(&b, ",\"_meta\":{\"dev.capsule/key\":\"%s\"}", key);
+  cap_buf_puts(&b, "}}");
   if (!send_line(fd, &b))
     return false;
   cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
@@ -289,7 +296,8 @@ bool cli_call_via_serve(const struct common *o, const char *cap, const char *too
   }
   off_t log_before = 0;
   _cleanup_free_ char *log = cli_tool_log(o, cap, &log_before);
-  if (!send_call(fd, o, cap, tool, doc->root)) {
+  _cleanup_free_ char *key = has_terminal() ? operator_key(o, &who) : NULL;
+  if (!send_call(fd, o, cap, tool, doc->root, key)) {
     cli_error("call", "capsule serve closed its socket before the call was sent; try again");
     *code = CLI_EXIT_INVALID;
   } else

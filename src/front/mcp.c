@@ -198,7 +198,10 @@ static void on_initialize(struct mcp_session *s, const char *id, const struct ca
   for (size_t i = 0; i < ARRAY_SIZE(versions); i++)
     if (strcmp(pv->u.str.ptr, versions[i]) == 0)
       s->version = versions[i];
-  s->client_elicits = declares_form_elicitation(cap_node_get(params, "capabilities"));
+  /* on serve's unix socket, a peer that cannot read the state (a sandboxed
+   * tool granted the socket) must not answer its own call's question */
+  s->client_elicits = declares_form_elicitation(cap_node_get(params, "capabilities")) &&
+                      mcp_key_ok(s, cap_node_get(cap_node_get(params, "_meta"), MCP_META_KEY));
   record_client_caps(s, cap_node_get(params, "capabilities"));
   s->initialized = true;
   struct cap_jw w;
@@ -400,8 +403,9 @@ static void on_request(struct mcp_session *s, const char *id, const char *name,
                           NULL);
   s->modern = pv != NULL;
   /* 2026-07-28: the client's capabilities are the request's own */
-  s->req_elicits = pv && declares_form_elicitation(
-                             cap_node_get(cap_node_get(params, "_meta"), MCP_META_CLIENT_CAPS));
+  const struct cap_node *meta = cap_node_get(params, "_meta");
+  s->req_elicits = pv && declares_form_elicitation(cap_node_get(meta, MCP_META_CLIENT_CAPS)) &&
+                   mcp_key_ok(s, cap_node_get(meta, MCP_META_KEY));
   m->request(s, id, params);
   s->modern = false;
   s->req_elicits = false;

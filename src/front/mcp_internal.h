@@ -27,6 +27,10 @@ enum {
 #define MCP_MODERN "2026-07-28"
 #define MCP_META_VERSION "io.modelcontextprotocol/protocolVersion"
 #define MCP_META_CLIENT_CAPS "io.modelcontextprotocol/clientCapabilities"
+/* serve's unix socket: STATE/serve.key, presented in an initialize's (or a
+ * 2026 request's) params._meta, makes the client's elicitation answers
+ * count (docs/serve.md) */
+#define MCP_META_KEY "dev.capsule/key"
 
 /* One MCP tool: where its name leads. */
 struct mcp_tool {
@@ -261,5 +265,9 @@ void mcp_listen(struct mcp_session *s, const char *id, const struct cap_node *pa
 void mcp_listen_changed(struct mcp_session *s);
 bool mcp_listen_cancel(struct mcp_session *s, const char *id_json);
 void mcp_listens_free(struct mcp_session *s);
+
+/* key (a node, may be NULL) is serve's unix socket's operator key; true
+ * where the session has none (HTTP, stdio) */
+bool mcp_key_ok(const struct mcp_session *s, const struct cap_node *key);
 
 #endif

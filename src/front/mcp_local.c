@@ -39,6 +39,15 @@ static void approval_result(struct cap_jw *w, const struct gw_approval *a)
   cap_jw_end_object(w);
 }
 
+bool mcp_key_ok(const struct mcp_session *s, const struct cap_node *key)
+{
+  const char *want = s->cfg->operator_key;
+  if (!want)
+    return true;
+  return key && key->kind == CAP_NODE_STRING && key->u.str.len == strlen(want) &&
+         sodium_memcmp(key->u.str.ptr, want, strlen(want)) == 0;
+}
+
 void mcp_capsule_approve(struct mcp_session *s, const char *id, const struct cap_node *params)
 {
   const struct cap_node *which = cap_node_get(params, "approval");
@@ -52,10 +61,7 @@ void mcp_capsule_approve(struct mcp_session *s, const char *id, const struct cap
                           "capsule/approve needs params.approval (an approval's id, 8 hex digits) "
                           "and params.approve (a boolean)",
                           NULL);
-  const struct cap_node *key = cap_node_get(params, "key");
-  const char *want = s->cfg->operator_key;
-  if (!want || !key || key->kind != CAP_NODE_STRING || key->u.str.len != strlen(want) ||
-      sodium_memcmp(key->u.str.ptr, want, strlen(want)) != 0)
+  if (!s->cfg->operator_key || !mcp_key_ok(s, cap_node_get(params, "key")))
     return mcp_send_error(s, id, MCP_INVALID_REQUEST,
                           "capsule/approve refused: params.key is not the one in the state "
                           "directory (serve.key), which only the operator can read",

@@ -124,6 +124,29 @@ for line in f:
     else bad "$who: sandboxed-approve-refused (id $id)"; cat "$work/out" "$work/err" | head -5; fi
     C approve --state "$state" "$id" >"$work/out" 2>&1
     expect "$who: operator-approves-after" 0 $? "^approved $id" "$work/out"
+    # nor answer its own call's question: elicitation declared without the
+    # key (which it cannot read) is not honoured, the call is queued
+    local elicit='import socket, json, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rw")
+meta = {"dev.capsule/key": "0" * 64} if len(sys.argv) > 2 else {}
+for m in [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "_meta": meta}},
+          {"jsonrpc": "2.0", "method": "notifications/initialized"},
+          {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "wordcount__dispatch", "arguments": {"text": "self approved " + str(len(sys.argv))}}}]:
+    f.write(json.dumps(m) + "\n"); f.flush()
+for line in f:
+    m = json.loads(line)
+    if m.get("method") == "elicitation/create":
+        print("ELICITED"); f.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"action": "accept", "content": {}}}) + "\n"); f.flush()
+    if m.get("id") == 3: print(json.dumps(m)); break'
+    local n_pending
+    for forged in "" forged; do
+      n_pending=$(C approvals --state "$state" --json | grep -c '"id"')
+      C run --allow-rw "$sockdir/s.sock" -- /usr/bin/python3 -c "$elicit" "$sockdir/s.sock" $forged >"$work/out" 2>"$work/err"
+      if ! grep -q ELICITED "$work/out" && ! grep -q '2 words' "$work/out" &&
+        [ "$(C approvals --state "$state" --json | grep -c '"id"')" -gt "$n_pending" ]; then
+        ok "$who: sandboxed-elicitation-ignored${forged:+-$forged}"
+      else bad "$who: sandboxed-elicitation-ignored${forged:+-$forged}"; cat "$work/out" "$work/err" | head -5; fi
+    done
     kill "$server"; wait "$server" 2>/dev/null
     [ ! -e "$state/serve.key" ] && ok "$who: key-removed-at-exit" || bad "$who: key-removed-at-exit"
     C policy set --caps "$caps" --state "$state" wordcount dispatch allow >/dev/null
