@@ -11,49 +11,12 @@
 # as uid 65534.
 # Usage: audit_group.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
-root=$(cd "$(dirname "$0")/../.." && pwd)
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
-pkg-config --exists jansson 2>/dev/null || { echo "SKIP: libjansson-dev is not installed (scripts/deps.sh build)"; exit 77; }
-make -s -C "$root/examples/mcp-c" >/dev/null || { echo "FAIL: examples/mcp-c does not build"; exit 1; }
-work=$(mktemp -d /var/tmp/capsule-audit-group.XXXXXX)
-chmod 755 "$work"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  # the warm servers' keepers (they hold STATE/run/*.mcp.lock) end with their state
-  for f in /proc/[0-9]*/fd/*; do
-    case $(readlink "$f" 2>/dev/null) in "$work"/*) f=${f#/proc/}; kill "${f%%/*}" 2>/dev/null ;; esac
-  done
-  sleep 0.5
-  rm -rf "$work"
-}
-trap cleanup EXIT
-export CAPSULE_STATE_KEY=
+. "$(dirname "$0")/../lib/mcp_c.sh" "$1" audit-group
 N=50
-pass=0 fail=0
-ok() { echo "  ok   $1"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
-H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
-post() { # URL TOKEN SESSION BODY: the answer's body
-  curl -sS -m 120 "${H[@]}" -H "Authorization: Bearer $2" -H "Mcp-Session-Id: $3" \
-    -H 'MCP-Protocol-Version: 2025-06-18' --data "$4" "$1"
-}
 # round WHO ROUND: N calls at once, serve killed after the last answer
 round() {
-  local who=$1 rnd=$2 state=$work/state-$1 caps=$work/caps-$1
-  local C=(--caps "$caps" --state "$state") port url sid serve_pid i
-  port=$((20000 + RANDOM % 20000))
-  url=http://127.0.0.1:$port/mcp
-  "${wrap[@]}" "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" --rate 1000000 2>"$work/serve-$who-$rnd.log" &
-  serve_pid=$!
-  pids+=("$serve_pid")
-  for _ in $(seq 1 600); do "${wrap[@]}" "$capsule" serve status --state "$state" >/dev/null 2>&1 && break; sleep 0.1; done
-  sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" -H "Authorization: Bearer $token" --data \
-    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
-    "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
-  [ -n "$sid" ] || { bad "$who: round $rnd: no session"; head -5 "$work/serve-$who-$rnd.log"; kill -9 "$serve_pid"; return; }
-  post "$url" "$token" "$sid" '{"jsonrpc":"2.0","method":"notifications/initialized"}' >/dev/null
+  local who=$1 rnd=$2 i
+  mcpc_serve "$work/serve-$who-$rnd.log" --rate 1000000 || { bad "$who: round $rnd: no session"; kill -9 "$serve_pid"; return; }
   # the warm server started before the burst: every call of it finds it warm
   post "$url" "$token" "$sid" '{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"mcp-c__echo","arguments":{"text":"warm"}}}' >/dev/null
   # N connections opened and authenticated one by one (serve holds few
@@ -143,16 +106,7 @@ PY
     ok "$who: round $rnd: audit verify passes" || bad "$who: round $rnd: audit verify: $v"
 }
 run_as() {
-  local who=$1 state=$work/state-$1 caps=$work/caps-$1
-  wrap=()
-  mkdir -p "$state" "$caps" && chmod 700 "$state"
-  cp -a "$root/examples/mcp-c" "$caps/mcp-c"
-  if [ "$who" = nobody ]; then
-    chown -R 65534:65534 "$state" "$caps"
-    wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
-  fi
-  echo "as $who:"
-  local C=(--caps "$caps" --state "$state")
+  mcpc_user "$1"
   # discovery (the call itself is blocked until allowed)
   "${wrap[@]}" "$capsule" call "${C[@]}" mcp-c echo '{"text":"x"}' >/dev/null 2>&1
   "${wrap[@]}" "$capsule" policy set "${C[@]}" mcp-c echo allow >/dev/null ||

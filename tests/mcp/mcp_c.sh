@@ -9,21 +9,8 @@
 # as uid 65534.
 # Usage: mcp_c.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
-root=$(cd "$(dirname "$0")/../.." && pwd)
-export CAPSULE_STATE=$(mktemp -d /var/tmp/capsule-probe.XXXXXX)
-trap 'rm -rf "$CAPSULE_STATE"' EXIT
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
-pkg-config --exists jansson 2>/dev/null || { echo "SKIP: libjansson-dev is not installed (scripts/deps.sh build)"; exit 77; }
-make -s -C "$root/examples/mcp-c" >/dev/null || { echo "FAIL: examples/mcp-c does not build"; exit 1; }
-work=$(mktemp -d /var/tmp/capsule-mcp-c.XXXXXX)
-chmod 755 "$work"
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; sleep 0.5; rm -rf "$work" "$CAPSULE_STATE"' EXIT
-export CAPSULE_STATE_KEY=
-pass=0 fail=0
-ok() { echo "  ok   $1"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/../lib/mcp_c.sh" "$1" mcp-c
+export CAPSULE_STATE=$(mktemp -d "$work/probe.XXXXXX")
 t() { # t WHO NAME STATUS REGEX CMD...: exit status and output
   local who=$1 name=$2 want=$3 re=$4; shift 4
   local out st
@@ -31,22 +18,8 @@ t() { # t WHO NAME STATUS REGEX CMD...: exit status and output
   if [ "$st" = "$want" ] && grep -Eq -- "$re" <<<"$out"; then ok "$who: $name"
   else bad "$who: $name (exit $st, wanted $want and /$re/)"; echo "$out" | head -5 | sed 's/^/         /'; fi
 }
-H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
-post() { # URL TOKEN SESSION BODY: the answer's body
-  curl -sS -m 60 "${H[@]}" -H "Authorization: Bearer $2" -H "Mcp-Session-Id: $3" \
-    -H 'MCP-Protocol-Version: 2025-06-18' --data "$4" "$1"
-}
 run_as() {
-  local who=$1 state=$work/state-$1 caps=$work/caps-$1
-  wrap=()
-  mkdir -p "$state" "$caps" && chmod 700 "$state"
-  cp -a "$root/examples/mcp-c" "$caps/mcp-c"
-  if [ "$who" = nobody ]; then
-    chown -R 65534:65534 "$state" "$caps"
-    wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
-  fi
-  echo "as $who:"
-  local C=(--caps "$caps" --state "$state")
+  mcpc_user "$1"
   t "$who" blocked-until-allowed 4 'blocked by policy' call "${C[@]}" mcp-c test_simple_text '{}'
   t "$who" tools-listed 0 '^ +echo +block' list "${C[@]}"
   "${wrap[@]}" "$capsule" policy set "${C[@]}" mcp-c test_simple_text allow >/dev/null
@@ -54,18 +27,10 @@ run_as() {
   t "$who" simple-text 0 'This is a simple text response for testing' call "${C[@]}" mcp-c test_simple_text '{}'
   t "$who" echo-non-ascii 0 'héllo wörld' call "${C[@]}" mcp-c echo '{"text":"héllo wörld"}'
   t "$who" echo-schema-refused 1 'missing required property "text"' call "${C[@]}" mcp-c echo '{}'
-  local token port url sid body
+  local body
   token=$("${wrap[@]}" "$capsule" access issue t --state "$state" 2>/dev/null)
-  port=$((20000 + RANDOM % 20000))
-  "${wrap[@]}" "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" 2>"$work/serve-$who.log" &
-  pids+=($!)
-  url=http://127.0.0.1:$port/mcp
-  for _ in $(seq 1 300); do "${wrap[@]}" "$capsule" serve status --state "$state" >/dev/null 2>&1 && break; sleep 0.1; done
-  sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" -H "Authorization: Bearer $token" --data \
-    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
-    "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
-  [ -n "$sid" ] && ok "$who: serve-session" || { bad "$who: serve-session"; head -5 "$work/serve-$who.log"; }
-  post "$url" "$token" "$sid" '{"jsonrpc":"2.0","method":"notifications/initialized"}' >/dev/null
+  mcpc_serve "$work/serve-$who.log"
+  [ -n "$sid" ] && ok "$who: serve-session" || bad "$who: serve-session"
   local good=0
   for i in 1 2 3 4 5; do
     body=$(post "$url" "$token" "$sid" "{\"jsonrpc\":\"2.0\",\"id\":$i,\"method\":\"tools/call\",\"params\":{\"name\":\"mcp-c__echo\",\"arguments\":{\"text\":\"call $i\"}}}")
