@@ -568,17 +568,28 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
      * initialize), nor the exchange touches the state, and each may wait:
      * serve's other calls and pages go on meanwhile */
     state_release(call);
-    _cleanup_close_ int warm = gw_mcp_keeper_connect(call, spec, c->env, c->n_env, &kerr);
+    /* a kept connection first (gateway/mcp_keeper_pool.c); a new one
+     * when the keeper ended before it took the call */
+    char kept[GW_MCP_KEEPER_PATH_MAX];
+    _cleanup_close_ int warm =
+        gw_mcp_keeper_open(call, spec, c->env, c->n_env, attempt == 0, kept, &kerr);
     enum gw_outcome o = GW_OUTCOME_FAILED;
+    bool reusable = false;
     if (warm >= 0)
-      o = params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, err)
-                 : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, err);
+      o = params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, &reusable,
+                                           err)
+                 : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, &reusable, err);
+    int reached = warm; /* the connection's, or -errno */
+    if (reusable && !call->relay->want_watch && *kept) {
+      gw_mcp_keeper_keep(kept, warm); /* for the next call to that keeper */
+      warm = -1;
+    }
     state_acquire(call);
-    if (warm < 0 && call->warm_only)
-      return cap_error_set(err, -warm, "no warm server for %s: %s", spec->id, kerr.message),
+    if (reached < 0 && call->warm_only)
+      return cap_error_set(err, -reached, "no warm server for %s: %s", spec->id, kerr.message),
              cap_error_clear(&kerr), GW_OUTCOME_FAILED;
     cap_error_clear(&kerr);
-    if (warm < 0)
+    if (reached < 0)
       break; /* without a warm server, the call starts its own */
     if (o == GW_OUTCOME_FAILED && err->code == ECONNABORTED) {
       cap_error_clear(err);
@@ -666,7 +677,6 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   int r = gw_audit_append_shared(c->st, c->call->state_lock, &c->rec, &aerr);
   if (r < 0) /* not in the log: the marker keeps the record for the next open */
     gw_inflight_keep(&c->inflight, &c->rec);
-  gw_inflight_end(&c->inflight); /* after the record: a kill in between repeats, never loses it */
   if (r == 0 &&
       gw_egress_write(c->st, c->egress, c->rec.capability, c->rec.user, c->rec.seq, &aerr) < 0)
     r = -EIO; /* every egress decision is recorded, or the result is not handed out */
@@ -693,12 +703,7 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
-  state_acquire(call);
-  gw_state_cache_begin(st); /* its reads kept while nothing changes */
-  enum gw_outcome o = call_steps(call, reg, st, res, err);
-  gw_state_cache_end(st);
-  state_release(call);
-  return o;
+  return call_steps(call, reg, st, res, err);
 }
 
 static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_registry *reg,
@@ -726,8 +731,10 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
    * leaves a record (best effort: a state that cannot take the marker
    * cannot take the record either, and step_audit says so) */
   struct cap_error ignored = {0};
-  gw_inflight_begin(st, &c.rec, &c.inflight, &ignored);
+  gw_inflight_begin(st, &c.rec, &c.inflight, &ignored); /* a file's: outside serve's lock */
   cap_error_clear(&ignored);
+  state_acquire(call);
+  gw_state_cache_begin(st); /* its reads kept while nothing changes */
   /* a warm Selu call writes nothing until its audit (but a new id
    * range): its id range, policy, credentials and grants read in one
    * transaction (serve's pooled connections) */
@@ -757,10 +764,13 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   reads_done(&c);
   if (ran && covenant)
     gw_covenant_settle(st, c.spec, cpu_ms);
-  if (o == GW_OUTCOME_NOT_WARM) /* nothing ran: the caller runs the call again, audited then */
-    gw_inflight_end(&c.inflight);
-  else
+  if (o != GW_OUTCOME_NOT_WARM) /* else nothing ran: the caller runs it again, audited then */
     o = step_audit(&c, o, start, err);
+  gw_state_cache_end(st);
+  state_release(call);
+  /* after the record (a kill in between repeats it, never loses it), and
+   * outside serve's lock */
+  gw_inflight_end(&c.inflight);
   res->json = c.out;
   res->terminal_on_success = c.out && c.tool && c.tool->terminal_on_success;
   free_secrets(&c);

@@ -5,7 +5,8 @@
  * initializes it once, and serves calls on a unix socket in the run
  * directory (RUN/KEY.mcp.sock, 0600), several at once, a connection each
  * (mcp_keeper_route.c: ids renumbered, answers and progress to the call
- * that asked, the egress proxy's decisions to the oldest call), so the
+ * that asked, the egress proxy's decisions to the oldest call; a front
+ * door keeps a connection for its next call, mcp_keeper_pool.c), so the
  * server keeps its state between calls and answers them as they come, as
  * it would a client's pipelined requests. A front door may also hold a
  * watcher's connection: what the server says of its resources and lists
@@ -13,7 +14,8 @@
  * KEEPER_MAX keepers per run directory (past them a call starts a server
  * of its own), KEEPER_MAX_CONNS connections at once (the others wait in
  * the socket's backlog, within their own deadlines), the keeper and its
- * sandbox gone after KEEPER_IDLE_MS without a call or a watcher. A server
+ * sandbox gone after KEEPER_IDLE_MS without a call or a watcher (kept
+ * connections do not keep it: they see its end). A server
  * that exits (a crash) ends its keeper: the calls in flight fail, and the
  * next call starts a new one. */
 #include <dirent.h>
@@ -182,6 +184,7 @@ static void accept_call(struct keeper *k)
  * is gone. */
 static bool pump(struct keeper *k, const struct pollfd *p, size_t n_conns)
 {
+  size_t before = keeper_calls(k);
   if (p[1].revents) {
     keeper_fill(&k->out);
     char *line;
@@ -202,12 +205,14 @@ static bool pump(struct keeper *k, const struct pollfd *p, size_t n_conns)
       keeper_from_conn(k, c, line);
       free(line);
     }
-    if (c->in.eof) {
+    if (c->in.eof)
       keeper_conn_drop(k, c);
-      if (!keeper_calls(k))
-        k->idle_since = cap_now_ms(CLOCK_REALTIME);
-    }
   }
+  size_t after = keeper_calls(k);
+  if (before && !after) /* the last call ended: answered, or gone */
+    k->idle_since = cap_now_ms(CLOCK_REALTIME);
+  if (after && !k->shown_busy) /* a call began on a kept connection */
+    keeper_status(k, GW_INSTANCE_SERVING, true);
   return !k->out.eof;
 }
 
@@ -218,10 +223,10 @@ static void serve_calls(struct keeper *k)
   uint64_t idle_until = now_ms() + KEEPER_IDLE_MS;
   for (;;) {
     uint64_t t = now_ms();
-    if (k->n_conns)
+    if (keeper_calls(k) || keeper_watchers(k))
       idle_until = t + KEEPER_IDLE_MS;
     else if (t >= idle_until || k->retired)
-      return; /* idle (or retired, its calls done): the server is stopped */
+      return; /* idle (or retired, its calls done; kept connections see the end): stopped */
     int wait = (int)(idle_until - t);
     if (k->ino < 0 && wait > KEEPER_RECHECK_MS)
       wait = KEEPER_RECHECK_MS;
@@ -239,8 +244,9 @@ static void serve_calls(struct keeper *k)
       return;
     if (!k->retired && package_changed(k, k->ino >= 0 && p[2].revents)) {
       retire(k, k->path);
-      for (size_t i = n; i-- > 0;) /* watchers go to the new keeper; calls finish here */
-        if (k->conns[i]->watch) {
+      /* watchers and kept connections go to the new keeper; calls finish here */
+      for (size_t i = n; i-- > 0;)
+        if (k->conns[i]->watch || !k->conns[i]->in_call) {
           keeper_conn_drop(k, k->conns[i]);
           n--;
         }
@@ -555,14 +561,33 @@ static void name_keep(const unsigned char in[16], const char key[33])
 int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                           size_t n_env, struct cap_error *err)
 {
+  char path[GW_MCP_KEEPER_PATH_MAX];
+  return gw_mcp_keeper_open(call, spec, env, n_env, false, path, err);
+}
+
+void gw_mcp_keeper_keep(const char *path, int fd) { keeper_pool_put(path, fd); }
+
+/* A kept connection to the keeper at path, else a new one */
+static int reach(const char *path, bool kept)
+{
+  int fd = kept ? keeper_pool_take(path) : -1;
+  return fd >= 0 ? fd : connect_to(path);
+}
+
+int gw_mcp_keeper_open(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
+                       size_t n_env, bool kept, char out[GW_MCP_KEEPER_PATH_MAX],
+                       struct cap_error *err)
+{
   char key[33];
+  *out = '\0';
   if (!call->run_dir)
     return cap_error_set(err, EINVAL, "no run directory for warm servers");
   unsigned char in[16];
   name_inputs(call, spec, env, n_env, in);
-  if (name_seen(in, key)) { /* its keeper, when it still serves that name */
-    _cleanup_free_ char *seen = cap_xasprintf("%s/%s.mcp.sock", call->run_dir, key);
-    int fd = strlen(seen) < sizeof(((struct sockaddr_un *)0)->sun_path) ? connect_to(seen) : -1;
+  if (name_seen(in, key) && /* its keeper, when it still serves that name */
+      snprintf(out, GW_MCP_KEEPER_PATH_MAX, "%s/%s.mcp.sock", call->run_dir, key) <
+          GW_MCP_KEEPER_PATH_MAX) {
+    int fd = reach(out, kept);
     if (fd >= 0)
       return fd;
   }
@@ -573,7 +598,8 @@ int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spe
   _cleanup_free_ char *path = cap_xasprintf("%s/%s.mcp.sock", call->run_dir, key);
   if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
     return cap_error_set(err, ENAMETOOLONG, "the run directory's path is too long for a socket");
-  int fd = connect_to(path);
+  snprintf(out, GW_MCP_KEEPER_PATH_MAX, "%s", path);
+  int fd = reach(path, kept);
   if (fd >= 0)
     return fd;
   _cleanup_free_ char *lock_path = cap_xasprintf("%s/%s.mcp.lock", call->run_dir, key);

@@ -27,13 +27,19 @@ char *keeper_take_line(struct lines *l); /* a full line (allocated), else NULL *
 void keeper_fill(struct lines *l);
 bool keeper_put_line(int fd, const char *text, size_t len);
 
-/* A connection to the keeper: a call's exchange, or a watcher (a front
- * door's channel for what the server says between calls). */
+/* A connection to the keeper: a call's exchange, a front door's kept
+ * connection between two calls (idle: not a call), or a watcher (a front
+ * door's channel for what the server says between calls). A call begins
+ * at accept, or on a kept connection with its first request (the keeper
+ * then says "taken" again), and ends with the answer to its last request
+ * in flight. */
 struct keeper_conn {
   int fd;
   struct lines in;
-  uint64_t serial; /* in the order accepted: the oldest call gets what names none */
+  uint64_t serial; /* in the order calls began: the oldest call gets what names none */
   bool watch;
+  bool in_call;                   /* a call is under way on it (else idle, or a watcher) */
+  uint64_t calls;                 /* calls ended on it */
   struct gw_egress_batch *egress; /* a call's: the proxy's decisions while it is the oldest */
 };
 
@@ -81,7 +87,15 @@ void keeper_conn_drop(struct keeper *k, struct keeper_conn *c);
 /* A line from connection c, and one from the server. */
 void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line);
 void keeper_from_server(struct keeper *k, const char *line);
-/* Calls connected (watchers not counted). */
+/* Calls under way (watchers and idle kept connections not counted), and
+ * watchers connected. */
 size_t keeper_calls(const struct keeper *k);
+size_t keeper_watchers(const struct keeper *k);
+
+/* A front door's kept connections (mcp_keeper_pool.c): one to the
+ * keeper at path, checked (-1: none), and one kept (closed past the
+ * bound). */
+int keeper_pool_take(const char *path);
+void keeper_pool_put(const char *path, int fd);
 
 #endif

@@ -151,16 +151,23 @@ static const char *method_of(const struct cap_node *m)
 
 /* ---- connections ---- */
 
+/* The call under way that began first (a kept connection's call begins
+ * with its request, not at accept) */
+static struct keeper_conn *oldest_call(const struct keeper *k)
+{
+  struct keeper_conn *o = NULL;
+  for (size_t i = 0; i < k->n_conns; i++)
+    if (k->conns[i]->in_call && (!o || k->conns[i]->serial < o->serial))
+      o = k->conns[i];
+  return o;
+}
+
 static void egress_event(void *arg, const struct proxy_egress_event *ev)
 {
   struct keeper *k = arg;
   pthread_mutex_lock(&k->egress_lock);
-  struct gw_egress_batch *b = k->egress_next;
-  for (size_t i = 0; i < k->n_conns; i++) /* in accept order: the first call is the oldest */
-    if (!k->conns[i]->watch) {
-      b = k->conns[i]->egress;
-      break;
-    }
+  struct keeper_conn *c = oldest_call(k);
+  struct gw_egress_batch *b = c ? c->egress : k->egress_next;
   b->sink.event(b->sink.arg, ev);
   pthread_mutex_unlock(&k->egress_lock);
 }
@@ -193,7 +200,8 @@ bool keeper_conn_add(struct keeper *k, int fd)
     return false;
   }
   struct keeper_conn *c = cap_xcalloc(1, sizeof *c);
-  *c = (struct keeper_conn){.fd = fd, .in = {.fd = fd}, .serial = k->next_serial++};
+  *c =
+      (struct keeper_conn){.fd = fd, .in = {.fd = fd}, .serial = k->next_serial++, .in_call = true};
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
   c->egress = k->egress_next; /* what came with no call in: the next call's */
@@ -236,16 +244,49 @@ size_t keeper_calls(const struct keeper *k)
 {
   size_t n = 0;
   for (size_t i = 0; i < k->n_conns; i++)
-    n += !k->conns[i]->watch;
+    n += k->conns[i]->in_call;
   return n;
 }
 
-static struct keeper_conn *oldest_call(const struct keeper *k)
+size_t keeper_watchers(const struct keeper *k)
 {
+  size_t n = 0;
   for (size_t i = 0; i < k->n_conns; i++)
-    if (!k->conns[i]->watch)
-      return k->conns[i];
-  return NULL;
+    n += k->conns[i]->watch;
+  return n;
+}
+
+/* A request on a kept connection with no call under way begins one: the
+ * keeper says it took it (the front door retries a call the keeper ended
+ * before), what the proxy decided with no call in is the call's. */
+static void call_begin(struct keeper *k, struct keeper_conn *c)
+{
+  if (c->in_call || c->watch)
+    return;
+  static const char taken[] = "{\"keeper\":\"taken\"}";
+  keeper_put_line(c->fd, taken, sizeof taken - 1);
+  struct gw_egress_batch *fresh = batch_new();
+  pthread_mutex_lock(&k->egress_lock);
+  c->in_call = true;
+  c->serial = k->next_serial++;
+  struct gw_egress_batch *old = c->egress;
+  c->egress = k->egress_next;
+  k->egress_next = fresh;
+  pthread_mutex_unlock(&k->egress_lock);
+  batch_free(old);
+}
+
+/* The call ends with the answer to its last request in flight: the
+ * connection is idle, kept by the front door for its next call. */
+static void call_end_if_done(struct keeper *k, struct keeper_conn *c)
+{
+  for (size_t i = 0; i < KEEPER_MAX_PENDING; i++)
+    if (k->pending[i].theirs && k->pending[i].conn == c)
+      return;
+  pthread_mutex_lock(&k->egress_lock);
+  c->in_call = false;
+  pthread_mutex_unlock(&k->egress_lock);
+  c->calls++;
 }
 
 /* ---- from a connection ---- */
@@ -264,7 +305,7 @@ static void request_from_conn(struct keeper *k, struct keeper_conn *c, const str
         "server has %d requests in flight; try again\"}}",
         theirs, KEEPER_MAX_PENDING);
     keeper_put_line(c->fd, text, strlen(text));
-    return;
+    return call_end_if_done(k, c);
   }
   slot->theirs = node_text(id);
   slot->ours = k->next_id++;
@@ -302,8 +343,10 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
     }
     pthread_mutex_lock(&k->egress_lock);
     c->watch = true; /* a channel, not a call: no egress of its own */
+    c->in_call = false;
     pthread_mutex_unlock(&k->egress_lock);
   } else if (method && id) {
+    call_begin(k, c);
     request_from_conn(k, c, m, id);
   } else if (method && strcmp(method, "notifications/cancelled") == 0) {
     const struct cap_node *named = cap_node_get(cap_node_get(m, "params"), "requestId");
@@ -356,13 +399,14 @@ static void answer_from_server(struct keeper *k, const struct cap_node *m, int64
     struct keeper_pending *p = &k->pending[i];
     if (!p->theirs || p->ours != id)
       continue;
-    send_egress(k, p->conn);
+    struct keeper_conn *c = p->conn;
+    send_egress(k, c);
     static const char *const path[] = {"id"};
-    send_rewritten(p->conn->fd, m, path, 1, p->theirs);
+    send_rewritten(c->fd, m, path, 1, p->theirs);
     free(p->theirs);
     free(p->token);
     *p = (struct keeper_pending){0};
-    return;
+    return call_end_if_done(k, c);
   }
 }
 

@@ -45,6 +45,7 @@ struct exchange {
   bool timed_out, rpc_error;
   bool not_taken; /* warm: the keeper ended before it took this call (nothing was sent) */
   bool warm;
+  bool level_sent; /* warm: a logging/setLevel sent before the request (its answer not awaited) */
   struct gw_egress_batch *egress; /* warm: the call's, for the keeper's proxy's decisions */
 };
 
@@ -269,6 +270,7 @@ static void exchange_warm(struct exchange *x, const char *req)
                           "\"params\":{\"level\":%s}}",
                           x->relay->log_level)
           : NULL;
+  x->level_sent = level != NULL;
   bool sent = (!level || send_line(x, level)) && send_line(x, req);
   /* the keeper's first line says it took the call: a keeper that ends
    * before it (its server exited) has read nothing of it, and the call
@@ -472,7 +474,8 @@ enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_
 }
 
 enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, const char *method,
-                                        const char *params, char **result, struct cap_error *err)
+                                        const char *params, char **result, bool *reusable,
+                                        struct cap_error *err)
 {
   *result = NULL;
   uint64_t deadline = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
@@ -493,6 +496,8 @@ enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, cons
   block_sigpipe();
   exchange_thread(&x);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (reusable) /* answered, nothing else asked nor read past the answer */
+    *reusable = (x.result || x.rpc_error) && !x.timed_out && !x.level_sent && !x.pending.len;
   struct sandbox_result res = {0};
   enum gw_outcome o = x.not_taken
                           ? (cap_error_set(err, ECONNABORTED, "%s", x.error), GW_OUTCOME_FAILED)
@@ -553,12 +558,12 @@ enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spe
                                 char *const *env, size_t n_env, char **result,
                                 struct cap_error *err)
 {
-  return mcp_client_call_on(call, spec, -1, env, n_env, result, err);
+  return mcp_client_call_on(call, spec, -1, env, n_env, result, NULL, err);
 }
 
 enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_spec *spec,
                                    int warm_fd, char *const *env, size_t n_env, char **result,
-                                   struct cap_error *err)
+                                   bool *reusable, struct cap_error *err)
 {
   *result = NULL;
   struct cap_buf params = {0};
@@ -572,7 +577,7 @@ enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_
   char *raw = NULL;
   enum gw_outcome o =
       warm_fd >= 0
-          ? mcp_client_request_warm(call, warm_fd, "tools/call", params.data, &raw, err)
+          ? mcp_client_request_warm(call, warm_fd, "tools/call", params.data, &raw, reusable, err)
           : mcp_client_request(call, spec, "tools/call", params.data, env, n_env, &raw, err);
   cap_buf_free(&params);
   if (o == GW_OUTCOME_OK) {

@@ -46,11 +46,14 @@ enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spe
  * (gateway/mcp_keeper.c), which initialized it; the caller owns fd.
  * mcp_client_call_on with warm_fd -1 is mcp_client_call. A keeper that
  * ended before it took the call (nothing of it reached the server) is
- * GW_OUTCOME_FAILED with err->code ECONNABORTED: the caller may try again. */
+ * GW_OUTCOME_FAILED with err->code ECONNABORTED: the caller may try again.
+ * reusable (or NULL) tells whether fd may carry the keeper's next call:
+ * the answer came, nothing else was asked on it nor read past it. */
 enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, const char *method,
-                                        const char *params, char **result, struct cap_error *err);
+                                        const char *params, char **result, bool *reusable,
+                                        struct cap_error *err);
 enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_spec *spec,
                                    int warm_fd, char *const *env, size_t n_env, char **result,
-                                   struct cap_error *err);
+                                   bool *reusable, struct cap_error *err);
 
 #endif

@@ -74,18 +74,20 @@ scenario() {
   run call --caps "$caps" --state "$st" w hi '{}' >/dev/null 2>&1 # discovers the tools
   run policy set --caps "$caps" --state "$st" w hi allow >/dev/null &&
     run policy set --caps "$caps" --state "$st" quick dispatch allow >/dev/null || { echo "FAIL $who: setup"; fail=1; return; }
-  local token port server
+  local token port server sid hdr
   token=$(run access issue t --user alice --state "$st" 2>/dev/null)
-  "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$st" --mcp-http 127.0.0.1:0 --rate 100000 2>"$W/serve-$who.log" &
-  server=$!
-  pids+=("$server")
-  wait_for run serve status --state "$st" >/dev/null 2>&1
-  port=$(run serve status --state "$st" --json 2>/dev/null | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
-  [ -n "$port" ] || { cat "$W/serve-$who.log"; echo "SKIP: serve did not start"; exit 77; }
-  local hdr=(-H "Authorization: Bearer $token" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
-  local sid
-  sid=$(curl -s -D - -o /dev/null "${hdr[@]}" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
-    "http://127.0.0.1:$port/mcp" | tr -d '\r' | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: //p')
+  hdr=(-H "Authorization: Bearer $token" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
+  start_serve() { # serve, and a session on it
+    "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$st" --mcp-http 127.0.0.1:0 --rate 100000 2>>"$W/serve-$who.log" &
+    server=$!
+    pids+=("$server")
+    wait_for run serve status --state "$st" >/dev/null 2>&1
+    port=$(run serve status --state "$st" --json 2>/dev/null | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
+    [ -n "$port" ] || { cat "$W/serve-$who.log"; echo "SKIP: serve did not start"; exit 77; }
+    sid=$(curl -s -D - -o /dev/null "${hdr[@]}" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+      "http://127.0.0.1:$port/mcp" | tr -d '\r' | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: //p')
+  }
+  start_serve
   call() { # ID TOOL OUT [ARGS]
     curl -s --max-time 120 -o "$3" "${hdr[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-11-25' \
       -d "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"tools/call\",\"params\":{\"name\":\"$2\",\"arguments\":${4:-{\}}}}" "http://127.0.0.1:$port/mcp"
@@ -94,6 +96,11 @@ scenario() {
   call 3 w__hi "$W/warm-$who"  # on the warm server
   grep -q '"text":"hi"' "$W/warm-$who" || { cat "$W/first-$who" "$W/warm-$who"; echo "SKIP: the MCP server did not answer"; exit 77; }
   ls "$st"/run/*.mcp.sock >/dev/null 2>&1 || { echo "SKIP: no keeper socket"; exit 77; }
+  # a new serve: no kept connection to the keeper (gateway/mcp_keeper_pool.c),
+  # which stays warm; A must reach it through its socket
+  kill "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+  start_serve
   rm -f "$st"/run/*.mcp.sock # the keeper lives on, listed as serving: the window held open
   : >"$W/order-$who"
   (call 4 w__hi "$W/a-$who"; echo A >>"$W/order-$who") &

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# serve's kept connections to a warm MCP server's keeper
+# (gateway/mcp_keeper_pool.c, the keeper's calls told from idle kept
+# connections in mcp_keeper_route.c), through `capsule serve --mcp-http`
+# on examples/mcp-c's echo:
+# - calls one after another go on one kept connection: a socket the
+#   keeper accepted before a call still serves after it (without the pool
+#   each call's connection ends with its answer);
+# - the keeper killed (SIGKILL) between two calls: the next call is
+#   answered all the same (the kept connection to the dead keeper is let
+#   go, a new keeper starts), and so is the one after it;
+# - every call has exactly one audit record, outcome ok; audit verify
+#   passes. As root and as uid 65534.
+# Usage: keeper_pool.sh CAPSULE
+set -u
+capsule=$(realpath "$1")
+root=$(cd "$(dirname "$0")/../.." && pwd)
+command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
+command -v ss >/dev/null || { echo "SKIP: ss (iproute2) is not installed"; exit 77; }
+pkg-config --exists jansson 2>/dev/null || { echo "SKIP: libjansson-dev is not installed (scripts/deps.sh build)"; exit 77; }
+make -s -C "$root/examples/mcp-c" >/dev/null || { echo "FAIL: examples/mcp-c does not build"; exit 1; }
+work=$(mktemp -d /var/tmp/capsule-keeper-pool.XXXXXX)
+chmod 755 "$work"
+pids=()
+holders() { # the processes holding a file under DIR open
+  for f in /proc/[0-9]*/fd/*; do
+    case $(readlink "$f" 2>/dev/null) in "$1"/*) f=${f#/proc/}; echo "${f%%/*}" ;; esac
+  done | sort -u
+}
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in $(holders "$work"); do kill "$p" 2>/dev/null; done
+  sleep 0.5
+  rm -rf "$work"
+}
+trap cleanup EXIT
+export CAPSULE_STATE_KEY=
+pass=0 fail=0
+ok() { echo "  ok   $1"; pass=$((pass + 1)); }
+bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
+H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
+post() { # BODY: the answer's body
+  curl -sS -m 120 "${H[@]}" -H "Authorization: Bearer $token" -H "Mcp-Session-Id: $sid" \
+    -H 'MCP-Protocol-Version: 2025-06-18' --data "$1" "$url"
+}
+call() { # TEXT: 0 when echo answered it
+  local a
+  a=$(post '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp-c__echo","arguments":{"text":"'"$1"'"}}}')
+  grep -q "\"text\":\"$1\"" <<<"$a" && ! grep -q '"isError":true' <<<"$a" && return 0
+  echo "    $1: $(head -c 300 <<<"$a")"
+  return 1
+}
+accepted() { # the inodes of the sockets the keeper accepted (its socket's connections)
+  local sock
+  sock=$(find "$state" -name '*.mcp.sock' 2>/dev/null | head -1)
+  [ -n "$sock" ] && ss -xH 2>/dev/null | awk -v s="$sock" '$5 == s && $6 != 0 {print $6}' | sort -u
+}
+keeper_pid() { # the process holding the keeper's lock (RUN/KEY.mcp.lock)
+  for f in /proc/[0-9]*/fd/*; do
+    case $(readlink "$f" 2>/dev/null) in "$state"/*.mcp.lock) f=${f#/proc/}; echo "${f%%/*}" ;; esac
+  done | sort -u | head -1
+}
+run_as() {
+  local who=$1
+  state=$work/state-$who
+  local caps=$work/caps-$who
+  wrap=()
+  mkdir -p "$state" "$caps" && chmod 700 "$state"
+  cp -a "$root/examples/mcp-c" "$caps/mcp-c"
+  if [ "$who" = nobody ]; then
+    chown -R 65534:65534 "$state" "$caps"
+    wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+  fi
+  echo "as $who:"
+  local C=(--caps "$caps" --state "$state") port serve_pid
+  "${wrap[@]}" "$capsule" call "${C[@]}" mcp-c echo '{"text":"x"}' >/dev/null 2>&1 # discovery
+  "${wrap[@]}" "$capsule" policy set "${C[@]}" mcp-c echo allow >/dev/null || { bad "$who: policy set"; return; }
+  token=$("${wrap[@]}" "$capsule" access issue t --state "$state" 2>/dev/null)
+  [ -n "$token" ] || { bad "$who: access issue"; return; }
+  port=$((20000 + RANDOM % 20000))
+  url=http://127.0.0.1:$port/mcp
+  "${wrap[@]}" "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" --rate 1000000 2>"$work/serve-$who.log" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  for _ in $(seq 1 600); do "${wrap[@]}" "$capsule" serve status --state "$state" >/dev/null 2>&1 && break; sleep 0.1; done
+  sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" -H "Authorization: Bearer $token" --data \
+    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
+    "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
+  [ -n "$sid" ] || { bad "$who: no session"; head -5 "$work/serve-$who.log"; return; }
+  post '{"jsonrpc":"2.0","method":"notifications/initialized"}' >/dev/null
+  local texts=() t
+  for t in a1 a2 a3; do # the first starts the keeper; the next ones find it warm
+    texts+=("$who-$t")
+    call "$who-$t" || bad "$who: call $t answered"
+  done
+  local before after kept=
+  before=$(accepted)
+  texts+=("$who-a4")
+  call "$who-a4" || bad "$who: call a4 answered"
+  after=$(accepted)
+  for t in $before; do grep -qx "$t" <<<"$after" && kept=$t; done
+  [ -n "$kept" ] && ok "$who: calls one after another go on one kept connection" ||
+    bad "$who: no connection to the keeper outlived a call (before a4: [$before], after: [$after])"
+  local kp
+  kp=$(keeper_pid)
+  [ -n "$kp" ] || { bad "$who: no keeper process found"; return; }
+  kill -9 "$kp"
+  for _ in $(seq 1 300); do [ -d "/proc/$kp" ] || break; sleep 0.1; done
+  texts+=("$who-b1" "$who-b2")
+  call "$who-b1" && ok "$who: the call after the keeper was killed is answered" ||
+    bad "$who: the call after the keeper was killed is not answered"
+  call "$who-b2" && ok "$who: and the one after it" || bad "$who: the second call after the kill"
+  kill "$serve_pid" 2>/dev/null
+  wait "$serve_pid" 2>/dev/null
+  "${wrap[@]}" "$capsule" audit --json --state "$state" >"$work/audit-$who.json" 2>"$work/audit-$who.err" ||
+    { bad "$who: audit --json failed"; cat "$work/audit-$who.err"; return; }
+  local why
+  if why=$(python3 - "$work/audit-$who.json" "${texts[@]}" <<'PY'
+import hashlib, json, sys
+rows = json.load(open(sys.argv[1]))
+def h(text):
+    return hashlib.sha256(json.dumps({"text": text}, separators=(",", ":")).encode()).hexdigest()
+bad = []
+for t in sys.argv[2:]:
+    got = [r for r in rows if r["capability"] == "mcp-c" and r["tool"] == "echo" and r["args_sha256"] == h(t)]
+    if len(got) != 1:
+        bad.append(f"{t}: {len(got)} records")
+    elif got[0]["outcome"] != "ok":
+        bad.append(f"{t}: outcome {got[0]['outcome']}")
+print("; ".join(bad[:5]))
+sys.exit(1 if bad else 0)
+PY
+  ); then
+    ok "$who: every call has one audit record, outcome ok"
+  else
+    bad "$who: $why"
+  fi
+  local v
+  v=$("${wrap[@]}" "$capsule" audit verify --state "$state" 2>&1) && grep -q 'audit log verified' <<<"$v" &&
+    ok "$who: audit verify passes" || bad "$who: audit verify: $v"
+}
+run_as root
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  run_as nobody
+else
+  echo "  (uid 65534 part skipped: needs root and setpriv)"
+fi
+echo "keeper_pool: $pass passed, $fail failed"
+[ "$fail" = 0 ]
