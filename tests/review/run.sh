@@ -60,7 +60,7 @@ scripts=(
   ../review9/egress_supervisor_probes.sh ../review9/artifact_stream_hog.sh
   # the tenth's (tests/review10/)
   ../review10/ready_clone_hang.sh ../review10/resume_probes.sh ../review10/ask_spent_flood.sh
-  ../review10/replay_memory.sh
+  ../review10/replay_memory.sh ../review10/cancel_leaks.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
