@@ -12,7 +12,11 @@
  * token's or the peer's user), the capability, the tool and the digest of
  * the canonical arguments; so a state is this process's, this user's and
  * this call's, for MCP_ASK_TTL_MS. Its nonce is spent when an answer is
- * taken (one answer per question: a replayed "accept" is refused). */
+ * taken (one answer per question: a replayed "accept" is refused). The
+ * spent nonces are remembered until they expire, at most SPENT_PER_USER
+ * of each user's: a user past it is asked again, and no one else (a
+ * table shared by all, once 4,096, let one user's answers fill it and
+ * every user's answers go untaken: tests/review10/ask_spent_flood.sh). */
 #include <pthread.h>
 #include <sodium.h>
 #include <stdlib.h>
@@ -25,15 +29,17 @@
 #include "gateway/state.h"
 
 #define ASK_KEY "capsule_approval" /* our one input request's key */
-#define SPENT_MAX 4096             /* answered states remembered until they expire */
+#define SPENT_PER_USER 4096        /* a user's answered states remembered until they expire */
 
 static unsigned char key[crypto_auth_hmacsha256_KEYBYTES];
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t spent_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
+static struct spent {
   char nonce[33];
   uint64_t expiry_ms;
-} spent[SPENT_MAX];
+  unsigned char who[16]; /* a hash of the user who answered */
+} * spent;
+static size_t n_spent;
 
 static void key_init(void)
 {
@@ -85,25 +91,36 @@ static enum state_check state_check(const struct mcp_session *s, const struct mc
     return STATE_STALE;
   bool used = false;
   pthread_mutex_lock(&spent_mu);
-  for (size_t i = 0; i < SPENT_MAX && !used; i++)
+  for (size_t i = 0; i < n_spent && !used; i++)
     used = spent[i].expiry_ms >= now && strcmp(spent[i].nonce, nonce) == 0;
   pthread_mutex_unlock(&spent_mu);
   return used ? STATE_STALE : STATE_GOOD;
 }
 
-/* The nonce answered; false when every slot holds one still in time
- * (the answer is then not taken: the client is asked again) */
-static bool state_spend(const char *nonce, uint64_t expiry)
+/* The nonce answered by user; false when user has SPENT_PER_USER answers
+ * still in time (the answer is then not taken: the client is asked again) */
+static bool state_spend(const char *nonce, uint64_t expiry, const char *user)
 {
+  unsigned char who[16];
+  crypto_generichash(who, sizeof who, (const unsigned char *)user, strlen(user), NULL, 0);
   uint64_t now = wall_ms();
-  bool done = false;
+  size_t mine = 0, slot = SIZE_MAX;
   pthread_mutex_lock(&spent_mu);
-  for (size_t i = 0; i < SPENT_MAX && !done; i++)
-    if (spent[i].expiry_ms < now) {
-      memcpy(spent[i].nonce, nonce, 33);
-      spent[i].expiry_ms = expiry;
-      done = true;
-    }
+  for (size_t i = 0; i < n_spent; i++)
+    if (spent[i].expiry_ms < now)
+      slot = slot == SIZE_MAX ? i : slot;
+    else if (memcmp(spent[i].who, who, sizeof who) == 0)
+      mine++;
+  bool done = mine < SPENT_PER_USER;
+  if (done && slot == SIZE_MAX) {
+    spent = cap_xrealloc(spent, (n_spent + 1) * sizeof *spent);
+    slot = n_spent++;
+  }
+  if (done) {
+    memcpy(spent[slot].nonce, nonce, 33);
+    spent[slot].expiry_ms = expiry;
+    memcpy(spent[slot].who, who, sizeof who);
+  }
   pthread_mutex_unlock(&spent_mu);
   return done;
 }
@@ -168,7 +185,7 @@ void mcp_ask_modern(struct mcp_session *s, struct mcp_run *r, const struct cap_n
   enum gw_answer answer = check == STATE_GOOD ? answer_of(params) : GW_ANSWER_NONE;
   unsigned long long expiry = 0;
   if (answer != GW_ANSWER_NONE && sscanf(state->u.str.ptr, "v1.%llu.", &expiry) == 1 &&
-      state_spend(nonce, expiry))
+      state_spend(nonce, expiry, s->cfg->base.user ? s->cfg->base.user : ""))
     return mcp_run_start(s, r, answer);
   if (!s->req_elicits) /* the client cannot ask: the approval queue */
     return mcp_run_start(s, r, GW_ANSWER_NONE);

@@ -287,6 +287,7 @@ static void reap(struct serve *sv)
     if (x->sessionless && !x->n_routes && !mcp_session_busy(x->s))
       x->dead = true;
     if (!x->dead) {
+      serve_replay_trim(x); /* what was sent since, past the total */
       p = &x->next;
       continue;
     }

@@ -63,6 +63,7 @@ struct sess {
 
 struct serve {
   struct serve_grpc *grpc; /* --grpc, or NULL */
+  size_t replay_bytes;     /* every session's replay_bytes (serve_replay.c) */
   struct serve_selu *selu; /* the warm Selu process (serve_grpc_mcp.c), or NULL */
   const struct serve_options *opt;
   pthread_mutex_t state_mu, queue_mu;
@@ -118,6 +119,8 @@ void serve_replay_open(struct sess *x, struct stream *st);
 void serve_replay_push(struct sess *x, struct stream *st, const char *json, size_t len, bool final);
 void serve_replay_keep(struct sess *x, struct stream *st);
 void serve_replay_end(struct sess *x);
+/* Forgets x's sent events while all sessions hold more than the total */
+void serve_replay_trim(struct sess *x);
 void serve_replay_resume(struct sess *x, const char *last_event_id, struct stream *get);
 
 /* A session (serve.c): an HTTP one, or the unix socket's on fd. */

@@ -6,8 +6,11 @@
  * session keeps at most REPLAY_EVENTS events or REPLAY_BYTES bytes of
  * them, the oldest forgotten first; an event the current reader has not
  * written yet is never forgotten (a slow reader is bounded by the
- * stream's own queue). An id is looked up among the session's own
- * streams only. docs/serve.md "Resuming a stream". */
+ * stream's own queue). Past REPLAY_TOTAL held by all sessions, a
+ * session forgets its events once they are sent (1,000 sessions of one
+ * token holder each held 1 MiB: tests/review10/replay_memory.sh). An id
+ * is looked up among the session's own streams only. docs/serve.md
+ * "Resuming a stream". */
 #include <sodium.h>
 #include <stdlib.h>
 
@@ -16,6 +19,7 @@
 
 #define REPLAY_EVENTS 256
 #define REPLAY_BYTES (1024 * 1024)
+#define REPLAY_TOTAL (32 * 1024 * 1024) /* over every session */
 
 void serve_replay_open(struct sess *x, struct stream *st)
 {
@@ -61,7 +65,8 @@ static struct stream_event *forgettable(struct stream *s)
  * bound; then lets go of kept streams with nothing left. */
 static void trim(struct sess *x)
 {
-  while (x->replay_events > REPLAY_EVENTS || x->replay_bytes > REPLAY_BYTES) {
+  size_t bound = x->sv->replay_bytes > REPLAY_TOTAL ? 0 : REPLAY_BYTES;
+  while (x->replay_events > REPLAY_EVENTS || x->replay_bytes > bound) {
     struct stream **all;
     size_t n = streams_of(x, &all);
     struct stream *oldest = NULL;
@@ -83,6 +88,7 @@ static void trim(struct sess *x)
     oldest->forgot = e->seq;
     x->replay_events--;
     x->replay_bytes -= e->len;
+    x->sv->replay_bytes -= e->len;
     free(e->json);
     e->json = NULL;
     pthread_mutex_unlock(&oldest->mu);
@@ -111,6 +117,7 @@ void serve_replay_push(struct sess *x, struct stream *st, const char *json, size
   if (kept) {
     x->replay_events++;
     x->replay_bytes += len;
+    x->sv->replay_bytes += len;
     trim(x);
   }
 }
@@ -127,8 +134,16 @@ void serve_replay_keep(struct sess *x, struct stream *st)
   trim(x); /* nothing held: let go at once */
 }
 
+void serve_replay_trim(struct sess *x)
+{
+  if (x->sv->replay_bytes > REPLAY_TOTAL && x->replay_bytes)
+    trim(x);
+}
+
 void serve_replay_end(struct sess *x)
 {
+  x->sv->replay_bytes -= x->replay_bytes;
+  x->replay_bytes = x->replay_events = 0;
   for (size_t i = 0; i < x->n_kept; i++)
     stream_unref(x->kept[i]);
   free(x->kept);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -175,6 +176,68 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   return o;
 }
 
+/* The dry run from a process of its own, made by glibc's fork(): the
+ * sandbox's clone is a raw clone3, which glibc's malloc does not see, and
+ * in a process with threads (serve's main thread, its gRPC process, the
+ * dashboard) a clone made while another thread held an arena's lock left
+ * the sandbox's pid 1 waiting for it forever in its own fork, and the
+ * caller with it (serve's main thread: every session stalled). glibc's
+ * fork takes those locks around itself: its child has one thread, whose
+ * clone is safe. The outcome and the message come back on a pipe. */
+static enum gw_outcome dry_run_apart(const struct cap_spec *spec, const struct cap_strv *checks,
+                                     const char *const *hidden, size_t n_hidden,
+                                     struct cap_error *why)
+{
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0)
+    return cap_error_errno(why, errno, "cannot set up the dry run"), GW_OUTCOME_FAILED;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(p[0]);
+    struct cap_error e = {0};
+    int head[2] = {(int)dry_run(spec, checks, hidden, n_hidden, &e), e.code};
+    struct cap_buf b = {0};
+    cap_buf_append(&b, (const char *)head, sizeof head);
+    if (e.message)
+      cap_buf_puts(&b, e.message);
+    for (size_t off = 0; off < b.len;) {
+      ssize_t n = write(p[1], b.data + off, b.len - off);
+      if (n <= 0)
+        break;
+      off += (size_t)n;
+    }
+    _exit(0);
+  }
+  close(p[1]);
+  if (pid < 0) {
+    close(p[0]);
+    return cap_error_errno(why, errno, "cannot fork the dry run"), GW_OUTCOME_FAILED;
+  }
+  struct cap_buf b = {0};
+  char buf[4096];
+  for (ssize_t n; (n = read(p[0], buf, sizeof buf)) != 0;)
+    if (n > 0)
+      cap_buf_append(&b, buf, (size_t)n);
+    else if (errno != EINTR)
+      break;
+  close(p[0]);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  int head[2];
+  enum gw_outcome o = GW_OUTCOME_FAILED;
+  if (b.len < sizeof head) {
+    cap_error_set(why, EIO, "the dry run's process ended without an answer");
+  } else {
+    memcpy(head, b.data, sizeof head);
+    o = (enum gw_outcome)head[0];
+    if (b.len > sizeof head || head[1])
+      cap_error_set(why, head[1] ? head[1] : EIO, "%.*s", (int)(b.len - sizeof head),
+                    b.data + sizeof head);
+  }
+  cap_buf_free(&b);
+  return o;
+}
+
 static enum gw_outcome hermes_ready(struct cap_error *why)
 {
   const char *base = getenv("HERMES_API_BASE_URL");
@@ -243,7 +306,7 @@ enum gw_outcome gw_ready(const struct cap_spec *spec, const char *image_dir,
   struct cap_strv checks = {0};
   enum gw_outcome o = entry_probes(spec, &checks, why);
   if (o == GW_OUTCOME_OK)
-    o = dry_run(spec, &checks, hidden, n_hidden, why);
+    o = dry_run_apart(spec, &checks, hidden, n_hidden, why);
   cap_strv_free(&checks);
   return o;
 }

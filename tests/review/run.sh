@@ -58,6 +58,9 @@ scripts=(
   ../review9/selu_error_audit_pg.sh ../review9/artifact_probes.sh
   ../review9/attach_memory.sh ../review9/audit_name_spoof.sh
   ../review9/egress_supervisor_probes.sh ../review9/artifact_stream_hog.sh
+  # the tenth's (tests/review10/)
+  ../review10/ready_clone_hang.sh ../review10/resume_probes.sh ../review10/ask_spent_flood.sh
+  ../review10/replay_memory.sh ../review10/cancel_leaks.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

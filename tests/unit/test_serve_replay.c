@@ -15,6 +15,8 @@
 #include "front/serve_internal.h"
 #include "unit.h"
 
+static struct serve sv; /* what the sessions hold, all told */
+
 static struct stream *add_call(struct sess *x, const char *id)
 {
   struct stream *st = stream_new();
@@ -81,7 +83,7 @@ static void test_ids(void)
 
 static void test_bound(void)
 {
-  struct sess x = {0}, other = {0};
+  struct sess x = {.sv = &sv}, other = {.sv = &sv};
   struct stream *a = add_call(&x, "1");
   CHECK(a->resumable && a->prime_seq > 0);
   uint64_t first = a->prime_seq + 1;
@@ -127,7 +129,7 @@ static void test_bound(void)
 
 static void test_kept(void)
 {
-  struct sess x = {0};
+  struct sess x = {.sv = &sv};
   struct stream *a = add_call(&x, "1");
   push_n(&x, a, 2, 10);
   serve_replay_push(&x, a, "{}", 2, true); /* its answer: the route goes, the stream is kept */
@@ -154,7 +156,7 @@ static void test_kept(void)
 
 static void test_sessionless(void)
 {
-  struct sess x = {.sessionless = true};
+  struct sess x = {.sv = &sv, .sessionless = true};
   struct stream *a = add_call(&x, "1");
   CHECK(!a->resumable);
   push_n(&x, a, 3, 10);
@@ -162,4 +164,30 @@ static void test_sessionless(void)
   end_session(&x);
 }
 
-UNIT_MAIN(test_ids, test_bound, test_kept, test_sessionless)
+/* Past 32 MiB held by all sessions, a session keeps none of its sent
+ * events (tests/review10/replay_memory.sh); its end gives back its own */
+static void test_total(void)
+{
+  struct sess x = {.sv = &sv}, y = {.sv = &sv};
+  CHECK(sv.replay_bytes == 0);
+  struct stream *a = add_call(&x, "1");
+  a->closed = true; /* its reader gone: sent events may go */
+  push_n(&x, a, 10, 100);
+  CHECK(x.replay_events == 10 && sv.replay_bytes == 1000);
+  sv.replay_bytes += 33u << 20; /* the other sessions' */
+  struct stream *b = add_call(&y, "1");
+  b->closed = true;
+  push_n(&y, b, 10, 100);
+  CHECK(y.replay_events == 0 && y.replay_bytes == 0);
+  push_n(&x, a, 1, 100); /* x's turn: its own kept events go too */
+  CHECK(x.replay_events == 0 && x.replay_bytes == 0);
+  sv.replay_bytes -= 33u << 20;
+  CHECK(sv.replay_bytes == 0);
+  push_n(&x, a, 3, 100); /* under the total again: kept */
+  CHECK(x.replay_events == 3);
+  end_session(&x);
+  end_session(&y);
+  CHECK(sv.replay_bytes == 0);
+}
+
+UNIT_MAIN(test_ids, test_bound, test_kept, test_sessionless, test_total)
