@@ -111,14 +111,19 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
                           const char *method)
 {
   _cleanup_free_ char *theirs = node_text(cap_node_get(msg, "id"));
-  if (r->for_listen && strcmp(method, "ping") == 0) { /* answered here */
+  if ((r->modern || r->for_listen) && strcmp(method, "ping") == 0) { /* answered here */
     struct cap_buf b = {0};
     cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", theirs);
     return to_child(r, &b);
   }
-  if (r->for_listen) { /* a listen's stream carries only notifications */
+  if (r->modern || r->for_listen) {
+    /* 2026-07-28 has no request from server to client on a call's
+     * stream (a server's questions are its result's inputRequests, MRTR),
+     * and a listen's stream carries only notifications */
     _cleanup_free_ char *m = cap_xasprintf(
-        "the client did not declare what %s needs (a subscriptions/listen's step)", method);
+        "the client did not declare what %s needs (a 2026-07-28 request: capsule does not "
+        "relay a server's requests as input requests)",
+        method);
     return refuse(r, theirs, m);
   }
   if (!client_offers(s, method)) {
