@@ -109,10 +109,11 @@ struct mcp_run {
   uint64_t kill_at_ms; /* cancelled: SIGKILL at this time when still alive; 0 */
   int64_t progress;
   bool cancelled;
-  bool modern;     /* asked in the 2026-07-28 form */
-  bool want_watch; /* resources/subscribe: keep the warm server's connection */
-  bool for_listen; /* a step of a subscriptions/listen (mcp_listen.c): its answer not sent */
-  int watch_fd;    /* that connection, handed back with the report; -1 */
+  bool modern;          /* asked in the 2026-07-28 form */
+  bool want_watch;      /* resources/subscribe: keep the warm server's connection */
+  bool for_listen;      /* a step of a subscriptions/listen (mcp_listen.c): its answer not sent */
+  int64_t listen_token; /* ...of the listen with this token (not one opened anew with its id) */
+  int watch_fd;         /* that connection, handed back with the report; -1 */
 };
 
 #define MCP_MAX_SUBSCRIPTIONS 64 /* resources subscribed per session */
@@ -142,6 +143,7 @@ struct mcp_listen {
   bool tools;                      /* toolsListChanged honoured */
   bool prompts, resources;         /* promptsListChanged, resourcesListChanged asked */
   bool acked;                      /* the acknowledgement sent: notifications may follow */
+  int64_t token;                   /* this listen's, among those of its id (its steps carry it) */
   bool lists_tried;                /* the served server watched for its lists' changes */
   char *uris[MCP_MAX_LISTEN_URIS]; /* resourceSubscriptions asked */
   size_t n_uris, next;             /* ...and the next to subscribe to on its server */

@@ -141,6 +141,7 @@ static void step(struct mcp_session *s, struct mcp_listen *l)
     r->args = cap_buf_steal(&a);
     r->want_watch = true;
     r->for_listen = true;
+    r->listen_token = l->token;
     r->modern = true;
     return mcp_run_start(s, r, GW_ANSWER_NONE);
   }
@@ -149,7 +150,7 @@ static void step(struct mcp_session *s, struct mcp_listen *l)
 void mcp_listen_stepped(struct mcp_session *s, struct mcp_run *r, bool ok)
 {
   struct mcp_listen *l = listen_of(s, r->id_json);
-  if (!l || l->acked) /* cancelled meanwhile (and maybe opened anew) */
+  if (!l || l->acked || l->token != r->listen_token) /* cancelled meanwhile (maybe opened anew) */
     return;
   if (ok && strcmp(r->method, "ping") == 0)
     mcp_watch_keep(s, r, "", l->id_json);
@@ -249,6 +250,7 @@ void mcp_listen(struct mcp_session *s, const char *id, const struct cap_node *pa
   }
   *l = n;
   l->id_json = cap_xstrdup(id);
+  l->token = s->next_id++;
   step(s, l);
 }
 
