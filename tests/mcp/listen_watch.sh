@@ -11,7 +11,10 @@
 #   served server is watched, not without a server (--capability absent);
 # - a sessionless 2026-07-28 notification (notifications/cancelled) is
 #   accepted with 202, as the transport says; one in no revision's form
-#   without a session is still refused (400).
+#   without a session is still refused (400);
+# - on stdio (`capsule mcp --capability mcp-c`): a listen cancelled by
+#   notifications/cancelled is told no more (the server's next update
+#   reaches only the listen opened after it).
 # As root and as uid 65534.
 # Usage: listen_watch.sh CAPSULE
 set -u
@@ -104,7 +107,39 @@ run_as() {
   kill "${pids[@]}" 2>/dev/null
   wait "${pids[@]}" 2>/dev/null
   pids=()
+  stdio_listen
   C stop --state "$state" mcp-c >/dev/null 2>&1
+}
+
+# stdio: lines to capsule mcp, its output in $work/stdio-$who
+stdio_listen() {
+  local out=$work/stdio-$who
+  local sub='"notifications":{"resourceSubscriptions":["test://counter"]}'
+  local in=$work/stdin-$who mcp to
+  mkfifo "$in" && chmod 666 "$in"
+  "${wrap[@]}" "$capsule" mcp "${G[@]}" --capability mcp-c <"$in" >"$out" 2>"$work/stdio-$who.err" &
+  mcp=$!
+  pids+=("$mcp")
+  exec {to}>"$in"
+  say() { printf '%s\n' "$1" >&"$to"; }
+  touch26() { say "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"tools/call\",\"params\":{$META,\"name\":\"touch\",\"arguments\":{}}}"; }
+  updates() { grep -c "\"method\":\"notifications/resources/updated\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":$1}" "$out"; }
+  n_is() { [ "$(updates "$1")" = "$2" ]; }
+  say "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"subscriptions/listen\",\"params\":{$META,$sub}}"
+  wait_for grep -q '"resourceSubscriptions":\["test://counter"\]' "$out" && ok "$who: stdio-listen-acknowledged" ||
+    { bad "$who: stdio-listen-acknowledged"; head -c 600 "$out" "$work/stdio-$who.err" | sed 's/^/         /'; }
+  touch26 2
+  wait_for n_is 1 1 && ok "$who: stdio-update" || bad "$who: stdio-update ($(updates 1))"
+  say '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}'
+  say "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"subscriptions/listen\",\"params\":{$META,$sub}}"
+  wait_for grep -q 'subscriptionId":4},"notifications"' "$out" || bad "$who: stdio-second-listen"
+  touch26 5
+  # one update of the server's goes to every listen that asked, at once
+  if wait_for n_is 4 1; then
+    [ "$(updates 1)" = 1 ] && ok "$who: stdio-cancelled-listen-told-nothing" || bad "$who: stdio-cancelled-listen-told-nothing ($(updates 1))"
+  else bad "$who: stdio-update-after-cancel"; head -c 1200 "$out" | sed 's/^/         /'; fi
+  exec {to}>&-
+  wait "$mcp" 2>/dev/null
 }
 run_as root
 if setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$root/examples/mcp-c/server" 2>/dev/null; then
