@@ -138,8 +138,10 @@ void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status)
   } else if (r->gather && ok && raw && raw->kind == CAP_NODE_STRING) {
     mcp_gather_learn(s, r->method, raw->u.str.ptr); /* where prompts/get and resources/read go */
     send_raw(s, r->id_json, raw, false);
+  } else if (r->for_listen) {
+    mcp_listen_stepped(s, r, ok); /* a subscriptions/listen's step: no answer of its own */
   } else if (r->method && ok && r->want_watch) {
-    mcp_watch_subscribed(s, r); /* resources/subscribe: the session watches the server */
+    mcp_watch_subscribed(s, r, NULL); /* resources/subscribe: the session watches the server */
     send_raw(s, r->id_json, raw, false);
   } else if (r->method && (send_raw(s, r->id_json, ok ? raw : NULL, false) ||
                            send_raw(s, r->id_json, raw_e, true))) {

@@ -109,9 +109,11 @@ struct mcp_run {
   uint64_t kill_at_ms; /* cancelled: SIGKILL at this time when still alive; 0 */
   int64_t progress;
   bool cancelled;
-  bool modern;     /* asked in the 2026-07-28 form */
-  bool want_watch; /* resources/subscribe: keep the warm server's connection */
-  int watch_fd;    /* that connection, handed back with the report; -1 */
+  bool modern;          /* asked in the 2026-07-28 form */
+  bool want_watch;      /* resources/subscribe: keep the warm server's connection */
+  bool for_listen;      /* a step of a subscriptions/listen (mcp_listen.c): its answer not sent */
+  int64_t listen_token; /* ...of the listen with this token (not one opened anew with its id) */
+  int watch_fd;         /* that connection, handed back with the report; -1 */
 };
 
 #define MCP_MAX_SUBSCRIPTIONS 64 /* resources subscribed per session */
@@ -119,7 +121,8 @@ struct mcp_run {
 
 /* A resource the client subscribed to (mcp_subscribe.c) */
 struct mcp_subscription {
-  char *cap, *uri;
+  char *cap, *uri; /* uri "": no resource, the server's lists (a listen's) */
+  char *listen;    /* the subscriptions/listen's id (JSON) it is for; NULL: resources/subscribe's */
 };
 
 /* A connection to a warm server's keeper kept for what it says between
@@ -133,9 +136,17 @@ struct mcp_watch {
 #define MCP_MAX_LISTENS 8 /* subscriptions/listen streams open per session */
 
 /* A subscriptions/listen request open (mcp_listen.c) */
+#define MCP_MAX_LISTEN_URIS 16 /* resourceSubscriptions taken per listen */
+
 struct mcp_listen {
-  char *id_json; /* its id, the subscription's; NULL: a free slot */
-  bool tools;    /* toolsListChanged honoured */
+  char *id_json;                   /* its id, the subscription's; NULL: a free slot */
+  bool tools;                      /* toolsListChanged honoured */
+  bool prompts, resources;         /* promptsListChanged, resourcesListChanged asked */
+  bool acked;                      /* the acknowledgement sent: notifications may follow */
+  int64_t token;                   /* this listen's, among those of its id (its steps carry it) */
+  bool lists_tried;                /* the served server watched for its lists' changes */
+  char *uris[MCP_MAX_LISTEN_URIS]; /* resourceSubscriptions asked */
+  size_t n_uris, next;             /* ...and the next to subscribe to on its server */
 };
 
 struct mcp_session {
@@ -254,7 +265,16 @@ void mcp_run_free_asked(struct mcp_run *r);
 void mcp_resources_subscribe(struct mcp_session *s, const char *id, const struct cap_node *params);
 void mcp_resources_unsubscribe(struct mcp_session *s, const char *id,
                                const struct cap_node *params);
-void mcp_watch_subscribed(struct mcp_session *s, struct mcp_run *r);
+void mcp_watch_subscribed(struct mcp_session *s, struct mcp_run *r, const char *listen);
+/* r's server took uri ("" : its lists) for listen (NULL: the session's
+ * resources/subscribe): recorded, r's watcher kept if none is */
+void mcp_watch_keep(struct mcp_session *s, struct mcp_run *r, const char *uri, const char *listen);
+/* The capability whose server has uri, or NULL */
+const char *mcp_subscribe_cap(const struct mcp_session *s, const char *uri);
+/* Whether the session watches cap's server */
+bool mcp_watching(const struct mcp_session *s, const char *cap);
+/* listen's subscriptions dropped, watchers nobody needs closed */
+void mcp_watch_forget(struct mcp_session *s, const char *listen);
 size_t mcp_watch_poll(struct mcp_session *s, struct pollfd *fds, size_t max);
 void mcp_watch_events(struct mcp_session *s, const struct pollfd *fds, size_t n);
 void mcp_watch_free(struct mcp_session *s);
@@ -264,6 +284,12 @@ void mcp_watch_free(struct mcp_session *s);
 void mcp_listen(struct mcp_session *s, const char *id, const struct cap_node *params);
 void mcp_listen_changed(struct mcp_session *s);
 bool mcp_listen_cancel(struct mcp_session *s, const char *id_json);
+/* A listen's relayed step (resources/subscribe, ping) ended: the next,
+ * or the acknowledgement */
+void mcp_listen_stepped(struct mcp_session *s, struct mcp_run *r, bool ok);
+/* A watched server's notification (method, uri or NULL) for the listens */
+void mcp_listen_watched(struct mcp_session *s, const char *cap, const char *method,
+                        const char *uri);
 void mcp_listens_free(struct mcp_session *s);
 
 /* key (a node, may be NULL) is serve's unix socket's operator key; true

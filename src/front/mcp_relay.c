@@ -111,6 +111,21 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
                           const char *method)
 {
   _cleanup_free_ char *theirs = node_text(cap_node_get(msg, "id"));
+  if ((r->modern || r->for_listen) && strcmp(method, "ping") == 0) { /* answered here */
+    struct cap_buf b = {0};
+    cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", theirs);
+    return to_child(r, &b);
+  }
+  if (r->modern || r->for_listen) {
+    /* 2026-07-28 has no request from server to client on a call's
+     * stream (a server's questions are its result's inputRequests, MRTR),
+     * and a listen's stream carries only notifications */
+    _cleanup_free_ char *m = cap_xasprintf(
+        "the client did not declare what %s needs (a 2026-07-28 request: capsule does not "
+        "relay a server's requests as input requests)",
+        method);
+    return refuse(r, theirs, m);
+  }
   if (!client_offers(s, method)) {
     _cleanup_free_ char *m = cap_xasprintf(
         "the client did not declare what %s needs (capsule relays only that)", method);
@@ -205,7 +220,7 @@ void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
     const char *m = method->u.str.ptr;
     if (cap_node_get(msg, "id"))
       relay_request(s, r, msg, m);
-    else {
+    else if (!r->for_listen) { /* a listen's step puts nothing on its stream */
       _cleanup_free_ char *p = notification_params(r, m, cap_node_get(msg, "params"));
       struct cap_buf b = {0};
       if (p) {

@@ -29,7 +29,7 @@ static const char *uri_of(const struct cap_node *params)
 
 /* The capability whose server has uri: the served one, or the one the
  * gathered resources/list routed it to. */
-static const char *cap_of(const struct mcp_session *s, const char *uri)
+const char *mcp_subscribe_cap(const struct mcp_session *s, const char *uri)
 {
   const struct cap_spec *served = mcp_served_server(s);
   if (served)
@@ -56,7 +56,7 @@ void mcp_resources_subscribe(struct mcp_session *s, const char *id, const struct
   if (!uri)
     return mcp_send_error(s, id, MCP_INVALID_PARAMS,
                           "resources/subscribe needs params.uri, a resource's URI", NULL);
-  const char *cap = cap_of(s, uri);
+  const char *cap = mcp_subscribe_cap(s, uri);
   if (!cap)
     return mcp_send_error(s, id, -32002,
                           "Resource not found: resources/list names the resources capsule serves",
@@ -96,28 +96,32 @@ static void watch_close(struct mcp_watch *w)
   *w = (struct mcp_watch){.fd = -1};
 }
 
-/* The server accepted r's subscription: recorded, and its connection
- * kept when the session watches that server on none yet. */
-void mcp_watch_subscribed(struct mcp_session *s, struct mcp_run *r)
+bool mcp_watching(const struct mcp_session *s, const char *cap)
 {
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags d = {0};
-  const char *uri = cap_json_parse(doc, r->args, strlen(r->args), "params", 0, &d) == 0
-                        ? uri_of(doc->root)
-                        : NULL;
-  cap_diags_free(&d);
+  for (size_t i = 0; i < MCP_MAX_WATCHES; i++)
+    if (s->watches[i].cap && s->watches[i].fd >= 0 && strcmp(s->watches[i].cap, cap) == 0)
+      return true;
+  return false;
+}
+
+static bool same(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+void mcp_watch_keep(struct mcp_session *s, struct mcp_run *r, const char *uri, const char *listen)
+{
   bool known = false;
   struct mcp_subscription *free_slot = NULL;
   for (size_t i = 0; uri && i < MCP_MAX_SUBSCRIPTIONS; i++) {
     struct mcp_subscription *sub = &s->subs[i];
     if (!sub->uri)
       free_slot = free_slot ? free_slot : sub;
-    else if (strcmp(sub->uri, uri) == 0 && strcmp(sub->cap, r->cap) == 0)
+    else if (strcmp(sub->uri, uri) == 0 && strcmp(sub->cap, r->cap) == 0 &&
+             same(sub->listen, listen))
       known = true;
   }
   if (uri && !known && free_slot)
-    *free_slot = (struct mcp_subscription){.cap = cap_xstrdup(r->cap), .uri = cap_xstrdup(uri)};
-  cap_doc_free(doc);
+    *free_slot = (struct mcp_subscription){.cap = cap_xstrdup(r->cap),
+                                           .uri = cap_xstrdup(uri),
+                                           .listen = listen ? cap_xstrdup(listen) : NULL};
   struct mcp_watch *w = watch_of(s, r->cap);
   if (r->watch_fd < 0 || (w && w->fd >= 0))
     return; /* none came, or one is kept already (run_free closes this one) */
@@ -133,6 +137,51 @@ void mcp_watch_subscribed(struct mcp_session *s, struct mcp_run *r)
   r->watch_fd = -1;
 }
 
+/* The server accepted r's subscription: recorded, and its connection
+ * kept when the session watches that server on none yet. */
+void mcp_watch_subscribed(struct mcp_session *s, struct mcp_run *r, const char *listen)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  const char *uri = cap_json_parse(doc, r->args, strlen(r->args), "params", 0, &d) == 0
+                        ? uri_of(doc->root)
+                        : NULL;
+  cap_diags_free(&d);
+  mcp_watch_keep(s, r, uri, listen);
+  cap_doc_free(doc);
+}
+
+static void sub_drop(struct mcp_subscription *sub)
+{
+  free(sub->cap);
+  free(sub->uri);
+  free(sub->listen);
+  *sub = (struct mcp_subscription){0};
+}
+
+/* cap's watcher closed when no subscription needs it any more */
+static void watch_unneeded(struct mcp_session *s, const char *cap)
+{
+  for (size_t k = 0; k < MCP_MAX_SUBSCRIPTIONS; k++)
+    if (s->subs[k].cap && strcmp(s->subs[k].cap, cap) == 0)
+      return;
+  struct mcp_watch *w = watch_of(s, cap);
+  if (w)
+    watch_close(w);
+}
+
+void mcp_watch_forget(struct mcp_session *s, const char *listen)
+{
+  for (size_t i = 0; i < MCP_MAX_SUBSCRIPTIONS; i++) {
+    struct mcp_subscription *sub = &s->subs[i];
+    if (!sub->uri || !sub->listen || strcmp(sub->listen, listen) != 0)
+      continue;
+    _cleanup_free_ char *cap = cap_xstrdup(sub->cap);
+    sub_drop(sub);
+    watch_unneeded(s, cap);
+  }
+}
+
 void mcp_resources_unsubscribe(struct mcp_session *s, const char *id, const struct cap_node *params)
 {
   const char *uri = uri_of(params);
@@ -141,17 +190,11 @@ void mcp_resources_unsubscribe(struct mcp_session *s, const char *id, const stru
                           "resources/unsubscribe needs params.uri, a resource's URI", NULL);
   for (size_t i = 0; i < MCP_MAX_SUBSCRIPTIONS; i++) {
     struct mcp_subscription *sub = &s->subs[i];
-    if (!sub->uri || strcmp(sub->uri, uri) != 0)
+    if (!sub->uri || sub->listen || strcmp(sub->uri, uri) != 0)
       continue;
-    _cleanup_free_ char *cap = sub->cap;
-    free(sub->uri);
-    *sub = (struct mcp_subscription){0};
-    bool more = false;
-    for (size_t k = 0; k < MCP_MAX_SUBSCRIPTIONS && !more; k++)
-      more = s->subs[k].cap && strcmp(s->subs[k].cap, cap) == 0;
-    struct mcp_watch *w = more ? NULL : watch_of(s, cap);
-    if (w)
-      watch_close(w);
+    _cleanup_free_ char *cap = cap_xstrdup(sub->cap);
+    sub_drop(sub);
+    watch_unneeded(s, cap);
   }
   empty_result(s, id);
 }
@@ -169,7 +212,17 @@ static bool subscribed(const struct mcp_session *s, const char *cap, const struc
 {
   const char *uri = uri_of(cap_node_get(m, "params"));
   for (size_t i = 0; uri && i < MCP_MAX_SUBSCRIPTIONS; i++)
-    if (s->subs[i].uri && strcmp(s->subs[i].uri, uri) == 0 && strcmp(s->subs[i].cap, cap) == 0)
+    if (s->subs[i].uri && !s->subs[i].listen && strcmp(s->subs[i].uri, uri) == 0 &&
+        strcmp(s->subs[i].cap, cap) == 0)
+      return true;
+  return false;
+}
+
+/* Whether the session's resources/subscribe took one of cap's resources */
+static bool subscribed_any(const struct mcp_session *s, const char *cap)
+{
+  for (size_t i = 0; i < MCP_MAX_SUBSCRIPTIONS; i++)
+    if (s->subs[i].uri && !s->subs[i].listen && strcmp(s->subs[i].cap, cap) == 0)
       return true;
   return false;
 }
@@ -188,8 +241,11 @@ static void watched(struct mcp_session *s, const char *cap, const char *line, si
   const char *name = method && method->kind == CAP_NODE_STRING ? method->u.str.ptr : "";
   bool send = strcmp(name, "notifications/resources/updated") == 0
                   ? subscribed(s, cap, m)
-                  : strcmp(name, "notifications/resources/list_changed") == 0 ||
-                        strcmp(name, "notifications/prompts/list_changed") == 0;
+                  : (strcmp(name, "notifications/resources/list_changed") == 0 ||
+                     strcmp(name, "notifications/prompts/list_changed") == 0) &&
+                        subscribed_any(s, cap);
+  if (m && !cap_node_get(m, "id"))
+    mcp_listen_watched(s, cap, name, uri_of(cap_node_get(m, "params")));
   if (send && !cap_node_get(m, "id")) {
     struct cap_buf b = {0};
     struct cap_jw w;
@@ -234,9 +290,6 @@ void mcp_watch_free(struct mcp_session *s)
   for (size_t i = 0; i < MCP_MAX_WATCHES; i++)
     if (s->watches[i].cap)
       watch_close(&s->watches[i]);
-  for (size_t i = 0; i < MCP_MAX_SUBSCRIPTIONS; i++) {
-    free(s->subs[i].cap);
-    free(s->subs[i].uri);
-    s->subs[i] = (struct mcp_subscription){0};
-  }
+  for (size_t i = 0; i < MCP_MAX_SUBSCRIPTIONS; i++)
+    sub_drop(&s->subs[i]);
 }

@@ -440,6 +440,7 @@ struct parsed {
   bool modern;     /* its _meta names 2026-07-28: no session */
   bool listen;     /* subscriptions/listen: a stream that stays open */
   bool unknown;    /* a method the dispatcher does not have */
+  bool note26;     /* a notification in the 2026-07-28 form (its _meta's or the header's) */
   char *id_json;
   char *mismatch; /* 2026-07-28: the headers disagree with the body (mcp_headers.c) */
 };
@@ -469,6 +470,11 @@ static void classify(const char *body, size_t len, const struct mcp_http_headers
       else
         cap_json_quote(&b, id->u.str.ptr, id->u.str.len);
       p->id_json = cap_buf_steal(&b);
+    } else if (m && m->kind == CAP_NODE_STRING && !id) {
+      const struct cap_node *meta = cap_node_get(cap_node_get(doc->root, "params"), "_meta");
+      const struct cap_node *pv = cap_node_get(meta, "io.modelcontextprotocol/protocolVersion");
+      p->note26 = (pv && pv->kind == CAP_NODE_STRING && strcmp(pv->u.str.ptr, "2026-07-28") == 0) ||
+                  (!pv && hh->version && strcmp(hh->version, "2026-07-28") == 0);
     }
     mcp_headers_match(doc->root, hh, &p->mismatch);
   }
@@ -510,6 +516,11 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
     free(p.id_json);
     return r;
   }
+  /* 2026-07-28 defines no client notification over HTTP (closing a
+   * request's stream cancels it) and no session to give one to: accepted,
+   * as the transport says of a notification the server takes */
+  if (p.note26 && !session)
+    return reply(c, MHD_HTTP_ACCEPTED, "", "", NULL);
   if (!p.initialize && !session && !p.modern) {
     free(p.id_json);
     return refuse(c, MHD_HTTP_BAD_REQUEST, -32000,

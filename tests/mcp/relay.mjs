@@ -1,7 +1,7 @@
 // The relay's edges that the conformance suite does not reach, through
 // `capsule mcp --capability conformance` on stdio (examples/mcp-conformance
 // sandboxed): a server's requests refused when the client did not declare
-// what they need, sampling and elicitation answered, progress only for a
+// what they need (and in a 2026-07-28 request), sampling and elicitation answered, progress only for a
 // token, logging/setLevel reaching the server, a server's JSON-RPC error
 // passed on, cancellation while the server waits on the client, and the
 // audit of it all. Prints "ok NAME" or "FAIL NAME: why"; exits 1 on a failure.
@@ -142,6 +142,24 @@ r = await c.callTool({ name: 'test_sampling', arguments: { prompt: 'ping' } });
 check('sampling-answered', text(r) === 'LLM response: echo ping', JSON.stringify(r));
 r = await c.callTool({ name: 'test_elicitation', arguments: { message: 'who?' } });
 check('elicitation-declined', /action=decline/.test(text(r)), JSON.stringify(r));
+// the same call in the 2026-07-28 form (its _meta naming the revision and
+// declaring sampling): no request from server to client on its stream,
+// the server told the client did not declare it (capsule does not relay a
+// server's requests as input requests)
+let asked26 = 0;
+c.setRequestHandler(CreateMessageRequestSchema, async () => {
+  asked26++;
+  return { role: 'assistant', model: 'test', content: { type: 'text', text: 'asked' } };
+});
+const meta26 = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientCapabilities': { sampling: {}, elicitation: {} }
+};
+for (const [tool, args, re] of [['test_sampling', { prompt: 'new' }, /sampling/i], ['test_elicitation', { message: 'new?' }, /elicit/i]]) {
+  r = await c.request({ method: 'tools/call', params: { name: tool, arguments: args, _meta: meta26 } }, CallToolResultSchema);
+  check(`${tool}-2026-refused-to-server`, asked26 === 0 && r.isError === true && re.test(text(r)) &&
+    /did not declare/.test(text(r)), `${asked26} asked; ${JSON.stringify(r)}`);
+}
 // cancelled while the server waits for the client's sampling answer
 const beforeCancel = await served();
 let asked;
