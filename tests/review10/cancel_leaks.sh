@@ -7,30 +7,11 @@
 # made), and no process of a call is left. Exits 1 when something stays, 0 when not, 77 cannot run.
 # Usage: cancel_leaks.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
-root=$(cd "$(dirname "$0")/../.." && pwd)
-[ "$(id -u)" = 0 ] || { echo "SKIP: run as root"; exit 77; }
 command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
-"$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77; }
-W=$(mktemp -d /var/tmp/capsule-review10.XXXXXX)
-chmod 755 "$W"
-spid=
-trap '[ -n "$spid" ] && { kill -9 "$spid"; wait "$spid"; } 2>/dev/null; rm -rf "$W"' EXIT
-export CAPSULE_STATE_KEY=
-caps=$W/caps state=$W/state
-mkdir -p "$caps/agents/slow" && mkdir -m 700 "$state"
-printf '[agent]\nid = "slow"\nname = "slow"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 60000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' >"$caps/agents/slow/agent.toml"
-printf '#!/bin/sh\nIFS= read -r line; sleep 30; printf "{\\"got\\":%%s}\\n" "$line"\n' >"$caps/agents/slow/run.sh"
-chmod -R a+rX "$caps" && chmod 755 "$caps/agents/slow/run.sh"
-"$capsule" policy set --caps "$caps" --state "$state" slow dispatch allow >/dev/null ||
-  { echo "SKIP: cannot set up a state"; exit 77; }
-tok=$("$capsule" access issue a --user alice --state "$state" 2>/dev/null)
-[ -n "$tok" ] || { echo "SKIP: cannot issue a token"; exit 77; }
-"$capsule" serve --caps "$caps" --state "$state" --mcp-http 127.0.0.1:0 --rate 100000 2>"$W/serve.log" &
-spid=$!
-for _ in $(seq 600); do "$capsule" serve status --state "$state" >/dev/null 2>&1 && break; sleep 0.1; done
-port=$("$capsule" serve status --state "$state" --json 2>/dev/null | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
-[ -n "$port" ] || { tail -5 "$W/serve.log"; echo "SKIP: serve did not start"; exit 77; }
+. "$(dirname "$0")/lib.sh" "$1"
+agent slow 60000 'sleep 30; printf "{\"got\":%s}\n" "$line"' allow
+tok=$(token alice) || exit 77
+serve10
 url=http://127.0.0.1:$port/mcp
 records() { "$capsule" audit --state "$state" 2>/dev/null | grep -c 'slow.dispatch'; }
 settled() { # N: N records, and serve has no child left

@@ -10,31 +10,13 @@
 # gets through, 0 when all are blocked, 77 cannot run.
 # Usage: resume_probes.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
-[ "$(id -u)" = 0 ] || { echo "SKIP: run as root"; exit 77; }
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
-"$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77; }
-W=$(mktemp -d /var/tmp/capsule-review10.XXXXXX)
-chmod 755 "$W"
-spid=
-trap '[ -n "$spid" ] && { kill -9 "$spid"; wait "$spid"; } 2>/dev/null; rm -rf "$W"' EXIT
-export CAPSULE_STATE_KEY=
-caps=$W/caps state=$W/state
-mkdir -p "$caps/agents/slow" && mkdir -m 700 "$state"
-printf '[agent]\nid = "slow"\nname = "slow"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 5000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' >"$caps/agents/slow/agent.toml"
+. "$(dirname "$0")/lib.sh" "$1"
 # past the 50 ms within which an answer comes as JSON: an SSE stream
-printf '#!/bin/sh\nIFS= read -r line; sleep 0.5; printf "{\\"secret\\":%%s}\\n" "$line"\n' >"$caps/agents/slow/run.sh"
-chmod -R a+rX "$caps" && chmod 755 "$caps/agents/slow/run.sh"
-"$capsule" policy set --caps "$caps" --state "$state" slow dispatch allow >/dev/null ||
-  { echo "SKIP: cannot set up a state"; exit 77; }
-ta=$("$capsule" access issue a --user alice --state "$state" 2>/dev/null)
-tb=$("$capsule" access issue b --user bob --state "$state" 2>/dev/null)
-[ -n "$ta" ] && [ -n "$tb" ] || { echo "SKIP: cannot issue tokens"; exit 77; }
-"$capsule" serve --caps "$caps" --state "$state" --mcp-http 127.0.0.1:0 --rate 100000 2>"$W/serve.log" &
-spid=$!
-for _ in $(seq 600); do "$capsule" serve status --state "$state" >/dev/null 2>&1 && break; sleep 0.1; done
-port=$("$capsule" serve status --state "$state" --json 2>/dev/null | sed -n 's/.*"mcp_http":"127\.0\.0\.1:\([0-9]*\)".*/\1/p')
-[ -n "$port" ] || { tail -5 "$W/serve.log"; echo "SKIP: serve did not start"; exit 77; }
+agent slow 5000 'sleep 0.5; printf "{\"secret\":%s}\n" "$line"' allow
+ta=$(token alice) || exit 77
+tb=$(token bob) || exit 77
+serve10
 url=http://127.0.0.1:$port/mcp V=2025-11-25
 H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
 session() { # TOKEN: a new session's id
