@@ -9,11 +9,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "net/http.h"
 #include "gateway/volumes.h"
 #include "gateway/selu.h"
@@ -176,57 +178,59 @@ static enum gw_outcome dry_run(const struct cap_spec *spec, const struct cap_str
   return o;
 }
 
-/* The dry run from a process of its own, made by glibc's fork(): the
- * sandbox's clone is a raw clone3, which glibc's malloc does not see, and
- * in a process with threads (serve's main thread, its gRPC process, the
- * dashboard) a clone made while another thread held an arena's lock left
- * the sandbox's pid 1 waiting for it forever in its own fork, and the
- * caller with it (serve's main thread: every session stalled). glibc's
- * fork takes those locks around itself: its child has one thread, whose
- * clone is safe. The outcome and the message come back on a pipe. */
-static enum gw_outcome dry_run_apart(const struct cap_spec *spec, const struct cap_strv *checks,
-                                     const char *const *hidden, size_t n_hidden,
-                                     struct cap_error *why)
+/* A step that starts a sandbox (a dry run, a Talos module's probe), made
+ * in a process of its own by glibc's fork(): the sandbox's clone is a raw
+ * clone3, which glibc's malloc does not see, and in a process with threads
+ * (serve's main thread, its gRPC process, the dashboard) a clone made while
+ * another thread held an arena's lock left the sandbox's pid 1 waiting for
+ * it forever in its own fork, and the caller with it (serve's main thread:
+ * every session stalled). glibc's fork takes those locks around itself:
+ * its child has one thread, whose clone is safe. The child keeps none of
+ * the caller's descriptors but the pipe that brings back the outcome and
+ * the message. */
+typedef enum gw_outcome apart_fn(const void *arg, struct cap_error *why);
+
+static _Noreturn void apart_child(apart_fn *fn, const void *arg, int fd)
+{
+  if (fd != 3 && dup3(fd, 3, O_CLOEXEC) < 0)
+    _exit(1);
+  syscall(__NR_close_range, 4U, ~0U, 0U); /* another session's sockets not held while it runs */
+  struct cap_error e = {0};
+  int head[2] = {(int)fn(arg, &e), e.code};
+  struct cap_buf b = {0};
+  cap_buf_append(&b, (const char *)head, sizeof head);
+  if (e.message)
+    cap_buf_puts(&b, e.message);
+  (void)cap_write_all(3, b.data, b.len, 0);
+  _exit(0);
+}
+
+static enum gw_outcome apart(apart_fn *fn, const void *arg, const char *what, struct cap_error *why)
 {
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0)
-    return cap_error_errno(why, errno, "cannot set up the dry run"), GW_OUTCOME_FAILED;
+    return cap_error_errno(why, errno, "cannot set up the %s", what), GW_OUTCOME_FAILED;
   pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
-    struct cap_error e = {0};
-    int head[2] = {(int)dry_run(spec, checks, hidden, n_hidden, &e), e.code};
-    struct cap_buf b = {0};
-    cap_buf_append(&b, (const char *)head, sizeof head);
-    if (e.message)
-      cap_buf_puts(&b, e.message);
-    for (size_t off = 0; off < b.len;) {
-      ssize_t n = write(p[1], b.data + off, b.len - off);
-      if (n <= 0)
-        break;
-      off += (size_t)n;
-    }
-    _exit(0);
+    apart_child(fn, arg, p[1]);
   }
   close(p[1]);
   if (pid < 0) {
     close(p[0]);
-    return cap_error_errno(why, errno, "cannot fork the dry run"), GW_OUTCOME_FAILED;
+    return cap_error_errno(why, errno, "cannot fork the %s", what), GW_OUTCOME_FAILED;
   }
   struct cap_buf b = {0};
   char buf[4096];
-  for (ssize_t n; (n = read(p[0], buf, sizeof buf)) != 0;)
-    if (n > 0)
-      cap_buf_append(&b, buf, (size_t)n);
-    else if (errno != EINTR)
-      break;
+  for (ssize_t n; (n = cap_read_some(p[0], buf, sizeof buf)) > 0;)
+    cap_buf_append(&b, buf, (size_t)n);
   close(p[0]);
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
     ;
   int head[2];
   enum gw_outcome o = GW_OUTCOME_FAILED;
   if (b.len < sizeof head) {
-    cap_error_set(why, EIO, "the dry run's process ended without an answer");
+    cap_error_set(why, EIO, "the %s's process ended without an answer", what);
   } else {
     memcpy(head, b.data, sizeof head);
     o = (enum gw_outcome)head[0];
@@ -236,6 +240,31 @@ static enum gw_outcome dry_run_apart(const struct cap_spec *spec, const struct c
   }
   cap_buf_free(&b);
   return o;
+}
+
+struct dry_args {
+  const struct cap_spec *spec;
+  const struct cap_strv *checks;
+  const char *const *hidden;
+  size_t n_hidden;
+};
+
+static enum gw_outcome dry_run_fn(const void *arg, struct cap_error *why)
+{
+  const struct dry_args *d = arg;
+  return dry_run(d->spec, d->checks, d->hidden, d->n_hidden, why);
+}
+
+struct probe_args {
+  const struct gw_call *call;
+  const struct cap_spec *spec;
+  const struct talos_input *in;
+};
+
+static enum gw_outcome talos_probe_fn(const void *arg, struct cap_error *why)
+{
+  const struct probe_args *a = arg;
+  return talos_probe(a->call, a->spec, a->in, NULL, why);
 }
 
 static enum gw_outcome hermes_ready(struct cap_error *why)
@@ -306,7 +335,7 @@ enum gw_outcome gw_ready(const struct cap_spec *spec, const char *image_dir,
   struct cap_strv checks = {0};
   enum gw_outcome o = entry_probes(spec, &checks, why);
   if (o == GW_OUTCOME_OK)
-    o = dry_run_apart(spec, &checks, hidden, n_hidden, why);
+    o = apart(dry_run_fn, &(struct dry_args){spec, &checks, hidden, n_hidden}, "dry run", why);
   cap_strv_free(&checks);
   return o;
 }
@@ -332,7 +361,9 @@ enum gw_outcome gw_ready_module(const struct cap_spec *spec, struct gw_state *st
   struct gw_granted g;
   enum gw_outcome o = GW_OUTCOME_FAILED;
   if (gw_spec_with_grants(st, spec, &g, why) == 0) {
-    o = talos_probe(&call, &g.spec, &cfg.in, NULL, why);
+    /* the module's probe starts a sandbox: apart, as the dry run (above);
+     * its configuration (tokens refreshed in the state) was read here */
+    o = apart(talos_probe_fn, &(struct probe_args){&call, &g.spec, &cfg.in}, "module's probe", why);
     gw_granted_free(&g);
   }
   gw_talos_config_free(&cfg, spec);
