@@ -1,5 +1,6 @@
 # Shared by the scripts that call examples/mcp-c's tools through `capsule
-# serve --mcp-http` (tests/mcp: mcp_c.sh, audit_group.sh, state_fresh.sh),
+# serve --mcp-http` (tests/mcp: mcp_c.sh, audit_group.sh, state_fresh.sh,
+# keeper_pool.sh),
 # sourced with $1 = capsule and $2 = a name for the work directory. Skips
 # (exit 77) without curl or libjansson-dev; builds examples/mcp-c. Sets
 # capsule, root, work (0755; removed on exit after the processes in pids

@@ -13,39 +13,12 @@
 #   passes. As root and as uid 65534.
 # Usage: keeper_pool.sh CAPSULE
 set -u
-capsule=$(realpath "$1")
-root=$(cd "$(dirname "$0")/../.." && pwd)
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
 command -v ss >/dev/null || { echo "SKIP: ss (iproute2) is not installed"; exit 77; }
-pkg-config --exists jansson 2>/dev/null || { echo "SKIP: libjansson-dev is not installed (scripts/deps.sh build)"; exit 77; }
-make -s -C "$root/examples/mcp-c" >/dev/null || { echo "FAIL: examples/mcp-c does not build"; exit 1; }
-work=$(mktemp -d /var/tmp/capsule-keeper-pool.XXXXXX)
-chmod 755 "$work"
-pids=()
-holders() { # the processes holding a file under DIR open
-  for f in /proc/[0-9]*/fd/*; do
-    case $(readlink "$f" 2>/dev/null) in "$1"/*) f=${f#/proc/}; echo "${f%%/*}" ;; esac
-  done | sort -u
-}
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for p in $(holders "$work"); do kill "$p" 2>/dev/null; done
-  sleep 0.5
-  rm -rf "$work"
-}
-trap cleanup EXIT
-export CAPSULE_STATE_KEY=
-pass=0 fail=0
-ok() { echo "  ok   $1"; pass=$((pass + 1)); }
-bad() { echo "  FAIL $1"; fail=$((fail + 1)); }
-H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream')
-post() { # BODY: the answer's body
-  curl -sS -m 120 "${H[@]}" -H "Authorization: Bearer $token" -H "Mcp-Session-Id: $sid" \
-    -H 'MCP-Protocol-Version: 2025-06-18' --data "$1" "$url"
-}
+. "$(dirname "$0")/../lib/mcp_c.sh" "$1" keeper-pool
+kpost() { post "$url" "$token" "$sid" "$1"; }
 call() { # TEXT: 0 when echo answered it
   local a
-  a=$(post '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp-c__echo","arguments":{"text":"'"$1"'"}}}')
+  a=$(kpost '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp-c__echo","arguments":{"text":"'"$1"'"}}}')
   grep -q "\"text\":\"$1\"" <<<"$a" && ! grep -q '"isError":true' <<<"$a" && return 0
   echo "    $1: $(head -c 300 <<<"$a")"
   return 1
@@ -61,33 +34,12 @@ keeper_pid() { # the process holding the keeper's lock (RUN/KEY.mcp.lock)
   done | sort -u | head -1
 }
 run_as() {
-  local who=$1
-  state=$work/state-$who
-  local caps=$work/caps-$who
-  wrap=()
-  mkdir -p "$state" "$caps" && chmod 700 "$state"
-  cp -a "$root/examples/mcp-c" "$caps/mcp-c"
-  if [ "$who" = nobody ]; then
-    chown -R 65534:65534 "$state" "$caps"
-    wrap=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
-  fi
-  echo "as $who:"
-  local C=(--caps "$caps" --state "$state") port serve_pid
+  mcpc_user "$1"
   "${wrap[@]}" "$capsule" call "${C[@]}" mcp-c echo '{"text":"x"}' >/dev/null 2>&1 # discovery
   "${wrap[@]}" "$capsule" policy set "${C[@]}" mcp-c echo allow >/dev/null || { bad "$who: policy set"; return; }
   token=$("${wrap[@]}" "$capsule" access issue t --state "$state" 2>/dev/null)
   [ -n "$token" ] || { bad "$who: access issue"; return; }
-  port=$((20000 + RANDOM % 20000))
-  url=http://127.0.0.1:$port/mcp
-  "${wrap[@]}" "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" --rate 1000000 2>"$work/serve-$who.log" &
-  serve_pid=$!
-  pids+=("$serve_pid")
-  for _ in $(seq 1 600); do "${wrap[@]}" "$capsule" serve status --state "$state" >/dev/null 2>&1 && break; sleep 0.1; done
-  sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" -H "Authorization: Bearer $token" --data \
-    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
-    "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
-  [ -n "$sid" ] || { bad "$who: no session"; head -5 "$work/serve-$who.log"; return; }
-  post '{"jsonrpc":"2.0","method":"notifications/initialized"}' >/dev/null
+  mcpc_serve "$work/serve-$who.log" --rate 1000000 || { bad "$who: no session"; return; }
   local texts=() t
   for t in a1 a2 a3; do # the first starts the keeper; the next ones find it warm
     texts+=("$who-$t")
