@@ -10,7 +10,8 @@
 # C and wrap for root or uid 65534, mcp-c copied in, "as WHO:" said) and
 # mcpc_serve LOG [ARGS...] (serve on a random loopback port as ${wrap[@]}
 # with ARGS, waited for; then a 2025-06-18 session initialized with
-# $token: port, url, sid, serve_pid set; fails when no session comes).
+# $token: port, url, sid, serve_pid set; fails when no session comes) and
+# mcpc_verify LABEL (`audit verify` on $state as ${wrap[@]}: ok or bad).
 capsule=$(realpath "$1")
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
@@ -65,4 +66,9 @@ mcpc_serve() {
     "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
   [ -n "$sid" ] || { head -5 "$log"; return 1; }
   post "$url" "$token" "$sid" '{"jsonrpc":"2.0","method":"notifications/initialized"}' >/dev/null
+}
+mcpc_verify() {
+  local v
+  v=$("${wrap[@]}" "$capsule" audit verify --state "$state" 2>&1) && grep -q 'audit log verified' <<<"$v" &&
+    ok "$1: audit verify passes" || bad "$1: audit verify: $v"
 }

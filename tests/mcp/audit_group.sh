@@ -101,9 +101,7 @@ PY
   else
     bad "$who: round $rnd: $why"
   fi
-  local v
-  v=$("${wrap[@]}" "$capsule" audit verify --state "$state" 2>&1) && grep -q 'audit log verified' <<<"$v" &&
-    ok "$who: round $rnd: audit verify passes" || bad "$who: round $rnd: audit verify: $v"
+  mcpc_verify "$who: round $rnd"
 }
 run_as() {
   mcpc_user "$1"

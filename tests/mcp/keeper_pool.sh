@@ -87,9 +87,7 @@ PY
   else
     bad "$who: $why"
   fi
-  local v
-  v=$("${wrap[@]}" "$capsule" audit verify --state "$state" 2>&1) && grep -q 'audit log verified' <<<"$v" &&
-    ok "$who: audit verify passes" || bad "$who: audit verify: $v"
+  mcpc_verify "$who"
 }
 run_as root
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then

@@ -44,8 +44,7 @@ run_as() {
     good=$((good + 1))
   done
   [ "$good" = 10 ] && ok "$who: every policy change applied to the next call (10 rounds, 60 calls)" || bad "$who: $good of 10 rounds right"
-  local v
-  v=$("${wrap[@]}" "$capsule" audit verify --state "$state" 2>&1) && ok "$who: audit verify passes" || bad "$who: audit verify: $v"
+  mcpc_verify "$who"
   kill "$serve_pid" 2>/dev/null
   wait "$serve_pid" 2>/dev/null
 }
