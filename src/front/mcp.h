@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include "gateway/call.h"
+#include "gateway/ready_memo.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
 
@@ -66,6 +67,9 @@ struct mcp_config {
   enum gw_outcome (*selu_warm)(void *ctx, const struct gw_registry *reg, const struct gw_call *call,
                                int cancel_fd, struct gw_result *res, struct cap_error *err);
   void *selu_warm_ctx;
+  /* reg's readiness remembered (serve: a session's tool table is built
+   * per sessionless request); NULL: a dry run per capability per table */
+  struct gw_ready_memo *ready_memo;
 };
 
 struct mcp_io {

@@ -104,15 +104,15 @@ static void add_tools(struct mcp_session *s, const struct cap_spec *spec,
         .name = base_name(s->cfg->only, spec->id, tools[i].name), .spec = spec, .tool = &tools[i]};
 }
 
-static bool ready(const struct mcp_session *s, const struct cap_spec *spec)
+static bool ready(const struct mcp_session *s, const struct cap_spec *spec, size_t i)
 {
   if (spec->runtime.kind == CAP_RUNTIME_EXEC)
     return false;
   if (s->cfg->skip_readiness)
     return true;
   struct cap_error why = {0};
-  enum gw_outcome o =
-      gw_ready(spec, s->cfg->base.image_dir, s->cfg->base.hidden, s->cfg->base.n_hidden, &why);
+  enum gw_outcome o = gw_ready_memo_get(s->cfg->ready_memo, i, spec, s->cfg->base.image_dir,
+                                        s->cfg->base.hidden, s->cfg->base.n_hidden, &why);
   cap_error_clear(&why);
   return o == GW_OUTCOME_OK;
 }
@@ -127,7 +127,7 @@ void mcp_table_build(struct mcp_session *s)
   t->dynamic = cap_xcalloc(reg->n + 1, sizeof *t->dynamic);
   for (size_t i = 0; i < reg->n; i++) {
     const struct cap_spec *spec = reg->caps[i];
-    if ((s->cfg->only && strcmp(spec->id, s->cfg->only) != 0) || !ready(s, spec))
+    if ((s->cfg->only && strcmp(spec->id, s->cfg->only) != 0) || !ready(s, spec, i))
       continue;
     if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) {
       struct gw_tools *d = &t->dynamic[t->n_dynamic++];

@@ -101,6 +101,7 @@ static void gen_unref(struct gen *g)
 {
   if (g && --g->refs == 0) {
     gw_registry_free(&g->reg);
+    gw_ready_memo_free(g->ready);
     free(g);
   }
 }
@@ -181,6 +182,7 @@ struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *use
   sodium_bin2hex(x->id, sizeof x->id, raw, sizeof raw);
   x->cfg = (struct mcp_config){
       .reg = &x->gen->reg,
+      .ready_memo = x->gen->ready,
       .st = sv->opt->st,
       .state_dir = sv->opt->state_dir,
       .only = sv->opt->only,
@@ -505,6 +507,7 @@ static int load(struct serve *sv, struct cap_error *err)
     return cap_error_set(err, -r, "cannot read the capabilities in %s", sv->opt->caps_dir);
   }
   g->refs = 1;
+  g->ready = gw_ready_memo_new(g->reg.n, GW_READY_MEMO_TTL_MS);
   gen_unref(sv->cur);
   sv->cur = g;
   char n[32];
@@ -536,6 +539,7 @@ static void reload(struct serve *sv)
     x->gen = sv->cur;
     x->gen->refs++;
     x->cfg.reg = &x->gen->reg;
+    x->cfg.ready_memo = x->gen->ready;
     mcp_session_registry_changed(x->s);
     gen_unref(old);
   }

@@ -17,6 +17,7 @@
 /* A registry and the sessions that started with it. */
 struct gen {
   struct gw_registry reg;
+  struct gw_ready_memo *ready; /* its capabilities' readiness, for every session's tool table */
   int refs;
 };
 
