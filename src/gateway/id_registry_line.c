@@ -25,8 +25,11 @@ bool registry_line(char *line, uint64_t *base, char **key, struct reg_where *whe
   *where = (struct reg_where){0};
   char *sep = strrchr(*key, '@'); /* a key's own '@' is written %40 */
   int n = 0;
+  /* registry_put never writes an all-zero where-part: such a tail is
+   * part of the key ("k@1:2:3@0:0:0" would else be written back as
+   * "k@1:2:3" and read as another line; tests/fuzz) */
   if (sep && sscanf(sep, "@%llu:%llu:%llu%n", &where->mnt, &where->dev, &where->ino, &n) == 3 &&
-      sep[n] == '\0')
+      sep[n] == '\0' && (where->mnt || where->dev || where->ino))
     *sep = '\0';
   else
     *where = (struct reg_where){0};

@@ -52,6 +52,7 @@ printf '%%2Fetc%%2F..%%00x/y..' >"$work/volume_name/encoded"
 mkdir -p "$work/id_registry"
 printf '0 capsule-id-ranges-format-2 /\n1879048192 alpha/0123456789abcdef0123456789abcdef@4026531832:65024:11 /var/lib/s t\n1879113728 my%%20tool /root/.local/state/capsule\n' >"$work/id_registry/lines"
 printf '0 capsule-id-ranges-format-9x /\nGARBAGE\n1 a@1:2:3@4:5:6 /x\n-5 b /\n' >"$work/id_registry/odd"
+printf '5 k@1:2:3@0:0:0 /d\n6 j@0:0:0 /e\n' >"$work/id_registry/zero-where" # once read as another line
 mkdir -p "$work/image"
 printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%064d","size":349,"annotations":{"org.opencontainers.image.ref.name":"example.org/a:1"}}]}' 0 >"$work/image/index"
 printf '{"schemaVersion":2,"config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%064d","size":3},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%064d","size":9}]}' 1 2 >"$work/image/manifest"
