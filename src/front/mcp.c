@@ -104,28 +104,34 @@ static bool declares_form_elicitation(const struct cap_node *caps)
   return e->u.obj.len == 0 || cap_node_get(e, "form") || !cap_node_get(e, "url");
 }
 
-/* What a relayed server may ask of this client: its sampling, elicitation
- * and roots capabilities, as declared (mcp_relay.c) */
-static void record_client_caps(struct mcp_session *s, const struct cap_node *caps)
+char *mcp_caps_offered(const struct cap_node *caps, bool *samples, bool *elicits, bool *roots)
 {
   static const char *const offered[] = {"sampling", "elicitation", "roots"};
+  bool *flags[] = {samples, elicits, roots};
   struct cap_buf b = {0};
   struct cap_jw w;
   cap_jw_init(&w, &b, false);
   cap_jw_begin_object(&w);
   for (size_t i = 0; i < ARRAY_SIZE(offered); i++) {
-    const struct cap_node *c = cap_node_get(caps, offered[i]);
+    const struct cap_node *c =
+        caps && caps->kind == CAP_NODE_OBJECT ? cap_node_get(caps, offered[i]) : NULL;
+    *flags[i] = c != NULL;
     if (!c || c->kind != CAP_NODE_OBJECT)
       continue;
     cap_jw_key(&w, offered[i]);
     cap_jw_node(&w, c);
   }
   cap_jw_end_object(&w);
+  return cap_buf_steal(&b);
+}
+
+/* What a relayed server may ask of this client: its sampling, elicitation
+ * and roots capabilities, as declared (mcp_relay.c) */
+static void record_client_caps(struct mcp_session *s, const struct cap_node *caps)
+{
   free(s->client_caps);
-  s->client_caps = cap_buf_steal(&b);
-  s->client_samples = cap_node_get(caps, "sampling") != NULL;
-  s->client_elicits_any = cap_node_get(caps, "elicitation") != NULL;
-  s->client_roots = cap_node_get(caps, "roots") != NULL;
+  s->client_caps =
+      mcp_caps_offered(caps, &s->client_samples, &s->client_elicits_any, &s->client_roots);
 }
 
 /* One capability offered: resources with subscriptions and their list's
