@@ -178,7 +178,9 @@ struct mcp_session {
   bool client_samples, client_elicits_any, client_roots;
   char *log_level; /* logging/setLevel's level (JSON text), or NULL */
   bool modern;     /* the request being answered is 2026-07-28's: results carry resultType */
-  int64_t next_id; /* our requests' ids */
+  bool offers_prompts,
+      offers_resources; /* initialize declared them (a reload tells their change) */
+  int64_t next_id;      /* our requests' ids */
   struct mcp_table table;
   struct mcp_run *runs[MCP_MAX_RUNNING];
   struct mcp_route *routes; /* from the last gathered lists */

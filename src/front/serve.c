@@ -204,7 +204,7 @@ struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *use
       .state_dir = sv->opt->state_dir,
       .only = sv->opt->only,
       .server_version = sv->opt->version,
-      .list_changed = !http,  /* HTTP offers no stream outside requests to carry it */
+      .list_changed = true,   /* HTTP: on a 2025 session's GET stream, when it has one open */
       .local_methods = !http, /* the CLI's capsule/call: its peer is who SO_PEERCRED says */
       .reg_hold = sess_reg_hold,
       .reg_release = sess_reg_release,
