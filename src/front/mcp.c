@@ -339,6 +339,7 @@ static const struct method methods[] = {
     {"logging/setLevel", on_set_level, NULL, false},
     {"capsule/call", mcp_capsule_call, NULL, false},
     {"capsule/approve", mcp_capsule_approve, NULL, false},
+    {"capsule/list", mcp_capsule_list, NULL, false},
     {"resources/list", on_resources_list, NULL, false},
     {"resources/templates/list", on_resource_templates, NULL, false},
     {"resources/read", on_resources_read, NULL, false},

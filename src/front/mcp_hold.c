@@ -186,7 +186,7 @@ void mcp_hold_flush(struct mcp_session *s, struct mcp_run *r)
   if (!slot)
     refuse_all(r, mine >= MCP_MAX_HELD_PER_USER
                       ? "the client's user has as many calls waiting for its input as capsule "
-                        "holds (8): answer or abandon one first"
+                        "holds: answer or abandon one first"
                       : "capsule holds as many calls waiting for their clients' input as it "
                         "allows: try again later");
 }

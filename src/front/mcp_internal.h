@@ -213,6 +213,8 @@ void mcp_tools_call(struct mcp_session *s, const char *id_json, const struct cap
 void mcp_capsule_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 /* capsule/approve (mcp_local.c): `capsule approve`/`deny` through serve */
 void mcp_capsule_approve(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+/* capsule/list (mcp_local.c): `capsule list` through serve */
+void mcp_capsule_list(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 
 /* Prompts (mcp_prompts.c): relayed to a served MCP server, else Talos
  * prompt.md files */
