@@ -25,6 +25,7 @@
 #include "core/text.h"
 #include "gateway/approval.h"
 #include "gateway/call.h"
+#include "gateway/listing.h"
 #include "gateway/ready.h"
 #include "gateway/registry.h"
 #include "gateway/selu.h"
@@ -240,139 +241,69 @@ int load_registry(const struct common *o, struct gw_registry *reg, bool *had_err
 
 /* ---- list ---- */
 
-/* "ready", or why not: what gw_ready checks (up to exec, in a dry run of
- * the sandbox), then the required credentials. */
-static const char *readiness(const struct cap_spec *spec, struct gw_state *st, const char *user,
-                             const char *images, const char *const *hidden, size_t n_hidden,
-                             const char *cache, char *buf, size_t size)
+static const char *str_of(const struct cap_node *obj, const char *key)
 {
-  if (spec->runtime.kind == CAP_RUNTIME_EXEC)
-    return "no tools: a command sandbox for `capsule run`";
-  struct cap_error why = {0};
-  if (gw_ready(spec, images, hidden, n_hidden, &why) != GW_OUTCOME_OK ||
-      gw_ready_module(spec, st, user, hidden, n_hidden, cache, &why) != GW_OUTCOME_OK) {
-    snprintf(buf, size, "not ready: %s", why.message ? why.message : "unknown");
-    cap_error_clear(&why);
-    return buf;
-  }
-  if (spec->runtime.kind == CAP_RUNTIME_HERMES) { /* what the run may use, for the operator */
-    struct cap_buf tools = {0};
-    for (size_t i = 0; i < spec->hermes_tools_allowed.len; i++)
-      cap_buf_printf(&tools, "%s%s", i ? ", " : "", spec->hermes_tools_allowed.v[i]);
-    snprintf(buf, size, "ready (Hermes at %s; tools_allowed: %s; approval_policy: %s)",
-             getenv("HERMES_API_BASE_URL"), tools.data ? tools.data : "any",
-             spec->hermes_approval_policy);
-    cap_buf_free(&tools);
-    return buf;
-  }
-  for (size_t i = 0; st && i < spec->n_secrets; i++) {
-    const struct cap_secret *s = &spec->secrets[i];
-    char *v = NULL;
-    bool found = false;
-    struct cap_error err = {0};
-    gw_cred_lookup(st, spec->id, s->name, user, &v, &found, &err);
-    cap_error_clear(&err);
-    gw_secret_free(v);
-    if (!found && s->required) {
-      snprintf(buf, size, "not ready: credential %s is not set", s->name);
-      return buf;
-    }
-  }
-  return "ready";
+  const struct cap_node *n = cap_node_get(obj, key);
+  return n && n->kind == CAP_NODE_STRING ? n->u.str.ptr : "";
 }
 
-/* What `list` shows of one capability, in text or into w. */
-struct list_ctx {
-  const struct common *o;
-  struct gw_state *st;
-  const char *cache;
-  const char *images;
-  const char *const *hidden;
-  size_t n_hidden;
-  struct cap_jw w;
-};
-
-static void list_tool(struct list_ctx *l, const struct cap_spec *spec, const struct cap_tool *tool)
+/* One capability of the listing (gateway/listing.h) as text */
+static void list_print(const struct cap_node *c)
 {
-  enum cap_policy policy = tool->policy;
-  const char *source = cap_policy_source_name(tool->policy_source);
-  struct cap_error err = {0};
-  if (l->st && gw_effective_policy(l->st, spec->id, tool, l->o->user, &policy, &source, &err) < 0)
-    cap_error_clear(&err);
-  if (l->o->json) {
-    cap_jw_begin_object(&l->w);
-    cap_jw_key(&l->w, "name");
-    cap_jw_string(&l->w, tool->name);
-    cap_jw_key(&l->w, "policy");
-    cap_jw_string(&l->w, cap_policy_name(policy));
-    cap_jw_key(&l->w, "policy_source");
-    cap_jw_string(&l->w, source);
-    cap_jw_end_object(&l->w);
-    return;
+  cap_escape_fput(stdout, str_of(c, "id"), 200);
+  printf("  (%s, %s)  ", str_of(c, "format"), str_of(c, "runtime"));
+  cap_escape_fput(stdout, str_of(c, "readiness"), 1024);
+  putchar('\n');
+  const struct cap_node *tools = cap_node_get(c, "tools");
+  size_t n = tools && tools->kind == CAP_NODE_ARRAY ? tools->u.arr.len : 0;
+  if (!n && cap_node_get(c, "discovery_tool"))
+    printf("  (tool_source dynamic: tools are discovered through %s on the first call)\n",
+           str_of(c, "discovery_tool"));
+  for (size_t i = 0; i < n; i++) {
+    const struct cap_node *t = tools->u.arr.items[i];
+    const char *name = str_of(t, "name");
+    fputs("  ", stdout);
+    cap_escape_fput(stdout, name, 200);
+    printf("%*s %-5s (%s)\n", (int)(strlen(name) < 28 ? 28 - strlen(name) : 0), "",
+           str_of(t, "policy"), str_of(t, "policy_source"));
   }
-  fputs("  ", stdout);
-  cap_escape_fput(stdout, tool->name, 200);
-  printf("%*s %-5s (%s)\n", (int)(strlen(tool->name) < 28 ? 28 - strlen(tool->name) : 0), "",
-         cap_policy_name(policy), source);
-}
-
-static void list_capability(struct list_ctx *l, const struct cap_spec *spec)
-{
-  char buf[1024];
-  const char *ready = readiness(spec, l->st, l->o->user, l->images, l->hidden, l->n_hidden,
-                                l->cache, buf, sizeof buf);
-  const char *format = cap_format_name(spec->format);
-  const char *runtime = cap_runtime_kind_name(spec->runtime.kind);
-  if (l->o->json) {
-    const char *keys[] = {"id", "format", "runtime", "source", "readiness"};
-    const char *values[] = {spec->id, format, runtime, spec->source_path, ready};
-    cap_jw_begin_object(&l->w);
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-      cap_jw_key(&l->w, keys[i]);
-      cap_jw_string(&l->w, values[i]);
-    }
-    cap_jw_key(&l->w, "tools");
-    cap_jw_begin_array(&l->w);
-  } else {
-    cap_escape_fput(stdout, spec->id, 200);
-    printf("  (%s, %s)  ", format, runtime);
-    cap_escape_fput(stdout, ready, sizeof buf);
-    putchar('\n');
-  }
-  /* a dynamic capability's tools: as last discovered */
-  struct gw_tools discovered = {0};
-  const struct cap_tool *tools = spec->tools;
-  size_t n_tools = spec->n_tools;
-  if (spec->tool_source == CAP_TOOL_SOURCE_DYNAMIC) {
-    struct cap_error err = {0};
-    gw_selu_cached_tools(l->cache, spec, &discovered, &err);
-    cap_error_clear(&err);
-    tools = discovered.tools;
-    n_tools = discovered.n;
-    if (!n_tools && !l->o->json)
-      printf("  (tool_source dynamic: tools are discovered through %s on the first call)\n",
-             spec->discovery_tool_name);
-  }
-  for (size_t t = 0; t < n_tools; t++)
-    list_tool(l, spec, &tools[t]);
-  gw_tools_free(&discovered);
-  struct cap_strv grants = {0};
-  cli_grants_of(l->st, spec->id, &grants);
-  if (l->o->json) {
-    cap_jw_end_array(&l->w);
-    cap_jw_key(&l->w, "grants");
-    cap_jw_begin_array(&l->w);
-    for (size_t i = 0; i < grants.len; i++)
-      cap_jw_string(&l->w, grants.v[i]);
-    cap_jw_end_array(&l->w);
-    cap_jw_end_object(&l->w);
-  }
-  for (size_t i = 0; !l->o->json && i < grants.len; i++) {
+  const struct cap_node *grants = cap_node_get(c, "grants");
+  for (size_t i = 0; grants && grants->kind == CAP_NODE_ARRAY && i < grants->u.arr.len; i++) {
+    const struct cap_node *g = grants->u.arr.items[i];
     fputs("  granted: ", stdout);
-    cap_escape_fput(stdout, grants.v[i], 4096);
+    cap_escape_fput(stdout, g->kind == CAP_NODE_STRING ? g->u.str.ptr : "", 4096);
     putchar('\n');
   }
-  cap_strv_free(&grants);
+}
+
+/* The listing, made here: the registry loaded, the state opened */
+static int list_alone(const struct common *o, struct cap_buf *out, bool *bad)
+{
+  struct gw_registry reg;
+  int r = load_registry(o, &reg, bad);
+  if (r)
+    return r;
+  struct gw_state *st = NULL;
+  if (open_state(o, &st))
+    fprintf(stderr, "capsule list: without the state, policies are the manifests' own\n");
+  _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o->state ? o->state : dflt);
+  _cleanup_free_ char *images = image_store_dir(o->state ? o->state : dflt);
+  char **hidden = NULL;
+  size_t n_hidden = gw_state_private_paths(o->state ? o->state : dflt, &hidden);
+  struct gw_list_env env = {.st = st,
+                            .user = o->user,
+                            .cache = cache,
+                            .images = images,
+                            .hidden = (const char *const *)hidden,
+                            .n_hidden = n_hidden};
+  struct cap_jw w;
+  cap_jw_init(&w, out, false);
+  gw_list_write(&reg, &env, &w);
+  gw_state_private_paths_free(hidden, n_hidden);
+  gw_state_close(st);
+  gw_registry_free(&reg);
+  return 0;
 }
 
 static int cmd_list(int argc, char **argv)
@@ -381,40 +312,35 @@ static int cmd_list(int argc, char **argv)
   int r = parse_common("list", argc, argv, &o);
   if (r)
     return r < 0 ? CLI_EXIT_OK : r;
-  struct gw_registry reg;
   bool bad = false;
-  if ((r = load_registry(&o, &reg, &bad)))
-    return r;
-  struct gw_state *st = NULL;
-  if (open_state(&o, &st))
-    fprintf(stderr, "capsule list: without the state, policies are the manifests' own\n");
-  _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
-  _cleanup_free_ char *cache = cap_xasprintf("%s/cache", o.state ? o.state : dflt);
-  _cleanup_free_ char *images = image_store_dir(o.state ? o.state : dflt);
-  char **hidden = NULL;
-  size_t n_hidden = gw_state_private_paths(o.state ? o.state : dflt, &hidden);
   struct cap_buf out = {0};
-  struct list_ctx l = {.o = &o,
-                       .st = st,
-                       .cache = cache,
-                       .images = images,
-                       .hidden = (const char *const *)hidden,
-                       .n_hidden = n_hidden};
-  cap_jw_init(&l.w, &out, true);
-  if (o.json)
-    cap_jw_begin_array(&l.w);
-  for (size_t i = 0; i < reg.n; i++)
-    list_capability(&l, reg.caps[i]);
-  if (o.json) {
-    cap_jw_end_array(&l.w);
-    printf("%s\n", out.data);
-  } else if (reg.n == 0) {
-    printf("no capabilities in %s\n", reg.dir);
+  int code = 0;
+  if (!cli_list_via_serve(&o, &out, &bad, &code))
+    code = list_alone(&o, &out, &bad);
+  if (code) {
+    cap_buf_free(&out);
+    return code;
   }
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  if (cap_json_parse(doc, out.data ? out.data : "[]", out.len, "listing", 0, &d) == 0 &&
+      doc->root->kind == CAP_NODE_ARRAY) {
+    if (o.json) {
+      struct cap_buf pretty = {0};
+      struct cap_jw w;
+      cap_jw_init(&w, &pretty, true);
+      cap_jw_node(&w, doc->root);
+      printf("%s\n", pretty.data);
+      cap_buf_free(&pretty);
+    } else if (doc->root->u.arr.len == 0)
+      printf("no capabilities in %s\n", o.caps ? o.caps : "capabilities");
+    else
+      for (size_t i = 0; i < doc->root->u.arr.len; i++)
+        list_print(doc->root->u.arr.items[i]);
+  }
+  cap_diags_free(&d);
+  cap_doc_free(doc);
   cap_buf_free(&out);
-  gw_state_private_paths_free(hidden, n_hidden);
-  gw_state_close(st);
-  gw_registry_free(&reg);
   return bad ? CLI_EXIT_INVALID : CLI_EXIT_OK;
 }
 

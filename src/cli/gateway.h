@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/buf.h"
 #include "gateway/approval.h"
 #include "gateway/call.h"
 #include "gateway/state.h"
@@ -84,6 +85,12 @@ char *cli_tool_log(const struct common *o, const char *cap, off_t *size);
  * operator's rights as alone. */
 int cli_approve_via_serve(const struct common *o, const char *verb, const char *id, bool approve,
                           enum gw_approval_status *was, struct gw_approval *a, char **audit_error);
+/* `capsule list` through a running serve on the same state serving the
+ * same --caps (via_serve.c): the listing's JSON (gateway/listing.h) into
+ * out, the manifests' diagnostics printed here (*bad when one is an
+ * error); false when there is no such serve (the caller lists alone);
+ * *code non-zero when it failed (printed) */
+bool cli_list_via_serve(const struct common *o, struct cap_buf *out, bool *bad, int *code);
 bool cli_call_via_serve(const struct common *o, const char *cap, const char *tool, const char *args,
                         int *code);
 

@@ -183,18 +183,3 @@ static int grant_verb(const char *verb, int argc, char **argv)
 
 int cmd_grant(int argc, char **argv) { return grant_verb("grant", argc, argv); }
 int cmd_revoke(int argc, char **argv) { return grant_verb("revoke", argc, argv); }
-
-static void grant_text(void *arg, const char *cap, enum gw_grant_kind kind, const char *value,
-                       const char *created)
-{
-  _cleanup_free_ char *t = cap_xasprintf("%s %s", gw_grant_kind_names[kind], value);
-  cap_strv_push(arg, t);
-}
-
-void cli_grants_of(struct gw_state *st, const char *cap, struct cap_strv *out)
-{
-  struct cap_error err = {0};
-  if (st)
-    gw_grant_list(st, cap, grant_text, out, &err);
-  cap_error_clear(&err);
-}

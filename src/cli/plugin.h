@@ -11,9 +11,6 @@
 int plugin_open(const char *verb, const struct common *o, const char *cap, struct gw_registry *reg,
                 struct gw_state **st, const struct cap_spec **spec);
 
-/* The operator's grants of cap as "KIND VALUE" lines, for list (st may be NULL). */
-void cli_grants_of(struct gw_state *st, const char *cap, struct cap_strv *out);
-
 int cmd_config(int argc, char **argv);
 int cmd_triggers(int argc, char **argv);
 int cmd_events(int argc, char **argv);

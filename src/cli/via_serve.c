@@ -8,7 +8,9 @@
  * on the terminal, through serve's elicitation. Without a serve, or for
  * what only a call alone does (--user for someone else, Selu sessions,
  * threads, attachments, artifacts, --approval-ttl), or with
- * CAPSULE_SERVE=off, the caller runs the call itself. */
+ * CAPSULE_SERVE=off, the caller runs the call itself. `approve`/`deny`
+ * and `list` go through serve the same way (capsule/approve,
+ * capsule/list). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -426,4 +428,38 @@ int cli_approve_via_serve(const struct common *o, const char *verb, const char *
   *audit_error = audit && audit->kind == CAP_NODE_STRING ? cap_xstrdup(audit->u.str.ptr) : NULL;
   cap_doc_free(doc);
   return 1;
+}
+
+bool cli_list_via_serve(const struct common *o, struct cap_buf *out, bool *bad, int *code)
+{
+  const char *mode = getenv("CAPSULE_SERVE");
+  if ((mode && strcmp(mode, "off") == 0) || (o->user_given && strcmp(o->user, o->login) != 0))
+    return false;
+  struct server_id who = {0};
+  _cleanup_free_ char *socket = served_socket(o, true, &who);
+  _cleanup_close_ int fd = socket ? connect_to(socket, &who) : -1;
+  if (fd < 0)
+    return false;
+  struct gw_registry reg; /* its problems printed, as alone (serve lists what loaded) */
+  if ((*code = load_registry(o, &reg, bad)))
+    return true;
+  gw_registry_free(&reg);
+  struct cap_doc *doc = request(fd, "capsule/list", "{}");
+  const struct cap_node *list =
+      doc ? cap_node_get(cap_node_get(doc->root, "result"), "capabilities") : NULL;
+  if (list && list->kind == CAP_NODE_ARRAY) {
+    struct cap_jw w;
+    cap_jw_init(&w, out, false);
+    cap_jw_node(&w, list);
+  } else {
+    const struct cap_node *m =
+        doc ? cap_node_get(cap_node_get(doc->root, "error"), "message") : NULL;
+    cli_error("list", m && m->kind == CAP_NODE_STRING
+                          ? m->u.str.ptr
+                          : "the connection to capsule serve ended before its answer; try again, "
+                            "or CAPSULE_SERVE=off to list alone");
+    *code = CLI_EXIT_INVALID;
+  }
+  cap_doc_free(doc);
+  return true;
 }

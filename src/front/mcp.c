@@ -104,34 +104,40 @@ static bool declares_form_elicitation(const struct cap_node *caps)
   return e->u.obj.len == 0 || cap_node_get(e, "form") || !cap_node_get(e, "url");
 }
 
-/* What a relayed server may ask of this client: its sampling, elicitation
- * and roots capabilities, as declared (mcp_relay.c) */
-static void record_client_caps(struct mcp_session *s, const struct cap_node *caps)
+char *mcp_caps_offered(const struct cap_node *caps, bool *samples, bool *elicits, bool *roots)
 {
   static const char *const offered[] = {"sampling", "elicitation", "roots"};
+  bool *flags[] = {samples, elicits, roots};
   struct cap_buf b = {0};
   struct cap_jw w;
   cap_jw_init(&w, &b, false);
   cap_jw_begin_object(&w);
   for (size_t i = 0; i < ARRAY_SIZE(offered); i++) {
-    const struct cap_node *c = cap_node_get(caps, offered[i]);
+    const struct cap_node *c =
+        caps && caps->kind == CAP_NODE_OBJECT ? cap_node_get(caps, offered[i]) : NULL;
+    *flags[i] = c != NULL;
     if (!c || c->kind != CAP_NODE_OBJECT)
       continue;
     cap_jw_key(&w, offered[i]);
     cap_jw_node(&w, c);
   }
   cap_jw_end_object(&w);
+  return cap_buf_steal(&b);
+}
+
+/* What a relayed server may ask of this client: its sampling, elicitation
+ * and roots capabilities, as declared (mcp_relay.c) */
+static void record_client_caps(struct mcp_session *s, const struct cap_node *caps)
+{
   free(s->client_caps);
-  s->client_caps = cap_buf_steal(&b);
-  s->client_samples = cap_node_get(caps, "sampling") != NULL;
-  s->client_elicits_any = cap_node_get(caps, "elicitation") != NULL;
-  s->client_roots = cap_node_get(caps, "roots") != NULL;
+  s->client_caps =
+      mcp_caps_offered(caps, &s->client_samples, &s->client_elicits_any, &s->client_roots);
 }
 
 /* One capability offered: resources with subscriptions and their list's
  * changes (mcp_subscribe.c: the server's own answer says whether it
  * takes them) */
-static void write_offer(struct cap_jw *w, const char *name)
+static void write_offer(struct mcp_session *s, struct cap_jw *w, const char *name)
 {
   cap_jw_key(w, name);
   cap_jw_begin_object(w);
@@ -140,6 +146,12 @@ static void write_offer(struct cap_jw *w, const char *name)
     cap_jw_bool(w, true);
     cap_jw_key(w, "listChanged");
     cap_jw_bool(w, true);
+    s->offers_resources = true;
+  }
+  if (strcmp(name, "prompts") == 0) { /* a reload may change them (registry_changed) */
+    cap_jw_key(w, "listChanged");
+    cap_jw_bool(w, s->cfg->list_changed);
+    s->offers_prompts = true;
   }
   cap_jw_end_object(w);
 }
@@ -152,20 +164,17 @@ static void write_relayed_caps(struct mcp_session *s, struct cap_jw *w)
   if (!mcp_served_server(s) && mcp_gather_wanted(s)) { /* every server's (mcp_gather.c) */
     static const char *const gathered[] = {"logging", "prompts", "resources"};
     for (size_t i = 0; i < ARRAY_SIZE(gathered); i++)
-      write_offer(w, gathered[i]);
+      write_offer(s, w, gathered[i]);
     return;
   }
   if (!mcp_served_server(s)) {
-    if (mcp_has_prompts(s)) { /* Talos prompt.md (mcp_prompts.c) */
-      cap_jw_key(w, "prompts");
-      cap_jw_begin_object(w);
-      cap_jw_end_object(w);
-    }
+    if (mcp_has_prompts(s)) /* Talos prompt.md (mcp_prompts.c) */
+      write_offer(s, w, "prompts");
     return;
   }
   static const char *const relayed[] = {"logging", "prompts", "resources", "completions"};
   for (size_t i = 0; i < ARRAY_SIZE(relayed); i++)
-    write_offer(w, relayed[i]);
+    write_offer(s, w, relayed[i]);
 }
 
 static void write_server_info(struct mcp_session *s, struct cap_jw *w)
@@ -330,6 +339,7 @@ static const struct method methods[] = {
     {"logging/setLevel", on_set_level, NULL, false},
     {"capsule/call", mcp_capsule_call, NULL, false},
     {"capsule/approve", mcp_capsule_approve, NULL, false},
+    {"capsule/list", mcp_capsule_list, NULL, false},
     {"resources/list", on_resources_list, NULL, false},
     {"resources/templates/list", on_resource_templates, NULL, false},
     {"resources/read", on_resources_read, NULL, false},
@@ -477,9 +487,18 @@ void mcp_session_registry_changed(struct mcp_session *s)
   mcp_listen_changed(s);
   if (!s->initialized || !s->cfg->list_changed)
     return;
-  struct cap_buf b = {0};
-  cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
-  mcp_send_buf(s, NULL, false, &b);
+  /* the tools, and the prompts and resources it offers: a capability
+   * added or removed changes its Talos prompts and its servers' lists */
+  const char *lists[] = {"tools", s->offers_prompts ? "prompts" : NULL,
+                         s->offers_resources ? "resources" : NULL};
+  for (size_t i = 0; i < ARRAY_SIZE(lists); i++) {
+    if (!lists[i])
+      continue;
+    struct cap_buf b = {0};
+    cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/%s/list_changed\"}",
+                   lists[i]);
+    mcp_send_buf(s, NULL, false, &b);
+  }
 }
 
 struct mcp_session *mcp_session_new(const struct mcp_config *cfg, const struct mcp_io *io)

@@ -80,6 +80,12 @@ struct mcp_io {
    * final): the request ends without an answer (it was cancelled). */
   void (*send)(void *ctx, const char *for_id, bool final, const char *json, size_t len);
   void *ctx;
+  /* May be NULL. The request id_json that the session with io ctx from
+   * received goes on in this one (ctx): its messages and its answer go
+   * through this io from now on (2026-07-28: the retry of a call held for
+   * the client's input in another sessionless session); false when the
+   * transport cannot move it there. */
+  bool (*adopt)(void *ctx, void *from, const char *id_json);
 };
 
 struct mcp_session;

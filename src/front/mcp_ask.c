@@ -51,8 +51,8 @@ static void key_init(void)
 static uint64_t wall_ms(void) { return cap_now_ms(CLOCK_REALTIME); }
 
 /* The MAC of a state's fields and the call it is for, as hex */
-static void state_mac(const struct mcp_session *s, const struct mcp_run *r, uint64_t expiry,
-                      const char *nonce, char out[65])
+void mcp_state_mac(const struct mcp_session *s, const struct mcp_run *r, const char *tag,
+                   uint64_t expiry, const char *nonce, char out[65])
 {
   pthread_once(&key_once, key_init);
   _cleanup_free_ char *canon = cap_json_canonical(r->args, strlen(r->args));
@@ -60,8 +60,8 @@ static void state_mac(const struct mcp_session *s, const struct mcp_run *r, uint
   gw_sha256_hex(canon ? canon : r->args, strlen(canon ? canon : r->args), args_hash);
   const char *user = s->cfg->base.user ? s->cfg->base.user : "";
   _cleanup_free_ char *text =
-      cap_xasprintf("v1\n%llu\n%s\n%s\n%s\n%s\n%s", (unsigned long long)expiry, nonce, user, r->cap,
-                    r->tool, args_hash);
+      cap_xasprintf("%s\n%llu\n%s\n%s\n%s\n%s\n%s", tag, (unsigned long long)expiry, nonce, user,
+                    r->cap, r->tool, args_hash);
   unsigned char mac[crypto_auth_hmacsha256_BYTES];
   crypto_auth_hmacsha256(mac, (const unsigned char *)text, strlen(text), key);
   sodium_bin2hex(out, 65, mac, sizeof mac);
@@ -83,7 +83,7 @@ static enum state_check state_check(const struct mcp_session *s, const struct mc
       sscanf(state, "v1.%llu.%32[0-9a-f].%64[0-9a-f]%n", &expiry, nonce, mac, &end) != 3 ||
       state[end] || strlen(nonce) != 32 || strlen(mac) != 64)
     return STATE_INVALID;
-  state_mac(s, r, expiry, nonce, want);
+  mcp_state_mac(s, r, "v1", expiry, nonce, want);
   if (sodium_memcmp(mac, want, 64) != 0)
     return STATE_INVALID;
   uint64_t now = wall_ms();
@@ -134,7 +134,7 @@ static void send_input_required(struct mcp_session *s, struct mcp_run *r)
   randombytes_buf(raw, sizeof raw);
   sodium_bin2hex(nonce, sizeof nonce, raw, sizeof raw);
   uint64_t expiry = wall_ms() + MCP_ASK_TTL_MS;
-  state_mac(s, r, expiry, nonce, mac);
+  mcp_state_mac(s, r, "v1", expiry, nonce, mac);
   _cleanup_free_ char *text = mcp_ask_text(s, r);
   struct cap_buf b = {0};
   cap_buf_printf(&b,

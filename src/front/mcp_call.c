@@ -35,6 +35,7 @@ static void run_free(struct mcp_run *r)
 {
   if (!r)
     return;
+  mcp_hold_forget(r);
   if (r->fd >= 0)
     close(r->fd);
   if (r->watch_fd >= 0)
@@ -45,6 +46,7 @@ static void run_free(struct mcp_run *r)
   free(r->tool);
   free(r->args);
   free(r->report);
+  free(r->client_caps);
   cap_buf_free(&r->line);
   mcp_run_free_asked(r);
   mcp_job_free(r->job);
@@ -301,6 +303,13 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   else
     cap_buf_puts(&a, "{}");
   r->args = cap_buf_steal(&a);
+  if (s->modern) { /* what a relayed server may ask of it: the request's own (mcp_hold.c) */
+    const struct cap_node *meta = cap_node_get(params, "_meta");
+    r->client_caps = mcp_caps_offered(cap_node_get(meta, MCP_META_CLIENT_CAPS), &r->offers_sampling,
+                                      &r->offers_elicitation, &r->offers_roots);
+  }
+  if (s->modern && mcp_hold_is_state(params)) /* the retry of a call held for input */
+    return mcp_hold_resume(s, r, params);
   if (s->modern && asks(s, m->spec, m->tool)) /* input_required (mcp_ask.c), or the queue */
     return mcp_ask_modern(s, r, params);
   if (s->client_elicits && asks(s, m->spec, m->tool))
@@ -376,20 +385,25 @@ void mcp_session_cancel(struct mcp_session *s, const char *id_json, bool only_wa
       mcp_run_drop(s, r);
       continue;
     }
-    r->cancelled = true;
-    if (r->relayed) /* the server is told first, as MCP says */
-      mcp_relay_cancel(r);
-    if (r->threaded && r->relayed) { /* its exchange ends when the relay does; the report comes */
-      shutdown(r->fd, SHUT_WR);
-      continue;
-    }
-    if (r->threaded) { /* its run step's child, once it has one */
-      mcp_run_signal_apart(r, now_ms());
-      continue;
-    }
-    kill(r->pid, SIGTERM);
-    r->kill_at_ms = now_ms() + MCP_KILL_GRACE_MS;
+    mcp_run_cancel(s, r);
   }
+}
+
+void mcp_run_cancel(struct mcp_session *s, struct mcp_run *r)
+{
+  (void)s;
+  mcp_hold_forget(r); /* a held call's retry finds it no more */
+  if (!running(r))
+    return;
+  r->cancelled = true;
+  if (r->relayed) /* the server is told first, as MCP says */
+    mcp_relay_cancel(r);
+  if (r->threaded && r->relayed) /* its exchange ends when the relay does; the report comes */
+    return (void)shutdown(r->fd, SHUT_WR);
+  if (r->threaded) /* its run step's child, once it has one */
+    return mcp_run_signal_apart(r, now_ms());
+  kill(r->pid, SIGTERM);
+  r->kill_at_ms = now_ms() + MCP_KILL_GRACE_MS;
 }
 
 void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params)
@@ -414,6 +428,8 @@ size_t mcp_session_poll(struct mcp_session *s, struct pollfd *fds, size_t max, i
   uint64_t now = now_ms(), next = 0;
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
+    if (r && r->held && (!next || r->hold_until < next))
+      next = r->hold_until; /* held for the client's input until then (mcp_hold.c) */
     if (!r || r->fd < 0)
       continue;
     if (n < max)
@@ -508,6 +524,10 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
   uint64_t now = now_ms();
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
+    if (r && r->held && now >= r->hold_until) { /* the client did not come back */
+      mcp_hold_expire(s, r);
+      continue;
+    }
     if (!r || r->fd < 0)
       continue;
     /* a thread's report is its last word: a child forked meanwhile (by
@@ -521,9 +541,18 @@ void mcp_session_events(struct mcp_session *s, const struct pollfd *fds, size_t 
           ;
       r->pid = 0;
       r->threaded = false;
+      if (r->held) { /* its report waits for the retry (mcp_hold.c) */
+        r->ended = true;
+        r->end_status = status;
+        close(r->fd);
+        r->fd = -1;
+        continue;
+      }
       mcp_run_finish(s, r, status);
       continue;
     }
+    if (r->modern)
+      mcp_hold_flush(s, r); /* its server's requests: input_required, the call held */
     if (r->threaded && r->cancelled && !r->relayed)
       mcp_run_signal_apart(r, now);
     else if (r->pid && r->kill_at_ms && now >= r->kill_at_ms) {

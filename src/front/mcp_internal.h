@@ -52,6 +52,9 @@ struct mcp_table {
 #define MCP_MAX_ASKED 8            /* a server's requests to the client in flight per call */
 #define MCP_ASK_TTL_MS 600000      /* a 2026-07-28 input_required's requestState: its life */
 #define MCP_MAX_ROUTES 4096        /* prompts and resources of servers routed per session */
+#define MCP_HOLD_MS 120000      /* a call held for the client's input: its deadline (mcp_hold.c) */
+#define MCP_MAX_HELD_PER_USER 8 /* calls of a user held for input at once */
+#define MCP_MAX_HELD 256        /* ...and of every user */
 
 /* Where a prompt (CAPABILITY__NAME) or a resource (its URI) of a
  * third-party MCP server leads (mcp_gather.c) */
@@ -66,6 +69,10 @@ struct mcp_route {
 struct mcp_asked {
   int64_t ours;
   char *theirs;
+  /* 2026-07-28 (mcp_hold.c): the request as an input request
+   * ({"method":...,"params":...}), until the client's retry answers it */
+  char *request;
+  bool sent; /* named in an input_required already sent */
 };
 
 /* Where a run's pipeline runs (mcp_call.c, where_to_run) */
@@ -114,6 +121,15 @@ struct mcp_run {
   bool for_listen;      /* a step of a subscriptions/listen (mcp_listen.c): its answer not sent */
   int64_t listen_token; /* ...of the listen with this token (not one opened anew with its id) */
   int watch_fd;         /* that connection, handed back with the report; -1 */
+  /* 2026-07-28: what the request's _meta declares a relayed server may
+   * ask for (mcp_hold.c), as a capabilities object, and its parts */
+  char *client_caps;
+  bool offers_sampling, offers_elicitation, offers_roots;
+  bool held;           /* answered input_required: waits for the client's retry */
+  uint64_t hold_until; /* monotonic: then cancelled */
+  char hold_nonce[33]; /* its requestState's, in the held table */
+  bool ended;          /* its report came while held (the retry gets it) */
+  int end_status;
 };
 
 #define MCP_MAX_SUBSCRIPTIONS 64 /* resources subscribed per session */
@@ -162,7 +178,9 @@ struct mcp_session {
   bool client_samples, client_elicits_any, client_roots;
   char *log_level; /* logging/setLevel's level (JSON text), or NULL */
   bool modern;     /* the request being answered is 2026-07-28's: results carry resultType */
-  int64_t next_id; /* our requests' ids */
+  bool offers_prompts,
+      offers_resources; /* initialize declared them (a reload tells their change) */
+  int64_t next_id;      /* our requests' ids */
   struct mcp_table table;
   struct mcp_run *runs[MCP_MAX_RUNNING];
   struct mcp_route *routes; /* from the last gathered lists */
@@ -195,6 +213,8 @@ void mcp_tools_call(struct mcp_session *s, const char *id_json, const struct cap
 void mcp_capsule_call(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 /* capsule/approve (mcp_local.c): `capsule approve`/`deny` through serve */
 void mcp_capsule_approve(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+/* capsule/list (mcp_local.c): `capsule list` through serve */
+void mcp_capsule_list(struct mcp_session *s, const char *id_json, const struct cap_node *params);
 
 /* Prompts (mcp_prompts.c): relayed to a served MCP server, else Talos
  * prompt.md files */
@@ -291,6 +311,37 @@ void mcp_listen_stepped(struct mcp_session *s, struct mcp_run *r, bool ok);
 void mcp_listen_watched(struct mcp_session *s, const char *cap, const char *method,
                         const char *uri);
 void mcp_listens_free(struct mcp_session *s);
+
+/* The capabilities a relayed server may ask a client for (sampling,
+ * elicitation, roots) of caps (a node, may be NULL), as a JSON object;
+ * each one's presence in the flags */
+char *mcp_caps_offered(const struct cap_node *caps, bool *samples, bool *elicits, bool *roots);
+
+/* 2026-07-28's multi round-trip requests for a relayed server's requests
+ * (mcp_hold.c): a server's request kept as an input request; after the
+ * run's messages were read, the call answered input_required and held;
+ * a tools/call retry naming a held call's requestState ("h1."...)
+ * resumed (run: the retry's own run, dropped); a held call's deadline */
+void mcp_hold_request(struct mcp_session *s, struct mcp_run *r, const struct cap_node *msg,
+                      const char *method);
+void mcp_hold_flush(struct mcp_session *s, struct mcp_run *r);
+bool mcp_hold_is_state(const struct cap_node *params);
+void mcp_hold_resume(struct mcp_session *s, struct mcp_run *run, const struct cap_node *params);
+void mcp_hold_expire(struct mcp_session *s, struct mcp_run *r);
+void mcp_hold_forget(struct mcp_run *r);
+/* A requestState's MAC (mcp_ask.c): tag "v1" (policy ask) or "h1" (a held
+ * call), over the expiry, the nonce, the user, r's capability, tool and
+ * arguments; hex into out */
+void mcp_state_mac(const struct mcp_session *s, const struct mcp_run *r, const char *tag,
+                   uint64_t expiry, const char *nonce, char out[65]);
+/* A run stopped as notifications/cancelled stops it (mcp_call.c) */
+void mcp_run_cancel(struct mcp_session *s, struct mcp_run *r);
+/* A line to the run's server, through its child or thread (mcp_relay.c) */
+void mcp_relay_to_server(struct mcp_run *r, struct cap_buf *b);
+/* n as JSON text (NULL: null) */
+char *mcp_node_text(const struct cap_node *n);
+/* The server's request theirs (its id, JSON text) answered -32601 message */
+void mcp_relay_refuse(struct mcp_run *r, const char *theirs, const char *message);
 
 /* key (a node, may be NULL) is serve's unix socket's operator key; true
  * where the session has none (HTTP, stdio) */

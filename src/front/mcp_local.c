@@ -20,6 +20,7 @@
 #include "core/text.h"
 #include "front/mcp_internal.h"
 #include "gateway/approval.h"
+#include "gateway/listing.h"
 #include "gateway/state.h"
 
 static void approval_result(struct cap_jw *w, const struct gw_approval *a)
@@ -103,4 +104,33 @@ void mcp_capsule_approve(struct mcp_session *s, const char *id, const struct cap
   cap_jw_end_object(&w);
   mcp_result_end(s, id, &w, &b);
   gw_approval_clear(&a);
+}
+
+/* capsule/list (the unix socket's sessions only: `capsule list` through
+ * serve): the listing (gateway/listing.h) for the socket's peer, from
+ * serve's registry, state and remembered readiness (a dry run per
+ * capability at most every few seconds, not one per `list`):
+ * {"capabilities": [...]} */
+void mcp_capsule_list(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  (void)params;
+  if (!s->cfg->local_methods || !s->cfg->reg)
+    return mcp_send_error(s, id, MCP_METHOD_NOT_FOUND,
+                          "Method not found: capsule/list (only on serve's unix socket)", NULL);
+  const struct gw_call *base = &s->cfg->base;
+  struct gw_list_env env = {.st = s->cfg->st,
+                            .user = base->user,
+                            .cache = base->cache_dir,
+                            .images = base->image_dir,
+                            .hidden = base->hidden,
+                            .n_hidden = base->n_hidden,
+                            .memo = s->cfg->ready_memo};
+  struct cap_jw w;
+  struct cap_buf b;
+  mcp_result_begin(&w, &b, id);
+  cap_jw_begin_object(&w);
+  cap_jw_key(&w, "capabilities");
+  gw_list_write(s->cfg->reg, &env, &w);
+  cap_jw_end_object(&w);
+  mcp_result_end(s, id, &w, &b);
 }

@@ -44,13 +44,14 @@ void mcp_run_free_asked(struct mcp_run *r)
 {
   for (size_t i = 0; i < MCP_MAX_ASKED; i++) {
     free(r->asked[i].theirs);
+    free(r->asked[i].request);
     r->asked[i] = (struct mcp_asked){0};
   }
 }
 
 /* One line to the child (which writes it to the server); the socket is
  * non-blocking on this side. */
-static void to_child(struct mcp_run *r, struct cap_buf *b)
+void mcp_relay_to_server(struct mcp_run *r, struct cap_buf *b)
 {
   cap_buf_putc(b, '\n');
   size_t off = 0;
@@ -69,17 +70,17 @@ static void to_child(struct mcp_run *r, struct cap_buf *b)
   cap_buf_free(b);
 }
 
-static void refuse(struct mcp_run *r, const char *theirs, const char *message)
+void mcp_relay_refuse(struct mcp_run *r, const char *theirs, const char *message)
 {
   struct cap_buf b = {0};
   cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":%d,\"message\":", theirs,
                  MCP_METHOD_NOT_FOUND);
   cap_json_quote(&b, message, strlen(message));
   cap_buf_puts(&b, "}}");
-  to_child(r, &b);
+  mcp_relay_to_server(r, &b);
 }
 
-static char *node_text(const struct cap_node *n)
+char *mcp_node_text(const struct cap_node *n)
 {
   struct cap_buf b = {0};
   struct cap_jw w;
@@ -110,33 +111,34 @@ static bool client_offers(const struct mcp_session *s, const char *method)
 static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct cap_node *msg,
                           const char *method)
 {
-  _cleanup_free_ char *theirs = node_text(cap_node_get(msg, "id"));
+  _cleanup_free_ char *theirs = mcp_node_text(cap_node_get(msg, "id"));
   if ((r->modern || r->for_listen) && strcmp(method, "ping") == 0) { /* answered here */
     struct cap_buf b = {0};
     cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", theirs);
-    return to_child(r, &b);
+    return mcp_relay_to_server(r, &b);
   }
+  if (r->modern && !r->for_listen && !r->method) /* an input request (mcp_hold.c) */
+    return mcp_hold_request(s, r, msg, method);
   if (r->modern || r->for_listen) {
-    /* 2026-07-28 has no request from server to client on a call's
-     * stream (a server's questions are its result's inputRequests, MRTR),
-     * and a listen's stream carries only notifications */
+    /* a listen's stream carries only notifications, and a relayed
+     * resources/read or prompts/get is not held for input */
     _cleanup_free_ char *m = cap_xasprintf(
-        "the client did not declare what %s needs (a 2026-07-28 request: capsule does not "
-        "relay a server's requests as input requests)",
+        "the client did not declare what %s needs (a 2026-07-28 request: capsule relays a "
+        "server's requests as input requests during tools/call only)",
         method);
-    return refuse(r, theirs, m);
+    return mcp_relay_refuse(r, theirs, m);
   }
   if (!client_offers(s, method)) {
     _cleanup_free_ char *m = cap_xasprintf(
         "the client did not declare what %s needs (capsule relays only that)", method);
-    return refuse(r, theirs, m);
+    return mcp_relay_refuse(r, theirs, m);
   }
   struct mcp_asked *slot = NULL;
   for (size_t i = 0; i < MCP_MAX_ASKED && !slot; i++)
     if (!r->asked[i].theirs)
       slot = &r->asked[i];
   if (!slot)
-    return refuse(r, theirs, "too many requests to the client in flight for this call");
+    return mcp_relay_refuse(r, theirs, "too many requests to the client in flight for this call");
   slot->ours = s->next_id++;
   slot->theirs = steal_pointer(&theirs);
   struct cap_buf b = {0};
@@ -144,7 +146,7 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
   cap_json_quote(&b, method, strlen(method));
   const struct cap_node *params = cap_node_get(msg, "params");
   if (params && params->kind == CAP_NODE_OBJECT) {
-    _cleanup_free_ char *p = node_text(params);
+    _cleanup_free_ char *p = mcp_node_text(params);
     cap_buf_printf(&b, ",\"params\":%s", p);
   }
   cap_buf_putc(&b, '}');
@@ -171,7 +173,7 @@ static char *notification_params(const struct mcp_run *r, const char *method,
     return NULL;
   int64_t ours = 0;
   if (kind == CANCELLED) {
-    _cleanup_free_ char *theirs = node_text(cap_node_get(params, "requestId"));
+    _cleanup_free_ char *theirs = mcp_node_text(cap_node_get(params, "requestId"));
     for (size_t i = 0; i < MCP_MAX_ASKED && !ours; i++)
       if (r->asked[i].theirs && strcmp(r->asked[i].theirs, theirs) == 0)
         ours = r->asked[i].ours;
@@ -186,7 +188,7 @@ static char *notification_params(const struct mcp_run *r, const char *method,
     if ((kind == PROGRESS && strcmp(mb->key, "progressToken") == 0) ||
         (kind == CANCELLED && strcmp(mb->key, "requestId") == 0))
       continue;
-    _cleanup_free_ char *v = node_text(mb->value);
+    _cleanup_free_ char *v = mcp_node_text(mb->value);
     if (!first)
       cap_buf_putc(&b, ',');
     first = false;
@@ -220,7 +222,7 @@ void mcp_relay_line(struct mcp_session *s, struct mcp_run *r, char *line)
     const char *m = method->u.str.ptr;
     if (cap_node_get(msg, "id"))
       relay_request(s, r, msg, m);
-    else if (!r->for_listen) { /* a listen's step puts nothing on its stream */
+    else if (!r->for_listen && !r->held) { /* a listen's step, a held call: no stream */
       _cleanup_free_ char *p = notification_params(r, m, cap_node_get(msg, "params"));
       struct cap_buf b = {0};
       if (p) {
@@ -241,11 +243,11 @@ bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++) {
     struct mcp_run *r = s->runs[i];
     for (size_t k = 0; r && k < MCP_MAX_ASKED; k++) {
-      if (!r->asked[k].theirs || r->asked[k].ours != id)
-        continue;
+      if (!r->asked[k].theirs || r->asked[k].request || r->asked[k].ours != id)
+        continue; /* (an input request is answered by the retry: mcp_hold.c) */
       const struct cap_node *result = cap_node_get(msg, "result");
       const struct cap_node *error = cap_node_get(msg, "error");
-      _cleanup_free_ char *body = result || error ? node_text(result ? result : error) : NULL;
+      _cleanup_free_ char *body = result || error ? mcp_node_text(result ? result : error) : NULL;
       struct cap_buf b = {0};
       if ((result && result->kind == CAP_NODE_OBJECT) || (error && error->kind == CAP_NODE_OBJECT))
         cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":%s}", r->asked[k].theirs,
@@ -257,7 +259,7 @@ bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *
                        r->asked[k].theirs, MCP_INTERNAL_ERROR);
       free(r->asked[k].theirs);
       r->asked[k] = (struct mcp_asked){0};
-      to_child(r, &b);
+      mcp_relay_to_server(r, &b);
       return true;
     }
   }
@@ -271,7 +273,7 @@ void mcp_relay_cancel(struct mcp_run *r)
                  "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
                  "\"requestId\":%d,\"reason\":\"cancelled by the client\"}}",
                  MCP_CLIENT_REQUEST_ID);
-  to_child(r, &b);
+  mcp_relay_to_server(r, &b);
 }
 
 void mcp_forward(struct mcp_session *s, const char *id, const struct cap_node *params,

@@ -297,7 +297,8 @@ static bool start_thread(struct mcp_session *s, struct mcp_run *r, struct mcp_jo
 {
   j->where = where;
   j->held = s->cfg->reg_hold(s->cfg->reg_ctx);
-  j->client_caps = s->client_caps ? cap_xstrdup(s->client_caps) : NULL;
+  const char *caps = r->client_caps ? r->client_caps : s->client_caps;
+  j->client_caps = caps ? cap_xstrdup(caps) : NULL;
   j->log_level = s->log_level ? cap_xstrdup(s->log_level) : NULL;
   if (pthread_create(&r->thread, NULL, call_thread, j) == 0) {
     r->threaded = true;
@@ -309,7 +310,7 @@ static bool start_thread(struct mcp_session *s, struct mcp_run *r, struct mcp_jo
   free(j->log_level);
   j->where = RUN_CHILD;
   j->held = NULL;
-  j->client_caps = s->client_caps;
+  j->client_caps = r->client_caps ? r->client_caps : s->client_caps;
   j->log_level = s->log_level;
   return false;
 }
@@ -325,7 +326,8 @@ void mcp_run_start(struct mcp_session *s, struct mcp_run *r, enum gw_answer answ
   *j = (struct mcp_job){.cfg = s->cfg,
                         .reg = s->cfg->reg,
                         .s = s,
-                        .client_caps = s->client_caps, /* borrowed, unless threaded */
+                        /* borrowed, unless threaded; a 2026 request's its own */
+                        .client_caps = r->client_caps ? r->client_caps : s->client_caps,
                         .log_level = s->log_level,
                         .r = r,
                         .answer = answer,

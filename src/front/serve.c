@@ -151,6 +151,23 @@ static void sess_send(void *ctx, const char *for_id, bool final, const char *jso
     drop_route(x, r);
 }
 
+/* A sessionless request (the retry of a call held for input, mcp_hold.c)
+ * goes on in the sessionless session x of the same user holding the
+ * call: its route moves there (mcp.h, mcp_io.adopt) */
+static bool sess_adopt(void *ctx, void *from_ctx, const char *id)
+{
+  struct sess *x = ctx, *from = from_ctx;
+  struct route *r = find_route(from, id);
+  if (!r || !x->http || !from->http || !x->sessionless || !from->sessionless || x->dead ||
+      strcmp(x->user, from->user) != 0 || find_route(x, id))
+    return false;
+  x->routes = cap_xrealloc(x->routes, (x->n_routes + 1) * sizeof *x->routes);
+  x->routes[x->n_routes++] = *r;
+  *r = from->routes[--from->n_routes];
+  x->last_ms = now_ms();
+  return true;
+}
+
 /* A warm call's thread holds the registry it started with (mcp.h) */
 static void *sess_reg_hold(void *ctx)
 {
@@ -187,7 +204,7 @@ struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *use
       .state_dir = sv->opt->state_dir,
       .only = sv->opt->only,
       .server_version = sv->opt->version,
-      .list_changed = !http,  /* HTTP offers no stream outside requests to carry it */
+      .list_changed = true,   /* HTTP: on a 2025 session's GET stream, when it has one open */
       .local_methods = !http, /* the CLI's capsule/call: its peer is who SO_PEERCRED says */
       .reg_hold = sess_reg_hold,
       .reg_release = sess_reg_release,
@@ -207,7 +224,7 @@ struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *use
                .hidden = (const char *const *)sv->hidden,
                .n_hidden = sv->n_hidden},
   };
-  struct mcp_io io = {.send = sess_send, .ctx = x};
+  struct mcp_io io = {.send = sess_send, .adopt = sess_adopt, .ctx = x};
   x->s = mcp_session_new(&x->cfg, &io);
   x->last_ms = now_ms();
   x->next = sv->sessions;

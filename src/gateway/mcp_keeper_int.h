@@ -40,6 +40,7 @@ struct keeper_conn {
   bool watch;
   bool in_call;                   /* a call is under way on it (else idle, or a watcher) */
   uint64_t calls;                 /* calls ended on it */
+  unsigned asked;                 /* the server's requests sent to its call, not yet answered */
   struct gw_egress_batch *egress; /* a call's: the proxy's decisions while it is the oldest */
 };
 

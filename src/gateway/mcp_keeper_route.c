@@ -4,8 +4,9 @@
  * not repeat on one server) and answers go back under the caller's, on
  * the connection that asked; a progress token is replaced by the server
  * id of its request and restored in the server's progress. What names no
- * call (a log line, the server's own requests) goes to the oldest call
- * connected, as it did to the one call served at a time; what the server
+ * call (a log line) goes to the oldest call connected, as it did to the
+ * one call served at a time, and a request of the server's to the oldest
+ * call not waiting on its client's answer to an earlier one; what the server
  * says of its resources and lists (notifications/resources/updated,
  * .../list_changed) goes to the watchers (a front door's channel held
  * between calls), or with none to the oldest call. The egress proxy's
@@ -162,6 +163,19 @@ static struct keeper_conn *oldest_call(const struct keeper *k)
   return o;
 }
 
+/* Whose a request of the server's is (it names no call): the oldest call
+ * not itself waiting on an answer to one (a call held for its client's
+ * input, 2026-07-28, waits long: the next call's request is not its),
+ * else the oldest */
+static struct keeper_conn *call_for_request(const struct keeper *k)
+{
+  struct keeper_conn *o = NULL;
+  for (size_t i = 0; i < k->n_conns; i++)
+    if (k->conns[i]->in_call && !k->conns[i]->asked && (!o || k->conns[i]->serial < o->serial))
+      o = k->conns[i];
+  return o ? o : oldest_call(k);
+}
+
 static void egress_event(void *arg, const struct proxy_egress_event *ev)
 {
   struct keeper *k = arg;
@@ -268,6 +282,7 @@ static void call_begin(struct keeper *k, struct keeper_conn *c)
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
   c->in_call = true;
+  c->asked = 0;
   c->serial = k->next_serial++;
   struct gw_egress_batch *old = c->egress;
   c->egress = k->egress_next;
@@ -360,6 +375,8 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
         send_rewritten(k->in_w, m, path, 2, ours);
       }
   } else if (m) { /* a notification, or an answer to the server's request */
+    if (!method && id && c->asked)
+      c->asked--;
     keeper_put_line(k->in_w, line, strlen(line));
   }
   cap_doc_free(doc);
@@ -452,7 +469,9 @@ void keeper_from_server(struct keeper *k, const char *line)
     for (size_t i = 0; i < k->n_conns && for_watchers(method); i++)
       if (k->conns[i]->watch)
         watched = keeper_put_line(k->conns[i]->fd, line, strlen(line)) || watched;
-    struct keeper_conn *c = watched ? NULL : oldest_call(k);
+    struct keeper_conn *c = watched ? NULL : id ? call_for_request(k) : oldest_call(k);
+    if (c && id) /* the server's request: answered by that call's client */
+      c->asked++;
     if (c) /* the server's notification or request: the oldest call's */
       keeper_put_line(c->fd, line, strlen(line));
   }

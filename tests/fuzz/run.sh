@@ -112,6 +112,11 @@ printf 'csrf=%064d&capability=a%%2Eb&tool=x+y&policy=allow&user=&bad=%%zz%%4&=v&
 
 mkdir -p "$work/mcp_relay"
 printf '{"relay":{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}}\n{"relay":{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{"messages":[]}}}\nC{"jsonrpc":"2.0","id":1,"result":{"role":"assistant"}}\n{"relay":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":7,"progress":1}}}\n{"relay":{"jsonrpc":"2.0","id":"s","method":"tools/call"}}\n' >"$work/mcp_relay/relay"
+# the 2026-07-28 form: a held call's input requests, retries with and without the response
+printf '%s\n' 'M{"relay":{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage","params":{"messages":[]}}}' \
+  'R{}' 'R{"capsule_relay_1":{"role":"assistant"}}' 'M{"relay":{"jsonrpc":"2.0","id":"e","method":"elicitation/create","params":{}}}' \
+  'Sh1.1.00000000000000000000000000000000.0000000000000000000000000000000000000000000000000000000000000000' \
+  'R{"capsule_relay_2":{"action":"accept"}}' >"$work/mcp_relay/modern"
 # an egress batch of two rows (one allowed, one refused, texts and a NULL)
 mkdir -p "$work/egress_batch"
 python3 -c 'import struct,sys

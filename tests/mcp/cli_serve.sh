@@ -6,6 +6,7 @@
 # blocked: 4, an unknown capability: 1, policy ask without a terminal: a
 # pending approval, 4, then the approved call), the terminal's answer to
 # ask through serve's elicitation (`script` gives the call a terminal),
+# `list` through serve printing what it prints alone (text and --json),
 # CAPSULE_SERVE=off and another --caps running alone, and alone again
 # once serve has stopped; the audit names the caller. As root and as uid
 # 65534.
@@ -84,6 +85,20 @@ run_as() {
     expect "$who: through-serve-ask-terminal-no" 4 $? "declined" "$work/out"
   fi
   C policy set --caps "$caps" --state "$state" wordcount dispatch allow >/dev/null
+  # list through serve (its registry, state and remembered readiness; the
+  # session the caller's): the same text and JSON as alone
+  local before_list
+  before_list=$(sessions)
+  C list --caps "$caps" --state "$state" >"$work/list-serve" 2>"$work/err"
+  expect "$who: list-through-serve" 0 $? '^  dispatch  *allow (operator)$' "$work/list-serve"
+  C list --caps "$caps" --state "$state" --json >"$work/list-serve.json" 2>>"$work/err"
+  [ "$(sessions)" = $((before_list + 2)) ] && ok "$who: list-went-through-serve" ||
+    bad "$who: list-went-through-serve ($(sessions) sessions, $before_list before)"
+  CAPSULE_SERVE=off C list --caps "$caps" --state "$state" >"$work/list-alone" 2>>"$work/err"
+  CAPSULE_SERVE=off C list --caps "$caps" --state "$state" --json >"$work/list-alone.json" 2>>"$work/err"
+  cmp -s "$work/list-serve" "$work/list-alone" && cmp -s "$work/list-serve.json" "$work/list-alone.json" &&
+    grep -q '"readiness": "ready"' "$work/list-serve.json" && ok "$who: list-through-serve-as-alone" ||
+    { bad "$who: list-through-serve-as-alone"; diff "$work/list-serve" "$work/list-alone"; diff "$work/list-serve.json" "$work/list-alone.json"; }
   local before
   before=$(sessions)
   CAPSULE_SERVE=off call wordcount dispatch '{"text":"x"}'

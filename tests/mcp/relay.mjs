@@ -1,7 +1,8 @@
 // The relay's edges that the conformance suite does not reach, through
 // `capsule mcp --capability conformance` on stdio (examples/mcp-conformance
 // sandboxed): a server's requests refused when the client did not declare
-// what they need (and in a 2026-07-28 request), sampling and elicitation answered, progress only for a
+// what they need, sampling and elicitation answered (in a 2026-07-28
+// request: input_required, then the retry), progress only for a
 // token, logging/setLevel reaching the server, a server's JSON-RPC error
 // passed on, cancellation while the server waits on the client, and the
 // audit of it all. Prints "ok NAME" or "FAIL NAME: why"; exits 1 on a failure.
@@ -15,6 +16,7 @@ const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
 const {
   CallToolResultSchema,
+  ResultSchema,
   CreateMessageRequestSchema,
   ElicitRequestSchema,
   LoggingMessageNotificationSchema,
@@ -142,22 +144,51 @@ r = await c.callTool({ name: 'test_sampling', arguments: { prompt: 'ping' } });
 check('sampling-answered', text(r) === 'LLM response: echo ping', JSON.stringify(r));
 r = await c.callTool({ name: 'test_elicitation', arguments: { message: 'who?' } });
 check('elicitation-declined', /action=decline/.test(text(r)), JSON.stringify(r));
-// the same call in the 2026-07-28 form (its _meta naming the revision and
-// declaring sampling): no request from server to client on its stream,
-// the server told the client did not declare it (capsule does not relay a
-// server's requests as input requests)
+// the same calls in the 2026-07-28 form (multi round-trip requests): no
+// request from server to client on the call's stream; the call answers
+// input_required carrying the server's request, held while the server
+// waits, and the retry with the client's response and the requestState
+// gets the server's result (tests/mcp/relay26.mjs: the same over HTTP)
 let asked26 = 0;
 c.setRequestHandler(CreateMessageRequestSchema, async () => {
   asked26++;
   return { role: 'assistant', model: 'test', content: { type: 'text', text: 'asked' } };
 });
-const meta26 = {
-  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-  'io.modelcontextprotocol/clientCapabilities': { sampling: {}, elicitation: {} }
-};
+const v26 = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' };
+const meta26 = { ...v26, 'io.modelcontextprotocol/clientCapabilities': { sampling: {}, elicitation: {} } };
+const call26 = (name, args, extra = {}, meta = meta26) =>
+  c.request({ method: 'tools/call', params: { name, arguments: args, _meta: meta, ...extra } }, ResultSchema);
+const only = (x) => Object.keys(x?.inputRequests || {});
+r = await call26('test_sampling', { prompt: 'new' });
+let [k26] = only(r);
+check('sampling-2026-input-required', asked26 === 0 && r.resultType === 'input_required' && only(r).length === 1 &&
+  r.inputRequests[k26].method === 'sampling/createMessage' &&
+  r.inputRequests[k26].params?.messages?.[0]?.content?.text === 'new' && /^h1\./.test(r.requestState || ''), JSON.stringify(r));
+const state26 = r.requestState;
+const sampled = { role: 'assistant', model: 'test', content: { type: 'text', text: 'answered' } };
+r = await call26('test_sampling', { prompt: 'new' }, { inputResponses: { [k26]: sampled }, requestState: state26 });
+check('sampling-2026-retry-answered', asked26 === 0 && r.resultType === 'complete' && text(r) === 'LLM response: answered',
+  JSON.stringify(r));
+try {
+  r = await call26('test_sampling', { prompt: 'new' }, { inputResponses: { [k26]: sampled }, requestState: state26 });
+  check('sampling-2026-state-single-use', false, JSON.stringify(r));
+} catch (e) {
+  check('sampling-2026-state-single-use', e.code === -32602 && /no call waiting/.test(e.message), `${e.code} ${e.message}`);
+}
+r = await call26('test_elicitation', { message: 'who?' });
+[k26] = only(r);
+check('elicitation-2026-input-required', r.resultType === 'input_required' &&
+  r.inputRequests[k26]?.method === 'elicitation/create' && r.inputRequests[k26].params?.message === 'who?', JSON.stringify(r));
+r = await call26('test_elicitation', { message: 'who?' }, {
+  inputResponses: { [k26]: { action: 'accept', content: { username: 'ada', email: 'ada@example.org' } } },
+  requestState: r.requestState
+});
+check('elicitation-2026-retry-accepted', /action=accept, content=\{"username":"ada","email":"ada@example.org"\}/.test(text(r)),
+  JSON.stringify(r));
+// a request whose _meta declares nothing: the server is refused, as before
 for (const [tool, args, re] of [['test_sampling', { prompt: 'new' }, /sampling/i], ['test_elicitation', { message: 'new?' }, /elicit/i]]) {
-  r = await c.request({ method: 'tools/call', params: { name: tool, arguments: args, _meta: meta26 } }, CallToolResultSchema);
-  check(`${tool}-2026-refused-to-server`, asked26 === 0 && r.isError === true && re.test(text(r)) &&
+  r = await call26(tool, args, {}, v26);
+  check(`${tool}-2026-undeclared-refused-to-server`, asked26 === 0 && r.isError === true && re.test(text(r)) &&
     /did not declare/.test(text(r)), `${asked26} asked; ${JSON.stringify(r)}`);
 }
 // cancelled while the server waits for the client's sampling answer

@@ -135,6 +135,25 @@ run_as() {
     "http://127.0.0.1:$port/mcp"
   grep -q '"structuredContent":{"sum":101}' "$work/talos-$who.out" && ok "$who: talos-run-apart-settings" ||
     { bad "$who: talos-run-apart-settings"; cat "$work/talos-$who.out"; }
+  # a 2025 HTTP session offered prompts (adder's prompt.md) and their
+  # changes: its GET stream is told the tools' and the prompts' lists
+  # changed on the reload below
+  printf 'Add numbers with adder__add.\n' >"$caps/adder/prompt.md"
+  chmod a+r "$caps/adder/prompt.md"
+  prompts_offered() {
+    curl -s -D "$work/init2-$who.h" -o "$work/init2-$who.out" "${hdr[@]}" \
+      -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
+      "http://127.0.0.1:$port/mcp"
+    grep -q '"prompts":{"listChanged":true}' "$work/init2-$who.out"
+  }
+  wait_for prompts_offered && grep -q '"tools":{"listChanged":true}' "$work/init2-$who.out" &&
+    ok "$who: http-lists-changes-declared" || { bad "$who: http-lists-changes-declared"; cat "$work/init2-$who.out"; }
+  local sid2 getter
+  sid2=$(tr -d '\r' <"$work/init2-$who.h" | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: //p')
+  curl -s -N -o "$work/get-$who.out" "${hdr[@]}" -H "Mcp-Session-Id: $sid2" -H 'MCP-Protocol-Version: 2025-11-25' \
+    "http://127.0.0.1:$port/mcp" &
+  getter=$!
+  wait_for test -s "$work/get-$who.out" || bad "$who: get-stream-opens (no priming event)"
   # a capability added while serving: an open session on the socket is
   # told its list changed and lists it; a new session lists it
   rm -f "$work/ready-$who"
@@ -148,6 +167,9 @@ run_as() {
   wait_for listed && ok "$who: reload-on-change" || bad "$who: reload-on-change"
   wait "$listener"
   grep -qx added__dispatch "$work/listen-$who.out" && ok "$who: list-changed-notified" || { bad "$who: list-changed-notified"; head -3 "$work/listen-$who.out"; }
+  get_told() { grep -q 'notifications/tools/list_changed' "$work/get-$who.out" && grep -q 'notifications/prompts/list_changed' "$work/get-$who.out"; }
+  wait_for get_told && ok "$who: http-get-stream-lists-changed" || { bad "$who: http-get-stream-lists-changed"; cat "$work/get-$who.out"; }
+  kill "$getter" 2>/dev/null
   grep -q '"msg":"registry loaded"' "$work/serve-$who.log" && ok "$who: json-logs" || bad "$who: json-logs"
   kill -TERM "$server"
   wait "$server"; local st=$?
