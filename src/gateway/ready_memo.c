@@ -53,8 +53,8 @@ void gw_ready_memo_free(struct gw_ready_memo *m)
 }
 
 enum gw_outcome gw_ready_memo_get(struct gw_ready_memo *m, size_t i, const struct cap_spec *spec,
-                                  const char *image_dir, const char *const *hidden,
-                                  size_t n_hidden, struct cap_error *why)
+                                  const char *image_dir, const char *const *hidden, size_t n_hidden,
+                                  struct cap_error *why)
 {
   if (!m || i >= m->n)
     return gw_ready(spec, image_dir, hidden, n_hidden, why);

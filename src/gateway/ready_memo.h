@@ -26,7 +26,7 @@ void gw_ready_memo_free(struct gw_ready_memo *m);
 /* gw_ready (gateway/ready.h) for the registry's capability i, remembered.
  * m NULL or i out of range: gw_ready itself. */
 enum gw_outcome gw_ready_memo_get(struct gw_ready_memo *m, size_t i, const struct cap_spec *spec,
-                                  const char *image_dir, const char *const *hidden,
-                                  size_t n_hidden, struct cap_error *why);
+                                  const char *image_dir, const char *const *hidden, size_t n_hidden,
+                                  struct cap_error *why);
 
 #endif

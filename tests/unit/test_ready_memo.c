@@ -58,10 +58,7 @@ static enum gw_outcome get(struct gw_ready_memo *m, char **message)
   return o;
 }
 
-static void *asker(void *arg)
-{
-  return (void *)(intptr_t)(get(arg, NULL) == GW_OUTCOME_OK);
-}
+static void *asker(void *arg) { return (void *)(intptr_t)(get(arg, NULL) == GW_OUTCOME_OK); }
 
 static void test_memo(void)
 {
