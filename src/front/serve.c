@@ -13,14 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
 
 #include "core/cleanup.h"
 #include "core/clock.h"
@@ -97,7 +95,7 @@ static void inbound_free(struct inbound *in)
 
 /* ---- sessions ---- */
 
-static void gen_unref(struct gen *g)
+void serve_gen_unref(struct gen *g)
 {
   if (g && --g->refs == 0) {
     gw_registry_free(&g->reg);
@@ -179,7 +177,7 @@ static void *sess_reg_hold(void *ctx)
 static void sess_reg_release(void *ctx, void *held)
 {
   (void)ctx;
-  gen_unref(held);
+  serve_gen_unref(held);
 }
 
 static void call_lock_acquire(void *ctx) { pthread_mutex_lock(&((struct serve *)ctx)->state_mu); }
@@ -256,7 +254,7 @@ static void sess_free(struct sess *x)
   if (x->fd >= 0)
     close(x->fd);
   cap_buf_free(&x->line);
-  gen_unref(x->gen);
+  serve_gen_unref(x->gen);
   free(x->user);
   free(x);
 }
@@ -480,88 +478,6 @@ static void drain_queue(struct serve *sv)
   }
 }
 
-/* ---- the registry ---- */
-
-static void watch_tree(int fd, const char *dir, int depth)
-{
-  if (inotify_add_watch(fd, dir,
-                        IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE |
-                            IN_ATTRIB | IN_ONLYDIR) < 0 ||
-      depth >= 3)
-    return;
-  DIR *d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));) {
-    if (e->d_name[0] == '.' || strcmp(e->d_name, "node_modules") == 0)
-      continue;
-    _cleanup_free_ char *sub = cap_xasprintf("%s/%s", dir, e->d_name);
-    struct stat sb;
-    if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
-      watch_tree(fd, sub, depth + 1);
-  }
-  if (d)
-    closedir(d);
-}
-
-static void rewatch(struct serve *sv)
-{
-  if (sv->inotify_fd >= 0)
-    close(sv->inotify_fd);
-  sv->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (sv->inotify_fd >= 0)
-    watch_tree(sv->inotify_fd, sv->opt->caps_dir, 0);
-}
-
-static int load(struct serve *sv, struct cap_error *err)
-{
-  struct gen *g = cap_xcalloc(1, sizeof *g);
-  struct cap_diags diags = {0};
-  int r = gw_registry_load(sv->opt->caps_dir, &g->reg, &diags);
-  char problems[32];
-  snprintf(problems, sizeof problems, "%zu", diags.len);
-  cap_diags_free(&diags);
-  if (r < 0) {
-    free(g);
-    return cap_error_set(err, -r, "cannot read the capabilities in %s", sv->opt->caps_dir);
-  }
-  g->refs = 1;
-  g->ready = gw_ready_memo_new(g->reg.n, GW_READY_MEMO_TTL_MS);
-  gen_unref(sv->cur);
-  sv->cur = g;
-  char n[32];
-  snprintf(n, sizeof n, "%zu", g->reg.n);
-  serve_log(sv, "info", "registry loaded", "capabilities", n, "problems", problems);
-  serve_grpc_reloaded(sv->grpc);
-  serve_selu_reloaded(sv->selu);
-  sv->status_dirty = true;
-  rewatch(sv);
-  return 0;
-}
-
-/* Every session moves to the new registry; those that can hear it are
- * told their list changed. */
-static void reload(struct serve *sv)
-{
-  sv->reload_at = 0;
-  struct cap_error err = {0};
-  if (load(sv, &err) < 0) {
-    serve_log(sv, "error", "reload failed; the registry before stays", "error", err.message, NULL,
-              NULL);
-    cap_error_clear(&err);
-    return;
-  }
-  for (struct sess *x = sv->sessions; x; x = x->next) {
-    if (x->gen == sv->cur)
-      continue;
-    struct gen *old = x->gen;
-    x->gen = sv->cur;
-    x->gen->refs++;
-    x->cfg.reg = &x->gen->reg;
-    x->cfg.ready_memo = x->gen->ready;
-    mcp_session_registry_changed(x->s);
-    gen_unref(old);
-  }
-}
-
 /* ---- the status file ---- */
 
 /* ---- the loop ---- */
@@ -572,7 +488,7 @@ static void on_signal(struct serve *sv, uint64_t *drain_until)
   while (read(sv->signal_fd, &si, sizeof si) == sizeof si) {
     if (si.ssi_signo == SIGHUP) {
       serve_log(sv, "info", "reload requested (SIGHUP)", NULL, NULL, NULL, NULL);
-      reload(sv);
+      serve_reload(sv);
     } else if (!sv->stopping) {
       __atomic_store_n(&sv->stopping, true, __ATOMIC_RELEASE);
       *drain_until = now_ms() + (sv->opt->drain_ms ? sv->opt->drain_ms : SERVE_DRAIN_MS);
@@ -641,7 +557,7 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
       closed_streams(x);
   }
   if (sv->reload_at && now_ms() >= sv->reload_at)
-    reload(sv);
+    serve_reload(sv);
   reap(sv);
   if (sv->status_dirty || sv->stopping)
     serve_write_status(sv);
@@ -718,7 +634,7 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
   sv->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sv->wake < 0 || sv->signal_fd < 0)
     return cap_error_errno(err, errno, "cannot set up the event descriptors");
-  int r = load(sv, err);
+  int r = serve_load(sv, err);
   if (r == 0 && opt->only && !gw_registry_find(&sv->cur->reg, opt->only))
     r = cap_error_set(err, ENOENT, "no capability \"%s\" in %s; `capsule list` shows them",
                       opt->only, opt->caps_dir);
@@ -771,7 +687,7 @@ static void teardown(struct serve *sv)
     if (sv->key_path)
       unlink(sv->key_path);
   }
-  gen_unref(sv->cur);
+  serve_gen_unref(sv->cur);
   gw_state_private_paths_free(sv->hidden, sv->n_hidden);
 }
 

@@ -126,6 +126,13 @@ void serve_replay_resume(struct sess *x, const char *last_event_id, struct strea
 
 /* A session (serve.c): an HTTP one, or the unix socket's on fd. */
 struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *user);
+/* A generation's reference dropped (serve.c): freed with its last. */
+void serve_gen_unref(struct gen *g);
+/* The registry (serve_registry.c): a new generation loaded and made
+ * current (the one before kept when the directory cannot be read), and
+ * the watch renewed; a reload also moves every session to it. */
+int serve_load(struct serve *sv, struct cap_error *err);
+void serve_reload(struct serve *sv);
 /* The unix socket (serve_unix.c): listening on sv->socket_path; another
  * serve on this state refused; a connection taken; what it sent read. */
 int serve_listen_unix(struct serve *sv, struct cap_error *err);
