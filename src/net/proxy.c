@@ -538,7 +538,9 @@ void proxy_connected(struct proxy *px, const struct sockaddr *dest, socklen_t le
       w->cpu_start = thread_cpu_ns();
       w->next = px->lent;
       px->lent = w;
+      w->fresh = true;
       serve_slot(w, slot); /* unlocks while serving */
+      w->fresh = false;
       px->retired_cpu_ns += thread_cpu_ns() - w->cpu_start;
       struct worker **at = &px->lent;
       while (*at != w)

@@ -138,6 +138,8 @@ struct worker {
   int pipes[2][2];         /* splice pipes, one per direction; -1 until used */
   int spare_up;            /* proxy_spare_socket's, for the next dial; -1 */
   bool tls;                /* OpenSSL was used on this thread for the connection */
+  bool fresh;              /* the supervisor's thread accepted it as it made it: the
+                              tool has not run since, so nothing it sent is there yet */
   bool bulk[2];            /* this direction moved a full small buffer: splice it */
   char small[16384];       /* the first bytes of each direction, copied */
   struct http_request req; /* the request being parsed */
@@ -179,8 +181,11 @@ int proxy_connect_dest(struct worker *w, const struct dest *d, const char **why)
 size_t proxy_endpoints_at(struct proxy *px, const struct dest *d, uint16_t port,
                           const struct cap_endpoint **out, size_t max);
 /* One read's worth from one socket to the other (splice for bulk): bytes
- * moved, 0 at the end, -1 on error, -2 when nothing was there after all. */
-ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait);
+ * moved, 0 at the end, -1 on error, -2 when nothing was there after all.
+ * last: non-NULL when from's end may follow (poll saw its peer half-close):
+ * when a second read finds it right behind a small read's bytes, they are sent with to's FIN in one
+ * segment (shutdown(to, SHUT_WR) done here) and *last is set. */
+ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait, bool *last);
 /* Both ways until both ends are done (half-closes passed on) or idle. */
 void proxy_relay(struct worker *w, int a, int b, struct event *ev);
 

@@ -169,8 +169,10 @@ static void serve_spliced(struct worker *w, struct stream *client, const char *n
   struct proxy *px = w->px;
   const char *why = NULL;
   char sni[SNI_NAME_MAX];
-  /* the first look is also peek_first's (one call fewer per connection) */
-  ssize_t peeked = recv(client->fd, w->buf, SNI_RECORD_MAX, MSG_PEEK | MSG_DONTWAIT);
+  /* the first look is also peek_first's (one call fewer per connection);
+   * none when the connection is fresh (worker.fresh): nothing is there */
+  ssize_t peeked =
+      w->fresh ? -1 : recv(client->fd, w->buf, SNI_RECORD_MAX, MSG_PEEK | MSG_DONTWAIT);
   bool client_first = peeked > 0;
   int up = -1;
   if (!client_first) {

@@ -291,10 +291,39 @@ size_t proxy_endpoints_at(struct proxy *px, const struct dest *d, uint16_t port,
   return n;
 }
 
+/* The bytes buf[0..n) read from from, sent on to; when from's end comes
+ * right after them (a second read finds it) and last is not NULL, they go
+ * with to's FIN in one segment (MSG_MORE holds them back, the shutdown
+ * sends both) and *last is set: one packet, one ACK and one wake-up of
+ * to's reader fewer than data and FIN apart. n grows by what a second read
+ * finds instead. */
+static bool send_small(int from, int to, char *buf, size_t size, ssize_t *n, bool *last)
+{
+  int more = 0;
+  if (last && (size_t)*n < size) {
+    ssize_t e = recv(from, buf + *n, size - (size_t)*n, MSG_DONTWAIT);
+    if (e == 0)
+      more = MSG_MORE;
+    else if (e > 0)
+      *n += e;
+  }
+  for (ssize_t off = 0; off < *n;) {
+    ssize_t m = send(to, buf + off, (size_t)(*n - off), MSG_NOSIGNAL | more);
+    if (m <= 0)
+      return false;
+    off += m;
+  }
+  if (more) {
+    shutdown(to, SHUT_WR);
+    *last = true;
+  }
+  return true;
+}
+
 /* Moves what one readable socket has (up to a pipe's worth) to the other
  * without copying through user space: socket -> pipe -> socket. Returns
  * the bytes moved, 0 at end of stream, -1 on error. */
-ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait)
+ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait, bool *last)
 {
   int *pp = w->pipes[dir];
   if (!w->bulk[dir]) {
@@ -307,12 +336,8 @@ ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait)
       return wait ? -1 : -2; /* waited the stream timeout out: over */
     if (n <= 0)
       return n;
-    for (ssize_t off = 0; off < n;) {
-      ssize_t m = send(to, w->small + off, (size_t)(n - off), MSG_NOSIGNAL);
-      if (m <= 0)
-        return -1;
-      off += m;
-    }
+    if (!send_small(from, to, w->small, sizeof w->small, &n, last))
+      return -1;
     w->bulk[dir] = n == (ssize_t)sizeof w->small;
     return n;
   }
@@ -344,20 +369,32 @@ ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait)
 void proxy_relay(struct worker *w, int a, int b, struct event *ev)
 {
   const int fds[2] = {a, b};
-  struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+  /* POLLRDHUP: a side that has half-closed behind its last bytes has them
+   * sent with the other's FIN (proxy_pump's last) */
+  struct pollfd p[2] = {{.fd = a, .events = POLLIN | POLLRDHUP},
+                        {.fd = b, .events = POLLIN | POLLRDHUP}};
   int open_directions = 2;
   while (open_directions > 0) {
     int r = poll(p, 2, STREAM_TIMEOUT_S * 1000);
     if (r <= 0)
       return;
     for (int i = 0; i < 2; i++) {
-      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)))
         continue;
-      ssize_t n = proxy_pump(w, i, p[i].fd, fds[1 - i], false);
+      /* the other side still reads: the FIN may go with these bytes (when
+       * both are done, closing them tells them) */
+      bool last = false, ending = (p[i].revents & POLLRDHUP) && p[1 - i].fd >= 0;
+      ssize_t n = proxy_pump(w, i, p[i].fd, fds[1 - i], false, ending ? &last : NULL);
       if (n == -2)
         continue;
       if (n < 0)
         return;
+      if (last) { /* moved, and this side ended: the other was told with them */
+        *(i == 0 ? &ev->bytes_up : &ev->bytes_down) += n;
+        p[i].fd = -1;
+        open_directions--;
+        continue;
+      }
       if (n == 0) {           /* this side is done sending: tell the other, keep reading it */
         if (p[1 - i].fd >= 0) /* else both are done: closing them tells them */
           shutdown(fds[1 - i], SHUT_WR);

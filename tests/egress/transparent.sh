@@ -38,6 +38,7 @@ egress_certs mail.test mail.test web.test ruled.test other.test any.test cred.te
 
 egress_servers
 http=$(port http) https=$(port https) https2=$(port https2) imaps=$(port imaps) smtp=$(port smtp) spare=$(port spare)
+drain=$(port drain)
 [ -n "$spare" ] || { echo "FAIL: the test upstreams did not start"; exit 1; }
 
 # PostgreSQL for psql, when installed (trust auth on 127.0.0.1 only)
@@ -58,12 +59,13 @@ else
   echo "note: PostgreSQL (initdb, pg_ctl, psql) is not installed; the psql test is skipped"
 fi
 
-R="--resolve mail.test:127.0.0.1 --resolve web.test:127.0.0.1 --resolve plain.test:127.0.0.1 --resolve ruled.test:127.0.0.1 --resolve db.test:127.0.0.1 --resolve meta.test:169.254.169.254 --resolve rebind.test:127.0.0.1,169.254.169.254"
+R="--resolve half.test:127.0.0.1 --resolve mail.test:127.0.0.1 --resolve web.test:127.0.0.1 --resolve plain.test:127.0.0.1 --resolve ruled.test:127.0.0.1 --resolve db.test:127.0.0.1 --resolve meta.test:169.254.169.254 --resolve rebind.test:127.0.0.1,169.254.169.254"
 P="--proxy-allow-private"
 m() { printf '{"version": "0.1.0", %s}\n' "$2" >"$work/$1.json"; }
 m main '"filesystem": {"grants": [{"path": "'"$work"'/ca.pem", "access": "read", "type": "file"}]},
  "network": {"mode": "proxy", "endpoints": [{"host": "mail.test:'"$imaps"'"}, {"host": "mail.test:'"$smtp"'"},
   {"host": "web.test:'"$https"'"}, {"host": "plain.test:'"$http"'"}, {"host": "meta.test:'"$http"'"},
+  {"host": "half.test:'"$drain"'"},
   {"host": "rebind.test:'"$http"'"}, {"host": "db.test:'"${pgport:-1}"'"},
   {"host": "ruled.test:'"$https2"'", "rules": [{"method": "GET", "path": "/allowed/**"}]}]}'
 
@@ -122,6 +124,37 @@ capture=no
 [ "$capture" = yes ] || echo "note: doctor says any-port names are not captured here; those tests are skipped"
 
 C="curl -sS --max-time 20 --noproxy '*'"
+# half-closes: the tool sends SIZE bytes and its end at once (they reach
+# capsule together), the drain server answers after that end with their
+# count and hash and closes (the answer and its end together too); through
+# a CONNECT tunnel or on the transparent path (spliced: not HTTP, not TLS)
+halfclose='
+import hashlib, socket, sys
+mode, host, port, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+data = (b"half-close payload " * (size // 19 + 1))[:size]
+if mode == "connect":
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (host.encode(), port, host.encode(), port))
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        b = s.recv(1)
+        if not b:
+            break
+        head += b
+    if not head.startswith(b"HTTP/1.1 200"):
+        sys.exit("the tunnel was refused: %r" % head)
+else:
+    s = socket.create_connection((host, port), timeout=20)
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+want = b"got %d %s\n" % (len(data), hashlib.sha256(data).hexdigest().encode())
+print("half-close ok" if got == want else "half-close mismatch: %r, want %r" % (got, want))'
 run_main() { echo run --config "$work/main.json" $R $P --egress-log "$work/logs/$1-$who.log"; }
 mkdir -m 777 "$work/logs"
 
@@ -137,6 +170,11 @@ except socket.gaierror as e: b = "none"
 print("v4", a, "v6", b)'
   check "$who" hosts-only-localhost 0 "^localhost ok$" $(run_main dns) -- sh -c 'grep -v "^#" /etc/hosts | grep -qv localhost && echo extra || echo localhost ok'
   # curl without the proxy: plain HTTP to an allowed name, the Host kept; a refused name
+  for mode in connect direct; do
+    for size in 13 300000; do
+      check "$who" "half-close-$mode-$size" 0 "^half-close ok$" $(run_main half) -- $py -c "$halfclose" $mode half.test "$drain" $size
+    done
+  done
   check "$who" curl-noproxy-allowed 0 "^GET /x host=plain\.test:$http$" $(run_main curl) -- sh -c "$C http://plain.test:$http/x"
   check "$who" curl-noproxy-refused 0 "^rc=6$" $(run_main curl) -- sh -c "$C http://nope.test:$http/x; echo rc=\$?"
   check "$who" curl-https-spliced 0 "^GET /s host=web\.test:$https$" $(run_main curl) -- sh -c "$C --cacert $work/ca.pem https://web.test:$https/s"

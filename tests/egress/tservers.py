@@ -2,7 +2,8 @@
 """Local upstreams for tests/egress/transparent.sh, on 127.0.0.1 only:
 plain HTTP and HTTPS echoing the request line and Host, an IMAP server over
 TLS (IMAP4_SSL) and an SMTP server with STARTTLS, each speaking just enough
-of its protocol for Python's imaplib and smtplib. Prints the ports as one
+of its protocol for Python's imaplib and smtplib, and a server that reads
+to the client's half-close and then answers (drain). Prints the ports as one
 JSON line, then serves until killed.
 Usage: tservers.py KEY CERT"""
 import hashlib
@@ -103,6 +104,22 @@ class Smtp(socketserver.StreamRequestHandler):
             f.flush()
 
 
+class Drain(socketserver.BaseRequestHandler):
+    """Reads to the client's end (its half-close), then answers how many
+    bytes came and their hash, and closes: a relay must pass the half-close
+    on and still carry the answer back."""
+
+    def handle(self):
+        h, n = hashlib.sha256(), 0
+        while True:
+            b = self.request.recv(65536)
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+        self.request.sendall(b"got %d %s\n" % (n, h.hexdigest().encode()))
+
+
 class Tcp(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -126,6 +143,7 @@ ports = {
     "https2": start(https2_srv),
     "imaps": start(Tcp(("127.0.0.1", 0), Imap)),
     "smtp": start(Tcp(("127.0.0.1", 0), Smtp)),
+    "drain": start(Tcp(("127.0.0.1", 0), Drain)),
 }
 # a port nothing allows: the test connects to it on a synthetic address
 spare = socket.socket()
