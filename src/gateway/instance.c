@@ -128,14 +128,6 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
 /* Asks the keeper on fd for a lease: the reply's size (-1: none came, the
  * keeper gone), its passed connection in *got_fd; -ETIMEDOUT when no
  * reply came by the deadline. */
-static bool send_ask(int fd, char what, uint64_t have_instance)
-{
-  char ask[1 + sizeof have_instance] = {what};
-  memcpy(ask + 1, &have_instance, sizeof have_instance);
-  size_t ask_len = have_instance ? sizeof ask : 1;
-  return send(fd, ask, ask_len, MSG_NOSIGNAL) == (ssize_t)ask_len;
-}
-
 /* The keeper's reply to a lease asked on fd (as ask_lease). */
 static ssize_t await_lease(int fd, uint64_t deadline, struct lease_reply *rep, int *got_fd)
 {
@@ -157,7 +149,12 @@ static ssize_t await_lease(int fd, uint64_t deadline, struct lease_reply *rep, i
 static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline, struct lease_reply *rep,
                          int *got_fd)
 {
-  return send_ask(fd, 'L', have_instance) ? await_lease(fd, deadline, rep, got_fd) : -1;
+  char ask[1 + sizeof have_instance] = {'L'};
+  memcpy(ask + 1, &have_instance, sizeof have_instance);
+  size_t ask_len = have_instance ? sizeof ask : 1;
+  if (send(fd, ask, ask_len, MSG_NOSIGNAL) != (ssize_t)ask_len)
+    return -1;
+  return await_lease(fd, deadline, rep, got_fd);
 }
 
 /* Whether a lease reply's message (space-separated words) holds word. */
@@ -342,11 +339,17 @@ int gw_lease_release_keep(struct gw_lease *lease)
 int gw_lease_release_ahead(struct gw_lease *lease, bool *ahead)
 {
   *ahead = false;
-  if (!lease->ahead || !lease->instance)
+  if (!lease->ahead || !lease->keep || !lease->instance)
     return gw_lease_release_keep(lease);
-  uint64_t instance = lease->instance;
-  int fd = gw_lease_release_keep(lease);
-  *ahead = fd >= 0 && send_ask(fd, 'A', instance);
+  char m[2 + sizeof lease->instance] = {'R', 'A'};
+  memcpy(m + 2, &lease->instance, sizeof lease->instance);
+  int fd = -1;
+  if (lease->control >= 0 && send(lease->control, m, sizeof m, MSG_NOSIGNAL) == sizeof m) {
+    fd = lease->control;
+    lease->control = -1;
+  }
+  gw_lease_release(lease);
+  *ahead = fd >= 0;
   return fd;
 }
 

@@ -48,8 +48,8 @@ _Static_assert(sizeof(struct lease_reply) == 488, "the lease reply's size is the
 /* Where a keeper can vouch for the package between a lease and the call
  * that takes it (a tree its inotify watches, or an image) and the server
  * has no egress proxy, its grants say KEEPER_AHEAD_OFFER: a caller that
- * keeps a channel to the instance may then ask, as it ends a lease ('R'),
- * for its next one at once: 'A' and the instance's 8 bytes (as 'L'). The
+ * keeps a channel to the instance may then end a lease and ask for its
+ * next one in one message: 'R', 'A' and the instance's 8 bytes. The
  * keeper grants it as any lease (in arrival order, the package checked
  * then), its reply adding "ahead DEV INO" (the package directory's
  * identity, 0 0 for an image) and passing its inotify descriptor. The caller takes

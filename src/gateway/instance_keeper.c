@@ -312,24 +312,32 @@ static void lease_read_clients(struct keeper *k, struct lease_loop *L, const str
     bool gone = false;
     short ev = i < polled ? p[i].revents : 0;
     if (ev & POLLIN) {
-      char m[1 + sizeof(uint64_t)];
+      char m[2 + sizeof(uint64_t)];
       ssize_t got = recv(cl->fd, m, sizeof m, MSG_DONTWAIT);
       char c = got > 0 ? m[0] : 0;
-      if (got > 0 && (c == 'L' || c == 'A') && !cl->leased) {
+      bool then_ahead = got == (ssize_t)sizeof m && c == 'R' && m[1] == 'A';
+      if (got > 0 && c == 'L' && !cl->leased) {
         cl->waiting = true;
-        cl->ahead = c == 'A';
+        cl->ahead = false;
         cl->have = 0;
-        if (got == (ssize_t)sizeof m)
+        if (got == 1 + (ssize_t)sizeof(uint64_t))
           memcpy(&cl->have, m + 1, sizeof cl->have);
       } else if (got == 1 && c == 'E' && cl->leased && cl->egress) { /* the call is done */
         keeper_egress_end(&k->egress, cl->egress, cl->fd);
         cl->egress = NULL;
-      } else if (got == 1 && c == 'R' && cl->leased) { /* done; the connection kept for the next */
+      } else if ((got == 1 || then_ahead) && c == 'R' && cl->leased) { /* done; connection kept */
         keeper_egress_end(&k->egress, cl->egress, -1);
         cl->egress = NULL;
         cl->leased = false;
         cl->since = L->last = cap_now_ms(CLOCK_MONOTONIC);
-        L->active--;
+        if (--L->active == 0) { /* a busy period ended (lease_check_cpu) */
+          L->busy_base = -1;
+          L->busy_peak = 0;
+        }
+        if (then_ahead) { /* and the next lease asked at once */
+          cl->waiting = cl->ahead = true;
+          memcpy(&cl->have, m + 2, sizeof cl->have);
+        }
       } else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
         L->stop_asked = gone = true;
       else if (got == 0 || (got < 0 && errno != EAGAIN))
