@@ -47,6 +47,7 @@ struct gw_channels {
   pthread_cond_t wake;  /* the sweeper's: a lease asked ahead kept, or the end */
   pthread_t sweeper;    /* drops the leases asked ahead that no call took */
   bool sweeping, ended; /* it runs; it is to end */
+  bool sweep_idle;      /* it waits with no lease to give back: woken for the next */
 };
 
 struct gw_channels *gw_channels_new(void)
@@ -92,7 +93,9 @@ static void *sweep(void *arg)
     if (c->ended)
       break;
     if (!next) {
+      c->sweep_idle = true;
       pthread_cond_wait(&c->wake, &c->mu);
+      c->sweep_idle = false;
       continue;
     }
     struct timespec t = {.tv_sec = (time_t)(next / 1000), .tv_nsec = (long)(next % 1000) * 1000000};
@@ -205,7 +208,7 @@ void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd, bo
   c->control[at].used = ++c->tick;
   c->control[at].ahead = ahead;
   c->control[at].until_ms = cap_now_ms(CLOCK_MONOTONIC) + GW_AHEAD_LINGER_MS;
-  if (ahead)
+  if (ahead && c->sweep_idle) /* else it wakes by an earlier time, and sees this one then */
     pthread_cond_signal(&c->wake);
   pthread_mutex_unlock(&c->mu);
   if (drop >= 0)
