@@ -125,10 +125,9 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   return fd;
 }
 
-/* Asks the keeper on fd for a lease: the reply's size (-1: none came, the
- * keeper gone), its passed connection in *got_fd; -ETIMEDOUT when no
+/* The keeper's reply to a lease asked on fd: its size (-1: none came, the
+ * keeper gone), its passed descriptor in *got_fd; -ETIMEDOUT when no
  * reply came by the deadline. */
-/* The keeper's reply to a lease asked on fd (as ask_lease). */
 static ssize_t await_lease(int fd, uint64_t deadline, struct lease_reply *rep, int *got_fd)
 {
   uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
@@ -146,6 +145,8 @@ static ssize_t await_lease(int fd, uint64_t deadline, struct lease_reply *rep, i
   return n < 0 ? -1 : n;
 }
 
+/* Asks the keeper on fd for a lease, and awaits its reply (as await_lease:
+ * the descriptor passed is a connection to the server). */
 static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline, struct lease_reply *rep,
                          int *got_fd)
 {
