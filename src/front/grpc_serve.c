@@ -318,13 +318,18 @@ static void answer_call(struct pending *p)
   } else if (!admitted(p, &a)) {
     respond(p, method, &a, false);
   } else {
+    /* a unary call's headers go with its answer, in one write; a stream's
+     * before its first message */
+    bool streams = method == GRPC_SERVE_CAP_UPLOAD || method == GRPC_SERVE_CAP_DOWNLOAD;
     grpc_byte_buffer *in = NULL;
     grpc_op ops[2];
     memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_RECV_MESSAGE;
-    ops[1].data.recv_message.recv_message = &in;
-    bool got = batch_within(p, ops, 2, s->opt.stream_idle_ms);
+    size_t n = 0;
+    if (streams)
+      ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &in;
+    bool got = batch_within(p, ops, n, s->opt.stream_idle_ms);
     struct grpc_serve_stream stream = {.p = p};
     if (got && method == GRPC_SERVE_CAP_UPLOAD) { /* the first chunk, or none */
       stream.first = in;
@@ -350,7 +355,7 @@ static void answer_call(struct pending *p)
     } else {
       s->opt.handler(s->opt.arg, &call, &a);
     }
-    bool went = respond(p, method, &a, true);
+    bool went = respond(p, method, &a, streams);
     if (a.finish)
       a.finish(a.finish_ctx, went);
     stream_free(&stream);

@@ -125,17 +125,11 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   return fd;
 }
 
-/* Asks the keeper on fd for a lease: the reply's size (-1: none came, the
- * keeper gone), its passed connection in *got_fd; -ETIMEDOUT when no
+/* The keeper's reply to a lease asked on fd: its size (-1: none came, the
+ * keeper gone), its passed descriptor in *got_fd; -ETIMEDOUT when no
  * reply came by the deadline. */
-static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline, struct lease_reply *rep,
-                         int *got_fd)
+static ssize_t await_lease(int fd, uint64_t deadline, struct lease_reply *rep, int *got_fd)
 {
-  char ask[1 + sizeof have_instance] = {'L'};
-  memcpy(ask + 1, &have_instance, sizeof have_instance);
-  size_t ask_len = have_instance ? sizeof ask : 1;
-  if (send(fd, ask, ask_len, MSG_NOSIGNAL) != (ssize_t)ask_len)
-    return -1;
   uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
   struct pollfd p = {.fd = fd, .events = POLLIN};
   if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0)
@@ -151,6 +145,19 @@ static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline, stru
   return n < 0 ? -1 : n;
 }
 
+/* Asks the keeper on fd for a lease, and awaits its reply (as await_lease:
+ * the descriptor passed is a connection to the server). */
+static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline, struct lease_reply *rep,
+                         int *got_fd)
+{
+  char ask[1 + sizeof have_instance] = {'L'};
+  memcpy(ask + 1, &have_instance, sizeof have_instance);
+  size_t ask_len = have_instance ? sizeof ask : 1;
+  if (send(fd, ask, ask_len, MSG_NOSIGNAL) != (ssize_t)ask_len)
+    return -1;
+  return await_lease(fd, deadline, rep, got_fd);
+}
+
 /* Whether a lease reply's message (space-separated words) holds word. */
 static bool offers(const char *message, const char *word)
 {
@@ -161,9 +168,38 @@ static bool offers(const char *message, const char *word)
   return false;
 }
 
+/* Whether a lease asked ahead (its reply in rep, n bytes, with watch: the
+ * keeper's inotify descriptor, closed here) may go to the call now: granted
+ * on the instance the caller keeps, no event queued on the package's tree,
+ * nothing said by the keeper since, the package's path naming the
+ * directory the keeper watches (instance_int.h, KEEPER_AHEAD). */
+static bool ahead_fresh(const struct gw_instance_request *req, int fd, ssize_t n,
+                        struct lease_reply *rep, int watch)
+{
+  unsigned long long dev = 0, ino = 0;
+  rep->message[sizeof rep->message - 1] = '\0';
+  const char *at = strstr(rep->message, " " KEEPER_AHEAD " ");
+  bool fresh = n == (ssize_t)sizeof *rep && rep->code == 0 && req->have_instance &&
+               rep->instance == req->have_instance && at &&
+               sscanf(at + strlen(" " KEEPER_AHEAD), "%llu %llu", &dev, &ino) == 2;
+  struct pollfd p[2] = {{.fd = watch, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+  if (fresh && !req->rootfs) /* an event queued, or read by the keeper after it said so */
+    fresh = watch >= 0 && poll(p, 2, 0) == 0;
+  else if (fresh)
+    fresh = poll(p + 1, 1, 0) == 0;
+  struct stat sb;
+  if (fresh && !req->rootfs)
+    fresh = stat(req->spec->package_dir, &sb) == 0 && (unsigned long long)sb.st_dev == dev &&
+            (unsigned long long)sb.st_ino == ino;
+  if (watch >= 0)
+    close(watch);
+  return fresh;
+}
+
 int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *lease,
                       struct cap_error *err)
 {
+  bool ahead = req->control_ahead && req->control >= 0;
   *lease = (struct gw_lease){.control = -1, .fd = -1};
   int kept = req->control; /* a connection kept from the last lease: asked first */
   struct sockaddr_un sa;
@@ -201,7 +237,24 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
       return fd;
     struct lease_reply rep = {0};
     int got_fd = -1;
-    ssize_t n = ask_lease(fd, req->have_instance, deadline, &rep, &got_fd);
+    ssize_t n = ahead ? await_lease(fd, deadline, &rep, &got_fd)
+                      : ask_lease(fd, req->have_instance, deadline, &rep, &got_fd);
+    if (ahead && n != -ETIMEDOUT) {
+      ahead = false;
+      if (ahead_fresh(req, fd, n, &rep, got_fd)) {
+        *lease = (struct gw_lease){.control = fd,
+                                   .fd = -1,
+                                   .protocol = rep.protocol,
+                                   .instance = rep.instance,
+                                   .keep = true,
+                                   .ahead = offers(rep.message, KEEPER_AHEAD_OFFER)};
+        return 0;
+      }
+      close(fd); /* and the lease with it: asked anew, on a new connection */
+      if ((r = gw_instance_check_run_dir(req->run_dir, err)) < 0)
+        return r;
+      continue;
+    }
     if (n == -ETIMEDOUT) {
       close(fd);
       return cap_error_set(err, ETIMEDOUT,
@@ -216,7 +269,8 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
                                  .protocol = rep.protocol,
                                  .instance = rep.instance,
                                  .egress = offers(rep.message, KEEPER_EGRESS_OFFER),
-                                 .keep = offers(rep.message, KEEPER_KEEP)};
+                                 .keep = offers(rep.message, KEEPER_KEEP),
+                                 .ahead = offers(rep.message, KEEPER_AHEAD_OFFER)};
       return 0;
     }
     if (got_fd >= 0)
@@ -280,6 +334,23 @@ int gw_lease_release_keep(struct gw_lease *lease)
     lease->control = -1;
   }
   gw_lease_release(lease);
+  return fd;
+}
+
+int gw_lease_release_ahead(struct gw_lease *lease, bool *ahead)
+{
+  *ahead = false;
+  if (!lease->ahead || !lease->keep || !lease->instance)
+    return gw_lease_release_keep(lease);
+  char m[2 + sizeof lease->instance] = {'R', 'A'};
+  memcpy(m + 2, &lease->instance, sizeof lease->instance);
+  int fd = -1;
+  if (lease->control >= 0 && send(lease->control, m, sizeof m, MSG_NOSIGNAL) == sizeof m) {
+    fd = lease->control;
+    lease->control = -1;
+  }
+  gw_lease_release(lease);
+  *ahead = fd >= 0;
   return fd;
 }
 

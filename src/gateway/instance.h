@@ -50,6 +50,11 @@ struct gw_instance_request {
   /* A connection to the keeper kept from an earlier lease
    * (gw_lease_release_keep; owned from now), tried first, or -1. */
   int control;
+  /* control's lease was asked ahead (gw_lease_release_ahead): its reply
+   * is awaited, not asked, and taken only while nothing changed since
+   * (instance_int.h, KEEPER_AHEAD); else control is dropped and a lease
+   * asked anew. */
+  bool control_ahead;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and
@@ -63,6 +68,7 @@ struct gw_lease {
   uint64_t instance; /* names the keeper's server (random, not 0), or 0 from an older keeper */
   bool egress;       /* its keeper hands back the lease's egress decisions (gw_lease_egress) */
   bool keep;         /* its keeper takes the lease's end without the connection's */
+  bool ahead;        /* and the next lease asked with it (gw_lease_release_ahead) */
 };
 
 /* Returns 0 with *lease filled, or -errno with err set (-ETIMEDOUT when
@@ -87,6 +93,12 @@ bool gw_lease_egress(struct gw_lease *lease, struct gw_egress_batch *b, uint64_t
  * the connection, or -1 when it cannot be kept (an older keeper, the
  * connection gone). */
 int gw_lease_release_keep(struct gw_lease *lease);
+/* The same, and asks the keeper at once for the next lease of the same
+ * channel (a call expected soon: it then waits for no round trip), where
+ * the keeper offers it (lease->ahead); else as gw_lease_release_keep.
+ * *ahead says which. The lease asked is held until the connection goes
+ * to a call (gw_instance_request.control_ahead) or is closed. */
+int gw_lease_release_ahead(struct gw_lease *lease, bool *ahead);
 /* Ends the lease (closes control; fd is the caller's, already given away
  * or closed). */
 void gw_lease_release(struct gw_lease *lease);

@@ -45,6 +45,23 @@ _Static_assert(sizeof(struct lease_reply) == 488, "the lease reply's size is the
  * "egress keep" with its egress offered, which only a proxied server's
  * keeper does: a server without a proxy makes no decisions). */
 #define KEEPER_KEEP "keep"
+/* Where a keeper can vouch for the package between a lease and the call
+ * that takes it (a tree its inotify watches, or an image) and the server
+ * has no egress proxy, its grants say KEEPER_AHEAD_OFFER: a caller that
+ * keeps a channel to the instance may then end a lease and ask for its
+ * next one in one message: 'R', 'A' and the instance's 8 bytes. The
+ * keeper grants it as any lease (in arrival order, the package checked
+ * then), its reply adding "ahead DEV INO" (the package directory's
+ * identity, 0 0 for an image) and passing its inotify descriptor. The caller takes
+ * that lease for its next call only while the descriptor has no event
+ * queued, the keeper has said nothing since and the package's path still
+ * names DEV:INO; otherwise it drops the connection (the lease with it)
+ * and asks anew. A keeper that finds events queued tells the holders of
+ * leases asked ahead before it reads them, so a call made after an edit
+ * never takes one. A lease asked ahead is held: the caller drops it when
+ * no call came within a few ms (gateway/selu_channels.c). */
+#define KEEPER_AHEAD_OFFER "ahead-ok"
+#define KEEPER_AHEAD "ahead"
 #define KEEPER_EGRESS_MAGIC "EGRS"
 #define KEEPER_EGRESS_CHUNK 32768
 

@@ -169,6 +169,7 @@ static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
 struct client {
   int fd;
   bool waiting, leased;
+  bool ahead;                     /* its lease asked ahead ('A'); granted so when vouched for */
   uint64_t since;                 /* accepted at */
   uint64_t have;                  /* the instance it keeps a connection to, or 0 */
   struct gw_egress_batch *egress; /* with a lease: its egress decisions */
@@ -311,23 +312,32 @@ static void lease_read_clients(struct keeper *k, struct lease_loop *L, const str
     bool gone = false;
     short ev = i < polled ? p[i].revents : 0;
     if (ev & POLLIN) {
-      char m[1 + sizeof(uint64_t)];
+      char m[2 + sizeof(uint64_t)];
       ssize_t got = recv(cl->fd, m, sizeof m, MSG_DONTWAIT);
       char c = got > 0 ? m[0] : 0;
+      bool then_ahead = got == (ssize_t)sizeof m && c == 'R' && m[1] == 'A';
       if (got > 0 && c == 'L' && !cl->leased) {
         cl->waiting = true;
+        cl->ahead = false;
         cl->have = 0;
-        if (got == (ssize_t)sizeof m)
+        if (got == 1 + (ssize_t)sizeof(uint64_t))
           memcpy(&cl->have, m + 1, sizeof cl->have);
       } else if (got == 1 && c == 'E' && cl->leased && cl->egress) { /* the call is done */
         keeper_egress_end(&k->egress, cl->egress, cl->fd);
         cl->egress = NULL;
-      } else if (got == 1 && c == 'R' && cl->leased) { /* done; the connection kept for the next */
+      } else if ((got == 1 || then_ahead) && c == 'R' && cl->leased) { /* done; connection kept */
         keeper_egress_end(&k->egress, cl->egress, -1);
         cl->egress = NULL;
         cl->leased = false;
         cl->since = L->last = cap_now_ms(CLOCK_MONOTONIC);
-        L->active--;
+        if (--L->active == 0) { /* a busy period ended (lease_check_cpu) */
+          L->busy_base = -1;
+          L->busy_peak = 0;
+        }
+        if (then_ahead) { /* and the next lease asked at once */
+          cl->waiting = cl->ahead = true;
+          memcpy(&cl->have, m + 2, sizeof cl->have);
+        }
       } else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
         L->stop_asked = gone = true;
       else if (got == 0 || (got < 0 && errno != EAGAIN))
@@ -395,16 +405,33 @@ static void refill_spare(struct keeper *k, const struct lease_loop *L)
   k->spare = fd >= 0 ? fd : -1;
 }
 
+/* Events queued on the package's tree: the holders of leases asked ahead
+ * learn it first (a word on their control socket), so that none of them
+ * takes its lease for a call made after the edit once the events are
+ * read. */
+static void warn_ahead(struct keeper *k, struct lease_loop *L)
+{
+  struct pollfd p = {.fd = k->ino, .events = POLLIN};
+  if (poll(&p, 1, 0) <= 0)
+    return;
+  for (size_t i = 0; i < L->n; i++)
+    if (L->clients[i].leased && L->clients[i].ahead) {
+      refuse(L->clients[i].fd, ECONNREFUSED, "the package changed");
+      L->clients[i].ahead = false;
+    }
+}
+
 /* Whether the package changed since the keeper started (an image's
  * server never reads it): its path naming another directory or an event
  * on its tree, or without inotify its digest recomputed. Asked before each lease, so a call made
  * after an edit never reaches the server that started before it: the instance's key leaves the tree
  * out (gw_instance_key), this keeper watches it. */
-static bool package_changed(struct keeper *k)
+static bool package_changed(struct keeper *k, struct lease_loop *L)
 {
   if (k->req->rootfs)
     return false;
   if (k->ino >= 0) {
+    warn_ahead(k, L); /* before the events are read: none is missed */
     if (gw_package_moved(k->req->spec->package_dir, &k->pkg))
       return true; /* the path names another directory: no event on the watched one */
     char buf[4096];
@@ -425,7 +452,7 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
     struct client *cl = &L->clients[i];
     if (!cl->waiting)
       continue;
-    if (!L->dying && package_changed(k)) { /* refused as gone: the call starts a new one */
+    if (!L->dying && package_changed(k, L)) { /* refused as gone: the call starts a new one */
       keeper_note("the package changed: new calls start a new instance; this one stops");
       L->dying = true;
       keeper_unpublish(k);
@@ -450,8 +477,23 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
     }
     bool proxied = k->req->spec->network.mode == CAP_NET_PROXY;
     cl->egress = proxied ? keeper_egress_grant(&k->egress) : NULL;
-    reply(cl->fd, 0, proxied ? KEEPER_EGRESS_OFFER " " KEEPER_KEEP : KEEPER_KEEP, fd, k->protocol,
-          k->instance);
+    /* a lease asked ahead is vouched for while the caller can see what
+     * changes: a watched tree or none */
+    bool offer = !proxied && (k->req->rootfs || k->ino >= 0);
+    cl->ahead = cl->ahead && kept && offer;
+    char message[96];
+    snprintf(message, sizeof message, "%s%s", proxied ? KEEPER_EGRESS_OFFER " " : "",
+             offer ? KEEPER_KEEP " " KEEPER_AHEAD_OFFER : KEEPER_KEEP);
+    if (cl->ahead) {
+      size_t len = strlen(message);
+      snprintf(message + len, sizeof message - len, " " KEEPER_AHEAD " %llu %llu",
+               k->req->rootfs ? 0ULL : (unsigned long long)k->pkg.dev,
+               k->req->rootfs ? 0ULL : (unsigned long long)k->pkg.ino);
+      fd = k->req->rootfs ? -1 : k->ino; /* kept: no connection travels */
+    }
+    reply(cl->fd, 0, message, fd, k->protocol, k->instance);
+    if (cl->ahead)
+      fd = -1; /* the keeper's own */
     if (fd >= 0)
       close(fd);
     cl->leased = true;

@@ -496,6 +496,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   if (selu_run_with_image(call, spec, env, n_env, &image, &run, key, err) < 0)
     return GW_OUTCOME_FAILED;
   _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
+  bool ahead = false; /* the kept connection's next lease was asked ahead */
+  int control = call->channels ? gw_channels_take_control(call->channels, key, &ahead) : -1;
   struct gw_instance_request req = {
       .spec = &run.spec,
       .run_dir = call->run_dir,
@@ -512,7 +514,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .workdir = image.info.config.working_dir ? image.info.config.working_dir : "/",
       .inside_id = image.argv ? SELU_IMAGE_ID : 0,
       .warm_only = call->selu_warm_only,
-      .control = call->channels ? gw_channels_take_control(call->channels, key) : -1};
+      .control = control,
+      .control_ahead = ahead};
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   struct call_channel cc;
   req.have_instance = channel_before(call, key, &cc);
@@ -540,13 +543,18 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       r = cap_error_set(err, ETIMEDOUT, "the server was stopped: %s", reason);
     }
   }
+  bool on_kept = cc.kept != NULL; /* a channel kept for the next call */
   channel_done(&cc, r);
   /* the server's egress decisions during the call, for its audit record */
   gw_lease_egress(&lease, gw_egress_batch_of(call->egress_sink), 5000);
-  if (call->channels && r == 0) /* the keeper's connection for the next lease */
-    gw_channels_keep_control(call->channels, key, gw_lease_release_keep(&lease));
-  else
+  if (call->channels && r == 0 && on_kept) { /* the next lease asked now, for the next call */
+    int fd = gw_lease_release_ahead(&lease, &ahead);
+    gw_channels_keep_control(call->channels, key, fd, ahead);
+  } else if (call->channels && r == 0) { /* the keeper's connection for the next lease */
+    gw_channels_keep_control(call->channels, key, gw_lease_release_keep(&lease), false);
+  } else {
     gw_lease_release(&lease);
+  }
   selu_run_free(&run);
   if (r < 0) {
     if (log_path)

@@ -36,9 +36,13 @@ void gw_channels_give(struct gw_channels *c, struct gw_channel *e);
 /* Connections to the keepers kept between leases (gw_lease_release_keep),
  * by instance key: keep_control takes fd (-1: nothing), the oldest closed
  * past the table's room; take_control returns one for key still open and
- * silent (owned by the caller), or -1. */
-void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd);
-int gw_channels_take_control(struct gw_channels *c, const char *key);
+ * silent (owned by the caller), or -1. With ahead, fd's next lease was
+ * asked (gw_lease_release_ahead): take_control returns it as it is, with
+ * *ahead set, and a thread of the table's closes it (the lease with it)
+ * when no call took it within GW_AHEAD_LINGER_MS. */
+#define GW_AHEAD_LINGER_MS 20
+void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd, bool ahead);
+int gw_channels_take_control(struct gw_channels *c, const char *key, bool *ahead);
 
 /* Tools a dynamic capability reported; they own their schemas (doc). */
 struct gw_tools {

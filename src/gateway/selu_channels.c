@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/clock.h"
 #include "gateway/selu.h"
 #include "runtime/selu_rpc.h"
 
@@ -33,6 +35,8 @@ struct gw_control {
   char key[33];
   int fd; /* -1: a free slot */
   uint64_t used;
+  bool ahead;        /* its next lease asked: held until taken or dropped */
+  uint64_t until_ms; /* with ahead: dropped then (CLOCK_MONOTONIC) */
 };
 
 struct gw_channels {
@@ -40,15 +44,65 @@ struct gw_channels {
   struct gw_channel *slot[CHANNELS_MAX];
   struct gw_control control[CONTROLS_MAX];
   uint64_t tick;
+  pthread_cond_t wake;  /* the sweeper's: a lease asked ahead kept, or the end */
+  pthread_t sweeper;    /* drops the leases asked ahead that no call took */
+  bool sweeping, ended; /* it runs; it is to end */
+  bool sweep_idle;      /* it waits with no lease to give back: woken for the next */
 };
 
 struct gw_channels *gw_channels_new(void)
 {
   struct gw_channels *c = cap_xcalloc(1, sizeof *c);
   pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->wake, &attr);
+  pthread_condattr_destroy(&attr);
   for (size_t i = 0; i < CONTROLS_MAX; i++)
     c->control[i].fd = -1;
   return c;
+}
+
+/* The sweeper: a lease asked ahead is held by the keeper (its concurrency
+ * slot, its idle clock) until a call takes it; past GW_AHEAD_LINGER_MS
+ * without one its connection is closed, which ends it. */
+static void *sweep(void *arg)
+{
+  struct gw_channels *c = arg;
+  pthread_mutex_lock(&c->mu);
+  while (!c->ended) {
+    uint64_t now = cap_now_ms(CLOCK_MONOTONIC), next = 0;
+    int drop[CONTROLS_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < CONTROLS_MAX; i++) {
+      struct gw_control *k = &c->control[i];
+      if (k->fd < 0 || !k->ahead)
+        continue;
+      if (now >= k->until_ms) {
+        drop[n++] = k->fd;
+        k->fd = -1;
+      } else if (!next || k->until_ms < next) {
+        next = k->until_ms;
+      }
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < n; i++)
+      close(drop[i]);
+    pthread_mutex_lock(&c->mu);
+    if (c->ended)
+      break;
+    if (!next) {
+      c->sweep_idle = true;
+      pthread_cond_wait(&c->wake, &c->mu);
+      c->sweep_idle = false;
+      continue;
+    }
+    struct timespec t = {.tv_sec = (time_t)(next / 1000), .tv_nsec = (long)(next % 1000) * 1000000};
+    pthread_cond_timedwait(&c->wake, &c->mu, &t);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
 }
 
 /* Drops one reference; the last closes the channel. Under c->mu. */
@@ -135,12 +189,14 @@ void gw_channels_give(struct gw_channels *c, struct gw_channel *e)
   pthread_mutex_unlock(&c->mu);
 }
 
-void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd)
+void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd, bool ahead)
 {
   if (fd < 0)
     return;
   int drop = -1;
   pthread_mutex_lock(&c->mu);
+  if (ahead && !c->sweeping) /* without it, no lease is asked ahead */
+    ahead = c->sweeping = pthread_create(&c->sweeper, NULL, sweep, c) == 0;
   size_t at = 0;
   for (size_t i = 0; i < CONTROLS_MAX; i++) /* a free slot, else the oldest */
     if (c->control[i].fd < 0 ||
@@ -150,21 +206,29 @@ void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd)
   snprintf(c->control[at].key, sizeof c->control[at].key, "%s", key);
   c->control[at].fd = fd;
   c->control[at].used = ++c->tick;
+  c->control[at].ahead = ahead;
+  c->control[at].until_ms = cap_now_ms(CLOCK_MONOTONIC) + GW_AHEAD_LINGER_MS;
+  if (ahead && c->sweep_idle) /* else it wakes by an earlier time, and sees this one then */
+    pthread_cond_signal(&c->wake);
   pthread_mutex_unlock(&c->mu);
   if (drop >= 0)
     close(drop);
 }
 
-int gw_channels_take_control(struct gw_channels *c, const char *key)
+int gw_channels_take_control(struct gw_channels *c, const char *key, bool *ahead)
 {
   int fd = -1;
+  *ahead = false;
   pthread_mutex_lock(&c->mu);
   for (size_t i = 0; i < CONTROLS_MAX && fd < 0; i++)
     if (c->control[i].fd >= 0 && strcmp(c->control[i].key, key) == 0) {
       fd = c->control[i].fd;
+      *ahead = c->control[i].ahead;
       c->control[i].fd = -1;
     }
   pthread_mutex_unlock(&c->mu);
+  if (*ahead) /* the keeper's reply is awaited: gw_instance_lease judges it */
+    return fd;
   /* the keeper closed it (idle, gone) or said something unasked: not reused */
   struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
   if (fd >= 0 && (poll(&p, 1, 0) != 0 || p.revents)) {
@@ -178,6 +242,13 @@ void gw_channels_free(struct gw_channels *c)
 {
   if (!c)
     return;
+  pthread_mutex_lock(&c->mu);
+  c->ended = true;
+  pthread_cond_signal(&c->wake);
+  pthread_mutex_unlock(&c->mu);
+  if (c->sweeping)
+    pthread_join(c->sweeper, NULL);
+  pthread_cond_destroy(&c->wake);
   for (size_t i = 0; i < CONTROLS_MAX; i++)
     if (c->control[i].fd >= 0)
       close(c->control[i].fd);

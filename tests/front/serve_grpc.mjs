@@ -7,6 +7,9 @@
 // --capability; "reloaded" calls a capability added while serving;
 // "warm" calls text-tools again (its instance warm, the call process
 // stopped), "warm-blocked" and "warm-ask" under those policies;
+// "warm-edit" writes EDIT_FILE (in its package) between warm calls and
+// checks in LOG (its keepers' log) that each edit retired the instance
+// and that a new one answered;
 // "artifacts" uploads, attaches, makes and downloads artifacts through the
 // Node Selu example (node-tools; OTHER_TOKEN another user's), "expired"
 // downloads ARTIFACT_ID the shell aged.
@@ -96,6 +99,32 @@ if (mode === 'warm') { // the call process is stopped: only the warm path answer
   const counts = all.map((x) => { try { return JSON.parse(x.res.result_json.toString()).words; } catch { return -1; } });
   counts.every((c, i) => c === i + 1) ? ok('concurrent warm calls each get their own answer')
     : bad('concurrent warm calls', JSON.stringify(counts));
+  finish();
+}
+if (mode === 'warm-edit') { // EDIT_FILE in the package written between two calls, LOG the keepers' log
+  const fs = await import('node:fs');
+  const wcall = (text) => new Promise((resolve) => {
+    orch.Invoke({ tool_name: 'text-tools.word_count', args_json: enc({ text }) }, meta(token),
+      { deadline: Date.now() + 30000 }, (err, res) => resolve({ err, res }));
+  });
+  const words = (r) => { try { return JSON.parse(r.res.result_json.toString()).words; } catch { return -1; } };
+  const count = (re) => (fs.readFileSync(process.env.LOG, 'utf8').match(re) || []).length;
+  // an instance retired, and another started: both before the call is answered
+  const retired = () => `${count(/the package changed/g)} ${count(/serving leases/g)}`;
+  for (let i = 0; i < 3; i++) {
+    // warm: the second call leaves its next lease asked ahead, held for
+    // the next call a few ms; the edit comes within them
+    await wcall('a b');
+    const warm = await wcall('a b');
+    const before = retired();
+    fs.writeFileSync(process.env.EDIT_FILE, `edit ${i}\n`);
+    const r = await wcall('x y z');
+    const after = retired();
+    const [b, a] = [before, after].map((x) => x.split(' ').map(Number));
+    words(warm) === 2 && words(r) === 3 && a[0] === b[0] + 1 && a[1] === b[1] + 1
+      ? ok(`a call right after an edit (${i + 1}) does not reach the server started before it`)
+      : bad(`call after edit ${i + 1}`, `retired, started ${before} -> ${after}: ${JSON.stringify(r)}`);
+  }
   finish();
 }
 if (mode === 'warm-blocked' || mode === 'warm-ask') {
