@@ -196,6 +196,25 @@ static bool ahead_fresh(const struct gw_instance_request *req, int fd, ssize_t n
   return fresh;
 }
 
+/* A connection to the instance's keeper: kept (when >= 0), or made,
+ * starting the keeper when none listens (not for a warm-only call) */
+static int keeper_reached(const struct gw_instance_request *req, const struct sockaddr_un *sa,
+                          int kept, uint64_t deadline, struct cap_error *err)
+{
+  int fd = kept >= 0 ? kept : gw_instance_connect(sa, deadline);
+  if (fd == -EPERM)
+    return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
+                         sa->sun_path);
+  if ((fd == -ENOENT || fd == -ECONNREFUSED) && req->warm_only)
+    return cap_error_set(err, EWOULDBLOCK, "%s has no instance running", req->spec->id);
+  if (fd == -ENOENT || fd == -ECONNREFUSED)
+    return start_keeper(req, sa, deadline, err);
+  if (fd < 0)
+    return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id,
+                           sa->sun_path);
+  return fd;
+}
+
 int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *lease,
                       struct cap_error *err)
 {
@@ -219,20 +238,10 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
    * reach it again. */
   for (int attempt = 0; attempt < LEASE_ATTEMPTS; attempt++) {
     /* a kept connection that fails is not an attempt: nothing reached the server */
-    int fd = kept >= 0 ? kept : gw_instance_connect(&sa, deadline);
     if (kept >= 0)
       attempt--;
+    int fd = keeper_reached(req, &sa, kept, deadline, err);
     kept = -1;
-    if (fd == -EPERM)
-      return cap_error_set(err, EPERM, "%s is not a socket of this user's: refusing it",
-                           sa.sun_path);
-    if ((fd == -ENOENT || fd == -ECONNREFUSED) && req->warm_only)
-      return cap_error_set(err, EWOULDBLOCK, "%s has no instance running", req->spec->id);
-    if (fd == -ENOENT || fd == -ECONNREFUSED)
-      fd = start_keeper(req, &sa, deadline, err);
-    else if (fd < 0)
-      return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id,
-                             sa.sun_path);
     if (fd < 0)
       return fd;
     struct lease_reply rep = {0};

@@ -103,6 +103,14 @@ static inline void sleep_ms(unsigned ms)
 void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
                     int status_fd, int lock_fd) __attribute__((noreturn));
 
+/* The keeper's set-up (instance_proc.c): every descriptor from 3 up
+ * closed but keep's n (sorted here); stdin and stdout /dev/null
+ * (returned), stderr the log (*log; /dev/null when it cannot be opened);
+ * the server's argv (a "./" command is the package's own program). */
+void gw_keeper_close_all_but(int *keep, size_t n);
+int gw_keeper_stdio(const char *log_path, int *log);
+char **gw_keeper_server_argv(const struct cap_spec *spec);
+
 /* Connects to the keeper at sa by deadline (a full backlog is waited out),
  * and only to one run by this user: returns the socket, or -EPERM for a
  * socket planted by someone else, or -errno. */

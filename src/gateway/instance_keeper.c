@@ -631,20 +631,6 @@ static void keeper_started(void *ctx, struct sandbox_running *running)
 }
 
 /* Closes every descriptor from 3 up except those in keep (ascending). */
-static void close_all_but(const int *keep, size_t n)
-{
-  unsigned from = 3;
-  for (size_t i = 0; i < n; i++) {
-    if ((unsigned)keep[i] > from)
-      syscall(__NR_close_range, from, (unsigned)keep[i] - 1, 0);
-    if ((unsigned)keep[i] + 1 > from)
-      from = (unsigned)keep[i] + 1;
-  }
-  syscall(__NR_close_range, from, ~0U, 0);
-}
-
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
 /* The instance's listening socket at sa (0600, published once bound) and
  * the connector pair; any failure ends the keeper with a status line. */
 static void keeper_listen(struct keeper *k, const struct sockaddr_un *sa, int pair[2])
@@ -662,24 +648,6 @@ static void keeper_listen(struct keeper *k, const struct sockaddr_un *sa, int pa
     _exit(1);
   }
   k->sock_ino = sb.st_ino;
-}
-
-/* The server's argv: a "./" command is the package's own program. */
-static char **server_argv(const struct cap_spec *spec)
-{
-  struct cap_strv argv = {0};
-  for (size_t i = 0; i < spec->runtime.command.len; i++) {
-    const char *a = spec->runtime.command.v[i];
-    if (i == 0 && strncmp(a, "./", 2) == 0) {
-      _cleanup_free_ char *abs = cap_xasprintf("%s/%s", spec->package_dir, a + 2);
-      cap_strv_push(&argv, abs);
-    } else {
-      cap_strv_push(&argv, a);
-    }
-  }
-  char **cmd = cap_xcalloc(argv.len + 1, sizeof *cmd);
-  memcpy(cmd, argv.v, argv.len * sizeof *cmd);
-  return cmd;
 }
 
 /* The server ended (or never started): the log and the waiting caller
@@ -702,22 +670,6 @@ static void keeper_ended(struct keeper *k, int r, const struct sandbox_result *r
   }
 }
 
-/* stdin and stdout /dev/null (returned), stderr the log (*log; /dev/null
- * when it cannot be opened). */
-static int keeper_stdio(const char *log_path, int *log)
-{
-  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  *log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (devnull < 0)
-    _exit(1);
-  if (*log < 0)
-    *log = devnull;
-  dup2(devnull, 0);
-  dup2(devnull, 1);
-  dup2(*log, 2);
-  return devnull;
-}
-
 /* The package's tree watched before the server reads any of it (an
  * image's server never reads it), or its digest kept to compare. */
 static void keeper_watch(struct keeper *k)
@@ -737,11 +689,10 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
    * arguments of the call that started it (they may hold secrets) */
   cap_proctitle_set("capsule-keeper", "capsule keeper %s", req->spec->id);
   int keep[] = {status_fd, lock_fd};
-  qsort(keep, 2, sizeof keep[0], cmp_int);
-  close_all_but(keep, 2);
+  gw_keeper_close_all_but(keep, 2);
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
-  int log, devnull = keeper_stdio(req->log_path, &log);
+  int log, devnull = gw_keeper_stdio(req->log_path, &log);
 
   const struct cap_spec *spec = req->spec;
   struct keeper k = {.req = req,
@@ -778,7 +729,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
   run_spec.limits.cpu_ms_per_task = 0;
   if (req->rootfs)
     gw_selu_image_spec(&run_spec);
-  char **cmd = req->argv ? (char **)req->argv : server_argv(spec);
+  char **cmd = req->argv ? (char **)req->argv : gw_keeper_server_argv(spec);
   struct keeper_start start = {.k = &k};
   struct sandbox_options opt = {
       .argv = cmd,

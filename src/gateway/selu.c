@@ -478,6 +478,25 @@ static enum gw_outcome lease_refused(const struct gw_call *call, struct selu_run
   return r == -ENOTSUP ? GW_OUTCOME_HOST_CANNOT_ENFORCE : GW_OUTCOME_FAILED;
 }
 
+/* A call's lease ended: the server's egress decisions during the call
+ * taken for its audit record; with call->channels and the call answered,
+ * the keeper's connection kept for the next call, its next lease asked
+ * now (ask_ahead: the call's channel was kept too), else released. */
+static void lease_end(const struct gw_call *call, const char *key, struct gw_lease *lease,
+                      bool ask_ahead, bool answered)
+{
+  gw_lease_egress(lease, gw_egress_batch_of(call->egress_sink), 5000);
+  if (call->channels && ask_ahead) {
+    bool ahead = false;
+    int fd = gw_lease_release_ahead(lease, &ahead);
+    gw_channels_keep_control(call->channels, key, fd, ahead);
+  } else if (call->channels && answered) {
+    gw_channels_keep_control(call->channels, key, gw_lease_release_keep(lease), false);
+  } else {
+    gw_lease_release(lease);
+  }
+}
+
 static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_spec *spec,
                                   const char *tool, const char *args, char *const *env,
                                   size_t n_env, struct selu_response *resp, struct cap_error *err)
@@ -545,16 +564,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
   }
   bool on_kept = cc.kept != NULL; /* a channel kept for the next call */
   channel_done(&cc, r);
-  /* the server's egress decisions during the call, for its audit record */
-  gw_lease_egress(&lease, gw_egress_batch_of(call->egress_sink), 5000);
-  if (call->channels && r == 0 && on_kept) { /* the next lease asked now, for the next call */
-    int fd = gw_lease_release_ahead(&lease, &ahead);
-    gw_channels_keep_control(call->channels, key, fd, ahead);
-  } else if (call->channels && r == 0) { /* the keeper's connection for the next lease */
-    gw_channels_keep_control(call->channels, key, gw_lease_release_keep(&lease), false);
-  } else {
-    gw_lease_release(&lease);
-  }
+  lease_end(call, key, &lease, r == 0 && on_kept, r == 0);
   selu_run_free(&run);
   if (r < 0) {
     if (log_path)
