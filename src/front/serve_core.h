@@ -27,7 +27,8 @@ struct route {
   bool cut; /* its reader left (a resumable stream: the call runs on) */
 };
 
-/* A call on serve's fast path (serve_fast.c): closing cancel stops it */
+/* A call on serve's fast path (serve_fast.c): signalling cancel (its
+ * thread's eventfd, -1 once signalled) stops it */
 struct fast_entry {
   const void *key;
   char *id;
