@@ -142,9 +142,10 @@ size_t mcp_session_busy(const struct mcp_session *s);
  * tool, no progress token, a client that declared no sampling,
  * elicitation or roots and set no log level, not the 2026-07-28 form);
  * NULL: the message goes the usual way. run, on any thread, without the
- * session (which may end meanwhile): *answer the JSON-RPC answer
- * (allocated), NULL when cancel_fd turned readable (a cancellation: no
- * answer). free, on the session's thread. */
+ * session (which may end meanwhile), called with the session's state
+ * lock still held from take (one hand-over fewer), which it lets go:
+ * *answer the JSON-RPC answer (allocated), NULL when cancel_fd turned
+ * readable (a cancellation: no answer). free, on the session's thread. */
 struct mcp_fast;
 struct mcp_fast *mcp_fast_take(struct mcp_session *s, const char *msg, size_t len);
 void mcp_fast_run(struct mcp_fast *f, int cancel_fd, char **answer);

@@ -100,7 +100,8 @@ struct mcp_job {
   int fd;        /* the report's, and the relay's; -1: the report into out */
   int cancel_fd; /* with fd -1: readable, the call is cancelled; -1: none */
   struct cap_buf *out;
-  void *held; /* the registry's hold (mcp_config.reg_hold) */
+  void *held;      /* the registry's hold (mcp_config.reg_hold) */
+  bool state_held; /* the state lock held on entry (serve's fast path): the pipeline lets it go */
 };
 
 /* The pipeline on st (NULL: err says why there is none), its report on fd:
@@ -117,6 +118,11 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
                                .want_watch = r->want_watch,
                                .cancellable = j->cancel_fd >= 0,
                                .cancel_fd = j->cancel_fd};
+  /* the lock the caller holds goes on to gw_call, which lets it go; a
+   * pipeline without one (no state, a gather) has it let go first */
+  bool held = j->state_held && st && !r->gather && j->where == RUN_WARM;
+  if (j->state_held && !held)
+    j->cfg->base.state_lock->release(j->cfg->base.state_lock->ctx);
   if (st) {
     struct gw_call call = j->cfg->base;
     call.capability = r->cap;
@@ -134,7 +140,8 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
     call.run_pid = &r->run_pid; /* read by the session's thread */
     if (j->where == RUN_CHILD)  /* a child's state is its own (and its copy of the lock is held) */
       call.state_lock = NULL;
-    if (r->gather) { /* every MCP-server capability's list, merged */
+    call.state_held = held; /* RUN_WARM: gw_call below, always */
+    if (r->gather) {        /* every MCP-server capability's list, merged */
       mcp_gather_run(j->s, st, &call, r->method, &relay);
       o = GW_OUTCOME_OK;
     } else {
@@ -528,7 +535,8 @@ void mcp_fast_run(struct mcp_fast *f, int cancel_fd, char **answer)
                       .where = RUN_WARM,
                       .fd = -1,
                       .cancel_fd = cancel_fd,
-                      .out = &out};
+                      .out = &out,
+                      .state_held = true}; /* the caller's, from take */
   struct cap_error err = {0};
   run_pipeline(&j, f->cfg.st, &err);
   cap_error_clear(&err);

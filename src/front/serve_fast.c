@@ -2,9 +2,10 @@
  * that a warm third-party MCP server answers, with nothing to tell the
  * client before its answer, runs on the HTTP thread that received it:
  * the session's checks and the call's copy taken under the state lock,
- * then the pipeline (which takes that lock around its uses of the state,
- * as the warm path's threads do) and the answer, with no hop through the
- * main loop, no thread and no socket per call. Cancellation: the call's
+ * then the pipeline (which goes on holding that lock, no hand-over, and
+ * takes it around its later uses of the state, as the warm path's
+ * threads do) and the answer, with no hop through the main loop, no
+ * thread and no socket per call. Cancellation: the call's
  * entry in its session names its thread's eventfd (one per HTTP thread,
  * made on its first call, kept for the next: no descriptor made per
  * call); notifications/cancelled naming it, or the session's end,
@@ -91,15 +92,14 @@ bool serve_fast_call(struct serve *sv, const char *session, const char *user, co
   struct mcp_fast *f = x && !x->sessionless && strcmp(x->user, user) == 0 && !sv->stopping
                            ? mcp_fast_take(x->s, body, len)
                            : NULL;
-  if (f) {
-    entry_add(x, f, cancel);
-    x->last_ms = cap_now_ms(CLOCK_MONOTONIC);
-    sv->fast_in_flight++;
-  }
-  pthread_mutex_unlock(&sv->state_mu);
-  if (!f)
+  if (!f) {
+    pthread_mutex_unlock(&sv->state_mu);
     return false;
-  mcp_fast_run(f, cancel, answer);
+  }
+  entry_add(x, f, cancel);
+  x->last_ms = cap_now_ms(CLOCK_MONOTONIC);
+  sv->fast_in_flight++;
+  mcp_fast_run(f, cancel, answer); /* the lock goes on to its pipeline, which lets it go */
   pthread_mutex_lock(&sv->state_mu);
   bool told = true;                 /* its entry gone: the session's end signalled it */
   x = serve_find_sess(sv, session); /* it may have ended meanwhile */
