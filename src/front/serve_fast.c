@@ -78,6 +78,30 @@ static void entry_add(struct sess *x, const struct mcp_fast *f, int cancel)
       (struct fast_entry){.key = f, .id = cap_xstrdup(mcp_fast_id(f)), .cancel = cancel};
 }
 
+/* A call's end, under the state lock right after its record (the lock
+ * its pipeline holds then: not taken again): its entry gone (whether it
+ * was told to stop: its eventfd is drained then), the registry let go */
+struct fast_end {
+  struct serve *sv;
+  const char *session;
+  struct mcp_fast *f;
+  bool told;
+};
+
+static void fast_end(void *ctx)
+{
+  struct fast_end *e = ctx;
+  e->told = true; /* its entry gone: the session's end signalled it */
+  struct sess *x = serve_find_sess(e->sv, e->session); /* it may have ended meanwhile */
+  for (size_t i = 0; x && i < x->n_fast; i++)
+    if (x->fast[i].key == e->f) {
+      e->told = x->fast[i].cancel < 0;
+      entry_drop(x, i, false);
+      break;
+    }
+  mcp_fast_end_hold(e->f);
+}
+
 bool serve_fast_call(struct serve *sv, const char *session, const char *user, const char *body,
                      size_t len, char **answer)
 {
@@ -98,23 +122,15 @@ bool serve_fast_call(struct serve *sv, const char *session, const char *user, co
   }
   entry_add(x, f, cancel);
   x->last_ms = cap_now_ms(CLOCK_MONOTONIC);
-  sv->fast_in_flight++;
-  mcp_fast_run(f, cancel, answer); /* the lock goes on to its pipeline, which lets it go */
-  pthread_mutex_lock(&sv->state_mu);
-  bool told = true;                 /* its entry gone: the session's end signalled it */
-  x = serve_find_sess(sv, session); /* it may have ended meanwhile */
-  for (size_t i = 0; x && i < x->n_fast; i++)
-    if (x->fast[i].key == f) {
-      told = x->fast[i].cancel < 0;
-      entry_drop(x, i, false);
-      break;
-    }
+  __atomic_fetch_add(&sv->fast_in_flight, 1, __ATOMIC_SEQ_CST);
+  struct fast_end end = {.sv = sv, .session = session, .f = f};
+  /* the lock goes on to its pipeline, which lets it go after fast_end */
+  mcp_fast_run(f, cancel, fast_end, &end, answer);
   mcp_fast_free(f);
-  sv->fast_in_flight--;
-  pthread_mutex_unlock(&sv->state_mu);
   eventfd_t seen;
-  if (told) /* nothing signals it now: drained for the thread's next call */
+  if (end.told) /* nothing signals it now: drained for the thread's next call */
     eventfd_read(cancel, &seen);
+  __atomic_fetch_sub(&sv->fast_in_flight, 1, __ATOMIC_SEQ_CST);
   return true;
 }
 

@@ -768,6 +768,8 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   if (o != GW_OUTCOME_NOT_WARM) /* else nothing ran: the caller runs it again, audited then */
     o = step_audit(&c, o, start, err);
   gw_state_cache_end(st);
+  if (call->at_end)
+    call->at_end(call->at_end_ctx);
   state_release(call);
   /* after the record (a kill in between repeats it, never loses it), and
    * outside serve's lock */
