@@ -14,7 +14,8 @@
 # server behind capsule) and, when examples/selu-text builds, the warm
 # Selu C server's `word_count`. For capsule's rows, the CPU (user and
 # system, from /proc) serve and the warm servers' keepers spent a call.
-# Then each server's idle RSS (VmRSS).
+# After mcp-c's row, its calls/s over the SDK server's in the same round
+# and concurrency. Then each server's idle RSS (VmRSS).
 # Usage: bench/mcp/run.sh [CAPSULE]   (D seconds a measure: D=4)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -96,17 +97,25 @@ measure() { # NAME URL TOOL ARGS EXPECT CONC [TOKEN]
   s0=$(cpu "$serve_pid") k0=$(cpu $ks)
   out=$(blast "$d" "$2" "$3" "$4" "$5" "$6" "$sid" "${7:-}")
   n=$(sed -n 's/.* \([0-9]*\) ok,.*/\1/p' <<<"$out")
+  rate=$(sed -n 's/^\([0-9]*\) calls\/s.*/\1/p' <<<"$out")
   if [ -n "${7:-}" ] && [ "${n:-0}" -gt 0 ]; then # capsule: its processes' CPU a call
     out="$out; CPU a call: serve $(( ($(cpu "$serve_pid") - s0) * 1000000 / tck / n )) us, keepers $(( ($(cpu $ks) - k0) * 1000000 / tck / n )) us"
   fi
   printf '%-44s conc %s: %s\n' "$1" "$6" "$out"
+}
+ratio() { # NAME: the last rate over the SDK server's in this round and concurrency
+  [ "${sdk_rate:-0}" -gt 0 ] && [ -n "${rate:-}" ] &&
+    awk -v a="$rate" -v b="$sdk_rate" -v n="$1" 'BEGIN {printf "  %s / SDK server: %.2fx\n", n, a / b}'
+  true
 }
 simple='simple text response for testing'
 for round in 1 2; do
   echo "round $round ($d s each):"
   for conc in 1 8; do
     measure "SDK server, test_simple_text" "http://127.0.0.1:$sport/mcp" test_simple_text '{}' "$simple" "$conc"
+    sdk_rate=${rate:-0}
     measure "capsule serve, mcp-c (warm MCP server, C)" "http://127.0.0.1:$cport/mcp" mcp-c__test_simple_text '{}' "$simple" "$conc" "$token"
+    ratio "capsule serve, mcp-c"
     measure "capsule serve, conformance (warm SDK server)" "http://127.0.0.1:$cport/mcp" conformance__test_simple_text '{}' "$simple" "$conc" "$token"
     [ -n "$selu" ] && measure "capsule serve, text-tools (warm Selu, C)" "http://127.0.0.1:$cport/mcp" text-tools__word_count '{"text":"a b c"}' '"words' "$conc" "$token"
   done

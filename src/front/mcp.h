@@ -148,12 +148,18 @@ size_t mcp_session_busy(const struct mcp_session *s);
  * tool, no progress token, a client that declared no sampling,
  * elicitation or roots and set no log level, not the 2026-07-28 form);
  * NULL: the message goes the usual way. run, on any thread, without the
- * session (which may end meanwhile): *answer the JSON-RPC answer
+ * session (which may end meanwhile), called with the session's state
+ * lock still held from take (one hand-over fewer), which it lets go,
+ * at_end(ctx) called under it once the call is recorded (the registry's
+ * hold let go by then: mcp_fast_end_hold): *answer the JSON-RPC answer
  * (allocated), NULL when cancel_fd turned readable (a cancellation: no
- * answer). free, on the session's thread. */
+ * answer). free, on any thread once at_end ran. */
 struct mcp_fast;
 struct mcp_fast *mcp_fast_take(struct mcp_session *s, const char *msg, size_t len);
-void mcp_fast_run(struct mcp_fast *f, int cancel_fd, char **answer);
+void mcp_fast_run(struct mcp_fast *f, int cancel_fd, void (*at_end)(void *ctx), void *ctx,
+                  char **answer);
+/* In at_end (the state lock held): the registry's hold let go */
+void mcp_fast_end_hold(struct mcp_fast *f);
 void mcp_fast_free(struct mcp_fast *f);
 /* The call's request id (JSON text), until run */
 const char *mcp_fast_id(const struct mcp_fast *f);

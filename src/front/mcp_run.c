@@ -100,7 +100,10 @@ struct mcp_job {
   int fd;        /* the report's, and the relay's; -1: the report into out */
   int cancel_fd; /* with fd -1: readable, the call is cancelled; -1: none */
   struct cap_buf *out;
-  void *held; /* the registry's hold (mcp_config.reg_hold) */
+  void *held;      /* the registry's hold (mcp_config.reg_hold) */
+  bool state_held; /* the state lock held on entry (serve's fast path): the pipeline lets it go */
+  void (*at_end)(void *ctx); /* under the state lock, once the call is recorded */
+  void *at_end_ctx;
 };
 
 /* The pipeline on st (NULL: err says why there is none), its report on fd:
@@ -117,6 +120,15 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
                                .want_watch = r->want_watch,
                                .cancellable = j->cancel_fd >= 0,
                                .cancel_fd = j->cancel_fd};
+  /* the lock the caller holds goes on to gw_call, which lets it go; a
+   * pipeline without one (no state, a gather) has it let go first */
+  bool held = j->state_held && st && !r->gather && j->where == RUN_WARM;
+  const struct gw_state_lock *lock = j->cfg->base.state_lock;
+  if (j->state_held && !held) {
+    if (j->at_end)
+      j->at_end(j->at_end_ctx);
+    lock->release(lock->ctx);
+  }
   if (st) {
     struct gw_call call = j->cfg->base;
     call.capability = r->cap;
@@ -134,6 +146,9 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
     call.run_pid = &r->run_pid; /* read by the session's thread */
     if (j->where == RUN_CHILD)  /* a child's state is its own (and its copy of the lock is held) */
       call.state_lock = NULL;
+    call.state_held = held; /* RUN_WARM: gw_call below, always */
+    call.at_end = held ? j->at_end : NULL;
+    call.at_end_ctx = j->at_end_ctx;
     if (r->gather) { /* every MCP-server capability's list, merged */
       mcp_gather_run(j->s, st, &call, r->method, &relay);
       o = GW_OUTCOME_OK;
@@ -519,7 +534,8 @@ static void fast_capture(void *ctx, const char *for_id, bool final, const char *
     *answer = cap_xstrndup(json, len);
 }
 
-void mcp_fast_run(struct mcp_fast *f, int cancel_fd, char **answer)
+void mcp_fast_run(struct mcp_fast *f, int cancel_fd, void (*at_end)(void *), void *ctx,
+                  char **answer)
 {
   *answer = NULL;
   struct cap_buf out = {0};
@@ -530,7 +546,10 @@ void mcp_fast_run(struct mcp_fast *f, int cancel_fd, char **answer)
                       .where = RUN_WARM,
                       .fd = -1,
                       .cancel_fd = cancel_fd,
-                      .out = &out};
+                      .out = &out,
+                      .state_held = true, /* the caller's, from take */
+                      .at_end = at_end,
+                      .at_end_ctx = ctx};
   struct cap_error err = {0};
   run_pipeline(&j, f->cfg.st, &err);
   cap_error_clear(&err);
@@ -541,6 +560,13 @@ void mcp_fast_run(struct mcp_fast *f, int cancel_fd, char **answer)
   struct mcp_session answering = {.io = {.send = fast_capture, .ctx = answer}};
   mcp_run_finish(&answering, f->r, 0); /* frees the run */
   f->r = NULL;
+}
+
+void mcp_fast_end_hold(struct mcp_fast *f)
+{
+  if (f->held)
+    f->cfg.reg_release(f->cfg.reg_ctx, f->held);
+  f->held = NULL;
 }
 
 void mcp_fast_free(struct mcp_fast *f)

@@ -506,7 +506,7 @@ static void on_signal(struct serve *sv, uint64_t *drain_until)
 
 static size_t busy(const struct serve *sv)
 {
-  size_t k = sv->fast_in_flight;
+  size_t k = __atomic_load_n(&sv->fast_in_flight, __ATOMIC_SEQ_CST);
   for (struct sess *x = sv->sessions; x; x = x->next)
     k += mcp_session_busy(x->s);
   return k;

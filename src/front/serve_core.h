@@ -27,7 +27,8 @@ struct route {
   bool cut; /* its reader left (a resumable stream: the call runs on) */
 };
 
-/* A call on serve's fast path (serve_fast.c): closing cancel stops it */
+/* A call on serve's fast path (serve_fast.c): signalling cancel (its
+ * thread's eventfd, -1 once signalled) stops it */
 struct fast_entry {
   const void *key;
   char *id;
@@ -88,7 +89,7 @@ struct serve {
   char *ui_addr;         /* the dashboard's address, its port the one bound */
   char *http_addr;       /* --mcp-http's, likewise */
   struct ui_live *live;  /* PostgreSQL: the live stream's listener (ui_live.c) */
-  size_t fast_in_flight; /* calls on the fast path (under state_mu) */
+  size_t fast_in_flight; /* calls on the fast path (atomic: each ends outside state_mu) */
   /* subscriptions/listen streams answered at the stop: held until their
    * clients have the answer (teardown waits for them, bounded) */
   struct stream **ended;

@@ -62,7 +62,7 @@ char *serve_status_path(const char *state_dir) { return cap_xasprintf("%s/serve.
 void serve_write_status(struct serve *sv)
 {
   sv->status_dirty = false;
-  size_t calls = sv->fast_in_flight;
+  size_t calls = __atomic_load_n(&sv->fast_in_flight, __ATOMIC_SEQ_CST);
   for (struct sess *x = sv->sessions; x; x = x->next)
     calls += mcp_session_busy(x->s);
   struct cap_buf b = {0};

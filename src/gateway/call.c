@@ -732,8 +732,9 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
    * cannot take the record either, and step_audit says so) */
   struct cap_error ignored = {0};
   gw_inflight_begin(st, &c.rec, &c.inflight, &ignored); /* a file's: outside serve's lock */
-  cap_error_clear(&ignored);
-  state_acquire(call);
+  cap_error_clear(&ignored);                            /* (unless the caller holds it) */
+  if (!call->state_held)
+    state_acquire(call);
   gw_state_cache_begin(st); /* its reads kept while nothing changes */
   /* a warm Selu call writes nothing until its audit (but a new id
    * range): its id range, policy, credentials and grants read in one
@@ -767,6 +768,8 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   if (o != GW_OUTCOME_NOT_WARM) /* else nothing ran: the caller runs it again, audited then */
     o = step_audit(&c, o, start, err);
   gw_state_cache_end(st);
+  if (call->at_end)
+    call->at_end(call->at_end_ctx);
   state_release(call);
   /* after the record (a kill in between repeats it, never loses it), and
    * outside serve's lock */

@@ -114,6 +114,14 @@ struct gw_call {
   struct gw_channels *channels;
   /* NULL: the state is the caller's alone; else taken around its use */
   const struct gw_state_lock *state_lock;
+  /* state_lock is held on entry (the caller took it for its own checks
+   * just before): not taken again, one hand-over fewer; let go as ever */
+  bool state_held;
+  /* at_end(at_end_ctx) under state_lock (when there is one), after the call's record,
+   * before it is let go (serve's fast path's own bookkeeping: no second
+   * taking of the lock); NULL: none */
+  void (*at_end)(void *ctx);
+  void *at_end_ctx;
   /* The call runs in a long-lived process's thread (serve's warm path):
    * only a warm server may answer it (a third-party MCP server's
    * keeper, gateway/mcp_keeper.c); no sandbox is started for the call

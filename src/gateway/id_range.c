@@ -428,7 +428,7 @@ static int registry_store(struct registry *r, struct cap_error *err)
  * package's and its state's directory, each several system calls): a kept
  * answer stands while the path and the answer still name the same
  * directory (device and inode: a directory has one place, so the answer
- * is still its path), checked with two stats. */
+ * is still its path), checked with two stats (one when they are alike). */
 enum { REAL_KEPT = 16 };
 static pthread_mutex_t real_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct real_kept {
@@ -452,8 +452,10 @@ static char *real_dir(const char *path)
   pthread_mutex_lock(&real_mu);
   for (size_t i = 0; i < REAL_KEPT && !out; i++) {
     struct real_kept *k = &real_kept[i];
-    if (k->path && strcmp(k->path, path) == 0 && same_dir(&sb, k) && stat(k->real, &rb) == 0 &&
-        same_dir(&rb, k))
+    /* a path that is its own answer (the usual: capsule's paths are
+     * resolved) was checked by the stat above */
+    if (k->path && strcmp(k->path, path) == 0 && same_dir(&sb, k) &&
+        (strcmp(k->real, path) == 0 || (stat(k->real, &rb) == 0 && same_dir(&rb, k))))
       out = cap_xstrdup(k->real);
   }
   pthread_mutex_unlock(&real_mu);

@@ -57,9 +57,18 @@ static bool write_all(int fd, const char *p, size_t len)
   return cap_write_all(fd, p, len, CAP_IO_NOSIGPIPE) == 0;
 }
 
+/* A line in one write: its reader (a keeper, a server) wakes once */
 static bool send_line(struct exchange *x, const char *text)
 {
-  return write_all(x->in_w, text, strlen(text)) && write_all(x->in_w, "\n", 1);
+  size_t n = strlen(text);
+  char small[4096];
+  char *line = n < sizeof small ? small : cap_xmalloc(n + 1);
+  memcpy(line, text, n);
+  line[n] = '\n';
+  bool ok = write_all(x->in_w, line, n + 1);
+  if (line != small)
+    free(line);
+  return ok;
 }
 
 /* What the front door sent (its client's answers to the server's
@@ -289,20 +298,22 @@ static void exchange_warm(struct exchange *x, const char *req)
     await_response(x, MCP_CLIENT_REQUEST_ID);
 }
 
-static void block_sigpipe(void)
+/* SIGPIPE blocked on this thread (old: the mask before, or NULL) */
+static void block_sigpipe(sigset_t *old)
 {
   /* a server that exits leaves its stdin without a reader: a write then
    * fails with EPIPE, on this thread, instead of killing capsule */
   sigset_t pipe_sig;
   sigemptyset(&pipe_sig);
   sigaddset(&pipe_sig, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_sig, NULL);
+  pthread_sigmask(SIG_BLOCK, &pipe_sig, old);
 }
 
 static void *exchange_thread(void *arg)
 {
   struct exchange *x = arg;
-  block_sigpipe();
+  if (!x->warm) /* a thread of its own (the warm path's caller blocked it) */
+    block_sigpipe(NULL);
   const char *caps = x->relay && x->relay->client_caps ? x->relay->client_caps : "{}";
   _cleanup_free_ char *init = cap_xasprintf(
       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
@@ -491,11 +502,11 @@ enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, cons
                        .relay_fd = call->relay ? call->relay->fd : -1,
                        .warm = true,
                        .egress = call->egress_sink ? gw_egress_batch_of(call->egress_sink) : NULL};
-  sigset_t old;
-  pthread_sigmask(SIG_SETMASK, NULL, &old);
-  block_sigpipe();
+  sigset_t old; /* one system call when the thread blocks it already (serve's do) */
+  block_sigpipe(&old);
   exchange_thread(&x);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!sigismember(&old, SIGPIPE))
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (reusable) /* answered, nothing else asked nor read past the answer */
     *reusable = (x.result || x.rpc_error) && !x.timed_out && !x.level_sent && !x.pending.len;
   struct sandbox_result res = {0};

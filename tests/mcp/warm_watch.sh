@@ -10,7 +10,8 @@
 # - calls at once on one session and server: each answered with its own
 #   text, one audit record per call, `audit verify` passing;
 # - a call answered on serve's fast path (the HTTP thread), cancelled by
-#   notifications/cancelled: no answer, audited, the server serving on.
+#   notifications/cancelled: no answer, audited, the server serving on,
+#   the next call on that connection answered.
 # As root and as uid 65534.
 # Usage: warm_watch.sh CAPSULE
 set -u
@@ -108,17 +109,24 @@ print(sum(1 for r in json.load(sys.stdin) if r["capability"] == "mcp-c" and r["t
   [ "$n" = 8 ] && ok "$who: one-audit-record-per-call" || bad "$who: one-audit-record-per-call ($n, not 8)"
   # a call on serve's fast path (this client declared nothing: answered on
   # the HTTP thread) cancelled by notifications/cancelled: no answer (202),
-  # the server told, the call audited as not ok
-  curl -sS -m 120 -o "$work/cancel-$who" -w '%{http_code}' "${H[@]}" -H "Authorization: Bearer $token" \
-    -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' \
+  # the server told, the call audited as not ok; then a call on the same
+  # connection (its HTTP thread, whose cancellation is reset) answered
+  local A=("${H[@]}" -H "Authorization: Bearer $token" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18')
+  curl -sS -m 120 -o "$work/cancel-$who" -w '%{http_code}\n' "${A[@]}" \
     --data '{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"mcp-c__wait","arguments":{"ms":20000}}}' \
+    "$url" --next -sS -m 120 -o "$work/cancel-next-$who" -w '%{http_code} %{num_connects}\n' "${A[@]}" \
+    --data '{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":"mcp-c__echo","arguments":{"text":"same connection"}}}' \
     "$url" >"$work/cancel-code-$who" 2>&1 &
   local waiter=$!
   wait_for keeper_busy "$state" mcp-c
   post '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":30,"reason":"the test"}}' >/dev/null
   wait "$waiter"
-  if [ "$(cat "$work/cancel-code-$who")" = 202 ] && [ ! -s "$work/cancel-$who" ]; then ok "$who: fast-call-cancelled-no-answer"
-  else bad "$who: fast-call-cancelled-no-answer (HTTP $(cat "$work/cancel-code-$who"): $(head -c 200 "$work/cancel-$who"))"; fi
+  if [ "$(head -1 "$work/cancel-code-$who")" = 202 ] && [ ! -s "$work/cancel-$who" ]; then ok "$who: fast-call-cancelled-no-answer"
+  else bad "$who: fast-call-cancelled-no-answer (HTTP $(head -1 "$work/cancel-code-$who"): $(head -c 200 "$work/cancel-$who"))"; fi
+  # num_connects 0: curl sent it on the cancelled call's connection
+  if [ "$(sed -n 2p "$work/cancel-code-$who")" = "200 0" ] && grep -q 'same connection' "$work/cancel-next-$who"; then
+    ok "$who: fast-call-after-cancel-same-connection"
+  else bad "$who: fast-call-after-cancel-same-connection ($(sed -n 2p "$work/cancel-code-$who"): $(head -c 200 "$work/cancel-next-$who" 2>/dev/null))"; fi
   n=$(C audit --json --state "$state" 2>/dev/null | python3 -c '
 import json, sys
 print(sum(1 for r in json.load(sys.stdin) if r["tool"] == "wait" and r["decision"] == "allow" and r["outcome"] != "ok"))')
