@@ -147,12 +147,17 @@ struct start {
   void *arg;
 };
 
+/* Started: gated first, then no longer counted, and only then the first
+ * allocation (its free). That free waits on the read side: counted until
+ * after it, a thread started while a fork held the write side waited for
+ * the fork, and the fork for it (wait_started's whole bound, and again in
+ * every child that kept the count: serve's dry runs took three bounds) */
 static void *thread_start(void *p)
 {
   struct start s = *(struct start *)p;
   gated = true;
-  free(p);
   __atomic_sub_fetch(&starting, 1, __ATOMIC_RELEASE);
+  free(p);
   pthread_setspecific(end_key, (void *)1);
   return s.fn(s.arg);
 }
@@ -178,10 +183,17 @@ void cap_fork_parent(void)
 
 void cap_fork_child(void)
 {
+  /* the only thread left: none of the parent's is starting or ending here
+   * (a count kept from the parent made each fork of this child wait for a
+   * thread that is not in it), and a lock another thread held is free */
+  __atomic_store_n(&starting, 0, __ATOMIC_RELEASE);
+  memset(ending, 0, sizeof ending);
+  static const pthread_mutex_t fresh_mu = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&ending_mu, &fresh_mu, sizeof ending_mu);
   if (!forking)
     return;
   forking = false;
-  /* the only thread left: the lock starts anew (its writer's tid was the parent's) */
+  /* the lock starts anew (its writer's tid was the parent's) */
   static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
   memcpy(&gate, &fresh, sizeof gate);
 }
