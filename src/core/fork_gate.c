@@ -120,14 +120,19 @@ static void thread_ends(void *unused)
   }
 }
 
+static unsigned gave_up; /* waits below that ran out their bound (tests/unit/test_fork_gate.c) */
+
 /* With the write side held: wait until every thread that said it ends is
  * gone (bounded: a tid seen alive for a second is given up) */
 static void wait_ended(void)
 {
   pthread_mutex_lock(&ending_mu);
-  for (size_t i = 0; i < ENDING_MAX && ending[i]; i++)
+  for (size_t i = 0; i < ENDING_MAX && ending[i]; i++) {
     for (int n = 0; n < 10000 && thread_alive(ending[i]); n++)
       nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+    if (thread_alive(ending[i]))
+      __atomic_add_fetch(&gave_up, 1, __ATOMIC_RELAXED);
+  }
   memset(ending, 0, sizeof ending);
   pthread_mutex_unlock(&ending_mu);
 }
@@ -140,7 +145,11 @@ static void wait_started(void)
 {
   for (int n = 0; n < 50000 && __atomic_load_n(&starting, __ATOMIC_ACQUIRE); n++)
     nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+  if (__atomic_load_n(&starting, __ATOMIC_ACQUIRE))
+    __atomic_add_fetch(&gave_up, 1, __ATOMIC_RELAXED);
 }
+
+unsigned cap_fork_gate_gave_up(void) { return __atomic_load_n(&gave_up, __ATOMIC_RELAXED); }
 
 struct start {
   void *(*fn)(void *);
