@@ -120,14 +120,19 @@ static void thread_ends(void *unused)
   }
 }
 
+static unsigned gave_up; /* waits below that ran out their bound (tests/unit/test_fork_gate.c) */
+
 /* With the write side held: wait until every thread that said it ends is
  * gone (bounded: a tid seen alive for a second is given up) */
 static void wait_ended(void)
 {
   pthread_mutex_lock(&ending_mu);
-  for (size_t i = 0; i < ENDING_MAX && ending[i]; i++)
+  for (size_t i = 0; i < ENDING_MAX && ending[i]; i++) {
     for (int n = 0; n < 10000 && thread_alive(ending[i]); n++)
       nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+    if (thread_alive(ending[i]))
+      __atomic_add_fetch(&gave_up, 1, __ATOMIC_RELAXED);
+  }
   memset(ending, 0, sizeof ending);
   pthread_mutex_unlock(&ending_mu);
 }
@@ -140,19 +145,28 @@ static void wait_started(void)
 {
   for (int n = 0; n < 50000 && __atomic_load_n(&starting, __ATOMIC_ACQUIRE); n++)
     nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+  if (__atomic_load_n(&starting, __ATOMIC_ACQUIRE))
+    __atomic_add_fetch(&gave_up, 1, __ATOMIC_RELAXED);
 }
+
+unsigned cap_fork_gate_gave_up(void) { return __atomic_load_n(&gave_up, __ATOMIC_RELAXED); }
 
 struct start {
   void *(*fn)(void *);
   void *arg;
 };
 
+/* Started: gated first, then no longer counted, and only then the first
+ * allocation (its free). That free waits on the read side: counted until
+ * after it, a thread started while a fork held the write side waited for
+ * the fork, and the fork for it (wait_started's whole bound, and again in
+ * every child that kept the count: serve's dry runs took three bounds) */
 static void *thread_start(void *p)
 {
   struct start s = *(struct start *)p;
   gated = true;
-  free(p);
   __atomic_sub_fetch(&starting, 1, __ATOMIC_RELEASE);
+  free(p);
   pthread_setspecific(end_key, (void *)1);
   return s.fn(s.arg);
 }
@@ -178,10 +192,17 @@ void cap_fork_parent(void)
 
 void cap_fork_child(void)
 {
+  /* the only thread left: none of the parent's is starting or ending here
+   * (a count kept from the parent made each fork of this child wait for a
+   * thread that is not in it), and a lock another thread held is free */
+  __atomic_store_n(&starting, 0, __ATOMIC_RELEASE);
+  memset(ending, 0, sizeof ending);
+  static const pthread_mutex_t fresh_mu = PTHREAD_MUTEX_INITIALIZER;
+  memcpy(&ending_mu, &fresh_mu, sizeof ending_mu);
   if (!forking)
     return;
   forking = false;
-  /* the only thread left: the lock starts anew (its writer's tid was the parent's) */
+  /* the lock starts anew (its writer's tid was the parent's) */
   static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
   memcpy(&gate, &fresh, sizeof gate);
 }

@@ -14,11 +14,15 @@
 void cap_fork_prepare(void);
 void cap_fork_parent(void);
 void cap_fork_child(void);
+/* How many of a fork's waits (a thread starting, one ending) ran out
+ * their bound in this process: each one a fork held for seconds */
+unsigned cap_fork_gate_gave_up(void);
 #else
 #define CAP_FORK_GATE 0
 static inline void cap_fork_prepare(void) {}
 static inline void cap_fork_parent(void) {}
 static inline void cap_fork_child(void) {}
+static inline unsigned cap_fork_gate_gave_up(void) { return 0; }
 #endif
 
 #endif

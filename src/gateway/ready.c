@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/clock.h"
 #include "core/io.h"
 #include "net/http.h"
 #include "gateway/volumes.h"
@@ -205,6 +208,45 @@ static _Noreturn void apart_child(apart_fn *fn, const void *arg, int fd)
   _exit(0);
 }
 
+/* How long a step apart may take: a dry run's sandbox is bounded (its
+ * setup, sandbox/spawn.c, then a 10 s wall clock), a module's probe by
+ * its 30 s deadline; past this generous limit the process is stuck, and
+ * its caller (serve's main thread) must not be. */
+#define APART_LIMIT_MS 120000
+
+static int apart_limit_ms(void)
+{
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/setup-bound.sh */
+  const char *ms = getenv("CAPSULE_TEST_APART_LIMIT_MS");
+  if (ms && atoi(ms) > 0)
+    return atoi(ms);
+#endif
+  return APART_LIMIT_MS;
+}
+
+/* What the step's process wrote, until it closed the pipe: false when
+ * limit_ms passed first. */
+static bool read_apart(int fd, int limit_ms, struct cap_buf *b)
+{
+  uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)limit_ms;
+  char buf[4096];
+  for (;;) {
+    uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+    if (now >= deadline)
+      return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, 1, (int)(deadline - now));
+    if (n < 0 && errno != EINTR)
+      return true; /* cannot wait: what came is the answer */
+    if (n <= 0)
+      continue;
+    ssize_t got = cap_read_some(fd, buf, sizeof buf);
+    if (got <= 0)
+      return true;
+    cap_buf_append(b, buf, (size_t)got);
+  }
+}
+
 static enum gw_outcome apart(apart_fn *fn, const void *arg, const char *what, struct cap_error *why)
 {
   int p[2];
@@ -221,15 +263,21 @@ static enum gw_outcome apart(apart_fn *fn, const void *arg, const char *what, st
     return cap_error_errno(why, errno, "cannot fork the %s", what), GW_OUTCOME_FAILED;
   }
   struct cap_buf b = {0};
-  char buf[4096];
-  for (ssize_t n; (n = cap_read_some(p[0], buf, sizeof buf)) > 0;)
-    cap_buf_append(&b, buf, (size_t)n);
+  int limit = apart_limit_ms();
+  bool done = read_apart(p[0], limit, &b);
   close(p[0]);
+  if (!done) /* its sandbox's pid 1 dies with it (PR_SET_PDEATHSIG), the
+              * run directory left is removed by the next sandbox's start */
+    kill(pid, SIGKILL);
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
     ;
   int head[2];
   enum gw_outcome o = GW_OUTCOME_FAILED;
-  if (b.len < sizeof head) {
+  if (!done) {
+    cap_error_set(why, ETIMEDOUT,
+                  "the %s did not finish within %g s (stuck: its process was killed)", what,
+                  limit / 1000.0);
+  } else if (b.len < sizeof head) {
     cap_error_set(why, EIO, "the %s's process ended without an answer", what);
   } else {
     memcpy(head, b.data, sizeof head);

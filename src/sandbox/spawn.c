@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <poll.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -354,12 +355,79 @@ size_t sandbox_read_report(int fd, char *msg, size_t size)
   return got;
 }
 
+/* How long the child's setup (the go to the command's exec) may take: it
+ * takes milliseconds, a second or two in a sanitizer build on a loaded
+ * host. A setup stuck past it (a lock a fork kept, a process that never
+ * runs) is killed and reported, so its caller (serve's main thread) is
+ * not held with it. */
+#define SETUP_BOUND_MS 30000
+#define SETUP_GONE_GRACE_MS 1000 /* pid 1 ended: its report's end follows at once */
+
+static int setup_bound_ms(void)
+{
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/setup-bound.sh */
+  const char *ms = getenv("CAPSULE_TEST_SETUP_BOUND_MS");
+  if (ms && atoi(ms) > 0)
+    return atoi(ms);
+#endif
+  return SETUP_BOUND_MS;
+}
+
+/* Reads the report pipe until its end (every copy of the write end closed:
+ * the command's exec, or the setup's failure) or until msg is full: 0.
+ * -ETIMEDOUT when bound_ms pass first, -ESRCH when pid 1 (pidfd) ended and
+ * the end did not follow within a grace. */
+static int read_report_bounded(int fd, int pidfd, char *msg, size_t size, int bound_ms)
+{
+  size_t got = 0;
+  uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)bound_ms;
+  bool gone = false;
+  msg[0] = '\0';
+  for (;;) {
+    uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+    if (now >= deadline)
+      return gone ? -ESRCH : -ETIMEDOUT;
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
+                          {.fd = gone ? -1 : pidfd, .events = POLLIN}};
+    int n = poll(p, 2, (int)(deadline - now));
+    if (n < 0 && errno != EINTR)
+      return -errno;
+    if (n > 0 && p[0].revents) {
+      ssize_t k = read(fd, msg + got, size - 1 - got);
+      if (k < 0 && (errno == EINTR || errno == EAGAIN))
+        continue;
+      if (k > 0)
+        got += (size_t)k;
+      msg[got] = '\0';
+      if (k <= 0 || got == size - 1)
+        return 0; /* what came before a failed read is the report */
+    } else if (n > 0 && p[1].revents) {
+      gone = true;
+      if (deadline > now + SETUP_GONE_GRACE_MS)
+        deadline = now + SETUP_GONE_GRACE_MS;
+    }
+  }
+}
+
 /* Waits for the child's verdict on its setup: EOF at exec (the pipe is
- * CLOEXEC), or the message child_fail wrote. */
-static int await_setup(struct launch *l, struct cap_error *err)
+ * CLOEXEC), or the message child_fail wrote; bounded (read_report_bounded:
+ * on an error launch_release kills what is left). */
+static int await_setup(struct launch *l, int pidfd, struct cap_error *err)
 {
   char msg[512];
-  if (sandbox_read_report(l->report[0], msg, sizeof msg) == 0)
+  int bound = setup_bound_ms();
+  int r = read_report_bounded(l->report[0], pidfd, msg, sizeof msg, bound);
+  if (r == -ETIMEDOUT)
+    return cap_error_set(err, ETIMEDOUT,
+                         "sandbox setup failed: it reported nothing within %g s (a stuck setup: "
+                         "killed)",
+                         bound / 1000.0);
+  if (r == -ESRCH)
+    return cap_error_set(err, ESRCH,
+                         "sandbox setup failed: its pid 1 ended and its setup report stayed open");
+  if (r < 0)
+    return cap_error_errno(err, -r, "cannot wait for the sandbox's setup");
+  if (msg[0] == '\0')
     return 0;
   if (msg[0] == SANDBOX_REPORT_EXEC) { /* the setup held; the command is not there to run */
     cap_error_set(err, ENOENT, "%s", msg + 1);
@@ -384,6 +452,18 @@ static void arm_parent_death(int life_fd)
   struct pollfd p = {.fd = life_fd, .events = POLLIN};
   if (poll(&p, 1, 0) != 0)
     _exit(127); /* the supervisor's end is closed (or unreadable): capsule is gone */
+}
+
+/* A test build's stuck setup: pid 1 sleeps before it forks the command
+ * (where a lock a fork kept once held it), its report pipe open. */
+static void test_stall_setup(void)
+{
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/setup-bound.sh */
+  const char *ms = getenv("CAPSULE_TEST_STALL_SETUP_MS");
+  if (ms && atoi(ms) > 0)
+    nanosleep(&(struct timespec){.tv_sec = atoi(ms) / 1000, .tv_nsec = atoi(ms) % 1000 * 1000000L},
+              NULL);
+#endif
 }
 
 /* pid 1 keeps nothing of capsule's open but the supervisor's pipe (fd 3),
@@ -445,6 +525,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
     close(l->pass[0]);
     sandbox_make_proxy_listeners(spec, l->pass[1]);
   }
+  test_stall_setup();
   /* every signal blocked before the fork, so a SIGCHLD from a command
    * that ends at once waits for pid 1's signalfd (the command unblocks
    * them before its exec) */
@@ -463,7 +544,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
 
 /* The parent's side of the start: id maps, cgroups, the go, the child's
  * verdict on its setup, the proxy's sockets. */
-static int start_child(struct launch *l, const struct cap_spec *spec, uid_t inside_uid,
+static int start_child(struct launch *l, int pidfd, const struct cap_spec *spec, uid_t inside_uid,
                        gid_t inside_gid, uid_t outside_uid, gid_t outside_gid,
                        struct cap_error *err)
 {
@@ -484,7 +565,7 @@ static int start_child(struct launch *l, const struct cap_spec *spec, uid_t insi
   if (r == 0 && write(l->sync[1], "g", 1) != 1)
     r = cap_error_errno(err, errno, "cannot start the sandbox");
   if (r == 0)
-    r = await_setup(l, err);
+    r = await_setup(l, pidfd, err);
   if (r == 0)
     r = supervise_start(l->sup, err);
   if (r == 0 && l->proxy) {
@@ -682,7 +763,7 @@ int sandbox_run(const struct cap_spec *spec, const struct sandbox_options *opt,
   }
   if (l.pid == 0)
     child_main(&l, spec, &child_opt, flags, inside_uid, inside_gid);
-  r = start_child(&l, spec, inside_uid, inside_gid, outside_uid, outside_gid, err);
+  r = start_child(&l, pidfd, spec, inside_uid, inside_gid, outside_uid, outside_gid, err);
   if (r < 0)
     return launch_release(&l, r);
   if (opt->on_started)

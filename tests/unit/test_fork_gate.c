@@ -1,0 +1,93 @@
+/* Unit tests for core/fork_gate.c, the ASan build's fork gate (GCC's
+ * AddressSanitizer only; elsewhere there is no gate and this skips): forks
+ * taken while other threads start and end, one after another, and a fork
+ * in each child, never run out a wait's bound. A new thread once left the
+ * gate's count of starting threads only after its first free, which waits
+ * for a fork holding the gate: such a fork waited its whole bound (seconds),
+ * and each child kept the count and waited again at its own fork (serve's
+ * dry runs under a flood took three bounds each). */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fork_gate.h"
+#include "unit.h"
+
+int unit_failures, unit_checks;
+
+#if CAP_FORK_GATE
+static bool stop;
+
+static void *short_lived(void *arg)
+{
+  free(malloc(64)); /* an allocation of its own, through the gate */
+  return arg;
+}
+
+/* Threads started and joined, one after another, until stop */
+static void *spawner(void *arg)
+{
+  while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, short_lived, NULL) == 0)
+      pthread_join(t, NULL);
+  }
+  return arg;
+}
+
+/* The child: what it kept of the parent's count, then a fork of its own
+ * (as the readiness dry run's process clones the sandbox): exits 1 when
+ * that fork ran out a bound */
+static _Noreturn void child(void)
+{
+  unsigned kept = cap_fork_gate_gave_up();
+  pid_t g = fork();
+  if (g == 0)
+    _exit(0);
+  while (g > 0 && waitpid(g, NULL, 0) < 0)
+    ;
+  _exit(g > 0 && cap_fork_gate_gave_up() == kept ? 0 : 1);
+}
+
+static void test_forks_beside_new_threads(void)
+{
+  pthread_t s[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&s[i], NULL, spawner, NULL) == 0);
+  int children_ok = 0, forks = 8;
+  for (int i = 0; i < forks; i++) {
+    pid_t pid = fork();
+    if (pid == 0)
+      child();
+    int status = -1;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0)
+      ;
+    children_ok += pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
+  for (int i = 0; i < 2; i++)
+    pthread_join(s[i], NULL);
+  if (cap_fork_gate_gave_up())
+    fprintf(stderr, "the parent's forks ran out %u bounds\n", cap_fork_gate_gave_up());
+  CHECK(cap_fork_gate_gave_up() == 0);
+  if (children_ok != forks)
+    fprintf(stderr, "%d of %d children's own forks ran out a bound (or failed)\n",
+            forks - children_ok, forks);
+  CHECK(children_ok == forks);
+}
+#endif
+
+int main(void)
+{
+#if CAP_FORK_GATE
+  test_forks_beside_new_threads();
+  printf("%d checks, %d failed\n", unit_checks, unit_failures);
+  return unit_failures ? 1 : 0;
+#else
+  printf("SKIP: no fork gate in this build (GCC's AddressSanitizer only)\n");
+  return 77;
+#endif
+}
