@@ -57,7 +57,7 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
  * with another hard link, whose edits through that link raise no event
  * here): then the keeper compares gw_spec_digest instead. */
 #define GW_WATCH_MAX_DIRS 8192
-#define GW_WATCH_MAX_FILES 65536
+#define GW_WATCH_MAX_FILES 8192
 struct gw_package_id {
   dev_t dev;
   ino_t ino;
