@@ -227,9 +227,25 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
   return 0;
 }
 
-/* Watches path's directories; -1 (give up: the digest sees what a watch
- * cannot) past the bounds or at a file with more than one link */
-static int watch_dir(int ino, const char *path, int depth, size_t *n)
+/* Watches a regular file's own inode: a hard link made to it later (from
+ * outside the tree) raises IN_ATTRIB (its link count) and a write through
+ * any name IN_MODIFY, neither of which reaches its directory's watch; its
+ * link count checked after the watch is set (one made before it: -1). */
+static int watch_file(int ino, int dirfd, const char *path, const char *name, size_t *files)
+{
+  struct stat sb;
+  if (*files >= GW_WATCH_MAX_FILES ||
+      inotify_add_watch(ino, path, IN_MODIFY | IN_ATTRIB | IN_DONT_FOLLOW) < 0 ||
+      fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+    return -1;
+  (*files)++;
+  return S_ISREG(sb.st_mode) && sb.st_nlink == 1 ? 0 : -1; /* else written through another name */
+}
+
+/* Watches path's directories and regular files; -1 (give up: the digest
+ * sees what a watch cannot) past the bounds or at a file with more than
+ * one link */
+static int watch_dir(int ino, const char *path, int depth, size_t *n, size_t *files)
 {
   if (depth > 64 || *n >= GW_WATCH_MAX_DIRS ||
       inotify_add_watch(ino, path,
@@ -249,13 +265,14 @@ static int watch_dir(int ino, const char *path, int depth, size_t *n)
     struct stat sb;
     if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
       continue; /* gone meanwhile: the parent's watch has the event */
-    if (!S_ISDIR(sb.st_mode)) {
+    if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
       if (sb.st_nlink > 1) /* written through another name, outside the watched tree */
         r = -1;
       continue;
     }
     _cleanup_free_ char *sub = cap_xasprintf("%s/%s", path, e->d_name);
-    r = watch_dir(ino, sub, depth + 1, n);
+    r = S_ISREG(sb.st_mode) ? watch_file(ino, dirfd(d), sub, e->d_name, files)
+                            : watch_dir(ino, sub, depth + 1, n, files);
   }
   closedir(d);
   return r;
@@ -275,9 +292,9 @@ int gw_package_watch(const char *dir, struct gw_package_id *at)
   if (!package_id(dir, at))
     return -1;
   int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  size_t n = 0;
+  size_t n = 0, files = 0;
   /* the identity taken again after the walk: a swap during it is a change */
-  if (ino >= 0 && (watch_dir(ino, dir, 0, &n) < 0 || gw_package_moved(dir, at))) {
+  if (ino >= 0 && (watch_dir(ino, dir, 0, &n, &files) < 0 || gw_package_moved(dir, at))) {
     close(ino);
     ino = -1;
   }

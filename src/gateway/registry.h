@@ -45,17 +45,19 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
                         struct cap_error *err);
 /* What a warm server's keeper watches instead of the tree
  * (gateway/mcp_keeper.c, gateway/instance_keeper.c): an inotify
- * descriptor (non-blocking) on every directory of the package dir, set up
- * before the server reads any of it; readable once anything in it changed
- * (an overflow too). A watch follows inodes, not the path the capability
- * names: *at holds the package dir's identity when the watch began, and
- * gw_package_moved says whether the path names another directory since (a
- * parent renamed and replaced, a symlinked parent switched: no event on
- * the watched tree). -1 when that cannot be had (no inotify, more than
- * GW_WATCH_MAX_DIRS directories, deeper than 64, an unreadable one, a file
+ * descriptor (non-blocking) on every directory and regular file of the
+ * package dir (a file's own watch sees a hard link made to it later, and
+ * writes through that link), set up before the server reads any of it;
+ * readable once anything in it changed (an overflow too). A watch follows inodes, not the path the
+ * capability names: *at holds the package dir's identity when the watch began, and gw_package_moved
+ * says whether the path names another directory since (a parent renamed and replaced, a symlinked
+ * parent switched: no event on the watched tree). -1 when that cannot be had (no inotify, more than
+ * GW_WATCH_MAX_DIRS directories or GW_WATCH_MAX_FILES files, deeper than
+ * 64, an unreadable one, no watch left for this user, a file
  * with another hard link, whose edits through that link raise no event
  * here): then the keeper compares gw_spec_digest instead. */
 #define GW_WATCH_MAX_DIRS 8192
+#define GW_WATCH_MAX_FILES 8192
 struct gw_package_id {
   dev_t dev;
   ino_t ino;

@@ -196,7 +196,12 @@ void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd, bo
   int drop = -1;
   pthread_mutex_lock(&c->mu);
   if (ahead && !c->sweeping) /* without it, no lease is asked ahead */
-    ahead = c->sweeping = pthread_create(&c->sweeper, NULL, sweep, c) == 0;
+    c->sweeping = pthread_create(&c->sweeper, NULL, sweep, c) == 0;
+  if (ahead && !c->sweeping) { /* asked already: nothing would give it back, so it goes now */
+    pthread_mutex_unlock(&c->mu);
+    close(fd);
+    return;
+  }
   size_t at = 0;
   for (size_t i = 0; i < CONTROLS_MAX; i++) /* a free slot, else the oldest */
     if (c->control[i].fd < 0 ||

@@ -61,6 +61,8 @@ scripts=(
   # the tenth's (tests/review10/)
   ../review10/ready_clone_hang.sh ../review10/resume_probes.sh ../review10/ask_spent_flood.sh
   ../review10/replay_memory.sh ../review10/cancel_leaks.sh
+  # the eleventh's (tests/review11/)
+  ../review11/hold_probes.sh ../review11/ahead_probes.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
