@@ -174,7 +174,12 @@ if "$capsule" run -- /bin/true 2>/dev/null; then
   XDG_STATE_HOME=$gb "$capsule" call --caps "$caps" --state "$url" --wait-approval 120 echo dispatch \
     '{"text": "waited"}' >"$work/call.out" 2>&1 </dev/null &
   caller=$!
-  pending() { XDG_STATE_HOME=$ga "$capsule" approvals --state "$url" 2>/dev/null | grep -oE '^[0-9a-f]{8}' | head -1; }
+  # fails until one is listed (a pipeline's status is head's: 0 with none)
+  pending() {
+    local p
+    p=$(XDG_STATE_HOME=$ga "$capsule" approvals --state "$url" 2>/dev/null | grep -oE '^[0-9a-f]{8}' | head -1)
+    [ -n "$p" ] && echo "$p"
+  }
   if wait_for pending >/dev/null; then
     id=$(pending)
     expect call-approved-on-a 0 approved env XDG_STATE_HOME="$ga" "$capsule" approve "$id" --state "$url"
