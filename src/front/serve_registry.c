@@ -41,14 +41,16 @@ static char *watch_error(const char *call, int e)
 }
 
 /* Three levels of directories, node_modules and dot-names left out;
- * 0, or the errno of the first watch refused (a directory gone meanwhile
- * is no refusal: its parent's watch has the event). */
+ * 0, or the errno of the first watch refused for want of this user's
+ * watches (ENOSPC) or kernel memory; below the top, another refusal (a
+ * directory gone meanwhile, one unreadable) leaves that one unwatched,
+ * as the load leaves it unread. */
 static int watch_tree(int fd, const char *dir, int depth)
 {
   if (inotify_add_watch(fd, dir,
                         IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE |
                             IN_ATTRIB | IN_ONLYDIR) < 0)
-    return depth > 0 && (errno == ENOENT || errno == ENOTDIR) ? 0 : errno;
+    return depth > 0 && errno != ENOSPC && errno != ENOMEM ? 0 : errno;
   if (depth >= 3)
     return 0;
   DIR *d = opendir(dir);
