@@ -11,7 +11,11 @@
 # - a warm Selu server's keeper and a warm MCP server's keeper, which can
 #   have no package watch, see version.txt rewritten in place before the
 #   next call (their digest check);
-# - the instances freed, the next reload watches with inotify again.
+# - the instances freed, the next reload watches with inotify again;
+# - then every watch of the uid held but one (fs.inotify.max_user_watches):
+#   a new serve's watch refused partway (ENOSPC), the same warning, mode
+#   and rescan; new keepers, whose watch is refused after its first, see
+#   edits by their digest.
 # Root only: the uid is not 65534, which other suites use at once, so
 # their processes keep their instances.
 # Usage: serve_inotify_limit.sh CAPSULE SELU_FAULT_SERVER
@@ -93,7 +97,7 @@ mkdir -p "$state" && chmod 700 "$state" && chown $uid:$uid "$state"
 C() { "${wrap[@]}" "$capsule" "$@"; }
 
 # every instance of the uid held
-coproc HOG { "${wrap[@]}" python3 "$work/inotify_hog.py"; }
+coproc HOG { "${wrap[@]}" python3 "$work/inotify_hog.py" instances; }
 pids+=("$HOG_PID")
 read -r -t 120 hogsaid <&"${HOG[0]}"
 case ${hogsaid:-} in
@@ -178,6 +182,43 @@ wait_for is_count $((n0 + 2)) && ok "added-capability-seen-by-inotify" || bad "a
 kill -TERM "$server"
 wait "$server"
 [ $? = 0 ] && ok "serve-stops" || bad "serve-stops"
+
+# every watch of the uid held but one: serve's first watch is its last,
+# the next refused (ENOSPC) partway through the tree; a keeper's likewise
+echo "  watches:"
+mkdir -p "$work/hogfiles" && chown $uid:$uid "$work/hogfiles"
+coproc HOG2 { "${wrap[@]}" python3 "$work/inotify_hog.py" watches 1 "$work/hogfiles"; }
+pids+=("$HOG2_PID")
+read -r -t 120 hogsaid <&"${HOG2[0]}"
+if [[ ${hogsaid:-} != held* ]]; then
+  echo "  (the watches part skipped: the uid's watches could not be used up: ${hogsaid:-no answer})"
+else
+  echo "  (the hog: $hogsaid)"
+  : >"$work/serve-$who.log"
+  serve_start --caps "$caps" --state "$state" && ok "watches: serve-starts" || { bad "watches: serve-starts"; cat "$work/serve-$who.log"; }
+  grep '"level":"warning"' "$work/serve-$who.log" | grep -q 'inotify_add_watch: No space left on device: .*fs.inotify.max_user_watches' &&
+    ok "watches: warns-naming-the-limit" || { bad "watches: warns-naming-the-limit"; cat "$work/serve-$who.log"; }
+  C serve status --state "$state" --json | grep -q '"caps_watch":"rescan"' && ok "watches: status-json-rescan" ||
+    { bad "watches: status-json-rescan"; C serve status --state "$state" --json; }
+  n1=$(count)
+  agent six
+  wait_for is_count $((n1 + 1)) && ok "watches: added-capability-seen" || bad "watches: added-capability-seen (capabilities $(count), want $((n1 + 1)))"
+  # a new keeper (the edit retires the old one), its watch refused after its first
+  echo 3 >"$work/selu/wa/version.txt"
+  check "watches: selu-keeper-edit-seen" "$(vcall)" 3
+  check "watches: selu-keeper-warm" "$(vcall)" 3
+  echo 4 >"$work/selu/wa/version.txt"
+  check "watches: selu-keeper-partway-edit-seen" "$(vcall)" 4
+  echo 3 >"$work/mcp/wm/version.txt"
+  check "watches: mcp-keeper-edit-seen" "$(mcall)" 3
+  check "watches: mcp-keeper-warm" "$(mcall)" 3
+  echo 4 >"$work/mcp/wm/version.txt"
+  check "watches: mcp-keeper-partway-edit-seen" "$(mcall)" 4
+  kill -TERM "$server"
+  wait "$server"
+  [ $? = 0 ] && ok "watches: serve-stops" || bad "watches: serve-stops"
+fi
+exec {HOG2[1]}>&-
 for s in "$state.call"; do
   for p in $(sed -n 's/^pid=//p' "$s"/run/*.status 2>/dev/null); do kill "$p" 2>/dev/null; done
 done
