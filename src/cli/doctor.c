@@ -118,17 +118,20 @@ static void inotify_row(void)
   read_knob("max_user_instances", inst);
   read_knob("max_user_watches", watches);
   _cleanup_free_ char *serving = serve_watch_mode();
+  const char *knob = e == ENOSPC ? "max_user_watches" : e == EMFILE ? "max_user_instances" : NULL;
+  _cleanup_free_ char *limit =
+      knob ? cap_xasprintf("this user's fs.inotify.%s (%s) is reached; raise it (sysctl -w "
+                           "fs.inotify.%s=N)",
+                           knob, e == ENOSPC ? watches : inst, knob)
+           : cap_xstrdup("no inotify here");
+  const char *also = serving ? "; serve here: " : "";
   _cleanup_free_ char *detail =
       e == 0 ? cap_xasprintf("serve reloads on a capability's change, warm keepers watch their "
                              "packages (fs.inotify.max_user_instances %s, max_user_watches %s)%s%s",
-                             inst, watches, serving ? "; serve here: " : "", serving ? serving : "")
-             : cap_xasprintf("%s: this user's fs.inotify.%s (%s) is reached: serve rescans the "
-                             "capabilities every 2 s, warm keepers digest their package per call; "
-                             "raise it (sysctl -w fs.inotify.%s=N)%s%s",
-                             strerror(e), e == ENOSPC ? "max_user_watches" : "max_user_instances",
-                             e == ENOSPC ? watches : inst,
-                             e == ENOSPC ? "max_user_watches" : "max_user_instances",
-                             serving ? "; serve here: " : "", serving ? serving : "");
+                             inst, watches, also, serving ? serving : "")
+             : cap_xasprintf("%s: %s: serve rescans the capabilities every 2 s, warm keepers "
+                             "digest their package per call%s%s",
+                             strerror(e), limit, also, serving ? serving : "");
   row("inotify", e == 0, detail);
 }
 
