@@ -28,7 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/serve.sh
 . "$here/../lib/serve.sh" "$1" inotify-limit
 uid=61729 # nobody else's: its instances are the test's to use up
-wrap=(setpriv --reuid=$uid --regid=$uid --clear-groups -- env HOME="$work/home")
+wrap=(setpriv "--reuid=$uid" "--regid=$uid" --clear-groups -- env HOME="$work/home")
 who=limited
 "${wrap[@]}" test -x "$capsule" || { echo "SKIP: uid $uid cannot reach $capsule"; exit 77; }
 mkdir -p "$work/home" && chown $uid:$uid "$work/home"
@@ -171,7 +171,7 @@ echo 2 >"$work/mcp/wm/version.txt"
 check mcp-keeper-edit-seen "$(mcall)" 2
 
 # the instances given back: the next reload has its watch again
-exec {HOG[1]}>&-
+kill "$HOG_PID" 2>/dev/null
 wait "$HOG_PID" 2>/dev/null
 agent four
 watching() { C serve status --state "$state" --json | grep -q '"caps_watch":"inotify"'; }
@@ -218,9 +218,7 @@ else
   wait "$server"
   [ $? = 0 ] && ok "watches: serve-stops" || bad "watches: serve-stops"
 fi
-exec {HOG2[1]}>&-
-for s in "$state.call"; do
-  for p in $(sed -n 's/^pid=//p' "$s"/run/*.status 2>/dev/null); do kill "$p" 2>/dev/null; done
-done
+kill "$HOG2_PID" 2>/dev/null
+for p in $(sed -n 's/^pid=//p' "$state.call"/run/*.status 2>/dev/null); do kill "$p" 2>/dev/null; done # the keepers
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
