@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,6 +17,10 @@
 #include "cli/cli.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/json.h"
+#include "core/text.h"
+#include "front/serve.h"
+#include "gateway/state.h"
 #include "sandbox/capture.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
@@ -61,6 +66,73 @@ static void gvisor_row(void)
                           "https://storage.googleapis.com/gvisor/releases, package runsc, or the "
                           "runsc binary from that bucket on PATH)");
   row("gvisor backend", found != NULL, detail);
+}
+
+static void read_knob(const char *name, char out[32])
+{
+  _cleanup_free_ char *path = cap_xasprintf("/proc/sys/fs/inotify/%s", name);
+  FILE *f = fopen(path, "re");
+  if (!f || !fgets(out, 32, f))
+    snprintf(out, 32, "?");
+  out[strcspn(out, "\n")] = '\0';
+  if (f)
+    fclose(f);
+}
+
+/* The mode of a serve running on the default state (CAPSULE_STATE, else
+ * the user's): its serve.json's caps_watch, NULL when none runs there. */
+static char *serve_watch_mode(void)
+{
+  const char *env = getenv("CAPSULE_STATE");
+  _cleanup_free_ char *dflt = env && *env ? NULL : gw_state_default_dir();
+  _cleanup_free_ char *path = serve_status_path(dflt ? dflt : env);
+  char *text = NULL, *mode = NULL;
+  size_t len = 0;
+  struct cap_error err = {0};
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  if (cap_read_file(path, 65536, &text, &len, &err) == 0 &&
+      cap_json_parse(doc, text, len, path, 0, &d) == 0) {
+    const struct cap_node *pid = cap_node_get(doc->root, "pid");
+    const struct cap_node *w = cap_node_get(doc->root, "caps_watch");
+    if (pid && pid->kind == CAP_NODE_INT && pid->u.num.i > 0 &&
+        (kill((pid_t)pid->u.num.i, 0) == 0 || errno == EPERM) && w && w->kind == CAP_NODE_STRING)
+      mode = cap_xasprintf("%s (pid %lld)", w->u.str.ptr, (long long)pid->u.num.i);
+  }
+  cap_error_clear(&err);
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+  free(text);
+  return mode;
+}
+
+/* inotify, which serve's reload and warm keepers' package watches use:
+ * an instance and a watch tried as this user, and this user's limits. */
+static void inotify_row(void)
+{
+  int fd = inotify_init1(IN_CLOEXEC);
+  int e = fd < 0 ? errno : inotify_add_watch(fd, "/", IN_ATTRIB) < 0 ? errno : 0;
+  if (fd >= 0)
+    close(fd);
+  char inst[32], watches[32];
+  read_knob("max_user_instances", inst);
+  read_knob("max_user_watches", watches);
+  _cleanup_free_ char *serving = serve_watch_mode();
+  const char *knob = e == ENOSPC ? "max_user_watches" : e == EMFILE ? "max_user_instances" : NULL;
+  _cleanup_free_ char *limit =
+      knob ? cap_xasprintf("this user's fs.inotify.%s (%s) is reached; raise it (sysctl -w "
+                           "fs.inotify.%s=N)",
+                           knob, e == ENOSPC ? watches : inst, knob)
+           : cap_xstrdup("no inotify here");
+  const char *also = serving ? "; serve here: " : "";
+  _cleanup_free_ char *detail =
+      e == 0 ? cap_xasprintf("serve reloads on a capability's change, warm keepers watch their "
+                             "packages (fs.inotify.max_user_instances %s, max_user_watches %s)%s%s",
+                             inst, watches, also, serving ? serving : "")
+             : cap_xasprintf("%s: %s: serve rescans the capabilities every 2 s, warm keepers "
+                             "digest their package per call%s%s",
+                             strerror(e), limit, also, serving ? serving : "");
+  row("inotify", e == 0, detail);
 }
 
 /* The limits this host enforces, and the workspace bound. */
@@ -154,5 +226,6 @@ int cmd_doctor(int argc, char **argv)
           : "no nft binary: a name allowed on any port is reached on 80, 443 and ports.connect "
             "only, a pattern's names through the proxy only (install nftables)");
   gvisor_row();
+  inotify_row();
   return all ? CLI_EXIT_OK : CLI_EXIT_HOST;
 }

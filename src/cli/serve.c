@@ -109,8 +109,9 @@ static int status(const char *state_dir, bool json)
     _cleanup_free_ char *c = cap_json_canonical(text, len);
     printf("%s\n", c ? c : "{}");
   } else if (alive) {
-    const char *keys[] = {"state", "pid",          "started",  "socket",         "mcp_http",
-                          "ui",    "capabilities", "sessions", "calls_in_flight"};
+    const char *keys[] = {"state",        "pid",      "started",        "socket",
+                          "mcp_http",     "ui",       "caps_watch",     "caps_watch_error",
+                          "capabilities", "sessions", "calls_in_flight"};
     for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
       const struct cap_node *v = cap_node_get(doc->root, keys[i]);
       printf("%-16s ", keys[i]);

@@ -531,6 +531,10 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
     if (t >= 0 && t < timeout)
       timeout = t;
   }
+  if (sv->caps_rescan) {
+    int64_t t = (int64_t)sv->caps_scan_at - (int64_t)now_ms();
+    timeout = t <= 0 ? 0 : t < timeout ? (int)t : timeout;
+  }
   if (sv->reload_at)
     timeout = 0 < (int)(sv->reload_at - now_ms()) ? (int)(sv->reload_at - now_ms()) : 0;
   poll(fds, n, timeout);
@@ -543,6 +547,7 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
       ;
     sv->reload_at = now_ms() + RELOAD_SETTLE_MS; /* a burst of changes: one reload */
   }
+  serve_rescan(sv);
   if (fds[0].revents)
     drain_queue(sv);
   if (fds[3].revents && sv->listen_fd >= 0)
@@ -724,5 +729,6 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.status_path);
   free(sv.ui_addr);
   free(sv.http_addr);
+  free(sv.caps_watch_error);
   return r;
 }

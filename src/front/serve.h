@@ -1,6 +1,7 @@
 /* `capsule serve`: a long-running gateway in front of the call pipeline.
  * It holds the registry (reloaded on SIGHUP and when the capabilities
- * directory changes, through inotify), serves MCP sessions (front/mcp.h)
+ * directory changes, through inotify, or a rescan every 2 s where this
+ * user's inotify limits are reached), serves MCP sessions (front/mcp.h)
  * on a unix socket (newline-delimited JSON-RPC; the caller is who
  * SO_PEERCRED says) and, when asked, over Streamable HTTP at /mcp
  * (front/serve_http.c, libmicrohttpd), where every request carries a

@@ -422,16 +422,21 @@ static void __attribute__((noreturn)) runsc_child(struct gv *g, const struct cap
   char *run[] = {"run", "--bundle", bundle, g->id, NULL};
   memcpy(argv + n, run, sizeof run);
   syscall(__NR_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  sandbox_test_stall_setup();
   execv(g->runsc, argv);
   sandbox_child_fail("cannot run %s: %s", g->runsc, strerror(errno));
 }
 
-/* What the child reported before exec, or 0 at EOF (runsc runs). */
+/* What the child reported before exec, or 0 at EOF (runsc runs); bounded
+ * as capsule's own sandbox's setup is (sandbox_await_report: on an error
+ * gv_release kills the child). */
 static int await_exec(struct gv *g, struct cap_error *err)
 {
   char msg[512];
-  if (sandbox_read_report(g->report[0], msg, sizeof msg) == 0)
-    return 0;
+  int r =
+      sandbox_await_report(g->report[0], g->pidfd, "gVisor sandbox setup", msg, sizeof msg, err);
+  if (r < 0 || msg[0] == '\0')
+    return r;
   return cap_error_set(err, EPERM, "gVisor sandbox setup failed: %s", msg);
 }
 

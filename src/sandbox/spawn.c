@@ -346,15 +346,6 @@ static int launch_release(struct launch *l, int r)
   return r;
 }
 
-size_t sandbox_read_report(int fd, char *msg, size_t size)
-{
-  size_t got = 0;
-  if (size)
-    cap_read_upto(fd, msg, size - 1, &got); /* what came before a failed read is the report */
-  msg[got] = '\0';
-  return got;
-}
-
 /* How long the child's setup (the go to the command's exec) may take: it
  * takes milliseconds, a second or two in a sanitizer build on a loaded
  * host. A setup stuck past it (a lock a fork kept, a process that never
@@ -409,24 +400,32 @@ static int read_report_bounded(int fd, int pidfd, char *msg, size_t size, int bo
   }
 }
 
+int sandbox_await_report(int fd, int pidfd, const char *what, char *msg, size_t size,
+                         struct cap_error *err)
+{
+  int bound = setup_bound_ms();
+  int r = read_report_bounded(fd, pidfd, msg, size, bound);
+  if (r == -ETIMEDOUT)
+    return cap_error_set(err, ETIMEDOUT,
+                         "%s failed: it reported nothing within %g s (a stuck setup: killed)", what,
+                         bound / 1000.0);
+  if (r == -ESRCH)
+    return cap_error_set(err, ESRCH, "%s failed: its pid 1 ended and its setup report stayed open",
+                         what);
+  if (r < 0)
+    return cap_error_errno(err, -r, "cannot wait for the %s", what);
+  return 0;
+}
+
 /* Waits for the child's verdict on its setup: EOF at exec (the pipe is
- * CLOEXEC), or the message child_fail wrote; bounded (read_report_bounded:
+ * CLOEXEC), or the message child_fail wrote; bounded (sandbox_await_report:
  * on an error launch_release kills what is left). */
 static int await_setup(struct launch *l, int pidfd, struct cap_error *err)
 {
   char msg[512];
-  int bound = setup_bound_ms();
-  int r = read_report_bounded(l->report[0], pidfd, msg, sizeof msg, bound);
-  if (r == -ETIMEDOUT)
-    return cap_error_set(err, ETIMEDOUT,
-                         "sandbox setup failed: it reported nothing within %g s (a stuck setup: "
-                         "killed)",
-                         bound / 1000.0);
-  if (r == -ESRCH)
-    return cap_error_set(err, ESRCH,
-                         "sandbox setup failed: its pid 1 ended and its setup report stayed open");
+  int r = sandbox_await_report(l->report[0], pidfd, "sandbox setup", msg, sizeof msg, err);
   if (r < 0)
-    return cap_error_errno(err, -r, "cannot wait for the sandbox's setup");
+    return r;
   if (msg[0] == '\0')
     return 0;
   if (msg[0] == SANDBOX_REPORT_EXEC) { /* the setup held; the command is not there to run */
@@ -454,11 +453,9 @@ static void arm_parent_death(int life_fd)
     _exit(127); /* the supervisor's end is closed (or unreadable): capsule is gone */
 }
 
-/* A test build's stuck setup: pid 1 sleeps before it forks the command
- * (where a lock a fork kept once held it), its report pipe open. */
-static void test_stall_setup(void)
+void sandbox_test_stall_setup(void)
 {
-#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/setup-bound.sh */
+#ifdef CAPSULE_TEST_HOOKS /* tests/sandbox/setup-bound.sh, tests/covenant/gvisor.sh */
   const char *ms = getenv("CAPSULE_TEST_STALL_SETUP_MS");
   if (ms && atoi(ms) > 0)
     nanosleep(&(struct timespec){.tv_sec = atoi(ms) / 1000, .tv_nsec = atoi(ms) % 1000 * 1000000L},
@@ -525,7 +522,7 @@ child_main(struct launch *l, const struct cap_spec *spec, const struct sandbox_o
     close(l->pass[0]);
     sandbox_make_proxy_listeners(spec, l->pass[1]);
   }
-  test_stall_setup();
+  sandbox_test_stall_setup();
   /* every signal blocked before the fork, so a SIGCHLD from a command
    * that ends at once waits for pid 1's signalfd (the command unblocks
    * them before its exec) */

@@ -39,8 +39,18 @@ extern int sandbox_report_fd;
 
 void __attribute__((noreturn, format(printf, 1, 2))) sandbox_child_fail(const char *fmt, ...);
 /* The parent's side: reads what the child reported on fd until EOF (its
- * exec) into msg (NUL-terminated); returns its length, 0 for none. */
-size_t sandbox_read_report(int fd, char *msg, size_t size);
+ * exec) into msg (NUL-terminated, empty for none), within the setup's
+ * bound (30 s; CAPSULE_TEST_SETUP_BOUND_MS in a test build), pidfd the
+ * child: when it ends and the report's end does not follow within a
+ * second, or the bound passes, an error naming what ("sandbox setup"),
+ * and the caller kills what is left. Used by spawn.c and gvisor.c. */
+int sandbox_await_report(int fd, int pidfd, const char *what, char *msg, size_t size,
+                         struct cap_error *err);
+/* A test build's stuck setup (CAPSULE_TEST_STALL_SETUP_MS): the child
+ * sleeps before its exec (spawn.c: pid 1 before it forks the command,
+ * where a lock a fork kept once held it; gvisor.c: before runsc), its
+ * report pipe open. Nothing in other builds. */
+void sandbox_test_stall_setup(void);
 
 #define CHILD_TRY(expr, ...)                                                                       \
   do {                                                                                             \

@@ -205,6 +205,17 @@ printf '{\"ro_read\":\"%s\",\"ro_write\":\"%s\",\"rw_write\":\"%s\",\"beside\":\
   # the pids limit: RLIMIT_NPROC inside the Sentry
   t pids-limit-holds 2 "Cannot fork" run --state "$state" --config "$home/off.toml" --pids 5 -- /bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo finished'
   t pids-within-limit 0 "^finished" run --state "$state" --config "$home/off.toml" -- /bin/sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo finished'
+  # a setup stuck before runsc's exec (a test build stalls it) is bounded
+  # as capsule's own sandbox's is: killed and said, nothing of it left
+  if [ "${CAPSULE_TEST_HOOKS:-0}" = 1 ]; then
+    CAPSULE_TEST_SETUP_BOUND_MS=2000 CAPSULE_TEST_STALL_SETUP_MS=600000 \
+      t setup-bounded 1 "gVisor sandbox setup failed: it reported nothing within 2 s" \
+      run --state "$state" --config "$home/off.toml" -- /bin/echo "stalled-$who-$work"
+    local n
+    for n in $(seq 300); do pgrep -f "stalled-$who-$work" >/dev/null || break; sleep 0.1; done
+    pgrep -f "stalled-$who-$work" >/dev/null && bad "setup-bounded-nothing-left ($(pgrep -af "stalled-$who-$work" | head -2))" ||
+      ok "setup-bounded-nothing-left"
+  fi
   for net in off proxy; do
     local sout=$home/signal-$net.out prefix=()
     : >"$sout"; chmod 666 "$sout"
