@@ -157,7 +157,7 @@ run_as() {
   # a capability added while serving: an open session on the socket is
   # told its list changed and lists it; a new session lists it
   rm -f "$work/ready-$who"
-  (cd "$root/tests" && node "$here/listen.mjs" "$state/serve.sock" "$work/ready-$who" >"$work/listen-$who.out" 2>&1) &
+  (cd "$root/tests" && node "$here/listen.mjs" "$state/serve.sock" "$work/ready-$who" added__dispatch >"$work/listen-$who.out" 2>&1) &
   local listener=$!
   wait_for test -e "$work/ready-$who" || bad "$who: listener-ready"
   agent added 'IFS= read -r line; echo "{}"'
