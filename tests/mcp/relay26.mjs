@@ -9,7 +9,9 @@
 // responses to it and gets the server's result. The requestState is
 // single-use, this call's and this user's; a retry without the response
 // is asked again; a request whose _meta declares nothing has the server
-// refused; a user holds at most 8 calls (another user still holds his);
+// refused; the same for a prompts/get whose server samples and a
+// resources/read whose server elicits (the fixture's
+// test_prompt_with_sampling, test://elicited-resource); a user holds at most 8 calls (another user still holds his);
 // a held call whose client never comes back is cancelled at its deadline
 // and audited. Prints "ok NAME" or "FAIL NAME: why"; exits 1 on a failure.
 // Usage: node relay26.mjs URL TOKEN OTHER_TOKEN CAPSULE STATE [WRAPPER...]
