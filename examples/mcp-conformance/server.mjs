@@ -297,6 +297,15 @@ server.setRequestHandler(GetPromptRequestSchema, async (req) => {
 });
 
 server.setRequestHandler(CompleteRequestSchema, async (req) => {
+  if (req.params.ref?.type === 'ref/prompt' && req.params.ref.name === 'test_prompt_with_sampling') {
+    // the client's model completes the topic (capsule's own, as the prompt)
+    const r = await server.createMessage({
+      messages: [{ role: 'user', content: { type: 'text', text: `Complete the topic ${req.params.argument?.value ?? ''}` } }],
+      maxTokens: 100
+    });
+    const value = r.content?.type === 'text' ? r.content.text : JSON.stringify(r.content);
+    return { completion: { values: [value], total: 1, hasMore: false } };
+  }
   const values = ['paris', 'park', 'party'].filter((v) => v.startsWith(req.params.argument?.value ?? ''));
   return { completion: { values, total: values.length, hasMore: false } };
 });

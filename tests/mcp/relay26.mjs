@@ -52,7 +52,7 @@ async function post(msg, tok = token) {
       Accept: 'application/json, text/event-stream',
       'MCP-Protocol-Version': V,
       'Mcp-Method': msg.method,
-      'Mcp-Name': msg.params.name ?? msg.params.uri
+      ...(msg.params.name ?? msg.params.uri ? { 'Mcp-Name': msg.params.name ?? msg.params.uri } : {})
     },
     body: JSON.stringify(msg)
   });
@@ -163,6 +163,14 @@ check('http-resource-retry-answered', m?.result?.resultType === 'complete' &&
   m.result.contents?.[0]?.text === 'Elicited resource: hello', JSON.stringify(m));
 m = await request('resources/read', R, E, greet('again', rs));
 check('http-resource-state-single-use', m?.error?.code === -32602 && /no call waiting/.test(m.error.message), JSON.stringify(m));
+// completion/complete too (the fixture's model-completed topic)
+const Q = { ref: { type: 'ref/prompt', name: 'test_prompt_with_sampling' }, argument: { name: 'topic', value: 'ca' } };
+first = await request('completion/complete', Q, S);
+check('http-complete-sampling-input-required', asksSampling(first, 'Complete the topic ca'), JSON.stringify(first));
+[k] = keys(first);
+m = await request('completion/complete', Q, S, { inputResponses: { [k]: sampled('cats') }, requestState: first.result?.requestState });
+check('http-complete-retry-answered', m?.result?.resultType === 'complete' && m.result.completion?.values?.[0] === 'cats',
+  JSON.stringify(m));
 // declaring nothing: the server refused (-32601), nothing held
 m = await request('resources/read', R, {});
 check('http-resource-undeclared-refused-to-server', m?.error && !m.result && /did not declare|elicitation/.test(m.error.message),
