@@ -196,6 +196,8 @@ for (let i = 0; i < 8; i++) held.push(await call('test_sampling', { prompt: `hel
 check('http-eight-held', held.every((x, i) => asksSampling(x, `held ${i}`)), JSON.stringify(held.map((x) => x?.result?.resultType)));
 m = await call('test_sampling', { prompt: 'ninth' }, S);
 check('http-ninth-refused', m?.result?.isError === true && /waiting for its input/.test(text(m)), JSON.stringify(m));
+m = await request('prompts/get', P, S); // the same bound for a relayed prompts/get
+check('http-ninth-prompt-refused', m?.error && !m.result && /waiting for its input/.test(m.error.message), JSON.stringify(m));
 first = await call('test_sampling', { prompt: 'other user' }, S, {}, other);
 [k] = keys(first);
 m = await retry('other user', first, { [k]: sampled('theirs') }, S, other);
