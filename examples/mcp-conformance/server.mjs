@@ -252,7 +252,14 @@ const prompts = [
     description: 'A prompt embedding a resource',
     arguments: [{ name: 'resourceUri', description: 'URI of the resource to embed', required: true }]
   },
-  { name: 'test_prompt_with_image', description: 'A prompt with an image' }
+  { name: 'test_prompt_with_image', description: 'A prompt with an image' },
+  // the suite has none asking the client: capsule's own, for a server's
+  // requests during prompts/get (tests/mcp/relay26.mjs)
+  {
+    name: 'test_prompt_with_sampling',
+    description: "A prompt the client's model writes (sampling/createMessage while getting it)",
+    arguments: [{ name: 'topic', description: 'What the model is asked about', required: true }]
+  }
 ];
 server.setRequestHandler(ListPromptsRequestSchema, async () => ({ prompts }));
 server.setRequestHandler(GetPromptRequestSchema, async (req) => {
@@ -270,6 +277,14 @@ server.setRequestHandler(GetPromptRequestSchema, async (req) => {
           user({ type: 'text', text: 'Please process the embedded resource above.' })
         ]
       };
+    case 'test_prompt_with_sampling': {
+      const r = await server.createMessage({
+        messages: [user({ type: 'text', text: `Write a prompt about ${a.topic}` })],
+        maxTokens: 100
+      });
+      const said = r.content?.type === 'text' ? r.content.text : JSON.stringify(r.content);
+      return { messages: [user({ type: 'text', text: `Sampled prompt: ${said}` })] };
+    }
     case 'test_prompt_with_image':
       return {
         messages: [
@@ -282,6 +297,15 @@ server.setRequestHandler(GetPromptRequestSchema, async (req) => {
 });
 
 server.setRequestHandler(CompleteRequestSchema, async (req) => {
+  if (req.params.ref?.type === 'ref/prompt' && req.params.ref.name === 'test_prompt_with_sampling') {
+    // the client's model completes the topic (capsule's own, as the prompt)
+    const r = await server.createMessage({
+      messages: [{ role: 'user', content: { type: 'text', text: `Complete the topic ${req.params.argument?.value ?? ''}` } }],
+      maxTokens: 100
+    });
+    const value = r.content?.type === 'text' ? r.content.text : JSON.stringify(r.content);
+    return { completion: { values: [value], total: 1, hasMore: false } };
+  }
   const values = ['paris', 'park', 'party'].filter((v) => v.startsWith(req.params.argument?.value ?? ''));
   return { completion: { values, total: values.length, hasMore: false } };
 });
@@ -289,7 +313,9 @@ server.setRequestHandler(CompleteRequestSchema, async (req) => {
 const resources = [
   { uri: 'test://static-text', name: 'static-text', description: 'A text resource', mimeType: 'text/plain' },
   { uri: 'test://static-binary', name: 'static-binary', description: 'A PNG resource', mimeType: 'image/png' },
-  { uri: 'test://watched-resource', name: 'watched-resource', description: 'A resource to subscribe to', mimeType: 'text/plain' }
+  { uri: 'test://watched-resource', name: 'watched-resource', description: 'A resource to subscribe to', mimeType: 'text/plain' },
+  // capsule's own, as test_prompt_with_sampling: elicitation/create while it is read
+  { uri: 'test://elicited-resource', name: 'elicited-resource', description: 'A resource whose text the user gives', mimeType: 'text/plain' }
 ];
 server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources }));
 server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
@@ -304,6 +330,14 @@ server.setRequestHandler(ReadResourceRequestSchema, async (req) => {
   if (uri === 'test://static-binary') return { contents: [{ uri, mimeType: 'image/png', blob: PNG }] };
   if (uri === 'test://watched-resource')
     return { contents: [{ uri, mimeType: 'text/plain', text: 'Watched resource content.' }] };
+  if (uri === 'test://elicited-resource') {
+    const r = await server.elicitInput({
+      message: 'Which greeting should the resource hold?',
+      requestedSchema: { type: 'object', properties: { greeting: { type: 'string' } }, required: ['greeting'] }
+    });
+    const text = r.action === 'accept' ? String(r.content?.greeting) : `(${r.action})`;
+    return { contents: [{ uri, mimeType: 'text/plain', text: `Elicited resource: ${text}` }] };
+  }
   const m = /^test:\/\/template\/([^/]+)\/data$/.exec(uri);
   if (m)
     return {

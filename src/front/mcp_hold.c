@@ -21,7 +21,13 @@
  * MCP_MAX_HELD_PER_USER held calls per user and MCP_MAX_HELD in all
  * (past them the server's requests are refused). A retry made in
  * another session (over HTTP each sessionless request has its own) is
- * moved to the held call's session by the transport (mcp_io.adopt). */
+ * moved to the held call's session by the transport (mcp_io.adopt).
+ *
+ * The same holds for the relayed requests the revision lets answer
+ * input_required (resources/read, prompts/get, completion/complete,
+ * mcp_forward_to): their state is over the method and the params
+ * without what is capsule's (_meta, inputResponses, requestState), which
+ * the server is not given. */
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -30,6 +36,7 @@
 
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/json.h"
 #include "front/mcp_internal.h"
 
 #define KEY_PREFIX "capsule_relay_"
@@ -65,6 +72,17 @@ static bool offered(const struct mcp_run *r, const char *method)
   if (strcmp(method, "roots/list") == 0)
     return r->offers_roots;
   return false;
+}
+
+bool mcp_hold_allowed(const struct mcp_run *r)
+{
+  static const char *const relayed[] = {"resources/read", "prompts/get", "completion/complete"};
+  if (!r->modern || r->for_listen || r->gather || r->want_watch)
+    return false;
+  for (size_t i = 0; r->method && i < ARRAY_SIZE(relayed); i++)
+    if (strcmp(r->method, relayed[i]) == 0)
+      return true;
+  return !r->method;
 }
 
 void mcp_hold_request(struct mcp_session *s, struct mcp_run *r, const struct cap_node *msg,
@@ -314,4 +332,51 @@ void mcp_hold_resume(struct mcp_session *s, struct mcp_run *run, const struct ca
   if (r->ended)
     return mcp_run_finish(owner, r, r->end_status);
   mcp_hold_flush(owner, r);
+}
+
+/* params (an object) without what is capsule's, as JSON text */
+static char *server_params(const struct cap_node *params)
+{
+  static const char *const ours[] = {"_meta", "inputResponses", "requestState"};
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  cap_jw_begin_object(&w);
+  for (size_t i = 0; i < params->u.obj.len; i++) {
+    const struct cap_member *m = &params->u.obj.items[i];
+    bool mine = false;
+    for (size_t k = 0; k < ARRAY_SIZE(ours) && !mine; k++)
+      mine = strcmp(m->key, ours[k]) == 0;
+    if (mine)
+      continue;
+    cap_jw_key(&w, m->key);
+    cap_jw_node(&w, m->value);
+  }
+  cap_jw_end_object(&w);
+  return cap_buf_steal(&b);
+}
+
+bool mcp_hold_relayed(struct mcp_session *s, struct mcp_run *r)
+{
+  if (!mcp_hold_allowed(r) || !r->method)
+    return false;
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  bool resumed = false;
+  if (cap_json_parse(doc, r->args, strlen(r->args), "params", 0, &d) == 0 && doc->root &&
+      doc->root->kind == CAP_NODE_OBJECT) {
+    const struct cap_node *meta = cap_node_get(doc->root, "_meta");
+    free(r->client_caps); /* what its server may ask of it: this request's own */
+    r->client_caps = mcp_caps_offered(cap_node_get(meta, MCP_META_CLIENT_CAPS), &r->offers_sampling,
+                                      &r->offers_elicitation, &r->offers_roots);
+    free(r->args);
+    r->args = server_params(doc->root);
+    if (mcp_hold_is_state(doc->root)) { /* the retry of a request held for input */
+      mcp_hold_resume(s, r, doc->root);
+      resumed = true;
+    }
+  }
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+  return resumed;
 }

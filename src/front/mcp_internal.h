@@ -321,7 +321,15 @@ char *mcp_caps_offered(const struct cap_node *caps, bool *samples, bool *elicits
  * (mcp_hold.c): a server's request kept as an input request; after the
  * run's messages were read, the call answered input_required and held;
  * a tools/call retry naming a held call's requestState ("h1."...)
- * resumed (run: the retry's own run, dropped); a held call's deadline */
+ * resumed (run: the retry's own run, dropped); a held call's deadline.
+ * mcp_hold_allowed: whether r's server's requests become input requests
+ * (a 2026-07-28 tools/call, resources/read, prompts/get or
+ * completion/complete); mcp_hold_relayed: a relayed request in the 2026
+ * form (r->args its params) gets its _meta's capabilities and r->args
+ * without what is capsule's; true when it was the retry of a held one,
+ * resumed (r is gone) */
+bool mcp_hold_allowed(const struct mcp_run *r);
+bool mcp_hold_relayed(struct mcp_session *s, struct mcp_run *r);
 void mcp_hold_request(struct mcp_session *s, struct mcp_run *r, const struct cap_node *msg,
                       const char *method);
 void mcp_hold_flush(struct mcp_session *s, struct mcp_run *r);

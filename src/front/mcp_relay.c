@@ -117,14 +117,15 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
     cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", theirs);
     return mcp_relay_to_server(r, &b);
   }
-  if (r->modern && !r->for_listen && !r->method) /* an input request (mcp_hold.c) */
+  if (mcp_hold_allowed(r)) /* an input request (mcp_hold.c) */
     return mcp_hold_request(s, r, msg, method);
   if (r->modern || r->for_listen) {
-    /* a listen's stream carries only notifications, and a relayed
-     * resources/read or prompts/get is not held for input */
+    /* a listen's stream carries only notifications, and a list gathered
+     * or a subscribe relayed is not held for input */
     _cleanup_free_ char *m = cap_xasprintf(
         "the client did not declare what %s needs (a 2026-07-28 request: capsule relays a "
-        "server's requests as input requests during tools/call only)",
+        "server's requests as input requests during tools/call, resources/read, prompts/get "
+        "and completion/complete only)",
         method);
     return mcp_relay_refuse(r, theirs, m);
   }
@@ -318,7 +319,7 @@ void mcp_forward_to(struct mcp_session *s, const char *id, char *args, const cha
                     const char *cap)
 {
   struct mcp_run *r = mcp_relayed_run(s, id, args, method, cap);
-  if (r)
+  if (r && !mcp_hold_relayed(s, r)) /* (the retry of one held for input goes on as it) */
     mcp_run_start(s, r, GW_ANSWER_NONE);
 }
 

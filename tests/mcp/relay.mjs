@@ -185,6 +185,35 @@ r = await call26('test_elicitation', { message: 'who?' }, {
 });
 check('elicitation-2026-retry-accepted', /action=accept, content=\{"username":"ada","email":"ada@example.org"\}/.test(text(r)),
   JSON.stringify(r));
+// a prompts/get whose server samples, a resources/read whose server
+// elicits: held the same way on stdio (the retry on the same connection)
+const req26 = (method, params, extra = {}) =>
+  c.request({ method, params: { ...params, _meta: meta26, ...extra } }, ResultSchema);
+const P26 = { name: 'test_prompt_with_sampling', arguments: { topic: 'dogs' } };
+r = await req26('prompts/get', P26);
+[k26] = only(r);
+check('prompt-2026-input-required', asked26 === 0 && r.resultType === 'input_required' &&
+  r.inputRequests[k26]?.params?.messages?.[0]?.content?.text === 'Write a prompt about dogs', JSON.stringify(r));
+r = await req26('prompts/get', P26, { inputResponses: { [k26]: sampled }, requestState: r.requestState });
+check('prompt-2026-retry-answered', asked26 === 0 && r.resultType === 'complete' &&
+  r.messages?.[0]?.content?.text === 'Sampled prompt: answered', JSON.stringify(r));
+r = await req26('resources/read', { uri: 'test://elicited-resource' });
+[k26] = only(r);
+check('resource-2026-input-required', r.resultType === 'input_required' && r.inputRequests[k26]?.method === 'elicitation/create',
+  JSON.stringify(r));
+const rstate26 = r.requestState;
+try {
+  r = await req26('resources/read', { uri: 'test://static-text' }, { inputResponses: {}, requestState: rstate26 });
+  check('resource-2026-other-resource-refused', false, JSON.stringify(r));
+} catch (e) {
+  check('resource-2026-other-resource-refused', e.code === -32602, `${e.code} ${e.message}`);
+}
+r = await req26('resources/read', { uri: 'test://elicited-resource' }, {
+  inputResponses: { [k26]: { action: 'accept', content: { greeting: 'woof' } } },
+  requestState: rstate26
+});
+check('resource-2026-retry-answered', r.resultType === 'complete' && r.contents?.[0]?.text === 'Elicited resource: woof',
+  JSON.stringify(r));
 // a request whose _meta declares nothing: the server is refused, as before
 for (const [tool, args, re] of [['test_sampling', { prompt: 'new' }, /sampling/i], ['test_elicitation', { message: 'new?' }, /elicit/i]]) {
   r = await call26(tool, args, {}, v26);

@@ -9,7 +9,9 @@
 // responses to it and gets the server's result. The requestState is
 // single-use, this call's and this user's; a retry without the response
 // is asked again; a request whose _meta declares nothing has the server
-// refused; a user holds at most 8 calls (another user still holds his);
+// refused; the same for a prompts/get whose server samples and a
+// resources/read whose server elicits (the fixture's
+// test_prompt_with_sampling, test://elicited-resource); a user holds at most 8 calls (another user still holds his);
 // a held call whose client never comes back is cancelled at its deadline
 // and audited. Prints "ok NAME" or "FAIL NAME: why"; exits 1 on a failure.
 // Usage: node relay26.mjs URL TOKEN OTHER_TOKEN CAPSULE STATE [WRAPPER...]
@@ -50,7 +52,7 @@ async function post(msg, tok = token) {
       Accept: 'application/json, text/event-stream',
       'MCP-Protocol-Version': V,
       'Mcp-Method': msg.method,
-      'Mcp-Name': msg.params.name
+      ...(msg.params.name ?? msg.params.uri ? { 'Mcp-Name': msg.params.name ?? msg.params.uri } : {})
     },
     body: JSON.stringify(msg)
   });
@@ -126,6 +128,54 @@ m = await call('test_elicitation', { message: 'who are you?' }, { elicitation: {
 check('http-elicitation-accepted', /action=accept, content=\{"username":"ada","email":"ada@example.org"\}/.test(text(m)),
   JSON.stringify(m));
 
+// a server's requests during prompts/get and resources/read: held the same way
+const request = (method, params, caps, more = {}, tok = token) =>
+  post({ jsonrpc: '2.0', id: nextId++, method, params: { ...params, _meta: meta(caps), ...more } }, tok);
+const P = { name: 'test_prompt_with_sampling', arguments: { topic: 'cats' } };
+first = await request('prompts/get', P, S);
+check('http-prompt-sampling-input-required', asksSampling(first, 'Write a prompt about cats'), JSON.stringify(first));
+[k] = keys(first);
+const again = { inputResponses: { [k]: sampled('Meow') }, requestState: first.result?.requestState };
+m = await request('prompts/get', P, S, again);
+check('http-prompt-retry-answered', m?.result?.resultType === 'complete' &&
+  m.result.messages?.[0]?.content?.text === 'Sampled prompt: Meow', JSON.stringify(m));
+m = await request('prompts/get', P, S, again);
+check('http-prompt-state-single-use', m?.error?.code === -32602 && /no call waiting/.test(m.error.message), JSON.stringify(m));
+const R = { uri: 'test://elicited-resource' };
+const E = { elicitation: {} };
+first = await request('resources/read', R, E);
+[k] = keys(first);
+check('http-resource-elicitation-input-required', first?.result?.resultType === 'input_required' &&
+  keys(first).length === 1 && first.result.inputRequests[k]?.method === 'elicitation/create' &&
+  /Which greeting/.test(first.result.inputRequests[k].params?.message), JSON.stringify(first));
+const greet = (g, state) => ({ inputResponses: { [k]: { action: 'accept', content: { greeting: g } } }, requestState: state });
+const rs = first.result?.requestState || '';
+m = await request('resources/read', R, E, greet('x', rs.slice(0, -1) + (rs.endsWith('0') ? '1' : '0')));
+check('http-resource-forged-state-refused', m?.error?.code === -32602 && /not one this server gave/.test(m.error.message), JSON.stringify(m));
+m = await request('resources/read', R, E, greet('x', rs), other);
+check('http-resource-other-users-state-refused', m?.error?.code === -32602, JSON.stringify(m));
+m = await request('resources/read', { uri: 'test://static-text' }, E, greet('x', rs));
+check('http-resource-other-requests-state-refused', m?.error?.code === -32602, JSON.stringify(m));
+m = await request('prompts/get', P, S, greet('x', rs));
+check('http-resource-state-refused-for-prompt', m?.error?.code === -32602, JSON.stringify(m));
+m = await request('resources/read', R, E, greet('hello', rs));
+check('http-resource-retry-answered', m?.result?.resultType === 'complete' &&
+  m.result.contents?.[0]?.text === 'Elicited resource: hello', JSON.stringify(m));
+m = await request('resources/read', R, E, greet('again', rs));
+check('http-resource-state-single-use', m?.error?.code === -32602 && /no call waiting/.test(m.error.message), JSON.stringify(m));
+// completion/complete too (the fixture's model-completed topic)
+const Q = { ref: { type: 'ref/prompt', name: 'test_prompt_with_sampling' }, argument: { name: 'topic', value: 'ca' } };
+first = await request('completion/complete', Q, S);
+check('http-complete-sampling-input-required', asksSampling(first, 'Complete the topic ca'), JSON.stringify(first));
+[k] = keys(first);
+m = await request('completion/complete', Q, S, { inputResponses: { [k]: sampled('cats') }, requestState: first.result?.requestState });
+check('http-complete-retry-answered', m?.result?.resultType === 'complete' && m.result.completion?.values?.[0] === 'cats',
+  JSON.stringify(m));
+// declaring nothing: the server refused (-32601), nothing held
+m = await request('resources/read', R, {});
+check('http-resource-undeclared-refused-to-server', m?.error && !m.result && /did not declare|elicitation/.test(m.error.message),
+  JSON.stringify(m));
+
 // a request declaring nothing (or not what the server asks): the server refused, as before
 m = await call('test_sampling', { prompt: 'nobody asks' }, {});
 check('http-undeclared-refused-to-server', m?.result?.isError === true && /did not declare/.test(text(m)), JSON.stringify(m));
@@ -135,7 +185,8 @@ check('http-other-capability-refused-to-server', m?.result?.isError === true && 
 // the answered calls audited once each, ok
 const done = audit().slice(before).filter((x) => x.capability === 'conformance' && x.outcome === 'ok');
 check('http-audited-once-each', done.filter((x) => x.tool === 'test_sampling').length === 2 &&
-  done.filter((x) => x.tool === 'test_elicitation').length === 1, JSON.stringify(done.map((x) => [x.tool, x.outcome])));
+  done.filter((x) => x.tool === 'test_elicitation').length === 1 && done.filter((x) => x.tool === 'prompts/get').length === 1 &&
+  done.filter((x) => x.tool === 'resources/read').length === 1, JSON.stringify(done.map((x) => [x.tool, x.outcome])));
 
 // 8 calls of a user held at once; the 9th has its server refused; another
 // user's is held still
@@ -145,19 +196,29 @@ for (let i = 0; i < 8; i++) held.push(await call('test_sampling', { prompt: `hel
 check('http-eight-held', held.every((x, i) => asksSampling(x, `held ${i}`)), JSON.stringify(held.map((x) => x?.result?.resultType)));
 m = await call('test_sampling', { prompt: 'ninth' }, S);
 check('http-ninth-refused', m?.result?.isError === true && /waiting for its input/.test(text(m)), JSON.stringify(m));
+m = await request('prompts/get', P, S); // the same bound for a relayed prompts/get
+check('http-ninth-prompt-refused', m?.error && !m.result && /waiting for its input/.test(m.error.message), JSON.stringify(m));
 first = await call('test_sampling', { prompt: 'other user' }, S, {}, other);
 [k] = keys(first);
 m = await retry('other user', first, { [k]: sampled('theirs') }, S, other);
 check('http-other-user-held-meanwhile', text(m) === 'LLM response: theirs', JSON.stringify(m));
+// and a prompts/get of his, held until its deadline too
+const heldPrompt = await request('prompts/get', P, S, {}, other);
+check('http-prompt-held-meanwhile', asksSampling(heldPrompt, 'Write a prompt about cats'), JSON.stringify(heldPrompt));
 
 // the client never comes back: each held call cancelled at its deadline, audited
-let gone = [];
-for (let i = 0; i < 600 && gone.length < 8; i++) { // generous: a loaded machine, an ASan build
+let gone = [], gonePrompt = [];
+for (let i = 0; i < 600 && (gone.length < 8 || gonePrompt.length < 1); i++) { // generous: a loaded machine, an ASan build
   await sleep(200);
-  gone = audit().slice(n).filter((x) => x.tool === 'test_sampling' && /cancelled/.test(x.outcome));
+  const recs = audit().slice(n).filter((x) => /cancelled/.test(x.outcome));
+  gone = recs.filter((x) => x.tool === 'test_sampling');
+  gonePrompt = recs.filter((x) => x.tool === 'prompts/get');
 }
 check('http-deadline-cancels-and-audits', gone.length === 8 && gone.every((x) => x.decision === 'allow'),
   JSON.stringify(gone.map((x) => [x.outcome, x.error])));
+check('http-prompt-deadline-cancels-and-audits', gonePrompt.length === 1, JSON.stringify(gonePrompt));
+m = await request('prompts/get', P, S, { inputResponses: { [keys(heldPrompt)[0]]: sampled('late') }, requestState: heldPrompt.result?.requestState }, other);
+check('http-prompt-late-retry-refused', m?.error?.code === -32602 && /no call waiting/.test(m.error.message), JSON.stringify(m));
 m = await retry('held 0', held[0], { [keys(held[0])[0]]: sampled('late') });
 check('http-late-retry-refused', m?.error?.code === -32602 && /no call waiting/.test(m.error.message), JSON.stringify(m));
 // the slots are free again
