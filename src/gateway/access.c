@@ -8,11 +8,14 @@
  * when they moved, or the file went away, the kept tokens are dropped
  * and the table read again, so a revoke stops its token on the next
  * request. A PostgreSQL state is shared by hosts whose files differ: its
- * checks always read the table. */
+ * checks always read the table. The kept tokens have a lock of their own,
+ * so that gw_access_check_kept needs none of the handle's (serve checks
+ * each request's token so, beside calls holding the state). */
 #include "gateway/access.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,31 +91,47 @@ static void cache_drop(struct gw_access_cache *c)
   c->n = c->next = 0;
 }
 
+/* Every handle's kept tokens: checked without the handle's lock
+ * (gw_access_check_kept) beside a check under it. */
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void gw_access_cache_free(struct gw_state *st)
 {
+  pthread_mutex_lock(&kept_mu);
   if (st->access_cache)
     cache_drop(st->access_cache);
   free(st->access_cache);
   st->access_cache = NULL;
+  pthread_mutex_unlock(&kept_mu);
 }
 
-/* The handle's kept tokens, valid against access-changes now (emptied when
- * it moved); NULL for a state that keeps none. */
-static struct gw_access_cache *cache_now(struct gw_state *st)
+/* access-changes now into *sb (zeroed when missing or unreadable: a stamp
+ * of its own); false for a state that keeps no tokens. */
+static bool stamp_now(const struct gw_state *st, struct stat *sb)
 {
   if (st->url || st->dirfd < 0)
-    return NULL;
+    return false;
+  if (fstatat(st->dirfd, ACCESS_CHANGES, sb, AT_SYMLINK_NOFOLLOW) < 0)
+    memset(sb, 0, sizeof *sb);
+  return true;
+}
+
+static bool same_stamp(const struct stat *a, const struct stat *b)
+{
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Under kept_mu: the handle's kept tokens, valid against the stamp sb
+ * (emptied when it moved). */
+static struct gw_access_cache *cache_now(struct gw_state *st, const struct stat *sb)
+{
   if (!st->access_cache)
     st->access_cache = cap_xcalloc(1, sizeof *st->access_cache);
   struct gw_access_cache *c = st->access_cache;
-  struct stat sb;
-  if (fstatat(st->dirfd, ACCESS_CHANGES, &sb, AT_SYMLINK_NOFOLLOW) < 0)
-    memset(&sb, 0, sizeof sb); /* missing (or unreadable): a stamp of its own */
-  if (!c->have || sb.st_dev != c->at.st_dev || sb.st_ino != c->at.st_ino ||
-      sb.st_size != c->at.st_size || sb.st_ctim.tv_sec != c->at.st_ctim.tv_sec ||
-      sb.st_ctim.tv_nsec != c->at.st_ctim.tv_nsec) {
+  if (!c->have || !same_stamp(sb, &c->at)) {
     cache_drop(c);
-    c->at = sb;
+    c->at = *sb;
     c->have = true;
   }
   return c;
@@ -193,18 +212,56 @@ int gw_access_list(struct gw_state *st, gw_access_fn fn, void *arg, struct cap_e
   return rc == GW_DB_DONE ? 0 : gw_state_db_error(st, err, "cannot read the access tokens");
 }
 
+/* Under kept_mu: token's kept user (hash: its hash) into *user, against
+ * the stamp sb. */
+static bool kept_user(struct gw_state *st, const struct stat *sb, const char *hash, char **user,
+                      bool *operator_)
+{
+  const struct kept *k = cache_find(cache_now(st, sb), hash);
+  if (k) {
+    *user = cap_xstrdup(k->user);
+    *operator_ = k->operator_;
+  }
+  return k != NULL;
+}
+
+int gw_access_check_kept(struct gw_state *st, const char *token, char **user, bool *operator_)
+{
+  char hash[65];
+  struct stat sb;
+  if (!stamp_now(st, &sb))
+    return -ENOENT;
+  gw_sha256_hex(token, strlen(token), hash);
+  pthread_mutex_lock(&kept_mu);
+  bool found = kept_user(st, &sb, hash, user, operator_);
+  pthread_mutex_unlock(&kept_mu);
+  return found ? 0 : -ENOENT;
+}
+
+/* A token just read from the table, kept unless the stamp moved since sb
+ * was read before that read (a revoke meanwhile: the row may be gone). */
+static void keep(struct gw_state *st, const struct stat *sb, const char *hash, const char *user,
+                 bool op)
+{
+  pthread_mutex_lock(&kept_mu);
+  struct gw_access_cache *c = st->access_cache;
+  if (c && c->have && same_stamp(sb, &c->at) && !cache_find(c, hash))
+    cache_add(c, hash, user, op);
+  pthread_mutex_unlock(&kept_mu);
+}
+
 int gw_access_check(struct gw_state *st, const char *token, char **user, bool *operator_,
                     struct cap_error *err)
 {
   char hash[65];
   gw_sha256_hex(token, strlen(token), hash);
-  struct gw_access_cache *c = cache_now(st); /* before the table is read */
-  const struct kept *k = cache_find(c, hash);
-  if (k) {
-    *user = cap_xstrdup(k->user);
-    *operator_ = k->operator_;
+  struct stat sb;
+  bool keeps = stamp_now(st, &sb); /* before the table is read */
+  pthread_mutex_lock(&kept_mu);
+  bool found = keeps && kept_user(st, &sb, hash, user, operator_);
+  pthread_mutex_unlock(&kept_mu);
+  if (found)
     return 0;
-  }
   struct gw_stmt *s =
       gw_state_prep(st, "SELECT user, operator FROM access WHERE token_sha256 = ?", hash, NULL);
   int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
@@ -212,7 +269,8 @@ int gw_access_check(struct gw_state *st, const char *token, char **user, bool *o
   if (u) {
     *user = cap_xstrdup(u);
     *operator_ = gw_stmt_int(s, 1) != 0;
-    cache_add(c, hash, u, *operator_);
+    if (keeps)
+      keep(st, &sb, hash, u, *operator_);
   }
   gw_stmt_finalize(s);
   if (rc == GW_DB_ROW && !u) /* NOT NULL in the schema; the database is not ours to trust */

@@ -37,5 +37,10 @@ int gw_access_list(struct gw_state *st, gw_access_fn fn, void *arg, struct cap_e
  * -EACCES when no token matches. */
 int gw_access_check(struct gw_state *st, const char *token, char **user, bool *operator_,
                     struct cap_error *err);
+/* gw_access_check's answer from the tokens st keeps alone (access.c: a
+ * SQLite state's, dropped at every revoke): 0 with *user and *operator_,
+ * -ENOENT when token is not kept (gw_access_check, under the handle's
+ * lock, then says). Reads no database: safe without the handle's lock. */
+int gw_access_check_kept(struct gw_state *st, const char *token, char **user, bool *operator_);
 
 #endif

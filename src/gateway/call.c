@@ -233,7 +233,12 @@ static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
   int r = c->reading ? gw_state_id_range(c->st, key, false, &found, err) : 0;
   if (r == 0 && c->reading && !found) /* a new range takes the write lock: not in a read */
     reads_done(c);
-  if (r < 0 || gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err) < 0) {
+  c->with_ids.id_base = found;
+  if (r == 0 && found) /* read once: the registry's check alone left */
+    r = gw_state_id_range_known(c->st, key, found, err);
+  else if (r == 0)
+    r = gw_state_id_range(c->st, key, true, &c->with_ids.id_base, err);
+  if (r < 0) {
     cap_error_prefix(err, "cannot allocate capability %s's host ids", c->spec->id);
     return GW_OUTCOME_FAILED;
   }

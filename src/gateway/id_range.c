@@ -747,6 +747,12 @@ int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_
   return r;
 }
 
+int gw_state_id_range_known(struct gw_state *st, const char *key, uint32_t base,
+                            struct cap_error *err)
+{
+  return registered(st, key, base, err);
+}
+
 int gw_id_registry_scan(const char *text, size_t len, size_t *lines, unsigned *format,
                         size_t *foreign)
 {

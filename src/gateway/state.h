@@ -112,6 +112,11 @@ int gw_statedir_open(const char *dir, struct cap_error *err);
 char *gw_id_range_key(const char *id, const char *package_dir);
 int gw_state_id_range(struct gw_state *st, const char *key, bool create, uint32_t *base,
                       struct cap_error *err);
+/* gw_state_id_range(create true)'s answer for a range just read with it
+ * (create false: base, not 0), without reading it again: the host's
+ * registry checked for it. */
+int gw_state_id_range_known(struct gw_state *st, const char *key, uint32_t base,
+                            struct cap_error *err);
 
 /* ---- policies: user "" is the operator default ---- */
 int gw_policy_set(struct gw_state *st, const char *cap, const char *tool, const char *user,

@@ -2,6 +2,7 @@
  * in it, and the audit high-water mark beside the key. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,10 +199,8 @@ int gw_statedir_load_key(int dirfd, const char *dir, unsigned char key[GW_KEY_BY
 static void hwm_mac(const struct gw_state *st, const struct gw_hwm *m, char out[65])
 {
   char body[160];
-  snprintf(body, sizeof body, "capsule-audit-hwm-v1 %lld %s", (long long)m->seq, m->hash);
-  unsigned char mac[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(mac, (const unsigned char *)body, strlen(body), st->keys->audit);
-  sodium_bin2hex(out, 65, mac, sizeof mac);
+  int len = snprintf(body, sizeof body, "capsule-audit-hwm-v1 %lld %s", (long long)m->seq, m->hash);
+  gw_audit_mac_bytes(st, body, (size_t)len, out); /* libsodium's HMAC, from the kept key blocks */
 }
 
 /* The mark's text (buf, NUL-terminated) read into out and checked. */
@@ -300,6 +299,9 @@ int gw_hwm_read_held(struct gw_state *st, struct gw_hwm *out, enum gw_hwm_status
   char buf[256];
   ssize_t n = pread(st->hwm_fd1 - 1, buf, sizeof buf - 1, 0);
   buf[n > 0 ? n : 0] = '\0';
+  /* under the mark's lock, so what gw_hwm_advance writes over: a full
+   * buffer may be the start of a longer file */
+  st->hwm_held_len = n < 0 ? -1 : n == (ssize_t)sizeof buf - 1 ? SSIZE_MAX : n;
   hwm_parse(st, buf, out, status);
   return 0;
 }
@@ -351,11 +353,11 @@ int gw_hwm_advance(struct gw_state *st, const struct gw_hwm *mark, struct cap_er
     return 0;
   int fd = st->hwm_fd1 - 1;
   /* in place, one write of one line that only grows with seq (a shorter
-   * one, from a mark written otherwise, is cut after): no name changes,
+   * one, from a mark written otherwise, is cut after: gw_hwm_read_held read
+   * its length under the same lock): no name changes,
    * so an unsynced mark is the old line or the new one, never an empty file */
-  struct stat sb;
   if (pwrite(fd, text, (size_t)len, 0) != len ||
-      (fstat(fd, &sb) == 0 && sb.st_size > len && ftruncate(fd, len) < 0)) {
+      ((st->hwm_held_len < 0 || st->hwm_held_len > len) && ftruncate(fd, len) < 0)) {
     st->hwm_text[0] = '\0';
     return cap_error_errno(err, errno ? errno : EIO, "cannot write %s/%s", st->dir, st->hwm_name);
   }

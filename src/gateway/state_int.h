@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sodium.h>
 
@@ -45,7 +46,8 @@ struct gw_state {
    * wrote it, so a mark found as it was left is not verified again */
   int hwm_lock1, hwm_fd1;
   char hwm_text[256];
-  char hwm_held_name[48];               /* the hwm_name they are of (a migration names it later) */
+  ssize_t hwm_held_len;   /* the mark's length as gw_hwm_read_held read it (-1: unknown) */
+  char hwm_held_name[48]; /* the hwm_name they are of (a migration names it later) */
   struct gw_access_cache *access_cache; /* tokens checked since the last revoke (access.c) */
   struct gw_audit_group *group;         /* the audit's group commit (state_group.c) */
   struct gw_state_cache *cache;         /* reads kept while the database is unchanged */

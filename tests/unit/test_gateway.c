@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/cleanup.h"
 #include "gateway/volumes.h"
+#include "gateway/access.h"
 #include "gateway/approval.h"
 #include "gateway/call.h"
 #include "gateway/plugin_state.h"
@@ -394,5 +396,122 @@ static void test_audit_group(void)
   CHECK(system(cmd) == 0);
 }
 
+/* Tokens kept by one handle and checked without its lock
+ * (gw_access_check_kept) while another thread checks them under it: a
+ * token is kept only once read, and a revoke (by another handle, as
+ * `capsule access revoke` is) stops it on the next check. */
+struct checker {
+  struct gw_state *st;
+  const char *token;
+  int wrong;
+};
+
+static void *check_kept_some(void *arg)
+{
+  struct checker *k = arg;
+  for (int i = 0; i < 200; i++) {
+    char *user = NULL;
+    bool op = true;
+    int r = gw_access_check_kept(k->st, k->token, &user, &op);
+    if ((r == 0 && (!user || strcmp(user, "alice") != 0 || op)) || (r != 0 && r != -ENOENT))
+      k->wrong++;
+    free(user);
+  }
+  return NULL;
+}
+
+static void test_access_kept(void)
+{
+  char dir[] = "/tmp/capsule-unit-access.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("CAPSULE_STATE_KEY", "", 1);
+  struct gw_state *st = open_state(dir), *other = st ? open_state(dir) : NULL;
+  if (!st || !other)
+    return;
+  struct cap_error err = {0};
+  char token[GW_ACCESS_TOKEN_LEN + 1];
+  CHECK(gw_access_issue(other, "a", "alice", false, token, &err) == 0);
+  char *user = NULL;
+  bool op = true;
+  CHECK(gw_access_check_kept(st, token, &user, &op) == -ENOENT && !user); /* not read yet */
+  CHECK(gw_access_check(st, token, &user, &op, &err) == 0 && user && !op);
+  free(user);
+  user = NULL;
+  CHECK(gw_access_check_kept(st, token, &user, &op) == 0 && user && strcmp(user, "alice") == 0);
+  free(user);
+  user = NULL;
+  struct checker ck[2] = {{.st = st, .token = token}, {.st = st, .token = token}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    CHECK(pthread_create(&t[i], NULL, check_kept_some, &ck[i]) == 0);
+  for (int i = 0; i < 50; i++) { /* under "the handle's lock": this thread alone reads st's db */
+    CHECK(gw_access_check(st, token, &user, &op, &err) == 0);
+    free(user);
+    user = NULL;
+  }
+  for (int i = 0; i < 2; i++) {
+    pthread_join(t[i], NULL);
+    CHECK(ck[i].wrong == 0);
+  }
+  bool found = false;
+  CHECK(gw_access_revoke(other, "a", &found, &err) == 0 && found);
+  CHECK(gw_access_check_kept(st, token, &user, &op) == -ENOENT && !user);
+  CHECK(gw_access_check(st, token, &user, &op, &err) == -EACCES && !user);
+  cap_error_clear(&err);
+  gw_state_close(other);
+  gw_state_close(st);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* The high-water mark moved in place over a longer mark (one written
+ * otherwise, with bytes after its line) is cut to its own line, and the
+ * log still verifies against it. */
+static void test_hwm_longer(void)
+{
+  char dir[] = "/tmp/capsule-unit-hwm.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("CAPSULE_STATE_KEY", "", 1);
+  struct gw_state *st = open_state(dir);
+  if (!st)
+    return;
+  struct cap_error err = {0};
+  CHECK(gw_audit_change(st, "test", "u", "c", "t", "first", &err) == 0);
+  char path[600];
+  snprintf(path, sizeof path, "%s/audit-hwm", dir);
+  /* past what a read of the mark takes in, then within it */
+  static const size_t pads[] = {300, 10};
+  for (size_t i = 0; i < ARRAY_SIZE(pads); i++) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+      char pad[300];
+      memset(pad, ' ', sizeof pad);
+      CHECK(write(fd, pad, pads[i]) == (ssize_t)pads[i]);
+      close(fd);
+    }
+    CHECK(gw_audit_change(st, "test", "u", "c", "t", "next", &err) == 0);
+    struct stat sb;
+    char line[256] = "", want[40];
+    FILE *f = fopen(path, "re");
+    CHECK(f && fgets(line, sizeof line, f));
+    if (f)
+      fclose(f);
+    snprintf(want, sizeof want, "capsule-audit-hwm-v1 %zu ", i + 2);
+    CHECK(stat(path, &sb) == 0 && sb.st_size == (off_t)strlen(line) &&
+          strncmp(line, want, strlen(want)) == 0);
+  }
+  size_t n = 0;
+  CHECK(gw_audit_verify(st, &n, &err) == 0 && n == 1 + ARRAY_SIZE(pads));
+  if (err.message)
+    fprintf(stderr, "audit verify: %s\n", err.message);
+  cap_error_clear(&err);
+  gw_state_close(st);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
 UNIT_MAIN(test_spec_digest, test_approval_life, test_volume_names, test_tools_cache,
-          test_state_cache, test_audit_group)
+          test_state_cache, test_audit_group, test_access_kept, test_hwm_longer)
