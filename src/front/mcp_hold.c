@@ -96,10 +96,7 @@ void mcp_hold_request(struct mcp_session *s, struct mcp_run *r, const struct cap
         method);
     return mcp_relay_refuse(r, theirs, m);
   }
-  struct mcp_asked *slot = NULL;
-  for (size_t i = 0; i < MCP_MAX_ASKED && !slot; i++)
-    if (!r->asked[i].theirs)
-      slot = &r->asked[i];
+  struct mcp_asked *slot = mcp_relay_slot(r);
   if (!slot)
     return mcp_relay_refuse(r, theirs, "too many requests to the client in flight for this call");
   struct cap_buf b = {0};

@@ -350,6 +350,8 @@ void mcp_relay_to_server(struct mcp_run *r, struct cap_buf *b);
 char *mcp_node_text(const struct cap_node *n);
 /* The server's request theirs (its id, JSON text) answered -32601 message */
 void mcp_relay_refuse(struct mcp_run *r, const char *theirs, const char *message);
+/* A free slot of r->asked for a server's request to the client; NULL: none. */
+struct mcp_asked *mcp_relay_slot(struct mcp_run *r);
 
 /* key (a node, may be NULL) is serve's unix socket's operator key; true
  * where the session has none (HTTP, stdio) */

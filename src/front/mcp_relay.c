@@ -70,6 +70,14 @@ void mcp_relay_to_server(struct mcp_run *r, struct cap_buf *b)
   cap_buf_free(b);
 }
 
+struct mcp_asked *mcp_relay_slot(struct mcp_run *r)
+{
+  for (size_t i = 0; i < MCP_MAX_ASKED; i++)
+    if (!r->asked[i].theirs)
+      return &r->asked[i];
+  return NULL;
+}
+
 void mcp_relay_refuse(struct mcp_run *r, const char *theirs, const char *message)
 {
   struct cap_buf b = {0};
@@ -134,10 +142,7 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
         "the client did not declare what %s needs (capsule relays only that)", method);
     return mcp_relay_refuse(r, theirs, m);
   }
-  struct mcp_asked *slot = NULL;
-  for (size_t i = 0; i < MCP_MAX_ASKED && !slot; i++)
-    if (!r->asked[i].theirs)
-      slot = &r->asked[i];
+  struct mcp_asked *slot = mcp_relay_slot(r);
   if (!slot)
     return mcp_relay_refuse(r, theirs, "too many requests to the client in flight for this call");
   slot->ours = s->next_id++;
