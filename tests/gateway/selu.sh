@@ -107,15 +107,6 @@ c() {
   calls=$((calls + 1))
   out=$(timeout 60 "$capsule" call --caps "$caps" --state "$state" "$@" 2>&1 </dev/null)
   status=$?
-  # an ASan build: LeakSanitizer's own tracer may crash at the CLI's exit
-  # (after the call was answered and audited; "Tracer caught signal 11",
-  # abort 134): not the call's outcome, so the call is made once more
-  if [ "$status" = 134 ] && [[ $out == *"LeakSanitizer has encountered a fatal error"* ]]; then
-    echo "  note: $name: LeakSanitizer's tracer crashed at exit; called again"
-    calls=$((calls + 1))
-    out=$(timeout 60 "$capsule" call --caps "$caps" --state "$state" "$@" 2>&1 </dev/null)
-    status=$?
-  fi
   if [ "$status" = "$want" ] && echo "$out" | grep -qE -- "$regex"; then ok "$name"
   else bad "$name (exit $status, want $want)"; echo "$out" | head -5 | sed 's/^/         /'; fi
 }
