@@ -100,14 +100,8 @@ void mcp_hold_request(struct mcp_session *s, struct mcp_run *r, const struct cap
   if (!slot)
     return mcp_relay_refuse(r, theirs, "too many requests to the client in flight for this call");
   struct cap_buf b = {0};
-  cap_buf_puts(&b, "{\"method\":");
-  cap_json_quote(&b, method, strlen(method));
-  const struct cap_node *params = cap_node_get(msg, "params");
-  if (params && params->kind == CAP_NODE_OBJECT) {
-    _cleanup_free_ char *p = mcp_node_text(params);
-    cap_buf_printf(&b, ",\"params\":%s", p);
-  }
-  cap_buf_putc(&b, '}');
+  cap_buf_putc(&b, '{');
+  mcp_relay_put_request(&b, method, msg);
   slot->ours = s->next_id++;
   slot->theirs = steal_pointer(&theirs);
   slot->request = cap_buf_steal(&b);

@@ -352,6 +352,9 @@ char *mcp_node_text(const struct cap_node *n);
 void mcp_relay_refuse(struct mcp_run *r, const char *theirs, const char *message);
 /* A free slot of r->asked for a server's request to the client; NULL: none. */
 struct mcp_asked *mcp_relay_slot(struct mcp_run *r);
+/* A server's request to the client, from its "method" on: its method and
+ * its params (when an object) from msg, and the closing brace. */
+void mcp_relay_put_request(struct cap_buf *b, const char *method, const struct cap_node *msg);
 
 /* key (a node, may be NULL) is serve's unix socket's operator key; true
  * where the session has none (HTTP, stdio) */

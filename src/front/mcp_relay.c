@@ -70,6 +70,18 @@ void mcp_relay_to_server(struct mcp_run *r, struct cap_buf *b)
   cap_buf_free(b);
 }
 
+void mcp_relay_put_request(struct cap_buf *b, const char *method, const struct cap_node *msg)
+{
+  cap_buf_puts(b, "\"method\":");
+  cap_json_quote(b, method, strlen(method));
+  const struct cap_node *params = cap_node_get(msg, "params");
+  if (params && params->kind == CAP_NODE_OBJECT) {
+    _cleanup_free_ char *p = mcp_node_text(params);
+    cap_buf_printf(b, ",\"params\":%s", p);
+  }
+  cap_buf_putc(b, '}');
+}
+
 struct mcp_asked *mcp_relay_slot(struct mcp_run *r)
 {
   for (size_t i = 0; i < MCP_MAX_ASKED; i++)
@@ -148,14 +160,8 @@ static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct
   slot->ours = s->next_id++;
   slot->theirs = steal_pointer(&theirs);
   struct cap_buf b = {0};
-  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":", (long long)slot->ours);
-  cap_json_quote(&b, method, strlen(method));
-  const struct cap_node *params = cap_node_get(msg, "params");
-  if (params && params->kind == CAP_NODE_OBJECT) {
-    _cleanup_free_ char *p = mcp_node_text(params);
-    cap_buf_printf(&b, ",\"params\":%s", p);
-  }
-  cap_buf_putc(&b, '}');
+  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%lld,", (long long)slot->ours);
+  mcp_relay_put_request(&b, method, msg);
   mcp_send_buf(s, r->id_json, false, &b); /* on the call's own stream */
 }
 
