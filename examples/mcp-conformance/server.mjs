@@ -261,7 +261,18 @@ const prompts = [
     arguments: [{ name: 'topic', description: 'What the model is asked about', required: true }]
   }
 ];
-server.setRequestHandler(ListPromptsRequestSchema, async () => ({ prompts }));
+// `--page-size N` (capsule's tests): lists in pages of N, nextCursor the next one's offset
+const pageAt = process.argv.indexOf('--page-size');
+const pageSize = pageAt > 0 ? Number(process.argv[pageAt + 1]) : 0;
+function page(key, items, req) {
+  if (!pageSize) return { [key]: items };
+  const from = Number(req.params?.cursor ?? 0);
+  if (!Number.isInteger(from) || from < 0 || from > items.length) throw new McpError(ErrorCode.InvalidParams, 'Invalid cursor');
+  const out = { [key]: items.slice(from, from + pageSize) };
+  if (from + pageSize < items.length) out.nextCursor = String(from + pageSize);
+  return out;
+}
+server.setRequestHandler(ListPromptsRequestSchema, async (req) => page('prompts', prompts, req));
 server.setRequestHandler(GetPromptRequestSchema, async (req) => {
   const a = req.params.arguments ?? {};
   const user = (content) => ({ role: 'user', content });
@@ -317,12 +328,11 @@ const resources = [
   // capsule's own, as test_prompt_with_sampling: elicitation/create while it is read
   { uri: 'test://elicited-resource', name: 'elicited-resource', description: 'A resource whose text the user gives', mimeType: 'text/plain' }
 ];
-server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources }));
-server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
-  resourceTemplates: [
-    { uriTemplate: 'test://template/{id}/data', name: 'template', description: 'Data by id', mimeType: 'application/json' }
-  ]
-}));
+server.setRequestHandler(ListResourcesRequestSchema, async (req) => page('resources', resources, req));
+const templates = [
+  { uriTemplate: 'test://template/{id}/data', name: 'template', description: 'Data by id', mimeType: 'application/json' }
+];
+server.setRequestHandler(ListResourceTemplatesRequestSchema, async (req) => page('resourceTemplates', templates, req));
 server.setRequestHandler(ReadResourceRequestSchema, async (req) => {
   const uri = req.params.uri;
   if (uri === 'test://static-text')

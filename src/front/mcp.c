@@ -161,13 +161,8 @@ static void write_offer(struct mcp_session *s, struct cap_jw *w, const char *nam
  * it lacks). */
 static void write_relayed_caps(struct mcp_session *s, struct cap_jw *w)
 {
-  if (!mcp_served_server(s) && mcp_gather_wanted(s)) { /* every server's (mcp_gather.c) */
-    static const char *const gathered[] = {"logging", "prompts", "resources"};
-    for (size_t i = 0; i < ARRAY_SIZE(gathered); i++)
-      write_offer(s, w, gathered[i]);
-    return;
-  }
-  if (!mcp_served_server(s)) {
+  /* the served server's, or every server's (mcp_gather.c) */
+  if (!mcp_served_server(s) && !mcp_gather_wanted(s)) {
     if (mcp_has_prompts(s)) /* Talos prompt.md (mcp_prompts.c) */
       write_offer(s, w, "prompts");
     return;
@@ -288,12 +283,6 @@ static void on_set_level(struct mcp_session *s, const char *id, const struct cap
   on_ping(s, id, params); /* {} */
 }
 
-/* Relayed to the served MCP server (mcp_relay.c) */
-#define FORWARD(fn, name)                                                                          \
-  static void fn(struct mcp_session *s, const char *id, const struct cap_node *params)             \
-  {                                                                                                \
-    mcp_forward(s, id, params, name);                                                              \
-  }
 /* Resources: the served server's, or every server's (mcp_gather.c) */
 #define GATHER(fn, name)                                                                           \
   static void fn(struct mcp_session *s, const char *id, const struct cap_node *params)             \
@@ -311,9 +300,21 @@ static void on_resources_read(struct mcp_session *s, const char *id, const struc
     return mcp_forward(s, id, params, "resources/read");
   if (!mcp_gather_route(s, id, params, "resources/read"))
     mcp_send_error(s, id, -32002,
-                   "Resource not found: resources/list names the resources capsule can read", NULL);
+                   "Resource not found: resources/list and resources/templates/list name the "
+                   "resources capsule can read",
+                   NULL);
 }
-FORWARD(on_complete, "completion/complete")
+static void on_complete(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  if (mcp_served_server(s) || !mcp_gather_wanted(s))
+    return mcp_forward(s, id, params, "completion/complete");
+  if (!mcp_gather_complete(s, id, params))
+    mcp_send_error(s, id, MCP_INVALID_PARAMS,
+                   "completion/complete: params.ref names no prompt (prompts/list), resource "
+                   "template (resources/templates/list) or resource (resources/list) this "
+                   "session listed",
+                   NULL);
+}
 
 /* ---- dispatch ---- */
 

@@ -7,8 +7,11 @@
  * resources and templates as the servers name them, every item's _meta
  * naming its capability ("io.capsule/capability"). The session keeps a
  * table from the last lists (prompt name, resource URI -> capability),
- * which prompts/get and resources/read are routed through: a name is
- * never split at the separator. Only each server's first page is listed. */
+ * which prompts/get, resources/read (a URI no list named: the first
+ * template it fits, mcp_template.c) and completion/complete are routed
+ * through: a name is never split at the separator. A server's list is
+ * followed page by page (nextCursor) into the one answer, up to
+ * MCP_GATHER_PAGES pages a server and MCP_MAX_RELAYED bytes in all. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,51 +68,84 @@ static void write_item(struct cap_jw *w, const struct cap_node *item, const char
   cap_jw_end_object(w);
 }
 
+/* One page of cap's list after cursor (NULL: the first) into w; the
+ * next page's cursor (NULL: none), its bytes added to *bytes */
+static char *gather_page(const struct gw_call *base, const struct gw_registry *reg,
+                         struct gw_state *st, const char *cap, const char *method,
+                         const char *cursor, struct gw_mcp_relay *relay, struct cap_jw *w,
+                         size_t *bytes)
+{
+  const char *key = list_key(method);
+  struct cap_buf a = {0};
+  struct cap_jw aw;
+  cap_jw_init(&aw, &a, false);
+  cap_jw_begin_object(&aw);
+  if (cursor) {
+    cap_jw_key(&aw, "cursor");
+    cap_jw_string(&aw, cursor);
+  }
+  cap_jw_end_object(&aw);
+  _cleanup_free_ char *args = cap_buf_steal(&a);
+  struct gw_call call = *base;
+  call.capability = cap;
+  call.tool = method;
+  call.mcp_method = method;
+  call.args = args;
+  call.args_len = strlen(args);
+  relay->raw_result = relay->raw_error = NULL;
+  struct gw_result res = {0};
+  struct cap_error err = {0};
+  enum gw_outcome o = gw_call(&call, reg, st, &res, &err);
+  cap_error_clear(&err);
+  free(res.json);
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  const char *raw = relay->raw_result;
+  bool parsed =
+      o == GW_OUTCOME_OK && raw && cap_json_parse(doc, raw, strlen(raw), "list", 64, &d) == 0;
+  const struct cap_node *items = parsed ? cap_node_get(doc->root, key) : NULL;
+  const struct cap_node *next = parsed ? cap_node_get(doc->root, "nextCursor") : NULL;
+  char *more = next && next->kind == CAP_NODE_STRING && (!cursor || strcmp(cursor, next->u.str.ptr))
+                   ? cap_xstrdup(next->u.str.ptr)
+                   : NULL;
+  *bytes += raw ? strlen(raw) : 0;
+  for (size_t k = 0; items && items->kind == CAP_NODE_ARRAY && k < items->u.arr.len; k++)
+    if (items->u.arr.items[k]->kind == CAP_NODE_OBJECT)
+      write_item(w, items->u.arr.items[k], cap, strcmp(key, "prompts") == 0);
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+  free(relay->raw_result);
+  free(relay->raw_error);
+  relay->raw_result = relay->raw_error = NULL;
+  return more;
+}
+
 void mcp_gather_run(const struct mcp_session *s, struct gw_state *st, const struct gw_call *base,
                     const char *method, struct gw_mcp_relay *relay)
 {
   const char *key = list_key(method);
-  bool prompts = strcmp(key, "prompts") == 0;
   struct cap_buf b = {0};
   struct cap_jw w;
   cap_jw_init(&w, &b, false);
   cap_jw_begin_object(&w);
   cap_jw_key(&w, key);
   cap_jw_begin_array(&w);
-  if (prompts)
+  if (strcmp(key, "prompts") == 0)
     mcp_talos_prompts_write(s, &w);
-  for (size_t i = 0; i < s->cfg->reg->n; i++) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < s->cfg->reg->n && bytes < MCP_MAX_RELAYED; i++) {
     const struct cap_spec *spec = s->cfg->reg->caps[i];
     if (spec->runtime.kind != CAP_RUNTIME_MCP)
       continue;
-    struct gw_call call = *base;
-    call.capability = spec->id;
-    call.tool = method;
-    call.mcp_method = method;
-    call.args = "{}";
-    call.args_len = 2;
-    relay->raw_result = relay->raw_error = NULL;
-    struct gw_result res = {0};
-    struct cap_error err = {0};
-    enum gw_outcome o = gw_call(&call, s->cfg->reg, st, &res, &err);
-    cap_error_clear(&err);
-    free(res.json);
-    struct cap_doc *doc = cap_doc_new();
-    struct cap_diags d = {0};
-    const struct cap_node *items =
-        o == GW_OUTCOME_OK && relay->raw_result &&
-                cap_json_parse(doc, relay->raw_result, strlen(relay->raw_result), "list", 64, &d) ==
-                    0
-            ? cap_node_get(doc->root, key)
-            : NULL;
-    for (size_t k = 0; items && items->kind == CAP_NODE_ARRAY && k < items->u.arr.len; k++)
-      if (items->u.arr.items[k]->kind == CAP_NODE_OBJECT)
-        write_item(&w, items->u.arr.items[k], spec->id, prompts);
-    cap_diags_free(&d);
-    cap_doc_free(doc);
-    free(relay->raw_result);
-    free(relay->raw_error);
-    relay->raw_result = relay->raw_error = NULL;
+    char *cursor = NULL;
+    for (unsigned page = 0; page < MCP_GATHER_PAGES && bytes < MCP_MAX_RELAYED; page++) {
+      char *next = gather_page(base, s->cfg->reg, st, spec->id, method, cursor, relay, &w, &bytes);
+      free(cursor);
+      cursor = next;
+      if (!cursor)
+        break;
+    }
+    free(cursor);
   }
   cap_jw_end_array(&w);
   cap_jw_end_object(&w);
@@ -130,50 +166,106 @@ void mcp_routes_free(struct mcp_session *s)
   s->n_routes = 0;
 }
 
-static void add_route(struct mcp_session *s, bool prompt, const char *key, const char *cap,
-                      const char *orig)
+static void add_route(struct mcp_session *s, enum mcp_route_kind kind, const char *key,
+                      const char *cap, const char *orig)
 {
   if (s->n_routes >= MCP_MAX_ROUTES)
     return;
   s->routes = cap_xrealloc(s->routes, (s->n_routes + 1) * sizeof *s->routes);
-  s->routes[s->n_routes++] = (struct mcp_route){.prompt = prompt,
+  s->routes[s->n_routes++] = (struct mcp_route){.kind = kind,
                                                 .key = cap_xstrdup(key),
                                                 .cap = cap_xstrdup(cap),
                                                 .orig = orig ? cap_xstrdup(orig) : NULL};
 }
 
+static enum mcp_route_kind route_kind(const char *method)
+{
+  const char *key = list_key(method);
+  return strcmp(key, "prompts") == 0     ? MCP_ROUTE_PROMPT
+         : strcmp(key, "resources") == 0 ? MCP_ROUTE_RESOURCE
+                                         : MCP_ROUTE_TEMPLATE;
+}
+
 void mcp_gather_learn(struct mcp_session *s, const char *method, const char *result)
 {
   const char *key = list_key(method);
-  bool prompts = strcmp(key, "prompts") == 0;
-  if (strcmp(key, "resourceTemplates") == 0)
-    return; /* a template's URIs are not known until read: not routed */
-  for (size_t i = 0; i < s->n_routes;) { /* this list's routes are replaced */
-    if (s->routes[i].prompt == prompts) {
-      free(s->routes[i].key);
-      free(s->routes[i].cap);
-      free(s->routes[i].orig);
-      s->routes[i] = s->routes[--s->n_routes];
-    } else
-      i++;
+  enum mcp_route_kind kind = route_kind(method);
+  size_t kept = 0; /* this list's routes are replaced; the others keep their order */
+  for (size_t i = 0; i < s->n_routes; i++) {
+    if (s->routes[i].kind != kind) {
+      s->routes[kept++] = s->routes[i];
+      continue;
+    }
+    free(s->routes[i].key);
+    free(s->routes[i].cap);
+    free(s->routes[i].orig);
   }
+  s->n_routes = kept;
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags d = {0};
   const struct cap_node *items = cap_json_parse(doc, result, strlen(result), "list", 64, &d) == 0
                                      ? cap_node_get(doc->root, key)
                                      : NULL;
+  const char *name_key = kind == MCP_ROUTE_PROMPT     ? "name"
+                         : kind == MCP_ROUTE_RESOURCE ? "uri"
+                                                      : "uriTemplate";
   for (size_t k = 0; items && items->kind == CAP_NODE_ARRAY && k < items->u.arr.len; k++) {
     const struct cap_node *it = items->u.arr.items[k];
     const struct cap_node *cap = cap_node_get(cap_node_get(it, "_meta"), META_CAP);
-    const struct cap_node *name = cap_node_get(it, prompts ? "name" : "uri");
+    const struct cap_node *name = cap_node_get(it, name_key);
     if (!cap || cap->kind != CAP_NODE_STRING || !name || name->kind != CAP_NODE_STRING)
       continue;                               /* a Talos prompt: served by mcp_prompts.c */
     size_t skip = strlen(cap->u.str.ptr) + 2; /* CAPABILITY__ */
-    const char *orig = prompts && name->u.str.len >= skip ? name->u.str.ptr + skip : NULL;
-    add_route(s, prompts, name->u.str.ptr, cap->u.str.ptr, orig);
+    bool prompt = kind == MCP_ROUTE_PROMPT;
+    const char *orig = prompt && name->u.str.len >= skip ? name->u.str.ptr + skip : NULL;
+    add_route(s, kind, name->u.str.ptr, cap->u.str.ptr, orig);
   }
   cap_diags_free(&d);
   cap_doc_free(doc);
+}
+
+/* The route of kind whose key is key; for a resource no list named, the
+ * first template the URI fits */
+static const struct mcp_route *route_find(const struct mcp_session *s, enum mcp_route_kind kind,
+                                          const char *key)
+{
+  for (size_t i = 0; i < s->n_routes; i++)
+    if (s->routes[i].kind == kind && strcmp(s->routes[i].key, key) == 0)
+      return &s->routes[i];
+  for (size_t i = 0; kind == MCP_ROUTE_RESOURCE && i < s->n_routes; i++)
+    if (s->routes[i].kind == MCP_ROUTE_TEMPLATE && mcp_template_match(s->routes[i].key, key))
+      return &s->routes[i];
+  return NULL;
+}
+
+/* params to its server into w: each member as it is, but the value of
+ * rename (NULL: none) replaced by the string orig, within the member
+ * named in (NULL: at the top) */
+static void write_params(struct cap_jw *w, const struct cap_node *params, const char *in,
+                         const char *rename, const char *orig)
+{
+  cap_jw_begin_object(w);
+  for (size_t i = 0; i < params->u.obj.len; i++) {
+    const struct cap_member *m = &params->u.obj.items[i];
+    cap_jw_key(w, m->key);
+    if (!in && rename && strcmp(m->key, rename) == 0)
+      cap_jw_string(w, orig);
+    else if (in && strcmp(m->key, in) == 0 && m->value->kind == CAP_NODE_OBJECT)
+      write_params(w, m->value, NULL, rename, orig);
+    else
+      cap_jw_node(w, m->value);
+  }
+  cap_jw_end_object(w);
+}
+
+static char *params_for(const struct cap_node *params, const char *in, const char *rename,
+                        const char *orig)
+{
+  struct cap_buf a = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &a, false);
+  write_params(&w, params, in, rename, orig);
+  return cap_buf_steal(&a);
 }
 
 bool mcp_gather_route(struct mcp_session *s, const char *id, const struct cap_node *params,
@@ -183,25 +275,37 @@ bool mcp_gather_route(struct mcp_session *s, const char *id, const struct cap_no
   const struct cap_node *key = cap_node_get(params, prompt ? "name" : "uri");
   if (!key || key->kind != CAP_NODE_STRING)
     return false;
-  const struct mcp_route *r = NULL;
-  for (size_t i = 0; i < s->n_routes && !r; i++)
-    if (s->routes[i].prompt == prompt && strcmp(s->routes[i].key, key->u.str.ptr) == 0)
-      r = &s->routes[i];
+  const struct mcp_route *r =
+      route_find(s, prompt ? MCP_ROUTE_PROMPT : MCP_ROUTE_RESOURCE, key->u.str.ptr);
   if (!r)
     return false;
-  struct cap_buf a = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &a, false);
-  cap_jw_begin_object(&w);
-  for (size_t i = 0; i < params->u.obj.len; i++) {
-    const struct cap_member *m = &params->u.obj.items[i];
-    cap_jw_key(&w, m->key);
-    if (prompt && strcmp(m->key, "name") == 0)
-      cap_jw_string(&w, r->orig ? r->orig : "");
-    else
-      cap_jw_node(&w, m->value);
-  }
-  cap_jw_end_object(&w);
-  mcp_forward_to(s, id, cap_buf_steal(&a), method, r->cap);
+  char *args = prompt ? params_for(params, NULL, "name", r->orig ? r->orig : "")
+                      : params_for(params, NULL, NULL, NULL);
+  mcp_forward_to(s, id, args, method, r->cap);
+  return true;
+}
+
+bool mcp_gather_complete(struct mcp_session *s, const char *id, const struct cap_node *params)
+{
+  const struct cap_node *ref = cap_node_get(params, "ref");
+  const struct cap_node *type = cap_node_get(ref, "type");
+  if (!type || type->kind != CAP_NODE_STRING)
+    return false;
+  bool prompt = strcmp(type->u.str.ptr, "ref/prompt") == 0;
+  if (!prompt && strcmp(type->u.str.ptr, "ref/resource") != 0)
+    return false;
+  const struct cap_node *key = cap_node_get(ref, prompt ? "name" : "uri");
+  if (!key || key->kind != CAP_NODE_STRING)
+    return false;
+  const struct mcp_route *r = NULL; /* a template by its text, or a resource by its URI */
+  if (prompt)
+    r = route_find(s, MCP_ROUTE_PROMPT, key->u.str.ptr);
+  else if (!(r = route_find(s, MCP_ROUTE_TEMPLATE, key->u.str.ptr)))
+    r = route_find(s, MCP_ROUTE_RESOURCE, key->u.str.ptr);
+  if (!r)
+    return false;
+  char *args = prompt ? params_for(params, "ref", "name", r->orig ? r->orig : "")
+                      : params_for(params, NULL, NULL, NULL);
+  mcp_forward_to(s, id, args, "completion/complete", r->cap);
   return true;
 }

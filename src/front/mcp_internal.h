@@ -56,12 +56,15 @@ struct mcp_table {
 #define MCP_MAX_HELD_PER_USER 8 /* calls of a user held for input at once */
 #define MCP_MAX_HELD 256        /* ...and of every user */
 
-/* Where a prompt (CAPABILITY__NAME) or a resource (its URI) of a
- * third-party MCP server leads (mcp_gather.c) */
+/* Where a prompt (CAPABILITY__NAME), a resource (its URI) or a resource
+ * template (its uriTemplate) of a third-party MCP server leads
+ * (mcp_gather.c) */
+enum mcp_route_kind { MCP_ROUTE_RESOURCE, MCP_ROUTE_PROMPT, MCP_ROUTE_TEMPLATE };
 struct mcp_route {
-  bool prompt;
-  char *key, *cap, *orig; /* orig: the prompt's own name; NULL for a resource */
+  enum mcp_route_kind kind;
+  char *key, *cap, *orig; /* orig: the prompt's own name; NULL for the others */
 };
+#define MCP_GATHER_PAGES 32        /* pages of one server's list gathered */
 #define MCP_MAX_RELAYED (4u << 20) /* bytes of a server's messages relayed per call */
 
 /* A request a third-party MCP server made of the client, relayed: our id
@@ -234,6 +237,11 @@ void mcp_gather_start(struct mcp_session *s, const char *id_json, const char *me
 void mcp_gather_run(const struct mcp_session *s, struct gw_state *st, const struct gw_call *base,
                     const char *method, struct gw_mcp_relay *relay);
 void mcp_gather_learn(struct mcp_session *s, const char *method, const char *result);
+/* completion/complete to the server of params.ref (a gathered prompt,
+ * template or resource); false: no route */
+bool mcp_gather_complete(struct mcp_session *s, const char *id_json, const struct cap_node *params);
+/* Whether uri is one of the RFC 6570 template tmpl's (mcp_template.c) */
+bool mcp_template_match(const char *tmpl, const char *uri);
 bool mcp_gather_route(struct mcp_session *s, const char *id_json, const struct cap_node *params,
                       const char *method);
 void mcp_routes_free(struct mcp_session *s);

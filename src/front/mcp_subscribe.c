@@ -35,7 +35,7 @@ const char *mcp_subscribe_cap(const struct mcp_session *s, const char *uri)
   if (served)
     return served->id;
   for (size_t i = 0; i < s->n_routes; i++)
-    if (!s->routes[i].prompt && strcmp(s->routes[i].key, uri) == 0)
+    if (s->routes[i].kind == MCP_ROUTE_RESOURCE && strcmp(s->routes[i].key, uri) == 0)
       return s->routes[i].cap;
   return NULL;
 }

@@ -15,7 +15,9 @@
 # input_required, the request held, the retry); then
 # tests/mcp/relay.mjs: the relay's edges the suite does not reach
 # (requests the client did not declare, progress only for a token,
-# setLevel, a server's error, cancellation, the audit), on stdio.
+# setLevel, a server's error, cancellation, every capability's prompts,
+# resources and templates gathered page by page, reads through a
+# template, completion routed, the audit), on stdio.
 # As root and as uid 65534.
 # Usage: conformance.sh CAPSULE
 set -u
@@ -121,6 +123,11 @@ run_as() {
     "$capsule" "$state" "${wrap[@]}" 2>"$work/relay26-$who.err"; echo "exit $?")
   kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
+  # a second server for relay.mjs's every-capability session, listing in pages of 2
+  cp -a "$example" "$caps/paged"
+  sed -i 's/"mcp_server": \["node", "server.mjs"\]/"mcp_server": ["node", "server.mjs", "--page-size", "2"]/' "$caps/paged/capability.json"
+  grep -q -- '--page-size' "$caps/paged/capability.json" || bad "$who: paged capability.json not rewritten"
+  chmod -R a+rX "$caps/paged"
   # the relay's edges the suite does not reach, over `capsule mcp` (relay.mjs)
   while IFS= read -r line; do
     case $line in
@@ -133,6 +140,8 @@ run_as() {
   C ps --state "$state" >"$work/ps" 2>&1
   grep -q "^conformance .* mcp " "$work/ps" && ok "$who: ps-lists-warm-mcp" || { bad "$who: ps-lists-warm-mcp"; cat "$work/ps"; }
   C stop --state "$state" conformance >/dev/null 2>&1
+  C stop --state "$state" paged >/dev/null 2>&1
+  rm -rf "$caps/paged"
   local left=0 f l
   for f in /proc/[0-9]*/fd/*; do
     l=$(readlink "$f" 2>/dev/null) || continue

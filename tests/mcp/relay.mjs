@@ -259,6 +259,34 @@ try {
 } catch (e) {
   check('gathered-unknown-resource', e.code === -32002, `${e.code} ${e.message}`);
 }
+// the paged server (--page-size 2): every page gathered into one answer
+const paged = (items) => items.filter((x) => x._meta?.['io.capsule/capability'] === 'paged');
+check('gathered-all-pages-resources', paged(rlist).length === 4 && rlist.every((x) => !x.nextCursor), JSON.stringify(paged(rlist).map((x) => x.uri)));
+const pagedPrompts = paged(plist);
+check('gathered-all-pages-prompts', pagedPrompts.length === plist.filter((p) => p._meta?.['io.capsule/capability'] === 'conformance').length && pagedPrompts.length > 2,
+  JSON.stringify(pagedPrompts.map((p) => p.name)));
+// a URI no list names, read through the template it fits
+try {
+  await c.readResource({ uri: 'test://template/7/data' });
+  check('gathered-template-read-unlisted', false, 'read before resources/templates/list');
+} catch (e) {
+  check('gathered-template-read-unlisted', e.code === -32002, `${e.code} ${e.message}`);
+}
+const tlist = (await c.listResourceTemplates()).resourceTemplates;
+check('gathered-templates', tlist.some((x) => x.uriTemplate === 'test://template/{id}/data' && x._meta?.['io.capsule/capability'] === 'paged'), JSON.stringify(tlist));
+const tr = await c.readResource({ uri: 'test://template/7/data' });
+check('gathered-template-read', JSON.parse(tr.contents?.[0]?.text || '{}').id === '7', JSON.stringify(tr));
+// completion routed by its ref: a gathered prompt (renamed back) and a template
+const cp = await c.complete({ ref: { type: 'ref/prompt', name: 'paged__test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'par' } });
+check('gathered-complete-prompt', JSON.stringify(cp.completion?.values) === '["paris","park","party"]', JSON.stringify(cp));
+const ct = await c.complete({ ref: { type: 'ref/resource', uri: 'test://template/{id}/data' }, argument: { name: 'id', value: 'pa' } });
+check('gathered-complete-template', (ct.completion?.values || []).includes('paris'), JSON.stringify(ct));
+try {
+  await c.complete({ ref: { type: 'ref/prompt', name: 'nobody__x' }, argument: { name: 'a', value: '' } });
+  check('gathered-complete-unknown', false, 'completed');
+} catch (e) {
+  check('gathered-complete-unknown', e.code === -32602, `${e.code} ${e.message}`);
+}
 await c.close();
 
 // the audit: each request one record, the cancelled call too
@@ -279,5 +307,11 @@ check(
   'resources-read-audited',
   recs.some((x) => x.tool === 'resources/read' && x.decision === 'mcp-request'),
   JSON.stringify(recs.slice(-3))
+);
+check(
+  'gathered-complete-audited-on-its-server',
+  recs.some((x) => x.tool === 'completion/complete' && x.capability === 'paged') &&
+    recs.filter((x) => x.capability === 'paged' && x.tool === 'resources/list').length === 2,
+  JSON.stringify(recs.filter((x) => x.capability === 'paged').map((x) => x.tool))
 );
 process.exit(failed ? 1 : 0);
