@@ -154,13 +154,18 @@ void mcp_gather_run(const struct mcp_session *s, struct gw_state *st, const stru
 
 /* ---- the session's table ---- */
 
+static void route_free(struct mcp_route *r)
+{
+  free(r->key);
+  free(r->cap);
+  free(r->orig);
+  mcp_template_free(r->rx);
+}
+
 void mcp_routes_free(struct mcp_session *s)
 {
-  for (size_t i = 0; i < s->n_routes; i++) {
-    free(s->routes[i].key);
-    free(s->routes[i].cap);
-    free(s->routes[i].orig);
-  }
+  for (size_t i = 0; i < s->n_routes; i++)
+    route_free(&s->routes[i]);
   free(s->routes);
   s->routes = NULL;
   s->n_routes = 0;
@@ -172,10 +177,12 @@ static void add_route(struct mcp_session *s, enum mcp_route_kind kind, const cha
   if (s->n_routes >= MCP_MAX_ROUTES)
     return;
   s->routes = cap_xrealloc(s->routes, (s->n_routes + 1) * sizeof *s->routes);
-  s->routes[s->n_routes++] = (struct mcp_route){.kind = kind,
-                                                .key = cap_xstrdup(key),
-                                                .cap = cap_xstrdup(cap),
-                                                .orig = orig ? cap_xstrdup(orig) : NULL};
+  s->routes[s->n_routes++] =
+      (struct mcp_route){.kind = kind,
+                         .key = cap_xstrdup(key),
+                         .cap = cap_xstrdup(cap),
+                         .orig = orig ? cap_xstrdup(orig) : NULL,
+                         .rx = kind == MCP_ROUTE_TEMPLATE ? mcp_template_compile(key) : NULL};
 }
 
 static enum mcp_route_kind route_kind(const char *method)
@@ -196,9 +203,7 @@ void mcp_gather_learn(struct mcp_session *s, const char *method, const char *res
       s->routes[kept++] = s->routes[i];
       continue;
     }
-    free(s->routes[i].key);
-    free(s->routes[i].cap);
-    free(s->routes[i].orig);
+    route_free(&s->routes[i]);
   }
   s->n_routes = kept;
   struct cap_doc *doc = cap_doc_new();
@@ -233,7 +238,7 @@ static const struct mcp_route *route_find(const struct mcp_session *s, enum mcp_
     if (s->routes[i].kind == kind && strcmp(s->routes[i].key, key) == 0)
       return &s->routes[i];
   for (size_t i = 0; kind == MCP_ROUTE_RESOURCE && i < s->n_routes; i++)
-    if (s->routes[i].kind == MCP_ROUTE_TEMPLATE && mcp_template_match(s->routes[i].key, key))
+    if (s->routes[i].kind == MCP_ROUTE_TEMPLATE && mcp_template_fits(s->routes[i].rx, key))
       return &s->routes[i];
   return NULL;
 }

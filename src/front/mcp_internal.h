@@ -5,6 +5,7 @@
 #define CAPSULE_FRONT_MCP_INTERNAL_H
 
 #include <pthread.h>
+#include <regex.h>
 #include <sys/types.h>
 
 #include "core/buf.h"
@@ -63,6 +64,7 @@ enum mcp_route_kind { MCP_ROUTE_RESOURCE, MCP_ROUTE_PROMPT, MCP_ROUTE_TEMPLATE }
 struct mcp_route {
   enum mcp_route_kind kind;
   char *key, *cap, *orig; /* orig: the prompt's own name; NULL for the others */
+  regex_t *rx;            /* a template's URIs (mcp_template.c); NULL for the others */
 };
 #define MCP_GATHER_PAGES 32        /* pages of one server's list gathered */
 #define MCP_MAX_RELAYED (4u << 20) /* bytes of a server's messages relayed per call */
@@ -240,7 +242,12 @@ void mcp_gather_learn(struct mcp_session *s, const char *method, const char *res
 /* completion/complete to the server of params.ref (a gathered prompt,
  * template or resource); false: no route */
 bool mcp_gather_complete(struct mcp_session *s, const char *id_json, const struct cap_node *params);
-/* Whether uri is one of the RFC 6570 template tmpl's (mcp_template.c) */
+/* RFC 6570 templates' URIs (mcp_template.c): compiled (NULL: not a
+ * template capsule reads), whether uri is one of them, freed; and the
+ * three in one */
+regex_t *mcp_template_compile(const char *tmpl);
+bool mcp_template_fits(const regex_t *rx, const char *uri);
+void mcp_template_free(regex_t *rx);
 bool mcp_template_match(const char *tmpl, const char *uri);
 bool mcp_gather_route(struct mcp_session *s, const char *id_json, const struct cap_node *params,
                       const char *method);

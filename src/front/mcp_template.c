@@ -7,16 +7,19 @@
  * to (RFC 6570 section 3.2): none and "." stop at '/', '?' and '#'; "+"
  * and "#" may hold any character; "/", ";", "?" and "&" begin with their
  * own character and stop where the next part of a URI begins. No
- * back-references, so matching cannot take exponential time. */
+ * back-references, so matching cannot take exponential time; each
+ * template is compiled once, when its list is learnt. */
 #include <regex.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "front/mcp_internal.h"
 
-#define MCP_TEMPLATE_MAX 1024 /* bytes of a template matched; a longer one matches nothing */
+#define MCP_TEMPLATE_MAX 1024     /* bytes of a template matched; a longer one matches nothing */
+#define MCP_TEMPLATE_URI_MAX 8192 /* bytes of a URI matched against templates */
 
 /* What expression {OP...} may expand to, as a regex fragment; NULL: the
  * operator is reserved (=,!@|) or unknown: the template matches nothing */
@@ -61,15 +64,34 @@ static bool template_regex(const char *tmpl, struct cap_buf *re)
   return true;
 }
 
-bool mcp_template_match(const char *tmpl, const char *uri)
+regex_t *mcp_template_compile(const char *tmpl)
 {
   struct cap_buf re = {0};
   bool ok = template_regex(tmpl, &re);
   _cleanup_free_ char *pattern = cap_buf_steal(&re);
-  regex_t rx;
-  if (!ok || regcomp(&rx, pattern, REG_EXTENDED | REG_NOSUB) != 0)
-    return false;
-  bool hit = regexec(&rx, uri, 0, NULL, 0) == 0;
-  regfree(&rx);
+  regex_t *rx = cap_xmalloc(sizeof *rx);
+  if (ok && regcomp(rx, pattern, REG_EXTENDED | REG_NOSUB) == 0)
+    return rx;
+  free(rx);
+  return NULL;
+}
+
+bool mcp_template_fits(const regex_t *rx, const char *uri)
+{
+  return rx && strlen(uri) <= MCP_TEMPLATE_URI_MAX && regexec(rx, uri, 0, NULL, 0) == 0;
+}
+
+void mcp_template_free(regex_t *rx)
+{
+  if (rx)
+    regfree(rx);
+  free(rx);
+}
+
+bool mcp_template_match(const char *tmpl, const char *uri)
+{
+  regex_t *rx = mcp_template_compile(tmpl);
+  bool hit = mcp_template_fits(rx, uri);
+  mcp_template_free(rx);
   return hit;
 }

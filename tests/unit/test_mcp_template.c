@@ -49,6 +49,19 @@ static void refused(void)
   big[1999] = 0;
   CHECK(!mcp_template_match(big, big)); /* too long */
   free(big);
+  char *uri = malloc(9000); /* a URI past 8 KiB fits no template */
+  memcpy(uri, "file://", 7);
+  memset(uri + 7, 'a', 8992);
+  uri[8999] = 0;
+  regex_t *rx = mcp_template_compile("file://{+path}");
+  CHECK(rx != NULL);
+  CHECK(!mcp_template_fits(rx, uri));
+  uri[8000] = 0;
+  CHECK(mcp_template_fits(rx, uri));
+  mcp_template_free(rx);
+  CHECK(mcp_template_compile("a{x") == NULL);
+  CHECK(!mcp_template_fits(NULL, "a"));
+  free(uri);
 }
 
 UNIT_MAIN(simple, operators, refused)
