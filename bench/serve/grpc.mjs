@@ -1,8 +1,8 @@
 // One kept gRPC connection per target, calls interleaved one by one
 // (direct, through serve, [through the other serve,] direct, ...) so load
 // lands on all alike: node grpc.mjs PROTO DIRECT_TARGET SERVE_TARGET TOKEN
-// N [OTHER_TARGET OTHER_TOKEN]. Prints one JSON object: the p50 and p90 of
-// each, in ms.
+// N [OTHER_TARGET OTHER_TOKEN]. Prints one JSON object: the p50, p90 and
+// p99 of each, in ms.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,6 +33,6 @@ const times = targets.map(() => []);
 for (let i = 0; i < Number(n); i++) for (const [k, t] of targets.entries()) times[k].push(await once(t));
 const q = (xs, p) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor((s.length - 1) * p)]; };
 const out = { n: Number(n) };
-for (const [k, t] of targets.entries()) { out[`${t.name}_p50`] = q(times[k], 0.5); out[`${t.name}_p90`] = q(times[k], 0.9); }
+for (const [k, t] of targets.entries()) { out[`${t.name}_p50`] = q(times[k], 0.5); out[`${t.name}_p90`] = q(times[k], 0.9); out[`${t.name}_p99`] = q(times[k], 0.99); }
 console.log(JSON.stringify(out));
 for (const t of targets) t.c.close();

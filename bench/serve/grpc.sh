@@ -42,9 +42,10 @@ node "$root/bench/serve/grpc.mjs" "$root/proto/selu/orchestrator/capability.prot
   "127.0.0.1:$port" "unix:$work/grpc.sock" "$token" "$n" "${other[@]}" | node -e '
 let s = ""; process.stdin.on("data", d => s += d).on("end", () => {
   const r = JSON.parse(s);
-  console.log("| calls | build | direct p50 ms | serve p50 ms | added p50 ms | direct p90 ms | serve p90 ms |");
-  console.log("|---|---|---|---|---|---|---|");
-  const row = (name, k) => console.log(`| ${r.n} | ${name} | ${r.direct_p50.toFixed(2)} | ${r[k + "_p50"].toFixed(2)} | ${(r[k + "_p50"] - r.direct_p50).toFixed(2)} | ${r.direct_p90.toFixed(2)} | ${r[k + "_p90"].toFixed(2)} |`);
+  console.log("| calls | build | direct p50 ms | serve p50 ms | added p50 ms | direct p90 ms | serve p90 ms | direct p99 ms | serve p99 ms |");
+  console.log("|---|---|---|---|---|---|---|---|---|");
+  const f = (k) => r[k].toFixed(2);
+  const row = (name, k) => console.log(`| ${r.n} | ${name} | ${f("direct_p50")} | ${f(k + "_p50")} | ${(r[k + "_p50"] - r.direct_p50).toFixed(2)} | ${f("direct_p90")} | ${f(k + "_p90")} | ${f("direct_p99")} | ${f(k + "_p99")} |`);
   row("this", "serve");
   if (r.other_p50 !== undefined) row("before", "other");
 });'

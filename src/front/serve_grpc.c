@@ -104,7 +104,8 @@ static void answer_from(const struct grpc_serve_call *call, const struct serve_g
   }
 }
 
-static void answer_call(struct grpc_proc *g, const struct grpc_serve_call *call, const char *user,
+/* The call answered in a: true when the warm path made it. */
+static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call, const char *user,
                         struct grpc_serve_answer *a)
 {
   struct serve_grpc_head warm_head;
@@ -112,13 +113,13 @@ static void answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
   if (!call->health && serve_grpc_warm_call(g->warm, call, user, &warm_head, &warm_text)) {
     answer_from(call, &warm_head, warm_text, a);
     free(warm_text);
-    return;
+    return true;
   }
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) {
     a->status = GRPC_SERVE_INTERNAL;
     a->status_message = cap_xstrdup("cannot start the call: no pipe");
-    return;
+    return false;
   }
   int r = serve_grpc_send(g->calls, call, user, p[1]);
   close(p[1]);
@@ -134,6 +135,15 @@ static void answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
     answer_from(call, &h, text.data ? text.data : "", a);
   }
   cap_buf_free(&text);
+  return false;
+}
+
+/* A warm call's answer went (or the client gave up on it): the lease
+ * its call parked ends now, off the call's path. */
+static void warm_answered(void *ctx, bool delivered)
+{
+  (void)delivered;
+  serve_grpc_warm_flush(ctx);
 }
 
 static char *authenticate(struct grpc_proc *g, const char *token)
@@ -197,9 +207,15 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     serve_log(g->sv, "info", "grpc call", "tool", call->tool_name, "user", user);
   if (!call->health && !serve_grpc_artifacts_in(&g->artifacts, call, user, a))
     return;
-  answer_call(g, call, user, a);
+  bool warm = answer_call(g, call, user, a);
   if (!call->health && a->success)
     serve_grpc_artifacts_out(&g->artifacts, call, user, a->result);
+  if (warm && !a->finish) {
+    a->finish = warm_answered;
+    a->finish_ctx = g->warm;
+  } else if (warm) {
+    serve_grpc_warm_flush(g->warm);
+  }
 }
 
 /* Tells serve how the start went: 0, or an errno and its message. */

@@ -210,6 +210,7 @@ static bool serve_one(struct warm_proc *p, int fd)
       unwatch(p, fd);
     cap_cancel_destroy(&cancel);
     ok = answer(fd, o, &err, &res);
+    serve_grpc_warm_flush(p->warm); /* the lease's end, after the answer */
     free(res.json);
     cap_error_clear(&err);
   }

@@ -125,7 +125,7 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
   w->volumes = cap_xasprintf("%s/volumes", opt->state_dir);
   w->images = image_store_dir(opt->state_dir);
   w->artifacts = gw_artifact_store_dir(opt->state_dir);
-  w->channels = gw_channels_new();
+  w->channels = gw_channels_new_deferred(); /* flushed once each answer went */
   return w;
 }
 
@@ -215,6 +215,8 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
   cap_error_clear(&err);
   return true;
 }
+
+void serve_grpc_warm_flush(struct serve_grpc_warm *w) { gw_channels_flush(w->channels); }
 
 int serve_grpc_warm_access(struct serve_grpc_warm *w, const char *token, char **user)
 {

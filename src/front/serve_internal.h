@@ -195,6 +195,9 @@ enum gw_outcome serve_grpc_warm_run(struct serve_grpc_warm *w, const struct serv
 /* Closes the idle state connections (the audit mark's last batch made
  * durable), at the gRPC process's exit. */
 void serve_grpc_warm_close_states(struct serve_grpc_warm *w);
+/* Once a warm call's answer went (or did not): the leases its call
+ * parked are ended and the next asked (gw_channels_flush). */
+void serve_grpc_warm_flush(struct serve_grpc_warm *w);
 /* Closes idle state connections beyond keep (a burst's, once its workers
  * have ended). */
 void serve_grpc_warm_trim_states(struct serve_grpc_warm *w, size_t keep);

@@ -346,20 +346,36 @@ int gw_lease_release_keep(struct gw_lease *lease)
   return fd;
 }
 
+int gw_lease_detach_ahead(struct gw_lease *lease, uint64_t *instance)
+{
+  if (!lease->ahead || !lease->keep || !lease->instance || lease->control < 0)
+    return -1;
+  int fd = lease->control;
+  *instance = lease->instance;
+  lease->control = -1;
+  gw_lease_release(lease);
+  return fd;
+}
+
+int gw_lease_ask_ahead(int control, uint64_t instance)
+{
+  char m[2 + sizeof instance] = {'R', 'A'};
+  memcpy(m + 2, &instance, sizeof instance);
+  return send(control, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof m ? 0 : -EPIPE;
+}
+
 int gw_lease_release_ahead(struct gw_lease *lease, bool *ahead)
 {
   *ahead = false;
-  if (!lease->ahead || !lease->keep || !lease->instance)
+  uint64_t instance = 0;
+  int fd = gw_lease_detach_ahead(lease, &instance);
+  if (fd < 0)
     return gw_lease_release_keep(lease);
-  char m[2 + sizeof lease->instance] = {'R', 'A'};
-  memcpy(m + 2, &lease->instance, sizeof lease->instance);
-  int fd = -1;
-  if (lease->control >= 0 && send(lease->control, m, sizeof m, MSG_NOSIGNAL) == sizeof m) {
-    fd = lease->control;
-    lease->control = -1;
+  if (gw_lease_ask_ahead(fd, instance) < 0) {
+    close(fd);
+    return -1;
   }
-  gw_lease_release(lease);
-  *ahead = fd >= 0;
+  *ahead = true;
   return fd;
 }
 

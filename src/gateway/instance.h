@@ -99,6 +99,15 @@ int gw_lease_release_keep(struct gw_lease *lease);
  * *ahead says which. The lease asked is held until the connection goes
  * to a call (gw_instance_request.control_ahead) or is closed. */
 int gw_lease_release_ahead(struct gw_lease *lease, bool *ahead);
+/* gw_lease_release_ahead in two steps, for a caller that asks the next
+ * lease once its call's answer went: detach ends the lease's hold here
+ * (as gw_lease_release) but returns its keeper connection, the lease
+ * still held by the keeper, and *instance; -1 (lease untouched) where
+ * the keeper offers no lease ahead. ask_ahead then ends that lease and
+ * asks the next on it: 0, or -errno (the keeper gone: close control,
+ * which ends the lease). */
+int gw_lease_detach_ahead(struct gw_lease *lease, uint64_t *instance);
+int gw_lease_ask_ahead(int control, uint64_t instance);
 /* Ends the lease (closes control; fd is the caller's, already given away
  * or closed). */
 void gw_lease_release(struct gw_lease *lease);

@@ -481,12 +481,15 @@ static enum gw_outcome lease_refused(const struct gw_call *call, struct selu_run
 /* A call's lease ended: the server's egress decisions during the call
  * taken for its audit record; with call->channels and the call answered,
  * the keeper's connection kept for the next call, its next lease asked
- * now (ask_ahead: the call's channel was kept too), else released. */
+ * now (ask_ahead: the call's channel was kept too) or, when the table
+ * defers it, once the answer went, else released. */
 static void lease_end(const struct gw_call *call, const char *key, struct gw_lease *lease,
                       bool ask_ahead, bool answered)
 {
   gw_lease_egress(lease, gw_egress_batch_of(call->egress_sink), 5000);
-  if (call->channels && ask_ahead) {
+  if (call->channels && ask_ahead && gw_channels_park_control(call->channels, key, lease)) {
+    /* ended, and the next asked, once the answer went (gw_channels_flush) */
+  } else if (call->channels && ask_ahead) {
     bool ahead = false;
     int fd = gw_lease_release_ahead(lease, &ahead);
     gw_channels_keep_control(call->channels, key, fd, ahead);

@@ -43,6 +43,18 @@ void gw_channels_give(struct gw_channels *c, struct gw_channel *e);
 #define GW_AHEAD_LINGER_MS 20
 void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd, bool ahead);
 int gw_channels_take_control(struct gw_channels *c, const char *key, bool *ahead);
+/* A table whose owner calls gw_channels_flush once each call's answer
+ * went (serve --grpc): a call's lease that its keeper would end and
+ * renew ahead in one message is parked instead (park_control: true, the
+ * lease's connection taken; false: not parked, the lease untouched), so
+ * that message and the keeper's wake-up are not on the call's path.
+ * flush sends it for every lease parked; a call that finds its key's
+ * lease still parked sends it itself; one no flush came for within
+ * GW_AHEAD_LINGER_MS is closed, which ends it. */
+struct gw_lease;
+struct gw_channels *gw_channels_new_deferred(void);
+bool gw_channels_park_control(struct gw_channels *c, const char *key, struct gw_lease *lease);
+void gw_channels_flush(struct gw_channels *c);
 
 /* Tools a dynamic capability reported; they own their schemas (doc). */
 struct gw_tools {

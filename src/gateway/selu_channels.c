@@ -17,6 +17,7 @@
 
 #include "core/buf.h"
 #include "core/clock.h"
+#include "gateway/instance.h"
 #include "gateway/selu.h"
 #include "runtime/selu_rpc.h"
 
@@ -36,7 +37,9 @@ struct gw_control {
   int fd; /* -1: a free slot */
   uint64_t used;
   bool ahead;        /* its next lease asked: held until taken or dropped */
-  uint64_t until_ms; /* with ahead: dropped then (CLOCK_MONOTONIC) */
+  bool parked;       /* its call's lease still held, its end and the next lease not asked yet */
+  uint64_t instance; /* with parked: the instance the next lease is asked on */
+  uint64_t until_ms; /* with ahead or parked: dropped then (CLOCK_MONOTONIC) */
 };
 
 struct gw_channels {
@@ -48,6 +51,7 @@ struct gw_channels {
   pthread_t sweeper;    /* drops the leases asked ahead that no call took */
   bool sweeping, ended; /* it runs; it is to end */
   bool sweep_idle;      /* it waits with no lease to give back: woken for the next */
+  bool deferred;        /* leases' ends parked until gw_channels_flush */
 };
 
 struct gw_channels *gw_channels_new(void)
@@ -64,9 +68,18 @@ struct gw_channels *gw_channels_new(void)
   return c;
 }
 
+struct gw_channels *gw_channels_new_deferred(void)
+{
+  struct gw_channels *c = gw_channels_new();
+  c->deferred = true;
+  return c;
+}
+
 /* The sweeper: a lease asked ahead is held by the keeper (its concurrency
  * slot, its idle clock) until a call takes it; past GW_AHEAD_LINGER_MS
- * without one its connection is closed, which ends it. */
+ * without one its connection is closed, which ends it. A parked lease
+ * (its end not yet asked) no flush came for in that time ends the same
+ * way. */
 static void *sweep(void *arg)
 {
   struct gw_channels *c = arg;
@@ -77,7 +90,7 @@ static void *sweep(void *arg)
     size_t n = 0;
     for (size_t i = 0; i < CONTROLS_MAX; i++) {
       struct gw_control *k = &c->control[i];
-      if (k->fd < 0 || !k->ahead)
+      if (k->fd < 0 || (!k->ahead && !k->parked))
         continue;
       if (now >= k->until_ms) {
         drop[n++] = k->fd;
@@ -189,15 +202,16 @@ void gw_channels_give(struct gw_channels *c, struct gw_channel *e)
   pthread_mutex_unlock(&c->mu);
 }
 
-void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd, bool ahead)
+/* Puts fd in the table (a free slot, else the oldest, closed): asked
+ * ahead, parked (its lease's end not asked yet, on instance), or idle. */
+static void put_control(struct gw_channels *c, const char *key, int fd, bool ahead, bool parked,
+                        uint64_t instance)
 {
-  if (fd < 0)
-    return;
-  int drop = -1;
+  bool held = ahead || parked; /* a lease the keeper holds until a call or the sweeper ends it */
   pthread_mutex_lock(&c->mu);
-  if (ahead && !c->sweeping) /* without it, no lease is asked ahead */
+  if (held && !c->sweeping) /* without it, no lease is held in the table */
     c->sweeping = pthread_create(&c->sweeper, NULL, sweep, c) == 0;
-  if (ahead && !c->sweeping) { /* asked already: nothing would give it back, so it goes now */
+  if (held && !c->sweeping) { /* nothing would give it back, so it goes now */
     pthread_mutex_unlock(&c->mu);
     close(fd);
     return;
@@ -207,31 +221,83 @@ void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd, bo
     if (c->control[i].fd < 0 ||
         (c->control[at].fd >= 0 && c->control[i].used < c->control[at].used))
       at = i;
-  drop = c->control[at].fd;
-  snprintf(c->control[at].key, sizeof c->control[at].key, "%s", key);
-  c->control[at].fd = fd;
-  c->control[at].used = ++c->tick;
-  c->control[at].ahead = ahead;
-  c->control[at].until_ms = cap_now_ms(CLOCK_MONOTONIC) + GW_AHEAD_LINGER_MS;
-  if (ahead && c->sweep_idle) /* else it wakes by an earlier time, and sees this one then */
+  int drop = c->control[at].fd;
+  struct gw_control *k = &c->control[at];
+  snprintf(k->key, sizeof k->key, "%s", key);
+  k->fd = fd;
+  k->used = ++c->tick;
+  k->ahead = ahead;
+  k->parked = parked;
+  k->instance = instance;
+  k->until_ms = cap_now_ms(CLOCK_MONOTONIC) + GW_AHEAD_LINGER_MS;
+  if (held && c->sweep_idle) /* else it wakes by an earlier time, and sees this one then */
     pthread_cond_signal(&c->wake);
   pthread_mutex_unlock(&c->mu);
   if (drop >= 0)
     close(drop);
 }
 
+void gw_channels_keep_control(struct gw_channels *c, const char *key, int fd, bool ahead)
+{
+  if (fd >= 0)
+    put_control(c, key, fd, ahead, false, 0);
+}
+
+bool gw_channels_park_control(struct gw_channels *c, const char *key, struct gw_lease *lease)
+{
+  if (!c->deferred)
+    return false;
+  uint64_t instance = 0;
+  int fd = gw_lease_detach_ahead(lease, &instance);
+  if (fd < 0)
+    return false;
+  put_control(c, key, fd, false, true, instance);
+  return true;
+}
+
+void gw_channels_flush(struct gw_channels *c)
+{
+  pthread_mutex_lock(&c->mu);
+  uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + GW_AHEAD_LINGER_MS;
+  for (size_t i = 0; i < CONTROLS_MAX; i++) {
+    struct gw_control *k = &c->control[i];
+    if (k->fd < 0 || !k->parked)
+      continue;
+    k->parked = false;
+    if (gw_lease_ask_ahead(k->fd, k->instance) == 0) { /* a short message: never blocks long */
+      k->ahead = true;
+      k->until_ms = until;
+    } else { /* the keeper is gone: the entry with it */
+      close(k->fd);
+      k->fd = -1;
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
 int gw_channels_take_control(struct gw_channels *c, const char *key, bool *ahead)
 {
   int fd = -1;
+  bool parked = false;
+  uint64_t instance = 0;
   *ahead = false;
   pthread_mutex_lock(&c->mu);
   for (size_t i = 0; i < CONTROLS_MAX && fd < 0; i++)
     if (c->control[i].fd >= 0 && strcmp(c->control[i].key, key) == 0) {
       fd = c->control[i].fd;
       *ahead = c->control[i].ahead;
+      parked = c->control[i].parked;
+      instance = c->control[i].instance;
       c->control[i].fd = -1;
     }
   pthread_mutex_unlock(&c->mu);
+  if (parked) { /* its call's answer not flushed yet: its end and this lease asked now */
+    *ahead = gw_lease_ask_ahead(fd, instance) == 0;
+    if (!*ahead) {
+      close(fd);
+      fd = -1;
+    }
+  }
   if (*ahead) /* the keeper's reply is awaited: gw_instance_lease judges it */
     return fd;
   /* the keeper closed it (idle, gone) or said something unasked: not reused */
