@@ -3,7 +3,9 @@
  * the records of calls that finish together are appended in one
  * transaction by one of them, the leader, while the others wait; each
  * call returns once its own record is committed, so no answer leaves
- * before its record is in. The chain, its head and the high-water mark
+ * before its record is in. What a call does under the lock right after
+ * its record (its then) the leader does for it, in the same holding: a
+ * follower never takes the lock again. The chain, its head and the high-water mark
  * are gw_audit_append_many's: exactly as for records appended one by
  * one. Split from state_audit.c. */
 #include <errno.h>
@@ -20,6 +22,8 @@
 /* A record waiting for its transaction, on its caller's stack. */
 struct pending {
   struct gw_audit_record *rec;
+  void (*then)(void *ctx); /* run by the leader under the state lock once appended */
+  void *then_ctx;
   struct pending *next;
   int rc;
   struct cap_error err;
@@ -85,6 +89,9 @@ static void lead(struct gw_state *st, struct gw_audit_group *g)
     recs[n++] = p->rec;
   struct cap_error berr = {0};
   int rc = gw_audit_append_many(st, recs, n, &berr);
+  for (struct pending *p = batch; p; p = p->next) /* still under the state lock */
+    if (p->then)
+      p->then(p->then_ctx);
   pthread_mutex_lock(&g->mu);
   for (struct pending *p = batch, *next; p; p = next) {
     next = p->next; /* p is its caller's once done */
@@ -102,17 +109,23 @@ static void lead(struct gw_state *st, struct gw_audit_group *g)
   cap_error_clear(&berr);
 }
 
-int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock,
-                           struct gw_audit_record *r, struct cap_error *err)
+int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock, bool held,
+                           struct gw_audit_record *r, void (*then)(void *ctx), void *then_ctx,
+                           struct cap_error *err)
 {
-  if (!lock)
-    return gw_audit_append(st, r, err);
+  if (!lock) {
+    int rc = gw_audit_append(st, r, err);
+    if (then)
+      then(then_ctx);
+    return rc;
+  }
   struct gw_audit_group *g = group_of(st);
-  struct pending me = {.rec = r};
-  bool others = st->calls > 1; /* other calls on their way here */
-  /* the lock let go: the other calls reach this point and queue theirs
-   * meanwhile, while the leader waits for the lock */
-  lock->release(lock->ctx);
+  struct pending me = {.rec = r, .then = then, .then_ctx = then_ctx};
+  bool others = __atomic_load_n(&st->calls, __ATOMIC_RELAXED) > 1; /* calls on their way here */
+  /* the lock let go (or not held): the other calls reach this point and
+   * queue theirs meanwhile, while the leader waits for the lock */
+  if (held)
+    lock->release(lock->ctx);
   pthread_mutex_lock(&g->mu);
   *g->tail = &me;
   g->tail = &me.next;
@@ -126,8 +139,11 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
                            theirs first (a mutex let go is mostly taken again by its last
                            holder) */
     sched_yield();
-  lock->acquire(lock->ctx);
-  if (leader) /* me among the batch: done when it returns */
+  if (leader) { /* me among the batch: done when it returns */
+    lock->acquire(lock->ctx);
     lead(st, g);
+    lock->release(lock->ctx);
+  }
+  /* a follower's record, and its then, were the leader's: it never takes the lock */
   return outcome(&me, err);
 }
