@@ -27,12 +27,16 @@ struct pending {
   struct pending *next;
   int rc;
   struct cap_error err;
-  bool done; /* committed, or failed: rc and err say */
+  pthread_cond_t cv; /* with the group's mu: its caller told it is done, or leads */
+  bool done;         /* committed, or failed: rc and err say */
+  bool lead;         /* made the next leader by the one before */
 };
 
+/* Each waiting caller is woken alone (its own condition): when its record
+ * is in, or when it is to lead the next batch; none is woken for nothing
+ * (a broadcast would wake the whole next batch to find one leader). */
 struct gw_audit_group {
   pthread_mutex_t mu; /* the queue, leading, each pending's outcome */
-  pthread_cond_t cv;  /* a batch done */
   struct pending *head, **tail;
   bool leading; /* a caller is appending the queue (or waits for the state to) */
 };
@@ -42,7 +46,6 @@ void gw_audit_group_free(struct gw_state *st)
   if (!st->group)
     return;
   pthread_mutex_destroy(&st->group->mu);
-  pthread_cond_destroy(&st->group->cv);
   free(st->group);
   st->group = NULL;
 }
@@ -53,7 +56,6 @@ static struct gw_audit_group *group_of(struct gw_state *st)
   if (!st->group) {
     struct gw_audit_group *g = cap_xcalloc(1, sizeof *g);
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
     g->tail = &g->head;
     st->group = g;
   }
@@ -72,8 +74,11 @@ static int outcome(struct pending *me, struct cap_error *err)
 }
 
 /* The leader, holding the state lock: every record queued so far in one
- * transaction, each one's outcome set, the next leader let in. */
-static void lead(struct gw_state *st, struct gw_audit_group *g)
+ * transaction, each one's then run, the state lock let go, each one's
+ * outcome set and its caller woken, the first of the next queue (if any)
+ * made leader. */
+static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_state_lock *lock,
+                 struct pending *me)
 {
   pthread_mutex_lock(&g->mu);
   struct pending *batch = g->head;
@@ -92,6 +97,7 @@ static void lead(struct gw_state *st, struct gw_audit_group *g)
   for (struct pending *p = batch; p; p = p->next) /* still under the state lock */
     if (p->then)
       p->then(p->then_ctx);
+  lock->release(lock->ctx); /* before the next leader is woken to take it */
   pthread_mutex_lock(&g->mu);
   for (struct pending *p = batch, *next; p; p = next) {
     next = p->next; /* p is its caller's once done */
@@ -102,9 +108,14 @@ static void lead(struct gw_state *st, struct gw_audit_group *g)
       p->err.outcome = berr.outcome;
     }
     p->done = true;
+    if (p != me)
+      pthread_cond_signal(&p->cv); /* under mu: p stays until its caller has it */
   }
-  g->leading = false;
-  pthread_cond_broadcast(&g->cv);
+  g->leading = g->head != NULL;
+  if (g->head) {
+    g->head->lead = true;
+    pthread_cond_signal(&g->head->cv);
+  }
   pthread_mutex_unlock(&g->mu);
   cap_error_clear(&berr);
 }
@@ -121,6 +132,7 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
   }
   struct gw_audit_group *g = group_of(st);
   struct pending me = {.rec = r, .then = then, .then_ctx = then_ctx};
+  pthread_cond_init(&me.cv, NULL);
   bool others = __atomic_load_n(&st->calls, __ATOMIC_RELAXED) > 1; /* calls on their way here */
   /* the lock let go (or not held): the other calls reach this point and
    * queue theirs meanwhile, while the leader waits for the lock */
@@ -129,11 +141,12 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
   pthread_mutex_lock(&g->mu);
   *g->tail = &me;
   g->tail = &me.next;
-  while (!me.done && g->leading)
-    pthread_cond_wait(&g->cv, &g->mu);
-  bool leader = !me.done;
+  bool leader = !g->leading;
   if (leader)
     g->leading = true;
+  while (!leader && !me.done && !me.lead)
+    pthread_cond_wait(&me.cv, &g->mu);
+  leader = leader || (me.lead && !me.done);
   pthread_mutex_unlock(&g->mu);
   if (leader && others) /* the calls woken for the lock as it was let go get to queue
                            theirs first (a mutex let go is mostly taken again by its last
@@ -141,9 +154,9 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
     sched_yield();
   if (leader) { /* me among the batch: done when it returns */
     lock->acquire(lock->ctx);
-    lead(st, g);
-    lock->release(lock->ctx);
+    lead(st, g, lock, &me);
   }
+  pthread_cond_destroy(&me.cv);
   /* a follower's record, and its then, were the leader's: it never takes the lock */
   return outcome(&me, err);
 }
