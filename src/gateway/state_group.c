@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdlib.h>
 
 #include "core/buf.h"
@@ -27,14 +28,17 @@ struct pending {
   struct pending *next;
   int rc;
   struct cap_error err;
-  pthread_cond_t cv; /* with the group's mu: its caller told it is done, or leads */
-  bool done;         /* committed, or failed: rc and err say */
-  bool lead;         /* made the next leader by the one before */
+  sem_t told; /* posted once: its caller is done, or leads (the fields above set before) */
+  bool done;  /* committed, or failed: rc and err say */
+  bool lead;  /* made the next leader by the one before */
 };
 
-/* Each waiting caller is woken alone (its own condition): when its record
- * is in, or when it is to lead the next batch; none is woken for nothing
- * (a broadcast would wake the whole next batch to find one leader). */
+/* Each waiting caller is woken alone (its own semaphore, posted once and
+ * outside the group's mutex, so the woken one runs on with nothing to
+ * wait for): when its record is in, or when it is to lead the next
+ * batch; none is woken for nothing (a broadcast would wake the whole next
+ * batch to find one leader). A semaphore may go once its wait returns
+ * (glibc's sem_post touches nothing of it after the post that wakes). */
 struct gw_audit_group {
   pthread_mutex_t mu; /* the queue, leading, each pending's outcome */
   struct pending *head, **tail;
@@ -99,8 +103,13 @@ static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_
       p->then(p->then_ctx);
   lock->release(lock->ctx); /* before the next leader is woken to take it */
   pthread_mutex_lock(&g->mu);
+  struct pending *next_leader = g->head; /* queued meanwhile, waiting */
+  g->leading = next_leader != NULL;
+  if (next_leader)
+    next_leader->lead = true;
+  pthread_mutex_unlock(&g->mu);
   for (struct pending *p = batch, *next; p; p = next) {
-    next = p->next; /* p is its caller's once done */
+    next = p->next; /* p is its caller's once told */
     p->rc = rc;
     if (rc < 0) {
       cap_error_set(&p->err, berr.code ? berr.code : EIO, "%s",
@@ -109,14 +118,10 @@ static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_
     }
     p->done = true;
     if (p != me)
-      pthread_cond_signal(&p->cv); /* under mu: p stays until its caller has it */
+      sem_post(&p->told);
   }
-  g->leading = g->head != NULL;
-  if (g->head) {
-    g->head->lead = true;
-    pthread_cond_signal(&g->head->cv);
-  }
-  pthread_mutex_unlock(&g->mu);
+  if (next_leader)
+    sem_post(&next_leader->told);
   cap_error_clear(&berr);
 }
 
@@ -132,7 +137,7 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
   }
   struct gw_audit_group *g = group_of(st);
   struct pending me = {.rec = r, .then = then, .then_ctx = then_ctx};
-  pthread_cond_init(&me.cv, NULL);
+  sem_init(&me.told, 0, 0);
   bool others = __atomic_load_n(&st->calls, __ATOMIC_RELAXED) > 1; /* calls on their way here */
   /* the lock let go (or not held): the other calls reach this point and
    * queue theirs meanwhile, while the leader waits for the lock */
@@ -144,10 +149,12 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
   bool leader = !g->leading;
   if (leader)
     g->leading = true;
-  while (!leader && !me.done && !me.lead)
-    pthread_cond_wait(&me.cv, &g->mu);
-  leader = leader || (me.lead && !me.done);
   pthread_mutex_unlock(&g->mu);
+  if (!leader) {
+    while (sem_wait(&me.told) < 0 && errno == EINTR)
+      ;
+    leader = me.lead && !me.done;
+  }
   if (leader && others) /* the calls woken for the lock as it was let go get to queue
                            theirs first (a mutex let go is mostly taken again by its last
                            holder) */
@@ -156,7 +163,7 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
     lock->acquire(lock->ctx);
     lead(st, g, lock, &me);
   }
-  pthread_cond_destroy(&me.cv);
+  sem_destroy(&me.told);
   /* a follower's record, and its then, were the leader's: it never takes the lock */
   return outcome(&me, err);
 }
