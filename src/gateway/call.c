@@ -42,29 +42,6 @@ void gw_uuid4(char out[37])
            b[15]);
 }
 
-int gw_effective_policy(struct gw_state *st, const char *cap, const struct cap_tool *tool,
-                        const char *user, enum cap_policy *policy, const char **source,
-                        struct cap_error *err)
-{
-  bool found = false;
-  int r = 0;
-  if (user && *user) {
-    r = gw_policy_get(st, cap, tool->name, user, policy, &found, err);
-    if (r < 0 || found) {
-      *source = "user";
-      return r;
-    }
-  }
-  r = gw_policy_get(st, cap, tool->name, "", policy, &found, err);
-  if (r < 0 || found) {
-    *source = "operator";
-    return r;
-  }
-  *policy = tool->policy; /* the manifest's recommendation, or block */
-  *source = cap_policy_source_name(tool->policy_source);
-  return 0;
-}
-
 /* One call as it goes through the steps; each step fills its part. */
 struct call_ctx {
   const struct gw_call *call;
@@ -721,6 +698,18 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
                                   struct gw_state *st, struct gw_result *res,
                                   struct cap_error *err);
 
+/* The call ended on its state: at_end run under the lock (unless the
+ * audit ran it), the lock let go */
+static void call_end(struct call_ctx *c, bool ended)
+{
+  gw_state_cache_end(c->st);
+  if (c->call->at_end && !ended) {
+    lock_get(c);
+    c->call->at_end(c->call->at_end_ctx);
+  }
+  lock_put(c);
+}
+
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
@@ -791,12 +780,7 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   bool ended = false;           /* at_end run (by the audit) */
   if (o != GW_OUTCOME_NOT_WARM) /* else nothing ran: the caller runs it again, audited then */
     o = step_audit(&c, o, start, &ended, err);
-  gw_state_cache_end(st);
-  if (call->at_end && !ended) {
-    lock_get(&c);
-    call->at_end(call->at_end_ctx);
-  }
-  lock_put(&c);
+  call_end(&c, ended);
   /* after the record (a kill in between repeats it, never loses it), and
    * outside serve's lock */
   gw_inflight_end(&c.inflight);
