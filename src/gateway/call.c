@@ -777,7 +777,9 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
     lock_get(&c);
     gw_covenant_settle(st, c.spec, cpu_ms);
   }
-  bool ended = false;           /* at_end run (by the audit) */
+  /* the registry's (at_end may let its hold go, on another thread) */
+  bool terminal = c.tool && c.tool->terminal_on_success, ended = false;
+  free_secrets(&c);
   if (o != GW_OUTCOME_NOT_WARM) /* else nothing ran: the caller runs it again, audited then */
     o = step_audit(&c, o, start, &ended, err);
   call_end(&c, ended);
@@ -785,8 +787,7 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
    * outside serve's lock */
   gw_inflight_end(&c.inflight);
   res->json = c.out;
-  res->terminal_on_success = c.out && c.tool && c.tool->terminal_on_success;
-  free_secrets(&c);
+  res->terminal_on_success = c.out && terminal;
   cap_doc_free(c.args);
   gw_tools_free(&c.dynamic);
   gw_tools_unhold(c.cached_hold);
