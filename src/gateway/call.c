@@ -562,18 +562,20 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
     /* a kept connection first (gateway/mcp_keeper_pool.c); a new one
      * when the keeper ended before it took the call */
     char kept[GW_MCP_KEEPER_PATH_MAX];
+    _cleanup_close_ int ack = -1; /* the connection's take pipe */
     _cleanup_close_ int warm =
-        gw_mcp_keeper_open(call, spec, c->env, c->n_env, attempt == 0, kept, &kerr);
+        gw_mcp_keeper_open(call, spec, c->env, c->n_env, attempt == 0, kept, &ack, &kerr);
     enum gw_outcome o = GW_OUTCOME_FAILED;
     bool reusable = false;
     if (warm >= 0)
-      o = params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, &reusable,
-                                           err)
-                 : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, &reusable, err);
+      o = params ? mcp_client_request_warm(call, warm, &ack, call->mcp_method, params, &c->out,
+                                           &reusable, err)
+                 : mcp_client_call_on(call, spec, warm, &ack, c->env, c->n_env, &c->out, &reusable,
+                                      err);
     int reached = warm; /* the connection's, or -errno */
     if (reusable && !call->relay->want_watch && *kept) {
-      gw_mcp_keeper_keep(kept, warm); /* for the next call to that keeper */
-      warm = -1;
+      gw_mcp_keeper_keep(kept, warm, ack); /* for the next call to that keeper */
+      warm = ack = -1;
     }
     if (reached < 0 && call->warm_only)
       return cap_error_set(err, -reached, "no warm server for %s: %s", spec->id, kerr.message),

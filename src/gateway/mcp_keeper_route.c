@@ -56,14 +56,30 @@ void keeper_fill(struct lines *l)
     l->eof = true;
 }
 
+/* A line in one write (its reader wakes once); send(2) on a socket, so
+ * that a caller's process that does not ignore SIGPIPE gets EPIPE */
+static bool put_line(int fd, const char *text, size_t len, unsigned flags)
+{
+  char small[4096];
+  char *line = len < sizeof small ? small : cap_xmalloc(len + 1);
+  memcpy(line, text, len);
+  line[len] = '\n';
+  bool ok = cap_write_all(fd, line, len + 1, flags) == 0;
+  if (line != small)
+    free(line);
+  return ok;
+}
+
 bool keeper_put_line(int fd, const char *text, size_t len)
 {
-  struct cap_buf b = {0};
-  cap_buf_append(&b, text, len);
-  cap_buf_putc(&b, '\n');
-  bool ok = cap_write_all(fd, b.data, b.len, CAP_IO_NOSIGPIPE) == 0;
-  cap_buf_free(&b);
-  return ok;
+  return put_line(fd, text, len, CAP_IO_NOSIGPIPE);
+}
+
+/* To the server's stdin, a pipe: write(2) (the keeper ignores SIGPIPE),
+ * not a send(2) that fails first with ENOTSOCK */
+bool keeper_put_server(struct keeper *k, const char *text, size_t len)
+{
+  return put_line(k->in_w, text, len, 0);
 }
 
 /* ---- messages ---- */
@@ -137,11 +153,14 @@ static char *node_text(const struct cap_node *n)
   return cap_buf_steal(&b);
 }
 
-static void send_rewritten(int fd, const struct cap_node *msg, const char *const *path,
-                           size_t depth, const char *json)
+static void send_rewritten(struct keeper *k, int fd, const struct cap_node *msg,
+                           const char *const *path, size_t depth, const char *json)
 {
   _cleanup_free_ char *text = rewritten(msg, path, depth, json);
-  keeper_put_line(fd, text, strlen(text));
+  if (fd == k->in_w)
+    keeper_put_server(k, text, strlen(text));
+  else
+    keeper_put_line(fd, text, strlen(text));
 }
 
 static const char *method_of(const struct cap_node *m)
@@ -207,15 +226,17 @@ void keeper_route_init(struct keeper *k)
   k->egress_sink = (struct proxy_egress_sink){.event = egress_event, .arg = k};
 }
 
-bool keeper_conn_add(struct keeper *k, int fd)
+bool keeper_conn_add(struct keeper *k, int fd, int ack)
 {
   if (k->n_conns >= KEEPER_MAX_CONNS) {
     close(fd);
+    if (ack >= 0)
+      close(ack);
     return false;
   }
   struct keeper_conn *c = cap_xcalloc(1, sizeof *c);
-  *c =
-      (struct keeper_conn){.fd = fd, .in = {.fd = fd}, .serial = k->next_serial++, .in_call = true};
+  *c = (struct keeper_conn){
+      .fd = fd, .ack = ack, .in = {.fd = fd}, .serial = k->next_serial++, .in_call = true};
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
   c->egress = k->egress_next; /* what came with no call in: the next call's */
@@ -235,7 +256,7 @@ void keeper_conn_drop(struct keeper *k, struct keeper_conn *c)
         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
         "%lld,\"reason\":\"the call ended\"}}",
         (long long)p->ours);
-    keeper_put_line(k->in_w, text, strlen(text));
+    keeper_put_server(k, text, strlen(text));
     free(p->theirs);
     free(p->token);
     *p = (struct keeper_pending){0};
@@ -250,6 +271,8 @@ void keeper_conn_drop(struct keeper *k, struct keeper_conn *c)
   pthread_mutex_unlock(&k->egress_lock);
   batch_free(c->egress); /* a call gone without its answer: its decisions dropped */
   close(c->fd);
+  if (c->ack >= 0)
+    close(c->ack);
   cap_buf_free(&c->in.buf);
   free(c);
 }
@@ -272,13 +295,25 @@ size_t keeper_watchers(const struct keeper *k)
 
 /* A request on a kept connection with no call under way begins one: the
  * keeper says it took it (the front door retries a call the keeper ended
- * before), what the proxy decided with no call in is the call's. */
-static void call_begin(struct keeper *k, struct keeper_conn *c)
+ * before), before the request goes to the server: a byte on the take
+ * pipe (its reader is not woken; the byte stays there if the keeper
+ * dies), else a line; what the proxy decided with no call in is the
+ * call's. false: it cannot be said (a take pipe its reader let fill up):
+ * the connection is ended, the call not taken. */
+static bool call_begin(struct keeper *k, struct keeper_conn *c)
 {
   if (c->in_call || c->watch)
-    return;
+    return true;
   static const char taken[] = "{\"keeper\":\"taken\"}";
-  keeper_put_line(c->fd, taken, sizeof taken - 1);
+  ssize_t put;
+  while (c->ack >= 0 && (put = write(c->ack, "t", 1)) < 0 && errno == EINTR)
+    ;
+  if (c->ack >= 0 ? put != 1 : !keeper_put_line(c->fd, taken, sizeof taken - 1)) {
+    shutdown(c->fd, SHUT_RDWR);
+    c->in.eof = true;
+    c->in.buf.len = 0; /* nothing more of it is read */
+    return false;
+  }
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
   c->in_call = true;
@@ -289,6 +324,7 @@ static void call_begin(struct keeper *k, struct keeper_conn *c)
   k->egress_next = fresh;
   pthread_mutex_unlock(&k->egress_lock);
   batch_free(old);
+  return true;
 }
 
 /* The call ends with the answer to its last request in flight: the
@@ -332,13 +368,13 @@ static void request_from_conn(struct keeper *k, struct keeper_conn *c, const str
   const struct cap_node *token =
       cap_node_get(cap_node_get(cap_node_get(m, "params"), "_meta"), "progressToken");
   if (!token)
-    return send_rewritten(k->in_w, m, id_path, 1, ours);
+    return send_rewritten(k, k->in_w, m, id_path, 1, ours);
   slot->token = node_text(token); /* two calls' tokens may be alike: the server sees ours */
   _cleanup_free_ char *renumbered = rewritten(m, id_path, 1, ours);
   const struct cap_node *again = NULL;
   struct cap_doc *doc = parse_object(renumbered, "call", &again);
   if (again)
-    send_rewritten(k->in_w, again, token_path, 3, ours);
+    send_rewritten(k, k->in_w, again, token_path, 3, ours);
   cap_doc_free(doc);
 }
 
@@ -361,8 +397,8 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
     c->in_call = false;
     pthread_mutex_unlock(&k->egress_lock);
   } else if (method && id) {
-    call_begin(k, c);
-    request_from_conn(k, c, m, id);
+    if (call_begin(k, c))
+      request_from_conn(k, c, m, id);
   } else if (method && strcmp(method, "notifications/cancelled") == 0) {
     const struct cap_node *named = cap_node_get(cap_node_get(m, "params"), "requestId");
     _cleanup_free_ char *rid = named ? node_text(named) : NULL; /* none: nothing to cancel */
@@ -372,12 +408,12 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
           strcmp(k->pending[i].theirs, rid) == 0) {
         char ours[24];
         snprintf(ours, sizeof ours, "%lld", (long long)k->pending[i].ours);
-        send_rewritten(k->in_w, m, path, 2, ours);
+        send_rewritten(k, k->in_w, m, path, 2, ours);
       }
   } else if (m) { /* a notification, or an answer to the server's request */
     if (!method && id && c->asked)
       c->asked--;
-    keeper_put_line(k->in_w, line, strlen(line));
+    keeper_put_server(k, line, strlen(line));
   }
   cap_doc_free(doc);
 }
@@ -387,12 +423,17 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
 /* The call's egress decisions so far, as a line before its answer */
 static void send_egress(struct keeper *k, struct keeper_conn *c)
 {
+  pthread_mutex_lock(&k->egress_lock); /* the proxy's threads add to it under this lock */
+  bool none = !c->egress->n && !c->egress->over;
+  pthread_mutex_unlock(&k->egress_lock);
+  if (none) /* the usual call: no batch to swap */
+    return;
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
   struct gw_egress_batch *b = c->egress;
   c->egress = fresh;
   pthread_mutex_unlock(&k->egress_lock);
-  if (b->n || b->over) {
+  {
     struct cap_buf bin = {0}, line = {0};
     gw_egress_batch_encode(b, &bin);
     cap_buf_puts(&line, "{\"egress\":\"");
@@ -419,7 +460,7 @@ static void answer_from_server(struct keeper *k, const struct cap_node *m, int64
     struct keeper_conn *c = p->conn;
     send_egress(k, c);
     static const char *const path[] = {"id"};
-    send_rewritten(c->fd, m, path, 1, p->theirs);
+    send_rewritten(k, c->fd, m, path, 1, p->theirs);
     free(p->theirs);
     free(p->token);
     *p = (struct keeper_pending){0};
@@ -437,7 +478,7 @@ static bool progress_from_server(struct keeper *k, const struct cap_node *m)
     struct keeper_pending *p = &k->pending[i];
     if (p->theirs && p->token && p->ours == t->u.num.i) {
       static const char *const path[] = {"params", "progressToken"};
-      send_rewritten(p->conn->fd, m, path, 2, p->token);
+      send_rewritten(k, p->conn->fd, m, path, 2, p->token);
       return true;
     }
   }
