@@ -33,11 +33,19 @@
 #include "image/image.h"
 
 static volatile sig_atomic_t stop_requested;
+/* written by on_stop: the session's thread wakes even when a call's
+ * thread took the signal */
+static int stop_pipe[2] = {-1, -1};
 
 static void on_stop(int sig)
 {
   (void)sig;
   stop_requested = 1;
+  int e = errno;
+  if (stop_pipe[1] >= 0 && write(stop_pipe[1], "s", 1) < 0) {
+    /* full: it is awake already */
+  }
+  errno = e;
 }
 
 struct stdio_ctx {
@@ -155,12 +163,13 @@ static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
   struct lines l = {0};
   bool eof = false;
   while (!eof && !io->broken && !stop_requested) {
-    struct pollfd fds[1 + MCP_MAX_RUNNING];
+    struct pollfd fds[2 + MCP_MAX_RUNNING];
     int timeout;
-    size_t n = mcp_session_poll(s, fds + 1, MCP_MAX_RUNNING, &timeout);
+    size_t n = mcp_session_poll(s, fds + 2, MCP_MAX_RUNNING, &timeout);
     fds[0] = (struct pollfd){.fd = io->in, .events = POLLIN};
+    fds[1] = (struct pollfd){.fd = stop_pipe[0], .events = POLLIN};
     pthread_mutex_unlock(&state_mu);
-    int ready = poll(fds, n + 1, timeout);
+    int ready = poll(fds, n + 2, timeout);
     pthread_mutex_lock(&state_mu);
     if (ready < 0 && errno != EINTR)
       break;
@@ -172,7 +181,7 @@ static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
       else if (got == 0 || (errno != EINTR && errno != EAGAIN))
         eof = true;
     }
-    mcp_session_events(s, fds + 1, n);
+    mcp_session_events(s, fds + 2, n);
   }
   cap_buf_free(&l.buf);
   return CLI_EXIT_OK;
@@ -221,7 +230,9 @@ int cmd_mcp(int argc, char **argv)
                                    .state_dir = state_dir,
                                    .deadline_ms = (uint64_t)o.timeout_s * 1000,
                                    .log = log_stderr};
-  int foreign[] = {io_ctx.in, io_ctx.out};
+  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+    stop_pipe[0] = stop_pipe[1] = -1; /* poll skips -1: a signal still interrupts it */
+  int foreign[] = {io_ctx.in, io_ctx.out, stop_pipe[0], stop_pipe[1]};
   struct serve_selu_host host = {
       .opt = &selu_opt, .foreign = foreign, .n_foreign = ARRAY_SIZE(foreign)};
   struct cap_error err = {0};

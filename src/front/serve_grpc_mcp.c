@@ -1,4 +1,7 @@
-/* serve's warm Selu process (serve_internal.h, serve_selu_*): the MCP
+/* The warm Selu process (serve.h's serve_selu_open, serve_internal.h's
+ * serve_selu_*), for serve and for `capsule mcp` on stdio (its host: a
+ * struct serve_selu_host, what the host's copies in the spawner and the
+ * process read; "serve" below is the host): the MCP
  * doors' Selu calls on a running instance made without a fork, as
  * serve --grpc makes its own (serve_grpc_warm.c: gw_call with
  * selu_warm_only, pooled state connections, a gRPC channel and the
