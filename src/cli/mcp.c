@@ -187,6 +187,35 @@ static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
   return CLI_EXIT_OK;
 }
 
+/* The protocol moved off 0 and 1 into io (*threads: the calls' threads
+ * may be used; false: it could not be, the calls run in children), and
+ * the warm Selu process's spawner forked (before any thread) when reg has
+ * a Selu capability: its handle, or NULL. */
+static struct serve_selu *open_warm(struct stdio_ctx *io, const struct gw_registry *reg,
+                                    const char *state_dir, uint64_t deadline_ms, bool *threads)
+{
+  *io = (struct stdio_ctx){.in = STDIN_FILENO, .out = STDOUT_FILENO};
+  *threads = take_stdio(io);
+  if (!*threads) {
+    io->in = STDIN_FILENO;
+    io->out = STDOUT_FILENO;
+    return NULL;
+  }
+  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+    stop_pipe[0] = stop_pipe[1] = -1; /* poll skips -1: a signal still interrupts it */
+  /* read by the spawner and the warm process, in their copies */
+  struct serve_options opt = {
+      .caps_dir = reg->dir, .state_dir = state_dir, .deadline_ms = deadline_ms, .log = log_stderr};
+  int foreign[] = {io->in, io->out, stop_pipe[0], stop_pipe[1]};
+  struct serve_selu_host host = {.opt = &opt, .foreign = foreign, .n_foreign = ARRAY_SIZE(foreign)};
+  struct cap_error err = {0};
+  struct serve_selu *selu = serve_selu_open(&host, reg, &err);
+  if (err.message)
+    fprintf(stderr, "capsule mcp: %s\n", err.message);
+  cap_error_clear(&err);
+  return selu;
+}
+
 int cmd_mcp(int argc, char **argv)
 {
   struct common o = {0};
@@ -219,28 +248,10 @@ int cmd_mcp(int argc, char **argv)
   _cleanup_free_ char *images = image_store_dir(state_dir);
   char **hidden = NULL;
   size_t n_hidden = gw_state_private_paths(state_dir, &hidden);
-  struct stdio_ctx io_ctx = {.in = STDIN_FILENO, .out = STDOUT_FILENO};
-  /* the threads' paths only with the protocol off 0 and 1 */
-  bool threads = take_stdio(&io_ctx);
-  if (!threads) {
-    io_ctx.in = STDIN_FILENO;
-    io_ctx.out = STDOUT_FILENO;
-  }
-  struct serve_options selu_opt = {.caps_dir = reg.dir,
-                                   .state_dir = state_dir,
-                                   .deadline_ms = (uint64_t)o.timeout_s * 1000,
-                                   .log = log_stderr};
-  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-    stop_pipe[0] = stop_pipe[1] = -1; /* poll skips -1: a signal still interrupts it */
-  int foreign[] = {io_ctx.in, io_ctx.out, stop_pipe[0], stop_pipe[1]};
-  struct serve_selu_host host = {
-      .opt = &selu_opt, .foreign = foreign, .n_foreign = ARRAY_SIZE(foreign)};
-  struct cap_error err = {0};
-  /* forks the spawner: before any thread */
-  struct serve_selu *selu = threads ? serve_selu_open(&host, &reg, &err) : NULL;
-  if (err.message)
-    fprintf(stderr, "capsule mcp: %s\n", err.message);
-  cap_error_clear(&err);
+  struct stdio_ctx io_ctx;
+  bool threads = false;
+  struct serve_selu *selu =
+      open_warm(&io_ctx, &reg, state_dir, (uint64_t)o.timeout_s * 1000, &threads);
   struct gw_state_lock lock = {.acquire = lock_state, .release = unlock_state};
   struct mcp_config cfg = {
       .reg = &reg,
