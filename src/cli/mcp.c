@@ -262,6 +262,7 @@ int cmd_mcp(int argc, char **argv)
       .reg_hold = threads ? reg_hold : NULL,
       .reg_release = reg_release,
       .reg_ctx = &reg,
+      .no_warm_relay = true,
       .selu_warm = selu ? serve_selu_warm : NULL,
       .selu_warm_ctx = selu,
       .base = {.user = o.user,

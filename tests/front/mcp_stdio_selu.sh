@@ -188,6 +188,11 @@ run_as() {
   out=$(call 9 '{"text":"a b c"}')
   words "$out" && ok "$who: after the warm process was killed, the next call answers" ||
     bad "$who: after the warm process was killed, the next call answers: ${out:0:300}"
+  # a new one started by that call, or (within a second of the last
+  # start: it ran apart) by the next
+  sleep 1.1
+  out=$(call 12 '{"text":"a b c"}')
+  words "$out" || bad "$who: the call after that answers: ${out:0:300}"
   nproc=$(warm_pid)
   [ -n "$nproc" ] && [ "$nproc" != "$wproc" ] && ok "$who: a new warm process" ||
     bad "$who: a new warm process (was $wproc, now ${nproc:-none}; $(ps -o pid,ppid,stat,cmd --ppid "$(spawner)" | tail -n +2))"
