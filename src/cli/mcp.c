@@ -216,6 +216,19 @@ static struct serve_selu *open_warm(struct stdio_ctx *io, const struct gw_regist
   return selu;
 }
 
+static const struct gw_state_lock state_lock = {.acquire = lock_state, .release = unlock_state};
+
+static void catch_stop(void)
+{
+  signal(SIGPIPE, SIG_IGN); /* a client that left is seen as EPIPE */
+  /* SIGTERM, SIGINT, SIGHUP: stop reading, stop the calls in flight (each
+   * audited by its pipeline), exit */
+  struct sigaction sa = {.sa_handler = on_stop}; /* no SA_RESTART: poll returns */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+}
+
 int cmd_mcp(int argc, char **argv)
 {
   struct common o = {0};
@@ -252,7 +265,6 @@ int cmd_mcp(int argc, char **argv)
   bool threads = false;
   struct serve_selu *selu =
       open_warm(&io_ctx, &reg, state_dir, (uint64_t)o.timeout_s * 1000, &threads);
-  struct gw_state_lock lock = {.acquire = lock_state, .release = unlock_state};
   struct mcp_config cfg = {
       .reg = &reg,
       .st = st,
@@ -266,7 +278,7 @@ int cmd_mcp(int argc, char **argv)
       .selu_warm = selu ? serve_selu_warm : NULL,
       .selu_warm_ctx = selu,
       .base = {.user = o.user,
-               .state_lock = threads ? &lock : NULL,
+               .state_lock = threads ? &state_lock : NULL,
                .deadline_ms = o.timeout_s * 1000,
                .approval_ttl_ms = (int64_t)o.approval_ttl_s * 1000,
                .log_dir = logs,
@@ -279,13 +291,7 @@ int cmd_mcp(int argc, char **argv)
                .hidden = (const char *const *)hidden,
                .n_hidden = n_hidden},
   };
-  signal(SIGPIPE, SIG_IGN); /* a client that left is seen as EPIPE */
-  /* SIGTERM, SIGINT, SIGHUP: stop reading, stop the calls in flight (each
-   * audited by its pipeline), exit */
-  struct sigaction sa = {.sa_handler = on_stop}; /* no SA_RESTART: poll returns */
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  catch_stop();
   struct mcp_io io = {.send = send_line, .ctx = &io_ctx};
   pthread_mutex_lock(&state_mu);
   struct mcp_session *s = mcp_session_new(&cfg, &io);
