@@ -148,14 +148,22 @@ static void log_stderr(void *ctx, const char *line)
  * cannot be. */
 static bool take_stdio(struct stdio_ctx *io)
 {
-  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   io->in = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
-  io->out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-  bool ok = null >= 0 && io->in >= 0 && io->out >= 0 && dup2(null, STDIN_FILENO) >= 0 &&
-            dup2(STDERR_FILENO, STDOUT_FILENO) >= 0;
-  if (null >= 0)
-    close(null);
-  return ok;
+  io->out = io->in >= 0 ? fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3) : -1;
+  int null = io->out >= 0 ? open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
+  if (null < 0) { /* nothing changed */
+    if (io->in >= 0)
+      close(io->in);
+    if (io->out >= 0)
+      close(io->out);
+    return false;
+  }
+  /* the copies hold the protocol: 0 and 1 cannot fail to be replaced */
+  dup2(null, STDIN_FILENO);
+  if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0) /* no stderr */
+    dup2(null, STDOUT_FILENO);
+  close(null);
+  return true;
 }
 
 static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
