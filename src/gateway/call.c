@@ -670,7 +670,7 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
    * call appended it; the lock not held on return */
   const struct gw_call *call = c->call;
   int r = gw_audit_append_shared(c->st, call->state_lock, c->locked, &c->rec, call->at_end,
-                                 call->at_end_ctx, &aerr);
+                                 call->at_end_ctx, &c->inflight, &aerr);
   c->locked = false;
   *ended = true;
   if (r < 0) /* not in the log: the marker keeps the record for the next open */

@@ -195,15 +195,18 @@ int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs,
  * committed (and its then run), or with the batch's error.
  * gateway/state_group.c. */
 struct gw_state_lock;
+struct gw_inflight;
 /* A call this thread makes on st, begun and ended (gw_call's): within it
  * the policies, grants and id ranges it reads are kept while the database
  * does not change (gateway/state_cache.c); it sees every change committed
  * before it began. */
 void gw_state_cache_begin(struct gw_state *st);
 void gw_state_cache_end(struct gw_state *st);
+/* inflight (NULL: none): the call's marker, told its record is in
+ * (gw_inflight_recorded) as soon as the transaction holding it commits */
 int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock, bool held,
                            struct gw_audit_record *r, void (*then)(void *ctx), void *then_ctx,
-                           struct cap_error *err);
+                           struct gw_inflight *inflight, struct cap_error *err);
 /* A change the operator made, as a record of its own: decision is the
  * kind ("policy-set", "policy-rm", "cred-set", "cred-rm", "approve",
  * "deny"), user who made it, capability and tool (or credential name)
@@ -230,7 +233,8 @@ struct gw_inflight {
   int fd, dirfd;
   char *name;
   uint64_t start_ms;
-  size_t len; /* what the marker's file holds */
+  size_t len;    /* what the marker's file holds */
+  bool recorded; /* its tag spoilt: the record is in the log (gw_inflight_recorded) */
 };
 int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
                       struct cap_error *err);
@@ -243,6 +247,10 @@ int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, stru
 void gw_inflight_spares(bool on);
 /* Rewrites the marker's fields (e.g. the decision, once made). */
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r);
+/* The call's own record is in the log: the marker's tag spoilt at once,
+ * so a process killed before gw_inflight_end leaves a marker that records
+ * nothing (one write; a no-op on one never begun). */
+void gw_inflight_recorded(struct gw_inflight *m);
 /* Removes the marker (the call's own record is then written). No-op on
  * one that was never begun ({.fd = -1}). */
 void gw_inflight_end(struct gw_inflight *m);

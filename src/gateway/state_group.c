@@ -25,6 +25,7 @@ struct pending {
   struct gw_audit_record *rec;
   void (*then)(void *ctx); /* run by the leader under the state lock once appended */
   void *then_ctx;
+  struct gw_inflight *inflight; /* told by the leader once the record is in */
   struct pending *next;
   int rc;
   struct cap_error err;
@@ -98,9 +99,12 @@ static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_
     recs[n++] = p->rec;
   struct cap_error berr = {0};
   int rc = gw_audit_append_many(st, recs, n, &berr);
-  for (struct pending *p = batch; p; p = p->next) /* still under the state lock */
+  for (struct pending *p = batch; p; p = p->next) { /* still under the state lock */
+    if (rc == 0 && p->inflight) /* before anything else: a kill now records nothing twice */
+      gw_inflight_recorded(p->inflight);
     if (p->then)
       p->then(p->then_ctx);
+  }
   lock->release(lock->ctx); /* before the next leader is woken to take it */
   pthread_mutex_lock(&g->mu);
   struct pending *next_leader = g->head; /* queued meanwhile, waiting */
@@ -127,16 +131,18 @@ static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_
 
 int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock, bool held,
                            struct gw_audit_record *r, void (*then)(void *ctx), void *then_ctx,
-                           struct cap_error *err)
+                           struct gw_inflight *inflight, struct cap_error *err)
 {
   if (!lock) {
     int rc = gw_audit_append(st, r, err);
+    if (rc == 0 && inflight)
+      gw_inflight_recorded(inflight);
     if (then)
       then(then_ctx);
     return rc;
   }
   struct gw_audit_group *g = group_of(st);
-  struct pending me = {.rec = r, .then = then, .then_ctx = then_ctx};
+  struct pending me = {.rec = r, .then = then, .then_ctx = then_ctx, .inflight = inflight};
   sem_init(&me.told, 0, 0);
   bool others = __atomic_load_n(&st->calls, __ATOMIC_RELAXED) > 1; /* calls on their way here */
   /* the lock let go (or not held): the other calls reach this point and

@@ -401,7 +401,13 @@ static bool inflight_park(struct gw_inflight *m)
   snprintf(sp.name, sizeof sp.name, "%s", m->name);
   sp.dev = dsb.st_dev;
   sp.ino = dsb.st_ino;
-  return pwrite(m->fd, "-", 1, 0) == 1 && spare_give(&sp);
+  return (m->recorded || pwrite(m->fd, "-", 1, 0) == 1) && spare_give(&sp);
+}
+
+void gw_inflight_recorded(struct gw_inflight *m)
+{
+  if (m->fd >= 0 && !m->recorded)
+    m->recorded = pwrite(m->fd, "-", 1, 0) == 1; /* the tag, "capsule-inflight-v1", spoilt */
 }
 
 void gw_inflight_end(struct gw_inflight *m)

@@ -369,8 +369,8 @@ static void *append_some(void *arg)
     gw_state_cache_begin(ap->st); /* as gw_call: the others in flight are counted */
     if (!ap->held)
       pthread_mutex_unlock(&group_mu);
-    ap->failed +=
-        gw_audit_append_shared(ap->st, &group_lock, ap->held, &r, append_then, &then, &err) != 0;
+    ap->failed += gw_audit_append_shared(ap->st, &group_lock, ap->held, &r, append_then, &then,
+                                         NULL, &err) != 0;
     gw_state_cache_end(ap->st);             /* the lock not held on return */
     if (pthread_mutex_lock(&group_mu) != 0) /* EDEADLK: still this thread's */
       ap->failed++;
