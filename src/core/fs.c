@@ -1,12 +1,27 @@
 #include "core/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+int cap_fd_nlink(int fd, nlink_t *out)
+{
+  struct statx sx;
+  if (statx(fd, "", AT_EMPTY_PATH, STATX_NLINK, &sx) == 0 && (sx.stx_mask & STATX_NLINK)) {
+    *out = sx.stx_nlink;
+    return 0;
+  }
+  struct stat sb; /* no statx (ENOSYS, a filter's EPERM), or no count from it */
+  if (fstat(fd, &sb) < 0)
+    return -errno;
+  *out = sb.st_nlink;
+  return 0;
+}
 
 static int try_mkdir(const char *path, mode_t mode)
 {

@@ -32,4 +32,12 @@ struct cap_path_cache {
  * -errno. */
 int cap_realpath_cached(struct cap_path_cache *cache, const char *path, char out[PATH_MAX]);
 
+/* fd's link count (0: its file was removed), asked of statx for that
+ * alone: an fstat also reads the file's change time, which on a kernel
+ * with fine-grained timestamps (Linux 6.13+, ext4, xfs, tmpfs) makes the
+ * next write to the file stamp a new one through the journal (1-3 µs a
+ * write here; a file checked before each write pays it each time).
+ * fstat where there is no statx. 0 or -errno. */
+int cap_fd_nlink(int fd, nlink_t *out);
+
 #endif

@@ -86,14 +86,33 @@ struct call_ctx {
   struct gw_egress_batch *egress; /* the proxy's decisions, stored after the record */
   struct gw_talos_config *talos;  /* a run apart's Talos settings, read before its fork */
   bool reading; /* a read transaction holds its reads (gw_state_read_begin) until the run */
+  bool locked;  /* the call holds call->state_lock (when there is one) */
 };
+
+/* The state lock taken for the call's next use of the state (a no-op
+ * when the call holds it, or has none), or let go */
+static void lock_get(struct call_ctx *c)
+{
+  if (!c->locked && c->call->state_lock)
+    c->call->state_lock->acquire(c->call->state_lock->ctx);
+  c->locked = true;
+}
+
+static void lock_put(struct call_ctx *c)
+{
+  if (c->locked && c->call->state_lock)
+    c->call->state_lock->release(c->call->state_lock->ctx);
+  c->locked = false;
+}
 
 /* The call's reads done: its read transaction, if any, ended (before the
  * run waits and the audit writes). */
 static void reads_done(struct call_ctx *c)
 {
-  if (c->reading)
+  if (c->reading) {
+    lock_get(c);
     gw_state_read_end(c->st);
+  }
   c->reading = false;
 }
 
@@ -544,18 +563,6 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   return o;
 }
 
-static void state_acquire(const struct gw_call *call)
-{
-  if (call->state_lock)
-    call->state_lock->acquire(call->state_lock->ctx);
-}
-
-static void state_release(const struct gw_call *call)
-{
-  if (call->state_lock)
-    call->state_lock->release(call->state_lock->ctx);
-}
-
 /* A third-party MCP server: for a front door's call (c->call->relay) on
  * its warm server (gateway/mcp_keeper.c) when one can be had, else on one
  * started for this call alone. */
@@ -571,8 +578,10 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
     struct cap_error kerr = {0};
     /* neither reaching the keeper, nor starting one (its server's
      * initialize), nor the exchange touches the state, and each may wait:
-     * serve's other calls and pages go on meanwhile */
-    state_release(call);
+     * serve's other calls and pages go on meanwhile; nor does what follows
+     * up to the record (gw_audit_append_shared): the lock is taken again
+     * by the step that next needs it (lock_get), mostly the audit's leader */
+    lock_put(c);
     /* a kept connection first (gateway/mcp_keeper_pool.c); a new one
      * when the keeper ended before it took the call */
     char kept[GW_MCP_KEEPER_PATH_MAX];
@@ -589,7 +598,6 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
       gw_mcp_keeper_keep(kept, warm); /* for the next call to that keeper */
       warm = -1;
     }
-    state_acquire(call);
     if (reached < 0 && call->warm_only)
       return cap_error_set(err, -reached, "no warm server for %s: %s", spec->id, kerr.message),
              cap_error_clear(&kerr), GW_OUTCOME_FAILED;
@@ -670,7 +678,7 @@ static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *sp
 /* Exactly one record per call; a call that cannot be audited does not
  * hand out its result. */
 static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_t start,
-                                  struct cap_error *err)
+                                  bool *ended, struct cap_error *err)
 {
   c->rec.duration_ms = (int64_t)(cap_now_ms(CLOCK_MONOTONIC) - start);
   if (o != GW_OUTCOME_OK && strcmp(c->rec.outcome, "ok") == 0)
@@ -678,13 +686,21 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   if (c->out)
     gw_sha256_hex(c->out, strlen(c->out), c->rec.result_hash);
   struct cap_error aerr = {0};
-  /* in serve, with the records of the calls finishing together */
-  int r = gw_audit_append_shared(c->st, c->call->state_lock, &c->rec, &aerr);
+  /* in serve, with the records of the calls finishing together; the
+   * call's at_end run under the lock right after its record, by whichever
+   * call appended it; the lock not held on return */
+  const struct gw_call *call = c->call;
+  int r = gw_audit_append_shared(c->st, call->state_lock, c->locked, &c->rec, call->at_end,
+                                 call->at_end_ctx, &aerr);
+  c->locked = false;
+  *ended = true;
   if (r < 0) /* not in the log: the marker keeps the record for the next open */
     gw_inflight_keep(&c->inflight, &c->rec);
-  if (r == 0 &&
-      gw_egress_write(c->st, c->egress, c->rec.capability, c->rec.user, c->rec.seq, &aerr) < 0)
-    r = -EIO; /* every egress decision is recorded, or the result is not handed out */
+  if (r == 0 && gw_egress_batch_pending(c->egress)) {
+    lock_get(c);
+    if (gw_egress_write(c->st, c->egress, c->rec.capability, c->rec.user, c->rec.seq, &aerr) < 0)
+      r = -EIO; /* every egress decision is recorded, or the result is not handed out */
+  }
   if (r < 0) {
     cap_error_clear(err);
     cap_error_set(err, EIO, "%s; the call's result is withheld", aerr.message);
@@ -738,8 +754,8 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   struct cap_error ignored = {0};
   gw_inflight_begin(st, &c.rec, &c.inflight, &ignored); /* a file's: outside serve's lock */
   cap_error_clear(&ignored);                            /* (unless the caller holds it) */
-  if (!call->state_held)
-    state_acquire(call);
+  c.locked = call->state_held;
+  lock_get(&c);
   gw_state_cache_begin(st); /* its reads kept while nothing changes */
   /* a warm Selu call writes nothing until its audit (but a new id
    * range): its id range, policy, credentials and grants read in one
@@ -768,14 +784,19 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
     ran = true;
   }
   reads_done(&c);
-  if (ran && covenant)
+  if (ran && covenant) {
+    lock_get(&c);
     gw_covenant_settle(st, c.spec, cpu_ms);
+  }
+  bool ended = false;           /* at_end run (by the audit) */
   if (o != GW_OUTCOME_NOT_WARM) /* else nothing ran: the caller runs it again, audited then */
-    o = step_audit(&c, o, start, err);
+    o = step_audit(&c, o, start, &ended, err);
   gw_state_cache_end(st);
-  if (call->at_end)
+  if (call->at_end && !ended) {
+    lock_get(&c);
     call->at_end(call->at_end_ctx);
-  state_release(call);
+  }
+  lock_put(&c);
   /* after the record (a kill in between repeats it, never loses it), and
    * outside serve's lock */
   gw_inflight_end(&c.inflight);

@@ -235,6 +235,14 @@ static int insert_rows(struct gw_state *st, struct gw_egress_batch *b, const cha
   return r;
 }
 
+bool gw_egress_batch_pending(struct gw_egress_batch *b)
+{
+  pthread_mutex_lock(&b->lock);
+  bool pending = b->n || b->over;
+  pthread_mutex_unlock(&b->lock);
+  return pending;
+}
+
 int gw_egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
                     const char *user, int64_t call_seq, struct cap_error *err)
 {

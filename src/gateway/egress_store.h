@@ -44,6 +44,9 @@ struct gw_egress_batch *gw_egress_batch_of(const struct proxy_egress_sink *s);
  * decisions, sent back by its process: gateway/call_apart.c). */
 void gw_egress_batch_add(struct gw_egress_batch *b, const struct gw_egress_row *r, long long over);
 void gw_egress_batch_free(struct gw_egress_batch *b);
+/* Whether b holds anything for gw_egress_write to store (rows, or
+ * decisions past the bound): without it, the write needs no state. */
+bool gw_egress_batch_pending(struct gw_egress_batch *b);
 /* Moves b's rows (and what went past its bound) to into, under b's lock
  * only: a batch still taking decisions is written from into, the proxy's
  * threads never waiting on the database (a Talos push subscription's,

@@ -95,7 +95,7 @@ static bool initialize(struct keeper *k)
       "\"name\":\"capsule\",\"version\":\"%s\"}}}",
       (long long)k->next_id, MCP_CLIENT_PROTOCOL, CAPSULE_VERSION);
   int64_t id = k->next_id++;
-  if (!keeper_put_line(k->in_w, init, strlen(init)))
+  if (!keeper_put_server(k, init, strlen(init)))
     return false;
   uint64_t deadline = now_ms() + KEEPER_INIT_MS;
   for (;;) {
@@ -118,7 +118,7 @@ static bool initialize(struct keeper *k)
     cap_doc_free(doc);
     if (answered) {
       static const char done[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}";
-      return keeper_put_line(k->in_w, done, sizeof done - 1);
+      return keeper_put_server(k, done, sizeof done - 1);
     }
   }
 }
@@ -216,6 +216,19 @@ static bool pump(struct keeper *k, const struct pollfd *p, size_t n_conns)
   return !k->out.eof;
 }
 
+/* Whether poll woke for the server's stdout alone: no call can have come
+ * (the package is checked before what a caller sends is read, not when
+ * the server answers) */
+static bool only_server(const struct pollfd *p, size_t n_conns)
+{
+  if (p[0].revents || p[2].revents)
+    return false;
+  for (size_t i = 0; i < n_conns; i++)
+    if (p[3 + i].revents)
+      return false;
+  return true;
+}
+
 /* Calls, as they come, until idle, the server's exit, or a change (then
  * the calls connected are finished first) */
 static void serve_calls(struct keeper *k)
@@ -242,7 +255,8 @@ static void serve_calls(struct keeper *k)
     int r = poll(p, 3 + n, wait);
     if (r < 0 && errno != EINTR)
       return;
-    if (!k->retired && package_changed(k, k->ino >= 0 && p[2].revents)) {
+    if (!k->retired && (r <= 0 || !only_server(p, n)) &&
+        package_changed(k, k->ino >= 0 && p[2].revents)) {
       retire(k, k->path);
       /* watchers and kept connections go to the new keeper; calls finish here */
       for (size_t i = n; i-- > 0;)

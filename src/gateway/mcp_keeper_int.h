@@ -26,6 +26,8 @@ struct lines {
 char *keeper_take_line(struct lines *l); /* a full line (allocated), else NULL */
 void keeper_fill(struct lines *l);
 bool keeper_put_line(int fd, const char *text, size_t len);
+struct keeper;
+bool keeper_put_server(struct keeper *k, const char *text, size_t len); /* to its stdin */
 
 /* A connection to the keeper: a call's exchange, a front door's kept
  * connection between two calls (idle: not a call), or a watcher (a front

@@ -56,14 +56,30 @@ void keeper_fill(struct lines *l)
     l->eof = true;
 }
 
+/* A line in one write (its reader wakes once); send(2) on a socket, so
+ * that a caller's process that does not ignore SIGPIPE gets EPIPE */
+static bool put_line(int fd, const char *text, size_t len, unsigned flags)
+{
+  char small[4096];
+  char *line = len < sizeof small ? small : cap_xmalloc(len + 1);
+  memcpy(line, text, len);
+  line[len] = '\n';
+  bool ok = cap_write_all(fd, line, len + 1, flags) == 0;
+  if (line != small)
+    free(line);
+  return ok;
+}
+
 bool keeper_put_line(int fd, const char *text, size_t len)
 {
-  struct cap_buf b = {0};
-  cap_buf_append(&b, text, len);
-  cap_buf_putc(&b, '\n');
-  bool ok = cap_write_all(fd, b.data, b.len, CAP_IO_NOSIGPIPE) == 0;
-  cap_buf_free(&b);
-  return ok;
+  return put_line(fd, text, len, CAP_IO_NOSIGPIPE);
+}
+
+/* To the server's stdin, a pipe: write(2) (the keeper ignores SIGPIPE),
+ * not a send(2) that fails first with ENOTSOCK */
+bool keeper_put_server(struct keeper *k, const char *text, size_t len)
+{
+  return put_line(k->in_w, text, len, 0);
 }
 
 /* ---- messages ---- */
@@ -137,11 +153,14 @@ static char *node_text(const struct cap_node *n)
   return cap_buf_steal(&b);
 }
 
-static void send_rewritten(int fd, const struct cap_node *msg, const char *const *path,
-                           size_t depth, const char *json)
+static void send_rewritten(struct keeper *k, int fd, const struct cap_node *msg,
+                           const char *const *path, size_t depth, const char *json)
 {
   _cleanup_free_ char *text = rewritten(msg, path, depth, json);
-  keeper_put_line(fd, text, strlen(text));
+  if (fd == k->in_w)
+    keeper_put_server(k, text, strlen(text));
+  else
+    keeper_put_line(fd, text, strlen(text));
 }
 
 static const char *method_of(const struct cap_node *m)
@@ -235,7 +254,7 @@ void keeper_conn_drop(struct keeper *k, struct keeper_conn *c)
         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":"
         "%lld,\"reason\":\"the call ended\"}}",
         (long long)p->ours);
-    keeper_put_line(k->in_w, text, strlen(text));
+    keeper_put_server(k, text, strlen(text));
     free(p->theirs);
     free(p->token);
     *p = (struct keeper_pending){0};
@@ -332,13 +351,13 @@ static void request_from_conn(struct keeper *k, struct keeper_conn *c, const str
   const struct cap_node *token =
       cap_node_get(cap_node_get(cap_node_get(m, "params"), "_meta"), "progressToken");
   if (!token)
-    return send_rewritten(k->in_w, m, id_path, 1, ours);
+    return send_rewritten(k, k->in_w, m, id_path, 1, ours);
   slot->token = node_text(token); /* two calls' tokens may be alike: the server sees ours */
   _cleanup_free_ char *renumbered = rewritten(m, id_path, 1, ours);
   const struct cap_node *again = NULL;
   struct cap_doc *doc = parse_object(renumbered, "call", &again);
   if (again)
-    send_rewritten(k->in_w, again, token_path, 3, ours);
+    send_rewritten(k, k->in_w, again, token_path, 3, ours);
   cap_doc_free(doc);
 }
 
@@ -372,12 +391,12 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
           strcmp(k->pending[i].theirs, rid) == 0) {
         char ours[24];
         snprintf(ours, sizeof ours, "%lld", (long long)k->pending[i].ours);
-        send_rewritten(k->in_w, m, path, 2, ours);
+        send_rewritten(k, k->in_w, m, path, 2, ours);
       }
   } else if (m) { /* a notification, or an answer to the server's request */
     if (!method && id && c->asked)
       c->asked--;
-    keeper_put_line(k->in_w, line, strlen(line));
+    keeper_put_server(k, line, strlen(line));
   }
   cap_doc_free(doc);
 }
@@ -387,12 +406,17 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
 /* The call's egress decisions so far, as a line before its answer */
 static void send_egress(struct keeper *k, struct keeper_conn *c)
 {
+  pthread_mutex_lock(&k->egress_lock); /* the proxy's threads add to it under this lock */
+  bool none = !c->egress->n && !c->egress->over;
+  pthread_mutex_unlock(&k->egress_lock);
+  if (none) /* the usual call: no batch to swap */
+    return;
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
   struct gw_egress_batch *b = c->egress;
   c->egress = fresh;
   pthread_mutex_unlock(&k->egress_lock);
-  if (b->n || b->over) {
+  {
     struct cap_buf bin = {0}, line = {0};
     gw_egress_batch_encode(b, &bin);
     cap_buf_puts(&line, "{\"egress\":\"");
@@ -419,7 +443,7 @@ static void answer_from_server(struct keeper *k, const struct cap_node *m, int64
     struct keeper_conn *c = p->conn;
     send_egress(k, c);
     static const char *const path[] = {"id"};
-    send_rewritten(c->fd, m, path, 1, p->theirs);
+    send_rewritten(k, c->fd, m, path, 1, p->theirs);
     free(p->theirs);
     free(p->token);
     *p = (struct keeper_pending){0};
@@ -437,7 +461,7 @@ static bool progress_from_server(struct keeper *k, const struct cap_node *m)
     struct keeper_pending *p = &k->pending[i];
     if (p->theirs && p->token && p->ours == t->u.num.i) {
       static const char *const path[] = {"params", "progressToken"};
-      send_rewritten(p->conn->fd, m, path, 2, p->token);
+      send_rewritten(k, p->conn->fd, m, path, 2, p->token);
       return true;
     }
   }

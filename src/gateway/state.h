@@ -187,11 +187,13 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
 int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs, size_t n,
                          struct cap_error *err);
 /* gw_audit_append by a thread of a process whose threads share st under
- * lock (gateway/call.h; held on entry and on return, let go meanwhile;
- * NULL: gw_audit_append): the records of calls that get here together
- * are appended in one transaction (gw_audit_append_many) by one of them;
- * each returns once its own record is committed, or with the batch's
- * error. gateway/state_group.c. */
+ * lock (gateway/call.h; held on entry when held says so, never on
+ * return; NULL: gw_audit_append): the records of calls that get here
+ * together are appended in one transaction (gw_audit_append_many) by one
+ * of them, which then runs each one's then(then_ctx) (NULL: none) under
+ * the lock, in the same holding; each returns once its own record is
+ * committed (and its then run), or with the batch's error.
+ * gateway/state_group.c. */
 struct gw_state_lock;
 /* A call this thread makes on st, begun and ended (gw_call's): within it
  * the policies, grants and id ranges it reads are kept while the database
@@ -199,8 +201,9 @@ struct gw_state_lock;
  * before it began. */
 void gw_state_cache_begin(struct gw_state *st);
 void gw_state_cache_end(struct gw_state *st);
-int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock,
-                           struct gw_audit_record *r, struct cap_error *err);
+int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock, bool held,
+                           struct gw_audit_record *r, void (*then)(void *ctx), void *then_ctx,
+                           struct cap_error *err);
 /* A change the operator made, as a record of its own: decision is the
  * kind ("policy-set", "policy-rm", "cred-set", "cred-rm", "approve",
  * "deny"), user who made it, capability and tool (or credential name)

@@ -64,13 +64,13 @@ void gw_state_cache_begin(struct gw_state *st)
 {
   call_st = st;
   call_checked = false;
-  st->calls++;
+  __atomic_fetch_add(&st->calls, 1, __ATOMIC_RELAXED);
 }
 
 void gw_state_cache_end(struct gw_state *st)
 {
   call_st = NULL;
-  st->calls--;
+  __atomic_fetch_sub(&st->calls, 1, __ATOMIC_RELAXED); /* maybe without the lock */
 }
 
 /* The cache, its entries dropped when the database moved since they were

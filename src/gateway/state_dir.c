@@ -280,8 +280,8 @@ int gw_hwm_read_held(struct gw_state *st, struct gw_hwm *out, enum gw_hwm_status
                      struct cap_error *err)
 {
   memset(out, 0, sizeof *out);
-  struct stat sb;
-  if (st->hwm_fd1 && (fstat(st->hwm_fd1 - 1, &sb) < 0 || sb.st_nlink == 0)) {
+  nlink_t links = 0; /* its link count alone: an fstat would make the next write costlier */
+  if (st->hwm_fd1 && (cap_fd_nlink(st->hwm_fd1 - 1, &links) < 0 || links == 0)) {
     close(st->hwm_fd1 - 1); /* replaced or removed since: the name again */
     st->hwm_fd1 = 0;
   }

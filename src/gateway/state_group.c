@@ -3,12 +3,15 @@
  * the records of calls that finish together are appended in one
  * transaction by one of them, the leader, while the others wait; each
  * call returns once its own record is committed, so no answer leaves
- * before its record is in. The chain, its head and the high-water mark
+ * before its record is in. What a call does under the lock right after
+ * its record (its then) the leader does for it, in the same holding: a
+ * follower never takes the lock again. The chain, its head and the high-water mark
  * are gw_audit_append_many's: exactly as for records appended one by
  * one. Split from state_audit.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdlib.h>
 
 #include "core/buf.h"
@@ -20,15 +23,24 @@
 /* A record waiting for its transaction, on its caller's stack. */
 struct pending {
   struct gw_audit_record *rec;
+  void (*then)(void *ctx); /* run by the leader under the state lock once appended */
+  void *then_ctx;
   struct pending *next;
   int rc;
   struct cap_error err;
-  bool done; /* committed, or failed: rc and err say */
+  sem_t told; /* posted once: its caller is done, or leads (the fields above set before) */
+  bool done;  /* committed, or failed: rc and err say */
+  bool lead;  /* made the next leader by the one before */
 };
 
+/* Each waiting caller is woken alone (its own semaphore, posted once and
+ * outside the group's mutex, so the woken one runs on with nothing to
+ * wait for): when its record is in, or when it is to lead the next
+ * batch; none is woken for nothing (a broadcast would wake the whole next
+ * batch to find one leader). A semaphore may go once its wait returns
+ * (glibc's sem_post touches nothing of it after the post that wakes). */
 struct gw_audit_group {
   pthread_mutex_t mu; /* the queue, leading, each pending's outcome */
-  pthread_cond_t cv;  /* a batch done */
   struct pending *head, **tail;
   bool leading; /* a caller is appending the queue (or waits for the state to) */
 };
@@ -38,7 +50,6 @@ void gw_audit_group_free(struct gw_state *st)
   if (!st->group)
     return;
   pthread_mutex_destroy(&st->group->mu);
-  pthread_cond_destroy(&st->group->cv);
   free(st->group);
   st->group = NULL;
 }
@@ -49,7 +60,6 @@ static struct gw_audit_group *group_of(struct gw_state *st)
   if (!st->group) {
     struct gw_audit_group *g = cap_xcalloc(1, sizeof *g);
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
     g->tail = &g->head;
     st->group = g;
   }
@@ -68,8 +78,11 @@ static int outcome(struct pending *me, struct cap_error *err)
 }
 
 /* The leader, holding the state lock: every record queued so far in one
- * transaction, each one's outcome set, the next leader let in. */
-static void lead(struct gw_state *st, struct gw_audit_group *g)
+ * transaction, each one's then run, the state lock let go, each one's
+ * outcome set and its caller woken, the first of the next queue (if any)
+ * made leader. */
+static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_state_lock *lock,
+                 struct pending *me)
 {
   pthread_mutex_lock(&g->mu);
   struct pending *batch = g->head;
@@ -85,9 +98,18 @@ static void lead(struct gw_state *st, struct gw_audit_group *g)
     recs[n++] = p->rec;
   struct cap_error berr = {0};
   int rc = gw_audit_append_many(st, recs, n, &berr);
+  for (struct pending *p = batch; p; p = p->next) /* still under the state lock */
+    if (p->then)
+      p->then(p->then_ctx);
+  lock->release(lock->ctx); /* before the next leader is woken to take it */
   pthread_mutex_lock(&g->mu);
+  struct pending *next_leader = g->head; /* queued meanwhile, waiting */
+  g->leading = next_leader != NULL;
+  if (next_leader)
+    next_leader->lead = true;
+  pthread_mutex_unlock(&g->mu);
   for (struct pending *p = batch, *next; p; p = next) {
-    next = p->next; /* p is its caller's once done */
+    next = p->next; /* p is its caller's once told */
     p->rc = rc;
     if (rc < 0) {
       cap_error_set(&p->err, berr.code ? berr.code : EIO, "%s",
@@ -95,39 +117,53 @@ static void lead(struct gw_state *st, struct gw_audit_group *g)
       p->err.outcome = berr.outcome;
     }
     p->done = true;
+    if (p != me)
+      sem_post(&p->told);
   }
-  g->leading = false;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
+  if (next_leader)
+    sem_post(&next_leader->told);
   cap_error_clear(&berr);
 }
 
-int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock,
-                           struct gw_audit_record *r, struct cap_error *err)
+int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock, bool held,
+                           struct gw_audit_record *r, void (*then)(void *ctx), void *then_ctx,
+                           struct cap_error *err)
 {
-  if (!lock)
-    return gw_audit_append(st, r, err);
+  if (!lock) {
+    int rc = gw_audit_append(st, r, err);
+    if (then)
+      then(then_ctx);
+    return rc;
+  }
   struct gw_audit_group *g = group_of(st);
-  struct pending me = {.rec = r};
-  bool others = st->calls > 1; /* other calls on their way here */
-  /* the lock let go: the other calls reach this point and queue theirs
-   * meanwhile, while the leader waits for the lock */
-  lock->release(lock->ctx);
+  struct pending me = {.rec = r, .then = then, .then_ctx = then_ctx};
+  sem_init(&me.told, 0, 0);
+  bool others = __atomic_load_n(&st->calls, __ATOMIC_RELAXED) > 1; /* calls on their way here */
+  /* the lock let go (or not held): the other calls reach this point and
+   * queue theirs meanwhile, while the leader waits for the lock */
+  if (held)
+    lock->release(lock->ctx);
   pthread_mutex_lock(&g->mu);
   *g->tail = &me;
   g->tail = &me.next;
-  while (!me.done && g->leading)
-    pthread_cond_wait(&g->cv, &g->mu);
-  bool leader = !me.done;
+  bool leader = !g->leading;
   if (leader)
     g->leading = true;
   pthread_mutex_unlock(&g->mu);
+  if (!leader) {
+    while (sem_wait(&me.told) < 0 && errno == EINTR)
+      ;
+    leader = me.lead && !me.done;
+  }
   if (leader && others) /* the calls woken for the lock as it was let go get to queue
                            theirs first (a mutex let go is mostly taken again by its last
                            holder) */
     sched_yield();
-  lock->acquire(lock->ctx);
-  if (leader) /* me among the batch: done when it returns */
-    lead(st, g);
+  if (leader) { /* me among the batch: done when it returns */
+    lock->acquire(lock->ctx);
+    lead(st, g, lock, &me);
+  }
+  sem_destroy(&me.told);
+  /* a follower's record, and its then, were the leader's: it never takes the lock */
   return outcome(&me, err);
 }

@@ -17,6 +17,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/fs.h"
 #include "gateway/state.h"
 #include "gateway/state_int.h"
 
@@ -252,13 +253,14 @@ static bool spare_give(const struct spare_marker *m)
  * be linked (a state directory removed under it would hide the call). */
 static int inflight_reuse(int statefd, const struct gw_audit_record *r, struct gw_inflight *m)
 {
-  struct stat dsb, fsb;
+  struct stat dsb;
   struct spare_marker sp;
   if (fstat(statefd, &dsb) < 0 || !spare_take(&dsb, &sp))
     return -ENOENT;
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
   m->len = sp.len;
-  int e = fstat(sp.fd, &fsb) < 0 || fsb.st_nlink == 0 ? -ENOENT : 0;
+  nlink_t links = 0; /* its link count alone: core/fs.h says why */
+  int e = cap_fd_nlink(sp.fd, &links) < 0 || links == 0 ? -ENOENT : 0;
   if (e == 0) {
     m->fd = sp.fd;
     e = inflight_write(m, r, false);

@@ -52,7 +52,7 @@ struct gw_state {
   struct gw_audit_group *group;         /* the audit's group commit (state_group.c) */
   struct gw_state_cache *cache;         /* reads kept while the database is unchanged */
   int64_t quiet_changes;                /* rows the audit's appends changed (state_cache.c) */
-  unsigned calls; /* gw_call's on this handle at the moment (under its lock) */
+  unsigned calls; /* gw_call's on this handle at the moment (atomic: __atomic_*) */
 };
 
 /* Reads kept (state_cache.c): valid while no other connection committed

@@ -292,6 +292,25 @@ static void test_mkdir_p(void)
   umask(022);
 }
 
+/* cap_fd_nlink: an open file's link count, 0 once it is removed, an
+ * error for a descriptor that is not open */
+static void test_fd_nlink(void)
+{
+  char path[] = "/tmp/capsule-unit-nlink.XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  nlink_t n = 99;
+  CHECK(cap_fd_nlink(fd, &n) == 0 && n == 1);
+  char two[64];
+  snprintf(two, sizeof two, "%s.2", path);
+  CHECK(link(path, two) == 0);
+  CHECK(cap_fd_nlink(fd, &n) == 0 && n == 2);
+  CHECK(unlink(two) == 0 && unlink(path) == 0);
+  CHECK(cap_fd_nlink(fd, &n) == 0 && n == 0);
+  close(fd);
+  CHECK(cap_fd_nlink(fd, &n) == -EBADF);
+}
+
 /* cap_realpath_cached gives what realpath gives (the path, or the same
  * errno) for plain paths, links on the way or at the end, dangling and
  * looping links, a file in the way, ".", ".." and doubled slashes, with
@@ -514,4 +533,4 @@ UNIT_MAIN(test_sha256, test_buf_text, test_hmac_sha256, test_json_positions, tes
           test_json_columns_count_characters, test_json_errors, test_json_depth_limit,
           test_json_nul_and_escapes, test_node_equal_numbers, test_json_big_numbers_keep_text,
           test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped, test_mkdir_p,
-          test_realpath_cached, test_filememo)
+          test_realpath_cached, test_fd_nlink, test_filememo)

@@ -325,7 +325,8 @@ out:
   CHECK(system(cmd) == 0);
 }
 
-static pthread_mutex_t group_mu = PTHREAD_MUTEX_INITIALIZER;
+/* error-checking: a lock by its holder says so (EDEADLK) */
+static pthread_mutex_t group_mu = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static void group_acquire(void *ctx) { pthread_mutex_lock(ctx); }
 static void group_release(void *ctx) { pthread_mutex_unlock(ctx); }
 static const struct gw_state_lock group_lock = {group_acquire, group_release, &group_mu};
@@ -333,9 +334,28 @@ enum { GROUP_THREADS = 8, GROUP_EACH = 25 };
 
 struct appender {
   struct gw_state *st;
+  bool held; /* the lock taken before the append (as after a call's checks), or not (after a run) */
   int failed;
+  int thens, unlocked_thens; /* its thens run, and those run without the lock held */
   int64_t seqs[GROUP_EACH];
 };
+
+/* A record's then: under the lock, once the record is in */
+struct then_ctx {
+  struct appender *ap;
+  const struct gw_audit_record *r;
+};
+static void append_then(void *arg)
+{
+  struct then_ctx *t = arg;
+  t->ap->thens++;
+  if (pthread_mutex_trylock(&group_mu) == 0) {
+    t->ap->unlocked_thens++;
+    pthread_mutex_unlock(&group_mu);
+  }
+  if (t->r->seq < 1)
+    t->ap->unlocked_thens++; /* before its record */
+}
 
 static void *append_some(void *arg)
 {
@@ -344,11 +364,18 @@ static void *append_some(void *arg)
     struct gw_audit_record r = {
         .user = "u", .capability = "c", .tool = "t", .decision = "allow", .outcome = "ok"};
     struct cap_error err = {0};
+    struct then_ctx then = {ap, &r};
     pthread_mutex_lock(&group_mu);
     gw_state_cache_begin(ap->st); /* as gw_call: the others in flight are counted */
-    ap->failed += gw_audit_append_shared(ap->st, &group_lock, &r, &err) != 0;
-    gw_state_cache_end(ap->st);
-    pthread_mutex_unlock(&group_mu);
+    if (!ap->held)
+      pthread_mutex_unlock(&group_mu);
+    ap->failed +=
+        gw_audit_append_shared(ap->st, &group_lock, ap->held, &r, append_then, &then, &err) != 0;
+    gw_state_cache_end(ap->st);             /* the lock not held on return */
+    if (pthread_mutex_lock(&group_mu) != 0) /* EDEADLK: still this thread's */
+      ap->failed++;
+    else
+      pthread_mutex_unlock(&group_mu);
     ap->seqs[i] = r.seq; /* set once committed */
     cap_error_clear(&err);
   }
@@ -368,7 +395,7 @@ static void test_audit_group(void)
   struct appender ap[GROUP_THREADS];
   pthread_t t[GROUP_THREADS];
   for (int i = 0; i < GROUP_THREADS; i++) {
-    ap[i] = (struct appender){.st = st};
+    ap[i] = (struct appender){.st = st, .held = i % 2 == 0};
     CHECK(pthread_create(&t[i], NULL, append_some, &ap[i]) == 0);
   }
   static bool seen[GROUP_THREADS * GROUP_EACH + 1];
@@ -376,6 +403,7 @@ static void test_audit_group(void)
   for (int i = 0; i < GROUP_THREADS; i++) {
     pthread_join(t[i], NULL);
     CHECK(ap[i].failed == 0);
+    CHECK(ap[i].thens == GROUP_EACH && ap[i].unlocked_thens == 0);
     for (int j = 0; j < GROUP_EACH; j++) {
       int64_t q = ap[i].seqs[j];
       distinct = distinct && q >= 1 && q <= GROUP_THREADS * GROUP_EACH && !seen[q];
