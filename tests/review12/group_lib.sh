@@ -11,7 +11,9 @@
 # into records): every answered call has exactly one record, of its own
 # user, whose decision and outcome say what the answer said (an answer
 # with the echoed text: allow/ok; a refusal: not allow/ok), never
-# "interrupted"; records numbered 1..n; `audit verify` passes. Calls not
+# "interrupted"; no call answered with another's result (the ids of
+# alice's and bob's calls are alike, renumbered by their keepers); records
+# numbered 1..n; `audit verify` passes. Calls not
 # answered are counted by how many records they have (0, 1 or 2: a call
 # killed after its batch's commit but before its marker ended is recorded
 # ok and again "interrupted"; docs/state.md); GK_STRICT=1 fails on 2
@@ -104,6 +106,8 @@ def one(job):
                 kind = "ok"
             elif r is not None and r.get("isError"):
                 kind = "refused"
+            elif r is not None:
+                kind = "crossed"  # a result, not this call's text: another call's answer
         except Exception:
             pass
     with lock:
@@ -143,6 +147,9 @@ bad, counts, kinds = [], collections.Counter(), collections.Counter()
 for text, a in res.items():
     got = by_hash.get(h(text), [])
     kinds[a["kind"]] += 1
+    if a["kind"] == "crossed":
+        bad.append(f"{text}: answered with another call's result: {a['answer'][:200]}")
+        continue
     if a["kind"] == "none":
         counts[len(got)] += 1
         if len(got) > (1 if strict else 2) or any(r["user"] != a["user"] for r in got):
