@@ -85,9 +85,8 @@ struct call_ctx {
   struct gw_call with_ids;        /* the call with its id_base: what c->call points to once known */
   struct gw_egress_batch *egress; /* the proxy's decisions, stored after the record */
   struct gw_talos_config *talos;  /* a run apart's Talos settings, read before its fork */
-  bool reading;     /* a read transaction holds its reads (gw_state_read_begin) until the run */
-  bool locked;      /* the call holds call->state_lock (when there is one) */
-  size_t n_handler; /* handler's secrets: spec is not read once at_end may have run */
+  bool reading; /* a read transaction holds its reads (gw_state_read_begin) until the run */
+  bool locked;  /* the call holds call->state_lock (when there is one) */
 };
 
 /* The state lock taken for the call's next use of the state (a no-op
@@ -122,7 +121,7 @@ static void free_secrets(struct call_ctx *c)
   for (size_t i = 0; i < c->n_env; i++)
     gw_secret_free(c->env[i]);
   free(c->env);
-  for (size_t i = 0; c->handler && i < c->n_handler; i++)
+  for (size_t i = 0; c->handler && c->spec && i < c->spec->n_secrets; i++)
     gw_secret_free(c->handler[i]);
   free(c->handler);
   c->env = c->handler = NULL;
@@ -140,7 +139,6 @@ static enum gw_outcome resolve_credentials(struct call_ctx *c, struct cap_error 
   const struct cap_spec *spec = c->spec;
   c->env = cap_xcalloc(spec->n_secrets + 1, sizeof *c->env);
   c->handler = cap_xcalloc(spec->n_secrets + 1, sizeof *c->handler);
-  c->n_handler = spec->n_secrets;
   for (size_t i = 0; i < spec->n_secrets; i++) {
     const struct cap_secret *sec = &spec->secrets[i];
     char *value = NULL;
@@ -790,9 +788,6 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
     lock_get(&c);
     gw_covenant_settle(st, c.spec, cpu_ms);
   }
-  /* at_end (run by the audit, maybe on another thread) may let go of the
-   * registry c.spec and c.tool belong to: neither is read after it */
-  bool terminal = c.tool && c.tool->terminal_on_success;
   bool ended = false;           /* at_end run (by the audit) */
   if (o != GW_OUTCOME_NOT_WARM) /* else nothing ran: the caller runs it again, audited then */
     o = step_audit(&c, o, start, &ended, err);
@@ -806,7 +801,7 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
    * outside serve's lock */
   gw_inflight_end(&c.inflight);
   res->json = c.out;
-  res->terminal_on_success = c.out && terminal;
+  res->terminal_on_success = c.out && c.tool && c.tool->terminal_on_success;
   free_secrets(&c);
   cap_doc_free(c.args);
   gw_tools_free(&c.dynamic);
