@@ -42,29 +42,6 @@ void gw_uuid4(char out[37])
            b[15]);
 }
 
-int gw_effective_policy(struct gw_state *st, const char *cap, const struct cap_tool *tool,
-                        const char *user, enum cap_policy *policy, const char **source,
-                        struct cap_error *err)
-{
-  bool found = false;
-  int r = 0;
-  if (user && *user) {
-    r = gw_policy_get(st, cap, tool->name, user, policy, &found, err);
-    if (r < 0 || found) {
-      *source = "user";
-      return r;
-    }
-  }
-  r = gw_policy_get(st, cap, tool->name, "", policy, &found, err);
-  if (r < 0 || found) {
-    *source = "operator";
-    return r;
-  }
-  *policy = tool->policy; /* the manifest's recommendation, or block */
-  *source = cap_policy_source_name(tool->policy_source);
-  return 0;
-}
-
 /* One call as it goes through the steps; each step fills its part. */
 struct call_ctx {
   const struct gw_call *call;
@@ -585,18 +562,20 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
     /* a kept connection first (gateway/mcp_keeper_pool.c); a new one
      * when the keeper ended before it took the call */
     char kept[GW_MCP_KEEPER_PATH_MAX];
+    _cleanup_close_ int ack = -1; /* the connection's take pipe */
     _cleanup_close_ int warm =
-        gw_mcp_keeper_open(call, spec, c->env, c->n_env, attempt == 0, kept, &kerr);
+        gw_mcp_keeper_open(call, spec, c->env, c->n_env, attempt == 0, kept, &ack, &kerr);
     enum gw_outcome o = GW_OUTCOME_FAILED;
     bool reusable = false;
     if (warm >= 0)
-      o = params ? mcp_client_request_warm(call, warm, call->mcp_method, params, &c->out, &reusable,
-                                           err)
-                 : mcp_client_call_on(call, spec, warm, c->env, c->n_env, &c->out, &reusable, err);
+      o = params ? mcp_client_request_warm(call, warm, &ack, call->mcp_method, params, &c->out,
+                                           &reusable, err)
+                 : mcp_client_call_on(call, spec, warm, &ack, c->env, c->n_env, &c->out, &reusable,
+                                      err);
     int reached = warm; /* the connection's, or -errno */
     if (reusable && !call->relay->want_watch && *kept) {
-      gw_mcp_keeper_keep(kept, warm); /* for the next call to that keeper */
-      warm = -1;
+      gw_mcp_keeper_keep(kept, warm, ack); /* for the next call to that keeper */
+      warm = ack = -1;
     }
     if (reached < 0 && call->warm_only)
       return cap_error_set(err, -reached, "no warm server for %s: %s", spec->id, kerr.message),
@@ -721,6 +700,18 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
                                   struct gw_state *st, struct gw_result *res,
                                   struct cap_error *err);
 
+/* The call ended on its state: at_end run under the lock (unless the
+ * audit ran it), the lock let go */
+static void call_end(struct call_ctx *c, bool ended)
+{
+  gw_state_cache_end(c->st);
+  if (c->call->at_end && !ended) {
+    lock_get(c);
+    c->call->at_end(c->call->at_end_ctx);
+  }
+  lock_put(c);
+}
+
 enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
                         struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
@@ -788,21 +779,17 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
     lock_get(&c);
     gw_covenant_settle(st, c.spec, cpu_ms);
   }
-  bool ended = false;           /* at_end run (by the audit) */
+  /* the registry's (at_end may let its hold go, on another thread) */
+  bool terminal = c.tool && c.tool->terminal_on_success, ended = false;
+  free_secrets(&c);
   if (o != GW_OUTCOME_NOT_WARM) /* else nothing ran: the caller runs it again, audited then */
     o = step_audit(&c, o, start, &ended, err);
-  gw_state_cache_end(st);
-  if (call->at_end && !ended) {
-    lock_get(&c);
-    call->at_end(call->at_end_ctx);
-  }
-  lock_put(&c);
+  call_end(&c, ended);
   /* after the record (a kill in between repeats it, never loses it), and
    * outside serve's lock */
   gw_inflight_end(&c.inflight);
   res->json = c.out;
-  res->terminal_on_success = c.out && c.tool && c.tool->terminal_on_success;
-  free_secrets(&c);
+  res->terminal_on_success = c.out && terminal;
   cap_doc_free(c.args);
   gw_tools_free(&c.dynamic);
   gw_tools_unhold(c.cached_hold);

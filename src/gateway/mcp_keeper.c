@@ -39,6 +39,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/proctitle.h"
@@ -165,18 +166,56 @@ static void retire(struct keeper *k, const char *path)
   k->listener = -1;
 }
 
+/* "taken" on a new connection, with the read end of its take pipe (the
+ * calls after this one, on the connection kept, are said taken by a byte
+ * on it: runtime/mcp_client.c); *ack gets the write end, or -1 without a
+ * pipe (then a line says each call taken). false: the caller is gone. */
+static bool say_taken(int conn, int *ack)
+{
+  static const char taken[] = "{\"keeper\":\"taken\"}\n"; /* the call may not be retried now */
+  int pipe_fds[2];
+  *ack = -1;
+  if (pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) < 0)
+    return keeper_put_line(conn, taken, sizeof taken - 2);
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE(sizeof(int))];
+  } u = {0};
+  struct iovec iov = {.iov_base = (void *)taken, .iov_len = sizeof taken - 1};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &pipe_fds[0], sizeof(int));
+  ssize_t n;
+  while ((n = sendmsg(conn, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+    ;
+  close(pipe_fds[0]);
+  bool whole = n == (ssize_t)(sizeof taken - 1) ||
+               (n >= 0 && cap_write_all(conn, taken + n, sizeof taken - 1 - (size_t)n,
+                                        CAP_IO_NOSIGPIPE) == 0);
+  if (!whole) {
+    close(pipe_fds[1]);
+    return false;
+  }
+  *ack = pipe_fds[1];
+  return true;
+}
+
 static void accept_call(struct keeper *k)
 {
   /* blocking: a line is written whole, as a slow reader takes it (it reads as it goes) */
   int conn = accept4(k->listener, NULL, NULL, SOCK_CLOEXEC);
   if (conn < 0)
     return;
-  static const char taken[] = "{\"keeper\":\"taken\"}"; /* the call may not be retried now */
-  if (!keeper_put_line(conn, taken, sizeof taken - 1)) {
+  int ack;
+  if (!say_taken(conn, &ack)) {
     close(conn);
     return;
   }
-  if (keeper_conn_add(k, conn) && !k->shown_busy) /* a burst: one status write at its start */
+  if (keeper_conn_add(k, conn, ack) && !k->shown_busy) /* a burst: one status write at its start */
     keeper_status(k, GW_INSTANCE_SERVING, true);
 }
 
@@ -576,24 +615,26 @@ int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spe
                           size_t n_env, struct cap_error *err)
 {
   char path[GW_MCP_KEEPER_PATH_MAX];
-  return gw_mcp_keeper_open(call, spec, env, n_env, false, path, err);
+  int ack;
+  return gw_mcp_keeper_open(call, spec, env, n_env, false, path, &ack, err); /* ack: -1 */
 }
 
-void gw_mcp_keeper_keep(const char *path, int fd) { keeper_pool_put(path, fd); }
+void gw_mcp_keeper_keep(const char *path, int fd, int ack) { keeper_pool_put(path, fd, ack); }
 
-/* A kept connection to the keeper at path, else a new one */
-static int reach(const char *path, bool kept)
+/* A kept connection to the keeper at path (and its take pipe), else a new one */
+static int reach(const char *path, bool kept, int *ack)
 {
-  int fd = kept ? keeper_pool_take(path) : -1;
+  int fd = kept ? keeper_pool_take(path, ack) : -1;
   return fd >= 0 ? fd : connect_to(path);
 }
 
 int gw_mcp_keeper_open(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
-                       size_t n_env, bool kept, char out[GW_MCP_KEEPER_PATH_MAX],
+                       size_t n_env, bool kept, char out[GW_MCP_KEEPER_PATH_MAX], int *ack,
                        struct cap_error *err)
 {
   char key[33];
   *out = '\0';
+  *ack = -1;
   if (!call->run_dir)
     return cap_error_set(err, EINVAL, "no run directory for warm servers");
   unsigned char in[16];
@@ -601,7 +642,7 @@ int gw_mcp_keeper_open(const struct gw_call *call, const struct cap_spec *spec, 
   if (name_seen(in, key) && /* its keeper, when it still serves that name */
       snprintf(out, GW_MCP_KEEPER_PATH_MAX, "%s/%s.mcp.sock", call->run_dir, key) <
           GW_MCP_KEEPER_PATH_MAX) {
-    int fd = reach(out, kept);
+    int fd = reach(out, kept, ack);
     if (fd >= 0)
       return fd;
   }
@@ -613,7 +654,7 @@ int gw_mcp_keeper_open(const struct gw_call *call, const struct cap_spec *spec, 
   if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
     return cap_error_set(err, ENAMETOOLONG, "the run directory's path is too long for a socket");
   snprintf(out, GW_MCP_KEEPER_PATH_MAX, "%s", path);
-  int fd = reach(path, kept);
+  int fd = reach(path, kept, ack);
   if (fd >= 0)
     return fd;
   _cleanup_free_ char *lock_path = cap_xasprintf("%s/%s.mcp.lock", call->run_dir, key);

@@ -33,10 +33,12 @@ bool keeper_put_server(struct keeper *k, const char *text, size_t len); /* to it
  * connection between two calls (idle: not a call), or a watcher (a front
  * door's channel for what the server says between calls). A call begins
  * at accept, or on a kept connection with its first request (the keeper
- * then says "taken" again), and ends with the answer to its last request
- * in flight. */
+ * then says "taken" again: a byte on the connection's take pipe, handed
+ * over with the first "taken", which wakes nobody; a line without one),
+ * and ends with the answer to its last request in flight. */
 struct keeper_conn {
   int fd;
+  int ack; /* the take pipe's end (O_NONBLOCK): a byte a call taken on a kept connection; or -1 */
   struct lines in;
   uint64_t serial; /* in the order calls began: the oldest call gets what names none */
   bool watch;
@@ -83,8 +85,9 @@ struct keeper {
 };
 
 void keeper_route_init(struct keeper *k);
-/* A new connection (owned from here on); false: no room (closed). */
-bool keeper_conn_add(struct keeper *k, int fd);
+/* A new connection and its take pipe (-1: none), both owned from here
+ * on; false: no room (closed). */
+bool keeper_conn_add(struct keeper *k, int fd, int ack);
 /* The connection is gone: what its call left in flight is cancelled. */
 void keeper_conn_drop(struct keeper *k, struct keeper_conn *c);
 /* A line from connection c, and one from the server. */
@@ -96,9 +99,9 @@ size_t keeper_calls(const struct keeper *k);
 size_t keeper_watchers(const struct keeper *k);
 
 /* A front door's kept connections (mcp_keeper_pool.c): one to the
- * keeper at path, checked (-1: none), and one kept (closed past the
- * bound). */
-int keeper_pool_take(const char *path);
-void keeper_pool_put(const char *path, int fd);
+ * keeper at path, checked (-1: none), with its take pipe in *ack (or -1),
+ * and one kept with its take pipe (both closed past the bound). */
+int keeper_pool_take(const char *path, int *ack);
+void keeper_pool_put(const char *path, int fd, int ack);
 
 #endif

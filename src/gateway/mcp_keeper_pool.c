@@ -25,8 +25,8 @@ static struct {
   pthread_mutex_t mu;
   size_t n;
   struct {
-    int fd;
-    char *path; /* the keeper's socket */
+    int fd, ack; /* the connection, its take pipe (or -1) */
+    char *path;  /* the keeper's socket */
   } e[POOL_MAX];
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -39,6 +39,8 @@ static void pool_child(void)
 {
   for (size_t i = 0; i < pool.n; i++) {
     close(pool.e[i].fd);
+    if (pool.e[i].ack >= 0)
+      close(pool.e[i].ack);
     free(pool.e[i].path);
   }
   pool.n = 0;
@@ -47,15 +49,17 @@ static void pool_child(void)
 
 static void pool_init(void) { pthread_atfork(pool_lock, pool_unlock, pool_child); }
 
-int keeper_pool_take(const char *path)
+int keeper_pool_take(const char *path, int *ack)
 {
   pthread_once(&pool_once, pool_init);
   for (;;) {
     int fd = -1;
+    *ack = -1;
     pool_lock();
     for (size_t i = pool.n; i-- > 0 && fd < 0;)
       if (strcmp(pool.e[i].path, path) == 0) {
         fd = pool.e[i].fd;
+        *ack = pool.e[i].ack;
         free(pool.e[i].path);
         pool.e[i] = pool.e[--pool.n];
       }
@@ -66,10 +70,12 @@ int keeper_pool_take(const char *path)
     if (poll(&p, 1, 0) == 0)
       return fd; /* nothing came since its last answer: its keeper is there */
     close(fd);   /* its keeper's end, or a line no call asked for */
+    if (*ack >= 0)
+      close(*ack);
   }
 }
 
-void keeper_pool_put(const char *path, int fd)
+void keeper_pool_put(const char *path, int fd, int ack)
 {
   pthread_once(&pool_once, pool_init);
   size_t same = 0;
@@ -79,9 +85,13 @@ void keeper_pool_put(const char *path, int fd)
   bool kept = same < POOL_PER_KEEPER && pool.n < POOL_MAX;
   if (kept) {
     pool.e[pool.n].fd = fd;
+    pool.e[pool.n].ack = ack;
     pool.e[pool.n++].path = cap_xstrdup(path);
   }
   pool_unlock();
-  if (!kept)
+  if (!kept) {
     close(fd);
+    if (ack >= 0)
+      close(ack);
+  }
 }

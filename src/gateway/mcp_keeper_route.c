@@ -226,15 +226,17 @@ void keeper_route_init(struct keeper *k)
   k->egress_sink = (struct proxy_egress_sink){.event = egress_event, .arg = k};
 }
 
-bool keeper_conn_add(struct keeper *k, int fd)
+bool keeper_conn_add(struct keeper *k, int fd, int ack)
 {
   if (k->n_conns >= KEEPER_MAX_CONNS) {
     close(fd);
+    if (ack >= 0)
+      close(ack);
     return false;
   }
   struct keeper_conn *c = cap_xcalloc(1, sizeof *c);
-  *c =
-      (struct keeper_conn){.fd = fd, .in = {.fd = fd}, .serial = k->next_serial++, .in_call = true};
+  *c = (struct keeper_conn){
+      .fd = fd, .ack = ack, .in = {.fd = fd}, .serial = k->next_serial++, .in_call = true};
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
   c->egress = k->egress_next; /* what came with no call in: the next call's */
@@ -269,6 +271,8 @@ void keeper_conn_drop(struct keeper *k, struct keeper_conn *c)
   pthread_mutex_unlock(&k->egress_lock);
   batch_free(c->egress); /* a call gone without its answer: its decisions dropped */
   close(c->fd);
+  if (c->ack >= 0)
+    close(c->ack);
   cap_buf_free(&c->in.buf);
   free(c);
 }
@@ -291,13 +295,25 @@ size_t keeper_watchers(const struct keeper *k)
 
 /* A request on a kept connection with no call under way begins one: the
  * keeper says it took it (the front door retries a call the keeper ended
- * before), what the proxy decided with no call in is the call's. */
-static void call_begin(struct keeper *k, struct keeper_conn *c)
+ * before), before the request goes to the server: a byte on the take
+ * pipe (its reader is not woken; the byte stays there if the keeper
+ * dies), else a line; what the proxy decided with no call in is the
+ * call's. false: it cannot be said (a take pipe its reader let fill up):
+ * the connection is ended, the call not taken. */
+static bool call_begin(struct keeper *k, struct keeper_conn *c)
 {
   if (c->in_call || c->watch)
-    return;
+    return true;
   static const char taken[] = "{\"keeper\":\"taken\"}";
-  keeper_put_line(c->fd, taken, sizeof taken - 1);
+  ssize_t put;
+  while (c->ack >= 0 && (put = write(c->ack, "t", 1)) < 0 && errno == EINTR)
+    ;
+  if (c->ack >= 0 ? put != 1 : !keeper_put_line(c->fd, taken, sizeof taken - 1)) {
+    shutdown(c->fd, SHUT_RDWR);
+    c->in.eof = true;
+    c->in.buf.len = 0; /* nothing more of it is read */
+    return false;
+  }
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
   c->in_call = true;
@@ -308,6 +324,7 @@ static void call_begin(struct keeper *k, struct keeper_conn *c)
   k->egress_next = fresh;
   pthread_mutex_unlock(&k->egress_lock);
   batch_free(old);
+  return true;
 }
 
 /* The call ends with the answer to its last request in flight: the
@@ -380,8 +397,8 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
     c->in_call = false;
     pthread_mutex_unlock(&k->egress_lock);
   } else if (method && id) {
-    call_begin(k, c);
-    request_from_conn(k, c, m, id);
+    if (call_begin(k, c))
+      request_from_conn(k, c, m, id);
   } else if (method && strcmp(method, "notifications/cancelled") == 0) {
     const struct cap_node *named = cap_node_get(cap_node_get(m, "params"), "requestId");
     _cleanup_free_ char *rid = named ? node_text(named) : NULL; /* none: nothing to cancel */

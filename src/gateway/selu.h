@@ -146,14 +146,17 @@ int gw_mcp_keeper_connect(const struct gw_call *call, const struct cap_spec *spe
                           size_t n_env, struct cap_error *err);
 /* As gw_mcp_keeper_connect, a kept connection first when kept is true
  * (gateway/mcp_keeper_pool.c); path gets the keeper's socket, for
- * gw_mcp_keeper_keep once the call ended with its answer. */
+ * gw_mcp_keeper_keep once the call ended with its answer, and *ack the
+ * kept connection's take pipe (-1: a new connection; runtime/mcp_client.h),
+ * the caller's to close. */
 #define GW_MCP_KEEPER_PATH_MAX 108
 int gw_mcp_keeper_open(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
-                       size_t n_env, bool kept, char path[GW_MCP_KEEPER_PATH_MAX],
+                       size_t n_env, bool kept, char path[GW_MCP_KEEPER_PATH_MAX], int *ack,
                        struct cap_error *err);
 /* fd (gw_mcp_keeper_open's, its call answered, nothing else in flight on
- * it) kept for the next call to that keeper, or closed. */
-void gw_mcp_keeper_keep(const char *path, int fd);
+ * it) and its take pipe ack (or -1) kept for the next call to that
+ * keeper, or closed. */
+void gw_mcp_keeper_keep(const char *path, int fd, int ack);
 /* Makes fd (gw_mcp_keeper_connect's, its exchange done) a watcher's: what
  * the server says of its resources and lists between calls comes on it
  * (gateway/mcp_keeper_route.c). false: the keeper is gone. */

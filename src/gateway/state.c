@@ -16,6 +16,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/secret.h"
+#include "gateway/call.h"
 #include "gateway/state_int.h"
 
 /* ---- schema versions (PRAGMA user_version) ----
@@ -520,6 +521,29 @@ int gw_policy_get(struct gw_state *st, const char *cap, const char *tool, const 
   return rc == GW_DB_ROW || rc == GW_DB_DONE
              ? 0
              : gw_state_db_error(st, err, "cannot read the policies");
+}
+
+int gw_effective_policy(struct gw_state *st, const char *cap, const struct cap_tool *tool,
+                        const char *user, enum cap_policy *policy, const char **source,
+                        struct cap_error *err)
+{
+  bool found = false;
+  int r = 0;
+  if (user && *user) {
+    r = gw_policy_get(st, cap, tool->name, user, policy, &found, err);
+    if (r < 0 || found) {
+      *source = "user";
+      return r;
+    }
+  }
+  r = gw_policy_get(st, cap, tool->name, "", policy, &found, err);
+  if (r < 0 || found) {
+    *source = "operator";
+    return r;
+  }
+  *policy = tool->policy; /* the manifest's recommendation, or block */
+  *source = cap_policy_source_name(tool->policy_source);
+  return 0;
 }
 
 int gw_policy_list(struct gw_state *st, gw_policy_fn fn, void *arg, struct cap_error *err)

@@ -301,10 +301,10 @@ static void stream_response(struct forwarding *f, struct stream *up)
   for (;;) {
     ssize_t n;
     if (!up->ssl && !client->ssl) {
-      n = proxy_pump(w, 1, up->fd, client->fd, NULL);
+      n = proxy_pump(w, 1, up->fd, client->fd, true, NULL);
       if (n == -2) { /* nothing yet: wait for it */
         struct pollfd pf = {.fd = up->fd, .events = POLLIN};
-        if (proxy_wait(w, &pf, 1, STREAM_TIMEOUT_S * 1000) <= 0)
+        if (poll(&pf, 1, STREAM_TIMEOUT_S * 1000) <= 0)
           break;
         continue;
       }
@@ -386,8 +386,8 @@ static void forward_request(struct worker *w, struct stream *client, struct http
  * fresh: nothing can be there yet (worker.fresh): wait before the first
  * read. Returns the head length, or -1 (*why set when it is the client's
  * fault). */
-static long read_request(struct worker *w, struct stream *s, struct http_request *req, char *buf,
-                         size_t size, bool fresh, size_t *got, const char **why)
+static long read_request(struct stream *s, struct http_request *req, char *buf, size_t size,
+                         bool fresh, size_t *got, const char **why)
 {
   *got = 0;
   for (;;) {
@@ -401,7 +401,7 @@ static long read_request(struct worker *w, struct stream *s, struct http_request
     if (n < 0 && (s->ssl || errno == EAGAIN)) {
       if (!s->ssl || SSL_pending(s->ssl) == 0) {
         struct pollfd p = {.fd = s->fd, .events = POLLIN};
-        if (proxy_wait(w, &p, 1, IO_TIMEOUT_MS) <= 0) {
+        if (poll(&p, 1, IO_TIMEOUT_MS) <= 0) {
           *why = NULL;
           return -1;
         }
@@ -431,7 +431,7 @@ void proxy_serve_origin(struct worker *w, struct stream *client, const char *hos
   char *buf = w->buf;
   size_t got;
   const char *why = NULL;
-  long head = read_request(w, client, req, buf, sizeof w->buf, false, &got, &why);
+  long head = read_request(client, req, buf, sizeof w->buf, false, &got, &why);
   if (head < 0) {
     if (why)
       proxy_deny(px, client, ev, "400 Bad Request", why);
@@ -601,7 +601,7 @@ void proxy_serve_one(struct worker *w, int fd)
   size_t got;
   const char *why = NULL;
   struct event ev = {.kind = "http"};
-  long head = read_request(w, &client, req, buf, sizeof w->buf, w->fresh, &got, &why);
+  long head = read_request(&client, req, buf, sizeof w->buf, w->fresh, &got, &why);
   if (head < 0) {
     if (why)
       proxy_deny(px, &client, &ev, "400 Bad Request", why);

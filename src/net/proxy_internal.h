@@ -7,7 +7,6 @@
 #define CAPSULE_NET_PROXY_INTERNAL_H
 
 #include <openssl/ssl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -144,7 +143,7 @@ struct worker {
   bool fresh;              /* the supervisor's thread accepted it as it made it: the
                               tool has not run since, so nothing it sent is there yet */
   bool bulk[2];            /* this direction moved a full small buffer: splice it */
-  unsigned spin_misses;    /* proxy_wait's looks that found nothing, this connection */
+  unsigned spin_misses;    /* relay_wait's looks that found nothing, this connection */
   char small[16384];       /* the first bytes of each direction, copied */
   struct http_request req; /* the request being parsed */
   char buf[HTTP_HEAD_MAX + 65536];
@@ -157,10 +156,6 @@ ssize_t proxy_stream_read(struct stream *s, char *buf, size_t n);
 /* Writes all of buf[0..n); false on error. */
 bool proxy_stream_write(struct stream *s, const char *buf, size_t n);
 void proxy_set_timeouts(int fd, int seconds);
-/* poll(p, n, timeout_ms), but looking first, for up to SPIN_NS, without
- * sleeping (poll with no wait, the CPU yielded between looks), while w's
- * connection has looked in vain fewer than SPIN_MISSES times. */
-int proxy_wait(struct worker *w, struct pollfd *p, nfds_t n, int timeout_ms);
 /* connect() with a deadline; a connected fd, or -1. spare: an IPv4 socket
  * made ahead by proxy_spare_socket (used for an IPv4 address, and then
  * *spare is -1), or NULL. */
@@ -193,7 +188,7 @@ size_t proxy_endpoints_at(struct proxy *px, const struct dest *d, uint16_t port,
  * last: non-NULL when from's end may follow (poll saw its peer half-close):
  * when a second read finds it right behind a small read's bytes, they are sent with to's FIN in one
  * segment (shutdown(to, SHUT_WR) done here) and *last is set. */
-ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool *last);
+ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait, bool *last);
 /* Both ways until both ends are done (half-closes passed on) or idle. */
 void proxy_relay(struct worker *w, int a, int b, struct event *ev);
 

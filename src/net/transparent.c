@@ -183,7 +183,7 @@ static void serve_spliced(struct worker *w, struct stream *client, const char *n
     }
     proxy_slot_set_upstream(w, up);
     struct pollfd p[2] = {{.fd = client->fd, .events = POLLIN}, {.fd = up, .events = POLLIN}};
-    if (proxy_wait(w, p, 2, STREAM_TIMEOUT_S * 1000) <= 0) {
+    if (poll(p, 2, STREAM_TIMEOUT_S * 1000) <= 0) {
       proxy_log_event(px, ev, false, "neither side said anything");
       return;
     }

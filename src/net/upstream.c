@@ -59,18 +59,19 @@ void proxy_set_timeouts(int fd, int seconds)
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-/* A wake-up from a sleep costs more than the wait it ends on a
- * connection's path: on this project's 2-vCPU VM a thread woken on the
- * other CPU takes 20 us (a pipe's round trip between two threads: 40-45
- * us across CPUs, 5-6 us on one), and the tool's next bytes (after
- * CONNECT's 200, the upstream's answer to a small request) typically come
- * within that. So a wait looks first, yielding the CPU between looks (a
- * tool or upstream queued on this CPU runs then, without a wake-up); past
- * SPIN_NS it sleeps as before. A connection that makes its waits look in
- * vain SPIN_MISSES times (a slow upstream, an idle tunnel) only sleeps
- * from then on: what it costs is bounded per connection, and counts in
- * proxy_cpu_ms like the rest of the thread's time. */
-int proxy_wait(struct worker *w, struct pollfd *p, nfds_t n, int timeout_ms)
+/* A relay's wait (proxy_relay's poll). A wake-up from a sleep can cost
+ * more than the wait it ends: on this project's 2-vCPU VM a thread woken
+ * on the other CPU takes about 20 us (a pipe's round trip between two
+ * threads: 40-45 us across CPUs, 5-6 us on one), and in a tunnel the
+ * next bytes (the tool's request after CONNECT's 200, the upstream's
+ * answer to it) typically come within that. So the wait looks first,
+ * yielding the CPU between looks (a tool or upstream queued on this CPU
+ * runs then, without a wake-up); past SPIN_NS it sleeps as before. A
+ * connection whose waits look in vain SPIN_MISSES times (a slow upstream,
+ * an idle tunnel) only sleeps from then on: what looking costs is bounded
+ * per connection, and counts in proxy_cpu_ms like the rest of the
+ * thread's time. */
+static int relay_wait(struct worker *w, struct pollfd *p, nfds_t n, int timeout_ms)
 {
   if (w->spin_misses < SPIN_MISSES) {
     uint64_t start = cap_now_ns(CLOCK_MONOTONIC);
@@ -352,15 +353,17 @@ static bool send_small(int from, int to, char *buf, size_t size, ssize_t *n, boo
 /* Moves what one readable socket has (up to a pipe's worth) to the other
  * without copying through user space: socket -> pipe -> socket. Returns
  * the bytes moved, 0 at end of stream, -1 on error. */
-ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool *last)
+ssize_t proxy_pump(struct worker *w, int dir, int from, int to, bool wait, bool *last)
 {
   int *pp = w->pipes[dir];
   if (!w->bulk[dir]) {
     /* most answers are small: one copy costs less than making, sizing
-     * and closing a pipe; a full buffer means bulk, spliced from then on */
-    ssize_t n = recv(from, w->small, sizeof w->small, MSG_DONTWAIT);
+     * and closing a pipe; a full buffer means bulk, spliced from then on.
+     * With wait, the first read blocks (SO_RCVTIMEO bounds it) rather than
+     * failing and polling. */
+    ssize_t n = recv(from, w->small, sizeof w->small, wait ? 0 : MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return -2;
+      return wait ? -1 : -2; /* waited the stream timeout out: over */
     if (n <= 0)
       return n;
     if (!send_small(from, to, w->small, sizeof w->small, &n, last))
@@ -402,7 +405,7 @@ void proxy_relay(struct worker *w, int a, int b, struct event *ev)
                         {.fd = b, .events = POLLIN | POLLRDHUP}};
   int open_directions = 2;
   while (open_directions > 0) {
-    int r = proxy_wait(w, p, 2, STREAM_TIMEOUT_S * 1000);
+    int r = relay_wait(w, p, 2, STREAM_TIMEOUT_S * 1000);
     if (r <= 0)
       return;
     for (int i = 0; i < 2; i++) {
@@ -411,7 +414,7 @@ void proxy_relay(struct worker *w, int a, int b, struct event *ev)
       /* the other side still reads: the FIN may go with these bytes (when
        * both are done, closing them tells them) */
       bool last = false, ending = (p[i].revents & POLLRDHUP) && p[1 - i].fd >= 0;
-      ssize_t n = proxy_pump(w, i, p[i].fd, fds[1 - i], ending ? &last : NULL);
+      ssize_t n = proxy_pump(w, i, p[i].fd, fds[1 - i], false, ending ? &last : NULL);
       if (n == -2)
         continue;
       if (n < 0)

@@ -46,6 +46,9 @@ struct exchange {
   bool not_taken; /* warm: the keeper ended before it took this call (nothing was sent) */
   bool warm;
   bool level_sent; /* warm: a logging/setLevel sent before the request (its answer not awaited) */
+  int ack;         /* warm: the connection's take pipe (gateway/mcp_keeper.c), or -1 */
+  bool acked;      /* warm: the keeper took the call (its "taken", or a byte on ack) */
+  bool ended;      /* its stdout (or the keeper's connection) ended */
   struct gw_egress_batch *egress; /* warm: the call's, for the keeper's proxy's decisions */
 };
 
@@ -95,6 +98,35 @@ static void relay_read(struct exchange *x)
     x->relay_in.len = 0;
 }
 
+/* A read of the keeper's connection, which may carry the connection's
+ * take pipe (with its first "taken"): kept in x->ack (O_NONBLOCK: the
+ * keeper's pipe2), any other descriptor closed */
+static ssize_t recv_keeper(struct exchange *x, char *buf, size_t len)
+{
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct iovec iov = {.iov_base = buf, .iov_len = len};
+  struct msghdr mh = {
+      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
+  ssize_t n = recvmsg(x->out_r, &mh, MSG_CMSG_CLOEXEC);
+  for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+      continue;
+    size_t fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < fds; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
+      if (x->ack < 0)
+        x->ack = fd;
+      else
+        close(fd);
+    }
+  }
+  return n;
+}
+
 /* The next full line of the server's stdout (allocated), or NULL at its
  * end, at the deadline (timed_out) or past the output cap. */
 static char *next_line(struct exchange *x)
@@ -136,11 +168,13 @@ static char *next_line(struct exchange *x)
     if (!p[0].revents)
       continue;
     char buf[65536];
-    ssize_t n = read(x->out_r, buf, sizeof buf);
+    ssize_t n = x->warm ? recv_keeper(x, buf, sizeof buf) : read(x->out_r, buf, sizeof buf);
     if (n < 0 && errno == EINTR)
       continue;
-    if (n <= 0)
+    if (n <= 0) {
+      x->ended = true;
       return NULL; /* the server closed its stdout (it exited) */
+    }
     cap_buf_append(&x->pending, buf, (size_t)n);
   }
 }
@@ -280,22 +314,35 @@ static void exchange_warm(struct exchange *x, const char *req)
                           x->relay->log_level)
           : NULL;
   x->level_sent = level != NULL;
+  bool kept = x->ack >= 0; /* a kept connection whose keeper takes calls on its pipe */
   bool sent = (!level || send_line(x, level)) && send_line(x, req);
-  /* the keeper's first line says it took the call: a keeper that ends
-   * before it (its server exited) has read nothing of it, and the call
-   * may go to the next one */
-  static const char hello[] = "{\"keeper\":";
-  _cleanup_free_ char *taken = next_line(x);
-  if (!taken || strncmp(taken, hello, sizeof hello - 1) != 0) {
-    x->not_taken = !x->timed_out && !x->error; /* else cancelled, or out of time */
-    if (!x->error)
-      x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
-    return;
+  /* the keeper says it took the call before the call reaches the server:
+   * a keeper that ends before it (its server exited) has read nothing of
+   * it, and the call may go to the next one. On a new connection its
+   * first line says so; on a kept one with a take pipe, a byte on the
+   * pipe, which wakes nobody (nothing polls it) and outlives the keeper. */
+  if (!kept) {
+    static const char hello[] = "{\"keeper\":";
+    _cleanup_free_ char *taken = next_line(x);
+    if (!taken || strncmp(taken, hello, sizeof hello - 1) != 0) {
+      x->not_taken = !x->timed_out && !x->error; /* else cancelled, or out of time */
+      if (!x->error)
+        x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
+      return;
+    }
+    x->acked = true;
   }
-  if (!sent)
-    x->error = cap_xstrdup("the warm server's keeper is gone (the server exited)");
-  else
+  if (sent)
     await_response(x, MCP_CLIENT_REQUEST_ID);
+  char byte;
+  if (kept) /* this call's take: there once the keeper read the call */
+    x->acked = read(x->ack, &byte, 1) == 1;
+  if (!x->acked && !x->result && !x->rpc_error && (x->ended || !sent)) {
+    free(x->error); /* gone before it took the call: nothing of it reached the server */
+    x->error = cap_xstrdup("the warm server's keeper ended before it took the call");
+    x->not_taken = true;
+  } else if (!sent && !x->error)
+    x->error = cap_xstrdup("the warm server's keeper is gone (the server exited)");
 }
 
 /* SIGPIPE blocked on this thread (old: the mask before, or NULL) */
@@ -484,9 +531,9 @@ enum gw_outcome mcp_client_request(const struct gw_call *call, const struct cap_
   return o;
 }
 
-enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, const char *method,
-                                        const char *params, char **result, bool *reusable,
-                                        struct cap_error *err)
+enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, int *ack,
+                                        const char *method, const char *params, char **result,
+                                        bool *reusable, struct cap_error *err)
 {
   *result = NULL;
   uint64_t deadline = call->deadline_ms ? call->deadline_ms : GW_DEFAULT_DEADLINE_MS;
@@ -501,6 +548,7 @@ enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, cons
                        .relay = call->relay,
                        .relay_fd = call->relay ? call->relay->fd : -1,
                        .warm = true,
+                       .ack = ack ? *ack : -1,
                        .egress = call->egress_sink ? gw_egress_batch_of(call->egress_sink) : NULL};
   sigset_t old; /* one system call when the thread blocks it already (serve's do) */
   block_sigpipe(&old);
@@ -508,7 +556,12 @@ enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, cons
   if (!sigismember(&old, SIGPIPE))
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (reusable) /* answered, nothing else asked nor read past the answer */
-    *reusable = (x.result || x.rpc_error) && !x.timed_out && !x.level_sent && !x.pending.len;
+    *reusable =
+        (x.result || x.rpc_error) && x.acked && !x.timed_out && !x.level_sent && !x.pending.len;
+  if (ack) /* the caller's, kept with fd */
+    *ack = x.ack;
+  else if (x.ack >= 0)
+    close(x.ack);
   struct sandbox_result res = {0};
   enum gw_outcome o = x.not_taken
                           ? (cap_error_set(err, ECONNABORTED, "%s", x.error), GW_OUTCOME_FAILED)
@@ -569,12 +622,12 @@ enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spe
                                 char *const *env, size_t n_env, char **result,
                                 struct cap_error *err)
 {
-  return mcp_client_call_on(call, spec, -1, env, n_env, result, NULL, err);
+  return mcp_client_call_on(call, spec, -1, NULL, env, n_env, result, NULL, err);
 }
 
 enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_spec *spec,
-                                   int warm_fd, char *const *env, size_t n_env, char **result,
-                                   bool *reusable, struct cap_error *err)
+                                   int warm_fd, int *ack, char *const *env, size_t n_env,
+                                   char **result, bool *reusable, struct cap_error *err)
 {
   *result = NULL;
   struct cap_buf params = {0};
@@ -586,10 +639,10 @@ enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_
     cap_buf_printf(&params, ",\"_meta\":{\"progressToken\":%s}", call->relay->progress_token);
   cap_buf_putc(&params, '}');
   char *raw = NULL;
-  enum gw_outcome o =
-      warm_fd >= 0
-          ? mcp_client_request_warm(call, warm_fd, "tools/call", params.data, &raw, reusable, err)
-          : mcp_client_request(call, spec, "tools/call", params.data, env, n_env, &raw, err);
+  enum gw_outcome o = warm_fd >= 0 ? mcp_client_request_warm(call, warm_fd, ack, "tools/call",
+                                                             params.data, &raw, reusable, err)
+                                   : mcp_client_request(call, spec, "tools/call", params.data, env,
+                                                        n_env, &raw, err);
   cap_buf_free(&params);
   if (o == GW_OUTCOME_OK) {
     o = tool_result(raw, result, err);

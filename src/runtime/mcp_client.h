@@ -48,12 +48,16 @@ enum gw_outcome mcp_client_call(const struct gw_call *call, const struct cap_spe
  * ended before it took the call (nothing of it reached the server) is
  * GW_OUTCOME_FAILED with err->code ECONNABORTED: the caller may try again.
  * reusable (or NULL) tells whether fd may carry the keeper's next call:
- * the answer came, nothing else was asked on it nor read past it. */
-enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, const char *method,
-                                        const char *params, char **result, bool *reusable,
-                                        struct cap_error *err);
+ * the answer came, nothing else was asked on it nor read past it.
+ * *ack (or NULL) is the connection's take pipe (gateway/mcp_keeper.c):
+ * -1 on a new connection, whose keeper hands one over with its first
+ * "taken" (*ack then gets it); a kept connection's, read for this call's
+ * take instead of a "taken" line. The caller owns it and keeps it with fd. */
+enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, int *ack,
+                                        const char *method, const char *params, char **result,
+                                        bool *reusable, struct cap_error *err);
 enum gw_outcome mcp_client_call_on(const struct gw_call *call, const struct cap_spec *spec,
-                                   int warm_fd, char *const *env, size_t n_env, char **result,
-                                   bool *reusable, struct cap_error *err);
+                                   int warm_fd, int *ack, char *const *env, size_t n_env,
+                                   char **result, bool *reusable, struct cap_error *err);
 
 #endif

@@ -55,9 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   pair(w);
   struct keeper k = {.in_w = server[0], .next_id = 1};
   keeper_route_init(&k);
-  keeper_conn_add(&k, a[0]);
-  keeper_conn_add(&k, b[0]);
-  keeper_conn_add(&k, w[0]);
+  keeper_conn_add(&k, a[0], -1);
+  keeper_conn_add(&k, b[0], -1);
+  keeper_conn_add(&k, w[0], -1);
   struct keeper_conn *conn[3] = {k.conns[0], k.conns[1], k.conns[2]};
   keeper_from_conn(&k, conn[2], "{\"keeper\":\"watch\"}");
   struct cap_buf out[4] = {{0}};

@@ -9,6 +9,11 @@
 # - the keeper killed (SIGKILL) between two calls: the next call is
 #   answered all the same (the kept connection to the dead keeper is let
 #   go, a new keeper starts), and so is the one after it;
+# - the keeper killed (SIGKILL) while its server runs a call that came on
+#   a kept connection (mcp-c's wait; the keeper said it took the call on
+#   the connection's take pipe before the call reached the server): the
+#   call fails, it is not made again on a new keeper (which would answer
+#   "waited");
 # - every call has exactly one audit record, outcome ok; audit verify
 #   passes. As root and as uid 65534.
 # Usage: keeper_pool.sh CAPSULE
@@ -33,10 +38,30 @@ keeper_pid() { # the process holding the keeper's lock (RUN/KEY.mcp.lock)
     case $(readlink "$f" 2>/dev/null) in "$state"/*.mcp.lock) f=${f#/proc/}; echo "${f%%/*}" ;; esac
   done | sort -u | head -1
 }
+busy() { # whether the keeper's status file shows a call in
+  grep -qx 'leases=1' "$(find "$state" -name '*.mcp.status' 2>/dev/null | head -1)" 2>/dev/null
+}
+taken_then_killed() {
+  local kp a
+  kp=$(keeper_pid) # before the call: a scan of /proc takes seconds on a busy machine
+  for _ in $(seq 1 100); do busy || break; sleep 0.1; done # b2 shown ended
+  kpost '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp-c__wait","arguments":{"ms":4000}}}' >"$work/wait-$who.out" &
+  a=$!
+  for _ in $(seq 1 300); do busy && break; sleep 0.1; done
+  sleep 0.5 # the call on its way to the server: the keeper wrote its take first
+  [ -n "$kp" ] && busy && kill -9 "$kp" || bad "$who: the wait call never showed in the keeper's status"
+  wait "$a"
+  if grep -q '"isError":true\|"error":' "$work/wait-$who.out" && ! grep -q waited "$work/wait-$who.out"; then
+    ok "$who: a call taken on a kept connection, its keeper killed: failed, not made again"
+  else
+    bad "$who: a call taken on a kept connection, its keeper killed: $(head -c 300 "$work/wait-$who.out")"
+  fi
+}
 run_as() {
   mcpc_user "$1"
   "${wrap[@]}" "$capsule" call "${C[@]}" mcp-c echo '{"text":"x"}' >/dev/null 2>&1 # discovery
   "${wrap[@]}" "$capsule" policy set "${C[@]}" mcp-c echo allow >/dev/null || { bad "$who: policy set"; return; }
+  "${wrap[@]}" "$capsule" policy set "${C[@]}" mcp-c wait allow >/dev/null || { bad "$who: policy set wait"; return; }
   token=$("${wrap[@]}" "$capsule" access issue t --state "$state" 2>/dev/null)
   [ -n "$token" ] || { bad "$who: access issue"; return; }
   mcpc_serve "$work/serve-$who.log" --rate 1000000 || { bad "$who: no session"; return; }
@@ -62,6 +87,7 @@ run_as() {
   call "$who-b1" && ok "$who: the call after the keeper was killed is answered" ||
     bad "$who: the call after the keeper was killed is not answered"
   call "$who-b2" && ok "$who: and the one after it" || bad "$who: the second call after the kill"
+  taken_then_killed
   kill "$serve_pid" 2>/dev/null
   wait "$serve_pid" 2>/dev/null
   "${wrap[@]}" "$capsule" audit --json --state "$state" >"$work/audit-$who.json" 2>"$work/audit-$who.err" ||
