@@ -19,17 +19,22 @@
 # ok and again "interrupted"; docs/state.md); GK_STRICT=1 fails on 2
 # (group_kill_double.sh, review 12's open finding).
 N=${GK_N:-30}
-gk_start() { # serve on a random loopback port; sets port, url, spid
-  local log=$1 i
-  port=$((20000 + RANDOM % 20000))
-  url=http://127.0.0.1:$port/mcp
-  "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" --rate 1000000 2>"$log" &
-  spid=$!
-  pids+=("$spid")
-  for i in $(seq 1 600); do
-    curl -s -o /dev/null -m 5 "http://127.0.0.1:$port/mcp" && return 0
-    kill -0 "$spid" 2>/dev/null || break
-    sleep 0.1
+gk_start() { # serve on a random loopback port (another tried when it is taken); sets port, url, spid
+  local log=$1 i try
+  for try in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 20000))
+    url=http://127.0.0.1:$port/mcp
+    "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" --rate 1000000 2>"$log" &
+    spid=$!
+    pids+=("$spid")
+    for i in $(seq 1 600); do
+      curl -s -o /dev/null -m 5 "http://127.0.0.1:$port/mcp" && return 0
+      kill -0 "$spid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+    grep -q 'cannot listen' "$log" || break
   done
   tail -5 "$log"
   return 1
