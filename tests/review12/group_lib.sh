@@ -22,7 +22,7 @@ N=${GK_N:-30}
 gk_start() { # serve on a random loopback port (another tried when it is taken); sets port, url, spid
   local log=$1 i try
   for try in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
+    port=$((20000 + RANDOM % 12000))
     url=http://127.0.0.1:$port/mcp
     "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" --rate 1000000 2>"$log" &
     spid=$!
