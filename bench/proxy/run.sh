@@ -12,7 +12,9 @@
 # When @anthropic-ai/sandbox-runtime installs from npm, its proxy (a Node
 # HTTP proxy on the host, bridged into bwrap with socat) is measured too.
 # With a second build (BASELINE: another checkout's, say main's), its
-# three capsule paths are measured in the same rounds beside the first's.
+# three capsule paths are measured in the same rounds beside the first's,
+# the two builds' order alternating by round. A run that gives no figure
+# (a build replaced under the bench) is left out and counted.
 # Usage: bench/proxy/run.sh [CAPSULE [BASELINE]]   env: BYTES, COUNT, ROUNDS
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -95,38 +97,57 @@ else
 fi
 
 declare -A res
-add() { res[$1]="${res[$1]:-} $2"; }
-# measure LABEL HOST BYTES: every setup once against HOST
-measure() {
-  local l=$1 h=$2 b=$3
-  add "$l-fetch-direct" "$("$out/blast" fetch "$h" "$port" "$b" | cut -d' ' -f1)"
-  add "$l-fetch-http" "$(in_capsule fetch "$h" "$port" "$b" 3128 | cut -d' ' -f1)"
-  add "$l-fetch-connect" "$(in_capsule fetch "$h" "$port" "$b" 3128 connect | cut -d' ' -f1)"
-  add "$l-fetch-transparent" "$(in_capsule fetch "${synthetic[$h]}" "$port" "$b" | cut -d' ' -f1)"
-  if [ -n "$baseline" ]; then
-    add "$l-fetch-http0" "$(in_baseline fetch "$h" "$port" "$b" 3128 | cut -d' ' -f1)"
-    add "$l-fetch-connect0" "$(in_baseline fetch "$h" "$port" "$b" 3128 connect | cut -d' ' -f1)"
-    add "$l-fetch-transparent0" "$(in_baseline fetch "${synthetic[$h]}" "$port" "$b" | cut -d' ' -f1)"
+# a run that failed (no figure: the build was replaced under the run, a
+# refused connection) is kept as "-" in its place: the rounds' paired
+# differences stay aligned, and medians leave it out
+failed=0
+add() {
+  local v=$2
+  [ -n "$v" ] || { v=-; failed=$((failed + 1)); }
+  res[$1]="${res[$1]:-} $v"
+}
+# paths LABEL HOST BYTES KIND SUFFIX RUNNER: one build's three capsule paths
+paths() {
+  local l=$1 h=$2 b=$3 k=$4 s=$5 run=$6
+  if [ "$k" = fetch ]; then
+    add "$l-fetch-http$s" "$($run fetch "$h" "$port" "$b" 3128 | cut -d' ' -f1)"
+    add "$l-fetch-connect$s" "$($run fetch "$h" "$port" "$b" 3128 connect | cut -d' ' -f1)"
+    add "$l-fetch-transparent$s" "$($run fetch "${synthetic[$h]}" "$port" "$b" | cut -d' ' -f1)"
+  else
+    add "$l-rate-http$s" "$($run rate "$h" "$port" "$count" 3128 | cut -d' ' -f2)"
+    add "$l-rate-connect$s" "$($run rate "$h" "$port" "$count" 3128 connect | cut -d' ' -f2)"
+    add "$l-rate-transparent$s" "$($run rate "${synthetic[$h]}" "$port" "$count" | cut -d' ' -f2)"
   fi
+}
+# both builds' paths, the order alternating by round (what runs first in
+# a round comes out some 10-25 µs apart from what runs later on this VM)
+builds() {
+  local l=$1 h=$2 b=$3 k=$4 r=$5
+  if [ -n "$baseline" ] && [ $((r % 2)) = 0 ]; then
+    paths "$l" "$h" "$b" "$k" 0 in_baseline
+    paths "$l" "$h" "$b" "$k" "" in_capsule
+  else
+    paths "$l" "$h" "$b" "$k" "" in_capsule
+    [ -z "$baseline" ] || paths "$l" "$h" "$b" "$k" 0 in_baseline
+  fi
+}
+# measure LABEL HOST BYTES ROUND: every setup once against HOST
+measure() {
+  local l=$1 h=$2 b=$3 r=$4
+  add "$l-fetch-direct" "$("$out/blast" fetch "$h" "$port" "$b" | cut -d' ' -f1)"
+  builds "$l" "$h" "$b" fetch "$r"
   [ -n "$srt" ] && [ "$l" = loopback ] && add "$l-fetch-srt" "$(in_srt fetch "$h" "$port" "$b" | cut -d' ' -f1)"
   add "$l-rate-direct" "$("$out/blast" rate "$h" "$port" "$count" | cut -d' ' -f2)"
-  add "$l-rate-http" "$(in_capsule rate "$h" "$port" "$count" 3128 | cut -d' ' -f2)"
-  add "$l-rate-connect" "$(in_capsule rate "$h" "$port" "$count" 3128 connect | cut -d' ' -f2)"
-  add "$l-rate-transparent" "$(in_capsule rate "${synthetic[$h]}" "$port" "$count" | cut -d' ' -f2)"
-  if [ -n "$baseline" ]; then
-    add "$l-rate-http0" "$(in_baseline rate "$h" "$port" "$count" 3128 | cut -d' ' -f2)"
-    add "$l-rate-connect0" "$(in_baseline rate "$h" "$port" "$count" 3128 connect | cut -d' ' -f2)"
-    add "$l-rate-transparent0" "$(in_baseline rate "${synthetic[$h]}" "$port" "$count" | cut -d' ' -f2)"
-  fi
+  builds "$l" "$h" "$b" rate "$r"
   [ -n "$srt" ] && [ "$l" = loopback ] && add "$l-rate-srt" "$(in_srt rate "$h" "$port" "$count" | cut -d' ' -f2)"
   return 0
 }
 for r in $(seq "$rounds"); do
   echo "round $r/$rounds"
-  measure loopback 127.0.0.1 "$bytes"
-  [ -n "$link" ] && measure link "$link" "$((bytes / 8))"
+  measure loopback 127.0.0.1 "$bytes" "$r"
+  [ -n "$link" ] && measure link "$link" "$((bytes / 8))" "$r"
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+median() { tr ' ' '\n' | { grep -v '^-\?$' || true; } | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 table() {
   local l=$1 fd
   fd=$(echo "${res[$l-fetch-direct]}" | median)
@@ -138,10 +159,12 @@ table() {
     local f lat added
     f=$(echo "${res[$l-fetch-$k]}" | median)
     lat=$(echo "${res[$l-rate-$k]}" | median)
+    [ -n "$f" ] && [ -n "$lat" ] || continue # every run of it failed
     # added: the median over rounds of this setup's latency less direct's
     # in the same round (paired: the machine's load moves both)
     added=$(paste <(echo "${res[$l-rate-$k]}" | tr ' ' '\n' | grep -v '^$') \
-      <(echo "${res[$l-rate-direct]}" | tr ' ' '\n' | grep -v '^$') | awk '{print $1 - $2}' | median)
+      <(echo "${res[$l-rate-direct]}" | tr ' ' '\n' | grep -v '^$') |
+      awk '$1 != "-" && $2 != "-" {print $1 - $2}' | median)
     awk -v k="$k" -v f="$f" -v fd="$fd" -v l="$lat" -v a="$added" 'BEGIN {
       name = "sandbox-runtime proxy (socat bridge)"
       if (k == "direct") name = "direct"
@@ -156,4 +179,5 @@ table() {
 }
 table loopback "upstream on host loopback ($((bytes / 1048576)) MiB)"
 [ -n "$link" ] && table link "upstream behind a 1 Gbit/s veth link ($((bytes / 8388608)) MiB)"
-echo "($rounds rounds; $count requests per latency run${baseline:+; baseline build $baseline})"
+echo "($rounds rounds; $count requests per latency run${baseline:+; baseline build $baseline, run first in even rounds})"
+[ "$failed" = 0 ] || echo "($failed runs gave no figure and are left out; their errors are above)"

@@ -1,9 +1,20 @@
 /* `capsule mcp`: the MCP dispatcher (front/mcp.h) on stdio. Messages are
  * newline-delimited JSON-RPC (the MCP stdio transport); a line longer than
  * MCP_MAX_MESSAGE is answered with an error and skipped to its end. Stdout
- * carries only protocol messages; capsule's own words go to stderr. */
+ * carries only protocol messages; capsule's own words go to stderr.
+ *
+ * The protocol moves off descriptors 0 and 1 at the start (to copies
+ * closed on exec; 0 becomes /dev/null, 1 a copy of stderr), so no child
+ * of this process, forked or exec'd, can write into it. Calls run as in
+ * serve: the session's thread holds the state lock while it works, a
+ * call whose run step alone needs a child runs in a thread of this
+ * process (mcp_run.c's warm path), and a Selu call on a running instance
+ * goes to the warm Selu process (front/serve.h, serve_selu_open) with no
+ * fork; everything else runs in a child of its own. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,19 +27,29 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "front/mcp.h"
+#include "front/serve.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
 #include "image/image.h"
 
 static volatile sig_atomic_t stop_requested;
+/* written by on_stop: the session's thread wakes even when a call's
+ * thread took the signal */
+static int stop_pipe[2] = {-1, -1};
 
 static void on_stop(int sig)
 {
   (void)sig;
   stop_requested = 1;
+  int e = errno;
+  if (stop_pipe[1] >= 0 && write(stop_pipe[1], "s", 1) < 0) {
+    /* full: it is awake already */
+  }
+  errno = e;
 }
 
 struct stdio_ctx {
+  int in, out; /* the protocol's descriptors */
   bool broken; /* stdout is gone: the client left */
 };
 
@@ -43,7 +64,7 @@ static void send_line(void *ctx, const char *for_id, bool final, const char *jso
   struct iovec iov[2] = {{(void *)json, len}, {&nl, 1}};
   size_t left = len + 1;
   while (!c->broken && left) {
-    ssize_t n = writev(STDOUT_FILENO, iov, 2);
+    ssize_t n = writev(c->out, iov, 2);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
@@ -91,29 +112,129 @@ static void feed(struct mcp_session *s, struct lines *l, const char *data, size_
   }
 }
 
+/* The state lock (gw_call.state_lock): the session's thread holds it
+ * while it works (SQLite included, and so while it forks a call's child);
+ * a call's thread takes it for its own use of the state. */
+static pthread_mutex_t state_mu = PTHREAD_MUTEX_INITIALIZER;
+static void lock_state(void *ctx)
+{
+  (void)ctx;
+  pthread_mutex_lock(&state_mu);
+}
+static void unlock_state(void *ctx)
+{
+  (void)ctx;
+  pthread_mutex_unlock(&state_mu);
+}
+/* The registry, loaded once, outlives every call: nothing to hold. */
+static void *reg_hold(void *ctx) { return ctx; }
+static void reg_release(void *ctx, void *held)
+{
+  (void)ctx;
+  (void)held;
+}
+
+/* The warm process's log lines (warnings) on stderr. */
+static void log_stderr(void *ctx, const char *line)
+{
+  (void)ctx;
+  struct iovec iov[2] = {{(void *)line, strlen(line)}, {"\n", 1}};
+  if (writev(STDERR_FILENO, iov, 2) < 0) {
+    /* nowhere else to say it */
+  }
+}
+
+/* The protocol moved off 0 and 1 (the file comment): false when it
+ * cannot be. */
+static bool take_stdio(struct stdio_ctx *io)
+{
+  io->in = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+  io->out = io->in >= 0 ? fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3) : -1;
+  int null = io->out >= 0 ? open("/dev/null", O_RDWR | O_CLOEXEC) : -1;
+  if (null < 0) { /* nothing changed */
+    if (io->in >= 0)
+      close(io->in);
+    if (io->out >= 0)
+      close(io->out);
+    return false;
+  }
+  /* the copies hold the protocol: 0 and 1 cannot fail to be replaced */
+  dup2(null, STDIN_FILENO);
+  if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0) /* no stderr */
+    dup2(null, STDOUT_FILENO);
+  close(null);
+  return true;
+}
+
 static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
 {
   struct lines l = {0};
   bool eof = false;
   while (!eof && !io->broken && !stop_requested) {
-    struct pollfd fds[1 + MCP_MAX_RUNNING];
+    struct pollfd fds[2 + MCP_MAX_RUNNING];
     int timeout;
-    size_t n = mcp_session_poll(s, fds + 1, MCP_MAX_RUNNING, &timeout);
-    fds[0] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
-    if (poll(fds, n + 1, timeout) < 0 && errno != EINTR)
+    size_t n = mcp_session_poll(s, fds + 2, MCP_MAX_RUNNING, &timeout);
+    fds[0] = (struct pollfd){.fd = io->in, .events = POLLIN};
+    fds[1] = (struct pollfd){.fd = stop_pipe[0], .events = POLLIN};
+    pthread_mutex_unlock(&state_mu);
+    int ready = poll(fds, n + 2, timeout);
+    pthread_mutex_lock(&state_mu);
+    if (ready < 0 && errno != EINTR)
       break;
     if (fds[0].revents) {
       char buf[65536];
-      ssize_t got = read(STDIN_FILENO, buf, sizeof buf);
+      ssize_t got = read(io->in, buf, sizeof buf);
       if (got > 0)
         feed(s, &l, buf, (size_t)got);
       else if (got == 0 || (errno != EINTR && errno != EAGAIN))
         eof = true;
     }
-    mcp_session_events(s, fds + 1, n);
+    mcp_session_events(s, fds + 2, n);
   }
   cap_buf_free(&l.buf);
   return CLI_EXIT_OK;
+}
+
+/* The protocol moved off 0 and 1 into io (*threads: the calls' threads
+ * may be used; false: it could not be, the calls run in children), and
+ * the warm Selu process's spawner forked (before any thread) when reg has
+ * a Selu capability: its handle, or NULL. */
+static struct serve_selu *open_warm(struct stdio_ctx *io, const struct gw_registry *reg,
+                                    const char *state_dir, uint64_t deadline_ms, bool *threads)
+{
+  *io = (struct stdio_ctx){.in = STDIN_FILENO, .out = STDOUT_FILENO};
+  *threads = take_stdio(io);
+  if (!*threads) {
+    io->in = STDIN_FILENO;
+    io->out = STDOUT_FILENO;
+    return NULL;
+  }
+  if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+    stop_pipe[0] = stop_pipe[1] = -1; /* poll skips -1: a signal still interrupts it */
+  /* read by the spawner and the warm process, in their copies */
+  struct serve_options opt = {
+      .caps_dir = reg->dir, .state_dir = state_dir, .deadline_ms = deadline_ms, .log = log_stderr};
+  int foreign[] = {io->in, io->out, stop_pipe[0], stop_pipe[1]};
+  struct serve_selu_host host = {.opt = &opt, .foreign = foreign, .n_foreign = ARRAY_SIZE(foreign)};
+  struct cap_error err = {0};
+  struct serve_selu *selu = serve_selu_open(&host, reg, &err);
+  if (err.message)
+    fprintf(stderr, "capsule mcp: %s\n", err.message);
+  cap_error_clear(&err);
+  return selu;
+}
+
+static const struct gw_state_lock state_lock = {.acquire = lock_state, .release = unlock_state};
+
+static void catch_stop(void)
+{
+  signal(SIGPIPE, SIG_IGN); /* a client that left is seen as EPIPE */
+  /* SIGTERM, SIGINT, SIGHUP: stop reading, stop the calls in flight (each
+   * audited by its pipeline), exit */
+  struct sigaction sa = {.sa_handler = on_stop}; /* no SA_RESTART: poll returns */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
 }
 
 int cmd_mcp(int argc, char **argv)
@@ -148,13 +269,24 @@ int cmd_mcp(int argc, char **argv)
   _cleanup_free_ char *images = image_store_dir(state_dir);
   char **hidden = NULL;
   size_t n_hidden = gw_state_private_paths(state_dir, &hidden);
+  struct stdio_ctx io_ctx;
+  bool threads = false;
+  struct serve_selu *selu =
+      open_warm(&io_ctx, &reg, state_dir, (uint64_t)o.timeout_s * 1000, &threads);
   struct mcp_config cfg = {
       .reg = &reg,
       .st = st,
       .state_dir = state_dir,
       .only = o.capability,
       .server_version = CAPSULE_VERSION,
+      .reg_hold = threads ? reg_hold : NULL,
+      .reg_release = reg_release,
+      .reg_ctx = &reg,
+      .no_warm_relay = true,
+      .selu_warm = selu ? serve_selu_warm : NULL,
+      .selu_warm_ctx = selu,
       .base = {.user = o.user,
+               .state_lock = threads ? &state_lock : NULL,
                .deadline_ms = o.timeout_s * 1000,
                .approval_ttl_ms = (int64_t)o.approval_ttl_s * 1000,
                .log_dir = logs,
@@ -167,18 +299,14 @@ int cmd_mcp(int argc, char **argv)
                .hidden = (const char *const *)hidden,
                .n_hidden = n_hidden},
   };
-  signal(SIGPIPE, SIG_IGN); /* a client that left is seen as EPIPE */
-  /* SIGTERM, SIGINT, SIGHUP: stop reading, stop the calls in flight (each
-   * audited by its pipeline), exit */
-  struct sigaction sa = {.sa_handler = on_stop}; /* no SA_RESTART: poll returns */
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
-  struct stdio_ctx io_ctx = {0};
+  catch_stop();
   struct mcp_io io = {.send = send_line, .ctx = &io_ctx};
+  pthread_mutex_lock(&state_mu);
   struct mcp_session *s = mcp_session_new(&cfg, &io);
   r = serve_stdio(s, &io_ctx);
-  mcp_session_free(s);
+  mcp_session_free(s); /* the calls in flight stopped, each audited */
+  pthread_mutex_unlock(&state_mu);
+  serve_selu_stop(selu, SERVE_DRAIN_MS); /* none in flight: it ends */
   gw_state_private_paths_free(hidden, n_hidden);
   gw_state_close(st);
   gw_registry_free(&reg);

@@ -1,5 +1,4 @@
-/* Clocks in milliseconds (and nanoseconds): one helper instead of a copy
- * per file. */
+/* Clocks in milliseconds: one helper instead of a copy per file. */
 #ifndef CAPSULE_CORE_CLOCK_H
 #define CAPSULE_CORE_CLOCK_H
 
@@ -13,14 +12,6 @@ static inline uint64_t cap_now_ms(clockid_t clock)
   struct timespec ts;
   clock_gettime(clock, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* The same in ns (CLOCK_MONOTONIC through the vDSO: no system call). */
-static inline uint64_t cap_now_ns(clockid_t clock)
-{
-  struct timespec ts;
-  clock_gettime(clock, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
 }
 
 #endif

@@ -59,8 +59,12 @@ struct mcp_config {
   void *(*reg_hold)(void *ctx);
   void (*reg_release)(void *ctx, void *held);
   void *reg_ctx;
-  /* serve: a Selu call that runs apart is first offered here (a warm
-   * instance answering in serve's warm Selu process, no fork);
+  /* `capsule mcp`: the warm path for the calls that run apart only; a
+   * third-party MCP server's call keeps a child of its own */
+  bool no_warm_relay;
+  /* serve and `capsule mcp`: a Selu call that runs apart is first
+   * offered here (a warm instance answering in the warm Selu process of
+   * front/serve.h, no fork);
    * GW_OUTCOME_NOT_WARM: nothing ran, it runs apart. cancel_fd readable
    * (its peer shut for writing, or closed) cancels the call; -1: none.
    * NULL: none. */

@@ -299,7 +299,7 @@ static enum run_where where_to_run(const struct mcp_session *s, const struct mcp
   if (!spec)
     return RUN_CHILD;
   if (spec->runtime.kind == CAP_RUNTIME_MCP)
-    return r->relayed && mcp_keeper_live(cfg, spec) ? RUN_WARM : RUN_CHILD;
+    return r->relayed && !cfg->no_warm_relay && mcp_keeper_live(cfg, spec) ? RUN_WARM : RUN_CHILD;
   if (gw_runs_apart(spec))
     return r->tool_known && !r->method ? RUN_APART : RUN_CHILD;
   return RUN_CHILD;

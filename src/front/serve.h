@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "gateway/call.h"
 #include "gateway/state.h"
 
 #define SERVE_DRAIN_MS 10000
@@ -46,6 +47,38 @@ struct serve_options {
 /* Runs until SIGTERM/SIGINT. Returns 0, or -errno with err set when it
  * cannot start (the address, the socket, TLS files, the registry). */
 int serve_run(const struct serve_options *opt, struct cap_error *err);
+
+/* The warm Selu process (serve_grpc_mcp.c), for serve and for `capsule
+ * mcp` on stdio: a Selu call on a running instance made without a fork,
+ * in a process that keeps the instances' gRPC channels and pooled state
+ * connections (gw_call with selu_warm_only: policy, validation,
+ * credentials, audit). gRPC does not survive a fork and the host forks
+ * its other calls' children, so that process is forked by a spawner,
+ * itself forked by serve_selu_open: call it before the host has any
+ * thread, and before it initialised gRPC. What the spawner and its
+ * processes read of the host (their copies, made at the fork): */
+struct serve_selu_host {
+  const struct serve_options *opt; /* caps_dir, state_dir, deadline_ms, drain_ms, log */
+  const int *foreign;              /* the host's descriptors, closed in the spawner */
+  size_t n_foreign;
+};
+/* NULL when reg has no Selu capability; else the handle (kept to the
+ * end), with err set when no process could be started (the calls then
+ * run apart; a process that dies is started again, at most once a
+ * second, by the next call). */
+struct serve_selu;
+struct serve_selu *serve_selu_open(const struct serve_selu_host *h, const struct gw_registry *reg,
+                                   struct cap_error *err);
+/* mcp_config.selu_warm, its ctx the handle (NULL is fine):
+ * GW_OUTCOME_NOT_WARM when nothing ran (no instance running, policy ask,
+ * no process), else the pipeline's outcome; cancel_fd readable cancels
+ * the call, audited as cancelled by the client. */
+enum gw_outcome serve_selu_warm(void *selu, const struct gw_registry *reg,
+                                const struct gw_call *call, int cancel_fd, struct gw_result *res,
+                                struct cap_error *err);
+/* Its calls in flight finish (up to drain_ms, then it is killed), and the
+ * handle is freed (NULL is fine). */
+void serve_selu_stop(struct serve_selu *s, int drain_ms);
 
 /* STATE/serve.json: what a running serve says about itself. */
 char *serve_status_path(const char *state_dir);

@@ -1,4 +1,7 @@
-/* serve's warm Selu process (serve_internal.h, serve_selu_*): the MCP
+/* The warm Selu process (serve.h's serve_selu_open, serve_internal.h's
+ * serve_selu_*), for serve and for `capsule mcp` on stdio (its host: a
+ * struct serve_selu_host, what the host's copies in the spawner and the
+ * process read; "serve" below is the host): the MCP
  * doors' Selu calls on a running instance made without a fork, as
  * serve --grpc makes its own (serve_grpc_warm.c: gw_call with
  * selu_warm_only, pooled state connections, a gRPC channel and the
@@ -289,10 +292,10 @@ static void drain(struct warm_proc *p, uint64_t drain_ms)
 
 /* Takes connections until serve closes ctl or SIGTERM/SIGINT come (they
  * are blocked since serve's setup), then drains. */
-static _Noreturn void warm_process(struct serve *sv, int ctl, int reload_rd)
+static _Noreturn void warm_process(const struct serve_selu_host *h, int ctl, int reload_rd)
 {
   prctl(PR_SET_PDEATHSIG, SIGTERM); /* the spawner's death */
-  const struct serve_options *opt = sv->opt;
+  const struct serve_options *opt = h->opt;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -328,7 +331,7 @@ static _Noreturn void warm_process(struct serve *sv, int ctl, int reload_rd)
 
 /* Its reply to a request ('s'): the new process's pid, with its ctl and
  * reload descriptors (SCM_RIGHTS); pid 0 when it could not fork. */
-static void spawn_one(struct serve *sv, int sock, pid_t *last)
+static void spawn_one(const struct serve_selu_host *h, int sock, pid_t *last)
 {
   int sp[2] = {-1, -1}, reload[2] = {-1, -1};
   pid_t pid = -1;
@@ -339,7 +342,7 @@ static void spawn_one(struct serve *sv, int sock, pid_t *last)
     close(sock);
     close(sp[0]);
     close(reload[1]);
-    warm_process(sv, sp[1], reload[0]);
+    warm_process(h, sp[1], reload[0]);
   }
   int32_t got = pid > 0 ? (int32_t)pid : 0;
   int fds[2] = {sp[0], reload[1]};
@@ -364,27 +367,27 @@ static void spawn_one(struct serve *sv, int sock, pid_t *last)
       close(all[i]);
 }
 
-/* Forked by serve at its start, before any thread, listener or
- * connection, and single-threaded: each warm process is forked from it,
- * so one forked after serve has listeners and connections holds none of
- * them. Ends when serve closes sock (or dies), its warm process told to
- * stop and waited for (drain_ms, then killed). */
-static _Noreturn void spawner_main(struct serve *sv, int sock)
+/* Forked by its host (serve, `capsule mcp`) at its start, before any
+ * thread, listener or connection, and single-threaded: each warm process
+ * is forked from it, so one forked after the host has listeners and
+ * connections holds none of them. Ends when the host closes sock (or
+ * dies), its warm process told to stop and waited for (drain_ms, then
+ * killed). */
+static _Noreturn void spawner_main(const struct serve_selu_host *h, int sock)
 {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
-  /* serve's descriptors, not ours; its state's stay open, as SQLite's
+  /* the host's descriptors, not ours; its state's stay open, as SQLite's
    * memory of them (a warm process opens connections of its own to the
    * same files, and SQLite shares what it knows per file in a process) */
-  int *theirs[] = {&sv->listen_fd, &sv->inotify_fd, &sv->signal_fd, &sv->wake};
-  for (size_t i = 0; i < ARRAY_SIZE(theirs); i++) {
-    if (*theirs[i] >= 0)
-      close(*theirs[i]);
-    *theirs[i] = -1;
-  }
+  for (size_t i = 0; i < h->n_foreign; i++)
+    if (h->foreign[i] >= 0)
+      close(h->foreign[i]);
+  /* read through a signalfd here (a host may have handlers for them) */
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigprocmask(SIG_BLOCK, &set, NULL);
   int sig = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   pid_t last = 0;
   for (;;) {
@@ -397,11 +400,11 @@ static _Noreturn void spawner_main(struct serve *sv, int sock)
     while (waitpid(-1, NULL, WNOHANG) > 0) /* the processes that died */
       ;
     if (fds[0].revents)
-      spawn_one(sv, sock, &last);
+      spawn_one(h, sock, &last);
   }
   if (last)
     kill(last, SIGTERM);
-  uint64_t drain_ms = sv->opt->drain_ms ? (uint64_t)sv->opt->drain_ms : SERVE_DRAIN_MS;
+  uint64_t drain_ms = h->opt->drain_ms ? (uint64_t)h->opt->drain_ms : SERVE_DRAIN_MS;
   uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + drain_ms + 4000;
   while (waitpid(-1, NULL, WNOHANG) >= 0) {
     if (last && cap_now_ms(CLOCK_MONOTONIC) > until) {
@@ -416,7 +419,8 @@ static _Noreturn void spawner_main(struct serve *sv, int sock)
 /* ---- in serve ---- */
 
 /* Forks the spawner into s. */
-static int spawner_start(struct serve *sv, struct serve_selu *s, struct cap_error *err)
+static int spawner_start(const struct serve_selu_host *h, struct serve_selu *s,
+                         struct cap_error *err)
 {
   int sp[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
@@ -424,7 +428,7 @@ static int spawner_start(struct serve *sv, struct serve_selu *s, struct cap_erro
   pid_t pid = fork();
   if (pid == 0) {
     close(sp[0]);
-    spawner_main(sv, sp[1]);
+    spawner_main(h, sp[1]);
   }
   int e = errno;
   close(sp[1]);
@@ -509,20 +513,30 @@ static bool has_selu(const struct gw_registry *reg)
   return false;
 }
 
-void serve_selu_start(struct serve *sv, const struct gw_registry *reg)
+struct serve_selu *serve_selu_open(const struct serve_selu_host *h, const struct gw_registry *reg,
+                                   struct cap_error *err)
 {
   if (!has_selu(reg))
-    return;
+    return NULL;
   struct serve_selu *s = cap_xcalloc(1, sizeof *s);
   s->spawner = -1;
   pthread_mutex_init(&s->mu, NULL);
+  if (spawner_start(h, s, err) < 0)
+    return s; /* no process ever: the calls run apart */
+  if (!selu_spawn(s))
+    cap_error_set(err, EAGAIN, "no warm Selu process yet: Selu calls run apart until one starts");
+  return s;
+}
+
+void serve_selu_start(struct serve *sv, const struct gw_registry *reg)
+{
+  int foreign[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake};
+  struct serve_selu_host h = {.opt = sv->opt, .foreign = foreign, .n_foreign = ARRAY_SIZE(foreign)};
   struct cap_error err = {0};
-  if (spawner_start(sv, s, &err) < 0)
-    serve_log(sv, "error", "no warm Selu process: Selu calls run apart", "error", err.message, NULL,
-              NULL);
-  else if (!selu_spawn(s))
-    serve_log(sv, "error", "no warm Selu process yet: Selu calls run apart until one starts", NULL,
-              NULL, NULL, NULL);
+  struct serve_selu *s = serve_selu_open(&h, reg, &err);
+  if (err.message)
+    serve_log(sv, "error", "the warm Selu process: Selu calls run apart", "error", err.message,
+              NULL, NULL);
   cap_error_clear(&err);
   __atomic_store_n(&sv->selu, s, __ATOMIC_RELEASE);
 }
@@ -630,6 +644,14 @@ enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
                                 struct cap_error *err)
 {
   struct serve_selu *s = __atomic_load_n(&((struct serve *)ctx)->selu, __ATOMIC_ACQUIRE);
+  return serve_selu_warm(s, reg, call, cancel_fd, res, err);
+}
+
+enum gw_outcome serve_selu_warm(void *ctx, const struct gw_registry *reg,
+                                const struct gw_call *call, int cancel_fd, struct gw_result *res,
+                                struct cap_error *err)
+{
+  struct serve_selu *s = ctx;
   *res = (struct gw_result){0};
   const struct cap_spec *spec = gw_registry_find(reg, call->capability);
   if (!s || !spec || spec->runtime.kind != CAP_RUNTIME_GRPC || call->mcp_method ||

@@ -127,20 +127,18 @@ void serve_grpc_reloaded(struct serve_grpc *g);
 /* Stops taking calls, lets those in flight finish up to drain_ms. */
 void serve_grpc_stop(struct serve_grpc *g, int drain_ms);
 
-/* serve_grpc_mcp.c: serve's warm Selu process, the MCP doors' Selu calls
- * on a running instance made there without a fork (mcp_config.selu_warm
- * is serve_selu_call, its ctx serve). start: at serve's start, before any
+/* serve_grpc_mcp.c: serve's warm Selu process (front/serve.h's
+ * serve_selu_open, its host serve), the MCP doors' Selu calls on a
+ * running instance made there without a fork (mcp_config.selu_warm is
+ * serve_selu_call, its ctx serve). start: at serve's start, before any
  * thread, listener or connection, when reg has a Selu capability (forks;
  * a failure is logged, and Selu calls run apart); reloaded: serve's
- * registry was loaded again; stop: its calls in flight finish (up to
- * drain_ms, then it is killed), and the handle is freed (NULL is fine). */
-struct serve_selu;
+ * registry was loaded again; serve_selu_stop (serve.h) at its end. */
 void serve_selu_start(struct serve *sv, const struct gw_registry *reg);
 void serve_selu_reloaded(struct serve_selu *s);
 enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
                                 const struct gw_call *call, int cancel_fd, struct gw_result *res,
                                 struct cap_error *err);
-void serve_selu_stop(struct serve_selu *s, int drain_ms);
 
 /* serve_grpc_calls.c: the gRPC process's call process. What a call's
  * child sends back on its pipe: this head, then the result or the error's

@@ -159,7 +159,6 @@ static void serve_slot(struct worker *w, size_t slot)
   struct proxy *px = w->px;
   w->slot = slot;
   w->bulk[0] = w->bulk[1] = false;
-  w->spin_misses = 0;
   int fd = px->slots[slot].client;
   enum slot_kind kind = px->slots[slot].kind;
   size_t arg = px->slots[slot].arg;

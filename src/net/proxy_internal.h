@@ -28,8 +28,6 @@ struct addrinfo;
 #define MAX_CONNS 256
 #define SECRET_MAX 8192
 #define PIPE_BYTES (256 << 10)
-#define SPIN_NS 30000 /* proxy_wait: how long a wait looks before it sleeps */
-#define SPIN_MISSES 2 /* looks in vain per connection before waits only sleep */
 
 /* What a listener serves (proxy_start's layout). */
 enum slot_kind {
@@ -143,7 +141,6 @@ struct worker {
   bool fresh;              /* the supervisor's thread accepted it as it made it: the
                               tool has not run since, so nothing it sent is there yet */
   bool bulk[2];            /* this direction moved a full small buffer: splice it */
-  unsigned spin_misses;    /* relay_wait's looks that found nothing, this connection */
   char small[16384];       /* the first bytes of each direction, copied */
   struct http_request req; /* the request being parsed */
   char buf[HTTP_HEAD_MAX + 65536];

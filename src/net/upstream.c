@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,35 +56,6 @@ void proxy_set_timeouts(int fd, int seconds)
   struct timeval tv = {.tv_sec = seconds};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-/* A relay's wait (proxy_relay's poll). A wake-up from a sleep can cost
- * more than the wait it ends: on this project's 2-vCPU VM a thread woken
- * on the other CPU takes about 20 us (a pipe's round trip between two
- * threads: 40-45 us across CPUs, 5-6 us on one), and in a tunnel the
- * next bytes (the tool's request after CONNECT's 200, the upstream's
- * answer to it) typically come within that. So the wait looks first,
- * yielding the CPU between looks (a tool or upstream queued on this CPU
- * runs then, without a wake-up); past SPIN_NS it sleeps as before. A
- * connection whose waits look in vain SPIN_MISSES times (a slow upstream,
- * an idle tunnel) only sleeps from then on: what looking costs is bounded
- * per connection, and counts in proxy_cpu_ms like the rest of the
- * thread's time. */
-static int relay_wait(struct worker *w, struct pollfd *p, nfds_t n, int timeout_ms)
-{
-  if (w->spin_misses < SPIN_MISSES) {
-    uint64_t start = cap_now_ns(CLOCK_MONOTONIC);
-    for (;;) {
-      int r = poll(p, n, 0);
-      if (r != 0)
-        return r;
-      if (cap_now_ns(CLOCK_MONOTONIC) - start > SPIN_NS)
-        break;
-      sched_yield();
-    }
-    w->spin_misses++;
-  }
-  return poll(p, n, timeout_ms);
 }
 
 /* ---- upstream connections ---- */
@@ -405,7 +375,7 @@ void proxy_relay(struct worker *w, int a, int b, struct event *ev)
                         {.fd = b, .events = POLLIN | POLLRDHUP}};
   int open_directions = 2;
   while (open_directions > 0) {
-    int r = relay_wait(w, p, 2, STREAM_TIMEOUT_S * 1000);
+    int r = poll(p, 2, STREAM_TIMEOUT_S * 1000);
     if (r <= 0)
       return;
     for (int i = 0; i < 2; i++) {

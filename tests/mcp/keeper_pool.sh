@@ -44,11 +44,12 @@ busy() { # whether the keeper's status file shows a call in
 taken_then_killed() {
   local kp a
   kp=$(keeper_pid) # before the call: a scan of /proc takes seconds on a busy machine
-  for _ in $(seq 1 100); do busy || break; sleep 0.1; done # b2 shown ended
-  kpost '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp-c__wait","arguments":{"ms":4000}}}' >"$work/wait-$who.out" &
+  for _ in $(seq 1 300); do busy || break; sleep 0.1; done # b2 shown ended
+  busy && { bad "$who: the keeper's status still shows b2 30 s after its answer"; return; }
+  kpost '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mcp-c__wait","arguments":{"ms":15000}}}' >"$work/wait-$who.out" &
   a=$!
   for _ in $(seq 1 300); do busy && break; sleep 0.1; done
-  sleep 0.5 # the call on its way to the server: the keeper wrote its take first
+  sleep 0.5 # the server waits 15 s: killed well before its answer, even under ASan
   [ -n "$kp" ] && busy && kill -9 "$kp" || bad "$who: the wait call never showed in the keeper's status"
   wait "$a"
   if grep -q '"isError":true\|"error":' "$work/wait-$who.out" && ! grep -q waited "$work/wait-$who.out"; then
