@@ -55,16 +55,23 @@ void gw_audit_group_free(struct gw_state *st)
   st->group = NULL;
 }
 
-/* Under the state lock: st's group, made on first use. */
+/* st's group, made on first use: with or without the state lock (a
+ * call after a warm run gets here without it), so two first calls may
+ * race to make it; one group is kept, the other let go. */
 static struct gw_audit_group *group_of(struct gw_state *st)
 {
-  if (!st->group) {
-    struct gw_audit_group *g = cap_xcalloc(1, sizeof *g);
-    pthread_mutex_init(&g->mu, NULL);
-    g->tail = &g->head;
-    st->group = g;
-  }
-  return st->group;
+  struct gw_audit_group *g = __atomic_load_n(&st->group, __ATOMIC_ACQUIRE);
+  if (g)
+    return g;
+  g = cap_xcalloc(1, sizeof *g);
+  pthread_mutex_init(&g->mu, NULL);
+  g->tail = &g->head;
+  struct gw_audit_group *was = NULL;
+  if (__atomic_compare_exchange_n(&st->group, &was, g, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return g;
+  pthread_mutex_destroy(&g->mu);
+  free(g);
+  return was;
 }
 
 static int outcome(struct pending *me, struct cap_error *err)

@@ -53,14 +53,24 @@ mcpc_user() {
   echo "as $who:"
 }
 mcpc_serve() {
-  local log=$1
+  local log=$1 try
   shift
-  port=$((20000 + RANDOM % 20000))
-  url=http://127.0.0.1:$port/mcp
-  "${wrap[@]}" "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" "$@" 2>"$log" &
-  serve_pid=$!
-  pids+=("$serve_pid")
-  for _ in $(seq 1 600); do "${wrap[@]}" "$capsule" serve status --state "$state" >/dev/null 2>&1 && break; sleep 0.1; done
+  # below the usual ephemeral range (32768-60999), where a busy machine's
+  # loopback connections hold ports; another port when it is taken anyway
+  for try in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 12000))
+    url=http://127.0.0.1:$port/mcp
+    "${wrap[@]}" "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" "$@" 2>"$log" &
+    serve_pid=$!
+    pids+=("$serve_pid")
+    for _ in $(seq 1 600); do
+      "${wrap[@]}" "$capsule" serve status --state "$state" >/dev/null 2>&1 && break
+      kill -0 "$serve_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$serve_pid" 2>/dev/null || ! grep -q 'cannot listen' "$log" || continue
+    break
+  done
   sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" -H "Authorization: Bearer $token" --data \
     '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
     "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')

@@ -63,6 +63,9 @@ scripts=(
   ../review10/replay_memory.sh ../review10/cancel_leaks.sh
   # the eleventh's (tests/review11/)
   ../review11/hold_probes.sh ../review11/ahead_probes.sh
+  # the twelfth's (tests/review12/)
+  ../review12/group_kill.sh ../review12/group_kill_pg.sh ../review12/keeper_flood.sh
+  ../review12/fast_reload_uaf.sh ../review12/fast_cancel.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
