@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Review 12, open finding (low; serve's group commit, src/gateway/
+# Review 12, finding fixed by 937429f (the leader spoils its batch's
+# markers right after the COMMIT); what it found (low; serve's group commit, src/gateway/
 # state_group.c and call.c's step_audit/call_steps, since 111127b): serve
 # killed mid-burst after a batch's COMMIT but before its calls' in-flight
 # markers ended (gw_inflight_end runs on each call's own thread after the
