@@ -36,4 +36,14 @@ int cap_read_all(int fd, void *buf, size_t len);
  * also when a read fails (-errno) after some did. */
 int cap_read_upto(int fd, void *buf, size_t len, size_t *got);
 
+/* One sendmsg(2) of buf on the unix socket sock with the descriptor fd
+ * (SCM_RIGHTS), MSG_NOSIGNAL, retried when interrupted: the bytes sent
+ * (the rest is the caller's to write), or -1 with errno. */
+ssize_t cap_send_fd(int sock, const void *buf, size_t len, int fd);
+
+/* One recvmsg(2) into buf (MSG_CMSG_CLOEXEC), as read(2) returns: a
+ * descriptor that came with the bytes goes to *fd when *fd is -1; any
+ * other is closed, so a peer cannot fill the table. */
+ssize_t cap_recv_fd(int sock, void *buf, size_t len, int *fd);
+
 #endif

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "core/clock.h"
 #include "front/mcp_internal.h"
 
@@ -480,24 +481,7 @@ static void lines(struct mcp_session *s, struct mcp_run *r)
  * with the report (mcp_run.c) into r->watch_fd */
 static ssize_t read_report(struct mcp_run *r, char *buf, size_t len)
 {
-  union {
-    struct cmsghdr h;
-    char space[CMSG_SPACE(sizeof(int))];
-  } u;
-  struct iovec iov = {.iov_base = buf, .iov_len = len};
-  struct msghdr mh = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
-  ssize_t n = recvmsg(r->fd, &mh, MSG_CMSG_CLOEXEC);
-  for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-        c->cmsg_len == CMSG_LEN(sizeof(int))) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      if (r->watch_fd >= 0)
-        close(r->watch_fd);
-      r->watch_fd = fd;
-    }
-  return n;
+  return cap_recv_fd(r->fd, buf, len, &r->watch_fd);
 }
 
 /* Reads what the child wrote; true at its end. */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/cleanup.h"
+#include "core/io.h"
 #include "core/clock.h"
 #include "front/mcp_internal.h"
 #include "gateway/instance.h"
@@ -58,21 +59,7 @@ static void report(int fd, struct cap_buf *out, enum gw_outcome o, const struct 
   cap_buf_putc(&b, '\n');
   size_t off = 0;
   if (relay->watching) { /* the watcher's connection rides with the report's first bytes */
-    union {
-      struct cmsghdr h;
-      char space[CMSG_SPACE(sizeof(int))];
-    } u = {0};
-    struct iovec iov = {.iov_base = b.data, .iov_len = b.len};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &relay->watch_fd, sizeof(int));
-    ssize_t n;
-    while ((n = sendmsg(fd, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-      ;
+    ssize_t n = cap_send_fd(fd, b.data, b.len, relay->watch_fd);
     off = n > 0 ? (size_t)n : 0;
   }
   while (off < b.len) {

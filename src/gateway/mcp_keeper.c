@@ -177,21 +177,7 @@ static bool say_taken(int conn, int *ack)
   *ack = -1;
   if (pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) < 0)
     return keeper_put_line(conn, taken, sizeof taken - 2);
-  union {
-    struct cmsghdr h;
-    char space[CMSG_SPACE(sizeof(int))];
-  } u = {0};
-  struct iovec iov = {.iov_base = (void *)taken, .iov_len = sizeof taken - 1};
-  struct msghdr mh = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &pipe_fds[0], sizeof(int));
-  ssize_t n;
-  while ((n = sendmsg(conn, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-    ;
+  ssize_t n = cap_send_fd(conn, taken, sizeof taken - 1, pipe_fds[0]);
   close(pipe_fds[0]);
   bool whole = n == (ssize_t)(sizeof taken - 1) ||
                (n >= 0 && cap_write_all(conn, taken + n, sizeof taken - 1 - (size_t)n,

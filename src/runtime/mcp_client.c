@@ -103,28 +103,7 @@ static void relay_read(struct exchange *x)
  * keeper's pipe2), any other descriptor closed */
 static ssize_t recv_keeper(struct exchange *x, char *buf, size_t len)
 {
-  union {
-    struct cmsghdr h;
-    char space[CMSG_SPACE(sizeof(int))];
-  } u;
-  struct iovec iov = {.iov_base = buf, .iov_len = len};
-  struct msghdr mh = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space};
-  ssize_t n = recvmsg(x->out_r, &mh, MSG_CMSG_CLOEXEC);
-  for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-      continue;
-    size_t fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < fds; i++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
-      if (x->ack < 0)
-        x->ack = fd;
-      else
-        close(fd);
-    }
-  }
-  return n;
+  return cap_recv_fd(x->out_r, buf, len, &x->ack);
 }
 
 /* The next full line of the server's stdout (allocated), or NULL at its
