@@ -684,3 +684,61 @@ size_t cap_jsonc_blank(char *data, size_t len)
   }
   return first;
 }
+
+char *cap_json_text(const struct cap_node *n)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  if (n)
+    cap_jw_node(&w, n);
+  else
+    cap_jw_null(&w);
+  return cap_buf_steal(&b);
+}
+
+/* json (a value as JSON text) written as a value */
+static void write_json(struct cap_jw *w, const char *json)
+{
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  if (cap_json_parse(doc, json, strlen(json), "the replacement", 4, &d) == 0)
+    cap_jw_node(w, doc->root);
+  else
+    cap_jw_null(w);
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
+static void write_with(struct cap_jw *w, const struct cap_node *n, const char *const *path,
+                       size_t depth, const char *json)
+{
+  if (!depth) {
+    write_json(w, json);
+    return;
+  }
+  if (n->kind != CAP_NODE_OBJECT) {
+    cap_jw_node(w, n);
+    return;
+  }
+  cap_jw_begin_object(w);
+  for (size_t i = 0; i < n->u.obj.len; i++) {
+    const struct cap_member *m = &n->u.obj.items[i];
+    cap_jw_key(w, m->key);
+    if (strcmp(m->key, path[0]) == 0)
+      write_with(w, m->value, path + 1, depth - 1, json);
+    else
+      cap_jw_node(w, m->value);
+  }
+  cap_jw_end_object(w);
+}
+
+char *cap_json_rewritten(const struct cap_node *n, const char *const *path, size_t depth,
+                         const char *json)
+{
+  struct cap_buf b = {0};
+  struct cap_jw w;
+  cap_jw_init(&w, &b, false);
+  write_with(&w, n, path, depth, json);
+  return cap_buf_steal(&b);
+}

@@ -53,6 +53,13 @@ void cap_jw_bool(struct cap_jw *w, bool v);
 void cap_jw_null(struct cap_jw *w);
 /* Writes a whole document tree (datetimes as strings). */
 void cap_jw_node(struct cap_jw *w, const struct cap_node *n);
+/* n as compact JSON text (allocated; NULL: "null") */
+char *cap_json_text(const struct cap_node *n);
+/* n as compact JSON text (allocated) with the member at path (depth
+ * keys, each an object's) replaced by json, a value as JSON text (null
+ * where it does not parse); n unchanged where the path leads nowhere */
+char *cap_json_rewritten(const struct cap_node *n, const char *const *path, size_t depth,
+                         const char *json);
 
 /* JSONC (JSON with // and block comments and trailing commas: what nono's
  * profiles are written in) made JSON in place: each comment and trailing

@@ -243,34 +243,17 @@ static const struct mcp_route *route_find(const struct mcp_session *s, enum mcp_
   return NULL;
 }
 
-/* params to its server into w: each member as it is, but the value of
- * rename (NULL: none) replaced by the string orig, within the member
- * named in (NULL: at the top) */
-static void write_params(struct cap_jw *w, const struct cap_node *params, const char *in,
-                         const char *rename, const char *orig)
-{
-  cap_jw_begin_object(w);
-  for (size_t i = 0; i < params->u.obj.len; i++) {
-    const struct cap_member *m = &params->u.obj.items[i];
-    cap_jw_key(w, m->key);
-    if (!in && rename && strcmp(m->key, rename) == 0)
-      cap_jw_string(w, orig);
-    else if (in && strcmp(m->key, in) == 0 && m->value->kind == CAP_NODE_OBJECT)
-      write_params(w, m->value, NULL, rename, orig);
-    else
-      cap_jw_node(w, m->value);
-  }
-  cap_jw_end_object(w);
-}
-
-static char *params_for(const struct cap_node *params, const char *in, const char *rename,
+/* params to its server: as they are, or with the string at path (depth
+ * keys) renamed to the server's own name orig */
+static char *params_for(const struct cap_node *params, const char *const *path, size_t depth,
                         const char *orig)
 {
-  struct cap_buf a = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &a, false);
-  write_params(&w, params, in, rename, orig);
-  return cap_buf_steal(&a);
+  if (!depth)
+    return cap_json_text(params);
+  struct cap_buf q = {0};
+  cap_json_quote(&q, orig, strlen(orig));
+  _cleanup_free_ char *quoted = cap_buf_steal(&q);
+  return cap_json_rewritten(params, path, depth, quoted);
 }
 
 bool mcp_gather_route(struct mcp_session *s, const char *id, const struct cap_node *params,
@@ -284,8 +267,8 @@ bool mcp_gather_route(struct mcp_session *s, const char *id, const struct cap_no
       route_find(s, prompt ? MCP_ROUTE_PROMPT : MCP_ROUTE_RESOURCE, key->u.str.ptr);
   if (!r)
     return false;
-  char *args = prompt ? params_for(params, NULL, "name", r->orig ? r->orig : "")
-                      : params_for(params, NULL, NULL, NULL);
+  static const char *const name[] = {"name"};
+  char *args = params_for(params, name, prompt ? 1 : 0, r->orig ? r->orig : "");
   mcp_forward_to(s, id, args, method, r->cap);
   return true;
 }
@@ -309,8 +292,8 @@ bool mcp_gather_complete(struct mcp_session *s, const char *id, const struct cap
     r = route_find(s, MCP_ROUTE_RESOURCE, key->u.str.ptr);
   if (!r)
     return false;
-  char *args = prompt ? params_for(params, "ref", "name", r->orig ? r->orig : "")
-                      : params_for(params, NULL, NULL, NULL);
+  static const char *const ref_name[] = {"ref", "name"};
+  char *args = params_for(params, ref_name, prompt ? 2 : 0, r->orig ? r->orig : "");
   mcp_forward_to(s, id, args, "completion/complete", r->cap);
   return true;
 }

@@ -88,7 +88,7 @@ bool mcp_hold_allowed(const struct mcp_run *r)
 void mcp_hold_request(struct mcp_session *s, struct mcp_run *r, const struct cap_node *msg,
                       const char *method)
 {
-  _cleanup_free_ char *theirs = mcp_node_text(cap_node_get(msg, "id"));
+  _cleanup_free_ char *theirs = cap_json_text(cap_node_get(msg, "id"));
   if (!offered(r, method)) {
     _cleanup_free_ char *m = cap_xasprintf(
         "the client did not declare what %s needs (this 2026-07-28 request's _meta names no "
@@ -280,7 +280,7 @@ static void deliver(struct mcp_run *h, const struct cap_node *params)
       a->sent = false;
       continue;
     }
-    _cleanup_free_ char *result = mcp_node_text(v);
+    _cleanup_free_ char *result = cap_json_text(v);
     struct cap_buf b = {0};
     cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}", a->theirs, result);
     mcp_relay_to_server(h, &b);

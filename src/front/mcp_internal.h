@@ -361,8 +361,6 @@ void mcp_state_mac(const struct mcp_session *s, const struct mcp_run *r, const c
 void mcp_run_cancel(struct mcp_session *s, struct mcp_run *r);
 /* A line to the run's server, through its child or thread (mcp_relay.c) */
 void mcp_relay_to_server(struct mcp_run *r, struct cap_buf *b);
-/* n as JSON text (NULL: null) */
-char *mcp_node_text(const struct cap_node *n);
 /* The server's request theirs (its id, JSON text) answered -32601 message */
 void mcp_relay_refuse(struct mcp_run *r, const char *theirs, const char *message);
 /* A free slot of r->asked for a server's request to the client; NULL: none. */

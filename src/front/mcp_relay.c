@@ -76,7 +76,7 @@ void mcp_relay_put_request(struct cap_buf *b, const char *method, const struct c
   cap_json_quote(b, method, strlen(method));
   const struct cap_node *params = cap_node_get(msg, "params");
   if (params && params->kind == CAP_NODE_OBJECT) {
-    _cleanup_free_ char *p = mcp_node_text(params);
+    _cleanup_free_ char *p = cap_json_text(params);
     cap_buf_printf(b, ",\"params\":%s", p);
   }
   cap_buf_putc(b, '}');
@@ -98,15 +98,6 @@ void mcp_relay_refuse(struct mcp_run *r, const char *theirs, const char *message
   cap_json_quote(&b, message, strlen(message));
   cap_buf_puts(&b, "}}");
   mcp_relay_to_server(r, &b);
-}
-
-char *mcp_node_text(const struct cap_node *n)
-{
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_node(&w, n);
-  return cap_buf_steal(&b);
 }
 
 /* Whether the client declared what the server's request needs */
@@ -131,7 +122,7 @@ static bool client_offers(const struct mcp_session *s, const char *method)
 static void relay_request(struct mcp_session *s, struct mcp_run *r, const struct cap_node *msg,
                           const char *method)
 {
-  _cleanup_free_ char *theirs = mcp_node_text(cap_node_get(msg, "id"));
+  _cleanup_free_ char *theirs = cap_json_text(cap_node_get(msg, "id"));
   if ((r->modern || r->for_listen) && strcmp(method, "ping") == 0) { /* answered here */
     struct cap_buf b = {0};
     cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", theirs);
@@ -185,7 +176,7 @@ static char *notification_params(const struct mcp_run *r, const char *method,
     return NULL;
   int64_t ours = 0;
   if (kind == CANCELLED) {
-    _cleanup_free_ char *theirs = mcp_node_text(cap_node_get(params, "requestId"));
+    _cleanup_free_ char *theirs = cap_json_text(cap_node_get(params, "requestId"));
     for (size_t i = 0; i < MCP_MAX_ASKED && !ours; i++)
       if (r->asked[i].theirs && strcmp(r->asked[i].theirs, theirs) == 0)
         ours = r->asked[i].ours;
@@ -200,7 +191,7 @@ static char *notification_params(const struct mcp_run *r, const char *method,
     if ((kind == PROGRESS && strcmp(mb->key, "progressToken") == 0) ||
         (kind == CANCELLED && strcmp(mb->key, "requestId") == 0))
       continue;
-    _cleanup_free_ char *v = mcp_node_text(mb->value);
+    _cleanup_free_ char *v = cap_json_text(mb->value);
     if (!first)
       cap_buf_putc(&b, ',');
     first = false;
@@ -259,7 +250,7 @@ bool mcp_relay_answer(struct mcp_session *s, int64_t id, const struct cap_node *
         continue; /* (an input request is answered by the retry: mcp_hold.c) */
       const struct cap_node *result = cap_node_get(msg, "result");
       const struct cap_node *error = cap_node_get(msg, "error");
-      _cleanup_free_ char *body = result || error ? mcp_node_text(result ? result : error) : NULL;
+      _cleanup_free_ char *body = result || error ? cap_json_text(result ? result : error) : NULL;
       struct cap_buf b = {0};
       if ((result && result->kind == CAP_NODE_OBJECT) || (error && error->kind == CAP_NODE_OBJECT))
         cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":%s}", r->asked[k].theirs,

@@ -96,67 +96,10 @@ static struct cap_doc *parse_object(const char *line, const char *what, const st
   return doc;
 }
 
-/* json (a value as JSON text) written as a value */
-static void write_json(struct cap_jw *w, const char *json)
-{
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags d = {0};
-  if (cap_json_parse(doc, json, strlen(json), "id", 4, &d) == 0)
-    cap_jw_node(w, doc->root);
-  else
-    cap_jw_null(w);
-  cap_diags_free(&d);
-  cap_doc_free(doc);
-}
-
-/* n written with the member at path (depth keys) replaced by json */
-static void write_with(struct cap_jw *w, const struct cap_node *n, const char *const *path,
-                       size_t depth, const char *json)
-{
-  if (!depth) {
-    write_json(w, json);
-    return;
-  }
-  if (n->kind != CAP_NODE_OBJECT) {
-    cap_jw_node(w, n);
-    return;
-  }
-  cap_jw_begin_object(w);
-  for (size_t i = 0; i < n->u.obj.len; i++) {
-    const struct cap_member *m = &n->u.obj.items[i];
-    cap_jw_key(w, m->key);
-    if (strcmp(m->key, path[0]) == 0)
-      write_with(w, m->value, path + 1, depth - 1, json);
-    else
-      cap_jw_node(w, m->value);
-  }
-  cap_jw_end_object(w);
-}
-
-/* msg as JSON text with the member at path replaced by json */
-static char *rewritten(const struct cap_node *msg, const char *const *path, size_t depth,
-                       const char *json)
-{
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  write_with(&w, msg, path, depth, json);
-  return cap_buf_steal(&b);
-}
-
-static char *node_text(const struct cap_node *n)
-{
-  struct cap_buf b = {0};
-  struct cap_jw w;
-  cap_jw_init(&w, &b, false);
-  cap_jw_node(&w, n);
-  return cap_buf_steal(&b);
-}
-
 static void send_rewritten(struct keeper *k, int fd, const struct cap_node *msg,
                            const char *const *path, size_t depth, const char *json)
 {
-  _cleanup_free_ char *text = rewritten(msg, path, depth, json);
+  _cleanup_free_ char *text = cap_json_rewritten(msg, path, depth, json);
   if (fd == k->in_w)
     keeper_put_server(k, text, strlen(text));
   else
@@ -350,7 +293,7 @@ static void request_from_conn(struct keeper *k, struct keeper_conn *c, const str
     if (!k->pending[i].theirs)
       slot = &k->pending[i];
   if (!slot) { /* more in flight than the server is given at once */
-    _cleanup_free_ char *theirs = node_text(id);
+    _cleanup_free_ char *theirs = cap_json_text(id);
     _cleanup_free_ char *text = cap_xasprintf(
         "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32603,\"message\":\"the warm "
         "server has %d requests in flight; try again\"}}",
@@ -358,7 +301,7 @@ static void request_from_conn(struct keeper *k, struct keeper_conn *c, const str
     keeper_put_line(c->fd, text, strlen(text));
     return call_end_if_done(k, c);
   }
-  slot->theirs = node_text(id);
+  slot->theirs = cap_json_text(id);
   slot->ours = k->next_id++;
   slot->conn = c;
   char ours[24];
@@ -369,8 +312,8 @@ static void request_from_conn(struct keeper *k, struct keeper_conn *c, const str
       cap_node_get(cap_node_get(cap_node_get(m, "params"), "_meta"), "progressToken");
   if (!token)
     return send_rewritten(k, k->in_w, m, id_path, 1, ours);
-  slot->token = node_text(token); /* two calls' tokens may be alike: the server sees ours */
-  _cleanup_free_ char *renumbered = rewritten(m, id_path, 1, ours);
+  slot->token = cap_json_text(token); /* two calls' tokens may be alike: the server sees ours */
+  _cleanup_free_ char *renumbered = cap_json_rewritten(m, id_path, 1, ours);
   const struct cap_node *again = NULL;
   struct cap_doc *doc = parse_object(renumbered, "call", &again);
   if (again)
@@ -401,7 +344,7 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
       request_from_conn(k, c, m, id);
   } else if (method && strcmp(method, "notifications/cancelled") == 0) {
     const struct cap_node *named = cap_node_get(cap_node_get(m, "params"), "requestId");
-    _cleanup_free_ char *rid = named ? node_text(named) : NULL; /* none: nothing to cancel */
+    _cleanup_free_ char *rid = named ? cap_json_text(named) : NULL; /* none: nothing to cancel */
     static const char *const path[] = {"params", "requestId"};
     for (size_t i = 0; rid && i < KEEPER_MAX_PENDING; i++)
       if (k->pending[i].theirs && k->pending[i].conn == c &&

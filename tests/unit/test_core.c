@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -294,6 +295,35 @@ static void test_mkdir_p(void)
 
 /* cap_fd_nlink: an open file's link count, 0 once it is removed, an
  * error for a descriptor that is not open */
+/* A member at a path replaced, the rest as it was; no path, or NULL */
+static void test_json_rewritten(void)
+{
+  const char *text = "{\"id\":1,\"params\":{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"a__b\"},"
+                     "\"x\":[1]}}";
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags d = {0};
+  CHECK(cap_json_parse(doc, text, strlen(text), "t", 0, &d) == 0);
+  static const char *const path[] = {"params", "ref", "name"};
+  char *out = cap_json_rewritten(doc->root, path, 3, "\"b\"");
+  CHECK_STR(out,
+            "{\"id\":1,\"params\":{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"b\"},\"x\":[1]}}");
+  free(out);
+  static const char *const none[] = {"params", "nowhere", "name"};
+  out = cap_json_rewritten(doc->root, none, 3, "\"b\"");
+  CHECK_STR(
+      out, "{\"id\":1,\"params\":{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"a__b\"},\"x\":[1]}}");
+  free(out);
+  static const char *const id[] = {"id"};
+  out = cap_json_rewritten(doc->root, id, 1, "not json");
+  CHECK(out && strncmp(out, "{\"id\":null,", 11) == 0);
+  free(out);
+  out = cap_json_text(NULL);
+  CHECK_STR(out, "null");
+  free(out);
+  cap_diags_free(&d);
+  cap_doc_free(doc);
+}
+
 static void test_fd_nlink(void)
 {
   char path[] = "/tmp/capsule-unit-nlink.XXXXXX";
@@ -533,4 +563,4 @@ UNIT_MAIN(test_sha256, test_buf_text, test_hmac_sha256, test_json_positions, tes
           test_json_columns_count_characters, test_json_errors, test_json_depth_limit,
           test_json_nul_and_escapes, test_node_equal_numbers, test_json_big_numbers_keep_text,
           test_pretty_writer, test_utf8, test_textpos, test_diags_sorted_and_capped, test_mkdir_p,
-          test_realpath_cached, test_fd_nlink, test_filememo)
+          test_realpath_cached, test_fd_nlink, test_filememo, test_json_rewritten)
