@@ -111,6 +111,8 @@ mkdir -p "$work/ui_form"
 printf 'csrf=%064d&capability=a%%2Eb&tool=x+y&policy=allow&user=&bad=%%zz%%4&=v&novalue&nul=%%00' 0 >"$work/ui_form/policy"
 
 mkdir -p "$work/mcp_relay"
+# a server's notifications/cancelled without requestId (it once reached cap_jw_node as NULL)
+printf '{"relay":{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}}\n' >"$work/mcp_relay/cancel_no_id"
 printf '{"relay":{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}}\n{"relay":{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{"messages":[]}}}\nC{"jsonrpc":"2.0","id":1,"result":{"role":"assistant"}}\n{"relay":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":7,"progress":1}}}\n{"relay":{"jsonrpc":"2.0","id":"s","method":"tools/call"}}\n' >"$work/mcp_relay/relay"
 # the 2026-07-28 form: a held call's input requests, retries with and without the response
 printf '%s\n' 'M{"relay":{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage","params":{"messages":[]}}}' \
