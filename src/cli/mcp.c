@@ -10,7 +10,9 @@
  * call whose run step alone needs a child runs in a thread of this
  * process (mcp_run.c's warm path), and a Selu call on a running instance
  * goes to the warm Selu process (front/serve.h, serve_selu_open) with no
- * fork; everything else runs in a child of its own. */
+ * fork; everything else runs in a child of its own. A change under
+ * --caps reloads the registry as serve's does (front/caps_watch.h) and
+ * tells the client (notifications/tools/list_changed). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,6 +28,7 @@
 #include "cli/gateway.h"
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "front/caps_watch.h"
 #include "front/mcp.h"
 #include "front/serve.h"
 #include "gateway/registry.h"
@@ -126,12 +129,88 @@ static void unlock_state(void *ctx)
   (void)ctx;
   pthread_mutex_unlock(&state_mu);
 }
-/* The registry, loaded once, outlives every call: nothing to hold. */
-static void *reg_hold(void *ctx) { return ctx; }
+/* The registry: a generation per load (the first, then one per reload),
+ * held by the session while it is current and by each call running in a
+ * thread (mcp_config.reg_hold), freed with its last hold. Under state_mu. */
+struct gen {
+  struct gw_registry reg;
+  int refs;
+};
+static struct gen *gen_cur;
+
+static void gen_unref(struct gen *g)
+{
+  if (g && --g->refs == 0) {
+    gw_registry_free(&g->reg);
+    free(g);
+  }
+}
+
+static void *reg_hold(void *ctx)
+{
+  (void)ctx;
+  gen_cur->refs++;
+  return gen_cur;
+}
+
 static void reg_release(void *ctx, void *held)
 {
   (void)ctx;
-  (void)held;
+  gen_unref(held);
+}
+
+/* What a reload touches besides the registry. */
+struct reloader {
+  struct caps_watch watch;
+  struct mcp_config *cfg;
+  struct mcp_session *s;
+  struct serve_selu *selu;
+};
+
+/* The watch renewed (a change while the tree is read: another reload),
+ * its mode said on stderr when it changed. */
+static void rewatch(struct caps_watch *w)
+{
+  bool was = w->rescan;
+  if (!caps_watch_renew(w))
+    return;
+  if (w->rescan)
+    fprintf(stderr,
+            "capsule mcp: warning: cannot watch %s with inotify (%s): rescanning it every 2 s\n",
+            w->dir, w->error);
+  else if (was)
+    fprintf(stderr, "capsule mcp: watching %s with inotify again\n", w->dir);
+}
+
+/* A new generation from the directory, made current, the session moved
+ * to it and told; the one before stays when the directory cannot be
+ * read. Its diagnostics on stderr, as at the start. */
+static void reload(struct reloader *rl)
+{
+  rewatch(&rl->watch);
+  struct gen *g = cap_xcalloc(1, sizeof *g);
+  struct cap_diags diags = {0};
+  int r = gw_registry_load(rl->watch.dir, &g->reg, &diags);
+  cap_diags_sort(&diags);
+  cap_diags_print(&diags, stderr);
+  size_t problems = diags.len;
+  cap_diags_free(&diags);
+  if (r < 0) {
+    fprintf(stderr,
+            "capsule mcp: cannot read the capabilities in %s; the ones loaded before stay\n",
+            rl->watch.dir);
+    free(g);
+    return;
+  }
+  fprintf(stderr, "capsule mcp: reloaded %s: %zu capabilities, %zu problems\n", rl->watch.dir,
+          g->reg.n, problems);
+  g->refs = 1;
+  struct gen *old = gen_cur;
+  gen_cur = g;
+  rl->cfg->reg = &g->reg;
+  mcp_session_registry_changed(rl->s);
+  gen_unref(old);
+  serve_selu_reloaded(rl->selu);
 }
 
 /* The warm process's log lines (warnings) on stderr. */
@@ -166,18 +245,20 @@ static bool take_stdio(struct stdio_ctx *io)
   return true;
 }
 
-static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
+static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io, struct reloader *rl)
 {
   struct lines l = {0};
   bool eof = false;
   while (!eof && !io->broken && !stop_requested) {
-    struct pollfd fds[2 + MCP_MAX_RUNNING];
+    struct pollfd fds[3 + MCP_MAX_RUNNING];
     int timeout;
-    size_t n = mcp_session_poll(s, fds + 2, MCP_MAX_RUNNING, &timeout);
+    size_t n = mcp_session_poll(s, fds + 3, MCP_MAX_RUNNING, &timeout);
     fds[0] = (struct pollfd){.fd = io->in, .events = POLLIN};
     fds[1] = (struct pollfd){.fd = stop_pipe[0], .events = POLLIN};
+    fds[2] = (struct pollfd){.fd = rl->watch.fd, .events = POLLIN};
+    timeout = caps_watch_timeout(&rl->watch, timeout);
     pthread_mutex_unlock(&state_mu);
-    int ready = poll(fds, n + 2, timeout);
+    int ready = poll(fds, n + 3, timeout);
     pthread_mutex_lock(&state_mu);
     if (ready < 0 && errno != EINTR)
       break;
@@ -189,7 +270,9 @@ static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
       else if (got == 0 || (errno != EINTR && errno != EAGAIN))
         eof = true;
     }
-    mcp_session_events(s, fds + 2, n);
+    mcp_session_events(s, fds + 3, n);
+    if (caps_watch_turn(&rl->watch, ready > 0 ? fds[2].revents : 0))
+      reload(rl);
   }
   cap_buf_free(&l.buf);
   return CLI_EXIT_OK;
@@ -200,7 +283,8 @@ static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io)
  * the warm Selu process's spawner forked (before any thread) when reg has
  * a Selu capability: its handle, or NULL. */
 static struct serve_selu *open_warm(struct stdio_ctx *io, const struct gw_registry *reg,
-                                    const char *state_dir, uint64_t deadline_ms, bool *threads)
+                                    const char *state_dir, uint64_t deadline_ms, int watch_fd,
+                                    bool *threads)
 {
   *io = (struct stdio_ctx){.in = STDIN_FILENO, .out = STDOUT_FILENO};
   *threads = take_stdio(io);
@@ -214,7 +298,7 @@ static struct serve_selu *open_warm(struct stdio_ctx *io, const struct gw_regist
   /* read by the spawner and the warm process, in their copies */
   struct serve_options opt = {
       .caps_dir = reg->dir, .state_dir = state_dir, .deadline_ms = deadline_ms, .log = log_stderr};
-  int foreign[] = {io->in, io->out, stop_pipe[0], stop_pipe[1]};
+  int foreign[] = {io->in, io->out, stop_pipe[0], stop_pipe[1], watch_fd};
   struct serve_selu_host host = {.opt = &opt, .foreign = foreign, .n_foreign = ARRAY_SIZE(foreign)};
   struct cap_error err = {0};
   struct serve_selu *selu = serve_selu_open(&host, reg, &err);
@@ -237,6 +321,28 @@ static void catch_stop(void)
   sigaction(SIGHUP, &sa, NULL);
 }
 
+/* The first generation (gen_cur), the capability --capability names in
+ * it: 0, or the exit code. */
+static int load_first(const struct common *o)
+{
+  struct gen *first = cap_xcalloc(1, sizeof *first);
+  bool bad = false;
+  int r = load_registry(o, &first->reg, &bad);
+  if (r) {
+    free(first);
+    return r;
+  }
+  first->refs = 1;
+  if (o->capability && !gw_registry_find(&first->reg, o->capability)) {
+    fprintf(stderr, "capsule mcp: no capability \"%s\" in %s; `capsule list` shows them\n",
+            o->capability, first->reg.dir);
+    gen_unref(first);
+    return CLI_EXIT_INVALID;
+  }
+  gen_cur = first;
+  return 0;
+}
+
 int cmd_mcp(int argc, char **argv)
 {
   struct common o = {0};
@@ -245,19 +351,12 @@ int cmd_mcp(int argc, char **argv)
     return r < 0 ? CLI_EXIT_OK : r;
   if (optind < argc)
     return cli_usage_error("mcp", "takes no arguments, not '%s'", argv[optind]);
-  struct gw_registry reg;
-  bool bad = false;
-  if ((r = load_registry(&o, &reg, &bad)))
+  if ((r = load_first(&o)))
     return r;
-  if (o.capability && !gw_registry_find(&reg, o.capability)) {
-    fprintf(stderr, "capsule mcp: no capability \"%s\" in %s; `capsule list` shows them\n",
-            o.capability, reg.dir);
-    gw_registry_free(&reg);
-    return CLI_EXIT_INVALID;
-  }
+  struct gw_registry *reg = &gen_cur->reg;
   struct gw_state *st = NULL;
   if ((r = open_state(&o, &st))) {
-    gw_registry_free(&reg);
+    gen_unref(gen_cur);
     return r;
   }
   _cleanup_free_ char *dflt = o.state ? NULL : gw_state_default_dir();
@@ -269,19 +368,23 @@ int cmd_mcp(int argc, char **argv)
   _cleanup_free_ char *images = image_store_dir(state_dir);
   char **hidden = NULL;
   size_t n_hidden = gw_state_private_paths(state_dir, &hidden);
+  _cleanup_free_ char *caps_dir = cap_xstrdup(reg->dir);
+  struct reloader rl = {0};
+  caps_watch_init(&rl.watch, caps_dir);
+  rewatch(&rl.watch);
   struct stdio_ctx io_ctx;
   bool threads = false;
   struct serve_selu *selu =
-      open_warm(&io_ctx, &reg, state_dir, (uint64_t)o.timeout_s * 1000, &threads);
+      open_warm(&io_ctx, reg, state_dir, (uint64_t)o.timeout_s * 1000, rl.watch.fd, &threads);
   struct mcp_config cfg = {
-      .reg = &reg,
+      .reg = reg,
       .st = st,
       .state_dir = state_dir,
       .only = o.capability,
       .server_version = CAPSULE_VERSION,
       .reg_hold = threads ? reg_hold : NULL,
       .reg_release = reg_release,
-      .reg_ctx = &reg,
+      .list_changed = true, /* a reload tells the client */
       .no_warm_relay = true,
       .selu_warm = selu ? serve_selu_warm : NULL,
       .selu_warm_ctx = selu,
@@ -302,13 +405,17 @@ int cmd_mcp(int argc, char **argv)
   catch_stop();
   struct mcp_io io = {.send = send_line, .ctx = &io_ctx};
   pthread_mutex_lock(&state_mu);
+  rl.cfg = &cfg;
+  rl.selu = selu;
   struct mcp_session *s = mcp_session_new(&cfg, &io);
-  r = serve_stdio(s, &io_ctx);
+  rl.s = s;
+  r = serve_stdio(s, &io_ctx, &rl);
   mcp_session_free(s); /* the calls in flight stopped, each audited */
   pthread_mutex_unlock(&state_mu);
+  caps_watch_free(&rl.watch);
   serve_selu_stop(selu, SERVE_DRAIN_MS); /* none in flight: it ends */
   gw_state_private_paths_free(hidden, n_hidden);
   gw_state_close(st);
-  gw_registry_free(&reg);
+  gen_unref(gen_cur);
   return r;
 }

@@ -34,7 +34,6 @@
 
 #define IDLE_SESSION_MS (60 * 60 * 1000)
 #define LISTEN_FLUSH_MS 3000 /* at the stop: for listens' answers to reach their clients */
-#define RELOAD_SETTLE_MS 300
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
 
@@ -525,7 +524,7 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
   int timeout = 1000;
   fds[n++] = (struct pollfd){.fd = sv->wake, .events = POLLIN};
   fds[n++] = (struct pollfd){.fd = sv->signal_fd, .events = POLLIN};
-  fds[n++] = (struct pollfd){.fd = sv->inotify_fd, .events = POLLIN};
+  fds[n++] = (struct pollfd){.fd = sv->watch.fd, .events = POLLIN};
   fds[n++] = (struct pollfd){.fd = sv->listen_fd, .events = POLLIN};
   for (struct sess *x = sv->sessions; x; x = x->next) {
     if (!x->http)
@@ -535,23 +534,12 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
     if (t >= 0 && t < timeout)
       timeout = t;
   }
-  if (sv->caps_rescan) {
-    int64_t t = (int64_t)sv->caps_scan_at - (int64_t)now_ms();
-    timeout = t <= 0 ? 0 : t < timeout ? (int)t : timeout;
-  }
-  if (sv->reload_at)
-    timeout = 0 < (int)(sv->reload_at - now_ms()) ? (int)(sv->reload_at - now_ms()) : 0;
+  timeout = caps_watch_timeout(&sv->watch, timeout);
   poll(fds, n, timeout);
   pthread_mutex_lock(&sv->state_mu);
   if (fds[1].revents)
     on_signal(sv, drain_until);
-  if (fds[2].revents) {
-    char buf[4096];
-    while (read(sv->inotify_fd, buf, sizeof buf) > 0)
-      ;
-    sv->reload_at = now_ms() + RELOAD_SETTLE_MS; /* a burst of changes: one reload */
-  }
-  serve_rescan(sv);
+  bool reload = caps_watch_turn(&sv->watch, fds[2].revents);
   if (fds[0].revents)
     drain_queue(sv);
   if (fds[3].revents && sv->listen_fd >= 0)
@@ -565,7 +553,7 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
     if (x->http)
       closed_streams(x);
   }
-  if (sv->reload_at && now_ms() >= sv->reload_at)
+  if (reload)
     serve_reload(sv);
   reap(sv);
   if (sv->status_dirty || sv->stopping)
@@ -621,7 +609,8 @@ static int setup(struct serve *sv, const struct serve_options *opt, struct cap_e
   pthread_mutex_init(&sv->queue_mu, NULL);
   sv->call_lock =
       (struct gw_state_lock){.acquire = call_lock_acquire, .release = call_lock_release, .ctx = sv};
-  sv->listen_fd = sv->inotify_fd = -1;
+  sv->listen_fd = -1;
+  caps_watch_init(&sv->watch, opt->caps_dir);
   sv->logs = cap_xasprintf("%s/logs", opt->state_dir);
   sv->run = cap_xasprintf("%s/run", opt->state_dir);
   sv->cache = cap_xasprintf("%s/cache", opt->state_dir);
@@ -719,7 +708,7 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   }
   teardown(&sv);
   gw_inflight_spares(false);
-  int fds[] = {sv.wake, sv.signal_fd, sv.inotify_fd};
+  int fds[] = {sv.wake, sv.signal_fd};
   for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
     if (fds[i] >= 0)
       close(fds[i]);
@@ -733,6 +722,6 @@ int serve_run(const struct serve_options *opt, struct cap_error *err)
   free(sv.status_path);
   free(sv.ui_addr);
   free(sv.http_addr);
-  free(sv.caps_watch_error);
+  caps_watch_free(&sv.watch);
   return r;
 }

@@ -76,6 +76,9 @@ struct serve_selu *serve_selu_open(const struct serve_selu_host *h, const struct
 enum gw_outcome serve_selu_warm(void *selu, const struct gw_registry *reg,
                                 const struct gw_call *call, int cancel_fd, struct gw_result *res,
                                 struct cap_error *err);
+/* The host's registry was loaded again: the warm process reloads its own
+ * from caps_dir (NULL is fine). */
+void serve_selu_reloaded(struct serve_selu *s);
 /* Its calls in flight finish (up to drain_ms, then it is killed), and the
  * handle is freed (NULL is fine). */
 void serve_selu_stop(struct serve_selu *s, int drain_ms);

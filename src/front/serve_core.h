@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "front/caps_watch.h"
 #include "front/mcp.h"
 #include "front/serve.h"
 #include "front/serve_internal.h"
@@ -79,13 +80,9 @@ struct serve {
   char *logs, *run, *cache, *volumes, *images, *socket_path, *status_path;
   char **hidden;
   size_t n_hidden;
-  int listen_fd, inotify_fd, signal_fd; /* inotify_fd: -1 while caps_rescan */
-  uint64_t reload_at, started_ms;
-  /* no inotify watch could be had (serve_registry.c): the capabilities'
-   * tree fingerprinted every SERVE_RESCAN_MS instead, and why */
-  bool caps_rescan;
-  uint64_t caps_fp, caps_scan_at;
-  char *caps_watch_error;
+  int listen_fd, signal_fd;
+  struct caps_watch watch; /* the capabilities' directory (front/caps_watch.h) */
+  uint64_t started_ms;
   char started[32];
   bool status_dirty, bound;
   bool queue_closed; /* under queue_mu: teardown took the last messages */
@@ -139,10 +136,6 @@ void serve_gen_unref(struct gen *g);
  * the watch renewed; a reload also moves every session to it. */
 int serve_load(struct serve *sv, struct cap_error *err);
 void serve_reload(struct serve *sv);
-/* Without inotify: the tree's fingerprint compared when it is time, a
- * reload asked when it changed. */
-#define SERVE_RESCAN_MS 2000
-void serve_rescan(struct serve *sv);
 /* The unix socket (serve_unix.c): listening on sv->socket_path; another
  * serve on this state refused; a connection taken; what it sent read. */
 int serve_listen_unix(struct serve *sv, struct cap_error *err);

@@ -234,7 +234,7 @@ static _Noreturn void grpc_process(struct serve *sv, const struct serve_options 
                                    int reload_rd, int warm_reload_rd)
 {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
-  int theirs[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake}; /* serve's, not ours */
+  int theirs[] = {sv->listen_fd, sv->watch.fd, sv->signal_fd, sv->wake}; /* serve's, not ours */
   for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++)
     if (theirs[i] >= 0)
       close(theirs[i]);

@@ -530,7 +530,7 @@ struct serve_selu *serve_selu_open(const struct serve_selu_host *h, const struct
 
 void serve_selu_start(struct serve *sv, const struct gw_registry *reg)
 {
-  int foreign[] = {sv->listen_fd, sv->inotify_fd, sv->signal_fd, sv->wake};
+  int foreign[] = {sv->listen_fd, sv->watch.fd, sv->signal_fd, sv->wake};
   struct serve_selu_host h = {.opt = sv->opt, .foreign = foreign, .n_foreign = ARRAY_SIZE(foreign)};
   struct cap_error err = {0};
   struct serve_selu *s = serve_selu_open(&h, reg, &err);

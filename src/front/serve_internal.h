@@ -132,10 +132,9 @@ void serve_grpc_stop(struct serve_grpc *g, int drain_ms);
  * running instance made there without a fork (mcp_config.selu_warm is
  * serve_selu_call, its ctx serve). start: at serve's start, before any
  * thread, listener or connection, when reg has a Selu capability (forks;
- * a failure is logged, and Selu calls run apart); reloaded: serve's
- * registry was loaded again; serve_selu_stop (serve.h) at its end. */
+ * a failure is logged, and Selu calls run apart); serve_selu_reloaded
+ * and serve_selu_stop (serve.h) at a reload and at its end. */
 void serve_selu_start(struct serve *sv, const struct gw_registry *reg);
-void serve_selu_reloaded(struct serve_selu *s);
 enum gw_outcome serve_selu_call(void *ctx, const struct gw_registry *reg,
                                 const struct gw_call *call, int cancel_fd, struct gw_result *res,
                                 struct cap_error *err);

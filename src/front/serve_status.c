@@ -83,9 +83,9 @@ void serve_write_status(struct serve *sv)
   _cleanup_free_ char *caps = realpath(sv->cur->reg.dir, NULL);
   cap_jw_string_or_null(&w, caps);
   cap_jw_key(&w, "caps_watch");
-  cap_jw_string(&w, sv->caps_rescan ? "rescan" : "inotify");
+  cap_jw_string(&w, sv->watch.rescan ? "rescan" : "inotify");
   cap_jw_key(&w, "caps_watch_error");
-  cap_jw_string_or_null(&w, sv->caps_watch_error);
+  cap_jw_string_or_null(&w, sv->watch.error);
   cap_jw_key(&w, "capabilities");
   cap_jw_int(&w, (int64_t)sv->cur->reg.n);
   cap_jw_key(&w, "sessions");

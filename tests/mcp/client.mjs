@@ -6,12 +6,14 @@
 //   WRAPPER: argv prefix to run capsule under (e.g. setpriv ... as nobody)
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
-const { ElicitRequestSchema, McpError } = require('@modelcontextprotocol/sdk/types.js');
+const { ElicitRequestSchema, McpError, ToolListChangedNotificationSchema } = require('@modelcontextprotocol/sdk/types.js');
 
 const [capsule, caps, state, ...wrapper] = process.argv.slice(2);
 let failed = 0;
@@ -160,6 +162,51 @@ async function oneCapability() {
   await client.close();
 }
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A change under --caps: the registry reloaded and the client told
+// (notifications/tools/list_changed); a call in flight when its
+// capability is removed finishes on the registry it started with.
+async function reload() {
+  const dir = path.join(caps, 'agents', 'added');
+  const client = await connect();
+  try {
+    check('reload-list-changed-declared', client.getServerCapabilities()?.tools?.listChanged === true, JSON.stringify(client.getServerCapabilities()));
+    let changed = 0;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++; });
+    const told = async (n) => {
+      for (let i = 0; i < 600 && changed < n; i++) await sleep(50);
+      return changed >= n;
+    };
+    fs.mkdirSync(dir);
+    fs.writeFileSync(path.join(dir, 'run.sh'), '#!/bin/sh\nIFS= read -r line\ncase $line in *slow*) sleep 2 ;; esac\nprintf \'{"added":%s}\\n\' "$line"\n', { mode: 0o755 });
+    const toml = fs.readFileSync(path.join(caps, 'agents', 'asker', 'agent.toml'), 'utf8').replace(/"asker"/g, '"added"');
+    fs.writeFileSync(path.join(dir, 'agent.toml'), toml);
+    check('reload-told-added', await told(1), `${changed} notifications`);
+    let names = (await listAll(client)).tools.map((t) => t.name);
+    check('reload-lists-added', names.includes('added__dispatch') && names.includes('wordcount__dispatch'), names.join(','));
+    const r = await client.callTool({ name: 'added__dispatch', arguments: { text: 'new' } });
+    check('reload-calls-added', !r.isError && /"added"/.test(text(r)), JSON.stringify(r));
+    const inFlight = client.callTool({ name: 'added__dispatch', arguments: { text: 'slow' } }, undefined, { timeout: 60000 });
+    await sleep(500);
+    fs.rmSync(dir, { recursive: true, force: true });
+    check('reload-told-removed', await told(2), `${changed} notifications`);
+    const done = await inFlight;
+    check('reload-in-flight-finishes', !done.isError && /"added"/.test(text(done)), JSON.stringify(done));
+    names = (await listAll(client)).tools.map((t) => t.name);
+    check('reload-drops-removed', !names.includes('added__dispatch') && names.includes('wordcount__dispatch'), names.join(','));
+    try {
+      await client.callTool({ name: 'added__dispatch', arguments: { text: 'gone' } });
+      fail('reload-removed-not-callable', 'the call ran');
+    } catch (e) {
+      check('reload-removed-not-callable', e instanceof McpError && e.code === -32602, String(e));
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+    await client.close();
+  }
+}
+
 // Raw lines: what the SDK would never send
 // wait: keep stdin open until that many answers came (a call runs on)
 function raw(lines, wait = 0) {
@@ -236,6 +283,7 @@ try {
   await basics();
   await elicitation();
   await oneCapability();
+  await reload();
   await malformed();
 } catch (e) {
   fail('client', e && e.stack ? e.stack : String(e));

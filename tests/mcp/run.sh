@@ -4,8 +4,10 @@
 # blocked tools left out, annotations), tools/call (allowed, validation
 # failure, blocked, ask through the approval queue and through
 # elicitation, progress, cancellation), one capability under its tools'
-# own names, and raw malformed input (parse errors, batches, a huge
-# message, bad ids and params, unknown methods, version negotiation).
+# own names, a capability added and removed while it runs (the registry
+# reloaded, the client told, a call in flight finishing), and raw
+# malformed input (parse errors, batches, a huge message, bad ids and
+# params, unknown methods, version negotiation).
 # Then the audit: one record per call, the elicited decisions, the
 # cancelled call. As root and as uid 65534.
 # Usage: run.sh CAPSULE
@@ -76,6 +78,8 @@ run_as() { # run_as WHO: the client checks, then the audit
     "${wrap[@]}" "$capsule" policy set --caps "$caps" --state "$state" "$t" dispatch allow >/dev/null
   done
   "${wrap[@]}" "$capsule" policy set --caps "$caps" --state "$state" asker dispatch ask >/dev/null
+  # the capability client.mjs adds while capsule mcp runs (its reload)
+  "${wrap[@]}" "$capsule" policy set --force --caps "$caps" --state "$state" added dispatch allow >/dev/null
   # wordcount requires tool.wordcount: the caller's token for it (Covenant)
   "${wrap[@]}" "$capsule" token issue local tool.wordcount --state "$state" >/dev/null
   for f in $(seq 1 120 | xargs printf 'fn%03d ') do.it do_it "$long"; do
