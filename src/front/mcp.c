@@ -301,7 +301,8 @@ static void on_resources_read(struct mcp_session *s, const char *id, const struc
   if (!mcp_gather_route(s, id, params, "resources/read"))
     mcp_send_error(s, id, -32002,
                    "Resource not found: resources/list and resources/templates/list name the "
-                   "resources capsule can read",
+                   "resources capsule can read (one that two servers' lists or templates name "
+                   "is read from neither)",
                    NULL);
 }
 static void on_complete(struct mcp_session *s, const char *id, const struct cap_node *params)

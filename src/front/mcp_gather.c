@@ -171,18 +171,27 @@ void mcp_routes_free(struct mcp_session *s)
   s->n_routes = 0;
 }
 
+/* A template is compiled while the session holds fewer than
+ * MCP_MAX_TEMPLATES compiled ones of its server (each may cost tens of KiB,
+ * mcp_template.c; a server's count alone, so that one listing many cannot
+ * leave another's uncompiled); past that it is kept uncompiled: routed by
+ * its text (completion/complete), fitting no URI */
 static void add_route(struct mcp_session *s, enum mcp_route_kind kind, const char *key,
                       const char *cap, const char *orig)
 {
   if (s->n_routes >= MCP_MAX_ROUTES)
     return;
+  size_t compiled = 0;
+  for (size_t i = 0; kind == MCP_ROUTE_TEMPLATE && i < s->n_routes; i++)
+    compiled += s->routes[i].rx && strcmp(s->routes[i].cap, cap) == 0;
   s->routes = cap_xrealloc(s->routes, (s->n_routes + 1) * sizeof *s->routes);
-  s->routes[s->n_routes++] =
-      (struct mcp_route){.kind = kind,
-                         .key = cap_xstrdup(key),
-                         .cap = cap_xstrdup(cap),
-                         .orig = orig ? cap_xstrdup(orig) : NULL,
-                         .rx = kind == MCP_ROUTE_TEMPLATE ? mcp_template_compile(key) : NULL};
+  s->routes[s->n_routes++] = (struct mcp_route){
+      .kind = kind,
+      .key = cap_xstrdup(key),
+      .cap = cap_xstrdup(cap),
+      .orig = orig ? cap_xstrdup(orig) : NULL,
+      .rx = kind == MCP_ROUTE_TEMPLATE && compiled < MCP_MAX_TEMPLATES ? mcp_template_compile(key)
+                                                                       : NULL};
 }
 
 static enum mcp_route_kind route_kind(const char *method)
@@ -229,18 +238,38 @@ void mcp_gather_learn(struct mcp_session *s, const char *method, const char *res
   cap_doc_free(doc);
 }
 
-/* The route of kind whose key is key; for a resource no list named, the
- * first template the URI fits */
+/* The one route of kind whose key is key; for a resource no list named,
+ * the template the URI fits. Where the key (or the URI's templates) leads
+ * to two capabilities, none: each server names its own resources and
+ * templates, so one server's list naming another's URI, or a template as
+ * wide as {+any}, would otherwise take the reads meant for the other
+ * server (its URIs, and an answer of its choosing) by coming first. */
 static const struct mcp_route *route_find(const struct mcp_session *s, enum mcp_route_kind kind,
                                           const char *key)
 {
+  const struct mcp_route *r = NULL;
   for (size_t i = 0; i < s->n_routes; i++)
-    if (s->routes[i].kind == kind && strcmp(s->routes[i].key, key) == 0)
+    if (s->routes[i].kind == kind && strcmp(s->routes[i].key, key) == 0) {
+      if (r && strcmp(r->cap, s->routes[i].cap) != 0)
+        return NULL; /* two servers name it */
+      r = r ? r : &s->routes[i];
+    }
+  for (size_t i = 0; !r && kind == MCP_ROUTE_RESOURCE && i < s->n_routes; i++)
+    if (s->routes[i].kind == MCP_ROUTE_TEMPLATE && mcp_template_fits(s->routes[i].rx, key)) {
+      for (size_t k = i + 1; k < s->n_routes; k++)
+        if (s->routes[k].kind == MCP_ROUTE_TEMPLATE &&
+            strcmp(s->routes[k].cap, s->routes[i].cap) != 0 &&
+            mcp_template_fits(s->routes[k].rx, key))
+          return NULL; /* two servers' templates fit it */
       return &s->routes[i];
-  for (size_t i = 0; kind == MCP_ROUTE_RESOURCE && i < s->n_routes; i++)
-    if (s->routes[i].kind == MCP_ROUTE_TEMPLATE && mcp_template_fits(s->routes[i].rx, key))
-      return &s->routes[i];
-  return NULL;
+    }
+  return r;
+}
+
+const char *mcp_gather_listed(const struct mcp_session *s, const char *uri)
+{
+  const struct mcp_route *r = route_find(s, MCP_ROUTE_RESOURCE, uri);
+  return r && r->kind == MCP_ROUTE_RESOURCE ? r->cap : NULL;
 }
 
 /* params to its server: as they are, or with the string at path (depth

@@ -53,6 +53,7 @@ struct mcp_table {
 #define MCP_MAX_ASKED 8            /* a server's requests to the client in flight per call */
 #define MCP_ASK_TTL_MS 600000      /* a 2026-07-28 input_required's requestState: its life */
 #define MCP_MAX_ROUTES 4096        /* prompts and resources of servers routed per session */
+#define MCP_MAX_TEMPLATES 256   /* a server's resource templates compiled (the rest fit nothing) */
 #define MCP_HOLD_MS 120000      /* a call held for the client's input: its deadline (mcp_hold.c) */
 #define MCP_MAX_HELD_PER_USER 8 /* calls of a user held for input at once */
 #define MCP_MAX_HELD 256        /* ...and of every user */
@@ -252,6 +253,9 @@ bool mcp_template_match(const char *tmpl, const char *uri);
 bool mcp_gather_route(struct mcp_session *s, const char *id_json, const struct cap_node *params,
                       const char *method);
 void mcp_routes_free(struct mcp_session *s);
+/* The capability whose server the last resources/list says has uri;
+ * NULL: none, or more than one */
+const char *mcp_gather_listed(const struct mcp_session *s, const char *uri);
 void mcp_call_answer(struct mcp_session *s, int64_t id, const struct cap_node *msg);
 void mcp_call_cancel(struct mcp_session *s, const struct cap_node *params);
 void mcp_runs_free(struct mcp_session *s);

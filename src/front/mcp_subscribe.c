@@ -34,10 +34,7 @@ const char *mcp_subscribe_cap(const struct mcp_session *s, const char *uri)
   const struct cap_spec *served = mcp_served_server(s);
   if (served)
     return served->id;
-  for (size_t i = 0; i < s->n_routes; i++)
-    if (s->routes[i].kind == MCP_ROUTE_RESOURCE && strcmp(s->routes[i].key, uri) == 0)
-      return s->routes[i].cap;
-  return NULL;
+  return mcp_gather_listed(s, uri); /* none where two servers list it */
 }
 
 static void empty_result(struct mcp_session *s, const char *id)

@@ -8,7 +8,12 @@
  * and "#" may hold any character; "/", ";", "?" and "&" begin with their
  * own character and stop where the next part of a URI begins. No
  * back-references, so matching cannot take exponential time; each
- * template is compiled once, when its list is learnt. */
+ * template is compiled once, when its list is learnt. A compiled regex's
+ * memory grows with the square of its expressions (glibc: some 1.8 MiB
+ * for 255 of them, 120 KiB for 1000 literal characters), so a template
+ * past MCP_TEMPLATE_MAX bytes or MCP_TEMPLATE_EXPRS expressions matches
+ * nothing (and the session compiles at most MCP_MAX_TEMPLATES of them,
+ * mcp_gather.c): a server's list cannot make a session hold gigabytes. */
 #include <regex.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -18,7 +23,8 @@
 #include "core/cleanup.h"
 #include "front/mcp_internal.h"
 
-#define MCP_TEMPLATE_MAX 1024     /* bytes of a template matched; a longer one matches nothing */
+#define MCP_TEMPLATE_MAX 256      /* bytes of a template matched; a longer one matches nothing */
+#define MCP_TEMPLATE_EXPRS 16     /* expressions of a template matched; more: it matches nothing */
 #define MCP_TEMPLATE_URI_MAX 8192 /* bytes of a URI matched against templates */
 
 /* What expression {OP...} may expand to, as a regex fragment; NULL: the
@@ -38,11 +44,13 @@ static const char *expansion(char op)
 }
 
 /* The regex of tmpl; false where tmpl is not a template capsule reads
- * (an unclosed or nested brace, a reserved operator, too long) */
+ * (an unclosed or nested brace, a reserved operator, too long, too many
+ * expressions) */
 static bool template_regex(const char *tmpl, struct cap_buf *re)
 {
   if (strlen(tmpl) > MCP_TEMPLATE_MAX)
     return false;
+  unsigned exprs = 0;
   cap_buf_putc(re, '^');
   for (const char *p = tmpl; *p; p++) {
     if (*p == '}')
@@ -54,6 +62,8 @@ static bool template_regex(const char *tmpl, struct cap_buf *re)
       continue;
     }
     const char *end = strchr(p + 1, '}');
+    if (++exprs > MCP_TEMPLATE_EXPRS)
+      return false;
     const char *frag = end && end > p + 1 ? expansion(p[1]) : NULL;
     if (!frag || memchr(p + 1, '{', (size_t)(end - p - 1)))
       return false;

@@ -251,8 +251,15 @@ const pg = await c.getPrompt({ name: 'conformance__test_prompt_with_arguments', 
 check('gathered-prompt-get', /arg1='a', arg2='b'/.test(pg.messages?.[0]?.content?.text || ''), JSON.stringify(pg));
 const rlist = (await c.listResources()).resources;
 check('gathered-resources', rlist.some((x) => x.uri === 'test://static-text' && x._meta?.['io.capsule/capability'] === 'conformance'), JSON.stringify(rlist.map((x) => x.uri)));
-const rr = await c.readResource({ uri: 'test://static-text' });
-check('gathered-resource-read', rr.contents?.[0]?.text === 'This is the content of the static text resource.', JSON.stringify(rr));
+// conformance and paged (the same server) both list it: read from neither
+// (a server must not take another's reads; tests/review13/gather_capture.sh
+// reads a URI one server names)
+try {
+  await c.readResource({ uri: 'test://static-text' });
+  check('gathered-resource-read-two-servers', false, 'read');
+} catch (e) {
+  check('gathered-resource-read-two-servers', e.code === -32002, `${e.code} ${e.message}`);
+}
 try {
   await c.readResource({ uri: 'test://not-listed' });
   check('gathered-unknown-resource', false, 'read');
@@ -274,13 +281,21 @@ try {
 }
 const tlist = (await c.listResourceTemplates()).resourceTemplates;
 check('gathered-templates', tlist.some((x) => x.uriTemplate === 'test://template/{id}/data' && x._meta?.['io.capsule/capability'] === 'paged'), JSON.stringify(tlist));
-const tr = await c.readResource({ uri: 'test://template/7/data' });
-check('gathered-template-read', JSON.parse(tr.contents?.[0]?.text || '{}').id === '7', JSON.stringify(tr));
+try { // both servers' templates fit it: read from neither
+  await c.readResource({ uri: 'test://template/7/data' });
+  check('gathered-template-read-two-servers', false, 'read');
+} catch (e) {
+  check('gathered-template-read-two-servers', e.code === -32002, `${e.code} ${e.message}`);
+}
 // completion routed by its ref: a gathered prompt (renamed back) and a template
 const cp = await c.complete({ ref: { type: 'ref/prompt', name: 'paged__test_prompt_with_arguments' }, argument: { name: 'arg1', value: 'par' } });
 check('gathered-complete-prompt', JSON.stringify(cp.completion?.values) === '["paris","park","party"]', JSON.stringify(cp));
-const ct = await c.complete({ ref: { type: 'ref/resource', uri: 'test://template/{id}/data' }, argument: { name: 'id', value: 'pa' } });
-check('gathered-complete-template', (ct.completion?.values || []).includes('paris'), JSON.stringify(ct));
+try { // a template both servers list: completed by neither
+  await c.complete({ ref: { type: 'ref/resource', uri: 'test://template/{id}/data' }, argument: { name: 'id', value: 'pa' } });
+  check('gathered-complete-template-two-servers', false, 'completed');
+} catch (e) {
+  check('gathered-complete-template-two-servers', e.code === -32602, `${e.code} ${e.message}`);
+}
 try {
   await c.complete({ ref: { type: 'ref/prompt', name: 'nobody__x' }, argument: { name: 'a', value: '' } });
   check('gathered-complete-unknown', false, 'completed');

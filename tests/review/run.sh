@@ -66,6 +66,8 @@ scripts=(
   # the twelfth's (tests/review12/)
   ../review12/group_kill.sh ../review12/group_kill_pg.sh ../review12/keeper_flood.sh
   ../review12/fast_reload_uaf.sh ../review12/fast_cancel.sh
+  # the thirteenth's (tests/review13/)
+  ../review13/gather_capture.sh ../review13/gather_templates_memory.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

@@ -48,7 +48,15 @@ static void refused(void)
   memset(big, 'a', 1999);
   big[1999] = 0;
   CHECK(!mcp_template_match(big, big)); /* too long */
+  big[256] = 0;
+  CHECK(mcp_template_match(big, big)); /* 256 bytes: read */
+  big[257] = 0;
+  big[256] = 'a';
+  CHECK(!mcp_template_match(big, big)); /* 257: too long */
   free(big);
+  /* 16 expressions read, 17 too many (a regex's memory grows with their square) */
+  CHECK(mcp_template_match("{a}{b}{c}{d}{e}{f}{g}{h}{i}{j}{k}{l}{m}{n}{o}{p}", "x"));
+  CHECK(!mcp_template_match("{a}{b}{c}{d}{e}{f}{g}{h}{i}{j}{k}{l}{m}{n}{o}{p}{q}", "x"));
   char *uri = malloc(9000); /* a URI past 8 KiB fits no template */
   memcpy(uri, "file://", 7);
   memset(uri + 7, 'a', 8992);
