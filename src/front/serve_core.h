@@ -145,6 +145,8 @@ void serve_read_unix(struct sess *x);
 
 /* "2026-11-25T22:00:00.123Z", now. */
 void serve_utc_now(char out[32]);
+/* t (CLOCK_REALTIME) as serve_utc_now writes the time */
+void serve_utc_at(const struct timespec *t, char out[32]);
 /* STATE/serve.json rewritten (by rename) from sv. */
 void serve_write_status(struct serve *sv);
 

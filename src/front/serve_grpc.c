@@ -104,10 +104,26 @@ static void answer_from(const struct grpc_serve_call *call, const struct serve_g
   }
 }
 
-/* The call answered in a: true when the warm path made it. */
-static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call, const char *user,
-                        struct grpc_serve_answer *a)
+/* A call's log line, stamped with the call's arrival: a warm call's
+ * written once its answer went (a write to serve's log is not on the
+ * call's path), any other's before it runs. */
+struct call_line {
+  struct grpc_proc *g;
+  struct timespec asked; /* CLOCK_REALTIME */
+  const char *tool, *user;
+};
+
+static void call_line_write(const struct call_line *l)
 {
+  serve_log_at(l->g->sv, &l->asked, "info", "grpc call", "tool", l->tool, "user", l->user);
+}
+
+/* The call answered in a: true when the warm path made it (its line not
+ * yet written). */
+static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
+                        const struct call_line *line, struct grpc_serve_answer *a)
+{
+  const char *user = line->user;
   struct serve_grpc_head warm_head;
   char *warm_text = NULL;
   if (!call->health && serve_grpc_warm_call(g->warm, call, user, &warm_head, &warm_text)) {
@@ -115,6 +131,8 @@ static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
     free(warm_text);
     return true;
   }
+  if (!call->health)
+    call_line_write(line);
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) {
     a->status = GRPC_SERVE_INTERNAL;
@@ -139,11 +157,16 @@ static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
 }
 
 /* A warm call's answer went (or the client gave up on it): the lease
- * its call parked ends now, off the call's path. */
+ * its call parked ends now, off the call's path, and its line is written. */
 static void warm_answered(void *ctx, bool delivered)
 {
   (void)delivered;
-  serve_grpc_warm_flush(ctx);
+  struct call_line *l = ctx;
+  serve_grpc_warm_flush(l->g->warm);
+  call_line_write(l);
+  free((char *)l->tool);
+  free((char *)l->user);
+  free(l);
 }
 
 static char *authenticate(struct grpc_proc *g, const char *token)
@@ -203,17 +226,25 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     serve_grpc_artifact_stream(&g->artifacts, call, user, a);
     return;
   }
-  if (!call->health)
-    serve_log(g->sv, "info", "grpc call", "tool", call->tool_name, "user", user);
-  if (!call->health && !serve_grpc_artifacts_in(&g->artifacts, call, user, a))
+  struct call_line line = {.g = g, .tool = call->tool_name, .user = user};
+  clock_gettime(CLOCK_REALTIME, &line.asked);
+  if (!call->health && !serve_grpc_artifacts_in(&g->artifacts, call, user, a)) {
+    call_line_write(&line);
     return;
-  bool warm = answer_call(g, call, user, a);
+  }
+  bool warm = answer_call(g, call, &line, a);
   if (!call->health && a->success)
     serve_grpc_artifacts_out(&g->artifacts, call, user, a->result);
   if (warm && !a->finish) {
+    struct call_line *later = cap_xmalloc(sizeof *later);
+    *later = (struct call_line){.g = g,
+                                .asked = line.asked,
+                                .tool = call->tool_name ? cap_xstrdup(call->tool_name) : NULL,
+                                .user = cap_xstrdup(user)};
     a->finish = warm_answered;
-    a->finish_ctx = g->warm;
+    a->finish_ctx = later;
   } else if (warm) {
+    call_line_write(&line);
     serve_grpc_warm_flush(g->warm);
   }
 }

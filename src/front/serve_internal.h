@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "core/buf.h"
 #include "front/mcp.h"
@@ -106,6 +107,10 @@ void serve_enqueue(struct serve *sv, struct inbound *in);
 char *serve_authenticate(struct serve *sv, const char *token);
 void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
                const char *k2, const char *v2);
+/* The same, the line's time when (CLOCK_REALTIME) rather than now: a line
+ * written after the event it tells of. */
+void serve_log_at(struct serve *sv, const struct timespec *when, const char *level, const char *msg,
+                  const char *k1, const char *v1, const char *k2, const char *v2);
 bool serve_stopping(struct serve *sv);
 /* gw_call.warn for the calls serve runs, ctx its struct serve_options: a
  * line of its log, level "warning", msg "this host cannot enforce", the

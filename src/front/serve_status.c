@@ -12,24 +12,34 @@
 #include "core/json.h"
 #include "front/serve_core.h"
 
+void serve_utc_at(const struct timespec *t, char out[32])
+{
+  struct tm tm;
+  gmtime_r(&t->tv_sec, &tm);
+  char s[24];
+  strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out, 32, "%.19s.%03dZ", s, (int)(t->tv_nsec / 1000000) % 1000);
+}
+
 void serve_utc_now(char out[32])
 {
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
-  struct tm tm;
-  gmtime_r(&t.tv_sec, &tm);
-  char s[24];
-  strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out, 32, "%.19s.%03dZ", s, (int)(t.tv_nsec / 1000000) % 1000);
+  serve_utc_at(&t, out);
 }
 
-static void log_line(const struct serve_options *opt, const char *level, const char *msg,
-                     const char *k1, const char *v1, const char *k2, const char *v2)
+/* A line stamped with when (NULL: now). */
+static void log_line(const struct serve_options *opt, const struct timespec *when,
+                     const char *level, const char *msg, const char *k1, const char *v1,
+                     const char *k2, const char *v2)
 {
   if (!opt->log)
     return;
   char now[32];
-  serve_utc_now(now);
+  if (when)
+    serve_utc_at(when, now);
+  else
+    serve_utc_now(now);
   struct cap_buf b = {0};
   struct cap_jw w;
   cap_jw_init(&w, &b, false);
@@ -49,12 +59,18 @@ static void log_line(const struct serve_options *opt, const char *level, const c
 void serve_log(struct serve *sv, const char *level, const char *msg, const char *k1, const char *v1,
                const char *k2, const char *v2)
 {
-  log_line(sv->opt, level, msg, k1, v1, k2, v2);
+  log_line(sv->opt, NULL, level, msg, k1, v1, k2, v2);
+}
+
+void serve_log_at(struct serve *sv, const struct timespec *when, const char *level, const char *msg,
+                  const char *k1, const char *v1, const char *k2, const char *v2)
+{
+  log_line(sv->opt, when, level, msg, k1, v1, k2, v2);
 }
 
 void serve_call_warn(void *ctx, const char *text)
 {
-  log_line(ctx, "warning", "this host cannot enforce", "detail", text, NULL, NULL);
+  log_line(ctx, NULL, "warning", "this host cannot enforce", "detail", text, NULL, NULL);
 }
 
 char *serve_status_path(const char *state_dir) { return cap_xasprintf("%s/serve.json", state_dir); }

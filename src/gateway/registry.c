@@ -14,6 +14,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/filememo.h"
+#include "core/sha256.h"
 #include "core/text.h"
 #include "manifest/load.h"
 
@@ -99,7 +100,7 @@ const struct cap_tool *gw_spec_tool(const struct cap_spec *spec, const char *nam
 /* ---- the digest of what a capability runs ---- */
 
 struct digest_walk {
-  crypto_hash_sha256_state h;
+  struct cap_sha256 h; /* the CPU's SHA extensions where it has them: every warm call digests */
   size_t entries;
   bool incomplete; /* deeper than 64 levels or past the entry cap */
 };
@@ -107,8 +108,8 @@ struct digest_walk {
 static void digest_field(struct digest_walk *d, const void *data, size_t len)
 {
   uint64_t n = len; /* length-prefixed: no two field lists hash alike */
-  crypto_hash_sha256_update(&d->h, (const unsigned char *)&n, sizeof n);
-  crypto_hash_sha256_update(&d->h, data, len);
+  cap_sha256_update(&d->h, &n, sizeof n);
+  cap_sha256_update(&d->h, data, len);
 }
 
 static void digest_str(struct digest_walk *d, const char *s)
@@ -185,7 +186,7 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
                         struct cap_error *err)
 {
   struct digest_walk d = {0};
-  crypto_hash_sha256_init(&d.h);
+  cap_sha256_init(&d.h);
   digest_str(&d, tree ? "capsule-spec-digest-v1" : "capsule-spec-digest-manifest-v1");
   digest_str(&d, spec->id);
   char *manifest = NULL;
@@ -207,7 +208,7 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
     digest_str(&d, spec->deny.v[i]);
   if (!tree) { /* the manifest and the grants alone (a warm MCP server watches its tree) */
     digest_str(&d, spec->package_dir);
-    crypto_hash_sha256_final(&d.h, out);
+    cap_sha256_final(&d.h, out);
     return 0;
   }
   _cleanup_close_ int dirfd = open(spec->package_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -223,7 +224,7 @@ int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char ou
     randombytes_buf(nonce, sizeof nonce);
     digest_field(&d, nonce, sizeof nonce);
   }
-  crypto_hash_sha256_final(&d.h, out);
+  cap_sha256_final(&d.h, out);
   return 0;
 }
 
