@@ -157,11 +157,13 @@ size_t mcp_session_busy(const struct mcp_session *s);
  * at_end(ctx) called under it once the call is recorded (the registry's
  * hold let go by then: mcp_fast_end_hold): *answer the JSON-RPC answer
  * (allocated), NULL when cancel_fd turned readable (a cancellation: no
- * answer). free, on any thread once at_end ran. */
+ * answer; *quiet true once the pipeline ends, set by at_end: nothing can
+ * have signalled cancel_fd, which is then not polled). free, on any
+ * thread once at_end ran. */
 struct mcp_fast;
 struct mcp_fast *mcp_fast_take(struct mcp_session *s, const char *msg, size_t len);
-void mcp_fast_run(struct mcp_fast *f, int cancel_fd, void (*at_end)(void *ctx), void *ctx,
-                  char **answer);
+void mcp_fast_run(struct mcp_fast *f, int cancel_fd, const bool *quiet, void (*at_end)(void *ctx),
+                  void *ctx, char **answer);
 /* In at_end (the state lock held): the registry's hold let go */
 void mcp_fast_end_hold(struct mcp_fast *f);
 void mcp_fast_free(struct mcp_fast *f);

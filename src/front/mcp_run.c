@@ -521,8 +521,8 @@ static void fast_capture(void *ctx, const char *for_id, bool final, const char *
     *answer = cap_xstrndup(json, len);
 }
 
-void mcp_fast_run(struct mcp_fast *f, int cancel_fd, void (*at_end)(void *), void *ctx,
-                  char **answer)
+void mcp_fast_run(struct mcp_fast *f, int cancel_fd, const bool *quiet, void (*at_end)(void *),
+                  void *ctx, char **answer)
 {
   *answer = NULL;
   struct cap_buf out = {0};
@@ -541,7 +541,8 @@ void mcp_fast_run(struct mcp_fast *f, int cancel_fd, void (*at_end)(void *), voi
   run_pipeline(&j, f->cfg.st, &err);
   cap_error_clear(&err);
   struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
-  f->r->cancelled = poll(&p, 1, 0) > 0; /* a cancelled request gets no answer */
+  /* a cancelled request gets no answer */
+  f->r->cancelled = !*quiet && poll(&p, 1, 0) > 0;
   f->r->report = cap_buf_steal(&out);
   /* the session's own answer, from the report, as its path makes it */
   struct mcp_session answering = {.io = {.send = fast_capture, .ctx = answer}};

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -602,9 +603,27 @@ static int check_grpc_addr(const struct serve_options *opt, struct cap_error *er
                        a);
 }
 
+/* serve's threads under SCHED_BATCH (before any thread or fork: they
+ * and the warm servers' keepers it starts inherit it), where it runs
+ * under the default policy (one chosen by hand, a real-time one say, is
+ * left as it is). A waking thread then does not preempt the one running:
+ * a call's hand-overs (the audit's group commit posting each waiting
+ * call, the state lock let go, the keeper's answer) no longer switch the
+ * thread that hands over out mid-work, a context switch a call fewer or
+ * more under concurrent load. Only the scheduler's hint: no check, limit
+ * or isolation depends on it (a tool may set its own policy back). */
+static void serve_sched_batch(void)
+{
+  if (sched_getscheduler(0) != SCHED_OTHER)
+    return;
+  struct sched_param p = {.sched_priority = 0};
+  (void)sched_setscheduler(0, SCHED_BATCH, &p); /* refused (a seccomp filter): as it was */
+}
+
 static int setup(struct serve *sv, const struct serve_options *opt, struct cap_error *err)
 {
   sv->opt = opt;
+  serve_sched_batch();
   pthread_mutex_init(&sv->state_mu, NULL);
   pthread_mutex_init(&sv->queue_mu, NULL);
   sv->call_lock =

@@ -86,6 +86,7 @@ struct fast_end {
   const char *session;
   struct mcp_fast *f;
   bool told;
+  bool quiet; /* ended, its entry found never signalled: its eventfd holds nothing */
 };
 
 static void fast_end(void *ctx)
@@ -96,6 +97,7 @@ static void fast_end(void *ctx)
   for (size_t i = 0; x && i < x->n_fast; i++)
     if (x->fast[i].key == e->f) {
       e->told = x->fast[i].cancel < 0;
+      e->quiet = !e->told; /* and, the entry gone, nothing signals it now */
       entry_drop(x, i, false);
       break;
     }
@@ -125,7 +127,7 @@ bool serve_fast_call(struct serve *sv, const char *session, const char *user, co
   __atomic_fetch_add(&sv->fast_in_flight, 1, __ATOMIC_SEQ_CST);
   struct fast_end end = {.sv = sv, .session = session, .f = f};
   /* the lock goes on to its pipeline, which lets it go after fast_end */
-  mcp_fast_run(f, cancel, fast_end, &end, answer);
+  mcp_fast_run(f, cancel, &end.quiet, fast_end, &end, answer);
   mcp_fast_free(f);
   eventfd_t seen;
   if (end.told) /* nothing signals it now: drained for the thread's next call */

@@ -363,6 +363,7 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
   st->dir = cap_xstrdup(dir);
   snprintf(st->hwm_name, sizeof st->hwm_name, "audit-hwm");
   st->dirfd = gw_statedir_open(dir, err);
+  st->dir_sb_ok = st->dirfd >= 0 && fstat(st->dirfd, &st->dir_sb) == 0;
   int r = st->dirfd < 0 ? st->dirfd : state_keys(st, err);
   if (r == 0)
     r = state_db(st, err);

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/error.h"
 #include "manifest/model.h"
@@ -235,6 +236,9 @@ struct gw_inflight {
   uint64_t start_ms;
   size_t len;    /* what the marker's file holds */
   bool recorded; /* its tag spoilt: the record is in the log (gw_inflight_recorded) */
+  bool keyed;    /* dev and ino are dirfd's (an open descriptor's: they never change) */
+  dev_t dev;
+  ino_t ino;
 };
 int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
                       struct cap_error *err);

@@ -250,12 +250,16 @@ static bool spare_give(const struct spare_marker *m)
 }
 
 /* A parked marker made the call's: written in place. Its file must still
- * be linked (a state directory removed under it would hide the call). */
-static int inflight_reuse(int statefd, const struct gw_audit_record *r, struct gw_inflight *m)
+ * be linked (a state directory removed under it would hide the call).
+ * dir: statefd's fstat (the state's, taken once at its open), or NULL. */
+static int inflight_reuse(int statefd, const struct stat *dir, const struct gw_audit_record *r,
+                          struct gw_inflight *m)
 {
   struct stat dsb;
   struct spare_marker sp;
-  if (fstat(statefd, &dsb) < 0 || !spare_take(&dsb, &sp))
+  if (!dir && fstat(statefd, &dsb) < 0)
+    return -ENOENT;
+  if (!spare_take(dir ? dir : &dsb, &sp))
     return -ENOENT;
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
   m->len = sp.len;
@@ -275,16 +279,20 @@ static int inflight_reuse(int statefd, const struct gw_audit_record *r, struct g
     *m = (struct gw_inflight){.fd = -1};
     return e;
   }
-  m->dirfd = sp.statefd;
+  m->dirfd = sp.statefd; /* the spare's own descriptor of the directory it is keyed by */
+  m->keyed = true;
+  m->dev = sp.dev;
+  m->ino = sp.ino;
   m->name = cap_xstrdup(sp.name);
   return 0;
 }
 
-static int inflight_begin(int statefd, const char *statedir, const struct gw_audit_record *r,
-                          struct gw_inflight *m, struct cap_error *err)
+static int inflight_begin(int statefd, const struct stat *dir_sb, const char *statedir,
+                          const struct gw_audit_record *r, struct gw_inflight *m,
+                          struct cap_error *err)
 {
   *m = (struct gw_inflight){.fd = -1};
-  if (inflight_reuse(statefd, r, m) == 0)
+  if (inflight_reuse(statefd, dir_sb, r, m) == 0)
     return 0;
   _cleanup_close_ int dir = inflight_dir(statefd);
   if (dir < 0)
@@ -328,13 +336,13 @@ static int inflight_begin(int statefd, const char *statedir, const struct gw_aud
 int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
                       struct cap_error *err)
 {
-  return inflight_begin(st->dirfd, st->dir, r, m, err);
+  return inflight_begin(st->dirfd, st->dir_sb_ok ? &st->dir_sb : NULL, st->dir, r, m, err);
 }
 
 int gw_inflight_begin_at(int statefd, const char *dir, const struct gw_audit_record *r,
                          struct gw_inflight *m, struct cap_error *err)
 {
-  return inflight_begin(statefd, dir, r, m, err);
+  return inflight_begin(statefd, NULL, dir, r, m, err);
 }
 
 void gw_inflight_update(struct gw_inflight *m, const struct gw_audit_record *r)
@@ -394,9 +402,9 @@ void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
  * not kept. */
 static bool inflight_park(struct gw_inflight *m)
 {
-  struct stat dsb;
+  struct stat dsb = {.st_dev = m->dev, .st_ino = m->ino}; /* keyed: dirfd's, from its spare */
   struct spare_marker sp = {.fd = m->fd, .statefd = m->dirfd, .len = m->len};
-  if (m->dirfd < 0 || strlen(m->name) >= sizeof sp.name || fstat(m->dirfd, &dsb) < 0)
+  if (m->dirfd < 0 || strlen(m->name) >= sizeof sp.name || (!m->keyed && fstat(m->dirfd, &dsb) < 0))
     return false;
   snprintf(sp.name, sizeof sp.name, "%s", m->name);
   sp.dev = dsb.st_dev;

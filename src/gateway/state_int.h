@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <sodium.h>
@@ -34,7 +35,9 @@ struct gw_state {
    * one host's marks of several states never meet */
   char hwm_name[48];
   char *dir;
-  int dirfd; /* the state directory, as checked */
+  int dirfd;          /* the state directory, as checked */
+  struct stat dir_sb; /* dirfd's fstat, once (an open directory's device and inode never change) */
+  bool dir_sb_ok;
   struct gw_state_keys *keys;
   struct gw_audit_seen *seen; /* records whose MAC the dashboard checked (state_query.c) */
   /* the mark's group commit (state_dir.c): when this handle last made it

@@ -529,10 +529,15 @@ enum gw_outcome mcp_client_request_warm(const struct gw_call *call, int fd, int 
                        .warm = true,
                        .ack = ack ? *ack : -1,
                        .egress = call->egress_sink ? gw_egress_batch_of(call->egress_sink) : NULL};
-  sigset_t old; /* one system call when the thread blocks it already (serve's do) */
-  block_sigpipe(&old);
+  /* SIGPIPE blocked where a write may raise it: with no relay, the
+   * exchange writes only to the keeper's connection, a socket, with
+   * send(MSG_NOSIGNAL) (write_all), which never raises it: no system call */
+  sigset_t old;
+  bool block = x.relay_fd >= 0;
+  if (block)
+    block_sigpipe(&old);
   exchange_thread(&x);
-  if (!sigismember(&old, SIGPIPE))
+  if (block && !sigismember(&old, SIGPIPE))
     pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (reusable) /* answered, nothing else asked nor read past the answer */
     *reusable =
