@@ -2,7 +2,8 @@
  * MCP spec's stdio transport says), for capsule to run as a sandboxed
  * capability: tools `test_simple_text` (the text the official
  * conformance fixture of that name answers) and `echo`; `touch`, which
- * bumps the resource test://counter and, a moment after its answer (so
+ * bumps the resource test://counter (argv[1] names another URI) and, a
+ * moment after its answer (so
  * between calls), tells a subscriber notifications/resources/updated;
  * `connect`, which asks the egress proxy ($HTTPS_PROXY) for a tunnel to
  * host:port and answers its status line; `wait`, a slow tool. It is the cheap trivial tool
@@ -19,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define COUNTER "test://counter"
+static const char *counter_uri = "test://counter";
 #define UPDATE_AFTER_MS 200
 
 static long counter;
@@ -198,16 +199,16 @@ static void handle(const char *line)
   else if (strcmp(method, "tools/call") == 0)
     tools_call(id, params);
   else if (strcmp(method, "resources/list") == 0)
-    send_result(id, json_pack("{s:[{s:s, s:s, s:s}]}", "resources", "uri", COUNTER, "name",
+    send_result(id, json_pack("{s:[{s:s, s:s, s:s}]}", "resources", "uri", counter_uri, "name",
                               "counter", "mimeType", "text/plain"));
-  else if (strcmp(method, "resources/read") == 0 && uri && strcmp(uri, COUNTER) == 0) {
+  else if (strcmp(method, "resources/read") == 0 && uri && strcmp(uri, counter_uri) == 0) {
     char text[32];
     snprintf(text, sizeof text, "%ld", counter);
-    send_result(id, json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", COUNTER, "mimeType",
+    send_result(id, json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", counter_uri, "mimeType",
                               "text/plain", "text", text));
   } else if ((strcmp(method, "resources/subscribe") == 0 ||
               strcmp(method, "resources/unsubscribe") == 0) &&
-             uri && strcmp(uri, COUNTER) == 0) {
+             uri && strcmp(uri, counter_uri) == 0) {
     counter_subscribed = strcmp(method, "resources/subscribe") == 0;
     send_result(id, json_object());
   } else if (strncmp(method, "resources/", 10) == 0)
@@ -224,11 +225,13 @@ static void update_due(void)
     return;
   update_at = 0;
   send_msg(json_pack("{s:s, s:s, s:{s:s}}", "jsonrpc", "2.0", "method",
-                     "notifications/resources/updated", "params", "uri", COUNTER));
+                     "notifications/resources/updated", "params", "uri", counter_uri));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+  if (argc > 1)
+    counter_uri = argv[1];
   size_t cap = 65536, len = 0;
   char *buf = malloc(cap);
   for (;;) {

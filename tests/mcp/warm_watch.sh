@@ -38,7 +38,9 @@ run_as() {
   mkdir -p "$state" "$caps" && chmod 700 "$state"
   cp -a "$root/examples/mcp-c" "$caps/mcp-c"
   cp -a "$root/examples/mcp-c" "$caps/mcp-net" # the same server, its network through the proxy
-  sed -i 's|"network": { "mode": "blocked" }|"network": { "mode": "proxy", "allow_domains": ["allowed.invalid"] }|' \
+  # its own resource URI: one two servers of a session name is read from neither (docs/mcp.md)
+  sed -i -e 's|"network": { "mode": "blocked" }|"network": { "mode": "proxy", "allow_domains": ["allowed.invalid"] }|' \
+    -e 's|"mcp_server": \["./server"\]|"mcp_server": ["./server", "test://net-counter"]|' \
     "$caps/mcp-net/capability.json"
   if [ "$who" = nobody ]; then
     chown -R 65534:65534 "$state" "$caps"
