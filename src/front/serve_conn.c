@@ -31,11 +31,9 @@ struct serve_conn {
   struct conn_owner owner;
 };
 
-void serve_conns_init(struct serve_conns *cs, size_t max_pending, size_t per_owner,
-                      unsigned trusted_timeout_s)
+void serve_conns_init(struct serve_conns *cs, size_t max_pending, unsigned trusted_timeout_s)
 {
-  *cs = (struct serve_conns){
-      .max_pending = max_pending, .per_owner = per_owner, .trusted_timeout_s = trusted_timeout_s};
+  *cs = (struct serve_conns){.max_pending = max_pending, .trusted_timeout_s = trusted_timeout_s};
   pthread_mutex_init(&cs->mu, NULL);
 }
 
@@ -155,10 +153,11 @@ static size_t owner_pending(const struct serve_conns *cs, const struct conn_owne
   return n;
 }
 
-/* A new connection joins the pending list. Past its owner's share, that
- * owner's oldest pending one goes; past the listener's share, the oldest
- * pending one of the owner holding most: a flood evicts its own
- * connections, never another user's. */
+/* A new connection joins the pending list. Past the listener's share,
+ * the oldest pending one of the owner holding most goes: a flood evicts
+ * its own connections, never another user's. No share of its own per
+ * owner: one client's burst of connections at once (a pool opening, its
+ * requests not read yet) is not cut while there is room. */
 static void started(struct serve_conns *cs, struct MHD_Connection *c, void **ctx)
 {
   const union MHD_ConnectionInfo *info =
@@ -175,11 +174,8 @@ static void started(struct serve_conns *cs, struct MHD_Connection *c, void **ctx
     cs->oldest = k;
   cs->newest = k;
   cs->n_pending++;
-  struct serve_conn *old;
-  if (owner_pending(cs, &k->owner, &old) > cs->per_owner)
-    evict(cs, old);
   while (cs->n_pending > cs->max_pending) {
-    struct serve_conn *victim = NULL;
+    struct serve_conn *victim = NULL, *old;
     size_t most = 0;
     for (struct serve_conn *j = cs->oldest; j; j = j->next) {
       size_t n = owner_pending(cs, &j->owner, &old);

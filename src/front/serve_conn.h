@@ -5,12 +5,12 @@
  * "pending" from accept until a request on it authenticates (a signed-in
  * session, a valid bearer token: "trusted"). Each has an owner: on
  * loopback the local user owning the client's socket (the kernel's
- * socket table, sock_diag), else the client's address. An owner holds at
- * most per_owner pending connections and the listener max_pending: one
- * more evicts the oldest pending connection of its own owner, or past the
- * listener's share of the owner holding most (its socket shut down, so
- * its thread ends), so a flood evicts its own connections and never
- * another user's. Pending ones are closed after the listener's idle
+ * socket table, sock_diag), else the client's address. The listener
+ * holds at most max_pending pending connections: one more evicts the
+ * oldest pending connection of the owner holding most (its socket shut
+ * down, so its thread ends), so a flood evicts its own connections and
+ * never another user's, and one client's burst below the share is never
+ * cut. Pending ones are closed after the listener's idle
  * timeout (short), a trusted one after trusted_timeout_s. Inside the module
  * capsule-serve-http.so; thread-safe (its own mutex). */
 #ifndef CAPSULE_FRONT_SERVE_CONN_H
@@ -31,12 +31,11 @@ struct serve_conn;
 struct serve_conns {
   pthread_mutex_t mu;
   struct serve_conn *oldest, *newest; /* the pending ones, by accept time */
-  size_t n_pending, max_pending, per_owner;
+  size_t n_pending, max_pending;
   unsigned trusted_timeout_s;
 };
 
-void serve_conns_init(struct serve_conns *cs, size_t max_pending, size_t per_owner,
-                      unsigned trusted_timeout_s);
+void serve_conns_init(struct serve_conns *cs, size_t max_pending, unsigned trusted_timeout_s);
 void serve_conns_destroy(struct serve_conns *cs);
 /* MHD_OPTION_NOTIFY_CONNECTION's callback, cls a struct serve_conns. */
 void serve_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,

@@ -31,12 +31,10 @@
 /* Connections (front/serve_conn.h): at most HTTP_CONN_MAX (and from one
  * address, unless on loopback, where every local user is 127.0.0.1:
  * there the pending share is the bound), HTTP_CONN_PENDING of them
- * without a valid token yet (HTTP_CONN_PER_OWNER a local user's or an
- * address's), idle after 10 s; with one, 60 s. */
+ * without a valid token yet, idle after 10 s; with one, 60 s. */
 #define HTTP_CONN_MAX 512
 #define HTTP_CONN_PER_ADDRESS 64
 #define HTTP_CONN_PENDING 64
-#define HTTP_CONN_PER_OWNER 16
 #define HTTP_CONN_TRUSTED_TIMEOUT_S 60
 #define ANSWER_SOON_MS 50
 #define SSE_RETRY_MS 1000 /* how long a client waits before it resumes a stream cut */
@@ -681,7 +679,7 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
   h->sv = sv;
   h->hooks = hooks;
   pthread_mutex_init(&h->rate_mu, NULL);
-  serve_conns_init(&h->conns, HTTP_CONN_PENDING, HTTP_CONN_PER_OWNER, HTTP_CONN_TRUSTED_TIMEOUT_S);
+  serve_conns_init(&h->conns, HTTP_CONN_PENDING, HTTP_CONN_TRUSTED_TIMEOUT_S);
   h->rate = opt->rate ? opt->rate : SERVE_RATE;
   int port = serve_guard_init(&h->guard, "--mcp-http", opt->http_addr, opt, err);
   if (port < 0) {

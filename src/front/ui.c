@@ -722,7 +722,7 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
     abort(); /* as random_hex */
   cap_hmac_sha256_init(&u->form_mac, form_key, sizeof form_key);
   sodium_memzero(form_key, sizeof form_key);
-  serve_conns_init(&u->conns, UI_CONN_PENDING, UI_CONN_PER_OWNER, UI_CONN_TRUSTED_TIMEOUT_S);
+  serve_conns_init(&u->conns, UI_CONN_PENDING, UI_CONN_TRUSTED_TIMEOUT_S);
   int port = serve_guard_init(&u->guard, "--ui", opt->ui_addr, opt, err);
   if (port < 0) {
     serve_ui_stop(u);

@@ -28,11 +28,9 @@
 #define UI_MAX_BODY 65536
 #define UI_MAX_FIELDS 64
 /* Connections (front/serve_conn.h): at most UI_CONN_MAX, of which
- * UI_CONN_PENDING not yet signed in, UI_CONN_PER_OWNER of them a local
- * user's (or an address's); a signed-in one idles 60 s. */
+ * UI_CONN_PENDING not yet signed in; a signed-in one idles 60 s. */
 #define UI_CONN_MAX 64
 #define UI_CONN_PENDING 16
-#define UI_CONN_PER_OWNER 8
 #define UI_CONN_TRUSTED_TIMEOUT_S 60
 
 struct ui_param {

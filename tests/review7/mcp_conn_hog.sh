@@ -5,9 +5,9 @@
 # uid 65534, without any token, held 100 half-sent requests and every MCP
 # client with a valid token was refused until they timed out. Fixed
 # (src/front/serve_conn.c): connections without a valid bearer token yet
-# hold at most 64 of the 512 slots, 16 per owner (the local user owning
-# the client's socket; one more evicts its own owner's oldest pending
-# one) and idle out after 10 s; on loopback the share is
+# hold at most 64 of the 512 slots (one more evicts the oldest pending
+# one of the owner holding most: the local user owning the client's
+# socket) and idle out after 10 s; on loopback the share is
 # the only per-address bound. Here uid 65534 keeps 100 half-sent requests
 # open, reconnecting each one closed, while a client with a token
 # initializes. Exits 1 while it is locked out, 0 held, 77 cannot run.

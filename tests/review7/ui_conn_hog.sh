@@ -5,10 +5,10 @@
 # that never finished their headers and the operator's own browser, signed
 # in or not, was refused until they timed out (and again as soon as the
 # attacker reconnected). Fixed (src/front/serve_conn.c): connections that
-# have not shown a signed-in session hold at most 16 of the 64 slots, 8
-# per owner (the local user owning the client's socket, from sock_diag):
-# one more evicts its own owner's oldest pending one, so the flood evicts
-# only itself; they time out after 10 s; a signed-in operator's
+# have not shown a signed-in session hold at most 16 of the 64 slots:
+# one more evicts the oldest pending one of the owner (the local user
+# owning the client's socket, from sock_diag) holding most, so the flood
+# evicts only itself; they time out after 10 s; a signed-in operator's
 # connection leaves that share.
 # Here uid 65534 keeps 80 half-sent requests open, reconnecting each one
 # that is closed, while the operator (signed in before) loads a page and
