@@ -280,8 +280,9 @@ static int serve_stdio(struct mcp_session *s, struct stdio_ctx *io, struct reloa
 
 /* The protocol moved off 0 and 1 into io (*threads: the calls' threads
  * may be used; false: it could not be, the calls run in children), and
- * the warm Selu process's spawner forked (before any thread) when reg has
- * a Selu capability: its handle, or NULL. */
+ * the warm Selu process's spawner forked (before any thread; the process
+ * itself when reg has a Selu capability, else at the first Selu call):
+ * its handle, or NULL. */
 static struct serve_selu *open_warm(struct stdio_ctx *io, const struct gw_registry *reg,
                                     const char *state_dir, uint64_t deadline_ms, int watch_fd,
                                     bool *threads)

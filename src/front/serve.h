@@ -62,10 +62,11 @@ struct serve_selu_host {
   const int *foreign;              /* the host's descriptors, closed in the spawner */
   size_t n_foreign;
 };
-/* NULL when reg has no Selu capability; else the handle (kept to the
- * end), with err set when no process could be started (the calls then
- * run apart; a process that dies is started again, at most once a
- * second, by the next call). */
+/* The handle (kept to the end): the spawner forked, and the process
+ * started when reg has a Selu capability (else by the first Selu call: a
+ * capability a reload adds is warm too); err set when none could be (the
+ * calls then run apart; a process that dies is started again, at most
+ * once a second, by the next call). */
 struct serve_selu;
 struct serve_selu *serve_selu_open(const struct serve_selu_host *h, const struct gw_registry *reg,
                                    struct cap_error *err);

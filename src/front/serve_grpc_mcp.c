@@ -59,11 +59,12 @@ struct warm_ans {
   uint32_t terminal, len[2];
 };
 
-/* serve's handle, made at its start when the registry has a Selu
- * capability, kept until serve ends. A process that died is started
- * again by the spawner (forked at serve's start: no connection or
- * listener of serve's in it) at the next call, at most one a
- * SELU_RESPAWN_MS; meanwhile the calls run apart. */
+/* serve's handle, made at its start, kept until serve ends. The
+ * process is started at serve's start when the registry has a Selu
+ * capability, else by the first Selu call (a capability a reload added);
+ * one that died is started again by the spawner (forked at serve's
+ * start: no connection or listener of serve's in it) at the next call,
+ * at most one a SELU_RESPAWN_MS; meanwhile the calls run apart. */
 struct serve_selu {
   pthread_mutex_t mu; /* around all below: serve's main thread and the calls' threads */
   int spawner;        /* to the spawner, or -1 */
@@ -295,6 +296,7 @@ static void drain(struct warm_proc *p, uint64_t drain_ms)
 static _Noreturn void warm_process(const struct serve_selu_host *h, int ctl, int reload_rd)
 {
   prctl(PR_SET_PDEATHSIG, SIGTERM); /* the spawner's death */
+  prctl(PR_SET_NAME, "capsule-selu");
   const struct serve_options *opt = h->opt;
   sigset_t set;
   sigemptyset(&set);
@@ -376,6 +378,7 @@ static void spawn_one(const struct serve_selu_host *h, int sock, pid_t *last)
 static _Noreturn void spawner_main(const struct serve_selu_host *h, int sock)
 {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
+  prctl(PR_SET_NAME, "capsule-spawner"); /* ps tells it from serve's other children */
   /* the host's descriptors, not ours; its state's stay open, as SQLite's
    * memory of them (a warm process opens connections of its own to the
    * same files, and SQLite shares what it knows per file in a process) */
@@ -516,14 +519,15 @@ static bool has_selu(const struct gw_registry *reg)
 struct serve_selu *serve_selu_open(const struct serve_selu_host *h, const struct gw_registry *reg,
                                    struct cap_error *err)
 {
-  if (!has_selu(reg))
-    return NULL;
   struct serve_selu *s = cap_xcalloc(1, sizeof *s);
   s->spawner = -1;
   pthread_mutex_init(&s->mu, NULL);
   if (spawner_start(h, s, err) < 0)
     return s; /* no process ever: the calls run apart */
-  if (!selu_spawn(s))
+  /* with no Selu capability yet, the first Selu call (one a reload
+   * added) asks for the process (conn_take), which loads the registry of
+   * then */
+  if (has_selu(reg) && !selu_spawn(s))
     cap_error_set(err, EAGAIN, "no warm Selu process yet: Selu calls run apart until one starts");
   return s;
 }

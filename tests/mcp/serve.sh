@@ -101,7 +101,7 @@ run_as() {
     -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow__dispatch","arguments":{"text":"apart"}}}' \
     "http://127.0.0.1:$port/mcp" &
   local caller=$! kids=
-  serve_kids() { kids=$(ps -o pid= --ppid "$server" | tr -d ' '); [ -n "$kids" ]; }
+  serve_kids() { kids=$(ps -o pid=,comm= --ppid "$server" | awk '$2 != "capsule-spawner" {print $1}'); [ -n "$kids" ]; } # not the warm Selu spawner, always there
   if wait_for serve_kids; then
     # a child seen right after its fork still holds what serve held,
     # until its close_range a moment later: a descriptor that lasts is one

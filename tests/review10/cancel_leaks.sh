@@ -15,7 +15,7 @@ serve10
 url=http://127.0.0.1:$port/mcp
 records() { "$capsule" audit --state "$state" 2>/dev/null | grep -c 'slow.dispatch'; }
 settled() { # N: N records, and serve has no child left
-  [ "$(records)" -ge "$1" ] && [ -z "$(ps -o pid= --ppid "$spid")" ]
+  [ "$(records)" -ge "$1" ] && [ -z "$(ps -o pid=,comm= --ppid "$spid" | grep -v capsule-spawner)" ] # the warm Selu spawner stays
 }
 wait_for() { for _ in $(seq 1200); do "$@" && return 0; sleep 0.1; done; return 1; }
 # warm: 16 calls, 8 at a time (what serve keeps per call slot is then made)

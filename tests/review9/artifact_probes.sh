@@ -15,7 +15,7 @@
 capsule=$(realpath "${1:-build/capsule}")
 . "$(dirname "$0")/lib.sh"
 start_serve
-gproc=$(pgrep -P "$spid" | head -1)
+gproc=$(pgrep -P "$spid" | while read -r p; do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = capsule-spawner ] || { echo "$p"; break; }; done) # not the warm Selu spawner
 fds() { ls /proc/"$gproc"/fd 2>/dev/null | wc -l; }
 drive health >/dev/null
 before=$(fds)

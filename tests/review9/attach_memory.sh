@@ -17,7 +17,7 @@ capsule=$(realpath "${1:-build/capsule}")
 grep -qa __asan_init "$capsule" && { echo "SKIP: an ASan build (its quarantine holds freed memory)"; exit 77; }
 evil_tool "{artifact: {capability_artifact_id: id}}"
 start_serve
-gproc=$(pgrep -P "$spid" | head -1)
+gproc=$(pgrep -P "$spid" | while read -r p; do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = capsule-spawner ] || { echo "$p"; break; }; done) # not the warm Selu spawner
 anon() { awk '/^RssAnon/ {print $2}' /proc/"$gproc"/status 2>/dev/null; }
 TOOL=evil.read_attachments ARGS='{"attachments":[]}' drive invoke >/dev/null # the instance warm
 base=$(anon)
