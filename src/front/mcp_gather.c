@@ -171,27 +171,43 @@ void mcp_routes_free(struct mcp_session *s)
   s->n_routes = 0;
 }
 
-/* A template is compiled while the session holds fewer than
- * MCP_MAX_TEMPLATES compiled ones of its server (each may cost tens of KiB,
- * mcp_template.c; a server's count alone, so that one listing many cannot
- * leave another's uncompiled); past that it is kept uncompiled: routed by
- * its text (completion/complete), fitting no URI */
+/* A route; a template's compiled when compile, else kept uncompiled:
+ * routed by its text (completion/complete), fitting no URI */
 static void add_route(struct mcp_session *s, enum mcp_route_kind kind, const char *key,
-                      const char *cap, const char *orig)
+                      const char *cap, const char *orig, bool compile)
 {
   if (s->n_routes >= MCP_MAX_ROUTES)
     return;
-  size_t compiled = 0;
-  for (size_t i = 0; kind == MCP_ROUTE_TEMPLATE && i < s->n_routes; i++)
-    compiled += s->routes[i].rx && strcmp(s->routes[i].cap, cap) == 0;
-  s->routes = cap_xrealloc(s->routes, (s->n_routes + 1) * sizeof *s->routes);
+  if ((s->n_routes & (s->n_routes - 1)) == 0) /* 0, 1, 2, 4...: room doubled */
+    s->routes = cap_xrealloc(s->routes, (s->n_routes ? 2 * s->n_routes : 1) * sizeof *s->routes);
   s->routes[s->n_routes++] = (struct mcp_route){
       .kind = kind,
       .key = cap_xstrdup(key),
       .cap = cap_xstrdup(cap),
       .orig = orig ? cap_xstrdup(orig) : NULL,
-      .rx = kind == MCP_ROUTE_TEMPLATE && compiled < MCP_MAX_TEMPLATES ? mcp_template_compile(key)
-                                                                       : NULL};
+      .rx = kind == MCP_ROUTE_TEMPLATE && compile ? mcp_template_compile(key) : NULL};
+}
+
+/* A template is compiled while fewer than MCP_MAX_TEMPLATES of its
+ * server's are (each may cost tens of KiB, mcp_template.c; a server's
+ * count alone, so that one listing many cannot leave another's
+ * uncompiled): the servers' counts, one entry a server (few: the
+ * registry's MCP servers), so a list of n templates costs O(n) */
+struct tmpl_count {
+  const char *cap;
+  size_t n;
+};
+
+static bool count_template(struct tmpl_count **counts, size_t *n_counts, const char *cap)
+{
+  size_t i = 0;
+  while (i < *n_counts && strcmp((*counts)[i].cap, cap) != 0)
+    i++;
+  if (i == *n_counts) {
+    *counts = cap_xrealloc(*counts, (*n_counts + 1) * sizeof **counts);
+    (*counts)[(*n_counts)++] = (struct tmpl_count){.cap = cap};
+  }
+  return (*counts)[i].n++ < MCP_MAX_TEMPLATES;
 }
 
 static enum mcp_route_kind route_kind(const char *method)
@@ -223,6 +239,8 @@ void mcp_gather_learn(struct mcp_session *s, const char *method, const char *res
   const char *name_key = kind == MCP_ROUTE_PROMPT     ? "name"
                          : kind == MCP_ROUTE_RESOURCE ? "uri"
                                                       : "uriTemplate";
+  struct tmpl_count *counts = NULL;
+  size_t n_counts = 0;
   for (size_t k = 0; items && items->kind == CAP_NODE_ARRAY && k < items->u.arr.len; k++) {
     const struct cap_node *it = items->u.arr.items[k];
     const struct cap_node *cap = cap_node_get(cap_node_get(it, "_meta"), META_CAP);
@@ -232,8 +250,10 @@ void mcp_gather_learn(struct mcp_session *s, const char *method, const char *res
     size_t skip = strlen(cap->u.str.ptr) + 2; /* CAPABILITY__ */
     bool prompt = kind == MCP_ROUTE_PROMPT;
     const char *orig = prompt && name->u.str.len >= skip ? name->u.str.ptr + skip : NULL;
-    add_route(s, kind, name->u.str.ptr, cap->u.str.ptr, orig);
+    bool compile = kind == MCP_ROUTE_TEMPLATE && count_template(&counts, &n_counts, cap->u.str.ptr);
+    add_route(s, kind, name->u.str.ptr, cap->u.str.ptr, orig, compile);
   }
+  free(counts);
   cap_diags_free(&d);
   cap_doc_free(doc);
 }
