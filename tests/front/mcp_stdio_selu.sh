@@ -24,9 +24,10 @@ command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
 fault=${2:-}
 work=$(mktemp -d /var/tmp/capsule-mcp-stdio-selu.XXXXXX)
 chmod 755 "$work"
-mpid= keeper= wrap=() state=
+mpid= keeper= held= wrap=() state=
+# shellcheck disable=SC2086
 cleanup() {
-  [ -n "$keeper" ] && kill -CONT "$keeper" 2>/dev/null
+  [ -n "$held" ] && kill -CONT $held 2>/dev/null
   [ -n "$mpid" ] && { kill_tree; kill -9 "$mpid" 2>/dev/null; }
   for s in "$work"/state-*; do
     [ -d "$s" ] && "$capsule" stop --state "$s" text-tools selu-slow >/dev/null 2>&1
@@ -196,17 +197,23 @@ run_as() {
   nproc=$(warm_pid)
   [ -n "$nproc" ] && [ "$nproc" != "$wproc" ] && ok "$who: a new warm process" ||
     bad "$who: a new warm process (was $wproc, now ${nproc:-none}; $(ps -o pid,ppid,stat,cmd --ppid "$(spawner)" | tail -n +2))"
-  # killed mid-call (its lease held up: the keeper stopped): one
-  # interrupted record, an error answered, and the next call answered
+  # killed mid-call (held up: the keeper stopped, so no new lease, and
+  # the instance's server with it, so a lease asked ahead, which needs no
+  # keeper, does not answer either): one interrupted record, an error
+  # answered, and the next call answered
   keeper=$("${wrap[@]}" "$capsule" ps --json --state "$state" | jq -r '.[] | select(.capability == "text-tools") | .pid' | head -1)
-  if [ -n "$keeper" ] && [ -n "$nproc" ] && kill -STOP "$keeper"; then
+  descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+  [ -n "$keeper" ] && held="$keeper $(descendants "$keeper" | tr '\n' ' ')"
+  # shellcheck disable=SC2086
+  if [ -n "$keeper" ] && [ -n "$nproc" ] && kill -STOP $held; then
     request 10 text-tools__word_count '{"text":"a b c"}'
     in_flight() { grep -lsa '^capsule-inflight-v1' "$state"/run/calls/* >/dev/null; }
     wait_for in_flight || bad "$who: the warm call's marker (none in flight)"
     kill -9 "$nproc"
     out=$(answer 10)
-    kill -CONT "$keeper"
-    keeper=
+    # shellcheck disable=SC2086
+    kill -CONT $held
+    held=
     jq -e '.result.isError == true' >/dev/null <<<"$out" && ok "$who: the killed call answers an error" ||
       bad "$who: the killed call answers an error: $out"
     n_records '.capability == "text-tools" and .outcome == "interrupted"' 1 &&
@@ -216,7 +223,7 @@ run_as() {
     words "$(call 11 '{"text":"a b c"}')" && ok "$who: the next call answers" || bad "$who: the next call answers"
   else
     bad "$who: the instance's keeper or the warm process was not found (keeper ${keeper:-none}, process ${nproc:-none})"
-    keeper=
+    held=
   fi
 
   # cancelling a warm call: the hang tool never answers (its deadline is

@@ -22,9 +22,10 @@ command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
   { echo "SKIP: examples/selu-text is not built (make build builds it)"; exit 77; }
 work=$(mktemp -d /var/tmp/capsule-serve-mcp-selu.XXXXXX)
 chmod 755 "$work"
-spid= keeper=
+spid= keeper= held=
+# shellcheck disable=SC2086
 cleanup() {
-  [ -n "$keeper" ] && kill -CONT "$keeper" 2>/dev/null
+  [ -n "$held" ] && kill -CONT $held 2>/dev/null
   [ -n "$spid" ] && { kill_tree; kill -9 "$spid" 2>/dev/null; }
   "$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1
   rm -rf "$work"
@@ -136,20 +137,25 @@ done
 [ $flips = 6 ] && ok "each policy change applies to the next warm call" ||
   bad "each policy change applies to the next warm call ($flips of 6)"
 
-# the warm process killed mid-call (its lease held up: the keeper
-# stopped): one interrupted record, and the next call is answered by a
-# new warm process
+# the warm process killed mid-call (held up: the keeper stopped, so no
+# new lease, and the instance's server with it, so a lease asked ahead,
+# which needs no keeper, does not answer either): one interrupted record,
+# and the next call is answered by a new warm process
 keeper=$("$capsule" ps --json --state "$state" | jq -r '.[] | select(.capability == "text-tools") | .pid' | head -1)
 wproc=$(warm_pid)
-if [ -n "$keeper" ] && [ -n "$wproc" ] && kill -STOP "$keeper"; then
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+[ -n "$keeper" ] && held="$keeper $(descendants "$keeper" | tr '\n' ' ')"
+# shellcheck disable=SC2086
+if [ -n "$keeper" ] && [ -n "$wproc" ] && kill -STOP $held; then
   call 9 '{"text":"a b c"}' >"$work/killed.out" &
   caller=$!
   in_flight() { grep -lsa '^capsule-inflight-v1' "$state"/run/calls/* >/dev/null; }
   wait_for in_flight || bad "the warm call's marker (none in flight)"
   kill -9 "$wproc"
   wait "$caller"
-  kill -CONT "$keeper"
-  keeper=
+  # shellcheck disable=SC2086
+  kill -CONT $held
+  held=
   jq -e '.result.isError == true' >/dev/null <"$work/killed.out" && ok "the killed call answers an error" ||
     bad "the killed call answers an error: $(cat "$work/killed.out")"
   [ "$(records '.outcome == "interrupted"')" = 1 ] && ok "the killed call audited once as interrupted" ||
@@ -177,6 +183,7 @@ if [ -n "$keeper" ] && [ -n "$wproc" ] && kill -STOP "$keeper"; then
     ok "after a reload, calls answered" || bad "after a reload, calls answered"
 else
   bad "the instance's keeper or the warm process was not found (keeper ${keeper:-none}, process ${wproc:-none})"
+  held=
 fi
 
 # serve killed between calls: the markers it kept record nothing
