@@ -535,7 +535,9 @@ static size_t live_keepers(const char *run_dir)
  * and the run directory's salt and checks the directory): by what the
  * name is made of that a call may change (the run directory, the
  * capability, its manifest's path, the program's file, the credentials,
- * the user and session), the last name, tried first. A keeper that
+ * the user and session, and what its sandbox may reach:
+ * gw_spec_rights_digest, which the operator's grants and revokes change
+ * with no change to the package), the last name, tried first. A keeper that
  * retired after a change in its package, or ended, has left its socket:
  * the name is then computed anew. */
 static struct {
@@ -568,6 +570,9 @@ static void name_inputs(const struct gw_call *call, const struct cap_spec *spec,
   }
   for (size_t i = 0; i < n_env; i++)
     crypto_generichash_update(&st, (const unsigned char *)env[i], strlen(env[i]) + 1);
+  unsigned char rights[32]; /* the operator's grants: a revoked one names another server */
+  gw_spec_rights_digest(spec, rights);
+  crypto_generichash_update(&st, rights, sizeof rights);
   crypto_generichash_final(&st, out, 16);
 }
 

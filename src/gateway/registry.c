@@ -182,6 +182,42 @@ int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct ca
   return gw_spec_digest_opts(spec, true, out, err);
 }
 
+static void digest_ports(struct digest_walk *d, const struct cap_ports *p)
+{
+  digest_field(d, p->v, p->len * sizeof *p->v);
+}
+
+void gw_spec_rights_digest(const struct cap_spec *spec, unsigned char out[32])
+{
+  struct digest_walk d = {0};
+  cap_sha256_init(&d.h);
+  digest_str(&d, "capsule-spec-rights-v1");
+  for (size_t i = 0; i < spec->n_grants; i++) {
+    const struct cap_fs_grant *g = &spec->grants[i];
+    int v[3] = {(int)g->access, (int)g->type, (int)g->origin};
+    digest_str(&d, g->path);
+    digest_field(&d, v, sizeof v);
+  }
+  digest_field(&d, &spec->deny.len, sizeof spec->deny.len);
+  for (size_t i = 0; i < spec->deny.len; i++)
+    digest_str(&d, spec->deny.v[i]);
+  const struct cap_network *n = &spec->network;
+  int v[2] = {(int)n->mode, (int)n->dns};
+  digest_field(&d, v, sizeof v);
+  digest_field(&d, &n->allow_domains.len, sizeof n->allow_domains.len);
+  for (size_t i = 0; i < n->allow_domains.len; i++)
+    digest_str(&d, n->allow_domains.v[i]);
+  digest_field(&d, &n->n_endpoints, sizeof n->n_endpoints);
+  for (size_t i = 0; i < n->n_endpoints; i++) { /* a rule's text is the manifest's */
+    digest_str(&d, n->endpoints[i].host);
+    digest_field(&d, &n->endpoints[i].n_rules, sizeof n->endpoints[i].n_rules);
+  }
+  digest_ports(&d, &n->connect);
+  digest_ports(&d, &n->bind);
+  digest_ports(&d, &n->localhost);
+  cap_sha256_final(&d.h, out);
+}
+
 int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char out[32],
                         struct cap_error *err)
 {

@@ -43,6 +43,14 @@ int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct ca
  * watches the tree itself, gateway/mcp_keeper.c). */
 int gw_spec_digest_opts(const struct cap_spec *spec, bool tree, unsigned char out[32],
                         struct cap_error *err);
+/* A digest of what a capability's sandbox may reach beyond what its
+ * manifest's text says: its resolved path grants and denies and its
+ * network (mode, hosts, ports), which the operator's grants change
+ * (gateway/grants.h) without touching the manifest or the package. Part
+ * of a warm server's name (gw_instance_key, and the names a process
+ * remembers, gateway/mcp_keeper.c), so a grant revoked, or a host
+ * removed, is never served by a server started with it. */
+void gw_spec_rights_digest(const struct cap_spec *spec, unsigned char out[32]);
 /* What a warm server's keeper watches instead of the tree
  * (gateway/mcp_keeper.c, gateway/instance_keeper.c): an inotify
  * descriptor (non-blocking) on every directory and regular file of the

@@ -82,7 +82,9 @@ static void run_salt(const char *run_dir, unsigned char salt[32])
 }
 
 /* The instance's name: the capability, what it runs as it is now (its
- * manifest, its package tree and grants: gw_spec_digest; and the server
+ * manifest, its package tree and grants: gw_spec_digest; what it may
+ * reach, the operator's grants' network included: gw_spec_rights_digest;
+ * and the server
  * program when it lies outside the package) and the credentials it starts
  * with; a change to any of them starts a new instance (the old one idles
  * out). */
@@ -109,6 +111,8 @@ int gw_instance_key(const struct gw_call *call, const struct cap_spec *spec,
   crypto_generichash_update(&st, (const unsigned char *)spec->id, strlen(spec->id) + 1);
   crypto_generichash_update(&st, (const unsigned char *)spec->source_path,
                             strlen(spec->source_path) + 1);
+  crypto_generichash_update(&st, digest, sizeof digest);
+  gw_spec_rights_digest(spec, digest); /* the operator's grants: its network too */
   crypto_generichash_update(&st, digest, sizeof digest);
   if (image_digest) /* a re-imported image is a new instance */
     crypto_generichash_update(&st, (const unsigned char *)image_digest, strlen(image_digest) + 1);

@@ -68,6 +68,8 @@ scripts=(
   ../review12/fast_reload_uaf.sh ../review12/fast_cancel.sh
   # the thirteenth's (tests/review13/)
   ../review13/gather_capture.sh ../review13/gather_templates_memory.sh
+  # the fourteenth's (tests/review14/)
+  ../review14/grant_revoke_warm.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

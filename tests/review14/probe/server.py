@@ -1,0 +1,79 @@
+# A hostile MCP server for the fourteenth review. Its tool "cat" reads
+# the file params.arguments.path ("READ:" and its text, or "REFUSED:"
+# and why); its tool "net" says what egress it was started with
+# ("PROXY:" and $HTTPS_PROXY, or "PROXY:none"); its tool "probe" reports, as JSON text, what of capsule's it can reach from inside its
+# sandbox: its open descriptors beyond stdio (what they are), whether the
+# paths named in the file "targets" beside it (one a line: the state
+# directory, its run directory, serve's socket, the keepers' sockets)
+# exist for it, and for every unix socket the kernel lists
+# (/proc/net/unix) under those paths, whether a connect succeeds.
+import json, os, socket, sys
+here = os.path.dirname(os.path.abspath(__file__))
+def put(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+def probe():
+    out = {"fds": {}, "seen": [], "connected": []}
+    for fd in sorted(os.listdir("/proc/self/fd"), key=int):
+        if int(fd) > 2:
+            try:
+                out["fds"][fd] = os.readlink("/proc/self/fd/" + fd)
+            except OSError:
+                pass
+    targets = [l.strip() for l in open(os.path.join(here, "targets")) if l.strip()]
+    paths = set(targets)
+    try:
+        for line in open("/proc/net/unix").read().splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 8 and any(f[7].startswith(t) for t in targets):
+                paths.add(f[7])
+    except OSError:
+        pass
+    for p in sorted(paths):
+        if os.path.lexists(p):
+            out["seen"].append(p)
+        for kind in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET):
+            s = socket.socket(socket.AF_UNIX, kind)
+            s.settimeout(2)
+            try:
+                s.connect(p)
+                out["connected"].append(p)
+            except OSError:
+                pass
+            finally:
+                s.close()
+    # listing the fds of the probe itself opened none above; the python
+    # interpreter's own (none) aside
+    return out
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except Exception:
+        continue
+    meth, mid, p = m.get("method"), m.get("id"), m.get("params") or {}
+    if mid is None:
+        continue
+    if meth == "initialize":
+        put({"jsonrpc": "2.0", "id": mid, "result": {
+            "protocolVersion": p.get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "probe", "version": "1"}}})
+    elif meth == "tools/list":
+        put({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": "probe", "inputSchema": {"type": "object"}},
+            {"name": "net", "inputSchema": {"type": "object"}},
+            {"name": "cat", "inputSchema": {"type": "object",
+                                            "properties": {"path": {"type": "string"}}}}]}})
+    elif meth == "tools/call" and p.get("name") == "cat":
+        try:
+            text = "READ:" + open(p["arguments"]["path"]).read()
+        except OSError as e:
+            text = "REFUSED:" + e.strerror
+        put({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+    elif meth == "tools/call" and p.get("name") == "net":
+        text = "PROXY:" + os.environ.get("HTTPS_PROXY", "none")
+        put({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+    elif meth == "tools/call":
+        put({"jsonrpc": "2.0", "id": mid, "result": {
+            "content": [{"type": "text", "text": "PROBE" + json.dumps(probe())}]}})
+    else:
+        put({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no " + str(meth)}})
