@@ -22,77 +22,18 @@
 # server without the grant. Exits 1 while a revoked grant is served, 0
 # when not, 77 when it cannot run here. As root.
 # Usage: grant_revoke_warm.sh CAPSULE
-set -u
-capsule=$(realpath "$1")
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-[ "$(id -u)" = 0 ] || { echo "SKIP: run as root"; exit 77; }
-[ -x /usr/bin/python3 ] || { echo "SKIP: /usr/bin/python3 is not installed"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
-"$capsule" run -- /bin/true 2>/dev/null || { echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77; }
-work=$(mktemp -d /var/tmp/capsule-review14-revoke.XXXXXX)
-chmod 755 "$work"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-  local f # the warm servers' keepers hold files below the work directory
-  for f in /proc/[0-9]*/fd/*; do
-    case $(readlink "$f" 2>/dev/null) in "$work"/*) f=${f#/proc/}; kill "${f%%/*}" 2>/dev/null ;; esac
-  done
-  sleep 0.5
-  rm -rf "$work"
-}
-trap cleanup EXIT
-export CAPSULE_STATE_KEY=
-caps=$work/caps state=$work/state secret=$work/secret
-mkdir -p "$caps/p" "$secret" && mkdir -m 700 "$state"
-cp "$here/probe/server.py" "$here/probe/capability.json" "$caps/p/"
-echo / >"$caps/p/targets"
-echo s3cret >"$secret/file"
-chmod -R a+rX "$caps" "$secret"
-C=(--caps "$caps" --state "$state")
-fail=0
+. "$(dirname "$0")/lib.sh" "$1" review14-revoke
+secret=$work/secret
+mkdir -p "$secret" && echo s3cret >"$secret/file" && chmod -R a+rX "$secret"
 
 # --- a warm MCP server behind serve ---
-"$capsule" call "${C[@]}" p cat '{"path":"/x"}' >/dev/null 2>&1 # its tools discovered
-for t in cat net; do "$capsule" policy set "${C[@]}" p "$t" allow >/dev/null || exit 1; done
+probe_cap p
 "$capsule" grant "${C[@]}" p --read "$secret" >/dev/null || { echo "FAIL: grant --read"; exit 1; }
-token=$("$capsule" access issue t --state "$state" 2>/dev/null)
-[ -n "$token" ] || { echo "FAIL: access issue"; exit 1; }
-port=
-for _ in 1 2 3 4 5; do
-  port=$((20000 + RANDOM % 12000))
-  "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" 2>"$work/serve.log" &
-  pids+=($!)
-  for _ in $(seq 1 600); do
-    "$capsule" serve status --state "$state" >/dev/null 2>&1 && break
-    kill -0 "${pids[-1]}" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "${pids[-1]}" 2>/dev/null && break
-  grep -q 'cannot listen' "$work/serve.log" || { cat "$work/serve.log"; echo "SKIP: serve did not start"; exit 77; }
-done
-H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
-  -H "Authorization: Bearer $token")
-url=http://127.0.0.1:$port/mcp
-sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" --data \
-  '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"r14","version":"1"}}}' \
-  "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
-[ -n "$sid" ] || { cat "$work/serve.log"; echo "SKIP: no MCP session"; exit 77; }
-post() {
-  curl -sS -m 120 "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' \
-    --data "$1" "$url"
-}
-post '{"jsonrpc":"2.0","method":"notifications/initialized"}' >/dev/null
-call() { # TOOL ARGS: the tool's text
-  post '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p__'"$1"'","arguments":'"$2"'}}' |
-    tee -a "$work/answers" | grep -o '"text":"[A-Z]*:[^"]*"' | head -1
-}
-read_secret() { call cat '{"path":"'"$secret/file"'"}'; }
+serve_http
+read_secret() { call p cat '{"path":"'"$secret/file"'"}'; }
 for i in 1 2; do # the first starts the keeper, the second finds it warm
   a=$(read_secret)
-  [ -n "$a" ] || a=$(read_secret) # a first call that lost its server's start (a loaded machine)
-  grep -q 'READ:s3cret' <<<"$a" || { tail -5 "$work/serve.log" "$work/answers"; echo "SKIP: the granted server cannot read $secret ($a)"; exit 77; }
+  grep -q 'READ:s3cret' <<<"$a" || { tail -n 5 "$work/serve.log" "$work/answers"; echo "SKIP: the granted server cannot read $secret ($a)"; exit 77; }
 done
 "$capsule" revoke "${C[@]}" p --read "$secret" >/dev/null || { echo "FAIL: revoke --read"; exit 1; }
 for i in 1 2; do
@@ -107,16 +48,16 @@ for i in 1 2; do
 done
 [ "$fail" = 0 ] && echo "ok: revoke --read reaches serve's warm MCP server"
 
-a=$(call net '{}')
+a=$(call p net '{}')
 grep -q 'PROXY:none' <<<"$a" || { echo "FAIL: the blocked server has a proxy before any host grant ($a)"; exit 1; }
 "$capsule" grant "${C[@]}" p --host example.com >/dev/null || { echo "FAIL: grant --host"; exit 1; }
-a=$(call net '{}')
+a=$(call p net '{}')
 grep -q 'PROXY:http' <<<"$a" || {
   echo "FAIL: after grant --host, the warm server was not started anew with its proxy ($a)"
   fail=1
 }
 "$capsule" revoke "${C[@]}" p --host example.com >/dev/null || { echo "FAIL: revoke --host"; exit 1; }
-a=$(call net '{}')
+a=$(call p net '{}')
 if grep -q 'PROXY:none' <<<"$a"; then
   echo "ok: revoke --host reaches serve's warm MCP server"
 else
@@ -124,7 +65,7 @@ else
   fail=1
 fi
 kill "${pids[@]}" 2>/dev/null
-wait 2>/dev/null
+wait "${pids[@]}" 2>/dev/null
 
 # --- a warm Selu instance through capsule call ---
 if [ -x "$root/examples/selu-text/capability" ]; then

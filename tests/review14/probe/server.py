@@ -42,9 +42,11 @@ def probe():
                 pass
             finally:
                 s.close()
-    # listing the fds of the probe itself opened none above; the python
-    # interpreter's own (none) aside
     return out
+def report(r):  # one line without quotes: PROBE: fds=FD>WHAT,... seen=P,... connected=P,...
+    return "PROBE: fds=%s seen=%s connected=%s" % (
+        ",".join("%s>%s" % kv for kv in r["fds"].items()), ",".join(r["seen"]),
+        ",".join(r["connected"]))
 for line in sys.stdin:
     try:
         m = json.loads(line)
@@ -74,6 +76,6 @@ for line in sys.stdin:
         put({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
     elif meth == "tools/call":
         put({"jsonrpc": "2.0", "id": mid, "result": {
-            "content": [{"type": "text", "text": "PROBE" + json.dumps(probe())}]}})
+            "content": [{"type": "text", "text": report(probe())}]}})
     else:
         put({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no " + str(meth)}})
