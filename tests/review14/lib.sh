@@ -42,7 +42,7 @@ probe_cap() {
   chmod -R a+rX "$caps"
   "$capsule" call "${C[@]}" "$1" net '{}' >/dev/null 2>&1 # its tools discovered
   local t
-  for t in cat net probe; do "$capsule" policy set "${C[@]}" "$1" "$t" allow >/dev/null || exit 1; done
+  for t in cat net probe later; do "$capsule" policy set "${C[@]}" "$1" "$t" allow >/dev/null || exit 1; done
 }
 serve_http() {
   local token _
