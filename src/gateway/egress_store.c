@@ -68,6 +68,8 @@ void gw_egress_batch_add(struct gw_egress_batch *b, const struct gw_egress_row *
   pthread_mutex_unlock(&b->lock);
 }
 
+static void clear_rows(struct gw_egress_batch *b);
+
 void gw_egress_batch_take(struct gw_egress_batch *b, struct gw_egress_batch *into)
 {
   pthread_mutex_lock(&b->lock);
@@ -78,8 +80,18 @@ void gw_egress_batch_take(struct gw_egress_batch *b, struct gw_egress_batch *int
   b->n = b->cap = 0;
   b->over = 0;
   pthread_mutex_unlock(&b->lock);
-  for (size_t i = 0; i < n; i++)
-    gw_egress_batch_add(into, &rows[i], 0); /* its strings now into's */
+  for (size_t i = 0; i < n; i++) {
+    pthread_mutex_lock(&into->lock);
+    bool room = into->n < GW_EGRESS_BATCH_MAX;
+    pthread_mutex_unlock(&into->lock);
+    if (room) {
+      gw_egress_batch_add(into, &rows[i], 0); /* its strings now into's */
+      continue;
+    }
+    over += rows[i].count ? rows[i].count : 1; /* past into's bound, as the sink counts */
+    struct gw_egress_batch one = {.rows = &rows[i], .n = 1};
+    clear_rows(&one);
+  }
   if (over)
     gw_egress_batch_add(into, NULL, over);
   free(rows);

@@ -50,7 +50,10 @@ bool gw_egress_batch_pending(struct gw_egress_batch *b);
 /* Moves b's rows (and what went past its bound) to into, under b's lock
  * only: a batch still taking decisions is written from into, the proxy's
  * threads never waiting on the database (a Talos push subscription's,
- * written at each event). */
+ * written at each event); and a warm server's call gone before its
+ * answer hands its decisions to the next call (mcp_keeper_route.c,
+ * instance_egress.c). into keeps its bound: rows past it are counted as
+ * the sink counts them. */
 void gw_egress_batch_take(struct gw_egress_batch *b, struct gw_egress_batch *into);
 
 /* A batch between processes: a run apart's, sent back with its result

@@ -80,6 +80,8 @@ void keeper_egress_end(struct keeper_egress *e, struct gw_egress_batch *b, int f
       e->n--;
       break;
     }
+  if (fd < 0) /* its caller gone: the decisions go to the next lease, never dropped */
+    gw_egress_batch_take(b, e->n ? e->held[0] : e->next);
   pthread_mutex_unlock(&e->lock);
   if (fd >= 0) {
     struct cap_buf out = {0};

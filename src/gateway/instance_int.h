@@ -79,8 +79,9 @@ struct keeper_egress {
 void keeper_egress_init(struct keeper_egress *e);
 /* A lease granted: its batch (what came while none was held is in it). */
 struct gw_egress_batch *keeper_egress_grant(struct keeper_egress *e);
-/* A lease ended: b no longer takes decisions; they are sent on fd
- * (-1: dropped, the caller is gone), then b is freed. */
+/* A lease ended: b no longer takes decisions; they are sent on fd (-1:
+ * the caller is gone, they go to the oldest lease held, else the next
+ * granted, as those made with none held), then b is freed. */
 void keeper_egress_end(struct keeper_egress *e, struct gw_egress_batch *b, int fd);
 
 /* Milliseconds until deadline, as poll wants them (0 when past). */

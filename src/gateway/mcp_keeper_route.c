@@ -211,8 +211,14 @@ void keeper_conn_drop(struct keeper *k, struct keeper_conn *c)
       k->n_conns--;
       break;
     }
+  /* a call gone without its answer (its deadline, a cancellation, its
+   * front door's end): its decisions go to the next call, as those made
+   * with no call in, never dropped (a server that does not answer would
+   * leave no trace of its connections) */
+  if (c->egress)
+    gw_egress_batch_take(c->egress, k->egress_next);
   pthread_mutex_unlock(&k->egress_lock);
-  batch_free(c->egress); /* a call gone without its answer: its decisions dropped */
+  batch_free(c->egress);
   close(c->fd);
   if (c->ack >= 0)
     close(c->ack);
@@ -265,6 +271,8 @@ static bool call_begin(struct keeper *k, struct keeper_conn *c)
   struct gw_egress_batch *old = c->egress;
   c->egress = k->egress_next;
   k->egress_next = fresh;
+  if (old) /* what came on the connection after its last answer: this call's */
+    gw_egress_batch_take(old, c->egress);
   pthread_mutex_unlock(&k->egress_lock);
   batch_free(old);
   return true;

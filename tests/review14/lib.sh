@@ -4,7 +4,8 @@
 # an empty CAPSULE_STATE_KEY, fail=0; probe_cap NAME: the hostile MCP
 # server probe/server.py installed as capability NAME (its tools
 # discovered and allowed); serve_http: `capsule serve --mcp-http` on a
-# loopback port with a 2025-06-18 session (skips when none comes);
+# loopback port (ARGS... added) with a 2025-06-18 session (skips when
+# none comes);
 # call CAP TOOL ARGS: the tool's text ("WORD:..."; asked up to three
 # times while no tool answers), every answer kept in $work/answers.
 # Usage: . lib.sh CAPSULE NAME
@@ -42,7 +43,7 @@ probe_cap() {
   chmod -R a+rX "$caps"
   "$capsule" call "${C[@]}" "$1" net '{}' >/dev/null 2>&1 # its tools discovered
   local t
-  for t in cat net probe later; do "$capsule" policy set "${C[@]}" "$1" "$t" allow >/dev/null || exit 1; done
+  for t in cat net probe later hang; do "$capsule" policy set "${C[@]}" "$1" "$t" allow >/dev/null || exit 1; done
 }
 serve_http() {
   local token _
@@ -50,7 +51,7 @@ serve_http() {
   [ -n "$token" ] || { echo "FAIL: access issue"; exit 1; }
   for _ in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 12000))
-    "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" 2>"$work/serve.log" &
+    "$capsule" serve "${C[@]}" --mcp-http "127.0.0.1:$port" "$@" 2>"$work/serve.log" &
     pids+=($!)
     for _ in $(seq 1 600); do
       "$capsule" serve status --state "$state" >/dev/null 2>&1 && break

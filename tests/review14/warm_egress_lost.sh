@@ -13,6 +13,7 @@
 # it is stored (with a call, or with none), 77 when it cannot run here.
 # OPEN: not in review-attacks (tests/review14/README.md).
 # Usage: warm_egress_lost.sh CAPSULE
+# (A call gone before its answer: warm_egress_hang.sh, fixed.)
 . "$(dirname "$0")/lib.sh" "$1" review14-egress
 command -v sqlite3 >/dev/null || { echo "SKIP: sqlite3 is not installed"; exit 77; }
 probe_cap p

@@ -2,7 +2,8 @@
 # the file params.arguments.path ("READ:" and its text, or "REFUSED:"
 # and why); "later" answers "LATER:ok", then half a second later asks its
 # egress proxy for CONNECT denied-later.invalid:443 and writes
-# "LATER-EGRESS-DONE" and the proxy's status line on stderr; its tool "net" says what egress it was started with
+# "LATER-EGRESS-DONE" and the proxy's status line on stderr; "hang" does
+# the same at once and never answers; its tool "net" says what egress it was started with
 # ("PROXY:" and $HTTPS_PROXY, or "PROXY:none"); its tool "probe" reports, as JSON text, what of capsule's it can reach from inside its
 # sandbox: its open descriptors beyond stdio (what they are), whether the
 # paths named in the file "targets" beside it (one a line: the state
@@ -45,8 +46,8 @@ def probe():
             finally:
                 s.close()
     return out
-def later():  # after its call's answer: a CONNECT its proxy refuses, then a word on stderr
-    time.sleep(0.5)
+def later(wait=0.5):  # after its call's answer: a CONNECT its proxy refuses, then a word on stderr
+    time.sleep(wait)
     proxy = os.environ.get("HTTPS_PROXY", "")
     try:
         host, port = proxy.split("//", 1)[-1].rstrip("/").rsplit(":", 1)
@@ -79,6 +80,7 @@ for line in sys.stdin:
             {"name": "probe", "inputSchema": {"type": "object"}},
             {"name": "net", "inputSchema": {"type": "object"}},
             {"name": "later", "inputSchema": {"type": "object"}},
+            {"name": "hang", "inputSchema": {"type": "object"}},
             {"name": "cat", "inputSchema": {"type": "object",
                                             "properties": {"path": {"type": "string"}}}}]}})
     elif meth == "tools/call" and p.get("name") == "cat":
@@ -87,6 +89,8 @@ for line in sys.stdin:
         except OSError as e:
             text = "REFUSED:" + e.strerror
         put({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+    elif meth == "tools/call" and p.get("name") == "hang":  # no answer: the call's deadline
+        threading.Thread(target=later, args=(0,), daemon=True).start()
     elif meth == "tools/call" and p.get("name") == "later":
         put({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "LATER:ok"}]}})
         threading.Thread(target=later, daemon=True).start()

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Review 14 (a warm third-party MCP server's egress log,
+# src/gateway/mcp_keeper_route.c): a call gone before its answer (its
+# deadline, a cancellation, its front door's end) had its egress
+# decisions dropped by the keeper ("a call gone without its answer: its
+# decisions dropped"), so a hostile server could make any connection its
+# proxy allows, or try any it refuses, and leave no row of it in the
+# state by simply not answering. Here probe/server.py's "hang" (proxy
+# mode, example.com allowed) asks its proxy for denied-later.invalid at
+# once and never answers; serve's --timeout 3 ends the call; once the
+# server says its proxy answered, one more call: the refused CONNECT
+# must be stored (now with that next call, as what a warm server does
+# with no call in; a Selu instance's keeper the same:
+# instance_egress.c). Exits 1 while the decision is lost, 0 stored, 77
+# cannot run here. As root.
+# Usage: warm_egress_hang.sh CAPSULE
+. "$(dirname "$0")/lib.sh" "$1" review14-hang
+command -v sqlite3 >/dev/null || { echo "SKIP: sqlite3 is not installed"; exit 77; }
+probe_cap p
+sed -i 's|"mode": "blocked"|"mode": "proxy", "allow_domains": ["example.com"]|' "$caps/p/capability.json"
+serve_http --timeout 3
+a=$(call p net '{}') # its keeper started: the next calls are warm
+grep -q 'PROXY:http' <<<"$a" || { echo "SKIP: the server has no egress proxy ($a)"; exit 77; }
+a=$(post '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p__hang","arguments":{}}}')
+grep -q 'did not answer in time' <<<"$a" || { echo "SKIP: the hanging call was not ended by its deadline: $(head -c 300 <<<"$a")"; exit 77; }
+log=
+for _ in $(seq 1 600); do # the server says when its proxy answered (60 s at most)
+  log=$(grep -l 'LATER-EGRESS-DONE' "$state"/logs/* 2>/dev/null | head -1)
+  [ -n "$log" ] && break
+  sleep 0.1
+done
+[ -n "$log" ] || { echo "SKIP: the server's request was not seen"; exit 77; }
+grep -o 'LATER-EGRESS-DONE.*' "$log" | head -1
+a=$(call p net '{}')
+grep -q 'PROXY:http' <<<"$a" || { echo "SKIP: no call after the hanging one ($a)"; exit 77; }
+rows=$(sqlite3 "$state/state.db" "SELECT COUNT(*) FROM egress WHERE host = 'denied-later.invalid'" 2>&1)
+echo "egress rows for denied-later.invalid: $rows"
+[ "$rows" -ge 1 ] 2>/dev/null && { echo "PASS: a call that never answered leaves its egress in the state"; exit 0; }
+echo "FAIL: a warm server that does not answer its call leaves no egress row"
+exit 1
