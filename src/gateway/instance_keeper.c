@@ -351,7 +351,8 @@ static void lease_read_clients(struct keeper *k, struct lease_loop *L, const str
     if (gone) {
       if (cl->leased)
         L->active--;
-      keeper_egress_end(&k->egress, cl->egress, -1); /* a call gone without asking: dropped */
+      /* a call gone without asking: its decisions the next lease's */
+      keeper_egress_end(&k->egress, cl->egress, -1);
       close(cl->fd);
       L->last = cap_now_ms(CLOCK_MONOTONIC);
     } else {
