@@ -184,7 +184,7 @@ int gw_spec_digest(const struct cap_spec *spec, unsigned char out[32], struct ca
 
 static void digest_ports(struct digest_walk *d, const struct cap_ports *p)
 {
-  digest_field(d, p->v, p->len * sizeof *p->v);
+  digest_field(d, p->len ? (const void *)p->v : "", p->len * sizeof *p->v); /* v NULL when empty */
 }
 
 void gw_spec_rights_digest(const struct cap_spec *spec, unsigned char out[32])

@@ -8,7 +8,8 @@
 # none comes);
 # call CAP TOOL ARGS: the tool's text ("WORD:..."; asked up to three
 # times while no tool answers), every answer kept in $work/answers.
-# Usage: . lib.sh CAPSULE NAME
+# skip WHY ends a script with 77 (1 when an ASan build of capsule said
+# why). Usage: . lib.sh CAPSULE NAME
 set -u
 capsule=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,6 +32,17 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# skip WHY: 77, unless capsule itself reported a sanitizer error (an
+# ASan build's report in serve's log or a capability's): then that fails
+skip() {
+  local f
+  for f in "$work/serve.log" "$work"/state/logs/*; do
+    [ -f "$f" ] && grep -q -E 'runtime error|Sanitizer' "$f" &&
+      { grep -m 5 -E 'runtime error|Sanitizer|^ +#[0-4] ' "$f"; echo "FAIL: capsule's sanitizer report in $f ($1)"; exit 1; }
+  done
+  echo "SKIP: $1"
+  exit 77
+}
 export CAPSULE_STATE_KEY=
 caps=$work/caps state=$work/state
 mkdir -p "$caps" && mkdir -m 700 "$state"
@@ -59,7 +71,7 @@ serve_http() {
       sleep 0.1
     done
     kill -0 "${pids[-1]}" 2>/dev/null && break
-    grep -q 'cannot listen' "$work/serve.log" || { cat "$work/serve.log"; echo "SKIP: serve did not start"; exit 77; }
+    grep -q 'cannot listen' "$work/serve.log" || { cat "$work/serve.log"; skip "serve did not start"; }
   done
   H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
     -H "Authorization: Bearer $token")
@@ -67,7 +79,7 @@ serve_http() {
   sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" --data \
     '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"r14","version":"1"}}}' \
     "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
-  [ -n "$sid" ] || { cat "$work/serve.log"; echo "SKIP: no MCP session"; exit 77; }
+  [ -n "$sid" ] || { cat "$work/serve.log"; skip "no MCP session"; }
   post '{"jsonrpc":"2.0","method":"notifications/initialized"}' >/dev/null
 }
 post() {

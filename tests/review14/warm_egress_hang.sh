@@ -15,24 +15,24 @@
 # cannot run here. As root.
 # Usage: warm_egress_hang.sh CAPSULE
 . "$(dirname "$0")/lib.sh" "$1" review14-hang
-command -v sqlite3 >/dev/null || { echo "SKIP: sqlite3 is not installed"; exit 77; }
+command -v sqlite3 >/dev/null || { skip "sqlite3 is not installed"; }
 probe_cap p
 sed -i 's|"mode": "blocked"|"mode": "proxy", "allow_domains": ["example.com"]|' "$caps/p/capability.json"
 serve_http --timeout 3
 a=$(call p net '{}') # its keeper started: the next calls are warm
-grep -q 'PROXY:http' <<<"$a" || { echo "SKIP: the server has no egress proxy ($a)"; exit 77; }
+grep -q 'PROXY:http' <<<"$a" || { skip "the server has no egress proxy ($a)"; }
 a=$(post '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p__hang","arguments":{}}}')
-grep -q 'did not answer in time' <<<"$a" || { echo "SKIP: the hanging call was not ended by its deadline: $(head -c 300 <<<"$a")"; exit 77; }
+grep -q 'did not answer in time' <<<"$a" || { skip "the hanging call was not ended by its deadline: $(head -c 300 <<<"$a")"; }
 log=
 for _ in $(seq 1 600); do # the server says when its proxy answered (60 s at most)
   log=$(grep -l 'LATER-EGRESS-DONE' "$state"/logs/* 2>/dev/null | head -1)
   [ -n "$log" ] && break
   sleep 0.1
 done
-[ -n "$log" ] || { echo "SKIP: the server's request was not seen"; exit 77; }
+[ -n "$log" ] || { skip "the server's request was not seen"; }
 grep -o 'LATER-EGRESS-DONE.*' "$log" | head -1
 a=$(call p net '{}')
-grep -q 'PROXY:http' <<<"$a" || { echo "SKIP: no call after the hanging one ($a)"; exit 77; }
+grep -q 'PROXY:http' <<<"$a" || { skip "no call after the hanging one ($a)"; }
 rows=$(sqlite3 "$state/state.db" "SELECT COUNT(*) FROM egress WHERE host = 'denied-later.invalid'" 2>&1)
 echo "egress rows for denied-later.invalid: $rows"
 [ "$rows" -ge 1 ] 2>/dev/null && { echo "PASS: a call that never answered leaves its egress in the state"; exit 0; }

@@ -15,26 +15,26 @@
 # Usage: warm_egress_lost.sh CAPSULE
 # (A call gone before its answer: warm_egress_hang.sh, fixed.)
 . "$(dirname "$0")/lib.sh" "$1" review14-egress
-command -v sqlite3 >/dev/null || { echo "SKIP: sqlite3 is not installed"; exit 77; }
+command -v sqlite3 >/dev/null || { skip "sqlite3 is not installed"; }
 probe_cap p
 sed -i 's|"mode": "blocked"|"mode": "proxy", "allow_domains": ["example.com"]|' "$caps/p/capability.json"
 serve_http
 a=$(call p net '{}')
-grep -q 'PROXY:http' <<<"$a" || { echo "SKIP: the server has no egress proxy ($a)"; exit 77; }
+grep -q 'PROXY:http' <<<"$a" || { skip "the server has no egress proxy ($a)"; }
 a=$(call p later '{}')
-grep -q 'LATER:ok' <<<"$a" || { echo "SKIP: no answer from later ($a)"; exit 77; }
+grep -q 'LATER:ok' <<<"$a" || { skip "no answer from later ($a)"; }
 log=
 for _ in $(seq 1 600); do # the server says when its proxy answered (60 s at most)
   log=$(grep -l 'LATER-EGRESS-DONE' "$state"/logs/* 2>/dev/null | head -1)
   [ -n "$log" ] && break
   sleep 0.1
 done
-[ -n "$log" ] || { echo "SKIP: the server's request after its call was not seen"; exit 77; }
+[ -n "$log" ] || { skip "the server's request after its call was not seen"; }
 grep -o 'LATER-EGRESS-DONE.*' "$log" | head -1
 touch "$caps/p/server.py" # its keeper retires; the next call starts a new one
 sleep 1
 a=$(call p net '{}')
-grep -q 'PROXY:http' <<<"$a" || { echo "SKIP: no call after the change ($a)"; exit 77; }
+grep -q 'PROXY:http' <<<"$a" || { skip "no call after the change ($a)"; }
 rows=$(sqlite3 "$state/state.db" "SELECT COUNT(*) FROM egress WHERE host = 'denied-later.invalid'" 2>&1)
 echo "egress rows for denied-later.invalid: $rows"
 [ "$rows" -ge 1 ] 2>/dev/null && { echo "held: stored"; exit 0; }
