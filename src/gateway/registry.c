@@ -41,7 +41,8 @@ int gw_registry_load(const char *dir, struct gw_registry *reg, struct cap_diags 
     reg->caps[reg->n++] = spec;
   }
   cap_strv_free(&files);
-  qsort(reg->caps, reg->n, sizeof *reg->caps, by_id);
+  if (reg->n) /* caps NULL for an empty directory: qsort's pointer must not be */
+    qsort(reg->caps, reg->n, sizeof *reg->caps, by_id);
   /* an id twice: an error naming both places, and neither is used */
   size_t out = 0;
   for (size_t i = 0; i < reg->n;) {
