@@ -80,10 +80,19 @@ void cap_buf_putc(struct cap_buf *b, char c) { cap_buf_append(b, &c, 1); }
 
 void cap_buf_vprintf(struct cap_buf *b, const char *fmt, va_list ap)
 {
+  /* printed once into the room there is (most text fits 64 bytes or
+   * what the buffer has spare), a second time only when it did not fit */
+  cap_buf_reserve(b, 63);
+  size_t room = b->cap - b->len;
   va_list copy;
   va_copy(copy, ap);
-  int n = vsnprintf(NULL, 0, fmt, copy);
+  int n = vsnprintf(b->data + b->len, room, fmt, copy);
   va_end(copy);
+  if (n >= 0 && (size_t)n < room) {
+    b->len += (size_t)n;
+    return;
+  }
+  b->data[b->len] = '\0'; /* a failed or cut print leaves nothing */
   if (n < 0)
     return;
   cap_buf_reserve(b, (size_t)n);

@@ -127,13 +127,30 @@ void cap_textpos_at(struct cap_textpos *tp, size_t off, uint32_t *line, uint32_t
     off = tp->len;
   if (off < tp->off) /* not monotonic: rescan from the start */
     cap_textpos_init(tp, tp->data, tp->len);
-  for (size_t i = tp->off; i < off; i++) {
-    unsigned char c = (unsigned char)tp->data[i];
-    if (c == '\n') {
-      tp->line++;
-      tp->col = 1;
-    } else if ((c & 0xC0) != 0x80) {
-      tp->col++;
+  /* eight bytes at a time when they hold no newline: each byte but a
+   * UTF-8 continuation (10xxxxxx) is a column (every parse scans its
+   * whole text here) */
+  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+  for (size_t i = tp->off; i < off;) {
+    size_t end = off - i >= 8 ? i + 8 : off;
+    if (end - i == 8) {
+      uint64_t x, nl;
+      memcpy(&x, tp->data + i, 8);
+      nl = x ^ (ones * '\n');
+      if (!((nl - ones) & ~nl & highs)) {
+        tp->col += 8 - (uint32_t)__builtin_popcountll(x & ~(x << 1) & highs);
+        i = end;
+        continue;
+      }
+    }
+    for (; i < end; i++) {
+      unsigned char c = (unsigned char)tp->data[i];
+      if (c == '\n') {
+        tp->line++;
+        tp->col = 1;
+      } else if ((c & 0xC0) != 0x80) {
+        tp->col++;
+      }
     }
   }
   tp->off = off;

@@ -97,19 +97,69 @@ static void send_tool_result(struct mcp_session *s, const char *id, const char *
 
 /* The server's own answer, as it sent it: the result object or the
  * error; false when there is none (or it is not an object). */
-static bool send_raw(struct mcp_session *s, const char *id, const struct cap_node *raw, bool error)
+static bool send_raw(struct mcp_session *s, const char *id, const char *raw, bool error)
 {
-  if (!raw || raw->kind != CAP_NODE_STRING || (raw->u.str.ptr[0] != '{'))
+  if (!raw || raw[0] != '{')
     return false;
-  struct cap_buf b = {0};
-  cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"%s\":%s}", id, error ? "error" : "result",
-                 raw->u.str.ptr);
+  size_t len = strlen(raw);
+  struct cap_buf b = {0}; /* put, not printed: the server's answer, of any size */
+  cap_buf_reserve(&b, 32 + strlen(id) + len);
+  cap_buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+  cap_buf_puts(&b, id);
+  cap_buf_puts(&b, error ? ",\"error\":" : ",\"result\":");
+  cap_buf_append(&b, raw, len);
+  cap_buf_putc(&b, '}');
   mcp_send_buf(s, id, true, &b);
   return true;
 }
 
+static void finish(struct mcp_session *s, struct mcp_run *r, int status,
+                   const struct mcp_report *rep);
+
+/* A string field of the report, or NULL (absent, null, not a string) */
+static const char *report_string(const struct cap_node *root, const char *key)
+{
+  const struct cap_node *n = cap_node_get(root, key);
+  return n && n->kind == CAP_NODE_STRING ? n->u.str.ptr : NULL;
+}
+
 /* What the child reported, once it is gone. */
 void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status)
+{
+  if (r->cancelled)
+    return finish(s, r, status, NULL);
+  struct cap_doc *doc = cap_doc_new();
+  struct cap_diags diags = {0};
+  struct mcp_report rep;
+  const struct mcp_report *have = NULL; /* no report, or not one: the run ended without */
+  if (r->report && cap_json_parse(doc, r->report, strlen(r->report), "report", 0, &diags) == 0) {
+    const struct cap_node *outcome = cap_node_get(doc->root, "outcome");
+    rep = (struct mcp_report){
+        .has_outcome = outcome != NULL,
+        /* an outcome that is not a number: not ok (GW_OUTCOME_FAILED is not) */
+        .outcome = outcome && outcome->kind == CAP_NODE_INT ? (enum gw_outcome)outcome->u.num.i
+                                                            : GW_OUTCOME_FAILED,
+        .error = report_string(doc->root, "error"),
+        .result = report_string(doc->root, "result"),
+        .mcp_result = report_string(doc->root, "mcp_result"),
+        .mcp_error = report_string(doc->root, "mcp_error")};
+    have = &rep;
+  }
+  finish(s, r, status, have);
+  cap_diags_free(&diags);
+  cap_doc_free(doc);
+}
+
+void mcp_run_finish_fields(struct mcp_session *s, struct mcp_run *r, int status,
+                           const struct mcp_report *rep)
+{
+  finish(s, r, status, rep);
+}
+
+/* The answer from the report's fields (rep NULL: the run gave none, or
+ * it was cancelled), the run freed */
+static void finish(struct mcp_session *s, struct mcp_run *r, int status,
+                   const struct mcp_report *rep)
 {
   s->modern = r->modern; /* the answer in the form it was asked in */
   if (r->cancelled) {    /* a cancelled request gets no answer */
@@ -117,18 +167,10 @@ void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status)
     s->modern = false;
     return mcp_run_drop(s, r);
   }
-  struct cap_doc *doc = cap_doc_new();
-  struct cap_diags diags = {0};
-  const struct cap_node *outcome = NULL, *error = NULL, *result = NULL, *raw = NULL, *raw_e = NULL;
-  if (r->report && cap_json_parse(doc, r->report, strlen(r->report), "report", 0, &diags) == 0) {
-    outcome = cap_node_get(doc->root, "outcome");
-    error = cap_node_get(doc->root, "error");
-    result = cap_node_get(doc->root, "result");
-    raw = cap_node_get(doc->root, "mcp_result");
-    raw_e = cap_node_get(doc->root, "mcp_error");
-  }
-  bool ok = outcome && outcome->kind == CAP_NODE_INT && outcome->u.num.i == GW_OUTCOME_OK;
-  if (r->cli && outcome) { /* capsule/call: the pipeline's own report */
+  const char *error = rep ? rep->error : NULL, *result = rep ? rep->result : NULL;
+  const char *raw = rep ? rep->mcp_result : NULL, *raw_e = rep ? rep->mcp_error : NULL;
+  bool ok = rep && rep->has_outcome && rep->outcome == GW_OUTCOME_OK;
+  if (r->cli && rep && rep->has_outcome) { /* capsule/call: the pipeline's own report */
     struct cap_buf b = {0};
     cap_buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}", r->id_json, r->report);
     mcp_send_buf(s, r->id_json, true, &b);
@@ -138,8 +180,8 @@ void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status)
         WIFSIGNALED(status) ? "signal" : "status",
         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     mcp_send_error(s, r->id_json, MCP_INTERNAL_ERROR, m, NULL);
-  } else if (r->gather && ok && raw && raw->kind == CAP_NODE_STRING) {
-    mcp_gather_learn(s, r->method, raw->u.str.ptr); /* where prompts/get and resources/read go */
+  } else if (r->gather && ok && raw) {
+    mcp_gather_learn(s, r->method, raw); /* where prompts/get and resources/read go */
     send_raw(s, r->id_json, raw, false);
   } else if (r->for_listen) {
     mcp_listen_stepped(s, r, ok); /* a subscriptions/listen's step: no answer of its own */
@@ -150,15 +192,13 @@ void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status)
                            send_raw(s, r->id_json, raw_e, true))) {
     /* a relayed request: the server's answer as it is */
   } else if (r->method) {
-    mcp_send_error(
-        s, r->id_json, MCP_INTERNAL_ERROR,
-        error && error->kind == CAP_NODE_STRING ? error->u.str.ptr : "the request failed", NULL);
+    mcp_send_error(s, r->id_json, MCP_INTERNAL_ERROR, error ? error : "the request failed", NULL);
   } else if (ok && send_raw(s, r->id_json, raw, false)) {
     /* the server's content as it made it (images, audio, resources) */
-  } else if (ok && result && result->kind == CAP_NODE_STRING) {
-    send_tool_result(s, r->id_json, result->u.str.ptr);
-  } else if (error && error->kind == CAP_NODE_STRING) {
-    mcp_send_tool_error(s, r->id_json, error->u.str.ptr);
+  } else if (ok && result) {
+    send_tool_result(s, r->id_json, result);
+  } else if (error) {
+    mcp_send_tool_error(s, r->id_json, error);
   } else {
     _cleanup_free_ char *m = cap_xasprintf(
         "the call's process ended without a result (%s %d); `capsule audit` shows the call",
@@ -166,8 +206,6 @@ void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status)
         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     mcp_send_tool_error(s, r->id_json, m);
   }
-  cap_diags_free(&diags);
-  cap_doc_free(doc);
   mcp_run_drop(s, r);
   s->modern = false;
 }

@@ -280,6 +280,19 @@ void mcp_runs_stop_threads(struct mcp_session *s);
 /* The run's report (r->report) as the request's answer, the run freed
  * (mcp_call.c) */
 void mcp_run_finish(struct mcp_session *s, struct mcp_run *r, int status);
+/* A report's fields as they are, not yet written as its JSON line: a
+ * thread's run (serve's fast path) answers from them, not from its
+ * report written and parsed again. NULL: absent (JSON null). */
+struct mcp_report {
+  bool has_outcome; /* false: a report without one (answered as a run that gave none) */
+  enum gw_outcome outcome;
+  const char *error, *result, *mcp_result, *mcp_error;
+  bool terminal_on_success;
+};
+/* mcp_run_finish from the fields, the same answer (r->report unused,
+ * r->cli false) */
+void mcp_run_finish_fields(struct mcp_session *s, struct mcp_run *r, int status,
+                           const struct mcp_report *rep);
 /* Frees the run and its slot; a tool error as the request's answer */
 void mcp_run_drop(struct mcp_session *s, struct mcp_run *r);
 void mcp_send_tool_error(struct mcp_session *s, const char *id_json, const char *message);

@@ -25,6 +25,7 @@
 
 #include "core/cleanup.h"
 #include "core/io.h"
+#include "core/text.h"
 #include "core/clock.h"
 #include "front/mcp_internal.h"
 #include "gateway/instance.h"
@@ -87,11 +88,53 @@ struct mcp_job {
   int fd;        /* the report's, and the relay's; -1: the report into out */
   int cancel_fd; /* with fd -1: readable, the call is cancelled; -1: none */
   struct cap_buf *out;
-  void *held;      /* the registry's hold (mcp_config.reg_hold) */
+  struct fields *fields; /* with fd -1: the report's fields handed over, when they can be */
+  void *held;            /* the registry's hold (mcp_config.reg_hold) */
   bool state_held; /* the state lock held on entry (serve's fast path): the pipeline lets it go */
   void (*at_end)(void *ctx); /* under the state lock, once the call is recorded */
   void *at_end_ctx;
 };
+
+/* A thread's report as its fields (serve's fast path): what it would
+ * write, then parse again, handed over as it is; the strings its own. */
+struct fields {
+  bool set;
+  struct mcp_report rep;
+  char *result, *mcp_result, *mcp_error, *error;
+};
+
+/* Whether each string reads back from the report as it is: valid UTF-8
+ * (a byte that is not would be written as U+FFFD; then the report is
+ * written and parsed as before) */
+static bool as_written(const char *const *s, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (s[i] && !cap_utf8_valid(s[i], strlen(s[i]), NULL))
+      return false;
+  return true;
+}
+
+static bool hand_fields(struct fields *f, enum gw_outcome o, const struct cap_error *err,
+                        struct gw_result *res, struct gw_mcp_relay *relay)
+{
+  const char *error = o == GW_OUTCOME_OK ? NULL : err->message ? err->message : "failed";
+  if (!f || !as_written((const char *[]){error, res->json, relay->raw_result, relay->raw_error}, 4))
+    return false;
+  *f = (struct fields){.set = true,
+                       .result = res->json,
+                       .mcp_result = relay->raw_result,
+                       .mcp_error = relay->raw_error,
+                       .error = error ? cap_xstrdup(error) : NULL};
+  res->json = relay->raw_result = relay->raw_error = NULL;
+  f->rep = (struct mcp_report){.has_outcome = true,
+                               .outcome = o,
+                               .error = f->error,
+                               .result = f->result,
+                               .mcp_result = f->mcp_result,
+                               .mcp_error = f->mcp_error,
+                               .terminal_on_success = res->terminal_on_success};
+  return true;
+}
 
 /* The pipeline on st (NULL: err says why there is none), its report on fd:
  * the one body of a call, in a child or in a thread. */
@@ -148,7 +191,8 @@ static void run_pipeline(const struct mcp_job *j, struct gw_state *st, struct ca
         o = gw_call(&call, j->reg, st, &res, err);
     }
   }
-  report(j->fd, j->out, o, err, res.json, res.terminal_on_success, &relay);
+  if (relay.watching || j->fd >= 0 || !hand_fields(j->fields, o, err, &res, &relay))
+    report(j->fd, j->out, o, err, res.json, res.terminal_on_success, &relay);
   if (relay.watching)
     close(relay.watch_fd); /* the session has its own copy */
   free(res.json);
@@ -526,6 +570,7 @@ void mcp_fast_run(struct mcp_fast *f, int cancel_fd, const bool *quiet, void (*a
 {
   *answer = NULL;
   struct cap_buf out = {0};
+  struct fields fields = {0};
   struct mcp_job j = {.cfg = &f->cfg,
                       .reg = f->cfg.reg,
                       .r = f->r,
@@ -538,15 +583,25 @@ void mcp_fast_run(struct mcp_fast *f, int cancel_fd, const bool *quiet, void (*a
                       .at_end = at_end,
                       .at_end_ctx = ctx};
   struct cap_error err = {0};
+  j.fields = f->r->cli ? NULL : &fields; /* capsule/call answers with the report itself */
   run_pipeline(&j, f->cfg.st, &err);
   cap_error_clear(&err);
   struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
   /* a cancelled request gets no answer */
   f->r->cancelled = !*quiet && poll(&p, 1, 0) > 0;
-  f->r->report = cap_buf_steal(&out);
   /* the session's own answer, from the report, as its path makes it */
   struct mcp_session answering = {.io = {.send = fast_capture, .ctx = answer}};
-  mcp_run_finish(&answering, f->r, 0); /* frees the run */
+  if (fields.set) { /* its fields as they are: the same answer, not written and parsed */
+    mcp_run_finish_fields(&answering, f->r, 0, &fields.rep); /* frees the run */
+    free(fields.result);
+    free(fields.mcp_result);
+    free(fields.mcp_error);
+    free(fields.error);
+  } else {
+    f->r->report = cap_buf_steal(&out);
+    mcp_run_finish(&answering, f->r, 0); /* frees the run */
+  }
+  cap_buf_free(&out);
   f->r = NULL;
 }
 

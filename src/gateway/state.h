@@ -239,6 +239,7 @@ struct gw_inflight {
   bool keyed;    /* dev and ino are dirfd's (an open descriptor's: they never change) */
   dev_t dev;
   ino_t ino;
+  pid_t pid; /* getpid() at its begin: a call ends in the process that began it */
 };
 int gw_inflight_begin(struct gw_state *st, const struct gw_audit_record *r, struct gw_inflight *m,
                       struct cap_error *err);

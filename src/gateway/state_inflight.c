@@ -149,6 +149,20 @@ static int inflight_dir(int statefd)
   return openat(statefd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 }
 
+/* V in decimal, '-' first when NEG, at the end of BUF (24 bytes): as
+ * printf's %llu and %lld write it. */
+static const char *dec(char buf[24], uint64_t v, bool neg)
+{
+  char *p = buf + 23;
+  *p = '\0';
+  do
+    *--p = (char)('0' + v % 10);
+  while (v /= 10);
+  if (neg)
+    *--p = '-';
+  return p;
+}
+
 /* The marker's fields, NUL-separated: a tag, user, capability, tool,
  * arguments' hash, decision, start (ms), pid; a finished one
  * (gw_inflight_finish) adds outcome, duration (ms) and the result's hash.
@@ -158,12 +172,19 @@ static int inflight_write(struct gw_inflight *m, const struct gw_audit_record *r
 {
   struct cap_buf b = {0};
   const char *fields[] = {rec->user, rec->capability, rec->tool, rec->args_hash, rec->decision};
+  cap_buf_reserve(&b, 256);
   cap_buf_puts(&b, "capsule-inflight-v1");
   for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
     cap_buf_putc(&b, '\0');
     cap_buf_puts(&b, fields[i]);
   }
-  cap_buf_printf(&b, "%c%llu%c%d", '\0', (unsigned long long)m->start_ms, '\0', (int)getpid());
+  /* the numbers as %llu and %d print them (no printf: twice a call) */
+  char num[24];
+  cap_buf_putc(&b, '\0');
+  cap_buf_puts(&b, dec(num, m->start_ms, false));
+  cap_buf_putc(&b, '\0');
+  pid_t pid = m->pid ? m->pid : getpid();
+  cap_buf_puts(&b, dec(num, (uint64_t)(pid < 0 ? -(int64_t)pid : pid), pid < 0));
   cap_buf_putc(&b, '\0');
   if (finished)
     cap_buf_printf(&b, "%s%c%lld%c%s%c", rec->outcome ? rec->outcome : "ok", '\0',
@@ -221,11 +242,11 @@ void gw_inflight_spares(bool on)
   }
 }
 
-static bool spare_take(const struct stat *dir, struct spare_marker *out)
+static bool spare_take(const struct stat *dir, pid_t pid, struct spare_marker *out)
 {
   bool got = false;
   pthread_mutex_lock(&own_lock);
-  if (spares_pid != getpid())
+  if (spares_pid != pid)
     n_spares = 0; /* a fork's copy: not this process's locks, nor its spares */
   for (size_t i = n_spares; i-- > 0 && !got;)
     if (spares[i].dev == dir->st_dev && spares[i].ino == dir->st_ino) {
@@ -259,7 +280,7 @@ static int inflight_reuse(int statefd, const struct stat *dir, const struct gw_a
   struct spare_marker sp;
   if (!dir && fstat(statefd, &dsb) < 0)
     return -ENOENT;
-  if (!spare_take(dir ? dir : &dsb, &sp))
+  if (!spare_take(dir ? dir : &dsb, m->pid, &sp))
     return -ENOENT;
   m->start_ms = cap_now_ms(CLOCK_REALTIME);
   m->len = sp.len;
@@ -276,7 +297,7 @@ static int inflight_reuse(int statefd, const struct stat *dir, const struct gw_a
     close(sp.fd);
     close(sp.statefd);
     own_marker(sp.name, false);
-    *m = (struct gw_inflight){.fd = -1};
+    *m = (struct gw_inflight){.fd = -1, .pid = m->pid};
     return e;
   }
   m->dirfd = sp.statefd; /* the spare's own descriptor of the directory it is keyed by */
@@ -291,7 +312,9 @@ static int inflight_begin(int statefd, const struct stat *dir_sb, const char *st
                           const struct gw_audit_record *r, struct gw_inflight *m,
                           struct cap_error *err)
 {
-  *m = (struct gw_inflight){.fd = -1};
+  /* the pid once a call: its marker's, its spare's (a call ends in the
+   * process that began it; a fork's child checks its own at spare_give) */
+  *m = (struct gw_inflight){.fd = -1, .pid = getpid()};
   if (inflight_reuse(statefd, dir_sb, r, m) == 0)
     return 0;
   _cleanup_close_ int dir = inflight_dir(statefd);

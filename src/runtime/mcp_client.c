@@ -335,25 +335,31 @@ static void block_sigpipe(sigset_t *old)
   pthread_sigmask(SIG_BLOCK, &pipe_sig, old);
 }
 
+#define ID_TEXT_(n) #n
+#define ID_TEXT(n) ID_TEXT_(n) /* the request's id, as a literal */
+
 static void *exchange_thread(void *arg)
 {
   struct exchange *x = arg;
   if (!x->warm) /* a thread of its own (the warm path's caller blocked it) */
     block_sigpipe(NULL);
+  struct cap_buf req = {0}; /* put, not printed: once a call, the params of any size */
+  cap_buf_reserve(&req, 64 + strlen(x->method) + strlen(x->params));
+  cap_buf_puts(&req, "{\"jsonrpc\":\"2.0\",\"id\":" ID_TEXT(MCP_CLIENT_REQUEST_ID) ",\"method\":");
+  cap_json_quote(&req, x->method, strlen(x->method));
+  cap_buf_puts(&req, ",\"params\":");
+  cap_buf_puts(&req, x->params);
+  cap_buf_putc(&req, '}');
+  if (x->conn < 0) { /* warm: no sandbox of this call's to stop (nor initialize to send) */
+    exchange_warm(x, req.data);
+    cap_buf_free(&req);
+    return NULL;
+  }
   const char *caps = x->relay && x->relay->client_caps ? x->relay->client_caps : "{}";
   _cleanup_free_ char *init = cap_xasprintf(
       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
       "\"%s\",\"capabilities\":%s,\"clientInfo\":{\"name\":\"capsule\",\"version\":\"%s\"}}}",
       MCP_CLIENT_PROTOCOL, caps, CAPSULE_VERSION);
-  struct cap_buf req = {0};
-  cap_buf_printf(&req, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":", MCP_CLIENT_REQUEST_ID);
-  cap_json_quote(&req, x->method, strlen(x->method));
-  cap_buf_printf(&req, ",\"params\":%s}", x->params);
-  if (x->conn < 0) { /* warm: no sandbox of this call's to stop */
-    exchange_warm(x, req.data);
-    cap_buf_free(&req);
-    return NULL;
-  }
   if (!send_line(x, init))
     x->error = cap_xstrdup("the server exited before it answered (its stdin is closed)");
   else if (await_response(x, 1)) {
