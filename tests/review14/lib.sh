@@ -9,7 +9,9 @@
 # call CAP TOOL ARGS: the tool's text ("WORD:..."; asked up to three
 # times while no tool answers), every answer kept in $work/answers.
 # skip WHY ends a script with 77 (1 when an ASan build of capsule said
-# why). Usage: . lib.sh CAPSULE NAME
+# why); later_egress WHY: the probe's request after its call seen
+# answered by its proxy (else skip WHY); later_rows: the egress rows of
+# that request's host, said and set in rows. Usage: . lib.sh CAPSULE NAME
 set -u
 capsule=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -95,4 +97,18 @@ call() { # once more when no tool answered (a server starting on a loaded machin
     sleep 1
   done
   echo "$a"
+}
+later_egress() {
+  local log= _
+  for _ in $(seq 1 600); do # the server says when its proxy answered (60 s at most)
+    log=$(grep -l 'LATER-EGRESS-DONE' "$state"/logs/* 2>/dev/null | head -1)
+    [ -n "$log" ] && break
+    sleep 0.1
+  done
+  [ -n "$log" ] || skip "$1"
+  grep -o 'LATER-EGRESS-DONE.*' "$log" | head -1
+}
+later_rows() {
+  rows=$(sqlite3 "$state/state.db" "SELECT COUNT(*) FROM egress WHERE host = 'denied-later.invalid'" 2>&1)
+  echo "egress rows for denied-later.invalid: $rows"
 }

@@ -23,18 +23,10 @@ a=$(call p net '{}') # its keeper started: the next calls are warm
 grep -q 'PROXY:http' <<<"$a" || { skip "the server has no egress proxy ($a)"; }
 a=$(post '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p__hang","arguments":{}}}')
 grep -q 'did not answer in time' <<<"$a" || { skip "the hanging call was not ended by its deadline: $(head -c 300 <<<"$a")"; }
-log=
-for _ in $(seq 1 600); do # the server says when its proxy answered (60 s at most)
-  log=$(grep -l 'LATER-EGRESS-DONE' "$state"/logs/* 2>/dev/null | head -1)
-  [ -n "$log" ] && break
-  sleep 0.1
-done
-[ -n "$log" ] || { skip "the server's request was not seen"; }
-grep -o 'LATER-EGRESS-DONE.*' "$log" | head -1
+later_egress "the server's request was not seen"
 a=$(call p net '{}')
 grep -q 'PROXY:http' <<<"$a" || { skip "no call after the hanging one ($a)"; }
-rows=$(sqlite3 "$state/state.db" "SELECT COUNT(*) FROM egress WHERE host = 'denied-later.invalid'" 2>&1)
-echo "egress rows for denied-later.invalid: $rows"
+later_rows
 [ "$rows" -ge 1 ] 2>/dev/null && { echo "PASS: a call that never answered leaves its egress in the state"; exit 0; }
 echo "FAIL: a warm server that does not answer its call leaves no egress row"
 exit 1
