@@ -13,15 +13,7 @@
 # closed, each stopped and audited once as cancelled by the client, the
 # instance answering the next call. Usage: serve_mcp_selu.sh CAPSULE [SELU_FAULT]
 set -u
-source "$(dirname "$0")/../lib/gateway.sh"
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
-[ -x "$root/examples/selu-text/capability" ] ||
-  { echo "SKIP: examples/selu-text is not built (make build builds it)"; exit 77; }
-work=$(mktemp -d /var/tmp/capsule-serve-mcp-selu.XXXXXX)
-chmod 755 "$work"
+source "$(dirname "$0")/../lib/serve_selu.sh" "$1" serve-mcp-selu
 spid= keeper= held=
 # shellcheck disable=SC2086
 cleanup() {
@@ -57,23 +49,6 @@ YAML
 fi
 "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
 token=$("$capsule" access issue selu-test --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
-# waits up to 60 s for a condition: nothing about timing is asserted
-wait_for() { for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done; return 1; }
-start_serve() {
-  "$capsule" serve "${C[@]}" --mcp-http 127.0.0.1:0 --rate 100000 2>>"$work/serve.log" &
-  spid=$!
-  wait_for "$capsule" serve status --state "$state" >/dev/null 2>&1
-  port=$("$capsule" serve status --state "$state" --json | jq -r '.mcp_http' | sed 's/.*://')
-  H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
-    -H "Authorization: Bearer $token")
-  url=http://127.0.0.1:$port/mcp
-  sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" --data \
-    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
-    "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
-  curl -sS -m 60 -o /dev/null "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' \
-    --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$url"
-  [ -n "$sid" ]
-}
 call() { # ID ARGS_JSON: the answer's JSON-RPC message (SSE or JSON)
   curl -sS -m 120 "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' --data \
     "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"tools/call\",\"params\":{\"name\":\"text-tools__word_count\",\"arguments\":$2}}" \
@@ -93,22 +68,12 @@ warm_proc() { [ -n "$(warm_pid)" ]; }
 wait_for warm_proc && ok "serve has its warm Selu process" || bad "serve has its warm Selu process"
 
 # the warm calls: no process made by serve meanwhile (its threads only)
-traced=no
-if [ "$(id -u)" = 0 ] && command -v strace >/dev/null; then
-  tids=$(ls "/proc/$spid/task" | sed 's/^/-p /')
-  # shellcheck disable=SC2086
-  strace -f -qq -e trace=fork,vfork,clone,clone3 -o "$work/strace.out" $tids 2>"$work/strace.err" &
-  tracer=$!
-  attached() { grep -q "^TracerPid:[[:space:]]*$tracer" "/proc/$spid/status"; }
-  if wait_for attached; then traced=yes; else kill "$tracer" 2>/dev/null; wait "$tracer" 2>/dev/null; fi
-fi
+trace_forks
 n=0
 for i in 2 3 4 5 6; do words "$(call $i '{"text":"a b c"}')" && n=$((n + 1)); done
 [ $n = 5 ] && ok "five warm calls answered" || bad "five warm calls answered ($n)"
 if [ $traced = yes ]; then
-  kill "$tracer"; wait "$tracer" 2>/dev/null
-  forks=$(grep -E 'fork\(|clone3?\(' "$work/strace.out" | grep -v CLONE_THREAD)
-  threads=$(grep -c CLONE_THREAD "$work/strace.out")
+  traced_forks
   # the trace saw the calls' threads start, and nothing else
   [ -z "$forks" ] && [ "$threads" -ge 1 ] && ok "no fork for a warm call" ||
     bad "no fork for a warm call (threads $threads): $(head -3 <<<"$forks")"

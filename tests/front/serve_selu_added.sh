@@ -8,15 +8,7 @@
 # there with no process made by serve (as root with strace), each
 # audited once. Usage: serve_selu_added.sh CAPSULE
 set -u
-source "$(dirname "$0")/../lib/gateway.sh"
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
-[ -x "$root/examples/selu-text/capability" ] ||
-  { echo "SKIP: examples/selu-text is not built (make build builds it)"; exit 77; }
-work=$(mktemp -d /var/tmp/capsule-serve-selu-added.XXXXXX)
-chmod 755 "$work"
+source "$(dirname "$0")/../lib/serve_selu.sh" "$1" serve-selu-added
 spid=
 cleanup() {
   if [ -n "$spid" ]; then
@@ -32,19 +24,7 @@ caps=$work/caps state=$work/state
 C=(--caps "$caps" --state "$state")
 mkdir -p "$caps"
 token=$("$capsule" access issue added --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
-# waits up to 60 s for a condition: nothing about timing is asserted
-wait_for() { for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done; return 1; }
-"$capsule" serve "${C[@]}" --mcp-http 127.0.0.1:0 --rate 100000 2>>"$work/serve.log" &
-spid=$!
-wait_for "$capsule" serve status --state "$state" >/dev/null 2>&1 || { bad "serve starts: $(tail -3 "$work/serve.log")"; finish "serve selu added"; exit; }
-port=$("$capsule" serve status --state "$state" --json | jq -r '.mcp_http' | sed 's/.*://')
-H=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H "Authorization: Bearer $token")
-url=http://127.0.0.1:$port/mcp
-sid=$(curl -sS -m 60 -D - -o /dev/null "${H[@]}" --data \
-  '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}' \
-  "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" {print $2}')
-curl -sS -m 60 -o /dev/null "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' \
-  --data '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$url"
+start_serve && ok "serve listens" || { bad "serve listens: $(tail -3 "$work/serve.log")"; finish "serve selu added"; exit; }
 rpc() { # ID METHOD PARAMS: the answer's JSON-RPC message (SSE or JSON)
   curl -sS -m 120 "${H[@]}" -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-06-18' --data \
     "{\"jsonrpc\":\"2.0\",\"id\":$1,\"method\":\"$2\",\"params\":$3}" "$url" | sed -n 's/^data: //p; /^{/p' | tail -1
@@ -55,7 +35,6 @@ spawner() { pgrep -P "$spid" | while read -r p; do [ "$(cat /proc/"$p"/comm 2>/d
 warm_pid() { local sp; sp=$(spawner); [ -n "$sp" ] && pgrep -P "$sp" | head -1; }
 warm_proc() { [ -n "$(warm_pid)" ]; }
 
-[ -n "$sid" ] && ok "serve listens" || bad "serve listens: $(tail -3 "$work/serve.log")"
 sp=$(spawner)
 [ -n "$sp" ] && ok "serve has its spawner with no Selu capability" || bad "serve has its spawner with no Selu capability"
 [ -z "$(warm_pid)" ] && ok "no warm Selu process while no Selu capability exists" ||
@@ -72,21 +51,12 @@ wait_for warm_proc && ok "its first call started the warm Selu process ($(cat /p
   bad "the warm process is named capsule-selu"
 
 # the warm calls: no process made by serve meanwhile (its threads only)
-traced=no
-if [ "$(id -u)" = 0 ] && command -v strace >/dev/null; then
-  tids=$(ls "/proc/$spid/task" | sed 's/^/-p /')
-  # shellcheck disable=SC2086
-  strace -f -qq -e trace=fork,vfork,clone,clone3 -o "$work/strace.out" $tids 2>"$work/strace.err" &
-  tracer=$!
-  attached() { grep -q "^TracerPid:[[:space:]]*$tracer" "/proc/$spid/status"; }
-  if wait_for attached; then traced=yes; else kill "$tracer" 2>/dev/null; wait "$tracer" 2>/dev/null; fi
-fi
+trace_forks
 n=0
 for i in 3 4 5 6; do words "$(call $i)" && n=$((n + 1)); done
 [ $n = 4 ] && ok "four more calls answered" || bad "four more calls answered ($n)"
 if [ $traced = yes ]; then
-  kill "$tracer"; wait "$tracer" 2>/dev/null
-  forks=$(grep -E 'fork\(|clone3?\(' "$work/strace.out" | grep -v CLONE_THREAD)
+  traced_forks
   [ -z "$forks" ] && ok "no fork for a warm call of the added capability" ||
     bad "no fork for a warm call of the added capability: $(head -3 <<<"$forks")"
 else
