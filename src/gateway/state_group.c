@@ -136,12 +136,35 @@ static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_
   cap_error_clear(&berr);
 }
 
+/* Appends with no shared handle (each thread its own pooled state
+ * connection: serve --grpc's and the warm Selu process's warm calls)
+ * take turns on this mutex, so a process's threads wait for each other's
+ * transaction here, woken as it ends, not in SQLite's busy handler,
+ * which sleeps 1, 2, 5... ms between tries (the tail of 8 calls at once
+ * was hundreds of ms). Other processes still meet at SQLite's lock. It
+ * guards no memory: a child forked meanwhile (which opens a state of its
+ * own) gets it unlocked. */
+static pthread_mutex_t solo_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t solo_once = PTHREAD_ONCE_INIT;
+
+static void solo_child(void) { pthread_mutex_init(&solo_mu, NULL); }
+static void solo_at_fork(void) { pthread_atfork(NULL, NULL, solo_child); }
+
+static int append_solo(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
+{
+  pthread_once(&solo_once, solo_at_fork);
+  pthread_mutex_lock(&solo_mu);
+  int rc = gw_audit_append(st, r, err);
+  pthread_mutex_unlock(&solo_mu);
+  return rc;
+}
+
 int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock, bool held,
                            struct gw_audit_record *r, void (*then)(void *ctx), void *then_ctx,
                            struct gw_inflight *inflight, struct cap_error *err)
 {
   if (!lock) {
-    int rc = gw_audit_append(st, r, err);
+    int rc = append_solo(st, r, err);
     if (rc == 0 && inflight)
       gw_inflight_recorded(inflight);
     if (then)
