@@ -129,6 +129,15 @@ suite() {
     local out st
     out=$(timeout 60 "${run[@]}" "$capsule" call --caps "$caps" --state "$state" "$@" 2>&1 </dev/null)
     st=$?
+    # under ASan: LeakSanitizer's own tracer crashing as it stops the
+    # threads at exit ("Tracer caught signal 11", on a loaded machine, in
+    # builds before and after this test's) is no report of a leak, and
+    # its status (134) is not the call's: the call is judged by its output
+    if [ "$st" = 134 ] && grep -q 'Tracer caught signal' <<<"$out" && ! grep -q 'ERROR: LeakSanitizer: detected' <<<"$out"; then
+      echo "  note $who: $name: LeakSanitizer's tracer crashed at the exit; judged by the output"
+      out=$(grep -v -e 'Tracer caught signal' -e '^==[0-9]*==' <<<"$out")
+      st=$want
+    fi
     if [ "$st" = "$want" ] && grep -qE -- "$regex" <<<"$out"; then ok "$who: $name"
     else bad "$who: $name (exit $st, want $want)"; head -5 <<<"$out" | sed 's/^/         /'; fi
   }
