@@ -1,8 +1,10 @@
 /* libFuzzer target for the resource template matcher (src/front/
  * mcp_template.c): the input is a template a third-party MCP server
  * listed, a newline, and a URI a client asks to read. Whatever the bytes,
- * matching must not crash or leak, and a template without expressions
- * (no brace) of at most 1,024 bytes stands for itself. */
+ * matching must not crash or leak, a template without expressions (no
+ * brace) of at most 256 bytes stands for itself, and a longer one
+ * matches nothing (mcp_template.c's MCP_TEMPLATE_MAX). */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     *nl = 0;
     uri = nl + 1;
   }
-  (void)mcp_template_match(text, uri);
-  if (!strpbrk(text, "{}") && strlen(text) <= 1024 && !mcp_template_match(text, text))
+  bool fits = mcp_template_match(text, uri);
+  size_t len = strlen(text);
+  if ((len > 256 && fits) || (!strpbrk(text, "{}") && len <= 256 && !mcp_template_match(text, text)))
     abort();
   free(text);
   return 0;
