@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
   bool fits = mcp_template_match(text, uri);
   size_t len = strlen(text);
-  if ((len > 256 && fits) || (!strpbrk(text, "{}") && len <= 256 && !mcp_template_match(text, text)))
+  if ((len > 256 && fits) ||
+      (!strpbrk(text, "{}") && len <= 256 && !mcp_template_match(text, text)))
     abort();
   free(text);
   return 0;
