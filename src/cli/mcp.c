@@ -31,6 +31,7 @@
 #include "front/caps_watch.h"
 #include "front/mcp.h"
 #include "front/serve.h"
+#include "gateway/db.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
 #include "image/image.h"
@@ -356,6 +357,7 @@ int cmd_mcp(int argc, char **argv)
     return r;
   struct gw_registry *reg = &gen_cur->reg;
   struct gw_state *st = NULL;
+  gw_db_checkpoints_apart(); /* a call waits on no checkpoint (gateway/db_checkpoint.c) */
   if ((r = open_state(&o, &st))) {
     gen_unref(gen_cur);
     return r;

@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/text.h"
 #include "front/serve.h"
+#include "gateway/db.h"
 
 static const char serve_help[] =
     "usage: capsule serve [--caps DIR] [--state DIR] [--socket PATH] [--mcp-http ADDR]\n"
@@ -186,6 +187,7 @@ int cmd_serve(int argc, char **argv)
     return cli_usage_error("serve", "takes no arguments but `status`, not '%s'", argv[optind]);
   struct common o = {.state = opt.state_dir, .user = ""};
   struct gw_state *st = NULL;
+  gw_db_checkpoints_apart(); /* no call waits on a checkpoint under the state lock */
   int r = open_state(&o, &st);
   if (r)
     return r;

@@ -161,7 +161,13 @@ size_t mcp_session_busy(const struct mcp_session *s);
  * have signalled cancel_fd, which is then not polled). free, on any
  * thread once at_end ran. */
 struct mcp_fast;
-struct mcp_fast *mcp_fast_take(struct mcp_session *s, const char *msg, size_t len);
+/* parse, first and without the lock: the message's name, id and
+ * arguments when it is a tools/call the fast path could take (NULL
+ * else), for take, which leaves it to msg_free (NULL-safe). */
+struct mcp_fast_msg;
+struct mcp_fast_msg *mcp_fast_parse(const char *msg, size_t len);
+void mcp_fast_msg_free(struct mcp_fast_msg *m);
+struct mcp_fast *mcp_fast_take(struct mcp_session *s, struct mcp_fast_msg *m);
 void mcp_fast_run(struct mcp_fast *f, int cancel_fd, const bool *quiet, void (*at_end)(void *ctx),
                   void *ctx, char **answer);
 /* In at_end (the state lock held): the registry's hold let go */

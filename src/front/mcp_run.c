@@ -522,7 +522,11 @@ static const struct mcp_tool *fast_tool(struct mcp_session *s, const char *name)
   return m && m->spec->runtime.kind == CAP_RUNTIME_MCP && mcp_keeper_live(cfg, m->spec) ? m : NULL;
 }
 
-struct mcp_fast *mcp_fast_take(struct mcp_session *s, const char *msg, size_t len)
+struct mcp_fast_msg {
+  char *name, *id_json, *args;
+};
+
+struct mcp_fast_msg *mcp_fast_parse(const char *msg, size_t len)
 {
   struct cap_doc *doc = cap_doc_new();
   struct cap_diags d = {0};
@@ -532,28 +536,48 @@ struct mcp_fast *mcp_fast_take(struct mcp_session *s, const char *msg, size_t le
           ? fast_params(doc->root, &name)
           : NULL;
   cap_diags_free(&d);
-  const struct mcp_tool *m = params ? fast_tool(s, name) : NULL;
-  if (!m) {
-    cap_doc_free(doc);
-    return NULL;
+  struct mcp_fast_msg *m = NULL;
+  if (params) {
+    m = cap_xcalloc(1, sizeof *m);
+    m->name = cap_xstrdup(name);
+    m->id_json = node_json(cap_node_get(doc->root, "id"));
+    const struct cap_node *args = cap_node_get(params, "arguments");
+    m->args = args ? node_json(args) : cap_xstrdup("{}");
   }
+  cap_doc_free(doc);
+  return m;
+}
+
+void mcp_fast_msg_free(struct mcp_fast_msg *m)
+{
+  if (!m)
+    return;
+  free(m->name);
+  free(m->id_json);
+  free(m->args);
+  free(m);
+}
+
+struct mcp_fast *mcp_fast_take(struct mcp_session *s, struct mcp_fast_msg *msg)
+{
+  const struct mcp_tool *m = msg ? fast_tool(s, msg->name) : NULL;
+  if (!m)
+    return NULL;
   struct mcp_fast *f = cap_xcalloc(1, sizeof *f);
   f->cfg = *s->cfg;
   f->user = s->cfg->base.user ? cap_xstrdup(s->cfg->base.user) : NULL;
   f->cfg.base.user = f->user;
   f->held = s->cfg->reg_hold(s->cfg->reg_ctx);
   struct mcp_run *r = cap_xcalloc(1, sizeof *r);
-  *r = (struct mcp_run){.id_json = node_json(cap_node_get(doc->root, "id")),
+  *r = (struct mcp_run){.id_json = steal_pointer(&msg->id_json),
                         .cap = cap_xstrdup(m->spec->id),
                         .tool = cap_xstrdup(m->tool->name),
                         .relayed = true,
                         .tool_known = true,
                         .fd = -1,
-                        .watch_fd = -1};
-  const struct cap_node *args = cap_node_get(params, "arguments");
-  r->args = args ? node_json(args) : cap_xstrdup("{}");
+                        .watch_fd = -1,
+                        .args = steal_pointer(&msg->args)};
   f->r = r;
-  cap_doc_free(doc);
   return f;
 }
 

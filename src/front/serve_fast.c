@@ -113,11 +113,16 @@ bool serve_fast_call(struct serve *sv, const char *session, const char *user, co
   int cancel = thread_cancel_fd();
   if (cancel < 0)
     return false;
+  /* read before the lock: every call's parse is out of the others' way */
+  struct mcp_fast_msg *msg = mcp_fast_parse(body, len);
+  if (!msg)
+    return false;
   pthread_mutex_lock(&sv->state_mu);
   struct sess *x = serve_find_sess(sv, session);
   struct mcp_fast *f = x && !x->sessionless && strcmp(x->user, user) == 0 && !sv->stopping
-                           ? mcp_fast_take(x->s, body, len)
+                           ? mcp_fast_take(x->s, msg)
                            : NULL;
+  mcp_fast_msg_free(msg);
   if (!f) {
     pthread_mutex_unlock(&sv->state_mu);
     return false;

@@ -41,6 +41,7 @@
 #include "front/serve_core.h"
 #include "front/serve_internal.h"
 #include "gateway/call.h"
+#include "gateway/db.h"
 #include "gateway/registry.h"
 
 #define SELU_IDLE_CONNS 16        /* connections kept between calls; more at once make more */
@@ -312,7 +313,8 @@ static _Noreturn void warm_process(const struct serve_selu_host *h, int ctl, int
     close(p.watch_ep); /* calls run, not cancellable */
     p.watch_ep = -1;
   }
-  gw_inflight_spares(true); /* a call's marker without a file made per call */
+  gw_inflight_spares(true);  /* a call's marker without a file made per call */
+  gw_db_checkpoints_apart(); /* its states' pooled connections: none waits on a checkpoint */
   for (;;) {
     struct pollfd fds[2] = {{.fd = ctl, .events = POLLIN}, {.fd = sig, .events = POLLIN}};
     if (poll(fds, sig >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)

@@ -48,6 +48,12 @@ int gw_db_open_sqlite(const char *path, struct gw_db **ret, struct cap_error *er
  * postgresql://). An unreachable server is an error (ECONNREFUSED). */
 int gw_db_open_pg(const char *url, struct gw_db **ret, struct cap_error *err);
 void gw_db_close(struct gw_db *db);
+/* SQLite: the connections this process opens from now on to one database
+ * (the first opened) are checkpointed on a thread of the process's own,
+ * not in the commit that fills the log (gateway/db_checkpoint.c): for
+ * serve and the long-lived processes whose calls commit under one lock.
+ * A fork's child checkpoints as SQLite does unless it asks again. */
+void gw_db_checkpoints_apart(void);
 enum gw_db_kind gw_db_kind(const struct gw_db *db);
 /* True for a postgres:// or postgresql:// URI. */
 bool gw_db_is_url(const char *s);

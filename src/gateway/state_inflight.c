@@ -261,8 +261,9 @@ static bool spare_take(const struct stat *dir, pid_t pid, struct spare_marker *o
 static bool spare_give(const struct spare_marker *m)
 {
   bool kept = false;
+  pid_t pid = getpid(); /* a system call: not with the lock held (every call's end takes it) */
   pthread_mutex_lock(&own_lock);
-  if (spares_on && spares_pid == getpid() && n_spares < SPARE_MARKERS) {
+  if (spares_on && spares_pid == pid && n_spares < SPARE_MARKERS) {
     spares[n_spares++] = *m;
     kept = true;
   }

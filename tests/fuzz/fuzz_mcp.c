@@ -87,7 +87,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     check_headers(p, len, &h);
     mcp_session_receive(s, p, len);
-    mcp_fast_free(mcp_fast_take(s, p, len)); /* serve's fast path reads it first */
+    struct mcp_fast_msg *fm = mcp_fast_parse(p, len); /* serve's fast path reads it first */
+    mcp_fast_free(mcp_fast_take(s, fm));
+    mcp_fast_msg_free(fm);
     p += len + (nl ? 1 : 0);
   }
   free(hline);
