@@ -363,6 +363,10 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
     pthread_mutex_lock(&k->egress_lock);
     c->watch = true; /* a channel, not a call: no egress of its own */
     c->in_call = false;
+    if (c->egress) { /* what it took at its accept: the next call's again */
+      gw_egress_spool_batch(&k->egress_spool, c->egress);
+      gw_egress_batch_take(c->egress, k->egress_next);
+    }
     pthread_mutex_unlock(&k->egress_lock);
   } else if (method && id) {
     if (call_begin(k, c))
