@@ -39,7 +39,9 @@ static const char stop_help[] =
     "\n"
     "Stops the warm instances of CAPABILITY: its keeper stops the server (calls\n"
     "in progress fail) and exits; the next call starts a new one. Exits 0 once\n"
-    "they are gone, 1 when there is none or one did not exit within 10 s.\n"
+    "they are gone, 1 when there is none or one did not exit within 10 s. What\n"
+    "their egress proxies decided since their last call is then stored in the\n"
+    "state's egress log, with no call.\n"
     "Refused inside a capsule sandbox (exit 4), like approve.\n"
     "\n"
     "      --state DIR   capsule's state (default $CAPSULE_STATE, else\n"
@@ -142,6 +144,20 @@ int cmd_ps(int argc, char **argv)
   return CLI_EXIT_OK;
 }
 
+/* What the stopped keepers' proxies decided since their last call, left
+ * in their spool files (gateway/egress_spool.h): stored now by opening the
+ * state, not at its next open (best effort: what cannot be stored now
+ * stays for that open). */
+static void store_left_egress(const struct ps_args *a)
+{
+  _cleanup_free_ char *dflt = a->state ? NULL : gw_state_default_dir();
+  struct gw_state *st = NULL;
+  struct cap_error err = {0};
+  if (gw_state_open(a->state ? a->state : dflt, &st, &err) == 0)
+    gw_state_close(st);
+  cap_error_clear(&err);
+}
+
 int cmd_stop(int argc, char **argv)
 {
   struct ps_args a = {0};
@@ -178,5 +194,6 @@ int cmd_stop(int argc, char **argv)
     fprintf(stderr, "capsule stop: no running instance of %s (see capsule ps)\n", cap);
     return CLI_EXIT_INVALID;
   }
+  store_left_egress(&a);
   return status;
 }

@@ -132,20 +132,48 @@ void gw_egress_batch_free(struct gw_egress_batch *b)
 
 /* ---- a batch between processes ---- */
 
+void gw_egress_row_encode(const struct gw_egress_row *r, struct cap_buf *out)
+{
+  int64_t nums[6] = {r->time_ms, r->decision, r->port, r->count, r->bytes_up, r->bytes_down};
+  cap_buf_append(out, (const char *)nums, sizeof nums);
+  const char *texts[] = {r->kind, r->host, r->method, r->path, r->credential, r->reason};
+  for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+    cap_buf_put_text(out, texts[k]);
+}
+
+bool gw_egress_row_decode(struct gw_egress_row *r, const char **p, const char *end)
+{
+  int64_t nums[6];
+  if ((size_t)(end - *p) < sizeof nums)
+    return false;
+  memcpy(nums, *p, sizeof nums);
+  *p += sizeof nums;
+  *r = (struct gw_egress_row){.time_ms = nums[0],
+                              .decision = (enum proxy_decision)nums[1],
+                              .port = (unsigned)nums[2],
+                              .count = nums[3],
+                              .bytes_up = nums[4],
+                              .bytes_down = nums[5]};
+  char **texts[] = {&r->kind, &r->host, &r->method, &r->path, &r->credential, &r->reason};
+  bool ok = nums[1] >= PROXY_ALLOW && nums[1] <= PROXY_SUPPRESSED;
+  for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+    ok = ok && cap_buf_get_text(p, end, texts[k]);
+  if (!ok) {
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
+      free(*texts[k]);
+    *r = (struct gw_egress_row){0};
+  }
+  return ok;
+}
+
 void gw_egress_batch_encode(struct gw_egress_batch *b, struct cap_buf *out)
 {
   if (b)
     pthread_mutex_lock(&b->lock);
   int64_t head[2] = {b ? (int64_t)b->n : 0, b ? b->over : 0};
   cap_buf_append(out, (const char *)head, sizeof head);
-  for (size_t i = 0; b && i < b->n; i++) {
-    const struct gw_egress_row *r = &b->rows[i];
-    int64_t nums[6] = {r->time_ms, r->decision, r->port, r->count, r->bytes_up, r->bytes_down};
-    cap_buf_append(out, (const char *)nums, sizeof nums);
-    const char *texts[] = {r->kind, r->host, r->method, r->path, r->credential, r->reason};
-    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
-      cap_buf_put_text(out, texts[k]);
-  }
+  for (size_t i = 0; b && i < b->n; i++)
+    gw_egress_row_encode(&b->rows[i], out);
   if (b)
     pthread_mutex_unlock(&b->lock);
 }
@@ -162,29 +190,15 @@ bool gw_egress_batch_decode(struct gw_egress_batch *b, const char **p, const cha
   if (b && head[1])
     gw_egress_batch_add(b, NULL, head[1]);
   for (int64_t i = 0; i < head[0]; i++) {
-    int64_t nums[6];
-    if ((size_t)(end - *p) < sizeof nums)
+    struct gw_egress_row r;
+    if (!gw_egress_row_decode(&r, p, end))
       return false;
-    memcpy(nums, *p, sizeof nums);
-    *p += sizeof nums;
-    struct gw_egress_row r = {.time_ms = nums[0],
-                              .decision = (enum proxy_decision)nums[1],
-                              .port = (unsigned)nums[2],
-                              .count = nums[3],
-                              .bytes_up = nums[4],
-                              .bytes_down = nums[5]};
-    char **texts[] = {&r.kind, &r.host, &r.method, &r.path, &r.credential, &r.reason};
-    bool ok = nums[1] >= PROXY_ALLOW && nums[1] <= PROXY_SUPPRESSED;
-    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
-      ok = ok && cap_buf_get_text(p, end, texts[k]);
-    if (ok && b) {
+    if (b) {
       gw_egress_batch_add(b, &r, 0);
       continue;
     }
-    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
-      free(*texts[k]);
-    if (!ok)
-      return false;
+    struct gw_egress_batch one = {.rows = &r, .n = 1};
+    clear_rows(&one);
   }
   return true;
 }
@@ -255,8 +269,26 @@ bool gw_egress_batch_pending(struct gw_egress_batch *b)
   return pending;
 }
 
-int gw_egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
-                    const char *user, int64_t call_seq, struct cap_error *err)
+/* claim (NULL: none) in the meta table, in the rows' transaction: 1 when
+ * it is there already (the rows were stored then; nothing written) */
+static int claim_taken(struct gw_state *st, const char *claim)
+{
+  struct gw_stmt *s = gw_state_prep(st, "SELECT 1 FROM meta WHERE key = ?", claim, NULL);
+  int rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  gw_stmt_finalize(s);
+  if (rc == GW_DB_ROW)
+    return 1;
+  if (rc != GW_DB_DONE)
+    return -1;
+  s = gw_state_prep(st, "INSERT INTO meta (key, value) VALUES (?, 'egress')", claim, NULL);
+  rc = s ? gw_stmt_step(s) : GW_DB_ERROR;
+  gw_stmt_finalize(s);
+  return rc == GW_DB_DONE ? 0 : -1;
+}
+
+static int egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
+                        const char *user, int64_t call_seq, const char *claim,
+                        struct cap_error *err)
 {
   pthread_mutex_lock(&b->lock);
   if (b->over) { /* the rows past the bound, as one */
@@ -266,18 +298,23 @@ int gw_egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *
     b->rows[b->n++] = (struct gw_egress_row){
         .time_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
         .decision = PROXY_SUPPRESSED,
-        .reason = cap_xasprintf("%lld decisions past this call's %d rows were not stored", b->over,
-                                GW_EGRESS_BATCH_MAX),
+        .reason = claim ? cap_xasprintf("%lld decisions past the bound of this batch were not "
+                                        "stored",
+                                        b->over)
+                        : cap_xasprintf("%lld decisions past this call's %d rows were not stored",
+                                        b->over, GW_EGRESS_BATCH_MAX),
         .count = b->over};
     b->cap = b->n;
   }
-  int r = 0;
+  int r = 0, taken = 0;
   if (b->n) {
     if (gw_db_exec(st->db, "BEGIN") != GW_DB_OK)
       r = -1;
+    if (r == 0 && claim)
+      r = taken = claim_taken(st, claim);
     if (r == 0)
       r = insert_rows(st, b, capability, user, call_seq);
-    if (r == 0 && gw_db_exec(st->db, "COMMIT") != GW_DB_OK)
+    if (r >= 0 && gw_db_exec(st->db, "COMMIT") != GW_DB_OK)
       r = -1;
     if (r < 0) {
       r = gw_state_db_error(st, err, "cannot store the call's egress log");
@@ -286,5 +323,17 @@ int gw_egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *
   }
   clear_rows(b);
   pthread_mutex_unlock(&b->lock);
-  return r;
+  return r < 0 ? r : taken;
+}
+
+int gw_egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
+                    const char *user, int64_t call_seq, struct cap_error *err)
+{
+  return egress_write(st, b, capability, user, call_seq, NULL, err);
+}
+
+int gw_egress_write_claimed(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
+                            const char *user, const char *claim, struct cap_error *err)
+{
+  return egress_write(st, b, capability, user, 0, claim, err);
 }

@@ -65,6 +65,10 @@ void gw_egress_batch_take(struct gw_egress_batch *b, struct gw_egress_batch *int
 struct cap_buf;
 void gw_egress_batch_encode(struct gw_egress_batch *b, struct cap_buf *out);
 bool gw_egress_batch_decode(struct gw_egress_batch *b, const char **p, const char *end);
+/* One row of them: decode fills r (its strings allocated) and moves *p
+ * past it; false when malformed (r then holds nothing). */
+void gw_egress_row_encode(const struct gw_egress_row *r, struct cap_buf *out);
+bool gw_egress_row_decode(struct gw_egress_row *r, const char **p, const char *end);
 
 /* "allow", "deny", "suppressed". */
 const char *gw_egress_decision_name(enum proxy_decision d);
@@ -73,5 +77,12 @@ const char *gw_egress_decision_name(enum proxy_decision d);
  * audit record call_seq (0: none). Nothing to write: no transaction. */
 int gw_egress_write(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
                     const char *user, int64_t call_seq, struct cap_error *err);
+/* The same with no call (call_seq NULL), for a warm server's spool
+ * (egress_spool.h): claim, a key of the state's meta table, is written in
+ * the rows' transaction; one there already means these rows were stored
+ * before (a recovery killed before it removed the file): nothing is
+ * written and 1 returned. */
+int gw_egress_write_claimed(struct gw_state *st, struct gw_egress_batch *b, const char *capability,
+                            const char *user, const char *claim, struct cap_error *err);
 
 #endif

@@ -25,6 +25,7 @@ struct gw_instance_request {
   const struct cap_spec *spec;
   const char *run_dir; /* where keepers' sockets and locks live (created 0700) */
   const char *key;     /* names this instance: the spec, its manifest and credentials */
+  const char *user;    /* whose call starts it: its egress with no call in is stored as theirs */
   char *const *env;    /* NAME=value for the server's environment (credentials) */
   size_t n_env;
   const char *log_path;      /* the server's stdout and stderr, and the keeper's notes */

@@ -21,6 +21,8 @@ static void keeper_egress_event(void *arg, const struct proxy_egress_event *ev)
   pthread_mutex_lock(&e->lock);
   struct gw_egress_batch *b = e->n ? e->held[0] : e->next;
   b->sink.event(b->sink.arg, ev);
+  if (!e->n) /* on disk too until a lease takes it */
+    gw_egress_spool_event(&e->spool, ev);
   pthread_mutex_unlock(&e->lock);
 }
 
@@ -31,11 +33,20 @@ static struct gw_egress_batch *batch_new(void)
   return b;
 }
 
-void keeper_egress_init(struct keeper_egress *e)
+void keeper_egress_init(struct keeper_egress *e, const char *run_dir, const char *capability,
+                        const char *user)
 {
   *e =
       (struct keeper_egress){.next = batch_new(), .sink = {.event = keeper_egress_event, .arg = e}};
+  gw_egress_spool_init(&e->spool, run_dir, capability, user);
   pthread_mutex_init(&e->lock, NULL);
+}
+
+void keeper_egress_close(struct keeper_egress *e)
+{
+  pthread_mutex_lock(&e->lock);
+  gw_egress_spool_close(&e->spool);
+  pthread_mutex_unlock(&e->lock);
 }
 
 struct gw_egress_batch *keeper_egress_grant(struct keeper_egress *e)
@@ -44,6 +55,7 @@ struct gw_egress_batch *keeper_egress_grant(struct keeper_egress *e)
   pthread_mutex_lock(&e->lock);
   struct gw_egress_batch *b = e->next;
   e->next = fresh;
+  gw_egress_spool_clear(&e->spool);
   if (e->n < KEEPER_MAX_CLIENTS) /* one lease per client: always room */
     e->held[e->n++] = b;
   pthread_mutex_unlock(&e->lock);
@@ -80,7 +92,9 @@ void keeper_egress_end(struct keeper_egress *e, struct gw_egress_batch *b, int f
       e->n--;
       break;
     }
-  if (fd < 0) /* its caller gone: the decisions go to the next lease, never dropped */
+  if (fd < 0 && !e->n) /* its caller gone: the decisions go to the next lease, never dropped */
+    gw_egress_spool_batch(&e->spool, b);
+  if (fd < 0)
     gw_egress_batch_take(b, e->n ? e->held[0] : e->next);
   pthread_mutex_unlock(&e->lock);
   if (fd >= 0) {

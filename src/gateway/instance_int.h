@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "gateway/egress_spool.h"
 #include "gateway/egress_store.h"
 #include "gateway/instance.h"
 
@@ -74,9 +75,16 @@ struct keeper_egress {
   struct gw_egress_batch *held[KEEPER_MAX_CLIENTS]; /* the leases' batches, oldest first */
   size_t n;
   struct gw_egress_batch *next; /* the next lease's: what came while none was held */
+  struct gw_egress_spool spool; /* next on disk, for a keeper ending first */
   struct proxy_egress_sink sink;
 };
-void keeper_egress_init(struct keeper_egress *e);
+/* run_dir, capability and user: spool's (egress_spool.h) */
+void keeper_egress_init(struct keeper_egress *e, const char *run_dir, const char *capability,
+                        const char *user);
+/* The keeper ends (its proxy stopped): what came while no lease was held
+ * left in the spool's file for the state. A lease still held keeps its
+ * batch: its call may still ask for it. */
+void keeper_egress_close(struct keeper_egress *e);
 /* A lease granted: its batch (what came while none was held is in it). */
 struct gw_egress_batch *keeper_egress_grant(struct keeper_egress *e);
 /* A lease ended: b no longer takes decisions; they are sent on fd (-1:

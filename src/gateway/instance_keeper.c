@@ -715,7 +715,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
   keeper_status_begin(&k);
-  keeper_egress_init(&k.egress);
+  keeper_egress_init(&k.egress, req->run_dir, spec->id, req->user);
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);
   close(lock_fd); /* published: later calls find this keeper */
@@ -755,6 +755,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
   struct cap_error err = {0};
   int r = sandbox_run(&run_spec, &opt, &res, &err);
   keeper_ended(&k, r, &res, &err);
+  keeper_egress_close(&k.egress); /* the proxy has stopped: what it decided with no lease kept */
   keeper_unpublish(&k);
   unlink(k.status_path);
   _exit(0);

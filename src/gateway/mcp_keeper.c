@@ -374,7 +374,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   cap_proctitle_set("capsule-mcp", "capsule mcp-keeper %s", spec->id); /* never a call's args */
   struct keeper k = {
       .spec = spec, .status_fd = 3, .lock_fd = 4, .connector = -1, .next_id = 1, .path = path};
-  keeper_route_init(&k);
+  keeper_route_init(&k, call->run_dir, spec->id, call->user);
   k.ino = gw_package_watch(spec->package_dir, &k.pkg);
   struct cap_error derr = {0};
   if (k.ino < 0 && gw_spec_digest(spec, k.digest, &derr) < 0)
@@ -434,6 +434,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
     verdict(&k, err.message ? err.message : "cannot start the sandbox");
   if (k.started)
     pthread_join(k.thread, NULL);
+  keeper_route_end(&k); /* the proxy has stopped: what it decided since the last call kept */
   struct stat a, b;
   if (fstat(k.listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino) {
     unlink(path); /* still ours, and so is the status */

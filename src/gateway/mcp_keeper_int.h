@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "gateway/egress_spool.h"
 #include "gateway/egress_store.h"
 #include "gateway/instance.h"
 #include "gateway/registry.h"
@@ -69,6 +70,7 @@ struct keeper {
    * batches are changed under this lock */
   pthread_mutex_t egress_lock;
   struct gw_egress_batch *egress_next; /* made with no call connected: the next one's */
+  struct gw_egress_spool egress_spool; /* egress_next on disk, for a keeper ending first */
   struct proxy_egress_sink egress_sink;
   pthread_t thread;
   bool started;
@@ -84,7 +86,13 @@ struct keeper {
   uint64_t idle_since;          /* when the last call ended (CLOCK_REALTIME ms) */
 };
 
-void keeper_route_init(struct keeper *k);
+/* run_dir, capability and user: egress_spool's */
+void keeper_route_init(struct keeper *k, const char *run_dir, const char *capability,
+                       const char *user);
+/* The keeper ends (its proxy stopped): the connections left dropped, what
+ * their calls had of the proxy's decisions and what came with no call in
+ * left in the spool's file for the state (egress_spool.h). */
+void keeper_route_end(struct keeper *k);
 /* A new connection and its take pipe (-1: none), both owned from here
  * on; false: no room (closed). */
 bool keeper_conn_add(struct keeper *k, int fd, int ack);

@@ -145,6 +145,8 @@ static void egress_event(void *arg, const struct proxy_egress_event *ev)
   struct keeper_conn *c = oldest_call(k);
   struct gw_egress_batch *b = c ? c->egress : k->egress_next;
   b->sink.event(b->sink.arg, ev);
+  if (!c) /* on disk too until a call takes it */
+    gw_egress_spool_event(&k->egress_spool, ev);
   pthread_mutex_unlock(&k->egress_lock);
 }
 
@@ -162,11 +164,22 @@ static void batch_free(struct gw_egress_batch *b)
   free(b);
 }
 
-void keeper_route_init(struct keeper *k)
+void keeper_route_init(struct keeper *k, const char *run_dir, const char *capability,
+                       const char *user)
 {
   pthread_mutex_init(&k->egress_lock, NULL);
   k->egress_next = batch_new();
+  gw_egress_spool_init(&k->egress_spool, run_dir, capability, user);
   k->egress_sink = (struct proxy_egress_sink){.event = egress_event, .arg = k};
+}
+
+void keeper_route_end(struct keeper *k)
+{
+  while (k->n_conns)
+    keeper_conn_drop(k, k->conns[k->n_conns - 1]);
+  gw_egress_spool_close(&k->egress_spool);
+  batch_free(k->egress_next);
+  k->egress_next = NULL;
 }
 
 bool keeper_conn_add(struct keeper *k, int fd, int ack)
@@ -184,6 +197,7 @@ bool keeper_conn_add(struct keeper *k, int fd, int ack)
   pthread_mutex_lock(&k->egress_lock);
   c->egress = k->egress_next; /* what came with no call in: the next call's */
   k->egress_next = fresh;
+  gw_egress_spool_clear(&k->egress_spool);
   k->conns[k->n_conns++] = c;
   pthread_mutex_unlock(&k->egress_lock);
   return true;
@@ -215,8 +229,10 @@ void keeper_conn_drop(struct keeper *k, struct keeper_conn *c)
    * front door's end): its decisions go to the next call, as those made
    * with no call in, never dropped (a server that does not answer would
    * leave no trace of its connections) */
-  if (c->egress)
+  if (c->egress) {
+    gw_egress_spool_batch(&k->egress_spool, c->egress);
     gw_egress_batch_take(c->egress, k->egress_next);
+  }
   pthread_mutex_unlock(&k->egress_lock);
   batch_free(c->egress);
   close(c->fd);
@@ -271,6 +287,7 @@ static bool call_begin(struct keeper *k, struct keeper_conn *c)
   struct gw_egress_batch *old = c->egress;
   c->egress = k->egress_next;
   k->egress_next = fresh;
+  gw_egress_spool_clear(&k->egress_spool);
   if (old) /* what came on the connection after its last answer: this call's */
     gw_egress_batch_take(old, c->egress);
   pthread_mutex_unlock(&k->egress_lock);
@@ -346,6 +363,10 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
     pthread_mutex_lock(&k->egress_lock);
     c->watch = true; /* a channel, not a call: no egress of its own */
     c->in_call = false;
+    if (c->egress) { /* what it took at its accept: the next call's again */
+      gw_egress_spool_batch(&k->egress_spool, c->egress);
+      gw_egress_batch_take(c->egress, k->egress_next);
+    }
     pthread_mutex_unlock(&k->egress_lock);
   } else if (method && id) {
     if (call_begin(k, c))

@@ -528,6 +528,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .spec = &run.spec,
       .run_dir = call->run_dir,
       .key = key,
+      .user = call->user,
       .env = run.env.v,
       .n_env = run.env.len,
       .log_path = log_path ? log_path : "/dev/null",

@@ -18,6 +18,7 @@
 #include "core/secret.h"
 #include "core/sha256.h"
 #include "gateway/call.h"
+#include "gateway/egress_spool.h"
 #include "gateway/state_int.h"
 
 /* ---- schema versions (PRAGMA user_version) ----
@@ -379,6 +380,11 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
   size_t interrupted = 0;
   struct cap_error ignored = {0};
   gw_audit_recover_interrupted(st, &interrupted, &ignored);
+  cap_error_clear(&ignored);
+  /* a warm server's keeper that ended between calls left what its proxy
+   * decided since its last call: stored now, with no call */
+  size_t spooled = 0;
+  gw_egress_spool_recover(st, &spooled, &ignored);
   cap_error_clear(&ignored);
   gw_state_remember_dir(dir); /* masked in every later sandbox, whichever state it uses */
   *ret = st;

@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   pair(b);
   pair(w);
   struct keeper k = {.in_w = server[0], .next_id = 1};
-  keeper_route_init(&k);
+  keeper_route_init(&k, "/nonexistent/run", "fuzz", "fuzz"); /* no spool file can be made */
   keeper_conn_add(&k, a[0], -1);
   keeper_conn_add(&k, b[0], -1);
   keeper_conn_add(&k, w[0], -1);
@@ -77,11 +77,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_lines(w[1], &out[3]);
     p += len + (nl ? 1 : 0);
   }
-  for (size_t i = 3; i-- > 0;) /* what a call left in flight is cancelled */
-    keeper_conn_drop(&k, k.conns[i]);
+  keeper_route_end(&k); /* what a call left in flight is cancelled */
   check_lines(server[1], &out[0]);
-  gw_egress_batch_free(k.egress_next);
-  free(k.egress_next);
   pthread_mutex_destroy(&k.egress_lock);
   for (int i = 0; i < 4; i++)
     cap_buf_free(&out[i]);
