@@ -82,5 +82,6 @@ fi
 calls=$(q "SELECT COUNT(DISTINCT args_hash) FROM audit WHERE tool = 'word_count' AND args_hash != ''")
 [ "$calls" -le 204 ] || { echo "FAIL: records of calls not made ($calls calls recorded)"; fail=1; }
 [ "$okrows" -ge $((ok + 4)) ] || { echo "FAIL: a call answered OK without its record"; fail=1; }
+sanitized
 [ $fail = 0 ] && echo "held"
 exit $fail
