@@ -115,6 +115,27 @@ static bool same_owner(const struct conn_owner *a, const struct conn_owner *b)
   return a->by_uid == b->by_uid && (a->by_uid ? a->uid == b->uid : !memcmp(a->addr, b->addr, 16));
 }
 
+/* The groups an owner is in, widest first (OWNER_LEVELS of them, the last
+ * the owner itself): an address's networks, as a client holds many
+ * addresses of one (an IPv6 client a /64 at least, most often a /56 or a
+ * /48; an IPv4 one may have a few of a /24 or a /16); a local user is its
+ * uid at every level. How many leading bytes of addr a level compares. */
+#define OWNER_LEVELS 4
+static size_t owner_prefix(const struct conn_owner *o, int level)
+{
+  static const unsigned char v6[OWNER_LEVELS] = {6, 7, 8, 16};    /* /48, /56, /64, /128 */
+  static const unsigned char v4[OWNER_LEVELS] = {14, 15, 16, 16}; /* /16, /24, /32 */
+  return IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)o->addr) ? v4[level] : v6[level];
+}
+
+static bool same_group(const struct conn_owner *a, const struct conn_owner *b, int level)
+{
+  if (a->by_uid || b->by_uid || level == OWNER_LEVELS - 1)
+    return same_owner(a, b);
+  size_t n = owner_prefix(a, level);
+  return n == owner_prefix(b, level) && !memcmp(a->addr, b->addr, n);
+}
+
 static void unlink_pending(struct serve_conns *cs, struct serve_conn *k)
 {
   if (k->prev)
@@ -141,21 +162,43 @@ static void evict(struct serve_conns *cs, struct serve_conn *k)
   k->state = CONN_EVICTED; /* off the list: nothing to unlink at its close */
 }
 
-/* The pending connections of o's owner, and the oldest of them. */
-static size_t owner_pending(const struct serve_conns *cs, const struct conn_owner *o,
-                            struct serve_conn **oldest)
+/* The pending connection to evict: the oldest of the owner holding most,
+ * chosen level by level (owner_prefix): of the widest groups the one
+ * holding most, within it the next level's holding most, and so on to
+ * the owner (ties: the group of the oldest connection). So many
+ * addresses of one network are one owner against other networks' (a
+ * flood of one /64's addresses, each an owner holding one, evicted an
+ * authenticated client's pending connection by age), and an owner is
+ * still told from its neighbours within its network. */
+static struct serve_conn *eviction_victim(const struct serve_conns *cs)
 {
-  size_t n = 0;
-  *oldest = NULL;
+  const struct serve_conn *rep = NULL; /* the group chosen at the level before */
+  for (int level = 0; level < OWNER_LEVELS; level++) {
+    const struct serve_conn *best = NULL;
+    size_t most = 0;
+    for (const struct serve_conn *j = cs->oldest; j; j = j->next) {
+      if (rep && !same_group(&j->owner, &rep->owner, level - 1))
+        continue;
+      size_t n = 0;
+      for (const struct serve_conn *k = cs->oldest; k; k = k->next)
+        n += same_group(&k->owner, &j->owner, level);
+      if (n > most) {
+        most = n;
+        best = j;
+      }
+    }
+    rep = best;
+  }
   for (struct serve_conn *k = cs->oldest; k; k = k->next)
-    if (same_owner(&k->owner, o) && n++ == 0)
-      *oldest = k;
-  return n;
+    if (same_owner(&k->owner, &rep->owner))
+      return k;
+  return cs->oldest;
 }
 
 /* A new connection joins the pending list. Past the listener's share,
- * the oldest pending one of the owner holding most goes: a flood evicts
- * its own connections, never another user's. No share of its own per
+ * the oldest pending one of the owner holding most goes (an address's
+ * networks counted first: eviction_victim): a flood evicts its own
+ * connections, never another user's. No share of its own per
  * owner: one client's burst of connections at once (a pool opening, its
  * requests not read yet) is not cut while there is room. */
 static void started(struct serve_conns *cs, struct MHD_Connection *c, void **ctx)
@@ -174,18 +217,8 @@ static void started(struct serve_conns *cs, struct MHD_Connection *c, void **ctx
     cs->oldest = k;
   cs->newest = k;
   cs->n_pending++;
-  while (cs->n_pending > cs->max_pending) {
-    struct serve_conn *victim = NULL, *old;
-    size_t most = 0;
-    for (struct serve_conn *j = cs->oldest; j; j = j->next) {
-      size_t n = owner_pending(cs, &j->owner, &old);
-      if (n > most) {
-        most = n;
-        victim = old;
-      }
-    }
-    evict(cs, victim);
-  }
+  while (cs->n_pending > cs->max_pending)
+    evict(cs, eviction_victim(cs));
   pthread_mutex_unlock(&cs->mu);
 }
 

@@ -187,6 +187,14 @@ int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_e
  * moved once, to the last. */
 int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs, size_t n,
                          struct cap_error *err);
+/* The same, each call's in-flight marker markers[i] (NULL: none) spoilt
+ * (gw_inflight_recorded) right after the COMMIT, before the high-water
+ * mark moves (a lock other threads and processes hold in turn, a write,
+ * now and then a sync): a kill in between recorded the calls again, as
+ * interrupted. */
+struct gw_inflight;
+int gw_audit_append_marked(struct gw_state *st, struct gw_audit_record *const *rs,
+                           struct gw_inflight *const *markers, size_t n, struct cap_error *err);
 /* gw_audit_append by a thread of a process whose threads share st under
  * lock (gateway/call.h; held on entry when held says so, never on
  * return; NULL: gw_audit_append): the records of calls that get here
@@ -196,7 +204,6 @@ int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs,
  * committed (and its then run), or with the batch's error.
  * gateway/state_group.c. */
 struct gw_state_lock;
-struct gw_inflight;
 /* A call this thread makes on st, begun and ended (gw_call's): within it
  * the policies, grants and id ranges it reads are kept while the database
  * does not change (gateway/state_cache.c); it sees every change committed

@@ -144,8 +144,8 @@ static int insert_record(struct gw_state *st, struct gw_audit_record *r, struct 
 /* The records rs[0..n) appended in order in one transaction (all in, or
  * none), the chain's head and the high-water mark moved once, to the
  * last of them. */
-static int append_records(struct gw_state *st, struct gw_audit_record *const *rs, size_t n,
-                          struct cap_error *err)
+static int append_records(struct gw_state *st, struct gw_audit_record *const *rs,
+                          struct gw_inflight *const *markers, size_t n, struct cap_error *err)
 {
   if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot append to the audit log");
@@ -173,6 +173,9 @@ static int append_records(struct gw_state *st, struct gw_audit_record *const *rs
       return e;
     cap_error_clear(err); /* the server committed it and went away before saying so */
   }
+  for (size_t i = 0; markers && i < n; i++) /* in: a kill from now on records nothing twice */
+    if (markers[i])
+      gw_inflight_recorded(markers[i]);
   /* PostgreSQL: a dashboard following the log (LISTEN) sees each now;
    * best effort, outside the writers' lock (a no-op on SQLite) */
   for (size_t i = 0; i < n; i++) {
@@ -225,8 +228,8 @@ struct as_texts {
   char *owned[5];
 };
 
-int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs, size_t n,
-                         struct cap_error *err)
+int gw_audit_append_marked(struct gw_state *st, struct gw_audit_record *const *rs,
+                           struct gw_inflight *const *markers, size_t n, struct cap_error *err)
 {
   struct as_texts *t = cap_xcalloc(n ? n : 1, sizeof *t);
   for (size_t k = 0; k < n; k++) {
@@ -239,7 +242,7 @@ int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs,
     }
   }
   int64_t changes = gw_db_total_changes(st->db);
-  int ret = n ? append_records(st, rs, n, err) : 0;
+  int ret = n ? append_records(st, rs, markers, n, err) : 0;
   /* the log's rows: no read kept (state_cache.c) is of them */
   gw_state_cache_quiet(st, gw_db_total_changes(st->db) - changes);
   for (size_t k = 0; k < n; k++)
@@ -249,6 +252,12 @@ int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs,
     }
   free(t);
   return ret;
+}
+
+int gw_audit_append_many(struct gw_state *st, struct gw_audit_record *const *rs, size_t n,
+                         struct cap_error *err)
+{
+  return gw_audit_append_marked(st, rs, NULL, n, err);
 }
 
 int gw_audit_append(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)

@@ -101,17 +101,17 @@ static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_
   for (struct pending *p = batch; p; p = p->next)
     n++;
   _cleanup_free_ struct gw_audit_record **recs = cap_xcalloc(n ? n : 1, sizeof *recs);
+  _cleanup_free_ struct gw_inflight **markers = cap_xcalloc(n ? n : 1, sizeof *markers);
   n = 0;
-  for (struct pending *p = batch; p; p = p->next)
+  for (struct pending *p = batch; p; p = p->next) {
+    markers[n] = p->inflight; /* spoilt right after the COMMIT: a kill then records nothing twice */
     recs[n++] = p->rec;
+  }
   struct cap_error berr = {0};
-  int rc = gw_audit_append_many(st, recs, n, &berr);
-  for (struct pending *p = batch; p; p = p->next) { /* still under the state lock */
-    if (rc == 0 && p->inflight) /* before anything else: a kill now records nothing twice */
-      gw_inflight_recorded(p->inflight);
+  int rc = gw_audit_append_marked(st, recs, markers, n, &berr);
+  for (struct pending *p = batch; p; p = p->next) /* still under the state lock */
     if (p->then)
       p->then(p->then_ctx);
-  }
   lock->release(lock->ctx); /* before the next leader is woken to take it */
   pthread_mutex_lock(&g->mu);
   struct pending *next_leader = g->head; /* queued meanwhile, waiting */
@@ -150,11 +150,12 @@ static pthread_once_t solo_once = PTHREAD_ONCE_INIT;
 static void solo_child(void) { pthread_mutex_init(&solo_mu, NULL); }
 static void solo_at_fork(void) { pthread_atfork(NULL, NULL, solo_child); }
 
-static int append_solo(struct gw_state *st, struct gw_audit_record *r, struct cap_error *err)
+static int append_solo(struct gw_state *st, struct gw_audit_record *r, struct gw_inflight *inflight,
+                       struct cap_error *err)
 {
   pthread_once(&solo_once, solo_at_fork);
   pthread_mutex_lock(&solo_mu);
-  int rc = gw_audit_append(st, r, err);
+  int rc = gw_audit_append_marked(st, &r, &inflight, 1, err); /* inflight spoilt at the COMMIT */
   pthread_mutex_unlock(&solo_mu);
   return rc;
 }
@@ -164,9 +165,7 @@ int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock
                            struct gw_inflight *inflight, struct cap_error *err)
 {
   if (!lock) {
-    int rc = append_solo(st, r, err);
-    if (rc == 0 && inflight)
-      gw_inflight_recorded(inflight);
+    int rc = append_solo(st, r, inflight, err);
     if (then)
       then(then_ctx);
     return rc;

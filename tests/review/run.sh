@@ -71,6 +71,8 @@ scripts=(
   # the fourteenth's (tests/review14/)
   ../review14/grant_revoke_warm.sh ../review14/tool_reach.sh ../review14/warm_egress_hang.sh
   ../review14/warm_egress_lost.sh ../review14/warm_egress_stop.sh
+  # the fifteenth's (tests/review15/)
+  ../review15/pending_v6_prefix.sh ../review15/warm_selu_kill.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
