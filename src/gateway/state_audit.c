@@ -106,6 +106,43 @@ static int last_record(struct gw_state *st, struct gw_hwm *out, struct cap_error
              : gw_state_db_error(st, err, "cannot read the audit log");
 }
 
+/* The last record, at the start of an append's write transaction (so of
+ * the newest snapshot, which no one else can move until it ends): the one
+ * this handle's last append left when nothing was committed since by
+ * another connection (PRAGMA data_version, a read of the write-ahead
+ * log's index, moves: another thread's pooled connection, another
+ * process, the CLI) and no row changed by this one (its total changes:
+ * any write of its own, a transaction rolled back included); else read
+ * from the log. *v is the version read (v[0] -1: none, PostgreSQL). */
+static int last_record_kept(struct gw_state *st, struct gw_hwm *out, int64_t v[2],
+                            struct cap_error *err)
+{
+  v[0] = v[1] = -1;
+  if (st->url || gw_db_version(st->db, v) < 0) {
+    v[0] = v[1] = -1;
+    st->audit_last_ok = false;
+  } else if (st->audit_last_ok && v[0] == st->audit_last_version[0] &&
+             v[1] == st->audit_last_version[1]) {
+    out->seq = st->audit_last_seq;
+    memcpy(out->hash, st->audit_last_hash, sizeof out->hash);
+    return 0;
+  }
+  st->audit_last_ok = false;
+  return last_record(st, out, err);
+}
+
+/* Kept after a commit: the version its transaction began at (no one
+ * else committed in between: it held the write lock) with this
+ * connection's changes as they are now. */
+static void keep_last(struct gw_state *st, const int64_t v[2], const struct gw_hwm *last)
+{
+  st->audit_last_ok = v[0] >= 0;
+  st->audit_last_seq = last->seq;
+  memcpy(st->audit_last_hash, last->hash, sizeof st->audit_last_hash);
+  st->audit_last_version[0] = v[0];
+  st->audit_last_version[1] = gw_db_total_changes(st->db);
+}
+
 /* After a connection lost around a COMMIT: whether the record is in (the
  * connection is made again for the question; false when it cannot be). */
 static bool landed(struct gw_state *st, const struct gw_audit_record *r)
@@ -150,7 +187,8 @@ static int append_records(struct gw_state *st, struct gw_audit_record *const *rs
   if (gw_db_exec(st->db, "BEGIN IMMEDIATE") != GW_DB_OK)
     return gw_state_db_error(st, err, "cannot append to the audit log");
   struct gw_hwm last, base;
-  int rc = last_record(st, &last, err) == 0 ? GW_DB_DONE : GW_DB_ERROR;
+  int64_t v[2];
+  int rc = last_record_kept(st, &last, v, err) == 0 ? GW_DB_DONE : GW_DB_ERROR;
   base = last;
   for (size_t i = 0; i < n && rc == GW_DB_DONE; i++)
     rc = insert_record(st, rs[i], &last);
@@ -165,6 +203,7 @@ static int append_records(struct gw_state *st, struct gw_audit_record *const *rs
     gw_stmt_finalize(h);
   }
   if (rc != GW_DB_DONE || gw_db_exec(st->db, "COMMIT") != GW_DB_OK) {
+    st->audit_last_ok = false;
     cap_error_clear(err);
     bool lost = gw_db_fault(st->db) == GW_DB_FAULT_CONNECTION;
     int e = gw_state_db_error(st, err, "cannot append to the audit log");
@@ -172,6 +211,8 @@ static int append_records(struct gw_state *st, struct gw_audit_record *const *rs
     if (!lost || !landed(st, rs[n - 1])) /* one transaction: the last in, all in */
       return e;
     cap_error_clear(err); /* the server committed it and went away before saying so */
+  } else {
+    keep_last(st, v, &last);
   }
   for (size_t i = 0; markers && i < n; i++) /* in: a kill from now on records nothing twice */
     if (markers[i])

@@ -209,16 +209,18 @@ static void hwm_parse(const struct gw_state *st, const char *buf, struct gw_hwm 
 {
   long long seq = -1;
   char hash[65] = "", mac[65] = "", want[65];
+  if (st->hwm_text[0] && strcmp(buf, st->hwm_text) == 0) {
+    out->seq = st->hwm_text_seq; /* as this handle wrote it, MAC and all: not parsed again */
+    memcpy(out->hash, st->hwm_text_hash, sizeof out->hash);
+    *status = GW_HWM_OK;
+    return;
+  }
   *status = GW_HWM_FORGED;
   if (sscanf(buf, "capsule-audit-hwm-v1 %lld %64[0-9a-f] %64[0-9a-f]", &seq, hash, mac) != 3 ||
       seq < 0)
     return;
   out->seq = seq;
   memcpy(out->hash, hash, sizeof hash);
-  if (st->hwm_text[0] && strcmp(buf, st->hwm_text) == 0) {
-    *status = GW_HWM_OK; /* as this handle wrote it, MAC and all */
-    return;
-  }
   hwm_mac(st, out, want);
   if (sodium_memcmp(want, mac, 64) == 0)
     *status = GW_HWM_OK;
@@ -362,6 +364,8 @@ int gw_hwm_advance(struct gw_state *st, const struct gw_hwm *mark, struct cap_er
     return cap_error_errno(err, errno ? errno : EIO, "cannot write %s/%s", st->dir, st->hwm_name);
   }
   memcpy(st->hwm_text, text, (size_t)len + 1);
+  st->hwm_text_seq = mark->seq;
+  memcpy(st->hwm_text_hash, mark->hash, sizeof st->hwm_text_hash);
   st->hwm_dirty = true;
   if (cap_now_ms(CLOCK_MONOTONIC) - st->hwm_synced_ms >= GW_HWM_SYNC_MS)
     sync_mark(st, fd);

@@ -49,12 +49,23 @@ struct gw_state {
    * wrote it, so a mark found as it was left is not verified again */
   int hwm_lock1, hwm_fd1;
   char hwm_text[256];
+  int64_t hwm_text_seq; /* the record count and head hash hwm_text names */
+  char hwm_text_hash[65];
   ssize_t hwm_held_len;   /* the mark's length as gw_hwm_read_held read it (-1: unknown) */
   char hwm_held_name[48]; /* the hwm_name they are of (a migration names it later) */
   struct gw_access_cache *access_cache; /* tokens checked since the last revoke (access.c) */
   struct gw_audit_group *group;         /* the audit's group commit (state_group.c) */
   struct gw_state_cache *cache;         /* reads kept while the database is unchanged */
   int64_t quiet_changes;                /* rows the audit's appends changed (state_cache.c) */
+  /* the chain's last record as this handle's last append left it, kept
+   * while the database is as that append left it (state_audit.c,
+   * last_record_kept): SQLite's data_version then (another connection's
+   * commit moves it) and this connection's total changes (any write of
+   * its own moves them); SQLite only */
+  bool audit_last_ok;
+  int64_t audit_last_seq;
+  char audit_last_hash[65];
+  int64_t audit_last_version[2];
   unsigned calls; /* gw_call's on this handle at the moment (atomic: __atomic_*) */
 };
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -541,5 +542,71 @@ static void test_hwm_longer(void)
   CHECK(system(cmd) == 0);
 }
 
+/* One record appended on st (CHECKed). */
+static void append_one(struct gw_state *st, const char *what)
+{
+  struct cap_error err = {0};
+  CHECK(gw_audit_change(st, "test", "u", "c", "t", what, &err) == 0);
+  if (err.message)
+    fprintf(stderr, "audit append: %s\n", err.message);
+  cap_error_clear(&err);
+}
+
+/* The chain's last record kept by a handle between its appends
+ * (state_audit.c) is read again once another connection appended (another
+ * handle of this process, another process) or this one wrote anything
+ * else: appends of all of them interleaved, the chain verifies, with every
+ * record in it once. */
+static void test_audit_last_kept(void)
+{
+  char dir[] = "/tmp/capsule-unit-last.XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  setenv("CAPSULE_STATE_KEY", "", 1);
+  struct gw_state *a = open_state(dir), *b = a ? open_state(dir) : NULL;
+  struct cap_error err = {0};
+  size_t want = 0, n = 0;
+  if (!a || !b)
+    goto out;
+  static const char order[] = "aabaabbbaxaxxa";
+  for (const char *o = order; *o; o++, want++) {
+    if (*o != 'x') {
+      append_one(*o == 'a' ? a : b, "next");
+      continue;
+    }
+    pid_t pid = fork(); /* another process, with a handle of its own */
+    if (pid == 0) {
+      struct gw_state *c = NULL;
+      struct cap_error cerr = {0};
+      int r = gw_state_open(dir, &c, &cerr) == 0 &&
+                      gw_audit_change(c, "test", "u", "c", "t", "child", &cerr) == 0
+                  ? 0
+                  : 1;
+      gw_state_close(c);
+      _exit(r);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+          WEXITSTATUS(status) == 0);
+  }
+  /* this handle's own write of another row, then its append */
+  CHECK(gw_policy_set(a, "c", "t", "", CAP_POLICY_ALLOW, &err) == 0);
+  append_one(a, "after a write");
+  want++;
+  CHECK(gw_audit_verify(a, &n, &err) == 0 && n == want);
+  if (err.message || n != want)
+    fprintf(stderr, "audit verify: %s (%zu records, %zu wanted)\n",
+            err.message ? err.message : "ok", n, want);
+  n = 0;
+  CHECK(gw_audit_verify(b, &n, &err) == 0 && n == want);
+out:
+  cap_error_clear(&err);
+  gw_state_close(a);
+  gw_state_close(b);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
 UNIT_MAIN(test_spec_digest, test_approval_life, test_volume_names, test_tools_cache,
-          test_state_cache, test_audit_group, test_access_kept, test_hwm_longer)
+          test_state_cache, test_audit_group, test_access_kept, test_hwm_longer,
+          test_audit_last_kept)
