@@ -203,16 +203,6 @@ static char *read_spool(int fd, size_t *len)
   return buf;
 }
 
-static void row_free(struct gw_egress_row *r)
-{
-  free(r->kind);
-  free(r->host);
-  free(r->method);
-  free(r->path);
-  free(r->credential);
-  free(r->reason);
-}
-
 /* Its head and rows into b: false when it is not a spool's */
 static bool parse_spool(const char *data, size_t len, struct gw_egress_batch *b, char id[25],
                         char **capability, char **user)
@@ -240,7 +230,7 @@ static bool parse_spool(const char *data, size_t len, struct gw_egress_batch *b,
       continue;
     }
     gw_egress_batch_add(b, NULL, r.count ? r.count : 1);
-    row_free(&r);
+    gw_egress_row_free(&r);
   }
   return true;
 }

@@ -103,17 +103,20 @@ void gw_egress_batch_init(struct gw_egress_batch *b)
   pthread_mutex_init(&b->lock, NULL);
 }
 
+void gw_egress_row_free(struct gw_egress_row *r)
+{
+  free(r->kind);
+  free(r->host);
+  free(r->method);
+  free(r->path);
+  free(r->credential);
+  free(r->reason);
+}
+
 static void clear_rows(struct gw_egress_batch *b)
 {
-  for (size_t i = 0; i < b->n; i++) {
-    struct gw_egress_row *r = &b->rows[i];
-    free(r->kind);
-    free(r->host);
-    free(r->method);
-    free(r->path);
-    free(r->credential);
-    free(r->reason);
-  }
+  for (size_t i = 0; i < b->n; i++)
+    gw_egress_row_free(&b->rows[i]);
   b->n = 0;
   b->over = 0;
 }

@@ -28,6 +28,8 @@ struct gw_egress_row {
   unsigned port;
   long long count, bytes_up, bytes_down;
 };
+/* Its strings freed (the row itself is its holder's) */
+void gw_egress_row_free(struct gw_egress_row *r);
 
 struct gw_egress_batch {
   pthread_mutex_t lock;
