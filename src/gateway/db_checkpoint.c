@@ -31,6 +31,7 @@
 
 static struct {
   pthread_mutex_t mu;
+  pthread_mutex_t in_sqlite; /* held by the thread while it is in SQLite; and across a fork */
   pthread_cond_t wake;
   bool on;                 /* asked for: connections opened from now on are attached */
   bool started;            /* the thread runs */
@@ -38,7 +39,25 @@ static struct {
   bool due;                /* a commit crossed the threshold since the last checkpoint */
   char *path;              /* the one database the thread checkpoints */
   unsigned apart, inline_; /* checkpoints run, by the thread and by committers */
-} ck = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+} ck = {.mu = PTHREAD_MUTEX_INITIALIZER,
+        .in_sqlite = PTHREAD_MUTEX_INITIALIZER,
+        .wake = PTHREAD_COND_INITIALIZER};
+
+/* FULL's busy handler. FULL takes the writers' lock first, then waits for
+ * the readers still on an older snapshot while it holds it: every writer
+ * (serve's calls' records) waits as long as it does. So it waits 2 ms at
+ * the most for each lock (a writer's transaction, a reader's), then gives
+ * up, the log's pages it could copy copied: a reader that keeps its
+ * snapshot (another process's long read) holds the log's restart off, not
+ * the writers, and the next commit past the threshold tries again. */
+static int full_wait(void *ctx, int tries)
+{
+  (void)ctx;
+  if (tries >= 20)
+    return 0;
+  usleep(100);
+  return 1;
+}
 
 /* One checkpoint: PASSIVE first, the log's pages copied while the
  * writers go on; then FULL, which holds the writers off only to copy what
@@ -51,14 +70,16 @@ static void checkpoint(void)
    * outlives the checkpoint, so the process's last connection to close is
    * still its own, which empties the log */
   sqlite3 *db = NULL;
+  pthread_mutex_lock(&ck.in_sqlite);
   if (sqlite3_open_v2(ck.path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) ==
           SQLITE_OK &&
       sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL) == SQLITE_OK) { /* WAL open */
-    sqlite3_busy_timeout(db, 1000); /* FULL: the writer in its transaction, if any */
+    sqlite3_busy_handler(db, full_wait, NULL);
     if (sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) == SQLITE_OK)
       sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_FULL, NULL, NULL);
   }
   sqlite3_close(db);
+  pthread_mutex_unlock(&ck.in_sqlite);
   __atomic_fetch_add(&ck.apart, 1, __ATOMIC_RELAXED);
 }
 
@@ -119,20 +140,32 @@ static int on_commit(void *ctx, sqlite3 *db, const char *name, int pages)
   return SQLITE_OK;
 }
 
+/* No fork while the thread is in SQLite: SQLite's mutexes (its global
+ * ones, and those of the database file's inode, which a child opening the
+ * same file shares) are plain pthread mutexes, and one the thread held at
+ * the fork would stay held for good in the child, whose first open of the
+ * database would then never return (capsule mcp forks a call's child
+ * under its state lock, which keeps its other threads out of SQLite, but
+ * not this one). A fork waits for a checkpoint under way: its copy and
+ * syncs, and at most the FULL step's busy timeout (1 s) for a writer. */
+static void at_fork_prepare(void) { pthread_mutex_lock(&ck.in_sqlite); }
+static void at_fork_parent(void) { pthread_mutex_unlock(&ck.in_sqlite); }
+
 /* A fork's child has none of the thread: its connections checkpoint
- * themselves (the hook finds it off), and its lock starts free. */
+ * themselves (the hook finds it off), and its locks start free. */
 static void at_fork_child(void)
 {
   static const pthread_mutex_t fresh_mu = PTHREAD_MUTEX_INITIALIZER;
   static const pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
   memcpy(&ck.mu, &fresh_mu, sizeof ck.mu);
+  memcpy(&ck.in_sqlite, &fresh_mu, sizeof ck.in_sqlite);
   memcpy(&ck.wake, &fresh_cond, sizeof ck.wake);
   ck.on = ck.started = ck.due = false;
   ck.apart = ck.inline_ = 0;
 }
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static void register_fork(void) { pthread_atfork(NULL, NULL, at_fork_child); }
+static void register_fork(void) { pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child); }
 
 void gw_db_checkpoints_apart(void)
 {
