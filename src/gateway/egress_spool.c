@@ -9,7 +9,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sodium.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,9 +205,15 @@ static char *read_spool(int fd, size_t *len)
   return buf;
 }
 
-/* Its head and rows into b: false when it is not a spool's */
-static bool parse_spool(const char *data, size_t len, struct gw_egress_batch *b, char id[25],
-                        char **capability, char **user)
+static bool all_zero(const char *p, const char *end)
+{
+  while (p < end && !*p)
+    p++;
+  return p == end;
+}
+
+bool gw_egress_spool_parse(const char *data, size_t len, struct gw_egress_batch *b, char id[25],
+                           char **capability, char **user)
 {
   *capability = *user = NULL;
   if (len < SPOOL_TEXTS_AT || memcmp(data, SPOOL_TAG, sizeof SPOOL_TAG) != 0)
@@ -215,23 +223,33 @@ static bool parse_spool(const char *data, size_t len, struct gw_egress_batch *b,
   memcpy(id, data + SPOOL_ID_AT, 24);
   id[24] = '\0';
   for (size_t i = 0; i < 24; i++)
-    if (!strchr("0123456789abcdef", id[i]))
+    if (!id[i] || !strchr("0123456789abcdef", id[i])) /* strchr finds the NUL too */
       return false;
   const char *p = data + SPOOL_TEXTS_AT, *end = data + len;
   if (!cap_buf_get_text(&p, end, capability) || !cap_buf_get_text(&p, end, user) || !*capability ||
       !*user)
     return false;
-  if (over > 0)
-    gw_egress_batch_add(b, NULL, over);
+  int64_t past = over > 0 ? over : 0;
   struct gw_egress_row r;
+  const char *at = p;
   while (p < end && gw_egress_row_decode(&r, &p, end)) { /* a torn last row: dropped */
+    if (all_zero(at, p)) { /* a file extended, never written (a sparse tail): its end */
+      gw_egress_row_free(&r);
+      break;
+    }
+    at = p;
+    if (r.count < 0)
+      r.count = 1; /* a keeper never counts below none */
     if (b->n < GW_EGRESS_BATCH_MAX) {
       gw_egress_batch_add(b, &r, 0);
       continue;
     }
-    gw_egress_batch_add(b, NULL, r.count ? r.count : 1);
+    int64_t one = r.count ? r.count : 1; /* the sum saturates: the file is not trusted */
+    past = past > INT64_MAX - one ? INT64_MAX : past + one;
     gw_egress_row_free(&r);
   }
+  if (past)
+    gw_egress_batch_add(b, NULL, past);
   return true;
 }
 
@@ -262,7 +280,7 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
   char id[25];
   _cleanup_free_ char *capability = NULL, *user = NULL;
   int r = 0;
-  if (data && parse_spool(data, len, &batch, id, &capability, &user)) {
+  if (data && gw_egress_spool_parse(data, len, &batch, id, &capability, &user)) {
     _cleanup_free_ char *claim = cap_xasprintf(SPOOL_CLAIM "%s", id);
     r = gw_egress_write_claimed(st, &batch, capability, user, claim, err);
     if (r >= 0) {
@@ -286,10 +304,50 @@ static void drop_unnamed(int dir, const char *name)
     unlinkat(dir, name, 0);
 }
 
+/* RUN/egress as its keepers make it (spool_dir, gw_instance_check_run_dir):
+ * neither it nor RUN a symlink, it this user's and private; else -1 with
+ * errno (ENOENT: none yet) */
+static int private_spool_dir(int statefd)
+{
+  _cleanup_close_ int rfd = openat(statefd, "run", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (rfd < 0)
+    return -1;
+  int dfd = openat(rfd, "egress", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  struct stat sb;
+  if (dfd >= 0 && (fstat(dfd, &sb) < 0 || sb.st_uid != geteuid() || (sb.st_mode & 077))) {
+    close(dfd);
+    errno = EPERM;
+    return -1;
+  }
+  return dfd;
+}
+
+/* A process's threads recover in turn (as markers are, state_inflight.c):
+ * a file's lock is the process's, so two threads opening the state at
+ * once could each take the same file; the second could then begin its
+ * transaction after the first removed the file and its claim, and store
+ * the rows again. In turn, the second finds the file gone. A child forked
+ * meanwhile gets the mutex unlocked. */
+static pthread_mutex_t recover_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t recover_once = PTHREAD_ONCE_INIT;
+static void recover_child(void) { pthread_mutex_init(&recover_mu, NULL); }
+static void recover_at_fork(void) { pthread_atfork(NULL, NULL, recover_child); }
+
+static int recover_spools(struct gw_state *st, size_t *n, struct cap_error *err);
+
 int gw_egress_spool_recover(struct gw_state *st, size_t *n, struct cap_error *err)
 {
+  pthread_once(&recover_once, recover_at_fork);
+  pthread_mutex_lock(&recover_mu);
+  int r = recover_spools(st, n, err);
+  pthread_mutex_unlock(&recover_mu);
+  return r;
+}
+
+static int recover_spools(struct gw_state *st, size_t *n, struct cap_error *err)
+{
   *n = 0;
-  int dfd = openat(st->dirfd, SPOOL_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  int dfd = private_spool_dir(st->dirfd);
   if (dfd < 0)
     return errno == ENOENT ? 0 : cap_error_errno(err, errno, "cannot read %s/" SPOOL_DIR, st->dir);
   DIR *d = fdopendir(dfd);

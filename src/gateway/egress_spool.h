@@ -56,6 +56,14 @@ void gw_egress_spool_clear(struct gw_egress_spool *s);
  * recovery; s keeps nothing from then on. */
 void gw_egress_spool_close(struct gw_egress_spool *s);
 
+/* A spool file's content (len bytes of data, read whole): its head's ID
+ * (24 hex digits), capability and user (allocated), and its rows and the
+ * count past the bounds into b (initialised); false when it is not a
+ * spool's. Whatever the bytes: at most GW_EGRESS_BATCH_MAX rows, no count
+ * below 0, the sum past the bounds saturated (tests/fuzz/fuzz_egress_spool.c). */
+bool gw_egress_spool_parse(const char *data, size_t len, struct gw_egress_batch *b, char id[25],
+                           char **capability, char **user);
+
 /* The files of keepers gone stored (see above) and removed: how many, in
  * *n. A file that cannot be stored is left for the next open. */
 struct gw_state;

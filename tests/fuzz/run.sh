@@ -129,6 +129,16 @@ out = struct.pack("<qq", len(rows), 3)
 for r in rows:
     out += struct.pack("<6q", *r[:6]) + b"".join(t(x) for x in r[6])
 sys.stdout.buffer.write(out)' >"$work/egress_batch/two" 2>/dev/null || true
+# an egress spool file (a keeper's left): its head, two rows, one of them counted to int64's edge
+mkdir -p "$work/egress_spool"
+python3 -c 'import struct,sys
+def t(x): return struct.pack("<I", 0xffffffff) if x is None else struct.pack("<I", len(x)) + x
+out = b"capsule-egress-spool-v1\0" + struct.pack("<q", 2) + b"0123456789abcdef01234567" + t(b"cap") + t(b"alice")
+rows = [(1764100000000, 1, 443, 1, 0, 0, [b"connect", b"denied.invalid", None, None, None, b"not allowed"]),
+        (1764100000001, 2, 0, 9223372036854775807, 0, 0, [None, None, None, None, None, b"coalesced"])]
+for r in rows:
+    out += struct.pack("<6q", *r[:6]) + b"".join(t(x) for x in r[6])
+sys.stdout.buffer.write(out)' >"$work/egress_spool/two" 2>/dev/null || true
 status=0
 mkdir -p "$work/escape"
 printf 'title:\033]0;x\007 \342\200\256rtl \302\233csi \377\300\257 \355\240\200 \\ \n\t' >"$work/escape/mixed"
@@ -143,7 +153,7 @@ printf '%s\n' '1{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name"
 mkdir -p "$work/mcp_template"
 printf 'test://template/{id}/data\ntest://template/7/data' >"$work/mcp_template/simple"
 printf 'file://{+path}{?q,r}{#f}\nfile://a/b?q=1&r=2#x' >"$work/mcp_template/operators"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch event_id mcp_template}; do
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch egress_spool event_id mcp_template}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
