@@ -73,6 +73,8 @@ scripts=(
   ../review14/warm_egress_lost.sh ../review14/warm_egress_stop.sh
   # the fifteenth's (tests/review15/)
   ../review15/pending_v6_prefix.sh ../review15/warm_selu_kill.sh
+  # the sixteenth's (tests/review16/)
+  ../review16/spool_other_user.sh ../review16/unit_probes.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
