@@ -147,7 +147,7 @@ static int on_commit(void *ctx, sqlite3 *db, const char *name, int pages)
  * database would then never return (capsule mcp forks a call's child
  * under its state lock, which keeps its other threads out of SQLite, but
  * not this one). A fork waits for a checkpoint under way: its copy and
- * syncs, and at most the FULL step's busy timeout (1 s) for a writer. */
+ * syncs, and the FULL step's short waits (full_wait) for a lock. */
 static void at_fork_prepare(void) { pthread_mutex_lock(&ck.in_sqlite); }
 static void at_fork_parent(void) { pthread_mutex_unlock(&ck.in_sqlite); }
 
