@@ -8,12 +8,11 @@
  * the record's time under the lock at eight connections. Here, in a
  * process that asked for it, a commit that crosses the threshold only
  * wakes a thread of the process's own, which checkpoints on a connection
- * of its own, PASSIVE as SQLite's own is (it waits for no reader nor
- * writer: the writers go on appending meanwhile). A log past 8x the
+ * of its own: PASSIVE first, as SQLite's own is (it waits for no reader
+ * nor writer: the writers go on appending meanwhile), then a short FULL
+ * step so that the log can start over (checkpoint()). A log past 8x the
  * threshold (the thread cannot keep up, or could not start) is
- * checkpointed by the committing connection, as SQLite would. What a
- * checkpoint does, and when the log restarts, is SQLite's as before:
- * only the thread doing it changes. */
+ * checkpointed by the committing connection, as SQLite would. */
 #include "gateway/db_checkpoint.h"
 
 #include <pthread.h>
