@@ -322,29 +322,11 @@ static int private_spool_dir(int statefd)
   return dfd;
 }
 
-/* A process's threads recover in turn (as markers are, state_inflight.c):
- * a file's lock is the process's, so two threads opening the state at
- * once could each take the same file; the second could then begin its
- * transaction after the first removed the file and its claim, and store
- * the rows again. In turn, the second finds the file gone. A child forked
- * meanwhile gets the mutex unlocked. */
-static pthread_mutex_t recover_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t recover_once = PTHREAD_ONCE_INIT;
-static void recover_child(void) { pthread_mutex_init(&recover_mu, NULL); }
-static void recover_at_fork(void) { pthread_atfork(NULL, NULL, recover_child); }
-
-static int recover_spools(struct gw_state *st, size_t *n, struct cap_error *err);
-
+/* A process's threads call it in turn (gw_state_open's recovery mutex):
+ * a file's lock is the process's, so two threads at once could each take
+ * the same file, and the second store its rows again after the first
+ * removed it and its claim */
 int gw_egress_spool_recover(struct gw_state *st, size_t *n, struct cap_error *err)
-{
-  pthread_once(&recover_once, recover_at_fork);
-  pthread_mutex_lock(&recover_mu);
-  int r = recover_spools(st, n, err);
-  pthread_mutex_unlock(&recover_mu);
-  return r;
-}
-
-static int recover_spools(struct gw_state *st, size_t *n, struct cap_error *err)
 {
   *n = 0;
   int dfd = private_spool_dir(st->dirfd);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -350,6 +351,36 @@ static int state_db(struct gw_state *st, struct cap_error *err)
   return r;
 }
 
+/* A process's threads recover in turn: a marker's and a spool file's
+ * locks are the process's (fcntl), so two threads opening the state at
+ * once (the warm Selu process's pooled connections after a restart)
+ * could each take the same abandoned marker or spool file and record it
+ * twice. In turn, the second finds it recorded and gone. A child forked
+ * meanwhile gets the mutex unlocked. */
+static pthread_mutex_t recover_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t recover_once = PTHREAD_ONCE_INIT;
+static void recover_child(void) { pthread_mutex_init(&recover_mu, NULL); }
+static void recover_at_fork(void) { pthread_atfork(NULL, NULL, recover_child); }
+
+/* What processes gone left in the state directory, stored (best effort:
+ * what cannot be stored stays for the next open) */
+static void recover_left(struct gw_state *st)
+{
+  pthread_once(&recover_once, recover_at_fork);
+  pthread_mutex_lock(&recover_mu);
+  /* a capsule killed mid-call left its call in flight: its record now */
+  size_t interrupted = 0;
+  struct cap_error ignored = {0};
+  gw_audit_recover_interrupted(st, &interrupted, &ignored);
+  cap_error_clear(&ignored);
+  /* a warm server's keeper that ended between calls left what its proxy
+   * decided since its last call: stored now, with no call */
+  size_t spooled = 0;
+  gw_egress_spool_recover(st, &spooled, &ignored);
+  cap_error_clear(&ignored);
+  pthread_mutex_unlock(&recover_mu);
+}
+
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
 {
   if (sodium_init() < 0)
@@ -375,17 +406,7 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
     gw_state_close(st);
     return r;
   }
-  /* a capsule killed mid-call left its call in flight: its record now
-   * (best effort: a marker that cannot be recorded stays for the next) */
-  size_t interrupted = 0;
-  struct cap_error ignored = {0};
-  gw_audit_recover_interrupted(st, &interrupted, &ignored);
-  cap_error_clear(&ignored);
-  /* a warm server's keeper that ended between calls left what its proxy
-   * decided since its last call: stored now, with no call */
-  size_t spooled = 0;
-  gw_egress_spool_recover(st, &spooled, &ignored);
-  cap_error_clear(&ignored);
+  recover_left(st);
   gw_state_remember_dir(dir); /* masked in every later sandbox, whichever state it uses */
   *ret = st;
   return 0;

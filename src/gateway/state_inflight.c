@@ -546,30 +546,9 @@ static int marker_cmp(const void *a, const void *b)
   return (x->tv_nsec > y->tv_nsec) - (x->tv_nsec < y->tv_nsec);
 }
 
-/* A process's threads recover in turn: a marker's lock is the process's
- * (fcntl), so two threads opening the state at once (the warm Selu
- * process's pooled connections after a restart) each took an abandoned
- * marker's lock and recorded it, two `interrupted` records of one call.
- * In turn, the second finds it recorded and gone. A child forked
- * meanwhile gets it unlocked. */
-static pthread_mutex_t recover_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t recover_once = PTHREAD_ONCE_INIT;
-
-static void recover_child(void) { pthread_mutex_init(&recover_mu, NULL); }
-static void recover_at_fork(void) { pthread_atfork(NULL, NULL, recover_child); }
-
-static int recover_markers(struct gw_state *st, size_t *n, struct cap_error *err);
-
+/* A process's threads call it in turn (gw_state_open's recovery mutex:
+ * a marker's lock is the process's) */
 int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err)
-{
-  pthread_once(&recover_once, recover_at_fork);
-  pthread_mutex_lock(&recover_mu);
-  int r = recover_markers(st, n, err);
-  pthread_mutex_unlock(&recover_mu);
-  return r;
-}
-
-static int recover_markers(struct gw_state *st, size_t *n, struct cap_error *err)
 {
   *n = 0;
   int dfd = openat(st->dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
