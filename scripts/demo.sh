@@ -36,7 +36,7 @@ fi
 # log, with a state directory of this demo's own
 if "$capsule" doctor >/dev/null 2>&1; then
   state=$(mktemp -d)
-  trap 'rm -rf "$state"' EXIT
+  trap 'rm -rf "$state" "$state.err"' EXIT
   echo
   echo "== capsule list --caps examples/covenant"
   "$capsule" list --caps examples/covenant --state "$state"
@@ -56,7 +56,11 @@ if "$capsule" doctor >/dev/null 2>&1; then
     "$capsule" policy set text-tools word_count allow --caps examples --state "$state"
     for text in "one two three" "warm now"; do
       echo "== capsule call --caps examples text-tools word_count '{\"text\": \"$text\"}'"
-      "$capsule" call --caps examples --state "$state" text-tools word_count "{\"text\": \"$text\"}" 2>/dev/null
+      # the capability's own log lines are noise here; a failure shows them all
+      if ! "$capsule" call --caps examples --state "$state" text-tools word_count "{\"text\": \"$text\"}" 2>"$state.err"; then
+        cat "$state.err" >&2
+        exit 1
+      fi
     done
     pkill -f -- "--state $state" || true # the instance's keeper; it would stop when idle
   fi
