@@ -389,6 +389,23 @@ static void listens_flushed(struct serve *sv)
   sv->n_ended = 0;
 }
 
+/* A request whose id is one of its session's requests still in flight:
+ * ids are unique within a session (the answers are routed by them), so it
+ * gets a JSON-RPC error of its own and the first keeps its answer. */
+static void refuse_duplicate(struct inbound *in)
+{
+  _cleanup_free_ char *json =
+      cap_xasprintf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32600,\"message\":"
+                    "\"Invalid Request: a request with this id is still in flight in this session; "
+                    "use an id of its own for each request\"}}",
+                    in->id_json);
+  pthread_mutex_lock(&in->stream->mu);
+  in->stream->accepted = true;
+  pthread_cond_broadcast(&in->stream->cv);
+  pthread_mutex_unlock(&in->stream->mu);
+  stream_push(in->stream, json, strlen(json), true);
+}
+
 static void on_inbound(struct serve *sv, struct inbound *in)
 {
   struct sess *x = in->session_id ? serve_find_sess(sv, in->session_id) : NULL;
@@ -444,6 +461,10 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     }
   }
   x->last_ms = now_ms();
+  if (in->stream && in->id_json && find_route(x, in->id_json)) {
+    refuse_duplicate(in);
+    return;
+  }
   if (in->stream && in->sse && in->id_json)
     serve_replay_open(x, in->stream);
   if (in->stream) { /* an SSE answer may start: progress and the result follow */

@@ -16,6 +16,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/fork_mutex.h"
 #include "core/secret.h"
 #include "core/sha256.h"
 #include "gateway/call.h"
@@ -357,17 +358,13 @@ static int state_db(struct gw_state *st, struct cap_error *err)
  * could each take the same abandoned marker or spool file and record it
  * twice. In turn, the second finds it recorded and gone. A child forked
  * meanwhile gets the mutex unlocked. */
-static pthread_mutex_t recover_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t recover_once = PTHREAD_ONCE_INIT;
-static void recover_child(void) { pthread_mutex_init(&recover_mu, NULL); }
-static void recover_at_fork(void) { pthread_atfork(NULL, NULL, recover_child); }
+static struct cap_fork_mutex recover_mu = CAP_FORK_MUTEX_INIT;
 
 /* What processes gone left in the state directory, stored (best effort:
  * what cannot be stored stays for the next open) */
 static void recover_left(struct gw_state *st)
 {
-  pthread_once(&recover_once, recover_at_fork);
-  pthread_mutex_lock(&recover_mu);
+  cap_fork_mutex_lock(&recover_mu);
   /* a capsule killed mid-call left its call in flight: its record now */
   size_t interrupted = 0;
   struct cap_error ignored = {0};
@@ -378,7 +375,7 @@ static void recover_left(struct gw_state *st)
   size_t spooled = 0;
   gw_egress_spool_recover(st, &spooled, &ignored);
   cap_error_clear(&ignored);
-  pthread_mutex_unlock(&recover_mu);
+  cap_fork_mutex_unlock(&recover_mu);
 }
 
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)

@@ -16,6 +16,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/fork_mutex.h"
 #include "gateway/call.h"
 #include "gateway/state.h"
 #include "gateway/state_int.h"
@@ -144,19 +145,14 @@ static void lead(struct gw_state *st, struct gw_audit_group *g, const struct gw_
  * was hundreds of ms). Other processes still meet at SQLite's lock. It
  * guards no memory: a child forked meanwhile (which opens a state of its
  * own) gets it unlocked. */
-static pthread_mutex_t solo_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t solo_once = PTHREAD_ONCE_INIT;
-
-static void solo_child(void) { pthread_mutex_init(&solo_mu, NULL); }
-static void solo_at_fork(void) { pthread_atfork(NULL, NULL, solo_child); }
+static struct cap_fork_mutex solo_mu = CAP_FORK_MUTEX_INIT;
 
 static int append_solo(struct gw_state *st, struct gw_audit_record *r, struct gw_inflight *inflight,
                        struct cap_error *err)
 {
-  pthread_once(&solo_once, solo_at_fork);
-  pthread_mutex_lock(&solo_mu);
+  cap_fork_mutex_lock(&solo_mu);
   int rc = gw_audit_append_marked(st, &r, &inflight, 1, err); /* inflight spoilt at the COMMIT */
-  pthread_mutex_unlock(&solo_mu);
+  cap_fork_mutex_unlock(&solo_mu);
   return rc;
 }
 

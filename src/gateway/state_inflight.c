@@ -17,6 +17,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/clock.h"
+#include "core/fork_mutex.h"
 #include "core/fs.h"
 #include "gateway/state.h"
 #include "gateway/state_int.h"
@@ -90,7 +91,7 @@ static int lock_marker(int fd, bool wait)
 /* Takes happen one at a time in a process: POSIX locks never conflict
  * within one, and a second descriptor of a marker another thread has just
  * taken, once closed, would drop that marker's lock. */
-static pthread_mutex_t take_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cap_fork_mutex take_lock = CAP_FORK_MUTEX_INIT;
 
 /* A spare renamed to name in dir (the markers' directory), locked first
  * (a taker in another process has to get the lock too) and checked to be
@@ -102,7 +103,7 @@ static pthread_mutex_t take_lock = PTHREAD_MUTEX_INITIALIZER;
 static int take_spare(int statefd, int dir, const char *name, unsigned start)
 {
   int fd = -1;
-  pthread_mutex_lock(&take_lock);
+  cap_fork_mutex_lock(&take_lock);
   for (unsigned i = 0; i < SPARE_TRIES && fd < 0; i++) {
     char spare[32];
     snprintf(spare, sizeof spare, SPARE_DIR "/%u", (start + i) % SPARE_SLOTS);
@@ -117,7 +118,7 @@ static int take_spare(int statefd, int dir, const char *name, unsigned start)
       fd = -1;
     }
   }
-  pthread_mutex_unlock(&take_lock);
+  cap_fork_mutex_unlock(&take_lock);
   return fd;
 }
 
@@ -513,7 +514,14 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
     return 0;
   int r = inflight_record(st, fd, err);
   if (r == 0) {
+    /* renamed into the spares and closed with no take in between: a
+     * thread of this process taking it first would lock it (no conflict
+     * within a process), and this close would then drop that call's lock */
+    cap_fork_mutex_lock(&take_lock);
     recycle_marker(st->dirfd, dir, name, fd, slot);
+    close(fd);
+    fd = -1;
+    cap_fork_mutex_unlock(&take_lock);
     (*n)++;
   }
   return r < 0 ? r : 0;

@@ -183,6 +183,30 @@ async function disconnect() {
   check('serves-after-disconnect', ping.status === 200 && /"result":\{\}/.test(ping.body), `${ping.status} ${ping.body}`);
 }
 
+// Ids are unique within a session while in flight (answers are routed by
+// them): a second request with the id of one still running gets its own
+// -32600; the first keeps its answer
+async function duplicateIds() {
+  const a = await raw('POST', init, auth(token));
+  const sid = a.headers['mcp-session-id'];
+  const h = { ...auth(token), 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+  const call = (name, text) => JSON.stringify({ jsonrpc: '2.0', id: 30, method: 'tools/call', params: { name, arguments: { text } } });
+  const first = raw('POST', call('slow__dispatch', 'first'), h); // 3 s
+  await new Promise((r) => setTimeout(r, 500));
+  const dup = await raw('POST', call('wordcount__dispatch', 'second'), h);
+  const messages = (r) => /application\/json/.test(r.headers?.['content-type'] || '')
+    ? [JSON.parse(r.body)]
+    : r.body.split('\n').filter((l) => l.startsWith('data: ') && l.slice(6).trim()).map((l) => JSON.parse(l.slice(6))); // not the priming event's empty data
+  const d = dup.status === 200 ? messages(dup).find((m) => m.id === 30) : null;
+  check('duplicate-id-refused', d?.error?.code === -32600 && /in flight/.test(d.error.message), `${dup.status} ${dup.body}`);
+  const f = await first;
+  const r = f.status === 200 ? messages(f).find((m) => m.id === 30) : null;
+  check('duplicate-id-first-answered', r?.result?.structuredContent?.done === true && !r.result.isError, `${f.status} ${f.body}`);
+  const again = await raw('POST', call('wordcount__dispatch', 'x y'), h); // answered: the id is free again
+  const g = again.status === 200 ? messages(again).find((m) => m.id === 30) : null;
+  check('duplicate-id-free-after-answer', g?.result?.structuredContent?.text === '2 words', `${again.status} ${again.body}`);
+}
+
 // Sessions are bounded: initialize until 503, delete them all, start again
 async function manySessions() {
   const ids = [];
@@ -210,6 +234,7 @@ try {
   await calls();
   await modern();
   await disconnect();
+  await duplicateIds();
   await manySessions();
   await unix();
 } catch (e) {

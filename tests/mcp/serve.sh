@@ -82,7 +82,7 @@ run_as() {
   done < <(cd "$root/tests" && node "$here/http.mjs" "http://127.0.0.1:$port/mcp" "$t1" "$t2" "$state/serve.sock" 2>"$work/http-$who.err")
   [ -s "$work/http-$who.err" ] && tail -20 "$work/http-$who.err" | sed 's/^/         /'
   local audit
-  slow_done() { [ "$(C audit --state "$state" | grep -Ec ' alice slow\.dispatch allow [0-9]+ms ok')" = 2 ]; }
+  slow_done() { [ "$(C audit --state "$state" | grep -Ec ' alice slow\.dispatch allow [0-9]+ms ok')" = 3 ]; }
   wait_for slow_done && ok "$who: disconnected-call-audited" || bad "$who: disconnected-call-audited"
   slow_stopped() { C audit --state "$state" | grep -Eq ' alice hang\.dispatch allow [0-9]+ms (the agent failed with exit status 143|interrupted)'; }
   wait_for slow_stopped && ok "$who: modern-stream-close-cancels" || bad "$who: modern-stream-close-cancels"
