@@ -14,9 +14,12 @@
 #include "cli/plugin.h"
 #include "core/cleanup.h"
 #include "core/escape.h"
+#include "gateway/instance.h"
 #include "gateway/plugin_state.h"
+#include "gateway/state.h"
 
 #define MAX_PATH_GRANTS 32
+#define STOP_WAIT_MS 10000 /* as capsule stop */
 
 struct grant_arg {
   enum gw_grant_kind kind;
@@ -148,6 +151,55 @@ static int grant_change(const struct common *o, struct gw_state *st, const char 
   return 0;
 }
 
+/* After a revoke, the capability's warm servers (Selu instances, MCP
+ * servers) end at once: each runs with the grants of its start. No later
+ * call reaches one (the digest of what a sandbox may reach names it), but
+ * until it idled out it would keep what was revoked, and go on using it.
+ * Calls in progress on them fail, as under `capsule stop`. 1 when one did
+ * not end within STOP_WAIT_MS. */
+static int stop_warm(const struct common *o, const char *cap)
+{
+  _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
+  _cleanup_free_ char *run = cap_xasprintf("%s/run", o->state ? o->state : dflt);
+  struct gw_instance_info *list = NULL;
+  size_t n = 0;
+  struct cap_error err = {0};
+  int status = CLI_EXIT_OK;
+  size_t stopped = 0;
+  if (gw_instance_list(run, &list, &n, &err) < 0) {
+    cli_error("revoke", err.message);
+    cap_error_clear(&err);
+    return CLI_EXIT_INVALID;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(list[i].capability, cap) != 0)
+      continue;
+    if (gw_instance_stop(run, &list[i], STOP_WAIT_MS, &err) < 0) {
+      _cleanup_free_ char *m = cap_xasprintf(
+          "%s: the warm server started with the revoked grant did not stop (%s); stop it with "
+          "`capsule stop %s`",
+          cap, err.message, cap);
+      cli_error("revoke", m);
+      status = CLI_EXIT_INVALID;
+    } else {
+      _cleanup_free_ char *line = cap_xasprintf(
+          "stopped %s (keeper pid %d): it ran with the revoked grant", cap, (int)list[i].pid);
+      cap_escape_fput(stdout, line, 8192);
+      putchar('\n');
+    }
+    cap_error_clear(&err);
+    stopped++;
+  }
+  free(list);
+  /* what their egress proxies decided since their last call: stored now,
+   * as capsule stop does (gw_state_open's recovery; best effort) */
+  struct gw_state *st = NULL;
+  if (stopped && gw_state_open(o->state ? o->state : dflt, &st, &err) == 0)
+    gw_state_close(st);
+  cap_error_clear(&err);
+  return status;
+}
+
 static int grant_verb(const char *verb, int argc, char **argv)
 {
   struct grant_arg g[16];
@@ -178,6 +230,8 @@ static int grant_verb(const char *verb, int argc, char **argv)
     return r;
   r = list ? grant_list(&o, st, cap) : grant_change(&o, st, verb, cap, g, n);
   gw_state_close(st);
+  if (r == 0 && !list && strcmp(verb, "revoke") == 0)
+    r = stop_warm(&o, cap);
   return r;
 }
 

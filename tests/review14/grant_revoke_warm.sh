@@ -35,7 +35,21 @@ for i in 1 2; do # the first starts the keeper, the second finds it warm
   a=$(read_secret)
   grep -q 'READ:s3cret' <<<"$a" || { tail -n 5 "$work/serve.log" "$work/answers"; skip "the granted server cannot read $secret ($a)"; }
 done
-"$capsule" revoke "${C[@]}" p --read "$secret" >/dev/null || { echo "FAIL: revoke --read"; exit 1; }
+# the keepers (capsule ps) of a capability, as pids
+keepers() { "$capsule" ps --state "$state" --json 2>/dev/null | tr -d ' \n' | tr '{' '\n' | grep "\"capability\":\"$1\"" | grep -o '"pid":"[0-9]*"' | grep -o '[0-9][0-9]*' | sort; }
+old_keeper=$(keepers p)
+[ -n "$old_keeper" ] || { echo "FAIL: no keeper of p listed while its server is warm: $("$capsule" ps --state "$state" --json 2>&1)"; exit 1; }
+"$capsule" revoke "${C[@]}" p --read "$secret" >"$work/revoke.out" || { echo "FAIL: revoke --read"; exit 1; }
+# the server started with the grant ends with the revoke, not at its idle timeout
+if [ -n "$(keepers p)" ] || kill -0 $old_keeper 2>/dev/null; then
+  echo "FAIL: after revoke --read, the warm server started with the grant still runs (keeper $old_keeper)"
+  fail=1
+elif ! grep -q "^stopped p (keeper pid $old_keeper)" "$work/revoke.out"; then
+  echo "FAIL: revoke did not say it stopped the warm server: $(cat "$work/revoke.out")"
+  fail=1
+else
+  echo "ok: revoke --read stops the warm server started with the grant"
+fi
 for i in 1 2; do
   a=$(read_secret)
   if grep -q 'READ:' <<<"$a"; then
@@ -78,17 +92,22 @@ if [ -x "$root/examples/selu-text/capability" ]; then
   "$capsule" grant "${C[@]}" text-tools --host example.com >/dev/null || { echo "FAIL: grant --host"; exit 1; }
   a=$(wc_call)
   if grep -q '"words"' <<<"$a" && [ "$(instances)" = 1 ]; then
+    old_keeper=$(keepers text-tools)
     "$capsule" revoke "${C[@]}" text-tools --host example.com >/dev/null
+    n0=$(instances)
     a=$(wc_call)
     n=$(instances)
     if ! grep -q '"words"' <<<"$a"; then
       echo "FAIL: after revoke --host, the Selu call failed: $a"
       fail=1
-    elif [ "$n" = 1 ]; then
-      echo "FAIL: after revoke --host, the Selu call leased the instance started with the host (1 instance)"
+    elif [ "$n0" != 0 ]; then
+      echo "FAIL: after revoke --host, the Selu instance started with the host still runs ($n0 instances)"
+      fail=1
+    elif [ "$(keepers text-tools)" = "$old_keeper" ]; then
+      echo "FAIL: after revoke --host, the Selu call leased the instance started with the host"
       fail=1
     else
-      echo "ok: revoke --host starts a new Selu instance ($n instances)"
+      echo "ok: revoke --host stops the Selu instance started with it; the next call starts a new one"
     fi
     "$capsule" stop --state "$state" text-tools >/dev/null 2>&1
   else
