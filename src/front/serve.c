@@ -34,7 +34,8 @@
 #include "gateway/registry.h"
 
 #define IDLE_SESSION_MS (60 * 60 * 1000)
-#define LISTEN_FLUSH_MS 3000 /* at the stop: for listens' answers to reach their clients */
+#define LISTEN_FLUSH_MS 3000   /* at the stop: for listens' answers to reach their clients */
+#define SERVE_RECOVER_MS 10000 /* how often serve stores what processes gone left (state.h) */
 
 static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
 
@@ -578,6 +579,10 @@ static bool turn(struct serve *sv, uint64_t *drain_until)
   if (reload)
     serve_reload(sv);
   reap(sv);
+  if (now_ms() >= sv->recover_ms) { /* no other capsule may open the state meanwhile */
+    gw_state_recover(sv->opt->st);
+    sv->recover_ms = now_ms() + SERVE_RECOVER_MS;
+  }
   if (sv->status_dirty || sv->stopping)
     serve_write_status(sv);
   bool go_on = !sv->stopping || (busy(sv) && now_ms() < *drain_until);

@@ -92,6 +92,7 @@ struct serve {
   char *http_addr;       /* --mcp-http's, likewise */
   struct ui_live *live;  /* PostgreSQL: the live stream's listener (ui_live.c) */
   size_t fast_in_flight; /* calls on the fast path (atomic: each ends outside state_mu) */
+  uint64_t recover_ms;   /* when the state's left markers and spools are next stored */
   /* subscriptions/listen streams answered at the stop: held until their
    * clients have the answer (teardown waits for them, bounded) */
   struct stream **ended;

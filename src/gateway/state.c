@@ -360,9 +360,8 @@ static int state_db(struct gw_state *st, struct cap_error *err)
  * meanwhile gets the mutex unlocked. */
 static struct cap_fork_mutex recover_mu = CAP_FORK_MUTEX_INIT;
 
-/* What processes gone left in the state directory, stored (best effort:
- * what cannot be stored stays for the next open) */
-static void recover_left(struct gw_state *st)
+/* (state.h) What cannot be stored stays for the next open. */
+void gw_state_recover(struct gw_state *st)
 {
   cap_fork_mutex_lock(&recover_mu);
   /* a capsule killed mid-call left its call in flight: its record now */
@@ -403,7 +402,7 @@ int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
     gw_state_close(st);
     return r;
   }
-  recover_left(st);
+  gw_state_recover(st);
   gw_state_remember_dir(dir); /* masked in every later sandbox, whichever state it uses */
   *ret = st;
   return 0;

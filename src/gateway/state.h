@@ -49,6 +49,11 @@ void gw_state_private_paths_free(char **paths, size_t n);
 void gw_state_remember_dir(const char *dir);
 
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err);
+/* What processes gone left in the state directory (the in-flight markers
+ * of calls killed, the egress spools of warm servers' keepers that ended),
+ * stored now as gw_state_open stores them; for a long-lived process
+ * (serve), which opens no state while it runs. Best effort. */
+void gw_state_recover(struct gw_state *st);
 /* A PostgreSQL state (docs/state.md): dir may be a postgres:// URL (this
  * host's directory is then the default one), or gw_state_use_database
  * names the database for every later open while dir stays this host's

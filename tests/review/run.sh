@@ -70,7 +70,7 @@ scripts=(
   ../review13/gather_capture.sh ../review13/gather_templates_memory.sh
   # the fourteenth's (tests/review14/)
   ../review14/grant_revoke_warm.sh ../review14/tool_reach.sh ../review14/warm_egress_hang.sh
-  ../review14/warm_egress_lost.sh ../review14/warm_egress_stop.sh
+  ../review14/warm_egress_lost.sh ../review14/warm_egress_stop.sh ../review14/warm_egress_serve_alone.sh
   # the fifteenth's (tests/review15/)
   ../review15/pending_v6_prefix.sh ../review15/warm_selu_kill.sh
   # the sixteenth's (tests/review16/)
