@@ -7,14 +7,21 @@
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <pwd.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/clock.h"
+#include "core/subid.h"
 
 /* Who holds a connection, for the shares: on loopback the local user
  * owning the client's socket (sock_diag), else the client's address. */
@@ -86,6 +93,100 @@ static int diag_uid(const struct sockaddr_storage *peer, const struct sockaddr_s
   return 0;
 }
 
+/* ---- a local user's subordinate uids: one owner ----
+ * A user given a range in /etc/subuid (rootless containers are) can make
+ * sockets as any uid of it (newuidmap): each would be an owner of its own,
+ * holding one pending connection, and a flood of them would evict another
+ * user's by age. So a uid in a user's range counts as that user. The file
+ * is read again when one stat (at most a second apart) says it changed. */
+struct subid_range {
+  uint32_t owner;
+  uint64_t start, end; /* [start, end) */
+};
+static pthread_mutex_t subid_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct subid_range *subids;
+static size_t n_subids;
+static struct stat subid_sb; /* of the file read (st_ino 0: none) */
+static uint64_t subid_checked_ms;
+
+static const char *subid_path(void)
+{
+#ifdef CAPSULE_TEST_HOOKS /* tests/review15/pending_subuid.sh: a subordinate-id file of its own */
+  const char *test = getenv("CAPSULE_TEST_SUBUID");
+  if (test && *test)
+    return test;
+#endif
+  return "/etc/subuid";
+}
+
+/* The uid a line's name stands for: a number, or a user's name. */
+static bool subid_owner_uid(const char *name, size_t len, uint32_t *uid)
+{
+  char buf[256];
+  if (len >= sizeof buf)
+    return false;
+  memcpy(buf, name, len);
+  buf[len] = '\0';
+  char *end;
+  unsigned long v = strtoul(buf, &end, 10);
+  if (buf[0] >= '0' && buf[0] <= '9' && !*end && v <= UINT32_MAX) {
+    *uid = (uint32_t)v;
+    return true;
+  }
+  struct passwd pw, *found = NULL;
+  char pwbuf[4096];
+  if (getpwnam_r(buf, &pw, pwbuf, sizeof pwbuf, &found) != 0 || !found)
+    return false;
+  *uid = found->pw_uid;
+  return true;
+}
+
+/* With subid_mu held. */
+static void subid_load(void)
+{
+  uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+  if (subid_checked_ms && now - subid_checked_ms < 1000)
+    return;
+  subid_checked_ms = now;
+  struct stat sb = {0};
+  _cleanup_fclose_ FILE *f = fopen(subid_path(), "re");
+  if (f && fstat(fileno(f), &sb) < 0)
+    sb = (struct stat){0};
+  if (sb.st_ino == subid_sb.st_ino && sb.st_dev == subid_sb.st_dev &&
+      sb.st_size == subid_sb.st_size &&
+      !memcmp(&sb.st_mtim, &subid_sb.st_mtim, sizeof sb.st_mtim) &&
+      !memcmp(&sb.st_ctim, &subid_sb.st_ctim, sizeof sb.st_ctim))
+    return;
+  subid_sb = sb;
+  n_subids = 0;
+  char line[512];
+  size_t name_len;
+  uint64_t start, count;
+  uint32_t owner;
+  while (f && fgets(line, sizeof line, f))
+    if (cap_subid_line(line, strlen(line), &name_len, &start, &count) == 0 &&
+        subid_owner_uid(line, name_len, &owner) && n_subids < 4096) {
+      if ((n_subids & (n_subids - 1)) == 0) /* 0, 1, 2, 4...: room doubled */
+        subids = cap_xrealloc(subids, (n_subids ? 2 * n_subids : 1) * sizeof *subids);
+      subids[n_subids++] = (struct subid_range){owner, start, start + count};
+    }
+}
+
+/* The user whose subordinate range holds uid, or uid. */
+static uint32_t subid_owner(uint32_t uid)
+{
+  pthread_mutex_lock(&subid_mu);
+  subid_load();
+  uint32_t owner = uid;
+  for (size_t i = 0; i < n_subids; i++)
+    if (uid >= subids[i].start && uid < subids[i].end) {
+      owner = subids[i].owner;
+      break;
+    }
+  pthread_mutex_unlock(&subid_mu);
+  return owner;
+}
+
 static void conn_owner(int fd, struct conn_owner *o)
 {
   *o = (struct conn_owner){0};
@@ -108,6 +209,8 @@ static void conn_owner(int fd, struct conn_owner *o)
     return;
   }
   o->by_uid = loopback && diag_uid(&peer, &local, &o->uid) == 0;
+  if (o->by_uid)
+    o->uid = subid_owner(o->uid);
 }
 
 static bool same_owner(const struct conn_owner *a, const struct conn_owner *b)

@@ -10,6 +10,7 @@
 
 #include "core/buf.h"
 #include "core/cleanup.h"
+#include "core/subid.h"
 
 void taken_add(struct taken *t, uint64_t start, uint64_t count)
 {
@@ -41,21 +42,17 @@ static const char *subid_file(const char *env, const char *dflt)
   return dflt;
 }
 
-/* "name:start:count" lines; anything else is skipped. */
+/* "name:start:count" lines (core/subid.h); anything else is skipped, as
+ * shadow's newuidmap skips it. */
 static void read_subids(struct taken *t, const char *path)
 {
   _cleanup_fclose_ FILE *f = fopen(path, "re");
   char line[512];
-  while (f && fgets(line, sizeof line, f)) {
-    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (!c2)
-      continue;
-    char *end1, *end2;
-    unsigned long long start = strtoull(c1 + 1, &end1, 10);
-    unsigned long long count = strtoull(c2 + 1, &end2, 10);
-    if (end1 == c2 && end2 != c2 + 1)
+  size_t name_len;
+  uint64_t start, count;
+  while (f && fgets(line, sizeof line, f))
+    if (cap_subid_line(line, strlen(line), &name_len, &start, &count) == 0)
       taken_add(t, start, count);
-  }
 }
 
 /* Everything a range must not overlap: subordinate ids, users, groups. */

@@ -153,7 +153,10 @@ printf '%s\n' '1{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name"
 mkdir -p "$work/mcp_template"
 printf 'test://template/{id}/data\ntest://template/7/data' >"$work/mcp_template/simple"
 printf 'file://{+path}{?q,r}{#f}\nfile://a/b?q=1&r=2#x' >"$work/mcp_template/operators"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch egress_spool event_id mcp_template}; do
+mkdir -p "$work/subid"
+printf 'alice:100000:65536\n' >"$work/subid/name"
+printf '1000:4294901760:65536' >"$work/subid/number"
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch egress_spool event_id mcp_template subid}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

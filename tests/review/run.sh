@@ -72,7 +72,7 @@ scripts=(
   ../review14/grant_revoke_warm.sh ../review14/tool_reach.sh ../review14/warm_egress_hang.sh
   ../review14/warm_egress_lost.sh ../review14/warm_egress_stop.sh ../review14/warm_egress_serve_alone.sh
   # the fifteenth's (tests/review15/)
-  ../review15/pending_v6_prefix.sh ../review15/warm_selu_kill.sh
+  ../review15/pending_v6_prefix.sh ../review15/pending_subuid.sh ../review15/warm_selu_kill.sh
   # the sixteenth's (tests/review16/)
   ../review16/spool_other_user.sh ../review16/unit_probes.sh
 )
