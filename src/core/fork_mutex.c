@@ -5,11 +5,17 @@ static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct cap_fork_mutex *list;
 static pthread_once_t list_once = PTHREAD_ONCE_INIT;
 
+/* The child's list is the whole truth: a fork between a mutex's linking
+ * and its listed flag's store leaves it on the list unflagged, and its
+ * first lock in the child would link it a second time (m->next = m: a
+ * cycle the next fork's handler would walk for good) */
 static void at_fork_child(void)
 {
   pthread_mutex_init(&list_mu, NULL);
-  for (struct cap_fork_mutex *m = list; m; m = m->next)
+  for (struct cap_fork_mutex *m = list; m; m = m->next) {
     pthread_mutex_init(&m->mu, NULL);
+    __atomic_store_n(&m->listed, true, __ATOMIC_RELAXED); /* one thread here */
+  }
 }
 
 static void at_fork_register(void) { pthread_atfork(NULL, NULL, at_fork_child); }

@@ -44,10 +44,33 @@
 static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
 static char **own_names;
 static size_t n_own;
+static char **volatile forked_names; /* a forked child's: its parent's, kept reachable, unread */
+static pthread_once_t own_once = PTHREAD_ONCE_INIT;
+
+/* A forked child (serve's call children open the state: recovery, their
+ * own markers) finds own_lock unlocked, whichever thread held it at the
+ * fork, and holds none of its parent's markers' locks: it forgets their
+ * names (the array may have been mid-change: not freed) and any parked
+ * ones (spares_pid says so too) */
+static void own_child(void)
+{
+  pthread_mutex_init(&own_lock, NULL);
+  if (own_names)
+    forked_names = own_names;
+  own_names = NULL;
+  n_own = 0;
+}
+static void own_at_fork(void) { pthread_atfork(NULL, NULL, own_child); }
+
+static void own_lock_take(void)
+{
+  pthread_once(&own_once, own_at_fork); /* before the first lock: a fork may find it held */
+  pthread_mutex_lock(&own_lock);
+}
 
 static void own_marker(const char *name, bool held)
 {
-  pthread_mutex_lock(&own_lock);
+  own_lock_take();
   if (held) {
     own_names = cap_xrealloc(own_names, (n_own + 1) * sizeof *own_names);
     own_names[n_own++] = cap_xstrdup(name);
@@ -64,7 +87,7 @@ static void own_marker(const char *name, bool held)
 static bool own_marker_has(const char *name)
 {
   bool found = false;
-  pthread_mutex_lock(&own_lock);
+  own_lock_take();
   for (size_t i = 0; i < n_own && !found; i++)
     found = strcmp(own_names[i], name) == 0;
   pthread_mutex_unlock(&own_lock);
@@ -225,7 +248,7 @@ static bool spares_on;
 
 void gw_inflight_spares(bool on)
 {
-  pthread_mutex_lock(&own_lock);
+  own_lock_take();
   spares_on = on;
   size_t n = spares_pid == getpid() ? n_spares : 0;
   struct spare_marker drop[SPARE_MARKERS];
@@ -246,7 +269,7 @@ void gw_inflight_spares(bool on)
 static bool spare_take(const struct stat *dir, pid_t pid, struct spare_marker *out)
 {
   bool got = false;
-  pthread_mutex_lock(&own_lock);
+  own_lock_take();
   if (spares_pid != pid)
     n_spares = 0; /* a fork's copy: not this process's locks, nor its spares */
   for (size_t i = n_spares; i-- > 0 && !got;)
@@ -263,7 +286,7 @@ static bool spare_give(const struct spare_marker *m)
 {
   bool kept = false;
   pid_t pid = getpid(); /* a system call: not with the lock held (every call's end takes it) */
-  pthread_mutex_lock(&own_lock);
+  own_lock_take();
   if (spares_on && spares_pid == pid && n_spares < SPARE_MARKERS) {
     spares[n_spares++] = *m;
     kept = true;
@@ -505,12 +528,23 @@ static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
 static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n, unsigned *slot,
                        struct cap_error *err)
 {
-  _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0 || lock_marker(fd, false) < 0)
-    return 0; /* gone, or its call is still running */
+  /* opened, locked and checked under the take mutex, closed under it when
+   * not kept: between the open and the lock another process may record
+   * the file, recycle it into the spares, and a thread of this one take
+   * it for its call; the lock here then succeeds (no conflict within a
+   * process) and this descriptor's close would drop that call's lock.
+   * Once locked here and still under its name, no other process can move
+   * it, and only this thread would recycle it */
+  cap_fork_mutex_lock(&take_lock);
+  int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   struct stat a, b;
-  if (fstat(fd, &a) < 0 || fstatat(dir, name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
-      a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+  bool mine = fd >= 0 && lock_marker(fd, false) == 0 && fstat(fd, &a) == 0 &&
+              fstatat(dir, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
+              a.st_dev == b.st_dev;
+  if (!mine && fd >= 0)
+    close(fd); /* gone, its call still running, or not the file under its name */
+  cap_fork_mutex_unlock(&take_lock);
+  if (!mine)
     return 0;
   int r = inflight_record(st, fd, err);
   if (r == 0) {
@@ -520,9 +554,10 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
     cap_fork_mutex_lock(&take_lock);
     recycle_marker(st->dirfd, dir, name, fd, slot);
     close(fd);
-    fd = -1;
     cap_fork_mutex_unlock(&take_lock);
     (*n)++;
+  } else {
+    close(fd); /* still under its name, locked here: no take can have it */
   }
   return r < 0 ? r : 0;
 }
@@ -533,11 +568,17 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
 #define UNNAMED_MARKER_AGE_S 600
 static void drop_unnamed(int dir, const char *name)
 {
-  _cleanup_close_ int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  /* under the take mutex, as recover_one says: the file may have become a
+   * marker, been recorded and recycled, and be taken here meanwhile */
+  cap_fork_mutex_lock(&take_lock);
+  int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   struct stat sb;
   if (fd >= 0 && lock_marker(fd, false) == 0 && fstat(fd, &sb) == 0 &&
       sb.st_mtime + UNNAMED_MARKER_AGE_S < time(NULL))
     unlinkat(dir, name, 0);
+  if (fd >= 0)
+    close(fd);
+  cap_fork_mutex_unlock(&take_lock);
 }
 
 struct marker_name {
