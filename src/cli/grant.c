@@ -111,8 +111,10 @@ static int grant_list(const struct common *o, struct gw_state *st, const char *c
   return 0;
 }
 
+/* *changed: a grant was added or removed (each is committed on its own:
+ * one refused later leaves the earlier ones done) */
 static int grant_change(const struct common *o, struct gw_state *st, const char *verb,
-                        const char *cap, const struct grant_arg *g, size_t n)
+                        const char *cap, const struct grant_arg *g, size_t n, bool *changed)
 {
   bool add = strcmp(verb, "grant") == 0;
   struct list_ctx c = {0};
@@ -141,6 +143,7 @@ static int grant_change(const struct common *o, struct gw_state *st, const char 
       cap_error_clear(&err);
       return CLI_EXIT_INVALID;
     }
+    *changed = true;
     _cleanup_free_ char *what = cap_xasprintf("%s %s", gw_grant_kind_names[g[i].kind], g[i].value);
     _cleanup_free_ char *line = cap_xasprintf("%s: %s %s", add ? "granted" : "revoked", cap, what);
     cap_escape_fput(stdout, line, 8192);
@@ -228,10 +231,15 @@ static int grant_verb(const char *verb, int argc, char **argv)
   struct gw_state *st = NULL;
   if ((r = open_state(&o, &st)))
     return r;
-  r = list ? grant_list(&o, st, cap) : grant_change(&o, st, verb, cap, g, n);
+  bool changed = false;
+  r = list ? grant_list(&o, st, cap) : grant_change(&o, st, verb, cap, g, n, &changed);
   gw_state_close(st);
-  if (r == 0 && !list && strcmp(verb, "revoke") == 0)
-    r = stop_warm(&o, cap);
+  /* a revoke that removed any grant stops the warm servers, even when a
+   * later one of the same command failed (the earlier are committed) */
+  if (changed && strcmp(verb, "revoke") == 0) {
+    int s = stop_warm(&o, cap);
+    r = r ? r : s;
+  }
   return r;
 }
 

@@ -75,6 +75,8 @@ scripts=(
   ../review15/pending_v6_prefix.sh ../review15/pending_subuid.sh ../review15/warm_selu_kill.sh
   # the sixteenth's (tests/review16/)
   ../review16/spool_other_user.sh ../review16/unit_probes.sh
+  # the seventeenth's (tests/review17/)
+  ../review17/revoke_partial_warm.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
