@@ -11,7 +11,10 @@
 # skip WHY ends a script with 77 (1 when an ASan build of capsule said
 # why); later_egress WHY: the probe's request after its call seen
 # answered by its proxy (else skip WHY); later_rows: the egress rows of
-# that request's host, said and set in rows. Usage: . lib.sh CAPSULE NAME
+# that request's host, said and set in rows; proxied_probe [ARGS...]: p in
+# proxy mode behind serve_http, warm; retired_after_later: its request
+# after a call made, then its keeper retired and a new one started.
+# Usage: . lib.sh CAPSULE NAME
 set -u
 capsule=$(realpath "$1")
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -107,6 +110,31 @@ later_egress() {
   done
   [ -n "$log" ] || skip "$1"
   grep -o 'LATER-EGRESS-DONE.*' "$log" | head -1
+}
+# proxied_probe [SERVE_ARGS...]: the probe as capability p in proxy mode
+# (example.com allowed) behind serve_http, its keeper started by a first
+# call that finds its proxy (else skip)
+proxied_probe() {
+  command -v sqlite3 >/dev/null || skip "sqlite3 is not installed"
+  probe_cap p
+  sed -i 's|"mode": "blocked"|"mode": "proxy", "allow_domains": ["example.com"]|' "$caps/p/capability.json"
+  serve_http "$@"
+  local a
+  a=$(call p net '{}')
+  grep -q 'PROXY:http' <<<"$a" || skip "the server has no egress proxy ($a)"
+}
+# retired_after_later: p's "later" called (its request after its call
+# seen), then its package touched so the keeper retires, and one more call
+# (a new keeper); else skip
+retired_after_later() {
+  local a
+  a=$(call p later '{}')
+  grep -q 'LATER:ok' <<<"$a" || skip "no answer from later ($a)"
+  later_egress "the server's request after its call was not seen"
+  touch "$caps/p/server.py" # its keeper retires; the next call starts a new one
+  sleep 1
+  a=$(call p net '{}')
+  grep -q 'PROXY:http' <<<"$a" || skip "no call after the change ($a)"
 }
 later_rows() {
   rows=$(sqlite3 "$state/state.db" "SELECT COUNT(*) FROM egress WHERE host = 'denied-later.invalid'" 2>&1)

@@ -15,12 +15,7 @@
 # cannot run here. As root.
 # Usage: warm_egress_hang.sh CAPSULE
 . "$(dirname "$0")/lib.sh" "$1" review14-hang
-command -v sqlite3 >/dev/null || { skip "sqlite3 is not installed"; }
-probe_cap p
-sed -i 's|"mode": "blocked"|"mode": "proxy", "allow_domains": ["example.com"]|' "$caps/p/capability.json"
-serve_http --timeout 3
-a=$(call p net '{}') # its keeper started: the next calls are warm
-grep -q 'PROXY:http' <<<"$a" || { skip "the server has no egress proxy ($a)"; }
+proxied_probe --timeout 3 # its keeper started: the next calls are warm
 a=$(post '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"p__hang","arguments":{}}}')
 grep -q 'did not answer in time' <<<"$a" || { skip "the hanging call was not ended by its deadline: $(head -c 300 <<<"$a")"; }
 later_egress "the server's request was not seen"

@@ -19,19 +19,8 @@
 # (A call gone before its answer: warm_egress_hang.sh; the keeper stopped
 # or killed: warm_egress_stop.sh.)
 . "$(dirname "$0")/lib.sh" "$1" review14-egress
-command -v sqlite3 >/dev/null || { skip "sqlite3 is not installed"; }
-probe_cap p
-sed -i 's|"mode": "blocked"|"mode": "proxy", "allow_domains": ["example.com"]|' "$caps/p/capability.json"
-serve_http
-a=$(call p net '{}')
-grep -q 'PROXY:http' <<<"$a" || { skip "the server has no egress proxy ($a)"; }
-a=$(call p later '{}')
-grep -q 'LATER:ok' <<<"$a" || { skip "no answer from later ($a)"; }
-later_egress "the server's request after its call was not seen"
-touch "$caps/p/server.py" # its keeper retires; the next call starts a new one
-sleep 1
-a=$(call p net '{}')
-grep -q 'PROXY:http' <<<"$a" || { skip "no call after the change ($a)"; }
+proxied_probe
+retired_after_later
 for _ in $(seq 1 600); do # the retired keeper ends, then an open of the state stores its batch
   "$capsule" audit --tail 1 --state "$state" >/dev/null 2>&1
   later_rows >/dev/null

@@ -13,12 +13,7 @@
 # is stored once, 77 when it cannot run here.
 # Usage: warm_egress_stop.sh CAPSULE
 . "$(dirname "$0")/lib.sh" "$1" review14-stop
-command -v sqlite3 >/dev/null || { skip "sqlite3 is not installed"; }
-probe_cap p
-sed -i 's|"mode": "blocked"|"mode": "proxy", "allow_domains": ["example.com"]|' "$caps/p/capability.json"
-serve_http
-a=$(call p net '{}')
-grep -q 'PROXY:http' <<<"$a" || { skip "the server has no egress proxy ($a)"; }
+proxied_probe
 # later_done N: the server said N times that its proxy answered its request
 later_done() {
   local _

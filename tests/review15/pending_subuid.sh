@@ -12,26 +12,10 @@
 # client's request is answered. Usage: pending_subuid.sh CAPSULE
 set -u
 . "$(dirname "$0")/lib.sh" "$1" r15-subuid
-command -v unshare >/dev/null && command -v ip >/dev/null || skip "unshare or ip is not installed"
 token=$("$capsule" access issue sub --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
 [ -n "$token" ] || { echo "FAIL: access issue"; exit 1; }
 echo "nobody:300000:65536" >"$work/subuid"
-export capsule state caps r15 work token
-unshare -n bash -c '
-  ip link set lo up || exit 77
-  CAPSULE_TEST_SUBUID=$work/subuid "$capsule" serve --caps "$caps" --state "$state" --mcp-http "127.0.0.1:0" 2>"$work/serve.log" &
-  spid=$!
-  trap "kill $spid 2>/dev/null; wait $spid 2>/dev/null" EXIT
-  for _ in $(seq 1 600); do
-    "$capsule" serve status --state "$state" >/dev/null 2>&1 && break
-    kill -0 $spid 2>/dev/null || break
-    sleep 0.1
-  done
-  port=$("$capsule" serve status --state "$state" --json 2>/dev/null | sed -n "s/.*\"mcp_http\": *\"[^\"]*:\([0-9]*\)\".*/\1/p")
-  [ -n "$port" ] || { cat "$work/serve.log"; exit 77; }
-  /usr/bin/python3 "$r15/pending_subuid.py" "$port" "$token"
-'
+SERVE_ENV="CAPSULE_TEST_SUBUID=$work/subuid" netns_serve true "127.0.0.1:0" "$r15/pending_subuid.py"
 rc=$?
-[ $rc = 77 ] && skip "the namespace, serve or the subordinate uids could not be set up"
 sanitized
 exit $rc

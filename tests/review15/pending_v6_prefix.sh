@@ -12,28 +12,11 @@
 # client's request is answered. Usage: pending_v6_prefix.sh CAPSULE
 set -u
 . "$(dirname "$0")/lib.sh" "$1" r15-v6
-command -v unshare >/dev/null && command -v ip >/dev/null || skip "unshare or ip is not installed"
 token=$("$capsule" access issue v6 --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
 [ -n "$token" ] || { echo "FAIL: access issue"; exit 1; }
-export capsule state caps r15 work token
-unshare -n bash -c '
-  ip link set lo up &&
-  ip -6 addr add fd00:15::1/64 dev lo nodad && ip -6 addr add fd00:16::1/64 dev lo nodad &&
+netns_serve 'ip -6 addr add fd00:15::1/64 dev lo nodad && ip -6 addr add fd00:16::1/64 dev lo nodad &&
   ip -6 route add local fd00:15::/64 dev lo table local &&
-  ip -6 route add local fd00:16::/64 dev lo table local || exit 77
-  "$capsule" serve --caps "$caps" --state "$state" --mcp-http "[fd00:15::1]:0" --insecure 2>"$work/serve.log" &
-  spid=$!
-  trap "kill $spid 2>/dev/null; wait $spid 2>/dev/null" EXIT
-  for _ in $(seq 1 600); do
-    "$capsule" serve status --state "$state" >/dev/null 2>&1 && break
-    kill -0 $spid 2>/dev/null || break
-    sleep 0.1
-  done
-  port=$("$capsule" serve status --state "$state" --json 2>/dev/null | sed -n "s/.*\"mcp_http\": *\"[^\"]*:\([0-9]*\)\".*/\1/p")
-  [ -n "$port" ] || { cat "$work/serve.log"; exit 77; }
-  /usr/bin/python3 "$r15/pending_v6_prefix.py" "$port" "$token"
-'
+  ip -6 route add local fd00:16::/64 dev lo table local' "[fd00:15::1]:0" "$r15/pending_v6_prefix.py"
 rc=$?
-[ $rc = 77 ] && skip "the namespace, serve or the addresses could not be set up"
 sanitized
 exit $rc
