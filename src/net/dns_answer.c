@@ -213,8 +213,10 @@ static enum dns_answer_kind follow(const uint8_t *msg, const struct rr *rrs, siz
     for (size_t i = 0; i < n; i++) {
       if (rrs[i].type != qtype || strcmp(rrs[i].owner, cur) != 0)
         continue;
-      if (rrs[i].rdlen != alen)
+      if (rrs[i].rdlen != alen) {
+        a->n = 0; /* the addresses before it too: a malformed answer holds none */
         return DNS_ANS_MALFORMED;
+      }
       if (a->n < DNS_ANSWER_MAX)
         memcpy(a->addr[a->n++], msg + rrs[i].rdata, alen);
       ttl = rrs[i].ttl < ttl ? rrs[i].ttl : ttl;

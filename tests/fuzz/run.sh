@@ -87,6 +87,9 @@ a = b"\xc0\x29" + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([192, 0, 2, 1])
 soa = b"\xc0\x14" + struct.pack(">HHIH", 6, 1, 900, 28) + b"\x01a\xc0\x14\x01b\xc0\x14" + struct.pack(">IIIII", 1, 2, 3, 4, 30)
 sys.stdout.buffer.write(h + q + cname + a + soa)' >"$work/dns_answer/cname" 2>/dev/null || true
 printf '\022\064\203\200\000\001\000\000\000\000\000\000\007example\003com\000\000\034\000\001' >"$work/dns_answer/tc"
+# found by this fuzzer: an address record, then one of the wrong length (was
+# malformed with the first address kept)
+printf '\022\064\201\200\000\001\000\002\000\000\000\000\007example\003com\000\000\001\000\001\300\014\000\001\000\001\000\000\000\074\000\004\300\000\002\001\300\014\000\001\000\001\000\000\000\074\000\003\300\000\002' >"$work/dns_answer/badlen"
 printf 'nameserver 192.0.2.53\nnameserver ::1\noptions timeout:1 attempts:3 ndots:2\nsearch example\n' >"$work/dns_answer/resolv"
 printf '127.0.0.1 localhost\n::1 localhost ip6-localhost # x\n192.0.2.1\texample.com. www\n' >"$work/dns_answer/hosts"
 tar -C "$here" -czf "$work/image/tgz" fuzz_image.c
