@@ -9,7 +9,7 @@ what=${1:-build}
 cd "$(dirname "$0")/.."
 
 build_pkgs=(gcc make meson ninja-build pkg-config libyaml-dev libpcre2-dev libseccomp-dev libssl-dev
-            libhttp-parser-dev libsqlite3-dev libpq-dev libsodium-dev libgrpc-dev libprotobuf-c-dev
+            libhttp-parser-dev libsqlite3-dev libpq-dev libsodium-dev libgrpc-dev libnghttp2-dev libprotobuf-c-dev
             protobuf-c-compiler libjansson-dev libmicrohttpd-dev zlib1g-dev
             libzstd-dev)
 test_pkgs=(clang clang-format libclang-rt-14-dev curl openssl sqlite3 postgresql-15 strace zsh groff-base man-db

@@ -156,7 +156,6 @@ static _Noreturn void child(const struct serve_options *opt, const struct gw_reg
   pthread_sigmask(SIG_SETMASK, &none, NULL);
   struct cap_error err = {0};
   struct gw_state *st = NULL;
-  selu_rpc_defer_shutdown(); /* this child ends with _exit */
   if (gw_state_open(opt->state_dir, &st, &err) < 0) {
     send_back(out, GW_OUTCOME_FAILED, err.code, err.message);
     _exit(0);

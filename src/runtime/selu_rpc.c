@@ -1,34 +1,22 @@
 /* The Selu gRPC client, built as the shared module capsule-selu-rpc.so
- * (see selu_rpc_module.h): the only code that links libgrpc. Its
- * functions are reached through the table at the bottom. The transport
- * (a unary call, a server-streaming call) is shared; each contract has its
- * own messages (capability.pb-c.h: the seed's CapabilityService;
- * orchestrator.pb-c.h: the orchestrator's Capability, compiled under the
- * C package selu.orchestrator.v1, proto/meson.build). */
+ * (see selu_rpc_module.h): gRPC over nghttp2 (selu_h2.c) with protobuf-c's
+ * messages. Its functions are reached through the table at the bottom.
+ * The transport (a unary call, a server-streaming call, a client-streaming
+ * upload) is shared; each contract has its own messages (capability.pb-c.h:
+ * the seed's CapabilityService; orchestrator.pb-c.h: the orchestrator's
+ * Capability, compiled under the C package selu.orchestrator.v1,
+ * proto/meson.build). */
 #include "runtime/selu_rpc_module.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/grpc.h>
-#include <grpc/grpc_posix.h>
-#include <grpc/grpc_security.h>
-#include <grpc/support/alloc.h>
-#include <grpc/support/time.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "capability.pb-c.h"
 #include "core/buf.h"
 #include "core/cancel.h"
 #include "orchestrator.pb-c.h"
+#include "runtime/selu_h2.h"
 
 /* the wire's method paths: both services live in package selu.capability.v1 */
 #define SERVICE_INVOKE "/selu.capability.v1.CapabilityService/Invoke"
@@ -37,216 +25,80 @@
 #define CAPABILITY_STREAM "/selu.capability.v1.Capability/StreamInvoke"
 #define CAPABILITY_HEALTH "/selu.capability.v1.Capability/Healthcheck"
 
-/* A channel may carry several calls at once (from several threads): each
- * call has its own completion queue (struct rpc). */
+/* A channel carries calls from several threads at once (selu_h2.c). */
 struct selu_channel {
-  grpc_channel *channel;
+  struct h2_conn *conn;
   size_t max_response;
-  int watch; /* the socket's duplicate: how a kept channel learns its peer hung up */
 };
 
 static int rpc_channel_open(int fd, size_t max_response, struct selu_channel **ret,
                             struct cap_error *err)
 {
   *ret = NULL;
-  grpc_init();
-  grpc_arg args[1] = {{.type = GRPC_ARG_INTEGER,
-                       .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-                       .value.integer = max_response > INT_MAX ? INT_MAX : (int)max_response}};
-  grpc_channel_args cargs = {.num_args = 1, .args = args};
-  /* gRPC sets TCP_NODELAY on the sockets it makes, not on this one: a
-   * call of several writes (an artifact's upload) would wait out the
-   * peer's delayed ACK (40 ms) at each. A unix socket has no Nagle. */
-  int one = 1;
-  (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  int watch = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-  grpc_channel *channel = grpc_channel_create_from_fd("capsule-selu", fd, creds, &cargs);
-  grpc_channel_credentials_release(creds);
-  if (!channel) {
-    if (watch >= 0)
-      close(watch);
-    grpc_shutdown_blocking();
-    return cap_error_set(err, EIO, "cannot open a gRPC channel on the capability's socket");
-  }
+  struct h2_conn *conn = NULL;
+  int r = h2_open(fd, max_response, &conn, err);
+  if (r < 0)
+    return r;
   struct selu_channel *ch = cap_xcalloc(1, sizeof *ch);
-  ch->channel = channel;
+  ch->conn = conn;
   ch->max_response = max_response;
-  ch->watch = watch;
   *ret = ch;
   return 0;
-}
-
-/* Shutdowns put off (rpc_defer_shutdown): done before a fork, or never
- * (the process ends with _exit). One thread per process calls. */
-static bool defer;
-static unsigned deferred;
-
-static void before_fork(void)
-{
-  for (; deferred; deferred--)
-    grpc_shutdown_blocking();
-}
-
-static void rpc_defer_shutdown(void)
-{
-  if (!defer)
-    pthread_atfork(before_fork, NULL, NULL);
-  defer = true;
 }
 
 static void rpc_channel_close(struct selu_channel *ch)
 {
   if (!ch)
     return;
-  grpc_channel_destroy(ch->channel);
-  if (ch->watch >= 0)
-    close(ch->watch);
+  h2_close(ch->conn);
   free(ch);
-  if (defer)
-    deferred++;
-  else
-    grpc_shutdown_blocking(); /* no gRPC thread left: this process may fork a keeper next */
 }
 
 /* A call that ended with a gRPC status other than OK, as an errno and a
  * message that says what it means for the call. */
-static int status_error(grpc_status_code status, grpc_slice details, const char *method,
-                        int timeout_ms, struct cap_error *err)
+static int status_error(int status, const char *msg, const char *method, int timeout_ms,
+                        struct cap_error *err)
 {
-  char *msg = grpc_slice_to_c_string(details);
-  int r;
   switch (status) {
-  case GRPC_STATUS_DEADLINE_EXCEEDED:
-    r = cap_error_set(err, ETIMEDOUT, "no answer within %d ms (the deadline)", timeout_ms);
-    break;
-  case GRPC_STATUS_UNAVAILABLE:
-    r = cap_error_set(err, ECONNRESET, "the capability's server went away during the call (%s)",
-                      msg);
-    break;
-  case GRPC_STATUS_RESOURCE_EXHAUSTED:
-    r = cap_error_set(err, EFBIG, "the answer is larger than the output cap (%s)", msg);
-    break;
-  case GRPC_STATUS_UNIMPLEMENTED:
-    r = cap_error_set(err, ENOSYS, "the server does not implement %s", method);
-    break;
+  case H2_GRPC_DEADLINE_EXCEEDED:
+    return cap_error_set(err, ETIMEDOUT, "no answer within %d ms (the deadline)", timeout_ms);
+  case H2_GRPC_UNAVAILABLE:
+    return cap_error_set(err, ECONNRESET,
+                         "the capability's server went away during the call (%s)", msg);
+  case H2_GRPC_RESOURCE_EXHAUSTED:
+    return cap_error_set(err, EFBIG, "the answer is larger than the output cap (%s)", msg);
+  case H2_GRPC_UNIMPLEMENTED:
+    return cap_error_set(err, ENOSYS, "the server does not implement %s", method);
   default:
-    r = cap_error_set(err, EPROTO, "%s failed with gRPC status %d: %s", method, (int)status, msg);
+    return cap_error_set(err, EPROTO, "%s failed with gRPC status %d: %s", method, status, msg);
   }
-  gpr_free(msg);
+}
+
+/* The call's end: 0 when its status is OK. */
+static int call_end(struct h2_call *k, const char *method, int timeout_ms, struct cap_error *err)
+{
+  int code = H2_GRPC_UNKNOWN;
+  const char *msg = "";
+  int r = h2_call_status(k, &code, &msg, err);
+  if (r == 0 && code != H2_GRPC_OK)
+    r = status_error(code, msg, method, timeout_ms, err);
   return r;
 }
 
-/* The answer's bytes, appended to out. */
-static int read_answer(grpc_byte_buffer *recv, const char *method, struct cap_buf *out,
-                       struct cap_error *err)
+/* After the client's side has gone (sent, 0, or failed): the one answer
+ * into out, and the call's status. */
+static int one_answer(struct h2_call *k, int sent, const char *method, int timeout_ms,
+                      struct cap_buf *out, struct cap_error *err)
 {
-  grpc_byte_buffer_reader reader;
-  if (!grpc_byte_buffer_reader_init(&reader, recv))
-    return cap_error_set(err, EPROTO, "cannot read the answer to %s", method);
-  grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
-  cap_buf_append(out, (const char *)GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
-  grpc_slice_unref(all);
-  grpc_byte_buffer_reader_destroy(&reader);
-  return 0;
-}
-
-/* One call in flight on a channel: what the unary, server-streaming and
- * client-streaming calls share. */
-struct rpc {
-  struct selu_channel *ch;
-  grpc_completion_queue *cq; /* the call's own */
-  const char *method;
-  int timeout_ms;
-  grpc_call *call;
-  gpr_timespec deadline;
-  grpc_metadata_array initial, trailing;
-  grpc_status_code status;
-  grpc_slice details;
-  struct cap_cancel *cancel; /* NULL: not cancellable */
-};
-
-static void rpc_begin(struct rpc *c, struct selu_channel *ch, const char *method, int timeout_ms)
-{
-  *c = (struct rpc){.ch = ch, .method = method, .timeout_ms = timeout_ms};
-  c->cq = grpc_completion_queue_create_for_next(NULL);
-  c->deadline =
-      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
-  c->call =
-      grpc_channel_create_call(ch->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
-                               grpc_slice_from_static_string(method), NULL, c->deadline, NULL);
-  grpc_metadata_array_init(&c->initial);
-  grpc_metadata_array_init(&c->trailing);
-  c->status = GRPC_STATUS_UNKNOWN;
-  c->details = grpc_empty_slice();
-}
-
-static void rpc_end(struct rpc *c)
-{
-  grpc_slice_unref(c->details);
-  grpc_metadata_array_destroy(&c->initial);
-  grpc_metadata_array_destroy(&c->trailing);
-  grpc_call_unref(c->call);
-  grpc_completion_queue_shutdown(c->cq);
-  while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-         GRPC_QUEUE_SHUTDOWN)
-    ;
-  grpc_completion_queue_destroy(c->cq);
-}
-
-/* A message to send (a copy of msg). */
-static grpc_byte_buffer *message(const uint8_t *msg, size_t len)
-{
-  grpc_slice s = grpc_slice_from_copied_buffer((const char *)msg, len);
-  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-  grpc_slice_unref(s);
-  return bb;
-}
-
-/* The ops that read the call's status. */
-static grpc_op recv_status(struct rpc *c)
-{
-  grpc_op op = {.op = GRPC_OP_RECV_STATUS_ON_CLIENT};
-  op.data.recv_status_on_client.trailing_metadata = &c->trailing;
-  op.data.recv_status_on_client.status = &c->status;
-  op.data.recv_status_on_client.status_details = &c->details;
-  return op;
-}
-
-/* Runs one batch and waits for it until the call's deadline (and a little
- * longer: the deadline itself ends the call first). On a timeout the call
- * is cancelled and its batch drained. */
-static void rpc_stop(void *call) { grpc_call_cancel(call, NULL); }
-
-static int rpc_batch(struct rpc *c, const grpc_op *ops, size_t n, struct cap_error *err)
-{
-  if (!cap_cancel_arm(c->cancel, rpc_stop, c->call)) /* cancelled before it started */
-    return cap_error_set(err, ECANCELED, "the call was cancelled by the client");
-  if (grpc_call_start_batch(c->call, ops, n, (void *)c, NULL) != GRPC_CALL_OK) {
-    cap_cancel_disarm(c->cancel);
-    return cap_error_set(err, EIO, "cannot start the gRPC call %s", c->method);
-  }
-  gpr_timespec wait = gpr_time_add(c->deadline, gpr_time_from_millis(2000, GPR_TIMESPAN));
-  grpc_event ev = grpc_completion_queue_next(c->cq, wait, NULL);
-  cap_cancel_disarm(c->cancel);
-  if (ev.type == GRPC_OP_COMPLETE)
-    return 0;
-  grpc_call_cancel(c->call, NULL);
-  grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-  return cap_error_set(err, ETIMEDOUT, "no answer to %s", c->method);
-}
-
-/* After the status came: the call's answer (one message, in out). */
-static int rpc_answer(struct rpc *c, grpc_byte_buffer *recv, struct cap_buf *out,
-                      struct cap_error *err)
-{
-  if (c->status == GRPC_STATUS_CANCELLED && cap_cancel_fired(c->cancel))
-    return cap_error_set(err, ECANCELED, "the call was cancelled by the client");
-  if (c->status != GRPC_STATUS_OK)
-    return status_error(c->status, c->details, c->method, c->timeout_ms, err);
-  if (!recv)
-    return cap_error_set(err, EPROTO, "%s returned no message", c->method);
-  return read_answer(recv, c->method, out, err);
+  struct cap_buf msg = {0};
+  int got = sent == 0 ? h2_call_recv(k, &msg, err) : sent;
+  int r = got < 0 ? got : call_end(k, method, timeout_ms, err);
+  if (r == 0 && got == 0)
+    r = cap_error_set(err, EPROTO, "%s returned no message", method);
+  if (r == 0)
+    cap_buf_append(out, msg.data, msg.len);
+  cap_buf_free(&msg);
+  return r;
 }
 
 /* One unary call: request bytes in, response bytes out (*out owned). */
@@ -254,28 +106,9 @@ static int unary(struct selu_channel *ch, const char *method, const uint8_t *req
                  int timeout_ms, struct cap_cancel *cancel, struct cap_buf *out,
                  struct cap_error *err)
 {
-  struct rpc c;
-  rpc_begin(&c, ch, method, timeout_ms);
-  c.cancel = cancel;
-  grpc_byte_buffer *send = message(req, req_len), *recv = NULL;
-  grpc_op ops[6];
-  memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = send;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &c.initial;
-  ops[4].op = GRPC_OP_RECV_MESSAGE;
-  ops[4].data.recv_message.recv_message = &recv;
-  ops[5] = recv_status(&c);
-  int r = rpc_batch(&c, ops, 6, err);
-  if (r == 0)
-    r = rpc_answer(&c, recv, out, err);
-  grpc_byte_buffer_destroy(send);
-  if (recv)
-    grpc_byte_buffer_destroy(recv);
-  rpc_end(&c);
+  struct h2_call *k = h2_call_start(ch->conn, method, timeout_ms, cancel);
+  int r = one_answer(k, h2_call_send(k, req, req_len, true, err), method, timeout_ms, out, err);
+  h2_call_free(k);
   return r;
 }
 
@@ -284,68 +117,29 @@ static int unary(struct selu_channel *ch, const char *method, const uint8_t *req
 typedef int (*stream_fn)(void *ctx, const uint8_t *msg, size_t len, bool *done,
                          struct cap_error *err);
 
-/* Reads messages one batch at a time until on_msg says done or the server
- * ends the stream; the whole stream is bounded by the channel's
- * max_response. */
-static int stream_read(struct rpc *c, stream_fn on_msg, void *ctx, bool *done,
-                       struct cap_error *err)
-{
-  size_t total = 0;
-  int r = 0;
-  while (r == 0 && !*done) {
-    grpc_byte_buffer *recv = NULL;
-    grpc_op op = {.op = GRPC_OP_RECV_MESSAGE};
-    op.data.recv_message.recv_message = &recv;
-    if ((r = rpc_batch(c, &op, 1, err)) < 0)
-      return r;
-    if (!recv)
-      return 0; /* the server ended the stream: its status says how */
-    struct cap_buf b = {0};
-    r = read_answer(recv, c->method, &b, err);
-    grpc_byte_buffer_destroy(recv);
-    total += b.len;
-    if (r == 0 && total > c->ch->max_response)
-      r = cap_error_set(err, EFBIG, "the stream of %s is larger than the output cap (%zu bytes)",
-                        c->method, c->ch->max_response);
-    if (r == 0)
-      r = on_msg(ctx, (const uint8_t *)b.data, b.len, done, err);
-    cap_buf_free(&b);
-  }
-  return r;
-}
-
-/* One server-streaming call: the request out, then on_msg for each answer. */
+/* One server-streaming call: the request out, then on_msg for each answer
+ * until it says done or the server ends the stream; the whole stream is
+ * bounded by the channel's max_response (selu_h2.c counts it). */
 static int server_stream(struct selu_channel *ch, const char *method, const uint8_t *req,
                          size_t req_len, int timeout_ms, struct cap_cancel *cancel,
                          stream_fn on_msg, void *ctx, struct cap_error *err)
 {
-  struct rpc c;
-  rpc_begin(&c, ch, method, timeout_ms);
-  c.cancel = cancel;
-  grpc_byte_buffer *send = message(req, req_len);
-  grpc_op ops[4];
-  memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[1].op = GRPC_OP_SEND_MESSAGE;
-  ops[1].data.send_message.send_message = send;
-  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[3].data.recv_initial_metadata.recv_initial_metadata = &c.initial;
+  struct h2_call *k = h2_call_start(ch->conn, method, timeout_ms, cancel);
+  int r = h2_call_send(k, req, req_len, true, err);
   bool done = false;
-  int r = rpc_batch(&c, ops, 4, err);
-  if (r == 0)
-    r = stream_read(&c, on_msg, ctx, &done, err);
-  if (r != 0 || done)
-    grpc_call_cancel(c.call, NULL); /* nothing more is wanted from it */
-  grpc_op st = recv_status(&c);
-  struct cap_error ignored = {0};
-  bool have_status = rpc_batch(&c, &st, 1, &ignored) == 0;
-  cap_error_clear(&ignored);
-  if (r == 0 && !done && (!have_status || c.status != GRPC_STATUS_OK))
-    r = have_status ? status_error(c.status, c.details, method, timeout_ms, err)
-                    : cap_error_set(err, ETIMEDOUT, "no end to the stream of %s", method);
-  grpc_byte_buffer_destroy(send);
-  rpc_end(&c);
+  struct cap_buf msg = {0};
+  while (r == 0 && !done) {
+    int got = h2_call_recv(k, &msg, err);
+    if (got <= 0) {
+      r = got;
+      break; /* 0: the server ended the stream: its status says how */
+    }
+    r = on_msg(ctx, (const uint8_t *)msg.data, msg.len, &done, err);
+  }
+  if (r == 0 && !done)
+    r = call_end(k, method, timeout_ms, err);
+  cap_buf_free(&msg);
+  h2_call_free(k); /* reset when done early: nothing more is wanted from it */
   return r;
 }
 
@@ -512,9 +306,9 @@ static int capability_invoke(struct selu_channel *ch, bool stream, const struct 
 #define CAPABILITY_DOWNLOAD "/selu.capability.v1.Capability/DownloadOutputArtifact"
 
 /* The chunks, one message each: the first names the file, each at most
- * ARTIFACT_CHUNK. */
-static int upload_chunks(struct rpc *c, const char *filename, const char *mime, const char *data,
-                         size_t len, struct cap_error *err)
+ * ARTIFACT_CHUNK; the last ends the client's side. */
+static int upload_chunks(struct h2_call *k, const char *filename, const char *mime,
+                         const char *data, size_t len, struct cap_error *err)
 {
   size_t off = 0;
   int r = 0;
@@ -528,13 +322,9 @@ static int upload_chunks(struct rpc *c, const char *filename, const char *mime, 
     size_t plen = selu__orchestrator__v1__upload_input_artifact_chunk__get_packed_size(&m);
     uint8_t *buf = cap_xmalloc(plen + 1);
     selu__orchestrator__v1__upload_input_artifact_chunk__pack(&m, buf);
-    grpc_byte_buffer *bb = message(buf, plen);
-    free(buf);
-    grpc_op op = {.op = GRPC_OP_SEND_MESSAGE};
-    op.data.send_message.send_message = bb;
-    r = rpc_batch(c, &op, 1, err);
-    grpc_byte_buffer_destroy(bb);
     off += n;
+    r = h2_call_send(k, buf, plen, off >= len, err);
+    free(buf);
   } while (r == 0 && off < len);
   return r;
 }
@@ -563,37 +353,14 @@ static int rpc_artifact_upload(struct selu_channel *ch, const char *filename, co
                                struct cap_error *err)
 {
   *id = NULL;
-  struct rpc c;
-  rpc_begin(&c, ch, CAPABILITY_UPLOAD, timeout_ms);
-  grpc_op start = {.op = GRPC_OP_SEND_INITIAL_METADATA};
-  int r = rpc_batch(&c, &start, 1, err);
-  if (r == 0)
-    r = upload_chunks(&c, filename, mime, data, len, err);
-  grpc_byte_buffer *recv = NULL;
-  grpc_op ops[4];
-  memset(ops, 0, sizeof ops);
-  ops[0].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-  ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
-  ops[1].data.recv_initial_metadata.recv_initial_metadata = &c.initial;
-  ops[2].op = GRPC_OP_RECV_MESSAGE;
-  ops[2].data.recv_message.recv_message = &recv;
-  ops[3] = recv_status(&c);
-  if (r != 0)
-    grpc_call_cancel(c.call, NULL);
-  struct cap_error ignored = {0};
-  int ended = rpc_batch(&c, ops, 4, r == 0 ? err : &ignored);
-  cap_error_clear(&ignored);
-  if (r == 0)
-    r = ended;
+  struct h2_call *k = h2_call_start(ch->conn, CAPABILITY_UPLOAD, timeout_ms, NULL);
   struct cap_buf out = {0};
-  if (r == 0)
-    r = rpc_answer(&c, recv, &out, err);
+  int r = one_answer(k, upload_chunks(k, filename, mime, data, len, err), CAPABILITY_UPLOAD,
+                     timeout_ms, &out, err);
   if (r == 0)
     r = upload_answer(&out, id, err);
   cap_buf_free(&out);
-  if (recv)
-    grpc_byte_buffer_destroy(recv);
-  rpc_end(&c);
+  h2_call_free(k);
   return r;
 }
 
@@ -688,16 +455,10 @@ static int rpc_invoke(struct selu_channel *ch, enum selu_protocol proto, bool st
   return service_invoke(ch, a, timeout_ms, resp, err);
 }
 
-/* A kept channel's connection is not known broken: a channel made on a
- * socket never reconnects (and gRPC reports no state for it), so its
- * socket is asked: the peer hung up, or gRPC shut it. */
-static bool rpc_channel_usable(struct selu_channel *ch)
-{
-  struct pollfd p = {.fd = ch->watch, .events = POLLRDHUP};
-  return ch->watch >= 0 && poll(&p, 1, 0) >= 0 && !(p.revents & (POLLHUP | POLLERR | POLLRDHUP));
-}
+/* A kept channel's connection is not known broken (it never reconnects). */
+static bool rpc_channel_usable(struct selu_channel *ch) { return h2_usable(ch->conn); }
 
-__attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_module_v2 = {
+__attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_module_v3 = {
     .size = sizeof(struct selu_rpc_module),
     .channel_open = rpc_channel_open,
     .channel_close = rpc_channel_close,
@@ -705,6 +466,5 @@ __attribute__((visibility("default"))) const struct selu_rpc_module selu_rpc_mod
     .invoke = rpc_invoke,
     .artifact_upload = rpc_artifact_upload,
     .artifact_download = rpc_artifact_download,
-    .defer_shutdown = rpc_defer_shutdown,
     .channel_usable = rpc_channel_usable,
 };

@@ -1,5 +1,5 @@
-/* Selu's two gRPC contracts over gRPC core's C API (libgrpc, with messages
- * from protobuf-c): a channel on an already-connected socket (made inside
+/* Selu's two gRPC contracts over HTTP/2 (nghttp2, runtime/selu_h2.c, with
+ * messages from protobuf-c): a channel on an already-connected socket (made inside
  * the capability's network namespace, see sandbox_connect), and the calls,
  * each with a deadline. The two contracts share the package
  * selu.capability.v1:
@@ -36,12 +36,6 @@ const char *selu_protocol_name(enum selu_protocol p);
  * a long-lived process forks find it mapped: what serve's call processes
  * do. 0, or -errno with err set when it cannot be opened. */
 int selu_rpc_preload(struct cap_error *err);
-/* For a process that ends with _exit after its calls (serve's call
- * children): closing a channel no longer stops gRPC's threads (about 4 ms
- * a call); a fork() that follows still finds them stopped (a fork handler
- * stops them first: a child must not inherit gRPC's state). Needs the
- * module (selu_rpc_preload); without it, nothing changes. */
-void selu_rpc_defer_shutdown(void);
 
 int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret,
                       struct cap_error *err);

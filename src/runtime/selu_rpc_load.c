@@ -1,8 +1,7 @@
 /* selu_rpc.h's functions for libcapsule: each opens the Selu gRPC module
  * (selu_rpc_module.h, found as core/module.h says) on first use and calls
  * through its table, so only a process that talks to a Selu server maps
- * libgrpc and its ~50 libraries (they cost every other verb ~10 ms of
- * start-up). */
+ * nghttp2 and protobuf-c. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,51 +15,10 @@ static pthread_once_t module_once = PTHREAD_ONCE_INIT;
 static const struct selu_rpc_module *module;
 static struct cap_error module_err;
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <dirent.h>
-#include <string.h>
-#include <time.h>
-
-/* ASan builds only: LeakSanitizer's check at exit stops every thread of
- * the process, and its tracer crashed now and then ("Tracer caught signal
- * 11", exit 134 after the call was answered and audited) when one of the
- * threads that grpc_shutdown_blocking let go was still ending then. A
- * process that loaded libgrpc waits at its exit until it is one thread
- * again, or its count of threads stood still for 50 ms (threads that live
- * on: serve's), 2 s at most. The plain build has none of this. */
-static size_t threads(void)
-{
-  DIR *d = opendir("/proc/self/task");
-  size_t n = 0;
-  for (struct dirent *e; d && (e = readdir(d));)
-    n += e->d_name[0] != '.';
-  if (d)
-    closedir(d);
-  return n;
-}
-
-static void threads_gone(void)
-{
-  size_t last = 0;
-  for (int i = 0, still = 0; i < 2000 && still < 50; i++) {
-    size_t n = threads();
-    if (n <= 1)
-      return;
-    still = n == last ? still + 1 : 0;
-    last = n;
-    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-  }
-}
-#endif
-
 static void module_load(void)
 {
   module = cap_module_open(SELU_RPC_MODULE_NAME, SELU_RPC_MODULE_SYMBOL, sizeof *module,
                            "Selu gRPC", &module_err);
-#if defined(__SANITIZE_ADDRESS__)
-  if (module)
-    atexit(threads_gone); /* after LeakSanitizer's own: run before it */
-#endif
 }
 
 static int module_get(struct cap_error *err)
@@ -72,14 +30,6 @@ static int module_get(struct cap_error *err)
 }
 
 int selu_rpc_preload(struct cap_error *err) { return module_get(err); }
-
-void selu_rpc_defer_shutdown(void)
-{
-  struct cap_error err = {0};
-  if (module_get(&err) == 0)
-    module->defer_shutdown();
-  cap_error_clear(&err);
-}
 
 int selu_channel_open(int fd, size_t max_response, struct selu_channel **ret, struct cap_error *err)
 {

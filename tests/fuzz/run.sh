@@ -159,7 +159,33 @@ printf 'file://{+path}{?q,r}{#f}\nfile://a/b?q=1&r=2#x' >"$work/mcp_template/ope
 mkdir -p "$work/subid"
 printf 'alice:100000:65536\n' >"$work/subid/name"
 printf '1000:4294901760:65536' >"$work/subid/number"
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch egress_spool event_id mcp_template subid}; do
+# what a Selu server sends (first byte: the call's kind and cap): its
+# SETTINGS, the answer's HEADERS, a message in DATA, the trailers
+python3 - "$work/selu_h2" <<'PY'
+import os, struct, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+def frame(t, flags, sid, payload):
+    return struct.pack('>I', len(payload))[1:] + bytes([t, flags]) + struct.pack('>I', sid) + payload
+def lit(name, value):  # a literal header field without indexing, new name
+    return b'\x00' + bytes([len(name)]) + name + bytes([len(value)]) + value
+settings = frame(4, 0, 0, b'') + frame(4, 1, 0, b'')
+headers = frame(1, 4, 1, b'\x88' + lit(b'content-type', b'application/grpc'))
+msg = b'\x0a\x02{}'
+data = frame(0, 0, 1, b'\x00' + struct.pack('>I', len(msg)) + msg)
+trailers = frame(1, 5, 1, lit(b'grpc-status', b'0'))
+error = frame(1, 5, 1, b'\x88' + lit(b'grpc-status', b'12') + lit(b'grpc-message', b'no%20such'))
+goaway = frame(7, 0, 0, struct.pack('>II', 0, 0))
+seeds = {'unary': b'\x00' + settings + headers + data + trailers,
+         'stream': b'\x01' + settings + headers + data + data + trailers,
+         'small': b'\x02' + settings + headers + data + data + trailers,
+         'error': b'\x00' + settings + error,
+         'goaway': b'\x00' + settings + goaway,
+         'reset': b'\x00' + settings + frame(3, 0, 1, struct.pack('>I', 7))}
+for name, body in seeds.items():
+    open(os.path.join(d, name), 'wb').write(body)
+PY
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch egress_spool event_id mcp_template subid selu_h2}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"
