@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/wait_hook.h"
 
 /* gRPC status codes the handler may answer with (grpc/status.h's values) */
 enum grpc_serve_status {
@@ -72,6 +73,10 @@ struct grpc_serve_call {
   const char *user;        /* what the options' authenticate answered for it, or NULL without one */
   const char *peer;        /* the client's address, as gRPC names it */
   const char *artifact_id; /* DownloadOutputArtifact's capability_artifact_id */
+  /* Run (cap_wait_hook_run) before anything that may wait long (a call
+   * process, a stream, an instance's slow answer): the server lets
+   * another thread take new calls then. */
+  struct cap_wait_hook *wait;
   /* The artifact calls' stream: recv_chunk (UploadInputArtifact) gives
    * the next chunk, 1, or 0 at the client's end of the stream, -1 when
    * the stream failed (the client went away, sent a message that is not

@@ -133,6 +133,7 @@ static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
   }
   if (!call->health)
     call_line_write(line);
+  cap_wait_hook_run(call->wait); /* a process of its own: it lasts */
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) {
     a->status = GRPC_SERVE_INTERNAL;
@@ -223,6 +224,7 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     return;
   }
   if (call->method == GRPC_SERVE_CAP_UPLOAD || call->method == GRPC_SERVE_CAP_DOWNLOAD) {
+    cap_wait_hook_run(call->wait); /* a stream lasts */
     serve_grpc_artifact_stream(&g->artifacts, call, user, a);
     return;
   }

@@ -158,6 +158,7 @@ static enum gw_outcome warm_run(struct serve_grpc_warm *w, struct warm_registry 
       .selu_warm_only = true,
       .channels = w->channels,
       .cancel = in->cancel,
+      .wait = in->wait,
       .warn = serve_call_warn,
       .warn_ctx = (void *)w->opt,
   };
@@ -196,7 +197,8 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
       .args_len = strlen(args),
       .user = user,
       .session_id = call->session_id && *call->session_id ? call->session_id : NULL,
-      .thread_id = call->thread_id && *call->thread_id ? call->thread_id : NULL};
+      .thread_id = call->thread_id && *call->thread_id ? call->thread_id : NULL,
+      .wait = call->wait};
   struct gw_result res = {0};
   struct cap_error err = {0};
   enum gw_outcome o = warm_run(w, r, spec, &in, &res, &err);

@@ -184,12 +184,14 @@ int serve_grpc_warm_access(struct serve_grpc_warm *w, const char *token, char **
 /* One call on the warm path by capability id (serve_grpc_mcp.c's):
  * GW_OUTCOME_NOT_WARM when it needs more (nothing ran nor was audited),
  * else the pipeline's outcome, result (res->json, owned) and error. */
+struct cap_wait_hook;
 struct serve_warm_call {
   const char *capability, *tool, *args, *user;
   size_t args_len;
   uint64_t deadline_ms; /* 0: serve's */
   const char *session_id, *thread_id;
-  struct cap_cancel *cancel; /* fired: the call on the instance cancelled; NULL: none */
+  struct cap_cancel *cancel;  /* fired: the call on the instance cancelled; NULL: none */
+  struct cap_wait_hook *wait; /* run before a long wait (gw_call.wait); NULL: none */
 };
 struct gw_result;
 enum gw_outcome serve_grpc_warm_run(struct serve_grpc_warm *w, const struct serve_warm_call *in,

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "core/cancel.h"
+#include "core/wait_hook.h"
 #include "gateway/registry.h"
 #include "gateway/state.h"
 
@@ -138,6 +139,11 @@ struct gw_call {
    * (the server told) and audited as failed, cancelled by the client;
    * NULL: not cancellable (core/cancel.h) */
   struct cap_cancel *cancel;
+  /* Selu: run once before the call may wait long (a lease not granted at
+   * once, an instance not answering within CAP_WAIT_SOON_US, artifacts
+   * moved): serve --grpc's thread hands over taking new calls then
+   * (core/wait_hook.h); NULL: nothing */
+  struct cap_wait_hook *wait;
 };
 
 /* What a front door's MCP client and a third-party MCP server exchange

@@ -25,6 +25,7 @@
 #include "core/buf.h"
 #include "core/cleanup.h"
 #include "core/proctitle.h"
+#include "core/wait_hook.h"
 #include "runtime/selu_rpc.h"
 #include "sandbox/sandbox.h"
 
@@ -128,10 +129,14 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
 /* The keeper's reply to a lease asked on fd: its size (-1: none came, the
  * keeper gone), its passed descriptor in *got_fd; -ETIMEDOUT when no
  * reply came by the deadline. */
-static ssize_t await_lease(int fd, uint64_t deadline, struct lease_reply *rep, int *got_fd)
+static ssize_t await_lease(int fd, uint64_t deadline, struct cap_wait_hook *wait,
+                           struct lease_reply *rep, int *got_fd)
 {
   uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
   struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (cap_wait_hook_armed(wait) && t < deadline &&
+      ppoll(&p, 1, &(struct timespec){.tv_nsec = CAP_WAIT_SOON_US * 1000L}, NULL) == 0)
+    cap_wait_hook_run(wait); /* no reply at once: it may take the call's time */
   if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0)
     return -ETIMEDOUT;
   struct iovec iov = {.iov_base = rep, .iov_len = sizeof *rep};
@@ -147,15 +152,15 @@ static ssize_t await_lease(int fd, uint64_t deadline, struct lease_reply *rep, i
 
 /* Asks the keeper on fd for a lease, and awaits its reply (as await_lease:
  * the descriptor passed is a connection to the server). */
-static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline, struct lease_reply *rep,
-                         int *got_fd)
+static ssize_t ask_lease(int fd, uint64_t have_instance, uint64_t deadline,
+                         struct cap_wait_hook *wait, struct lease_reply *rep, int *got_fd)
 {
   char ask[1 + sizeof have_instance] = {'L'};
   memcpy(ask + 1, &have_instance, sizeof have_instance);
   size_t ask_len = have_instance ? sizeof ask : 1;
   if (send(fd, ask, ask_len, MSG_NOSIGNAL) != (ssize_t)ask_len)
     return -1;
-  return await_lease(fd, deadline, rep, got_fd);
+  return await_lease(fd, deadline, wait, rep, got_fd);
 }
 
 /* Whether a lease reply's message (space-separated words) holds word. */
@@ -246,8 +251,8 @@ int gw_instance_lease(const struct gw_instance_request *req, struct gw_lease *le
       return fd;
     struct lease_reply rep = {0};
     int got_fd = -1;
-    ssize_t n = ahead ? await_lease(fd, deadline, &rep, &got_fd)
-                      : ask_lease(fd, req->have_instance, deadline, &rep, &got_fd);
+    ssize_t n = ahead ? await_lease(fd, deadline, req->wait, &rep, &got_fd)
+                      : ask_lease(fd, req->have_instance, deadline, req->wait, &rep, &got_fd);
     if (ahead && n != -ETIMEDOUT) {
       ahead = false;
       if (ahead_fresh(req, fd, n, &rep, got_fd)) {

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "manifest/model.h"
 
+struct cap_wait_hook;
 struct gw_instance_request {
   const struct cap_spec *spec;
   const char *run_dir; /* where keepers' sockets and locks live (created 0700) */
@@ -56,6 +57,10 @@ struct gw_instance_request {
    * (instance_int.h, KEEPER_AHEAD); else control is dropped and a lease
    * asked anew. */
   bool control_ahead;
+  /* Run once when the lease's reply does not come within
+   * CAP_WAIT_SOON_US (the server's calls at once all taken, a keeper
+   * starting): gw_call.wait. NULL: nothing. */
+  struct cap_wait_hook *wait;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and

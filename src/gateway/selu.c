@@ -268,6 +268,8 @@ static int call_on_lease(const struct gw_call *call, const struct cap_spec *spec
                          struct selu_response *resp, struct cap_error *err)
 {
   bool artifacts = call->n_attach || call->artifacts_dir;
+  if (artifacts || (call->artifact_store && strstr(a->args_json, "capability_artifact_id")))
+    cap_wait_hook_run(call->wait); /* streams to move: they last */
   if (artifacts && protocol != SELU_PROTOCOL_CAPABILITY)
     return cap_error_set(err, ENOTSUP,
                          "%s speaks the seed's CapabilityService, which has no artifacts: "
@@ -542,7 +544,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .inside_id = image.argv ? SELU_IMAGE_ID : 0,
       .warm_only = call->selu_warm_only,
       .control = control,
-      .control_ahead = ahead};
+      .control_ahead = ahead,
+      .wait = call->wait};
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   struct call_channel cc;
   req.have_instance = channel_before(call, key, &cc);
@@ -562,7 +565,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
                                  .user_id = call->user ? call->user : "",
                                  .thread_id = call->thread_id ? call->thread_id : "",
                                  .capability_id = spec->id,
-                                 .cancel = call->cancel};
+                                 .cancel = call->cancel,
+                                 .wait = call->wait};
     r = call_on_lease(call, spec, cc.ch, lease.protocol, &a, start, deadline_ms, cap, resp, err);
     char reason[480];
     if (r == -ECONNRESET && gw_lease_reason(&lease, reason, sizeof reason)) {

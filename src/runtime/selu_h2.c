@@ -27,10 +27,10 @@
 
 #include "core/clock.h"
 
-#define WRITE_GATHER (64 * 1024)   /* output collected before it is written */
-#define STREAM_WINDOW (1u << 20)   /* each answer's flow-control window */
-#define CONN_WINDOW (16u << 20)    /* the connection's */
-#define MESSAGE_TEXT_MAX 1024      /* of grpc-message kept */
+#define WRITE_GATHER (64 * 1024)    /* output collected before it is written */
+#define STREAM_WINDOW (1u << 20)    /* each answer's flow-control window */
+#define CONN_WINDOW (16u << 20)     /* the connection's */
+#define MESSAGE_TEXT_MAX 1024       /* of grpc-message kept */
 #define HEADER_LIST_MAX (64 * 1024) /* headers a server may send a call */
 
 struct h2_conn {
@@ -53,9 +53,11 @@ struct h2_call {
   int32_t id; /* <= 0: never started (start_error says why) */
   char start_error[120];
   struct cap_cancel *cancel;
+  struct cap_wait_hook *wait; /* run once a wait lasts CAP_WAIT_SOON_US */
   atomic_bool cancelled;
   int timeout_ms;
-  uint64_t deadline; /* CLOCK_MONOTONIC ms */
+  uint64_t deadline;  /* CLOCK_MONOTONIC ms */
+  uint64_t wait_from; /* CLOCK_MONOTONIC µs: its first wait began (for wait) */
   struct cap_buf out; /* framed messages to send, from out_off */
   size_t out_off;
   bool out_last;     /* the client's side ends after out */
@@ -104,8 +106,8 @@ static void flush(struct h2_conn *c)
     }
     if (c->out_off == c->out.len)
       break;
-    ssize_t w = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w =
+        send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0 && errno == EINTR)
       continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -144,8 +146,8 @@ static void set_bad(struct h2_call *k, const char *why)
   k->bad = true;
 }
 
-static ssize_t on_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
-                       uint32_t *flags, nghttp2_data_source *src, void *user)
+static ssize_t on_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+                       nghttp2_data_source *src, void *user)
 {
   (void)src, (void)user;
   struct h2_call *k = call_of(s, id);
@@ -313,7 +315,8 @@ int h2_open(int fd, size_t max_message, struct h2_conn **ret, struct cap_error *
   c->max_message = max_message;
   c->wake[0] = c->wake[1] = -1;
   int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+      pipe2(c->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
     int e = errno;
     h2_close(c);
     return cap_error_errno(err, e, "cannot set up the connection to the capability's server");
@@ -429,13 +432,15 @@ struct h2_call *h2_call_start(struct h2_conn *c, const char *path, int timeout_m
   return k;
 }
 
+void h2_call_on_wait(struct h2_call *k, struct cap_wait_hook *wait) { k->wait = wait; }
+
 /* The reason the call cannot go on, as an error; 0 while it can. */
 static int call_error(struct h2_call *k, struct cap_error *err)
 {
   struct h2_conn *c = k->c;
   if (k->id <= 0)
-    return cap_error_set(err, ECONNRESET,
-                         "the capability's server went away during the call (%s)", k->start_error);
+    return cap_error_set(err, ECONNRESET, "the capability's server went away during the call (%s)",
+                         k->start_error);
   if (atomic_load(&k->cancelled))
     return cap_error_set(err, ECANCELED, "the call was cancelled by the client");
   if (k->too_big)
@@ -444,15 +449,16 @@ static int call_error(struct h2_call *k, struct cap_error *err)
   if (k->bad)
     return cap_error_set(err, EPROTO, "%s", k->bad_why);
   if (c->failed && !k->closed)
-    return cap_error_set(err, ECONNRESET,
-                         "the capability's server went away during the call (%s)", c->why);
+    return cap_error_set(err, ECONNRESET, "the capability's server went away during the call (%s)",
+                         c->why);
   if (cap_now_ms(CLOCK_MONOTONIC) >= k->deadline)
     return cap_error_set(err, ETIMEDOUT, "no answer within %d ms (the deadline)", k->timeout_ms);
   return 0;
 }
 
-/* One round of the reader's, the mutex held on entry and exit. */
-static void read_round(struct h2_conn *c, int wait_ms)
+/* One round of the reader's (at most wait_us), the mutex held on entry
+ * and exit. */
+static void read_round(struct h2_conn *c, uint64_t wait_us)
 {
   c->reading = true;
   short events = POLLIN | (want_write(c) ? POLLOUT : 0);
@@ -461,7 +467,9 @@ static void read_round(struct h2_conn *c, int wait_ms)
   uint8_t buf[16384];
   ssize_t got = -1;
   int e = EAGAIN;
-  if (poll(p, 2, wait_ms) > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+  struct timespec wait = {.tv_sec = (time_t)(wait_us / 1000000),
+                          .tv_nsec = (long)(wait_us % 1000000) * 1000};
+  if (ppoll(p, 2, &wait, NULL) > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
     got = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
     e = got < 0 ? errno : 0;
   }
@@ -499,15 +507,27 @@ static int pump(struct h2_call *k, bool (*ready)(const struct h2_call *), struct
     if (r < 0)
       return r;
     uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
-    uint64_t left = k->deadline > now ? k->deadline - now : 0;
-    int wait = left > INT_MAX ? INT_MAX : (int)left;
+    uint64_t wait_us = (k->deadline > now ? k->deadline - now : 0) * 1000;
+    bool soon = cap_wait_hook_armed(k->wait) && wait_us > CAP_WAIT_SOON_US;
+    if (soon) { /* a short wait first: the hook runs only when the answer is slow */
+      if (!k->wait_from)
+        k->wait_from = cap_now_us(CLOCK_MONOTONIC);
+      uint64_t waited = cap_now_us(CLOCK_MONOTONIC) - k->wait_from;
+      if (waited >= CAP_WAIT_SOON_US) {
+        pthread_mutex_unlock(&c->mu); /* the hook may take other locks */
+        cap_wait_hook_run(k->wait);
+        pthread_mutex_lock(&c->mu);
+        continue;
+      }
+      wait_us = CAP_WAIT_SOON_US - waited;
+    }
     if (!c->reading) {
-      read_round(c, wait);
+      read_round(c, wait_us);
     } else {
       struct timespec until;
       clock_gettime(CLOCK_MONOTONIC, &until);
-      until.tv_sec += wait / 1000;
-      until.tv_nsec += (long)(wait % 1000) * 1000000L;
+      until.tv_sec += (time_t)(wait_us / 1000000);
+      until.tv_nsec += (long)(wait_us % 1000000) * 1000L;
       if (until.tv_nsec >= 1000000000L) {
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;

@@ -16,6 +16,7 @@
 #include "core/buf.h"
 #include "core/cancel.h"
 #include "core/error.h"
+#include "core/wait_hook.h"
 
 struct h2_conn;
 struct h2_call;
@@ -49,6 +50,9 @@ bool h2_usable(struct h2_conn *c);
  * receive. */
 struct h2_call *h2_call_start(struct h2_conn *c, const char *path, int timeout_ms,
                               struct cap_cancel *cancel);
+/* wait (or NULL) is run once the call has waited CAP_WAIT_SOON_US for
+ * what it needs from the server (core/wait_hook.h). */
+void h2_call_on_wait(struct h2_call *k, struct cap_wait_hook *wait);
 /* Sends one message (len bytes, framed here); last ends the client's side
  * of the stream. Returns once the message is taken (flow control). */
 int h2_call_send(struct h2_call *k, const uint8_t *msg, size_t len, bool last,

@@ -63,8 +63,8 @@ static int status_error(int status, const char *msg, const char *method, int tim
   case H2_GRPC_DEADLINE_EXCEEDED:
     return cap_error_set(err, ETIMEDOUT, "no answer within %d ms (the deadline)", timeout_ms);
   case H2_GRPC_UNAVAILABLE:
-    return cap_error_set(err, ECONNRESET,
-                         "the capability's server went away during the call (%s)", msg);
+    return cap_error_set(err, ECONNRESET, "the capability's server went away during the call (%s)",
+                         msg);
   case H2_GRPC_RESOURCE_EXHAUSTED:
     return cap_error_set(err, EFBIG, "the answer is larger than the output cap (%s)", msg);
   case H2_GRPC_UNIMPLEMENTED:
@@ -101,12 +101,22 @@ static int one_answer(struct h2_call *k, int sent, const char *method, int timeo
   return r;
 }
 
+/* A call of method, cancelled by a's token and telling a's wait hook (a
+ * NULL: neither). */
+static struct h2_call *call_start(struct selu_channel *ch, const char *method, int timeout_ms,
+                                  const struct selu_invoke_args *a)
+{
+  struct h2_call *k = h2_call_start(ch->conn, method, timeout_ms, a ? a->cancel : NULL);
+  h2_call_on_wait(k, a ? a->wait : NULL);
+  return k;
+}
+
 /* One unary call: request bytes in, response bytes out (*out owned). */
 static int unary(struct selu_channel *ch, const char *method, const uint8_t *req, size_t req_len,
-                 int timeout_ms, struct cap_cancel *cancel, struct cap_buf *out,
+                 int timeout_ms, const struct selu_invoke_args *a, struct cap_buf *out,
                  struct cap_error *err)
 {
-  struct h2_call *k = h2_call_start(ch->conn, method, timeout_ms, cancel);
+  struct h2_call *k = call_start(ch, method, timeout_ms, a);
   int r = one_answer(k, h2_call_send(k, req, req_len, true, err), method, timeout_ms, out, err);
   h2_call_free(k);
   return r;
@@ -121,10 +131,10 @@ typedef int (*stream_fn)(void *ctx, const uint8_t *msg, size_t len, bool *done,
  * until it says done or the server ends the stream; the whole stream is
  * bounded by the channel's max_response (selu_h2.c counts it). */
 static int server_stream(struct selu_channel *ch, const char *method, const uint8_t *req,
-                         size_t req_len, int timeout_ms, struct cap_cancel *cancel,
+                         size_t req_len, int timeout_ms, const struct selu_invoke_args *a,
                          stream_fn on_msg, void *ctx, struct cap_error *err)
 {
-  struct h2_call *k = h2_call_start(ch->conn, method, timeout_ms, cancel);
+  struct h2_call *k = call_start(ch, method, timeout_ms, a);
   int r = h2_call_send(k, req, req_len, true, err);
   bool done = false;
   struct cap_buf msg = {0};
@@ -203,7 +213,7 @@ static int service_invoke(struct selu_channel *ch, const struct selu_invoke_args
   uint8_t *buf = cap_xmalloc(len + 1);
   selu__capability__v1__invoke_request__pack(&req, buf);
   struct cap_buf out = {0};
-  int r = unary(ch, SERVICE_INVOKE, buf, len, timeout_ms, a->cancel, &out, err);
+  int r = unary(ch, SERVICE_INVOKE, buf, len, timeout_ms, a, &out, err);
   free(buf);
   if (r == 0) {
     Selu__Capability__V1__InvokeResponse *m =
@@ -281,13 +291,13 @@ static int capability_invoke(struct selu_channel *ch, bool stream, const struct 
   int r;
   if (!stream) {
     struct cap_buf out = {0};
-    r = unary(ch, CAPABILITY_INVOKE, buf, len, timeout_ms, a->cancel, &out, err);
+    r = unary(ch, CAPABILITY_INVOKE, buf, len, timeout_ms, a, &out, err);
     if (r == 0)
       r = capability_answer(&out, resp, err);
     cap_buf_free(&out);
   } else {
     struct chunks c = {0};
-    r = server_stream(ch, CAPABILITY_STREAM, buf, len, timeout_ms, a->cancel, on_chunk, &c, err);
+    r = server_stream(ch, CAPABILITY_STREAM, buf, len, timeout_ms, a, on_chunk, &c, err);
     if (r == 0)
       r = answer_text((const uint8_t *)(c.data.data ? c.data.data : ""), c.data.len,
                       "StreamInvoke data", &resp->result, err);

@@ -62,6 +62,7 @@ int selu_health(struct selu_channel *ch, int timeout_ms, enum selu_protocol *pro
  * and user_id; Capability gets every field but user_id (config_json: the
  * capability's declared credentials as a JSON object). */
 struct cap_cancel;
+struct cap_wait_hook;
 struct selu_invoke_args {
   const char *tool;
   const char *args_json;
@@ -70,6 +71,9 @@ struct selu_invoke_args {
   /* fired while the call runs: the call cancelled on the server
    * (RST_STREAM), -ECANCELED; NULL: not cancellable */
   struct cap_cancel *cancel;
+  /* run once when no answer came within CAP_WAIT_SOON_US (the caller
+   * hands over what others wait on: core/wait_hook.h); NULL: nothing */
+  struct cap_wait_hook *wait;
 };
 
 struct selu_response {

@@ -24,14 +24,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                         \
-  do {                                                                                           \
-    if (!(cond)) {                                                                               \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                       \
-      fprintf(stderr, __VA_ARGS__);                                                              \
-      fputc('\n', stderr);                                                                       \
-      failures++;                                                                                \
-    }                                                                                            \
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fputc('\n', stderr);                                                                         \
+      failures++;                                                                                  \
+    }                                                                                              \
   } while (0)
 
 static uint16_t port;
@@ -57,7 +57,8 @@ static struct selu_channel *channel(size_t cap)
   struct cap_error err = {0};
   int fd = dial();
   if (fd < 0 || selu_channel_open(fd, cap, &ch, &err) < 0) {
-    fprintf(stderr, "selu_h2: cannot reach the server: %s\n", err.message ? err.message : "connect");
+    fprintf(stderr, "selu_h2: cannot reach the server: %s\n",
+            err.message ? err.message : "connect");
     exit(1);
   }
   return ch;
@@ -65,14 +66,10 @@ static struct selu_channel *channel(size_t cap)
 
 /* One call: its errno (0 on success, *out the result then). */
 static int call(struct selu_channel *ch, enum selu_protocol proto, bool stream, const char *tool,
-                const char *args, int timeout_ms, struct cap_cancel *cancel, char **out,
-                char **msg)
+                const char *args, int timeout_ms, struct cap_cancel *cancel, char **out, char **msg)
 {
-  struct selu_invoke_args a = {.tool = tool,
-                               .args_json = args,
-                               .session_id = "s",
-                               .user_id = "u",
-                               .cancel = cancel};
+  struct selu_invoke_args a = {
+      .tool = tool, .args_json = args, .session_id = "s", .user_id = "u", .cancel = cancel};
   struct selu_response resp = {0};
   struct cap_error err = {0};
   int r = selu_invoke(ch, proto, stream, &a, timeout_ms, &resp, &err);
@@ -99,8 +96,8 @@ static void *many(void *arg)
     char args[64], want[64], *out = NULL;
     snprintf(args, sizeof args, "{\"w\":%d,\"i\":%d}", w->id, i);
     snprintf(want, sizeof want, "\"parameters\":{\"w\":%d,\"i\":%d}", w->id, i);
-    int e = call(w->ch, i % 2 ? SELU_PROTOCOL_CAPABILITY : SELU_PROTOCOL_SERVICE, i % 4 == 1, "echo",
-                 args, 10000, NULL, &out, NULL);
+    int e = call(w->ch, i % 2 ? SELU_PROTOCOL_CAPABILITY : SELU_PROTOCOL_SERVICE, i % 4 == 1,
+                 "echo", args, 10000, NULL, &out, NULL);
     if (e || !out || !strstr(out, want))
       w->bad++;
     free(out);
@@ -165,7 +162,8 @@ int main(int argc, char **argv)
   }
 
   char *out = NULL, *msg = NULL;
-  int e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "sleep", "{\"ms\":3000}", 300, NULL, NULL, &msg);
+  int e =
+      call(ch, SELU_PROTOCOL_CAPABILITY, false, "sleep", "{\"ms\":3000}", 300, NULL, NULL, &msg);
   CHECK(e == ETIMEDOUT && strstr(msg, "deadline"), "deadline: errno %d, %s", e, msg);
   free(msg);
   CHECK(selu_channel_usable(ch), "the channel is unusable after a deadline");
@@ -175,7 +173,8 @@ int main(int argc, char **argv)
   struct canceller cc = {.c = &cancel};
   pthread_t ct;
   pthread_create(&ct, NULL, cancel_soon, &cc);
-  e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "sleep", "{\"ms\":5000}", 20000, &cancel, NULL, &msg);
+  e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "sleep", "{\"ms\":5000}", 20000, &cancel, NULL,
+           &msg);
   pthread_join(ct, NULL);
   CHECK(e == ECANCELED && strstr(msg, "cancelled"), "cancel: errno %d, %s", e, msg);
   free(msg);
