@@ -19,8 +19,13 @@ command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
 work=$(mktemp -d /var/tmp/capsule-serve-grpc-lead.XXXXXX)
 chmod 755 "$work"
 spid= cproc=
-trap '[ -n "$cproc" ] && kill -CONT "$cproc" 2>/dev/null; [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
-  "$capsule" stop --all --state "$work/state" >/dev/null 2>&1; rm -rf "$work"' EXIT
+cleanup() {
+  [ -n "$cproc" ] && kill -CONT "$cproc" 2>/dev/null
+  [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
+  for c in text-tools selu-slow selu-cold; do "$capsule" stop --state "$work/state" "$c" >/dev/null 2>&1; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 caps=$work/caps state=$work/state
 mkdir -p "$caps"
 cp -r "$root/examples/selu-text" "$caps/selu-text"
