@@ -134,10 +134,11 @@ static ssize_t await_lease(int fd, uint64_t deadline, struct cap_wait_hook *wait
 {
   uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
   struct pollfd p = {.fd = fd, .events = POLLIN};
+  int ready = 0;
   if (cap_wait_hook_armed(wait) && t < deadline &&
-      ppoll(&p, 1, &(struct timespec){.tv_nsec = CAP_WAIT_SOON_US * 1000L}, NULL) == 0)
+      (ready = ppoll(&p, 1, &(struct timespec){.tv_nsec = CAP_WAIT_SOON_US * 1000L}, NULL)) == 0)
     cap_wait_hook_run(wait); /* no reply at once: it may take the call's time */
-  if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0)
+  if (ready <= 0 && (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0))
     return -ETIMEDOUT;
   struct iovec iov = {.iov_base = rep, .iov_len = sizeof *rep};
   char control[CMSG_SPACE(sizeof(int))];

@@ -474,7 +474,7 @@ static void read_round(struct h2_conn *c, uint64_t wait_us)
     e = got < 0 ? errno : 0;
   }
   char drain[64];
-  while (read(c->wake[0], drain, sizeof drain) > 0)
+  while ((p[1].revents & POLLIN) && read(c->wake[0], drain, sizeof drain) > 0)
     ;
   pthread_mutex_lock(&c->mu);
   c->reading = false;
