@@ -154,6 +154,30 @@ static int grant_change(const struct common *o, struct gw_state *st, const char 
   return 0;
 }
 
+struct revoked {
+  const char *cap;
+  int status;
+};
+
+static void stopped_revoked(void *ctx, const struct gw_instance_info *inst,
+                            const struct cap_error *failed)
+{
+  struct revoked *r = ctx;
+  if (failed) {
+    _cleanup_free_ char *m = cap_xasprintf(
+        "%s: the warm server started with the revoked grant did not stop (%s); stop it with "
+        "`capsule stop %s`",
+        r->cap, failed->message, r->cap);
+    cli_error("revoke", m);
+    r->status = CLI_EXIT_INVALID;
+    return;
+  }
+  _cleanup_free_ char *line =
+      cap_xasprintf("stopped %s (keeper pid %d): it ran with the revoked grant", r->cap, inst->pid);
+  cap_escape_fput(stdout, line, 8192);
+  putchar('\n');
+}
+
 /* After a revoke, the capability's warm servers (Selu instances, MCP
  * servers) end at once: each runs with the grants of its start. No later
  * call reaches one (the digest of what a sandbox may reach names it), but
@@ -163,44 +187,15 @@ static int grant_change(const struct common *o, struct gw_state *st, const char 
 static int stop_warm(const struct common *o, const char *cap)
 {
   _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
-  _cleanup_free_ char *run = cap_xasprintf("%s/run", o->state ? o->state : dflt);
-  struct gw_instance_info *list = NULL;
-  size_t n = 0;
+  struct revoked r = {.cap = cap, .status = CLI_EXIT_OK};
   struct cap_error err = {0};
-  int status = CLI_EXIT_OK;
-  size_t stopped = 0;
-  if (gw_instance_list(run, &list, &n, &err) < 0) {
+  if (gw_instances_stop(o->state ? o->state : dflt, cap, STOP_WAIT_MS, stopped_revoked, &r, &err) <
+      0) {
     cli_error("revoke", err.message);
     cap_error_clear(&err);
     return CLI_EXIT_INVALID;
   }
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(list[i].capability, cap) != 0)
-      continue;
-    if (gw_instance_stop(run, &list[i], STOP_WAIT_MS, &err) < 0) {
-      _cleanup_free_ char *m = cap_xasprintf(
-          "%s: the warm server started with the revoked grant did not stop (%s); stop it with "
-          "`capsule stop %s`",
-          cap, err.message, cap);
-      cli_error("revoke", m);
-      status = CLI_EXIT_INVALID;
-    } else {
-      _cleanup_free_ char *line = cap_xasprintf(
-          "stopped %s (keeper pid %d): it ran with the revoked grant", cap, (int)list[i].pid);
-      cap_escape_fput(stdout, line, 8192);
-      putchar('\n');
-    }
-    cap_error_clear(&err);
-    stopped++;
-  }
-  free(list);
-  /* what their egress proxies decided since their last call: stored now,
-   * as capsule stop does (gw_state_open's recovery; best effort) */
-  struct gw_state *st = NULL;
-  if (stopped && gw_state_open(o->state ? o->state : dflt, &st, &err) == 0)
-    gw_state_close(st);
-  cap_error_clear(&err);
-  return status;
+  return r.status;
 }
 
 static int grant_verb(const char *verb, int argc, char **argv)

@@ -144,18 +144,16 @@ int cmd_ps(int argc, char **argv)
   return CLI_EXIT_OK;
 }
 
-/* What the stopped keepers' proxies decided since their last call, left
- * in their spool files (gateway/egress_spool.h): stored now by opening the
- * state, not at its next open (best effort: what cannot be stored now
- * stays for that open). */
-static void store_left_egress(const struct ps_args *a)
+static void stopped_one(void *ctx, const struct gw_instance_info *inst,
+                        const struct cap_error *failed)
 {
-  _cleanup_free_ char *dflt = a->state ? NULL : gw_state_default_dir();
-  struct gw_state *st = NULL;
-  struct cap_error err = {0};
-  if (gw_state_open(a->state ? a->state : dflt, &st, &err) == 0)
-    gw_state_close(st);
-  cap_error_clear(&err);
+  int *status = ctx;
+  if (failed) {
+    cli_error("stop", failed->message);
+    *status = CLI_EXIT_INVALID;
+  } else {
+    printf("stopped %s (keeper pid %d)\n", inst->capability, inst->pid);
+  }
 }
 
 int cmd_stop(int argc, char **argv)
@@ -169,31 +167,19 @@ int cmd_stop(int argc, char **argv)
   const char *cap = argv[optind];
   if ((r = require_operator("stop", "stopping an instance")))
     return r;
-  struct gw_instance_info *list = NULL;
-  size_t n = 0;
-  if ((r = list_instances("stop", &a, &list, &n)))
-    return r;
-  _cleanup_free_ char *run = run_dir_of(&a);
-  size_t stopped = 0;
+  _cleanup_free_ char *dflt = a.state ? NULL : gw_state_default_dir();
   int status = CLI_EXIT_OK;
-  for (size_t i = 0; i < n; i++) {
-    if (strcmp(list[i].capability, cap) != 0)
-      continue;
-    struct cap_error err = {0};
-    if (gw_instance_stop(run, &list[i], STOP_WAIT_MS, &err) < 0) {
-      cli_error("stop", err.message);
-      status = CLI_EXIT_INVALID;
-    } else {
-      printf("stopped %s (keeper pid %d)\n", cap, list[i].pid);
-    }
+  struct cap_error err = {0};
+  long found =
+      gw_instances_stop(a.state ? a.state : dflt, cap, STOP_WAIT_MS, stopped_one, &status, &err);
+  if (found < 0) {
+    cli_error("stop", err.message);
     cap_error_clear(&err);
-    stopped++;
+    return CLI_EXIT_INVALID;
   }
-  free(list);
-  if (!stopped) {
+  if (!found) {
     fprintf(stderr, "capsule stop: no running instance of %s (see capsule ps)\n", cap);
     return CLI_EXIT_INVALID;
   }
-  store_left_egress(&a);
   return status;
 }

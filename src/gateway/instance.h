@@ -150,5 +150,16 @@ int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t 
  * Returns 0 once it is gone, -ETIMEDOUT when it is not yet. */
 int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, uint64_t wait_ms,
                      struct cap_error *err);
+/* Stops every instance of capability cap in state_dir's run directory
+ * (gw_instance_stop, each within wait_ms), telling each(ctx, instance,
+ * failed: NULL once it stopped) of each; then, when there was one, stores
+ * what their egress proxies decided since their last call, left in their
+ * spools (the state opened: its recovery; best effort, else at its next
+ * open). The count found, or -errno with err set when the instances
+ * cannot be listed. */
+typedef void (*gw_instance_stopped_fn)(void *ctx, const struct gw_instance_info *inst,
+                                       const struct cap_error *failed);
+long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
+                       gw_instance_stopped_fn each, void *ctx, struct cap_error *err);
 
 #endif

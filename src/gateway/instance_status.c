@@ -21,6 +21,7 @@
 #include "core/procstat.h"
 #include "gateway/instance.h"
 #include "gateway/instance_int.h"
+#include "gateway/state.h"
 
 #define STATUS_SUFFIX ".status"
 
@@ -262,4 +263,31 @@ int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, u
     nanosleep(&ts, NULL);
   }
   return 0;
+}
+
+long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
+                       gw_instance_stopped_fn each, void *ctx, struct cap_error *err)
+{
+  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
+  struct gw_instance_info *list = NULL;
+  size_t n = 0;
+  if (gw_instance_list(run, &list, &n, err) < 0)
+    return -(long)err->code;
+  long found = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(list[i].capability, cap) != 0)
+      continue;
+    struct cap_error failed = {0};
+    bool stopped = gw_instance_stop(run, &list[i], wait_ms, &failed) == 0;
+    each(ctx, &list[i], stopped ? NULL : &failed);
+    cap_error_clear(&failed);
+    found++;
+  }
+  free(list);
+  struct gw_state *st = NULL;
+  struct cap_error ignored = {0};
+  if (found && gw_state_open(state_dir, &st, &ignored) == 0)
+    gw_state_close(st);
+  cap_error_clear(&ignored);
+  return found;
 }
