@@ -31,7 +31,7 @@
 #define STREAM_WINDOW (1u << 20)    /* each answer's flow-control window */
 #define CONN_WINDOW (16u << 20)     /* the connection's */
 #define MESSAGE_TEXT_MAX 1024       /* of grpc-message kept */
-#define HEADER_LIST_MAX (64 * 1024) /* headers a server may send a call */
+#define HEADER_LIST_MAX (64 * 1024) /* headers a server may send a call (on_header counts) */
 
 struct h2_conn {
   pthread_mutex_t mu;
@@ -43,6 +43,7 @@ struct h2_conn {
   bool failed; /* the connection is lost: why says how */
   bool goaway; /* the server said it goes away */
   char why[160];
+  char h2_error[120]; /* nghttp2's last word on what the server broke */
   struct cap_buf out; /* frames not written yet, from off */
   size_t out_off;
   size_t max_message;
@@ -64,8 +65,9 @@ struct h2_call {
   bool out_deferred; /* nghttp2 waits for resume_data */
   struct cap_buf in; /* DATA received, from in_off */
   size_t in_off;
-  size_t scan;  /* in: where the next message's prefix starts (not yet counted) */
-  size_t total; /* message bytes announced so far */
+  size_t scan;    /* in: where the next message's prefix starts (not yet counted) */
+  size_t total;   /* message bytes announced so far, each prefix's 5 with them */
+  size_t headers; /* header bytes received (RFC 9113's size: name, value, 32) */
   bool remote_end, closed;
   uint32_t reset; /* the stream's close code */
   int http_status;
@@ -225,6 +227,11 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
   struct h2_call *k = call_of(s, f->hd.stream_id);
   if (!k)
     return 0;
+  k->headers += nlen + vlen + 32; /* HPACK lets a few bytes stand for a long header */
+  if (k->headers > HEADER_LIST_MAX) {
+    set_bad(k, "the server sent more headers than capsule takes (64 KiB)");
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+  }
   if (named(name, nlen, ":status")) {
     k->http_status = digits(value, vlen, 999);
   } else if (named(name, nlen, "grpc-status")) {
@@ -241,7 +248,10 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 
 /* Counts each message as its prefix arrives: a stream's messages together
  * stay within max_message, and a prefix announcing more stops the call
- * before its bytes come. */
+ * before its bytes come. Each message counts its 5-byte prefix too (the
+ * budget is max_message + 5, so one message of max_message fits): what
+ * the call holds stays bounded however many empty messages come (nghttp2
+ * hands the server window back as soon as the bytes are here). */
 static void scan_messages(struct h2_conn *c, struct h2_call *k)
 {
   while (!k->too_big && !k->bad && k->in.len >= k->scan + 5) {
@@ -252,11 +262,12 @@ static void scan_messages(struct h2_conn *c, struct h2_call *k)
                            : "the server sent a message with a malformed prefix");
       break;
     }
-    if (len > c->max_message - k->total) {
+    size_t budget = c->max_message > SIZE_MAX - 5 ? SIZE_MAX : c->max_message + 5;
+    if (len > budget - k->total || 5 > budget - k->total - len) {
       k->too_big = true;
       break;
     }
-    k->total += len;
+    k->total += 5 + (size_t)len;
     k->scan += 5 + (size_t)len;
   }
 }
@@ -303,6 +314,16 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *user)
   return 0;
 }
 
+/* nghttp2 saw the server break HTTP/2 (its GOAWAY follows for a connection
+ * error): kept to say why when the session ends (read_round). */
+static int on_error(nghttp2_session *s, int code, const char *msg, size_t len, void *user)
+{
+  (void)s, (void)code;
+  struct h2_conn *c = user;
+  snprintf(c->h2_error, sizeof c->h2_error, "%.*s", (int)(len < 100 ? len : 100), msg);
+  return 0;
+}
+
 /* ---- the connection ---- */
 
 int h2_open(int fd, size_t max_message, struct h2_conn **ret, struct cap_error *err)
@@ -337,6 +358,7 @@ int h2_open(int fd, size_t max_message, struct h2_conn **ret, struct cap_error *
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
+    nghttp2_session_callbacks_set_error_callback2(cb, on_error);
     nghttp2_option_set_max_send_header_block_length(opt, HEADER_LIST_MAX);
     r = nghttp2_session_client_new2(&c->s, cb, c, opt);
   }
@@ -493,6 +515,18 @@ static void read_round(struct h2_conn *c, uint64_t wait_us)
     fail(c, why);
   }
   flush(c);
+  /* A connection error nghttp2 found (the server broke HTTP/2) is not an
+   * error of mem_recv's: nghttp2 queues its GOAWAY, then wants neither to
+   * read nor to write, and no call on the session would ever end. */
+  if (!c->failed && !nghttp2_session_want_read(c->s) && !nghttp2_session_want_write(c->s)) {
+    char why[160];
+    if (*c->h2_error || !c->goaway)
+      snprintf(why, sizeof why, "it broke HTTP/2: %s",
+               *c->h2_error ? c->h2_error : "session ended");
+    else
+      snprintf(why, sizeof why, "it went away (GOAWAY)");
+    fail(c, why);
+  }
   pthread_cond_broadcast(&c->cv);
 }
 
