@@ -208,11 +208,10 @@ static char *percent_decoded(const uint8_t *v, size_t n)
       cap_buf_putc(&b, (char)v[i]);
     }
   }
-  char *s = cap_buf_steal(&b);
-  for (char *p = s; *p; p++) /* a NUL decoded would cut it; controls are not text */
-    if ((unsigned char)*p < 0x20)
-      *p = ' ';
-  return s;
+  for (size_t i = 0; i < b.len; i++) /* a NUL decoded would cut it; controls are not text */
+    if ((unsigned char)b.data[i] < 0x20)
+      b.data[i] = ' ';
+  return cap_buf_steal(&b);
 }
 
 static bool named(const uint8_t *name, size_t n, const char *what)
@@ -426,8 +425,10 @@ struct h2_call *h2_call_start(struct h2_conn *c, const char *path, int timeout_m
   k->timeout_ms = timeout_ms;
   k->deadline = cap_now_ms(CLOCK_MONOTONIC) + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
   k->grpc_status = -1;
-  char timeout[24];
-  snprintf(timeout, sizeof timeout, "%dm", timeout_ms > 0 ? timeout_ms : 1);
+  char timeout[24]; /* gRPC's TimeoutValue: at most 8 digits */
+  int ms = timeout_ms > 0 ? timeout_ms : 1;
+  snprintf(timeout, sizeof timeout, ms <= 99999999 ? "%dm" : "%dS",
+           ms <= 99999999 ? ms : ms / 1000);
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
   nghttp2_nv nv[] = {NV(":method", "POST"),
                      NV(":scheme", "http"),
