@@ -172,6 +172,7 @@ struct client {
   bool ahead;                     /* its lease asked ahead ('A'); granted so when vouched for */
   uint64_t since;                 /* accepted at */
   uint64_t have;                  /* the instance it keeps a connection to, or 0 */
+  uint64_t asked;                 /* with waiting: its ask's number (lease_loop.asks) */
   struct gw_egress_batch *egress; /* with a lease: its egress decisions */
 };
 
@@ -238,6 +239,7 @@ struct lease_loop {
   struct client clients[KEEPER_MAX_CLIENTS];
   size_t n;
   uint32_t active; /* leases held */
+  uint64_t asks;   /* asks numbered as they come: granted in that order */
   uint64_t last;   /* when the last lease ended (the idle clock) */
   bool dying;      /* the server is gone or going: refuse what is asked */
   bool stop_asked; /* `capsule stop` asked (an 'S' on the socket) */
@@ -318,6 +320,7 @@ static void lease_read_clients(struct keeper *k, struct lease_loop *L, const str
       bool then_ahead = got == (ssize_t)sizeof m && c == 'R' && m[1] == 'A';
       if (got > 0 && c == 'L' && !cl->leased) {
         cl->waiting = true;
+        cl->asked = ++L->asks;
         cl->ahead = false;
         cl->have = 0;
         if (got == 1 + (ssize_t)sizeof(uint64_t))
@@ -336,6 +339,7 @@ static void lease_read_clients(struct keeper *k, struct lease_loop *L, const str
         }
         if (then_ahead) { /* and the next lease asked at once */
           cl->waiting = cl->ahead = true;
+          cl->asked = ++L->asks;
           memcpy(&cl->have, m + 2, sizeof cl->have);
         }
       } else if (got == 1 && c == 'S') /* only this user reaches the socket (0600, 0700 dir) */
@@ -356,7 +360,7 @@ static void lease_read_clients(struct keeper *k, struct lease_loop *L, const str
       close(cl->fd);
       L->last = cap_now_ms(CLOCK_MONOTONIC);
     } else {
-      L->clients[kept++] = *cl; /* in arrival order: leases are granted fairly */
+      L->clients[kept++] = *cl; /* in arrival order (the grants go by asks' numbers) */
     }
   }
   L->n = kept;
@@ -445,14 +449,28 @@ static bool package_changed(struct keeper *k, struct lease_loop *L)
   return changed;
 }
 
-/* Grants waiting clients a connection to the server, in arrival order,
+/* The waiting client to grant next: a call's ask before one asked ahead
+ * of a call (a caller keeping its connection asks its next lease as it
+ * ends one, and by the clients' order it would take the slot back before
+ * a call on a newer connection, every time), each kind in the order
+ * asked; NULL: none waits. */
+static struct client *next_waiting(struct lease_loop *L)
+{
+  struct client *best = NULL;
+  for (size_t i = 0; i < L->n; i++) {
+    struct client *cl = &L->clients[i];
+    if (cl->waiting && (!best || (cl->ahead != best->ahead ? !cl->ahead : cl->asked < best->asked)))
+      best = cl;
+  }
+  return best;
+}
+
+/* Grants waiting clients a connection to the server, in next_waiting's order,
  * while there is room. */
 static void lease_grant(struct keeper *k, struct lease_loop *L)
 {
-  for (size_t i = 0; i < L->n && (L->active < k->max_active || L->dying); i++) {
-    struct client *cl = &L->clients[i];
-    if (!cl->waiting)
-      continue;
+  struct client *cl;
+  while ((L->active < k->max_active || L->dying) && (cl = next_waiting(L))) {
     if (!L->dying && package_changed(k, L)) { /* refused as gone: the call starts a new one */
       keeper_note("the package changed: new calls start a new instance; this one stops");
       L->dying = true;
