@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What start-up loads: the capsule executable links neither libgrpc and its
-# dependencies (absl, protobuf-c, libstdc++) nor OpenSSL; the Selu gRPC
-# client and the egress proxy are modules opened on first use (the first
+# dependencies (absl, protobuf-c, libstdc++) nor OpenSSL nor nghttp2; the
+# Selu gRPC client (nghttp2 and protobuf-c, never libgrpc) and the egress
+# proxy are modules opened on first use (the first
 # Selu call, the first sandbox in proxy mode). A copy of capsule outside
 # the build tree without a module fails what needs it with a message naming
 # the module (no crash), and works once the module is installed where
@@ -21,7 +22,7 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
 bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
 
-heavy='libgrpc|libgpr|libprotobuf-c|libabsl|libstdc\+\+|libupb|libre2|libcares|libssl|libcrypto'
+heavy='libgrpc|libgpr|libprotobuf-c|libabsl|libstdc\+\+|libupb|libre2|libcares|libssl|libcrypto|libnghttp2'
 libs=$(LD_TRACE_LOADED_OBJECTS=1 "$capsule" 2>&1)
 if echo "$libs" | grep -qE "$heavy"; then
   bad "capsule loads gRPC's or OpenSSL's libraries at start-up: $(echo "$libs" | grep -E "$heavy" | awk '{print $1}' | tr '\n' ' ')"
@@ -33,12 +34,14 @@ for lib in libsqlite3 libsodium libyaml libpcre2-8; do
   if echo "$libs" | grep -q "$lib[.-]"; then bad "$lib is loaded at start-up though $archive exists"
   else ok "$lib linked in"; fi
 done
-if ldd "$module" 2>/dev/null | grep -q libgrpc; then ok "the Selu module links libgrpc"
-else bad "the Selu module does not link libgrpc"; fi
+module_libs=$(ldd "$module" 2>/dev/null)
+if echo "$module_libs" | grep -q libnghttp2 && ! echo "$module_libs" | grep -qE 'libgrpc|libgpr|libabsl'; then
+  ok "the Selu module links nghttp2, not libgrpc ($(echo "$module_libs" | wc -l) objects)"
+else bad "the Selu module's libraries: $(echo "$module_libs" | awk '{print $1}' | tr '\n' ' ')"; fi
 if ldd "$proxy_module" 2>/dev/null | grep -q libssl; then ok "the proxy module links libssl"
 else bad "the proxy module does not link libssl"; fi
 exports=$(nm -D --defined-only "$proxy_module" "$module" | awk 'NF == 3 {print $3}' | sort | tr '\n' ' ')
-if [ "$exports" = "proxy_module_v1 selu_rpc_module_v2 " ]; then ok "each module exports its table alone"
+if [ "$exports" = "proxy_module_v1 selu_rpc_module_v3 " ]; then ok "each module exports its table alone"
 else bad "the modules export: $exports"; fi
 
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
