@@ -533,22 +533,12 @@ static void *worker(void *arg)
         pthread_cond_broadcast(&s->work);
         continue;
       }
-      if (!piled && s->calls == 1) { /* alone: answered with the lead held */
+      bool alone = !piled && s->calls == 1;
+      if (alone) /* answered with the lead held */
         got->lead = (struct cap_wait_hook){.fn = hand_lead, .arg = s};
-        pthread_mutex_unlock(&s->lock);
-      } else {
-        bool spawn = s->waiting == 0;
-        if (spawn)
-          s->active++;
-        else
-          pthread_cond_signal(&s->work);
-        pthread_mutex_unlock(&s->lock);
-        if (spawn && start_worker(s) != 0) { /* no one leads until this call is answered */
-          pthread_mutex_lock(&s->lock);
-          s->active--;
-          pthread_mutex_unlock(&s->lock);
-        }
-      }
+      pthread_mutex_unlock(&s->lock);
+      if (!alone)
+        hand_lead(s); /* to another as this call starts */
       answer_call(got);
       pthread_mutex_lock(&s->lock);
       s->calls--;

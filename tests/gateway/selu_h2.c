@@ -21,18 +21,9 @@
 
 #include "core/cancel.h"
 #include "runtime/selu_rpc.h"
+#include "../unit/unit.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
+int unit_failures, unit_checks;
 
 static uint16_t port;
 
@@ -144,9 +135,9 @@ int main(int argc, char **argv)
   enum selu_protocol proto = SELU_PROTOCOL_UNKNOWN;
   bool healthy = false;
   struct cap_error err = {0};
-  CHECK(selu_health(ch, 5000, &proto, &healthy, &err) == 0 && healthy &&
-            proto == SELU_PROTOCOL_CAPABILITY,
-        "health: %s", err.message ? err.message : "not healthy");
+  CHECKF(selu_health(ch, 5000, &proto, &healthy, &err) == 0 && healthy &&
+             proto == SELU_PROTOCOL_CAPABILITY,
+         "health: %s", err.message ? err.message : "not healthy");
   cap_error_clear(&err);
 
   /* eight threads on one channel: every answer its own call's */
@@ -158,15 +149,15 @@ int main(int argc, char **argv)
   }
   for (int i = 0; i < 8; i++) {
     pthread_join(t[i], NULL);
-    CHECK(w[i].bad == 0, "thread %d: %d of 40 answers wrong or failed", i, w[i].bad);
+    CHECKF(w[i].bad == 0, "thread %d: %d of 40 answers wrong or failed", i, w[i].bad);
   }
 
   char *out = NULL, *msg = NULL;
   int e =
       call(ch, SELU_PROTOCOL_CAPABILITY, false, "sleep", "{\"ms\":3000}", 300, NULL, NULL, &msg);
-  CHECK(e == ETIMEDOUT && strstr(msg, "deadline"), "deadline: errno %d, %s", e, msg);
+  CHECKF(e == ETIMEDOUT && strstr(msg, "deadline"), "deadline: errno %d, %s", e, msg);
   free(msg);
-  CHECK(selu_channel_usable(ch), "the channel is unusable after a deadline");
+  CHECKF(selu_channel_usable(ch), "the channel is unusable after a deadline");
 
   struct cap_cancel cancel;
   cap_cancel_init(&cancel);
@@ -176,56 +167,56 @@ int main(int argc, char **argv)
   e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "sleep", "{\"ms\":5000}", 20000, &cancel, NULL,
            &msg);
   pthread_join(ct, NULL);
-  CHECK(e == ECANCELED && strstr(msg, "cancelled"), "cancel: errno %d, %s", e, msg);
+  CHECKF(e == ECANCELED && strstr(msg, "cancelled"), "cancel: errno %d, %s", e, msg);
   free(msg);
   e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "ok", "{}", 5000, &cancel, NULL, &msg);
-  CHECK(e == ECANCELED, "a call with a fired token started: errno %d, %s", e, msg);
+  CHECKF(e == ECANCELED, "a call with a fired token started: errno %d, %s", e, msg);
   free(msg);
   cap_cancel_destroy(&cancel);
 
   e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "big", "{\"bytes\":3000000}", 10000, NULL, NULL,
            &msg);
-  CHECK(e == EFBIG && strstr(msg, "output cap"), "over the cap: errno %d, %s", e, msg);
+  CHECKF(e == EFBIG && strstr(msg, "output cap"), "over the cap: errno %d, %s", e, msg);
   free(msg);
   e = call(ch, SELU_PROTOCOL_CAPABILITY, true, "big", "{\"bytes\":3000000}", 10000, NULL, NULL,
            &msg);
-  CHECK(e == EFBIG, "a stream over the cap: errno %d, %s", e, msg);
+  CHECKF(e == EFBIG, "a stream over the cap: errno %d, %s", e, msg);
   free(msg);
   e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "big", "{\"bytes\":500000}", 10000, NULL, &out,
            &msg);
-  CHECK(e == 0 && out && strlen(out) >= 500000, "under the cap: errno %d, %s", e, msg);
+  CHECKF(e == 0 && out && strlen(out) >= 500000, "under the cap: errno %d, %s", e, msg);
   free(out);
   free(msg);
   e = call(ch, SELU_PROTOCOL_CAPABILITY, true, "echo", "{\"x\":1}", 10000, NULL, &out, &msg);
-  CHECK(e == 0 && out && strstr(out, "\"streamed\":true"), "StreamInvoke: errno %d, %s", e, msg);
+  CHECKF(e == 0 && out && strstr(out, "\"streamed\":true"), "StreamInvoke: errno %d, %s", e, msg);
   free(out);
   free(msg);
   e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "fail", "{}", 10000, NULL, NULL, &msg);
-  CHECK(e == EIO && *msg, "a tool's failure: errno %d, %s", e, msg);
+  CHECKF(e == EIO && *msg, "a tool's failure: errno %d, %s", e, msg);
   free(msg);
-  CHECK(selu_channel_usable(ch), "the channel is unusable after refused calls");
+  CHECKF(selu_channel_usable(ch), "the channel is unusable after refused calls");
 
   char *id = NULL;
   const char text[] = "artifact bytes";
   int r = selu_artifact_upload(ch, "a.txt", "text/plain", text, sizeof text - 1, 10000, &id, &err);
-  CHECK(r == -ENOSYS || r == 0, "upload: %d %s", r, err.message ? err.message : "");
+  CHECKF(r == -ENOSYS || r == 0, "upload: %d %s", r, err.message ? err.message : "");
   cap_error_clear(&err);
   free(id);
 
   e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "crash", "{}", 10000, NULL, NULL, &msg);
-  CHECK(e == ECONNRESET && strstr(msg, "went away"), "crash: errno %d, %s", e, msg);
+  CHECKF(e == ECONNRESET && strstr(msg, "went away"), "crash: errno %d, %s", e, msg);
   free(msg);
-  CHECK(!selu_channel_usable(ch), "the channel is usable after its server died");
+  CHECKF(!selu_channel_usable(ch), "the channel is usable after its server died");
   e = call(ch, SELU_PROTOCOL_CAPABILITY, false, "ok", "{}", 2000, NULL, NULL, &msg);
-  CHECK(e == ECONNRESET, "a call on a dead channel: errno %d, %s", e, msg);
+  CHECKF(e == ECONNRESET, "a call on a dead channel: errno %d, %s", e, msg);
   free(msg);
   selu_channel_close(ch);
 
   kill(server, SIGKILL);
   waitpid(server, NULL, 0);
-  if (failures)
-    fprintf(stderr, "selu_h2: %d failed\n", failures);
+  if (unit_failures)
+    fprintf(stderr, "selu_h2: %d failed\n", unit_failures);
   else
     printf("selu_h2: all passed\n");
-  return failures ? 1 : 0;
+  return unit_failures ? 1 : 0;
 }

@@ -17,18 +17,9 @@
 #include <unistd.h>
 
 #include "runtime/selu_h2.h"
+#include "../unit/unit.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
+int unit_failures, unit_checks;
 
 #define CAP 1024 /* the output cap: the floods are a thousand times that */
 
@@ -207,19 +198,19 @@ int main(void)
   char why[200];
   long n = 0;
   int e = against(empty_flood, false, &n, why, sizeof why, NULL);
-  CHECK(e == EFBIG && strstr(why, "output cap"), "unary, empty messages: errno %d, %s", e, why);
+  CHECKF(e == EFBIG && strstr(why, "output cap"), "unary, empty messages: errno %d, %s", e, why);
   e = against(empty_flood, true, &n, why, sizeof why, NULL);
-  CHECK(e == EFBIG && n <= CAP / 5 + 1, "streamed, empty messages: errno %d after %ld, %s", e, n,
-        why);
+  CHECKF(e == EFBIG && n <= CAP / 5 + 1, "streamed, empty messages: errno %d after %ld, %s", e, n,
+         why);
   e = against(header_bomb, false, &n, why, sizeof why, NULL);
-  CHECK(e == EPROTO && strstr(why, "headers"), "a header bomb: errno %d, %s", e, why);
+  CHECKF(e == EPROTO && strstr(why, "headers"), "a header bomb: errno %d, %s", e, why);
   bool usable = true;
   e = against(broken, false, &n, why, sizeof why, &usable);
-  CHECK(e == ECONNRESET && strstr(why, "broke HTTP/2") && !usable,
-        "a connection error: errno %d, %s, the connection %s", e, why,
-        usable ? "still usable" : "unusable");
-  if (failures) {
-    fprintf(stderr, "selu_h2_hostile: %d failure(s)\n", failures);
+  CHECKF(e == ECONNRESET && strstr(why, "broke HTTP/2") && !usable,
+         "a connection error: errno %d, %s, the connection %s", e, why,
+         usable ? "still usable" : "unusable");
+  if (unit_failures) {
+    fprintf(stderr, "selu_h2_hostile: %d failure(s)\n", unit_failures);
     return 1;
   }
   printf("selu_h2_hostile: ok\n");
