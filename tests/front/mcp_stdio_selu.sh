@@ -30,7 +30,9 @@ cleanup() {
   [ -n "$held" ] && kill -CONT $held 2>/dev/null
   [ -n "$mpid" ] && { kill_tree; kill -9 "$mpid" 2>/dev/null; }
   for s in "$work"/state-*; do
-    [ -d "$s" ] && "$capsule" stop --state "$s" text-tools selu-slow >/dev/null 2>&1
+    for id in text-tools selu-slow; do # stop takes one capability
+      [ -d "$s" ] && "$capsule" stop --state "$s" "$id" >/dev/null 2>&1
+    done
   done
   rm -rf "$work"
 }
@@ -274,7 +276,10 @@ run_as() {
   fi
   "${wrap[@]}" "$capsule" audit verify --state "$state" 2>&1 | grep -q "^audit log verified" &&
     ok "$who: the chain verifies" || bad "$who: the chain verifies"
-  "${wrap[@]}" "$capsule" stop --state "$state" text-tools selu-slow >/dev/null 2>&1
+  local id # not c: the cancellation checks' condition
+  for id in text-tools selu-slow; do
+    "${wrap[@]}" "$capsule" stop --state "$state" "$id" >/dev/null 2>&1
+  done
 }
 
 run_as root

@@ -18,7 +18,13 @@ command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
 work=$(mktemp -d /var/tmp/capsule-serve-grpc.XXXXXX)
 chmod 755 "$work"
 spid=
-trap '[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null; rm -rf "$work"' EXIT
+cleanup() { # serve, then the warm instances it started (their keepers outlive it)
+  [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
+  local id
+  for id in text-tools node-tools node-seed; do "$capsule" stop --state "$work/state" "$id" >/dev/null 2>&1; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 caps=$work/caps state=$work/state
 agent() { # ID: a Covenant agent in sh answering {"got": REQUEST}
   mkdir -p "$caps/agents/$1"

@@ -22,7 +22,8 @@ spid= cproc=
 cleanup() {
   [ -n "$cproc" ] && kill -CONT "$cproc" 2>/dev/null
   [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
-  for c in text-tools selu-slow selu-cold; do "$capsule" stop --state "$work/state" "$c" >/dev/null 2>&1; done
+  local id
+  for id in text-tools selu-slow selu-cold; do "$capsule" stop --state "$work/state" "$id" >/dev/null 2>&1; done
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -19,7 +19,8 @@ spid= keeper= held=
 cleanup() {
   [ -n "$held" ] && kill -CONT $held 2>/dev/null
   [ -n "$spid" ] && { kill_tree; kill -9 "$spid" 2>/dev/null; }
-  "$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1
+  local id
+  for id in text-tools selu-slow; do "$capsule" stop --state "$work/state" "$id" >/dev/null 2>&1; done
   rm -rf "$work"
 }
 # serve's children (the spawner), their children (the warm process)
