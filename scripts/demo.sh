@@ -54,12 +54,6 @@ if "$capsule" doctor >/dev/null 2>&1; then
     echo
     echo "== a Selu gRPC capability, kept warm between calls (examples/selu-text, in C)"
     "$capsule" policy set text-tools word_count allow --caps examples --state "$state"
-    # under the tests' ASan build, LeakSanitizer's tracer now and then
-    # crashes at the exit of a CLI that spoke gRPC (abort 134 after the
-    # answer; tests/gateway/selu.sh says more): no leak check for these two
-    if grep -qa __asan_init "$capsule"; then
-      export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-    fi
     for text in "one two three" "warm now"; do
       echo "== capsule call --caps examples text-tools word_count '{\"text\": \"$text\"}'"
       # the capability's own log lines are noise here; a failure shows them all

@@ -9,14 +9,6 @@
 # chain verifies. Usage: selu.sh CAPSULE SELU_FAULT_SERVER
 set -u
 capsule=$(realpath "$1")
-# An ASan build: LeakSanitizer's tracer crashes now and then at the exit
-# of a CLI that spoke gRPC to a Selu server ("Tracer caught signal 11",
-# abort 134, after the answer was printed and audited; in two runs of
-# two here, each time another check). The leak check is off for this
-# script's processes; the other suites keep it.
-if grep -qa __asan_init "$capsule"; then
-  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
 fault=$(realpath "$2")
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
   echo "SKIP: this host cannot create the sandbox's namespaces"; exit 77
