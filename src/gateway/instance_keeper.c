@@ -128,7 +128,7 @@ static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
 {
   uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + k->startup_ms;
   snprintf(why, why_len, "nothing listened on port %u", k->port);
-  bool answered = false; /* the server answered a check (not ready) */
+  bool answered = false; /* the server answered a check (not ready, or not a health answer) */
   while (cap_now_ms(CLOCK_MONOTONIC) < deadline) {
     struct cap_error err = {0};
     int fd = sandbox_connect(k->connector, k->port, 1000, &err);
@@ -156,9 +156,10 @@ static bool keeper_wait_healthy(struct keeper *k, char *why, size_t why_len)
       if (r == 0)
         snprintf(why, why_len, "its health check (selu.capability.v1.%s) answered not ready",
                  selu_protocol_name(proto));
-      else if (!answered || left >= 1000) /* a check the deadline cut short keeps the answer */
+      else if (!answered || r != -ETIMEDOUT ||
+               left >= 1000) /* one the deadline cut short keeps it */
         snprintf(why, why_len, "its health check failed: %s", err.message ? err.message : "?");
-      answered |= r == 0;
+      answered |= r != -ETIMEDOUT;
       cap_error_clear(&err);
     }
     sleep_ms(50);
