@@ -1,399 +1,58 @@
 /* The gRPC server, built as the shared module capsule-grpc-serve.so (see
- * grpc_serve_module.h): gRPC's core API, a pool of worker threads of
- * which one at a time takes calls and answers the one it took itself
- * (worker: leader and followers), each call with a completion queue of
- * its own, a call that came alone answered with the lead held (lazy:
- * see worker); a worker idle for WORKER_IDLE_MS ends (a thread started per
- * call cost every call its start and its stack); the
- * messages are grpc_serve_msg.c's. The artifact calls stream: the handler
- * pulls an upload's chunks (recv_chunk) and pushes a download's
- * (send_chunk), each within the options' stream_idle_ms, as is a call's
- * first message. */
+ * grpc_serve_module.h): HTTP/2 over nghttp2 (grpc_serve_conn.c), TLS over
+ * OpenSSL, the messages grpc_serve_msg.c's.
+ *
+ * Threads: an acceptor, and a pool that runs tasks: a connection to read
+ * (one thread at a time reads a connection), a call to answer. A call
+ * that came alone on its connection (none of its calls in progress, and
+ * the reader had waited for it) is answered by the thread that read it,
+ * with no hand-off: waking another thread on the other CPU cost a warm
+ * call 0.05-0.07 ms on a 2-vCPU machine. That thread hands the reading
+ * to another (gs_stream.lead, core/wait_hook.h) as soon as the call is
+ * about to wait long: a call process, a stream, an instance slow to
+ * answer, a socket that does not take the answer; until then the
+ * connection's next frames wait in its socket. Calls that come together
+ * each go to a thread of the pool. A pool thread idle for
+ * WORKER_IDLE_MS ends.
+ *
+ * A call is refused (RESOURCE_EXHAUSTED) past max_calls, UNAUTHENTICATED
+ * before its body is kept when the options' authenticate says no;
+ * a request larger than max_message, RESOURCE_EXHAUSTED. Its first
+ * message, and a stream's next, must come within stream_idle_ms. */
 #include "front/grpc_serve_module.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
-#include <grpc/byte_buffer_reader.h>
-#include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/support/alloc.h>
-#include <grpc/support/time.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/buf.h"
-#include "core/wait_hook.h"
+#include "core/clock.h"
+#include "front/grpc_serve_h2.h"
 #include "front/grpc_serve_msg.h"
 
 #define DEFAULT_MAX_CALLS 64
 #define DEFAULT_MAX_MESSAGE (4u << 20)
 #define WORKER_IDLE_MS 10000
-#define QUEUED_US 50 /* a call taken sooner than this after asking had waited: calls pile up */
+#define QUEUED_US 50   /* a reader that waited less than this was reading calls back to back */
+#define MAX_CONNS 1024 /* connections at once; more are closed as they come */
+#define SEND_QUEUE_MAX (256u << 10) /* a download's bytes not yet taken before send_chunk waits */
 
-struct grpc_serve {
-  grpc_server *server;
-  grpc_completion_queue *cq; /* calls arriving, and the shutdown's notice */
-  struct grpc_serve_options opt;
-  pthread_mutex_t lock;
-  pthread_cond_t idle;    /* calls or active went down */
-  pthread_cond_t work;    /* the lead is free, or stopping */
-  struct pending *posted; /* the request for the next call (the leader's) */
-  unsigned active;        /* worker threads running */
-  unsigned waiting;       /* of them, waiting to lead */
-  unsigned calls;         /* calls being answered (at most max_calls) */
-  bool leader;            /* a thread takes calls from cq */
-  bool cq_done;           /* cq has shut down: no one leads any more */
-  bool stopping;
-};
-
-/* One call, from its arrival to its last batch. */
-struct pending {
-  struct grpc_serve *s;
-  grpc_call *call;
-  grpc_call_details details;
-  grpc_metadata_array md;
-  grpc_completion_queue *cq; /* this call's batches */
-  char *user;                /* the options' authenticate's answer */
-  struct pending *next;      /* in the queue */
-  /* answered with the lead held (no other thread takes calls meanwhile)
-   * until it is about to wait long: then lead.fn hands the lead over */
-  struct cap_wait_hook lead;
-};
-
-static int shutdown_tag; /* its address marks the server's shutdown notice */
-
-static struct pending *pending_new(struct grpc_serve *s)
-{
-  struct pending *p = cap_xcalloc(1, sizeof *p);
-  p->s = s;
-  grpc_call_details_init(&p->details);
-  grpc_metadata_array_init(&p->md);
-  p->cq = grpc_completion_queue_create_for_next(NULL);
-  return p;
-}
-
-static void pending_free(struct pending *p)
-{
-  if (p->call)
-    grpc_call_unref(p->call);
-  grpc_call_details_destroy(&p->details);
-  grpc_metadata_array_destroy(&p->md);
-  grpc_completion_queue_shutdown(p->cq);
-  while (grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-         GRPC_QUEUE_SHUTDOWN)
-    ;
-  grpc_completion_queue_destroy(p->cq);
-  free(p->user);
-  free(p);
-}
-
-/* The call's next event by deadline; a call answered with the lead held
- * hands it over once it has waited CAP_WAIT_SOON_US (a client slow to
- * send or to take, say), so that no other call waits on it. */
-static grpc_event next_event(struct pending *p, gpr_timespec deadline)
-{
-  deadline = gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
-  if (cap_wait_hook_armed(&p->lead)) {
-    gpr_timespec soon = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                     gpr_time_from_micros(CAP_WAIT_SOON_US, GPR_TIMESPAN));
-    if (gpr_time_cmp(soon, deadline) < 0) {
-      grpc_event ev = grpc_completion_queue_next(p->cq, soon, NULL);
-      if (ev.type != GRPC_QUEUE_TIMEOUT)
-        return ev;
-      cap_wait_hook_run(&p->lead);
-    }
-  }
-  return grpc_completion_queue_next(p->cq, deadline, NULL);
-}
-
-/* Runs one batch on the call's queue and waits for it: its success. */
-static bool batch(struct pending *p, grpc_op *ops, size_t n)
-{
-  if (grpc_call_start_batch(p->call, ops, n, p, NULL) != GRPC_CALL_OK)
-    return false;
-  grpc_event ev = next_event(p, gpr_inf_future(GPR_CLOCK_MONOTONIC));
-  return ev.type == GRPC_OP_COMPLETE && ev.success;
-}
-
-/* The same within ms: past it the call is cancelled (a client that sends
- * nothing, or takes nothing, does not hold a worker), and fails. */
-static bool batch_within(struct pending *p, grpc_op *ops, size_t n, int ms)
-{
-  if (grpc_call_start_batch(p->call, ops, n, p, NULL) != GRPC_CALL_OK)
-    return false;
-  grpc_event ev = next_event(
-      p, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN)));
-  if (ev.type == GRPC_QUEUE_TIMEOUT) {
-    grpc_call_cancel(p->call, NULL);
-    grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    return false;
-  }
-  return ev.type == GRPC_OP_COMPLETE && ev.success;
-}
-
-static char *slice_str(grpc_slice s)
-{
-  return grpc_slice_to_c_string(s); /* gpr_malloc'd, freed with gpr_free */
-}
-
-static bool slice_is(grpc_slice s, const char *text)
-{
-  size_t n = strlen(text);
-  return GRPC_SLICE_LENGTH(s) == n && memcmp(GRPC_SLICE_START_PTR(s), text, n) == 0;
-}
-
-/* The token of "authorization: Bearer TOKEN" (gpr_malloc'd), or NULL. */
-static char *bearer_of(const grpc_metadata_array *md)
-{
-  for (size_t i = 0; i < md->count; i++) {
-    if (!slice_is(md->metadata[i].key, "authorization"))
-      continue;
-    char *v = slice_str(md->metadata[i].value);
-    if (strncasecmp(v, "Bearer ", 7) == 0) {
-      memmove(v, v + 7, strlen(v + 7) + 1);
-      return v;
-    }
-    gpr_free(v);
-  }
-  return NULL;
-}
-
-/* The request message as one contiguous slice. */
-static grpc_slice message_slice(grpc_byte_buffer *bb)
-{
-  grpc_byte_buffer_reader r;
-  if (!bb || !grpc_byte_buffer_reader_init(&r, bb))
-    return grpc_empty_slice();
-  grpc_slice s = grpc_byte_buffer_reader_readall(&r);
-  grpc_byte_buffer_reader_destroy(&r);
-  return s;
-}
-
-static grpc_byte_buffer *buffer_of(uint8_t *buf, size_t len)
-{
-  grpc_slice sl = grpc_slice_from_copied_buffer((const char *)buf, len);
-  free(buf);
-  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
-  grpc_slice_unref(sl);
-  return bb;
-}
-
-/* ---- the artifact calls' streams ---- */
-
-struct grpc_serve_stream {
-  struct pending *p;
-  grpc_byte_buffer *first; /* the first message, received with the call's first batch */
-  bool first_pending, ended, failed;
-  void *msg; /* the chunk given last */
-};
-
-static int recv_chunk(struct grpc_serve_stream *s, struct grpc_serve_chunk *c)
-{
-  memset(c, 0, sizeof *c);
-  grpc_serve_chunk_free(s->msg);
-  s->msg = NULL;
-  if (s->failed || s->ended)
-    return s->failed ? -1 : 0;
-  grpc_byte_buffer *in = NULL;
-  if (s->first_pending) {
-    in = s->first;
-    s->first = NULL;
-    s->first_pending = false;
-  } else {
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_MESSAGE;
-    op.data.recv_message.recv_message = &in;
-    if (!batch_within(s->p, &op, 1, s->p->s->opt.stream_idle_ms)) {
-      s->failed = true;
-      if (in)
-        grpc_byte_buffer_destroy(in);
-      return -1;
-    }
-  }
-  if (!in && grpc_call_failed_before_recv_message(s->p->call)) { /* cancelled, not ended */
-    s->failed = true;
-    return -1;
-  }
-  if (!in) {
-    s->ended = true;
-    return 0;
-  }
-  grpc_slice body = message_slice(in);
-  grpc_byte_buffer_destroy(in);
-  bool ok =
-      grpc_serve_decode_chunk(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), c, &s->msg);
-  grpc_slice_unref(body);
-  if (!ok) {
-    s->failed = true;
-    memset(c, 0, sizeof *c);
-    return -1;
-  }
-  return 1;
-}
-
-static bool send_chunk(struct grpc_serve_stream *s, const struct grpc_serve_chunk *c)
-{
-  if (s->failed)
-    return false;
-  size_t len = 0;
-  uint8_t *buf = grpc_serve_encode_chunk(c, &len);
-  grpc_byte_buffer *bb = buffer_of(buf, len);
-  grpc_op op;
-  memset(&op, 0, sizeof op);
-  op.op = GRPC_OP_SEND_MESSAGE;
-  op.data.send_message.send_message = bb;
-  bool ok = batch_within(s->p, &op, 1, s->p->s->opt.stream_idle_ms);
-  grpc_byte_buffer_destroy(bb);
-  s->failed = !ok;
-  return ok;
-}
-
-static void stream_free(struct grpc_serve_stream *s)
-{
-  grpc_serve_chunk_free(s->msg);
-  if (s->first)
-    grpc_byte_buffer_destroy(s->first);
-}
-
-/* The answer's message for the method, NULL when the status is not OK
- * (or the method's messages are sent as they come). */
-static grpc_byte_buffer *answer_message(enum grpc_serve_method method,
-                                        const struct grpc_serve_answer *a)
-{
-  if (a->status != GRPC_SERVE_OK || method == GRPC_SERVE_CAP_DOWNLOAD)
-    return NULL;
-  size_t len = 0;
-  uint8_t *buf = grpc_serve_encode(method, a, &len);
-  return buffer_of(buf, len);
-}
-
-/* Sends the answer (message, status) and waits for the client's close:
- * whether it went, the call not cancelled first. */
-static bool respond(struct pending *p, enum grpc_serve_method method,
-                    const struct grpc_serve_answer *a, bool sent_metadata)
-{
-  int cancelled = 0;
-  grpc_byte_buffer *msg = answer_message(method, a);
-  grpc_slice details = grpc_slice_from_copied_string(a->status_message ? a->status_message : "");
-  grpc_op ops[4];
-  size_t n = 0;
-  memset(ops, 0, sizeof ops);
-  if (!sent_metadata)
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-  ops[n++].data.recv_close_on_server.cancelled = &cancelled;
-  if (msg) {
-    ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n++].data.send_message.send_message = msg;
-  }
-  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-  ops[n].data.send_status_from_server.status = (grpc_status_code)a->status;
-  ops[n++].data.send_status_from_server.status_details = &details;
-  bool went = batch(p, ops, n) && !cancelled;
-  grpc_slice_unref(details);
-  if (msg)
-    grpc_byte_buffer_destroy(msg);
-  return went;
-}
-
-static void answer_free(struct grpc_serve_answer *a)
-{
-  free(a->status_message);
-  free(a->result);
-  free(a->error);
-}
-
-/* The call's token checked before anything is read from the call: false
- * with a filled (UNAUTHENTICATED) when the options' authenticate refused
- * it. */
-static bool admitted(struct pending *p, struct grpc_serve_answer *a)
-{
-  const struct grpc_serve_options *o = &p->s->opt;
-  if (!o->authenticate)
-    return true;
-  char *bearer = bearer_of(&p->md);
-  p->user = o->authenticate(o->arg, bearer);
-  gpr_free(bearer);
-  if (p->user)
-    return true;
-  a->status = GRPC_SERVE_UNAUTHENTICATED;
-  a->status_message = cap_xstrdup(o->unauthenticated_message ? o->unauthenticated_message
-                                                             : "a bearer token is needed");
-  return false;
-}
-
-static void answer_call(struct pending *p)
-{
-  struct grpc_serve *s = p->s;
-  struct grpc_serve_answer a = {0};
-  enum grpc_serve_method method = GRPC_SERVE_INVOKE;
-  bool known = grpc_serve_method_of((const char *)GRPC_SLICE_START_PTR(p->details.method),
-                                    GRPC_SLICE_LENGTH(p->details.method), &method);
-  if (!known) {
-    char *m = slice_str(p->details.method);
-    a.status = GRPC_SERVE_UNIMPLEMENTED;
-    a.status_message = cap_xasprintf("capsule serves no method %.200s", m);
-    gpr_free(m);
-    respond(p, method, &a, false);
-  } else if (!admitted(p, &a)) {
-    respond(p, method, &a, false);
-  } else {
-    /* a unary call's headers go with its answer, in one write; a stream's
-     * before its first message */
-    bool streams = method == GRPC_SERVE_CAP_UPLOAD || method == GRPC_SERVE_CAP_DOWNLOAD;
-    grpc_byte_buffer *in = NULL;
-    grpc_op ops[2];
-    memset(ops, 0, sizeof ops);
-    size_t n = 0;
-    if (streams)
-      ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[n].op = GRPC_OP_RECV_MESSAGE;
-    ops[n++].data.recv_message.recv_message = &in;
-    bool got = batch_within(p, ops, n, s->opt.stream_idle_ms);
-    struct grpc_serve_stream stream = {.p = p};
-    if (got && method == GRPC_SERVE_CAP_UPLOAD) { /* the first chunk, or none */
-      stream.first = in;
-      stream.first_pending = true;
-      in = NULL;
-    }
-    grpc_slice body = message_slice(in);
-    struct grpc_serve_request req = {0};
-    char *bearer = bearer_of(&p->md), *peer = grpc_call_get_peer(p->call);
-    struct grpc_serve_call call = {
-        .method = method,
-        .bearer = bearer,
-        .user = p->user,
-        .peer = peer,
-        .stream = &stream,
-        .wait = &p->lead,
-        .recv_chunk = method == GRPC_SERVE_CAP_UPLOAD ? recv_chunk : NULL,
-        .send_chunk = method == GRPC_SERVE_CAP_DOWNLOAD ? send_chunk : NULL};
-    if (!got || (!in && method != GRPC_SERVE_CAP_UPLOAD) ||
-        !grpc_serve_decode(method, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), &req,
-                           &call)) {
-      a.status = GRPC_SERVE_INVALID_ARGUMENT;
-      a.status_message = cap_xstrdup("the request is not a well-formed message of its method");
-    } else {
-      s->opt.handler(s->opt.arg, &call, &a);
-    }
-    bool went = respond(p, method, &a, streams);
-    if (a.finish)
-      a.finish(a.finish_ctx, went);
-    stream_free(&stream);
-    grpc_serve_request_free(&req);
-    gpr_free(bearer);
-    gpr_free(peer);
-    grpc_slice_unref(body);
-    if (in)
-      grpc_byte_buffer_destroy(in);
-  }
-  answer_free(&a);
-  pending_free(p);
-}
+const struct gs_limits *gs_server_limits(const struct grpc_serve *srv) { return &srv->lim; }
 
 static struct timespec in_ms(int ms)
 {
@@ -408,157 +67,73 @@ static struct timespec in_ms(int ms)
   return t;
 }
 
-/* A call past the limit: refused at once, on this thread. */
-static void refuse(struct pending *p)
-{
-  struct grpc_serve_answer a = {.status = GRPC_SERVE_RESOURCE_EXHAUSTED,
-                                .status_message = cap_xstrdup("too many calls at once; retry")};
-  respond(p, GRPC_SERVE_INVOKE, &a, false);
-  answer_free(&a);
-  pending_free(p);
-}
+/* ---- the pool ---- */
 
-/* The leader's part: keeps a request for the next call posted and waits
- * on the server's queue until a call comes that is within max_calls
- * (counted in calls; those past it refused here), or NULL once the
- * queue has shut down. *piled: the call was there (or came) at once, as
- * when calls come faster than they are answered. */
-static struct pending *take(struct grpc_serve *s, bool *piled)
-{
-  for (;;) {
-    pthread_mutex_lock(&s->lock);
-    bool stopping = s->stopping;
-    pthread_mutex_unlock(&s->lock);
-    if (!s->posted && !stopping) {
-      struct pending *p = pending_new(s);
-      if (grpc_server_request_call(s->server, &p->call, &p->details, &p->md, p->cq, s->cq, p) ==
-          GRPC_CALL_OK)
-        s->posted = p;
-      else
-        pending_free(p);
-    }
-    gpr_timespec asked = gpr_now(GPR_CLOCK_MONOTONIC);
-    grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-    *piled = gpr_time_cmp(gpr_time_sub(gpr_now(GPR_CLOCK_MONOTONIC), asked),
-                          gpr_time_from_micros(QUEUED_US, GPR_TIMESPAN)) < 0;
-    if (ev.type == GRPC_QUEUE_SHUTDOWN)
-      return NULL;
-    if (ev.tag == &shutdown_tag)
-      continue; /* the queue's shutdown follows */
-    struct pending *got = ev.tag;
-    if (got == s->posted)
-      s->posted = NULL;
-    if (!ev.success) { /* a request the shutdown cancelled */
-      pending_free(got);
-      continue;
-    }
-    pthread_mutex_lock(&s->lock);
-    bool room = s->calls < s->opt.max_calls;
-    s->calls += room;
-    pthread_mutex_unlock(&s->lock);
-    if (room)
-      return got;
-    refuse(got);
-  }
-}
+static void *pool_thread(void *arg);
 
-static void *worker(void *arg);
-static int start_worker(struct grpc_serve *s);
-
-/* The lead handed over by the thread answering a call taken with it
- * (pending.lead): to a waiting worker, or a new one, unless another
- * leads already. */
-static void hand_lead(void *arg)
-{
-  struct grpc_serve *s = arg;
-  pthread_mutex_lock(&s->lock);
-  bool vacant = !s->leader && !s->cq_done && !s->stopping;
-  bool spawn = vacant && s->waiting == 0;
-  if (spawn)
-    s->active++;
-  else if (vacant)
-    pthread_cond_signal(&s->work);
-  pthread_mutex_unlock(&s->lock);
-  if (spawn && start_worker(s) != 0) { /* no one leads until this call is answered */
-    pthread_mutex_lock(&s->lock);
-    s->active--;
-    pthread_mutex_unlock(&s->lock);
-  }
-}
-
-/* A new worker thread, detached (counted in active by the caller): 0 or
- * pthread_create's error. It
- * starts outside the lock (a thread's start allocates: in the ASan build
- * it may wait for a fork, core/fork_gate.h). */
-static int start_worker(struct grpc_serve *s)
+static int start_thread(struct grpc_serve *s)
 {
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int e = pthread_create(&t, &attr, worker, s);
+  int e = pthread_create(&t, &attr, pool_thread, s);
   pthread_attr_destroy(&attr);
   return e;
 }
 
-/* Leader and followers: one thread at a time (the leader) takes calls
- * from the server's queue; the call it takes it answers itself, on this
- * thread, once it has handed the lead to a waiting thread (or a new one).
- * A call thus starts on the thread that gRPC woke, with no hand-off to
- * another. A call that came alone (no other being answered, none piled
- * up) is answered with the lead held instead: the next leader's wake-up
- * (a futex, a thread woken on the other CPU, and gRPC's poller role
- * moving to it, so that this call's own completions come through it)
- * cost a warm call 0.05-0.07 ms on a 2-vCPU machine; the lead is handed
- * over only when the call is about to wait long (pending.lead, run by
- * next_event past CAP_WAIT_SOON_US, and by the handler before a call
- * process, a stream, a lease not granted at once, an instance slow to
- * answer), and meanwhile a call that comes waits in gRPC's queue. A
- * follower idle for WORKER_IDLE_MS ends; the leader leads until the
- * queue shuts down. */
-static void *worker(void *arg)
+/* Queues a task for a waiting thread, or a new one. A thread starts
+ * outside the lock (a thread's start allocates: in the ASan build it may
+ * wait for a fork, core/fork_gate.h). */
+void gs_enqueue(struct grpc_serve *s, struct gs_task *t)
+{
+  pthread_mutex_lock(&s->lock);
+  t->next = NULL;
+  *s->tail = t;
+  s->tail = &t->next;
+  s->queued++;
+  bool spawn = s->waiting < s->queued;
+  if (spawn)
+    s->threads++;
+  else
+    pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+  if (spawn && start_thread(s) != 0) { /* the threads there take it in turn */
+    pthread_mutex_lock(&s->lock);
+    s->threads--;
+    pthread_mutex_unlock(&s->lock);
+  }
+}
+
+static void *pool_thread(void *arg)
 {
   struct grpc_serve *s = arg;
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE); /* OpenSSL writes with write(2): a gone peer is an error here */
+  pthread_sigmask(SIG_BLOCK, &pipe, NULL);
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    if (!s->leader && !s->cq_done) {
-      s->leader = true;
-      pthread_mutex_unlock(&s->lock);
-      bool piled = false;
-      struct pending *got = take(s, &piled);
-      pthread_mutex_lock(&s->lock);
-      s->leader = false;
-      if (!got) {
-        s->cq_done = true;
-        pthread_cond_broadcast(&s->work);
-        continue;
-      }
-      bool alone = !piled && s->calls == 1;
-      if (alone) /* answered with the lead held */
-        got->lead = (struct cap_wait_hook){.fn = hand_lead, .arg = s};
-      pthread_mutex_unlock(&s->lock);
-      if (!alone)
-        hand_lead(s); /* to another as this call starts */
-      answer_call(got);
-      pthread_mutex_lock(&s->lock);
-      s->calls--;
-      pthread_cond_broadcast(&s->idle);
-      continue;
-    }
-    if (s->cq_done || s->stopping)
-      break; /* another leads (or the queue is done): this one is not needed */
-    struct timespec until = in_ms(WORKER_IDLE_MS);
     int r = 0;
-    while (s->leader && !s->stopping && !s->cq_done && r != ETIMEDOUT) {
+    struct timespec until = in_ms(WORKER_IDLE_MS);
+    while (!s->head && !s->closing && r != ETIMEDOUT) {
       s->waiting++;
       r = pthread_cond_timedwait(&s->work, &s->lock, &until);
       s->waiting--;
     }
-    if (r == ETIMEDOUT && s->leader)
+    if (!s->head)
       break;
+    struct gs_task *t = s->head;
+    s->head = t->next;
+    if (!s->head)
+      s->tail = &s->head;
+    s->queued--;
+    pthread_mutex_unlock(&s->lock);
+    t->run(t);
+    pthread_mutex_lock(&s->lock);
   }
-  unsigned left = --s->active;
-  bool stopping = s->stopping || s->cq_done;
+  unsigned left = --s->threads;
+  bool stopping = s->stopping;
   pthread_cond_broadcast(&s->idle);
   pthread_mutex_unlock(&s->lock);
   if (!stopping && s->opt.workers_shrank)
@@ -566,47 +141,175 @@ static void *worker(void *arg)
   return NULL;
 }
 
-static char *read_pem(const char *path, struct cap_error *err)
+/* A connection's last reference went (under its mu, released): freed. */
+static void conn_release(struct gs_conn *c)
 {
-  FILE *f = fopen(path, "re");
-  if (!f) {
-    cap_error_errno(err, errno, "cannot read %s", path);
-    return NULL;
-  }
-  struct cap_buf b = {0};
-  char chunk[4096];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < (1u << 20))
-    cap_buf_append(&b, chunk, n);
-  fclose(f);
-  cap_buf_putc(&b, '\0');
-  return b.data;
+  struct grpc_serve *s = c->srv;
+  pthread_mutex_lock(&s->lock);
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s->list = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  s->conns--;
+  pthread_cond_broadcast(&s->idle);
+  pthread_mutex_unlock(&s->lock);
+  gs_conn_free(c);
 }
 
-static grpc_server_credentials *credentials(const struct grpc_serve_options *opt,
-                                            struct cap_error *err)
+/* Drops a reference taken under c->mu (held): frees the connection at
+ * the last. */
+void gs_conn_unref_locked(struct gs_conn *c)
 {
-  if (!opt->tls_cert && !opt->tls_key)
-    return grpc_insecure_server_credentials_create();
-  if (!opt->tls_cert || !opt->tls_key) {
-    cap_error_set(err, EINVAL, "TLS needs both --tls-cert and --tls-key");
-    return NULL;
+  bool last = --c->refs == 0;
+  pthread_mutex_unlock(&c->mu);
+  if (last)
+    conn_release(c);
+}
+
+/* ---- reading a connection ---- */
+
+static void read_conn(struct gs_task *t);
+
+/* The reading handed over by a call answered on its reader's thread */
+static void hand_reading(void *arg)
+{
+  struct gs_conn *c = arg;
+  c->read_task.run = read_conn;
+  gs_enqueue(c->srv, &c->read_task);
+}
+
+/* Reads the connection until it ends, or its reading is handed over
+ * with a call answered here. */
+static void read_conn(struct gs_task *t)
+{
+  struct gs_conn *c = (struct gs_conn *)((char *)t - offsetof(struct gs_conn, read_task));
+  for (;;) {
+    pthread_mutex_lock(&c->mu);
+    int ms = gs_conn_poll_ms(c);
+    pthread_mutex_unlock(&c->mu);
+    bool alive = gs_conn_pump(c, ms); /* returns under mu */
+    if (alive)
+      gs_conn_sweep(c, cap_now_us(CLOCK_MONOTONIC));
+    struct gs_stream *ready = c->ready;
+    c->ready = NULL;
+    c->ready_tail = &c->ready;
+    unsigned n = 0;
+    for (struct gs_stream *k = ready; k; k = k->ready_next, n++) {
+      k->dispatched = true;
+      c->refs++;
+      c->calls++;
+    }
+    /* alone: none of its calls in progress, and the reader had waited for it */
+    bool alone = n == 1 && c->calls == 1 && c->waited_us >= QUEUED_US;
+    if (!ready && !alive) {
+      gs_conn_unref_locked(c);
+      return;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (alone) {
+      ready->lead = (struct cap_wait_hook){.fn = hand_reading, .arg = c};
+      if (gs_answer(ready))
+        return; /* another thread reads it now */
+    } else {
+      for (struct gs_stream *k = ready, *next; k; k = next) {
+        next = k->ready_next;
+        k->task.run = gs_answer_task;
+        gs_enqueue(c->srv, &k->task);
+      }
+    }
+    if (!alive) {
+      pthread_mutex_lock(&c->mu);
+      gs_conn_unref_locked(c);
+      return;
+    }
   }
-  char *cert = read_pem(opt->tls_cert, err);
-  char *key = cert ? read_pem(opt->tls_key, err) : NULL;
-  grpc_server_credentials *c = NULL;
-  if (cert && key) {
-    grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
-    c = grpc_ssl_server_credentials_create(NULL, &pair, 1, 0, NULL);
-    if (!c)
-      cap_error_set(err, EINVAL, "cannot use %s and %s as TLS certificate and key", opt->tls_cert,
-                    opt->tls_key);
+}
+
+/* ---- listening ---- */
+
+static void peer_name(int fd, const char *unix_path, char *out, size_t n)
+{
+  struct sockaddr_storage a;
+  socklen_t len = sizeof a;
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (unix_path || getpeername(fd, (struct sockaddr *)&a, &len) != 0) {
+    snprintf(out, n, "unix:%s", unix_path ? unix_path : "?");
+  } else if (a.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&a;
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    snprintf(out, n, "ipv6:[%s]:%u", host, ntohs(v6->sin6_port));
+  } else {
+    const struct sockaddr_in *v4 = (const struct sockaddr_in *)&a;
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+    snprintf(out, n, "ipv4:%s:%u", host, ntohs(v4->sin_port));
   }
-  if (key)
-    memset(key, 0, strlen(key));
-  free(key);
-  free(cert);
-  return c;
+}
+
+static void accept_one(struct grpc_serve *s, int lfd)
+{
+  int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0)
+    return;
+  int one = 1;
+  if (!s->unix_path)
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  char peer[96];
+  peer_name(fd, s->unix_path, peer, sizeof peer);
+  SSL *ssl = NULL;
+  if (s->tls && (!(ssl = SSL_new(s->tls)) || SSL_set_fd(ssl, fd) != 1)) {
+    SSL_free(ssl);
+    close(fd);
+    return;
+  }
+  if (ssl)
+    SSL_set_accept_state(ssl);
+  struct gs_conn *c = gs_conn_new(s, fd, ssl, peer);
+  if (!c) {
+    SSL_free(ssl);
+    close(fd);
+    return;
+  }
+  pthread_mutex_lock(&s->lock);
+  bool room = !s->stopping && s->conns < MAX_CONNS;
+  if (room) {
+    c->refs = 1; /* its reader's */
+    c->next = s->list;
+    if (s->list)
+      s->list->prev = c;
+    s->list = c;
+    s->conns++;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (!room) {
+    gs_conn_free(c);
+    return;
+  }
+  c->read_task.run = read_conn;
+  gs_enqueue(s, &c->read_task);
+}
+
+static void *acceptor(void *arg)
+{
+  struct grpc_serve *s = arg;
+  struct pollfd p[GS_MAX_LISTEN + 1];
+  for (size_t i = 0; i < s->n_lfd; i++)
+    p[i] = (struct pollfd){.fd = s->lfd[i], .events = POLLIN};
+  p[s->n_lfd] = (struct pollfd){.fd = s->stop[0], .events = POLLIN};
+  for (;;) {
+    if (poll(p, s->n_lfd + 1, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      break;
+    }
+    if (p[s->n_lfd].revents)
+      break;
+    for (size_t i = 0; i < s->n_lfd; i++)
+      if (p[i].revents & POLLIN)
+        accept_one(s, s->lfd[i]);
+  }
+  return NULL;
 }
 
 static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve **ret, int *port,
@@ -614,78 +317,53 @@ static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve *
 {
   *ret = NULL;
   *port = 0;
-  grpc_server_credentials *creds = credentials(opt, err);
-  if (!creds)
+  SSL_CTX *tls = NULL;
+  if (gs_tls_new(opt, &tls, err) < 0)
     return -(err->code ? err->code : EINVAL);
-  grpc_init();
   struct grpc_serve *s = cap_xcalloc(1, sizeof *s);
   s->opt = *opt;
+  s->tls = tls;
   if (!s->opt.max_calls)
     s->opt.max_calls = DEFAULT_MAX_CALLS;
   if (!s->opt.max_message)
     s->opt.max_message = DEFAULT_MAX_MESSAGE;
   if (s->opt.stream_idle_ms <= 0)
     s->opt.stream_idle_ms = GRPC_SERVE_STREAM_IDLE_MS;
+  s->lim = (struct gs_limits){.max_message = s->opt.max_message,
+                              .stream_idle_ms = s->opt.stream_idle_ms,
+                              .authenticate = s->opt.authenticate,
+                              .arg = s->opt.arg};
+  s->tail = &s->head;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->idle, NULL);
   pthread_cond_init(&s->work, NULL);
-  grpc_arg args[2] = {
-      {.type = GRPC_ARG_INTEGER,
-       .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-       .value.integer = (int)s->opt.max_message},
-      {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
-  };
-  grpc_channel_args cargs = {.num_args = 2, .args = args};
-  s->server = grpc_server_create(&cargs, NULL);
-  s->cq = grpc_completion_queue_create_for_next(NULL);
-  grpc_server_register_completion_queue(s->server, s->cq, NULL);
-  int bound = grpc_server_add_http2_port(s->server, opt->address, creds);
-  grpc_server_credentials_release(creds);
-  if (!bound) {
-    grpc_server_destroy(s->server);
-    grpc_completion_queue_shutdown(s->cq);
-    while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN)
-      ;
-    grpc_completion_queue_destroy(s->cq);
-    free(s);
-    grpc_shutdown();
-    return cap_error_set(err, EADDRNOTAVAIL,
-                         "cannot listen for gRPC on %s (in use, or not an address of this host)",
-                         opt->address);
+  int e = 0;
+  if (gs_listen(s, err, port) < 0) {
+    e = -(err->code ? err->code : EADDRNOTAVAIL);
+  } else if (pipe2(s->stop, O_CLOEXEC) != 0) {
+    e = cap_error_errno(err, errno, "cannot make the gRPC server's stop pipe");
+  } else if ((e = pthread_create(&s->acceptor, NULL, acceptor, s)) != 0) {
+    close(s->stop[0]);
+    close(s->stop[1]);
+    e = cap_error_errno(err, e, "cannot start the gRPC server's thread");
   }
-  grpc_server_start(s->server);
-  s->active = 1;
-  int e = start_worker(s);
-  if (e != 0) {
-    grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
-    grpc_server_cancel_all_calls(s->server);
-    grpc_completion_queue_shutdown(s->cq);
-    while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN)
-      ;
-    grpc_server_destroy(s->server);
-    grpc_completion_queue_destroy(s->cq);
+  if (e < 0) {
+    gs_close_listeners(s);
+    SSL_CTX_free(s->tls);
+    pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->work);
+    pthread_mutex_destroy(&s->lock);
     free(s);
-    grpc_shutdown();
-    return cap_error_errno(err, e, "cannot start the gRPC server's thread");
+    return e;
   }
-  *port = strncmp(opt->address, "unix:", 5) == 0 ? 0 : bound;
   *ret = s;
   return 0;
 }
 
-/* Waits until *n (calls, or active) is 0, at most ms (< 0: no bound). */
+/* Waits until *n is 0, at most ms (< 0: no bound). */
 static void wait_none(struct grpc_serve *s, const unsigned *n, int ms)
 {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += ms / 1000;
-  until.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  struct timespec until = in_ms(ms < 0 ? 0 : ms);
   pthread_mutex_lock(&s->lock);
   while (*n) {
     if (ms < 0)
@@ -696,29 +374,53 @@ static void wait_none(struct grpc_serve *s, const unsigned *n, int ms)
   pthread_mutex_unlock(&s->lock);
 }
 
+/* Each connection: fn under its mu, then what it queued written, and its
+ * reader woken. */
+static void each_conn(struct grpc_serve *s, void (*fn)(struct gs_conn *c))
+{
+  pthread_mutex_lock(&s->lock);
+  for (struct gs_conn *c = s->list; c; c = c->next) {
+    pthread_mutex_lock(&c->mu);
+    fn(c);
+    gs_conn_flush(c);
+    pthread_mutex_unlock(&c->mu);
+    gs_conn_wake(c);
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void kill_conn(struct gs_conn *c) { gs_conn_kill(c, "the server stopped"); }
+
 static void serve_stop(struct grpc_serve *s, int drain_ms)
 {
   if (!s)
     return;
   pthread_mutex_lock(&s->lock);
   s->stopping = true;
-  pthread_cond_broadcast(&s->work); /* the waiting workers end */
   pthread_mutex_unlock(&s->lock);
-  grpc_server_shutdown_and_notify(s->server, s->cq, &shutdown_tag);
+  char b = 1;
+  if (write(s->stop[1], &b, 1) != 1)
+    perror("capsule: the gRPC server's stop");
+  pthread_join(s->acceptor, NULL);
+  gs_close_listeners(s);
+  each_conn(s, gs_conn_goaway); /* no new calls; those in progress go on */
   wait_none(s, &s->calls, drain_ms);
-  grpc_server_cancel_all_calls(s->server);
+  each_conn(s, gs_conn_cancel_all);
   wait_none(s, &s->calls, -1); /* each handler's own deadline bounds this */
-  grpc_completion_queue_shutdown(s->cq);
-  wait_none(s, &s->active, -1); /* the leader ends at the queue's shutdown, the rest at once */
-  if (s->posted)
-    pending_free(s->posted);
-  grpc_server_destroy(s->server);
-  grpc_completion_queue_destroy(s->cq);
+  each_conn(s, kill_conn);
+  pthread_mutex_lock(&s->lock);
+  s->closing = true;
+  pthread_cond_broadcast(&s->work);
+  pthread_mutex_unlock(&s->lock);
+  wait_none(s, &s->conns, -1);
+  wait_none(s, &s->threads, -1);
+  close(s->stop[0]);
+  close(s->stop[1]);
+  SSL_CTX_free(s->tls);
   pthread_cond_destroy(&s->idle);
   pthread_cond_destroy(&s->work);
   pthread_mutex_destroy(&s->lock);
   free(s);
-  grpc_shutdown();
 }
 
 __attribute__((visibility("default"))) const struct grpc_serve_module grpc_serve_module_v1 = {

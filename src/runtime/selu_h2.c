@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/grpc_wire.h"
 
 #define WRITE_GATHER (64 * 1024)    /* output collected before it is written */
 #define STREAM_WINDOW (1u << 20)    /* each answer's flow-control window */
@@ -174,19 +175,6 @@ static ssize_t on_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t leng
   return (ssize_t)n;
 }
 
-static int digits(const uint8_t *v, size_t n, int max)
-{
-  int x = 0;
-  if (n == 0 || n > 9)
-    return -1;
-  for (size_t i = 0; i < n; i++) {
-    if (v[i] < '0' || v[i] > '9')
-      return -1;
-    x = x * 10 + (v[i] - '0');
-  }
-  return x > max ? -1 : x;
-}
-
 static int hex(uint8_t ch)
 {
   return ch >= '0' && ch <= '9'   ? ch - '0'
@@ -214,11 +202,6 @@ static char *percent_decoded(const uint8_t *v, size_t n)
   return cap_buf_steal(&b);
 }
 
-static bool named(const uint8_t *name, size_t n, const char *what)
-{
-  return n == strlen(what) && memcmp(name, what, n) == 0;
-}
-
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
                      const uint8_t *value, size_t vlen, uint8_t flags, void *user)
 {
@@ -231,15 +214,16 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     set_bad(k, "the server sent more headers than capsule takes (64 KiB)");
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
   }
-  if (named(name, nlen, ":status")) {
-    k->http_status = digits(value, vlen, 999);
-  } else if (named(name, nlen, "grpc-status")) {
-    int st = digits(value, vlen, INT_MAX);
+  if (grpc_wire_named(name, nlen, ":status")) {
+    k->http_status = grpc_wire_digits(value, vlen, 999);
+  } else if (grpc_wire_named(name, nlen, "grpc-status")) {
+    int st = grpc_wire_digits(value, vlen, INT_MAX);
     k->grpc_status = st < 0 ? H2_GRPC_UNKNOWN : st;
-  } else if (named(name, nlen, "grpc-message")) {
+  } else if (grpc_wire_named(name, nlen, "grpc-message")) {
     free(k->grpc_message);
     k->grpc_message = percent_decoded(value, vlen);
-  } else if (named(name, nlen, "grpc-encoding") && !(vlen == 8 && !memcmp(value, "identity", 8))) {
+  } else if (grpc_wire_named(name, nlen, "grpc-encoding") &&
+             !(vlen == 8 && !memcmp(value, "identity", 8))) {
     set_bad(k, "the server compressed its answer, which capsule did not offer");
   }
   return 0;
@@ -255,7 +239,7 @@ static void scan_messages(struct h2_conn *c, struct h2_call *k)
 {
   while (!k->too_big && !k->bad && k->in.len >= k->scan + 5) {
     const uint8_t *p = (const uint8_t *)k->in.data + k->scan;
-    uint32_t len = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+    uint32_t len = grpc_wire_prefix_len(p);
     if (p[0] != 0) {
       set_bad(k, p[0] == 1 ? "the server sent a compressed message, which capsule did not offer"
                            : "the server sent a message with a malformed prefix");
@@ -607,7 +591,7 @@ static bool has_message(const struct h2_call *k)
   if (k->in.len - k->in_off < 5)
     return false;
   const uint8_t *p = (const uint8_t *)k->in.data + k->in_off;
-  size_t len = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
+  size_t len = grpc_wire_prefix_len(p);
   return k->in.len - k->in_off - 5 >= len;
 }
 
@@ -628,7 +612,7 @@ int h2_call_recv(struct h2_call *k, struct cap_buf *msg, struct cap_error *err)
     r = call_error(k, err);
   if (r == 0 && has_message(k)) {
     const uint8_t *p = (const uint8_t *)k->in.data + k->in_off;
-    size_t len = (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 | p[4];
+    size_t len = grpc_wire_prefix_len(p);
     cap_buf_append(msg, (const char *)p + 5, len);
     if (!msg->data)
       cap_buf_reserve(msg, 0);
