@@ -3,9 +3,10 @@
  * Capability (Invoke, StreamInvoke, Healthcheck, UploadInputArtifact,
  * DownloadOutputArtifact), served on a TCP or unix
  * address, each call handed to the caller's
- * handler on a worker thread of its own. The server lives in the module
- * capsule-grpc-serve.so (grpc_serve_module.h; libgrpc is mapped only by a
- * process that serves it), opened on the first grpc_serve_start.
+ * handler on a thread of the server's pool. The server (HTTP/2 over
+ * nghttp2, TLS over OpenSSL) lives in the module capsule-grpc-serve.so
+ * (grpc_serve_module.h; mapped only by a process that serves it), opened
+ * on the first grpc_serve_start.
  *
  * Authentication is the handler's: every call carries the bearer token of
  * its `authorization` metadata (NULL when none), loopback included.
@@ -121,9 +122,10 @@ struct grpc_serve_options {
   grpc_serve_handler handler;
   void *arg;
   /* The bearer token's user (malloc'd), or NULL: the call is refused
-   * UNAUTHENTICATED with unauthenticated_message before its first message
-   * is taken, so a peer without a token holds no call's worker while it
-   * sends nothing (up to stream_idle_ms each). NULL: the handler's. */
+   * UNAUTHENTICATED with unauthenticated_message as soon as its headers
+   * have come, none of its body kept, so a peer without a token holds no
+   * thread nor memory of the server's. Called on the connection's reader
+   * thread, several at once. NULL: the handler's. */
   char *(*authenticate)(void *arg, const char *bearer);
   const char *unauthenticated_message;
   /* Called (may be NULL) when an idle worker ends, with the workers left:

@@ -1,5 +1,6 @@
 /* grpc_serve.h's functions for libcapsule: the server module opened on
- * first use (core/module.h), so only `capsule serve --grpc` maps libgrpc. */
+ * first use (core/module.h), so only `capsule serve --grpc` maps its
+ * nghttp2 and OpenSSL. */
 #include <pthread.h>
 
 #include "core/module.h"

@@ -7,10 +7,10 @@
  * capability's id as the longest known prefix before a '.'), or TOOL
  * alone under --capability.
  *
- * gRPC runs in a process of its own, forked by serve before anything in
- * serve initialised gRPC: a process that has cannot fork a child that
- * speaks gRPC (a Selu call), and serve's MCP calls fork their children
- * from serve's main thread. The gRPC process first forks its call process
+ * gRPC runs in a process of its own, forked by serve: a process running
+ * the server's threads does not fork (a child inherits their locks, not
+ * the threads), and serve's MCP calls fork their children from serve's
+ * main thread. The gRPC process first forks its call process
  * (serve_grpc_calls.c), which forks a child per call, then serves; it
  * checks tokens on a state connection of its own. A health check is
  * healthy while serve serves; under --capability, when that capability

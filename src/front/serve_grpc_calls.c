@@ -1,8 +1,7 @@
 /* The calls of `serve --grpc` (serve_internal.h): the gRPC process hands
- * each call to a call process forked before gRPC started in it (a process
- * that has initialised gRPC cannot fork a child that uses gRPC: a Selu
- * call's client would wait forever on threads that do not exist in the
- * child), which forks one child per call: the pipeline, as `capsule call`
+ * each call to a call process forked before the server's threads started
+ * in it (a child of a process with threads inherits their locks, held or
+ * not, and none of the threads), which forks one child per call: the pipeline, as `capsule call`
  * runs it, with a state connection of its own. The request travels in a
  * memfd and the answer in a pipe, both passed with SCM_RIGHTS over a
  * SOCK_SEQPACKET socket (one message per call, whatever its size). The

@@ -185,7 +185,42 @@ seeds = {'unary': b'\x00' + settings + headers + data + trailers,
 for name, body in seeds.items():
     open(os.path.join(d, name), 'wb').write(body)
 PY
-for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch egress_spool event_id mcp_template subid selu_h2}; do
+# what a gRPC client sends capsule's server (first byte: bit 0 a 64-byte
+# cap, bit 1 a token needed): the preface, SETTINGS, a request's HEADERS
+# and DATA; an upload's chunks; a reset; a body past the cap
+python3 - "$work/grpc_serve_h2" <<'PY'
+import os, struct, sys
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+def frame(t, flags, sid, payload):
+    return struct.pack('>I', len(payload))[1:] + bytes([t, flags]) + struct.pack('>I', sid) + payload
+def lit(name, value):  # a literal header field without indexing, new name
+    return b'\x00' + bytes([len(name)]) + name + bytes([len(value)]) + value
+def headers(sid, method, end=False, token=True):
+    block = (b'\x83\x86' + lit(b':authority', b'capsule') + lit(b':path', b'/selu.capability.v1.Capability/' + method) +
+             lit(b'content-type', b'application/grpc') + lit(b'te', b'trailers') +
+             (lit(b'authorization', b'Bearer t0k') if token else b''))
+    return frame(1, 4 | (1 if end else 0), sid, block)
+def msg(body):
+    return b'\x00' + struct.pack('>I', len(body)) + body
+def data(sid, body, end=True):
+    return frame(0, 1 if end else 0, sid, body)
+start = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' + frame(4, 0, 0, b'')
+invoke = msg(b'\x0a\x04echo\x12\x02{}')
+chunk = msg(b'\x0a\x01f\x1a\x03abc')
+seeds = {'invoke': b'\x02' + start + headers(1, b'Invoke') + data(1, invoke),
+         'health': b'\x00' + start + headers(1, b'Healthcheck') + data(1, msg(b'')),
+         'no-token': b'\x02' + start + headers(1, b'Invoke', token=False) + data(1, invoke),
+         'two': b'\x00' + start + headers(1, b'Invoke') + data(1, invoke) + headers(3, b'Invoke') + data(3, invoke),
+         'upload': b'\x02' + start + headers(1, b'UploadInputArtifact') + data(1, chunk, False) + data(1, chunk),
+         'download': b'\x00' + start + headers(1, b'DownloadOutputArtifact') + data(1, msg(b'\x0a\x02id')),
+         'too-big': b'\x01' + start + headers(1, b'Invoke') + data(1, msg(b'x' * 200)),
+         'reset': b'\x00' + start + headers(1, b'Invoke') + frame(3, 0, 1, struct.pack('>I', 8)),
+         'unknown': b'\x00' + start + headers(1, b'Nope', end=True)}
+for name, body in seeds.items():
+    open(os.path.join(d, name), 'wb').write(body)
+PY
+for target in ${FUZZ_TARGETS:-selu toml talos nono nono_profile jsonschema http discovery escape covenant volume_name rollback_idx image mcp dns dns_answer sni grpc_msg artifact_meta state_sql ui_form id_registry mcp_relay mcp_keeper egress_batch egress_spool event_id mcp_template subid selu_h2 grpc_serve_h2}; do
   bin="$build/tests/fuzz/fuzz_$target"
   [ -x "$bin" ] || { echo "fuzz: $target not built, skipped"; continue; }
   mkdir -p "$work/$target"

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # What start-up loads: the capsule executable links neither libgrpc and its
 # dependencies (absl, protobuf-c, libstdc++) nor OpenSSL nor nghttp2; the
-# Selu gRPC client (nghttp2 and protobuf-c, never libgrpc) and the egress
+# Selu gRPC client (nghttp2 and protobuf-c, never libgrpc), the gRPC
+# server of serve --grpc (nghttp2 and OpenSSL, never libgrpc) and the egress
 # proxy are modules opened on first use (the first
 # Selu call, the first sandbox in proxy mode). A copy of capsule outside
 # the build tree without a module fails what needs it with a message naming
 # the module (no crash), and works once the module is installed where
 # capsule looks: the libdir/capsule directory relative to the executable,
 # or beside it.
-# Usage: run.sh CAPSULE SELU_FAULT_SERVER SELU_MODULE PROXY_MODULE RELDIR
+# Usage: run.sh CAPSULE SELU_FAULT_SERVER SELU_MODULE PROXY_MODULE RELDIR GRPC_SERVE_MODULE
 set -u
 # a sanitizer build links its runtime (libstdc++, exported __odr_asan symbols)
 # and LeakSanitizer cannot run under strace: these check the release build
@@ -18,6 +19,7 @@ fault=$(realpath "$2")
 module=$(realpath "$3")
 proxy_module=$(realpath "$4")
 reldir=$5
+serve_module=$(realpath "$6")
 pass=0 fail=0
 ok() { pass=$((pass + 1)); printf '  ok   %s\n' "$1"; }
 bad() { fail=$((fail + 1)); printf '  FAIL %s\n' "$1"; }
@@ -38,10 +40,15 @@ module_libs=$(ldd "$module" 2>/dev/null)
 if echo "$module_libs" | grep -q libnghttp2 && ! echo "$module_libs" | grep -qE 'libgrpc|libgpr|libabsl'; then
   ok "the Selu module links nghttp2, not libgrpc ($(echo "$module_libs" | wc -l) objects)"
 else bad "the Selu module's libraries: $(echo "$module_libs" | awk '{print $1}' | tr '\n' ' ')"; fi
+serve_libs=$(ldd "$serve_module" 2>/dev/null)
+if echo "$serve_libs" | grep -q libnghttp2 && echo "$serve_libs" | grep -q libssl &&
+  ! echo "$serve_libs" | grep -qE 'libgrpc|libgpr|libabsl'; then
+  ok "the gRPC server module links nghttp2 and OpenSSL, not libgrpc ($(echo "$serve_libs" | wc -l) objects)"
+else bad "the gRPC server module's libraries: $(echo "$serve_libs" | awk '{print $1}' | tr '\n' ' ')"; fi
 if ldd "$proxy_module" 2>/dev/null | grep -q libssl; then ok "the proxy module links libssl"
 else bad "the proxy module does not link libssl"; fi
-exports=$(nm -D --defined-only "$proxy_module" "$module" | awk 'NF == 3 {print $3}' | sort | tr '\n' ' ')
-if [ "$exports" = "proxy_module_v1 selu_rpc_module_v3 " ]; then ok "each module exports its table alone"
+exports=$(nm -D --defined-only "$proxy_module" "$module" "$serve_module" | awk 'NF == 3 {print $3}' | sort | tr '\n' ' ')
+if [ "$exports" = "grpc_serve_module_v1 proxy_module_v1 selu_rpc_module_v3 " ]; then ok "each module exports its table alone"
 else bad "the modules export: $exports"; fi
 
 if ! "$capsule" run -- /bin/true 2>/dev/null; then
