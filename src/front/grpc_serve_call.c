@@ -119,8 +119,9 @@ static bool respond(struct gs_stream *k, const struct grpc_serve_answer *a)
     gs_stream_finish(k, 4 /* DEADLINE_EXCEEDED */, "the call's deadline passed");
     went = false;
   } else {
-    went = (!msg || gs_stream_send(k, msg, len)) &&
-           gs_stream_finish(k, (int)a->status, a->status == GRPC_SERVE_OK ? NULL : a->status_message);
+    went =
+        (!msg || gs_stream_send(k, msg, len)) &&
+        gs_stream_finish(k, (int)a->status, a->status == GRPC_SERVE_OK ? NULL : a->status_message);
   }
   flush_unlock(k);
   free(msg);

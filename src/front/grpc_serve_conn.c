@@ -27,7 +27,9 @@
 #define READS_PER_PUMP 64           /* then the ready calls go before more is read */
 #define WRITE_GATHER (64 * 1024)    /* output collected before it is written */
 #define HEADER_LIST_MAX (64 * 1024) /* a request's headers (on_header counts) */
-#define UPLOAD_QUEUE_MAX (1u << 20) /* an upload's whole chunks not taken before its window shuts */
+#define UPLOAD_QUEUE_MAX                                                                           \
+  (1u << 20) /* an upload's whole chunks not taken before its window shuts                         \
+              */
 #define STREAM_WINDOW (1u << 20)
 #define CONN_WINDOW (16u << 20)
 #define MAX_STREAMS 100 /* a connection's streams at once (SETTINGS_MAX_CONCURRENT_STREAMS) */

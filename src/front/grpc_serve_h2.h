@@ -51,30 +51,30 @@ struct gs_stream {
   bool known; /* a method capsule serves */
   enum grpc_serve_method method;
   char *path;
-  char *bearer;    /* "authorization: Bearer" */
-  char *user;      /* the options' authenticate's answer (admitted) */
-  bool admitted;   /* authenticate said yes, or there is none */
-  bool grpc_type;  /* content-type application/grpc[+proto] */
-  bool compressed; /* a message came compressed: refused */
+  char *bearer;                     /* "authorization: Bearer" */
+  char *user;                       /* the options' authenticate's answer (admitted) */
+  bool admitted;                    /* authenticate said yes, or there is none */
+  bool grpc_type;                   /* content-type application/grpc[+proto] */
+  bool compressed;                  /* a message came compressed: refused */
   uint64_t deadline_us, started_us; /* CLOCK_MONOTONIC µs; deadline 0: none */
   size_t headers;                   /* header bytes (RFC 9113's size) */
   /* received: DATA from in_off; the next message's prefix at scan */
   struct cap_buf in;
   size_t in_off, scan;
-  size_t complete;  /* bytes of whole messages in in, from in_off */
-  size_t deferred;  /* received but not yet consumed for flow control */
-  bool too_big;     /* a message past max_message */
-  bool remote_end;  /* the client's side ended */
-  bool closed;      /* the stream is gone (answered, reset, the connection lost) */
-  bool dispatched;  /* handed to a thread to answer */
-  bool ready;       /* on the ready list */
+  size_t complete; /* bytes of whole messages in in, from in_off */
+  size_t deferred; /* received but not yet consumed for flow control */
+  bool too_big;    /* a message past max_message */
+  bool remote_end; /* the client's side ended */
+  bool closed;     /* the stream is gone (answered, reset, the connection lost) */
+  bool dispatched; /* handed to a thread to answer */
+  bool ready;      /* on the ready list */
   /* sent: framed messages from out_off, then the trailers */
   struct cap_buf out;
   size_t out_off;
   bool headers_sent, out_end, out_deferred;
   int status;
   char *status_message;
-  pthread_cond_t cv; /* a message came, room to send, or the stream closed */
+  pthread_cond_t cv;         /* a message came, room to send, or the stream closed */
   struct cap_wait_hook lead; /* answered on its reader's thread: hand the reading over */
 };
 
@@ -113,16 +113,15 @@ struct gs_conn {
   uint64_t opened_us;
   struct cap_buf out; /* frames not written yet, from out_off */
   size_t out_off;
-  bool want_out; /* a write would block: the reader polls for room */
-  bool more;     /* the reader stopped with bytes left to read */
+  bool want_out;      /* a write would block: the reader polls for room */
+  bool more;          /* the reader stopped with bytes left to read */
   uint64_t waited_us; /* the reader's last poll lasted this long (its own) */
-  unsigned refs; /* the reader, and each dispatched stream */
-  unsigned calls; /* of them, dispatched calls not yet answered */
+  unsigned refs;      /* the reader, and each dispatched stream */
+  unsigned calls;     /* of them, dispatched calls not yet answered */
   struct gs_stream *streams;
   struct gs_stream *ready, **ready_tail; /* requests to dispatch */
   char reason[160];
 };
-
 
 /* A connection on an accepted socket (non-blocking); ssl NULL for
  * plaintext. NULL when nghttp2 cannot start one. */

@@ -116,9 +116,8 @@ static int listen_tcp(struct grpc_serve *s, const char *address, int *port)
   char *host = NULL, *service = NULL;
   if (!split(address, &host, &service))
     return -EINVAL;
-  struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                           .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
   struct addrinfo *res = NULL;
   int g = getaddrinfo(*host ? host : NULL, service, &hints, &res);
   free(host);
@@ -158,7 +157,7 @@ int gs_listen(struct grpc_serve *s, struct cap_error *err, int *port)
 {
   const char *address = s->opt.address;
   *port = 0;
-  int r = strncmp(address, "unix://", 7) == 0  ? listen_unix(s, address + 7)
+  int r = strncmp(address, "unix://", 7) == 0 ? listen_unix(s, address + 7)
           : strncmp(address, "unix:", 5) == 0 ? listen_unix(s, address + 5)
                                               : listen_tcp(s, address, port);
   if (r < 0)

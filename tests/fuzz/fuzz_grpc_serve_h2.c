@@ -38,8 +38,11 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     return;
   }
   if (call->send_chunk) {
-    struct grpc_serve_chunk ch = {.filename = "f", .mime_type = "text/plain",
-                                  .data = (const uint8_t *)"abc", .len = 3, .done = true};
+    struct grpc_serve_chunk ch = {.filename = "f",
+                                  .mime_type = "text/plain",
+                                  .data = (const uint8_t *)"abc",
+                                  .len = 3,
+                                  .done = true};
     call->send_chunk(call->stream, &ch);
     return;
   }
@@ -90,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   s.conns = 1;
   bool ended = false;
   for (int round = 0; round < 1000; round++) {
-    bool alive = gs_conn_pump(c, 0); /* under c->mu on return */
+    bool alive = gs_conn_pump(c, 0);       /* under c->mu on return */
     if (!ended && !c->ready && !c->more) { /* all read and answered: the client's end */
       shutdown(sv[1], SHUT_WR);
       ended = true;
