@@ -642,6 +642,10 @@ static void read_all(struct gs_conn *c)
       gs_conn_kill(c, nghttp2_strerror((int)used));
       return;
     }
+    if ((size_t)r < sizeof buf && (!c->ssl || !SSL_has_pending(c->ssl))) {
+      c->more = false; /* the socket had no more: its next bytes wake the poll */
+      return;
+    }
   }
   c->more = true;
 }
