@@ -40,6 +40,7 @@ struct h2_conn {
   nghttp2_session *s;
   int fd;
   int wake[2]; /* a byte interrupts the reader's poll */
+  bool synced; /* mu and cv are set up */
   bool reading;
   bool failed; /* the connection is lost: why says how */
   bool goaway; /* the server said it goes away */
@@ -331,6 +332,7 @@ int h2_open(int fd, size_t max_message, struct h2_conn **ret, struct cap_error *
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(&c->cv, &attr);
   pthread_condattr_destroy(&attr);
+  c->synced = true;
   nghttp2_session_callbacks *cb = NULL;
   nghttp2_option *opt = NULL;
   int r = nghttp2_session_callbacks_new(&cb);
@@ -368,8 +370,9 @@ void h2_close(struct h2_conn *c)
 {
   if (!c)
     return;
-  if (c->s) {
+  if (c->s)
     nghttp2_session_del(c->s);
+  if (c->synced) {
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
   }
