@@ -50,7 +50,6 @@
 #define WORKER_IDLE_MS 10000
 #define QUEUED_US 50   /* a reader that waited less than this was reading calls back to back */
 #define MAX_CONNS 1024 /* connections at once; more are closed as they come */
-#define SEND_QUEUE_MAX (256u << 10) /* a download's bytes not yet taken before send_chunk waits */
 
 const struct gs_limits *gs_server_limits(const struct grpc_serve *srv) { return &srv->lim; }
 

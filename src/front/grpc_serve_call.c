@@ -11,7 +11,7 @@
 #include "front/grpc_serve_h2.h"
 #include "front/grpc_serve_msg.h"
 
-#define SEND_QUEUE_MAX (256u << 10) /* a download's bytes not yet taken when send_chunk waits */
+#define SEND_QUEUE_MAX (1u << 20) /* a download's bytes not yet taken when send_chunk waits */
 
 static struct timespec realtime_in_ms(int ms)
 {

@@ -295,7 +295,7 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
   struct gs_conn *c = user;
   struct gs_stream *k = stream_of(s, id);
   bool upload = k && k->known && k->method == GRPC_SERVE_CAP_UPLOAD;
-  if (!k || k->closed || k->too_big || k->compressed || (k->ready && !upload)) {
+  if (!k || k->closed || k->answered || k->too_big || k->compressed || (k->ready && !upload)) {
     nghttp2_session_consume(s, id, len); /* dropped */
     return 0;
   }
@@ -526,6 +526,18 @@ int gs_stream_take(struct gs_stream *k, struct cap_buf *msg)
 void gs_stream_done(struct gs_stream *k)
 {
   struct gs_conn *c = k->c;
+  if (!k->closed && !c->dead && k->out_end) {
+    /* the answer is on its way (a socket slower than the handler, a
+     * download's last chunks): the stream is the connection's again,
+     * freed when it closes */
+    k->answered = true;
+    k->dispatched = false;
+    if (k->deferred) {
+      nghttp2_session_consume(c->h2, k->id, k->deferred);
+      k->deferred = 0;
+    }
+    return;
+  }
   if (!k->closed && !c->dead) /* the answer never went: the stream ends here */
     nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, k->id, NGHTTP2_CANCEL);
   if (!k->closed)
@@ -688,7 +700,7 @@ int gs_conn_poll_ms(const struct gs_conn *c)
   if (!c->ingoing)
     return 100;
   for (const struct gs_stream *k = c->streams; k; k = k->next)
-    if (!k->dispatched)
+    if (!k->dispatched && !k->answered)
       return 100;
   return -1;
 }
@@ -701,7 +713,7 @@ void gs_conn_sweep(struct gs_conn *c, uint64_t now)
     return;
   }
   for (struct gs_stream *k = c->streams; k; k = k->next)
-    if (!k->dispatched && !k->ready && !k->closed && now - k->started_us > idle)
+    if (!k->dispatched && !k->ready && !k->answered && !k->closed && now - k->started_us > idle)
       nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, k->id, NGHTTP2_CANCEL);
 }
 

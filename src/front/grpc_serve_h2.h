@@ -41,7 +41,8 @@ struct gs_conn;
 
 /* One stream: a call from its request's headers to its answer. Until it
  * is dispatched the connection owns it (freed when the stream closes);
- * then the thread answering it does (freed by gs_stream_done). */
+ * then the thread answering it does (gs_stream_done), until its answer is
+ * all sent, or given back to the connection with the rest to send. */
 struct gs_stream {
   struct gs_task task;
   struct gs_conn *c;
@@ -67,6 +68,7 @@ struct gs_stream {
   bool remote_end; /* the client's side ended */
   bool closed;     /* the stream is gone (answered, reset, the connection lost) */
   bool dispatched; /* handed to a thread to answer */
+  bool answered;   /* its thread is done, its answer still going out */
   bool ready;      /* on the ready list */
   /* sent: framed messages from out_off, then the trailers */
   struct cap_buf out;
@@ -158,7 +160,8 @@ bool gs_stream_finish(struct gs_stream *k, int status, const char *message);
  * short; gives its bytes back to the client's window. */
 int gs_stream_take(struct gs_stream *k, struct cap_buf *msg);
 const char *gs_stream_path(const struct gs_stream *k);
-/* Unlinks and frees a dispatched stream once answered (under mu) */
+/* A dispatched stream's thread is done with it (under mu): freed, or
+ * left to the connection while its answer goes out. */
 void gs_stream_done(struct gs_stream *k);
 
 /* grpc_serve.c: a task for the pool; a reference to c dropped (taken

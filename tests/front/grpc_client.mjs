@@ -63,6 +63,10 @@ garbage && garbage.code === grpc.status.INVALID_ARGUMENT ? ok('malformed-invalid
 // a message past the server's 1 MiB limit
 r = await call('Invoke', { tool_name: 'echo', parameters: 'x'.repeat(2 << 20) }, token);
 r.err && r.err.code === grpc.status.RESOURCE_EXHAUSTED ? ok('huge-message-refused') : bad('huge-message-refused', r.err ? r.err.message : 'answered');
+// an answer larger than the socket takes at once (900 KiB echoed back): all of it comes
+r = await call('Invoke', { tool_name: 'echo', parameters: 'y'.repeat(900 << 10) }, token);
+r.res && r.res.success && JSON.parse(r.res.result).parameters.length === 900 << 10
+  ? ok('large-answer-whole') : bad('large-answer-whole', r.err ? r.err.message : 'cut short');
 // 20 slow calls at once against a limit of 8: every one answered, the excess refused
 const many = await Promise.all(Array.from({ length: 20 }, () => call('Invoke', { tool_name: 'slow', parameters: '{}' }, token)));
 const done = many.filter((x) => x.res && x.res.success).length;

@@ -51,6 +51,16 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     a->result = cap_xasprintf("%d chunks, first %s", n, first);
     return;
   }
+  if (call->method == GRPC_SERVE_CAP_DOWNLOAD && strcmp(call->artifact_id, "big") == 0) {
+    static uint8_t block[256 << 10]; /* "big": 64 chunks of 256 KiB, chunk i all bytes i */
+    for (int i = 0; i < 64; i++) {
+      memset(block, i, sizeof block);
+      struct grpc_serve_chunk c = {.data = block, .len = sizeof block, .done = i == 63};
+      if (!call->send_chunk(call->stream, &c))
+        break;
+    }
+    return;
+  }
   if (call->method == GRPC_SERVE_CAP_DOWNLOAD) { /* "N": N chunks "0".."N-1", the last done */
     int n = atoi(call->artifact_id);
     for (int i = 0; i < n; i++) {

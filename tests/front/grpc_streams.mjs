@@ -40,6 +40,12 @@ r.res && r.res.capability_artifact_id === '0 chunks, first ' ? ok('upload of no 
 r = await download('5');
 r.chunks.map((c) => c.data.toString()).join(',') === '0,1,2,3,4' && r.chunks[0].filename === 'n.txt' &&
   r.chunks[4].done && !r.chunks[3].done ? ok('download: the chunks in order, the last done') : bad('download', JSON.stringify(r));
+// 16 MiB in 64 chunks: more than the client's window, the last chunks still
+// going out when the handler returns
+r = await download('big');
+r.chunks.length === 64 && r.chunks.reduce((n, c) => n + c.data.length, 0) === 16 << 20 &&
+  r.chunks[63].done && r.chunks[63].data[0] === 63 && !r.err
+  ? ok('download: 16 MiB, every byte') : bad('download big', r.err ? r.err.message : `${r.chunks.length} chunks`);
 r = await download('x');
 r.chunks.length === 1 && r.chunks[0].error === 'no such artifact' ? ok('download: an error chunk') : bad('download error', JSON.stringify(r));
 // a client that sends a chunk, then nothing, never ending its stream
