@@ -529,8 +529,10 @@ void gs_stream_done(struct gs_stream *k)
   if (!k->closed && !c->dead && k->out_end) {
     /* the answer is on its way (a socket slower than the handler, a
      * download's last chunks): the stream is the connection's again,
-     * freed when it closes */
+     * freed when it closes, or reset by the sweep past stream_idle_ms
+     * (a client that never opens its window) */
     k->answered = true;
+    k->answered_us = now_us();
     k->dispatched = false;
     if (k->deferred) {
       nghttp2_session_consume(c->h2, k->id, k->deferred);
@@ -700,7 +702,7 @@ int gs_conn_poll_ms(const struct gs_conn *c)
   if (!c->ingoing)
     return 100;
   for (const struct gs_stream *k = c->streams; k; k = k->next)
-    if (!k->dispatched && !k->answered)
+    if ((!k->dispatched && !k->answered) || (k->answered && !k->reset)) /* a sweep may reset it */
       return 100;
   return -1;
 }
@@ -712,9 +714,17 @@ void gs_conn_sweep(struct gs_conn *c, uint64_t now)
     gs_conn_kill(c, "no call came in time");
     return;
   }
-  for (struct gs_stream *k = c->streams; k; k = k->next)
-    if (!k->dispatched && !k->ready && !k->answered && !k->closed && now - k->started_us > idle)
+  bool reset = false;
+  for (struct gs_stream *k = c->streams; k; k = k->next) {
+    bool late = !k->dispatched && !k->ready && now - k->started_us > idle;
+    bool stalled = k->answered && now - k->answered_us > idle; /* the client does not take it */
+    if ((late || stalled) && !k->closed && !k->reset) {
+      k->reset = reset = true;
       nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, k->id, NGHTTP2_CANCEL);
+    }
+  }
+  if (reset) /* now: the reader may wait without a beat once none is left to reset */
+    gs_conn_flush(c);
 }
 
 void gs_conn_goaway(struct gs_conn *c)

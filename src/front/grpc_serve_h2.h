@@ -69,7 +69,9 @@ struct gs_stream {
   bool closed;     /* the stream is gone (answered, reset, the connection lost) */
   bool dispatched; /* handed to a thread to answer */
   bool answered;   /* its thread is done, its answer still going out */
-  bool ready;      /* on the ready list */
+  bool reset;      /* the server's RST_STREAM submitted */
+  uint64_t answered_us;
+  bool ready; /* on the ready list */
   /* sent: framed messages from out_off, then the trailers */
   struct cap_buf out;
   size_t out_off;
