@@ -294,7 +294,8 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
   (void)flags;
   struct gs_conn *c = user;
   struct gs_stream *k = stream_of(s, id);
-  bool upload = k && k->known && k->method == GRPC_SERVE_CAP_UPLOAD;
+  /* an upload refused (unauthenticated, not gRPC) keeps none of its body */
+  bool upload = k && k->known && k->admitted && k->grpc_type && k->method == GRPC_SERVE_CAP_UPLOAD;
   if (!k || k->closed || k->answered || k->too_big || k->compressed || (k->ready && !upload)) {
     nghttp2_session_consume(s, id, len); /* dropped */
     return 0;
