@@ -124,12 +124,17 @@ void gs_conn_flush(struct gs_conn *c)
     if (c->out_off == c->out.len) {
       c->out.len = c->out_off = 0;
       c->want_out = false;
+      c->stuck_us = 0;
       return;
     }
     c->want_out = false;
     ssize_t w = sock_write(c, c->out.data + c->out_off, c->out.len - c->out_off);
     if (w == -1) {
       c->want_out = true;
+      if (!c->stuck_us) {
+        c->stuck_us = now_us();
+        c->stuck_sent = 0;
+      }
       return;
     }
     if (w < 0) {
@@ -137,6 +142,9 @@ void gs_conn_flush(struct gs_conn *c)
       return;
     }
     c->out_off += (size_t)w;
+    c->stuck_sent += (size_t)w; /* a trickle does not unstick it (the kernel takes bits) */
+    if (c->stuck_sent >= WRITE_GATHER)
+      c->stuck_us = 0;
     if (c->out_off > WRITE_GATHER) { /* keep the buffer from growing with what went */
       memmove(c->out.data, c->out.data + c->out_off, c->out.len - c->out_off);
       c->out.len -= c->out_off;
@@ -700,7 +708,7 @@ bool gs_conn_pump(struct gs_conn *c, int ms)
 
 int gs_conn_poll_ms(const struct gs_conn *c)
 {
-  if (!c->ingoing)
+  if (!c->ingoing || c->stuck_us)
     return 100;
   for (const struct gs_stream *k = c->streams; k; k = k->next)
     if ((!k->dispatched && !k->answered) || (k->answered && !k->reset)) /* a sweep may reset it */
@@ -713,6 +721,13 @@ void gs_conn_sweep(struct gs_conn *c, uint64_t now)
   uint64_t idle = (uint64_t)gs_server_limits(c->srv)->stream_idle_ms * 1000;
   if (!c->ingoing && now - c->opened_us > idle) {
     gs_conn_kill(c, "no call came in time");
+    return;
+  }
+  /* A client that reads nothing (or next to nothing) would hold the
+   * connection, its reader and its answers (a stream reset cannot go
+   * either) for good. */
+  if (c->stuck_us && now - c->stuck_us > idle) {
+    gs_conn_kill(c, "the client took none of capsule's bytes in time");
     return;
   }
   bool reset = false;

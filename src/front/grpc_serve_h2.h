@@ -117,7 +117,11 @@ struct gs_conn {
   uint64_t opened_us;
   struct cap_buf out; /* frames not written yet, from out_off */
   size_t out_off;
-  bool want_out;      /* a write would block: the reader polls for room */
+  bool want_out; /* a write would block: the reader polls for room */
+  /* since when the socket has taken under WRITE_GATHER bytes of out
+   * without out going all (0: it takes them) */
+  uint64_t stuck_us;
+  size_t stuck_sent;
   bool more;          /* the reader stopped with bytes left to read */
   uint64_t waited_us; /* the reader's last poll lasted this long (its own) */
   unsigned refs;      /* the reader, and each dispatched stream */
@@ -141,8 +145,10 @@ bool gs_conn_pump(struct gs_conn *c, int ms);
 /* Writes what the session queued, as far as the socket takes (under mu) */
 void gs_conn_flush(struct gs_conn *c);
 void gs_conn_wake(struct gs_conn *c);
-/* Resets streams not dispatched whose request is late, and drops a
- * connection that admitted nothing within its preface deadline (under mu) */
+/* Resets streams not dispatched whose request is late, or whose answer
+ * waits for the client too long, and drops a connection that admitted
+ * nothing within its preface deadline, or whose client took under 64 KiB
+ * of its bytes in stream_idle_ms (under mu) */
 void gs_conn_sweep(struct gs_conn *c, uint64_t now_us);
 /* How long the reader may wait for the socket: -1, or the sweep's beat */
 int gs_conn_poll_ms(const struct gs_conn *c);
