@@ -148,6 +148,9 @@ static void refusal(struct gs_stream *k, bool room, struct grpc_serve_answer *a)
     a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
     a->status_message = cap_xasprintf("a message is larger than the limit of %zu bytes",
                                       k->c->srv->lim.max_message);
+  } else if (k->crowded) {
+    a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
+    a->status_message = cap_xstrdup("capsule holds too many requests' bytes at once; retry");
   } else if (k->compressed) {
     a->status = GRPC_SERVE_UNIMPLEMENTED;
     a->status_message = cap_xstrdup("capsule takes messages uncompressed (grpc-encoding identity)");

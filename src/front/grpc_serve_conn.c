@@ -296,6 +296,28 @@ static void scan_messages(struct gs_conn *c, struct gs_stream *k)
   }
 }
 
+/* A unary request's body bytes counted in the server's budget (held_max:
+ * max_calls requests of max_message, what the calls at once may hold):
+ * false past it. Each connection's window alone bounds nothing, its
+ * bytes consumed as they come, nor does the count of connections. */
+static bool hold(struct gs_conn *c, struct gs_stream *k, size_t n)
+{
+  size_t *held = &c->srv->held;
+  if (__atomic_add_fetch(held, n, __ATOMIC_RELAXED) > gs_server_limits(c->srv)->held_max) {
+    __atomic_sub_fetch(held, n, __ATOMIC_RELAXED);
+    return false;
+  }
+  k->held += n;
+  return true;
+}
+
+static void unhold(struct gs_stream *k)
+{
+  if (k->held)
+    __atomic_sub_fetch(&k->c->srv->held, k->held, __ATOMIC_RELAXED);
+  k->held = 0;
+}
+
 static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
                    void *user)
 {
@@ -304,15 +326,21 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
   struct gs_stream *k = stream_of(s, id);
   /* an upload refused (unauthenticated, not gRPC) keeps none of its body */
   bool upload = k && k->known && k->admitted && k->grpc_type && k->method == GRPC_SERVE_CAP_UPLOAD;
-  if (!k || k->closed || k->answered || k->too_big || k->compressed || (k->ready && !upload)) {
+  if (!k || k->closed || k->answered || k->too_big || k->compressed || k->crowded ||
+      (k->ready && !upload)) {
     nghttp2_session_consume(s, id, len); /* dropped */
     return 0;
   }
-  cap_buf_append(&k->in, (const char *)data, len);
-  scan_messages(c, k);
-  if (!upload && (k->too_big || k->compressed)) {
+  if (!upload && !hold(c, k, len)) {
+    k->crowded = true;
+  } else {
+    cap_buf_append(&k->in, (const char *)data, len);
+    scan_messages(c, k);
+  }
+  if (!upload && (k->too_big || k->compressed || k->crowded)) {
     cap_buf_free(&k->in);
     k->scan = k->in_off = 0;
+    unhold(k);
     make_ready(c, k);
   }
   if (upload && k->scan - k->in_off > UPLOAD_QUEUE_MAX)
@@ -326,6 +354,7 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
 
 static void stream_free(struct gs_stream *k)
 {
+  unhold(k);
   free(k->path);
   free(k->bearer);
   free(k->user);
@@ -543,6 +572,9 @@ void gs_stream_done(struct gs_stream *k)
     k->answered = true;
     k->answered_us = now_us();
     k->dispatched = false;
+    cap_buf_free(&k->in); /* the request's body is done with */
+    k->in_off = k->scan = 0;
+    unhold(k);
     if (k->deferred) {
       nghttp2_session_consume(c->h2, k->id, k->deferred);
       k->deferred = 0;

@@ -24,6 +24,7 @@
 /* The options grpc_serve_conn.c needs */
 struct gs_limits {
   size_t max_message;
+  size_t held_max; /* bytes of unary requests' bodies held at once, server-wide */
   int stream_idle_ms;
   char *(*authenticate)(void *arg, const char *bearer);
   void *arg;
@@ -65,6 +66,8 @@ struct gs_stream {
   size_t complete; /* bytes of whole messages in in, from in_off */
   size_t deferred; /* received but not yet consumed for flow control */
   bool too_big;    /* a message past max_message */
+  bool crowded;    /* its body past the server's held_max: refused */
+  size_t held;     /* of in, bytes counted in the server's held */
   bool remote_end; /* the client's side ended */
   bool closed;     /* the stream is gone (answered, reset, the connection lost) */
   bool dispatched; /* handed to a thread to answer */
@@ -97,6 +100,7 @@ struct grpc_serve {
   pthread_cond_t work; /* a task came, or closing */
   struct gs_task *head, **tail;
   unsigned queued, threads, waiting, calls, conns;
+  size_t held; /* unary requests' body bytes held (atomic: counted under a connection's mu) */
   struct gs_conn *list;
   bool stopping, closing;
 };
