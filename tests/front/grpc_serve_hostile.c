@@ -77,7 +77,9 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     return;
   if (strcmp(call->tool_name, "block") == 0)
     block(call);
-  size_t n = strcmp(call->tool_name, "big") == 0 ? BIG : strcmp(call->tool_name, "huge") == 0 ? HUGE : 0;
+  size_t n = strcmp(call->tool_name, "big") == 0    ? BIG
+             : strcmp(call->tool_name, "huge") == 0 ? HUGE
+                                                    : 0;
   if (n) {
     a->result = malloc(n + 1);
     memset(a->result, 'x', n);
@@ -123,19 +125,17 @@ struct cl {
 static int rcvbuf; /* the next connection's SO_RCVBUF (0: the system's) */
 
 struct outcome {
-  int status; /* grpc-status, -1 none */
+  int status;        /* grpc-status, -1 none */
   char message[128]; /* grpc-message's start */
-  uint32_t rst; /* RST_STREAM's code + 1, 0 none */
-  size_t data;  /* DATA bytes */
+  uint32_t rst;      /* RST_STREAM's code + 1, 0 none */
+  size_t data;       /* DATA bytes */
   bool goaway, eof, timeout;
 };
 
-static void cl_frame(struct cl *c, uint8_t type, uint8_t flags, int32_t id, const void *p,
-                     size_t n)
+static void cl_frame(struct cl *c, uint8_t type, uint8_t flags, int32_t id, const void *p, size_t n)
 {
-  uint8_t h[9] = {(uint8_t)(n >> 16), (uint8_t)(n >> 8),  (uint8_t)n,
-                  type,               flags,              (uint8_t)(id >> 24),
-                  (uint8_t)(id >> 16), (uint8_t)(id >> 8), (uint8_t)id};
+  uint8_t h[9] = {(uint8_t)(n >> 16),  (uint8_t)(n >> 8),   (uint8_t)n,         type,       flags,
+                  (uint8_t)(id >> 24), (uint8_t)(id >> 16), (uint8_t)(id >> 8), (uint8_t)id};
   struct cap_buf b = {0};
   cap_buf_append(&b, (const char *)h, 9);
   cap_buf_append(&b, p, n);
@@ -211,7 +211,10 @@ static void cl_close(struct cl *c)
   cap_buf_free(&c->in);
 }
 
-#define HV(n, v) {(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE}
+#define HV(n, v)                                                                                   \
+  {                                                                                                \
+    (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE                     \
+  }
 
 /* A request's HEADERS on stream id: path (NULL: none), bearer (NULL:
  * none), content-type application/grpc unless type is NULL */
@@ -262,8 +265,7 @@ static void cl_invoke(struct cl *c, int32_t id, const char *tool)
   cl_message(c, id, 0, m, n, true);
 }
 
-static void cl_headers_seen(struct cl *c, const uint8_t *p, size_t n, bool last,
-                            struct outcome *o)
+static void cl_headers_seen(struct cl *c, const uint8_t *p, size_t n, bool last, struct outcome *o)
 {
   for (;;) {
     nghttp2_nv nv;
@@ -289,9 +291,9 @@ static void cl_headers_seen(struct cl *c, const uint8_t *p, size_t n, bool last,
 static bool cl_next(struct cl *c, int ms, uint8_t *type, uint8_t *flags, int32_t *id,
                     struct cap_buf *payload, struct outcome *o)
 {
-  while (c->in.len < 9 || c->in.len < 9 + ((size_t)(uint8_t)c->in.data[0] << 16 |
-                                           (size_t)(uint8_t)c->in.data[1] << 8 |
-                                           (uint8_t)c->in.data[2])) {
+  while (c->in.len < 9 ||
+         c->in.len < 9 + ((size_t)(uint8_t)c->in.data[0] << 16 |
+                          (size_t)(uint8_t)c->in.data[1] << 8 | (uint8_t)c->in.data[2])) {
     struct pollfd p = {.fd = c->fd, .events = POLLIN};
     if (poll(&p, 1, ms) <= 0) {
       o->timeout = true;
@@ -308,7 +310,8 @@ static bool cl_next(struct cl *c, int ms, uint8_t *type, uint8_t *flags, int32_t
   const uint8_t *h = (const uint8_t *)c->in.data;
   size_t n = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
   *type = h[3], *flags = h[4];
-  *id = (int32_t)((uint32_t)(h[5] & 0x7f) << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]);
+  *id =
+      (int32_t)((uint32_t)(h[5] & 0x7f) << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]);
   payload->len = 0;
   cap_buf_append(payload, c->in.data + 9, n);
   memmove(c->in.data, c->in.data + 9 + n, c->in.len - 9 - n);
@@ -318,8 +321,8 @@ static bool cl_next(struct cl *c, int ms, uint8_t *type, uint8_t *flags, int32_t
 
 /* A frame read for the streams ids[0..n) (their outcomes o): the stream
  * it ended, or -1 */
-static int cl_seen(struct cl *c, uint8_t type, uint8_t flags, int32_t sid,
-                   const struct cap_buf *p, const int32_t *ids, size_t n, struct outcome *o)
+static int cl_seen(struct cl *c, uint8_t type, uint8_t flags, int32_t sid, const struct cap_buf *p,
+                   const int32_t *ids, size_t n, struct outcome *o)
 {
   if (type == 4 && !(flags & 1))
     cl_frame(c, 4, 1, 0, NULL, 0); /* SETTINGS' ACK */
@@ -331,7 +334,8 @@ static int cl_seen(struct cl *c, uint8_t type, uint8_t flags, int32_t sid,
   while (i < n && ids[i] != sid)
     i++;
   if (type == 1 || type == 9)
-    cl_headers_seen(c, (const uint8_t *)p->data, p->len, flags & 4, i < n ? &o[i] : &(struct outcome){0});
+    cl_headers_seen(c, (const uint8_t *)p->data, p->len, flags & 4,
+                    i < n ? &o[i] : &(struct outcome){0});
   if (type == 7)
     for (size_t j = 0; j < n; j++)
       o[j].goaway = true;
@@ -531,15 +535,19 @@ static void unauthenticated(void)
   nghttp2_nv tr[] = {HV("authorization", "Bearer " TOKEN)};
   cl_block(&c, 5, tr, 1, 1);
   CHECK(status_of(&c, 5) == GRPC_SERVE_UNAUTHENTICATED);
-  nghttp2_nv two[] = {HV(":method", "POST"), HV(":scheme", "http"), HV(":path", path),
-                      HV(":authority", "x"), HV("content-type", "application/grpc"),
-                      HV("authorization", "Bearer " TOKEN), HV("authorization", "Bearer x")};
+  nghttp2_nv two[] = {HV(":method", "POST"),
+                      HV(":scheme", "http"),
+                      HV(":path", path),
+                      HV(":authority", "x"),
+                      HV("content-type", "application/grpc"),
+                      HV("authorization", "Bearer " TOKEN),
+                      HV("authorization", "Bearer x")};
   cl_block(&c, 7, two, 7, 0);
   cl_message(&c, 7, 0, "\x0a\x04\x65\x63\x68\x6f", 6, true);
   CHECK(status_of(&c, 7) == GRPC_SERVE_UNAUTHENTICATED);
   /* an upload refused: its body (far past the windows) dropped, not kept */
-  cl_request(&c, 9, "/selu.capability.v1.Capability/UploadInputArtifact", NULL,
-             "application/grpc", false);
+  cl_request(&c, 9, "/selu.capability.v1.Capability/UploadInputArtifact", NULL, "application/grpc",
+             false);
   static uint8_t chunk[200000];
   for (int i = 0; i < 10; i++)
     cl_message(&c, 9, 0, chunk, sizeof chunk, i == 9);
@@ -695,10 +703,13 @@ static void malformed(void)
   CHECK(cl_open(&c, port, 0));
   const char *timeouts[] = {"99999999H", "1x", "S", "", "123456789m", "1n"};
   for (int32_t i = 0; i < 6; i++) { /* grpc-timeout: huge, malformed (none), 1 ns */
-    nghttp2_nv nv[] = {HV(":method", "POST"),       HV(":scheme", "http"),
-                       HV(":path", path),           HV(":authority", "x"),
+    nghttp2_nv nv[] = {HV(":method", "POST"),
+                       HV(":scheme", "http"),
+                       HV(":path", path),
+                       HV(":authority", "x"),
                        HV("content-type", "application/grpc"),
-                       HV("authorization", "Bearer " TOKEN), HV("grpc-timeout", timeouts[i])};
+                       HV("authorization", "Bearer " TOKEN),
+                       HV("grpc-timeout", timeouts[i])};
     cl_block(&c, 1 + 2 * i, nv, 7, 0);
     cl_message(&c, 1 + 2 * i, 0, "\x0a\x04\x65\x63\x68\x6f", 6, true);
     int st = status_of(&c, 1 + 2 * i);
@@ -726,8 +737,8 @@ static void stop_with_all(struct grpc_serve *s)
   struct cl idle, half, pre, busy, deaf;
   CHECK(cl_open(&idle, port, 0) && call_ok(&idle, 1));
   CHECK(cl_open(&half, port, 0));
-  cl_request(&half, 1, "/selu.capability.v1.CapabilityService/Invoke", TOKEN,
-             "application/grpc", false);
+  cl_request(&half, 1, "/selu.capability.v1.CapabilityService/Invoke", TOKEN, "application/grpc",
+             false);
   pre.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -782,8 +793,7 @@ int main(void)
   stop_with_all(s);
   CHECKF(unadmitted == 0, "%d calls reached the handler without the token", unadmitted);
   if (unit_failures) {
-    fprintf(stderr, "grpc_serve_hostile: %d failure(s) of %d checks\n", unit_failures,
-            unit_checks);
+    fprintf(stderr, "grpc_serve_hostile: %d failure(s) of %d checks\n", unit_failures, unit_checks);
     return 1;
   }
   printf("grpc_serve_hostile: %d checks passed\n", unit_checks);
