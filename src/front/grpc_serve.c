@@ -17,7 +17,9 @@
  *
  * A call is refused (RESOURCE_EXHAUSTED) past max_calls, UNAUTHENTICATED
  * before its body is kept when the options' authenticate says no;
- * a request larger than max_message, RESOURCE_EXHAUSTED. Its first
+ * a request larger than max_message, RESOURCE_EXHAUSTED, and so is one
+ * whose body would take the bytes the server holds of requests not yet
+ * answered past max_calls of max_message (server-wide). Its first
  * message, and a stream's next, must come within stream_idle_ms. */
 #include "front/grpc_serve_module.h"
 
@@ -328,7 +330,11 @@ static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve *
     s->opt.max_message = DEFAULT_MAX_MESSAGE;
   if (s->opt.stream_idle_ms <= 0)
     s->opt.stream_idle_ms = GRPC_SERVE_STREAM_IDLE_MS;
+  size_t held_max; /* max_calls requests of max_message (SIZE_MAX past its range) */
+  if (__builtin_mul_overflow((size_t)s->opt.max_calls, s->opt.max_message + 5, &held_max))
+    held_max = SIZE_MAX;
   s->lim = (struct gs_limits){.max_message = s->opt.max_message,
+                              .held_max = held_max,
                               .stream_idle_ms = s->opt.stream_idle_ms,
                               .authenticate = s->opt.authenticate,
                               .arg = s->opt.arg};

@@ -148,6 +148,9 @@ static void refusal(struct gs_stream *k, bool room, struct grpc_serve_answer *a)
     a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
     a->status_message = cap_xasprintf("a message is larger than the limit of %zu bytes",
                                       k->c->srv->lim.max_message);
+  } else if (k->crowded) {
+    a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
+    a->status_message = cap_xstrdup("capsule holds too many requests' bytes at once; retry");
   } else if (k->compressed) {
     a->status = GRPC_SERVE_UNIMPLEMENTED;
     a->status_message = cap_xstrdup("capsule takes messages uncompressed (grpc-encoding identity)");
@@ -170,9 +173,10 @@ static void handle(struct gs_stream *k, struct grpc_serve_answer *a)
       .wait = &k->lead,
       .recv_chunk = k->method == GRPC_SERVE_CAP_UPLOAD ? recv_chunk : NULL,
       .send_chunk = k->method == GRPC_SERVE_CAP_DOWNLOAD ? send_chunk : NULL};
-  /* a unary request is one whole message, its bytes stable once dispatched */
+  /* a unary request is one whole message, its bytes stable once dispatched
+   * (an upload's are the reader's: its chunks are taken under mu) */
   bool upload = k->method == GRPC_SERVE_CAP_UPLOAD;
-  bool one = k->scan >= 5 && k->scan == k->in.len;
+  bool one = !upload && k->scan >= 5 && k->scan == k->in.len;
   const uint8_t *body = one ? (const uint8_t *)k->in.data + 5 : (const uint8_t *)"";
   size_t len = one ? k->scan - 5 : 0;
   if ((!upload && !one) || !grpc_serve_decode(k->method, body, len, &req, &call)) {
@@ -196,7 +200,9 @@ bool gs_answer(struct gs_stream *k)
   s->calls += room;
   pthread_mutex_unlock(&s->lock);
   struct grpc_serve_answer a = {0};
+  pthread_mutex_lock(&c->mu); /* an upload's too_big and compressed are the reader's */
   refusal(k, room, &a);
+  pthread_mutex_unlock(&c->mu);
   if (a.status == GRPC_SERVE_OK)
     handle(k, &a);
   bool went = respond(k, &a);

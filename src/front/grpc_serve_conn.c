@@ -124,12 +124,17 @@ void gs_conn_flush(struct gs_conn *c)
     if (c->out_off == c->out.len) {
       c->out.len = c->out_off = 0;
       c->want_out = false;
+      c->stuck_us = 0;
       return;
     }
     c->want_out = false;
     ssize_t w = sock_write(c, c->out.data + c->out_off, c->out.len - c->out_off);
     if (w == -1) {
       c->want_out = true;
+      if (!c->stuck_us) {
+        c->stuck_us = now_us();
+        c->stuck_sent = 0;
+      }
       return;
     }
     if (w < 0) {
@@ -137,6 +142,9 @@ void gs_conn_flush(struct gs_conn *c)
       return;
     }
     c->out_off += (size_t)w;
+    c->stuck_sent += (size_t)w; /* a trickle does not unstick it (the kernel takes bits) */
+    if (c->stuck_sent >= WRITE_GATHER)
+      c->stuck_us = 0;
     if (c->out_off > WRITE_GATHER) { /* keep the buffer from growing with what went */
       memmove(c->out.data, c->out.data + c->out_off, c->out.len - c->out_off);
       c->out.len -= c->out_off;
@@ -199,11 +207,18 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 {
   (void)flags, (void)user;
   struct gs_stream *k = stream_of(s, f->hd.stream_id);
-  if (!k || f->headers.cat != NGHTTP2_HCAT_REQUEST)
-    return 0; /* a client's trailers carry nothing capsule reads */
+  /* The limit holds for the trailers too, and the headers of a stream
+   * given up are refused: nghttp2 checks each field (its value's every
+   * byte) before this callback, and a block of HPACK references to one
+   * 4 KiB field expands 4000-fold, 0.2 s of CPU for 150 KB sent. Refused,
+   * the rest of the block is decoded without the checks. */
+  if (!k)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
   k->headers += nlen + vlen + 32;
   if (k->headers > HEADER_LIST_MAX)
-    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
+    return 0; /* a client's trailers carry nothing capsule reads */
   if (grpc_wire_named(name, nlen, ":path")) {
     free(k->path);
     k->path = cap_xstrndup((const char *)value, vlen);
@@ -288,22 +303,51 @@ static void scan_messages(struct gs_conn *c, struct gs_stream *k)
   }
 }
 
+/* A unary request's body bytes counted in the server's budget (held_max:
+ * max_calls requests of max_message, what the calls at once may hold):
+ * false past it. Each connection's window alone bounds nothing, its
+ * bytes consumed as they come, nor does the count of connections. */
+static bool hold(struct gs_conn *c, struct gs_stream *k, size_t n)
+{
+  size_t *held = &c->srv->held;
+  if (__atomic_add_fetch(held, n, __ATOMIC_RELAXED) > gs_server_limits(c->srv)->held_max) {
+    __atomic_sub_fetch(held, n, __ATOMIC_RELAXED);
+    return false;
+  }
+  k->held += n;
+  return true;
+}
+
+static void unhold(struct gs_stream *k)
+{
+  if (k->held)
+    __atomic_sub_fetch(&k->c->srv->held, k->held, __ATOMIC_RELAXED);
+  k->held = 0;
+}
+
 static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
                    void *user)
 {
   (void)flags;
   struct gs_conn *c = user;
   struct gs_stream *k = stream_of(s, id);
-  bool upload = k && k->known && k->method == GRPC_SERVE_CAP_UPLOAD;
-  if (!k || k->closed || k->answered || k->too_big || k->compressed || (k->ready && !upload)) {
+  /* an upload refused (unauthenticated, not gRPC) keeps none of its body */
+  bool upload = k && k->known && k->admitted && k->grpc_type && k->method == GRPC_SERVE_CAP_UPLOAD;
+  if (!k || k->closed || k->answered || k->too_big || k->compressed || k->crowded ||
+      (k->ready && !upload)) {
     nghttp2_session_consume(s, id, len); /* dropped */
     return 0;
   }
-  cap_buf_append(&k->in, (const char *)data, len);
-  scan_messages(c, k);
-  if (!upload && (k->too_big || k->compressed)) {
+  if (!upload && !hold(c, k, len)) {
+    k->crowded = true;
+  } else {
+    cap_buf_append(&k->in, (const char *)data, len);
+    scan_messages(c, k);
+  }
+  if (!upload && (k->too_big || k->compressed || k->crowded)) {
     cap_buf_free(&k->in);
     k->scan = k->in_off = 0;
+    unhold(k);
     make_ready(c, k);
   }
   if (upload && k->scan - k->in_off > UPLOAD_QUEUE_MAX)
@@ -317,6 +361,7 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
 
 static void stream_free(struct gs_stream *k)
 {
+  unhold(k);
   free(k->path);
   free(k->bearer);
   free(k->user);
@@ -529,9 +574,14 @@ void gs_stream_done(struct gs_stream *k)
   if (!k->closed && !c->dead && k->out_end) {
     /* the answer is on its way (a socket slower than the handler, a
      * download's last chunks): the stream is the connection's again,
-     * freed when it closes */
+     * freed when it closes, or reset by the sweep past stream_idle_ms
+     * (a client that never opens its window) */
     k->answered = true;
+    k->answered_us = now_us();
     k->dispatched = false;
+    cap_buf_free(&k->in); /* the request's body is done with */
+    k->in_off = k->scan = 0;
+    unhold(k);
     if (k->deferred) {
       nghttp2_session_consume(c->h2, k->id, k->deferred);
       k->deferred = 0;
@@ -697,10 +747,10 @@ bool gs_conn_pump(struct gs_conn *c, int ms)
 
 int gs_conn_poll_ms(const struct gs_conn *c)
 {
-  if (!c->ingoing)
+  if (!c->ingoing || c->stuck_us)
     return 100;
   for (const struct gs_stream *k = c->streams; k; k = k->next)
-    if (!k->dispatched && !k->answered)
+    if ((!k->dispatched && !k->answered) || (k->answered && !k->reset)) /* a sweep may reset it */
       return 100;
   return -1;
 }
@@ -712,9 +762,24 @@ void gs_conn_sweep(struct gs_conn *c, uint64_t now)
     gs_conn_kill(c, "no call came in time");
     return;
   }
-  for (struct gs_stream *k = c->streams; k; k = k->next)
-    if (!k->dispatched && !k->ready && !k->answered && !k->closed && now - k->started_us > idle)
+  /* A client that reads nothing (or next to nothing) would hold the
+   * connection, its reader and its answers (a stream reset cannot go
+   * either) for good. */
+  if (c->stuck_us && now - c->stuck_us > idle) {
+    gs_conn_kill(c, "the client took none of capsule's bytes in time");
+    return;
+  }
+  bool reset = false;
+  for (struct gs_stream *k = c->streams; k; k = k->next) {
+    bool late = !k->dispatched && !k->ready && now - k->started_us > idle;
+    bool stalled = k->answered && now - k->answered_us > idle; /* the client does not take it */
+    if ((late || stalled) && !k->closed && !k->reset) {
+      k->reset = reset = true;
       nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, k->id, NGHTTP2_CANCEL);
+    }
+  }
+  if (reset) /* now: the reader may wait without a beat once none is left to reset */
+    gs_conn_flush(c);
 }
 
 void gs_conn_goaway(struct gs_conn *c)

@@ -24,6 +24,7 @@
 /* The options grpc_serve_conn.c needs */
 struct gs_limits {
   size_t max_message;
+  size_t held_max; /* bytes of unary requests' bodies held at once, server-wide */
   int stream_idle_ms;
   char *(*authenticate)(void *arg, const char *bearer);
   void *arg;
@@ -65,11 +66,15 @@ struct gs_stream {
   size_t complete; /* bytes of whole messages in in, from in_off */
   size_t deferred; /* received but not yet consumed for flow control */
   bool too_big;    /* a message past max_message */
+  bool crowded;    /* its body past the server's held_max: refused */
+  size_t held;     /* of in, bytes counted in the server's held */
   bool remote_end; /* the client's side ended */
   bool closed;     /* the stream is gone (answered, reset, the connection lost) */
   bool dispatched; /* handed to a thread to answer */
   bool answered;   /* its thread is done, its answer still going out */
-  bool ready;      /* on the ready list */
+  bool reset;      /* the server's RST_STREAM submitted */
+  uint64_t answered_us;
+  bool ready; /* on the ready list */
   /* sent: framed messages from out_off, then the trailers */
   struct cap_buf out;
   size_t out_off;
@@ -95,6 +100,7 @@ struct grpc_serve {
   pthread_cond_t work; /* a task came, or closing */
   struct gs_task *head, **tail;
   unsigned queued, threads, waiting, calls, conns;
+  size_t held; /* unary requests' body bytes held (atomic: counted under a connection's mu) */
   struct gs_conn *list;
   bool stopping, closing;
 };
@@ -115,7 +121,11 @@ struct gs_conn {
   uint64_t opened_us;
   struct cap_buf out; /* frames not written yet, from out_off */
   size_t out_off;
-  bool want_out;      /* a write would block: the reader polls for room */
+  bool want_out; /* a write would block: the reader polls for room */
+  /* since when the socket has taken under WRITE_GATHER bytes of out
+   * without out going all (0: it takes them) */
+  uint64_t stuck_us;
+  size_t stuck_sent;
   bool more;          /* the reader stopped with bytes left to read */
   uint64_t waited_us; /* the reader's last poll lasted this long (its own) */
   unsigned refs;      /* the reader, and each dispatched stream */
@@ -139,8 +149,10 @@ bool gs_conn_pump(struct gs_conn *c, int ms);
 /* Writes what the session queued, as far as the socket takes (under mu) */
 void gs_conn_flush(struct gs_conn *c);
 void gs_conn_wake(struct gs_conn *c);
-/* Resets streams not dispatched whose request is late, and drops a
- * connection that admitted nothing within its preface deadline (under mu) */
+/* Resets streams not dispatched whose request is late, or whose answer
+ * waits for the client too long, and drops a connection that admitted
+ * nothing within its preface deadline, or whose client took under 64 KiB
+ * of its bytes in stream_idle_ms (under mu) */
 void gs_conn_sweep(struct gs_conn *c, uint64_t now_us);
 /* How long the reader may wait for the socket: -1, or the sweep's beat */
 int gs_conn_poll_ms(const struct gs_conn *c);

@@ -4,7 +4,8 @@
  * once all is read and answered), read by the connection's reader; each
  * request that becomes ready is answered on this thread by an echoing handler (Invoke and health
  * checks, the artifact streams' chunks). Its first byte picks a small or
- * a large message cap and whether a token is needed. Whatever comes, the
+ * a large message cap, whether a token is needed and whether the bodies
+ * held are bounded to 256 bytes. Whatever comes, the
  * connection ends, every stream is freed, and nothing leaks. */
 #include <fcntl.h>
 #include <stdint.h>
@@ -66,6 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s.opt.max_calls = 8;
   }
   s.lim = (struct gs_limits){.max_message = data[0] & 1 ? 64 : 1 << 20,
+                             .held_max = data[0] & 4 ? 256 : SIZE_MAX, /* bodies past it refused */
                              .stream_idle_ms = 1,
                              .authenticate = data[0] & 2 ? authenticate : NULL};
   s.opt.authenticate = s.lim.authenticate;
@@ -119,7 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   pthread_mutex_lock(&c->mu);
   gs_conn_kill(c, "the input ended");
   gs_conn_unref_locked(c); /* frees it: nothing else refers to it */
-  if (s.conns != 0 || s.calls != 0)
+  /* held: every body's count went back */
+  if (s.conns != 0 || s.calls != 0 || s.held != 0)
     abort();
   close(sv[1]);
   return 0;
