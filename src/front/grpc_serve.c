@@ -50,8 +50,9 @@
 #define DEFAULT_MAX_CALLS 64
 #define DEFAULT_MAX_MESSAGE (4u << 20)
 #define WORKER_IDLE_MS 10000
-#define QUEUED_US 50   /* a reader that waited less than this was reading calls back to back */
-#define MAX_CONNS 1024 /* connections at once; more are closed as they come */
+#define QUEUED_US 50        /* a reader that waited less than this was reading calls back to back */
+#define MAX_CONNS 1024      /* connections at once; more are closed as they come */
+#define CONN_PER_ADDRESS 64 /* of them, from one remote address */
 
 const struct gs_limits *gs_server_limits(const struct grpc_serve *srv) { return &srv->lim; }
 
@@ -230,22 +231,41 @@ static void read_conn(struct gs_task *t)
 
 /* ---- listening ---- */
 
-static void peer_name(int fd, const char *unix_path, char *out, size_t n)
+/* The client's name as gRPC gives it (out), its address alone (host, ""
+ * on a unix socket): whether it is this host's (a unix socket, loopback). */
+static bool peer_name(int fd, const char *unix_path, char *out, size_t n, char host[64])
 {
   struct sockaddr_storage a;
   socklen_t len = sizeof a;
-  char host[INET6_ADDRSTRLEN] = "?";
+  *host = '\0';
   if (unix_path || getpeername(fd, (struct sockaddr *)&a, &len) != 0) {
     snprintf(out, n, "unix:%s", unix_path ? unix_path : "?");
-  } else if (a.ss_family == AF_INET6) {
-    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&a;
-    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-    snprintf(out, n, "ipv6:[%s]:%u", host, ntohs(v6->sin6_port));
-  } else {
-    const struct sockaddr_in *v4 = (const struct sockaddr_in *)&a;
-    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-    snprintf(out, n, "ipv4:%s:%u", host, ntohs(v4->sin_port));
+    return true;
   }
+  if (a.ss_family == AF_INET6) {
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&a;
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, 64);
+    snprintf(out, n, "ipv6:[%s]:%u", host, ntohs(v6->sin6_port));
+    return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr) ||
+           (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr) && v6->sin6_addr.s6_addr[12] == 127);
+  }
+  const struct sockaddr_in *v4 = (const struct sockaddr_in *)&a;
+  inet_ntop(AF_INET, &v4->sin_addr, host, 64);
+  snprintf(out, n, "ipv4:%s:%u", host, ntohs(v4->sin_port));
+  return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+}
+
+/* Room for one more connection from host (under the server's lock): a
+ * remote address has at most CONN_PER_ADDRESS of the MAX_CONNS, so a
+ * peer, token or not, cannot take them all (as serve's HTTP door). */
+static bool room_for(const struct grpc_serve *s, const char *host, bool local)
+{
+  if (s->stopping || s->conns >= MAX_CONNS)
+    return false;
+  unsigned same = 0;
+  for (const struct gs_conn *c = s->list; c && !local; c = c->next)
+    same += strcmp(c->host, host) == 0;
+  return same < CONN_PER_ADDRESS;
 }
 
 static void accept_one(struct grpc_serve *s, int lfd)
@@ -256,8 +276,8 @@ static void accept_one(struct grpc_serve *s, int lfd)
   int one = 1;
   if (!s->unix_path)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  char peer[96];
-  peer_name(fd, s->unix_path, peer, sizeof peer);
+  char peer[96], host[64];
+  bool local = peer_name(fd, s->unix_path, peer, sizeof peer, host);
   SSL *ssl = NULL;
   if (s->tls && (!(ssl = SSL_new(s->tls)) || SSL_set_fd(ssl, fd) != 1)) {
     SSL_free(ssl);
@@ -272,8 +292,9 @@ static void accept_one(struct grpc_serve *s, int lfd)
     close(fd);
     return;
   }
+  snprintf(c->host, sizeof c->host, "%s", host);
   pthread_mutex_lock(&s->lock);
-  bool room = !s->stopping && s->conns < MAX_CONNS;
+  bool room = room_for(s, host, local);
   if (room) {
     c->refs = 1; /* its reader's */
     c->next = s->list;

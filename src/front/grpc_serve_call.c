@@ -144,6 +144,9 @@ static void refusal(struct gs_stream *k, bool room, struct grpc_serve_answer *a)
     a->status = GRPC_SERVE_UNAUTHENTICATED;
     a->status_message = cap_xstrdup(o->unauthenticated_message ? o->unauthenticated_message
                                                                : "a bearer token is needed");
+  } else if (k->second) {
+    a->status = GRPC_SERVE_INVALID_ARGUMENT;
+    a->status_message = cap_xstrdup("the request has a second message: the method takes one");
   } else if (k->too_big) {
     a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
     a->status_message = cap_xasprintf("a message is larger than the limit of %zu bytes",

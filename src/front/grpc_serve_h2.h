@@ -66,6 +66,7 @@ struct gs_stream {
   size_t complete; /* bytes of whole messages in in, from in_off */
   size_t deferred; /* received but not yet consumed for flow control */
   bool too_big;    /* a message past max_message */
+  bool second;     /* a unary request's second message (too_big with it) */
   bool crowded;    /* its body past the server's held_max: refused */
   size_t held;     /* of in, bytes counted in the server's held */
   bool remote_end; /* the client's side ended */
@@ -116,8 +117,11 @@ struct gs_conn {
   bool handshaken;
   int wake[2];
   char peer[96];
-  bool dead;    /* no more I/O: lost, broken, or closed */
-  bool ingoing; /* admitted a call: the preface deadline is over */
+  char host[64];    /* the peer's address alone ("" on a unix socket) */
+  unsigned refused; /* calls whose token authenticate refused */
+  bool ending;      /* ended by the server (too many refused) */
+  bool dead;        /* no more I/O: lost, broken, or closed */
+  bool ingoing;     /* admitted a call: the preface deadline is over */
   uint64_t opened_us;
   struct cap_buf out; /* frames not written yet, from out_off */
   size_t out_off;

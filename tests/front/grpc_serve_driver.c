@@ -1,11 +1,10 @@
 /* A host for the gRPC server module with a handler of the test's own:
  * `grpc_serve_driver ADDRESS TOKEN [CERT KEY]` serves until SIGTERM,
- * printing "port N" once it listens. The handler: a call without the
- * token is UNAUTHENTICATED; HealthCheck is healthy; Invoke of "echo"
- * answers {"tool":...,"parameters":...,"context":{...}}, of "fail" a tool
- * error, of "slow" the same after 300 ms, anything else NOT_FOUND;
- * UploadInputArtifact answers the chunks' count and first name and the
- * bytes' sum, DownloadOutputArtifact of "N" sends N chunks; a stream
+ * printing "port N" once it listens. A call without the token is
+ * UNAUTHENTICATED (the server's authenticate, and the handler's check); HealthCheck is healthy;
+ * Invoke of "echo" answers {"tool":...,"parameters":...,"context":{...}}, of "fail" a tool error,
+ * of "slow" the same after 300 ms, anything else NOT_FOUND; UploadInputArtifact answers the chunks'
+ * count and first name and the bytes' sum, DownloadOutputArtifact of "N" sends N chunks; a stream
  * idle 1 s is cancelled. */
 #include <signal.h>
 #include <stdint.h>
@@ -20,6 +19,14 @@
 
 static const char *token;
 
+/* the server's own check, before a call's body: a call without the token
+ * is refused there (and past 32 refusals its connection ends) */
+static char *authenticate(void *arg, const char *bearer)
+{
+  (void)arg;
+  return bearer && strcmp(bearer, token) == 0 ? strdup("user") : NULL;
+}
+
 static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_serve_answer *a)
 {
   (void)arg;
@@ -28,7 +35,7 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     a->status_message = cap_xstrdup("a bearer token is needed");
     return;
   }
-  if (call->method == GRPC_SERVE_HEALTH) {
+  if (call->health) { /* either service's */
     a->success = true;
     return;
   }
@@ -127,7 +134,8 @@ int main(int argc, char **argv)
                                    .max_calls = 8,
                                    .max_message = 1 << 20,
                                    .stream_idle_ms = 1000, /* the stall tests' */
-                                   .handler = handler};
+                                   .handler = handler,
+                                   .authenticate = authenticate};
   struct grpc_serve *s = NULL;
   struct cap_error err = {0};
   int port = 0;
