@@ -56,7 +56,7 @@
 
 const struct gs_limits *gs_server_limits(const struct grpc_serve *srv) { return &srv->lim; }
 
-static struct timespec in_ms(int ms)
+struct timespec gs_in_ms(int ms)
 {
   struct timespec t;
   clock_gettime(CLOCK_REALTIME, &t);
@@ -117,7 +117,7 @@ static void *pool_thread(void *arg)
   pthread_mutex_lock(&s->lock);
   for (;;) {
     int r = 0;
-    struct timespec until = in_ms(WORKER_IDLE_MS);
+    struct timespec until = gs_in_ms(WORKER_IDLE_MS);
     while (!s->head && !s->closing && r != ETIMEDOUT) {
       s->waiting++;
       r = pthread_cond_timedwait(&s->work, &s->lock, &until);
@@ -389,7 +389,7 @@ static int serve_start(const struct grpc_serve_options *opt, struct grpc_serve *
 /* Waits until *n is 0, at most ms (< 0: no bound). */
 static void wait_none(struct grpc_serve *s, const unsigned *n, int ms)
 {
-  struct timespec until = in_ms(ms < 0 ? 0 : ms);
+  struct timespec until = gs_in_ms(ms < 0 ? 0 : ms);
   pthread_mutex_lock(&s->lock);
   while (*n) {
     if (ms < 0)

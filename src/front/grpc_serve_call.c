@@ -13,19 +13,6 @@
 
 #define SEND_QUEUE_MAX (1u << 20) /* a download's bytes not yet taken when send_chunk waits */
 
-static struct timespec realtime_in_ms(int ms)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
-  }
-  return t;
-}
-
 /* Writes what the session queued; a socket that does not take it all
  * needs a reader polling for room: the lead goes to one, woken. */
 static void flush_unlock(struct gs_stream *k)
@@ -59,7 +46,7 @@ static int recv_chunk(struct grpc_serve_stream *st, struct grpc_serve_chunk *ch)
     return st->failed ? -1 : 0;
   struct gs_stream *k = st->k;
   cap_wait_hook_run(&k->lead); /* the connection is read for the chunks */
-  struct timespec until = realtime_in_ms(st->idle_ms);
+  struct timespec until = gs_in_ms(st->idle_ms);
   pthread_mutex_lock(&k->c->mu);
   int r;
   while ((r = gs_stream_take(k, &st->in)) == -1 && !k->closed && !k->too_big && !k->compressed)
@@ -86,7 +73,7 @@ static bool send_chunk(struct grpc_serve_stream *st, const struct grpc_serve_chu
   cap_wait_hook_run(&k->lead);
   size_t len = 0;
   uint8_t *buf = grpc_serve_encode_chunk(ch, &len);
-  struct timespec until = realtime_in_ms(st->idle_ms);
+  struct timespec until = gs_in_ms(st->idle_ms);
   pthread_mutex_lock(&k->c->mu);
   bool ok = gs_stream_send(k, buf, len);
   free(buf);

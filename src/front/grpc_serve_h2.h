@@ -183,6 +183,8 @@ void gs_stream_done(struct gs_stream *k);
 /* grpc_serve.c: a task for the pool; a reference to c dropped (taken
  * and released under its mu: held on the call, released on return) */
 void gs_enqueue(struct grpc_serve *s, struct gs_task *t);
+/* CLOCK_REALTIME ms from now: the deadline of a condition wait */
+struct timespec gs_in_ms(int ms);
 void gs_conn_unref_locked(struct gs_conn *c);
 /* grpc_serve_call.c: answers a dispatched stream (its reference and its
  * count in calls dropped): true when the lead (its reader's) was handed

@@ -161,7 +161,7 @@ printf 'alice:100000:65536\n' >"$work/subid/name"
 printf '1000:4294901760:65536' >"$work/subid/number"
 # what a Selu server sends (first byte: the call's kind and cap): its
 # SETTINGS, the answer's HEADERS, a message in DATA, the trailers
-python3 - "$work/selu_h2" <<'PY'
+python3 - "$work/selu_h2" "$work/grpc_serve_h2" <<'PY'
 import os, struct, sys
 d = sys.argv[1]
 os.makedirs(d, exist_ok=True)
@@ -184,18 +184,12 @@ seeds = {'unary': b'\x00' + settings + headers + data + trailers,
          'reset': b'\x00' + settings + frame(3, 0, 1, struct.pack('>I', 7))}
 for name, body in seeds.items():
     open(os.path.join(d, name), 'wb').write(body)
-PY
+
 # what a gRPC client sends capsule's server (first byte: bit 0 a 64-byte
 # cap, bit 1 a token needed): the preface, SETTINGS, a request's HEADERS
 # and DATA; an upload's chunks; a reset; a body past the cap
-python3 - "$work/grpc_serve_h2" <<'PY'
-import os, struct, sys
-d = sys.argv[1]
+d = sys.argv[2]
 os.makedirs(d, exist_ok=True)
-def frame(t, flags, sid, payload):
-    return struct.pack('>I', len(payload))[1:] + bytes([t, flags]) + struct.pack('>I', sid) + payload
-def lit(name, value):  # a literal header field without indexing, new name
-    return b'\x00' + bytes([len(name)]) + name + bytes([len(value)]) + value
 def headers(sid, method, end=False, token=True):
     block = (b'\x83\x86' + lit(b':authority', b'capsule') + lit(b':path', b'/selu.capability.v1.Capability/' + method) +
              lit(b'content-type', b'application/grpc') + lit(b'te', b'trailers') +
