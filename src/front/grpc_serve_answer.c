@@ -120,4 +120,3 @@ bool gs_stream_finish(struct gs_stream *k, int status, const char *message)
   free(text);
   return true;
 }
-
