@@ -52,6 +52,7 @@
 #define WORKER_IDLE_MS 10000
 #define QUEUED_US 50        /* a reader that waited less than this was reading calls back to back */
 #define MAX_CONNS 1024      /* connections at once; more are closed as they come */
+#define ACCEPT_PAUSE_MS 100 /* the listeners rest this long when descriptors run out */
 #define CONN_PER_ADDRESS 64 /* of them, from one remote address */
 
 const struct gs_limits *gs_server_limits(const struct grpc_serve *srv) { return &srv->lim; }
@@ -268,11 +269,13 @@ static bool room_for(const struct grpc_serve *s, const char *host, bool local)
   return same < CONN_PER_ADDRESS;
 }
 
-static void accept_one(struct grpc_serve *s, int lfd)
+/* false when the process is out of descriptors or memory: the pending
+ * connection stays in the backlog, and the listener stays readable */
+static bool accept_one(struct grpc_serve *s, int lfd)
 {
   int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0)
-    return;
+    return errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM;
   int one = 1;
   if (!s->unix_path)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -282,7 +285,7 @@ static void accept_one(struct grpc_serve *s, int lfd)
   if (s->tls && (!(ssl = SSL_new(s->tls)) || SSL_set_fd(ssl, fd) != 1)) {
     SSL_free(ssl);
     close(fd);
-    return;
+    return true;
   }
   if (ssl)
     SSL_set_accept_state(ssl);
@@ -290,7 +293,7 @@ static void accept_one(struct grpc_serve *s, int lfd)
   if (!c) {
     SSL_free(ssl);
     close(fd);
-    return;
+    return true;
   }
   snprintf(c->host, sizeof c->host, "%s", host);
   pthread_mutex_lock(&s->lock);
@@ -306,10 +309,11 @@ static void accept_one(struct grpc_serve *s, int lfd)
   pthread_mutex_unlock(&s->lock);
   if (!room) {
     gs_conn_free(c);
-    return;
+    return true;
   }
   c->read_task.run = read_conn;
   gs_enqueue(s, &c->read_task);
+  return true;
 }
 
 static void *acceptor(void *arg)
@@ -319,17 +323,20 @@ static void *acceptor(void *arg)
   for (size_t i = 0; i < s->n_lfd; i++)
     p[i] = (struct pollfd){.fd = s->lfd[i], .events = POLLIN};
   p[s->n_lfd] = (struct pollfd){.fd = s->stop[0], .events = POLLIN};
+  int pause_ms = 0; /* out of descriptors: the listeners rest, or poll would spin */
   for (;;) {
-    if (poll(p, s->n_lfd + 1, -1) < 0) {
-      if (errno == EINTR)
-        continue;
+    int n = pause_ms ? poll(p + s->n_lfd, 1, pause_ms) : poll(p, s->n_lfd + 1, -1);
+    if (n < 0 && errno != EINTR)
       break;
+    if (n < 0 || (pause_ms && n == 0)) {
+      pause_ms = 0;
+      continue;
     }
     if (p[s->n_lfd].revents)
       break;
     for (size_t i = 0; i < s->n_lfd; i++)
-      if (p[i].revents & POLLIN)
-        accept_one(s, s->lfd[i]);
+      if ((p[i].revents & POLLIN) && !accept_one(s, s->lfd[i]))
+        pause_ms = ACCEPT_PAUSE_MS;
   }
   return NULL;
 }

@@ -63,7 +63,6 @@ struct gs_stream {
   /* received: DATA from in_off; the next message's prefix at scan */
   struct cap_buf in;
   size_t in_off, scan;
-  size_t complete; /* bytes of whole messages in in, from in_off */
   size_t deferred; /* received but not yet consumed for flow control */
   bool too_big;    /* a message past max_message */
   bool second;     /* a unary request's second message (too_big with it) */

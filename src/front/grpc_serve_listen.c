@@ -160,6 +160,11 @@ int gs_listen(struct grpc_serve *s, struct cap_error *err, int *port)
   int r = strncmp(address, "unix://", 7) == 0 ? listen_unix(s, address + 7)
           : strncmp(address, "unix:", 5) == 0 ? listen_unix(s, address + 5)
                                               : listen_tcp(s, address, port);
+  if (r == -EINVAL || r == -ENAMETOOLONG)
+    return cap_error_set(err, EINVAL,
+                         "cannot listen for gRPC on %s: %s (give HOST:PORT, [IPV6]:PORT or "
+                         "unix:PATH)",
+                         address, r == -EINVAL ? "no port" : "the socket's path is too long");
   if (r < 0)
     return cap_error_set(err, EADDRNOTAVAIL,
                          "cannot listen for gRPC on %s (in use, or not an address of this host)",

@@ -104,5 +104,9 @@ label=bad-input
 [ $? = 1 ] && grep -q "cannot listen for gRPC on 256.1.1.1:1" "$work/err" && ok "bad address: a clear error" ||
   bad "bad address: $(cat "$work/err")"
 
+"$driver" "localhost" "$token" >/dev/null 2>"$work/err"
+[ $? = 1 ] && grep -q "cannot listen for gRPC on localhost: no port (give HOST:PORT" "$work/err" &&
+  ok "address without a port: a clear error" || bad "address without a port: $(cat "$work/err")"
+
 echo "grpc front door: $pass passed, $fail failed"
 [ "$fail" = 0 ] && [ "$pass" -gt 0 ]

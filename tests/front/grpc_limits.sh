@@ -4,7 +4,10 @@
 # GOAWAY(ENHANCE_YOUR_CALM); a remote address holds at most 64
 # connections (the 65th and later are closed as they come), in a network
 # namespace of the test's own where the server listens on 10.77.0.1, an
-# address that is not loopback (loopback clients are exempt).
+# address that is not loopback (loopback clients are exempt); a server
+# out of descriptors (ulimit -n 40, 60 clients) rests its listener
+# instead of spinning on it (its CPU while the clients wait), and accepts
+# again once they are gone.
 # Usage: grpc_limits.sh DRIVER
 set -u
 driver=$1
@@ -40,7 +43,24 @@ def frames(s):  # yields (type, payload) until the end
         if not got:
             return
         buf += got
-if mode == 'refusals':
+def answered(s):  # the server's SETTINGS, then an answer's HEADERS
+    kinds = set()
+    for t, p in frames(s):
+        kinds.add(t)
+        if t == 1 and len(kinds) > 1:
+            return True
+    return False
+if mode == 'exhaust':  # holds 60 connections for 3 s, then calls once
+    import time
+    held = [socket.create_connection((host, port), timeout=10) for _ in range(60)]
+    time.sleep(3)
+    for s in held:
+        s.close()
+    time.sleep(0.5)
+    s = socket.create_connection((host, port), timeout=10)
+    s.sendall(start + health(1, token))
+    print('ok accepts-again-after-exhaustion' if answered(s) else 'FAIL accepts-again-after-exhaustion')
+elif mode == 'refusals':
     s = socket.create_connection((host, port), timeout=10)
     s.sendall(start + b''.join(health(1 + 2 * i, b'wrong') for i in range(40)))
     code = None
@@ -58,19 +78,14 @@ else:
         except OSError:
             pass
         conns.append(s)
-    answered = closed = 0
+    answered_n = closed = 0
     for s in conns:
-        kinds = set()
-        for t, p in frames(s):
-            kinds.add(t)
-            if t == 1 and len(kinds) > 1:  # SETTINGS then the answer's HEADERS
-                break
-        if 1 in kinds:
-            answered += 1
+        if answered(s):
+            answered_n += 1
         else:
             closed += 1
-    print('ok per-address-cap (64 answered, 6 closed)' if (answered, closed) == (64, 6)
-          else f'FAIL per-address-cap: {answered} answered, {closed} closed')
+    print('ok per-address-cap (64 answered, 6 closed)' if (answered_n, closed) == (64, 6)
+          else f'FAIL per-address-cap: {answered_n} answered, {closed} closed')
 PY
 pass=0 fail=0
 report() {
@@ -97,6 +112,29 @@ serve() {
   wait "$d"
 }
 report < <(serve 127.0.0.1:0 refusals 127.0.0.1)
+# out of descriptors: the driver's CPU (clock ticks, /proc) over 2 s while
+# 60 clients wait on 40 descriptors; a listener polled in a loop spins a
+# CPU (about 100 ticks a second), one that rests takes next to none
+( ulimit -n 40; exec "$driver" 127.0.0.1:0 t0k3n ) >"$work/out" 2>"$work/err" &
+d=$! port=
+for _ in $(seq 100); do
+  port=$(sed -n 's/^port //p' "$work/out")
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+if [ -n "$port" ]; then
+  timeout 60 python3 "$work/peer.py" exhaust 127.0.0.1 "$port" t0k3n >"$work/exhaust" 2>&1 &
+  p=$!
+  sleep 0.7
+  ticks() { awk '{print $14 + $15}' "/proc/$d/stat"; }
+  t0=$(ticks); sleep 2; t1=$(ticks)
+  wait "$p"
+  report <"$work/exhaust"
+  if [ $((t1 - t0)) -lt 40 ]; then report <<<"ok out-of-descriptors-no-spin ($((t1 - t0)) ticks in 2 s)"
+  else report <<<"FAIL out-of-descriptors-no-spin: $((t1 - t0)) ticks in 2 s"; fi
+else report <<<"FAIL out-of-descriptors: the driver did not start: $(cat "$work/err")"; fi
+kill -TERM "$d" 2>/dev/null
+wait "$d"
 export -f serve
 export driver work
 ns=(unshare -n)
