@@ -20,13 +20,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cancel.h"
 #include "core/error.h"
 #include "core/wait_hook.h"
 
 /* gRPC status codes the handler may answer with (grpc/status.h's values) */
 enum grpc_serve_status {
   GRPC_SERVE_OK = 0,
+  GRPC_SERVE_CANCELLED = 1,
   GRPC_SERVE_INVALID_ARGUMENT = 3,
+  GRPC_SERVE_DEADLINE_EXCEEDED = 4,
   GRPC_SERVE_NOT_FOUND = 5,
   GRPC_SERVE_PERMISSION_DENIED = 7,
   GRPC_SERVE_RESOURCE_EXHAUSTED = 8,
@@ -78,6 +81,14 @@ struct grpc_serve_call {
    * process, a stream, an instance's slow answer): the server lets
    * another thread take new calls then. */
   struct cap_wait_hook *wait;
+  /* The client's deadline (its grpc-timeout): the ms left of it when the
+   * handler is called, at least 1; 0: the client set none. */
+  uint64_t deadline_ms;
+  /* Fired (on the server's thread) when the client is gone before the
+   * answer: it reset the call (a cancellation, its deadline past) or its
+   * connection was lost, or the server stopped past its drain. The
+   * handler arms it with what stops its work (core/cancel.h). */
+  struct cap_cancel *cancel;
   /* The artifact calls' stream: recv_chunk (UploadInputArtifact) gives
    * the next chunk, 1, or 0 at the client's end of the stream, -1 when
    * the stream failed (the client went away, sent a message that is not

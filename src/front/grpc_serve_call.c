@@ -103,7 +103,7 @@ static bool respond(struct gs_stream *k, const struct grpc_serve_answer *a)
   pthread_mutex_lock(&k->c->mu);
   bool went;
   if (late) {
-    gs_stream_finish(k, 4 /* DEADLINE_EXCEEDED */, "the call's deadline passed");
+    gs_stream_finish(k, GRPC_SERVE_DEADLINE_EXCEEDED, "the call's deadline passed");
     went = false;
   } else {
     went =
@@ -169,11 +169,30 @@ static void handle(struct gs_stream *k, struct grpc_serve_answer *a)
   bool one = !upload && k->scan >= 5 && k->scan == k->in.len;
   const uint8_t *body = one ? (const uint8_t *)k->in.data + 5 : (const uint8_t *)"";
   size_t len = one ? k->scan - 5 : 0;
+  uint64_t now = cap_now_us(CLOCK_MONOTONIC);
+  if (k->deadline_us) /* what is left of the client's, rounded up */
+    call.deadline_ms = k->deadline_us > now ? (k->deadline_us - now + 999) / 1000 : 0;
   if ((!upload && !one) || !grpc_serve_decode(k->method, body, len, &req, &call)) {
     a->status = GRPC_SERVE_INVALID_ARGUMENT;
     a->status_message = cap_xstrdup("the request is not a well-formed message of its method");
+  } else if (k->deadline_us && !call.deadline_ms) {
+    a->status = GRPC_SERVE_DEADLINE_EXCEEDED;
+    a->status_message = cap_xstrdup("the call's deadline passed before it started");
   } else {
-    s->opt.handler(s->opt.arg, &call, a);
+    pthread_mutex_lock(&k->c->mu);
+    bool gone = k->closed; /* a client that gave up while its call waited */
+    k->handling = !gone;
+    pthread_mutex_unlock(&k->c->mu);
+    call.cancel = &k->cancel;
+    if (gone) {
+      a->status = GRPC_SERVE_CANCELLED;
+      a->status_message = cap_xstrdup("the client cancelled the call");
+    } else {
+      s->opt.handler(s->opt.arg, &call, a);
+    }
+    pthread_mutex_lock(&k->c->mu); /* from now on the stream's end fires nothing */
+    k->handling = false;
+    pthread_mutex_unlock(&k->c->mu);
   }
   grpc_serve_request_free(&req);
   grpc_serve_chunk_free(st.msg);

@@ -93,6 +93,16 @@ void gs_conn_wake(struct gs_conn *c)
 
 static void stream_wake(struct gs_stream *k) { pthread_cond_broadcast(&k->cv); }
 
+/* The stream is gone (reset, or its connection lost): its thread woken,
+ * and a handler still at work told (grpc_serve_call's cancel). */
+static void stream_gone(struct gs_stream *k)
+{
+  k->closed = true;
+  stream_wake(k);
+  if (k->handling)
+    cap_cancel_fire(&k->cancel);
+}
+
 void gs_conn_kill(struct gs_conn *c, const char *why)
 {
   if (c->dead)
@@ -100,10 +110,8 @@ void gs_conn_kill(struct gs_conn *c, const char *why)
   c->dead = true;
   snprintf(c->reason, sizeof c->reason, "%s", why);
   shutdown(c->fd, SHUT_RDWR);
-  for (struct gs_stream *k = c->streams; k; k = k->next) {
-    k->closed = true;
-    stream_wake(k);
-  }
+  for (struct gs_stream *k = c->streams; k; k = k->next)
+    stream_gone(k);
 }
 
 void gs_conn_flush(struct gs_conn *c)
@@ -177,6 +185,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *us
   k->started_us = now_us();
   k->status = -1;
   pthread_cond_init(&k->cv, NULL);
+  cap_cancel_init(&k->cancel);
   k->next = c->streams;
   if (c->streams)
     c->streams->prev = k;
@@ -372,6 +381,7 @@ static void stream_free(struct gs_stream *k)
   cap_buf_free(&k->in);
   cap_buf_free(&k->out);
   pthread_cond_destroy(&k->cv);
+  cap_cancel_destroy(&k->cancel);
   free(k);
 }
 
@@ -409,11 +419,11 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
   if (k->deferred) /* the window of a stream gone is the connection's to give back */
     nghttp2_session_consume_connection(s, k->deferred);
   k->deferred = 0;
-  k->closed = true;
   if (k->dispatched) {
-    stream_wake(k); /* its thread frees it */
+    stream_gone(k); /* its thread frees it */
     return 0;
   }
+  k->closed = true;
   unlink_ready(c, k);
   unlink_stream(c, k);
   stream_free(k);

@@ -81,6 +81,8 @@ struct gs_stream {
   bool headers_sent, out_end, out_deferred;
   int status;
   char *status_message;
+  bool handling;             /* the handler runs: cancel fires when the stream goes */
+  struct cap_cancel cancel;  /* grpc_serve_call's */
   pthread_cond_t cv;         /* a message came, room to send, or the stream closed */
   struct cap_wait_hook lead; /* answered on its reader's thread: hand the reading over */
 };

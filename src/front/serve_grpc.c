@@ -118,6 +118,9 @@ static void call_line_write(const struct call_line *l)
   serve_log_at(l->g->sv, &l->asked, "info", "grpc call", "tool", l->tool, "user", l->user);
 }
 
+/* A cancelled call's answer socket shut: its child stops the call */
+static void shut_answer(void *arg) { shutdown(*(int *)arg, SHUT_RDWR); }
+
 /* The call answered in a: true when the warm path made it (its line not
  * yet written). */
 static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
@@ -135,18 +138,24 @@ static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
     call_line_write(line);
   cap_wait_hook_run(call->wait); /* a process of its own: it lasts */
   int p[2];
-  if (pipe2(p, O_CLOEXEC) < 0) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0) {
     a->status = GRPC_SERVE_INTERNAL;
-    a->status_message = cap_xstrdup("cannot start the call: no pipe");
+    a->status_message = cap_xstrdup("cannot start the call: no socket");
     return false;
   }
-  int r = serve_grpc_send(g->calls, call, user, p[1]);
+  /* cancelled: the socket shut, which the child watches (and this read ends) */
+  bool armed = cap_cancel_arm(call->cancel, shut_answer, &p[0]);
+  int r = armed ? serve_grpc_send(g->calls, call, user, p[1]) : -ECANCELED;
   close(p[1]);
   struct serve_grpc_head h = {.outcome = GW_OUTCOME_FAILED, .code = EIO};
   struct cap_buf text = {0};
   bool ok = r == 0 && read_back(p[0], &h, &text);
+  cap_cancel_disarm(call->cancel);
   close(p[0]);
-  if (!ok) {
+  if (r == -ECANCELED || (!ok && cap_cancel_fired(call->cancel))) {
+    a->status = GRPC_SERVE_CANCELLED;
+    a->status_message = cap_xstrdup("the client cancelled the call");
+  } else if (!ok) {
     a->status = GRPC_SERVE_INTERNAL;
     a->status_message = cap_xstrdup(r < 0 ? "the call process of serve --grpc is gone"
                                           : "the call's process ended without an answer");

@@ -20,9 +20,11 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/cancel.h"
 #include "core/cleanup.h"
 #include "core/io.h"
 #include "front/grpc_serve.h"
@@ -35,7 +37,17 @@
 #include "image/image.h"
 #include "runtime/selu_rpc.h"
 
-enum { FIELD_TOOL, FIELD_PARAMETERS, FIELD_USER, FIELD_SESSION, FIELD_THREAD, N_FIELDS };
+enum {
+  FIELD_TOOL,
+  FIELD_PARAMETERS,
+  FIELD_USER,
+  FIELD_SESSION,
+  FIELD_THREAD,
+  FIELD_DEADLINE, /* the client's, in ms as text ("0": none) */
+  N_FIELDS
+};
+
+#define CANCEL_GRACE_MS 5000 /* a cancelled call's run: SIGTERM, then SIGKILL this later */
 
 /* ---- the gRPC process's side ---- */
 
@@ -56,6 +68,9 @@ int serve_grpc_send(int sock, const struct grpc_serve_call *call, const char *us
   put_field(&b, user);
   put_field(&b, call->session_id);
   put_field(&b, call->thread_id);
+  char deadline[24];
+  snprintf(deadline, sizeof deadline, "%llu", (unsigned long long)call->deadline_ms);
+  put_field(&b, deadline);
   int mfd = memfd_create("capsule-grpc-call", MFD_CLOEXEC);
   int r = mfd >= 0 ? cap_write_all(mfd, b.data, b.len, 0) : 0;
   cap_buf_free(&b);
@@ -144,15 +159,63 @@ static _Noreturn void child_health(const struct serve_options *opt, const struct
   _exit(0);
 }
 
+/* The child's watch on its answer's socket: the gRPC process shut it
+ * (the client cancelled the call, its connection was lost, or the gRPC
+ * process is gone), and the call stops as `capsule call` does on
+ * SIGTERM: a run's sandbox supervisor forwards it to the tool and the
+ * pipeline records what the run became; before or after the run, the
+ * child ends and its in-flight marker is the record ("interrupted").
+ * SIGKILL CANCEL_GRACE_MS later (the sandbox dies with the child). */
+struct answer_watch {
+  int fd;
+  struct cap_cancel cancel; /* the call's (gw_call.cancel): fired first */
+};
+
+static void *watch_answer(void *arg)
+{
+  struct answer_watch *w = arg;
+  struct pollfd p = {.fd = w->fd, .events = POLLRDHUP};
+  while (poll(&p, 1, -1) < 0)
+    if (errno != EINTR)
+      return NULL;
+  cap_cancel_fire(&w->cancel);
+  kill(getpid(), SIGTERM);
+  struct timespec grace = {.tv_sec = CANCEL_GRACE_MS / 1000};
+  while (nanosleep(&grace, &grace) < 0 && errno == EINTR)
+    ;
+  kill(getpid(), SIGKILL);
+  return NULL;
+}
+
+/* The watch started, with every signal blocked in it: a SIGTERM goes to
+ * the pipeline's thread, whose sandbox supervisor may forward it. */
+static struct cap_cancel *watch_start(int out)
+{
+  static struct answer_watch w; /* the child's one call */
+  w.fd = out;
+  cap_cancel_init(&w.cancel);
+  sigset_t all, was;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &was);
+  pthread_t t;
+  bool started = pthread_create(&t, NULL, watch_answer, &w) == 0;
+  if (started)
+    pthread_detach(t);
+  pthread_sigmask(SIG_SETMASK, &was, NULL);
+  return started ? &w.cancel : NULL;
+}
+
 /* The child: the pipeline for one call, made as user. */
 static _Noreturn void child(const struct serve_options *opt, const struct gw_registry *reg,
                             bool health, char *const f[N_FIELDS], int out)
 {
   signal(SIGPIPE, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   pthread_sigmask(SIG_SETMASK, &none, NULL);
+  struct cap_cancel *cancel = watch_start(out);
   struct cap_error err = {0};
   struct gw_state *st = NULL;
   if (gw_state_open(opt->state_dir, &st, &err) < 0) {
@@ -182,7 +245,7 @@ static _Noreturn void child(const struct serve_options *opt, const struct gw_reg
       .args = args,
       .args_len = strlen(args),
       .user = f[FIELD_USER],
-      .deadline_ms = opt->deadline_ms,
+      .deadline_ms = serve_grpc_deadline(opt->deadline_ms, strtoull(f[FIELD_DEADLINE], NULL, 10)),
       .log_dir = logs,
       .run_dir = run,
       .cache_dir = cache,
@@ -193,6 +256,7 @@ static _Noreturn void child(const struct serve_options *opt, const struct gw_reg
       .thread_id = *f[FIELD_THREAD] ? f[FIELD_THREAD] : NULL,
       .warn = serve_call_warn,
       .warn_ctx = (void *)opt,
+      .cancel = cancel,
   };
   char **hidden = NULL;
   c.n_hidden = gw_state_private_paths(opt->state_dir, &hidden);

@@ -198,6 +198,8 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
       .user = user,
       .session_id = call->session_id && *call->session_id ? call->session_id : NULL,
       .thread_id = call->thread_id && *call->thread_id ? call->thread_id : NULL,
+      .deadline_ms = serve_grpc_deadline(w->opt->deadline_ms, call->deadline_ms),
+      .cancel = call->cancel,
       .wait = call->wait};
   struct gw_result res = {0};
   struct cap_error err = {0};

@@ -151,9 +151,17 @@ struct serve_grpc_head {
   int32_t outcome; /* enum gw_outcome */
   int32_t code;    /* the error's errno */
 };
+/* A gRPC call's deadline: serve's (--deadline; 0: the pipeline's
+ * default), or the client's (its grpc-timeout; 0: none) when sooner. */
+static inline uint64_t serve_grpc_deadline(uint64_t serve_ms, uint64_t client_ms)
+{
+  uint64_t mine = serve_ms ? serve_ms : GW_DEFAULT_DEADLINE_MS;
+  return client_ms && client_ms < mine ? client_ms : serve_ms;
+}
 struct grpc_serve_call;
 struct gw_registry;
-/* Hands the call to the call process on sock; its child answers on out. */
+/* Hands the call to the call process on sock; its child answers on out
+ * (a stream socket: shut by the gRPC process, the call is cancelled). */
 int serve_grpc_send(int sock, const struct grpc_serve_call *call, const char *user, int out);
 /* The call process: takes calls on sock until it closes, a child each,
  * reloading reg when a byte arrives on reload_fd. */

@@ -662,6 +662,10 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   c->rec.duration_ms = (int64_t)(cap_now_ms(CLOCK_MONOTONIC) - start);
   if (o != GW_OUTCOME_OK && strcmp(c->rec.outcome, "ok") == 0)
     c->rec.outcome = err->message ? err->message : "failed";
+  _cleanup_free_ char *cancelled = NULL; /* a run stopped for its client: said */
+  if (o != GW_OUTCOME_OK && err->code != ECANCELED && cap_cancel_fired(c->call->cancel))
+    c->rec.outcome = cancelled =
+        cap_xasprintf("the call was cancelled by the client (%s)", c->rec.outcome);
   if (c->out)
     gw_sha256_hex(c->out, strlen(c->out), c->rec.result_hash);
   struct cap_error aerr = {0};
@@ -696,10 +700,6 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   return o;
 }
 
-static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_registry *reg,
-                                  struct gw_state *st, struct gw_result *res,
-                                  struct cap_error *err);
-
 /* The call ended on its state: at_end run under the lock (unless the
  * audit ran it), the lock let go */
 static void call_end(struct call_ctx *c, bool ended)
@@ -710,12 +710,6 @@ static void call_end(struct call_ctx *c, bool ended)
     c->call->at_end(c->call->at_end_ctx);
   }
   lock_put(c);
-}
-
-enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
-                        struct gw_state *st, struct gw_result *res, struct cap_error *err)
-{
-  return call_steps(call, reg, st, res, err);
 }
 
 static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_registry *reg,
@@ -797,4 +791,10 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   gw_egress_batch_free(egress);
   free(egress);
   return o;
+}
+
+enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
+                        struct gw_state *st, struct gw_result *res, struct cap_error *err)
+{
+  return call_steps(call, reg, st, res, err);
 }

@@ -137,7 +137,9 @@ struct gw_call {
   pid_t *run_pid;
   /* Selu: fired by another thread, the call on the instance is cancelled
    * (the server told) and audited as failed, cancelled by the client;
-   * NULL: not cancellable (core/cancel.h) */
+   * any other call whose run fails once it fired (its caller stopped it)
+   * is audited as cancelled by the client too; NULL: not cancellable
+   * (core/cancel.h) */
   struct cap_cancel *cancel;
   /* Selu: run once before the call may wait long (a lease not granted at
    * once, an instance not answering within CAP_WAIT_SOON_US, artifacts

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# serve --grpc stops the work of a call its client gave up on, and audits
+# it: the client's deadline (grpc-timeout) bounds the call, and a call the
+# client cancels (RST_STREAM) is stopped. On the warm path (a Selu
+# instance's call that never answers: tests/gateway/selu_fault.c's hang)
+# and on the call process's (a Covenant agent that sleeps: its process is
+# gone afterwards). serve's own deadline is minutes away: a call that ran
+# on would leave no record within the wait. Driven by the official Node
+# gRPC client (serve_grpc_cancel.mjs). The agent's wall clock (100 s) is
+# past every wait too.
+# Usage: serve_grpc_cancel.sh CAPSULE SELU_FAULT PROTO
+set -u
+source "$(dirname "$0")/../lib/gateway.sh" "$1"
+fault=$2 proto=$3
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
+command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
+[ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] ||
+  { echo "SKIP: examples/selu-node's modules are not installed (scripts/deps.sh test)"; exit 77; }
+work=$(mktemp -d /var/tmp/capsule-serve-grpc-cancel.XXXXXX)
+chmod 755 "$work"
+spid=
+nap=$((RANDOM % 900 + 100)).5 # the agent's sleep, told apart from any other
+cleanup() {
+  [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
+  "$capsule" stop --state "$work/state" selu-slow >/dev/null 2>&1
+  pkill -f "sleep $nap" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+caps=$work/caps state=$work/state
+mkdir -p "$caps/selu-slow" "$caps/agents/napper"
+cp "$fault" "$caps/selu-slow/server"
+cat >"$caps/selu-slow/manifest.yaml" <<YAML
+id: selu-slow
+image: example/selu-slow:1.0
+tools:
+  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
+  - {name: hang, description: Never answers., recommended_policy: allow, input_schema: {type: object}}
+x-capsule:
+  command: ["./server"]
+YAML
+printf '[agent]\nid = "napper"\nname = "napper"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 100000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' >"$caps/agents/napper/agent.toml"
+printf '#!/bin/sh\nIFS= read -r line\nexec sleep %s\n' "$nap" >"$caps/agents/napper/run.sh"
+chmod 755 "$caps/agents/napper/run.sh"
+for t in ok hang; do "$capsule" policy set --caps "$caps" --state "$state" selu-slow "$t" allow >/dev/null; done
+"$capsule" policy set --caps "$caps" --state "$state" napper dispatch allow >/dev/null
+token=$("$capsule" access issue cancel --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
+"$capsule" serve --caps "$caps" --state "$state" --grpc "unix:$work/g.sock" 2>"$work/serve.log" &
+spid=$!
+for _ in $(seq 200); do [ -S "$work/g.sock" ] && break; sleep 0.05; done
+[ -S "$work/g.sock" ] || { bad "serve listens: $(tail -3 "$work/serve.log")"; finish "serve --grpc cancel"; exit; }
+wait_for() { for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done; return 1; }
+call() { # TOOL PARAMS DEADLINE_MS [CANCEL_FILE]: the client's lines
+  node "$here/serve_grpc_cancel.mjs" "$proto" "unix:$work/g.sock" "$token" "$@" 2>&1
+}
+records() { # CAPABILITY TOOL [JQ-CONDITION]: how many records
+  "$capsule" audit --json --state "$state" 2>/dev/null |
+    jq "[.[] | select(.capability == \"$1\" and .tool == \"$2\" and .decision != \"policy-set\" and (${3:-true}))] | length"
+}
+has_records() { [ "$(records "$@")" -ge 1 ] 2>/dev/null; }
+in_flight() { # CAPABILITY TOOL: a live marker of such a call
+  local f
+  for f in "$state"/run/calls/*; do
+    [ -f "$f" ] && tr '\0' ' ' <"$f" | grep -q "^capsule-inflight-v1 .* $1 $2 " && return 0
+  done
+  return 1
+}
+napping() { pgrep -f "sleep $nap" >/dev/null; }
+awake() { ! napping; }
+status_of() { sed -n 's/^status \([0-9]*\).*/\1/p' <<<"$1" | head -1; }
+
+out=$(call selu-slow.ok '{}' 60000)
+[ "$(status_of "$out")" = 0 ] && ok "the slow capability answers (its instance started)" ||
+  bad "the slow capability answers: $out"
+
+# the warm path: the client's deadline bounds the instance's call
+out=$(call selu-slow.hang '{}' 1500)
+[ "$(status_of "$out")" = 4 ] && ok "a hanging warm call past the client's deadline: DEADLINE_EXCEEDED" ||
+  bad "a hanging warm call past the client's deadline: $out"
+wait_for has_records selu-slow hang && ok "the call past its deadline was stopped and audited" ||
+  bad "the call past its deadline was stopped and audited (records: $(records selu-slow hang))"
+out=$(call selu-slow.ok '{}' 60000)
+[ "$(status_of "$out")" = 0 ] && ok "the instance answers the next call" || bad "the instance answers the next call: $out"
+
+# the warm path: the client cancels
+rm -f "$work/cancel"
+call selu-slow.hang '{}' 0 "$work/cancel" >"$work/c1.out" &
+c1=$!
+if wait_for in_flight selu-slow hang; then
+  touch "$work/cancel"
+  wait "$c1"
+  [ "$(status_of "$(cat "$work/c1.out")")" = 1 ] && ok "the client's cancel: CANCELLED" ||
+    bad "the client's cancel: $(cat "$work/c1.out")"
+  cancelled() { has_records selu-slow hang '.outcome | test("cancelled by the client")'; }
+  wait_for cancelled && ok "a cancelled warm call is stopped, audited as cancelled by the client" ||
+    bad "a cancelled warm call is stopped, audited as cancelled by the client ($("$capsule" audit --json --state "$state" | jq -c '[.[] | select(.tool == "hang") | .outcome]'))"
+else
+  kill "$c1" 2>/dev/null
+  bad "the hang call is in flight (no marker)"
+fi
+out=$(call selu-slow.ok '{}' 60000)
+[ "$(status_of "$out")" = 0 ] && ok "the instance answers after the cancel" || bad "the instance answers after the cancel: $out"
+
+# the call process's path: a sandboxed agent per call
+out=$(call napper.dispatch '{"text":"zz"}' 1500)
+[ "$(status_of "$out")" = 4 ] && ok "a sleeping agent past the client's deadline: DEADLINE_EXCEEDED" ||
+  bad "a sleeping agent past the client's deadline: $out"
+wait_for awake && ok "the agent past its deadline was stopped" || bad "the agent past its deadline was stopped (still asleep)"
+wait_for has_records napper dispatch '.outcome | test("cancelled by the client|stopped")' && ok "the agent's call is audited" ||
+  bad "the agent's call is audited (records: $(records napper dispatch))"
+rm -f "$work/cancel"
+call napper.dispatch '{"text":"zz"}' 0 "$work/cancel" >"$work/c2.out" &
+c2=$!
+if wait_for napping; then
+  touch "$work/cancel"
+  wait "$c2"
+  [ "$(status_of "$(cat "$work/c2.out")")" = 1 ] && ok "the client's cancel of an agent: CANCELLED" ||
+    bad "the client's cancel of an agent: $(cat "$work/c2.out")"
+  wait_for awake && ok "a cancelled agent is stopped" || bad "a cancelled agent is stopped (still asleep)"
+  two() { [ "$(records napper dispatch)" = 2 ] && has_records napper dispatch '.outcome | test("cancelled by the client")'; }
+  wait_for two && sleep 1 && two && ok "the cancelled agent's call is audited once" ||
+    bad "the cancelled agent's call is audited once: $("$capsule" audit --json --state "$state" | jq -c "[.[] | select(.tool == \"dispatch\") | [.decision, .outcome]]")"
+else
+  kill "$c2" 2>/dev/null
+  bad "the agent runs (no sleep $nap)"
+fi
+t "the chain verifies" 0 "^audit log verified" audit verify --state "$state"
+finish "serve --grpc cancel"
