@@ -8,6 +8,7 @@
 
 #include "core/grpc_wire.h"
 #include "front/grpc_serve_h2.h"
+#include "front/grpc_serve_msg.h"
 
 static void stream_wake(struct gs_stream *k) { pthread_cond_broadcast(&k->cv); }
 
@@ -72,9 +73,11 @@ static bool usable(const struct gs_stream *k) { return !k->closed && !k->c->dead
 
 static void start_answer(struct gs_stream *k)
 {
-  nghttp2_nv nva[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16)};
+  nghttp2_nv nva[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
+                      NV("grpc-accept-encoding", GRPC_SERVE_ACCEPT_ENCODING,
+                         sizeof GRPC_SERVE_ACCEPT_ENCODING - 1)};
   nghttp2_data_provider dp = {.source.ptr = k, .read_callback = on_read};
-  nghttp2_submit_response(k->c->h2, k->id, nva, 2, &dp);
+  nghttp2_submit_response(k->c->h2, k->id, nva, 3, &dp);
   k->headers_sent = true;
 }
 
@@ -111,10 +114,12 @@ bool gs_stream_finish(struct gs_stream *k, int status, const char *message)
     return true;
   }
   /* Trailers-Only: one HEADERS with the status, the stream's end */
-  nghttp2_nv nva[4] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16)};
+  nghttp2_nv nva[5] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16),
+                       NV("grpc-accept-encoding", GRPC_SERVE_ACCEPT_ENCODING,
+                          sizeof GRPC_SERVE_ACCEPT_ENCODING - 1)};
   char code[12], *text = NULL;
-  size_t n = 2 + status_nv(k, nva + 2, code, &text);
-  nva[2].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME;
+  size_t n = 3 + status_nv(k, nva + 3, code, &text);
+  nva[3].flags = NGHTTP2_NV_FLAG_NO_COPY_NAME;
   nghttp2_submit_response(k->c->h2, k->id, nva, n, NULL);
   k->headers_sent = true;
   free(text);

@@ -33,8 +33,9 @@ struct grpc_serve_stream {
   struct gs_stream *k;
   int idle_ms;
   bool ended, failed;
-  struct cap_buf in; /* the chunk taken last */
-  void *msg;         /* it decoded */
+  struct cap_buf in;       /* the chunk taken last */
+  struct cap_buf inflated; /* it inflated, when it came compressed */
+  void *msg;               /* it decoded */
 };
 
 static int recv_chunk(struct grpc_serve_stream *st, struct grpc_serve_chunk *ch)
@@ -49,13 +50,24 @@ static int recv_chunk(struct grpc_serve_stream *st, struct grpc_serve_chunk *ch)
   struct timespec until = gs_in_ms(st->idle_ms);
   pthread_mutex_lock(&k->c->mu);
   int r;
-  while ((r = gs_stream_take(k, &st->in)) == -1 && !k->closed && !k->too_big && !k->compressed)
+  bool packed = false;
+  while ((r = gs_stream_take(k, &st->in, &packed)) == -1 && !k->closed && !k->too_big &&
+         !k->compressed)
     if (pthread_cond_timedwait(&k->cv, &k->c->mu, &until) == ETIMEDOUT)
       break;
   flush_unlock(k); /* the window given back */
   if (r == 0) {
     st->ended = true;
     return 0;
+  }
+  if (r == 1 && packed) { /* a chunk of max_message at most, inflated too */
+    r = grpc_serve_inflate((const uint8_t *)st->in.data, st->in.len, k->c->srv->lim.max_message,
+                           &st->inflated) == 0
+            ? 1
+            : -1;
+    cap_buf_free(&st->in);
+    st->in = st->inflated;
+    st->inflated = (struct cap_buf){0};
   }
   if (r != 1 || !grpc_serve_decode_chunk((const uint8_t *)st->in.data, st->in.len, ch, &st->msg)) {
     st->failed = true;
@@ -143,7 +155,8 @@ static void refusal(struct gs_stream *k, bool room, struct grpc_serve_answer *a)
     a->status_message = cap_xstrdup("capsule holds too many requests' bytes at once; retry");
   } else if (k->compressed) {
     a->status = GRPC_SERVE_UNIMPLEMENTED;
-    a->status_message = cap_xstrdup("capsule takes messages uncompressed (grpc-encoding identity)");
+    a->status_message =
+        cap_xstrdup("capsule takes messages in the grpc-encodings " GRPC_SERVE_ACCEPT_ENCODING);
   }
 }
 
@@ -169,10 +182,25 @@ static void handle(struct gs_stream *k, struct grpc_serve_answer *a)
   bool one = !upload && k->scan >= 5 && k->scan == k->in.len;
   const uint8_t *body = one ? (const uint8_t *)k->in.data + 5 : (const uint8_t *)"";
   size_t len = one ? k->scan - 5 : 0;
+  struct cap_buf inflated = {0};
+  int packed =
+      one && k->in.data[0] == 1 ? grpc_serve_inflate(body, len, s->lim.max_message, &inflated) : 1;
+  if (packed == 0) {
+    body = (const uint8_t *)(inflated.data ? inflated.data : "");
+    len = inflated.len;
+  }
   uint64_t now = cap_now_us(CLOCK_MONOTONIC);
   if (k->deadline_us) /* what is left of the client's, rounded up */
     call.deadline_ms = k->deadline_us > now ? (k->deadline_us - now + 999) / 1000 : 0;
-  if ((!upload && !one) || !grpc_serve_decode(k->method, body, len, &req, &call)) {
+  if (packed == -E2BIG) {
+    a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
+    a->status_message = cap_xasprintf("a message is larger than the limit of %zu bytes inflated",
+                                      s->lim.max_message);
+  } else if (packed < 0) {
+    a->status = GRPC_SERVE_INVALID_ARGUMENT;
+    a->status_message =
+        cap_xstrdup("the request's compressed message is not whole gzip or deflate");
+  } else if ((!upload && !one) || !grpc_serve_decode(k->method, body, len, &req, &call)) {
     a->status = GRPC_SERVE_INVALID_ARGUMENT;
     a->status_message = cap_xstrdup("the request is not a well-formed message of its method");
   } else if (k->deadline_us && !call.deadline_ms) {
@@ -197,6 +225,7 @@ static void handle(struct gs_stream *k, struct grpc_serve_answer *a)
   grpc_serve_request_free(&req);
   grpc_serve_chunk_free(st.msg);
   cap_buf_free(&st.in);
+  cap_buf_free(&inflated);
 }
 
 bool gs_answer(struct gs_stream *k)

@@ -239,6 +239,8 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
   } else if (grpc_wire_named(name, nlen, "content-type")) {
     k->grpc_type = vlen >= 16 && memcmp(value, "application/grpc", 16) == 0 &&
                    (vlen == 16 || value[16] == '+' || value[16] == ';');
+  } else if (grpc_wire_named(name, nlen, "grpc-encoding")) {
+    k->encoding = (int)grpc_serve_encoding_of(value, vlen);
   } else if (grpc_wire_named(name, nlen, "grpc-timeout")) {
     uint64_t t = timeout_us(value, vlen);
     k->deadline_us = t ? now_us() + t : 0;
@@ -299,7 +301,10 @@ static void scan_messages(struct gs_conn *c, struct gs_stream *k)
   while (!k->too_big && !k->compressed && k->in.len >= k->scan + 5) {
     const uint8_t *p = (const uint8_t *)k->in.data + k->scan;
     uint32_t len = grpc_wire_prefix_len(p);
-    if (p[0] != 0) {
+    /* compressed (flag 1) in the request's grpc-encoding, one capsule
+     * inflates; any other flag is refused */
+    if (p[0] > 1 ||
+        (p[0] == 1 && k->encoding != GRPC_ENC_GZIP && k->encoding != GRPC_ENC_DEFLATE)) {
       k->compressed = true;
       break;
     }
@@ -445,9 +450,10 @@ static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *user)
   return 0;
 }
 
-int gs_stream_take(struct gs_stream *k, struct cap_buf *msg)
+int gs_stream_take(struct gs_stream *k, struct cap_buf *msg, bool *packed)
 {
   msg->len = 0;
+  *packed = false;
   if (k->scan == k->in_off) {
     if (k->in_off) { /* what was taken goes; a partial message moves to the front */
       memmove(k->in.data, k->in.data + k->in_off, k->in.len - k->in_off);
@@ -460,6 +466,7 @@ int gs_stream_take(struct gs_stream *k, struct cap_buf *msg)
     return k->in.len ? -2 : 0; /* a message cut short by the end */
   }
   uint32_t len = grpc_wire_prefix_len((const uint8_t *)k->in.data + k->in_off);
+  *packed = k->in.data[k->in_off] == 1;
   cap_buf_append(msg, k->in.data + k->in_off + 5, len);
   k->in_off += 5 + (size_t)len;
   if (k->deferred && k->scan - k->in_off <= UPLOAD_QUEUE_MAX) {
@@ -487,6 +494,9 @@ void gs_stream_done(struct gs_stream *k)
       nghttp2_session_consume(c->h2, k->id, k->deferred);
       k->deferred = 0;
     }
+    /* a reader that saw the call dispatched polls without a beat: woken,
+     * it sweeps again (rare: an answer not all gone) */
+    gs_conn_wake(c);
     return;
   }
   if (!k->closed && !c->dead) /* the answer never went: the stream ends here */

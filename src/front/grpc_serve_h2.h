@@ -57,7 +57,8 @@ struct gs_stream {
   char *user;                       /* the options' authenticate's answer (admitted) */
   bool admitted;                    /* authenticate said yes, or there is none */
   bool grpc_type;                   /* content-type application/grpc[+proto] */
-  bool compressed;                  /* a message came compressed: refused */
+  int encoding;                     /* grpc-encoding (enum grpc_serve_encoding) */
+  bool compressed;                  /* a message compressed in no encoding capsule takes */
   uint64_t deadline_us, started_us; /* CLOCK_MONOTONIC µs; deadline 0: none */
   size_t headers;                   /* header bytes (RFC 9113's size) */
   /* received: DATA from in_off; the next message's prefix at scan */
@@ -172,10 +173,11 @@ void gs_conn_kill(struct gs_conn *c, const char *why);
  * message, messages, then the status. false when the stream is gone. */
 bool gs_stream_send(struct gs_stream *k, const uint8_t *msg, size_t len);
 bool gs_stream_finish(struct gs_stream *k, int status, const char *message);
-/* The next whole message copied into msg (under mu): 1, 0 at the
- * client's end, -1 when none is there yet, -2 for a message the end cut
- * short; gives its bytes back to the client's window. */
-int gs_stream_take(struct gs_stream *k, struct cap_buf *msg);
+/* The next whole message copied into msg (under mu), *packed whether it
+ * came compressed: 1, 0 at the client's end, -1 when none is there yet,
+ * -2 for a message the end cut short; gives its bytes back to the
+ * client's window. */
+int gs_stream_take(struct gs_stream *k, struct cap_buf *msg, bool *packed);
 const char *gs_stream_path(const struct gs_stream *k);
 /* A dispatched stream's thread is done with it (under mu): freed, or
  * left to the connection while its answer goes out. */

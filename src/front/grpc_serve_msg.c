@@ -1,8 +1,12 @@
 /* The two services' messages (front/grpc_serve_msg.h). */
 #include "front/grpc_serve_msg.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <zlib.h>
 
 #include "capability.pb-c.h"
 #include "core/buf.h"
@@ -220,4 +224,39 @@ uint8_t *grpc_serve_encode_chunk(const struct grpc_serve_chunk *c, size_t *len)
   m.done = c->done;
   m.error = (char *)(c->error ? c->error : "");
   return pack(&m.base, len);
+}
+
+enum grpc_serve_encoding grpc_serve_encoding_of(const uint8_t *v, size_t n)
+{
+  if (n == 8 && strncasecmp((const char *)v, "identity", 8) == 0)
+    return GRPC_ENC_IDENTITY;
+  if (n == 4 && strncasecmp((const char *)v, "gzip", 4) == 0)
+    return GRPC_ENC_GZIP;
+  if (n == 7 && strncasecmp((const char *)v, "deflate", 7) == 0)
+    return GRPC_ENC_DEFLATE;
+  return GRPC_ENC_OTHER;
+}
+
+int grpc_serve_inflate(const uint8_t *in, size_t n, size_t max, struct cap_buf *out)
+{
+  out->len = 0;
+  z_stream z = {0};
+  if (n > UINT_MAX || inflateInit2(&z, 15 + 32) != Z_OK) /* a zlib or a gzip header */
+    return -EINVAL;
+  z.next_in = (Bytef *)in;
+  z.avail_in = (uInt)n;
+  int r = Z_OK;
+  /* one byte past max: a message of max bytes exactly ends within it */
+  while (r == Z_OK && out->len <= max) {
+    size_t room = max + 1 - out->len < 65536 ? max + 1 - out->len : 65536;
+    cap_buf_reserve(out, room);
+    z.next_out = (Bytef *)out->data + out->len;
+    z.avail_out = (uInt)room;
+    r = inflate(&z, Z_NO_FLUSH);
+    out->len += room - z.avail_out;
+  }
+  inflateEnd(&z);
+  if (out->len > max)
+    return -E2BIG;
+  return r == Z_STREAM_END && z.avail_in == 0 ? 0 : -EINVAL;
 }

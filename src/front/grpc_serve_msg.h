@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/buf.h"
 #include "front/grpc_serve.h"
 
 /* A decoded request: what struct grpc_serve_call's strings point into. */
@@ -41,5 +42,16 @@ uint8_t *grpc_serve_encode_chunk(const struct grpc_serve_chunk *c, size_t *len);
  * NULL for DownloadOutputArtifact, whose chunks are sent as they come. */
 uint8_t *grpc_serve_encode(enum grpc_serve_method method, const struct grpc_serve_answer *a,
                            size_t *len);
+
+/* The message encodings a request may come in (grpc-encoding), as
+ * grpc-accept-encoding lists them in every answer */
+enum grpc_serve_encoding { GRPC_ENC_IDENTITY, GRPC_ENC_GZIP, GRPC_ENC_DEFLATE, GRPC_ENC_OTHER };
+#define GRPC_SERVE_ACCEPT_ENCODING "identity,deflate,gzip"
+enum grpc_serve_encoding grpc_serve_encoding_of(const uint8_t *v, size_t n);
+/* A compressed message (gzip, or deflate's zlib stream) inflated into out
+ * (emptied first): 0, -E2BIG past max bytes (inflated no further: a
+ * small message that expands a thousandfold costs max at most), or
+ * -EINVAL for bytes that are not one whole stream. */
+int grpc_serve_inflate(const uint8_t *in, size_t n, size_t max, struct cap_buf *out);
 
 #endif

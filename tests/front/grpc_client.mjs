@@ -46,6 +46,22 @@ try {
   got.tool === 'echo' && got.parameters === '{"a":1}' && got.context.session_id === 's1' && r.res.success
     ? ok('invoke-echo') : bad('invoke-echo', r.res.result);
 } catch (e) { bad('invoke-echo', `${e} ${JSON.stringify(r)}`); }
+// requests compressed by the client (grpc-js: deflate 1, gzip 2), as
+// libgrpc took them; one that inflates past the 1 MiB limit is refused
+for (const [alg, name] of [[1, 'deflate'], [2, 'gzip']]) {
+  const z = new pkg.CapabilityService(target, creds, { 'grpc.default_compression_algorithm': alg });
+  const zc = (params) => new Promise((resolve) => z.Invoke({ tool_name: 'echo', parameters: params }, meta(token),
+    { deadline: Date.now() + 60000 }, (err, res) => resolve({ err, res })));
+  for (const n of [10, 600 << 10]) { // twice: the second after the server's grpc-accept-encoding
+    const q = await zc('z'.repeat(n));
+    q.res && q.res.success && JSON.parse(q.res.result).parameters === 'z'.repeat(n)
+      ? ok(`invoke-${name}-${n}`) : bad(`invoke-${name}-${n}`, q.err ? q.err.message : 'wrong');
+  }
+  const bomb = await zc('z'.repeat(3 << 20));
+  bomb.err && bomb.err.code === grpc.status.RESOURCE_EXHAUSTED && /inflated/.test(bomb.err.details)
+    ? ok(`${name}-bomb-refused`) : bad(`${name}-bomb-refused`, bomb.err ? bomb.err.message : 'answered');
+  z.close();
+}
 r = await call('Invoke', { tool_name: 'fail', parameters: '{}' }, token);
 r.res && !r.res.success && r.res.error === 'the tool failed on purpose' ? ok('invoke-tool-error') : bad('invoke-tool-error', JSON.stringify(r));
 r = await call('Invoke', { tool_name: 'nope', parameters: '{}' }, token);

@@ -428,18 +428,25 @@ static void big_answer(void)
 }
 
 /* A client that never opens its window: its answer's stream is reset
- * (not held forever) and the connection serves on */
-static void stalled_answer(void)
+ * (not held forever) and the connection serves on. n calls sent
+ * together are answered on the pool's threads, not the reader's: the
+ * reader, polling without a beat while they ran, must sweep them too. */
+static void stalled_answer(int n)
 {
   struct cl c;
   CHECK(cl_open(&c, port, 0));
   c.update = false;
-  cl_invoke(&c, 1, "big");
-  struct outcome o = cl_wait(&c, 1, WAIT_MS);
-  CHECKF(o.rst && o.status < 0, "a stalled answer: status %d, reset %u", o.status, o.rst);
+  int32_t ids[2];
+  struct outcome o[2];
+  for (int i = 0; i < n; i++)
+    cl_invoke(&c, ids[i] = 1 + 2 * i, "big");
+  cl_wait_many(&c, ids, (size_t)n, o, WAIT_MS);
+  for (int i = 0; i < n; i++)
+    CHECKF(o[i].rst && o[i].status < 0, "a stalled answer (%d of %d): status %d, reset %u", i + 1,
+           n, o[i].status, o[i].rst);
   c.update = true;
   cl_window_update(&c, 0, 1 << 20); /* what the stalled DATA took of the connection's */
-  CHECK(call_ok(&c, 3));
+  CHECK(call_ok(&c, 1 + 2 * n));
   cl_close(&c);
 }
 
@@ -779,7 +786,8 @@ int main(void)
   }
   CHECK(serves());
   big_answer();
-  stalled_answer();
+  stalled_answer(1);
+  stalled_answer(2);
   deaf_client();
   gone_in_handler(false);
   gone_in_handler(true);

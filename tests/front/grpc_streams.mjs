@@ -35,6 +35,19 @@ const download = (id) => new Promise((resolve) => {
 let r = await upload([{ filename: 'a.bin', mime_type: 'x/y', data: Buffer.alloc(1000) }, { data: Buffer.alloc(24) }, { data: Buffer.alloc(0) }]);
 r.res && r.res.capability_artifact_id === '3 chunks, first a.bin x/y' && Number(r.res.size_bytes) === 1024
   ? ok('upload: every chunk, in order') : bad('upload', JSON.stringify(r));
+{ // the chunks compressed by the client (gzip)
+  const z = new (grpc.loadPackageDefinition(def).selu.capability.v1.Capability)(target, grpc.credentials.createInsecure(),
+    { 'grpc.default_compression_algorithm': 2 });
+  const q = await new Promise((resolve) => {
+    const s = z.UploadInputArtifact(meta(), opts(), (err, res) => resolve({ err, res }));
+    s.write({ filename: 'z.bin', mime_type: 'x/z', data: Buffer.alloc(300000, 7) });
+    s.write({ data: Buffer.alloc(100000, 9) });
+    s.end();
+  });
+  q.res && q.res.capability_artifact_id === '2 chunks, first z.bin x/z' && Number(q.res.size_bytes) === 400000
+    ? ok('upload: gzip chunks inflated') : bad('upload: gzip chunks inflated', JSON.stringify(q));
+  z.close();
+}
 r = await upload([]);
 r.res && r.res.capability_artifact_id === '0 chunks, first ' ? ok('upload of no chunk') : bad('empty upload', JSON.stringify(r));
 r = await download('5');

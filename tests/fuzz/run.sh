@@ -162,7 +162,7 @@ printf '1000:4294901760:65536' >"$work/subid/number"
 # what a Selu server sends (first byte: the call's kind and cap): its
 # SETTINGS, the answer's HEADERS, a message in DATA, the trailers
 python3 - "$work/selu_h2" "$work/grpc_serve_h2" <<'PY'
-import os, struct, sys
+import gzip, os, struct, sys, zlib
 d = sys.argv[1]
 os.makedirs(d, exist_ok=True)
 def frame(t, flags, sid, payload):
@@ -190,13 +190,14 @@ for name, body in seeds.items():
 # and DATA; an upload's chunks; a reset; a body past the cap
 d = sys.argv[2]
 os.makedirs(d, exist_ok=True)
-def headers(sid, method, end=False, token=True):
+def headers(sid, method, end=False, token=True, encoding=None):
     block = (b'\x83\x86' + lit(b':authority', b'capsule') + lit(b':path', b'/selu.capability.v1.Capability/' + method) +
              lit(b'content-type', b'application/grpc') + lit(b'te', b'trailers') +
-             (lit(b'authorization', b'Bearer t0k') if token else b''))
+             (lit(b'authorization', b'Bearer t0k') if token else b'') +
+             (lit(b'grpc-encoding', encoding) if encoding else b''))
     return frame(1, 4 | (1 if end else 0), sid, block)
-def msg(body):
-    return b'\x00' + struct.pack('>I', len(body)) + body
+def msg(body, packed=False):
+    return (b'\x01' if packed else b'\x00') + struct.pack('>I', len(body)) + body
 def data(sid, body, end=True):
     return frame(0, 1 if end else 0, sid, body)
 start = b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' + frame(4, 0, 0, b'')
@@ -210,7 +211,12 @@ seeds = {'invoke': b'\x02' + start + headers(1, b'Invoke') + data(1, invoke),
          'download': b'\x00' + start + headers(1, b'DownloadOutputArtifact') + data(1, msg(b'\x0a\x02id')),
          'too-big': b'\x01' + start + headers(1, b'Invoke') + data(1, msg(b'x' * 200)),
          'reset': b'\x00' + start + headers(1, b'Invoke') + frame(3, 0, 1, struct.pack('>I', 8)),
-         'unknown': b'\x00' + start + headers(1, b'Nope', end=True)}
+         'unknown': b'\x00' + start + headers(1, b'Nope', end=True),
+         # compressed: a gzip request, a deflate upload chunk (zlib's)
+         'gzip': b'\x02' + start + headers(1, b'Invoke', encoding=b'gzip') +
+                 data(1, msg(gzip.compress(b'\x0a\x04echo\x12\x02{}'), True)),
+         'deflate': b'\x02' + start + headers(1, b'UploadInputArtifact', encoding=b'deflate') +
+                    data(1, msg(zlib.compress(b'\x0a\x01f\x1a\x03abc'), True))}
 for name, body in seeds.items():
     open(os.path.join(d, name), 'wb').write(body)
 PY
