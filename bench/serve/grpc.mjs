@@ -1,6 +1,6 @@
 // One kept gRPC connection per target, calls interleaved one by one
-// (direct, through serve, [through the other serve,] direct, ...) so load
-// lands on all alike: node grpc.mjs PROTO DIRECT_TARGET SERVE_TARGET TOKEN
+// (direct, through serve, [through the other serve,] then the same
+// rotated by one, ...) so load and order land on all alike: node grpc.mjs PROTO DIRECT_TARGET SERVE_TARGET TOKEN
 // N [OTHER_TARGET OTHER_TOKEN]. Prints one JSON object: the p50, p90 and
 // p99 of each, in ms.
 import { createRequire } from 'node:module';
@@ -30,7 +30,15 @@ const once = (t) => new Promise((resolve, reject) => {
 });
 for (let i = 0; i < 5; i++) for (const t of targets) await once(t);
 const times = targets.map(() => []);
-for (let i = 0; i < Number(n); i++) for (const [k, t] of targets.entries()) times[k].push(await once(t));
+// each round starts one target further on: every target follows every
+// other as often (the call right after another target's measured 0.06
+// ms faster here than the same build's right after its own kind)
+for (let i = 0; i < Number(n); i++) {
+  for (let j = 0; j < targets.length; j++) {
+    const k = (i + j) % targets.length;
+    times[k].push(await once(targets[k]));
+  }
+}
 const q = (xs, p) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor((s.length - 1) * p)]; };
 const out = { n: Number(n) };
 for (const [k, t] of targets.entries()) { out[`${t.name}_p50`] = q(times[k], 0.5); out[`${t.name}_p90`] = q(times[k], 0.9); out[`${t.name}_p99`] = q(times[k], 0.99); }
