@@ -60,9 +60,13 @@ def timed(f, i):
 for i in range(3):
     run(i), served(i + 1)
 runs, serves = [], []
-for i in range(n):
-    runs.append(timed(run, i))
-    serves.append(timed(served, 100 + i))
+for i in range(n):  # the order turned every other round: each follows each as often
+    if i % 2:
+        serves.append(timed(served, 100 + i))
+        runs.append(timed(run, i))
+    else:
+        runs.append(timed(run, i))
+        serves.append(timed(served, 100 + i))
 
 
 def q(v, p):
