@@ -6,7 +6,8 @@
 # (bench/mcp/sdk_server.mjs), the same light client for both in the same
 # run: wrk (Debian's, one thread) with bench/mcp/call.lua, POSTing
 # tools/call on one session initialized beforehand (curl), 1, 8 and 32
-# connections, each side D seconds, twice, interleaved. So the servers are
+# connections, each side D seconds, twice, interleaved (the SDK server
+# first in round 1, capsule first in round 2). So the servers are
 # measured, not the client (the SDK's own Client spends ~3 ms of CPU a
 # call: it capped both sides on 2 cores). capsule's tools:
 # `test_simple_text` of examples/mcp-c (a tiny MCP server in C, kept warm
@@ -112,9 +113,11 @@ simple='simple text response for testing'
 for round in 1 2; do
   echo "round $round ($d s each):"
   for conc in 1 8 32; do
-    measure "SDK server, test_simple_text" "http://127.0.0.1:$sport/mcp" test_simple_text '{}' "$simple" "$conc"
-    sdk_rate=${rate:-0}
-    measure "capsule serve, mcp-c (warm MCP server, C)" "http://127.0.0.1:$cport/mcp" mcp-c__test_simple_text '{}' "$simple" "$conc" "$token"
+    # the pair's order turned every other round: each side measured first as often
+    sdk() { measure "SDK server, test_simple_text" "http://127.0.0.1:$sport/mcp" test_simple_text '{}' "$simple" "$conc"; sdk_rate=${rate:-0}; }
+    mcpc() { measure "capsule serve, mcp-c (warm MCP server, C)" "http://127.0.0.1:$cport/mcp" mcp-c__test_simple_text '{}' "$simple" "$conc" "$token"; mcpc_rate=${rate:-0}; }
+    if [ $((round % 2)) = 1 ]; then sdk; mcpc; else mcpc; sdk; fi
+    rate=$mcpc_rate
     ratio "capsule serve, mcp-c"
     measure "capsule serve, conformance (warm SDK server)" "http://127.0.0.1:$cport/mcp" conformance__test_simple_text '{}' "$simple" "$conc" "$token"
     [ -n "$selu" ] && [ "$conc" -le 8 ] && measure "capsule serve, text-tools (warm Selu, C)" "http://127.0.0.1:$cport/mcp" text-tools__word_count '{"text":"a b c"}' '"words' "$conc" "$token"
