@@ -46,17 +46,7 @@ cp -r "$root/examples/selu-text" "$caps/selu-text"
 sed -i 's/max_memory_mb: 64/max_memory_mb: 1024/' "$caps/selu-text/manifest.yaml"
 grep -q 'max_memory_mb: 1024' "$caps/selu-text/manifest.yaml" || { echo "FAIL: the manifest's memory limit"; exit 1; }
 if [ -n "$fault" ]; then # a server whose hang tool never answers
-  mkdir -p "$caps/selu-slow"
-  cp "$fault" "$caps/selu-slow/server"
-  cat >"$caps/selu-slow/manifest.yaml" <<'YAML'
-id: selu-slow
-image: example/selu-slow:1.0
-tools:
-  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
-  - {name: hang, description: Never answers., recommended_policy: allow, input_schema: {type: object}}
-x-capsule:
-  command: ["./server"]
-YAML
+  selu_slow "$caps" "$fault"
 fi
 chmod -R a+rX "$caps"
 

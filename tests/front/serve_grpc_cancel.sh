@@ -30,17 +30,8 @@ cleanup() {
 }
 trap cleanup EXIT
 caps=$work/caps state=$work/state
-mkdir -p "$caps/selu-slow" "$caps/agents/napper"
-cp "$fault" "$caps/selu-slow/server"
-cat >"$caps/selu-slow/manifest.yaml" <<YAML
-id: selu-slow
-image: example/selu-slow:1.0
-tools:
-  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
-  - {name: hang, description: Never answers., recommended_policy: allow, input_schema: {type: object}}
-x-capsule:
-  command: ["./server"]
-YAML
+mkdir -p "$caps/agents/napper"
+selu_slow "$caps" "$fault"
 printf '[agent]\nid = "napper"\nname = "napper"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 100000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' >"$caps/agents/napper/agent.toml"
 printf '#!/bin/sh\nIFS= read -r line\nexec sleep %s\n' "$nap" >"$caps/agents/napper/run.sh"
 chmod 755 "$caps/agents/napper/run.sh"

@@ -36,17 +36,7 @@ mkdir -p "$caps"
 cp -r "$root/examples/selu-text" "$caps/selu-text"
 fault=${2:-}
 if [ -n "$fault" ]; then # a server whose hang tool never answers
-  mkdir -p "$caps/selu-slow"
-  cp "$fault" "$caps/selu-slow/server"
-  cat >"$caps/selu-slow/manifest.yaml" <<'YAML'
-id: selu-slow
-image: example/selu-slow:1.0
-tools:
-  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
-  - {name: hang, description: Never answers., recommended_policy: allow, input_schema: {type: object}}
-x-capsule:
-  command: ["./server"]
-YAML
+  selu_slow "$caps" "$fault"
 fi
 "$capsule" policy set "${C[@]}" text-tools word_count allow >/dev/null
 token=$("$capsule" access issue selu-test --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)

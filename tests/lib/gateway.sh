@@ -25,3 +25,19 @@ finish() {
   echo "$1 tests: $pass passed, $fail failed"
   [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
 }
+# selu_slow CAPS FAULT: CAPS/selu-slow, a Selu capability on
+# tests/gateway/selu_fault.c (FAULT, its binary) whose hang tool never
+# answers and whose ok tool answers at once
+selu_slow() {
+  mkdir -p "$1/selu-slow"
+  cp "$2" "$1/selu-slow/server"
+  cat >"$1/selu-slow/manifest.yaml" <<'YAML'
+id: selu-slow
+image: example/selu-slow:1.0
+tools:
+  - {name: ok, description: Answers ok., recommended_policy: allow, input_schema: {type: object}}
+  - {name: hang, description: Never answers., recommended_policy: allow, input_schema: {type: object}}
+x-capsule:
+  command: ["./server"]
+YAML
+}
