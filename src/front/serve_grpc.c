@@ -118,8 +118,12 @@ static void call_line_write(const struct call_line *l)
   serve_log_at(l->g->sv, &l->asked, "info", "grpc call", "tool", l->tool, "user", l->user);
 }
 
-/* A cancelled call's answer socket shut: its child stops the call */
-static void shut_answer(void *arg) { shutdown(*(int *)arg, SHUT_RDWR); }
+/* A cancelled call's answer socket shut for writing: its child sees the
+ * end (POLLRDHUP) and stops the call, and this process reads on until the
+ * child is gone (its run stopped, its record in): a cancelled call counts
+ * among the calls at once and serve's drain waits for it until its work
+ * ended, which the child's SIGKILL after the grace bounds. */
+static void shut_answer(void *arg) { shutdown(*(int *)arg, SHUT_WR); }
 
 /* The call answered in a: true when the warm path made it (its line not
  * yet written). */
@@ -143,7 +147,8 @@ static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
     a->status_message = cap_xstrdup("cannot start the call: no socket");
     return false;
   }
-  /* cancelled: the socket shut, which the child watches (and this read ends) */
+  /* cancelled: the socket shut, which the child watches (this read ends
+   * with the child) */
   bool armed = cap_cancel_arm(call->cancel, shut_answer, &p[0]);
   int r = armed ? serve_grpc_send(g->calls, call, user, p[1]) : -ECANCELED;
   close(p[1]);
@@ -152,7 +157,7 @@ static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
   bool ok = r == 0 && read_back(p[0], &h, &text);
   cap_cancel_disarm(call->cancel);
   close(p[0]);
-  if (r == -ECANCELED || (!ok && cap_cancel_fired(call->cancel))) {
+  if (r == -ECANCELED || cap_cancel_fired(call->cancel)) { /* whatever the child said */
     a->status = GRPC_SERVE_CANCELLED;
     a->status_message = cap_xstrdup("the client cancelled the call");
   } else if (!ok) {

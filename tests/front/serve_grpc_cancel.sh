@@ -26,6 +26,7 @@ cleanup() {
   [ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
   "$capsule" stop --state "$work/state" selu-slow >/dev/null 2>&1
   pkill -f "sleep $nap" 2>/dev/null
+  pkill -f "sleep $stub" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -35,13 +36,46 @@ selu_slow "$caps" "$fault"
 printf '[agent]\nid = "napper"\nname = "napper"\nversion = "0.1.0"\nruntime = "rust-bin"\nentry = "run.sh"\n[resources]\ncpu_ms_per_task = 100000\nmemory_mb = 256\nnetwork = "off"\n[sandbox]\nrequired = false\nbackend = "trusted-local"\nfilesystem = "read-only-package"\n' >"$caps/agents/napper/agent.toml"
 printf '#!/bin/sh\nIFS= read -r line\nexec sleep %s\n' "$nap" >"$caps/agents/napper/run.sh"
 chmod 755 "$caps/agents/napper/run.sh"
+# an agent that ignores SIGTERM: only the SIGKILL after the grace stops it
+stub=$((RANDOM % 900 + 1100)).5
+mkdir -p "$caps/agents/stubborn"
+sed 's/"napper"/"stubborn"/g' "$caps/agents/napper/agent.toml" >"$caps/agents/stubborn/agent.toml"
+printf '#!/bin/sh\ntrap "" TERM INT HUP\nIFS= read -r line\nexec sleep %s\n' "$stub" >"$caps/agents/stubborn/run.sh"
+chmod 755 "$caps/agents/stubborn/run.sh"
 for t in ok hang; do "$capsule" policy set --caps "$caps" --state "$state" selu-slow "$t" allow >/dev/null; done
 "$capsule" policy set --caps "$caps" --state "$state" napper dispatch allow >/dev/null
+"$capsule" policy set --caps "$caps" --state "$state" stubborn dispatch allow >/dev/null
 token=$("$capsule" access issue cancel --user alice --state "$state" 2>/dev/null | grep -o 'capsule_[0-9a-f]*' | head -1)
 "$capsule" serve --caps "$caps" --state "$state" --grpc "unix:$work/g.sock" 2>"$work/serve.log" &
 spid=$!
 for _ in $(seq 200); do [ -S "$work/g.sock" ] && break; sleep 0.05; done
-[ -S "$work/g.sock" ] || { bad "serve listens: $(tail -3 "$work/serve.log")"; finish "serve --grpc cancel"; exit; }
+[ -S "$work/g.sock" ] || { bad "serve listens: $(tail -3 "$work/serve.log")"; # a cancelled call whose tool ignores SIGTERM (its process SIGKILLed
+# after the grace): the gRPC call lasts until the call's process is gone,
+# not just until the cancel, so it still counts among the calls at once
+# (max_calls) and serve's drain waits for it: serve, stopped right after
+# the cancel, has ended once its call's tool is gone
+stubborn() { pgrep -f "sleep $stub" >/dev/null; }
+rm -f "$work/cancel"
+call stubborn.dispatch '{"text":"zz"}' 0 "$work/cancel" >"$work/c3.out" &
+c3=$!
+if wait_for stubborn; then
+  touch "$work/cancel"
+  wait "$c3"
+  [ "$(status_of "$(cat "$work/c3.out")")" = 1 ] && ok "the client's cancel of an agent that ignores SIGTERM: CANCELLED" ||
+    bad "the client's cancel of an agent that ignores SIGTERM: $(cat "$work/c3.out")"
+  kill -TERM "$spid"
+  wait "$spid"
+  spid=
+  stubborn && bad "serve stopped with a cancelled call's agent still running (its call not counted in flight)" ||
+    ok "serve's drain waits for a cancelled call's agent"
+  recorded() { has_records stubborn dispatch; }
+  wait_for recorded && ok "the stubborn agent's call is audited ($(records stubborn dispatch))" ||
+    bad "the stubborn agent's call is audited"
+else
+  kill "$c3" 2>/dev/null
+  bad "the agent that ignores SIGTERM runs (no sleep $stub)"
+fi
+finish "serve --grpc cancel"; exit; }
 wait_for() { for _ in $(seq 600); do "$@" && return 0; sleep 0.1; done; return 1; }
 call() { # TOOL PARAMS DEADLINE_MS [CANCEL_FILE]: the client's lines
   node "$here/serve_grpc_cancel.mjs" "$proto" "unix:$work/g.sock" "$token" "$@" 2>&1
@@ -118,4 +152,30 @@ else
   bad "the agent runs (no sleep $nap)"
 fi
 t "the chain verifies" 0 "^audit log verified" audit verify --state "$state"
+# a cancelled call whose tool ignores SIGTERM (its process SIGKILLed
+# after the grace): the gRPC call lasts until the call's process is gone,
+# not just until the cancel, so it still counts among the calls at once
+# (max_calls) and serve's drain waits for it: serve, stopped right after
+# the cancel, has ended once its call's tool is gone
+stubborn() { pgrep -f "sleep $stub" >/dev/null; }
+rm -f "$work/cancel"
+call stubborn.dispatch '{"text":"zz"}' 0 "$work/cancel" >"$work/c3.out" &
+c3=$!
+if wait_for stubborn; then
+  touch "$work/cancel"
+  wait "$c3"
+  [ "$(status_of "$(cat "$work/c3.out")")" = 1 ] && ok "the client's cancel of an agent that ignores SIGTERM: CANCELLED" ||
+    bad "the client's cancel of an agent that ignores SIGTERM: $(cat "$work/c3.out")"
+  kill -TERM "$spid"
+  wait "$spid"
+  spid=
+  stubborn && bad "serve stopped with a cancelled call's agent still running (its call not counted in flight)" ||
+    ok "serve's drain waits for a cancelled call's agent"
+  recorded() { has_records stubborn dispatch; }
+  wait_for recorded && ok "the stubborn agent's call is audited ($(records stubborn dispatch))" ||
+    bad "the stubborn agent's call is audited"
+else
+  kill "$c3" 2>/dev/null
+  bad "the agent that ignores SIGTERM runs (no sleep $stub)"
+fi
 finish "serve --grpc cancel"
