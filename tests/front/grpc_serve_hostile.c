@@ -4,7 +4,7 @@
  * arrives whole (it is not cancelled when its handler returns); a client
  * that never opens its window does not hold the answer's stream past the
  * idle limit; a stream reset, or a connection lost, while its call is in
- * the handler; bodies of refused, reset and unknown streams give the
+ * the handler (its cancel fires); bodies of refused, reset and unknown streams give the
  * connection's window back (else it stalls); an unauthenticated upload's
  * body is not kept; no call reaches the handler without authenticate's
  * yes; malformed requests are refused; the stop ends with calls, streams
@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "core/buf.h"
+#include "core/cancel.h"
 #include "front/grpc_serve.h"
 #include "../unit/unit.h"
 
@@ -60,6 +61,43 @@ static void block(const struct grpc_serve_call *call)
   pthread_mutex_unlock(&hmu);
 }
 
+/* The stop armed on a call's cancel: counted */
+static int stops_run, in_cancel;
+static void stop_counted(void *arg)
+{
+  (void)arg;
+  pthread_mutex_lock(&hmu);
+  stops_run++;
+  pthread_cond_broadcast(&hcv);
+  pthread_mutex_unlock(&hmu);
+}
+
+/* "cancel" arms its call's cancel and waits (bounded) for it to fire:
+ * CANCELLED then; "quick" arms and disarms it at once */
+static void cancellable(const struct grpc_serve_call *call, bool wait, struct grpc_serve_answer *a)
+{
+  cap_wait_hook_run(call->wait);
+  pthread_mutex_lock(&hmu);
+  int seen = stops_run;
+  in_cancel++;
+  pthread_cond_broadcast(&hcv);
+  pthread_mutex_unlock(&hmu);
+  bool armed = cap_cancel_arm(call->cancel, stop_counted, NULL);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += WAIT_MS / 1000;
+  pthread_mutex_lock(&hmu);
+  while (wait && armed && stops_run == seen)
+    if (pthread_cond_timedwait(&hcv, &hmu, &until) == ETIMEDOUT)
+      break;
+  pthread_mutex_unlock(&hmu);
+  cap_cancel_disarm(call->cancel);
+  if (cap_cancel_fired(call->cancel))
+    a->status = GRPC_SERVE_CANCELLED;
+  else
+    a->result = strdup("{}");
+}
+
 static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_serve_answer *a)
 {
   (void)arg;
@@ -77,6 +115,10 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     return;
   if (strcmp(call->tool_name, "block") == 0)
     block(call);
+  if (strcmp(call->tool_name, "cancel") == 0 || strcmp(call->tool_name, "quick") == 0) {
+    cancellable(call, call->tool_name[0] == 'c', a);
+    return;
+  }
   size_t n = strcmp(call->tool_name, "big") == 0    ? BIG
              : strcmp(call->tool_name, "huge") == 0 ? HUGE
                                                     : 0;
@@ -508,6 +550,60 @@ static void gone_in_handler(bool eof)
   CHECK(serves());
 }
 
+/* The client resets the stream, or goes, while its handler waits for its
+ * cancel: the cancel fires (the handler's stop runs); then many
+ * streams reset, and connections closed, as their handlers arm and
+ * disarm their cancels: no use of a stream freed (ASan), the server
+ * serves */
+static bool wait_stops(int n)
+{
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += WAIT_MS / 1000;
+  pthread_mutex_lock(&hmu);
+  while (stops_run < n)
+    if (pthread_cond_timedwait(&hcv, &hmu, &until) == ETIMEDOUT)
+      break;
+  bool ok = stops_run >= n;
+  pthread_mutex_unlock(&hmu);
+  return ok;
+}
+
+static void cancelled_in_handler(bool eof)
+{
+  struct cl c;
+  CHECK(cl_open(&c, port, 0));
+  int n = counter(&in_cancel), stops = counter(&stops_run);
+  cl_invoke(&c, 1, "cancel");
+  for (int i = 0; i < 200 && counter(&in_cancel) == n; i++)
+    usleep(50000); /* until the handler is in (bounded) */
+  CHECK(counter(&in_cancel) == n + 1);
+  if (eof)
+    shutdown(c.fd, SHUT_RDWR);
+  else
+    cl_rst(&c, 1, 8 /* CANCEL */);
+  CHECKF(wait_stops(stops + 1), "the client %s: the handler's cancel fired (%d stops)",
+         eof ? "gone" : "reset the stream", counter(&stops_run) - stops);
+  if (!eof)
+    CHECK(call_ok(&c, 3));
+  cl_close(&c);
+}
+
+static void cancelled_at_once(void)
+{
+  struct cl c;
+  for (int round = 0; round < 20; round++) {
+    CHECK(cl_open(&c, port, 0));
+    for (int32_t id = 1; id < 40; id += 2) {
+      cl_invoke(&c, id, "quick");
+      if (id % 4 == 1)
+        cl_rst(&c, id, 8);
+    }
+    cl_close(&c); /* the rest gone with the connection */
+  }
+  CHECK(serves());
+}
+
 /* A block of headers nv[0..n) with flags (END_HEADERS added) */
 static void cl_block(struct cl *c, int32_t id, const nghttp2_nv *nv, size_t n, uint8_t flags)
 {
@@ -791,6 +887,9 @@ int main(void)
   deaf_client();
   gone_in_handler(false);
   gone_in_handler(true);
+  cancelled_in_handler(false);
+  cancelled_in_handler(true);
+  cancelled_at_once();
   unauthenticated();
   trailer_bomb();
   window_given_back();
