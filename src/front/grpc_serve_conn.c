@@ -200,16 +200,17 @@ static uint64_t timeout_us(const uint8_t *v, size_t n)
   int x = n >= 2 ? grpc_wire_digits(v, n - 1, 99999999) : -1;
   if (x < 0)
     return 0;
-  uint64_t t = (uint64_t)x;
+  uint64_t t = (uint64_t)x, us;
   switch (v[n - 1]) {
-  case 'H': return t * 3600000000ull;
-  case 'M': return t * 60000000ull;
-  case 'S': return t * 1000000ull;
-  case 'm': return t * 1000ull;
-  case 'u': return t;
-  case 'n': return t / 1000 ? t / 1000 : 1;
+  case 'H': us = t * 3600000000ull; break;
+  case 'M': us = t * 60000000ull; break;
+  case 'S': us = t * 1000000ull; break;
+  case 'm': us = t * 1000ull; break;
+  case 'u': us = t; break;
+  case 'n': us = t / 1000; break;
   default: return 0;
   }
+  return us ? us : 1; /* a deadline of 0 (in any unit) has passed, as grpc-go takes it */
 }
 
 static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
