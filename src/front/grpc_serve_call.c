@@ -153,10 +153,14 @@ static void refusal(struct gs_stream *k, bool room, struct grpc_serve_answer *a)
   } else if (k->crowded) {
     a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
     a->status_message = cap_xstrdup("capsule holds too many requests' bytes at once; retry");
-  } else if (k->compressed) {
+  } else if (k->compressed && k->encoding == GRPC_ENC_OTHER) {
     a->status = GRPC_SERVE_UNIMPLEMENTED;
     a->status_message =
         cap_xstrdup("capsule takes messages in the grpc-encodings " GRPC_SERVE_ACCEPT_ENCODING);
+  } else if (k->compressed) { /* grpc-go's and libgrpc's INTERNAL */
+    a->status = GRPC_SERVE_INTERNAL;
+    a->status_message = cap_xstrdup("a message is flagged compressed with no grpc-encoding (or "
+                                    "identity), or its flag is neither 0 nor 1");
   }
 }
 
@@ -196,8 +200,8 @@ static void handle(struct gs_stream *k, struct grpc_serve_answer *a)
     a->status = GRPC_SERVE_RESOURCE_EXHAUSTED;
     a->status_message = cap_xasprintf("a message is larger than the limit of %zu bytes inflated",
                                       s->lim.max_message);
-  } else if (packed < 0) {
-    a->status = GRPC_SERVE_INVALID_ARGUMENT;
+  } else if (packed < 0) { /* a failed decompression: INTERNAL, as grpc-go and libgrpc say */
+    a->status = GRPC_SERVE_INTERNAL;
     a->status_message =
         cap_xstrdup("the request's compressed message is not whole gzip or deflate");
   } else if ((!upload && !one) || !grpc_serve_decode(k->method, body, len, &req, &call)) {

@@ -780,7 +780,7 @@ static void malformed(void)
   CHECK(status_of(&c, 1) == GRPC_SERVE_INVALID_ARGUMENT);
   cl_request(&c, 3, path, TOKEN, "application/grpc", false); /* compressed */
   cl_message(&c, 3, 1, "\x0a\x01x", 3, true);
-  CHECK(status_of(&c, 3) == GRPC_SERVE_UNIMPLEMENTED);
+  CHECK(status_of(&c, 3) == GRPC_SERVE_INTERNAL); /* no grpc-encoding: grpc-go's INTERNAL */
   cl_request(&c, 5, path, TOKEN, "text/plain", false);
   cl_message(&c, 5, 0, "\x0a\x01x", 3, true);
   CHECK(status_of(&c, 5) == GRPC_SERVE_INVALID_ARGUMENT);
@@ -818,6 +818,53 @@ static void malformed(void)
     int st = status_of(&c, 1 + 2 * i);
     /* a deadline of 0 has passed (as grpc-go takes it), in any unit */
     CHECKF(i >= 5 ? st == 4 : st == 0, "grpc-timeout %s: status %d", timeouts[i], st);
+  }
+  cl_close(&c);
+}
+
+/* Compressed requests answered as grpc-go and libgrpc answer them: gzip
+ * and deflate inflated; bytes that are not one whole stream INTERNAL (a
+ * failed decompression); the compressed flag with no grpc-encoding (or
+ * identity), or a flag past 1, INTERNAL; an encoding capsule does not
+ * take UNIMPLEMENTED */
+static void compressed(void)
+{
+  static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xe3\x62\x49\x4d\xce"
+                           "\xc8\x07\x00\x2b\xcb\x99\xd3\x06\x00\x00\x00x";
+  static const char zl[] = "\x78\x9c\xe3\x62\x49\x4d\xce\xc8\x07\x00\x04\x52\x01\xae";
+  const struct {
+    const char *encoding; /* NULL: no grpc-encoding */
+    uint8_t flag;
+    const char *msg;
+    size_t len;
+    int status;
+  } cases[] = {
+      {"gzip", 1, gz, 26, 0},
+      {"deflate", 1, zl, 14, 0},
+      {"gzip", 1, gz, 20, GRPC_SERVE_INTERNAL}, /* cut short */
+      {"gzip", 1, gz, 27, GRPC_SERVE_INTERNAL}, /* a byte past its end */
+      {"deflate", 1, "garbage", 7, GRPC_SERVE_INTERNAL},
+      {NULL, 1, gz, 26, GRPC_SERVE_INTERNAL},
+      {"identity", 1, gz, 26, GRPC_SERVE_INTERNAL},
+      {"gzip", 2, gz, 26, GRPC_SERVE_INTERNAL},
+      {"br", 1, gz, 26, GRPC_SERVE_UNIMPLEMENTED},
+  };
+  struct cl c;
+  CHECK(cl_open(&c, port, 0));
+  for (int32_t i = 0; i < (int32_t)(sizeof cases / sizeof *cases); i++) {
+    nghttp2_nv nv[] = {HV(":method", "POST"),
+                       HV(":scheme", "http"),
+                       HV(":path", "/selu.capability.v1.CapabilityService/Invoke"),
+                       HV(":authority", "x"),
+                       HV("content-type", "application/grpc"),
+                       HV("authorization", "Bearer " TOKEN),
+                       HV("grpc-encoding", cases[i].encoding ? cases[i].encoding : "")};
+    cl_block(&c, 1 + 2 * i, nv, cases[i].encoding ? 7 : 6, 0);
+    cl_message(&c, 1 + 2 * i, cases[i].flag, cases[i].msg, cases[i].len, true);
+    int st = status_of(&c, 1 + 2 * i);
+    CHECKF(st == cases[i].status, "compressed case %d (%s, flag %d, %zu bytes): status %d, not %d",
+           i, cases[i].encoding ? cases[i].encoding : "none", cases[i].flag, cases[i].len, st,
+           cases[i].status);
   }
   cl_close(&c);
 }
@@ -896,6 +943,7 @@ int main(void)
   window_given_back();
   bodies_held();
   malformed();
+  compressed();
   stop_with_all(s);
   CHECKF(unadmitted == 0, "%d calls reached the handler without the token", unadmitted);
   if (unit_failures) {
