@@ -161,11 +161,14 @@ static _Noreturn void child_health(const struct serve_options *opt, const struct
 
 /* The child's watch on its answer's socket: the gRPC process shut it
  * (the client cancelled the call, its connection was lost, or the gRPC
- * process is gone), and the call stops as `capsule call` does on
- * SIGTERM: a run's sandbox supervisor forwards it to the tool and the
- * pipeline records what the run became; before or after the run, the
- * child ends and its in-flight marker is the record ("interrupted").
- * SIGKILL CANCEL_GRACE_MS later (the sandbox dies with the child). */
+ * process is gone), and the call stops: its cancel fired (a call not
+ * yet run is not run; a Selu call on an instance is cancelled there),
+ * then SIGTERM, which the child's thread keeps blocked but for a run's
+ * sandbox supervisor, which forwards it to the tool (the pipeline then
+ * records what the run became, the record never cut short by the
+ * signal); SIGKILL CANCEL_GRACE_MS later (a tool that ignores SIGTERM:
+ * the sandbox dies with the child, whose in-flight marker is the record,
+ * "interrupted"). */
 struct answer_watch {
   int fd;
   struct cap_cancel cancel; /* the call's (gw_call.cancel): fired first */
@@ -212,9 +215,10 @@ static _Noreturn void child(const struct serve_options *opt, const struct gw_reg
   signal(SIGPIPE, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  pthread_sigmask(SIG_SETMASK, &none, NULL);
+  sigset_t term; /* for a run's supervisor alone (watch_answer) */
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_SETMASK, &term, NULL);
   struct cap_cancel *cancel = watch_start(out);
   struct cap_error err = {0};
   struct gw_state *st = NULL;

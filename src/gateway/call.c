@@ -663,7 +663,8 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   if (o != GW_OUTCOME_OK && strcmp(c->rec.outcome, "ok") == 0)
     c->rec.outcome = err->message ? err->message : "failed";
   _cleanup_free_ char *cancelled = NULL; /* a run stopped for its client: said */
-  if (o != GW_OUTCOME_OK && err->code != ECANCELED && cap_cancel_fired(c->call->cancel))
+  if ((o == GW_OUTCOME_FAILED || o == GW_OUTCOME_KILLED_BY_LIMIT) && err->code != ECANCELED &&
+      cap_cancel_fired(c->call->cancel))
     c->rec.outcome = cancelled =
         cap_xasprintf("the call was cancelled by the client (%s)", c->rec.outcome);
   if (c->out)
@@ -712,8 +713,8 @@ static void call_end(struct call_ctx *c, bool ended)
   lock_put(c);
 }
 
-static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_registry *reg,
-                                  struct gw_state *st, struct gw_result *res, struct cap_error *err)
+enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
+                        struct gw_state *st, struct gw_result *res, struct cap_error *err)
 {
   *res = (struct gw_result){0};
   uint64_t start = cap_now_ms(CLOCK_MONOTONIC), cpu_ms = 0;
@@ -763,6 +764,8 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
     o = gw_covenant_gate(st, c.call, c.spec, c.args->root, &c.rec, err);
   if (o == GW_OUTCOME_OK)
     o = step_credentials(&c, err);
+  if (o == GW_OUTCOME_OK && cap_cancel_fired(call->cancel)) /* nothing run for no one */
+    o = (cap_error_set(err, ECANCELED, "the call was cancelled by the client"), GW_OUTCOME_FAILED);
   if (o == GW_OUTCOME_OK) {
     gw_inflight_update(&c.inflight, &c.rec); /* an interrupted record names the decision */
     o = step_run(&c, err);
@@ -791,10 +794,4 @@ static enum gw_outcome call_steps(const struct gw_call *call, const struct gw_re
   gw_egress_batch_free(egress);
   free(egress);
   return o;
-}
-
-enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *reg,
-                        struct gw_state *st, struct gw_result *res, struct cap_error *err)
-{
-  return call_steps(call, reg, st, res, err);
 }
