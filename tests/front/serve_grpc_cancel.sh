@@ -69,6 +69,24 @@ in_flight() { # CAPABILITY TOOL: a live marker of such a call
 napping() { pgrep -f "sleep $nap" >/dev/null; }
 awake() { ! napping; }
 status_of() { sed -n 's/^status \([0-9]*\).*/\1/p' <<<"$1" | head -1; }
+cancelled_call() { # TOOL PARAMS NAME COND...: TOOL called, cancelled by the
+  # client once COND holds; checks it was answered CANCELLED; fails when
+  # COND never held (the call did not get that far)
+  local tool=$1 params=$2 name=$3 pid
+  shift 3
+  rm -f "$work/cancel"
+  call "$tool" "$params" 0 "$work/cancel" >"$work/cancelled.out" &
+  pid=$!
+  if ! wait_for "$@"; then
+    kill "$pid" 2>/dev/null
+    bad "$name: it never ran ($*)"
+    return 1
+  fi
+  touch "$work/cancel"
+  wait "$pid"
+  [ "$(status_of "$(cat "$work/cancelled.out")")" = 1 ] && ok "$name: CANCELLED" ||
+    bad "$name: $(cat "$work/cancelled.out")"
+}
 
 out=$(call selu-slow.ok '{}' 60000)
 [ "$(status_of "$out")" = 0 ] && ok "the slow capability answers (its instance started)" ||
@@ -84,20 +102,10 @@ out=$(call selu-slow.ok '{}' 60000)
 [ "$(status_of "$out")" = 0 ] && ok "the instance answers the next call" || bad "the instance answers the next call: $out"
 
 # the warm path: the client cancels
-rm -f "$work/cancel"
-call selu-slow.hang '{}' 0 "$work/cancel" >"$work/c1.out" &
-c1=$!
-if wait_for in_flight selu-slow hang; then
-  touch "$work/cancel"
-  wait "$c1"
-  [ "$(status_of "$(cat "$work/c1.out")")" = 1 ] && ok "the client's cancel: CANCELLED" ||
-    bad "the client's cancel: $(cat "$work/c1.out")"
+if cancelled_call selu-slow.hang '{}' "the client's cancel of a warm call" in_flight selu-slow hang; then
   cancelled() { has_records selu-slow hang '.outcome | test("cancelled by the client")'; }
   wait_for cancelled && ok "a cancelled warm call is stopped, audited as cancelled by the client" ||
     bad "a cancelled warm call is stopped, audited as cancelled by the client ($("$capsule" audit --json --state "$state" | jq -c '[.[] | select(.tool == "hang") | .outcome]'))"
-else
-  kill "$c1" 2>/dev/null
-  bad "the hang call is in flight (no marker)"
 fi
 out=$(call selu-slow.ok '{}' 60000)
 [ "$(status_of "$out")" = 0 ] && ok "the instance answers after the cancel" || bad "the instance answers after the cancel: $out"
@@ -109,21 +117,11 @@ out=$(call napper.dispatch '{"text":"zz"}' 1500)
 wait_for awake && ok "the agent past its deadline was stopped" || bad "the agent past its deadline was stopped (still asleep)"
 wait_for has_records napper dispatch '.outcome | test("cancelled by the client|stopped")' && ok "the agent's call is audited" ||
   bad "the agent's call is audited (records: $(records napper dispatch))"
-rm -f "$work/cancel"
-call napper.dispatch '{"text":"zz"}' 0 "$work/cancel" >"$work/c2.out" &
-c2=$!
-if wait_for napping; then
-  touch "$work/cancel"
-  wait "$c2"
-  [ "$(status_of "$(cat "$work/c2.out")")" = 1 ] && ok "the client's cancel of an agent: CANCELLED" ||
-    bad "the client's cancel of an agent: $(cat "$work/c2.out")"
+if cancelled_call napper.dispatch '{"text":"zz"}' "the client's cancel of an agent" napping; then
   wait_for awake && ok "a cancelled agent is stopped" || bad "a cancelled agent is stopped (still asleep)"
   two() { [ "$(records napper dispatch)" = 2 ] && has_records napper dispatch '.outcome | test("cancelled by the client")'; }
   wait_for two && sleep 1 && two && ok "the cancelled agent's call is audited once" ||
     bad "the cancelled agent's call is audited once: $("$capsule" audit --json --state "$state" | jq -c "[.[] | select(.tool == \"dispatch\") | [.decision, .outcome]]")"
-else
-  kill "$c2" 2>/dev/null
-  bad "the agent runs (no sleep $nap)"
 fi
 t "the chain verifies" 0 "^audit log verified" audit verify --state "$state"
 # a cancelled call whose tool ignores SIGTERM (its process SIGKILLed
@@ -132,14 +130,7 @@ t "the chain verifies" 0 "^audit log verified" audit verify --state "$state"
 # (max_calls) and serve's drain waits for it: serve, stopped right after
 # the cancel, has ended once its call's tool is gone
 stubborn() { pgrep -f "sleep $stub" >/dev/null; }
-rm -f "$work/cancel"
-call stubborn.dispatch '{"text":"zz"}' 0 "$work/cancel" >"$work/c3.out" &
-c3=$!
-if wait_for stubborn; then
-  touch "$work/cancel"
-  wait "$c3"
-  [ "$(status_of "$(cat "$work/c3.out")")" = 1 ] && ok "the client's cancel of an agent that ignores SIGTERM: CANCELLED" ||
-    bad "the client's cancel of an agent that ignores SIGTERM: $(cat "$work/c3.out")"
+if cancelled_call stubborn.dispatch '{"text":"zz"}' "the client's cancel of an agent that ignores SIGTERM" stubborn; then
   kill -TERM "$spid"
   wait "$spid"
   spid=
@@ -148,8 +139,5 @@ if wait_for stubborn; then
   once() { [ "$(records stubborn dispatch)" = 1 ]; } # its marker, as interrupted
   wait_for once && sleep 1 && once && ok "the call of an agent that ignores SIGTERM is audited once" ||
     bad "the call of an agent that ignores SIGTERM is audited once: $("$capsule" audit --json --state "$state" | jq -c '[.[] | select(.capability == "stubborn") | [.decision, .outcome]]')"
-else
-  kill "$c3" 2>/dev/null
-  bad "the agent that ignores SIGTERM runs (no sleep $stub)"
 fi
 finish "serve --grpc cancel"
