@@ -21,6 +21,7 @@
 #include "gateway/covenant_gate.h"
 #include "gateway/egress_store.h"
 #include "gateway/hermes_call.h"
+#include "gateway/instance.h"
 #include "gateway/grants.h"
 #include "gateway/plugin_state.h"
 #include "gateway/selu.h"
@@ -486,15 +487,6 @@ static enum gw_outcome step_validate(struct call_ctx *c, struct cap_error *err)
 static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *spec,
                                    struct cap_error *err);
 
-/* The runtimes whose run touches no state: a run apart may carry them (a
- * Talos function's settings are read before the fork; one with OAuth
- * renews its tokens in the state while it runs) */
-bool gw_runs_apart(const struct cap_spec *spec)
-{
-  return spec->runtime.kind == CAP_RUNTIME_JSONL || spec->runtime.kind == CAP_RUNTIME_GRPC ||
-         (spec->runtime.kind == CAP_RUNTIME_TALOS_NODE && !spec->talos.has_oauth);
-}
-
 static bool runs_apart(const struct gw_call *call, const struct cap_spec *spec)
 {
   return call->run_apart && gw_runs_apart(spec);
@@ -524,6 +516,8 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   struct gw_talos_config talos;
   enum gw_outcome o = GW_OUTCOME_OK;
   bool apart = runs_apart(c->call, &g.spec);
+  uint64_t started = gw_keepers_started(); /* a run apart's child starts them out of sight */
+  bool keeps = g.spec.runtime.kind == CAP_RUNTIME_MCP || g.spec.runtime.kind == CAP_RUNTIME_GRPC;
   if (apart && g.spec.runtime.kind == CAP_RUNTIME_TALOS_NODE) {
     if (gw_talos_config_load(c->st, &g.spec, c->call->user, c->handler, &talos, err) < 0)
       o = GW_OUTCOME_FAILED;
@@ -536,6 +530,13 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   if (c->talos)
     gw_talos_config_free(c->talos, &g.spec);
   c->talos = NULL;
+  if (keeps && (apart || gw_keepers_started() != started)) { /* gateway/grants.h */
+    struct cap_error ignored = {0}; /* the revoke's own stop reports; this one is best effort */
+    lock_get(c);
+    if (gw_grants_changed(c->st, c->spec, &g.spec) && c->call->run_dir && (lock_put(c), true))
+      gw_instances_stop_run(c->call->run_dir, c->spec->id, 5000, NULL, NULL, &ignored);
+    cap_error_clear(&ignored);
+  }
   gw_granted_free(&g);
   return o;
 }

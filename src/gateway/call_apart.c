@@ -27,6 +27,15 @@
 #include "gateway/call.h"
 #include "gateway/egress_store.h"
 
+/* The runtimes whose run touches no state: a run apart may carry them (a
+ * Talos function's settings are read before the fork; one with OAuth
+ * renews its tokens in the state while it runs) */
+bool gw_runs_apart(const struct cap_spec *spec)
+{
+  return spec->runtime.kind == CAP_RUNTIME_JSONL || spec->runtime.kind == CAP_RUNTIME_GRPC ||
+         (spec->runtime.kind == CAP_RUNTIME_TALOS_NODE && !spec->talos.has_oauth);
+}
+
 static _Noreturn void child(const struct gw_call *call, gw_run_fn fn, void *arg, int fd,
                             pid_t parent)
 {

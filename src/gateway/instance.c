@@ -120,6 +120,7 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
     return cap_error_set(err, ECONNREFUSED, "%s (its log: %s)",
                          got ? msg : "the instance's keeper exited before its server was ready",
                          req->log_path);
+  gw_keeper_started(); /* published with its status: the caller checks its grants again */
   fd = gw_instance_connect(sa, deadline);
   if (fd < 0)
     return cap_error_errno(err, -fd, "cannot reach the new instance of %s", req->spec->id);

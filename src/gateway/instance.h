@@ -161,5 +161,15 @@ typedef void (*gw_instance_stopped_fn)(void *ctx, const struct gw_instance_info 
                                        const struct cap_error *failed);
 long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
                        gw_instance_stopped_fn each, void *ctx, struct cap_error *err);
+/* The same in run_dir itself, without the egress spools' storing (the
+ * caller's state stores them at its next recovery); each may be NULL. */
+long gw_instances_stop_run(const char *run_dir, const char *cap, uint64_t wait_ms,
+                           gw_instance_stopped_fn each, void *ctx, struct cap_error *err);
+/* How many warm servers' keepers this process started (their server
+ * ready, their status published), counted by gw_keeper_started: a call
+ * that saw it move may have started one (gateway/grants.h,
+ * gw_grants_changed). */
+uint64_t gw_keepers_started(void);
+void gw_keeper_started(void);
 
 #endif

@@ -265,10 +265,15 @@ int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, u
   return 0;
 }
 
-long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
-                       gw_instance_stopped_fn each, void *ctx, struct cap_error *err)
+static _Atomic uint64_t keepers_started;
+
+uint64_t gw_keepers_started(void) { return keepers_started; }
+
+void gw_keeper_started(void) { keepers_started++; }
+
+long gw_instances_stop_run(const char *run, const char *cap, uint64_t wait_ms,
+                           gw_instance_stopped_fn each, void *ctx, struct cap_error *err)
 {
-  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
   struct gw_instance_info *list = NULL;
   size_t n = 0;
   if (gw_instance_list(run, &list, &n, err) < 0)
@@ -279,11 +284,22 @@ long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
       continue;
     struct cap_error failed = {0};
     bool stopped = gw_instance_stop(run, &list[i], wait_ms, &failed) == 0;
-    each(ctx, &list[i], stopped ? NULL : &failed);
+    if (each)
+      each(ctx, &list[i], stopped ? NULL : &failed);
     cap_error_clear(&failed);
     found++;
   }
   free(list);
+  return found;
+}
+
+long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
+                       gw_instance_stopped_fn each, void *ctx, struct cap_error *err)
+{
+  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
+  long found = gw_instances_stop_run(run, cap, wait_ms, each, ctx, err);
+  if (found < 0)
+    return found;
   struct gw_state *st = NULL;
   struct cap_error ignored = {0};
   if (found && gw_state_open(state_dir, &st, &ignored) == 0)

@@ -504,6 +504,7 @@ static int start_keeper(const struct gw_call *call, const struct cap_spec *spec,
   if (strcmp(msg, KEEPER_READY) != 0)
     return cap_error_set(err, ECONNREFUSED, "%s's warm server did not start: %s", spec->id,
                          got ? msg : "its keeper exited");
+  gw_keeper_started(); /* published with its status: the caller checks its grants again */
   return 0;
 }
 
