@@ -255,13 +255,22 @@ struct lease_loop {
   uint64_t status_due; /* when it is rewritten to show active (0: not due) */
 };
 
+static bool package_changed(struct keeper *k, struct lease_loop *L);
+
 /* How long poll may wait: the idle timeout, the CPU tick, the next silent
- * client to drop; < -1 when the keeper should stop now (idle). */
+ * client to drop; < -1 when the keeper should stop now (idle; or its
+ * package changed, which poll watches while no client is in: no call
+ * would reach this server again, so it does not wait for its idle
+ * timeout). */
 static int lease_timeout(struct keeper *k, struct lease_loop *L)
 {
   int timeout = -1;
   if (L->n == 0) {
     uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
+    if (!L->dying && k->ino >= 0 && package_changed(k, L)) {
+      keeper_note("its package changed and no call is in: stopping the server");
+      return -2;
+    }
     if (L->dying || t >= L->last + k->idle_ms) {
       if (!L->dying)
         keeper_note("idle for %llu ms: stopping the server", (unsigned long long)k->idle_ms);
@@ -594,13 +603,15 @@ static void *keeper_serve(void *arg)
                 "(%llu ms) is not enforced; each call is bounded by its deadline",
                 (unsigned long long)k->cpu_budget_ms);
   for (;;) {
-    struct pollfd p[1 + KEEPER_MAX_CLIENTS];
+    struct pollfd p[2 + KEEPER_MAX_CLIENTS]; /* the listener, the clients, the package */
     size_t np = 0;
     if (k->listener >= 0)
       p[np++] = (struct pollfd){.fd = k->listener, .events = POLLIN};
     size_t first_client = np;
     for (size_t i = 0; i < L.n; i++)
       p[np++] = (struct pollfd){.fd = L.clients[i].fd, .events = POLLIN};
+    if (L.n == 0 && k->ino >= 0) /* an edit then stops it (lease_timeout) */
+      p[np++] = (struct pollfd){.fd = k->ino, .events = POLLIN};
     int timeout = lease_timeout(k, &L);
     if (timeout < -1) {
       keeper_stop(k);

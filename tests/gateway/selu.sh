@@ -85,6 +85,8 @@ sed -e 's/selu-dyn/selu-baddyn/' -e 's/"normal"/"bad-discovery"/' "$caps/selu-dy
 # an interpreted server: the command names an interpreter and a script
 cap selu-interp normal
 sed -i 's|command: \["./server", "--mode", "normal"\]|command: ["sh", "start.sh"]|' "$caps/selu-interp/manifest.yaml"
+# idle for long: an edit, not the idle clock, ends it (idle-edit-stops-keeper)
+sed -i 's|idle_timeout_ms: 3000|idle_timeout_ms: 120000|' "$caps/selu-interp/manifest.yaml"
 printf 'export VERSION="$(cat version.txt)"; exec ./server --mode normal\n' >"$caps/selu-interp/start.sh"
 echo 1 >"$caps/selu-interp/version.txt"
 mkdir -p "$caps/selu-interp/lib/deeper" # as node_modules: a change deep in the tree counts
@@ -263,6 +265,12 @@ if echo "$p4" | grep -q '"instance"' && [ "$p3" != "$p4" ] && [ "$p4" = "$p5" ];
 else
   bad "interp-deep-edit-restarts ($p3 / $p4 / $p5)"
 fi
+# an edit with no call in stops the instance's keeper then, not at its idle
+# timeout (no call would reach that server again)
+kpid=$("$capsule" ps --state "$state" --json 2>/dev/null | tr -d ' \n' | tr '{' '\n' | grep '"capability":"selu-interp"' | grep -o '"pid":"[0-9]*"' | grep -o '[0-9][0-9]*' | head -1)
+echo y >"$caps/selu-interp/lib/deeper/added.js"
+for _ in $(seq 300); do [ -n "$kpid" ] && kill -0 "$kpid" 2>/dev/null || break; sleep 0.1; done
+if [ -n "$kpid" ] && ! kill -0 "$kpid" 2>/dev/null; then ok idle-edit-stops-keeper; else bad "idle-edit-stops-keeper (keeper ${kpid:-not found} still runs 30 s after the edit)"; fi
 calls=$((calls + 9))
 
 echo "audit"
