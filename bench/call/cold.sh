@@ -5,7 +5,7 @@
 # OCI layout built here with umoci holding the server and the libraries
 # ldd names). Each call finds no warm instance (`capsule stop` before it),
 # so it starts the sandbox, waits for HealthCheck and calls. Rounds are
-# interleaved; medians of ROUNDS (default 10) per side.
+# interleaved, the order turned every other round; medians of ROUNDS (default 10) per side.
 # Usage: bench/call/cold.sh [CAPSULE]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,7 +14,8 @@ rounds=${ROUNDS:-10}
 command -v umoci >/dev/null || { echo "bench/call/cold: umoci is not installed (scripts/deps.sh test)" >&2; exit 2; }
 work=$(mktemp -d /var/tmp/capsule-bench-cold.XXXXXX)
 chmod 755 "$work"
-trap '"$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1; "$capsule" stop --state "$work/state" text-image >/dev/null 2>&1; rm -rf "$work"' EXIT
+# (|| true: under set -e a stop that finds nothing would end the trap before the rm)
+trap '"$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1 || true; "$capsule" stop --state "$work/state" text-image >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 make -s -C "$root/examples/selu-text" >/dev/null
 mkdir -p "$work/caps"
 cp -r "$root/examples/selu-text" "$work/caps/"
@@ -30,7 +31,8 @@ common = ["--caps", f"{work}/caps", "--state", f"{work}/state"]
 sides = {"x-capsule.command": "text-tools", "image": "text-image"}
 times = {k: [] for k in sides}
 for r in range(rounds + 1):  # round 0 warms the caches
-    for name, cap in sides.items():
+    # the pair's order turned every other round: each side measured first as often
+    for name, cap in list(sides.items())[:: -1 if r % 2 else 1]:
         subprocess.run([capsule, "stop", "--state", f"{work}/state", cap],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         t0 = time.monotonic()

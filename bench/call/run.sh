@@ -16,7 +16,7 @@ command -v hyperfine >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=nonin
 work=$(mktemp -d /var/tmp/capsule-bench-call.XXXXXX)
 chmod 755 "$work"
 server_pid=
-trap 'kill $server_pid 2>/dev/null; pkill -f "$work/caps/" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $server_pid 2>/dev/null || true; "$capsule" stop --state "$state" text-tools >/dev/null 2>&1 || true; pkill -f "$work/caps/" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/caps"
 cp -r "$root/examples/covenant/agents/wordcount" "$root/examples/weather" "$work/caps/"
 selu_call=${SELU_CALL:-$(realpath "$(dirname "$capsule")/../../bench/selu_call")}

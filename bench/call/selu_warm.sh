@@ -5,7 +5,8 @@
 # same server binary on host loopback called by bench/call/selu_call (a
 # process and a connection per call, no capsule), the calls rotating one
 # by one (direct, capsule, [the other build's capsule,] direct...) so that
-# load lands on all alike; with BEFORE (another build's capsule, on a
+# load lands on all alike, each round starting one further along (each
+# called first, and after each other, as often); with BEFORE (another build's capsule, on a
 # state of its own) that build in the same rotation.
 # Usage: bench/call/selu_warm.sh [CAPSULE] [N] [BEFORE]   (needs `make build`)
 set -euo pipefail
@@ -18,9 +19,9 @@ work=$(mktemp -d /var/tmp/capsule-bench-selu-warm.XXXXXX)
 chmod 755 "$work"
 server_pid=
 cleanup() {
-  kill $server_pid 2>/dev/null
-  "$capsule" stop --state "$work/this" text-tools >/dev/null 2>&1
-  [ -n "$before" ] && "$before" stop --state "$work/before" text-tools >/dev/null 2>&1
+  kill $server_pid 2>/dev/null || true # (set -e: a stop that finds nothing must not end it before the rm)
+  "$capsule" stop --state "$work/this" text-tools >/dev/null 2>&1 || true
+  [ -z "$before" ] || "$before" stop --state "$work/before" text-tools >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,8 +45,9 @@ if [ -n "$before" ]; then
 fi
 declare -A times
 for _ in 1 2 3; do for c in "${cmds[@]}"; do eval "$c" >/dev/null; done; done # warm-ups
-for _ in $(seq "$n"); do
-  for i in "${!cmds[@]}"; do
+for r in $(seq "$n"); do
+  for k in "${!cmds[@]}"; do
+    i=$(((k + r) % ${#cmds[@]})) # the order rotated each round: each side called first as often
     s=$(date +%s%N)
     eval "${cmds[$i]}" >/dev/null
     times[${names[$i]}]+="$(( ($(date +%s%N) - s) / 1000 )) "

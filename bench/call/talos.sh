@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # A Talos function through `capsule call` beside the same handler called by
 # a plain Node script, side by side: interleaved rounds (each round runs
-# both once, round 0 only warms the caches), medians of wall clock and CPU
+# both once, in the order turned every other round; round 0 only warms
+# the caches), medians of wall clock and CPU
 # time (user + system of the command and its children, from wait4). The
 # handler is the weather example's `current` (examples/weather); the
 # direct script imports the JavaScript capsule's esbuild step made of its
 # index.ts (the cache under the state, filled by a first call) and calls it
-# as Talos does, handler(args, config). The target (issue 14): the call
-# through capsule <= 1.2x the direct script.
+# as Talos does, handler(args, config). The target: the call through
+# capsule <= 1.2x the direct script.
 # Usage: bench/call/talos.sh [CAPSULE]   (env ROUNDS=20)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,7 +37,8 @@ cmds = {"node direct": sys.argv[2:sep], "capsule call": sys.argv[sep + 1:]}
 wall = {k: [] for k in cmds}
 cpu = {k: [] for k in cmds}
 for r in range(rounds + 1):
-    for name, argv in cmds.items():
+    # the pair's order turned every other round: each side measured first as often
+    for name, argv in list(cmds.items())[:: -1 if r % 2 else 1]:
         t0 = time.monotonic()
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, ru = os.wait4(p.pid, 0)

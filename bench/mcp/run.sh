@@ -39,7 +39,7 @@ keepers() {
     case $l in "$work"/*.mcp.lock* | "$work"/*.lock) f=${f#/proc/}; [ "${f%%/*}" = "${serve_pid:-}" ] || echo "${f%%/*}" ;; esac
   done | sort -u
 }
-trap 'for p in "${pids[@]}" $(keepers); do kill "$p" 2>/dev/null; done; "$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1; rm -rf "$work"' EXIT
+trap 'for p in "${pids[@]}" $(keepers); do kill "$p" 2>/dev/null || true; done; "$capsule" stop --state "$work/state" text-tools >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 mkdir -p "$work/caps"
 cp -a "$root/examples/mcp-conformance" "$work/caps/conformance"
 cp -a "$root/examples/mcp-c" "$work/caps/mcp-c"

@@ -12,7 +12,7 @@ n=${2:-30}
 work=$(mktemp -d /var/tmp/capsule-bench-artifacts.XXXXXX)
 chmod 755 "$work"
 spid=
-trap '[ -n "$spid" ] && kill "$spid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -z "$spid" ] || kill "$spid" 2>/dev/null || true; wait 2>/dev/null; rm -rf "$work"' EXIT
 caps=$work/caps state=$work/state
 mkdir -p "$caps"
 cp -r "$root/examples/selu-node" "$caps/node-tools"

@@ -11,7 +11,7 @@ n=${2:-100}
 work=$(mktemp -d /var/tmp/capsule-bench-covenant.XXXXXX)
 chmod 755 "$work"
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
 mkdir -p "$work/caps"
 cp -r "$root/examples/covenant/agents/wordcount" "$work/caps/"
 state=$work/state

@@ -17,7 +17,8 @@ before=${3:+$(realpath "$3")}
 work=$(mktemp -d /var/tmp/capsule-bench-serve.XXXXXX)
 chmod 755 "$work"
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; pkill -f "$work/caps/" 2>/dev/null; rm -rf "$work"' EXIT
+# the warm instances' keepers outlive serve (and write below the state): stopped first
+trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null; for s in "$work/state" "$work/before"; do "$capsule" stop --state "$s" text-tools >/dev/null 2>&1 || true; done; pkill -f "$work/caps/" 2>/dev/null || true; rm -rf "$work"' EXIT
 make -s -C "$root/examples/selu-text" >/dev/null
 mkdir -p "$work/caps"
 cp -r "$root/examples/selu-text" "$work/caps/"
