@@ -3,7 +3,7 @@
 # installs only the packages that are missing, and npm modules only when
 # tests/node_modules lacks them. Usage: scripts/deps.sh [build|test|bench]
 # (bench: the build set plus hyperfine, bubblewrap, strace and ltrace for
-# bench/spawn, wrk for bench/mcp)
+# bench/spawn, wrk for bench/mcp, socat for bench/serve/grpc.sh RELAY=1)
 set -euo pipefail
 what=${1:-build}
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ command -v npm >/dev/null || test_pkgs+=(npm)
 
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
-[ "$what" = bench ] && pkgs+=(hyperfine bubblewrap strace ltrace util-linux python3 wrk curl)
+[ "$what" = bench ] && pkgs+=(hyperfine bubblewrap strace ltrace util-linux python3 wrk curl socat)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,8 +1,10 @@
 // One kept gRPC connection per target, calls interleaved one by one
 // (direct, through serve, [through the other serve,] then the same
 // rotated by one, ...) so load and order land on all alike: node grpc.mjs PROTO DIRECT_TARGET SERVE_TARGET TOKEN
-// N [OTHER_TARGET OTHER_TOKEN]. Prints one JSON object: the p50, p90 and
-// p99 of each, in ms.
+// N [OTHER_TARGET OTHER_TOKEN]. With RELAY_TARGET in the environment (a
+// bare byte relay in front of the direct server: what a second hop costs
+// before anything is done on it), that too. Prints one JSON object: the
+// p50, p90 and p99 of each, in ms.
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +21,7 @@ const targets = [
   { name: 'direct', c: new pkg.Capability(direct, grpc.credentials.createInsecure()), tool: 'word_count', md: new grpc.Metadata() },
   { name: 'serve', c: new pkg.Capability(served, grpc.credentials.createInsecure()), tool: 'text-tools.word_count', md: meta(token) },
 ];
+if (process.env.RELAY_TARGET) targets.push({ name: 'relay', c: new pkg.Capability(process.env.RELAY_TARGET, grpc.credentials.createInsecure()), tool: 'word_count', md: new grpc.Metadata() });
 if (other) targets.push({ name: 'other', c: new pkg.Capability(other, grpc.credentials.createInsecure()), tool: 'text-tools.word_count', md: meta(otherToken) });
 const args = Buffer.from('{"text": "one two three four five"}');
 const once = (t) => new Promise((resolve, reject) => {

@@ -6,7 +6,9 @@
 # directly on host loopback, calls interleaved one by one in one run.
 # With BEFORE (another capsule build), a serve of that build on a state of
 # its own is called in the same rotation (direct, serve, before's serve...),
-# so two builds are compared under the same load.
+# so two builds are compared under the same load. With RELAY=1, a bare
+# byte relay (socat, unix socket to the direct server's TCP port) too: the
+# floor of what a second hop adds here before any work is done on it.
 # Usage: bench/serve/grpc.sh [CAPSULE] [N] [BEFORE]   (needs `make build`
 # and the test modules: scripts/deps.sh test)
 set -euo pipefail
@@ -39,6 +41,13 @@ fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$work/caps/selu-text/capability" "127.0.0.1:$port" >/dev/null 2>&1 &
 pids+=($!)
+if [ -n "${RELAY:-}" ]; then # a bare relay (socat, a byte copy) to the direct server, in the rotation
+  command -v socat >/dev/null || { echo "bench/serve/grpc.sh: RELAY needs socat (apt-get install socat)" >&2; exit 2; }
+  socat "UNIX-LISTEN:$work/relay.sock,fork" "TCP:127.0.0.1:$port" &
+  pids+=($!)
+  for _ in $(seq 100); do [ -S "$work/relay.sock" ] && break; sleep 0.1; done
+  export RELAY_TARGET=unix:$work/relay.sock
+fi
 node "$root/bench/serve/grpc.mjs" "$root/proto/selu/orchestrator/capability.proto" \
   "127.0.0.1:$port" "unix:$work/grpc.sock" "$token" "$n" "${other[@]}" | node -e '
 let s = ""; process.stdin.on("data", d => s += d).on("end", () => {
@@ -49,5 +58,6 @@ let s = ""; process.stdin.on("data", d => s += d).on("end", () => {
   const row = (name, k) => console.log(`| ${r.n} | ${name} | ${f("direct_p50")} | ${f(k + "_p50")} | ${(r[k + "_p50"] - r.direct_p50).toFixed(2)} | ${f("direct_p90")} | ${f(k + "_p90")} | ${f("direct_p99")} | ${f(k + "_p99")} |`);
   row("this", "serve");
   if (r.other_p50 !== undefined) row("before", "other");
+  if (r.relay_p50 !== undefined) row("a bare relay (socat)", "relay");
 });'
 "$capsule" audit verify --state "$work/state" >/dev/null && echo "audit chain verifies"
