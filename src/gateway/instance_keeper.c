@@ -268,7 +268,7 @@ static int lease_timeout(struct keeper *k, struct lease_loop *L)
   if (L->n == 0) {
     uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
     if (!L->dying && k->ino >= 0 && package_changed(k, L)) {
-      keeper_note("its package changed and no call is in: stopping the server");
+      keeper_note("the package changed with no call in: this instance stops");
       return -2;
     }
     if (L->dying || t >= L->last + k->idle_ms) {
