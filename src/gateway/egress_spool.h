@@ -1,11 +1,14 @@
-/* A warm server's pending egress batch kept on disk as well (docs/state.md,
- * "A warm instance's egress"). A keeper gives what its proxy decides while
- * no call is in to the next call; until that call takes it, each such
- * decision is also written to a spool file STATE/run/egress/ID (ID random
+/* A warm server's pending egress kept on disk as well (docs/state.md,
+ * "A warm instance's egress"). A keeper gives what its proxy decides to a
+ * call (while no call is in, to the next one); until that call's batch
+ * goes back to it, each decision is also written to a spool file
+ * STATE/run/egress/ID (ID random
  * hex; the file 0600, the directory 0700), which the keeper holds
  * write-locked: a POSIX record lock, which goes with the keeper's process
- * however it ends and which no child of it holds. The call that takes the
- * batch empties the file. A keeper that ends first (idle, retired, a
+ * however it ends and which no child of it holds. When a batch goes back
+ * to its call, the file is first written again with what no call has had
+ * yet (gw_egress_spool_clear, then gw_egress_spool_batch of each batch
+ * still held). A keeper that ends first (idle, retired, a
  * grant changed, `capsule stop`, SIGTERM, SIGKILL, a crash) leaves the
  * file with its lock free, and the next process that opens the state
  * (gw_state_open: gw_egress_spool_recover) stores its rows with no call
@@ -46,11 +49,11 @@ struct gw_egress_spool {
  * its file in run_dir/egress once it has something to keep. */
 void gw_egress_spool_init(struct gw_egress_spool *s, const char *run_dir, const char *capability,
                           const char *user);
-/* One decision made with no call in, and the rows (and count past the
- * bound) of b, handed to the next call with them (b is not changed). */
+/* One decision, and the rows (and count past the bound) of b, a batch no
+ * call has had yet (b is not changed). */
 void gw_egress_spool_event(struct gw_egress_spool *s, const struct proxy_egress_event *ev);
 void gw_egress_spool_batch(struct gw_egress_spool *s, struct gw_egress_batch *b);
-/* The next call took them: the file emptied. */
+/* The file emptied (a batch went to its call: the rest spooled again). */
 void gw_egress_spool_clear(struct gw_egress_spool *s);
 /* The keeper ends: an empty file is removed, one with rows left to the
  * recovery; s keeps nothing from then on. */

@@ -21,8 +21,9 @@ static void keeper_egress_event(void *arg, const struct proxy_egress_event *ev)
   pthread_mutex_lock(&e->lock);
   struct gw_egress_batch *b = e->n ? e->held[0] : e->next;
   b->sink.event(b->sink.arg, ev);
-  if (!e->n) /* on disk too until a lease takes it */
-    gw_egress_spool_event(&e->spool, ev);
+  /* on disk too until it goes to its call (keeper_egress_end): a keeper
+   * killed before, mid-call too, leaves it to the recovery */
+  gw_egress_spool_event(&e->spool, ev);
   pthread_mutex_unlock(&e->lock);
 }
 
@@ -54,8 +55,7 @@ struct gw_egress_batch *keeper_egress_grant(struct keeper_egress *e)
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&e->lock);
   struct gw_egress_batch *b = e->next;
-  e->next = fresh;
-  gw_egress_spool_clear(&e->spool);
+  e->next = fresh;               /* b's rows stay spooled until they go */
   if (e->n < KEEPER_MAX_CLIENTS) /* one lease per client: always room */
     e->held[e->n++] = b;
   pthread_mutex_unlock(&e->lock);
@@ -92,10 +92,15 @@ void keeper_egress_end(struct keeper_egress *e, struct gw_egress_batch *b, int f
       e->n--;
       break;
     }
-  if (fd < 0 && !e->n) /* its caller gone: the decisions go to the next lease, never dropped */
-    gw_egress_spool_batch(&e->spool, b);
-  if (fd < 0)
+  if (fd < 0) /* its caller gone: the decisions go to the next lease (spooled already) */
     gw_egress_batch_take(b, e->n ? e->held[0] : e->next);
+  else { /* b out of the spool before it goes: a kill right between loses it, never stores it twice
+          */
+    gw_egress_spool_clear(&e->spool);
+    for (size_t i = 0; i < e->n; i++)
+      gw_egress_spool_batch(&e->spool, e->held[i]);
+    gw_egress_spool_batch(&e->spool, e->next);
+  }
   pthread_mutex_unlock(&e->lock);
   if (fd >= 0) {
     struct cap_buf out = {0};

@@ -145,9 +145,22 @@ static void egress_event(void *arg, const struct proxy_egress_event *ev)
   struct keeper_conn *c = oldest_call(k);
   struct gw_egress_batch *b = c ? c->egress : k->egress_next;
   b->sink.event(b->sink.arg, ev);
-  if (!c) /* on disk too until a call takes it */
-    gw_egress_spool_event(&k->egress_spool, ev);
+  /* on disk too until it goes to a call's front door (send_egress): a
+   * keeper killed before leaves it to the recovery, a call's in progress
+   * too */
+  gw_egress_spool_event(&k->egress_spool, ev);
   pthread_mutex_unlock(&k->egress_lock);
+}
+
+/* The spool holds what no front door has had yet: every call's batch and
+ * the next's (under egress_lock), after one went (send_egress). */
+static void spool_rewrite(struct keeper *k)
+{
+  gw_egress_spool_clear(&k->egress_spool);
+  for (size_t i = 0; i < k->n_conns; i++)
+    if (k->conns[i]->egress)
+      gw_egress_spool_batch(&k->egress_spool, k->conns[i]->egress);
+  gw_egress_spool_batch(&k->egress_spool, k->egress_next);
 }
 
 static struct gw_egress_batch *batch_new(void)
@@ -195,9 +208,8 @@ bool keeper_conn_add(struct keeper *k, int fd, int ack)
       .fd = fd, .ack = ack, .in = {.fd = fd}, .serial = k->next_serial++, .in_call = true};
   struct gw_egress_batch *fresh = batch_new();
   pthread_mutex_lock(&k->egress_lock);
-  c->egress = k->egress_next; /* what came with no call in: the next call's */
+  c->egress = k->egress_next; /* what came with no call in: the next call's (still spooled) */
   k->egress_next = fresh;
-  gw_egress_spool_clear(&k->egress_spool);
   k->conns[k->n_conns++] = c;
   pthread_mutex_unlock(&k->egress_lock);
   return true;
@@ -229,10 +241,8 @@ void keeper_conn_drop(struct keeper *k, struct keeper_conn *c)
    * front door's end): its decisions go to the next call, as those made
    * with no call in, never dropped (a server that does not answer would
    * leave no trace of its connections) */
-  if (c->egress) {
-    gw_egress_spool_batch(&k->egress_spool, c->egress);
+  if (c->egress) /* (spooled already) */
     gw_egress_batch_take(c->egress, k->egress_next);
-  }
   pthread_mutex_unlock(&k->egress_lock);
   batch_free(c->egress);
   close(c->fd);
@@ -285,9 +295,8 @@ static bool call_begin(struct keeper *k, struct keeper_conn *c)
   c->asked = 0;
   c->serial = k->next_serial++;
   struct gw_egress_batch *old = c->egress;
-  c->egress = k->egress_next;
+  c->egress = k->egress_next; /* (spooled until it goes) */
   k->egress_next = fresh;
-  gw_egress_spool_clear(&k->egress_spool);
   if (old) /* what came on the connection after its last answer: this call's */
     gw_egress_batch_take(old, c->egress);
   pthread_mutex_unlock(&k->egress_lock);
@@ -363,10 +372,8 @@ void keeper_from_conn(struct keeper *k, struct keeper_conn *c, const char *line)
     pthread_mutex_lock(&k->egress_lock);
     c->watch = true; /* a channel, not a call: no egress of its own */
     c->in_call = false;
-    if (c->egress) { /* what it took at its accept: the next call's again */
-      gw_egress_spool_batch(&k->egress_spool, c->egress);
+    if (c->egress) /* what it took at its accept: the next call's again (spooled already) */
       gw_egress_batch_take(c->egress, k->egress_next);
-    }
     pthread_mutex_unlock(&k->egress_lock);
   } else if (method && id) {
     if (call_begin(k, c))
@@ -404,6 +411,9 @@ static void send_egress(struct keeper *k, struct keeper_conn *c)
   pthread_mutex_lock(&k->egress_lock);
   struct gw_egress_batch *b = c->egress;
   c->egress = fresh;
+  /* out of the spool before it goes: a keeper killed right between loses
+   * it (the front door has not stored it), never stores it twice */
+  spool_rewrite(k);
   pthread_mutex_unlock(&k->egress_lock);
   {
     struct cap_buf bin = {0}, line = {0};
