@@ -113,6 +113,12 @@ void keeper_egress_end(struct keeper_egress *e, struct gw_egress_batch *b, int f
       off += len;
     } while (ok && off < out.len);
     cap_buf_free(&out);
+    if (!ok) { /* not whole (the caller takes no part): the next lease's, spooled again */
+      pthread_mutex_lock(&e->lock);
+      gw_egress_spool_batch(&e->spool, b);
+      gw_egress_batch_take(b, e->n ? e->held[0] : e->next);
+      pthread_mutex_unlock(&e->lock);
+    }
   }
   gw_egress_batch_free(b);
   free(b);

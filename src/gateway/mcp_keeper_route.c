@@ -426,9 +426,15 @@ static void send_egress(struct keeper *k, struct keeper_conn *c)
       cap_buf_putc(&line, hex[ch & 15]);
     }
     cap_buf_puts(&line, "\"}");
-    keeper_put_line(c->fd, line.data, line.len);
+    bool sent = keeper_put_line(c->fd, line.data, line.len);
     cap_buf_free(&bin);
     cap_buf_free(&line);
+    if (!sent) { /* its front door gone (it takes no cut line): the next call's, spooled again */
+      pthread_mutex_lock(&k->egress_lock);
+      gw_egress_spool_batch(&k->egress_spool, b);
+      gw_egress_batch_take(b, k->egress_next);
+      pthread_mutex_unlock(&k->egress_lock);
+    }
   }
   batch_free(b);
 }
