@@ -94,8 +94,7 @@ void keeper_egress_end(struct keeper_egress *e, struct gw_egress_batch *b, int f
     }
   if (fd < 0) /* its caller gone: the decisions go to the next lease (spooled already) */
     gw_egress_batch_take(b, e->n ? e->held[0] : e->next);
-  else { /* b out of the spool before it goes: a kill right between loses it, never stores it twice
-          */
+  else { /* b out of the spool before it goes: a kill between loses it, never stores it twice */
     gw_egress_spool_clear(&e->spool);
     for (size_t i = 0; i < e->n; i++)
       gw_egress_spool_batch(&e->spool, e->held[i]);
