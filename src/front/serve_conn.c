@@ -386,8 +386,10 @@ void serve_conns_trust(struct serve_conns *cs, struct MHD_Connection *c, const c
   if (k->state != CONN_EVICTED) { /* to the trusted list's end: the most recently used */
     unlink_conn(cs, k);
     k->state = CONN_TRUSTED;
-    free(k->who);
-    k->who = cap_xstrdup(who ? who : "");
+    if (!k->who || strcmp(k->who, who ? who : "") != 0) { /* the same user's: kept */
+      free(k->who);
+      k->who = cap_xstrdup(who ? who : "");
+    }
     k->prev = cs->t_newest;
     if (cs->t_newest)
       cs->t_newest->next = k;
