@@ -322,6 +322,13 @@ static void reap(struct serve *sv)
   }
 }
 
+bool serve_sess_room(struct serve *sv)
+{
+  if (sv->n_sessions >= SERVE_MAX_SESSIONS && serve_room_evict(sv))
+    reap(sv);
+  return sv->n_sessions < SERVE_MAX_SESSIONS;
+}
+
 struct sess *serve_find_sess(struct serve *sv, const char *id)
 {
   for (struct sess *x = sv->sessions; x; x = x->next)
@@ -448,7 +455,7 @@ static void on_inbound(struct serve *sv, struct inbound *in)
     return;
   }
   if (!x) { /* initialize, or a sessionless request */
-    if (sv->n_sessions >= SERVE_MAX_SESSIONS || sv->stopping) {
+    if (sv->stopping || !serve_sess_room(sv)) {
       if (in->stream)
         stream_fail(in->stream, 503, "too many sessions; try again later");
       return;

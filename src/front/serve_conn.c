@@ -32,15 +32,19 @@ struct conn_owner {
 };
 
 struct serve_conn {
-  struct serve_conn *prev, *next; /* in the pending list while pending */
+  struct serve_conn *prev, *next; /* in the pending list, or the trusted one */
   int fd;
   enum { CONN_PENDING, CONN_TRUSTED, CONN_EVICTED } state;
   struct conn_owner owner;
+  char *who; /* trusted: the user its last request authenticated as */
 };
 
-void serve_conns_init(struct serve_conns *cs, size_t max_pending, unsigned trusted_timeout_s)
+void serve_conns_init(struct serve_conns *cs, size_t max_pending, size_t max_trusted,
+                      unsigned trusted_timeout_s)
 {
-  *cs = (struct serve_conns){.max_pending = max_pending, .trusted_timeout_s = trusted_timeout_s};
+  *cs = (struct serve_conns){.max_pending = max_pending,
+                             .max_trusted = max_trusted,
+                             .trusted_timeout_s = trusted_timeout_s};
   pthread_mutex_init(&cs->mu, NULL);
 }
 
@@ -239,18 +243,25 @@ static bool same_group(const struct conn_owner *a, const struct conn_owner *b, i
   return n == owner_prefix(b, level) && !memcmp(a->addr, b->addr, n);
 }
 
-static void unlink_pending(struct serve_conns *cs, struct serve_conn *k)
+/* k off its list (the pending one, or the trusted one) */
+static void unlink_conn(struct serve_conns *cs, struct serve_conn *k)
 {
+  bool pending = k->state == CONN_PENDING;
+  struct serve_conn **oldest = pending ? &cs->oldest : &cs->t_oldest;
+  struct serve_conn **newest = pending ? &cs->newest : &cs->t_newest;
   if (k->prev)
     k->prev->next = k->next;
   else
-    cs->oldest = k->next;
+    *oldest = k->next;
   if (k->next)
     k->next->prev = k->prev;
   else
-    cs->newest = k->prev;
+    *newest = k->prev;
   k->prev = k->next = NULL;
-  cs->n_pending--;
+  if (pending)
+    cs->n_pending--;
+  else
+    cs->n_trusted--;
 }
 
 /* Shut down (not closed: libmicrohttpd owns the descriptor and closes it
@@ -259,7 +270,7 @@ static void unlink_pending(struct serve_conns *cs, struct serve_conn *k)
  * connection's), so its thread ends. */
 static void evict(struct serve_conns *cs, struct serve_conn *k)
 {
-  unlink_pending(cs, k);
+  unlink_conn(cs, k);
   if (k->fd >= 0)
     shutdown(k->fd, SHUT_RDWR);
   k->state = CONN_EVICTED; /* off the list: nothing to unlink at its close */
@@ -337,14 +348,33 @@ void serve_conns_notify(void *cls, struct MHD_Connection *c, void **socket_conte
   if (!k)
     return;
   pthread_mutex_lock(&cs->mu);
-  if (k->state == CONN_PENDING)
-    unlink_pending(cs, k);
+  if (k->state != CONN_EVICTED)
+    unlink_conn(cs, k);
   pthread_mutex_unlock(&cs->mu);
+  free(k->who);
   free(k);
   *socket_context = NULL;
 }
 
-void serve_conns_trust(struct serve_conns *cs, struct MHD_Connection *c)
+/* The trusted connection to evict: the least recently used one of the
+ * user holding most (ties: the user of the least recently used). */
+static struct serve_conn *trusted_victim(const struct serve_conns *cs)
+{
+  struct serve_conn *best = NULL;
+  size_t most = 0;
+  for (struct serve_conn *j = cs->t_oldest; j; j = j->next) {
+    size_t n = 0;
+    for (const struct serve_conn *k = cs->t_oldest; k; k = k->next)
+      n += strcmp(k->who, j->who) == 0;
+    if (n > most) {
+      most = n;
+      best = j; /* the first of its user's: its least recently used */
+    }
+  }
+  return best;
+}
+
+void serve_conns_trust(struct serve_conns *cs, struct MHD_Connection *c, const char *who)
 {
   const union MHD_ConnectionInfo *info =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -353,9 +383,22 @@ void serve_conns_trust(struct serve_conns *cs, struct MHD_Connection *c)
     return;
   pthread_mutex_lock(&cs->mu);
   bool was_pending = k->state == CONN_PENDING;
-  if (was_pending) {
-    unlink_pending(cs, k);
+  if (k->state != CONN_EVICTED) { /* to the trusted list's end: the most recently used */
+    unlink_conn(cs, k);
     k->state = CONN_TRUSTED;
+    if (!k->who || strcmp(k->who, who ? who : "") != 0) { /* the same user's: kept */
+      free(k->who);
+      k->who = cap_xstrdup(who ? who : "");
+    }
+    k->prev = cs->t_newest;
+    if (cs->t_newest)
+      cs->t_newest->next = k;
+    else
+      cs->t_oldest = k;
+    cs->t_newest = k;
+    cs->n_trusted++;
+    while (cs->n_trusted > cs->max_trusted)
+      evict(cs, trusted_victim(cs));
   }
   pthread_mutex_unlock(&cs->mu);
   if (was_pending)

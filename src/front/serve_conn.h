@@ -30,18 +30,26 @@ struct serve_conn;
 
 struct serve_conns {
   pthread_mutex_t mu;
-  struct serve_conn *oldest, *newest; /* the pending ones, by accept time */
-  size_t n_pending, max_pending;
+  struct serve_conn *oldest, *newest;     /* the pending ones, by accept time */
+  struct serve_conn *t_oldest, *t_newest; /* the trusted ones, by their last request */
+  size_t n_pending, max_pending, n_trusted, max_trusted;
   unsigned trusted_timeout_s;
 };
 
-void serve_conns_init(struct serve_conns *cs, size_t max_pending, unsigned trusted_timeout_s);
+/* max_trusted: the listener's slots less max_pending and one, so that a
+ * new connection always finds a slot */
+void serve_conns_init(struct serve_conns *cs, size_t max_pending, size_t max_trusted,
+                      unsigned trusted_timeout_s);
 void serve_conns_destroy(struct serve_conns *cs);
 /* MHD_OPTION_NOTIFY_CONNECTION's callback, cls a struct serve_conns. */
 void serve_conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
                         enum MHD_ConnectionNotificationCode code);
-/* A request on c authenticated: c leaves the pending share and keeps the
- * longer timeout. */
-void serve_conns_trust(struct serve_conns *cs, struct MHD_Connection *c);
+/* A request on c authenticated as who (a token's user, a signed-in
+ * operator): c leaves the pending share and keeps the longer timeout.
+ * Past max_trusted, the least recently used trusted connection of the
+ * user holding most is shut down: a token holder holding every slot
+ * (keep-alive connections, one request a minute each) evicts its own,
+ * never another user's while it holds more. */
+void serve_conns_trust(struct serve_conns *cs, struct MHD_Connection *c, const char *who);
 
 #endif

@@ -114,6 +114,12 @@ bool serve_fast_call(struct serve *sv, const char *session, const char *user, co
 bool serve_fast_cancel(struct sess *x, const char *body, size_t len);
 void serve_fast_end(struct sess *x);
 struct sess *serve_find_sess(struct serve *sv, const char *id);
+/* Room for one more session (serve.c): at SERVE_MAX_SESSIONS, an idle
+ * HTTP session of the user holding the most gives way (serve_room.c's
+ * serve_room_evict marks it dead, then it is reaped); false when none
+ * can. */
+bool serve_sess_room(struct serve *sv);
+bool serve_room_evict(struct serve *sv);
 
 /* Resumable streams (serve_replay.c), on the main thread: st numbered
  * before its request is accepted (not in a sessionless session); an

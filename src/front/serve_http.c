@@ -622,7 +622,7 @@ static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, con
   if (!user)
     return refuse(c, MHD_HTTP_UNAUTHORIZED, -32000,
                   "Unauthorized: send `Authorization: Bearer TOKEN` (`capsule access issue`)");
-  serve_conns_trust(&h->conns, c); /* a token's holder: out of the pending share */
+  serve_conns_trust(&h->conns, c, user); /* a token's holder: out of the pending share */
   if (!within_rate(h, token)) {
     free(user);
     return refuse(c, MHD_HTTP_TOO_MANY_REQUESTS, -32000,
@@ -679,7 +679,8 @@ int serve_http_start(struct serve *sv, const struct serve_hooks *hooks,
   h->sv = sv;
   h->hooks = hooks;
   pthread_mutex_init(&h->rate_mu, NULL);
-  serve_conns_init(&h->conns, HTTP_CONN_PENDING, HTTP_CONN_TRUSTED_TIMEOUT_S);
+  serve_conns_init(&h->conns, HTTP_CONN_PENDING, HTTP_CONN_MAX - HTTP_CONN_PENDING - 1,
+                   HTTP_CONN_TRUSTED_TIMEOUT_S);
   h->rate = opt->rate ? opt->rate : SERVE_RATE;
   int port = serve_guard_init(&h->guard, "--mcp-http", opt->http_addr, opt, err);
   if (port < 0) {

@@ -87,8 +87,7 @@ void serve_accept_unix(struct serve *sv)
     return;
   struct ucred cred;
   socklen_t len = sizeof cred;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-      sv->n_sessions >= SERVE_MAX_SESSIONS) {
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || !serve_sess_room(sv)) {
     close(fd);
     return;
   }

@@ -512,7 +512,7 @@ static enum MHD_Result route(struct serve_ui *u, struct MHD_Connection *c, const
     return post ? plain(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: the token was revoked")
                 : redirect(c, "/login", cookie_gone(u, sess_key));
   }
-  serve_conns_trust(&u->conns, c); /* a signed-in operator's: out of the pending share */
+  serve_conns_trust(&u->conns, c, s->user); /* a signed-in operator's: out of the pending share */
   if (post && strcmp(rest, "/logout") == 0) {
     sess_end(u, s);
     pthread_mutex_unlock(&u->mu);
@@ -722,7 +722,8 @@ int serve_ui_start(struct serve *sv, const struct serve_hooks *hooks,
     abort(); /* as random_hex */
   cap_hmac_sha256_init(&u->form_mac, form_key, sizeof form_key);
   sodium_memzero(form_key, sizeof form_key);
-  serve_conns_init(&u->conns, UI_CONN_PENDING, UI_CONN_TRUSTED_TIMEOUT_S);
+  serve_conns_init(&u->conns, UI_CONN_PENDING, UI_CONN_MAX - UI_CONN_PENDING - 1,
+                   UI_CONN_TRUSTED_TIMEOUT_S);
   int port = serve_guard_init(&u->guard, "--ui", opt->ui_addr, opt, err);
   if (port < 0) {
     serve_ui_stop(u);

@@ -1,0 +1,59 @@
+/* Room for a new session when serve holds SERVE_MAX_SESSIONS: an idle
+ * HTTP session (no request in flight, no subscriptions/listen, no fast
+ * call) gives way, the least recently used one of the user holding the
+ * most sessions. So one token holder opening sessions without end (an
+ * idle one lives an hour) evicts its own, never those of a user holding
+ * fewer; the client of a session evicted is told 404 at its next
+ * request and starts a new one, as the transport says. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cleanup.h"
+#include "front/serve_core.h"
+
+static bool evictable(struct sess *x)
+{
+  return x->http && !x->sessionless && !x->dead && !x->n_routes && !x->n_fast &&
+         !mcp_session_busy(x->s) && !mcp_session_listening(x->s);
+}
+
+/* by user, then the least recently used first */
+static int by_user_then_age(const void *a, const void *b)
+{
+  const struct sess *x = *(struct sess *const *)a, *y = *(struct sess *const *)b;
+  int c = strcmp(x->user, y->user);
+  if (c)
+    return c;
+  return x->last_ms < y->last_ms ? -1 : x->last_ms > y->last_ms;
+}
+
+bool serve_room_evict(struct serve *sv)
+{
+  size_t n = 0;
+  for (struct sess *x = sv->sessions; x; x = x->next)
+    n += !x->dead;
+  _cleanup_free_ struct sess **all = cap_xcalloc(n ? n : 1, sizeof *all);
+  size_t k = 0;
+  for (struct sess *x = sv->sessions; x && k < n; x = x->next)
+    if (!x->dead)
+      all[k++] = x;
+  qsort(all, k, sizeof *all, by_user_then_age);
+  struct sess *victim = NULL;
+  size_t most = 0;
+  for (size_t i = 0, j; i < k; i = j) {
+    struct sess *oldest = NULL; /* the user's least recently used idle one */
+    for (j = i; j < k && strcmp(all[j]->user, all[i]->user) == 0; j++)
+      if (!oldest && evictable(all[j]))
+        oldest = all[j];
+    if (oldest && j - i > most) {
+      most = j - i;
+      victim = oldest;
+    }
+  }
+  if (!victim)
+    return false;
+  serve_log(sv, "info", "session evicted: serve holds as many sessions as it allows", "session",
+            victim->id, "user", victim->user);
+  victim->dead = true;
+  return true;
+}
