@@ -70,6 +70,11 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   if (fd != -ENOENT && fd != -ECONNREFUSED) /* alive but busy, or not ours: never replaced */
     return cap_error_errno(err, -fd, "cannot reach %s's instance at %s", req->spec->id,
                            sa->sun_path);
+  _cleanup_close_ int room_lock = -1; /* until the keeper's status is out */
+  int room = gw_instance_room(req->run_dir, req->spec->id, gw_instance_owner(req), deadline,
+                              &room_lock, err);
+  if (room < 0)
+    return room;
   int status[2];
   if (pipe2(status, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "cannot create a pipe");

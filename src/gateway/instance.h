@@ -133,6 +133,7 @@ struct gw_instance_info {
   unsigned leases, max_leases;
   uint64_t started_ms;    /* realtime, ms */
   uint64_t idle_since_ms; /* realtime, ms; 0 while a lease is held */
+  char user[128];         /* whose exclusive instance it is ("" shared, or an MCP server's) */
 };
 
 /* "starting", "serving", "stopping". */
@@ -171,5 +172,21 @@ long gw_instances_stop_run(const char *run_dir, const char *cap, uint64_t wait_m
  * gw_grants_changed). */
 uint64_t gw_keepers_started(void);
 void gw_keeper_started(void);
+/* Room in run_dir for one more exclusive warm instance of capability cap
+ * for user: at most CAPSULE_SELU_MAX_WARM (default GW_SELU_MAX_WARM) live
+ * a user and capability, one a session (a client choosing a new session
+ * per call would otherwise start servers without end). At the bound, the
+ * least recently idle of them is stopped; when all are busy, -EBUSY with
+ * err saying so. *lock: a lock (a descriptor, or -1) held from the count
+ * until the new keeper has published its status, so that starts at once
+ * do not all count the same room; the caller closes it. */
+#define GW_SELU_MAX_WARM 16
+int gw_instance_room(const char *run_dir, const char *cap, const char *user, uint64_t deadline,
+                     int *lock, struct cap_error *err);
+/* Whose exclusive instance req starts: its user, "" for a shared one. */
+static inline const char *gw_instance_owner(const struct gw_instance_request *req)
+{
+  return req->spec->runtime.shared || !req->user ? "" : req->user;
+}
 
 #endif

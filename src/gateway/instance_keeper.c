@@ -86,6 +86,7 @@ static void keeper_status_begin(struct keeper *k)
   while (!k->instance) /* what names this server to the calls keeping a channel to it */
     randombytes_buf(&k->instance, sizeof k->instance);
   snprintf(k->info.capability, sizeof k->info.capability, "%s", k->req->spec->id);
+  snprintf(k->info.user, sizeof k->info.user, "%s", gw_instance_owner(k->req));
   keeper_status(k, GW_INSTANCE_STARTING, 0);
 }
 

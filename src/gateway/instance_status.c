@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/buf.h"
@@ -104,6 +106,16 @@ static bool keeper_alive(const struct gw_instance_info *info)
   return now && now == info->pid_start;
 }
 
+/* A user as its status line holds it: a line of its own (no control byte
+ * may start another: a forged pid= would choose whom `stop` signals) */
+static void status_user(char out[128], const char *user)
+{
+  snprintf(out, 128, "%s", user ? user : "");
+  for (char *p = out; *p; p++)
+    if ((unsigned char)*p < 0x20 || *p == 0x7f)
+      *p = '_';
+}
+
 void gw_instance_status_write(const char *path, struct gw_instance_info *info)
 {
   if (!info->pid_start)
@@ -114,12 +126,14 @@ void gw_instance_status_write(const char *path, struct gw_instance_info *info)
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0)
     return;
+  char user[sizeof info->user];
+  status_user(user, info->user);
   dprintf(fd,
           "capability=%s\npid=%d\nstate=%s\nprotocol=%s\nleases=%u\nmax_leases=%u\n"
-          "started_ms=%llu\nidle_since_ms=%llu\npid_start=%llu\n",
+          "started_ms=%llu\nidle_since_ms=%llu\npid_start=%llu\nuser=%s\n",
           info->capability, info->pid, gw_instance_state_name(info->state), info->protocol,
           info->leases, info->max_leases, (unsigned long long)info->started_ms,
-          (unsigned long long)info->idle_since_ms, info->pid_start);
+          (unsigned long long)info->idle_since_ms, info->pid_start, user);
   close(fd);
   if (rename(tmp, path) < 0)
     unlink(tmp);
@@ -171,6 +185,8 @@ static bool status_read(int dir_fd, const char *name, struct gw_instance_info *i
       info->idle_since_ms = strtoull(v, NULL, 10);
     } else if (strcmp(line, "pid_start") == 0) {
       info->pid_start = strtoull(v, NULL, 10);
+    } else if (strcmp(line, "user") == 0) {
+      snprintf(info->user, sizeof info->user, "%s", v);
     }
   }
   size_t len = strlen(name) - strlen(STATUS_SUFFIX);
@@ -306,4 +322,98 @@ long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
     gw_state_close(st);
   cap_error_clear(&ignored);
   return found;
+}
+
+static long max_warm(void)
+{
+  const char *v = getenv("CAPSULE_SELU_MAX_WARM"); /* the operator's bound, else ours */
+  long max = v && *v ? strtol(v, NULL, 10) : GW_SELU_MAX_WARM;
+  return max >= 1 && max <= 4096 ? max : GW_SELU_MAX_WARM;
+}
+
+/* who's live exclusive instances of cap in list: how many, and in *idle
+ * the least recently idle one (NULL: all busy) */
+static size_t owned(struct gw_instance_info *list, size_t n, const char *cap, const char *who,
+                    struct gw_instance_info **idle)
+{
+  size_t mine = 0;
+  *idle = NULL;
+  for (size_t i = 0; i < n; i++) {
+    struct gw_instance_info *x = &list[i];
+    if (strcmp(x->user, who) != 0 || strcmp(x->capability, cap) != 0 ||
+        strcmp(x->protocol, "mcp") == 0 || x->state == GW_INSTANCE_STOPPING)
+      continue;
+    mine++;
+    if (x->state == GW_INSTANCE_SERVING && !x->leases && x->idle_since_ms &&
+        (!*idle || x->idle_since_ms < (*idle)->idle_since_ms))
+      *idle = x;
+  }
+  return mine;
+}
+
+/* The lock that makes one start at a time of user's instances of cap:
+ * RUN/room-HASH.lock, taken by the deadline (its descriptor), else -1 */
+static int room_lock(const char *run_dir, const char *cap, const char *who, uint64_t deadline)
+{
+  _cleanup_free_ char *both = cap_xasprintf("%s%c%s", cap, 0, who);
+  char hex[65];
+  gw_sha256_hex(both, strlen(cap) + 1 + strlen(who), hex);
+  _cleanup_free_ char *path = cap_xasprintf("%s/room-%.32s.lock", run_dir, hex);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  while (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    if ((errno != EWOULDBLOCK && errno != EINTR) || cap_now_ms(CLOCK_MONOTONIC) >= deadline) {
+      close(fd);
+      return -1;
+    }
+    struct timespec ts = {.tv_nsec = 10 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return fd;
+}
+
+int gw_instance_room(const char *run_dir, const char *cap, const char *user, uint64_t deadline,
+                     int *lock, struct cap_error *err)
+{
+  *lock = -1;
+  if (!user || !*user)
+    return 0; /* a shared instance: one a capability */
+  char who[128];
+  status_user(who, user);
+  if ((*lock = room_lock(run_dir, cap, who, deadline)) < 0)
+    return cap_error_set(err, ETIMEDOUT, "another call is still starting an instance of %s for %s",
+                         cap, user);
+  long max = max_warm();
+  struct gw_instance_info *list = NULL, *idle = NULL;
+  size_t mine = 0;
+  /* a lease's end shows in its status file up to KEEPER_STATUS_SETTLE_MS
+   * later: at the bound with none idle, listed again for half a second */
+  for (int tries = 0; tries < 10; tries++) {
+    size_t n = 0;
+    struct cap_error ignored = {0};
+    free(list);
+    list = NULL;
+    if (gw_instance_list(run_dir, &list, &n, &ignored) < 0) {
+      cap_error_clear(&ignored);
+      return 0; /* nothing listed: nothing to count */
+    }
+    mine = owned(list, n, cap, who, &idle);
+    if (mine < (size_t)max || idle)
+      break;
+    struct timespec ts = {.tv_nsec = 50 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  int r = 0;
+  if (mine >= (size_t)max) { /* the least recently used idle one gives way */
+    struct cap_error ignored = {0};
+    r = idle && gw_instance_stop(run_dir, idle, 5000, &ignored) == 0 ? 0 : -EBUSY;
+    cap_error_clear(&ignored);
+  }
+  if (r < 0)
+    cap_error_set(err, EBUSY,
+                  "%zu warm instances of %s run for user %s (a session each) and none is idle "
+                  "(at most %ld a user and capability: CAPSULE_SELU_MAX_WARM); try again when a "
+                  "call ends, or stop some (capsule ps, capsule stop)",
+                  mine, cap, user, max);
+  free(list);
+  return r;
 }

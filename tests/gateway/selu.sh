@@ -68,6 +68,8 @@ cap selu-unhealthy unhealthy
 cap selu-nolisten nolisten
 cap selu-dies exit-after-call
 cap selu-slow slow-start
+cap selu-bound normal # idle for long: only the bound on a user's instances ends them
+sed -i 's|idle_timeout_ms: 3000|idle_timeout_ms: 120000|' "$caps/selu-bound/manifest.yaml"
 cap selu-one normal '  max_concurrency: 1'
 cap selu-cpu normal 'resources: {max_cpu_seconds: 1, max_cpu_fraction: 1.0}'
 sed -i 's/idle_timeout_ms: 3000/idle_timeout_ms: 600/' "$caps/selu-one/manifest.yaml"
@@ -239,6 +241,31 @@ if [ -d "$caps/node" ]; then
 else
   echo "  skip example-node: npm ci in examples/selu-node (scripts/deps.sh test does)"
 fi
+
+echo "warm instances a user (CAPSULE_SELU_MAX_WARM): a session each"
+bound_call() { CAPSULE_SELU_MAX_WARM=2 timeout 60 "$capsule" call --caps "$caps" --state "$state" --session "$1" selu-bound "$2" "$3" 2>&1 </dev/null; }
+bound_ps() { "$capsule" ps --state "$state" --json 2>/dev/null | tr -d ' \n' | tr '{' '\n' | grep '"capability":"selu-bound"'; }
+bound_call a ok '{}' >/dev/null
+first=$(bound_ps | grep -o '"pid":"[0-9]*"' | grep -o '[0-9][0-9]*')
+bound_call b ok '{}' >/dev/null
+bound_call c ok '{}' >/dev/null # the third session's: the least recently idle gives way
+if [ "$(bound_ps | grep -c .)" = 2 ] && [ -n "$first" ] && ! kill -0 "$first" 2>/dev/null; then
+  ok bound-evicts-least-recent
+else
+  bad "bound-evicts-least-recent ($(bound_ps | grep -c .) instances; the first's keeper ${first:-unknown})"
+fi
+bound_call d sleep '{"ms": 8000}' >/dev/null & # two busy ones: the idle two give way
+bound_call e sleep '{"ms": 8000}' >/dev/null &
+for _ in $(seq 300); do [ "$(bound_ps | grep -c '"leases":"1/')" = 2 ] && break; sleep 0.1; done
+out=$(bound_call f ok '{}')
+if [ "$(bound_ps | grep -c '"leases":"1/')" = 2 ] && grep -q 'none is idle' <<<"$out"; then
+  ok bound-refuses-when-busy
+else
+  bad "bound-refuses-when-busy ($out)"
+fi
+wait
+"$capsule" stop --state "$state" selu-bound >/dev/null 2>&1
+calls=$((calls + 6))
 
 echo "instance key: the package's contents and grants, not only ./ programs"
 # the instance says which version it started with (VERSION, from version.txt)
