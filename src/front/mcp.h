@@ -59,6 +59,12 @@ struct mcp_config {
   void *(*reg_hold)(void *ctx);
   void (*reg_release)(void *ctx, void *held);
   void *reg_ctx;
+  /* serve: a call (or relayed request) in flight counted against its
+   * user's across every session (run_take false: refused as too many),
+   * and given back when it ends; NULL: only the session's own bound */
+  bool (*run_take)(void *ctx, const char *user);
+  void (*run_give)(void *ctx, const char *user);
+  void *run_ctx;
   /* `capsule mcp`: the warm path for the calls that run apart only; a
    * third-party MCP server's call keeps a child of its own */
   bool no_warm_relay;

@@ -60,6 +60,8 @@ void mcp_run_drop(struct mcp_session *s, struct mcp_run *r)
     if (s->runs[i] == r)
       s->runs[i] = NULL;
   run_free(r);
+  if (s->cfg->run_give) /* every run was taken (mcp_run_new) */
+    s->cfg->run_give(s->cfg->run_ctx, s->cfg->base.user);
 }
 
 /* ---- results ---- */
@@ -295,7 +297,7 @@ static struct mcp_run **free_slot(struct mcp_session *s)
 struct mcp_run *mcp_run_new(struct mcp_session *s, const char *id_json, const char *cap)
 {
   struct mcp_run **slot = free_slot(s);
-  if (!slot)
+  if (!slot || (s->cfg->run_take && !s->cfg->run_take(s->cfg->run_ctx, s->cfg->base.user)))
     return NULL;
   struct mcp_run *r = cap_xcalloc(1, sizeof *r);
   r->fd = -1;
@@ -329,7 +331,8 @@ void mcp_tools_call(struct mcp_session *s, const char *id, const struct cap_node
   struct mcp_run *r = mcp_run_new(s, id, m->spec->id);
   if (!r)
     return mcp_send_tool_error(s, id,
-                               "too many calls in flight in this session; wait for one to end");
+                               "too many calls in flight in this session, or of this user in "
+                               "all its sessions; wait for one to end");
   r->token_json = progress_token(params);
   r->tool = cap_xstrdup(m->tool->name);
   r->relayed = m->spec->runtime.kind == CAP_RUNTIME_MCP;
@@ -382,7 +385,9 @@ void mcp_capsule_call(struct mcp_session *s, const char *id, const struct cap_no
   struct mcp_run *r = mcp_run_new(s, id, cap->u.str.ptr);
   if (!r)
     return mcp_send_error(s, id, MCP_INTERNAL_ERROR,
-                          "too many calls in flight in this session; wait for one to end", NULL);
+                          "too many calls in flight in this session, or of this user in all its "
+                          "sessions; wait for one to end",
+                          NULL);
   r->cli = true;
   r->tool = cap_xstrdup(tool->u.str.ptr);
   r->deadline_ms = timeout ? (uint64_t)timeout->u.num.i : 0;

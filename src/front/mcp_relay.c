@@ -307,7 +307,9 @@ struct mcp_run *mcp_relayed_run(struct mcp_session *s, const char *id, char *arg
   if (!r) {
     free(args);
     mcp_send_error(s, id, MCP_INTERNAL_ERROR,
-                   "too many requests in flight in this session; wait for one to end", NULL);
+                   "too many requests in flight in this session, or of this user in all its "
+                   "sessions; wait for one to end",
+                   NULL);
     return NULL;
   }
   r->method = method;

@@ -212,6 +212,8 @@ struct sess *serve_sess_new(struct serve *sv, bool http, int fd, const char *use
       .reg_hold = sess_reg_hold,
       .reg_release = sess_reg_release,
       .reg_ctx = x,
+      .run_take = serve_run_take,
+      .run_give = serve_run_give,
       .selu_warm = serve_selu_call,
       .selu_warm_ctx = sv,
       .base = {.user = x->user,

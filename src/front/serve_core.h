@@ -120,6 +120,11 @@ struct sess *serve_find_sess(struct serve *sv, const char *id);
  * can. */
 bool serve_sess_room(struct serve *sv);
 bool serve_room_evict(struct serve *sv);
+/* A user's calls in flight across its sessions (mcp_config.run_take and
+ * run_give): at most SERVE_USER_RUNS (serve_room.c). */
+#define SERVE_USER_RUNS 64
+bool serve_run_take(void *ctx, const char *user);
+void serve_run_give(void *ctx, const char *user);
 
 /* Resumable streams (serve_replay.c), on the main thread: st numbered
  * before its request is accepted (not in a sessionless session); an

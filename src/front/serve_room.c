@@ -5,6 +5,7 @@
  * idle one lives an hour) evicts its own, never those of a user holding
  * fewer; the client of a session evicted is told 404 at its next
  * request and starts a new one, as the transport says. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,4 +57,59 @@ bool serve_room_evict(struct serve *sv)
             victim->id, "user", victim->user);
   victim->dead = true;
   return true;
+}
+
+/* Calls in flight a user may have across all its sessions (each session
+ * has MCP_MAX_RUNNING of its own): a token holder opening sessions
+ * without end would otherwise run a sandbox each, MCP_MAX_RUNNING times a
+ * session. Counted on whatever thread starts or ends a run. */
+static pthread_mutex_t runs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct user_runs {
+  char *user;
+  unsigned n;
+} * runs;
+static size_t n_runs;
+
+/* SERVE_USER_RUNS, or the operator's CAPSULE_SERVE_USER_CALLS */
+static unsigned runs_max(void)
+{
+  const char *v = getenv("CAPSULE_SERVE_USER_CALLS");
+  long n = v && *v ? strtol(v, NULL, 10) : SERVE_USER_RUNS;
+  return n >= 1 && n <= 65536 ? (unsigned)n : SERVE_USER_RUNS;
+}
+
+bool serve_run_take(void *ctx, const char *user)
+{
+  (void)ctx;
+  user = user ? user : "";
+  pthread_mutex_lock(&runs_mu);
+  struct user_runs *u = NULL;
+  for (size_t i = 0; i < n_runs && !u; i++)
+    if (strcmp(runs[i].user, user) == 0)
+      u = &runs[i];
+  if (!u) {
+    runs = cap_xrealloc(runs, (n_runs + 1) * sizeof *runs);
+    u = &runs[n_runs++];
+    *u = (struct user_runs){.user = cap_xstrdup(user)};
+  }
+  bool room = u->n < runs_max();
+  u->n += room;
+  pthread_mutex_unlock(&runs_mu);
+  return room;
+}
+
+void serve_run_give(void *ctx, const char *user)
+{
+  (void)ctx;
+  user = user ? user : "";
+  pthread_mutex_lock(&runs_mu);
+  for (size_t i = 0; i < n_runs; i++)
+    if (strcmp(runs[i].user, user) == 0) {
+      if (runs[i].n && --runs[i].n == 0) { /* none left: the entry goes */
+        free(runs[i].user);
+        runs[i] = runs[--n_runs];
+      }
+      break;
+    }
+  pthread_mutex_unlock(&runs_mu);
 }
