@@ -59,9 +59,10 @@ void mcp_run_drop(struct mcp_session *s, struct mcp_run *r)
   for (size_t i = 0; i < MCP_MAX_RUNNING; i++)
     if (s->runs[i] == r)
       s->runs[i] = NULL;
+  if (r->run_give)
+    r->run_give(r->run_ctx, r->run_user);
+  free(r->run_user);
   run_free(r);
-  if (s->cfg->run_give) /* every run was taken (mcp_run_new) */
-    s->cfg->run_give(s->cfg->run_ctx, s->cfg->base.user);
 }
 
 /* ---- results ---- */
@@ -305,6 +306,11 @@ struct mcp_run *mcp_run_new(struct mcp_session *s, const char *id_json, const ch
   r->id_json = cap_xstrdup(id_json);
   r->cap = cap_xstrdup(cap);
   r->modern = s->modern;
+  if (s->cfg->run_take) { /* taken above: given back at its drop */
+    r->run_give = s->cfg->run_give;
+    r->run_ctx = s->cfg->run_ctx;
+    r->run_user = cap_xstrdup(s->cfg->base.user ? s->cfg->base.user : "");
+  }
   *slot = r;
   return r;
 }

@@ -94,6 +94,11 @@ struct mcp_job; /* what a run's pipeline reads (mcp_run.c) */
  * running gw_call, or one waiting for the client's answer to our
  * elicitation. */
 struct mcp_run {
+  /* counted against its user's calls in flight (mcp_config.run_take):
+   * given back at its drop, whichever session drops it */
+  void (*run_give)(void *ctx, const char *user);
+  void *run_ctx;
+  char *run_user;
   const char *method;   /* NULL: tools/call; else an MCP request relayed to the server (static) */
   bool gather;          /* method runs on every MCP-server capability (mcp_gather.c) */
   bool relayed;         /* the capability is an MCP server: its messages are relayed */
