@@ -481,7 +481,7 @@ static int start_keeper(const struct gw_call *call, const struct cap_spec *spec,
       _exit(keeper < 0);
     keeper_main(call, spec, env, n_env, path, status[1], lock);
   }
-  gw_keeper_started(); /* once forked, ready or not (as instance.c's): the caller checks its grants */
+  gw_keeper_started(); /* once forked, ready or not (as instance.c's) */
   close(status[1]);
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
     ;
