@@ -93,6 +93,11 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
       _exit(keeper < 0);
     gw_keeper_main(req, sa, status[1], lock);
   }
+  /* counted once forked, ready or not: the keeper publishes its status at
+   * once and waits for its server up to its own deadline, so it may be
+   * ready after this call stopped waiting; the caller checks its grants
+   * again either way */
+  gw_keeper_started();
   close(status[1]);
   waitpid(pid, NULL, 0);
   /* the keeper's verdict: KEEPER_READY, or why it failed */
@@ -125,7 +130,6 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
     return cap_error_set(err, ECONNREFUSED, "%s (its log: %s)",
                          got ? msg : "the instance's keeper exited before its server was ready",
                          req->log_path);
-  gw_keeper_started(); /* published with its status: the caller checks its grants again */
   fd = gw_instance_connect(sa, deadline);
   if (fd < 0)
     return cap_error_errno(err, -fd, "cannot reach the new instance of %s", req->spec->id);

@@ -166,10 +166,11 @@ long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
  * caller's state stores them at its next recovery); each may be NULL. */
 long gw_instances_stop_run(const char *run_dir, const char *cap, uint64_t wait_ms,
                            gw_instance_stopped_fn each, void *ctx, struct cap_error *err);
-/* How many warm servers' keepers this process started (their server
- * ready, their status published), counted by gw_keeper_started: a call
- * that saw it move may have started one (gateway/grants.h,
- * gw_grants_changed). */
+/* How many warm servers' keepers this process started, counted by
+ * gw_keeper_started once a keeper is forked, whether or not its server
+ * became ready while the starter waited (a keeper publishes its status at
+ * once and may be ready after its call gave up): a call that saw it move
+ * may have started one (gateway/grants.h, gw_grants_changed). */
 uint64_t gw_keepers_started(void);
 void gw_keeper_started(void);
 /* Room in run_dir for one more exclusive warm instance of capability cap

@@ -481,6 +481,7 @@ static int start_keeper(const struct gw_call *call, const struct cap_spec *spec,
       _exit(keeper < 0);
     keeper_main(call, spec, env, n_env, path, status[1], lock);
   }
+  gw_keeper_started(); /* once forked, ready or not (as instance.c's) */
   close(status[1]);
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
     ;
@@ -504,7 +505,6 @@ static int start_keeper(const struct gw_call *call, const struct cap_spec *spec,
   if (strcmp(msg, KEEPER_READY) != 0)
     return cap_error_set(err, ECONNREFUSED, "%s's warm server did not start: %s", spec->id,
                          got ? msg : "its keeper exited");
-  gw_keeper_started(); /* published with its status: the caller checks its grants again */
   return 0;
 }
 

@@ -77,7 +77,7 @@ scripts=(
   ../review16/spool_other_user.sh ../review16/unit_probes.sh
   # the seventeenth's (tests/review17/)
   ../review17/revoke_partial_warm.sh ../review17/revoke_starting_warm.sh
-  ../review17/warm_egress_killed.sh
+  ../review17/warm_egress_killed.sh ../review17/revoke_slow_starting_warm.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
