@@ -50,6 +50,30 @@ static int socket_path(const struct gw_instance_request *req, struct sockaddr_un
 
 /* Starts a keeper unless one is already there (under the lock). Returns a
  * connection to it, or -errno with err set. */
+/* The keeper's verdict on fd by the deadline: KEEPER_READY, or why it
+ * failed, into msg (its length), or -1 when none came in time */
+static ssize_t keeper_verdict(int fd, uint64_t deadline, char *msg, size_t size)
+{
+  size_t got = 0;
+  for (;;) {
+    uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0)
+      return -1;
+    ssize_t n = read(fd, msg + got, size - 1 - got);
+    if (n <= 0 || got + (size_t)n >= size - 1) {
+      if (n > 0)
+        got += (size_t)n;
+      break;
+    }
+    got += (size_t)n;
+    if (got >= strlen(KEEPER_READY) && memcmp(msg, KEEPER_READY, strlen(KEEPER_READY)) == 0)
+      break;
+  }
+  msg[got] = '\0';
+  return (ssize_t)got;
+}
+
 static int start_keeper(const struct gw_instance_request *req, const struct sockaddr_un *sa,
                         uint64_t deadline, struct cap_error *err)
 {
@@ -100,29 +124,11 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   gw_keeper_started();
   close(status[1]);
   waitpid(pid, NULL, 0);
-  /* the keeper's verdict: KEEPER_READY, or why it failed */
   char msg[512];
-  size_t got = 0;
-  for (;;) {
-    uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
-    struct pollfd p = {.fd = status[0], .events = POLLIN};
-    if (t >= deadline || poll(&p, 1, ms_until(deadline)) <= 0) {
-      close(status[0]);
-      return cap_error_set(err, ETIMEDOUT, "%s's server did not become ready in time",
-                           req->spec->id);
-    }
-    ssize_t n = read(status[0], msg + got, sizeof msg - 1 - got);
-    if (n <= 0 || got + (size_t)n >= sizeof msg - 1) {
-      if (n > 0)
-        got += (size_t)n;
-      break;
-    }
-    got += (size_t)n;
-    if (got >= strlen(KEEPER_READY) && memcmp(msg, KEEPER_READY, strlen(KEEPER_READY)) == 0)
-      break;
-  }
+  ssize_t got = keeper_verdict(status[0], deadline, msg, sizeof msg);
   close(status[0]);
-  msg[got] = '\0';
+  if (got < 0)
+    return cap_error_set(err, ETIMEDOUT, "%s's server did not become ready in time", req->spec->id);
   size_t host = strlen(KEEPER_HOST);
   if (strncmp(msg, KEEPER_HOST, host) == 0) /* exit 3, as for any sandbox the host cannot make */
     return cap_error_set(err, ENOTSUP, "%s", msg + host);

@@ -47,6 +47,7 @@ void keeper_egress_close(struct keeper_egress *e)
 {
   pthread_mutex_lock(&e->lock);
   gw_egress_spool_close(&e->spool);
+  e->closed = true; /* what it holds is the recovery's: a lease ending now sends none */
   pthread_mutex_unlock(&e->lock);
 }
 
@@ -92,6 +93,8 @@ void keeper_egress_end(struct keeper_egress *e, struct gw_egress_batch *b, int f
       e->n--;
       break;
     }
+  if (e->closed) /* the file holds them for the recovery: sent too, they would be stored twice */
+    fd = -1;
   if (fd < 0) /* its caller gone: the decisions go to the next lease (spooled already) */
     gw_egress_batch_take(b, e->n ? e->held[0] : e->next);
   else { /* b out of the spool before it goes: a kill between loses it, never stores it twice */

@@ -77,6 +77,7 @@ struct keeper_egress {
   struct gw_egress_batch *next; /* the next lease's: what came while none was held */
   struct gw_egress_spool spool; /* next on disk, for a keeper ending first */
   struct proxy_egress_sink sink;
+  bool closed; /* the spool left to the recovery: no batch goes to a call after */
 };
 /* run_dir, capability and user: spool's (egress_spool.h) */
 void keeper_egress_init(struct keeper_egress *e, const char *run_dir, const char *capability,

@@ -294,7 +294,7 @@ else
 fi
 # an edit with no call in stops the instance's keeper then, not at its idle
 # timeout (no call would reach that server again)
-kpid=$("$capsule" ps --state "$state" --json 2>/dev/null | tr -d ' \n' | tr '{' '\n' | grep '"capability":"selu-interp"' | grep -o '"pid":"[0-9]*"' | grep -o '[0-9][0-9]*' | head -1)
+kpid=$("$capsule" ps --state "$state" | awk '$1 == "selu-interp" {print $2; exit}')
 echo y >"$caps/selu-interp/lib/deeper/added.js"
 for _ in $(seq 300); do [ -n "$kpid" ] && kill -0 "$kpid" 2>/dev/null || break; sleep 0.1; done
 if [ -n "$kpid" ] && ! kill -0 "$kpid" 2>/dev/null; then ok idle-edit-stops-keeper; else bad "idle-edit-stops-keeper (keeper ${kpid:-not found} still runs 30 s after the edit)"; fi
