@@ -16,46 +16,12 @@
 # cannot run here. As root.
 # Usage: revoke_starting_warm.sh CAPSULE
 . "$(dirname "$0")/lib.sh" "$1" review17-revoke-starting
-[ -x "$root/examples/selu-text/capability" ] || skip "examples/selu-text is not built"
-secret=$work/secret
-mkdir -p "$secret" "$caps/selu-text" && echo s3cret >"$secret/file" && chmod -R a+rX "$secret"
-cp -r "$root/examples/selu-text/." "$caps/selu-text/"
-sed -i 's/max_memory_mb: 64/max_memory_mb: 1024/' "$caps/selu-text/manifest.yaml"
-chmod -R a+rX "$caps"
-wc_call() { "$capsule" call "${C[@]}" text-tools word_count '{"text":"a b"}' 2>&1; }
-"$capsule" grant "${C[@]}" text-tools --read "$secret" >/dev/null || { echo "FAIL: grant --read"; exit 1; }
-a=$(wc_call)
-grep -q '"words"' <<<"$a" || skip "no warm Selu instance here: $(head -c 200 <<<"$a")"
-# the instance's name (KEY) with the grant: its status, then its lock once stopped
-statuses() { for f in "$state"/run/*.status; do [ -f "$f" ] && basename "$f" .status; done | grep -v '\.mcp$'; }
-key=$(statuses)
-[ "$(wc -w <<<"$key")" = 1 ] || { echo "FAIL: one instance expected, found: $key"; exit 1; }
-"$capsule" stop --state "$state" text-tools >/dev/null 2>&1
-[ -f "$state/run/$key.lock" ] || { echo "FAIL: no start lock $state/run/$key.lock after the first start"; exit 1; }
-[ -z "$(statuses)" ] || { echo "FAIL: the instance did not stop"; exit 1; }
-# hold the start lock: the next call with the grant stops there, its grants read
-python3 -c 'import fcntl, sys, time
-f = open(sys.argv[1], "r+"); fcntl.flock(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(600)' \
-  "$state/run/$key.lock" >"$work/holder.out" &
-holder=$!
-pids+=($holder)
-for _ in $(seq 100); do grep -q held "$work/holder.out" && break; sleep 0.1; done
+selu_granted
+hold_start_lock
 wc_call >"$work/call.out" 2>&1 &
 caller=$!
 pids+=($caller)
-# the call has the lock file open once it waits at it (any process but the holder)
-waiting() {
-  local f p
-  for f in /proc/[0-9]*/fd/*; do
-    [ "$(readlink "$f" 2>/dev/null)" = "$state/run/$key.lock" ] || continue
-    p=${f#/proc/}
-    p=${p%%/*}
-    [ "$p" != "$holder" ] && return 0
-  done
-  return 1
-}
-for _ in $(seq 600); do waiting && break; kill -0 $caller 2>/dev/null || break; sleep 0.1; done
-waiting || { cat "$work/call.out"; echo "FAIL: the call never reached the start lock"; exit 1; }
+await_caller $caller
 "$capsule" revoke "${C[@]}" text-tools --read "$secret" >"$work/revoke.out" 2>&1 ||
   { cat "$work/revoke.out"; echo "FAIL: revoke --read"; exit 1; }
 kill $holder
