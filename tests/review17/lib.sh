@@ -56,3 +56,18 @@ await_caller() {
   for _ in $(seq 600); do waiting && break; kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
   waiting || { cat "$work/call.out"; echo "FAIL: the call never reached the start lock"; exit 1; }
 }
+# revoked_alive [WAIT]: the pid of a live keeper named $key (the revoked
+# grant's instance) in $alive, "" when none; WAIT: first up to 15 s for it
+# to serve (a keeper has its own deadline to become ready)
+revoked_alive() {
+  local pid=
+  alive=
+  for _ in $(seq 150); do
+    [ -f "$state/run/$key.status" ] || break
+    pid=$(sed -n 's/^pid=//p' "$state/run/$key.status")
+    [ -z "${1:-}" ] || grep -q '^state=serving' "$state/run/$key.status" && break
+    sleep 0.1
+  done
+  [ -n "$pid" ] && [ -f "$state/run/$key.status" ] && kill -0 "$pid" 2>/dev/null && alive=$pid
+  true
+}

@@ -34,15 +34,7 @@ sleep 1
 kill -TERM $(pgrep -P $caller) 2>/dev/null # the call itself, not its shell
 wait $caller
 # the keeper (if any runs) has its 10 s from its start to become ready
-pid=
-for _ in $(seq 150); do
-  [ -f "$state/run/$key.status" ] || break
-  pid=$(sed -n 's/^pid=//p' "$state/run/$key.status")
-  grep -q '^state=serving' "$state/run/$key.status" && break
-  sleep 0.1
-done
-alive=
-[ -n "$pid" ] && [ -f "$state/run/$key.status" ] && kill -0 "$pid" 2>/dev/null && alive=$pid
+revoked_alive wait
 if [ -n "$alive" ]; then
   echo "FAIL: a keeper started with the revoked grant runs on (pid $alive, $(sed -n 's/^state=//p' "$state/run/$key.status"); the call said: $(head -c 200 "$work/call.out"))"
   fail=1

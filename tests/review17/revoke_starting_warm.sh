@@ -27,11 +27,7 @@ await_caller $caller
 kill $holder
 wait $caller
 # whatever the call answered, no keeper named by the revoked grant may run on
-alive=
-if [ -f "$state/run/$key.status" ]; then
-  pid=$(sed -n 's/^pid=//p' "$state/run/$key.status")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=$pid
-fi
+revoked_alive
 if [ -n "$alive" ]; then
   echo "FAIL: a keeper started with the revoked grant runs on (pid $alive; the call said: $(head -c 200 "$work/call.out"))"
   fail=1
