@@ -14,7 +14,18 @@
 # the lock let go 6 s after the call began. Exits 1 while a keeper started
 # with the revoked grant runs on, 0 when not, 77 when it cannot run here.
 # As root.
-# Usage: revoke_slow_starting_warm.sh CAPSULE
+# With `killed` (OPEN, so not in tests/review/run.sh's list: it fails): the
+# check after a call's run is the caller's own, so a call whose process is
+# killed (SIGTERM, 1 s after the lock is let go: an operator's Ctrl-C on
+# `capsule call`, a client's cancel of a call run in a child) while its
+# keeper starts never makes it, and the keeper (detached: it outlives its
+# starter) serves on with the revoked grant until its idle timeout. Fix
+# idea: the keeper checks once published, e.g. the revoke leaves
+# RUN/revoked/CAP with the time of its commit (written after it, before it
+# lists the keepers) and the call hands its keeper the time it read the
+# grants; a keeper that finds a revoke at or after that stops itself.
+# Usage: revoke_slow_starting_warm.sh CAPSULE [killed]
+killed=${2:-}
 . "$(dirname "$0")/lib.sh" "$1" review17-revoke-slow-starting
 selu_granted slow
 hold_start_lock
@@ -29,6 +40,10 @@ await_caller $caller
 # start, is ready past the call's deadline (10 s) but within its own
 while [ $(($(date +%s%N) - began)) -lt 6000000000 ]; do sleep 0.1; done
 kill $holder
+if [ -n "$killed" ]; then
+  sleep 1
+  kill -TERM $(pgrep -P $caller) 2>/dev/null # the call itself, not its shell
+fi
 wait $caller
 # the keeper (if any runs) has its 10 s from its start to become ready
 revoked_alive wait
@@ -36,7 +51,7 @@ if [ -n "$alive" ]; then
   echo "FAIL: a keeper started with the revoked grant runs on (pid $alive, $(sed -n 's/^state=//p' "$state/run/$key.status"); the call said: $(head -c 200 "$work/call.out"))"
   fail=1
 else
-  echo "ok: the keeper a call gave up waiting for, started with the grants read before a revoke, does not run on"
+  echo "ok: the keeper a call ${killed:+killed while it started}${killed:-gave up waiting for}, started with the grants read before a revoke, does not run on"
 fi
 "$capsule" stop --state "$state" text-tools >/dev/null 2>&1
 [ "$fail" = 0 ] && echo "PASS: a keeper its call gave up waiting for does not run on with a grant revoked meanwhile"
