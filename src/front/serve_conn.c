@@ -243,6 +243,18 @@ static bool same_group(const struct conn_owner *a, const struct conn_owner *b, i
   return n == owner_prefix(b, level) && !memcmp(a->addr, b->addr, n);
 }
 
+/* k at a list's newest end (the pending one, or the trusted one) */
+static void link_newest(struct serve_conn **oldest, struct serve_conn **newest,
+                        struct serve_conn *k)
+{
+  k->prev = *newest;
+  if (*newest)
+    (*newest)->next = k;
+  else
+    *oldest = k;
+  *newest = k;
+}
+
 /* k off its list (the pending one, or the trusted one) */
 static void unlink_conn(struct serve_conns *cs, struct serve_conn *k)
 {
@@ -324,12 +336,7 @@ static void started(struct serve_conns *cs, struct MHD_Connection *c, void **ctx
   conn_owner(k->fd, &k->owner);
   *ctx = k;
   pthread_mutex_lock(&cs->mu);
-  k->prev = cs->newest;
-  if (cs->newest)
-    cs->newest->next = k;
-  else
-    cs->oldest = k;
-  cs->newest = k;
+  link_newest(&cs->oldest, &cs->newest, k);
   cs->n_pending++;
   while (cs->n_pending > cs->max_pending)
     evict(cs, eviction_victim(cs));
@@ -383,19 +390,15 @@ void serve_conns_trust(struct serve_conns *cs, struct MHD_Connection *c, const c
     return;
   pthread_mutex_lock(&cs->mu);
   bool was_pending = k->state == CONN_PENDING;
-  if (k->state != CONN_EVICTED) { /* to the trusted list's end: the most recently used */
+  bool newest = k == cs->t_newest && k->who && strcmp(k->who, who ? who : "") == 0;
+  if (k->state != CONN_EVICTED && !newest) { /* to the trusted list's end: the most recently used */
     unlink_conn(cs, k);
     k->state = CONN_TRUSTED;
     if (!k->who || strcmp(k->who, who ? who : "") != 0) { /* the same user's: kept */
       free(k->who);
       k->who = cap_xstrdup(who ? who : "");
     }
-    k->prev = cs->t_newest;
-    if (cs->t_newest)
-      cs->t_newest->next = k;
-    else
-      cs->t_oldest = k;
-    cs->t_newest = k;
+    link_newest(&cs->t_oldest, &cs->t_newest, k);
     cs->n_trusted++;
     while (cs->n_trusted > cs->max_trusted)
       evict(cs, trusted_victim(cs));
