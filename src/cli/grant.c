@@ -189,8 +189,8 @@ static int stop_warm(const struct common *o, const char *cap)
   _cleanup_free_ char *dflt = o->state ? NULL : gw_state_default_dir();
   struct revoked r = {.cap = cap, .status = CLI_EXIT_OK};
   struct cap_error err = {0};
-  if (gw_instances_stop(o->state ? o->state : dflt, cap, STOP_WAIT_MS, stopped_revoked, &r, &err) <
-      0) {
+  if (gw_instances_revoke(o->state ? o->state : dflt, cap, STOP_WAIT_MS, stopped_revoked, &r,
+                          &err) < 0) {
     cli_error("revoke", err.message);
     cap_error_clear(&err);
     return CLI_EXIT_INVALID;

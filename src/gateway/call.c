@@ -1,4 +1,5 @@
 #include "gateway/call.h"
+#include "gateway/call_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,8 +31,6 @@
 #include "runtime/mcp_client.h"
 #include "runtime/talos.h"
 
-static const char *const policy_names[] = {"allow", "ask", "block"};
-
 void gw_uuid4(char out[37])
 {
   unsigned char b[16];
@@ -41,57 +40,6 @@ void gw_uuid4(char out[37])
   snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
            b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
            b[15]);
-}
-
-/* One call as it goes through the steps; each step fills its part. */
-struct call_ctx {
-  const struct gw_call *call;
-  const struct gw_registry *reg;
-  struct gw_state *st;
-  const struct cap_spec *spec;
-  const struct cap_tool *tool;
-  struct gw_tools dynamic;       /* a dynamic capability's tools, as discovered for this call */
-  const struct gw_tools *cached; /* or as last discovered (gw_tools_cached_hold) */
-  void *cached_hold;
-  struct cap_doc *args; /* the parsed arguments */
-  char **env;           /* NAME=value, for the environment */
-  size_t n_env;
-  char **handler; /* per secret: its value when delivered to a Talos handler */
-  char *out;      /* the tool's JSON result */
-  struct gw_audit_record rec;
-  struct gw_inflight inflight;    /* the call's in-flight marker (gateway/state.h) */
-  struct gw_call with_ids;        /* the call with its id_base: what c->call points to once known */
-  struct gw_egress_batch *egress; /* the proxy's decisions, stored after the record */
-  struct gw_talos_config *talos;  /* a run apart's Talos settings, read before its fork */
-  bool reading; /* a read transaction holds its reads (gw_state_read_begin) until the run */
-  bool locked;  /* the call holds call->state_lock (when there is one) */
-};
-
-/* The state lock taken for the call's next use of the state (a no-op
- * when the call holds it, or has none), or let go */
-static void lock_get(struct call_ctx *c)
-{
-  if (!c->locked && c->call->state_lock)
-    c->call->state_lock->acquire(c->call->state_lock->ctx);
-  c->locked = true;
-}
-
-static void lock_put(struct call_ctx *c)
-{
-  if (c->locked && c->call->state_lock)
-    c->call->state_lock->release(c->call->state_lock->ctx);
-  c->locked = false;
-}
-
-/* The call's reads done: its read transaction, if any, ended (before the
- * run waits and the audit writes). */
-static void reads_done(struct call_ctx *c)
-{
-  if (c->reading) {
-    lock_get(c);
-    gw_state_read_end(c->st);
-  }
-  c->reading = false;
 }
 
 static void free_secrets(struct call_ctx *c)
@@ -286,161 +234,6 @@ static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
   return GW_OUTCOME_OK;
 }
 
-/* ---- policy ---- */
-
-/* s[0..len) escaped for a terminal (core/escape.h), at most max bytes of
- * it, then "..." */
-static void escape_at_most(struct cap_buf *b, const char *s, size_t len, size_t max)
-{
-  cap_escape_text(b, s, len > max ? max : len);
-  if (len > max)
-    cap_buf_puts(b, "...");
-}
-
-/* Asks on the controlling terminal; false when there is none (*asked
- * false) or the answer is not yes. */
-static bool prompt_tty(const struct gw_call *call, bool *asked)
-{
-  *asked = false;
-  _cleanup_close_ int fd = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0 || !isatty(fd))
-    return false;
-  *asked = true;
-  struct cap_buf b = {0}; /* what a caller wrote must not drive the terminal */
-  cap_buf_printf(&b, "capsule: ");
-  escape_at_most(&b, call->user, strlen(call->user), 200);
-  cap_buf_puts(&b, " wants to call ");
-  escape_at_most(&b, call->capability, strlen(call->capability), 200);
-  cap_buf_putc(&b, '.');
-  escape_at_most(&b, call->tool, strlen(call->tool), 200);
-  cap_buf_puts(&b, " with ");
-  char *args = cap_json_canonical(call->args, call->args_len); /* all of it, compact */
-  if (args)
-    cap_escape_text(&b, args, strlen(args));
-  else
-    escape_at_most(&b, call->args, call->args_len, 4000);
-  free(args);
-  cap_buf_puts(&b, "\nAllow this call? [y/N] ");
-  ssize_t w = write(fd, b.data, b.len);
-  cap_buf_free(&b);
-  if (w < 0)
-    return false;
-  char answer[16] = "";
-  ssize_t n = read(fd, answer, sizeof answer - 1);
-  return n > 0 && (answer[0] == 'y' || answer[0] == 'Y');
-}
-
-/* What an approval is bound to: the tool's package (code, manifest,
- * grants), the tool and the policy that asked; when any of them changes
- * before the call runs, the approval is void. */
-static int approval_binding(const struct call_ctx *c, const char *policy_source, char out[65],
-                            struct cap_error *err)
-{
-  unsigned char digest[32];
-  int r = gw_spec_digest(c->spec, digest, err);
-  if (r < 0)
-    return r;
-  char hex[65];
-  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-  _cleanup_free_ char *text = cap_xasprintf("%s\n%s\n%s\n%s", hex, c->tool->name,
-                                            policy_names[CAP_POLICY_ASK], policy_source);
-  gw_sha256_hex(text, strlen(text), out);
-  return 0;
-}
-
-/* A denied approval or a denial at the prompt. */
-static enum gw_outcome ask_denied(struct call_ctx *c, const char *id, struct cap_error *err)
-{
-  c->rec.decision = "ask-denied";
-  if (id)
-    cap_error_set(err, EPERM, "approval %s for this call was denied", id);
-  else if (c->call->answer == GW_ANSWER_NO)
-    cap_error_set(err, EPERM, "the call was not approved: the user declined it in the client");
-  else
-    cap_error_set(err, EPERM, "the call was not approved at the prompt");
-  return GW_OUTCOME_DENIED;
-}
-
-/* Policy says ask: an approval decided for exactly this call, the
- * answer a front door got through its client (call->answer), the
- * terminal, or a pending approval the operator resolves. */
-static enum gw_outcome ask(struct call_ctx *c, const char *source, struct cap_error *err)
-{
-  const struct gw_call *call = c->call;
-  char binding[65];
-  if (approval_binding(c, source, binding, err) < 0)
-    return GW_OUTCOME_FAILED;
-  struct gw_approval_call req = {.capability = c->spec->id,
-                                 .tool = c->tool->name,
-                                 .user = call->user,
-                                 .args = call->args,
-                                 .args_hash = c->rec.args_hash,
-                                 .binding = binding,
-                                 .ttl_ms = call->approval_ttl_ms};
-  enum gw_approval_status status, lapsed;
-  char id[9], lapsed_id[9];
-  if (gw_approval_take(c->st, &req, &status, id, &lapsed, lapsed_id, err) < 0)
-    return GW_OUTCOME_FAILED;
-  bool asked = false;
-  if (status == GW_APPROVAL_DENIED)
-    return ask_denied(c, id, err);
-  if (status == GW_APPROVAL_APPROVED || call->answer == GW_ANSWER_YES ||
-      (call->answer == GW_ANSWER_NONE && call->may_prompt && prompt_tty(call, &asked))) {
-    c->rec.decision = "ask-approved";
-    return GW_OUTCOME_OK;
-  }
-  if (asked || call->answer == GW_ANSWER_NO)
-    return ask_denied(c, NULL, err);
-  if (status != GW_APPROVAL_PENDING && gw_approval_create(c->st, &req, id, err) < 0)
-    return GW_OUTCOME_FAILED;
-  if (call->approval_wait_ms > 0) { /* the operator decides while the call waits */
-    enum gw_approval_status now;
-    if (gw_approval_wait(c->st, id, call->approval_wait_ms, &now, err) < 0)
-      return GW_OUTCOME_FAILED;
-    if (now == GW_APPROVAL_APPROVED || now == GW_APPROVAL_DENIED) {
-      if (gw_approval_take(c->st, &req, &status, id, &lapsed, lapsed_id, err) < 0)
-        return GW_OUTCOME_FAILED;
-      if (status == GW_APPROVAL_DENIED)
-        return ask_denied(c, id, err);
-      if (status == GW_APPROVAL_APPROVED) {
-        c->rec.decision = "ask-approved";
-        return GW_OUTCOME_OK;
-      }
-    }
-  }
-  c->rec.decision = "approval-pending";
-  _cleanup_free_ char *was =
-      lapsed == GW_APPROVAL_EXPIRED ? cap_xasprintf(" (approval %s expired)", lapsed_id)
-      : lapsed == GW_APPROVAL_VOID
-          ? cap_xasprintf(" (approval %s is void: the tool's code, grants or policy changed)",
-                          lapsed_id)
-          : cap_xstrdup("");
-  cap_error_set(err, EAGAIN,
-                "approval required: %s.%s asks before running and there is no terminal to "
-                "ask on; approval %s is pending%s: `capsule approvals` shows it, `capsule "
-                "approve %s` (or `capsule deny %s`) decides it, then repeat the call",
-                c->spec->id, c->tool->name, id, was, id, id);
-  return GW_OUTCOME_AWAITING_APPROVAL;
-}
-
-static enum gw_outcome step_policy(struct call_ctx *c, struct cap_error *err)
-{
-  enum cap_policy policy;
-  const char *source;
-  if (gw_effective_policy(c->st, c->spec->id, c->tool, c->call->user, &policy, &source, err) < 0)
-    return GW_OUTCOME_FAILED;
-  c->rec.decision = policy_names[policy];
-  if (policy == CAP_POLICY_BLOCK)
-    return cap_error_set(err, EPERM,
-                         "%s.%s is blocked by policy (%s); allow it with `capsule policy set %s "
-                         "%s allow`",
-                         c->spec->id, c->tool->name, source, c->spec->id, c->tool->name),
-           GW_OUTCOME_DENIED;
-  if (policy == CAP_POLICY_ASK && c->call->selu_warm_only)
-    return GW_OUTCOME_NOT_WARM; /* before an approval is taken or made */
-  return policy == CAP_POLICY_ASK ? ask(c, source, err) : GW_OUTCOME_OK;
-}
-
 /* ---- validate ---- */
 
 static void validation_message(const struct cap_js_errors *errs, struct cap_buf *b)
@@ -505,6 +298,41 @@ static enum gw_outcome run_apart_step(void *arg, char **out, struct cap_error *e
   return o;
 }
 
+/* gw_keeper_check for a call on a capability with a warm server: was is
+ * the spec it runs with; a run apart's check is made before its fork (the
+ * child has no state), and the child's returns its epoch. */
+struct keeper_check {
+  struct gw_keeper_check hook;
+  struct call_ctx *c;
+  const struct cap_spec *was;
+  bool done;
+  uint64_t epoch;
+};
+
+static int check_grants(void *arg, uint64_t *epoch, struct cap_error *err)
+{
+  struct keeper_check *k = arg;
+  struct call_ctx *c = k->c;
+  if (k->done || !c->call->run_dir) {
+    *epoch = k->epoch;
+    return 0;
+  }
+  int r = gw_grants_epoch(c->call->run_dir, c->spec->id, epoch, err);
+  if (r < 0)
+    return r;
+  bool held = c->locked;
+  lock_get(c);
+  bool changed = gw_grants_changed(c->st, c->spec, k->was);
+  if (!held)
+    lock_put(c);
+  if (changed)
+    return cap_error_set(err, ESTALE,
+                         "capability %s's grants changed while this call started its server (a "
+                         "revoke ran meanwhile); call again",
+                         c->spec->id);
+  return 0;
+}
+
 static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
 {
   struct gw_granted g;
@@ -516,9 +344,19 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   struct gw_talos_config talos;
   enum gw_outcome o = GW_OUTCOME_OK;
   bool apart = runs_apart(c->call, &g.spec);
-  uint64_t started = gw_keepers_started(); /* a run apart's child starts them out of sight */
-  bool keeps = g.spec.runtime.kind == CAP_RUNTIME_MCP || g.spec.runtime.kind == CAP_RUNTIME_GRPC;
-  if (apart && g.spec.runtime.kind == CAP_RUNTIME_TALOS_NODE) {
+  struct keeper_check kc = {.hook = {.check = check_grants}, .c = c, .was = &g.spec};
+  kc.hook.ctx = &kc;
+  if (g.spec.runtime.kind == CAP_RUNTIME_MCP || g.spec.runtime.kind == CAP_RUNTIME_GRPC) {
+    if (c->call != &c->with_ids) { /* gateway/instance.h, gw_grants_epoch */
+      c->with_ids = *c->call;
+      c->call = &c->with_ids;
+    }
+    c->with_ids.keeper_check = &kc.hook;
+    if (apart && check_grants(&kc, &kc.epoch, err) < 0)
+      o = GW_OUTCOME_FAILED;
+    kc.done = apart;
+  }
+  if (o == GW_OUTCOME_OK && apart && g.spec.runtime.kind == CAP_RUNTIME_TALOS_NODE) {
     if (gw_talos_config_load(c->st, &g.spec, c->call->user, c->handler, &talos, err) < 0)
       o = GW_OUTCOME_FAILED;
     else
@@ -530,13 +368,7 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   if (c->talos)
     gw_talos_config_free(c->talos, &g.spec);
   c->talos = NULL;
-  if (keeps && (apart || gw_keepers_started() != started)) { /* gateway/grants.h */
-    struct cap_error ignored = {0}; /* the revoke's own stop reports; this one is best effort */
-    lock_get(c);
-    if (gw_grants_changed(c->st, c->spec, &g.spec) && c->call->run_dir && (lock_put(c), true))
-      gw_instances_stop_run(c->call->run_dir, c->spec->id, 5000, NULL, NULL, &ignored);
-    cap_error_clear(&ignored);
-  }
+  c->with_ids.keeper_check = NULL; /* kc ends here */
   gw_granted_free(&g);
   return o;
 }
@@ -753,7 +585,7 @@ enum gw_outcome gw_call(const struct gw_call *call, const struct gw_registry *re
   if (o == GW_OUTCOME_OK && call->mcp_method)
     c.rec.decision = "mcp-request"; /* no tool, no policy: the capability is served */
   else if (o == GW_OUTCOME_OK)
-    o = step_policy(&c, err);
+    o = call_step_policy(&c, err);
   if (o == GW_OUTCOME_OK && !call->mcp_method)
     o = step_validate(&c, err);
   bool covenant = c.spec && c.spec->format == CAP_FORMAT_COVENANT, ran = false;

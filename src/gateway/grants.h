@@ -27,13 +27,12 @@ int gw_spec_with_grants(struct gw_state *st, const struct cap_spec *spec, struct
 void gw_granted_free(struct gw_granted *g);
 
 /* Whether st's grants for spec now give other rights (gw_spec_rights_digest)
- * than was, the spec a call ran with (gw_spec_with_grants before its run).
- * A call that started a warm server (gw_keepers_started moved) asks it
- * after its run: a revoke that committed after the call read the grants
- * but before the new keeper published its status found no keeper to stop,
- * and the server, named by the grants before, would keep the revoked
- * grant until its idle timeout; the call then stops the capability's warm
- * servers as the revoke does. An error reading them counts as a change. */
+ * than was, the spec a call runs with (gw_spec_with_grants before its
+ * run), read afresh (not from the call's cache). A call asks it just
+ * before it starts a warm server (gw_call.keeper_check): a revoke that
+ * committed after the call read the grants would find no keeper to stop,
+ * and the server, named by the grants before, would keep the revoked grant
+ * until its idle timeout. An error reading them counts as a change. */
 bool gw_grants_changed(struct gw_state *st, const struct cap_spec *spec,
                        const struct cap_spec *was);
 

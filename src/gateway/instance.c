@@ -27,6 +27,7 @@
 #include "core/proctitle.h"
 #include "core/wait_hook.h"
 #include "runtime/selu_rpc.h"
+#include "gateway/call.h"
 #include "sandbox/sandbox.h"
 
 #define LEASE_ATTEMPTS 3 /* the first, and two retries (gw_instance_lease) */
@@ -99,6 +100,11 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
                               &room_lock, err);
   if (room < 0)
     return room;
+  uint64_t epoch = 0; /* gw_grants_epoch: the keeper checks it once its status is out */
+  const struct gw_keeper_check *check = req->keeper_check;
+  int checked = check ? check->check(check->ctx, &epoch, err) : 0;
+  if (checked < 0)
+    return checked;
   int status[2];
   if (pipe2(status, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "cannot create a pipe");
@@ -115,13 +121,8 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
     pid_t keeper = fork(); /* not this command's child: it outlives it */
     if (keeper != 0)
       _exit(keeper < 0);
-    gw_keeper_main(req, sa, status[1], lock);
+    gw_keeper_main(req, sa, status[1], lock, check ? &epoch : NULL);
   }
-  /* counted once forked, ready or not: the keeper publishes its status at
-   * once and waits for its server up to its own deadline, so it may be
-   * ready after this call stopped waiting; the caller checks its grants
-   * again either way */
-  gw_keeper_started();
   close(status[1]);
   waitpid(pid, NULL, 0);
   char msg[512];
@@ -132,6 +133,8 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
   size_t host = strlen(KEEPER_HOST);
   if (strncmp(msg, KEEPER_HOST, host) == 0) /* exit 3, as for any sandbox the host cannot make */
     return cap_error_set(err, ENOTSUP, "%s", msg + host);
+  if (strncmp(msg, KEEPER_REVOKED, strlen(KEEPER_REVOKED)) == 0)
+    return cap_error_set(err, ESTALE, "%s", msg + strlen(KEEPER_REVOKED));
   if (strcmp(msg, KEEPER_READY) != 0)
     return cap_error_set(err, ECONNREFUSED, "%s (its log: %s)",
                          got ? msg : "the instance's keeper exited before its server was ready",

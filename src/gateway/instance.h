@@ -22,6 +22,7 @@
 #include "manifest/model.h"
 
 struct cap_wait_hook;
+struct gw_keeper_check;
 struct gw_instance_request {
   const struct cap_spec *spec;
   const char *run_dir; /* where keepers' sockets and locks live (created 0700) */
@@ -61,6 +62,10 @@ struct gw_instance_request {
    * CAP_WAIT_SOON_US (the server's calls at once all taken, a keeper
    * starting): gw_call.wait. NULL: nothing. */
   struct cap_wait_hook *wait;
+  /* Asked just before a keeper is started (gw_call.keeper_check): the
+   * grants unchanged since the call read them, and the count of revokes
+   * the keeper checks once its status is out. NULL: not asked. */
+  const struct gw_keeper_check *keeper_check;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and
@@ -166,13 +171,22 @@ long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
  * caller's state stores them at its next recovery); each may be NULL. */
 long gw_instances_stop_run(const char *run_dir, const char *cap, uint64_t wait_ms,
                            gw_instance_stopped_fn each, void *ctx, struct cap_error *err);
-/* How many warm servers' keepers this process started, counted by
- * gw_keeper_started once a keeper is forked, whether or not its server
- * became ready while the starter waited (a keeper publishes its status at
- * once and may be ready after its call gave up): a call that saw it move
- * may have started one (gateway/grants.h, gw_grants_changed). */
-uint64_t gw_keepers_started(void);
-void gw_keeper_started(void);
+/* The count of revokes of cap's grants seen in run_dir (RUN/grants-
+ * HASH.epoch): gw_instances_revoke moves it after the revoke committed
+ * and before it looks for the capability's keepers. A call reads it
+ * before it reads the grants afresh, just before it starts a keeper
+ * (gw_call.keeper_check), and hands it to the keeper, which reads it again
+ * once its status is out: a revoke that looked before that status was
+ * there has moved it by then, and the keeper ends itself; a revoke that
+ * looked after finds the keeper and stops it. 0 with *epoch set (0 when
+ * no revoke was ever seen), or -errno with err set. */
+int gw_grants_epoch(const char *run_dir, const char *cap, uint64_t *epoch, struct cap_error *err);
+/* Whether the count moved from epoch (a keeper's check; unreadable: yes) */
+bool gw_grants_epoch_moved(const char *run_dir, const char *cap, uint64_t epoch);
+/* A revoke of cap's grants in state_dir: moves the count, then stops the
+ * capability's warm servers as gw_instances_stop. */
+long gw_instances_revoke(const char *state_dir, const char *cap, uint64_t wait_ms,
+                         gw_instance_stopped_fn each, void *ctx, struct cap_error *err);
 /* Room in run_dir for one more exclusive warm instance of capability cap
  * for user: at most CAPSULE_SELU_MAX_WARM (default GW_SELU_MAX_WARM) live
  * a user and capability, one a session (a client choosing a new session

@@ -16,7 +16,8 @@
 #define KEEPER_MAX_CLIENTS 256
 #define KEEPER_READY "ready\n"
 #define KEEPER_HOST "host: " /* the verdict's prefix when the host cannot enforce the sandbox */
-#define KEEPER_ASK_MS 5000   /* a client that neither asks nor holds a lease is dropped */
+#define KEEPER_REVOKED "revoked: " /* its prefix when a revoke came while it started */
+#define KEEPER_ASK_MS 5000         /* a client that neither asks nor holds a lease is dropped */
 
 /* A lease is asked with 'L', optionally followed by the 8 bytes of the
  * instance the caller keeps a connection to (struct gw_channels): the
@@ -108,10 +109,19 @@ static inline void sleep_ms(unsigned ms)
   nanosleep(&ts, NULL);
 }
 
+/* Whether what the server sent on a connection so far (HTTP/2 frames,
+ * peeked: they stay for the caller) holds a GOAWAY (instance_proc.c) */
+bool gw_keeper_says_goaway(int fd);
+#ifdef CAPSULE_TEST_HOOKS
+void gw_keeper_test_pause(void);
+#endif
+
 /* The keeper process (instance_keeper.c): never returns. status_fd gets
- * its verdict (KEEPER_READY or why not); lock_fd is held while it starts. */
+ * its verdict (KEEPER_READY or why not); lock_fd is held while it starts.
+ * epoch: the count of revokes its call read before the grants
+ * (gw_keeper_check), checked once its status is out; NULL: none. */
 void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
-                    int status_fd, int lock_fd) __attribute__((noreturn));
+                    int status_fd, int lock_fd, const uint64_t *epoch) __attribute__((noreturn));
 
 /* The keeper's set-up (instance_proc.c): every descriptor from 3 up
  * closed but keep's n (sorted here); stdin and stdout /dev/null

@@ -77,19 +77,6 @@ static void keeper_status(struct keeper *k, enum gw_instance_state state, unsign
   gw_instance_status_write(k->status_path, &k->info);
 }
 
-/* The status file's fixed part, and its first version (starting). */
-static void keeper_status_begin(struct keeper *k)
-{
-  snprintf(k->status_path, sizeof k->status_path, "%s/%s.status", k->req->run_dir, k->req->key);
-  k->info = (struct gw_instance_info){
-      .pid = getpid(), .max_leases = k->max_active, .started_ms = cap_now_ms(CLOCK_REALTIME)};
-  while (!k->instance) /* what names this server to the calls keeping a channel to it */
-    randombytes_buf(&k->instance, sizeof k->instance);
-  snprintf(k->info.capability, sizeof k->info.capability, "%s", k->req->spec->id);
-  snprintf(k->info.user, sizeof k->info.user, "%s", gw_instance_owner(k->req));
-  keeper_status(k, GW_INSTANCE_STARTING, 0);
-}
-
 /* The starter's verdict, once: KEEPER_READY or why not. */
 static void keeper_report(struct keeper *k, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -120,6 +107,32 @@ static void keeper_note(const char *fmt, ...)
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   dprintf(STDERR_FILENO, "capsule keeper[%d]: %s\n", (int)getpid(), msg);
+}
+
+/* The status file's fixed part, and its first version (starting); then,
+ * with the count of revokes its call read (epoch), the keeper ends when a
+ * revoke came since (gateway/instance.h, gw_grants_epoch). */
+static void keeper_status_begin(struct keeper *k, const uint64_t *epoch)
+{
+#ifdef CAPSULE_TEST_HOOKS /* tests/review17/revoke_keeper_paused.sh: a revoke before the status */
+  gw_keeper_test_pause();
+#endif
+  snprintf(k->status_path, sizeof k->status_path, "%s/%s.status", k->req->run_dir, k->req->key);
+  k->info = (struct gw_instance_info){
+      .pid = getpid(), .max_leases = k->max_active, .started_ms = cap_now_ms(CLOCK_REALTIME)};
+  while (!k->instance) /* what names this server to the calls keeping a channel to it */
+    randombytes_buf(&k->instance, sizeof k->instance);
+  snprintf(k->info.capability, sizeof k->info.capability, "%s", k->req->spec->id);
+  snprintf(k->info.user, sizeof k->info.user, "%s", gw_instance_owner(k->req));
+  keeper_status(k, GW_INSTANCE_STARTING, 0);
+  const char *id = k->req->spec->id;
+  if (epoch && gw_grants_epoch_moved(k->req->run_dir, id, *epoch)) {
+    keeper_note("a revoke of %s's grants came while it started: not started", id);
+    keeper_report(k, KEEPER_REVOKED "%s's grants were revoked while its server started; call again",
+                  id);
+    unlink(k->status_path);
+    _exit(0);
+  }
 }
 
 /* Waits until the server's health check says ready, up to startup_ms, and
@@ -377,21 +390,6 @@ static void lease_read_clients(struct keeper *k, struct lease_loop *L, const str
   L->n = kept;
 }
 
-/* Whether what the server sent on a connection so far (HTTP/2 frames,
- * peeked: they stay for the caller) holds a GOAWAY: a server shutting
- * down says so, and a call on that connection would be cancelled. */
-static bool says_goaway(int fd)
-{
-  unsigned char b[4096];
-  ssize_t n = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
-  for (ssize_t off = 0; n > 0 && off + 9 <= n;) {
-    if (b[off + 3] == 0x7) /* the frame's type: GOAWAY */
-      return true;
-    off += 9 + ((ssize_t)b[off] << 16 | (ssize_t)b[off + 1] << 8 | b[off + 2]);
-  }
-  return false;
-}
-
 /* The spare connection while the server neither closed it nor said it is
  * going away (what it sent first, e.g. HTTP/2's SETTINGS, stays for the
  * caller), or -1. */
@@ -401,7 +399,7 @@ static int take_spare(struct keeper *k)
   k->spare = -1;
   struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
   if (fd >= 0 && poll(&p, 1, 0) >= 0 && !(p.revents & (POLLHUP | POLLERR | POLLRDHUP)) &&
-      !((p.revents & POLLIN) && says_goaway(fd)))
+      !((p.revents & POLLIN) && gw_keeper_says_goaway(fd)))
     return fd;
   if (fd >= 0)
     close(fd);
@@ -715,7 +713,7 @@ static void keeper_watch(struct keeper *k)
 }
 
 void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
-                    int status_fd, int lock_fd)
+                    int status_fd, int lock_fd, const uint64_t *epoch)
 {
   /* `ps` shows this process for as long as the instance lives: never the
    * arguments of the call that started it (they may hold secrets) */
@@ -745,7 +743,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
   if (req->wait_ms && req->wait_ms < k.startup_ms)
     k.startup_ms = req->wait_ms; /* nobody waits longer for it */
   snprintf(k.sock_path, sizeof k.sock_path, "%s", sa->sun_path);
-  keeper_status_begin(&k);
+  keeper_status_begin(&k, epoch);
   keeper_egress_init(&k.egress, req->run_dir, spec->id, req->user);
   int pair[2] = {-1, -1};
   keeper_listen(&k, sa, pair);

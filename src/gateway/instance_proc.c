@@ -1,6 +1,10 @@
 /* The keeper process's own set-up (instance_keeper.c): the descriptors
- * it keeps, its stdio, the server's argv. */
+ * it keeps, its stdio, the server's argv; what it peeks at on a
+ * connection. */
 #include <fcntl.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -62,3 +66,39 @@ int gw_keeper_stdio(const char *log_path, int *log)
   dup2(*log, 2);
   return devnull;
 }
+
+/* Whether what the server sent on a connection so far (HTTP/2 frames,
+ * peeked: they stay for the caller) holds a GOAWAY: a server shutting
+ * down says so, and a call on that connection would be cancelled. */
+bool gw_keeper_says_goaway(int fd)
+{
+  unsigned char b[4096];
+  ssize_t n = recv(fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+  for (ssize_t off = 0; n > 0 && off + 9 <= n;) {
+    if (b[off + 3] == 0x7) /* the frame's type: GOAWAY */
+      return true;
+    off += 9 + ((ssize_t)b[off] << 16 | (ssize_t)b[off + 1] << 8 | b[off + 2]);
+  }
+  return false;
+}
+
+#ifdef CAPSULE_TEST_HOOKS
+/* While CAPSULE_TEST_KEEPER_PAUSE names a file, waits before the status
+ * is out, the keeper's pid in that name with ".pid" added */
+void gw_keeper_test_pause(void)
+{
+  const char *pause = getenv("CAPSULE_TEST_KEEPER_PAUSE");
+  if (!pause || !*pause)
+    return;
+  _cleanup_free_ char *pid = cap_xasprintf("%s.pid", pause);
+  FILE *f = fopen(pid, "w");
+  if (f) {
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+  }
+  while (access(pause, F_OK) == 0) {
+    struct timespec ts = {.tv_nsec = 20 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+#endif

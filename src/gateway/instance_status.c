@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,12 +282,6 @@ int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, u
   return 0;
 }
 
-static _Atomic uint64_t keepers_started;
-
-uint64_t gw_keepers_started(void) { return keepers_started; }
-
-void gw_keeper_started(void) { keepers_started++; }
-
 long gw_instances_stop_run(const char *run, const char *cap, uint64_t wait_ms,
                            gw_instance_stopped_fn each, void *ctx, struct cap_error *err)
 {
@@ -322,6 +317,73 @@ long gw_instances_stop(const char *state_dir, const char *cap, uint64_t wait_ms,
     gw_state_close(st);
   cap_error_clear(&ignored);
   return found;
+}
+
+static char *epoch_path(const char *run_dir, const char *cap)
+{
+  char hex[65];
+  gw_sha256_hex(cap, strlen(cap), hex);
+  return cap_xasprintf("%s/grants-%.32s.epoch", run_dir, hex);
+}
+
+static uint64_t epoch_parse(int fd)
+{
+  char buf[32];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  buf[n > 0 ? n : 0] = '\0';
+  return strtoull(buf, NULL, 10);
+}
+
+int gw_grants_epoch(const char *run_dir, const char *cap, uint64_t *epoch, struct cap_error *err)
+{
+  _cleanup_free_ char *path = epoch_path(run_dir, cap);
+  _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  *epoch = 0;
+  if (fd < 0 && errno != ENOENT)
+    return cap_error_errno(err, errno, "cannot read %s", path);
+  if (fd >= 0)
+    *epoch = epoch_parse(fd);
+  return 0;
+}
+
+bool gw_grants_epoch_moved(const char *run_dir, const char *cap, uint64_t epoch)
+{
+  uint64_t now;
+  struct cap_error err = {0};
+  bool moved = gw_grants_epoch(run_dir, cap, &now, &err) < 0 || now != epoch;
+  cap_error_clear(&err);
+  return moved;
+}
+
+/* Moves the count under its file's lock. No run directory: no keeper
+ * runs, and a call makes it before it reads the count, so its read of the
+ * grants comes after this revoke's commit. The file is the directory
+ * owner's, as root too (the keepers read it). */
+static int epoch_bump(const char *run_dir, const char *cap, struct cap_error *err)
+{
+  struct stat dir;
+  if (stat(run_dir, &dir) < 0)
+    return errno == ENOENT ? 0 : cap_error_errno(err, errno, "cannot read %s", run_dir);
+  _cleanup_free_ char *path = epoch_path(run_dir, cap);
+  _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX) < 0)
+    return cap_error_errno(err, errno, "cannot record the revoke in %s", path);
+  if (fchown(fd, dir.st_uid, dir.st_gid) < 0) {
+    /* not root: the file is the caller's, who owns the directory */
+  }
+  char buf[32];
+  int n = snprintf(buf, sizeof buf, "%" PRIu64 "\n", epoch_parse(fd) + 1);
+  if (pwrite(fd, buf, (size_t)n, 0) != n)
+    return cap_error_errno(err, errno, "cannot record the revoke in %s", path);
+  return 0;
+}
+
+long gw_instances_revoke(const char *state_dir, const char *cap, uint64_t wait_ms,
+                         gw_instance_stopped_fn each, void *ctx, struct cap_error *err)
+{
+  _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
+  int r = epoch_bump(run, cap, err);
+  return r < 0 ? r : gw_instances_stop(state_dir, cap, wait_ms, each, ctx, err);
 }
 
 static long max_warm(void)

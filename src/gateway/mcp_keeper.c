@@ -366,7 +366,7 @@ static int keeper_fds(int status, int lock)
 
 static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_spec *spec,
                                   char *const *env, size_t n_env, const char *path, int status,
-                                  int lock)
+                                  int lock, const uint64_t *epoch)
 {
   int null = keeper_fds(status, lock);
   signal(SIGPIPE, SIG_IGN);
@@ -386,6 +386,11 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   snprintf(k.info.capability, sizeof k.info.capability, "%s", spec->id);
   snprintf(k.info.protocol, sizeof k.info.protocol, "mcp");
   keeper_status(&k, GW_INSTANCE_STARTING, false);
+  if (epoch && gw_grants_epoch_moved(call->run_dir, spec->id, *epoch)) { /* gateway/instance.h */
+    verdict(&k, "its grants were revoked while it started; call again");
+    unlink(k.status_path);
+    _exit(0);
+  }
   k.listener = listen_at(path);
   int in[2], out[2], conn[2];
   _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
@@ -463,6 +468,11 @@ static int connect_to(const char *path)
 static int start_keeper(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                         size_t n_env, const char *path, int lock, struct cap_error *err)
 {
+  uint64_t epoch = 0; /* gw_grants_epoch: the keeper checks it once its status is out */
+  const struct gw_keeper_check *check = call->keeper_check;
+  int r = check ? check->check(check->ctx, &epoch, err) : 0;
+  if (r < 0)
+    return r;
   int status[2];
   if (pipe2(status, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "cannot create a pipe");
@@ -479,9 +489,8 @@ static int start_keeper(const struct gw_call *call, const struct cap_spec *spec,
     pid_t keeper = fork();
     if (keeper != 0)
       _exit(keeper < 0);
-    keeper_main(call, spec, env, n_env, path, status[1], lock);
+    keeper_main(call, spec, env, n_env, path, status[1], lock, check ? &epoch : NULL);
   }
-  gw_keeper_started(); /* once forked, ready or not (as instance.c's) */
   close(status[1]);
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
     ;

@@ -545,7 +545,8 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .warm_only = call->selu_warm_only,
       .control = control,
       .control_ahead = ahead,
-      .wait = call->wait};
+      .wait = call->wait,
+      .keeper_check = call->keeper_check};
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   struct call_channel cc;
   req.have_instance = channel_before(call, key, &cc);

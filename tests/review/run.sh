@@ -78,6 +78,7 @@ scripts=(
   # the seventeenth's (tests/review17/)
   ../review17/revoke_partial_warm.sh ../review17/revoke_starting_warm.sh
   ../review17/warm_egress_killed.sh ../review17/revoke_slow_starting_warm.sh
+  ../review17/revoke_keeper_paused.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do

@@ -14,16 +14,12 @@
 # the lock let go 6 s after the call began. Exits 1 while a keeper started
 # with the revoked grant runs on, 0 when not, 77 when it cannot run here.
 # As root.
-# With `killed` (OPEN, so not in tests/review/run.sh's list: it fails): the
-# check after a call's run is the caller's own, so a call whose process is
-# killed (SIGTERM, 1 s after the lock is let go: an operator's Ctrl-C on
-# `capsule call`, a client's cancel of a call run in a child) while its
-# keeper starts never makes it, and the keeper (detached: it outlives its
-# starter) serves on with the revoked grant until its idle timeout. Fix
-# idea: the keeper checks once published, e.g. the revoke leaves
-# RUN/revoked/CAP with the time of its commit (written after it, before it
-# lists the keepers) and the call hands its keeper the time it read the
-# grants; a keeper that finds a revoke at or after that stops itself.
+# With `killed`: the call's process is killed (SIGTERM, 1 s after the
+# lock is let go: an operator's Ctrl-C on `capsule call`, a client's
+# cancel of a call run in a child) while its keeper would start. The call
+# reads the grants afresh just before it starts a keeper
+# (gw_call.keeper_check), and the keeper checks the count of revokes once
+# its status is out (revoke_keeper_paused.sh holds it there).
 # Usage: revoke_slow_starting_warm.sh CAPSULE [killed]
 killed=${2:-}
 . "$(dirname "$0")/lib.sh" "$1" review17-revoke-slow-starting
