@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "core/cleanup.h"
+#include "core/clock.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "front/serve_conn.h"
@@ -28,6 +29,7 @@
 #include "front/serve_internal.h"
 
 #define KEEPALIVE_MS 1000
+#define SSE_RECHECK_MS 100 /* a stream's token asked again at most this often */
 /* Connections (front/serve_conn.h): at most HTTP_CONN_MAX (and from one
  * address, unless on loopback, where every local user is 127.0.0.1:
  * there the pending share is the bound), HTTP_CONN_PENDING of them
@@ -63,6 +65,20 @@ struct serve_http {
   bool ready;               /* the Host values are final: requests are read */
 };
 
+struct req {
+  struct cap_buf body;
+  bool too_big;
+  char *user;
+  char *token; /* its bearer token: an SSE answer asks it again (sse_allowed) */
+};
+
+/* A request being answered: its server, connection and admitted request */
+struct asker {
+  struct serve_http *h;
+  struct MHD_Connection *c;
+  struct req *q;
+};
+
 /* One reader of a stream: an SSE answer (a POST's, a GET's, or a GET
  * resuming a stream with Last-Event-ID). A newer reader of the stream
  * ends it. */
@@ -72,7 +88,32 @@ struct sse_reader {
   uint64_t after; /* the newest event written */
   struct cap_buf pending;
   size_t pending_off;
+  struct serve_http *h;
+  char *token;         /* the request's: asked again as the stream goes on (sse_allowed) */
+  uint64_t checked_ms; /* when it last was */
 };
+
+static void free_token(char *token)
+{
+  if (token)
+    explicit_bzero(token, strlen(token));
+  free(token);
+}
+
+/* Whether r's token still admits its holder: a token revoked while its
+ * stream is open (the session's GET stream stays open for hours) ends the
+ * stream at its next message or keep-alive. Asked at most every
+ * SSE_RECHECK_MS (each is a read of the state on PostgreSQL). */
+static bool sse_allowed(struct sse_reader *r)
+{
+  uint64_t now = cap_now_ms(CLOCK_MONOTONIC);
+  if (!r->token || (r->checked_ms && now - r->checked_ms < SSE_RECHECK_MS))
+    return true;
+  char *user = r->h->hooks->authenticate(r->h->sv, r->token);
+  free(user);
+  r->checked_ms = now;
+  return user != NULL;
+}
 
 /* Waits (s->mu held) until a message after r's, the end, a newer reader,
  * or ms pass. */
@@ -188,6 +229,13 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
     r->pending_off = 0;
     if (r->gen == s->reader)
       wait_for(r, KEEPALIVE_MS);
+    pthread_mutex_unlock(&s->mu); /* the check may take the state's lock */
+    bool allowed = sse_allowed(r);
+    pthread_mutex_lock(&s->mu);
+    if (!allowed) {
+      pthread_mutex_unlock(&s->mu);
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    }
     size_t i = stream_next(s, r->after);
     if (r->gen != s->reader || (i == s->n && s->done)) { /* resumed elsewhere, or the end */
       pthread_mutex_unlock(&s->mu);
@@ -217,6 +265,7 @@ static void sse_free(void *cls)
   pthread_mutex_unlock(&s->mu);
   cap_buf_free(&r->pending);
   stream_unref(s);
+  free_token(r->token);
   free(r);
 }
 
@@ -226,10 +275,13 @@ static void sse_free(void *cls)
  * reconnects (retry, in ms), and on a POST's stream for a 2025-11-25
  * client, the id to resume from before any message came (the revision's
  * priming event; older clients cannot read its empty data). */
-static enum MHD_Result sse_response(struct MHD_Connection *c, struct stream *s, unsigned gen,
+static enum MHD_Result sse_response(const struct asker *a, struct stream *s, unsigned gen,
                                     uint64_t after, bool prime, const char *session)
 {
+  struct MHD_Connection *c = a->c;
   struct sse_reader *r = cap_xcalloc(1, sizeof *r);
+  r->h = a->h;
+  r->token = a->q->token ? cap_xstrdup(a->q->token) : NULL;
   r->s = s;
   r->after = after;
   pthread_mutex_lock(&s->mu);
@@ -316,12 +368,6 @@ static bool within_rate(struct serve_http *h, const char *token)
 
 /* ---- one request ---- */
 
-struct req {
-  struct cap_buf body;
-  bool too_big;
-  char *user;
-};
-
 static void req_done(void *cls, struct MHD_Connection *c, void **con_cls,
                      enum MHD_RequestTerminationCode code)
 {
@@ -333,6 +379,7 @@ static void req_done(void *cls, struct MHD_Connection *c, void **con_cls,
     return;
   cap_buf_free(&q->body);
   free(q->user);
+  free_token(q->token);
   free(q);
   *con_cls = NULL;
 }
@@ -371,29 +418,30 @@ static bool answered_soon(struct stream *st)
 
 /* A GET's stream the main thread pointed at the stream it resumes: that
  * stream's SSE response, its events after the client's last. */
-static enum MHD_Result resumed(struct MHD_Connection *c, struct stream *st)
+static enum MHD_Result resumed(const struct asker *a, struct stream *st)
 {
   struct stream *target = st->resume;
   st->resume = NULL;
   unsigned gen = st->resume_gen;
   uint64_t after = st->resume_after;
   pthread_mutex_unlock(&st->mu);
-  enum MHD_Result r = sse_response(c, target, gen, after, false, NULL);
+  enum MHD_Result r = sse_response(a, target, gen, after, false, NULL);
   stream_unref(target);
   return r;
 }
 
 /* The answer once the main thread has it: the refusal, the JSON, or an
  * SSE stream for a call. */
-static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool sse, bool prime)
+static enum MHD_Result answer(const struct asker *a, struct stream *st, bool sse, bool prime)
 {
+  struct MHD_Connection *c = a->c;
   pthread_mutex_lock(&st->mu);
   /* a call's SSE answer starts once the request is taken (its headers
    * then, its messages as they come); anything else waits for its answer */
   while (st->head == st->n && !st->done && !(sse && st->accepted))
     pthread_cond_wait(&st->cv, &st->mu);
   if (st->resume)
-    return resumed(c, st);
+    return resumed(a, st);
   if (sse && !st->http_status && answered_soon(st)) {
     sse = false;       /* the answer alone, as JSON: nothing came before it */
     st->closed = true; /* and no reader comes for its events: forgettable */
@@ -414,7 +462,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct stream *st, bool 
   if (!sse)
     return last ? reply(c, MHD_HTTP_OK, "application/json", last, session)
                 : reply(c, MHD_HTTP_ACCEPTED, "", "", session);
-  return sse_response(c, st, 0, 0, prime, session);
+  return sse_response(a, st, 0, 0, prime, session);
 }
 
 /* Requests answered once a child has run (a tool call, a request relayed
@@ -557,7 +605,7 @@ static enum MHD_Result on_post(struct serve_http *h, struct MHD_Connection *c, s
   /* the priming event: for 2025-11-25 clients (the header names the
    * session's version), whose readers accept an event with no data */
   bool prime = v && strcmp(v, "2025-11-25") >= 0;
-  enum MHD_Result r = answer(c, st, p.call, prime);
+  enum MHD_Result r = answer(&(struct asker){h, c, q}, st, p.call, prime);
   stream_unref(st);
   return r;
 }
@@ -580,7 +628,7 @@ static enum MHD_Result enqueue_session(struct serve_http *h, struct MHD_Connecti
   st->refs++;
   in->stream = st;
   h->hooks->enqueue(h->sv, in);
-  enum MHD_Result r = answer(c, st, sse, false);
+  enum MHD_Result r = answer(&(struct asker){h, c, q}, st, sse, false);
   stream_unref(st);
   return r;
 }
@@ -639,6 +687,7 @@ static enum MHD_Result admit(struct serve_http *h, struct MHD_Connection *c, con
   const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
   struct req *q = cap_xcalloc(1, sizeof *q);
   q->user = user;
+  q->token = steal_pointer(&token);
   q->too_big = cl && strtoull(cl, NULL, 10) > MCP_MAX_MESSAGE;
   *con_cls = q;
   return MHD_YES;

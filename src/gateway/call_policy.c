@@ -170,4 +170,3 @@ enum gw_outcome call_step_policy(struct call_ctx *c, struct cap_error *err)
     return GW_OUTCOME_NOT_WARM; /* before an approval is taken or made */
   return policy == CAP_POLICY_ASK ? ask(c, source, err) : GW_OUTCOME_OK;
 }
-

@@ -169,6 +169,18 @@ run_as() {
   grep -qx added__dispatch "$work/listen-$who.out" && ok "$who: list-changed-notified" || { bad "$who: list-changed-notified"; head -3 "$work/listen-$who.out"; }
   get_told() { grep -q 'notifications/tools/list_changed' "$work/get-$who.out" && grep -q 'notifications/prompts/list_changed' "$work/get-$who.out"; }
   wait_for get_told && ok "$who: http-get-stream-lists-changed" || { bad "$who: http-get-stream-lists-changed"; cat "$work/get-$who.out"; }
+  # the token revoked while its session's GET stream is open: the stream
+  # ends (at its next keep-alive, within about a second) and carries
+  # nothing more; the next change is told to no one of that token
+  C access revoke alice --state "$state" >/dev/null
+  local told_before
+  told_before=$(grep -c 'list_changed' "$work/get-$who.out")
+  ended() { ! kill -0 "$getter" 2>/dev/null; }
+  wait_for ended && ok "$who: revoked-token-stream-ends" || bad "$who: revoked-token-stream-ends (the GET stream is still open)"
+  agent added2 'IFS= read -r line; echo "{}"'
+  sleep 1.5 # the reload's notifications, were they still sent
+  [ "$(grep -c 'list_changed' "$work/get-$who.out")" = "$told_before" ] && ok "$who: revoked-token-told-nothing" ||
+    { bad "$who: revoked-token-told-nothing"; tail -5 "$work/get-$who.out"; }
   kill "$getter" 2>/dev/null
   grep -q '"msg":"registry loaded"' "$work/serve-$who.log" && ok "$who: json-logs" || bad "$who: json-logs"
   kill -TERM "$server"
@@ -178,7 +190,7 @@ run_as() {
   [ ! -e "$state/serve.sock" ] && ok "$who: socket-removed" || bad "$who: socket-removed"
   C serve --caps "$caps" --state "$state" --mcp-http "0.0.0.0:$port" 2>"$work/insecure.err"
   [ $? = 2 ] && grep -q "not a loopback address" "$work/insecure.err" && ok "$who: non-loopback-needs-tls" || bad "$who: non-loopback-needs-tls"
-  rm -rf "$caps/agents/added" "$caps/adder"
+  rm -rf "$caps/agents/added" "$caps/agents/added2" "$caps/adder"
 }
 
 tls() { # HTTPS with --tls-cert/--tls-key: a client trusting the certificate talks; plain HTTP does not
