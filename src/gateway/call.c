@@ -165,6 +165,16 @@ static const char *tool_name(const void *items, size_t i)
   return ((const struct cap_tool *)items)[i].name;
 }
 
+/* The call's own copy (c->with_ids), made once, for what gw_call sets in it */
+static struct gw_call *own_call(struct call_ctx *c)
+{
+  if (c->call != &c->with_ids) {
+    c->with_ids = *c->call;
+    c->call = &c->with_ids;
+  }
+  return &c->with_ids;
+}
+
 /* As root, the host ids the capability's tools run under: its own range
  * (gw_state_id_range), never another capability's nor the host's nobody;
  * before anything of it runs (a dynamic capability's discovery too). */
@@ -172,7 +182,7 @@ static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
 {
   if (geteuid() != 0)
     return GW_OUTCOME_OK;
-  c->with_ids = *c->call;
+  own_call(c);
   _cleanup_free_ char *key = gw_id_range_key(c->spec->id, c->spec->package_dir);
   uint32_t found = 0;
   int r = c->reading ? gw_state_id_range(c->st, key, false, &found, err) : 0;
@@ -187,7 +197,23 @@ static enum gw_outcome step_ids(struct call_ctx *c, struct cap_error *err)
     cap_error_prefix(err, "cannot allocate capability %s's host ids", c->spec->id);
     return GW_OUTCOME_FAILED;
   }
-  c->call = &c->with_ids;
+  return GW_OUTCOME_OK;
+}
+
+/* A capability with warm servers (Selu, MCP), on a call that may start
+ * one: the count of its revokes (gateway/instance.h), read before the
+ * call's first state read, so that a revoke committed after the call read
+ * the grants has moved it by the time the call's keeper looks. */
+static enum gw_outcome step_epoch(struct call_ctx *c, struct cap_error *err)
+{
+  const struct gw_call *call = c->call;
+  bool warm = c->spec->runtime.kind == CAP_RUNTIME_GRPC || c->spec->runtime.kind == CAP_RUNTIME_MCP;
+  if (!warm || call->selu_warm_only || !call->run_dir)
+    return GW_OUTCOME_OK;
+  struct gw_call *own = own_call(c);
+  if (gw_grants_epoch(call->run_dir, c->spec->id, &own->grants_epoch, err) < 0)
+    return GW_OUTCOME_FAILED;
+  own->grants_epoch_read = true;
   return GW_OUTCOME_OK;
 }
 
@@ -205,7 +231,7 @@ static enum gw_outcome step_resolve(struct call_ctx *c, struct cap_error *err)
   }
   if (call->selu_warm_only && c->spec->runtime.kind != CAP_RUNTIME_GRPC)
     return GW_OUTCOME_NOT_WARM; /* a sandbox of its own per call: a fresh process's */
-  if (step_ids(c, err) != GW_OUTCOME_OK)
+  if (step_epoch(c, err) != GW_OUTCOME_OK || step_ids(c, err) != GW_OUTCOME_OK)
     return GW_OUTCOME_FAILED;
   if (call->mcp_method) { /* a request to the capability's MCP server: no tool */
     if (c->spec->runtime.kind == CAP_RUNTIME_MCP)
@@ -298,41 +324,6 @@ static enum gw_outcome run_apart_step(void *arg, char **out, struct cap_error *e
   return o;
 }
 
-/* gw_keeper_check for a call on a capability with a warm server: was is
- * the spec it runs with; a run apart's check is made before its fork (the
- * child has no state), and the child's returns its epoch. */
-struct keeper_check {
-  struct gw_keeper_check hook;
-  struct call_ctx *c;
-  const struct cap_spec *was;
-  bool done;
-  uint64_t epoch;
-};
-
-static int check_grants(void *arg, uint64_t *epoch, struct cap_error *err)
-{
-  struct keeper_check *k = arg;
-  struct call_ctx *c = k->c;
-  if (k->done || !c->call->run_dir) {
-    *epoch = k->epoch;
-    return 0;
-  }
-  int r = gw_grants_epoch(c->call->run_dir, c->spec->id, epoch, err);
-  if (r < 0)
-    return r;
-  bool held = c->locked;
-  lock_get(c);
-  bool changed = gw_grants_changed(c->st, c->spec, k->was);
-  if (!held)
-    lock_put(c);
-  if (changed)
-    return cap_error_set(err, ESTALE,
-                         "capability %s's grants changed while this call started its server (a "
-                         "revoke ran meanwhile); call again",
-                         c->spec->id);
-  return 0;
-}
-
 static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
 {
   struct gw_granted g;
@@ -344,19 +335,7 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   struct gw_talos_config talos;
   enum gw_outcome o = GW_OUTCOME_OK;
   bool apart = runs_apart(c->call, &g.spec);
-  struct keeper_check kc = {.hook = {.check = check_grants}, .c = c, .was = &g.spec};
-  kc.hook.ctx = &kc;
-  if (g.spec.runtime.kind == CAP_RUNTIME_MCP || g.spec.runtime.kind == CAP_RUNTIME_GRPC) {
-    if (c->call != &c->with_ids) { /* gateway/instance.h, gw_grants_epoch */
-      c->with_ids = *c->call;
-      c->call = &c->with_ids;
-    }
-    c->with_ids.keeper_check = &kc.hook;
-    if (apart && check_grants(&kc, &kc.epoch, err) < 0)
-      o = GW_OUTCOME_FAILED;
-    kc.done = apart;
-  }
-  if (o == GW_OUTCOME_OK && apart && g.spec.runtime.kind == CAP_RUNTIME_TALOS_NODE) {
+  if (apart && g.spec.runtime.kind == CAP_RUNTIME_TALOS_NODE) {
     if (gw_talos_config_load(c->st, &g.spec, c->call->user, c->handler, &talos, err) < 0)
       o = GW_OUTCOME_FAILED;
     else
@@ -368,7 +347,6 @@ static enum gw_outcome step_run(struct call_ctx *c, struct cap_error *err)
   if (c->talos)
     gw_talos_config_free(c->talos, &g.spec);
   c->talos = NULL;
-  c->with_ids.keeper_check = NULL; /* kc ends here */
   gw_granted_free(&g);
   return o;
 }
@@ -410,6 +388,9 @@ static enum gw_outcome run_mcp(struct call_ctx *c, const struct cap_spec *spec,
       gw_mcp_keeper_keep(kept, warm, ack); /* for the next call to that keeper */
       warm = ack = -1;
     }
+    if (reached == -ESTALE) /* a revoke since the call began: no server of its grants */
+      return cap_error_set(err, ESTALE, "%s", kerr.message), cap_error_clear(&kerr),
+             GW_OUTCOME_FAILED;
     if (reached < 0 && call->warm_only)
       return cap_error_set(err, -reached, "no warm server for %s: %s", spec->id, kerr.message),
              cap_error_clear(&kerr), GW_OUTCOME_FAILED;

@@ -40,16 +40,6 @@ struct gw_state_lock {
 enum gw_answer { GW_ANSWER_NONE, GW_ANSWER_YES, GW_ANSWER_NO };
 
 struct proxy_egress_sink;
-/* Asked by a runtime in the calling process just before it starts a warm
- * server's keeper (gateway/instance.c, mcp_keeper.c): reads the
- * capability's count of revokes (gw_grants_epoch) and then its grants
- * afresh. 0 with *epoch set, for the keeper to compare once its status is
- * out (gw_grants_epoch_moved); -errno with err set when the grants changed
- * since the call read them (a revoke meanwhile: the call fails). */
-struct gw_keeper_check {
-  int (*check)(void *ctx, uint64_t *epoch, struct cap_error *err);
-  void *ctx;
-};
 
 struct gw_call {
   const char *capability, *tool;
@@ -98,8 +88,13 @@ struct gw_call {
    * decisions (net/proxy.h), stored with the call's audit record
    * (gateway/egress_store.h); runtimes pass it as proxy_options.sink */
   const struct proxy_egress_sink *egress_sink;
-  /* set by gw_call itself for a capability with a warm server */
-  const struct gw_keeper_check *keeper_check;
+  /* set by gw_call itself for a capability with warm servers (Selu, MCP)
+   * on a call that may start one (not selu_warm_only): the count of its
+   * revokes (gateway/instance.h, gw_grants_epoch), read before the call's
+   * first state read; a keeper starts only while it is unchanged, and
+   * checks it again once its status is out */
+  bool grants_epoch_read;
+  uint64_t grants_epoch;
   /* A third-party MCP server's messages to its client relayed through a
    * front door (struct gw_mcp_relay); NULL: its requests are refused and
    * its notifications dropped. */

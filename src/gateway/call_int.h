@@ -27,7 +27,7 @@ struct call_ctx {
   char *out;      /* the tool's JSON result */
   struct gw_audit_record rec;
   struct gw_inflight inflight;    /* the call's in-flight marker (gateway/state.h) */
-  struct gw_call with_ids;        /* the call with what gw_call sets (id_base, keeper_check) */
+  struct gw_call with_ids;        /* the call with what gw_call sets (id_base, grants_epoch) */
   struct gw_egress_batch *egress; /* the proxy's decisions, stored after the record */
   struct gw_talos_config *talos;  /* a run apart's Talos settings, read before its fork */
   bool reading; /* a read transaction holds its reads (gw_state_read_begin) until the run */

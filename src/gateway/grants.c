@@ -99,20 +99,3 @@ void gw_granted_free(struct gw_granted *g)
   cap_strv_free(&g->owned);
   *g = (struct gw_granted){0};
 }
-
-bool gw_grants_changed(struct gw_state *st, const struct cap_spec *spec, const struct cap_spec *was)
-{
-  struct gw_granted now;
-  struct cap_error err = {0};
-  gw_state_cache_recheck(); /* what committed during the run too */
-  bool changed = gw_spec_with_grants(st, spec, &now, &err) < 0;
-  if (!changed) {
-    unsigned char a[32], b[32];
-    gw_spec_rights_digest(was, a);
-    gw_spec_rights_digest(&now.spec, b);
-    changed = memcmp(a, b, sizeof a) != 0;
-  }
-  gw_granted_free(&now);
-  cap_error_clear(&err);
-  return changed;
-}

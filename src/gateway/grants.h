@@ -26,14 +26,4 @@ int gw_spec_with_grants(struct gw_state *st, const struct cap_spec *spec, struct
                         struct cap_error *err);
 void gw_granted_free(struct gw_granted *g);
 
-/* Whether st's grants for spec now give other rights (gw_spec_rights_digest)
- * than was, the spec a call runs with (gw_spec_with_grants before its
- * run), read afresh (not from the call's cache). A call asks it just
- * before it starts a warm server (gw_call.keeper_check): a revoke that
- * committed after the call read the grants would find no keeper to stop,
- * and the server, named by the grants before, would keep the revoked grant
- * until its idle timeout. An error reading them counts as a change. */
-bool gw_grants_changed(struct gw_state *st, const struct cap_spec *spec,
-                       const struct cap_spec *was);
-
 #endif

@@ -100,11 +100,10 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
                               &room_lock, err);
   if (room < 0)
     return room;
-  uint64_t epoch = 0; /* gw_grants_epoch: the keeper checks it once its status is out */
-  const struct gw_keeper_check *check = req->keeper_check;
-  int checked = check ? check->check(check->ctx, &epoch, err) : 0;
-  if (checked < 0)
-    return checked;
+  const uint64_t *epoch = req->grants_epoch; /* gateway/instance.h, gw_grants_epoch */
+  if (epoch && gw_grants_epoch_moved(req->run_dir, req->spec->id, *epoch))
+    return cap_error_set(err, ESTALE, "%s's grants were revoked while this call began; call again",
+                         req->spec->id);
   int status[2];
   if (pipe2(status, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "cannot create a pipe");
@@ -121,7 +120,7 @@ static int start_keeper(const struct gw_instance_request *req, const struct sock
     pid_t keeper = fork(); /* not this command's child: it outlives it */
     if (keeper != 0)
       _exit(keeper < 0);
-    gw_keeper_main(req, sa, status[1], lock, check ? &epoch : NULL);
+    gw_keeper_main(req, sa, status[1], lock, epoch);
   }
   close(status[1]);
   waitpid(pid, NULL, 0);

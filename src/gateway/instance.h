@@ -17,12 +17,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/error.h"
 #include "manifest/model.h"
 
 struct cap_wait_hook;
-struct gw_keeper_check;
 struct gw_instance_request {
   const struct cap_spec *spec;
   const char *run_dir; /* where keepers' sockets and locks live (created 0700) */
@@ -62,10 +62,10 @@ struct gw_instance_request {
    * CAP_WAIT_SOON_US (the server's calls at once all taken, a keeper
    * starting): gw_call.wait. NULL: nothing. */
   struct cap_wait_hook *wait;
-  /* Asked just before a keeper is started (gw_call.keeper_check): the
-   * grants unchanged since the call read them, and the count of revokes
-   * the keeper checks once its status is out. NULL: not asked. */
-  const struct gw_keeper_check *keeper_check;
+  /* The count of the capability's revokes its call read before the grants
+   * (gw_call.grants_epoch): a keeper starts only while it is unchanged,
+   * and checks it again once its status is out. NULL: not read. */
+  const uint64_t *grants_epoch;
 };
 
 /* A granted lease: fd is connected to the server (the caller owns it and
@@ -146,7 +146,15 @@ const char *gw_instance_state_name(enum gw_instance_state s);
 /* Writes info to path atomically (path.tmp, then rename); a pid_start of
  * 0 is read from /proc first, once (a keeper writes at every lease). Errors are
  * ignored: the status is for listing, never for serving. */
-void gw_instance_status_write(const char *path, struct gw_instance_info *info);
+ino_t gw_instance_status_write(const char *path, struct gw_instance_info *info);
+/* A keeper's status written (remove: removed) while it is the keeper's
+ * own. With start_lock (the name's start lock, RUN/KEY.lock), for a
+ * keeper whose socket is gone (a new keeper of the same name may start
+ * and write its own status): only when that lock is free (a starter holds
+ * it until its keeper's status is out) and the file is the one *own names
+ * (the inode this keeper wrote last); *own is then the new one. */
+void gw_instance_status_put(const char *path, struct gw_instance_info *info, ino_t *own,
+                            const char *start_lock, bool remove);
 /* The instances of run_dir whose keeper is alive, sorted by capability;
  * *out (free it) holds *n. A missing run_dir is no instance. */
 int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t *n,
@@ -174,12 +182,13 @@ long gw_instances_stop_run(const char *run_dir, const char *cap, uint64_t wait_m
 /* The count of revokes of cap's grants seen in run_dir (RUN/grants-
  * HASH.epoch): gw_instances_revoke moves it after the revoke committed
  * and before it looks for the capability's keepers. A call reads it
- * before it reads the grants afresh, just before it starts a keeper
- * (gw_call.keeper_check), and hands it to the keeper, which reads it again
- * once its status is out: a revoke that looked before that status was
- * there has moved it by then, and the keeper ends itself; a revoke that
- * looked after finds the keeper and stops it. 0 with *epoch set (0 when
- * no revoke was ever seen), or -errno with err set. */
+ * before its first state read (gw_call.grants_epoch), starts a keeper
+ * only while it is unchanged, and hands it to the keeper, which reads it
+ * again once its status is out: a revoke that committed after the call
+ * read the grants and looked before that status was there has moved it by
+ * then, and the keeper ends itself; a revoke that looked after finds the
+ * keeper and stops it. 0 with *epoch set (0 when no revoke was ever seen),
+ * or -errno with err set. */
 int gw_grants_epoch(const char *run_dir, const char *cap, uint64_t *epoch, struct cap_error *err);
 /* Whether the count moved from epoch (a keeper's check; unreadable: yes) */
 bool gw_grants_epoch_moved(const char *run_dir, const char *cap, uint64_t epoch);

@@ -112,6 +112,8 @@ static inline void sleep_ms(unsigned ms)
 /* Whether what the server sent on a connection so far (HTTP/2 frames,
  * peeked: they stay for the caller) holds a GOAWAY (instance_proc.c) */
 bool gw_keeper_says_goaway(int fd);
+/* A line of the keeper's own in its log ("capsule keeper[PID]: ...") */
+void gw_keeper_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #ifdef CAPSULE_TEST_HOOKS
 void gw_keeper_test_pause(void);
 #endif
@@ -119,7 +121,7 @@ void gw_keeper_test_pause(void);
 /* The keeper process (instance_keeper.c): never returns. status_fd gets
  * its verdict (KEEPER_READY or why not); lock_fd is held while it starts.
  * epoch: the count of revokes its call read before the grants
- * (gw_keeper_check), checked once its status is out; NULL: none. */
+ * (gw_call.grants_epoch), checked once its status is out; NULL: none. */
 void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr_un *sa,
                     int status_fd, int lock_fd, const uint64_t *epoch) __attribute__((noreturn));
 

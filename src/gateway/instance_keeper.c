@@ -61,6 +61,9 @@ struct keeper {
   int spare;                    /* a connection to the server made ahead of the next lease, or -1 */
   struct gw_instance_info info; /* what RUN_DIR/KEY.status says (capsule ps) */
   char status_path[4096];
+  ino_t status_ino;            /* the status file this keeper wrote last */
+  pthread_mutex_t status_mu;   /* around its writes, from either thread */
+  bool unpublished;            /* the socket gone: a keeper of the same name may start */
   uint64_t instance;           /* random, not 0: names this server to the calls keeping a channel */
   int ino;                     /* inotify on the package's tree (gw_package_watch), or -1 */
   struct gw_package_id pkg;    /* with it: the package dir's identity then */
@@ -68,13 +71,25 @@ struct keeper {
   struct keeper_egress egress; /* the proxy's decisions, by lease (instance_egress.c) */
 };
 
+/* The status file written (remove: removed) while it is this keeper's;
+ * once unpublished, under the start lock (gw_instance_status_put). */
+static void keeper_status_put(struct keeper *k, bool remove)
+{
+  char lock[4200];
+  snprintf(lock, sizeof lock, "%s/%s.lock", k->req->run_dir, k->req->key);
+  bool gone = __atomic_load_n(&k->unpublished, __ATOMIC_ACQUIRE);
+  pthread_mutex_lock(&k->status_mu);
+  gw_instance_status_put(k->status_path, &k->info, &k->status_ino, gone ? lock : NULL, remove);
+  pthread_mutex_unlock(&k->status_mu);
+}
+
 /* Keeps KEY.status current: the state, the leases held, since when idle. */
 static void keeper_status(struct keeper *k, enum gw_instance_state state, unsigned leases)
 {
   k->info.state = state;
   k->info.leases = leases;
   k->info.idle_since_ms = leases ? 0 : cap_now_ms(CLOCK_REALTIME);
-  gw_instance_status_write(k->status_path, &k->info);
+  keeper_status_put(k, false);
 }
 
 /* The starter's verdict, once: KEEPER_READY or why not. */
@@ -98,17 +113,6 @@ static void keeper_report(struct keeper *k, const char *fmt, ...)
   pthread_mutex_unlock(&k->report_lock);
 }
 
-static void keeper_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void keeper_note(const char *fmt, ...)
-{
-  char msg[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  dprintf(STDERR_FILENO, "capsule keeper[%d]: %s\n", (int)getpid(), msg);
-}
-
 /* The status file's fixed part, and its first version (starting); then,
  * with the count of revokes its call read (epoch), the keeper ends when a
  * revoke came since (gateway/instance.h, gw_grants_epoch). */
@@ -127,10 +131,10 @@ static void keeper_status_begin(struct keeper *k, const uint64_t *epoch)
   keeper_status(k, GW_INSTANCE_STARTING, 0);
   const char *id = k->req->spec->id;
   if (epoch && gw_grants_epoch_moved(k->req->run_dir, id, *epoch)) {
-    keeper_note("a revoke of %s's grants came while it started: not started", id);
+    gw_keeper_note("a revoke of %s's grants came while it started: not started", id);
     keeper_report(k, KEEPER_REVOKED "%s's grants were revoked while its server started; call again",
                   id);
-    unlink(k->status_path);
+    keeper_status_put(k, true);
     _exit(0);
   }
 }
@@ -231,6 +235,7 @@ static void keeper_unpublish(struct keeper *k)
     close(k->listener);
     k->listener = -1;
   }
+  __atomic_store_n(&k->unpublished, true, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&k->publish_lock);
 }
 
@@ -282,12 +287,12 @@ static int lease_timeout(struct keeper *k, struct lease_loop *L)
   if (L->n == 0) {
     uint64_t t = cap_now_ms(CLOCK_MONOTONIC);
     if (!L->dying && k->ino >= 0 && package_changed(k, L)) {
-      keeper_note("the package changed with no call in: this instance stops");
+      gw_keeper_note("the package changed with no call in: this instance stops");
       return -2;
     }
     if (L->dying || t >= L->last + k->idle_ms) {
       if (!L->dying)
-        keeper_note("idle for %llu ms: stopping the server", (unsigned long long)k->idle_ms);
+        gw_keeper_note("idle for %llu ms: stopping the server", (unsigned long long)k->idle_ms);
       return -2;
     }
     timeout = ms_until(L->last + k->idle_ms);
@@ -481,7 +486,7 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
   struct client *cl;
   while ((L->active < k->max_active || L->dying) && (cl = next_waiting(L))) {
     if (!L->dying && package_changed(k, L)) { /* refused as gone: the call starts a new one */
-      keeper_note("the package changed: new calls start a new instance; this one stops");
+      gw_keeper_note("the package changed: new calls start a new instance; this one stops");
       L->dying = true;
       keeper_unpublish(k);
     }
@@ -496,7 +501,7 @@ static void lease_grant(struct keeper *k, struct lease_loop *L)
     if (!kept && fd < 0)
       fd = sandbox_connect(k->connector, k->port, 2000, &err);
     if (!kept && fd < 0) {
-      keeper_note("cannot reach the server: %s; stopping this instance", err.message);
+      gw_keeper_note("cannot reach the server: %s; stopping this instance", err.message);
       refuse(cl->fd, ECONNREFUSED, "the capability's server stopped listening");
       cap_error_clear(&err);
       L->dying = true;
@@ -546,9 +551,9 @@ static void lease_check_cpu(struct keeper *k, struct lease_loop *L)
   int64_t used = sandbox_cpu_ms(k->running) - L->busy_base;
   if (used <= (int64_t)(k->cpu_budget_ms * L->busy_peak))
     return;
-  keeper_note("%u call(s) used %lld ms of CPU, over the budget of %llu ms per call: "
-              "stopping the server",
-              L->busy_peak, (long long)used, (unsigned long long)k->cpu_budget_ms);
+  gw_keeper_note("%u call(s) used %lld ms of CPU, over the budget of %llu ms per call: "
+                 "stopping the server",
+                 L->busy_peak, (long long)used, (unsigned long long)k->cpu_budget_ms);
   char reason[200];
   snprintf(reason, sizeof reason, "cpu budget exceeded: %lld ms used, %llu ms per call",
            (long long)used, (unsigned long long)k->cpu_budget_ms);
@@ -562,7 +567,7 @@ static void lease_check_cpu(struct keeper *k, struct lease_loop *L)
 /* `capsule stop`: the calls holding a lease learn why, the server stops. */
 static void lease_stop_asked(struct keeper *k, struct lease_loop *L)
 {
-  keeper_note("stop asked (capsule stop): stopping the server");
+  gw_keeper_note("stop asked (capsule stop): stopping the server");
   for (size_t i = 0; i < L->n; i++) {
     if (L->clients[i].leased || L->clients[i].waiting)
       refuse(L->clients[i].fd, ECONNRESET, "the instance was stopped (capsule stop)");
@@ -581,16 +586,16 @@ static void *keeper_serve(void *arg)
   pthread_sigmask(SIG_BLOCK, &all, NULL);
   char why[400];
   if (!keeper_wait_healthy(k, why, sizeof why)) {
-    keeper_note("the server did not become healthy within %llu ms: %s",
-                (unsigned long long)k->startup_ms, why);
+    gw_keeper_note("the server did not become healthy within %llu ms: %s",
+                   (unsigned long long)k->startup_ms, why);
     keeper_report(k, "the capability's server did not become healthy within %llu ms (%s)",
                   (unsigned long long)k->startup_ms, why);
     keeper_stop(k);
     return NULL;
   }
-  keeper_note("server healthy, speaking selu.capability.v1.%s; serving leases (at most %u at "
-              "once, idle timeout %llu ms)",
-              selu_protocol_name(k->protocol), k->max_active, (unsigned long long)k->idle_ms);
+  gw_keeper_note("server healthy, speaking selu.capability.v1.%s; serving leases (at most %u at "
+                 "once, idle timeout %llu ms)",
+                 selu_protocol_name(k->protocol), k->max_active, (unsigned long long)k->idle_ms);
   keeper_report(k, "%s", KEEPER_READY);
   snprintf(k->info.protocol, sizeof k->info.protocol, "%s", selu_protocol_name(k->protocol));
   keeper_status(k, GW_INSTANCE_SERVING, 0);
@@ -598,9 +603,9 @@ static void *keeper_serve(void *arg)
   struct lease_loop L = {.last = cap_now_ms(CLOCK_MONOTONIC), .busy_base = -1};
   L.cpu_counted = k->cpu_budget_ms && sandbox_cpu_ms(k->running) >= 0;
   if (k->cpu_budget_ms && !L.cpu_counted)
-    keeper_note("this host gives capsule no cgroup to count CPU in: the per-call CPU budget "
-                "(%llu ms) is not enforced; each call is bounded by its deadline",
-                (unsigned long long)k->cpu_budget_ms);
+    gw_keeper_note("this host gives capsule no cgroup to count CPU in: the per-call CPU budget "
+                   "(%llu ms) is not enforced; each call is bounded by its deadline",
+                   (unsigned long long)k->cpu_budget_ms);
   for (;;) {
     struct pollfd p[2 + KEEPER_MAX_CLIENTS]; /* the listener, the clients, the package */
     size_t np = 0;
@@ -686,15 +691,15 @@ static void keeper_ended(struct keeper *k, int r, const struct sandbox_result *r
                          const struct cap_error *err)
 {
   if (r < 0) {
-    keeper_note("cannot start the server: %s", err->message);
+    gw_keeper_note("cannot start the server: %s", err->message);
     keeper_report(k, "%scannot start the capability's server: %s", r == -ENOTSUP ? KEEPER_HOST : "",
                   err->message);
   } else if (res->killed_by) {
-    keeper_note("the server was stopped: %s exceeded", res->killed_by);
+    gw_keeper_note("the server was stopped: %s exceeded", res->killed_by);
     keeper_report(k, "the capability's server was stopped before it became healthy: %s exceeded",
                   res->killed_by);
   } else {
-    keeper_note("the server exited with status %d", res->exit_status);
+    gw_keeper_note("the server exited with status %d", res->exit_status);
     keeper_report(k, "the capability's server exited with status %d before it became healthy",
                   res->exit_status);
   }
@@ -737,6 +742,7 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
                      .startup_ms = spec->runtime.startup_timeout_ms,
                      .report_lock = PTHREAD_MUTEX_INITIALIZER,
                      .publish_lock = PTHREAD_MUTEX_INITIALIZER,
+                     .status_mu = PTHREAD_MUTEX_INITIALIZER,
                      .sandbox_end = -1,
                      .cpu_budget_ms = spec->limits.cpu_ms_per_task,
                      .ino = -1};
@@ -779,13 +785,13 @@ void gw_keeper_main(const struct gw_instance_request *req, const struct sockaddr
       .id_base = req->id_base,
       .proxy = {.sink = &k.egress.sink}, /* its decisions go to the calls' egress log */
   };
-  keeper_note("starting %s (%s)", spec->id, cmd[0]);
+  gw_keeper_note("starting %s (%s)", spec->id, cmd[0]);
   struct sandbox_result res;
   struct cap_error err = {0};
   int r = sandbox_run(&run_spec, &opt, &res, &err);
   keeper_ended(&k, r, &res, &err);
   keeper_egress_close(&k.egress); /* the proxy has stopped: what it decided with no lease kept */
   keeper_unpublish(&k);
-  unlink(k.status_path);
+  keeper_status_put(&k, true);
   _exit(0);
 }

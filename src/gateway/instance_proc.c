@@ -2,6 +2,7 @@
  * it keeps, its stdio, the server's argv; what it peeks at on a
  * connection. */
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -80,6 +81,17 @@ bool gw_keeper_says_goaway(int fd)
     off += 9 + ((ssize_t)b[off] << 16 | (ssize_t)b[off + 1] << 8 | b[off + 2]);
   }
   return false;
+}
+
+/* A line of the keeper's own in its log (its stderr) */
+void gw_keeper_note(const char *fmt, ...)
+{
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  dprintf(STDERR_FILENO, "capsule keeper[%d]: %s\n", (int)getpid(), msg);
 }
 
 #ifdef CAPSULE_TEST_HOOKS

@@ -117,16 +117,20 @@ static void status_user(char out[128], const char *user)
       *p = '_';
 }
 
-void gw_instance_status_write(const char *path, struct gw_instance_info *info)
+ino_t gw_instance_status_write(const char *path, struct gw_instance_info *info)
 {
   if (!info->pid_start)
     info->pid_start = proc_start(info->pid);
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-    return;
+  char tmp[4096]; /* the writer's own: two keepers of one name may write at once */
+  if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)syscall(SYS_gettid)) >= (int)sizeof tmp)
+    return 0;
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0)
-    return;
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) < 0) {
+    if (fd >= 0)
+      close(fd);
+    return 0;
+  }
   char user[sizeof info->user];
   status_user(user, info->user);
   dprintf(fd,
@@ -136,8 +140,28 @@ void gw_instance_status_write(const char *path, struct gw_instance_info *info)
           info->leases, info->max_leases, (unsigned long long)info->started_ms,
           (unsigned long long)info->idle_since_ms, info->pid_start, user);
   close(fd);
-  if (rename(tmp, path) < 0)
-    unlink(tmp);
+  if (rename(tmp, path) == 0)
+    return sb.st_ino;
+  unlink(tmp);
+  return 0;
+}
+
+void gw_instance_status_put(const char *path, struct gw_instance_info *info, ino_t *own,
+                            const char *start_lock, bool remove)
+{
+  _cleanup_close_ int lock = -1;
+  if (start_lock) {
+    lock = open(start_lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat sb;
+    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0 || lstat(path, &sb) < 0 || sb.st_ino != *own)
+      return; /* a new keeper's, or one starting: it writes its own */
+  }
+  if (remove) {
+    unlink(path);
+    *own = 0;
+  } else {
+    *own = gw_instance_status_write(path, info);
+  }
 }
 
 /* One status file into *info: false when it is not one (or not whole). */
@@ -355,22 +379,18 @@ bool gw_grants_epoch_moved(const char *run_dir, const char *cap, uint64_t epoch)
   return moved;
 }
 
-/* Moves the count under its file's lock. No run directory: no keeper
- * runs, and a call makes it before it reads the count, so its read of the
- * grants comes after this revoke's commit. The file is the directory
- * owner's, as root too (the keepers read it). */
+/* Moves the count under its file's lock, the run directory made when
+ * missing: a call that read the count before it was there (as 0) may make
+ * it and start a keeper afterwards. */
 static int epoch_bump(const char *run_dir, const char *cap, struct cap_error *err)
 {
-  struct stat dir;
-  if (stat(run_dir, &dir) < 0)
-    return errno == ENOENT ? 0 : cap_error_errno(err, errno, "cannot read %s", run_dir);
+  int r = gw_instance_check_run_dir(run_dir, err); /* this user's, not a link, private */
+  if (r < 0)
+    return r;
   _cleanup_free_ char *path = epoch_path(run_dir, cap);
   _cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0 || flock(fd, LOCK_EX) < 0)
     return cap_error_errno(err, errno, "cannot record the revoke in %s", path);
-  if (fchown(fd, dir.st_uid, dir.st_gid) < 0) {
-    /* not root: the file is the caller's, who owns the directory */
-  }
   char buf[32];
   int n = snprintf(buf, sizeof buf, "%" PRIu64 "\n", epoch_parse(fd) + 1);
   if (pwrite(fd, buf, (size_t)n, 0) != n)

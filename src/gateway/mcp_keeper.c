@@ -57,6 +57,7 @@
 #define KEEPER_IDLE_MS (5 * 60 * 1000)
 #define KEEPER_INIT_MS 60000
 #define KEEPER_READY "ready"
+#define KEEPER_REVOKED "revoked: "  /* the verdict's prefix when a revoke came while it started */
 #define KEEPER_RECHECK_MS 2000      /* without inotify: how often the package's digest is checked */
 #define KEEPER_STATUS_SETTLE_MS 100 /* a call's end shown in the status file this much later */
 #define KEEPER_MAX 32 /* warm MCP servers per run directory; past them calls start their own */
@@ -387,7 +388,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   snprintf(k.info.protocol, sizeof k.info.protocol, "mcp");
   keeper_status(&k, GW_INSTANCE_STARTING, false);
   if (epoch && gw_grants_epoch_moved(call->run_dir, spec->id, *epoch)) { /* gateway/instance.h */
-    verdict(&k, "its grants were revoked while it started; call again");
+    verdict(&k, KEEPER_REVOKED "its grants were revoked while it started; call again");
     unlink(k.status_path);
     _exit(0);
   }
@@ -468,11 +469,11 @@ static int connect_to(const char *path)
 static int start_keeper(const struct gw_call *call, const struct cap_spec *spec, char *const *env,
                         size_t n_env, const char *path, int lock, struct cap_error *err)
 {
-  uint64_t epoch = 0; /* gw_grants_epoch: the keeper checks it once its status is out */
-  const struct gw_keeper_check *check = call->keeper_check;
-  int r = check ? check->check(check->ctx, &epoch, err) : 0;
-  if (r < 0)
-    return r;
+  /* gateway/instance.h, gw_grants_epoch: ESTALE fails the call (run_mcp) */
+  const uint64_t *epoch = call->grants_epoch_read ? &call->grants_epoch : NULL;
+  if (epoch && gw_grants_epoch_moved(call->run_dir, spec->id, *epoch))
+    return cap_error_set(err, ESTALE, "%s's grants were revoked while this call began; call again",
+                         spec->id);
   int status[2];
   if (pipe2(status, O_CLOEXEC) < 0)
     return cap_error_errno(err, errno, "cannot create a pipe");
@@ -489,7 +490,7 @@ static int start_keeper(const struct gw_call *call, const struct cap_spec *spec,
     pid_t keeper = fork();
     if (keeper != 0)
       _exit(keeper < 0);
-    keeper_main(call, spec, env, n_env, path, status[1], lock, check ? &epoch : NULL);
+    keeper_main(call, spec, env, n_env, path, status[1], lock, epoch);
   }
   close(status[1]);
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -511,6 +512,9 @@ static int start_keeper(const struct gw_call *call, const struct cap_spec *spec,
   }
   close(status[0]);
   msg[got] = '\0';
+  if (strncmp(msg, KEEPER_REVOKED, strlen(KEEPER_REVOKED)) == 0)
+    return cap_error_set(err, ESTALE, "%s's warm server did not start: %s", spec->id,
+                         msg + strlen(KEEPER_REVOKED));
   if (strcmp(msg, KEEPER_READY) != 0)
     return cap_error_set(err, ECONNREFUSED, "%s's warm server did not start: %s", spec->id,
                          got ? msg : "its keeper exited");

@@ -546,7 +546,7 @@ static enum gw_outcome invoke_raw(const struct gw_call *call, const struct cap_s
       .control = control,
       .control_ahead = ahead,
       .wait = call->wait,
-      .keeper_check = call->keeper_check};
+      .grants_epoch = call->grants_epoch_read ? &call->grants_epoch : NULL};
   size_t cap = call->output_cap ? call->output_cap : GW_DEFAULT_OUTPUT_CAP;
   struct call_channel cc;
   req.have_instance = channel_before(call, key, &cc);

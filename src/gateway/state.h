@@ -215,9 +215,6 @@ struct gw_state_lock;
  * before it began. */
 void gw_state_cache_begin(struct gw_state *st);
 void gw_state_cache_end(struct gw_state *st);
-/* The call's next read sees every change committed before it, too (a
- * check after its run: gw_grants_changed). */
-void gw_state_cache_recheck(void);
 /* inflight (NULL: none): the call's marker, told its record is in
  * (gw_inflight_recorded) as soon as the transaction holding it commits */
 int gw_audit_append_shared(struct gw_state *st, const struct gw_state_lock *lock, bool held,

@@ -67,8 +67,6 @@ void gw_state_cache_begin(struct gw_state *st)
   __atomic_fetch_add(&st->calls, 1, __ATOMIC_RELAXED);
 }
 
-void gw_state_cache_recheck(void) { call_checked = false; }
-
 void gw_state_cache_end(struct gw_state *st)
 {
   call_st = NULL;
