@@ -71,15 +71,15 @@ struct keeper {
   struct keeper_egress egress; /* the proxy's decisions, by lease (instance_egress.c) */
 };
 
-/* The status file written (remove: removed) while it is this keeper's;
- * once unpublished, under the start lock (gw_instance_status_put). */
+/* The status file written (remove: removed): KEY.status while the socket
+ * is this keeper's, then its own name (gw_instance_status_retire) */
 static void keeper_status_put(struct keeper *k, bool remove)
 {
-  char lock[4200];
-  snprintf(lock, sizeof lock, "%s/%s.lock", k->req->run_dir, k->req->key);
-  bool gone = __atomic_load_n(&k->unpublished, __ATOMIC_ACQUIRE);
   pthread_mutex_lock(&k->status_mu);
-  gw_instance_status_put(k->status_path, &k->info, &k->status_ino, gone ? lock : NULL, remove);
+  if (remove)
+    unlink(k->status_path);
+  else
+    k->status_ino = gw_instance_status_write(k->status_path, &k->info);
   pthread_mutex_unlock(&k->status_mu);
 }
 
@@ -234,8 +234,11 @@ static void keeper_unpublish(struct keeper *k)
       unlink(k->sock_path);
     close(k->listener);
     k->listener = -1;
+    pthread_mutex_lock(&k->status_mu); /* a new keeper may take the name: the status moves */
+    gw_instance_status_retire(k->req->run_dir, k->req->key, false, k->status_path,
+                              sizeof k->status_path, &k->status_ino, &k->info);
+    pthread_mutex_unlock(&k->status_mu);
   }
-  __atomic_store_n(&k->unpublished, true, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&k->publish_lock);
 }
 

@@ -146,22 +146,26 @@ ino_t gw_instance_status_write(const char *path, struct gw_instance_info *info)
   return 0;
 }
 
-void gw_instance_status_put(const char *path, struct gw_instance_info *info, ino_t *own,
-                            const char *start_lock, bool remove)
+void gw_instance_status_retire(const char *run_dir, const char *key, bool lock_held, char *path,
+                               size_t size, ino_t *own, struct gw_instance_info *info)
 {
   _cleanup_close_ int lock = -1;
-  if (start_lock) {
-    lock = open(start_lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    struct stat sb;
-    if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0 || lstat(path, &sb) < 0 || sb.st_ino != *own)
-      return; /* a new keeper's, or one starting: it writes its own */
+  if (!lock_held) { /* a starter holds it a moment while this keeper's socket answers */
+    _cleanup_free_ char *lock_path = cap_xasprintf("%s/%s.lock", run_dir, key);
+    lock = open(lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    for (int i = 0; lock >= 0 && i < 200 && flock(lock, LOCK_EX | LOCK_NB) < 0; i++) {
+      struct timespec ts = {.tv_nsec = 10 * 1000000};
+      nanosleep(&ts, NULL);
+    }
   }
-  if (remove) {
-    unlink(path);
-    *own = 0;
-  } else {
-    *own = gw_instance_status_write(path, info);
-  }
+  char moved[4096];
+  if (snprintf(moved, sizeof moved, "%s/%s~%d%s", run_dir, key, (int)getpid(), STATUS_SUFFIX) >=
+      (int)sizeof moved)
+    return;
+  struct stat sb;
+  if (!*own || lstat(path, &sb) < 0 || sb.st_ino != *own || rename(path, moved) < 0)
+    *own = gw_instance_status_write(moved, info); /* not its own any more: written anew */
+  snprintf(path, size, "%s", moved);
 }
 
 /* One status file into *info: false when it is not one (or not whole). */
@@ -264,16 +268,19 @@ int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t 
   return 0;
 }
 
-/* Sends the stop request ('S') on the keeper's socket: false when no
- * keeper of this user's answered there. */
-static bool ask_keeper_to_stop(const char *run_dir, const char *key)
+/* Sends the stop request ('S') on the keeper's socket: false when that
+ * keeper did not answer there (another of the same name may: not asked) */
+static bool ask_keeper_to_stop(const char *run_dir, const struct gw_instance_info *inst)
 {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s.sock", run_dir, key) >=
+  if (snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s.sock", run_dir, inst->key) >=
       (int)sizeof sa.sun_path)
     return false;
   _cleanup_close_ int fd = gw_instance_connect(&sa, cap_now_ms(CLOCK_MONOTONIC) + 1000);
-  return fd >= 0 && send(fd, "S", 1, MSG_NOSIGNAL) == 1;
+  struct ucred peer;
+  socklen_t len = sizeof peer;
+  return fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 &&
+         peer.pid == inst->pid && send(fd, "S", 1, MSG_NOSIGNAL) == 1;
 }
 
 /* SIGTERM to the keeper through a pidfd opened before its identity is
@@ -291,7 +298,7 @@ static int signal_keeper(const struct gw_instance_info *inst)
 int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, uint64_t wait_ms,
                      struct cap_error *err)
 {
-  int r = ask_keeper_to_stop(run_dir, inst->key) ? 0 : signal_keeper(inst);
+  int r = ask_keeper_to_stop(run_dir, inst) ? 0 : signal_keeper(inst);
   if (r < 0)
     return cap_error_errno(err, -r, "cannot stop %s's keeper (pid %d)", inst->capability,
                            inst->pid);
@@ -402,8 +409,15 @@ long gw_instances_revoke(const char *state_dir, const char *cap, uint64_t wait_m
                          gw_instance_stopped_fn each, void *ctx, struct cap_error *err)
 {
   _cleanup_free_ char *run = cap_xasprintf("%s/run", state_dir);
-  int r = epoch_bump(run, cap, err);
-  return r < 0 ? r : gw_instances_stop(state_dir, cap, wait_ms, each, ctx, err);
+  struct cap_error bump = {0};
+  int r = epoch_bump(run, cap, &bump);
+  long found = gw_instances_stop(state_dir, cap, wait_ms, each, ctx, err); /* whatever the count */
+  if (r < 0 && found >= 0) {
+    found = r;
+    cap_error_set(err, bump.code, "%s", bump.message);
+  }
+  cap_error_clear(&bump);
+  return found;
 }
 
 static long max_warm(void)

@@ -68,8 +68,6 @@ static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
  * the keeper, `capsule stop` ends it (SIGTERM: it speaks no stop request) */
 static void keeper_status(struct keeper *k, enum gw_instance_state state, bool busy)
 {
-  if (k->retired)
-    return;
   k->info.state = state;
   k->info.leases = busy;
   k->info.idle_since_ms = busy ? 0 : k->idle_since ? k->idle_since : cap_now_ms(CLOCK_REALTIME);
@@ -156,11 +154,20 @@ static bool package_changed(struct keeper *k, bool ino_ready)
 static void retire(struct keeper *k, const char *path)
 {
   struct stat a, b;
-  if (fstat(k->listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino) {
+  if (fstat(k->listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino)
     unlink(path);
-    unlink(k->status_path);
-  }
-  k->retired = true; /* the status file is the next keeper's now */
+  /* the name is the next keeper's now: the status moves to one of this
+   * keeper's own (listed while its calls go on), before the lock goes */
+  size_t plen = strlen(path) - strlen(".sock"); /* RUN/KEY.mcp */
+  const char *key = strrchr(path, '/') + 1;
+  _cleanup_free_ char *run = cap_xstrndup(path, (size_t)(key - 1 - path));
+  _cleanup_free_ char *name = cap_xstrndup(key, plen - (size_t)(key - path));
+  ino_t own = 0; /* the keeper's file, or written anew */
+  struct stat sb;
+  if (stat(k->status_path, &sb) == 0 && sb.st_uid == geteuid())
+    own = sb.st_ino; /* the lock held for life: no other keeper wrote it */
+  gw_instance_status_retire(run, name, true, k->status_path, sizeof k->status_path, &own, &k->info);
+  k->retired = true;
   close(k->lock_fd);
   k->lock_fd = -1;
   close(k->listener);
@@ -365,6 +372,17 @@ static int keeper_fds(int status, int lock)
   return null;
 }
 
+/* Once its status is out: a revoke since its call read the count of
+ * revokes (epoch; gateway/instance.h, gw_grants_epoch) ends the keeper */
+static void keeper_check_revokes(struct keeper *k, const char *run_dir, const uint64_t *epoch)
+{
+  if (!epoch || !gw_grants_epoch_moved(run_dir, k->spec->id, *epoch))
+    return;
+  verdict(k, KEEPER_REVOKED "its grants were revoked while it started; call again");
+  unlink(k->status_path);
+  _exit(0);
+}
+
 static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_spec *spec,
                                   char *const *env, size_t n_env, const char *path, int status,
                                   int lock, const uint64_t *epoch)
@@ -387,11 +405,7 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   snprintf(k.info.capability, sizeof k.info.capability, "%s", spec->id);
   snprintf(k.info.protocol, sizeof k.info.protocol, "mcp");
   keeper_status(&k, GW_INSTANCE_STARTING, false);
-  if (epoch && gw_grants_epoch_moved(call->run_dir, spec->id, *epoch)) { /* gateway/instance.h */
-    verdict(&k, KEEPER_REVOKED "its grants were revoked while it started; call again");
-    unlink(k.status_path);
-    _exit(0);
-  }
+  keeper_check_revokes(&k, call->run_dir, epoch);
   k.listener = listen_at(path);
   int in[2], out[2], conn[2];
   _cleanup_free_ char *log_path = gw_tool_log_prepare(call->log_dir, spec);
@@ -445,6 +459,8 @@ static _Noreturn void keeper_main(const struct gw_call *call, const struct cap_s
   if (fstat(k.listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino) {
     unlink(path); /* still ours, and so is the status */
     unlink(k.status_path);
+  } else if (k.retired) {
+    unlink(k.status_path); /* its own name (retire) */
   }
   _exit(0);
 }

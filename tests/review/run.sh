@@ -81,7 +81,8 @@ scripts=(
   ../review17/revoke_keeper_paused.sh
   # the nineteenth's (tests/review19/)
   ../review19/revoke_after_same_key_restart.sh ../review19/grant_while_starting_fails_call.sh
-  ../review19/revoke_mcp_cold_fallback.sh
+  ../review19/revoke_mcp_cold_fallback.sh ../review19/revoke_mcp_retired_keeper.sh
+  ../review19/revoke_selu_dying_keeper.sh
 )
 pass=0 fail=0 skip=0
 for s in "${scripts[@]}"; do
