@@ -146,18 +146,18 @@ const char *gw_instance_state_name(enum gw_instance_state s);
 /* Writes info to path atomically (path.tmp, then rename); a pid_start of
  * 0 is read from /proc first, once (a keeper writes at every lease). Errors are
  * ignored: the status is for listing, never for serving. */
-ino_t gw_instance_status_write(const char *path, struct gw_instance_info *info);
+void gw_instance_status_write(const char *path, struct gw_instance_info *info);
 /* A keeper whose socket goes while it lives on (stopping; or retired by
- * a change in its package, serving the calls it holds): its status moves
- * from path (RUN/KEY.status) to a name of its own, RUN/KEY~PID.status,
- * which path becomes, so that a new keeper of the same name, writing
- * RUN/KEY.status, never hides it from ps, stop and revoke (which stop it
- * by signal: that name has no socket). Under the name's start lock (taken
- * here unless lock_held; a starter holds it until its keeper's status is
- * out), moved only while it is the file this keeper wrote last (*own),
- * else written anew there. */
-void gw_instance_status_retire(const char *run_dir, const char *key, bool lock_held, char *path,
-                               size_t size, ino_t *own, struct gw_instance_info *info);
+ * a change in its package, serving the calls it holds): before the socket
+ * goes (while it answers there, no keeper of the same name starts, so the
+ * file is this keeper's), its status moves from path (RUN/KEY.status) to
+ * a name of its own, RUN/KEY~PID.status, which path becomes, saying
+ * stopping: a new keeper of the same name, writing RUN/KEY.status, never
+ * hides it from ps, stop and revoke (which stop it by signal: that name
+ * has no socket). gw_instance_list removes such a file once its keeper
+ * is gone. */
+void gw_instance_status_retire(const char *run_dir, const char *key, char *path, size_t size,
+                               struct gw_instance_info *info);
 /* The instances of run_dir whose keeper is alive, sorted by capability;
  * *out (free it) holds *n. A missing run_dir is no instance. */
 int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t *n,

@@ -61,9 +61,8 @@ struct keeper {
   int spare;                    /* a connection to the server made ahead of the next lease, or -1 */
   struct gw_instance_info info; /* what RUN_DIR/KEY.status says (capsule ps) */
   char status_path[4096];
-  ino_t status_ino;            /* the status file this keeper wrote last */
   pthread_mutex_t status_mu;   /* around its writes, from either thread */
-  bool unpublished;            /* the socket gone: a keeper of the same name may start */
+  bool status_gone;            /* removed: written no more */
   uint64_t instance;           /* random, not 0: names this server to the calls keeping a channel */
   int ino;                     /* inotify on the package's tree (gw_package_watch), or -1 */
   struct gw_package_id pkg;    /* with it: the package dir's identity then */
@@ -76,10 +75,10 @@ struct keeper {
 static void keeper_status_put(struct keeper *k, bool remove)
 {
   pthread_mutex_lock(&k->status_mu);
-  if (remove)
+  if (!k->status_gone && !remove)
+    gw_instance_status_write(k->status_path, &k->info);
+  else if (!k->status_gone && (k->status_gone = true))
     unlink(k->status_path);
-  else
-    k->status_ino = gw_instance_status_write(k->status_path, &k->info);
   pthread_mutex_unlock(&k->status_mu);
 }
 
@@ -230,14 +229,15 @@ static void keeper_unpublish(struct keeper *k)
   struct stat sb;
   pthread_mutex_lock(&k->publish_lock);
   if (k->listener >= 0) {
+    pthread_mutex_lock(&k->status_mu); /* a new keeper may take the name: the status moves */
+    if (!k->status_gone)
+      gw_instance_status_retire(k->req->run_dir, k->req->key, k->status_path, sizeof k->status_path,
+                                &k->info);
+    pthread_mutex_unlock(&k->status_mu);
     if (stat(k->sock_path, &sb) == 0 && sb.st_ino == k->sock_ino)
       unlink(k->sock_path);
     close(k->listener);
     k->listener = -1;
-    pthread_mutex_lock(&k->status_mu); /* a new keeper may take the name: the status moves */
-    gw_instance_status_retire(k->req->run_dir, k->req->key, false, k->status_path,
-                              sizeof k->status_path, &k->status_ino, &k->info);
-    pthread_mutex_unlock(&k->status_mu);
   }
   pthread_mutex_unlock(&k->publish_lock);
 }

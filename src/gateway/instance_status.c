@@ -26,6 +26,7 @@
 #include "gateway/instance_int.h"
 #include "gateway/state.h"
 
+#define GW_KEEPER_TERM_MS 2500 /* SIGTERM, then SIGKILL */
 #define STATUS_SUFFIX ".status"
 
 /* Connects to a keeper by deadline (a full backlog is waited out, not
@@ -117,20 +118,16 @@ static void status_user(char out[128], const char *user)
       *p = '_';
 }
 
-ino_t gw_instance_status_write(const char *path, struct gw_instance_info *info)
+void gw_instance_status_write(const char *path, struct gw_instance_info *info)
 {
   if (!info->pid_start)
     info->pid_start = proc_start(info->pid);
   char tmp[4096]; /* the writer's own: two keepers of one name may write at once */
   if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)syscall(SYS_gettid)) >= (int)sizeof tmp)
-    return 0;
+    return;
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  struct stat sb;
-  if (fd < 0 || fstat(fd, &sb) < 0) {
-    if (fd >= 0)
-      close(fd);
-    return 0;
-  }
+  if (fd < 0)
+    return;
   char user[sizeof info->user];
   status_user(user, info->user);
   dprintf(fd,
@@ -140,32 +137,22 @@ ino_t gw_instance_status_write(const char *path, struct gw_instance_info *info)
           info->leases, info->max_leases, (unsigned long long)info->started_ms,
           (unsigned long long)info->idle_since_ms, info->pid_start, user);
   close(fd);
-  if (rename(tmp, path) == 0)
-    return sb.st_ino;
-  unlink(tmp);
-  return 0;
+  if (rename(tmp, path) < 0)
+    unlink(tmp);
 }
 
-void gw_instance_status_retire(const char *run_dir, const char *key, bool lock_held, char *path,
-                               size_t size, ino_t *own, struct gw_instance_info *info)
+void gw_instance_status_retire(const char *run_dir, const char *key, char *path, size_t size,
+                               struct gw_instance_info *info)
 {
-  _cleanup_close_ int lock = -1;
-  if (!lock_held) { /* a starter holds it a moment while this keeper's socket answers */
-    _cleanup_free_ char *lock_path = cap_xasprintf("%s/%s.lock", run_dir, key);
-    lock = open(lock_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    for (int i = 0; lock >= 0 && i < 200 && flock(lock, LOCK_EX | LOCK_NB) < 0; i++) {
-      struct timespec ts = {.tv_nsec = 10 * 1000000};
-      nanosleep(&ts, NULL);
-    }
-  }
   char moved[4096];
   if (snprintf(moved, sizeof moved, "%s/%s~%d%s", run_dir, key, (int)getpid(), STATUS_SUFFIX) >=
       (int)sizeof moved)
     return;
-  struct stat sb;
-  if (!*own || lstat(path, &sb) < 0 || sb.st_ino != *own || rename(path, moved) < 0)
-    *own = gw_instance_status_write(moved, info); /* not its own any more: written anew */
+  if (rename(path, moved) < 0)
+    unlink(moved); /* written anew below */
   snprintf(path, size, "%s", moved);
+  info->state = GW_INSTANCE_STOPPING; /* no new call; not an idle one to stop for room */
+  gw_instance_status_write(path, info);
 }
 
 /* One status file into *info: false when it is not one (or not whole). */
@@ -233,6 +220,15 @@ static int by_capability(const void *a, const void *b)
   return c ? c : x->pid - y->pid;
 }
 
+/* Whether name is KEY~PID.status for pid (a moved status file's) */
+static bool own_name(const char *name, int pid)
+{
+  char tail[48];
+  snprintf(tail, sizeof tail, "~%d%s", pid, STATUS_SUFFIX);
+  size_t n = strlen(name), t = strlen(tail);
+  return n > t && strcmp(name + n - t, tail) == 0;
+}
+
 int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t *n,
                      struct cap_error *err)
 {
@@ -253,9 +249,13 @@ int gw_instance_list(const char *run_dir, struct gw_instance_info **out, size_t 
     if (len <= sl || strcmp(e->d_name + len - sl, STATUS_SUFFIX) != 0)
       continue;
     struct gw_instance_info info;
-    /* a keeper killed outright leaves its file: only the living are listed */
-    if (!status_read(dirfd(d), e->d_name, &info) || !keeper_alive(&info))
+    /* a keeper killed outright leaves its file: only the living are listed,
+     * and a file of a keeper's own name (gw_instance_status_retire) goes */
+    if (!status_read(dirfd(d), e->d_name, &info) || !keeper_alive(&info)) {
+      if (strchr(e->d_name, '~') && info.pid && own_name(e->d_name, info.pid))
+        unlinkat(dirfd(d), e->d_name, 0);
       continue;
+    }
     if (*n == cap) {
       cap = cap ? 2 * cap : 8;
       *out = cap_xrealloc(*out, cap * sizeof **out);
@@ -285,12 +285,12 @@ static bool ask_keeper_to_stop(const char *run_dir, const struct gw_instance_inf
 
 /* SIGTERM to the keeper through a pidfd opened before its identity is
  * checked: never to a process that took a dead keeper's pid. */
-static int signal_keeper(const struct gw_instance_info *inst)
+static int signal_keeper(const struct gw_instance_info *inst, int sig)
 {
   _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, inst->pid, 0);
   if (pidfd < 0 || !keeper_alive(inst))
     return 0; /* gone */
-  if (syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) < 0 && errno != ESRCH)
+  if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 && errno != ESRCH)
     return -errno;
   return 0;
 }
@@ -298,12 +298,21 @@ static int signal_keeper(const struct gw_instance_info *inst)
 int gw_instance_stop(const char *run_dir, const struct gw_instance_info *inst, uint64_t wait_ms,
                      struct cap_error *err)
 {
-  int r = ask_keeper_to_stop(run_dir, inst) ? 0 : signal_keeper(inst);
+  bool asked = ask_keeper_to_stop(run_dir, inst);
+  int r = asked ? 0 : signal_keeper(inst, SIGTERM);
   if (r < 0)
     return cap_error_errno(err, -r, "cannot stop %s's keeper (pid %d)", inst->capability,
                            inst->pid);
-  uint64_t deadline = cap_now_ms(CLOCK_MONOTONIC) + wait_ms;
+  uint64_t now = cap_now_ms(CLOCK_MONOTONIC), deadline = now + wait_ms;
+  /* SIGTERM goes on to the server, which may drain its calls or ignore
+   * it: the keeper is killed then (its sandbox with it: pid 1's lifeline),
+   * as the stop request's closed connector has pid 1 do */
+  uint64_t kill_at = asked ? UINT64_MAX : now + GW_KEEPER_TERM_MS;
   while (keeper_alive(inst)) {
+    if (cap_now_ms(CLOCK_MONOTONIC) >= kill_at) {
+      kill_at = UINT64_MAX;
+      signal_keeper(inst, SIGKILL);
+    }
     if (cap_now_ms(CLOCK_MONOTONIC) >= deadline)
       return cap_error_set(err, ETIMEDOUT, "%s's keeper (pid %d) has not exited yet",
                            inst->capability, inst->pid);

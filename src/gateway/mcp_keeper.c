@@ -68,7 +68,7 @@ static uint64_t now_ms(void) { return cap_now_ms(CLOCK_MONOTONIC); }
  * the keeper, `capsule stop` ends it (SIGTERM: it speaks no stop request) */
 static void keeper_status(struct keeper *k, enum gw_instance_state state, bool busy)
 {
-  k->info.state = state;
+  k->info.state = k->retired ? GW_INSTANCE_STOPPING : state; /* no new call: not warm */
   k->info.leases = busy;
   k->info.idle_since_ms = busy ? 0 : k->idle_since ? k->idle_since : cap_now_ms(CLOCK_REALTIME);
   k->shown_busy = busy;
@@ -153,20 +153,16 @@ static bool package_changed(struct keeper *k, bool ino_ready)
  * with it. */
 static void retire(struct keeper *k, const char *path)
 {
-  struct stat a, b;
-  if (fstat(k->listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino)
-    unlink(path);
   /* the name is the next keeper's now: the status moves to one of this
    * keeper's own (listed while its calls go on), before the lock goes */
   size_t plen = strlen(path) - strlen(".sock"); /* RUN/KEY.mcp */
   const char *key = strrchr(path, '/') + 1;
   _cleanup_free_ char *run = cap_xstrndup(path, (size_t)(key - 1 - path));
   _cleanup_free_ char *name = cap_xstrndup(key, plen - (size_t)(key - path));
-  ino_t own = 0; /* the keeper's file, or written anew */
-  struct stat sb;
-  if (stat(k->status_path, &sb) == 0 && sb.st_uid == geteuid())
-    own = sb.st_ino; /* the lock held for life: no other keeper wrote it */
-  gw_instance_status_retire(run, name, true, k->status_path, sizeof k->status_path, &own, &k->info);
+  gw_instance_status_retire(run, name, k->status_path, sizeof k->status_path, &k->info);
+  struct stat a, b;
+  if (fstat(k->listener, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino)
+    unlink(path);
   k->retired = true;
   close(k->lock_fd);
   k->lock_fd = -1;

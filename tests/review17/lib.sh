@@ -11,7 +11,7 @@
 # starts the instance waits at it, its grants read; await_caller PID: until
 # a process other than the holder has the lock open (the call waits
 # there), or fail.
-statuses() { for f in "$state"/run/*.status; do [ -f "$f" ] && basename "$f" .status; done | grep -v '\.mcp$'; }
+statuses() { for f in "$state"/run/*.status; do [ -f "$f" ] && basename "$f" .status; done | grep -v '\.mcp$' | grep -v '~'; }
 wc_call() { "$capsule" call "${C[@]}" "$@" text-tools word_count '{"text":"a b"}' 2>&1; }
 selu_granted() {
   [ -x "$root/examples/selu-text/capability" ] || skip "examples/selu-text is not built"

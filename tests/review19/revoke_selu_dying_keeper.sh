@@ -13,12 +13,19 @@
 # run here. As root.
 # (The fix: a keeper whose socket goes while it lives on moves its status
 # to a name of its own, RUN/KEY~PID.status, gw_instance_status_retire,
-# and is stopped there by signal.)
+# and is stopped there by signal: SIGTERM, then SIGKILL, since the server
+# here ignores SIGTERM.)
 # Usage: revoke_selu_dying_keeper.sh CAPSULE
 . "$(dirname "$0")/../review17/lib.sh" "$1" review19-revoke-selu-dying
 selu_granted
+# a server that ignores SIGTERM (a graceful drain, or a wrapper that does
+# not pass it on): a keeper stopped by signal is killed after a while
+sed -i 's|command: \["./capability"\]|command: ["sh", "start.sh"]|' "$caps/selu-text/manifest.yaml"
+printf "trap '' TERM; ./capability; :\n" >"$caps/selu-text/start.sh"
+chmod -R a+rX "$caps"
 a=$(wc_call --timeout 60)
 grep -q '"words"' <<<"$a" || { echo "FAIL: first call: $a"; exit 1; }
+key=$(statuses)
 old=$(sed -n 's/^pid=//p' "$state/run/$key.status")
 echo "keeper 1: pid $old, RUN/$key"
 python3 -c 'import socket, sys, time
