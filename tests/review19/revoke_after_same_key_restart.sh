@@ -18,6 +18,7 @@
 # runs on, 0 when not, 77 when it cannot run here. As root.
 # Usage: revoke_after_same_key_restart.sh CAPSULE
 . "$(dirname "$0")/../review17/lib.sh" "$1" review19-revoke-same-key
+. "$(dirname "$0")/lib.sh"
 selu_granted
 sed -i 's|command: \["./capability"\]|command: ["sh", "start.sh"]|' "$caps/selu-text/manifest.yaml"
 printf "trap '' TERM; ./capability; :\n" >"$caps/selu-text/start.sh"
@@ -46,18 +47,7 @@ echo "capsule ps: $("$capsule" ps --state "$state" 2>&1 | tr '\n' ' ')"
 echo "revoke said: $(tr '\n' ' ' <"$work/revoke.out")"
 sleep 1
 if [ -n "$new" ] && grep -qs '^State:[[:space:]]*[^Z]' "/proc/$new/status"; then
-  seen= kids=$new
-  while [ -n "$kids" ]; do # keeper 2's descendants: the server in its sandbox
-    next=
-    for k in $kids; do
-      for c in $(cat /proc/$k/task/*/children 2>/dev/null); do
-        next="$next $c"
-        [ -z "$seen" ] && [ -r "/proc/$c/root$secret/file" ] && [ "$(stat -Lc %i /proc/$c/root)" != "$(stat -Lc %i /)" ] &&
-          seen="$c: $(cat "/proc/$c/root$secret/file")"
-      done
-    done
-    kids=$next
-  done
+  sandbox_reads "$new"
   echo "FAIL: keeper 2 (pid $new) started with the grant the revoke removed serves on, listed nowhere${seen:+; its sandbox (pid $seen) still reads $secret/file}"
   kill "$new"
   exit 1

@@ -18,6 +18,7 @@
 # and is stopped there by signal.)
 # Usage: revoke_mcp_retired_keeper.sh CAPSULE
 . "$(dirname "$0")/../review14/lib.sh" "$1" review19-revoke-mcp-retired
+. "$(dirname "$0")/lib.sh"
 secret=$work/secret
 mkdir -p "$secret" && echo s3cret >"$secret/file" && chmod -R a+rX "$secret"
 probe_cap p
@@ -43,18 +44,7 @@ echo "revoke said: $(tr '\n' ' ' <"$work/revoke.out")"
 echo "capsule ps: $("$capsule" ps --state "$state" 2>&1 | tr '\n' ' ')"
 sleep 1
 if grep -qs '^State:[[:space:]]*[^Z]' "/proc/$keeper/status"; then
-  seen= kids=$keeper
-  while [ -n "$kids" ]; do # the keeper's descendants: the server in its sandbox
-    next=
-    for k in $kids; do
-      for c in $(cat /proc/$k/task/*/children 2>/dev/null); do
-        next="$next $c"
-        [ -z "$seen" ] && [ -r "/proc/$c/root$secret/file" ] && [ "$(stat -Lc %i /proc/$c/root)" != "$(stat -Lc %i /)" ] &&
-          seen="$c: $(cat "/proc/$c/root$secret/file")"
-      done
-    done
-    kids=$next
-  done
+  sandbox_reads "$keeper"
   echo "FAIL: the retired keeper (pid $keeper), started with the grant the revoke removed, runs on listed nowhere${seen:+; its sandbox (pid $seen) still reads $secret/file}"
   exit 1
 fi

@@ -17,6 +17,7 @@
 # here ignores SIGTERM.)
 # Usage: revoke_selu_dying_keeper.sh CAPSULE
 . "$(dirname "$0")/../review17/lib.sh" "$1" review19-revoke-selu-dying
+. "$(dirname "$0")/lib.sh"
 selu_granted
 # a server that ignores SIGTERM (a graceful drain, or a wrapper that does
 # not pass it on): a keeper stopped by signal is killed after a while
@@ -49,18 +50,7 @@ echo "revoke said: $(tr '\n' ' ' <"$work/revoke.out")"
 echo "capsule ps: $("$capsule" ps --state "$state" 2>&1 | tr '\n' ' ')"
 sleep 1
 if grep -qs '^State:[[:space:]]*[^Z]' "/proc/$old/status"; then
-  seen= kids=$old
-  while [ -n "$kids" ]; do # keeper 1's descendants: the server in its sandbox
-    next=
-    for k in $kids; do
-      for c in $(cat /proc/$k/task/*/children 2>/dev/null); do
-        next="$next $c"
-        [ -z "$seen" ] && [ -r "/proc/$c/root$secret/file" ] && [ "$(stat -Lc %i /proc/$c/root)" != "$(stat -Lc %i /)" ] &&
-          seen="$c: $(cat "/proc/$c/root$secret/file")"
-      done
-    done
-    kids=$next
-  done
+  sandbox_reads "$old"
   echo "FAIL: keeper 1 (pid $old), dying with a lease held and started with the grant the revoke removed, runs on listed nowhere${seen:+; its sandbox (pid $seen) still reads $secret/file}"
   exit 1
 fi
