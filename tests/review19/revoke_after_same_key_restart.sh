@@ -20,14 +20,7 @@
 . "$(dirname "$0")/../review17/lib.sh" "$1" review19-revoke-same-key
 . "$(dirname "$0")/lib.sh"
 selu_granted
-sed -i 's|command: \["./capability"\]|command: ["sh", "start.sh"]|' "$caps/selu-text/manifest.yaml"
-printf "trap '' TERM; ./capability; :\n" >"$caps/selu-text/start.sh"
-chmod -R a+rX "$caps"
-a=$(wc_call --timeout 60)
-grep -q '"words"' <<<"$a" || { echo "FAIL: first call: $a"; exit 1; }
-key=$(statuses)
-old=$(sed -n 's/^pid=//p' "$state/run/$key.status")
-echo "keeper 1: pid $old, RUN/$key"
+deaf_started
 "$capsule" stop --state "$state" text-tools >"$work/stop.out" 2>&1 &
 stopper=$!
 pids+=($stopper)

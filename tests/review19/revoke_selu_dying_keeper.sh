@@ -21,14 +21,7 @@
 selu_granted
 # a server that ignores SIGTERM (a graceful drain, or a wrapper that does
 # not pass it on): a keeper stopped by signal is killed after a while
-sed -i 's|command: \["./capability"\]|command: ["sh", "start.sh"]|' "$caps/selu-text/manifest.yaml"
-printf "trap '' TERM; ./capability; :\n" >"$caps/selu-text/start.sh"
-chmod -R a+rX "$caps"
-a=$(wc_call --timeout 60)
-grep -q '"words"' <<<"$a" || { echo "FAIL: first call: $a"; exit 1; }
-key=$(statuses)
-old=$(sed -n 's/^pid=//p' "$state/run/$key.status")
-echo "keeper 1: pid $old, RUN/$key"
+deaf_started
 python3 -c 'import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1]); s.send(b"L")
