@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A revoke that commits after a call's last read of the grants (made just
-# before it starts a warm server: gw_call.keeper_check) and looks for the
+# A revoke that commits after a call read the grants and the count of
+# revokes (gw_call.grants_epoch), after the call checked that count just
+# before it started a warm server's keeper, and that looks for the
 # capability's keepers before the new keeper's status is out finds none to
 # stop. The keeper itself must then see the count of revokes moved
 # (gateway/instance.h, gw_grants_epoch) and end, even when its call was

@@ -17,9 +17,9 @@
 # With `killed`: the call's process is killed (SIGTERM, 1 s after the
 # lock is let go: an operator's Ctrl-C on `capsule call`, a client's
 # cancel of a call run in a child) while its keeper would start. The call
-# reads the grants afresh just before it starts a keeper
-# (gw_call.keeper_check), and the keeper checks the count of revokes once
-# its status is out (revoke_keeper_paused.sh holds it there).
+# reads the count of revokes before its first state read and starts no
+# keeper once it moved (gw_call.grants_epoch), and the keeper checks it
+# again once its status is out (revoke_keeper_paused.sh holds it there).
 # Usage: revoke_slow_starting_warm.sh CAPSULE [killed]
 killed=${2:-}
 . "$(dirname "$0")/lib.sh" "$1" review17-revoke-slow-starting

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Review 17's open point (src/gateway/call.c step_run, gateway/grants.c
-# gw_grants_changed): a call that read a capability's grants, then
+# Review 17's open point (src/gateway/call.c, then step_run): a call that read a capability's grants, then
 # started its warm server's keeper after a `capsule revoke` of one of them
 # had committed and looked for keepers to stop, left that server running
 # with the revoked grant until its idle timeout: the revoke found no
@@ -9,9 +8,10 @@
 # Made deterministic here: the Selu instance's start lock (RUN/KEY.lock,
 # which a starting call takes) is held by this script, so the call, its
 # grants read, waits at it; the revoke then runs, the lock is let go, and
-# the call starts a keeper named by the grants before. Now a call that
-# started a warm server checks the grants again after its run and stops
-# the capability's warm servers when they changed. Exits 1 while a
+# the call starts a keeper named by the grants before. Now a call reads
+# the count of the capability's revokes before its first state read
+# (gateway/instance.h, gw_grants_epoch) and starts no keeper once it
+# moved (the call fails, asking to be made again). Exits 1 while a
 # keeper started with the revoked grant runs on, 0 when not, 77 when it
 # cannot run here. As root.
 # Usage: revoke_starting_warm.sh CAPSULE
