@@ -27,7 +27,6 @@
 #include "core/proctitle.h"
 #include "core/wait_hook.h"
 #include "runtime/selu_rpc.h"
-#include "gateway/call.h"
 #include "sandbox/sandbox.h"
 
 #define LEASE_ATTEMPTS 3 /* the first, and two retries (gw_instance_lease) */

@@ -75,10 +75,11 @@ struct keeper {
 static void keeper_status_put(struct keeper *k, bool remove)
 {
   pthread_mutex_lock(&k->status_mu);
-  if (!k->status_gone && !remove)
-    gw_instance_status_write(k->status_path, &k->info);
-  else if (!k->status_gone && (k->status_gone = true))
+  if (!k->status_gone && remove)
     unlink(k->status_path);
+  else if (!k->status_gone)
+    gw_instance_status_write(k->status_path, &k->info);
+  k->status_gone = k->status_gone || remove;
   pthread_mutex_unlock(&k->status_mu);
 }
 
@@ -668,7 +669,6 @@ static void keeper_started(void *ctx, struct sandbox_running *running)
     keeper_stop(s->k);
 }
 
-/* Closes every descriptor from 3 up except those in keep (ascending). */
 /* The instance's listening socket at sa (0600, published once bound) and
  * the connector pair; any failure ends the keeper with a status line. */
 static void keeper_listen(struct keeper *k, const struct sockaddr_un *sa, int pair[2])
