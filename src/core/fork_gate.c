@@ -15,11 +15,24 @@
  * allocations pass the gate, so it cannot wait on the fork), and a
  * thread's end, where libasan hands the thread's cached
  * chunks back: a thread about to end says so under the read side, and a
- * fork waits until every thread that said so is gone. The plain build
- * compiles none of this: cap_fork_prepare and friends are empty there. */
+ * fork waits until every thread that said so is gone.
+ *
+ * The read side is never held while glibc takes a lock of its own: a
+ * thread holding such a lock and allocating (pthread_join frees the
+ * joined thread's stack and TLS under the stack cache's lock) waits on
+ * the read side while a fork waits for the write side, and a thread
+ * holding the read side while it waited for that lock closed the circle
+ * (pthread_create did: every thread of `capsule serve` stopped, found by
+ * tests/unit/test_fork_gate.c). So a thread being created is counted as
+ * starting under the read side, then created outside it (a fork waits for
+ * it to start, which is after its creator's last allocation), and a join
+ * takes the read side before glibc's locks, without blocking inside it.
+ * The plain build compiles none of this: cap_fork_prepare and friends are
+ * empty there. */
 #include "core/fork_gate.h"
 
 #if CAP_FORK_GATE
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -45,6 +58,7 @@ char *__interceptor_strdup(const char *s);
 char *__interceptor_strndup(const char *s, size_t n);
 int __interceptor_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *),
                                  void *arg);
+int __interceptor_pthread_join(pthread_t t, void **ret);
 
 static pthread_rwlock_t gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static __thread __attribute__((
@@ -55,14 +69,17 @@ static __thread
     __attribute__((tls_model("initial-exec"))) bool forking; /* this thread holds the write side */
 static __thread __attribute__((tls_model(
     "initial-exec"))) bool ended; /* this thread is ending, and said so: a fork waits for its end */
+static __thread __attribute__((tls_model("initial-exec"))) bool
+    creating; /* inside pthread_create: a fork waits for its thread's start */
 
+static int (*real_detach)(pthread_t);
 static bool ready; /* set by the constructor: before it (the loader, libasan's start) no TLS */
 
 static void enter(void)
 {
   if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
     return;
-  if (depth++ == 0 && gated && !forking && !ended)
+  if (depth++ == 0 && gated && !forking && !ended && !creating)
     pthread_rwlock_rdlock(&gate);
 }
 
@@ -70,7 +87,7 @@ static void leave(void)
 {
   if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
     return;
-  if (--depth == 0 && gated && !forking && !ended)
+  if (--depth == 0 && gated && !forking && !ended && !creating)
     pthread_rwlock_unlock(&gate);
 }
 
@@ -210,6 +227,7 @@ void cap_fork_child(void)
 __attribute__((constructor)) static void gate_at_fork(void)
 {
   gated = true;
+  real_detach = (int (*)(pthread_t))dlsym(RTLD_NEXT, "pthread_detach");
   pthread_key_create(&end_key, thread_ends);
   pthread_atfork(cap_fork_prepare, cap_fork_parent, cap_fork_child);
   __atomic_store_n(&ready, true, __ATOMIC_RELAXED);
@@ -240,7 +258,11 @@ void *valloc(size_t n) { GATED(__interceptor_valloc(n)); }
 char *strdup(const char *s) { GATED(__interceptor_strdup(s)); }
 char *strndup(const char *s, size_t n) { GATED(__interceptor_strndup(s, n)); }
 /* Counted as starting until it runs its function: libasan's part of its
- * start (its registry) is done by then */
+ * start (its registry) is done by then. Counted under the read side (a
+ * fork that has the write side sees the count), then created outside it:
+ * glibc's part takes the stack cache's lock, which a join holds while it
+ * frees (pthread_join below). Its allocations meanwhile pass the gate: a
+ * fork waits for the thread's start, after the last of them. */
 int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
 {
   if (!__atomic_load_n(&ready, __ATOMIC_RELAXED))
@@ -251,12 +273,43 @@ int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), v
   *s = (struct start){.fn = fn, .arg = arg};
   enter();
   __atomic_add_fetch(&starting, 1, __ATOMIC_ACQ_REL);
+  leave();
+  bool was = creating;
+  creating = true;
   int r = __interceptor_pthread_create(t, a, thread_start, s);
   if (r != 0)
     __atomic_sub_fetch(&starting, 1, __ATOMIC_ACQ_REL);
-  leave();
+  creating = was;
   if (r != 0)
     free(s);
+  return r;
+}
+
+/* glibc frees a joined thread's stack and TLS with the stack cache's lock
+ * held: the read side is taken first, around a join that does not wait
+ * (a fork must not wait for a thread's whole run), tried again each
+ * millisecond until the thread is gone */
+int pthread_join(pthread_t t, void **ret)
+{
+  if (!__atomic_load_n(&ready, __ATOMIC_RELAXED) || depth || creating)
+    return __interceptor_pthread_join(t, ret);
+  for (;;) {
+    enter();
+    int r = pthread_tryjoin_np(t, ret);
+    leave();
+    if (r != EBUSY)
+      return r;
+    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+  }
+}
+
+/* A thread already ended is freed by its detach, as by a join (libasan
+ * has no detach of its own: glibc's, found once at start) */
+int pthread_detach(pthread_t t)
+{
+  enter();
+  int r = real_detach ? real_detach(t) : ENOSYS;
+  leave();
   return r;
 }
 

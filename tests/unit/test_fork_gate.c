@@ -5,8 +5,17 @@
  * gate's count of starting threads only after its first free, which waits
  * for a fork holding the gate: such a fork waited its whole bound (seconds),
  * and each child kept the count and waited again at its own fork (serve's
- * dry runs under a flood took three bounds each). */
+ * dry runs under a flood took three bounds each).
+ *
+ * And forks beside threads created and joined in batches: a creation held
+ * the gate's read side while glibc's pthread_create waited for the stack
+ * cache's lock, which a join held while its free waited behind the fork
+ * for the read side, and the fork for the creation: every thread stopped
+ * for good, within tens of forks (serve, under a flood of connections,
+ * each a thread). A watchdog fails the test when the forks stop. */
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,12 +87,70 @@ static void test_forks_beside_new_threads(void)
             forks - children_ok, forks);
   CHECK(children_ok == forks);
 }
+
+static void *batch_worker(void *arg)
+{
+  for (int i = 0; i < 20; i++)
+    free(malloc(64 + 37 * (size_t)i));
+  return arg;
+}
+
+/* Batches of four threads created, then joined, until stop */
+static void *batch_spawner(void *arg)
+{
+  while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+    pthread_t t[4];
+    int n = 0;
+    while (n < 4 && pthread_create(&t[n], NULL, batch_worker, NULL) == 0)
+      n++;
+    while (n > 0)
+      pthread_join(t[--n], NULL);
+  }
+  return arg;
+}
+
+static void stalled(int sig)
+{
+  (void)sig;
+  static const char msg[] = "forks beside batches of threads stopped: the gate is deadlocked\n";
+  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  _exit(1);
+}
+
+static void test_forks_beside_joins(void)
+{
+  __atomic_store_n(&stop, false, __ATOMIC_RELEASE);
+  signal(SIGALRM, stalled);
+  alarm(120);
+  pthread_t s[3];
+  for (int i = 0; i < 3; i++)
+    CHECK(pthread_create(&s[i], NULL, batch_spawner, NULL) == 0);
+  int children_ok = 0, forks = 150;
+  for (int i = 0; i < forks; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int j = 0; j < 20; j++)
+        free(malloc(16 + 61 * (size_t)j));
+      _exit(0);
+    }
+    int status = -1;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0)
+      ;
+    children_ok += pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
+  for (int i = 0; i < 3; i++)
+    pthread_join(s[i], NULL);
+  alarm(0);
+  CHECK(children_ok == forks);
+}
 #endif
 
 int main(void)
 {
 #if CAP_FORK_GATE
   test_forks_beside_new_threads();
+  test_forks_beside_joins();
   printf("%d checks, %d failed\n", unit_checks, unit_failures);
   return unit_failures ? 1 : 0;
 #else
