@@ -61,21 +61,28 @@ static _Noreturn void child(void)
   _exit(g > 0 && cap_fork_gate_gave_up() == kept ? 0 : 1);
 }
 
+/* forks times: fork, the child runs child_fn; how many children exited 0 */
+static int fork_children(int forks, void (*child_fn)(void))
+{
+  int ok = 0;
+  for (int i = 0; i < forks; i++) {
+    pid_t pid = fork();
+    if (pid == 0)
+      child_fn();
+    int status = -1;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0)
+      ;
+    ok += pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
 static void test_forks_beside_new_threads(void)
 {
   pthread_t s[2];
   for (int i = 0; i < 2; i++)
     CHECK(pthread_create(&s[i], NULL, spawner, NULL) == 0);
-  int children_ok = 0, forks = 8;
-  for (int i = 0; i < forks; i++) {
-    pid_t pid = fork();
-    if (pid == 0)
-      child();
-    int status = -1;
-    while (pid > 0 && waitpid(pid, &status, 0) < 0)
-      ;
-    children_ok += pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
+  int forks = 8, children_ok = fork_children(forks, child);
   __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
   for (int i = 0; i < 2; i++)
     pthread_join(s[i], NULL);
@@ -109,6 +116,13 @@ static void *batch_spawner(void *arg)
   return arg;
 }
 
+static _Noreturn void allocating_child(void)
+{
+  for (int j = 0; j < 20; j++)
+    free(malloc(16 + 61 * (size_t)j));
+  _exit(0);
+}
+
 static void stalled(int sig)
 {
   (void)sig;
@@ -125,19 +139,7 @@ static void test_forks_beside_joins(void)
   pthread_t s[3];
   for (int i = 0; i < 3; i++)
     CHECK(pthread_create(&s[i], NULL, batch_spawner, NULL) == 0);
-  int children_ok = 0, forks = 150;
-  for (int i = 0; i < forks; i++) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      for (int j = 0; j < 20; j++)
-        free(malloc(16 + 61 * (size_t)j));
-      _exit(0);
-    }
-    int status = -1;
-    while (pid > 0 && waitpid(pid, &status, 0) < 0)
-      ;
-    children_ok += pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
+  int forks = 150, children_ok = fork_children(forks, allocating_child);
   __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
   for (int i = 0; i < 3; i++)
     pthread_join(s[i], NULL);
