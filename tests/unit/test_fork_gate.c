@@ -61,9 +61,14 @@ static _Noreturn void child(void)
   _exit(g > 0 && cap_fork_gate_gave_up() == kept ? 0 : 1);
 }
 
-/* forks times: fork, the child runs child_fn; how many children exited 0 */
-static int fork_children(int forks, void (*child_fn)(void))
+/* forks times, beside n threads running spawner_fn until stop: fork, the
+ * child runs child_fn; how many children exited 0 */
+static int forks_beside(void *(*spawner_fn)(void *), int n, int forks, void (*child_fn)(void))
 {
+  pthread_t s[4];
+  __atomic_store_n(&stop, false, __ATOMIC_RELEASE);
+  for (int i = 0; i < n; i++)
+    CHECK(pthread_create(&s[i], NULL, spawner_fn, NULL) == 0);
   int ok = 0;
   for (int i = 0; i < forks; i++) {
     pid_t pid = fork();
@@ -74,18 +79,15 @@ static int fork_children(int forks, void (*child_fn)(void))
       ;
     ok += pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
+  __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
+  for (int i = 0; i < n; i++)
+    pthread_join(s[i], NULL);
   return ok;
 }
 
 static void test_forks_beside_new_threads(void)
 {
-  pthread_t s[2];
-  for (int i = 0; i < 2; i++)
-    CHECK(pthread_create(&s[i], NULL, spawner, NULL) == 0);
-  int forks = 8, children_ok = fork_children(forks, child);
-  __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
-  for (int i = 0; i < 2; i++)
-    pthread_join(s[i], NULL);
+  int forks = 8, children_ok = forks_beside(spawner, 2, forks, child);
   if (cap_fork_gate_gave_up())
     fprintf(stderr, "the parent's forks ran out %u bounds\n", cap_fork_gate_gave_up());
   CHECK(cap_fork_gate_gave_up() == 0);
@@ -133,16 +135,9 @@ static void stalled(int sig)
 
 static void test_forks_beside_joins(void)
 {
-  __atomic_store_n(&stop, false, __ATOMIC_RELEASE);
   signal(SIGALRM, stalled);
   alarm(120);
-  pthread_t s[3];
-  for (int i = 0; i < 3; i++)
-    CHECK(pthread_create(&s[i], NULL, batch_spawner, NULL) == 0);
-  int forks = 150, children_ok = fork_children(forks, allocating_child);
-  __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
-  for (int i = 0; i < 3; i++)
-    pthread_join(s[i], NULL);
+  int forks = 150, children_ok = forks_beside(batch_spawner, 3, forks, allocating_child);
   alarm(0);
   CHECK(children_ok == forks);
 }
