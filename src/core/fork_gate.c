@@ -72,8 +72,21 @@ static __thread __attribute__((tls_model(
 static __thread __attribute__((tls_model("initial-exec"))) bool
     creating; /* inside pthread_create: a fork waits for its thread's start */
 
-static int (*real_detach)(pthread_t);
 static bool ready; /* set by the constructor: before it (the loader, libasan's start) no TLS */
+
+/* glibc's own, found by name (libasan has none of these): at start, or
+ * at the first call made before it */
+static void *glibc(void **slot, const char *name)
+{
+  void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (!f) {
+    f = dlsym(RTLD_NEXT, name);
+    __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+  }
+  return f;
+}
+
+static void *real_tryjoin, *real_detach;
 
 static void enter(void)
 {
@@ -227,7 +240,8 @@ void cap_fork_child(void)
 __attribute__((constructor)) static void gate_at_fork(void)
 {
   gated = true;
-  real_detach = (int (*)(pthread_t))dlsym(RTLD_NEXT, "pthread_detach");
+  glibc(&real_detach, "pthread_detach");
+  glibc(&real_tryjoin, "pthread_tryjoin_np");
   pthread_key_create(&end_key, thread_ends);
   pthread_atfork(cap_fork_prepare, cap_fork_parent, cap_fork_child);
   __atomic_store_n(&ready, true, __ATOMIC_RELAXED);
@@ -285,30 +299,63 @@ int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), v
   return r;
 }
 
-/* glibc frees a joined thread's stack and TLS with the stack cache's lock
- * held: the read side is taken first, around a join that does not wait
- * (a fork must not wait for a thread's whole run), tried again each
- * millisecond until the thread is gone */
-int pthread_join(pthread_t t, void **ret)
+static int tryjoin(pthread_t t, void **ret)
 {
-  if (!__atomic_load_n(&ready, __ATOMIC_RELAXED) || depth || creating)
-    return __interceptor_pthread_join(t, ret);
+  int (*f)(pthread_t, void **) =
+      (int (*)(pthread_t, void **))glibc(&real_tryjoin, "pthread_tryjoin_np");
+  enter();
+  int r = f ? f(t, ret) : ENOSYS;
+  leave();
+  return r;
+}
+
+/* glibc frees a joined thread's stack and TLS with the stack cache's lock
+ * held (every join: plain, timed, tried): the read side is taken first,
+ * around a join that does not wait (a fork must not wait for a thread's
+ * whole run), tried again each millisecond until the thread is gone or
+ * the deadline (on clock) passed */
+static int join_until(pthread_t t, void **ret, clockid_t clock, const struct timespec *deadline)
+{
+  if (pthread_equal(t, pthread_self()))
+    return EDEADLK;
   for (;;) {
-    enter();
-    int r = pthread_tryjoin_np(t, ret);
-    leave();
+    int r = tryjoin(t, ret);
     if (r != EBUSY)
       return r;
+    struct timespec now;
+    if (deadline && clock_gettime(clock, &now) == 0 &&
+        (now.tv_sec > deadline->tv_sec ||
+         (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec)))
+      return ETIMEDOUT;
     nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
   }
 }
 
-/* A thread already ended is freed by its detach, as by a join (libasan
- * has no detach of its own: glibc's, found once at start) */
+int pthread_join(pthread_t t, void **ret)
+{
+  if (!__atomic_load_n(&ready, __ATOMIC_RELAXED) || depth || creating)
+    return __interceptor_pthread_join(t, ret);
+  return join_until(t, ret, CLOCK_REALTIME, NULL);
+}
+
+int pthread_tryjoin_np(pthread_t t, void **ret) { return tryjoin(t, ret); }
+
+int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *abstime)
+{
+  return join_until(t, ret, CLOCK_REALTIME, abstime);
+}
+
+int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock, const struct timespec *abstime)
+{
+  return join_until(t, ret, clock, abstime);
+}
+
+/* A thread already ended is freed by its detach, as by a join */
 int pthread_detach(pthread_t t)
 {
+  int (*f)(pthread_t) = (int (*)(pthread_t))glibc(&real_detach, "pthread_detach");
   enter();
-  int r = real_detach ? real_detach(t) : ENOSYS;
+  int r = f ? f(t) : ENOSYS;
   leave();
   return r;
 }

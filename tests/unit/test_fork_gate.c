@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +106,9 @@ static void *batch_worker(void *arg)
   return arg;
 }
 
-/* Batches of four threads created, then joined, until stop */
+/* Batches of four threads created, then joined, until stop: half by a
+ * plain join, half by a timed one (serve's session threads), whose free
+ * holds the same lock */
 static void *batch_spawner(void *arg)
 {
   while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
@@ -112,8 +116,14 @@ static void *batch_spawner(void *arg)
     int n = 0;
     while (n < 4 && pthread_create(&t[n], NULL, batch_worker, NULL) == 0)
       n++;
-    while (n > 0)
-      pthread_join(t[--n], NULL);
+    struct timespec far;
+    clock_gettime(CLOCK_REALTIME, &far);
+    far.tv_sec += 600;
+    for (int i = 0; n > 0; i++)
+      if (i % 2)
+        pthread_join(t[--n], NULL);
+      else
+        pthread_timedjoin_np(t[--n], NULL, &far);
   }
   return arg;
 }
@@ -141,6 +151,32 @@ static void test_forks_beside_joins(void)
   alarm(0);
   CHECK(children_ok == forks);
 }
+
+static void *sleeper(void *arg)
+{
+  nanosleep(&(struct timespec){.tv_nsec = 300 * 1000000}, NULL);
+  return arg;
+}
+
+/* The gate's joins keep glibc's answers: a deadline passed, a join of
+ * oneself, a thread that ended */
+static void test_join_answers(void)
+{
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, sleeper, (void *)7) == 0);
+  struct timespec soon;
+  clock_gettime(CLOCK_MONOTONIC, &soon);
+  soon.tv_nsec += 10 * 1000000;
+  if (soon.tv_nsec >= 1000000000) {
+    soon.tv_sec++;
+    soon.tv_nsec -= 1000000000;
+  }
+  void *ret = NULL;
+  CHECK(pthread_clockjoin_np(t, &ret, CLOCK_MONOTONIC, &soon) == ETIMEDOUT);
+  CHECK(pthread_tryjoin_np(t, &ret) == EBUSY);
+  CHECK(pthread_join(pthread_self(), NULL) == EDEADLK);
+  CHECK(pthread_join(t, &ret) == 0 && ret == (void *)7);
+}
 #endif
 
 int main(void)
@@ -148,6 +184,7 @@ int main(void)
 #if CAP_FORK_GATE
   test_forks_beside_new_threads();
   test_forks_beside_joins();
+  test_join_answers();
   printf("%d checks, %d failed\n", unit_checks, unit_failures);
   return unit_failures ? 1 : 0;
 #else
