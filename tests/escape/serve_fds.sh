@@ -21,7 +21,6 @@ cp "$hostile" "$a/hostile"
 printf '#!/bin/sh\nexec "$(dirname "$0")/hostile" agent-fds\n' >"$a/run.sh"
 chmod 755 "$a/run.sh"
 chmod -R a+rX "$work/caps"
-port=$((30000 + $$ % 20000))
 for who in "${users[@]}"; do
   st=$work/state-$who
   mkdir -p "$st" && chmod 700 "$st"
@@ -30,9 +29,8 @@ for who in "${users[@]}"; do
   mkdir -p "$work/run-$who" && chmod 700 "$work/run-$who"
   [ "$who" = nobody ] && chown 65534:65534 "$work/run-$who"
   sock=$work/run-$who/sock
-  (exec_as_user "$who" "$capsule" serve --caps "$work/caps" --state "$st" --socket "$sock" --mcp-http "127.0.0.1:$port" >"$work/serve-$who.log" 2>&1) &
+  (exec_as_user "$who" "$capsule" serve --caps "$work/caps" --state "$st" --socket "$sock" --mcp-http 127.0.0.1:0 >"$work/serve-$who.log" 2>&1) &
   spid=$!
-  port=$((port + 1))
   for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.1; done # up to 20 s; no timing asserted
   out=$(as_user "$who" /usr/bin/python3 - "$sock" <<'PY'
 import json, socket, sys
