@@ -111,6 +111,7 @@ struct call_line {
   struct grpc_proc *g;
   struct timespec asked; /* CLOCK_REALTIME */
   const char *tool, *user;
+  struct gw_audit_later *record; /* a warm call's, appended once its answer went */
 };
 
 static void call_line_write(const struct call_line *l)
@@ -126,14 +127,15 @@ static void call_line_write(const struct call_line *l)
 static void shut_answer(void *arg) { shutdown(*(int *)arg, SHUT_WR); }
 
 /* The call answered in a: true when the warm path made it (its line not
- * yet written). */
+ * yet written, its record in line->record when still to append). */
 static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
-                        const struct call_line *line, struct grpc_serve_answer *a)
+                        struct call_line *line, struct grpc_serve_answer *a)
 {
   const char *user = line->user;
   struct serve_grpc_head warm_head;
   char *warm_text = NULL;
-  if (!call->health && serve_grpc_warm_call(g->warm, call, user, &warm_head, &warm_text)) {
+  if (!call->health &&
+      serve_grpc_warm_call(g->warm, call, user, &warm_head, &warm_text, &line->record)) {
     answer_from(call, &warm_head, warm_text, a);
     free(warm_text);
     return true;
@@ -171,12 +173,14 @@ static bool answer_call(struct grpc_proc *g, const struct grpc_serve_call *call,
   return false;
 }
 
-/* A warm call's answer went (or the client gave up on it): the lease
- * its call parked ends now, off the call's path, and its line is written. */
+/* A warm call's answer went (or the client gave up on it): its record
+ * is appended and the lease its call parked ends now, off the call's
+ * path, and its line is written. */
 static void warm_answered(void *ctx, bool delivered)
 {
   (void)delivered;
   struct call_line *l = ctx;
+  serve_grpc_warm_commit(l->g->warm, l->record);
   serve_grpc_warm_flush(l->g->warm);
   call_line_write(l);
   free((char *)l->tool);
@@ -256,10 +260,12 @@ static void handler(void *arg, const struct grpc_serve_call *call, struct grpc_s
     *later = (struct call_line){.g = g,
                                 .asked = line.asked,
                                 .tool = call->tool_name ? cap_xstrdup(call->tool_name) : NULL,
-                                .user = cap_xstrdup(user)};
+                                .user = cap_xstrdup(user),
+                                .record = line.record};
     a->finish = warm_answered;
     a->finish_ctx = later;
   } else if (warm) {
+    serve_grpc_warm_commit(g->warm, line.record); /* before the answer: no hook after it */
     call_line_write(&line);
     serve_grpc_warm_flush(g->warm);
   }

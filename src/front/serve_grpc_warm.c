@@ -47,6 +47,7 @@ struct serve_grpc_warm {
   size_t n_hidden;
   struct gw_channels *channels; /* to the warm instances, kept between calls */
   char *logs, *run, *cache, *volumes, *images, *artifacts;
+  unsigned record_pause_ms; /* tests: a wait before a record after its answer */
 };
 
 static struct warm_registry *registry_load(const char *dir)
@@ -125,7 +126,9 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
   w->volumes = cap_xasprintf("%s/volumes", opt->state_dir);
   w->images = image_store_dir(opt->state_dir);
   w->artifacts = gw_artifact_store_dir(opt->state_dir);
-  w->channels = gw_channels_new_deferred(); /* flushed once each answer went */
+  w->channels = gw_channels_new_deferred();                   /* flushed once each answer went */
+  const char *pause = getenv("CAPSULE_TEST_RECORD_PAUSE_MS"); /* tests/front/serve_grpc_record.sh */
+  w->record_pause_ms = pause ? (unsigned)strtoul(pause, NULL, 10) : 0;
   return w;
 }
 
@@ -159,6 +162,7 @@ static enum gw_outcome warm_run(struct serve_grpc_warm *w, struct warm_registry 
       .channels = w->channels,
       .cancel = in->cancel,
       .wait = in->wait,
+      .audit_later = in->later,
       .warn = serve_call_warn,
       .warn_ctx = (void *)w->opt,
   };
@@ -181,8 +185,10 @@ enum gw_outcome serve_grpc_warm_run(struct serve_grpc_warm *w, const struct serv
 }
 
 bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_call *call,
-                          const char *user, struct serve_grpc_head *h, char **text)
+                          const char *user, struct serve_grpc_head *h, char **text,
+                          struct gw_audit_later **later)
 {
+  *later = NULL;
   struct warm_registry *r = registry_take(w);
   const char *tool = NULL;
   const struct cap_spec *spec = serve_grpc_resolve(&r->reg, w->opt->only, call->tool_name, &tool);
@@ -200,7 +206,8 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
       .thread_id = call->thread_id && *call->thread_id ? call->thread_id : NULL,
       .deadline_ms = serve_grpc_deadline(w->opt->deadline_ms, call->deadline_ms),
       .cancel = call->cancel,
-      .wait = call->wait};
+      .wait = call->wait,
+      .later = later};
   struct gw_result res = {0};
   struct cap_error err = {0};
   enum gw_outcome o = warm_run(w, r, spec, &in, &res, &err);
@@ -208,6 +215,12 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
   if (o == GW_OUTCOME_NOT_WARM) {
     cap_error_clear(&err);
     return false;
+  }
+  /* a result naming output artifacts: their records (serve_grpc_artifacts_out)
+   * follow the call's in the log */
+  if (*later && res.json && strstr(res.json, GW_ARTIFACT_ID_PREFIX)) {
+    serve_grpc_warm_commit(w, *later);
+    *later = NULL;
   }
   *h = (struct serve_grpc_head){.outcome = (int32_t)o, .code = err.code};
   if (o == GW_OUTCOME_OK && res.json)
@@ -221,6 +234,23 @@ bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_cal
 }
 
 void serve_grpc_warm_flush(struct serve_grpc_warm *w) { gw_channels_flush(w->channels); }
+
+void serve_grpc_warm_commit(struct serve_grpc_warm *w, struct gw_audit_later *l)
+{
+  if (!l)
+    return;
+  if (w->record_pause_ms)
+    usleep(w->record_pause_ms * 1000u);
+  struct cap_error err = {0};
+  struct gw_state *st = state_take(w, &err);
+  /* not in: the marker keeps the record for the next open (its error
+   * was the call's to say, and the call is answered) */
+  if (gw_audit_later_commit(l, st, &err) < 0 && err.message)
+    serve_call_warn((void *)w->opt, err.message);
+  if (st)
+    state_give(w, st);
+  cap_error_clear(&err);
+}
 
 int serve_grpc_warm_access(struct serve_grpc_warm *w, const char *token, char **user)
 {

@@ -178,12 +178,19 @@ const struct cap_spec *serve_grpc_resolve(const struct gw_registry *reg, const c
  * through the pipeline, with no fork and no state opened per call. false:
  * the call needs more (gw_call.warm_only), nothing ran nor was audited,
  * and it goes to the call process; true: *h and *text (owned) are its
- * answer, as a call's child would send them. reload_fd (owned): a byte
- * there, and the next call reloads the registry. */
+ * answer, as a call's child would send them, and *later (NULL: none)
+ * the call's audit record still to append once the answer went
+ * (serve_grpc_warm_commit). reload_fd (owned): a byte there, and the next
+ * call reloads the registry. */
 struct serve_grpc_warm;
+struct gw_audit_later;
 struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int reload_fd);
 bool serve_grpc_warm_call(struct serve_grpc_warm *w, const struct grpc_serve_call *call,
-                          const char *user, struct serve_grpc_head *h, char **text);
+                          const char *user, struct serve_grpc_head *h, char **text,
+                          struct gw_audit_later **later);
+/* A warm call's record appended, after its answer (gateway/call.h's
+ * gw_audit_later_commit, on a pooled connection); l may be NULL. */
+void serve_grpc_warm_commit(struct serve_grpc_warm *w, struct gw_audit_later *l);
 void serve_grpc_warm_free(struct serve_grpc_warm *w);
 /* A bearer token checked on a pooled connection (the one the call then
  * takes: its page cache current, no other lock): 0 with *user (owned),
@@ -198,8 +205,9 @@ struct serve_warm_call {
   size_t args_len;
   uint64_t deadline_ms; /* 0: serve's */
   const char *session_id, *thread_id;
-  struct cap_cancel *cancel;  /* fired: the call on the instance cancelled; NULL: none */
-  struct cap_wait_hook *wait; /* run before a long wait (gw_call.wait); NULL: none */
+  struct cap_cancel *cancel;     /* fired: the call on the instance cancelled; NULL: none */
+  struct cap_wait_hook *wait;    /* run before a long wait (gw_call.wait); NULL: none */
+  struct gw_audit_later **later; /* gw_call.audit_later; NULL: appended before the answer */
 };
 struct gw_result;
 enum gw_outcome serve_grpc_warm_run(struct serve_grpc_warm *w, const struct serve_warm_call *in,

@@ -483,11 +483,17 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
         cap_xasprintf("the call was cancelled by the client (%s)", c->rec.outcome);
   if (c->out)
     gw_sha256_hex(c->out, strlen(c->out), c->rec.result_hash);
+  const struct gw_call *call = c->call;
+  if (call->audit_later && o == GW_OUTCOME_OK && !call->state_lock && !call->at_end &&
+      !gw_egress_batch_pending(c->egress) &&
+      (*call->audit_later = gw_audit_later_take(&c->rec, &c->inflight))) {
+    *ended = true; /* appended once answered, by the caller */
+    return o;
+  }
   struct cap_error aerr = {0};
   /* in serve, with the records of the calls finishing together; the
    * call's at_end run under the lock right after its record, by whichever
    * call appended it; the lock not held on return */
-  const struct gw_call *call = c->call;
   int r = gw_audit_append_shared(c->st, call->state_lock, c->locked, &c->rec, call->at_end,
                                  call->at_end_ctx, &c->inflight, &aerr);
   c->locked = false;

@@ -130,6 +130,12 @@ struct gw_call {
    * taking of the lock); NULL: none */
   void (*at_end)(void *ctx);
   void *at_end_ctx;
+  /* Set (serve --grpc's warm path), a call that succeeded, with no
+   * egress decisions to store and no at_end, has its record written into
+   * its in-flight marker (gw_inflight_answered) and handed here instead
+   * of appended: the caller answers, then gw_audit_later_commit. NULL, or
+   * *audit_later left NULL: the record was appended before return. */
+  struct gw_audit_later **audit_later;
   /* The call runs in a long-lived process's thread (serve's warm path):
    * only a warm server may answer it (a third-party MCP server's
    * keeper, gateway/mcp_keeper.c); no sandbox is started for the call
@@ -235,5 +241,17 @@ void gw_uuid4(char out[37]);
 int gw_effective_policy(struct gw_state *st, const char *cap, const struct cap_tool *tool,
                         const char *user, enum cap_policy *policy, const char **source,
                         struct cap_error *err);
+
+/* A call's record left for after its answer (gw_call.audit_later): the
+ * record and its marker (gateway/audit_later.c). gw_audit_later_take
+ * writes rec into the marker m (gw_inflight_answered) and takes both
+ * (m left ended, {.fd = -1}), or returns NULL having changed nothing.
+ * gw_audit_later_commit appends the record on st as any call's (its
+ * marker spoilt at the COMMIT, then parked) and frees l; on an error, or
+ * with no st, the marker keeps the record for the next gw_state_open. */
+struct gw_audit_later;
+struct gw_audit_later *gw_audit_later_take(const struct gw_audit_record *rec,
+                                           struct gw_inflight *m);
+int gw_audit_later_commit(struct gw_audit_later *l, struct gw_state *st, struct cap_error *err);
 
 #endif

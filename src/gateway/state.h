@@ -271,6 +271,15 @@ void gw_inflight_recorded(struct gw_inflight *m);
 /* Removes the marker (the call's own record is then written). No-op on
  * one that was never begun ({.fd = -1}). */
 void gw_inflight_end(struct gw_inflight *m);
+/* The call ended and is answered before its record is appended
+ * (gateway/call.h, audit_later): its record, finished, written into the
+ * marker, which stays locked and in flight; a kill from now on leaves it
+ * to the next gw_state_open, which appends it as it ended (not
+ * interrupted), and a reader opening the state meanwhile waits for it
+ * (at most GW_INFLIGHT_ANSWERED_WAIT_MS in all). 0, or -errno (the
+ * marker unwritten: append the record now). */
+#define GW_INFLIGHT_ANSWERED_WAIT_MS 2000
+int gw_inflight_answered(struct gw_inflight *m, const struct gw_audit_record *r);
 /* The call's own record could not be written (the database went away,
  * and the record is not in it): the marker keeps it, finished, and the
  * next gw_state_open on this host appends it. */

@@ -440,6 +440,11 @@ void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
   *m = (struct gw_inflight){.fd = -1};
 }
 
+int gw_inflight_answered(struct gw_inflight *m, const struct gw_audit_record *r)
+{
+  return m->fd < 0 ? -EBADF : inflight_write(m, r, true);
+}
+
 void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
 {
   gw_inflight_finish(m, r, NULL);
@@ -525,8 +530,26 @@ static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
 
 /* One marker: when its lock is free and it is still the file under its
  * name (another process may have recorded and removed it), its record. */
+/* Whether the marker fd (another process's, locked) holds a call's
+ * finished record with its tag whole: an answered call whose append is
+ * under way (gw_inflight_answered). */
+static bool holds_answer(int fd)
+{
+  char buf[8192];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0)
+    return false;
+  buf[n] = '\0';
+  size_t k = 0;
+  for (char *p = buf; p < buf + n; p += strlen(p) + 1)
+    k++;
+  return k == 11 && strcmp(buf, "capsule-inflight-v1") == 0;
+}
+
+/* *answered: the marker is another process's answered call, its record
+ * not yet appended (the caller waits for it). */
 static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n, unsigned *slot,
-                       struct cap_error *err)
+                       bool *answered, struct cap_error *err)
 {
   /* opened, locked and checked under the take mutex, closed under it when
    * not kept: between the open and the lock another process may record
@@ -538,9 +561,11 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
   cap_fork_mutex_lock(&take_lock);
   int fd = openat(dir, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   struct stat a, b;
-  bool mine = fd >= 0 && lock_marker(fd, false) == 0 && fstat(fd, &a) == 0 &&
+  bool held = fd >= 0 && lock_marker(fd, false) < 0;
+  bool mine = fd >= 0 && !held && fstat(fd, &a) == 0 &&
               fstatat(dir, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
               a.st_dev == b.st_dev;
+  *answered = held && holds_answer(fd);
   if (!mine && fd >= 0)
     close(fd); /* gone, its call still running, or not the file under its name */
   cap_fork_mutex_unlock(&take_lock);
@@ -632,10 +657,18 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
   if (k) /* qsort takes no NULL, even for none */
     qsort(v, k, sizeof *v, marker_cmp);
   int r = 0;
-  unsigned slot = 0;
+  unsigned slot = 0, waited = 0;
   for (size_t i = 0; i < k; i++) {
-    if (r == 0)
-      r = recover_one(st, dirfd(d), v[i].name, n, &slot, err);
+    bool answered = true;
+    /* an answered call's record, being appended by its process: waited
+     * for, so that whoever opens the state after an answer finds it */
+    while (r == 0 && answered) {
+      r = recover_one(st, dirfd(d), v[i].name, n, &slot, &answered, err);
+      if (answered && waited++ < GW_INFLIGHT_ANSWERED_WAIT_MS)
+        usleep(1000);
+      else
+        answered = false;
+    }
     free(v[i].name);
   }
   free(v);
