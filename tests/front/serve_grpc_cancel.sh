@@ -12,12 +12,7 @@
 set -u
 source "$(dirname "$0")/../lib/gateway.sh" "$1"
 fault=$2 proto=$3
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
-command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
-[ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] ||
-  { echo "SKIP: examples/selu-node's modules are not installed (scripts/deps.sh test)"; exit 77; }
+needs_grpc_client jq
 work=$(mktemp -d /var/tmp/capsule-serve-grpc-cancel.XXXXXX)
 chmod 755 "$work"
 spid=

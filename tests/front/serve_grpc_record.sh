@@ -13,14 +13,7 @@
 set -u
 source "$(dirname "$0")/../lib/gateway.sh" "$1"
 orch=$2
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
-command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
-[ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] ||
-  { echo "SKIP: examples/selu-node's modules are not installed (scripts/deps.sh test)"; exit 77; }
-[ -x "$root/examples/selu-text/capability" ] ||
-  { echo "SKIP: examples/selu-text is not built (make build builds it)"; exit 77; }
+needs_grpc_client jq selu-text
 work=$(mktemp -d /var/tmp/capsule-serve-grpc-record.XXXXXX)
 chmod 755 "$work"
 spid=

@@ -41,3 +41,20 @@ x-capsule:
   command: ["./server"]
 YAML
 }
+# needs_grpc_client [jq] [selu-text]: sets here (the script's directory)
+# and root (the checkout); skips (exit 77) unless node and the Node gRPC
+# modules (scripts/deps.sh test) are there, and jq, and the C Selu example
+# built (make build), when named
+needs_grpc_client() {
+  here=$(cd "$(dirname "$0")" && pwd)
+  root=$(cd "$here/../.." && pwd)
+  command -v node >/dev/null || { echo "SKIP: node is not installed"; exit 77; }
+  case " $* " in *" jq "*) command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; } ;; esac
+  [ -d "$root/examples/selu-node/node_modules/@grpc/grpc-js" ] ||
+    { echo "SKIP: examples/selu-node's modules are not installed (scripts/deps.sh test)"; exit 77; }
+  case " $* " in
+  *" selu-text "*)
+    [ -x "$root/examples/selu-text/capability" ] ||
+      { echo "SKIP: examples/selu-text is not built (make build builds it)"; exit 77; } ;;
+  esac
+}
