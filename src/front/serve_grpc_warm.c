@@ -128,7 +128,8 @@ struct serve_grpc_warm *serve_grpc_warm_new(const struct serve_options *opt, int
   w->artifacts = gw_artifact_store_dir(opt->state_dir);
   w->channels = gw_channels_new_deferred();                   /* flushed once each answer went */
   const char *pause = getenv("CAPSULE_TEST_RECORD_PAUSE_MS"); /* tests/front/serve_grpc_record.sh */
-  w->record_pause_ms = pause ? (unsigned)strtoul(pause, NULL, 10) : 0;
+  unsigned long ms = pause ? strtoul(pause, NULL, 10) : 0;
+  w->record_pause_ms = ms < 60000 ? (unsigned)ms : 60000; /* a minute at most */
   return w;
 }
 

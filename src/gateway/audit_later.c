@@ -24,9 +24,21 @@ struct gw_audit_later {
   struct gw_inflight marker;
 };
 
+/* An append after an answer failed: until an append succeeds again
+ * (gw_audit_later_resume), this process's calls append before their
+ * answer, so that a log that cannot be written withholds their results
+ * again rather than fill markers. */
+static bool later_off;
+
+void gw_audit_later_resume(void)
+{
+  if (__atomic_load_n(&later_off, __ATOMIC_RELAXED))
+    __atomic_store_n(&later_off, false, __ATOMIC_RELAXED);
+}
+
 struct gw_audit_later *gw_audit_later_take(const struct gw_audit_record *rec, struct gw_inflight *m)
 {
-  if (gw_inflight_answered(m, rec) < 0)
+  if (__atomic_load_n(&later_off, __ATOMIC_RELAXED) || gw_inflight_answered(m, rec) < 0)
     return NULL;
   struct gw_audit_later *l = cap_xcalloc(1, sizeof *l);
   l->rec = *rec;
@@ -44,8 +56,13 @@ int gw_audit_later_commit(struct gw_audit_later *l, struct gw_state *st, struct 
 {
   /* no state lock: a pooled connection of the caller's own */
   int r = st ? gw_audit_append_shared(st, NULL, false, &l->rec, NULL, NULL, &l->marker, err) : -EIO;
-  if (r < 0) /* not in the log: the marker keeps it, finished, for the next open */
-    gw_inflight_keep(&l->marker, &l->rec);
+  if (r < 0)
+    __atomic_store_n(&later_off, true, __ATOMIC_RELAXED);
+  /* not in the log: the marker keeps it, as it ended, for the next open;
+   * in (committed, the marker spoilt, then the high-water mark failed):
+   * kept, it would be recorded twice */
+  if (r < 0 && !l->marker.recorded)
+    gw_inflight_leave(&l->marker, &l->rec);
   else
     gw_inflight_end(&l->marker);
   free(l->user);

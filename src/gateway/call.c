@@ -469,7 +469,9 @@ static enum gw_outcome run_granted(struct call_ctx *c, const struct cap_spec *sp
 /* ---- audit ---- */
 
 /* Exactly one record per call; a call that cannot be audited does not
- * hand out its result. */
+ * hand out its result (with audit_later, a call that succeeded hands it
+ * out once its record is in its marker; one failed append after an
+ * answer, and the next calls append first again: audit_later.c). */
 static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_t start,
                                   bool *ended, struct cap_error *err)
 {
@@ -484,8 +486,10 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
   if (c->out)
     gw_sha256_hex(c->out, strlen(c->out), c->rec.result_hash);
   const struct gw_call *call = c->call;
+  /* a shared state (PostgreSQL) never: its record would wait in a marker
+   * on this host alone */
   if (call->audit_later && o == GW_OUTCOME_OK && !call->state_lock && !call->at_end &&
-      !gw_egress_batch_pending(c->egress) &&
+      !gw_state_shared(c->st) && !gw_egress_batch_pending(c->egress) &&
       (*call->audit_later = gw_audit_later_take(&c->rec, &c->inflight))) {
     *ended = true; /* appended once answered, by the caller */
     return o;
@@ -498,8 +502,10 @@ static enum gw_outcome step_audit(struct call_ctx *c, enum gw_outcome o, uint64_
                                  call->at_end_ctx, &c->inflight, &aerr);
   c->locked = false;
   *ended = true;
-  if (r < 0) /* not in the log: the marker keeps the record for the next open */
+  if (r < 0 && !c->inflight.recorded) /* not in the log: the marker keeps it for the next open */
     gw_inflight_keep(&c->inflight, &c->rec);
+  if (r == 0 && call->audit_later)
+    gw_audit_later_resume();
   if (r == 0 && gw_egress_batch_pending(c->egress)) {
     lock_get(c);
     if (gw_egress_write(c->st, c->egress, c->rec.capability, c->rec.user, c->rec.seq, &aerr) < 0)

@@ -248,10 +248,15 @@ int gw_effective_policy(struct gw_state *st, const char *cap, const struct cap_t
  * (m left ended, {.fd = -1}), or returns NULL having changed nothing.
  * gw_audit_later_commit appends the record on st as any call's (its
  * marker spoilt at the COMMIT, then parked) and frees l; on an error, or
- * with no st, the marker keeps the record for the next gw_state_open. */
+ * with no st, the marker keeps the record for the next gw_state_open
+ * (unless it was committed), and gw_audit_later_take gives nothing until
+ * gw_audit_later_resume. */
 struct gw_audit_later;
 struct gw_audit_later *gw_audit_later_take(const struct gw_audit_record *rec,
                                            struct gw_inflight *m);
 int gw_audit_later_commit(struct gw_audit_later *l, struct gw_state *st, struct cap_error *err);
+/* An append before the answer succeeded: records may go after answers
+ * again (after a gw_audit_later_commit that failed, they do not). */
+void gw_audit_later_resume(void);
 
 #endif

@@ -377,6 +377,8 @@ void gw_state_recover(struct gw_state *st)
   cap_fork_mutex_unlock(&recover_mu);
 }
 
+bool gw_state_shared(const struct gw_state *st) { return st->url != NULL; }
+
 int gw_state_open(const char *dir, struct gw_state **ret, struct cap_error *err)
 {
   if (sodium_init() < 0)

@@ -280,6 +280,12 @@ void gw_inflight_end(struct gw_inflight *m);
  * marker unwritten: append the record now). */
 #define GW_INFLIGHT_ANSWERED_WAIT_MS 2000
 int gw_inflight_answered(struct gw_inflight *m, const struct gw_audit_record *r);
+/* gw_inflight_keep with r as it is (its duration as measured), not
+ * measured again: an answered call's record that could not be appended. */
+void gw_inflight_leave(struct gw_inflight *m, const struct gw_audit_record *r);
+/* Whether st is shared by gateways on several hosts (PostgreSQL): a
+ * record left in a local marker would reach it late, or never. */
+bool gw_state_shared(const struct gw_state *st);
 /* The call's own record could not be written (the database went away,
  * and the record is not in it): the marker keeps it, finished, and the
  * next gw_state_open on this host appends it. */

@@ -2,8 +2,8 @@
  * in a process whose threads share one state handle under a lock (serve),
  * the records of calls that finish together are appended in one
  * transaction by one of them, the leader, while the others wait; each
- * call returns once its own record is committed, so no answer leaves
- * before its record is in. What a call does under the lock right after
+ * call returns once its own record is committed, so no answer of these
+ * calls leaves before its record is in. What a call does under the lock right after
  * its record (its then) the leader does for it, in the same holding: a
  * follower never takes the lock again. The chain, its head and the high-water mark
  * are gw_audit_append_many's: exactly as for records appended one by

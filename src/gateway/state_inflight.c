@@ -216,30 +216,24 @@ static void marker_text(struct cap_buf *b, const struct gw_inflight *m,
                    (long long)rec->duration_ms, '\0', rec->result_hash, '\0');
 }
 
-/* A shorter text padded (its start's leading zeros) up to this many bytes
- * to the old text's length rather than cut: a spare marker that last held
- * a finished record (gw_inflight_answered) is not truncated at its next
- * call's begin (a truncate on ext4 was a twentieth of a warm call's time
- * through serve). */
-#define MARKER_PAD_MAX 512
-
-/* The marker's text written over the old, then cut when the old was
- * longer (m->len) by more than MARKER_PAD_MAX: a kill in between leaves
- * the new fields first, never an empty marker. */
+/* The marker's text written over the old in one write, never cut: a
+ * shorter text is padded (its start's leading zeros) to the old text's
+ * length (m->len), so no tail of the old text (a finished record's
+ * outcome, duration and hash, say) can ever follow the new fields, not
+ * even after a kill between a write and a truncate (there is none). Also
+ * cheaper: a truncate on ext4 at each warm call's begin, once its spare
+ * last held a finished record, cost more than the write. */
 static int inflight_write(struct gw_inflight *m, const struct gw_audit_record *rec, bool finished)
 {
   struct cap_buf b = {0};
   cap_buf_reserve(&b, 256);
   marker_text(&b, m, rec, finished, 0);
-  if (m->len > b.len && m->len - b.len <= MARKER_PAD_MAX) {
+  if (m->len > b.len) {
     size_t pad = m->len - b.len;
     b.len = 0;
     marker_text(&b, m, rec, finished, pad);
   }
-  int r = pwrite(m->fd, b.data, b.len, 0) == (ssize_t)b.len &&
-                  (m->len <= b.len || ftruncate(m->fd, (off_t)b.len) == 0)
-              ? 0
-              : -errno;
+  int r = pwrite(m->fd, b.data, b.len, 0) == (ssize_t)b.len ? 0 : -errno;
   if (r == 0)
     m->len = b.len;
   cap_buf_free(&b);
@@ -445,6 +439,9 @@ static void flush_when_many(int dirfd, const char *statedir)
   cap_error_clear(&err);
 }
 
+static void inflight_leave(struct gw_inflight *m, const struct gw_audit_record *r,
+                           const char *statedir);
+
 void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
                         const char *statedir)
 {
@@ -453,7 +450,13 @@ void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
   struct gw_audit_record done = *r;
   uint64_t now = cap_now_ms(CLOCK_REALTIME);
   done.duration_ms = now > m->start_ms ? (int64_t)(now - m->start_ms) : 0;
-  inflight_write(m, &done, true);
+  inflight_leave(m, &done, statedir);
+}
+
+static void inflight_leave(struct gw_inflight *m, const struct gw_audit_record *r,
+                           const char *statedir)
+{
+  inflight_write(m, r, true);
   close(m->fd); /* the lock goes with it: the next gw_state_open records it */
   own_marker(m->name, false);
   if (statedir)
@@ -466,6 +469,12 @@ void gw_inflight_finish(struct gw_inflight *m, const struct gw_audit_record *r,
 int gw_inflight_answered(struct gw_inflight *m, const struct gw_audit_record *r)
 {
   return m->fd < 0 ? -EBADF : inflight_write(m, r, true);
+}
+
+void gw_inflight_leave(struct gw_inflight *m, const struct gw_audit_record *r)
+{
+  if (m->fd >= 0)
+    inflight_leave(m, r, NULL);
 }
 
 void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
@@ -514,17 +523,36 @@ void gw_inflight_end(struct gw_inflight *m)
 
 /* An abandoned marker's record: fields as the call last wrote them.
  * Returns 1 for a marker of this process's own (a call still running). */
+/* The marker's text, whole (a long user name or outcome included, up to
+ * MARKER_MAX), NUL-terminated; its fields in f (at most 11), their count
+ * in *k. NULL when it is empty or cannot be read. */
+#define MARKER_MAX (1u << 20)
+static char *marker_fields(int fd, const char *f[11], size_t *k)
+{
+  struct stat sb;
+  *k = 0;
+  if (fstat(fd, &sb) < 0 || sb.st_size <= 0)
+    return NULL;
+  size_t size = (size_t)sb.st_size < MARKER_MAX ? (size_t)sb.st_size : MARKER_MAX;
+  char *buf = cap_xmalloc(size + 1);
+  ssize_t n = pread(fd, buf, size, 0);
+  if (n <= 0) {
+    free(buf);
+    return NULL;
+  }
+  buf[n] = '\0';
+  for (char *p = buf; p < buf + n && *k < 11; p += strlen(p) + 1)
+    f[(*k)++] = p;
+  return buf;
+}
+
 static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
 {
-  char buf[8192];
-  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-  if (n <= 0)
-    return 0; /* killed before it wrote: nothing to say about it */
-  buf[n] = '\0';
   const char *f[11] = {0};
   size_t k = 0;
-  for (char *p = buf; p < buf + n && k < ARRAY_SIZE(f); p += strlen(p) + 1)
-    f[k++] = p;
+  _cleanup_free_ char *buf = marker_fields(fd, f, &k);
+  if (!buf) /* killed before it wrote: nothing to say about it */
+    return 0;
   if (k < 8 || strcmp(f[0], "capsule-inflight-v1") != 0)
     return 0;
   bool finished = k == 11;
@@ -558,21 +586,17 @@ static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
  * under way (gw_inflight_answered). */
 static bool holds_answer(int fd)
 {
-  char buf[8192];
-  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-  if (n <= 0)
-    return false;
-  buf[n] = '\0';
+  const char *f[11] = {0};
   size_t k = 0;
-  for (char *p = buf; p < buf + n; p += strlen(p) + 1)
-    k++;
-  return k == 11 && strcmp(buf, "capsule-inflight-v1") == 0;
+  _cleanup_free_ char *buf = marker_fields(fd, f, &k);
+  return buf && k == 11 && strcmp(f[0], "capsule-inflight-v1") == 0;
 }
 
 /* *answered: the marker is another process's answered call, its record
- * not yet appended (the caller waits for it). */
+ * not yet appended, written at or before opened (the caller waits for
+ * it; one answered after the open began is not this reader's to see). */
 static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n, unsigned *slot,
-                       bool *answered, struct cap_error *err)
+                       const struct timespec *opened, bool *answered, struct cap_error *err)
 {
   /* opened, locked and checked under the take mutex, closed under it when
    * not kept: between the open and the lock another process may record
@@ -588,7 +612,11 @@ static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n
   bool mine = fd >= 0 && !held && fstat(fd, &a) == 0 &&
               fstatat(dir, name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
               a.st_dev == b.st_dev;
-  *answered = held && holds_answer(fd);
+  struct stat hsb;
+  *answered = held && fstat(fd, &hsb) == 0 &&
+              (hsb.st_mtim.tv_sec < opened->tv_sec ||
+               (hsb.st_mtim.tv_sec == opened->tv_sec && hsb.st_mtim.tv_nsec <= opened->tv_nsec)) &&
+              holds_answer(fd);
   if (!mine && fd >= 0)
     close(fd); /* gone, its call still running, or not the file under its name */
   cap_fork_mutex_unlock(&take_lock);
@@ -647,6 +675,8 @@ static int marker_cmp(const void *a, const void *b)
  * a marker's lock is the process's) */
 int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_error *err)
 {
+  struct timespec opened; /* markers answered since are not waited for */
+  clock_gettime(CLOCK_REALTIME, &opened);
   *n = 0;
   int dfd = openat(st->dirfd, INFLIGHT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dfd < 0)
@@ -680,14 +710,15 @@ int gw_audit_recover_interrupted(struct gw_state *st, size_t *n, struct cap_erro
   if (k) /* qsort takes no NULL, even for none */
     qsort(v, k, sizeof *v, marker_cmp);
   int r = 0;
-  unsigned slot = 0, waited = 0;
+  unsigned slot = 0;
+  uint64_t until = cap_now_ms(CLOCK_MONOTONIC) + GW_INFLIGHT_ANSWERED_WAIT_MS;
   for (size_t i = 0; i < k; i++) {
     bool answered = true;
     /* an answered call's record, being appended by its process: waited
      * for, so that whoever opens the state after an answer finds it */
     while (r == 0 && answered) {
-      r = recover_one(st, dirfd(d), v[i].name, n, &slot, &answered, err);
-      if (answered && waited++ < GW_INFLIGHT_ANSWERED_WAIT_MS)
+      r = recover_one(st, dirfd(d), v[i].name, n, &slot, &opened, &answered, err);
+      if (answered && cap_now_ms(CLOCK_MONOTONIC) < until)
         usleep(1000);
       else
         answered = false;

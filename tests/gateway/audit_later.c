@@ -32,7 +32,7 @@ static void check(bool ok, const char *what)
 }
 
 struct last {
-  size_t n;
+  size_t n, ok;
   char outcome[64], result[65];
   int64_t duration;
 };
@@ -43,6 +43,7 @@ static void note(void *arg, const struct gw_audit_record *r)
   if (strcmp(r->tool, "t") != 0)
     return;
   l->n++;
+  l->ok += r->outcome && strcmp(r->outcome, "ok") == 0;
   snprintf(l->outcome, sizeof l->outcome, "%s", r->outcome ? r->outcome : "");
   snprintf(l->result, sizeof l->result, "%s", r->result_hash);
   l->duration = r->duration_ms;
@@ -71,10 +72,11 @@ static struct gw_audit_record rec(const char *outcome)
   return r;
 }
 
-/* In a child: a call begun, answered (its record in the marker), then
- * appended when commit says so; a second call begun on the spare when
- * again says so; then _exit (as a kill: the locks go, nothing else). */
-static void child(const char *dir, bool commit, bool again)
+/* In a child: a call begun (its user 700 bytes long when long_user says
+ * so), answered (its record in the marker), then appended when commit
+ * says so; a second call begun on the spare when again says so; then
+ * _exit (as a kill: the locks go, nothing else). */
+static void child(const char *dir, bool commit, bool again, bool long_user)
 {
   struct gw_state *st = NULL;
   struct cap_error err = {0};
@@ -82,6 +84,11 @@ static void child(const char *dir, bool commit, bool again)
     _exit(2);
   gw_inflight_spares(true);
   struct gw_audit_record r = rec("ok");
+  char user[701];
+  memset(user, 'x', 700);
+  user[700] = '\0';
+  if (long_user)
+    r.user = user;
   struct gw_inflight m;
   if (gw_inflight_begin(st, &r, &m, &err) < 0)
     _exit(3);
@@ -102,11 +109,42 @@ static void child(const char *dir, bool commit, bool again)
   _exit(0);
 }
 
-static bool run_child(const char *dir, bool commit, bool again)
+/* In a child: a call answered whose append commits but then fails (the
+ * high-water mark made a directory meanwhile: it cannot be moved); exit 0
+ * when the append said so and the next call's record is not taken for
+ * after its answer (the process appends first again). */
+static void child_mark_fails(const char *dir)
+{
+  struct gw_state *st = NULL;
+  struct cap_error err = {0};
+  if (gw_state_open(dir, &st, &err) < 0)
+    _exit(2);
+  gw_inflight_spares(true);
+  struct gw_audit_record r = rec("ok");
+  struct gw_inflight m;
+  if (gw_inflight_begin(st, &r, &m, &err) < 0)
+    _exit(3);
+  struct gw_audit_later *l = gw_audit_later_take(&r, &m);
+  char hwm[256], kept[256];
+  snprintf(hwm, sizeof hwm, "%s/audit-hwm", dir);
+  snprintf(kept, sizeof kept, "%s/audit-hwm.kept", dir);
+  if (!l || rename(hwm, kept) < 0 || mkdir(hwm, 0700) < 0)
+    _exit(4);
+  if (gw_audit_later_commit(l, st, &err) == 0)
+    _exit(5);
+  struct gw_inflight m2;
+  if (gw_inflight_begin(st, &r, &m2, &err) < 0)
+    _exit(6);
+  if (gw_audit_later_take(&r, &m2))
+    _exit(7);
+  _exit(0);
+}
+
+static bool run_child(const char *dir, bool commit, bool again, bool long_user)
 {
   pid_t p = fork();
   if (p == 0)
-    child(dir, commit, again);
+    child(dir, commit, again, long_user);
   int status = 0;
   return p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
@@ -147,7 +185,7 @@ static char *state_in(char *tmp)
 {
   if (!mkdtemp(tmp))
     exit(1);
-  static char dirs[3][128];
+  static char dirs[4][128];
   static int k;
   snprintf(dirs[k], sizeof dirs[k], "%s/state", tmp);
   return dirs[k++];
@@ -156,15 +194,15 @@ static char *state_in(char *tmp)
 int main(void)
 {
   char ta[] = "/tmp/capsule-audit-later-XXXXXX", tb[] = "/tmp/capsule-audit-later-XXXXXX",
-       tc[] = "/tmp/capsule-audit-later-XXXXXX";
-  const char *a = state_in(ta), *b = state_in(tb), *c = state_in(tc);
+       tc[] = "/tmp/capsule-audit-later-XXXXXX", td[] = "/tmp/capsule-audit-later-XXXXXX";
+  const char *a = state_in(ta), *b = state_in(tb), *c = state_in(tc), *d = state_in(td);
   setenv("CAPSULE_STATE_KEY", "", 1); /* the key file in each state directory */
 
-  check(run_child(a, true, false), "answered, then appended (child)");
+  check(run_child(a, true, false, false), "answered, then appended (child)");
   struct last l = records(a);
   check(l.n == 1 && strcmp(l.outcome, "ok") == 0, "answered, then appended: one record, ok");
 
-  check(run_child(b, false, false), "answered, never appended (child)");
+  check(run_child(b, false, false, false), "answered, never appended (child)");
   l = records(b);
   check(l.n == 1 && strcmp(l.outcome, "ok") == 0 && l.duration == 7 && l.result[0] == 'b' &&
             strlen(l.result) == 64,
@@ -172,7 +210,7 @@ int main(void)
   l = records(b);
   check(l.n == 1, "recorded once: a second open adds nothing");
 
-  check(run_child(c, true, true), "a spare begun again by a shorter call (child)");
+  check(run_child(c, true, true, true), "a spare begun again by a shorter call (child)");
   size_t fields = 0;
   bool padded = false;
   check(marker(c, &fields, &padded) && fields == 8 && padded,
@@ -182,8 +220,26 @@ int main(void)
             l.duration < 3600 * 1000,
         "the padded marker recovered as interrupted, its start read right");
 
+  /* d: the state made first (its mark a file), then the child */
+  check(records(d).n == 0, "a fourth state");
+  pid_t p = fork();
+  if (p == 0)
+    child_mark_fails(d);
+  int status = 0;
+  check(p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "an append that failed after its COMMIT says so, and the process appends first again");
+  char hwm[256], kept[256];
+  snprintf(hwm, sizeof hwm, "%s/audit-hwm", d);
+  snprintf(kept, sizeof kept, "%s/audit-hwm.kept", d);
+  if (rmdir(hwm) < 0 || rename(kept, hwm) < 0)
+    failed++;
+  l = records(d);
+  check(l.ok == 1 && l.n == 2 && strcmp(l.outcome, "interrupted") == 0,
+        "committed, then the mark failed: one record, not a second from the marker (and the "
+        "next call, begun, interrupted)");
+
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf %s %s %s", ta, tb, tc);
+  snprintf(cmd, sizeof cmd, "rm -rf %s %s %s %s", ta, tb, tc, td);
   if (system(cmd) != 0)
     failed++;
   printf("audit later: %s\n", failed ? "FAILED" : "all passed");
