@@ -233,9 +233,10 @@ static int inflight_write(struct gw_inflight *m, const struct gw_audit_record *r
     b.len = 0;
     marker_text(&b, m, rec, finished, pad);
   }
-  int r = pwrite(m->fd, b.data, b.len, 0) == (ssize_t)b.len ? 0 : -errno;
-  if (r == 0)
-    m->len = b.len;
+  ssize_t w = pwrite(m->fd, b.data, b.len, 0);
+  int r = w == (ssize_t)b.len ? 0 : w < 0 ? -errno : -EIO;
+  /* a short write may still have grown the file: the next pads past it */
+  m->len = r == 0 || b.len > m->len ? b.len : m->len;
   cap_buf_free(&b);
   return r;
 }
@@ -485,11 +486,16 @@ void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
 /* The ended call's marker parked for the next call: its tag's first byte
  * overwritten (it records nothing now), its lock held. False when it is
  * not kept. */
+/* A marker longer than this (a call's long tool name or outcome) is not
+ * kept as a spare: every later call on it would be padded to its length. */
+#define SPARE_LEN_MAX 4096
+
 static bool inflight_park(struct gw_inflight *m)
 {
   struct stat dsb = {.st_dev = m->dev, .st_ino = m->ino}; /* keyed: dirfd's, from its spare */
   struct spare_marker sp = {.fd = m->fd, .statefd = m->dirfd, .len = m->len};
-  if (m->dirfd < 0 || strlen(m->name) >= sizeof sp.name || (!m->keyed && fstat(m->dirfd, &dsb) < 0))
+  if (m->dirfd < 0 || m->len > SPARE_LEN_MAX || strlen(m->name) >= sizeof sp.name ||
+      (!m->keyed && fstat(m->dirfd, &dsb) < 0))
     return false;
   snprintf(sp.name, sizeof sp.name, "%s", m->name);
   sp.dev = dsb.st_dev;
@@ -526,7 +532,7 @@ void gw_inflight_end(struct gw_inflight *m)
 /* The marker's text, whole (a long user name or outcome included, up to
  * MARKER_MAX), NUL-terminated; its fields in f (at most 11), their count
  * in *k. NULL when it is empty or cannot be read. */
-#define MARKER_MAX (1u << 20)
+#define MARKER_MAX (16u << 20) /* past any request serve takes (4 MiB) */
 static char *marker_fields(int fd, const char *f[11], size_t *k)
 {
   struct stat sb;

@@ -72,11 +72,11 @@ static struct gw_audit_record rec(const char *outcome)
   return r;
 }
 
-/* In a child: a call begun (its user 700 bytes long when long_user says
- * so), answered (its record in the marker), then appended when commit
+/* In a child: a call begun (its user user_len bytes long, when not 0),
+ * answered (its record in the marker), then appended when commit
  * says so; a second call begun on the spare when again says so; then
  * _exit (as a kill: the locks go, nothing else). */
-static void child(const char *dir, bool commit, bool again, bool long_user)
+static void child(const char *dir, bool commit, bool again, size_t user_len)
 {
   struct gw_state *st = NULL;
   struct cap_error err = {0};
@@ -84,10 +84,9 @@ static void child(const char *dir, bool commit, bool again, bool long_user)
     _exit(2);
   gw_inflight_spares(true);
   struct gw_audit_record r = rec("ok");
-  char user[701];
-  memset(user, 'x', 700);
-  user[700] = '\0';
-  if (long_user)
+  char *user = calloc(1, user_len + 1);
+  memset(user, 'x', user_len);
+  if (user_len)
     r.user = user;
   struct gw_inflight m;
   if (gw_inflight_begin(st, &r, &m, &err) < 0)
@@ -140,11 +139,11 @@ static void child_mark_fails(const char *dir)
   _exit(0);
 }
 
-static bool run_child(const char *dir, bool commit, bool again, bool long_user)
+static bool run_child(const char *dir, bool commit, bool again, size_t user_len)
 {
   pid_t p = fork();
   if (p == 0)
-    child(dir, commit, again, long_user);
+    child(dir, commit, again, user_len);
   int status = 0;
   return p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
@@ -185,7 +184,7 @@ static char *state_in(char *tmp)
 {
   if (!mkdtemp(tmp))
     exit(1);
-  static char dirs[4][128];
+  static char dirs[5][128];
   static int k;
   snprintf(dirs[k], sizeof dirs[k], "%s/state", tmp);
   return dirs[k++];
@@ -194,15 +193,17 @@ static char *state_in(char *tmp)
 int main(void)
 {
   char ta[] = "/tmp/capsule-audit-later-XXXXXX", tb[] = "/tmp/capsule-audit-later-XXXXXX",
-       tc[] = "/tmp/capsule-audit-later-XXXXXX", td[] = "/tmp/capsule-audit-later-XXXXXX";
-  const char *a = state_in(ta), *b = state_in(tb), *c = state_in(tc), *d = state_in(td);
+       tc[] = "/tmp/capsule-audit-later-XXXXXX", td[] = "/tmp/capsule-audit-later-XXXXXX",
+       te[] = "/tmp/capsule-audit-later-XXXXXX";
+  const char *a = state_in(ta), *b = state_in(tb), *c = state_in(tc), *d = state_in(td),
+             *e = state_in(te);
   setenv("CAPSULE_STATE_KEY", "", 1); /* the key file in each state directory */
 
-  check(run_child(a, true, false, false), "answered, then appended (child)");
+  check(run_child(a, true, false, 0), "answered, then appended (child)");
   struct last l = records(a);
   check(l.n == 1 && strcmp(l.outcome, "ok") == 0, "answered, then appended: one record, ok");
 
-  check(run_child(b, false, false, false), "answered, never appended (child)");
+  check(run_child(b, false, false, 0), "answered, never appended (child)");
   l = records(b);
   check(l.n == 1 && strcmp(l.outcome, "ok") == 0 && l.duration == 7 && l.result[0] == 'b' &&
             strlen(l.result) == 64,
@@ -210,7 +211,7 @@ int main(void)
   l = records(b);
   check(l.n == 1, "recorded once: a second open adds nothing");
 
-  check(run_child(c, true, true, true), "a spare begun again by a shorter call (child)");
+  check(run_child(c, true, true, 700), "a spare begun again by a shorter call (child)");
   size_t fields = 0;
   bool padded = false;
   check(marker(c, &fields, &padded) && fields == 8 && padded,
@@ -219,6 +220,17 @@ int main(void)
   check(l.n == 2 && strcmp(l.outcome, "interrupted") == 0 && l.duration >= 0 &&
             l.duration < 3600 * 1000,
         "the padded marker recovered as interrupted, its start read right");
+
+  /* e: a marker too long to keep as a spare (its user 5,000 bytes): the
+   * next call's is a new one, not padded to it */
+  check(run_child(e, true, true, 5000), "a long marker's call, then a short one (child)");
+  fields = 0;
+  padded = true;
+  check(marker(e, &fields, &padded) && fields == 8 && !padded,
+        "a marker past 4 KiB not kept: the next call's is its own, not padded");
+  l = records(e);
+  check(l.n == 2 && l.ok == 1 && strcmp(l.outcome, "interrupted") == 0,
+        "the long call's record and the short one's, interrupted");
 
   /* d: the state made first (its mark a file), then the child */
   check(records(d).n == 0, "a fourth state");
@@ -239,7 +251,7 @@ int main(void)
         "next call, begun, interrupted)");
 
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf %s %s %s %s", ta, tb, tc, td);
+  snprintf(cmd, sizeof cmd, "rm -rf %s %s %s %s %s", ta, tb, tc, td, te);
   if (system(cmd) != 0)
     failed++;
   printf("audit later: %s\n", failed ? "FAILED" : "all passed");
