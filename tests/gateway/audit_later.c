@@ -72,17 +72,25 @@ static struct gw_audit_record rec(const char *outcome)
   return r;
 }
 
-/* In a child: a call begun (its user user_len bytes long, when not 0),
- * answered (its record in the marker), then appended when commit
- * says so; a second call begun on the spare when again says so; then
- * _exit (as a kill: the locks go, nothing else). */
-static void child(const char *dir, bool commit, bool again, size_t user_len)
+/* A child's state, its markers kept as spares as serve keeps them. */
+static struct gw_state *child_state(const char *dir)
 {
   struct gw_state *st = NULL;
   struct cap_error err = {0};
   if (gw_state_open(dir, &st, &err) < 0)
     _exit(2);
   gw_inflight_spares(true);
+  return st;
+}
+
+/* In a child: a call begun (its user user_len bytes long, when not 0),
+ * answered (its record in the marker), then appended when commit
+ * says so; a second call begun on the spare when again says so; then
+ * _exit (as a kill: the locks go, nothing else). */
+static void child(const char *dir, bool commit, bool again, size_t user_len)
+{
+  struct cap_error err = {0};
+  struct gw_state *st = child_state(dir);
   struct gw_audit_record r = rec("ok");
   char *user = calloc(1, user_len + 1);
   memset(user, 'x', user_len);
@@ -114,11 +122,8 @@ static void child(const char *dir, bool commit, bool again, size_t user_len)
  * after its answer (the process appends first again). */
 static void child_mark_fails(const char *dir)
 {
-  struct gw_state *st = NULL;
   struct cap_error err = {0};
-  if (gw_state_open(dir, &st, &err) < 0)
-    _exit(2);
-  gw_inflight_spares(true);
+  struct gw_state *st = child_state(dir);
   struct gw_audit_record r = rec("ok");
   struct gw_inflight m;
   if (gw_inflight_begin(st, &r, &m, &err) < 0)
