@@ -5,8 +5,8 @@
  * to the log right after the answer went. The record is on the state's
  * disk before the answer either way (the log's own commit is no more
  * durable: WAL, synchronous=NORMAL); what moves is the transaction, the
- * chain's head and the high-water mark (about a sixth of a warm call's
- * time through serve) off the call's path. A kill in between leaves the
+ * chain's head and the high-water mark (0.06 ms of a warm call's 0.3
+ * added through serve: docs/benchmarks.md) off the call's path. A kill in between leaves the
  * marker, finished, to the next gw_state_open, which appends the record
  * as the call ended; a reader opening the state meanwhile waits for the
  * append (gateway/state_inflight.c). */

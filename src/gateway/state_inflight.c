@@ -483,13 +483,13 @@ void gw_inflight_keep(struct gw_inflight *m, const struct gw_audit_record *r)
   gw_inflight_finish(m, r, NULL);
 }
 
-/* The ended call's marker parked for the next call: its tag's first byte
- * overwritten (it records nothing now), its lock held. False when it is
- * not kept. */
 /* A marker longer than this (a call's long tool name or outcome) is not
  * kept as a spare: every later call on it would be padded to its length. */
 #define SPARE_LEN_MAX 4096
 
+/* The ended call's marker parked for the next call: its tag's first byte
+ * overwritten (it records nothing now), its lock held. False when it is
+ * not kept. */
 static bool inflight_park(struct gw_inflight *m)
 {
   struct stat dsb = {.st_dev = m->dev, .st_ino = m->ino}; /* keyed: dirfd's, from its spare */
@@ -527,8 +527,6 @@ void gw_inflight_end(struct gw_inflight *m)
   *m = (struct gw_inflight){.fd = -1};
 }
 
-/* An abandoned marker's record: fields as the call last wrote them.
- * Returns 1 for a marker of this process's own (a call still running). */
 /* The marker's text, whole (a long user name or outcome included, up to
  * MARKER_MAX), NUL-terminated; its fields in f (at most 11), their count
  * in *k. NULL when it is empty or cannot be read. */
@@ -552,6 +550,8 @@ static char *marker_fields(int fd, const char *f[11], size_t *k)
   return buf;
 }
 
+/* An abandoned marker's record: fields as the call last wrote them.
+ * Returns 1 for a marker of this process's own (a call still running). */
 static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
 {
   const char *f[11] = {0};
@@ -585,8 +585,6 @@ static int inflight_record(struct gw_state *st, int fd, struct cap_error *err)
   return gw_audit_append(st, &rec, err);
 }
 
-/* One marker: when its lock is free and it is still the file under its
- * name (another process may have recorded and removed it), its record. */
 /* Whether the marker fd (another process's, locked) holds a call's
  * finished record with its tag whole: an answered call whose append is
  * under way (gw_inflight_answered). */
@@ -598,7 +596,9 @@ static bool holds_answer(int fd)
   return buf && k == 11 && strcmp(f[0], "capsule-inflight-v1") == 0;
 }
 
-/* *answered: the marker is another process's answered call, its record
+/* One marker: when its lock is free and it is still the file under its
+ * name (another process may have recorded and removed it), its record.
+ * *answered: the marker is another process's answered call, its record
  * not yet appended, written at or before opened (the caller waits for
  * it; one answered after the open began is not this reader's to see). */
 static int recover_one(struct gw_state *st, int dir, const char *name, size_t *n, unsigned *slot,
